@@ -1,0 +1,65 @@
+# toolfleet build entry points. `make test` is what CI runs (.ci/run) and what the
+# README tells a new developer to run; it installs every tool it needs from the Go
+# module proxy (pinned in tools/go.mod), so a clean clone needs only Go and make.
+
+export GOTOOLCHAIN := local
+GO      ?= go
+BIN     := $(CURDIR)/build/bin
+BUF     := $(BIN)/buf
+PLUGINS := $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc $(BIN)/protoc-gen-connect-go
+PROTOVALIDATE := build/protovalidate/buf/validate/validate.proto
+
+.PHONY: all generate tools lint vet fmt-check check-generated breaking test test-go dev
+
+all: test
+
+## tools: build buf and the protoc plugins pinned in tools/go.mod into build/bin.
+tools: $(BUF) $(PLUGINS)
+
+$(BUF) $(PLUGINS) &: tools/go.mod tools/go.sum
+	@mkdir -p $(BIN)
+	cd tools && $(GO) build -o $(BIN)/ github.com/bufbuild/buf/cmd/buf \
+		google.golang.org/protobuf/cmd/protoc-gen-go google.golang.org/grpc/cmd/protoc-gen-go-grpc \
+		connectrpc.com/connect/cmd/protoc-gen-connect-go
+
+# The buf/validate contract, printed from the protovalidate Go module (no registry needed).
+$(PROTOVALIDATE): tools/go.mod tools/go.sum tools/protodump/main.go
+	cd tools && $(GO) run ./protodump -out ../build/protovalidate buf/validate/validate.proto
+
+## generate: regenerate gen/ from proto/.
+generate: tools $(PROTOVALIDATE)
+	$(BUF) generate proto
+
+## lint: buf lint, gofmt and go vet.
+lint: tools $(PROTOVALIDATE) fmt-check vet
+	$(BUF) lint proto
+
+fmt-check:
+	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '^gen/')); \
+	if [ -n "$$out" ]; then echo "gofmt needs to run on:"; echo "$$out"; exit 1; fi
+
+vet:
+	$(GO) vet ./...
+	cd tools && $(GO) vet ./...
+
+## check-generated: fail when regeneration changes gen/ (someone edited a .proto without `make generate`).
+check-generated: generate
+	@git add -N gen >/dev/null 2>&1 || true
+	@if ! git diff --quiet --exit-code -- gen; then \
+		echo "generated code is out of date: run 'make generate' and commit gen/"; \
+		git --no-pager diff --stat -- gen; exit 1; fi
+
+## breaking: served tool contracts must never change incompatibly (see scripts/breaking.sh).
+breaking: tools $(PROTOVALIDATE)
+	BUF=$(BUF) scripts/breaking.sh
+
+## test-go: the Go test suite with the race detector.
+test-go:
+	$(GO) test -race -count=1 ./...
+
+## test: everything CI checks.
+test: lint check-generated breaking test-go
+
+## dev: run the whole fleet in one process.
+dev:
+	$(GO) run ./cmd/toolfleet dev

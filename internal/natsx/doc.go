@@ -1,0 +1,4 @@
+// Package natsx holds toolfleet's NATS plumbing that is not public API: an embedded
+// NATS server with JetStream for `toolfleet dev` and integration tests, and helpers
+// shared by the services that publish and consume on NATS.
+package natsx
