@@ -1,0 +1,118 @@
+package tool
+
+import (
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
+	"github.com/toolfleet/toolfleet/sdk/tool/contract"
+)
+
+// AnnounceSubject is the core NATS subject of worker heartbeats.
+const AnnounceSubject = "toolfleet.registry.announce"
+
+// Health values of a toolfleetv1.WorkerAnnouncement.
+const (
+	HealthServing    = "SERVING"
+	HealthNotServing = "NOT_SERVING"
+)
+
+// announcer publishes heartbeats until stopped. NATS being away never stops the
+// worker: the client reconnects forever and buffers, and a failed publish is logged.
+type announcer struct {
+	cfg      Config
+	log      *slog.Logger
+	addr     string
+	toolkits []*toolfleetv1.AnnouncedToolkit
+
+	nc   *nats.Conn
+	quit chan struct{}
+	done chan struct{}
+	once sync.Once
+}
+
+func newAnnouncer(cfg Config, log *slog.Logger, addr string, tks []contract.Toolkit) *announcer {
+	a := &announcer{cfg: cfg, log: log.With("nats", cfg.NATSURL), addr: addr,
+		quit: make(chan struct{}), done: make(chan struct{})}
+	for _, t := range tks {
+		a.toolkits = append(a.toolkits, &toolfleetv1.AnnouncedToolkit{Name: t.Name, Version: t.Version, Service: t.Service})
+	}
+	return a
+}
+
+// start connects (in the background when NATS is away) and starts the heartbeat.
+func (a *announcer) start() {
+	nc, err := nats.Connect(a.cfg.NATSURL,
+		nats.Name("toolfleet-worker "+a.cfg.WorkerID),
+		nats.RetryOnFailedConnect(true),
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(time.Second),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			a.log.Warn("NATS disconnected; still serving, announcements paused", "error", err)
+		}),
+		nats.ReconnectHandler(func(*nats.Conn) { a.log.Info("NATS reconnected") }),
+	)
+	if err != nil { // only for a malformed URL: RetryOnFailedConnect covers the rest
+		a.log.Error("NATS announcements disabled", "error", err)
+		close(a.done)
+		return
+	}
+	a.nc = nc
+	go a.loop()
+}
+
+func (a *announcer) loop() {
+	defer close(a.done)
+	t := time.NewTicker(a.cfg.AnnounceInterval)
+	defer t.Stop()
+	a.publish(HealthServing)
+	for {
+		select {
+		case <-a.quit:
+			return
+		case <-t.C:
+			a.publish(HealthServing)
+		}
+	}
+}
+
+// stop sends NOT_SERVING, flushes within a bound and closes the connection.
+func (a *announcer) stop() {
+	a.once.Do(func() {
+		close(a.quit)
+		<-a.done
+		if a.nc == nil {
+			return
+		}
+		a.publish(HealthNotServing)
+		if err := a.nc.FlushTimeout(2 * time.Second); err != nil {
+			a.log.Warn("NOT_SERVING announcement may be lost", "error", err)
+		}
+		a.nc.Close()
+	})
+}
+
+func (a *announcer) publish(health string) {
+	msg := &toolfleetv1.WorkerAnnouncement{
+		WorkerId: a.cfg.WorkerID,
+		Address:  a.addr,
+		Toolkits: a.toolkits,
+		Health:   health,
+		Time:     timestamppb.Now(),
+		Ttl:      durationpb.New(3 * a.cfg.AnnounceInterval),
+	}
+	b, err := protojson.Marshal(msg)
+	if err != nil {
+		a.log.Error("encode announcement", "error", err)
+		return
+	}
+	if err := a.nc.Publish(AnnounceSubject, b); err != nil {
+		a.log.Debug("announcement not sent", "error", err)
+	}
+}

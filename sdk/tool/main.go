@@ -1,0 +1,79 @@
+package tool
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+// Environment variables read by [Main] as flag defaults.
+const (
+	EnvListen    = "TOOLFLEET_LISTEN"
+	EnvNATSURL   = "TOOLFLEET_NATS_URL"
+	EnvAdvertise = "TOOLFLEET_ADVERTISE_ADDR"
+	EnvLogLevel  = "TOOLFLEET_LOG_LEVEL"
+)
+
+// Main is the whole main function of a worker binary: it parses --listen, --nats,
+// --advertise and --log-level (defaults from TOOLFLEET_LISTEN, TOOLFLEET_NATS_URL,
+// TOOLFLEET_ADVERTISE_ADDR, TOOLFLEET_LOG_LEVEL), logs JSON to stderr, lets
+// register add the services, serves until SIGINT or SIGTERM, stops gracefully and
+// exits with status 1 on failure (2 on bad flags).
+func Main(name string, register func(w *Worker) error) {
+	os.Exit(run(name, os.Args[1:], register))
+}
+
+func run(name string, args []string, register func(w *Worker) error) int {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	listen := fs.String("listen", envOr(EnvListen, DefaultListen), "host:port to serve gRPC on (env "+EnvListen+")")
+	natsURL := fs.String("nats", os.Getenv(EnvNATSURL), "NATS URL for registry announcements; empty = none (env "+EnvNATSURL+")")
+	advertise := fs.String("advertise", os.Getenv(EnvAdvertise), "address announced to the registry; default = the listen address (env "+EnvAdvertise+")")
+	level := fs.String("log-level", envOr(EnvLogLevel, "info"), "debug, info, warn or error (env "+EnvLogLevel+")")
+	interval := fs.Duration("announce-interval", DefaultAnnounceInterval, "heartbeat period; ttl = 3x")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(*level)); err != nil {
+		fmt.Fprintf(os.Stderr, "%s: bad --log-level %q: %v\n", name, *level, err)
+		return 2
+	}
+	log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: lvl})).With("service", name)
+	slog.SetDefault(log)
+
+	w, err := NewWorker(Config{
+		Name:             name,
+		Listen:           *listen,
+		NATSURL:          *natsURL,
+		AdvertiseAddr:    *advertise,
+		Logger:           log,
+		AnnounceInterval: *interval,
+		ShutdownTimeout:  DefaultShutdownTimeout,
+	})
+	if err != nil {
+		log.Error("create worker", "error", err)
+		return 1
+	}
+	if err := register(w); err != nil {
+		log.Error("register services", "error", err)
+		return 1
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := w.Run(ctx); err != nil {
+		log.Error("worker failed", "error", err)
+		return 1
+	}
+	return 0
+}
+
+func envOr(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}

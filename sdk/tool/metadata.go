@@ -1,0 +1,68 @@
+package tool
+
+import (
+	"context"
+
+	"google.golang.org/grpc/metadata"
+)
+
+// Metadata keys a caller sets on a tool call.
+const (
+	// CallIDKey carries the caller's call id (the idempotency key of the call).
+	CallIDKey = "toolfleet-call-id"
+	// TraceParentKey carries the W3C trace context (https://www.w3.org/TR/trace-context/).
+	TraceParentKey = "traceparent"
+	// TraceStateKey carries the W3C vendor trace state.
+	TraceStateKey = "tracestate"
+)
+
+// CallID returns the caller's call id from the incoming metadata, or "".
+func CallID(ctx context.Context) string { return incoming(ctx, CallIDKey) }
+
+// TraceParent returns the W3C traceparent header from the incoming metadata, or "".
+func TraceParent(ctx context.Context) string { return incoming(ctx, TraceParentKey) }
+
+// TraceID returns the trace id part of the incoming traceparent, or "" when the
+// header is absent or malformed.
+func TraceID(ctx context.Context) string { return traceIDOf(TraceParent(ctx)) }
+
+// OutgoingCallContext returns ctx with the call id and traceparent set on the
+// outgoing metadata of a call to a worker; empty values are left out.
+func OutgoingCallContext(ctx context.Context, callID, traceParent string) context.Context {
+	var kv []string
+	if callID != "" {
+		kv = append(kv, CallIDKey, callID)
+	}
+	if traceParent != "" {
+		kv = append(kv, TraceParentKey, traceParent)
+	}
+	if len(kv) == 0 {
+		return ctx
+	}
+	return metadata.AppendToOutgoingContext(ctx, kv...)
+}
+
+func incoming(ctx context.Context, key string) string {
+	if v := metadata.ValueFromIncomingContext(ctx, key); len(v) > 0 {
+		return v[0]
+	}
+	return ""
+}
+
+// traceIDOf parses "version-traceid-parentid-flags" and returns the trace id.
+func traceIDOf(tp string) string {
+	// 2 + 1 + 32 + 1 + 16 + 1 + 2
+	if len(tp) < 55 || tp[2] != '-' || tp[35] != '-' || tp[52] != '-' {
+		return ""
+	}
+	id := tp[3:35]
+	for _, c := range id {
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return ""
+		}
+	}
+	if id == "00000000000000000000000000000000" {
+		return ""
+	}
+	return id
+}

@@ -1,0 +1,277 @@
+package tool
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"sync"
+	"time"
+
+	"buf.build/go/protovalidate"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/reflection"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/reflect/protoregistry"
+
+	"github.com/toolfleet/toolfleet/sdk/tool/contract"
+)
+
+// Defaults of [Config].
+const (
+	DefaultListen           = "127.0.0.1:0"
+	DefaultAnnounceInterval = 5 * time.Second
+	DefaultShutdownTimeout  = 10 * time.Second
+)
+
+// Errors returned by [Worker] methods; match them with errors.Is.
+var (
+	// ErrAlreadyRunning is returned by a second call of Run.
+	ErrAlreadyRunning = errors.New("tool: worker already running")
+	// ErrNoServices is returned by Run when no service was registered.
+	ErrNoServices = errors.New("tool: no service registered")
+	// ErrUnknownService is returned when a registered service has no descriptor
+	// linked into the binary (reflection and validation need it).
+	ErrUnknownService = errors.New("tool: service descriptor not linked")
+)
+
+// MetricsHook observes every finished call. err is nil on success; an execution
+// error satisfies [AsToolError]. It runs on the call's goroutine, so keep it cheap.
+type MetricsHook func(ctx context.Context, info CallInfo, d time.Duration, err error)
+
+// CallInfo describes one call to a tool.
+type CallInfo struct {
+	// FullMethod is the gRPC method, e.g. "/tools.calculator.v1.CalculatorService/Add".
+	FullMethod string
+	// CallID is the caller's call id ("" when the caller sent none).
+	CallID string
+	// TraceParent is the W3C traceparent the caller sent ("" when none).
+	TraceParent string
+}
+
+// Config configures a [Worker]. The zero value serves on 127.0.0.1 on a free port
+// without announcements.
+type Config struct {
+	// Name names the worker in logs and in its default id, e.g. "calculator".
+	Name string
+	// Listen is the host:port to serve on. Default [DefaultListen].
+	Listen string
+	// NATSURL enables announcements on toolfleet.registry.announce. Empty = none.
+	NATSURL string
+	// AdvertiseAddr is the address announced to the registry. Default: the
+	// listener's address (set it when listening on 0.0.0.0 or behind NAT).
+	AdvertiseAddr string
+	// WorkerID is the stable id of this process in announcements. Default: the name,
+	// the host name and a random suffix.
+	WorkerID string
+	// Logger receives the worker's logs. Default slog.Default().
+	Logger *slog.Logger
+	// AnnounceInterval is the heartbeat period; the announced ttl is 3x. Default
+	// [DefaultAnnounceInterval].
+	AnnounceInterval time.Duration
+	// ShutdownTimeout bounds the graceful stop; in-flight calls are then cut.
+	// Default [DefaultShutdownTimeout].
+	ShutdownTimeout time.Duration
+	// Metrics observes every call when set.
+	Metrics MetricsHook
+	// ServerOptions are appended to the grpc.Server options (e.g. credentials).
+	// Interceptors given here run inside the worker's own.
+	ServerOptions []grpc.ServerOption
+}
+
+func (c Config) withDefaults() Config {
+	if c.Listen == "" {
+		c.Listen = DefaultListen
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.AnnounceInterval <= 0 {
+		c.AnnounceInterval = DefaultAnnounceInterval
+	}
+	if c.ShutdownTimeout <= 0 {
+		c.ShutdownTimeout = DefaultShutdownTimeout
+	}
+	if c.WorkerID == "" {
+		host, _ := os.Hostname()
+		var b [4]byte
+		_, _ = rand.Read(b[:])
+		c.WorkerID = fmt.Sprintf("%s-%s-%s", nonEmpty(c.Name, "worker"), nonEmpty(host, "host"), hex.EncodeToString(b[:]))
+	}
+	return c
+}
+
+// Worker serves gRPC services as a toolkit worker. Create it with [NewWorker],
+// register services (it is a grpc.ServiceRegistrar), then call Run.
+type Worker struct {
+	cfg    Config
+	log    *slog.Logger
+	server *grpc.Server
+	health *health.Server
+
+	mu       sync.Mutex
+	toolkits []contract.Toolkit
+	running  bool
+	addr     string
+	ready    chan struct{}
+}
+
+var _ grpc.ServiceRegistrar = (*Worker)(nil)
+
+// NewWorker returns a worker configured by cfg. It fails when protovalidate cannot
+// be set up.
+func NewWorker(cfg Config) (*Worker, error) {
+	cfg = cfg.withDefaults()
+	validator, err := protovalidate.New()
+	if err != nil {
+		return nil, fmt.Errorf("tool: create validator: %w", err)
+	}
+	w := &Worker{
+		cfg:    cfg,
+		log:    cfg.Logger.With("worker_id", cfg.WorkerID),
+		health: health.NewServer(),
+		ready:  make(chan struct{}),
+	}
+	opts := []grpc.ServerOption{
+		grpc.ChainUnaryInterceptor(
+			observeInterceptor(w.log, cfg.Metrics),
+			recoverInterceptor(w.log),
+			validateInterceptor(validator),
+		),
+		grpc.ChainStreamInterceptor(recoverStreamInterceptor(w.log)),
+	}
+	w.server = grpc.NewServer(append(opts, cfg.ServerOptions...)...)
+	healthpb.RegisterHealthServer(w.server, w.health)
+	reflection.Register(w.server)
+	return w, nil
+}
+
+// RegisterService registers a service implementation, typically through a
+// generated RegisterXServer function. It must be called before Run. The service's
+// descriptor must be linked into the binary (the generated package is imported),
+// otherwise the worker logs an error and the service is not announced as a toolkit.
+func (w *Worker) RegisterService(desc *grpc.ServiceDesc, impl any) {
+	w.server.RegisterService(desc, impl)
+	d, err := protoregistry.GlobalFiles.FindDescriptorByName(protoreflect.FullName(desc.ServiceName))
+	sd, ok := d.(protoreflect.ServiceDescriptor)
+	if err != nil || !ok {
+		w.log.Error("service descriptor not found; it is served but not announced",
+			"service", desc.ServiceName, "error", fmt.Errorf("%w: %s", ErrUnknownService, desc.ServiceName))
+		return
+	}
+	w.mu.Lock()
+	w.toolkits = append(w.toolkits, contract.ToolkitOf(sd))
+	w.mu.Unlock()
+}
+
+// Toolkits returns the toolkits registered so far.
+func (w *Worker) Toolkits() []contract.Toolkit {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]contract.Toolkit(nil), w.toolkits...)
+}
+
+// Ready is closed once Run listens; Addr is valid from then on.
+func (w *Worker) Ready() <-chan struct{} { return w.ready }
+
+// Addr returns the address the worker listens on, or "" before Run listens.
+func (w *Worker) Addr() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.addr
+}
+
+// Run serves until ctx is done, then stops gracefully within ShutdownTimeout:
+// health turns NOT_SERVING, a NOT_SERVING announcement goes out, in-flight calls
+// finish (or are cut at the bound). It returns nil after a stop caused by ctx and
+// an error when listening or serving fails.
+func (w *Worker) Run(ctx context.Context) error {
+	w.mu.Lock()
+	if w.running {
+		w.mu.Unlock()
+		return ErrAlreadyRunning
+	}
+	w.running = true
+	toolkits := append([]contract.Toolkit(nil), w.toolkits...)
+	w.mu.Unlock()
+	if len(w.server.GetServiceInfo()) <= 2 { // health + reflection only
+		return ErrNoServices
+	}
+
+	lis, err := (&net.ListenConfig{}).Listen(ctx, "tcp", w.cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("tool: listen on %s: %w", w.cfg.Listen, err)
+	}
+	addr := lis.Addr().String()
+	w.mu.Lock()
+	w.addr = addr
+	w.mu.Unlock()
+	for name := range w.server.GetServiceInfo() {
+		w.health.SetServingStatus(name, healthpb.HealthCheckResponse_SERVING)
+	}
+	w.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+
+	var ann *announcer
+	if w.cfg.NATSURL != "" {
+		ann = newAnnouncer(w.cfg, w.log, nonEmpty(w.cfg.AdvertiseAddr, addr), toolkits)
+		ann.start()
+	}
+
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- w.server.Serve(lis) }()
+	close(w.ready)
+	w.log.Info("worker serving", "addr", addr, "toolkits", toolkitNames(toolkits), "nats", w.cfg.NATSURL != "")
+
+	select {
+	case err := <-serveErr:
+		if ann != nil {
+			ann.stop()
+		}
+		return fmt.Errorf("tool: serve: %w", err)
+	case <-ctx.Done():
+	}
+
+	w.log.Info("worker stopping", "timeout", w.cfg.ShutdownTimeout)
+	w.health.Shutdown()
+	if ann != nil {
+		ann.stop() // sends NOT_SERVING, bounded
+	}
+	stopped := make(chan struct{})
+	go func() {
+		w.server.GracefulStop()
+		close(stopped)
+	}()
+	timer := time.NewTimer(w.cfg.ShutdownTimeout)
+	defer timer.Stop()
+	select {
+	case <-stopped:
+	case <-timer.C:
+		w.log.Warn("graceful stop timed out; cutting in-flight calls")
+		w.server.Stop()
+		<-stopped
+	}
+	<-serveErr // Serve returns nil after (Graceful)Stop
+	w.log.Info("worker stopped")
+	return nil
+}
+
+func toolkitNames(tks []contract.Toolkit) []string {
+	out := make([]string, 0, len(tks))
+	for _, t := range tks {
+		out = append(out, t.Name+"@"+t.Version)
+	}
+	return out
+}
+
+func nonEmpty(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
