@@ -117,6 +117,7 @@ type Worker struct {
 
 	mu       sync.Mutex
 	toolkits []contract.Toolkit
+	services int
 	running  bool
 	addr     string
 	ready    chan struct{}
@@ -158,6 +159,9 @@ func NewWorker(cfg Config) (*Worker, error) {
 // otherwise the worker logs an error and the service is not announced as a toolkit.
 func (w *Worker) RegisterService(desc *grpc.ServiceDesc, impl any) {
 	w.server.RegisterService(desc, impl)
+	w.mu.Lock()
+	w.services++
+	w.mu.Unlock()
 	d, err := protoregistry.GlobalFiles.FindDescriptorByName(protoreflect.FullName(desc.ServiceName))
 	sd, ok := d.(protoreflect.ServiceDescriptor)
 	if err != nil || !ok {
@@ -199,8 +203,9 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 	w.running = true
 	toolkits := append([]contract.Toolkit(nil), w.toolkits...)
+	services := w.services
 	w.mu.Unlock()
-	if len(w.server.GetServiceInfo()) <= 2 { // health + reflection only
+	if services == 0 {
 		return ErrNoServices
 	}
 
