@@ -1,0 +1,522 @@
+package llm
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
+)
+
+// Anthropic is the Anthropic Messages format: flat tools with input_schema,
+// tool_use blocks with the input as an object, tool_result blocks inside a
+// user message with is_error, thinking blocks with their signature.
+type Anthropic struct{}
+
+// Name implements Format.
+func (Anthropic) Name() string { return "anthropic" }
+
+// anthropicDefaultMaxTokens is sent when the request sets none: the API
+// requires max_tokens.
+const anthropicDefaultMaxTokens = 4096
+
+type anTool struct {
+	Name        string         `json:"name"`
+	Description string         `json:"description,omitempty"`
+	InputSchema map[string]any `json:"input_schema"`
+	Strict      bool           `json:"strict,omitempty"`
+}
+
+type anToolChoice struct {
+	Type                   string `json:"type"`
+	Name                   string `json:"name,omitempty"`
+	DisableParallelToolUse *bool  `json:"disable_parallel_tool_use,omitempty"`
+}
+
+type anRequest struct {
+	Model      string          `json:"model,omitempty"`
+	MaxTokens  int             `json:"max_tokens"`
+	System     json.RawMessage `json:"system,omitempty"`
+	Messages   []anMessage     `json:"messages"`
+	Tools      []anTool        `json:"tools,omitempty"`
+	ToolChoice *anToolChoice   `json:"tool_choice,omitempty"`
+	Stream     bool            `json:"stream,omitempty"`
+}
+
+type anMessage struct {
+	Role    string          `json:"role"`
+	Content json.RawMessage `json:"content"`
+}
+
+type anBlock struct {
+	Type      string          `json:"type"`
+	Text      *string         `json:"text,omitempty"`
+	ID        string          `json:"id,omitempty"`
+	Name      string          `json:"name,omitempty"`
+	Input     json.RawMessage `json:"input,omitempty"`
+	ToolUseID string          `json:"tool_use_id,omitempty"`
+	Content   json.RawMessage `json:"content,omitempty"`
+	IsError   bool            `json:"is_error,omitempty"`
+	Thinking  *string         `json:"thinking,omitempty"`
+	Signature string          `json:"signature,omitempty"`
+	Data      string          `json:"data,omitempty"`
+}
+
+type anUsage struct {
+	InputTokens              int64 `json:"input_tokens"`
+	OutputTokens             int64 `json:"output_tokens"`
+	CacheReadInputTokens     int64 `json:"cache_read_input_tokens,omitempty"`
+	CacheCreationInputTokens int64 `json:"cache_creation_input_tokens,omitempty"`
+}
+
+func (u *anUsage) canonical() *toolfleetv1.Usage {
+	if u == nil {
+		return nil
+	}
+	return &toolfleetv1.Usage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, CacheReadTokens: u.CacheReadInputTokens, CacheWriteTokens: u.CacheCreationInputTokens}
+}
+
+type anResponse struct {
+	ID         string    `json:"id"`
+	Type       string    `json:"type"`
+	Role       string    `json:"role"`
+	Model      string    `json:"model"`
+	Content    []anBlock `json:"content"`
+	StopReason *string   `json:"stop_reason"`
+	Usage      *anUsage  `json:"usage,omitempty"`
+}
+
+// RenderTools implements Format.
+func (Anthropic) RenderTools(tools []*toolfleetv1.ToolDefinition, strict bool) ([]byte, error) {
+	return json.Marshal(anthropicTools(tools, strict))
+}
+
+func anthropicTools(tools []*toolfleetv1.ToolDefinition, strict bool) []anTool {
+	out := make([]anTool, 0, len(tools))
+	for _, d := range tools {
+		out = append(out, anTool{Name: d.GetModelName(), Description: d.GetDescription(), InputSchema: AnthropicSchema(schemaOf(d), strict), Strict: strict})
+	}
+	return out
+}
+
+// ParseTools implements Format.
+func (Anthropic) ParseTools(body []byte) ([]*toolfleetv1.ToolDefinition, error) {
+	var tools []anTool
+	if err := json.Unmarshal(body, &tools); err != nil {
+		return nil, malformed("anthropic tools", err)
+	}
+	return anthropicDefs(tools)
+}
+
+func anthropicDefs(tools []anTool) ([]*toolfleetv1.ToolDefinition, error) {
+	var defs []*toolfleetv1.ToolDefinition
+	for _, t := range tools {
+		d, err := defFromWire(t.Name, t.Description, t.InputSchema)
+		if err != nil {
+			return nil, err
+		}
+		defs = append(defs, d)
+	}
+	return defs, nil
+}
+
+func anthropicToolChoice(req *Request) *anToolChoice {
+	var c *anToolChoice
+	switch req.ToolChoice.Mode {
+	case ToolChoiceAuto:
+		c = &anToolChoice{Type: "auto"}
+	case ToolChoiceNone:
+		return &anToolChoice{Type: "none"}
+	case ToolChoiceRequired:
+		c = &anToolChoice{Type: "any"}
+	case ToolChoiceTool:
+		c = &anToolChoice{Type: "tool", Name: req.ToolChoice.Name}
+	}
+	if req.ParallelToolCalls != nil && !*req.ParallelToolCalls && len(req.Tools) > 0 {
+		if c == nil {
+			c = &anToolChoice{Type: "auto"}
+		}
+		disable := true
+		c.DisableParallelToolUse = &disable
+	}
+	return c
+}
+
+// RenderRequest implements Format. Tool messages become user messages of
+// tool_result blocks; a user message right after them is merged in, since
+// Anthropic requires alternating roles.
+func (Anthropic) RenderRequest(req *Request) ([]byte, error) {
+	maxTokens := req.MaxTokens
+	if maxTokens == 0 {
+		maxTokens = anthropicDefaultMaxTokens
+	}
+	out := anRequest{Model: req.Model, MaxTokens: maxTokens, Messages: []anMessage{}, ToolChoice: anthropicToolChoice(req), Stream: req.Stream}
+	if sys := systemText(req.Messages); sys != "" {
+		out.System = rawJSON(sys)
+	}
+	if len(req.Tools) > 0 {
+		out.Tools = anthropicTools(req.Tools, req.Strict)
+	}
+	var blocks []anBlock
+	role := ""
+	flush := func() {
+		if len(blocks) > 0 {
+			out.Messages = append(out.Messages, anMessage{Role: role, Content: rawJSON(blocks)})
+		}
+		blocks = nil
+	}
+	for _, m := range req.Messages {
+		r := "user"
+		switch m.GetRole() {
+		case toolfleetv1.Role_ROLE_SYSTEM:
+			continue
+		case toolfleetv1.Role_ROLE_ASSISTANT:
+			r = "assistant"
+		}
+		if r != role {
+			flush()
+			role = r
+		}
+		blocks = append(blocks, anthropicBlocks(m)...)
+	}
+	flush()
+	return json.Marshal(out)
+}
+
+func anthropicBlocks(m *toolfleetv1.Message) []anBlock {
+	var out []anBlock
+	for _, p := range m.GetParts() {
+		switch k := p.GetKind().(type) {
+		case *toolfleetv1.Part_Text:
+			if k.Text != "" {
+				out = append(out, anBlock{Type: "text", Text: &k.Text})
+			}
+		case *toolfleetv1.Part_Thinking:
+			th := k.Thinking
+			if th.GetText() == "" && len(th.GetSignature()) > 0 {
+				out = append(out, anBlock{Type: "redacted_thinking", Data: string(th.GetSignature())})
+				continue
+			}
+			text := th.GetText()
+			out = append(out, anBlock{Type: "thinking", Thinking: &text, Signature: string(th.GetSignature())})
+		case *toolfleetv1.Part_ToolCall:
+			c := k.ToolCall
+			out = append(out, anBlock{Type: "tool_use", ID: c.GetId(), Name: c.GetName(), Input: encodeArguments(c.GetArguments())})
+		case *toolfleetv1.Part_ToolResult:
+			r := k.ToolResult
+			out = append(out, anBlock{Type: "tool_result", ToolUseID: r.GetCallId(), Content: rawJSON(resultText(r)), IsError: r.GetIsError()})
+		}
+	}
+	return out
+}
+
+// ParseRequest implements Format.
+func (Anthropic) ParseRequest(body []byte) (*Request, error) {
+	var in anRequest
+	if err := json.Unmarshal(body, &in); err != nil {
+		return nil, malformed("anthropic request", err)
+	}
+	req := &Request{Model: in.Model, MaxTokens: in.MaxTokens, Stream: in.Stream}
+	var err error
+	if req.Tools, err = anthropicDefs(in.Tools); err != nil {
+		return nil, err
+	}
+	for _, t := range in.Tools {
+		req.Strict = req.Strict || t.Strict
+	}
+	if c := in.ToolChoice; c != nil {
+		switch c.Type {
+		case "auto":
+			req.ToolChoice.Mode = ToolChoiceAuto
+		case "none":
+			req.ToolChoice.Mode = ToolChoiceNone
+		case "any":
+			req.ToolChoice.Mode = ToolChoiceRequired
+		case "tool":
+			req.ToolChoice = ToolChoice{Mode: ToolChoiceTool, Name: c.Name}
+		}
+		if c.DisableParallelToolUse != nil {
+			parallel := !*c.DisableParallelToolUse
+			req.ParallelToolCalls = &parallel
+			if c.Type == "auto" {
+				// "auto" was only the carrier of the parallel flag.
+				req.ToolChoice.Mode = ToolChoiceDefault
+			}
+		}
+	}
+	if len(in.System) > 0 {
+		sys, err := anthropicText(in.System)
+		if err != nil {
+			return nil, err
+		}
+		req.Messages = append(req.Messages, System(sys))
+	}
+	names := map[string]string{}
+	for _, m := range in.Messages {
+		blocks, err := anthropicContent(m.Content)
+		if err != nil {
+			return nil, err
+		}
+		if m.Role == "assistant" {
+			msg, err := anthropicAssistant(blocks)
+			if err != nil {
+				return nil, err
+			}
+			for _, c := range ToolCalls(msg) {
+				names[c.GetId()] = c.GetName()
+			}
+			req.Messages = append(req.Messages, msg)
+			continue
+		}
+		// A user message splits into a tool message (its results) and a user
+		// message (its text), in that order.
+		tool := &toolfleetv1.Message{Role: toolfleetv1.Role_ROLE_TOOL}
+		user := &toolfleetv1.Message{Role: toolfleetv1.Role_ROLE_USER}
+		for _, b := range blocks {
+			switch b.Type {
+			case "text":
+				user.Parts = append(user.Parts, Text(deref(b.Text)))
+			case "tool_result":
+				text, err := anthropicText(b.Content)
+				if err != nil {
+					return nil, err
+				}
+				tool.Parts = append(tool.Parts, ResultPart(b.ToolUseID, names[b.ToolUseID], text, b.IsError))
+			}
+		}
+		if len(tool.Parts) > 0 {
+			req.Messages = append(req.Messages, tool)
+		}
+		if len(user.Parts) > 0 || len(tool.Parts) == 0 {
+			req.Messages = append(req.Messages, user)
+		}
+	}
+	return req, nil
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+// anthropicContent reads message content: a string or an array of blocks.
+func anthropicContent(raw json.RawMessage) ([]anBlock, error) {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return []anBlock{{Type: "text", Text: &s}}, nil
+	}
+	var blocks []anBlock
+	if err := json.Unmarshal(raw, &blocks); err != nil {
+		return nil, malformed("anthropic content", err)
+	}
+	return blocks, nil
+}
+
+// anthropicText reads a string or the text of an array of text blocks.
+func anthropicText(raw json.RawMessage) (string, error) {
+	if len(raw) == 0 {
+		return "", nil
+	}
+	blocks, err := anthropicContent(raw)
+	if err != nil {
+		return "", err
+	}
+	var s string
+	for _, b := range blocks {
+		s += deref(b.Text)
+	}
+	return s, nil
+}
+
+func anthropicAssistant(blocks []anBlock) (*toolfleetv1.Message, error) {
+	msg := &toolfleetv1.Message{Role: toolfleetv1.Role_ROLE_ASSISTANT}
+	for _, b := range blocks {
+		switch b.Type {
+		case "text":
+			msg.Parts = append(msg.Parts, Text(deref(b.Text)))
+		case "thinking":
+			msg.Parts = append(msg.Parts, &toolfleetv1.Part{Kind: &toolfleetv1.Part_Thinking{Thinking: &toolfleetv1.Thinking{Text: deref(b.Thinking), Signature: []byte(b.Signature)}}})
+		case "redacted_thinking":
+			msg.Parts = append(msg.Parts, &toolfleetv1.Part{Kind: &toolfleetv1.Part_Thinking{Thinking: &toolfleetv1.Thinking{Signature: []byte(b.Data)}}})
+		case "tool_use":
+			args, err := DecodeArguments(b.Name+" ("+b.ID+")", b.Input)
+			if err != nil {
+				return nil, err
+			}
+			msg.Parts = append(msg.Parts, &toolfleetv1.Part{Kind: &toolfleetv1.Part_ToolCall{ToolCall: &toolfleetv1.ToolCall{Id: b.ID, Name: b.Name, Arguments: args}}})
+		}
+	}
+	return msg, nil
+}
+
+func anthropicStop(reason string) string {
+	switch reason {
+	case "end_turn", "stop_sequence", "pause_turn", "":
+		return StopEndTurn
+	case "tool_use":
+		return StopToolCalls
+	case "max_tokens", "model_context_window_exceeded":
+		return StopMaxTokens
+	case "refusal":
+		return StopContentFilter
+	}
+	return reason
+}
+
+func anthropicStopReason(stop string) string {
+	switch stop {
+	case StopToolCalls:
+		return "tool_use"
+	case StopMaxTokens:
+		return "max_tokens"
+	case StopContentFilter:
+		return "refusal"
+	}
+	return "end_turn"
+}
+
+// RenderResponse implements Format.
+func (Anthropic) RenderResponse(msg *toolfleetv1.Message) ([]byte, error) {
+	stop := anthropicStopReason(msg.GetStopReason())
+	resp := anResponse{ID: "msg_toolfleet", Type: "message", Role: "assistant", Model: msg.GetModel(), Content: anthropicBlocks(msg), StopReason: &stop, Usage: &anUsage{}}
+	if resp.Content == nil {
+		resp.Content = []anBlock{}
+	}
+	if u := msg.GetUsage(); u != nil {
+		resp.Usage = &anUsage{InputTokens: u.GetInputTokens(), OutputTokens: u.GetOutputTokens(), CacheReadInputTokens: u.GetCacheReadTokens(), CacheCreationInputTokens: u.GetCacheWriteTokens()}
+	}
+	return json.Marshal(resp)
+}
+
+// ParseResponse implements Format.
+func (Anthropic) ParseResponse(body []byte) (*toolfleetv1.Message, error) {
+	var resp anResponse
+	if err := json.Unmarshal(body, &resp); err != nil {
+		return nil, malformed("anthropic response", err)
+	}
+	if resp.Type == "error" {
+		return nil, malformed("anthropic response", errors.New(string(body)))
+	}
+	msg, err := anthropicAssistant(resp.Content)
+	if err != nil {
+		return nil, err
+	}
+	msg.Model = resp.Model
+	msg.Usage = resp.Usage.canonical()
+	if resp.StopReason != nil {
+		msg.StopReason = anthropicStop(*resp.StopReason)
+	}
+	return msg, nil
+}
+
+// NewStreamDecoder implements Format.
+func (Anthropic) NewStreamDecoder() StreamDecoder { return &anthropicStream{started: map[int]string{}} }
+
+// anthropicStream decodes message_start / content_block_* / message_delta
+// events. A tool_use block starts with its whole input (normally {}) and
+// then sends input_json_delta fragments; the start input is used only when
+// no fragment follows.
+type anthropicStream struct {
+	asm     Assembler
+	started map[int]string // block index → initial input of a tool_use block
+	deltas  map[int]bool   // block index → received input_json_delta
+}
+
+type anEvent struct {
+	Type         string      `json:"type"`
+	Index        int         `json:"index"`
+	Message      *anResponse `json:"message"`
+	ContentBlock *anBlock    `json:"content_block"`
+	Delta        *struct {
+		Type        string  `json:"type"`
+		Text        string  `json:"text"`
+		PartialJSON string  `json:"partial_json"`
+		Thinking    string  `json:"thinking"`
+		Signature   string  `json:"signature"`
+		StopReason  *string `json:"stop_reason"`
+	} `json:"delta"`
+	Usage *anUsage `json:"usage"`
+	Error *struct {
+		Type    string `json:"type"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+func (s *anthropicStream) Decode(_ string, data []byte) ([]Delta, error) {
+	var ev anEvent
+	if err := json.Unmarshal(data, &ev); err != nil {
+		return nil, malformed("anthropic event", err)
+	}
+	if s.deltas == nil {
+		s.deltas = map[int]bool{}
+	}
+	var out []Delta
+	switch ev.Type {
+	case "message_start":
+		if ev.Message != nil {
+			out = append(out, Delta{Model: ev.Message.Model})
+			if u := ev.Message.Usage.canonical(); u != nil {
+				out = append(out, Delta{Usage: u})
+			}
+		}
+	case "content_block_start":
+		b := ev.ContentBlock
+		if b == nil {
+			return nil, malformed("anthropic event", errors.New("content_block_start without content_block"))
+		}
+		switch b.Type {
+		case "text":
+			if t := deref(b.Text); t != "" {
+				out = append(out, Delta{Text: t})
+			}
+		case "thinking":
+			out = append(out, Delta{Thinking: deref(b.Thinking)})
+		case "redacted_thinking":
+			out = append(out, Delta{ThinkingSignature: []byte(b.Data)})
+		case "tool_use":
+			s.started[ev.Index] = string(b.Input)
+			out = append(out, Delta{ToolCall: &ToolCallDelta{Index: ev.Index, ID: b.ID, Name: b.Name}})
+		}
+	case "content_block_delta":
+		d := ev.Delta
+		if d == nil {
+			return nil, malformed("anthropic event", errors.New("content_block_delta without delta"))
+		}
+		switch d.Type {
+		case "text_delta":
+			out = append(out, Delta{Text: d.Text})
+		case "thinking_delta":
+			out = append(out, Delta{Thinking: d.Thinking})
+		case "signature_delta":
+			out = append(out, Delta{ThinkingSignature: []byte(d.Signature)})
+		case "input_json_delta":
+			s.deltas[ev.Index] = true
+			out = append(out, Delta{ToolCall: &ToolCallDelta{Index: ev.Index, Arguments: d.PartialJSON}})
+		}
+	case "content_block_stop":
+		if input, ok := s.started[ev.Index]; ok && !s.deltas[ev.Index] && input != "" {
+			out = append(out, Delta{ToolCall: &ToolCallDelta{Index: ev.Index, Arguments: input}})
+		}
+	case "message_delta":
+		if ev.Delta != nil && ev.Delta.StopReason != nil {
+			out = append(out, Delta{StopReason: anthropicStop(*ev.Delta.StopReason)})
+		}
+		if u := ev.Usage.canonical(); u != nil {
+			out = append(out, Delta{Usage: u})
+		}
+	case "error":
+		msg := string(data)
+		if ev.Error != nil {
+			msg = ev.Error.Type + ": " + ev.Error.Message
+		}
+		return nil, fmt.Errorf("%w: anthropic stream error: %s", ErrMalformed, msg)
+	}
+	for _, d := range out {
+		s.asm.Add(d)
+	}
+	return out, nil
+}
+
+func (s *anthropicStream) Message() (*toolfleetv1.Message, error) { return s.asm.Message() }

@@ -1,0 +1,24 @@
+// Package llm translates between toolfleet's canonical conversation
+// (toolfleet.v1.Message: role + parts: text, tool call, tool result, thinking,
+// usage) and every tool-calling dialect toolfleet speaks:
+//
+//   - native provider formats as pure functions both ways, with no network:
+//     OpenAI Chat Completions ([OpenAIChat]), OpenAI Responses
+//     ([OpenAIResponses]), Anthropic Messages ([Anthropic]), Gemini ([Gemini]),
+//     Bedrock Converse ([Bedrock]) and MCP tools/list and tools/call ([MCPTool],
+//     [MCPCallResult]);
+//   - text protocols for models without native tool calls ([Fenced], [Hermes],
+//     [XMLFunction]) with a system-prompt augmenter and a parser each, plus
+//     [ParseAuto] for "native" models that answer with tagged text;
+//   - streaming: provider stream decoders feed an [Assembler] that joins
+//     tool-call fragments by index and id, and [TagFilter] holds back a
+//     half-received text-protocol tag;
+//   - per-provider schema transforms ([OpenAIStrictSchema], [AnthropicSchema],
+//     [GeminiSchema]) over plain map[string]any JSON Schemas;
+//   - a [Model] interface with a deterministic [Scripted] implementation;
+//     clients on the official SDKs live in the sub-packages openai, anthropic
+//     and gemini.
+//
+// Tools are always shown to models under ToolDefinition.model_name (e.g.
+// "Calculator_Add"); [Names] maps such names back to definitions.
+package llm

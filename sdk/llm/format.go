@@ -1,0 +1,97 @@
+package llm
+
+import (
+	"encoding/json"
+	"fmt"
+
+	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
+)
+
+// Format is one provider's wire dialect. Every method is a pure function of
+// its input: no network, no clock.
+type Format interface {
+	// Name is the format's short name ("openai", "openai-responses",
+	// "anthropic", "gemini", "bedrock").
+	Name() string
+	// RenderTools renders tool declarations exactly as they appear in a
+	// request body (a JSON array).
+	RenderTools(tools []*toolfleetv1.ToolDefinition, strict bool) ([]byte, error)
+	// ParseTools reads a JSON array of tool declarations in this format back
+	// into definitions carrying ModelName, Description and InputSchema.
+	ParseTools(body []byte) ([]*toolfleetv1.ToolDefinition, error)
+	// RenderRequest renders a request body.
+	RenderRequest(req *Request) ([]byte, error)
+	// ParseRequest reads a request body back (for proxies and round trips).
+	ParseRequest(body []byte) (*Request, error)
+	// RenderResponse renders an assistant message as a non-streamed response body.
+	RenderResponse(msg *toolfleetv1.Message) ([]byte, error)
+	// ParseResponse reads a non-streamed response body.
+	ParseResponse(body []byte) (*toolfleetv1.Message, error)
+	// NewStreamDecoder returns a decoder for one streamed response.
+	NewStreamDecoder() StreamDecoder
+}
+
+// Formats returns every conversation format, in a stable order.
+func Formats() []Format {
+	return []Format{OpenAIChat{}, OpenAIResponses{}, Anthropic{}, Gemini{}, Bedrock{}}
+}
+
+// FormatByName returns the format called name.
+func FormatByName(name string) (Format, error) {
+	for _, f := range Formats() {
+		if f.Name() == name {
+			return f, nil
+		}
+	}
+	return nil, fmt.Errorf("llm: unknown format %q", name)
+}
+
+// ConvertTools re-renders a tool list from one format in another, e.g. an
+// OpenAI tools array as Anthropic tools.
+func ConvertTools(from, to Format, body []byte, strict bool) ([]byte, error) {
+	defs, err := from.ParseTools(body)
+	if err != nil {
+		return nil, err
+	}
+	return to.RenderTools(defs, strict)
+}
+
+// malformed wraps a decoding error with ErrMalformed and the format name.
+func malformed(format string, err error) error {
+	return fmt.Errorf("%w: %s: %v", ErrMalformed, format, err)
+}
+
+// rawJSON marshals v; all values rendered here are JSON-safe by construction.
+func rawJSON(v any) json.RawMessage {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(fmt.Sprintf("llm: marshal: %v", err))
+	}
+	return b
+}
+
+// schemaOf returns the input schema of d as a map.
+func schemaOf(d *toolfleetv1.ToolDefinition) map[string]any {
+	return SchemaFromStruct(d.GetInputSchema())
+}
+
+// defFromWire builds a definition from a parsed declaration.
+func defFromWire(name, description string, schema map[string]any) (*toolfleetv1.ToolDefinition, error) {
+	s, err := SchemaToStruct(schema)
+	if err != nil {
+		return nil, err
+	}
+	return &toolfleetv1.ToolDefinition{ModelName: name, Description: description, InputSchema: s}, nil
+}
+
+// resultText is what a text-only wire field shows for a tool result.
+func resultText(r *toolfleetv1.ToolResult) string {
+	if r.GetContent() != "" || r.GetStructured() == nil {
+		return r.GetContent()
+	}
+	b, err := json.Marshal(r.GetStructured().AsInterface())
+	if err != nil {
+		return ""
+	}
+	return string(b)
+}

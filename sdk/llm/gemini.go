@@ -1,0 +1,481 @@
+package llm
+
+import (
+	"encoding/json"
+	"errors"
+	"strconv"
+
+	"google.golang.org/protobuf/types/known/structpb"
+
+	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
+)
+
+// Gemini is the Gemini generateContent format: function_declarations with
+// schemas in Gemini's OpenAPI subset, functionCall parts with args as an
+// object, functionResponse parts answering them. Thought signatures are kept
+// in ToolCall.signature / Thinking.signature and sent back verbatim. Gemini
+// does not always send call ids; missing ones are generated as
+// "<name>_<n>" (n counts calls in the message). The model id is part of the
+// URL, not the body, and there is no parallel-calls flag.
+type Gemini struct{}
+
+// Name implements Format.
+func (Gemini) Name() string { return "gemini" }
+
+type gmDeclaration struct {
+	Name        string         `json:"name"`
+	Description string         `json:"description,omitempty"`
+	Parameters  map[string]any `json:"parameters,omitempty"`
+	// ParametersJSONSchema is the newer full-JSON-Schema alternative; read, never written.
+	ParametersJSONSchema map[string]any `json:"parametersJsonSchema,omitempty"`
+}
+
+type gmTool struct {
+	FunctionDeclarations []gmDeclaration `json:"functionDeclarations,omitempty"`
+	// Snake case is what the REST docs show; both spellings are accepted on parse.
+	FunctionDeclarationsSnake []gmDeclaration `json:"function_declarations,omitempty"`
+}
+
+type gmPart struct {
+	Text             *string         `json:"text,omitempty"`
+	Thought          bool            `json:"thought,omitempty"`
+	ThoughtSignature []byte          `json:"thoughtSignature,omitempty"`
+	FunctionCall     *gmFunctionCall `json:"functionCall,omitempty"`
+	FunctionResponse *gmFunctionResp `json:"functionResponse,omitempty"`
+}
+
+type gmFunctionCall struct {
+	ID   string          `json:"id,omitempty"`
+	Name string          `json:"name"`
+	Args json.RawMessage `json:"args,omitempty"`
+}
+
+type gmFunctionResp struct {
+	ID       string         `json:"id,omitempty"`
+	Name     string         `json:"name"`
+	Response map[string]any `json:"response"`
+}
+
+type gmContent struct {
+	Role  string   `json:"role,omitempty"`
+	Parts []gmPart `json:"parts"`
+}
+
+type gmRequest struct {
+	Contents          []gmContent `json:"contents"`
+	SystemInstruction *gmContent  `json:"systemInstruction,omitempty"`
+	Tools             []gmTool    `json:"tools,omitempty"`
+	ToolConfig        *struct {
+		FunctionCallingConfig gmCallingConfig `json:"functionCallingConfig"`
+	} `json:"toolConfig,omitempty"`
+	GenerationConfig *struct {
+		MaxOutputTokens int `json:"maxOutputTokens,omitempty"`
+	} `json:"generationConfig,omitempty"`
+}
+
+type gmCallingConfig struct {
+	Mode                 string   `json:"mode,omitempty"`
+	AllowedFunctionNames []string `json:"allowedFunctionNames,omitempty"`
+}
+
+type gmUsage struct {
+	PromptTokenCount        int64 `json:"promptTokenCount,omitempty"`
+	CandidatesTokenCount    int64 `json:"candidatesTokenCount,omitempty"`
+	CachedContentTokenCount int64 `json:"cachedContentTokenCount,omitempty"`
+	ThoughtsTokenCount      int64 `json:"thoughtsTokenCount,omitempty"`
+	TotalTokenCount         int64 `json:"totalTokenCount,omitempty"`
+}
+
+func (u *gmUsage) canonical() *toolfleetv1.Usage {
+	if u == nil {
+		return nil
+	}
+	return &toolfleetv1.Usage{InputTokens: u.PromptTokenCount, OutputTokens: u.CandidatesTokenCount + u.ThoughtsTokenCount, CacheReadTokens: u.CachedContentTokenCount}
+}
+
+type gmResponse struct {
+	Candidates []struct {
+		Content      *gmContent `json:"content,omitempty"`
+		FinishReason string     `json:"finishReason,omitempty"`
+		Index        int        `json:"index"`
+	} `json:"candidates"`
+	UsageMetadata *gmUsage `json:"usageMetadata,omitempty"`
+	ModelVersion  string   `json:"modelVersion,omitempty"`
+}
+
+// RenderTools implements Format: one tools entry holding every declaration.
+// Gemini has no strict flag; schemas always get the subset transform.
+func (Gemini) RenderTools(tools []*toolfleetv1.ToolDefinition, _ bool) ([]byte, error) {
+	return json.Marshal(geminiTools(tools))
+}
+
+func geminiTools(tools []*toolfleetv1.ToolDefinition) []gmTool {
+	decls := make([]gmDeclaration, 0, len(tools))
+	for _, d := range tools {
+		decls = append(decls, gmDeclaration{Name: d.GetModelName(), Description: d.GetDescription(), Parameters: GeminiSchema(schemaOf(d))})
+	}
+	return []gmTool{{FunctionDeclarations: decls}}
+}
+
+// ParseTools implements Format.
+func (Gemini) ParseTools(body []byte) ([]*toolfleetv1.ToolDefinition, error) {
+	var tools []gmTool
+	if err := json.Unmarshal(body, &tools); err != nil {
+		return nil, malformed("gemini tools", err)
+	}
+	return geminiDefs(tools)
+}
+
+func geminiDefs(tools []gmTool) ([]*toolfleetv1.ToolDefinition, error) {
+	var defs []*toolfleetv1.ToolDefinition
+	for _, t := range tools {
+		for _, decl := range append(t.FunctionDeclarations, t.FunctionDeclarationsSnake...) {
+			schema := decl.Parameters
+			if schema == nil {
+				schema = decl.ParametersJSONSchema
+			}
+			d, err := defFromWire(decl.Name, decl.Description, schema)
+			if err != nil {
+				return nil, err
+			}
+			defs = append(defs, d)
+		}
+	}
+	return defs, nil
+}
+
+// RenderRequest implements Format. Tool results go in a user content as
+// functionResponse parts; their response object is {"output": …} or, for
+// failed results, {"error": …}, as Gemini documents.
+func (Gemini) RenderRequest(req *Request) ([]byte, error) {
+	out := gmRequest{Contents: []gmContent{}}
+	if sys := systemText(req.Messages); sys != "" {
+		out.SystemInstruction = &gmContent{Parts: []gmPart{{Text: &sys}}}
+	}
+	if len(req.Tools) > 0 {
+		out.Tools = geminiTools(req.Tools)
+	}
+	cfg := gmCallingConfig{}
+	switch req.ToolChoice.Mode {
+	case ToolChoiceAuto:
+		cfg.Mode = "AUTO"
+	case ToolChoiceNone:
+		cfg.Mode = "NONE"
+	case ToolChoiceRequired:
+		cfg.Mode = "ANY"
+	case ToolChoiceTool:
+		cfg = gmCallingConfig{Mode: "ANY", AllowedFunctionNames: []string{req.ToolChoice.Name}}
+	}
+	if cfg.Mode != "" {
+		out.ToolConfig = &struct {
+			FunctionCallingConfig gmCallingConfig `json:"functionCallingConfig"`
+		}{cfg}
+	}
+	if req.MaxTokens > 0 {
+		out.GenerationConfig = &struct {
+			MaxOutputTokens int `json:"maxOutputTokens,omitempty"`
+		}{req.MaxTokens}
+	}
+	names := callNames(req.Messages)
+	for _, m := range req.Messages {
+		if m.GetRole() == toolfleetv1.Role_ROLE_SYSTEM {
+			continue
+		}
+		role := "user"
+		if m.GetRole() == toolfleetv1.Role_ROLE_ASSISTANT {
+			role = "model"
+		}
+		parts := geminiParts(m, names)
+		if len(parts) == 0 {
+			continue
+		}
+		// Gemini wants alternating turns: merge same-role neighbours (tool results + user text).
+		if n := len(out.Contents); n > 0 && out.Contents[n-1].Role == role {
+			out.Contents[n-1].Parts = append(out.Contents[n-1].Parts, parts...)
+			continue
+		}
+		out.Contents = append(out.Contents, gmContent{Role: role, Parts: parts})
+	}
+	return json.Marshal(out)
+}
+
+func geminiParts(m *toolfleetv1.Message, names map[string]string) []gmPart {
+	var out []gmPart
+	for _, p := range m.GetParts() {
+		switch k := p.GetKind().(type) {
+		case *toolfleetv1.Part_Text:
+			if k.Text != "" {
+				out = append(out, gmPart{Text: &k.Text})
+			}
+		case *toolfleetv1.Part_Thinking:
+			text := k.Thinking.GetText()
+			out = append(out, gmPart{Text: &text, Thought: true, ThoughtSignature: k.Thinking.GetSignature()})
+		case *toolfleetv1.Part_ToolCall:
+			c := k.ToolCall
+			out = append(out, gmPart{FunctionCall: &gmFunctionCall{ID: c.GetId(), Name: c.GetName(), Args: encodeArguments(c.GetArguments())}, ThoughtSignature: c.GetSignature()})
+		case *toolfleetv1.Part_ToolResult:
+			r := k.ToolResult
+			name := r.GetName()
+			if name == "" {
+				name = names[r.GetCallId()]
+			}
+			var value any = r.GetContent()
+			if r.GetStructured() != nil {
+				value = r.GetStructured().AsInterface()
+			}
+			key := "output"
+			if r.GetIsError() {
+				key = "error"
+			}
+			out = append(out, gmPart{FunctionResponse: &gmFunctionResp{ID: r.GetCallId(), Name: name, Response: map[string]any{key: value}}})
+		}
+	}
+	return out
+}
+
+// ParseRequest implements Format.
+func (Gemini) ParseRequest(body []byte) (*Request, error) {
+	var in gmRequest
+	if err := json.Unmarshal(body, &in); err != nil {
+		return nil, malformed("gemini request", err)
+	}
+	req := &Request{}
+	var err error
+	if req.Tools, err = geminiDefs(in.Tools); err != nil {
+		return nil, err
+	}
+	if in.ToolConfig != nil {
+		cfg := in.ToolConfig.FunctionCallingConfig
+		switch {
+		case cfg.Mode == "AUTO":
+			req.ToolChoice.Mode = ToolChoiceAuto
+		case cfg.Mode == "NONE":
+			req.ToolChoice.Mode = ToolChoiceNone
+		case cfg.Mode == "ANY" && len(cfg.AllowedFunctionNames) == 1:
+			req.ToolChoice = ToolChoice{Mode: ToolChoiceTool, Name: cfg.AllowedFunctionNames[0]}
+		case cfg.Mode == "ANY":
+			req.ToolChoice.Mode = ToolChoiceRequired
+		}
+	}
+	if in.GenerationConfig != nil {
+		req.MaxTokens = in.GenerationConfig.MaxOutputTokens
+	}
+	if in.SystemInstruction != nil {
+		var sys string
+		for _, p := range in.SystemInstruction.Parts {
+			sys += deref(p.Text)
+		}
+		req.Messages = append(req.Messages, System(sys))
+	}
+	for _, c := range in.Contents {
+		if c.Role == "model" {
+			msg, err := geminiAssistant(c.Parts)
+			if err != nil {
+				return nil, err
+			}
+			req.Messages = append(req.Messages, msg)
+			continue
+		}
+		tool := &toolfleetv1.Message{Role: toolfleetv1.Role_ROLE_TOOL}
+		user := &toolfleetv1.Message{Role: toolfleetv1.Role_ROLE_USER}
+		for _, p := range c.Parts {
+			if fr := p.FunctionResponse; fr != nil {
+				r, err := geminiResult(fr)
+				if err != nil {
+					return nil, err
+				}
+				tool.Parts = append(tool.Parts, &toolfleetv1.Part{Kind: &toolfleetv1.Part_ToolResult{ToolResult: r}})
+			} else if p.Text != nil {
+				user.Parts = append(user.Parts, Text(*p.Text))
+			}
+		}
+		if len(tool.Parts) > 0 {
+			req.Messages = append(req.Messages, tool)
+		}
+		if len(user.Parts) > 0 || len(tool.Parts) == 0 {
+			req.Messages = append(req.Messages, user)
+		}
+	}
+	return req, nil
+}
+
+func geminiResult(fr *gmFunctionResp) (*toolfleetv1.ToolResult, error) {
+	r := &toolfleetv1.ToolResult{CallId: fr.ID, Name: fr.Name}
+	value, ok := fr.Response["output"]
+	if errValue, isErr := fr.Response["error"]; isErr {
+		value, ok, r.IsError = errValue, true, true
+	}
+	if !ok {
+		value = fr.Response
+	}
+	if s, isString := value.(string); isString {
+		r.Content = s
+		return r, nil
+	}
+	b, err := json.Marshal(value)
+	if err != nil {
+		return nil, malformed("gemini functionResponse", err)
+	}
+	r.Content = string(b)
+	if r.Structured, err = structpb.NewValue(value); err != nil {
+		return nil, malformed("gemini functionResponse", err)
+	}
+	return r, nil
+}
+
+func geminiAssistant(parts []gmPart) (*toolfleetv1.Message, error) {
+	msg := &toolfleetv1.Message{Role: toolfleetv1.Role_ROLE_ASSISTANT}
+	calls := 0
+	for _, p := range parts {
+		switch {
+		case p.FunctionCall != nil:
+			calls++
+			fc := p.FunctionCall
+			id := fc.ID
+			if id == "" {
+				id = fc.Name + "_" + strconv.Itoa(calls)
+			}
+			args, err := DecodeArguments(fc.Name+" ("+id+")", fc.Args)
+			if err != nil {
+				return nil, err
+			}
+			msg.Parts = append(msg.Parts, &toolfleetv1.Part{Kind: &toolfleetv1.Part_ToolCall{ToolCall: &toolfleetv1.ToolCall{Id: id, Name: fc.Name, Arguments: args, Signature: p.ThoughtSignature}}})
+		case p.Thought || (p.Text != nil && *p.Text == "" && p.ThoughtSignature != nil):
+			msg.Parts = append(msg.Parts, &toolfleetv1.Part{Kind: &toolfleetv1.Part_Thinking{Thinking: &toolfleetv1.Thinking{Text: deref(p.Text), Signature: p.ThoughtSignature}}})
+		case p.Text != nil:
+			msg.Parts = append(msg.Parts, Text(*p.Text))
+			if p.ThoughtSignature != nil {
+				// A signature on a plain text part must still go back.
+				msg.Parts = append(msg.Parts, &toolfleetv1.Part{Kind: &toolfleetv1.Part_Thinking{Thinking: &toolfleetv1.Thinking{Signature: p.ThoughtSignature}}})
+			}
+		}
+	}
+	return msg, nil
+}
+
+func geminiStop(reason string, hasCalls bool) string {
+	switch reason {
+	case "STOP", "":
+		if hasCalls {
+			return StopToolCalls
+		}
+		return StopEndTurn
+	case "MAX_TOKENS":
+		return StopMaxTokens
+	case "SAFETY", "RECITATION", "BLOCKLIST", "PROHIBITED_CONTENT", "SPII":
+		return StopContentFilter
+	}
+	return reason
+}
+
+// RenderResponse implements Format.
+func (Gemini) RenderResponse(msg *toolfleetv1.Message) ([]byte, error) {
+	finish := "STOP"
+	switch msg.GetStopReason() {
+	case StopMaxTokens:
+		finish = "MAX_TOKENS"
+	case StopContentFilter:
+		finish = "SAFETY"
+	}
+	parts := geminiParts(msg, nil)
+	if parts == nil {
+		parts = []gmPart{}
+	}
+	resp := map[string]any{
+		"candidates":   []any{map[string]any{"content": gmContent{Role: "model", Parts: parts}, "finishReason": finish, "index": 0}},
+		"modelVersion": msg.GetModel(),
+	}
+	if u := msg.GetUsage(); u != nil {
+		resp["usageMetadata"] = gmUsage{PromptTokenCount: u.GetInputTokens(), CandidatesTokenCount: u.GetOutputTokens(), CachedContentTokenCount: u.GetCacheReadTokens(), TotalTokenCount: u.GetInputTokens() + u.GetOutputTokens()}
+	}
+	return json.Marshal(resp)
+}
+
+// ParseResponse implements Format. Only the first candidate is read.
+func (Gemini) ParseResponse(body []byte) (*toolfleetv1.Message, error) {
+	var resp gmResponse
+	if err := json.Unmarshal(body, &resp); err != nil {
+		return nil, malformed("gemini response", err)
+	}
+	if len(resp.Candidates) == 0 {
+		return nil, malformed("gemini response", errors.New("no candidates"))
+	}
+	c := resp.Candidates[0]
+	var parts []gmPart
+	if c.Content != nil {
+		parts = c.Content.Parts
+	}
+	msg, err := geminiAssistant(parts)
+	if err != nil {
+		return nil, err
+	}
+	msg.Model = resp.ModelVersion
+	msg.Usage = resp.UsageMetadata.canonical()
+	msg.StopReason = geminiStop(c.FinishReason, len(ToolCalls(msg)) > 0)
+	return msg, nil
+}
+
+// NewStreamDecoder implements Format (streamGenerateContent?alt=sse: every
+// event is a partial GenerateContentResponse; calls arrive whole).
+func (Gemini) NewStreamDecoder() StreamDecoder { return &geminiStream{} }
+
+type geminiStream struct {
+	asm   Assembler
+	calls int
+}
+
+func (s *geminiStream) Decode(_ string, data []byte) ([]Delta, error) {
+	var resp gmResponse
+	if err := json.Unmarshal(data, &resp); err != nil {
+		return nil, malformed("gemini stream chunk", err)
+	}
+	var out []Delta
+	if resp.ModelVersion != "" {
+		out = append(out, Delta{Model: resp.ModelVersion})
+	}
+	if u := resp.UsageMetadata.canonical(); u != nil {
+		out = append(out, Delta{Usage: u})
+	}
+	for _, c := range resp.Candidates {
+		if c.Index != 0 {
+			continue
+		}
+		if c.Content != nil {
+			for _, p := range c.Content.Parts {
+				switch {
+				case p.FunctionCall != nil:
+					s.calls++
+					fc := p.FunctionCall
+					id := fc.ID
+					if id == "" {
+						id = fc.Name + "_" + strconv.Itoa(s.calls)
+					}
+					args := string(fc.Args)
+					if args == "" {
+						args = "{}"
+					}
+					out = append(out, Delta{ToolCall: &ToolCallDelta{Index: -1, ID: id, Name: fc.Name, Arguments: args, Signature: p.ThoughtSignature}})
+				case p.Thought:
+					out = append(out, Delta{Thinking: deref(p.Text), ThinkingSignature: p.ThoughtSignature})
+				case p.Text != nil:
+					if *p.Text != "" {
+						out = append(out, Delta{Text: *p.Text})
+					}
+					if p.ThoughtSignature != nil {
+						out = append(out, Delta{ThinkingSignature: p.ThoughtSignature})
+					}
+				}
+			}
+		}
+		if c.FinishReason != "" {
+			out = append(out, Delta{StopReason: geminiStop(c.FinishReason, s.calls > 0)})
+		}
+	}
+	for _, d := range out {
+		s.asm.Add(d)
+	}
+	return out, nil
+}
+
+func (s *geminiStream) Message() (*toolfleetv1.Message, error) { return s.asm.Message() }
+

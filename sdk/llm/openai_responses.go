@@ -1,0 +1,436 @@
+package llm
+
+import (
+	"encoding/json"
+	"fmt"
+
+	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
+)
+
+// OpenAIResponses is the OpenAI Responses format: the conversation is a list
+// of input items; calls are function_call items and results
+// function_call_output items, joined by call_id. Reasoning items carry their
+// encrypted_content in Thinking.signature so they can be sent back. There is
+// no is_error flag: failed results are sent as their content.
+type OpenAIResponses struct{}
+
+// Name implements Format.
+func (OpenAIResponses) Name() string { return "openai-responses" }
+
+type orTool struct {
+	Type        string         `json:"type"`
+	Name        string         `json:"name"`
+	Description string         `json:"description,omitempty"`
+	Parameters  map[string]any `json:"parameters,omitempty"`
+	Strict      *bool          `json:"strict,omitempty"`
+}
+
+type orRequest struct {
+	Model             string          `json:"model,omitempty"`
+	Instructions      string          `json:"instructions,omitempty"`
+	Input             []orItem        `json:"input"`
+	Tools             []orTool        `json:"tools,omitempty"`
+	ToolChoice        json.RawMessage `json:"tool_choice,omitempty"`
+	ParallelToolCalls *bool           `json:"parallel_tool_calls,omitempty"`
+	MaxOutputTokens   int             `json:"max_output_tokens,omitempty"`
+	Stream            bool            `json:"stream,omitempty"`
+	Include           []string        `json:"include,omitempty"`
+}
+
+type orItem struct {
+	Type             string          `json:"type,omitempty"`
+	ID               string          `json:"id,omitempty"`
+	Role             string          `json:"role,omitempty"`
+	Content          json.RawMessage `json:"content,omitempty"`
+	CallID           string          `json:"call_id,omitempty"`
+	Name             string          `json:"name,omitempty"`
+	Arguments        json.RawMessage `json:"arguments,omitempty"`
+	Output           json.RawMessage `json:"output,omitempty"`
+	Status           string          `json:"status,omitempty"`
+	Summary          []orSummary     `json:"summary,omitempty"`
+	EncryptedContent string          `json:"encrypted_content,omitempty"`
+}
+
+type orSummary struct {
+	Type string `json:"type"`
+	Text string `json:"text"`
+}
+
+type orResponse struct {
+	ID                string   `json:"id"`
+	Object            string   `json:"object"`
+	Model             string   `json:"model"`
+	Status            string   `json:"status"`
+	Output            []orItem `json:"output"`
+	IncompleteDetails *struct {
+		Reason string `json:"reason"`
+	} `json:"incomplete_details,omitempty"`
+	Usage *struct {
+		InputTokens        int64 `json:"input_tokens"`
+		OutputTokens       int64 `json:"output_tokens"`
+		TotalTokens        int64 `json:"total_tokens"`
+		InputTokensDetails *struct {
+			CachedTokens int64 `json:"cached_tokens"`
+		} `json:"input_tokens_details,omitempty"`
+	} `json:"usage,omitempty"`
+}
+
+// RenderTools implements Format.
+func (OpenAIResponses) RenderTools(tools []*toolfleetv1.ToolDefinition, strict bool) ([]byte, error) {
+	return json.Marshal(responsesTools(tools, strict))
+}
+
+func responsesTools(tools []*toolfleetv1.ToolDefinition, strict bool) []orTool {
+	out := make([]orTool, 0, len(tools))
+	for _, d := range tools {
+		schema := schemaOf(d)
+		if strict {
+			schema = OpenAIStrictSchema(schema)
+		}
+		// The Responses API defaults strict to true, so the flag is always explicit.
+		out = append(out, orTool{Type: "function", Name: d.GetModelName(), Description: d.GetDescription(), Parameters: schema, Strict: &strict})
+	}
+	return out
+}
+
+// ParseTools implements Format.
+func (OpenAIResponses) ParseTools(body []byte) ([]*toolfleetv1.ToolDefinition, error) {
+	var tools []orTool
+	if err := json.Unmarshal(body, &tools); err != nil {
+		return nil, malformed("openai-responses tools", err)
+	}
+	return responsesDefs(tools)
+}
+
+func responsesDefs(tools []orTool) ([]*toolfleetv1.ToolDefinition, error) {
+	var defs []*toolfleetv1.ToolDefinition
+	for _, t := range tools {
+		if t.Type != "function" {
+			continue // built-in tools (web_search, …) have no definition here
+		}
+		d, err := defFromWire(t.Name, t.Description, t.Parameters)
+		if err != nil {
+			return nil, err
+		}
+		defs = append(defs, d)
+	}
+	return defs, nil
+}
+
+// RenderRequest implements Format. System messages become instructions.
+func (OpenAIResponses) RenderRequest(req *Request) ([]byte, error) {
+	out := orRequest{
+		Model:           req.Model,
+		Instructions:    systemText(req.Messages),
+		Input:           []orItem{},
+		ToolChoice:      openAIToolChoice(req.ToolChoice, false),
+		MaxOutputTokens: req.MaxTokens,
+		Stream:          req.Stream,
+	}
+	if len(req.Tools) > 0 {
+		out.Tools = responsesTools(req.Tools, req.Strict)
+		out.ParallelToolCalls = req.ParallelToolCalls
+	}
+	for _, m := range req.Messages {
+		if m.GetRole() == toolfleetv1.Role_ROLE_SYSTEM {
+			continue
+		}
+		out.Input = append(out.Input, responsesItems(m)...)
+	}
+	for _, it := range out.Input {
+		if it.Type == "reasoning" {
+			// Reasoning must round-trip encrypted when the response is not stored.
+			out.Include = []string{"reasoning.encrypted_content"}
+			break
+		}
+	}
+	return json.Marshal(out)
+}
+
+func responsesItems(m *toolfleetv1.Message) []orItem {
+	var out []orItem
+	role := "user"
+	textType := "input_text"
+	if m.GetRole() == toolfleetv1.Role_ROLE_ASSISTANT {
+		role, textType = "assistant", "output_text"
+	}
+	var text string
+	flush := func() {
+		if text == "" {
+			return
+		}
+		out = append(out, orItem{Type: "message", Role: role, Content: rawJSON([]orSummary{{Type: textType, Text: text}})})
+		text = ""
+	}
+	for _, p := range m.GetParts() {
+		switch k := p.GetKind().(type) {
+		case *toolfleetv1.Part_Text:
+			text += k.Text
+		case *toolfleetv1.Part_Thinking:
+			flush()
+			it := orItem{Type: "reasoning", Summary: []orSummary{}}
+			if k.Thinking.GetText() != "" {
+				it.Summary = append(it.Summary, orSummary{Type: "summary_text", Text: k.Thinking.GetText()})
+			}
+			if sig := k.Thinking.GetSignature(); len(sig) > 0 {
+				it.EncryptedContent = string(sig)
+			}
+			out = append(out, it)
+		case *toolfleetv1.Part_ToolCall:
+			flush()
+			c := k.ToolCall
+			out = append(out, orItem{Type: "function_call", CallID: c.GetId(), Name: c.GetName(), Arguments: rawJSON(string(encodeArguments(c.GetArguments())))})
+		case *toolfleetv1.Part_ToolResult:
+			flush()
+			out = append(out, orItem{Type: "function_call_output", CallID: k.ToolResult.GetCallId(), Output: rawJSON(resultText(k.ToolResult))})
+		}
+	}
+	flush()
+	return out
+}
+
+// ParseRequest implements Format.
+func (OpenAIResponses) ParseRequest(body []byte) (*Request, error) {
+	var in orRequest
+	if err := json.Unmarshal(body, &in); err != nil {
+		return nil, malformed("openai-responses request", err)
+	}
+	req := &Request{Model: in.Model, ParallelToolCalls: in.ParallelToolCalls, MaxTokens: in.MaxOutputTokens, Stream: in.Stream}
+	var err error
+	if req.Tools, err = responsesDefs(in.Tools); err != nil {
+		return nil, err
+	}
+	for _, t := range in.Tools {
+		req.Strict = req.Strict || (t.Strict != nil && *t.Strict)
+	}
+	if req.ToolChoice, err = parseOpenAIToolChoice(in.ToolChoice); err != nil {
+		return nil, malformed("openai-responses tool_choice", err)
+	}
+	if in.Instructions != "" {
+		req.Messages = append(req.Messages, System(in.Instructions))
+	}
+	msgs, err := responsesMessages(in.Input)
+	if err != nil {
+		return nil, err
+	}
+	req.Messages = append(req.Messages, msgs...)
+	return req, nil
+}
+
+// responsesMessages groups items into canonical messages: consecutive
+// assistant-side items (text, reasoning, calls) form one assistant message,
+// consecutive outputs one tool message.
+func responsesMessages(items []orItem) ([]*toolfleetv1.Message, error) {
+	var out []*toolfleetv1.Message
+	names := map[string]string{}
+	var cur *toolfleetv1.Message
+	into := func(role toolfleetv1.Role) *toolfleetv1.Message {
+		if cur == nil || cur.Role != role || role == toolfleetv1.Role_ROLE_USER || role == toolfleetv1.Role_ROLE_SYSTEM {
+			cur = &toolfleetv1.Message{Role: role}
+			out = append(out, cur)
+		}
+		return cur
+	}
+	for _, it := range items {
+		typ := it.Type
+		if typ == "" && it.Role != "" {
+			typ = "message"
+		}
+		switch typ {
+		case "message":
+			text, err := responsesText(it.Content)
+			if err != nil {
+				return nil, err
+			}
+			role := map[string]toolfleetv1.Role{"user": toolfleetv1.Role_ROLE_USER, "assistant": toolfleetv1.Role_ROLE_ASSISTANT, "system": toolfleetv1.Role_ROLE_SYSTEM, "developer": toolfleetv1.Role_ROLE_SYSTEM}[it.Role]
+			if role == toolfleetv1.Role_ROLE_UNSPECIFIED {
+				return nil, malformed("openai-responses", fmt.Errorf("unknown role %q", it.Role))
+			}
+			m := into(role)
+			m.Parts = append(m.Parts, Text(text))
+		case "reasoning":
+			th := &toolfleetv1.Thinking{}
+			for _, s := range it.Summary {
+				th.Text += s.Text
+			}
+			if it.EncryptedContent != "" {
+				th.Signature = []byte(it.EncryptedContent)
+			}
+			m := into(toolfleetv1.Role_ROLE_ASSISTANT)
+			m.Parts = append(m.Parts, &toolfleetv1.Part{Kind: &toolfleetv1.Part_Thinking{Thinking: th}})
+		case "function_call":
+			args, err := DecodeArguments(it.Name+" ("+it.CallID+")", it.Arguments)
+			if err != nil {
+				return nil, err
+			}
+			names[it.CallID] = it.Name
+			m := into(toolfleetv1.Role_ROLE_ASSISTANT)
+			m.Parts = append(m.Parts, &toolfleetv1.Part{Kind: &toolfleetv1.Part_ToolCall{ToolCall: &toolfleetv1.ToolCall{Id: it.CallID, Name: it.Name, Arguments: args}}})
+		case "function_call_output":
+			text, err := responsesText(it.Output)
+			if err != nil {
+				return nil, err
+			}
+			m := into(toolfleetv1.Role_ROLE_TOOL)
+			m.Parts = append(m.Parts, ResultPart(it.CallID, names[it.CallID], text, false))
+		default:
+			// Built-in tool items (web_search_call, …) have no canonical form.
+		}
+	}
+	return out, nil
+}
+
+// responsesText reads a string or an array of {type, text} content parts.
+func responsesText(raw json.RawMessage) (string, error) {
+	s, err := contentText(raw)
+	if err != nil {
+		return "", malformed("openai-responses content", err)
+	}
+	return s, nil
+}
+
+// RenderResponse implements Format.
+func (OpenAIResponses) RenderResponse(msg *toolfleetv1.Message) ([]byte, error) {
+	resp := orResponse{ID: "resp_toolfleet", Object: "response", Model: msg.GetModel(), Status: "completed", Output: responsesItems(msg)}
+	for i := range resp.Output {
+		it := &resp.Output[i]
+		it.ID = fmt.Sprintf("item_%d", i)
+		it.Status = "completed"
+		if it.Type == "reasoning" {
+			it.Status = ""
+		}
+	}
+	if msg.GetStopReason() == StopMaxTokens {
+		resp.Status = "incomplete"
+		resp.IncompleteDetails = &struct {
+			Reason string `json:"reason"`
+		}{"max_output_tokens"}
+	}
+	if u := msg.GetUsage(); u != nil {
+		resp.Usage = &struct {
+			InputTokens        int64 `json:"input_tokens"`
+			OutputTokens       int64 `json:"output_tokens"`
+			TotalTokens        int64 `json:"total_tokens"`
+			InputTokensDetails *struct {
+				CachedTokens int64 `json:"cached_tokens"`
+			} `json:"input_tokens_details,omitempty"`
+		}{InputTokens: u.GetInputTokens(), OutputTokens: u.GetOutputTokens(), TotalTokens: u.GetInputTokens() + u.GetOutputTokens()}
+		if u.GetCacheReadTokens() > 0 {
+			resp.Usage.InputTokensDetails = &struct {
+				CachedTokens int64 `json:"cached_tokens"`
+			}{u.GetCacheReadTokens()}
+		}
+	}
+	return json.Marshal(resp)
+}
+
+// ParseResponse implements Format.
+func (OpenAIResponses) ParseResponse(body []byte) (*toolfleetv1.Message, error) {
+	var resp orResponse
+	if err := json.Unmarshal(body, &resp); err != nil {
+		return nil, malformed("openai-responses response", err)
+	}
+	return responsesMessage(&resp)
+}
+
+func responsesMessage(resp *orResponse) (*toolfleetv1.Message, error) {
+	msgs, err := responsesMessages(resp.Output)
+	if err != nil {
+		return nil, err
+	}
+	msg := &toolfleetv1.Message{Role: toolfleetv1.Role_ROLE_ASSISTANT, Model: resp.Model, StopReason: StopEndTurn}
+	for _, m := range msgs {
+		msg.Parts = append(msg.Parts, m.Parts...)
+	}
+	if len(ToolCalls(msg)) > 0 {
+		msg.StopReason = StopToolCalls
+	}
+	if resp.Status == "incomplete" {
+		msg.StopReason = StopMaxTokens
+		if resp.IncompleteDetails != nil && resp.IncompleteDetails.Reason == "content_filter" {
+			msg.StopReason = StopContentFilter
+		}
+	}
+	if u := resp.Usage; u != nil {
+		msg.Usage = &toolfleetv1.Usage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens}
+		if u.InputTokensDetails != nil {
+			msg.Usage.CacheReadTokens = u.InputTokensDetails.CachedTokens
+		}
+	}
+	return msg, nil
+}
+
+// NewStreamDecoder implements Format.
+func (OpenAIResponses) NewStreamDecoder() StreamDecoder { return &responsesStream{} }
+
+// responsesStream assembles from the delta events and, when the final
+// response.completed event carries the whole response, takes that instead:
+// it is authoritative.
+type responsesStream struct {
+	asm   Assembler
+	final *orResponse
+}
+
+type orEvent struct {
+	Type        string      `json:"type"`
+	OutputIndex int         `json:"output_index"`
+	ItemID      string      `json:"item_id"`
+	Delta       string      `json:"delta"`
+	Item        *orItem     `json:"item"`
+	Response    *orResponse `json:"response"`
+}
+
+func (s *responsesStream) Decode(event string, data []byte) ([]Delta, error) {
+	if string(data) == "[DONE]" {
+		return nil, nil
+	}
+	var ev orEvent
+	if err := json.Unmarshal(data, &ev); err != nil {
+		return nil, malformed("openai-responses event", err)
+	}
+	if ev.Type == "" {
+		ev.Type = event
+	}
+	var out []Delta
+	switch ev.Type {
+	case "response.created":
+		if ev.Response != nil {
+			out = append(out, Delta{Model: ev.Response.Model})
+		}
+	case "response.output_text.delta":
+		out = append(out, Delta{Text: ev.Delta})
+	case "response.reasoning_summary_text.delta":
+		out = append(out, Delta{Thinking: ev.Delta})
+	case "response.output_item.added":
+		if ev.Item != nil && ev.Item.Type == "function_call" {
+			args, _ := argumentFragment(ev.Item.Arguments)
+			out = append(out, Delta{ToolCall: &ToolCallDelta{Index: ev.OutputIndex, ID: ev.Item.CallID, Name: ev.Item.Name, Arguments: args}})
+		}
+	case "response.function_call_arguments.delta":
+		out = append(out, Delta{ToolCall: &ToolCallDelta{Index: ev.OutputIndex, Arguments: ev.Delta}})
+	case "response.output_item.done":
+		if ev.Item != nil && ev.Item.Type == "reasoning" && ev.Item.EncryptedContent != "" {
+			out = append(out, Delta{ThinkingSignature: []byte(ev.Item.EncryptedContent)})
+		}
+	case "response.completed", "response.incomplete", "response.failed":
+		s.final = ev.Response
+		if ev.Response != nil && ev.Response.Usage != nil {
+			u := ev.Response.Usage
+			out = append(out, Delta{Usage: &toolfleetv1.Usage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens}})
+		}
+	case "error":
+		return nil, fmt.Errorf("%w: openai-responses stream error: %s", ErrMalformed, data)
+	}
+	for _, d := range out {
+		s.asm.Add(d)
+	}
+	return out, nil
+}
+
+func (s *responsesStream) Message() (*toolfleetv1.Message, error) {
+	if s.final != nil && len(s.final.Output) > 0 {
+		return responsesMessage(s.final)
+	}
+	return s.asm.Message()
+}
+

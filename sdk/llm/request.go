@@ -1,0 +1,139 @@
+package llm
+
+import (
+	"strings"
+
+	"google.golang.org/protobuf/types/known/structpb"
+
+	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
+)
+
+// Canonical stop reasons stored in Message.stop_reason. Provider values are
+// mapped onto these so callers never switch on provider spellings.
+const (
+	StopEndTurn       = "end_turn"
+	StopToolCalls     = "tool_calls"
+	StopMaxTokens     = "max_tokens"
+	StopContentFilter = "content_filter"
+)
+
+// ToolChoiceMode says whether and how the model must call tools.
+type ToolChoiceMode int
+
+const (
+	// ToolChoiceDefault leaves the choice to the provider's default (auto when tools are given).
+	ToolChoiceDefault ToolChoiceMode = iota
+	// ToolChoiceAuto lets the model decide.
+	ToolChoiceAuto
+	// ToolChoiceNone forbids tool calls.
+	ToolChoiceNone
+	// ToolChoiceRequired forces at least one tool call.
+	ToolChoiceRequired
+	// ToolChoiceTool forces a call of the tool named in ToolChoice.Name.
+	ToolChoiceTool
+)
+
+// ToolChoice is the canonical tool_choice.
+type ToolChoice struct {
+	Mode ToolChoiceMode
+	// Name is the model-facing tool name when Mode is ToolChoiceTool.
+	Name string
+}
+
+// Request is everything a provider request body is rendered from.
+type Request struct {
+	// Model is the provider's model id. Gemini and Bedrock carry it in the URL
+	// and leave it out of the body.
+	Model string
+	// Messages is the conversation; ROLE_SYSTEM messages become the provider's
+	// system prompt.
+	Messages []*toolfleetv1.Message
+	// Tools are declared under their ModelName.
+	Tools []*toolfleetv1.ToolDefinition
+	// ToolChoice defaults to the provider's default.
+	ToolChoice ToolChoice
+	// ParallelToolCalls nil keeps the provider default; false asks for at most
+	// one call per turn where the provider supports it.
+	ParallelToolCalls *bool
+	// MaxTokens bounds the output; 0 keeps the provider default (Anthropic
+	// requires one, so 4096 is sent there).
+	MaxTokens int
+	// Strict renders tool schemas with the provider's strict transform.
+	Strict bool
+	// Stream asks for a streamed response where the body carries that flag.
+	Stream bool
+}
+
+// Text returns a text part.
+func Text(s string) *toolfleetv1.Part {
+	return &toolfleetv1.Part{Kind: &toolfleetv1.Part_Text{Text: s}}
+}
+
+// CallPart returns a tool-call part.
+func CallPart(id, name string, args map[string]any) *toolfleetv1.Part {
+	s, err := structpb.NewStruct(args)
+	if err != nil {
+		// Arguments built in Go code with non-JSON values are a programming error.
+		panic("llm: CallPart: " + err.Error())
+	}
+	return &toolfleetv1.Part{Kind: &toolfleetv1.Part_ToolCall{ToolCall: &toolfleetv1.ToolCall{Id: id, Name: name, Arguments: s}}}
+}
+
+// ResultPart returns a tool-result part.
+func ResultPart(callID, name, content string, isError bool) *toolfleetv1.Part {
+	return &toolfleetv1.Part{Kind: &toolfleetv1.Part_ToolResult{ToolResult: &toolfleetv1.ToolResult{CallId: callID, Name: name, Content: content, IsError: isError}}}
+}
+
+// NewMessage returns a message of role with parts.
+func NewMessage(role toolfleetv1.Role, parts ...*toolfleetv1.Part) *toolfleetv1.Message {
+	return &toolfleetv1.Message{Role: role, Parts: parts}
+}
+
+// System returns a system message with text.
+func System(text string) *toolfleetv1.Message { return NewMessage(toolfleetv1.Role_ROLE_SYSTEM, Text(text)) }
+
+// User returns a user message with text.
+func User(text string) *toolfleetv1.Message { return NewMessage(toolfleetv1.Role_ROLE_USER, Text(text)) }
+
+// MessageText joins the text parts of m.
+func MessageText(m *toolfleetv1.Message) string {
+	var b strings.Builder
+	for _, p := range m.GetParts() {
+		b.WriteString(p.GetText())
+	}
+	return b.String()
+}
+
+// ToolCalls returns the tool calls of m in order.
+func ToolCalls(m *toolfleetv1.Message) []*toolfleetv1.ToolCall {
+	var calls []*toolfleetv1.ToolCall
+	for _, p := range m.GetParts() {
+		if c := p.GetToolCall(); c != nil {
+			calls = append(calls, c)
+		}
+	}
+	return calls
+}
+
+// systemText joins the text of all system messages, in order.
+func systemText(msgs []*toolfleetv1.Message) string {
+	var parts []string
+	for _, m := range msgs {
+		if m.GetRole() == toolfleetv1.Role_ROLE_SYSTEM {
+			parts = append(parts, MessageText(m))
+		}
+	}
+	return strings.Join(parts, "\n\n")
+}
+
+// callNames indexes tool-call names by id so results without a name (some
+// formats need it) can be completed from the call they answer.
+func callNames(msgs []*toolfleetv1.Message) map[string]string {
+	names := map[string]string{}
+	for _, m := range msgs {
+		for _, c := range ToolCalls(m) {
+			names[c.GetId()] = c.GetName()
+		}
+	}
+	return names
+}

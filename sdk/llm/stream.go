@@ -1,0 +1,288 @@
+package llm
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+
+	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
+)
+
+// Delta is one increment of a streamed model turn. Exactly the fields the
+// provider sent are set.
+type Delta struct {
+	Text              string
+	Thinking          string
+	ThinkingSignature []byte
+	ToolCall          *ToolCallDelta
+	Usage             *toolfleetv1.Usage
+	StopReason        string
+	Model             string
+}
+
+// ToolCallDelta is a fragment of a tool call. Index is the provider's slot
+// for the call (-1 when it sent none); ID and Name arrive once or repeated;
+// Arguments is a fragment of the JSON arguments text.
+type ToolCallDelta struct {
+	Index     int
+	ID        string
+	Name      string
+	Arguments string
+	Signature []byte
+}
+
+// StreamDecoder turns one provider's stream events into deltas and, at the
+// end, the assembled message.
+type StreamDecoder interface {
+	// Decode handles one server-sent event; event is the SSE event name
+	// (empty when the provider sends none) and data its payload.
+	Decode(event string, data []byte) ([]Delta, error)
+	// Message assembles the turn; it fails when a tool call's arguments
+	// do not decode (the error names the call).
+	Message() (*toolfleetv1.Message, error)
+}
+
+// Assembler joins deltas into a message. Tool calls are keyed by index:
+// parallel calls may interleave; a delta with index -1 continues the call
+// with the same id, or the latest call when it has no id; a new id at a used
+// index starts a new call (providers that reuse index 0); repeated ids and
+// names are not duplicated; an initial "{}" is replaced by later fragments
+// (Anthropic sends the empty input before its input_json_delta events).
+type Assembler struct {
+	parts   []*assembling
+	byIndex map[int]*assembling
+	usage   *toolfleetv1.Usage
+	stop    string
+	model   string
+}
+
+type assembling struct {
+	kind      int // 0 text, 1 thinking, 2 tool call
+	text      strings.Builder
+	signature []byte
+	id, name  string
+	args      strings.Builder
+	index     int
+}
+
+// Add records one delta.
+func (a *Assembler) Add(d Delta) {
+	if a.byIndex == nil {
+		a.byIndex = map[int]*assembling{}
+	}
+	if d.Text != "" {
+		a.appendText(0, d.Text)
+	}
+	if d.Thinking != "" || d.ThinkingSignature != nil {
+		p := a.appendText(1, d.Thinking)
+		if d.ThinkingSignature != nil {
+			p.signature = append(p.signature, d.ThinkingSignature...)
+		}
+	}
+	if tc := d.ToolCall; tc != nil {
+		a.addCall(tc)
+	}
+	if d.Usage != nil {
+		a.usage = mergeUsage(a.usage, d.Usage)
+	}
+	if d.StopReason != "" {
+		a.stop = d.StopReason
+	}
+	if d.Model != "" {
+		a.model = d.Model
+	}
+}
+
+func (a *Assembler) appendText(kind int, s string) *assembling {
+	if n := len(a.parts); n > 0 && a.parts[n-1].kind == kind {
+		a.parts[n-1].text.WriteString(s)
+		return a.parts[n-1]
+	}
+	p := &assembling{kind: kind}
+	p.text.WriteString(s)
+	a.parts = append(a.parts, p)
+	return p
+}
+
+func (a *Assembler) addCall(tc *ToolCallDelta) {
+	var c *assembling
+	switch {
+	case tc.Index >= 0:
+		c = a.byIndex[tc.Index]
+		if c != nil && tc.ID != "" && c.id != "" && tc.ID != c.id {
+			c = nil
+		}
+	case tc.ID != "":
+		for _, p := range a.parts {
+			if p.kind == 2 && p.id == tc.ID {
+				c = p
+			}
+		}
+	default:
+		for i := len(a.parts) - 1; i >= 0 && c == nil; i-- {
+			if a.parts[i].kind == 2 {
+				c = a.parts[i]
+			}
+		}
+	}
+	if c == nil {
+		c = &assembling{kind: 2, index: tc.Index}
+		a.parts = append(a.parts, c)
+		if tc.Index >= 0 {
+			a.byIndex[tc.Index] = c
+		}
+	}
+	if c.id == "" {
+		c.id = tc.ID
+	}
+	switch {
+	case c.name == "":
+		c.name = tc.Name
+	case tc.Name != "" && tc.Name != c.name && !strings.HasSuffix(c.name, tc.Name):
+		c.name += tc.Name // a provider that streams the name in pieces
+	}
+	if tc.Arguments != "" {
+		if c.args.String() == "{}" && strings.HasPrefix(strings.TrimSpace(tc.Arguments), "{") {
+			c.args.Reset()
+		}
+		c.args.WriteString(tc.Arguments)
+	}
+	if tc.Signature != nil {
+		c.signature = tc.Signature
+	}
+}
+
+// Message returns the assembled assistant message. Calls without an id get
+// "call_<n>"; a call whose arguments do not decode fails with an
+// *ArgumentsError naming it.
+func (a *Assembler) Message() (*toolfleetv1.Message, error) {
+	msg := &toolfleetv1.Message{Role: toolfleetv1.Role_ROLE_ASSISTANT, Usage: a.usage, StopReason: a.stop, Model: a.model}
+	calls := 0
+	for _, p := range a.parts {
+		switch p.kind {
+		case 0:
+			msg.Parts = append(msg.Parts, Text(p.text.String()))
+		case 1:
+			msg.Parts = append(msg.Parts, &toolfleetv1.Part{Kind: &toolfleetv1.Part_Thinking{Thinking: &toolfleetv1.Thinking{Text: p.text.String(), Signature: p.signature}}})
+		case 2:
+			calls++
+			id := p.id
+			if id == "" {
+				id = "call_" + strconv.Itoa(calls)
+			}
+			args, err := DecodeArgumentString(p.name+" ("+id+")", p.args.String())
+			if err != nil {
+				return nil, err
+			}
+			msg.Parts = append(msg.Parts, &toolfleetv1.Part{Kind: &toolfleetv1.Part_ToolCall{ToolCall: &toolfleetv1.ToolCall{Id: id, Name: p.name, Arguments: args, Signature: p.signature}}})
+		}
+	}
+	if calls > 0 && (msg.StopReason == "" || msg.StopReason == StopEndTurn) {
+		msg.StopReason = StopToolCalls
+	}
+	return msg, nil
+}
+
+func mergeUsage(a, b *toolfleetv1.Usage) *toolfleetv1.Usage {
+	if a == nil {
+		a = &toolfleetv1.Usage{}
+	}
+	// Providers report cumulative counts in their last event; the larger
+	// value wins so partial reports never lower a total.
+	a.InputTokens = max(a.InputTokens, b.InputTokens)
+	a.OutputTokens = max(a.OutputTokens, b.OutputTokens)
+	a.CacheReadTokens = max(a.CacheReadTokens, b.CacheReadTokens)
+	a.CacheWriteTokens = max(a.CacheWriteTokens, b.CacheWriteTokens)
+	return a
+}
+
+// maxSSELine bounds one SSE line; tool arguments can be large.
+const maxSSELine = 8 << 20
+
+// ReadSSE calls fn for every server-sent event in r until EOF, an error from
+// fn, or ctx is done. Multi-line data is joined with "\n"; comments are skipped.
+func ReadSSE(ctx context.Context, r io.Reader, fn func(event string, data []byte) error) error {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), maxSSELine)
+	var event string
+	var data bytes.Buffer
+	hasData := false
+	dispatch := func() error {
+		if !hasData {
+			event = ""
+			return nil
+		}
+		err := fn(event, bytes.Clone(data.Bytes()))
+		event, hasData = "", false
+		data.Reset()
+		return err
+	}
+	for sc.Scan() {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		line := strings.TrimSuffix(sc.Text(), "\r")
+		if line == "" {
+			if err := dispatch(); err != nil {
+				return err
+			}
+			continue
+		}
+		if strings.HasPrefix(line, ":") {
+			continue
+		}
+		field, value, _ := strings.Cut(line, ":")
+		value = strings.TrimPrefix(value, " ")
+		switch field {
+		case "event":
+			event = value
+		case "data":
+			if hasData {
+				data.WriteByte('\n')
+			}
+			data.WriteString(value)
+			hasData = true
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return fmt.Errorf("llm: read stream: %w", err)
+	}
+	return dispatch()
+}
+
+// DecodeStream reads a whole SSE stream in format f, calls onDelta (may be
+// nil) for each delta as it arrives and returns the assembled message.
+func DecodeStream(ctx context.Context, f Format, r io.Reader, onDelta func(Delta) error) (*toolfleetv1.Message, error) {
+	dec := f.NewStreamDecoder()
+	err := ReadSSE(ctx, r, func(event string, data []byte) error {
+		deltas, err := dec.Decode(event, data)
+		if err != nil {
+			return err
+		}
+		for _, d := range deltas {
+			if onDelta != nil {
+				if err := onDelta(d); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, errStreamDone) {
+		return nil, err
+	}
+	return dec.Message()
+}
+
+// errStreamDone lets an onDelta callback stop reading early without an error.
+var errStreamDone = errors.New("llm: stream done")
+
+// StopStream, returned from an onDelta callback, ends DecodeStream early
+// and still assembles the message (used to cut a text-protocol stream after
+// its closing tag).
+var StopStream = errStreamDone
