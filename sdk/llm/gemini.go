@@ -478,4 +478,3 @@ func (s *geminiStream) Decode(_ string, data []byte) ([]Delta, error) {
 }
 
 func (s *geminiStream) Message() (*toolfleetv1.Message, error) { return s.asm.Message() }
-

@@ -433,4 +433,3 @@ func (s *responsesStream) Message() (*toolfleetv1.Message, error) {
 	}
 	return s.asm.Message()
 }
-

@@ -90,10 +90,14 @@ func NewMessage(role toolfleetv1.Role, parts ...*toolfleetv1.Part) *toolfleetv1.
 }
 
 // System returns a system message with text.
-func System(text string) *toolfleetv1.Message { return NewMessage(toolfleetv1.Role_ROLE_SYSTEM, Text(text)) }
+func System(text string) *toolfleetv1.Message {
+	return NewMessage(toolfleetv1.Role_ROLE_SYSTEM, Text(text))
+}
 
 // User returns a user message with text.
-func User(text string) *toolfleetv1.Message { return NewMessage(toolfleetv1.Role_ROLE_USER, Text(text)) }
+func User(text string) *toolfleetv1.Message {
+	return NewMessage(toolfleetv1.Role_ROLE_USER, Text(text))
+}
 
 // MessageText joins the text parts of m.
 func MessageText(m *toolfleetv1.Message) string {

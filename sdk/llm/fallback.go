@@ -1,0 +1,127 @@
+package llm
+
+import (
+	"strings"
+
+	"google.golang.org/protobuf/proto"
+
+	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
+)
+
+// ParseAuto completes an assistant message's tool calls from its text.
+//
+// declared is the protocol the model was taught (nil for a model with
+// native tool calls). With a declared protocol its parser always runs. For
+// a native model, a message that already has calls is returned unchanged;
+// one without calls is searched for blocks of every known protocol (XML
+// function blocks, then Hermes, then fenced), and finding none means no
+// calls, not an error. A malformed block is always an error.
+//
+// msg is not modified; the result's text parts hold the text outside the
+// blocks and its stop reason becomes StopToolCalls when calls were found.
+func ParseAuto(msg *toolfleetv1.Message, declared TextProtocol, tools []*toolfleetv1.ToolDefinition) (*toolfleetv1.Message, error) {
+	protocols := []TextProtocol{declared}
+	if declared == nil {
+		if len(ToolCalls(msg)) > 0 {
+			return msg, nil
+		}
+		protocols = TextProtocols()
+	}
+	text := MessageText(msg)
+	var calls []*toolfleetv1.ToolCall
+	for _, p := range protocols {
+		if !strings.Contains(text, strings.TrimPrefix(p.OpenTag(), "\n")) {
+			continue
+		}
+		rest, found, err := p.Parse(text, tools)
+		if err != nil {
+			return nil, err
+		}
+		text = rest
+		calls = append(calls, found...)
+	}
+	if len(calls) == 0 {
+		return msg, nil
+	}
+	out := proto.Clone(msg).(*toolfleetv1.Message)
+	out.Parts = nil
+	textDone := false
+	for _, p := range msg.GetParts() {
+		if p.GetText() != "" || p.GetKind() == nil {
+			if !textDone && text != "" {
+				out.Parts = append(out.Parts, Text(text))
+			}
+			textDone = true
+			continue
+		}
+		if _, isText := p.GetKind().(*toolfleetv1.Part_Text); isText {
+			continue
+		}
+		out.Parts = append(out.Parts, proto.Clone(p).(*toolfleetv1.Part))
+	}
+	seen := map[string]bool{}
+	for _, c := range ToolCalls(msg) {
+		seen[c.GetId()] = true
+	}
+	for _, c := range calls {
+		// Generated ids restart per protocol; keep them unique in the message.
+		for base, n := c.Id, 2; seen[c.Id]; n++ {
+			c.Id = base + "_" + itoa(n)
+		}
+		seen[c.Id] = true
+		out.Parts = append(out.Parts, &toolfleetv1.Part{Kind: &toolfleetv1.Part_ToolCall{ToolCall: c}})
+	}
+	out.StopReason = StopToolCalls
+	return out, nil
+}
+
+func itoa(n int) string {
+	const digits = "0123456789"
+	if n < 10 {
+		return digits[n : n+1]
+	}
+	return itoa(n/10) + digits[n%10:n%10+1]
+}
+
+// ForTextProtocol rewrites a request for a model taught protocol p instead
+// of native tools: the system prompt is augmented with the tool catalog,
+// tools and tool choice are removed, past calls become protocol text in the
+// assistant message and results become user text.
+func ForTextProtocol(p TextProtocol, req *Request) *Request {
+	out := *req
+	out.Tools, out.ToolChoice, out.ParallelToolCalls, out.Strict = nil, ToolChoice{}, nil, false
+	out.Messages = []*toolfleetv1.Message{System(Augment(systemText(req.Messages), p, req.Tools))}
+	for _, m := range req.Messages {
+		switch m.GetRole() {
+		case toolfleetv1.Role_ROLE_SYSTEM:
+			continue
+		case toolfleetv1.Role_ROLE_ASSISTANT:
+			var parts []string
+			if t := MessageText(m); t != "" {
+				parts = append(parts, t)
+			}
+			for _, c := range ToolCalls(m) {
+				parts = append(parts, p.RenderCall(c))
+			}
+			out.Messages = append(out.Messages, NewMessage(toolfleetv1.Role_ROLE_ASSISTANT, Text(strings.Join(parts, "\n"))))
+		default:
+			var parts []string
+			for _, part := range m.GetParts() {
+				if r := part.GetToolResult(); r != nil {
+					parts = append(parts, p.RenderResult(r))
+				} else if t := part.GetText(); t != "" {
+					parts = append(parts, t)
+				}
+			}
+			text := strings.Join(parts, "\n")
+			// Results and the user's next words form one turn: text models
+			// expect alternating roles too.
+			if last := out.Messages[len(out.Messages)-1]; last.GetRole() == toolfleetv1.Role_ROLE_USER {
+				last.Parts[0].Kind = &toolfleetv1.Part_Text{Text: MessageText(last) + "\n" + text}
+				continue
+			}
+			out.Messages = append(out.Messages, User(text))
+		}
+	}
+	return &out
+}

@@ -1,0 +1,470 @@
+package llm
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"google.golang.org/protobuf/types/known/structpb"
+
+	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
+)
+
+// TextProtocol is a way for a model without native tool calls to call
+// tools in plain text. Each protocol teaches itself in the system prompt,
+// renders past calls and results as text, and parses calls out of a reply.
+type TextProtocol interface {
+	// Name is "fenced", "hermes" or "xml".
+	Name() string
+	// Instructions is the system-prompt text that teaches the protocol,
+	// listing every tool with its input schema.
+	Instructions(tools []*toolfleetv1.ToolDefinition) string
+	// RenderCall renders a call the way the model is taught to write it.
+	RenderCall(call *toolfleetv1.ToolCall) string
+	// RenderResult renders a result for a user message.
+	RenderResult(result *toolfleetv1.ToolResult) string
+	// Parse returns text with the call blocks removed and the calls in
+	// order. tools (may be nil) type the XML protocol's parameter values.
+	// A malformed block is an error, never a silent drop.
+	Parse(text string, tools []*toolfleetv1.ToolDefinition) (string, []*toolfleetv1.ToolCall, error)
+	// OpenTag and CloseTag delimit a block, for streaming hold-back.
+	OpenTag() string
+	CloseTag() string
+}
+
+// TextProtocols returns every text protocol, in the order ParseAuto tries them.
+func TextProtocols() []TextProtocol { return []TextProtocol{XMLFunction{}, Hermes{}, Fenced{}} }
+
+// BlockError is a malformed text-protocol block. errors.Is matches ErrMalformed.
+type BlockError struct {
+	Protocol string
+	Block    int // 1-based position of the block in the text
+	Err      error
+}
+
+func (e *BlockError) Error() string {
+	return fmt.Sprintf("llm: %s tool-call block %d: %v", e.Protocol, e.Block, e.Err)
+}
+
+func (e *BlockError) Unwrap() error { return e.Err }
+
+// Is makes errors.Is(err, ErrMalformed) true.
+func (e *BlockError) Is(target error) bool { return target == ErrMalformed }
+
+// Augment appends p's instructions for tools to a system prompt.
+func Augment(system string, p TextProtocol, tools []*toolfleetv1.ToolDefinition) string {
+	inst := p.Instructions(tools)
+	if strings.TrimSpace(system) == "" {
+		return inst
+	}
+	return strings.TrimRight(system, "\n") + "\n\n" + inst
+}
+
+// toolCatalog lists tools with their schemas for the instructions.
+func toolCatalog(tools []*toolfleetv1.ToolDefinition) string {
+	var b strings.Builder
+	for _, d := range tools {
+		schema, _ := json.Marshal(schemaOf(d))
+		fmt.Fprintf(&b, "- %s: %s\n  input schema: %s\n", d.GetModelName(), strings.TrimSpace(d.GetDescription()), schema)
+	}
+	return b.String()
+}
+
+// jsonCall is the JSON body of a fenced or Hermes block.
+type jsonCall struct {
+	ID        string          `json:"id,omitempty"`
+	Name      string          `json:"name"`
+	Arguments json.RawMessage `json:"arguments,omitempty"`
+	// Parameters is accepted for models that use that key instead.
+	Parameters json.RawMessage `json:"parameters,omitempty"`
+}
+
+func decodeJSONCall(protocol string, block int, body string) (*toolfleetv1.ToolCall, error) {
+	var c jsonCall
+	dec := json.NewDecoder(strings.NewReader(body))
+	if err := dec.Decode(&c); err != nil {
+		return nil, &BlockError{Protocol: protocol, Block: block, Err: err}
+	}
+	if rest := strings.TrimSpace(body[dec.InputOffset():]); rest != "" {
+		return nil, &BlockError{Protocol: protocol, Block: block, Err: fmt.Errorf("unexpected text after the call object: %.40q", rest)}
+	}
+	if c.Name == "" {
+		return nil, &BlockError{Protocol: protocol, Block: block, Err: errors.New(`missing "name"`)}
+	}
+	raw := c.Arguments
+	if len(raw) == 0 {
+		raw = c.Parameters
+	}
+	id := c.ID
+	if id == "" {
+		id = "call_" + strconv.Itoa(block)
+	}
+	args, err := DecodeArguments(c.Name+" ("+id+")", raw)
+	if err != nil {
+		return nil, err
+	}
+	return &toolfleetv1.ToolCall{Id: id, Name: c.Name, Arguments: args}, nil
+}
+
+func renderJSONCall(c *toolfleetv1.ToolCall) string {
+	b, _ := json.Marshal(map[string]any{"id": c.GetId(), "name": c.GetName(), "arguments": json.RawMessage(encodeArguments(c.GetArguments()))})
+	return string(b)
+}
+
+// Fenced is the fenced-block protocol: a line "~~~tool_call", a JSON object
+// {"name", "arguments", "id"?}, a line "~~~". Several blocks may appear in
+// one message; missing ids are generated as "call_<n>".
+type Fenced struct{}
+
+// Name implements TextProtocol.
+func (Fenced) Name() string { return "fenced" }
+
+// OpenTag implements TextProtocol.
+func (Fenced) OpenTag() string { return "~~~tool_call" }
+
+// CloseTag implements TextProtocol.
+func (Fenced) CloseTag() string { return "\n~~~" }
+
+// Instructions implements TextProtocol.
+func (Fenced) Instructions(tools []*toolfleetv1.ToolDefinition) string {
+	return "You can call tools. To call one, write a block exactly like this, on its own lines:\n" +
+		"~~~tool_call\n{\"name\": \"TOOL_NAME\", \"arguments\": {…}}\n~~~\n" +
+		"Write one block per call; you may write several. After your calls, stop and wait: the results come back in the next message.\n" +
+		"Tools:\n" + toolCatalog(tools)
+}
+
+// RenderCall implements TextProtocol.
+func (Fenced) RenderCall(c *toolfleetv1.ToolCall) string {
+	return "~~~tool_call\n" + renderJSONCall(c) + "\n~~~"
+}
+
+// RenderResult implements TextProtocol.
+func (Fenced) RenderResult(r *toolfleetv1.ToolResult) string {
+	return renderResultText("~~~tool_result", "~~~", r)
+}
+
+func renderResultText(open, close string, r *toolfleetv1.ToolResult) string {
+	b, _ := json.Marshal(map[string]any{"id": r.GetCallId(), "name": r.GetName(), "content": resultText(r), "is_error": r.GetIsError()})
+	return open + "\n" + string(b) + "\n" + close
+}
+
+// Parse implements TextProtocol.
+func (Fenced) Parse(text string, _ []*toolfleetv1.ToolDefinition) (string, []*toolfleetv1.ToolCall, error) {
+	lines := strings.SplitAfter(text, "\n")
+	var rest strings.Builder
+	var calls []*toolfleetv1.ToolCall
+	for i := 0; i < len(lines); i++ {
+		if strings.TrimSpace(lines[i]) != "~~~tool_call" {
+			rest.WriteString(lines[i])
+			continue
+		}
+		block := len(calls) + 1
+		var body strings.Builder
+		closed := false
+		for i++; i < len(lines); i++ {
+			if strings.TrimSpace(lines[i]) == "~~~" {
+				closed = true
+				break
+			}
+			body.WriteString(lines[i])
+		}
+		if !closed {
+			return "", nil, &BlockError{Protocol: "fenced", Block: block, Err: errors.New("no closing ~~~ line")}
+		}
+		c, err := decodeJSONCall("fenced", block, body.String())
+		if err != nil {
+			return "", nil, err
+		}
+		calls = append(calls, c)
+	}
+	return strings.TrimSpace(rest.String()), calls, nil
+}
+
+// Hermes is the Hermes / Qwen protocol: <tool_call>{"name": …,
+// "arguments": …}</tool_call>.
+type Hermes struct{}
+
+// Name implements TextProtocol.
+func (Hermes) Name() string { return "hermes" }
+
+// OpenTag implements TextProtocol.
+func (Hermes) OpenTag() string { return "<tool_call>" }
+
+// CloseTag implements TextProtocol.
+func (Hermes) CloseTag() string { return "</tool_call>" }
+
+// Instructions implements TextProtocol.
+func (Hermes) Instructions(tools []*toolfleetv1.ToolDefinition) string {
+	var b strings.Builder
+	b.WriteString("You may call one or more functions to assist with the user query.\n")
+	b.WriteString("You are provided with function signatures within <tools></tools> XML tags:\n<tools>\n")
+	for _, d := range tools {
+		sig, _ := json.Marshal(map[string]any{"type": "function", "function": map[string]any{"name": d.GetModelName(), "description": d.GetDescription(), "parameters": schemaOf(d)}})
+		b.Write(sig)
+		b.WriteByte('\n')
+	}
+	b.WriteString("</tools>\nFor each function call, return a JSON object with the function name and arguments within <tool_call></tool_call> XML tags:\n")
+	b.WriteString("<tool_call>\n{\"name\": <function-name>, \"arguments\": <args-json-object>}\n</tool_call>\n")
+	return b.String()
+}
+
+// RenderCall implements TextProtocol.
+func (Hermes) RenderCall(c *toolfleetv1.ToolCall) string {
+	return "<tool_call>\n" + renderJSONCall(c) + "\n</tool_call>"
+}
+
+// RenderResult implements TextProtocol.
+func (Hermes) RenderResult(r *toolfleetv1.ToolResult) string {
+	return renderResultText("<tool_response>", "</tool_response>", r)
+}
+
+// Parse implements TextProtocol.
+func (Hermes) Parse(text string, _ []*toolfleetv1.ToolDefinition) (string, []*toolfleetv1.ToolCall, error) {
+	var rest strings.Builder
+	var calls []*toolfleetv1.ToolCall
+	for {
+		start := strings.Index(text, "<tool_call>")
+		if start < 0 {
+			rest.WriteString(text)
+			break
+		}
+		rest.WriteString(text[:start])
+		block := len(calls) + 1
+		body := text[start+len("<tool_call>"):]
+		end := strings.Index(body, "</tool_call>")
+		if end < 0 {
+			return "", nil, &BlockError{Protocol: "hermes", Block: block, Err: errors.New("no closing </tool_call>")}
+		}
+		c, err := decodeJSONCall("hermes", block, body[:end])
+		if err != nil {
+			return "", nil, err
+		}
+		calls = append(calls, c)
+		text = body[end+len("</tool_call>"):]
+	}
+	return strings.TrimSpace(rest.String()), calls, nil
+}
+
+// XMLFunction is the <function=NAME><parameter=P>value</parameter></function>
+// protocol (Qwen3-Coder style; an enclosing <tool_call> is accepted).
+// Parameter values are text, coerced by the tool's input schema: integers,
+// numbers and booleans parsed, arrays and objects as JSON, strings kept
+// verbatim. With no schema for a parameter, JSON is tried, then text.
+type XMLFunction struct{}
+
+// Name implements TextProtocol.
+func (XMLFunction) Name() string { return "xml" }
+
+// OpenTag implements TextProtocol.
+func (XMLFunction) OpenTag() string { return "<function=" }
+
+// CloseTag implements TextProtocol.
+func (XMLFunction) CloseTag() string { return "</function>" }
+
+// Instructions implements TextProtocol.
+func (XMLFunction) Instructions(tools []*toolfleetv1.ToolDefinition) string {
+	return "You can call tools. To call one, write exactly:\n" +
+		"<function=TOOL_NAME>\n<parameter=PARAM_NAME>\nvalue\n</parameter>\n</function>\n" +
+		"One <parameter> per argument; write arrays and objects as JSON. Make one call, then stop and wait for its result.\n" +
+		"Tools:\n" + toolCatalog(tools)
+}
+
+// RenderCall implements TextProtocol.
+func (XMLFunction) RenderCall(c *toolfleetv1.ToolCall) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "<function=%s>\n", c.GetName())
+	args := c.GetArguments().AsMap()
+	keys := make([]string, 0, len(args))
+	for k := range args {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		v := args[k]
+		text, ok := v.(string)
+		if !ok {
+			raw, _ := json.Marshal(v)
+			text = string(raw)
+		}
+		fmt.Fprintf(&b, "<parameter=%s>\n%s\n</parameter>\n", k, text)
+	}
+	b.WriteString("</function>")
+	return b.String()
+}
+
+// RenderResult implements TextProtocol.
+func (XMLFunction) RenderResult(r *toolfleetv1.ToolResult) string {
+	return renderResultText("<tool_response>", "</tool_response>", r)
+}
+
+// Parse implements TextProtocol.
+func (XMLFunction) Parse(text string, tools []*toolfleetv1.ToolDefinition) (string, []*toolfleetv1.ToolCall, error) {
+	var rest strings.Builder
+	var calls []*toolfleetv1.ToolCall
+	for {
+		start := strings.Index(text, "<function=")
+		if start < 0 {
+			rest.WriteString(text)
+			break
+		}
+		rest.WriteString(text[:start])
+		block := len(calls) + 1
+		body := text[start+len("<function="):]
+		gt := strings.IndexByte(body, '>')
+		end := strings.Index(body, "</function>")
+		if gt < 0 || end < 0 || gt > end {
+			return "", nil, &BlockError{Protocol: "xml", Block: block, Err: errors.New("no closing </function>")}
+		}
+		name := strings.TrimSpace(body[:gt])
+		if name == "" || strings.ContainsAny(name, "<\n") {
+			return "", nil, &BlockError{Protocol: "xml", Block: block, Err: fmt.Errorf("bad function name %.40q", name)}
+		}
+		id := "call_" + strconv.Itoa(block)
+		args, err := xmlParameters(name+" ("+id+")", body[gt+1:end], propertySchemas(tools, name))
+		if err != nil {
+			return "", nil, err
+		}
+		calls = append(calls, &toolfleetv1.ToolCall{Id: id, Name: name, Arguments: args})
+		text = body[end+len("</function>"):]
+	}
+	// Drop <tool_call> wrappers left empty by the removed blocks.
+	out := rest.String()
+	for {
+		s := strings.Index(out, "<tool_call>")
+		if s < 0 {
+			break
+		}
+		e := strings.Index(out[s:], "</tool_call>")
+		if e < 0 || strings.TrimSpace(out[s+len("<tool_call>"):s+e]) != "" {
+			break
+		}
+		out = out[:s] + out[s+e+len("</tool_call>"):]
+	}
+	return strings.TrimSpace(out), calls, nil
+}
+
+// propertySchemas returns the property schemas of the named tool's input.
+func propertySchemas(tools []*toolfleetv1.ToolDefinition, name string) map[string]any {
+	for _, d := range tools {
+		if d.GetModelName() == name {
+			props, _ := schemaOf(d)["properties"].(map[string]any)
+			return props
+		}
+	}
+	return nil
+}
+
+func xmlParameters(call, body string, props map[string]any) (*structpb.Struct, error) {
+	args := map[string]any{}
+	for {
+		start := strings.Index(body, "<parameter=")
+		if start < 0 {
+			break
+		}
+		if stray := strings.TrimSpace(body[:start]); stray != "" {
+			return nil, &ArgumentsError{Call: call, Err: fmt.Errorf("text outside <parameter>: %.40q", stray)}
+		}
+		body = body[start+len("<parameter="):]
+		gt := strings.IndexByte(body, '>')
+		end := strings.Index(body, "</parameter>")
+		if gt < 0 || end < 0 || gt > end {
+			return nil, &ArgumentsError{Call: call, Err: errors.New("no closing </parameter>")}
+		}
+		name := strings.TrimSpace(body[:gt])
+		if _, dup := args[name]; dup || name == "" {
+			return nil, &ArgumentsError{Call: call, Err: fmt.Errorf("parameter %q empty or repeated", name)}
+		}
+		raw := strings.TrimSuffix(strings.TrimPrefix(body[gt+1:end], "\n"), "\n")
+		schema, _ := props[name].(map[string]any)
+		v, err := coerceParameter(raw, schema)
+		if err != nil {
+			return nil, &ArgumentsError{Call: call, Err: fmt.Errorf("parameter %q: %w", name, err)}
+		}
+		args[name] = v
+		body = body[end+len("</parameter>"):]
+	}
+	if stray := strings.TrimSpace(body); stray != "" {
+		return nil, &ArgumentsError{Call: call, Err: fmt.Errorf("text outside <parameter>: %.40q", stray)}
+	}
+	s, err := structpb.NewStruct(args)
+	if err != nil {
+		return nil, &ArgumentsError{Call: call, Err: err}
+	}
+	return s, nil
+}
+
+// schemaTypes lists the JSON types a schema allows (nil when it says nothing).
+func schemaTypes(schema map[string]any) []string {
+	var types []string
+	switch t := schema["type"].(type) {
+	case string:
+		types = append(types, t)
+	case []any:
+		for _, x := range t {
+			if s, ok := x.(string); ok {
+				types = append(types, s)
+			}
+		}
+	}
+	for _, key := range []string{"anyOf", "oneOf"} {
+		for _, alt := range toList(schema[key]) {
+			if m, ok := alt.(map[string]any); ok {
+				types = append(types, schemaTypes(m)...)
+			}
+		}
+	}
+	if len(types) == 0 && schema["enum"] != nil {
+		types = append(types, "string")
+	}
+	return types
+}
+
+// coerceParameter turns a parameter's text into the JSON value its schema
+// wants. A string schema keeps the text verbatim; typed values must parse.
+func coerceParameter(raw string, schema map[string]any) (any, error) {
+	types := schemaTypes(schema)
+	if len(types) == 0 {
+		var v any
+		if json.Unmarshal([]byte(strings.TrimSpace(raw)), &v) == nil {
+			return v, nil
+		}
+		return raw, nil
+	}
+	trimmed := strings.TrimSpace(raw)
+	for _, t := range types {
+		switch t {
+		case "integer":
+			if n, err := strconv.ParseInt(trimmed, 10, 64); err == nil {
+				return float64(n), nil
+			}
+		case "number":
+			if f, err := strconv.ParseFloat(trimmed, 64); err == nil {
+				return f, nil
+			}
+		case "boolean":
+			if b, err := strconv.ParseBool(strings.ToLower(trimmed)); err == nil && (trimmed != "1" && trimmed != "0") {
+				return b, nil
+			}
+		case "null":
+			if trimmed == "null" || trimmed == "" {
+				return nil, nil
+			}
+		case "array", "object":
+			var v any
+			if json.Unmarshal([]byte(trimmed), &v) == nil {
+				if _, isArr := v.([]any); isArr == (t == "array") {
+					if _, isObj := v.(map[string]any); isObj == (t == "object") {
+						return v, nil
+					}
+				}
+			}
+		}
+	}
+	if slices.Contains(types, "string") {
+		return raw, nil
+	}
+	return nil, fmt.Errorf("%.40q is not a valid %s", raw, strings.Join(types, " or "))
+}
