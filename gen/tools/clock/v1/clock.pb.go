@@ -277,6 +277,7 @@ type ConvertResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	From          *ZonedTime             `protobuf:"bytes,1,opt,name=from,proto3" json:"from,omitempty"`
 	To            *ZonedTime             `protobuf:"bytes,2,opt,name=to,proto3" json:"to,omitempty"`
+	Note          string                 `protobuf:"bytes,3,opt,name=note,proto3" json:"note,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -325,19 +326,26 @@ func (x *ConvertResponse) GetTo() *ZonedTime {
 	return nil
 }
 
+func (x *ConvertResponse) GetNote() string {
+	if x != nil {
+		return x.Note
+	}
+	return ""
+}
+
 var File_tools_clock_v1_clock_proto protoreflect.FileDescriptor
 
 const file_tools_clock_v1_clock_proto_rawDesc = "" +
 	"\n" +
-	"\x1atools/clock/v1/clock.proto\x12\x0etools.clock.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1atoolfleet/v1/options.proto\"\x83\x06\n" +
+	"\x1atools/clock/v1/clock.proto\x12\x0etools.clock.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1atoolfleet/v1/options.proto\"\xc9\x06\n" +
 	"\tZonedTime\x12X\n" +
 	"\ttimestamp\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampB\x1e\x8a\x80\x19\x1a\n" +
 	"\x18The point in time (UTC).R\ttimestamp\x12\x7f\n" +
 	"\n" +
 	"local_time\x18\x02 \x01(\tB`\x8a\x80\x19\\\n" +
-	"=Wall-clock time in the zone, RFC 3339 with the zone's offset.\x12\x1b\"2026-03-01T15:30:00+01:00\"R\tlocalTime\x129\n" +
-	"\ttime_zone\x18\x03 \x01(\tB\x1c\x8a\x80\x19\x18\n" +
-	"\x16IANA name of the zone.R\btimeZone\x12S\n" +
+	"=Wall-clock time in the zone, RFC 3339 with the zone's offset.\x12\x1b\"2026-03-01T15:30:00+01:00\"R\tlocalTime\x12\x7f\n" +
+	"\ttime_zone\x18\x03 \x01(\tBb\x8a\x80\x19^\n" +
+	"\\IANA name of the zone, or UTC+hh:mm / UTC-hh:mm when the time was given with a fixed offset.R\btimeZone\x12S\n" +
 	"\n" +
 	"utc_offset\x18\x04 \x01(\tB4\x8a\x80\x190\n" +
 	"$Offset from UTC as +hh:mm or -hh:mm.\x12\b\"+01:00\"R\tutcOffset\x12[\n" +
@@ -363,12 +371,14 @@ const file_tools_clock_v1_clock_proto_rawDesc = "" +
 	"gIANA zone in which a time without offset is read. Empty means UTC. Ignored when time carries an offset.\x12\x12\"America/New_York\"R\ffromTimeZone\x12\x97\x01\n" +
 	"\fto_time_zone\x18\x03 \x01(\tBu\xbaH4r2\x10\x01\x18@2,^[A-Za-z][A-Za-z0-9_+-]*(/[A-Za-z0-9_+-]+)*$\x8a\x80\x19:\n" +
 	"\x18IANA zone to convert to.\x12\x0e\"Europe/Paris\"\x12\x0e\"Asia/Kolkata\"R\n" +
-	"toTimeZone\"\xce\x01\n" +
+	"toTimeZone\"\x8f\x03\n" +
 	"\x0fConvertResponse\x12a\n" +
 	"\x04from\x18\x01 \x01(\v2\x19.tools.clock.v1.ZonedTimeB2\x8a\x80\x19.\n" +
 	",The input time, in the zone it was given in.R\x04from\x12X\n" +
 	"\x02to\x18\x02 \x01(\v2\x19.tools.clock.v1.ZonedTimeB-\x8a\x80\x19)\n" +
-	"'The same point in time in to_time_zone.R\x02to2\xb3\t\n" +
+	"'The same point in time in to_time_zone.R\x02to\x12\xbe\x01\n" +
+	"\x04note\x18\x03 \x01(\tB\xa9\x01\x8a\x80\x19\xa4\x01\n" +
+	"\xa1\x01Set when a wall-clock time without offset was ambiguous (it occurred twice when clocks went back) or did not exist (clocks skipped it); says which time was used.R\x04note2\xb3\t\n" +
 	"\fClockService\x12\xcf\x03\n" +
 	"\x03Now\x12\x1a.tools.clock.v1.NowRequest\x1a\x1b.tools.clock.v1.NowResponse\"\x8e\x03\x8a\x80\x19\x89\x03\x12\xa3\x02Return the current date and time in an IANA time zone (default UTC), with its UTC offset, abbreviation and day of the week. Use it whenever you need today's date or the time of day: your own idea of \"now\" is stale. Do not use it to convert a given time to another zone; use Convert for that.\x1a\x06\b\x01\x18\x01 \x00*\x02\b\x02J0\n" +
 	"\x11The time in Tokyo\x12\x1b{\"time_zone\": \"Asia/Tokyo\"}J\x15\n" +

@@ -1,0 +1,387 @@
+// Package jsonq implements the JSONQuery toolkit (tools.jsonq.v1.JSONQueryService):
+// jq queries over JSON documents, run with github.com/itchyny/gojq.
+//
+// Queries come from models, so everything is bounded: the document size, the number
+// and total size of the results, and the running time (gojq checks the context at
+// every step, which stops endless recursion and huge ranges). A query sees only its
+// document and variables: environment variables, input files and modules are off.
+package jsonq
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"math/big"
+	"runtime/metrics"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/itchyny/gojq"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	jsonqv1 "github.com/toolfleet/toolfleet/gen/tools/jsonq/v1"
+	"github.com/toolfleet/toolfleet/sdk/tool"
+)
+
+// Defaults of Config.
+const (
+	DefaultMaxInputBytes  = 4 << 20
+	DefaultMaxOutputBytes = 1 << 20
+	DefaultMaxResults     = 100
+	DefaultTimeout        = 3 * time.Second
+	DefaultMaxHeapBytes   = 512 << 20
+)
+
+// heapSampleInterval is how often a running query checks the heap. A query that
+// builds a huge value allocates a few hundred MB/s, so the overshoot stays small.
+const heapSampleInterval = 20 * time.Millisecond
+
+// Config bounds the work one query may do. Zero fields take the defaults.
+type Config struct {
+	// MaxInputBytes caps the document (as JSON text, or its JSON encoding). Default 4 MiB.
+	MaxInputBytes int
+	// MaxOutputBytes caps the JSON encoding of all results together. Default 1 MiB.
+	MaxOutputBytes int
+	// MaxResults is the number of results when the request asks for none. Default 100.
+	MaxResults int
+	// Timeout bounds one query's running time. Default 3s.
+	Timeout time.Duration
+	// MaxHeapBytes is the Go heap size of the whole process above which running
+	// queries are stopped: gojq has no allocation limit, and "[range(1e9)]" fills
+	// gigabytes before the deadline. Default 512 MiB.
+	MaxHeapBytes uint64
+}
+
+func (c Config) withDefaults() Config {
+	if c.MaxInputBytes <= 0 {
+		c.MaxInputBytes = DefaultMaxInputBytes
+	}
+	if c.MaxOutputBytes <= 0 {
+		c.MaxOutputBytes = DefaultMaxOutputBytes
+	}
+	if c.MaxResults <= 0 {
+		c.MaxResults = DefaultMaxResults
+	}
+	if c.Timeout <= 0 {
+		c.Timeout = DefaultTimeout
+	}
+	if c.MaxHeapBytes == 0 {
+		c.MaxHeapBytes = DefaultMaxHeapBytes
+	}
+	return c
+}
+
+// Service implements jsonqv1.JSONQueryServiceServer.
+type Service struct {
+	jsonqv1.UnimplementedJSONQueryServiceServer
+
+	cfg Config
+}
+
+var _ jsonqv1.JSONQueryServiceServer = (*Service)(nil)
+
+// New returns the JSONQuery service bounded by cfg.
+func New(cfg Config) *Service { return &Service{cfg: cfg.withDefaults()} }
+
+// Causes of stopping a query, told apart from the caller's own deadline.
+var (
+	errQueryTimeout = errors.New("jq query timed out")
+	errHeapLimit    = errors.New("jq query stopped: heap limit reached")
+)
+
+// queryHint is shown with every query error: the usual mistakes of models writing jq.
+const queryHint = "The query is jq syntax (gojq dialect). Fields: .name or .[\"odd key\"]; arrays: .[0], .[] to iterate; " +
+	"filter with select(cond); build with {a: .x} or [ ... ]; strings use double quotes; variables are $name and must be passed in `variables`. " +
+	"There is no input, inputs, env or file access."
+
+// Query compiles req.Query and runs it over every JSON value of the document.
+func (s *Service) Query(ctx context.Context, req *jsonqv1.QueryRequest) (*jsonqv1.QueryResponse, error) {
+	// Variables are passed in name order so that compile and run agree.
+	names := make([]string, 0, len(req.GetVariables()))
+	for name := range req.GetVariables() {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	varNames := make([]string, len(names))
+	varValues := make([]any, len(names))
+	for i, name := range names {
+		varNames[i] = "$" + name
+		varValues[i] = req.GetVariables()[name].AsInterface()
+	}
+
+	code, err := compile(req.GetQuery(), varNames)
+	if err != nil {
+		return nil, err
+	}
+	inputs, err := s.documents(req)
+	if err != nil {
+		return nil, err
+	}
+
+	limit := s.cfg.MaxResults
+	if n := int(req.GetMaxResults()); n > 0 {
+		limit = n
+	}
+	ctx, cancelTimeout := context.WithTimeoutCause(ctx, s.cfg.Timeout, errQueryTimeout)
+	defer cancelTimeout()
+	ctx, cancel := context.WithCancelCause(ctx)
+	watcherDone := make(chan struct{})
+	go func() {
+		defer close(watcherDone)
+		watchHeap(ctx, cancel, s.cfg.MaxHeapBytes)
+	}()
+	defer func() {
+		cancel(nil)
+		<-watcherDone
+	}()
+
+	resp := &jsonqv1.QueryResponse{}
+	outBytes := 0
+	for _, input := range inputs {
+		iter := code.RunWithContext(ctx, input, varValues...)
+		for {
+			v, ok := iter.Next()
+			if !ok {
+				break
+			}
+			if err, isErr := v.(error); isErr {
+				var halt *gojq.HaltError
+				if errors.As(err, &halt) && halt.Value() == nil {
+					return resp, nil // halt: stop without error, as jq does
+				}
+				return nil, s.runError(ctx, err, len(resp.Results))
+			}
+			if len(resp.Results) == limit {
+				resp.Truncated = true
+				return resp, nil
+			}
+			size, err := encodedSize(v)
+			if err != nil {
+				return nil, tool.NewError(fmt.Sprintf("result %d cannot be encoded as JSON: %v", len(resp.Results)+1, err))
+			}
+			if outBytes+size > s.cfg.MaxOutputBytes {
+				if len(resp.Results) == 0 {
+					return nil, tool.NewError(
+						fmt.Sprintf("the first result is %d bytes of JSON, more than the limit of %d", size, s.cfg.MaxOutputBytes),
+						tool.WithPromptHint("Select fewer fields, slice arrays (.[0:20]), or return counts (length) instead of whole values."),
+					)
+				}
+				resp.Truncated = true
+				return resp, nil
+			}
+			outBytes += size
+			pv, err := toValue(v)
+			if err != nil {
+				return nil, tool.NewError(fmt.Sprintf("result %d cannot be returned: %v", len(resp.Results)+1, err))
+			}
+			resp.Results = append(resp.Results, pv)
+		}
+	}
+	return resp, nil
+}
+
+// compile parses and compiles query; errors become execution errors that point at
+// the problem.
+func compile(query string, varNames []string) (*gojq.Code, error) {
+	q, err := gojq.Parse(query)
+	if err != nil {
+		msg := "invalid jq query: " + err.Error()
+		var pe *gojq.ParseError
+		if errors.As(err, &pe) {
+			msg += " " + pointAt(query, pe.Offset)
+		}
+		return nil, tool.NewError(msg, tool.WithPromptHint(queryHint))
+	}
+	code, err := gojq.Compile(q,
+		gojq.WithVariables(varNames),
+		// $ENV and env must not leak the worker's environment to a model.
+		gojq.WithEnvironLoader(func() []string { return nil }),
+	)
+	if err != nil {
+		return nil, tool.NewError("invalid jq query: "+err.Error(), tool.WithPromptHint(queryHint))
+	}
+	return code, nil
+}
+
+// pointAt describes where in query a parse error happened: gojq's offset is just
+// after the offending token.
+func pointAt(query string, offset int) string {
+	offset = min(max(offset, 0), len(query))
+	start := max(offset-30, 0)
+	return fmt.Sprintf("at byte %d, near %q", offset, query[start:offset])
+}
+
+// runError turns an error the query raised into an execution error, telling the
+// query's own deadline apart from the caller giving up.
+func (s *Service) runError(ctx context.Context, err error, emitted int) error {
+	if ctx.Err() != nil {
+		const hint = "Avoid unbounded recursion, repeat/range over huge counts and building huge arrays; use limit(n; expr) or first(expr)."
+		switch cause := context.Cause(ctx); {
+		case errors.Is(cause, errQueryTimeout):
+			return tool.NewError(fmt.Sprintf("the query ran longer than %s and was stopped after %d results", s.cfg.Timeout, emitted), tool.WithPromptHint(hint))
+		case errors.Is(cause, errHeapLimit):
+			return tool.NewError(fmt.Sprintf("the query used too much memory and was stopped after %d results", emitted),
+				tool.WithPromptHint(hint), tool.WithDeveloperMessage(cause.Error()))
+		}
+		return ctx.Err() // the caller's deadline or cancellation: not the query's fault
+	}
+	msg := err.Error()
+	var ve gojq.ValueError
+	if errors.As(err, &ve) {
+		// error(value): the query raised it on purpose; show the value as jq does.
+		if b, mErr := gojq.Marshal(ve.Value()); mErr == nil {
+			msg = string(b)
+			if str, ok := ve.Value().(string); ok {
+				msg = str
+			}
+		}
+	}
+	return tool.NewError(fmt.Sprintf("jq error after %d results: %s", emitted, msg), tool.WithPromptHint(queryHint))
+}
+
+// documents returns the input values: each JSON value of document_json in turn, or
+// the structured document.
+func (s *Service) documents(req *jsonqv1.QueryRequest) ([]any, error) {
+	switch in := req.GetInput().(type) {
+	case *jsonqv1.QueryRequest_Document:
+		v := in.Document.AsInterface()
+		if size, err := encodedSize(v); err == nil && size > s.cfg.MaxInputBytes {
+			return nil, s.tooBig(size)
+		}
+		return []any{v}, nil
+	case *jsonqv1.QueryRequest_DocumentJson:
+		if len(in.DocumentJson) > s.cfg.MaxInputBytes {
+			return nil, s.tooBig(len(in.DocumentJson))
+		}
+		return decodeAll(in.DocumentJson)
+	default:
+		return nil, tool.NewError("no document: set document_json (JSON text) or document (a JSON value)")
+	}
+}
+
+func (s *Service) tooBig(size int) error {
+	return tool.NewError(fmt.Sprintf("the document is %d bytes, more than the limit of %d", size, s.cfg.MaxInputBytes),
+		tool.WithPromptHint("Pass only the part of the document the query needs."))
+}
+
+// decodeAll decodes a stream of JSON values, keeping numbers exact (json.Number) so
+// that big integers and ids survive the round trip.
+func decodeAll(text string) ([]any, error) {
+	dec := json.NewDecoder(strings.NewReader(text))
+	dec.UseNumber()
+	var out []any
+	for {
+		var v any
+		err := dec.Decode(&v)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, tool.NewError(fmt.Sprintf("document_json is not valid JSON (after %d values, near byte %d): %v", len(out), dec.InputOffset(), err),
+				tool.WithPromptHint("document_json must be JSON text, e.g. {\"a\": 1}; pass an already-structured value in `document` instead."))
+		}
+		out = append(out, v)
+	}
+	if len(out) == 0 {
+		return nil, tool.NewError("document_json is empty; pass at least one JSON value (e.g. null or {})")
+	}
+	return out, nil
+}
+
+// encodedSize is the length of v's JSON encoding (jq's, so NaN and big numbers work).
+func encodedSize(v any) (int, error) {
+	b, err := gojq.Marshal(v)
+	return len(b), err
+}
+
+// toValue converts a gojq result to a protobuf Value. JSON has no NaN or infinity,
+// so they become null and the largest finite doubles, as jq prints them.
+func toValue(v any) (*structpb.Value, error) {
+	switch v := v.(type) {
+	case nil:
+		return structpb.NewNullValue(), nil
+	case bool:
+		return structpb.NewBoolValue(v), nil
+	case string:
+		// Proto strings must be UTF-8; jq strings built from bytes may not be.
+		return structpb.NewStringValue(strings.ToValidUTF8(v, "\uFFFD")), nil
+	case int:
+		return structpb.NewNumberValue(float64(v)), nil
+	case float64:
+		if math.IsNaN(v) {
+			return structpb.NewNullValue(), nil
+		}
+		return structpb.NewNumberValue(finite(v)), nil
+	case *big.Int:
+		f, _ := new(big.Float).SetInt(v).Float64()
+		return structpb.NewNumberValue(finite(f)), nil
+	case json.Number:
+		f, err := v.Float64()
+		if err != nil && !errors.Is(err, strconv.ErrRange) { // out of range: ±Inf, clamped below
+			return nil, fmt.Errorf("number %s: %w", v, err)
+		}
+		return structpb.NewNumberValue(finite(f)), nil
+	case []any:
+		list := &structpb.ListValue{Values: make([]*structpb.Value, len(v))}
+		for i, e := range v {
+			pv, err := toValue(e)
+			if err != nil {
+				return nil, err
+			}
+			list.Values[i] = pv
+		}
+		return structpb.NewListValue(list), nil
+	case map[string]any:
+		obj := &structpb.Struct{Fields: make(map[string]*structpb.Value, len(v))}
+		for k, e := range v {
+			pv, err := toValue(e)
+			if err != nil {
+				return nil, err
+			}
+			obj.Fields[strings.ToValidUTF8(k, "\uFFFD")] = pv
+		}
+		return structpb.NewStructValue(obj), nil
+	default:
+		return nil, fmt.Errorf("unsupported value of type %T", v)
+	}
+}
+
+// finite clamps infinities to the largest finite doubles.
+func finite(f float64) float64 {
+	switch {
+	case math.IsInf(f, 1):
+		return math.MaxFloat64
+	case math.IsInf(f, -1):
+		return -math.MaxFloat64
+	}
+	return f
+}
+
+// watchHeap cancels ctx with errHeapLimit once the process's heap exceeds limit,
+// sampling until ctx is done.
+func watchHeap(ctx context.Context, cancel context.CancelCauseFunc, limit uint64) {
+	ticker := time.NewTicker(heapSampleInterval)
+	defer ticker.Stop()
+	// runtime/metrics reads without stopping the world, unlike runtime.ReadMemStats.
+	sample := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C:
+			metrics.Read(sample)
+			if sample[0].Value.Kind() != metrics.KindUint64 {
+				return // metric unsupported by this runtime: only the deadline applies
+			}
+			if heap := sample[0].Value.Uint64(); heap > limit {
+				cancel(fmt.Errorf("%w: heap %d bytes > %d", errHeapLimit, heap, limit))
+				return
+			}
+		}
+	}
+}
