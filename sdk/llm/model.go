@@ -1,0 +1,168 @@
+package llm
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
+)
+
+// Model is a language model that can call tools.
+type Model interface {
+	// Complete sends req and returns the assistant's turn.
+	Complete(ctx context.Context, req *Request) (*toolfleetv1.Message, error)
+	// Stream sends req, calls onDelta (may be nil) for every delta as it
+	// arrives and returns the assembled turn. An onDelta error ends the
+	// stream and is returned, except StopStream, which ends it early and
+	// still returns what was assembled.
+	Stream(ctx context.Context, req *Request, onDelta func(Delta) error) (*toolfleetv1.Message, error)
+}
+
+// WithTextProtocol adapts a model without native tool calls: requests are
+// rewritten with ForTextProtocol, replies parsed with p. While streaming,
+// text deltas pass through a TagFilter so callers never see half a tag; when
+// the request asks for no parallel calls the stream is cut right after the
+// first closing tag.
+func WithTextProtocol(m Model, p TextProtocol) Model { return &textProtocolModel{m: m, p: p} }
+
+type textProtocolModel struct {
+	m Model
+	p TextProtocol
+}
+
+func (t *textProtocolModel) Complete(ctx context.Context, req *Request) (*toolfleetv1.Message, error) {
+	msg, err := t.m.Complete(ctx, ForTextProtocol(t.p, req))
+	if err != nil {
+		return nil, err
+	}
+	return ParseAuto(msg, t.p, req.Tools)
+}
+
+func (t *textProtocolModel) Stream(ctx context.Context, req *Request, onDelta func(Delta) error) (*toolfleetv1.Message, error) {
+	filter := NewTagFilter(t.p)
+	oneCall := req.ParallelToolCalls != nil && !*req.ParallelToolCalls
+	msg, err := t.m.Stream(ctx, ForTextProtocol(t.p, req), func(d Delta) error {
+		if d.Text != "" {
+			d.Text = filter.Write(d.Text)
+		}
+		if onDelta != nil && (d.Text != "" || d.ToolCall != nil || d.Thinking != "" || d.Usage != nil || d.StopReason != "" || d.Model != "") {
+			if err := onDelta(d); err != nil {
+				return err
+			}
+		}
+		if oneCall && filter.Blocks() > 0 {
+			return StopStream
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if rest := filter.Flush(); rest != "" && onDelta != nil {
+		if err := onDelta(Delta{Text: rest}); err != nil && !errors.Is(err, StopStream) {
+			return nil, err
+		}
+	}
+	return ParseAuto(msg, t.p, req.Tools)
+}
+
+// WithAutoFallback wraps a native model so a reply without tool calls but
+// with text-protocol blocks is parsed into calls (see ParseAuto).
+func WithAutoFallback(m Model) Model { return &fallbackModel{m: m} }
+
+type fallbackModel struct{ m Model }
+
+func (f *fallbackModel) Complete(ctx context.Context, req *Request) (*toolfleetv1.Message, error) {
+	msg, err := f.m.Complete(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	return ParseAuto(msg, nil, req.Tools)
+}
+
+func (f *fallbackModel) Stream(ctx context.Context, req *Request, onDelta func(Delta) error) (*toolfleetv1.Message, error) {
+	msg, err := f.m.Stream(ctx, req, onDelta)
+	if err != nil {
+		return nil, err
+	}
+	return ParseAuto(msg, nil, req.Tools)
+}
+
+// RetryPolicy says how WithRetry retries errors that match ErrRetryable.
+type RetryPolicy struct {
+	// Attempts is the total number of tries (default 3).
+	Attempts int
+	// Backoff is the first wait when the server gives no retry-after
+	// (default 500ms); it doubles each time.
+	Backoff time.Duration
+	// MaxWait caps any single wait, including a server's retry-after (default 30s).
+	MaxWait time.Duration
+}
+
+// WithRetry retries Complete, and Stream until its first delta, on
+// retryable provider errors (408, 409, 429, 5xx), waiting the server's
+// retry-after when it sent one. Waits end early when ctx is done.
+func WithRetry(m Model, p RetryPolicy) Model {
+	if p.Attempts <= 0 {
+		p.Attempts = 3
+	}
+	if p.Backoff <= 0 {
+		p.Backoff = 500 * time.Millisecond
+	}
+	if p.MaxWait <= 0 {
+		p.MaxWait = 30 * time.Second
+	}
+	return &retryModel{m: m, p: p}
+}
+
+type retryModel struct {
+	m Model
+	p RetryPolicy
+}
+
+func (r *retryModel) Complete(ctx context.Context, req *Request) (*toolfleetv1.Message, error) {
+	return r.do(ctx, func() (*toolfleetv1.Message, bool, error) {
+		msg, err := r.m.Complete(ctx, req)
+		return msg, true, err
+	})
+}
+
+func (r *retryModel) Stream(ctx context.Context, req *Request, onDelta func(Delta) error) (*toolfleetv1.Message, error) {
+	return r.do(ctx, func() (*toolfleetv1.Message, bool, error) {
+		started := false
+		msg, err := r.m.Stream(ctx, req, func(d Delta) error {
+			started = true
+			if onDelta == nil {
+				return nil
+			}
+			return onDelta(d)
+		})
+		// Once deltas reached the caller a retry would repeat them.
+		return msg, !started, err
+	})
+}
+
+func (r *retryModel) do(ctx context.Context, try func() (*toolfleetv1.Message, bool, error)) (*toolfleetv1.Message, error) {
+	wait := r.p.Backoff
+	for attempt := 1; ; attempt++ {
+		msg, retryable, err := try()
+		if err == nil || !retryable || attempt >= r.p.Attempts || !errors.Is(err, ErrRetryable) {
+			return msg, err
+		}
+		d := wait
+		var apiErr *APIError
+		if errors.As(err, &apiErr) && apiErr.RetryAfter > 0 {
+			d = apiErr.RetryAfter
+		}
+		d = min(d, r.p.MaxWait)
+		timer := time.NewTimer(d)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return nil, errors.Join(err, ctx.Err())
+		case <-timer.C:
+		}
+		wait *= 2
+	}
+}
