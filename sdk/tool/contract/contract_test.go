@@ -145,7 +145,9 @@ func serve(t *testing.T, register func(s *grpc.Server)) *grpc.ClientConn {
 	return conn
 }
 
-type plainTestService struct{ testgrpc.UnimplementedTestServiceServer }
+type plainTestService struct {
+	testgrpc.UnimplementedTestServiceServer
+}
 
 func TestFetchPlainServiceYieldsTools(t *testing.T) {
 	t.Parallel()

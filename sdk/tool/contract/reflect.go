@@ -229,7 +229,7 @@ func (v *v1Stream) open(ctx context.Context) (err error) {
 	v.s, err = rpb.NewServerReflectionClient(v.cc).ServerReflectionInfo(ctx)
 	return err
 }
-func (v *v1Stream) send(req *rpb.ServerReflectionRequest) error { return v.s.Send(req) }
+func (v *v1Stream) send(req *rpb.ServerReflectionRequest) error  { return v.s.Send(req) }
 func (v *v1Stream) recv() (*rpb.ServerReflectionResponse, error) { return v.s.Recv() }
 func (v *v1Stream) close()                                       { _ = v.s.CloseSend() }
 
