@@ -295,6 +295,7 @@ func (x *DeleteRequest) GetKey() string {
 type DeleteResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Revision      uint64                 `protobuf:"varint,1,opt,name=revision,proto3" json:"revision,omitempty"`
+	DeletedValue  string                 `protobuf:"bytes,2,opt,name=deleted_value,json=deletedValue,proto3" json:"deleted_value,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -334,6 +335,13 @@ func (x *DeleteResponse) GetRevision() uint64 {
 		return x.Revision
 	}
 	return 0
+}
+
+func (x *DeleteResponse) GetDeletedValue() string {
+	if x != nil {
+		return x.DeletedValue
+	}
+	return ""
 }
 
 type ListRequest struct {
@@ -475,10 +483,12 @@ const file_tools_kv_v1_kv_proto_rawDesc = "" +
 	"\x1bWhen this value was stored.R\tupdatedAt\"\x80\x01\n" +
 	"\rDeleteRequest\x12o\n" +
 	"\x03key\x18\x01 \x01(\tB]\xbaH1\xc8\x01\x01r,\x18\x80\x022'^[-/_=a-zA-Z0-9]+(\\.[-/_=a-zA-Z0-9]+)*$\x8a\x80\x19%\n" +
-	"\x0eKey to delete.\x12\x13\"user.ana.language\"R\x03key\"M\n" +
+	"\x0eKey to delete.\x12\x13\"user.ana.language\"R\x03key\"\xbf\x01\n" +
 	"\x0eDeleteResponse\x12;\n" +
 	"\brevision\x18\x01 \x01(\x04B\x1f\x8a\x80\x19\x1b\n" +
-	"\x19Revision of the deletion.R\brevision\"\xda\x02\n" +
+	"\x19Revision of the deletion.R\brevision\x12p\n" +
+	"\rdeleted_value\x18\x02 \x01(\tBK\x8a\x80\x19G\n" +
+	"EThe value that was deleted; Put it again to undo a mistaken deletion.R\fdeletedValue\"\xda\x02\n" +
 	"\vListRequest\x12\xe8\x01\n" +
 	"\x06prefix\x18\x01 \x01(\tB\xcf\x01\xbaH,r*\x18\x80\x022%^([-/_=a-zA-Z0-9][-/_=.a-zA-Z0-9]*)?$\x8a\x80\x19\x9b\x01\n" +
 	"\x80\x01Only keys that start with this text; empty lists all keys. A trailing dot (\"user.ana.\") lists one level and everything below it.\x12\v\"user.ana.\"\x12\t\"project\"R\x06prefix\x12`\n" +

@@ -1,0 +1,117 @@
+// Command kv serves the KV toolkit: a durable key-value memory for agents in a NATS
+// JetStream KV bucket. It needs NATS and refuses to start without it.
+//
+//	go run ./workers/kv --listen 127.0.0.1:19104 --nats nats://127.0.0.1:4222
+//
+// Besides the flags and environment of every worker (see sdk/tool.Main):
+//
+//	TOOLFLEET_KV_BUCKET   bucket name (default agent_memory), created when missing
+//	TOOLFLEET_KV_HISTORY  revisions kept per key for a new bucket, 1-64 (default 10)
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	kvv1 "github.com/toolfleet/toolfleet/gen/tools/kv/v1"
+	"github.com/toolfleet/toolfleet/sdk/tool"
+	"github.com/toolfleet/toolfleet/workers/kv/kv"
+)
+
+// Environment variables of this worker.
+const (
+	EnvBucket  = "TOOLFLEET_KV_BUCKET"
+	EnvHistory = "TOOLFLEET_KV_HISTORY"
+)
+
+// connectTimeout bounds connecting to NATS and opening the bucket at start.
+const connectTimeout = 15 * time.Second
+
+// errNoNATS is returned when neither --nats nor TOOLFLEET_NATS_URL is set.
+var errNoNATS = errors.New("kv needs NATS for its bucket: pass --nats nats://HOST:4222 or set " + tool.EnvNATSURL)
+
+func main() {
+	tool.Main("kv", register(os.Args[1:], os.Getenv))
+}
+
+// register connects to NATS, opens (or creates) the bucket and registers the service.
+func register(args []string, getenv func(string) string) func(w *tool.Worker) error {
+	return func(w *tool.Worker) error {
+		url := natsURL(args, getenv(tool.EnvNATSURL))
+		if url == "" {
+			return errNoNATS
+		}
+		cfg, err := bucketConfig(getenv)
+		if err != nil {
+			return err
+		}
+		nc, err := nats.Connect(url, nats.Name("toolfleet-kv"), nats.Timeout(connectTimeout), nats.MaxReconnects(-1))
+		if err != nil {
+			return fmt.Errorf("kv: connect to NATS at %s: %w", url, err)
+		}
+		js, err := jetstream.New(nc)
+		if err != nil {
+			nc.Close()
+			return fmt.Errorf("kv: JetStream: %w", err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), connectTimeout)
+		defer cancel()
+		bucket, err := kv.OpenBucket(ctx, js, cfg)
+		if err != nil {
+			nc.Close()
+			return err
+		}
+		// The connection lives as long as the process; Main exits after the worker stops.
+		kvv1.RegisterKVServiceServer(w, kv.New(bucket))
+		return nil
+	}
+}
+
+// natsURL finds --nats in args the way sdk/tool.Main parses it (Main does not hand
+// its flags to register), falling back to def (the environment).
+func natsURL(args []string, def string) string {
+	url := def
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" || !strings.HasPrefix(a, "-") {
+			break // flag parsing stops here too
+		}
+		name, value, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		// Every flag of Main takes a value: "--flag value" consumes the next argument.
+		if !hasValue && i+1 < len(args) {
+			i++
+			value = args[i]
+		}
+		if name == "nats" {
+			url = value
+		}
+	}
+	return url
+}
+
+var bucketNameRE = regexp.MustCompile(`^[a-zA-Z0-9_-]+$`)
+
+// bucketConfig reads the bucket settings from the environment.
+func bucketConfig(getenv func(string) string) (kv.BucketConfig, error) {
+	cfg := kv.BucketConfig{Name: getenv(EnvBucket)}
+	if cfg.Name != "" && !bucketNameRE.MatchString(cfg.Name) {
+		return cfg, fmt.Errorf("kv: %s=%q: a bucket name has only letters, digits, - and _", EnvBucket, cfg.Name)
+	}
+	if h := getenv(EnvHistory); h != "" {
+		n, err := strconv.Atoi(h)
+		if err != nil || n < 1 || n > 64 {
+			return cfg, fmt.Errorf("kv: %s=%q: want a number of revisions from 1 to 64", EnvHistory, h)
+		}
+		cfg.History = uint8(n)
+	}
+	return cfg, nil
+}
