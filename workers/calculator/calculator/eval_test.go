@@ -77,7 +77,7 @@ func TestEvalRejects(t *testing.T) {
 		{expr: "  ", want: "empty"},
 		{expr: strings.Repeat("1+", 600) + "1", wantErr: calculator.ErrTooLong},
 		{expr: strings.Repeat("(", 300) + "1" + strings.Repeat(")", 300), want: ""}, // fine: few nodes
-		{expr: strings.Repeat("1+", 499) + "1", want: "cannot parse"},              // too many nodes
+		{expr: strings.Repeat("1+", 499) + "1", want: "cannot parse"},               // too many nodes
 	}
 	for _, tt := range tests {
 		t.Run(tt.expr, func(t *testing.T) {
