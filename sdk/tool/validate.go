@@ -209,15 +209,15 @@ func violationMessage(v *protovalidate.Violation) string {
 		return "is required"
 	case "min_len", "min_bytes":
 		if has {
-			return fmt.Sprintf("must be at least %d %s", rv.Uint(), unit(rule))
+			return fmt.Sprintf("must be at least %d %s", rv.Uint(), unit(rule, v.FieldDescriptor))
 		}
 	case "max_len", "max_bytes":
 		if has {
-			return fmt.Sprintf("must be at most %d %s", rv.Uint(), unit(rule))
+			return fmt.Sprintf("must be at most %d %s", rv.Uint(), unit(rule, v.FieldDescriptor))
 		}
 	case "len", "len_bytes":
 		if has {
-			return fmt.Sprintf("must be exactly %d %s", rv.Uint(), unit(rule))
+			return fmt.Sprintf("must be exactly %d %s", rv.Uint(), unit(rule, v.FieldDescriptor))
 		}
 	case "min_items":
 		if has {
@@ -276,8 +276,8 @@ func violationMessage(v *protovalidate.Violation) string {
 	return msg
 }
 
-func unit(rule string) string {
-	if strings.HasSuffix(rule, "bytes") {
+func unit(rule string, fd protoreflect.FieldDescriptor) string {
+	if strings.HasSuffix(rule, "bytes") || fd != nil && fd.Kind() == protoreflect.BytesKind {
 		return "bytes"
 	}
 	return "characters"
