@@ -1,0 +1,134 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/toolfleet/toolfleet/internal/config"
+	"github.com/toolfleet/toolfleet/internal/devstack"
+)
+
+// devConfig is the configuration of `toolfleet dev`, from flags and TOOLFLEET_* env vars.
+type devConfig struct {
+	DataDir       string
+	Host          string
+	NATSPort      int
+	TemporalPort  int
+	UIPort        int
+	Namespace     string
+	LogLevel      string
+	StopTimeout   time.Duration
+	StockTemporal bool
+}
+
+func (c devConfig) validate() error {
+	for name, p := range map[string]int{"nats-port": c.NATSPort, "temporal-port": c.TemporalPort, "temporal-ui-port": c.UIPort} {
+		if p < 0 || p > 65535 {
+			return fmt.Errorf("--%s %d: must be 0..65535", name, p)
+		}
+	}
+	if c.DataDir == "" {
+		return fmt.Errorf("--data-dir must not be empty")
+	}
+	if c.Namespace == "" {
+		return fmt.Errorf("--namespace must not be empty")
+	}
+	if c.StopTimeout <= 0 {
+		return fmt.Errorf("--stop-timeout must be positive")
+	}
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(c.LogLevel)); err != nil {
+		return fmt.Errorf("--log-level %q: want debug, info, warn or error", c.LogLevel)
+	}
+	return nil
+}
+
+func newDevCommand() *cobra.Command {
+	cfg := devConfig{}
+	cmd := &cobra.Command{
+		Use:   "dev",
+		Short: "Run the whole fleet in one process on embedded NATS and Temporal",
+		Long: `dev starts an embedded NATS server (JetStream on disk) and an embedded Temporal
+server (SQLite, tuned for low latency) with the Temporal Web UI, keeping data under
+--data-dir so that a restart resumes where it stopped. The usual ports are the
+defaults, so the nats and temporal CLIs work without flags. Ctrl-C stops it.`,
+		Args: cobra.NoArgs,
+		PreRunE: func(cmd *cobra.Command, _ []string) error {
+			return config.ApplyEnv(cmd.Flags(), "TOOLFLEET")
+		},
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := cfg.validate(); err != nil {
+				return err
+			}
+			return runDev(cmd.Context(), cfg, cmd.OutOrStdout(), cmd.ErrOrStderr())
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&cfg.DataDir, "data-dir", ".toolfleet", "folder for NATS JetStream and Temporal data")
+	f.StringVar(&cfg.Host, "host", "127.0.0.1", "address every server binds to")
+	f.IntVar(&cfg.NATSPort, "nats-port", 4222, "NATS client port (0 = any free port)")
+	f.IntVar(&cfg.TemporalPort, "temporal-port", 7233, "Temporal frontend gRPC port (0 = any free port)")
+	f.IntVar(&cfg.UIPort, "temporal-ui-port", 8233, "Temporal Web UI port (0 = no UI)")
+	f.StringVar(&cfg.Namespace, "namespace", "default", "Temporal namespace to create")
+	f.StringVar(&cfg.LogLevel, "log-level", "warn", "least level of server logs on stderr: debug, info, warn, error")
+	f.DurationVar(&cfg.StopTimeout, "stop-timeout", 20*time.Second, "how long a clean stop may take before the process exits anyway")
+	f.BoolVar(&cfg.StockTemporal, "stock-temporal", false, "run Temporal with its stock (slow-polling) dynamic config, for comparisons")
+	config.BindEnv(f, "TOOLFLEET")
+	return cmd
+}
+
+func runDev(ctx context.Context, cfg devConfig, stdout, stderr io.Writer) error {
+	var lvl slog.Level
+	_ = lvl.UnmarshalText([]byte(cfg.LogLevel))
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: lvl}))
+
+	dataDir, err := filepath.Abs(cfg.DataDir)
+	if err != nil {
+		return fmt.Errorf("data folder: %w", err)
+	}
+	startCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	began := time.Now()
+	stack, err := devstack.Start(startCtx, devstack.Config{
+		Host:          cfg.Host,
+		DataDir:       dataDir,
+		NATSPort:      cfg.NATSPort,
+		TemporalPort:  cfg.TemporalPort,
+		UIPort:        cfg.UIPort,
+		Namespace:     cfg.Namespace,
+		StockTemporal: cfg.StockTemporal,
+		Logger:        logger,
+	})
+	if err != nil {
+		return fmt.Errorf("start the dev stack: %w", err)
+	}
+
+	fmt.Fprintf(stdout, "toolfleet dev is up in %s (data in %s)\n", time.Since(began).Round(time.Millisecond), dataDir)
+	fmt.Fprintf(stdout, "  NATS         %s   (JetStream ready)\n", stack.NATS.URL())
+	fmt.Fprintf(stdout, "  Temporal     %s   (namespace %q ready)\n", stack.Temporal.Address(), stack.Namespace())
+	if ui := stack.UIAddress(); ui != "" {
+		fmt.Fprintf(stdout, "  Temporal UI  %s\n", ui)
+	}
+	fmt.Fprintln(stdout, "Press Ctrl-C to stop.")
+
+	<-ctx.Done()
+	fmt.Fprintln(stdout, "stopping...")
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		stack.Stop()
+	}()
+	select {
+	case <-stopped:
+		fmt.Fprintln(stdout, "stopped")
+		return nil
+	case <-time.After(cfg.StopTimeout):
+		return fmt.Errorf("the dev stack did not stop within %s; data in %s may need a clean restart", cfg.StopTimeout, dataDir)
+	}
+}
