@@ -27,6 +27,7 @@ type FetchRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Url           string                 `protobuf:"bytes,1,opt,name=url,proto3" json:"url,omitempty"`
 	MaxBytes      int32                  `protobuf:"varint,2,opt,name=max_bytes,json=maxBytes,proto3" json:"max_bytes,omitempty"`
+	IncludeHtml   bool                   `protobuf:"varint,3,opt,name=include_html,json=includeHtml,proto3" json:"include_html,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -73,6 +74,13 @@ func (x *FetchRequest) GetMaxBytes() int32 {
 		return x.MaxBytes
 	}
 	return 0
+}
+
+func (x *FetchRequest) GetIncludeHtml() bool {
+	if x != nil {
+		return x.IncludeHtml
+	}
+	return false
 }
 
 type FetchResponse struct {
@@ -248,12 +256,15 @@ var File_tools_web_v1_web_proto protoreflect.FileDescriptor
 
 const file_tools_web_v1_web_proto_rawDesc = "" +
 	"\n" +
-	"\x16tools/web/v1/web.proto\x12\ftools.web.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1atoolfleet/v1/options.proto\"\xb1\x02\n" +
+	"\x16tools/web/v1/web.proto\x12\ftools.web.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1atoolfleet/v1/options.proto\"\xc5\x03\n" +
 	"\fFetchRequest\x12z\n" +
 	"\x03url\x18\x01 \x01(\tBh\xbaH#r!\x18\x80 2\x19^[hH][tT][tT][pP][sS]?://\x88\x01\x01\x8a\x80\x19>\n" +
 	"$Absolute http or https URL to fetch.\x12\x16\"https://example.com/\"R\x03url\x12\xa4\x01\n" +
 	"\tmax_bytes\x18\x02 \x01(\x05B\x86\x01\xbaH\b\x1a\x06\x18\x80\x80@(\x00\x8a\x80\x19w\n" +
-	"uReturn at most this many bytes of text and of body; 0 means the default of 100000. The worker's own cap may be lower.R\bmaxBytes\"\xcd\t\n" +
+	"uReturn at most this many bytes of text and of body; 0 means the default of 100000. The worker's own cap may be lower.R\bmaxBytes\x12\x91\x01\n" +
+	"\finclude_html\x18\x03 \x01(\bBn\x8a\x80\x19j\n" +
+	"hAlso return an HTML page's markup in body. Usually not needed: text and links hold the readable content.R\vincludeHtml\"\x81\n" +
+	"\n" +
 	"\rFetchResponse\x12_\n" +
 	"\vstatus_code\x18\x01 \x01(\x05B>\x8a\x80\x19:\n" +
 	"8HTTP status code of the final response, e.g. 200 or 404.R\n" +
@@ -269,9 +280,9 @@ const file_tools_web_v1_web_proto_rawDesc = "" +
 	"\x04text\x18\x06 \x01(\tB\x80\x01\x8a\x80\x19|\n" +
 	"zReadable text of an HTML page: headings as '#' lines, paragraphs, '- ' list items and link texts. Empty for other content.R\x04text\x12m\n" +
 	"\x05links\x18\a \x03(\v2\x12.tools.web.v1.LinkBC\x8a\x80\x19?\n" +
-	"=Links of an HTML page (absolute URLs), in order, at most 100.R\x05links\x12\x87\x01\n" +
-	"\x04body\x18\b \x01(\tBs\x8a\x80\x19o\n" +
-	"mRaw body for text content (text/*, JSON, XML, JavaScript), as UTF-8. Empty for binary content such as images.R\x04body\x12]\n" +
+	"=Links of an HTML page (absolute URLs), in order, at most 100.R\x05links\x12\xbb\x01\n" +
+	"\x04body\x18\b \x01(\tB\xa6\x01\x8a\x80\x19\xa1\x01\n" +
+	"\x9e\x01Raw body for text content other than HTML (plain text, JSON, XML, CSV…), as UTF-8; for HTML only with include_html. Empty for binary content such as images.R\x04body\x12]\n" +
 	"\ttruncated\x18\t \x01(\bB?\x8a\x80\x19;\n" +
 	"9True when the body, text or links were cut at a size cap.R\ttruncated\x12d\n" +
 	"\n" +
