@@ -77,6 +77,11 @@ func TestWorkerEndToEnd(t *testing.T) {
 		t.Errorf("query after the runaway one: %v", err)
 	}
 
+	// The deepest result the tool returns still decodes on the client.
+	if _, err := client.Query(ctx, &jsonqv1.QueryRequest{Query: "reduce range(999) as $i (0; [.])", Input: &jsonqv1.QueryRequest_DocumentJson{DocumentJson: "null"}}); err != nil {
+		t.Errorf("deeply nested result: %v", err)
+	}
+
 	// Contract violations are rejected before the tool runs.
 	_, err = client.Query(ctx, &jsonqv1.QueryRequest{Query: "."})
 	if _, ok := tool.AsValidationError(err); !ok {

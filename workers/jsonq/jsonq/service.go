@@ -175,9 +175,10 @@ func (s *Service) Query(ctx context.Context, req *jsonqv1.QueryRequest) (*jsonqv
 				return resp, nil
 			}
 			outBytes += size
-			pv, err := toValue(v)
+			pv, err := toValue(v, 0)
 			if err != nil {
-				return nil, tool.NewError(fmt.Sprintf("result %d cannot be returned: %v", len(resp.Results)+1, err))
+				return nil, tool.NewError(fmt.Sprintf("result %d cannot be returned: %v", len(resp.Results)+1, err),
+					tool.WithPromptHint("Return simpler values: flatten deep nesting, or turn it into a string with tojson."))
 			}
 			resp.Results = append(resp.Results, pv)
 		}
@@ -299,9 +300,16 @@ func encodedSize(v any) (int, error) {
 	return len(b), err
 }
 
+// maxDepth bounds the nesting of a result: each JSON level is two protobuf message
+// levels, and protobuf decoders refuse messages nested deeper than 10000.
+const maxDepth = 1000
+
 // toValue converts a gojq result to a protobuf Value. JSON has no NaN or infinity,
 // so they become null and the largest finite doubles, as jq prints them.
-func toValue(v any) (*structpb.Value, error) {
+func toValue(v any, depth int) (*structpb.Value, error) {
+	if depth > maxDepth {
+		return nil, fmt.Errorf("it is nested more than %d levels deep", maxDepth)
+	}
 	switch v := v.(type) {
 	case nil:
 		return structpb.NewNullValue(), nil
@@ -329,7 +337,7 @@ func toValue(v any) (*structpb.Value, error) {
 	case []any:
 		list := &structpb.ListValue{Values: make([]*structpb.Value, len(v))}
 		for i, e := range v {
-			pv, err := toValue(e)
+			pv, err := toValue(e, depth+1)
 			if err != nil {
 				return nil, err
 			}
@@ -339,7 +347,7 @@ func toValue(v any) (*structpb.Value, error) {
 	case map[string]any:
 		obj := &structpb.Struct{Fields: make(map[string]*structpb.Value, len(v))}
 		for k, e := range v {
-			pv, err := toValue(e)
+			pv, err := toValue(e, depth+1)
 			if err != nil {
 				return nil, err
 			}

@@ -232,6 +232,12 @@ func TestQueryErrors(t *testing.T) {
 			wantHint: true,
 		},
 		{
+			name:     "too deeply nested result",
+			req:      &jsonqv1.QueryRequest{Query: "reduce range(2000) as $i (0; [.])", Input: docJSON(`null`)},
+			want:     "result 1 cannot be returned: it is nested more than 1000 levels deep",
+			wantHint: true,
+		},
+		{
 			name:     "a query that fills the heap is stopped",
 			svc:      New(Config{Timeout: 20 * time.Second, MaxHeapBytes: 1}),
 			req:      &jsonqv1.QueryRequest{Query: "[range(1e9)] | length", Input: docJSON(`null`)},

@@ -116,7 +116,6 @@ func New(cfg Config) *Service {
 		ForceAttemptHTTP2:      true,
 		TLSClientConfig:        &tls.Config{MinVersion: tls.VersionTLS12},
 		TLSHandshakeTimeout:    10 * time.Second,
-		ResponseHeaderTimeout:  cfg.Timeout,
 		MaxResponseHeaderBytes: 64 << 10,
 		MaxIdleConns:           32,
 		IdleConnTimeout:        60 * time.Second,
@@ -229,6 +228,7 @@ func (s *Service) Fetch(ctx context.Context, req *webv1.FetchRequest) (*webv1.Fe
 func (s *Service) fetchError(ctx context.Context, rawURL string, err error) error {
 	var blocked *BlockedError
 	var dnsErr *net.DNSError
+	var certErr *tls.CertificateVerificationError
 	switch {
 	case errors.As(err, &blocked):
 		return tool.NewError(
@@ -244,6 +244,9 @@ func (s *Service) fetchError(ctx context.Context, rawURL string, err error) erro
 			tool.WithRetry(0), tool.WithDeveloperMessage(err.Error()))
 	case ctx.Err() != nil:
 		return ctx.Err() // the caller gave up
+	case errors.As(err, &certErr):
+		return tool.NewError(fmt.Sprintf("fetching %s failed: the site's TLS certificate is not valid (%v)", rawURL, certErr.Err),
+			tool.WithPromptHint("Do not retry: the site is misconfigured or not the one intended."))
 	case errors.As(err, &dnsErr) && dnsErr.IsNotFound:
 		return tool.NewError(fmt.Sprintf("the host of %s does not exist (DNS: %s)", rawURL, dnsErr.Name),
 			tool.WithPromptHint("Check the URL for typos."))

@@ -2,6 +2,8 @@ package web
 
 import (
 	"fmt"
+	"io"
+	"log"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -268,10 +270,16 @@ func TestFetchErrors(t *testing.T) {
 	closedURL := "http://" + lis.Addr().String() + "/"
 	_ = lis.Close()
 
+	tlsSite := httptest.NewUnstartedServer(site())       // its certificate is not trusted by the fetcher
+	tlsSite.Config.ErrorLog = log.New(io.Discard, "", 0) // the failed handshake is expected
+	tlsSite.StartTLS()
+	t.Cleanup(tlsSite.Close)
+
 	tests := []struct {
 		name, url, want string
 		wantRetry       bool
 	}{
+		{name: "untrusted certificate", url: tlsSite.URL + "/page", want: "TLS certificate is not valid"},
 		{name: "slow server", url: srv.URL + "/slow", want: "took longer than 200ms", wantRetry: true},
 		{name: "connection refused", url: closedURL, want: "failed: dial tcp", wantRetry: true},
 		{name: "not http", url: "ftp://127.0.0.1/file", want: "give an absolute http:// or https:// URL"},
