@@ -1,0 +1,84 @@
+// Package anthropic implements llm.Model on the official Anthropic Go SDK
+// (github.com/anthropics/anthropic-sdk-go) for the Messages API.
+//
+// Bodies are rendered and parsed by llm.Anthropic; the SDK carries them
+// (auth, anthropic-version header, base URL, timeouts) and its errors are
+// classified into *llm.APIError.
+package anthropic
+
+import (
+	"context"
+	"errors"
+	"net/http"
+
+	"github.com/anthropics/anthropic-sdk-go"
+	"github.com/anthropics/anthropic-sdk-go/option"
+
+	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
+	"github.com/toolfleet/toolfleet/sdk/llm"
+)
+
+// Client is an llm.Model on the Anthropic Messages API.
+type Client struct {
+	sdk   anthropic.Client
+	model string
+}
+
+// New returns a client that uses model when a request names none. opts are
+// the SDK's options (option.WithAPIKey, option.WithBaseURL, …). The SDK's
+// own retries are off by default so llm.WithRetry is the one retry policy.
+func New(model string, opts ...option.RequestOption) *Client {
+	return &Client{sdk: anthropic.NewClient(append([]option.RequestOption{option.WithMaxRetries(0)}, opts...)...), model: model}
+}
+
+func (c *Client) body(req *llm.Request, stream bool) ([]byte, error) {
+	r := *req
+	if r.Model == "" {
+		r.Model = c.model
+	}
+	r.Stream = stream
+	return llm.Anthropic{}.RenderRequest(&r)
+}
+
+// Complete implements llm.Model.
+func (c *Client) Complete(ctx context.Context, req *llm.Request) (*toolfleetv1.Message, error) {
+	body, err := c.body(req, false)
+	if err != nil {
+		return nil, err
+	}
+	var raw []byte
+	if err := c.sdk.Post(ctx, "v1/messages", body, &raw); err != nil {
+		return nil, classify(err)
+	}
+	return llm.Anthropic{}.ParseResponse(raw)
+}
+
+// Stream implements llm.Model.
+func (c *Client) Stream(ctx context.Context, req *llm.Request, onDelta func(llm.Delta) error) (*toolfleetv1.Message, error) {
+	body, err := c.body(req, true)
+	if err != nil {
+		return nil, err
+	}
+	var resp *http.Response
+	if err := c.sdk.Post(ctx, "v1/messages", body, &resp); err != nil {
+		return nil, classify(err)
+	}
+	defer resp.Body.Close()
+	return llm.DecodeStream(ctx, llm.Anthropic{}, resp.Body, onDelta)
+}
+
+func classify(err error) error {
+	var apiErr *anthropic.Error
+	if !errors.As(err, &apiErr) {
+		return err
+	}
+	var header http.Header
+	if apiErr.Response != nil {
+		header = apiErr.Response.Header
+	}
+	msg := http.StatusText(apiErr.StatusCode)
+	if raw := apiErr.RawJSON(); raw != "" {
+		msg = raw
+	}
+	return llm.NewAPIError("anthropic", apiErr.StatusCode, header, msg, err)
+}

@@ -1,0 +1,134 @@
+package anthropic
+
+import (
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/anthropics/anthropic-sdk-go/option"
+
+	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
+	"github.com/toolfleet/toolfleet/sdk/llm"
+)
+
+func testdata(t *testing.T, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "testdata", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// server answers like the Messages API after checking the request is a
+// valid Messages body sent with Anthropic's headers.
+func server(t *testing.T, status int, header http.Header, body []byte) *httptest.Server {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost || r.URL.Path != "/v1/messages" {
+			http.Error(w, "unexpected "+r.Method+" "+r.URL.Path, http.StatusNotFound)
+			return
+		}
+		if r.Header.Get("X-Api-Key") != "test-key" || r.Header.Get("Anthropic-Version") == "" {
+			http.Error(w, "bad headers", http.StatusUnauthorized)
+			return
+		}
+		raw, _ := io.ReadAll(r.Body)
+		req, err := llm.Anthropic{}.ParseRequest(raw)
+		if err != nil || req.Model != "claude-test" || req.MaxTokens == 0 || len(req.Tools) != 1 {
+			http.Error(w, "bad body", http.StatusBadRequest)
+			return
+		}
+		for k, v := range header {
+			w.Header()[k] = v
+		}
+		if req.Stream {
+			w.Header().Set("Content-Type", "text/event-stream")
+		} else {
+			w.Header().Set("Content-Type", "application/json")
+		}
+		w.WriteHeader(status)
+		_, _ = w.Write(body)
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func request() *llm.Request {
+	def := &toolfleetv1.ToolDefinition{ModelName: "get_weather", Description: "Weather."}
+	return &llm.Request{Messages: []*toolfleetv1.Message{llm.User("Weather in SF?")}, Tools: []*toolfleetv1.ToolDefinition{def}}
+}
+
+func TestClient(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name      string
+		stream    bool
+		fixture   string
+		wantCalls int
+		wantText  string
+	}{
+		{"complete", false, "anthropic/documented_response.json", 1, "I'll check the weather in San Francisco."},
+		{"stream", true, "anthropic/stream_parallel.sse", 2, "Computing both."},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			srv := server(t, http.StatusOK, nil, testdata(t, tt.fixture))
+			c := New("claude-test", option.WithBaseURL(srv.URL), option.WithAPIKey("test-key"), option.WithRequestTimeout(10*time.Second))
+			var msg *toolfleetv1.Message
+			var err error
+			if tt.stream {
+				msg, err = c.Stream(t.Context(), request(), nil)
+			} else {
+				msg, err = c.Complete(t.Context(), request())
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n := len(llm.ToolCalls(msg)); n != tt.wantCalls {
+				t.Errorf("calls = %d, want %d", n, tt.wantCalls)
+			}
+			if got := llm.MessageText(msg); got != tt.wantText {
+				t.Errorf("text = %q, want %q", got, tt.wantText)
+			}
+		})
+	}
+}
+
+func TestClientErrors(t *testing.T) {
+	t.Parallel()
+	body := []byte(`{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`)
+	tests := []struct {
+		name       string
+		status     int
+		header     http.Header
+		want       error
+		retryAfter time.Duration
+	}{
+		{"529 overloaded", 529, nil, llm.ErrRetryable, 0},
+		{"429 with retry-after", http.StatusTooManyRequests, http.Header{"Retry-After": {"7"}}, llm.ErrRetryable, 7 * time.Second},
+		{"409", http.StatusConflict, nil, llm.ErrRetryable, 0},
+		{"413", http.StatusRequestEntityTooLarge, nil, llm.ErrPermanent, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			srv := server(t, tt.status, tt.header, body)
+			c := New("claude-test", option.WithBaseURL(srv.URL), option.WithAPIKey("test-key"))
+			_, err := c.Stream(t.Context(), request(), nil)
+			var apiErr *llm.APIError
+			if !errors.Is(err, tt.want) || !errors.As(err, &apiErr) {
+				t.Fatalf("err = %v, want %v", err, tt.want)
+			}
+			if apiErr.StatusCode != tt.status || apiErr.RetryAfter != tt.retryAfter {
+				t.Errorf("status %d retry-after %v, want %d %v", apiErr.StatusCode, apiErr.RetryAfter, tt.status, tt.retryAfter)
+			}
+		})
+	}
+}

@@ -1,0 +1,109 @@
+// Package openai implements llm.Model on the official OpenAI Go SDK
+// (github.com/openai/openai-go/v3), for the Chat Completions and the
+// Responses APIs of OpenAI and of any OpenAI-compatible server (Ollama,
+// vLLM, LM Studio, …) through option.WithBaseURL.
+//
+// Request and response bodies are rendered and parsed by llm.OpenAIChat and
+// llm.OpenAIResponses; the SDK carries them (auth, base URL, headers,
+// timeouts) and its errors are classified into *llm.APIError.
+package openai
+
+import (
+	"context"
+	"errors"
+	"net/http"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+
+	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
+	"github.com/toolfleet/toolfleet/sdk/llm"
+)
+
+// API selects the OpenAI endpoint a Client speaks.
+type API int
+
+const (
+	// ChatCompletions is POST /chat/completions.
+	ChatCompletions API = iota
+	// Responses is POST /responses.
+	Responses
+)
+
+// Client is an llm.Model on one OpenAI API.
+type Client struct {
+	sdk    openai.Client
+	format llm.Format
+	path   string
+	model  string
+}
+
+// New returns a client for api that uses model when a request names none.
+// opts are the SDK's options (option.WithAPIKey, option.WithBaseURL,
+// option.WithHTTPClient, …). The SDK's own retries are off by default
+// (option.WithMaxRetries(0)) so that llm.WithRetry is the one retry policy;
+// pass option.WithMaxRetries to change that.
+func New(api API, model string, opts ...option.RequestOption) *Client {
+	c := &Client{sdk: openai.NewClient(append([]option.RequestOption{option.WithMaxRetries(0)}, opts...)...), model: model}
+	switch api {
+	case Responses:
+		c.format, c.path = llm.OpenAIResponses{}, "responses"
+	default:
+		c.format, c.path = llm.OpenAIChat{}, "chat/completions"
+	}
+	return c
+}
+
+func (c *Client) body(req *llm.Request, stream bool) ([]byte, error) {
+	r := *req
+	if r.Model == "" {
+		r.Model = c.model
+	}
+	r.Stream = stream
+	return c.format.RenderRequest(&r)
+}
+
+// Complete implements llm.Model.
+func (c *Client) Complete(ctx context.Context, req *llm.Request) (*toolfleetv1.Message, error) {
+	body, err := c.body(req, false)
+	if err != nil {
+		return nil, err
+	}
+	var raw []byte
+	if err := c.sdk.Post(ctx, c.path, body, &raw); err != nil {
+		return nil, classify(err)
+	}
+	return c.format.ParseResponse(raw)
+}
+
+// Stream implements llm.Model.
+func (c *Client) Stream(ctx context.Context, req *llm.Request, onDelta func(llm.Delta) error) (*toolfleetv1.Message, error) {
+	body, err := c.body(req, true)
+	if err != nil {
+		return nil, err
+	}
+	var resp *http.Response
+	if err := c.sdk.Post(ctx, c.path, body, &resp); err != nil {
+		return nil, classify(err)
+	}
+	defer resp.Body.Close()
+	return llm.DecodeStream(ctx, c.format, resp.Body, onDelta)
+}
+
+// classify turns an SDK HTTP error into *llm.APIError; other errors
+// (transport, context) pass through unchanged.
+func classify(err error) error {
+	var apiErr *openai.Error
+	if !errors.As(err, &apiErr) {
+		return err
+	}
+	var header http.Header
+	if apiErr.Response != nil {
+		header = apiErr.Response.Header
+	}
+	msg := apiErr.Message
+	if msg == "" {
+		msg = http.StatusText(apiErr.StatusCode)
+	}
+	return llm.NewAPIError("openai", apiErr.StatusCode, header, msg, err)
+}

@@ -1,0 +1,142 @@
+package openai
+
+import (
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/openai/openai-go/v3/option"
+
+	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
+	"github.com/toolfleet/toolfleet/sdk/llm"
+)
+
+func testdata(t *testing.T, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "testdata", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// server answers like OpenAI: it checks the request is a valid body in the
+// API's format, then sends the fixture (JSON or SSE) or an error.
+func server(t *testing.T, api API, status int, header http.Header, body []byte) *httptest.Server {
+	t.Helper()
+	format, path := llm.Format(llm.OpenAIChat{}), "/v1/chat/completions"
+	if api == Responses {
+		format, path = llm.OpenAIResponses{}, "/v1/responses"
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost || r.URL.Path != path {
+			http.Error(w, "unexpected "+r.Method+" "+r.URL.Path, http.StatusNotFound)
+			return
+		}
+		if r.Header.Get("Authorization") != "Bearer test-key" || r.Header.Get("Content-Type") != "application/json" {
+			http.Error(w, "bad headers", http.StatusUnauthorized)
+			return
+		}
+		raw, _ := io.ReadAll(r.Body)
+		req, err := format.ParseRequest(raw)
+		if err != nil || req.Model != "gpt-test" || len(req.Tools) != 1 {
+			http.Error(w, "bad body", http.StatusBadRequest)
+			return
+		}
+		for k, v := range header {
+			w.Header()[k] = v
+		}
+		if req.Stream {
+			w.Header().Set("Content-Type", "text/event-stream")
+		} else {
+			w.Header().Set("Content-Type", "application/json")
+		}
+		w.WriteHeader(status)
+		_, _ = w.Write(body)
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func request() *llm.Request {
+	def := &toolfleetv1.ToolDefinition{ModelName: "get_weather", Description: "Weather."}
+	return &llm.Request{Messages: []*toolfleetv1.Message{llm.User("Weather in Paris?")}, Tools: []*toolfleetv1.ToolDefinition{def}}
+}
+
+func TestClient(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name      string
+		api       API
+		stream    bool
+		fixture   string
+		wantCalls int
+	}{
+		{"chat complete", ChatCompletions, false, "openai/documented_response.json", 2},
+		{"chat stream", ChatCompletions, true, "openai/stream_parallel.sse", 2},
+		{"responses complete", Responses, false, "openai-responses/documented_response.json", 1},
+		{"responses stream", Responses, true, "openai-responses/stream_parallel.sse", 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			srv := server(t, tt.api, http.StatusOK, nil, testdata(t, tt.fixture))
+			c := New(tt.api, "gpt-test", option.WithBaseURL(srv.URL+"/v1"), option.WithAPIKey("test-key"), option.WithRequestTimeout(10*time.Second))
+			var msg *toolfleetv1.Message
+			var err error
+			deltas := 0
+			if tt.stream {
+				msg, err = c.Stream(t.Context(), request(), func(llm.Delta) error { deltas++; return nil })
+			} else {
+				msg, err = c.Complete(t.Context(), request())
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n := len(llm.ToolCalls(msg)); n != tt.wantCalls {
+				t.Errorf("calls = %d, want %d", n, tt.wantCalls)
+			}
+			if tt.stream && deltas == 0 {
+				t.Error("no deltas streamed")
+			}
+		})
+	}
+}
+
+func TestClientErrors(t *testing.T) {
+	t.Parallel()
+	body := []byte(`{"error":{"message":"Rate limit reached","type":"requests","param":null,"code":"rate_limit_exceeded"}}`)
+	tests := []struct {
+		name       string
+		status     int
+		header     http.Header
+		want       error
+		retryAfter time.Duration
+	}{
+		{"429 with retry-after", http.StatusTooManyRequests, http.Header{"Retry-After": {"3"}}, llm.ErrRetryable, 3 * time.Second},
+		{"503", http.StatusServiceUnavailable, nil, llm.ErrRetryable, 0},
+		{"408", http.StatusRequestTimeout, http.Header{"Retry-After-Ms": {"250"}}, llm.ErrRetryable, 250 * time.Millisecond},
+		{"400", http.StatusBadRequest, nil, llm.ErrPermanent, 0},
+		{"401", http.StatusUnauthorized, nil, llm.ErrPermanent, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			srv := server(t, ChatCompletions, tt.status, tt.header, body)
+			c := New(ChatCompletions, "gpt-test", option.WithBaseURL(srv.URL+"/v1"), option.WithAPIKey("test-key"))
+			_, err := c.Complete(t.Context(), request())
+			var apiErr *llm.APIError
+			if !errors.Is(err, tt.want) || !errors.As(err, &apiErr) {
+				t.Fatalf("err = %v, want %v", err, tt.want)
+			}
+			if apiErr.StatusCode != tt.status || apiErr.RetryAfter != tt.retryAfter {
+				t.Errorf("status %d retry-after %v, want %d %v", apiErr.StatusCode, apiErr.RetryAfter, tt.status, tt.retryAfter)
+			}
+		})
+	}
+}
