@@ -140,6 +140,12 @@ func (s *Service) Query(ctx context.Context, req *jsonqv1.QueryRequest) (*jsonqv
 		<-watcherDone
 	}()
 
+	return s.run(ctx, code, inputs, varValues, limit)
+}
+
+// run collects the results of code over every input, within the result count and
+// output size caps.
+func (s *Service) run(ctx context.Context, code *gojq.Code, inputs, varValues []any, limit int) (*jsonqv1.QueryResponse, error) {
 	resp := &jsonqv1.QueryResponse{}
 	outBytes := 0
 	for _, input := range inputs {
@@ -157,7 +163,7 @@ func (s *Service) Query(ctx context.Context, req *jsonqv1.QueryRequest) (*jsonqv
 				return nil, s.runError(ctx, err, len(resp.Results))
 			}
 			if len(resp.Results) == limit {
-				resp.Truncated = true
+				resp.Truncated = true // one result more than the limit exists
 				return resp, nil
 			}
 			size, err := encodedSize(v)

@@ -275,3 +275,40 @@ func TestStoreUnavailable(t *testing.T) {
 		t.Fatalf("the caller's context ran out: %v", ctx.Err())
 	}
 }
+
+// racingKV simulates another agent writing the key right after the service read it.
+type racingKV struct {
+	jetstream.KeyValue
+	raced bool
+}
+
+func (r *racingKV) Get(ctx context.Context, key string) (jetstream.KeyValueEntry, error) {
+	e, err := r.KeyValue.Get(ctx, key)
+	if err == nil && !r.raced {
+		r.raced = true
+		if _, perr := r.KeyValue.PutString(ctx, key, "newer"); perr != nil {
+			return nil, perr
+		}
+	}
+	return e, err
+}
+
+// Delete removes only the value it read: a concurrent change makes it fail and
+// keeps the newer value.
+func TestDeleteRacingPut(t *testing.T) {
+	t.Parallel()
+	_, bucket := newService(t)
+	ctx := ctxT(t)
+	if _, err := bucket.PutString(ctx, "k", "old"); err != nil {
+		t.Fatalf("put: %v", err)
+	}
+	svc := New(&racingKV{KeyValue: bucket})
+	_, err := svc.Delete(ctx, &kvv1.DeleteRequest{Key: "k"})
+	te, ok := tool.AsToolError(err)
+	if !ok || !strings.Contains(te.GetMessage(), `key "k" changed while it was being deleted`) || !te.GetCanRetry() {
+		t.Fatalf("Delete during a concurrent Put: err = %v, want a retryable conflict", err)
+	}
+	if e, err := bucket.Get(ctx, "k"); err != nil || string(e.Value()) != "newer" {
+		t.Fatalf("value after the failed Delete = %v, %v; want newer", e, err)
+	}
+}

@@ -176,6 +176,12 @@ func (s *Service) Fetch(ctx context.Context, req *webv1.FetchRequest) (*webv1.Fe
 	if err != nil {
 		return nil, s.fetchError(ctx, req.GetUrl(), err)
 	}
+	return s.describe(resp, body, limit, req.GetIncludeHtml())
+}
+
+// describe builds the answer from a response and its body (read up to one byte
+// past the download cap); text and body are cut at limit bytes.
+func (s *Service) describe(resp *http.Response, body []byte, limit int, includeHTML bool) (*webv1.FetchResponse, error) {
 	out := &webv1.FetchResponse{
 		StatusCode: int32(resp.StatusCode),
 		FinalUrl:   resp.Request.URL.String(),
@@ -214,7 +220,7 @@ func (s *Service) Fetch(ctx context.Context, req *webv1.FetchRequest) (*webv1.Fe
 		for _, l := range page.Links {
 			out.Links = append(out.Links, &webv1.Link{Text: l.Text, Url: l.URL})
 		}
-		if !req.GetIncludeHtml() {
+		if !includeHTML {
 			return out, nil
 		}
 	}

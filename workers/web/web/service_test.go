@@ -134,14 +134,21 @@ func TestFetchBlockedByDefault(t *testing.T) {
 func TestFetchAllowed(t *testing.T) {
 	t.Parallel()
 	srv := serveOn(t, "127.0.0.1", site())
-	for name, cfg := range map[string]Config{
-		"allow private": {Policy: Policy{AllowPrivate: true}},
-		"allow CIDR":    {Policy: Policy{AllowCIDRs: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}},
-		"allow host":    {Policy: Policy{AllowHosts: []string{srv.Listener.Addr().String()}}},
-	} {
-		t.Run(name, func(t *testing.T) {
+	_, port, _ := net.SplitHostPort(srv.Listener.Addr().String())
+	tests := []struct {
+		name string
+		cfg  Config
+		base string
+	}{
+		{"allow private", Config{Policy: Policy{AllowPrivate: true}}, srv.URL},
+		{"allow CIDR", Config{Policy: Policy{AllowCIDRs: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}}, srv.URL},
+		{"allow host:port", Config{Policy: Policy{AllowHosts: []string{srv.Listener.Addr().String()}}}, srv.URL},
+		{"allow host name", Config{Policy: Policy{AllowHosts: []string{"LocalHost"}}}, "http://localhost:" + port},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			resp, err := fetch(t, newService(t, cfg), srv.URL+"/page", 0)
+			resp, err := fetch(t, newService(t, tt.cfg), tt.base+"/page", 0)
 			if err != nil {
 				t.Fatalf("Fetch: %v", err)
 			}
@@ -151,8 +158,8 @@ func TestFetchAllowed(t *testing.T) {
 			if resp.GetText() != "# Hello\n\nSome next page text." {
 				t.Errorf("text = %q", resp.GetText())
 			}
-			if len(resp.GetLinks()) != 1 || resp.GetLinks()[0].GetUrl() != srv.URL+"/next" {
-				t.Errorf("links = %v, want only %s/next", resp.GetLinks(), srv.URL)
+			if len(resp.GetLinks()) != 1 || resp.GetLinks()[0].GetUrl() != tt.base+"/next" {
+				t.Errorf("links = %v, want only %s/next", resp.GetLinks(), tt.base)
 			}
 			if resp.GetHeaders()["etag"] != `"v1"` || resp.GetHeaders()["x-internal-secret"] != "" {
 				t.Errorf("headers = %v, want etag and no unlisted header", resp.GetHeaders())
