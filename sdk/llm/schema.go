@@ -57,9 +57,15 @@ func normalizeJSON(v any) any {
 // kept (strict mode resolves local refs, which keeps recursion possible). The
 // input is not modified.
 func OpenAIStrictSchema(schema map[string]any) map[string]any {
-	out := openAIStrict(normalizeJSON(schema)).(map[string]any)
+	out, _ := openAIStrict(normalizeJSON(schema)).(map[string]any)
+	if out == nil {
+		out = map[string]any{}
+	}
 	if _, ok := out["type"]; !ok {
 		out["type"] = "object"
+	}
+	if _, ok := out["properties"]; !ok && out["type"] == "object" {
+		out = openAIStrict(out).(map[string]any)
 	}
 	return out
 }
@@ -191,7 +197,10 @@ func nullable(v any) any {
 // length constraints strict mode does not support are dropped — the server
 // still validates them when the call runs.
 func AnthropicSchema(schema map[string]any, strict bool) map[string]any {
-	out := anthropic(normalizeJSON(schema), strict).(map[string]any)
+	out, _ := anthropic(normalizeJSON(schema), strict).(map[string]any)
+	if out == nil {
+		out = map[string]any{}
+	}
 	if _, ok := out["type"]; !ok {
 		out["type"] = "object"
 	}
