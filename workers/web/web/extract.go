@@ -63,6 +63,9 @@ func ExtractPage(doc *html.Node, base *url.URL, maxText, maxLinks int) Page {
 		}
 	}
 	e.title = collapse(textOf(find(doc, atom.Title)))
+	if e.title == "" { // pages without <title> usually name themselves in the first heading
+		e.title = collapse(textOf(find(doc, atom.H1)))
+	}
 	e.walk(doc, false)
 	return Page{Title: e.title, Text: strings.TrimSpace(e.out.String()), Links: e.links, Truncated: e.textFull || e.linksFull}
 }

@@ -60,6 +60,12 @@ func TestExtractPage(t *testing.T) {
 			wantLinks: []Link{{Text: "P", URL: "https://cdn.example.net/docs/page"}},
 		},
 		{
+			name:      "first heading stands in for a missing title",
+			html:      `<body><h1>Plain <i>page</i></h1><p>x</p></body>`,
+			wantTitle: "Plain page",
+			wantText:  "# Plain page\n\nx",
+		},
+		{
 			name:     "tables and line breaks",
 			html:     `<table><tr><th>Name</th><th>Age</th></tr><tr><td>Ana</td><td>31</td></tr></table><p>one<br>two</p>`,
 			wantText: "Name Age\nAna 31\n\none\ntwo",
