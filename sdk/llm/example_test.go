@@ -200,8 +200,8 @@ func ExampleHermes_Parse() {
 func ExampleXMLFunction_Parse() {
 	def := &toolfleetv1.ToolDefinition{ModelName: "get_forecast"}
 	def.InputSchema, _ = llm.SchemaToStruct(map[string]any{"type": "object", "properties": map[string]any{
-		"city": map[string]any{"type": "string"},
-		"days": map[string]any{"type": "integer"},
+		"city":   map[string]any{"type": "string"},
+		"days":   map[string]any{"type": "integer"},
 		"hourly": map[string]any{"type": "boolean"},
 	}})
 	output := "<tool_call>\n<function=get_forecast>\n<parameter=city>\nSan José\n</parameter>\n<parameter=days>\n3\n</parameter>\n<parameter=hourly>\nfalse\n</parameter>\n</function>\n</tool_call>"
