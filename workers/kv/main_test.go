@@ -1,8 +1,21 @@
 package main
 
 import (
+	"context"
 	"errors"
+	"io"
+	"log/slog"
 	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	kvv1 "github.com/toolfleet/toolfleet/gen/tools/kv/v1"
+	"github.com/toolfleet/toolfleet/internal/natsx/natstest"
+	"github.com/toolfleet/toolfleet/sdk/tool"
 )
 
 func TestNATSURL(t *testing.T) {
@@ -58,5 +71,76 @@ func TestBucketConfig(t *testing.T) {
 		if err == nil && (cfg.Name != tt.name || cfg.History != tt.history) {
 			t.Errorf("bucketConfig(%v) = %+v", tt.env, cfg)
 		}
+	}
+}
+
+// The binary's wiring: --nats from the arguments, the bucket from the environment,
+// served by a real worker.
+func TestRegisterServes(t *testing.T) {
+	t.Parallel()
+	srv := natstest.Start(t)
+	w, err := tool.NewWorker(tool.Config{Name: "kv", Listen: "127.0.0.1:0", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatalf("NewWorker: %v", err)
+	}
+	env := map[string]string{EnvBucket: "wired", EnvHistory: "3"}
+	if err := register([]string{"--listen", "127.0.0.1:0", "--nats", srv.URL()}, func(k string) string { return env[k] })(w); err != nil {
+		t.Fatalf("register: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("worker Run: %v", err)
+		}
+	})
+	select {
+	case <-w.Ready():
+	case err := <-done:
+		t.Fatalf("worker stopped before serving: %v", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("worker not ready within 10s")
+	}
+	conn, err := grpc.NewClient(w.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatalf("dial: %v", err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	callCtx, cancelCall := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancelCall()
+	if _, err := kvv1.NewKVServiceClient(conn).Put(callCtx, &kvv1.PutRequest{Key: "k", Value: "v"}); err != nil {
+		t.Fatalf("Put: %v", err)
+	}
+
+	// The value landed in the bucket named by the environment, created with its history.
+	nc, err := nats.Connect(srv.URL())
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatalf("jetstream: %v", err)
+	}
+	bucket, err := js.KeyValue(callCtx, "wired")
+	if err != nil {
+		t.Fatalf("bucket wired: %v", err)
+	}
+	if e, err := bucket.Get(callCtx, "k"); err != nil || string(e.Value()) != "v" {
+		t.Errorf("k in bucket wired = %v, %v", e, err)
+	}
+	if st, err := bucket.Status(callCtx); err != nil || st.History() != 3 {
+		t.Errorf("bucket status = %v, %v; want history 3", st, err)
+	}
+}
+
+func TestRegisterFailsWithoutServer(t *testing.T) {
+	t.Parallel()
+	// A NATS URL nobody answers: register must fail rather than serve a dead store.
+	err := register([]string{"--nats", "nats://127.0.0.1:1"}, func(string) string { return "" })(nil)
+	if err == nil {
+		t.Fatal("register with an unreachable NATS succeeded")
 	}
 }
