@@ -1,9 +1,11 @@
 package llm
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"strconv"
+	"strings"
 
 	"google.golang.org/protobuf/types/known/structpb"
 
@@ -32,8 +34,6 @@ type gmDeclaration struct {
 
 type gmTool struct {
 	FunctionDeclarations []gmDeclaration `json:"functionDeclarations,omitempty"`
-	// Snake case is what the REST docs show; both spellings are accepted on parse.
-	FunctionDeclarationsSnake []gmDeclaration `json:"function_declarations,omitempty"`
 }
 
 type gmPart struct {
@@ -119,6 +119,10 @@ func geminiTools(tools []*toolfleetv1.ToolDefinition) []gmTool {
 
 // ParseTools implements Format.
 func (Gemini) ParseTools(body []byte) ([]*toolfleetv1.ToolDefinition, error) {
+	body, err := geminiCamelCase(body)
+	if err != nil {
+		return nil, malformed("gemini tools", err)
+	}
 	var tools []gmTool
 	if err := json.Unmarshal(body, &tools); err != nil {
 		return nil, malformed("gemini tools", err)
@@ -129,7 +133,7 @@ func (Gemini) ParseTools(body []byte) ([]*toolfleetv1.ToolDefinition, error) {
 func geminiDefs(tools []gmTool) ([]*toolfleetv1.ToolDefinition, error) {
 	var defs []*toolfleetv1.ToolDefinition
 	for _, t := range tools {
-		for _, decl := range append(t.FunctionDeclarations, t.FunctionDeclarationsSnake...) {
+		for _, decl := range t.FunctionDeclarations {
 			schema := decl.Parameters
 			if schema == nil {
 				schema = decl.ParametersJSONSchema
@@ -235,12 +239,15 @@ func geminiParts(m *toolfleetv1.Message, names map[string]string) []gmPart {
 
 // ParseRequest implements Format.
 func (Gemini) ParseRequest(body []byte) (*Request, error) {
+	body, err := geminiCamelCase(body)
+	if err != nil {
+		return nil, malformed("gemini request", err)
+	}
 	var in gmRequest
 	if err := json.Unmarshal(body, &in); err != nil {
 		return nil, malformed("gemini request", err)
 	}
 	req := &Request{}
-	var err error
 	if req.Tools, err = geminiDefs(in.Tools); err != nil {
 		return nil, err
 	}
@@ -267,6 +274,9 @@ func (Gemini) ParseRequest(body []byte) (*Request, error) {
 		}
 		req.Messages = append(req.Messages, System(sys))
 	}
+	// Gemini often sends no ids; a response then answers the first
+	// unanswered call of the same name in the preceding model turn.
+	var pending []*toolfleetv1.ToolCall
 	for _, c := range in.Contents {
 		if c.Role == "model" {
 			msg, err := geminiAssistant(c.Parts)
@@ -274,6 +284,7 @@ func (Gemini) ParseRequest(body []byte) (*Request, error) {
 				return nil, err
 			}
 			req.Messages = append(req.Messages, msg)
+			pending = ToolCalls(msg)
 			continue
 		}
 		tool := &toolfleetv1.Message{Role: toolfleetv1.Role_ROLE_TOOL}
@@ -283,6 +294,13 @@ func (Gemini) ParseRequest(body []byte) (*Request, error) {
 				r, err := geminiResult(fr)
 				if err != nil {
 					return nil, err
+				}
+				for i, call := range pending {
+					if call != nil && (call.GetId() == r.CallId || (r.CallId == "" && call.GetName() == r.Name)) {
+						r.CallId = call.GetId()
+						pending[i] = nil
+						break
+					}
 				}
 				tool.Parts = append(tool.Parts, &toolfleetv1.Part{Kind: &toolfleetv1.Part_ToolResult{ToolResult: r}})
 			} else if p.Text != nil {
@@ -393,6 +411,10 @@ func (Gemini) RenderResponse(msg *toolfleetv1.Message) ([]byte, error) {
 
 // ParseResponse implements Format. Only the first candidate is read.
 func (Gemini) ParseResponse(body []byte) (*toolfleetv1.Message, error) {
+	body, err := geminiCamelCase(body)
+	if err != nil {
+		return nil, malformed("gemini response", err)
+	}
 	var resp gmResponse
 	if err := json.Unmarshal(body, &resp); err != nil {
 		return nil, malformed("gemini response", err)
@@ -478,3 +500,56 @@ func (s *geminiStream) Decode(_ string, data []byte) ([]Delta, error) {
 }
 
 func (s *geminiStream) Message() (*toolfleetv1.Message, error) { return s.asm.Message() }
+
+// geminiOpaque are keys whose values are user data or schemas, where key
+// spelling must be kept.
+var geminiOpaque = map[string]bool{"args": true, "response": true, "parameters": true, "parametersJsonSchema": true, "responseSchema": true, "responseJsonSchema": true}
+
+// geminiCamelCase rewrites snake_case keys (function_call, thought_signature,
+// system_instruction, …) to the camelCase the types here use: the API
+// accepts both spellings (proto JSON) and its docs show both.
+func geminiCamelCase(body []byte) ([]byte, error) {
+	if !bytes.Contains(body, []byte("_")) {
+		return body, nil
+	}
+	var v any
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	if err := dec.Decode(&v); err != nil {
+		return nil, err
+	}
+	return json.Marshal(camelKeys(v))
+}
+
+func camelKeys(v any) any {
+	switch t := v.(type) {
+	case map[string]any:
+		out := make(map[string]any, len(t))
+		for k, val := range t {
+			ck := snakeToCamel(k)
+			if !geminiOpaque[ck] {
+				val = camelKeys(val)
+			}
+			out[ck] = val
+		}
+		return out
+	case []any:
+		for i, val := range t {
+			t[i] = camelKeys(val)
+		}
+	}
+	return v
+}
+
+func snakeToCamel(s string) string {
+	if !strings.Contains(s, "_") {
+		return s
+	}
+	parts := strings.Split(s, "_")
+	for i := 1; i < len(parts); i++ {
+		if parts[i] != "" {
+			parts[i] = strings.ToUpper(parts[i][:1]) + parts[i][1:]
+		}
+	}
+	return strings.Join(parts, "")
+}
