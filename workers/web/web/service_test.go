@@ -267,7 +267,9 @@ func TestFetchRedirects(t *testing.T) {
 func TestFetchErrors(t *testing.T) {
 	t.Parallel()
 	srv := serveOn(t, "127.0.0.1", site())
-	svc := newService(t, Config{Policy: Policy{AllowPrivate: true}, Timeout: 200 * time.Millisecond})
+	svc := newService(t, Config{Policy: Policy{AllowPrivate: true}})
+	// Only the slow server meets the short deadline; the other cases must not race it.
+	impatient := newService(t, Config{Policy: Policy{AllowPrivate: true}, Timeout: 200 * time.Millisecond})
 
 	// A port nobody listens on: take a free one and release it.
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
@@ -284,10 +286,11 @@ func TestFetchErrors(t *testing.T) {
 
 	tests := []struct {
 		name, url, want string
+		svc             *Service // default svc
 		wantRetry       bool
 	}{
 		{name: "untrusted certificate", url: tlsSite.URL + "/page", want: "TLS certificate is not valid"},
-		{name: "slow server", url: srv.URL + "/slow", want: "took longer than 200ms", wantRetry: true},
+		{name: "slow server", svc: impatient, url: srv.URL + "/slow", want: "took longer than 200ms", wantRetry: true},
 		{name: "connection refused", url: closedURL, want: "failed: dial tcp", wantRetry: true},
 		{name: "not http", url: "ftp://127.0.0.1/file", want: "give an absolute http:// or https:// URL"},
 		{name: "relative URL", url: "/page", want: "give an absolute http:// or https:// URL"},
@@ -295,7 +298,11 @@ func TestFetchErrors(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			_, err := fetch(t, svc, tt.url, 0)
+			s := svc
+			if tt.svc != nil {
+				s = tt.svc
+			}
+			_, err := fetch(t, s, tt.url, 0)
 			te, ok := tool.AsToolError(err)
 			if !ok {
 				t.Fatalf("err = %v (%T), want an execution error", err, err)
