@@ -3,7 +3,10 @@ package llm
 import (
 	"context"
 	"errors"
+	"strings"
 	"time"
+
+	"google.golang.org/protobuf/proto"
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
 )
@@ -42,6 +45,7 @@ func (t *textProtocolModel) Complete(ctx context.Context, req *Request) (*toolfl
 func (t *textProtocolModel) Stream(ctx context.Context, req *Request, onDelta func(Delta) error) (*toolfleetv1.Message, error) {
 	filter := NewTagFilter(t.p)
 	oneCall := req.ParallelToolCalls != nil && !*req.ParallelToolCalls
+	cut := false
 	msg, err := t.m.Stream(ctx, ForTextProtocol(t.p, req), func(d Delta) error {
 		if d.Text != "" {
 			d.Text = filter.Write(d.Text)
@@ -52,6 +56,7 @@ func (t *textProtocolModel) Stream(ctx context.Context, req *Request, onDelta fu
 			}
 		}
 		if oneCall && filter.Blocks() > 0 {
+			cut = true
 			return StopStream
 		}
 		return nil
@@ -59,12 +64,35 @@ func (t *textProtocolModel) Stream(ctx context.Context, req *Request, onDelta fu
 	if err != nil {
 		return nil, err
 	}
-	if rest := filter.Flush(); rest != "" && onDelta != nil {
+	// After a cut, held-back text is the start of what was deliberately not read.
+	if rest := filter.Flush(); !cut && rest != "" && onDelta != nil {
 		if err := onDelta(Delta{Text: rest}); err != nil && !errors.Is(err, StopStream) {
 			return nil, err
 		}
 	}
+	if cut {
+		msg = truncateAfter(msg, t.p.CloseTag())
+	}
 	return ParseAuto(msg, t.p, req.Tools)
+}
+
+// truncateAfter drops the text after the first closing tag: the chunk that
+// closed the block may carry the start of the next one.
+func truncateAfter(msg *toolfleetv1.Message, closeTag string) *toolfleetv1.Message {
+	text := MessageText(msg)
+	i := strings.Index(text, closeTag)
+	if i < 0 {
+		return msg
+	}
+	out := proto.Clone(msg).(*toolfleetv1.Message)
+	out.Parts = nil
+	for _, p := range msg.GetParts() {
+		if _, isText := p.GetKind().(*toolfleetv1.Part_Text); !isText {
+			out.Parts = append(out.Parts, p)
+		}
+	}
+	out.Parts = append([]*toolfleetv1.Part{Text(text[:i+len(closeTag)])}, out.Parts...)
+	return out
 }
 
 // WithAutoFallback wraps a native model so a reply without tool calls but

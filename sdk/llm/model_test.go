@@ -226,3 +226,32 @@ func TestRetryAfterHeader(t *testing.T) {
 }
 
 const http1123 = "Mon, 02 Jan 2006 15:04:05 GMT"
+
+// TestTextProtocolOneCallPerTurn cuts a streamed XML-function reply right
+// after the first </function> when the request allows one call per turn,
+// and never shows the block's text to the caller.
+func TestTextProtocolOneCallPerTurn(t *testing.T) {
+	t.Parallel()
+	first := CallPart("call_1", "Calculator_Add", map[string]any{"a": 1, "b": 2})
+	second := CallPart("call_2", "Calculator_Mul", map[string]any{"a": 3, "b": 4})
+	script := NewScripted(WriteCalls(XMLFunction{}, "Let me add.", first, second))
+	script.ChunkSize = 5
+	parallel := false
+	var shown strings.Builder
+	msg, err := WithTextProtocol(script, XMLFunction{}).Stream(t.Context(), &Request{Messages: []*toolfleetv1.Message{User("1+2?")}, Tools: calculatorTools(t), ParallelToolCalls: &parallel}, func(d Delta) error {
+		shown.WriteString(d.Text)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := callStrings(ToolCalls(msg)); !equalStrings(got, []string{`Calculator_Add(call_1)={"a":1,"b":2}`}) {
+		t.Errorf("calls = %q, want only the first", got)
+	}
+	if shown.String() != "Let me add.\n\n" {
+		t.Errorf("shown = %q", shown.String())
+	}
+	if got := MessageText(msg); got != "Let me add." {
+		t.Errorf("message text = %q, want the text before the call", got)
+	}
+}
