@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"time"
 
 	"github.com/anthropics/anthropic-sdk-go"
 	"github.com/anthropics/anthropic-sdk-go/option"
@@ -17,6 +18,10 @@ import (
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
 	"github.com/toolfleet/toolfleet/sdk/llm"
 )
+
+// DefaultTimeout bounds one request, streamed body included, when the
+// caller passes no option.WithRequestTimeout.
+const DefaultTimeout = 10 * time.Minute
 
 // Client is an llm.Model on the Anthropic Messages API.
 type Client struct {
@@ -28,7 +33,7 @@ type Client struct {
 // the SDK's options (option.WithAPIKey, option.WithBaseURL, …). The SDK's
 // own retries are off by default so llm.WithRetry is the one retry policy.
 func New(model string, opts ...option.RequestOption) *Client {
-	return &Client{sdk: anthropic.NewClient(append([]option.RequestOption{option.WithMaxRetries(0)}, opts...)...), model: model}
+	return &Client{sdk: anthropic.NewClient(append([]option.RequestOption{option.WithMaxRetries(0), option.WithRequestTimeout(DefaultTimeout)}, opts...)...), model: model}
 }
 
 func (c *Client) body(req *llm.Request, stream bool) ([]byte, error) {

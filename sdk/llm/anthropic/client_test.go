@@ -120,7 +120,7 @@ func TestClientErrors(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			srv := server(t, tt.status, tt.header, body)
-			c := New("claude-test", option.WithBaseURL(srv.URL), option.WithAPIKey("test-key"))
+			c := New("claude-test", option.WithBaseURL(srv.URL), option.WithAPIKey("test-key"), option.WithRequestTimeout(10*time.Second))
 			_, err := c.Stream(t.Context(), request(), nil)
 			var apiErr *llm.APIError
 			if !errors.Is(err, tt.want) || !errors.As(err, &apiErr) {

@@ -13,12 +13,17 @@ import (
 	"fmt"
 	"net/http"
 	"sync"
+	"time"
 
 	"google.golang.org/genai"
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
 	"github.com/toolfleet/toolfleet/sdk/llm"
 )
+
+// DefaultTimeout bounds one request, streamed body included, when the
+// configuration sets no HTTPOptions.Timeout.
+const DefaultTimeout = 10 * time.Minute
 
 // Client is an llm.Model on the Gemini API.
 type Client struct {
@@ -35,6 +40,10 @@ func New(ctx context.Context, model string, cfg *genai.ClientConfig) (*Client, e
 		cfg = &genai.ClientConfig{Backend: genai.BackendGeminiAPI}
 	}
 	c := *cfg
+	if c.HTTPOptions.Timeout == nil {
+		timeout := DefaultTimeout
+		c.HTTPOptions.Timeout = &timeout
+	}
 	base := http.DefaultClient
 	if c.HTTPClient != nil {
 		base = c.HTTPClient

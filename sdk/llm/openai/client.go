@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"time"
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
@@ -19,6 +20,10 @@ import (
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
 	"github.com/toolfleet/toolfleet/sdk/llm"
 )
+
+// DefaultTimeout bounds one request, streamed body included, when the
+// caller passes no option.WithRequestTimeout.
+const DefaultTimeout = 10 * time.Minute
 
 // API selects the OpenAI endpoint a Client speaks.
 type API int
@@ -44,7 +49,7 @@ type Client struct {
 // (option.WithMaxRetries(0)) so that llm.WithRetry is the one retry policy;
 // pass option.WithMaxRetries to change that.
 func New(api API, model string, opts ...option.RequestOption) *Client {
-	c := &Client{sdk: openai.NewClient(append([]option.RequestOption{option.WithMaxRetries(0)}, opts...)...), model: model}
+	c := &Client{sdk: openai.NewClient(append([]option.RequestOption{option.WithMaxRetries(0), option.WithRequestTimeout(DefaultTimeout)}, opts...)...), model: model}
 	switch api {
 	case Responses:
 		c.format, c.path = llm.OpenAIResponses{}, "responses"

@@ -128,7 +128,7 @@ func TestClientErrors(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			srv := server(t, ChatCompletions, tt.status, tt.header, body)
-			c := New(ChatCompletions, "gpt-test", option.WithBaseURL(srv.URL+"/v1"), option.WithAPIKey("test-key"))
+			c := New(ChatCompletions, "gpt-test", option.WithBaseURL(srv.URL+"/v1"), option.WithAPIKey("test-key"), option.WithRequestTimeout(10*time.Second))
 			_, err := c.Complete(t.Context(), request())
 			var apiErr *llm.APIError
 			if !errors.Is(err, tt.want) || !errors.As(err, &apiErr) {
