@@ -1,6 +1,7 @@
 package llm
 
 import (
+	"strconv"
 	"strings"
 
 	"google.golang.org/protobuf/proto"
@@ -43,22 +44,7 @@ func ParseAuto(msg *toolfleetv1.Message, declared TextProtocol, tools []*toolfle
 	if len(calls) == 0 {
 		return msg, nil
 	}
-	out := proto.Clone(msg).(*toolfleetv1.Message)
-	out.Parts = nil
-	textDone := false
-	for _, p := range msg.GetParts() {
-		if p.GetText() != "" || p.GetKind() == nil {
-			if !textDone && text != "" {
-				out.Parts = append(out.Parts, Text(text))
-			}
-			textDone = true
-			continue
-		}
-		if _, isText := p.GetKind().(*toolfleetv1.Part_Text); isText {
-			continue
-		}
-		out.Parts = append(out.Parts, proto.Clone(p).(*toolfleetv1.Part))
-	}
+	out := withText(msg, text)
 	seen := map[string]bool{}
 	for _, c := range ToolCalls(msg) {
 		seen[c.GetId()] = true
@@ -66,21 +52,13 @@ func ParseAuto(msg *toolfleetv1.Message, declared TextProtocol, tools []*toolfle
 	for _, c := range calls {
 		// Generated ids restart per protocol; keep them unique in the message.
 		for base, n := c.Id, 2; seen[c.Id]; n++ {
-			c.Id = base + "_" + itoa(n)
+			c.Id = base + "_" + strconv.Itoa(n)
 		}
 		seen[c.Id] = true
 		out.Parts = append(out.Parts, &toolfleetv1.Part{Kind: &toolfleetv1.Part_ToolCall{ToolCall: c}})
 	}
 	out.StopReason = StopToolCalls
 	return out, nil
-}
-
-func itoa(n int) string {
-	const digits = "0123456789"
-	if n < 10 {
-		return digits[n : n+1]
-	}
-	return itoa(n/10) + digits[n%10:n%10+1]
 }
 
 // ForTextProtocol rewrites a request for a model taught protocol p instead
@@ -124,4 +102,23 @@ func ForTextProtocol(p TextProtocol, req *Request) *Request {
 		}
 	}
 	return &out
+}
+
+// withText returns a copy of msg whose text parts are replaced by text, at
+// the place of the first text part.
+func withText(msg *toolfleetv1.Message, text string) *toolfleetv1.Message {
+	out := proto.Clone(msg).(*toolfleetv1.Message)
+	out.Parts = nil
+	textPlaced := false
+	for _, p := range msg.GetParts() {
+		if _, isText := p.GetKind().(*toolfleetv1.Part_Text); isText {
+			if !textPlaced && text != "" {
+				out.Parts = append(out.Parts, Text(text))
+			}
+			textPlaced = true
+			continue
+		}
+		out.Parts = append(out.Parts, proto.Clone(p).(*toolfleetv1.Part))
+	}
+	return out
 }

@@ -6,8 +6,6 @@ import (
 	"strings"
 	"time"
 
-	"google.golang.org/protobuf/proto"
-
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
 )
 
@@ -84,15 +82,7 @@ func truncateAfter(msg *toolfleetv1.Message, closeTag string) *toolfleetv1.Messa
 	if i < 0 {
 		return msg
 	}
-	out := proto.Clone(msg).(*toolfleetv1.Message)
-	out.Parts = nil
-	for _, p := range msg.GetParts() {
-		if _, isText := p.GetKind().(*toolfleetv1.Part_Text); !isText {
-			out.Parts = append(out.Parts, p)
-		}
-	}
-	out.Parts = append([]*toolfleetv1.Part{Text(text[:i+len(closeTag)])}, out.Parts...)
-	return out
+	return withText(msg, text[:i+len(closeTag)])
 }
 
 // WithAutoFallback wraps a native model so a reply without tool calls but
