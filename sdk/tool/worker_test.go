@@ -104,16 +104,21 @@ func startWorker(t *testing.T, cfg tool.Config) (*grpc.ClientConn, *tool.Worker,
 	case <-time.After(10 * time.Second):
 		t.Fatal("worker not ready")
 	}
-	conn, err := grpc.NewClient(w.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatalf("dial: %v", err)
-	}
-	t.Cleanup(func() { _ = conn.Close() })
-	return conn, w, func() []recorded {
+	return dial(t, w.Addr()), w, func() []recorded {
 		mu.Lock()
 		defer mu.Unlock()
 		return append([]recorded(nil), calls...)
 	}
+}
+
+func dial(t *testing.T, addr string) *grpc.ClientConn {
+	t.Helper()
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatalf("dial: %v", err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	return conn
 }
 
 func callCtx(t *testing.T) context.Context {
