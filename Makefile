@@ -38,8 +38,10 @@ fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '^gen/')); \
 	if [ -n "$$out" ]; then echo "gofmt needs to run on:"; echo "$$out"; exit 1; fi
 
+# -race makes vet compile dependencies exactly as test-go will, so the (large) Temporal
+# server is compiled once per CI run, not twice.
 vet:
-	$(GO) vet ./...
+	$(GO) vet -race ./...
 	cd tools && $(GO) vet ./...
 
 ## check-generated: fail when regeneration changes gen/ (someone edited a .proto without `make generate`).

@@ -31,10 +31,13 @@ else
   base=HEAD~1
 fi
 
+# Images name files relative to their module root, so "tools" is proto/tools.
+"$BUF" build -o "$tmp/current.binpb"
+
 if git rev-parse --verify -q "$base^{commit}" >/dev/null && mkdir "$tmp/base" && image_at "$base" "$tmp/base"; then
   if [ -d proto/tools ]; then
     echo "buf breaking: proto/tools against $base"
-    "$BUF" breaking --against "$tmp/base/image.binpb" --path proto/tools
+    "$BUF" breaking "$tmp/current.binpb" --against "$tmp/base/image.binpb" --path tools --exclude-imports
   fi
 else
   echo "buf breaking: no contracts at $base, nothing to compare"
@@ -43,5 +46,5 @@ fi
 tag=$(git describe --tags --abbrev=0 --match 'v*' 2>/dev/null || true)
 if [ -n "$tag" ] && mkdir "$tmp/tag" && image_at "$tag" "$tmp/tag"; then
   echo "buf breaking: proto/toolfleet against release $tag"
-  "$BUF" breaking --against "$tmp/tag/image.binpb" --path proto/toolfleet
+  "$BUF" breaking "$tmp/current.binpb" --against "$tmp/tag/image.binpb" --path toolfleet --exclude-imports
 fi
