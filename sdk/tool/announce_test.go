@@ -66,12 +66,18 @@ func next(t *testing.T, ch <-chan *toolfleetv1.WorkerAnnouncement, health string
 // Run's result (it may be called more than once).
 func runWorker(t *testing.T, cfg tool.Config) (w *tool.Worker, stop func() error) {
 	t.Helper()
+	return runWorkerWith(t, cfg, func(w *tool.Worker) { schematestv1.RegisterSchemaTestServiceServer(w, testService{}) })
+}
+
+// runWorkerWith is runWorker with the services register adds.
+func runWorkerWith(t *testing.T, cfg tool.Config, register func(*tool.Worker)) (w *tool.Worker, stop func() error) {
+	t.Helper()
 	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	w, err := tool.NewWorker(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	schematestv1.RegisterSchemaTestServiceServer(w, testService{})
+	register(w)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	var runErr error

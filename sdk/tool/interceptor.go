@@ -31,7 +31,7 @@ func observeInterceptor(log *slog.Logger, hook MetricsHook) grpc.UnaryServerInte
 		}
 		err = toStatusError(ctx, err)
 		d := time.Since(start)
-		attrs := []any{"method", call.FullMethod, "call_id", call.CallID, "duration", d}
+		attrs := []any{"method", call.FullMethod, "call_id", call.CallID, "duration_ms", float64(d.Microseconds()) / 1000}
 		if tid := traceIDOf(call.TraceParent); tid != "" {
 			attrs = append(attrs, "trace_id", tid)
 		}

@@ -17,6 +17,9 @@ import (
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
+	rpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
+	rpbalpha "google.golang.org/grpc/reflection/grpc_reflection_v1alpha"
+	"google.golang.org/protobuf/reflect/protodesc"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/reflect/protoregistry"
 
@@ -80,6 +83,10 @@ type Config struct {
 	ShutdownTimeout time.Duration
 	// Metrics observes every call when set.
 	Metrics MetricsHook
+	// Descriptors resolves the files of registered services for reflection and
+	// toolkit discovery. Default protoregistry.GlobalFiles (the generated packages
+	// linked into the binary); set it to serve services built at run time.
+	Descriptors protodesc.Resolver
 	// ServerOptions are appended to the grpc.Server options (e.g. credentials).
 	// Interceptors given here run inside the worker's own.
 	ServerOptions []grpc.ServerOption
@@ -94,6 +101,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.AnnounceInterval <= 0 {
 		c.AnnounceInterval = DefaultAnnounceInterval
+	}
+	if c.Descriptors == nil {
+		c.Descriptors = protoregistry.GlobalFiles
 	}
 	if c.ShutdownTimeout <= 0 {
 		c.ShutdownTimeout = DefaultShutdownTimeout
@@ -149,7 +159,9 @@ func NewWorker(cfg Config) (*Worker, error) {
 	}
 	w.server = grpc.NewServer(append(opts, cfg.ServerOptions...)...)
 	healthpb.RegisterHealthServer(w.server, w.health)
-	reflection.Register(w.server)
+	ropts := reflection.ServerOptions{Services: w.server, DescriptorResolver: cfg.Descriptors, ExtensionResolver: protoregistry.GlobalTypes}
+	rpb.RegisterServerReflectionServer(w.server, reflection.NewServerV1(ropts))
+	rpbalpha.RegisterServerReflectionServer(w.server, reflection.NewServer(ropts)) // older clients
 	return w, nil
 }
 
@@ -162,7 +174,7 @@ func (w *Worker) RegisterService(desc *grpc.ServiceDesc, impl any) {
 	w.mu.Lock()
 	w.services++
 	w.mu.Unlock()
-	d, err := protoregistry.GlobalFiles.FindDescriptorByName(protoreflect.FullName(desc.ServiceName))
+	d, err := w.cfg.Descriptors.FindDescriptorByName(protoreflect.FullName(desc.ServiceName))
 	sd, ok := d.(protoreflect.ServiceDescriptor)
 	if err != nil || !ok {
 		w.log.Error("service descriptor not found; it is served but not announced",
