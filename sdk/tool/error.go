@@ -107,8 +107,9 @@ func AsValidationError(err error) (*toolfleetv1.ValidationError, bool) {
 	return nil, false
 }
 
-// validationStatus wraps a ValidationError into an InvalidArgument status.
-func validationStatus(ve *toolfleetv1.ValidationError) error {
+// ValidationStatus returns ve as the error a worker sends for invalid input: code
+// InvalidArgument with ve as a detail. [AsValidationError] reverses it.
+func ValidationStatus(ve *toolfleetv1.ValidationError) error {
 	st := status.New(codes.InvalidArgument, ve.GetMessage())
 	if withDetail, err := st.WithDetails(ve); err == nil {
 		st = withDetail

@@ -108,7 +108,7 @@ func validateInterceptor(v protovalidate.Validator) grpc.UnaryServerInterceptor 
 				return nil, status.Errorf(codes.Internal, "validate input: %v", err)
 			}
 			if ve != nil {
-				return nil, validationStatus(ve)
+				return nil, ValidationStatus(ve)
 			}
 		}
 		return handler(ctx, req)

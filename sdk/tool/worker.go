@@ -125,6 +125,8 @@ type Worker struct {
 	server *grpc.Server
 	health *health.Server
 
+	policies *policies
+
 	mu       sync.Mutex
 	toolkits []contract.Toolkit
 	services int
@@ -144,16 +146,18 @@ func NewWorker(cfg Config) (*Worker, error) {
 		return nil, fmt.Errorf("tool: create validator: %w", err)
 	}
 	w := &Worker{
-		cfg:    cfg,
-		log:    cfg.Logger.With("worker_id", cfg.WorkerID),
-		health: health.NewServer(),
-		ready:  make(chan struct{}),
+		cfg:      cfg,
+		log:      cfg.Logger.With("worker_id", cfg.WorkerID),
+		health:   health.NewServer(),
+		ready:    make(chan struct{}),
+		policies: &policies{byMethod: map[string]policy{}},
 	}
 	opts := []grpc.ServerOption{
 		grpc.ChainUnaryInterceptor(
 			observeInterceptor(w.log, cfg.Metrics),
 			recoverInterceptor(w.log),
 			validateInterceptor(validator),
+			w.policies.interceptor(),
 		),
 		grpc.ChainStreamInterceptor(recoverStreamInterceptor(w.log)),
 	}
@@ -167,8 +171,9 @@ func NewWorker(cfg Config) (*Worker, error) {
 
 // RegisterService registers a service implementation, typically through a
 // generated RegisterXServer function. It must be called before Run. The service's
-// descriptor must be linked into the binary (the generated package is imported),
-// otherwise the worker logs an error and the service is not announced as a toolkit.
+// descriptor must be resolvable through Config.Descriptors (by default: linked into
+// the binary, which importing the generated package does); otherwise the worker
+// logs an error, serves it without its contract's policy and does not announce it.
 func (w *Worker) RegisterService(desc *grpc.ServiceDesc, impl any) {
 	w.server.RegisterService(desc, impl)
 	w.mu.Lock()
@@ -184,6 +189,7 @@ func (w *Worker) RegisterService(desc *grpc.ServiceDesc, impl any) {
 	w.mu.Lock()
 	w.toolkits = append(w.toolkits, contract.ToolkitOf(sd))
 	w.mu.Unlock()
+	w.policies.add(sd)
 }
 
 // Toolkits returns the toolkits registered so far.

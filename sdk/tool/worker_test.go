@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -48,7 +49,7 @@ func (testService) Constraints(context.Context, *schematestv1.ConstraintsRequest
 	return &schematestv1.ConstraintsResponse{Ok: true}, nil
 }
 
-func (testService) Types(_ context.Context, req *schematestv1.TypesRequest) (*schematestv1.TypesResponse, error) {
+func (testService) Types(ctx context.Context, req *schematestv1.TypesRequest) (*schematestv1.TypesResponse, error) {
 	switch req.GetS() {
 	case "fail":
 		return nil, tool.NewError("cannot do that", tool.WithDeveloperMessage("dev detail"),
@@ -57,6 +58,9 @@ func (testService) Types(_ context.Context, req *schematestv1.TypesRequest) (*sc
 		return nil, errors.New("disk on fire")
 	case "status":
 		return nil, status.Error(codes.NotFound, "no such thing")
+	case "hang": // ignores everything but its context
+		<-ctx.Done()
+		return nil, ctx.Err()
 	}
 	return &schematestv1.TypesResponse{Echo: req}, nil
 }
@@ -248,13 +252,14 @@ func TestWorkerHonoursDeadline(t *testing.T) {
 	if status.Code(err) != codes.DeadlineExceeded {
 		t.Fatalf("code = %v, want DeadlineExceeded (%v)", status.Code(err), err)
 	}
-	// The worker side sees the deadline too and reports its own code, not Unknown.
+	// The worker side returns too, with a context code, never Unknown: DeadlineExceeded,
+	// or Canceled when the client's cancellation arrives before the server's timer fires.
 	deadline := time.Now().Add(10 * time.Second)
 	for len(calls()) == 0 && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	got := calls()
-	if len(got) != 1 || status.Code(got[0].err) != codes.DeadlineExceeded {
+	if len(got) != 1 || (status.Code(got[0].err) != codes.DeadlineExceeded && status.Code(got[0].err) != codes.Canceled) {
 		t.Fatalf("worker saw %+v", got)
 	}
 }
@@ -332,5 +337,27 @@ func validConstraints() *schematestv1.ConstraintsRequest {
 		Tags:  []string{"a"},
 		Color: schematestv1.Color_COLOR_RED,
 		Inner: &schematestv1.Inner{},
+	}
+}
+
+// TestWorkerEnforcesContractPolicy: Types declares timeout 3s and
+// max_result_bytes 4096 in its contract.
+func TestWorkerEnforcesContractPolicy(t *testing.T) {
+	t.Parallel()
+	conn, _, _ := startWorker(t, tool.Config{})
+	c := schematestv1.NewSchemaTestServiceClient(conn)
+
+	_, err := c.Types(callCtx(t), &schematestv1.TypesRequest{S: strings.Repeat("x", 5000)})
+	te, ok := tool.AsToolError(err)
+	if !ok || !strings.Contains(te.GetMessage(), "this tool's limit is 4096") {
+		t.Fatalf("big result = %v", err)
+	}
+	if _, err := c.Types(callCtx(t), &schematestv1.TypesRequest{S: strings.Repeat("x", 100)}); err != nil {
+		t.Fatalf("small result: %v", err)
+	}
+	// The caller allows 10s; the contract's 3s applies.
+	_, err = c.Types(callCtx(t), &schematestv1.TypesRequest{S: "hang"})
+	if status.Code(err) != codes.DeadlineExceeded {
+		t.Fatalf("hanging tool = %v, want DeadlineExceeded from the contract timeout", err)
 	}
 }

@@ -64,6 +64,9 @@ func toolkitOptions(sd protoreflect.ServiceDescriptor) *toolfleetv1.ToolkitOptio
 	return &out
 }
 
+// ToolOptionsOf returns the toolfleet.v1.tool options of a method (empty when unset).
+func ToolOptionsOf(md protoreflect.MethodDescriptor) *toolfleetv1.ToolOptions { return toolOptions(md) }
+
 func toolOptions(md protoreflect.MethodDescriptor) *toolfleetv1.ToolOptions {
 	var out toolfleetv1.ToolOptions
 	extension(md.Options(), toolfleetv1.E_Tool, &out)
