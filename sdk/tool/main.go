@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -24,11 +25,17 @@ const (
 // register add the services, serves until SIGINT or SIGTERM, stops gracefully and
 // exits with status 1 on failure (2 on bad flags).
 func Main(name string, register func(w *Worker) error) {
-	os.Exit(run(name, os.Args[1:], register))
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, name, os.Args[1:], os.Stderr, register)
+	stop()
+	os.Exit(code)
 }
 
-func run(name string, args []string, register func(w *Worker) error) int {
+// run is Main without the process: it serves until ctx is done and returns the
+// exit code.
+func run(ctx context.Context, name string, args []string, stderr io.Writer, register func(w *Worker) error) int {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
 	listen := fs.String("listen", envOr(EnvListen, DefaultListen), "host:port to serve gRPC on (env "+EnvListen+")")
 	natsURL := fs.String("nats", os.Getenv(EnvNATSURL), "NATS URL for registry announcements; empty = none (env "+EnvNATSURL+")")
 	advertise := fs.String("advertise", os.Getenv(EnvAdvertise), "address announced to the registry; default = the listen address (env "+EnvAdvertise+")")
@@ -39,11 +46,13 @@ func run(name string, args []string, register func(w *Worker) error) int {
 	}
 	var lvl slog.Level
 	if err := lvl.UnmarshalText([]byte(*level)); err != nil {
-		fmt.Fprintf(os.Stderr, "%s: bad --log-level %q: %v\n", name, *level, err)
+		fmt.Fprintf(stderr, "%s: bad --log-level %q: %v\n", name, *level, err)
 		return 2
 	}
-	log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: lvl})).With("service", name)
-	slog.SetDefault(log)
+	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: lvl})).With("service", name)
+	if stderr == io.Writer(os.Stderr) {
+		slog.SetDefault(log) // the process's own stderr: libraries log the same way
+	}
 
 	w, err := NewWorker(Config{
 		Name:             name,
@@ -62,8 +71,6 @@ func run(name string, args []string, register func(w *Worker) error) int {
 		log.Error("register services", "error", err)
 		return 1
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	if err := w.Run(ctx); err != nil {
 		log.Error("worker failed", "error", err)
 		return 1

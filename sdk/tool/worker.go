@@ -199,6 +199,9 @@ func (w *Worker) Toolkits() []contract.Toolkit {
 	return append([]contract.Toolkit(nil), w.toolkits...)
 }
 
+// Logger returns the worker's logger, for services to log with the same attributes.
+func (w *Worker) Logger() *slog.Logger { return w.log }
+
 // Ready is closed once Run listens; Addr is valid from then on.
 func (w *Worker) Ready() <-chan struct{} { return w.ready }
 

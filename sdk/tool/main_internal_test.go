@@ -1,0 +1,109 @@
+package tool
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	schematestv1 "github.com/toolfleet/toolfleet/gen/tools/schematest/v1"
+)
+
+// syncBuffer is a bytes.Buffer safe for the worker's log writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func register(w *Worker) error {
+	schematestv1.RegisterSchemaTestServiceServer(w, schematestv1.UnimplementedSchemaTestServiceServer{})
+	return nil
+}
+
+func TestRunExitCodes(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name     string
+		args     []string
+		register func(*Worker) error
+		want     int
+		log      string
+	}{
+		{"unknown flag", []string{"--nope"}, register, 2, "flag provided but not defined"},
+		{"bad log level", []string{"--log-level", "loud"}, register, 2, "bad --log-level"},
+		{"register fails", []string{"--listen", "127.0.0.1:0"}, func(*Worker) error { return errors.New("no config") }, 1, "no config"},
+		{"bad listen address", []string{"--listen", "127.0.0.1:99999"}, register, 1, "listen on 127.0.0.1:99999"},
+		{"no services", []string{"--listen", "127.0.0.1:0"}, func(*Worker) error { return nil }, 1, "no service registered"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			var out syncBuffer
+			if got := run(t.Context(), "test", tt.args, &out, tt.register); got != tt.want {
+				t.Fatalf("exit code %d, want %d; output:\n%s", got, tt.want, out.String())
+			}
+			if !strings.Contains(out.String(), tt.log) {
+				t.Fatalf("output lacks %q:\n%s", tt.log, out.String())
+			}
+		})
+	}
+}
+
+func TestRunServesUntilStopped(t *testing.T) {
+	t.Setenv(EnvListen, "127.0.0.1:0") // flags default to the environment
+	t.Setenv(EnvLogLevel, "debug")
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	var out syncBuffer
+	ready := make(chan *Worker, 1)
+	code := make(chan int, 1)
+	go func() {
+		code <- run(ctx, "test", nil, &out, func(w *Worker) error {
+			ready <- w
+			return register(w)
+		})
+	}()
+	var w *Worker
+	select {
+	case w = <-ready:
+	case <-time.After(10 * time.Second):
+		t.Fatal("register not called")
+	}
+	select {
+	case <-w.Ready():
+	case <-time.After(10 * time.Second):
+		t.Fatalf("not serving; output:\n%s", out.String())
+	}
+	if !strings.HasPrefix(w.Addr(), "127.0.0.1:") || w.cfg.Listen != "127.0.0.1:0" {
+		t.Fatalf("addr %q, listen %q", w.Addr(), w.cfg.Listen)
+	}
+	cancel() // what SIGTERM does in Main
+	select {
+	case c := <-code:
+		if c != 0 {
+			t.Fatalf("exit code %d; output:\n%s", c, out.String())
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("did not stop")
+	}
+	for _, want := range []string{`"msg":"worker serving"`, `"msg":"worker stopped"`, `"service":"test"`} {
+		if !strings.Contains(out.String(), want) {
+			t.Fatalf("log lacks %s:\n%s", want, out.String())
+		}
+	}
+}
