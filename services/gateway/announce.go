@@ -1,0 +1,65 @@
+package gateway
+
+import (
+	"context"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"google.golang.org/protobuf/encoding/protojson"
+
+	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
+	"github.com/toolfleet/toolfleet/sdk/tool"
+)
+
+// defaultAnnounceTTL applies to announcements that carry no ttl.
+const defaultAnnounceTTL = 15 * time.Second
+
+// watchAnnouncements subscribes to worker heartbeats (core NATS) and expires
+// workers that stop announcing, until ctx is done.
+func (r *registry) watchAnnouncements(ctx context.Context, nc *nats.Conn, sweep time.Duration) error {
+	r.mu.Lock()
+	r.natsUp = nc.IsConnected
+	r.mu.Unlock()
+	sub, err := nc.Subscribe(tool.AnnounceSubject, func(m *nats.Msg) {
+		var a toolfleetv1.WorkerAnnouncement
+		if err := protojson.Unmarshal(m.Data, &a); err != nil {
+			r.log.Warn("malformed worker announcement", "error", err)
+			return
+		}
+		r.announce(ctx, &a)
+	})
+	if err != nil {
+		return err
+	}
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		defer func() { _ = sub.Unsubscribe() }()
+		t := time.NewTicker(sweep)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case now := <-t.C:
+				r.expire(now)
+			}
+		}
+	}()
+	return nil
+}
+
+func (r *registry) announce(ctx context.Context, a *toolfleetv1.WorkerAnnouncement) {
+	if a.GetAddress() == "" {
+		return
+	}
+	if a.GetHealth() != tool.HealthServing {
+		r.remove(a.GetAddress())
+		return
+	}
+	ttl := a.GetTtl().AsDuration()
+	if ttl <= 0 {
+		ttl = defaultAnnounceTTL
+	}
+	r.add(ctx, a.GetAddress(), a.GetWorkerId(), false, ttl)
+}

@@ -1,0 +1,202 @@
+package gateway
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"path"
+	"strings"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
+	"github.com/toolfleet/toolfleet/sdk/llm"
+	"github.com/toolfleet/toolfleet/sdk/tool/contract"
+)
+
+// Page sizes of ListTools.
+const (
+	defaultPageSize = 100
+	maxPageSize     = 1000
+	defaultSearch   = 5
+)
+
+// ListTools lists tool definitions: filtered by toolkit and glob, latest version
+// of each tool unless all_versions, ordered by id, paginated with an opaque
+// cursor, optionally rendered for a provider.
+func (g *Gateway) ListTools(req *toolfleetv1.ListToolsRequest) (*toolfleetv1.ListToolsResponse, error) {
+	snap := g.reg.current()
+	keep, err := filterOf(req.GetToolkit(), req.GetFilter())
+	if err != nil {
+		return nil, err
+	}
+	after := ""
+	if tok := req.GetPageToken(); tok != "" {
+		b, err := base64.RawURLEncoding.DecodeString(tok)
+		if err != nil {
+			return nil, serverError(codes.InvalidArgument, nil, err.Error(), "page_token %q is not a token this gateway issued", tok)
+		}
+		after = string(b)
+	}
+	size := int(req.GetPageSize())
+	if size <= 0 {
+		size = defaultPageSize
+	}
+	size = min(size, maxPageSize)
+	resp := &toolfleetv1.ListToolsResponse{}
+	for _, d := range snap.defs {
+		if d.GetId() <= after || !keep(d) || (!req.GetAllVersions() && !snap.isLatest(d)) {
+			continue
+		}
+		if len(resp.Tools) == size {
+			resp.NextPageToken = base64.RawURLEncoding.EncodeToString([]byte(resp.Tools[size-1].GetId()))
+			break
+		}
+		resp.Tools = append(resp.Tools, d)
+	}
+	resp.Rendered, err = render(req.GetFormat(), resp.Tools)
+	return resp, err
+}
+
+// GetTool returns one tool definition, resolved like a call's tool_id.
+func (g *Gateway) GetTool(req *toolfleetv1.GetToolRequest) (*toolfleetv1.GetToolResponse, error) {
+	rt, ce := g.reg.current().resolve(req.GetToolId())
+	if ce != nil {
+		return nil, ce
+	}
+	resp := &toolfleetv1.GetToolResponse{Tool: rt.def}
+	r, err := render(req.GetFormat(), []*toolfleetv1.ToolDefinition{rt.def})
+	if err != nil {
+		return nil, err
+	}
+	if len(r) == 1 {
+		resp.Rendered = r[0]
+	}
+	return resp, nil
+}
+
+// SearchTools ranks the latest version of each tool for a natural-language query.
+func (g *Gateway) SearchTools(req *toolfleetv1.SearchToolsRequest) (*toolfleetv1.SearchToolsResponse, error) {
+	snap := g.reg.current()
+	keep, err := filterOf(req.GetToolkit(), "")
+	if err != nil {
+		return nil, err
+	}
+	limit := int(req.GetLimit())
+	if limit <= 0 {
+		limit = defaultSearch
+	}
+	hits := snap.index.search(req.GetQuery(), func(d *toolfleetv1.ToolDefinition) bool { return keep(d) && snap.isLatest(d) })
+	hits = hits[:min(limit, len(hits))]
+	defs := make([]*toolfleetv1.ToolDefinition, len(hits))
+	for i, h := range hits {
+		defs[i] = h.def
+	}
+	rendered, err := render(req.GetFormat(), defs)
+	if err != nil {
+		return nil, err
+	}
+	resp := &toolfleetv1.SearchToolsResponse{}
+	for i, h := range hits {
+		st := &toolfleetv1.ScoredTool{Tool: h.def, Score: h.score}
+		if rendered != nil {
+			st.Rendered = rendered[i]
+		}
+		resp.Results = append(resp.Results, st)
+	}
+	return resp, nil
+}
+
+// isLatest reports whether d is the newest served version of its tool.
+func (s *snapshot) isLatest(d *toolfleetv1.ToolDefinition) bool {
+	vs := s.byName[d.GetToolkit()+"."+d.GetName()]
+	latest, err := resolveLatest(vs)
+	return err == nil && latest.GetId() == d.GetId()
+}
+
+// filterOf matches a toolkit name exactly and a glob against "Toolkit.Tool" or the
+// model-facing name.
+func filterOf(toolkit, glob string) (func(*toolfleetv1.ToolDefinition) bool, error) {
+	if _, err := path.Match(glob, ""); err != nil {
+		return nil, serverError(codes.InvalidArgument, nil, err.Error(), "filter %q is not a valid glob", glob)
+	}
+	return func(d *toolfleetv1.ToolDefinition) bool {
+		if toolkit != "" && !strings.EqualFold(d.GetToolkit(), toolkit) {
+			return false
+		}
+		if glob == "" {
+			return true
+		}
+		m1, _ := path.Match(glob, d.GetToolkit()+"."+d.GetName())
+		m2, _ := path.Match(glob, d.GetModelName())
+		return m1 || m2
+	}, nil
+}
+
+// render turns definitions into provider entries, parallel to defs (nil for
+// canonical). The JSON is what a user pastes into that provider's request.
+func render(f toolfleetv1.ToolFormat, defs []*toolfleetv1.ToolDefinition) ([]*structpb.Struct, error) {
+	var entries []json.RawMessage
+	var err error
+	switch f {
+	case toolfleetv1.ToolFormat_TOOL_FORMAT_UNSPECIFIED, toolfleetv1.ToolFormat_TOOL_FORMAT_CANONICAL:
+		return nil, nil
+	case toolfleetv1.ToolFormat_TOOL_FORMAT_OPENAI, toolfleetv1.ToolFormat_TOOL_FORMAT_OPENAI_STRICT:
+		entries, err = array(llm.OpenAIChat{}.RenderTools(defs, f == toolfleetv1.ToolFormat_TOOL_FORMAT_OPENAI_STRICT))
+	case toolfleetv1.ToolFormat_TOOL_FORMAT_ANTHROPIC:
+		entries, err = array(llm.Anthropic{}.RenderTools(defs, false))
+	case toolfleetv1.ToolFormat_TOOL_FORMAT_GEMINI:
+		// One tools entry holds every declaration; return the declarations.
+		var b []byte
+		if b, err = (llm.Gemini{}).RenderTools(defs, false); err == nil {
+			var tools []struct {
+				Decls []json.RawMessage `json:"functionDeclarations"`
+			}
+			if err = json.Unmarshal(b, &tools); err == nil && len(tools) == 1 {
+				entries = tools[0].Decls
+			}
+		}
+	case toolfleetv1.ToolFormat_TOOL_FORMAT_MCP:
+		for _, d := range defs {
+			b, merr := json.Marshal(llm.MCPTool(d))
+			if merr != nil {
+				err = merr
+				break
+			}
+			entries = append(entries, b)
+		}
+	default:
+		return nil, serverError(codes.InvalidArgument, nil, "", "unknown format %v", f)
+	}
+	if err != nil {
+		return nil, serverError(codes.Internal, err, err.Error(), "the gateway could not render the tools as %v", f)
+	}
+	if len(entries) != len(defs) {
+		return nil, serverError(codes.Internal, nil, fmt.Sprintf("%d entries for %d tools", len(entries), len(defs)), "the gateway could not render the tools as %v", f)
+	}
+	out := make([]*structpb.Struct, len(entries))
+	for i, e := range entries {
+		out[i] = &structpb.Struct{}
+		if err := out[i].UnmarshalJSON(e); err != nil {
+			return nil, serverError(codes.Internal, err, err.Error(), "the gateway could not render the tools as %v", f)
+		}
+	}
+	return out, nil
+}
+
+func array(b []byte, err error) ([]json.RawMessage, error) {
+	if err != nil {
+		return nil, err
+	}
+	var out []json.RawMessage
+	return out, json.Unmarshal(b, &out)
+}
+
+// resolveLatest returns the newest of several versions of one tool.
+func resolveLatest(vs []*toolfleetv1.ToolDefinition) (*toolfleetv1.ToolDefinition, error) {
+	if len(vs) == 0 {
+		return nil, ErrUnknownTool
+	}
+	return contract.Resolve(contract.ToolRef{Toolkit: vs[0].GetToolkit(), Tool: vs[0].GetName()}, vs)
+}

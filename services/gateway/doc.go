@@ -1,0 +1,22 @@
+// Package gateway is toolfleet's front door: it discovers tool workers (static
+// addresses and NATS announcements), loads their contracts by gRPC server
+// reflection and lets callers list, search and call tools over gRPC, Connect,
+// gRPC-Web and an OXP HTTP JSON surface, all on one h2c port.
+//
+// Every call runs the same pipeline:
+//
+//	authenticate → resolve → authorize → idempotency → validate → invoke → map → publish event → respond
+//
+// and fails in exactly one of three ways (ARCHITECTURE.md §4):
+//
+//   - a server error before the tool ran (unknown tool, auth, worker unavailable or
+//     too slow): an RPC error code with a toolfleetv1.ServerError detail, HTTP 400
+//     (401/403 for auth);
+//   - a validation error, the input broke the contract: InvalidArgument with a
+//     toolfleetv1.ValidationError detail, HTTP 422;
+//   - an execution error, the tool ran and failed: a normal response with
+//     success=false and a toolfleetv1.ToolError, HTTP 200.
+//
+// Create a [Gateway] with [New] and serve it with [Gateway.Run]; [Gateway.Call]
+// runs the pipeline in-process for other services (e.g. the MCP surface).
+package gateway

@@ -1,0 +1,146 @@
+package gateway
+
+import (
+	"errors"
+	"fmt"
+
+	"connectrpc.com/connect"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/protoadapt"
+
+	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
+)
+
+// Sentinel errors wrapped by [CallError] values; match them with errors.Is.
+var (
+	// ErrUnknownTool: no served tool has the requested name or version.
+	ErrUnknownTool = errors.New("gateway: unknown tool")
+	// ErrUnauthenticated: the caller has no valid bearer token.
+	ErrUnauthenticated = errors.New("gateway: unauthenticated")
+	// ErrPermissionDenied: the token lacks a scope the call needs.
+	ErrPermissionDenied = errors.New("gateway: permission denied")
+	// ErrInvalidInput: the input broke the tool's contract.
+	ErrInvalidInput = errors.New("gateway: invalid input")
+	// ErrWorkerUnavailable: no replica of the tool could be reached.
+	ErrWorkerUnavailable = errors.New("gateway: worker unavailable")
+	// ErrDeadline: the tool did not answer within its timeout or the caller's deadline.
+	ErrDeadline = errors.New("gateway: deadline exceeded")
+)
+
+// Failure kinds, as carried by call events and metrics.
+const (
+	KindServer     = "server"
+	KindValidation = "validation"
+	KindExecution  = "execution"
+)
+
+// CallError is a failure before the tool ran: a server error (Server set) or a
+// validation error (Validation set, Code InvalidArgument). Execution errors are
+// not CallErrors: they are responses with success=false.
+type CallError struct {
+	Code       codes.Code
+	Server     *toolfleetv1.ServerError
+	Validation *toolfleetv1.ValidationError
+	// CallID is the call's id when one was assigned.
+	CallID string
+	cause  error
+}
+
+// Error returns the caller-facing message.
+func (e *CallError) Error() string {
+	if e.Validation != nil {
+		return e.Validation.GetMessage()
+	}
+	return e.Server.GetMessage()
+}
+
+// Unwrap returns the sentinel the error was built from.
+func (e *CallError) Unwrap() error { return e.cause }
+
+// Kind is KindValidation or KindServer.
+func (e *CallError) Kind() string {
+	if e.Validation != nil {
+		return KindValidation
+	}
+	return KindServer
+}
+
+// serverError builds a server error; developer is for developers only.
+func serverError(code codes.Code, cause error, developer, format string, args ...any) *CallError {
+	return &CallError{Code: code, cause: cause, Server: &toolfleetv1.ServerError{
+		Message: fmt.Sprintf(format, args...), DeveloperMessage: developer}}
+}
+
+func validationError(ve *toolfleetv1.ValidationError) *CallError {
+	if ve.GetMessage() == "" {
+		ve.Message = "the input does not match the tool's contract"
+	}
+	return &CallError{Code: codes.InvalidArgument, cause: ErrInvalidInput, Validation: ve}
+}
+
+// asCallError turns any pipeline error into a CallError (internal errors become
+// Internal server errors whose detail is only in the developer message).
+func asCallError(err error) *CallError {
+	var ce *CallError
+	if errors.As(err, &ce) {
+		return ce
+	}
+	return serverError(codes.Internal, err, err.Error(), "the gateway failed to handle the call")
+}
+
+// GRPCStatus renders the error as a gRPC status with its detail.
+func (e *CallError) GRPCStatus() *status.Status {
+	st := status.New(e.Code, e.Error())
+	var detail protoadapt.MessageV1 = e.Server
+	if e.Validation != nil {
+		detail = e.Validation
+	}
+	if withDetail, err := st.WithDetails(detail); err == nil {
+		return withDetail
+	}
+	return st
+}
+
+// ConnectError renders the error for connect-go handlers.
+func (e *CallError) ConnectError() *connect.Error {
+	ce := connect.NewError(connect.Code(e.Code), errors.New(e.Error()))
+	var d *connect.ErrorDetail
+	var err error
+	if e.Validation != nil {
+		d, err = connect.NewErrorDetail(e.Validation)
+	} else {
+		d, err = connect.NewErrorDetail(e.Server)
+	}
+	if err == nil {
+		ce.AddDetail(d)
+	}
+	return ce
+}
+
+// Failure renders the error as a CallTools outcome.
+func (e *CallError) Failure() *toolfleetv1.CallFailure {
+	f := &toolfleetv1.CallFailure{Code: codeName(e.Code), CallId: e.CallID}
+	if e.Validation != nil {
+		f.Detail = &toolfleetv1.CallFailure_ValidationError{ValidationError: e.Validation}
+	} else {
+		f.Detail = &toolfleetv1.CallFailure_ServerError{ServerError: e.Server}
+	}
+	return f
+}
+
+// codeName is the canonical upper-case name of a code, e.g. "NOT_FOUND".
+func codeName(c codes.Code) string {
+	return codeNames[c]
+}
+
+var codeNames = map[codes.Code]string{
+	codes.OK: "OK", codes.Canceled: "CANCELLED", codes.Unknown: "UNKNOWN",
+	codes.InvalidArgument: "INVALID_ARGUMENT", codes.DeadlineExceeded: "DEADLINE_EXCEEDED",
+	codes.NotFound: "NOT_FOUND", codes.AlreadyExists: "ALREADY_EXISTS",
+	codes.PermissionDenied: "PERMISSION_DENIED", codes.ResourceExhausted: "RESOURCE_EXHAUSTED",
+	codes.FailedPrecondition: "FAILED_PRECONDITION", codes.Aborted: "ABORTED",
+	codes.OutOfRange: "OUT_OF_RANGE", codes.Unimplemented: "UNIMPLEMENTED",
+	codes.Internal: "INTERNAL", codes.Unavailable: "UNAVAILABLE", codes.DataLoss: "DATA_LOSS",
+	codes.Unauthenticated: "UNAUTHENTICATED",
+}

@@ -1,0 +1,234 @@
+package gateway
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
+)
+
+// EventSubjectPrefix starts the subjects of call events:
+// toolfleet.events.call.<kit>.<tool>.<started|succeeded|failed>.
+const EventSubjectPrefix = "toolfleet.events.call."
+
+// Event kinds.
+const (
+	EventStarted   = "started"
+	EventSucceeded = "succeeded"
+	EventFailed    = "failed"
+)
+
+// events publishes call events to JetStream without ever blocking a call: events
+// go into a bounded queue drained by one goroutine; while NATS is away they wait
+// there, and when the queue is full new events are dropped, counted and logged.
+type events struct {
+	log    *slog.Logger
+	nc     *nats.Conn
+	js     jetstream.JetStream
+	stream jetstream.StreamConfig
+	queue  chan *nats.Msg
+	m      *metrics
+
+	dropped atomic.Uint64
+	wg      sync.WaitGroup
+}
+
+type pendingEvent struct {
+	msg *nats.Msg
+	ack jetstream.PubAckFuture
+}
+
+func newEvents(log *slog.Logger, nc *nats.Conn, js jetstream.JetStream, stream jetstream.StreamConfig, size int, m *metrics) *events {
+	return &events{log: log, nc: nc, js: js, stream: stream, queue: make(chan *nats.Msg, size), m: m}
+}
+
+// publish queues one event; it never blocks.
+func (e *events) publish(kind string, ev *toolfleetv1.CallEvent, toolkit, tool string) {
+	if e == nil {
+		return
+	}
+	ev.Id = newID()
+	ev.Kind = kind
+	ev.Time = timestamppb.Now()
+	b, err := protojson.Marshal(ev)
+	if err != nil {
+		e.log.Error("encode call event", "error", err)
+		return
+	}
+	msg := nats.NewMsg(EventSubjectPrefix + toolkit + "." + tool + "." + kind)
+	msg.Data = b
+	// CloudEvents-style headers; Nats-Msg-Id lets JetStream drop a re-sent copy.
+	msg.Header.Set(jetstream.MsgIDHeader, ev.Id)
+	msg.Header.Set("ce-id", ev.Id)
+	msg.Header.Set("ce-type", "toolfleet.call."+kind)
+	msg.Header.Set("ce-source", "toolfleet/gateway")
+	msg.Header.Set("ce-time", ev.Time.AsTime().Format(time.RFC3339Nano))
+	if ev.TraceId != "" {
+		msg.Header.Set("traceparent", traceParent(ev.TraceId))
+	}
+	select {
+	case e.queue <- msg:
+	default:
+		n := e.dropped.Add(1)
+		e.m.eventsDropped.Inc()
+		if n == 1 || n%1000 == 0 {
+			e.log.Error("event queue full; call events dropped", "dropped_total", n, "queue", cap(e.queue))
+		}
+	}
+}
+
+// newCallEvent fills the fields every event of a call shares.
+func newCallEvent(req *toolfleetv1.CallToolRequest, callID, toolID string) *toolfleetv1.CallEvent {
+	return &toolfleetv1.CallEvent{CallId: callID, ToolId: toolID, TraceId: req.GetTraceId(), UserId: req.GetContext().GetUserId()}
+}
+
+func withOutcome(ev *toolfleetv1.CallEvent, d time.Duration, kind, message string) *toolfleetv1.CallEvent {
+	ev.Duration = durationpb.New(d)
+	ev.FailureKind, ev.FailureMessage = kind, message
+	return ev
+}
+
+// run drains the queue until ctx is done, then for at most a few seconds more.
+func (e *events) run(ctx context.Context) {
+	e.wg.Add(1)
+	go func() {
+		defer e.wg.Done()
+		ready := false
+		for {
+			var batch []*nats.Msg
+			select {
+			case <-ctx.Done():
+				e.flushOnStop()
+				return
+			case m := <-e.queue:
+				batch = append(batch, m)
+			}
+		fill:
+			for len(batch) < 256 {
+				select {
+				case m := <-e.queue:
+					batch = append(batch, m)
+				default:
+					break fill
+				}
+			}
+			for len(batch) > 0 {
+				if !ready {
+					ready = e.ensureStream(ctx)
+				}
+				if ready {
+					batch = e.send(ctx, batch)
+				}
+				if len(batch) == 0 {
+					break
+				}
+				// NATS is away: keep the batch and wait; new events wait in the queue.
+				ready = false
+				select {
+				case <-ctx.Done():
+					e.requeue(batch)
+					e.flushOnStop()
+					return
+				case <-time.After(250 * time.Millisecond):
+				}
+			}
+		}
+	}()
+}
+
+// ensureStream creates the event stream once NATS is reachable.
+func (e *events) ensureStream(ctx context.Context) bool {
+	if !e.nc.IsConnected() {
+		return false
+	}
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if _, err := e.js.CreateOrUpdateStream(cctx, e.stream); err != nil {
+		e.log.Warn("event stream not ready", "stream", e.stream.Name, "error", err)
+		return false
+	}
+	return true
+}
+
+// send publishes a batch and returns the messages that were not acknowledged.
+func (e *events) send(ctx context.Context, batch []*nats.Msg) []*nats.Msg {
+	if !e.nc.IsConnected() {
+		return batch
+	}
+	pending := make([]pendingEvent, 0, len(batch))
+	var failed []*nats.Msg
+	for _, m := range batch {
+		ack, err := e.js.PublishMsgAsync(m)
+		if err != nil {
+			failed = append(failed, m)
+			continue
+		}
+		pending = append(pending, pendingEvent{m, ack})
+	}
+	timeout := time.NewTimer(10 * time.Second)
+	defer timeout.Stop()
+	for _, p := range pending {
+		select {
+		case <-p.ack.Ok():
+			e.m.eventsPublished.Inc()
+		case <-p.ack.Err():
+			failed = append(failed, p.msg)
+		case <-timeout.C:
+			failed = append(failed, p.msg)
+		case <-ctx.Done():
+			failed = append(failed, p.msg)
+		}
+	}
+	return failed
+}
+
+func (e *events) requeue(batch []*nats.Msg) {
+	for _, m := range batch {
+		select {
+		case e.queue <- m:
+		default:
+			e.dropped.Add(1)
+			e.m.eventsDropped.Inc()
+		}
+	}
+}
+
+// flushOnStop tries briefly to publish what is left, then reports the rest as dropped.
+func (e *events) flushOnStop() {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	var left []*nats.Msg
+	for {
+		select {
+		case m := <-e.queue:
+			left = append(left, m)
+			continue
+		default:
+		}
+		break
+	}
+	if len(left) > 0 {
+		left = e.send(ctx, left)
+	}
+	if len(left) > 0 {
+		n := e.dropped.Add(uint64(len(left)))
+		e.m.eventsDropped.Add(float64(len(left)))
+		e.log.Error("call events dropped at shutdown", "dropped", len(left), "dropped_total", n)
+	}
+}
+
+// wait blocks until the drain goroutine has stopped.
+func (e *events) wait() {
+	if e != nil {
+		e.wg.Wait()
+	}
+}

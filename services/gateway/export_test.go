@@ -1,0 +1,10 @@
+package gateway
+
+// ReplicasForTest reports how many replicas serve a tool version.
+func ReplicasForTest(g *Gateway, id string) int {
+	rt := g.reg.current().routes[id]
+	if rt == nil {
+		return 0
+	}
+	return len(rt.replicas)
+}

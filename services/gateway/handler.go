@@ -1,0 +1,48 @@
+package gateway
+
+import (
+	"net/http"
+	"strings"
+
+	"connectrpc.com/connect"
+	"connectrpc.com/grpcreflect"
+
+	"github.com/toolfleet/toolfleet/gen/toolfleet/v1/toolfleetv1connect"
+)
+
+// connectCompressMinBytes keeps connect-go from gzipping small responses: for a
+// typical tool result compression costs more CPU than the bytes it saves.
+const connectCompressMinBytes = 8 << 10
+
+// Handler returns the gateway's single HTTP handler (serve it with h2c):
+//
+//   - gRPC (HTTP/2, content-type application/grpc*) → grpc-go, with
+//     grpc.health.v1 and server reflection;
+//   - Connect and gRPC-Web → connect-go, with server reflection;
+//   - GET /health, GET /tools, POST /tools/call → the OXP HTTP JSON surface;
+//   - GET /metrics → Prometheus.
+func (g *Gateway) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle(toolfleetv1connect.NewToolGatewayServiceHandler(connectService{g: g},
+		connect.WithCompressMinBytes(connectCompressMinBytes)))
+	reflector := grpcreflect.NewStaticReflector(toolfleetv1connect.ToolGatewayServiceName)
+	mux.Handle(grpcreflect.NewHandlerV1(reflector))
+	mux.Handle(grpcreflect.NewHandlerV1Alpha(reflector))
+	mux.HandleFunc("GET /health", g.httpHealth)
+	mux.HandleFunc("GET /tools", g.httpListTools)
+	mux.HandleFunc("POST /tools/call", g.httpCallTool)
+	mux.Handle("GET /metrics", g.metrics.handler())
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if isGRPC(r) {
+			g.grpc.ServeHTTP(w, r)
+			return
+		}
+		mux.ServeHTTP(w, r)
+	})
+}
+
+// isGRPC reports a request of the gRPC protocol proper (not gRPC-Web).
+func isGRPC(r *http.Request) bool {
+	ct := r.Header.Get("Content-Type")
+	return r.ProtoMajor == 2 && strings.HasPrefix(ct, "application/grpc") && !strings.HasPrefix(ct, "application/grpc-web")
+}

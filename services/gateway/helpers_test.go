@@ -1,0 +1,342 @@
+package gateway_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/golang-jwt/jwt/v5"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/reflection"
+	rpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protodesc"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/reflect/protoregistry"
+	"google.golang.org/protobuf/types/descriptorpb"
+	"google.golang.org/protobuf/types/dynamicpb"
+
+	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
+	"github.com/toolfleet/toolfleet/gen/toolfleet/v1/toolfleetv1connect"
+	calculatorv1 "github.com/toolfleet/toolfleet/gen/tools/calculator/v1"
+	schematestv1 "github.com/toolfleet/toolfleet/gen/tools/schematest/v1"
+	"github.com/toolfleet/toolfleet/sdk/tool"
+	"github.com/toolfleet/toolfleet/services/gateway"
+	"github.com/toolfleet/toolfleet/workers/calculator/calculator"
+)
+
+const testSecret = "test-secret-test-secret-test-secret"
+
+func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// countingCalculator is the bundled calculator with a side-effect counter on Add;
+// an Add with a = slowA takes slowFor, so a repeat can arrive while it runs.
+type countingCalculator struct {
+	*calculator.Service
+	adds atomic.Int64
+}
+
+const (
+	slowA   = 424242
+	slowFor = 700 * time.Millisecond
+)
+
+func (c *countingCalculator) Add(ctx context.Context, req *calculatorv1.AddRequest) (*calculatorv1.AddResponse, error) {
+	c.adds.Add(1)
+	if req.GetA() == slowA {
+		select {
+		case <-time.After(slowFor):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	return c.Service.Add(ctx, req)
+}
+
+// schemaTest serves the SchemaTest toolkit: Types echoes (over its 4096-byte
+// result limit for long strings), Sleep sleeps, Panic panics.
+type schemaTest struct {
+	schematestv1.UnimplementedSchemaTestServiceServer
+}
+
+func (schemaTest) Types(_ context.Context, req *schematestv1.TypesRequest) (*schematestv1.TypesResponse, error) {
+	if req.GetS() == "fail" {
+		return nil, tool.NewError("cannot do that", tool.WithDeveloperMessage("dev detail"))
+	}
+	if req.GetS() == "retry" {
+		return nil, tool.NewError("busy", tool.WithRetry(time.Second))
+	}
+	return &schematestv1.TypesResponse{Echo: req}, nil
+}
+
+func (schemaTest) Sleep(ctx context.Context, req *schematestv1.SleepRequest) (*schematestv1.SleepResponse, error) {
+	select {
+	case <-time.After(req.GetDuration().AsDuration()):
+		return &schematestv1.SleepResponse{Slept: true}, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+func (schemaTest) Panic(ctx context.Context, req *schematestv1.PanicRequest) (*schematestv1.PanicResponse, error) {
+	if req.GetPanic() {
+		panic("boom")
+	}
+	return &schematestv1.PanicResponse{CallId: tool.CallID(ctx)}, nil
+}
+
+// startWorker runs a toolfleet worker on loopback (announcing on natsURL when set)
+// until the test ends, or until the returned stop is called.
+func startWorker(t *testing.T, natsURL string, register func(w *tool.Worker)) (*tool.Worker, func()) {
+	t.Helper()
+	w, err := tool.NewWorker(tool.Config{Name: "test", NATSURL: natsURL, Logger: quiet(),
+		AnnounceInterval: 100 * time.Millisecond, ShutdownTimeout: 2 * time.Second})
+	if err != nil {
+		t.Fatalf("NewWorker: %v", err)
+	}
+	register(w)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	stopped := false
+	stop := func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("worker Run: %v", err)
+			}
+		case <-time.After(20 * time.Second):
+			t.Errorf("worker did not stop")
+		}
+	}
+	t.Cleanup(stop)
+	select {
+	case <-w.Ready():
+	case err := <-done:
+		t.Fatalf("worker Run: %v", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("worker not ready")
+	}
+	return w, stop
+}
+
+func calculatorWorker(t *testing.T, natsURL string) (*countingCalculator, string, func()) {
+	t.Helper()
+	c := &countingCalculator{Service: calculator.New()}
+	w, stop := startWorker(t, natsURL, func(w *tool.Worker) { calculatorv1.RegisterCalculatorServiceServer(w, c) })
+	return c, w.Addr(), stop
+}
+
+func schemaTestWorker(t *testing.T, natsURL string) string {
+	t.Helper()
+	w, _ := startWorker(t, natsURL, func(w *tool.Worker) { schematestv1.RegisterSchemaTestServiceServer(w, schemaTest{}) })
+	return w.Addr()
+}
+
+// plainCalculator serves Calculator at another version as a plain grpc-go server
+// with reflection (any such server can join the fleet). Add answers a+b and
+// counts; kill stops it abruptly, like a crashed process.
+type plainCalculator struct {
+	addr string
+	adds atomic.Int64
+	kill func()
+}
+
+func startPlainCalculator(t *testing.T, major int) *plainCalculator {
+	t.Helper()
+	files, sd := calculatorVersion(t, major)
+	md := sd.Methods().ByName("Add")
+	pc := &plainCalculator{}
+	srv := grpc.NewServer()
+	srv.RegisterService(&grpc.ServiceDesc{
+		ServiceName: string(sd.FullName()),
+		HandlerType: (*any)(nil),
+		Methods: []grpc.MethodDesc{{MethodName: "Add", Handler: func(_ any, _ context.Context, dec func(any) error, _ grpc.UnaryServerInterceptor) (any, error) {
+			in := dynamicpb.NewMessage(md.Input())
+			if err := dec(in); err != nil {
+				return nil, err
+			}
+			pc.adds.Add(1)
+			f := md.Input().Fields()
+			sum := in.Get(f.ByName("a")).Float() + in.Get(f.ByName("b")).Float()
+			out := dynamicpb.NewMessage(md.Output())
+			out.Set(md.Output().Fields().ByName("result"), protoreflect.ValueOfFloat64(sum))
+			return out, nil
+		}}},
+	}, struct{}{})
+	rpb.RegisterServerReflectionServer(srv, reflection.NewServerV1(reflection.ServerOptions{Services: srv, DescriptorResolver: files}))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc.addr = ln.Addr().String()
+	done := make(chan struct{})
+	go func() { defer close(done); _ = srv.Serve(ln) }()
+	var killed atomic.Bool
+	pc.kill = func() {
+		if killed.CompareAndSwap(false, true) {
+			srv.Stop()
+			<-done
+		}
+	}
+	t.Cleanup(pc.kill)
+	return pc
+}
+
+// calculatorVersion rewrites the calculator contract as tools.calculator.v<major>
+// with toolkit version <major>.0.0.
+func calculatorVersion(t *testing.T, major int) (*protoregistry.Files, protoreflect.ServiceDescriptor) {
+	t.Helper()
+	fdp := protodesc.ToFileDescriptorProto(calculatorv1.File_tools_calculator_v1_calculator_proto)
+	v := string(rune('0' + major))
+	fdp.Name = proto.String("tools/calculator/v" + v + "/calculator.proto")
+	fdp.Package = proto.String("tools.calculator.v" + v)
+	svc := fdp.GetService()[0]
+	opts := proto.Clone(svc.GetOptions()).(*descriptorpb.ServiceOptions)
+	tk := proto.GetExtension(opts, toolfleetv1.E_Toolkit).(*toolfleetv1.ToolkitOptions)
+	tk = proto.Clone(tk).(*toolfleetv1.ToolkitOptions)
+	tk.Version = v + ".0.0"
+	proto.SetExtension(opts, toolfleetv1.E_Toolkit, tk)
+	svc.Options = opts
+	fixTypes(fdp, ".tools.calculator.v1.", ".tools.calculator.v"+v+".")
+	fd, err := protodesc.NewFile(fdp, protoregistry.GlobalFiles)
+	if err != nil {
+		t.Fatalf("build v%d contract: %v", major, err)
+	}
+	files := new(protoregistry.Files)
+	var add func(f protoreflect.FileDescriptor)
+	add = func(f protoreflect.FileDescriptor) {
+		if _, err := files.FindFileByPath(f.Path()); err == nil {
+			return
+		}
+		imps := f.Imports()
+		for i := range imps.Len() {
+			add(imps.Get(i).FileDescriptor)
+		}
+		if err := files.RegisterFile(f); err != nil {
+			t.Fatalf("register %s: %v", f.Path(), err)
+		}
+	}
+	add(fd)
+	return files, fd.Services().Get(0)
+}
+
+func fixTypes(fdp *descriptorpb.FileDescriptorProto, from, to string) {
+	for _, s := range fdp.GetService() {
+		for _, m := range s.GetMethod() {
+			m.InputType = proto.String(strings.Replace(m.GetInputType(), from, to, 1))
+			m.OutputType = proto.String(strings.Replace(m.GetOutputType(), from, to, 1))
+		}
+	}
+}
+
+// startGateway runs a gateway on loopback until the test ends.
+func startGateway(t *testing.T, cfg gateway.Config) *gateway.Gateway {
+	t.Helper()
+	if cfg.Listen == "" {
+		cfg.Listen = "127.0.0.1:0"
+	}
+	if !cfg.Auth.Disabled && cfg.Auth.JWKSFile == "" && cfg.Auth.JWKSURL == "" && cfg.Auth.HS256Secret == nil {
+		cfg.Auth.HS256Secret = []byte(testSecret)
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = quiet()
+	}
+	g, err := gateway.New(t.Context(), cfg)
+	if err != nil {
+		t.Fatalf("gateway.New: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- g.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("gateway Run: %v", err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Errorf("gateway did not stop")
+		}
+	})
+	select {
+	case <-g.Ready():
+	case err := <-done:
+		t.Fatalf("gateway Run: %v", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("gateway not ready")
+	}
+	return g
+}
+
+// waitFor polls cond until it holds, failing the test after 20s.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// waitTool waits until the gateway serves toolID (resolution rules apply).
+func waitTool(t *testing.T, g *gateway.Gateway, toolID string) {
+	t.Helper()
+	waitFor(t, toolID, func() bool {
+		_, err := g.GetTool(&toolfleetv1.GetToolRequest{ToolId: toolID})
+		return err == nil
+	})
+}
+
+// token mints an HS256 token with the given scopes, valid for a minute.
+func token(t *testing.T, scopes ...string) string {
+	t.Helper()
+	return signHS(t, jwt.MapClaims{"sub": "tester", "scope": strings.Join(scopes, " "), "exp": time.Now().Add(time.Minute).Unix()})
+}
+
+func signHS(t *testing.T, claims jwt.MapClaims) string {
+	t.Helper()
+	s, err := jwt.NewWithClaims(jwt.SigningMethodHS256, claims).SignedString([]byte(testSecret))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func grpcClient(t *testing.T, addr string) toolfleetv1.ToolGatewayServiceClient {
+	t.Helper()
+	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cc.Close() })
+	return toolfleetv1.NewToolGatewayServiceClient(cc)
+}
+
+// h2c is an HTTP client speaking HTTP/2 without TLS (needed for gRPC-Web streaming
+// and to check the gRPC routing).
+func h2c() *http.Client {
+	tr := &http.Transport{Protocols: new(http.Protocols)}
+	tr.Protocols.SetUnencryptedHTTP2(true)
+	return &http.Client{Transport: tr}
+}
+
+func connectClient(addr string, opts ...connect.ClientOption) toolfleetv1connect.ToolGatewayServiceClient {
+	return toolfleetv1connect.NewToolGatewayServiceClient(http.DefaultClient, "http://"+addr, append([]connect.ClientOption{connect.WithProtoJSON()}, opts...)...)
+}

@@ -1,0 +1,164 @@
+package gateway
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/proto"
+
+	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
+)
+
+// idempotency makes call_id an idempotency key across gateway replicas with a
+// NATS KV bucket: an empty value is a lock held by the replica running the call
+// (with a per-key TTL, so a crashed replica's lock expires), a non-empty value is
+// the finished response (kept for the bucket's TTL).
+type idempotency struct {
+	log    *slog.Logger
+	js     jetstream.JetStream
+	kv     jetstream.KeyValue
+	bucket string
+}
+
+const lockMargin = 10 * time.Second
+
+func newIdempotency(ctx context.Context, log *slog.Logger, js jetstream.JetStream, bucket string, ttl time.Duration, storage jetstream.StorageType) (*idempotency, error) {
+	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket:         bucket,
+		Description:    "toolfleet gateway: finished calls by call_id",
+		TTL:            ttl,
+		History:        1,
+		Storage:        storage,
+		LimitMarkerTTL: time.Minute,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("gateway: idempotency bucket %s: %w", bucket, err)
+	}
+	return &idempotency{log: log, js: js, kv: kv, bucket: bucket}, nil
+}
+
+// claim is the outcome of acquire.
+type claim struct {
+	// stored is set when the call already finished: return it without running.
+	stored *toolfleetv1.CallToolResponse
+	owned  bool
+	key    string
+}
+
+// keyOf maps any call id onto the KV key alphabet.
+func keyOf(callID string) string {
+	h := sha256.Sum256([]byte(callID))
+	return base64.RawURLEncoding.EncodeToString(h[:])
+}
+
+// acquire takes the lock for callID or returns the stored response; a call in
+// flight elsewhere is waited for. When NATS cannot answer the call runs without
+// idempotency (logged): a call never fails because NATS is away.
+func (i *idempotency) acquire(ctx context.Context, callID string, lockTTL time.Duration) (claim, *CallError) {
+	if i == nil {
+		return claim{}, nil
+	}
+	key := keyOf(callID)
+	for {
+		_, err := i.kv.Create(ctx, key, nil, jetstream.KeyTTL(lockTTL+lockMargin))
+		if err == nil {
+			return claim{owned: true, key: key}, nil
+		}
+		if !errors.Is(err, jetstream.ErrKeyExists) {
+			return i.degrade(ctx, err)
+		}
+		entry, err := i.kv.Get(ctx, key)
+		switch {
+		case errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted):
+			continue // released in between: try again
+		case err != nil:
+			return i.degrade(ctx, err)
+		case len(entry.Value()) > 0:
+			return i.decode(entry.Value())
+		}
+		done, ce := i.wait(ctx, key)
+		if ce != nil || done.stored != nil {
+			return done, ce
+		}
+		// The holder released without a result (a retryable failure): run it here.
+	}
+}
+
+// wait watches key until the holder stores a result or lets go.
+func (i *idempotency) wait(ctx context.Context, key string) (claim, *CallError) {
+	w, err := i.kv.Watch(ctx, key)
+	if err != nil {
+		return i.degrade(ctx, err)
+	}
+	defer func() { _ = w.Stop() }()
+	for {
+		select {
+		case <-ctx.Done():
+			return claim{}, serverError(codes.DeadlineExceeded, ErrDeadline, ctx.Err().Error(),
+				"the earlier call with this call_id was still running when the deadline passed")
+		case e, ok := <-w.Updates():
+			if !ok {
+				return claim{}, nil
+			}
+			if e == nil {
+				continue // end of the initial values
+			}
+			if e.Operation() != jetstream.KeyValuePut {
+				return claim{}, nil
+			}
+			if len(e.Value()) > 0 {
+				return i.decode(e.Value())
+			}
+		}
+	}
+}
+
+func (i *idempotency) decode(b []byte) (claim, *CallError) {
+	var r toolfleetv1.CallToolResponse
+	if err := proto.Unmarshal(b, &r); err != nil {
+		return claim{}, serverError(codes.Internal, err, err.Error(), "the stored result of this call_id is unreadable")
+	}
+	return claim{stored: &r}, nil
+}
+
+func (i *idempotency) degrade(ctx context.Context, err error) (claim, *CallError) {
+	if ctx.Err() != nil {
+		return claim{}, serverError(codes.DeadlineExceeded, ErrDeadline, ctx.Err().Error(), "the deadline passed before the call started")
+	}
+	i.log.Warn("idempotency store unavailable; running the call without it", "error", err)
+	return claim{}, nil
+}
+
+// finish stores resp under the claim (published asynchronously: waiters see it
+// as soon as it lands) or, when it must not be stored, lets the lock go.
+func (i *idempotency) finish(c claim, resp *toolfleetv1.CallToolResponse, store bool) {
+	if i == nil || !c.owned {
+		return
+	}
+	subject := "$KV." + i.bucket + "." + c.key
+	if !store {
+		// A delete marker lets waiters run the call themselves.
+		msg := nats.NewMsg(subject)
+		msg.Header.Set("KV-Operation", "DEL")
+		if _, err := i.js.PublishMsgAsync(msg); err != nil {
+			i.log.Warn("idempotency lock not released; it expires by itself", "error", err)
+		}
+		return
+	}
+	b, err := proto.Marshal(resp)
+	if err != nil {
+		i.log.Error("encode result for the idempotency store", "error", err)
+		return
+	}
+	if _, err := i.js.PublishAsync(subject, b); err != nil {
+		i.log.Warn("result not stored for idempotency", "call_id", resp.GetCallId(), "error", err)
+	}
+}

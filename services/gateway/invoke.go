@@ -1,0 +1,146 @@
+package gateway
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/dynamicpb"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
+	"github.com/toolfleet/toolfleet/sdk/tool"
+)
+
+// resultJSON renders results with zero values, so a model sees "result": 0.
+var resultJSON = protojson.MarshalOptions{EmitUnpopulated: true}
+
+// invoke calls the tool on one replica, falling back to the next replica when
+// the first could not be reached and a retry is safe.
+func (g *Gateway) invoke(ctx context.Context, rt *route, in proto.Message, callID, traceID string) (proto.Message, error) {
+	timeout := rt.def.GetRequirements().GetTimeout().AsDuration()
+	if timeout <= 0 {
+		timeout = g.cfg.DefaultTimeout
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout) // capped by the caller's deadline
+	defer cancel()
+	ctx = tool.OutgoingCallContext(ctx, callID, traceParent(traceID))
+	hints := rt.def.GetHints()
+	var err error
+	for i, w := range rt.pick() {
+		wasReady := w.conn.GetState() == connectivity.Ready
+		out := dynamicpb.NewMessage(rt.method.Output())
+		err = w.conn.Invoke(ctx, rt.def.GetGrpcMethod(), in, out)
+		if err == nil {
+			return out, nil
+		}
+		// Unavailable on a connection that was not up means the request never left;
+		// for read-only or idempotent tools a second delivery is harmless anyway.
+		retry := status.Code(err) == codes.Unavailable && (!wasReady || hints.GetReadOnly() || hints.GetIdempotent())
+		if !retry || ctx.Err() != nil {
+			break
+		}
+		g.log.Warn("replica unreachable; trying the next", "tool", rt.def.GetId(), "addr", w.addr, "attempt", i+1, "error", err)
+	}
+	return nil, err
+}
+
+// mapResult turns the worker's answer into a response (value or execution error)
+// or a CallError (validation, or a server error when the worker was unreachable
+// or too slow).
+func (g *Gateway) mapResult(ctx context.Context, rt *route, out proto.Message, err error, resp *toolfleetv1.CallToolResponse) *CallError {
+	if err == nil {
+		b, merr := resultJSON.Marshal(out)
+		if merr != nil {
+			return serverError(codes.Internal, merr, merr.Error(), "the gateway could not encode the result of %s", rt.def.GetId())
+		}
+		if limit := g.resultLimit(rt); int64(len(b)) > limit {
+			setToolError(resp, &toolfleetv1.ToolError{
+				Message: fmt.Sprintf("the result of %s is %d bytes, over its limit of %d bytes; ask for less (narrow the input or page through the results)",
+					rt.def.GetId(), len(b), limit),
+			})
+			return nil
+		}
+		v := &structpb.Value{}
+		if uerr := protojson.Unmarshal(b, v); uerr != nil {
+			return serverError(codes.Internal, uerr, uerr.Error(), "the gateway could not encode the result of %s", rt.def.GetId())
+		}
+		resp.Success = true
+		resp.Outcome = &toolfleetv1.CallToolResponse_Value{Value: v}
+		return nil
+	}
+	if te, ok := tool.AsToolError(err); ok {
+		setToolError(resp, te)
+		return nil
+	}
+	if ve, ok := tool.AsValidationError(err); ok {
+		return validationError(ve)
+	}
+	st := status.Convert(err)
+	id := rt.def.GetId()
+	switch st.Code() {
+	case codes.DeadlineExceeded:
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return serverError(codes.DeadlineExceeded, ErrDeadline, st.Message(), "the caller's deadline passed before %s answered", id)
+		}
+		return serverError(codes.DeadlineExceeded, ErrDeadline, st.Message(), "%s did not answer within its timeout", id)
+	case codes.Canceled:
+		return serverError(codes.Canceled, ctx.Err(), st.Message(), "the call to %s was cancelled", id)
+	case codes.Unavailable:
+		return serverError(codes.Unavailable, ErrWorkerUnavailable, st.Message(), "no worker serving %s could be reached; try again later", id)
+	case codes.Unimplemented, codes.ResourceExhausted:
+		return serverError(st.Code(), ErrWorkerUnavailable, st.Message(), "the worker serving %s could not take the call", id)
+	case codes.Internal, codes.Unknown, codes.DataLoss:
+		// The tool ran and failed without saying why (e.g. a recovered panic).
+		setToolError(resp, &toolfleetv1.ToolError{Message: fmt.Sprintf("%s failed unexpectedly", id), DeveloperMessage: st.Message()})
+		return nil
+	default:
+		// Any other status from a plain gRPC service is the tool's own answer.
+		setToolError(resp, &toolfleetv1.ToolError{Message: st.Message(), CanRetry: st.Code() == codes.Aborted,
+			DeveloperMessage: "gRPC status " + st.Code().String()})
+		return nil
+	}
+}
+
+func setToolError(resp *toolfleetv1.CallToolResponse, te *toolfleetv1.ToolError) {
+	resp.Success = false
+	resp.Outcome = &toolfleetv1.CallToolResponse_Error{Error: te}
+}
+
+func (g *Gateway) resultLimit(rt *route) int64 {
+	if n := rt.def.GetRequirements().GetMaxResultBytes(); n > 0 {
+		return n
+	}
+	return g.cfg.MaxResultBytes
+}
+
+// traceParent builds a W3C traceparent from a caller's trace id ("" when invalid).
+func traceParent(traceID string) string {
+	if len(traceID) != 32 {
+		return ""
+	}
+	if _, err := hex.DecodeString(traceID); err != nil {
+		return ""
+	}
+	var span [8]byte
+	_, _ = rand.Read(span[:])
+	return "00-" + traceID + "-" + hex.EncodeToString(span[:]) + "-01"
+}
+
+// newID returns a random 128-bit id in hex (call ids and event ids).
+func newID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// sinceDuration is a small helper for response durations.
+func sinceDuration(start time.Time) time.Duration { return time.Since(start) }

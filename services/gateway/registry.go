@@ -1,0 +1,278 @@
+package gateway
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/connectivity"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/reflect/protoreflect"
+
+	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
+	"github.com/toolfleet/toolfleet/sdk/tool/contract"
+)
+
+// worker is one reachable worker process (a replica).
+type worker struct {
+	addr   string
+	id     string
+	static bool
+	conn   *grpc.ClientConn
+	// Set once the contracts are loaded; a worker without them serves nothing yet.
+	contracts *contract.Contracts
+	defs      []*toolfleetv1.ToolDefinition
+	// expires is when an announced worker is dropped unless it announces again.
+	expires time.Time
+	ttl     time.Duration
+}
+
+// route is one served tool version and the replicas that serve it.
+type route struct {
+	def      *toolfleetv1.ToolDefinition
+	method   protoreflect.MethodDescriptor
+	replicas []*worker
+	next     atomic.Uint64
+}
+
+// snapshot is an immutable view of the registry, rebuilt on every change.
+type snapshot struct {
+	routes map[string]*route // by id "Toolkit.Tool@x.y.z"
+	defs   []*toolfleetv1.ToolDefinition
+	// byName holds every version of "Toolkit.Tool".
+	byName map[string][]*toolfleetv1.ToolDefinition
+	index  *searchIndex
+}
+
+// registry tracks workers and the tools they serve.
+type registry struct {
+	log      *slog.Logger
+	dialOpts []grpc.DialOption
+	fetchTO  time.Duration
+
+	mu      sync.Mutex
+	workers map[string]*worker // by address
+	loading map[string]bool
+	// graceUntil delays expiry after NATS comes back, so workers can re-announce.
+	graceUntil time.Time
+	natsUp     func() bool
+
+	snap atomic.Pointer[snapshot]
+	quit chan struct{}
+	wg   sync.WaitGroup
+	// changed is signalled (non-blocking) after every rebuild; tests wait on it.
+	changed chan struct{}
+}
+
+func newRegistry(log *slog.Logger, fetchTimeout time.Duration) *registry {
+	r := &registry{
+		log:      log,
+		fetchTO:  fetchTimeout,
+		workers:  map[string]*worker{},
+		loading:  map[string]bool{},
+		natsUp:   func() bool { return true },
+		changed:  make(chan struct{}, 1),
+		quit:     make(chan struct{}),
+		dialOpts: []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())},
+	}
+	r.snap.Store(buildSnapshot(nil))
+	return r
+}
+
+// current returns the registry's present view.
+func (r *registry) current() *snapshot { return r.snap.Load() }
+
+// add registers a worker at addr (static, or announced with a ttl) and loads its
+// contracts in the background. A known address only has its lease renewed.
+func (r *registry) add(ctx context.Context, addr, id string, static bool, ttl time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if w, ok := r.workers[addr]; ok {
+		w.expires, w.ttl = time.Now().Add(ttl), ttl
+		w.static = w.static || static
+		return
+	}
+	if r.loading[addr] {
+		return
+	}
+	r.loading[addr] = true
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		w, err := r.load(ctx, addr, id, static, ttl)
+		r.mu.Lock()
+		delete(r.loading, addr)
+		if err != nil {
+			r.mu.Unlock()
+			r.log.Warn("worker contracts not loaded; will retry on its next announcement", "addr", addr, "error", err)
+			return
+		}
+		if ctx.Err() != nil {
+			r.mu.Unlock()
+			_ = w.conn.Close()
+			return
+		}
+		r.workers[addr] = w
+		r.rebuildLocked()
+		r.mu.Unlock()
+		r.log.Info("worker joined", "addr", addr, "id", id, "tools", len(w.defs), "static", static)
+	}()
+}
+
+// load dials a worker and loads its contracts by reflection.
+func (r *registry) load(ctx context.Context, addr, id string, static bool, ttl time.Duration) (*worker, error) {
+	conn, err := grpc.NewClient(addr, r.dialOpts...)
+	if err != nil {
+		return nil, fmt.Errorf("dial %s: %w", addr, err)
+	}
+	fctx, cancel := context.WithTimeout(ctx, r.fetchTO)
+	defer cancel()
+	c, err := contract.Fetch(fctx, conn)
+	if err != nil {
+		_ = conn.Close()
+		return nil, fmt.Errorf("worker %s: %w", addr, err)
+	}
+	defs, err := c.Definitions()
+	if err != nil {
+		_ = conn.Close()
+		return nil, fmt.Errorf("worker %s: %w", addr, err)
+	}
+	return &worker{addr: addr, id: id, static: static, conn: conn, contracts: c, defs: defs,
+		expires: time.Now().Add(ttl), ttl: ttl}, nil
+}
+
+// remove drops an announced worker (static workers stay).
+func (r *registry) remove(addr string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	w, ok := r.workers[addr]
+	if !ok || w.static {
+		return
+	}
+	r.dropLocked(w, "stopped serving")
+}
+
+func (r *registry) dropLocked(w *worker, why string) {
+	delete(r.workers, w.addr)
+	r.rebuildLocked()
+	// Close later: calls that picked this conn a moment ago may still be running.
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		t := time.NewTimer(30 * time.Second)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-r.quit:
+		}
+		_ = w.conn.Close()
+	}()
+	r.log.Info("worker left", "addr", w.addr, "id", w.id, "why", why)
+}
+
+// expire drops announced workers whose lease ran out. While NATS is away nothing
+// expires (the last known registry is kept); after it returns, workers get one
+// ttl to announce again.
+func (r *registry) expire(now time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.natsUp() {
+		r.graceUntil = time.Time{}
+		return
+	}
+	if r.graceUntil.IsZero() {
+		r.graceUntil = now
+		for _, w := range r.workers {
+			if !w.static && w.expires.Before(now.Add(w.ttl)) {
+				w.expires = now.Add(w.ttl)
+			}
+		}
+	}
+	for _, w := range r.workers {
+		if !w.static && now.After(w.expires) {
+			r.dropLocked(w, "announcements stopped")
+		}
+	}
+}
+
+// markNATSDown resets the grace logic so that expiry restarts after reconnection.
+func (r *registry) markNATSDown() {
+	r.mu.Lock()
+	r.graceUntil = time.Time{}
+	r.mu.Unlock()
+}
+
+func (r *registry) rebuildLocked() {
+	ws := make([]*worker, 0, len(r.workers))
+	for _, w := range r.workers {
+		ws = append(ws, w)
+	}
+	slices.SortFunc(ws, func(a, b *worker) int { return cmp.Compare(a.addr, b.addr) })
+	r.snap.Store(buildSnapshot(ws))
+	select {
+	case r.changed <- struct{}{}:
+	default:
+	}
+}
+
+func buildSnapshot(ws []*worker) *snapshot {
+	s := &snapshot{routes: map[string]*route{}, byName: map[string][]*toolfleetv1.ToolDefinition{}}
+	for _, w := range ws {
+		for _, d := range w.defs {
+			rt, ok := s.routes[d.GetId()]
+			if !ok {
+				md, found := w.contracts.Method(d.GetGrpcMethod())
+				if !found {
+					continue
+				}
+				rt = &route{def: d, method: md}
+				s.routes[d.GetId()] = rt
+				s.defs = append(s.defs, d)
+				name := d.GetToolkit() + "." + d.GetName()
+				s.byName[name] = append(s.byName[name], d)
+			}
+			rt.replicas = append(rt.replicas, w)
+		}
+	}
+	slices.SortFunc(s.defs, func(a, b *toolfleetv1.ToolDefinition) int { return cmp.Compare(a.GetId(), b.GetId()) })
+	s.index = newSearchIndex(s.defs)
+	return s
+}
+
+// pick returns replicas in round-robin order, ready ones first, so a caller can
+// fall back to the next one.
+func (rt *route) pick() []*worker {
+	n := len(rt.replicas)
+	start := int(rt.next.Add(1) % uint64(n))
+	out := make([]*worker, 0, n)
+	var down []*worker
+	for i := range n {
+		w := rt.replicas[(start+i)%n]
+		switch w.conn.GetState() {
+		case connectivity.TransientFailure, connectivity.Shutdown:
+			down = append(down, w)
+		default:
+			out = append(out, w)
+		}
+	}
+	return append(out, down...)
+}
+
+// close stops background work and closes every connection.
+func (r *registry) close() {
+	close(r.quit)
+	r.wg.Wait()
+	r.mu.Lock()
+	ws := r.workers
+	r.workers = map[string]*worker{}
+	r.mu.Unlock()
+	for _, w := range ws {
+		_ = w.conn.Close()
+	}
+}

@@ -1,0 +1,86 @@
+package gateway
+
+import (
+	"cmp"
+	"errors"
+	"slices"
+	"strings"
+
+	"google.golang.org/grpc/codes"
+
+	"github.com/toolfleet/toolfleet/sdk/tool/contract"
+)
+
+// resolve finds the route for a tool id: "Toolkit.Tool@x.y.z", "Toolkit.Tool@x"
+// (= x.0.0), "Toolkit.Tool" (latest served) or the model-facing "Toolkit_Tool".
+func (s *snapshot) resolve(toolID string) (*route, *CallError) {
+	ref, err := contract.ParseToolRef(toolID)
+	if err != nil {
+		return nil, serverError(codes.NotFound, ErrUnknownTool, err.Error(),
+			"unknown tool %q: want Toolkit.Tool[@version]%s", toolID, s.suggest(toolID))
+	}
+	def, err := contract.Resolve(ref, s.byName[ref.Toolkit+"."+ref.Tool])
+	if err != nil {
+		if errors.Is(err, contract.ErrVersionNotFound) {
+			var vs []string
+			for _, d := range s.byName[ref.Toolkit+"."+ref.Tool] {
+				vs = append(vs, d.GetVersion())
+			}
+			slices.Sort(vs)
+			return nil, serverError(codes.NotFound, ErrUnknownTool, err.Error(),
+				"%s is not served in version %s; served versions: %s", ref.Toolkit+"."+ref.Tool, ref.Version, strings.Join(vs, ", "))
+		}
+		return nil, serverError(codes.NotFound, ErrUnknownTool, err.Error(),
+			"unknown tool %q%s", toolID, s.suggest(toolID))
+	}
+	return s.routes[def.GetId()], nil
+}
+
+// suggest names the closest existing tools, e.g. "; did you mean Calculator.Add?".
+func (s *snapshot) suggest(toolID string) string {
+	name, _, _ := strings.Cut(toolID, "@")
+	name = strings.ToLower(name)
+	type cand struct {
+		name string
+		dist int
+	}
+	var cs []cand
+	for n, defs := range s.byName {
+		d := min(editDistance(name, strings.ToLower(n)), editDistance(name, strings.ToLower(defs[0].GetModelName())))
+		// Substring matches ("add" in "Calculator.Add") count as close.
+		if strings.Contains(strings.ToLower(n), name) || strings.Contains(name, strings.ToLower(defs[0].GetName())) {
+			d = min(d, 2)
+		}
+		cs = append(cs, cand{n, d})
+	}
+	if len(cs) == 0 {
+		return "; no tools are served right now"
+	}
+	slices.SortFunc(cs, func(a, b cand) int { return cmp.Or(cmp.Compare(a.dist, b.dist), cmp.Compare(a.name, b.name)) })
+	var names []string
+	for _, c := range cs[:min(3, len(cs))] {
+		names = append(names, c.name)
+	}
+	return "; closest tools: " + strings.Join(names, ", ")
+}
+
+// editDistance is the Levenshtein distance of a and b.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}

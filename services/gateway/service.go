@@ -1,0 +1,131 @@
+package gateway
+
+import (
+	"context"
+
+	"connectrpc.com/connect"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/reflection"
+
+	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
+	"github.com/toolfleet/toolfleet/gen/toolfleet/v1/toolfleetv1connect"
+)
+
+// grpcService serves ToolGatewayService with grpc-go (the fast path for the
+// gRPC protocol).
+type grpcService struct {
+	toolfleetv1.UnimplementedToolGatewayServiceServer
+	g *Gateway
+}
+
+// connectService serves ToolGatewayService with connect-go (Connect, gRPC-Web).
+type connectService struct{ g *Gateway }
+
+var _ toolfleetv1connect.ToolGatewayServiceHandler = connectService{}
+
+func (g *Gateway) newGRPCServer() *grpc.Server {
+	s := grpc.NewServer()
+	toolfleetv1.RegisterToolGatewayServiceServer(s, grpcService{g: g})
+	hs := health.NewServer()
+	hs.SetServingStatus(toolfleetv1.ToolGatewayService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+	healthpb.RegisterHealthServer(s, hs)
+	reflection.Register(s)
+	return s
+}
+
+func bearerFromMD(ctx context.Context) string {
+	if v := metadata.ValueFromIncomingContext(ctx, "authorization"); len(v) > 0 {
+		return v[0]
+	}
+	return ""
+}
+
+// grpcErr renders pipeline errors as gRPC statuses (a CallError carries its detail).
+func grpcErr(err error) error {
+	if err == nil {
+		return nil
+	}
+	return asCallError(err).GRPCStatus().Err()
+}
+
+// connectErr renders pipeline errors as connect errors.
+func connectErr(err error) error {
+	if err == nil {
+		return nil
+	}
+	return asCallError(err).ConnectError()
+}
+
+// authenticated authenticates a call, then runs it.
+func (g *Gateway) authenticated(ctx context.Context, header string, req *toolfleetv1.CallToolRequest) (*toolfleetv1.CallToolResponse, error) {
+	p, ce := g.auth.authenticate(ctx, header)
+	if ce != nil {
+		ce.CallID = req.GetCallId()
+		g.metrics.calls.WithLabelValues("unknown", KindServer).Inc()
+		return nil, ce
+	}
+	return g.Call(ctx, p, req)
+}
+
+func (g *Gateway) callMany(ctx context.Context, header string, req *toolfleetv1.CallToolsRequest) (*toolfleetv1.CallToolsResponse, error) {
+	p, ce := g.auth.authenticate(ctx, header)
+	if ce != nil {
+		return nil, ce
+	}
+	return &toolfleetv1.CallToolsResponse{Outcomes: g.CallMany(ctx, p, req.GetCalls())}, nil
+}
+
+func (s grpcService) ListTools(_ context.Context, req *toolfleetv1.ListToolsRequest) (*toolfleetv1.ListToolsResponse, error) {
+	resp, err := s.g.ListTools(req)
+	return resp, grpcErr(err)
+}
+
+func (s grpcService) GetTool(_ context.Context, req *toolfleetv1.GetToolRequest) (*toolfleetv1.GetToolResponse, error) {
+	resp, err := s.g.GetTool(req)
+	return resp, grpcErr(err)
+}
+
+func (s grpcService) SearchTools(_ context.Context, req *toolfleetv1.SearchToolsRequest) (*toolfleetv1.SearchToolsResponse, error) {
+	resp, err := s.g.SearchTools(req)
+	return resp, grpcErr(err)
+}
+
+func (s grpcService) CallTool(ctx context.Context, req *toolfleetv1.CallToolRequest) (*toolfleetv1.CallToolResponse, error) {
+	resp, err := s.g.authenticated(ctx, bearerFromMD(ctx), req)
+	return resp, grpcErr(err)
+}
+
+func (s grpcService) CallTools(ctx context.Context, req *toolfleetv1.CallToolsRequest) (*toolfleetv1.CallToolsResponse, error) {
+	resp, err := s.g.callMany(ctx, bearerFromMD(ctx), req)
+	return resp, grpcErr(err)
+}
+
+func (s connectService) ListTools(_ context.Context, req *connect.Request[toolfleetv1.ListToolsRequest]) (*connect.Response[toolfleetv1.ListToolsResponse], error) {
+	return wrap(s.g.ListTools(req.Msg))
+}
+
+func (s connectService) GetTool(_ context.Context, req *connect.Request[toolfleetv1.GetToolRequest]) (*connect.Response[toolfleetv1.GetToolResponse], error) {
+	return wrap(s.g.GetTool(req.Msg))
+}
+
+func (s connectService) SearchTools(_ context.Context, req *connect.Request[toolfleetv1.SearchToolsRequest]) (*connect.Response[toolfleetv1.SearchToolsResponse], error) {
+	return wrap(s.g.SearchTools(req.Msg))
+}
+
+func (s connectService) CallTool(ctx context.Context, req *connect.Request[toolfleetv1.CallToolRequest]) (*connect.Response[toolfleetv1.CallToolResponse], error) {
+	return wrap(s.g.authenticated(ctx, req.Header().Get("Authorization"), req.Msg))
+}
+
+func (s connectService) CallTools(ctx context.Context, req *connect.Request[toolfleetv1.CallToolsRequest]) (*connect.Response[toolfleetv1.CallToolsResponse], error) {
+	return wrap(s.g.callMany(ctx, req.Header().Get("Authorization"), req.Msg))
+}
+
+func wrap[T any](msg *T, err error) (*connect.Response[T], error) {
+	if err != nil {
+		return nil, connectErr(err)
+	}
+	return connect.NewResponse(msg), nil
+}
