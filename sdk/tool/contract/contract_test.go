@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	testgrpc "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/reflection"
+	rpbalpha "google.golang.org/grpc/reflection/grpc_reflection_v1alpha"
 	"google.golang.org/protobuf/encoding/prototext"
 	"google.golang.org/protobuf/proto"
 
@@ -213,6 +214,43 @@ func TestFetchMatchesLinked(t *testing.T) {
 		if !proto.Equal(d, want[d.GetId()]) {
 			t.Fatalf("%s differs:\nfetched %v\nlinked  %v", d.GetId(), d, want[d.GetId()])
 		}
+	}
+}
+
+// TestFetchV1Alpha reads contracts from a server that only has the older
+// v1alpha reflection service.
+func TestFetchV1Alpha(t *testing.T) {
+	t.Parallel()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := grpc.NewServer()
+	calculatorv1.RegisterCalculatorServiceServer(s, calculatorv1.UnimplementedCalculatorServiceServer{})
+	rpbalpha.RegisterServerReflectionServer(s, reflection.NewServer(reflection.ServerOptions{Services: s}))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = s.Serve(lis)
+	}()
+	t.Cleanup(func() {
+		s.Stop()
+		<-done
+	})
+	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	c, err := contract.Fetch(ctx, conn)
+	if err != nil {
+		t.Fatalf("Fetch: %v", err)
+	}
+	defs, err := c.Definitions()
+	if err != nil || len(defs) != 5 {
+		t.Fatalf("definitions: %d, %v", len(defs), err)
 	}
 }
 
