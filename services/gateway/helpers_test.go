@@ -155,9 +155,9 @@ type plainCalculator struct {
 	kill func()
 }
 
-func startPlainCalculator(t *testing.T, major int) *plainCalculator {
+func startPlainCalculator(t *testing.T, major int, opts ...func(*toolfleetv1.ToolOptions)) *plainCalculator {
 	t.Helper()
-	files, sd := calculatorVersion(t, major)
+	files, sd := calculatorVersion(t, major, opts...)
 	md := sd.Methods().ByName("Add")
 	pc := &plainCalculator{}
 	srv := grpc.NewServer()
@@ -196,9 +196,14 @@ func startPlainCalculator(t *testing.T, major int) *plainCalculator {
 	return pc
 }
 
+// withMaxResultBytes sets every tool's result limit.
+func withMaxResultBytes(n int64) func(*toolfleetv1.ToolOptions) {
+	return func(o *toolfleetv1.ToolOptions) { o.MaxResultBytes = n }
+}
+
 // calculatorVersion rewrites the calculator contract as tools.calculator.v<major>
 // with toolkit version <major>.0.0.
-func calculatorVersion(t *testing.T, major int) (*protoregistry.Files, protoreflect.ServiceDescriptor) {
+func calculatorVersion(t *testing.T, major int, toolOpts ...func(*toolfleetv1.ToolOptions)) (*protoregistry.Files, protoreflect.ServiceDescriptor) {
 	t.Helper()
 	fdp := protodesc.ToFileDescriptorProto(calculatorv1.File_tools_calculator_v1_calculator_proto)
 	v := string(rune('0' + major))
@@ -211,6 +216,15 @@ func calculatorVersion(t *testing.T, major int) (*protoregistry.Files, protorefl
 	tk.Version = v + ".0.0"
 	proto.SetExtension(opts, toolfleetv1.E_Toolkit, tk)
 	svc.Options = opts
+	for _, m := range svc.GetMethod() {
+		mo := proto.Clone(m.GetOptions()).(*descriptorpb.MethodOptions)
+		to := proto.Clone(proto.GetExtension(mo, toolfleetv1.E_Tool).(*toolfleetv1.ToolOptions)).(*toolfleetv1.ToolOptions)
+		for _, o := range toolOpts {
+			o(to)
+		}
+		proto.SetExtension(mo, toolfleetv1.E_Tool, to)
+		m.Options = mo
+	}
 	fixTypes(fdp, ".tools.calculator.v1.", ".tools.calculator.v"+v+".")
 	fd, err := protodesc.NewFile(fdp, protoregistry.GlobalFiles)
 	if err != nil {
