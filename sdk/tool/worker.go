@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"buf.build/go/protovalidate"
+	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
+	"go.opentelemetry.io/otel/propagation"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -153,6 +155,11 @@ func NewWorker(cfg Config) (*Worker, error) {
 		policies: &policies{byMethod: map[string]policy{}},
 	}
 	opts := []grpc.ServerOption{
+		// OpenTelemetry: W3C trace context from the caller becomes the parent of the
+		// call's span (recorded by the global TracerProvider, a no-op unless the
+		// process configures one), so tools that call on propagate the trace.
+		grpc.StatsHandler(otelgrpc.NewServerHandler(otelgrpc.WithPropagators(
+			propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})))),
 		grpc.ChainUnaryInterceptor(
 			observeInterceptor(w.log, cfg.Metrics),
 			recoverInterceptor(w.log),

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -66,8 +67,9 @@ func (testService) Types(ctx context.Context, req *schematestv1.TypesRequest) (*
 }
 
 type recorded struct {
-	info tool.CallInfo
-	err  error
+	info    tool.CallInfo
+	err     error
+	traceID string // of the OpenTelemetry span context the call ran in
 }
 
 // startWorker serves the test toolkit on loopback until the test ends and returns
@@ -77,10 +79,14 @@ func startWorker(t *testing.T, cfg tool.Config) (*grpc.ClientConn, *tool.Worker,
 	var mu sync.Mutex
 	var calls []recorded
 	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	cfg.Metrics = func(_ context.Context, info tool.CallInfo, _ time.Duration, err error) {
+	cfg.Metrics = func(ctx context.Context, info tool.CallInfo, _ time.Duration, err error) {
 		mu.Lock()
 		defer mu.Unlock()
-		calls = append(calls, recorded{info, err})
+		var tid string
+		if sc := trace.SpanContextFromContext(ctx); sc.HasTraceID() {
+			tid = sc.TraceID().String()
+		}
+		calls = append(calls, recorded{info, err, tid})
 	}
 	w, err := tool.NewWorker(cfg)
 	if err != nil {
@@ -277,8 +283,13 @@ func TestWorkerReceivesCallMetadata(t *testing.T) {
 	if resp.GetCallId() != "call-123" || resp.GetTraceParent() != tp {
 		t.Fatalf("tool saw call_id=%q traceparent=%q", resp.GetCallId(), resp.GetTraceParent())
 	}
-	if got := calls(); len(got) != 1 || got[0].info.CallID != "call-123" || got[0].info.TraceParent != tp {
+	got := calls()
+	if len(got) != 1 || got[0].info.CallID != "call-123" || got[0].info.TraceParent != tp {
 		t.Fatalf("metrics hook saw %+v", got)
+	}
+	// The caller's trace is the parent of the call's OpenTelemetry context.
+	if got[0].traceID != "4bf92f3577b34da6a3ce929d0e0e4736" {
+		t.Fatalf("span context trace id = %q", got[0].traceID)
 	}
 }
 
