@@ -5,8 +5,9 @@
 // generated service registrations with everything the fleet expects of a worker:
 // gRPC server reflection (the gateway loads contracts through it), grpc.health.v1,
 // protovalidate checks of every request before the handler runs, panic recovery,
-// call metadata (call id, W3C trace context), a metrics hook, slog logging, graceful
-// stop and, when a NATS URL is configured, heartbeats on toolfleet.registry.announce.
+// the contract's timeout and result-size limit, call metadata (call id, W3C trace
+// context, OpenTelemetry parent span), a metrics hook, slog logging, graceful stop
+// and, when a NATS URL is configured, heartbeats on toolfleet.registry.announce.
 //
 // A worker binary's main is one call:
 //
