@@ -144,3 +144,12 @@ var codeNames = map[codes.Code]string{
 	codes.Internal: "INTERNAL", codes.Unavailable: "UNAVAILABLE", codes.DataLoss: "DATA_LOSS",
 	codes.Unauthenticated: "UNAUTHENTICATED",
 }
+
+// CodeOf returns the gRPC code of a pipeline error: OK for nil, the CallError's
+// code, or Internal for anything else.
+func CodeOf(err error) codes.Code {
+	if err == nil {
+		return codes.OK
+	}
+	return asCallError(err).Code
+}

@@ -269,7 +269,7 @@ func (g *Gateway) connectNATS(ctx context.Context, bg *sync.WaitGroup) (*nats.Co
 	setup := func() bool {
 		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
-		idem, err := newIdempotency(cctx, g.log, js, g.cfg.IdempotencyBucket, g.cfg.IdempotencyTTL, storage)
+		idem, err := newIdempotency(cctx, g.log, nc, js, g.cfg.IdempotencyBucket, g.cfg.IdempotencyTTL, storage)
 		if err != nil {
 			g.log.Warn("idempotency store not ready; calls run without it until it is", "error", err)
 			return false

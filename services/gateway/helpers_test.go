@@ -65,9 +65,11 @@ func (c *countingCalculator) Add(ctx context.Context, req *calculatorv1.AddReque
 // result limit for long strings), Sleep sleeps, Panic panics.
 type schemaTest struct {
 	schematestv1.UnimplementedSchemaTestServiceServer
+	types atomic.Int64
 }
 
-func (schemaTest) Types(_ context.Context, req *schematestv1.TypesRequest) (*schematestv1.TypesResponse, error) {
+func (s *schemaTest) Types(_ context.Context, req *schematestv1.TypesRequest) (*schematestv1.TypesResponse, error) {
+	s.types.Add(1)
 	if req.GetS() == "fail" {
 		return nil, tool.NewError("cannot do that", tool.WithDeveloperMessage("dev detail"))
 	}
@@ -77,7 +79,7 @@ func (schemaTest) Types(_ context.Context, req *schematestv1.TypesRequest) (*sch
 	return &schematestv1.TypesResponse{Echo: req}, nil
 }
 
-func (schemaTest) Sleep(ctx context.Context, req *schematestv1.SleepRequest) (*schematestv1.SleepResponse, error) {
+func (*schemaTest) Sleep(ctx context.Context, req *schematestv1.SleepRequest) (*schematestv1.SleepResponse, error) {
 	select {
 	case <-time.After(req.GetDuration().AsDuration()):
 		return &schematestv1.SleepResponse{Slept: true}, nil
@@ -86,7 +88,7 @@ func (schemaTest) Sleep(ctx context.Context, req *schematestv1.SleepRequest) (*s
 	}
 }
 
-func (schemaTest) Panic(ctx context.Context, req *schematestv1.PanicRequest) (*schematestv1.PanicResponse, error) {
+func (*schemaTest) Panic(ctx context.Context, req *schematestv1.PanicRequest) (*schematestv1.PanicResponse, error) {
 	if req.GetPanic() {
 		panic("boom")
 	}
@@ -142,8 +144,15 @@ func calculatorWorker(t *testing.T, natsURL string) (*countingCalculator, string
 
 func schemaTestWorker(t *testing.T, natsURL string) string {
 	t.Helper()
-	w, _ := startWorker(t, natsURL, func(w *tool.Worker) { schematestv1.RegisterSchemaTestServiceServer(w, schemaTest{}) })
-	return w.Addr()
+	addr, _ := countingSchemaTestWorker(t, natsURL)
+	return addr
+}
+
+func countingSchemaTestWorker(t *testing.T, natsURL string) (string, *schemaTest) {
+	t.Helper()
+	st := &schemaTest{}
+	w, _ := startWorker(t, natsURL, func(w *tool.Worker) { schematestv1.RegisterSchemaTestServiceServer(w, st) })
+	return w.Addr(), st
 }
 
 // plainCalculator serves Calculator at another version as a plain grpc-go server

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -23,14 +24,17 @@ import (
 // the finished response (kept for the bucket's TTL).
 type idempotency struct {
 	log    *slog.Logger
+	nc     *nats.Conn
 	js     jetstream.JetStream
 	kv     jetstream.KeyValue
 	bucket string
+	// lastWarn rate-limits the warning while NATS is away (unix nanos).
+	lastWarn atomic.Int64
 }
 
 const lockMargin = 10 * time.Second
 
-func newIdempotency(ctx context.Context, log *slog.Logger, js jetstream.JetStream, bucket string, ttl time.Duration, storage jetstream.StorageType) (*idempotency, error) {
+func newIdempotency(ctx context.Context, log *slog.Logger, nc *nats.Conn, js jetstream.JetStream, bucket string, ttl time.Duration, storage jetstream.StorageType) (*idempotency, error) {
 	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
 		Bucket:         bucket,
 		Description:    "toolfleet gateway: finished calls by call_id",
@@ -42,7 +46,7 @@ func newIdempotency(ctx context.Context, log *slog.Logger, js jetstream.JetStrea
 	if err != nil {
 		return nil, fmt.Errorf("gateway: idempotency bucket %s: %w", bucket, err)
 	}
-	return &idempotency{log: log, js: js, kv: kv, bucket: bucket}, nil
+	return &idempotency{log: log, nc: nc, js: js, kv: kv, bucket: bucket}, nil
 }
 
 // claim is the outcome of acquire.
@@ -66,6 +70,10 @@ func (i *idempotency) acquire(ctx context.Context, callID string, lockTTL time.D
 	if i == nil {
 		return claim{}, nil
 	}
+	if !i.nc.IsConnected() {
+		// Requests would wait for a reconnect; the call must not.
+		return i.degrade(ctx, nats.ErrConnectionReconnecting)
+	}
 	key := keyOf(callID)
 	for {
 		_, err := i.kv.Create(ctx, key, nil, jetstream.KeyTTL(lockTTL+lockMargin))
@@ -84,7 +92,7 @@ func (i *idempotency) acquire(ctx context.Context, callID string, lockTTL time.D
 		case len(entry.Value()) > 0:
 			return i.decode(entry.Value())
 		}
-		done, ce := i.wait(ctx, key)
+		done, ce := i.wait(ctx, key, lockTTL+lockMargin)
 		if ce != nil || done.stored != nil {
 			return done, ce
 		}
@@ -92,16 +100,22 @@ func (i *idempotency) acquire(ctx context.Context, callID string, lockTTL time.D
 	}
 }
 
-// wait watches key until the holder stores a result or lets go.
-func (i *idempotency) wait(ctx context.Context, key string) (claim, *CallError) {
-	w, err := i.kv.Watch(ctx, key)
+// wait watches key until the holder stores a result or lets go, or until the
+// holder's lock must have expired (then the caller tries to take it).
+func (i *idempotency) wait(ctx context.Context, key string, bound time.Duration) (claim, *CallError) {
+	wctx, cancel := context.WithTimeout(ctx, bound)
+	defer cancel()
+	w, err := i.kv.Watch(wctx, key)
 	if err != nil {
 		return i.degrade(ctx, err)
 	}
 	defer func() { _ = w.Stop() }()
 	for {
 		select {
-		case <-ctx.Done():
+		case <-wctx.Done():
+			if ctx.Err() == nil {
+				return claim{}, nil // the holder's lock expired: try to take it
+			}
 			return claim{}, serverError(codes.DeadlineExceeded, ErrDeadline, ctx.Err().Error(),
 				"the earlier call with this call_id was still running when the deadline passed")
 		case e, ok := <-w.Updates():
@@ -133,15 +147,18 @@ func (i *idempotency) degrade(ctx context.Context, err error) (claim, *CallError
 	if ctx.Err() != nil {
 		return claim{}, serverError(codes.DeadlineExceeded, ErrDeadline, ctx.Err().Error(), "the deadline passed before the call started")
 	}
-	i.log.Warn("idempotency store unavailable; running the call without it", "error", err)
+	if now := time.Now().UnixNano(); now-i.lastWarn.Load() > int64(10*time.Second) {
+		i.lastWarn.Store(now)
+		i.log.Warn("idempotency store unavailable; running calls without it", "error", err)
+	}
 	return claim{}, nil
 }
 
 // finish stores resp under the claim (published asynchronously: waiters see it
 // as soon as it lands) or, when it must not be stored, lets the lock go.
 func (i *idempotency) finish(c claim, resp *toolfleetv1.CallToolResponse, store bool) {
-	if i == nil || !c.owned {
-		return
+	if i == nil || !c.owned || !i.nc.IsConnected() {
+		return // a lock left behind expires with its TTL
 	}
 	subject := "$KV." + i.bucket + "." + c.key
 	if !store {

@@ -1,0 +1,136 @@
+package gateway_test
+
+import (
+	"sync"
+	"testing"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
+	"github.com/toolfleet/toolfleet/internal/natsx/natstest"
+	"github.com/toolfleet/toolfleet/services/gateway"
+)
+
+// TestIdempotency: a repeated call_id runs the tool once (finished or in flight,
+// on one gateway or across two replicas); retryable failures are not stored.
+func TestIdempotency(t *testing.T) {
+	t.Parallel()
+	nats := natstest.Start(t)
+	calc, calcAddr, _ := calculatorWorker(t, "")
+	stAddr, st := countingSchemaTestWorker(t, "")
+	cfg := gateway.Config{NATSURL: nats.URL(), Workers: []string{calcAddr, stAddr}}
+	g1, g2 := startGateway(t, cfg), startGateway(t, cfg)
+	for _, g := range []*gateway.Gateway{g1, g2} {
+		waitTool(t, g, "Calculator.Add")
+		waitTool(t, g, "SchemaTest.Types")
+	}
+	p := &gateway.Principal{Anonymous: true}
+	call := func(g *gateway.Gateway, callID, tool string, in *structpb.Struct) (*toolfleetv1.CallToolResponse, error) {
+		return g.Call(t.Context(), p, &toolfleetv1.CallToolRequest{CallId: callID, ToolId: tool, Input: in})
+	}
+	typesIn := func(s string) *structpb.Struct { return mustStruct(t, map[string]any{"s": s}) }
+
+	t.Run("finished call on one gateway", func(t *testing.T) {
+		before := calc.adds.Load()
+		r1, err := call(g1, "same-1", "Calculator.Add", addInput(2, 3))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r2, err := call(g1, "same-1", "Calculator.Add", addInput(2, 3))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := calc.adds.Load() - before; n != 1 {
+			t.Fatalf("tool ran %d times, want 1", n)
+		}
+		if !proto.Equal(r1, r2) {
+			t.Fatalf("repeat answered %v, want the stored %v", r2, r1)
+		}
+	})
+	t.Run("finished call across replicas", func(t *testing.T) {
+		before := calc.adds.Load()
+		for _, g := range []*gateway.Gateway{g1, g2, g1, g2} {
+			if _, err := call(g, "same-2", "Calculator.Add", addInput(1, 1)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if n := calc.adds.Load() - before; n != 1 {
+			t.Fatalf("tool ran %d times, want 1", n)
+		}
+	})
+	t.Run("in-flight call across replicas", func(t *testing.T) {
+		before := calc.adds.Load()
+		var wg sync.WaitGroup
+		results := make([]*toolfleetv1.CallToolResponse, 6)
+		for i := range results {
+			g := []*gateway.Gateway{g1, g2}[i%2]
+			wg.Go(func() {
+				r, err := call(g, "slow-1", "Calculator.Add", addInput(slowA, 1))
+				if err != nil {
+					t.Errorf("call %d: %v", i, err)
+				}
+				results[i] = r
+			})
+		}
+		wg.Wait()
+		if n := calc.adds.Load() - before; n != 1 {
+			t.Fatalf("tool ran %d times, want 1", n)
+		}
+		for _, r := range results {
+			if r.GetValue().GetStructValue().GetFields()["result"].GetNumberValue() != slowA+1 {
+				t.Fatalf("result %v, want %d", r, slowA+1)
+			}
+		}
+	})
+	t.Run("retryable failure runs again", func(t *testing.T) {
+		before := st.types.Load()
+		for range 2 {
+			r, err := call(g1, "retry-1", "SchemaTest.Types", typesIn("retry"))
+			if err != nil || r.GetSuccess() || !r.GetError().GetCanRetry() {
+				t.Fatalf("got %v %v, want a retryable execution error", r, err)
+			}
+		}
+		if n := st.types.Load() - before; n != 2 {
+			t.Fatalf("tool ran %d times, want 2", n)
+		}
+	})
+	t.Run("final failure is stored", func(t *testing.T) {
+		before := st.types.Load()
+		for _, g := range []*gateway.Gateway{g1, g2} {
+			r, err := call(g, "fail-1", "SchemaTest.Types", typesIn("fail"))
+			if err != nil || r.GetSuccess() {
+				t.Fatalf("got %v %v, want an execution error", r, err)
+			}
+		}
+		if n := st.types.Load() - before; n != 1 {
+			t.Fatalf("tool ran %d times, want 1", n)
+		}
+	})
+	t.Run("validation failure is not stored", func(t *testing.T) {
+		if _, err := call(g1, "bad-1", "Calculator.Add", mustStruct(t, map[string]any{"x": 1})); gateway.CodeOf(err) != codes.InvalidArgument {
+			t.Fatalf("err = %v, want InvalidArgument", err)
+		}
+		if r, err := call(g2, "bad-1", "Calculator.Add", addInput(1, 2)); err != nil || !r.GetSuccess() {
+			t.Fatalf("got %v %v, want the corrected call to run", r, err)
+		}
+	})
+	t.Run("call_id reused for another tool", func(t *testing.T) {
+		if _, err := call(g1, "same-1", "Calculator.Subtract", addInput(2, 3)); gateway.CodeOf(err) != codes.AlreadyExists {
+			t.Fatalf("err = %v, want AlreadyExists", err)
+		}
+	})
+	t.Run("without call_id every call runs", func(t *testing.T) {
+		before := calc.adds.Load()
+		for range 3 {
+			r, err := call(g1, "", "Calculator.Add", addInput(2, 3))
+			if err != nil || r.GetCallId() == "" {
+				t.Fatalf("got %v %v, want a generated call_id", r, err)
+			}
+		}
+		if n := calc.adds.Load() - before; n != 3 {
+			t.Fatalf("tool ran %d times, want 3", n)
+		}
+	})
+}
