@@ -40,6 +40,8 @@ func observeInterceptor(log *slog.Logger, hook MetricsHook) grpc.UnaryServerInte
 			log.DebugContext(ctx, "tool call succeeded", attrs...)
 		case isTool:
 			log.InfoContext(ctx, "tool call failed", append(attrs, "error", te.GetMessage(), "developer_message", te.GetDeveloperMessage())...)
+		case status.Code(err) == codes.InvalidArgument: // routine: a model got the input wrong
+			log.InfoContext(ctx, "tool call rejected", append(attrs, "code", "InvalidArgument", "error", err)...)
 		default:
 			log.WarnContext(ctx, "tool call rejected", append(attrs, "code", status.Code(err).String(), "error", err)...)
 		}

@@ -270,7 +270,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	case <-ctx.Done():
 	}
 
-	w.log.Info("worker stopping", "timeout", w.cfg.ShutdownTimeout)
+	w.log.Info("worker stopping", "timeout", w.cfg.ShutdownTimeout.String())
 	w.health.Shutdown()
 	if ann != nil {
 		ann.stop() // sends NOT_SERVING, bounded
