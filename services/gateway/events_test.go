@@ -1,0 +1,157 @@
+package gateway_test
+
+import (
+	"context"
+	"net"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"google.golang.org/protobuf/encoding/protojson"
+
+	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
+	"github.com/toolfleet/toolfleet/internal/natsx"
+	"github.com/toolfleet/toolfleet/internal/natsx/natstest"
+	"github.com/toolfleet/toolfleet/services/gateway"
+)
+
+// streamEvents reads every call event in the gateway's stream.
+func streamEvents(t *testing.T, url string, want int) []*nats.Msg {
+	t.Helper()
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	var msgs []*nats.Msg
+	waitFor(t, "call events in the stream", func() bool {
+		s, err := js.Stream(ctx, gateway.DefaultEventStream)
+		if err != nil {
+			return false
+		}
+		info, err := s.Info(ctx)
+		return err == nil && info.State.Msgs >= uint64(want)
+	})
+	s, _ := js.Stream(ctx, gateway.DefaultEventStream)
+	for seq := uint64(1); len(msgs) < want; seq++ {
+		m, err := s.GetMsg(ctx, seq)
+		if err != nil {
+			t.Fatalf("event %d: %v", seq, err)
+		}
+		msgs = append(msgs, &nats.Msg{Subject: m.Subject, Data: m.Data, Header: m.Header})
+	}
+	return msgs
+}
+
+// startNATSAt runs an embedded NATS with its store in dir on port (0 = any),
+// stoppable before the test ends.
+func startNATSAt(t *testing.T, dir string, port int) (*natsx.Embedded, func()) {
+	t.Helper()
+	srv, err := natsx.StartEmbedded(t.Context(), natsx.EmbeddedConfig{StoreDir: dir, Port: port})
+	if err != nil {
+		t.Fatalf("start NATS: %v", err)
+	}
+	var once sync.Once
+	stop := func() { once.Do(srv.Shutdown) }
+	t.Cleanup(stop)
+	return srv, stop
+}
+
+// TestEvents: every call publishes started and succeeded/failed on
+// toolfleet.events.call.<kit>.<tool>.<kind>, with Nats-Msg-Id = event id.
+func TestEvents(t *testing.T) {
+	t.Parallel()
+	srv := natstest.Start(t)
+	_, calc, _ := calculatorWorker(t, "")
+	g := startGateway(t, gateway.Config{NATSURL: srv.URL(), Workers: []string{calc}})
+	waitTool(t, g, "Calculator.Add")
+	p := &gateway.Principal{Anonymous: true}
+	if _, err := g.Call(t.Context(), p, &toolfleetv1.CallToolRequest{CallId: "ev-1", ToolId: "Calculator.Add", Input: addInput(1, 2), TraceId: "4bf92f3577b34da6a3ce929d0e0e4736"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.Call(t.Context(), p, &toolfleetv1.CallToolRequest{CallId: "ev-2", ToolId: "Calculator.Divide", Input: addInput(1, 0)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.Call(t.Context(), p, &toolfleetv1.CallToolRequest{CallId: "ev-3", ToolId: "Calculator.Add", Input: mustStruct(t, map[string]any{"nope": 1})}); err == nil {
+		t.Fatal("invalid input accepted")
+	}
+	msgs := streamEvents(t, srv.URL(), 5)
+	want := []struct{ subject, callID, failure string }{
+		{"toolfleet.events.call.Calculator.Add.started", "ev-1", ""},
+		{"toolfleet.events.call.Calculator.Add.succeeded", "ev-1", ""},
+		{"toolfleet.events.call.Calculator.Divide.started", "ev-2", ""},
+		{"toolfleet.events.call.Calculator.Divide.failed", "ev-2", gateway.KindExecution},
+		{"toolfleet.events.call.Calculator.Add.failed", "ev-3", gateway.KindValidation},
+	}
+	for i, m := range msgs {
+		var ev toolfleetv1.CallEvent
+		if err := protojson.Unmarshal(m.Data, &ev); err != nil {
+			t.Fatal(err)
+		}
+		if m.Subject != want[i].subject || ev.GetCallId() != want[i].callID || ev.GetFailureKind() != want[i].failure {
+			t.Errorf("event %d: %s %s %q, want %+v", i, m.Subject, ev.GetCallId(), ev.GetFailureKind(), want[i])
+		}
+		if id := m.Header.Get(jetstream.MsgIDHeader); id == "" || id != ev.GetId() {
+			t.Errorf("event %d: Nats-Msg-Id %q, event id %q", i, id, ev.GetId())
+		}
+	}
+}
+
+// TestNATSAway: with NATS stopped, calls still succeed (the registry keeps the
+// announced worker past its ttl, idempotency steps aside), and the events queued
+// meanwhile all reach the stream once NATS is back.
+func TestNATSAway(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	srv, stop := startNATSAt(t, dir, 0)
+	_, port, _ := net.SplitHostPort(srv.Addr())
+	_, _, _ = calculatorWorker(t, srv.URL()) // announced every 100ms, ttl 300ms
+	g := startGateway(t, gateway.Config{NATSURL: srv.URL(), AnnounceSweep: 50 * time.Millisecond})
+	waitTool(t, g, "Calculator.Add")
+	p := &gateway.Principal{Anonymous: true}
+	call := func(i int) {
+		t.Helper()
+		r, err := g.Call(t.Context(), p, &toolfleetv1.CallToolRequest{CallId: "away-" + strconv.Itoa(i), ToolId: "Calculator.Add", Input: addInput(1, 2)})
+		if err != nil || !r.GetSuccess() {
+			t.Fatalf("call %d: %v %v", i, r, err)
+		}
+	}
+	call(0)
+	stop()
+	time.Sleep(time.Second) // several announcement ttls without NATS
+	began := time.Now()
+	for i := 1; i <= 20; i++ {
+		call(i)
+	}
+	t.Logf("20 calls without NATS took %s", time.Since(began))
+	began = time.Now()
+	defer func() { t.Logf("events caught up in %s", time.Since(began)) }()
+	n, _ := strconv.Atoi(port)
+	srv, _ = startNATSAt(t, dir, n)
+	msgs := streamEvents(t, srv.URL(), 42)
+	seen := map[string]bool{}
+	for _, m := range msgs {
+		var ev toolfleetv1.CallEvent
+		if err := protojson.Unmarshal(m.Data, &ev); err != nil {
+			t.Fatal(err)
+		}
+		seen[ev.GetCallId()+"/"+ev.GetKind()] = true
+	}
+	for i := 0; i <= 20; i++ {
+		for _, k := range []string{gateway.EventStarted, gateway.EventSucceeded} {
+			if !seen["away-"+strconv.Itoa(i)+"/"+k] {
+				t.Errorf("event %s of call %d lost", k, i)
+			}
+		}
+	}
+	call(21) // and the registry still serves after the reconnection
+}
