@@ -88,7 +88,7 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 		Host:     cfg.Host,
 		Port:     cfg.NATSPort,
 		StoreDir: natsStore,
-		Logger:   cfg.Logger.With("component", "nats"),
+		Logger:   cfg.Logger.With("server", "nats"),
 	})
 	if err != nil {
 		return nil, err

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"go.temporal.io/server/common/authorization"
@@ -51,12 +52,17 @@ type TemporalConfig struct {
 // Temporal is a running in-process Temporal server.
 type Temporal struct {
 	srv       temporal.Server
+	log       *slogLogger
 	address   string
 	namespace []string
 }
 
 // ClusterName is the name of the single-node cluster the dev stack runs.
 const ClusterName = "active"
+
+// clusterID is fixed so that a restart on the same database is the same cluster
+// (Temporal wants a UUID and would otherwise generate one at every start).
+const clusterID = "5f0c6a2e-7d2b-4c1e-9a0f-3b8e2d7c4a10"
 
 // LatencyTunedDynamicConfig is the dynamic config the dev stack runs Temporal with.
 //
@@ -137,7 +143,7 @@ func StartTemporal(ctx context.Context, cfg TemporalConfig) (*Temporal, error) {
 				InitialFailoverVersion: 1,
 				RPCAddress:             frontend,
 				HTTPAddress:            hostPort(cfg.HTTPPort),
-				ClusterID:              "toolfleet-dev",
+				ClusterID:              clusterID,
 			},
 		},
 	}
@@ -170,7 +176,7 @@ func StartTemporal(ctx context.Context, cfg TemporalConfig) (*Temporal, error) {
 		dyn[dynamicconfig.MakeKey(k)] = v
 	}
 
-	logger := &slogLogger{log: cfg.Logger, min: cfg.LogLevel}
+	logger := &slogLogger{log: cfg.Logger, min: cfg.LogLevel, silent: new(atomic.Bool)}
 	if cfg.Logger == nil {
 		logger.log = slog.New(slog.DiscardHandler)
 	}
@@ -200,7 +206,7 @@ func StartTemporal(ctx context.Context, cfg TemporalConfig) (*Temporal, error) {
 	if err := srv.Start(); err != nil {
 		return nil, fmt.Errorf("devstack: start temporal: %w", err)
 	}
-	t := &Temporal{srv: srv, address: frontend, namespace: cfg.Namespaces}
+	t := &Temporal{srv: srv, log: logger, address: frontend, namespace: cfg.Namespaces}
 	if err := waitListening(ctx, frontend, 30*time.Second); err != nil {
 		t.Stop()
 		return nil, err
@@ -216,6 +222,9 @@ func (t *Temporal) Namespaces() []string { return t.namespace }
 
 // Stop stops every Temporal service. The SQLite file, if any, keeps the data.
 func (t *Temporal) Stop() {
+	// Services stopping one after another log each other's disappearance as errors;
+	// none of that is news to whoever asked for the stop.
+	t.log.silence()
 	if err := t.srv.Stop(); err != nil {
 		slog.Default().Debug("devstack: temporal stop", "error", err)
 	}
@@ -289,19 +298,22 @@ func waitListening(ctx context.Context, addr string, limit time.Duration) error 
 
 // slogLogger adapts slog to Temporal's logger interface.
 type slogLogger struct {
-	log  *slog.Logger
-	min  slog.Level
-	tags []tag.Tag
+	log    *slog.Logger
+	min    slog.Level
+	tags   []tag.Tag
+	silent *atomic.Bool // shared by every logger derived with With
 }
+
+func (l *slogLogger) silence() { l.silent.Store(true) }
 
 var _ tlog.Logger = (*slogLogger)(nil)
 
 func (l *slogLogger) emit(level slog.Level, msg string, tags []tag.Tag) {
-	if level < l.min || !l.log.Enabled(context.Background(), level) {
+	if level < l.min || l.silent.Load() || !l.log.Enabled(context.Background(), level) {
 		return
 	}
 	attrs := make([]slog.Attr, 0, len(l.tags)+len(tags)+1)
-	attrs = append(attrs, slog.String("component", "temporal"))
+	attrs = append(attrs, slog.String("server", "temporal"))
 	for _, t := range append(l.tags, tags...) {
 		attrs = append(attrs, slog.Any(t.Key(), t.Value()))
 	}
@@ -324,5 +336,5 @@ func (l *slogLogger) Fatal(msg string, tags ...tag.Tag) {
 
 // With returns a logger that adds tags to every record.
 func (l *slogLogger) With(tags ...tag.Tag) tlog.Logger {
-	return &slogLogger{log: l.log, min: l.min, tags: append(append([]tag.Tag(nil), l.tags...), tags...)}
+	return &slogLogger{log: l.log, min: l.min, silent: l.silent, tags: append(append([]tag.Tag(nil), l.tags...), tags...)}
 }
