@@ -135,6 +135,7 @@ type Worker struct {
 	running  bool
 	addr     string
 	ready    chan struct{}
+	onStop   []func()
 }
 
 var _ grpc.ServiceRegistrar = (*Worker)(nil)
@@ -209,6 +210,29 @@ func (w *Worker) Toolkits() []contract.Toolkit {
 // Logger returns the worker's logger, for services to log with the same attributes.
 func (w *Worker) Logger() *slog.Logger { return w.log }
 
+// NATSURL is the NATS URL the worker was configured with ("" when none). Services
+// that keep their state in NATS connect with it, so a binary needs one --nats flag.
+func (w *Worker) NATSURL() string { return w.cfg.NATSURL }
+
+// OnStop registers f to run when Run returns, after the server stopped serving, so
+// that a service can close what it holds (connections, pools). Hooks run in reverse
+// order of registration.
+func (w *Worker) OnStop(f func()) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.onStop = append(w.onStop, f)
+}
+
+func (w *Worker) runStopHooks() {
+	w.mu.Lock()
+	hooks := w.onStop
+	w.onStop = nil
+	w.mu.Unlock()
+	for i := len(hooks) - 1; i >= 0; i-- {
+		hooks[i]()
+	}
+}
+
 // Ready is closed once Run listens; Addr is valid from then on.
 func (w *Worker) Ready() <-chan struct{} { return w.ready }
 
@@ -221,8 +245,8 @@ func (w *Worker) Addr() string {
 
 // Run serves until ctx is done, then stops gracefully within ShutdownTimeout:
 // health turns NOT_SERVING, a NOT_SERVING announcement goes out, in-flight calls
-// finish (or are cut at the bound). It returns nil after a stop caused by ctx and
-// an error when listening or serving fails.
+// finish (or are cut at the bound), then the OnStop hooks run. It returns nil after
+// a stop caused by ctx and an error when listening or serving fails.
 func (w *Worker) Run(ctx context.Context) error {
 	w.mu.Lock()
 	if w.running {
@@ -236,6 +260,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	if services == 0 {
 		return ErrNoServices
 	}
+	defer w.runStopHooks()
 
 	lis, err := (&net.ListenConfig{}).Listen(ctx, "tcp", w.cfg.Listen)
 	if err != nil {

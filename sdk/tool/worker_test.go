@@ -372,3 +372,41 @@ func TestWorkerEnforcesContractPolicy(t *testing.T) {
 		t.Fatalf("hanging tool = %v, want DeadlineExceeded from the contract timeout", err)
 	}
 }
+
+func TestWorkerOnStopRunsAfterServingInReverseOrder(t *testing.T) {
+	t.Parallel()
+	w, err := tool.NewWorker(tool.Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), NATSURL: ""})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w.NATSURL() != "" {
+		t.Fatalf("NATSURL = %q, want empty", w.NATSURL())
+	}
+	schematestv1.RegisterSchemaTestServiceServer(w, testService{})
+	var order []string
+	w.OnStop(func() { order = append(order, "first") })
+	w.OnStop(func() { order = append(order, "second") })
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	select {
+	case <-w.Ready():
+	case <-time.After(10 * time.Second):
+		t.Fatal("worker not ready")
+	}
+	if len(order) != 0 {
+		t.Fatalf("hooks ran while serving: %v", order)
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("worker did not stop")
+	}
+	if strings.Join(order, ",") != "second,first" {
+		t.Fatalf("hooks ran as %v, want second,first", order)
+	}
+}

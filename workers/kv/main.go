@@ -16,7 +16,6 @@ import (
 	"os"
 	"regexp"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -40,13 +39,14 @@ const connectTimeout = 15 * time.Second
 var errNoNATS = errors.New("kv needs NATS for its bucket: pass --nats nats://HOST:4222 or set " + tool.EnvNATSURL)
 
 func main() {
-	tool.Main("kv", register(os.Args[1:], os.Getenv))
+	tool.Main("kv", register(os.Getenv))
 }
 
-// register connects to NATS, opens (or creates) the bucket and registers the service.
-func register(args []string, getenv func(string) string) func(w *tool.Worker) error {
+// register connects to the worker's NATS (--nats or TOOLFLEET_NATS_URL), opens (or
+// creates) the bucket and registers the service.
+func register(getenv func(string) string) func(w *tool.Worker) error {
 	return func(w *tool.Worker) error {
-		url := natsURL(args, getenv(tool.EnvNATSURL))
+		url := w.NATSURL()
 		if url == "" {
 			return errNoNATS
 		}
@@ -70,32 +70,11 @@ func register(args []string, getenv func(string) string) func(w *tool.Worker) er
 			nc.Close()
 			return err
 		}
-		// The connection lives as long as the process; Main exits after the worker stops.
+		// Drain lets in-flight KV writes finish after the last call was served.
+		w.OnStop(func() { _ = nc.Drain() })
 		kvv1.RegisterKVServiceServer(w, kv.New(bucket))
 		return nil
 	}
-}
-
-// natsURL finds --nats in args the way sdk/tool.Main parses it (Main does not hand
-// its flags to register), falling back to def (the environment).
-func natsURL(args []string, def string) string {
-	url := def
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		if a == "--" || !strings.HasPrefix(a, "-") {
-			break // flag parsing stops here too
-		}
-		name, value, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
-		// Every flag of Main takes a value: "--flag value" consumes the next argument.
-		if !hasValue && i+1 < len(args) {
-			i++
-			value = args[i]
-		}
-		if name == "nats" {
-			url = value
-		}
-	}
-	return url
 }
 
 var bucketNameRE = regexp.MustCompile(`^[a-zA-Z0-9_-]+$`)

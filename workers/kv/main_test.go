@@ -18,32 +18,14 @@ import (
 	"github.com/toolfleet/toolfleet/sdk/tool"
 )
 
-func TestNATSURL(t *testing.T) {
-	t.Parallel()
-	tests := []struct {
-		args []string
-		env  string
-		want string
-	}{
-		{args: nil, env: "", want: ""},
-		{args: nil, env: "nats://env:4222", want: "nats://env:4222"},
-		{args: []string{"--nats", "nats://flag:4222"}, env: "nats://env:4222", want: "nats://flag:4222"},
-		{args: []string{"-nats=nats://flag:4222"}, want: "nats://flag:4222"},
-		{args: []string{"--listen", "127.0.0.1:1", "--nats=nats://flag:4222", "--log-level", "debug"}, want: "nats://flag:4222"},
-		{args: []string{"--listen", "127.0.0.1:1"}, env: "nats://env:4222", want: "nats://env:4222"},
-		{args: []string{"--", "--nats", "nats://ignored:4222"}, env: "", want: ""},
-	}
-	for _, tt := range tests {
-		if got := natsURL(tt.args, tt.env); got != tt.want {
-			t.Errorf("natsURL(%q, %q) = %q, want %q", tt.args, tt.env, got, tt.want)
-		}
-	}
-}
-
 func TestRegisterRefusesWithoutNATS(t *testing.T) {
 	t.Parallel()
 	noEnv := func(string) string { return "" }
-	if err := register(nil, noEnv)(nil); !errors.Is(err, errNoNATS) {
+	w, err := tool.NewWorker(tool.Config{Name: "kv"})
+	if err != nil {
+		t.Fatalf("NewWorker: %v", err)
+	}
+	if err := register(noEnv)(w); !errors.Is(err, errNoNATS) {
 		t.Fatalf("register without NATS = %v, want %v", err, errNoNATS)
 	}
 }
@@ -79,12 +61,12 @@ func TestBucketConfig(t *testing.T) {
 func TestRegisterServes(t *testing.T) {
 	t.Parallel()
 	srv := natstest.Start(t)
-	w, err := tool.NewWorker(tool.Config{Name: "kv", Listen: "127.0.0.1:0", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	w, err := tool.NewWorker(tool.Config{Name: "kv", Listen: "127.0.0.1:0", NATSURL: srv.URL(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatalf("NewWorker: %v", err)
 	}
 	env := map[string]string{EnvBucket: "wired", EnvHistory: "3"}
-	if err := register([]string{"--listen", "127.0.0.1:0", "--nats", srv.URL()}, func(k string) string { return env[k] })(w); err != nil {
+	if err := register(func(k string) string { return env[k] })(w); err != nil {
 		t.Fatalf("register: %v", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -139,8 +121,11 @@ func TestRegisterServes(t *testing.T) {
 func TestRegisterFailsWithoutServer(t *testing.T) {
 	t.Parallel()
 	// A NATS URL nobody answers: register must fail rather than serve a dead store.
-	err := register([]string{"--nats", "nats://127.0.0.1:1"}, func(string) string { return "" })(nil)
-	if err == nil {
+	w, err := tool.NewWorker(tool.Config{Name: "kv", NATSURL: "nats://127.0.0.1:1"})
+	if err != nil {
+		t.Fatalf("NewWorker: %v", err)
+	}
+	if err := register(func(string) string { return "" })(w); err == nil {
 		t.Fatal("register with an unreachable NATS succeeded")
 	}
 }
