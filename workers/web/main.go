@@ -42,7 +42,9 @@ func main() {
 		if err != nil {
 			return err
 		}
-		webv1.RegisterWebServiceServer(w, web.New(cfg))
+		svc := web.New(cfg)
+		w.OnStop(svc.Close)
+		webv1.RegisterWebServiceServer(w, svc)
 		return nil
 	})
 }
