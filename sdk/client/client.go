@@ -1,0 +1,424 @@
+package client
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"connectrpc.com/connect"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
+	"github.com/toolfleet/toolfleet/gen/toolfleet/v1/toolfleetv1connect"
+)
+
+// Client calls a toolfleet gateway. It is safe for concurrent use; create one
+// per gateway and Close it when done.
+type Client struct {
+	rpc   rpc
+	opts  options
+	retry RetryPolicy
+	close func() error
+}
+
+// rpc is the gateway API over one protocol (gRPC or Connect). The bearer
+// token travels as the authorization value of each call.
+type rpc interface {
+	ListTools(ctx context.Context, auth string, req *toolfleetv1.ListToolsRequest) (*toolfleetv1.ListToolsResponse, error)
+	GetTool(ctx context.Context, auth string, req *toolfleetv1.GetToolRequest) (*toolfleetv1.GetToolResponse, error)
+	SearchTools(ctx context.Context, auth string, req *toolfleetv1.SearchToolsRequest) (*toolfleetv1.SearchToolsResponse, error)
+	CallTool(ctx context.Context, auth string, req *toolfleetv1.CallToolRequest) (*toolfleetv1.CallToolResponse, error)
+	CallTools(ctx context.Context, auth string, req *toolfleetv1.CallToolsRequest) (*toolfleetv1.CallToolsResponse, error)
+}
+
+// New returns a client of the gateway at target: "host:port" for gRPC (any
+// grpc-go target works, e.g. "dns:///gateway:8080"), or with [WithConnect] a
+// URL or host:port. No connection is made until the first call.
+func New(target string, opts ...Option) (*Client, error) {
+	if target == "" {
+		return nil, errors.New("client: empty gateway target")
+	}
+	o := options{timeout: DefaultTimeout}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	c := &Client{opts: o, retry: o.retry.withDefaults(), close: func() error { return nil }}
+	if o.connect {
+		hc := o.httpClient
+		if hc == nil {
+			hc = http.DefaultClient
+		}
+		base := target
+		if !strings.Contains(base, "://") {
+			base = "http://" + base
+		}
+		c.rpc = connectRPC{toolfleetv1connect.NewToolGatewayServiceClient(hc, strings.TrimSuffix(base, "/"))}
+		return c, nil
+	}
+	dial := append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, o.dialOpts...)
+	cc, err := grpc.NewClient(target, dial...)
+	if err != nil {
+		return nil, fmt.Errorf("client: gateway %s: %w", target, err)
+	}
+	c.rpc = grpcRPC{toolfleetv1.NewToolGatewayServiceClient(cc)}
+	c.close = cc.Close
+	return c, nil
+}
+
+// Close releases the connection.
+func (c *Client) Close() error { return c.close() }
+
+// bound applies the default timeout when ctx has no deadline.
+func (c *Client) bound(ctx context.Context) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok || c.opts.timeout <= 0 {
+		return context.WithCancel(ctx)
+	}
+	return context.WithTimeout(ctx, c.opts.timeout)
+}
+
+// auth returns the Authorization value for one attempt ("" for none).
+func (c *Client) auth(ctx context.Context) (string, error) {
+	if c.opts.token == nil {
+		return "", nil
+	}
+	tok, err := c.opts.token(ctx)
+	if err != nil {
+		return "", fmt.Errorf("client: token source: %w", err)
+	}
+	if tok == "" {
+		return "", nil
+	}
+	return "Bearer " + tok, nil
+}
+
+// ListTools returns one page of tool definitions (see the request's filters,
+// page_size and page_token); [Client.Tools] walks every page.
+func (c *Client) ListTools(ctx context.Context, req *toolfleetv1.ListToolsRequest) (*toolfleetv1.ListToolsResponse, error) {
+	ctx, cancel := c.bound(ctx)
+	defer cancel()
+	auth, err := c.auth(ctx)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := c.rpc.ListTools(ctx, auth, req)
+	return resp, fromRPC(ctx, err, "")
+}
+
+// GetTool returns one tool definition; toolID resolves like a call's tool_id
+// ("Calculator.Add", "Calculator.Add@1", "Calculator_Add").
+func (c *Client) GetTool(ctx context.Context, toolID string) (*toolfleetv1.ToolDefinition, error) {
+	ctx, cancel := c.bound(ctx)
+	defer cancel()
+	auth, err := c.auth(ctx)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := c.rpc.GetTool(ctx, auth, &toolfleetv1.GetToolRequest{ToolId: toolID})
+	if err != nil {
+		return nil, fromRPC(ctx, err, "")
+	}
+	return resp.GetTool(), nil
+}
+
+// SearchTools ranks the served tools for a natural-language query.
+func (c *Client) SearchTools(ctx context.Context, req *toolfleetv1.SearchToolsRequest) (*toolfleetv1.SearchToolsResponse, error) {
+	ctx, cancel := c.bound(ctx)
+	defer cancel()
+	auth, err := c.auth(ctx)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := c.rpc.SearchTools(ctx, auth, req)
+	return resp, fromRPC(ctx, err, "")
+}
+
+// Tools returns every tool definition matching req's filters, walking all pages.
+// A nil req lists the latest version of every tool.
+func (c *Client) Tools(ctx context.Context, req *toolfleetv1.ListToolsRequest) ([]*toolfleetv1.ToolDefinition, error) {
+	page := &toolfleetv1.ListToolsRequest{}
+	if req != nil {
+		page = &toolfleetv1.ListToolsRequest{Toolkit: req.GetToolkit(), Filter: req.GetFilter(),
+			PageSize: req.GetPageSize(), PageToken: req.GetPageToken(), AllVersions: req.GetAllVersions()}
+	}
+	var defs []*toolfleetv1.ToolDefinition
+	for {
+		resp, err := c.ListTools(ctx, page)
+		if err != nil {
+			return nil, err
+		}
+		defs = append(defs, resp.GetTools()...)
+		if resp.GetNextPageToken() == "" {
+			return defs, nil
+		}
+		page.PageToken = resp.GetNextPageToken()
+	}
+}
+
+// Result is the outcome of a call that reached the tool: a value, or an
+// execution error (Success false, Error set).
+type Result struct {
+	// CallID is the call's id (the caller's, or the one the client generated).
+	CallID string
+	// ToolID is the resolved tool id, e.g. "Calculator.Add@1.0.0".
+	ToolID string
+	// Success is true when the tool returned a value.
+	Success bool
+	// Value is the result as JSON (the tool's output message in protojson form).
+	Value *structpb.Value
+	// Error is the execution error when Success is false.
+	Error *toolfleetv1.ToolError
+	// Duration is the execution's wall time as the gateway measured it.
+	Duration time.Duration
+	// Attempts counts the attempts made, retries included.
+	Attempts int
+}
+
+// Err returns nil for a success, else the execution error as an *[ExecutionError].
+func (r *Result) Err() error {
+	if r.Success {
+		return nil
+	}
+	e := r.Error
+	return &ExecutionError{ToolID: r.ToolID, CallID: r.CallID, Message: e.GetMessage(),
+		DeveloperMessage: e.GetDeveloperMessage(), CanRetry: e.GetCanRetry(),
+		RetryAfter: time.Duration(e.GetRetryAfterMs()) * time.Millisecond, AdditionalPromptContent: e.GetAdditionalPromptContent()}
+}
+
+// Response returns the result as the gateway's CallToolResponse.
+func (r *Result) Response() *toolfleetv1.CallToolResponse {
+	resp := &toolfleetv1.CallToolResponse{CallId: r.CallID, ToolId: r.ToolID, Success: r.Success}
+	if r.Duration > 0 {
+		resp.Duration = durationOf(r.Duration)
+	}
+	if r.Success {
+		resp.Outcome = &toolfleetv1.CallToolResponse_Value{Value: r.Value}
+	} else {
+		resp.Outcome = &toolfleetv1.CallToolResponse_Error{Error: r.Error}
+	}
+	return resp
+}
+
+func resultOf(resp *toolfleetv1.CallToolResponse, attempts int) *Result {
+	return &Result{CallID: resp.GetCallId(), ToolID: resp.GetToolId(), Success: resp.GetSuccess(),
+		Value: resp.GetValue(), Error: resp.GetError(), Duration: resp.GetDuration().AsDuration(), Attempts: attempts}
+}
+
+// Call calls toolID with input: a map, a struct (encoded as JSON), a
+// json.RawMessage or []byte holding a JSON object, a *structpb.Struct, or nil
+// for no fields. See [Client.CallTool] for the outcomes.
+func (c *Client) Call(ctx context.Context, toolID string, input any) (*Result, error) {
+	in, err := InputOf(input)
+	if err != nil {
+		return nil, err
+	}
+	return c.CallTool(ctx, &toolfleetv1.CallToolRequest{ToolId: toolID, Input: in})
+}
+
+// CallTool runs one call. It returns a *[ServerError] or a *[ValidationError]
+// when the call failed before the tool ran, else a [Result] (which may be an
+// execution error). An empty call_id is filled in first, so that retries of an
+// execution error marked can_retry reuse it; retries follow the client's
+// [RetryPolicy] and stop early when the context's deadline leaves no room for
+// the wait.
+func (c *Client) CallTool(ctx context.Context, req *toolfleetv1.CallToolRequest) (*Result, error) {
+	ctx, cancel := c.bound(ctx)
+	defer cancel()
+	return c.attempts(ctx, withCallID(req), nil)
+}
+
+// withCallID returns req with a call_id, generating one when it has none.
+func withCallID(req *toolfleetv1.CallToolRequest) *toolfleetv1.CallToolRequest {
+	if req.GetCallId() != "" {
+		return req
+	}
+	return &toolfleetv1.CallToolRequest{CallId: NewCallID(), ToolId: req.GetToolId(), Input: req.GetInput(),
+		TraceId: req.GetTraceId(), Context: req.GetContext()}
+}
+
+// attempts runs req until an outcome is final: a success, an error that may not
+// be retried, the last allowed attempt, or no time left. prev is an outcome
+// already received (from CallTools) or nil.
+func (c *Client) attempts(ctx context.Context, req *toolfleetv1.CallToolRequest, prev *Result) (*Result, error) {
+	res := prev
+	for {
+		if res != nil {
+			if !c.shouldRetry(ctx, res) {
+				return res, nil
+			}
+			if err := sleep(ctx, c.wait(res)); err != nil {
+				return res, nil // the caller's context ended during the wait: the last outcome stands
+			}
+		}
+		auth, err := c.auth(ctx)
+		if err != nil {
+			return nil, err
+		}
+		resp, err := c.rpc.CallTool(ctx, auth, req)
+		if err != nil {
+			return nil, fromRPC(ctx, err, req.GetCallId())
+		}
+		n := 1
+		if res != nil {
+			n = res.Attempts + 1
+		}
+		res = resultOf(resp, n)
+	}
+}
+
+// wait is the delay before the attempt after res.
+func (c *Client) wait(res *Result) time.Duration {
+	return c.retry.delay(res.Attempts, time.Duration(res.Error.GetRetryAfterMs())*time.Millisecond)
+}
+
+// shouldRetry reports whether another attempt may follow res.
+func (c *Client) shouldRetry(ctx context.Context, res *Result) bool {
+	if res.Success || !res.Error.GetCanRetry() || res.Attempts >= c.retry.MaxAttempts {
+		return false
+	}
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) <= c.wait(res) {
+		return false // no time left for the wait and another attempt
+	}
+	return true
+}
+
+// sleep waits d or until ctx is done.
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Outcome is one call's outcome in [Client.CallTools]: a Result, or Err (a
+// *[ServerError] or *[ValidationError]).
+type Outcome struct {
+	Result *Result
+	Err    error
+}
+
+// CallTools runs several calls in one request: the gateway runs read-only and
+// idempotent tools in parallel, the others one after another in the given
+// order. Outcomes come back in the order of reqs; execution errors marked
+// can_retry are retried one by one with [Client.CallTool] and the same call_id.
+// The error is non-nil only when the whole request failed.
+func (c *Client) CallTools(ctx context.Context, reqs ...*toolfleetv1.CallToolRequest) ([]Outcome, error) {
+	ctx, cancel := c.bound(ctx)
+	defer cancel()
+	calls := make([]*toolfleetv1.CallToolRequest, len(reqs))
+	for i, r := range reqs {
+		calls[i] = withCallID(r)
+	}
+	auth, err := c.auth(ctx)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := c.rpc.CallTools(ctx, auth, &toolfleetv1.CallToolsRequest{Calls: calls})
+	if err != nil {
+		return nil, fromRPC(ctx, err, "")
+	}
+	if len(resp.GetOutcomes()) != len(calls) {
+		return nil, fmt.Errorf("client: CallTools: %d outcomes for %d calls", len(resp.GetOutcomes()), len(calls))
+	}
+	out := make([]Outcome, len(calls))
+	for i, o := range resp.GetOutcomes() {
+		if f := o.GetFailure(); f != nil {
+			if f.GetCallId() == "" {
+				f.CallId = calls[i].GetCallId()
+			}
+			out[i] = Outcome{Err: fromFailure(f)}
+			continue
+		}
+		res, err := c.attempts(ctx, calls[i], resultOf(o.GetResponse(), 1))
+		out[i] = Outcome{Result: res, Err: err}
+	}
+	return out, nil
+}
+
+// NewCallID returns a random call id (128 bits, hex).
+func NewCallID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// grpcRPC is the gateway API over grpc-go.
+type grpcRPC struct {
+	c toolfleetv1.ToolGatewayServiceClient
+}
+
+func withAuth(ctx context.Context, auth string) context.Context {
+	if auth == "" {
+		return ctx
+	}
+	return metadata.AppendToOutgoingContext(ctx, "authorization", auth)
+}
+
+func (g grpcRPC) ListTools(ctx context.Context, auth string, req *toolfleetv1.ListToolsRequest) (*toolfleetv1.ListToolsResponse, error) {
+	return g.c.ListTools(withAuth(ctx, auth), req)
+}
+
+func (g grpcRPC) GetTool(ctx context.Context, auth string, req *toolfleetv1.GetToolRequest) (*toolfleetv1.GetToolResponse, error) {
+	return g.c.GetTool(withAuth(ctx, auth), req)
+}
+
+func (g grpcRPC) SearchTools(ctx context.Context, auth string, req *toolfleetv1.SearchToolsRequest) (*toolfleetv1.SearchToolsResponse, error) {
+	return g.c.SearchTools(withAuth(ctx, auth), req)
+}
+
+func (g grpcRPC) CallTool(ctx context.Context, auth string, req *toolfleetv1.CallToolRequest) (*toolfleetv1.CallToolResponse, error) {
+	return g.c.CallTool(withAuth(ctx, auth), req)
+}
+
+func (g grpcRPC) CallTools(ctx context.Context, auth string, req *toolfleetv1.CallToolsRequest) (*toolfleetv1.CallToolsResponse, error) {
+	return g.c.CallTools(withAuth(ctx, auth), req)
+}
+
+// connectRPC is the gateway API over connect-go.
+type connectRPC struct {
+	c toolfleetv1connect.ToolGatewayServiceClient
+}
+
+func connectCall[Req, Resp any](ctx context.Context, auth string, req *Req,
+	fn func(context.Context, *connect.Request[Req]) (*connect.Response[Resp], error)) (*Resp, error) {
+	r := connect.NewRequest(req)
+	if auth != "" {
+		r.Header().Set("Authorization", auth)
+	}
+	resp, err := fn(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	return resp.Msg, nil
+}
+
+func (c connectRPC) ListTools(ctx context.Context, auth string, req *toolfleetv1.ListToolsRequest) (*toolfleetv1.ListToolsResponse, error) {
+	return connectCall(ctx, auth, req, c.c.ListTools)
+}
+
+func (c connectRPC) GetTool(ctx context.Context, auth string, req *toolfleetv1.GetToolRequest) (*toolfleetv1.GetToolResponse, error) {
+	return connectCall(ctx, auth, req, c.c.GetTool)
+}
+
+func (c connectRPC) SearchTools(ctx context.Context, auth string, req *toolfleetv1.SearchToolsRequest) (*toolfleetv1.SearchToolsResponse, error) {
+	return connectCall(ctx, auth, req, c.c.SearchTools)
+}
+
+func (c connectRPC) CallTool(ctx context.Context, auth string, req *toolfleetv1.CallToolRequest) (*toolfleetv1.CallToolResponse, error) {
+	return connectCall(ctx, auth, req, c.c.CallTool)
+}
+
+func (c connectRPC) CallTools(ctx context.Context, auth string, req *toolfleetv1.CallToolsRequest) (*toolfleetv1.CallToolsResponse, error) {
+	return connectCall(ctx, auth, req, c.c.CallTools)
+}

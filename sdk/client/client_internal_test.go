@@ -1,0 +1,137 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
+)
+
+// The end-to-end tests, against a real gateway, are in services/gateway/gatewaytest.
+
+func TestRetryDelay(t *testing.T) {
+	t.Parallel()
+	p := RetryPolicy{InitialBackoff: 100 * time.Millisecond, MaxBackoff: time.Second}.withDefaults()
+	tests := []struct {
+		name       string
+		attempts   int
+		retryAfter time.Duration
+		want       time.Duration
+	}{
+		{"first retry", 1, 0, 100 * time.Millisecond},
+		{"doubles", 2, 0, 200 * time.Millisecond},
+		{"doubles again", 3, 0, 400 * time.Millisecond},
+		{"capped", 10, 0, time.Second},
+		{"tool's retry_after wins", 1, 300 * time.Millisecond, 300 * time.Millisecond},
+		{"tool's retry_after capped", 1, time.Hour, time.Second},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			if got := p.delay(tt.attempts, tt.retryAfter); got != tt.want {
+				t.Fatalf("delay(%d, %v) = %v, want %v", tt.attempts, tt.retryAfter, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestFromRPC(t *testing.T) {
+	t.Parallel()
+	withDetail := func(code codes.Code, d *toolfleetv1.ServerError) error {
+		st, err := status.New(code, "boom").WithDetails(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st.Err()
+	}
+	ve := (&ValidationError{Message: "bad", ParameterErrors: map[string]string{"a": "must be a number"}}).GRPCStatus().Err()
+	connectVE := connect.NewError(connect.CodeInvalidArgument, errors.New("bad"))
+	if d, err := connect.NewErrorDetail(&toolfleetv1.ValidationError{Message: "bad", ParameterErrors: map[string]string{"a": "x"}}); err == nil {
+		connectVE.AddDetail(d)
+	}
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	tests := []struct {
+		name     string
+		ctx      context.Context
+		err      error
+		wantCode codes.Code // for server errors
+		wantVE   bool
+		wantIs   error
+	}{
+		{"server detail", context.Background(), withDetail(codes.NotFound, &toolfleetv1.ServerError{Message: "unknown tool"}), codes.NotFound, false, nil},
+		{"validation detail", context.Background(), ve, 0, true, nil},
+		{"connect validation detail", context.Background(), connectVE, 0, true, nil},
+		{"no detail", context.Background(), status.Error(codes.Unavailable, "down"), codes.Unavailable, false, nil},
+		{"deadline", context.Background(), status.Error(codes.DeadlineExceeded, "late"), codes.DeadlineExceeded, false, context.DeadlineExceeded},
+		{"cancelled", cancelled, connect.NewError(connect.CodeCanceled, context.Canceled), codes.Canceled, false, context.Canceled},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			err := fromRPC(tt.ctx, tt.err, "id-1")
+			var se *ServerError
+			var v *ValidationError
+			switch {
+			case tt.wantVE:
+				if !errors.As(err, &v) || v.ParameterErrors["a"] == "" || v.CallID != "id-1" {
+					t.Fatalf("got %#v, want a *ValidationError", err)
+				}
+			case !errors.As(err, &se) || se.Code != tt.wantCode || se.CallID != "id-1":
+				t.Fatalf("got %#v, want a %s *ServerError", err, tt.wantCode)
+			}
+			if tt.wantIs != nil && !errors.Is(err, tt.wantIs) {
+				t.Fatalf("errors.Is(%v, %v) = false", err, tt.wantIs)
+			}
+		})
+	}
+}
+
+func TestFromFailure(t *testing.T) {
+	t.Parallel()
+	err := fromFailure(&toolfleetv1.CallFailure{Code: "PERMISSION_DENIED", CallId: "c",
+		Detail: &toolfleetv1.CallFailure_ServerError{ServerError: &toolfleetv1.ServerError{Message: "no"}}})
+	var se *ServerError
+	if !errors.As(err, &se) || se.Code != codes.PermissionDenied || se.CallID != "c" || se.Message != "no" {
+		t.Fatalf("got %#v", err)
+	}
+}
+
+func TestInputOf(t *testing.T) {
+	t.Parallel()
+	type in struct {
+		A float64 `json:"a"`
+	}
+	tests := []struct {
+		name    string
+		input   any
+		wantA   float64
+		wantErr bool
+	}{
+		{"nil", nil, 0, false},
+		{"map", map[string]any{"a": 1.5}, 1.5, false},
+		{"struct", in{A: 2}, 2, false},
+		{"json string", `{"a": 3}`, 3, false},
+		{"json bytes", []byte(`{"a": 4}`), 4, false},
+		{"not an object", `[1]`, 0, true},
+		{"not JSON", `{`, 0, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			s, err := InputOf(tt.input)
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("err = %v, want error %v", err, tt.wantErr)
+			}
+			if err == nil && s.GetFields()["a"].GetNumberValue() != tt.wantA {
+				t.Fatalf("a = %v, want %v", s.GetFields()["a"], tt.wantA)
+			}
+		})
+	}
+}

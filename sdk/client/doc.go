@@ -1,0 +1,27 @@
+// Package client calls tools through a toolfleet gateway from Go.
+//
+// A [Client] speaks gRPC to the gateway by default ([WithConnect] switches to
+// the Connect protocol over plain HTTP) and gives every call one of three
+// outcomes, mirroring the gateway's failure table (docs/client.md):
+//
+//   - a server error, before the tool ran (unknown tool, auth, unavailable):
+//     a *[ServerError] carrying the gRPC code;
+//   - a validation error, the input broke the contract: a *[ValidationError]
+//     with one message per offending field;
+//   - an execution error, the tool ran and failed: a [Result] with Success
+//     false and the tool's [toolfleetv1.ToolError]; [Result.Err] turns it into a
+//     *[ExecutionError] for code that prefers Go errors.
+//
+// Execution errors the tool marks can_retry are retried automatically with the
+// same call_id (so the gateway's idempotency store never runs a finished call
+// twice), waiting retry_after_ms when the tool suggests a delay; see
+// [RetryPolicy].
+//
+// [Client.ToolsFor] renders the served tools for a model provider (OpenAI,
+// Anthropic, Gemini, … via sdk/llm), and [Client.HandleResponse] runs the tool
+// calls of a provider response and returns the messages to send back.
+//
+// The runnable examples live in services/gateway/gatewaytest, next to a real
+// gateway: the layering rule (docs/architecture.md) keeps sdk/ packages, tests
+// included, from importing the gateway.
+package client

@@ -1,0 +1,179 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"connectrpc.com/connect"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
+)
+
+// ServerError is a failure before the tool ran: unknown tool or version, missing
+// or insufficient credentials, no worker reachable, deadline. Match it with
+// errors.As; Code tells the cases apart (codes.NotFound for an unknown tool,
+// Unauthenticated, PermissionDenied, Unavailable, DeadlineExceeded, …).
+type ServerError struct {
+	// Code is the gRPC status code.
+	Code codes.Code
+	// Message is for users and models.
+	Message string
+	// DeveloperMessage is for developers only; never show it to a model.
+	DeveloperMessage string
+	// CallID is the id of the call that failed.
+	CallID string
+
+	cause error
+}
+
+// Error returns the code and the message.
+func (e *ServerError) Error() string {
+	return fmt.Sprintf("toolfleet: server error %s: %s", e.Code, e.Message)
+}
+
+// Unwrap returns context.Canceled or context.DeadlineExceeded when the call
+// ended because its context did, so errors.Is works as usual.
+func (e *ServerError) Unwrap() error { return e.cause }
+
+// GRPCStatus renders the error as the gateway sends it: the code with a
+// toolfleetv1.ServerError detail.
+func (e *ServerError) GRPCStatus() *status.Status {
+	st := status.New(e.Code, e.Message)
+	if d, err := st.WithDetails(&toolfleetv1.ServerError{Message: e.Message, DeveloperMessage: e.DeveloperMessage}); err == nil {
+		return d
+	}
+	return st
+}
+
+// ValidationError says the input broke the tool's contract; the tool did not run.
+type ValidationError struct {
+	// Message summarises the problem.
+	Message string
+	// ParameterErrors maps a JSON field path (e.g. "items[2].name") to a message a
+	// model can act on.
+	ParameterErrors map[string]string
+	// CallID is the id of the call that failed.
+	CallID string
+}
+
+// Error returns the message and every field error, sorted by field.
+func (e *ValidationError) Error() string {
+	var b strings.Builder
+	b.WriteString("toolfleet: invalid input: ")
+	b.WriteString(e.Message)
+	for _, f := range slices.Sorted(maps.Keys(e.ParameterErrors)) {
+		fmt.Fprintf(&b, "; %s: %s", f, e.ParameterErrors[f])
+	}
+	return b.String()
+}
+
+// GRPCStatus renders the error as the gateway sends it: InvalidArgument with a
+// toolfleetv1.ValidationError detail.
+func (e *ValidationError) GRPCStatus() *status.Status {
+	st := status.New(codes.InvalidArgument, e.Message)
+	if d, err := st.WithDetails(&toolfleetv1.ValidationError{Message: e.Message, ParameterErrors: e.ParameterErrors}); err == nil {
+		return d
+	}
+	return st
+}
+
+// ExecutionError is an execution error (the tool ran and failed) as a Go error,
+// returned by [Result.Err]. The call itself succeeded: the gateway answered
+// with success=false.
+type ExecutionError struct {
+	// ToolID is the resolved tool id, e.g. "Calculator.Divide@1.0.0".
+	ToolID string
+	// CallID is the call's id.
+	CallID string
+	// Message is for users and models.
+	Message string
+	// DeveloperMessage is for developers only; never show it to a model.
+	DeveloperMessage string
+	// CanRetry says a retry with the same input may succeed.
+	CanRetry bool
+	// RetryAfter is the delay the tool suggested before a retry.
+	RetryAfter time.Duration
+	// AdditionalPromptContent is guidance for a model, e.g. how to fix the input.
+	AdditionalPromptContent string
+}
+
+// Error returns the tool id and the message.
+func (e *ExecutionError) Error() string {
+	return fmt.Sprintf("toolfleet: %s failed: %s", e.ToolID, e.Message)
+}
+
+// fromRPC turns a transport error into a *ServerError or *ValidationError,
+// reading the toolfleet detail the gateway attached. Errors without a
+// detail (the gateway was not reached, a deadline) keep their code.
+func fromRPC(ctx context.Context, err error, callID string) error {
+	if err == nil {
+		return nil
+	}
+	code := codes.Unknown
+	msg := err.Error()
+	var details []any
+	var cerr *connect.Error
+	switch {
+	case errors.As(err, &cerr):
+		code, msg = codes.Code(cerr.Code()), cerr.Message()
+		for _, d := range cerr.Details() {
+			if v, derr := d.Value(); derr == nil {
+				details = append(details, v)
+			}
+		}
+	default:
+		if st, ok := status.FromError(err); ok {
+			code, msg, details = st.Code(), st.Message(), st.Details()
+		}
+	}
+	for _, d := range details {
+		switch d := d.(type) {
+		case *toolfleetv1.ValidationError:
+			return &ValidationError{Message: d.GetMessage(), ParameterErrors: d.GetParameterErrors(), CallID: callID}
+		case *toolfleetv1.ServerError:
+			return &ServerError{Code: code, Message: d.GetMessage(), DeveloperMessage: d.GetDeveloperMessage(), CallID: callID, cause: ctxCause(ctx, code)}
+		}
+	}
+	return &ServerError{Code: code, Message: msg, CallID: callID, cause: ctxCause(ctx, code)}
+}
+
+// ctxCause is the context error behind a Canceled or DeadlineExceeded code.
+func ctxCause(ctx context.Context, code codes.Code) error {
+	if code != codes.Canceled && code != codes.DeadlineExceeded {
+		return nil
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if code == codes.Canceled {
+		return context.Canceled
+	}
+	return context.DeadlineExceeded
+}
+
+// fromFailure turns a CallTools failure outcome into a typed error.
+func fromFailure(f *toolfleetv1.CallFailure) error {
+	if ve := f.GetValidationError(); ve != nil {
+		return &ValidationError{Message: ve.GetMessage(), ParameterErrors: ve.GetParameterErrors(), CallID: f.GetCallId()}
+	}
+	code := codeOfName(f.GetCode())
+	se := f.GetServerError()
+	return &ServerError{Code: code, Message: se.GetMessage(), DeveloperMessage: se.GetDeveloperMessage(), CallID: f.GetCallId()}
+}
+
+// codeOfName maps a canonical code name ("NOT_FOUND") to its code.
+func codeOfName(name string) codes.Code {
+	var c codes.Code
+	if err := c.UnmarshalJSON([]byte(strconv.Quote(name))); err != nil {
+		return codes.Unknown
+	}
+	return c
+}
