@@ -405,7 +405,8 @@ func (Bedrock) ParseResponse(body []byte) (*toolfleetv1.Message, error) {
 }
 
 // NewStreamDecoder implements Format for ConverseStream. Its events travel
-// in AWS event-stream framing; Decode takes one unframed event: the
+// in AWS event-stream framing (DecodeEventStream unframes a whole response
+// body); Decode takes one unframed event: the
 // :event-type header (messageStart, contentBlockStart, contentBlockDelta,
 // contentBlockStop, messageStop, metadata) and its JSON payload. A payload
 // that wraps itself ({"contentBlockDelta": {…}}, as the SDKs print events)

@@ -1,0 +1,91 @@
+package llm
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"hash/crc32"
+	"testing"
+)
+
+// eventFrame encodes one AWS event-stream frame with string headers.
+func eventFrame(headers [][2]string, payload []byte) []byte {
+	var h bytes.Buffer
+	for _, kv := range headers {
+		h.WriteByte(byte(len(kv[0])))
+		h.WriteString(kv[0])
+		h.WriteByte(7)
+		_ = binary.Write(&h, binary.BigEndian, uint16(len(kv[1])))
+		h.WriteString(kv[1])
+	}
+	total := uint32(12 + h.Len() + len(payload) + 4)
+	var f bytes.Buffer
+	_ = binary.Write(&f, binary.BigEndian, total)
+	_ = binary.Write(&f, binary.BigEndian, uint32(h.Len()))
+	_ = binary.Write(&f, binary.BigEndian, crc32.ChecksumIEEE(f.Bytes()))
+	f.Write(h.Bytes())
+	f.Write(payload)
+	_ = binary.Write(&f, binary.BigEndian, crc32.ChecksumIEEE(f.Bytes()))
+	return f.Bytes()
+}
+
+// bedrockEventStream frames the JSONL transcript the way ConverseStream
+// sends it.
+func bedrockEventStream(t *testing.T) []byte {
+	t.Helper()
+	var out bytes.Buffer
+	sc := bufio.NewScanner(bytes.NewReader(readTestdata(t, "bedrock/stream_parallel.jsonl")))
+	for sc.Scan() {
+		var ev map[string]json.RawMessage
+		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
+			t.Fatal(err)
+		}
+		for name, payload := range ev {
+			out.Write(eventFrame([][2]string{{":message-type", "event"}, {":event-type", name}, {":content-type", "application/json"}}, payload))
+		}
+	}
+	return out.Bytes()
+}
+
+func TestDecodeEventStream(t *testing.T) {
+	t.Parallel()
+	stream := bedrockEventStream(t)
+	corrupt := bytes.Clone(stream)
+	corrupt[len(corrupt)-1] ^= 0xff
+	exception := append(bytes.Clone(stream[:0]), eventFrame([][2]string{{":message-type", "exception"}, {":exception-type", "throttlingException"}}, []byte(`{"message":"slow down"}`))...)
+	tests := []struct {
+		name    string
+		body    []byte
+		wantErr error
+	}{
+		{"transcript", stream, nil},
+		{"bad checksum", corrupt, ErrMalformed},
+		{"truncated", stream[:len(stream)-3], ErrMalformed},
+		{"exception frame", exception, ErrMalformed},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			var deltas []string
+			msg, err := DecodeEventStream(t.Context(), bytes.NewReader(tt.body), func(d Delta) error {
+				if d.Text != "" {
+					deltas = append(deltas, d.Text)
+				}
+				return nil
+			})
+			if tt.wantErr != nil {
+				if !errors.Is(err, tt.wantErr) {
+					t.Fatalf("err = %v, want %v", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkStreamed(t, msg, deltas, []string{"Computing ", "both."}, "Computing both.",
+				[]string{`Calculator_Add(tooluse_a)={"a":2,"b":3}`, `Calculator_Mul(tooluse_b)={"a":4,"b":5}`}, nil, "")
+		})
+	}
+}
