@@ -3,6 +3,7 @@ package llm
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"time"
 
@@ -37,7 +38,30 @@ func (t *textProtocolModel) Complete(ctx context.Context, req *Request) (*toolfl
 	if err != nil {
 		return nil, err
 	}
-	return ParseAuto(msg, t.p, req.Tools)
+	return t.parse(msg, req)
+}
+
+// parse extracts the calls and keeps their ids unique in the conversation:
+// generated ids ("call_1") restart every turn, and a provider-facing history
+// must not repeat one.
+func (t *textProtocolModel) parse(msg *toolfleetv1.Message, req *Request) (*toolfleetv1.Message, error) {
+	out, err := ParseAuto(msg, t.p, req.Tools)
+	if err != nil {
+		return nil, err
+	}
+	used := callNames(req.Messages)
+	turn := 1
+	for _, m := range req.Messages {
+		if m.GetRole() == toolfleetv1.Role_ROLE_ASSISTANT {
+			turn++
+		}
+	}
+	for _, c := range ToolCalls(out) {
+		if _, dup := used[c.GetId()]; dup {
+			c.Id = fmt.Sprintf("%s_t%d", c.GetId(), turn)
+		}
+	}
+	return out, nil
 }
 
 func (t *textProtocolModel) Stream(ctx context.Context, req *Request, onDelta func(Delta) error) (*toolfleetv1.Message, error) {
@@ -71,7 +95,7 @@ func (t *textProtocolModel) Stream(ctx context.Context, req *Request, onDelta fu
 	if cut {
 		msg = truncateAfter(msg, t.p.CloseTag())
 	}
-	return ParseAuto(msg, t.p, req.Tools)
+	return t.parse(msg, req)
 }
 
 // truncateAfter drops the text after the first closing tag: the chunk that

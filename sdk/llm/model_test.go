@@ -96,7 +96,7 @@ func TestScriptedConversation(t *testing.T) {
 					}
 					return WriteCalls(v.proto, text, calls...)
 				}
-				turn2 := say("Now the product.", CallPart("call_1", "Calculator_Mul", map[string]any{"a": 5, "b": 4}))
+				turn2 := say("Now the product.", CallPart("call_2", "Calculator_Mul", map[string]any{"a": 5, "b": 4}))
 				turn2.Check = lastResultIs("5")
 				turn3 := SayText("(2+3)*4 = 20.")
 				turn3.Check = lastResultIs("20")
@@ -115,6 +115,15 @@ func TestScriptedConversation(t *testing.T) {
 				}
 				if len(msgs) != 6 || script.Remaining() != 0 {
 					t.Errorf("messages = %d, remaining turns = %d", len(msgs), script.Remaining())
+				}
+				ids := map[string]bool{}
+				for _, m := range msgs {
+					for _, c := range ToolCalls(m) {
+						if ids[c.GetId()] {
+							t.Errorf("call id %q repeated in the conversation", c.GetId())
+						}
+						ids[c.GetId()] = true
+					}
 				}
 				if v.proto != nil {
 					sent := script.Requests()[0]
