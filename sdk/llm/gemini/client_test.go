@@ -41,9 +41,18 @@ func server(t *testing.T, status int, header http.Header, body []byte) *httptest
 		}
 		raw, _ := io.ReadAll(r.Body)
 		req, err := llm.Gemini{}.ParseRequest(raw)
-		if err != nil || len(req.Tools) != 1 || len(req.Messages) != 2 {
+		if err != nil || len(req.Tools) != 1 || len(req.Messages) < 2 {
 			http.Error(w, "bad body: "+string(raw), http.StatusBadRequest)
 			return
+		}
+		// History sent through the SDK keeps call ids and thought signatures.
+		for _, m := range req.Messages {
+			for _, c := range llm.ToolCalls(m) {
+				if c.GetId() != "schedule_meeting_1" || string(c.GetSignature()) != "opaque-signature" {
+					http.Error(w, "call lost its id or signature: "+string(raw), http.StatusBadRequest)
+					return
+				}
+			}
 		}
 		for k, v := range header {
 			w.Header()[k] = v
@@ -63,6 +72,17 @@ func server(t *testing.T, status int, header http.Header, body []byte) *httptest
 func request() *llm.Request {
 	def := &toolfleetv1.ToolDefinition{ModelName: "schedule_meeting", Description: "Schedule."}
 	return &llm.Request{Messages: []*toolfleetv1.Message{llm.System("Be brief."), llm.User("Book it.")}, Tools: []*toolfleetv1.ToolDefinition{def}, MaxTokens: 100}
+}
+
+// followUp is request plus a signed call and its result, as the next turn sends them.
+func followUp() *llm.Request {
+	req := request()
+	call := llm.CallPart("schedule_meeting_1", "schedule_meeting", map[string]any{"topic": "Q3"})
+	call.GetToolCall().Signature = []byte("opaque-signature")
+	req.Messages = append(req.Messages,
+		llm.NewMessage(toolfleetv1.Role_ROLE_ASSISTANT, call),
+		llm.NewMessage(toolfleetv1.Role_ROLE_TOOL, llm.ResultPart("schedule_meeting_1", "schedule_meeting", "booked", false)))
+	return req
 }
 
 func client(t *testing.T, srv *httptest.Server) *Client {
@@ -85,6 +105,7 @@ func TestClient(t *testing.T) {
 	}{
 		{"complete", false, "gemini/documented_response.json", []string{"schedule_meeting"}},
 		{"stream", true, "gemini/stream_parallel.sse", []string{"Calculator_Add", "Calculator_Mul"}},
+		{"follow-up keeps signatures", false, "gemini/documented_response.json", []string{"schedule_meeting"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -92,10 +113,14 @@ func TestClient(t *testing.T) {
 			c := client(t, server(t, http.StatusOK, nil, testdata(t, tt.fixture)))
 			var msg *toolfleetv1.Message
 			var err error
+			req := request()
+			if tt.name == "follow-up keeps signatures" {
+				req = followUp()
+			}
 			if tt.stream {
-				msg, err = c.Stream(t.Context(), request(), nil)
+				msg, err = c.Stream(t.Context(), req, nil)
 			} else {
-				msg, err = c.Complete(t.Context(), request())
+				msg, err = c.Complete(t.Context(), req)
 			}
 			if err != nil {
 				t.Fatal(err)
