@@ -16,6 +16,7 @@ import (
 	"path"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
@@ -61,7 +62,22 @@ type authenticator struct {
 	cfg    AuthConfig
 	parser *jwt.Parser
 	keys   *jwks
+	// verified caches principals by token: a caller reuses its token for many
+	// calls, and verifying a signature costs more than the rest of the pipeline.
+	verified sync.Map // string → verifiedToken
+	cached   atomic.Int64
 }
+
+type verifiedToken struct {
+	p     *Principal
+	until time.Time
+}
+
+// Cache bounds: entries live at most verifiedTTL (and never past exp).
+const (
+	verifiedTTL = 5 * time.Minute
+	maxVerified = 10000
+)
 
 func newAuthenticator(ctx context.Context, cfg AuthConfig) (*authenticator, error) {
 	a := &authenticator{cfg: cfg}
@@ -108,6 +124,13 @@ func (a *authenticator) authenticate(ctx context.Context, header string) (*Princ
 	if !ok || token == "" {
 		return nil, serverError(codes.Unauthenticated, ErrUnauthenticated, "", "a bearer token is required (Authorization: Bearer <jwt>)")
 	}
+	if v, ok := a.verified.Load(token); ok {
+		if vt := v.(verifiedToken); time.Now().Before(vt.until) {
+			return vt.p, nil
+		}
+		a.verified.Delete(token)
+		a.cached.Add(-1)
+	}
 	var c claims
 	_, err := a.parser.ParseWithClaims(token, &c, func(t *jwt.Token) (any, error) {
 		if a.keys == nil {
@@ -120,6 +143,15 @@ func (a *authenticator) authenticate(ctx context.Context, header string) (*Princ
 		return nil, serverError(codes.Unauthenticated, ErrUnauthenticated, err.Error(), "the bearer token is not valid")
 	}
 	p := &Principal{Subject: c.Subject, Scopes: append(append(strings.Fields(c.Scope), c.Scp...), c.Scopes...)}
+	until := time.Now().Add(verifiedTTL)
+	if c.ExpiresAt != nil && c.ExpiresAt.Before(until) {
+		until = c.ExpiresAt.Time
+	}
+	if a.cached.Add(1) > maxVerified {
+		a.verified.Clear()
+		a.cached.Store(1)
+	}
+	a.verified.Store(token, verifiedToken{p, until})
 	return p, nil
 }
 

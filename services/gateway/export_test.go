@@ -8,3 +8,4 @@ func ReplicasForTest(g *Gateway, id string) int {
 	}
 	return len(rt.replicas)
 }
+

@@ -200,8 +200,12 @@ func (g *Gateway) Run(ctx context.Context) error {
 	srv.Protocols = new(http.Protocols)
 	srv.Protocols.SetHTTP1(true)
 	srv.Protocols.SetUnencryptedHTTP2(true)
-	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(ln) }()
+	sp := newSplitter(ln)
+	serveErr := make(chan error, 3)
+	var servers sync.WaitGroup
+	servers.Go(sp.serve)
+	servers.Go(func() { serveErr <- g.grpc.Serve(sp.grpc) })
+	servers.Go(func() { serveErr <- srv.Serve(sp.http) })
 	close(g.ready)
 	g.log.Info("gateway serving", "addr", addr, "static_workers", len(g.cfg.Workers), "nats", g.cfg.NATSURL != "")
 
@@ -209,11 +213,14 @@ func (g *Gateway) Run(ctx context.Context) error {
 	case <-ctx.Done():
 	case err = <-serveErr:
 	}
+	sp.close()
 	stopCtx, stop := context.WithTimeout(context.WithoutCancel(ctx), g.cfg.ShutdownTimeout)
 	defer stop()
+	g.stopGRPC(stopCtx)
 	if serr := srv.Shutdown(stopCtx); serr != nil {
 		_ = srv.Close()
 	}
+	servers.Wait()
 	cancel()
 	g.events.wait()
 	bg.Wait()
@@ -221,10 +228,22 @@ func (g *Gateway) Run(ctx context.Context) error {
 	if nc != nil {
 		nc.Close()
 	}
-	if errors.Is(err, http.ErrServerClosed) {
+	if errors.Is(err, http.ErrServerClosed) || errors.Is(err, grpc.ErrServerStopped) {
 		err = nil
 	}
 	return err
+}
+
+// stopGRPC stops the gRPC server gracefully, cutting calls still running at the bound.
+func (g *Gateway) stopGRPC(ctx context.Context) {
+	done := make(chan struct{})
+	go func() { defer close(done); g.grpc.GracefulStop() }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		g.grpc.Stop()
+		<-done
+	}
 }
 
 // connectNATS connects (retrying in the background when NATS is away) and starts

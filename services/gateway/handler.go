@@ -20,7 +20,8 @@ const connectCompressMinBytes = 8 << 10
 //     grpc.health.v1 and server reflection;
 //   - Connect and gRPC-Web → connect-go, with server reflection;
 //   - GET /health, GET /tools, POST /tools/call → the OXP HTTP JSON surface;
-//   - GET /metrics → Prometheus.
+//   - GET /metrics → Prometheus;
+//   - /mcp → the Model Context Protocol, streamable HTTP (mcp_mount.go).
 func (g *Gateway) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle(toolfleetv1connect.NewToolGatewayServiceHandler(connectService{g: g},
@@ -32,6 +33,7 @@ func (g *Gateway) Handler() http.Handler {
 	mux.HandleFunc("GET /tools", g.httpListTools)
 	mux.HandleFunc("POST /tools/call", g.httpCallTool)
 	mux.Handle("GET /metrics", g.metrics.handler())
+	mux.Handle("/mcp", g.mcpHandler())
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if isGRPC(r) {
 			g.grpc.ServeHTTP(w, r)

@@ -165,7 +165,7 @@ func (i *idempotency) finish(c claim, resp *toolfleetv1.CallToolResponse, store 
 		// A delete marker lets waiters run the call themselves.
 		msg := nats.NewMsg(subject)
 		msg.Header.Set("KV-Operation", "DEL")
-		if _, err := i.js.PublishMsgAsync(msg); err != nil {
+		if err := i.nc.PublishMsg(msg); err != nil {
 			i.log.Warn("idempotency lock not released; it expires by itself", "error", err)
 		}
 		return
@@ -175,7 +175,9 @@ func (i *idempotency) finish(c claim, resp *toolfleetv1.CallToolResponse, store 
 		i.log.Error("encode result for the idempotency store", "error", err)
 		return
 	}
-	if _, err := i.js.PublishAsync(subject, b); err != nil {
+	// A plain publish: JetStream stores it without an ack round trip. If it is
+	// lost, waiters see the lock expire and run the call themselves.
+	if err := i.nc.Publish(subject, b); err != nil {
 		i.log.Warn("result not stored for idempotency", "call_id", resp.GetCallId(), "error", err)
 	}
 }

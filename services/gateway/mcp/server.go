@@ -1,0 +1,440 @@
+package mcp
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"net/http"
+	"reflect"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
+	"github.com/toolfleet/toolfleet/sdk/llm"
+)
+
+// Backend is what the MCP surface needs of a gateway. CallTool returns a
+// response (a success or an execution error) or an error carrying a gRPC status
+// (a GRPCStatus method, as gateway.CallError and sdk/client's errors have) with
+// a toolfleetv1.ServerError or toolfleetv1.ValidationError detail.
+type Backend interface {
+	ListTools(ctx context.Context, req *toolfleetv1.ListToolsRequest) (*toolfleetv1.ListToolsResponse, error)
+	CallTool(ctx context.Context, req *toolfleetv1.CallToolRequest) (*toolfleetv1.CallToolResponse, error)
+}
+
+// Defaults of [Options].
+const (
+	DefaultPollInterval     = 2 * time.Second
+	DefaultMaxStaleness     = 500 * time.Millisecond
+	DefaultProgressInterval = time.Second
+	DefaultPageSize         = 100
+	DefaultSessionTimeout   = 30 * time.Minute
+)
+
+// Meta keys toolfleet adds to MCP messages.
+const (
+	// MetaToolID carries a listed tool's full id with version ("Calculator.Add@1.0.0").
+	MetaToolID = "toolfleet/id"
+	// MetaCallID carries a call's idempotency key: optional in a tools/call
+	// request, always set on the result.
+	MetaCallID = "toolfleet/callId"
+)
+
+// Options configure a [Server]; zero values take the defaults.
+type Options struct {
+	// Name and Version describe the server to clients. Default "toolfleet", "dev".
+	Name, Version string
+	// PollInterval is how often the tool list is re-read while a client is
+	// connected, to notify list changes. Default [DefaultPollInterval].
+	PollInterval time.Duration
+	// MaxStaleness bounds the age of the tool list a tools/list answer is built
+	// from. Default [DefaultMaxStaleness].
+	MaxStaleness time.Duration
+	// ProgressInterval is the period of progress notifications of a running
+	// call that asked for them. Default [DefaultProgressInterval].
+	ProgressInterval time.Duration
+	// PageSize is the number of tools per tools/list page. Default [DefaultPageSize].
+	PageSize int
+	// SessionTimeout closes idle streamable-HTTP sessions. Default [DefaultSessionTimeout].
+	SessionTimeout time.Duration
+	// Logger receives the server's logs. Default slog.Default().
+	Logger *slog.Logger
+}
+
+func (o *Options) defaults() {
+	if o.Name == "" {
+		o.Name = "toolfleet"
+	}
+	if o.Version == "" {
+		o.Version = "dev"
+	}
+	if o.PollInterval <= 0 {
+		o.PollInterval = DefaultPollInterval
+	}
+	if o.MaxStaleness <= 0 {
+		o.MaxStaleness = DefaultMaxStaleness
+	}
+	if o.ProgressInterval <= 0 {
+		o.ProgressInterval = DefaultProgressInterval
+	}
+	if o.PageSize <= 0 {
+		o.PageSize = DefaultPageSize
+	}
+	if o.SessionTimeout <= 0 {
+		o.SessionTimeout = DefaultSessionTimeout
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+}
+
+// Server is an MCP server over a [Backend]. Serve it over streamable HTTP with
+// [Server.Handler] or over one transport (stdio) with [Server.Serve].
+type Server struct {
+	backend Backend
+	opts    Options
+	log     *slog.Logger
+	mcp     *sdk.Server
+
+	syncMu   sync.Mutex // one sync at a time
+	mu       sync.Mutex
+	tools    map[string]*sdk.Tool // by MCP name, as last added
+	lastSync time.Time
+
+	watchMu  sync.Mutex
+	watchers int
+	stop     context.CancelFunc
+	polling  sync.WaitGroup
+}
+
+// New returns a server over b. It reads the tool list lazily (on the first
+// tools/list or while clients are connected), so it does no I/O here.
+func New(b Backend, opts Options) *Server {
+	opts.defaults()
+	s := &Server{backend: b, opts: opts, log: opts.Logger.With("component", "mcp"), tools: map[string]*sdk.Tool{}}
+	s.mcp = sdk.NewServer(&sdk.Implementation{Name: opts.Name, Title: "toolfleet", Version: opts.Version}, &sdk.ServerOptions{
+		PageSize: opts.PageSize,
+		Instructions: "Tools served by a toolfleet gateway. Tool titles carry the exact version " +
+			"(Toolkit.Tool@x.y.z); a failed call returns isError with a message to act on.",
+		Capabilities: &sdk.ServerCapabilities{Tools: &sdk.ToolCapabilities{ListChanged: true}},
+	})
+	s.mcp.AddReceivingMiddleware(s.freshList)
+	return s
+}
+
+// Handler serves MCP over streamable HTTP (one session per client). The
+// Authorization header of each request is passed to the backend with the call
+// (see [Authorization]); authentication itself is the backend's job (the
+// gateway answers 401 before this handler runs when auth is on).
+func (s *Server) Handler() http.Handler {
+	h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return s.mcp },
+		&sdk.StreamableHTTPOptions{SessionTimeout: s.opts.SessionTimeout, Logger: s.log})
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// Poll the registry while requests (notably the notification stream) are open.
+		release := s.watch()
+		defer release()
+		h.ServeHTTP(w, r)
+	})
+}
+
+// Serve runs one MCP session over t (e.g. &mcp.StdioTransport{}) until the
+// client disconnects or ctx is done.
+func (s *Server) Serve(ctx context.Context, t sdk.Transport) error {
+	release := s.watch()
+	defer release()
+	if err := s.Sync(ctx); err != nil {
+		s.log.Warn("tool list not read; retrying while the session runs", "error", err)
+	}
+	return s.mcp.Run(ctx, t)
+}
+
+// watch keeps a poller running until the returned release is called (counted:
+// the poller stops when the last watcher leaves).
+func (s *Server) watch() (release func()) {
+	s.watchMu.Lock()
+	defer s.watchMu.Unlock()
+	s.watchers++
+	if s.watchers == 1 {
+		ctx, cancel := context.WithCancel(context.Background())
+		s.stop = cancel
+		s.polling.Go(func() { s.poll(ctx) })
+	}
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			s.watchMu.Lock()
+			defer s.watchMu.Unlock()
+			s.watchers--
+			if s.watchers == 0 {
+				s.stop()
+				s.polling.Wait()
+			}
+		})
+	}
+}
+
+// poll re-reads the tool list every PollInterval until ctx is done.
+func (s *Server) poll(ctx context.Context) {
+	t := time.NewTicker(s.opts.PollInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if err := s.Sync(ctx); err != nil && ctx.Err() == nil {
+			s.log.Warn("tool list not refreshed", "error", err)
+		}
+	}
+}
+
+// freshList re-reads a stale tool list before answering tools/list.
+func (s *Server) freshList(next sdk.MethodHandler) sdk.MethodHandler {
+	return func(ctx context.Context, method string, req sdk.Request) (sdk.Result, error) {
+		if method == "tools/list" {
+			s.mu.Lock()
+			stale := time.Since(s.lastSync) > s.opts.MaxStaleness
+			s.mu.Unlock()
+			if stale {
+				if err := s.Sync(ctx); err != nil {
+					return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the tool list is not available: " + err.Error()}
+				}
+			}
+		}
+		return next(ctx, method, req)
+	}
+}
+
+// Sync reads the backend's tool list (bounded by 10s) and updates the served
+// tools; the SDK notifies sessions of a change.
+func (s *Server) Sync(ctx context.Context) error {
+	s.syncMu.Lock()
+	defer s.syncMu.Unlock()
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	var defs []*toolfleetv1.ToolDefinition
+	req := &toolfleetv1.ListToolsRequest{PageSize: 500}
+	for {
+		resp, err := s.backend.ListTools(ctx, req)
+		if err != nil {
+			return fmt.Errorf("mcp: list tools: %w", err)
+		}
+		defs = append(defs, resp.GetTools()...)
+		if resp.GetNextPageToken() == "" {
+			break
+		}
+		req.PageToken = resp.GetNextPageToken()
+	}
+	next := make(map[string]*sdk.Tool, len(defs))
+	for _, d := range defs {
+		t, err := toolOf(d)
+		if err != nil {
+			s.log.Warn("tool not shown to MCP clients", "tool", d.GetId(), "error", err)
+			continue
+		}
+		next[t.Name] = t
+	}
+	s.mu.Lock()
+	prev := s.tools
+	s.tools = next
+	s.lastSync = time.Now()
+	s.mu.Unlock()
+
+	var gone []string
+	for name := range prev {
+		if _, ok := next[name]; !ok {
+			gone = append(gone, name)
+		}
+	}
+	if len(gone) > 0 {
+		s.mcp.RemoveTools(gone...)
+	}
+	for _, name := range slices.Sorted(maps.Keys(next)) {
+		t := next[name]
+		if old, ok := prev[name]; ok && reflect.DeepEqual(old, t) {
+			continue
+		}
+		s.mcp.AddTool(t, s.handler(t.Meta[MetaToolID].(string)))
+	}
+	return nil
+}
+
+// toolOf renders a definition as an MCP tool (see the package doc for names,
+// titles and versions).
+func toolOf(d *toolfleetv1.ToolDefinition) (*sdk.Tool, error) {
+	e := llm.MCPTool(d)
+	if e.Name == "" {
+		return nil, errors.New("no model name")
+	}
+	in := e.InputSchema
+	if in == nil || in["type"] != "object" {
+		return nil, fmt.Errorf("input schema of type %v, MCP needs an object", in["type"])
+	}
+	t := &sdk.Tool{Name: e.Name, Description: e.Description, InputSchema: in,
+		Title: versionedTitle(d), Meta: sdk.Meta{MetaToolID: d.GetId()}}
+	if e.OutputSchema != nil {
+		t.OutputSchema = e.OutputSchema
+	}
+	if a := e.Annotations; a != nil {
+		t.Annotations = &sdk.ToolAnnotations{Title: a.Title, ReadOnlyHint: a.ReadOnlyHint,
+			DestructiveHint: &a.DestructiveHint, IdempotentHint: a.IdempotentHint, OpenWorldHint: &a.OpenWorldHint}
+	}
+	return t, nil
+}
+
+// versionedTitle is "Toolkit.Tool@x.y.z", after the contract's own title when it has one.
+func versionedTitle(d *toolfleetv1.ToolDefinition) string {
+	if t := d.GetTitle(); t != "" && t != d.GetName() {
+		return t + " (" + d.GetId() + ")"
+	}
+	return d.GetId()
+}
+
+// handler calls toolID (the exact version listed) through the backend.
+func (s *Server) handler(toolID string) sdk.ToolHandler {
+	return func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+		input := &structpb.Struct{}
+		if raw := req.Params.Arguments; len(raw) > 0 && string(raw) != "null" {
+			if err := protojson.Unmarshal(raw, input); err != nil {
+				return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams,
+					Message: fmt.Sprintf("arguments of %s must be a JSON object: %v", req.Params.Name, err)}
+			}
+		}
+		call := &toolfleetv1.CallToolRequest{ToolId: toolID, Input: input}
+		if id, ok := req.Params.Meta[MetaCallID].(string); ok {
+			call.CallId = id
+		}
+		if req.Extra != nil && req.Extra.Header != nil {
+			ctx = WithAuthorization(ctx, req.Extra.Header.Get("Authorization"))
+		}
+		if tok := req.Params.GetProgressToken(); tok != nil && req.Session != nil {
+			stop := s.progress(ctx, req.Session, tok, toolID)
+			defer stop()
+		}
+		resp, err := s.backend.CallTool(ctx, call)
+		if err != nil {
+			return failure(ctx, toolID, err)
+		}
+		return result(resp)
+	}
+}
+
+// progress sends a notification every ProgressInterval until stop is called.
+func (s *Server) progress(ctx context.Context, ss *sdk.ServerSession, token any, toolID string) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		start := time.Now()
+		t := time.NewTicker(s.opts.ProgressInterval)
+		defer t.Stop()
+		for n := 1; ; n++ {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			elapsed := time.Since(start).Round(100 * time.Millisecond)
+			err := ss.NotifyProgress(ctx, &sdk.ProgressNotificationParams{ProgressToken: token, Progress: float64(n),
+				Message: fmt.Sprintf("%s running for %s", toolID, elapsed)})
+			if err != nil && ctx.Err() == nil {
+				s.log.Debug("progress notification not sent", "tool", toolID, "error", err)
+			}
+		}
+	})
+	return func() {
+		cancel()
+		wg.Wait()
+	}
+}
+
+// result renders a response: the value (JSON text, plus structuredContent for
+// objects) or an execution error as isError.
+func result(resp *toolfleetv1.CallToolResponse) (*sdk.CallToolResult, error) {
+	meta := sdk.Meta{MetaCallID: resp.GetCallId(), MetaToolID: resp.GetToolId()}
+	if !resp.GetSuccess() {
+		text := resp.GetError().GetMessage()
+		if hint := resp.GetError().GetAdditionalPromptContent(); hint != "" {
+			text += "\n" + hint
+		}
+		return &sdk.CallToolResult{Meta: meta, IsError: true, Content: []sdk.Content{&sdk.TextContent{Text: text}}}, nil
+	}
+	v := resp.GetValue().AsInterface()
+	text, err := json.Marshal(v)
+	if err != nil {
+		return nil, fmt.Errorf("mcp: result of %s: %w", resp.GetToolId(), err)
+	}
+	out := &sdk.CallToolResult{Meta: meta, Content: []sdk.Content{&sdk.TextContent{Text: string(text)}}}
+	if _, ok := v.(map[string]any); ok {
+		out.StructuredContent = v
+	}
+	return out, nil
+}
+
+// failure maps an error before the tool ran: a validation error is an isError
+// result with the field messages; anything else is a JSON-RPC error.
+func failure(ctx context.Context, toolID string, err error) (*sdk.CallToolResult, error) {
+	if ctx.Err() != nil {
+		return nil, ctx.Err() // cancelled by the client: no answer is expected
+	}
+	st, ok := status.FromError(err)
+	if !ok {
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: err.Error()}
+	}
+	for _, d := range st.Details() {
+		if ve, ok := d.(*toolfleetv1.ValidationError); ok {
+			return &sdk.CallToolResult{IsError: true, Content: []sdk.Content{&sdk.TextContent{Text: validationText(toolID, ve)}},
+				Meta: sdk.Meta{MetaToolID: toolID, "toolfleet/parameterErrors": ve.GetParameterErrors()}}, nil
+		}
+	}
+	msg := st.Message()
+	for _, d := range st.Details() {
+		if se, ok := d.(*toolfleetv1.ServerError); ok && se.GetMessage() != "" {
+			msg = se.GetMessage()
+		}
+	}
+	code := int64(jsonrpc.CodeInternalError)
+	if st.Code() == codes.NotFound || st.Code() == codes.InvalidArgument {
+		code = jsonrpc.CodeInvalidParams // like the SDK's own "unknown tool"
+	}
+	return nil, &jsonrpc.Error{Code: code, Message: fmt.Sprintf("%s: %s", st.Code(), msg)}
+}
+
+// validationText lists the field messages, one per line, sorted by field.
+func validationText(toolID string, ve *toolfleetv1.ValidationError) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "invalid input for %s: %s", toolID, ve.GetMessage())
+	for _, f := range slices.Sorted(maps.Keys(ve.GetParameterErrors())) {
+		fmt.Fprintf(&b, "\n- %s: %s", f, ve.GetParameterErrors()[f])
+	}
+	return b.String()
+}
+
+type authKey struct{}
+
+// WithAuthorization returns ctx carrying an Authorization header value for the backend.
+func WithAuthorization(ctx context.Context, header string) context.Context {
+	if header == "" {
+		return ctx
+	}
+	return context.WithValue(ctx, authKey{}, header)
+}
+
+// Authorization returns the Authorization header value of the MCP request that
+// started the call ("" when none, e.g. over stdio).
+func Authorization(ctx context.Context) string {
+	v, _ := ctx.Value(authKey{}).(string)
+	return v
+}
