@@ -8,4 +8,3 @@ func ReplicasForTest(g *Gateway, id string) int {
 	}
 	return len(rt.replicas)
 }
-
