@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"path/filepath"
 	"time"
 
@@ -25,10 +26,12 @@ type devConfig struct {
 	LogLevel      string
 	StopTimeout   time.Duration
 	StockTemporal bool
+	GatewayPort   int
+	JWTSecret     string
 }
 
 func (c devConfig) validate() error {
-	for name, p := range map[string]int{"nats-port": c.NATSPort, "temporal-port": c.TemporalPort, "temporal-ui-port": c.UIPort} {
+	for name, p := range map[string]int{"nats-port": c.NATSPort, "temporal-port": c.TemporalPort, "temporal-ui-port": c.UIPort, "gateway-port": c.GatewayPort} {
 		if p < 0 || p > 65535 {
 			return fmt.Errorf("--%s %d: must be 0..65535", name, p)
 		}
@@ -38,6 +41,9 @@ func (c devConfig) validate() error {
 	}
 	if c.Namespace == "" {
 		return fmt.Errorf("--namespace must not be empty")
+	}
+	if c.JWTSecret == "" && !isLoopback(c.Host) {
+		return fmt.Errorf("--host %s is not loopback: the gateway needs auth, set --gateway-jwt-secret", c.Host)
 	}
 	if c.StopTimeout <= 0 {
 		return fmt.Errorf("--stop-timeout must be positive")
@@ -57,7 +63,10 @@ func newDevCommand() *cobra.Command {
 		Long: `dev starts an embedded NATS server (JetStream on disk) and an embedded Temporal
 server (SQLite, tuned for low latency) with the Temporal Web UI, keeping data under
 --data-dir so that a restart resumes where it stopped. The usual ports are the
-defaults, so the nats and temporal CLIs work without flags. Ctrl-C stops it.`,
+defaults, so the nats and temporal CLIs work without flags. It also starts every
+bundled tool worker on a free loopback port, announcing itself on NATS, and the
+tool gateway (--gateway-port), which finds the workers through those
+announcements. Ctrl-C stops it.`,
 		Args: cobra.NoArgs,
 		PreRunE: func(cmd *cobra.Command, _ []string) error {
 			return config.ApplyEnv(cmd.Flags(), "TOOLFLEET")
@@ -79,6 +88,8 @@ defaults, so the nats and temporal CLIs work without flags. Ctrl-C stops it.`,
 	f.StringVar(&cfg.LogLevel, "log-level", "warn", "least level of server logs on stderr: debug, info, warn, error")
 	f.DurationVar(&cfg.StopTimeout, "stop-timeout", 20*time.Second, "how long a clean stop may take before the process exits anyway")
 	f.BoolVar(&cfg.StockTemporal, "stock-temporal", false, "run Temporal with its stock (slow-polling) dynamic config, for comparisons")
+	f.IntVar(&cfg.GatewayPort, "gateway-port", 8080, "tool gateway port: gRPC, Connect, gRPC-Web and OXP HTTP (0 = any free port)")
+	f.StringVar(&cfg.JWTSecret, "gateway-jwt-secret", "", "HS256 secret for bearer tokens at the gateway; empty = auth off (only allowed on a loopback --host)")
 	config.BindEnv(f, "TOOLFLEET")
 	return cmd
 }
@@ -109,12 +120,26 @@ func runDev(ctx context.Context, cfg devConfig, stdout, stderr io.Writer) error 
 		return fmt.Errorf("start the dev stack: %w", err)
 	}
 
+	fl, err := startFleet(startCtx, fleetConfig{Host: cfg.Host, GatewayPort: cfg.GatewayPort, JWTSecret: cfg.JWTSecret,
+		NATSURL: stack.NATS.URL(), Logger: logger})
+	if err == nil {
+		err = fl.waitToolkits(startCtx, fl.Toolkits...)
+		if err != nil {
+			_ = fl.stop()
+		}
+	}
+	if err != nil {
+		stack.Stop()
+		return fmt.Errorf("start the gateway and workers: %w", err)
+	}
+
 	fmt.Fprintf(stdout, "toolfleet dev is up in %s (data in %s)\n", time.Since(began).Round(time.Millisecond), dataDir)
 	fmt.Fprintf(stdout, "  NATS         %s   (JetStream ready)\n", stack.NATS.URL())
 	fmt.Fprintf(stdout, "  Temporal     %s   (namespace %q ready)\n", stack.Temporal.Address(), stack.Namespace())
 	if ui := stack.UIAddress(); ui != "" {
 		fmt.Fprintf(stdout, "  Temporal UI  %s\n", ui)
 	}
+	printFleet(stdout, fl, cfg.JWTSecret != "")
 	fmt.Fprintln(stdout, "Press Ctrl-C to stop.")
 
 	<-ctx.Done()
@@ -122,6 +147,9 @@ func runDev(ctx context.Context, cfg devConfig, stdout, stderr io.Writer) error 
 	stopped := make(chan struct{})
 	go func() {
 		defer close(stopped)
+		if err := fl.stop(); err != nil {
+			logger.Warn("gateway and workers stopped with errors", "error", err)
+		}
 		stack.Stop()
 	}()
 	select {
@@ -131,4 +159,13 @@ func runDev(ctx context.Context, cfg devConfig, stdout, stderr io.Writer) error 
 	case <-time.After(cfg.StopTimeout):
 		return fmt.Errorf("the dev stack did not stop within %s; data in %s may need a clean restart", cfg.StopTimeout, dataDir)
 	}
+}
+
+// isLoopback reports whether host (a name or an address) is loopback only.
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }

@@ -1,0 +1,217 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
+	calculatorv1 "github.com/toolfleet/toolfleet/gen/tools/calculator/v1"
+	clockv1 "github.com/toolfleet/toolfleet/gen/tools/clock/v1"
+	jsonqv1 "github.com/toolfleet/toolfleet/gen/tools/jsonq/v1"
+	kvv1 "github.com/toolfleet/toolfleet/gen/tools/kv/v1"
+	webv1 "github.com/toolfleet/toolfleet/gen/tools/web/v1"
+	"github.com/toolfleet/toolfleet/sdk/tool"
+	"github.com/toolfleet/toolfleet/services/gateway"
+	"github.com/toolfleet/toolfleet/workers/calculator/calculator"
+	"github.com/toolfleet/toolfleet/workers/clock/clock"
+	"github.com/toolfleet/toolfleet/workers/jsonq/jsonq"
+	"github.com/toolfleet/toolfleet/workers/kv/kv"
+	"github.com/toolfleet/toolfleet/workers/web/web"
+)
+
+// fleetConfig configures the gateway and bundled workers that `toolfleet dev` runs.
+type fleetConfig struct {
+	Host        string
+	GatewayPort int
+	// JWTSecret turns on HS256 bearer auth; empty = auth off (loopback only).
+	JWTSecret string
+	NATSURL   string
+	Logger    *slog.Logger
+}
+
+// fleet is the running gateway and bundled workers.
+type fleet struct {
+	Gateway  *gateway.Gateway
+	Workers  []string // names, in start order
+	Toolkits []string
+
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	nc     *nats.Conn
+	errs   chan error
+}
+
+// bundledWorker registers one bundled toolkit on a worker.
+type bundledWorker struct {
+	name, toolkit string
+	register      func(ctx context.Context, w *tool.Worker, js jetstream.JetStream) error
+}
+
+var bundled = []bundledWorker{
+	{"calculator", "Calculator", func(_ context.Context, w *tool.Worker, _ jetstream.JetStream) error {
+		calculatorv1.RegisterCalculatorServiceServer(w, calculator.New())
+		return nil
+	}},
+	{"clock", "Clock", func(_ context.Context, w *tool.Worker, _ jetstream.JetStream) error {
+		clockv1.RegisterClockServiceServer(w, clock.New())
+		return nil
+	}},
+	{"jsonq", "JSONQuery", func(_ context.Context, w *tool.Worker, _ jetstream.JetStream) error {
+		jsonqv1.RegisterJSONQueryServiceServer(w, jsonq.New(jsonq.Config{}))
+		return nil
+	}},
+	{"kv", "KV", func(ctx context.Context, w *tool.Worker, js jetstream.JetStream) error {
+		bucket, err := kv.OpenBucket(ctx, js, kv.BucketConfig{})
+		if err != nil {
+			return err
+		}
+		kvv1.RegisterKVServiceServer(w, kv.New(bucket))
+		return nil
+	}},
+	{"web", "Web", func(_ context.Context, w *tool.Worker, _ jetstream.JetStream) error {
+		svc := web.New(web.Config{})
+		w.OnStop(svc.Close)
+		webv1.RegisterWebServiceServer(w, svc)
+		return nil
+	}},
+}
+
+// startFleet starts every bundled worker on a free loopback port, announcing on
+// NATS, and the gateway, which finds them through those announcements.
+func startFleet(ctx context.Context, cfg fleetConfig) (_ *fleet, err error) {
+	nc, err := nats.Connect(cfg.NATSURL, nats.Name("toolfleet-dev"), nats.MaxReconnects(-1))
+	if err != nil {
+		return nil, fmt.Errorf("connect to NATS: %w", err)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("JetStream: %w", err)
+	}
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	f := &fleet{cancel: cancel, nc: nc, errs: make(chan error, len(bundled)+1)}
+	defer func() {
+		if err != nil {
+			f.stop()
+		}
+	}()
+	quiet := cfg.Logger
+	for _, b := range bundled {
+		w, err := tool.NewWorker(tool.Config{Name: b.name, Listen: net.JoinHostPort(cfg.Host, "0"), NATSURL: cfg.NATSURL,
+			Logger: quiet.With("worker", b.name)})
+		if err != nil {
+			return nil, fmt.Errorf("worker %s: %w", b.name, err)
+		}
+		if err := b.register(ctx, w, js); err != nil {
+			return nil, fmt.Errorf("worker %s: %w", b.name, err)
+		}
+		f.run(runCtx, "worker "+b.name, w.Run)
+		if err := waitReady(ctx, w.Ready(), f.errs); err != nil {
+			return nil, fmt.Errorf("worker %s: %w", b.name, err)
+		}
+		f.Workers = append(f.Workers, b.name)
+		f.Toolkits = append(f.Toolkits, b.toolkit)
+	}
+	auth := gateway.AuthConfig{Disabled: cfg.JWTSecret == ""}
+	if cfg.JWTSecret != "" {
+		auth.HS256Secret = []byte(cfg.JWTSecret)
+	}
+	g, err := gateway.New(ctx, gateway.Config{
+		Listen:  net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.GatewayPort)),
+		NATSURL: cfg.NATSURL,
+		Auth:    auth,
+		Logger:  cfg.Logger,
+	})
+	if err != nil {
+		return nil, err
+	}
+	f.run(runCtx, "gateway", g.Run)
+	if err := waitReady(ctx, g.Ready(), f.errs); err != nil {
+		return nil, fmt.Errorf("gateway: %w", err)
+	}
+	f.Gateway = g
+	return f, nil
+}
+
+func (f *fleet) run(ctx context.Context, what string, run func(context.Context) error) {
+	f.wg.Go(func() {
+		if err := run(ctx); err != nil {
+			f.errs <- fmt.Errorf("%s: %w", what, err)
+		}
+	})
+}
+
+// waitReady waits for ready, a start failure, or ctx.
+func waitReady(ctx context.Context, ready <-chan struct{}, errs <-chan error) error {
+	select {
+	case <-ready:
+		return nil
+	case err := <-errs:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// waitToolkits waits until the gateway serves every given toolkit.
+func (f *fleet) waitToolkits(ctx context.Context, toolkits ...string) error {
+	t := time.NewTicker(50 * time.Millisecond)
+	defer t.Stop()
+	for {
+		missing := ""
+		for _, tk := range toolkits {
+			if resp, err := f.Gateway.ListTools(&toolfleetv1.ListToolsRequest{Toolkit: tk}); err != nil || len(resp.GetTools()) == 0 {
+				missing = tk
+				break
+			}
+		}
+		if missing == "" {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("the gateway has not found %s yet: %w", missing, ctx.Err())
+		case <-t.C:
+		}
+	}
+}
+
+// stop stops the gateway and the workers and waits for them.
+func (f *fleet) stop() error {
+	f.cancel()
+	f.wg.Wait()
+	f.nc.Close()
+	close(f.errs)
+	var errs []error
+	for err := range f.errs {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// printFleet prints where the gateway listens and how to call it.
+func printFleet(w io.Writer, f *fleet, authOn bool) {
+	addr := f.Gateway.Addr()
+	auth := "auth OFF (loopback only)"
+	bearer := ""
+	if authOn {
+		auth = "HS256 bearer tokens required"
+		bearer = ` -H "authorization: Bearer $TOKEN"`
+	}
+	fmt.Fprintf(w, "  Gateway      %s   (gRPC, Connect, gRPC-Web, OXP HTTP, /metrics; %s)\n", addr, auth)
+	fmt.Fprintf(w, "  Workers      %v   (found through NATS announcements)\n", f.Workers)
+	fmt.Fprintln(w, "Try:")
+	fmt.Fprintf(w, "  grpcurl -plaintext%s -d '{\"tool_id\": \"Calculator.Add\", \"input\": {\"a\": 2, \"b\": 3}}' %s toolfleet.v1.ToolGatewayService/CallTool\n", bearer, addr)
+	fmt.Fprintf(w, "  curl -s%s http://%s/tools/call -d '{\"request\": {\"tool_id\": \"Calculator.Add\", \"input\": {\"a\": 2, \"b\": 3}}}'\n", bearer, addr)
+	fmt.Fprintln(w, "  nats sub 'toolfleet.events.>'")
+}

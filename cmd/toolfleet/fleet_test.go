@@ -1,0 +1,91 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/toolfleet/toolfleet/internal/natsx/natstest"
+)
+
+// TestFleet: the bundled workers announce themselves on NATS, the gateway finds
+// them, the printed curl call works, and every call shows up on
+// toolfleet.events.> (what `nats sub 'toolfleet.events.>'` prints).
+func TestFleet(t *testing.T) {
+	t.Parallel()
+	srv := natstest.Start(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	f, err := startFleet(ctx, fleetConfig{Host: "127.0.0.1", NATSURL: srv.URL(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatalf("startFleet: %v", err)
+	}
+	defer func() {
+		if err := f.stop(); err != nil {
+			t.Errorf("stop: %v", err)
+		}
+	}()
+	if err := f.waitToolkits(ctx, f.Toolkits...); err != nil {
+		t.Fatal(err)
+	}
+	nc, err := nats.Connect(srv.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	events, err := nc.SubscribeSync("toolfleet.events.>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+
+	var out bytes.Buffer
+	printFleet(&out, f, false)
+	if !strings.Contains(out.String(), f.Gateway.Addr()) || !strings.Contains(out.String(), "grpcurl -plaintext -d") {
+		t.Fatalf("printed:\n%s", out.String())
+	}
+	body := `{"request": {"tool_id": "Calculator.Add", "input": {"a": 2, "b": 3}}}`
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+f.Gateway.Addr()+"/tools/call", strings.NewReader(body))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var got struct {
+		Result struct {
+			Success bool               `json:"success"`
+			Value   map[string]float64 `json:"value"`
+		} `json:"result"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&got); err != nil || resp.StatusCode != 200 || got.Result.Value["result"] != 5 {
+		t.Fatalf("HTTP %d %+v %v", resp.StatusCode, got, err)
+	}
+	for _, want := range []string{"toolfleet.events.call.Calculator.Add.started", "toolfleet.events.call.Calculator.Add.succeeded"} {
+		m, err := events.NextMsg(10 * time.Second)
+		if err != nil || m.Subject != want {
+			t.Fatalf("event %v %v, want %s", m, err, want)
+		}
+	}
+}
+
+func TestDevConfigRefusesOpenGatewayOffLoopback(t *testing.T) {
+	t.Parallel()
+	cfg := devConfig{DataDir: "x", Host: "0.0.0.0", Namespace: "default", LogLevel: "warn", StopTimeout: time.Second, GatewayPort: 8080}
+	if err := cfg.validate(); err == nil || !strings.Contains(err.Error(), "--gateway-jwt-secret") {
+		t.Fatalf("validate = %v, want a demand for --gateway-jwt-secret", err)
+	}
+	cfg.JWTSecret = "s3cret"
+	if err := cfg.validate(); err != nil {
+		t.Fatalf("validate with a secret: %v", err)
+	}
+}
