@@ -58,7 +58,10 @@ type Fleet struct {
 	Calculator *Calculator
 	// SchemaTest counts its calls and fails on request.
 	SchemaTest *SchemaTest
+	// NATSURL is the NATS server of the fleet, if any.
+	NATSURL string
 
+	log   *slog.Logger
 	stops []func() error
 }
 
@@ -87,17 +90,18 @@ func New(ctx context.Context, opts Options) (_ *Fleet, err error) {
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	f := &Fleet{Calculator: &Calculator{Service: calculator.New()}, SchemaTest: &SchemaTest{callIDs: map[string][]string{}}}
+	f := &Fleet{Calculator: &Calculator{Service: calculator.New()}, SchemaTest: &SchemaTest{callIDs: map[string][]string{}},
+		NATSURL: opts.NATSURL, log: log}
 	defer func() {
 		if err != nil {
 			_ = f.Close()
 		}
 	}()
-	calc, err := f.startWorker(log, func(w *tool.Worker) { calculatorv1.RegisterCalculatorServiceServer(w, f.Calculator) })
+	calc, err := f.startWorker("", func(w *tool.Worker) { calculatorv1.RegisterCalculatorServiceServer(w, f.Calculator) })
 	if err != nil {
 		return nil, err
 	}
-	st, err := f.startWorker(log, func(w *tool.Worker) { schematestv1.RegisterSchemaTestServiceServer(w, f.SchemaTest) })
+	st, err := f.startWorker("", func(w *tool.Worker) { schematestv1.RegisterSchemaTestServiceServer(w, f.SchemaTest) })
 	if err != nil {
 		return nil, err
 	}
@@ -165,9 +169,23 @@ func (f *Fleet) run(what string, run func(context.Context) error, ready <-chan s
 	}
 }
 
-// startWorker runs a worker on loopback and returns its address.
-func (f *Fleet) startWorker(log *slog.Logger, register func(w *tool.Worker)) (string, error) {
-	w, err := tool.NewWorker(tool.Config{Name: "gatewaytest", Logger: log, ShutdownTimeout: 2 * time.Second})
+// AddWorker starts one more worker that joins the fleet through NATS
+// announcements (the fleet needs Options.NATS) and stops it with the fleet.
+func (f *Fleet) AddWorker(t testing.TB, register func(w *tool.Worker)) {
+	t.Helper()
+	if f.NATSURL == "" {
+		t.Fatal("gatewaytest: AddWorker needs a fleet with NATS")
+	}
+	if _, err := f.startWorker(f.NATSURL, register); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// startWorker runs a worker on loopback (announcing on natsURL when set) and
+// returns its address.
+func (f *Fleet) startWorker(natsURL string, register func(w *tool.Worker)) (string, error) {
+	w, err := tool.NewWorker(tool.Config{Name: "gatewaytest", NATSURL: natsURL, Logger: f.log, ShutdownTimeout: 2 * time.Second,
+		AnnounceInterval: 100 * time.Millisecond})
 	if err != nil {
 		return "", fmt.Errorf("gatewaytest: NewWorker: %w", err)
 	}

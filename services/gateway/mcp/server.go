@@ -201,21 +201,41 @@ func (s *Server) poll(ctx context.Context) {
 	}
 }
 
-// freshList re-reads a stale tool list before answering tools/list.
+// freshList keeps the tool list fresh where a session needs it: after
+// initialize, before tools/list when the list is stale, and before a
+// tools/call of a name not known yet (a tool that appeared since the last read).
 func (s *Server) freshList(next sdk.MethodHandler) sdk.MethodHandler {
 	return func(ctx context.Context, method string, req sdk.Request) (sdk.Result, error) {
-		if method == "tools/list" {
-			s.mu.Lock()
-			stale := time.Since(s.lastSync) > s.opts.MaxStaleness
-			s.mu.Unlock()
-			if stale {
-				if err := s.Sync(ctx); err != nil {
+		var refresh bool
+		switch method {
+		case "initialize", "tools/list":
+			refresh = s.stale()
+		case "tools/call":
+			if p, ok := req.GetParams().(*sdk.CallToolParamsRaw); ok {
+				s.mu.Lock()
+				_, known := s.tools[p.Name]
+				s.mu.Unlock()
+				refresh = !known && s.stale()
+			}
+		}
+		if refresh {
+			if err := s.Sync(ctx); err != nil {
+				if method != "tools/list" {
+					s.log.Warn("tool list not refreshed", "error", err)
+				} else {
 					return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the tool list is not available: " + err.Error()}
 				}
 			}
 		}
 		return next(ctx, method, req)
 	}
+}
+
+// stale reports a tool list older than MaxStaleness.
+func (s *Server) stale() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return time.Since(s.lastSync) > s.opts.MaxStaleness
 }
 
 // Sync reads the backend's tool list (bounded by 10s) and updates the served
