@@ -16,6 +16,7 @@ import (
 	"github.com/toolfleet/toolfleet/internal/natsx"
 	"github.com/toolfleet/toolfleet/internal/natsx/natstest"
 	"github.com/toolfleet/toolfleet/sdk/tool"
+	"github.com/toolfleet/toolfleet/sdk/tool/tooltest"
 )
 
 // announcements subscribes to the registry subject and decodes what arrives.
@@ -154,7 +155,7 @@ func TestWorkerServesWhileNATSIsAway(t *testing.T) {
 		WorkerID:         "w-away",
 	})
 	// The worker serves without NATS.
-	conn := dial(t, w.Addr())
+	conn := tooltest.Dial(t, w.Addr())
 	if _, err := schematestv1.NewSchemaTestServiceClient(conn).Panic(callCtx(t), &schematestv1.PanicRequest{}); err != nil {
 		t.Fatalf("call without NATS: %v", err)
 	}

@@ -20,6 +20,7 @@ import (
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
 	"github.com/toolfleet/toolfleet/sdk/tool"
 	"github.com/toolfleet/toolfleet/sdk/tool/contract"
+	"github.com/toolfleet/toolfleet/sdk/tool/tooltest"
 )
 
 // overlay resolves one file built at run time, then the linked ones (its imports).
@@ -146,7 +147,7 @@ func TestVersionRouting(t *testing.T) {
 		if tks := w.Toolkits(); len(tks) != 1 || tks[0].Version != b.version {
 			t.Fatalf("toolkits = %v", tks)
 		}
-		conn := dial(t, w.Addr())
+		conn := tooltest.Dial(t, w.Addr())
 		c, err := contract.Fetch(callCtx(t), conn)
 		if err != nil {
 			t.Fatalf("Fetch %s: %v", b.version, err)

@@ -13,7 +13,6 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
@@ -21,6 +20,7 @@ import (
 
 	schematestv1 "github.com/toolfleet/toolfleet/gen/tools/schematest/v1"
 	"github.com/toolfleet/toolfleet/sdk/tool"
+	"github.com/toolfleet/toolfleet/sdk/tool/tooltest"
 )
 
 // testService implements the schematest toolkit for worker tests.
@@ -88,47 +88,14 @@ func startWorker(t *testing.T, cfg tool.Config) (*grpc.ClientConn, *tool.Worker,
 		}
 		calls = append(calls, recorded{info, err, tid})
 	}
-	w, err := tool.NewWorker(cfg)
-	if err != nil {
-		t.Fatalf("NewWorker: %v", err)
-	}
-	schematestv1.RegisterSchemaTestServiceServer(w, testService{})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- w.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("Run: %v", err)
-			}
-		case <-time.After(20 * time.Second):
-			t.Errorf("worker did not stop")
-		}
+	w := tooltest.Start(t, cfg, func(w *tool.Worker) {
+		schematestv1.RegisterSchemaTestServiceServer(w, testService{})
 	})
-	select {
-	case <-w.Ready():
-	case err := <-done:
-		t.Fatalf("Run: %v", err)
-	case <-time.After(10 * time.Second):
-		t.Fatal("worker not ready")
-	}
-	return dial(t, w.Addr()), w, func() []recorded {
+	return tooltest.Dial(t, w.Addr()), w, func() []recorded {
 		mu.Lock()
 		defer mu.Unlock()
 		return append([]recorded(nil), calls...)
 	}
-}
-
-func dial(t *testing.T, addr string) *grpc.ClientConn {
-	t.Helper()
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatalf("dial: %v", err)
-	}
-	t.Cleanup(func() { _ = conn.Close() })
-	return conn
 }
 
 func callCtx(t *testing.T) context.Context {

@@ -2,51 +2,26 @@ package calculator_test
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
 	calculatorv1 "github.com/toolfleet/toolfleet/gen/tools/calculator/v1"
 	"github.com/toolfleet/toolfleet/sdk/tool"
 	"github.com/toolfleet/toolfleet/sdk/tool/contract"
+	"github.com/toolfleet/toolfleet/sdk/tool/tooltest"
 	"github.com/toolfleet/toolfleet/workers/calculator/calculator"
 )
 
 // startCalculator serves the calculator as a worker on loopback, as its binary does.
 func startCalculator(t *testing.T) *grpc.ClientConn {
 	t.Helper()
-	w, err := tool.NewWorker(tool.Config{Name: "calculator", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	calculatorv1.RegisterCalculatorServiceServer(w, calculator.New())
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- w.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
+	conn := tooltest.Serve(t, tool.Config{Name: "calculator"}, func(w *tool.Worker) {
+		calculatorv1.RegisterCalculatorServiceServer(w, calculator.New())
 	})
-	select {
-	case <-w.Ready():
-	case err := <-done:
-		t.Fatalf("Run: %v", err)
-	case <-time.After(10 * time.Second):
-		t.Fatal("worker not ready")
-	}
-	conn, err := grpc.NewClient(w.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = conn.Close() })
 	return conn
 }
 

@@ -2,49 +2,22 @@ package clock_test
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-
 	clockv1 "github.com/toolfleet/toolfleet/gen/tools/clock/v1"
 	"github.com/toolfleet/toolfleet/sdk/tool"
+	"github.com/toolfleet/toolfleet/sdk/tool/tooltest"
 	"github.com/toolfleet/toolfleet/workers/clock/clock"
 )
 
 // serve runs the Clock toolkit in a real worker on loopback until the test ends.
 func serve(t *testing.T) clockv1.ClockServiceClient {
 	t.Helper()
-	w, err := tool.NewWorker(tool.Config{Name: "clock", Listen: "127.0.0.1:0", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatalf("NewWorker: %v", err)
-	}
-	clockv1.RegisterClockServiceServer(w, clock.New())
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- w.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("worker Run: %v", err)
-		}
+	conn := tooltest.Serve(t, tool.Config{Name: "clock"}, func(w *tool.Worker) {
+		clockv1.RegisterClockServiceServer(w, clock.New())
 	})
-	select {
-	case <-w.Ready():
-	case err := <-done:
-		t.Fatalf("worker stopped before serving: %v", err)
-	case <-time.After(10 * time.Second):
-		t.Fatal("worker not ready within 10s")
-	}
-	conn, err := grpc.NewClient(w.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatalf("dial %s: %v", w.Addr(), err)
-	}
-	t.Cleanup(func() { _ = conn.Close() })
 	return clockv1.NewClockServiceClient(conn)
 }
 

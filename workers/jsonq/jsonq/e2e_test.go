@@ -2,50 +2,24 @@ package jsonq_test
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	jsonqv1 "github.com/toolfleet/toolfleet/gen/tools/jsonq/v1"
 	"github.com/toolfleet/toolfleet/sdk/tool"
+	"github.com/toolfleet/toolfleet/sdk/tool/tooltest"
 	"github.com/toolfleet/toolfleet/workers/jsonq/jsonq"
 )
 
 // serve runs the JSONQuery toolkit in a real worker on loopback until the test ends.
 func serve(t *testing.T, cfg jsonq.Config) jsonqv1.JSONQueryServiceClient {
 	t.Helper()
-	w, err := tool.NewWorker(tool.Config{Name: "jsonq", Listen: "127.0.0.1:0", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatalf("NewWorker: %v", err)
-	}
-	jsonqv1.RegisterJSONQueryServiceServer(w, jsonq.New(cfg))
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- w.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("worker Run: %v", err)
-		}
+	conn := tooltest.Serve(t, tool.Config{Name: "jsonq"}, func(w *tool.Worker) {
+		jsonqv1.RegisterJSONQueryServiceServer(w, jsonq.New(cfg))
 	})
-	select {
-	case <-w.Ready():
-	case err := <-done:
-		t.Fatalf("worker stopped before serving: %v", err)
-	case <-time.After(10 * time.Second):
-		t.Fatal("worker not ready within 10s")
-	}
-	conn, err := grpc.NewClient(w.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatalf("dial %s: %v", w.Addr(), err)
-	}
-	t.Cleanup(func() { _ = conn.Close() })
 	return jsonqv1.NewJSONQueryServiceClient(conn)
 }
 

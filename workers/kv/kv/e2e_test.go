@@ -3,20 +3,17 @@ package kv_test
 import (
 	"context"
 	"errors"
-	"io"
-	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	kvv1 "github.com/toolfleet/toolfleet/gen/tools/kv/v1"
 	"github.com/toolfleet/toolfleet/internal/natsx/natstest"
 	"github.com/toolfleet/toolfleet/sdk/tool"
+	"github.com/toolfleet/toolfleet/sdk/tool/tooltest"
 	"github.com/toolfleet/toolfleet/workers/kv/kv"
 )
 
@@ -41,33 +38,9 @@ func serve(t *testing.T) (kvv1.KVServiceClient, jetstream.KeyValue) {
 		t.Fatalf("OpenBucket: %v", err)
 	}
 
-	w, err := tool.NewWorker(tool.Config{Name: "kv", Listen: "127.0.0.1:0", NATSURL: srv.URL(),
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatalf("NewWorker: %v", err)
-	}
-	kvv1.RegisterKVServiceServer(w, kv.New(bucket))
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- w.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("worker Run: %v", err)
-		}
+	conn := tooltest.Serve(t, tool.Config{Name: "kv", NATSURL: srv.URL()}, func(w *tool.Worker) {
+		kvv1.RegisterKVServiceServer(w, kv.New(bucket))
 	})
-	select {
-	case <-w.Ready():
-	case err := <-done:
-		t.Fatalf("worker stopped before serving: %v", err)
-	case <-time.After(10 * time.Second):
-		t.Fatal("worker not ready within 10s")
-	}
-	conn, err := grpc.NewClient(w.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatalf("dial %s: %v", w.Addr(), err)
-	}
-	t.Cleanup(func() { _ = conn.Close() })
 	return kvv1.NewKVServiceClient(conn), bucket
 }
 

@@ -3,53 +3,26 @@ package web_test
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-
 	webv1 "github.com/toolfleet/toolfleet/gen/tools/web/v1"
 	"github.com/toolfleet/toolfleet/sdk/tool"
+	"github.com/toolfleet/toolfleet/sdk/tool/tooltest"
 	"github.com/toolfleet/toolfleet/workers/web/web"
 )
 
 // serve runs the Web toolkit in a real worker on loopback until the test ends.
 func serve(t *testing.T, cfg web.Config) webv1.WebServiceClient {
 	t.Helper()
-	w, err := tool.NewWorker(tool.Config{Name: "web", Listen: "127.0.0.1:0", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatalf("NewWorker: %v", err)
-	}
-	svc := web.New(cfg)
-	t.Cleanup(svc.Close)
-	webv1.RegisterWebServiceServer(w, svc)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- w.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("worker Run: %v", err)
-		}
+	conn := tooltest.Serve(t, tool.Config{Name: "web"}, func(w *tool.Worker) {
+		svc := web.New(cfg)
+		w.OnStop(svc.Close)
+		webv1.RegisterWebServiceServer(w, svc)
 	})
-	select {
-	case <-w.Ready():
-	case err := <-done:
-		t.Fatalf("worker stopped before serving: %v", err)
-	case <-time.After(10 * time.Second):
-		t.Fatal("worker not ready within 10s")
-	}
-	conn, err := grpc.NewClient(w.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatalf("dial %s: %v", w.Addr(), err)
-	}
-	t.Cleanup(func() { _ = conn.Close() })
 	return webv1.NewWebServiceClient(conn)
 }
 
