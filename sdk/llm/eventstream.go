@@ -108,23 +108,6 @@ func eventHeaders(b []byte) (map[string]string, error) {
 // onDelta (may be nil) for each delta and returns the assembled message.
 // Returning StopStream from onDelta ends reading early.
 func DecodeEventStream(ctx context.Context, r io.Reader, onDelta func(Delta) error) (*toolfleetv1.Message, error) {
-	dec := Bedrock{}.NewStreamDecoder()
-	err := ReadEventStream(ctx, r, func(eventType string, payload []byte) error {
-		deltas, err := dec.Decode(eventType, payload)
-		if err != nil {
-			return err
-		}
-		for _, d := range deltas {
-			if onDelta != nil {
-				if err := onDelta(d); err != nil {
-					return err
-				}
-			}
-		}
-		return nil
-	})
-	if err != nil && !errors.Is(err, StopStream) {
-		return nil, err
-	}
-	return dec.Message()
+	read := func(fn func(eventType string, payload []byte) error) error { return ReadEventStream(ctx, r, fn) }
+	return decodeFrames(Bedrock{}.NewStreamDecoder(), read, onDelta)
 }

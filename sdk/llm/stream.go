@@ -258,8 +258,15 @@ func ReadSSE(ctx context.Context, r io.Reader, fn func(event string, data []byte
 // DecodeStream reads a whole SSE stream in format f, calls onDelta (may be
 // nil) for each delta as it arrives and returns the assembled message.
 func DecodeStream(ctx context.Context, f Format, r io.Reader, onDelta func(Delta) error) (*toolfleetv1.Message, error) {
-	dec := f.NewStreamDecoder()
-	err := ReadSSE(ctx, r, func(event string, data []byte) error {
+	read := func(fn func(event string, data []byte) error) error { return ReadSSE(ctx, r, fn) }
+	return decodeFrames(f.NewStreamDecoder(), read, onDelta)
+}
+
+// decodeFrames feeds every frame that read produces to dec, forwards the deltas to
+// onDelta (may be nil) and returns the assembled message. A read that ends with
+// StopStream ended the stream early on purpose, not in error.
+func decodeFrames(dec StreamDecoder, read func(func(event string, data []byte) error) error, onDelta func(Delta) error) (*toolfleetv1.Message, error) {
+	err := read(func(event string, data []byte) error {
 		deltas, err := dec.Decode(event, data)
 		if err != nil {
 			return err
@@ -273,7 +280,7 @@ func DecodeStream(ctx context.Context, f Format, r io.Reader, onDelta func(Delta
 		}
 		return nil
 	})
-	if err != nil && !errors.Is(err, errStreamDone) {
+	if err != nil && !errors.Is(err, StopStream) {
 		return nil, err
 	}
 	return dec.Message()
