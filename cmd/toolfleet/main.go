@@ -18,7 +18,7 @@ func main() {
 		if !errors.Is(err, errReported) {
 			fmt.Fprintln(os.Stderr, "toolfleet:", err)
 		}
-		os.Exit(1)
+		os.Exit(exitCode(err))
 	}
 }
 

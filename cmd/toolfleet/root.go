@@ -15,5 +15,6 @@ Start everything locally with 'toolfleet dev'.`,
 		SilenceErrors: false,
 	}
 	root.AddCommand(newDevCommand())
+	root.AddCommand(newToolsCommand(), newMCPCommand())
 	return root
 }

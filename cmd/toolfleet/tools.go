@@ -1,0 +1,456 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"golang.org/x/term"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+
+	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
+	"github.com/toolfleet/toolfleet/internal/config"
+	"github.com/toolfleet/toolfleet/sdk/client"
+	"github.com/toolfleet/toolfleet/sdk/llm"
+	"github.com/toolfleet/toolfleet/services/gateway"
+)
+
+// gatewayFlags are the connection flags shared by `toolfleet tools` and `toolfleet mcp`.
+type gatewayFlags struct {
+	Gateway string
+	Token   string
+	Timeout time.Duration
+	Connect bool
+}
+
+func (g *gatewayFlags) register(fs *pflag.FlagSet) {
+	fs.StringVar(&g.Gateway, "gateway", gateway.DefaultListen, "gateway address host:port (toolfleet dev serves it on 127.0.0.1:8080)")
+	fs.StringVar(&g.Token, "token", "", "bearer token for a gateway with auth on")
+	fs.DurationVar(&g.Timeout, "timeout", client.DefaultTimeout, "deadline of each request, retries included")
+	fs.BoolVar(&g.Connect, "connect", false, "speak the Connect protocol over HTTP instead of gRPC")
+}
+
+func (g *gatewayFlags) client() (*client.Client, error) {
+	if g.Gateway == "" {
+		return nil, errors.New("--gateway must not be empty")
+	}
+	if g.Timeout <= 0 {
+		return nil, errors.New("--timeout must be positive")
+	}
+	opts := []client.Option{client.WithTimeout(g.Timeout)}
+	if g.Token != "" {
+		opts = append(opts, client.WithToken(g.Token))
+	}
+	if g.Connect {
+		opts = append(opts, client.WithConnect(nil))
+	}
+	return client.New(g.Gateway, opts...)
+}
+
+// output decides between text for people and JSON for programs.
+type output struct {
+	mode string // auto, json, text
+}
+
+// json reports whether w gets JSON: always with -o json, never with -o text,
+// and with -o auto unless w is a terminal.
+func (o output) json(w io.Writer) bool {
+	switch o.mode {
+	case "json":
+		return true
+	case "text":
+		return false
+	}
+	f, ok := w.(*os.File)
+	return !ok || !term.IsTerminal(int(f.Fd()))
+}
+
+func (o output) validate() error {
+	if !slices.Contains([]string{"auto", "json", "text"}, o.mode) {
+		return fmt.Errorf("--output %q: want auto, json or text", o.mode)
+	}
+	return nil
+}
+
+func newToolsCommand() *cobra.Command {
+	var gf gatewayFlags
+	out := output{}
+	cmd := &cobra.Command{
+		Use:   "tools",
+		Short: "List, describe, search and call the tools a gateway serves",
+		Long: `tools talks to a toolfleet gateway (gRPC; --connect for Connect over HTTP).
+
+Output is text on a terminal and JSON when piped (-o to choose). Exit codes of
+'tools call' (and of every subcommand on failure):
+  0 success   1 usage or other error   2 server error (the tool did not run)
+  3 validation error (the input broke the contract)   4 execution error (the tool failed)`,
+	}
+	pf := cmd.PersistentFlags()
+	gf.register(pf)
+	pf.StringVarP(&out.mode, "output", "o", "auto", "output: auto (text on a terminal, JSON when piped), json or text")
+	config.BindEnv(pf, "TOOLFLEET")
+	cmd.PersistentPreRunE = func(*cobra.Command, []string) error {
+		if err := config.ApplyEnv(pf, "TOOLFLEET"); err != nil {
+			return err
+		}
+		return out.validate()
+	}
+	cmd.AddCommand(newToolsListCommand(&gf, &out), newToolsDescribeCommand(&gf, &out),
+		newToolsSearchCommand(&gf, &out), newToolsCallCommand(&gf, &out))
+	return cmd
+}
+
+// withClient runs fn with a client of the gateway and maps its error to an exit code.
+func withClient(cmd *cobra.Command, gf *gatewayFlags, fn func(ctx context.Context, c *client.Client) error) error {
+	c, err := gf.client()
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	err = fn(cmd.Context(), c)
+	if err == nil {
+		return nil
+	}
+	if code := exitCode(err); code != exitOther {
+		fmt.Fprintln(cmd.ErrOrStderr(), "toolfleet:", err)
+		return &exitError{code: code}
+	}
+	return err
+}
+
+func newToolsListCommand(gf *gatewayFlags, out *output) *cobra.Command {
+	req := &toolfleetv1.ListToolsRequest{}
+	var format string
+	cmd := &cobra.Command{
+		Use:   "list",
+		Short: "List the served tools (latest versions; --all-versions for every one)",
+		Long: `list prints the served tools. --format renders them for a model provider
+(openai, openai-responses, anthropic, gemini, bedrock), for MCP (mcp: a tools/list
+result) or as toolfleet definitions (canonical, the default); formats other
+than canonical always print JSON.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return withClient(cmd, gf, func(ctx context.Context, c *client.Client) error {
+				defs, err := c.Tools(ctx, req)
+				if err != nil {
+					return err
+				}
+				w := cmd.OutOrStdout()
+				switch format {
+				case "canonical", "":
+				case "mcp":
+					b, err := llm.MCPToolsList(defs)
+					if err != nil {
+						return err
+					}
+					return writeIndented(w, b)
+				default:
+					f, err := llm.FormatByName(format)
+					if err != nil {
+						return fmt.Errorf("--format %q: want canonical, mcp, openai, openai-responses, anthropic, gemini or bedrock", format)
+					}
+					b, err := f.RenderTools(defs, false)
+					if err != nil {
+						return err
+					}
+					return writeIndented(w, b)
+				}
+				if out.json(w) {
+					return writeProtoList(w, defs)
+				}
+				tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+				fmt.Fprintln(tw, "ID\tMODEL NAME\tDESCRIPTION")
+				for _, d := range defs {
+					fmt.Fprintf(tw, "%s\t%s\t%s\n", d.GetId(), d.GetModelName(), firstLine(d.GetDescription(), 70))
+				}
+				return tw.Flush()
+			})
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&format, "format", "canonical", "canonical, mcp, openai, openai-responses, anthropic, gemini or bedrock")
+	f.StringVar(&req.Toolkit, "toolkit", "", "only this toolkit")
+	f.StringVar(&req.Filter, "filter", "", "only tools whose id matches this glob, e.g. 'Calculator.*'")
+	f.BoolVar(&req.AllVersions, "all-versions", false, "every served version, not only the latest")
+	return cmd
+}
+
+func newToolsDescribeCommand(gf *gatewayFlags, out *output) *cobra.Command {
+	return &cobra.Command{
+		Use:   "describe ID",
+		Short: "Show one tool: description, hints, policy and schemas",
+		Long:  "describe shows a tool; ID resolves like a call's tool id: Toolkit.Tool, Toolkit.Tool@1.2.3, Toolkit.Tool@1 or the model name Toolkit_Tool.",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return withClient(cmd, gf, func(ctx context.Context, c *client.Client) error {
+				d, err := c.GetTool(ctx, args[0])
+				if err != nil {
+					return err
+				}
+				w := cmd.OutOrStdout()
+				if out.json(w) {
+					return writeProto(w, d)
+				}
+				return describe(w, d)
+			})
+		},
+	}
+}
+
+func describe(w io.Writer, d *toolfleetv1.ToolDefinition) error {
+	fmt.Fprintf(w, "%s  (model name %s)\n", d.GetId(), d.GetModelName())
+	if t := d.GetTitle(); t != "" {
+		fmt.Fprintf(w, "title: %s\n", t)
+	}
+	fmt.Fprintf(w, "\n%s\n\n", d.GetDescription())
+	h := d.GetHints()
+	fmt.Fprintf(w, "hints: read_only=%v destructive=%v idempotent=%v open_world=%v\n", h.GetReadOnly(), h.GetDestructive(), h.GetIdempotent(), h.GetOpenWorld())
+	r := d.GetRequirements()
+	if r.GetTimeout() != nil {
+		fmt.Fprintf(w, "timeout: %s\n", r.GetTimeout().AsDuration())
+	}
+	if len(r.GetScopes()) > 0 {
+		fmt.Fprintf(w, "scopes: %s\n", strings.Join(r.GetScopes(), ", "))
+	}
+	if r.GetRequiresApproval() {
+		fmt.Fprintln(w, "requires approval: yes")
+	}
+	for _, s := range []struct {
+		name string
+		msg  proto.Message
+		set  bool
+	}{{"input schema", d.GetInputSchema(), d.GetInputSchema() != nil}, {"output schema", d.GetOutputSchema(), d.GetOutputSchema() != nil}} {
+		if !s.set {
+			continue
+		}
+		fmt.Fprintf(w, "\n%s:\n", s.name)
+		if err := writeProto(w, s.msg); err != nil {
+			return err
+		}
+	}
+	for _, ex := range d.GetExamples() {
+		fmt.Fprintf(w, "\nexample (%s): %s\n", ex.GetDescription(), ex.GetInputJson())
+	}
+	return nil
+}
+
+func newToolsSearchCommand(gf *gatewayFlags, out *output) *cobra.Command {
+	req := &toolfleetv1.SearchToolsRequest{}
+	cmd := &cobra.Command{
+		Use:   "search QUERY",
+		Short: "Rank the served tools for a natural-language query",
+		Args:  cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			req.Query = strings.Join(args, " ")
+			return withClient(cmd, gf, func(ctx context.Context, c *client.Client) error {
+				resp, err := c.SearchTools(ctx, req)
+				if err != nil {
+					return err
+				}
+				w := cmd.OutOrStdout()
+				if out.json(w) {
+					return writeProto(w, resp)
+				}
+				tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+				fmt.Fprintln(tw, "SCORE\tID\tDESCRIPTION")
+				for _, r := range resp.GetResults() {
+					fmt.Fprintf(tw, "%.2f\t%s\t%s\n", r.GetScore(), r.GetTool().GetId(), firstLine(r.GetTool().GetDescription(), 70))
+				}
+				return tw.Flush()
+			})
+		},
+	}
+	cmd.Flags().Int32Var(&req.Limit, "limit", 5, "most results")
+	cmd.Flags().StringVar(&req.Toolkit, "toolkit", "", "only this toolkit")
+	return cmd
+}
+
+func newToolsCallCommand(gf *gatewayFlags, out *output) *cobra.Command {
+	var callID string
+	cmd := &cobra.Command{
+		Use:   "call ID [JSON | @FILE | -]",
+		Short: "Call a tool with a JSON object as input (inline, from a file, or stdin with -)",
+		Long: `call runs one tool through the gateway. The input is a JSON object given
+inline ('{"a": 1}'), read from a file (@input.json) or from stdin (-); none
+means {}. Execution errors the tool marks retryable are retried with the same
+call id. Exit codes: 0 success, 2 server error, 3 validation error, 4 execution
+error, 1 anything else.`,
+		Example: `  toolfleet tools call Calculator.Add '{"a": 2, "b": 3}'
+  echo '{"expression": "2**10"}' | toolfleet tools call Calculator_Evaluate -`,
+		Args: cobra.RangeArgs(1, 2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			raw, err := readInput(cmd.InOrStdin(), args[1:])
+			if err != nil {
+				return err
+			}
+			input, err := client.InputOf(raw)
+			if err != nil {
+				return err
+			}
+			return withClient(cmd, gf, func(ctx context.Context, c *client.Client) error {
+				res, err := c.CallTool(ctx, &toolfleetv1.CallToolRequest{ToolId: args[0], Input: input, CallId: callID})
+				if err != nil {
+					return reportFailure(cmd, out, err)
+				}
+				return reportResult(cmd, out, res)
+			})
+		},
+	}
+	cmd.Flags().StringVar(&callID, "call-id", "", "idempotency key (default: a new one); a repeat of a finished call returns its stored result")
+	return cmd
+}
+
+// readInput returns the call input: {} with no argument, stdin for "-", a file for @path.
+func readInput(stdin io.Reader, args []string) ([]byte, error) {
+	if len(args) == 0 {
+		return []byte("{}"), nil
+	}
+	switch a := args[0]; {
+	case a == "-":
+		b, err := io.ReadAll(io.LimitReader(stdin, 64<<20))
+		if err != nil {
+			return nil, fmt.Errorf("read the input from stdin: %w", err)
+		}
+		return b, nil
+	case strings.HasPrefix(a, "@"):
+		b, err := os.ReadFile(a[1:])
+		if err != nil {
+			return nil, fmt.Errorf("read the input: %w", err)
+		}
+		return b, nil
+	default:
+		return []byte(a), nil
+	}
+}
+
+// reportResult prints a call that reached the tool: the value, or the execution error.
+func reportResult(cmd *cobra.Command, out *output, res *client.Result) error {
+	w := cmd.OutOrStdout()
+	if out.json(w) {
+		if err := writeProto(w, res.Response()); err != nil {
+			return err
+		}
+	} else if res.Success {
+		b, err := json.MarshalIndent(res.Value.AsInterface(), "", "  ")
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(w, "%s\n", b)
+	} else {
+		e := res.Error
+		fmt.Fprintf(w, "%s failed: %s\n", res.ToolID, e.GetMessage())
+		if h := e.GetAdditionalPromptContent(); h != "" {
+			fmt.Fprintf(w, "hint: %s\n", h)
+		}
+		if d := e.GetDeveloperMessage(); d != "" {
+			fmt.Fprintf(w, "developer message: %s\n", d)
+		}
+		if e.GetCanRetry() {
+			fmt.Fprintf(w, "retryable; gave up after %d attempts (call id %s)\n", res.Attempts, res.CallID)
+		}
+	}
+	if !res.Success {
+		return &exitError{code: exitExecution}
+	}
+	return nil
+}
+
+// reportFailure prints a failure before the tool ran.
+func reportFailure(cmd *cobra.Command, out *output, err error) error {
+	code := exitCode(err)
+	if code == exitOther {
+		return err
+	}
+	w := cmd.OutOrStdout()
+	var se *client.ServerError
+	var ve *client.ValidationError
+	if out.json(w) {
+		body := map[string]any{}
+		switch {
+		case errors.As(err, &ve):
+			body = map[string]any{"kind": "validation", "call_id": ve.CallID, "message": ve.Message, "parameter_errors": ve.ParameterErrors}
+		case errors.As(err, &se):
+			body = map[string]any{"kind": "server", "call_id": se.CallID, "code": se.Code.String(), "message": se.Message}
+			if se.DeveloperMessage != "" {
+				body["developer_message"] = se.DeveloperMessage
+			}
+		}
+		b, merr := json.MarshalIndent(map[string]any{"error": body}, "", "  ")
+		if merr != nil {
+			return merr
+		}
+		fmt.Fprintf(w, "%s\n", b)
+		return &exitError{code: code}
+	}
+	switch {
+	case errors.As(err, &ve):
+		fmt.Fprintf(w, "invalid input: %s\n", ve.Message)
+		for _, f := range slices.Sorted(maps.Keys(ve.ParameterErrors)) {
+			fmt.Fprintf(w, "  %s: %s\n", f, ve.ParameterErrors[f])
+		}
+	case errors.As(err, &se):
+		fmt.Fprintf(w, "the tool did not run (%s): %s\n", se.Code, se.Message)
+		if se.DeveloperMessage != "" {
+			fmt.Fprintf(w, "developer message: %s\n", se.DeveloperMessage)
+		}
+	}
+	return &exitError{code: code}
+}
+
+// writeProto prints one message as indented protojson.
+func writeProto(w io.Writer, m proto.Message) error {
+	b, err := protojson.Marshal(m)
+	if err != nil {
+		return err
+	}
+	return writeIndented(w, b)
+}
+
+// writeProtoList prints messages as an indented JSON array.
+func writeProtoList[M proto.Message](w io.Writer, ms []M) error {
+	items := make([]json.RawMessage, len(ms))
+	for i, m := range ms {
+		b, err := protojson.Marshal(m)
+		if err != nil {
+			return err
+		}
+		items[i] = b
+	}
+	b, err := json.Marshal(items)
+	if err != nil {
+		return err
+	}
+	return writeIndented(w, b)
+}
+
+// writeIndented re-indents JSON (protojson's spacing is deliberately unstable).
+func writeIndented(w io.Writer, b []byte) error {
+	var buf bytes.Buffer
+	if err := json.Indent(&buf, b, "", "  "); err != nil {
+		return err
+	}
+	buf.WriteByte('\n')
+	_, err := w.Write(buf.Bytes())
+	return err
+}
+
+// firstLine is s's first line, cut to n runes.
+func firstLine(s string, n int) string {
+	s, _, _ = strings.Cut(s, "\n")
+	if r := []rune(s); len(r) > n {
+		return string(r[:n-1]) + "…"
+	}
+	return s
+}

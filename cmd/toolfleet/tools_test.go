@@ -1,0 +1,207 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/toolfleet/toolfleet/services/gateway/gatewaytest"
+)
+
+// runCLI runs toolfleet with args and stdin; it returns stdout and the exit code.
+func runCLI(t *testing.T, stdin string, args ...string) (string, int) {
+	t.Helper()
+	root := newRootCommand()
+	var out, errOut bytes.Buffer
+	root.SetOut(&out)
+	root.SetErr(&errOut)
+	root.SetIn(strings.NewReader(stdin))
+	root.SetArgs(args)
+	err := root.ExecuteContext(t.Context())
+	if errOut.Len() > 0 {
+		t.Logf("stderr: %s", errOut.String())
+	}
+	return out.String(), exitCode(err)
+}
+
+func TestToolsCommands(t *testing.T) {
+	t.Parallel()
+	fleet := gatewaytest.Start(t, gatewaytest.Options{})
+	input := filepath.Join(t.TempDir(), "input.json")
+	if err := os.WriteFile(input, []byte(`{"a": 6, "b": 7}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	gw := []string{"--gateway", fleet.Addr}
+	tests := []struct {
+		name     string
+		args     []string
+		stdin    string
+		wantCode int
+		check    func(t *testing.T, out string)
+	}{
+		{"list as JSON when piped", []string{"tools", "list"}, "", exitOK, func(t *testing.T, out string) {
+			var defs []struct{ ID, ModelName string }
+			mustJSON(t, out, &defs)
+			if !containsID(defs, "Calculator.Add@1.0.0") {
+				t.Fatalf("no Calculator.Add@1.0.0 in %s", out)
+			}
+		}},
+		{"list as text", []string{"tools", "list", "-o", "text", "--toolkit", "Calculator"}, "", exitOK, func(t *testing.T, out string) {
+			if !strings.HasPrefix(out, "ID") || !strings.Contains(out, "Calculator.Add@1.0.0") || strings.Contains(out, "SchemaTest") {
+				t.Fatalf("text list:\n%s", out)
+			}
+		}},
+		{"list for OpenAI", []string{"tools", "list", "--format", "openai", "--filter", "Calculator.Add"}, "", exitOK, func(t *testing.T, out string) {
+			var tools []struct{ Function struct{ Name string } }
+			mustJSON(t, out, &tools)
+			if len(tools) != 1 || tools[0].Function.Name != "Calculator_Add" {
+				t.Fatalf("openai tools: %s", out)
+			}
+		}},
+		{"list for Gemini", []string{"tools", "list", "--format", "gemini"}, "", exitOK, func(t *testing.T, out string) {
+			if !strings.Contains(out, "Calculator_Add") {
+				t.Fatalf("gemini tools: %s", out)
+			}
+		}},
+		{"list for MCP", []string{"tools", "list", "--format", "mcp"}, "", exitOK, func(t *testing.T, out string) {
+			var list struct{ Tools []struct{ Name string } }
+			mustJSON(t, out, &list)
+			if len(list.Tools) < 9 {
+				t.Fatalf("mcp tools/list: %s", out)
+			}
+		}},
+		{"list in an unknown format", []string{"tools", "list", "--format", "smoke-signals"}, "", exitOther, nil},
+		{"describe", []string{"tools", "describe", "Calculator_Divide"}, "", exitOK, func(t *testing.T, out string) {
+			var d struct{ ID string }
+			mustJSON(t, out, &d)
+			if d.ID != "Calculator.Divide@1.0.0" {
+				t.Fatalf("describe: %s", out)
+			}
+		}},
+		{"describe as text", []string{"tools", "describe", "SchemaTest.Types", "-o", "text"}, "", exitOK, func(t *testing.T, out string) {
+			for _, want := range []string{"SchemaTest.Types@0.3.1", "hints: read_only=true", "scopes: schematest:read", "input schema:"} {
+				if !strings.Contains(out, want) {
+					t.Fatalf("describe text lacks %q:\n%s", want, out)
+				}
+			}
+		}},
+		{"describe an unknown tool", []string{"tools", "describe", "Nope.Nope"}, "", exitServer, nil},
+		{"search", []string{"tools", "search", "divide", "two", "numbers", "--limit", "1"}, "", exitOK, func(t *testing.T, out string) {
+			if !strings.Contains(out, "Calculator.Divide@1.0.0") {
+				t.Fatalf("search: %s", out)
+			}
+		}},
+		{"call", []string{"tools", "call", "Calculator.Add", `{"a": 2, "b": 3}`}, "", exitOK, func(t *testing.T, out string) {
+			var r struct {
+				Success bool
+				Value   struct{ Result float64 }
+			}
+			mustJSON(t, out, &r)
+			if !r.Success || r.Value.Result != 5 {
+				t.Fatalf("call: %s", out)
+			}
+		}},
+		{"call as text", []string{"tools", "call", "Calculator.Add", `{"a": 2, "b": 3}`, "-o", "text"}, "", exitOK, func(t *testing.T, out string) {
+			if strings.TrimSpace(out) != "{\n  \"result\": 5\n}" {
+				t.Fatalf("call text: %q", out)
+			}
+		}},
+		{"call with stdin", []string{"tools", "call", "Calculator_Multiply", "-"}, `{"a": 4, "b": 5}`, exitOK, func(t *testing.T, out string) {
+			if !strings.Contains(out, `"result": 20`) {
+				t.Fatalf("call: %s", out)
+			}
+		}},
+		{"call with a file", []string{"tools", "call", "Calculator.Multiply", "@" + input}, "", exitOK, func(t *testing.T, out string) {
+			if !strings.Contains(out, `"result": 42`) {
+				t.Fatalf("call: %s", out)
+			}
+		}},
+		{"validation error", []string{"tools", "call", "Calculator.Evaluate", `{"expression": ""}`}, "", exitValidation, func(t *testing.T, out string) {
+			var r struct {
+				Error struct {
+					Kind            string
+					ParameterErrors map[string]string `json:"parameter_errors"`
+				}
+			}
+			mustJSON(t, out, &r)
+			if r.Error.Kind != "validation" || r.Error.ParameterErrors["expression"] == "" {
+				t.Fatalf("validation: %s", out)
+			}
+		}},
+		{"validation error as text", []string{"tools", "call", "Calculator.Evaluate", `{"expression": ""}`, "-o", "text"}, "", exitValidation, func(t *testing.T, out string) {
+			if !strings.Contains(out, "invalid input") || !strings.Contains(out, "  expression: ") {
+				t.Fatalf("validation text: %s", out)
+			}
+		}},
+		{"execution error", []string{"tools", "call", "Calculator.Divide", `{"a": 1, "b": 0}`}, "", exitExecution, func(t *testing.T, out string) {
+			var r struct {
+				Success bool
+				Error   struct{ Message string }
+			}
+			mustJSON(t, out, &r)
+			if r.Success || r.Error.Message != "cannot divide by zero" {
+				t.Fatalf("execution: %s", out)
+			}
+		}},
+		{"server error", []string{"tools", "call", "Calculator.Nope"}, "", exitServer, func(t *testing.T, out string) {
+			var r struct{ Error struct{ Kind, Code string } }
+			mustJSON(t, out, &r)
+			if r.Error.Kind != "server" || r.Error.Code != "NotFound" {
+				t.Fatalf("server: %s", out)
+			}
+		}},
+		{"input that is not JSON", []string{"tools", "call", "Calculator.Add", `{a:`}, "", exitOther, nil},
+		{"too many arguments", []string{"tools", "call", "Calculator.Add", "{}", "{}"}, "", exitOther, nil},
+		{"over Connect", []string{"tools", "call", "Calculator.Subtract", `{"a": 2, "b": 3}`, "--connect"}, "", exitOK, func(t *testing.T, out string) {
+			if !strings.Contains(out, `"result": -1`) {
+				t.Fatalf("call: %s", out)
+			}
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			out, code := runCLI(t, tt.stdin, append(tt.args, gw...)...)
+			if code != tt.wantCode {
+				t.Fatalf("exit code %d, want %d; stdout:\n%s", code, tt.wantCode, out)
+			}
+			if tt.check != nil {
+				tt.check(t, out)
+			}
+		})
+	}
+}
+
+func TestToolsCallAuth(t *testing.T) {
+	fleet := gatewaytest.Start(t, gatewaytest.Options{Auth: true})
+	args := []string{"tools", "call", "Calculator.Add", `{"a": 1}`, "--gateway", fleet.Addr}
+	if _, code := runCLI(t, "", args...); code != exitServer {
+		t.Fatalf("without a token: exit %d, want %d", code, exitServer)
+	}
+	if _, code := runCLI(t, "", append(args, "--token", fleet.Token(t, "tools:call"))...); code != exitOK {
+		t.Fatalf("with --token: exit %d, want 0", code)
+	}
+	t.Setenv("TOOLFLEET_TOKEN", fleet.Token(t, "tools:call"))
+	if _, code := runCLI(t, "", args...); code != exitOK {
+		t.Fatalf("with TOOLFLEET_TOKEN: exit %d, want 0", code)
+	}
+}
+
+func mustJSON(t *testing.T, s string, v any) {
+	t.Helper()
+	if err := json.Unmarshal([]byte(s), v); err != nil {
+		t.Fatalf("not JSON (%v):\n%s", err, s)
+	}
+}
+
+func containsID(defs []struct{ ID, ModelName string }, id string) bool {
+	for _, d := range defs {
+		if d.ID == id {
+			return true
+		}
+	}
+	return false
+}
