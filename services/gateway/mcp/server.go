@@ -287,9 +287,21 @@ func (s *Server) Sync(ctx context.Context) error {
 		if old, ok := prev[name]; ok && reflect.DeepEqual(old, t) {
 			continue
 		}
-		s.mcp.AddTool(t, s.handler(t.Meta[MetaToolID].(string)))
+		s.addTool(t)
 	}
 	return nil
+}
+
+// addTool adds or replaces t. The SDK panics on a tool it deems malformed; one
+// odd contract must not take the gateway down, so such a tool is logged once
+// (it stays in s.tools, so it is retried only when its definition changes).
+func (s *Server) addTool(t *sdk.Tool) {
+	defer func() {
+		if r := recover(); r != nil {
+			s.log.Warn("tool not shown to MCP clients", "tool", t.Meta[MetaToolID], "error", r)
+		}
+	}()
+	s.mcp.AddTool(t, s.handler(t.Meta[MetaToolID].(string)))
 }
 
 // toolOf renders a definition as an MCP tool (see the package doc for names,
