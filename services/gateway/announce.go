@@ -2,6 +2,8 @@ package gateway
 
 import (
 	"context"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -61,5 +63,15 @@ func (r *registry) announce(ctx context.Context, a *toolfleetv1.WorkerAnnounceme
 	if ttl <= 0 {
 		ttl = defaultAnnounceTTL
 	}
-	r.add(ctx, a.GetAddress(), a.GetWorkerId(), false, ttl)
+	r.add(ctx, a.GetAddress(), a.GetWorkerId(), signature(a), false, ttl)
+}
+
+// signature names an announcement's toolkits and versions in a stable order.
+func signature(a *toolfleetv1.WorkerAnnouncement) string {
+	var parts []string
+	for _, t := range a.GetToolkits() {
+		parts = append(parts, t.GetService()+"@"+t.GetVersion())
+	}
+	slices.Sort(parts)
+	return strings.Join(parts, ",")
 }

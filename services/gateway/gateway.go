@@ -183,9 +183,7 @@ func (g *Gateway) Run(ctx context.Context) error {
 		g.log.Warn("AUTH IS OFF: every caller may call every tool (allowed because the gateway listens on loopback)", "addr", addr)
 	}
 
-	for _, w := range g.cfg.Workers {
-		g.reg.add(ctx, w, "static:"+w, true, 0)
-	}
+	g.reg.keepStatic(ctx, g.cfg.Workers, 2*time.Second)
 	var nc *nats.Conn
 	var bg sync.WaitGroup
 	if g.cfg.NATSURL != "" {

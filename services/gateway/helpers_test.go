@@ -166,6 +166,11 @@ type plainCalculator struct {
 
 func startPlainCalculator(t *testing.T, major int, opts ...func(*toolfleetv1.ToolOptions)) *plainCalculator {
 	t.Helper()
+	return startPlainCalculatorAt(t, "127.0.0.1:0", major, opts...)
+}
+
+func startPlainCalculatorAt(t *testing.T, listen string, major int, opts ...func(*toolfleetv1.ToolOptions)) *plainCalculator {
+	t.Helper()
 	files, sd := calculatorVersion(t, major, opts...)
 	md := sd.Methods().ByName("Add")
 	pc := &plainCalculator{}
@@ -187,7 +192,7 @@ func startPlainCalculator(t *testing.T, major int, opts ...func(*toolfleetv1.Too
 		}}},
 	}, struct{}{})
 	rpb.RegisterServerReflectionServer(srv, reflection.NewServerV1(reflection.ServerOptions{Services: srv, DescriptorResolver: files}))
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, err := net.Listen("tcp", listen)
 	if err != nil {
 		t.Fatal(err)
 	}

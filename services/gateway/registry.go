@@ -31,6 +31,8 @@ type worker struct {
 	// expires is when an announced worker is dropped unless it announces again.
 	expires time.Time
 	ttl     time.Duration
+	// sig names the announced toolkits and versions, to notice a redeployment.
+	sig string
 }
 
 // route is one served tool version and the replicas that serve it.
@@ -89,11 +91,13 @@ func newRegistry(log *slog.Logger, fetchTimeout time.Duration) *registry {
 func (r *registry) current() *snapshot { return r.snap.Load() }
 
 // add registers a worker at addr (static, or announced with a ttl) and loads its
-// contracts in the background. A known address only has its lease renewed.
-func (r *registry) add(ctx context.Context, addr, id string, static bool, ttl time.Duration) {
+// contracts in the background. A known address only has its lease renewed, unless
+// it now announces other toolkits (sig, "" = unknown): then its contracts are
+// loaded again, e.g. after a new version was deployed at the same address.
+func (r *registry) add(ctx context.Context, addr, id, sig string, static bool, ttl time.Duration) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if w, ok := r.workers[addr]; ok {
+	if w, ok := r.workers[addr]; ok && (sig == "" || sig == w.sig) {
 		w.expires, w.ttl = time.Now().Add(ttl), ttl
 		w.static = w.static || static
 		return
@@ -110,8 +114,12 @@ func (r *registry) add(ctx context.Context, addr, id string, static bool, ttl ti
 		delete(r.loading, addr)
 		if err != nil {
 			r.mu.Unlock()
-			r.log.Warn("worker contracts not loaded; will retry on its next announcement", "addr", addr, "error", err)
+			r.log.Warn("worker contracts not loaded; will retry", "addr", addr, "error", err)
 			return
+		}
+		w.sig = sig
+		if old, ok := r.workers[addr]; ok {
+			r.dropLocked(old, "contracts changed")
 		}
 		if ctx.Err() != nil {
 			r.mu.Unlock()
@@ -145,6 +153,29 @@ func (r *registry) load(ctx context.Context, addr, id string, static bool, ttl t
 	}
 	return &worker{addr: addr, id: id, static: static, conn: conn, contracts: c, defs: defs,
 		expires: time.Now().Add(ttl), ttl: ttl}, nil
+}
+
+// keepStatic (re)adds static workers that are not loaded, e.g. because they were
+// not up yet when the gateway started, every interval until ctx is done.
+func (r *registry) keepStatic(ctx context.Context, addrs []string, interval time.Duration) {
+	add := func() {
+		for _, a := range addrs {
+			r.add(ctx, a, "static:"+a, "", true, 0)
+		}
+	}
+	add()
+	r.wg.Go(func() {
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				add()
+			}
+		}
+	})
 }
 
 // remove drops an announced worker (static workers stay).

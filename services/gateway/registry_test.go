@@ -1,8 +1,11 @@
 package gateway_test
 
 import (
+	"net"
 	"testing"
 	"time"
+
+	"google.golang.org/grpc/codes"
 
 	"google.golang.org/protobuf/types/known/structpb"
 
@@ -106,3 +109,24 @@ func TestRegistryBalancesReplicas(t *testing.T) {
 }
 
 func replicas(g *gateway.Gateway) int { return gateway.ReplicasForTest(g, "Calculator.Add@2.0.0") }
+
+// TestRegistryStaticWorkerStartsLater: a static worker that is not up when the
+// gateway starts joins once it is.
+func TestRegistryStaticWorkerStartsLater(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	_ = ln.Close()
+	g := startGateway(t, gateway.Config{Workers: []string{addr}})
+	if _, err := g.Call(t.Context(), anon(), &toolfleetv1.CallToolRequest{ToolId: "Calculator.Add@7", Input: addInput(1, 2)}); gateway.CodeOf(err) != codes.NotFound {
+		t.Fatalf("before the worker is up: %v, want NotFound", err)
+	}
+	startPlainCalculatorAt(t, addr, 7)
+	waitTool(t, g, "Calculator.Add@7")
+	if r, err := g.Call(t.Context(), anon(), &toolfleetv1.CallToolRequest{ToolId: "Calculator.Add@7", Input: addInput(1, 2)}); err != nil || !r.GetSuccess() {
+		t.Fatalf("after: %v %v", r, err)
+	}
+}
