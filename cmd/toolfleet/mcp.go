@@ -26,7 +26,8 @@ and forwards every call to the gateway at --gateway with sdk/client. Logs go to
 stderr only. The token comes from --token or TOOLFLEET_TOKEN. See docs/mcp.md.`,
 		Example: `  toolfleet mcp --gateway 127.0.0.1:8080
   TOOLFLEET_TOKEN=... toolfleet mcp --gateway gateway.example.com:443`,
-		Args: cobra.NoArgs,
+		Args:          cobra.NoArgs,
+		SilenceErrors: true, // main prints the error, on stderr: stdout belongs to MCP
 		PreRunE: func(cmd *cobra.Command, _ []string) error {
 			return config.ApplyEnv(cmd.Flags(), "TOOLFLEET")
 		},

@@ -109,6 +109,9 @@ Output is text on a terminal and JSON when piped (-o to choose). Exit codes of
 	}
 	cmd.AddCommand(newToolsListCommand(&gf, &out), newToolsDescribeCommand(&gf, &out),
 		newToolsSearchCommand(&gf, &out), newToolsCallCommand(&gf, &out))
+	for _, c := range append(cmd.Commands(), cmd) {
+		c.SilenceErrors = true // main prints the error once (or not, when the command reported it)
+	}
 	return cmd
 }
 
@@ -120,8 +123,9 @@ func withClient(cmd *cobra.Command, gf *gatewayFlags, fn func(ctx context.Contex
 	}
 	defer c.Close()
 	err = fn(cmd.Context(), c)
-	if err == nil {
-		return nil
+	var reported *exitError
+	if err == nil || errors.As(err, &reported) {
+		return err
 	}
 	if code := exitCode(err); code != exitOther {
 		fmt.Fprintln(cmd.ErrOrStderr(), "toolfleet:", err)

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,6 +15,13 @@ import (
 // runCLI runs toolfleet with args and stdin; it returns stdout and the exit code.
 func runCLI(t *testing.T, stdin string, args ...string) (string, int) {
 	t.Helper()
+	out, _, code := runCLIStderr(t, stdin, args...)
+	return out, code
+}
+
+// runCLIStderr is runCLI that returns stderr too.
+func runCLIStderr(t *testing.T, stdin string, args ...string) (string, string, int) {
+	t.Helper()
 	root := newRootCommand()
 	var out, errOut bytes.Buffer
 	root.SetOut(&out)
@@ -24,7 +32,7 @@ func runCLI(t *testing.T, stdin string, args ...string) (string, int) {
 	if errOut.Len() > 0 {
 		t.Logf("stderr: %s", errOut.String())
 	}
-	return out.String(), exitCode(err)
+	return out.String(), errOut.String(), exitCode(err)
 }
 
 func TestToolsCommands(t *testing.T) {
@@ -170,6 +178,49 @@ func TestToolsCommands(t *testing.T) {
 			}
 			if tt.check != nil {
 				tt.check(t, out)
+			}
+		})
+	}
+}
+
+// TestToolsStderr checks what a person sees on stderr: the reason of a failure
+// that printed nothing on stdout, and nothing more for one that did.
+func TestToolsStderr(t *testing.T) {
+	t.Parallel()
+	fleet := gatewaytest.Start(t, gatewaytest.Options{})
+	tests := []struct {
+		name       string
+		args       []string
+		wantCode   int
+		wantStderr string
+	}{
+		{"describe an unknown tool", []string{"tools", "describe", "Nope.Nope"}, exitServer, "unknown tool"},
+		{"call an unknown tool", []string{"tools", "call", "Nope.Nope"}, exitServer, ""},
+		{"execution error", []string{"tools", "call", "Calculator.Divide", `{"a": 1, "b": 0}`}, exitExecution, ""},
+		{"bad input", []string{"tools", "call", "Calculator.Add", "[]"}, exitOther, "JSON object"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			root := newRootCommand()
+			var out, errOut bytes.Buffer
+			root.SetOut(&out)
+			root.SetErr(&errOut)
+			root.SetArgs(append(tt.args, "--gateway", fleet.Addr))
+			err := root.ExecuteContext(t.Context())
+			if code := exitCode(err); code != tt.wantCode {
+				t.Fatalf("exit %d, want %d", code, tt.wantCode)
+			}
+			// main prints errors that are not errReported.
+			stderr := errOut.String()
+			if err != nil && !errors.Is(err, errReported) {
+				stderr += "toolfleet: " + err.Error()
+			}
+			if tt.wantStderr == "" && (strings.Contains(stderr, "toolfleet:") || strings.Contains(stderr, "Error:")) {
+				t.Fatalf("stderr %q, want nothing: stdout already says it", stderr)
+			}
+			if !strings.Contains(stderr, tt.wantStderr) {
+				t.Fatalf("stderr %q, want %q", stderr, tt.wantStderr)
 			}
 		})
 	}

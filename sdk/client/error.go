@@ -36,7 +36,7 @@ type ServerError struct {
 
 // Error returns the code and the message.
 func (e *ServerError) Error() string {
-	return fmt.Sprintf("toolfleet: server error %s: %s", e.Code, e.Message)
+	return fmt.Sprintf("server error %s: %s", e.Code, e.Message)
 }
 
 // Unwrap returns context.Canceled or context.DeadlineExceeded when the call
@@ -67,7 +67,7 @@ type ValidationError struct {
 // Error returns the message and every field error, sorted by field.
 func (e *ValidationError) Error() string {
 	var b strings.Builder
-	b.WriteString("toolfleet: invalid input: ")
+	b.WriteString("invalid input: ")
 	b.WriteString(e.Message)
 	for _, f := range slices.Sorted(maps.Keys(e.ParameterErrors)) {
 		fmt.Fprintf(&b, "; %s: %s", f, e.ParameterErrors[f])
@@ -107,7 +107,7 @@ type ExecutionError struct {
 
 // Error returns the tool id and the message.
 func (e *ExecutionError) Error() string {
-	return fmt.Sprintf("toolfleet: %s failed: %s", e.ToolID, e.Message)
+	return fmt.Sprintf("%s failed: %s", e.ToolID, e.Message)
 }
 
 // fromRPC turns a transport error into a *ServerError or *ValidationError,
