@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -107,8 +108,11 @@ func BenchmarkGatewayCall(b *testing.B) {
 		b.Run(fmt.Sprintf("callers=%d", conc), func(b *testing.B) {
 			var tput [3]float64
 			var lat [3][]time.Duration
+			var cpu [3]time.Duration
 			for i, s := range sides {
+				before := cpuTime()
 				tput[i], lat[i] = run(b, conc, b.N, s.call)
+				cpu[i] = (cpuTime() - before) / time.Duration(b.N)
 			}
 			p := func(l []time.Duration, q float64) time.Duration { return l[int(q*float64(len(l)-1))] }
 			b.ReportMetric(tput[0], "direct-calls/s")
@@ -117,8 +121,12 @@ func BenchmarkGatewayCall(b *testing.B) {
 			b.ReportMetric(float64(p(lat[1], 0.5))/float64(p(lat[0], 0.5)), "p50-ratio")
 			b.ReportMetric(float64(p(lat[1], 0.99))/float64(p(lat[0], 0.99)), "p99-ratio")
 			b.ReportMetric(tput[2]/tput[0], "no-nats-throughput-ratio")
-			b.Logf("callers=%d n=%d: direct p50=%s p99=%s; gateway p50=%s p99=%s; gateway without NATS p50=%s p99=%s", conc, b.N,
-				p(lat[0], 0.5), p(lat[0], 0.99), p(lat[1], 0.5), p(lat[1], 0.99), p(lat[2], 0.5), p(lat[2], 0.99))
+			// CPU per call (client, gateway, worker and NATS all run in this process)
+			// moves less than throughput when other work shares the machine.
+			b.ReportMetric(float64(cpu[1])/float64(cpu[0]), "cpu-per-call-ratio")
+			b.ReportMetric(float64(cpu[2])/float64(cpu[0]), "no-nats-cpu-per-call-ratio")
+			b.Logf("callers=%d n=%d: direct p50=%s p99=%s cpu/call=%s; gateway p50=%s p99=%s cpu/call=%s; gateway without NATS p50=%s p99=%s cpu/call=%s",
+				conc, b.N, p(lat[0], 0.5), p(lat[0], 0.99), cpu[0], p(lat[1], 0.5), p(lat[1], 0.99), cpu[1], p(lat[2], 0.5), p(lat[2], 0.99), cpu[2])
 		})
 	}
 }
@@ -154,4 +162,13 @@ func run(b *testing.B, conc, n int, call func() error) (float64, []time.Duration
 	}
 	slices.Sort(lat)
 	return float64(n) / elapsed.Seconds(), lat
+}
+
+// cpuTime is the CPU time (user + system) this process has used so far.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -20,6 +20,12 @@ import (
 // toolfleet.events.call.<kit>.<tool>.<started|succeeded|failed>.
 const EventSubjectPrefix = "toolfleet.events.call."
 
+// Batching of event publishes.
+const (
+	maxBatch    = 256
+	batchLinger = 2 * time.Millisecond
+)
+
 // Event kinds.
 const (
 	EventStarted   = "started"
@@ -107,15 +113,20 @@ func (e *events) run(ctx context.Context) {
 			case m := <-e.queue:
 				batch = append(batch, m)
 			}
+			// Linger briefly so that one ack covers the events of several calls.
+			linger := time.NewTimer(batchLinger)
 		fill:
-			for len(batch) < 256 {
+			for len(batch) < maxBatch {
 				select {
 				case m := <-e.queue:
 					batch = append(batch, m)
-				default:
+				case <-linger.C:
+					break fill
+				case <-ctx.Done():
 					break fill
 				}
 			}
+			linger.Stop()
 			for len(batch) > 0 {
 				if !ready {
 					ready = e.ensureStream(ctx)

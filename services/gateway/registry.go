@@ -50,6 +50,8 @@ type snapshot struct {
 	// byName holds every version of "Toolkit.Tool".
 	byName map[string][]*toolfleetv1.ToolDefinition
 	index  *searchIndex
+	// resolved caches tool id spellings that resolved (string → *route).
+	resolved sync.Map
 }
 
 // registry tracks workers and the tools they serve.

@@ -14,6 +14,18 @@ import (
 // resolve finds the route for a tool id: "Toolkit.Tool@x.y.z", "Toolkit.Tool@x"
 // (= x.0.0), "Toolkit.Tool" (latest served) or the model-facing "Toolkit_Tool".
 func (s *snapshot) resolve(toolID string) (*route, *CallError) {
+	if rt, ok := s.resolved.Load(toolID); ok {
+		return rt.(*route), nil
+	}
+	rt, ce := s.resolveSlow(toolID)
+	if ce == nil {
+		// Only successes are kept, so callers cannot grow the cache with junk ids.
+		s.resolved.Store(toolID, rt)
+	}
+	return rt, ce
+}
+
+func (s *snapshot) resolveSlow(toolID string) (*route, *CallError) {
 	ref, err := contract.ParseToolRef(toolID)
 	if err != nil {
 		return nil, serverError(codes.NotFound, ErrUnknownTool, err.Error(),
