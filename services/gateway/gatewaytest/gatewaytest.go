@@ -47,6 +47,8 @@ type Options struct {
 	Auth bool
 	// Logger receives the gateway's and workers' logs. Default: discarded.
 	Logger *slog.Logger
+	// ShutdownTimeout bounds the gateway's graceful stop. Default 5s.
+	ShutdownTimeout time.Duration
 }
 
 // Fleet is a running gateway with a calculator worker and a SchemaTest worker.
@@ -105,7 +107,10 @@ func New(ctx context.Context, opts Options) (_ *Fleet, err error) {
 	if err != nil {
 		return nil, err
 	}
-	cfg := gateway.Config{Listen: "127.0.0.1:0", Workers: []string{calc, st}, NATSURL: opts.NATSURL, Logger: log, ShutdownTimeout: 5 * time.Second}
+	if opts.ShutdownTimeout <= 0 {
+		opts.ShutdownTimeout = 5 * time.Second
+	}
+	cfg := gateway.Config{Listen: "127.0.0.1:0", Workers: []string{calc, st}, NATSURL: opts.NATSURL, Logger: log, ShutdownTimeout: opts.ShutdownTimeout}
 	if opts.Auth {
 		cfg.Auth.HS256Secret = []byte(Secret)
 	} else {

@@ -407,3 +407,31 @@ func TestListChanged(t *testing.T) {
 		})
 	}
 }
+
+// TestGatewayStopsWithSessionsOpen: a connected client's notification stream
+// must not hold the gateway's graceful stop until its (here very long) deadline.
+func TestGatewayStopsWithSessionsOpen(t *testing.T) {
+	t.Parallel()
+	fleet, err := gatewaytest.New(t.Context(), gatewaytest.Options{ShutdownTimeout: 10 * time.Minute, Logger: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err := connectHTTP(t, fleet.Addr, "", nil)
+	if err != nil {
+		_ = fleet.Close()
+		t.Fatal(err)
+	}
+	if _, err := cs.ListTools(t.Context(), nil); err != nil {
+		t.Fatal(err)
+	}
+	stopped := make(chan error, 1)
+	go func() { stopped <- fleet.Close() }()
+	select {
+	case err := <-stopped:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the gateway did not stop while an MCP session was open")
+	}
+}

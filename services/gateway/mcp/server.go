@@ -117,13 +117,16 @@ type Server struct {
 	watchers int
 	stop     context.CancelFunc
 	polling  sync.WaitGroup
+
+	hooksMu sync.Mutex
+	hooked  map[*http.Server]bool
 }
 
 // New returns a server over b. It reads the tool list lazily (on the first
 // tools/list or while clients are connected), so it does no I/O here.
 func New(b Backend, opts Options) *Server {
 	opts.defaults()
-	s := &Server{backend: b, opts: opts, log: opts.Logger.With("component", "mcp"), tools: map[string]*sdk.Tool{}}
+	s := &Server{backend: b, opts: opts, log: opts.Logger.With("component", "mcp"), tools: map[string]*sdk.Tool{}, hooked: map[*http.Server]bool{}}
 	s.mcp = sdk.NewServer(&sdk.Implementation{Name: opts.Name, Title: "toolfleet", Version: opts.Version}, &sdk.ServerOptions{
 		PageSize: opts.PageSize,
 		Instructions: "Tools served by a toolfleet gateway. Tool titles carry the exact version " +
@@ -142,10 +145,32 @@ func (s *Server) Handler() http.Handler {
 	h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return s.mcp },
 		&sdk.StreamableHTTPOptions{SessionTimeout: s.opts.SessionTimeout, Logger: s.log})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.closeOnShutdown(r)
 		// Poll the registry while requests (notably the notification stream) are open.
 		release := s.watch()
 		defer release()
 		h.ServeHTTP(w, r)
+	})
+}
+
+// closeOnShutdown makes the http.Server serving r close every MCP session when
+// it shuts down: a session's notification stream is a request that never ends
+// by itself and would hold a graceful shutdown until its deadline.
+func (s *Server) closeOnShutdown(r *http.Request) {
+	hs, ok := r.Context().Value(http.ServerContextKey).(*http.Server)
+	if !ok {
+		return
+	}
+	s.hooksMu.Lock()
+	defer s.hooksMu.Unlock()
+	if s.hooked[hs] {
+		return
+	}
+	s.hooked[hs] = true
+	hs.RegisterOnShutdown(func() {
+		for ss := range s.mcp.Sessions() {
+			_ = ss.Close()
+		}
 	})
 }
 
