@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	clockv1 "github.com/toolfleet/toolfleet/gen/tools/clock/v1"
 	"github.com/toolfleet/toolfleet/sdk/client"
