@@ -57,6 +57,8 @@ func TestFromRPC(t *testing.T) {
 	}
 	cancelled, cancel := context.WithCancel(context.Background())
 	cancel()
+	expired, cancel2 := context.WithDeadline(context.Background(), time.Unix(0, 0))
+	defer cancel2()
 	tests := []struct {
 		name     string
 		ctx      context.Context
@@ -69,7 +71,8 @@ func TestFromRPC(t *testing.T) {
 		{"validation detail", context.Background(), ve, 0, true, nil},
 		{"connect validation detail", context.Background(), connectVE, 0, true, nil},
 		{"no detail", context.Background(), status.Error(codes.Unavailable, "down"), codes.Unavailable, false, nil},
-		{"deadline", context.Background(), status.Error(codes.DeadlineExceeded, "late"), codes.DeadlineExceeded, false, context.DeadlineExceeded},
+		{"caller's deadline", expired, status.Error(codes.DeadlineExceeded, "late"), codes.DeadlineExceeded, false, context.DeadlineExceeded},
+		{"the tool's own timeout", context.Background(), status.Error(codes.DeadlineExceeded, "late"), codes.DeadlineExceeded, false, nil},
 		{"cancelled", cancelled, connect.NewError(connect.CodeCanceled, context.Canceled), codes.Canceled, false, context.Canceled},
 	}
 	for _, tt := range tests {
@@ -88,6 +91,9 @@ func TestFromRPC(t *testing.T) {
 			}
 			if tt.wantIs != nil && !errors.Is(err, tt.wantIs) {
 				t.Fatalf("errors.Is(%v, %v) = false", err, tt.wantIs)
+			}
+			if tt.wantIs == nil && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)) {
+				t.Fatalf("%v matches a context error, but the caller's context is live", err)
 			}
 		})
 	}

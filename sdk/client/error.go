@@ -40,7 +40,8 @@ func (e *ServerError) Error() string {
 }
 
 // Unwrap returns context.Canceled or context.DeadlineExceeded when the call
-// ended because its context did, so errors.Is works as usual.
+// ended because the caller's context did (the client's default timeout
+// included), so errors.Is works as usual.
 func (e *ServerError) Unwrap() error { return e.cause }
 
 // GRPCStatus renders the error as the gateway sends it: the code with a
@@ -145,18 +146,14 @@ func fromRPC(ctx context.Context, err error, callID string) error {
 	return &ServerError{Code: code, Message: msg, CallID: callID, cause: ctxCause(ctx, code)}
 }
 
-// ctxCause is the context error behind a Canceled or DeadlineExceeded code.
+// ctxCause is the caller's context error behind a Canceled or
+// DeadlineExceeded code; nil when the context is still live (e.g. the tool's
+// own timeout expired at the gateway).
 func ctxCause(ctx context.Context, code codes.Code) error {
 	if code != codes.Canceled && code != codes.DeadlineExceeded {
 		return nil
 	}
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	if code == codes.Canceled {
-		return context.Canceled
-	}
-	return context.DeadlineExceeded
+	return ctx.Err()
 }
 
 // fromFailure turns a CallTools failure outcome into a typed error.
