@@ -89,7 +89,7 @@ func Example_failures() {
 }
 
 // Hand the served tools to a model in its provider's format.
-func ExampleClient_ToolsFor() {
+func Example_toolsFor() {
 	ctx := context.Background()
 	c, err := client.New(gatewayAddr)
 	if err != nil {
@@ -119,7 +119,7 @@ func ExampleClient_ToolsFor() {
 }
 
 // Run the tool calls of a provider response and get the messages to send back.
-func ExampleClient_HandleResponse() {
+func Example_handleResponse() {
 	ctx := context.Background()
 	c, err := client.New(gatewayAddr)
 	if err != nil {
