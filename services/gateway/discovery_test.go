@@ -193,16 +193,25 @@ func TestOnePort(t *testing.T) {
 	if len(c.Services) != 1 || c.Services[0].FullName() != "toolfleet.v1.ToolGatewayService" {
 		t.Fatalf("reflection lists %v", c.Services)
 	}
-	// Connect over HTTP/2 (h2c) and gRPC-Web.
+	// Connect over HTTP/2 (h2c) and gRPC-Web; discovery needs a valid token.
+	bearer := "Bearer " + token(t)
 	for _, opt := range []connect.ClientOption{connect.WithProtoJSON(), connect.WithGRPCWeb()} {
 		cl := toolfleetv1connect.NewToolGatewayServiceClient(h2c(), "http://"+g.Addr(), opt)
-		resp, err := cl.GetTool(ctx, connect.NewRequest(&toolfleetv1.GetToolRequest{ToolId: "Calculator_Divide@1"}))
+		req := connect.NewRequest(&toolfleetv1.GetToolRequest{ToolId: "Calculator_Divide@1"})
+		if _, err := cl.GetTool(ctx, req); connect.CodeOf(err) != connect.CodeUnauthenticated {
+			t.Fatalf("GetTool without a token: %v, want Unauthenticated", err)
+		}
+		req.Header().Set("Authorization", bearer)
+		resp, err := cl.GetTool(ctx, req)
 		if err != nil || resp.Msg.GetTool().GetId() != "Calculator.Divide@1.0.0" {
 			t.Fatalf("GetTool: %v %v", resp, err)
 		}
 	}
-	get := func(path string) (int, string) {
+	get := func(path, authorization string) (int, string) {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+g.Addr()+path, nil)
+		if authorization != "" {
+			req.Header.Set("Authorization", authorization)
+		}
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
@@ -211,10 +220,13 @@ func TestOnePort(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, string(b)
 	}
-	if code, body := get("/health"); code != 200 || !strings.Contains(body, `"healthy"`) {
+	if code, body := get("/health", ""); code != 200 || !strings.Contains(body, `"healthy"`) {
 		t.Fatalf("/health: %d %s", code, body)
 	}
-	code, body := get("/tools?toolkit=Calculator&all_versions=true&page_size=2")
+	if code, _ := get("/tools", ""); code != http.StatusUnauthorized {
+		t.Fatalf("/tools without a token: %d, want 401", code)
+	}
+	code, body := get("/tools?toolkit=Calculator&all_versions=true&page_size=2", bearer)
 	var list struct {
 		Items []map[string]any `json:"items"`
 		Next  string           `json:"next_page_token"`
@@ -223,7 +235,7 @@ func TestOnePort(t *testing.T) {
 		t.Fatalf("/tools: %d %s", code, body)
 	}
 	callGRPC(t, g.Addr(), "Calculator.Add@1", map[string]any{"a": 1}, token(t, "tools:call"))
-	if code, body := get("/metrics"); code != 200 || !strings.Contains(body, `toolfleet_gateway_calls_total{outcome="success",toolkit="Calculator"}`) {
+	if code, body := get("/metrics", ""); code != 200 || !strings.Contains(body, `toolfleet_gateway_calls_total{outcome="success",toolkit="Calculator"}`) {
 		t.Fatalf("/metrics: %d %s", code, body)
 	}
 }

@@ -33,7 +33,7 @@ func (g *Gateway) httpListTools(w http.ResponseWriter, r *http.Request) {
 	if n, err := jsonNumber(q.Get("page_size")); err == nil {
 		req.PageSize = int32(n)
 	}
-	resp, err := g.ListTools(req)
+	resp, err := discover(r.Context(), g, r.Header.Get("Authorization"), req, g.ListTools)
 	if err != nil {
 		writeCallError(w, asCallError(err))
 		return

@@ -78,18 +78,27 @@ func (g *Gateway) callMany(ctx context.Context, header string, req *toolfleetv1.
 	return &toolfleetv1.CallToolsResponse{Outcomes: g.CallMany(ctx, p, req.GetCalls())}, nil
 }
 
-func (s grpcService) ListTools(_ context.Context, req *toolfleetv1.ListToolsRequest) (*toolfleetv1.ListToolsResponse, error) {
-	resp, err := s.g.ListTools(req)
+// discover runs a discovery RPC for any authenticated caller (no scope needed).
+func discover[Req, Resp any](ctx context.Context, g *Gateway, header string, req Req, f func(Req) (Resp, error)) (Resp, error) {
+	if _, ce := g.auth.authenticate(ctx, header); ce != nil {
+		var zero Resp
+		return zero, ce
+	}
+	return f(req)
+}
+
+func (s grpcService) ListTools(ctx context.Context, req *toolfleetv1.ListToolsRequest) (*toolfleetv1.ListToolsResponse, error) {
+	resp, err := discover(ctx, s.g, bearerFromMD(ctx), req, s.g.ListTools)
 	return resp, grpcErr(err)
 }
 
-func (s grpcService) GetTool(_ context.Context, req *toolfleetv1.GetToolRequest) (*toolfleetv1.GetToolResponse, error) {
-	resp, err := s.g.GetTool(req)
+func (s grpcService) GetTool(ctx context.Context, req *toolfleetv1.GetToolRequest) (*toolfleetv1.GetToolResponse, error) {
+	resp, err := discover(ctx, s.g, bearerFromMD(ctx), req, s.g.GetTool)
 	return resp, grpcErr(err)
 }
 
-func (s grpcService) SearchTools(_ context.Context, req *toolfleetv1.SearchToolsRequest) (*toolfleetv1.SearchToolsResponse, error) {
-	resp, err := s.g.SearchTools(req)
+func (s grpcService) SearchTools(ctx context.Context, req *toolfleetv1.SearchToolsRequest) (*toolfleetv1.SearchToolsResponse, error) {
+	resp, err := discover(ctx, s.g, bearerFromMD(ctx), req, s.g.SearchTools)
 	return resp, grpcErr(err)
 }
 
@@ -103,16 +112,16 @@ func (s grpcService) CallTools(ctx context.Context, req *toolfleetv1.CallToolsRe
 	return resp, grpcErr(err)
 }
 
-func (s connectService) ListTools(_ context.Context, req *connect.Request[toolfleetv1.ListToolsRequest]) (*connect.Response[toolfleetv1.ListToolsResponse], error) {
-	return wrap(s.g.ListTools(req.Msg))
+func (s connectService) ListTools(ctx context.Context, req *connect.Request[toolfleetv1.ListToolsRequest]) (*connect.Response[toolfleetv1.ListToolsResponse], error) {
+	return wrap(discover(ctx, s.g, req.Header().Get("Authorization"), req.Msg, s.g.ListTools))
 }
 
-func (s connectService) GetTool(_ context.Context, req *connect.Request[toolfleetv1.GetToolRequest]) (*connect.Response[toolfleetv1.GetToolResponse], error) {
-	return wrap(s.g.GetTool(req.Msg))
+func (s connectService) GetTool(ctx context.Context, req *connect.Request[toolfleetv1.GetToolRequest]) (*connect.Response[toolfleetv1.GetToolResponse], error) {
+	return wrap(discover(ctx, s.g, req.Header().Get("Authorization"), req.Msg, s.g.GetTool))
 }
 
-func (s connectService) SearchTools(_ context.Context, req *connect.Request[toolfleetv1.SearchToolsRequest]) (*connect.Response[toolfleetv1.SearchToolsResponse], error) {
-	return wrap(s.g.SearchTools(req.Msg))
+func (s connectService) SearchTools(ctx context.Context, req *connect.Request[toolfleetv1.SearchToolsRequest]) (*connect.Response[toolfleetv1.SearchToolsResponse], error) {
+	return wrap(discover(ctx, s.g, req.Header().Get("Authorization"), req.Msg, s.g.SearchTools))
 }
 
 func (s connectService) CallTool(ctx context.Context, req *connect.Request[toolfleetv1.CallToolRequest]) (*connect.Response[toolfleetv1.CallToolResponse], error) {
