@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
 )
@@ -112,7 +113,8 @@ type Gateway struct {
 	idem    *idemHandle
 	events  *events
 
-	grpc *grpc.Server
+	grpc   *grpc.Server
+	health *health.Server
 
 	ready   chan struct{}
 	addr    atomic.Pointer[string]
@@ -137,7 +139,7 @@ func New(ctx context.Context, cfg Config) (*Gateway, error) {
 	g.idem = &idemHandle{g}
 	g.reg = newRegistry(g.log, 10*time.Second)
 	g.metrics = newMetrics(func() float64 { return float64(len(g.reg.current().defs)) })
-	g.grpc = g.newGRPCServer()
+	g.grpc, g.health = g.newGRPCServer()
 	return g, nil
 }
 
@@ -211,6 +213,7 @@ func (g *Gateway) Run(ctx context.Context) error {
 	case <-ctx.Done():
 	case err = <-serveErr:
 	}
+	g.health.Shutdown() // NOT_SERVING: probes stop sending traffic while calls drain
 	sp.close()
 	stopCtx, stop := context.WithTimeout(context.WithoutCancel(ctx), g.cfg.ShutdownTimeout)
 	defer stop()

@@ -130,3 +130,14 @@ func TestRegistryStaticWorkerStartsLater(t *testing.T) {
 		t.Fatalf("after: %v %v", r, err)
 	}
 }
+
+// TestWorkerReceivesCallID: the worker sees the call's id in its metadata.
+func TestWorkerReceivesCallID(t *testing.T) {
+	t.Parallel()
+	g := startGateway(t, gateway.Config{Workers: []string{schemaTestWorker(t, "")}})
+	waitTool(t, g, "SchemaTest.Panic")
+	r, err := g.Call(t.Context(), anon(), &toolfleetv1.CallToolRequest{CallId: "call-42", ToolId: "SchemaTest.Panic", Input: &structpb.Struct{}})
+	if err != nil || r.GetValue().GetStructValue().GetFields()["callId"].GetStringValue() != "call-42" {
+		t.Fatalf("got %v %v, want the worker to echo call-42", r, err)
+	}
+}

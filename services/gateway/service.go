@@ -26,14 +26,14 @@ type connectService struct{ g *Gateway }
 
 var _ toolfleetv1connect.ToolGatewayServiceHandler = connectService{}
 
-func (g *Gateway) newGRPCServer() *grpc.Server {
+func (g *Gateway) newGRPCServer() (*grpc.Server, *health.Server) {
 	s := grpc.NewServer()
 	toolfleetv1.RegisterToolGatewayServiceServer(s, grpcService{g: g})
 	hs := health.NewServer()
 	hs.SetServingStatus(toolfleetv1.ToolGatewayService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 	healthpb.RegisterHealthServer(s, hs)
 	reflection.Register(s)
-	return s
+	return s, hs
 }
 
 func bearerFromMD(ctx context.Context) string {
