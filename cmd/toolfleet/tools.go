@@ -400,7 +400,11 @@ func reportFailure(cmd *cobra.Command, out *output, err error) error {
 	}
 	switch {
 	case errors.As(err, &ve):
-		fmt.Fprintf(w, "invalid input: %s\n", ve.Message)
+		msg := ve.Message
+		if !strings.HasPrefix(msg, "invalid input") { // the gateway's message usually says so already
+			msg = "invalid input: " + msg
+		}
+		fmt.Fprintln(w, msg)
 		for _, f := range slices.Sorted(maps.Keys(ve.ParameterErrors)) {
 			fmt.Fprintf(w, "  %s: %s\n", f, ve.ParameterErrors[f])
 		}

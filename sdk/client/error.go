@@ -68,8 +68,7 @@ type ValidationError struct {
 // Error returns the message and every field error, sorted by field.
 func (e *ValidationError) Error() string {
 	var b strings.Builder
-	b.WriteString("invalid input: ")
-	b.WriteString(e.Message)
+	b.WriteString(invalidInput(e.Message))
 	for _, f := range slices.Sorted(maps.Keys(e.ParameterErrors)) {
 		fmt.Fprintf(&b, "; %s: %s", f, e.ParameterErrors[f])
 	}
@@ -84,6 +83,17 @@ func (e *ValidationError) GRPCStatus() *status.Status {
 		return d
 	}
 	return st
+}
+
+// invalidInput says "invalid input" once, whether or not msg already does.
+func invalidInput(msg string) string {
+	if strings.HasPrefix(msg, "invalid input") {
+		return msg
+	}
+	if msg == "" {
+		return "invalid input"
+	}
+	return "invalid input: " + msg
 }
 
 // ExecutionError is an execution error (the tool ran and failed) as a Go error,
@@ -146,14 +156,25 @@ func fromRPC(ctx context.Context, err error, callID string) error {
 	return &ServerError{Code: code, Message: msg, CallID: callID, cause: ctxCause(ctx, code)}
 }
 
+// deadlineSkew is how early the gateway may see the caller's propagated
+// deadline pass (its clock and the network are a little ahead of ours).
+const deadlineSkew = 250 * time.Millisecond
+
 // ctxCause is the caller's context error behind a Canceled or
-// DeadlineExceeded code; nil when the context is still live (e.g. the tool's
-// own timeout expired at the gateway).
+// DeadlineExceeded code: the context's error, or DeadlineExceeded when the
+// gateway answered just before the caller's own deadline passed; nil when the
+// context is live and far from its deadline (e.g. the tool's own timeout).
 func ctxCause(ctx context.Context, code codes.Code) error {
 	if code != codes.Canceled && code != codes.DeadlineExceeded {
 		return nil
 	}
-	return ctx.Err()
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if dl, ok := ctx.Deadline(); ok && code == codes.DeadlineExceeded && time.Until(dl) < deadlineSkew {
+		return context.DeadlineExceeded
+	}
+	return nil
 }
 
 // fromFailure turns a CallTools failure outcome into a typed error.

@@ -128,7 +128,7 @@ func resultPart(call *toolfleetv1.ToolCall, o Outcome) (*toolfleetv1.Part, error
 // validationText lists a validation error's field messages for a model.
 func validationText(ve *ValidationError) string {
 	var b strings.Builder
-	b.WriteString(ve.Message)
+	b.WriteString(invalidInput(ve.Message))
 	for _, f := range slices.Sorted(maps.Keys(ve.ParameterErrors)) {
 		fmt.Fprintf(&b, "\n- %s: %s", f, ve.ParameterErrors[f])
 	}

@@ -472,7 +472,11 @@ func failure(ctx context.Context, toolID string, err error) (*sdk.CallToolResult
 // validationText lists the field messages, one per line, sorted by field.
 func validationText(toolID string, ve *toolfleetv1.ValidationError) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "invalid input for %s: %s", toolID, ve.GetMessage())
+	msg := ve.GetMessage()
+	if !strings.HasPrefix(msg, "invalid input") {
+		msg = "invalid input: " + msg
+	}
+	fmt.Fprintf(&b, "%s: %s", toolID, msg)
 	for _, f := range slices.Sorted(maps.Keys(ve.GetParameterErrors())) {
 		fmt.Fprintf(&b, "\n- %s: %s", f, ve.GetParameterErrors()[f])
 	}
