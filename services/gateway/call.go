@@ -47,7 +47,13 @@ func (g *Gateway) call(ctx context.Context, p *Principal, req *toolfleetv1.CallT
 		return nil, ce, nil
 	}
 	def := rt.def
-	ev := func() *toolfleetv1.CallEvent { return newCallEvent(req, callID, def.GetId()) }
+	ev := func() *toolfleetv1.CallEvent {
+		e := newCallEvent(req, callID, def.GetId())
+		if e.UserId == "" {
+			e.UserId = p.Subject // the token's subject when the caller named no user
+		}
+		return e
+	}
 	fail := func(start time.Time, ce *CallError) (*toolfleetv1.CallToolResponse, *CallError, *route) {
 		g.events.publish(EventFailed, withOutcome(ev(), time.Since(start), ce.Kind(), ce.Error()), def.GetToolkit(), def.GetName())
 		return nil, ce, rt

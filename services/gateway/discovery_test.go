@@ -3,10 +3,13 @@ package gateway_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -238,4 +241,73 @@ func TestOnePort(t *testing.T) {
 	if code, body := get("/metrics", ""); code != 200 || !strings.Contains(body, `toolfleet_gateway_calls_total{outcome="success",toolkit="Calculator"}`) {
 		t.Fatalf("/metrics: %d %s", code, body)
 	}
+}
+
+// TestCallToolsScheduling: calls of read-only tools run in parallel (two of them
+// meet inside the worker), calls of side-effecting tools run one at a time in the
+// given order.
+func TestCallToolsScheduling(t *testing.T) {
+	t.Parallel()
+	ro := startPlainCalculator(t, 2)
+	fx := startPlainCalculator(t, 3, withSideEffects())
+	g := startGateway(t, gateway.Config{Workers: []string{ro.addr, fx.addr}})
+	waitTool(t, g, "Calculator.Add@2")
+	waitTool(t, g, "Calculator.Add@3")
+	p := &gateway.Principal{Anonymous: true}
+
+	t.Run("read-only in parallel", func(t *testing.T) {
+		met := make(chan struct{})
+		var once sync.Once
+		hook := func(a float64) error {
+			if a == 2 {
+				once.Do(func() { close(met) }) // the second call arrived
+				return nil
+			}
+			select {
+			case <-met: // the first call waits for the second: only parallel calls meet
+				return nil
+			case <-time.After(10 * time.Second):
+				return errors.New("the calls ran one after another")
+			}
+		}
+		ro.onAdd.Store(&hook)
+		out := g.CallMany(t.Context(), p, []*toolfleetv1.CallToolRequest{
+			{ToolId: "Calculator.Add@2", Input: addInput(1, 0)},
+			{ToolId: "Calculator.Add@2", Input: addInput(2, 0)},
+		})
+		for i, o := range out {
+			if !o.GetResponse().GetSuccess() {
+				t.Fatalf("call %d: %v", i, o)
+			}
+		}
+	})
+	t.Run("side effects in order", func(t *testing.T) {
+		var mu sync.Mutex
+		var order []float64
+		inFlight := atomic.Int32{}
+		hook := func(a float64) error {
+			if inFlight.Add(1) > 1 {
+				return errors.New("two side-effecting calls at once")
+			}
+			defer inFlight.Add(-1)
+			mu.Lock()
+			order = append(order, a)
+			mu.Unlock()
+			time.Sleep(5 * time.Millisecond) // widen the window an overlap would need
+			return nil
+		}
+		fx.onAdd.Store(&hook)
+		var reqs []*toolfleetv1.CallToolRequest
+		for i := 1; i <= 5; i++ {
+			reqs = append(reqs, &toolfleetv1.CallToolRequest{ToolId: "Calculator.Add@3", Input: addInput(float64(i), 0)})
+		}
+		for i, o := range g.CallMany(t.Context(), p, reqs) {
+			if !o.GetResponse().GetSuccess() {
+				t.Fatalf("call %d: %v", i, o)
+			}
+		}
+		if !slices.Equal(order, []float64{1, 2, 3, 4, 5}) {
+			t.Fatalf("order %v, want 1..5", order)
+		}
+	})
 }

@@ -162,6 +162,8 @@ type plainCalculator struct {
 	addr string
 	adds atomic.Int64
 	kill func()
+	// onAdd, when set, runs inside every Add with its a; an error fails the call.
+	onAdd atomic.Pointer[func(a float64) error]
 }
 
 func startPlainCalculator(t *testing.T, major int, opts ...func(*toolfleetv1.ToolOptions)) *plainCalculator {
@@ -185,6 +187,11 @@ func startPlainCalculatorAt(t *testing.T, listen string, major int, opts ...func
 			}
 			pc.adds.Add(1)
 			f := md.Input().Fields()
+			if hook := pc.onAdd.Load(); hook != nil {
+				if err := (*hook)(in.Get(f.ByName("a")).Float()); err != nil {
+					return nil, err
+				}
+			}
 			sum := in.Get(f.ByName("a")).Float() + in.Get(f.ByName("b")).Float()
 			out := dynamicpb.NewMessage(md.Output())
 			out.Set(md.Output().Fields().ByName("result"), protoreflect.ValueOfFloat64(sum))
@@ -213,6 +220,13 @@ func startPlainCalculatorAt(t *testing.T, listen string, major int, opts ...func
 // withMaxResultBytes sets every tool's result limit.
 func withMaxResultBytes(n int64) func(*toolfleetv1.ToolOptions) {
 	return func(o *toolfleetv1.ToolOptions) { o.MaxResultBytes = n }
+}
+
+// withSideEffects marks every tool as neither read-only nor idempotent.
+func withSideEffects() func(*toolfleetv1.ToolOptions) {
+	return func(o *toolfleetv1.ToolOptions) {
+		o.Hints = &toolfleetv1.ToolHints{ReadOnly: proto.Bool(false), Idempotent: proto.Bool(false)}
+	}
 }
 
 // calculatorVersion rewrites the calculator contract as tools.calculator.v<major>
