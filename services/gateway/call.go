@@ -67,7 +67,7 @@ func (g *Gateway) call(ctx context.Context, p *Principal, req *toolfleetv1.CallT
 	if timeout <= 0 {
 		timeout = g.cfg.DefaultTimeout
 	}
-	claim, ce := g.idem.acquire(ctx, callID, timeout)
+	claim, ce := g.idem().acquire(ctx, callID, timeout)
 	if ce != nil {
 		return fail(start, ce)
 	}
@@ -82,7 +82,7 @@ func (g *Gateway) call(ctx context.Context, p *Principal, req *toolfleetv1.CallT
 
 	in, ve, err := tool.DecodeInputStruct(rt.method.Input(), req.GetInput())
 	if err != nil || ve != nil {
-		g.idem.finish(claim, nil, false)
+		g.idem().finish(claim, nil, false)
 		if err != nil {
 			return fail(start, serverError(codes.Internal, err, err.Error(), "the gateway could not validate the input of %s", def.GetId()))
 		}
@@ -96,11 +96,11 @@ func (g *Gateway) call(ctx context.Context, p *Principal, req *toolfleetv1.CallT
 	ce = g.mapResult(ctx, rt, out, err, resp)
 	resp.Duration = durationpb.New(time.Since(began))
 	if ce != nil {
-		g.idem.finish(claim, nil, false)
+		g.idem().finish(claim, nil, false)
 		return fail(began, ce)
 	}
 	// A failure the tool marks retryable is not stored: a retry runs the tool again.
-	g.idem.finish(claim, resp, resp.GetSuccess() || !resp.GetError().GetCanRetry())
+	g.idem().finish(claim, resp, resp.GetSuccess() || !resp.GetError().GetCanRetry())
 	if resp.GetSuccess() {
 		g.events.publish(EventSucceeded, withOutcome(ev(), time.Since(began), "", ""), def.GetToolkit(), def.GetName())
 	} else {

@@ -15,8 +15,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
-
-	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
 )
 
 // Defaults of [Config].
@@ -110,7 +108,6 @@ type Gateway struct {
 	reg     *registry
 	metrics *metrics
 	idemPtr atomic.Pointer[idempotency]
-	idem    *idemHandle
 	events  *events
 
 	grpc   *grpc.Server
@@ -120,10 +117,6 @@ type Gateway struct {
 	addr    atomic.Pointer[string]
 	running atomic.Bool
 }
-
-// idemHandle reads the idempotency store, which may arrive after start when
-// NATS was away.
-type idemHandle struct{ g *Gateway }
 
 // New validates cfg and prepares a gateway; it loads the JWKS when one is configured.
 func New(ctx context.Context, cfg Config) (*Gateway, error) {
@@ -136,7 +129,6 @@ func New(ctx context.Context, cfg Config) (*Gateway, error) {
 		return nil, err
 	}
 	g := &Gateway{cfg: cfg, log: cfg.Logger.With("component", "gateway"), auth: auth, ready: make(chan struct{})}
-	g.idem = &idemHandle{g}
 	g.reg = newRegistry(g.log, 10*time.Second)
 	g.metrics = newMetrics(func() float64 { return float64(len(g.reg.current().defs)) })
 	g.grpc, g.health = g.newGRPCServer()
@@ -317,10 +309,6 @@ func (g *Gateway) retryIdempotency(ctx context.Context, setup func() bool) {
 	}
 }
 
-func (h *idemHandle) acquire(ctx context.Context, callID string, lockTTL time.Duration) (claim, *CallError) {
-	return h.g.idemPtr.Load().acquire(ctx, callID, lockTTL)
-}
-
-func (h *idemHandle) finish(c claim, resp *toolfleetv1.CallToolResponse, store bool) {
-	h.g.idemPtr.Load().finish(c, resp, store)
-}
+// idem returns the idempotency store; nil (a no-op) until NATS is configured and
+// the bucket exists.
+func (g *Gateway) idem() *idempotency { return g.idemPtr.Load() }

@@ -26,8 +26,11 @@ type idempotency struct {
 	log    *slog.Logger
 	nc     *nats.Conn
 	js     jetstream.JetStream
+	cfg    jetstream.KeyValueConfig
 	kv     jetstream.KeyValue
 	bucket string
+	// lastRecreate rate-limits re-creating a bucket NATS lost (unix nanos).
+	lastRecreate atomic.Int64
 	// lastWarn rate-limits the warning while NATS is away (unix nanos).
 	lastWarn atomic.Int64
 }
@@ -35,18 +38,19 @@ type idempotency struct {
 const lockMargin = 10 * time.Second
 
 func newIdempotency(ctx context.Context, log *slog.Logger, nc *nats.Conn, js jetstream.JetStream, bucket string, ttl time.Duration, storage jetstream.StorageType) (*idempotency, error) {
-	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+	cfg := jetstream.KeyValueConfig{
 		Bucket:         bucket,
 		Description:    "toolfleet gateway: finished calls by call_id",
 		TTL:            ttl,
 		History:        1,
 		Storage:        storage,
 		LimitMarkerTTL: time.Minute,
-	})
+	}
+	kv, err := js.CreateOrUpdateKeyValue(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("gateway: idempotency bucket %s: %w", bucket, err)
 	}
-	return &idempotency{log: log, nc: nc, js: js, kv: kv, bucket: bucket}, nil
+	return &idempotency{log: log, nc: nc, js: js, cfg: cfg, kv: kv, bucket: bucket}, nil
 }
 
 // claim is the outcome of acquire.
@@ -81,6 +85,9 @@ func (i *idempotency) acquire(ctx context.Context, callID string, lockTTL time.D
 			return claim{owned: true, key: key}, nil
 		}
 		if !errors.Is(err, jetstream.ErrKeyExists) {
+			if i.recreate(ctx, err) {
+				continue
+			}
 			return i.degrade(ctx, err)
 		}
 		entry, err := i.kv.Get(ctx, key)
@@ -141,6 +148,25 @@ func (i *idempotency) decode(b []byte) (claim, *CallError) {
 		return claim{}, serverError(codes.Internal, err, err.Error(), "the stored result of this call_id is unreadable")
 	}
 	return claim{stored: &r}, nil
+}
+
+// recreate makes the bucket again when NATS lost it (a restart with memory storage
+// or a new store), at most every few seconds; it reports whether to try again.
+func (i *idempotency) recreate(ctx context.Context, err error) bool {
+	if !errors.Is(err, jetstream.ErrNoStreamResponse) && !errors.Is(err, nats.ErrNoResponders) && !errors.Is(err, jetstream.ErrStreamNotFound) {
+		return false
+	}
+	now := time.Now().UnixNano()
+	last := i.lastRecreate.Load()
+	if now-last < int64(5*time.Second) || !i.lastRecreate.CompareAndSwap(last, now) {
+		return false
+	}
+	if _, cerr := i.js.CreateOrUpdateKeyValue(ctx, i.cfg); cerr != nil {
+		i.log.Warn("idempotency bucket lost and not re-created", "bucket", i.bucket, "error", cerr)
+		return false
+	}
+	i.log.Info("idempotency bucket re-created after NATS lost it", "bucket", i.bucket)
+	return true
 }
 
 func (i *idempotency) degrade(ctx context.Context, err error) (claim, *CallError) {

@@ -1,8 +1,13 @@
 package gateway_test
 
 import (
+	"net"
+	"strconv"
 	"sync"
 	"testing"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
@@ -133,4 +138,41 @@ func TestIdempotency(t *testing.T) {
 			t.Fatalf("tool ran %d times, want 3", n)
 		}
 	})
+}
+
+// TestIdempotencyAfterNATSLostItsData: when NATS comes back without the bucket
+// (memory storage, or a new server), the gateway makes it again.
+func TestIdempotencyAfterNATSLostItsData(t *testing.T) {
+	t.Parallel()
+	srv, stop := startNATSAt(t, t.TempDir(), 0)
+	_, port, _ := net.SplitHostPort(srv.Addr())
+	calc, calcAddr, _ := calculatorWorker(t, "")
+	g := startGateway(t, gateway.Config{NATSURL: srv.URL(), Workers: []string{calcAddr}})
+	waitTool(t, g, "Calculator.Add")
+	stop()
+	n, _ := strconv.Atoi(port)
+	srv, _ = startNATSAt(t, t.TempDir(), n) // a new, empty store
+	nc, err := nats.Connect(srv.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	call := func() {
+		t.Helper()
+		if r, err := g.Call(t.Context(), anon(), &toolfleetv1.CallToolRequest{CallId: "after-loss", ToolId: "Calculator.Add", Input: addInput(1, 2)}); err != nil || !r.GetSuccess() {
+			t.Fatalf("call: %v %v", r, err)
+		}
+	}
+	waitFor(t, "the bucket to be re-created", func() bool {
+		call()
+		_, err := js.KeyValue(t.Context(), gateway.DefaultIdempotencyBucket)
+		return err == nil
+	})
+	before := calc.adds.Load()
+	call()
+	call()
+	if n := calc.adds.Load() - before; n > 1 {
+		t.Fatalf("tool ran %d times for one call_id, want at most 1", n)
+	}
 }
