@@ -12,7 +12,7 @@ func newRootCommand() *cobra.Command {
 
 Start everything locally with 'toolfleet dev'.`,
 		SilenceUsage:  true,
-		SilenceErrors: false,
+		SilenceErrors: true, // main prints each error once
 	}
 	root.AddCommand(newDevCommand())
 	root.AddCommand(newToolsCommand(), newMCPCommand())
