@@ -67,8 +67,13 @@ func (g *Gateway) call(ctx context.Context, p *Principal, req *toolfleetv1.CallT
 	if timeout <= 0 {
 		timeout = g.cfg.DefaultTimeout
 	}
-	claim, ce := g.idem().acquire(ctx, callID, timeout)
-	if ce != nil {
+	var claim claim
+	if req.GetCallId() == "" {
+		// Nobody knows a generated id before the response: no repeat can race this
+		// call, so only the result is stored (a later repeat with the returned id
+		// gets it).
+		claim = g.idem().fresh(callID)
+	} else if claim, ce = g.idem().acquire(ctx, callID, timeout); ce != nil {
 		return fail(start, ce)
 	}
 	if claim.stored != nil {

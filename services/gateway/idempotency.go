@@ -107,6 +107,14 @@ func (i *idempotency) acquire(ctx context.Context, callID string, lockTTL time.D
 	}
 }
 
+// fresh claims a call id the gateway generated itself, without taking a lock.
+func (i *idempotency) fresh(callID string) claim {
+	if i == nil {
+		return claim{}
+	}
+	return claim{owned: true, key: keyOf(callID)}
+}
+
 // wait watches key until the holder stores a result or lets go, or until the
 // holder's lock must have expired (then the caller tries to take it).
 func (i *idempotency) wait(ctx context.Context, key string, bound time.Duration) (claim, *CallError) {

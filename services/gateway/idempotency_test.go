@@ -176,3 +176,25 @@ func TestIdempotencyAfterNATSLostItsData(t *testing.T) {
 		t.Fatalf("tool ran %d times for one call_id, want at most 1", n)
 	}
 }
+
+// TestIdempotencyGeneratedCallID: a repeat with the call_id the gateway generated
+// returns the stored result.
+func TestIdempotencyGeneratedCallID(t *testing.T) {
+	t.Parallel()
+	nats := natstest.Start(t)
+	calc, calcAddr, _ := calculatorWorker(t, "")
+	g := startGateway(t, gateway.Config{NATSURL: nats.URL(), Workers: []string{calcAddr}})
+	waitTool(t, g, "Calculator.Add")
+	first, err := g.Call(t.Context(), anon(), &toolfleetv1.CallToolRequest{ToolId: "Calculator.Add", Input: addInput(1, 2)})
+	if err != nil || first.GetCallId() == "" {
+		t.Fatalf("first: %v %v", first, err)
+	}
+	before := calc.adds.Load()
+	waitFor(t, "the stored result", func() bool {
+		r, err := g.Call(t.Context(), anon(), &toolfleetv1.CallToolRequest{CallId: first.GetCallId(), ToolId: "Calculator.Add", Input: addInput(1, 2)})
+		return err == nil && proto.Equal(r, first)
+	})
+	if n := calc.adds.Load() - before; n > 0 {
+		t.Fatalf("the repeat ran the tool %d times", n)
+	}
+}
