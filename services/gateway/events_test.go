@@ -2,8 +2,11 @@ package gateway_test
 
 import (
 	"context"
+	"io"
 	"net"
+	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -154,4 +157,59 @@ func TestNATSAway(t *testing.T) {
 		}
 	}
 	call(21) // and the registry still serves after the reconnection
+}
+
+// TestEventsDroppedAreCounted: with NATS away and the queue full, events are
+// dropped and counted; delivered + dropped accounts for every event.
+func TestEventsDroppedAreCounted(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	srv, stop := startNATSAt(t, dir, 0)
+	_, port, _ := net.SplitHostPort(srv.Addr())
+	_, calc, _ := calculatorWorker(t, "")
+	g := startGateway(t, gateway.Config{NATSURL: srv.URL(), Workers: []string{calc}, EventQueue: 8})
+	waitTool(t, g, "Calculator.Add")
+	stop()
+	const calls = 20
+	for i := range calls {
+		if r, err := g.Call(t.Context(), anon(), &toolfleetv1.CallToolRequest{ToolId: "Calculator.Add", Input: addInput(float64(i), 1)}); err != nil || !r.GetSuccess() {
+			t.Fatalf("call %d: %v %v", i, r, err)
+		}
+	}
+	n, _ := strconv.Atoi(port)
+	srv, _ = startNATSAt(t, dir, n)
+	dropped := metricValue(t, g, "toolfleet_gateway_events_dropped_total")
+	if dropped == 0 {
+		t.Fatal("no drops counted with an 8-event queue and 40 events")
+	}
+	delivered := streamEvents(t, srv.URL(), 2*calls-int(dropped))
+	if len(delivered)+int(dropped) != 2*calls {
+		t.Fatalf("%d delivered + %d dropped != %d events", len(delivered), int(dropped), 2*calls)
+	}
+}
+
+func metricsText(t *testing.T, g *gateway.Gateway) string {
+	t.Helper()
+	resp, err := http.Get("http://" + g.Addr() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
+}
+
+func metricValue(t *testing.T, g *gateway.Gateway, name string) float64 {
+	t.Helper()
+	for line := range strings.SplitSeq(metricsText(t, g), "\n") {
+		if v, ok := strings.CutPrefix(line, name+" "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return f
+		}
+	}
+	t.Fatalf("metric %s not found", name)
+	return 0
 }
