@@ -126,12 +126,12 @@ func (s *splitter) route(c net.Conn) {
 func sniffGRPC(c net.Conn, seen *bytes.Buffer) bool {
 	_ = c.SetReadDeadline(time.Now().Add(sniffTimeout))
 	r := io.TeeReader(c, seen)
-	preface := make([]byte, len(http2.ClientPreface))
-	if _, err := io.ReadFull(r, preface[:1]); err != nil || preface[0] != 'P' {
-		return false // HTTP/1.x or nothing
-	}
-	if _, err := io.ReadFull(r, preface[1:]); err != nil || string(preface) != http2.ClientPreface {
-		return false
+	// Byte by byte, so that a short HTTP/1.x request is never waited on.
+	var b [1]byte
+	for i := range len(http2.ClientPreface) {
+		if _, err := io.ReadFull(r, b[:]); err != nil || b[0] != http2.ClientPreface[i] {
+			return false // HTTP/1.x or nothing
+		}
 	}
 	fr := http2.NewFramer(io.Discard, r)
 	fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
