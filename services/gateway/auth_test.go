@@ -9,6 +9,8 @@ import (
 	"encoding/json"
 	"errors"
 	"math/big"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"testing"
@@ -83,7 +85,7 @@ func TestAuthMatrix(t *testing.T) {
 	}
 }
 
-// TestAuthJWKS: RS256 and ES256 tokens verify against a JWKS file; a token
+// TestAuthJWKS: RS256 and ES256 tokens verify against a JWKS file or URL; a token
 // signed by an unknown key does not.
 func TestAuthJWKS(t *testing.T) {
 	t.Parallel()
@@ -104,9 +106,16 @@ func TestAuthJWKS(t *testing.T) {
 	if err := os.WriteFile(file, set, 0o600); err != nil {
 		t.Fatal(err)
 	}
+	jwksServer := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(set)
+	}))
+	t.Cleanup(jwksServer.Close)
 	_, calc, _ := calculatorWorker(t, "")
-	g := startGateway(t, gateway.Config{Workers: []string{calc}, Auth: gateway.AuthConfig{JWKSFile: file}})
-	waitTool(t, g, "Calculator.Add")
+	fromFile := startGateway(t, gateway.Config{Workers: []string{calc}, Auth: gateway.AuthConfig{JWKSFile: file}})
+	fromURL := startGateway(t, gateway.Config{Workers: []string{calc}, Auth: gateway.AuthConfig{JWKSURL: jwksServer.URL}})
+	waitTool(t, fromFile, "Calculator.Add")
+	waitTool(t, fromURL, "Calculator.Add")
 	sign := func(m jwt.SigningMethod, kid string, key any) string {
 		tok := jwt.NewWithClaims(m, jwt.MapClaims{"scope": "tools:call", "exp": time.Now().Add(time.Minute).Unix()})
 		tok.Header["kid"] = kid
@@ -129,9 +138,11 @@ func TestAuthJWKS(t *testing.T) {
 	} {
 		t.Run(r.name, func(t *testing.T) {
 			t.Parallel()
-			got := callGRPC(t, g.Addr(), "Calculator.Add", map[string]any{"a": 1}, r.bearer)
-			if got.code != r.code {
-				t.Fatalf("code %v (%+v), want %v", got.code, got, r.code)
+			for _, g := range []*gateway.Gateway{fromFile, fromURL} {
+				got := callGRPC(t, g.Addr(), "Calculator.Add", map[string]any{"a": 1}, r.bearer)
+				if got.code != r.code {
+					t.Fatalf("code %v (%+v), want %v", got.code, got, r.code)
+				}
 			}
 		})
 	}
