@@ -65,6 +65,8 @@ type registry struct {
 	loading map[string]bool
 	// graceUntil delays expiry after NATS comes back, so workers can re-announce.
 	graceUntil time.Time
+	// closed stops new background work once close has begun.
+	closed bool
 	natsUp     func() bool
 
 	snap atomic.Pointer[snapshot]
@@ -99,6 +101,9 @@ func (r *registry) current() *snapshot { return r.snap.Load() }
 func (r *registry) add(ctx context.Context, addr, id, sig string, static bool, ttl time.Duration) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.closed {
+		return
+	}
 	if w, ok := r.workers[addr]; ok && (sig == "" || sig == w.sig) {
 		w.expires, w.ttl = time.Now().Add(ttl), ttl
 		w.static = w.static || static
@@ -194,6 +199,10 @@ func (r *registry) remove(addr string) {
 func (r *registry) dropLocked(w *worker, why string) {
 	delete(r.workers, w.addr)
 	r.rebuildLocked()
+	if r.closed {
+		_ = w.conn.Close()
+		return
+	}
 	// Close later: calls that picked this conn a moment ago may still be running.
 	r.wg.Add(1)
 	go func() {
@@ -299,6 +308,9 @@ func (rt *route) pick() []*worker {
 
 // close stops background work and closes every connection.
 func (r *registry) close() {
+	r.mu.Lock()
+	r.closed = true
+	r.mu.Unlock()
 	close(r.quit)
 	r.wg.Wait()
 	r.mu.Lock()
