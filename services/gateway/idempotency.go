@@ -59,6 +59,8 @@ type claim struct {
 	stored *toolfleetv1.CallToolResponse
 	owned  bool
 	key    string
+	// fresh: a generated id with no lock behind it (nothing to release).
+	fresh bool
 }
 
 // keyOf maps any call id onto the KV key alphabet.
@@ -112,7 +114,7 @@ func (i *idempotency) fresh(callID string) claim {
 	if i == nil {
 		return claim{}
 	}
-	return claim{owned: true, key: keyOf(callID)}
+	return claim{owned: true, key: keyOf(callID), fresh: true}
 }
 
 // wait watches key until the holder stores a result or lets go, or until the
@@ -195,6 +197,9 @@ func (i *idempotency) finish(c claim, resp *toolfleetv1.CallToolResponse, store 
 		return // a lock left behind expires with its TTL
 	}
 	subject := "$KV." + i.bucket + "." + c.key
+	if !store && c.fresh {
+		return
+	}
 	if !store {
 		// A delete marker lets waiters run the call themselves.
 		msg := nats.NewMsg(subject)
