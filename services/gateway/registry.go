@@ -67,7 +67,7 @@ type registry struct {
 	graceUntil time.Time
 	// closed stops new background work once close has begun.
 	closed bool
-	natsUp     func() bool
+	natsUp func() bool
 
 	snap atomic.Pointer[snapshot]
 	quit chan struct{}
