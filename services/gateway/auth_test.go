@@ -1,6 +1,7 @@
 package gateway_test
 
 import (
+	"bytes"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -8,11 +9,14 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"math/big"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -166,4 +170,32 @@ func TestAuthOffOnlyOnLoopback(t *testing.T) {
 			t.Errorf("listen %s: err = %v, want %v", r.listen, err, r.err)
 		}
 	}
+}
+
+// TestAuthOffSaysSo: a gateway without auth says so when it starts.
+func TestAuthOffSaysSo(t *testing.T) {
+	t.Parallel()
+	var buf syncBuffer
+	startGateway(t, gateway.Config{Auth: gateway.AuthConfig{Disabled: true}, Logger: slog.New(slog.NewTextHandler(&buf, nil))})
+	if !strings.Contains(buf.String(), "AUTH IS OFF") {
+		t.Fatalf("start logs:\n%s", buf.String())
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for a logger and a reader at once.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
