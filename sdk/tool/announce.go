@@ -17,6 +17,11 @@ import (
 // AnnounceSubject is the core NATS subject of worker heartbeats.
 const AnnounceSubject = "toolfleet.registry.announce"
 
+// DiscoverSubject is where a registry (the gateway) asks every worker to announce
+// itself now, when it starts or reconnects, instead of waiting up to one heartbeat
+// interval to learn who is out there.
+const DiscoverSubject = "toolfleet.registry.discover"
+
 // Health values of a toolfleetv1.WorkerAnnouncement.
 const (
 	HealthServing    = "SERVING"
@@ -71,12 +76,24 @@ func (a *announcer) loop() {
 	defer close(a.done)
 	t := time.NewTicker(a.cfg.AnnounceInterval)
 	defer t.Stop()
+	// Probes arrive on a channel so that every announcement is sent from this loop
+	// and none can follow the NOT_SERVING one that stop sends. One pending probe is
+	// enough: a burst of them is answered by one announcement.
+	probes := make(chan *nats.Msg, 1)
+	sub, err := a.nc.ChanSubscribe(DiscoverSubject, probes)
+	if err != nil {
+		a.log.Warn("not answering discovery probes", "error", err)
+	} else {
+		defer func() { _ = sub.Unsubscribe() }()
+	}
 	a.publish(HealthServing)
 	for {
 		select {
 		case <-a.quit:
 			return
 		case <-t.C:
+			a.publish(HealthServing)
+		case <-probes:
 			a.publish(HealthServing)
 		}
 	}

@@ -170,3 +170,25 @@ func TestWorkerServesWhileNATSIsAway(t *testing.T) {
 		t.Fatalf("announcement = %v", a)
 	}
 }
+
+// A registry that starts after its workers probes them instead of waiting a whole
+// heartbeat interval (here an hour) to learn about them.
+func TestWorkerAnswersDiscoveryProbe(t *testing.T) {
+	t.Parallel()
+	srv := natstest.Start(t)
+	ch := announcements(t, srv.URL())
+	runWorker(t, tool.Config{NATSURL: srv.URL(), WorkerID: "w-probe", AnnounceInterval: time.Hour})
+	next(t, ch, tool.HealthServing) // the announcement at start
+
+	nc, err := nats.Connect(srv.URL(), nats.Timeout(5*time.Second))
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	defer nc.Close()
+	if err := nc.Publish(tool.DiscoverSubject, nil); err != nil {
+		t.Fatalf("probe: %v", err)
+	}
+	if a := next(t, ch, tool.HealthServing); a.GetWorkerId() != "w-probe" {
+		t.Fatalf("answer to the probe = %v", a)
+	}
+}

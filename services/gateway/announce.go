@@ -33,6 +33,11 @@ func (r *registry) watchAnnouncements(ctx context.Context, nc *nats.Conn, sweep 
 	if err != nil {
 		return err
 	}
+	// Ask every worker to announce now rather than at its next heartbeat, so that a
+	// gateway that starts (or restarts) after its workers knows them at once.
+	if err := nc.Publish(tool.DiscoverSubject, nil); err != nil {
+		r.log.Debug("discovery probe not sent", "error", err)
+	}
 	r.wg.Add(1)
 	go func() {
 		defer r.wg.Done()
