@@ -30,9 +30,11 @@ $(PROTOVALIDATE): tools/go.mod tools/go.sum tools/protodump/main.go
 generate: tools $(PROTOVALIDATE)
 	$(BUF) generate proto
 
-## lint: buf lint, gofmt and go vet.
+## lint: buf lint, gofmt, go vet, and go.mod files that `go mod tidy` would not change.
 lint: tools $(PROTOVALIDATE) fmt-check vet
 	$(BUF) lint proto
+	$(GO) mod tidy -diff
+	cd tools && $(GO) mod tidy -diff
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '^gen/')); \
