@@ -9,7 +9,6 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -52,6 +51,16 @@ func newEvents(log *slog.Logger, nc *nats.Conn, js jetstream.JetStream, stream j
 	return &events{log: log, nc: nc, js: js, stream: stream, queue: make(chan *nats.Msg, size), m: m}
 }
 
+// Header values shared by every event (read-only once built).
+var (
+	ceSource = []string{"toolfleet/gateway"}
+	ceTypes  = map[string][]string{
+		EventStarted:   {"toolfleet.call." + EventStarted},
+		EventSucceeded: {"toolfleet.call." + EventSucceeded},
+		EventFailed:    {"toolfleet.call." + EventFailed},
+	}
+)
+
 // publish queues one event; it never blocks.
 func (e *events) publish(kind string, ev *toolfleetv1.CallEvent, toolkit, tool string) {
 	if e == nil {
@@ -60,22 +69,28 @@ func (e *events) publish(kind string, ev *toolfleetv1.CallEvent, toolkit, tool s
 	ev.Id = newID()
 	ev.Kind = kind
 	ev.Time = timestamppb.Now()
-	b, err := protojson.Marshal(ev)
+	b, err := marshalCallEvent(ev)
 	if err != nil {
 		e.log.Error("encode call event", "error", err)
 		return
 	}
-	msg := nats.NewMsg(EventSubjectPrefix + toolkit + "." + tool + "." + kind)
-	msg.Data = b
 	// CloudEvents-style headers; Nats-Msg-Id lets JetStream drop a re-sent copy.
-	msg.Header.Set(jetstream.MsgIDHeader, ev.Id)
-	msg.Header.Set("ce-id", ev.Id)
-	msg.Header.Set("ce-type", "toolfleet.call."+kind)
-	msg.Header.Set("ce-source", "toolfleet/gateway")
-	msg.Header.Set("ce-time", ev.Time.AsTime().Format(time.RFC3339Nano))
-	if ev.TraceId != "" {
-		msg.Header.Set("traceparent", traceParent(ev.TraceId))
+	// One map literal sized for all of them instead of NewMsg plus a Set each.
+	id := []string{ev.Id}
+	h := make(nats.Header, 6)
+	h[jetstream.MsgIDHeader] = id
+	h["ce-id"] = id
+	if t, ok := ceTypes[kind]; ok {
+		h["ce-type"] = t
+	} else {
+		h["ce-type"] = []string{"toolfleet.call." + kind}
 	}
+	h["ce-source"] = ceSource
+	h["ce-time"] = []string{ev.Time.AsTime().Format(time.RFC3339Nano)}
+	if ev.TraceId != "" {
+		h["traceparent"] = []string{traceParent(ev.TraceId)}
+	}
+	msg := &nats.Msg{Subject: EventSubjectPrefix + toolkit + "." + tool + "." + kind, Header: h, Data: b}
 	select {
 	case e.queue <- msg:
 	default:
