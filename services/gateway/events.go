@@ -119,6 +119,9 @@ func (e *events) run(ctx context.Context) {
 	go func() {
 		defer e.wg.Done()
 		ready := false
+		// A batch waits in hand while NATS is away, so it counts against the
+		// bound too: never hold more than the queue's size outside the queue.
+		limit := min(maxBatch, cap(e.queue))
 		for {
 			var batch []*nats.Msg
 			select {
@@ -131,7 +134,7 @@ func (e *events) run(ctx context.Context) {
 			// Linger briefly so that one ack covers the events of several calls.
 			linger := time.NewTimer(batchLinger)
 		fill:
-			for len(batch) < maxBatch {
+			for len(batch) < limit {
 				select {
 				case m := <-e.queue:
 					batch = append(batch, m)
