@@ -26,10 +26,11 @@ func (g *Gateway) Call(ctx context.Context, p *Principal, req *toolfleetv1.CallT
 	if rt != nil {
 		toolkit = rt.def.GetToolkit()
 	}
-	g.metrics.duration.WithLabelValues(toolkit).Observe(time.Since(start).Seconds())
+	km := g.metrics.kit(toolkit)
+	km.duration.Observe(time.Since(start).Seconds())
 	if ce != nil {
 		ce.CallID = callID
-		g.metrics.calls.WithLabelValues(toolkit, ce.Kind()).Inc()
+		g.metrics.count(km, ce.Kind())
 		g.log.LogAttrs(ctx, levelOf(ce), "call failed before the tool ran", logAttrs(req, callID, ce)...)
 		return nil, ce
 	}
@@ -37,7 +38,7 @@ func (g *Gateway) Call(ctx context.Context, p *Principal, req *toolfleetv1.CallT
 	if !resp.GetSuccess() {
 		outcome = KindExecution
 	}
-	g.metrics.calls.WithLabelValues(toolkit, outcome).Inc()
+	g.metrics.count(km, outcome)
 	return resp, nil
 }
 

@@ -2,6 +2,8 @@ package gateway
 
 import (
 	"net/http"
+	"sync"
+	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -17,6 +19,45 @@ type metrics struct {
 	eventsPublished prometheus.Counter
 	eventsDropped   prometheus.Counter
 	idempotentHits  prometheus.Counter
+	// byKit caches each toolkit's metric handles (string → *kitMetrics):
+	// WithLabelValues hashes its labels and locks the vector on every call.
+	byKit sync.Map
+}
+
+// kitMetrics are one toolkit's call metrics. Outcome counters are made on first
+// use, so /metrics shows the same series as with WithLabelValues per call.
+type kitMetrics struct {
+	toolkit  string
+	duration prometheus.Observer
+	outcomes [len(outcomes)]atomic.Pointer[prometheus.Counter]
+}
+
+// outcomes are the values of the calls_total outcome label.
+var outcomes = [...]string{"success", KindExecution, KindValidation, KindServer}
+
+func (m *metrics) kit(toolkit string) *kitMetrics {
+	if k, ok := m.byKit.Load(toolkit); ok {
+		return k.(*kitMetrics)
+	}
+	k, _ := m.byKit.LoadOrStore(toolkit, &kitMetrics{toolkit: toolkit, duration: m.duration.WithLabelValues(toolkit)})
+	return k.(*kitMetrics)
+}
+
+// count adds a call with outcome "success" or a failure kind.
+func (m *metrics) count(k *kitMetrics, outcome string) {
+	for i, o := range outcomes {
+		if o != outcome {
+			continue
+		}
+		c := k.outcomes[i].Load()
+		if c == nil {
+			c = new(m.calls.WithLabelValues(k.toolkit, outcome))
+			k.outcomes[i].Store(c)
+		}
+		(*c).Inc()
+		return
+	}
+	m.calls.WithLabelValues(k.toolkit, outcome).Inc()
 }
 
 func newMetrics(tools func() float64) *metrics {
