@@ -9,7 +9,6 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
-	"github.com/toolfleet/toolfleet/sdk/tool"
 )
 
 // Call runs the call pipeline for an authenticated principal: resolve → authorize
@@ -86,7 +85,7 @@ func (g *Gateway) call(ctx context.Context, p *Principal, req *toolfleetv1.CallT
 		return claim.stored, nil, rt
 	}
 
-	in, ve, err := tool.DecodeInputStruct(rt.method.Input(), req.GetInput())
+	in, ve, err := decodeInput(rt.method.Input(), req.GetInput())
 	if err != nil || ve != nil {
 		g.idem().finish(claim, nil, false)
 		if err != nil {

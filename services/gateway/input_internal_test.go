@@ -1,0 +1,182 @@
+package gateway
+
+import (
+	"fmt"
+	"math"
+	"testing"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protodesc"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/reflect/protoregistry"
+	"google.golang.org/protobuf/types/descriptorpb"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	calculatorv1 "github.com/toolfleet/toolfleet/gen/tools/calculator/v1"
+	"github.com/toolfleet/toolfleet/sdk/tool"
+)
+
+// scalarsDescriptor is a message with a field of every scalar kind, a proto3
+// optional, a oneof, a repeated, a map, an enum, bytes and a nested message.
+func scalarsDescriptor(t *testing.T) protoreflect.MessageDescriptor {
+	t.Helper()
+	type T = descriptorpb.FieldDescriptorProto_Type
+	opt := descriptorpb.FieldDescriptorProto_LABEL_OPTIONAL
+	field := func(name string, n int32, typ T) *descriptorpb.FieldDescriptorProto {
+		return &descriptorpb.FieldDescriptorProto{Name: proto.String(name), Number: proto.Int32(n), Type: typ.Enum(), Label: opt.Enum(),
+			JsonName: proto.String(jsonCamel(name))}
+	}
+	fields := []*descriptorpb.FieldDescriptorProto{
+		field("b", 1, descriptorpb.FieldDescriptorProto_TYPE_BOOL),
+		field("s", 2, descriptorpb.FieldDescriptorProto_TYPE_STRING),
+		field("d", 3, descriptorpb.FieldDescriptorProto_TYPE_DOUBLE),
+		field("f", 4, descriptorpb.FieldDescriptorProto_TYPE_FLOAT),
+		field("i32", 5, descriptorpb.FieldDescriptorProto_TYPE_INT32),
+		field("si32", 6, descriptorpb.FieldDescriptorProto_TYPE_SINT32),
+		field("sf32", 7, descriptorpb.FieldDescriptorProto_TYPE_SFIXED32),
+		field("u32", 8, descriptorpb.FieldDescriptorProto_TYPE_UINT32),
+		field("fx32", 9, descriptorpb.FieldDescriptorProto_TYPE_FIXED32),
+		field("i64", 10, descriptorpb.FieldDescriptorProto_TYPE_INT64),
+		field("si64", 11, descriptorpb.FieldDescriptorProto_TYPE_SINT64),
+		field("sf64", 12, descriptorpb.FieldDescriptorProto_TYPE_SFIXED64),
+		field("u64", 13, descriptorpb.FieldDescriptorProto_TYPE_UINT64),
+		field("fx64", 14, descriptorpb.FieldDescriptorProto_TYPE_FIXED64),
+		field("by", 15, descriptorpb.FieldDescriptorProto_TYPE_BYTES),
+		field("snake_name", 16, descriptorpb.FieldDescriptorProto_TYPE_INT32),
+		field("opt", 17, descriptorpb.FieldDescriptorProto_TYPE_INT32),
+		field("one_a", 18, descriptorpb.FieldDescriptorProto_TYPE_STRING),
+		field("one_b", 19, descriptorpb.FieldDescriptorProto_TYPE_INT32),
+		field("list", 20, descriptorpb.FieldDescriptorProto_TYPE_INT32),
+	}
+	fields[16].Proto3Optional = proto.Bool(true)
+	fields[16].OneofIndex = proto.Int32(1)
+	fields[17].OneofIndex = proto.Int32(0)
+	fields[18].OneofIndex = proto.Int32(0)
+	fields[19].Label = descriptorpb.FieldDescriptorProto_LABEL_REPEATED.Enum()
+	fd, err := protodesc.NewFile(&descriptorpb.FileDescriptorProto{
+		Name: proto.String("gatewaytest/scalars.proto"), Package: proto.String("gatewaytest"), Syntax: proto.String("proto3"),
+		MessageType: []*descriptorpb.DescriptorProto{{
+			Name: proto.String("Scalars"), Field: fields,
+			OneofDecl: []*descriptorpb.OneofDescriptorProto{{Name: proto.String("one")}, {Name: proto.String("_opt")}},
+		}},
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fd.Messages().Get(0)
+}
+
+func jsonCamel(s string) string {
+	out := []byte{}
+	up := false
+	for i := 0; i < len(s); i++ {
+		if s[i] == '_' {
+			up = true
+			continue
+		}
+		c := s[i]
+		if up && c >= 'a' && c <= 'z' {
+			c -= 'a' - 'A'
+		}
+		up = false
+		out = append(out, c)
+	}
+	return string(out)
+}
+
+// decodeInput must answer exactly as tool.DecodeInputStruct: the same message,
+// the same ValidationError, an error in the same cases.
+func TestDecodeInputMatchesTool(t *testing.T) {
+	scalars := scalarsDescriptor(t)
+	// A copy of the calculator's descriptors, not the linked ones: the dynamicpb path.
+	calcFile, err := protodesc.NewFile(protodesc.ToFileDescriptorProto(calculatorv1.File_tools_calculator_v1_calculator_proto), protoregistry.GlobalFiles)
+	if err != nil {
+		t.Fatal(err)
+	}
+	numbers := []float64{0, math.Copysign(0, -1), 1, -1, 1.5, -2.25, 0.1, 1e-7, 3.4028234663852886e38, 3.5e38, 16777217, 1 << 31, -(1 << 31), -(1 << 31) - 1,
+		1<<31 - 1, 1 << 32, 1<<32 - 1, 1 << 53, 1<<53 + 2, 1 << 63, -(1 << 63), 1 << 64, 1e20, 1e21, 1e300, math.MaxFloat64, math.SmallestNonzeroFloat64,
+		math.NaN(), math.Inf(1), math.Inf(-1)}
+	values := []*structpb.Value{structpb.NewNullValue(), structpb.NewBoolValue(true), structpb.NewBoolValue(false),
+		structpb.NewStringValue(""), structpb.NewStringValue("héllo"), structpb.NewStringValue("bad \xff"), structpb.NewStringValue("12"),
+		structpb.NewStringValue("NaN"), structpb.NewStringValue("aGk="), structpb.NewListValue(&structpb.ListValue{Values: []*structpb.Value{structpb.NewNumberValue(1)}}),
+		structpb.NewStructValue(&structpb.Struct{})}
+	for _, n := range numbers {
+		values = append(values, structpb.NewNumberValue(n))
+	}
+	var inputs []*structpb.Struct
+	inputs = append(inputs, nil, &structpb.Struct{})
+	for i := range scalars.Fields().Len() {
+		fd := scalars.Fields().Get(i)
+		for _, v := range values {
+			inputs = append(inputs, &structpb.Struct{Fields: map[string]*structpb.Value{fd.JSONName(): v}})
+			if fd.JSONName() != string(fd.Name()) {
+				inputs = append(inputs, &structpb.Struct{Fields: map[string]*structpb.Value{string(fd.Name()): v}})
+			}
+		}
+	}
+	num := structpb.NewNumberValue
+	inputs = append(inputs,
+		&structpb.Struct{Fields: map[string]*structpb.Value{"snakeName": num(1), "snake_name": num(2)}},
+		&structpb.Struct{Fields: map[string]*structpb.Value{"unknown": num(1)}},
+		&structpb.Struct{Fields: map[string]*structpb.Value{"b": structpb.NewBoolValue(true), "s": structpb.NewStringValue("x"), "d": num(2.5), "i64": num(-7), "u32": num(7)}},
+	)
+	check := func(md protoreflect.MessageDescriptor, in *structpb.Struct) {
+		t.Helper()
+		wantMsg, wantVE, wantErr := tool.DecodeInputStruct(md, in)
+		gotMsg, gotVE, gotErr := decodeInput(md, in)
+		name := fmt.Sprintf("%s %v", md.FullName(), in)
+		if (wantErr == nil) != (gotErr == nil) {
+			t.Errorf("%s: err %v, want %v", name, gotErr, wantErr)
+		}
+		if !proto.Equal(gotVE, wantVE) {
+			t.Errorf("%s: validation error %v, want %v", name, gotVE, wantVE)
+		}
+		if (wantMsg == nil) != (gotMsg == nil) || wantMsg != nil && !proto.Equal(gotMsg, wantMsg) {
+			t.Errorf("%s: message %v, want %v", name, gotMsg, wantMsg)
+		}
+	}
+	for _, in := range inputs {
+		check(scalars, in)
+	}
+	// Which oneof member the error names depends on map order, in tool as well.
+	if _, ve, _ := decodeInput(scalars, &structpb.Struct{Fields: map[string]*structpb.Value{"oneA": structpb.NewStringValue("x"), "oneB": num(2)}}); ve == nil {
+		t.Error("two members of a oneof accepted")
+	}
+	// Contracts with protovalidate rules, linked and dynamic.
+	for _, md := range []protoreflect.MessageDescriptor{
+		(&calculatorv1.AddRequest{}).ProtoReflect().Descriptor(), (&calculatorv1.EvaluateRequest{}).ProtoReflect().Descriptor(),
+		calcFile.Messages().ByName("AddRequest"), calcFile.Messages().ByName("EvaluateRequest"),
+	} {
+		for i := range md.Fields().Len() {
+			for _, v := range values {
+				check(md, &structpb.Struct{Fields: map[string]*structpb.Value{md.Fields().Get(i).JSONName(): v}})
+			}
+		}
+		check(md, &structpb.Struct{Fields: map[string]*structpb.Value{"a": num(2), "b": num(3)}})
+		check(md, &structpb.Struct{})
+	}
+}
+
+func TestDecodeInputShortcutTaken(t *testing.T) {
+	in, _ := structpb.NewStruct(map[string]any{"a": 2, "b": 3})
+	if scalarInput((&calculatorv1.AddRequest{}).ProtoReflect().Descriptor(), in) == nil {
+		t.Fatal("a flat numeric input did not take the shortcut")
+	}
+}
+
+func BenchmarkDecodeInput(b *testing.B) {
+	md := (&calculatorv1.AddRequest{}).ProtoReflect().Descriptor()
+	in, _ := structpb.NewStruct(map[string]any{"a": 2, "b": 3})
+	b.Run("gateway", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			_, _, _ = decodeInput(md, in)
+		}
+	})
+	b.Run("tool", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			_, _, _ = tool.DecodeInputStruct(md, in)
+		}
+	})
+}
