@@ -5,11 +5,13 @@ import (
 	"math"
 	"testing"
 
+	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protodesc"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/reflect/protoregistry"
 	"google.golang.org/protobuf/types/descriptorpb"
+	"google.golang.org/protobuf/types/dynamicpb"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	calculatorv1 "github.com/toolfleet/toolfleet/gen/tools/calculator/v1"
@@ -177,6 +179,112 @@ func BenchmarkDecodeInput(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			_, _, _ = tool.DecodeInputStruct(md, in)
+		}
+	})
+}
+
+// scalarResult must give what mapResult's protojson round trip gives.
+func TestScalarResultMatchesProtojson(t *testing.T) {
+	scalars := scalarsDescriptor(t)
+	numbers := []float64{0, math.Copysign(0, -1), 1, -1, 0.1, 1e-7, 1e21, 1 << 53, math.MaxFloat64, math.SmallestNonzeroFloat64, math.NaN(), math.Inf(-1)}
+	var msgs []proto.Message
+	for _, n := range numbers {
+		msgs = append(msgs, &calculatorv1.AddResponse{Result: n})
+		d := dynamicpb.NewMessage(protodescAdd(t))
+		d.Set(d.Descriptor().Fields().ByName("result"), protoreflect.ValueOfFloat64(n))
+		msgs = append(msgs, d)
+	}
+	// Messages with one field of each kind set (and the rest zero), for every kind.
+	set := map[protoreflect.Kind]protoreflect.Value{
+		protoreflect.BoolKind: protoreflect.ValueOfBool(true), protoreflect.StringKind: protoreflect.ValueOfString("hé \"q\" \n"),
+		protoreflect.DoubleKind: protoreflect.ValueOfFloat64(2.5), protoreflect.FloatKind: protoreflect.ValueOfFloat32(0.1),
+		protoreflect.Int32Kind: protoreflect.ValueOfInt32(-7), protoreflect.Sint32Kind: protoreflect.ValueOfInt32(math.MinInt32),
+		protoreflect.Sfixed32Kind: protoreflect.ValueOfInt32(math.MaxInt32), protoreflect.Uint32Kind: protoreflect.ValueOfUint32(math.MaxUint32),
+		protoreflect.Fixed32Kind: protoreflect.ValueOfUint32(3), protoreflect.Int64Kind: protoreflect.ValueOfInt64(1 << 60),
+		protoreflect.Sint64Kind: protoreflect.ValueOfInt64(-1), protoreflect.Sfixed64Kind: protoreflect.ValueOfInt64(5),
+		protoreflect.Uint64Kind: protoreflect.ValueOfUint64(1 << 63), protoreflect.Fixed64Kind: protoreflect.ValueOfUint64(9),
+		protoreflect.BytesKind: protoreflect.ValueOfBytes([]byte("hi")),
+	}
+	msgs = append(msgs, dynamicpb.NewMessage(scalars))
+	for i := range scalars.Fields().Len() {
+		fd := scalars.Fields().Get(i)
+		d := dynamicpb.NewMessage(scalars)
+		if fd.IsList() {
+			d.Mutable(fd).List().Append(protoreflect.ValueOfInt32(4))
+		} else {
+			d.Set(fd, set[fd.Kind()])
+		}
+		msgs = append(msgs, d)
+	}
+	// A flat message of the kinds the shortcut takes, with every field set.
+	flatFD := &descriptorpb.FileDescriptorProto{Name: proto.String("gatewaytest/flat.proto"), Package: proto.String("gatewaytest"),
+		Syntax: proto.String("proto3"), MessageType: []*descriptorpb.DescriptorProto{{Name: proto.String("Flat")}}}
+	for i := range scalars.Fields().Len() {
+		fd := scalars.Fields().Get(i)
+		switch fd.Kind() {
+		case protoreflect.BoolKind, protoreflect.StringKind, protoreflect.DoubleKind, protoreflect.Int32Kind, protoreflect.Sint32Kind,
+			protoreflect.Sfixed32Kind, protoreflect.Uint32Kind, protoreflect.Fixed32Kind:
+			if fd.HasPresence() || fd.ContainingOneof() != nil || fd.IsList() {
+				continue
+			}
+			flatFD.MessageType[0].Field = append(flatFD.MessageType[0].Field, protodesc.ToFieldDescriptorProto(fd))
+		}
+	}
+	flatFile, err := protodesc.NewFile(flatFD, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	flat := flatFile.Messages().Get(0)
+	full := dynamicpb.NewMessage(flat)
+	for i := range flat.Fields().Len() {
+		full.Set(flat.Fields().Get(i), set[flat.Fields().Get(i).Kind()])
+	}
+	msgs = append(msgs, dynamicpb.NewMessage(flat), full)
+	if scalarResult(full) == nil || flat.Fields().Len() < 8 {
+		t.Fatalf("the flat message (%d fields) did not take the shortcut", flat.Fields().Len())
+	}
+	for _, out := range msgs {
+		b, err := resultJSON.Marshal(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := &structpb.Value{}
+		if err := protojson.Unmarshal(b, want); err != nil {
+			t.Fatal(err)
+		}
+		got := scalarResult(out)
+		if got != nil && !proto.Equal(got, want) {
+			t.Errorf("scalarResult(%v) = %v, want %v", out, got, want)
+		}
+	}
+	if scalarResult(&calculatorv1.AddResponse{Result: 5}) == nil {
+		t.Error("a flat double result did not take the shortcut")
+	}
+}
+
+// protodescAdd is a copy of AddResponse's descriptor (the dynamicpb path).
+func protodescAdd(t *testing.T) protoreflect.MessageDescriptor {
+	t.Helper()
+	f, err := protodesc.NewFile(protodesc.ToFileDescriptorProto(calculatorv1.File_tools_calculator_v1_calculator_proto), protoregistry.GlobalFiles)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f.Messages().ByName("AddResponse")
+}
+
+func BenchmarkResultValue(b *testing.B) {
+	out := &calculatorv1.AddResponse{Result: 5}
+	b.Run("direct", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			_ = scalarResult(out)
+		}
+	})
+	b.Run("protojson", func(b *testing.B) {
+		b.ReportAllocs()
+		js, _ := resultJSON.Marshal(out)
+		for b.Loop() {
+			_ = protojson.Unmarshal(js, &structpb.Value{})
 		}
 	})
 }

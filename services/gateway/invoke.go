@@ -68,9 +68,12 @@ func (g *Gateway) mapResult(ctx context.Context, rt *route, out proto.Message, e
 			})
 			return nil
 		}
-		v := &structpb.Value{}
-		if uerr := protojson.Unmarshal(b, v); uerr != nil {
-			return serverError(codes.Internal, uerr, uerr.Error(), "the gateway could not encode the result of %s", rt.def.GetId())
+		v := scalarResult(out)
+		if v == nil {
+			v = &structpb.Value{}
+			if uerr := protojson.Unmarshal(b, v); uerr != nil {
+				return serverError(codes.Internal, uerr, uerr.Error(), "the gateway could not encode the result of %s", rt.def.GetId())
+			}
 		}
 		resp.Success = true
 		resp.Outcome = &toolfleetv1.CallToolResponse_Value{Value: v}
