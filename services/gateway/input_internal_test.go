@@ -240,7 +240,7 @@ func TestScalarResultMatchesProtojson(t *testing.T) {
 		full.Set(flat.Fields().Get(i), set[flat.Fields().Get(i).Kind()])
 	}
 	msgs = append(msgs, dynamicpb.NewMessage(flat), full)
-	if scalarResult(full) == nil || flat.Fields().Len() < 8 {
+	if v, _ := scalarResult(full); v == nil || flat.Fields().Len() < 8 {
 		t.Fatalf("the flat message (%d fields) did not take the shortcut", flat.Fields().Len())
 	}
 	for _, out := range msgs {
@@ -252,12 +252,15 @@ func TestScalarResultMatchesProtojson(t *testing.T) {
 		if err := protojson.Unmarshal(b, want); err != nil {
 			t.Fatal(err)
 		}
-		got := scalarResult(out)
+		got, bound := scalarResult(out)
 		if got != nil && !proto.Equal(got, want) {
 			t.Errorf("scalarResult(%v) = %v, want %v", out, got, want)
 		}
+		if got != nil && int64(len(b)) > bound {
+			t.Errorf("scalarResult(%v): bound %d < %d bytes of %s", out, bound, len(b), b)
+		}
 	}
-	if scalarResult(&calculatorv1.AddResponse{Result: 5}) == nil {
+	if v, _ := scalarResult(&calculatorv1.AddResponse{Result: 5}); v == nil {
 		t.Error("a flat double result did not take the shortcut")
 	}
 }
@@ -277,13 +280,13 @@ func BenchmarkResultValue(b *testing.B) {
 	b.Run("direct", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			_ = scalarResult(out)
+			_, _ = scalarResult(out)
 		}
 	})
 	b.Run("protojson", func(b *testing.B) {
 		b.ReportAllocs()
-		js, _ := resultJSON.Marshal(out)
 		for b.Loop() {
+			js, _ := resultJSON.Marshal(out)
 			_ = protojson.Unmarshal(js, &structpb.Value{})
 		}
 	})

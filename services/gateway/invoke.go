@@ -57,22 +57,26 @@ func (g *Gateway) invoke(ctx context.Context, rt *route, in proto.Message, callI
 // or too slow).
 func (g *Gateway) mapResult(ctx context.Context, rt *route, out proto.Message, err error, resp *toolfleetv1.CallToolResponse) *CallError {
 	if err == nil {
-		b, merr := resultJSON.Marshal(out)
-		if merr != nil {
-			return serverError(codes.Internal, merr, merr.Error(), "the gateway could not encode the result of %s", rt.def.GetId())
-		}
-		if limit := g.resultLimit(rt); int64(len(b)) > limit {
-			setToolError(resp, &toolfleetv1.ToolError{
-				Message: fmt.Sprintf("the result of %s is %d bytes, over its limit of %d bytes; ask for less (narrow the input or page through the results)",
-					rt.def.GetId(), len(b), limit),
-			})
-			return nil
-		}
-		v := scalarResult(out)
-		if v == nil {
-			v = &structpb.Value{}
-			if uerr := protojson.Unmarshal(b, v); uerr != nil {
-				return serverError(codes.Internal, uerr, uerr.Error(), "the gateway could not encode the result of %s", rt.def.GetId())
+		limit := g.resultLimit(rt)
+		// A flat result whose JSON cannot exceed the limit needs no JSON at all.
+		v, bound := scalarResult(out)
+		if v == nil || bound > limit {
+			b, merr := resultJSON.Marshal(out)
+			if merr != nil {
+				return serverError(codes.Internal, merr, merr.Error(), "the gateway could not encode the result of %s", rt.def.GetId())
+			}
+			if int64(len(b)) > limit {
+				setToolError(resp, &toolfleetv1.ToolError{
+					Message: fmt.Sprintf("the result of %s is %d bytes, over its limit of %d bytes; ask for less (narrow the input or page through the results)",
+						rt.def.GetId(), len(b), limit),
+				})
+				return nil
+			}
+			if v == nil {
+				v = &structpb.Value{}
+				if uerr := protojson.Unmarshal(b, v); uerr != nil {
+					return serverError(codes.Internal, uerr, uerr.Error(), "the gateway could not encode the result of %s", rt.def.GetId())
+				}
 			}
 		}
 		resp.Success = true
