@@ -218,9 +218,15 @@ func (r *registry) dropLocked(w *worker, why string) {
 	r.log.Info("worker left", "addr", w.addr, "id", w.id, "why", why)
 }
 
+// reconnectGrace is the least time a worker gets to announce again after NATS comes
+// back: workers reconnect on their own schedule (sdk/tool retries every second, with
+// jitter), so a short announced ttl alone would drop healthy workers that are merely
+// a reconnect behind the gateway.
+const reconnectGrace = 5 * time.Second
+
 // expire drops announced workers whose lease ran out. While NATS is away nothing
 // expires (the last known registry is kept); after it returns, workers get one
-// ttl to announce again.
+// ttl, and at least reconnectGrace, to announce again.
 func (r *registry) expire(now time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -231,8 +237,8 @@ func (r *registry) expire(now time.Time) {
 	if r.graceUntil.IsZero() {
 		r.graceUntil = now
 		for _, w := range r.workers {
-			if !w.static && w.expires.Before(now.Add(w.ttl)) {
-				w.expires = now.Add(w.ttl)
+			if lease := now.Add(max(w.ttl, reconnectGrace)); !w.static && w.expires.Before(lease) {
+				w.expires = lease
 			}
 		}
 	}
