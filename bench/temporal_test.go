@@ -4,30 +4,14 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
 	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/temporal"
-	"go.temporal.io/sdk/worker"
-	"go.temporal.io/sdk/workflow"
 
 	"github.com/toolfleet/toolfleet/internal/devstack"
 	"github.com/toolfleet/toolfleet/internal/devstack/devstacktest"
 )
-
-func oneActivity(ctx workflow.Context, s string) (string, error) {
-	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		StartToCloseTimeout: 10 * time.Second,
-		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 1},
-	})
-	var out string
-	err := workflow.ExecuteActivity(ctx, upperActivity, s).Get(ctx, &out)
-	return out, err
-}
-
-func upperActivity(_ context.Context, s string) (string, error) { return strings.ToUpper(s), nil }
 
 // BenchmarkDevTemporalOneActivityWorkflow starts a one-activity workflow and waits
 // for its result, alternating between a dev server with Temporal's stock dynamic
@@ -44,13 +28,7 @@ func BenchmarkDevTemporalOneActivityWorkflow(b *testing.B) {
 	for _, stock := range []bool{true, false} {
 		s := devstacktest.Start(b, devstack.Config{StockTemporal: stock})
 		c := devstacktest.Client(b, s)
-		w := worker.New(c, "bench", worker.Options{})
-		w.RegisterWorkflow(oneActivity)
-		w.RegisterActivity(upperActivity)
-		if err := w.Start(); err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(w.Stop)
+		devstacktest.StartWorker(b, c, "bench")
 		name := "tuned"
 		if stock {
 			name = "stock"
@@ -63,7 +41,7 @@ func BenchmarkDevTemporalOneActivityWorkflow(b *testing.B) {
 		for _, sd := range sides {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			began := time.Now()
-			run, err := sd.c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: fmt.Sprintf("b-%d", i), TaskQueue: "bench"}, oneActivity, "x")
+			run, err := sd.c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: fmt.Sprintf("b-%d", i), TaskQueue: "bench"}, devstacktest.OneActivity, "x")
 			if err == nil {
 				var out string
 				err = run.Get(ctx, &out)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -12,46 +11,18 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/workflowservice/v1"
-	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/temporal"
-	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/toolfleet/toolfleet/internal/devstack"
 	"github.com/toolfleet/toolfleet/internal/devstack/devstacktest"
 )
 
-// shout is a one-activity workflow: the shortest real Temporal round trip.
-func shout(ctx workflow.Context, s string) (string, error) {
-	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		StartToCloseTimeout: 10 * time.Second,
-		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 1},
-	})
-	var out string
-	err := workflow.ExecuteActivity(ctx, upper, s).Get(ctx, &out)
-	return out, err
-}
-
-func upper(_ context.Context, s string) (string, error) { return strings.ToUpper(s), nil }
-
 // waitForGo blocks until it receives a "go" signal, then returns its payload.
 func waitForGo(ctx workflow.Context) (string, error) {
 	var v string
 	workflow.GetSignalChannel(ctx, "go").Receive(ctx, &v)
 	return v, nil
-}
-
-func startWorker(t *testing.T, c client.Client, queue string) {
-	t.Helper()
-	w := worker.New(c, queue, worker.Options{})
-	w.RegisterWorkflow(shout)
-	w.RegisterWorkflow(waitForGo)
-	w.RegisterActivityWithOptions(upper, activity.RegisterOptions{Name: "upper"})
-	if err := w.Start(); err != nil {
-		t.Fatalf("start worker: %v", err)
-	}
-	t.Cleanup(w.Stop)
 }
 
 func TestStackRunsWorkflowsAndListsNamespaces(t *testing.T) {
@@ -71,10 +42,10 @@ func TestStackRunsWorkflowsAndListsNamespaces(t *testing.T) {
 		t.Fatalf("namespaces %v lack %q", names, "default")
 	}
 
-	startWorker(t, c, "q")
+	devstacktest.StartWorker(t, c, "q", waitForGo)
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
-	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{TaskQueue: "q"}, shout, "hi")
+	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{TaskQueue: "q"}, devstacktest.OneActivity, "hi")
 	if err != nil {
 		t.Fatalf("start: %v", err)
 	}
@@ -148,7 +119,7 @@ func TestDataSurvivesRestart(t *testing.T) {
 	if st := desc.GetWorkflowExecutionInfo().GetStatus(); st != enums.WORKFLOW_EXECUTION_STATUS_RUNNING {
 		t.Fatalf("status after restart = %v, want running", st)
 	}
-	startWorker(t, c2, "q")
+	devstacktest.StartWorker(t, c2, "q", waitForGo)
 	if err := c2.SignalWorkflow(ctx, "survivor", "", "go", "resumed"); err != nil {
 		t.Fatalf("signal: %v", err)
 	}
@@ -168,7 +139,7 @@ func TestNoLateResults(t *testing.T) {
 	t.Parallel()
 	s := devstacktest.Start(t)
 	c := devstacktest.Client(t, s)
-	startWorker(t, c, "q")
+	devstacktest.StartWorker(t, c, "q", waitForGo)
 
 	const runs = 300
 	const late = 5 * time.Second
@@ -176,7 +147,7 @@ func TestNoLateResults(t *testing.T) {
 	for i := range runs {
 		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 		began := time.Now()
-		run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: fmt.Sprintf("late-%d", i), TaskQueue: "q"}, shout, "x")
+		run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: fmt.Sprintf("late-%d", i), TaskQueue: "q"}, devstacktest.OneActivity, "x")
 		if err != nil {
 			cancel()
 			t.Fatalf("start %d: %v", i, err)

@@ -5,10 +5,14 @@ package devstacktest
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
 
 	"github.com/toolfleet/toolfleet/internal/devstack"
 )
@@ -54,3 +58,34 @@ func (quietLogger) Debug(string, ...any) {}
 func (quietLogger) Info(string, ...any)  {}
 func (quietLogger) Warn(string, ...any)  {}
 func (quietLogger) Error(string, ...any) {}
+
+// OneActivity is the shortest real Temporal round trip: a workflow that runs the
+// Upper activity once. Tests and benchmarks that measure the stack use it.
+func OneActivity(ctx workflow.Context, s string) (string, error) {
+	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: 10 * time.Second,
+		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 1},
+	})
+	var out string
+	err := workflow.ExecuteActivity(ctx, Upper, s).Get(ctx, &out)
+	return out, err
+}
+
+// Upper is OneActivity's activity.
+func Upper(_ context.Context, s string) (string, error) { return strings.ToUpper(s), nil }
+
+// StartWorker runs a Temporal worker for queue with OneActivity, Upper and the
+// given extra workflows registered, and stops it when the test ends.
+func StartWorker(t testing.TB, c client.Client, queue string, workflows ...any) {
+	t.Helper()
+	w := worker.New(c, queue, worker.Options{})
+	w.RegisterWorkflow(OneActivity)
+	w.RegisterActivity(Upper)
+	for _, wf := range workflows {
+		w.RegisterWorkflow(wf)
+	}
+	if err := w.Start(); err != nil {
+		t.Fatalf("start temporal worker: %v", err)
+	}
+	t.Cleanup(w.Stop)
+}
