@@ -59,6 +59,9 @@ func (a *announcer) start() {
 		nats.MaxReconnects(-1),
 		nats.ReconnectWait(time.Second),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			if err == nil {
+				return // our own Close at stop: not news
+			}
 			a.log.Warn("NATS disconnected; still serving, announcements paused", "error", err)
 		}),
 		nats.ReconnectHandler(func(*nats.Conn) { a.log.Info("NATS reconnected") }),

@@ -249,6 +249,9 @@ func (g *Gateway) connectNATS(ctx context.Context, bg *sync.WaitGroup) (*nats.Co
 		nats.ReconnectWait(250*time.Millisecond),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
 			g.reg.markNATSDown()
+			if err == nil {
+				return // our own Close at stop
+			}
 			g.log.Warn("NATS disconnected; keeping the last known registry, queueing events", "error", err)
 		}),
 		nats.ReconnectHandler(func(*nats.Conn) { g.log.Info("NATS reconnected") }),
