@@ -2,12 +2,14 @@ package tool
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"math"
 	"math/big"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -47,6 +49,38 @@ func (c *jsonChecker) fail(path, msg string) {
 	}
 }
 
+// fieldByKey finds the field a JSON key names: its JSON name or its proto name, as
+// protojson accepts both.
+func fieldByKey(fields protoreflect.FieldDescriptors, key string) protoreflect.FieldDescriptor {
+	if fd := fields.ByJSONName(key); fd != nil {
+		return fd
+	}
+	return fields.ByTextName(key)
+}
+
+// keysInFieldOrder orders an object's keys by the declaration order of the fields they
+// name, unknown keys last by name, so that the same input always gets the same
+// errors (e.g. which of two oneof members is blamed) whatever Go's map order.
+func keysInFieldOrder(obj map[string]any, fields protoreflect.FieldDescriptors) []string {
+	keys := make([]string, 0, len(obj))
+	for k := range obj {
+		keys = append(keys, k)
+	}
+	rank := func(k string) int {
+		if fd := fieldByKey(fields, k); fd != nil {
+			return fd.Index()
+		}
+		return fields.Len()
+	}
+	slices.SortFunc(keys, func(a, b string) int {
+		if c := cmp.Compare(rank(a), rank(b)); c != 0 {
+			return c
+		}
+		return strings.Compare(a, b)
+	})
+	return keys
+}
+
 func join(path, name string) string {
 	if path == "" {
 		return name
@@ -66,11 +100,9 @@ func (c *jsonChecker) message(path string, v any, md protoreflect.MessageDescrip
 	}
 	fields := md.Fields()
 	oneofSet := map[protoreflect.FullName]string{}
-	for key, val := range obj {
-		fd := fields.ByJSONName(key)
-		if fd == nil {
-			fd = fields.ByTextName(key)
-		}
+	for _, key := range keysInFieldOrder(obj, fields) {
+		val := obj[key]
+		fd := fieldByKey(fields, key)
 		p := join(path, key)
 		if fd == nil {
 			c.fail(p, "is not a known field; known fields: "+strings.Join(jsonNames(md), ", "))
