@@ -13,8 +13,6 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/types/known/structpb"
 
@@ -22,6 +20,7 @@ import (
 	calculatorv1 "github.com/toolfleet/toolfleet/gen/tools/calculator/v1"
 	"github.com/toolfleet/toolfleet/internal/natsx/natstest"
 	"github.com/toolfleet/toolfleet/sdk/tool"
+	"github.com/toolfleet/toolfleet/sdk/tool/tooltest"
 	"github.com/toolfleet/toolfleet/services/gateway"
 	"github.com/toolfleet/toolfleet/workers/calculator/calculator"
 )
@@ -36,16 +35,12 @@ import (
 func BenchmarkGatewayCall(b *testing.B) {
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	nats := natstest.Start(b)
-	w, err := tool.NewWorker(tool.Config{Name: "calculator", Logger: quiet})
-	if err != nil {
-		b.Fatal(err)
-	}
-	calculatorv1.RegisterCalculatorServiceServer(w, calculator.New())
+	w, _ := tooltest.Start(b, tool.Config{Name: "calculator"}, func(w *tool.Worker) {
+		calculatorv1.RegisterCalculatorServiceServer(w, calculator.New())
+	})
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	b.Cleanup(func() { cancel(); wg.Wait() })
-	wg.Go(func() { _ = w.Run(ctx) })
-	<-w.Ready()
 	secret := []byte("bench-secret-bench-secret-bench-secret")
 	// The full gateway, and one without NATS (no idempotency, no events) to show
 	// what those cost.
@@ -71,17 +66,9 @@ func BenchmarkGatewayCall(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	dial := func(addr string) *grpc.ClientConn {
-		cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() { _ = cc.Close() })
-		return cc
-	}
-	direct := calculatorv1.NewCalculatorServiceClient(dial(w.Addr()))
-	gw := toolfleetv1.NewToolGatewayServiceClient(dial(g.Addr()))
-	gwLite := toolfleetv1.NewToolGatewayServiceClient(dial(lite.Addr()))
+	direct := calculatorv1.NewCalculatorServiceClient(tooltest.Dial(b, w.Addr()))
+	gw := toolfleetv1.NewToolGatewayServiceClient(tooltest.Dial(b, g.Addr()))
+	gwLite := toolfleetv1.NewToolGatewayServiceClient(tooltest.Dial(b, lite.Addr()))
 	input, _ := structpb.NewStruct(map[string]any{"a": 2, "b": 3})
 	authCtx := metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer "+tok)
 	var seq atomic.Int64

@@ -1,9 +1,6 @@
 package tool_test
 
 import (
-	"context"
-	"io"
-	"log/slog"
 	"net"
 	"testing"
 	"time"
@@ -63,48 +60,11 @@ func next(t *testing.T, ch <-chan *toolfleetv1.WorkerAnnouncement, health string
 	}
 }
 
-// runWorker runs a worker until the test ends; stop stops it early and returns
-// Run's result (it may be called more than once).
+// runWorker runs the schema-test toolkit in a worker until the test ends; stop
+// stops it early and returns Run's result.
 func runWorker(t *testing.T, cfg tool.Config) (w *tool.Worker, stop func() error) {
 	t.Helper()
-	return runWorkerWith(t, cfg, func(w *tool.Worker) { schematestv1.RegisterSchemaTestServiceServer(w, testService{}) })
-}
-
-// runWorkerWith is runWorker with the services register adds.
-func runWorkerWith(t *testing.T, cfg tool.Config, register func(*tool.Worker)) (w *tool.Worker, stop func() error) {
-	t.Helper()
-	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	w, err := tool.NewWorker(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	register(w)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	var runErr error
-	go func() {
-		defer close(done)
-		runErr = w.Run(ctx)
-	}()
-	stop = func() error {
-		cancel()
-		select {
-		case <-done:
-			return runErr
-		case <-time.After(20 * time.Second):
-			t.Error("worker did not stop")
-			return nil
-		}
-	}
-	t.Cleanup(func() { _ = stop() })
-	select {
-	case <-w.Ready():
-	case <-done:
-		t.Fatalf("Run: %v", runErr)
-	case <-time.After(10 * time.Second):
-		t.Fatal("not ready")
-	}
-	return w, stop
+	return tooltest.Start(t, cfg, func(w *tool.Worker) { schematestv1.RegisterSchemaTestServiceServer(w, testService{}) })
 }
 
 func TestWorkerAnnounces(t *testing.T) {

@@ -141,7 +141,7 @@ func TestVersionRouting(t *testing.T) {
 		language bool
 	}{{"1.0.0", false}, {"1.1.0", true}} {
 		res, sd := greeterBuild(t, b.version, b.language)
-		w, _ := runWorkerWith(t, tool.Config{Descriptors: res}, func(w *tool.Worker) {
+		w, _ := tooltest.Start(t, tool.Config{Descriptors: res}, func(w *tool.Worker) {
 			w.RegisterService(greeterDesc(sd, b.version), struct{}{})
 		})
 		if tks := w.Toolkits(); len(tks) != 1 || tks[0].Version != b.version {

@@ -88,7 +88,7 @@ func startWorker(t *testing.T, cfg tool.Config) (*grpc.ClientConn, *tool.Worker,
 		}
 		calls = append(calls, recorded{info, err, tid})
 	}
-	w := tooltest.Start(t, cfg, func(w *tool.Worker) {
+	w, _ := tooltest.Start(t, cfg, func(w *tool.Worker) {
 		schematestv1.RegisterSchemaTestServiceServer(w, testService{})
 	})
 	return tooltest.Dial(t, w.Addr()), w, func() []recorded {

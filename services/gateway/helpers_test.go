@@ -14,7 +14,6 @@ import (
 	"connectrpc.com/connect"
 	"github.com/golang-jwt/jwt/v5"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/reflection"
 	rpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
 	"google.golang.org/protobuf/proto"
@@ -29,6 +28,7 @@ import (
 	calculatorv1 "github.com/toolfleet/toolfleet/gen/tools/calculator/v1"
 	schematestv1 "github.com/toolfleet/toolfleet/gen/tools/schematest/v1"
 	"github.com/toolfleet/toolfleet/sdk/tool"
+	"github.com/toolfleet/toolfleet/sdk/tool/tooltest"
 	"github.com/toolfleet/toolfleet/services/gateway"
 	"github.com/toolfleet/toolfleet/workers/calculator/calculator"
 )
@@ -99,40 +99,13 @@ func (*schemaTest) Panic(ctx context.Context, req *schematestv1.PanicRequest) (*
 // until the test ends, or until the returned stop is called.
 func startWorker(t *testing.T, natsURL string, register func(w *tool.Worker)) (*tool.Worker, func()) {
 	t.Helper()
-	w, err := tool.NewWorker(tool.Config{Name: "test", NATSURL: natsURL, Logger: quiet(),
-		AnnounceInterval: 100 * time.Millisecond, ShutdownTimeout: 2 * time.Second})
-	if err != nil {
-		t.Fatalf("NewWorker: %v", err)
-	}
-	register(w)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- w.Run(ctx) }()
-	stopped := false
-	stop := func() {
-		if stopped {
-			return
-		}
-		stopped = true
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("worker Run: %v", err)
-			}
-		case <-time.After(20 * time.Second):
-			t.Errorf("worker did not stop")
+	w, stop := tooltest.Start(t, tool.Config{Name: "test", NATSURL: natsURL,
+		AnnounceInterval: 100 * time.Millisecond, ShutdownTimeout: 2 * time.Second}, register)
+	return w, func() {
+		if err := stop(); err != nil {
+			t.Errorf("worker Run: %v", err)
 		}
 	}
-	t.Cleanup(stop)
-	select {
-	case <-w.Ready():
-	case err := <-done:
-		t.Fatalf("worker Run: %v", err)
-	case <-time.After(10 * time.Second):
-		t.Fatal("worker not ready")
-	}
-	return w, stop
 }
 
 func calculatorWorker(t *testing.T, natsURL string) (*countingCalculator, string, func()) {
@@ -363,12 +336,7 @@ func signHS(t *testing.T, claims jwt.MapClaims) string {
 
 func grpcClient(t *testing.T, addr string) toolfleetv1.ToolGatewayServiceClient {
 	t.Helper()
-	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cc.Close() })
-	return toolfleetv1.NewToolGatewayServiceClient(cc)
+	return toolfleetv1.NewToolGatewayServiceClient(tooltest.Dial(t, addr))
 }
 
 // h2c is an HTTP client speaking HTTP/2 without TLS (needed for gRPC-Web streaming

@@ -9,8 +9,11 @@ package tooltest
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -28,9 +31,13 @@ const (
 
 // Start runs a worker built from cfg, with register adding its services, and returns
 // it once it listens. cfg.Listen defaults to a free loopback port and cfg.Logger to
-// a discarding logger. The worker stops when the test ends; an error from Run then
-// fails the test.
-func Start(t testing.TB, cfg tool.Config, register func(w *tool.Worker)) *tool.Worker {
+// a discarding logger.
+//
+// stop stops the worker early (e.g. to kill one of two replicas) and returns Run's
+// error; calling it again returns the same error. The worker is stopped when the
+// test ends in any case, and an error from Run then fails the test unless the test
+// already collected it through stop.
+func Start(t testing.TB, cfg tool.Config, register func(w *tool.Worker)) (w *tool.Worker, stop func() error) {
 	t.Helper()
 	if cfg.Listen == "" {
 		cfg.Listen = "127.0.0.1:0"
@@ -46,32 +53,49 @@ func Start(t testing.TB, cfg tool.Config, register func(w *tool.Worker)) *tool.W
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- w.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("tooltest: worker Run: %v", err)
+
+	var once sync.Once
+	var runErr error
+	halt := func() {
+		once.Do(func() {
+			cancel()
+			select {
+			case runErr = <-done:
+			case <-time.After(StopTimeout):
+				runErr = fmt.Errorf("tooltest: worker did not stop within %s", StopTimeout)
 			}
-		case <-time.After(StopTimeout):
-			t.Errorf("tooltest: worker did not stop within %s", StopTimeout)
+		})
+	}
+	var collected atomic.Bool // the test took Run's error through stop
+	stop = func() error {
+		halt()
+		collected.Store(true)
+		return runErr
+	}
+	t.Cleanup(func() {
+		halt()
+		if runErr != nil && !collected.Load() {
+			t.Errorf("tooltest: worker Run: %v", runErr)
 		}
 	})
 	select {
 	case <-w.Ready():
 	case err := <-done:
+		once.Do(func() { cancel(); runErr = err }) // Run is over: nothing left for halt to wait for
+		collected.Store(true)                      // reported right here
 		t.Fatalf("tooltest: worker stopped before serving: %v", err)
 	case <-time.After(ReadyTimeout):
 		t.Fatalf("tooltest: worker not ready within %s", ReadyTimeout)
 	}
-	return w
+	return w, stop
 }
 
 // Serve is Start plus a plaintext client connection to the worker, closed when the
 // test ends.
 func Serve(t testing.TB, cfg tool.Config, register func(w *tool.Worker)) *grpc.ClientConn {
 	t.Helper()
-	return Dial(t, Start(t, cfg, register).Addr())
+	w, _ := Start(t, cfg, register)
+	return Dial(t, w.Addr())
 }
 
 // Dial opens a plaintext client connection to addr, closed when the test ends.
