@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -67,65 +68,117 @@ func BenchmarkGatewayCall(b *testing.B) {
 		b.Fatal(err)
 	}
 	direct := calculatorv1.NewCalculatorServiceClient(tooltest.Dial(b, w.Addr()))
+	hop := calculatorv1.NewCalculatorServiceClient(tooltest.Dial(b, startBareHop(b, w.Addr())))
 	gw := toolfleetv1.NewToolGatewayServiceClient(tooltest.Dial(b, g.Addr()))
 	gwLite := toolfleetv1.NewToolGatewayServiceClient(tooltest.Dial(b, lite.Addr()))
 	input, _ := structpb.NewStruct(map[string]any{"a": 2, "b": 3})
 	authCtx := metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer "+tok)
 	var seq atomic.Int64
-	gwCall := func(c toolfleetv1.ToolGatewayServiceClient) error {
-		resp, err := c.CallTool(authCtx, &toolfleetv1.CallToolRequest{
-			CallId: fmt.Sprintf("bench-%d", seq.Add(1)), ToolId: "Calculator.Add", Input: input})
+	gwCall := func(c toolfleetv1.ToolGatewayServiceClient, callerID bool) error {
+		req := &toolfleetv1.CallToolRequest{ToolId: "Calculator.Add", Input: input}
+		if callerID {
+			req.CallId = fmt.Sprintf("bench-%d", seq.Add(1))
+		}
+		resp, err := c.CallTool(authCtx, req)
 		if err == nil && !resp.GetSuccess() {
 			err = fmt.Errorf("call failed: %v", resp.GetError())
 		}
 		return err
 	}
-	sides := []struct {
-		name string
-		call func() error
-	}{
-		{"direct", func() error {
-			_, err := direct.Add(context.Background(), &calculatorv1.AddRequest{A: 2, B: 3})
-			return err
-		}},
-		{"gateway", func() error { return gwCall(gw) }},
-		{"gateway-no-nats", func() error { return gwCall(gwLite) }},
+	add := func(c calculatorv1.CalculatorServiceClient) error {
+		_, err := c.Add(context.Background(), &calculatorv1.AddRequest{A: 2, B: 3})
+		return err
+	}
+	// The first side is the baseline; the rest form a ladder from the cheapest
+	// possible extra hop to the full gateway, so each step's cost shows.
+	sides := []side{
+		{name: "direct", call: func() error { return add(direct) }},
+		{name: "bare-hop", call: func() error { return add(hop) }},
+		{name: "gateway-no-nats", call: func() error { return gwCall(gwLite, true) }},
+		{name: "gateway-generated-ids", call: func() error { return gwCall(gw, false) }},
+		{name: "gateway", call: func() error { return gwCall(gw, true) }},
 	}
 	for _, conc := range []int{1, 64} {
 		b.Run(fmt.Sprintf("callers=%d", conc), func(b *testing.B) {
-			var tput [3]float64
-			var lat [3][]time.Duration
-			var cpu [3]time.Duration
-			for i, s := range sides {
-				before := cpuTime()
-				tput[i], lat[i] = run(b, conc, b.N, s.call)
-				cpu[i] = (cpuTime() - before) / time.Duration(b.N)
-			}
-			p := func(l []time.Duration, q float64) time.Duration { return l[int(q*float64(len(l)-1))] }
-			b.ReportMetric(tput[0], "direct-calls/s")
-			b.ReportMetric(tput[1], "gateway-calls/s")
-			b.ReportMetric(tput[1]/tput[0], "throughput-ratio")
-			b.ReportMetric(float64(p(lat[1], 0.5))/float64(p(lat[0], 0.5)), "p50-ratio")
-			b.ReportMetric(float64(p(lat[1], 0.99))/float64(p(lat[0], 0.99)), "p99-ratio")
-			b.ReportMetric(tput[2]/tput[0], "no-nats-throughput-ratio")
+			res := measure(b, conc, b.N, sides)
+			base, full := res[0], res[len(res)-1]
+			b.ReportMetric(base.tput, "direct-calls/s")
+			b.ReportMetric(full.tput, "gateway-calls/s")
+			b.ReportMetric(full.tput/base.tput, "throughput-ratio")
+			b.ReportMetric(float64(full.p(0.5))/float64(base.p(0.5)), "p50-ratio")
+			b.ReportMetric(float64(full.p(0.99))/float64(base.p(0.99)), "p99-ratio")
 			// CPU per call (client, gateway, worker and NATS all run in this process)
 			// moves less than throughput when other work shares the machine.
-			b.ReportMetric(float64(cpu[1])/float64(cpu[0]), "cpu-per-call-ratio")
-			b.ReportMetric(float64(cpu[2])/float64(cpu[0]), "no-nats-cpu-per-call-ratio")
-			b.Logf("callers=%d n=%d: direct p50=%s p99=%s cpu/call=%s; gateway p50=%s p99=%s cpu/call=%s; gateway without NATS p50=%s p99=%s cpu/call=%s",
-				conc, b.N, p(lat[0], 0.5), p(lat[0], 0.99), cpu[0], p(lat[1], 0.5), p(lat[1], 0.99), cpu[1], p(lat[2], 0.5), p(lat[2], 0.99), cpu[2])
+			b.ReportMetric(float64(full.cpu)/float64(base.cpu), "cpu-per-call-ratio")
+			for _, r := range res[1 : len(res)-1] {
+				b.ReportMetric(r.tput/base.tput, r.name+"-throughput-ratio")
+			}
+			for _, r := range res {
+				b.Logf("callers=%d n=%d %-22s %8.0f calls/s (%.2f×) p50=%-10s p99=%-10s cpu/call=%-9s allocs/call=%d",
+					conc, b.N, r.name, r.tput, r.tput/base.tput, r.p(0.5), r.p(0.99), r.cpu.Round(time.Microsecond), r.mem)
+			}
 		})
 	}
 }
 
-// run makes n calls over conc goroutines and returns calls/s and sorted latencies.
-func run(b *testing.B, conc, n int, call func() error) (float64, []time.Duration) {
+// side is one way of making the benchmark's call.
+type side struct {
+	name string
+	call func() error
+}
+
+// result is what measure found for one side.
+type result struct {
+	name string
+	tput float64         // calls per second
+	lat  []time.Duration // sorted
+	cpu  time.Duration   // process CPU time per call
+	mem  uint64          // heap allocations per call (process-wide)
+}
+
+func (r result) p(q float64) time.Duration { return r.lat[int(q*float64(len(r.lat)-1))] }
+
+// rounds is how many slices each side's calls are cut into. The sides take
+// turns slice by slice, so a change in the machine's load during the run falls
+// on every side alike instead of on whichever side ran then.
+const rounds = 5
+
+// measure makes n calls per side over conc goroutines, the sides taking turns.
+func measure(b *testing.B, conc, n int, sides []side) []result {
+	b.Helper()
+	res := make([]result, len(sides))
+	elapsed := make([]time.Duration, len(sides))
+	for r := range rounds {
+		chunk := n/rounds + min(1, max(0, n%rounds-r)) // spreads n exactly
+		for i, s := range sides {
+			if chunk == 0 {
+				continue
+			}
+			allocs := mallocs()
+			before, t0 := cpuTime(), time.Now()
+			res[i].lat = append(res[i].lat, run(b, conc, chunk, s.call)...)
+			elapsed[i] += time.Since(t0)
+			res[i].cpu += cpuTime() - before
+			res[i].mem += mallocs() - allocs
+		}
+	}
+	for i, s := range sides {
+		res[i].name = s.name
+		slices.Sort(res[i].lat)
+		res[i].tput = float64(n) / elapsed[i].Seconds()
+		res[i].cpu /= time.Duration(n)
+		res[i].mem /= uint64(n)
+	}
+	return res
+}
+
+// run makes n calls over conc goroutines and returns their latencies.
+func run(b *testing.B, conc, n int, call func() error) []time.Duration {
 	b.Helper()
 	lat := make([]time.Duration, n)
 	var next atomic.Int64
 	var failed atomic.Value
 	var wg sync.WaitGroup
-	start := time.Now()
 	for range conc {
 		wg.Go(func() {
 			for {
@@ -143,12 +196,17 @@ func run(b *testing.B, conc, n int, call func() error) (float64, []time.Duration
 		})
 	}
 	wg.Wait()
-	elapsed := time.Since(start)
 	if err, _ := failed.Load().(error); err != nil {
 		b.Fatal(err)
 	}
-	slices.Sort(lat)
-	return float64(n) / elapsed.Seconds(), lat
+	return lat
+}
+
+// mallocs is the number of heap allocations this process has made so far.
+func mallocs() uint64 {
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.Mallocs
 }
 
 // cpuTime is the CPU time (user + system) this process has used so far.
