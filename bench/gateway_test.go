@@ -152,10 +152,10 @@ func measure(b *testing.B, conc, n int, sides []side) []result {
 	elapsed := make([]time.Duration, len(sides))
 	for r := range rounds {
 		chunk := n/rounds + min(1, max(0, n%rounds-r)) // spreads n exactly
+		if chunk == 0 {
+			continue
+		}
 		for i, s := range sides {
-			if chunk == 0 {
-				continue
-			}
 			allocs := mallocs()
 			before, t0 := cpuTime(), time.Now()
 			res[i].lat = append(res[i].lat, run(b, conc, chunk, s.call)...)

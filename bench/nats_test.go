@@ -3,6 +3,8 @@ package bench
 import (
 	"context"
 	"fmt"
+	"io"
+	"log/slog"
 	"slices"
 	"testing"
 	"time"
@@ -11,11 +13,12 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolfleet/toolfleet/internal/natsx/natstest"
+	"github.com/toolfleet/toolfleet/services/gateway"
 )
 
 // BenchmarkNATSRoundTrip times the one NATS round trip on the gateway's call
 // path, the idempotency lock (a JetStream KV create, sent as the gateway sends
-// it), against a core NATS request/reply to an in-process responder, in the same
+// it, to a bucket a gateway created), against a core NATS request/reply to an in-process responder, in the same
 // run. Each runs back to back and with a busy gap between requests like the
 // gRPC work around the lock in a real call; the gap shows what waking the NATS
 // client's and server's goroutines costs on this machine.
@@ -32,12 +35,25 @@ func BenchmarkNATSRoundTrip(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	// The gateway's bucket settings (see services/gateway/idempotency.go).
-	if _, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "bench_calls", TTL: 24 * time.Hour,
-		History: 1, Storage: jetstream.MemoryStorage, LimitMarkerTTL: time.Minute}); err != nil {
+	// A gateway creates its idempotency bucket, so the locks below go to a bucket
+	// with exactly the gateway's settings.
+	ctx, cancel := context.WithCancel(context.Background())
+	g, err := gateway.New(ctx, gateway.Config{Listen: "127.0.0.1:0", NATSURL: srv.URL(), Auth: gateway.AuthConfig{Disabled: true},
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		cancel()
 		b.Fatal(err)
+	}
+	ran := make(chan struct{})
+	go func() { defer close(ran); _ = g.Run(ctx) }()
+	b.Cleanup(func() { cancel(); <-ran })
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if _, err := js.KeyValue(ctx, gateway.DefaultIdempotencyBucket); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			b.Fatal("the gateway did not create its idempotency bucket")
+		}
 	}
 	sub, err := nc.Subscribe("bench.echo", func(m *nats.Msg) { _ = m.Respond(nil) })
 	if err != nil {
@@ -47,7 +63,7 @@ func BenchmarkNATSRoundTrip(b *testing.B) {
 	var seq int
 	lock := func() *nats.Msg {
 		seq++
-		return &nats.Msg{Subject: fmt.Sprintf("$KV.bench_calls.k%d", seq), Header: nats.Header{
+		return &nats.Msg{Subject: fmt.Sprintf("$KV.%s.bench%d", gateway.DefaultIdempotencyBucket, seq), Header: nats.Header{
 			jetstream.ExpectedLastSubjSeqHeader: {"0"}, jetstream.MsgTTLHeader: {"40s"}}}
 	}
 	echo := func() *nats.Msg { return &nats.Msg{Subject: "bench.echo"} }
