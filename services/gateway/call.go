@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 
@@ -114,11 +115,18 @@ func (g *Gateway) call(ctx context.Context, p *Principal, req *toolfleetv1.CallT
 	return resp, nil, rt
 }
 
-// CallMany runs several calls: read-only and idempotent tools in parallel, the
-// others one after another in the given order (alongside the parallel ones).
+// CallMany runs several calls: read-only and idempotent tools in parallel (at
+// most Config.BatchParallelism at once), the others one after another in the
+// given order (alongside the parallel ones). Callers bound len(reqs) with
+// Config.MaxBatchCalls (checkBatch).
 func (g *Gateway) CallMany(ctx context.Context, p *Principal, reqs []*toolfleetv1.CallToolRequest) []*toolfleetv1.CallOutcome {
 	out := make([]*toolfleetv1.CallOutcome, len(reqs))
 	one := func(i int) {
+		defer func() {
+			if v := recover(); v != nil { // a batch goroutine must not take the process down
+				out[i] = &toolfleetv1.CallOutcome{Outcome: &toolfleetv1.CallOutcome_Failure{Failure: g.panicError(ctx, v, "CallTools").Failure()}}
+			}
+		}()
 		resp, err := g.Call(ctx, p, reqs[i])
 		if err != nil {
 			out[i] = &toolfleetv1.CallOutcome{Outcome: &toolfleetv1.CallOutcome_Failure{Failure: asCallError(err).Failure()}}
@@ -127,19 +135,49 @@ func (g *Gateway) CallMany(ctx context.Context, p *Principal, reqs []*toolfleetv
 		out[i] = &toolfleetv1.CallOutcome{Outcome: &toolfleetv1.CallOutcome_Response{Response: resp}}
 	}
 	snap := g.reg.current()
-	var wg sync.WaitGroup
-	var ordered []int
+	var parallel, ordered []int
 	for i, r := range reqs {
 		rt, ce := snap.resolve(r.GetToolId())
 		if ce == nil && (rt.def.GetHints().GetReadOnly() || rt.def.GetHints().GetIdempotent()) {
-			wg.Go(func() { one(i) })
+			parallel = append(parallel, i)
 			continue
 		}
 		ordered = append(ordered, i)
 	}
+	// The ordered calls take one of the parallel slots.
+	var wg sync.WaitGroup
+	next := make(chan int)
+	for range min(g.cfg.BatchParallelism-1, len(parallel)) {
+		wg.Go(func() {
+			for i := range next {
+				one(i)
+			}
+		})
+	}
+	if g.cfg.BatchParallelism <= 1 {
+		ordered = append(parallel, ordered...)
+		slices.Sort(ordered)
+		parallel = nil
+	}
+	wg.Go(func() {
+		defer close(next)
+		for _, i := range parallel {
+			next <- i
+		}
+	})
 	for _, i := range ordered {
 		one(i)
 	}
 	wg.Wait()
 	return out
+}
+
+// checkBatch refuses a CallTools batch over Config.MaxBatchCalls, whole and
+// before any call runs.
+func (g *Gateway) checkBatch(n int) *CallError {
+	if n > g.cfg.MaxBatchCalls {
+		return serverError(codes.InvalidArgument, nil, "",
+			"a CallTools batch holds at most %d calls; this one has %d: split it into several batches", g.cfg.MaxBatchCalls, n)
+	}
+	return nil
 }

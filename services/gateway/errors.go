@@ -44,7 +44,12 @@ type CallError struct {
 	Validation *toolfleetv1.ValidationError
 	// CallID is the call's id when one was assigned.
 	CallID string
-	cause  error
+	// ErrorID names an internal failure in the logs; the caller sees only it
+	// and a generic message (see sealed).
+	ErrorID string
+	cause   error
+	// detail is the raw text of an internal failure, for the logs only.
+	detail string
 }
 
 // Error returns the caller-facing message.
@@ -66,11 +71,33 @@ func (e *CallError) Kind() string {
 	return KindServer
 }
 
-// serverError builds a server error; developer is for developers only.
+// serverError builds a server error; developer is for developers only. An
+// internal failure (Internal, Unknown, DataLoss) is sealed: its developer text
+// is raw Go error text, so it goes to the logs and the caller gets an error id.
 func serverError(code codes.Code, cause error, developer, format string, args ...any) *CallError {
-	return &CallError{Code: code, cause: cause, Server: &toolfleetv1.ServerError{
+	ce := &CallError{Code: code, cause: cause, Server: &toolfleetv1.ServerError{
 		Message: fmt.Sprintf(format, args...), DeveloperMessage: developer}}
+	if internalCode(code) {
+		ce.seal()
+	}
+	return ce
 }
+
+// internalCode reports the codes of the gateway's own failures.
+func internalCode(c codes.Code) bool {
+	return c == codes.Internal || c == codes.Unknown || c == codes.DataLoss
+}
+
+// seal replaces the developer text by an error id, keeping the text for logs.
+func (e *CallError) seal() {
+	e.ErrorID = newErrorID()
+	e.detail = e.Server.GetDeveloperMessage()
+	e.Server.Message += " (error id " + e.ErrorID + ")"
+	e.Server.DeveloperMessage = "error id " + e.ErrorID + "; the gateway's logs have the details"
+}
+
+// newErrorID returns a short random id that names one failure in the logs.
+func newErrorID() string { return newID()[:16] }
 
 func validationError(ve *toolfleetv1.ValidationError) *CallError {
 	if ve.GetMessage() == "" {
@@ -79,8 +106,8 @@ func validationError(ve *toolfleetv1.ValidationError) *CallError {
 	return &CallError{Code: codes.InvalidArgument, cause: ErrInvalidInput, Validation: ve}
 }
 
-// asCallError turns any pipeline error into a CallError (internal errors become
-// Internal server errors whose detail is only in the developer message).
+// asCallError turns any pipeline error into a CallError (anything else becomes
+// a sealed Internal server error: the caller sees an error id, never the text).
 func asCallError(err error) *CallError {
 	var ce *CallError
 	if errors.As(err, &ce) {

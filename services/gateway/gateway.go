@@ -27,6 +27,14 @@ const (
 	DefaultEventStream       = "TOOLFLEET_CALL_EVENTS"
 	DefaultEventQueue        = 10000
 	DefaultShutdownTimeout   = 10 * time.Second
+	// DefaultMaxRequestBytes bounds one request on every surface (limits.go).
+	DefaultMaxRequestBytes = 4 << 20
+	// DefaultMaxBatchCalls bounds the calls of one CallTools request.
+	DefaultMaxBatchCalls = 100
+	// DefaultBatchParallelism bounds the calls of one CallTools request running at once.
+	DefaultBatchParallelism = 8
+	// DefaultMaxConcurrentStreams bounds the RPCs in flight on one gRPC connection.
+	DefaultMaxConcurrentStreams = 256
 )
 
 // ErrAuthOffNotLoopback is returned by [New] when auth is disabled on a listener
@@ -65,6 +73,24 @@ type Config struct {
 	ShutdownTimeout time.Duration
 	// Logger receives the gateway's logs. Default slog.Default().
 	Logger *slog.Logger
+
+	// MaxRequestBytes bounds one request body or message on every surface (gRPC,
+	// Connect, gRPC-Web, OXP HTTP, MCP), checked before it is decoded.
+	// Default [DefaultMaxRequestBytes].
+	MaxRequestBytes int64
+	// MaxBatchCalls bounds the calls of one CallTools request; a larger batch is
+	// refused whole. Default [DefaultMaxBatchCalls].
+	MaxBatchCalls int
+	// BatchParallelism bounds how many calls of one CallTools request run at
+	// once. Default [DefaultBatchParallelism].
+	BatchParallelism int
+	// MaxConcurrentStreams bounds the RPCs in flight on one gRPC (HTTP/2)
+	// connection. Default [DefaultMaxConcurrentStreams].
+	MaxConcurrentStreams uint32
+	// AllowedOrigins are browser origins ("https://console.example.com") trusted
+	// to make state-changing requests and to use /mcp. Default none: every
+	// cross-origin browser request that changes state is refused.
+	AllowedOrigins []string
 }
 
 func (c *Config) defaults() {
@@ -98,6 +124,18 @@ func (c *Config) defaults() {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
+	if c.MaxRequestBytes <= 0 {
+		c.MaxRequestBytes = DefaultMaxRequestBytes
+	}
+	if c.MaxBatchCalls <= 0 {
+		c.MaxBatchCalls = DefaultMaxBatchCalls
+	}
+	if c.BatchParallelism <= 0 {
+		c.BatchParallelism = DefaultBatchParallelism
+	}
+	if c.MaxConcurrentStreams == 0 {
+		c.MaxConcurrentStreams = DefaultMaxConcurrentStreams
+	}
 }
 
 // Gateway is the fleet's front door. Create it with [New], then call [Gateway.Run].
@@ -109,6 +147,7 @@ type Gateway struct {
 	metrics *metrics
 	idemPtr atomic.Pointer[idempotency]
 	events  *events
+	cop     *http.CrossOriginProtection
 
 	grpc   *grpc.Server
 	health *health.Server
@@ -129,6 +168,9 @@ func New(ctx context.Context, cfg Config) (*Gateway, error) {
 		return nil, err
 	}
 	g := &Gateway{cfg: cfg, log: cfg.Logger.With("component", "gateway"), auth: auth, ready: make(chan struct{})}
+	if g.cop, err = g.newCrossOrigin(); err != nil {
+		return nil, err
+	}
 	g.reg = newRegistry(g.log, 10*time.Second)
 	g.metrics = newMetrics(func() float64 { return float64(len(g.reg.current().defs)) })
 	g.grpc, g.health = g.newGRPCServer()
@@ -188,7 +230,8 @@ func (g *Gateway) Run(ctx context.Context) error {
 		}
 	}
 
-	srv := &http.Server{Handler: g.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: g.Handler(), ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: maxHeaderBytes,
+		HTTP2: &http.HTTP2Config{MaxConcurrentStreams: int(g.cfg.MaxConcurrentStreams)}}
 	srv.Protocols = new(http.Protocols)
 	srv.Protocols.SetHTTP1(true)
 	srv.Protocols.SetUnencryptedHTTP2(true)

@@ -24,22 +24,29 @@ const connectCompressMinBytes = 8 << 10
 //   - /mcp → the Model Context Protocol, streamable HTTP (mcp_mount.go).
 func (g *Gateway) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle(toolfleetv1connect.NewToolGatewayServiceHandler(connectService{g: g},
-		connect.WithCompressMinBytes(connectCompressMinBytes)))
+	connectOpts := []connect.HandlerOption{
+		connect.WithCompressMinBytes(connectCompressMinBytes),
+		// Checked against Content-Length and while reading, before decoding;
+		// also bounds a decompressed body.
+		connect.WithReadMaxBytes(int(g.cfg.MaxRequestBytes)),
+		g.connectRecover(),
+	}
+	mux.Handle(toolfleetv1connect.NewToolGatewayServiceHandler(connectService{g: g}, connectOpts...))
 	reflector := grpcreflect.NewStaticReflector(toolfleetv1connect.ToolGatewayServiceName)
-	mux.Handle(grpcreflect.NewHandlerV1(reflector))
-	mux.Handle(grpcreflect.NewHandlerV1Alpha(reflector))
+	mux.Handle(grpcreflect.NewHandlerV1(reflector, connectOpts...))
+	mux.Handle(grpcreflect.NewHandlerV1Alpha(reflector, connectOpts...))
 	mux.HandleFunc("GET /health", g.httpHealth)
 	mux.HandleFunc("GET /tools", g.httpListTools)
 	mux.HandleFunc("POST /tools/call", g.httpCallTool)
 	mux.Handle("GET /metrics", g.metrics.handler())
 	mux.Handle("/mcp", g.mcpHandler())
+	web := g.browserSafe(g.recoverHTTP(mux))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if isGRPC(r) {
 			g.grpc.ServeHTTP(w, r)
 			return
 		}
-		mux.ServeHTTP(w, r)
+		web.ServeHTTP(w, r)
 	})
 }
 

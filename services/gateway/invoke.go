@@ -106,7 +106,11 @@ func (g *Gateway) mapResult(ctx context.Context, rt *route, out proto.Message, e
 		return serverError(st.Code(), ErrWorkerUnavailable, st.Message(), "the worker serving %s could not take the call", id)
 	case codes.Internal, codes.Unknown, codes.DataLoss:
 		// The tool ran and failed without saying why (e.g. a recovered panic).
-		setToolError(resp, &toolfleetv1.ToolError{Message: fmt.Sprintf("%s failed unexpectedly", id), DeveloperMessage: st.Message()})
+		// Its status text may be raw Go error or panic text: logs only.
+		errID := newErrorID()
+		g.log.WarnContext(ctx, "tool failed without a tool error", "tool_id", id, "code", st.Code().String(), "error", st.Message(), "error_id", errID)
+		setToolError(resp, &toolfleetv1.ToolError{Message: fmt.Sprintf("%s failed unexpectedly (error id %s)", id, errID),
+			DeveloperMessage: "error id " + errID + "; the gateway's logs have the worker's status text"})
 		return nil
 	default:
 		// Any other status from a plain gRPC service is the tool's own answer.

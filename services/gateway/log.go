@@ -23,5 +23,8 @@ func logAttrs(req *toolfleetv1.CallToolRequest, callID string, ce *CallError) []
 	if ce.Server.GetDeveloperMessage() != "" {
 		attrs = append(attrs, slog.String("developer_message", ce.Server.GetDeveloperMessage()))
 	}
+	if ce.ErrorID != "" {
+		attrs = append(attrs, slog.String("error_id", ce.ErrorID), slog.String("error", ce.detail))
+	}
 	return attrs
 }

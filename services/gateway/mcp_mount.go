@@ -16,8 +16,14 @@ import (
 // each tools/call then runs the full pipeline with the request's token
 // (scopes are checked per tool, as on every surface).
 func (g *Gateway) mcpHandler() http.Handler {
-	h := mcp.New(mcpBackend{g}, mcp.Options{Name: "toolfleet-gateway", Logger: g.log}).Handler()
+	h := mcp.New(mcpBackend{g}, mcp.Options{Name: "toolfleet-gateway", Logger: g.log, MaxRequestBytes: g.cfg.MaxRequestBytes}).Handler()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// The MCP spec requires Origin checks on every request (DNS rebinding);
+		// browserSafe has already refused cross-origin POSTs and foreign Hosts.
+		if !originAllowed(r, g.cfg.AllowedOrigins) {
+			http.Error(w, "Forbidden: this origin may not use /mcp", http.StatusForbidden)
+			return
+		}
 		if _, ce := g.auth.authenticate(r.Context(), r.Header.Get("Authorization")); ce != nil {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="toolfleet"`)
 			http.Error(w, ce.Error(), http.StatusUnauthorized)

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 
@@ -14,9 +15,6 @@ import (
 
 // OXPSchema is the $schema of OXP 1.0 bodies.
 const OXPSchema = "urn:oxp:1.0"
-
-// maxOXPBody bounds a /tools/call request body.
-const maxOXPBody = 8 << 20
 
 // oxpJSON renders OXP bodies with the proto (snake_case) field names the spec uses.
 var oxpJSON = protojson.MarshalOptions{UseProtoNames: true}
@@ -52,21 +50,30 @@ func (g *Gateway) httpListTools(w http.ResponseWriter, r *http.Request) {
 // httpCallTool serves POST /tools/call: {"$schema"?, "request": CallToolRequest} →
 // 200 {"result": CallToolResponse}; 400 server error, 401/403 auth, 422 validation.
 func (g *Gateway) httpCallTool(w http.ResponseWriter, r *http.Request) {
+	// JSON only: a browser can send text/plain or a form cross-origin without a
+	// preflight, never application/json.
+	if !isJSON(r.Header.Get("Content-Type")) {
+		writeJSON(w, http.StatusUnsupportedMediaType, serverBody(serverError(codes.InvalidArgument, nil, "",
+			"the body must be JSON, sent with Content-Type: application/json")))
+		return
+	}
 	var envelope struct {
 		Schema  string          `json:"$schema"`
 		Request json.RawMessage `json:"request"`
 	}
-	b, err := io.ReadAll(io.LimitReader(r.Body, maxOXPBody))
+	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, g.cfg.MaxRequestBytes))
+	var tooBig *http.MaxBytesError
+	if errors.As(err, &tooBig) {
+		writeJSON(w, http.StatusRequestEntityTooLarge, serverBody(serverError(codes.ResourceExhausted, nil, "",
+			"the body is larger than this gateway's limit of %d bytes", tooBig.Limit)))
+		return
+	}
 	if err == nil {
 		err = json.Unmarshal(b, &envelope)
 	}
 	if err != nil || len(envelope.Request) == 0 {
-		msg := "the body must be a JSON object {\"request\": {\"tool_id\": ..., \"input\": {...}}}"
-		dev := ""
-		if err != nil {
-			dev = err.Error()
-		}
-		writeCallError(w, serverError(codes.InvalidArgument, nil, dev, "%s", msg))
+		writeCallError(w, serverError(codes.InvalidArgument, nil, "",
+			"the body must be a JSON object {\"request\": {\"tool_id\": ..., \"input\": {...}}}"))
 		return
 	}
 	req := &toolfleetv1.CallToolRequest{}

@@ -34,7 +34,17 @@ var _ toolfleetv1connect.ToolGatewayServiceHandler = connectService{}
 const streamWorkers = 64
 
 func (g *Gateway) newGRPCServer() (*grpc.Server, *health.Server) {
-	s := grpc.NewServer(grpc.NumStreamWorkers(streamWorkers))
+	s := grpc.NewServer(
+		grpc.NumStreamWorkers(streamWorkers),
+		// A message's length prefix is checked before it is read (limits.go).
+		grpc.MaxRecvMsgSize(int(g.cfg.MaxRequestBytes)),
+		grpc.MaxConcurrentStreams(g.cfg.MaxConcurrentStreams),
+		grpc.MaxHeaderListSize(maxHeaderBytes),
+		grpc.KeepaliveEnforcementPolicy(keepaliveEnforcement),
+		grpc.KeepaliveParams(keepaliveParams),
+		grpc.ChainUnaryInterceptor(g.recoverUnary),
+		grpc.ChainStreamInterceptor(g.recoverStream),
+	)
 	toolfleetv1.RegisterToolGatewayServiceServer(s, grpcService{g: g})
 	hs := health.NewServer()
 	hs.SetServingStatus(toolfleetv1.ToolGatewayService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
@@ -80,6 +90,9 @@ func (g *Gateway) authenticated(ctx context.Context, header string, req *toolfle
 func (g *Gateway) callMany(ctx context.Context, header string, req *toolfleetv1.CallToolsRequest) (*toolfleetv1.CallToolsResponse, error) {
 	p, ce := g.auth.authenticate(ctx, header)
 	if ce != nil {
+		return nil, ce
+	}
+	if ce := g.checkBatch(len(req.GetCalls())); ce != nil {
 		return nil, ce
 	}
 	return &toolfleetv1.CallToolsResponse{Outcomes: g.CallMany(ctx, p, req.GetCalls())}, nil

@@ -1,10 +1,12 @@
 package mcp
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"maps"
 	"net/http"
@@ -41,6 +43,7 @@ const (
 	DefaultProgressInterval = time.Second
 	DefaultPageSize         = 100
 	DefaultSessionTimeout   = 30 * time.Minute
+	DefaultMaxRequestBytes  = 4 << 20
 )
 
 // Meta keys toolfleet adds to MCP messages.
@@ -71,6 +74,9 @@ type Options struct {
 	SessionTimeout time.Duration
 	// Logger receives the server's logs. Default slog.Default().
 	Logger *slog.Logger
+	// MaxRequestBytes bounds one POSTed message (or batch), read before it is
+	// decoded. Default [DefaultMaxRequestBytes].
+	MaxRequestBytes int64
 }
 
 func (o *Options) defaults() {
@@ -97,6 +103,9 @@ func (o *Options) defaults() {
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
+	}
+	if o.MaxRequestBytes <= 0 {
+		o.MaxRequestBytes = DefaultMaxRequestBytes
 	}
 }
 
@@ -145,6 +154,13 @@ func (s *Server) Handler() http.Handler {
 	h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return s.mcp },
 		&sdk.StreamableHTTPOptions{SessionTimeout: s.opts.SessionTimeout, Logger: s.log})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost {
+			body := checkBody(w, r, s.opts.MaxRequestBytes)
+			if body == nil {
+				return
+			}
+			r.Body = io.NopCloser(bytes.NewReader(body))
+		}
 		s.closeOnShutdown(r)
 		// Poll the registry while requests (notably the notification stream) are open.
 		release := s.watch()
