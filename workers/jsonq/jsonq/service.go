@@ -2,9 +2,12 @@
 // jq queries over JSON documents, run with github.com/itchyny/gojq.
 //
 // Queries come from models, so everything is bounded: the document size, the number
-// and total size of the results, and the running time (gojq checks the context at
-// every step, which stops endless recursion and huge ranges). A query sees only its
-// document and variables: environment variables, input files and modules are off.
+// and total size of the results, the running time (gojq checks the context at
+// every step, which stops endless recursion and huge ranges), the memory the query
+// builds, and the length of paths it may follow or build (guards.go: gojq recurses
+// once per path element in Go, so a path of millions of elements would overflow
+// the goroutine stack and kill the process). A query sees only its document and
+// variables: environment variables, input files and modules are off.
 package jsonq
 
 import (
@@ -34,7 +37,7 @@ const (
 	DefaultMaxOutputBytes = 1 << 20
 	DefaultMaxResults     = 100
 	DefaultTimeout        = 3 * time.Second
-	DefaultMaxHeapBytes   = 512 << 20
+	DefaultMaxQueryBytes  = 256 << 20
 )
 
 // heapSampleInterval is how often a running query checks the heap. A query that
@@ -51,10 +54,12 @@ type Config struct {
 	MaxResults int
 	// Timeout bounds one query's running time. Default 3s.
 	Timeout time.Duration
-	// MaxHeapBytes is the Go heap size of the whole process above which running
-	// queries are stopped: gojq has no allocation limit, and "[range(1e9)]" fills
-	// gigabytes before the deadline. Default 512 MiB.
-	MaxHeapBytes uint64
+	// MaxQueryBytes is how much the live Go heap may grow while a query runs
+	// before the query is stopped: gojq has no allocation limit, and
+	// "[range(1e9)]" fills gigabytes before the deadline. The growth is measured
+	// from the query's start, so what the process held before does not count
+	// (queries running at the same time share the measure). Default 256 MiB.
+	MaxQueryBytes uint64
 }
 
 func (c Config) withDefaults() Config {
@@ -70,8 +75,8 @@ func (c Config) withDefaults() Config {
 	if c.Timeout <= 0 {
 		c.Timeout = DefaultTimeout
 	}
-	if c.MaxHeapBytes == 0 {
-		c.MaxHeapBytes = DefaultMaxHeapBytes
+	if c.MaxQueryBytes == 0 {
+		c.MaxQueryBytes = DefaultMaxQueryBytes
 	}
 	return c
 }
@@ -91,7 +96,7 @@ func New(cfg Config) *Service { return &Service{cfg: cfg.withDefaults()} }
 // Causes of stopping a query, told apart from the caller's own deadline.
 var (
 	errQueryTimeout = errors.New("jq query timed out")
-	errHeapLimit    = errors.New("jq query stopped: heap limit reached")
+	errHeapLimit    = errors.New("jq query stopped: memory limit reached")
 )
 
 // queryHint is shown with every query error: the usual mistakes of models writing jq.
@@ -130,10 +135,11 @@ func (s *Service) Query(ctx context.Context, req *jsonqv1.QueryRequest) (*jsonqv
 	ctx, cancelTimeout := context.WithTimeoutCause(ctx, s.cfg.Timeout, errQueryTimeout)
 	defer cancelTimeout()
 	ctx, cancel := context.WithCancelCause(ctx)
+	baseline, _ := heapBytes()
 	watcherDone := make(chan struct{})
 	go func() {
 		defer close(watcherDone)
-		watchHeap(ctx, cancel, s.cfg.MaxHeapBytes)
+		watchHeap(ctx, cancel, baseline, s.cfg.MaxQueryBytes)
 	}()
 	defer func() {
 		cancel(nil)
@@ -166,6 +172,10 @@ func (s *Service) run(ctx context.Context, code *gojq.Code, inputs, varValues []
 				resp.Truncated = true // one result more than the limit exists
 				return resp, nil
 			}
+			if !shallow(v, maxDepth) {
+				return nil, tool.NewError(fmt.Sprintf("result %d cannot be returned: it is nested more than %d levels deep", len(resp.Results)+1, maxDepth),
+					tool.WithPromptHint("Return simpler values: flatten deep nesting."))
+			}
 			size, err := encodedSize(v)
 			if err != nil {
 				return nil, tool.NewError(fmt.Sprintf("result %d cannot be encoded as JSON: %v", len(resp.Results)+1, err))
@@ -195,6 +205,9 @@ func (s *Service) run(ctx context.Context, code *gojq.Code, inputs, varValues []
 // compile parses and compiles query; errors become execution errors that point at
 // the problem.
 func compile(query string, varNames []string) (*gojq.Code, error) {
+	if strings.Contains(query, guardPrefix) {
+		return nil, tool.NewError("invalid jq query: names starting with "+guardPrefix+" are reserved", tool.WithPromptHint(queryHint))
+	}
 	q, err := gojq.Parse(query)
 	if err != nil {
 		msg := "invalid jq query: " + err.Error()
@@ -204,6 +217,7 @@ func compile(query string, varNames []string) (*gojq.Code, error) {
 		}
 		return nil, tool.NewError(msg, tool.WithPromptHint(queryHint))
 	}
+	q.FuncDefs = append(slices.Clone(guards.FuncDefs), q.FuncDefs...)
 	code, err := gojq.Compile(q,
 		gojq.WithVariables(varNames),
 		// $ENV and env must not leak the worker's environment to a model.
@@ -376,24 +390,33 @@ func finite(f float64) float64 {
 	return f
 }
 
-// watchHeap cancels ctx with errHeapLimit once the process's heap exceeds limit,
-// sampling until ctx is done.
-func watchHeap(ctx context.Context, cancel context.CancelCauseFunc, limit uint64) {
+// heapBytes reads the live heap without stopping the world (runtime/metrics,
+// unlike runtime.ReadMemStats); false when the runtime lacks the metric.
+func heapBytes() (uint64, bool) {
+	sample := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+	metrics.Read(sample)
+	if sample[0].Value.Kind() != metrics.KindUint64 {
+		return 0, false
+	}
+	return sample[0].Value.Uint64(), true
+}
+
+// watchHeap cancels ctx with errHeapLimit once the heap has grown more than
+// limit bytes over baseline, sampling until ctx is done.
+func watchHeap(ctx context.Context, cancel context.CancelCauseFunc, baseline, limit uint64) {
 	ticker := time.NewTicker(heapSampleInterval)
 	defer ticker.Stop()
-	// runtime/metrics reads without stopping the world, unlike runtime.ReadMemStats.
-	sample := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-ticker.C:
-			metrics.Read(sample)
-			if sample[0].Value.Kind() != metrics.KindUint64 {
+			heap, ok := heapBytes()
+			if !ok {
 				return // metric unsupported by this runtime: only the deadline applies
 			}
-			if heap := sample[0].Value.Uint64(); heap > limit {
-				cancel(fmt.Errorf("%w: heap %d bytes > %d", errHeapLimit, heap, limit))
+			if heap > baseline && heap-baseline > limit {
+				cancel(fmt.Errorf("%w: the heap grew %d bytes while the query ran, over %d", errHeapLimit, heap-baseline, limit))
 				return
 			}
 		}

@@ -241,7 +241,7 @@ func TestQueryErrors(t *testing.T) {
 		},
 		{
 			name:     "a query that fills the heap is stopped",
-			svc:      New(Config{Timeout: 20 * time.Second, MaxHeapBytes: 1}),
+			svc:      New(Config{Timeout: 20 * time.Second, MaxQueryBytes: 1}),
 			req:      &jsonqv1.QueryRequest{Query: "[range(1e9)] | length", Input: docJSON(`null`)},
 			want:     "the query used too much memory and was stopped after 0 results",
 			wantHint: true,
