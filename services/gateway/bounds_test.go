@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
+	"math"
 	"net/http"
 	"strings"
 	"testing"
@@ -14,6 +15,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
+	"github.com/toolfleet/toolfleet/gen/toolfleet/v1/toolfleetv1connect"
 	"github.com/toolfleet/toolfleet/services/gateway"
 )
 
@@ -27,6 +29,11 @@ func boundedGateway(t *testing.T, cfg gateway.Config) (*gateway.Gateway, *counti
 	g := startGateway(t, cfg)
 	waitTool(t, g, "Calculator.Add")
 	return g, calc
+}
+
+// binaryConnect is a connect-go client with the binary protobuf codec.
+func binaryConnect(addr string, opts ...connect.ClientOption) toolfleetv1connect.ToolGatewayServiceClient {
+	return toolfleetv1connect.NewToolGatewayServiceClient(http.DefaultClient, "http://"+addr, opts...)
 }
 
 const addBody = `{"request":{"tool_id":"Calculator.Add","input":{"a":1,"b":2}}}`
@@ -147,8 +154,9 @@ func TestOversizedRequestsRefused(t *testing.T) {
 	if status.Code(err) != codes.ResourceExhausted {
 		t.Errorf("gRPC: %v, want ResourceExhausted", err)
 	}
-	for name, c := range map[string]connect.ClientOption{"connect-json": connect.WithProtoJSON(), "connect-proto": connect.WithGRPCWeb()} {
-		_, err := connectClient(addr, c).CallTool(t.Context(), connect.NewRequest(req))
+	for name, c := range map[string]toolfleetv1connect.ToolGatewayServiceClient{
+		"connect-json": connectClient(addr), "connect-proto": binaryConnect(addr), "grpc-web": binaryConnect(addr, connect.WithGRPCWeb())} {
+		_, err := c.CallTool(t.Context(), connect.NewRequest(req))
 		if connect.CodeOf(err) != connect.CodeResourceExhausted {
 			t.Errorf("%s: %v, want ResourceExhausted", name, err)
 		}
@@ -246,5 +254,50 @@ func TestMalformedJSONRPC(t *testing.T) {
 	}
 	if n := calc.adds.Load(); n != 0 {
 		t.Fatalf("malformed messages ran %d calls", n)
+	}
+}
+
+// TestInputOutsideJSON: NaN, ±Inf and an empty Value are validation errors
+// naming the field on every protocol (not Internal), a string is not a number,
+// and nothing runs.
+func TestInputOutsideJSON(t *testing.T) {
+	t.Parallel()
+	g, calc := boundedGateway(t, gateway.Config{})
+	addr := g.Addr()
+	inputs := map[string]*structpb.Value{
+		"NaN": structpb.NewNumberValue(math.NaN()), "+Inf": structpb.NewNumberValue(math.Inf(1)),
+		"-Inf": structpb.NewNumberValue(math.Inf(-1)), "empty": {},
+	}
+	for name, a := range inputs {
+		req := &toolfleetv1.CallToolRequest{ToolId: "Calculator.Add", Input: &structpb.Struct{Fields: map[string]*structpb.Value{
+			"a": a, "b": structpb.NewNumberValue(2)}}}
+		_, err := grpcClient(t, addr).CallTool(t.Context(), req)
+		st := status.Convert(err)
+		var ve *toolfleetv1.ValidationError
+		for _, d := range st.Details() {
+			if v, ok := d.(*toolfleetv1.ValidationError); ok {
+				ve = v
+			}
+		}
+		if st.Code() != codes.InvalidArgument || ve.GetParameterErrors()["a"] == "" {
+			t.Errorf("gRPC %s: %v, want InvalidArgument with a validation error on a", name, err)
+		}
+		_, err = binaryConnect(addr, connect.WithGRPCWeb()).CallTool(t.Context(), connect.NewRequest(req))
+		if connect.CodeOf(err) != connect.CodeInvalidArgument {
+			t.Errorf("gRPC-Web %s: %v, want InvalidArgument", name, err)
+		}
+	}
+	resp, err := http.Post("http://"+addr+"/tools/call", "application/json",
+		strings.NewReader(`{"request":{"tool_id":"Calculator.Add","input":{"a":"1","b":2}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusUnprocessableEntity || !strings.Contains(string(b), `"a":"must be a number, not a string"`) {
+		t.Errorf("OXP string for a number: %d %s, want 422 naming a", resp.StatusCode, b)
+	}
+	if n := calc.adds.Load(); n != 0 {
+		t.Fatalf("invalid inputs ran Calculator.Add %d times", n)
 	}
 }

@@ -29,6 +29,10 @@ import (
 func decodeInput(md protoreflect.MessageDescriptor, input *structpb.Struct) (proto.Message, *toolfleetv1.ValidationError, error) {
 	msg := scalarInput(md, input)
 	if msg == nil {
+		// Off the fast path (which takes only inputs these rules accept).
+		if ve := checkInput(md, input); ve != nil {
+			return nil, ve, nil
+		}
 		return tool.DecodeInputStruct(md, input)
 	}
 	ve, err := tool.ValidateMessage(msg)

@@ -3,6 +3,7 @@ package gateway
 import (
 	"fmt"
 	"math"
+	"strings"
 	"testing"
 
 	"google.golang.org/protobuf/encoding/protojson"
@@ -15,6 +16,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	calculatorv1 "github.com/toolfleet/toolfleet/gen/tools/calculator/v1"
+	schematestv1 "github.com/toolfleet/toolfleet/gen/tools/schematest/v1"
 	"github.com/toolfleet/toolfleet/sdk/tool"
 )
 
@@ -124,9 +126,16 @@ func TestDecodeInputMatchesTool(t *testing.T) {
 	)
 	check := func(md protoreflect.MessageDescriptor, in *structpb.Struct) {
 		t.Helper()
-		wantMsg, wantVE, wantErr := tool.DecodeInputStruct(md, in)
 		gotMsg, gotVE, gotErr := decodeInput(md, in)
 		name := fmt.Sprintf("%s %v", md.FullName(), in)
+		if ve := checkInput(md, in); ve != nil {
+			// The schema's rules, stricter than protojson: see TestCheckInput.
+			if gotMsg != nil || gotErr != nil || !proto.Equal(gotVE, ve) {
+				t.Errorf("%s: got %v %v %v, want the schema's validation error %v", name, gotMsg, gotVE, gotErr, ve)
+			}
+			return
+		}
+		wantMsg, wantVE, wantErr := tool.DecodeInputStruct(md, in)
 		if (wantErr == nil) != (gotErr == nil) {
 			t.Errorf("%s: err %v, want %v", name, gotErr, wantErr)
 		}
@@ -290,4 +299,59 @@ func BenchmarkResultValue(b *testing.B) {
 			_ = protojson.Unmarshal(js, &structpb.Value{})
 		}
 	})
+}
+
+// TestCheckInput: inputs that break the published schema are validation errors
+// naming the field, never Internal (NaN, ±Inf, an empty Value) and never
+// silently converted (a string for a number, a number for an enum).
+func TestCheckInput(t *testing.T) {
+	t.Parallel()
+	md := (&schematestv1.TypesRequest{}).ProtoReflect().Descriptor()
+	num, str := structpb.NewNumberValue, structpb.NewStringValue
+	obj := func(kv ...any) *structpb.Value {
+		s := &structpb.Struct{Fields: map[string]*structpb.Value{}}
+		for i := 0; i < len(kv); i += 2 {
+			s.Fields[kv[i].(string)] = kv[i+1].(*structpb.Value)
+		}
+		return structpb.NewStructValue(s)
+	}
+	list := func(vs ...*structpb.Value) *structpb.Value {
+		return structpb.NewListValue(&structpb.ListValue{Values: vs})
+	}
+	tests := []struct {
+		name  string
+		input *structpb.Value
+		want  map[string]string // field → start of the message; nil: valid
+	}{
+		{"NaN", obj("d", num(math.NaN())), map[string]string{"d": "must be a finite number"}},
+		{"+Inf", obj("f", num(math.Inf(1))), map[string]string{"f": "must be a finite number"}},
+		{"-Inf in a free-form struct", obj("meta", obj("x", num(math.Inf(-1)))), map[string]string{"meta.x": "must be a finite number"}},
+		{"empty Value", obj("anyValue", &structpb.Value{}), map[string]string{"anyValue": "has no value"}},
+		{"empty Value in a list", obj("list", list(num(1), &structpb.Value{})), map[string]string{"list[1]": "has no value"}},
+		{"string for int32", obj("i32", str("12")), map[string]string{"i32": "must be a number, not a string"}},
+		{"string NaN for double", obj("d", str("NaN")), map[string]string{"d": "must be a number, not a string"}},
+		{"nested messages", obj("inner", obj("note", str("1")), "inners", list(obj("note", str("x")))), nil},
+		{"NaN in a list of messages", obj("inners", list(obj("note", num(math.NaN())))), map[string]string{"inners[0].note": "must be a finite number"}},
+		{"number for an enum", obj("color", num(1)), map[string]string{"color": "must be one of the enum's names"}},
+		{"digit string for int64 (published)", obj("i64", str("12")), nil},
+		{"valid mix", obj("d", num(1.5), "i32", num(3), "color", str("COLOR_RED"), "meta", obj("k", str("v"))), nil},
+	}
+	for _, tt := range tests {
+		ve := checkInput(md, tt.input.GetStructValue())
+		if tt.want == nil {
+			if ve != nil {
+				t.Errorf("%s: %v, want valid", tt.name, ve)
+			}
+			continue
+		}
+		if ve == nil || len(ve.GetParameterErrors()) != len(tt.want) {
+			t.Errorf("%s: %v, want errors on %v", tt.name, ve, tt.want)
+			continue
+		}
+		for field, msg := range tt.want {
+			if got := ve.GetParameterErrors()[field]; !strings.HasPrefix(got, msg) {
+				t.Errorf("%s: %s: %q, want %q", tt.name, field, got, msg)
+			}
+		}
+	}
 }
