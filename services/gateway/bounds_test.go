@@ -179,9 +179,38 @@ func TestOversizedRequestsRefused(t *testing.T) {
 	if resp.StatusCode != http.StatusRequestEntityTooLarge {
 		t.Errorf("MCP: status %d, want 413", resp.StatusCode)
 	}
+
+	// Within the byte limit, but 200,000 JSON values: refused before decoding.
+	zeros := "[" + strings.Repeat("0,", 200_000) + "0]"
+	_, err = connectClient(addr).CallTool(t.Context(), connect.NewRequest(&toolfleetv1.CallToolRequest{ToolId: "Calculator.Add",
+		Input: mustStruct(t, map[string]any{"a": 1, "b": 2, "pad": manyZeros(200_000)})}))
+	if connect.CodeOf(err) != connect.CodeInvalidArgument || !strings.Contains(err.Error(), "JSON values") {
+		t.Errorf("Connect JSON with 200,000 values: %v, want InvalidArgument naming the limit", err)
+	}
+	for path, body := range map[string]string{
+		"/tools/call": `{"request":{"tool_id":"Calculator.Add","input":{"a":1,"b":2,"pad":` + zeros + `}}}`,
+		"/mcp":        `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x","arguments":{"pad":` + zeros + `}}}`,
+	} {
+		resp, err := http.Post("http://"+addr+path, "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = resp.Body.Close()
+		if resp.StatusCode != http.StatusRequestEntityTooLarge {
+			t.Errorf("%s with 200,000 values: status %d, want 413", path, resp.StatusCode)
+		}
+	}
 	if n := calc.adds.Load(); n != 0 {
 		t.Fatalf("oversized requests ran Calculator.Add %d times", n)
 	}
+}
+
+func manyZeros(n int) []any {
+	out := make([]any, n)
+	for i := range out {
+		out[i] = 0
+	}
+	return out
 }
 
 // TestBatchBounds: a batch over the cap is refused whole; one within it runs

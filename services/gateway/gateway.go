@@ -29,6 +29,8 @@ const (
 	DefaultShutdownTimeout   = 10 * time.Second
 	// DefaultMaxRequestBytes bounds one request on every surface (limits.go).
 	DefaultMaxRequestBytes = 4 << 20
+	// DefaultMaxInputValues bounds the JSON values of one JSON request.
+	DefaultMaxInputValues = 100_000
 	// DefaultMaxBatchCalls bounds the calls of one CallTools request.
 	DefaultMaxBatchCalls = 100
 	// DefaultBatchParallelism bounds the calls of one CallTools request running at once.
@@ -78,6 +80,10 @@ type Config struct {
 	// Connect, gRPC-Web, OXP HTTP, MCP), checked before it is decoded.
 	// Default [DefaultMaxRequestBytes].
 	MaxRequestBytes int64
+	// MaxInputValues bounds the JSON values (array elements, object members)
+	// of one JSON request (Connect JSON, OXP HTTP, MCP), counted before it is
+	// decoded. Default [DefaultMaxInputValues].
+	MaxInputValues int
 	// MaxBatchCalls bounds the calls of one CallTools request; a larger batch is
 	// refused whole. Default [DefaultMaxBatchCalls].
 	MaxBatchCalls int
@@ -126,6 +132,9 @@ func (c *Config) defaults() {
 	}
 	if c.MaxRequestBytes <= 0 {
 		c.MaxRequestBytes = DefaultMaxRequestBytes
+	}
+	if c.MaxInputValues <= 0 {
+		c.MaxInputValues = DefaultMaxInputValues
 	}
 	if c.MaxBatchCalls <= 0 {
 		c.MaxBatchCalls = DefaultMaxBatchCalls

@@ -31,6 +31,7 @@ func (g *Gateway) Handler() http.Handler {
 		connect.WithReadMaxBytes(int(g.cfg.MaxRequestBytes)),
 		g.connectRecover(),
 	}
+	connectOpts = append(connectOpts, g.connectJSONCodecs()...)
 	mux.Handle(toolfleetv1connect.NewToolGatewayServiceHandler(connectService{g: g}, connectOpts...))
 	reflector := grpcreflect.NewStaticReflector(toolfleetv1connect.ToolGatewayServiceName)
 	mux.Handle(grpcreflect.NewHandlerV1(reflector, connectOpts...))

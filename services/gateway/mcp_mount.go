@@ -16,7 +16,7 @@ import (
 // each tools/call then runs the full pipeline with the request's token
 // (scopes are checked per tool, as on every surface).
 func (g *Gateway) mcpHandler() http.Handler {
-	h := mcp.New(mcpBackend{g}, mcp.Options{Name: "toolfleet-gateway", Logger: g.log, MaxRequestBytes: g.cfg.MaxRequestBytes}).Handler()
+	h := mcp.New(mcpBackend{g}, mcp.Options{Name: "toolfleet-gateway", Logger: g.log, MaxRequestBytes: g.cfg.MaxRequestBytes, MaxInputValues: g.cfg.MaxInputValues}).Handler()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// The MCP spec requires Origin checks on every request (DNS rebinding);
 		// browserSafe has already refused cross-origin POSTs and foreign Hosts.

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
+	"github.com/toolfleet/toolfleet/internal/jsonsize"
 )
 
 // OXPSchema is the $schema of OXP 1.0 bodies.
@@ -74,6 +75,10 @@ func (g *Gateway) httpCallTool(w http.ResponseWriter, r *http.Request) {
 	if err != nil || len(envelope.Request) == 0 {
 		writeCallError(w, serverError(codes.InvalidArgument, nil, "",
 			"the body must be a JSON object {\"request\": {\"tool_id\": ..., \"input\": {...}}}"))
+		return
+	}
+	if jsonsize.Values(envelope.Request, g.cfg.MaxInputValues) > g.cfg.MaxInputValues {
+		writeJSON(w, http.StatusRequestEntityTooLarge, serverBody(serverError(codes.ResourceExhausted, nil, "", "%v", tooManyValues(g.cfg.MaxInputValues))))
 		return
 	}
 	req := &toolfleetv1.CallToolRequest{}

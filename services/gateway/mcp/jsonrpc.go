@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+
+	"github.com/toolfleet/toolfleet/internal/jsonsize"
 )
 
 // The MCP SDK decodes a POSTed message leniently: {"jsonrpc":"2.0","id":1,
@@ -62,7 +64,7 @@ func checkMessage(raw json.RawMessage) (id json.RawMessage, problem string) {
 // checkBody reads and checks a POSTed body (one message or a batch) within
 // limit bytes; it writes the JSON-RPC error and returns nil when it is not
 // acceptable.
-func checkBody(w http.ResponseWriter, r *http.Request, limit int64) []byte {
+func checkBody(w http.ResponseWriter, r *http.Request, limit int64, maxValues int) []byte {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
 	var tooBig *http.MaxBytesError
 	switch {
@@ -75,6 +77,11 @@ func checkBody(w http.ResponseWriter, r *http.Request, limit int64) []byte {
 		return nil
 	case !json.Valid(body):
 		writeRPCError(w, http.StatusBadRequest, nil, codeParseError, "the body is not valid JSON")
+		return nil
+	}
+	if jsonsize.Values(body, maxValues) > maxValues {
+		writeRPCError(w, http.StatusRequestEntityTooLarge, nil, codeInvalidRequest,
+			fmt.Sprintf("the message holds more than %d JSON values, this server's limit", maxValues))
 		return nil
 	}
 	msgs := []json.RawMessage{body}

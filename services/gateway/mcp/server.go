@@ -44,6 +44,7 @@ const (
 	DefaultPageSize         = 100
 	DefaultSessionTimeout   = 30 * time.Minute
 	DefaultMaxRequestBytes  = 4 << 20
+	DefaultMaxInputValues   = 100_000
 )
 
 // Meta keys toolfleet adds to MCP messages.
@@ -77,6 +78,9 @@ type Options struct {
 	// MaxRequestBytes bounds one POSTed message (or batch), read before it is
 	// decoded. Default [DefaultMaxRequestBytes].
 	MaxRequestBytes int64
+	// MaxInputValues bounds the JSON values of one POSTed body, counted before
+	// it is decoded. Default [DefaultMaxInputValues].
+	MaxInputValues int
 }
 
 func (o *Options) defaults() {
@@ -106,6 +110,9 @@ func (o *Options) defaults() {
 	}
 	if o.MaxRequestBytes <= 0 {
 		o.MaxRequestBytes = DefaultMaxRequestBytes
+	}
+	if o.MaxInputValues <= 0 {
+		o.MaxInputValues = DefaultMaxInputValues
 	}
 }
 
@@ -155,7 +162,7 @@ func (s *Server) Handler() http.Handler {
 		&sdk.StreamableHTTPOptions{SessionTimeout: s.opts.SessionTimeout, Logger: s.log})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodPost {
-			body := checkBody(w, r, s.opts.MaxRequestBytes)
+			body := checkBody(w, r, s.opts.MaxRequestBytes, s.opts.MaxInputValues)
 			if body == nil {
 				return
 			}
