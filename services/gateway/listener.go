@@ -3,6 +3,7 @@ package gateway
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"strings"
@@ -16,21 +17,24 @@ import (
 // Connection routing on the one port. grpc-go's own server transport is about
 // 1.5x faster per call than serving gRPC through net/http (grpc.Server.ServeHTTP),
 // so connections that carry the gRPC protocol go to it, and everything else
-// (HTTP/1.1, Connect and gRPC-Web over h2c) to net/http:
+// (HTTP/1.1, Connect and gRPC-Web over h2c) to net/http. The choice is made on
+// what the client sends, never on how long it stays silent:
 //
 //   - not an HTTP/2 preface → net/http;
-//   - an HTTP/2 preface, then a first request whose content-type is
-//     application/grpc[+codec] → grpc-go; any other content-type → net/http;
-//   - an HTTP/2 preface and then silence: the client waits for the server's
-//     SETTINGS before its first request, which gRPC stacks (grpc-go, grpc-java,
-//     grpcurl) do and HTTP clients do not → grpc-go.
-const (
-	// quietAfterSettings is how long a silent HTTP/2 client is given before it is
-	// taken for a gRPC client waiting for the server preface (once per connection).
-	quietAfterSettings = 25 * time.Millisecond
-	// sniffTimeout bounds the wait for a client's first bytes.
-	sniffTimeout = 10 * time.Second
-)
+//   - an HTTP/2 preface: the splitter answers with an empty SETTINGS frame (gRPC
+//     clients wait for the server's SETTINGS before their first request), reads
+//     up to the first request's HEADERS and the client's ACK of that SETTINGS,
+//     then routes by content-type: application/grpc[+codec] → grpc-go, anything
+//     else → net/http. The ACK is not replayed (the real server never sent that
+//     SETTINGS frame); an empty SETTINGS changes no setting, so the client's
+//     state matches what the real server then negotiates.
+//
+// sniffTimeout bounds the whole exchange: a client that sends too little in
+// time is closed, not routed.
+const sniffTimeout = 10 * time.Second
+
+// maxSniffBytes bounds what the splitter holds for replay while it sniffs.
+const maxSniffBytes = 2 * maxHeaderBytes
 
 // connListener is a net.Listener fed with routed connections.
 type connListener struct {
@@ -110,10 +114,14 @@ func (s *splitter) serve() {
 func (s *splitter) close() { _ = s.ln.Close() }
 
 func (s *splitter) route(c net.Conn) {
-	var seen bytes.Buffer
-	isGRPC := sniffGRPC(c, &seen)
-	_ = c.SetReadDeadline(time.Time{})
-	rc := &replayConn{Conn: c, r: io.MultiReader(&seen, c)}
+	_ = c.SetDeadline(time.Now().Add(sniffTimeout))
+	seen, isGRPC, err := sniff(c)
+	_ = c.SetDeadline(time.Time{})
+	if err != nil {
+		_ = c.Close() // too slow, or not HTTP/2 after a valid preface
+		return
+	}
+	rc := &replayConn{Conn: c, r: io.MultiReader(bytes.NewReader(seen), c)}
 	if isGRPC {
 		s.grpc.deliver(rc)
 	} else {
@@ -121,43 +129,59 @@ func (s *splitter) route(c net.Conn) {
 	}
 }
 
-// sniffGRPC reads (and records in seen) as much of the stream as it needs to tell
-// whether the connection carries the gRPC protocol.
-func sniffGRPC(c net.Conn, seen *bytes.Buffer) bool {
-	_ = c.SetReadDeadline(time.Now().Add(sniffTimeout))
-	r := io.TeeReader(c, seen)
+// sniff reads as much of the stream as it needs to tell whether the connection
+// carries the gRPC protocol; it returns the bytes to replay to the chosen server.
+func sniff(c net.Conn) (replay []byte, isGRPC bool, err error) {
+	var seen bytes.Buffer
+	r := io.TeeReader(c, &seen)
 	// Byte by byte, so that a short HTTP/1.x request is never waited on.
 	var b [1]byte
 	for i := range len(http2.ClientPreface) {
 		if _, err := io.ReadFull(r, b[:]); err != nil || b[0] != http2.ClientPreface[i] {
-			return false // HTTP/1.x or nothing
+			return seen.Bytes(), false, nil // HTTP/1.x (net/http answers whatever it is)
 		}
 	}
-	fr := http2.NewFramer(io.Discard, r)
+	if err := http2.NewFramer(c, nil).WriteSettings(); err != nil {
+		return nil, false, fmt.Errorf("write SETTINGS: %w", err)
+	}
+	fr := http2.NewFramer(io.Discard, r) // reads exactly one frame at a time, no read-ahead
 	fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
-	fr.MaxHeaderListSize = 1 << 20
-	for {
+	fr.MaxHeaderListSize = maxHeaderBytes
+	acked, decided := false, false
+	for !acked || !decided {
+		start := seen.Len()
+		if start > maxSniffBytes {
+			return nil, false, errors.New("no request HEADERS within the sniffing bound")
+		}
 		f, err := fr.ReadFrame()
 		if err != nil {
-			var ne net.Error
-			// Silence after the client's SETTINGS: a gRPC client awaiting ours.
-			return errors.As(err, &ne) && ne.Timeout() && seen.Len() > len(http2.ClientPreface)
+			return nil, false, fmt.Errorf("read HTTP/2 frame: %w", err)
 		}
 		switch f := f.(type) {
 		case *http2.SettingsFrame:
-			if !f.IsAck() {
-				_ = c.SetReadDeadline(time.Now().Add(quietAfterSettings))
+			if f.IsAck() && !acked {
+				acked = true
+				seen.Truncate(start) // the ACK of our SETTINGS: not the real server's business
 			}
 		case *http2.MetaHeadersFrame:
-			ct := f.PseudoValue("content-type")
-			if ct == "" {
-				for _, hf := range f.RegularFields() {
-					if hf.Name == "content-type" {
-						ct = hf.Value
-					}
-				}
+			if !decided {
+				decided = true
+				isGRPC = isGRPCContentType(contentType(f))
 			}
-			return ct == "application/grpc" || strings.HasPrefix(ct, "application/grpc+")
 		}
 	}
+	return seen.Bytes(), isGRPC, nil
+}
+
+func contentType(f *http2.MetaHeadersFrame) string {
+	for _, hf := range f.RegularFields() {
+		if hf.Name == "content-type" {
+			return hf.Value
+		}
+	}
+	return ""
+}
+
+func isGRPCContentType(ct string) bool {
+	return ct == "application/grpc" || strings.HasPrefix(ct, "application/grpc+")
 }
