@@ -61,12 +61,12 @@ func (t *textProtocolModel) parse(msg *toolfleetv1.Message, req *Request) (*tool
 			c.Id = fmt.Sprintf("%s_t%d", c.GetId(), turn)
 		}
 	}
-	return out, nil
+	return KeepFirstCall(req, out), nil
 }
 
 func (t *textProtocolModel) Stream(ctx context.Context, req *Request, onDelta func(Delta) error) (*toolfleetv1.Message, error) {
 	filter := NewTagFilter(t.p)
-	oneCall := req.ParallelToolCalls != nil && !*req.ParallelToolCalls
+	oneCall := req.OneCallPerTurn()
 	cut := false
 	msg, err := t.m.Stream(ctx, ForTextProtocol(t.p, req), func(d Delta) error {
 		if d.Text != "" {
@@ -120,7 +120,11 @@ func (f *fallbackModel) Complete(ctx context.Context, req *Request) (*toolfleetv
 	if err != nil {
 		return nil, err
 	}
-	return ParseAuto(msg, nil, req.Tools)
+	out, err := ParseAuto(msg, nil, req.Tools)
+	if err != nil {
+		return nil, err
+	}
+	return KeepFirstCall(req, out), nil
 }
 
 func (f *fallbackModel) Stream(ctx context.Context, req *Request, onDelta func(Delta) error) (*toolfleetv1.Message, error) {
@@ -128,7 +132,11 @@ func (f *fallbackModel) Stream(ctx context.Context, req *Request, onDelta func(D
 	if err != nil {
 		return nil, err
 	}
-	return ParseAuto(msg, nil, req.Tools)
+	out, err := ParseAuto(msg, nil, req.Tools)
+	if err != nil {
+		return nil, err
+	}
+	return KeepFirstCall(req, out), nil
 }
 
 // RetryPolicy says how WithRetry retries errors that match ErrRetryable.

@@ -117,7 +117,11 @@ func (s *Scripted) next(ctx context.Context, req *Request) (*toolfleetv1.Message
 
 // Complete implements Model.
 func (s *Scripted) Complete(ctx context.Context, req *Request) (*toolfleetv1.Message, error) {
-	return s.next(ctx, req)
+	msg, err := s.next(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	return KeepFirstCall(req, msg), nil
 }
 
 // Stream implements Model: text is sent in ChunkSize pieces, each call as
@@ -133,6 +137,7 @@ func (s *Scripted) Stream(ctx context.Context, req *Request, onDelta func(Delta)
 		size = 8
 	}
 	var asm Assembler
+	onDelta = FirstCallDeltas(req, onDelta)
 	emit := func(d Delta) error {
 		asm.Add(d)
 		if onDelta == nil {
@@ -178,5 +183,9 @@ func (s *Scripted) Stream(ctx context.Context, req *Request, onDelta func(Delta)
 			return nil, err
 		}
 	}
-	return asm.Message()
+	out, err := asm.Message()
+	if err != nil {
+		return nil, err
+	}
+	return KeepFirstCall(req, out), nil
 }

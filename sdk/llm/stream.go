@@ -109,7 +109,26 @@ func (a *Assembler) appendText(kind int, s string) *assembling {
 	return p
 }
 
-func (a *Assembler) addCall(tc *ToolCallDelta) {
+// callOrdinal records a call fragment and returns the 1-based position,
+// among the calls, of the call it belongs to.
+func (a *Assembler) callOrdinal(tc *ToolCallDelta) int {
+	if a.byIndex == nil {
+		a.byIndex = map[int]*assembling{}
+	}
+	c := a.addCall(tc)
+	n := 0
+	for _, p := range a.parts {
+		if p.kind == 2 {
+			n++
+			if p == c {
+				break
+			}
+		}
+	}
+	return n
+}
+
+func (a *Assembler) addCall(tc *ToolCallDelta) *assembling {
 	var c *assembling
 	switch {
 	case tc.Index >= 0:
@@ -155,6 +174,7 @@ func (a *Assembler) addCall(tc *ToolCallDelta) {
 	if tc.Signature != nil {
 		c.signature = tc.Signature
 	}
+	return c
 }
 
 // Message returns the assembled assistant message. Calls without an id get

@@ -55,7 +55,11 @@ func (c *Client) Complete(ctx context.Context, req *llm.Request) (*toolfleetv1.M
 	if err := c.sdk.Post(ctx, "v1/messages", body, &raw); err != nil {
 		return nil, classify(err)
 	}
-	return llm.Anthropic{}.ParseResponse(raw)
+	msg, err := llm.Anthropic{}.ParseResponse(raw)
+	if err != nil {
+		return nil, err
+	}
+	return llm.KeepFirstCall(req, msg), nil
 }
 
 // Stream implements llm.Model.
@@ -69,7 +73,11 @@ func (c *Client) Stream(ctx context.Context, req *llm.Request, onDelta func(llm.
 		return nil, classify(err)
 	}
 	defer resp.Body.Close()
-	return llm.DecodeStream(ctx, llm.Anthropic{}, resp.Body, onDelta)
+	msg, err := llm.DecodeStream(ctx, llm.Anthropic{}, resp.Body, llm.FirstCallDeltas(req, onDelta))
+	if err != nil {
+		return nil, err
+	}
+	return llm.KeepFirstCall(req, msg), nil
 }
 
 func classify(err error) error {

@@ -72,9 +72,11 @@ func TestClient(t *testing.T) {
 		fixture   string
 		wantCalls int
 		wantText  string
+		oneCall   bool // the request allows one call per turn
 	}{
-		{"complete", false, "anthropic/documented_response.json", 1, "I'll check the weather in San Francisco."},
-		{"stream", true, "anthropic/stream_parallel.sse", 2, "Computing both."},
+		{"complete", false, "anthropic/documented_response.json", 1, "I'll check the weather in San Francisco.", false},
+		{"stream", true, "anthropic/stream_parallel.sse", 2, "Computing both.", false},
+		{"stream one call", true, "anthropic/stream_parallel.sse", 1, "Computing both.", true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -83,10 +85,14 @@ func TestClient(t *testing.T) {
 			c := New("claude-test", option.WithBaseURL(srv.URL), option.WithAPIKey("test-key"), option.WithRequestTimeout(10*time.Second))
 			var msg *toolfleetv1.Message
 			var err error
+			req := request()
+			if tt.oneCall {
+				req.ParallelToolCalls = new(false)
+			}
 			if tt.stream {
-				msg, err = c.Stream(t.Context(), request(), nil)
+				msg, err = c.Stream(t.Context(), req, nil)
 			} else {
-				msg, err = c.Complete(t.Context(), request())
+				msg, err = c.Complete(t.Context(), req)
 			}
 			if err != nil {
 				t.Fatal(err)

@@ -109,7 +109,11 @@ func (c *Client) Complete(ctx context.Context, req *llm.Request) (*toolfleetv1.M
 	if err != nil {
 		return nil, fmt.Errorf("gemini: encode response: %w", err)
 	}
-	return llm.Gemini{}.ParseResponse(raw)
+	msg, err := llm.Gemini{}.ParseResponse(raw)
+	if err != nil {
+		return nil, err
+	}
+	return llm.KeepFirstCall(req, msg), nil
 }
 
 // Stream implements llm.Model.
@@ -119,6 +123,7 @@ func (c *Client) Stream(ctx context.Context, req *llm.Request, onDelta func(llm.
 		return nil, err
 	}
 	box := &headerBox{}
+	onDelta = llm.FirstCallDeltas(req, onDelta)
 	dec := llm.Gemini{}.NewStreamDecoder()
 	for chunk, err := range c.sdk.Models.GenerateContentStream(withBox(ctx, box), model, contents, cfg) {
 		if err != nil {
@@ -148,7 +153,11 @@ func (c *Client) Stream(ctx context.Context, req *llm.Request, onDelta func(llm.
 			break
 		}
 	}
-	return dec.Message()
+	msg, err := dec.Message()
+	if err != nil {
+		return nil, err
+	}
+	return llm.KeepFirstCall(req, msg), nil
 }
 
 func classify(err error, box *headerBox) error {
