@@ -132,7 +132,14 @@ func (s *Scripted) Stream(ctx context.Context, req *Request, onDelta func(Delta)
 	if err != nil {
 		return nil, err
 	}
-	size := s.ChunkSize
+	return streamReply(ctx, req, msg, s.ChunkSize, onDelta)
+}
+
+// streamReply streams a finished reply the way a provider would: text in
+// size-byte pieces (default 8), each call as a name delta and two argument
+// fragments, then usage and stop reason; the result is assembled from those
+// deltas like any provider stream.
+func streamReply(ctx context.Context, req *Request, msg *toolfleetv1.Message, size int, onDelta func(Delta) error) (*toolfleetv1.Message, error) {
 	if size <= 0 {
 		size = 8
 	}
