@@ -3,7 +3,6 @@ package llm
 import (
 	"encoding/json"
 	"errors"
-	"fmt"
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
 )
@@ -397,7 +396,11 @@ func (Anthropic) ParseResponse(body []byte) (*toolfleetv1.Message, error) {
 		return nil, malformed("anthropic response", err)
 	}
 	if resp.Type == "error" {
-		return nil, malformed("anthropic response", errors.New(string(body)))
+		var e anErrorBody
+		if err := json.Unmarshal(body, &e); err != nil || e.Error == nil {
+			return nil, malformed("anthropic response", errors.New("error body without an error object"))
+		}
+		return nil, NewStreamError("anthropic", e.Error.Type, e.Error.Message)
 	}
 	msg, err := anthropicAssistant(resp.Content)
 	if err != nil {
@@ -438,6 +441,14 @@ type anEvent struct {
 		StopReason  *string `json:"stop_reason"`
 	} `json:"delta"`
 	Usage *anUsage `json:"usage"`
+	Error *struct {
+		Type    string `json:"type"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+// anErrorBody is Anthropic's error body: {"type": "error", "error": {…}}.
+type anErrorBody struct {
 	Error *struct {
 		Type    string `json:"type"`
 		Message string `json:"message"`
@@ -507,11 +518,10 @@ func (s *anthropicStream) Decode(_ string, data []byte) ([]Delta, error) {
 			out = append(out, Delta{Usage: u})
 		}
 	case "error":
-		msg := string(data)
-		if ev.Error != nil {
-			msg = ev.Error.Type + ": " + ev.Error.Message
+		if ev.Error == nil {
+			return nil, NewStreamError("anthropic", "", "stream error")
 		}
-		return nil, fmt.Errorf("%w: anthropic stream error: %s", ErrMalformed, msg)
+		return nil, NewStreamError("anthropic", ev.Error.Type, ev.Error.Message)
 	}
 	for _, d := range out {
 		s.asm.Add(d)

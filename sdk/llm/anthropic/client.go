@@ -8,6 +8,7 @@ package anthropic
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"time"
@@ -90,8 +91,20 @@ func classify(err error) error {
 		header = apiErr.Response.Header
 	}
 	msg := http.StatusText(apiErr.StatusCode)
+	var code string
+	var body struct {
+		Error struct {
+			Type    string `json:"type"`
+			Message string `json:"message"`
+		} `json:"error"`
+	}
 	if raw := apiErr.RawJSON(); raw != "" {
 		msg = raw
+		if json.Unmarshal([]byte(raw), &body) == nil && body.Error.Type != "" {
+			code, msg = body.Error.Type, body.Error.Message
+		}
 	}
-	return llm.NewAPIError("anthropic", apiErr.StatusCode, header, msg, err)
+	out := llm.NewAPIError("anthropic", apiErr.StatusCode, header, msg, err)
+	out.Code = code
+	return out
 }

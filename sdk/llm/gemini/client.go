@@ -173,7 +173,9 @@ func classify(err error, box *headerBox) error {
 	if status == 0 {
 		status = apiErr.Code
 	}
-	return llm.NewAPIError("gemini", status, header, apiErr.Message, err)
+	out := llm.NewAPIError("gemini", status, header, apiErr.Message, err)
+	out.Code = apiErr.Status // e.g. "RESOURCE_EXHAUSTED"
+	return out
 }
 
 // headerBox receives the status and headers of a failed response for one

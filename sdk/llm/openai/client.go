@@ -118,5 +118,10 @@ func classify(err error) error {
 	if msg == "" {
 		msg = http.StatusText(apiErr.StatusCode)
 	}
-	return llm.NewAPIError("openai", apiErr.StatusCode, header, msg, err)
+	out := llm.NewAPIError("openai", apiErr.StatusCode, header, msg, err)
+	out.Code = apiErr.Code // "insufficient_quota" is a 429 no retry fixes
+	if out.Code == "" {
+		out.Code = apiErr.Type
+	}
+	return out
 }
