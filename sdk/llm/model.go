@@ -72,7 +72,7 @@ func (t *textProtocolModel) Stream(ctx context.Context, req *Request, onDelta fu
 		if d.Text != "" {
 			d.Text = filter.Write(d.Text)
 		}
-		if onDelta != nil && (d.Text != "" || d.ToolCall != nil || d.Thinking != "" || d.Usage != nil || d.StopReason != "" || d.Model != "") {
+		if onDelta != nil && !d.empty() {
 			if err := onDelta(d); err != nil {
 				return err
 			}

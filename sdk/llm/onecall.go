@@ -55,7 +55,7 @@ func FirstCallDeltas(req *Request, onDelta func(Delta) error) func(Delta) error 
 			id.Arguments, id.Signature = "", nil
 			if shadow.callOrdinal(&id) > 1 {
 				d.ToolCall = nil
-				if d.Text == "" && d.Thinking == "" && d.ThinkingSignature == nil && d.Usage == nil && d.StopReason == "" && d.Model == "" {
+				if d.empty() {
 					return nil
 				}
 			}

@@ -1,6 +1,7 @@
 package llm
 
 import (
+	"encoding/json"
 	"strings"
 
 	"google.golang.org/protobuf/types/known/structpb"
@@ -62,6 +63,16 @@ type Request struct {
 	Strict bool
 	// Stream asks for a streamed response where the body carries that flag.
 	Stream bool
+	// NativeTools are provider-defined tool declarations passed through
+	// verbatim, by format name: e.g. "anthropic" →
+	// {"type": "code_execution_20250825", "name": "code_execution"}, which
+	// lets tools whose AllowedCallers name it be called from the model's
+	// code sandbox. Other formats ignore them.
+	NativeTools map[string][]json.RawMessage
+	// Container is the provider execution container to resume (Anthropic
+	// code execution). Empty means the Container of the latest assistant
+	// message, which is how a conversation normally carries it.
+	Container string
 }
 
 // Text returns a text part.

@@ -169,11 +169,16 @@ func streamReply(ctx context.Context, req *Request, msg *toolfleetv1.Message, si
 			args := string(encodeArguments(c.GetArguments()))
 			half := len(args) / 2
 			deltas = append(deltas,
-				Delta{ToolCall: &ToolCallDelta{Index: calls, ID: c.GetId(), Name: c.GetName(), Signature: c.GetSignature()}},
+				Delta{ToolCall: &ToolCallDelta{Index: calls, ID: c.GetId(), Name: c.GetName(), Signature: c.GetSignature(), Caller: c.GetCaller()}},
 				Delta{ToolCall: &ToolCallDelta{Index: calls, Arguments: args[:half]}},
 				Delta{ToolCall: &ToolCallDelta{Index: calls, Arguments: args[half:]}})
 			calls++
+		case *toolfleetv1.Part_ProviderBlock:
+			deltas = append(deltas, Delta{ProviderBlock: k.ProviderBlock})
 		}
+	}
+	if msg.GetContainer() != "" {
+		deltas = append(deltas, Delta{Container: msg.GetContainer()})
 	}
 	if msg.GetUsage() != nil {
 		deltas = append(deltas, Delta{Usage: msg.GetUsage()})
