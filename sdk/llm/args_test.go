@@ -58,8 +58,28 @@ func TestExactNumbers(t *testing.T) {
 			"event: content_block_delta\ndata: "+`{"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":`+jsonString(bigArgs[:half])+`}}`+"\n\n"+
 			"event: content_block_delta\ndata: "+`{"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":`+jsonString(bigArgs[half:])+`}}`+"\n\n")},
 		{"gemini stream", stream(Gemini{}, "data: "+`{"candidates":[{"content":{"role":"model","parts":[{"functionCall":{"name":"KV_Get","args":`+bigArgs+`}}]}}]}`+"\n\n")},
+		{"openai responses stream", stream(OpenAIResponses{}, "event: response.output_item.added\ndata: "+`{"type":"response.output_item.added","output_index":0,"item":{"type":"function_call","id":"fc","call_id":"c1","name":"KV_Get","arguments":""}}`+"\n\n"+
+			"event: response.function_call_arguments.delta\ndata: "+`{"type":"response.function_call_arguments.delta","output_index":0,"item_id":"fc","delta":`+jsonString(bigArgs[:half])+`}`+"\n\n"+
+			"event: response.function_call_arguments.delta\ndata: "+`{"type":"response.function_call_arguments.delta","output_index":0,"item_id":"fc","delta":`+jsonString(bigArgs[half:])+`}`+"\n\n")},
+		{"bedrock stream", func(t *testing.T) (*toolfleetv1.Message, error) {
+			dec := Bedrock{}.NewStreamDecoder()
+			for _, ev := range [][2]string{
+				{"contentBlockStart", `{"contentBlockIndex":0,"start":{"toolUse":{"toolUseId":"c1","name":"KV_Get"}}}`},
+				{"contentBlockDelta", `{"contentBlockIndex":0,"delta":{"toolUse":{"input":` + jsonString(bigArgs[:half]) + `}}}`},
+				{"contentBlockDelta", `{"contentBlockIndex":0,"delta":{"toolUse":{"input":` + jsonString(bigArgs[half:]) + `}}}`},
+				{"messageStop", `{"stopReason":"tool_use"}`},
+			} {
+				if _, err := dec.Decode(ev[0], []byte(ev[1])); err != nil {
+					return nil, err
+				}
+			}
+			return dec.Message()
+		}},
 		{"fenced", text(Fenced{}, "~~~tool_call\n{\"name\":\"KV_Get\",\"arguments\":"+bigArgs+"}\n~~~")},
 		{"hermes string arguments", text(Hermes{}, "<tool_call>{\"name\":\"KV_Get\",\"arguments\":"+jsonString(bigArgs)+"}</tool_call>")},
+		{"auto fallback", func(t *testing.T) (*toolfleetv1.Message, error) {
+			return WithAutoFallback(NewScripted(SayText("<tool_call>{\"name\":\"KV_Get\",\"arguments\":"+bigArgs+"}</tool_call>"))).Complete(t.Context(), &Request{})
+		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

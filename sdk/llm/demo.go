@@ -39,8 +39,8 @@ const demoMaxAttempts = 3
 // fix (a key the tool rejected is turned into a slug: "lucky number" →
 // "lucky-number"), at most three attempts per step; a step that cannot
 // succeed is reported in the answer. Steps whose tool is not offered are
-// skipped. With ParallelToolCalls false the same plan runs one call per
-// turn. Usage is estimated at four bytes per token so budgets apply.
+// skipped, and a request with ToolChoiceNone gets the answer at once. With
+// ParallelToolCalls false the same plan runs one call per turn. Usage is estimated at four bytes per token so budgets apply.
 func NewDemo() Model { return demoModel{} }
 
 type demoModel struct{}
@@ -107,11 +107,15 @@ func demoTurn(req *Request) *toolfleetv1.Message {
 	for _, d := range req.Tools {
 		offered[d.GetModelName()] = true
 	}
+	callable := offered
+	if req.ToolChoice.Mode == ToolChoiceNone {
+		callable = nil // answer with what the results so far say
+	}
 	var calls []*toolfleetv1.Part
 	var says []string
 	group := 0
 	for _, st := range demoSteps {
-		if !offered[st.tool] || (group != 0 && st.group != group) {
+		if !callable[st.tool] || (group != 0 && st.group != group) {
 			continue
 		}
 		if st.ready != nil && !st.ready(s) {

@@ -186,3 +186,15 @@ func TestDemo(t *testing.T) {
 		})
 	}
 }
+
+func TestDemoToolChoiceNone(t *testing.T) {
+	t.Parallel()
+	req := &Request{Messages: []*toolfleetv1.Message{User("add 4 and 5")}, Tools: demoDefs("Calculator_Add", "Clock_Now"), ToolChoice: ToolChoice{Mode: ToolChoiceNone}}
+	msg, err := NewDemo().Complete(t.Context(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(ToolCalls(msg)); n != 0 || !strings.Contains(MessageText(msg), "4 + 5 = 9.") {
+		t.Errorf("calls = %d, text %q; want an answer without calls", n, MessageText(msg))
+	}
+}
