@@ -7,9 +7,11 @@ import (
 	"testing"
 
 	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
 	kvv1 "github.com/toolfleet/toolfleet/gen/tools/kv/v1"
+	"github.com/toolfleet/toolfleet/sdk/tool"
 )
 
 // bigArgs is a tool call's arguments as a model writes them: a 64-bit
@@ -100,21 +102,19 @@ func TestExactNumbers(t *testing.T) {
 	}
 }
 
-// assertReachesTool decodes the call's arguments the way a worker does
-// (protojson into the tool's input message) and checks the revision.
+// assertReachesTool decodes the call's key and revision the way a worker
+// does (sdk/tool.DecodeInputStruct: strict protojson, then protovalidate)
+// into KV.Get's input and checks the revision arrived unrounded.
 func assertReachesTool(t *testing.T, c *toolfleetv1.ToolCall) {
 	t.Helper()
-	args := c.GetArguments()
-	in, err := protojson.Marshal(args)
-	if err != nil {
-		t.Fatal(err)
+	f := c.GetArguments().GetFields()
+	input := &structpb.Struct{Fields: map[string]*structpb.Value{"key": f["key"], "revision": f["revision"]}}
+	msg, verr, err := tool.DecodeInputStruct((&kvv1.GetRequest{}).ProtoReflect().Descriptor(), input)
+	if err != nil || verr != nil {
+		t.Fatalf("tool input %v: %v %v", input, verr, err)
 	}
-	var req kvv1.GetRequest
-	if err := (protojson.UnmarshalOptions{DiscardUnknown: true}).Unmarshal(in, &req); err != nil {
-		t.Fatalf("tool input %s: %v", in, err)
-	}
-	if req.GetRevision() != 9007199254740993 {
-		t.Errorf("revision reached the tool as %d", req.GetRevision())
+	if got := msg.(*kvv1.GetRequest).GetRevision(); got != 9007199254740993 {
+		t.Errorf("revision reached the tool as %d", got)
 	}
 }
 

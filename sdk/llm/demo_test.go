@@ -3,22 +3,55 @@ package llm
 import (
 	"encoding/json"
 	"fmt"
-	"regexp"
+	"sort"
 	"strings"
 	"testing"
 
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
+	calculatorv1 "github.com/toolfleet/toolfleet/gen/tools/calculator/v1"
+	clockv1 "github.com/toolfleet/toolfleet/gen/tools/clock/v1"
+	jsonqv1 "github.com/toolfleet/toolfleet/gen/tools/jsonq/v1"
+	kvv1 "github.com/toolfleet/toolfleet/gen/tools/kv/v1"
+	"github.com/toolfleet/toolfleet/sdk/tool"
 )
 
-// demoTool is a test stand-in for a bundled tool: its documented output
-// (protojson of the response message) or its error text.
+// demoTool is a test stand-in for a bundled tool's behaviour: its
+// documented output (protojson of the response message) or its error text.
+// The input is checked first against the tool's real contract.
 type demoTool func(args map[string]any) (string, bool)
 
-// kvKey is the pattern of kv.v1.PutRequest.key.
-var kvKey = regexp.MustCompile(`^[-/_=a-zA-Z0-9]+(\.[-/_=a-zA-Z0-9]+)*$`)
+// demoContracts are the input messages of the bundled tools.
+var demoContracts = map[string]protoreflect.MessageDescriptor{
+	"Calculator_Add":  (&calculatorv1.AddRequest{}).ProtoReflect().Descriptor(),
+	"Clock_Now":       (&clockv1.NowRequest{}).ProtoReflect().Descriptor(),
+	"JSONQuery_Query": (&jsonqv1.QueryRequest{}).ProtoReflect().Descriptor(),
+	"KV_Put":          (&kvv1.PutRequest{}).ProtoReflect().Descriptor(),
+	"KV_Get":          (&kvv1.GetRequest{}).ProtoReflect().Descriptor(),
+}
+
+// validated runs a call's arguments through the same decoding and
+// protovalidate rules a worker applies (sdk/tool.DecodeInputStruct) and
+// reports a violation the way a model is shown one.
+func validated(t *testing.T, name string, args *structpb.Struct, run demoTool) (string, bool) {
+	t.Helper()
+	_, verr, err := tool.DecodeInputStruct(demoContracts[name], args)
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	if verr != nil {
+		var fields []string
+		for path, msg := range verr.GetParameterErrors() {
+			fields = append(fields, path+": "+msg)
+		}
+		sort.Strings(fields)
+		return "invalid input: " + strings.Join(fields, "; "), true
+	}
+	return run(args.AsMap())
+}
 
 func demoTools(store map[string]string) map[string]demoTool {
 	return map[string]demoTool{
@@ -37,9 +70,6 @@ func demoTools(store map[string]string) map[string]demoTool {
 		},
 		"KV_Put": func(a map[string]any) (string, bool) {
 			key := a["key"].(string)
-			if !kvKey.MatchString(key) {
-				return "invalid input: key: value does not match regex pattern `^[-/_=a-zA-Z0-9]+(\\.[-/_=a-zA-Z0-9]+)*$`", true
-			}
 			store[key] = a["value"].(string)
 			return `{"revision":"1","changed":true}`, false
 		},
@@ -99,9 +129,8 @@ func runDemo(t *testing.T, prompt string, parallel, stream bool, tools map[strin
 		var names []string
 		results := NewMessage(toolfleetv1.Role_ROLE_TOOL)
 		for _, c := range calls {
-			args := c.GetArguments().AsMap()
 			names = append(names, c.GetName()+string(encodeArguments(c.GetArguments())))
-			content, isErr := tools[c.GetName()](args)
+			content, isErr := validated(t, c.GetName(), c.GetArguments(), tools[c.GetName()])
 			results.Parts = append(results.Parts, ResultPart(c.GetId(), c.GetName(), content, isErr))
 		}
 		turns = append(turns, names)
