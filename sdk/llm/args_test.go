@@ -3,6 +3,7 @@ package llm
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -250,6 +251,8 @@ func TestOneCallPerTurn(t *testing.T) {
 		{"fenced complete", func() Model { return WithTextProtocol(NewScripted(written(Fenced{})), Fenced{}) }, false},
 		{"xml complete", func() Model { return WithTextProtocol(NewScripted(written(XMLFunction{})), XMLFunction{}) }, false},
 		{"hermes stream", func() Model { return WithTextProtocol(NewScripted(written(Hermes{})), Hermes{}) }, true},
+		{"fenced stream", func() Model { return WithTextProtocol(NewScripted(written(Fenced{})), Fenced{}) }, true},
+		{"xml stream", func() Model { return WithTextProtocol(NewScripted(written(XMLFunction{})), XMLFunction{}) }, true},
 		{"auto fallback complete", func() Model { return WithAutoFallback(NewScripted(written(Hermes{}))) }, false},
 		{"auto fallback stream", func() Model { return WithAutoFallback(NewScripted(written(Fenced{}))) }, true},
 	}
@@ -283,6 +286,37 @@ func TestOneCallPerTurn(t *testing.T) {
 				}
 				if !parallel && streamed["call_2"] {
 					t.Error("a fragment of the second call was streamed")
+				}
+			})
+		}
+	}
+}
+
+// TestOneCallIgnoresLaterBlocks: with one call per turn, a malformed block
+// after the first is never read, completed or streamed, for every protocol.
+func TestOneCallIgnoresLaterBlocks(t *testing.T) {
+	t.Parallel()
+	first := CallPart("call_1", "Calculator_Add", map[string]any{"a": 1, "b": 2})
+	broken := map[string]string{"fenced": "~~~tool_call\n{\"name\":", "hermes": "<tool_call>{\"name\":", "xml": "<function=Calculator_Mul><parameter=a>"}
+	for _, p := range TextProtocols() {
+		for _, stream := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s stream=%v", p.Name(), stream), func(t *testing.T) {
+				t.Parallel()
+				reply := "Adding.\n" + p.RenderCall(first.GetToolCall()) + "\n" + broken[p.Name()]
+				m := WithTextProtocol(NewScripted(SayText(reply)), p)
+				req := &Request{Messages: []*toolfleetv1.Message{User("1+2?")}, Tools: calculatorTools(t), ParallelToolCalls: new(false)}
+				var msg *toolfleetv1.Message
+				var err error
+				if stream {
+					msg, err = m.Stream(t.Context(), req, nil)
+				} else {
+					msg, err = m.Complete(t.Context(), req)
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := callStrings(ToolCalls(msg)); !equalStrings(got, []string{`Calculator_Add(call_1)={"a":1,"b":2}`}) {
+					t.Errorf("calls = %q", got)
 				}
 			})
 		}

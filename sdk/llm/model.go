@@ -38,6 +38,11 @@ func (t *textProtocolModel) Complete(ctx context.Context, req *Request) (*toolfl
 	if err != nil {
 		return nil, err
 	}
+	if req.OneCallPerTurn() {
+		// As when streaming: what follows the first block is not read, so
+		// a malformed second block cannot fail a turn that uses only one.
+		msg = truncateAfterFirstBlock(msg, t.p)
+	}
 	return t.parse(msg, req)
 }
 
@@ -93,20 +98,27 @@ func (t *textProtocolModel) Stream(ctx context.Context, req *Request, onDelta fu
 		}
 	}
 	if cut {
-		msg = truncateAfter(msg, t.p.CloseTag())
+		msg = truncateAfterFirstBlock(msg, t.p)
 	}
 	return t.parse(msg, req)
 }
 
-// truncateAfter drops the text after the first closing tag: the chunk that
-// closed the block may carry the start of the next one.
-func truncateAfter(msg *toolfleetv1.Message, closeTag string) *toolfleetv1.Message {
+// truncateAfterFirstBlock drops the text after the first block's closing
+// tag: the chunk that closed the block may carry the start of the next one.
+// The closing tag is searched after the opening one: a fenced block's
+// "\n~~~" also begins its own opening line.
+func truncateAfterFirstBlock(msg *toolfleetv1.Message, p TextProtocol) *toolfleetv1.Message {
 	text := MessageText(msg)
-	i := strings.Index(text, closeTag)
+	open := strings.TrimPrefix(p.OpenTag(), "\n")
+	i := strings.Index(text, open)
 	if i < 0 {
 		return msg
 	}
-	return withText(msg, text[:i+len(closeTag)])
+	j := strings.Index(text[i+len(open):], p.CloseTag())
+	if j < 0 {
+		return msg
+	}
+	return withText(msg, text[:i+len(open)+j+len(p.CloseTag())])
 }
 
 // WithAutoFallback wraps a native model so a reply without tool calls but
