@@ -50,23 +50,35 @@ type Spec struct {
 }
 
 // ParseSpec reads "provider:name" ("openai:gpt-4.1", "scripted:demo",
-// "openai-compatible:llama3.2"). The base URL and key reference are set on
-// the result separately.
+// "openai-compatible:llama3.2") and checks the provider and name. The base
+// URL and key reference are set on the result separately; Validate (which
+// Open runs) checks the whole spec.
 func ParseSpec(s string) (Spec, error) {
 	provider, name, ok := strings.Cut(strings.TrimSpace(s), ":")
 	if !ok {
 		return Spec{}, fmt.Errorf("%w: %q: want provider:model, e.g. openai:gpt-4.1 or scripted:demo", ErrSpec, s)
 	}
 	spec := Spec{Provider: provider, Name: name}
+	if spec.Provider == ProviderOpenAICompatible {
+		// Its base URL comes separately; check the rest with a placeholder.
+		probe := spec
+		probe.BaseURL = "http://base.url.comes.later"
+		return spec, probe.Validate()
+	}
 	return spec, spec.Validate()
 }
 
-// String is "provider:name" (plus " at BaseURL" when set); it never
-// contains a key.
+// String is "provider:name" (plus " at " and the base URL without its
+// query, when set); it never contains a key.
 func (s Spec) String() string {
 	out := s.Provider + ":" + s.Name
 	if s.BaseURL != "" {
-		out += " at " + s.BaseURL
+		base := s.BaseURL
+		if u, err := url.Parse(s.BaseURL); err == nil {
+			u.RawQuery, u.Fragment, u.User = "", "", nil
+			base = u.String()
+		}
+		out += " at " + base
 	}
 	return out
 }
@@ -93,7 +105,7 @@ func (s Spec) Validate() error {
 	if s.BaseURL != "" {
 		u, err := url.Parse(s.BaseURL)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return fmt.Errorf("%w: base URL %q is not an http(s) URL", ErrSpec, s.BaseURL)
+			return fmt.Errorf("%w: base URL is not an http(s) URL with a host", ErrSpec)
 		}
 		if u.User != nil {
 			return fmt.Errorf("%w: base URL must not carry credentials; use a key reference", ErrSpec)

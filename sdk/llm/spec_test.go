@@ -23,7 +23,8 @@ func TestParseSpec(t *testing.T) {
 		{in: "gpt-4.1", wantErr: "want provider:model"},
 		{in: "openai:", wantErr: "no model name"},
 		{in: "scripted:chatty", wantErr: `unknown scripted model "chatty"`},
-		{in: "openai-compatible:llama3.2", wantErr: "needs a base URL"},
+		{in: "openai-compatible:llama3.2", want: Spec{Provider: "openai-compatible", Name: "llama3.2"}},
+		{in: "openai-compatible:", wantErr: "no model name"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.in, func(t *testing.T) {
@@ -50,6 +51,7 @@ func TestSpecValidate(t *testing.T) {
 		wantErr string
 	}{
 		{"ollama", Spec{Provider: "openai-compatible", Name: "llama3.2", BaseURL: "http://127.0.0.1:11434/v1"}, ""},
+		{"compatible without a base URL", Spec{Provider: "openai-compatible", Name: "llama3.2"}, "needs a base URL"},
 		{"key file", Spec{Provider: "anthropic", Name: "claude", KeyRef: "file:/run/secrets/anthropic"}, ""},
 		{"base url not http", Spec{Provider: "openai", Name: "m", BaseURL: "ftp://x"}, "not an http(s) URL"},
 		{"base url with credentials", Spec{Provider: "openai", Name: "m", BaseURL: "https://u:p@x"}, "must not carry credentials"},
@@ -123,5 +125,13 @@ func TestResolveKey(t *testing.T) {
 				t.Fatalf("ResolveKey(%q) = %q, %v; want %q", tt.ref, got, err, tt.want)
 			}
 		})
+	}
+}
+
+func TestSpecStringHidesQuery(t *testing.T) {
+	t.Parallel()
+	s := Spec{Provider: "openai", Name: "gpt", BaseURL: "https://x.example/v1?api-key=SECRET"}
+	if got := s.String(); got != "openai:gpt at https://x.example/v1" {
+		t.Errorf("String() = %q", got)
 	}
 }
