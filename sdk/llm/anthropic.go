@@ -467,8 +467,10 @@ func anthropicAssistant(blocks []anBlock) (*toolfleetv1.Message, error) {
 
 func anthropicStop(reason string) string {
 	switch reason {
-	case "end_turn", "stop_sequence", "pause_turn", "":
+	case "end_turn", "stop_sequence", "":
 		return StopEndTurn
+	case "pause_turn":
+		return StopPaused
 	case "tool_use":
 		return StopToolCalls
 	case "max_tokens", "model_context_window_exceeded":
@@ -487,6 +489,8 @@ func anthropicStopReason(stop string) string {
 		return "max_tokens"
 	case StopContentFilter:
 		return "refusal"
+	case StopPaused:
+		return "pause_turn"
 	}
 	return "end_turn"
 }

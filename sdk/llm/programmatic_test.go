@@ -160,3 +160,23 @@ func TestProviderBlocksStayWithTheirProvider(t *testing.T) {
 		t.Errorf("scripted stream lost programmatic parts:\n got %v\nwant %v", got, reply)
 	}
 }
+
+// TestAnthropicPauseTurn: a paused server-tool turn is not an answer; its
+// stop reason survives the round trip so a loop knows to continue it.
+func TestAnthropicPauseTurn(t *testing.T) {
+	t.Parallel()
+	in := []byte(`{"id":"msg_p","type":"message","role":"assistant","model":"claude-opus-4-5","content":[{"type":"server_tool_use","id":"srvtoolu_1","name":"code_execution","input":{"code":"print(1)"}}],"stop_reason":"pause_turn","usage":{"input_tokens":10,"output_tokens":5}}`)
+	msg, err := Anthropic{}.ParseResponse(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if msg.GetStopReason() != StopPaused {
+		t.Fatalf("stop reason = %q, want %q", msg.GetStopReason(), StopPaused)
+	}
+	out, err := Anthropic{}.RenderResponse(msg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	assertSameJSON(t, "stop_reason", jsonField(t, out, "stop_reason"), "pause_turn")
+	assertSameJSON(t, "content", jsonField(t, out, "content"), jsonField(t, in, "content"))
+}

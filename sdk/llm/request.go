@@ -16,6 +16,11 @@ const (
 	StopToolCalls     = "tool_calls"
 	StopMaxTokens     = "max_tokens"
 	StopContentFilter = "content_filter"
+	// StopPaused means the provider paused a long turn of its own server
+	// tools (Anthropic's "pause_turn", e.g. during code execution): send
+	// the conversation back, this message included, to let it continue.
+	// It is not an answer.
+	StopPaused = "pause_turn"
 )
 
 // ToolChoiceMode says whether and how the model must call tools.
