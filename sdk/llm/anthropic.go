@@ -28,7 +28,7 @@ type anTool struct {
 	Type           string         `json:"type,omitempty"`
 	Name           string         `json:"name"`
 	Description    string         `json:"description,omitempty"`
-	InputSchema    map[string]any `json:"input_schema,omitempty"`
+	InputSchema    map[string]any `json:"input_schema"`
 	Strict         bool           `json:"strict,omitempty"`
 	AllowedCallers []string       `json:"allowed_callers,omitempty"`
 }

@@ -49,7 +49,7 @@ func (demoModel) Complete(ctx context.Context, req *Request) (*toolfleetv1.Messa
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	return KeepFirstCall(req, demoTurn(req)), nil
+	return FinishTurn(req, demoTurn(req)), nil
 }
 
 func (demoModel) Stream(ctx context.Context, req *Request, onDelta func(Delta) error) (*toolfleetv1.Message, error) {

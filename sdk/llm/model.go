@@ -66,7 +66,7 @@ func (t *textProtocolModel) parse(msg *toolfleetv1.Message, req *Request) (*tool
 			c.Id = fmt.Sprintf("%s_t%d", c.GetId(), turn)
 		}
 	}
-	return KeepFirstCall(req, out), nil
+	return FinishTurn(req, out), nil
 }
 
 func (t *textProtocolModel) Stream(ctx context.Context, req *Request, onDelta func(Delta) error) (*toolfleetv1.Message, error) {
@@ -136,7 +136,7 @@ func (f *fallbackModel) Complete(ctx context.Context, req *Request) (*toolfleetv
 	if err != nil {
 		return nil, err
 	}
-	return KeepFirstCall(req, out), nil
+	return FinishTurn(req, out), nil
 }
 
 func (f *fallbackModel) Stream(ctx context.Context, req *Request, onDelta func(Delta) error) (*toolfleetv1.Message, error) {
@@ -148,7 +148,7 @@ func (f *fallbackModel) Stream(ctx context.Context, req *Request, onDelta func(D
 	if err != nil {
 		return nil, err
 	}
-	return KeepFirstCall(req, out), nil
+	return FinishTurn(req, out), nil
 }
 
 // RetryPolicy says how WithRetry retries errors that match ErrRetryable.

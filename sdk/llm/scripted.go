@@ -121,7 +121,7 @@ func (s *Scripted) Complete(ctx context.Context, req *Request) (*toolfleetv1.Mes
 	if err != nil {
 		return nil, err
 	}
-	return KeepFirstCall(req, msg), nil
+	return FinishTurn(req, msg), nil
 }
 
 // Stream implements Model: text is sent in ChunkSize pieces, each call as
@@ -199,5 +199,5 @@ func streamReply(ctx context.Context, req *Request, msg *toolfleetv1.Message, si
 	if err != nil {
 		return nil, err
 	}
-	return KeepFirstCall(req, out), nil
+	return FinishTurn(req, out), nil
 }

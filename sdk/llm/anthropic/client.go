@@ -60,7 +60,7 @@ func (c *Client) Complete(ctx context.Context, req *llm.Request) (*toolfleetv1.M
 	if err != nil {
 		return nil, err
 	}
-	return llm.KeepFirstCall(req, msg), nil
+	return llm.FinishTurn(req, msg), nil
 }
 
 // Stream implements llm.Model.
@@ -78,7 +78,7 @@ func (c *Client) Stream(ctx context.Context, req *llm.Request, onDelta func(llm.
 	if err != nil {
 		return nil, err
 	}
-	return llm.KeepFirstCall(req, msg), nil
+	return llm.FinishTurn(req, msg), nil
 }
 
 func classify(err error) error {

@@ -113,7 +113,7 @@ func (c *Client) Complete(ctx context.Context, req *llm.Request) (*toolfleetv1.M
 	if err != nil {
 		return nil, err
 	}
-	return llm.KeepFirstCall(req, msg), nil
+	return llm.FinishTurn(req, msg), nil
 }
 
 // Stream implements llm.Model.
@@ -157,7 +157,7 @@ func (c *Client) Stream(ctx context.Context, req *llm.Request, onDelta func(llm.
 	if err != nil {
 		return nil, err
 	}
-	return llm.KeepFirstCall(req, msg), nil
+	return llm.FinishTurn(req, msg), nil
 }
 
 func classify(err error, box *headerBox) error {
