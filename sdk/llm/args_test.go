@@ -322,3 +322,41 @@ func TestOneCallIgnoresLaterBlocks(t *testing.T) {
 		}
 	}
 }
+
+// TestFitNumbers: a big integer stays exact text only where the tool's
+// schema can take text (64-bit integer fields, or fields it does not
+// describe); a number-only field gets a number, which validation accepts.
+func TestFitNumbers(t *testing.T) {
+	t.Parallel()
+	schema, err := structpb.NewStruct(map[string]any{
+		"type": "object",
+		"properties": map[string]any{
+			"a":     map[string]any{"type": "number"},
+			"a2":    map[string]any{"type": "number"},
+			"id":    map[string]any{"type": []any{"integer", "string"}, "format": "int64"},
+			"n":     map[string]any{"type": "integer"},
+			"label": map[string]any{"type": "string"},
+			"list":  map[string]any{"type": "array", "items": map[string]any{"type": "number"}},
+			"obj":   map[string]any{"type": "object", "properties": map[string]any{"x": map[string]any{"type": "number"}}},
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tools := []*toolfleetv1.ToolDefinition{{ModelName: "T_Do", InputSchema: schema}}
+	args := `{"a":9007199254740993,"a2":"12","id":9007199254740993,"n":9007199254740993,"label":"9007199254740993","list":[9007199254740993],"obj":{"x":9007199254740993},"extra":9007199254740993}`
+	want := `{"a":9007199254740992,"a2":12,"extra":"9007199254740993","id":"9007199254740993","label":"9007199254740993","list":[9007199254740992],"n":"9007199254740993","obj":{"x":9007199254740992}}`
+	for _, p := range []TextProtocol{Fenced{}, Hermes{}} {
+		t.Run(p.Name(), func(t *testing.T) {
+			t.Parallel()
+			reply := map[string]string{"fenced": "~~~tool_call\n{\"name\":\"T_Do\",\"arguments\":" + args + "}\n~~~", "hermes": "<tool_call>{\"name\":\"T_Do\",\"arguments\":" + args + "}</tool_call>"}[p.Name()]
+			msg, err := WithTextProtocol(NewScripted(SayText(reply)), p).Complete(t.Context(), &Request{Messages: []*toolfleetv1.Message{User("go")}, Tools: tools})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := string(encodeArguments(ToolCalls(msg)[0].GetArguments())); got != want {
+				t.Errorf("arguments = %s\nwant        %s", got, want)
+			}
+		})
+	}
+}
