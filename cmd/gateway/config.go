@@ -121,6 +121,8 @@ func (c Config) validate() error {
 	switch {
 	case c.AuthDisabled && keys > 0:
 		errs = append(errs, errors.New("--auth-disabled and a JWT key source are both set: pick one"))
+	case c.AuthDisabled && !loopback(c.Listen):
+		errs = append(errs, fmt.Errorf("--auth-disabled is refused on --listen %s: without tokens the gateway may only listen on loopback", c.Listen))
 	case !c.AuthDisabled && keys != 1:
 		errs = append(errs, errors.New("auth needs exactly one of --jwt-hs256-secret-file, --jwt-jwks-file, --jwt-jwks-url (or --auth-disabled on a loopback --listen)"))
 	}
@@ -143,6 +145,16 @@ func (c Config) validate() error {
 		errs = append(errs, fmt.Errorf("--log-format %q: want json or text", c.LogFormat))
 	}
 	return errors.Join(errs...)
+}
+
+// loopback reports whether a listen address binds only to loopback.
+func loopback(listen string) bool {
+	host, _, err := net.SplitHostPort(listen)
+	if err != nil {
+		return false
+	}
+	ip := net.ParseIP(host)
+	return host == "localhost" || (ip != nil && ip.IsLoopback())
 }
 
 func hasScheme(url string, schemes ...string) bool {

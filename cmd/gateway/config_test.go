@@ -44,6 +44,7 @@ func TestParse(t *testing.T) {
 		{name: "auth neither off nor keyed", args: []string{"--workers", "a:1"}, wantErr: "exactly one of"},
 		{name: "two key sources", args: []string{"--workers", "a:1", "--jwt-hs256-secret-file", secret, "--jwt-jwks-file", secret}, wantErr: "exactly one of"},
 		{name: "auth off and a key", args: []string{"--workers", "a:1", "--auth-disabled", "--jwt-jwks-file", secret}, wantErr: "pick one"},
+		{name: "auth off off loopback", args: []string{"--workers", "a:1", "--auth-disabled", "--listen", "0.0.0.0:8080"}, wantErr: "only listen on loopback"},
 		{name: "jwks over http", args: []string{"--workers", "a:1", "--jwt-jwks-url", "http://idp/keys"}, wantErr: "https only"},
 		{name: "worker without port", args: []string{"--auth-disabled", "--workers", "calculator"}, wantErr: "not host:port"},
 		{name: "nats url without scheme", args: []string{"--auth-disabled", "--nats-url", "nats:4222"}, wantErr: "--nats-url"},
