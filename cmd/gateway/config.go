@@ -129,9 +129,12 @@ func (c Config) validate() error {
 	if c.JWKSURL != "" && !hasScheme(c.JWKSURL, "https") {
 		errs = append(errs, fmt.Errorf("--jwt-jwks-url %q: keys are fetched over https only", c.JWKSURL))
 	}
-	for name, d := range map[string]time.Duration{"default-timeout": c.DefaultTimeout, "idempotency-ttl": c.IdempotencyTTL, "shutdown-timeout": c.ShutdownTimeout} {
-		if d <= 0 {
-			errs = append(errs, fmt.Errorf("--%s %s: must be positive", name, d))
+	for _, d := range []struct {
+		flag  string
+		value time.Duration
+	}{{"default-timeout", c.DefaultTimeout}, {"idempotency-ttl", c.IdempotencyTTL}, {"shutdown-timeout", c.ShutdownTimeout}} {
+		if d.value <= 0 {
+			errs = append(errs, fmt.Errorf("--%s %s: must be positive", d.flag, d.value))
 		}
 	}
 	if c.MaxResultBytes <= 0 {
