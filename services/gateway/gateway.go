@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 )
 
 // Defaults of [Config].
@@ -284,12 +285,20 @@ func (g *Gateway) connectNATS(ctx context.Context, bg *sync.WaitGroup) (*nats.Co
 	setup := func() bool {
 		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
-		idem, err := newIdempotency(cctx, g.log, nc, js, g.cfg.IdempotencyBucket, g.cfg.IdempotencyTTL, storage)
-		if err != nil {
-			g.log.Warn("idempotency store not ready; calls run without it until it is", "error", err)
+		if g.idemPtr.Load() == nil {
+			idem, err := newIdempotency(cctx, g.log, nc, js, g.cfg.IdempotencyBucket, g.cfg.IdempotencyTTL, storage)
+			if err != nil {
+				g.log.Warn("idempotency store not ready; calls run without it until it is", "error", err)
+				return false
+			}
+			g.idemPtr.Store(idem)
+		}
+		// Ready (for Kubernetes) once the event stream exists too; a later NATS
+		// outage does not flip it back (the gateway keeps serving without NATS).
+		if !g.events.ensureStream(cctx) {
 			return false
 		}
-		g.idemPtr.Store(idem)
+		g.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 		return true
 	}
 	if !nc.IsConnected() || !setup() {
