@@ -50,7 +50,7 @@ type snapshot struct {
 	// byName holds every version of "Toolkit.Tool".
 	byName map[string][]*toolfleetv1.ToolDefinition
 	index  *searchIndex
-	// resolved caches tool id spellings that resolved (string → *route).
+	// resolved caches resolutions by canonical reference (contract.ToolRef.String → *route).
 	resolved sync.Map
 }
 
