@@ -131,6 +131,7 @@ func New(ctx context.Context, cfg Config) (*Gateway, error) {
 	g := &Gateway{cfg: cfg, log: cfg.Logger.With("component", "gateway"), auth: auth, ready: make(chan struct{})}
 	g.reg = newRegistry(g.log, 10*time.Second)
 	g.metrics = newMetrics(func() float64 { return float64(len(g.reg.current().defs)) })
+	g.metrics.reg.MustRegister(g.reg.rejections)
 	g.grpc, g.health = g.newGRPCServer()
 	return g, nil
 }
