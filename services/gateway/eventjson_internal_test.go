@@ -8,6 +8,7 @@ import (
 
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -63,6 +64,90 @@ func TestMarshalCallEventMatchesProtojson(t *testing.T) {
 	// Out-of-range well-known values are refused too.
 	if _, err := marshalCallEvent(&toolfleetv1.CallEvent{Duration: &durationpb.Duration{Seconds: 1, Nanos: -1}}); err == nil {
 		t.Error("invalid duration accepted")
+	}
+}
+
+// TestMarshalCallEventCoversDescriptor sets every field of CallEvent, whatever
+// events.proto declares today, and checks that the event JSON carries each one
+// as protojson does: a new field can never be dropped silently.
+func TestMarshalCallEventCoversDescriptor(t *testing.T) {
+	t.Parallel()
+	ev := &toolfleetv1.CallEvent{}
+	fill(t, ev.ProtoReflect())
+	got, err := marshalCallEvent(ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := protojson.Marshal(ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var g, w map[string]any
+	if err := json.Unmarshal(got, &g); err != nil {
+		t.Fatalf("%s: %v", got, err)
+	}
+	if err := json.Unmarshal(want, &w); err != nil {
+		t.Fatal(err)
+	}
+	fields := ev.ProtoReflect().Descriptor().Fields()
+	if len(w) != fields.Len() {
+		t.Fatalf("protojson wrote %d of %d fields: the test did not set them all: %s", len(w), fields.Len(), want)
+	}
+	for i := range fields.Len() {
+		key := fields.Get(i).JSONName()
+		if !reflect.DeepEqual(g[key], w[key]) {
+			t.Errorf("field %s: event JSON has %v, protojson %v", fields.Get(i).FullName(), g[key], w[key])
+		}
+	}
+	if !callEventFast {
+		t.Logf("CallEvent has a field kind the fast encoder lacks; events go through protojson (slower, nothing lost): extend eventFieldKind")
+	}
+}
+
+// fill sets every field of m to a value that is not the default.
+func fill(t *testing.T, m protoreflect.Message) {
+	t.Helper()
+	fields := m.Descriptor().Fields()
+	for i := range fields.Len() {
+		fd := fields.Get(i)
+		if fd.IsList() || fd.IsMap() {
+			t.Fatalf("fill: %s is a %s; teach fill to set it", fd.FullName(), fd.Cardinality())
+		}
+		switch fd.Kind() {
+		case protoreflect.StringKind:
+			m.Set(fd, protoreflect.ValueOfString("v-"+string(fd.Name())+" \"é\""))
+		case protoreflect.BytesKind:
+			m.Set(fd, protoreflect.ValueOfBytes([]byte(fd.Name())))
+		case protoreflect.BoolKind:
+			m.Set(fd, protoreflect.ValueOfBool(true))
+		case protoreflect.Int32Kind, protoreflect.Sint32Kind, protoreflect.Sfixed32Kind:
+			m.Set(fd, protoreflect.ValueOfInt32(-7))
+		case protoreflect.Uint32Kind, protoreflect.Fixed32Kind:
+			m.Set(fd, protoreflect.ValueOfUint32(7))
+		case protoreflect.Int64Kind, protoreflect.Sint64Kind, protoreflect.Sfixed64Kind:
+			m.Set(fd, protoreflect.ValueOfInt64(-1<<40))
+		case protoreflect.Uint64Kind, protoreflect.Fixed64Kind:
+			m.Set(fd, protoreflect.ValueOfUint64(1<<40))
+		case protoreflect.FloatKind:
+			m.Set(fd, protoreflect.ValueOfFloat32(1.5))
+		case protoreflect.DoubleKind:
+			m.Set(fd, protoreflect.ValueOfFloat64(2.5))
+		case protoreflect.EnumKind:
+			m.Set(fd, protoreflect.ValueOfEnum(fd.Enum().Values().Get(fd.Enum().Values().Len()-1).Number()))
+		case protoreflect.MessageKind:
+			switch fd.Message().FullName() {
+			case "google.protobuf.Timestamp":
+				m.Set(fd, protoreflect.ValueOfMessage(timestamppb.New(time.Date(2026, 11, 23, 12, 0, 0, 120000000, time.UTC)).ProtoReflect()))
+			case "google.protobuf.Duration":
+				m.Set(fd, protoreflect.ValueOfMessage(durationpb.New(1500*time.Millisecond).ProtoReflect()))
+			default:
+				sub := m.NewField(fd)
+				fill(t, sub.Message())
+				m.Set(fd, sub)
+			}
+		default:
+			t.Fatalf("fill: %s has kind %s; teach fill to set it", fd.FullName(), fd.Kind())
+		}
 	}
 }
 
