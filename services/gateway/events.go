@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -23,6 +24,13 @@ const EventSubjectPrefix = "toolfleet.events.call."
 const (
 	maxBatch    = 256
 	batchLinger = 2 * time.Millisecond
+	// maxEventRejections is how often JetStream may refuse one event (e.g. a stream
+	// limit with discard=new) before it is dropped, counted and logged. Events that
+	// were not answered at all (NATS away, timeout) are retried without limit, as
+	// long as they fit in the queue.
+	maxEventRejections = 3
+	// ackTimeout bounds the wait for a batch's acks.
+	ackTimeout = 10 * time.Second
 )
 
 // Event kinds.
@@ -35,12 +43,16 @@ const (
 // events publishes call events to JetStream without ever blocking a call: events
 // go into a bounded queue drained by one goroutine; while NATS is away they wait
 // there, and when the queue is full new events are dropped, counted and logged.
+// Delivery is at least once: every event is confirmed by its own JetStream ack;
+// an unanswered event is sent again (Nats-Msg-Id lets the stream drop a copy it
+// already stored) and an event the stream refuses is retried maxEventRejections
+// times, then counted as dropped and logged.
 type events struct {
 	log    *slog.Logger
 	nc     *nats.Conn
 	js     jetstream.JetStream
 	stream jetstream.StreamConfig
-	queue  chan *nats.Msg
+	queue  chan *outEvent
 	m      *metrics
 
 	dropped atomic.Uint64
@@ -48,7 +60,14 @@ type events struct {
 }
 
 func newEvents(log *slog.Logger, nc *nats.Conn, js jetstream.JetStream, stream jetstream.StreamConfig, size int, m *metrics) *events {
-	return &events{log: log, nc: nc, js: js, stream: stream, queue: make(chan *nats.Msg, size), m: m}
+	return &events{log: log, nc: nc, js: js, stream: stream, queue: make(chan *outEvent, size), m: m}
+}
+
+// outEvent is one event on its way to JetStream.
+type outEvent struct {
+	msg nats.Msg
+	// rejections counts the times JetStream refused it.
+	rejections int
 }
 
 // Header values shared by every event (read-only once built).
@@ -90,9 +109,9 @@ func (e *events) publish(kind string, ev *toolfleetv1.CallEvent, toolkit, tool s
 	if ev.TraceId != "" {
 		h["traceparent"] = []string{traceParent(ev.TraceId)}
 	}
-	msg := &nats.Msg{Subject: EventSubjectPrefix + toolkit + "." + tool + "." + kind, Header: h, Data: b}
+	out := &outEvent{msg: nats.Msg{Subject: EventSubjectPrefix + toolkit + "." + tool + "." + kind, Header: h, Data: b}}
 	select {
-	case e.queue <- msg:
+	case e.queue <- out:
 	default:
 		n := e.dropped.Add(1)
 		e.m.eventsDropped.Inc()
@@ -123,7 +142,7 @@ func (e *events) run(ctx context.Context) {
 		// bound too: never hold more than the queue's size outside the queue.
 		limit := min(maxBatch, cap(e.queue))
 		for {
-			var batch []*nats.Msg
+			var batch []*outEvent
 			select {
 			case <-ctx.Done():
 				e.flushOnStop()
@@ -155,7 +174,8 @@ func (e *events) run(ctx context.Context) {
 				if len(batch) == 0 {
 					break
 				}
-				// NATS is away: keep the batch and wait; new events wait in the queue.
+				// NATS is away or the stream refused some: keep them and wait; new
+				// events wait in the queue.
 				ready = false
 				select {
 				case <-ctx.Done():
@@ -169,52 +189,95 @@ func (e *events) run(ctx context.Context) {
 	}()
 }
 
-// ensureStream creates the event stream once NATS is reachable.
+// ensureStream makes sure the event stream exists once NATS is reachable. An
+// existing stream is used as it is, so that limits an operator set (retention,
+// replicas, discard policy) are not reset by every gateway start, and a gateway
+// needs no permission to edit it.
 func (e *events) ensureStream(ctx context.Context) bool {
 	if !e.nc.IsConnected() {
 		return false
 	}
 	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	if _, err := e.js.CreateOrUpdateStream(cctx, e.stream); err != nil {
+	_, err := e.js.Stream(cctx, e.stream.Name)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		_, err = e.js.CreateStream(cctx, e.stream)
+		if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+			err = nil // another gateway created it meanwhile
+		}
+	}
+	if err != nil {
 		e.log.Warn("event stream not ready", "stream", e.stream.Name, "error", err)
 		return false
 	}
 	return true
 }
 
-// send publishes a batch and returns it when it was not acknowledged. Only the
-// last message asks for an ack: JetStream stores one connection's messages to a
-// stream in order, so that ack confirms the whole batch, and a batch re-sent after
-// a failure is deduplicated by Nats-Msg-Id. This saves an ack per event.
-func (e *events) send(ctx context.Context, batch []*nats.Msg) []*nats.Msg {
+// send publishes a batch, each event confirmed by its own ack, and returns the
+// events to send again: those not sent or not answered in time, and those the
+// stream refused fewer than maxEventRejections times. Events refused more often are
+// counted as dropped and logged.
+func (e *events) send(ctx context.Context, batch []*outEvent) []*outEvent {
 	if !e.nc.IsConnected() {
 		return batch
 	}
-	last := len(batch) - 1
-	for _, m := range batch[:last] {
-		if err := e.nc.PublishMsg(m); err != nil {
-			return batch
+	acks := make([]jetstream.PubAckFuture, 0, len(batch))
+	for _, ev := range batch {
+		f, err := e.js.PublishMsgAsync(&ev.msg)
+		if err != nil {
+			break // not sent (e.g. disconnected): this one and the rest go again
 		}
+		acks = append(acks, f)
 	}
-	ack, err := e.js.PublishMsgAsync(batch[last])
-	if err != nil {
-		return batch
-	}
-	timeout := time.NewTimer(10 * time.Second)
-	defer timeout.Stop()
-	select {
-	case <-ack.Ok():
-		e.m.eventsPublished.Add(float64(len(batch)))
-		return nil
-	case <-ack.Err():
-	case <-timeout.C:
-	case <-ctx.Done():
-	}
-	return batch
+	retry := batch[len(acks):]
+	retry = append(retry[:len(retry):len(retry)], e.await(ctx, batch[:len(acks)], acks)...)
+	return retry
 }
 
-func (e *events) requeue(batch []*nats.Msg) {
+// await collects the acks of sent events and returns those to send again.
+func (e *events) await(ctx context.Context, sent []*outEvent, acks []jetstream.PubAckFuture) []*outEvent {
+	timeout := time.NewTimer(ackTimeout)
+	defer timeout.Stop()
+	var retry []*outEvent
+	published := 0
+	for i, f := range acks {
+		select {
+		case <-f.Ok():
+			published++
+		case err := <-f.Err():
+			if ev := sent[i]; e.refused(ev, err) {
+				retry = append(retry, ev)
+			}
+		case <-timeout.C:
+			return append(retry, sent[i:]...)
+		case <-ctx.Done():
+			return append(retry, sent[i:]...)
+		}
+	}
+	e.m.eventsPublished.Add(float64(published))
+	return retry
+}
+
+// refused handles an event JetStream did not store and reports whether to send
+// it again. Only answers from the stream (an API error) count as refusals; no
+// answer (no responders, timeout, disconnection) is retried like NATS being away.
+func (e *events) refused(ev *outEvent, err error) bool {
+	var apiErr *jetstream.APIError
+	if !errors.As(err, &apiErr) {
+		return true
+	}
+	ev.rejections++
+	if ev.rejections < maxEventRejections {
+		return true
+	}
+	n := e.dropped.Add(1)
+	e.m.eventsDropped.Inc()
+	e.log.Error("call event refused by the stream; dropped", "stream", e.stream.Name, "subject", ev.msg.Subject,
+		"event_id", ev.msg.Header.Get(jetstream.MsgIDHeader), "attempts", ev.rejections, "error", err, "dropped_total", n)
+	return false
+}
+
+func (e *events) requeue(batch []*outEvent) {
 	for _, m := range batch {
 		select {
 		case e.queue <- m:
@@ -229,7 +292,7 @@ func (e *events) requeue(batch []*nats.Msg) {
 func (e *events) flushOnStop() {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
-	var left []*nats.Msg
+	var left []*outEvent
 	for {
 		select {
 		case m := <-e.queue:
