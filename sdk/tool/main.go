@@ -9,6 +9,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/toolfleet/toolfleet/sdk/natsconn"
 )
 
 // Environment variables read by [Main] as flag defaults.
@@ -21,7 +23,9 @@ const (
 
 // Main is the whole main function of a worker binary: it parses --listen, --nats,
 // --advertise and --log-level (defaults from TOOLFLEET_LISTEN, TOOLFLEET_NATS_URL,
-// TOOLFLEET_ADVERTISE_ADDR, TOOLFLEET_LOG_LEVEL), logs JSON to stderr, lets
+// TOOLFLEET_ADVERTISE_ADDR, TOOLFLEET_LOG_LEVEL) and the NATS credential and TLS
+// flags of [natsconn.Options.AddFlags] (--nats-creds, --nats-ca, ...; defaults
+// from TOOLFLEET_NATS_*), logs JSON to stderr, lets
 // register add the services, serves until SIGINT or SIGTERM, stops gracefully and
 // exits with status 1 on failure (2 on bad flags).
 func Main(name string, register func(w *Worker) error) {
@@ -41,6 +45,8 @@ func run(ctx context.Context, name string, args []string, stderr io.Writer, regi
 	advertise := fs.String("advertise", os.Getenv(EnvAdvertise), "address announced to the registry; default = the listen address (env "+EnvAdvertise+")")
 	level := fs.String("log-level", envOr(EnvLogLevel, "info"), "debug, info, warn or error (env "+EnvLogLevel+")")
 	interval := fs.Duration("announce-interval", DefaultAnnounceInterval, "heartbeat period; ttl = 3x")
+	var natsOpts natsconn.Options
+	natsOpts.AddFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -58,6 +64,7 @@ func run(ctx context.Context, name string, args []string, stderr io.Writer, regi
 		Name:             name,
 		Listen:           *listen,
 		NATSURL:          *natsURL,
+		NATS:             natsOpts,
 		AdvertiseAddr:    *advertise,
 		Logger:           log,
 		AnnounceInterval: *interval,

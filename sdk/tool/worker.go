@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"buf.build/go/protovalidate"
+	"github.com/nats-io/nats.go"
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
 	"go.opentelemetry.io/otel/propagation"
 	"google.golang.org/grpc"
@@ -25,6 +26,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/reflect/protoregistry"
 
+	"github.com/toolfleet/toolfleet/sdk/natsconn"
 	"github.com/toolfleet/toolfleet/sdk/tool/contract"
 )
 
@@ -44,6 +46,8 @@ var (
 	// ErrUnknownService is returned when a registered service has no descriptor
 	// linked into the binary (reflection and validation need it).
 	ErrUnknownService = errors.New("tool: service descriptor not linked")
+	// ErrNoNATS is returned by ConnectNATS when the worker has no NATS URL.
+	ErrNoNATS = errors.New("tool: no NATS URL configured")
 )
 
 // MetricsHook observes every finished call. err is nil on success; an execution
@@ -69,6 +73,8 @@ type Config struct {
 	Listen string
 	// NATSURL enables announcements on toolfleet.registry.announce. Empty = none.
 	NATSURL string
+	// NATS holds the credentials and TLS settings for NATSURL (none by default).
+	NATS natsconn.Options
 	// AdvertiseAddr is the address announced to the registry. Default: the
 	// listener's address (set it when listening on 0.0.0.0 or behind NAT).
 	AdvertiseAddr string
@@ -144,6 +150,12 @@ var _ grpc.ServiceRegistrar = (*Worker)(nil)
 // be set up.
 func NewWorker(cfg Config) (*Worker, error) {
 	cfg = cfg.withDefaults()
+	if cfg.NATSURL != "" {
+		// Reads the credential and certificate files: fail now, not at each reconnect.
+		if _, err := cfg.NATS.NATSOptions(); err != nil {
+			return nil, fmt.Errorf("tool: %w", err)
+		}
+	}
 	validator, err := protovalidate.New()
 	if err != nil {
 		return nil, fmt.Errorf("tool: create validator: %w", err)
@@ -211,8 +223,19 @@ func (w *Worker) Toolkits() []contract.Toolkit {
 func (w *Worker) Logger() *slog.Logger { return w.log }
 
 // NATSURL is the NATS URL the worker was configured with ("" when none). Services
-// that keep their state in NATS connect with it, so a binary needs one --nats flag.
+// that keep their state in NATS connect with [Worker.ConnectNATS], so a binary
+// needs one set of --nats flags.
 func (w *Worker) NATSURL() string { return w.cfg.NATSURL }
+
+// ConnectNATS connects to the worker's NATS with its credentials and TLS
+// settings, naming the connection name; extra options follow (reconnect policy,
+// timeouts). It fails when the worker has no NATS URL.
+func (w *Worker) ConnectNATS(name string, extra ...nats.Option) (*nats.Conn, error) {
+	if w.cfg.NATSURL == "" {
+		return nil, ErrNoNATS
+	}
+	return w.cfg.NATS.Connect(w.cfg.NATSURL, name, extra...)
+}
 
 // OnStop registers f to run when Run returns, after the server stopped serving, so
 // that a service can close what it holds (connections, pools). Hooks run in reverse

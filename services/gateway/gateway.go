@@ -15,6 +15,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
+
+	"github.com/toolfleet/toolfleet/sdk/natsconn"
 )
 
 // Defaults of [Config].
@@ -42,6 +44,8 @@ type Config struct {
 	Workers []string
 	// NATSURL enables announcements, idempotency and events. Empty = none of them.
 	NATSURL string
+	// NATS holds the credentials and TLS settings for NATSURL (none by default).
+	NATS natsconn.Options
 	// Auth configures bearer tokens.
 	Auth AuthConfig
 	// DefaultTimeout applies to tools whose contract sets none. Default [DefaultTimeout].
@@ -123,6 +127,12 @@ func New(ctx context.Context, cfg Config) (*Gateway, error) {
 	cfg.defaults()
 	if cfg.Auth.Disabled && !loopback(cfg.Listen) {
 		return nil, fmt.Errorf("%w (listen %s)", ErrAuthOffNotLoopback, cfg.Listen)
+	}
+	if cfg.NATSURL != "" {
+		// Reads the credential and certificate files: fail now, not at each reconnect.
+		if _, err := cfg.NATS.NATSOptions(); err != nil {
+			return nil, fmt.Errorf("gateway: %w", err)
+		}
 	}
 	auth, err := newAuthenticator(ctx, cfg.Auth)
 	if err != nil {
@@ -243,8 +253,7 @@ func (g *Gateway) stopGRPC(ctx context.Context) {
 // connectNATS connects (retrying in the background when NATS is away) and starts
 // announcements, idempotency and events.
 func (g *Gateway) connectNATS(ctx context.Context, bg *sync.WaitGroup) (*nats.Conn, error) {
-	nc, err := nats.Connect(g.cfg.NATSURL,
-		nats.Name("toolfleet-gateway"),
+	nc, err := g.cfg.NATS.Connect(g.cfg.NATSURL, "toolfleet-gateway",
 		nats.RetryOnFailedConnect(true),
 		nats.MaxReconnects(-1),
 		nats.ReconnectWait(250*time.Millisecond),

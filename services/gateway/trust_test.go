@@ -4,14 +4,19 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
 	calculatorv1 "github.com/toolfleet/toolfleet/gen/tools/calculator/v1"
+	"github.com/toolfleet/toolfleet/internal/natsx"
 	"github.com/toolfleet/toolfleet/internal/natsx/natstest"
+	"github.com/toolfleet/toolfleet/sdk/natsconn"
 	"github.com/toolfleet/toolfleet/sdk/tool"
+	"github.com/toolfleet/toolfleet/sdk/tool/tooltest"
 	"github.com/toolfleet/toolfleet/services/gateway"
 )
 
@@ -90,5 +95,54 @@ func TestForgedAnnouncementRejected(t *testing.T) {
 	}
 	if legit.adds.Load()+twin.adds.Load() != 20 {
 		t.Fatalf("genuine replicas ran %d + %d of 20 calls", legit.adds.Load(), twin.adds.Load())
+	}
+}
+
+// TestNATSCredentials: on a NATS server that requires a user and password, a
+// worker and the gateway configured with them find each other (announcements)
+// and the gateway stores call events; a gateway with a wrong password finds no
+// worker.
+func TestNATSCredentials(t *testing.T) {
+	t.Parallel()
+	srv, err := natsx.StartEmbedded(t.Context(), natsx.EmbeddedConfig{StoreDir: t.TempDir(), Configure: func(o *server.Options) {
+		o.Users = []*server.User{{Username: "fleet", Password: "s3cret"}}
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Shutdown)
+	creds := natsconn.Options{User: "fleet", Password: "s3cret"}
+	_, _ = tooltest.Start(t, tool.Config{Name: "calc", NATSURL: srv.URL(), NATS: creds, AnnounceInterval: 100 * time.Millisecond},
+		func(w *tool.Worker) {
+			calculatorv1.RegisterCalculatorServiceServer(w, calculatorv1.UnimplementedCalculatorServiceServer{})
+		})
+	g := startGateway(t, gateway.Config{NATSURL: srv.URL(), NATS: creds, Auth: gateway.AuthConfig{Disabled: true}})
+	waitTool(t, g, "Calculator.Add@1.0.0")
+	_, _ = g.Call(t.Context(), anon(), &toolfleetv1.CallToolRequest{ToolId: "Calculator.Add", Input: addInput(1, 2)})
+	nc, err := creds.Connect(srv.URL(), "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "call events in the stream", func() bool {
+		s, err := js.Stream(t.Context(), gateway.DefaultEventStream)
+		if err != nil {
+			return false
+		}
+		info, err := s.Info(t.Context())
+		return err == nil && info.State.Msgs >= 2
+	})
+
+	wrong := startGateway(t, gateway.Config{NATSURL: srv.URL(), NATS: natsconn.Options{User: "fleet", Password: "guess"},
+		Auth: gateway.AuthConfig{Disabled: true}})
+	// The right gateway saw the worker announce many times meanwhile; the wrong one
+	// cannot have heard any of it.
+	time.Sleep(500 * time.Millisecond)
+	if _, err := wrong.GetTool(&toolfleetv1.GetToolRequest{ToolId: "Calculator.Add"}); err == nil {
+		t.Fatal("a gateway with a wrong NATS password found the worker")
 	}
 }
