@@ -25,7 +25,8 @@ const (
 // --advertise and --log-level (defaults from TOOLFLEET_LISTEN, TOOLFLEET_NATS_URL,
 // TOOLFLEET_ADVERTISE_ADDR, TOOLFLEET_LOG_LEVEL) and the NATS credential and TLS
 // flags of [natsconn.Options.AddFlags] (--nats-creds, --nats-ca, ...; defaults
-// from TOOLFLEET_NATS_*), logs JSON to stderr, lets
+// from TOOLFLEET_NATS_*) and --tls-cert, --tls-key, --tls-client-ca ([TLSConfig];
+// defaults from TOOLFLEET_TLS_*), logs JSON to stderr, lets
 // register add the services, serves until SIGINT or SIGTERM, stops gracefully and
 // exits with status 1 on failure (2 on bad flags).
 func Main(name string, register func(w *Worker) error) {
@@ -47,6 +48,10 @@ func run(ctx context.Context, name string, args []string, stderr io.Writer, regi
 	interval := fs.Duration("announce-interval", DefaultAnnounceInterval, "heartbeat period; ttl = 3x")
 	var natsOpts natsconn.Options
 	natsOpts.AddFlags(fs)
+	var tlsCfg TLSConfig
+	fs.StringVar(&tlsCfg.CertFile, "tls-cert", os.Getenv(EnvTLSCert), "serve gRPC over TLS with this certificate (env "+EnvTLSCert+")")
+	fs.StringVar(&tlsCfg.KeyFile, "tls-key", os.Getenv(EnvTLSKey), "key of --tls-cert (env "+EnvTLSKey+")")
+	fs.StringVar(&tlsCfg.ClientCAFile, "tls-client-ca", os.Getenv(EnvTLSClientCA), "require callers' certificates signed by these CAs (mTLS) (env "+EnvTLSClientCA+")")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -65,6 +70,7 @@ func run(ctx context.Context, name string, args []string, stderr io.Writer, regi
 		Listen:           *listen,
 		NATSURL:          *natsURL,
 		NATS:             natsOpts,
+		TLS:              tlsCfg,
 		AdvertiseAddr:    *advertise,
 		Logger:           log,
 		AnnounceInterval: *interval,

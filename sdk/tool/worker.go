@@ -95,6 +95,8 @@ type Config struct {
 	// toolkit discovery. Default protoregistry.GlobalFiles (the generated packages
 	// linked into the binary); set it to serve services built at run time.
 	Descriptors protodesc.Resolver
+	// TLS serves gRPC over TLS or mTLS (plain text by default).
+	TLS TLSConfig
 	// ServerOptions are appended to the grpc.Server options (e.g. credentials).
 	// Interceptors given here run inside the worker's own.
 	ServerOptions []grpc.ServerOption
@@ -180,6 +182,13 @@ func NewWorker(cfg Config) (*Worker, error) {
 			w.policies.interceptor(),
 		),
 		grpc.ChainStreamInterceptor(recoverStreamInterceptor(w.log)),
+	}
+	if cfg.TLS.On() {
+		creds, err := cfg.TLS.serverOption()
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, creds)
 	}
 	w.server = grpc.NewServer(append(opts, cfg.ServerOptions...)...)
 	healthpb.RegisterHealthServer(w.server, w.health)

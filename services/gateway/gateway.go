@@ -46,6 +46,8 @@ type Config struct {
 	NATSURL string
 	// NATS holds the credentials and TLS settings for NATSURL (none by default).
 	NATS natsconn.Options
+	// WorkerTLS says how to dial workers: plain text by default, TLS or mTLS.
+	WorkerTLS WorkerTLSConfig
 	// Auth configures bearer tokens.
 	Auth AuthConfig
 	// DefaultTimeout applies to tools whose contract sets none. Default [DefaultTimeout].
@@ -140,6 +142,11 @@ func New(ctx context.Context, cfg Config) (*Gateway, error) {
 	}
 	g := &Gateway{cfg: cfg, log: cfg.Logger.With("component", "gateway"), auth: auth, ready: make(chan struct{})}
 	g.reg = newRegistry(g.log, 10*time.Second)
+	dial, err := cfg.WorkerTLS.dialOption()
+	if err != nil {
+		return nil, err
+	}
+	g.reg.dialOpts = []grpc.DialOption{dial}
 	g.metrics = newMetrics(func() float64 { return float64(len(g.reg.current().defs)) })
 	g.metrics.reg.MustRegister(g.reg.rejections)
 	g.grpc, g.health = g.newGRPCServer()
