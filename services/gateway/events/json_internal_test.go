@@ -1,4 +1,4 @@
-package gateway
+package events
 
 import (
 	"encoding/json"
@@ -22,15 +22,15 @@ func TestMarshalCallEventMatchesProtojson(t *testing.T) {
 	at := time.Date(2026, 11, 21, 13, 5, 7, 0, time.UTC)
 	events := []*toolfleetv1.CallEvent{
 		{},
-		{Id: "a", Kind: EventStarted, CallId: "c", ToolId: "Calculator.Add@1.0.0", Time: timestamppb.New(at)},
-		{Id: "b", Kind: EventSucceeded, Time: timestamppb.New(at.Add(123 * time.Millisecond)), Duration: durationpb.New(0)},
+		{Id: "a", Kind: Started, CallId: "c", ToolId: "Calculator.Add@1.0.0", Time: timestamppb.New(at)},
+		{Id: "b", Kind: Succeeded, Time: timestamppb.New(at.Add(123 * time.Millisecond)), Duration: durationpb.New(0)},
 		{Id: "c", Time: timestamppb.New(at.Add(123456 * time.Nanosecond)), Duration: durationpb.New(1500 * time.Microsecond)},
 		{Id: "d", Time: timestamppb.New(at.Add(123456789 * time.Nanosecond)), Duration: durationpb.New(-2*time.Second - 5*time.Nanosecond)},
 		{Duration: durationpb.New(-300 * time.Millisecond), TraceId: "0af7651916cd43dd8448eb211c80319c"},
 		{Duration: durationpb.New(90 * time.Second)},
 		{Time: timestamppb.New(time.Unix(0, 0))},
 		{Time: timestamppb.New(time.Date(1, 1, 1, 0, 0, 0, 1000, time.UTC))},
-		{Kind: EventFailed, FailureKind: KindExecution, UserId: "ü\u2028ser",
+		{Kind: Failed, FailureKind: "execution", UserId: "ü\u2028ser",
 			FailureMessage: "quote \" backslash \\ nl \n cr \r tab \t bs \b ff \f nul \x00 us \x1f del \x7f <&> é 日本 😀"},
 	}
 	for _, ev := range events {
@@ -152,7 +152,7 @@ func fill(t *testing.T, m protoreflect.Message) {
 }
 
 func BenchmarkMarshalCallEvent(b *testing.B) {
-	ev := &toolfleetv1.CallEvent{Id: newID(), Kind: EventSucceeded, CallId: newID(), ToolId: "Calculator.Add@1.0.0",
+	ev := &toolfleetv1.CallEvent{Id: newID(), Kind: Succeeded, CallId: newID(), ToolId: "Calculator.Add@1.0.0",
 		Time: timestamppb.Now(), Duration: durationpb.New(123456 * time.Nanosecond), UserId: "user"}
 	b.Run("fast", func(b *testing.B) {
 		b.ReportAllocs()
