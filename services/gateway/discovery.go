@@ -87,11 +87,11 @@ func (g *Gateway) SearchTools(req *toolfleetv1.SearchToolsRequest) (*toolfleetv1
 	if limit <= 0 {
 		limit = defaultSearch
 	}
-	hits := snap.index.search(req.GetQuery(), func(d *toolfleetv1.ToolDefinition) bool { return keep(d) && snap.isLatest(d) })
+	hits := snap.index.Search(req.GetQuery(), func(d *toolfleetv1.ToolDefinition) bool { return keep(d) && snap.isLatest(d) })
 	hits = hits[:min(limit, len(hits))]
 	defs := make([]*toolfleetv1.ToolDefinition, len(hits))
 	for i, h := range hits {
-		defs[i] = h.def
+		defs[i] = h.Def
 	}
 	rendered, err := render(req.GetFormat(), defs)
 	if err != nil {
@@ -99,7 +99,7 @@ func (g *Gateway) SearchTools(req *toolfleetv1.SearchToolsRequest) (*toolfleetv1
 	}
 	resp := &toolfleetv1.SearchToolsResponse{}
 	for i, h := range hits {
-		st := &toolfleetv1.ScoredTool{Tool: h.def, Score: h.score}
+		st := &toolfleetv1.ScoredTool{Tool: h.Def, Score: h.Score}
 		if rendered != nil {
 			st.Rendered = rendered[i]
 		}

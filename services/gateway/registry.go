@@ -19,6 +19,7 @@ import (
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
 	"github.com/toolfleet/toolfleet/sdk/tool/contract"
+	"github.com/toolfleet/toolfleet/services/gateway/search"
 )
 
 // worker is one reachable worker process (a replica).
@@ -53,7 +54,7 @@ type snapshot struct {
 	defs   []*toolfleetv1.ToolDefinition
 	// byName holds every version of "Toolkit.Tool".
 	byName map[string][]*toolfleetv1.ToolDefinition
-	index  *searchIndex
+	index  *search.Index
 	// resolved caches resolutions by canonical reference (contract.ToolRef.String → *route).
 	resolved sync.Map
 }
@@ -382,7 +383,7 @@ func buildSnapshot(ws []*worker) *snapshot {
 		}
 	}
 	slices.SortFunc(s.defs, func(a, b *toolfleetv1.ToolDefinition) int { return cmp.Compare(a.GetId(), b.GetId()) })
-	s.index = newSearchIndex(s.defs)
+	s.index = search.New(s.defs)
 	return s
 }
 
