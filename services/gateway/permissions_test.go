@@ -1,7 +1,10 @@
 package gateway_test
 
 import (
+	"context"
 	"errors"
+	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -29,11 +32,9 @@ var (
 		"$JS.API.STREAM.INFO.TOOLFLEET_CALL_EVENTS",
 		"$JS.API.STREAM.CREATE.TOOLFLEET_CALL_EVENTS",
 		"$KV.toolfleet_calls.>",
-		"$JS.API.STREAM.INFO.KV_toolfleet_calls",
 		"$JS.API.STREAM.CREATE.KV_toolfleet_calls",
 		"$JS.API.STREAM.UPDATE.KV_toolfleet_calls",
 		"$JS.API.DIRECT.GET.KV_toolfleet_calls.>",
-		"$JS.API.STREAM.MSG.GET.KV_toolfleet_calls",
 		"$JS.API.CONSUMER.CREATE.KV_toolfleet_calls.>",
 		"$JS.API.CONSUMER.DELETE.KV_toolfleet_calls.>",
 		"$JS.FC.KV_toolfleet_calls.>",
@@ -56,7 +57,18 @@ func permissions(pub, sub []string) *server.Permissions {
 // announce permission is refused by NATS.
 func TestLeastNATSPermissions(t *testing.T) {
 	t.Parallel()
-	srv, err := natsx.StartEmbedded(t.Context(), natsx.EmbeddedConfig{StoreDir: t.TempDir(), Configure: func(o *server.Options) {
+	// The server logs every permission violation; none may come from the gateway
+	// or the worker (a missing permission can hide behind a fallback, such as
+	// running a call without idempotency).
+	serverLogs := &lockedBuffer{}
+	t.Cleanup(func() {
+		for line := range strings.SplitSeq(serverLogs.String(), "\n") {
+			if strings.Contains(line, "Violation") && !strings.Contains(line, "mute") {
+				t.Errorf("NATS refused the gateway or the worker: %s", line)
+			}
+		}
+	})
+	srv, err := natsx.StartEmbedded(t.Context(), natsx.EmbeddedConfig{StoreDir: t.TempDir(), Logger: slog.New(slog.NewTextHandler(serverLogs, nil)), Configure: func(o *server.Options) {
 		o.Users = []*server.User{
 			{Username: "gateway", Password: "g", Permissions: permissions(gatewayPublish, gatewaySubscribe)},
 			{Username: "worker", Password: "w", Permissions: permissions(workerPublish, workerSubscribe)},
@@ -86,6 +98,27 @@ func TestLeastNATSPermissions(t *testing.T) {
 		req.CallId += "x"
 		return err1 == nil && err2 == nil && r1.GetSuccess() && r2.GetSuccess() && c.adds.Load() == before+1
 	})
+
+	// A repeat of a call still running waits for it (a watch on the bucket) and
+	// gets its result instead of running the tool again.
+	slow := &toolfleetv1.CallToolRequest{CallId: "perm-slow", ToolId: "Calculator.Add@1.0.0", Input: addInput(slowA, 1)}
+	before := c.adds.Load()
+	first := make(chan error, 1)
+	go func() {
+		_, err := g.Call(context.WithoutCancel(t.Context()), anon(), slow)
+		first <- err
+	}()
+	waitFor(t, "the slow call to start", func() bool { return c.adds.Load() == before+1 })
+	r, err := g.Call(t.Context(), anon(), slow)
+	if err != nil || r.GetValue().GetStructValue().GetFields()["result"].GetNumberValue() != slowA+1 {
+		t.Fatalf("repeat of a running call: %v %v", r, err)
+	}
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	if n := c.adds.Load() - before; n != 1 {
+		t.Fatalf("the tool ran %d times for one call_id", n)
+	}
 
 	// Events reach the stream.
 	admin, err := natsconn.Options{User: "admin", Password: "a"}.Connect(srv.URL(), "admin")
