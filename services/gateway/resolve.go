@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"slices"
+	"strconv"
 	"strings"
 
 	"google.golang.org/grpc/codes"
@@ -56,6 +57,15 @@ func (s *snapshot) resolveRef(toolID string, ref contract.ToolRef) (*route, *Cal
 			"unknown tool %q%s", toolID, s.suggest(toolID))
 	}
 	return s.routes[def.GetId()], nil
+}
+
+// loggableToolID bounds a caller's tool id for logs: an id over the cap is cut
+// there and marked with its length, so a 1 MiB id does not become a 1 MiB line.
+func loggableToolID(id string) string {
+	if len(id) <= contract.MaxToolRefLen {
+		return id
+	}
+	return strings.ToValidUTF8(id[:contract.MaxToolRefLen], "") + "…(" + strconv.Itoa(len(id)) + " bytes)"
 }
 
 // resolvedLen counts the cached resolutions (for tests).

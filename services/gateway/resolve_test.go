@@ -2,6 +2,7 @@ package gateway_test
 
 import (
 	"errors"
+	"log/slog"
 	"strings"
 	"testing"
 
@@ -65,8 +66,16 @@ func TestResolveSpellingsDoNotGrowTheCache(t *testing.T) {
 func TestResolveRejects(t *testing.T) {
 	t.Parallel()
 	_, calc, _ := calculatorWorker(t, "")
-	g := startGateway(t, gateway.Config{Workers: []string{calc}, Auth: gateway.AuthConfig{Disabled: true}})
+	logs := &lockedBuffer{}
+	g := startGateway(t, gateway.Config{Workers: []string{calc}, Auth: gateway.AuthConfig{Disabled: true},
+		Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	waitTool(t, g, "Calculator.Add@1.0.0")
+	t.Cleanup(func() {
+		// Logged, but bounded: the log of six refused calls stays far below one huge id.
+		if n := len(logs.String()); n > 64<<10 {
+			t.Errorf("the refused calls logged %d bytes", n)
+		}
+	})
 	huge := "Calculator.Add" + strings.Repeat("x", 1<<20)
 	tests := []struct {
 		name, id string
