@@ -85,6 +85,8 @@ type registry struct {
 	rejected map[string]rejection
 	// rejections counts refused replicas (toolfleet_gateway_registry_rejected_total).
 	rejections prometheus.Counter
+	// skipped counts announcements skipped because maxLoading loads were running.
+	skipped uint64
 }
 
 // rejection is a replica refused because its contract differs from the
@@ -99,6 +101,12 @@ const (
 	rejectionMemory = time.Minute
 	maxRejections   = 1024
 )
+
+// maxLoading bounds the contract loads (a dial and a reflection fetch each) of
+// announced workers in flight at once: a flood of announcements naming new
+// addresses costs at most this many connections; the others are skipped until a
+// heartbeat repeats them. Static workers (configuration) always load.
+const maxLoading = 32
 
 func newRegistry(log *slog.Logger, fetchTimeout time.Duration) *registry {
 	r := &registry{
@@ -143,6 +151,14 @@ func (r *registry) add(ctx context.Context, addr, id, sig string, static bool, t
 	}
 	if rj, ok := r.rejected[addr]; ok && rj.sig == sig && time.Now().Before(rj.until) {
 		return // refused a moment ago for the same claim
+	}
+	if len(r.loading) >= maxLoading && !static {
+		r.skipped++
+		if r.skipped == 1 || r.skipped%1000 == 0 {
+			r.log.Warn("too many workers loading at once; announcement skipped until it repeats",
+				"addr", addr, "loading", len(r.loading), "skipped_total", r.skipped)
+		}
+		return
 	}
 	r.loading[addr] = true
 	r.wg.Add(1)

@@ -1,6 +1,9 @@
 package gateway_test
 
 import (
+	"log/slog"
+	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -29,13 +32,15 @@ func announce(t *testing.T, url, addr string) {
 		t.Fatal(err)
 	}
 	defer nc.Close()
+	announceWith(t, nc, addr, "Calculator", "1.0.0", calculatorv1.CalculatorService_ServiceDesc.ServiceName)
+}
+
+// announceWith publishes one SERVING announcement on nc.
+func announceWith(t *testing.T, nc *nats.Conn, addr, toolkit, version, service string) {
+	t.Helper()
 	b, err := protojson.Marshal(&toolfleetv1.WorkerAnnouncement{
-		WorkerId: "claim-" + addr,
-		Address:  addr,
-		Toolkits: []*toolfleetv1.AnnouncedToolkit{{Name: "Calculator", Version: "1.0.0",
-			Service: calculatorv1.CalculatorService_ServiceDesc.ServiceName}},
-		Health: tool.HealthServing,
-		Ttl:    durationpb.New(time.Minute),
+		WorkerId: "claim-" + addr, Address: addr, Health: tool.HealthServing, Ttl: durationpb.New(time.Minute),
+		Toolkits: []*toolfleetv1.AnnouncedToolkit{{Name: toolkit, Version: version, Service: service}},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -145,4 +150,54 @@ func TestNATSCredentials(t *testing.T) {
 	if _, err := wrong.GetTool(&toolfleetv1.GetToolRequest{ToolId: "Calculator.Add"}); err == nil {
 		t.Fatal("a gateway with a wrong NATS password found the worker")
 	}
+}
+
+// blackHole listens on loopback, accepts connections and never speaks.
+func blackHole(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	t.Cleanup(func() { _ = ln.Close(); <-done })
+	go func() {
+		defer close(done)
+		var held []net.Conn
+		defer func() {
+			for _, c := range held {
+				_ = c.Close()
+			}
+		}()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			held = append(held, c)
+		}
+	}()
+	return ln.Addr().String()
+}
+
+// TestAnnouncementFloodIsBounded: announcements naming many addresses that
+// accept connections but never answer cost a bounded number of loads at once;
+// the rest are skipped (and logged) until they repeat.
+func TestAnnouncementFloodIsBounded(t *testing.T) {
+	t.Parallel()
+	srv := natstest.Start(t)
+	logs := &lockedBuffer{}
+	startGateway(t, gateway.Config{NATSURL: srv.URL(), Auth: gateway.AuthConfig{Disabled: true},
+		Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	nc, err := nats.Connect(srv.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	for range 40 { // more than the gateway loads at once
+		announceWith(t, nc, blackHole(t), "Calculator", "1.0.0", "tools.calculator.v1.CalculatorService")
+	}
+	waitFor(t, "skipped announcements to be logged", func() bool {
+		return strings.Contains(logs.String(), "too many workers loading at once")
+	})
 }
