@@ -106,3 +106,37 @@ func TestResolveRejects(t *testing.T) {
 		})
 	}
 }
+
+// TestDiscoveryCaps: ListTools and SearchTools refuse over-long tokens, globs,
+// toolkit names and queries before any work, without echoing them.
+func TestDiscoveryCaps(t *testing.T) {
+	t.Parallel()
+	g := startGateway(t, gateway.Config{Auth: gateway.AuthConfig{Disabled: true}})
+	huge := strings.Repeat("z", 1<<20)
+	calls := map[string]func() error{
+		"page token": func() error { _, err := g.ListTools(&toolfleetv1.ListToolsRequest{PageToken: huge}); return err },
+		"filter":     func() error { _, err := g.ListTools(&toolfleetv1.ListToolsRequest{Filter: huge}); return err },
+		"toolkit":    func() error { _, err := g.ListTools(&toolfleetv1.ListToolsRequest{Toolkit: huge}); return err },
+		"query":      func() error { _, err := g.SearchTools(&toolfleetv1.SearchToolsRequest{Query: huge}); return err },
+		"search toolkit": func() error {
+			_, err := g.SearchTools(&toolfleetv1.SearchToolsRequest{Query: "add", Toolkit: huge})
+			return err
+		},
+	}
+	for name, call := range calls {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			err := call()
+			if gateway.CodeOf(err) != codes.InvalidArgument {
+				t.Fatalf("err = %v, want InvalidArgument", err)
+			}
+			if strings.Contains(err.Error(), "zzzzzzzz") || len(err.Error()) > 256 {
+				t.Fatalf("the value is echoed: %d bytes", len(err.Error()))
+			}
+		})
+	}
+	// Values within the caps still work.
+	if _, err := g.SearchTools(&toolfleetv1.SearchToolsRequest{Query: strings.Repeat("add ", 1000)}); err != nil {
+		t.Fatalf("a 4000-byte query: %v", err)
+	}
+}
