@@ -180,6 +180,10 @@ func (r *registry) add(ctx context.Context, addr, id, sig string, static bool, t
 		}
 		if conflict := r.conflictLocked(w); conflict != nil {
 			r.rejectLocked(w)
+			if old, ok := r.workers[addr]; ok {
+				// The process at this address no longer serves what it registered.
+				r.dropLocked(old, "now serves another contract")
+			}
 			r.mu.Unlock()
 			_ = w.conn.Close()
 			r.rejections.Inc()

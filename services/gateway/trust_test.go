@@ -201,3 +201,40 @@ func TestAnnouncementFloodIsBounded(t *testing.T) {
 		return strings.Contains(logs.String(), "too many workers loading at once")
 	})
 }
+
+// TestReplicaSwappedForAnotherContract: when the process at a registered
+// replica's address is replaced by one serving another contract under the same
+// Toolkit@version, the gateway refuses it and stops routing to that address.
+func TestReplicaSwappedForAnotherContract(t *testing.T) {
+	t.Parallel()
+	srv := natstest.Start(t)
+	legit, _, _ := calculatorWorker(t, srv.URL())
+	g := startGateway(t, gateway.Config{NATSURL: srv.URL(), Auth: gateway.AuthConfig{Disabled: true}})
+	waitTool(t, g, "Calculator.Add@1.0.0")
+	twin := startPlainCalculator(t, 1)
+	announce(t, srv.URL(), twin.addr)
+	waitFor(t, "the twin replica to join", func() bool { return gateway.ReplicasForTest(g, "Calculator.Add@1.0.0") == 2 })
+
+	twin.kill()
+	swapped := startPlainCalculatorAt(t, twin.addr, 1, withSideEffects())
+	nc, err := nats.Connect(srv.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	// Another claim from the same address makes the gateway load it again.
+	announceWith(t, nc, twin.addr, "Calculator", "1.0.0", "tools.calculator.v1.CalculatorService,redeployed")
+	waitFor(t, "the swapped replica to be refused and dropped", func() bool {
+		return metricValue(t, g, "toolfleet_gateway_registry_rejected_total") >= 1 &&
+			gateway.ReplicasForTest(g, "Calculator.Add@1.0.0") == 1
+	})
+	before := legit.adds.Load()
+	for range 10 {
+		if r, err := g.Call(t.Context(), anon(), &toolfleetv1.CallToolRequest{ToolId: "Calculator.Add@1.0.0", Input: addInput(1, 2)}); err != nil || !r.GetSuccess() {
+			t.Fatalf("call: %v %v", r, err)
+		}
+	}
+	if swapped.adds.Load() != 0 || legit.adds.Load()-before != 10 {
+		t.Fatalf("swapped ran %d, legit %d of 10 calls", swapped.adds.Load(), legit.adds.Load()-before)
+	}
+}
