@@ -9,6 +9,8 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
+
+	"github.com/toolfleet/toolfleet/internal/tlsreload"
 )
 
 // Environment variables read by [Main] as the defaults of its TLS flags.
@@ -26,7 +28,9 @@ var ErrTLS = errors.New("tool: TLS")
 // only the gateway (the holder of such a certificate) can call the worker. The
 // zero value serves plain text (h2c).
 type TLSConfig struct {
-	// CertFile and KeyFile are the worker's certificate and key (PEM).
+	// CertFile and KeyFile are the worker's certificate and key (PEM). They are
+	// read again when they change (checked every 10 s at most), so a rotated
+	// certificate is served to new connections without a restart.
 	CertFile, KeyFile string
 	// ClientCAFile is a PEM file of the CAs that sign callers' certificates;
 	// setting it requires a client certificate on every connection.
@@ -41,11 +45,12 @@ func (c TLSConfig) serverOption() (grpc.ServerOption, error) {
 	if c.CertFile == "" || c.KeyFile == "" {
 		return nil, fmt.Errorf("%w: serving TLS needs both a certificate and a key file", ErrTLS)
 	}
-	cert, err := tls.LoadX509KeyPair(c.CertFile, c.KeyFile)
+	// Read again when the files change, so a rotated certificate needs no restart.
+	kp, err := tlsreload.Load(c.CertFile, c.KeyFile, tlsreload.DefaultCheckEvery)
 	if err != nil {
 		return nil, fmt.Errorf("%w: certificate: %w", ErrTLS, err)
 	}
-	cfg := &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{cert}}
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: kp.GetCertificate}
 	if c.ClientCAFile != "" {
 		pem, err := os.ReadFile(c.ClientCAFile)
 		if err != nil {

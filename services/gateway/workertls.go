@@ -10,6 +10,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/toolfleet/toolfleet/internal/tlsreload"
 )
 
 // Environment variables read by [WorkerTLSConfig.AddFlags] as the flags' defaults.
@@ -35,7 +37,9 @@ type WorkerTLSConfig struct {
 	Enabled bool
 	// CAFile is a PEM file of the CAs that sign worker certificates.
 	CAFile string
-	// CertFile and KeyFile are the gateway's client certificate for mTLS. Both or neither.
+	// CertFile and KeyFile are the gateway's client certificate for mTLS. Both or
+	// neither. They are read again when they change (checked every 10 s at most),
+	// so a rotated certificate is used for new connections without a restart.
 	CertFile, KeyFile string
 	// ServerName, when set, is the name every worker certificate must carry
 	// (e.g. one wildcard name for all workers) instead of the host dialed.
@@ -66,11 +70,12 @@ func (c WorkerTLSConfig) dialOption() (grpc.DialOption, error) {
 		}
 	}
 	if c.CertFile != "" {
-		cert, err := tls.LoadX509KeyPair(c.CertFile, c.KeyFile)
+		// Read again when the files change, so a rotated certificate needs no restart.
+		kp, err := tlsreload.Load(c.CertFile, c.KeyFile, tlsreload.DefaultCheckEvery)
 		if err != nil {
 			return nil, fmt.Errorf("%w: client certificate: %w", ErrWorkerTLS, err)
 		}
-		cfg.Certificates = []tls.Certificate{cert}
+		cfg.GetClientCertificate = kp.GetClientCertificate
 	}
 	return grpc.WithTransportCredentials(credentials.NewTLS(cfg)), nil
 }
