@@ -155,7 +155,7 @@ func (e *Publisher) Run(ctx context.Context) {
 			case m := <-e.queue:
 				batch = append(batch, m)
 			}
-			// Linger briefly so that one ack covers the events of several calls.
+			// Linger briefly so that one flush carries the events of several calls.
 			linger := time.NewTimer(batchLinger)
 		fill:
 			for len(batch) < limit {
@@ -234,9 +234,8 @@ func (e *Publisher) send(ctx context.Context, batch []*outEvent) []*outEvent {
 		}
 		acks = append(acks, f)
 	}
-	retry := batch[len(acks):]
-	retry = append(retry[:len(retry):len(retry)], e.await(ctx, batch[:len(acks)], acks)...)
-	return retry
+	sent := len(acks)
+	return append(e.await(ctx, batch[:sent], acks), batch[sent:]...)
 }
 
 // await collects the acks of sent events and returns those to send again.
@@ -245,6 +244,7 @@ func (e *Publisher) await(ctx context.Context, sent []*outEvent, acks []jetstrea
 	defer timeout.Stop()
 	var retry []*outEvent
 	published := 0
+	defer func() { e.m.Published.Add(float64(published)) }()
 	for i, f := range acks {
 		select {
 		case <-f.Ok():
@@ -259,7 +259,6 @@ func (e *Publisher) await(ctx context.Context, sent []*outEvent, acks []jetstrea
 			return append(retry, sent[i:]...)
 		}
 	}
-	e.m.Published.Add(float64(published))
 	return retry
 }
 
