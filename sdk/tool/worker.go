@@ -97,6 +97,10 @@ type Config struct {
 	Descriptors protodesc.Resolver
 	// TLS serves gRPC over TLS or mTLS (plain text by default).
 	TLS TLSConfig
+	// HealthListen, when set, is a host:port that serves only grpc.health.v1 in
+	// plain text, for probes that cannot speak TLS (Kubernetes' native gRPC
+	// probes) when TLS is on. It reports the same status as the main port.
+	HealthListen string
 	// ServerOptions are appended to the grpc.Server options (e.g. credentials).
 	// Interceptors given here run inside the worker's own.
 	ServerOptions []grpc.ServerOption
@@ -142,8 +146,10 @@ type Worker struct {
 	services int
 	running  bool
 	addr     string
-	ready    chan struct{}
-	onStop   []func()
+	// healthAddr is the plain-text health port's address (Config.HealthListen).
+	healthAddr string
+	ready      chan struct{}
+	onStop     []func()
 }
 
 var _ grpc.ServiceRegistrar = (*Worker)(nil)
@@ -268,6 +274,14 @@ func (w *Worker) runStopHooks() {
 // Ready is closed once Run listens; Addr is valid from then on.
 func (w *Worker) Ready() <-chan struct{} { return w.ready }
 
+// HealthAddr returns the address of the plain-text health port, or "" when
+// there is none or before Run listens.
+func (w *Worker) HealthAddr() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.healthAddr
+}
+
 // Addr returns the address the worker listens on, or "" before Run listens.
 func (w *Worker) Addr() string {
 	w.mu.Lock()
@@ -311,6 +325,22 @@ func (w *Worker) Run(ctx context.Context) error {
 	if w.cfg.NATSURL != "" {
 		ann = newAnnouncer(w.cfg, w.log, nonEmpty(w.cfg.AdvertiseAddr, addr), toolkits)
 		ann.start()
+	}
+
+	var healthSrv *grpc.Server
+	if w.cfg.HealthListen != "" {
+		hl, err := (&net.ListenConfig{}).Listen(ctx, "tcp", w.cfg.HealthListen)
+		if err != nil {
+			_ = lis.Close()
+			return fmt.Errorf("tool: listen for health on %s: %w", w.cfg.HealthListen, err)
+		}
+		w.mu.Lock()
+		w.healthAddr = hl.Addr().String()
+		w.mu.Unlock()
+		healthSrv = grpc.NewServer()
+		healthpb.RegisterHealthServer(healthSrv, w.health)
+		go func() { _ = healthSrv.Serve(hl) }()
+		defer healthSrv.Stop() // last: probes see NOT_SERVING while calls drain
 	}
 
 	serveErr := make(chan error, 1)
