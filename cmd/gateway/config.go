@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/toolfleet/toolfleet/internal/config"
+	"github.com/toolfleet/toolfleet/sdk/natsconn"
 	"github.com/toolfleet/toolfleet/services/gateway"
 )
 
@@ -28,6 +29,10 @@ const maxSecretFileBytes = 1 << 20
 type Config struct {
 	Listen  string
 	NATSURL string
+	// NATS holds NATS credentials and TLS (--nats-creds, --nats-ca, ...).
+	NATS natsconn.Options
+	// WorkerTLS dials workers with TLS or mTLS (--worker-tls, --worker-ca, ...).
+	WorkerTLS gateway.WorkerTLSConfig
 	// Workers are static worker addresses (host:port); any gRPC service with
 	// server reflection, e.g. a Kubernetes Service name.
 	Workers []string
@@ -74,6 +79,8 @@ func flags(cfg *Config) *pflag.FlagSet {
 	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", 20*time.Second, "bound of the graceful stop on SIGTERM; keep it below the pod's termination grace period")
 	fs.StringVar(&cfg.LogLevel, "log-level", "info", "least level logged: debug, info, warn, error")
 	fs.StringVar(&cfg.LogFormat, "log-format", "json", "log format on stderr: json or text")
+	cfg.NATS.AddFlags(fs)
+	cfg.WorkerTLS.AddFlags(fs)
 	config.BindEnv(fs, envPrefix)
 	return fs
 }
@@ -137,6 +144,9 @@ func (c Config) validate() error {
 			errs = append(errs, fmt.Errorf("--%s %s: must be positive", d.flag, d.value))
 		}
 	}
+	if err := c.NATS.Validate(); err != nil {
+		errs = append(errs, err)
+	}
 	if c.MaxResultBytes <= 0 {
 		errs = append(errs, fmt.Errorf("--max-result-bytes %d: must be positive", c.MaxResultBytes))
 	}
@@ -190,6 +200,8 @@ func (c Config) gatewayConfig(log *slog.Logger) (gateway.Config, error) {
 		Listen:                 c.Listen,
 		Workers:                c.Workers,
 		NATSURL:                c.NATSURL,
+		NATS:                   c.NATS,
+		WorkerTLS:              c.WorkerTLS,
 		Auth:                   auth,
 		DefaultTimeout:         c.DefaultTimeout,
 		MaxResultBytes:         c.MaxResultBytes,

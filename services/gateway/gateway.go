@@ -16,6 +16,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	"github.com/toolfleet/toolfleet/sdk/natsconn"
 )
 
 // Defaults of [Config].
@@ -43,6 +45,10 @@ type Config struct {
 	Workers []string
 	// NATSURL enables announcements, idempotency and events. Empty = none of them.
 	NATSURL string
+	// NATS holds the credentials and TLS settings for NATSURL (none by default).
+	NATS natsconn.Options
+	// WorkerTLS says how to dial workers: plain text by default, TLS or mTLS.
+	WorkerTLS WorkerTLSConfig
 	// Auth configures bearer tokens.
 	Auth AuthConfig
 	// DefaultTimeout applies to tools whose contract sets none. Default [DefaultTimeout].
@@ -125,13 +131,25 @@ func New(ctx context.Context, cfg Config) (*Gateway, error) {
 	if cfg.Auth.Disabled && !loopback(cfg.Listen) {
 		return nil, fmt.Errorf("%w (listen %s)", ErrAuthOffNotLoopback, cfg.Listen)
 	}
+	if cfg.NATSURL != "" {
+		// Reads the credential and certificate files: fail now, not at each reconnect.
+		if _, err := cfg.NATS.NATSOptions(); err != nil {
+			return nil, fmt.Errorf("gateway: %w", err)
+		}
+	}
 	auth, err := newAuthenticator(ctx, cfg.Auth)
 	if err != nil {
 		return nil, err
 	}
 	g := &Gateway{cfg: cfg, log: cfg.Logger.With("component", "gateway"), auth: auth, ready: make(chan struct{})}
 	g.reg = newRegistry(g.log, 10*time.Second)
+	dial, err := cfg.WorkerTLS.dialOption()
+	if err != nil {
+		return nil, err
+	}
+	g.reg.dialOpts = []grpc.DialOption{dial}
 	g.metrics = newMetrics(func() float64 { return float64(len(g.reg.current().defs)) })
+	g.metrics.reg.MustRegister(g.reg.rejections)
 	g.grpc, g.health = g.newGRPCServer()
 	return g, nil
 }
@@ -243,8 +261,7 @@ func (g *Gateway) stopGRPC(ctx context.Context) {
 // connectNATS connects (retrying in the background when NATS is away) and starts
 // announcements, idempotency and events.
 func (g *Gateway) connectNATS(ctx context.Context, bg *sync.WaitGroup) (*nats.Conn, error) {
-	nc, err := nats.Connect(g.cfg.NATSURL,
-		nats.Name("toolfleet-gateway"),
+	nc, err := g.cfg.NATS.Connect(g.cfg.NATSURL, "toolfleet-gateway",
 		nats.RetryOnFailedConnect(true),
 		nats.MaxReconnects(-1),
 		nats.ReconnectWait(250*time.Millisecond),
