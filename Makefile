@@ -9,7 +9,7 @@ BUF     := $(BIN)/buf
 PLUGINS := $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc $(BIN)/protoc-gen-connect-go
 PROTOVALIDATE := build/protovalidate/buf/validate/validate.proto
 
-.PHONY: all generate tools lint vet fmt-check check-generated breaking test test-go dev
+.PHONY: all generate tools lint vet fmt-check check-generated breaking test test-go test-k8s dev
 
 all: test
 
@@ -61,8 +61,12 @@ breaking: tools $(PROTOVALIDATE)
 test-go:
 	$(GO) test -race -count=1 ./...
 
+## test-k8s: build every kustomize overlay offline and check it (k8s/check, its own module).
+test-k8s:
+	cd k8s/check && $(GO) mod tidy -diff && $(GO) vet ./... && $(GO) test -race -count=1 ./...
+
 ## test: everything CI checks.
-test: lint check-generated breaking test-go
+test: lint check-generated breaking test-go test-k8s
 
 ## dev: run the whole fleet in one process.
 dev:

@@ -13,6 +13,8 @@ import (
 
 	"github.com/toolfleet/toolfleet/internal/config"
 	"github.com/toolfleet/toolfleet/internal/devstack"
+	"github.com/toolfleet/toolfleet/internal/natsx"
+	"github.com/toolfleet/toolfleet/sdk/natsconn"
 )
 
 // devConfig is the configuration of `toolfleet dev`, from flags and TOOLFLEET_* env vars.
@@ -28,6 +30,8 @@ type devConfig struct {
 	StockTemporal bool
 	GatewayPort   int
 	JWTSecret     string
+	// NATS is the credential the embedded NATS requires and the fleet uses.
+	NATS natsconn.Options
 }
 
 func (c devConfig) validate() error {
@@ -52,6 +56,9 @@ func (c devConfig) validate() error {
 	if err := lvl.UnmarshalText([]byte(c.LogLevel)); err != nil {
 		return fmt.Errorf("--log-level %q: want debug, info, warn or error", c.LogLevel)
 	}
+	if _, err := natsx.RequireAuth(c.NATS); err != nil {
+		return fmt.Errorf("NATS credentials: %w", err)
+	}
 	return nil
 }
 
@@ -66,7 +73,8 @@ server (SQLite, tuned for low latency) with the Temporal Web UI, keeping data un
 defaults, so the nats and temporal CLIs work without flags. It also starts every
 bundled tool worker on a free loopback port, announcing itself on NATS, and the
 tool gateway (--gateway-port), which finds the workers through those
-announcements. Ctrl-C stops it.`,
+announcements. With --nats-user/--nats-password, --nats-token or --nats-nkey the
+embedded NATS requires that credential and the fleet uses it. Ctrl-C stops it.`,
 		Args: cobra.NoArgs,
 		PreRunE: func(cmd *cobra.Command, _ []string) error {
 			return config.ApplyEnv(cmd.Flags(), "TOOLFLEET")
@@ -91,6 +99,8 @@ announcements. Ctrl-C stops it.`,
 	f.IntVar(&cfg.GatewayPort, "gateway-port", 8080, "tool gateway port: gRPC, Connect, gRPC-Web and OXP HTTP (0 = any free port)")
 	f.StringVar(&cfg.JWTSecret, "gateway-jwt-secret", "", "HS256 secret for bearer tokens at the gateway; empty = auth off (only allowed on a loopback --host)")
 	config.BindEnv(f, "TOOLFLEET")
+	// After BindEnv: these name their TOOLFLEET_NATS_* variables themselves.
+	cfg.NATS.AddFlags(f)
 	return cmd
 }
 
@@ -106,7 +116,12 @@ func runDev(ctx context.Context, cfg devConfig, stdout, stderr io.Writer) error 
 	startCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	began := time.Now()
+	requireAuth, err := natsx.RequireAuth(cfg.NATS)
+	if err != nil {
+		return fmt.Errorf("NATS credentials: %w", err)
+	}
 	stack, err := devstack.Start(startCtx, devstack.Config{
+		NATSConfigure: requireAuth,
 		Host:          cfg.Host,
 		DataDir:       dataDir,
 		NATSPort:      cfg.NATSPort,
@@ -121,7 +136,7 @@ func runDev(ctx context.Context, cfg devConfig, stdout, stderr io.Writer) error 
 	}
 
 	fl, err := startFleet(startCtx, fleetConfig{Host: cfg.Host, GatewayPort: cfg.GatewayPort, JWTSecret: cfg.JWTSecret,
-		NATSURL: stack.NATS.URL(), Logger: logger})
+		NATSURL: stack.NATS.URL(), NATS: cfg.NATS, Logger: logger})
 	if err == nil {
 		err = fl.waitToolkits(startCtx, fl.Toolkits...)
 		if err != nil {

@@ -20,6 +20,7 @@ import (
 	jsonqv1 "github.com/toolfleet/toolfleet/gen/tools/jsonq/v1"
 	kvv1 "github.com/toolfleet/toolfleet/gen/tools/kv/v1"
 	webv1 "github.com/toolfleet/toolfleet/gen/tools/web/v1"
+	"github.com/toolfleet/toolfleet/sdk/natsconn"
 	"github.com/toolfleet/toolfleet/sdk/tool"
 	"github.com/toolfleet/toolfleet/services/gateway"
 	"github.com/toolfleet/toolfleet/workers/calculator/calculator"
@@ -36,7 +37,9 @@ type fleetConfig struct {
 	// JWTSecret turns on HS256 bearer auth; empty = auth off (loopback only).
 	JWTSecret string
 	NATSURL   string
-	Logger    *slog.Logger
+	// NATS holds the credentials and TLS settings for NATSURL.
+	NATS   natsconn.Options
+	Logger *slog.Logger
 }
 
 // fleet is the running gateway and bundled workers.
@@ -89,7 +92,7 @@ var bundled = []bundledWorker{
 // startFleet starts every bundled worker on a free loopback port, announcing on
 // NATS, and the gateway, which finds them through those announcements.
 func startFleet(ctx context.Context, cfg fleetConfig) (_ *fleet, err error) {
-	nc, err := nats.Connect(cfg.NATSURL, nats.Name("toolfleet-dev"), nats.MaxReconnects(-1))
+	nc, err := cfg.NATS.Connect(cfg.NATSURL, "toolfleet-dev", nats.MaxReconnects(-1))
 	if err != nil {
 		return nil, fmt.Errorf("connect to NATS: %w", err)
 	}
@@ -108,7 +111,7 @@ func startFleet(ctx context.Context, cfg fleetConfig) (_ *fleet, err error) {
 	quiet := cfg.Logger
 	for _, b := range bundled {
 		w, err := tool.NewWorker(tool.Config{Name: b.name, Listen: net.JoinHostPort(cfg.Host, "0"), NATSURL: cfg.NATSURL,
-			Logger: quiet.With("worker", b.name)})
+			NATS: cfg.NATS, Logger: quiet.With("worker", b.name)})
 		if err != nil {
 			return nil, fmt.Errorf("worker %s: %w", b.name, err)
 		}
@@ -129,6 +132,7 @@ func startFleet(ctx context.Context, cfg fleetConfig) (_ *fleet, err error) {
 	g, err := gateway.New(ctx, gateway.Config{
 		Listen:  net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.GatewayPort)),
 		NATSURL: cfg.NATSURL,
+		NATS:    cfg.NATS,
 		Auth:    auth,
 		Logger:  cfg.Logger,
 	})

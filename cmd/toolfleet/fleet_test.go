@@ -13,7 +13,9 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/toolfleet/toolfleet/internal/natsx"
 	"github.com/toolfleet/toolfleet/internal/natsx/natstest"
+	"github.com/toolfleet/toolfleet/sdk/natsconn"
 )
 
 // TestFleet: the bundled workers announce themselves on NATS, the gateway finds
@@ -87,5 +89,40 @@ func TestDevConfigRefusesOpenGatewayOffLoopback(t *testing.T) {
 	cfg.JWTSecret = "s3cret"
 	if err := cfg.validate(); err != nil {
 		t.Fatalf("validate with a secret: %v", err)
+	}
+}
+
+// TestFleetNATSCredentials: with a NATS that requires a token (as `toolfleet dev
+// --nats-token` makes it), the bundled workers and the gateway connect with it
+// and find each other; a wrong token is refused at once.
+func TestFleetNATSCredentials(t *testing.T) {
+	t.Parallel()
+	creds := natsconn.Options{Token: "dev-t0ken"}
+	require, err := natsx.RequireAuth(creds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := natsx.StartEmbedded(t.Context(), natsx.EmbeddedConfig{StoreDir: t.TempDir(), Configure: require})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Shutdown)
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	if _, err := startFleet(ctx, fleetConfig{Host: "127.0.0.1", NATSURL: srv.URL(), NATS: natsconn.Options{Token: "guess"}, Logger: quiet}); err == nil {
+		t.Fatal("a fleet with a wrong token started")
+	}
+	f, err := startFleet(ctx, fleetConfig{Host: "127.0.0.1", NATSURL: srv.URL(), NATS: creds, Logger: quiet})
+	if err != nil {
+		t.Fatalf("startFleet: %v", err)
+	}
+	defer func() {
+		if err := f.stop(); err != nil {
+			t.Errorf("stop: %v", err)
+		}
+	}()
+	if err := f.waitToolkits(ctx, f.Toolkits...); err != nil {
+		t.Fatal(err)
 	}
 }

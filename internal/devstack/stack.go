@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	uiserver "github.com/temporalio/ui-server/v2/server"
 	uiconfig "github.com/temporalio/ui-server/v2/server/config"
 	uiserveroptions "github.com/temporalio/ui-server/v2/server/server_options"
@@ -42,6 +43,9 @@ type Config struct {
 	StockTemporal bool
 	// Logger for the stack's own messages and the servers' warnings. Nil discards.
 	Logger *slog.Logger
+	// NATSConfigure, when set, edits the NATS server's options, e.g. to require
+	// credentials (natsx.RequireAuth).
+	NATSConfigure func(*server.Options)
 }
 
 // Stack is a running dev stack.
@@ -85,10 +89,11 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 		natsStore = s.tmpDir
 	}
 	s.NATS, err = natsx.StartEmbedded(ctx, natsx.EmbeddedConfig{
-		Host:     cfg.Host,
-		Port:     cfg.NATSPort,
-		StoreDir: natsStore,
-		Logger:   cfg.Logger.With("server", "nats"),
+		Host:      cfg.Host,
+		Port:      cfg.NATSPort,
+		StoreDir:  natsStore,
+		Logger:    cfg.Logger.With("server", "nats"),
+		Configure: cfg.NATSConfigure,
 	})
 	if err != nil {
 		return nil, err

@@ -27,6 +27,9 @@ type EmbeddedConfig struct {
 	ReadyTimeout time.Duration
 	// Logger receives the server's notices and errors. Nil discards them.
 	Logger *slog.Logger
+	// Configure, when set, edits the server's options last, e.g. to require
+	// users, tokens, NKeys or TLS (tests of sdk/natsconn do).
+	Configure func(*server.Options)
 }
 
 // Embedded is a running in-process NATS server with JetStream.
@@ -64,6 +67,9 @@ func StartEmbedded(ctx context.Context, cfg EmbeddedConfig) (*Embedded, error) {
 		NoSigs: true,
 		// Our callers publish protojson bodies and KV values up to a few MiB.
 		MaxPayload: 8 << 20,
+	}
+	if cfg.Configure != nil {
+		cfg.Configure(opts)
 	}
 	srv, err := server.NewServer(opts)
 	if err != nil {

@@ -1,9 +1,11 @@
 package llm
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
 )
@@ -21,11 +23,19 @@ func (Anthropic) Name() string { return "anthropic" }
 const anthropicDefaultMaxTokens = 4096
 
 type anTool struct {
-	Name        string         `json:"name"`
-	Description string         `json:"description,omitempty"`
-	InputSchema map[string]any `json:"input_schema"`
-	Strict      bool           `json:"strict,omitempty"`
+	// Type is set on Anthropic's own tools ("code_execution_20250825");
+	// "custom" or empty for a client tool.
+	Type           string         `json:"type,omitempty"`
+	Name           string         `json:"name"`
+	Description    string         `json:"description,omitempty"`
+	InputSchema    map[string]any `json:"input_schema"`
+	Strict         bool           `json:"strict,omitempty"`
+	AllowedCallers []string       `json:"allowed_callers,omitempty"`
 }
+
+// isClientTool tells a tool toolfleet runs from one of Anthropic's own
+// (server or Anthropic-defined) tools, which are passed through verbatim.
+func (t anTool) isClientTool() bool { return t.Type == "" || t.Type == "custom" }
 
 type anToolChoice struct {
 	Type                   string `json:"type"`
@@ -34,13 +44,16 @@ type anToolChoice struct {
 }
 
 type anRequest struct {
-	Model      string          `json:"model,omitempty"`
-	MaxTokens  int             `json:"max_tokens"`
-	System     json.RawMessage `json:"system,omitempty"`
-	Messages   []anMessage     `json:"messages"`
-	Tools      []anTool        `json:"tools,omitempty"`
-	ToolChoice *anToolChoice   `json:"tool_choice,omitempty"`
-	Stream     bool            `json:"stream,omitempty"`
+	Model      string            `json:"model,omitempty"`
+	MaxTokens  int               `json:"max_tokens"`
+	System     json.RawMessage   `json:"system,omitempty"`
+	Messages   []anMessage       `json:"messages"`
+	Tools      []json.RawMessage `json:"tools,omitempty"`
+	ToolChoice *anToolChoice     `json:"tool_choice,omitempty"`
+	Stream     bool              `json:"stream,omitempty"`
+	// Container is the code-execution container to resume (a string id;
+	// an object form {"id": …} is read too).
+	Container json.RawMessage `json:"container,omitempty"`
 }
 
 type anMessage struct {
@@ -60,6 +73,52 @@ type anBlock struct {
 	Thinking  *string         `json:"thinking,omitempty"`
 	Signature string          `json:"signature,omitempty"`
 	Data      string          `json:"data,omitempty"`
+	// Caller marks a tool_use made by the model's code sandbox.
+	Caller *anCaller `json:"caller,omitempty"`
+
+	// raw is the block as received, for block types toolfleet carries
+	// without interpreting; when set it is also what MarshalJSON writes.
+	raw json.RawMessage
+}
+
+type anCaller struct {
+	Type   string `json:"type"`
+	ToolID string `json:"tool_id,omitempty"`
+}
+
+// MarshalJSON writes a carried provider block verbatim.
+func (b anBlock) MarshalJSON() ([]byte, error) {
+	if b.raw != nil {
+		return b.raw, nil
+	}
+	type plain anBlock
+	return json.Marshal(plain(b))
+}
+
+// UnmarshalJSON keeps the raw block next to the decoded fields.
+func (b *anBlock) UnmarshalJSON(data []byte) error {
+	type plain anBlock
+	var p plain
+	if err := json.Unmarshal(data, &p); err != nil {
+		return err
+	}
+	*b = anBlock(p)
+	b.raw = bytes.Clone(data)
+	return nil
+}
+
+// anthropicParsed reports the block types toolfleet parses itself; every
+// other assistant block becomes a ProviderBlock.
+func anthropicParsed(typ string) bool {
+	switch typ {
+	case "text", "thinking", "redacted_thinking", "tool_use", "tool_result":
+		return true
+	}
+	return false
+}
+
+func providerBlockPart(provider, typ string, raw []byte) *toolfleetv1.Part {
+	return &toolfleetv1.Part{Kind: &toolfleetv1.Part_ProviderBlock{ProviderBlock: &toolfleetv1.ProviderBlock{Provider: provider, Type: typ, Json: raw}}}
 }
 
 type anUsage struct {
@@ -84,6 +143,13 @@ type anResponse struct {
 	Content    []anBlock `json:"content"`
 	StopReason *string   `json:"stop_reason"`
 	Usage      *anUsage  `json:"usage,omitempty"`
+	// Container is the code-execution container the turn ran in.
+	Container *anContainer `json:"container,omitempty"`
+}
+
+type anContainer struct {
+	ID        string `json:"id"`
+	ExpiresAt string `json:"expires_at,omitempty"`
 }
 
 // RenderTools implements Format.
@@ -94,30 +160,44 @@ func (Anthropic) RenderTools(tools []*toolfleetv1.ToolDefinition, strict bool) (
 func anthropicTools(tools []*toolfleetv1.ToolDefinition, strict bool) []anTool {
 	out := make([]anTool, 0, len(tools))
 	for _, d := range tools {
-		out = append(out, anTool{Name: d.GetModelName(), Description: d.GetDescription(), InputSchema: AnthropicSchema(schemaOf(d), strict), Strict: strict})
+		out = append(out, anTool{Name: d.GetModelName(), Description: d.GetDescription(), InputSchema: AnthropicSchema(schemaOf(d), strict), Strict: strict, AllowedCallers: d.GetAllowedCallers()})
 	}
 	return out
 }
 
 // ParseTools implements Format.
+// Anthropic's own tools (a "type" other than "custom", e.g. the code
+// execution tool) are not definitions and are left out.
 func (Anthropic) ParseTools(body []byte) ([]*toolfleetv1.ToolDefinition, error) {
-	var tools []anTool
+	var tools []json.RawMessage
 	if err := json.Unmarshal(body, &tools); err != nil {
 		return nil, malformed("anthropic tools", err)
 	}
-	return anthropicDefs(tools)
+	defs, _, _, err := anthropicDefs(tools)
+	return defs, err
 }
 
-func anthropicDefs(tools []anTool) ([]*toolfleetv1.ToolDefinition, error) {
-	var defs []*toolfleetv1.ToolDefinition
-	for _, t := range tools {
+// anthropicDefs splits a tools array into client tool definitions and
+// Anthropic's own tools, kept verbatim.
+func anthropicDefs(tools []json.RawMessage) (defs []*toolfleetv1.ToolDefinition, native []json.RawMessage, strict bool, err error) {
+	for _, raw := range tools {
+		var t anTool
+		if err := json.Unmarshal(raw, &t); err != nil {
+			return nil, nil, false, malformed("anthropic tools", err)
+		}
+		if !t.isClientTool() {
+			native = append(native, raw)
+			continue
+		}
 		d, err := defFromWire(t.Name, t.Description, t.InputSchema)
 		if err != nil {
-			return nil, err
+			return nil, nil, false, err
 		}
+		d.AllowedCallers = t.AllowedCallers
 		defs = append(defs, d)
+		strict = strict || t.Strict
 	}
-	return defs, nil
+	return defs, native, strict, nil
 }
 
 func anthropicToolChoice(req *Request) *anToolChoice {
@@ -154,8 +234,13 @@ func (Anthropic) RenderRequest(req *Request) ([]byte, error) {
 	if sys := systemText(req.Messages); sys != "" {
 		out.System = rawJSON(sys)
 	}
-	if len(req.Tools) > 0 {
-		out.Tools = anthropicTools(req.Tools, req.Strict)
+	// Anthropic's own tools first, as its documentation lists them.
+	out.Tools = append(out.Tools, req.NativeTools["anthropic"]...)
+	for _, t := range anthropicTools(req.Tools, req.Strict) {
+		out.Tools = append(out.Tools, rawJSON(t))
+	}
+	if c := anthropicContainer(req); c != "" {
+		out.Container = rawJSON(c)
 	}
 	var blocks []anBlock
 	role := ""
@@ -201,7 +286,15 @@ func anthropicBlocks(m *toolfleetv1.Message) []anBlock {
 			out = append(out, anBlock{Type: "thinking", Thinking: &text, Signature: string(th.GetSignature())})
 		case *toolfleetv1.Part_ToolCall:
 			c := k.ToolCall
-			out = append(out, anBlock{Type: "tool_use", ID: c.GetId(), Name: c.GetName(), Input: encodeArguments(c.GetArguments())})
+			b := anBlock{Type: "tool_use", ID: c.GetId(), Name: c.GetName(), Input: encodeArguments(c.GetArguments())}
+			if cl := c.GetCaller(); cl != nil {
+				b.Caller = &anCaller{Type: cl.GetType(), ToolID: cl.GetToolId()}
+			}
+			out = append(out, b)
+		case *toolfleetv1.Part_ProviderBlock:
+			if pb := k.ProviderBlock; pb.GetProvider() == "anthropic" && json.Valid(pb.GetJson()) {
+				out = append(out, anBlock{Type: pb.GetType(), raw: pb.GetJson()})
+			}
 		case *toolfleetv1.Part_ToolResult:
 			r := k.ToolResult
 			out = append(out, anBlock{Type: "tool_result", ToolUseID: r.GetCallId(), Content: rawJSON(resultText(r)), IsError: r.GetIsError()})
@@ -217,12 +310,25 @@ func (Anthropic) ParseRequest(body []byte) (*Request, error) {
 		return nil, malformed("anthropic request", err)
 	}
 	req := &Request{Model: in.Model, MaxTokens: in.MaxTokens, Stream: in.Stream}
+	var native []json.RawMessage
 	var err error
-	if req.Tools, err = anthropicDefs(in.Tools); err != nil {
+	if req.Tools, native, req.Strict, err = anthropicDefs(in.Tools); err != nil {
 		return nil, err
 	}
-	for _, t := range in.Tools {
-		req.Strict = req.Strict || t.Strict
+	if len(native) > 0 {
+		req.NativeTools = map[string][]json.RawMessage{"anthropic": native}
+	}
+	if len(in.Container) > 0 {
+		var id string
+		var obj anContainer
+		switch {
+		case json.Unmarshal(in.Container, &id) == nil:
+			req.Container = id
+		case json.Unmarshal(in.Container, &obj) == nil:
+			req.Container = obj.ID
+		default:
+			return nil, malformed("anthropic request", errors.New("container is neither an id nor an object"))
+		}
 	}
 	if c := in.ToolChoice; c != nil {
 		switch c.Type {
@@ -345,7 +451,15 @@ func anthropicAssistant(blocks []anBlock) (*toolfleetv1.Message, error) {
 			if err != nil {
 				return nil, err
 			}
-			msg.Parts = append(msg.Parts, &toolfleetv1.Part{Kind: &toolfleetv1.Part_ToolCall{ToolCall: &toolfleetv1.ToolCall{Id: b.ID, Name: b.Name, Arguments: args}}})
+			call := &toolfleetv1.ToolCall{Id: b.ID, Name: b.Name, Arguments: args}
+			if b.Caller != nil && b.Caller.Type != "" && b.Caller.Type != "direct" {
+				call.Caller = &toolfleetv1.ToolCaller{Type: b.Caller.Type, ToolId: b.Caller.ToolID}
+			}
+			msg.Parts = append(msg.Parts, &toolfleetv1.Part{Kind: &toolfleetv1.Part_ToolCall{ToolCall: call}})
+		default:
+			if !anthropicParsed(b.Type) && b.raw != nil {
+				msg.Parts = append(msg.Parts, providerBlockPart("anthropic", b.Type, b.raw))
+			}
 		}
 	}
 	return msg, nil
@@ -353,8 +467,10 @@ func anthropicAssistant(blocks []anBlock) (*toolfleetv1.Message, error) {
 
 func anthropicStop(reason string) string {
 	switch reason {
-	case "end_turn", "stop_sequence", "pause_turn", "":
+	case "end_turn", "stop_sequence", "":
 		return StopEndTurn
+	case "pause_turn":
+		return StopPaused
 	case "tool_use":
 		return StopToolCalls
 	case "max_tokens", "model_context_window_exceeded":
@@ -373,6 +489,8 @@ func anthropicStopReason(stop string) string {
 		return "max_tokens"
 	case StopContentFilter:
 		return "refusal"
+	case StopPaused:
+		return "pause_turn"
 	}
 	return "end_turn"
 }
@@ -387,6 +505,9 @@ func (Anthropic) RenderResponse(msg *toolfleetv1.Message) ([]byte, error) {
 	if u := msg.GetUsage(); u != nil {
 		resp.Usage = &anUsage{InputTokens: u.GetInputTokens(), OutputTokens: u.GetOutputTokens(), CacheReadInputTokens: u.GetCacheReadTokens(), CacheCreationInputTokens: u.GetCacheWriteTokens()}
 	}
+	if msg.GetContainer() != "" {
+		resp.Container = &anContainer{ID: msg.GetContainer()}
+	}
 	return json.Marshal(resp)
 }
 
@@ -397,7 +518,11 @@ func (Anthropic) ParseResponse(body []byte) (*toolfleetv1.Message, error) {
 		return nil, malformed("anthropic response", err)
 	}
 	if resp.Type == "error" {
-		return nil, malformed("anthropic response", errors.New(string(body)))
+		var e anErrorBody
+		if err := json.Unmarshal(body, &e); err != nil || e.Error == nil {
+			return nil, malformed("anthropic response", errors.New("error body without an error object"))
+		}
+		return nil, NewStreamError("anthropic", e.Error.Type, e.Error.Message)
 	}
 	msg, err := anthropicAssistant(resp.Content)
 	if err != nil {
@@ -405,6 +530,9 @@ func (Anthropic) ParseResponse(body []byte) (*toolfleetv1.Message, error) {
 	}
 	msg.Model = resp.Model
 	msg.Usage = resp.Usage.canonical()
+	if resp.Container != nil {
+		msg.Container = resp.Container.ID
+	}
 	if resp.StopReason != nil {
 		msg.StopReason = anthropicStop(*resp.StopReason)
 	}
@@ -422,6 +550,38 @@ type anthropicStream struct {
 	asm     Assembler
 	started map[int]string // block index → initial input of a tool_use block
 	deltas  map[int]bool   // block index → received input_json_delta
+	// carried holds blocks toolfleet does not interpret (server_tool_use,
+	// code_execution_tool_result, …) until their content_block_stop.
+	carried map[int]*carriedBlock
+}
+
+type carriedBlock struct {
+	typ   string
+	raw   json.RawMessage
+	input strings.Builder
+}
+
+// block is the carried block as a whole: its start with the streamed
+// input, when there was any, in place of the start's input.
+func (c *carriedBlock) block() (*toolfleetv1.ProviderBlock, error) {
+	raw := c.raw
+	if c.input.Len() > 0 {
+		var fields map[string]json.RawMessage
+		if err := json.Unmarshal(c.raw, &fields); err != nil {
+			return nil, malformed("anthropic event", err)
+		}
+		input := json.RawMessage(c.input.String())
+		if !json.Valid(input) {
+			return nil, malformed("anthropic event", fmt.Errorf("%s block: streamed input is not JSON", c.typ))
+		}
+		fields["input"] = input
+		b, err := json.Marshal(fields)
+		if err != nil {
+			return nil, malformed("anthropic event", err)
+		}
+		raw = b
+	}
+	return &toolfleetv1.ProviderBlock{Provider: "anthropic", Type: c.typ, Json: raw}, nil
 }
 
 type anEvent struct {
@@ -430,14 +590,23 @@ type anEvent struct {
 	Message      *anResponse `json:"message"`
 	ContentBlock *anBlock    `json:"content_block"`
 	Delta        *struct {
-		Type        string  `json:"type"`
-		Text        string  `json:"text"`
-		PartialJSON string  `json:"partial_json"`
-		Thinking    string  `json:"thinking"`
-		Signature   string  `json:"signature"`
-		StopReason  *string `json:"stop_reason"`
+		Type        string       `json:"type"`
+		Text        string       `json:"text"`
+		PartialJSON string       `json:"partial_json"`
+		Thinking    string       `json:"thinking"`
+		Signature   string       `json:"signature"`
+		StopReason  *string      `json:"stop_reason"`
+		Container   *anContainer `json:"container"`
 	} `json:"delta"`
 	Usage *anUsage `json:"usage"`
+	Error *struct {
+		Type    string `json:"type"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+// anErrorBody is Anthropic's error body: {"type": "error", "error": {…}}.
+type anErrorBody struct {
 	Error *struct {
 		Type    string `json:"type"`
 		Message string `json:"message"`
@@ -477,7 +646,16 @@ func (s *anthropicStream) Decode(_ string, data []byte) ([]Delta, error) {
 			out = append(out, Delta{ThinkingSignature: []byte(b.Data)})
 		case "tool_use":
 			s.started[ev.Index] = string(b.Input)
-			out = append(out, Delta{ToolCall: &ToolCallDelta{Index: ev.Index, ID: b.ID, Name: b.Name}})
+			tc := &ToolCallDelta{Index: ev.Index, ID: b.ID, Name: b.Name}
+			if b.Caller != nil && b.Caller.Type != "" && b.Caller.Type != "direct" {
+				tc.Caller = &toolfleetv1.ToolCaller{Type: b.Caller.Type, ToolId: b.Caller.ToolID}
+			}
+			out = append(out, Delta{ToolCall: tc})
+		default:
+			if s.carried == nil {
+				s.carried = map[int]*carriedBlock{}
+			}
+			s.carried[ev.Index] = &carriedBlock{typ: b.Type, raw: b.raw}
 		}
 	case "content_block_delta":
 		d := ev.Delta
@@ -492,10 +670,22 @@ func (s *anthropicStream) Decode(_ string, data []byte) ([]Delta, error) {
 		case "signature_delta":
 			out = append(out, Delta{ThinkingSignature: []byte(d.Signature)})
 		case "input_json_delta":
+			if c, ok := s.carried[ev.Index]; ok {
+				c.input.WriteString(d.PartialJSON)
+				break
+			}
 			s.deltas[ev.Index] = true
 			out = append(out, Delta{ToolCall: &ToolCallDelta{Index: ev.Index, Arguments: d.PartialJSON}})
 		}
 	case "content_block_stop":
+		if c, ok := s.carried[ev.Index]; ok {
+			delete(s.carried, ev.Index)
+			pb, err := c.block()
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, Delta{ProviderBlock: pb})
+		}
 		if input, ok := s.started[ev.Index]; ok && !s.deltas[ev.Index] && input != "" {
 			out = append(out, Delta{ToolCall: &ToolCallDelta{Index: ev.Index, Arguments: input}})
 		}
@@ -503,15 +693,17 @@ func (s *anthropicStream) Decode(_ string, data []byte) ([]Delta, error) {
 		if ev.Delta != nil && ev.Delta.StopReason != nil {
 			out = append(out, Delta{StopReason: anthropicStop(*ev.Delta.StopReason)})
 		}
+		if ev.Delta != nil && ev.Delta.Container != nil && ev.Delta.Container.ID != "" {
+			out = append(out, Delta{Container: ev.Delta.Container.ID})
+		}
 		if u := ev.Usage.canonical(); u != nil {
 			out = append(out, Delta{Usage: u})
 		}
 	case "error":
-		msg := string(data)
-		if ev.Error != nil {
-			msg = ev.Error.Type + ": " + ev.Error.Message
+		if ev.Error == nil {
+			return nil, NewStreamError("anthropic", "", "stream error")
 		}
-		return nil, fmt.Errorf("%w: anthropic stream error: %s", ErrMalformed, msg)
+		return nil, NewStreamError("anthropic", ev.Error.Type, ev.Error.Message)
 	}
 	for _, d := range out {
 		s.asm.Add(d)
@@ -520,3 +712,17 @@ func (s *anthropicStream) Decode(_ string, data []byte) ([]Delta, error) {
 }
 
 func (s *anthropicStream) Message() (*toolfleetv1.Message, error) { return s.asm.Message() }
+
+// anthropicContainer is the container to send: the request's, else the one
+// the latest assistant turn ran in.
+func anthropicContainer(req *Request) string {
+	if req.Container != "" {
+		return req.Container
+	}
+	for i := len(req.Messages) - 1; i >= 0; i-- {
+		if m := req.Messages[i]; m.GetRole() == toolfleetv1.Role_ROLE_ASSISTANT {
+			return m.GetContainer()
+		}
+	}
+	return ""
+}

@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/big"
+	"strconv"
+	"strings"
 
 	"google.golang.org/protobuf/types/known/structpb"
 )
@@ -13,7 +16,8 @@ import (
 // in errors) into a Struct. Accepted: a JSON object, a JSON string holding a
 // JSON object (OpenAI's encoding), an empty JSON string or absent arguments
 // (both meaning {}). Anything else fails with an *ArgumentsError naming the
-// call, so no call is ever dropped silently.
+// call, so no call is ever dropped silently. Numbers keep the model's exact
+// value (see ExactNumber).
 func DecodeArguments(call string, raw []byte) (*structpb.Struct, error) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 {
@@ -39,22 +43,93 @@ func DecodeArgumentString(call, s string) (*structpb.Struct, error) {
 }
 
 func decodeObject(call string, raw []byte) (*structpb.Struct, error) {
-	var obj map[string]any
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	if err := dec.Decode(&obj); err != nil {
-		return nil, &ArgumentsError{Call: call, Err: err}
-	}
-	if obj == nil {
-		return nil, &ArgumentsError{Call: call, Err: errors.New("arguments are not a JSON object")}
-	}
-	if len(bytes.TrimSpace(raw[dec.InputOffset():])) > 0 {
-		return nil, &ArgumentsError{Call: call, Err: errors.New("trailing data after the arguments object")}
-	}
-	s, err := structpb.NewStruct(obj)
+	v, err := decodeJSONValue(raw)
 	if err != nil {
 		return nil, &ArgumentsError{Call: call, Err: err}
 	}
+	s := v.GetStructValue()
+	if s == nil {
+		return nil, &ArgumentsError{Call: call, Err: errors.New("arguments are not a JSON object")}
+	}
 	return s, nil
+}
+
+// decodeJSONValue decodes exactly one JSON value, numbers kept exact.
+func decodeJSONValue(raw []byte) (*structpb.Value, error) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, err
+	}
+	if len(bytes.TrimSpace(raw[dec.InputOffset():])) > 0 {
+		return nil, errors.New("trailing data after the JSON value")
+	}
+	return jsonValue(v)
+}
+
+// jsonValue converts a value decoded with UseNumber into a structpb.Value.
+func jsonValue(v any) (*structpb.Value, error) {
+	switch t := v.(type) {
+	case nil:
+		return structpb.NewNullValue(), nil
+	case bool:
+		return structpb.NewBoolValue(t), nil
+	case string:
+		return structpb.NewStringValue(t), nil
+	case json.Number:
+		return ExactNumber(t.String())
+	case []any:
+		l := &structpb.ListValue{Values: make([]*structpb.Value, len(t))}
+		for i, e := range t {
+			ev, err := jsonValue(e)
+			if err != nil {
+				return nil, err
+			}
+			l.Values[i] = ev
+		}
+		return structpb.NewListValue(l), nil
+	case map[string]any:
+		s := &structpb.Struct{Fields: make(map[string]*structpb.Value, len(t))}
+		for k, e := range t {
+			ev, err := jsonValue(e)
+			if err != nil {
+				return nil, err
+			}
+			s.Fields[k] = ev
+		}
+		return structpb.NewStructValue(s), nil
+	}
+	return nil, fmt.Errorf("unexpected JSON value %T", v)
+}
+
+// ExactNumber turns the text of a JSON number into a Value without losing
+// what the model wrote. A Struct holds numbers as float64, which is exact
+// for every integer up to 2^53 and for any fraction a tool reads as a
+// double; an integer beyond that (a 64-bit id such as 9007199254740993)
+// would be rounded, so it is kept as its decimal text, a string Value.
+// protojson reads that text into an int64 or uint64 field exactly, and the
+// schemas toolfleet derives for 64-bit fields accept it. A number outside
+// the float64 range is an error.
+func ExactNumber(text string) (*structpb.Value, error) {
+	f, err := strconv.ParseFloat(text, 64)
+	if err != nil {
+		return nil, fmt.Errorf("number %.40s: %w", text, err)
+	}
+	if strings.ContainsAny(text, ".eE") {
+		return structpb.NewNumberValue(f), nil
+	}
+	// An integer literal: ParseFloat bounded it to ~309 digits, so the exact
+	// comparison below is cheap.
+	exact, ok := new(big.Int).SetString(text, 10)
+	if !ok {
+		return nil, fmt.Errorf("number %.40s: not an integer", text)
+	}
+	rounded, _ := big.NewFloat(f).Int(nil)
+	if exact.Cmp(rounded) != 0 {
+		return structpb.NewStringValue(exact.String()), nil
+	}
+	return structpb.NewNumberValue(f), nil
 }
 
 // encodeArguments renders call arguments as compact JSON ("{}" for none).

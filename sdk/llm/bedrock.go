@@ -481,7 +481,7 @@ func (s *bedrockStream) Decode(event string, data []byte) ([]Delta, error) {
 			out = append(out, Delta{Usage: u})
 		}
 	case "internalServerException", "modelStreamErrorException", "throttlingException", "validationException", "serviceUnavailableException":
-		return nil, malformed("bedrock stream", errors.New(event+": "+string(data)))
+		return nil, bedrockStreamError(event, data)
 	}
 	for _, d := range out {
 		s.asm.Add(d)
@@ -490,3 +490,18 @@ func (s *bedrockStream) Decode(event string, data []byte) ([]Delta, error) {
 }
 
 func (s *bedrockStream) Message() (*toolfleetv1.Message, error) { return s.asm.Message() }
+
+// bedrockStreamError classifies an exception event by its type; the
+// payload's "message" (or "Message") becomes the error text.
+func bedrockStreamError(kind string, payload []byte) *APIError {
+	var body struct {
+		Message  string `json:"message"`
+		Message2 string `json:"Message"`
+	}
+	_ = json.Unmarshal(payload, &body) // a payload that is not JSON leaves the kind alone as the message
+	msg := body.Message
+	if msg == "" {
+		msg = body.Message2
+	}
+	return NewStreamError("bedrock", kind, msg)
+}

@@ -1,6 +1,7 @@
 package llm
 
 import (
+	"bytes"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -57,4 +58,26 @@ func BenchmarkParseVsSDK(b *testing.B) {
 			b.ReportMetric(float64(sdk.Nanoseconds())/float64(b.N), "sdk-ns/op")
 		})
 	}
+}
+
+// BenchmarkReadEventStream unframes a Bedrock ConverseStream body (the
+// parallel-calls transcript repeated to ~1,000 frames) with AWS's
+// event-stream decoder and reports throughput and allocations per frame.
+func BenchmarkReadEventStream(b *testing.B) {
+	one := bedrockEventStream(b)
+	var body []byte
+	for len(body) < 100<<10 {
+		body = append(body, one...)
+	}
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	frames := 0
+	for b.Loop() {
+		frames = 0
+		err := ReadEventStream(b.Context(), bytes.NewReader(body), func(string, []byte) error { frames++; return nil })
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(frames), "frames/op")
 }

@@ -15,9 +15,15 @@
 //     half-received text-protocol tag;
 //   - per-provider schema transforms ([OpenAIStrictSchema], [AnthropicSchema],
 //     [GeminiSchema]) over plain map[string]any JSON Schemas;
-//   - a [Model] interface with a deterministic [Scripted] implementation;
-//     clients on the official SDKs live in the sub-packages openai, anthropic
-//     and gemini.
+//   - a [Model] interface with a deterministic [Scripted] implementation and
+//     the stateless demo model ([NewDemo], "scripted:demo"); clients on the
+//     official SDKs live in the sub-packages openai, anthropic and gemini,
+//     and sub-package models opens any of them from a [Spec], whose key is a
+//     reference ("env:NAME", "file:/path") read only when the model is opened;
+//   - guarantees every Model keeps: one tool call per turn when the request
+//     asks for it ([KeepFirstCall], [FirstCallDeltas]), arguments with the
+//     model's exact numbers ([ExactNumber]), provider errors classified as
+//     retryable or permanent on every path ([APIError], [Retryable]).
 //
 // Tools are always shown to models under ToolDefinition.model_name (e.g.
 // "Calculator_Add"); [Names] maps such names back to definitions.

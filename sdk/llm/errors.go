@@ -1,6 +1,7 @@
 package llm
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -49,6 +50,11 @@ func (e *ArgumentsError) Is(target error) bool { return target == ErrInvalidArgu
 type APIError struct {
 	Provider   string
 	StatusCode int
+	// Code is the provider's error type when it sent one
+	// ("overloaded_error", "rate_limit_exceeded", "throttlingException").
+	// Errors that arrive inside a streamed 200 response carry it, with
+	// StatusCode set to the HTTP status the provider documents for it.
+	Code string
 	// RetryAfter is the server's retry-after (or retry-after-ms) hint; 0 when absent.
 	RetryAfter time.Duration
 	Message    string
@@ -62,8 +68,84 @@ func (e *APIError) Error() string {
 
 func (e *APIError) Unwrap() error { return e.Err }
 
-// Retryable reports whether the status is 408, 409, 429 or 5xx.
-func (e *APIError) Retryable() bool { return RetryableStatus(e.StatusCode) }
+// Retryable reports whether retrying may help: the status is 408, 409,
+// 429 or 5xx, except for codes that say otherwise (an exhausted quota is a
+// 429 that no retry fixes; Bedrock's modelStreamErrorException is a 424 its
+// docs say to retry).
+func (e *APIError) Retryable() bool {
+	if v, ok := retryableCodes[e.Code]; ok {
+		return v
+	}
+	return RetryableStatus(e.StatusCode)
+}
+
+var retryableCodes = map[string]bool{
+	"insufficient_quota":        false,
+	"billing_error":             false,
+	"modelStreamErrorException": true,
+	"modelNotReadyException":    true,
+}
+
+// streamErrorStatus is the HTTP status each provider documents for an
+// error type, used for errors sent inside a streamed response.
+var streamErrorStatus = map[string]int{
+	// Anthropic
+	"invalid_request_error": 400, "authentication_error": 401, "billing_error": 402,
+	"permission_error": 403, "not_found_error": 404, "request_too_large": 413,
+	"rate_limit_error": 429, "api_error": 500, "timeout_error": 504, "overloaded_error": 529,
+	// OpenAI
+	"rate_limit_exceeded": 429, "insufficient_quota": 429, "server_error": 500,
+	"invalid_prompt": 400, "vector_store_timeout": 504,
+	// Bedrock
+	"validationException": 400, "accessDeniedException": 403, "resourceNotFoundException": 404,
+	"modelTimeoutException": 408, "modelStreamErrorException": 424, "modelErrorException": 424,
+	"throttlingException": 429, "modelNotReadyException": 429, "serviceQuotaExceededException": 400,
+	"internalServerException": 500, "serviceUnavailableException": 503,
+}
+
+// NewStreamError classifies an error a provider sent inside a streamed
+// response (after HTTP 200), by its error type code. An unknown code
+// counts as a server error (500): the request itself had been accepted.
+func NewStreamError(provider, code, message string) *APIError {
+	status, ok := streamErrorStatus[code]
+	if !ok {
+		status = http.StatusInternalServerError
+	}
+	if message == "" {
+		message = code
+	}
+	return &APIError{Provider: provider, StatusCode: status, Code: code, Message: message}
+}
+
+// Retryable classifies any error a Model returned, for a caller that
+// retries on its own schedule (the orchestrator's activity policy): retry
+// reports whether another attempt may succeed, after is the provider's
+// retry-after (0 when it gave none).
+//
+//   - an *APIError: by its status and code, with its RetryAfter;
+//   - ctx done: false, the caller gave up (a deadline while ctx is still
+//     live is the client's own request timeout: true);
+//   - ErrMalformed, ErrInvalidArguments, ErrUnknownTool, ErrSpec,
+//     ErrScriptExhausted: false, the same request would fail the same way;
+//   - anything else (connection refused or reset, a stream cut short): true.
+func Retryable(ctx context.Context, err error) (retry bool, after time.Duration) {
+	if err == nil {
+		return false, 0
+	}
+	var apiErr *APIError
+	if errors.As(err, &apiErr) {
+		return apiErr.Retryable(), apiErr.RetryAfter
+	}
+	if ctx.Err() != nil || errors.Is(err, context.Canceled) {
+		return false, 0
+	}
+	for _, permanent := range []error{ErrMalformed, ErrInvalidArguments, ErrUnknownTool, ErrSpec, ErrScriptExhausted, ErrNameCollision, ErrInvalidName} {
+		if errors.Is(err, permanent) {
+			return false, 0
+		}
+	}
+	return true, 0
+}
 
 // Is matches ErrRetryable or ErrPermanent by class.
 func (e *APIError) Is(target error) bool {
@@ -106,4 +188,20 @@ func RetryAfter(h http.Header, now time.Time) time.Duration {
 		return t.Sub(now)
 	}
 	return 0
+}
+
+// providerError is the error object OpenAI-style bodies and events carry.
+type providerError struct {
+	Type    string `json:"type,omitempty"`
+	Code    any    `json:"code,omitempty"` // a string, a number or null
+	Message string `json:"message,omitempty"`
+}
+
+// apiError turns it into an *APIError; code wins over type when set.
+func (e *providerError) apiError(provider string) *APIError {
+	code := e.Type
+	if c, ok := e.Code.(string); ok && c != "" {
+		code = c
+	}
+	return NewStreamError(provider, code, e.Message)
 }

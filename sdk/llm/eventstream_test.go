@@ -7,7 +7,10 @@ import (
 	"encoding/json"
 	"errors"
 	"hash/crc32"
+	"io"
+	"syscall"
 	"testing"
+	"testing/iotest"
 )
 
 // eventFrame encodes one AWS event-stream frame with string headers.
@@ -33,7 +36,7 @@ func eventFrame(headers [][2]string, payload []byte) []byte {
 
 // bedrockEventStream frames the JSONL transcript the way ConverseStream
 // sends it.
-func bedrockEventStream(t *testing.T) []byte {
+func bedrockEventStream(t testing.TB) []byte {
 	t.Helper()
 	var out bytes.Buffer
 	sc := bufio.NewScanner(bytes.NewReader(readTestdata(t, "bedrock/stream_parallel.jsonl")))
@@ -63,7 +66,11 @@ func TestDecodeEventStream(t *testing.T) {
 		{"transcript", stream, nil},
 		{"bad checksum", corrupt, ErrMalformed},
 		{"truncated", stream[:len(stream)-3], ErrMalformed},
-		{"exception frame", exception, ErrMalformed},
+		{"exception frame", exception, ErrRetryable},
+		{"error frame", eventFrame([][2]string{{":message-type", "error"}, {":error-code", "validationException"}, {":error-message", "bad input"}}, nil), ErrPermanent},
+		{"cut inside a payload", stream[:len(stream)-20], ErrMalformed},
+		{"cut inside a prelude", append(bytes.Clone(stream), stream[:6]...), ErrMalformed},
+		{"oversized frame", append([]byte{0x7f, 0xff, 0xff, 0xff, 0, 0, 0, 0}, make([]byte, 8)...), ErrMalformed},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -87,5 +94,20 @@ func TestDecodeEventStream(t *testing.T) {
 			checkStreamed(t, msg, deltas, []string{"Computing ", "both."}, "Computing both.",
 				[]string{`Calculator_Add(tooluse_a)={"a":2,"b":3}`, `Calculator_Mul(tooluse_b)={"a":4,"b":5}`}, nil, "")
 		})
+	}
+}
+
+// TestReadEventStreamTransportError: a connection that drops mid-stream is
+// reported as the transport's error (retryable), not as a malformed frame.
+func TestReadEventStreamTransportError(t *testing.T) {
+	t.Parallel()
+	stream := bedrockEventStream(t)
+	dropped := io.MultiReader(bytes.NewReader(stream[:len(stream)/2]), iotest.ErrReader(syscall.ECONNRESET))
+	_, err := DecodeEventStream(t.Context(), dropped, nil)
+	if !errors.Is(err, syscall.ECONNRESET) || errors.Is(err, ErrMalformed) {
+		t.Fatalf("err = %v, want the connection reset", err)
+	}
+	if retry, _ := Retryable(t.Context(), err); !retry {
+		t.Errorf("a dropped stream is not retryable: %v", err)
 	}
 }

@@ -83,7 +83,7 @@ func FuzzXMLFunction(f *testing.F) {
 }
 
 func FuzzDecodeArguments(f *testing.F) {
-	for _, s := range []string{`{"a":1}`, `"{\"a\":1}"`, `""`, ``, `null`, `[1]`, `"{\"a\":"`, `{"a":{"b":[true,null,"x"]}}`, `{"a":1e400}`} {
+	for _, s := range []string{`{"a":1}`, `"{\"a\":1}"`, `""`, ``, `null`, `[1]`, `"{\"a\":"`, `{"a":{"b":[true,null,"x"]}}`, `{"a":1e400}`, `{"id":9007199254740993,"n":[-18446744073709551615,1e20,0.1]}`} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, raw []byte) {

@@ -38,6 +38,11 @@ func (t *textProtocolModel) Complete(ctx context.Context, req *Request) (*toolfl
 	if err != nil {
 		return nil, err
 	}
+	if req.OneCallPerTurn() {
+		// As when streaming: what follows the first block is not read, so
+		// a malformed second block cannot fail a turn that uses only one.
+		msg = truncateAfterFirstBlock(msg, t.p)
+	}
 	return t.parse(msg, req)
 }
 
@@ -61,18 +66,18 @@ func (t *textProtocolModel) parse(msg *toolfleetv1.Message, req *Request) (*tool
 			c.Id = fmt.Sprintf("%s_t%d", c.GetId(), turn)
 		}
 	}
-	return out, nil
+	return FinishTurn(req, out), nil
 }
 
 func (t *textProtocolModel) Stream(ctx context.Context, req *Request, onDelta func(Delta) error) (*toolfleetv1.Message, error) {
 	filter := NewTagFilter(t.p)
-	oneCall := req.ParallelToolCalls != nil && !*req.ParallelToolCalls
+	oneCall := req.OneCallPerTurn()
 	cut := false
 	msg, err := t.m.Stream(ctx, ForTextProtocol(t.p, req), func(d Delta) error {
 		if d.Text != "" {
 			d.Text = filter.Write(d.Text)
 		}
-		if onDelta != nil && (d.Text != "" || d.ToolCall != nil || d.Thinking != "" || d.Usage != nil || d.StopReason != "" || d.Model != "") {
+		if onDelta != nil && !d.empty() {
 			if err := onDelta(d); err != nil {
 				return err
 			}
@@ -93,20 +98,27 @@ func (t *textProtocolModel) Stream(ctx context.Context, req *Request, onDelta fu
 		}
 	}
 	if cut {
-		msg = truncateAfter(msg, t.p.CloseTag())
+		msg = truncateAfterFirstBlock(msg, t.p)
 	}
 	return t.parse(msg, req)
 }
 
-// truncateAfter drops the text after the first closing tag: the chunk that
-// closed the block may carry the start of the next one.
-func truncateAfter(msg *toolfleetv1.Message, closeTag string) *toolfleetv1.Message {
+// truncateAfterFirstBlock drops the text after the first block's closing
+// tag: the chunk that closed the block may carry the start of the next one.
+// The closing tag is searched after the opening one: a fenced block's
+// "\n~~~" also begins its own opening line.
+func truncateAfterFirstBlock(msg *toolfleetv1.Message, p TextProtocol) *toolfleetv1.Message {
 	text := MessageText(msg)
-	i := strings.Index(text, closeTag)
+	open := strings.TrimPrefix(p.OpenTag(), "\n")
+	i := strings.Index(text, open)
 	if i < 0 {
 		return msg
 	}
-	return withText(msg, text[:i+len(closeTag)])
+	j := strings.Index(text[i+len(open):], p.CloseTag())
+	if j < 0 {
+		return msg
+	}
+	return withText(msg, text[:i+len(open)+j+len(p.CloseTag())])
 }
 
 // WithAutoFallback wraps a native model so a reply without tool calls but
@@ -120,7 +132,11 @@ func (f *fallbackModel) Complete(ctx context.Context, req *Request) (*toolfleetv
 	if err != nil {
 		return nil, err
 	}
-	return ParseAuto(msg, nil, req.Tools)
+	out, err := ParseAuto(msg, nil, req.Tools)
+	if err != nil {
+		return nil, err
+	}
+	return FinishTurn(req, out), nil
 }
 
 func (f *fallbackModel) Stream(ctx context.Context, req *Request, onDelta func(Delta) error) (*toolfleetv1.Message, error) {
@@ -128,7 +144,11 @@ func (f *fallbackModel) Stream(ctx context.Context, req *Request, onDelta func(D
 	if err != nil {
 		return nil, err
 	}
-	return ParseAuto(msg, nil, req.Tools)
+	out, err := ParseAuto(msg, nil, req.Tools)
+	if err != nil {
+		return nil, err
+	}
+	return FinishTurn(req, out), nil
 }
 
 // RetryPolicy says how WithRetry retries errors that match ErrRetryable.

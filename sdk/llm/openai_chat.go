@@ -83,6 +83,8 @@ type oaChatResponse struct {
 	Model   string         `json:"model"`
 	Choices []oaChatChoice `json:"choices"`
 	Usage   *oaUsage       `json:"usage,omitempty"`
+	// Error is set on an error body, or on a chunk that ends a stream early.
+	Error *providerError `json:"error,omitempty"`
 }
 
 type oaChatChoice struct {
@@ -392,6 +394,9 @@ func (OpenAIChat) ParseResponse(body []byte) (*toolfleetv1.Message, error) {
 	if err := json.Unmarshal(body, &resp); err != nil {
 		return nil, malformed("openai response", err)
 	}
+	if resp.Error != nil && len(resp.Choices) == 0 {
+		return nil, resp.Error.apiError("openai")
+	}
 	if len(resp.Choices) == 0 || resp.Choices[0].Message == nil {
 		return nil, malformed("openai response", errors.New("no choices"))
 	}
@@ -435,6 +440,9 @@ func (s *openAIChatStream) Decode(_ string, data []byte) ([]Delta, error) {
 	var chunk oaChatResponse
 	if err := json.Unmarshal(data, &chunk); err != nil {
 		return nil, malformed("openai stream chunk", err)
+	}
+	if chunk.Error != nil {
+		return nil, chunk.Error.apiError("openai")
 	}
 	var out []Delta
 	if chunk.Model != "" {

@@ -57,11 +57,13 @@ type orSummary struct {
 }
 
 type orResponse struct {
-	ID                string   `json:"id"`
-	Object            string   `json:"object"`
-	Model             string   `json:"model"`
-	Status            string   `json:"status"`
-	Output            []orItem `json:"output"`
+	ID     string   `json:"id"`
+	Object string   `json:"object"`
+	Model  string   `json:"model"`
+	Status string   `json:"status"`
+	Output []orItem `json:"output"`
+	// Error says why a response failed (status "failed").
+	Error             *providerError `json:"error,omitempty"`
 	IncompleteDetails *struct {
 		Reason string `json:"reason"`
 	} `json:"incomplete_details,omitempty"`
@@ -330,6 +332,9 @@ func (OpenAIResponses) ParseResponse(body []byte) (*toolfleetv1.Message, error) 
 	if err := json.Unmarshal(body, &resp); err != nil {
 		return nil, malformed("openai-responses response", err)
 	}
+	if resp.Error != nil && resp.Status == "failed" {
+		return nil, resp.Error.apiError("openai")
+	}
 	return responsesMessage(&resp)
 }
 
@@ -378,6 +383,9 @@ type orEvent struct {
 	Delta       string      `json:"delta"`
 	Item        *orItem     `json:"item"`
 	Response    *orResponse `json:"response"`
+	// Code and Message are set on an "error" event.
+	Code    string `json:"code"`
+	Message string `json:"message"`
 }
 
 func (s *responsesStream) Decode(event string, data []byte) ([]Delta, error) {
@@ -412,14 +420,19 @@ func (s *responsesStream) Decode(event string, data []byte) ([]Delta, error) {
 		if ev.Item != nil && ev.Item.Type == "reasoning" && ev.Item.EncryptedContent != "" {
 			out = append(out, Delta{ThinkingSignature: []byte(ev.Item.EncryptedContent)})
 		}
-	case "response.completed", "response.incomplete", "response.failed":
+	case "response.failed":
+		if ev.Response != nil && ev.Response.Error != nil {
+			return nil, ev.Response.Error.apiError("openai")
+		}
+		return nil, NewStreamError("openai", "", "response failed")
+	case "response.completed", "response.incomplete":
 		s.final = ev.Response
 		if ev.Response != nil && ev.Response.Usage != nil {
 			u := ev.Response.Usage
 			out = append(out, Delta{Usage: &toolfleetv1.Usage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens}})
 		}
 	case "error":
-		return nil, fmt.Errorf("%w: openai-responses stream error: %s", ErrMalformed, data)
+		return nil, NewStreamError("openai", ev.Code, ev.Message)
 	}
 	for _, d := range out {
 		s.asm.Add(d)

@@ -1,6 +1,7 @@
 package llm
 
 import (
+	"encoding/json"
 	"strings"
 
 	"google.golang.org/protobuf/types/known/structpb"
@@ -15,6 +16,11 @@ const (
 	StopToolCalls     = "tool_calls"
 	StopMaxTokens     = "max_tokens"
 	StopContentFilter = "content_filter"
+	// StopPaused means the provider paused a long turn of its own server
+	// tools (Anthropic's "pause_turn", e.g. during code execution): send
+	// the conversation back, this message included, to let it continue.
+	// It is not an answer.
+	StopPaused = "pause_turn"
 )
 
 // ToolChoiceMode says whether and how the model must call tools.
@@ -62,6 +68,16 @@ type Request struct {
 	Strict bool
 	// Stream asks for a streamed response where the body carries that flag.
 	Stream bool
+	// NativeTools are provider-defined tool declarations passed through
+	// verbatim, by format name: e.g. "anthropic" →
+	// {"type": "code_execution_20250825", "name": "code_execution"}, which
+	// lets tools whose AllowedCallers name it be called from the model's
+	// code sandbox. Other formats ignore them.
+	NativeTools map[string][]json.RawMessage
+	// Container is the provider execution container to resume (Anthropic
+	// code execution). Empty means the Container of the latest assistant
+	// message, which is how a conversation normally carries it.
+	Container string
 }
 
 // Text returns a text part.

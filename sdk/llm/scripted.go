@@ -117,7 +117,11 @@ func (s *Scripted) next(ctx context.Context, req *Request) (*toolfleetv1.Message
 
 // Complete implements Model.
 func (s *Scripted) Complete(ctx context.Context, req *Request) (*toolfleetv1.Message, error) {
-	return s.next(ctx, req)
+	msg, err := s.next(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	return FinishTurn(req, msg), nil
 }
 
 // Stream implements Model: text is sent in ChunkSize pieces, each call as
@@ -128,11 +132,19 @@ func (s *Scripted) Stream(ctx context.Context, req *Request, onDelta func(Delta)
 	if err != nil {
 		return nil, err
 	}
-	size := s.ChunkSize
+	return streamReply(ctx, req, msg, s.ChunkSize, onDelta)
+}
+
+// streamReply streams a finished reply the way a provider would: text in
+// size-byte pieces (default 8), each call as a name delta and two argument
+// fragments, then usage and stop reason; the result is assembled from those
+// deltas like any provider stream.
+func streamReply(ctx context.Context, req *Request, msg *toolfleetv1.Message, size int, onDelta func(Delta) error) (*toolfleetv1.Message, error) {
 	if size <= 0 {
 		size = 8
 	}
 	var asm Assembler
+	onDelta = FirstCallDeltas(req, onDelta)
 	emit := func(d Delta) error {
 		asm.Add(d)
 		if onDelta == nil {
@@ -157,11 +169,16 @@ func (s *Scripted) Stream(ctx context.Context, req *Request, onDelta func(Delta)
 			args := string(encodeArguments(c.GetArguments()))
 			half := len(args) / 2
 			deltas = append(deltas,
-				Delta{ToolCall: &ToolCallDelta{Index: calls, ID: c.GetId(), Name: c.GetName(), Signature: c.GetSignature()}},
+				Delta{ToolCall: &ToolCallDelta{Index: calls, ID: c.GetId(), Name: c.GetName(), Signature: c.GetSignature(), Caller: c.GetCaller()}},
 				Delta{ToolCall: &ToolCallDelta{Index: calls, Arguments: args[:half]}},
 				Delta{ToolCall: &ToolCallDelta{Index: calls, Arguments: args[half:]}})
 			calls++
+		case *toolfleetv1.Part_ProviderBlock:
+			deltas = append(deltas, Delta{ProviderBlock: k.ProviderBlock})
 		}
+	}
+	if msg.GetContainer() != "" {
+		deltas = append(deltas, Delta{Container: msg.GetContainer()})
 	}
 	if msg.GetUsage() != nil {
 		deltas = append(deltas, Delta{Usage: msg.GetUsage()})
@@ -178,5 +195,9 @@ func (s *Scripted) Stream(ctx context.Context, req *Request, onDelta func(Delta)
 			return nil, err
 		}
 	}
-	return asm.Message()
+	out, err := asm.Message()
+	if err != nil {
+		return nil, err
+	}
+	return FinishTurn(req, out), nil
 }

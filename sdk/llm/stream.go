@@ -23,6 +23,17 @@ type Delta struct {
 	Usage             *toolfleetv1.Usage
 	StopReason        string
 	Model             string
+	// ProviderBlock is a whole provider block carried uninterpreted
+	// (e.g. Anthropic's server_tool_use), in its place in the message.
+	ProviderBlock *toolfleetv1.ProviderBlock
+	// Container is the provider execution container of the turn.
+	Container string
+}
+
+// empty reports whether d carries nothing.
+func (d Delta) empty() bool {
+	return d.Text == "" && d.Thinking == "" && d.ThinkingSignature == nil && d.ToolCall == nil &&
+		d.Usage == nil && d.StopReason == "" && d.Model == "" && d.ProviderBlock == nil && d.Container == ""
 }
 
 // ToolCallDelta is a fragment of a tool call. Index is the provider's slot
@@ -34,6 +45,8 @@ type ToolCallDelta struct {
 	Name      string
 	Arguments string
 	Signature []byte
+	// Caller is set on a call made by the provider's code sandbox.
+	Caller *toolfleetv1.ToolCaller
 }
 
 // StreamDecoder turns one provider's stream events into deltas and, at the
@@ -54,20 +67,23 @@ type StreamDecoder interface {
 // names are not duplicated; an initial "{}" is replaced by later fragments
 // (Anthropic sends the empty input before its input_json_delta events).
 type Assembler struct {
-	parts   []*assembling
-	byIndex map[int]*assembling
-	usage   *toolfleetv1.Usage
-	stop    string
-	model   string
+	parts     []*assembling
+	byIndex   map[int]*assembling
+	usage     *toolfleetv1.Usage
+	stop      string
+	model     string
+	container string
 }
 
 type assembling struct {
-	kind      int // 0 text, 1 thinking, 2 tool call
+	kind      int // 0 text, 1 thinking, 2 tool call, 3 provider block
 	text      strings.Builder
 	signature []byte
 	id, name  string
 	args      strings.Builder
 	index     int
+	caller    *toolfleetv1.ToolCaller
+	block     *toolfleetv1.ProviderBlock
 }
 
 // Add records one delta.
@@ -96,6 +112,12 @@ func (a *Assembler) Add(d Delta) {
 	if d.Model != "" {
 		a.model = d.Model
 	}
+	if d.ProviderBlock != nil {
+		a.parts = append(a.parts, &assembling{kind: 3, block: d.ProviderBlock})
+	}
+	if d.Container != "" {
+		a.container = d.Container
+	}
 }
 
 func (a *Assembler) appendText(kind int, s string) *assembling {
@@ -109,7 +131,26 @@ func (a *Assembler) appendText(kind int, s string) *assembling {
 	return p
 }
 
-func (a *Assembler) addCall(tc *ToolCallDelta) {
+// callOrdinal records a call fragment and returns the 1-based position,
+// among the calls, of the call it belongs to.
+func (a *Assembler) callOrdinal(tc *ToolCallDelta) int {
+	if a.byIndex == nil {
+		a.byIndex = map[int]*assembling{}
+	}
+	c := a.addCall(tc)
+	n := 0
+	for _, p := range a.parts {
+		if p.kind == 2 {
+			n++
+			if p == c {
+				break
+			}
+		}
+	}
+	return n
+}
+
+func (a *Assembler) addCall(tc *ToolCallDelta) *assembling {
 	var c *assembling
 	switch {
 	case tc.Index >= 0:
@@ -155,13 +196,17 @@ func (a *Assembler) addCall(tc *ToolCallDelta) {
 	if tc.Signature != nil {
 		c.signature = tc.Signature
 	}
+	if tc.Caller != nil {
+		c.caller = tc.Caller
+	}
+	return c
 }
 
 // Message returns the assembled assistant message. Calls without an id get
 // "call_<n>"; a call whose arguments do not decode fails with an
 // *ArgumentsError naming it.
 func (a *Assembler) Message() (*toolfleetv1.Message, error) {
-	msg := &toolfleetv1.Message{Role: toolfleetv1.Role_ROLE_ASSISTANT, Usage: a.usage, StopReason: a.stop, Model: a.model}
+	msg := &toolfleetv1.Message{Role: toolfleetv1.Role_ROLE_ASSISTANT, Usage: a.usage, StopReason: a.stop, Model: a.model, Container: a.container}
 	calls := 0
 	for _, p := range a.parts {
 		switch p.kind {
@@ -179,7 +224,9 @@ func (a *Assembler) Message() (*toolfleetv1.Message, error) {
 			if err != nil {
 				return nil, err
 			}
-			msg.Parts = append(msg.Parts, &toolfleetv1.Part{Kind: &toolfleetv1.Part_ToolCall{ToolCall: &toolfleetv1.ToolCall{Id: id, Name: p.name, Arguments: args, Signature: p.signature}}})
+			msg.Parts = append(msg.Parts, &toolfleetv1.Part{Kind: &toolfleetv1.Part_ToolCall{ToolCall: &toolfleetv1.ToolCall{Id: id, Name: p.name, Arguments: args, Signature: p.signature, Caller: p.caller}}})
+		case 3:
+			msg.Parts = append(msg.Parts, &toolfleetv1.Part{Kind: &toolfleetv1.Part_ProviderBlock{ProviderBlock: p.block}})
 		}
 	}
 	if calls > 0 && (msg.StopReason == "" || msg.StopReason == StopEndTurn) {

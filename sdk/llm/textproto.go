@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -38,21 +39,44 @@ type TextProtocol interface {
 // TextProtocols returns every text protocol, in the order ParseAuto tries them.
 func TextProtocols() []TextProtocol { return []TextProtocol{XMLFunction{}, Hermes{}, Fenced{}} }
 
-// BlockError is a malformed text-protocol block. errors.Is matches ErrMalformed.
+// BlockError is a malformed text-protocol block. errors.Is matches
+// ErrMalformed, and ErrInvalidArguments when the block's arguments were the
+// problem (Err is then the *ArgumentsError).
 type BlockError struct {
 	Protocol string
 	Block    int // 1-based position of the block in the text
-	Err      error
+	// Call is the tool name the block names, when it can be read ("" otherwise).
+	Call string
+	Err  error
 }
 
 func (e *BlockError) Error() string {
-	return fmt.Sprintf("llm: %s tool-call block %d: %v", e.Protocol, e.Block, e.Err)
+	where := fmt.Sprintf("llm: %s tool-call block %d", e.Protocol, e.Block)
+	if e.Call != "" {
+		where += fmt.Sprintf(" (%s)", e.Call)
+	}
+	inner := e.Err
+	if ae, ok := e.Err.(*ArgumentsError); ok {
+		inner = fmt.Errorf("arguments: %w", ae.Err) // the call is named already
+	}
+	return fmt.Sprintf("%s: %v", where, inner)
 }
 
 func (e *BlockError) Unwrap() error { return e.Err }
 
 // Is makes errors.Is(err, ErrMalformed) true.
 func (e *BlockError) Is(target error) bool { return target == ErrMalformed }
+
+// namedCall reads the "name" of a JSON call block that does not decode, so
+// the error can still say which call was malformed.
+var namedCall = regexp.MustCompile(`"name"\s*:\s*"([A-Za-z0-9_.\-]{1,64})"`)
+
+func blockCallName(body string) string {
+	if m := namedCall.FindStringSubmatch(body); m != nil {
+		return m[1]
+	}
+	return ""
+}
 
 // Augment appends p's instructions for tools to a system prompt.
 func Augment(system string, p TextProtocol, tools []*toolfleetv1.ToolDefinition) string {
@@ -86,10 +110,10 @@ func decodeJSONCall(protocol string, block int, body string) (*toolfleetv1.ToolC
 	var c jsonCall
 	dec := json.NewDecoder(strings.NewReader(body))
 	if err := dec.Decode(&c); err != nil {
-		return nil, &BlockError{Protocol: protocol, Block: block, Err: err}
+		return nil, &BlockError{Protocol: protocol, Block: block, Call: blockCallName(body), Err: err}
 	}
 	if rest := strings.TrimSpace(body[dec.InputOffset():]); rest != "" {
-		return nil, &BlockError{Protocol: protocol, Block: block, Err: fmt.Errorf("unexpected text after the call object: %.40q", rest)}
+		return nil, &BlockError{Protocol: protocol, Block: block, Call: c.Name, Err: fmt.Errorf("unexpected text after the call object: %.40q", rest)}
 	}
 	if c.Name == "" {
 		return nil, &BlockError{Protocol: protocol, Block: block, Err: errors.New(`missing "name"`)}
@@ -104,7 +128,7 @@ func decodeJSONCall(protocol string, block int, body string) (*toolfleetv1.ToolC
 	}
 	args, err := DecodeArguments(c.Name+" ("+id+")", raw)
 	if err != nil {
-		return nil, err
+		return nil, &BlockError{Protocol: protocol, Block: block, Call: c.Name + " (" + id + ")", Err: err}
 	}
 	return &toolfleetv1.ToolCall{Id: id, Name: c.Name, Arguments: args}, nil
 }
@@ -172,7 +196,7 @@ func (Fenced) Parse(text string, _ []*toolfleetv1.ToolDefinition) (string, []*to
 			body.WriteString(lines[i])
 		}
 		if !closed {
-			return "", nil, &BlockError{Protocol: "fenced", Block: block, Err: errors.New("no closing ~~~ line")}
+			return "", nil, &BlockError{Protocol: "fenced", Block: block, Call: blockCallName(body.String()), Err: errors.New("no closing ~~~ line")}
 		}
 		c, err := decodeJSONCall("fenced", block, body.String())
 		if err != nil {
@@ -236,7 +260,7 @@ func (Hermes) Parse(text string, _ []*toolfleetv1.ToolDefinition) (string, []*to
 		body := text[start+len("<tool_call>"):]
 		end := strings.Index(body, "</tool_call>")
 		if end < 0 {
-			return "", nil, &BlockError{Protocol: "hermes", Block: block, Err: errors.New("no closing </tool_call>")}
+			return "", nil, &BlockError{Protocol: "hermes", Block: block, Call: blockCallName(body), Err: errors.New("no closing </tool_call>")}
 		}
 		c, err := decodeJSONCall("hermes", block, body[:end])
 		if err != nil {
@@ -316,7 +340,11 @@ func (XMLFunction) Parse(text string, tools []*toolfleetv1.ToolDefinition) (stri
 		gt := strings.IndexByte(body, '>')
 		end := strings.Index(body, "</function>")
 		if gt < 0 || end < 0 || gt > end {
-			return "", nil, &BlockError{Protocol: "xml", Block: block, Err: errors.New("no closing </function>")}
+			e := &BlockError{Protocol: "xml", Block: block, Err: errors.New("no closing </function>")}
+			if gt >= 0 && modelNamePattern.MatchString(strings.TrimSpace(body[:gt])) {
+				e.Call = strings.TrimSpace(body[:gt])
+			}
+			return "", nil, e
 		}
 		name := strings.TrimSpace(body[:gt])
 		if name == "" || strings.ContainsAny(name, "<\n") {
@@ -325,7 +353,7 @@ func (XMLFunction) Parse(text string, tools []*toolfleetv1.ToolDefinition) (stri
 		id := "call_" + strconv.Itoa(block)
 		args, err := xmlParameters(name+" ("+id+")", body[gt+1:end], propertySchemas(tools, name))
 		if err != nil {
-			return "", nil, err
+			return "", nil, &BlockError{Protocol: "xml", Block: block, Call: name + " (" + id + ")", Err: err}
 		}
 		calls = append(calls, &toolfleetv1.ToolCall{Id: id, Name: name, Arguments: args})
 		text = body[end+len("</function>"):]
@@ -358,7 +386,7 @@ func propertySchemas(tools []*toolfleetv1.ToolDefinition, name string) map[strin
 }
 
 func xmlParameters(call, body string, props map[string]any) (*structpb.Struct, error) {
-	args := map[string]any{}
+	args := map[string]*structpb.Value{}
 	for {
 		start := strings.Index(body, "<parameter=")
 		if start < 0 {
@@ -389,11 +417,7 @@ func xmlParameters(call, body string, props map[string]any) (*structpb.Struct, e
 	if stray := strings.TrimSpace(body); stray != "" {
 		return nil, &ArgumentsError{Call: call, Err: fmt.Errorf("text outside <parameter>: %.40q", stray)}
 	}
-	s, err := structpb.NewStruct(args)
-	if err != nil {
-		return nil, &ArgumentsError{Call: call, Err: err}
-	}
-	return s, nil
+	return &structpb.Struct{Fields: args}, nil
 }
 
 // schemaTypes lists the JSON types a schema allows (nil when it says nothing).
@@ -424,47 +448,56 @@ func schemaTypes(schema map[string]any) []string {
 
 // coerceParameter turns a parameter's text into the JSON value its schema
 // wants. A string schema keeps the text verbatim; typed values must parse.
-func coerceParameter(raw string, schema map[string]any) (any, error) {
+// Numbers stay exact (see ExactNumber).
+func coerceParameter(raw string, schema map[string]any) (*structpb.Value, error) {
 	types := schemaTypes(schema)
+	trimmed := strings.TrimSpace(raw)
 	if len(types) == 0 {
-		var v any
-		if json.Unmarshal([]byte(strings.TrimSpace(raw)), &v) == nil {
+		if v, err := decodeJSONValue([]byte(trimmed)); err == nil {
 			return v, nil
 		}
-		return raw, nil
+		return structpb.NewStringValue(raw), nil
 	}
-	trimmed := strings.TrimSpace(raw)
 	for _, t := range types {
 		switch t {
 		case "integer":
-			if n, err := strconv.ParseInt(trimmed, 10, 64); err == nil {
-				return float64(n), nil
+			if integerText.MatchString(trimmed) {
+				if v, err := ExactNumber(trimmed); err == nil {
+					return v, nil
+				}
 			}
 		case "number":
-			if f, err := strconv.ParseFloat(trimmed, 64); err == nil {
-				return f, nil
+			if numberText.MatchString(trimmed) {
+				if v, err := ExactNumber(trimmed); err == nil {
+					return v, nil
+				}
 			}
 		case "boolean":
 			if b, err := strconv.ParseBool(strings.ToLower(trimmed)); err == nil && (trimmed != "1" && trimmed != "0") {
-				return b, nil
+				return structpb.NewBoolValue(b), nil
 			}
 		case "null":
 			if trimmed == "null" || trimmed == "" {
-				return nil, nil
+				return structpb.NewNullValue(), nil
 			}
-		case "array", "object":
-			var v any
-			if json.Unmarshal([]byte(trimmed), &v) == nil {
-				if _, isArr := v.([]any); isArr == (t == "array") {
-					if _, isObj := v.(map[string]any); isObj == (t == "object") {
-						return v, nil
-					}
-				}
+		case "array":
+			if v, err := decodeJSONValue([]byte(trimmed)); err == nil && v.GetListValue() != nil {
+				return v, nil
+			}
+		case "object":
+			if v, err := decodeJSONValue([]byte(trimmed)); err == nil && v.GetStructValue() != nil {
+				return v, nil
 			}
 		}
 	}
 	if slices.Contains(types, "string") {
-		return raw, nil
+		return structpb.NewStringValue(raw), nil
 	}
 	return nil, fmt.Errorf("%.40q is not a valid %s", raw, strings.Join(types, " or "))
 }
+
+var (
+	// integerText and numberText are JSON's integer and number grammars.
+	integerText = regexp.MustCompile(`^-?(0|[1-9][0-9]*)$`)
+	numberText  = regexp.MustCompile(`^-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?$`)
+)

@@ -53,8 +53,7 @@ func newAnnouncer(cfg Config, log *slog.Logger, addr string, tks []contract.Tool
 
 // start connects (in the background when NATS is away) and starts the heartbeat.
 func (a *announcer) start() {
-	nc, err := nats.Connect(a.cfg.NATSURL,
-		nats.Name("toolfleet-worker "+a.cfg.WorkerID),
+	nc, err := a.cfg.NATS.Connect(a.cfg.NATSURL, "toolfleet-worker "+a.cfg.WorkerID,
 		nats.RetryOnFailedConnect(true),
 		nats.MaxReconnects(-1),
 		nats.ReconnectWait(time.Second),
@@ -66,7 +65,7 @@ func (a *announcer) start() {
 		}),
 		nats.ReconnectHandler(func(*nats.Conn) { a.log.Info("NATS reconnected") }),
 	)
-	if err != nil { // only for a malformed URL: RetryOnFailedConnect covers the rest
+	if err != nil { // a malformed URL or unreadable credentials: RetryOnFailedConnect covers the rest
 		a.log.Error("NATS announcements disabled", "error", err)
 		close(a.done)
 		return

@@ -9,6 +9,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/toolfleet/toolfleet/sdk/natsconn"
 )
 
 // Environment variables read by [Main] as flag defaults.
@@ -17,11 +19,17 @@ const (
 	EnvNATSURL   = "TOOLFLEET_NATS_URL"
 	EnvAdvertise = "TOOLFLEET_ADVERTISE_ADDR"
 	EnvLogLevel  = "TOOLFLEET_LOG_LEVEL"
+	// EnvHealthListen is the default of --health-listen.
+	EnvHealthListen = "TOOLFLEET_HEALTH_LISTEN"
 )
 
 // Main is the whole main function of a worker binary: it parses --listen, --nats,
 // --advertise and --log-level (defaults from TOOLFLEET_LISTEN, TOOLFLEET_NATS_URL,
-// TOOLFLEET_ADVERTISE_ADDR, TOOLFLEET_LOG_LEVEL), logs JSON to stderr, lets
+// TOOLFLEET_ADVERTISE_ADDR, TOOLFLEET_LOG_LEVEL) and the NATS credential and TLS
+// flags of [natsconn.Options.AddFlags] (--nats-creds, --nats-ca, ...; defaults
+// from TOOLFLEET_NATS_*) and --tls-cert, --tls-key, --tls-client-ca ([TLSConfig];
+// defaults from TOOLFLEET_TLS_*) and --health-listen (a plain-text health port
+// for probes), logs JSON to stderr, lets
 // register add the services, serves until SIGINT or SIGTERM, stops gracefully and
 // exits with status 1 on failure (2 on bad flags).
 func Main(name string, register func(w *Worker) error) {
@@ -41,6 +49,13 @@ func run(ctx context.Context, name string, args []string, stderr io.Writer, regi
 	advertise := fs.String("advertise", os.Getenv(EnvAdvertise), "address announced to the registry; default = the listen address (env "+EnvAdvertise+")")
 	level := fs.String("log-level", envOr(EnvLogLevel, "info"), "debug, info, warn or error (env "+EnvLogLevel+")")
 	interval := fs.Duration("announce-interval", DefaultAnnounceInterval, "heartbeat period; ttl = 3x")
+	var natsOpts natsconn.Options
+	natsOpts.AddFlags(fs)
+	var tlsCfg TLSConfig
+	fs.StringVar(&tlsCfg.CertFile, "tls-cert", os.Getenv(EnvTLSCert), "serve gRPC over TLS with this certificate (env "+EnvTLSCert+")")
+	fs.StringVar(&tlsCfg.KeyFile, "tls-key", os.Getenv(EnvTLSKey), "key of --tls-cert (env "+EnvTLSKey+")")
+	healthListen := fs.String("health-listen", os.Getenv(EnvHealthListen), "host:port serving only grpc.health.v1 in plain text, for probes when TLS is on (env "+EnvHealthListen+")")
+	fs.StringVar(&tlsCfg.ClientCAFile, "tls-client-ca", os.Getenv(EnvTLSClientCA), "require callers' certificates signed by these CAs (mTLS) (env "+EnvTLSClientCA+")")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -58,6 +73,9 @@ func run(ctx context.Context, name string, args []string, stderr io.Writer, regi
 		Name:             name,
 		Listen:           *listen,
 		NATSURL:          *natsURL,
+		NATS:             natsOpts,
+		TLS:              tlsCfg,
+		HealthListen:     *healthListen,
 		AdvertiseAddr:    *advertise,
 		Logger:           log,
 		AnnounceInterval: *interval,

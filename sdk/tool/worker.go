@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"buf.build/go/protovalidate"
+	"github.com/nats-io/nats.go"
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
 	"go.opentelemetry.io/otel/propagation"
 	"google.golang.org/grpc"
@@ -25,6 +26,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/reflect/protoregistry"
 
+	"github.com/toolfleet/toolfleet/sdk/natsconn"
 	"github.com/toolfleet/toolfleet/sdk/tool/contract"
 )
 
@@ -44,6 +46,8 @@ var (
 	// ErrUnknownService is returned when a registered service has no descriptor
 	// linked into the binary (reflection and validation need it).
 	ErrUnknownService = errors.New("tool: service descriptor not linked")
+	// ErrNoNATS is returned by ConnectNATS when the worker has no NATS URL.
+	ErrNoNATS = errors.New("tool: no NATS URL configured")
 )
 
 // MetricsHook observes every finished call. err is nil on success; an execution
@@ -69,6 +73,8 @@ type Config struct {
 	Listen string
 	// NATSURL enables announcements on toolfleet.registry.announce. Empty = none.
 	NATSURL string
+	// NATS holds the credentials and TLS settings for NATSURL (none by default).
+	NATS natsconn.Options
 	// AdvertiseAddr is the address announced to the registry. Default: the
 	// listener's address (set it when listening on 0.0.0.0 or behind NAT).
 	AdvertiseAddr string
@@ -89,6 +95,12 @@ type Config struct {
 	// toolkit discovery. Default protoregistry.GlobalFiles (the generated packages
 	// linked into the binary); set it to serve services built at run time.
 	Descriptors protodesc.Resolver
+	// TLS serves gRPC over TLS or mTLS (plain text by default).
+	TLS TLSConfig
+	// HealthListen, when set, is a host:port that serves only grpc.health.v1 in
+	// plain text, for probes that cannot speak TLS (Kubernetes' native gRPC
+	// probes) when TLS is on. It reports the same status as the main port.
+	HealthListen string
 	// ServerOptions are appended to the grpc.Server options (e.g. credentials).
 	// Interceptors given here run inside the worker's own.
 	ServerOptions []grpc.ServerOption
@@ -134,8 +146,10 @@ type Worker struct {
 	services int
 	running  bool
 	addr     string
-	ready    chan struct{}
-	onStop   []func()
+	// healthAddr is the plain-text health port's address (Config.HealthListen).
+	healthAddr string
+	ready      chan struct{}
+	onStop     []func()
 }
 
 var _ grpc.ServiceRegistrar = (*Worker)(nil)
@@ -144,6 +158,12 @@ var _ grpc.ServiceRegistrar = (*Worker)(nil)
 // be set up.
 func NewWorker(cfg Config) (*Worker, error) {
 	cfg = cfg.withDefaults()
+	if cfg.NATSURL != "" {
+		// Reads the credential and certificate files: fail now, not at each reconnect.
+		if _, err := cfg.NATS.NATSOptions(); err != nil {
+			return nil, fmt.Errorf("tool: %w", err)
+		}
+	}
 	validator, err := protovalidate.New()
 	if err != nil {
 		return nil, fmt.Errorf("tool: create validator: %w", err)
@@ -168,6 +188,13 @@ func NewWorker(cfg Config) (*Worker, error) {
 			w.policies.interceptor(),
 		),
 		grpc.ChainStreamInterceptor(recoverStreamInterceptor(w.log)),
+	}
+	if cfg.TLS.On() {
+		creds, err := cfg.TLS.serverOption()
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, creds)
 	}
 	w.server = grpc.NewServer(append(opts, cfg.ServerOptions...)...)
 	healthpb.RegisterHealthServer(w.server, w.health)
@@ -211,8 +238,19 @@ func (w *Worker) Toolkits() []contract.Toolkit {
 func (w *Worker) Logger() *slog.Logger { return w.log }
 
 // NATSURL is the NATS URL the worker was configured with ("" when none). Services
-// that keep their state in NATS connect with it, so a binary needs one --nats flag.
+// that keep their state in NATS connect with [Worker.ConnectNATS], so a binary
+// needs one set of --nats flags.
 func (w *Worker) NATSURL() string { return w.cfg.NATSURL }
+
+// ConnectNATS connects to the worker's NATS with its credentials and TLS
+// settings, naming the connection name; extra options follow (reconnect policy,
+// timeouts). It fails when the worker has no NATS URL.
+func (w *Worker) ConnectNATS(name string, extra ...nats.Option) (*nats.Conn, error) {
+	if w.cfg.NATSURL == "" {
+		return nil, ErrNoNATS
+	}
+	return w.cfg.NATS.Connect(w.cfg.NATSURL, name, extra...)
+}
 
 // OnStop registers f to run when Run returns, after the server stopped serving, so
 // that a service can close what it holds (connections, pools). Hooks run in reverse
@@ -235,6 +273,14 @@ func (w *Worker) runStopHooks() {
 
 // Ready is closed once Run listens; Addr is valid from then on.
 func (w *Worker) Ready() <-chan struct{} { return w.ready }
+
+// HealthAddr returns the address of the plain-text health port, or "" when
+// there is none or before Run listens.
+func (w *Worker) HealthAddr() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.healthAddr
+}
 
 // Addr returns the address the worker listens on, or "" before Run listens.
 func (w *Worker) Addr() string {
@@ -279,6 +325,22 @@ func (w *Worker) Run(ctx context.Context) error {
 	if w.cfg.NATSURL != "" {
 		ann = newAnnouncer(w.cfg, w.log, nonEmpty(w.cfg.AdvertiseAddr, addr), toolkits)
 		ann.start()
+	}
+
+	var healthSrv *grpc.Server
+	if w.cfg.HealthListen != "" {
+		hl, err := (&net.ListenConfig{}).Listen(ctx, "tcp", w.cfg.HealthListen)
+		if err != nil {
+			_ = lis.Close()
+			return fmt.Errorf("tool: listen for health on %s: %w", w.cfg.HealthListen, err)
+		}
+		w.mu.Lock()
+		w.healthAddr = hl.Addr().String()
+		w.mu.Unlock()
+		healthSrv = grpc.NewServer()
+		healthpb.RegisterHealthServer(healthSrv, w.health)
+		go func() { _ = healthSrv.Serve(hl) }()
+		defer healthSrv.Stop() // last: probes see NOT_SERVING while calls drain
 	}
 
 	serveErr := make(chan error, 1)

@@ -22,10 +22,34 @@ const (
 	defaultSearch   = 5
 )
 
+// Length caps of discovery requests, checked before any work; a value over its
+// cap is refused without being echoed.
+const (
+	// maxPageToken fits the tokens ListTools issues (a tool id in base64).
+	maxPageToken = 256
+	// maxFilter bounds ListTools' glob and toolkit name.
+	maxFilter = 256
+	// maxQuery bounds SearchTools' query (a sentence or a paragraph).
+	maxQuery = 4096
+)
+
+// tooLong refuses a field over its cap without quoting it.
+func tooLong(field string, n, limit int) *CallError {
+	return serverError(codes.InvalidArgument, nil, "", "%s is %d bytes long; at most %d are accepted", field, n, limit)
+}
+
 // ListTools lists tool definitions: filtered by toolkit and glob, latest version
 // of each tool unless all_versions, ordered by id, paginated with an opaque
 // cursor, optionally rendered for a provider.
 func (g *Gateway) ListTools(req *toolfleetv1.ListToolsRequest) (*toolfleetv1.ListToolsResponse, error) {
+	switch {
+	case len(req.GetPageToken()) > maxPageToken:
+		return nil, tooLong("page_token", len(req.GetPageToken()), maxPageToken)
+	case len(req.GetFilter()) > maxFilter:
+		return nil, tooLong("filter", len(req.GetFilter()), maxFilter)
+	case len(req.GetToolkit()) > maxFilter:
+		return nil, tooLong("toolkit", len(req.GetToolkit()), maxFilter)
+	}
 	snap := g.reg.current()
 	keep, err := filterOf(req.GetToolkit(), req.GetFilter())
 	if err != nil {
@@ -78,6 +102,12 @@ func (g *Gateway) GetTool(req *toolfleetv1.GetToolRequest) (*toolfleetv1.GetTool
 
 // SearchTools ranks the latest version of each tool for a natural-language query.
 func (g *Gateway) SearchTools(req *toolfleetv1.SearchToolsRequest) (*toolfleetv1.SearchToolsResponse, error) {
+	switch {
+	case len(req.GetQuery()) > maxQuery:
+		return nil, tooLong("query", len(req.GetQuery()), maxQuery)
+	case len(req.GetToolkit()) > maxFilter:
+		return nil, tooLong("toolkit", len(req.GetToolkit()), maxFilter)
+	}
 	snap := g.reg.current()
 	keep, err := filterOf(req.GetToolkit(), "")
 	if err != nil {
@@ -87,11 +117,11 @@ func (g *Gateway) SearchTools(req *toolfleetv1.SearchToolsRequest) (*toolfleetv1
 	if limit <= 0 {
 		limit = defaultSearch
 	}
-	hits := snap.index.search(req.GetQuery(), func(d *toolfleetv1.ToolDefinition) bool { return keep(d) && snap.isLatest(d) })
+	hits := snap.index.Search(req.GetQuery(), func(d *toolfleetv1.ToolDefinition) bool { return keep(d) && snap.isLatest(d) })
 	hits = hits[:min(limit, len(hits))]
 	defs := make([]*toolfleetv1.ToolDefinition, len(hits))
 	for i, h := range hits {
-		defs[i] = h.def
+		defs[i] = h.Def
 	}
 	rendered, err := render(req.GetFormat(), defs)
 	if err != nil {
@@ -99,7 +129,7 @@ func (g *Gateway) SearchTools(req *toolfleetv1.SearchToolsRequest) (*toolfleetv1
 	}
 	resp := &toolfleetv1.SearchToolsResponse{}
 	for i, h := range hits {
-		st := &toolfleetv1.ScoredTool{Tool: h.def, Score: h.score}
+		st := &toolfleetv1.ScoredTool{Tool: h.Def, Score: h.Score}
 		if rendered != nil {
 			st.Rendered = rendered[i]
 		}

@@ -3,6 +3,7 @@ package gateway_test
 import (
 	"context"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"strconv"
@@ -212,4 +213,86 @@ func metricValue(t *testing.T, g *gateway.Gateway, name string) float64 {
 	}
 	t.Fatalf("metric %s not found", name)
 	return 0
+}
+
+// lockedBuffer collects log output from several goroutines.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// TestEventRefusedByStreamIsCounted: the stream refuses one event of a batch (at
+// most one message per subject, discard new) while accepting those after it; the
+// gateway sees that event's own ack fail, retries it, then counts it as dropped
+// and logs it. Every other event is stored: nothing is lost silently.
+func TestEventRefusedByStreamIsCounted(t *testing.T) {
+	t.Parallel()
+	srv := natstest.Start(t)
+	nc, err := nats.Connect(srv.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// An operator's stream: the gateway uses it as it is.
+	if _, err := js.CreateStream(t.Context(), jetstream.StreamConfig{
+		Name: gateway.DefaultEventStream, Subjects: []string{gateway.EventSubjectPrefix + ">"},
+		Storage: jetstream.MemoryStorage, Discard: jetstream.DiscardNew, DiscardNewPerSubject: true, MaxMsgsPerSubject: 1,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	_, calc, _ := calculatorWorker(t, "")
+	logs := &lockedBuffer{}
+	g := startGateway(t, gateway.Config{NATSURL: srv.URL(), Workers: []string{calc},
+		Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	waitTool(t, g, "Calculator.Add")
+	bad := mustStruct(t, map[string]any{"nope": 1})
+	calls := []struct {
+		req    *toolfleetv1.CallToolRequest
+		events int
+	}{
+		{&toolfleetv1.CallToolRequest{ToolId: "Calculator.Add", Input: addInput(1, 2)}, 2}, // Add.started, Add.succeeded
+		{&toolfleetv1.CallToolRequest{ToolId: "Calculator.Add", Input: bad}, 1},            // Add.failed
+		{&toolfleetv1.CallToolRequest{ToolId: "Calculator.Add", Input: bad}, 1},            // Add.failed again: refused
+		{&toolfleetv1.CallToolRequest{ToolId: "Calculator.Subtract", Input: addInput(3, 1)}, 2},
+	}
+	total := 0
+	for _, c := range calls {
+		_, _ = g.Call(t.Context(), anon(), c.req)
+		total += c.events
+	}
+	waitFor(t, "the refused event to be counted", func() bool {
+		return metricValue(t, g, "toolfleet_gateway_events_dropped_total") == 1
+	})
+	msgs := streamEvents(t, srv.URL(), total-1)
+	subjects := map[string]int{}
+	for _, m := range msgs {
+		subjects[m.Subject]++
+	}
+	for _, s := range []string{"Add.started", "Add.succeeded", "Add.failed", "Subtract.started", "Subtract.succeeded"} {
+		if subjects[gateway.EventSubjectPrefix+"Calculator."+s] != 1 {
+			t.Errorf("stream holds %d events on %s, want 1 (%v)", subjects[gateway.EventSubjectPrefix+"Calculator."+s], s, subjects)
+		}
+	}
+	if got := metricValue(t, g, "toolfleet_gateway_events_published_total"); got != float64(total-1) {
+		t.Errorf("published_total = %v, want %d", got, total-1)
+	}
+	if !strings.Contains(logs.String(), "refused by the stream") {
+		t.Errorf("the dropped event was not logged:\n%s", logs.String())
+	}
 }

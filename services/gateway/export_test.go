@@ -8,3 +8,7 @@ func ReplicasForTest(g *Gateway, id string) int {
 	}
 	return len(rt.replicas)
 }
+
+// ResolveCacheLenForTest reports how many tool references the current registry
+// view has cached.
+func ResolveCacheLenForTest(g *Gateway) int { return g.reg.current().resolvedLen() }

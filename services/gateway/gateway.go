@@ -15,6 +15,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	"github.com/toolfleet/toolfleet/sdk/natsconn"
 )
 
 // Defaults of [Config].
@@ -52,6 +55,10 @@ type Config struct {
 	Workers []string
 	// NATSURL enables announcements, idempotency and events. Empty = none of them.
 	NATSURL string
+	// NATS holds the credentials and TLS settings for NATSURL (none by default).
+	NATS natsconn.Options
+	// WorkerTLS says how to dial workers: plain text by default, TLS or mTLS.
+	WorkerTLS WorkerTLSConfig
 	// Auth configures bearer tokens.
 	Auth AuthConfig
 	// DefaultTimeout applies to tools whose contract sets none. Default [DefaultTimeout].
@@ -172,6 +179,12 @@ func New(ctx context.Context, cfg Config) (*Gateway, error) {
 	if cfg.Auth.Disabled && !loopback(cfg.Listen) {
 		return nil, fmt.Errorf("%w (listen %s)", ErrAuthOffNotLoopback, cfg.Listen)
 	}
+	if cfg.NATSURL != "" {
+		// Reads the credential and certificate files: fail now, not at each reconnect.
+		if _, err := cfg.NATS.NATSOptions(); err != nil {
+			return nil, fmt.Errorf("gateway: %w", err)
+		}
+	}
 	auth, err := newAuthenticator(ctx, cfg.Auth)
 	if err != nil {
 		return nil, err
@@ -181,7 +194,13 @@ func New(ctx context.Context, cfg Config) (*Gateway, error) {
 		return nil, err
 	}
 	g.reg = newRegistry(g.log, 10*time.Second)
+	dial, err := cfg.WorkerTLS.dialOption()
+	if err != nil {
+		return nil, err
+	}
+	g.reg.dialOpts = []grpc.DialOption{dial}
 	g.metrics = newMetrics(func() float64 { return float64(len(g.reg.current().defs)) })
+	g.metrics.reg.MustRegister(g.reg.rejections)
 	g.grpc, g.health = g.newGRPCServer()
 	return g, nil
 }
@@ -294,8 +313,7 @@ func (g *Gateway) stopGRPC(ctx context.Context) {
 // connectNATS connects (retrying in the background when NATS is away) and starts
 // announcements, idempotency and events.
 func (g *Gateway) connectNATS(ctx context.Context, bg *sync.WaitGroup) (*nats.Conn, error) {
-	nc, err := nats.Connect(g.cfg.NATSURL,
-		nats.Name("toolfleet-gateway"),
+	nc, err := g.cfg.NATS.Connect(g.cfg.NATSURL, "toolfleet-gateway",
 		nats.RetryOnFailedConnect(true),
 		nats.MaxReconnects(-1),
 		nats.ReconnectWait(250*time.Millisecond),
@@ -336,12 +354,20 @@ func (g *Gateway) connectNATS(ctx context.Context, bg *sync.WaitGroup) (*nats.Co
 	setup := func() bool {
 		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
-		idem, err := newIdempotency(cctx, g.log, nc, js, g.cfg.IdempotencyBucket, g.cfg.IdempotencyTTL, storage)
-		if err != nil {
-			g.log.Warn("idempotency store not ready; calls run without it until it is", "error", err)
+		if g.idemPtr.Load() == nil {
+			idem, err := newIdempotency(cctx, g.log, nc, js, g.cfg.IdempotencyBucket, g.cfg.IdempotencyTTL, storage)
+			if err != nil {
+				g.log.Warn("idempotency store not ready; calls run without it until it is", "error", err)
+				return false
+			}
+			g.idemPtr.Store(idem)
+		}
+		// Ready (for Kubernetes) once the event stream exists too; a later NATS
+		// outage does not flip it back (the gateway keeps serving without NATS).
+		if !g.events.ensureStream(cctx) {
 			return false
 		}
-		g.idemPtr.Store(idem)
+		g.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 		return true
 	}
 	if !nc.IsConnected() || !setup() {

@@ -18,7 +18,7 @@ func levelOf(ce *CallError) slog.Level {
 }
 
 func logAttrs(req *toolfleetv1.CallToolRequest, callID string, ce *CallError) []slog.Attr {
-	attrs := []slog.Attr{slog.String("tool_id", req.GetToolId()), slog.String("call_id", callID),
+	attrs := []slog.Attr{slog.String("tool_id", loggableToolID(req.GetToolId())), slog.String("call_id", callID),
 		slog.String("code", ce.Code.String()), slog.String("message", ce.Error())}
 	if ce.Server.GetDeveloperMessage() != "" {
 		attrs = append(attrs, slog.String("developer_message", ce.Server.GetDeveloperMessage()))

@@ -75,7 +75,7 @@ func newMetrics(tools func() float64) *metrics {
 		eventsPublished: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "toolfleet_gateway_events_published_total", Help: "Call events acknowledged by JetStream."}),
 		eventsDropped: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "toolfleet_gateway_events_dropped_total", Help: "Call events dropped because the queue was full while NATS was away."}),
+			Name: "toolfleet_gateway_events_dropped_total", Help: "Call events dropped: the queue was full while NATS was away, the stream refused them repeatedly, or they were left at shutdown."}),
 		idempotentHits: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "toolfleet_gateway_idempotent_replays_total", Help: "Calls answered from the idempotency store without running the tool."}),
 	}

@@ -5,11 +5,13 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials/insecure"
@@ -17,6 +19,7 @@ import (
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
 	"github.com/toolfleet/toolfleet/sdk/tool/contract"
+	"github.com/toolfleet/toolfleet/services/gateway/search"
 )
 
 // worker is one reachable worker process (a replica).
@@ -33,6 +36,8 @@ type worker struct {
 	ttl     time.Duration
 	// sig names the announced toolkits and versions, to notice a redeployment.
 	sig string
+	// digests holds the contract digest of each served toolkit, by "Toolkit@x.y.z".
+	digests map[string]string
 }
 
 // route is one served tool version and the replicas that serve it.
@@ -49,8 +54,8 @@ type snapshot struct {
 	defs   []*toolfleetv1.ToolDefinition
 	// byName holds every version of "Toolkit.Tool".
 	byName map[string][]*toolfleetv1.ToolDefinition
-	index  *searchIndex
-	// resolved caches tool id spellings that resolved (string → *route).
+	index  *search.Index
+	// resolved caches resolutions by canonical reference (contract.ToolRef.String → *route).
 	resolved sync.Map
 }
 
@@ -74,7 +79,34 @@ type registry struct {
 	wg   sync.WaitGroup
 	// changed is signalled (non-blocking) after every rebuild; tests wait on it.
 	changed chan struct{}
+
+	// rejected remembers replicas refused for a contract conflict, by address, so
+	// that their heartbeats do not cost a reflection fetch (and a log line) each.
+	rejected map[string]rejection
+	// rejections counts refused replicas (toolfleet_gateway_registry_rejected_total).
+	rejections prometheus.Counter
+	// skipped counts announcements skipped because maxLoading loads were running.
+	skipped uint64
 }
+
+// rejection is a replica refused because its contract differs from the
+// registered one of a Toolkit@version.
+type rejection struct {
+	sig   string
+	until time.Time
+}
+
+// Bounds of the memory of rejected replicas.
+const (
+	rejectionMemory = time.Minute
+	maxRejections   = 1024
+)
+
+// maxLoading bounds the contract loads (a dial and a reflection fetch each) of
+// announced workers in flight at once: a flood of announcements naming new
+// addresses costs at most this many connections; the others are skipped until a
+// heartbeat repeats them. Static workers (configuration) always load.
+const maxLoading = 32
 
 func newRegistry(log *slog.Logger, fetchTimeout time.Duration) *registry {
 	r := &registry{
@@ -84,6 +116,11 @@ func newRegistry(log *slog.Logger, fetchTimeout time.Duration) *registry {
 		loading:  map[string]bool{},
 		natsUp:   func() bool { return true },
 		changed:  make(chan struct{}, 1),
+		rejected: map[string]rejection{},
+		rejections: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "toolfleet_gateway_registry_rejected_total",
+			Help: "Worker replicas refused because their contract differs from the registered one of the same Toolkit@version.",
+		}),
 		quit:     make(chan struct{}),
 		dialOpts: []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())},
 	}
@@ -112,6 +149,17 @@ func (r *registry) add(ctx context.Context, addr, id, sig string, static bool, t
 	if r.loading[addr] {
 		return
 	}
+	if rj, ok := r.rejected[addr]; ok && rj.sig == sig && time.Now().Before(rj.until) {
+		return // refused a moment ago for the same claim
+	}
+	if len(r.loading) >= maxLoading && !static {
+		r.skipped++
+		if r.skipped == 1 || r.skipped%1000 == 0 {
+			r.log.Warn("too many workers loading at once; announcement skipped until it repeats",
+				"addr", addr, "loading", len(r.loading), "skipped_total", r.skipped)
+		}
+		return
+	}
 	r.loading[addr] = true
 	r.wg.Add(1)
 	go func() {
@@ -125,13 +173,27 @@ func (r *registry) add(ctx context.Context, addr, id, sig string, static bool, t
 			return
 		}
 		w.sig = sig
-		if old, ok := r.workers[addr]; ok {
-			r.dropLocked(old, "contracts changed")
-		}
 		if ctx.Err() != nil {
 			r.mu.Unlock()
 			_ = w.conn.Close()
 			return
+		}
+		if conflict := r.conflictLocked(w); conflict != nil {
+			r.rejectLocked(w)
+			if old, ok := r.workers[addr]; ok {
+				// The process at this address no longer serves what it registered.
+				r.dropLocked(old, "now serves another contract")
+			}
+			r.mu.Unlock()
+			_ = w.conn.Close()
+			r.rejections.Inc()
+			r.log.Warn("worker refused: its contract differs from the registered one of the same toolkit version; the registered replicas keep serving",
+				"addr", addr, "id", id, "toolkit", conflict.toolkit, "digest", conflict.got, "registered_digest", conflict.want, "registered_by", conflict.by)
+			return
+		}
+		delete(r.rejected, addr)
+		if old, ok := r.workers[addr]; ok {
+			r.dropLocked(old, "contracts changed")
 		}
 		r.workers[addr] = w
 		r.rebuildLocked()
@@ -158,8 +220,60 @@ func (r *registry) load(ctx context.Context, addr, id string, static bool, ttl t
 		_ = conn.Close()
 		return nil, fmt.Errorf("worker %s: %w", addr, err)
 	}
+	digests := make(map[string]string, len(c.Services))
+	for _, sd := range c.Services {
+		tk := contract.ToolkitOf(sd)
+		d, err := contract.Digest(sd)
+		if err != nil {
+			_ = conn.Close()
+			return nil, fmt.Errorf("worker %s: %w", addr, err)
+		}
+		digests[tk.Name+"@"+tk.Version] = d
+	}
 	return &worker{addr: addr, id: id, static: static, conn: conn, contracts: c, defs: defs,
-		expires: time.Now().Add(ttl), ttl: ttl}, nil
+		expires: time.Now().Add(ttl), ttl: ttl, digests: digests}, nil
+}
+
+// contractConflict names a Toolkit@version that a new replica serves with another
+// contract than the replicas already registered for it.
+type contractConflict struct {
+	toolkit   string
+	got, want string
+	by        string // address of a registered replica
+}
+
+// conflictLocked reports the first toolkit version w serves with a contract that
+// differs from the one registered for it. The registered contract is the one the
+// replicas already serving that version have (the first to join set it); a
+// replica at the same address is being replaced and does not count.
+func (r *registry) conflictLocked(w *worker) *contractConflict {
+	keys := slices.Sorted(maps.Keys(w.digests))
+	for _, k := range keys {
+		for _, o := range r.workers {
+			if o.addr == w.addr {
+				continue
+			}
+			if d, ok := o.digests[k]; ok && d != w.digests[k] {
+				return &contractConflict{toolkit: k, got: w.digests[k], want: d, by: o.addr}
+			}
+		}
+	}
+	return nil
+}
+
+// rejectLocked remembers a refused replica for a while, within a bound.
+func (r *registry) rejectLocked(w *worker) {
+	now := time.Now()
+	if len(r.rejected) >= maxRejections {
+		for a, rj := range r.rejected {
+			if now.After(rj.until) {
+				delete(r.rejected, a)
+			}
+		}
+	}
+	if len(r.rejected) < maxRejections {
+		r.rejected[w.addr] = rejection{sig: w.sig, until: now.Add(rejectionMemory)}
+	}
 }
 
 // keepStatic (re)adds static workers that are not loaded, e.g. because they were
@@ -289,7 +403,7 @@ func buildSnapshot(ws []*worker) *snapshot {
 		}
 	}
 	slices.SortFunc(s.defs, func(a, b *toolfleetv1.ToolDefinition) int { return cmp.Compare(a.GetId(), b.GetId()) })
-	s.index = newSearchIndex(s.defs)
+	s.index = search.New(s.defs)
 	return s
 }
 

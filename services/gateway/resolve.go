@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"slices"
+	"strconv"
 	"strings"
 
 	"google.golang.org/grpc/codes"
@@ -13,24 +14,34 @@ import (
 
 // resolve finds the route for a tool id: "Toolkit.Tool@x.y.z", "Toolkit.Tool@x"
 // (= x.0.0), "Toolkit.Tool" (latest served) or the model-facing "Toolkit_Tool".
+//
+// Cost is bounded by what the gateway serves, never by what a caller sends: an id
+// longer than contract.MaxToolRefLen is refused before any work (and not echoed),
+// and the cache is keyed by the canonical reference, so every spelling of one
+// tool shares one entry and only resolvable references (at most two per served
+// tool version) are kept.
 func (s *snapshot) resolve(toolID string) (*route, *CallError) {
-	if rt, ok := s.resolved.Load(toolID); ok {
+	if len(toolID) > contract.MaxToolRefLen {
+		return nil, serverError(codes.InvalidArgument, ErrUnknownTool, contract.ErrToolRefTooLong.Error(),
+			"tool id is %d bytes long; tool ids are at most %d bytes (Toolkit.Tool[@x.y.z])", len(toolID), contract.MaxToolRefLen)
+	}
+	ref, err := contract.ParseToolRef(toolID)
+	if err != nil {
+		return nil, serverError(codes.NotFound, ErrUnknownTool, err.Error(),
+			"unknown tool %q: want Toolkit.Tool[@x.y.z]%s", toolID, s.suggest(toolID))
+	}
+	key := ref.String()
+	if rt, ok := s.resolved.Load(key); ok {
 		return rt.(*route), nil
 	}
-	rt, ce := s.resolveSlow(toolID)
+	rt, ce := s.resolveRef(toolID, ref)
 	if ce == nil {
-		// Only successes are kept, so callers cannot grow the cache with junk ids.
-		s.resolved.Store(toolID, rt)
+		s.resolved.Store(key, rt)
 	}
 	return rt, ce
 }
 
-func (s *snapshot) resolveSlow(toolID string) (*route, *CallError) {
-	ref, err := contract.ParseToolRef(toolID)
-	if err != nil {
-		return nil, serverError(codes.NotFound, ErrUnknownTool, err.Error(),
-			"unknown tool %q: want Toolkit.Tool[@version]%s", toolID, s.suggest(toolID))
-	}
+func (s *snapshot) resolveRef(toolID string, ref contract.ToolRef) (*route, *CallError) {
 	def, err := contract.Resolve(ref, s.byName[ref.Toolkit+"."+ref.Tool])
 	if err != nil {
 		if errors.Is(err, contract.ErrVersionNotFound) {
@@ -46,6 +57,22 @@ func (s *snapshot) resolveSlow(toolID string) (*route, *CallError) {
 			"unknown tool %q%s", toolID, s.suggest(toolID))
 	}
 	return s.routes[def.GetId()], nil
+}
+
+// loggableToolID bounds a caller's tool id for logs: an id over the cap is cut
+// there and marked with its length, so a 1 MiB id does not become a 1 MiB line.
+func loggableToolID(id string) string {
+	if len(id) <= contract.MaxToolRefLen {
+		return id
+	}
+	return strings.ToValidUTF8(id[:contract.MaxToolRefLen], "") + "…(" + strconv.Itoa(len(id)) + " bytes)"
+}
+
+// resolvedLen counts the cached resolutions (for tests).
+func (s *snapshot) resolvedLen() int {
+	n := 0
+	s.resolved.Range(func(_, _ any) bool { n++; return true })
+	return n
 }
 
 // suggest names the closest existing tools, e.g. "; did you mean Calculator.Add?".

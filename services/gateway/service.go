@@ -48,6 +48,11 @@ func (g *Gateway) newGRPCServer() (*grpc.Server, *health.Server) {
 	toolfleetv1.RegisterToolGatewayServiceServer(s, grpcService{g: g})
 	hs := health.NewServer()
 	hs.SetServingStatus(toolfleetv1.ToolGatewayService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+	if g.cfg.NATSURL != "" {
+		// The server as a whole ("", what readiness probes ask) is ready once the
+		// NATS stream and bucket exist (see connectNATS); liveness asks the service.
+		hs.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
+	}
 	healthpb.RegisterHealthServer(s, hs)
 	reflection.Register(s)
 	return s, hs

@@ -42,7 +42,8 @@ func main() {
 	tool.Main("kv", register(os.Getenv))
 }
 
-// register connects to the worker's NATS (--nats or TOOLFLEET_NATS_URL), opens (or
+// register connects to the worker's NATS (--nats or TOOLFLEET_NATS_URL, with the
+// credentials and TLS of --nats-creds, --nats-ca and so on), opens (or
 // creates) the bucket and registers the service.
 func register(getenv func(string) string) func(w *tool.Worker) error {
 	return func(w *tool.Worker) error {
@@ -54,7 +55,7 @@ func register(getenv func(string) string) func(w *tool.Worker) error {
 		if err != nil {
 			return err
 		}
-		nc, err := nats.Connect(url, nats.Name("toolfleet-kv"), nats.Timeout(connectTimeout), nats.MaxReconnects(-1))
+		nc, err := w.ConnectNATS("toolfleet-kv", nats.Timeout(connectTimeout), nats.MaxReconnects(-1))
 		if err != nil {
 			return fmt.Errorf("kv: connect to NATS at %s: %w", url, err)
 		}

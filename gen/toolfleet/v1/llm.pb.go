@@ -89,7 +89,10 @@ type Message struct {
 	// Why the model stopped: "end_turn", "tool_calls", "max_tokens", "stop", ...
 	StopReason string `protobuf:"bytes,4,opt,name=stop_reason,json=stopReason,proto3" json:"stop_reason,omitempty"`
 	// Model that produced the message.
-	Model         string `protobuf:"bytes,5,opt,name=model,proto3" json:"model,omitempty"`
+	Model string `protobuf:"bytes,5,opt,name=model,proto3" json:"model,omitempty"`
+	// Provider execution container the turn ran in (Anthropic code execution); it is sent
+	// back with the next request so pending programmatic calls can resume.
+	Container     string `protobuf:"bytes,6,opt,name=container,proto3" json:"container,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -159,6 +162,13 @@ func (x *Message) GetModel() string {
 	return ""
 }
 
+func (x *Message) GetContainer() string {
+	if x != nil {
+		return x.Container
+	}
+	return ""
+}
+
 // Part is one piece of a message.
 type Part struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -168,6 +178,7 @@ type Part struct {
 	//	*Part_ToolCall
 	//	*Part_ToolResult
 	//	*Part_Thinking
+	//	*Part_ProviderBlock
 	Kind          isPart_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -246,6 +257,15 @@ func (x *Part) GetThinking() *Thinking {
 	return nil
 }
 
+func (x *Part) GetProviderBlock() *ProviderBlock {
+	if x != nil {
+		if x, ok := x.Kind.(*Part_ProviderBlock); ok {
+			return x.ProviderBlock
+		}
+	}
+	return nil
+}
+
 type isPart_Kind interface {
 	isPart_Kind()
 }
@@ -266,6 +286,10 @@ type Part_Thinking struct {
 	Thinking *Thinking `protobuf:"bytes,4,opt,name=thinking,proto3,oneof"`
 }
 
+type Part_ProviderBlock struct {
+	ProviderBlock *ProviderBlock `protobuf:"bytes,5,opt,name=provider_block,json=providerBlock,proto3,oneof"`
+}
+
 func (*Part_Text) isPart_Kind() {}
 
 func (*Part_ToolCall) isPart_Kind() {}
@@ -273,6 +297,74 @@ func (*Part_ToolCall) isPart_Kind() {}
 func (*Part_ToolResult) isPart_Kind() {}
 
 func (*Part_Thinking) isPart_Kind() {}
+
+func (*Part_ProviderBlock) isPart_Kind() {}
+
+// ProviderBlock is a content block a provider produced that toolfleet carries without
+// interpreting (e.g. Anthropic's server_tool_use and code_execution_tool_result). It is
+// rendered back verbatim to the same provider and left out for any other.
+type ProviderBlock struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Format name, e.g. "anthropic".
+	Provider string `protobuf:"bytes,1,opt,name=provider,proto3" json:"provider,omitempty"`
+	// The block's type, e.g. "server_tool_use".
+	Type string `protobuf:"bytes,2,opt,name=type,proto3" json:"type,omitempty"`
+	// The block exactly as the provider sent it (a JSON object).
+	Json          []byte `protobuf:"bytes,3,opt,name=json,proto3" json:"json,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProviderBlock) Reset() {
+	*x = ProviderBlock{}
+	mi := &file_toolfleet_v1_llm_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProviderBlock) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProviderBlock) ProtoMessage() {}
+
+func (x *ProviderBlock) ProtoReflect() protoreflect.Message {
+	mi := &file_toolfleet_v1_llm_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProviderBlock.ProtoReflect.Descriptor instead.
+func (*ProviderBlock) Descriptor() ([]byte, []int) {
+	return file_toolfleet_v1_llm_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *ProviderBlock) GetProvider() string {
+	if x != nil {
+		return x.Provider
+	}
+	return ""
+}
+
+func (x *ProviderBlock) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *ProviderBlock) GetJson() []byte {
+	if x != nil {
+		return x.Json
+	}
+	return nil
+}
 
 // ToolCall is a model's request to run a tool.
 type ToolCall struct {
@@ -284,14 +376,17 @@ type ToolCall struct {
 	// Arguments, a JSON object.
 	Arguments *structpb.Struct `protobuf:"bytes,3,opt,name=arguments,proto3" json:"arguments,omitempty"`
 	// Opaque provider data that must be sent back with the call (e.g. Gemini thought signatures).
-	Signature     []byte `protobuf:"bytes,4,opt,name=signature,proto3" json:"signature,omitempty"`
+	Signature []byte `protobuf:"bytes,4,opt,name=signature,proto3" json:"signature,omitempty"`
+	// Who made the call when it was not the model directly: Anthropic's programmatic tool
+	// calling marks calls made by the model's code sandbox. Unset for direct calls.
+	Caller        *ToolCaller `protobuf:"bytes,5,opt,name=caller,proto3" json:"caller,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ToolCall) Reset() {
 	*x = ToolCall{}
-	mi := &file_toolfleet_v1_llm_proto_msgTypes[2]
+	mi := &file_toolfleet_v1_llm_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -303,7 +398,7 @@ func (x *ToolCall) String() string {
 func (*ToolCall) ProtoMessage() {}
 
 func (x *ToolCall) ProtoReflect() protoreflect.Message {
-	mi := &file_toolfleet_v1_llm_proto_msgTypes[2]
+	mi := &file_toolfleet_v1_llm_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -316,7 +411,7 @@ func (x *ToolCall) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolCall.ProtoReflect.Descriptor instead.
 func (*ToolCall) Descriptor() ([]byte, []int) {
-	return file_toolfleet_v1_llm_proto_rawDescGZIP(), []int{2}
+	return file_toolfleet_v1_llm_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *ToolCall) GetId() string {
@@ -347,6 +442,68 @@ func (x *ToolCall) GetSignature() []byte {
 	return nil
 }
 
+func (x *ToolCall) GetCaller() *ToolCaller {
+	if x != nil {
+		return x.Caller
+	}
+	return nil
+}
+
+// ToolCaller names the provider-side caller of a tool call.
+type ToolCaller struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Caller type as the provider spells it, e.g. "code_execution_20250825" or "direct".
+	Type string `protobuf:"bytes,1,opt,name=type,proto3" json:"type,omitempty"`
+	// Id of the provider-side call that made this call (e.g. the server_tool_use id).
+	ToolId        string `protobuf:"bytes,2,opt,name=tool_id,json=toolId,proto3" json:"tool_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ToolCaller) Reset() {
+	*x = ToolCaller{}
+	mi := &file_toolfleet_v1_llm_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ToolCaller) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ToolCaller) ProtoMessage() {}
+
+func (x *ToolCaller) ProtoReflect() protoreflect.Message {
+	mi := &file_toolfleet_v1_llm_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ToolCaller.ProtoReflect.Descriptor instead.
+func (*ToolCaller) Descriptor() ([]byte, []int) {
+	return file_toolfleet_v1_llm_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *ToolCaller) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *ToolCaller) GetToolId() string {
+	if x != nil {
+		return x.ToolId
+	}
+	return ""
+}
+
 // ToolResult is the outcome of a tool call, fed back to the model.
 type ToolResult struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
@@ -364,7 +521,7 @@ type ToolResult struct {
 
 func (x *ToolResult) Reset() {
 	*x = ToolResult{}
-	mi := &file_toolfleet_v1_llm_proto_msgTypes[3]
+	mi := &file_toolfleet_v1_llm_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -376,7 +533,7 @@ func (x *ToolResult) String() string {
 func (*ToolResult) ProtoMessage() {}
 
 func (x *ToolResult) ProtoReflect() protoreflect.Message {
-	mi := &file_toolfleet_v1_llm_proto_msgTypes[3]
+	mi := &file_toolfleet_v1_llm_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -389,7 +546,7 @@ func (x *ToolResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolResult.ProtoReflect.Descriptor instead.
 func (*ToolResult) Descriptor() ([]byte, []int) {
-	return file_toolfleet_v1_llm_proto_rawDescGZIP(), []int{3}
+	return file_toolfleet_v1_llm_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *ToolResult) GetCallId() string {
@@ -438,7 +595,7 @@ type Thinking struct {
 
 func (x *Thinking) Reset() {
 	*x = Thinking{}
-	mi := &file_toolfleet_v1_llm_proto_msgTypes[4]
+	mi := &file_toolfleet_v1_llm_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -450,7 +607,7 @@ func (x *Thinking) String() string {
 func (*Thinking) ProtoMessage() {}
 
 func (x *Thinking) ProtoReflect() protoreflect.Message {
-	mi := &file_toolfleet_v1_llm_proto_msgTypes[4]
+	mi := &file_toolfleet_v1_llm_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -463,7 +620,7 @@ func (x *Thinking) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Thinking.ProtoReflect.Descriptor instead.
 func (*Thinking) Descriptor() ([]byte, []int) {
-	return file_toolfleet_v1_llm_proto_rawDescGZIP(), []int{4}
+	return file_toolfleet_v1_llm_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Thinking) GetText() string {
@@ -493,7 +650,7 @@ type Usage struct {
 
 func (x *Usage) Reset() {
 	*x = Usage{}
-	mi := &file_toolfleet_v1_llm_proto_msgTypes[5]
+	mi := &file_toolfleet_v1_llm_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -505,7 +662,7 @@ func (x *Usage) String() string {
 func (*Usage) ProtoMessage() {}
 
 func (x *Usage) ProtoReflect() protoreflect.Message {
-	mi := &file_toolfleet_v1_llm_proto_msgTypes[5]
+	mi := &file_toolfleet_v1_llm_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -518,7 +675,7 @@ func (x *Usage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Usage.ProtoReflect.Descriptor instead.
 func (*Usage) Descriptor() ([]byte, []int) {
-	return file_toolfleet_v1_llm_proto_rawDescGZIP(), []int{5}
+	return file_toolfleet_v1_llm_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Usage) GetInputTokens() int64 {
@@ -559,7 +716,7 @@ type Conversation struct {
 
 func (x *Conversation) Reset() {
 	*x = Conversation{}
-	mi := &file_toolfleet_v1_llm_proto_msgTypes[6]
+	mi := &file_toolfleet_v1_llm_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -571,7 +728,7 @@ func (x *Conversation) String() string {
 func (*Conversation) ProtoMessage() {}
 
 func (x *Conversation) ProtoReflect() protoreflect.Message {
-	mi := &file_toolfleet_v1_llm_proto_msgTypes[6]
+	mi := &file_toolfleet_v1_llm_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -584,7 +741,7 @@ func (x *Conversation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Conversation.ProtoReflect.Descriptor instead.
 func (*Conversation) Descriptor() ([]byte, []int) {
-	return file_toolfleet_v1_llm_proto_rawDescGZIP(), []int{6}
+	return file_toolfleet_v1_llm_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Conversation) GetMessages() []*Message {
@@ -598,26 +755,37 @@ var File_toolfleet_v1_llm_proto protoreflect.FileDescriptor
 
 const file_toolfleet_v1_llm_proto_rawDesc = "" +
 	"\n" +
-	"\x16toolfleet/v1/llm.proto\x12\ftoolfleet.v1\x1a\x1cgoogle/protobuf/struct.proto\"\xbd\x01\n" +
+	"\x16toolfleet/v1/llm.proto\x12\ftoolfleet.v1\x1a\x1cgoogle/protobuf/struct.proto\"\xdb\x01\n" +
 	"\aMessage\x12&\n" +
 	"\x04role\x18\x01 \x01(\x0e2\x12.toolfleet.v1.RoleR\x04role\x12(\n" +
 	"\x05parts\x18\x02 \x03(\v2\x12.toolfleet.v1.PartR\x05parts\x12)\n" +
 	"\x05usage\x18\x03 \x01(\v2\x13.toolfleet.v1.UsageR\x05usage\x12\x1f\n" +
 	"\vstop_reason\x18\x04 \x01(\tR\n" +
 	"stopReason\x12\x14\n" +
-	"\x05model\x18\x05 \x01(\tR\x05model\"\xce\x01\n" +
+	"\x05model\x18\x05 \x01(\tR\x05model\x12\x1c\n" +
+	"\tcontainer\x18\x06 \x01(\tR\tcontainer\"\x94\x02\n" +
 	"\x04Part\x12\x14\n" +
 	"\x04text\x18\x01 \x01(\tH\x00R\x04text\x125\n" +
 	"\ttool_call\x18\x02 \x01(\v2\x16.toolfleet.v1.ToolCallH\x00R\btoolCall\x12;\n" +
 	"\vtool_result\x18\x03 \x01(\v2\x18.toolfleet.v1.ToolResultH\x00R\n" +
 	"toolResult\x124\n" +
-	"\bthinking\x18\x04 \x01(\v2\x16.toolfleet.v1.ThinkingH\x00R\bthinkingB\x06\n" +
-	"\x04kind\"\x83\x01\n" +
+	"\bthinking\x18\x04 \x01(\v2\x16.toolfleet.v1.ThinkingH\x00R\bthinking\x12D\n" +
+	"\x0eprovider_block\x18\x05 \x01(\v2\x1b.toolfleet.v1.ProviderBlockH\x00R\rproviderBlockB\x06\n" +
+	"\x04kind\"S\n" +
+	"\rProviderBlock\x12\x1a\n" +
+	"\bprovider\x18\x01 \x01(\tR\bprovider\x12\x12\n" +
+	"\x04type\x18\x02 \x01(\tR\x04type\x12\x12\n" +
+	"\x04json\x18\x03 \x01(\fR\x04json\"\xb5\x01\n" +
 	"\bToolCall\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x125\n" +
 	"\targuments\x18\x03 \x01(\v2\x17.google.protobuf.StructR\targuments\x12\x1c\n" +
-	"\tsignature\x18\x04 \x01(\fR\tsignature\"\xa6\x01\n" +
+	"\tsignature\x18\x04 \x01(\fR\tsignature\x120\n" +
+	"\x06caller\x18\x05 \x01(\v2\x18.toolfleet.v1.ToolCallerR\x06caller\"9\n" +
+	"\n" +
+	"ToolCaller\x12\x12\n" +
+	"\x04type\x18\x01 \x01(\tR\x04type\x12\x17\n" +
+	"\atool_id\x18\x02 \x01(\tR\x06toolId\"\xa6\x01\n" +
 	"\n" +
 	"ToolResult\x12\x17\n" +
 	"\acall_id\x18\x01 \x01(\tR\x06callId\x12\x12\n" +
@@ -657,34 +825,38 @@ func file_toolfleet_v1_llm_proto_rawDescGZIP() []byte {
 }
 
 var file_toolfleet_v1_llm_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_toolfleet_v1_llm_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
+var file_toolfleet_v1_llm_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
 var file_toolfleet_v1_llm_proto_goTypes = []any{
 	(Role)(0),               // 0: toolfleet.v1.Role
 	(*Message)(nil),         // 1: toolfleet.v1.Message
 	(*Part)(nil),            // 2: toolfleet.v1.Part
-	(*ToolCall)(nil),        // 3: toolfleet.v1.ToolCall
-	(*ToolResult)(nil),      // 4: toolfleet.v1.ToolResult
-	(*Thinking)(nil),        // 5: toolfleet.v1.Thinking
-	(*Usage)(nil),           // 6: toolfleet.v1.Usage
-	(*Conversation)(nil),    // 7: toolfleet.v1.Conversation
-	(*structpb.Struct)(nil), // 8: google.protobuf.Struct
-	(*structpb.Value)(nil),  // 9: google.protobuf.Value
+	(*ProviderBlock)(nil),   // 3: toolfleet.v1.ProviderBlock
+	(*ToolCall)(nil),        // 4: toolfleet.v1.ToolCall
+	(*ToolCaller)(nil),      // 5: toolfleet.v1.ToolCaller
+	(*ToolResult)(nil),      // 6: toolfleet.v1.ToolResult
+	(*Thinking)(nil),        // 7: toolfleet.v1.Thinking
+	(*Usage)(nil),           // 8: toolfleet.v1.Usage
+	(*Conversation)(nil),    // 9: toolfleet.v1.Conversation
+	(*structpb.Struct)(nil), // 10: google.protobuf.Struct
+	(*structpb.Value)(nil),  // 11: google.protobuf.Value
 }
 var file_toolfleet_v1_llm_proto_depIdxs = []int32{
-	0, // 0: toolfleet.v1.Message.role:type_name -> toolfleet.v1.Role
-	2, // 1: toolfleet.v1.Message.parts:type_name -> toolfleet.v1.Part
-	6, // 2: toolfleet.v1.Message.usage:type_name -> toolfleet.v1.Usage
-	3, // 3: toolfleet.v1.Part.tool_call:type_name -> toolfleet.v1.ToolCall
-	4, // 4: toolfleet.v1.Part.tool_result:type_name -> toolfleet.v1.ToolResult
-	5, // 5: toolfleet.v1.Part.thinking:type_name -> toolfleet.v1.Thinking
-	8, // 6: toolfleet.v1.ToolCall.arguments:type_name -> google.protobuf.Struct
-	9, // 7: toolfleet.v1.ToolResult.structured:type_name -> google.protobuf.Value
-	1, // 8: toolfleet.v1.Conversation.messages:type_name -> toolfleet.v1.Message
-	9, // [9:9] is the sub-list for method output_type
-	9, // [9:9] is the sub-list for method input_type
-	9, // [9:9] is the sub-list for extension type_name
-	9, // [9:9] is the sub-list for extension extendee
-	0, // [0:9] is the sub-list for field type_name
+	0,  // 0: toolfleet.v1.Message.role:type_name -> toolfleet.v1.Role
+	2,  // 1: toolfleet.v1.Message.parts:type_name -> toolfleet.v1.Part
+	8,  // 2: toolfleet.v1.Message.usage:type_name -> toolfleet.v1.Usage
+	4,  // 3: toolfleet.v1.Part.tool_call:type_name -> toolfleet.v1.ToolCall
+	6,  // 4: toolfleet.v1.Part.tool_result:type_name -> toolfleet.v1.ToolResult
+	7,  // 5: toolfleet.v1.Part.thinking:type_name -> toolfleet.v1.Thinking
+	3,  // 6: toolfleet.v1.Part.provider_block:type_name -> toolfleet.v1.ProviderBlock
+	10, // 7: toolfleet.v1.ToolCall.arguments:type_name -> google.protobuf.Struct
+	5,  // 8: toolfleet.v1.ToolCall.caller:type_name -> toolfleet.v1.ToolCaller
+	11, // 9: toolfleet.v1.ToolResult.structured:type_name -> google.protobuf.Value
+	1,  // 10: toolfleet.v1.Conversation.messages:type_name -> toolfleet.v1.Message
+	11, // [11:11] is the sub-list for method output_type
+	11, // [11:11] is the sub-list for method input_type
+	11, // [11:11] is the sub-list for extension type_name
+	11, // [11:11] is the sub-list for extension extendee
+	0,  // [0:11] is the sub-list for field type_name
 }
 
 func init() { file_toolfleet_v1_llm_proto_init() }
@@ -697,6 +869,7 @@ func file_toolfleet_v1_llm_proto_init() {
 		(*Part_ToolCall)(nil),
 		(*Part_ToolResult)(nil),
 		(*Part_Thinking)(nil),
+		(*Part_ProviderBlock)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -704,7 +877,7 @@ func file_toolfleet_v1_llm_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolfleet_v1_llm_proto_rawDesc), len(file_toolfleet_v1_llm_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   7,
+			NumMessages:   9,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -51,9 +51,13 @@ type ToolDefinition struct {
 	// The gRPC method that implements the tool, e.g. "/tools.calculator.v1.Calculator/Add".
 	GrpcMethod string `protobuf:"bytes,12,opt,name=grpc_method,json=grpcMethod,proto3" json:"grpc_method,omitempty"`
 	// Example inputs.
-	Examples      []*ToolExample `protobuf:"bytes,13,rep,name=examples,proto3" json:"examples,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Examples []*ToolExample `protobuf:"bytes,13,rep,name=examples,proto3" json:"examples,omitempty"`
+	// Provider-native callers allowed to call the tool, kept verbatim, e.g. Anthropic's
+	// "direct" and "code_execution_20250825" (the model's code sandbox may call it).
+	// Empty means the provider's default: direct calls only.
+	AllowedCallers []string `protobuf:"bytes,14,rep,name=allowed_callers,json=allowedCallers,proto3" json:"allowed_callers,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *ToolDefinition) Reset() {
@@ -173,6 +177,13 @@ func (x *ToolDefinition) GetGrpcMethod() string {
 func (x *ToolDefinition) GetExamples() []*ToolExample {
 	if x != nil {
 		return x.Examples
+	}
+	return nil
+}
+
+func (x *ToolDefinition) GetAllowedCallers() []string {
+	if x != nil {
+		return x.AllowedCallers
 	}
 	return nil
 }
@@ -780,7 +791,7 @@ var File_toolfleet_v1_tool_proto protoreflect.FileDescriptor
 
 const file_toolfleet_v1_tool_proto_rawDesc = "" +
 	"\n" +
-	"\x17toolfleet/v1/tool.proto\x12\ftoolfleet.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1atoolfleet/v1/options.proto\"\x88\x04\n" +
+	"\x17toolfleet/v1/tool.proto\x12\ftoolfleet.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1atoolfleet/v1/options.proto\"\xb1\x04\n" +
 	"\x0eToolDefinition\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x18\n" +
 	"\atoolkit\x18\x02 \x01(\tR\atoolkit\x12\x12\n" +
@@ -797,7 +808,8 @@ const file_toolfleet_v1_tool_proto_rawDesc = "" +
 	"\x05title\x18\v \x01(\tR\x05title\x12\x1f\n" +
 	"\vgrpc_method\x18\f \x01(\tR\n" +
 	"grpcMethod\x125\n" +
-	"\bexamples\x18\r \x03(\v2\x19.toolfleet.v1.ToolExampleR\bexamples\"\x8d\x01\n" +
+	"\bexamples\x18\r \x03(\v2\x19.toolfleet.v1.ToolExampleR\bexamples\x12'\n" +
+	"\x0fallowed_callers\x18\x0e \x03(\tR\x0eallowedCallers\"\x8d\x01\n" +
 	"\rResolvedHints\x12\x1b\n" +
 	"\tread_only\x18\x01 \x01(\bR\breadOnly\x12 \n" +
 	"\vdestructive\x18\x02 \x01(\bR\vdestructive\x12\x1e\n" +

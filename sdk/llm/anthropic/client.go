@@ -8,6 +8,7 @@ package anthropic
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"time"
@@ -55,7 +56,11 @@ func (c *Client) Complete(ctx context.Context, req *llm.Request) (*toolfleetv1.M
 	if err := c.sdk.Post(ctx, "v1/messages", body, &raw); err != nil {
 		return nil, classify(err)
 	}
-	return llm.Anthropic{}.ParseResponse(raw)
+	msg, err := llm.Anthropic{}.ParseResponse(raw)
+	if err != nil {
+		return nil, err
+	}
+	return llm.FinishTurn(req, msg), nil
 }
 
 // Stream implements llm.Model.
@@ -69,7 +74,11 @@ func (c *Client) Stream(ctx context.Context, req *llm.Request, onDelta func(llm.
 		return nil, classify(err)
 	}
 	defer resp.Body.Close()
-	return llm.DecodeStream(ctx, llm.Anthropic{}, resp.Body, onDelta)
+	msg, err := llm.DecodeStream(ctx, llm.Anthropic{}, resp.Body, llm.FirstCallDeltas(req, onDelta))
+	if err != nil {
+		return nil, err
+	}
+	return llm.FinishTurn(req, msg), nil
 }
 
 func classify(err error) error {
@@ -82,8 +91,20 @@ func classify(err error) error {
 		header = apiErr.Response.Header
 	}
 	msg := http.StatusText(apiErr.StatusCode)
+	var code string
+	var body struct {
+		Error struct {
+			Type    string `json:"type"`
+			Message string `json:"message"`
+		} `json:"error"`
+	}
 	if raw := apiErr.RawJSON(); raw != "" {
 		msg = raw
+		if json.Unmarshal([]byte(raw), &body) == nil && body.Error.Type != "" {
+			code, msg = body.Error.Type, body.Error.Message
+		}
 	}
-	return llm.NewAPIError("anthropic", apiErr.StatusCode, header, msg, err)
+	out := llm.NewAPIError("anthropic", apiErr.StatusCode, header, msg, err)
+	out.Code = code
+	return out
 }

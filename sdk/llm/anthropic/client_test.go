@@ -72,9 +72,11 @@ func TestClient(t *testing.T) {
 		fixture   string
 		wantCalls int
 		wantText  string
+		oneCall   bool // the request allows one call per turn
 	}{
-		{"complete", false, "anthropic/documented_response.json", 1, "I'll check the weather in San Francisco."},
-		{"stream", true, "anthropic/stream_parallel.sse", 2, "Computing both."},
+		{"complete", false, "anthropic/documented_response.json", 1, "I'll check the weather in San Francisco.", false},
+		{"stream", true, "anthropic/stream_parallel.sse", 2, "Computing both.", false},
+		{"stream one call", true, "anthropic/stream_parallel.sse", 1, "Computing both.", true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -83,10 +85,14 @@ func TestClient(t *testing.T) {
 			c := New("claude-test", option.WithBaseURL(srv.URL), option.WithAPIKey("test-key"), option.WithRequestTimeout(10*time.Second))
 			var msg *toolfleetv1.Message
 			var err error
+			req := request()
+			if tt.oneCall {
+				req.ParallelToolCalls = new(false)
+			}
 			if tt.stream {
-				msg, err = c.Stream(t.Context(), request(), nil)
+				msg, err = c.Stream(t.Context(), req, nil)
 			} else {
-				msg, err = c.Complete(t.Context(), request())
+				msg, err = c.Complete(t.Context(), req)
 			}
 			if err != nil {
 				t.Fatal(err)
@@ -129,6 +135,24 @@ func TestClientErrors(t *testing.T) {
 			if apiErr.StatusCode != tt.status || apiErr.RetryAfter != tt.retryAfter {
 				t.Errorf("status %d retry-after %v, want %d %v", apiErr.StatusCode, apiErr.RetryAfter, tt.status, tt.retryAfter)
 			}
+			if apiErr.Code != "overloaded_error" || apiErr.Message != "Overloaded" {
+				t.Errorf("code %q message %q, want the body's error type and message", apiErr.Code, apiErr.Message)
+			}
 		})
+	}
+}
+
+// TestClientStreamError: an error event after HTTP 200 is classified like
+// an HTTP error, so the caller can retry an overloaded turn.
+func TestClientStreamError(t *testing.T) {
+	t.Parallel()
+	sse := []byte("event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"model\":\"claude-test\"}}\n\n" +
+		"event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}\n\n")
+	srv := server(t, http.StatusOK, nil, sse)
+	c := New("claude-test", option.WithBaseURL(srv.URL), option.WithAPIKey("test-key"), option.WithRequestTimeout(10*time.Second))
+	_, err := c.Stream(t.Context(), request(), nil)
+	var apiErr *llm.APIError
+	if !errors.As(err, &apiErr) || !errors.Is(err, llm.ErrRetryable) || apiErr.StatusCode != 529 || apiErr.Code != "overloaded_error" {
+		t.Fatalf("err = %v, want a retryable 529 overloaded_error", err)
 	}
 }

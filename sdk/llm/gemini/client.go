@@ -109,7 +109,11 @@ func (c *Client) Complete(ctx context.Context, req *llm.Request) (*toolfleetv1.M
 	if err != nil {
 		return nil, fmt.Errorf("gemini: encode response: %w", err)
 	}
-	return llm.Gemini{}.ParseResponse(raw)
+	msg, err := llm.Gemini{}.ParseResponse(raw)
+	if err != nil {
+		return nil, err
+	}
+	return llm.FinishTurn(req, msg), nil
 }
 
 // Stream implements llm.Model.
@@ -119,6 +123,7 @@ func (c *Client) Stream(ctx context.Context, req *llm.Request, onDelta func(llm.
 		return nil, err
 	}
 	box := &headerBox{}
+	onDelta = llm.FirstCallDeltas(req, onDelta)
 	dec := llm.Gemini{}.NewStreamDecoder()
 	for chunk, err := range c.sdk.Models.GenerateContentStream(withBox(ctx, box), model, contents, cfg) {
 		if err != nil {
@@ -148,7 +153,11 @@ func (c *Client) Stream(ctx context.Context, req *llm.Request, onDelta func(llm.
 			break
 		}
 	}
-	return dec.Message()
+	msg, err := dec.Message()
+	if err != nil {
+		return nil, err
+	}
+	return llm.FinishTurn(req, msg), nil
 }
 
 func classify(err error, box *headerBox) error {
@@ -164,7 +173,9 @@ func classify(err error, box *headerBox) error {
 	if status == 0 {
 		status = apiErr.Code
 	}
-	return llm.NewAPIError("gemini", status, header, apiErr.Message, err)
+	out := llm.NewAPIError("gemini", status, header, apiErr.Message, err)
+	out.Code = apiErr.Status // e.g. "RESOURCE_EXHAUSTED"
+	return out
 }
 
 // headerBox receives the status and headers of a failed response for one

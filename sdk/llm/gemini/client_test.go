@@ -106,6 +106,7 @@ func TestClient(t *testing.T) {
 		{"complete", false, "gemini/documented_response.json", []string{"schedule_meeting"}},
 		{"stream", true, "gemini/stream_parallel.sse", []string{"Calculator_Add", "Calculator_Mul"}},
 		{"follow-up keeps signatures", false, "gemini/documented_response.json", []string{"schedule_meeting"}},
+		{"stream one call", true, "gemini/stream_parallel.sse", []string{"Calculator_Add"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -116,6 +117,9 @@ func TestClient(t *testing.T) {
 			req := request()
 			if tt.name == "follow-up keeps signatures" {
 				req = followUp()
+			}
+			if tt.name == "stream one call" {
+				req.ParallelToolCalls = new(false)
 			}
 			if tt.stream {
 				msg, err = c.Stream(t.Context(), req, nil)

@@ -78,7 +78,11 @@ func (c *Client) Complete(ctx context.Context, req *llm.Request) (*toolfleetv1.M
 	if err := c.sdk.Post(ctx, c.path, body, &raw); err != nil {
 		return nil, classify(err)
 	}
-	return c.format.ParseResponse(raw)
+	msg, err := c.format.ParseResponse(raw)
+	if err != nil {
+		return nil, err
+	}
+	return llm.FinishTurn(req, msg), nil
 }
 
 // Stream implements llm.Model.
@@ -92,7 +96,11 @@ func (c *Client) Stream(ctx context.Context, req *llm.Request, onDelta func(llm.
 		return nil, classify(err)
 	}
 	defer resp.Body.Close()
-	return llm.DecodeStream(ctx, c.format, resp.Body, onDelta)
+	msg, err := llm.DecodeStream(ctx, c.format, resp.Body, llm.FirstCallDeltas(req, onDelta))
+	if err != nil {
+		return nil, err
+	}
+	return llm.FinishTurn(req, msg), nil
 }
 
 // classify turns an SDK HTTP error into *llm.APIError; other errors
@@ -110,5 +118,10 @@ func classify(err error) error {
 	if msg == "" {
 		msg = http.StatusText(apiErr.StatusCode)
 	}
-	return llm.NewAPIError("openai", apiErr.StatusCode, header, msg, err)
+	out := llm.NewAPIError("openai", apiErr.StatusCode, header, msg, err)
+	out.Code = apiErr.Code // "insufficient_quota" is a 429 no retry fixes
+	if out.Code == "" {
+		out.Code = apiErr.Type
+	}
+	return out
 }

@@ -76,11 +76,15 @@ func TestClient(t *testing.T) {
 		stream    bool
 		fixture   string
 		wantCalls int
+		oneCall   bool // the request allows one call per turn
 	}{
-		{"chat complete", ChatCompletions, false, "openai/documented_response.json", 2},
-		{"chat stream", ChatCompletions, true, "openai/stream_parallel.sse", 2},
-		{"responses complete", Responses, false, "openai-responses/documented_response.json", 1},
-		{"responses stream", Responses, true, "openai-responses/stream_parallel.sse", 2},
+		{"chat complete", ChatCompletions, false, "openai/documented_response.json", 2, false},
+		{"chat stream", ChatCompletions, true, "openai/stream_parallel.sse", 2, false},
+		{"responses complete", Responses, false, "openai-responses/documented_response.json", 1, false},
+		{"responses stream", Responses, true, "openai-responses/stream_parallel.sse", 2, false},
+		{"chat complete one call", ChatCompletions, false, "openai/documented_response.json", 1, true},
+		{"chat stream one call", ChatCompletions, true, "openai/stream_parallel.sse", 1, true},
+		{"responses stream one call", Responses, true, "openai-responses/stream_parallel.sse", 1, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -90,10 +94,21 @@ func TestClient(t *testing.T) {
 			var msg *toolfleetv1.Message
 			var err error
 			deltas := 0
+			req := request()
+			if tt.oneCall {
+				req.ParallelToolCalls = new(false)
+			}
+			streamedIDs := map[string]bool{}
 			if tt.stream {
-				msg, err = c.Stream(t.Context(), request(), func(llm.Delta) error { deltas++; return nil })
+				msg, err = c.Stream(t.Context(), req, func(d llm.Delta) error {
+					deltas++
+					if d.ToolCall != nil && d.ToolCall.ID != "" {
+						streamedIDs[d.ToolCall.ID] = true
+					}
+					return nil
+				})
 			} else {
-				msg, err = c.Complete(t.Context(), request())
+				msg, err = c.Complete(t.Context(), req)
 			}
 			if err != nil {
 				t.Fatal(err)
@@ -103,6 +118,9 @@ func TestClient(t *testing.T) {
 			}
 			if tt.stream && deltas == 0 {
 				t.Error("no deltas streamed")
+			}
+			if tt.stream && len(streamedIDs) != tt.wantCalls {
+				t.Errorf("streamed fragments of %d calls, want %d", len(streamedIDs), tt.wantCalls)
 			}
 		})
 	}

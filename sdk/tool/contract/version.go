@@ -40,21 +40,51 @@ func (v Version) Compare(o Version) int {
 	return 0
 }
 
-// ParseVersion parses "x.y.z" (non-negative decimal numbers, no leading "v").
+// Bounds of versions and tool references, checked before any other work so that
+// a huge or odd spelling costs nothing.
+const (
+	// MaxVersionPartDigits bounds each number of a version: 9 digits always fit an
+	// int, so no spelling overflows.
+	MaxVersionPartDigits = 9
+	// MaxToolRefLen is the longest tool reference [ParseToolRef] accepts, in bytes:
+	// a model-facing name has at most 64 characters, "@" and the longest version
+	// (3×9 digits and two dots) add 30.
+	MaxToolRefLen = 128
+)
+
+// ParseVersion parses "x.y.z" as strict semantic version core numbers: decimal
+// digits only, no sign, no leading zero (0 itself is fine), at most
+// [MaxVersionPartDigits] digits each, no "v" prefix, no pre-release or build
+// suffix. So every version has exactly one spelling: "1.0.0", never "1.00.0".
 func ParseVersion(s string) (Version, error) {
+	if len(s) > 3*MaxVersionPartDigits+2 {
+		return Version{}, fmt.Errorf("%w: longer than x.y.z allows", ErrBadVersion)
+	}
 	parts := strings.Split(s, ".")
 	if len(parts) != 3 {
 		return Version{}, fmt.Errorf("%w: %q is not x.y.z", ErrBadVersion, s)
 	}
 	var n [3]int
 	for i, p := range parts {
-		v, err := strconv.Atoi(p)
-		if err != nil || v < 0 || p == "" || p[0] == '+' {
-			return Version{}, fmt.Errorf("%w: %q is not x.y.z", ErrBadVersion, s)
+		if !versionPart(p) {
+			return Version{}, fmt.Errorf("%w: %q is not x.y.z (decimal numbers without sign or leading zeros)", ErrBadVersion, s)
 		}
-		n[i] = v
+		n[i], _ = strconv.Atoi(p) // cannot fail: at most 9 digits
 	}
 	return Version{n[0], n[1], n[2]}, nil
+}
+
+// versionPart reports whether p is a semver number: "0" or 1-9 followed by digits.
+func versionPart(p string) bool {
+	if p == "" || len(p) > MaxVersionPartDigits || (p[0] == '0' && len(p) > 1) {
+		return false
+	}
+	for i := range len(p) {
+		if p[i] < '0' || p[i] > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 // ToolRef is a parsed tool reference.
@@ -72,9 +102,19 @@ func (r ToolRef) String() string {
 	return ID(r.Toolkit, r.Tool, r.Version)
 }
 
+// ErrToolRefTooLong is returned for a tool reference longer than [MaxToolRefLen].
+var ErrToolRefTooLong = fmt.Errorf("%w: longer than %d bytes", ErrBadToolRef, MaxToolRefLen)
+
 // ParseToolRef parses "Toolkit.Tool@x.y.z", "Toolkit.Tool@x" (= x.0.0),
-// "Toolkit.Tool" (latest) and model names "Toolkit_Tool" (optionally with a version).
+// "Toolkit.Tool" (latest) and model names "Toolkit_Tool" (optionally with a
+// version). Versions are strict (see [ParseVersion]). A reference longer than
+// [MaxToolRefLen] fails with [ErrToolRefTooLong] before anything else, and that
+// error does not quote it. [ToolRef.String] of the result is the one canonical
+// spelling of every reference that means the same.
 func ParseToolRef(s string) (ToolRef, error) {
+	if len(s) > MaxToolRefLen {
+		return ToolRef{}, ErrToolRefTooLong
+	}
 	name, version, hasVersion := strings.Cut(s, "@")
 	var ref ToolRef
 	if tk, tool, ok := strings.Cut(name, "."); ok {

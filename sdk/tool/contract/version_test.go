@@ -22,6 +22,17 @@ func TestParseToolRef(t *testing.T) {
 		{in: "Calculator_Add", want: contract.ToolRef{Toolkit: "Calculator", Tool: "Add"}},
 		{in: "Calculator_Add_Two@2", want: contract.ToolRef{Toolkit: "Calculator", Tool: "Add_Two", Version: "2.0.0"}},
 		{in: "Calculator.Add@1.2", wantErr: contract.ErrBadToolRef},
+		{in: "Calculator.Add@1.0.0000000", wantErr: contract.ErrBadToolRef},
+		{in: "Calculator.Add@1.-0.0", wantErr: contract.ErrBadToolRef},
+		{in: "Calculator.Add@01", wantErr: contract.ErrBadToolRef},
+		{in: "Calculator.Add@+1", wantErr: contract.ErrBadToolRef},
+		{in: "Calculator.Add@-1", wantErr: contract.ErrBadToolRef},
+		{in: "Calculator.Add@1.0.0@1", wantErr: contract.ErrBadToolRef},
+		{in: "Calculator.Add@1234567890", wantErr: contract.ErrBadToolRef},
+		{in: "Calculator.Add@999999999.999999999.999999999", want: contract.ToolRef{Toolkit: "Calculator", Tool: "Add", Version: "999999999.999999999.999999999"}},
+		{in: "Calculator.Add@0", want: contract.ToolRef{Toolkit: "Calculator", Tool: "Add", Version: "0.0.0"}},
+		{in: "Calculator.Add@" + strings.Repeat("0", contract.MaxToolRefLen), wantErr: contract.ErrToolRefTooLong},
+		{in: strings.Repeat("K", 63) + "_T@999999999.999999999.999999999", want: contract.ToolRef{Toolkit: strings.Repeat("K", 63), Tool: "T", Version: "999999999.999999999.999999999"}},
 		{in: "Calculator.Add@v1", wantErr: contract.ErrBadToolRef},
 		{in: "Calculator.Add@1.2.3.4", wantErr: contract.ErrBadToolRef},
 		{in: "Calculator", wantErr: contract.ErrBadToolRef},
@@ -49,7 +60,8 @@ func TestParseVersion(t *testing.T) {
 			t.Errorf("ParseVersion(%q) = %v, %v", ok, v, err)
 		}
 	}
-	for _, bad := range []string{"", "1", "1.2", "v1.2.3", "1.2.-3", "1.2.+3", "1..3", "1.2.3-rc1"} {
+	for _, bad := range []string{"", "1", "1.2", "v1.2.3", "1.2.-3", "1.2.+3", "1..3", "1.2.3-rc1",
+		"1.0.0000000", "1.-0.0", "01.0.0", "1.00.0", "1.0.01", "+1.0.0", " 1.0.0", "1.0.0 ", "1.0.0+build", "1.0.1234567890", "１.0.0"} {
 		if _, err := contract.ParseVersion(bad); !errors.Is(err, contract.ErrBadVersion) {
 			t.Errorf("ParseVersion(%q) err = %v, want ErrBadVersion", bad, err)
 		}

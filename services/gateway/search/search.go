@@ -1,4 +1,7 @@
-package gateway
+// Package search ranks tool definitions for a natural-language query with BM25
+// over their names, descriptions and input field descriptions, so that a model
+// can be given only the few tools it needs (SearchTools).
+package search
 
 import (
 	"cmp"
@@ -18,10 +21,10 @@ const (
 	bm25B  = 0.75
 )
 
-// searchIndex ranks tools with BM25 over their names, descriptions and the
+// Index ranks tools with BM25 over their names, descriptions and the
 // descriptions of their input fields. Names count three times: a query word that
 // names the tool is the strongest signal.
-type searchIndex struct {
+type Index struct {
 	docs   []searchDoc
 	df     map[string]int
 	avgLen float64
@@ -33,8 +36,9 @@ type searchDoc struct {
 	len int
 }
 
-func newSearchIndex(defs []*toolfleetv1.ToolDefinition) *searchIndex {
-	ix := &searchIndex{df: map[string]int{}}
+// New indexes defs; the index is immutable and safe for concurrent use.
+func New(defs []*toolfleetv1.ToolDefinition) *Index {
+	ix := &Index{df: map[string]int{}}
 	total := 0
 	for _, d := range defs {
 		var words []string
@@ -60,16 +64,18 @@ func newSearchIndex(defs []*toolfleetv1.ToolDefinition) *searchIndex {
 	return ix
 }
 
-type scored struct {
-	def   *toolfleetv1.ToolDefinition
-	score float64
+// Hit is a tool that matched a query, with its BM25 score.
+type Hit struct {
+	Def   *toolfleetv1.ToolDefinition
+	Score float64
 }
 
-// search returns the tools matching query, best first; keep filters candidates.
-func (ix *searchIndex) search(query string, keep func(*toolfleetv1.ToolDefinition) bool) []scored {
+// Search returns the tools matching query, best first (ties by id); keep filters
+// candidates.
+func (ix *Index) Search(query string, keep func(*toolfleetv1.ToolDefinition) bool) []Hit {
 	terms := tokenize(query)
 	n := float64(len(ix.docs))
-	var out []scored
+	var out []Hit
 	for _, doc := range ix.docs {
 		if !keep(doc.def) {
 			continue
@@ -85,11 +91,11 @@ func (ix *searchIndex) search(query string, keep func(*toolfleetv1.ToolDefinitio
 			s += idf * f * (bm25K1 + 1) / (f + bm25K1*(1-bm25B+bm25B*float64(doc.len)/ix.avgLen))
 		}
 		if s > 0 {
-			out = append(out, scored{doc.def, s})
+			out = append(out, Hit{doc.def, s})
 		}
 	}
-	slices.SortStableFunc(out, func(a, b scored) int {
-		return cmp.Or(cmp.Compare(b.score, a.score), cmp.Compare(a.def.GetId(), b.def.GetId()))
+	slices.SortStableFunc(out, func(a, b Hit) int {
+		return cmp.Or(cmp.Compare(b.Score, a.Score), cmp.Compare(a.Def.GetId(), b.Def.GetId()))
 	})
 	return out
 }

@@ -1,0 +1,235 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/toolfleet/toolfleet/internal/config"
+	"github.com/toolfleet/toolfleet/sdk/natsconn"
+	"github.com/toolfleet/toolfleet/services/gateway"
+)
+
+// envPrefix is the prefix of every environment variable of this binary, shared with
+// the workers so that one ConfigMap can hold TOOLFLEET_NATS_URL for all of them.
+const envPrefix = "TOOLFLEET"
+
+// maxSecretFileBytes bounds a secret or key file read at start: a JWT secret or a
+// JWKS is a few KiB, and a mistaken path must not be read into memory whole.
+const maxSecretFileBytes = 1 << 20
+
+// Config is the whole configuration of the gateway binary, from flags and env.
+type Config struct {
+	Listen  string
+	NATSURL string
+	// NATS holds NATS credentials and TLS (--nats-creds, --nats-ca, ...).
+	NATS natsconn.Options
+	// WorkerTLS dials workers with TLS or mTLS (--worker-tls, --worker-ca, ...).
+	WorkerTLS gateway.WorkerTLSConfig
+	// Workers are static worker addresses (host:port); any gRPC service with
+	// server reflection, e.g. a Kubernetes Service name.
+	Workers []string
+
+	// AuthDisabled turns bearer tokens off; only allowed on a loopback Listen.
+	AuthDisabled bool
+	// HS256SecretFile holds the shared secret of HS256 tokens (a mounted Secret).
+	HS256SecretFile string
+	// JWKSFile and JWKSURL hold RS256/ES256 public keys.
+	JWKSFile string
+	JWKSURL  string
+	Audience string
+	Issuer   string
+
+	DefaultTimeout         time.Duration
+	MaxResultBytes         int64
+	IdempotencyTTL         time.Duration
+	IdempotencyFileStorage bool
+
+	// ShutdownTimeout bounds the graceful stop; keep it below the pod's
+	// terminationGracePeriodSeconds so in-flight calls finish before SIGKILL.
+	ShutdownTimeout time.Duration
+	LogLevel        string
+	LogFormat       string
+}
+
+// flags binds cfg to a new flag set, with the defaults of a gateway that is safe to
+// start by hand (loopback only).
+func flags(cfg *Config) *pflag.FlagSet {
+	fs := pflag.NewFlagSet("gateway", pflag.ContinueOnError)
+	fs.StringVar(&cfg.Listen, "listen", gateway.DefaultListen, "host:port of the one plaintext h2c port: gRPC, Connect, gRPC-Web, OXP HTTP, /metrics, grpc.health.v1")
+	fs.StringVar(&cfg.NATSURL, "nats-url", "", "NATS URL for worker announcements, idempotency and call events; empty = static workers only")
+	fs.StringSliceVar(&cfg.Workers, "workers", nil, "static worker addresses host:port, comma-separated (any gRPC service with server reflection)")
+	fs.BoolVar(&cfg.AuthDisabled, "auth-disabled", false, "serve without bearer tokens (refused unless --listen is loopback)")
+	fs.StringVar(&cfg.HS256SecretFile, "jwt-hs256-secret-file", "", "file holding the HS256 shared secret of bearer tokens")
+	fs.StringVar(&cfg.JWKSFile, "jwt-jwks-file", "", "file holding a JSON Web Key Set (RS256/ES256 public keys)")
+	fs.StringVar(&cfg.JWKSURL, "jwt-jwks-url", "", "https URL of a JSON Web Key Set (RS256/ES256 public keys)")
+	fs.StringVar(&cfg.Audience, "jwt-audience", "", "audience every token must carry; empty = not checked")
+	fs.StringVar(&cfg.Issuer, "jwt-issuer", "", "issuer every token must carry; empty = not checked")
+	fs.DurationVar(&cfg.DefaultTimeout, "default-timeout", gateway.DefaultTimeout, "call timeout of tools whose contract sets none")
+	fs.Int64Var(&cfg.MaxResultBytes, "max-result-bytes", gateway.DefaultMaxResultBytes, "result size limit of tools whose contract sets none")
+	fs.DurationVar(&cfg.IdempotencyTTL, "idempotency-ttl", gateway.DefaultIdempotencyTTL, "how long finished call results are kept for retries")
+	fs.BoolVar(&cfg.IdempotencyFileStorage, "idempotency-file-storage", false, "keep finished call results on disk in JetStream (default memory)")
+	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", 20*time.Second, "bound of the graceful stop on SIGTERM; keep it below the pod's termination grace period")
+	fs.StringVar(&cfg.LogLevel, "log-level", "info", "least level logged: debug, info, warn, error")
+	fs.StringVar(&cfg.LogFormat, "log-format", "json", "log format on stderr: json or text")
+	cfg.NATS.AddFlags(fs)
+	cfg.WorkerTLS.AddFlags(fs)
+	config.BindEnv(fs, envPrefix)
+	return fs
+}
+
+// parse reads args, then the environment for flags not given, and validates.
+func parse(args []string) (Config, error) {
+	var cfg Config
+	fs := flags(&cfg)
+	if err := fs.Parse(args); err != nil {
+		return cfg, err
+	}
+	if fs.NArg() > 0 {
+		return cfg, fmt.Errorf("unexpected arguments %q: every setting is a flag", fs.Args())
+	}
+	if err := config.ApplyEnv(fs, envPrefix); err != nil {
+		return cfg, err
+	}
+	return cfg, cfg.validate()
+}
+
+// validate checks everything that can be checked before starting, so that a bad
+// ConfigMap fails the pod at once with a message naming the setting.
+func (c Config) validate() error {
+	var errs []error
+	if _, port, err := net.SplitHostPort(c.Listen); err != nil || port == "" {
+		errs = append(errs, fmt.Errorf("--listen %q: want host:port", c.Listen))
+	}
+	if c.NATSURL != "" && !hasScheme(c.NATSURL, "nats", "tls", "ws", "wss") {
+		errs = append(errs, fmt.Errorf("--nats-url %q: want nats://HOST:PORT (or tls://, ws://, wss://)", c.NATSURL))
+	}
+	for _, w := range c.Workers {
+		if host, port, err := net.SplitHostPort(w); err != nil || host == "" || port == "" {
+			errs = append(errs, fmt.Errorf("--workers: %q is not host:port", w))
+		}
+	}
+	if c.NATSURL == "" && len(c.Workers) == 0 {
+		errs = append(errs, errors.New("no workers: set --nats-url (announced workers) and/or --workers (static ones)"))
+	}
+	keys := 0
+	for _, s := range []string{c.HS256SecretFile, c.JWKSFile, c.JWKSURL} {
+		if s != "" {
+			keys++
+		}
+	}
+	switch {
+	case c.AuthDisabled && keys > 0:
+		errs = append(errs, errors.New("--auth-disabled and a JWT key source are both set: pick one"))
+	case c.AuthDisabled && !loopback(c.Listen):
+		errs = append(errs, fmt.Errorf("--auth-disabled is refused on --listen %s: without tokens the gateway may only listen on loopback", c.Listen))
+	case !c.AuthDisabled && keys != 1:
+		errs = append(errs, errors.New("auth needs exactly one of --jwt-hs256-secret-file, --jwt-jwks-file, --jwt-jwks-url (or --auth-disabled on a loopback --listen)"))
+	}
+	if c.JWKSURL != "" && !hasScheme(c.JWKSURL, "https") {
+		errs = append(errs, fmt.Errorf("--jwt-jwks-url %q: keys are fetched over https only", c.JWKSURL))
+	}
+	for _, d := range []struct {
+		flag  string
+		value time.Duration
+	}{{"default-timeout", c.DefaultTimeout}, {"idempotency-ttl", c.IdempotencyTTL}, {"shutdown-timeout", c.ShutdownTimeout}} {
+		if d.value <= 0 {
+			errs = append(errs, fmt.Errorf("--%s %s: must be positive", d.flag, d.value))
+		}
+	}
+	if err := c.NATS.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if c.MaxResultBytes <= 0 {
+		errs = append(errs, fmt.Errorf("--max-result-bytes %d: must be positive", c.MaxResultBytes))
+	}
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(c.LogLevel)); err != nil {
+		errs = append(errs, fmt.Errorf("--log-level %q: want debug, info, warn or error", c.LogLevel))
+	}
+	if c.LogFormat != "json" && c.LogFormat != "text" {
+		errs = append(errs, fmt.Errorf("--log-format %q: want json or text", c.LogFormat))
+	}
+	return errors.Join(errs...)
+}
+
+// loopback reports whether a listen address binds only to loopback.
+func loopback(listen string) bool {
+	host, _, err := net.SplitHostPort(listen)
+	if err != nil {
+		return false
+	}
+	ip := net.ParseIP(host)
+	return host == "localhost" || (ip != nil && ip.IsLoopback())
+}
+
+func hasScheme(url string, schemes ...string) bool {
+	for _, s := range schemes {
+		if rest, ok := strings.CutPrefix(url, s+"://"); ok && rest != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// gatewayConfig turns the validated flags into the gateway's Config, reading the
+// HS256 secret file.
+func (c Config) gatewayConfig(log *slog.Logger) (gateway.Config, error) {
+	auth := gateway.AuthConfig{
+		Disabled: c.AuthDisabled,
+		JWKSFile: c.JWKSFile,
+		JWKSURL:  c.JWKSURL,
+		Audience: c.Audience,
+		Issuer:   c.Issuer,
+	}
+	if c.HS256SecretFile != "" {
+		secret, err := readSecret(c.HS256SecretFile)
+		if err != nil {
+			return gateway.Config{}, fmt.Errorf("--jwt-hs256-secret-file: %w", err)
+		}
+		auth.HS256Secret = secret
+	}
+	return gateway.Config{
+		Listen:                 c.Listen,
+		Workers:                c.Workers,
+		NATSURL:                c.NATSURL,
+		NATS:                   c.NATS,
+		WorkerTLS:              c.WorkerTLS,
+		Auth:                   auth,
+		DefaultTimeout:         c.DefaultTimeout,
+		MaxResultBytes:         c.MaxResultBytes,
+		IdempotencyTTL:         c.IdempotencyTTL,
+		IdempotencyFileStorage: c.IdempotencyFileStorage,
+		ShutdownTimeout:        c.ShutdownTimeout,
+		Logger:                 log,
+	}, nil
+}
+
+// readSecret reads a secret file (bounded), without the trailing newline that
+// `kubectl create secret --from-file` and editors leave.
+func readSecret(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxSecretFileBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	if len(b) > maxSecretFileBytes {
+		return nil, fmt.Errorf("%s is larger than %d bytes: not a secret", path, maxSecretFileBytes)
+	}
+	s := strings.TrimRight(string(b), "\r\n")
+	if len(s) < 32 {
+		return nil, fmt.Errorf("%s holds %d bytes: an HS256 secret needs at least 32", path, len(s))
+	}
+	return []byte(s), nil
+}

@@ -1,0 +1,75 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+
+	"github.com/spf13/pflag"
+
+	"github.com/toolfleet/toolfleet/services/gateway"
+)
+
+// Exit codes of the binary.
+const (
+	exitOK      = 0
+	exitFailed  = 1
+	exitBadArgs = 2
+)
+
+// run is main without the process: it parses and validates the configuration,
+// serves until ctx is done, and returns the exit code.
+func run(ctx context.Context, args []string, stderr io.Writer) int {
+	cfg, err := parse(args)
+	if errors.Is(err, pflag.ErrHelp) {
+		return exitOK
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "gateway: %v\n", err)
+		return exitBadArgs
+	}
+	log := newLogger(cfg, stderr)
+	if err := serve(ctx, cfg, log, nil); err != nil {
+		log.Error("gateway failed", "error", err)
+		return exitFailed
+	}
+	return exitOK
+}
+
+// serve runs the gateway until ctx is done. started, when not nil, receives the
+// gateway once it listens (tests use it to find the address).
+func serve(ctx context.Context, cfg Config, log *slog.Logger, started chan<- *gateway.Gateway) error {
+	gcfg, err := cfg.gatewayConfig(log)
+	if err != nil {
+		return err
+	}
+	g, err := gateway.New(ctx, gcfg)
+	if err != nil {
+		return fmt.Errorf("configure the gateway: %w", err)
+	}
+	if started != nil {
+		go func() {
+			select {
+			case <-g.Ready():
+				started <- g
+			case <-ctx.Done():
+			}
+		}()
+	}
+	// Run returns within ShutdownTimeout of ctx being done: health turns
+	// NOT_SERVING first, so Kubernetes stops routing while calls drain.
+	return g.Run(ctx)
+}
+
+func newLogger(cfg Config, w io.Writer) *slog.Logger {
+	var lvl slog.Level
+	_ = lvl.UnmarshalText([]byte(cfg.LogLevel)) // validated
+	opts := &slog.HandlerOptions{Level: lvl}
+	var h slog.Handler = slog.NewJSONHandler(w, opts)
+	if cfg.LogFormat == "text" {
+		h = slog.NewTextHandler(w, opts)
+	}
+	return slog.New(h).With("service", "gateway")
+}

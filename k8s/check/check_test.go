@@ -1,0 +1,147 @@
+package check
+
+import (
+	"path/filepath"
+	"slices"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
+)
+
+// repo is the repository root, seen from this module's folder.
+const repo = "../.."
+
+// repoRules reads the Tiltfile's images and the external Secrets documented in
+// docs/operations.md.
+func repoRules(t *testing.T) Rules {
+	t.Helper()
+	images, err := TiltfileImages(filepath.Join(repo, "Tiltfile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	external, err := ExternalRefs(filepath.Join(repo, "docs", "operations.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Rules{
+		TiltImages:      images,
+		ThirdPartyRepos: map[string]bool{"nats": true, "temporalio/temporal": true},
+		External:        external,
+	}
+}
+
+// services are the toolfleet workloads every build must hold.
+var services = []string{"gateway", "orchestrator", "worker-calculator", "worker-clock", "worker-jsonq", "worker-kv", "worker-web"}
+
+func TestManifests(t *testing.T) {
+	t.Parallel()
+	rules := repoRules(t)
+	for _, s := range services {
+		if !rules.TiltImages["toolfleet-"+s] {
+			t.Errorf("the Tiltfile does not build toolfleet-%s (it builds %v)", s, rules.TiltImages)
+		}
+	}
+	tests := []struct {
+		dir   string
+		check func(t *testing.T, objs []Object)
+	}{
+		{dir: "k8s/base"},
+		{dir: "k8s/overlays/kind", check: func(t *testing.T, objs []Object) {
+			for _, infra := range []string{"nats", "temporal"} {
+				if !has(objs, "StatefulSet", infra) {
+					t.Errorf("the kind overlay has no %s StatefulSet", infra)
+				}
+			}
+			// Every image Tilt builds is used, or Tilt would build it for nothing.
+			used := map[string]bool{}
+			for _, w := range podTemplates(objs) {
+				for _, c := range w.template.Spec.Containers {
+					used[c.Image] = true
+				}
+			}
+			for img := range rules.TiltImages {
+				if !used[img] {
+					t.Errorf("the Tiltfile builds %s, which no kind workload uses", img)
+				}
+			}
+		}},
+		{dir: "k8s/overlays/prod", check: func(t *testing.T, objs []Object) {
+			for _, infra := range []string{"nats", "temporal"} {
+				if has(objs, "StatefulSet", infra) {
+					t.Errorf("the prod overlay runs an in-cluster %s; it must point at the external one", infra)
+				}
+			}
+			for _, o := range objs {
+				if d, ok := o.Obj.(*appsv1.Deployment); ok && (d.Spec.Replicas == nil || *d.Spec.Replicas < 3) {
+					t.Errorf("prod %s runs fewer than 3 replicas", o)
+				}
+			}
+			var np *networkingv1.NetworkPolicy
+			for _, o := range objs {
+				if p, ok := o.Obj.(*networkingv1.NetworkPolicy); ok {
+					np = p
+				}
+			}
+			if np == nil || np.Spec.PodSelector.MatchLabels["app.kubernetes.io/component"] != "worker" || len(np.Spec.Ingress) != 1 {
+				t.Fatalf("prod has no NetworkPolicy guarding the workers: %v", np)
+			}
+			var from []string
+			for _, peer := range np.Spec.Ingress[0].From {
+				from = append(from, peer.PodSelector.MatchLabels["app.kubernetes.io/name"])
+			}
+			if slices.Sort(from); !slices.Equal(from, []string{"gateway", "orchestrator"}) {
+				t.Errorf("workers accept traffic from %v, want only gateway and orchestrator", from)
+			}
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.dir, func(t *testing.T) {
+			t.Parallel()
+			objs, err := Build(filesys.MakeFsOnDisk(), filepath.Join(repo, tt.dir))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, s := range services {
+				if !has(objs, "Deployment", s) || !has(objs, "Service", s) || !has(objs, "ServiceAccount", s) {
+					t.Errorf("%s lacks the Deployment, Service or ServiceAccount of %s", tt.dir, s)
+				}
+			}
+			for _, p := range Check(objs, rules) {
+				t.Error(p)
+			}
+			if tt.check != nil {
+				tt.check(t, objs)
+			}
+		})
+	}
+}
+
+func has(objs []Object, kind, name string) bool {
+	return slices.ContainsFunc(objs, func(o Object) bool { return o.Kind == kind && o.Name == name })
+}
+
+func TestExternalRefsReadsOnlyItsSection(t *testing.T) {
+	t.Parallel()
+	doc := "# Ops\n\nSee `not-this`.\n\n## External Secrets\n\n| Secret | keys |\n|---|---|\n| `toolfleet-nats` | `nats.creds` |\n\n### Details\n\n`also-this`\n\n## Next\n\n`not-that`\n"
+	dir := t.TempDir()
+	path := filepath.Join(dir, "ops.md")
+	if err := filesys.MakeFsOnDisk().WriteFile(path, []byte(doc)); err != nil {
+		t.Fatal(err)
+	}
+	got, err := ExternalRefs(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"Secret/toolfleet-nats", "Secret/also-this"} {
+		if !got[want] {
+			t.Errorf("%s missing from %v", want, got)
+		}
+	}
+	for _, not := range []string{"Secret/not-this", "Secret/not-that"} {
+		if got[not] {
+			t.Errorf("%s read from outside the section: %v", not, got)
+		}
+	}
+}

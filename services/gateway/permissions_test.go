@@ -1,0 +1,166 @@
+package gateway_test
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
+	calculatorv1 "github.com/toolfleet/toolfleet/gen/tools/calculator/v1"
+	"github.com/toolfleet/toolfleet/internal/natsx"
+	"github.com/toolfleet/toolfleet/sdk/natsconn"
+	"github.com/toolfleet/toolfleet/sdk/tool"
+	"github.com/toolfleet/toolfleet/sdk/tool/tooltest"
+	"github.com/toolfleet/toolfleet/services/gateway"
+	"github.com/toolfleet/toolfleet/workers/calculator/calculator"
+)
+
+// The least NATS permissions of a gateway and a worker with the default stream
+// and bucket names. docs/operations.md lists the same; keep them in step.
+var (
+	gatewayPublish = []string{
+		"toolfleet.registry.discover",
+		"toolfleet.events.call.>",
+		"$JS.API.INFO",
+		"$JS.API.STREAM.INFO.TOOLFLEET_CALL_EVENTS",
+		"$JS.API.STREAM.CREATE.TOOLFLEET_CALL_EVENTS",
+		"$KV.toolfleet_calls.>",
+		"$JS.API.STREAM.CREATE.KV_toolfleet_calls",
+		"$JS.API.STREAM.UPDATE.KV_toolfleet_calls",
+		"$JS.API.DIRECT.GET.KV_toolfleet_calls.>",
+		"$JS.API.CONSUMER.CREATE.KV_toolfleet_calls.>",
+		"$JS.API.CONSUMER.DELETE.KV_toolfleet_calls.>",
+		"$JS.FC.KV_toolfleet_calls.>",
+	}
+	gatewaySubscribe = []string{"toolfleet.registry.announce", "_INBOX.>"}
+	workerPublish    = []string{"toolfleet.registry.announce"}
+	workerSubscribe  = []string{"toolfleet.registry.discover"}
+)
+
+func permissions(pub, sub []string) *server.Permissions {
+	return &server.Permissions{
+		Publish:   &server.SubjectPermission{Allow: pub},
+		Subscribe: &server.SubjectPermission{Allow: sub},
+	}
+}
+
+// TestLeastNATSPermissions: a gateway and a worker with only the permissions
+// docs/operations.md lists find each other, run a call, answer its repeat from
+// the idempotency bucket and store the call's events; a user without the
+// announce permission is refused by NATS.
+func TestLeastNATSPermissions(t *testing.T) {
+	t.Parallel()
+	// The server logs every permission violation; none may come from the gateway
+	// or the worker (a missing permission can hide behind a fallback, such as
+	// running a call without idempotency).
+	serverLogs := &lockedBuffer{}
+	t.Cleanup(func() {
+		for line := range strings.SplitSeq(serverLogs.String(), "\n") {
+			if strings.Contains(line, "Violation") && !strings.Contains(line, "mute") {
+				t.Errorf("NATS refused the gateway or the worker: %s", line)
+			}
+		}
+	})
+	srv, err := natsx.StartEmbedded(t.Context(), natsx.EmbeddedConfig{StoreDir: t.TempDir(), Logger: slog.New(slog.NewTextHandler(serverLogs, nil)), Configure: func(o *server.Options) {
+		o.Users = []*server.User{
+			{Username: "gateway", Password: "g", Permissions: permissions(gatewayPublish, gatewaySubscribe)},
+			{Username: "worker", Password: "w", Permissions: permissions(workerPublish, workerSubscribe)},
+			{Username: "mute", Password: "m", Permissions: permissions([]string{"nothing"}, workerSubscribe)},
+			{Username: "admin", Password: "a"},
+		}
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Shutdown)
+
+	c := &countingCalculator{Service: calculator.New()}
+	_, _ = tooltest.Start(t, tool.Config{Name: "calc", NATSURL: srv.URL(), NATS: natsconn.Options{User: "worker", Password: "w"},
+		AnnounceInterval: 100 * time.Millisecond}, func(w *tool.Worker) { calculatorv1.RegisterCalculatorServiceServer(w, c) })
+
+	g := startGateway(t, gateway.Config{NATSURL: srv.URL(), NATS: natsconn.Options{User: "gateway", Password: "g"},
+		Auth: gateway.AuthConfig{Disabled: true}})
+	waitTool(t, g, "Calculator.Add@1.0.0")
+
+	// The idempotency bucket works: a repeat is answered without running the tool.
+	req := &toolfleetv1.CallToolRequest{CallId: "perm-1", ToolId: "Calculator.Add@1.0.0", Input: addInput(1, 2)}
+	waitFor(t, "the idempotency bucket", func() bool {
+		before := c.adds.Load()
+		r1, err1 := g.Call(t.Context(), anon(), req)
+		r2, err2 := g.Call(t.Context(), anon(), req)
+		req.CallId += "x"
+		return err1 == nil && err2 == nil && r1.GetSuccess() && r2.GetSuccess() && c.adds.Load() == before+1
+	})
+
+	// A repeat of a call still running waits for it (a watch on the bucket) and
+	// gets its result instead of running the tool again.
+	slow := &toolfleetv1.CallToolRequest{CallId: "perm-slow", ToolId: "Calculator.Add@1.0.0", Input: addInput(slowA, 1)}
+	before := c.adds.Load()
+	first := make(chan error, 1)
+	go func() {
+		_, err := g.Call(context.WithoutCancel(t.Context()), anon(), slow)
+		first <- err
+	}()
+	waitFor(t, "the slow call to start", func() bool { return c.adds.Load() == before+1 })
+	r, err := g.Call(t.Context(), anon(), slow)
+	if err != nil || r.GetValue().GetStructValue().GetFields()["result"].GetNumberValue() != slowA+1 {
+		t.Fatalf("repeat of a running call: %v %v", r, err)
+	}
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	if n := c.adds.Load() - before; n != 1 {
+		t.Fatalf("the tool ran %d times for one call_id", n)
+	}
+
+	// Events reach the stream.
+	admin, err := natsconn.Options{User: "admin", Password: "a"}.Connect(srv.URL(), "admin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	js, err := jetstream.New(admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "call events in the stream", func() bool {
+		s, err := js.Stream(t.Context(), gateway.DefaultEventStream)
+		if err != nil {
+			return false
+		}
+		info, err := s.Info(t.Context())
+		return err == nil && info.State.Msgs >= 2
+	})
+
+	// A user without the announce permission is refused by NATS.
+	refused := make(chan error, 1)
+	mute, err := natsconn.Options{User: "mute", Password: "m"}.Connect(srv.URL(), "mute",
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+			select {
+			case refused <- err:
+			default:
+			}
+		}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mute.Close()
+	if err := mute.Publish(tool.AnnounceSubject, []byte("{}")); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-refused:
+		if !errors.Is(err, nats.ErrPermissionViolation) {
+			t.Fatalf("publish without permission: %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("NATS accepted an announcement from a user without permission")
+	}
+}
