@@ -52,6 +52,14 @@ type Config struct {
 	IdempotencyTTL         time.Duration
 	IdempotencyFileStorage bool
 
+	// Request limits and browser safety (docs/gateway.md "Limits", "Browser safety").
+	MaxRequestBytes      int64
+	MaxInputValues       int
+	MaxBatchCalls        int
+	BatchParallelism     int
+	MaxConcurrentStreams uint32
+	AllowedOrigins       []string
+
 	// ShutdownTimeout bounds the graceful stop; keep it below the pod's
 	// terminationGracePeriodSeconds so in-flight calls finish before SIGKILL.
 	ShutdownTimeout time.Duration
@@ -76,6 +84,12 @@ func flags(cfg *Config) *pflag.FlagSet {
 	fs.Int64Var(&cfg.MaxResultBytes, "max-result-bytes", gateway.DefaultMaxResultBytes, "result size limit of tools whose contract sets none")
 	fs.DurationVar(&cfg.IdempotencyTTL, "idempotency-ttl", gateway.DefaultIdempotencyTTL, "how long finished call results are kept for retries")
 	fs.BoolVar(&cfg.IdempotencyFileStorage, "idempotency-file-storage", false, "keep finished call results on disk in JetStream (default memory)")
+	fs.Int64Var(&cfg.MaxRequestBytes, "max-request-bytes", gateway.DefaultMaxRequestBytes, "size limit of one request body or message on every surface, checked before decoding")
+	fs.IntVar(&cfg.MaxInputValues, "max-input-values", gateway.DefaultMaxInputValues, "JSON values (elements, members) one JSON request may hold, counted before decoding")
+	fs.IntVar(&cfg.MaxBatchCalls, "max-batch-calls", gateway.DefaultMaxBatchCalls, "calls one CallTools request may hold; larger batches are refused whole")
+	fs.IntVar(&cfg.BatchParallelism, "batch-parallelism", gateway.DefaultBatchParallelism, "calls of one CallTools request running at once")
+	fs.Uint32Var(&cfg.MaxConcurrentStreams, "max-concurrent-streams", gateway.DefaultMaxConcurrentStreams, "RPCs in flight on one HTTP/2 connection")
+	fs.StringSliceVar(&cfg.AllowedOrigins, "allowed-origins", nil, "browser origins (https://console.example.com) allowed to make state-changing requests and to use /mcp; default none")
 	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", 20*time.Second, "bound of the graceful stop on SIGTERM; keep it below the pod's termination grace period")
 	fs.StringVar(&cfg.LogLevel, "log-level", "info", "least level logged: debug, info, warn, error")
 	fs.StringVar(&cfg.LogFormat, "log-format", "json", "log format on stderr: json or text")
@@ -209,6 +223,12 @@ func (c Config) gatewayConfig(log *slog.Logger) (gateway.Config, error) {
 		IdempotencyFileStorage: c.IdempotencyFileStorage,
 		ShutdownTimeout:        c.ShutdownTimeout,
 		Logger:                 log,
+		MaxRequestBytes:        c.MaxRequestBytes,
+		MaxInputValues:         c.MaxInputValues,
+		MaxBatchCalls:          c.MaxBatchCalls,
+		BatchParallelism:       c.BatchParallelism,
+		MaxConcurrentStreams:   c.MaxConcurrentStreams,
+		AllowedOrigins:         c.AllowedOrigins,
 	}, nil
 }
 
