@@ -23,8 +23,24 @@ var layerRules = []struct {
 	{"workers/", []string{"cmd/", "services/", "orchestrator/"}},
 }
 
+// productionRules hold for the packages' own (non-test) imports: services/
+// run without the bundled workers, and the end-to-end package, which imports
+// everything, is imported by tests only.
+var productionRules = []struct {
+	from      string
+	forbidden []string
+}{
+	{"services/", []string{"workers/", "e2e"}},
+	{"orchestrator/", []string{"e2e"}},
+	{"workers/", []string{"e2e"}},
+	{"internal/", []string{"e2e"}},
+}
+
 // violations lists "pkg imports dep" for every broken rule.
-func violations(imports map[string][]string) []string {
+func violations(imports map[string][]string, layerRules []struct {
+	from      string
+	forbidden []string
+}) []string {
 	var out []string
 	for pkg, deps := range imports {
 		rel, ok := strings.CutPrefix(pkg, module)
@@ -58,7 +74,7 @@ func TestLayeringRules(t *testing.T) {
 	if err != nil {
 		t.Fatalf("go list: %v", err)
 	}
-	imports := map[string][]string{}
+	imports, production := map[string][]string{}, map[string][]string{}
 	dec := json.NewDecoder(strings.NewReader(string(outb)))
 	for dec.More() {
 		var p struct {
@@ -69,12 +85,16 @@ func TestLayeringRules(t *testing.T) {
 			t.Fatalf("decode go list: %v", err)
 		}
 		imports[p.ImportPath] = append(append(p.Imports, p.TestImports...), p.XTestImports...)
+		production[p.ImportPath] = p.Imports
 	}
 	if len(imports) < 3 {
 		t.Fatalf("go list found only %d packages; is the test running at the module root?", len(imports))
 	}
-	for _, v := range violations(imports) {
+	for _, v := range violations(imports, layerRules) {
 		t.Errorf("layering rule broken (docs/architecture.md): %s", v)
+	}
+	for _, v := range violations(production, productionRules) {
+		t.Errorf("layering rule broken by non-test code (docs/architecture.md): %s", v)
 	}
 }
 
@@ -85,8 +105,16 @@ func TestLayeringRulesCatchViolations(t *testing.T) {
 		module + "sdk/tool":           {module + "internal/devstack", module + "gen/toolfleet/v1"},
 		module + "workers/calculator": {module + "sdk/tool", module + "services/gateway"},
 		module + "cmd/toolfleet":      {module + "internal/devstack"},
-	})
+	}, layerRules)
 	if len(got) != 2 {
 		t.Fatalf("violations = %v, want the sdk→devstack and workers→services imports", got)
+	}
+	got = violations(map[string][]string{
+		module + "services/gateway/gatewaytest": {module + "workers/calculator/calculator"},
+		module + "services/gateway":             {module + "e2e"},
+		module + "cmd/toolfleet":                {module + "e2e", module + "workers/calculator/calculator"},
+	}, productionRules)
+	if len(got) != 2 {
+		t.Fatalf("violations = %v, want the services→workers and services→e2e imports", got)
 	}
 }

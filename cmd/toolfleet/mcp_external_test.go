@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/toolfleet/toolfleet/services/gateway/gatewaytest"
+	"github.com/toolfleet/toolfleet/e2e"
 )
 
 // externalClient is a Node ESM script on the official TypeScript SDK client
@@ -107,7 +107,7 @@ func TestExternalMCPClient(t *testing.T) {
 	bin := filepath.Join(dir, "toolfleet")
 	run(ctx, t, "", nil, "go", "build", "-o", bin, ".")
 
-	fleet := gatewaytest.Start(t, gatewaytest.Options{Auth: true})
+	fleet := e2e.Start(t, e2e.Options{Auth: true})
 	env := []string{"MCP_TEST_TOKEN=" + fleet.Token(t, "tools:call")}
 	tests := []struct {
 		name string

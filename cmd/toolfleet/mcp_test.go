@@ -11,14 +11,14 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/toolfleet/toolfleet/services/gateway/gatewaytest"
+	"github.com/toolfleet/toolfleet/e2e"
 )
 
 // TestMCPBridge runs `toolfleet mcp` in process on pipes and drives it with the
 // official Go SDK client, as an MCP client launching the command would.
 func TestMCPBridge(t *testing.T) {
 	t.Parallel()
-	fleet := gatewaytest.Start(t, gatewaytest.Options{Auth: true})
+	fleet := e2e.Start(t, e2e.Options{Auth: true})
 	clientIn, bridgeOut := io.Pipe()
 	bridgeIn, clientOut := io.Pipe()
 

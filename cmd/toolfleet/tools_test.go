@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/toolfleet/toolfleet/services/gateway/gatewaytest"
+	"github.com/toolfleet/toolfleet/e2e"
 )
 
 // runCLI runs toolfleet with args and stdin; it returns stdout and the exit code.
@@ -37,7 +37,7 @@ func runCLIStderr(t *testing.T, stdin string, args ...string) (string, string, i
 
 func TestToolsCommands(t *testing.T) {
 	t.Parallel()
-	fleet := gatewaytest.Start(t, gatewaytest.Options{})
+	fleet := e2e.Start(t, e2e.Options{})
 	input := filepath.Join(t.TempDir(), "input.json")
 	if err := os.WriteFile(input, []byte(`{"a": 6, "b": 7}`), 0o600); err != nil {
 		t.Fatal(err)
@@ -187,7 +187,7 @@ func TestToolsCommands(t *testing.T) {
 // that printed nothing on stdout, and nothing more for one that did.
 func TestToolsStderr(t *testing.T) {
 	t.Parallel()
-	fleet := gatewaytest.Start(t, gatewaytest.Options{})
+	fleet := e2e.Start(t, e2e.Options{})
 	tests := []struct {
 		name       string
 		args       []string
@@ -227,7 +227,7 @@ func TestToolsStderr(t *testing.T) {
 }
 
 func TestToolsCallAuth(t *testing.T) {
-	fleet := gatewaytest.Start(t, gatewaytest.Options{Auth: true})
+	fleet := e2e.Start(t, e2e.Options{Auth: true})
 	args := []string{"tools", "call", "Calculator.Add", `{"a": 1}`, "--gateway", fleet.Addr}
 	if _, code := runCLI(t, "", args...); code != exitServer {
 		t.Fatalf("without a token: exit %d, want %d", code, exitServer)

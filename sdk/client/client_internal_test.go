@@ -13,7 +13,7 @@ import (
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
 )
 
-// The end-to-end tests, against a real gateway, are in services/gateway/gatewaytest.
+// The end-to-end tests, against a real gateway, are in e2e.
 
 func TestRetryDelay(t *testing.T) {
 	t.Parallel()

@@ -21,7 +21,7 @@
 // Anthropic, Gemini, … via sdk/llm), and [Client.HandleResponse] runs the tool
 // calls of a provider response and returns the messages to send back.
 //
-// The runnable examples live in services/gateway/gatewaytest, next to a real
+// The runnable examples live in e2e, next to a real
 // gateway: the layering rule (docs/architecture.md) keeps sdk/ packages, tests
 // included, from importing the gateway.
 package client

@@ -15,10 +15,10 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/toolfleet/toolfleet/e2e"
 	clockv1 "github.com/toolfleet/toolfleet/gen/tools/clock/v1"
 	"github.com/toolfleet/toolfleet/sdk/client"
 	"github.com/toolfleet/toolfleet/sdk/tool"
-	"github.com/toolfleet/toolfleet/services/gateway/gatewaytest"
 	"github.com/toolfleet/toolfleet/services/gateway/mcp"
 	"github.com/toolfleet/toolfleet/workers/clock/clock"
 )
@@ -90,16 +90,16 @@ func connectMemory(t *testing.T, addr string, opts mcp.Options, copts *sdk.Clien
 // surfaces are the two ways a client reaches the tools.
 var surfaces = []struct {
 	name    string
-	connect func(t *testing.T, f *gatewaytest.Fleet) *sdk.ClientSession
+	connect func(t *testing.T, f *e2e.Fleet) *sdk.ClientSession
 }{
-	{"gateway /mcp", func(t *testing.T, f *gatewaytest.Fleet) *sdk.ClientSession {
+	{"gateway /mcp", func(t *testing.T, f *e2e.Fleet) *sdk.ClientSession {
 		cs, err := connectHTTP(t, f.Addr, "", nil)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return cs
 	}},
-	{"client backend", func(t *testing.T, f *gatewaytest.Fleet) *sdk.ClientSession {
+	{"client backend", func(t *testing.T, f *e2e.Fleet) *sdk.ClientSession {
 		return connectMemory(t, f.Addr, mcp.Options{}, nil)
 	}},
 }
@@ -121,7 +121,7 @@ func listTools(t *testing.T, cs *sdk.ClientSession) map[string]*sdk.Tool {
 
 func TestToolsList(t *testing.T) {
 	t.Parallel()
-	fleet := gatewaytest.Start(t, gatewaytest.Options{})
+	fleet := e2e.Start(t, e2e.Options{})
 	for _, s := range surfaces {
 		t.Run(s.name, func(t *testing.T) {
 			t.Parallel()
@@ -153,7 +153,7 @@ func TestToolsList(t *testing.T) {
 
 func TestToolsListPages(t *testing.T) {
 	t.Parallel()
-	fleet := gatewaytest.Start(t, gatewaytest.Options{})
+	fleet := e2e.Start(t, e2e.Options{})
 	cs := connectMemory(t, fleet.Addr, mcp.Options{PageSize: 2}, nil)
 	first, err := cs.ListTools(t.Context(), nil)
 	if err != nil {
@@ -186,7 +186,7 @@ func text(r *sdk.CallToolResult) string {
 
 func TestToolsCall(t *testing.T) {
 	t.Parallel()
-	fleet := gatewaytest.Start(t, gatewaytest.Options{})
+	fleet := e2e.Start(t, e2e.Options{})
 	tests := []struct {
 		name  string
 		tool  string
@@ -249,7 +249,7 @@ func TestToolsCall(t *testing.T) {
 
 func TestCallIDIsIdempotencyKey(t *testing.T) {
 	t.Parallel()
-	fleet := gatewaytest.Start(t, gatewaytest.Options{NATS: true})
+	fleet := e2e.Start(t, e2e.Options{NATS: true})
 	cs, err := connectHTTP(t, fleet.Addr, "", nil)
 	if err != nil {
 		t.Fatal(err)
@@ -268,7 +268,7 @@ func TestCallIDIsIdempotencyKey(t *testing.T) {
 
 func TestAuth(t *testing.T) {
 	t.Parallel()
-	fleet := gatewaytest.Start(t, gatewaytest.Options{Auth: true})
+	fleet := e2e.Start(t, e2e.Options{Auth: true})
 
 	if _, err := connectHTTP(t, fleet.Addr, "", nil); err == nil {
 		t.Fatal("connected without a token")
@@ -303,7 +303,7 @@ func TestAuth(t *testing.T) {
 
 func TestProgressAndCancel(t *testing.T) {
 	t.Parallel()
-	fleet := gatewaytest.Start(t, gatewaytest.Options{})
+	fleet := e2e.Start(t, e2e.Options{})
 	progressed := make(chan string, 16)
 	copts := &sdk.ClientOptions{ProgressNotificationHandler: func(_ context.Context, r *sdk.ProgressNotificationClientRequest) {
 		select {
@@ -356,9 +356,9 @@ func TestListChanged(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name    string
-		connect func(t *testing.T, f *gatewaytest.Fleet, copts *sdk.ClientOptions) *sdk.ClientSession
+		connect func(t *testing.T, f *e2e.Fleet, copts *sdk.ClientOptions) *sdk.ClientSession
 	}{
-		{"gateway /mcp", func(t *testing.T, f *gatewaytest.Fleet, copts *sdk.ClientOptions) *sdk.ClientSession {
+		{"gateway /mcp", func(t *testing.T, f *e2e.Fleet, copts *sdk.ClientOptions) *sdk.ClientSession {
 			cs, err := connectHTTP(t, f.Addr, "", copts)
 			if err != nil {
 				t.Fatal(err)
@@ -367,14 +367,14 @@ func TestListChanged(t *testing.T) {
 		}},
 		// tools/list never re-reads here (MaxStaleness), so the clock's tools can
 		// only appear through the poller, and the only notification is theirs.
-		{"client backend, poller only", func(t *testing.T, f *gatewaytest.Fleet, copts *sdk.ClientOptions) *sdk.ClientSession {
+		{"client backend, poller only", func(t *testing.T, f *e2e.Fleet, copts *sdk.ClientOptions) *sdk.ClientSession {
 			return connectMemory(t, f.Addr, mcp.Options{PollInterval: 100 * time.Millisecond, MaxStaleness: time.Hour}, copts)
 		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			fleet := gatewaytest.Start(t, gatewaytest.Options{NATS: true})
+			fleet := e2e.Start(t, e2e.Options{NATS: true})
 			var changes atomic.Int64
 			changed := make(chan struct{}, 1)
 			cs := tt.connect(t, fleet, &sdk.ClientOptions{ToolListChangedHandler: func(context.Context, *sdk.ToolListChangedRequest) {
@@ -412,7 +412,7 @@ func TestListChanged(t *testing.T) {
 // must not hold the gateway's graceful stop until its (here very long) deadline.
 func TestGatewayStopsWithSessionsOpen(t *testing.T) {
 	t.Parallel()
-	fleet, err := gatewaytest.New(t.Context(), gatewaytest.Options{ShutdownTimeout: 10 * time.Minute, Logger: quiet()})
+	fleet, err := e2e.New(t.Context(), e2e.Options{ShutdownTimeout: 10 * time.Minute, Logger: quiet()})
 	if err != nil {
 		t.Fatal(err)
 	}

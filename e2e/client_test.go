@@ -1,4 +1,4 @@
-package gatewaytest_test
+package e2e_test
 
 import (
 	"context"
@@ -10,9 +10,9 @@ import (
 
 	"google.golang.org/grpc/codes"
 
+	"github.com/toolfleet/toolfleet/e2e"
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
 	"github.com/toolfleet/toolfleet/sdk/client"
-	"github.com/toolfleet/toolfleet/services/gateway/gatewaytest"
 )
 
 func newClient(t *testing.T, addr string, opts ...client.Option) *client.Client {
@@ -40,7 +40,7 @@ var protocols = []struct {
 // stored, so a repeat returns it without running the tool.
 func TestIdempotentRetries(t *testing.T) {
 	t.Parallel()
-	fleet := gatewaytest.Start(t, gatewaytest.Options{NATS: true})
+	fleet := e2e.Start(t, e2e.Options{NATS: true})
 	for _, p := range protocols {
 		t.Run(p.name, func(t *testing.T) {
 			t.Parallel()
@@ -75,7 +75,7 @@ func TestIdempotentRetries(t *testing.T) {
 
 func TestSuccessIsNotRunTwice(t *testing.T) {
 	t.Parallel()
-	fleet := gatewaytest.Start(t, gatewaytest.Options{NATS: true})
+	fleet := e2e.Start(t, e2e.Options{NATS: true})
 	c := newClient(t, fleet.Addr)
 	req := &toolfleetv1.CallToolRequest{CallId: "add-once", ToolId: "Calculator.Add", Input: input(t, map[string]any{"a": 1, "b": 2})}
 	for i := range 3 {
@@ -95,7 +95,7 @@ func TestSuccessIsNotRunTwice(t *testing.T) {
 
 func TestRetryPolicy(t *testing.T) {
 	t.Parallel()
-	fleet := gatewaytest.Start(t, gatewaytest.Options{})
+	fleet := e2e.Start(t, e2e.Options{})
 	tests := []struct {
 		name         string
 		s            string
@@ -128,7 +128,7 @@ func TestRetryPolicy(t *testing.T) {
 			if !tt.wantSuccess {
 				wantRetry := strings.HasPrefix(tt.s, "retry")
 				var ee *client.ExecutionError
-				if !errors.As(res.Err(), &ee) || ee.CanRetry != wantRetry || ee.CallID != res.CallID || ee.RetryAfter != map[bool]time.Duration{true: gatewaytest.RetryAfter}[wantRetry] {
+				if !errors.As(res.Err(), &ee) || ee.CanRetry != wantRetry || ee.CallID != res.CallID || ee.RetryAfter != map[bool]time.Duration{true: e2e.RetryAfter}[wantRetry] {
 					t.Fatalf("Err() = %#v, want an *ExecutionError with can_retry %v", res.Err(), wantRetry)
 				}
 			}
@@ -138,7 +138,7 @@ func TestRetryPolicy(t *testing.T) {
 
 func TestFailureKinds(t *testing.T) {
 	t.Parallel()
-	fleet := gatewaytest.Start(t, gatewaytest.Options{})
+	fleet := e2e.Start(t, e2e.Options{})
 	for _, p := range protocols {
 		t.Run(p.name, func(t *testing.T) {
 			t.Parallel()
@@ -185,7 +185,7 @@ func TestFailureKinds(t *testing.T) {
 
 func TestDiscovery(t *testing.T) {
 	t.Parallel()
-	fleet := gatewaytest.Start(t, gatewaytest.Options{})
+	fleet := e2e.Start(t, e2e.Options{})
 	for _, p := range protocols {
 		t.Run(p.name, func(t *testing.T) {
 			t.Parallel()
@@ -226,7 +226,7 @@ func TestDiscovery(t *testing.T) {
 
 func TestCallTools(t *testing.T) {
 	t.Parallel()
-	fleet := gatewaytest.Start(t, gatewaytest.Options{})
+	fleet := e2e.Start(t, e2e.Options{})
 	c := newClient(t, fleet.Addr)
 	out, err := c.CallTools(t.Context(),
 		&toolfleetv1.CallToolRequest{ToolId: "Calculator.Add", Input: input(t, map[string]any{"a": 1, "b": 1})},
@@ -262,7 +262,7 @@ func TestCallTools(t *testing.T) {
 
 func TestAuth(t *testing.T) {
 	t.Parallel()
-	fleet := gatewaytest.Start(t, gatewaytest.Options{Auth: true})
+	fleet := e2e.Start(t, e2e.Options{Auth: true})
 	errSource := errors.New("vault sealed")
 	tests := []struct {
 		name     string
@@ -305,7 +305,7 @@ func TestAuth(t *testing.T) {
 
 func TestDeadline(t *testing.T) {
 	t.Parallel()
-	fleet := gatewaytest.Start(t, gatewaytest.Options{})
+	fleet := e2e.Start(t, e2e.Options{})
 	sleep := input(t, map[string]any{"duration": "60s"})
 	tests := []struct {
 		name string

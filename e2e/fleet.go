@@ -1,13 +1,13 @@
-// Package gatewaytest starts a real gateway with real tool workers on loopback
-// for the tests of the surfaces built around it: the Go client (sdk/client),
-// the MCP endpoint and the CLI. Nothing is mocked: the workers are sdk/tool
+// Package e2e holds the end-to-end tests of the fleet and the runnable
+// examples of sdk/client, and starts a real gateway with real tool workers on
+// loopback for the tests of the surfaces built around it: the Go client
+// (sdk/client), the MCP endpoint and the CLI. It sits at the top of the module,
+// where the layering rule (docs/architecture.md) lets it import everything
+// (sdk/ packages, their tests included, may not import the gateway); no
+// production package imports it. Nothing is mocked: the workers are sdk/tool
 // workers serving the bundled calculator and the test-only SchemaTest toolkit,
 // with side-effect counters the tests read.
-//
-// The package also holds the runnable examples and end-to-end tests of
-// sdk/client: the layering rule (docs/architecture.md) keeps sdk/ packages,
-// their tests included, from importing the gateway.
-package gatewaytest
+package e2e
 
 import (
 	"context"
@@ -118,7 +118,7 @@ func New(ctx context.Context, opts Options) (_ *Fleet, err error) {
 	}
 	g, err := gateway.New(ctx, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("gatewaytest: gateway.New: %w", err)
+		return nil, fmt.Errorf("e2e: gateway.New: %w", err)
 	}
 	if err := f.run("gateway", g.Run, g.Ready()); err != nil {
 		return nil, err
@@ -157,20 +157,20 @@ func (f *Fleet) run(what string, run func(context.Context) error, ready <-chan s
 		select {
 		case err := <-done:
 			if err != nil {
-				return fmt.Errorf("gatewaytest: %s: %w", what, err)
+				return fmt.Errorf("e2e: %s: %w", what, err)
 			}
 			return nil
 		case <-time.After(30 * time.Second):
-			return fmt.Errorf("gatewaytest: %s did not stop", what)
+			return fmt.Errorf("e2e: %s did not stop", what)
 		}
 	})
 	select {
 	case <-ready:
 		return nil
 	case err := <-done:
-		return fmt.Errorf("gatewaytest: %s: %w", what, err)
+		return fmt.Errorf("e2e: %s: %w", what, err)
 	case <-time.After(10 * time.Second):
-		return fmt.Errorf("gatewaytest: %s not ready", what)
+		return fmt.Errorf("e2e: %s not ready", what)
 	}
 }
 
@@ -179,7 +179,7 @@ func (f *Fleet) run(what string, run func(context.Context) error, ready <-chan s
 func (f *Fleet) AddWorker(t testing.TB, register func(w *tool.Worker)) {
 	t.Helper()
 	if f.NATSURL == "" {
-		t.Fatal("gatewaytest: AddWorker needs a fleet with NATS")
+		t.Fatal("e2e: AddWorker needs a fleet with NATS")
 	}
 	if _, err := f.startWorker(f.NATSURL, register); err != nil {
 		t.Fatal(err)
@@ -189,10 +189,10 @@ func (f *Fleet) AddWorker(t testing.TB, register func(w *tool.Worker)) {
 // startWorker runs a worker on loopback (announcing on natsURL when set) and
 // returns its address.
 func (f *Fleet) startWorker(natsURL string, register func(w *tool.Worker)) (string, error) {
-	w, err := tool.NewWorker(tool.Config{Name: "gatewaytest", NATSURL: natsURL, Logger: f.log, ShutdownTimeout: 2 * time.Second,
+	w, err := tool.NewWorker(tool.Config{Name: "e2e", NATSURL: natsURL, Logger: f.log, ShutdownTimeout: 2 * time.Second,
 		AnnounceInterval: 100 * time.Millisecond})
 	if err != nil {
-		return "", fmt.Errorf("gatewaytest: NewWorker: %w", err)
+		return "", fmt.Errorf("e2e: NewWorker: %w", err)
 	}
 	register(w)
 	if err := f.run("worker", w.Run, w.Ready()); err != nil {
@@ -216,7 +216,7 @@ func (f *Fleet) waitTool(toolID string) error {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("gatewaytest: the gateway does not serve %s", toolID)
+			return fmt.Errorf("e2e: the gateway does not serve %s", toolID)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -237,7 +237,7 @@ func (f *Fleet) waitIdempotency(ctx context.Context) error {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return errors.New("gatewaytest: the gateway's idempotency store did not come up")
+			return errors.New("e2e: the gateway's idempotency store did not come up")
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

@@ -1,4 +1,4 @@
-package gatewaytest_test
+package e2e_test
 
 import (
 	"encoding/json"
@@ -6,10 +6,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/toolfleet/toolfleet/e2e"
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
 	"github.com/toolfleet/toolfleet/sdk/client"
 	"github.com/toolfleet/toolfleet/sdk/llm"
-	"github.com/toolfleet/toolfleet/services/gateway/gatewaytest"
 )
 
 // TestModelHelpers runs ToolsFor and HandleResponse in every provider format:
@@ -18,7 +18,7 @@ import (
 // render into the provider's next request.
 func TestModelHelpers(t *testing.T) {
 	t.Parallel()
-	fleet := gatewaytest.Start(t, gatewaytest.Options{})
+	fleet := e2e.Start(t, e2e.Options{})
 	c := newClient(t, fleet.Addr)
 	for _, f := range llm.Formats() {
 		t.Run(f.Name(), func(t *testing.T) {
@@ -73,7 +73,7 @@ func TestModelHelpers(t *testing.T) {
 
 func TestRunToolCallsNeedsAToken(t *testing.T) {
 	t.Parallel()
-	fleet := gatewaytest.Start(t, gatewaytest.Options{Auth: true})
+	fleet := e2e.Start(t, e2e.Options{Auth: true})
 	msg := llm.NewMessage(toolfleetv1.Role_ROLE_ASSISTANT, llm.CallPart("c1", "Calculator_Add", map[string]any{"a": 1}))
 	_, err := newClient(t, fleet.Addr).RunToolCalls(t.Context(), msg)
 	var se *client.ServerError

@@ -1,4 +1,4 @@
-package gatewaytest_test
+package e2e_test
 
 import (
 	"context"
@@ -11,10 +11,10 @@ import (
 
 	"google.golang.org/protobuf/types/known/structpb"
 
+	"github.com/toolfleet/toolfleet/e2e"
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
 	"github.com/toolfleet/toolfleet/sdk/client"
 	"github.com/toolfleet/toolfleet/sdk/llm"
-	"github.com/toolfleet/toolfleet/services/gateway/gatewaytest"
 )
 
 // gatewayAddr is the address of the fleet the examples run against: a real
@@ -22,7 +22,7 @@ import (
 var gatewayAddr string
 
 func TestMain(m *testing.M) {
-	fleet, err := gatewaytest.New(context.Background(), gatewaytest.Options{})
+	fleet, err := e2e.New(context.Background(), e2e.Options{})
 	if err != nil {
 		log.Fatal(err)
 	}
