@@ -216,6 +216,6 @@ func printFleet(w io.Writer, f *fleet, authOn bool) {
 	fmt.Fprintf(w, "  Workers      %v   (found through NATS announcements)\n", f.Workers)
 	fmt.Fprintln(w, "Try:")
 	fmt.Fprintf(w, "  grpcurl -plaintext%s -d '{\"tool_id\": \"Calculator.Add\", \"input\": {\"a\": 2, \"b\": 3}}' %s toolfleet.v1.ToolGatewayService/CallTool\n", bearer, addr)
-	fmt.Fprintf(w, "  curl -s%s http://%s/tools/call -d '{\"request\": {\"tool_id\": \"Calculator.Add\", \"input\": {\"a\": 2, \"b\": 3}}}'\n", bearer, addr)
+	fmt.Fprintf(w, "  curl -s%s -H 'Content-Type: application/json' http://%s/tools/call -d '{\"request\": {\"tool_id\": \"Calculator.Add\", \"input\": {\"a\": 2, \"b\": 3}}}'\n", bearer, addr)
 	fmt.Fprintln(w, "  nats sub 'toolfleet.events.>'")
 }

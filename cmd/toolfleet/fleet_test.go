@@ -58,6 +58,7 @@ func TestFleet(t *testing.T) {
 	}
 	body := `{"request": {"tool_id": "Calculator.Add", "input": {"a": 2, "b": 3}}}`
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+f.Gateway.Addr()+"/tools/call", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
