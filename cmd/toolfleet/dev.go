@@ -30,6 +30,8 @@ type devConfig struct {
 	StockTemporal bool
 	GatewayPort   int
 	JWTSecret     string
+	// AllowedOrigins are browser origins the gateway trusts (e.g. an MCP inspector).
+	AllowedOrigins []string
 	// NATS is the credential the embedded NATS requires and the fleet uses.
 	NATS natsconn.Options
 }
@@ -98,6 +100,7 @@ embedded NATS requires that credential and the fleet uses it. Ctrl-C stops it.`,
 	f.BoolVar(&cfg.StockTemporal, "stock-temporal", false, "run Temporal with its stock (slow-polling) dynamic config, for comparisons")
 	f.IntVar(&cfg.GatewayPort, "gateway-port", 8080, "tool gateway port: gRPC, Connect, gRPC-Web and OXP HTTP (0 = any free port)")
 	f.StringVar(&cfg.JWTSecret, "gateway-jwt-secret", "", "HS256 secret for bearer tokens at the gateway; empty = auth off (only allowed on a loopback --host)")
+	f.StringSliceVar(&cfg.AllowedOrigins, "gateway-allowed-origins", nil, "browser origins (http://localhost:6274) the gateway lets make state-changing requests and use /mcp; default none")
 	config.BindEnv(f, "TOOLFLEET")
 	// After BindEnv: these name their TOOLFLEET_NATS_* variables themselves.
 	cfg.NATS.AddFlags(f)
@@ -136,7 +139,7 @@ func runDev(ctx context.Context, cfg devConfig, stdout, stderr io.Writer) error 
 	}
 
 	fl, err := startFleet(startCtx, fleetConfig{Host: cfg.Host, GatewayPort: cfg.GatewayPort, JWTSecret: cfg.JWTSecret,
-		NATSURL: stack.NATS.URL(), NATS: cfg.NATS, Logger: logger})
+		AllowedOrigins: cfg.AllowedOrigins, NATSURL: stack.NATS.URL(), NATS: cfg.NATS, Logger: logger})
 	if err == nil {
 		err = fl.waitToolkits(startCtx, fl.Toolkits...)
 		if err != nil {

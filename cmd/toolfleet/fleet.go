@@ -36,7 +36,9 @@ type fleetConfig struct {
 	GatewayPort int
 	// JWTSecret turns on HS256 bearer auth; empty = auth off (loopback only).
 	JWTSecret string
-	NATSURL   string
+	// AllowedOrigins are browser origins trusted by the gateway (gateway.Config).
+	AllowedOrigins []string
+	NATSURL        string
 	// NATS holds the credentials and TLS settings for NATSURL.
 	NATS   natsconn.Options
 	Logger *slog.Logger
@@ -135,6 +137,8 @@ func startFleet(ctx context.Context, cfg fleetConfig) (_ *fleet, err error) {
 		NATS:    cfg.NATS,
 		Auth:    auth,
 		Logger:  cfg.Logger,
+		// Browser safety: cross-origin requests are refused unless trusted here.
+		AllowedOrigins: cfg.AllowedOrigins,
 	})
 	if err != nil {
 		return nil, err
