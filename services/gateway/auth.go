@@ -21,6 +21,7 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
 )
@@ -31,7 +32,25 @@ const (
 	ScopeCall = "tools:call"
 	// ScopeCallPrefix starts toolkit patterns such as "tools:call:calculator.*".
 	ScopeCallPrefix = "tools:call:"
+	// ScopeApprove allows approving a call of a tool whose contract requires
+	// approval, by naming the approver in the request (CallToolRequest.approval).
+	ScopeApprove = "tools:approve"
+	// ScopeDelegate allows calling on behalf of another principal (the
+	// orchestrator's own identity holds it), with [HeaderOnBehalfOf].
+	ScopeDelegate = "tools:delegate"
 )
+
+// Delegation metadata (gRPC metadata or HTTP headers, the same on every surface):
+// honoured only when the authenticated caller holds [ScopeDelegate].
+const (
+	// HeaderOnBehalfOf names the subject the call is made for.
+	HeaderOnBehalfOf = "toolfleet-on-behalf-of"
+	// HeaderOnBehalfScopes lists that subject's scopes, space-separated.
+	HeaderOnBehalfScopes = "toolfleet-on-behalf-scopes"
+)
+
+// AnonymousSubject is the subject of the fixed principal used when auth is off.
+const AnonymousSubject = "anonymous"
 
 // AuthConfig configures bearer-token authentication. Exactly one of the key
 // sources (HS256Secret, JWKSFile, JWKSURL) is set unless Disabled.
@@ -49,12 +68,76 @@ type AuthConfig struct {
 	Issuer string
 }
 
-// Principal is an authenticated caller.
+// Principal is an authenticated caller, or the principal a delegate calls for.
 type Principal struct {
 	Subject string
 	Scopes  []string
-	// Anonymous is true when authentication is disabled.
+	// Anonymous is true when authentication is disabled: the principal counts as
+	// holding every scope.
 	Anonymous bool
+	// Via is the authenticated delegate when the call is made on behalf of
+	// Subject (see [HeaderOnBehalfOf]); nil for a direct call.
+	Via *Principal
+}
+
+// subject is the principal's subject, [AnonymousSubject] for the anonymous one.
+func (p *Principal) subject() string {
+	if p.Subject == "" && p.Anonymous {
+		return AnonymousSubject
+	}
+	return p.Subject
+}
+
+// has reports whether p holds scope (the anonymous principal holds every scope).
+func (p *Principal) has(scope string) bool {
+	if p.Anonymous {
+		return true
+	}
+	for _, s := range p.Scopes {
+		if s == scope {
+			return true
+		}
+	}
+	return false
+}
+
+// transport is the principal that authenticated the call: the delegate of a
+// delegated call, else p itself.
+func (p *Principal) transport() *Principal {
+	if p.Via != nil {
+		return p.Via
+	}
+	return p
+}
+
+// Credentials are what a request presents about its caller, on any surface.
+type Credentials struct {
+	// Authorization is the Authorization value ("Bearer <jwt>").
+	Authorization string
+	// OnBehalfOf and OnBehalfScopes are the delegation metadata, if any.
+	OnBehalfOf     string
+	OnBehalfScopes string
+}
+
+// principal authenticates creds and applies delegation: the effective principal
+// of a delegated call is the named subject with exactly the named scopes, and the
+// delegate is kept as Via. With auth off, a delegated call that names no scopes
+// stays unrestricted (the run was started by the anonymous principal, which holds
+// every scope).
+func (a *authenticator) principal(ctx context.Context, creds Credentials) (*Principal, *CallError) {
+	p, ce := a.authenticate(ctx, creds.Authorization)
+	if ce != nil || (creds.OnBehalfOf == "" && creds.OnBehalfScopes == "") {
+		return p, ce
+	}
+	if !p.has(ScopeDelegate) {
+		return nil, serverError(codes.PermissionDenied, ErrPermissionDenied, "",
+			"calling on behalf of another principal (%s) needs the %s scope", HeaderOnBehalfOf, ScopeDelegate)
+	}
+	if creds.OnBehalfOf == "" {
+		return nil, serverError(codes.InvalidArgument, nil, "", "%s is set but %s is missing", HeaderOnBehalfScopes, HeaderOnBehalfOf)
+	}
+	scopes := strings.Fields(creds.OnBehalfScopes)
+	return &Principal{Subject: creds.OnBehalfOf, Scopes: scopes, Anonymous: p.Anonymous && len(scopes) == 0, Via: p}, nil
 }
 
 // authenticator verifies bearer tokens.
@@ -115,10 +198,13 @@ type claims struct {
 	Scopes []string `json:"scopes,omitempty"`
 }
 
+// anonymous is the fixed principal of a gateway with auth off (read-only).
+var anonymous = &Principal{Subject: AnonymousSubject, Anonymous: true}
+
 // authenticate checks the Authorization header value ("Bearer <jwt>").
 func (a *authenticator) authenticate(ctx context.Context, header string) (*Principal, *CallError) {
 	if a.cfg.Disabled {
-		return &Principal{Anonymous: true}, nil
+		return anonymous, nil
 	}
 	token, ok := strings.CutPrefix(header, "Bearer ")
 	if !ok || token == "" {
@@ -141,6 +227,11 @@ func (a *authenticator) authenticate(ctx context.Context, header string) (*Princ
 	})
 	if err != nil {
 		return nil, serverError(codes.Unauthenticated, ErrUnauthenticated, err.Error(), "the bearer token is not valid")
+	}
+	if c.Subject == "" {
+		// Results and approvals are scoped by subject: a token without one could
+		// not be told apart from another tenant's.
+		return nil, serverError(codes.Unauthenticated, ErrUnauthenticated, "the token has no sub claim", "the bearer token has no subject")
 	}
 	p := &Principal{Subject: c.Subject, Scopes: append(append(strings.Fields(c.Scope), c.Scp...), c.Scopes...)}
 	until := time.Now().Add(verifiedTTL)
@@ -299,4 +390,29 @@ func parseJWKS(body []byte) (map[string]any, error) {
 		return nil, errors.New("no RSA or EC keys in the set")
 	}
 	return keys, nil
+}
+
+// approve checks a call of a tool whose contract requires approval: the request
+// names an approver and the caller that presented it (for a delegated call, the
+// delegate) holds [ScopeApprove]. It returns the approval to record, with its
+// time filled in; nil for a tool that needs none.
+func (p *Principal) approve(def *toolfleetv1.ToolDefinition, a *toolfleetv1.Approval) (*toolfleetv1.Approval, *CallError) {
+	if !def.GetRequirements().GetRequiresApproval() {
+		return nil, nil
+	}
+	how := fmt.Sprintf("a caller holding the %s scope names the approver in the request (approval.approver), "+
+		"or an agent run calls it after a human approved the call", ScopeApprove)
+	switch {
+	case a.GetApprover() == "":
+		return nil, serverError(codes.FailedPrecondition, ErrApprovalRequired, "",
+			"%s requires an approval before it runs: %s", def.GetId(), how)
+	case !p.transport().has(ScopeApprove):
+		return nil, serverError(codes.FailedPrecondition, ErrApprovalRequired, "",
+			"%s requires an approval, and this caller may not give one: %s", def.GetId(), how)
+	}
+	out := &toolfleetv1.Approval{Approver: a.GetApprover(), ApprovedAt: a.GetApprovedAt()}
+	if out.ApprovedAt == nil {
+		out.ApprovedAt = timestamppb.Now()
+	}
+	return out, nil
 }

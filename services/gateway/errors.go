@@ -26,6 +26,11 @@ var (
 	ErrWorkerUnavailable = errors.New("gateway: worker unavailable")
 	// ErrDeadline: the tool did not answer within its timeout or the caller's deadline.
 	ErrDeadline = errors.New("gateway: deadline exceeded")
+	// ErrApprovalRequired: the tool's contract requires an approval the call lacks.
+	ErrApprovalRequired = errors.New("gateway: approval required")
+	// ErrIdempotency: the call_id cannot be honoured (used with another input, its
+	// result was not kept, or the idempotency store is unreachable).
+	ErrIdempotency = errors.New("gateway: call_id not usable")
 )
 
 // Failure kinds, as carried by call events and metrics.

@@ -5,6 +5,7 @@ import (
 	"unicode/utf8"
 
 	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
 )
@@ -16,7 +17,7 @@ import (
 // as before. TestMarshalCallEventMatchesProtojson keeps the two in step.
 func marshalCallEvent(ev *toolfleetv1.CallEvent) ([]byte, error) {
 	strs := [...]string{ev.GetId(), ev.GetKind(), ev.GetCallId(), ev.GetToolId(), ev.GetTraceId(),
-		ev.GetFailureKind(), ev.GetFailureMessage(), ev.GetUserId()}
+		ev.GetFailureKind(), ev.GetFailureMessage(), ev.GetUserId(), ev.GetApprover(), ev.GetVia()}
 	for _, s := range strs {
 		if !utf8.ValidString(s) {
 			return protojson.Marshal(ev)
@@ -44,14 +45,21 @@ func marshalCallEvent(ev *toolfleetv1.CallEvent) ([]byte, error) {
 	str("kind", ev.GetKind())
 	str("callId", ev.GetCallId())
 	str("toolId", ev.GetToolId())
-	if ts := ev.GetTime(); ts != nil {
-		if err := ts.CheckValid(); err != nil {
-			return protojson.Marshal(ev) // protojson reports the error
+	timestamp := func(name string, ts *timestamppb.Timestamp) bool {
+		if ts == nil {
+			return true
 		}
-		field("time")
+		if ts.CheckValid() != nil {
+			return false
+		}
+		field(name)
 		b = append(b, '"')
 		b = appendTrimmedFraction(ts.AsTime().UTC().AppendFormat(b, "2006-01-02T15:04:05.000000000"))
 		b = append(b, 'Z', '"')
+		return true
+	}
+	if !timestamp("time", ev.GetTime()) {
+		return protojson.Marshal(ev) // protojson reports the error
 	}
 	str("traceId", ev.GetTraceId())
 	if d := ev.GetDuration(); d != nil {
@@ -77,6 +85,11 @@ func marshalCallEvent(ev *toolfleetv1.CallEvent) ([]byte, error) {
 	str("failureKind", ev.GetFailureKind())
 	str("failureMessage", ev.GetFailureMessage())
 	str("userId", ev.GetUserId())
+	str("approver", ev.GetApprover())
+	if !timestamp("approvedAt", ev.GetApprovedAt()) {
+		return protojson.Marshal(ev)
+	}
+	str("via", ev.GetVia())
 	return append(b, '}'), nil
 }
 

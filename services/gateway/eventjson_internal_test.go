@@ -30,6 +30,7 @@ func TestMarshalCallEventMatchesProtojson(t *testing.T) {
 		{Time: timestamppb.New(time.Unix(0, 0))},
 		{Time: timestamppb.New(time.Date(1, 1, 1, 0, 0, 0, 1000, time.UTC))},
 		{Kind: EventFailed, FailureKind: KindExecution, UserId: "ü\u2028ser",
+			Approver: "ana", ApprovedAt: timestamppb.New(at.Add(time.Millisecond)), Via: "orchestrator",
 			FailureMessage: "quote \" backslash \\ nl \n cr \r tab \t bs \b ff \f nul \x00 us \x1f del \x7f <&> é 日本 😀"},
 	}
 	for _, ev := range events {

@@ -15,6 +15,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
+
+	"github.com/toolfleet/toolfleet/services/gateway/idempotency"
 )
 
 // Defaults of [Config].
@@ -22,11 +24,15 @@ const (
 	DefaultListen            = "127.0.0.1:8080"
 	DefaultTimeout           = 30 * time.Second
 	DefaultMaxResultBytes    = 4 << 20
-	DefaultIdempotencyTTL    = 24 * time.Hour
-	DefaultIdempotencyBucket = "toolfleet_calls"
-	DefaultEventStream       = "TOOLFLEET_CALL_EVENTS"
-	DefaultEventQueue        = 10000
-	DefaultShutdownTimeout   = 10 * time.Second
+	DefaultIdempotencyTTL    = idempotency.DefaultTTL
+	DefaultIdempotencyBucket = idempotency.DefaultBucket
+	// DefaultIdempotencyMaxBytes bounds the idempotency bucket (256 MiB).
+	DefaultIdempotencyMaxBytes = idempotency.DefaultMaxBytes
+	// DefaultIdempotencyMaxValueSize bounds one stored response (1 MiB).
+	DefaultIdempotencyMaxValueSize = idempotency.DefaultMaxValueSize
+	DefaultEventStream             = "TOOLFLEET_CALL_EVENTS"
+	DefaultEventQueue              = 10000
+	DefaultShutdownTimeout         = 10 * time.Second
 )
 
 // ErrAuthOffNotLoopback is returned by [New] when auth is disabled on a listener
@@ -55,6 +61,12 @@ type Config struct {
 	// IdempotencyFileStorage keeps results on disk (default: memory, which is
 	// faster and enough for a cache whose loss only re-runs idempotent retries).
 	IdempotencyFileStorage bool
+	// IdempotencyMaxBytes bounds the bucket; when full, the oldest entries are
+	// dropped first. Default [DefaultIdempotencyMaxBytes].
+	IdempotencyMaxBytes int64
+	// IdempotencyMaxValueSize bounds one stored response; the repeat of a call
+	// whose response was larger is refused. Default [DefaultIdempotencyMaxValueSize].
+	IdempotencyMaxValueSize int32
 	// EventStream names the JetStream stream of call events. Default [DefaultEventStream].
 	EventStream string
 	// EventQueue bounds the events held while NATS is away. Default [DefaultEventQueue].
@@ -107,8 +119,10 @@ type Gateway struct {
 	auth    *authenticator
 	reg     *registry
 	metrics *metrics
-	idemPtr atomic.Pointer[idempotency]
+	idemPtr atomic.Pointer[idempotency.Store]
 	events  *events
+	// lastIdemWarn rate-limits the warning while the idempotency store is away (unix nanos).
+	lastIdemWarn atomic.Int64
 
 	grpc   *grpc.Server
 	health *health.Server
@@ -277,16 +291,14 @@ func (g *Gateway) connectNATS(ctx context.Context, bg *sync.WaitGroup) (*nats.Co
 		Duplicates:  2 * time.Minute,
 	}, g.cfg.EventQueue, g.metrics)
 	g.events.run(ctx)
-	storage := jetstream.MemoryStorage
-	if g.cfg.IdempotencyFileStorage {
-		storage = jetstream.FileStorage
-	}
+	idemCfg := idempotency.Config{Bucket: g.cfg.IdempotencyBucket, TTL: g.cfg.IdempotencyTTL, FileStorage: g.cfg.IdempotencyFileStorage,
+		MaxBytes: g.cfg.IdempotencyMaxBytes, MaxValueSize: g.cfg.IdempotencyMaxValueSize}
 	setup := func() bool {
 		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
-		idem, err := newIdempotency(cctx, g.log, nc, js, g.cfg.IdempotencyBucket, g.cfg.IdempotencyTTL, storage)
+		idem, err := idempotency.New(cctx, g.log, nc, js, idemCfg)
 		if err != nil {
-			g.log.Warn("idempotency store not ready; calls run without it until it is", "error", err)
+			g.log.Warn("idempotency store not ready; only read-only and idempotent tools run with a call_id until it is", "error", err)
 			return false
 		}
 		g.idemPtr.Store(idem)
@@ -312,6 +324,6 @@ func (g *Gateway) retryIdempotency(ctx context.Context, setup func() bool) {
 	}
 }
 
-// idem returns the idempotency store; nil (a no-op) until NATS is configured and
-// the bucket exists.
-func (g *Gateway) idem() *idempotency { return g.idemPtr.Load() }
+// idem returns the idempotency store; nil (unavailable) until NATS is configured
+// and the bucket exists.
+func (g *Gateway) idem() *idempotency.Store { return g.idemPtr.Load() }

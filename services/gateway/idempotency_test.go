@@ -3,6 +3,7 @@ package gateway_test
 import (
 	"net"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 
@@ -33,7 +34,7 @@ func TestIdempotency(t *testing.T) {
 	}
 	p := &gateway.Principal{Anonymous: true}
 	call := func(g *gateway.Gateway, callID, tool string, in *structpb.Struct) (*toolfleetv1.CallToolResponse, error) {
-		return g.Call(t.Context(), p, &toolfleetv1.CallToolRequest{CallId: callID, ToolId: tool, Input: in})
+		return g.Call(t.Context(), p, &toolfleetv1.CallToolRequest{CallId: callID, ToolId: tool, Input: in, Approval: testApproval})
 	}
 	typesIn := func(s string) *structpb.Struct { return mustStruct(t, map[string]any{"s": s}) }
 
@@ -121,9 +122,60 @@ func TestIdempotency(t *testing.T) {
 			t.Fatalf("got %v %v, want the corrected call to run", r, err)
 		}
 	})
-	t.Run("call_id reused for another tool", func(t *testing.T) {
-		if _, err := call(g1, "same-1", "Calculator.Subtract", addInput(2, 3)); gateway.CodeOf(err) != codes.AlreadyExists {
-			t.Fatalf("err = %v, want AlreadyExists", err)
+	t.Run("same call_id with other input is a conflict that runs nothing", func(t *testing.T) {
+		if _, err := call(g1, "conflict-1", "Calculator.Add", addInput(1, 2)); err != nil {
+			t.Fatal(err)
+		}
+		before := calc.adds.Load()
+		for _, g := range []*gateway.Gateway{g1, g2} {
+			_, err := call(g, "conflict-1", "Calculator.Add", addInput(50, 50))
+			if gateway.CodeOf(err) != codes.AlreadyExists || !strings.Contains(err.Error(), "another input") {
+				t.Fatalf("err = %v, want AlreadyExists saying another input", err)
+			}
+		}
+		if n := calc.adds.Load() - before; n != 0 {
+			t.Fatalf("tool ran %d times, want 0", n)
+		}
+	})
+	t.Run("in-flight call with other input is a conflict", func(t *testing.T) {
+		before := calc.adds.Load()
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			if _, err := call(g1, "conflict-slow", "Calculator.Add", addInput(slowA, 1)); err != nil {
+				t.Errorf("first: %v", err)
+			}
+		})
+		waitFor(t, "the slow call to start", func() bool { return calc.adds.Load() > before })
+		if _, err := call(g2, "conflict-slow", "Calculator.Add", addInput(1, 1)); gateway.CodeOf(err) != codes.AlreadyExists {
+			t.Errorf("err = %v, want AlreadyExists", err)
+		}
+		wg.Wait()
+		if n := calc.adds.Load() - before; n != 1 {
+			t.Fatalf("tool ran %d times, want 1", n)
+		}
+	})
+	t.Run("two principals with one call_id run twice", func(t *testing.T) {
+		before := calc.adds.Load()
+		ana, bo := &gateway.Principal{Subject: "ana", Anonymous: true}, &gateway.Principal{Subject: "bo", Anonymous: true}
+		ra, err := g1.Call(t.Context(), ana, &toolfleetv1.CallToolRequest{CallId: "shared-1", ToolId: "Calculator.Add", Input: addInput(1, 2)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rb, err := g2.Call(t.Context(), bo, &toolfleetv1.CallToolRequest{CallId: "shared-1", ToolId: "Calculator.Add", Input: addInput(50, 50)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := calc.adds.Load() - before; n != 2 {
+			t.Fatalf("tool ran %d times, want 2", n)
+		}
+		if got := rb.GetValue().GetStructValue().GetFields()["result"].GetNumberValue(); got != 100 || proto.Equal(ra, rb) {
+			t.Fatalf("the second principal got %v, want its own result 100", rb)
+		}
+	})
+	t.Run("same call_id for another tool is another call", func(t *testing.T) {
+		r, err := call(g1, "same-1", "Calculator.Subtract", addInput(2, 3))
+		if err != nil || r.GetValue().GetStructValue().GetFields()["result"].GetNumberValue() != -1 {
+			t.Fatalf("got %v %v, want Subtract to run", r, err)
 		}
 	})
 	t.Run("without call_id every call runs", func(t *testing.T) {
@@ -177,24 +229,40 @@ func TestIdempotencyAfterNATSLostItsData(t *testing.T) {
 	}
 }
 
-// TestIdempotencyGeneratedCallID: a repeat with the call_id the gateway generated
-// returns the stored result.
+// TestIdempotencyGeneratedCallID: a generated call_id stores nothing, so a call
+// that names it later runs as a new call (nobody can repeat an id they never
+// received, and nobody can fetch another caller's result with it).
 func TestIdempotencyGeneratedCallID(t *testing.T) {
 	t.Parallel()
 	nats := natstest.Start(t)
 	calc, calcAddr, _ := calculatorWorker(t, "")
 	g := startGateway(t, gateway.Config{NATSURL: nats.URL(), Workers: []string{calcAddr}})
 	waitTool(t, g, "Calculator.Add")
+	waitStore(t, g)
 	first, err := g.Call(t.Context(), anon(), &toolfleetv1.CallToolRequest{ToolId: "Calculator.Add", Input: addInput(1, 2)})
 	if err != nil || first.GetCallId() == "" {
 		t.Fatalf("first: %v %v", first, err)
 	}
 	before := calc.adds.Load()
-	waitFor(t, "the stored result", func() bool {
-		r, err := g.Call(t.Context(), anon(), &toolfleetv1.CallToolRequest{CallId: first.GetCallId(), ToolId: "Calculator.Add", Input: addInput(1, 2)})
-		return err == nil && proto.Equal(r, first)
-	})
-	if n := calc.adds.Load() - before; n > 0 {
-		t.Fatalf("the repeat ran the tool %d times", n)
+	r, err := g.Call(t.Context(), anon(), &toolfleetv1.CallToolRequest{CallId: first.GetCallId(), ToolId: "Calculator.Add", Input: addInput(5, 5)})
+	if err != nil || r.GetValue().GetStructValue().GetFields()["result"].GetNumberValue() != 10 {
+		t.Fatalf("got %v %v, want the new input to run", r, err)
 	}
+	if n := calc.adds.Load() - before; n != 1 {
+		t.Fatalf("tool ran %d times, want 1", n)
+	}
+}
+
+// waitStore waits until the gateway's idempotency store answers: a call_id
+// repeated on Calculator.Multiply is answered from the store.
+func waitStore(t *testing.T, g *gateway.Gateway) {
+	t.Helper()
+	i := 0
+	waitFor(t, "the idempotency store", func() bool {
+		i++
+		req := &toolfleetv1.CallToolRequest{CallId: "probe-" + strconv.Itoa(i), ToolId: "Calculator.Multiply", Input: addInput(1, 1)}
+		r1, err1 := g.Call(t.Context(), anon(), req)
+		r2, err2 := g.Call(t.Context(), anon(), req)
+		return err1 == nil && err2 == nil && proto.Equal(r1, r2)
+	})
 }

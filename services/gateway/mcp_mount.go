@@ -35,5 +35,7 @@ func (b mcpBackend) ListTools(_ context.Context, req *toolfleetv1.ListToolsReque
 }
 
 func (b mcpBackend) CallTool(ctx context.Context, req *toolfleetv1.CallToolRequest) (*toolfleetv1.CallToolResponse, error) {
-	return b.g.authenticated(ctx, mcp.Authorization(ctx), req)
+	creds := credentialsOf(mcp.Header(ctx))
+	creds.Authorization = mcp.Authorization(ctx)
+	return b.g.authenticated(ctx, creds, req)
 }

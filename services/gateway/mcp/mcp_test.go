@@ -287,7 +287,7 @@ func TestAuth(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r, err := cs.CallTool(t.Context(), &sdk.CallToolParams{Name: "Calculator_Add", Arguments: map[string]any{"a": 1}}); err != nil || r.IsError {
+	if r, err := cs.CallTool(t.Context(), &sdk.CallToolParams{Name: "Calculator_Add", Arguments: map[string]any{"a": 1, "b": 1}}); err != nil || r.IsError {
 		t.Fatalf("with a token: %+v, %v", r, err)
 	}
 	narrow, err := connectHTTP(t, fleet.Addr, fleet.Token(t, "tools:call:calculator.*"), nil)
