@@ -120,9 +120,11 @@ func (g *Gateway) call(ctx context.Context, p *Principal, req *toolfleetv1.CallT
 //     repeat an id they never received, so there is nothing to protect;
 //   - a caller's call_id is a key scoped to (effective principal, tool); a finished
 //     call with the same input answers from the store, other input is a conflict;
-//   - while the store is unreachable (or the gateway has none), read-only and
-//     idempotent tools run anyway, and any other tool is refused rather than run
-//     unprotected.
+//   - while the store is unreachable, read-only and idempotent tools run anyway,
+//     and any other tool is refused (Unavailable, retryable) rather than run
+//     unprotected;
+//   - a gateway configured without NATS has no store at all (documented): a
+//     call_id then only reaches the worker.
 func (g *Gateway) claim(ctx context.Context, p *Principal, rt *route, req *toolfleetv1.CallToolRequest) (idempotency.Claim, *CallError) {
 	if req.GetCallId() == "" {
 		return idempotency.Claim{}, nil
@@ -152,14 +154,13 @@ func (g *Gateway) claim(ctx context.Context, p *Principal, rt *route, req *toolf
 		return c, serverError(codes.DeadlineExceeded, ErrDeadline, err.Error(),
 			"the deadline passed before the call started (an earlier call with this call_id may still be running)")
 	}
+	if g.cfg.NATSURL == "" {
+		return idempotency.Claim{}, nil // configured without a store: call_ids only reach the worker
+	}
 	hints := def.GetHints()
 	if hints.GetReadOnly() || hints.GetIdempotent() {
 		g.warnUnprotected(err)
 		return idempotency.Claim{}, nil // a second run is harmless
-	}
-	if store == nil && g.cfg.NATSURL == "" {
-		return c, serverError(codes.FailedPrecondition, ErrIdempotency, "the gateway runs without NATS",
-			"this gateway keeps no idempotency store, so %s (which is neither read-only nor idempotent) cannot be called with a call_id; call it without one", def.GetId())
 	}
 	return c, serverError(codes.Unavailable, ErrIdempotency, err.Error(),
 		"the idempotency store is unreachable, so %s (which is neither read-only nor idempotent) was not run with call_id %q; try again shortly", def.GetId(), req.GetCallId())

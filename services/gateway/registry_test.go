@@ -131,31 +131,13 @@ func TestRegistryStaticWorkerStartsLater(t *testing.T) {
 	}
 }
 
-// TestWorkerReceivesCallID: the worker sees the call's id in its metadata, the
-// caller's or the generated one. A gateway without NATS keeps no idempotency
-// store, so it refuses a caller's call_id for a tool that is neither read-only
-// nor idempotent rather than run it unprotected.
+// TestWorkerReceivesCallID: the worker sees the call's id in its metadata.
 func TestWorkerReceivesCallID(t *testing.T) {
 	t.Parallel()
-	worker := schemaTestWorker(t, "")
-	withStore := startGateway(t, gateway.Config{NATSURL: natstest.Start(t).URL(), Workers: []string{worker}})
-	without := startGateway(t, gateway.Config{Workers: []string{worker}})
-	for _, g := range []*gateway.Gateway{withStore, without} {
-		waitTool(t, g, "SchemaTest.Panic")
-	}
-	echo := func(r *toolfleetv1.CallToolResponse) string {
-		return r.GetValue().GetStructValue().GetFields()["callId"].GetStringValue()
-	}
-	waitFor(t, "the idempotency store", func() bool {
-		r, err := withStore.Call(t.Context(), anon(), &toolfleetv1.CallToolRequest{CallId: "call-42", ToolId: "SchemaTest.Panic", Input: &structpb.Struct{}})
-		return err == nil && echo(r) == "call-42"
-	})
-	r, err := without.Call(t.Context(), anon(), &toolfleetv1.CallToolRequest{ToolId: "SchemaTest.Panic", Input: &structpb.Struct{}})
-	if err != nil || echo(r) == "" || echo(r) != r.GetCallId() {
-		t.Fatalf("got %v %v, want the worker to echo the generated id", r, err)
-	}
-	_, err = without.Call(t.Context(), anon(), &toolfleetv1.CallToolRequest{CallId: "call-43", ToolId: "SchemaTest.Panic", Input: &structpb.Struct{}})
-	if gateway.CodeOf(err) != codes.FailedPrecondition {
-		t.Fatalf("err = %v, want FailedPrecondition without a store", err)
+	g := startGateway(t, gateway.Config{Workers: []string{schemaTestWorker(t, "")}})
+	waitTool(t, g, "SchemaTest.Panic")
+	r, err := g.Call(t.Context(), anon(), &toolfleetv1.CallToolRequest{CallId: "call-42", ToolId: "SchemaTest.Panic", Input: &structpb.Struct{}})
+	if err != nil || r.GetValue().GetStructValue().GetFields()["callId"].GetStringValue() != "call-42" {
+		t.Fatalf("got %v %v, want the worker to echo call-42", r, err)
 	}
 }
