@@ -260,9 +260,83 @@ func waitStore(t *testing.T, g *gateway.Gateway) {
 	i := 0
 	waitFor(t, "the idempotency store", func() bool {
 		i++
-		req := &toolfleetv1.CallToolRequest{CallId: "probe-" + strconv.Itoa(i), ToolId: "Calculator.Multiply", Input: addInput(1, 1)}
+		req := &toolfleetv1.CallToolRequest{CallId: "probe-" + strconv.Itoa(i), ToolId: "Calculator.Multiply@1", Input: addInput(1, 1)}
 		r1, err1 := g.Call(t.Context(), anon(), req)
 		r2, err2 := g.Call(t.Context(), anon(), req)
 		return err1 == nil && err2 == nil && proto.Equal(r1, r2)
 	})
+}
+
+// TestIdempotencyStoreAway: while the store is unreachable, read-only and
+// idempotent tools still run with a call_id; any other tool called with one is
+// refused as a retryable server error (Unavailable) without running, and runs
+// when called without a call_id.
+func TestIdempotencyStoreAway(t *testing.T) {
+	t.Parallel()
+	srv, stop := startNATSAt(t, t.TempDir(), 0)
+	calc, calcAddr, _ := calculatorWorker(t, "")
+	sideEffects := startPlainCalculator(t, 2, withSideEffects())
+	g := startGateway(t, gateway.Config{NATSURL: srv.URL(), Workers: []string{calcAddr, sideEffects.addr}})
+	waitTool(t, g, "Calculator.Add@1")
+	waitTool(t, g, "Calculator.Add@2")
+	waitStore(t, g)
+	stop()
+	call := func(callID, tool string) (*toolfleetv1.CallToolResponse, error) {
+		return g.Call(t.Context(), anon(), &toolfleetv1.CallToolRequest{CallId: callID, ToolId: tool, Input: addInput(1, 2)})
+	}
+	before := calc.adds.Load()
+	if r, err := call("away-read-only", "Calculator.Add@1"); err != nil || !r.GetSuccess() || calc.adds.Load() != before+1 {
+		t.Fatalf("read-only tool: %v %v, want it to run", r, err)
+	}
+	_, err := call("away-side-effects", "Calculator.Add@2")
+	if gateway.CodeOf(err) != codes.Unavailable || !strings.Contains(err.Error(), "idempotency store is unreachable") || sideEffects.adds.Load() != 0 {
+		t.Fatalf("side-effecting tool with a call_id: %v (ran %d times), want Unavailable and no run", err, sideEffects.adds.Load())
+	}
+	if r, err := call("", "Calculator.Add@2"); err != nil || !r.GetSuccess() || sideEffects.adds.Load() != 1 {
+		t.Fatalf("side-effecting tool without a call_id: %v %v, want it to run", r, err)
+	}
+}
+
+// TestIdempotencyBucketBounded: the bucket has a byte bound and a value bound and
+// drops its oldest entries when full; a result over the value bound is not kept,
+// and a repeat of its call_id is refused instead of running the tool again.
+func TestIdempotencyBucketBounded(t *testing.T) {
+	t.Parallel()
+	srv := natstest.Start(t)
+	stAddr, st := countingSchemaTestWorker(t, "")
+	_, calcAddr, _ := calculatorWorker(t, "")
+	g := startGateway(t, gateway.Config{NATSURL: srv.URL(), Workers: []string{stAddr, calcAddr},
+		IdempotencyBucket: "bounded", IdempotencyMaxBytes: 1 << 20, IdempotencyMaxValueSize: 512})
+	waitTool(t, g, "SchemaTest.Types")
+	waitStore(t, g)
+
+	nc, err := nats.Connect(srv.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	s, err := js.Stream(t.Context(), "KV_bounded")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := s.CachedInfo().Config; c.MaxBytes != 1<<20 || c.MaxMsgSize != 512 || c.Discard != jetstream.DiscardOld {
+		t.Fatalf("bucket: max_bytes %d, max_msg_size %d, discard %v; want 1 MiB, 512, old", c.MaxBytes, c.MaxMsgSize, c.Discard)
+	}
+
+	big := mustStruct(t, map[string]any{"s": strings.Repeat("x", 1000)})
+	call := func() (*toolfleetv1.CallToolResponse, error) {
+		return g.Call(t.Context(), anon(), &toolfleetv1.CallToolRequest{CallId: "big-1", ToolId: "SchemaTest.Types", Input: big, Approval: testApproval})
+	}
+	if r, err := call(); err != nil || !r.GetSuccess() {
+		t.Fatalf("first: %v %v", r, err)
+	}
+	before := st.types.Load()
+	waitFor(t, "the tombstone", func() bool {
+		_, err := call()
+		return gateway.CodeOf(err) == codes.AlreadyExists && strings.Contains(err.Error(), "too large")
+	})
+	if n := st.types.Load() - before; n != 0 {
+		t.Fatalf("the repeat ran the tool %d times", n)
+	}
 }
