@@ -65,7 +65,7 @@ func BenchmarkGatewayCall(b *testing.B) {
 		}
 	}
 	g, lite := start(nats.URL()), start("")
-	tok, err := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{"scope": "tools:call", "exp": time.Now().Add(time.Hour).Unix()}).SignedString(secret)
+	tok, err := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{"sub": "bench", "scope": "tools:call", "exp": time.Now().Add(time.Hour).Unix()}).SignedString(secret)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -228,7 +228,7 @@ func TestToolsStderr(t *testing.T) {
 
 func TestToolsCallAuth(t *testing.T) {
 	fleet := gatewaytest.Start(t, gatewaytest.Options{Auth: true})
-	args := []string{"tools", "call", "Calculator.Add", `{"a": 1}`, "--gateway", fleet.Addr}
+	args := []string{"tools", "call", "Calculator.Add", `{"a": 1, "b": 2}`, "--gateway", fleet.Addr}
 	if _, code := runCLI(t, "", args...); code != exitServer {
 		t.Fatalf("without a token: exit %d, want %d", code, exitServer)
 	}
