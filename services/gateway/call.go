@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
+	"github.com/toolfleet/toolfleet/services/gateway/auth"
 	"github.com/toolfleet/toolfleet/services/gateway/idempotency"
 )
 
@@ -56,10 +57,10 @@ func (g *Gateway) call(ctx context.Context, p *Principal, req *toolfleetv1.CallT
 	ev := func() *toolfleetv1.CallEvent {
 		e := newCallEvent(req, callID, def.GetId())
 		if e.UserId == "" {
-			e.UserId = p.subject() // the effective principal when the caller named no user
+			e.UserId = p.ID() // the effective principal when the caller named no user
 		}
 		if p.Via != nil {
-			e.Via = p.Via.subject()
+			e.Via = p.Via.ID()
 		}
 		e.Approver, e.ApprovedAt = approval.GetApprover(), approval.GetApprovedAt()
 		return e
@@ -69,11 +70,12 @@ func (g *Gateway) call(ctx context.Context, p *Principal, req *toolfleetv1.CallT
 		return nil, ce, rt
 	}
 	start := time.Now()
-	if ce := p.authorize(def); ce != nil {
-		return fail(start, ce)
+	if err := p.Authorize(def); err != nil {
+		return fail(start, authError(err))
 	}
-	if approval, ce = p.approve(def, req.GetApproval()); ce != nil {
-		return fail(start, ce)
+	var refusal *auth.Error
+	if approval, refusal = p.Approve(def, req.GetApproval()); refusal != nil {
+		return fail(start, authError(refusal))
 	}
 
 	claim, ce := g.claim(ctx, p, rt, req)
@@ -134,7 +136,7 @@ func (g *Gateway) claim(ctx context.Context, p *Principal, rt *route, req *toolf
 	if err != nil {
 		return idempotency.Claim{}, serverError(codes.Internal, err, err.Error(), "the gateway could not read the input of %s", def.GetId())
 	}
-	key := idempotency.Key{Principal: p.subject(), Tool: def.GetToolkit() + "." + def.GetName(), CallID: req.GetCallId()}
+	key := idempotency.Key{Principal: p.ID(), Tool: def.GetToolkit() + "." + def.GetName(), CallID: req.GetCallId()}
 	timeout := def.GetRequirements().GetTimeout().AsDuration()
 	if timeout <= 0 {
 		timeout = g.cfg.DefaultTimeout

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 
+	"github.com/toolfleet/toolfleet/services/gateway/auth"
 	"github.com/toolfleet/toolfleet/services/gateway/idempotency"
 )
 
@@ -116,7 +117,7 @@ func (c *Config) defaults() {
 type Gateway struct {
 	cfg     Config
 	log     *slog.Logger
-	auth    *authenticator
+	auth    *auth.Authenticator
 	reg     *registry
 	metrics *metrics
 	idemPtr atomic.Pointer[idempotency.Store]
@@ -132,17 +133,20 @@ type Gateway struct {
 	running atomic.Bool
 }
 
-// New validates cfg and prepares a gateway; it loads the JWKS when one is configured.
+// New validates cfg and prepares a gateway; it loads the JWKS when one is
+// configured, and refreshes a JWKS URL until ctx ends (pass a context that lives
+// as long as the gateway).
 func New(ctx context.Context, cfg Config) (*Gateway, error) {
 	cfg.defaults()
 	if cfg.Auth.Disabled && !loopback(cfg.Listen) {
 		return nil, fmt.Errorf("%w (listen %s)", ErrAuthOffNotLoopback, cfg.Listen)
 	}
-	auth, err := newAuthenticator(ctx, cfg.Auth)
+	log := cfg.Logger.With("component", "gateway")
+	authn, err := auth.New(ctx, log, cfg.Auth)
 	if err != nil {
 		return nil, err
 	}
-	g := &Gateway{cfg: cfg, log: cfg.Logger.With("component", "gateway"), auth: auth, ready: make(chan struct{})}
+	g := &Gateway{cfg: cfg, log: log, auth: authn, ready: make(chan struct{})}
 	g.reg = newRegistry(g.log, 10*time.Second)
 	g.metrics = newMetrics(func() float64 { return float64(len(g.reg.current().defs)) })
 	g.grpc, g.health = g.newGRPCServer()

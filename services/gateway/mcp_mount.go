@@ -18,7 +18,7 @@ import (
 func (g *Gateway) mcpHandler() http.Handler {
 	h := mcp.New(mcpBackend{g}, mcp.Options{Name: "toolfleet-gateway", Logger: g.log}).Handler()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if _, ce := g.auth.authenticate(r.Context(), r.Header.Get("Authorization")); ce != nil {
+		if _, ce := g.auth.Authenticate(r.Context(), r.Header.Get("Authorization")); ce != nil {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="toolfleet"`)
 			http.Error(w, ce.Error(), http.StatusUnauthorized)
 			return

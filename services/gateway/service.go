@@ -86,8 +86,9 @@ func connectErr(err error) error {
 
 // authenticated authenticates a call (applying delegation), then runs it.
 func (g *Gateway) authenticated(ctx context.Context, creds Credentials, req *toolfleetv1.CallToolRequest) (*toolfleetv1.CallToolResponse, error) {
-	p, ce := g.auth.principal(ctx, creds)
-	if ce != nil {
+	p, err := g.auth.Principal(ctx, creds)
+	if err != nil {
+		ce := authError(err)
 		ce.CallID = req.GetCallId()
 		g.metrics.calls.WithLabelValues("unknown", KindServer).Inc()
 		return nil, ce
@@ -96,18 +97,18 @@ func (g *Gateway) authenticated(ctx context.Context, creds Credentials, req *too
 }
 
 func (g *Gateway) callMany(ctx context.Context, creds Credentials, req *toolfleetv1.CallToolsRequest) (*toolfleetv1.CallToolsResponse, error) {
-	p, ce := g.auth.principal(ctx, creds)
-	if ce != nil {
-		return nil, ce
+	p, err := g.auth.Principal(ctx, creds)
+	if err != nil {
+		return nil, authError(err)
 	}
 	return &toolfleetv1.CallToolsResponse{Outcomes: g.CallMany(ctx, p, req.GetCalls())}, nil
 }
 
 // discover runs a discovery RPC for any authenticated caller (no scope needed).
 func discover[Req, Resp any](ctx context.Context, g *Gateway, header string, req Req, f func(Req) (Resp, error)) (Resp, error) {
-	if _, ce := g.auth.authenticate(ctx, header); ce != nil {
+	if _, err := g.auth.Authenticate(ctx, header); err != nil {
 		var zero Resp
-		return zero, ce
+		return zero, authError(err)
 	}
 	return f(req)
 }
