@@ -1,6 +1,9 @@
 package client
 
-import "context"
+import (
+	"context"
+	"strings"
+)
 
 // Delegation metadata, as the gateway reads it (docs/gateway.md, "Delegation").
 const (
@@ -22,14 +25,7 @@ type delegation struct {
 // the tools:delegate scope, e.g. the orchestrator's service identity). Events of
 // such calls name subject as the user and the client's own subject as "via".
 func OnBehalfOf(ctx context.Context, subject string, scopes []string) context.Context {
-	joined := ""
-	for i, s := range scopes {
-		if i > 0 {
-			joined += " "
-		}
-		joined += s
-	}
-	return context.WithValue(ctx, delegationKey{}, delegation{subject: subject, scopes: joined})
+	return context.WithValue(ctx, delegationKey{}, delegation{subject: subject, scopes: strings.Join(scopes, " ")})
 }
 
 func delegationOf(ctx context.Context) (delegation, bool) {

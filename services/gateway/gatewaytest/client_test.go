@@ -372,3 +372,41 @@ func TestDeadline(t *testing.T) {
 		})
 	}
 }
+
+// TestOnBehalfOf: a client whose token holds only tools:delegate calls as
+// another principal with that principal's scopes, over gRPC and Connect.
+func TestOnBehalfOf(t *testing.T) {
+	t.Parallel()
+	fleet := gatewaytest.Start(t, gatewaytest.Options{Auth: true})
+	tests := []struct {
+		name     string
+		token    string
+		onBehalf []string // subject, then scopes; nil = a direct call
+		want     codes.Code
+	}{
+		{"direct call without tools:call", fleet.Token(t, "tools:delegate"), nil, codes.PermissionDenied},
+		{"for a principal with tools:call", fleet.Token(t, "tools:delegate"), []string{"ana", "tools:call"}, codes.OK},
+		{"for a principal without tools:call", fleet.Token(t, "tools:delegate", "tools:call"), []string{"ana", "profile"}, codes.PermissionDenied},
+		{"delegation without tools:delegate", fleet.Token(t, "tools:call"), []string{"ana", "tools:call"}, codes.PermissionDenied},
+	}
+	for _, p := range protocols {
+		for _, tt := range tests {
+			t.Run(p.name+"/"+tt.name, func(t *testing.T) {
+				t.Parallel()
+				c := newClient(t, fleet.Addr, append([]client.Option{client.WithToken(tt.token)}, p.opts...)...)
+				ctx := t.Context()
+				if tt.onBehalf != nil {
+					ctx = client.OnBehalfOf(ctx, tt.onBehalf[0], tt.onBehalf[1:])
+				}
+				res, err := c.Call(ctx, "Calculator.Add", map[string]any{"a": 1, "b": 1})
+				var se *client.ServerError
+				switch {
+				case tt.want == codes.OK && (err != nil || !res.Success):
+					t.Fatalf("got %+v %v, want a success", res, err)
+				case tt.want != codes.OK && (!errors.As(err, &se) || se.Code != tt.want):
+					t.Fatalf("err = %v, want %v", err, tt.want)
+				}
+			})
+		}
+	}
+}
