@@ -47,7 +47,8 @@ type Config struct {
 	Listen string
 	// Workers are static worker addresses (host:port), e.g. k8s Service DNS names.
 	Workers []string
-	// NATSURL enables announcements, idempotency and events. Empty = none of them.
+	// NATSURL enables announcements, idempotency and events. Empty = none of them
+	// (a call_id is then only passed to the worker).
 	NATSURL string
 	// Auth configures bearer tokens.
 	Auth AuthConfig
