@@ -31,8 +31,8 @@ import (
 // ladder of extra hops: a bare grpc-go forwarder (the floor of any gateway), the
 // gateway without NATS (JWT auth and input validation), the full gateway with
 // call ids it generates (nothing stored, call events on JetStream) and the full
-// gateway with caller-given call ids (plus the idempotency lock and the stored result). It reports the
-// full gateway's throughput and p50/p99 latency as ratios to direct, every rung's
+// gateway with caller-given call ids (plus the idempotency lock and the stored
+// result). It reports the full gateway's throughput and p50/p99 latency as ratios to direct, every rung's
 // throughput ratio, and logs each side's latency, CPU and allocations per call.
 //
 //	go test ./bench -run '^$' -bench GatewayCall -benchtime 20000x
