@@ -32,8 +32,9 @@ import (
 // gateway without NATS (JWT auth and input validation), the full gateway with
 // call ids it generates (nothing stored, call events on JetStream) and the full
 // gateway with caller-given call ids (plus the idempotency lock and the stored
-// result). It reports the full gateway's throughput and p50/p99 latency as ratios to direct, every rung's
-// throughput ratio, and logs each side's latency, CPU and allocations per call.
+// result). It reports the full gateway's throughput and p50/p99 latency as
+// ratios to direct, every rung's throughput ratio, and logs each side's latency,
+// CPU and allocations per call.
 //
 //	go test ./bench -run '^$' -bench GatewayCall -benchtime 20000x
 func BenchmarkGatewayCall(b *testing.B) {
