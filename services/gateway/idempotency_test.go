@@ -137,7 +137,7 @@ func TestIdempotency(t *testing.T) {
 			t.Fatalf("tool ran %d times, want 0", n)
 		}
 	})
-	t.Run("in-flight call with other input is a conflict", func(t *testing.T) {
+	t.Run("in-flight call with other input is a conflict once it finishes", func(t *testing.T) {
 		before := calc.adds.Load()
 		var wg sync.WaitGroup
 		wg.Go(func() {

@@ -188,22 +188,25 @@ func (s *Store) Acquire(ctx context.Context, key Key, digest Digest, lockTTL tim
 }
 
 // settle decides on an entry found under the key: done with a stored response
-// or an error, or not done (a lock: wait for it).
+// or an error (another input is a conflict), or not done (a lock: wait for it).
 func (s *Store) settle(value []byte, digest Digest) (Claim, bool, error) {
 	r, err := decode(value)
 	if err != nil {
 		return Claim{}, true, err
 	}
+	if r.kind == kindLock {
+		// In flight, whatever its input: the holder may still let go without a
+		// result (a validation error, a retryable failure), and then this call
+		// runs; a result it stores for another input is a conflict then.
+		return Claim{}, false, nil
+	}
 	if r.hasDigest && r.digest != digest {
 		return Claim{}, true, ErrConflict
 	}
-	switch r.kind {
-	case kindResult:
-		return Claim{Stored: r.resp}, true, nil
-	case kindTooLarge:
+	if r.kind == kindTooLarge {
 		return Claim{}, true, ErrResultTooLarge
 	}
-	return Claim{}, false, nil
+	return Claim{Stored: r.resp}, true, nil
 }
 
 // createLock takes the lock for key in one request/reply: the very message
