@@ -106,32 +106,34 @@ func New(ctx context.Context, log *slog.Logger, nc *nats.Conn, js jetstream.JetS
 		MaxValueSize:   cfg.MaxValueSize,
 		LimitMarkerTTL: time.Minute,
 	}}
-	if err := s.create(ctx); err != nil {
+	kv, err := s.create(ctx)
+	if err != nil {
 		return nil, err
 	}
+	s.kv = kv
 	return s, nil
 }
 
 // create makes the bucket, then lets it drop its oldest entries when full: a KV
 // bucket refuses new writes when full, which would stop every protected call
-// until entries expire.
-func (s *Store) create(ctx context.Context) error {
+// until entries expire. The handle it returns stays valid when the bucket is
+// made again (recreate), so the store keeps its first one.
+func (s *Store) create(ctx context.Context) (jetstream.KeyValue, error) {
 	kv, err := s.js.CreateOrUpdateKeyValue(ctx, s.kvc)
 	if err != nil {
-		return fmt.Errorf("idempotency: bucket %s: %w", s.cfg.Bucket, err)
+		return nil, fmt.Errorf("idempotency: bucket %s: %w", s.cfg.Bucket, err)
 	}
 	stream, err := s.js.Stream(ctx, "KV_"+s.cfg.Bucket)
 	if err != nil {
-		return fmt.Errorf("idempotency: bucket %s: %w", s.cfg.Bucket, err)
+		return nil, fmt.Errorf("idempotency: bucket %s: %w", s.cfg.Bucket, err)
 	}
 	if sc := stream.CachedInfo().Config; sc.Discard != jetstream.DiscardOld {
 		sc.Discard = jetstream.DiscardOld
 		if _, err := s.js.UpdateStream(ctx, sc); err != nil {
-			return fmt.Errorf("idempotency: bucket %s: drop oldest when full: %w", s.cfg.Bucket, err)
+			return nil, fmt.Errorf("idempotency: bucket %s: drop oldest when full: %w", s.cfg.Bucket, err)
 		}
 	}
-	s.kv = kv
-	return nil
+	return kv, nil
 }
 
 // Config returns the store's configuration with defaults applied.
@@ -293,7 +295,7 @@ func (s *Store) recreate(ctx context.Context, err error) bool {
 	if now-last < int64(5*time.Second) || !s.lastRecreate.CompareAndSwap(last, now) {
 		return false
 	}
-	if cerr := s.create(ctx); cerr != nil {
+	if _, cerr := s.create(ctx); cerr != nil {
 		s.log.Warn("idempotency bucket lost and not re-created", "bucket", s.cfg.Bucket, "error", cerr)
 		return false
 	}
