@@ -46,7 +46,7 @@ func TestIdempotentRetries(t *testing.T) {
 			t.Parallel()
 			c := newClient(t, fleet.Addr, p.opts...)
 			s := "flaky:" + p.name
-			req := &toolfleetv1.CallToolRequest{CallId: "retry-" + p.name, ToolId: "SchemaTest.Types", Input: input(t, map[string]any{"s": s})}
+			req := &toolfleetv1.CallToolRequest{CallId: "retry-" + p.name, ToolId: "SchemaTest.Types", Input: input(t, map[string]any{"s": s}), Approval: approval}
 
 			res, err := c.CallTool(t.Context(), req)
 			if err != nil {
@@ -93,6 +93,14 @@ func TestSuccessIsNotRunTwice(t *testing.T) {
 	}
 }
 
+// approval approves SchemaTest.Types, whose contract requires one (auth is off,
+// so the anonymous caller may approve).
+var approval = &toolfleetv1.Approval{Approver: "tester"}
+
+// TestRetryPolicy: the tool contract's retry policy (SchemaTest.Types: 3
+// attempts) drives the client's retries, field by field over the client's own.
+// Types is read-only, so the client sends no call_id: each attempt gets its own
+// id from the gateway.
 func TestRetryPolicy(t *testing.T) {
 	t.Parallel()
 	fleet := e2e.Start(t, e2e.Options{})
@@ -103,8 +111,8 @@ func TestRetryPolicy(t *testing.T) {
 		wantSuccess  bool
 		wantAttempts int
 	}{
-		{"retryable failure until the attempts run out", "retry:default", client.RetryPolicy{}, false, client.DefaultMaxAttempts},
-		{"more attempts allowed", "retry:five", client.RetryPolicy{MaxAttempts: 5}, false, 5},
+		{"retryable failure until the contract's attempts run out", "retry:default", client.RetryPolicy{}, false, 3},
+		{"the contract's attempts win over the client's", "retry:five", client.RetryPolicy{MaxAttempts: 5}, false, 3},
 		{"retries off", "retry:off", client.RetryPolicy{MaxAttempts: 1}, false, 1},
 		{"failure that may not be retried", "fail:policy", client.RetryPolicy{}, false, 1},
 		{"flaky tool succeeds on retry", "flaky:policy", client.RetryPolicy{}, true, 2},
@@ -114,7 +122,7 @@ func TestRetryPolicy(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			c := newClient(t, fleet.Addr, client.WithRetry(tt.policy))
-			res, err := c.Call(t.Context(), "SchemaTest.Types", map[string]any{"s": tt.s})
+			res, err := c.CallTool(t.Context(), &toolfleetv1.CallToolRequest{ToolId: "SchemaTest.Types", Input: input(t, map[string]any{"s": tt.s}), Approval: approval})
 			if err != nil {
 				t.Fatalf("Call: %v", err)
 			}
@@ -122,8 +130,8 @@ func TestRetryPolicy(t *testing.T) {
 				t.Fatalf("success=%v attempts=%d, want %v and %d", res.Success, res.Attempts, tt.wantSuccess, tt.wantAttempts)
 			}
 			ids := fleet.SchemaTest.TypesFor(tt.s)
-			if len(ids) != tt.wantAttempts || slices.ContainsFunc(ids, func(id string) bool { return id != res.CallID }) {
-				t.Fatalf("the tool ran with call ids %q, want %d runs with call id %q", ids, tt.wantAttempts, res.CallID)
+			if len(ids) != tt.wantAttempts || ids[len(ids)-1] != res.CallID || len(slices.Compact(slices.Sorted(slices.Values(ids)))) != len(ids) {
+				t.Fatalf("the tool ran with call ids %q, want %d runs with distinct generated ids, the last %q", ids, tt.wantAttempts, res.CallID)
 			}
 			if !tt.wantSuccess {
 				wantRetry := strings.HasPrefix(tt.s, "retry")
@@ -133,6 +141,40 @@ func TestRetryPolicy(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestClientCallID: the client sends a call_id only where it buys something. A
+// tool that is neither read-only nor idempotent (SchemaTest.Sleep) gets one, so
+// a repeat with the returned id is answered from the gateway's store; a
+// read-only tool (Calculator.Add) gets none, so the gateway stores nothing and a
+// repeat with its generated id runs again.
+func TestClientCallID(t *testing.T) {
+	t.Parallel()
+	fleet := e2e.Start(t, e2e.Options{NATS: true})
+	c := newClient(t, fleet.Addr)
+	sleep := input(t, map[string]any{"duration": "0.001s"})
+	first, err := c.CallTool(t.Context(), &toolfleetv1.CallToolRequest{ToolId: "SchemaTest.Sleep", Input: sleep})
+	if err != nil || !first.Success {
+		t.Fatalf("Sleep: %+v %v", first, err)
+	}
+	before := fleet.SchemaTest.Sleeps.Load()
+	again, err := c.CallTool(t.Context(), &toolfleetv1.CallToolRequest{CallId: first.CallID, ToolId: "SchemaTest.Sleep", Input: sleep})
+	if err != nil || !again.Success || fleet.SchemaTest.Sleeps.Load() != before {
+		t.Fatalf("repeat of Sleep with %q: %+v %v, ran %d more times; want the stored result",
+			first.CallID, again, err, fleet.SchemaTest.Sleeps.Load()-before)
+	}
+	add := input(t, map[string]any{"a": 1, "b": 2})
+	res, err := c.CallTool(t.Context(), &toolfleetv1.CallToolRequest{ToolId: "Calculator.Add", Input: add})
+	if err != nil || !res.Success {
+		t.Fatalf("Add: %+v %v", res, err)
+	}
+	adds := fleet.Calculator.Adds.Load()
+	if _, err := c.CallTool(t.Context(), &toolfleetv1.CallToolRequest{CallId: res.CallID, ToolId: "Calculator.Add", Input: add}); err != nil {
+		t.Fatal(err)
+	}
+	if n := fleet.Calculator.Adds.Load() - adds; n != 1 {
+		t.Fatalf("Add with its generated id ran %d times, want 1 (nothing stored for a generated id)", n)
 	}
 }
 
@@ -232,7 +274,7 @@ func TestCallTools(t *testing.T) {
 		&toolfleetv1.CallToolRequest{ToolId: "Calculator.Add", Input: input(t, map[string]any{"a": 1, "b": 1})},
 		&toolfleetv1.CallToolRequest{ToolId: "Calculator.Nope"},
 		&toolfleetv1.CallToolRequest{ToolId: "Calculator.Evaluate", Input: input(t, map[string]any{"expression": ""})},
-		&toolfleetv1.CallToolRequest{ToolId: "SchemaTest.Types", Input: input(t, map[string]any{"s": "flaky:calltools"})},
+		&toolfleetv1.CallToolRequest{ToolId: "SchemaTest.Types", Input: input(t, map[string]any{"s": "flaky:calltools"}), Approval: approval},
 	)
 	if err != nil {
 		t.Fatal(err)
@@ -254,9 +296,8 @@ func TestCallTools(t *testing.T) {
 	if out[3].Err != nil || !out[3].Result.Success || out[3].Result.Attempts != 2 {
 		t.Errorf("flaky: %+v, want a success on attempt 2", out[3].Result)
 	}
-	ids := fleet.SchemaTest.TypesFor("flaky:calltools")
-	if len(ids) != 2 || ids[0] != ids[1] {
-		t.Errorf("flaky tool ran with call ids %q, want one id twice", ids)
+	if ids := fleet.SchemaTest.TypesFor("flaky:calltools"); len(ids) != 2 {
+		t.Errorf("flaky tool ran with call ids %q, want two runs", ids)
 	}
 }
 
@@ -329,5 +370,43 @@ func TestDeadline(t *testing.T) {
 				t.Fatalf("err = %#v, want a DeadlineExceeded *ServerError matching context.DeadlineExceeded", err)
 			}
 		})
+	}
+}
+
+// TestOnBehalfOf: a client whose token holds only tools:delegate calls as
+// another principal with that principal's scopes, over gRPC and Connect.
+func TestOnBehalfOf(t *testing.T) {
+	t.Parallel()
+	fleet := e2e.Start(t, e2e.Options{Auth: true})
+	tests := []struct {
+		name     string
+		token    string
+		onBehalf []string // subject, then scopes; nil = a direct call
+		want     codes.Code
+	}{
+		{"direct call without tools:call", fleet.Token(t, "tools:delegate"), nil, codes.PermissionDenied},
+		{"for a principal with tools:call", fleet.Token(t, "tools:delegate"), []string{"ana", "tools:call"}, codes.OK},
+		{"for a principal without tools:call", fleet.Token(t, "tools:delegate", "tools:call"), []string{"ana", "profile"}, codes.PermissionDenied},
+		{"delegation without tools:delegate", fleet.Token(t, "tools:call"), []string{"ana", "tools:call"}, codes.PermissionDenied},
+	}
+	for _, p := range protocols {
+		for _, tt := range tests {
+			t.Run(p.name+"/"+tt.name, func(t *testing.T) {
+				t.Parallel()
+				c := newClient(t, fleet.Addr, append([]client.Option{client.WithToken(tt.token)}, p.opts...)...)
+				ctx := t.Context()
+				if tt.onBehalf != nil {
+					ctx = client.OnBehalfOf(ctx, tt.onBehalf[0], tt.onBehalf[1:])
+				}
+				res, err := c.Call(ctx, "Calculator.Add", map[string]any{"a": 1, "b": 1})
+				var se *client.ServerError
+				switch {
+				case tt.want == codes.OK && (err != nil || !res.Success):
+					t.Fatalf("got %+v %v, want a success", res, err)
+				case tt.want != codes.OK && (!errors.As(err, &se) || se.Code != tt.want):
+					t.Fatalf("err = %v, want %v", err, tt.want)
+				}
+			})
+		}
 	}
 }

@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
 	calculatorv1 "github.com/toolfleet/toolfleet/gen/tools/calculator/v1"
@@ -229,7 +230,8 @@ func (f *Fleet) waitIdempotency(ctx context.Context) error {
 	deadline := time.Now().Add(20 * time.Second)
 	p := &gateway.Principal{Anonymous: true}
 	for i := 0; ; i++ {
-		req := &toolfleetv1.CallToolRequest{CallId: fmt.Sprintf("gatewaytest-idempotency-probe-%d", i), ToolId: "Calculator.Multiply"}
+		req := &toolfleetv1.CallToolRequest{CallId: fmt.Sprintf("gatewaytest-idempotency-probe-%d", i), ToolId: "Calculator.Multiply",
+			Input: &structpb.Struct{Fields: map[string]*structpb.Value{"a": structpb.NewNumberValue(1), "b": structpb.NewNumberValue(1)}}}
 		before := f.Calculator.Multiplies.Load()
 		_, err1 := f.Gateway.Call(ctx, p, req)
 		_, err2 := f.Gateway.Call(ctx, p, req)

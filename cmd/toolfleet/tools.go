@@ -282,17 +282,19 @@ func newToolsSearchCommand(gf *gatewayFlags, out *output) *cobra.Command {
 }
 
 func newToolsCallCommand(gf *gatewayFlags, out *output) *cobra.Command {
-	var callID string
+	var callID, approver string
 	cmd := &cobra.Command{
 		Use:   "call ID [JSON | @FILE | -]",
 		Short: "Call a tool with a JSON object as input (inline, from a file, or stdin with -)",
 		Long: `call runs one tool through the gateway. The input is a JSON object given
 inline ('{"a": 1}'), read from a file (@input.json) or from stdin (-); none
-means {}. Execution errors the tool marks retryable are retried with the same
-call id. Exit codes: 0 success, 2 server error, 3 validation error, 4 execution
+means {}. Retries follow the tool's retry policy. A tool whose contract
+requires approval (KV.Delete) needs --approver and a token with tools:approve
+(with auth off, any caller may approve). Exit codes: 0 success, 2 server error, 3 validation error, 4 execution
 error, 1 anything else.`,
 		Example: `  toolfleet tools call Calculator.Add '{"a": 2, "b": 3}'
-  echo '{"expression": "2**10"}' | toolfleet tools call Calculator_Evaluate -`,
+  echo '{"expression": "2**10"}' | toolfleet tools call Calculator_Evaluate -
+  toolfleet tools call KV.Delete '{"key": "user.ana.language"}' --approver ana`,
 		Args: cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			raw, err := readInput(cmd.InOrStdin(), args[1:])
@@ -304,7 +306,11 @@ error, 1 anything else.`,
 				return err
 			}
 			return withClient(cmd, gf, func(ctx context.Context, c *client.Client) error {
-				res, err := c.CallTool(ctx, &toolfleetv1.CallToolRequest{ToolId: args[0], Input: input, CallId: callID})
+				req := &toolfleetv1.CallToolRequest{ToolId: args[0], Input: input, CallId: callID}
+				if approver != "" {
+					req.Approval = &toolfleetv1.Approval{Approver: approver}
+				}
+				res, err := c.CallTool(ctx, req)
 				if err != nil {
 					return reportFailure(cmd, out, err)
 				}
@@ -312,7 +318,8 @@ error, 1 anything else.`,
 			})
 		},
 	}
-	cmd.Flags().StringVar(&callID, "call-id", "", "idempotency key (default: a new one); a repeat of a finished call returns its stored result")
+	cmd.Flags().StringVar(&callID, "call-id", "", "idempotency key, scoped to you and the tool: a repeat with the same input returns the stored result, other input is refused (default: none, or a new one when a retry of a tool with side effects needs it)")
+	cmd.Flags().StringVar(&approver, "approver", "", "who approved this call, for a tool whose contract requires approval (needs the tools:approve scope)")
 	return cmd
 }
 

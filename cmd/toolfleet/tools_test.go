@@ -117,6 +117,12 @@ func TestToolsCommands(t *testing.T) {
 				t.Fatalf("call text: %q", out)
 			}
 		}},
+		{"call that needs an approval", []string{"tools", "call", "SchemaTest.Types", `{"s": "hi"}`}, "", exitServer, nil},
+		{"call with an approval", []string{"tools", "call", "SchemaTest.Types", `{"s": "hi"}`, "--approver", "ana"}, "", exitOK, func(t *testing.T, out string) {
+			if !strings.Contains(out, `"success": true`) {
+				t.Fatalf("call: %s", out)
+			}
+		}},
 		{"call with stdin", []string{"tools", "call", "Calculator_Multiply", "-"}, `{"a": 4, "b": 5}`, exitOK, func(t *testing.T, out string) {
 			if !strings.Contains(out, `"result": 20`) {
 				t.Fatalf("call: %s", out)
@@ -228,7 +234,7 @@ func TestToolsStderr(t *testing.T) {
 
 func TestToolsCallAuth(t *testing.T) {
 	fleet := e2e.Start(t, e2e.Options{Auth: true})
-	args := []string{"tools", "call", "Calculator.Add", `{"a": 1}`, "--gateway", fleet.Addr}
+	args := []string{"tools", "call", "Calculator.Add", `{"a": 1, "b": 2}`, "--gateway", fleet.Addr}
 	if _, code := runCLI(t, "", args...); code != exitServer {
 		t.Fatalf("without a token: exit %d, want %d", code, exitServer)
 	}

@@ -18,25 +18,43 @@ import (
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
 	"github.com/toolfleet/toolfleet/gen/toolfleet/v1/toolfleetv1connect"
+	"github.com/toolfleet/toolfleet/sdk/retry"
 )
 
 // Client calls a toolfleet gateway. It is safe for concurrent use; create one
 // per gateway and Close it when done.
 type Client struct {
-	rpc   rpc
-	opts  options
-	retry RetryPolicy
-	close func() error
+	rpc       rpc
+	opts      options
+	contracts contracts
+	close     func() error
 }
 
-// rpc is the gateway API over one protocol (gRPC or Connect). The bearer
-// token travels as the authorization value of each call.
+// headers are what a call sends besides its message: the bearer token and the
+// delegation metadata.
+type headers struct {
+	auth       string
+	delegation delegation
+}
+
+// each calls set for every header to send.
+func (h headers) each(set func(k, v string)) {
+	if h.auth != "" {
+		set("authorization", h.auth)
+	}
+	if h.delegation.subject != "" {
+		set(HeaderOnBehalfOf, h.delegation.subject)
+		set(HeaderOnBehalfScopes, h.delegation.scopes)
+	}
+}
+
+// rpc is the gateway API over one protocol (gRPC or Connect).
 type rpc interface {
-	ListTools(ctx context.Context, auth string, req *toolfleetv1.ListToolsRequest) (*toolfleetv1.ListToolsResponse, error)
-	GetTool(ctx context.Context, auth string, req *toolfleetv1.GetToolRequest) (*toolfleetv1.GetToolResponse, error)
-	SearchTools(ctx context.Context, auth string, req *toolfleetv1.SearchToolsRequest) (*toolfleetv1.SearchToolsResponse, error)
-	CallTool(ctx context.Context, auth string, req *toolfleetv1.CallToolRequest) (*toolfleetv1.CallToolResponse, error)
-	CallTools(ctx context.Context, auth string, req *toolfleetv1.CallToolsRequest) (*toolfleetv1.CallToolsResponse, error)
+	ListTools(ctx context.Context, auth headers, req *toolfleetv1.ListToolsRequest) (*toolfleetv1.ListToolsResponse, error)
+	GetTool(ctx context.Context, auth headers, req *toolfleetv1.GetToolRequest) (*toolfleetv1.GetToolResponse, error)
+	SearchTools(ctx context.Context, auth headers, req *toolfleetv1.SearchToolsRequest) (*toolfleetv1.SearchToolsResponse, error)
+	CallTool(ctx context.Context, auth headers, req *toolfleetv1.CallToolRequest) (*toolfleetv1.CallToolResponse, error)
+	CallTools(ctx context.Context, auth headers, req *toolfleetv1.CallToolsRequest) (*toolfleetv1.CallToolsResponse, error)
 }
 
 // New returns a client of the gateway at target: "host:port" for gRPC (any
@@ -50,7 +68,7 @@ func New(target string, opts ...Option) (*Client, error) {
 	for _, opt := range opts {
 		opt(&o)
 	}
-	c := &Client{opts: o, retry: o.retry.withDefaults(), close: func() error { return nil }}
+	c := &Client{opts: o, close: func() error { return nil }}
 	if o.connect {
 		hc := o.httpClient
 		if hc == nil {
@@ -84,19 +102,22 @@ func (c *Client) bound(ctx context.Context) (context.Context, context.CancelFunc
 	return context.WithTimeout(ctx, c.opts.timeout)
 }
 
-// auth returns the Authorization value for one attempt ("" for none).
-func (c *Client) auth(ctx context.Context) (string, error) {
+// auth returns the headers of one attempt: the Authorization value (none
+// without a token) and the delegation of ctx ([OnBehalfOf]).
+func (c *Client) auth(ctx context.Context) (headers, error) {
+	var h headers
+	h.delegation, _ = delegationOf(ctx)
 	if c.opts.token == nil {
-		return "", nil
+		return h, nil
 	}
 	tok, err := c.opts.token(ctx)
 	if err != nil {
-		return "", fmt.Errorf("client: token source: %w", err)
+		return h, fmt.Errorf("client: token source: %w", err)
 	}
-	if tok == "" {
-		return "", nil
+	if tok != "" {
+		h.auth = "Bearer " + tok
 	}
-	return "Bearer " + tok, nil
+	return h, nil
 }
 
 // ListTools returns one page of tool definitions (see the request's filters,
@@ -224,81 +245,66 @@ func (c *Client) Call(ctx context.Context, toolID string, input any) (*Result, e
 
 // CallTool runs one call. It returns a *[ServerError] or a *[ValidationError]
 // when the call failed before the tool ran, else a [Result] (which may be an
-// execution error). An empty call_id is filled in first, so that retries of an
-// execution error marked can_retry reuse it; retries follow the client's
-// [RetryPolicy] and stop early when the context's deadline leaves no room for
-// the wait.
+// execution error).
+//
+// Retries follow the tool contract's retry policy (field by field over the
+// client's [RetryPolicy]) with jittered exponential backoff: an execution error
+// marked can_retry is retried after the tool's retry_after_ms (or the backoff),
+// and an Unavailable server error (gateway, worker or idempotency store away)
+// is retried when that is safe. A call_id is sent only where it buys something:
+// the caller's own, or a generated one when the client may retry a tool that is
+// neither read-only nor idempotent, so that a repeat of a call whose answer was
+// lost returns the stored result instead of running the tool twice. Retries stop
+// early when the context's deadline leaves no room for the wait.
 func (c *Client) CallTool(ctx context.Context, req *toolfleetv1.CallToolRequest) (*Result, error) {
 	ctx, cancel := c.bound(ctx)
 	defer cancel()
-	return c.attempts(ctx, withCallID(req), nil)
-}
-
-// withCallID returns req with a call_id, generating one when it has none.
-func withCallID(req *toolfleetv1.CallToolRequest) *toolfleetv1.CallToolRequest {
-	if req.GetCallId() != "" {
-		return req
-	}
-	return &toolfleetv1.CallToolRequest{CallId: NewCallID(), ToolId: req.GetToolId(), Input: req.GetInput(),
-		TraceId: req.GetTraceId(), Context: req.GetContext()}
+	p := c.planFor(ctx, req.GetToolId())
+	return c.attempts(ctx, prepare(req, p), p, nil, nil)
 }
 
 // attempts runs req until an outcome is final: a success, an error that may not
-// be retried, the last allowed attempt, or no time left. prev is an outcome
-// already received (from CallTools) or nil.
-func (c *Client) attempts(ctx context.Context, req *toolfleetv1.CallToolRequest, prev *Result) (*Result, error) {
-	res := prev
+// be retried, the last allowed attempt, or no time left. prev and prevErr are an
+// outcome already received (from CallTools), or both nil.
+func (c *Client) attempts(ctx context.Context, req *toolfleetv1.CallToolRequest, p plan, prev *Result, prevErr error) (*Result, error) {
+	b := p.policy.Backoff()
+	res, err := prev, prevErr
+	if prev == nil && prevErr == nil {
+		res, err = c.attempt(ctx, req, 1)
+	}
 	for {
-		if res != nil {
-			if !c.shouldRetry(ctx, res) {
-				return res, nil
-			}
-			if err := sleep(ctx, c.wait(res)); err != nil {
-				return res, nil // the caller's context ended during the wait: the last outcome stands
-			}
-		}
-		auth, err := c.auth(ctx)
-		if err != nil {
+		var suggested time.Duration
+		switch {
+		case err != nil && retryableServerError(err, req, p):
+		case err != nil:
 			return nil, err
+		case res.Success || !res.Error.GetCanRetry():
+			return res, nil
+		default:
+			suggested = time.Duration(res.Error.GetRetryAfterMs()) * time.Millisecond
 		}
-		resp, err := c.rpc.CallTool(ctx, auth, req)
-		if err != nil {
-			return nil, fromRPC(ctx, err, req.GetCallId())
+		wait, ok := b.Next(suggested)
+		if dl, has := ctx.Deadline(); !ok || has && time.Until(dl) <= wait {
+			return res, err // attempts spent, or no time left for the wait and another attempt
 		}
-		n := 1
-		if res != nil {
-			n = res.Attempts + 1
+		if retry.Sleep(ctx, wait) != nil {
+			return res, err // the caller's context ended during the wait: the last outcome stands
 		}
-		res = resultOf(resp, n)
+		res, err = c.attempt(ctx, req, b.Attempts())
 	}
 }
 
-// wait is the delay before the attempt after res.
-func (c *Client) wait(res *Result) time.Duration {
-	return c.retry.delay(res.Attempts, time.Duration(res.Error.GetRetryAfterMs())*time.Millisecond)
-}
-
-// shouldRetry reports whether another attempt may follow res.
-func (c *Client) shouldRetry(ctx context.Context, res *Result) bool {
-	if res.Success || !res.Error.GetCanRetry() || res.Attempts >= c.retry.MaxAttempts {
-		return false
+// attempt makes attempt number n of req.
+func (c *Client) attempt(ctx context.Context, req *toolfleetv1.CallToolRequest, n int) (*Result, error) {
+	auth, err := c.auth(ctx)
+	if err != nil {
+		return nil, err
 	}
-	if dl, ok := ctx.Deadline(); ok && time.Until(dl) <= c.wait(res) {
-		return false // no time left for the wait and another attempt
+	resp, err := c.rpc.CallTool(ctx, auth, req)
+	if err != nil {
+		return nil, fromRPC(ctx, err, req.GetCallId())
 	}
-	return true
-}
-
-// sleep waits d or until ctx is done.
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return resultOf(resp, n), nil
 }
 
 // Outcome is one call's outcome in [Client.CallTools]: a Result, or Err (a
@@ -310,15 +316,17 @@ type Outcome struct {
 
 // CallTools runs several calls in one request: the gateway runs read-only and
 // idempotent tools in parallel, the others one after another in the given
-// order. Outcomes come back in the order of reqs; execution errors marked
-// can_retry are retried one by one with [Client.CallTool] and the same call_id.
+// order. Outcomes come back in the order of reqs; calls get a call_id and are
+// retried one by one as [Client.CallTool] does.
 // The error is non-nil only when the whole request failed.
 func (c *Client) CallTools(ctx context.Context, reqs ...*toolfleetv1.CallToolRequest) ([]Outcome, error) {
 	ctx, cancel := c.bound(ctx)
 	defer cancel()
 	calls := make([]*toolfleetv1.CallToolRequest, len(reqs))
+	plans := make([]plan, len(reqs))
 	for i, r := range reqs {
-		calls[i] = withCallID(r)
+		plans[i] = c.planFor(ctx, r.GetToolId())
+		calls[i] = prepare(r, plans[i])
 	}
 	auth, err := c.auth(ctx)
 	if err != nil {
@@ -337,10 +345,11 @@ func (c *Client) CallTools(ctx context.Context, reqs ...*toolfleetv1.CallToolReq
 			if f.GetCallId() == "" {
 				f.CallId = calls[i].GetCallId()
 			}
-			out[i] = Outcome{Err: fromFailure(f)}
+			res, err := c.attempts(ctx, calls[i], plans[i], nil, fromFailure(f))
+			out[i] = Outcome{Result: res, Err: err}
 			continue
 		}
-		res, err := c.attempts(ctx, calls[i], resultOf(o.GetResponse(), 1))
+		res, err := c.attempts(ctx, calls[i], plans[i], resultOf(o.GetResponse(), 1), nil)
 		out[i] = Outcome{Result: res, Err: err}
 	}
 	return out, nil
@@ -358,30 +367,32 @@ type grpcRPC struct {
 	c toolfleetv1.ToolGatewayServiceClient
 }
 
-func withAuth(ctx context.Context, auth string) context.Context {
-	if auth == "" {
+func withAuth(ctx context.Context, h headers) context.Context {
+	var kv []string
+	h.each(func(k, v string) { kv = append(kv, k, v) })
+	if len(kv) == 0 {
 		return ctx
 	}
-	return metadata.AppendToOutgoingContext(ctx, "authorization", auth)
+	return metadata.AppendToOutgoingContext(ctx, kv...)
 }
 
-func (g grpcRPC) ListTools(ctx context.Context, auth string, req *toolfleetv1.ListToolsRequest) (*toolfleetv1.ListToolsResponse, error) {
+func (g grpcRPC) ListTools(ctx context.Context, auth headers, req *toolfleetv1.ListToolsRequest) (*toolfleetv1.ListToolsResponse, error) {
 	return g.c.ListTools(withAuth(ctx, auth), req)
 }
 
-func (g grpcRPC) GetTool(ctx context.Context, auth string, req *toolfleetv1.GetToolRequest) (*toolfleetv1.GetToolResponse, error) {
+func (g grpcRPC) GetTool(ctx context.Context, auth headers, req *toolfleetv1.GetToolRequest) (*toolfleetv1.GetToolResponse, error) {
 	return g.c.GetTool(withAuth(ctx, auth), req)
 }
 
-func (g grpcRPC) SearchTools(ctx context.Context, auth string, req *toolfleetv1.SearchToolsRequest) (*toolfleetv1.SearchToolsResponse, error) {
+func (g grpcRPC) SearchTools(ctx context.Context, auth headers, req *toolfleetv1.SearchToolsRequest) (*toolfleetv1.SearchToolsResponse, error) {
 	return g.c.SearchTools(withAuth(ctx, auth), req)
 }
 
-func (g grpcRPC) CallTool(ctx context.Context, auth string, req *toolfleetv1.CallToolRequest) (*toolfleetv1.CallToolResponse, error) {
+func (g grpcRPC) CallTool(ctx context.Context, auth headers, req *toolfleetv1.CallToolRequest) (*toolfleetv1.CallToolResponse, error) {
 	return g.c.CallTool(withAuth(ctx, auth), req)
 }
 
-func (g grpcRPC) CallTools(ctx context.Context, auth string, req *toolfleetv1.CallToolsRequest) (*toolfleetv1.CallToolsResponse, error) {
+func (g grpcRPC) CallTools(ctx context.Context, auth headers, req *toolfleetv1.CallToolsRequest) (*toolfleetv1.CallToolsResponse, error) {
 	return g.c.CallTools(withAuth(ctx, auth), req)
 }
 
@@ -390,12 +401,10 @@ type connectRPC struct {
 	c toolfleetv1connect.ToolGatewayServiceClient
 }
 
-func connectCall[Req, Resp any](ctx context.Context, auth string, req *Req,
+func connectCall[Req, Resp any](ctx context.Context, auth headers, req *Req,
 	fn func(context.Context, *connect.Request[Req]) (*connect.Response[Resp], error)) (*Resp, error) {
 	r := connect.NewRequest(req)
-	if auth != "" {
-		r.Header().Set("Authorization", auth)
-	}
+	auth.each(r.Header().Set)
 	resp, err := fn(ctx, r)
 	if err != nil {
 		return nil, err
@@ -403,22 +412,22 @@ func connectCall[Req, Resp any](ctx context.Context, auth string, req *Req,
 	return resp.Msg, nil
 }
 
-func (c connectRPC) ListTools(ctx context.Context, auth string, req *toolfleetv1.ListToolsRequest) (*toolfleetv1.ListToolsResponse, error) {
+func (c connectRPC) ListTools(ctx context.Context, auth headers, req *toolfleetv1.ListToolsRequest) (*toolfleetv1.ListToolsResponse, error) {
 	return connectCall(ctx, auth, req, c.c.ListTools)
 }
 
-func (c connectRPC) GetTool(ctx context.Context, auth string, req *toolfleetv1.GetToolRequest) (*toolfleetv1.GetToolResponse, error) {
+func (c connectRPC) GetTool(ctx context.Context, auth headers, req *toolfleetv1.GetToolRequest) (*toolfleetv1.GetToolResponse, error) {
 	return connectCall(ctx, auth, req, c.c.GetTool)
 }
 
-func (c connectRPC) SearchTools(ctx context.Context, auth string, req *toolfleetv1.SearchToolsRequest) (*toolfleetv1.SearchToolsResponse, error) {
+func (c connectRPC) SearchTools(ctx context.Context, auth headers, req *toolfleetv1.SearchToolsRequest) (*toolfleetv1.SearchToolsResponse, error) {
 	return connectCall(ctx, auth, req, c.c.SearchTools)
 }
 
-func (c connectRPC) CallTool(ctx context.Context, auth string, req *toolfleetv1.CallToolRequest) (*toolfleetv1.CallToolResponse, error) {
+func (c connectRPC) CallTool(ctx context.Context, auth headers, req *toolfleetv1.CallToolRequest) (*toolfleetv1.CallToolResponse, error) {
 	return connectCall(ctx, auth, req, c.c.CallTool)
 }
 
-func (c connectRPC) CallTools(ctx context.Context, auth string, req *toolfleetv1.CallToolsRequest) (*toolfleetv1.CallToolsResponse, error) {
+func (c connectRPC) CallTools(ctx context.Context, auth headers, req *toolfleetv1.CallToolsRequest) (*toolfleetv1.CallToolsResponse, error) {
 	return connectCall(ctx, auth, req, c.c.CallTools)
 }

@@ -15,27 +15,34 @@ import (
 
 // The end-to-end tests, against a real gateway, are in e2e.
 
-func TestRetryDelay(t *testing.T) {
+// TestPrepare: a call_id is generated only when the client may retry a tool
+// that is neither read-only nor idempotent; a caller's id is always kept.
+func TestPrepare(t *testing.T) {
 	t.Parallel()
-	p := RetryPolicy{InitialBackoff: 100 * time.Millisecond, MaxBackoff: time.Second}.withDefaults()
+	retries := plan{policy: RetryPolicy{}.WithDefaults()}
+	once := plan{policy: RetryPolicy{MaxAttempts: 1}.WithDefaults()}
+	harmless := plan{policy: RetryPolicy{}.WithDefaults(), harmless: true}
 	tests := []struct {
-		name       string
-		attempts   int
-		retryAfter time.Duration
-		want       time.Duration
+		name   string
+		callID string
+		p      plan
+		wantID bool
 	}{
-		{"first retry", 1, 0, 100 * time.Millisecond},
-		{"doubles", 2, 0, 200 * time.Millisecond},
-		{"doubles again", 3, 0, 400 * time.Millisecond},
-		{"capped", 10, 0, time.Second},
-		{"tool's retry_after wins", 1, 300 * time.Millisecond, 300 * time.Millisecond},
-		{"tool's retry_after capped", 1, time.Hour, time.Second},
+		{"side effects and retries", "", retries, true},
+		{"no retries", "", once, false},
+		{"read-only or idempotent", "", harmless, false},
+		{"caller's id kept", "mine", harmless, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			if got := p.delay(tt.attempts, tt.retryAfter); got != tt.want {
-				t.Fatalf("delay(%d, %v) = %v, want %v", tt.attempts, tt.retryAfter, got, tt.want)
+			req := &toolfleetv1.CallToolRequest{CallId: tt.callID, ToolId: "KV.Delete", Approval: &toolfleetv1.Approval{Approver: "ana"}}
+			got := prepare(req, tt.p)
+			if (got.GetCallId() != "") != tt.wantID || tt.callID != "" && got.GetCallId() != tt.callID {
+				t.Fatalf("call_id %q, want one: %v", got.GetCallId(), tt.wantID)
+			}
+			if got.GetApproval().GetApprover() != "ana" {
+				t.Fatalf("approval dropped: %v", got)
 			}
 		})
 	}

@@ -12,10 +12,12 @@
 //     false and the tool's [toolfleetv1.ToolError]; [Result.Err] turns it into a
 //     *[ExecutionError] for code that prefers Go errors.
 //
-// Execution errors the tool marks can_retry are retried automatically with the
-// same call_id (so the gateway's idempotency store never runs a finished call
-// twice), waiting retry_after_ms when the tool suggests a delay; see
-// [RetryPolicy].
+// Retries follow each tool contract's retry policy (package sdk/retry: jittered
+// exponential backoff): execution errors marked can_retry, and Unavailable server
+// errors when a second delivery is safe. The client sends a call_id only where it
+// buys something: the caller's own, or a generated one when it may retry a tool
+// that is neither read-only nor idempotent. [OnBehalfOf] makes calls for another
+// principal (delegation).
 //
 // [Client.ToolsFor] renders the served tools for a model provider (OpenAI,
 // Anthropic, Gemini, … via sdk/llm), and [Client.HandleResponse] runs the tool

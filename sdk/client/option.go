@@ -6,18 +6,22 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+
+	"github.com/toolfleet/toolfleet/sdk/retry"
 )
 
 // Defaults of the client's options.
 const (
 	// DefaultTimeout bounds a call (all its attempts) whose context has no deadline.
 	DefaultTimeout = 60 * time.Second
-	// DefaultMaxAttempts is the number of attempts of a retryable call, the first included.
-	DefaultMaxAttempts = 3
-	// DefaultInitialBackoff is the wait before the first retry when the tool suggests none.
-	DefaultInitialBackoff = 200 * time.Millisecond
+	// DefaultMaxAttempts is the number of attempts of a retryable call, the first
+	// included, when the tool's contract sets none.
+	DefaultMaxAttempts = retry.DefaultMaxAttempts
+	// DefaultInitialBackoff is the wait before the first retry when neither the
+	// contract nor the tool suggests one.
+	DefaultInitialBackoff = retry.DefaultInitialBackoff
 	// DefaultMaxBackoff caps the wait between two attempts.
-	DefaultMaxBackoff = 10 * time.Second
+	DefaultMaxBackoff = retry.DefaultMaxBackoff
 )
 
 // TokenSource returns the bearer token to send with a call ("" sends none). It is
@@ -29,45 +33,10 @@ func StaticToken(token string) TokenSource {
 	return func(context.Context) (string, error) { return token, nil }
 }
 
-// RetryPolicy bounds the automatic retries of execution errors marked can_retry.
-// Server and validation errors are never retried: the same request would fail
-// the same way.
-type RetryPolicy struct {
-	// MaxAttempts counts every attempt, the first included; 1 disables retries.
-	// Default [DefaultMaxAttempts].
-	MaxAttempts int
-	// InitialBackoff is the first wait when the error carries no retry_after_ms;
-	// it doubles on each retry. Default [DefaultInitialBackoff].
-	InitialBackoff time.Duration
-	// MaxBackoff caps every wait, retry_after_ms included. Default [DefaultMaxBackoff].
-	MaxBackoff time.Duration
-}
-
-func (p RetryPolicy) withDefaults() RetryPolicy {
-	if p.MaxAttempts <= 0 {
-		p.MaxAttempts = DefaultMaxAttempts
-	}
-	if p.InitialBackoff <= 0 {
-		p.InitialBackoff = DefaultInitialBackoff
-	}
-	if p.MaxBackoff <= 0 {
-		p.MaxBackoff = DefaultMaxBackoff
-	}
-	return p
-}
-
-// delay is the wait before attempt n+1 (n ≥ 1 attempts done): the tool's
-// retry_after when it gave one, else exponential backoff; capped by MaxBackoff.
-func (p RetryPolicy) delay(n int, retryAfter time.Duration) time.Duration {
-	d := retryAfter
-	if d <= 0 {
-		d = p.InitialBackoff
-		for i := 1; i < n && d < p.MaxBackoff; i++ {
-			d *= 2
-		}
-	}
-	return min(d, p.MaxBackoff)
-}
+// RetryPolicy bounds the automatic retries (see [Client.CallTool]): it is the
+// one jittered-backoff policy of package retry. A tool contract's own retry
+// policy wins over it field by field.
+type RetryPolicy = retry.Policy
 
 // Option configures a [Client].
 type Option func(*options)
@@ -98,8 +67,9 @@ func WithTimeout(d time.Duration) Option {
 	return func(o *options) { o.timeout = d }
 }
 
-// WithRetry sets the retry policy of execution errors marked can_retry; zero
-// fields take the defaults. WithRetry(RetryPolicy{MaxAttempts: 1}) disables retries.
+// WithRetry sets the retry policy for what a tool's contract leaves unset (the
+// contract's retry policy wins field by field); zero fields take the defaults.
+// WithRetry(RetryPolicy{MaxAttempts: 1}) disables retries whatever the contracts say.
 func WithRetry(p RetryPolicy) Option {
 	return func(o *options) { o.retry = p }
 }

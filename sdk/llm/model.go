@@ -8,6 +8,7 @@ import (
 	"time"
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
+	"github.com/toolfleet/toolfleet/sdk/retry"
 )
 
 // Model is a language model that can call tools.
@@ -151,30 +152,24 @@ func (f *fallbackModel) Stream(ctx context.Context, req *Request, onDelta func(D
 	return FinishTurn(req, out), nil
 }
 
-// RetryPolicy says how WithRetry retries errors that match ErrRetryable.
-type RetryPolicy struct {
-	// Attempts is the total number of tries (default 3).
-	Attempts int
-	// Backoff is the first wait when the server gives no retry-after
-	// (default 500ms); it doubles each time.
-	Backoff time.Duration
-	// MaxWait caps any single wait, including a server's retry-after (default 30s).
-	MaxWait time.Duration
-}
+// RetryPolicy says how WithRetry retries errors that match ErrRetryable: the
+// one jittered-backoff policy of package retry, shared with sdk/client.
+type RetryPolicy = retry.Policy
+
+// Defaults of WithRetry where the policy leaves a field zero: providers ask for
+// longer waits than tools do.
+const (
+	DefaultRetryBackoff = 500 * time.Millisecond
+	DefaultRetryMaxWait = 30 * time.Second
+)
 
 // WithRetry retries Complete, and Stream until its first delta, on
 // retryable provider errors (408, 409, 429, 5xx), waiting the server's
-// retry-after when it sent one. Waits end early when ctx is done.
+// retry-after when it sent one (capped by MaxBackoff), else a jittered
+// exponential backoff. Waits end early when ctx is done. Zero fields default to
+// 3 attempts, [DefaultRetryBackoff] and [DefaultRetryMaxWait].
 func WithRetry(m Model, p RetryPolicy) Model {
-	if p.Attempts <= 0 {
-		p.Attempts = 3
-	}
-	if p.Backoff <= 0 {
-		p.Backoff = 500 * time.Millisecond
-	}
-	if p.MaxWait <= 0 {
-		p.MaxWait = 30 * time.Second
-	}
+	p = p.Or(RetryPolicy{InitialBackoff: DefaultRetryBackoff, MaxBackoff: DefaultRetryMaxWait}).WithDefaults()
 	return &retryModel{m: m, p: p}
 }
 
@@ -206,25 +201,23 @@ func (r *retryModel) Stream(ctx context.Context, req *Request, onDelta func(Delt
 }
 
 func (r *retryModel) do(ctx context.Context, try func() (*toolfleetv1.Message, bool, error)) (*toolfleetv1.Message, error) {
-	wait := r.p.Backoff
-	for attempt := 1; ; attempt++ {
+	b := r.p.Backoff()
+	for {
 		msg, retryable, err := try()
-		if err == nil || !retryable || attempt >= r.p.Attempts || !errors.Is(err, ErrRetryable) {
+		if err == nil || !retryable || !errors.Is(err, ErrRetryable) {
 			return msg, err
 		}
-		d := wait
+		var suggested time.Duration
 		var apiErr *APIError
-		if errors.As(err, &apiErr) && apiErr.RetryAfter > 0 {
-			d = apiErr.RetryAfter
+		if errors.As(err, &apiErr) {
+			suggested = apiErr.RetryAfter
 		}
-		d = min(d, r.p.MaxWait)
-		timer := time.NewTimer(d)
-		select {
-		case <-ctx.Done():
-			timer.Stop()
-			return nil, errors.Join(err, ctx.Err())
-		case <-timer.C:
+		d, ok := b.Next(suggested)
+		if !ok {
+			return msg, err
 		}
-		wait *= 2
+		if werr := retry.Sleep(ctx, d); werr != nil {
+			return nil, errors.Join(err, werr)
+		}
 	}
 }

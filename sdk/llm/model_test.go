@@ -159,10 +159,10 @@ func TestWithRetry(t *testing.T) {
 		wantCalls int
 		minWait   time.Duration
 	}{
-		{"retries 429 honouring retry-after", []ScriptTurn{{Err: rateLimited}, {Err: rateLimited}, SayText("ok")}, RetryPolicy{Attempts: 3, Backoff: time.Millisecond}, nil, 3, 40 * time.Millisecond},
-		{"gives up after attempts", []ScriptTurn{{Err: rateLimited}, {Err: rateLimited}, SayText("ok")}, RetryPolicy{Attempts: 2, Backoff: time.Millisecond}, ErrRetryable, 2, 0},
-		{"does not retry 400", []ScriptTurn{{Err: badRequest}, SayText("ok")}, RetryPolicy{Attempts: 3, Backoff: time.Millisecond}, ErrPermanent, 1, 0},
-		{"caps the wait", []ScriptTurn{{Err: &APIError{StatusCode: 503, RetryAfter: time.Hour}}, SayText("ok")}, RetryPolicy{Attempts: 2, MaxWait: 5 * time.Millisecond}, nil, 2, 0},
+		{"retries 429 honouring retry-after", []ScriptTurn{{Err: rateLimited}, {Err: rateLimited}, SayText("ok")}, RetryPolicy{MaxAttempts: 3, InitialBackoff: time.Millisecond}, nil, 3, 40 * time.Millisecond},
+		{"gives up after attempts", []ScriptTurn{{Err: rateLimited}, {Err: rateLimited}, SayText("ok")}, RetryPolicy{MaxAttempts: 2, InitialBackoff: time.Millisecond}, ErrRetryable, 2, 0},
+		{"does not retry 400", []ScriptTurn{{Err: badRequest}, SayText("ok")}, RetryPolicy{MaxAttempts: 3, InitialBackoff: time.Millisecond}, ErrPermanent, 1, 0},
+		{"caps the wait", []ScriptTurn{{Err: &APIError{StatusCode: 503, RetryAfter: time.Hour}}, SayText("ok")}, RetryPolicy{MaxAttempts: 2, MaxBackoff: 5 * time.Millisecond}, nil, 2, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -189,7 +189,7 @@ func TestWithRetryStopsOnContext(t *testing.T) {
 	defer cancel()
 	s := NewScripted(ScriptTurn{Err: &APIError{StatusCode: 429, RetryAfter: time.Minute}}, SayText("late"))
 	start := time.Now()
-	_, err := WithRetry(s, RetryPolicy{Attempts: 2, MaxWait: time.Minute}).Complete(ctx, &Request{})
+	_, err := WithRetry(s, RetryPolicy{MaxAttempts: 2, MaxBackoff: time.Minute}).Complete(ctx, &Request{})
 	if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, ErrRetryable) {
 		t.Fatalf("err = %v", err)
 	}

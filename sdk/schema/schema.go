@@ -145,7 +145,7 @@ func (g *generator) object(md protoreflect.MessageDescriptor) map[string]any {
 			continue
 		}
 		props[fd.JSONName()] = g.field(fd, rules)
-		if rules.GetRequired() || zeroFails[fd.Number()] {
+		if rules.GetRequired() || zeroFails[fd.Number()] || fieldOptions(fd).GetRequired() {
 			required = append(required, fd.JSONName())
 		}
 	}
@@ -379,6 +379,41 @@ func enumNames(ed protoreflect.EnumDescriptor) []any {
 		out = append(out, string(vs.Get(i).Name()))
 	}
 	return out
+}
+
+// FieldOptions returns a field's (toolfleet.v1.field) options; empty ones when
+// it has none.
+func FieldOptions(fd protoreflect.FieldDescriptor) *toolfleetv1.FieldOptions { return fieldOptions(fd) }
+
+// requiredCache bounds the memo of RequiredFields: contracts loaded by
+// reflection make new descriptors on every reload.
+const requiredCache = 4096
+
+var (
+	requiredMu     sync.Mutex
+	requiredFields = map[protoreflect.MessageDescriptor][]protoreflect.FieldDescriptor{}
+)
+
+// RequiredFields returns md's fields marked (toolfleet.v1.field).required: an
+// input object must name them, even with their zero value.
+func RequiredFields(md protoreflect.MessageDescriptor) []protoreflect.FieldDescriptor {
+	requiredMu.Lock()
+	defer requiredMu.Unlock()
+	if fds, ok := requiredFields[md]; ok {
+		return fds
+	}
+	var fds []protoreflect.FieldDescriptor
+	fs := md.Fields()
+	for i := range fs.Len() {
+		if fieldOptions(fs.Get(i)).GetRequired() {
+			fds = append(fds, fs.Get(i))
+		}
+	}
+	if len(requiredFields) >= requiredCache {
+		clear(requiredFields)
+	}
+	requiredFields[md] = fds
+	return fds
 }
 
 func fieldOptions(fd protoreflect.FieldDescriptor) *toolfleetv1.FieldOptions {

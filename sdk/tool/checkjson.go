@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"google.golang.org/protobuf/reflect/protoreflect"
+
+	"github.com/toolfleet/toolfleet/sdk/schema"
 )
 
 // checkJSON walks a JSON input against a message descriptor the way protojson
@@ -99,6 +101,15 @@ func (c *jsonChecker) message(path string, v any, md protoreflect.MessageDescrip
 		return
 	}
 	fields := md.Fields()
+	for _, fd := range schema.RequiredFields(md) {
+		val, ok := obj[fd.JSONName()]
+		if !ok {
+			val, ok = obj[string(fd.Name())]
+		}
+		if !ok || val == nil { // null means "not set"
+			c.fail(join(path, fd.JSONName()), "is required")
+		}
+	}
 	oneofSet := map[protoreflect.FullName]string{}
 	for _, key := range keysInFieldOrder(obj, fields) {
 		val := obj[key]

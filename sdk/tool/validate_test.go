@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/types/dynamicpb"
 	"google.golang.org/protobuf/types/known/structpb"
 
+	calculatorv1 "github.com/toolfleet/toolfleet/gen/tools/calculator/v1"
 	schematestv1 "github.com/toolfleet/toolfleet/gen/tools/schematest/v1"
 	"github.com/toolfleet/toolfleet/sdk/tool"
 )
@@ -226,4 +227,42 @@ func mustStruct(t *testing.T, js string) *structpb.Struct {
 		t.Fatal(err)
 	}
 	return &s
+}
+
+// TestDecodeInputRequired: a field marked (toolfleet.v1.field).required must be
+// named, and its zero value is fine (Calculator.Add's operands).
+func TestDecodeInputRequired(t *testing.T) {
+	t.Parallel()
+	md := (&calculatorv1.AddRequest{}).ProtoReflect().Descriptor()
+	tests := []struct {
+		name  string
+		input string
+		want  map[string]string // nil = accepted
+	}{
+		{"both", `{"a": 2, "b": 3}`, nil},
+		{"zero values", `{"a": 0, "b": 0}`, nil},
+		{"proto names", `{"a": 1, "b": -1}`, nil},
+		{"b missing", `{"a": 2}`, map[string]string{"b": "is required"}},
+		{"b null", `{"a": 2, "b": null}`, map[string]string{"b": "is required"}},
+		{"both missing", `{}`, map[string]string{"a": "is required", "b": "is required"}},
+		{"empty input", ``, map[string]string{"a": "is required", "b": "is required"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			msg, ve, err := tool.DecodeInput(md, []byte(tt.input))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tt.want == nil {
+				if ve != nil || msg == nil {
+					t.Fatalf("rejected: %v", ve)
+				}
+				return
+			}
+			if ve == nil || !maps.Equal(ve.GetParameterErrors(), tt.want) {
+				t.Fatalf("parameter_errors:\n got %q\nwant %q", ve.GetParameterErrors(), tt.want)
+			}
+		})
+	}
 }

@@ -1,302 +1,35 @@
 package gateway
 
 import (
-	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rsa"
-	"encoding/base64"
-	"encoding/json"
-	"errors"
-	"fmt"
-	"io"
-	"math/big"
-	"net/http"
-	"os"
-	"path"
-	"strings"
-	"sync"
-	"sync/atomic"
-	"time"
-
-	"github.com/golang-jwt/jwt/v5"
-	"google.golang.org/grpc/codes"
-
-	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
+	"github.com/toolfleet/toolfleet/services/gateway/auth"
 )
 
-// Scopes a caller's token carries.
+// The gateway's authentication and authorization live in package auth; these
+// names keep the gateway's API in one place for its callers.
+type (
+	// AuthConfig configures bearer-token authentication (see [auth.Config]).
+	AuthConfig = auth.Config
+	// Principal is an authenticated caller (see [auth.Principal]).
+	Principal = auth.Principal
+	// Credentials are what a request presents about its caller.
+	Credentials = auth.Credentials
+)
+
+// Scopes, delegation metadata and the anonymous subject (see package auth).
 const (
-	// ScopeCall allows calling every tool (besides the tools' own required scopes).
-	ScopeCall = "tools:call"
-	// ScopeCallPrefix starts toolkit patterns such as "tools:call:calculator.*".
-	ScopeCallPrefix = "tools:call:"
+	ScopeCall            = auth.ScopeCall
+	ScopeCallPrefix      = auth.ScopeCallPrefix
+	ScopeApprove         = auth.ScopeApprove
+	ScopeDelegate        = auth.ScopeDelegate
+	HeaderOnBehalfOf     = auth.HeaderOnBehalfOf
+	HeaderOnBehalfScopes = auth.HeaderOnBehalfScopes
+	AnonymousSubject     = auth.AnonymousSubject
 )
 
-// AuthConfig configures bearer-token authentication. Exactly one of the key
-// sources (HS256Secret, JWKSFile, JWKSURL) is set unless Disabled.
-type AuthConfig struct {
-	// Disabled turns authentication off. Only allowed on a loopback listener.
-	Disabled bool
-	// HS256Secret is a shared secret for HS256 tokens.
-	HS256Secret []byte
-	// JWKSFile and JWKSURL hold RS256/ES256 public keys as a JSON Web Key Set.
-	JWKSFile string
-	JWKSURL  string
-	// Audience, when set, must be in the token's aud claim.
-	Audience string
-	// Issuer, when set, must equal the token's iss claim.
-	Issuer string
-}
-
-// Principal is an authenticated caller.
-type Principal struct {
-	Subject string
-	Scopes  []string
-	// Anonymous is true when authentication is disabled.
-	Anonymous bool
-}
-
-// authenticator verifies bearer tokens.
-type authenticator struct {
-	cfg    AuthConfig
-	parser *jwt.Parser
-	keys   *jwks
-	// verified caches principals by token: a caller reuses its token for many
-	// calls, and verifying a signature costs more than the rest of the pipeline.
-	verified sync.Map // string → verifiedToken
-	cached   atomic.Int64
-}
-
-type verifiedToken struct {
-	p     *Principal
-	until time.Time
-}
-
-// Cache bounds: entries live at most verifiedTTL (and never past exp).
-const (
-	verifiedTTL = 5 * time.Minute
-	maxVerified = 10000
-)
-
-func newAuthenticator(ctx context.Context, cfg AuthConfig) (*authenticator, error) {
-	a := &authenticator{cfg: cfg}
-	if cfg.Disabled {
-		return a, nil
-	}
-	opts := []jwt.ParserOption{jwt.WithExpirationRequired(), jwt.WithLeeway(30 * time.Second)}
-	if cfg.Audience != "" {
-		opts = append(opts, jwt.WithAudience(cfg.Audience))
-	}
-	if cfg.Issuer != "" {
-		opts = append(opts, jwt.WithIssuer(cfg.Issuer))
-	}
-	switch {
-	case len(cfg.HS256Secret) > 0:
-		opts = append(opts, jwt.WithValidMethods([]string{"HS256"}))
-	case cfg.JWKSFile != "" || cfg.JWKSURL != "":
-		opts = append(opts, jwt.WithValidMethods([]string{"RS256", "ES256"}))
-		a.keys = &jwks{file: cfg.JWKSFile, url: cfg.JWKSURL}
-		if err := a.keys.load(ctx); err != nil {
-			return nil, err
-		}
-	default:
-		return nil, errors.New("gateway: auth needs an HS256 secret, a JWKS file or a JWKS URL (or auth disabled on loopback)")
-	}
-	a.parser = jwt.NewParser(opts...)
-	return a, nil
-}
-
-// claims are the registered claims plus the scope forms in common use.
-type claims struct {
-	jwt.RegisteredClaims
-	Scope  string   `json:"scope,omitempty"` // OAuth 2: space-separated
-	Scp    []string `json:"scp,omitempty"`
-	Scopes []string `json:"scopes,omitempty"`
-}
-
-// authenticate checks the Authorization header value ("Bearer <jwt>").
-func (a *authenticator) authenticate(ctx context.Context, header string) (*Principal, *CallError) {
-	if a.cfg.Disabled {
-		return &Principal{Anonymous: true}, nil
-	}
-	token, ok := strings.CutPrefix(header, "Bearer ")
-	if !ok || token == "" {
-		return nil, serverError(codes.Unauthenticated, ErrUnauthenticated, "", "a bearer token is required (Authorization: Bearer <jwt>)")
-	}
-	if v, ok := a.verified.Load(token); ok {
-		if vt := v.(verifiedToken); time.Now().Before(vt.until) {
-			return vt.p, nil
-		}
-		a.verified.Delete(token)
-		a.cached.Add(-1)
-	}
-	var c claims
-	_, err := a.parser.ParseWithClaims(token, &c, func(t *jwt.Token) (any, error) {
-		if a.keys == nil {
-			return a.cfg.HS256Secret, nil
-		}
-		kid, _ := t.Header["kid"].(string)
-		return a.keys.key(ctx, kid)
-	})
-	if err != nil {
-		return nil, serverError(codes.Unauthenticated, ErrUnauthenticated, err.Error(), "the bearer token is not valid")
-	}
-	p := &Principal{Subject: c.Subject, Scopes: append(append(strings.Fields(c.Scope), c.Scp...), c.Scopes...)}
-	until := time.Now().Add(verifiedTTL)
-	if c.ExpiresAt != nil && c.ExpiresAt.Before(until) {
-		until = c.ExpiresAt.Time
-	}
-	if a.cached.Add(1) > maxVerified {
-		a.verified.Clear()
-		a.cached.Store(1)
-	}
-	a.verified.Store(token, verifiedToken{p, until})
-	return p, nil
-}
-
-// authorize checks that p may call def: tools:call or a matching toolkit pattern,
-// plus every scope the tool's contract requires.
-func (p *Principal) authorize(def *toolfleetv1.ToolDefinition) *CallError {
-	if p.Anonymous {
+// authError renders a refusal of package auth as a pipeline error.
+func authError(e *auth.Error) *CallError {
+	if e == nil {
 		return nil
 	}
-	name := def.GetToolkit() + "." + def.GetName()
-	allowed := false
-	have := map[string]bool{}
-	for _, s := range p.Scopes {
-		have[s] = true
-		if s == ScopeCall {
-			allowed = true
-		} else if pat, ok := strings.CutPrefix(s, ScopeCallPrefix); ok {
-			if m, _ := path.Match(strings.ToLower(pat), strings.ToLower(name)); m {
-				allowed = true
-			}
-		}
-	}
-	if !allowed {
-		return serverError(codes.PermissionDenied, ErrPermissionDenied, "",
-			"the token has neither %s nor %s%s", ScopeCall, ScopeCallPrefix, strings.ToLower(def.GetToolkit())+".*")
-	}
-	for _, s := range def.GetRequirements().GetScopes() {
-		if !have[s] {
-			return serverError(codes.PermissionDenied, ErrPermissionDenied, "", "%s requires the scope %q", def.GetId(), s)
-		}
-	}
-	return nil
-}
-
-// jwks holds public keys by kid, from a file or a URL (refetched when an unknown
-// kid shows up, at most once a minute).
-type jwks struct {
-	file, url string
-	mu        sync.Mutex
-	keys      map[string]any
-	fetched   time.Time
-}
-
-func (k *jwks) key(ctx context.Context, kid string) (any, error) {
-	k.mu.Lock()
-	key, ok := k.keys[kid]
-	if !ok && kid == "" && len(k.keys) == 1 {
-		for _, only := range k.keys { // a token without kid, and only one key to try
-			key, ok = only, true
-		}
-	}
-	stale := k.url != "" && time.Since(k.fetched) > time.Minute
-	k.mu.Unlock()
-	if ok {
-		return key, nil
-	}
-	if stale {
-		if err := k.load(ctx); err != nil {
-			return nil, err
-		}
-		k.mu.Lock()
-		key, ok = k.keys[kid]
-		k.mu.Unlock()
-		if ok {
-			return key, nil
-		}
-	}
-	return nil, fmt.Errorf("no key with kid %q", kid)
-}
-
-func (k *jwks) load(ctx context.Context) error {
-	var body []byte
-	var err error
-	if k.file != "" {
-		body, err = os.ReadFile(k.file)
-	} else {
-		body, err = fetchJWKS(ctx, k.url)
-	}
-	if err != nil {
-		return fmt.Errorf("gateway: load JWKS: %w", err)
-	}
-	keys, err := parseJWKS(body)
-	if err != nil {
-		return fmt.Errorf("gateway: load JWKS: %w", err)
-	}
-	k.mu.Lock()
-	k.keys, k.fetched = keys, time.Now()
-	k.mu.Unlock()
-	return nil
-}
-
-func fetchJWKS(ctx context.Context, url string) ([]byte, error) {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("GET %s: %s", url, resp.Status)
-	}
-	return io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-}
-
-// parseJWKS reads RSA and P-256 EC public keys of a JSON Web Key Set (RFC 7517).
-func parseJWKS(body []byte) (map[string]any, error) {
-	var set struct {
-		Keys []struct {
-			Kty, Kid, Crv, N, E, X, Y string
-		} `json:"keys"`
-	}
-	if err := json.Unmarshal(body, &set); err != nil {
-		return nil, err
-	}
-	b64 := func(s string) *big.Int {
-		b, err := base64.RawURLEncoding.DecodeString(strings.TrimRight(s, "="))
-		if err != nil || len(b) == 0 {
-			return nil
-		}
-		return new(big.Int).SetBytes(b)
-	}
-	keys := map[string]any{}
-	for _, k := range set.Keys {
-		switch k.Kty {
-		case "RSA":
-			n, e := b64(k.N), b64(k.E)
-			if n == nil || e == nil {
-				return nil, fmt.Errorf("RSA key %q: bad n or e", k.Kid)
-			}
-			keys[k.Kid] = &rsa.PublicKey{N: n, E: int(e.Int64())}
-		case "EC":
-			x, y := b64(k.X), b64(k.Y)
-			if k.Crv != "P-256" || x == nil || y == nil {
-				return nil, fmt.Errorf("EC key %q: want crv P-256 with x and y", k.Kid)
-			}
-			keys[k.Kid] = &ecdsa.PublicKey{Curve: elliptic.P256(), X: x, Y: y}
-		}
-	}
-	if len(keys) == 0 {
-		return nil, errors.New("no RSA or EC keys in the set")
-	}
-	return keys, nil
+	return serverError(e.Code, e.Unwrap(), e.Developer, "%s", e.Message)
 }

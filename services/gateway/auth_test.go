@@ -63,8 +63,9 @@ func TestAuthMatrix(t *testing.T) {
 		{"toolkit pattern", "Calculator.Add", signHS(t, jwt.MapClaims{"aud": "toolfleet", "scope": "tools:call:calculator.*", "exp": exp(time.Minute)}), codes.OK},
 		{"other toolkit's pattern", "Calculator.Add", signHS(t, jwt.MapClaims{"aud": "toolfleet", "scope": "tools:call:schematest.*", "exp": exp(time.Minute)}), codes.PermissionDenied},
 		{"tool pattern as scp list", "Calculator.Add", signHS(t, jwt.MapClaims{"aud": "toolfleet", "scp": []string{"tools:call:calculator.add"}, "exp": exp(time.Minute)}), codes.OK},
+		{"no subject", "Calculator.Add", signHS(t, jwt.MapClaims{"sub": "", "aud": "toolfleet", "scope": "tools:call", "exp": exp(time.Minute)}), codes.Unauthenticated},
 		{"missing contract scope", "SchemaTest.Types", signHS(t, jwt.MapClaims{"aud": "toolfleet", "scope": "tools:call", "exp": exp(time.Minute)}), codes.PermissionDenied},
-		{"contract scope", "SchemaTest.Types", signHS(t, jwt.MapClaims{"aud": "toolfleet", "scope": "tools:call schematest:read", "exp": exp(time.Minute)}), codes.OK},
+		{"contract scope", "SchemaTest.Types", signHS(t, jwt.MapClaims{"aud": "toolfleet", "scope": "tools:call schematest:read tools:approve", "exp": exp(time.Minute)}), codes.OK},
 	}
 	for _, p := range protocols {
 		for _, r := range rows {
@@ -121,7 +122,7 @@ func TestAuthJWKS(t *testing.T) {
 	waitTool(t, fromFile, "Calculator.Add")
 	waitTool(t, fromURL, "Calculator.Add")
 	sign := func(m jwt.SigningMethod, kid string, key any) string {
-		tok := jwt.NewWithClaims(m, jwt.MapClaims{"scope": "tools:call", "exp": time.Now().Add(time.Minute).Unix()})
+		tok := jwt.NewWithClaims(m, jwt.MapClaims{"sub": "tester", "scope": "tools:call", "exp": time.Now().Add(time.Minute).Unix()})
 		tok.Header["kid"] = kid
 		s, err := tok.SignedString(key)
 		if err != nil {
@@ -143,7 +144,7 @@ func TestAuthJWKS(t *testing.T) {
 		t.Run(r.name, func(t *testing.T) {
 			t.Parallel()
 			for _, g := range []*gateway.Gateway{fromFile, fromURL} {
-				got := callGRPC(t, g.Addr(), "Calculator.Add", map[string]any{"a": 1}, r.bearer)
+				got := callGRPC(t, g.Addr(), "Calculator.Add", map[string]any{"a": 1, "b": 2}, r.bearer)
 				if got.code != r.code {
 					t.Fatalf("code %v (%+v), want %v", got.code, got, r.code)
 				}

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"sync"
 	"time"
@@ -10,11 +11,16 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
+	"github.com/toolfleet/toolfleet/services/gateway/auth"
+	"github.com/toolfleet/toolfleet/services/gateway/idempotency"
 )
 
-// Call runs the call pipeline for an authenticated principal: resolve → authorize
-// → idempotency → validate → invoke → map → publish event. It returns a response
-// (success or execution error) or a *CallError (server or validation error).
+// Call runs the call pipeline for an authenticated principal (ARCHITECTURE.md §4):
+//
+//	resolve → authorize → approve → idempotency → validate → invoke → map → publish event
+//
+// It returns a response (success or execution error) or a *CallError (server or
+// validation error).
 func (g *Gateway) Call(ctx context.Context, p *Principal, req *toolfleetv1.CallToolRequest) (*toolfleetv1.CallToolResponse, error) {
 	start := time.Now()
 	callID := req.GetCallId()
@@ -48,11 +54,16 @@ func (g *Gateway) call(ctx context.Context, p *Principal, req *toolfleetv1.CallT
 		return nil, ce, nil
 	}
 	def := rt.def
+	var approval *toolfleetv1.Approval
 	ev := func() *toolfleetv1.CallEvent {
 		e := newCallEvent(req, callID, def.GetId())
 		if e.UserId == "" {
-			e.UserId = p.Subject // the token's subject when the caller named no user
+			e.UserId = p.ID() // the effective principal when the caller named no user
 		}
+		if p.Via != nil {
+			e.Via = p.Via.ID()
+		}
+		e.Approver, e.ApprovedAt = approval.GetApprover(), approval.GetApprovedAt()
 		return e
 	}
 	fail := func(start time.Time, ce *CallError) (*toolfleetv1.CallToolResponse, *CallError, *route) {
@@ -60,35 +71,26 @@ func (g *Gateway) call(ctx context.Context, p *Principal, req *toolfleetv1.CallT
 		return nil, ce, rt
 	}
 	start := time.Now()
-	if ce := p.authorize(def); ce != nil {
-		return fail(start, ce)
+	if err := p.Authorize(def); err != nil {
+		return fail(start, authError(err))
+	}
+	var refusal *auth.Error
+	if approval, refusal = p.Approve(def, req.GetApproval()); refusal != nil {
+		return fail(start, authError(refusal))
 	}
 
-	timeout := def.GetRequirements().GetTimeout().AsDuration()
-	if timeout <= 0 {
-		timeout = g.cfg.DefaultTimeout
-	}
-	var claim claim
-	if req.GetCallId() == "" {
-		// Nobody knows a generated id before the response: no repeat can race this
-		// call, so only the result is stored (a later repeat with the returned id
-		// gets it).
-		claim = g.idem().fresh(callID)
-	} else if claim, ce = g.idem().acquire(ctx, callID, timeout); ce != nil {
+	claim, ce := g.claim(ctx, p, rt, req)
+	if ce != nil {
 		return fail(start, ce)
 	}
-	if claim.stored != nil {
-		if claim.stored.GetToolId() != def.GetId() {
-			return nil, serverError(codes.AlreadyExists, nil, "stored for "+claim.stored.GetToolId(),
-				"call_id %q was already used for another tool; use a new call_id", callID), rt
-		}
+	if claim.Stored != nil {
 		g.metrics.idempotentHits.Inc()
-		return claim.stored, nil, rt
+		return claim.Stored, nil, rt
 	}
 
 	in, ve, err := decodeInput(rt.method.Input(), req.GetInput())
 	if err != nil || ve != nil {
-		g.idem().finish(claim, nil, false)
+		g.idem().Finish(claim, nil, false)
 		if err != nil {
 			return fail(start, serverError(codes.Internal, err, err.Error(), "the gateway could not validate the input of %s", def.GetId()))
 		}
@@ -102,17 +104,77 @@ func (g *Gateway) call(ctx context.Context, p *Principal, req *toolfleetv1.CallT
 	ce = g.mapResult(ctx, rt, out, err, resp)
 	resp.Duration = durationpb.New(time.Since(began))
 	if ce != nil {
-		g.idem().finish(claim, nil, false)
+		g.idem().Finish(claim, nil, false)
 		return fail(began, ce)
 	}
 	// A failure the tool marks retryable is not stored: a retry runs the tool again.
-	g.idem().finish(claim, resp, resp.GetSuccess() || !resp.GetError().GetCanRetry())
+	g.idem().Finish(claim, resp, resp.GetSuccess() || !resp.GetError().GetCanRetry())
 	if resp.GetSuccess() {
 		g.events.publish(EventSucceeded, withOutcome(ev(), time.Since(began), "", ""), def.GetToolkit(), def.GetName())
 	} else {
 		g.events.publish(EventFailed, withOutcome(ev(), time.Since(began), KindExecution, resp.GetError().GetMessage()), def.GetToolkit(), def.GetName())
 	}
 	return resp, nil, rt
+}
+
+// claim applies the idempotency rules to a call (docs/gateway.md, "Idempotency"):
+//
+//   - a generated call_id (the caller sent none) stores nothing: nobody can
+//     repeat an id they never received, so there is nothing to protect;
+//   - a caller's call_id is a key scoped to (effective principal, tool); a finished
+//     call with the same input answers from the store, other input is a conflict;
+//   - while the store is unreachable, read-only and idempotent tools run anyway,
+//     and any other tool is refused (Unavailable, retryable) rather than run
+//     unprotected;
+//   - a gateway configured without NATS has no store at all (documented): a
+//     call_id then only reaches the worker.
+func (g *Gateway) claim(ctx context.Context, p *Principal, rt *route, req *toolfleetv1.CallToolRequest) (idempotency.Claim, *CallError) {
+	if req.GetCallId() == "" {
+		return idempotency.Claim{}, nil
+	}
+	def := rt.def
+	digest, err := idempotency.DigestOf(req.GetInput())
+	if err != nil {
+		return idempotency.Claim{}, serverError(codes.Internal, err, err.Error(), "the gateway could not read the input of %s", def.GetId())
+	}
+	key := idempotency.Key{Principal: p.ID(), Tool: def.GetToolkit() + "." + def.GetName(), CallID: req.GetCallId()}
+	timeout := def.GetRequirements().GetTimeout().AsDuration()
+	if timeout <= 0 {
+		timeout = g.cfg.DefaultTimeout
+	}
+	store := g.idem()
+	c, err := store.Acquire(ctx, key, digest, timeout)
+	switch {
+	case err == nil:
+		return c, nil
+	case errors.Is(err, idempotency.ErrConflict):
+		return c, serverError(codes.AlreadyExists, ErrIdempotency, "",
+			"call_id %q was already used for %s.%s with another input; use a new call_id for a new call", req.GetCallId(), def.GetToolkit(), def.GetName())
+	case errors.Is(err, idempotency.ErrResultTooLarge):
+		return c, serverError(codes.AlreadyExists, ErrIdempotency, "",
+			"the call with call_id %q already ran, and its result was too large to keep for repeats; use a new call_id to run it again", req.GetCallId())
+	case errors.Is(err, idempotency.ErrStillRunning), ctx.Err() != nil:
+		return c, serverError(codes.DeadlineExceeded, ErrDeadline, err.Error(),
+			"the deadline passed before the call started (an earlier call with this call_id may still be running)")
+	}
+	if g.cfg.NATSURL == "" {
+		return idempotency.Claim{}, nil // configured without a store: call_ids only reach the worker
+	}
+	hints := def.GetHints()
+	if hints.GetReadOnly() || hints.GetIdempotent() {
+		g.warnUnprotected(err)
+		return idempotency.Claim{}, nil // a second run is harmless
+	}
+	return c, serverError(codes.Unavailable, ErrIdempotency, err.Error(),
+		"the idempotency store is unreachable, so %s (which is neither read-only nor idempotent) was not run with call_id %q; try again shortly", def.GetId(), req.GetCallId())
+}
+
+// warnUnprotected logs, at most every 10 s, that calls run without idempotency.
+func (g *Gateway) warnUnprotected(err error) {
+	if now := time.Now().UnixNano(); now-g.lastIdemWarn.Load() > int64(10*time.Second) {
+		g.lastIdemWarn.Store(now)
+		g.log.Warn("idempotency store unavailable; read-only and idempotent tools run without it, others are refused", "error", err)
+	}
 }
 
 // CallMany runs several calls: read-only and idempotent tools in parallel (at

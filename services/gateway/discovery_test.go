@@ -237,7 +237,7 @@ func TestOnePort(t *testing.T) {
 	if err := json.Unmarshal([]byte(body), &list); code != 200 || err != nil || len(list.Items) != 2 || list.Next == "" || list.Items[0]["model_name"] != "Calculator_Add" {
 		t.Fatalf("/tools: %d %s", code, body)
 	}
-	callGRPC(t, g.Addr(), "Calculator.Add@1", map[string]any{"a": 1}, token(t, "tools:call"))
+	callGRPC(t, g.Addr(), "Calculator.Add@1", map[string]any{"a": 1, "b": 2}, token(t, "tools:call"))
 	if code, body := get("/metrics", ""); code != 200 || !strings.Contains(body, `toolfleet_gateway_calls_total{outcome="success",toolkit="Calculator"}`) {
 		t.Fatalf("/metrics: %d %s", code, body)
 	}

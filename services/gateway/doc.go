@@ -5,7 +5,11 @@
 //
 // Every call runs the same pipeline:
 //
-//	authenticate → resolve → authorize → idempotency → validate → invoke → map → publish event → respond
+//	authenticate → resolve → authorize → approve → idempotency → validate → invoke → map → publish event → respond
+//
+// call.go is that pipeline; the concerns it joins live in their own packages:
+// auth (tokens, scopes, delegation, approvals), idempotency (the call_id store)
+// and mcp (the MCP surface).
 //
 // and fails in exactly one of three ways (ARCHITECTURE.md §4):
 //

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/protoadapt"
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
+	"github.com/toolfleet/toolfleet/services/gateway/auth"
 )
 
 // Sentinel errors wrapped by [CallError] values; match them with errors.Is.
@@ -17,15 +18,20 @@ var (
 	// ErrUnknownTool: no served tool has the requested name or version.
 	ErrUnknownTool = errors.New("gateway: unknown tool")
 	// ErrUnauthenticated: the caller has no valid bearer token.
-	ErrUnauthenticated = errors.New("gateway: unauthenticated")
+	ErrUnauthenticated = auth.ErrUnauthenticated
 	// ErrPermissionDenied: the token lacks a scope the call needs.
-	ErrPermissionDenied = errors.New("gateway: permission denied")
+	ErrPermissionDenied = auth.ErrPermissionDenied
 	// ErrInvalidInput: the input broke the tool's contract.
 	ErrInvalidInput = errors.New("gateway: invalid input")
 	// ErrWorkerUnavailable: no replica of the tool could be reached.
 	ErrWorkerUnavailable = errors.New("gateway: worker unavailable")
 	// ErrDeadline: the tool did not answer within its timeout or the caller's deadline.
 	ErrDeadline = errors.New("gateway: deadline exceeded")
+	// ErrApprovalRequired: the tool's contract requires an approval the call lacks.
+	ErrApprovalRequired = auth.ErrApprovalRequired
+	// ErrIdempotency: the call_id cannot be honoured (used with another input, its
+	// result was not kept, or the idempotency store is unreachable).
+	ErrIdempotency = errors.New("gateway: call_id not usable")
 )
 
 // Failure kinds, as carried by call events and metrics.

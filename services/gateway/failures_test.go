@@ -55,13 +55,17 @@ func fromResponse(resp *toolfleetv1.CallToolResponse) outcome {
 	return outcome{kind: gateway.KindExecution, message: resp.GetError().GetMessage(), developer: resp.GetError().GetDeveloperMessage()}
 }
 
+// testApproval approves SchemaTest.Types, whose contract requires approval; the
+// test tokens hold tools:approve.
+var testApproval = &toolfleetv1.Approval{Approver: "tester"}
+
 func callGRPC(t *testing.T, addr, toolID string, input map[string]any, bearer string) outcome {
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
 	if bearer != "" {
 		ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+bearer)
 	}
-	resp, err := grpcClient(t, addr).CallTool(ctx, &toolfleetv1.CallToolRequest{ToolId: toolID, Input: mustStruct(t, input)})
+	resp, err := grpcClient(t, addr).CallTool(ctx, &toolfleetv1.CallToolRequest{ToolId: toolID, Input: mustStruct(t, input), Approval: testApproval})
 	if err == nil {
 		return fromResponse(resp)
 	}
@@ -81,7 +85,7 @@ func callGRPC(t *testing.T, addr, toolID string, input map[string]any, bearer st
 func callConnect(t *testing.T, addr, toolID string, input map[string]any, bearer string) outcome {
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
-	req := connect.NewRequest(&toolfleetv1.CallToolRequest{ToolId: toolID, Input: mustStruct(t, input)})
+	req := connect.NewRequest(&toolfleetv1.CallToolRequest{ToolId: toolID, Input: mustStruct(t, input), Approval: testApproval})
 	if bearer != "" {
 		req.Header().Set("Authorization", "Bearer "+bearer)
 	}
@@ -110,7 +114,7 @@ func callConnect(t *testing.T, addr, toolID string, input map[string]any, bearer
 }
 
 func callHTTP(t *testing.T, addr, toolID string, input map[string]any, bearer string) outcome {
-	body, _ := json.Marshal(map[string]any{"$schema": "urn:oxp:1.0", "request": map[string]any{"tool_id": toolID, "input": input}})
+	body, _ := json.Marshal(map[string]any{"$schema": "urn:oxp:1.0", "request": map[string]any{"tool_id": toolID, "input": input, "approval": map[string]any{"approver": testApproval.GetApprover()}}})
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+"/tools/call", bytes.NewReader(body))
@@ -170,7 +174,7 @@ func TestFailureTable(t *testing.T) {
 	}
 	dead.kill()
 
-	all := token(t, "tools:call", "schematest:read")
+	all := token(t, "tools:call", "schematest:read", gateway.ScopeApprove)
 	rows := []struct {
 		name    string
 		tool    string
@@ -189,11 +193,12 @@ func TestFailureTable(t *testing.T) {
 		{"result over the limit (worker)", "SchemaTest.Types", map[string]any{"s": strings.Repeat("x", 5000)}, all, gateway.KindExecution, codes.OK, 200, "4096", ""},
 		{"result over the limit (gateway)", "Calculator.Add@4", map[string]any{"a": 1, "b": 1}, all, gateway.KindExecution, codes.OK, 200, "over its limit of 5 bytes", ""},
 		{"input breaks a rule", "Calculator.Evaluate", map[string]any{"expression": ""}, all, gateway.KindValidation, codes.InvalidArgument, 422, "", "expression"},
-		{"unknown field", "Calculator.Add@1", map[string]any{"a": 1, "c": 2}, all, gateway.KindValidation, codes.InvalidArgument, 422, "", ""},
+		{"unknown field", "Calculator.Add@1", map[string]any{"a": 1, "b": 1, "c": 2}, all, gateway.KindValidation, codes.InvalidArgument, 422, "", ""},
+		{"required operand missing", "Calculator.Add@1", map[string]any{"a": 2}, all, gateway.KindValidation, codes.InvalidArgument, 422, "", "b"},
 		{"unknown tool", "Calculator.Ad", nil, all, gateway.KindServer, codes.NotFound, 400, "Calculator.Add", ""},
 		{"unknown version", "Calculator.Add@9", nil, all, gateway.KindServer, codes.NotFound, 400, "served versions: 1.0.0, 4.0.0, 5.0.0", ""},
 		{"worker hangs", "SchemaTest.Sleep", map[string]any{"duration": "30s"}, all, gateway.KindServer, codes.DeadlineExceeded, 400, "did not answer", ""},
-		{"worker crashed", "Calculator.Add@5", map[string]any{"a": 1, "b": 1}, all, gateway.KindServer, codes.Unavailable, 400, "could be reached", ""},
+		{"worker crashed", "Calculator.Add@5", map[string]any{"a": 1, "b": 1}, all, gateway.KindServer, codes.Unavailable, 503, "could be reached", ""},
 		{"no token", "Calculator.Add@1", map[string]any{"a": 1}, "", gateway.KindServer, codes.Unauthenticated, 401, "bearer token", ""},
 		{"missing tool scope", "SchemaTest.Types", map[string]any{"s": "hi"}, token(t, "tools:call"), gateway.KindServer, codes.PermissionDenied, 403, "schematest:read", ""},
 	}
@@ -238,7 +243,7 @@ func TestDeveloperMessageStaysOffTheModelMessage(t *testing.T) {
 	for _, p := range protocols {
 		t.Run(p.name, func(t *testing.T) {
 			t.Parallel()
-			got := p.call(t, g.Addr(), "SchemaTest.Types", map[string]any{"s": "fail"}, token(t, "tools:call", "schematest:read"))
+			got := p.call(t, g.Addr(), "SchemaTest.Types", map[string]any{"s": "fail"}, token(t, "tools:call", "schematest:read", gateway.ScopeApprove))
 			if got.kind != gateway.KindExecution || got.message != "cannot do that" || got.developer != "dev detail" {
 				t.Fatalf("got %+v, want message %q and developer message %q apart", got, "cannot do that", "dev detail")
 			}

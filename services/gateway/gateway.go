@@ -18,6 +18,8 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/toolfleet/toolfleet/sdk/natsconn"
+	"github.com/toolfleet/toolfleet/services/gateway/auth"
+	"github.com/toolfleet/toolfleet/services/gateway/idempotency"
 )
 
 // Defaults of [Config].
@@ -25,11 +27,15 @@ const (
 	DefaultListen            = "127.0.0.1:8080"
 	DefaultTimeout           = 30 * time.Second
 	DefaultMaxResultBytes    = 4 << 20
-	DefaultIdempotencyTTL    = 24 * time.Hour
-	DefaultIdempotencyBucket = "toolfleet_calls"
-	DefaultEventStream       = "TOOLFLEET_CALL_EVENTS"
-	DefaultEventQueue        = 10000
-	DefaultShutdownTimeout   = 10 * time.Second
+	DefaultIdempotencyTTL    = idempotency.DefaultTTL
+	DefaultIdempotencyBucket = idempotency.DefaultBucket
+	// DefaultIdempotencyMaxBytes bounds the idempotency bucket (256 MiB).
+	DefaultIdempotencyMaxBytes = idempotency.DefaultMaxBytes
+	// DefaultIdempotencyMaxValueSize bounds one stored response (1 MiB).
+	DefaultIdempotencyMaxValueSize = idempotency.DefaultMaxValueSize
+	DefaultEventStream             = "TOOLFLEET_CALL_EVENTS"
+	DefaultEventQueue              = 10000
+	DefaultShutdownTimeout         = 10 * time.Second
 	// DefaultMaxRequestBytes bounds one request on every surface (limits.go).
 	DefaultMaxRequestBytes = 4 << 20
 	// DefaultMaxInputValues bounds the JSON values of one JSON request.
@@ -53,7 +59,8 @@ type Config struct {
 	Listen string
 	// Workers are static worker addresses (host:port), e.g. k8s Service DNS names.
 	Workers []string
-	// NATSURL enables announcements, idempotency and events. Empty = none of them.
+	// NATSURL enables announcements, idempotency and events. Empty = none of them
+	// (a call_id is then only passed to the worker).
 	NATSURL string
 	// NATS holds the credentials and TLS settings for NATSURL (none by default).
 	NATS natsconn.Options
@@ -72,6 +79,12 @@ type Config struct {
 	// IdempotencyFileStorage keeps results on disk (default: memory, which is
 	// faster and enough for a cache whose loss only re-runs idempotent retries).
 	IdempotencyFileStorage bool
+	// IdempotencyMaxBytes bounds the bucket; when full, the oldest entries are
+	// dropped first. Default [DefaultIdempotencyMaxBytes].
+	IdempotencyMaxBytes int64
+	// IdempotencyMaxValueSize bounds one stored response; the repeat of a call
+	// whose response was larger is refused. Default [DefaultIdempotencyMaxValueSize].
+	IdempotencyMaxValueSize int32
 	// EventStream names the JetStream stream of call events. Default [DefaultEventStream].
 	EventStream string
 	// EventQueue bounds the events held while NATS is away. Default [DefaultEventQueue].
@@ -158,12 +171,14 @@ func (c *Config) defaults() {
 type Gateway struct {
 	cfg     Config
 	log     *slog.Logger
-	auth    *authenticator
+	auth    *auth.Authenticator
 	reg     *registry
 	metrics *metrics
-	idemPtr atomic.Pointer[idempotency]
+	idemPtr atomic.Pointer[idempotency.Store]
 	events  *events
 	cop     *http.CrossOriginProtection
+	// lastIdemWarn rate-limits the warning while the idempotency store is away (unix nanos).
+	lastIdemWarn atomic.Int64
 
 	grpc   *grpc.Server
 	health *health.Server
@@ -173,7 +188,9 @@ type Gateway struct {
 	running atomic.Bool
 }
 
-// New validates cfg and prepares a gateway; it loads the JWKS when one is configured.
+// New validates cfg and prepares a gateway; it loads the JWKS when one is
+// configured, and refreshes a JWKS URL until ctx ends (pass a context that lives
+// as long as the gateway).
 func New(ctx context.Context, cfg Config) (*Gateway, error) {
 	cfg.defaults()
 	if cfg.Auth.Disabled && !loopback(cfg.Listen) {
@@ -185,11 +202,12 @@ func New(ctx context.Context, cfg Config) (*Gateway, error) {
 			return nil, fmt.Errorf("gateway: %w", err)
 		}
 	}
-	auth, err := newAuthenticator(ctx, cfg.Auth)
+	log := cfg.Logger.With("component", "gateway")
+	authn, err := auth.New(ctx, log, cfg.Auth)
 	if err != nil {
 		return nil, err
 	}
-	g := &Gateway{cfg: cfg, log: cfg.Logger.With("component", "gateway"), auth: auth, ready: make(chan struct{})}
+	g := &Gateway{cfg: cfg, log: log, auth: authn, ready: make(chan struct{})}
 	if g.cop, err = g.newCrossOrigin(); err != nil {
 		return nil, err
 	}
@@ -347,17 +365,15 @@ func (g *Gateway) connectNATS(ctx context.Context, bg *sync.WaitGroup) (*nats.Co
 		Duplicates:  2 * time.Minute,
 	}, g.cfg.EventQueue, g.metrics)
 	g.events.run(ctx)
-	storage := jetstream.MemoryStorage
-	if g.cfg.IdempotencyFileStorage {
-		storage = jetstream.FileStorage
-	}
+	idemCfg := idempotency.Config{Bucket: g.cfg.IdempotencyBucket, TTL: g.cfg.IdempotencyTTL, FileStorage: g.cfg.IdempotencyFileStorage,
+		MaxBytes: g.cfg.IdempotencyMaxBytes, MaxValueSize: g.cfg.IdempotencyMaxValueSize}
 	setup := func() bool {
 		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
 		if g.idemPtr.Load() == nil {
-			idem, err := newIdempotency(cctx, g.log, nc, js, g.cfg.IdempotencyBucket, g.cfg.IdempotencyTTL, storage)
+			idem, err := idempotency.New(cctx, g.log, nc, js, idemCfg)
 			if err != nil {
-				g.log.Warn("idempotency store not ready; calls run without it until it is", "error", err)
+				g.log.Warn("idempotency store not ready; only read-only and idempotent tools run with a call_id until it is", "error", err)
 				return false
 			}
 			g.idemPtr.Store(idem)
@@ -390,6 +406,6 @@ func (g *Gateway) retryIdempotency(ctx context.Context, setup func() bool) {
 	}
 }
 
-// idem returns the idempotency store; nil (a no-op) until NATS is configured and
-// the bucket exists.
-func (g *Gateway) idem() *idempotency { return g.idemPtr.Load() }
+// idem returns the idempotency store; nil (unavailable) until NATS is configured
+// and the bucket exists.
+func (g *Gateway) idem() *idempotency.Store { return g.idemPtr.Load() }

@@ -325,8 +325,13 @@ func token(t *testing.T, scopes ...string) string {
 	return signHS(t, jwt.MapClaims{"sub": "tester", "scope": strings.Join(scopes, " "), "exp": time.Now().Add(time.Minute).Unix()})
 }
 
+// signHS signs claims with the test secret; a token names the subject "tester"
+// unless the claims set a sub (an empty one included).
 func signHS(t *testing.T, claims jwt.MapClaims) string {
 	t.Helper()
+	if _, ok := claims["sub"]; !ok {
+		claims["sub"] = "tester"
+	}
 	s, err := jwt.NewWithClaims(jwt.SigningMethodHS256, claims).SignedString([]byte(testSecret))
 	if err != nil {
 		t.Fatal(err)

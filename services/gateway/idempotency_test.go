@@ -3,6 +3,7 @@ package gateway_test
 import (
 	"net"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 
@@ -33,7 +34,7 @@ func TestIdempotency(t *testing.T) {
 	}
 	p := &gateway.Principal{Anonymous: true}
 	call := func(g *gateway.Gateway, callID, tool string, in *structpb.Struct) (*toolfleetv1.CallToolResponse, error) {
-		return g.Call(t.Context(), p, &toolfleetv1.CallToolRequest{CallId: callID, ToolId: tool, Input: in})
+		return g.Call(t.Context(), p, &toolfleetv1.CallToolRequest{CallId: callID, ToolId: tool, Input: in, Approval: testApproval})
 	}
 	typesIn := func(s string) *structpb.Struct { return mustStruct(t, map[string]any{"s": s}) }
 
@@ -121,9 +122,60 @@ func TestIdempotency(t *testing.T) {
 			t.Fatalf("got %v %v, want the corrected call to run", r, err)
 		}
 	})
-	t.Run("call_id reused for another tool", func(t *testing.T) {
-		if _, err := call(g1, "same-1", "Calculator.Subtract", addInput(2, 3)); gateway.CodeOf(err) != codes.AlreadyExists {
-			t.Fatalf("err = %v, want AlreadyExists", err)
+	t.Run("same call_id with other input is a conflict that runs nothing", func(t *testing.T) {
+		if _, err := call(g1, "conflict-1", "Calculator.Add", addInput(1, 2)); err != nil {
+			t.Fatal(err)
+		}
+		before := calc.adds.Load()
+		for _, g := range []*gateway.Gateway{g1, g2} {
+			_, err := call(g, "conflict-1", "Calculator.Add", addInput(50, 50))
+			if gateway.CodeOf(err) != codes.AlreadyExists || !strings.Contains(err.Error(), "another input") {
+				t.Fatalf("err = %v, want AlreadyExists saying another input", err)
+			}
+		}
+		if n := calc.adds.Load() - before; n != 0 {
+			t.Fatalf("tool ran %d times, want 0", n)
+		}
+	})
+	t.Run("in-flight call with other input is a conflict once it finishes", func(t *testing.T) {
+		before := calc.adds.Load()
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			if _, err := call(g1, "conflict-slow", "Calculator.Add", addInput(slowA, 1)); err != nil {
+				t.Errorf("first: %v", err)
+			}
+		})
+		waitFor(t, "the slow call to start", func() bool { return calc.adds.Load() > before })
+		if _, err := call(g2, "conflict-slow", "Calculator.Add", addInput(1, 1)); gateway.CodeOf(err) != codes.AlreadyExists {
+			t.Errorf("err = %v, want AlreadyExists", err)
+		}
+		wg.Wait()
+		if n := calc.adds.Load() - before; n != 1 {
+			t.Fatalf("tool ran %d times, want 1", n)
+		}
+	})
+	t.Run("two principals with one call_id run twice", func(t *testing.T) {
+		before := calc.adds.Load()
+		ana, bo := &gateway.Principal{Subject: "ana", Anonymous: true}, &gateway.Principal{Subject: "bo", Anonymous: true}
+		ra, err := g1.Call(t.Context(), ana, &toolfleetv1.CallToolRequest{CallId: "shared-1", ToolId: "Calculator.Add", Input: addInput(1, 2)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rb, err := g2.Call(t.Context(), bo, &toolfleetv1.CallToolRequest{CallId: "shared-1", ToolId: "Calculator.Add", Input: addInput(50, 50)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := calc.adds.Load() - before; n != 2 {
+			t.Fatalf("tool ran %d times, want 2", n)
+		}
+		if got := rb.GetValue().GetStructValue().GetFields()["result"].GetNumberValue(); got != 100 || proto.Equal(ra, rb) {
+			t.Fatalf("the second principal got %v, want its own result 100", rb)
+		}
+	})
+	t.Run("same call_id for another tool is another call", func(t *testing.T) {
+		r, err := call(g1, "same-1", "Calculator.Subtract", addInput(2, 3))
+		if err != nil || r.GetValue().GetStructValue().GetFields()["result"].GetNumberValue() != -1 {
+			t.Fatalf("got %v %v, want Subtract to run", r, err)
 		}
 	})
 	t.Run("without call_id every call runs", func(t *testing.T) {
@@ -177,24 +229,114 @@ func TestIdempotencyAfterNATSLostItsData(t *testing.T) {
 	}
 }
 
-// TestIdempotencyGeneratedCallID: a repeat with the call_id the gateway generated
-// returns the stored result.
+// TestIdempotencyGeneratedCallID: a generated call_id stores nothing, so a call
+// that names it later runs as a new call (nobody can repeat an id they never
+// received, and nobody can fetch another caller's result with it).
 func TestIdempotencyGeneratedCallID(t *testing.T) {
 	t.Parallel()
 	nats := natstest.Start(t)
 	calc, calcAddr, _ := calculatorWorker(t, "")
 	g := startGateway(t, gateway.Config{NATSURL: nats.URL(), Workers: []string{calcAddr}})
 	waitTool(t, g, "Calculator.Add")
+	waitStore(t, g)
 	first, err := g.Call(t.Context(), anon(), &toolfleetv1.CallToolRequest{ToolId: "Calculator.Add", Input: addInput(1, 2)})
 	if err != nil || first.GetCallId() == "" {
 		t.Fatalf("first: %v %v", first, err)
 	}
 	before := calc.adds.Load()
-	waitFor(t, "the stored result", func() bool {
-		r, err := g.Call(t.Context(), anon(), &toolfleetv1.CallToolRequest{CallId: first.GetCallId(), ToolId: "Calculator.Add", Input: addInput(1, 2)})
-		return err == nil && proto.Equal(r, first)
+	r, err := g.Call(t.Context(), anon(), &toolfleetv1.CallToolRequest{CallId: first.GetCallId(), ToolId: "Calculator.Add", Input: addInput(5, 5)})
+	if err != nil || r.GetValue().GetStructValue().GetFields()["result"].GetNumberValue() != 10 {
+		t.Fatalf("got %v %v, want the new input to run", r, err)
+	}
+	if n := calc.adds.Load() - before; n != 1 {
+		t.Fatalf("tool ran %d times, want 1", n)
+	}
+}
+
+// waitStore waits until the gateway's idempotency store answers: a call_id
+// repeated on Calculator.Multiply is answered from the store.
+func waitStore(t *testing.T, g *gateway.Gateway) {
+	t.Helper()
+	i := 0
+	waitFor(t, "the idempotency store", func() bool {
+		i++
+		req := &toolfleetv1.CallToolRequest{CallId: "probe-" + strconv.Itoa(i), ToolId: "Calculator.Multiply@1", Input: addInput(1, 1)}
+		r1, err1 := g.Call(t.Context(), anon(), req)
+		r2, err2 := g.Call(t.Context(), anon(), req)
+		return err1 == nil && err2 == nil && proto.Equal(r1, r2)
 	})
-	if n := calc.adds.Load() - before; n > 0 {
+}
+
+// TestIdempotencyStoreAway: while the store is unreachable, read-only and
+// idempotent tools still run with a call_id; any other tool called with one is
+// refused as a retryable server error (Unavailable) without running, and runs
+// when called without a call_id.
+func TestIdempotencyStoreAway(t *testing.T) {
+	t.Parallel()
+	srv, stop := startNATSAt(t, t.TempDir(), 0)
+	calc, calcAddr, _ := calculatorWorker(t, "")
+	sideEffects := startPlainCalculator(t, 2, withSideEffects())
+	g := startGateway(t, gateway.Config{NATSURL: srv.URL(), Workers: []string{calcAddr, sideEffects.addr}})
+	waitTool(t, g, "Calculator.Add@1")
+	waitTool(t, g, "Calculator.Add@2")
+	waitStore(t, g)
+	stop()
+	call := func(callID, tool string) (*toolfleetv1.CallToolResponse, error) {
+		return g.Call(t.Context(), anon(), &toolfleetv1.CallToolRequest{CallId: callID, ToolId: tool, Input: addInput(1, 2)})
+	}
+	before := calc.adds.Load()
+	if r, err := call("away-read-only", "Calculator.Add@1"); err != nil || !r.GetSuccess() || calc.adds.Load() != before+1 {
+		t.Fatalf("read-only tool: %v %v, want it to run", r, err)
+	}
+	_, err := call("away-side-effects", "Calculator.Add@2")
+	if gateway.CodeOf(err) != codes.Unavailable || !strings.Contains(err.Error(), "idempotency store is unreachable") || sideEffects.adds.Load() != 0 {
+		t.Fatalf("side-effecting tool with a call_id: %v (ran %d times), want Unavailable and no run", err, sideEffects.adds.Load())
+	}
+	if r, err := call("", "Calculator.Add@2"); err != nil || !r.GetSuccess() || sideEffects.adds.Load() != 1 {
+		t.Fatalf("side-effecting tool without a call_id: %v %v, want it to run", r, err)
+	}
+}
+
+// TestIdempotencyBucketBounded: the bucket has a byte bound and a value bound and
+// drops its oldest entries when full; a result over the value bound is not kept,
+// and a repeat of its call_id is refused instead of running the tool again.
+func TestIdempotencyBucketBounded(t *testing.T) {
+	t.Parallel()
+	srv := natstest.Start(t)
+	stAddr, st := countingSchemaTestWorker(t, "")
+	_, calcAddr, _ := calculatorWorker(t, "")
+	g := startGateway(t, gateway.Config{NATSURL: srv.URL(), Workers: []string{stAddr, calcAddr},
+		IdempotencyBucket: "bounded", IdempotencyMaxBytes: 1 << 20, IdempotencyMaxValueSize: 512})
+	waitTool(t, g, "SchemaTest.Types")
+	waitStore(t, g)
+
+	nc, err := nats.Connect(srv.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	s, err := js.Stream(t.Context(), "KV_bounded")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := s.CachedInfo().Config; c.MaxBytes != 1<<20 || c.MaxMsgSize != 512 || c.Discard != jetstream.DiscardOld {
+		t.Fatalf("bucket: max_bytes %d, max_msg_size %d, discard %v; want 1 MiB, 512, old", c.MaxBytes, c.MaxMsgSize, c.Discard)
+	}
+
+	big := mustStruct(t, map[string]any{"s": strings.Repeat("x", 1000)})
+	call := func() (*toolfleetv1.CallToolResponse, error) {
+		return g.Call(t.Context(), anon(), &toolfleetv1.CallToolRequest{CallId: "big-1", ToolId: "SchemaTest.Types", Input: big, Approval: testApproval})
+	}
+	if r, err := call(); err != nil || !r.GetSuccess() {
+		t.Fatalf("first: %v %v", r, err)
+	}
+	before := st.types.Load()
+	waitFor(t, "the tombstone", func() bool {
+		_, err := call()
+		return gateway.CodeOf(err) == codes.AlreadyExists && strings.Contains(err.Error(), "too large")
+	})
+	if n := st.types.Load() - before; n != 0 {
 		t.Fatalf("the repeat ran the tool %d times", n)
 	}
 }

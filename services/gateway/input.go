@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -13,6 +14,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
+	"github.com/toolfleet/toolfleet/sdk/schema"
 	"github.com/toolfleet/toolfleet/sdk/tool"
 )
 
@@ -80,6 +82,12 @@ func scalarInput(md protoreflect.MessageDescriptor, input *structpb.Struct) prot
 			return nil
 		}
 		m.Set(fd, val)
+	}
+	// A required field not named: tool.DecodeInputStruct reports it.
+	for _, fd := range schema.RequiredFields(md) {
+		if !slices.Contains(seen, fd.Number()) {
+			return nil
+		}
 	}
 	return msg
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strings"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/connectivity"
@@ -22,8 +23,8 @@ import (
 // resultJSON renders results with zero values, so a model sees "result": 0.
 var resultJSON = protojson.MarshalOptions{EmitUnpopulated: true}
 
-// invoke calls the tool on one replica, falling back to the next replica when
-// the first could not be reached and a retry is safe.
+// invoke calls the tool on one replica, falling back to the next replica only
+// when the call never reached the first.
 func (g *Gateway) invoke(ctx context.Context, rt *route, in proto.Message, callID, traceID string) (proto.Message, error) {
 	timeout := rt.def.GetRequirements().GetTimeout().AsDuration()
 	if timeout <= 0 {
@@ -32,7 +33,6 @@ func (g *Gateway) invoke(ctx context.Context, rt *route, in proto.Message, callI
 	ctx, cancel := context.WithTimeout(ctx, timeout) // capped by the caller's deadline
 	defer cancel()
 	ctx = tool.OutgoingCallContext(ctx, callID, traceParent(traceID))
-	hints := rt.def.GetHints()
 	var err error
 	for i, w := range rt.pick() {
 		wasReady := w.conn.GetState() == connectivity.Ready
@@ -41,15 +41,25 @@ func (g *Gateway) invoke(ctx context.Context, rt *route, in proto.Message, callI
 		if err == nil {
 			return out, nil
 		}
-		// Unavailable on a connection that was not up means the request never left;
-		// for read-only or idempotent tools a second delivery is harmless anyway.
-		retry := status.Code(err) == codes.Unavailable && (!wasReady || hints.GetReadOnly() || hints.GetIdempotent())
+		// The gateway makes one attempt: only a call that never reached a worker
+		// (Unavailable on a connection that was not up: refused, replica gone) goes
+		// to the next replica, for any tool. A call that may have reached one is
+		// retried by the caller, whose retries follow the tool's retry policy and
+		// whose call_id makes them safe.
+		retry := status.Code(err) == codes.Unavailable && (!wasReady || neverConnected(err))
 		if !retry || ctx.Err() != nil {
 			break
 		}
 		g.log.Warn("replica unreachable; trying the next", "tool", rt.def.GetId(), "addr", w.addr, "attempt", i+1, "error", err)
 	}
 	return nil, err
+}
+
+// neverConnected reports an Unavailable error from a dial that failed (grpc-go
+// names it "Error while dialing"): grpc-go already retried transparently on a new
+// connection, which could not be made, so the request reached no worker.
+func neverConnected(err error) bool {
+	return strings.Contains(status.Convert(err).Message(), "Error while dialing")
 }
 
 // mapResult turns the worker's answer into a response (value or execution error)

@@ -24,7 +24,7 @@ func (g *Gateway) mcpHandler() http.Handler {
 			http.Error(w, "Forbidden: this origin may not use /mcp", http.StatusForbidden)
 			return
 		}
-		if _, ce := g.auth.authenticate(r.Context(), r.Header.Get("Authorization")); ce != nil {
+		if _, ce := g.auth.Authenticate(r.Context(), r.Header.Get("Authorization")); ce != nil {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="toolfleet"`)
 			http.Error(w, ce.Error(), http.StatusUnauthorized)
 			return
@@ -41,5 +41,7 @@ func (b mcpBackend) ListTools(_ context.Context, req *toolfleetv1.ListToolsReque
 }
 
 func (b mcpBackend) CallTool(ctx context.Context, req *toolfleetv1.CallToolRequest) (*toolfleetv1.CallToolResponse, error) {
-	return b.g.authenticated(ctx, mcp.Authorization(ctx), req)
+	creds := credentialsOf(mcp.Header(ctx))
+	creds.Authorization = mcp.Authorization(ctx)
+	return b.g.authenticated(ctx, creds, req)
 }

@@ -86,7 +86,7 @@ func (g *Gateway) httpCallTool(w http.ResponseWriter, r *http.Request) {
 		writeCallError(w, serverError(codes.InvalidArgument, nil, err.Error(), "the request does not match the OXP CallToolRequest schema"))
 		return
 	}
-	resp, err := g.authenticated(r.Context(), r.Header.Get("Authorization"), req)
+	resp, err := g.authenticated(r.Context(), credentialsOf(r.Header), req)
 	if err != nil {
 		writeCallError(w, asCallError(err))
 		return
@@ -111,7 +111,9 @@ func oxpResult(resp *toolfleetv1.CallToolResponse) map[string]any {
 }
 
 // writeCallError renders a failure before the tool ran: 422 with parameter_errors
-// for validation, 401/403 for auth, 400 for every other server error.
+// for validation, 401/403 for auth, 409 for a call_id conflict, 503 when a retry
+// may succeed (worker or idempotency store unavailable), 400 for every other
+// server error.
 func writeCallError(w http.ResponseWriter, ce *CallError) {
 	switch {
 	case ce.Validation != nil:
@@ -123,6 +125,10 @@ func writeCallError(w http.ResponseWriter, ce *CallError) {
 		writeJSON(w, http.StatusUnauthorized, serverBody(ce))
 	case ce.Code == codes.PermissionDenied:
 		writeJSON(w, http.StatusForbidden, serverBody(ce))
+	case ce.Code == codes.AlreadyExists:
+		writeJSON(w, http.StatusConflict, serverBody(ce)) // call_id reused with another input
+	case ce.Code == codes.Unavailable:
+		writeJSON(w, http.StatusServiceUnavailable, serverBody(ce)) // retryable
 	default:
 		writeJSON(w, http.StatusBadRequest, serverBody(ce))
 	}

@@ -99,6 +99,19 @@ func TestRegistryBalancesReplicas(t *testing.T) {
 		t.Fatalf("calls not balanced: %d and %d", a.adds.Load(), b.adds.Load())
 	}
 	a.kill()
+	// The gateway makes one attempt: a call sent on a's connection before the
+	// gateway saw it close may have reached a, so it fails (Unavailable) instead of
+	// moving on; a call that cannot reach a at all moves to b. One such failure at
+	// most, then every call goes to b.
+	for i := 0; ; i++ {
+		_, err := g.Call(t.Context(), anon(), &toolfleetv1.CallToolRequest{ToolId: "Calculator.Add@2", Input: addInput(1, 1)})
+		if err == nil {
+			break
+		}
+		if gateway.CodeOf(err) != codes.Unavailable || i > 0 {
+			t.Fatalf("call %d after the kill: %v, want at most one Unavailable", i, err)
+		}
+	}
 	before := b.adds.Load()
 	for range 10 {
 		call()

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"net/http"
 
 	"connectrpc.com/connect"
 	"google.golang.org/grpc"
@@ -65,6 +66,23 @@ func bearerFromMD(ctx context.Context) string {
 	return ""
 }
 
+// credentialsFromMD reads the caller's credentials from gRPC metadata.
+func credentialsFromMD(ctx context.Context) Credentials {
+	first := func(k string) string {
+		if v := metadata.ValueFromIncomingContext(ctx, k); len(v) > 0 {
+			return v[0]
+		}
+		return ""
+	}
+	return Credentials{Authorization: first("authorization"), OnBehalfOf: first(HeaderOnBehalfOf), OnBehalfScopes: first(HeaderOnBehalfScopes)}
+}
+
+// credentialsOf reads the caller's credentials from HTTP headers (Connect,
+// gRPC-Web, OXP HTTP, MCP); a nil header has none.
+func credentialsOf(h http.Header) Credentials {
+	return Credentials{Authorization: h.Get("Authorization"), OnBehalfOf: h.Get(HeaderOnBehalfOf), OnBehalfScopes: h.Get(HeaderOnBehalfScopes)}
+}
+
 // grpcErr renders pipeline errors as gRPC statuses (a CallError carries its detail).
 func grpcErr(err error) error {
 	if err == nil {
@@ -81,10 +99,11 @@ func connectErr(err error) error {
 	return asCallError(err).ConnectError()
 }
 
-// authenticated authenticates a call, then runs it.
-func (g *Gateway) authenticated(ctx context.Context, header string, req *toolfleetv1.CallToolRequest) (*toolfleetv1.CallToolResponse, error) {
-	p, ce := g.auth.authenticate(ctx, header)
-	if ce != nil {
+// authenticated authenticates a call (applying delegation), then runs it.
+func (g *Gateway) authenticated(ctx context.Context, creds Credentials, req *toolfleetv1.CallToolRequest) (*toolfleetv1.CallToolResponse, error) {
+	p, err := g.auth.Principal(ctx, creds)
+	if err != nil {
+		ce := authError(err)
 		ce.CallID = req.GetCallId()
 		g.metrics.calls.WithLabelValues("unknown", KindServer).Inc()
 		return nil, ce
@@ -92,10 +111,10 @@ func (g *Gateway) authenticated(ctx context.Context, header string, req *toolfle
 	return g.Call(ctx, p, req)
 }
 
-func (g *Gateway) callMany(ctx context.Context, header string, req *toolfleetv1.CallToolsRequest) (*toolfleetv1.CallToolsResponse, error) {
-	p, ce := g.auth.authenticate(ctx, header)
-	if ce != nil {
-		return nil, ce
+func (g *Gateway) callMany(ctx context.Context, creds Credentials, req *toolfleetv1.CallToolsRequest) (*toolfleetv1.CallToolsResponse, error) {
+	p, err := g.auth.Principal(ctx, creds)
+	if err != nil {
+		return nil, authError(err)
 	}
 	if ce := g.checkBatch(len(req.GetCalls())); ce != nil {
 		return nil, ce
@@ -105,9 +124,9 @@ func (g *Gateway) callMany(ctx context.Context, header string, req *toolfleetv1.
 
 // discover runs a discovery RPC for any authenticated caller (no scope needed).
 func discover[Req, Resp any](ctx context.Context, g *Gateway, header string, req Req, f func(Req) (Resp, error)) (Resp, error) {
-	if _, ce := g.auth.authenticate(ctx, header); ce != nil {
+	if _, err := g.auth.Authenticate(ctx, header); err != nil {
 		var zero Resp
-		return zero, ce
+		return zero, authError(err)
 	}
 	return f(req)
 }
@@ -128,12 +147,12 @@ func (s grpcService) SearchTools(ctx context.Context, req *toolfleetv1.SearchToo
 }
 
 func (s grpcService) CallTool(ctx context.Context, req *toolfleetv1.CallToolRequest) (*toolfleetv1.CallToolResponse, error) {
-	resp, err := s.g.authenticated(ctx, bearerFromMD(ctx), req)
+	resp, err := s.g.authenticated(ctx, credentialsFromMD(ctx), req)
 	return resp, grpcErr(err)
 }
 
 func (s grpcService) CallTools(ctx context.Context, req *toolfleetv1.CallToolsRequest) (*toolfleetv1.CallToolsResponse, error) {
-	resp, err := s.g.callMany(ctx, bearerFromMD(ctx), req)
+	resp, err := s.g.callMany(ctx, credentialsFromMD(ctx), req)
 	return resp, grpcErr(err)
 }
 
@@ -150,11 +169,11 @@ func (s connectService) SearchTools(ctx context.Context, req *connect.Request[to
 }
 
 func (s connectService) CallTool(ctx context.Context, req *connect.Request[toolfleetv1.CallToolRequest]) (*connect.Response[toolfleetv1.CallToolResponse], error) {
-	return wrap(s.g.authenticated(ctx, req.Header().Get("Authorization"), req.Msg))
+	return wrap(s.g.authenticated(ctx, credentialsOf(req.Header()), req.Msg))
 }
 
 func (s connectService) CallTools(ctx context.Context, req *connect.Request[toolfleetv1.CallToolsRequest]) (*connect.Response[toolfleetv1.CallToolsResponse], error) {
-	return wrap(s.g.callMany(ctx, req.Header().Get("Authorization"), req.Msg))
+	return wrap(s.g.callMany(ctx, credentialsOf(req.Header()), req.Msg))
 }
 
 func wrap[T any](msg *T, err error) (*connect.Response[T], error) {

@@ -42,8 +42,15 @@ type CallEvent struct {
 	// Message of the failure (never the developer message).
 	FailureMessage string `protobuf:"bytes,9,opt,name=failure_message,json=failureMessage,proto3" json:"failure_message,omitempty"`
 	UserId         string `protobuf:"bytes,10,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Who approved the call, for a tool whose contract requires approval.
+	Approver string `protobuf:"bytes,11,opt,name=approver,proto3" json:"approver,omitempty"`
+	// When the approval was given.
+	ApprovedAt *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=approved_at,json=approvedAt,proto3" json:"approved_at,omitempty"`
+	// The subject of the delegate (e.g. the orchestrator) that made the call on
+	// behalf of user_id's principal.
+	Via           string `protobuf:"bytes,13,opt,name=via,proto3" json:"via,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CallEvent) Reset() {
@@ -142,6 +149,27 @@ func (x *CallEvent) GetFailureMessage() string {
 func (x *CallEvent) GetUserId() string {
 	if x != nil {
 		return x.UserId
+	}
+	return ""
+}
+
+func (x *CallEvent) GetApprover() string {
+	if x != nil {
+		return x.Approver
+	}
+	return ""
+}
+
+func (x *CallEvent) GetApprovedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ApprovedAt
+	}
+	return nil
+}
+
+func (x *CallEvent) GetVia() string {
+	if x != nil {
+		return x.Via
 	}
 	return ""
 }
@@ -403,7 +431,7 @@ var File_toolfleet_v1_events_proto protoreflect.FileDescriptor
 
 const file_toolfleet_v1_events_proto_rawDesc = "" +
 	"\n" +
-	"\x19toolfleet/v1/events.proto\x12\ftoolfleet.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xc8\x02\n" +
+	"\x19toolfleet/v1/events.proto\x12\ftoolfleet.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xb3\x03\n" +
 	"\tCallEvent\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x17\n" +
@@ -415,7 +443,11 @@ const file_toolfleet_v1_events_proto_rawDesc = "" +
 	"\ffailure_kind\x18\b \x01(\tR\vfailureKind\x12'\n" +
 	"\x0ffailure_message\x18\t \x01(\tR\x0efailureMessage\x12\x17\n" +
 	"\auser_id\x18\n" +
-	" \x01(\tR\x06userId\"\xd5\x01\n" +
+	" \x01(\tR\x06userId\x12\x1a\n" +
+	"\bapprover\x18\v \x01(\tR\bapprover\x12;\n" +
+	"\vapproved_at\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"approvedAt\x12\x10\n" +
+	"\x03via\x18\r \x01(\tR\x03via\"\xd5\x01\n" +
 	"\bRunEvent\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x15\n" +
 	"\x06run_id\x18\x02 \x01(\tR\x05runId\x12\x12\n" +
@@ -461,15 +493,16 @@ var file_toolfleet_v1_events_proto_goTypes = []any{
 var file_toolfleet_v1_events_proto_depIdxs = []int32{
 	4, // 0: toolfleet.v1.CallEvent.time:type_name -> google.protobuf.Timestamp
 	5, // 1: toolfleet.v1.CallEvent.duration:type_name -> google.protobuf.Duration
-	4, // 2: toolfleet.v1.RunEvent.time:type_name -> google.protobuf.Timestamp
-	3, // 3: toolfleet.v1.WorkerAnnouncement.toolkits:type_name -> toolfleet.v1.AnnouncedToolkit
-	4, // 4: toolfleet.v1.WorkerAnnouncement.time:type_name -> google.protobuf.Timestamp
-	5, // 5: toolfleet.v1.WorkerAnnouncement.ttl:type_name -> google.protobuf.Duration
-	6, // [6:6] is the sub-list for method output_type
-	6, // [6:6] is the sub-list for method input_type
-	6, // [6:6] is the sub-list for extension type_name
-	6, // [6:6] is the sub-list for extension extendee
-	0, // [0:6] is the sub-list for field type_name
+	4, // 2: toolfleet.v1.CallEvent.approved_at:type_name -> google.protobuf.Timestamp
+	4, // 3: toolfleet.v1.RunEvent.time:type_name -> google.protobuf.Timestamp
+	3, // 4: toolfleet.v1.WorkerAnnouncement.toolkits:type_name -> toolfleet.v1.AnnouncedToolkit
+	4, // 5: toolfleet.v1.WorkerAnnouncement.time:type_name -> google.protobuf.Timestamp
+	5, // 6: toolfleet.v1.WorkerAnnouncement.ttl:type_name -> google.protobuf.Duration
+	7, // [7:7] is the sub-list for method output_type
+	7, // [7:7] is the sub-list for method input_type
+	7, // [7:7] is the sub-list for extension type_name
+	7, // [7:7] is the sub-list for extension extendee
+	0, // [0:7] is the sub-list for field type_name
 }
 
 func init() { file_toolfleet_v1_events_proto_init() }

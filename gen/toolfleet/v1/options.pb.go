@@ -427,7 +427,13 @@ type FieldOptions struct {
 	// What the field means, shown to the model.
 	Description string `protobuf:"bytes,1,opt,name=description,proto3" json:"description,omitempty"`
 	// Example values, each as JSON text (e.g. "42", "\"Europe/Paris\"").
-	Examples      []string `protobuf:"bytes,2,rep,name=examples,proto3" json:"examples,omitempty"`
+	Examples []string `protobuf:"bytes,2,rep,name=examples,proto3" json:"examples,omitempty"`
+	// The caller must send the field, even as its zero value: the derived schema
+	// lists it under "required" and an input without it is a validation error
+	// naming it. Unlike a protovalidate `required` rule on a proto3 field without
+	// presence, it does not refuse the zero value (0, "", false), and it can be
+	// added to a served contract without breaking it.
+	Required      bool `protobuf:"varint,3,opt,name=required,proto3" json:"required,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -474,6 +480,13 @@ func (x *FieldOptions) GetExamples() []string {
 		return x.Examples
 	}
 	return nil
+}
+
+func (x *FieldOptions) GetRequired() bool {
+	if x != nil {
+		return x.Required
+	}
+	return false
 }
 
 var file_toolfleet_v1_options_proto_extTypes = []protoimpl.ExtensionInfo{
@@ -570,10 +583,11 @@ const file_toolfleet_v1_options_proto_rawDesc = "" +
 	"\vToolExample\x12 \n" +
 	"\vdescription\x18\x01 \x01(\tR\vdescription\x12\x1d\n" +
 	"\n" +
-	"input_json\x18\x02 \x01(\tR\tinputJson\"L\n" +
+	"input_json\x18\x02 \x01(\tR\tinputJson\"h\n" +
 	"\fFieldOptions\x12 \n" +
 	"\vdescription\x18\x01 \x01(\tR\vdescription\x12\x1a\n" +
-	"\bexamples\x18\x02 \x03(\tR\bexamples:Y\n" +
+	"\bexamples\x18\x02 \x03(\tR\bexamples\x12\x1a\n" +
+	"\brequired\x18\x03 \x01(\bR\brequired:Y\n" +
 	"\atoolkit\x12\x1f.google.protobuf.ServiceOptions\x18\x81\x90\x03 \x01(\v2\x1c.toolfleet.v1.ToolkitOptionsR\atoolkit:O\n" +
 	"\x04tool\x12\x1e.google.protobuf.MethodOptions\x18\x81\x90\x03 \x01(\v2\x19.toolfleet.v1.ToolOptionsR\x04tool:Q\n" +
 	"\x05field\x12\x1d.google.protobuf.FieldOptions\x18\x81\x90\x03 \x01(\v2\x1a.toolfleet.v1.FieldOptionsR\x05fieldB=Z;github.com/toolfleet/toolfleet/gen/toolfleet/v1;toolfleetv1b\x06proto3"

@@ -11,6 +11,7 @@ import (
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	durationpb "google.golang.org/protobuf/types/known/durationpb"
 	structpb "google.golang.org/protobuf/types/known/structpb"
+	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
 	unsafe "unsafe"
@@ -396,7 +397,9 @@ func (x *CallContext) GetAttributes() map[string]string {
 // CallToolRequest calls one tool.
 type CallToolRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Idempotency key; generated when empty. A repeat of a finished call returns the stored result.
+	// Idempotency key, scoped to the caller and the tool: a repeat with the same input
+	// returns the finished call's result (or waits for it); the same key with other
+	// input is refused (ALREADY_EXISTS). Generated when empty, and then nothing is stored.
 	CallId string `protobuf:"bytes,1,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
 	// "Toolkit.Tool@x.y.z", "Toolkit.Tool@x" (= x.0.0) or "Toolkit.Tool" (latest served).
 	// The model-facing name ("Toolkit_Tool") is accepted too.
@@ -404,8 +407,11 @@ type CallToolRequest struct {
 	// The input, a JSON object.
 	Input *structpb.Struct `protobuf:"bytes,3,opt,name=input,proto3" json:"input,omitempty"`
 	// W3C trace id to correlate the call with the caller's trace.
-	TraceId       string       `protobuf:"bytes,4,opt,name=trace_id,json=traceId,proto3" json:"trace_id,omitempty"`
-	Context       *CallContext `protobuf:"bytes,5,opt,name=context,proto3" json:"context,omitempty"`
+	TraceId string       `protobuf:"bytes,4,opt,name=trace_id,json=traceId,proto3" json:"trace_id,omitempty"`
+	Context *CallContext `protobuf:"bytes,5,opt,name=context,proto3" json:"context,omitempty"`
+	// Approval of a tool whose contract requires it. Honoured only when the caller
+	// (for a delegated call: the delegate) holds the tools:approve scope.
+	Approval      *Approval `protobuf:"bytes,6,opt,name=approval,proto3" json:"approval,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -475,6 +481,69 @@ func (x *CallToolRequest) GetContext() *CallContext {
 	return nil
 }
 
+func (x *CallToolRequest) GetApproval() *Approval {
+	if x != nil {
+		return x.Approval
+	}
+	return nil
+}
+
+// Approval says who approved a call of a tool whose contract has requires_approval.
+type Approval struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Who approved the call, e.g. the subject of the human who decided.
+	Approver string `protobuf:"bytes,1,opt,name=approver,proto3" json:"approver,omitempty"`
+	// When the approver decided; the gateway records the time it accepted the
+	// approval when this is unset.
+	ApprovedAt    *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=approved_at,json=approvedAt,proto3" json:"approved_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Approval) Reset() {
+	*x = Approval{}
+	mi := &file_toolfleet_v1_tool_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Approval) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Approval) ProtoMessage() {}
+
+func (x *Approval) ProtoReflect() protoreflect.Message {
+	mi := &file_toolfleet_v1_tool_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Approval.ProtoReflect.Descriptor instead.
+func (*Approval) Descriptor() ([]byte, []int) {
+	return file_toolfleet_v1_tool_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *Approval) GetApprover() string {
+	if x != nil {
+		return x.Approver
+	}
+	return ""
+}
+
+func (x *Approval) GetApprovedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ApprovedAt
+	}
+	return nil
+}
+
 // CallToolResponse is the outcome of a call that reached the tool.
 // Failures before the tool ran are RPC errors carrying ServerError or ValidationError.
 type CallToolResponse struct {
@@ -497,7 +566,7 @@ type CallToolResponse struct {
 
 func (x *CallToolResponse) Reset() {
 	*x = CallToolResponse{}
-	mi := &file_toolfleet_v1_tool_proto_msgTypes[5]
+	mi := &file_toolfleet_v1_tool_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -509,7 +578,7 @@ func (x *CallToolResponse) String() string {
 func (*CallToolResponse) ProtoMessage() {}
 
 func (x *CallToolResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolfleet_v1_tool_proto_msgTypes[5]
+	mi := &file_toolfleet_v1_tool_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -522,7 +591,7 @@ func (x *CallToolResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallToolResponse.ProtoReflect.Descriptor instead.
 func (*CallToolResponse) Descriptor() ([]byte, []int) {
-	return file_toolfleet_v1_tool_proto_rawDescGZIP(), []int{5}
+	return file_toolfleet_v1_tool_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *CallToolResponse) GetCallId() string {
@@ -615,7 +684,7 @@ type ToolError struct {
 
 func (x *ToolError) Reset() {
 	*x = ToolError{}
-	mi := &file_toolfleet_v1_tool_proto_msgTypes[6]
+	mi := &file_toolfleet_v1_tool_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -627,7 +696,7 @@ func (x *ToolError) String() string {
 func (*ToolError) ProtoMessage() {}
 
 func (x *ToolError) ProtoReflect() protoreflect.Message {
-	mi := &file_toolfleet_v1_tool_proto_msgTypes[6]
+	mi := &file_toolfleet_v1_tool_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -640,7 +709,7 @@ func (x *ToolError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolError.ProtoReflect.Descriptor instead.
 func (*ToolError) Descriptor() ([]byte, []int) {
-	return file_toolfleet_v1_tool_proto_rawDescGZIP(), []int{6}
+	return file_toolfleet_v1_tool_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ToolError) GetMessage() string {
@@ -690,7 +759,7 @@ type ServerError struct {
 
 func (x *ServerError) Reset() {
 	*x = ServerError{}
-	mi := &file_toolfleet_v1_tool_proto_msgTypes[7]
+	mi := &file_toolfleet_v1_tool_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -702,7 +771,7 @@ func (x *ServerError) String() string {
 func (*ServerError) ProtoMessage() {}
 
 func (x *ServerError) ProtoReflect() protoreflect.Message {
-	mi := &file_toolfleet_v1_tool_proto_msgTypes[7]
+	mi := &file_toolfleet_v1_tool_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -715,7 +784,7 @@ func (x *ServerError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServerError.ProtoReflect.Descriptor instead.
 func (*ServerError) Descriptor() ([]byte, []int) {
-	return file_toolfleet_v1_tool_proto_rawDescGZIP(), []int{7}
+	return file_toolfleet_v1_tool_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ServerError) GetMessage() string {
@@ -745,7 +814,7 @@ type ValidationError struct {
 
 func (x *ValidationError) Reset() {
 	*x = ValidationError{}
-	mi := &file_toolfleet_v1_tool_proto_msgTypes[8]
+	mi := &file_toolfleet_v1_tool_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -757,7 +826,7 @@ func (x *ValidationError) String() string {
 func (*ValidationError) ProtoMessage() {}
 
 func (x *ValidationError) ProtoReflect() protoreflect.Message {
-	mi := &file_toolfleet_v1_tool_proto_msgTypes[8]
+	mi := &file_toolfleet_v1_tool_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -770,7 +839,7 @@ func (x *ValidationError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ValidationError.ProtoReflect.Descriptor instead.
 func (*ValidationError) Descriptor() ([]byte, []int) {
-	return file_toolfleet_v1_tool_proto_rawDescGZIP(), []int{8}
+	return file_toolfleet_v1_tool_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ValidationError) GetMessage() string {
@@ -791,7 +860,7 @@ var File_toolfleet_v1_tool_proto protoreflect.FileDescriptor
 
 const file_toolfleet_v1_tool_proto_rawDesc = "" +
 	"\n" +
-	"\x17toolfleet/v1/tool.proto\x12\ftoolfleet.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1atoolfleet/v1/options.proto\"\xb1\x04\n" +
+	"\x17toolfleet/v1/tool.proto\x12\ftoolfleet.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1atoolfleet/v1/options.proto\"\xb1\x04\n" +
 	"\x0eToolDefinition\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x18\n" +
 	"\atoolkit\x18\x02 \x01(\tR\atoolkit\x12\x12\n" +
@@ -831,13 +900,18 @@ const file_toolfleet_v1_tool_proto_rawDesc = "" +
 	"attributes\x1a=\n" +
 	"\x0fAttributesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xc2\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xf6\x01\n" +
 	"\x0fCallToolRequest\x12\x17\n" +
 	"\acall_id\x18\x01 \x01(\tR\x06callId\x12\x17\n" +
 	"\atool_id\x18\x02 \x01(\tR\x06toolId\x12-\n" +
 	"\x05input\x18\x03 \x01(\v2\x17.google.protobuf.StructR\x05input\x12\x19\n" +
 	"\btrace_id\x18\x04 \x01(\tR\atraceId\x123\n" +
-	"\acontext\x18\x05 \x01(\v2\x19.toolfleet.v1.CallContextR\acontext\"\x81\x02\n" +
+	"\acontext\x18\x05 \x01(\v2\x19.toolfleet.v1.CallContextR\acontext\x122\n" +
+	"\bapproval\x18\x06 \x01(\v2\x16.toolfleet.v1.ApprovalR\bapproval\"c\n" +
+	"\bApproval\x12\x1a\n" +
+	"\bapprover\x18\x01 \x01(\tR\bapprover\x12;\n" +
+	"\vapproved_at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"approvedAt\"\x81\x02\n" +
 	"\x10CallToolResponse\x12\x17\n" +
 	"\acall_id\x18\x01 \x01(\tR\x06callId\x125\n" +
 	"\bduration\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\bduration\x12\x18\n" +
@@ -874,45 +948,49 @@ func file_toolfleet_v1_tool_proto_rawDescGZIP() []byte {
 	return file_toolfleet_v1_tool_proto_rawDescData
 }
 
-var file_toolfleet_v1_tool_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
+var file_toolfleet_v1_tool_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
 var file_toolfleet_v1_tool_proto_goTypes = []any{
-	(*ToolDefinition)(nil),      // 0: toolfleet.v1.ToolDefinition
-	(*ResolvedHints)(nil),       // 1: toolfleet.v1.ResolvedHints
-	(*ToolRequirements)(nil),    // 2: toolfleet.v1.ToolRequirements
-	(*CallContext)(nil),         // 3: toolfleet.v1.CallContext
-	(*CallToolRequest)(nil),     // 4: toolfleet.v1.CallToolRequest
-	(*CallToolResponse)(nil),    // 5: toolfleet.v1.CallToolResponse
-	(*ToolError)(nil),           // 6: toolfleet.v1.ToolError
-	(*ServerError)(nil),         // 7: toolfleet.v1.ServerError
-	(*ValidationError)(nil),     // 8: toolfleet.v1.ValidationError
-	nil,                         // 9: toolfleet.v1.CallContext.AttributesEntry
-	nil,                         // 10: toolfleet.v1.ValidationError.ParameterErrorsEntry
-	(*structpb.Struct)(nil),     // 11: google.protobuf.Struct
-	(*ToolExample)(nil),         // 12: toolfleet.v1.ToolExample
-	(*durationpb.Duration)(nil), // 13: google.protobuf.Duration
-	(*RetryPolicy)(nil),         // 14: toolfleet.v1.RetryPolicy
-	(*structpb.Value)(nil),      // 15: google.protobuf.Value
+	(*ToolDefinition)(nil),        // 0: toolfleet.v1.ToolDefinition
+	(*ResolvedHints)(nil),         // 1: toolfleet.v1.ResolvedHints
+	(*ToolRequirements)(nil),      // 2: toolfleet.v1.ToolRequirements
+	(*CallContext)(nil),           // 3: toolfleet.v1.CallContext
+	(*CallToolRequest)(nil),       // 4: toolfleet.v1.CallToolRequest
+	(*Approval)(nil),              // 5: toolfleet.v1.Approval
+	(*CallToolResponse)(nil),      // 6: toolfleet.v1.CallToolResponse
+	(*ToolError)(nil),             // 7: toolfleet.v1.ToolError
+	(*ServerError)(nil),           // 8: toolfleet.v1.ServerError
+	(*ValidationError)(nil),       // 9: toolfleet.v1.ValidationError
+	nil,                           // 10: toolfleet.v1.CallContext.AttributesEntry
+	nil,                           // 11: toolfleet.v1.ValidationError.ParameterErrorsEntry
+	(*structpb.Struct)(nil),       // 12: google.protobuf.Struct
+	(*ToolExample)(nil),           // 13: toolfleet.v1.ToolExample
+	(*durationpb.Duration)(nil),   // 14: google.protobuf.Duration
+	(*RetryPolicy)(nil),           // 15: toolfleet.v1.RetryPolicy
+	(*timestamppb.Timestamp)(nil), // 16: google.protobuf.Timestamp
+	(*structpb.Value)(nil),        // 17: google.protobuf.Value
 }
 var file_toolfleet_v1_tool_proto_depIdxs = []int32{
-	11, // 0: toolfleet.v1.ToolDefinition.input_schema:type_name -> google.protobuf.Struct
-	11, // 1: toolfleet.v1.ToolDefinition.output_schema:type_name -> google.protobuf.Struct
+	12, // 0: toolfleet.v1.ToolDefinition.input_schema:type_name -> google.protobuf.Struct
+	12, // 1: toolfleet.v1.ToolDefinition.output_schema:type_name -> google.protobuf.Struct
 	1,  // 2: toolfleet.v1.ToolDefinition.hints:type_name -> toolfleet.v1.ResolvedHints
 	2,  // 3: toolfleet.v1.ToolDefinition.requirements:type_name -> toolfleet.v1.ToolRequirements
-	12, // 4: toolfleet.v1.ToolDefinition.examples:type_name -> toolfleet.v1.ToolExample
-	13, // 5: toolfleet.v1.ToolRequirements.timeout:type_name -> google.protobuf.Duration
-	14, // 6: toolfleet.v1.ToolRequirements.retry:type_name -> toolfleet.v1.RetryPolicy
-	9,  // 7: toolfleet.v1.CallContext.attributes:type_name -> toolfleet.v1.CallContext.AttributesEntry
-	11, // 8: toolfleet.v1.CallToolRequest.input:type_name -> google.protobuf.Struct
+	13, // 4: toolfleet.v1.ToolDefinition.examples:type_name -> toolfleet.v1.ToolExample
+	14, // 5: toolfleet.v1.ToolRequirements.timeout:type_name -> google.protobuf.Duration
+	15, // 6: toolfleet.v1.ToolRequirements.retry:type_name -> toolfleet.v1.RetryPolicy
+	10, // 7: toolfleet.v1.CallContext.attributes:type_name -> toolfleet.v1.CallContext.AttributesEntry
+	12, // 8: toolfleet.v1.CallToolRequest.input:type_name -> google.protobuf.Struct
 	3,  // 9: toolfleet.v1.CallToolRequest.context:type_name -> toolfleet.v1.CallContext
-	13, // 10: toolfleet.v1.CallToolResponse.duration:type_name -> google.protobuf.Duration
-	15, // 11: toolfleet.v1.CallToolResponse.value:type_name -> google.protobuf.Value
-	6,  // 12: toolfleet.v1.CallToolResponse.error:type_name -> toolfleet.v1.ToolError
-	10, // 13: toolfleet.v1.ValidationError.parameter_errors:type_name -> toolfleet.v1.ValidationError.ParameterErrorsEntry
-	14, // [14:14] is the sub-list for method output_type
-	14, // [14:14] is the sub-list for method input_type
-	14, // [14:14] is the sub-list for extension type_name
-	14, // [14:14] is the sub-list for extension extendee
-	0,  // [0:14] is the sub-list for field type_name
+	5,  // 10: toolfleet.v1.CallToolRequest.approval:type_name -> toolfleet.v1.Approval
+	16, // 11: toolfleet.v1.Approval.approved_at:type_name -> google.protobuf.Timestamp
+	14, // 12: toolfleet.v1.CallToolResponse.duration:type_name -> google.protobuf.Duration
+	17, // 13: toolfleet.v1.CallToolResponse.value:type_name -> google.protobuf.Value
+	7,  // 14: toolfleet.v1.CallToolResponse.error:type_name -> toolfleet.v1.ToolError
+	11, // 15: toolfleet.v1.ValidationError.parameter_errors:type_name -> toolfleet.v1.ValidationError.ParameterErrorsEntry
+	16, // [16:16] is the sub-list for method output_type
+	16, // [16:16] is the sub-list for method input_type
+	16, // [16:16] is the sub-list for extension type_name
+	16, // [16:16] is the sub-list for extension extendee
+	0,  // [0:16] is the sub-list for field type_name
 }
 
 func init() { file_toolfleet_v1_tool_proto_init() }
@@ -921,7 +999,7 @@ func file_toolfleet_v1_tool_proto_init() {
 		return
 	}
 	file_toolfleet_v1_options_proto_init()
-	file_toolfleet_v1_tool_proto_msgTypes[5].OneofWrappers = []any{
+	file_toolfleet_v1_tool_proto_msgTypes[6].OneofWrappers = []any{
 		(*CallToolResponse_Value)(nil),
 		(*CallToolResponse_Error)(nil),
 	}
@@ -931,7 +1009,7 @@ func file_toolfleet_v1_tool_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolfleet_v1_tool_proto_rawDesc), len(file_toolfleet_v1_tool_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   11,
+			NumMessages:   12,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

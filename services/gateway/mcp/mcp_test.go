@@ -264,6 +264,38 @@ func TestCallIDIsIdempotencyKey(t *testing.T) {
 	if n := fleet.Calculator.Adds.Load(); n != 1 {
 		t.Fatalf("Add ran %d times for one call id, want 1", n)
 	}
+	// The same call id with another input is a JSON-RPC error, and runs nothing.
+	_, err = cs.CallTool(t.Context(), &sdk.CallToolParams{Name: "Calculator_Add", Arguments: map[string]any{"a": 50, "b": 50},
+		Meta: sdk.Meta{mcp.MetaCallID: "mcp-once"}})
+	var rpcErr *jsonrpc.Error
+	if !errors.As(err, &rpcErr) || !strings.Contains(rpcErr.Message, "AlreadyExists") || !strings.Contains(rpcErr.Message, "another input") {
+		t.Fatalf("other input: %v, want a JSON-RPC error saying AlreadyExists and another input", err)
+	}
+	if n := fleet.Calculator.Adds.Load(); n != 1 {
+		t.Fatalf("Add ran %d times, want still 1", n)
+	}
+}
+
+// TestApprovalOverMCP: KV-like approval rules hold on MCP too: SchemaTest.Types
+// requires approval; without toolfleet/approver in _meta it is a JSON-RPC error,
+// with it the tool runs.
+func TestApprovalOverMCP(t *testing.T) {
+	t.Parallel()
+	fleet := e2e.Start(t, e2e.Options{})
+	cs, err := connectHTTP(t, fleet.Addr, "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := map[string]any{"s": "hi"}
+	_, err = cs.CallTool(t.Context(), &sdk.CallToolParams{Name: "SchemaTest_Types", Arguments: args})
+	var rpcErr *jsonrpc.Error
+	if !errors.As(err, &rpcErr) || !strings.Contains(rpcErr.Message, "FailedPrecondition") {
+		t.Fatalf("without approval: %v, want a FailedPrecondition JSON-RPC error", err)
+	}
+	r, err := cs.CallTool(t.Context(), &sdk.CallToolParams{Name: "SchemaTest_Types", Arguments: args, Meta: sdk.Meta{mcp.MetaApprover: "ana"}})
+	if err != nil || r.IsError {
+		t.Fatalf("with approval: %+v %v", r, err)
+	}
 }
 
 func TestAuth(t *testing.T) {
@@ -287,7 +319,7 @@ func TestAuth(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r, err := cs.CallTool(t.Context(), &sdk.CallToolParams{Name: "Calculator_Add", Arguments: map[string]any{"a": 1}}); err != nil || r.IsError {
+	if r, err := cs.CallTool(t.Context(), &sdk.CallToolParams{Name: "Calculator_Add", Arguments: map[string]any{"a": 1, "b": 1}}); err != nil || r.IsError {
 		t.Fatalf("with a token: %+v, %v", r, err)
 	}
 	narrow, err := connectHTTP(t, fleet.Addr, fleet.Token(t, "tools:call:calculator.*"), nil)

@@ -54,6 +54,9 @@ const (
 	// MetaCallID carries a call's idempotency key: optional in a tools/call
 	// request, always set on the result.
 	MetaCallID = "toolfleet/callId"
+	// MetaApprover names who approved a tools/call of a tool whose contract
+	// requires approval (the caller needs the tools:approve scope).
+	MetaApprover = "toolfleet/approver"
 )
 
 // Options configure a [Server]; zero values take the defaults.
@@ -397,8 +400,12 @@ func (s *Server) handler(toolID string) sdk.ToolHandler {
 		if id, ok := req.Params.Meta[MetaCallID].(string); ok {
 			call.CallId = id
 		}
+		if a, ok := req.Params.Meta[MetaApprover].(string); ok && a != "" {
+			call.Approval = &toolfleetv1.Approval{Approver: a}
+		}
 		if req.Extra != nil && req.Extra.Header != nil {
 			ctx = WithAuthorization(ctx, req.Extra.Header.Get("Authorization"))
+			ctx = WithHeader(ctx, req.Extra.Header)
 		}
 		if tok := req.Params.GetProgressToken(); tok != nil && req.Session != nil {
 			stop := s.progress(ctx, req.Session, tok, toolID)
@@ -521,4 +528,19 @@ func WithAuthorization(ctx context.Context, header string) context.Context {
 func Authorization(ctx context.Context) string {
 	v, _ := ctx.Value(authKey{}).(string)
 	return v
+}
+
+type headerKey struct{}
+
+// WithHeader returns ctx carrying the HTTP header of the MCP request (e.g. for
+// the gateway's delegation headers).
+func WithHeader(ctx context.Context, h http.Header) context.Context {
+	return context.WithValue(ctx, headerKey{}, h)
+}
+
+// Header returns the HTTP header of the MCP request that started the call (nil
+// when none, e.g. over stdio).
+func Header(ctx context.Context) http.Header {
+	h, _ := ctx.Value(headerKey{}).(http.Header)
+	return h
 }

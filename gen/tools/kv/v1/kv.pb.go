@@ -498,13 +498,13 @@ const file_tools_kv_v1_kv_proto_rawDesc = "" +
 	"\x04keys\x18\x01 \x03(\tB%\x8a\x80\x19!\n" +
 	"\x1fMatching keys in lexical order.R\x04keys\x12u\n" +
 	"\ttruncated\x18\x02 \x01(\bBW\x8a\x80\x19S\n" +
-	"QTrue when more keys matched than the limit; narrow the prefix or raise the limit.R\ttruncated2\x98\r\n" +
+	"QTrue when more keys matched than the limit; narrow the prefix or raise the limit.R\ttruncated2\x9a\r\n" +
 	"\tKVService\x12\x8b\x04\n" +
 	"\x03Put\x12\x17.tools.kv.v1.PutRequest\x1a\x18.tools.kv.v1.PutResponse\"\xd0\x03\x8a\x80\x19\xcb\x03\x12\xdd\x02Store a text value (plain text or JSON as text) under a key, replacing any previous value, so that you or other agents can read it later, also in later conversations. Storing the same value again changes nothing and returns the same revision. Use dotted keys to group related entries (\"customer.42.preferences\"). Do not store secrets or credentials.\x1a\b\b\x00\x10\x00\x18\x01 \x00*\x02\b\x05JL\n" +
 	"\x15Remember a preference\x123{\"key\": \"user.ana.language\", \"value\": \"Portuguese\"}R\rStore a value\x12\xba\x02\n" +
 	"\x03Get\x12\x17.tools.kv.v1.GetRequest\x1a\x18.tools.kv.v1.GetResponse\"\xff\x01\x8a\x80\x19\xfa\x01\x12\xaa\x01Read the value stored under a key (the latest, or an older revision). Fails when the key does not exist or was deleted. Use List first when you do not know the exact key.\x1a\x06\b\x01\x18\x01 \x00*\x02\b\x05J1\n" +
-	"\x11Read a preference\x12\x1c{\"key\": \"user.ana.language\"}R\fRead a value\x12\x8b\x03\n" +
-	"\x06Delete\x12\x1a.tools.kv.v1.DeleteRequest\x1a\x1b.tools.kv.v1.DeleteResponse\"\xc7\x02\x8a\x80\x19\xc2\x02\x12\xec\x01Delete a key and its value. The value is gone for every agent that reads this memory; only do it when the information is wrong or was asked to be forgotten. Fails when the key does not exist. Do not use it to overwrite a value; use Put.\x1a\b\b\x00\x10\x01\x18\x00 \x00*\x02\b\x05J3\n" +
+	"\x11Read a preference\x12\x1c{\"key\": \"user.ana.language\"}R\fRead a value\x12\x8d\x03\n" +
+	"\x06Delete\x12\x1a.tools.kv.v1.DeleteRequest\x1a\x1b.tools.kv.v1.DeleteResponse\"\xc9\x02\x8a\x80\x19\xc4\x02\x12\xec\x01Delete a key and its value. The value is gone for every agent that reads this memory; only do it when the information is wrong or was asked to be forgotten. Fails when the key does not exist. Do not use it to overwrite a value; use Put.\x1a\b\b\x00\x10\x01\x18\x00 \x00 \x01*\x02\b\x05J3\n" +
 	"\x13Forget a preference\x12\x1c{\"key\": \"user.ana.language\"}R\x0eDelete a value\x12\xc1\x02\n" +
 	"\x04List\x12\x18.tools.kv.v1.ListRequest\x1a\x19.tools.kv.v1.ListResponse\"\x83\x02\x8a\x80\x19\xfe\x01\x12\xac\x01List the existing keys that start with a prefix (all keys when the prefix is empty), sorted. Use it to discover what is stored before Get. It returns keys only, not values.\x1a\x06\b\x01\x18\x01 \x00*\x02\b\n" +
 	"J6\n" +

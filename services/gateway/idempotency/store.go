@@ -1,0 +1,349 @@
+package idempotency
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"google.golang.org/protobuf/proto"
+
+	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
+)
+
+// Defaults of [Config].
+const (
+	DefaultBucket = "toolfleet_calls"
+	DefaultTTL    = 24 * time.Hour
+	// DefaultMaxBytes bounds the whole bucket (memory storage by default).
+	DefaultMaxBytes = 256 << 20
+	// DefaultMaxValueSize bounds one stored response; it is NATS's default
+	// max_payload, the largest message a default server accepts anyway.
+	DefaultMaxValueSize = 1 << 20
+)
+
+// Errors of [Store.Acquire]; match them with errors.Is.
+var (
+	// ErrConflict: the key was used with another input.
+	ErrConflict = errors.New("idempotency: call_id already used with another input")
+	// ErrUnavailable: NATS could not answer; the call is not protected.
+	ErrUnavailable = errors.New("idempotency: store unavailable")
+	// ErrResultTooLarge: the call finished but its response was over the value
+	// limit, so it was not kept; running it again would not be a repeat.
+	ErrResultTooLarge = errors.New("idempotency: the finished call's response was too large to keep")
+	// ErrStillRunning: the caller's context ended while another replica was still
+	// running the call.
+	ErrStillRunning = errors.New("idempotency: the earlier call with this call_id is still running")
+)
+
+// Config configures a [Store].
+type Config struct {
+	// Bucket names the KV bucket. Default [DefaultBucket].
+	Bucket string
+	// TTL is how long finished responses are kept. Default [DefaultTTL].
+	TTL time.Duration
+	// FileStorage keeps the bucket on disk (default: memory, which is faster and
+	// enough for a cache whose loss only re-runs retries).
+	FileStorage bool
+	// MaxBytes bounds the bucket; when full the oldest entries are dropped.
+	// Default [DefaultMaxBytes].
+	MaxBytes int64
+	// MaxValueSize bounds one stored response; a larger one is replaced by a
+	// tombstone. Default [DefaultMaxValueSize].
+	MaxValueSize int32
+}
+
+func (c *Config) defaults() {
+	if c.Bucket == "" {
+		c.Bucket = DefaultBucket
+	}
+	if c.TTL <= 0 {
+		c.TTL = DefaultTTL
+	}
+	if c.MaxBytes <= 0 {
+		c.MaxBytes = DefaultMaxBytes
+	}
+	if c.MaxValueSize <= 0 {
+		c.MaxValueSize = DefaultMaxValueSize
+	}
+}
+
+// Store is the idempotency store of a gateway. A nil *Store is valid and answers
+// every Acquire with ErrUnavailable.
+type Store struct {
+	log *slog.Logger
+	nc  *nats.Conn
+	js  jetstream.JetStream
+	cfg Config
+	kv  jetstream.KeyValue
+	kvc jetstream.KeyValueConfig
+	// lastRecreate rate-limits re-creating a bucket NATS lost (unix nanos).
+	lastRecreate atomic.Int64
+}
+
+// lockMargin keeps a lock a little longer than the call it guards may run.
+const lockMargin = 10 * time.Second
+
+// New creates (or updates) the bucket and returns the store.
+func New(ctx context.Context, log *slog.Logger, nc *nats.Conn, js jetstream.JetStream, cfg Config) (*Store, error) {
+	cfg.defaults()
+	storage := jetstream.MemoryStorage
+	if cfg.FileStorage {
+		storage = jetstream.FileStorage
+	}
+	s := &Store{log: log, nc: nc, js: js, cfg: cfg, kvc: jetstream.KeyValueConfig{
+		Bucket:         cfg.Bucket,
+		Description:    "toolfleet gateway: finished calls by (principal, tool, call_id)",
+		TTL:            cfg.TTL,
+		History:        1,
+		Storage:        storage,
+		MaxBytes:       cfg.MaxBytes,
+		MaxValueSize:   cfg.MaxValueSize,
+		LimitMarkerTTL: time.Minute,
+	}}
+	kv, err := s.create(ctx)
+	if err != nil {
+		return nil, err
+	}
+	s.kv = kv
+	return s, nil
+}
+
+// create makes the bucket, then lets it drop its oldest entries when full: a KV
+// bucket refuses new writes when full, which would stop every protected call
+// until entries expire. The handle it returns stays valid when the bucket is
+// made again (recreate), so the store keeps its first one.
+func (s *Store) create(ctx context.Context) (jetstream.KeyValue, error) {
+	kv, err := s.js.CreateOrUpdateKeyValue(ctx, s.kvc)
+	if err != nil {
+		return nil, fmt.Errorf("idempotency: bucket %s: %w", s.cfg.Bucket, err)
+	}
+	stream, err := s.js.Stream(ctx, "KV_"+s.cfg.Bucket)
+	if err != nil {
+		return nil, fmt.Errorf("idempotency: bucket %s: %w", s.cfg.Bucket, err)
+	}
+	if sc := stream.CachedInfo().Config; sc.Discard != jetstream.DiscardOld {
+		sc.Discard = jetstream.DiscardOld
+		if _, err := s.js.UpdateStream(ctx, sc); err != nil {
+			return nil, fmt.Errorf("idempotency: bucket %s: drop oldest when full: %w", s.cfg.Bucket, err)
+		}
+	}
+	return kv, nil
+}
+
+// Config returns the store's configuration with defaults applied.
+func (s *Store) Config() Config { return s.cfg }
+
+// Claim is the outcome of [Store.Acquire].
+type Claim struct {
+	// Stored is the finished call's response: return it without running the tool.
+	Stored *toolfleetv1.CallToolResponse
+	owned  bool
+	key    string
+	digest Digest
+}
+
+// Acquire takes the lock for key, or returns the stored response of a finished
+// call with the same input. A call in flight elsewhere is waited for (within
+// lockTTL plus a margin and ctx). Errors: [ErrConflict], [ErrUnavailable],
+// [ErrResultTooLarge], [ErrStillRunning], or ctx's error.
+func (s *Store) Acquire(ctx context.Context, key Key, digest Digest, lockTTL time.Duration) (Claim, error) {
+	if s == nil || !s.nc.IsConnected() {
+		// Requests would wait for a reconnect; the call must not.
+		return Claim{}, ErrUnavailable
+	}
+	k := key.subject()
+	lock := encode(kindLock, digest, nil)
+	for {
+		err := s.createLock(ctx, k, lock, lockTTL+lockMargin)
+		if err == nil {
+			return Claim{owned: true, key: k, digest: digest}, nil
+		}
+		if !errors.Is(err, jetstream.ErrKeyExists) {
+			if s.recreate(ctx, err) {
+				continue
+			}
+			return Claim{}, s.unavailable(ctx, err)
+		}
+		entry, err := s.kv.Get(ctx, k)
+		switch {
+		case errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted):
+			continue // released in between: try again
+		case err != nil:
+			return Claim{}, s.unavailable(ctx, err)
+		}
+		c, done, err := s.settle(entry.Value(), digest)
+		if done || err != nil {
+			return c, err
+		}
+		c, done, err = s.wait(ctx, k, digest, lockTTL+lockMargin)
+		if done || err != nil {
+			return c, err
+		}
+		// The holder let go without a result (a retryable failure): run it here.
+	}
+}
+
+// settle decides on an entry found under the key: done with a stored response
+// or an error (another input is a conflict), or not done (a lock: wait for it).
+func (s *Store) settle(value []byte, digest Digest) (Claim, bool, error) {
+	r, err := decode(value)
+	if err != nil {
+		return Claim{}, true, err
+	}
+	if r.kind == kindLock {
+		// In flight, whatever its input: the holder may still let go without a
+		// result (a validation error, a retryable failure), and then this call
+		// runs; a result it stores for another input is a conflict then.
+		return Claim{}, false, nil
+	}
+	if r.hasDigest && r.digest != digest {
+		return Claim{}, true, ErrConflict
+	}
+	if r.kind == kindTooLarge {
+		return Claim{}, true, ErrResultTooLarge
+	}
+	return Claim{Stored: r.resp}, true, nil
+}
+
+// createLock takes the lock for key in one request/reply: the very message
+// kv.Create sends first (the value expecting no earlier revision of the key, with
+// a per-key TTL), minus kv.Create's per-call regexp key check, option closures,
+// context wrapping and JSON decoding of the ack, which together cost about as
+// much CPU as the rest of the request on the gateway's side. Any reply but a
+// plain success ack (the key exists or was deleted, no stream answered, an API
+// error) goes through kv.Create, which handles it exactly as before; request
+// errors (a timeout, a cancelled call) are returned as kv.Create returns them.
+func (s *Store) createLock(ctx context.Context, key string, value []byte, ttl time.Duration) error {
+	msg := &nats.Msg{Subject: "$KV." + s.cfg.Bucket + "." + key, Data: value, Header: nats.Header{
+		jetstream.ExpectedLastSubjSeqHeader: expectNoRevision,
+		jetstream.MsgTTLHeader:              []string{ttl.String()},
+	}}
+	if _, ok := ctx.Deadline(); !ok {
+		// kv.Create bounds a request without a deadline the same way (5 s).
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+	}
+	reply, err := s.nc.RequestMsgWithContext(ctx, msg)
+	switch {
+	case err == nil && isPlainPubAck(reply.Data):
+		return nil
+	case err != nil && !errors.Is(err, nats.ErrNoResponders):
+		return err
+	}
+	_, err = s.kv.Create(ctx, key, value, jetstream.KeyTTL(ttl))
+	return err
+}
+
+// expectNoRevision is the Nats-Expected-Last-Subject-Sequence of a create (read-only).
+var expectNoRevision = []string{"0"}
+
+// isPlainPubAck reports a JetStream success ack ({"stream":"…",…,"seq":N}); error
+// replies start with {"error".
+func isPlainPubAck(b []byte) bool {
+	return bytes.HasPrefix(b, []byte(`{"stream":"`)) && !bytes.Contains(b, []byte(`"error"`))
+}
+
+// wait watches key until the holder stores a result or lets go, or until the
+// holder's lock must have expired (then the caller tries to take it).
+func (s *Store) wait(ctx context.Context, key string, digest Digest, bound time.Duration) (Claim, bool, error) {
+	wctx, cancel := context.WithTimeout(ctx, bound)
+	defer cancel()
+	w, err := s.kv.Watch(wctx, key)
+	if err != nil {
+		return Claim{}, true, s.unavailable(ctx, err)
+	}
+	defer func() { _ = w.Stop() }()
+	for {
+		select {
+		case <-wctx.Done():
+			if ctx.Err() == nil {
+				return Claim{}, false, nil // the holder's lock expired: try to take it
+			}
+			return Claim{}, true, fmt.Errorf("%w: %w", ErrStillRunning, ctx.Err())
+		case e, ok := <-w.Updates():
+			if !ok {
+				return Claim{}, false, nil
+			}
+			if e == nil {
+				continue // end of the initial values
+			}
+			if e.Operation() != jetstream.KeyValuePut {
+				return Claim{}, false, nil
+			}
+			if c, done, err := s.settle(e.Value(), digest); done || err != nil {
+				return c, true, err
+			}
+		}
+	}
+}
+
+// recreate makes the bucket again when NATS lost it (a restart with memory storage
+// or a new store), at most every few seconds; it reports whether to try again.
+func (s *Store) recreate(ctx context.Context, err error) bool {
+	if !errors.Is(err, jetstream.ErrNoStreamResponse) && !errors.Is(err, nats.ErrNoResponders) && !errors.Is(err, jetstream.ErrStreamNotFound) {
+		return false
+	}
+	now := time.Now().UnixNano()
+	last := s.lastRecreate.Load()
+	if now-last < int64(5*time.Second) || !s.lastRecreate.CompareAndSwap(last, now) {
+		return false
+	}
+	if _, cerr := s.create(ctx); cerr != nil {
+		s.log.Warn("idempotency bucket lost and not re-created", "bucket", s.cfg.Bucket, "error", cerr)
+		return false
+	}
+	s.log.Info("idempotency bucket re-created after NATS lost it", "bucket", s.cfg.Bucket)
+	return true
+}
+
+// unavailable wraps err as ErrUnavailable, or returns ctx's error when the
+// caller's context ended (that is the caller's doing, not the store's).
+func (s *Store) unavailable(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return fmt.Errorf("%w: %w", ErrUnavailable, err)
+}
+
+// Finish stores resp under the claim (published asynchronously: waiters see it
+// as soon as it lands) or, when keep is false, lets the lock go so that a retry
+// runs the call again. A claim that owns nothing is a no-op.
+func (s *Store) Finish(c Claim, resp *toolfleetv1.CallToolResponse, keep bool) {
+	if s == nil || !c.owned || !s.nc.IsConnected() {
+		return // a lock left behind expires with its TTL
+	}
+	subject := "$KV." + s.cfg.Bucket + "." + c.key
+	if !keep {
+		// A delete marker lets waiters run the call themselves.
+		msg := nats.NewMsg(subject)
+		msg.Header.Set("KV-Operation", "DEL")
+		if err := s.nc.PublishMsg(msg); err != nil {
+			s.log.Warn("idempotency lock not released; it expires by itself", "error", err)
+		}
+		return
+	}
+	b, err := proto.Marshal(resp)
+	if err != nil {
+		s.log.Error("encode result for the idempotency store", "error", err)
+		return
+	}
+	value := encode(kindResult, c.digest, b)
+	// Subject and headers take a few hundred bytes of the server's max_payload.
+	if limit := min(int64(s.cfg.MaxValueSize), s.nc.MaxPayload()-1024); int64(len(value)) > limit {
+		s.log.Warn("result over the idempotency store's value limit; a repeat of this call_id will be refused",
+			"call_id", resp.GetCallId(), "bytes", len(value), "limit", limit)
+		value = encode(kindTooLarge, c.digest, nil)
+	}
+	// A plain publish: JetStream stores it without an ack round trip. If it is
+	// lost, waiters see the lock expire and run the call themselves.
+	if err := s.nc.Publish(subject, value); err != nil {
+		s.log.Warn("result not stored for idempotency", "call_id", resp.GetCallId(), "error", err)
+	}
+}
