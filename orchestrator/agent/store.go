@@ -245,3 +245,26 @@ func (s *Store) Messages(ctx context.Context, ref string) ([]*toolfleetv1.Messag
 	}
 	return c.GetMessages(), nil
 }
+
+// metaKey holds a run's spec and principal next to its messages.
+func metaKey(runID string) string { return runID + ".meta" }
+
+// PutMeta stores a run's description (spec and principal, JSON).
+func (s *Store) PutMeta(ctx context.Context, runID string, b []byte) error {
+	if _, err := s.kv.Put(ctx, metaKey(runID), b); err != nil {
+		return fmt.Errorf("agent: store run %s: %w", runID, err)
+	}
+	return nil
+}
+
+// Meta returns what PutMeta stored, or ErrNotFound.
+func (s *Store) Meta(ctx context.Context, runID string) ([]byte, error) {
+	e, err := s.kv.Get(ctx, metaKey(runID))
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil, fmt.Errorf("%w: run %s", ErrNotFound, runID)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("agent: read run %s: %w", runID, err)
+	}
+	return e.Value(), nil
+}
