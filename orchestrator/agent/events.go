@@ -37,14 +37,15 @@ func EventSubject(runID, kind string) string { return EventSubjectPrefix + runID
 // DeltaSubject is the subject of a run's token deltas.
 func DeltaSubject(runID string) string { return DeltaSubjectPrefix + runID }
 
-// EventStreamConfig is the stream the orchestrator creates for run events.
+// EventStreamConfig is the stream the orchestrator creates for run events
+// (1 GiB on disk, or 64 MiB in memory for tests).
 func EventStreamConfig(name string, memory bool) jetstream.StreamConfig {
 	if name == "" {
 		name = DefaultEventStream
 	}
-	st := jetstream.FileStorage
+	st, size := jetstream.FileStorage, int64(1<<30)
 	if memory {
-		st = jetstream.MemoryStorage
+		st, size = jetstream.MemoryStorage, 64<<20
 	}
 	return jetstream.StreamConfig{
 		Name:        name,
@@ -52,7 +53,7 @@ func EventStreamConfig(name string, memory bool) jetstream.StreamConfig {
 		Subjects:    []string{EventSubjectPrefix + ">"},
 		Storage:     st,
 		MaxAge:      7 * 24 * time.Hour,
-		MaxBytes:    1 << 30,
+		MaxBytes:    size,
 		Discard:     jetstream.DiscardOld,
 		Duplicates:  10 * time.Minute,
 	}
