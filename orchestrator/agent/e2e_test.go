@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/temporal"
+	"google.golang.org/protobuf/proto"
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
 	"github.com/toolfleet/toolfleet/orchestrator/agent"
@@ -64,6 +65,7 @@ func TestRuns(t *testing.T) {
 		if puts, dels := e.kv.counts("multi.k"); puts != 1 || dels != 1 {
 			t.Fatalf("KV side effects put=%d delete=%d, want once each", puts, dels)
 		}
+		e.record(t, id, "multi")
 	})
 
 	t.Run("validation error corrected by the model", func(t *testing.T) {
@@ -123,6 +125,7 @@ func TestRuns(t *testing.T) {
 		if st := e.waitEnd(t, id); st.Status != agent.StatusCompleted {
 			t.Fatalf("state %+v, want completed", st)
 		}
+		e.record(t, id, "approval")
 		if got := e.fleet.SchemaTest.TypesFor("approval-no"); len(got) != 0 {
 			t.Fatalf("the denied call ran: %v", got)
 		}
@@ -201,6 +204,7 @@ func TestRuns(t *testing.T) {
 		if st.Status != agent.StatusCanceled {
 			t.Fatalf("state %+v, want cancelled", st)
 		}
+		e.record(t, id, "cancelled")
 		err := e.runs.Temporal.GetWorkflow(t.Context(), id, "").Get(t.Context(), nil)
 		var ce *temporal.CanceledError
 		if !errors.As(err, &ce) {
@@ -254,5 +258,55 @@ func TestRuns(t *testing.T) {
 		if first := desc.GetWorkflowExecutionInfo().GetFirstRunId(); first == desc.GetWorkflowExecutionInfo().GetExecution().GetRunId() {
 			t.Fatal("the run never continued as new")
 		}
+		e.record(t, id, "continued")
 	})
+}
+
+// TestHistoryStaysSmall drives a 100-turn run whose tool returns 50 KB each
+// turn: the transcript grows to megabytes, workflow history must not.
+func TestHistoryStaysSmall(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	id := "long-run"
+	const turns = 100
+	value := strings.Repeat("0123456789abcdef", 50<<10/16) // 50 KB
+	script := []llm.ScriptTurn{llm.CallTools("", call("p", "KV_Put", map[string]any{"key": "long.value", "value": value}))}
+	for i := 1; i < turns; i++ {
+		script = append(script, llm.CallTools("", call(fmt.Sprintf("g%d", i), "KV_Get", map[string]any{"key": "long.value"})))
+	}
+	script = append(script, llm.SayText("read it 99 times"))
+	e.start(t, id, agent.RunSpec{Tools: []string{"KV.Put", "KV.Get"}, Budget: agent.Budget{MaxTurns: turns + 1}, IdleTimeout: -1}, script...)
+	st := e.waitEnd(t, id)
+	if st.Status != agent.StatusCompleted || st.Turn != turns+1 {
+		t.Fatalf("state %+v, want completed after %d turns", st, turns+1)
+	}
+	h := e.history(t, id)
+	historyBytes := proto.Size(h)
+	// What a design passing the transcript through activities would record:
+	// each model turn's input is the whole transcript so far, and each tool
+	// result is recorded once more as an activity result.
+	msgs := e.transcript(t, id)
+	naive, sofar, transcript := 0, 0, 0
+	for _, m := range msgs {
+		n := proto.Size(m)
+		transcript += n
+		if r := results([]*toolfleetv1.Message{m}); len(r) == 1 && strings.Contains(r[0].GetContent(), "[result truncated") {
+			n += len(value) - len(r[0].GetContent()) // the whole result, not its preview
+		}
+		if m.GetRole() == toolfleetv1.Role_ROLE_ASSISTANT {
+			naive += sofar
+		}
+		if m.GetRole() == toolfleetv1.Role_ROLE_TOOL {
+			naive += n
+		}
+		sofar += n
+	}
+	t.Logf("%d turns, tool results of %d bytes: history %d bytes in %d events (%d bytes/turn); transcript %d bytes; a transcript-in-history design would record at least %d bytes",
+		st.Turn, len(value), historyBytes, len(h.GetEvents()), historyBytes/st.Turn, transcript, naive)
+	if historyBytes >= 1<<20 {
+		t.Fatalf("history is %d bytes, want < 1 MiB", historyBytes)
+	}
+	if naive < 10*historyBytes {
+		t.Fatalf("the naive figure %d is not far above the history %d: is the test measuring anything?", naive, historyBytes)
+	}
 }

@@ -3,6 +3,8 @@ package agent_test
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -11,7 +13,10 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	enumspb "go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/sdk/worker"
+	"google.golang.org/protobuf/encoding/protojson"
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
 	kvv1 "github.com/toolfleet/toolfleet/gen/tools/kv/v1"
@@ -223,4 +228,38 @@ func lastResult(req *llm.Request) *toolfleetv1.ToolResult {
 		return nil
 	}
 	return r[len(r)-1]
+}
+
+// history returns the run's current execution history.
+func (e *env) history(t *testing.T, runID string) *historypb.History {
+	t.Helper()
+	it := e.runs.Temporal.GetWorkflowHistory(t.Context(), runID, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	h := &historypb.History{}
+	for it.HasNext() {
+		ev, err := it.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.Events = append(h.Events, ev)
+	}
+	return h
+}
+
+// record writes the run's history to testdata/histories/<name>.json when
+// TOOLFLEET_RECORD_HISTORIES=1, for the replay test.
+func (e *env) record(t *testing.T, runID, name string) {
+	t.Helper()
+	if os.Getenv("TOOLFLEET_RECORD_HISTORIES") != "1" {
+		return
+	}
+	b, err := protojson.MarshalOptions{Indent: " "}.Marshal(e.history(t, runID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join("testdata", "histories"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join("testdata", "histories", name+".json"), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
 }
