@@ -15,7 +15,9 @@ import (
 	"github.com/toolfleet/toolfleet/sdk/llm"
 )
 
-func call(id, name string, args map[string]any) *toolfleetv1.Part { return llm.CallPart(id, name, args) }
+func call(id, name string, args map[string]any) *toolfleetv1.Part {
+	return llm.CallPart(id, name, args)
+}
 
 // withUsage sets a turn's token usage.
 func withUsage(turn llm.ScriptTurn, in, out int64) llm.ScriptTurn {
