@@ -30,7 +30,18 @@ var ErrUnknownModel = errors.New("agent: unknown model")
 
 // Resolver is the default [Models]: the providers' official SDKs through
 // sdk/llm, plus named scripted models registered with Register.
+//
+// Key references are confined, because a run chooses its model's base URL
+// and whatever key goes with it is sent there: "env:NAME" may only name the
+// providers' usual variables (OPENAI_API_KEY, ANTHROPIC_API_KEY,
+// GEMINI_API_KEY) or TOOLFLEET_MODEL_KEY_*, and "file:" only files in
+// KeyDir. A custom base URL never receives a provider's usual key: it needs
+// an explicit TOOLFLEET_MODEL_KEY_* or file reference.
 type Resolver struct {
+	// KeyDir is the folder "file:" key references may read from; empty
+	// refuses file references.
+	KeyDir string
+
 	mu       sync.RWMutex
 	scripted map[string]llm.Model
 }
@@ -45,10 +56,13 @@ func (r *Resolver) Register(name string, m llm.Model) {
 	r.scripted[name] = m
 }
 
+// providerEnv is each provider's usual key variable.
+var providerEnv = map[string]string{"openai": "OPENAI_API_KEY", "openai-compatible": "OPENAI_API_KEY",
+	"anthropic": "ANTHROPIC_API_KEY", "gemini": "GEMINI_API_KEY"}
+
 // Model implements [Models].
 func (r *Resolver) Model(ctx context.Context, spec ModelSpec) (llm.Model, error) {
-	switch spec.Provider {
-	case "scripted":
+	if spec.Provider == "scripted" {
 		r.mu.RLock()
 		m, ok := r.scripted[spec.Name]
 		r.mu.RUnlock()
@@ -56,11 +70,17 @@ func (r *Resolver) Model(ctx context.Context, spec ModelSpec) (llm.Model, error)
 			return nil, fmt.Errorf("%w: scripted:%s", ErrUnknownModel, spec.Name)
 		}
 		return m, nil
+	}
+	env, ok := providerEnv[spec.Provider]
+	if !ok {
+		return nil, fmt.Errorf("%w: provider %q", ErrUnknownModel, spec.Provider)
+	}
+	key, err := r.key(spec, env)
+	if err != nil {
+		return nil, err
+	}
+	switch spec.Provider {
 	case "openai", "openai-compatible":
-		key, err := resolveKey(spec.KeyRef, "OPENAI_API_KEY", spec.Provider == "openai")
-		if err != nil {
-			return nil, err
-		}
 		opts := []openaiopt.RequestOption{openaiopt.WithAPIKey(key)}
 		if spec.BaseURL != "" {
 			opts = append(opts, openaiopt.WithBaseURL(spec.BaseURL))
@@ -69,49 +89,58 @@ func (r *Resolver) Model(ctx context.Context, spec ModelSpec) (llm.Model, error)
 		}
 		return openai.New(openai.ChatCompletions, spec.Name, opts...), nil
 	case "anthropic":
-		key, err := resolveKey(spec.KeyRef, "ANTHROPIC_API_KEY", true)
-		if err != nil {
-			return nil, err
-		}
 		opts := []anthropicopt.RequestOption{anthropicopt.WithAPIKey(key)}
 		if spec.BaseURL != "" {
 			opts = append(opts, anthropicopt.WithBaseURL(spec.BaseURL))
 		}
 		return anthropic.New(spec.Name, opts...), nil
-	case "gemini":
-		key, err := resolveKey(spec.KeyRef, "GEMINI_API_KEY", true)
-		if err != nil {
-			return nil, err
-		}
+	default: // gemini
 		cfg := &genai.ClientConfig{APIKey: key, Backend: genai.BackendGeminiAPI}
 		if spec.BaseURL != "" {
 			cfg.HTTPOptions.BaseURL = spec.BaseURL
 		}
 		return gemini.New(ctx, spec.Name, cfg)
 	}
-	return nil, fmt.Errorf("%w: provider %q", ErrUnknownModel, spec.Provider)
 }
 
-// resolveKey reads a key reference: "env:NAME", "file:/path", or empty for
-// the provider's usual env var.
-func resolveKey(ref, defaultEnv string, required bool) (string, error) {
+// key resolves a spec's key reference within the confinement rules above.
+func (r *Resolver) key(spec ModelSpec, providerVar string) (string, error) {
+	ref := spec.KeyRef
+	if ref == "" {
+		if spec.BaseURL != "" {
+			if spec.Provider == "openai-compatible" {
+				return "none", nil // local servers (Ollama, vLLM) often need no key
+			}
+			return "", errors.New("agent: a custom base URL needs an explicit key reference (env:TOOLFLEET_MODEL_KEY_… or file:)")
+		}
+		ref = "env:" + providerVar
+	}
 	var key string
 	switch {
-	case ref == "":
-		key = os.Getenv(defaultEnv)
-		ref = "env:" + defaultEnv
 	case strings.HasPrefix(ref, "env:"):
-		key = os.Getenv(strings.TrimPrefix(ref, "env:"))
+		name := strings.TrimPrefix(ref, "env:")
+		if !strings.HasPrefix(name, "TOOLFLEET_MODEL_KEY_") && (name != providerVar || spec.BaseURL != "") {
+			return "", fmt.Errorf("agent: key reference %s: only %s (without a custom base URL) or TOOLFLEET_MODEL_KEY_* may be read", ref, providerVar)
+		}
+		key = os.Getenv(name)
 	case strings.HasPrefix(ref, "file:"):
-		b, err := os.ReadFile(strings.TrimPrefix(ref, "file:"))
+		if r.KeyDir == "" {
+			return "", fmt.Errorf("agent: key reference %s: file references are off (no key folder configured)", ref)
+		}
+		root, err := os.OpenRoot(r.KeyDir)
 		if err != nil {
-			return "", fmt.Errorf("agent: model key %s: %w", ref, err)
+			return "", fmt.Errorf("agent: key folder: %w", err)
+		}
+		defer root.Close()
+		b, err := root.ReadFile(strings.TrimPrefix(strings.TrimPrefix(ref, "file:"), "/"))
+		if err != nil {
+			return "", fmt.Errorf("agent: key reference %s: %w", ref, err)
 		}
 		key = strings.TrimSpace(string(b))
 	default:
-		return "", fmt.Errorf("agent: model key reference %q: want env:NAME or file:/path", ref)
+		return "", fmt.Errorf("agent: key reference %q: want env:NAME or file:NAME", ref)
 	}
-	if key == "" && required {
+	if key == "" {
 		return "", fmt.Errorf("agent: model key %s is empty", ref)
 	}
 	return key, nil
