@@ -2,7 +2,6 @@ package agent_test
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -23,6 +22,7 @@ import (
 	"github.com/toolfleet/toolfleet/internal/devstack"
 	"github.com/toolfleet/toolfleet/internal/devstack/devstacktest"
 	"github.com/toolfleet/toolfleet/orchestrator/agent"
+	"github.com/toolfleet/toolfleet/orchestrator/agent/agenttest"
 	"github.com/toolfleet/toolfleet/sdk/client"
 	"github.com/toolfleet/toolfleet/sdk/llm"
 	"github.com/toolfleet/toolfleet/sdk/tool"
@@ -118,39 +118,10 @@ func newEnv(t *testing.T) *env {
 	return e
 }
 
-// byTurn is a scripted model whose reply depends only on the request: turn
-// n (the number of assistant messages already sent) gets turns[n]. Unlike
-// llm.Scripted it answers a retried or replayed turn the same way, which is
-// what a durable run needs from a test model.
-type byTurn struct {
-	turns []llm.ScriptTurn
-}
-
-func (b *byTurn) pick(req *llm.Request) *llm.Scripted {
-	n := 0
-	for _, m := range req.Messages {
-		if m.GetRole() == toolfleetv1.Role_ROLE_ASSISTANT {
-			n++
-		}
-	}
-	if n >= len(b.turns) {
-		return llm.NewScripted(llm.SayText(fmt.Sprintf("no script for turn %d", n+1)))
-	}
-	return llm.NewScripted(b.turns[n])
-}
-
-func (b *byTurn) Complete(ctx context.Context, req *llm.Request) (*toolfleetv1.Message, error) {
-	return b.pick(req).Complete(ctx, req)
-}
-
-func (b *byTurn) Stream(ctx context.Context, req *llm.Request, onDelta func(llm.Delta) error) (*toolfleetv1.Message, error) {
-	return b.pick(req).Stream(ctx, req, onDelta)
-}
-
 // start registers turns as model "scripted:<run id>" and starts the run.
 func (e *env) start(t *testing.T, runID string, spec agent.RunSpec, turns ...llm.ScriptTurn) {
 	t.Helper()
-	e.models.Register(runID, &byTurn{turns: turns})
+	e.models.Register(runID, &agenttest.ByTurn{Turns: turns})
 	spec.Model = agent.ModelSpec{Provider: "scripted", Name: runID}
 	if _, err := e.runs.Start(t.Context(), runID, spec, agent.Principal{Subject: "ana", Scopes: []string{"tools:call"}},
 		llm.System("You are a test."), llm.User("go")); err != nil {
