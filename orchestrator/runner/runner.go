@@ -168,15 +168,3 @@ func (o *Orchestrator) Stop() {
 		o.nc.Close()
 	}
 }
-
-// Run starts the orchestrator and stops it when ctx ends.
-func Run(ctx context.Context, cfg Config) error {
-	o, err := Start(ctx, cfg)
-	if err != nil {
-		return err
-	}
-	o.cfg.Logger.Info("orchestrator polling", "task_queue", o.cfg.TaskQueue, "temporal", o.cfg.TemporalAddress)
-	<-ctx.Done()
-	o.Stop()
-	return nil
-}
