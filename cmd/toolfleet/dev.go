@@ -13,6 +13,8 @@ import (
 
 	"github.com/toolfleet/toolfleet/internal/config"
 	"github.com/toolfleet/toolfleet/internal/devstack"
+	"github.com/toolfleet/toolfleet/orchestrator/agent"
+	"github.com/toolfleet/toolfleet/orchestrator/runner"
 )
 
 // devConfig is the configuration of `toolfleet dev`, from flags and TOOLFLEET_* env vars.
@@ -133,6 +135,14 @@ func runDev(ctx context.Context, cfg devConfig, stdout, stderr io.Writer) error 
 		return fmt.Errorf("start the gateway and workers: %w", err)
 	}
 
+	orch, err := runner.Start(startCtx, runner.Config{TemporalAddress: stack.Temporal.Address(), Namespace: stack.Namespace(),
+		NATSURL: stack.NATS.URL(), GatewayAddress: fl.Gateway.Addr(), Logger: logger})
+	if err != nil {
+		_ = fl.stop()
+		stack.Stop()
+		return fmt.Errorf("start the orchestrator: %w", err)
+	}
+
 	fmt.Fprintf(stdout, "toolfleet dev is up in %s (data in %s)\n", time.Since(began).Round(time.Millisecond), dataDir)
 	fmt.Fprintf(stdout, "  NATS         %s   (JetStream ready)\n", stack.NATS.URL())
 	fmt.Fprintf(stdout, "  Temporal     %s   (namespace %q ready)\n", stack.Temporal.Address(), stack.Namespace())
@@ -140,6 +150,7 @@ func runDev(ctx context.Context, cfg devConfig, stdout, stderr io.Writer) error 
 		fmt.Fprintf(stdout, "  Temporal UI  %s\n", ui)
 	}
 	printFleet(stdout, fl, cfg.JWTSecret != "")
+	fmt.Fprintf(stdout, "  Orchestrator agent runs on task queue %q\n", agent.TaskQueue)
 	fmt.Fprintln(stdout, "Press Ctrl-C to stop.")
 
 	<-ctx.Done()
@@ -147,6 +158,7 @@ func runDev(ctx context.Context, cfg devConfig, stdout, stderr io.Writer) error 
 	stopped := make(chan struct{})
 	go func() {
 		defer close(stopped)
+		orch.Stop()
 		if err := fl.stop(); err != nil {
 			logger.Warn("gateway and workers stopped with errors", "error", err)
 		}
