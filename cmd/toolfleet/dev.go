@@ -15,6 +15,7 @@ import (
 	"github.com/toolfleet/toolfleet/internal/devstack"
 	"github.com/toolfleet/toolfleet/orchestrator/agent"
 	"github.com/toolfleet/toolfleet/orchestrator/runner"
+	"github.com/toolfleet/toolfleet/services/gateway"
 )
 
 // devConfig is the configuration of `toolfleet dev`, from flags and TOOLFLEET_* env vars.
@@ -122,8 +123,9 @@ func runDev(ctx context.Context, cfg devConfig, stdout, stderr io.Writer) error 
 		return fmt.Errorf("start the dev stack: %w", err)
 	}
 
+	agents := &agentMount{}
 	fl, err := startFleet(startCtx, fleetConfig{Host: cfg.Host, GatewayPort: cfg.GatewayPort, JWTSecret: cfg.JWTSecret,
-		NATSURL: stack.NATS.URL(), Logger: logger})
+		NATSURL: stack.NATS.URL(), Logger: logger, Mounts: []gateway.Mount{agents.mount()}})
 	if err == nil {
 		err = fl.waitToolkits(startCtx, fl.Toolkits...)
 		if err != nil {
@@ -142,6 +144,7 @@ func runDev(ctx context.Context, cfg devConfig, stdout, stderr io.Writer) error 
 		stack.Stop()
 		return fmt.Errorf("start the orchestrator: %w", err)
 	}
+	agents.serve(orch, fl.Gateway)
 
 	fmt.Fprintf(stdout, "toolfleet dev is up in %s (data in %s)\n", time.Since(began).Round(time.Millisecond), dataDir)
 	fmt.Fprintf(stdout, "  NATS         %s   (JetStream ready)\n", stack.NATS.URL())
