@@ -362,6 +362,9 @@ func (s *Service) WatchRun(ctx context.Context, r *connect.Request[toolfleetv1.W
 			return s.internal("watch deltas", err)
 		}
 		defer func() { _ = sub.Unsubscribe() }()
+		if err := s.NC.FlushWithContext(ctx); err != nil { // the server knows the subscription before we replay
+			return s.internal("watch deltas", err)
+		}
 	}
 	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: []string{agent.EventSubject(runID, ">")}}
 	if after := r.Msg.GetAfterSeq(); after > 0 {

@@ -127,11 +127,15 @@ func TestAgentService(t *testing.T) {
 	}
 	var kinds []string
 	var lastSeq uint64
+	var turn2 strings.Builder
 	for stream.Receive() {
-		ev := stream.Msg().GetEvent()
-		if ev == nil {
+		if d := stream.Msg().GetDelta(); d != nil {
+			if d.GetTurn() == 2 && d.GetAttempt() == 1 {
+				turn2.WriteString(d.GetText())
+			}
 			continue
 		}
+		ev := stream.Msg().GetEvent()
 		kinds = append(kinds, ev.GetKind())
 		lastSeq = ev.GetSeq()
 		if ev.GetKind() == agent.EventApprovalRequested {
@@ -158,7 +162,9 @@ func TestAgentService(t *testing.T) {
 	if got := strings.Join(kinds, " "); got != want {
 		t.Fatalf("events %q, want %q", got, want)
 	}
-	// Resuming after the last event returns nothing more than the end.
+	if turn2.String() != "The answer is 3." {
+		t.Fatalf("streamed text of turn 2 %q, want the whole answer", turn2.String())
+	}
 	got, err := ana.GetRun(ctx, connect.NewRequest(&toolfleetv1.GetRunRequest{RunId: "api-run"}))
 	if err != nil || got.Msg.GetStatus() != toolfleetv1.RunStatus_RUN_STATUS_COMPLETED || got.Msg.GetAnswer() != "The answer is 3." {
 		t.Fatalf("GetRun: %v %v", got, err)
