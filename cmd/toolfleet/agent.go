@@ -95,10 +95,10 @@ func newAgentCommand() *cobra.Command {
 func newAgentRunCommand(af *agentFlags) *cobra.Command {
 	var (
 		specFile, model, system, runID, protocol string
-		tools, approve                          []string
-		maxTurns, maxCalls                      int32
-		deadline                                time.Duration
-		sequential, watch                       bool
+		tools, approve                           []string
+		maxTurns, maxCalls                       int32
+		deadline                                 time.Duration
+		sequential, watch                        bool
 	)
 	cmd := &cobra.Command{
 		Use:   "run [prompt]",
