@@ -225,7 +225,7 @@ func (s *Service) GetRun(ctx context.Context, r *connect.Request[toolfleetv1.Get
 	if err != nil {
 		return nil, s.fromTemporal("get run", err)
 	}
-	resp := &toolfleetv1.GetRunResponse{RunId: st.RunID, Status: status(st.Status), Turns: int32(st.Turn), ToolCalls: int32(st.ToolCalls),
+	resp := &toolfleetv1.GetRunResponse{RunId: st.RunID, Status: runStatus(st.Status), Turns: int32(st.Turn), ToolCalls: int32(st.ToolCalls),
 		Usage:  &toolfleetv1.Usage{InputTokens: st.Usage.InputTokens, OutputTokens: st.Usage.OutputTokens},
 		Answer: st.Answer, Idle: st.Idle, StartedAt: timestamppb.New(st.StartedAt)}
 	if st.Status == agent.StatusBudgetExhausted {
@@ -243,7 +243,7 @@ func (s *Service) GetRun(ctx context.Context, r *connect.Request[toolfleetv1.Get
 	return connect.NewResponse(resp), nil
 }
 
-func status(s string) toolfleetv1.RunStatus {
+func runStatus(s string) toolfleetv1.RunStatus {
 	if v, ok := toolfleetv1.RunStatus_value["RUN_STATUS_"+s]; ok {
 		return toolfleetv1.RunStatus(v)
 	}
@@ -343,11 +343,16 @@ func (s *Service) CancelRun(ctx context.Context, r *connect.Request[toolfleetv1.
 // ones (and token deltas when asked) until the run's terminal event, the
 // client leaves, or an hour passes (resume with the last seq).
 func (s *Service) WatchRun(ctx context.Context, r *connect.Request[toolfleetv1.WatchRunRequest], stream *connect.ServerStream[toolfleetv1.WatchRunResponse]) error {
-	c, err := s.authorize(ctx, r.Header(), ScopeRead)
+	return s.watch(ctx, r.Header(), r.Msg, stream.Send)
+}
+
+// watch is WatchRun for every transport.
+func (s *Service) watch(ctx context.Context, h http.Header, req *toolfleetv1.WatchRunRequest, send func(*toolfleetv1.WatchRunResponse) error) error {
+	c, err := s.authorize(ctx, h, ScopeRead)
 	if err != nil {
 		return err
 	}
-	runID := r.Msg.GetRunId()
+	runID := req.GetRunId()
 	if err := s.own(ctx, c, runID); err != nil {
 		return err
 	}
@@ -355,7 +360,7 @@ func (s *Service) WatchRun(ctx context.Context, r *connect.Request[toolfleetv1.W
 	defer cancel()
 
 	var deltas chan *nats.Msg
-	if r.Msg.GetDeltas() {
+	if req.GetDeltas() {
 		deltas = make(chan *nats.Msg, deltaBuffer) // a slow watcher loses deltas, never events
 		sub, err := s.NC.ChanSubscribe(agent.DeltaSubject(runID), deltas)
 		if err != nil {
@@ -367,7 +372,7 @@ func (s *Service) WatchRun(ctx context.Context, r *connect.Request[toolfleetv1.W
 		}
 	}
 	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: []string{agent.EventSubject(runID, ">")}}
-	if after := r.Msg.GetAfterSeq(); after > 0 {
+	if after := req.GetAfterSeq(); after > 0 {
 		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, after+1
 	}
 	cons, err := s.JS.OrderedConsumer(ctx, agent.DefaultEventStream, cfg)
@@ -409,11 +414,11 @@ func (s *Service) WatchRun(ctx context.Context, r *connect.Request[toolfleetv1.W
 		case m := <-deltas:
 			d := &toolfleetv1.RunDelta{Turn: header(m, agent.HeaderTurn), Attempt: header(m, agent.HeaderAttempt),
 				Seq: header(m, agent.HeaderSeq), Text: string(m.Data)}
-			if err := stream.Send(&toolfleetv1.WatchRunResponse{Item: &toolfleetv1.WatchRunResponse_Delta{Delta: d}}); err != nil {
+			if err := send(&toolfleetv1.WatchRunResponse{Item: &toolfleetv1.WatchRunResponse_Delta{Delta: d}}); err != nil {
 				return err
 			}
 		case ev := <-events:
-			if err := stream.Send(&toolfleetv1.WatchRunResponse{Item: &toolfleetv1.WatchRunResponse_Event{Event: ev}}); err != nil {
+			if err := send(&toolfleetv1.WatchRunResponse{Item: &toolfleetv1.WatchRunResponse_Event{Event: ev}}); err != nil {
 				return err
 			}
 			switch ev.GetKind() {

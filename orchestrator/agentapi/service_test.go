@@ -3,12 +3,19 @@ package agentapi_test
 import (
 	"context"
 	"errors"
+	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 
 	"connectrpc.com/connect"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
 	"github.com/toolfleet/toolfleet/gen/toolfleet/v1/toolfleetv1connect"
@@ -181,5 +188,52 @@ func TestAgentService(t *testing.T) {
 	}
 	if other, err := bo.ListRuns(ctx, connect.NewRequest(&toolfleetv1.ListRunsRequest{})); err != nil || len(other.Msg.GetRuns()) != 0 {
 		t.Fatalf("another caller's ListRuns: %v %v, want none", other, err)
+	}
+
+	// The same service over grpc-go (as the gateway serves gRPC connections).
+	late := &agentapi.Late{}
+	gs := grpc.NewServer()
+	late.RegisterGRPC(gs)
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = gs.Serve(lis) }()
+	t.Cleanup(gs.Stop)
+	cc, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cc.Close() })
+	gc := toolfleetv1.NewAgentServiceClient(cc)
+	anaCtx := metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer ana:runs:read")
+	if _, err := gc.GetRun(anaCtx, &toolfleetv1.GetRunRequest{RunId: "api-run"}); status.Code(err) != codes.Unavailable {
+		t.Fatalf("before Set: %v, want Unavailable", err)
+	}
+	late.Set(o.AgentService(testAuth))
+	if got, err := gc.GetRun(anaCtx, &toolfleetv1.GetRunRequest{RunId: "api-run"}); err != nil || got.GetStatus() != toolfleetv1.RunStatus_RUN_STATUS_COMPLETED {
+		t.Fatalf("gRPC GetRun: %v %v", got, err)
+	}
+	boCtx := metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer bo:runs:read")
+	if _, err := gc.GetRun(boCtx, &toolfleetv1.GetRunRequest{RunId: "api-run"}); status.Code(err) != codes.NotFound {
+		t.Fatalf("gRPC GetRun of another caller's run: %v, want NotFound", err)
+	}
+	ws, err := gc.WatchRun(anaCtx, &toolfleetv1.WatchRunRequest{RunId: "api-run", AfterSeq: lastSeq - 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var resumed []string
+	for {
+		m, err := ws.Recv()
+		if err != nil {
+			if !errors.Is(err, io.EOF) {
+				t.Fatal(err)
+			}
+			break
+		}
+		resumed = append(resumed, m.GetEvent().GetKind())
+	}
+	if len(resumed) != 1 || resumed[0] != agent.EventCompleted {
+		t.Fatalf("resumed after seq %d: %v, want only the completed event", lastSeq-1, resumed)
 	}
 }

@@ -5,16 +5,20 @@ import (
 	"errors"
 	"net/http"
 	"strings"
+
+	"google.golang.org/grpc"
 )
 
 // Mount is a service served at the gateway's address but implemented
 // elsewhere (e.g. AgentService by the orchestrator), wired in cmd/. Pattern is
 // a path prefix as connect-go handlers give it ("/toolfleet.v1.AgentService/");
-// its requests of every protocol (gRPC included) go to Handler, which
-// authenticates them with [Gateway.Authenticate].
+// its Connect, gRPC-Web and HTTP requests go to Handler. gRPC connections are
+// served by the gateway's grpc-go server, on which RegisterGRPC (when set)
+// registers the same service. Both authenticate with [Gateway.Authenticate].
 type Mount struct {
-	Pattern string
-	Handler http.Handler
+	Pattern      string
+	Handler      http.Handler
+	RegisterGRPC func(grpc.ServiceRegistrar)
 }
 
 // mounted reports whether path belongs to a mount.
