@@ -153,7 +153,8 @@ func runDev(ctx context.Context, cfg devConfig, stdout, stderr io.Writer) error 
 		fmt.Fprintf(stdout, "  Temporal UI  %s\n", ui)
 	}
 	printFleet(stdout, fl, cfg.JWTSecret != "")
-	fmt.Fprintf(stdout, "  Orchestrator agent runs on task queue %q\n", agent.TaskQueue)
+	fmt.Fprintf(stdout, "  Orchestrator agent runs on task queue %q; try (docs/agents.md):\n", agent.TaskQueue)
+	fmt.Fprintf(stdout, "    OPENAI_API_KEY=… in this shell, then: toolfleet agent run --gateway %s --model openai:gpt-4o-mini \"What is 6 times 7?\" --watch\n", fl.Gateway.Addr())
 	fmt.Fprintln(stdout, "Press Ctrl-C to stop.")
 
 	<-ctx.Done()
