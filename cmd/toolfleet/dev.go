@@ -15,6 +15,9 @@ import (
 	"github.com/toolfleet/toolfleet/internal/devstack"
 	"github.com/toolfleet/toolfleet/internal/natsx"
 	"github.com/toolfleet/toolfleet/sdk/natsconn"
+	"github.com/toolfleet/toolfleet/orchestrator/agent"
+	"github.com/toolfleet/toolfleet/orchestrator/runner"
+	"github.com/toolfleet/toolfleet/services/gateway"
 )
 
 // devConfig is the configuration of `toolfleet dev`, from flags and TOOLFLEET_* env vars.
@@ -138,8 +141,10 @@ func runDev(ctx context.Context, cfg devConfig, stdout, stderr io.Writer) error 
 		return fmt.Errorf("start the dev stack: %w", err)
 	}
 
+	agents := &agentMount{}
 	fl, err := startFleet(startCtx, fleetConfig{Host: cfg.Host, GatewayPort: cfg.GatewayPort, JWTSecret: cfg.JWTSecret,
-		AllowedOrigins: cfg.AllowedOrigins, NATSURL: stack.NATS.URL(), NATS: cfg.NATS, Logger: logger})
+		AllowedOrigins: cfg.AllowedOrigins, NATSURL: stack.NATS.URL(), NATS: cfg.NATS, Logger: logger,
+		Mounts: []gateway.Mount{agents.mount()}})
 	if err == nil {
 		err = fl.waitToolkits(startCtx, fl.Toolkits...)
 		if err != nil {
@@ -151,6 +156,15 @@ func runDev(ctx context.Context, cfg devConfig, stdout, stderr io.Writer) error 
 		return fmt.Errorf("start the gateway and workers: %w", err)
 	}
 
+	orch, err := runner.Start(startCtx, runner.Config{TemporalAddress: stack.Temporal.Address(), Namespace: stack.Namespace(),
+		NATSURL: stack.NATS.URL(), GatewayAddress: fl.Gateway.Addr(), Logger: logger})
+	if err != nil {
+		_ = fl.stop()
+		stack.Stop()
+		return fmt.Errorf("start the orchestrator: %w", err)
+	}
+	agents.serve(orch, fl.Gateway)
+
 	fmt.Fprintf(stdout, "toolfleet dev is up in %s (data in %s)\n", time.Since(began).Round(time.Millisecond), dataDir)
 	fmt.Fprintf(stdout, "  NATS         %s   (JetStream ready)\n", stack.NATS.URL())
 	fmt.Fprintf(stdout, "  Temporal     %s   (namespace %q ready)\n", stack.Temporal.Address(), stack.Namespace())
@@ -158,6 +172,8 @@ func runDev(ctx context.Context, cfg devConfig, stdout, stderr io.Writer) error 
 		fmt.Fprintf(stdout, "  Temporal UI  %s\n", ui)
 	}
 	printFleet(stdout, fl, cfg.JWTSecret != "")
+	fmt.Fprintf(stdout, "  Orchestrator agent runs on task queue %q; try (docs/agents.md):\n", agent.TaskQueue)
+	fmt.Fprintf(stdout, "    OPENAI_API_KEY=… in this shell, then: toolfleet agent run --gateway %s --model openai:gpt-4o-mini \"What is 6 times 7?\" --watch\n", fl.Gateway.Addr())
 	fmt.Fprintln(stdout, "Press Ctrl-C to stop.")
 
 	<-ctx.Done()
@@ -165,6 +181,7 @@ func runDev(ctx context.Context, cfg devConfig, stdout, stderr io.Writer) error 
 	stopped := make(chan struct{})
 	go func() {
 		defer close(stopped)
+		orch.Stop()
 		if err := fl.stop(); err != nil {
 			logger.Warn("gateway and workers stopped with errors", "error", err)
 		}

@@ -42,6 +42,8 @@ type fleetConfig struct {
 	// NATS holds the credentials and TLS settings for NATSURL.
 	NATS   natsconn.Options
 	Logger *slog.Logger
+	// Mounts are services served at the gateway's address (the AgentService).
+	Mounts []gateway.Mount
 }
 
 // fleet is the running gateway and bundled workers.
@@ -139,6 +141,7 @@ func startFleet(ctx context.Context, cfg fleetConfig) (_ *fleet, err error) {
 		Logger:  cfg.Logger,
 		// Browser safety: cross-origin requests are refused unless trusted here.
 		AllowedOrigins: cfg.AllowedOrigins,
+		Mounts:         cfg.Mounts,
 	})
 	if err != nil {
 		return nil, err

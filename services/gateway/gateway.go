@@ -117,6 +117,8 @@ type Config struct {
 	// to make state-changing requests and to use /mcp. Default none: every
 	// cross-origin browser request that changes state is refused.
 	AllowedOrigins []string
+	// Mounts are services served at the gateway's address (see [Mount]).
+	Mounts []Mount
 }
 
 func (c *Config) defaults() {

@@ -47,6 +47,11 @@ func (g *Gateway) newGRPCServer() (*grpc.Server, *health.Server) {
 		grpc.ChainStreamInterceptor(g.recoverStream),
 	)
 	toolfleetv1.RegisterToolGatewayServiceServer(s, grpcService{g: g})
+	for _, m := range g.cfg.Mounts {
+		if m.RegisterGRPC != nil {
+			m.RegisterGRPC(s)
+		}
+	}
 	hs := health.NewServer()
 	hs.SetServingStatus(toolfleetv1.ToolGatewayService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 	if g.cfg.NATSURL != "" {

@@ -1,0 +1,30 @@
+package agent
+
+import (
+	"context"
+
+	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
+	"github.com/toolfleet/toolfleet/sdk/client"
+)
+
+// onBehalfOf makes calls made with ctx run as p: the subject and exactly the
+// scopes recorded when the run started, never the orchestrator's own. The
+// gateway honours it only when the orchestrator's identity holds tools:delegate
+// (docs/gateway.md, "Delegation").
+func onBehalfOf(ctx context.Context, p Principal) context.Context {
+	if p.Subject == "" {
+		return ctx
+	}
+	return client.OnBehalfOf(ctx, p.Subject, p.Scopes)
+}
+
+// withApproval marks req as approved by approver in this run's DecideApproval
+// Update. The gateway accepts it because the orchestrator holds tools:approve,
+// and records the approver on the call's events; a call that needs approval is
+// never sent without one.
+func withApproval(req *toolfleetv1.CallToolRequest, approver string) *toolfleetv1.CallToolRequest {
+	if approver != "" {
+		req.Approval = &toolfleetv1.Approval{Approver: approver}
+	}
+	return req
+}
