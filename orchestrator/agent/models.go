@@ -8,14 +8,8 @@ import (
 	"strings"
 	"sync"
 
-	anthropicopt "github.com/anthropics/anthropic-sdk-go/option"
-	openaiopt "github.com/openai/openai-go/v3/option"
-	"google.golang.org/genai"
-
 	"github.com/toolfleet/toolfleet/sdk/llm"
-	"github.com/toolfleet/toolfleet/sdk/llm/anthropic"
-	"github.com/toolfleet/toolfleet/sdk/llm/gemini"
-	"github.com/toolfleet/toolfleet/sdk/llm/openai"
+	"github.com/toolfleet/toolfleet/sdk/llm/models"
 )
 
 // Models turns a run's [ModelSpec] into a model. It is called inside the
@@ -28,15 +22,19 @@ type Models interface {
 // ErrUnknownModel means no model matches a spec.
 var ErrUnknownModel = errors.New("agent: unknown model")
 
-// Resolver is the default [Models]: the providers' official SDKs through
-// sdk/llm, plus named scripted models registered with Register.
+// Resolver is the default [Models]: sdk/llm/models.Open builds every
+// provider's client, "scripted:demo" is the built-in demo model
+// (llm.NewDemo, no key, no network), and further scripted models can be
+// added with Register.
 //
-// Key references are confined, because a run chooses its model's base URL
-// and whatever key goes with it is sent there: "env:NAME" may only name the
-// providers' usual variables (OPENAI_API_KEY, ANTHROPIC_API_KEY,
-// GEMINI_API_KEY) or TOOLFLEET_MODEL_KEY_*, and "file:" only files in
-// KeyDir. A custom base URL never receives a provider's usual key: it needs
-// an explicit TOOLFLEET_MODEL_KEY_* or file reference.
+// Key references are confined more tightly than models.Open alone would,
+// because a run chooses its model's base URL and whatever key goes with it
+// is sent there: "env:NAME" may only name the provider's usual variable
+// (OPENAI_API_KEY, ANTHROPIC_API_KEY, GEMINI_API_KEY) or
+// TOOLFLEET_MODEL_KEY_*, and "file:" only files in KeyDir. A custom base URL
+// never receives a provider's usual key: it needs an explicit
+// TOOLFLEET_MODEL_KEY_* or file reference. The Resolver reads the key
+// itself under these rules and hands models.Open only that one value.
 type Resolver struct {
 	// KeyDir is the folder "file:" key references may read from; empty
 	// refuses file references.
@@ -46,30 +44,44 @@ type Resolver struct {
 	scripted map[string]llm.Model
 }
 
-// NewResolver returns a resolver with no scripted models.
+// NewResolver returns a resolver whose only scripted model is the demo.
 func NewResolver() *Resolver { return &Resolver{scripted: map[string]llm.Model{}} }
 
-// Register makes m the model of spec {Provider: "scripted", Name: name}.
+// Register makes m the model of spec {Provider: "scripted", Name: name};
+// it takes precedence over the built-in demo of the same name.
 func (r *Resolver) Register(name string, m llm.Model) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.scripted == nil {
+		r.scripted = map[string]llm.Model{}
+	}
 	r.scripted[name] = m
 }
 
 // providerEnv is each provider's usual key variable.
-var providerEnv = map[string]string{"openai": "OPENAI_API_KEY", "openai-compatible": "OPENAI_API_KEY",
-	"anthropic": "ANTHROPIC_API_KEY", "gemini": "GEMINI_API_KEY"}
+var providerEnv = map[string]string{
+	llm.ProviderOpenAI: "OPENAI_API_KEY", llm.ProviderOpenAIResponses: "OPENAI_API_KEY",
+	llm.ProviderOpenAICompatible: "OPENAI_API_KEY", llm.ProviderAnthropic: "ANTHROPIC_API_KEY",
+	llm.ProviderGemini: "GEMINI_API_KEY",
+}
+
+// resolvedKeyVar is the name under which the Resolver hands models.Open the
+// key it has already read; it is never looked up in the real environment.
+const resolvedKeyVar = "TOOLFLEET_RESOLVED_MODEL_KEY"
 
 // Model implements [Models].
 func (r *Resolver) Model(ctx context.Context, spec ModelSpec) (llm.Model, error) {
-	if spec.Provider == "scripted" {
+	if spec.Provider == llm.ProviderScripted {
 		r.mu.RLock()
 		m, ok := r.scripted[spec.Name]
 		r.mu.RUnlock()
-		if !ok {
-			return nil, fmt.Errorf("%w: scripted:%s", ErrUnknownModel, spec.Name)
+		if ok {
+			return m, nil
 		}
-		return m, nil
+		if spec.Name != llm.DemoModelName {
+			return nil, fmt.Errorf("%w: scripted:%s (available: scripted:%s)", ErrUnknownModel, spec.Name, llm.DemoModelName)
+		}
+		return models.Open(ctx, llm.Spec{Provider: llm.ProviderScripted, Name: spec.Name})
 	}
 	env, ok := providerEnv[spec.Provider]
 	if !ok {
@@ -79,28 +91,23 @@ func (r *Resolver) Model(ctx context.Context, spec ModelSpec) (llm.Model, error)
 	if err != nil {
 		return nil, err
 	}
-	switch spec.Provider {
-	case "openai", "openai-compatible":
-		opts := []openaiopt.RequestOption{openaiopt.WithAPIKey(key)}
-		if spec.BaseURL != "" {
-			opts = append(opts, openaiopt.WithBaseURL(spec.BaseURL))
-		} else if spec.Provider == "openai-compatible" {
-			return nil, errors.New("agent: openai-compatible models need a base URL")
-		}
-		return openai.New(openai.ChatCompletions, spec.Name, opts...), nil
-	case "anthropic":
-		opts := []anthropicopt.RequestOption{anthropicopt.WithAPIKey(key)}
-		if spec.BaseURL != "" {
-			opts = append(opts, anthropicopt.WithBaseURL(spec.BaseURL))
-		}
-		return anthropic.New(spec.Name, opts...), nil
-	default: // gemini
-		cfg := &genai.ClientConfig{APIKey: key, Backend: genai.BackendGeminiAPI}
-		if spec.BaseURL != "" {
-			cfg.HTTPOptions.BaseURL = spec.BaseURL
-		}
-		return gemini.New(ctx, spec.Name, cfg)
+	ls := llm.Spec{Provider: spec.Provider, Name: spec.Name, BaseURL: spec.BaseURL}
+	if key != "" {
+		ls.KeyRef = "env:" + resolvedKeyVar
 	}
+	// Only the key read above is visible to models.Open: a spec with no key
+	// reference cannot fall back to the process environment.
+	lookup := func(name string) (string, bool) {
+		if name == resolvedKeyVar && key != "" {
+			return key, true
+		}
+		return "", false
+	}
+	m, err := models.Open(ctx, ls, models.WithLookupEnv(lookup))
+	if err != nil {
+		return nil, fmt.Errorf("agent: %w", err)
+	}
+	return m, nil
 }
 
 // key resolves a spec's key reference within the confinement rules above.
@@ -109,7 +116,7 @@ func (r *Resolver) key(spec ModelSpec, providerVar string) (string, error) {
 	if ref == "" {
 		if spec.BaseURL != "" {
 			if spec.Provider == "openai-compatible" {
-				return "none", nil // local servers (Ollama, vLLM) often need no key
+				return "", nil // local servers (Ollama, vLLM) often need no key
 			}
 			return "", errors.New("agent: a custom base URL needs an explicit key reference (env:TOOLFLEET_MODEL_KEY_… or file:)")
 		}

@@ -1,10 +1,18 @@
 package agent
 
 import (
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+
+	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
+	"github.com/toolfleet/toolfleet/sdk/llm"
 )
 
 func TestKeyReferences(t *testing.T) {
@@ -26,7 +34,7 @@ func TestKeyReferences(t *testing.T) {
 		{"explicit provider var", ModelSpec{Provider: "openai", KeyRef: "env:OPENAI_API_KEY"}, "sk-openai", ""},
 		{"toolfleet var", ModelSpec{Provider: "openai-compatible", BaseURL: "http://127.0.0.1:1", KeyRef: "env:TOOLFLEET_MODEL_KEY_LOCAL"}, "sk-local", ""},
 		{"file in the key folder", ModelSpec{Provider: "anthropic", KeyRef: "file:anthropic"}, "sk-ant", ""},
-		{"local server without key", ModelSpec{Provider: "openai-compatible", BaseURL: "http://127.0.0.1:1"}, "none", ""},
+		{"local server without key", ModelSpec{Provider: "openai-compatible", BaseURL: "http://127.0.0.1:1"}, "", ""},
 		{"any env var", ModelSpec{Provider: "openai", KeyRef: "env:HOME_SECRET"}, "", "only OPENAI_API_KEY"},
 		{"provider key to a custom base URL", ModelSpec{Provider: "openai", BaseURL: "https://evil.example", KeyRef: "env:OPENAI_API_KEY"}, "", "only OPENAI_API_KEY"},
 		{"default key to a custom base URL", ModelSpec{Provider: "openai", BaseURL: "https://evil.example"}, "", "explicit key reference"},
@@ -46,5 +54,76 @@ func TestKeyReferences(t *testing.T) {
 				t.Fatalf("key = %q, %v; want %q", got, err, tt.want)
 			}
 		})
+	}
+}
+
+// TestResolverOpensModels drives the models the Resolver opens against a
+// loopback provider and checks which credential reached it.
+func TestResolverOpensModels(t *testing.T) {
+	t.Setenv("OPENAI_API_KEY", "sk-openai")
+	t.Setenv("TOOLFLEET_MODEL_KEY_LOCAL", "sk-local")
+	var mu sync.Mutex
+	var seen []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		seen = append(seen, r.Header.Get("Authorization"))
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"id":"c","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"finish_reason":"stop","message":{"role":"assistant","content":"hi"}}]}`)
+	}))
+	t.Cleanup(srv.Close)
+	r := NewResolver()
+	tests := []struct {
+		name     string
+		spec     ModelSpec
+		wantAuth string
+	}{
+		{"explicit toolfleet key to a local server", ModelSpec{Provider: "openai-compatible", Name: "llama", BaseURL: srv.URL, KeyRef: "env:TOOLFLEET_MODEL_KEY_LOCAL"}, "Bearer sk-local"},
+		{"local server without key gets no OpenAI key", ModelSpec{Provider: "openai-compatible", Name: "llama", BaseURL: srv.URL}, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m, err := r.Model(t.Context(), tt.spec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			msg, err := m.Complete(t.Context(), &llm.Request{Messages: []*toolfleetv1.Message{llm.User("hello")}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := llm.MessageText(msg); got != "hi" {
+				t.Fatalf("reply %q, want hi", got)
+			}
+			mu.Lock()
+			got := seen[len(seen)-1]
+			mu.Unlock()
+			if strings.TrimSpace(strings.TrimPrefix(got, "Bearer")) != strings.TrimSpace(strings.TrimPrefix(tt.wantAuth, "Bearer")) {
+				t.Fatalf("server saw Authorization %q, want %q", got, tt.wantAuth)
+			}
+		})
+	}
+}
+
+func TestResolverScripted(t *testing.T) {
+	t.Parallel()
+	r := NewResolver()
+	m, err := r.Model(t.Context(), ModelSpec{Provider: "scripted", Name: "demo"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := &llm.Request{Messages: []*toolfleetv1.Message{llm.User("add 2 and 3")},
+		Tools: []*toolfleetv1.ToolDefinition{{ModelName: "Calculator_Add"}}}
+	msg, err := m.Complete(t.Context(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if calls := llm.ToolCalls(msg); len(calls) != 1 || calls[0].GetName() != "Calculator_Add" {
+		t.Fatalf("demo's first turn = %v, want one Calculator_Add call", calls)
+	}
+	if _, err := r.Model(t.Context(), ModelSpec{Provider: "scripted", Name: "nope"}); !errors.Is(err, ErrUnknownModel) {
+		t.Fatalf("scripted:nope: err = %v, want ErrUnknownModel", err)
+	}
+	if _, err := r.Model(t.Context(), ModelSpec{Provider: "openai", Name: "gpt", BaseURL: "https://evil.example"}); err == nil {
+		t.Fatal("a custom base URL without a key reference was accepted")
 	}
 }
