@@ -76,6 +76,20 @@ func TestAgentCLI(t *testing.T) {
 	if out, err := run("agent", "list"); err != nil || !strings.Contains(out, "cli-run") {
 		t.Fatalf("agent list: %v\n%s", err, out)
 	}
+	// The built-in demo model needs no key: the run a new user starts first
+	// goes through the real gateway and the bundled workers to completion.
+	out, err = run("agent", "run", "--model", "scripted:demo", "--run-id", "demo-run", "add 2 and 3", "--watch")
+	if err != nil {
+		t.Fatalf("agent run scripted:demo: %v\n%s", err, out)
+	}
+	for _, want := range []string{"▶ run demo-run", "→ Calculator.Add", `{"result":5}`, "→ KV.Put", "→ KV.Get", "✓ "} {
+		if !strings.Contains(out, want) {
+			t.Errorf("demo watch output lacks %q:\n%s", want, out)
+		}
+	}
+	if out, err := run("agent", "get", "demo-run"); err != nil || !strings.Contains(out, `"RUN_STATUS_COMPLETED"`) {
+		t.Fatalf("agent get demo-run: %v\n%s", err, out)
+	}
 	if out, err := run("agent", "approve", "cli-run", "cli-run/1/0"); err == nil {
 		t.Fatalf("approving a call that waits for nothing succeeded:\n%s", out)
 	}

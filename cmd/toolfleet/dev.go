@@ -173,7 +173,8 @@ func runDev(ctx context.Context, cfg devConfig, stdout, stderr io.Writer) error 
 	}
 	printFleet(stdout, fl, cfg.JWTSecret != "")
 	fmt.Fprintf(stdout, "  Orchestrator agent runs on task queue %q; try (docs/agents.md):\n", agent.TaskQueue)
-	fmt.Fprintf(stdout, "    OPENAI_API_KEY=… in this shell, then: toolfleet agent run --gateway %s --model openai:gpt-4o-mini \"What is 6 times 7?\" --watch\n", fl.Gateway.Addr())
+	fmt.Fprintf(stdout, "    no key needed: toolfleet agent run --gateway %s --model scripted:demo \"add 2 and 3\" --watch\n", fl.Gateway.Addr())
+	fmt.Fprintf(stdout, "    with OPENAI_API_KEY=… in this shell: toolfleet agent run --gateway %s --model openai:gpt-4o-mini \"What is 6 times 7?\" --watch\n", fl.Gateway.Addr())
 	fmt.Fprintln(stdout, "Press Ctrl-C to stop.")
 
 	<-ctx.Done()
