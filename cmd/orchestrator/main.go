@@ -9,19 +9,30 @@
 // Every flag can be set from the environment as TOOLFLEET_<FLAG>, e.g.
 // TOOLFLEET_GATEWAY_TOKEN. Model keys are read at call time from
 // OPENAI_API_KEY, ANTHROPIC_API_KEY, GEMINI_API_KEY, TOOLFLEET_MODEL_KEY_* or
-// files in --model-key-dir, as each run's key reference says.
+// files in --model-key-dir, as each run's key reference says. The scripted
+// demo model ("scripted:demo") needs no key.
+//
+// It serves grpc.health.v1 in plaintext on --listen (default
+// 127.0.0.1:8081; 0.0.0.0:8081 in Kubernetes): the overall service ("")
+// reports NOT_SERVING until the Temporal namespace has been described and the
+// worker polls, then SERVING, and NOT_SERVING again while it stops.
 package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"os/signal"
 	"syscall"
 	"time"
 
 	"github.com/spf13/pflag"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/toolfleet/toolfleet/internal/config"
 	"github.com/toolfleet/toolfleet/orchestrator/runner"
@@ -36,44 +47,108 @@ func main() {
 	}
 }
 
-func run(ctx context.Context, args []string) error {
+// options are the process's settings beyond runner.Config.
+type options struct {
+	listen       string
+	logLevel     string
+	startTimeout time.Duration
+}
+
+// parse reads the flags (and TOOLFLEET_* environment) into a validated
+// configuration.
+func parse(args []string) (runner.Config, options, error) {
 	var cfg runner.Config
-	var logLevel string
+	var opt options
 	fs := pflag.NewFlagSet("orchestrator", pflag.ContinueOnError)
+	fs.StringVar(&opt.listen, "listen", "127.0.0.1:8081", "host:port of the plaintext gRPC health server (grpc.health.v1)")
 	fs.StringVar(&cfg.TemporalAddress, "temporal-address", "127.0.0.1:7233", "Temporal frontend host:port")
 	fs.StringVar(&cfg.Namespace, "namespace", "default", "Temporal namespace")
+	fs.StringVar(&cfg.TemporalTLS.CAFile, "temporal-tls-ca-file", "", "PEM CAs to trust for Temporal; any --temporal-tls-* flag turns TLS on")
+	fs.StringVar(&cfg.TemporalTLS.CertFile, "temporal-tls-cert-file", "", "client certificate for Temporal mTLS (re-read on every handshake)")
+	fs.StringVar(&cfg.TemporalTLS.KeyFile, "temporal-tls-key-file", "", "client key for Temporal mTLS")
+	fs.StringVar(&cfg.TemporalTLS.ServerName, "temporal-tls-server-name", "", "name expected in Temporal's certificate (default: the address's host)")
 	fs.StringVar(&cfg.TaskQueue, "task-queue", "toolfleet-agent", "Temporal task queue of agent runs")
 	fs.StringVar(&cfg.NATSURL, "nats-url", "nats://127.0.0.1:4222", "NATS server URL")
+	cfg.NATS.AddFlags(fs)
 	fs.StringVar(&cfg.GatewayAddress, "gateway-address", "127.0.0.1:8080", "tool gateway host:port (gRPC)")
 	fs.StringVar(&cfg.GatewayToken, "gateway-token", "", "bearer token of the orchestrator at the gateway (scopes tools:delegate, tools:approve)")
 	fs.StringVar(&cfg.KeyDir, "model-key-dir", "", "folder that model key references file:NAME read from (empty: file references refused)")
 	fs.IntVar(&cfg.MaxConcurrentActivities, "max-concurrent-activities", 200, "activities in flight in this process at most")
 	fs.DurationVar(&cfg.StopTimeout, "stop-timeout", 10*time.Second, "how long in-flight activities may finish on SIGTERM")
-	fs.StringVar(&logLevel, "log-level", "info", "least level of logs: debug, info, warn, error")
+	fs.DurationVar(&opt.startTimeout, "start-timeout", 5*time.Minute, "how long to wait at start for NATS, Temporal and its namespace")
+	fs.StringVar(&opt.logLevel, "log-level", "info", "least level of logs: debug, info, warn, error")
 	config.BindEnv(fs, "TOOLFLEET")
 	if err := fs.Parse(args); err != nil {
-		return err
+		return cfg, opt, err
 	}
 	if err := config.ApplyEnv(fs, "TOOLFLEET"); err != nil {
-		return err
+		return cfg, opt, err
 	}
 	var lvl slog.Level
-	if err := lvl.UnmarshalText([]byte(logLevel)); err != nil {
-		return fmt.Errorf("--log-level %q: want debug, info, warn or error", logLevel)
+	if err := lvl.UnmarshalText([]byte(opt.logLevel)); err != nil {
+		return cfg, opt, fmt.Errorf("--log-level %q: want debug, info, warn or error", opt.logLevel)
+	}
+	if _, _, err := net.SplitHostPort(opt.listen); err != nil {
+		return cfg, opt, fmt.Errorf("--listen %q: want host:port", opt.listen)
+	}
+	if opt.startTimeout <= 0 {
+		return cfg, opt, errors.New("--start-timeout must be positive")
 	}
 	cfg.Logger = slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
-	if err := cfg.Validate(); err != nil {
+	return cfg, opt, cfg.Validate()
+}
+
+func run(ctx context.Context, args []string) error {
+	cfg, opt, err := parse(args)
+	if err != nil {
 		return err
 	}
-	startCtx, cancel := context.WithTimeout(ctx, time.Minute)
+	lis, err := net.Listen("tcp", opt.listen)
+	if err != nil {
+		return fmt.Errorf("--listen: %w", err)
+	}
+	return serve(ctx, cfg, opt.startTimeout, lis)
+}
+
+// serve answers health checks on lis while it starts the orchestrator, then
+// runs it until ctx ends. It closes lis.
+func serve(ctx context.Context, cfg runner.Config, startTimeout time.Duration, lis net.Listener) error {
+	hs := health.NewServer()
+	hs.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
+	srv := grpc.NewServer()
+	healthpb.RegisterHealthServer(srv, hs)
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(lis) }()
+	defer func() {
+		// Watch streams never end by themselves: stop gracefully, then hard.
+		hs.Shutdown()
+		stopped := make(chan struct{})
+		go func() { srv.GracefulStop(); close(stopped) }()
+		select {
+		case <-stopped:
+		case <-time.After(5 * time.Second):
+			srv.Stop()
+		}
+		<-served
+	}()
+
+	startCtx, cancel := context.WithTimeout(ctx, startTimeout)
 	defer cancel()
 	o, err := runner.Start(startCtx, cfg)
 	if err != nil {
 		return err
 	}
-	cfg.Logger.Info("orchestrator polling", "task_queue", cfg.TaskQueue, "temporal", cfg.TemporalAddress)
-	<-ctx.Done()
+	hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+	cfg.Logger.Info("orchestrator polling", "task_queue", cfg.TaskQueue, "temporal", cfg.TemporalAddress, "health", lis.Addr().String())
+	select {
+	case <-ctx.Done():
+	case err := <-served:
+		served <- err // for the deferred stop
+		o.Stop()
+		return fmt.Errorf("health server: %w", err)
+	}
 	cfg.Logger.Info("stopping")
+	hs.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
 	o.Stop()
 	return nil
 }

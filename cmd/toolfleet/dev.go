@@ -157,7 +157,7 @@ func runDev(ctx context.Context, cfg devConfig, stdout, stderr io.Writer) error 
 	}
 
 	orch, err := runner.Start(startCtx, runner.Config{TemporalAddress: stack.Temporal.Address(), Namespace: stack.Namespace(),
-		NATSURL: stack.NATS.URL(), GatewayAddress: fl.Gateway.Addr(), Logger: logger})
+		NATSURL: stack.NATS.URL(), NATS: cfg.NATS, GatewayAddress: fl.Gateway.Addr(), Logger: logger})
 	if err != nil {
 		_ = fl.stop()
 		stack.Stop()

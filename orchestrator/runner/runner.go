@@ -8,13 +8,17 @@ package runner
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	tlog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/worker"
@@ -22,6 +26,7 @@ import (
 	"github.com/toolfleet/toolfleet/orchestrator/agent"
 	"github.com/toolfleet/toolfleet/orchestrator/agentapi"
 	tfclient "github.com/toolfleet/toolfleet/sdk/client"
+	"github.com/toolfleet/toolfleet/sdk/natsconn"
 )
 
 // Config configures the orchestrator process.
@@ -34,6 +39,11 @@ type Config struct {
 	TaskQueue string
 	// NATSURL is the NATS server (transcripts, blobs, run events, token deltas).
 	NATSURL string
+	// NATS authenticates to NATS and says which server to trust (credentials,
+	// NKey, user/password, token, TLS, mTLS); zero means none.
+	NATS natsconn.Options
+	// TemporalTLS turns on TLS (and mTLS) to Temporal; zero means plaintext.
+	TemporalTLS TemporalTLS
 	// GatewayAddress is the tool gateway (host:port, gRPC).
 	GatewayAddress string
 	// GatewayToken is the orchestrator's own bearer token at the gateway; it
@@ -66,7 +76,82 @@ func (c *Config) Validate() error {
 	if c.GatewayAddress == "" {
 		errs = append(errs, errors.New("the gateway address is required"))
 	}
+	if err := c.NATS.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.TemporalTLS.validate(); err != nil {
+		errs = append(errs, err)
+	}
 	return errors.Join(errs...)
+}
+
+// TemporalTLS is how the orchestrator connects to Temporal over TLS.
+type TemporalTLS struct {
+	// CAFile is a PEM file of the CAs to trust for Temporal's certificate;
+	// empty trusts the system's roots. Setting any field turns TLS on.
+	CAFile string
+	// CertFile and KeyFile are the client certificate and key for mTLS; both
+	// or neither. They are read again on every handshake, so a rotated
+	// certificate (a renewed Kubernetes secret) needs no restart.
+	CertFile, KeyFile string
+	// ServerName overrides the name checked in Temporal's certificate
+	// (default: the host of the Temporal address).
+	ServerName string
+}
+
+// Enabled reports whether any TLS setting is made.
+func (t TemporalTLS) Enabled() bool {
+	return t.CAFile != "" || t.CertFile != "" || t.KeyFile != "" || t.ServerName != ""
+}
+
+func (t TemporalTLS) validate() error {
+	if (t.CertFile == "") != (t.KeyFile == "") {
+		return errors.New("temporal TLS: the client certificate and key go together (set both or neither)")
+	}
+	for _, f := range []string{t.CAFile, t.CertFile, t.KeyFile} {
+		if f == "" {
+			continue
+		}
+		if _, err := os.Stat(f); err != nil {
+			return fmt.Errorf("temporal TLS: %w", err)
+		}
+	}
+	return nil
+}
+
+// config builds the client TLS configuration (nil when TLS is off).
+func (t TemporalTLS) config() (*tls.Config, error) {
+	if !t.Enabled() {
+		return nil, nil
+	}
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: t.ServerName}
+	if t.CAFile != "" {
+		pem, err := os.ReadFile(t.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("temporal TLS CA: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("temporal TLS CA %s: no PEM certificate found", t.CAFile)
+		}
+		cfg.RootCAs = pool
+	}
+	if t.CertFile != "" {
+		// Load the pair once now so a bad pair fails Start, then on every
+		// handshake so a rotated pair is picked up.
+		if _, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile); err != nil {
+			return nil, fmt.Errorf("temporal TLS client certificate: %w", err)
+		}
+		certFile, keyFile := t.CertFile, t.KeyFile
+		cfg.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+			c, err := tls.LoadX509KeyPair(certFile, keyFile)
+			if err != nil {
+				return nil, fmt.Errorf("temporal TLS client certificate: %w", err)
+			}
+			return &c, nil
+		}
+	}
+	return cfg, nil
 }
 
 func (c *Config) defaults() {
@@ -89,6 +174,27 @@ func (c *Config) defaults() {
 		r := agent.NewResolver()
 		r.KeyDir = c.KeyDir
 		c.Models = r
+	}
+}
+
+// waitNamespace polls DescribeNamespace until it succeeds or ctx ends.
+func waitNamespace(ctx context.Context, c client.Client, namespace string, log *slog.Logger) error {
+	const maxDelay = 5 * time.Second
+	delay := 200 * time.Millisecond
+	for {
+		_, err := c.WorkflowService().DescribeNamespace(ctx, &workflowservice.DescribeNamespaceRequest{Namespace: namespace})
+		if err == nil {
+			return nil
+		}
+		log.Info("waiting for the Temporal namespace", "namespace", namespace, "error", err)
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("the Temporal namespace %q: %w (last: %w)", namespace, ctx.Err(), err)
+		case <-t.C:
+		}
+		delay = min(2*delay, maxDelay)
 	}
 }
 
@@ -116,7 +222,7 @@ func Start(ctx context.Context, cfg Config) (_ *Orchestrator, err error) {
 			o.Stop()
 		}
 	}()
-	if o.nc, err = nats.Connect(cfg.NATSURL, nats.Name("toolfleet-orchestrator"), nats.MaxReconnects(-1)); err != nil {
+	if o.nc, err = cfg.NATS.Connect(cfg.NATSURL, "toolfleet-orchestrator", nats.MaxReconnects(-1)); err != nil {
 		return nil, fmt.Errorf("connect to NATS: %w", err)
 	}
 	js, err := jetstream.New(o.nc)
@@ -139,9 +245,18 @@ func Start(ctx context.Context, cfg Config) (_ *Orchestrator, err error) {
 	if o.gateway, err = tfclient.New(cfg.GatewayAddress, opts...); err != nil {
 		return nil, err
 	}
+	tlsCfg, err := cfg.TemporalTLS.config()
+	if err != nil {
+		return nil, err
+	}
 	if o.temporal, err = client.DialContext(ctx, client.Options{HostPort: cfg.TemporalAddress, Namespace: cfg.Namespace,
-		Logger: tlog.NewStructuredLogger(cfg.Logger)}); err != nil {
+		Logger: tlog.NewStructuredLogger(cfg.Logger), ConnectionOptions: client.ConnectionOptions{TLS: tlsCfg}}); err != nil {
 		return nil, fmt.Errorf("connect to Temporal at %s: %w", cfg.TemporalAddress, err)
+	}
+	// A worker on a namespace that does not exist yet would only log
+	// errors; wait for it (a fresh cluster creates it after starting).
+	if err := waitNamespace(ctx, o.temporal, cfg.Namespace, cfg.Logger); err != nil {
+		return nil, err
 	}
 	o.worker = worker.New(o.temporal, cfg.TaskQueue, worker.Options{
 		MaxConcurrentActivityExecutionSize: cfg.MaxConcurrentActivities,
