@@ -22,23 +22,27 @@ import (
 // then calls are Unavailable.
 type Late struct {
 	s atomic.Pointer[Service]
+	h atomic.Pointer[http.Handler]
 }
 
 // Set makes s answer calls.
-func (l *Late) Set(s *Service) { l.s.Store(s) }
+func (l *Late) Set(s *Service) {
+	_, h := s.Handler()
+	l.h.Store(&h)
+	l.s.Store(s)
+}
 
 // Pattern is the path prefix of the AgentService.
 func (l *Late) Pattern() string { return "/" + toolfleetv1connect.AgentServiceName + "/" }
 
 // ServeHTTP serves Connect, gRPC-Web and gRPC-over-net/http requests.
 func (l *Late) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	s := l.s.Load()
-	if s == nil {
+	h := l.h.Load()
+	if h == nil {
 		http.Error(w, "the orchestrator is starting", http.StatusServiceUnavailable)
 		return
 	}
-	_, h := s.Handler()
-	h.ServeHTTP(w, r)
+	(*h).ServeHTTP(w, r)
 }
 
 // RegisterGRPC registers the service on a grpc-go server.

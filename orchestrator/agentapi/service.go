@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"time"
@@ -76,9 +77,17 @@ type Service struct {
 
 var _ toolfleetv1connect.AgentServiceHandler = (*Service)(nil)
 
-// Handler returns the path prefix and handler to mount.
+// Handler returns the path prefix and handler to mount. A request message
+// larger than 4 MiB (the gateway's default MaxRequestBytes) is refused with
+// ResourceExhausted before it is decoded, and a panic in a handler becomes
+// Internal ("internal error") for that caller alone, logged with its stack.
 func (s *Service) Handler() (string, http.Handler) {
-	return toolfleetv1connect.NewAgentServiceHandler(s, connect.WithReadMaxBytes(maxRequestBytes))
+	return toolfleetv1connect.NewAgentServiceHandler(s, connect.WithReadMaxBytes(maxRequestBytes),
+		connect.WithRecover(func(ctx context.Context, spec connect.Spec, _ http.Header, v any) error {
+			s.log().ErrorContext(ctx, "recovered a panic in an AgentService handler", "procedure", spec.Procedure,
+				"panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+			return connect.NewError(connect.CodeInternal, errors.New("internal error"))
+		}))
 }
 
 func (s *Service) log() *slog.Logger {
