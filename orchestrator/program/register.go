@@ -9,8 +9,14 @@ import (
 // Register adds ProgramWorkflow and a's activities, under their readable
 // names, to w.
 func Register(w worker.Registry, a *Activities) {
-	w.RegisterWorkflowWithOptions(ProgramWorkflow, workflow.RegisterOptions{Name: WorkflowName})
+	RegisterWorkflow(w)
 	w.RegisterActivityWithOptions(a.ResolveTools, activity.RegisterOptions{Name: ResolveToolsActivity})
 	w.RegisterActivityWithOptions(a.CallTool, activity.RegisterOptions{Name: CallToolActivity})
 	w.RegisterActivityWithOptions(a.PublishEvent, activity.RegisterOptions{Name: PublishEventActivity})
+}
+
+// RegisterWorkflow adds ProgramWorkflow under its name to w (a worker or a
+// replayer).
+func RegisterWorkflow(w worker.WorkflowRegistry) {
+	w.RegisterWorkflowWithOptions(ProgramWorkflow, workflow.RegisterOptions{Name: WorkflowName})
 }

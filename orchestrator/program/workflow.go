@@ -399,14 +399,17 @@ func (r *runner) invoke(th *starlark.Thread, t *boundTool, kwargs []starlark.Tup
 		req.Approver = approver
 	}
 
-	// One more call in flight, within the program's width.
-	ok, err := workflow.AwaitWithTimeout(ctx, r.dead.Sub(workflow.Now(ctx)), func() bool { return r.inflight < r.lim.MaxWidth })
-	if err != nil {
-		r.canceled = true
-		return nil, errCanceled
-	}
-	if !ok {
-		return nil, r.deadlineError()
+	// One more call in flight, within the program's width. (AwaitWithTimeout
+	// records a timer in history, so it is used only when the width is full.)
+	if r.inflight >= r.lim.MaxWidth {
+		ok, err := workflow.AwaitWithTimeout(ctx, r.dead.Sub(workflow.Now(ctx)), func() bool { return r.inflight < r.lim.MaxWidth })
+		if err != nil {
+			r.canceled = true
+			return nil, errCanceled
+		}
+		if !ok {
+			return nil, r.deadlineError()
+		}
 	}
 	r.inflight++
 	defer func() { r.inflight-- }()
