@@ -1,0 +1,562 @@
+package agent
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"path"
+	"slices"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+
+	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
+	"github.com/toolfleet/toolfleet/sdk/client"
+	"github.com/toolfleet/toolfleet/sdk/llm"
+)
+
+// Activity defaults.
+const (
+	// DefaultInlineLimit is the largest tool result kept whole in the
+	// transcript; larger ones are stored once as a blob and previewed.
+	DefaultInlineLimit = 16 << 10
+	// previewBytes is the size of the preview of a large result.
+	previewBytes = 2 << 10
+	// summaryBytes bounds the text previews that travel in history.
+	summaryBytes = 160
+	// heartbeatEvery keeps long activities cancellable and lets Temporal
+	// notice a dead worker within the heartbeat timeout.
+	heartbeatEvery = 2 * time.Second
+	// maxTools bounds the tools one run may declare to a model.
+	maxTools = 128
+)
+
+// Error types of non-retryable activity failures.
+const (
+	ErrTypeModel  = "ModelError"
+	ErrTypeConfig = "ConfigError"
+)
+
+// Activities are the agent run's activities; their dependencies are the
+// fields. Register them with [Register].
+type Activities struct {
+	Store  *Store
+	Events *Events
+	// Gateway calls tools. Give it client.WithRetry(client.RetryPolicy{MaxAttempts: 1}):
+	// retries are Temporal's, with the delay the tool asked for.
+	Gateway *client.Client
+	Models  Models
+	// InlineLimit overrides DefaultInlineLimit.
+	InlineLimit int
+}
+
+func (a *Activities) inlineLimit() int {
+	if a.InlineLimit > 0 {
+		return a.InlineLimit
+	}
+	return DefaultInlineLimit
+}
+
+// heartbeat records heartbeats every heartbeatEvery until the returned stop
+// is called; its goroutine is owned by the calling activity.
+func heartbeat(ctx context.Context) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(heartbeatEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				activity.RecordHeartbeat(ctx)
+			}
+		}
+	}()
+	return func() { cancel(); <-done }
+}
+
+// PrepareRun resolves the run's tools (as the run's principal), stores their
+// definitions as one blob and appends the initial messages.
+func (a *Activities) PrepareRun(ctx context.Context, in PrepareInput) (PrepareResult, error) {
+	defs, err := a.resolveTools(onBehalfOf(ctx, in.Principal), in.Spec)
+	if err != nil {
+		return PrepareResult{}, err
+	}
+	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(&toolfleetv1.ListToolsResponse{Tools: defs})
+	if err != nil {
+		return PrepareResult{}, fmt.Errorf("agent: encode tools: %w", err)
+	}
+	ref, err := a.Store.PutBlob(ctx, b)
+	if err != nil {
+		return PrepareResult{}, err
+	}
+	res := PrepareResult{ToolsRef: ref}
+	for _, d := range defs {
+		res.Tools = append(res.Tools, summaryOf(d))
+	}
+	// A run id used before (a conversation continued after its workflow
+	// closed) keeps its transcript and its turn numbers, so call ids stay unique.
+	existing, err := a.Store.Load(ctx, in.RunID, -1)
+	if err != nil {
+		return PrepareResult{}, err
+	}
+	res.Seq = len(existing)
+	for _, m := range existing {
+		if m.GetRole() == toolfleetv1.Role_ROLE_ASSISTANT {
+			res.Turn++
+		}
+	}
+	if in.InputRef == "" {
+		return res, nil
+	}
+	msgs, err := a.Store.Messages(ctx, in.InputRef)
+	if err != nil {
+		return PrepareResult{}, err
+	}
+	if hasTail(existing, msgs) {
+		res.Seq -= len(msgs) // an earlier attempt appended them already
+	}
+	if err := a.Store.Append(ctx, in.RunID, res.Seq, msgs...); err != nil {
+		return PrepareResult{}, err
+	}
+	res.Seq += len(msgs)
+	return res, nil
+}
+
+// hasTail reports whether msgs are the last messages of all.
+func hasTail(all, msgs []*toolfleetv1.Message) bool {
+	if len(msgs) == 0 || len(msgs) > len(all) {
+		return false
+	}
+	tail := all[len(all)-len(msgs):]
+	for i := range msgs {
+		if !proto.Equal(tail[i], msgs[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// resolveTools turns ids, globs and a search query into definitions, in the
+// order given, without duplicates.
+func (a *Activities) resolveTools(ctx context.Context, spec RunSpec) ([]*toolfleetv1.ToolDefinition, error) {
+	var out []*toolfleetv1.ToolDefinition
+	seen := map[string]bool{}
+	add := func(d *toolfleetv1.ToolDefinition) {
+		if !seen[d.GetId()] && len(out) < maxTools {
+			seen[d.GetId()] = true
+			out = append(out, d)
+		}
+	}
+	var all []*toolfleetv1.ToolDefinition
+	for _, pat := range spec.Tools {
+		if !strings.ContainsAny(pat, "*?[") {
+			d, err := a.Gateway.GetTool(ctx, pat)
+			if err != nil {
+				return nil, refusal(fmt.Sprintf("tool %q", pat), err)
+			}
+			add(d)
+			continue
+		}
+		if all == nil {
+			var err error
+			if all, err = a.Gateway.Tools(ctx, nil); err != nil {
+				return nil, refusal("list tools", err)
+			}
+		}
+		matched := false
+		for _, d := range all {
+			bare := d.GetToolkit() + "." + d.GetName()
+			if ok, _ := path.Match(pat, bare); ok {
+				add(d)
+				matched = true
+			} else if ok, _ := path.Match(pat, d.GetModelName()); ok {
+				add(d)
+				matched = true
+			}
+		}
+		if !matched {
+			return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("no tool matches %q", pat), ErrTypeConfig, nil)
+		}
+	}
+	if spec.ToolSearch != "" {
+		resp, err := a.Gateway.SearchTools(ctx, &toolfleetv1.SearchToolsRequest{Query: spec.ToolSearch, Limit: 8})
+		if err != nil {
+			return nil, refusal("search tools", err)
+		}
+		for _, r := range resp.GetResults() {
+			add(r.GetTool())
+		}
+	}
+	return out, nil
+}
+
+// refusal maps a gateway error while resolving tools: unreachable is worth a
+// retry, anything else (unknown tool, no permission) is the run's mistake.
+func refusal(what string, err error) error {
+	var se *client.ServerError
+	if errors.As(err, &se) && !transient(se.Code) {
+		return temporal.NewNonRetryableApplicationError(what+": "+se.Message, ErrTypeConfig, nil)
+	}
+	return fmt.Errorf("agent: %s: %w", what, err)
+}
+
+func transient(c codes.Code) bool {
+	switch c {
+	case codes.Unavailable, codes.DeadlineExceeded, codes.ResourceExhausted, codes.Aborted, codes.Internal, codes.Unknown, codes.Canceled:
+		return true
+	}
+	return false
+}
+
+func summaryOf(d *toolfleetv1.ToolDefinition) ToolSummary {
+	s := ToolSummary{ID: d.GetId(), ModelName: d.GetModelName(), ReadOnly: d.GetHints().GetReadOnly(),
+		Idempotent: d.GetHints().GetIdempotent(), RequiresApproval: d.GetRequirements().GetRequiresApproval(),
+		Timeout: d.GetRequirements().GetTimeout().AsDuration()}
+	if r := d.GetRequirements().GetRetry(); r != nil {
+		s.MaxAttempts = int(r.GetMaxAttempts())
+		s.InitialBackoff = r.GetInitialBackoff().AsDuration()
+		s.MaxBackoff = r.GetMaxBackoff().AsDuration()
+	}
+	return s
+}
+
+// tools reads the definitions stored by PrepareRun.
+func (a *Activities) tools(ctx context.Context, ref string) ([]*toolfleetv1.ToolDefinition, error) {
+	if ref == "" {
+		return nil, nil
+	}
+	b, err := a.Store.Blob(ctx, ref)
+	if err != nil {
+		return nil, err
+	}
+	resp := &toolfleetv1.ListToolsResponse{}
+	if err := proto.Unmarshal(b, resp); err != nil {
+		return nil, fmt.Errorf("agent: decode tools: %w", err)
+	}
+	return resp.GetTools(), nil
+}
+
+// AppendInput appends the messages of a blob (SendMessage) and returns how many.
+func (a *Activities) AppendInput(ctx context.Context, in AppendInput) (int, error) {
+	msgs, err := a.Store.Messages(ctx, in.Ref)
+	if err != nil {
+		return 0, err
+	}
+	return len(msgs), a.Store.Append(ctx, in.RunID, in.Seq, msgs...)
+}
+
+// PublishEvent publishes one run event (deduplicated by its id).
+func (a *Activities) PublishEvent(ctx context.Context, ev Event) error {
+	return a.Events.Publish(ctx, ev)
+}
+
+// ModelTurn runs one model turn over the first in.Seq messages, streaming
+// token deltas, and appends the reply at in.Seq. A reply already at in.Seq
+// (an earlier attempt that crashed after writing) is returned as is, so the
+// model is not asked twice.
+func (a *Activities) ModelTurn(ctx context.Context, in ModelTurnInput) (ModelTurnResult, error) {
+	if msg, err := a.Store.At(ctx, in.RunID, in.Seq); err != nil {
+		return ModelTurnResult{}, err
+	} else if msg != nil {
+		return turnSummary(msg, in.Seq+1), nil
+	}
+	stop := heartbeat(ctx)
+	defer stop()
+	history, err := a.Store.Load(ctx, in.RunID, in.Seq)
+	if err != nil {
+		return ModelTurnResult{}, err
+	}
+	defs, err := a.tools(ctx, in.ToolsRef)
+	if err != nil {
+		return ModelTurnResult{}, err
+	}
+	model, err := a.Models.Model(ctx, in.Model)
+	if err != nil {
+		return ModelTurnResult{}, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeConfig, nil)
+	}
+	model, err = withProtocol(model, in.Protocol)
+	if err != nil {
+		return ModelTurnResult{}, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeConfig, nil)
+	}
+	req := &llm.Request{Model: in.Model.Name, Messages: history, Tools: defs, MaxTokens: in.Model.MaxTokens, Stream: true}
+	if in.Sequential {
+		req.ParallelToolCalls = new(bool)
+	}
+	attempt := int(activity.GetInfo(ctx).Attempt)
+	seq := 0
+	msg, err := model.Stream(ctx, req, func(d llm.Delta) error {
+		if d.Text == "" {
+			return nil
+		}
+		seq++
+		// Deltas are best effort: a watcher that misses them still gets the turn event.
+		_ = a.Events.Delta(in.RunID, in.Turn, attempt, seq, d.Text)
+		return nil
+	})
+	if err != nil {
+		return ModelTurnResult{}, modelError(ctx, err)
+	}
+	msg.Role = toolfleetv1.Role_ROLE_ASSISTANT
+	if in.Sequential {
+		msg = firstCallOnly(msg)
+	}
+	if err := a.Store.Append(ctx, in.RunID, in.Seq, msg); errors.Is(err, ErrConflict) {
+		// A zombie attempt won the race: its reply is the turn.
+		if msg, err = a.Store.At(ctx, in.RunID, in.Seq); err != nil {
+			return ModelTurnResult{}, err
+		}
+	} else if err != nil {
+		return ModelTurnResult{}, err
+	}
+	res := turnSummary(msg, in.Seq+1)
+	ev := Event{RunID: in.RunID, Kind: EventTurn, Turn: in.Turn, ID: fmt.Sprintf("%s/%d/turn", in.RunID, in.Turn),
+		Time: time.Now(), Message: fmt.Sprintf("%d tool calls; %s", len(res.Calls), res.Preview)}
+	if err := a.Events.Publish(ctx, ev); err != nil {
+		return ModelTurnResult{}, err
+	}
+	return res, nil
+}
+
+// modelError maps a provider error: retryable ones are retried by Temporal
+// after the provider's retry-after, others fail the turn.
+func modelError(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	var apiErr *llm.APIError
+	if errors.As(err, &apiErr) && apiErr.Retryable() {
+		return temporal.NewApplicationErrorWithOptions("model: "+err.Error(), "ModelRetryable",
+			temporal.ApplicationErrorOptions{NextRetryDelay: apiErr.RetryAfter})
+	}
+	if errors.Is(err, llm.ErrRetryable) {
+		return fmt.Errorf("model: %w", err)
+	}
+	return temporal.NewNonRetryableApplicationError("model: "+err.Error(), ErrTypeModel, nil)
+}
+
+func withProtocol(m llm.Model, p string) (llm.Model, error) {
+	switch p {
+	case "", ProtocolNative:
+		return m, nil
+	case ProtocolAuto:
+		return llm.WithAutoFallback(m), nil
+	case ProtocolFenced:
+		return llm.WithTextProtocol(m, llm.Fenced{}), nil
+	case ProtocolHermes:
+		return llm.WithTextProtocol(m, llm.Hermes{}), nil
+	case ProtocolXML:
+		return llm.WithTextProtocol(m, llm.XMLFunction{}), nil
+	}
+	return nil, fmt.Errorf("agent: tool protocol %q: want native, auto, fenced, hermes or xml", p)
+}
+
+// firstCallOnly keeps the first tool call of msg (parallel calls off).
+func firstCallOnly(msg *toolfleetv1.Message) *toolfleetv1.Message {
+	out := proto.Clone(msg).(*toolfleetv1.Message)
+	out.Parts = out.Parts[:0]
+	calls := 0
+	for _, p := range msg.GetParts() {
+		if p.GetToolCall() != nil {
+			if calls++; calls > 1 {
+				continue
+			}
+		}
+		out.Parts = append(out.Parts, p)
+	}
+	return out
+}
+
+func turnSummary(msg *toolfleetv1.Message, seq int) ModelTurnResult {
+	res := ModelTurnResult{Seq: seq, StopReason: msg.GetStopReason(), Preview: clip(llm.MessageText(msg), summaryBytes),
+		Usage: Usage{InputTokens: msg.GetUsage().GetInputTokens(), OutputTokens: msg.GetUsage().GetOutputTokens()}}
+	for i, c := range llm.ToolCalls(msg) {
+		res.Calls = append(res.Calls, CallSummary{Index: i, ID: c.GetId(), Name: c.GetName(), Digest: digest(c)})
+	}
+	return res
+}
+
+// digest identifies a call by tool and arguments, to count repeated failures.
+func digest(c *toolfleetv1.ToolCall) string {
+	args, _ := protojson.MarshalOptions{}.Marshal(c.GetArguments())
+	// protojson output is not canonical; re-encode through a sorted map.
+	var v any
+	if json.Unmarshal(args, &v) == nil {
+		args, _ = json.Marshal(v)
+	}
+	sum := sha256.Sum256(append([]byte(c.GetName()+"\x00"), args...))
+	return hex.EncodeToString(sum[:8])
+}
+
+// clip returns at most n bytes of s, cut at a rune boundary.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}
+
+// CallTool runs one tool call through the gateway as the run's principal,
+// with the deterministic call id <run_id>/<turn>/<index>, and appends its
+// result at in.ResultSeq. Failures the model can act on become is_error
+// results; a retryable execution error is retried by Temporal after the delay
+// the tool asked for, and on the last attempt becomes an error result too.
+func (a *Activities) CallTool(ctx context.Context, in CallToolInput) (CallToolResult, error) {
+	if msg, err := a.Store.At(ctx, in.RunID, in.ResultSeq); err != nil {
+		return CallToolResult{}, err
+	} else if msg != nil {
+		return resultSummary(msg, ""), nil
+	}
+	assistant, err := a.Store.At(ctx, in.RunID, in.CallSeq)
+	if err != nil {
+		return CallToolResult{}, err
+	}
+	calls := llm.ToolCalls(assistant)
+	if in.Index >= len(calls) {
+		return CallToolResult{}, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("message %d has no call %d", in.CallSeq, in.Index), ErrTypeConfig, nil)
+	}
+	call := calls[in.Index]
+	callID := CallID(in.RunID, in.Turn, in.Index)
+	toolID := call.GetName()
+	if in.Tool != nil {
+		toolID = in.Tool.ID
+	}
+
+	var part *toolfleetv1.Part
+	var kind, ref string
+	var took time.Duration
+	switch {
+	case in.Denial != "":
+		kind = ResultDenied
+		part = llm.ResultPart(call.GetId(), call.GetName(), "The call was not approved: "+in.Denial, true)
+	case in.Tool == nil:
+		kind = ResultUnknown
+		part = llm.ResultPart(call.GetId(), call.GetName(),
+			fmt.Sprintf("There is no tool named %q in this run; use one of the declared tools.", call.GetName()), true)
+	default:
+		if err := a.Events.Publish(ctx, Event{RunID: in.RunID, Kind: EventToolCall, Turn: in.Turn, CallID: callID,
+			ToolID: toolID, ID: callID + "/call", Time: time.Now()}); err != nil {
+			return CallToolResult{}, err
+		}
+		stop := heartbeat(ctx)
+		part, kind, ref, took, err = a.invoke(ctx, in, call, callID)
+		stop()
+		if err != nil {
+			return CallToolResult{}, err
+		}
+	}
+	msg := llm.NewMessage(toolfleetv1.Role_ROLE_TOOL, part)
+	if err := a.Store.Append(ctx, in.RunID, in.ResultSeq, msg); errors.Is(err, ErrConflict) {
+		if msg, err = a.Store.At(ctx, in.RunID, in.ResultSeq); err != nil {
+			return CallToolResult{}, err
+		}
+	} else if err != nil {
+		return CallToolResult{}, err
+	}
+	res := resultSummary(msg, kind)
+	res.Duration, res.Ref = took, ref
+	status := "ok"
+	if res.IsError {
+		status = "error (" + res.Kind + ")"
+	}
+	if err := a.Events.Publish(ctx, Event{RunID: in.RunID, Kind: EventToolResult, Turn: in.Turn, CallID: callID, ToolID: toolID,
+		ID: callID + "/result", Time: time.Now(), Message: fmt.Sprintf("%s in %s: %s", status, took.Round(time.Millisecond), res.Preview)}); err != nil {
+		return CallToolResult{}, err
+	}
+	return res, nil
+}
+
+// invoke calls the gateway and renders the outcome as a result part.
+func (a *Activities) invoke(ctx context.Context, in CallToolInput, call *toolfleetv1.ToolCall, callID string) (_ *toolfleetv1.Part, kind, ref string, took time.Duration, _ error) {
+	req := withApproval(&toolfleetv1.CallToolRequest{CallId: callID, ToolId: in.Tool.ID, Input: call.GetArguments()}, in.Approver)
+	lastAttempt := int(activity.GetInfo(ctx).Attempt) >= in.MaxAttempts
+	res, err := a.Gateway.CallTool(onBehalfOf(ctx, in.Principal), req)
+	var se *client.ServerError
+	var ve *client.ValidationError
+	switch {
+	case errors.As(err, &ve):
+		return llm.ResultPart(call.GetId(), call.GetName(), validationText(ve), true), ResultValidation, "", 0, nil
+	case errors.As(err, &se) && se.Code == codes.Unauthenticated:
+		return nil, "", "", 0, temporal.NewNonRetryableApplicationError(
+			"the orchestrator is not authenticated at the gateway: "+se.Message, ErrTypeConfig, nil)
+	case errors.As(err, &se) && transient(se.Code) && !lastAttempt:
+		if ctx.Err() != nil {
+			return nil, "", "", 0, ctx.Err()
+		}
+		return nil, "", "", 0, fmt.Errorf("agent: call %s: %w", callID, err)
+	case errors.As(err, &se):
+		return llm.ResultPart(call.GetId(), call.GetName(), se.Message, true), ResultRefused, "", 0, nil
+	case err != nil:
+		return nil, "", "", 0, fmt.Errorf("agent: call %s: %w", callID, err)
+	case !res.Success:
+		e := res.Error
+		if e.GetCanRetry() && !lastAttempt {
+			return nil, "", "", 0, temporal.NewApplicationErrorWithOptions("tool asked for a retry: "+e.GetMessage(), "ToolRetryable",
+				temporal.ApplicationErrorOptions{NextRetryDelay: time.Duration(e.GetRetryAfterMs()) * time.Millisecond})
+		}
+		text := e.GetMessage()
+		if hint := e.GetAdditionalPromptContent(); hint != "" {
+			text += "\n" + hint
+		}
+		return llm.ResultPart(call.GetId(), call.GetName(), text, true), ResultExecution, "", res.Duration, nil
+	}
+	text, err := json.Marshal(res.Value.AsInterface())
+	if err != nil {
+		return nil, "", "", 0, temporal.NewNonRetryableApplicationError("encode result: "+err.Error(), ErrTypeConfig, nil)
+	}
+	if len(text) <= a.inlineLimit() {
+		p := llm.ResultPart(call.GetId(), call.GetName(), string(text), false)
+		p.GetToolResult().Structured = res.Value
+		return p, ResultOK, "", res.Duration, nil
+	}
+	if ref, err = a.Store.PutBlob(ctx, text); err != nil {
+		return nil, "", "", 0, err
+	}
+	preview := fmt.Sprintf("%s\n[result truncated: %d bytes in total; this is the first %d. Full result stored as %s.]",
+		clip(string(text), previewBytes), len(text), previewBytes, ref)
+	return llm.ResultPart(call.GetId(), call.GetName(), preview, false), ResultOK, ref, res.Duration, nil
+}
+
+// validationText lists a validation error's field messages for a model.
+func validationText(ve *client.ValidationError) string {
+	var b strings.Builder
+	b.WriteString("The input was invalid: " + ve.Message)
+	for _, f := range slices.Sorted(maps.Keys(ve.ParameterErrors)) {
+		fmt.Fprintf(&b, "\n- %s: %s", f, ve.ParameterErrors[f])
+	}
+	return b.String()
+}
+
+func resultSummary(msg *toolfleetv1.Message, kind string) CallToolResult {
+	var r *toolfleetv1.ToolResult
+	for _, p := range msg.GetParts() {
+		if tr := p.GetToolResult(); tr != nil {
+			r = tr
+			break
+		}
+	}
+	if kind == "" {
+		kind = ResultOK
+		if r.GetIsError() {
+			kind = ResultExecution
+		}
+	}
+	return CallToolResult{Kind: kind, IsError: r.GetIsError(), Preview: clip(r.GetContent(), summaryBytes)}
+}

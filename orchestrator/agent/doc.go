@@ -1,0 +1,20 @@
+// Package agent runs durable agent loops on Temporal: AgentRunWorkflow drives
+// model turn → tool calls → tool results → next turn until the model answers,
+// a budget is spent, or the run is cancelled, and survives any crash of the
+// process that runs it.
+//
+// The transcript never travels through Temporal history. Messages live in a
+// NATS JetStream KV bucket, one key per message ("<run_id>.<seq>"), written
+// with create-only semantics at a position the workflow chose, so a retried
+// activity finds its own earlier write instead of appending twice. Large tool
+// results go to a content-addressed Object Store and the transcript keeps a
+// preview. Activities take and return references (run id, positions) and small
+// summaries; history grows with the number of steps, not the size of the
+// conversation.
+//
+// Files follow Temporal's sample layout: shared.go (names and the types that
+// cross the workflow boundary), workflow.go (deterministic loop, no I/O),
+// activities.go (ModelTurn, CallTool and friends, methods on [Activities]),
+// store.go (the transcript), events.go (run events and token deltas on NATS),
+// runs.go (starting and steering runs from a Temporal client).
+package agent

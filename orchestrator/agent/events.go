@@ -1,0 +1,116 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
+)
+
+// Subjects and the stream of run events.
+const (
+	// EventSubjectPrefix starts toolfleet.events.run.<run_id>.<kind>.
+	EventSubjectPrefix = "toolfleet.events.run."
+	// DeltaSubjectPrefix starts toolfleet.stream.run.<run_id> (core NATS, ephemeral).
+	DeltaSubjectPrefix = "toolfleet.stream.run."
+	// DefaultEventStream is the JetStream stream holding run events.
+	DefaultEventStream = "TOOLFLEET_RUN_EVENTS"
+
+	// Headers of a token delta: the model turn, the activity attempt that
+	// streamed it (a watcher drops what a failed attempt had streamed) and
+	// the delta's sequence within that attempt.
+	HeaderTurn    = "Toolfleet-Turn"
+	HeaderAttempt = "Toolfleet-Attempt"
+	HeaderSeq     = "Toolfleet-Seq"
+)
+
+// EventSubject is the subject of a run event.
+func EventSubject(runID, kind string) string { return EventSubjectPrefix + runID + "." + kind }
+
+// DeltaSubject is the subject of a run's token deltas.
+func DeltaSubject(runID string) string { return DeltaSubjectPrefix + runID }
+
+// EventStreamConfig is the stream the orchestrator creates for run events
+// (1 GiB on disk, or 64 MiB in memory for tests).
+func EventStreamConfig(name string, memory bool) jetstream.StreamConfig {
+	if name == "" {
+		name = DefaultEventStream
+	}
+	st, size := jetstream.FileStorage, int64(1<<30)
+	if memory {
+		st, size = jetstream.MemoryStorage, 64<<20
+	}
+	return jetstream.StreamConfig{
+		Name:        name,
+		Description: "toolfleet agent run events",
+		Subjects:    []string{EventSubjectPrefix + ">"},
+		Storage:     st,
+		MaxAge:      7 * 24 * time.Hour,
+		MaxBytes:    size,
+		Discard:     jetstream.DiscardOld,
+		Duplicates:  10 * time.Minute,
+	}
+}
+
+// Events publishes run events to JetStream (deduplicated by event id) and
+// token deltas to core NATS.
+type Events struct {
+	nc *nats.Conn
+	js jetstream.JetStream
+}
+
+// OpenEvents ensures the event stream exists.
+func OpenEvents(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, stream jetstream.StreamConfig) (*Events, error) {
+	if _, err := js.CreateOrUpdateStream(ctx, stream); err != nil {
+		return nil, fmt.Errorf("agent: event stream %s: %w", stream.Name, err)
+	}
+	return &Events{nc: nc, js: js}, nil
+}
+
+// Publish stores ev and waits for JetStream's ack. A repeat of the same id
+// within the stream's duplicate window is dropped by the server.
+func (e *Events) Publish(ctx context.Context, ev Event) error {
+	pb := &toolfleetv1.RunEvent{Id: ev.ID, RunId: ev.RunID, Kind: ev.Kind, Time: timestamppb.New(ev.Time),
+		Turn: int32(ev.Turn), CallId: ev.CallID, ToolId: ev.ToolID, Message: ev.Message}
+	b, err := protojson.Marshal(pb)
+	if err != nil {
+		return fmt.Errorf("agent: encode event: %w", err)
+	}
+	msg := nats.NewMsg(EventSubject(ev.RunID, ev.Kind))
+	msg.Data = b
+	msg.Header.Set("ce-id", ev.ID)
+	msg.Header.Set("ce-type", "toolfleet.run."+ev.Kind)
+	msg.Header.Set("ce-source", "toolfleet/orchestrator")
+	msg.Header.Set("ce-time", ev.Time.UTC().Format(time.RFC3339Nano))
+	msg.Header.Set("content-type", "application/json")
+	if _, err := e.js.PublishMsg(ctx, msg, jetstream.WithMsgID(ev.ID)); err != nil {
+		return fmt.Errorf("agent: publish %s event: %w", ev.Kind, err)
+	}
+	return nil
+}
+
+// Delta publishes one token delta; it never waits for the network.
+func (e *Events) Delta(runID string, turn, attempt, seq int, text string) error {
+	msg := nats.NewMsg(DeltaSubject(runID))
+	msg.Data = []byte(text)
+	msg.Header.Set(HeaderTurn, strconv.Itoa(turn))
+	msg.Header.Set(HeaderAttempt, strconv.Itoa(attempt))
+	msg.Header.Set(HeaderSeq, strconv.Itoa(seq))
+	return e.nc.PublishMsg(msg)
+}
+
+// DecodeEvent parses a run event message body.
+func DecodeEvent(data []byte) (*toolfleetv1.RunEvent, error) {
+	ev := &toolfleetv1.RunEvent{}
+	if err := protojson.Unmarshal(data, ev); err != nil {
+		return nil, fmt.Errorf("agent: decode event: %w", err)
+	}
+	return ev, nil
+}

@@ -1,0 +1,157 @@
+package agent
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
+
+	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
+)
+
+// Runs starts and steers agent runs from a Temporal client: the one place
+// that knows workflow ids, update names and how inputs reach the store. The
+// AgentService, the CLI and the tests use it.
+type Runs struct {
+	Temporal  client.Client
+	Store     *Store
+	TaskQueue string // default TaskQueue
+}
+
+func (r *Runs) queue() string {
+	if r.TaskQueue != "" {
+		return r.TaskQueue
+	}
+	return TaskQueue
+}
+
+// NewRunID returns a random run id.
+func NewRunID() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return "run-" + hex.EncodeToString(b[:])
+}
+
+// runMeta is what SendMessage needs to start a closed run again.
+type runMeta struct {
+	Spec      RunSpec   `json:"spec"`
+	Principal Principal `json:"principal"`
+}
+
+// Start starts run runID (generated when empty) with msgs as its first
+// messages (a system message carries the system prompt). Starting a run that
+// is still running returns its id again: the run id is an idempotency key.
+func (r *Runs) Start(ctx context.Context, runID string, spec RunSpec, p Principal, msgs ...*toolfleetv1.Message) (string, error) {
+	if runID == "" {
+		runID = NewRunID()
+	}
+	if err := ValidRunID(runID); err != nil {
+		return "", err
+	}
+	in := RunInput{RunID: runID, Spec: spec, Principal: p}
+	if len(msgs) > 0 {
+		ref, err := r.Store.PutMessages(ctx, msgs...)
+		if err != nil {
+			return "", err
+		}
+		in.InputRef = ref
+	}
+	meta, err := json.Marshal(runMeta{Spec: spec, Principal: p})
+	if err != nil {
+		return "", fmt.Errorf("agent: encode run: %w", err)
+	}
+	if err := r.Store.PutMeta(ctx, runID, meta); err != nil {
+		return "", err
+	}
+	_, err = r.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+		ID:                       runID,
+		TaskQueue:                r.queue(),
+		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+	}, WorkflowName, in)
+	if err != nil {
+		return "", fmt.Errorf("agent: start run %s: %w", runID, err)
+	}
+	return runID, nil
+}
+
+// SendMessage appends msgs to the conversation and starts the next turn; a
+// run whose workflow already closed is started again on its transcript
+// (Update-with-Start), so "start or continue" is one call.
+func (r *Runs) SendMessage(ctx context.Context, runID string, msgs ...*toolfleetv1.Message) error {
+	if err := ValidRunID(runID); err != nil {
+		return err
+	}
+	if len(msgs) == 0 {
+		return errors.New("agent: no message to send")
+	}
+	b, err := r.Store.Meta(ctx, runID)
+	if err != nil {
+		return err
+	}
+	var meta runMeta
+	if err := json.Unmarshal(b, &meta); err != nil {
+		return fmt.Errorf("agent: decode run %s: %w", runID, err)
+	}
+	ref, err := r.Store.PutMessages(ctx, msgs...)
+	if err != nil {
+		return err
+	}
+	op := r.Temporal.NewWithStartWorkflowOperation(client.StartWorkflowOptions{
+		ID:                       runID,
+		TaskQueue:                r.queue(),
+		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+	}, WorkflowName, RunInput{RunID: runID, Spec: meta.Spec, Principal: meta.Principal})
+	h, err := r.Temporal.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
+		StartWorkflowOperation: op,
+		UpdateOptions: client.UpdateWorkflowOptions{UpdateName: UpdateSendMessage, Args: []any{SendMessageInput{Ref: ref}},
+			WaitForStage: client.WorkflowUpdateStageCompleted},
+	})
+	if err != nil {
+		return fmt.Errorf("agent: send message to %s: %w", runID, err)
+	}
+	return h.Get(ctx, nil)
+}
+
+// Decide grants or denies a pending call; the workflow's validator rejects
+// unknown and already decided calls.
+func (r *Runs) Decide(ctx context.Context, runID string, d Decision) error {
+	h, err := r.Temporal.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: runID, UpdateName: UpdateDecideApproval,
+		Args: []any{d}, WaitForStage: client.WorkflowUpdateStageCompleted})
+	if err != nil {
+		return fmt.Errorf("agent: decide %s: %w", d.CallID, err)
+	}
+	return h.Get(ctx, nil)
+}
+
+// Cancel cancels the run; in-flight activities are cancelled.
+func (r *Runs) Cancel(ctx context.Context, runID string) error {
+	if err := r.Temporal.CancelWorkflow(ctx, runID, ""); err != nil {
+		return fmt.Errorf("agent: cancel %s: %w", runID, err)
+	}
+	return nil
+}
+
+// Get returns the run's state (a Query; it works on closed runs too).
+func (r *Runs) Get(ctx context.Context, runID string) (RunState, error) {
+	v, err := r.Temporal.QueryWorkflow(ctx, runID, "", QueryGetRun)
+	if err != nil {
+		return RunState{}, fmt.Errorf("agent: get %s: %w", runID, err)
+	}
+	var st RunState
+	if err := v.Get(&st); err != nil {
+		return RunState{}, fmt.Errorf("agent: decode run state: %w", err)
+	}
+	return st, nil
+}
+
+// Transcript returns the run's whole conversation.
+func (r *Runs) Transcript(ctx context.Context, runID string) ([]*toolfleetv1.Message, error) {
+	return r.Store.Load(ctx, runID, -1)
+}

@@ -1,0 +1,362 @@
+package agent
+
+import (
+	"fmt"
+	"regexp"
+	"time"
+)
+
+// Names that the Temporal UI and CLI show, and that clients use.
+const (
+	// TaskQueue is the default task queue of agent runs; replicas of the
+	// orchestrator share the work by polling it.
+	TaskQueue = "toolfleet-agent"
+	// WorkflowName is the registered name of [AgentRunWorkflow].
+	WorkflowName = "AgentRun"
+
+	// Activity names (readable in the Temporal UI).
+	PrepareRunActivity   = "PrepareRun"
+	ModelTurnActivity    = "ModelTurn"
+	CallToolActivity     = "CallTool"
+	AppendInputActivity  = "AppendInput"
+	PublishEventActivity = "PublishEvent"
+
+	// UpdateDecideApproval grants or denies a pending tool call.
+	UpdateDecideApproval = "DecideApproval"
+	// UpdateSendMessage appends user messages and starts the next turn.
+	UpdateSendMessage = "SendMessage"
+	// QueryGetRun returns a [RunState].
+	QueryGetRun = "GetRun"
+)
+
+// Defaults applied when a [RunSpec] leaves a field zero.
+const (
+	DefaultMaxTurns        = 50
+	DefaultMaxToolCalls    = 200
+	DefaultDeadline        = 24 * time.Hour
+	DefaultApprovalTimeout = 24 * time.Hour
+	DefaultIdleTimeout     = 10 * time.Minute
+	// MaxSameFailure is how often the same failing call (tool + arguments) is
+	// sent back to the model as an error before the run fails.
+	MaxSameFailure = 3
+)
+
+// Run statuses (the names of toolfleet.v1.RunStatus without the prefix).
+const (
+	StatusRunning         = "RUNNING"
+	StatusWaitingApproval = "WAITING_APPROVAL"
+	StatusCompleted       = "COMPLETED"
+	StatusFailed          = "FAILED"
+	StatusCanceled        = "CANCELED"
+	StatusBudgetExhausted = "BUDGET_EXHAUSTED"
+)
+
+// Event kinds published on toolfleet.events.run.<run_id>.<kind>.
+const (
+	EventStarted           = "started"
+	EventTurn              = "turn"
+	EventToolCall          = "tool_call"
+	EventToolResult        = "tool_result"
+	EventApprovalRequested = "approval.requested"
+	EventApprovalDecided   = "approval.decided"
+	EventMessage           = "message"
+	EventCompleted         = "completed"
+	EventFailed            = "failed"
+	EventCancelled         = "cancelled"
+)
+
+// runIDPattern keeps run ids usable as NATS subject tokens, KV keys and parts
+// of call ids ("<run_id>/<turn>/<index>").
+var runIDPattern = regexp.MustCompile(`^[A-Za-z0-9_=-]{1,100}$`)
+
+// ValidRunID reports whether id can name a run.
+func ValidRunID(id string) error {
+	if !runIDPattern.MatchString(id) {
+		return fmt.Errorf("agent: run id %q: want 1-100 of A-Z a-z 0-9 _ = -", id)
+	}
+	return nil
+}
+
+// ModelSpec says which model a run talks to. The key is a reference
+// ("env:NAME" or "file:/path") resolved inside the activity at call time, so
+// no secret is ever written to workflow history.
+type ModelSpec struct {
+	// Provider: "openai", "openai-compatible", "anthropic", "gemini" or "scripted".
+	Provider string `json:"provider"`
+	// Name is the provider's model id (for "scripted", the script's name).
+	Name string `json:"name"`
+	// BaseURL overrides the provider's endpoint (required for "openai-compatible").
+	BaseURL string `json:"base_url,omitempty"`
+	// KeyRef is "env:NAME" or "file:/path"; empty uses the provider's usual env var.
+	KeyRef string `json:"key_ref,omitempty"`
+	// MaxTokens bounds each reply; 0 keeps the provider default.
+	MaxTokens int `json:"max_tokens,omitempty"`
+}
+
+// Budget bounds a run; a zero field takes its default (see Default*).
+type Budget struct {
+	MaxTurns        int           `json:"max_turns,omitempty"`
+	MaxToolCalls    int           `json:"max_tool_calls,omitempty"`
+	MaxInputTokens  int64         `json:"max_input_tokens,omitempty"`
+	MaxOutputTokens int64         `json:"max_output_tokens,omitempty"`
+	Deadline        time.Duration `json:"deadline,omitempty"`
+}
+
+// ApprovalPolicy adds human approval on top of the tools' contracts.
+type ApprovalPolicy struct {
+	// Tools are tool ids or globs ("KV.*") whose calls need approval in this
+	// run even when their contract does not ask for it; "*" means every call.
+	Tools []string `json:"tools,omitempty"`
+	// Timeout is how long a call waits for a decision; then it is denied.
+	Timeout time.Duration `json:"timeout,omitempty"`
+}
+
+// Tool protocols: how tool calls travel between the model and the run.
+const (
+	ProtocolNative = "native" // the provider's own tool calls
+	ProtocolAuto   = "auto"   // native, parsing text-tagged calls when a model writes them
+	ProtocolFenced = "fenced" // ~~~tool_call JSON blocks in text
+	ProtocolHermes = "hermes" // <tool_call>{…}</tool_call>
+	ProtocolXML    = "xml"    // <function=name><parameter=p>v</parameter></function>
+)
+
+// RunSpec is what a run is: model, tools and limits. It travels in history, so
+// it holds only configuration — the conversation itself is in the store.
+type RunSpec struct {
+	Model ModelSpec `json:"model"`
+	// Tools are tool ids or globs ("Calculator.*", "KV.Get@1") the model may call.
+	Tools []string `json:"tools,omitempty"`
+	// ToolSearch adds the best matches of a search query, resolved at start.
+	ToolSearch string `json:"tool_search,omitempty"`
+	// ToolProtocol is one of the Protocol* values; default native.
+	ToolProtocol string `json:"tool_protocol,omitempty"`
+	// Sequential asks for at most one tool call per turn (parallel calls off).
+	Sequential bool           `json:"sequential,omitempty"`
+	Budget     Budget         `json:"budget"`
+	Approval   ApprovalPolicy `json:"approval"`
+	// Labels are carried on events.
+	Labels map[string]string `json:"labels,omitempty"`
+	// IdleTimeout is how long a run that answered waits for SendMessage before
+	// its workflow closes (a later SendMessage starts it again); default
+	// DefaultIdleTimeout, negative closes at once.
+	IdleTimeout time.Duration `json:"idle_timeout,omitempty"`
+	// ContinueEveryTurns forces ContinueAsNew after that many turns in one
+	// execution (0 = only when Temporal suggests it).
+	ContinueEveryTurns int `json:"continue_every_turns,omitempty"`
+}
+
+// Principal is who started the run: tool calls run as this subject with
+// exactly these scopes (delegated by the orchestrator, never as a superuser).
+type Principal struct {
+	Subject string   `json:"subject"`
+	Scopes  []string `json:"scopes,omitempty"`
+}
+
+// RunInput starts (or continues) an [AgentRunWorkflow].
+type RunInput struct {
+	RunID     string    `json:"run_id"`
+	Spec      RunSpec   `json:"spec"`
+	Principal Principal `json:"principal"`
+	// InputRef names a blob of new messages (system prompt, user messages)
+	// put in the store by the caller; empty when there are none.
+	InputRef string `json:"input_ref,omitempty"`
+	// Carry is the state a ContinueAsNew hands to the next execution.
+	Carry *Carry `json:"carry,omitempty"`
+}
+
+// Carry is the small state that crosses ContinueAsNew: counters and
+// references, never messages.
+type Carry struct {
+	Seq       int           `json:"seq"`
+	Turn      int           `json:"turn"`
+	ToolCalls int           `json:"tool_calls"`
+	Usage     Usage         `json:"usage"`
+	StartedAt time.Time     `json:"started_at"`
+	Tools     []ToolSummary `json:"tools"`
+	ToolsRef  string        `json:"tools_ref"`
+	Failures  []Failure     `json:"failures,omitempty"`
+	// Inbox are message refs sent while the previous execution was busy.
+	Inbox []string `json:"inbox,omitempty"`
+}
+
+// Usage counts tokens.
+type Usage struct {
+	InputTokens  int64 `json:"input_tokens"`
+	OutputTokens int64 `json:"output_tokens"`
+}
+
+// ToolSummary is what the workflow needs to know of a tool to schedule it.
+type ToolSummary struct {
+	ID               string        `json:"id"`
+	ModelName        string        `json:"model_name"`
+	ReadOnly         bool          `json:"read_only,omitempty"`
+	Idempotent       bool          `json:"idempotent,omitempty"`
+	RequiresApproval bool          `json:"requires_approval,omitempty"`
+	Timeout          time.Duration `json:"timeout,omitempty"`
+	MaxAttempts      int           `json:"max_attempts,omitempty"`
+	InitialBackoff   time.Duration `json:"initial_backoff,omitempty"`
+	MaxBackoff       time.Duration `json:"max_backoff,omitempty"`
+}
+
+// Failure counts how often one failing call (tool + argument digest) went back
+// to the model.
+type Failure struct {
+	Key   string `json:"key"`
+	Count int    `json:"count"`
+}
+
+// PrepareInput and PrepareResult are PrepareRun's: resolve the tools, append
+// the initial messages.
+type PrepareInput struct {
+	RunID     string    `json:"run_id"`
+	Spec      RunSpec   `json:"spec"`
+	Principal Principal `json:"principal"`
+	InputRef  string    `json:"input_ref,omitempty"`
+}
+
+type PrepareResult struct {
+	Tools    []ToolSummary `json:"tools"`
+	ToolsRef string        `json:"tools_ref"`
+	// Seq is the transcript length after the initial messages.
+	Seq int `json:"seq"`
+	// Turn is the number of model turns already in the transcript (a run
+	// continued after its workflow closed).
+	Turn int `json:"turn"`
+}
+
+// AppendInput appends the messages of a blob at Seq (SendMessage).
+type AppendInput struct {
+	RunID string `json:"run_id"`
+	Seq   int    `json:"seq"`
+	Ref   string `json:"ref"`
+}
+
+// ModelTurnInput asks for one model turn over the first Seq messages.
+type ModelTurnInput struct {
+	RunID      string    `json:"run_id"`
+	Turn       int       `json:"turn"`
+	Seq        int       `json:"seq"`
+	Model      ModelSpec `json:"model"`
+	ToolsRef   string    `json:"tools_ref"`
+	Protocol   string    `json:"protocol,omitempty"`
+	Sequential bool      `json:"sequential,omitempty"`
+}
+
+// ModelTurnResult summarizes the assistant message appended at Seq-1.
+type ModelTurnResult struct {
+	// Seq is the transcript length after the assistant message.
+	Seq        int           `json:"seq"`
+	Calls      []CallSummary `json:"calls,omitempty"`
+	Usage      Usage         `json:"usage"`
+	StopReason string        `json:"stop_reason,omitempty"`
+	// Preview is the start of the reply's text.
+	Preview string `json:"preview,omitempty"`
+}
+
+// CallSummary names one tool call of a turn; its arguments stay in the store.
+type CallSummary struct {
+	Index  int    `json:"index"`
+	ID     string `json:"id"`
+	Name   string `json:"name"`
+	Digest string `json:"digest"`
+}
+
+// CallToolInput runs call Index of the assistant message at CallSeq and
+// appends its result at ResultSeq.
+type CallToolInput struct {
+	RunID     string       `json:"run_id"`
+	Turn      int          `json:"turn"`
+	Index     int          `json:"index"`
+	CallSeq   int          `json:"call_seq"`
+	ResultSeq int          `json:"result_seq"`
+	Tool      *ToolSummary `json:"tool,omitempty"` // nil: the model named no tool of this run
+	Principal Principal    `json:"principal"`
+	// Approver is set when the call was approved in this run.
+	Approver string `json:"approver,omitempty"`
+	// Denial, when set, appends an error result with this reason and calls nothing.
+	Denial string `json:"denial,omitempty"`
+	// MaxAttempts mirrors the activity's retry policy, so the last attempt
+	// turns a retryable failure into an error result instead of failing.
+	MaxAttempts int `json:"max_attempts"`
+}
+
+// Result kinds of a tool call.
+const (
+	ResultOK         = "ok"
+	ResultValidation = "validation"
+	ResultExecution  = "execution"
+	ResultDenied     = "denied"
+	ResultUnknown    = "unknown_tool"
+	ResultRefused    = "refused"
+)
+
+// CallToolResult summarizes the appended tool result.
+type CallToolResult struct {
+	Kind    string `json:"kind"`
+	IsError bool   `json:"is_error,omitempty"`
+	// Preview is the start of the content the model sees.
+	Preview  string        `json:"preview,omitempty"`
+	Duration time.Duration `json:"duration,omitempty"`
+	// Ref names the full result in the object store when it was too large to inline.
+	Ref string `json:"ref,omitempty"`
+}
+
+// Event is a run event for PublishEvent.
+type Event struct {
+	RunID   string `json:"run_id"`
+	Kind    string `json:"kind"`
+	Turn    int    `json:"turn,omitempty"`
+	CallID  string `json:"call_id,omitempty"`
+	ToolID  string `json:"tool_id,omitempty"`
+	Message string `json:"message,omitempty"`
+	// ID dedupes the event in JetStream (Nats-Msg-Id); deterministic per step.
+	ID   string    `json:"id"`
+	Time time.Time `json:"time"`
+}
+
+// PendingApproval is a call waiting for a decision.
+type PendingApproval struct {
+	CallID      string    `json:"call_id"`
+	ToolID      string    `json:"tool_id"`
+	Turn        int       `json:"turn"`
+	Index       int       `json:"index"`
+	CallSeq     int       `json:"call_seq"`
+	RequestedAt time.Time `json:"requested_at"`
+}
+
+// Decision is DecideApproval's argument.
+type Decision struct {
+	CallID   string `json:"call_id"`
+	Approved bool   `json:"approved"`
+	Approver string `json:"approver"`
+	Reason   string `json:"reason,omitempty"`
+}
+
+// SendMessageInput is SendMessage's argument: a blob of user messages put in
+// the store by the caller.
+type SendMessageInput struct {
+	Ref string `json:"ref"`
+}
+
+// RunState is what GetRun returns.
+type RunState struct {
+	RunID     string            `json:"run_id"`
+	Status    string            `json:"status"`
+	Turn      int               `json:"turn"`
+	ToolCalls int               `json:"tool_calls"`
+	Usage     Usage             `json:"usage"`
+	Seq       int               `json:"seq"`
+	Pending   []PendingApproval `json:"pending,omitempty"`
+	// Answer is the preview of the last answer.
+	Answer    string    `json:"answer,omitempty"`
+	Failure   string    `json:"failure,omitempty"`
+	StartedAt time.Time `json:"started_at"`
+	// Idle is true while a run that answered waits for SendMessage.
+	Idle bool `json:"idle,omitempty"`
+}
+
+// CallID is the deterministic id of call index of turn in run: the gateway's
+// idempotency key, so retries and replays never repeat a side effect.
+func CallID(runID string, turn, index int) string {
+	return fmt.Sprintf("%s/%d/%d", runID, turn, index)
+}

@@ -1,0 +1,493 @@
+package agent
+
+import (
+	"errors"
+	"fmt"
+	"path"
+	"slices"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+)
+
+// Timeouts of the run's activities.
+const (
+	heartbeatTimeout   = 10 * time.Second
+	modelTurnTimeout   = 10 * time.Minute
+	defaultCallTimeout = 2 * time.Minute
+)
+
+// endRun ends a run with a status other than a failure of the workflow.
+type endRun struct {
+	status, reason string
+}
+
+func (e *endRun) Error() string { return e.status + ": " + e.reason }
+
+// run is one execution's state. Workflow code: no I/O, no map ranging, time
+// from workflow.Now.
+type run struct {
+	in        RunInput
+	st        RunState
+	tools     []ToolSummary
+	toolsRef  string
+	failures  []Failure
+	inbox     []string
+	decisions map[string]*Decision
+	execTurns int
+	deadline  bool
+}
+
+// AgentRunWorkflow is one durable agent run: model turn → tool calls → tool
+// results → next turn, until the model answers (then it waits IdleTimeout
+// for SendMessage), a budget is spent, or the run is cancelled. Only
+// references and summaries pass through its history; the transcript is in
+// the [Store].
+func AgentRunWorkflow(ctx workflow.Context, in RunInput) (RunState, error) {
+	r := &run{in: in, decisions: map[string]*Decision{},
+		st: RunState{RunID: in.RunID, Status: StatusRunning}}
+	if err := r.register(ctx); err != nil {
+		return r.st, err
+	}
+	return r.execute(ctx)
+}
+
+// register installs GetRun, DecideApproval and SendMessage.
+func (r *run) register(ctx workflow.Context) error {
+	if err := workflow.SetQueryHandler(ctx, QueryGetRun, func() (RunState, error) {
+		s := r.st
+		s.Pending = slices.Clone(r.st.Pending)
+		return s, nil
+	}); err != nil {
+		return err
+	}
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateDecideApproval,
+		func(_ workflow.Context, d Decision) error {
+			r.decisions[d.CallID] = &d
+			return nil
+		},
+		workflow.UpdateHandlerOptions{Validator: func(d Decision) error {
+			if d.Approver == "" {
+				return errors.New("a decision needs an approver")
+			}
+			if r.decisions[d.CallID] != nil {
+				return fmt.Errorf("call %q is already decided", d.CallID)
+			}
+			for _, p := range r.st.Pending {
+				if p.CallID == d.CallID {
+					return nil
+				}
+			}
+			return fmt.Errorf("call %q is not waiting for approval", d.CallID)
+		}}); err != nil {
+		return err
+	}
+	return workflow.SetUpdateHandlerWithOptions(ctx, UpdateSendMessage,
+		func(_ workflow.Context, m SendMessageInput) error {
+			r.inbox = append(r.inbox, m.Ref)
+			return nil
+		},
+		workflow.UpdateHandlerOptions{Validator: func(m SendMessageInput) error {
+			if m.Ref == "" {
+				return errors.New("no message")
+			}
+			switch r.st.Status {
+			case StatusFailed, StatusCanceled:
+				return fmt.Errorf("the run is %s", r.st.Status)
+			}
+			return nil
+		}})
+}
+
+func (r *run) execute(ctx workflow.Context) (RunState, error) {
+	spec := r.in.Spec
+	if c := r.in.Carry; c != nil {
+		r.st.Seq, r.st.Turn, r.st.ToolCalls, r.st.Usage, r.st.StartedAt = c.Seq, c.Turn, c.ToolCalls, c.Usage, c.StartedAt
+		r.tools, r.toolsRef, r.failures, r.inbox = c.Tools, c.ToolsRef, c.Failures, c.Inbox
+	} else {
+		r.st.StartedAt = workflow.Now(ctx)
+		actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+			StartToCloseTimeout: time.Minute,
+			RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2,
+				MaximumInterval: 30 * time.Second, MaximumAttempts: 5, NonRetryableErrorTypes: []string{ErrTypeConfig}},
+		})
+		var prep PrepareResult
+		err := workflow.ExecuteActivity(actx, PrepareRunActivity, PrepareInput{RunID: r.in.RunID, Spec: spec,
+			Principal: r.in.Principal, InputRef: r.in.InputRef}).Get(ctx, &prep)
+		if err != nil {
+			return r.finish(ctx, err)
+		}
+		r.tools, r.toolsRef, r.st.Seq, r.st.Turn = prep.Tools, prep.ToolsRef, prep.Seq, prep.Turn
+		r.publish(ctx, EventStarted, 0, "", "", fmt.Sprintf("%d tools", len(r.tools)),
+			r.in.RunID+"/started/"+workflow.GetInfo(ctx).WorkflowExecution.RunID)
+	}
+
+	// The deadline cancels whatever the loop waits on.
+	lctx, cancel := workflow.WithCancel(ctx)
+	left := r.st.StartedAt.Add(orDefault(spec.Budget.Deadline, DefaultDeadline)).Sub(workflow.Now(ctx))
+	if left <= 0 {
+		return r.finish(ctx, &endRun{StatusBudgetExhausted, "deadline"})
+	}
+	workflow.Go(lctx, func(gctx workflow.Context) {
+		if workflow.NewTimer(gctx, left).Get(gctx, nil) == nil {
+			r.deadline = true
+			cancel()
+		}
+	})
+
+	for {
+		if err := r.drainInbox(lctx); err != nil {
+			return r.finish(ctx, err)
+		}
+		if end := r.turnBudget(); end != nil {
+			return r.finish(ctx, end)
+		}
+		if r.continueAsNew(ctx) {
+			if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) }); err != nil {
+				return r.finish(ctx, err)
+			}
+			return r.st, workflow.NewContinueAsNewError(ctx, WorkflowName, r.next())
+		}
+		res, err := r.modelTurn(lctx)
+		if err != nil {
+			return r.finish(ctx, err)
+		}
+		if len(res.Calls) == 0 {
+			if done, err := r.answered(ctx, lctx, res); done || err != nil {
+				return r.st, err
+			}
+			continue
+		}
+		if err := r.runCalls(lctx, res); err != nil {
+			return r.finish(ctx, err)
+		}
+	}
+}
+
+// answered records the model's answer and waits for SendMessage; done is
+// true when the idle time passed (or the run was stopped) without one.
+func (r *run) answered(ctx, lctx workflow.Context, res ModelTurnResult) (done bool, err error) {
+	r.st.Status, r.st.Answer = StatusCompleted, res.Preview
+	r.publish(ctx, EventCompleted, r.st.Turn, "", "", res.Preview, fmt.Sprintf("%s/completed/%d", r.in.RunID, r.st.Turn))
+	idle := orDefault(r.in.Spec.IdleTimeout, DefaultIdleTimeout)
+	if idle < 0 {
+		return true, nil
+	}
+	r.st.Idle = true
+	got, err := workflow.AwaitWithTimeout(lctx, idle, func() bool { return len(r.inbox) > 0 })
+	r.st.Idle = false
+	if err != nil || !got {
+		if ctx.Err() != nil { // CancelRun while idle
+			_, cerr := r.finish(ctx, err)
+			return true, cerr
+		}
+		return true, nil // idle time or deadline: the run stays completed
+	}
+	r.st.Status = StatusRunning
+	return false, nil
+}
+
+// drainInbox appends messages sent with SendMessage.
+func (r *run) drainInbox(ctx workflow.Context) error {
+	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: 30 * time.Second,
+		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 10 * time.Second, MaximumAttempts: 5},
+	})
+	for len(r.inbox) > 0 {
+		ref := r.inbox[0]
+		var n int
+		if err := workflow.ExecuteActivity(actx, AppendInputActivity, AppendInput{RunID: r.in.RunID, Seq: r.st.Seq, Ref: ref}).Get(ctx, &n); err != nil {
+			return err
+		}
+		r.inbox = r.inbox[1:]
+		r.st.Seq += n
+		r.publish(ctx, EventMessage, r.st.Turn, "", "", "", fmt.Sprintf("%s/message/%d", r.in.RunID, r.st.Seq))
+	}
+	return nil
+}
+
+// turnBudget names the budget that forbids another turn, if any.
+func (r *run) turnBudget() *endRun {
+	b := r.in.Spec.Budget
+	switch {
+	case r.st.Turn >= orDefault(b.MaxTurns, DefaultMaxTurns):
+		return &endRun{StatusBudgetExhausted, "max_turns"}
+	case b.MaxInputTokens > 0 && r.st.Usage.InputTokens >= b.MaxInputTokens:
+		return &endRun{StatusBudgetExhausted, "max_input_tokens"}
+	case b.MaxOutputTokens > 0 && r.st.Usage.OutputTokens >= b.MaxOutputTokens:
+		return &endRun{StatusBudgetExhausted, "max_output_tokens"}
+	}
+	return nil
+}
+
+func (r *run) continueAsNew(ctx workflow.Context) bool {
+	if n := r.in.Spec.ContinueEveryTurns; n > 0 && r.execTurns >= n {
+		return true
+	}
+	return workflow.GetInfo(ctx).GetContinueAsNewSuggested()
+}
+
+// next is the input of the execution that continues this one: references
+// and counters only.
+func (r *run) next() RunInput {
+	return RunInput{RunID: r.in.RunID, Spec: r.in.Spec, Principal: r.in.Principal, Carry: &Carry{
+		Seq: r.st.Seq, Turn: r.st.Turn, ToolCalls: r.st.ToolCalls, Usage: r.st.Usage, StartedAt: r.st.StartedAt,
+		Tools: r.tools, ToolsRef: r.toolsRef, Failures: r.failures, Inbox: r.inbox}}
+}
+
+func (r *run) modelTurn(ctx workflow.Context) (ModelTurnResult, error) {
+	r.st.Turn++
+	r.execTurns++
+	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: modelTurnTimeout,
+		HeartbeatTimeout:    heartbeatTimeout,
+		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: time.Minute,
+			MaximumAttempts: 5, NonRetryableErrorTypes: []string{ErrTypeModel, ErrTypeConfig}},
+	})
+	spec := r.in.Spec
+	var res ModelTurnResult
+	err := workflow.ExecuteActivity(actx, ModelTurnActivity, ModelTurnInput{RunID: r.in.RunID, Turn: r.st.Turn, Seq: r.st.Seq,
+		Model: spec.Model, ToolsRef: r.toolsRef, Protocol: spec.ToolProtocol, Sequential: spec.Sequential}).Get(ctx, &res)
+	if err != nil {
+		return res, err
+	}
+	r.st.Seq = res.Seq
+	r.st.Usage.InputTokens += res.Usage.InputTokens
+	r.st.Usage.OutputTokens += res.Usage.OutputTokens
+	return res, nil
+}
+
+// runCalls runs the calls of one turn: read-only and idempotent tools fan out,
+// the others run one at a time in the model's order, each after its approval
+// when it needs one. Results are appended in the model's order.
+func (r *run) runCalls(ctx workflow.Context, res ModelTurnResult) error {
+	callSeq, base := res.Seq-1, res.Seq
+	results := make([]CallToolResult, len(res.Calls))
+	budget := orDefault(r.in.Spec.Budget.MaxToolCalls, DefaultMaxToolCalls)
+	overBudget := false
+	type pending struct {
+		i int
+		f workflow.Future
+	}
+	var batch []pending
+	flush := func() error {
+		for _, p := range batch {
+			if err := p.f.Get(ctx, &results[p.i]); err != nil {
+				return err
+			}
+		}
+		batch = batch[:0]
+		return nil
+	}
+	for i, c := range res.Calls {
+		tool := r.tool(c.Name)
+		in := CallToolInput{RunID: r.in.RunID, Turn: r.st.Turn, Index: i, CallSeq: callSeq, ResultSeq: base + i,
+			Tool: tool, Principal: r.in.Principal}
+		opts, attempts := callOptions(tool)
+		in.MaxAttempts = attempts
+		actx := workflow.WithActivityOptions(ctx, opts)
+		if r.st.ToolCalls >= budget {
+			overBudget = true
+			in.Denial = "the run's tool-call budget is spent"
+			batch = append(batch, pending{i, workflow.ExecuteActivity(actx, CallToolActivity, in)})
+			continue
+		}
+		r.st.ToolCalls++
+		approval := tool != nil && (tool.RequiresApproval || r.policyNeedsApproval(tool))
+		if tool == nil || (!approval && (tool.ReadOnly || tool.Idempotent)) {
+			batch = append(batch, pending{i, workflow.ExecuteActivity(actx, CallToolActivity, in)})
+			continue
+		}
+		if err := flush(); err != nil {
+			return err
+		}
+		if approval {
+			var err error
+			if in.Approver, in.Denial, err = r.approve(ctx, i, callSeq, tool); err != nil {
+				return err
+			}
+		}
+		if err := workflow.ExecuteActivity(actx, CallToolActivity, in).Get(ctx, &results[i]); err != nil {
+			return err
+		}
+	}
+	if err := flush(); err != nil {
+		return err
+	}
+	r.st.Seq = base + len(res.Calls)
+	for i, c := range res.Calls {
+		if !results[i].IsError || results[i].Kind == ResultDenied {
+			continue
+		}
+		if n := r.countFailure(c.Name + "/" + c.Digest); n > MaxSameFailure {
+			return &endRun{StatusFailed, fmt.Sprintf("the model repeated a failing call of %s %d times", c.Name, n)}
+		}
+	}
+	if overBudget {
+		return &endRun{StatusBudgetExhausted, "max_tool_calls"}
+	}
+	return nil
+}
+
+// callOptions builds a call's activity options from its tool's contract and
+// returns the attempts they allow.
+func callOptions(t *ToolSummary) (workflow.ActivityOptions, int) {
+	timeout, attempts, initial, maxBackoff := defaultCallTimeout, 3, time.Second, 30*time.Second
+	if t != nil {
+		if t.Timeout > 0 {
+			timeout = t.Timeout + 30*time.Second
+		}
+		if t.MaxAttempts > 0 {
+			attempts = t.MaxAttempts
+		}
+		if t.InitialBackoff > 0 {
+			initial = t.InitialBackoff
+		}
+		if t.MaxBackoff > 0 {
+			maxBackoff = t.MaxBackoff
+		}
+	}
+	return workflow.ActivityOptions{
+		StartToCloseTimeout: timeout,
+		HeartbeatTimeout:    heartbeatTimeout,
+		RetryPolicy: &temporal.RetryPolicy{InitialInterval: initial, BackoffCoefficient: 2, MaximumInterval: maxBackoff,
+			MaximumAttempts: int32(attempts), NonRetryableErrorTypes: []string{ErrTypeConfig}},
+	}, attempts
+}
+
+func (r *run) tool(modelName string) *ToolSummary {
+	for i := range r.tools {
+		if r.tools[i].ModelName == modelName {
+			t := r.tools[i]
+			return &t
+		}
+	}
+	return nil
+}
+
+// policyNeedsApproval matches the run's approval globs against the tool id
+// with and without its version.
+func (r *run) policyNeedsApproval(t *ToolSummary) bool {
+	bare, _, _ := cutVersion(t.ID)
+	for _, pat := range r.in.Spec.Approval.Tools {
+		if pat == "*" || pat == t.ID || pat == bare {
+			return true
+		}
+		if ok, _ := path.Match(pat, bare); ok {
+			return true
+		}
+	}
+	return false
+}
+
+func cutVersion(id string) (string, string, bool) {
+	for i := len(id) - 1; i >= 0; i-- {
+		if id[i] == '@' {
+			return id[:i], id[i+1:], true
+		}
+	}
+	return id, "", false
+}
+
+func (r *run) countFailure(key string) int {
+	for i := range r.failures {
+		if r.failures[i].Key == key {
+			r.failures[i].Count++
+			return r.failures[i].Count
+		}
+	}
+	r.failures = append(r.failures, Failure{Key: key, Count: 1})
+	return 1
+}
+
+// approve publishes approval.requested and waits for DecideApproval; no
+// decision within the timeout is a denial.
+func (r *run) approve(ctx workflow.Context, index, callSeq int, t *ToolSummary) (approver, denial string, err error) {
+	callID := CallID(r.in.RunID, r.st.Turn, index)
+	r.st.Pending = append(r.st.Pending, PendingApproval{CallID: callID, ToolID: t.ID, Turn: r.st.Turn, Index: index,
+		CallSeq: callSeq, RequestedAt: workflow.Now(ctx)})
+	r.st.Status = StatusWaitingApproval
+	r.publish(ctx, EventApprovalRequested, r.st.Turn, callID, t.ID, "", callID+"/approval.requested")
+	timeout := orDefault(r.in.Spec.Approval.Timeout, DefaultApprovalTimeout)
+	decided, err := workflow.AwaitWithTimeout(ctx, timeout, func() bool { return r.decisions[callID] != nil })
+	r.st.Pending = slices.DeleteFunc(r.st.Pending, func(p PendingApproval) bool { return p.CallID == callID })
+	r.st.Status = StatusRunning
+	if err != nil {
+		return "", "", err
+	}
+	msg := ""
+	switch d := r.decisions[callID]; {
+	case !decided:
+		denial = fmt.Sprintf("no decision within %s", timeout)
+		msg = "denied: " + denial
+	case d.Approved:
+		approver = d.Approver
+		msg = "approved by " + d.Approver
+	default:
+		denial = d.Reason
+		if denial == "" {
+			denial = "denied by " + d.Approver
+		}
+		msg = "denied by " + d.Approver + ": " + denial
+	}
+	r.publish(ctx, EventApprovalDecided, r.st.Turn, callID, t.ID, msg, callID+"/approval.decided")
+	return approver, denial, nil
+}
+
+// finish ends the run after err: a budget or the model's repeated failure, a
+// cancellation, the deadline, or a failure.
+func (r *run) finish(ctx workflow.Context, err error) (RunState, error) {
+	dctx, _ := workflow.NewDisconnectedContext(ctx)
+	var end *endRun
+	switch {
+	case errors.As(err, &end):
+		r.st.Status, r.st.Failure = end.status, end.reason
+	case r.deadline && ctx.Err() == nil:
+		r.st.Status, r.st.Failure = StatusBudgetExhausted, "deadline"
+	case ctx.Err() != nil || temporal.IsCanceledError(err):
+		r.st.Status, r.st.Failure = StatusCanceled, "cancelled"
+		r.publish(dctx, EventCancelled, r.st.Turn, "", "", "", fmt.Sprintf("%s/cancelled/%d", r.in.RunID, r.st.Turn))
+		return r.st, temporal.NewCanceledError("cancelled")
+	default:
+		r.st.Status, r.st.Failure = StatusFailed, failureMessage(err)
+	}
+	r.publish(dctx, EventFailed, r.st.Turn, "", "", r.st.Status+": "+r.st.Failure, fmt.Sprintf("%s/failed/%d", r.in.RunID, r.st.Turn))
+	if r.st.Status == StatusFailed {
+		return r.st, temporal.NewNonRetryableApplicationError(r.st.Failure, "RunFailed", nil)
+	}
+	return r.st, nil
+}
+
+// failureMessage is the innermost application message of err.
+func failureMessage(err error) string {
+	var app *temporal.ApplicationError
+	if errors.As(err, &app) {
+		return app.Message()
+	}
+	var to *temporal.TimeoutError
+	if errors.As(err, &to) {
+		return "an activity timed out: " + to.TimeoutType().String()
+	}
+	return err.Error()
+}
+
+// publish sends a run event through a local activity; a failure to publish
+// never stops the run (the event stream is for watchers, history is the truth).
+func (r *run) publish(ctx workflow.Context, kind string, turn int, callID, toolID, msg, id string) {
+	lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
+		StartToCloseTimeout: 10 * time.Second,
+		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: 200 * time.Millisecond, MaximumAttempts: 5},
+	})
+	ev := Event{RunID: r.in.RunID, Kind: kind, Turn: turn, CallID: callID, ToolID: toolID, Message: msg, ID: id, Time: workflow.Now(ctx)}
+	if err := workflow.ExecuteLocalActivity(lctx, PublishEventActivity, ev).Get(lctx, nil); err != nil {
+		workflow.GetLogger(ctx).Warn("run event not published", "kind", kind, "error", err)
+	}
+}
+
+func orDefault[T int | int64 | time.Duration](v, def T) T {
+	if v == 0 {
+		return def
+	}
+	return v
+}
