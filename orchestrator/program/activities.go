@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
+	"github.com/toolfleet/toolfleet/orchestrator/agent"
 	"github.com/toolfleet/toolfleet/sdk/client"
 )
 
@@ -27,10 +28,10 @@ type Gateway interface {
 	CallTool(ctx context.Context, req *toolfleetv1.CallToolRequest) (*client.Result, error)
 }
 
-// EventPublisher publishes program events; a repeat of an event id must be
-// dropped (JetStream's Nats-Msg-Id does that).
+// EventPublisher publishes run events; a repeat of an event id must be
+// dropped. *agent.Events (JetStream, Nats-Msg-Id) implements it.
 type EventPublisher interface {
-	Publish(ctx context.Context, ev Event) error
+	Publish(ctx context.Context, ev agent.Event) error
 }
 
 // Activities are the program's activities; register them with
@@ -121,7 +122,7 @@ func (a *Activities) CallTool(ctx context.Context, req CallRequest) (*CallResult
 	if err := protojson.Unmarshal([]byte(req.InputJSON), in); err != nil {
 		return nil, temporal.NewNonRetryableApplicationError("the input is not a JSON object", "InvalidInput", err)
 	}
-	a.publish(ctx, Event{ProgramID: programOf(req.CallID), Kind: EventToolCall, CallID: req.CallID, ToolID: req.ToolID,
+	a.publish(ctx, agent.Event{RunID: programOf(req.CallID), Kind: EventToolCall, CallID: req.CallID, ToolID: req.ToolID,
 		ID: req.CallID + "/call", Message: req.InputJSON})
 	res, err := a.Gateway.CallTool(ctx, withApproval(&toolfleetv1.CallToolRequest{CallId: req.CallID, ToolId: req.ToolID, Input: in}, req.Approver))
 	out, err := callResultOf(res, err, req.MaxValueBytes)
@@ -132,7 +133,7 @@ func (a *Activities) CallTool(ctx context.Context, req CallRequest) (*CallResult
 	if out.Error != nil {
 		msg = out.Error.Kind + ": " + out.Error.Message
 	}
-	a.publish(ctx, Event{ProgramID: programOf(req.CallID), Kind: EventToolResult, CallID: req.CallID, ToolID: req.ToolID,
+	a.publish(ctx, agent.Event{RunID: programOf(req.CallID), Kind: EventToolResult, CallID: req.CallID, ToolID: req.ToolID,
 		ID: req.CallID + "/result", Message: msg})
 	return out, nil
 }
@@ -174,7 +175,7 @@ func callResultOf(res *client.Result, err error, maxValue int) (*CallResult, err
 }
 
 // PublishEvent publishes one program event.
-func (a *Activities) PublishEvent(ctx context.Context, ev Event) error {
+func (a *Activities) PublishEvent(ctx context.Context, ev agent.Event) error {
 	if a.Events == nil {
 		return nil
 	}
@@ -186,7 +187,7 @@ func (a *Activities) PublishEvent(ctx context.Context, ev Event) error {
 
 // publish sends an event from inside an activity; its loss is logged, never
 // fails the call.
-func (a *Activities) publish(ctx context.Context, ev Event) {
+func (a *Activities) publish(ctx context.Context, ev agent.Event) {
 	if a.Events == nil {
 		return
 	}

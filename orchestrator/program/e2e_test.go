@@ -20,6 +20,7 @@ import (
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
 	"github.com/toolfleet/toolfleet/internal/devstack/devstacktest"
+	"github.com/toolfleet/toolfleet/orchestrator/agent"
 	"github.com/toolfleet/toolfleet/orchestrator/program"
 	"github.com/toolfleet/toolfleet/sdk/client"
 	"github.com/toolfleet/toolfleet/services/gateway/gatewaytest"
@@ -48,8 +49,8 @@ func startStack(t *testing.T) *stack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := js.CreateOrUpdateStream(t.Context(), jetstream.StreamConfig{Name: "TOOLFLEET_RUN_EVENTS",
-		Subjects: []string{program.EventSubjectPrefix + ">"}, Storage: jetstream.MemoryStorage, Duplicates: time.Minute}); err != nil {
+	events, err := agent.OpenEvents(t.Context(), nc, js, agent.EventStreamConfig("", true))
+	if err != nil {
 		t.Fatal(err)
 	}
 	gw, err := client.New(fleet.Addr, client.WithRetry(client.RetryPolicy{MaxAttempts: 1}))
@@ -60,8 +61,8 @@ func startStack(t *testing.T) *stack {
 
 	c := devstacktest.Client(t, s)
 	queue := "program-" + strings.ReplaceAll(t.Name(), "/", "-")
-	w := worker.New(c, queue, worker.Options{})
-	program.Register(w, &program.Activities{Gateway: gw, Events: program.JetStreamEvents{JS: js}})
+	w := worker.New(c, queue, worker.Options{DeadlockDetectionTimeout: program.DeadlockDetectionTimeout})
+	program.Register(w, &program.Activities{Gateway: gw, Events: events})
 	if err := w.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -221,7 +222,7 @@ func TestEndToEndApproval(t *testing.T) {
 			callID := id + "/1"
 			for {
 				h, err := s.temporal.UpdateWorkflow(ctx, tclient.UpdateWorkflowOptions{WorkflowID: id, UpdateName: program.UpdateDecideApproval,
-					WaitForStage: tclient.WorkflowUpdateStageCompleted, Args: []any{program.Decision{CallID: callID, Approved: tt.approved, Approver: "alice", Reason: "not today"}}})
+					WaitForStage: tclient.WorkflowUpdateStageCompleted, Args: []any{agent.Decision{CallID: callID, Approved: tt.approved, Approver: "alice", Reason: "not today"}}})
 				if err == nil {
 					err = h.Get(ctx, nil)
 				}
@@ -289,8 +290,8 @@ func eventKinds(t *testing.T, js jetstream.JetStream, id string) map[string]int 
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
-	cons, err := js.OrderedConsumer(ctx, "TOOLFLEET_RUN_EVENTS", jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{program.EventSubjectPrefix + id + ".>"}})
+	cons, err := js.OrderedConsumer(ctx, agent.DefaultEventStream, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{agent.EventSubjectPrefix + id + ".>"}})
 	if err != nil {
 		t.Fatal(err)
 	}

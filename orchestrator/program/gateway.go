@@ -7,26 +7,20 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
-)
-
-// Delegation metadata agreed with the gateway: honoured only when the
-// orchestrator's own identity holds the tools:delegate scope.
-const (
-	MetadataOnBehalfOf     = "toolfleet-on-behalf-of"
-	MetadataOnBehalfScopes = "toolfleet-on-behalf-scopes"
+	"github.com/toolfleet/toolfleet/orchestrator/agent"
 )
 
 // onBehalfOf makes calls made with ctx run as p: its subject and exactly the
 // scopes recorded when the program started, never the orchestrator's own.
-// When sdk/client gains OnBehalfOf (branch gw-idem) this becomes a call to it,
-// which also covers the Connect transport.
+// It mirrors the agent runs' helper; when sdk/client gains OnBehalfOf (branch
+// gw-idem) both become a call to it, which also covers the Connect transport.
 func onBehalfOf(ctx context.Context, p Principal) context.Context {
 	if p.Subject == "" {
 		return ctx
 	}
 	return metadata.AppendToOutgoingContext(ctx,
-		MetadataOnBehalfOf, p.Subject,
-		MetadataOnBehalfScopes, strings.Join(p.Scopes, " "))
+		agent.MetadataOnBehalfOf, p.Subject,
+		agent.MetadataOnBehalfScopes, strings.Join(p.Scopes, " "))
 }
 
 // withApproval marks req as approved by approver through DecideApproval.

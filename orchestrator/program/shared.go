@@ -4,12 +4,15 @@ import (
 	"fmt"
 	"regexp"
 	"time"
+
+	"github.com/toolfleet/toolfleet/orchestrator/agent"
 )
 
 // Names the Temporal UI and CLI show, and that clients use.
 const (
-	// TaskQueue is the default task queue of programs.
-	TaskQueue = "toolfleet-program"
+	// TaskQueue is the default task queue of programs: the orchestrator's
+	// worker serves agent runs and programs on one queue.
+	TaskQueue = agent.TaskQueue
 	// WorkflowName is the registered name of [ProgramWorkflow].
 	WorkflowName = "Program"
 
@@ -18,9 +21,9 @@ const (
 	CallToolActivity     = "ProgramCallTool"
 	PublishEventActivity = "PublishProgramEvent"
 
-	// UpdateDecideApproval grants or denies a call waiting for approval; the
-	// same Update name and argument ([Decision]) as agent runs.
-	UpdateDecideApproval = "DecideApproval"
+	// UpdateDecideApproval grants or denies a call waiting for approval: the
+	// same validated Update, with the same argument (agent.Decision), as agent runs.
+	UpdateDecideApproval = agent.UpdateDecideApproval
 	// QueryGetProgram returns a [State].
 	QueryGetProgram = "GetProgram"
 
@@ -51,7 +54,9 @@ const (
 	DefaultMaxResultBytes = 256 << 10
 	DefaultApprovalWait   = 24 * time.Hour
 
-	MaxSteps       = 100_000_000
+	// MaxSteps keeps the pure computation between two tool calls well inside
+	// a workflow task (about 50 ns a step: 10M steps ≈ 0.5 s).
+	MaxSteps       = 10_000_000
 	MaxToolCalls   = 10_000
 	MaxWidth       = 64
 	MaxDeadline    = 7 * 24 * time.Hour
@@ -64,6 +69,12 @@ const (
 	// MaxPrintBytes bounds one print event's text; longer text is cut.
 	MaxPrintBytes = 4 << 10
 )
+
+// DeadlockDetectionTimeout is the worker option (worker.Options) that
+// workers running programs need: a script computes between two tool calls
+// without yielding to Temporal, and the SDK's default of 1 s would mistake a
+// long (but bounded) computation for a deadlock on a busy machine.
+const DeadlockDetectionTimeout = 10 * time.Second
 
 // Limit names, used in errors (ProgramError.Limit) and docs.
 const (
@@ -136,11 +147,9 @@ func (l Limits) WithDefaults() (Limits, error) {
 }
 
 // Principal is who runs the program: its tool calls run as this subject with
-// exactly these scopes (delegated by the orchestrator, never as a superuser).
-type Principal struct {
-	Subject string   `json:"subject"`
-	Scopes  []string `json:"scopes,omitempty"`
-}
+// exactly these scopes (delegated by the orchestrator, never as a superuser),
+// as agent runs do.
+type Principal = agent.Principal
 
 // Input starts a [ProgramWorkflow].
 type Input struct {
@@ -266,14 +275,6 @@ type CallError struct {
 	Fields map[string]string `json:"fields,omitempty"`
 }
 
-// Decision is DecideApproval's argument (the same shape as agent runs').
-type Decision struct {
-	CallID   string `json:"call_id"`
-	Approved bool   `json:"approved"`
-	Approver string `json:"approver"`
-	Reason   string `json:"reason,omitempty"`
-}
-
 // PendingApproval is a call waiting for a decision.
 type PendingApproval struct {
 	CallID      string    `json:"call_id"`
@@ -298,28 +299,18 @@ type State struct {
 	StartedAt time.Time         `json:"started_at"`
 }
 
-// Event kinds published on toolfleet.events.run.<program_id>.<kind>.
+// Event kinds published on toolfleet.events.run.<program_id>.<kind> (the
+// subjects and stream of agent run events, so one watcher follows both).
 const (
-	EventStarted           = "started"
+	EventStarted           = agent.EventStarted
 	EventPrint             = "print"
-	EventToolCall          = "tool_call"
-	EventToolResult        = "tool_result"
-	EventApprovalRequested = "approval.requested"
-	EventApprovalDecided   = "approval.decided"
+	EventToolCall          = agent.EventToolCall
+	EventToolResult        = agent.EventToolResult
+	EventApprovalRequested = agent.EventApprovalRequested
+	EventApprovalDecided   = agent.EventApprovalDecided
+	EventCompleted         = agent.EventCompleted
+	EventFailed            = agent.EventFailed
 )
-
-// Event is a program event for PublishEvent; the same subjects and shape as
-// agent run events, so one watcher follows both.
-type Event struct {
-	ProgramID string `json:"program_id"`
-	Kind      string `json:"kind"`
-	CallID    string `json:"call_id,omitempty"`
-	ToolID    string `json:"tool_id,omitempty"`
-	Message   string `json:"message,omitempty"`
-	// ID dedupes the event in JetStream; deterministic per step.
-	ID   string    `json:"id"`
-	Time time.Time `json:"time"`
-}
 
 // CallID is the deterministic id of the n-th call (from 1) of a program.
 func CallID(programID string, n int) string { return fmt.Sprintf("%s/%d", programID, n) }

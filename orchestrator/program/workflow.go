@@ -11,6 +11,8 @@ import (
 	"go.starlark.net/starlark"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
+
+	"github.com/toolfleet/toolfleet/orchestrator/agent"
 )
 
 // ProgramWorkflow runs one Starlark program. It never does I/O: tools are
@@ -28,7 +30,7 @@ func ProgramWorkflow(ctx workflow.Context, in Input) (*Output, error) {
 	if in.Filename == "" {
 		in.Filename = DefaultFilename
 	}
-	r := &runner{in: in, started: workflow.Now(ctx), decisions: map[string]Decision{}, status: StatusRunning}
+	r := &runner{in: in, started: workflow.Now(ctx), decisions: map[string]agent.Decision{}, status: StatusRunning}
 	if err := r.setup(ctx); err != nil {
 		return nil, err
 	}
@@ -56,7 +58,7 @@ type runner struct {
 
 	status    string
 	pending   []PendingApproval
-	decisions map[string]Decision
+	decisions map[string]agent.Decision
 
 	events   []workflow.Future
 	eventSeq int
@@ -87,11 +89,11 @@ func (r *runner) setup(ctx workflow.Context) error {
 		return fmt.Errorf("program: query handler: %w", err)
 	}
 	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateDecideApproval,
-		func(_ workflow.Context, d Decision) error {
+		func(_ workflow.Context, d agent.Decision) error {
 			r.decisions[d.CallID] = d
 			return nil
 		},
-		workflow.UpdateHandlerOptions{Validator: func(_ workflow.Context, d Decision) error {
+		workflow.UpdateHandlerOptions{Validator: func(_ workflow.Context, d agent.Decision) error {
 			if d.Approver == "" {
 				return errors.New("a decision needs an approver")
 			}
@@ -180,13 +182,13 @@ func (r *runner) run(ctx workflow.Context) (*Output, error) {
 		return nil, r.fail(ctx, positioned(pe, r.in.Source, chk.resultPos))
 	}
 	out := &Output{ResultJSON: string(b), ToolCalls: r.calls, Steps: th.Steps + r.spent}
-	r.publish(ctx, "completed", "", "", "")
+	r.publish(ctx, EventCompleted, "", "", "")
 	return out, nil
 }
 
 // fail publishes the failed event and turns pe into the workflow's error.
 func (r *runner) fail(ctx workflow.Context, pe *ProgramError) error {
-	r.publish(ctx, "failed", "", "", pe.Error())
+	r.publish(ctx, EventFailed, "", "", pe.Error())
 	return programFailure(pe)
 }
 
@@ -589,7 +591,7 @@ func (r *runner) print(th *starlark.Thread, msg string) {
 // every event before the workflow ends.
 func (r *runner) publish(ctx workflow.Context, kind, callID, toolID, msg string) {
 	r.eventSeq++
-	ev := Event{ProgramID: r.in.ProgramID, Kind: kind, CallID: callID, ToolID: toolID, Message: msg,
+	ev := agent.Event{RunID: r.in.ProgramID, Kind: kind, CallID: callID, ToolID: toolID, Message: msg,
 		ID: fmt.Sprintf("%s/e%d", r.in.ProgramID, r.eventSeq), Time: workflow.Now(ctx)}
 	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: 10 * time.Second,

@@ -13,11 +13,13 @@ import (
 
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/worker"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
+	"github.com/toolfleet/toolfleet/orchestrator/agent"
 	"github.com/toolfleet/toolfleet/orchestrator/program"
 	"github.com/toolfleet/toolfleet/sdk/client"
 )
@@ -137,10 +139,10 @@ func (g *fakeGateway) CallTool(_ context.Context, req *toolfleetv1.CallToolReque
 // recorder keeps published events.
 type recorder struct {
 	mu     sync.Mutex
-	events []program.Event
+	events []agent.Event
 }
 
-func (r *recorder) Publish(_ context.Context, ev program.Event) error {
+func (r *recorder) Publish(_ context.Context, ev agent.Event) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.events = append(r.events, ev)
@@ -168,6 +170,7 @@ type env struct {
 func newEnv(t *testing.T) env {
 	var s testsuite.WorkflowTestSuite
 	e := env{TestWorkflowEnvironment: s.NewTestWorkflowEnvironment(), gw: newFakeGateway(), events: &recorder{}}
+	e.SetWorkerOptions(worker.Options{DeadlockDetectionTimeout: program.DeadlockDetectionTimeout})
 	program.Register(e.TestWorkflowEnvironment, &program.Activities{Gateway: e.gw, Events: e.events})
 	return e
 }
@@ -338,12 +341,12 @@ func TestApproval(t *testing.T) {
 	src := "r = Bank_Transfer(amount=5)\nresult = [r.ok, r.value, r.error and r.error.message]\n"
 	tests := []struct {
 		name     string
-		decision program.Decision
+		decision agent.Decision
 		want     string
 		runs     int
 	}{
-		{"granted", program.Decision{CallID: "p1/1", Approved: true, Approver: "alice"}, `[true,{"sent":5},null]`, 1},
-		{"denied", program.Decision{CallID: "p1/1", Approver: "bob", Reason: "too much"}, `[false,null,"denied by bob: too much"]`, 0},
+		{"granted", agent.Decision{CallID: "p1/1", Approved: true, Approver: "alice"}, `[true,{"sent":5},null]`, 1},
+		{"denied", agent.Decision{CallID: "p1/1", Approver: "bob", Reason: "too much"}, `[false,null,"denied by bob: too much"]`, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -353,7 +356,7 @@ func TestApproval(t *testing.T) {
 			e.RegisterDelayedCallback(func() {
 				// The validator refuses an unknown call before the real decision.
 				e.UpdateWorkflow(program.UpdateDecideApproval, "u0", &updateResult{err: &rejected},
-					program.Decision{CallID: "p1/99", Approved: true, Approver: "eve"})
+					agent.Decision{CallID: "p1/99", Approved: true, Approver: "eve"})
 				var st program.State
 				v, err := e.QueryWorkflow(program.QueryGetProgram)
 				if err != nil || v.Get(&st) != nil || st.Status != program.StatusWaitingApproval || len(st.Pending) != 1 {
