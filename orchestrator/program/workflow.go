@@ -164,6 +164,8 @@ func (r *runner) run(ctx workflow.Context) (*Output, error) {
 	globals, err := prog.Init(th, predeclared)
 	if err != nil {
 		if r.canceled || ctx.Err() != nil {
+			dctx, _ := workflow.NewDisconnectedContext(ctx)
+			r.publish(dctx, agent.EventCancelled, "", "", "")
 			return nil, workflow.ErrCanceled
 		}
 		return nil, r.fail(ctx, r.classify(err))

@@ -1,5 +1,6 @@
 // Package runner is the orchestrator process: it connects to Temporal, NATS
-// and the gateway and runs a Temporal worker for agent runs on a task queue.
+// and the gateway and runs a Temporal worker for agent runs and Starlark
+// programs on a task queue.
 // Replicas share the work by polling the same queue; nothing else
 // coordinates them. It never links the embedded servers of internal/devstack,
 // so cmd/orchestrator stays a production binary; `toolfleet dev` runs the
@@ -20,6 +21,7 @@ import (
 	"go.temporal.io/sdk/worker"
 
 	"github.com/toolfleet/toolfleet/orchestrator/agent"
+	"github.com/toolfleet/toolfleet/orchestrator/program"
 	tfclient "github.com/toolfleet/toolfleet/sdk/client"
 )
 
@@ -100,6 +102,8 @@ type Orchestrator struct {
 	worker   worker.Worker
 	// Runs starts and steers runs through this process's connections.
 	Runs *agent.Runs
+	// Programs starts and steers Starlark programs the same way.
+	Programs *program.Programs
 }
 
 // Start connects everything and starts polling; Stop undoes it.
@@ -143,12 +147,15 @@ func Start(ctx context.Context, cfg Config) (_ *Orchestrator, err error) {
 	o.worker = worker.New(o.temporal, cfg.TaskQueue, worker.Options{
 		MaxConcurrentActivityExecutionSize: cfg.MaxConcurrentActivities,
 		WorkerStopTimeout:                  cfg.StopTimeout,
+		DeadlockDetectionTimeout:           program.DeadlockDetectionTimeout, // scripts compute between yields
 	})
 	agent.Register(o.worker, &agent.Activities{Store: store, Events: events, Gateway: o.gateway, Models: cfg.Models})
+	program.Register(o.worker, &program.Activities{Gateway: o.gateway, Events: events})
 	if err := o.worker.Start(); err != nil {
 		return nil, fmt.Errorf("start the Temporal worker: %w", err)
 	}
 	o.Runs = &agent.Runs{Temporal: o.temporal, Store: store, TaskQueue: cfg.TaskQueue}
+	o.Programs = &program.Programs{Temporal: o.temporal, TaskQueue: cfg.TaskQueue}
 	return o, nil
 }
 
