@@ -10,6 +10,7 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/toolfleet/toolfleet/orchestrator/agent"
@@ -30,12 +31,18 @@ const (
 	StatusCanceled  = "CANCELED"
 )
 
+// memoOwner is the memo key holding the subject that started a program, so
+// reads can be confined to it without loading history.
+const memoOwner = "owner"
+
 // ErrNotFound is returned for a program id that names no program.
 var ErrNotFound = errors.New("program: no such program")
 
 // Status is a program's state, and its outcome once it ended.
 type Status struct {
 	ProgramID string
+	// Owner is the subject that started the program.
+	Owner string
 	// Status is one of the Status* values.
 	Status string
 	// Output is set when the program completed.
@@ -50,6 +57,12 @@ type Status struct {
 func (s *Status) Done() bool {
 	return s.Status == StatusCompleted || s.Status == StatusFailed || s.Status == StatusCanceled
 }
+
+// InputError is a program that cannot start as given (its id or limits).
+type InputError struct{ Err error }
+
+func (e *InputError) Error() string { return e.Err.Error() }
+func (e *InputError) Unwrap() error { return e.Err }
 
 // NewProgramID returns a random program id.
 func NewProgramID() string {
@@ -74,16 +87,17 @@ func (p *Programs) Start(ctx context.Context, in Input) (string, error) {
 		in.ProgramID = NewProgramID()
 	}
 	if err := ValidProgramID(in.ProgramID); err != nil {
-		return "", err
+		return "", &InputError{err}
 	}
 	if _, err := in.Limits.WithDefaults(); err != nil {
-		return "", err
+		return "", &InputError{err}
 	}
 	if _, err := Compile(in.Filename, in.Source); err != nil {
 		return "", err
 	}
 	_, err := p.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
 		ID:                       in.ProgramID,
+		Memo:                     map[string]any{memoOwner: in.Principal.Subject},
 		TaskQueue:                p.queue(),
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
 		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
@@ -101,18 +115,46 @@ func (p *Programs) Start(ctx context.Context, in Input) (string, error) {
 // Get returns a program's status: the live state while it runs, the outcome
 // once it ended. It never waits for the program.
 func (p *Programs) Get(ctx context.Context, id string) (*Status, error) {
+	owner, status, err := p.describe(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	st, err := p.status(ctx, id, status)
+	if st != nil {
+		st.Owner = owner
+	}
+	return st, err
+}
+
+// Owner returns the subject that started program id.
+func (p *Programs) Owner(ctx context.Context, id string) (string, error) {
+	owner, _, err := p.describe(ctx, id)
+	return owner, err
+}
+
+// describe returns a program's owner and workflow status.
+func (p *Programs) describe(ctx context.Context, id string) (string, enumspb.WorkflowExecutionStatus, error) {
 	desc, err := p.Temporal.DescribeWorkflowExecution(ctx, id, "")
 	var nf *serviceerror.NotFound
 	if errors.As(err, &nf) {
-		return nil, ErrNotFound
+		return "", 0, ErrNotFound
 	}
 	if err != nil {
-		return nil, fmt.Errorf("program: describe %s: %w", id, err)
+		return "", 0, fmt.Errorf("program: describe %s: %w", id, err)
 	}
-	if desc.GetWorkflowExecutionInfo().GetType().GetName() != WorkflowName {
-		return nil, ErrNotFound
+	info := desc.GetWorkflowExecutionInfo()
+	if info.GetType().GetName() != WorkflowName {
+		return "", 0, ErrNotFound
 	}
-	switch desc.GetWorkflowExecutionInfo().GetStatus() {
+	var owner string
+	if f := info.GetMemo().GetFields()[memoOwner]; f != nil {
+		_ = converter.GetDefaultDataConverter().FromPayload(f, &owner)
+	}
+	return owner, info.GetStatus(), nil
+}
+
+func (p *Programs) status(ctx context.Context, id string, status enumspb.WorkflowExecutionStatus) (*Status, error) {
+	switch status {
 	case enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING:
 		v, err := p.Temporal.QueryWorkflow(ctx, id, "", QueryGetProgram)
 		if err != nil {

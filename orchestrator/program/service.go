@@ -1,0 +1,295 @@
+package program
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/nats-io/nats.go/jetstream"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/types/known/structpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
+	"github.com/toolfleet/toolfleet/gen/toolfleet/v1/toolfleetv1connect"
+	"github.com/toolfleet/toolfleet/orchestrator/agent"
+)
+
+// Scopes of ProgramService.
+const (
+	ScopeRun     = "programs:run"
+	ScopeRead    = "programs:read"
+	ScopeApprove = "programs:approve"
+)
+
+// Authenticator returns the caller of ctx (as the gateway authenticated it)
+// when it holds scope, or a *connect.Error (Unauthenticated,
+// PermissionDenied) when not. A program runs as the principal that started
+// it, and only that subject reads, watches, cancels or decides it.
+type Authenticator func(ctx context.Context, scope string) (agent.Principal, error)
+
+// Service implements ProgramService (Connect, gRPC and HTTP JSON through the
+// gateway's mount) over [Programs].
+type Service struct {
+	Programs *Programs
+	// Events is the JetStream holding run events (WatchProgram).
+	Events jetstream.JetStream
+	// Auth authenticates callers; required.
+	Auth Authenticator
+	// MaxWait bounds RunProgram with wait set when the request has no
+	// deadline. Default 5 minutes.
+	MaxWait time.Duration
+}
+
+var _ toolfleetv1connect.ProgramServiceHandler = (*Service)(nil)
+
+// RunProgram starts a program, and with wait returns its outcome.
+func (s *Service) RunProgram(ctx context.Context, req *connect.Request[toolfleetv1.RunProgramRequest]) (*connect.Response[toolfleetv1.RunProgramResponse], error) {
+	p, err := s.Auth(ctx, ScopeRun)
+	if err != nil {
+		return nil, err
+	}
+	m := req.Msg
+	if len(m.GetSource()) > MaxSourceBytes {
+		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("source is over %d bytes", MaxSourceBytes))
+	}
+	in := Input{ProgramID: m.GetProgramId(), Filename: m.GetFilename(), Source: m.GetSource(), Tools: m.GetTools(),
+		Principal: p, Limits: limitsOf(m.GetLimits())}
+	if m.GetArgs() != nil {
+		b, err := protojson.Marshal(m.GetArgs())
+		if err != nil {
+			return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("args are not a JSON object"))
+		}
+		in.ArgsJSON = string(b)
+	}
+	id, err := s.Programs.Start(ctx, in)
+	var pe *ProgramError
+	switch {
+	case errors.As(err, &pe):
+		return connect.NewResponse(&toolfleetv1.RunProgramResponse{ProgramId: in.ProgramID,
+			Status: toolfleetv1.ProgramStatus_PROGRAM_STATUS_FAILED, ProgramError: pe.proto(), Error: pe.Error()}), nil
+	case err != nil:
+		return nil, startError(err)
+	}
+	resp := &toolfleetv1.RunProgramResponse{ProgramId: id, Status: toolfleetv1.ProgramStatus_PROGRAM_STATUS_RUNNING}
+	if !m.GetWait() {
+		return connect.NewResponse(resp), nil
+	}
+	wctx := ctx
+	if _, ok := ctx.Deadline(); !ok {
+		maxWait := s.MaxWait
+		if maxWait <= 0 {
+			maxWait = 5 * time.Minute
+		}
+		var cancel context.CancelFunc
+		wctx, cancel = context.WithTimeout(ctx, maxWait)
+		defer cancel()
+	}
+	st, err := s.Programs.Wait(wctx, id)
+	if err != nil {
+		if wctx.Err() != nil && ctx.Err() == nil {
+			return connect.NewResponse(resp), nil // still running: GetProgram later
+		}
+		return nil, internal(err)
+	}
+	out := statusProto(st)
+	resp.Status, resp.Result, resp.ProgramError, resp.ToolCalls = out.GetStatus(), out.GetResult(), out.GetProgramError(), out.GetToolCalls()
+	resp.Error = out.GetError()
+	return connect.NewResponse(resp), nil
+}
+
+// GetProgram returns a program's status and outcome.
+func (s *Service) GetProgram(ctx context.Context, req *connect.Request[toolfleetv1.GetProgramRequest]) (*connect.Response[toolfleetv1.GetProgramResponse], error) {
+	p, err := s.Auth(ctx, ScopeRead)
+	if err != nil {
+		return nil, err
+	}
+	st, err := s.Programs.Get(ctx, req.Msg.GetProgramId())
+	if err != nil {
+		return nil, lookupError(err)
+	}
+	if st.Owner != p.Subject {
+		return nil, lookupError(ErrNotFound) // another caller's program does not exist for this one
+	}
+	return connect.NewResponse(statusProto(st)), nil
+}
+
+// CancelProgram cancels a running program.
+func (s *Service) CancelProgram(ctx context.Context, req *connect.Request[toolfleetv1.CancelProgramRequest]) (*connect.Response[toolfleetv1.CancelProgramResponse], error) {
+	if err := s.own(ctx, ScopeRun, req.Msg.GetProgramId()); err != nil {
+		return nil, err
+	}
+	if err := s.Programs.Cancel(ctx, req.Msg.GetProgramId()); err != nil {
+		return nil, lookupError(err)
+	}
+	return connect.NewResponse(&toolfleetv1.CancelProgramResponse{}), nil
+}
+
+// DecideProgramApproval grants or denies a call waiting for approval.
+func (s *Service) DecideProgramApproval(ctx context.Context, req *connect.Request[toolfleetv1.DecideProgramApprovalRequest]) (*connect.Response[toolfleetv1.DecideProgramApprovalResponse], error) {
+	p, err := s.Auth(ctx, ScopeApprove)
+	if err != nil {
+		return nil, err
+	}
+	m := req.Msg
+	if err := s.own(ctx, ScopeApprove, m.GetProgramId()); err != nil {
+		return nil, err
+	}
+	approver := p.Subject
+	if approver == "" {
+		approver = "anonymous"
+	}
+	d := agent.Decision{CallID: m.GetCallId(), Approved: m.GetApproved(), Approver: approver, Reason: m.GetReason()}
+	if err := s.Programs.Decide(ctx, m.GetProgramId(), d); err != nil {
+		// The validator's refusal (unknown or decided call) is the caller's to fix.
+		return nil, connect.NewError(connect.CodeFailedPrecondition, errors.New("no such call is waiting for approval in this program"))
+	}
+	return connect.NewResponse(&toolfleetv1.DecideProgramApprovalResponse{}), nil
+}
+
+// WatchProgram streams the program's events until it ends.
+func (s *Service) WatchProgram(ctx context.Context, req *connect.Request[toolfleetv1.WatchProgramRequest], stream *connect.ServerStream[toolfleetv1.WatchProgramResponse]) error {
+	id := req.Msg.GetProgramId()
+	if err := s.own(ctx, ScopeRead, id); err != nil {
+		return err
+	}
+	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: []string{agent.EventSubjectPrefix + id + ".>"}}
+	if seq := req.Msg.GetAfterSequence(); seq > 0 {
+		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, seq+1
+	}
+	cons, err := s.Events.OrderedConsumer(ctx, agent.DefaultEventStream, cfg)
+	if err != nil {
+		return internal(err)
+	}
+	for ctx.Err() == nil {
+		msg, err := cons.Next(jetstream.FetchMaxWait(5 * time.Second))
+		if errors.Is(err, jetstream.ErrNoMessages) || errors.Is(err, context.DeadlineExceeded) {
+			// Quiet: end the watch if the program ended without a final event
+			// (e.g. terminated), else keep waiting.
+			if st, err := s.Programs.Get(ctx, id); err == nil && st.Done() {
+				return nil
+			}
+			continue
+		}
+		if err != nil {
+			return internal(err)
+		}
+		ev, err := agent.DecodeEvent(msg.Data())
+		if err != nil {
+			continue
+		}
+		md, _ := msg.Metadata()
+		var seq uint64
+		if md != nil {
+			seq = md.Sequence.Stream
+		}
+		if err := stream.Send(&toolfleetv1.WatchProgramResponse{Event: ev, Sequence: seq}); err != nil {
+			return err
+		}
+		switch ev.GetKind() {
+		case EventCompleted, EventFailed, agent.EventCancelled:
+			return nil
+		}
+	}
+	return connect.NewError(connect.CodeCanceled, ctx.Err())
+}
+
+// own checks that the caller holds scope and started program id.
+func (s *Service) own(ctx context.Context, scope, id string) error {
+	p, err := s.Auth(ctx, scope)
+	if err != nil {
+		return err
+	}
+	owner, err := s.Programs.Owner(ctx, id)
+	if err != nil {
+		return lookupError(err)
+	}
+	if owner != p.Subject {
+		return lookupError(ErrNotFound)
+	}
+	return nil
+}
+
+func limitsOf(l *toolfleetv1.ProgramLimits) Limits {
+	if l == nil {
+		return Limits{}
+	}
+	return Limits{MaxSteps: uint64(max(l.GetMaxSteps(), 0)), MaxToolCalls: int(l.GetMaxToolCalls()),
+		MaxWidth: int(l.GetMaxWidth()), Deadline: l.GetDeadline().AsDuration(), MaxValueBytes: int(l.GetMaxValueBytes()),
+		MaxResultBytes: int(l.GetMaxResultBytes()), ApprovalWait: l.GetApprovalWait().AsDuration()}
+}
+
+func (e *ProgramError) proto() *toolfleetv1.ProgramError {
+	if e == nil {
+		return nil
+	}
+	return &toolfleetv1.ProgramError{Kind: e.Kind, Limit: e.Limit, Message: e.Message, Position: e.Position, Line: e.Line}
+}
+
+var statusCodes = map[string]toolfleetv1.ProgramStatus{
+	StatusRunning:         toolfleetv1.ProgramStatus_PROGRAM_STATUS_RUNNING,
+	StatusWaitingApproval: toolfleetv1.ProgramStatus_PROGRAM_STATUS_WAITING_APPROVAL,
+	StatusCompleted:       toolfleetv1.ProgramStatus_PROGRAM_STATUS_COMPLETED,
+	StatusFailed:          toolfleetv1.ProgramStatus_PROGRAM_STATUS_FAILED,
+	StatusCanceled:        toolfleetv1.ProgramStatus_PROGRAM_STATUS_CANCELED,
+}
+
+// statusProto renders a Status as GetProgram's response.
+func statusProto(st *Status) *toolfleetv1.GetProgramResponse {
+	resp := &toolfleetv1.GetProgramResponse{ProgramId: st.ProgramID, Status: statusCodes[st.Status], Done: st.Done()}
+	if st.State != nil {
+		resp.ToolCalls = int32(st.State.ToolCalls)
+		for _, pa := range st.State.Pending {
+			args := &structpb.Struct{}
+			if err := protojson.Unmarshal([]byte(pa.InputJSON), args); err != nil {
+				args = nil
+			}
+			resp.PendingApprovals = append(resp.PendingApprovals, &toolfleetv1.PendingApproval{CallId: pa.CallID,
+				ToolId: pa.ToolID, Arguments: args, RequestedAt: timestamppb.New(pa.RequestedAt)})
+		}
+	}
+	if st.Output != nil {
+		resp.ToolCalls = int32(st.Output.ToolCalls)
+		var v any
+		if err := json.Unmarshal([]byte(st.Output.ResultJSON), &v); err == nil {
+			if pv, err := structpb.NewValue(v); err == nil {
+				resp.Result = pv
+			}
+		}
+	}
+	if st.Error != nil {
+		resp.ProgramError, resp.Error = st.Error.proto(), st.Error.Error()
+	}
+	return resp
+}
+
+func lookupError(err error) error {
+	if errors.Is(err, ErrNotFound) {
+		return connect.NewError(connect.CodeNotFound, errors.New("no such program"))
+	}
+	return internal(err)
+}
+
+func startError(err error) error {
+	// Bad ids and limits are the caller's; the messages name the field.
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return connect.NewError(connect.CodeDeadlineExceeded, errors.New("the program could not be started in time"))
+	}
+	var ce *connect.Error
+	if errors.As(err, &ce) {
+		return ce
+	}
+	var ie *InputError
+	if errors.As(err, &ie) {
+		return connect.NewError(connect.CodeInvalidArgument, ie)
+	}
+	return internal(err)
+}
+
+// internal hides an internal error's text from callers.
+func internal(error) error {
+	return connect.NewError(connect.CodeUnavailable, errors.New("the orchestrator is not available, try again"))
+}

@@ -1,0 +1,166 @@
+package program_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
+	"github.com/toolfleet/toolfleet/gen/toolfleet/v1/toolfleetv1connect"
+	"github.com/toolfleet/toolfleet/orchestrator/agent"
+	"github.com/toolfleet/toolfleet/orchestrator/program"
+)
+
+type subjectKey struct{}
+
+// serve runs ProgramService over real Connect on loopback. The caller's
+// subject comes from the X-Test-Subject header, standing in for the gateway's
+// authentication; every subject holds every program scope.
+func serve(t *testing.T, s *stack) toolfleetv1connect.ProgramServiceClient {
+	t.Helper()
+	svc := &program.Service{
+		Programs: &program.Programs{Temporal: s.temporal, TaskQueue: s.queue},
+		Events:   s.js,
+		Auth: func(ctx context.Context, _ string) (agent.Principal, error) {
+			sub, _ := ctx.Value(subjectKey{}).(string)
+			if sub == "" {
+				return agent.Principal{}, connect.NewError(connect.CodeUnauthenticated, errors.New("no subject"))
+			}
+			return agent.Principal{Subject: sub}, nil
+		},
+	}
+	path, h := toolfleetv1connect.NewProgramServiceHandler(svc)
+	mux := http.NewServeMux()
+	mux.Handle(path, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), subjectKey{}, r.Header.Get("X-Test-Subject"))))
+	}))
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	return toolfleetv1connect.NewProgramServiceClient(srv.Client(), srv.URL)
+}
+
+func as[T any](subject string, msg *T) *connect.Request[T] {
+	req := connect.NewRequest(msg)
+	req.Header().Set("X-Test-Subject", subject)
+	return req
+}
+
+func TestService(t *testing.T) {
+	t.Parallel()
+	s := startStack(t)
+	c := serve(t, s)
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	t.Cleanup(cancel) // the parallel subtests outlive this function's body
+
+	args, _ := structpb.NewStruct(map[string]any{"n": 4})
+	run, err := c.RunProgram(ctx, as("alice", &toolfleetv1.RunProgramRequest{ProgramId: "svc-1", Wait: true, Args: args,
+		Tools: []string{"Calculator.Add"}, Source: "print('adding')\nresult = Calculator_Add(a=args['n'], b=1).value['result']\n"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := run.Msg; m.GetStatus() != toolfleetv1.ProgramStatus_PROGRAM_STATUS_COMPLETED || m.GetResult().GetNumberValue() != 5 || m.GetToolCalls() != 1 {
+		t.Fatalf("RunProgram = %v, want COMPLETED with result 5 after 1 call", m)
+	}
+
+	t.Run("a syntax error fails at once with its position", func(t *testing.T) {
+		t.Parallel()
+		res, err := c.RunProgram(ctx, as("alice", &toolfleetv1.RunProgramRequest{Source: "x = (1 +* 2)\n", Filename: "bad.star"}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		pe := res.Msg.GetProgramError()
+		if res.Msg.GetStatus() != toolfleetv1.ProgramStatus_PROGRAM_STATUS_FAILED || pe.GetKind() != "syntax" || pe.GetPosition() != "bad.star:1:9" || pe.GetLine() != "x = (1 +* 2)" {
+			t.Fatalf("RunProgram = %v, want a syntax error at bad.star:1:9", res.Msg)
+		}
+	})
+	t.Run("another subject sees no program", func(t *testing.T) {
+		t.Parallel()
+		_, err := c.GetProgram(ctx, as("mallory", &toolfleetv1.GetProgramRequest{ProgramId: "svc-1"}))
+		if connect.CodeOf(err) != connect.CodeNotFound {
+			t.Fatalf("GetProgram as another subject: %v, want NotFound", err)
+		}
+		_, err = c.CancelProgram(ctx, as("mallory", &toolfleetv1.CancelProgramRequest{ProgramId: "svc-1"}))
+		if connect.CodeOf(err) != connect.CodeNotFound {
+			t.Fatalf("CancelProgram as another subject: %v, want NotFound", err)
+		}
+	})
+	t.Run("the owner gets it", func(t *testing.T) {
+		t.Parallel()
+		got, err := c.GetProgram(ctx, as("alice", &toolfleetv1.GetProgramRequest{ProgramId: "svc-1"}))
+		if err != nil || !got.Msg.GetDone() || got.Msg.GetResult().GetNumberValue() != 5 {
+			t.Fatalf("GetProgram = %v, %v", got, err)
+		}
+	})
+	t.Run("watch replays the events to the end", func(t *testing.T) {
+		t.Parallel()
+		st, err := c.WatchProgram(ctx, as("alice", &toolfleetv1.WatchProgramRequest{ProgramId: "svc-1"}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var kinds []string
+		for st.Receive() {
+			kinds = append(kinds, st.Msg().GetEvent().GetKind())
+		}
+		if err := st.Err(); err != nil {
+			t.Fatal(err)
+		}
+		want := []string{"started", "tool_call", "tool_result", "print", "completed"}
+		if !sameSet(kinds, want) || kinds[len(kinds)-1] != "completed" {
+			t.Fatalf("events %q, want %q ending with completed", kinds, want)
+		}
+	})
+	t.Run("cancel a program waiting for approval", func(t *testing.T) {
+		t.Parallel()
+		res, err := c.RunProgram(ctx, as("alice", &toolfleetv1.RunProgramRequest{ProgramId: "svc-cancel",
+			Tools: []string{"SchemaTest.Types"}, Source: "SchemaTest_Types(s='never-approved')\n"}))
+		if err != nil || res.Msg.GetStatus() != toolfleetv1.ProgramStatus_PROGRAM_STATUS_RUNNING {
+			t.Fatalf("RunProgram = %v, %v", res, err)
+		}
+		for {
+			got, err := c.GetProgram(ctx, as("alice", &toolfleetv1.GetProgramRequest{ProgramId: "svc-cancel"}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Msg.GetStatus() == toolfleetv1.ProgramStatus_PROGRAM_STATUS_WAITING_APPROVAL {
+				if p := got.Msg.GetPendingApprovals(); len(p) != 1 || p[0].GetCallId() != "svc-cancel/1" {
+					t.Fatalf("pending approvals %v", p)
+				}
+				break
+			}
+			select {
+			case <-ctx.Done():
+				t.Fatal("the program never waited for approval")
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+		if _, err := c.CancelProgram(ctx, as("alice", &toolfleetv1.CancelProgramRequest{ProgramId: "svc-cancel"})); err != nil {
+			t.Fatal(err)
+		}
+		st, err := (&program.Programs{Temporal: s.temporal}).Wait(ctx, "svc-cancel")
+		if err != nil || st.Status != program.StatusCanceled {
+			t.Fatalf("after cancel: %+v, %v; want CANCELED", st, err)
+		}
+		if n := len(s.fleet.SchemaTest.TypesFor("never-approved")); n != 0 {
+			t.Fatalf("the tool ran %d times, want 0", n)
+		}
+	})
+}
+
+func sameSet(got, want []string) bool {
+	seen := map[string]bool{}
+	for _, k := range got {
+		seen[k] = true
+	}
+	for _, k := range want {
+		if !seen[k] {
+			return false
+		}
+	}
+	return len(seen) == len(want)
+}
