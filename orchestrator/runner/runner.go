@@ -22,6 +22,7 @@ import (
 
 	"github.com/toolfleet/toolfleet/orchestrator/agent"
 	"github.com/toolfleet/toolfleet/orchestrator/program"
+	"github.com/toolfleet/toolfleet/orchestrator/trigger"
 	tfclient "github.com/toolfleet/toolfleet/sdk/client"
 )
 
@@ -45,6 +46,9 @@ type Config struct {
 	// Models overrides the model resolver (tests, demos). Default: an
 	// agent.Resolver with KeyDir.
 	Models agent.Models
+	// Triggers, when set, start programs and agent runs from JetStream
+	// messages (orchestrator/trigger; load it with trigger.Load).
+	Triggers *trigger.Config
 	// MemoryStorage keeps transcripts and events in memory (tests).
 	MemoryStorage bool
 	// MaxConcurrentActivities bounds activities in flight in this process. Default 200.
@@ -100,6 +104,7 @@ type Orchestrator struct {
 	temporal client.Client
 	gateway  *tfclient.Client
 	worker   worker.Worker
+	triggers *trigger.Runner
 	// Runs starts and steers runs through this process's connections.
 	Runs *agent.Runs
 	// Programs starts and steers Starlark programs the same way.
@@ -156,12 +161,21 @@ func Start(ctx context.Context, cfg Config) (_ *Orchestrator, err error) {
 	}
 	o.Runs = &agent.Runs{Temporal: o.temporal, Store: store, TaskQueue: cfg.TaskQueue}
 	o.Programs = &program.Programs{Temporal: o.temporal, TaskQueue: cfg.TaskQueue}
+	if cfg.Triggers != nil {
+		if o.triggers, err = trigger.Start(ctx, js, cfg.Triggers, trigger.Options{Programs: o.Programs, Runs: o.Runs,
+			MemoryStorage: cfg.MemoryStorage, Logger: cfg.Logger}); err != nil {
+			return nil, err
+		}
+	}
 	return o, nil
 }
 
 // Stop stops polling, lets in-flight activities finish within the stop
 // timeout, then closes the connections.
 func (o *Orchestrator) Stop() {
+	if o.triggers != nil {
+		o.triggers.Stop()
+	}
 	if o.worker != nil {
 		o.worker.Stop()
 	}
