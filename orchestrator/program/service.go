@@ -39,6 +39,8 @@ type Service struct {
 	Events jetstream.JetStream
 	// Auth authenticates callers; required.
 	Auth Authenticator
+	// Triggers lists the configured triggers (ListTriggers); nil lists none.
+	Triggers func() []*toolfleetv1.Trigger
 	// MaxWait bounds RunProgram with wait set when the request has no
 	// deadline. Default 5 minutes.
 	MaxWait time.Duration
@@ -195,6 +197,18 @@ func (s *Service) WatchProgram(ctx context.Context, req *connect.Request[toolfle
 		}
 	}
 	return connect.NewError(connect.CodeCanceled, ctx.Err())
+}
+
+// ListTriggers lists the configured triggers.
+func (s *Service) ListTriggers(ctx context.Context, _ *connect.Request[toolfleetv1.ListTriggersRequest]) (*connect.Response[toolfleetv1.ListTriggersResponse], error) {
+	if _, err := s.Auth(ctx, ScopeRead); err != nil {
+		return nil, err
+	}
+	resp := &toolfleetv1.ListTriggersResponse{}
+	if s.Triggers != nil {
+		resp.Triggers = s.Triggers()
+	}
+	return connect.NewResponse(resp), nil
 }
 
 // own checks that the caller holds scope and started program id.

@@ -27,6 +27,9 @@ func serve(t *testing.T, s *stack) toolfleetv1connect.ProgramServiceClient {
 	svc := &program.Service{
 		Programs: &program.Programs{Temporal: s.temporal, TaskQueue: s.queue},
 		Events:   s.js,
+		Triggers: func() []*toolfleetv1.Trigger {
+			return []*toolfleetv1.Trigger{{Name: "orders", Subject: "toolfleet.triggers.orders", Target: "program"}}
+		},
 		Auth: func(ctx context.Context, _ string) (agent.Principal, error) {
 			sub, _ := ctx.Value(subjectKey{}).(string)
 			if sub == "" {
@@ -88,6 +91,16 @@ func TestService(t *testing.T) {
 		_, err = c.CancelProgram(ctx, as("mallory", &toolfleetv1.CancelProgramRequest{ProgramId: "svc-1"}))
 		if connect.CodeOf(err) != connect.CodeNotFound {
 			t.Fatalf("CancelProgram as another subject: %v, want NotFound", err)
+		}
+	})
+	t.Run("triggers are listed", func(t *testing.T) {
+		t.Parallel()
+		got, err := c.ListTriggers(ctx, as("alice", &toolfleetv1.ListTriggersRequest{}))
+		if err != nil || len(got.Msg.GetTriggers()) != 1 || got.Msg.GetTriggers()[0].GetName() != "orders" {
+			t.Fatalf("ListTriggers = %v, %v", got, err)
+		}
+		if _, err := c.ListTriggers(ctx, connect.NewRequest(&toolfleetv1.ListTriggersRequest{})); connect.CodeOf(err) != connect.CodeUnauthenticated {
+			t.Fatalf("ListTriggers without a caller: %v, want Unauthenticated", err)
 		}
 	})
 	t.Run("the owner gets it", func(t *testing.T) {

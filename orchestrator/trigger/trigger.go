@@ -154,8 +154,11 @@ func (r *Runner) Stop() {
 // List describes the configured triggers.
 func (r *Runner) List() []Info { return r.cfg.List() }
 
-// List describes the configured triggers.
+// List describes the configured triggers; a nil Config has none.
 func (c *Config) List() []Info {
+	if c == nil {
+		return nil
+	}
 	out := make([]Info, 0, len(c.Triggers))
 	for _, t := range c.Triggers {
 		target := "program"
@@ -163,6 +166,15 @@ func (c *Config) List() []Info {
 			target = "agent"
 		}
 		out = append(out, Info{Name: t.Name, Subject: t.Subject, Target: target, RunAs: t.RunAs.Subject})
+	}
+	return out
+}
+
+// Proto lists the configured triggers as ProgramService.ListTriggers returns them.
+func (c *Config) Proto() []*toolfleetv1.Trigger {
+	out := make([]*toolfleetv1.Trigger, 0, len(c.Triggers))
+	for _, i := range c.List() {
+		out = append(out, &toolfleetv1.Trigger{Name: i.Name, Subject: i.Subject, Target: i.Target, RunAs: i.RunAs})
 	}
 	return out
 }

@@ -105,6 +105,9 @@ func TestTriggers(t *testing.T) {
 	if got := r.List(); len(got) != 1 || got[0].Name != "double" || got[0].Target != "program" {
 		t.Fatalf("List() = %+v", got)
 	}
+	if got := cfg.Proto(); len(got) != 1 || got[0].GetSubject() != "toolfleet.triggers.double" {
+		t.Fatalf("Proto() = %v", got)
+	}
 }
 
 // waitProgram waits for a program that a trigger starts to exist and end.

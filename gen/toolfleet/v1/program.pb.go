@@ -885,6 +885,158 @@ func (*DecideProgramApprovalResponse) Descriptor() ([]byte, []int) {
 	return file_toolfleet_v1_program_proto_rawDescGZIP(), []int{11}
 }
 
+type ListTriggersRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListTriggersRequest) Reset() {
+	*x = ListTriggersRequest{}
+	mi := &file_toolfleet_v1_program_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListTriggersRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListTriggersRequest) ProtoMessage() {}
+
+func (x *ListTriggersRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_toolfleet_v1_program_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListTriggersRequest.ProtoReflect.Descriptor instead.
+func (*ListTriggersRequest) Descriptor() ([]byte, []int) {
+	return file_toolfleet_v1_program_proto_rawDescGZIP(), []int{12}
+}
+
+type ListTriggersResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Triggers      []*Trigger             `protobuf:"bytes,1,rep,name=triggers,proto3" json:"triggers,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListTriggersResponse) Reset() {
+	*x = ListTriggersResponse{}
+	mi := &file_toolfleet_v1_program_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListTriggersResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListTriggersResponse) ProtoMessage() {}
+
+func (x *ListTriggersResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_toolfleet_v1_program_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListTriggersResponse.ProtoReflect.Descriptor instead.
+func (*ListTriggersResponse) Descriptor() ([]byte, []int) {
+	return file_toolfleet_v1_program_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *ListTriggersResponse) GetTriggers() []*Trigger {
+	if x != nil {
+		return x.Triggers
+	}
+	return nil
+}
+
+// Trigger maps a JetStream subject filter to a program or an agent run.
+type Trigger struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// Subject filter, under toolfleet.triggers.
+	Subject string `protobuf:"bytes,2,opt,name=subject,proto3" json:"subject,omitempty"`
+	// "program" or "agent".
+	Target string `protobuf:"bytes,3,opt,name=target,proto3" json:"target,omitempty"`
+	// The subject the started runs act as.
+	RunAs         string `protobuf:"bytes,4,opt,name=run_as,json=runAs,proto3" json:"run_as,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Trigger) Reset() {
+	*x = Trigger{}
+	mi := &file_toolfleet_v1_program_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Trigger) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Trigger) ProtoMessage() {}
+
+func (x *Trigger) ProtoReflect() protoreflect.Message {
+	mi := &file_toolfleet_v1_program_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Trigger.ProtoReflect.Descriptor instead.
+func (*Trigger) Descriptor() ([]byte, []int) {
+	return file_toolfleet_v1_program_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *Trigger) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Trigger) GetSubject() string {
+	if x != nil {
+		return x.Subject
+	}
+	return ""
+}
+
+func (x *Trigger) GetTarget() string {
+	if x != nil {
+		return x.Target
+	}
+	return ""
+}
+
+func (x *Trigger) GetRunAs() string {
+	if x != nil {
+		return x.RunAs
+	}
+	return ""
+}
+
 var File_toolfleet_v1_program_proto protoreflect.FileDescriptor
 
 const file_toolfleet_v1_program_proto_rawDesc = "" +
@@ -953,14 +1105,22 @@ const file_toolfleet_v1_program_proto_rawDesc = "" +
 	"\acall_id\x18\x02 \x01(\tR\x06callId\x12\x1a\n" +
 	"\bapproved\x18\x03 \x01(\bR\bapproved\x12\x16\n" +
 	"\x06reason\x18\x04 \x01(\tR\x06reason\"\x1f\n" +
-	"\x1dDecideProgramApprovalResponse*\xc6\x01\n" +
+	"\x1dDecideProgramApprovalResponse\"\x15\n" +
+	"\x13ListTriggersRequest\"I\n" +
+	"\x14ListTriggersResponse\x121\n" +
+	"\btriggers\x18\x01 \x03(\v2\x15.toolfleet.v1.TriggerR\btriggers\"f\n" +
+	"\aTrigger\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
+	"\asubject\x18\x02 \x01(\tR\asubject\x12\x16\n" +
+	"\x06target\x18\x03 \x01(\tR\x06target\x12\x15\n" +
+	"\x06run_as\x18\x04 \x01(\tR\x05runAs*\xc6\x01\n" +
 	"\rProgramStatus\x12\x1e\n" +
 	"\x1aPROGRAM_STATUS_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16PROGRAM_STATUS_RUNNING\x10\x01\x12#\n" +
 	"\x1fPROGRAM_STATUS_WAITING_APPROVAL\x10\x02\x12\x1c\n" +
 	"\x18PROGRAM_STATUS_COMPLETED\x10\x03\x12\x19\n" +
 	"\x15PROGRAM_STATUS_FAILED\x10\x04\x12\x1b\n" +
-	"\x17PROGRAM_STATUS_CANCELED\x10\x052\xe1\x03\n" +
+	"\x17PROGRAM_STATUS_CANCELED\x10\x052\xbd\x04\n" +
 	"\x0eProgramService\x12O\n" +
 	"\n" +
 	"RunProgram\x12\x1f.toolfleet.v1.RunProgramRequest\x1a .toolfleet.v1.RunProgramResponse\x12T\n" +
@@ -968,7 +1128,8 @@ const file_toolfleet_v1_program_proto_rawDesc = "" +
 	"GetProgram\x12\x1f.toolfleet.v1.GetProgramRequest\x1a .toolfleet.v1.GetProgramResponse\"\x03\x90\x02\x01\x12\\\n" +
 	"\fWatchProgram\x12!.toolfleet.v1.WatchProgramRequest\x1a\".toolfleet.v1.WatchProgramResponse\"\x03\x90\x02\x010\x01\x12X\n" +
 	"\rCancelProgram\x12\".toolfleet.v1.CancelProgramRequest\x1a#.toolfleet.v1.CancelProgramResponse\x12p\n" +
-	"\x15DecideProgramApproval\x12*.toolfleet.v1.DecideProgramApprovalRequest\x1a+.toolfleet.v1.DecideProgramApprovalResponseB=Z;github.com/toolfleet/toolfleet/gen/toolfleet/v1;toolfleetv1b\x06proto3"
+	"\x15DecideProgramApproval\x12*.toolfleet.v1.DecideProgramApprovalRequest\x1a+.toolfleet.v1.DecideProgramApprovalResponse\x12Z\n" +
+	"\fListTriggers\x12!.toolfleet.v1.ListTriggersRequest\x1a\".toolfleet.v1.ListTriggersResponse\"\x03\x90\x02\x01B=Z;github.com/toolfleet/toolfleet/gen/toolfleet/v1;toolfleetv1b\x06proto3"
 
 var (
 	file_toolfleet_v1_program_proto_rawDescOnce sync.Once
@@ -983,7 +1144,7 @@ func file_toolfleet_v1_program_proto_rawDescGZIP() []byte {
 }
 
 var file_toolfleet_v1_program_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_toolfleet_v1_program_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_toolfleet_v1_program_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
 var file_toolfleet_v1_program_proto_goTypes = []any{
 	(ProgramStatus)(0),                    // 0: toolfleet.v1.ProgramStatus
 	(*ProgramLimits)(nil),                 // 1: toolfleet.v1.ProgramLimits
@@ -998,40 +1159,46 @@ var file_toolfleet_v1_program_proto_goTypes = []any{
 	(*CancelProgramResponse)(nil),         // 10: toolfleet.v1.CancelProgramResponse
 	(*DecideProgramApprovalRequest)(nil),  // 11: toolfleet.v1.DecideProgramApprovalRequest
 	(*DecideProgramApprovalResponse)(nil), // 12: toolfleet.v1.DecideProgramApprovalResponse
-	(*durationpb.Duration)(nil),           // 13: google.protobuf.Duration
-	(*structpb.Struct)(nil),               // 14: google.protobuf.Struct
-	(*structpb.Value)(nil),                // 15: google.protobuf.Value
-	(*PendingApproval)(nil),               // 16: toolfleet.v1.PendingApproval
-	(*RunEvent)(nil),                      // 17: toolfleet.v1.RunEvent
+	(*ListTriggersRequest)(nil),           // 13: toolfleet.v1.ListTriggersRequest
+	(*ListTriggersResponse)(nil),          // 14: toolfleet.v1.ListTriggersResponse
+	(*Trigger)(nil),                       // 15: toolfleet.v1.Trigger
+	(*durationpb.Duration)(nil),           // 16: google.protobuf.Duration
+	(*structpb.Struct)(nil),               // 17: google.protobuf.Struct
+	(*structpb.Value)(nil),                // 18: google.protobuf.Value
+	(*PendingApproval)(nil),               // 19: toolfleet.v1.PendingApproval
+	(*RunEvent)(nil),                      // 20: toolfleet.v1.RunEvent
 }
 var file_toolfleet_v1_program_proto_depIdxs = []int32{
-	13, // 0: toolfleet.v1.ProgramLimits.deadline:type_name -> google.protobuf.Duration
-	13, // 1: toolfleet.v1.ProgramLimits.approval_wait:type_name -> google.protobuf.Duration
-	14, // 2: toolfleet.v1.RunProgramRequest.args:type_name -> google.protobuf.Struct
+	16, // 0: toolfleet.v1.ProgramLimits.deadline:type_name -> google.protobuf.Duration
+	16, // 1: toolfleet.v1.ProgramLimits.approval_wait:type_name -> google.protobuf.Duration
+	17, // 2: toolfleet.v1.RunProgramRequest.args:type_name -> google.protobuf.Struct
 	1,  // 3: toolfleet.v1.RunProgramRequest.limits:type_name -> toolfleet.v1.ProgramLimits
-	15, // 4: toolfleet.v1.RunProgramResponse.result:type_name -> google.protobuf.Value
+	18, // 4: toolfleet.v1.RunProgramResponse.result:type_name -> google.protobuf.Value
 	0,  // 5: toolfleet.v1.RunProgramResponse.status:type_name -> toolfleet.v1.ProgramStatus
 	4,  // 6: toolfleet.v1.RunProgramResponse.program_error:type_name -> toolfleet.v1.ProgramError
-	15, // 7: toolfleet.v1.GetProgramResponse.result:type_name -> google.protobuf.Value
+	18, // 7: toolfleet.v1.GetProgramResponse.result:type_name -> google.protobuf.Value
 	0,  // 8: toolfleet.v1.GetProgramResponse.status:type_name -> toolfleet.v1.ProgramStatus
 	4,  // 9: toolfleet.v1.GetProgramResponse.program_error:type_name -> toolfleet.v1.ProgramError
-	16, // 10: toolfleet.v1.GetProgramResponse.pending_approvals:type_name -> toolfleet.v1.PendingApproval
-	17, // 11: toolfleet.v1.WatchProgramResponse.event:type_name -> toolfleet.v1.RunEvent
-	2,  // 12: toolfleet.v1.ProgramService.RunProgram:input_type -> toolfleet.v1.RunProgramRequest
-	5,  // 13: toolfleet.v1.ProgramService.GetProgram:input_type -> toolfleet.v1.GetProgramRequest
-	7,  // 14: toolfleet.v1.ProgramService.WatchProgram:input_type -> toolfleet.v1.WatchProgramRequest
-	9,  // 15: toolfleet.v1.ProgramService.CancelProgram:input_type -> toolfleet.v1.CancelProgramRequest
-	11, // 16: toolfleet.v1.ProgramService.DecideProgramApproval:input_type -> toolfleet.v1.DecideProgramApprovalRequest
-	3,  // 17: toolfleet.v1.ProgramService.RunProgram:output_type -> toolfleet.v1.RunProgramResponse
-	6,  // 18: toolfleet.v1.ProgramService.GetProgram:output_type -> toolfleet.v1.GetProgramResponse
-	8,  // 19: toolfleet.v1.ProgramService.WatchProgram:output_type -> toolfleet.v1.WatchProgramResponse
-	10, // 20: toolfleet.v1.ProgramService.CancelProgram:output_type -> toolfleet.v1.CancelProgramResponse
-	12, // 21: toolfleet.v1.ProgramService.DecideProgramApproval:output_type -> toolfleet.v1.DecideProgramApprovalResponse
-	17, // [17:22] is the sub-list for method output_type
-	12, // [12:17] is the sub-list for method input_type
-	12, // [12:12] is the sub-list for extension type_name
-	12, // [12:12] is the sub-list for extension extendee
-	0,  // [0:12] is the sub-list for field type_name
+	19, // 10: toolfleet.v1.GetProgramResponse.pending_approvals:type_name -> toolfleet.v1.PendingApproval
+	20, // 11: toolfleet.v1.WatchProgramResponse.event:type_name -> toolfleet.v1.RunEvent
+	15, // 12: toolfleet.v1.ListTriggersResponse.triggers:type_name -> toolfleet.v1.Trigger
+	2,  // 13: toolfleet.v1.ProgramService.RunProgram:input_type -> toolfleet.v1.RunProgramRequest
+	5,  // 14: toolfleet.v1.ProgramService.GetProgram:input_type -> toolfleet.v1.GetProgramRequest
+	7,  // 15: toolfleet.v1.ProgramService.WatchProgram:input_type -> toolfleet.v1.WatchProgramRequest
+	9,  // 16: toolfleet.v1.ProgramService.CancelProgram:input_type -> toolfleet.v1.CancelProgramRequest
+	11, // 17: toolfleet.v1.ProgramService.DecideProgramApproval:input_type -> toolfleet.v1.DecideProgramApprovalRequest
+	13, // 18: toolfleet.v1.ProgramService.ListTriggers:input_type -> toolfleet.v1.ListTriggersRequest
+	3,  // 19: toolfleet.v1.ProgramService.RunProgram:output_type -> toolfleet.v1.RunProgramResponse
+	6,  // 20: toolfleet.v1.ProgramService.GetProgram:output_type -> toolfleet.v1.GetProgramResponse
+	8,  // 21: toolfleet.v1.ProgramService.WatchProgram:output_type -> toolfleet.v1.WatchProgramResponse
+	10, // 22: toolfleet.v1.ProgramService.CancelProgram:output_type -> toolfleet.v1.CancelProgramResponse
+	12, // 23: toolfleet.v1.ProgramService.DecideProgramApproval:output_type -> toolfleet.v1.DecideProgramApprovalResponse
+	14, // 24: toolfleet.v1.ProgramService.ListTriggers:output_type -> toolfleet.v1.ListTriggersResponse
+	19, // [19:25] is the sub-list for method output_type
+	13, // [13:19] is the sub-list for method input_type
+	13, // [13:13] is the sub-list for extension type_name
+	13, // [13:13] is the sub-list for extension extendee
+	0,  // [0:13] is the sub-list for field type_name
 }
 
 func init() { file_toolfleet_v1_program_proto_init() }
@@ -1047,7 +1214,7 @@ func file_toolfleet_v1_program_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolfleet_v1_program_proto_rawDesc), len(file_toolfleet_v1_program_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   12,
+			NumMessages:   15,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -24,6 +24,7 @@ const (
 	ProgramService_WatchProgram_FullMethodName          = "/toolfleet.v1.ProgramService/WatchProgram"
 	ProgramService_CancelProgram_FullMethodName         = "/toolfleet.v1.ProgramService/CancelProgram"
 	ProgramService_DecideProgramApproval_FullMethodName = "/toolfleet.v1.ProgramService/DecideProgramApproval"
+	ProgramService_ListTriggers_FullMethodName          = "/toolfleet.v1.ProgramService/ListTriggers"
 )
 
 // ProgramServiceClient is the client API for ProgramService service.
@@ -47,6 +48,8 @@ type ProgramServiceClient interface {
 	CancelProgram(ctx context.Context, in *CancelProgramRequest, opts ...grpc.CallOption) (*CancelProgramResponse, error)
 	// DecideProgramApproval grants or denies a tool call waiting for approval.
 	DecideProgramApproval(ctx context.Context, in *DecideProgramApprovalRequest, opts ...grpc.CallOption) (*DecideProgramApprovalResponse, error)
+	// ListTriggers lists the configured NATS triggers that start programs and agent runs.
+	ListTriggers(ctx context.Context, in *ListTriggersRequest, opts ...grpc.CallOption) (*ListTriggersResponse, error)
 }
 
 type programServiceClient struct {
@@ -116,6 +119,16 @@ func (c *programServiceClient) DecideProgramApproval(ctx context.Context, in *De
 	return out, nil
 }
 
+func (c *programServiceClient) ListTriggers(ctx context.Context, in *ListTriggersRequest, opts ...grpc.CallOption) (*ListTriggersResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListTriggersResponse)
+	err := c.cc.Invoke(ctx, ProgramService_ListTriggers_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ProgramServiceServer is the server API for ProgramService service.
 // All implementations must embed UnimplementedProgramServiceServer
 // for forward compatibility.
@@ -137,6 +150,8 @@ type ProgramServiceServer interface {
 	CancelProgram(context.Context, *CancelProgramRequest) (*CancelProgramResponse, error)
 	// DecideProgramApproval grants or denies a tool call waiting for approval.
 	DecideProgramApproval(context.Context, *DecideProgramApprovalRequest) (*DecideProgramApprovalResponse, error)
+	// ListTriggers lists the configured NATS triggers that start programs and agent runs.
+	ListTriggers(context.Context, *ListTriggersRequest) (*ListTriggersResponse, error)
 	mustEmbedUnimplementedProgramServiceServer()
 }
 
@@ -161,6 +176,9 @@ func (UnimplementedProgramServiceServer) CancelProgram(context.Context, *CancelP
 }
 func (UnimplementedProgramServiceServer) DecideProgramApproval(context.Context, *DecideProgramApprovalRequest) (*DecideProgramApprovalResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method DecideProgramApproval not implemented")
+}
+func (UnimplementedProgramServiceServer) ListTriggers(context.Context, *ListTriggersRequest) (*ListTriggersResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListTriggers not implemented")
 }
 func (UnimplementedProgramServiceServer) mustEmbedUnimplementedProgramServiceServer() {}
 func (UnimplementedProgramServiceServer) testEmbeddedByValue()                        {}
@@ -266,6 +284,24 @@ func _ProgramService_DecideProgramApproval_Handler(srv interface{}, ctx context.
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ProgramService_ListTriggers_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListTriggersRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ProgramServiceServer).ListTriggers(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ProgramService_ListTriggers_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ProgramServiceServer).ListTriggers(ctx, req.(*ListTriggersRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // ProgramService_ServiceDesc is the grpc.ServiceDesc for ProgramService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -288,6 +324,10 @@ var ProgramService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "DecideProgramApproval",
 			Handler:    _ProgramService_DecideProgramApproval_Handler,
+		},
+		{
+			MethodName: "ListTriggers",
+			Handler:    _ProgramService_ListTriggers_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

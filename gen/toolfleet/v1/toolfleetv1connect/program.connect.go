@@ -48,6 +48,9 @@ const (
 	// ProgramServiceDecideProgramApprovalProcedure is the fully-qualified name of the ProgramService's
 	// DecideProgramApproval RPC.
 	ProgramServiceDecideProgramApprovalProcedure = "/toolfleet.v1.ProgramService/DecideProgramApproval"
+	// ProgramServiceListTriggersProcedure is the fully-qualified name of the ProgramService's
+	// ListTriggers RPC.
+	ProgramServiceListTriggersProcedure = "/toolfleet.v1.ProgramService/ListTriggers"
 )
 
 // ProgramServiceClient is a client for the toolfleet.v1.ProgramService service.
@@ -65,6 +68,8 @@ type ProgramServiceClient interface {
 	CancelProgram(context.Context, *connect.Request[v1.CancelProgramRequest]) (*connect.Response[v1.CancelProgramResponse], error)
 	// DecideProgramApproval grants or denies a tool call waiting for approval.
 	DecideProgramApproval(context.Context, *connect.Request[v1.DecideProgramApprovalRequest]) (*connect.Response[v1.DecideProgramApprovalResponse], error)
+	// ListTriggers lists the configured NATS triggers that start programs and agent runs.
+	ListTriggers(context.Context, *connect.Request[v1.ListTriggersRequest]) (*connect.Response[v1.ListTriggersResponse], error)
 }
 
 // NewProgramServiceClient constructs a client for the toolfleet.v1.ProgramService service. By
@@ -110,6 +115,13 @@ func NewProgramServiceClient(httpClient connect.HTTPClient, baseURL string, opts
 			connect.WithSchema(programServiceMethods.ByName("DecideProgramApproval")),
 			connect.WithClientOptions(opts...),
 		),
+		listTriggers: connect.NewClient[v1.ListTriggersRequest, v1.ListTriggersResponse](
+			httpClient,
+			baseURL+ProgramServiceListTriggersProcedure,
+			connect.WithSchema(programServiceMethods.ByName("ListTriggers")),
+			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -120,6 +132,7 @@ type programServiceClient struct {
 	watchProgram          *connect.Client[v1.WatchProgramRequest, v1.WatchProgramResponse]
 	cancelProgram         *connect.Client[v1.CancelProgramRequest, v1.CancelProgramResponse]
 	decideProgramApproval *connect.Client[v1.DecideProgramApprovalRequest, v1.DecideProgramApprovalResponse]
+	listTriggers          *connect.Client[v1.ListTriggersRequest, v1.ListTriggersResponse]
 }
 
 // RunProgram calls toolfleet.v1.ProgramService.RunProgram.
@@ -147,6 +160,11 @@ func (c *programServiceClient) DecideProgramApproval(ctx context.Context, req *c
 	return c.decideProgramApproval.CallUnary(ctx, req)
 }
 
+// ListTriggers calls toolfleet.v1.ProgramService.ListTriggers.
+func (c *programServiceClient) ListTriggers(ctx context.Context, req *connect.Request[v1.ListTriggersRequest]) (*connect.Response[v1.ListTriggersResponse], error) {
+	return c.listTriggers.CallUnary(ctx, req)
+}
+
 // ProgramServiceHandler is an implementation of the toolfleet.v1.ProgramService service.
 type ProgramServiceHandler interface {
 	// RunProgram starts a program, and with wait set returns its outcome.
@@ -162,6 +180,8 @@ type ProgramServiceHandler interface {
 	CancelProgram(context.Context, *connect.Request[v1.CancelProgramRequest]) (*connect.Response[v1.CancelProgramResponse], error)
 	// DecideProgramApproval grants or denies a tool call waiting for approval.
 	DecideProgramApproval(context.Context, *connect.Request[v1.DecideProgramApprovalRequest]) (*connect.Response[v1.DecideProgramApprovalResponse], error)
+	// ListTriggers lists the configured NATS triggers that start programs and agent runs.
+	ListTriggers(context.Context, *connect.Request[v1.ListTriggersRequest]) (*connect.Response[v1.ListTriggersResponse], error)
 }
 
 // NewProgramServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -203,6 +223,13 @@ func NewProgramServiceHandler(svc ProgramServiceHandler, opts ...connect.Handler
 		connect.WithSchema(programServiceMethods.ByName("DecideProgramApproval")),
 		connect.WithHandlerOptions(opts...),
 	)
+	programServiceListTriggersHandler := connect.NewUnaryHandler(
+		ProgramServiceListTriggersProcedure,
+		svc.ListTriggers,
+		connect.WithSchema(programServiceMethods.ByName("ListTriggers")),
+		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/toolfleet.v1.ProgramService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case ProgramServiceRunProgramProcedure:
@@ -215,6 +242,8 @@ func NewProgramServiceHandler(svc ProgramServiceHandler, opts ...connect.Handler
 			programServiceCancelProgramHandler.ServeHTTP(w, r)
 		case ProgramServiceDecideProgramApprovalProcedure:
 			programServiceDecideProgramApprovalHandler.ServeHTTP(w, r)
+		case ProgramServiceListTriggersProcedure:
+			programServiceListTriggersHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -242,4 +271,8 @@ func (UnimplementedProgramServiceHandler) CancelProgram(context.Context, *connec
 
 func (UnimplementedProgramServiceHandler) DecideProgramApproval(context.Context, *connect.Request[v1.DecideProgramApprovalRequest]) (*connect.Response[v1.DecideProgramApprovalResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("toolfleet.v1.ProgramService.DecideProgramApproval is not implemented"))
+}
+
+func (UnimplementedProgramServiceHandler) ListTriggers(context.Context, *connect.Request[v1.ListTriggersRequest]) (*connect.Response[v1.ListTriggersResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("toolfleet.v1.ProgramService.ListTriggers is not implemented"))
 }
