@@ -19,6 +19,7 @@ import (
 	"github.com/toolfleet/toolfleet/gen/toolfleet/v1/toolfleetv1connect"
 	"github.com/toolfleet/toolfleet/internal/config"
 	"github.com/toolfleet/toolfleet/orchestrator/program"
+	"github.com/toolfleet/toolfleet/sdk/client"
 )
 
 func newProgramCommand() *cobra.Command {
@@ -34,7 +35,7 @@ See docs/programs.md for the builtins and limits.`,
 	gf.register(pf)
 	config.BindEnv(pf, "TOOLFLEET")
 	cmd.PersistentPreRunE = func(*cobra.Command, []string) error { return config.ApplyEnv(pf, "TOOLFLEET") }
-	cmd.AddCommand(newProgramCheckCommand(), newProgramRunCommand(&gf))
+	cmd.AddCommand(newProgramCheckCommand(), newProgramRunCommand(&gf), newProgramStubsCommand(&gf))
 	return cmd
 }
 
@@ -107,6 +108,47 @@ func readSource(path string) (string, error) {
 		return "", fmt.Errorf("%s is over %d bytes", path, program.MaxSourceBytes)
 	}
 	return string(b), nil
+}
+
+func newProgramStubsCommand(gf *gatewayFlags) *cobra.Command {
+	var prompt bool
+	cmd := &cobra.Command{
+		Use:   "stubs GLOB...",
+		Short: "Print the stubs programs get for tools (signature and description), e.g. 'Calculator.*'",
+		Args:  cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, globs []string) error {
+			return withClient(cmd, gf, func(ctx context.Context, c *client.Client) error {
+				var tools []program.Tool
+				for _, g := range globs {
+					defs, err := c.Tools(ctx, &toolfleetv1.ListToolsRequest{Filter: g})
+					if err != nil {
+						return err
+					}
+					for _, d := range defs {
+						t, err := program.ToolOf(d)
+						if err != nil {
+							return err
+						}
+						tools = append(tools, t)
+					}
+				}
+				if len(tools) == 0 {
+					return fmt.Errorf("no tool matches %q", globs)
+				}
+				w := cmd.OutOrStdout()
+				if prompt {
+					_, err := io.WriteString(w, program.PromptSection(tools))
+					return err
+				}
+				for _, t := range tools {
+					fmt.Fprintln(w, t.Doc())
+				}
+				return nil
+			})
+		},
+	}
+	cmd.Flags().BoolVar(&prompt, "prompt", false, "print the whole system-prompt section a model that writes programs gets")
+	return cmd
 }
 
 func newProgramRunCommand(gf *gatewayFlags) *cobra.Command {

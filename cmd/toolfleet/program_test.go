@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/toolfleet/toolfleet/services/gateway/gatewaytest"
 )
 
 func TestProgramCheck(t *testing.T) {
@@ -64,5 +66,36 @@ func TestParseArgs(t *testing.T) {
 	}
 	if _, err := parseArgs([]string{"novalue"}); err == nil {
 		t.Fatal("an arg without = was accepted")
+	}
+}
+
+func TestProgramStubs(t *testing.T) {
+	t.Parallel()
+	fleet := gatewaytest.Start(t, gatewaytest.Options{})
+	tests := []struct {
+		name string
+		args []string
+		want []string
+	}{
+		{"stubs", []string{"Calculator.Add"}, []string{"Calculator_Add(a?: number, b?: number)\n    Add two numbers"}},
+		{"prompt section", []string{"--prompt", "Calculator.*"}, []string{"only result comes back", "Calculator_Multiply(", "Calculator_Divide("}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			cmd := newRootCommand()
+			var out bytes.Buffer
+			cmd.SetOut(&out)
+			cmd.SetErr(&out)
+			cmd.SetArgs(append([]string{"program", "stubs", "--gateway", fleet.Addr}, tt.args...))
+			if err := cmd.ExecuteContext(t.Context()); err != nil {
+				t.Fatalf("%v: %s", err, out.String())
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(out.String(), w) {
+					t.Fatalf("output %q lacks %q", out.String(), w)
+				}
+			}
+		})
 	}
 }

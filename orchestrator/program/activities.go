@@ -79,7 +79,7 @@ func (a *Activities) ResolveTools(ctx context.Context, req ResolveRequest) ([]To
 				continue
 			}
 			seen[d.GetId()] = true
-			t, err := toolOf(d)
+			t, err := ToolOf(d)
 			if err != nil {
 				return nil, temporal.NewNonRetryableApplicationError(err.Error(), "BadContract", nil)
 			}
@@ -93,7 +93,8 @@ func (a *Activities) ResolveTools(ctx context.Context, req ResolveRequest) ([]To
 	return out, nil
 }
 
-func toolOf(d *toolfleetv1.ToolDefinition) (Tool, error) {
+// ToolOf is what a program needs to know of a tool definition.
+func ToolOf(d *toolfleetv1.ToolDefinition) (Tool, error) {
 	t := Tool{ID: d.GetId(), Name: d.GetToolkit() + "." + d.GetName(), ModelName: d.GetModelName(),
 		Description: d.GetDescription(), ReadOnly: d.GetHints().GetReadOnly(), Idempotent: d.GetHints().GetIdempotent(),
 		RequiresApproval: d.GetRequirements().GetRequiresApproval(), Timeout: d.GetRequirements().GetTimeout().AsDuration()}

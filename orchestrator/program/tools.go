@@ -152,6 +152,25 @@ func (t *Tool) Doc() string {
 	return s
 }
 
+// PromptSection renders the allowed tools' stubs for a model that writes
+// programs (code mode): how to call them, what a call returns, and each
+// stub's signature and description.
+func PromptSection(tools []Tool) string {
+	var b strings.Builder
+	b.WriteString(`You can run a Starlark program that calls tools. Call a tool with its stub (keyword arguments only) or call("Toolkit.Tool", **kwargs).
+A call returns r with r.ok, r.value (the result) and r.error (message, can_retry, kind, fields); failures do not raise.
+parallel([lambda: ..., ...]) runs calls concurrently and returns their results in order. json.encode/json.decode, print() and fail(msg) are available; args holds the inputs.
+Set a top-level variable result to the value to return; only result comes back to you.
+
+Tools:
+`)
+	for _, t := range tools {
+		b.WriteString(t.Doc())
+		b.WriteString("\n")
+	}
+	return b.String()
+}
+
 // resultObject is what call() returns: r.ok, r.value, r.error, r.call_id.
 func resultObject(res CallResult, callID string) (starlark.Value, error) {
 	value := starlark.Value(starlark.None)
