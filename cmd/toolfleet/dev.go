@@ -13,6 +13,9 @@ import (
 
 	"github.com/toolfleet/toolfleet/internal/config"
 	"github.com/toolfleet/toolfleet/internal/devstack"
+	"github.com/toolfleet/toolfleet/orchestrator/agent"
+	"github.com/toolfleet/toolfleet/orchestrator/runner"
+	"github.com/toolfleet/toolfleet/services/gateway"
 )
 
 // devConfig is the configuration of `toolfleet dev`, from flags and TOOLFLEET_* env vars.
@@ -120,8 +123,9 @@ func runDev(ctx context.Context, cfg devConfig, stdout, stderr io.Writer) error 
 		return fmt.Errorf("start the dev stack: %w", err)
 	}
 
+	agents := &agentMount{}
 	fl, err := startFleet(startCtx, fleetConfig{Host: cfg.Host, GatewayPort: cfg.GatewayPort, JWTSecret: cfg.JWTSecret,
-		NATSURL: stack.NATS.URL(), Logger: logger})
+		NATSURL: stack.NATS.URL(), Logger: logger, Mounts: []gateway.Mount{agents.mount()}})
 	if err == nil {
 		err = fl.waitToolkits(startCtx, fl.Toolkits...)
 		if err != nil {
@@ -133,6 +137,15 @@ func runDev(ctx context.Context, cfg devConfig, stdout, stderr io.Writer) error 
 		return fmt.Errorf("start the gateway and workers: %w", err)
 	}
 
+	orch, err := runner.Start(startCtx, runner.Config{TemporalAddress: stack.Temporal.Address(), Namespace: stack.Namespace(),
+		NATSURL: stack.NATS.URL(), GatewayAddress: fl.Gateway.Addr(), Logger: logger})
+	if err != nil {
+		_ = fl.stop()
+		stack.Stop()
+		return fmt.Errorf("start the orchestrator: %w", err)
+	}
+	agents.serve(orch, fl.Gateway)
+
 	fmt.Fprintf(stdout, "toolfleet dev is up in %s (data in %s)\n", time.Since(began).Round(time.Millisecond), dataDir)
 	fmt.Fprintf(stdout, "  NATS         %s   (JetStream ready)\n", stack.NATS.URL())
 	fmt.Fprintf(stdout, "  Temporal     %s   (namespace %q ready)\n", stack.Temporal.Address(), stack.Namespace())
@@ -140,6 +153,7 @@ func runDev(ctx context.Context, cfg devConfig, stdout, stderr io.Writer) error 
 		fmt.Fprintf(stdout, "  Temporal UI  %s\n", ui)
 	}
 	printFleet(stdout, fl, cfg.JWTSecret != "")
+	fmt.Fprintf(stdout, "  Orchestrator agent runs on task queue %q\n", agent.TaskQueue)
 	fmt.Fprintln(stdout, "Press Ctrl-C to stop.")
 
 	<-ctx.Done()
@@ -147,6 +161,7 @@ func runDev(ctx context.Context, cfg devConfig, stdout, stderr io.Writer) error 
 	stopped := make(chan struct{})
 	go func() {
 		defer close(stopped)
+		orch.Stop()
 		if err := fl.stop(); err != nil {
 			logger.Warn("gateway and workers stopped with errors", "error", err)
 		}

@@ -37,6 +37,8 @@ type fleetConfig struct {
 	JWTSecret string
 	NATSURL   string
 	Logger    *slog.Logger
+	// Mounts are services served at the gateway's address (the AgentService).
+	Mounts []gateway.Mount
 }
 
 // fleet is the running gateway and bundled workers.
@@ -131,6 +133,7 @@ func startFleet(ctx context.Context, cfg fleetConfig) (_ *fleet, err error) {
 		NATSURL: cfg.NATSURL,
 		Auth:    auth,
 		Logger:  cfg.Logger,
+		Mounts:  cfg.Mounts,
 	})
 	if err != nil {
 		return nil, err

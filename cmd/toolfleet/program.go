@@ -248,28 +248,6 @@ func programClient(gf *gatewayFlags) (toolfleetv1connect.ProgramServiceClient, e
 	return toolfleetv1connect.NewProgramServiceClient(http.DefaultClient, base, opts...), nil
 }
 
-// bearer adds the token to every request, unary and streaming.
-type bearer string
-
-func (b bearer) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
-	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
-		req.Header().Set("Authorization", "Bearer "+string(b))
-		return next(ctx, req)
-	}
-}
-
-func (b bearer) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
-	return func(ctx context.Context, spec connect.Spec) connect.StreamingClientConn {
-		conn := next(ctx, spec)
-		conn.RequestHeader().Set("Authorization", "Bearer "+string(b))
-		return conn
-	}
-}
-
-func (b bearer) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
-	return next
-}
-
 // watchProgram prints events, one line each, until the program ends.
 func watchProgram(ctx context.Context, w io.Writer, c toolfleetv1connect.ProgramServiceClient, id string) error {
 	st, err := c.WatchProgram(ctx, connect.NewRequest(&toolfleetv1.WatchProgramRequest{ProgramId: id}))

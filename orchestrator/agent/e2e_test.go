@@ -136,6 +136,39 @@ func TestRuns(t *testing.T) {
 		}
 	})
 
+	t.Run("can_retry with retry_after becomes a Temporal retry", func(t *testing.T) {
+		t.Parallel()
+		for _, tt := range []struct {
+			s       string
+			runs    int
+			isError bool
+		}{
+			{"flaky:agent", 2, false}, // fails once, then succeeds on Temporal's retry
+			{"retry:agent", 3, true},  // fails every time: the contract's 3 attempts, then an error result
+		} {
+			id := "retry-" + strings.TrimSuffix(tt.s, ":agent")
+			e.start(t, id, agent.RunSpec{Tools: []string{"SchemaTest.Types"}},
+				llm.CallTools("", call("c1", "SchemaTest_Types", map[string]any{"s": tt.s})),
+				checkLast(llm.SayText("ok"), tt.isError, ""))
+			ev := e.waitEvent(t, id, 1, agent.EventApprovalRequested)
+			if err := e.runs.Decide(t.Context(), id, agent.Decision{CallID: ev.GetCallId(), Approved: true, Approver: "bo"}); err != nil {
+				t.Fatal(err)
+			}
+			if st := e.waitEnd(t, id); st.Status != agent.StatusCompleted {
+				t.Fatalf("%s: state %+v, want completed", id, st)
+			}
+			ids := e.fleet.SchemaTest.TypesFor(tt.s)
+			if len(ids) != tt.runs {
+				t.Fatalf("%s: the tool ran %d times, want %d", id, len(ids), tt.runs)
+			}
+			for _, c := range ids {
+				if c != agent.CallID(id, 1, 0) {
+					t.Fatalf("%s: attempt with call id %q, want %q every time", id, c, agent.CallID(id, 1, 0))
+				}
+			}
+		}
+	})
+
 	t.Run("approval timeout is a denial", func(t *testing.T) {
 		t.Parallel()
 		id := "approval-timeout"

@@ -94,7 +94,7 @@ func newEnv(t *testing.T) *env {
 	e.fleet.AddWorker(t, func(w *tool.Worker) { kvv1.RegisterKVServiceServer(w, e.kv) })
 	e.fleet.WaitTool(t, "KV.Delete")
 
-	if e.store, err = agent.OpenStore(ctx, e.js, agent.StoreConfig{Memory: true, MaxTranscriptBytes: 64 << 20, MaxBlobBytes: 128 << 20}); err != nil {
+	if e.store, err = agent.OpenStore(ctx, e.js, agent.StoreConfig{Memory: true}); err != nil {
 		t.Fatal(err)
 	}
 	events, err := agent.OpenEvents(ctx, nc, e.js, agent.EventStreamConfig("", true))

@@ -10,8 +10,10 @@ import (
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
+	"github.com/toolfleet/toolfleet/sdk/llm"
 )
 
 // Runs starts and steers agent runs from a Temporal client: the one place
@@ -154,4 +156,31 @@ func (r *Runs) Get(ctx context.Context, runID string) (RunState, error) {
 // Transcript returns the run's whole conversation.
 func (r *Runs) Transcript(ctx context.Context, runID string) ([]*toolfleetv1.Message, error) {
 	return r.Store.Load(ctx, runID, -1)
+}
+
+// Principal returns who started runID ([ErrNotFound] for an unknown run).
+func (r *Runs) Principal(ctx context.Context, runID string) (Principal, error) {
+	b, err := r.Store.Meta(ctx, runID)
+	if err != nil {
+		return Principal{}, err
+	}
+	var meta runMeta
+	if err := json.Unmarshal(b, &meta); err != nil {
+		return Principal{}, fmt.Errorf("agent: decode run %s: %w", runID, err)
+	}
+	return meta.Principal, nil
+}
+
+// CallArguments returns the arguments of call index of the assistant
+// message at seq (for showing a pending approval).
+func (r *Runs) CallArguments(ctx context.Context, runID string, seq, index int) (*structpb.Struct, error) {
+	m, err := r.Store.At(ctx, runID, seq)
+	if err != nil {
+		return nil, err
+	}
+	calls := llm.ToolCalls(m)
+	if index >= len(calls) {
+		return nil, fmt.Errorf("%w: call %d of message %d", ErrNotFound, index, seq)
+	}
+	return calls[index].GetArguments(), nil
 }

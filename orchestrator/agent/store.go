@@ -44,7 +44,8 @@ var (
 type StoreConfig struct {
 	TranscriptBucket string
 	BlobBucket       string
-	// MaxTranscriptBytes and MaxBlobBytes bound the buckets.
+	// MaxTranscriptBytes and MaxBlobBytes bound the buckets (defaults
+	// DefaultTranscriptBytes and DefaultBlobBytes; 64 and 128 MiB in memory).
 	MaxTranscriptBytes int64
 	MaxBlobBytes       int64
 	// Memory keeps both buckets in memory (tests).
@@ -70,9 +71,15 @@ func OpenStore(ctx context.Context, js jetstream.JetStream, cfg StoreConfig) (*S
 	}
 	if cfg.MaxTranscriptBytes <= 0 {
 		cfg.MaxTranscriptBytes = DefaultTranscriptBytes
+		if cfg.Memory {
+			cfg.MaxTranscriptBytes = 64 << 20
+		}
 	}
 	if cfg.MaxBlobBytes <= 0 {
 		cfg.MaxBlobBytes = DefaultBlobBytes
+		if cfg.Memory {
+			cfg.MaxBlobBytes = 128 << 20
+		}
 	}
 	storage := jetstream.FileStorage
 	if cfg.Memory {

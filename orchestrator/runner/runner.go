@@ -21,6 +21,7 @@ import (
 	"go.temporal.io/sdk/worker"
 
 	"github.com/toolfleet/toolfleet/orchestrator/agent"
+	"github.com/toolfleet/toolfleet/orchestrator/agentapi"
 	"github.com/toolfleet/toolfleet/orchestrator/program"
 	"github.com/toolfleet/toolfleet/orchestrator/trigger"
 	tfclient "github.com/toolfleet/toolfleet/sdk/client"
@@ -101,6 +102,7 @@ func (c *Config) defaults() {
 type Orchestrator struct {
 	cfg      Config
 	nc       *nats.Conn
+	js       jetstream.JetStream
 	temporal client.Client
 	gateway  *tfclient.Client
 	worker   worker.Worker
@@ -130,6 +132,7 @@ func Start(ctx context.Context, cfg Config) (_ *Orchestrator, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("JetStream: %w", err)
 	}
+	o.js = js
 	store, err := agent.OpenStore(ctx, js, agent.StoreConfig{Memory: cfg.MemoryStorage})
 	if err != nil {
 		return nil, err
@@ -168,6 +171,12 @@ func Start(ctx context.Context, cfg Config) (_ *Orchestrator, err error) {
 		}
 	}
 	return o, nil
+}
+
+// AgentService returns the AgentService over this process's connections,
+// authenticating callers with auth; mount its Handler at the gateway.
+func (o *Orchestrator) AgentService(auth agentapi.Authenticator) *agentapi.Service {
+	return &agentapi.Service{Runs: o.Runs, JS: o.js, NC: o.nc, Auth: auth, Log: o.cfg.Logger}
 }
 
 // Stop stops polling, lets in-flight activities finish within the stop

@@ -65,6 +65,8 @@ type Config struct {
 	ShutdownTimeout time.Duration
 	// Logger receives the gateway's logs. Default slog.Default().
 	Logger *slog.Logger
+	// Mounts are services served at the gateway's address (see [Mount]).
+	Mounts []Mount
 }
 
 func (c *Config) defaults() {

@@ -34,8 +34,11 @@ func (g *Gateway) Handler() http.Handler {
 	mux.HandleFunc("POST /tools/call", g.httpCallTool)
 	mux.Handle("GET /metrics", g.metrics.handler())
 	mux.Handle("/mcp", g.mcpHandler())
+	for _, m := range g.cfg.Mounts {
+		mux.Handle(m.Pattern, m.Handler)
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if isGRPC(r) {
+		if isGRPC(r) && !g.mounted(r.URL.Path) {
 			g.grpc.ServeHTTP(w, r)
 			return
 		}

@@ -36,6 +36,11 @@ const streamWorkers = 64
 func (g *Gateway) newGRPCServer() (*grpc.Server, *health.Server) {
 	s := grpc.NewServer(grpc.NumStreamWorkers(streamWorkers))
 	toolfleetv1.RegisterToolGatewayServiceServer(s, grpcService{g: g})
+	for _, m := range g.cfg.Mounts {
+		if m.RegisterGRPC != nil {
+			m.RegisterGRPC(s)
+		}
+	}
 	hs := health.NewServer()
 	hs.SetServingStatus(toolfleetv1.ToolGatewayService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 	healthpb.RegisterHealthServer(s, hs)

@@ -86,6 +86,141 @@ func (RunStatus) EnumDescriptor() ([]byte, []int) {
 	return file_toolfleet_v1_agent_proto_rawDescGZIP(), []int{0}
 }
 
+// ModelSpec names the model of a run. The key is a reference, never the key itself.
+type ModelSpec struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// "openai", "openai-compatible", "anthropic", "gemini" or "scripted".
+	Provider string `protobuf:"bytes,1,opt,name=provider,proto3" json:"provider,omitempty"`
+	Name     string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	BaseUrl  string `protobuf:"bytes,3,opt,name=base_url,json=baseUrl,proto3" json:"base_url,omitempty"`
+	// "env:NAME" (OPENAI_API_KEY, ANTHROPIC_API_KEY, GEMINI_API_KEY or
+	// TOOLFLEET_MODEL_KEY_*) or "file:NAME" (in the orchestrator's key folder).
+	KeyRef        string `protobuf:"bytes,4,opt,name=key_ref,json=keyRef,proto3" json:"key_ref,omitempty"`
+	MaxTokens     int32  `protobuf:"varint,5,opt,name=max_tokens,json=maxTokens,proto3" json:"max_tokens,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ModelSpec) Reset() {
+	*x = ModelSpec{}
+	mi := &file_toolfleet_v1_agent_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ModelSpec) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ModelSpec) ProtoMessage() {}
+
+func (x *ModelSpec) ProtoReflect() protoreflect.Message {
+	mi := &file_toolfleet_v1_agent_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ModelSpec.ProtoReflect.Descriptor instead.
+func (*ModelSpec) Descriptor() ([]byte, []int) {
+	return file_toolfleet_v1_agent_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *ModelSpec) GetProvider() string {
+	if x != nil {
+		return x.Provider
+	}
+	return ""
+}
+
+func (x *ModelSpec) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ModelSpec) GetBaseUrl() string {
+	if x != nil {
+		return x.BaseUrl
+	}
+	return ""
+}
+
+func (x *ModelSpec) GetKeyRef() string {
+	if x != nil {
+		return x.KeyRef
+	}
+	return ""
+}
+
+func (x *ModelSpec) GetMaxTokens() int32 {
+	if x != nil {
+		return x.MaxTokens
+	}
+	return 0
+}
+
+// ApprovalPolicy adds human approval on top of the tools' contracts.
+type ApprovalPolicy struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Tool ids or globs whose calls need approval in this run; "*" = every call.
+	Tools []string `protobuf:"bytes,1,rep,name=tools,proto3" json:"tools,omitempty"`
+	// How long a call waits for a decision before it counts as denied.
+	Timeout       *durationpb.Duration `protobuf:"bytes,2,opt,name=timeout,proto3" json:"timeout,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ApprovalPolicy) Reset() {
+	*x = ApprovalPolicy{}
+	mi := &file_toolfleet_v1_agent_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ApprovalPolicy) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ApprovalPolicy) ProtoMessage() {}
+
+func (x *ApprovalPolicy) ProtoReflect() protoreflect.Message {
+	mi := &file_toolfleet_v1_agent_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ApprovalPolicy.ProtoReflect.Descriptor instead.
+func (*ApprovalPolicy) Descriptor() ([]byte, []int) {
+	return file_toolfleet_v1_agent_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *ApprovalPolicy) GetTools() []string {
+	if x != nil {
+		return x.Tools
+	}
+	return nil
+}
+
+func (x *ApprovalPolicy) GetTimeout() *durationpb.Duration {
+	if x != nil {
+		return x.Timeout
+	}
+	return nil
+}
+
 // Budget bounds one run; 0 means the platform default.
 type Budget struct {
 	state           protoimpl.MessageState `protogen:"open.v1"`
@@ -100,7 +235,7 @@ type Budget struct {
 
 func (x *Budget) Reset() {
 	*x = Budget{}
-	mi := &file_toolfleet_v1_agent_proto_msgTypes[0]
+	mi := &file_toolfleet_v1_agent_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -112,7 +247,7 @@ func (x *Budget) String() string {
 func (*Budget) ProtoMessage() {}
 
 func (x *Budget) ProtoReflect() protoreflect.Message {
-	mi := &file_toolfleet_v1_agent_proto_msgTypes[0]
+	mi := &file_toolfleet_v1_agent_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -125,7 +260,7 @@ func (x *Budget) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Budget.ProtoReflect.Descriptor instead.
 func (*Budget) Descriptor() ([]byte, []int) {
-	return file_toolfleet_v1_agent_proto_rawDescGZIP(), []int{0}
+	return file_toolfleet_v1_agent_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *Budget) GetMaxTurns() int32 {
@@ -175,14 +310,26 @@ type StartRunRequest struct {
 	Tools  []string `protobuf:"bytes,5,rep,name=tools,proto3" json:"tools,omitempty"`
 	Budget *Budget  `protobuf:"bytes,6,opt,name=budget,proto3" json:"budget,omitempty"`
 	// Arbitrary caller metadata, carried on events.
-	Labels        map[string]string `protobuf:"bytes,7,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Labels map[string]string `protobuf:"bytes,7,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// The model, when given, wins over `model`.
+	ModelSpec *ModelSpec `protobuf:"bytes,8,opt,name=model_spec,json=modelSpec,proto3" json:"model_spec,omitempty"`
+	// Adds the best matches of a search query to `tools`, resolved at start.
+	ToolSearch string `protobuf:"bytes,9,opt,name=tool_search,json=toolSearch,proto3" json:"tool_search,omitempty"`
+	// "native" (default), "auto", "fenced", "hermes" or "xml".
+	ToolProtocol string `protobuf:"bytes,10,opt,name=tool_protocol,json=toolProtocol,proto3" json:"tool_protocol,omitempty"`
+	// At most one tool call per turn.
+	Sequential bool            `protobuf:"varint,11,opt,name=sequential,proto3" json:"sequential,omitempty"`
+	Approval   *ApprovalPolicy `protobuf:"bytes,12,opt,name=approval,proto3" json:"approval,omitempty"`
+	// How long an answered run waits for SendMessage before its workflow closes
+	// (SendMessage later starts it again); negative = close at once.
+	IdleTimeout   *durationpb.Duration `protobuf:"bytes,13,opt,name=idle_timeout,json=idleTimeout,proto3" json:"idle_timeout,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *StartRunRequest) Reset() {
 	*x = StartRunRequest{}
-	mi := &file_toolfleet_v1_agent_proto_msgTypes[1]
+	mi := &file_toolfleet_v1_agent_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -194,7 +341,7 @@ func (x *StartRunRequest) String() string {
 func (*StartRunRequest) ProtoMessage() {}
 
 func (x *StartRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolfleet_v1_agent_proto_msgTypes[1]
+	mi := &file_toolfleet_v1_agent_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -207,7 +354,7 @@ func (x *StartRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartRunRequest.ProtoReflect.Descriptor instead.
 func (*StartRunRequest) Descriptor() ([]byte, []int) {
-	return file_toolfleet_v1_agent_proto_rawDescGZIP(), []int{1}
+	return file_toolfleet_v1_agent_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *StartRunRequest) GetRunId() string {
@@ -259,6 +406,48 @@ func (x *StartRunRequest) GetLabels() map[string]string {
 	return nil
 }
 
+func (x *StartRunRequest) GetModelSpec() *ModelSpec {
+	if x != nil {
+		return x.ModelSpec
+	}
+	return nil
+}
+
+func (x *StartRunRequest) GetToolSearch() string {
+	if x != nil {
+		return x.ToolSearch
+	}
+	return ""
+}
+
+func (x *StartRunRequest) GetToolProtocol() string {
+	if x != nil {
+		return x.ToolProtocol
+	}
+	return ""
+}
+
+func (x *StartRunRequest) GetSequential() bool {
+	if x != nil {
+		return x.Sequential
+	}
+	return false
+}
+
+func (x *StartRunRequest) GetApproval() *ApprovalPolicy {
+	if x != nil {
+		return x.Approval
+	}
+	return nil
+}
+
+func (x *StartRunRequest) GetIdleTimeout() *durationpb.Duration {
+	if x != nil {
+		return x.IdleTimeout
+	}
+	return nil
+}
+
 type StartRunResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	RunId         string                 `protobuf:"bytes,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
@@ -268,7 +457,7 @@ type StartRunResponse struct {
 
 func (x *StartRunResponse) Reset() {
 	*x = StartRunResponse{}
-	mi := &file_toolfleet_v1_agent_proto_msgTypes[2]
+	mi := &file_toolfleet_v1_agent_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -280,7 +469,7 @@ func (x *StartRunResponse) String() string {
 func (*StartRunResponse) ProtoMessage() {}
 
 func (x *StartRunResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolfleet_v1_agent_proto_msgTypes[2]
+	mi := &file_toolfleet_v1_agent_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -293,7 +482,7 @@ func (x *StartRunResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartRunResponse.ProtoReflect.Descriptor instead.
 func (*StartRunResponse) Descriptor() ([]byte, []int) {
-	return file_toolfleet_v1_agent_proto_rawDescGZIP(), []int{2}
+	return file_toolfleet_v1_agent_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *StartRunResponse) GetRunId() string {
@@ -312,7 +501,7 @@ type GetRunRequest struct {
 
 func (x *GetRunRequest) Reset() {
 	*x = GetRunRequest{}
-	mi := &file_toolfleet_v1_agent_proto_msgTypes[3]
+	mi := &file_toolfleet_v1_agent_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -324,7 +513,7 @@ func (x *GetRunRequest) String() string {
 func (*GetRunRequest) ProtoMessage() {}
 
 func (x *GetRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolfleet_v1_agent_proto_msgTypes[3]
+	mi := &file_toolfleet_v1_agent_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -337,7 +526,7 @@ func (x *GetRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRunRequest.ProtoReflect.Descriptor instead.
 func (*GetRunRequest) Descriptor() ([]byte, []int) {
-	return file_toolfleet_v1_agent_proto_rawDescGZIP(), []int{3}
+	return file_toolfleet_v1_agent_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *GetRunRequest) GetRunId() string {
@@ -359,13 +548,20 @@ type GetRunResponse struct {
 	FinalMessage   *Message               `protobuf:"bytes,7,opt,name=final_message,json=finalMessage,proto3" json:"final_message,omitempty"`
 	FailureMessage string                 `protobuf:"bytes,8,opt,name=failure_message,json=failureMessage,proto3" json:"failure_message,omitempty"`
 	StartedAt      *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=started_at,json=startedAt,proto3" json:"started_at,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Text of the last answer (a preview).
+	Answer string `protobuf:"bytes,10,opt,name=answer,proto3" json:"answer,omitempty"`
+	// The answered run waits for SendMessage.
+	Idle bool `protobuf:"varint,11,opt,name=idle,proto3" json:"idle,omitempty"`
+	// For BUDGET_EXHAUSTED: the budget that ran out (max_turns, max_tool_calls,
+	// max_input_tokens, max_output_tokens, deadline).
+	Budget        string `protobuf:"bytes,12,opt,name=budget,proto3" json:"budget,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GetRunResponse) Reset() {
 	*x = GetRunResponse{}
-	mi := &file_toolfleet_v1_agent_proto_msgTypes[4]
+	mi := &file_toolfleet_v1_agent_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -377,7 +573,7 @@ func (x *GetRunResponse) String() string {
 func (*GetRunResponse) ProtoMessage() {}
 
 func (x *GetRunResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolfleet_v1_agent_proto_msgTypes[4]
+	mi := &file_toolfleet_v1_agent_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -390,7 +586,7 @@ func (x *GetRunResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRunResponse.ProtoReflect.Descriptor instead.
 func (*GetRunResponse) Descriptor() ([]byte, []int) {
-	return file_toolfleet_v1_agent_proto_rawDescGZIP(), []int{4}
+	return file_toolfleet_v1_agent_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *GetRunResponse) GetRunId() string {
@@ -456,6 +652,415 @@ func (x *GetRunResponse) GetStartedAt() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *GetRunResponse) GetAnswer() string {
+	if x != nil {
+		return x.Answer
+	}
+	return ""
+}
+
+func (x *GetRunResponse) GetIdle() bool {
+	if x != nil {
+		return x.Idle
+	}
+	return false
+}
+
+func (x *GetRunResponse) GetBudget() string {
+	if x != nil {
+		return x.Budget
+	}
+	return ""
+}
+
+type ListRunsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	PageSize      int32                  `protobuf:"varint,1,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	PageToken     []byte                 `protobuf:"bytes,2,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListRunsRequest) Reset() {
+	*x = ListRunsRequest{}
+	mi := &file_toolfleet_v1_agent_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListRunsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListRunsRequest) ProtoMessage() {}
+
+func (x *ListRunsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_toolfleet_v1_agent_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListRunsRequest.ProtoReflect.Descriptor instead.
+func (*ListRunsRequest) Descriptor() ([]byte, []int) {
+	return file_toolfleet_v1_agent_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *ListRunsRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListRunsRequest) GetPageToken() []byte {
+	if x != nil {
+		return x.PageToken
+	}
+	return nil
+}
+
+type ListRunsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Runs          []*RunSummary          `protobuf:"bytes,1,rep,name=runs,proto3" json:"runs,omitempty"`
+	NextPageToken []byte                 `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListRunsResponse) Reset() {
+	*x = ListRunsResponse{}
+	mi := &file_toolfleet_v1_agent_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListRunsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListRunsResponse) ProtoMessage() {}
+
+func (x *ListRunsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_toolfleet_v1_agent_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListRunsResponse.ProtoReflect.Descriptor instead.
+func (*ListRunsResponse) Descriptor() ([]byte, []int) {
+	return file_toolfleet_v1_agent_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *ListRunsResponse) GetRuns() []*RunSummary {
+	if x != nil {
+		return x.Runs
+	}
+	return nil
+}
+
+func (x *ListRunsResponse) GetNextPageToken() []byte {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return nil
+}
+
+// RunSummary is one run in a listing.
+type RunSummary struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	RunId string                 `protobuf:"bytes,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	// Temporal's view: Running, Completed, Failed, Canceled, ContinuedAsNew, ...
+	State         string                 `protobuf:"bytes,2,opt,name=state,proto3" json:"state,omitempty"`
+	StartedAt     *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=started_at,json=startedAt,proto3" json:"started_at,omitempty"`
+	ClosedAt      *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=closed_at,json=closedAt,proto3" json:"closed_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RunSummary) Reset() {
+	*x = RunSummary{}
+	mi := &file_toolfleet_v1_agent_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RunSummary) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RunSummary) ProtoMessage() {}
+
+func (x *RunSummary) ProtoReflect() protoreflect.Message {
+	mi := &file_toolfleet_v1_agent_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RunSummary.ProtoReflect.Descriptor instead.
+func (*RunSummary) Descriptor() ([]byte, []int) {
+	return file_toolfleet_v1_agent_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *RunSummary) GetRunId() string {
+	if x != nil {
+		return x.RunId
+	}
+	return ""
+}
+
+func (x *RunSummary) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+func (x *RunSummary) GetStartedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.StartedAt
+	}
+	return nil
+}
+
+func (x *RunSummary) GetClosedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ClosedAt
+	}
+	return nil
+}
+
+type WatchRunRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	RunId string                 `protobuf:"bytes,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	// Resume after this event sequence (0 = from the start).
+	AfterSeq uint64 `protobuf:"varint,2,opt,name=after_seq,json=afterSeq,proto3" json:"after_seq,omitempty"`
+	// Also stream the model's token deltas (live only, never replayed).
+	Deltas        bool `protobuf:"varint,3,opt,name=deltas,proto3" json:"deltas,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchRunRequest) Reset() {
+	*x = WatchRunRequest{}
+	mi := &file_toolfleet_v1_agent_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchRunRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchRunRequest) ProtoMessage() {}
+
+func (x *WatchRunRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_toolfleet_v1_agent_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchRunRequest.ProtoReflect.Descriptor instead.
+func (*WatchRunRequest) Descriptor() ([]byte, []int) {
+	return file_toolfleet_v1_agent_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *WatchRunRequest) GetRunId() string {
+	if x != nil {
+		return x.RunId
+	}
+	return ""
+}
+
+func (x *WatchRunRequest) GetAfterSeq() uint64 {
+	if x != nil {
+		return x.AfterSeq
+	}
+	return 0
+}
+
+func (x *WatchRunRequest) GetDeltas() bool {
+	if x != nil {
+		return x.Deltas
+	}
+	return false
+}
+
+type WatchRunResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Item:
+	//
+	//	*WatchRunResponse_Event
+	//	*WatchRunResponse_Delta
+	Item          isWatchRunResponse_Item `protobuf_oneof:"item"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchRunResponse) Reset() {
+	*x = WatchRunResponse{}
+	mi := &file_toolfleet_v1_agent_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchRunResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchRunResponse) ProtoMessage() {}
+
+func (x *WatchRunResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_toolfleet_v1_agent_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchRunResponse.ProtoReflect.Descriptor instead.
+func (*WatchRunResponse) Descriptor() ([]byte, []int) {
+	return file_toolfleet_v1_agent_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *WatchRunResponse) GetItem() isWatchRunResponse_Item {
+	if x != nil {
+		return x.Item
+	}
+	return nil
+}
+
+func (x *WatchRunResponse) GetEvent() *RunEvent {
+	if x != nil {
+		if x, ok := x.Item.(*WatchRunResponse_Event); ok {
+			return x.Event
+		}
+	}
+	return nil
+}
+
+func (x *WatchRunResponse) GetDelta() *RunDelta {
+	if x != nil {
+		if x, ok := x.Item.(*WatchRunResponse_Delta); ok {
+			return x.Delta
+		}
+	}
+	return nil
+}
+
+type isWatchRunResponse_Item interface {
+	isWatchRunResponse_Item()
+}
+
+type WatchRunResponse_Event struct {
+	Event *RunEvent `protobuf:"bytes,1,opt,name=event,proto3,oneof"`
+}
+
+type WatchRunResponse_Delta struct {
+	Delta *RunDelta `protobuf:"bytes,2,opt,name=delta,proto3,oneof"`
+}
+
+func (*WatchRunResponse_Event) isWatchRunResponse_Item() {}
+
+func (*WatchRunResponse_Delta) isWatchRunResponse_Item() {}
+
+// RunDelta is a piece of the model's text as it streams. A watcher keeps the
+// deltas of the highest attempt of a turn and drops those of earlier attempts.
+type RunDelta struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Turn          int32                  `protobuf:"varint,1,opt,name=turn,proto3" json:"turn,omitempty"`
+	Attempt       int32                  `protobuf:"varint,2,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	Seq           int32                  `protobuf:"varint,3,opt,name=seq,proto3" json:"seq,omitempty"`
+	Text          string                 `protobuf:"bytes,4,opt,name=text,proto3" json:"text,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RunDelta) Reset() {
+	*x = RunDelta{}
+	mi := &file_toolfleet_v1_agent_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RunDelta) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RunDelta) ProtoMessage() {}
+
+func (x *RunDelta) ProtoReflect() protoreflect.Message {
+	mi := &file_toolfleet_v1_agent_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RunDelta.ProtoReflect.Descriptor instead.
+func (*RunDelta) Descriptor() ([]byte, []int) {
+	return file_toolfleet_v1_agent_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *RunDelta) GetTurn() int32 {
+	if x != nil {
+		return x.Turn
+	}
+	return 0
+}
+
+func (x *RunDelta) GetAttempt() int32 {
+	if x != nil {
+		return x.Attempt
+	}
+	return 0
+}
+
+func (x *RunDelta) GetSeq() int32 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *RunDelta) GetText() string {
+	if x != nil {
+		return x.Text
+	}
+	return ""
+}
+
 // PendingApproval is a tool call waiting for a human decision.
 type PendingApproval struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -469,7 +1074,7 @@ type PendingApproval struct {
 
 func (x *PendingApproval) Reset() {
 	*x = PendingApproval{}
-	mi := &file_toolfleet_v1_agent_proto_msgTypes[5]
+	mi := &file_toolfleet_v1_agent_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -481,7 +1086,7 @@ func (x *PendingApproval) String() string {
 func (*PendingApproval) ProtoMessage() {}
 
 func (x *PendingApproval) ProtoReflect() protoreflect.Message {
-	mi := &file_toolfleet_v1_agent_proto_msgTypes[5]
+	mi := &file_toolfleet_v1_agent_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -494,7 +1099,7 @@ func (x *PendingApproval) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PendingApproval.ProtoReflect.Descriptor instead.
 func (*PendingApproval) Descriptor() ([]byte, []int) {
-	return file_toolfleet_v1_agent_proto_rawDescGZIP(), []int{5}
+	return file_toolfleet_v1_agent_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *PendingApproval) GetCallId() string {
@@ -535,7 +1140,7 @@ type SendMessageRequest struct {
 
 func (x *SendMessageRequest) Reset() {
 	*x = SendMessageRequest{}
-	mi := &file_toolfleet_v1_agent_proto_msgTypes[6]
+	mi := &file_toolfleet_v1_agent_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -547,7 +1152,7 @@ func (x *SendMessageRequest) String() string {
 func (*SendMessageRequest) ProtoMessage() {}
 
 func (x *SendMessageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolfleet_v1_agent_proto_msgTypes[6]
+	mi := &file_toolfleet_v1_agent_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -560,7 +1165,7 @@ func (x *SendMessageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SendMessageRequest.ProtoReflect.Descriptor instead.
 func (*SendMessageRequest) Descriptor() ([]byte, []int) {
-	return file_toolfleet_v1_agent_proto_rawDescGZIP(), []int{6}
+	return file_toolfleet_v1_agent_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *SendMessageRequest) GetRunId() string {
@@ -585,7 +1190,7 @@ type SendMessageResponse struct {
 
 func (x *SendMessageResponse) Reset() {
 	*x = SendMessageResponse{}
-	mi := &file_toolfleet_v1_agent_proto_msgTypes[7]
+	mi := &file_toolfleet_v1_agent_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -597,7 +1202,7 @@ func (x *SendMessageResponse) String() string {
 func (*SendMessageResponse) ProtoMessage() {}
 
 func (x *SendMessageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolfleet_v1_agent_proto_msgTypes[7]
+	mi := &file_toolfleet_v1_agent_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -610,7 +1215,7 @@ func (x *SendMessageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SendMessageResponse.ProtoReflect.Descriptor instead.
 func (*SendMessageResponse) Descriptor() ([]byte, []int) {
-	return file_toolfleet_v1_agent_proto_rawDescGZIP(), []int{7}
+	return file_toolfleet_v1_agent_proto_rawDescGZIP(), []int{15}
 }
 
 type DecideApprovalRequest struct {
@@ -626,7 +1231,7 @@ type DecideApprovalRequest struct {
 
 func (x *DecideApprovalRequest) Reset() {
 	*x = DecideApprovalRequest{}
-	mi := &file_toolfleet_v1_agent_proto_msgTypes[8]
+	mi := &file_toolfleet_v1_agent_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -638,7 +1243,7 @@ func (x *DecideApprovalRequest) String() string {
 func (*DecideApprovalRequest) ProtoMessage() {}
 
 func (x *DecideApprovalRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolfleet_v1_agent_proto_msgTypes[8]
+	mi := &file_toolfleet_v1_agent_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -651,7 +1256,7 @@ func (x *DecideApprovalRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecideApprovalRequest.ProtoReflect.Descriptor instead.
 func (*DecideApprovalRequest) Descriptor() ([]byte, []int) {
-	return file_toolfleet_v1_agent_proto_rawDescGZIP(), []int{8}
+	return file_toolfleet_v1_agent_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *DecideApprovalRequest) GetRunId() string {
@@ -690,7 +1295,7 @@ type DecideApprovalResponse struct {
 
 func (x *DecideApprovalResponse) Reset() {
 	*x = DecideApprovalResponse{}
-	mi := &file_toolfleet_v1_agent_proto_msgTypes[9]
+	mi := &file_toolfleet_v1_agent_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -702,7 +1307,7 @@ func (x *DecideApprovalResponse) String() string {
 func (*DecideApprovalResponse) ProtoMessage() {}
 
 func (x *DecideApprovalResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolfleet_v1_agent_proto_msgTypes[9]
+	mi := &file_toolfleet_v1_agent_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -715,7 +1320,7 @@ func (x *DecideApprovalResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecideApprovalResponse.ProtoReflect.Descriptor instead.
 func (*DecideApprovalResponse) Descriptor() ([]byte, []int) {
-	return file_toolfleet_v1_agent_proto_rawDescGZIP(), []int{9}
+	return file_toolfleet_v1_agent_proto_rawDescGZIP(), []int{17}
 }
 
 type CancelRunRequest struct {
@@ -728,7 +1333,7 @@ type CancelRunRequest struct {
 
 func (x *CancelRunRequest) Reset() {
 	*x = CancelRunRequest{}
-	mi := &file_toolfleet_v1_agent_proto_msgTypes[10]
+	mi := &file_toolfleet_v1_agent_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -740,7 +1345,7 @@ func (x *CancelRunRequest) String() string {
 func (*CancelRunRequest) ProtoMessage() {}
 
 func (x *CancelRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolfleet_v1_agent_proto_msgTypes[10]
+	mi := &file_toolfleet_v1_agent_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -753,7 +1358,7 @@ func (x *CancelRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelRunRequest.ProtoReflect.Descriptor instead.
 func (*CancelRunRequest) Descriptor() ([]byte, []int) {
-	return file_toolfleet_v1_agent_proto_rawDescGZIP(), []int{10}
+	return file_toolfleet_v1_agent_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *CancelRunRequest) GetRunId() string {
@@ -778,7 +1383,7 @@ type CancelRunResponse struct {
 
 func (x *CancelRunResponse) Reset() {
 	*x = CancelRunResponse{}
-	mi := &file_toolfleet_v1_agent_proto_msgTypes[11]
+	mi := &file_toolfleet_v1_agent_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -790,7 +1395,7 @@ func (x *CancelRunResponse) String() string {
 func (*CancelRunResponse) ProtoMessage() {}
 
 func (x *CancelRunResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolfleet_v1_agent_proto_msgTypes[11]
+	mi := &file_toolfleet_v1_agent_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -803,20 +1408,30 @@ func (x *CancelRunResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelRunResponse.ProtoReflect.Descriptor instead.
 func (*CancelRunResponse) Descriptor() ([]byte, []int) {
-	return file_toolfleet_v1_agent_proto_rawDescGZIP(), []int{11}
+	return file_toolfleet_v1_agent_proto_rawDescGZIP(), []int{19}
 }
 
 var File_toolfleet_v1_agent_proto protoreflect.FileDescriptor
 
 const file_toolfleet_v1_agent_proto_rawDesc = "" +
 	"\n" +
-	"\x18toolfleet/v1/agent.proto\x12\ftoolfleet.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x16toolfleet/v1/llm.proto\"\xd8\x01\n" +
+	"\x18toolfleet/v1/agent.proto\x12\ftoolfleet.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x19toolfleet/v1/events.proto\x1a\x16toolfleet/v1/llm.proto\"\x8e\x01\n" +
+	"\tModelSpec\x12\x1a\n" +
+	"\bprovider\x18\x01 \x01(\tR\bprovider\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x19\n" +
+	"\bbase_url\x18\x03 \x01(\tR\abaseUrl\x12\x17\n" +
+	"\akey_ref\x18\x04 \x01(\tR\x06keyRef\x12\x1d\n" +
+	"\n" +
+	"max_tokens\x18\x05 \x01(\x05R\tmaxTokens\"[\n" +
+	"\x0eApprovalPolicy\x12\x14\n" +
+	"\x05tools\x18\x01 \x03(\tR\x05tools\x123\n" +
+	"\atimeout\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\atimeout\"\xd8\x01\n" +
 	"\x06Budget\x12\x1b\n" +
 	"\tmax_turns\x18\x01 \x01(\x05R\bmaxTurns\x12$\n" +
 	"\x0emax_tool_calls\x18\x02 \x01(\x05R\fmaxToolCalls\x12(\n" +
 	"\x10max_input_tokens\x18\x03 \x01(\x03R\x0emaxInputTokens\x12*\n" +
 	"\x11max_output_tokens\x18\x04 \x01(\x03R\x0fmaxOutputTokens\x125\n" +
-	"\bdeadline\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\bdeadline\"\xd8\x02\n" +
+	"\bdeadline\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\bdeadline\"\xee\x04\n" +
 	"\x0fStartRunRequest\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x14\n" +
 	"\x05model\x18\x02 \x01(\tR\x05model\x12#\n" +
@@ -824,14 +1439,25 @@ const file_toolfleet_v1_agent_proto_rawDesc = "" +
 	"\bmessages\x18\x04 \x03(\v2\x15.toolfleet.v1.MessageR\bmessages\x12\x14\n" +
 	"\x05tools\x18\x05 \x03(\tR\x05tools\x12,\n" +
 	"\x06budget\x18\x06 \x01(\v2\x14.toolfleet.v1.BudgetR\x06budget\x12A\n" +
-	"\x06labels\x18\a \x03(\v2).toolfleet.v1.StartRunRequest.LabelsEntryR\x06labels\x1a9\n" +
+	"\x06labels\x18\a \x03(\v2).toolfleet.v1.StartRunRequest.LabelsEntryR\x06labels\x126\n" +
+	"\n" +
+	"model_spec\x18\b \x01(\v2\x17.toolfleet.v1.ModelSpecR\tmodelSpec\x12\x1f\n" +
+	"\vtool_search\x18\t \x01(\tR\n" +
+	"toolSearch\x12#\n" +
+	"\rtool_protocol\x18\n" +
+	" \x01(\tR\ftoolProtocol\x12\x1e\n" +
+	"\n" +
+	"sequential\x18\v \x01(\bR\n" +
+	"sequential\x128\n" +
+	"\bapproval\x18\f \x01(\v2\x1c.toolfleet.v1.ApprovalPolicyR\bapproval\x12<\n" +
+	"\fidle_timeout\x18\r \x01(\v2\x19.google.protobuf.DurationR\vidleTimeout\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\")\n" +
 	"\x10StartRunResponse\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\"&\n" +
 	"\rGetRunRequest\x12\x15\n" +
-	"\x06run_id\x18\x01 \x01(\tR\x05runId\"\xa4\x03\n" +
+	"\x06run_id\x18\x01 \x01(\tR\x05runId\"\xe8\x03\n" +
 	"\x0eGetRunResponse\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12/\n" +
 	"\x06status\x18\x02 \x01(\x0e2\x17.toolfleet.v1.RunStatusR\x06status\x12)\n" +
@@ -843,7 +1469,38 @@ const file_toolfleet_v1_agent_proto_rawDesc = "" +
 	"\rfinal_message\x18\a \x01(\v2\x15.toolfleet.v1.MessageR\ffinalMessage\x12'\n" +
 	"\x0ffailure_message\x18\b \x01(\tR\x0efailureMessage\x129\n" +
 	"\n" +
-	"started_at\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\tstartedAt\"\xb9\x01\n" +
+	"started_at\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\tstartedAt\x12\x16\n" +
+	"\x06answer\x18\n" +
+	" \x01(\tR\x06answer\x12\x12\n" +
+	"\x04idle\x18\v \x01(\bR\x04idle\x12\x16\n" +
+	"\x06budget\x18\f \x01(\tR\x06budget\"M\n" +
+	"\x0fListRunsRequest\x12\x1b\n" +
+	"\tpage_size\x18\x01 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x02 \x01(\fR\tpageToken\"h\n" +
+	"\x10ListRunsResponse\x12,\n" +
+	"\x04runs\x18\x01 \x03(\v2\x18.toolfleet.v1.RunSummaryR\x04runs\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\fR\rnextPageToken\"\xad\x01\n" +
+	"\n" +
+	"RunSummary\x12\x15\n" +
+	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x14\n" +
+	"\x05state\x18\x02 \x01(\tR\x05state\x129\n" +
+	"\n" +
+	"started_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\tstartedAt\x127\n" +
+	"\tclosed_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\bclosedAt\"]\n" +
+	"\x0fWatchRunRequest\x12\x15\n" +
+	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x1b\n" +
+	"\tafter_seq\x18\x02 \x01(\x04R\bafterSeq\x12\x16\n" +
+	"\x06deltas\x18\x03 \x01(\bR\x06deltas\"z\n" +
+	"\x10WatchRunResponse\x12.\n" +
+	"\x05event\x18\x01 \x01(\v2\x16.toolfleet.v1.RunEventH\x00R\x05event\x12.\n" +
+	"\x05delta\x18\x02 \x01(\v2\x16.toolfleet.v1.RunDeltaH\x00R\x05deltaB\x06\n" +
+	"\x04item\"^\n" +
+	"\bRunDelta\x12\x12\n" +
+	"\x04turn\x18\x01 \x01(\x05R\x04turn\x12\x18\n" +
+	"\aattempt\x18\x02 \x01(\x05R\aattempt\x12\x10\n" +
+	"\x03seq\x18\x03 \x01(\x05R\x03seq\x12\x12\n" +
+	"\x04text\x18\x04 \x01(\tR\x04text\"\xb9\x01\n" +
 	"\x0fPendingApproval\x12\x17\n" +
 	"\acall_id\x18\x01 \x01(\tR\x06callId\x12\x17\n" +
 	"\atool_id\x18\x02 \x01(\tR\x06toolId\x125\n" +
@@ -870,13 +1527,15 @@ const file_toolfleet_v1_agent_proto_rawDesc = "" +
 	"\x14RUN_STATUS_COMPLETED\x10\x03\x12\x15\n" +
 	"\x11RUN_STATUS_FAILED\x10\x04\x12\x17\n" +
 	"\x13RUN_STATUS_CANCELED\x10\x05\x12\x1f\n" +
-	"\x1bRUN_STATUS_BUDGET_EXHAUSTED\x10\x062\xa2\x03\n" +
+	"\x1bRUN_STATUS_BUDGET_EXHAUSTED\x10\x062\xc4\x04\n" +
 	"\fAgentService\x12I\n" +
 	"\bStartRun\x12\x1d.toolfleet.v1.StartRunRequest\x1a\x1e.toolfleet.v1.StartRunResponse\x12H\n" +
-	"\x06GetRun\x12\x1b.toolfleet.v1.GetRunRequest\x1a\x1c.toolfleet.v1.GetRunResponse\"\x03\x90\x02\x01\x12R\n" +
+	"\x06GetRun\x12\x1b.toolfleet.v1.GetRunRequest\x1a\x1c.toolfleet.v1.GetRunResponse\"\x03\x90\x02\x01\x12N\n" +
+	"\bListRuns\x12\x1d.toolfleet.v1.ListRunsRequest\x1a\x1e.toolfleet.v1.ListRunsResponse\"\x03\x90\x02\x01\x12R\n" +
 	"\vSendMessage\x12 .toolfleet.v1.SendMessageRequest\x1a!.toolfleet.v1.SendMessageResponse\x12[\n" +
 	"\x0eDecideApproval\x12#.toolfleet.v1.DecideApprovalRequest\x1a$.toolfleet.v1.DecideApprovalResponse\x12L\n" +
-	"\tCancelRun\x12\x1e.toolfleet.v1.CancelRunRequest\x1a\x1f.toolfleet.v1.CancelRunResponseB=Z;github.com/toolfleet/toolfleet/gen/toolfleet/v1;toolfleetv1b\x06proto3"
+	"\tCancelRun\x12\x1e.toolfleet.v1.CancelRunRequest\x1a\x1f.toolfleet.v1.CancelRunResponse\x12P\n" +
+	"\bWatchRun\x12\x1d.toolfleet.v1.WatchRunRequest\x1a\x1e.toolfleet.v1.WatchRunResponse\"\x03\x90\x02\x010\x01B=Z;github.com/toolfleet/toolfleet/gen/toolfleet/v1;toolfleetv1b\x06proto3"
 
 var (
 	file_toolfleet_v1_agent_proto_rawDescOnce sync.Once
@@ -891,56 +1550,78 @@ func file_toolfleet_v1_agent_proto_rawDescGZIP() []byte {
 }
 
 var file_toolfleet_v1_agent_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_toolfleet_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
+var file_toolfleet_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
 var file_toolfleet_v1_agent_proto_goTypes = []any{
 	(RunStatus)(0),                 // 0: toolfleet.v1.RunStatus
-	(*Budget)(nil),                 // 1: toolfleet.v1.Budget
-	(*StartRunRequest)(nil),        // 2: toolfleet.v1.StartRunRequest
-	(*StartRunResponse)(nil),       // 3: toolfleet.v1.StartRunResponse
-	(*GetRunRequest)(nil),          // 4: toolfleet.v1.GetRunRequest
-	(*GetRunResponse)(nil),         // 5: toolfleet.v1.GetRunResponse
-	(*PendingApproval)(nil),        // 6: toolfleet.v1.PendingApproval
-	(*SendMessageRequest)(nil),     // 7: toolfleet.v1.SendMessageRequest
-	(*SendMessageResponse)(nil),    // 8: toolfleet.v1.SendMessageResponse
-	(*DecideApprovalRequest)(nil),  // 9: toolfleet.v1.DecideApprovalRequest
-	(*DecideApprovalResponse)(nil), // 10: toolfleet.v1.DecideApprovalResponse
-	(*CancelRunRequest)(nil),       // 11: toolfleet.v1.CancelRunRequest
-	(*CancelRunResponse)(nil),      // 12: toolfleet.v1.CancelRunResponse
-	nil,                            // 13: toolfleet.v1.StartRunRequest.LabelsEntry
-	(*durationpb.Duration)(nil),    // 14: google.protobuf.Duration
-	(*Message)(nil),                // 15: toolfleet.v1.Message
-	(*Usage)(nil),                  // 16: toolfleet.v1.Usage
-	(*timestamppb.Timestamp)(nil),  // 17: google.protobuf.Timestamp
-	(*structpb.Struct)(nil),        // 18: google.protobuf.Struct
+	(*ModelSpec)(nil),              // 1: toolfleet.v1.ModelSpec
+	(*ApprovalPolicy)(nil),         // 2: toolfleet.v1.ApprovalPolicy
+	(*Budget)(nil),                 // 3: toolfleet.v1.Budget
+	(*StartRunRequest)(nil),        // 4: toolfleet.v1.StartRunRequest
+	(*StartRunResponse)(nil),       // 5: toolfleet.v1.StartRunResponse
+	(*GetRunRequest)(nil),          // 6: toolfleet.v1.GetRunRequest
+	(*GetRunResponse)(nil),         // 7: toolfleet.v1.GetRunResponse
+	(*ListRunsRequest)(nil),        // 8: toolfleet.v1.ListRunsRequest
+	(*ListRunsResponse)(nil),       // 9: toolfleet.v1.ListRunsResponse
+	(*RunSummary)(nil),             // 10: toolfleet.v1.RunSummary
+	(*WatchRunRequest)(nil),        // 11: toolfleet.v1.WatchRunRequest
+	(*WatchRunResponse)(nil),       // 12: toolfleet.v1.WatchRunResponse
+	(*RunDelta)(nil),               // 13: toolfleet.v1.RunDelta
+	(*PendingApproval)(nil),        // 14: toolfleet.v1.PendingApproval
+	(*SendMessageRequest)(nil),     // 15: toolfleet.v1.SendMessageRequest
+	(*SendMessageResponse)(nil),    // 16: toolfleet.v1.SendMessageResponse
+	(*DecideApprovalRequest)(nil),  // 17: toolfleet.v1.DecideApprovalRequest
+	(*DecideApprovalResponse)(nil), // 18: toolfleet.v1.DecideApprovalResponse
+	(*CancelRunRequest)(nil),       // 19: toolfleet.v1.CancelRunRequest
+	(*CancelRunResponse)(nil),      // 20: toolfleet.v1.CancelRunResponse
+	nil,                            // 21: toolfleet.v1.StartRunRequest.LabelsEntry
+	(*durationpb.Duration)(nil),    // 22: google.protobuf.Duration
+	(*Message)(nil),                // 23: toolfleet.v1.Message
+	(*Usage)(nil),                  // 24: toolfleet.v1.Usage
+	(*timestamppb.Timestamp)(nil),  // 25: google.protobuf.Timestamp
+	(*RunEvent)(nil),               // 26: toolfleet.v1.RunEvent
+	(*structpb.Struct)(nil),        // 27: google.protobuf.Struct
 }
 var file_toolfleet_v1_agent_proto_depIdxs = []int32{
-	14, // 0: toolfleet.v1.Budget.deadline:type_name -> google.protobuf.Duration
-	15, // 1: toolfleet.v1.StartRunRequest.messages:type_name -> toolfleet.v1.Message
-	1,  // 2: toolfleet.v1.StartRunRequest.budget:type_name -> toolfleet.v1.Budget
-	13, // 3: toolfleet.v1.StartRunRequest.labels:type_name -> toolfleet.v1.StartRunRequest.LabelsEntry
-	0,  // 4: toolfleet.v1.GetRunResponse.status:type_name -> toolfleet.v1.RunStatus
-	16, // 5: toolfleet.v1.GetRunResponse.usage:type_name -> toolfleet.v1.Usage
-	6,  // 6: toolfleet.v1.GetRunResponse.pending_approvals:type_name -> toolfleet.v1.PendingApproval
-	15, // 7: toolfleet.v1.GetRunResponse.final_message:type_name -> toolfleet.v1.Message
-	17, // 8: toolfleet.v1.GetRunResponse.started_at:type_name -> google.protobuf.Timestamp
-	18, // 9: toolfleet.v1.PendingApproval.arguments:type_name -> google.protobuf.Struct
-	17, // 10: toolfleet.v1.PendingApproval.requested_at:type_name -> google.protobuf.Timestamp
-	15, // 11: toolfleet.v1.SendMessageRequest.message:type_name -> toolfleet.v1.Message
-	2,  // 12: toolfleet.v1.AgentService.StartRun:input_type -> toolfleet.v1.StartRunRequest
-	4,  // 13: toolfleet.v1.AgentService.GetRun:input_type -> toolfleet.v1.GetRunRequest
-	7,  // 14: toolfleet.v1.AgentService.SendMessage:input_type -> toolfleet.v1.SendMessageRequest
-	9,  // 15: toolfleet.v1.AgentService.DecideApproval:input_type -> toolfleet.v1.DecideApprovalRequest
-	11, // 16: toolfleet.v1.AgentService.CancelRun:input_type -> toolfleet.v1.CancelRunRequest
-	3,  // 17: toolfleet.v1.AgentService.StartRun:output_type -> toolfleet.v1.StartRunResponse
-	5,  // 18: toolfleet.v1.AgentService.GetRun:output_type -> toolfleet.v1.GetRunResponse
-	8,  // 19: toolfleet.v1.AgentService.SendMessage:output_type -> toolfleet.v1.SendMessageResponse
-	10, // 20: toolfleet.v1.AgentService.DecideApproval:output_type -> toolfleet.v1.DecideApprovalResponse
-	12, // 21: toolfleet.v1.AgentService.CancelRun:output_type -> toolfleet.v1.CancelRunResponse
-	17, // [17:22] is the sub-list for method output_type
-	12, // [12:17] is the sub-list for method input_type
-	12, // [12:12] is the sub-list for extension type_name
-	12, // [12:12] is the sub-list for extension extendee
-	0,  // [0:12] is the sub-list for field type_name
+	22, // 0: toolfleet.v1.ApprovalPolicy.timeout:type_name -> google.protobuf.Duration
+	22, // 1: toolfleet.v1.Budget.deadline:type_name -> google.protobuf.Duration
+	23, // 2: toolfleet.v1.StartRunRequest.messages:type_name -> toolfleet.v1.Message
+	3,  // 3: toolfleet.v1.StartRunRequest.budget:type_name -> toolfleet.v1.Budget
+	21, // 4: toolfleet.v1.StartRunRequest.labels:type_name -> toolfleet.v1.StartRunRequest.LabelsEntry
+	1,  // 5: toolfleet.v1.StartRunRequest.model_spec:type_name -> toolfleet.v1.ModelSpec
+	2,  // 6: toolfleet.v1.StartRunRequest.approval:type_name -> toolfleet.v1.ApprovalPolicy
+	22, // 7: toolfleet.v1.StartRunRequest.idle_timeout:type_name -> google.protobuf.Duration
+	0,  // 8: toolfleet.v1.GetRunResponse.status:type_name -> toolfleet.v1.RunStatus
+	24, // 9: toolfleet.v1.GetRunResponse.usage:type_name -> toolfleet.v1.Usage
+	14, // 10: toolfleet.v1.GetRunResponse.pending_approvals:type_name -> toolfleet.v1.PendingApproval
+	23, // 11: toolfleet.v1.GetRunResponse.final_message:type_name -> toolfleet.v1.Message
+	25, // 12: toolfleet.v1.GetRunResponse.started_at:type_name -> google.protobuf.Timestamp
+	10, // 13: toolfleet.v1.ListRunsResponse.runs:type_name -> toolfleet.v1.RunSummary
+	25, // 14: toolfleet.v1.RunSummary.started_at:type_name -> google.protobuf.Timestamp
+	25, // 15: toolfleet.v1.RunSummary.closed_at:type_name -> google.protobuf.Timestamp
+	26, // 16: toolfleet.v1.WatchRunResponse.event:type_name -> toolfleet.v1.RunEvent
+	13, // 17: toolfleet.v1.WatchRunResponse.delta:type_name -> toolfleet.v1.RunDelta
+	27, // 18: toolfleet.v1.PendingApproval.arguments:type_name -> google.protobuf.Struct
+	25, // 19: toolfleet.v1.PendingApproval.requested_at:type_name -> google.protobuf.Timestamp
+	23, // 20: toolfleet.v1.SendMessageRequest.message:type_name -> toolfleet.v1.Message
+	4,  // 21: toolfleet.v1.AgentService.StartRun:input_type -> toolfleet.v1.StartRunRequest
+	6,  // 22: toolfleet.v1.AgentService.GetRun:input_type -> toolfleet.v1.GetRunRequest
+	8,  // 23: toolfleet.v1.AgentService.ListRuns:input_type -> toolfleet.v1.ListRunsRequest
+	15, // 24: toolfleet.v1.AgentService.SendMessage:input_type -> toolfleet.v1.SendMessageRequest
+	17, // 25: toolfleet.v1.AgentService.DecideApproval:input_type -> toolfleet.v1.DecideApprovalRequest
+	19, // 26: toolfleet.v1.AgentService.CancelRun:input_type -> toolfleet.v1.CancelRunRequest
+	11, // 27: toolfleet.v1.AgentService.WatchRun:input_type -> toolfleet.v1.WatchRunRequest
+	5,  // 28: toolfleet.v1.AgentService.StartRun:output_type -> toolfleet.v1.StartRunResponse
+	7,  // 29: toolfleet.v1.AgentService.GetRun:output_type -> toolfleet.v1.GetRunResponse
+	9,  // 30: toolfleet.v1.AgentService.ListRuns:output_type -> toolfleet.v1.ListRunsResponse
+	16, // 31: toolfleet.v1.AgentService.SendMessage:output_type -> toolfleet.v1.SendMessageResponse
+	18, // 32: toolfleet.v1.AgentService.DecideApproval:output_type -> toolfleet.v1.DecideApprovalResponse
+	20, // 33: toolfleet.v1.AgentService.CancelRun:output_type -> toolfleet.v1.CancelRunResponse
+	12, // 34: toolfleet.v1.AgentService.WatchRun:output_type -> toolfleet.v1.WatchRunResponse
+	28, // [28:35] is the sub-list for method output_type
+	21, // [21:28] is the sub-list for method input_type
+	21, // [21:21] is the sub-list for extension type_name
+	21, // [21:21] is the sub-list for extension extendee
+	0,  // [0:21] is the sub-list for field type_name
 }
 
 func init() { file_toolfleet_v1_agent_proto_init() }
@@ -948,14 +1629,19 @@ func file_toolfleet_v1_agent_proto_init() {
 	if File_toolfleet_v1_agent_proto != nil {
 		return
 	}
+	file_toolfleet_v1_events_proto_init()
 	file_toolfleet_v1_llm_proto_init()
+	file_toolfleet_v1_agent_proto_msgTypes[11].OneofWrappers = []any{
+		(*WatchRunResponse_Event)(nil),
+		(*WatchRunResponse_Delta)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolfleet_v1_agent_proto_rawDesc), len(file_toolfleet_v1_agent_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   13,
+			NumMessages:   21,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

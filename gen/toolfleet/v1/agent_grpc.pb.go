@@ -21,9 +21,11 @@ const _ = grpc.SupportPackageIsVersion9
 const (
 	AgentService_StartRun_FullMethodName       = "/toolfleet.v1.AgentService/StartRun"
 	AgentService_GetRun_FullMethodName         = "/toolfleet.v1.AgentService/GetRun"
+	AgentService_ListRuns_FullMethodName       = "/toolfleet.v1.AgentService/ListRuns"
 	AgentService_SendMessage_FullMethodName    = "/toolfleet.v1.AgentService/SendMessage"
 	AgentService_DecideApproval_FullMethodName = "/toolfleet.v1.AgentService/DecideApproval"
 	AgentService_CancelRun_FullMethodName      = "/toolfleet.v1.AgentService/CancelRun"
+	AgentService_WatchRun_FullMethodName       = "/toolfleet.v1.AgentService/WatchRun"
 )
 
 // AgentServiceClient is the client API for AgentService service.
@@ -31,13 +33,20 @@ const (
 // For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
 //
 // AgentService starts and steers durable agent runs (model -> tools -> model) on Temporal.
-// First draft: the orchestrator issue refines it.
+// It is served at the gateway's address (one front door, one auth) and implemented by
+// the orchestrator. Scopes: runs:start (StartRun, SendMessage), runs:read (GetRun,
+// ListRuns, WatchRun), runs:approve (DecideApproval), runs:cancel (CancelRun); a caller
+// only sees and steers its own runs unless it holds runs:admin.
 type AgentServiceClient interface {
 	StartRun(ctx context.Context, in *StartRunRequest, opts ...grpc.CallOption) (*StartRunResponse, error)
 	GetRun(ctx context.Context, in *GetRunRequest, opts ...grpc.CallOption) (*GetRunResponse, error)
+	ListRuns(ctx context.Context, in *ListRunsRequest, opts ...grpc.CallOption) (*ListRunsResponse, error)
 	SendMessage(ctx context.Context, in *SendMessageRequest, opts ...grpc.CallOption) (*SendMessageResponse, error)
 	DecideApproval(ctx context.Context, in *DecideApprovalRequest, opts ...grpc.CallOption) (*DecideApprovalResponse, error)
 	CancelRun(ctx context.Context, in *CancelRunRequest, opts ...grpc.CallOption) (*CancelRunResponse, error)
+	// WatchRun streams the run's events from after_seq on, then live ones, and the
+	// model's token deltas when asked; it ends after the run's terminal event.
+	WatchRun(ctx context.Context, in *WatchRunRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchRunResponse], error)
 }
 
 type agentServiceClient struct {
@@ -62,6 +71,16 @@ func (c *agentServiceClient) GetRun(ctx context.Context, in *GetRunRequest, opts
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(GetRunResponse)
 	err := c.cc.Invoke(ctx, AgentService_GetRun_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *agentServiceClient) ListRuns(ctx context.Context, in *ListRunsRequest, opts ...grpc.CallOption) (*ListRunsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListRunsResponse)
+	err := c.cc.Invoke(ctx, AgentService_ListRuns_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -98,18 +117,44 @@ func (c *agentServiceClient) CancelRun(ctx context.Context, in *CancelRunRequest
 	return out, nil
 }
 
+func (c *agentServiceClient) WatchRun(ctx context.Context, in *WatchRunRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchRunResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &AgentService_ServiceDesc.Streams[0], AgentService_WatchRun_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[WatchRunRequest, WatchRunResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type AgentService_WatchRunClient = grpc.ServerStreamingClient[WatchRunResponse]
+
 // AgentServiceServer is the server API for AgentService service.
 // All implementations must embed UnimplementedAgentServiceServer
 // for forward compatibility.
 //
 // AgentService starts and steers durable agent runs (model -> tools -> model) on Temporal.
-// First draft: the orchestrator issue refines it.
+// It is served at the gateway's address (one front door, one auth) and implemented by
+// the orchestrator. Scopes: runs:start (StartRun, SendMessage), runs:read (GetRun,
+// ListRuns, WatchRun), runs:approve (DecideApproval), runs:cancel (CancelRun); a caller
+// only sees and steers its own runs unless it holds runs:admin.
 type AgentServiceServer interface {
 	StartRun(context.Context, *StartRunRequest) (*StartRunResponse, error)
 	GetRun(context.Context, *GetRunRequest) (*GetRunResponse, error)
+	ListRuns(context.Context, *ListRunsRequest) (*ListRunsResponse, error)
 	SendMessage(context.Context, *SendMessageRequest) (*SendMessageResponse, error)
 	DecideApproval(context.Context, *DecideApprovalRequest) (*DecideApprovalResponse, error)
 	CancelRun(context.Context, *CancelRunRequest) (*CancelRunResponse, error)
+	// WatchRun streams the run's events from after_seq on, then live ones, and the
+	// model's token deltas when asked; it ends after the run's terminal event.
+	WatchRun(*WatchRunRequest, grpc.ServerStreamingServer[WatchRunResponse]) error
 	mustEmbedUnimplementedAgentServiceServer()
 }
 
@@ -126,6 +171,9 @@ func (UnimplementedAgentServiceServer) StartRun(context.Context, *StartRunReques
 func (UnimplementedAgentServiceServer) GetRun(context.Context, *GetRunRequest) (*GetRunResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetRun not implemented")
 }
+func (UnimplementedAgentServiceServer) ListRuns(context.Context, *ListRunsRequest) (*ListRunsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListRuns not implemented")
+}
 func (UnimplementedAgentServiceServer) SendMessage(context.Context, *SendMessageRequest) (*SendMessageResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method SendMessage not implemented")
 }
@@ -134,6 +182,9 @@ func (UnimplementedAgentServiceServer) DecideApproval(context.Context, *DecideAp
 }
 func (UnimplementedAgentServiceServer) CancelRun(context.Context, *CancelRunRequest) (*CancelRunResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CancelRun not implemented")
+}
+func (UnimplementedAgentServiceServer) WatchRun(*WatchRunRequest, grpc.ServerStreamingServer[WatchRunResponse]) error {
+	return status.Error(codes.Unimplemented, "method WatchRun not implemented")
 }
 func (UnimplementedAgentServiceServer) mustEmbedUnimplementedAgentServiceServer() {}
 func (UnimplementedAgentServiceServer) testEmbeddedByValue()                      {}
@@ -192,6 +243,24 @@ func _AgentService_GetRun_Handler(srv interface{}, ctx context.Context, dec func
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AgentService_ListRuns_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListRunsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AgentServiceServer).ListRuns(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AgentService_ListRuns_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AgentServiceServer).ListRuns(ctx, req.(*ListRunsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _AgentService_SendMessage_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(SendMessageRequest)
 	if err := dec(in); err != nil {
@@ -246,6 +315,17 @@ func _AgentService_CancelRun_Handler(srv interface{}, ctx context.Context, dec f
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AgentService_WatchRun_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(WatchRunRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(AgentServiceServer).WatchRun(m, &grpc.GenericServerStream[WatchRunRequest, WatchRunResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type AgentService_WatchRunServer = grpc.ServerStreamingServer[WatchRunResponse]
+
 // AgentService_ServiceDesc is the grpc.ServiceDesc for AgentService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -262,6 +342,10 @@ var AgentService_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _AgentService_GetRun_Handler,
 		},
 		{
+			MethodName: "ListRuns",
+			Handler:    _AgentService_ListRuns_Handler,
+		},
+		{
 			MethodName: "SendMessage",
 			Handler:    _AgentService_SendMessage_Handler,
 		},
@@ -274,6 +358,12 @@ var AgentService_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _AgentService_CancelRun_Handler,
 		},
 	},
-	Streams:  []grpc.StreamDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "WatchRun",
+			Handler:       _AgentService_WatchRun_Handler,
+			ServerStreams: true,
+		},
+	},
 	Metadata: "toolfleet/v1/agent.proto",
 }

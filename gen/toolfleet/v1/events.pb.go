@@ -151,13 +151,16 @@ type RunEvent struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Id    string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
 	RunId string                 `protobuf:"bytes,2,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
-	// started, turn, tool_call, tool_result, approval.requested, completed, failed.
-	Kind          string                 `protobuf:"bytes,3,opt,name=kind,proto3" json:"kind,omitempty"`
-	Time          *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=time,proto3" json:"time,omitempty"`
-	Turn          int32                  `protobuf:"varint,5,opt,name=turn,proto3" json:"turn,omitempty"`
-	CallId        string                 `protobuf:"bytes,6,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
-	ToolId        string                 `protobuf:"bytes,7,opt,name=tool_id,json=toolId,proto3" json:"tool_id,omitempty"`
-	Message       string                 `protobuf:"bytes,8,opt,name=message,proto3" json:"message,omitempty"`
+	// started, turn, tool_call, tool_result, approval.requested, approval.decided,
+	// message, completed, failed, cancelled.
+	Kind    string                 `protobuf:"bytes,3,opt,name=kind,proto3" json:"kind,omitempty"`
+	Time    *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=time,proto3" json:"time,omitempty"`
+	Turn    int32                  `protobuf:"varint,5,opt,name=turn,proto3" json:"turn,omitempty"`
+	CallId  string                 `protobuf:"bytes,6,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
+	ToolId  string                 `protobuf:"bytes,7,opt,name=tool_id,json=toolId,proto3" json:"tool_id,omitempty"`
+	Message string                 `protobuf:"bytes,8,opt,name=message,proto3" json:"message,omitempty"`
+	// Position in the run's event stream (set by WatchRun; resume after it).
+	Seq           uint64 `protobuf:"varint,9,opt,name=seq,proto3" json:"seq,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -246,6 +249,13 @@ func (x *RunEvent) GetMessage() string {
 		return x.Message
 	}
 	return ""
+}
+
+func (x *RunEvent) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
 }
 
 // WorkerAnnouncement is a worker heartbeat on toolfleet.registry.announce.
@@ -415,7 +425,7 @@ const file_toolfleet_v1_events_proto_rawDesc = "" +
 	"\ffailure_kind\x18\b \x01(\tR\vfailureKind\x12'\n" +
 	"\x0ffailure_message\x18\t \x01(\tR\x0efailureMessage\x12\x17\n" +
 	"\auser_id\x18\n" +
-	" \x01(\tR\x06userId\"\xd5\x01\n" +
+	" \x01(\tR\x06userId\"\xe7\x01\n" +
 	"\bRunEvent\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x15\n" +
 	"\x06run_id\x18\x02 \x01(\tR\x05runId\x12\x12\n" +
@@ -424,7 +434,8 @@ const file_toolfleet_v1_events_proto_rawDesc = "" +
 	"\x04turn\x18\x05 \x01(\x05R\x04turn\x12\x17\n" +
 	"\acall_id\x18\x06 \x01(\tR\x06callId\x12\x17\n" +
 	"\atool_id\x18\a \x01(\tR\x06toolId\x12\x18\n" +
-	"\amessage\x18\b \x01(\tR\amessage\"\xfc\x01\n" +
+	"\amessage\x18\b \x01(\tR\amessage\x12\x10\n" +
+	"\x03seq\x18\t \x01(\x04R\x03seq\"\xfc\x01\n" +
 	"\x12WorkerAnnouncement\x12\x1b\n" +
 	"\tworker_id\x18\x01 \x01(\tR\bworkerId\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12:\n" +

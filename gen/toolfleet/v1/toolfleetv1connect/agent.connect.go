@@ -37,6 +37,8 @@ const (
 	AgentServiceStartRunProcedure = "/toolfleet.v1.AgentService/StartRun"
 	// AgentServiceGetRunProcedure is the fully-qualified name of the AgentService's GetRun RPC.
 	AgentServiceGetRunProcedure = "/toolfleet.v1.AgentService/GetRun"
+	// AgentServiceListRunsProcedure is the fully-qualified name of the AgentService's ListRuns RPC.
+	AgentServiceListRunsProcedure = "/toolfleet.v1.AgentService/ListRuns"
 	// AgentServiceSendMessageProcedure is the fully-qualified name of the AgentService's SendMessage
 	// RPC.
 	AgentServiceSendMessageProcedure = "/toolfleet.v1.AgentService/SendMessage"
@@ -45,15 +47,21 @@ const (
 	AgentServiceDecideApprovalProcedure = "/toolfleet.v1.AgentService/DecideApproval"
 	// AgentServiceCancelRunProcedure is the fully-qualified name of the AgentService's CancelRun RPC.
 	AgentServiceCancelRunProcedure = "/toolfleet.v1.AgentService/CancelRun"
+	// AgentServiceWatchRunProcedure is the fully-qualified name of the AgentService's WatchRun RPC.
+	AgentServiceWatchRunProcedure = "/toolfleet.v1.AgentService/WatchRun"
 )
 
 // AgentServiceClient is a client for the toolfleet.v1.AgentService service.
 type AgentServiceClient interface {
 	StartRun(context.Context, *connect.Request[v1.StartRunRequest]) (*connect.Response[v1.StartRunResponse], error)
 	GetRun(context.Context, *connect.Request[v1.GetRunRequest]) (*connect.Response[v1.GetRunResponse], error)
+	ListRuns(context.Context, *connect.Request[v1.ListRunsRequest]) (*connect.Response[v1.ListRunsResponse], error)
 	SendMessage(context.Context, *connect.Request[v1.SendMessageRequest]) (*connect.Response[v1.SendMessageResponse], error)
 	DecideApproval(context.Context, *connect.Request[v1.DecideApprovalRequest]) (*connect.Response[v1.DecideApprovalResponse], error)
 	CancelRun(context.Context, *connect.Request[v1.CancelRunRequest]) (*connect.Response[v1.CancelRunResponse], error)
+	// WatchRun streams the run's events from after_seq on, then live ones, and the
+	// model's token deltas when asked; it ends after the run's terminal event.
+	WatchRun(context.Context, *connect.Request[v1.WatchRunRequest]) (*connect.ServerStreamForClient[v1.WatchRunResponse], error)
 }
 
 // NewAgentServiceClient constructs a client for the toolfleet.v1.AgentService service. By default,
@@ -80,6 +88,13 @@ func NewAgentServiceClient(httpClient connect.HTTPClient, baseURL string, opts .
 			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 			connect.WithClientOptions(opts...),
 		),
+		listRuns: connect.NewClient[v1.ListRunsRequest, v1.ListRunsResponse](
+			httpClient,
+			baseURL+AgentServiceListRunsProcedure,
+			connect.WithSchema(agentServiceMethods.ByName("ListRuns")),
+			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+			connect.WithClientOptions(opts...),
+		),
 		sendMessage: connect.NewClient[v1.SendMessageRequest, v1.SendMessageResponse](
 			httpClient,
 			baseURL+AgentServiceSendMessageProcedure,
@@ -98,6 +113,13 @@ func NewAgentServiceClient(httpClient connect.HTTPClient, baseURL string, opts .
 			connect.WithSchema(agentServiceMethods.ByName("CancelRun")),
 			connect.WithClientOptions(opts...),
 		),
+		watchRun: connect.NewClient[v1.WatchRunRequest, v1.WatchRunResponse](
+			httpClient,
+			baseURL+AgentServiceWatchRunProcedure,
+			connect.WithSchema(agentServiceMethods.ByName("WatchRun")),
+			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -105,9 +127,11 @@ func NewAgentServiceClient(httpClient connect.HTTPClient, baseURL string, opts .
 type agentServiceClient struct {
 	startRun       *connect.Client[v1.StartRunRequest, v1.StartRunResponse]
 	getRun         *connect.Client[v1.GetRunRequest, v1.GetRunResponse]
+	listRuns       *connect.Client[v1.ListRunsRequest, v1.ListRunsResponse]
 	sendMessage    *connect.Client[v1.SendMessageRequest, v1.SendMessageResponse]
 	decideApproval *connect.Client[v1.DecideApprovalRequest, v1.DecideApprovalResponse]
 	cancelRun      *connect.Client[v1.CancelRunRequest, v1.CancelRunResponse]
+	watchRun       *connect.Client[v1.WatchRunRequest, v1.WatchRunResponse]
 }
 
 // StartRun calls toolfleet.v1.AgentService.StartRun.
@@ -118,6 +142,11 @@ func (c *agentServiceClient) StartRun(ctx context.Context, req *connect.Request[
 // GetRun calls toolfleet.v1.AgentService.GetRun.
 func (c *agentServiceClient) GetRun(ctx context.Context, req *connect.Request[v1.GetRunRequest]) (*connect.Response[v1.GetRunResponse], error) {
 	return c.getRun.CallUnary(ctx, req)
+}
+
+// ListRuns calls toolfleet.v1.AgentService.ListRuns.
+func (c *agentServiceClient) ListRuns(ctx context.Context, req *connect.Request[v1.ListRunsRequest]) (*connect.Response[v1.ListRunsResponse], error) {
+	return c.listRuns.CallUnary(ctx, req)
 }
 
 // SendMessage calls toolfleet.v1.AgentService.SendMessage.
@@ -135,13 +164,22 @@ func (c *agentServiceClient) CancelRun(ctx context.Context, req *connect.Request
 	return c.cancelRun.CallUnary(ctx, req)
 }
 
+// WatchRun calls toolfleet.v1.AgentService.WatchRun.
+func (c *agentServiceClient) WatchRun(ctx context.Context, req *connect.Request[v1.WatchRunRequest]) (*connect.ServerStreamForClient[v1.WatchRunResponse], error) {
+	return c.watchRun.CallServerStream(ctx, req)
+}
+
 // AgentServiceHandler is an implementation of the toolfleet.v1.AgentService service.
 type AgentServiceHandler interface {
 	StartRun(context.Context, *connect.Request[v1.StartRunRequest]) (*connect.Response[v1.StartRunResponse], error)
 	GetRun(context.Context, *connect.Request[v1.GetRunRequest]) (*connect.Response[v1.GetRunResponse], error)
+	ListRuns(context.Context, *connect.Request[v1.ListRunsRequest]) (*connect.Response[v1.ListRunsResponse], error)
 	SendMessage(context.Context, *connect.Request[v1.SendMessageRequest]) (*connect.Response[v1.SendMessageResponse], error)
 	DecideApproval(context.Context, *connect.Request[v1.DecideApprovalRequest]) (*connect.Response[v1.DecideApprovalResponse], error)
 	CancelRun(context.Context, *connect.Request[v1.CancelRunRequest]) (*connect.Response[v1.CancelRunResponse], error)
+	// WatchRun streams the run's events from after_seq on, then live ones, and the
+	// model's token deltas when asked; it ends after the run's terminal event.
+	WatchRun(context.Context, *connect.Request[v1.WatchRunRequest], *connect.ServerStream[v1.WatchRunResponse]) error
 }
 
 // NewAgentServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -164,6 +202,13 @@ func NewAgentServiceHandler(svc AgentServiceHandler, opts ...connect.HandlerOpti
 		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 		connect.WithHandlerOptions(opts...),
 	)
+	agentServiceListRunsHandler := connect.NewUnaryHandler(
+		AgentServiceListRunsProcedure,
+		svc.ListRuns,
+		connect.WithSchema(agentServiceMethods.ByName("ListRuns")),
+		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+		connect.WithHandlerOptions(opts...),
+	)
 	agentServiceSendMessageHandler := connect.NewUnaryHandler(
 		AgentServiceSendMessageProcedure,
 		svc.SendMessage,
@@ -182,18 +227,29 @@ func NewAgentServiceHandler(svc AgentServiceHandler, opts ...connect.HandlerOpti
 		connect.WithSchema(agentServiceMethods.ByName("CancelRun")),
 		connect.WithHandlerOptions(opts...),
 	)
+	agentServiceWatchRunHandler := connect.NewServerStreamHandler(
+		AgentServiceWatchRunProcedure,
+		svc.WatchRun,
+		connect.WithSchema(agentServiceMethods.ByName("WatchRun")),
+		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/toolfleet.v1.AgentService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case AgentServiceStartRunProcedure:
 			agentServiceStartRunHandler.ServeHTTP(w, r)
 		case AgentServiceGetRunProcedure:
 			agentServiceGetRunHandler.ServeHTTP(w, r)
+		case AgentServiceListRunsProcedure:
+			agentServiceListRunsHandler.ServeHTTP(w, r)
 		case AgentServiceSendMessageProcedure:
 			agentServiceSendMessageHandler.ServeHTTP(w, r)
 		case AgentServiceDecideApprovalProcedure:
 			agentServiceDecideApprovalHandler.ServeHTTP(w, r)
 		case AgentServiceCancelRunProcedure:
 			agentServiceCancelRunHandler.ServeHTTP(w, r)
+		case AgentServiceWatchRunProcedure:
+			agentServiceWatchRunHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -211,6 +267,10 @@ func (UnimplementedAgentServiceHandler) GetRun(context.Context, *connect.Request
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("toolfleet.v1.AgentService.GetRun is not implemented"))
 }
 
+func (UnimplementedAgentServiceHandler) ListRuns(context.Context, *connect.Request[v1.ListRunsRequest]) (*connect.Response[v1.ListRunsResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("toolfleet.v1.AgentService.ListRuns is not implemented"))
+}
+
 func (UnimplementedAgentServiceHandler) SendMessage(context.Context, *connect.Request[v1.SendMessageRequest]) (*connect.Response[v1.SendMessageResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("toolfleet.v1.AgentService.SendMessage is not implemented"))
 }
@@ -221,4 +281,8 @@ func (UnimplementedAgentServiceHandler) DecideApproval(context.Context, *connect
 
 func (UnimplementedAgentServiceHandler) CancelRun(context.Context, *connect.Request[v1.CancelRunRequest]) (*connect.Response[v1.CancelRunResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("toolfleet.v1.AgentService.CancelRun is not implemented"))
+}
+
+func (UnimplementedAgentServiceHandler) WatchRun(context.Context, *connect.Request[v1.WatchRunRequest], *connect.ServerStream[v1.WatchRunResponse]) error {
+	return connect.NewError(connect.CodeUnimplemented, errors.New("toolfleet.v1.AgentService.WatchRun is not implemented"))
 }

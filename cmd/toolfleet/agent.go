@@ -1,0 +1,484 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/charmbracelet/lipgloss"
+	"github.com/charmbracelet/x/ansi"
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"sigs.k8s.io/yaml"
+
+	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
+	"github.com/toolfleet/toolfleet/gen/toolfleet/v1/toolfleetv1connect"
+	"github.com/toolfleet/toolfleet/internal/config"
+	"github.com/toolfleet/toolfleet/sdk/llm"
+)
+
+// agentFlags connect `toolfleet agent` to the gateway's AgentService.
+type agentFlags struct {
+	Gateway string
+	Token   string
+}
+
+func (f *agentFlags) client() (toolfleetv1connect.AgentServiceClient, error) {
+	if f.Gateway == "" {
+		return nil, errors.New("--gateway must not be empty")
+	}
+	base := f.Gateway
+	if !strings.Contains(base, "://") {
+		base = "http://" + base
+	}
+	var opts []connect.ClientOption
+	if f.Token != "" {
+		opts = append(opts, connect.WithInterceptors(bearer(f.Token)))
+	}
+	return toolfleetv1connect.NewAgentServiceClient(http.DefaultClient, strings.TrimSuffix(base, "/"), opts...), nil
+}
+
+// bearer adds the token to every request, unary and streaming.
+type bearer string
+
+func (b bearer) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
+	return func(ctx context.Context, r connect.AnyRequest) (connect.AnyResponse, error) {
+		r.Header().Set("Authorization", "Bearer "+string(b))
+		return next(ctx, r)
+	}
+}
+
+func (b bearer) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
+	return func(ctx context.Context, s connect.Spec) connect.StreamingClientConn {
+		c := next(ctx, s)
+		c.RequestHeader().Set("Authorization", "Bearer "+string(b))
+		return c
+	}
+}
+
+func (b bearer) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
+	return next
+}
+
+func newAgentCommand() *cobra.Command {
+	var af agentFlags
+	cmd := &cobra.Command{
+		Use:   "agent",
+		Short: "Start, watch and steer durable agent runs",
+		Long: `agent talks to the AgentService at a toolfleet gateway (toolfleet dev serves it).
+
+  toolfleet agent run --model scripted:demo --tools 'Calculator.*' "What is 6 times 7?" --watch
+  toolfleet agent watch RUN_ID        toolfleet agent approve RUN_ID CALL_ID
+  toolfleet agent get RUN_ID          toolfleet agent deny RUN_ID CALL_ID --reason "…"
+  toolfleet agent list                toolfleet agent cancel RUN_ID`,
+	}
+	pf := cmd.PersistentFlags()
+	pf.StringVar(&af.Gateway, "gateway", "127.0.0.1:8080", "gateway address host:port")
+	pf.StringVar(&af.Token, "token", "", "bearer token for a gateway with auth on")
+	config.BindEnv(pf, "TOOLFLEET")
+	cmd.PersistentPreRunE = func(*cobra.Command, []string) error { return config.ApplyEnv(pf, "TOOLFLEET") }
+	cmd.AddCommand(newAgentRunCommand(&af), newAgentWatchCommand(&af), newAgentGetCommand(&af), newAgentListCommand(&af),
+		newAgentDecideCommand(&af, true), newAgentDecideCommand(&af, false), newAgentCancelCommand(&af))
+	return cmd
+}
+
+func newAgentRunCommand(af *agentFlags) *cobra.Command {
+	var (
+		specFile, model, system, runID, protocol string
+		tools, approve                           []string
+		maxTurns, maxCalls                       int32
+		deadline                                 time.Duration
+		sequential, watch                        bool
+	)
+	cmd := &cobra.Command{
+		Use:   "run [prompt]",
+		Short: "Start a run from flags or a YAML spec (a StartRunRequest), optionally watching it",
+		Args:  cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			req := &toolfleetv1.StartRunRequest{}
+			if specFile != "" {
+				b, err := os.ReadFile(specFile)
+				if err != nil {
+					return err
+				}
+				j, err := yaml.YAMLToJSON(b)
+				if err != nil {
+					return fmt.Errorf("%s: %w", specFile, err)
+				}
+				if err := protojson.Unmarshal(j, req); err != nil {
+					return fmt.Errorf("%s: %w", specFile, err)
+				}
+			}
+			f := cmd.Flags()
+			set := func(name string, apply func()) {
+				if f.Changed(name) || specFile == "" {
+					apply()
+				}
+			}
+			set("model", func() { req.Model = model })
+			set("system", func() { req.SystemPrompt = system })
+			set("run-id", func() { req.RunId = runID })
+			set("tools", func() { req.Tools = tools })
+			set("tool-protocol", func() { req.ToolProtocol = protocol })
+			set("sequential", func() { req.Sequential = sequential })
+			if f.Changed("approve-tools") {
+				req.Approval = &toolfleetv1.ApprovalPolicy{Tools: approve}
+			}
+			if f.Changed("max-turns") || f.Changed("max-tool-calls") || f.Changed("deadline") {
+				if req.Budget == nil {
+					req.Budget = &toolfleetv1.Budget{}
+				}
+				if f.Changed("max-turns") {
+					req.Budget.MaxTurns = maxTurns
+				}
+				if f.Changed("max-tool-calls") {
+					req.Budget.MaxToolCalls = maxCalls
+				}
+				if f.Changed("deadline") {
+					req.Budget.Deadline = durationpb.New(deadline)
+				}
+			}
+			if len(args) == 1 {
+				req.Messages = append(req.Messages, llm.User(args[0]))
+			}
+			c, err := af.client()
+			if err != nil {
+				return err
+			}
+			resp, err := c.StartRun(cmd.Context(), connect.NewRequest(req))
+			if err != nil {
+				return err
+			}
+			id := resp.Msg.GetRunId()
+			if !watch {
+				fmt.Fprintln(cmd.OutOrStdout(), id)
+				return nil
+			}
+			return watchRun(cmd.Context(), c, id, 0, cmd.OutOrStdout())
+		},
+	}
+	f := cmd.Flags()
+	f.StringVarP(&specFile, "file", "f", "", "YAML (or JSON) run spec: a StartRunRequest; flags override it")
+	f.StringVar(&model, "model", "scripted:demo", "model provider:name, e.g. openai:gpt-4o, anthropic:claude-sonnet-4-5, scripted:demo")
+	f.StringVar(&system, "system", "", "system prompt")
+	f.StringVar(&runID, "run-id", "", "run id (an idempotency key); generated when empty")
+	f.StringSliceVar(&tools, "tools", []string{"Calculator.*", "Clock.*", "KV.*", "JSONQuery.*"}, "tool ids or globs the model may call")
+	f.StringVar(&protocol, "tool-protocol", "", "native (default), auto, fenced, hermes or xml")
+	f.StringSliceVar(&approve, "approve-tools", nil, "tool ids or globs whose calls need approval in this run")
+	f.Int32Var(&maxTurns, "max-turns", 0, "budget: model turns (0 = default)")
+	f.Int32Var(&maxCalls, "max-tool-calls", 0, "budget: tool calls (0 = default)")
+	f.DurationVar(&deadline, "deadline", 0, "budget: wall-clock time of the run (0 = default)")
+	f.BoolVar(&sequential, "sequential", false, "at most one tool call per turn")
+	f.BoolVar(&watch, "watch", false, "watch the run until it ends")
+	return cmd
+}
+
+func newAgentWatchCommand(af *agentFlags) *cobra.Command {
+	var after uint64
+	cmd := &cobra.Command{
+		Use:   "watch RUN_ID",
+		Short: "Show a run's progress live until it ends",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := af.client()
+			if err != nil {
+				return err
+			}
+			return watchRun(cmd.Context(), c, args[0], after, cmd.OutOrStdout())
+		},
+	}
+	cmd.Flags().Uint64Var(&after, "after", 0, "resume after this event sequence")
+	return cmd
+}
+
+func printJSON(w io.Writer, m proto.Message) error {
+	b, err := protojson.MarshalOptions{Multiline: true, EmitUnpopulated: false}.Marshal(m)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintln(w, string(b))
+	return err
+}
+
+func newAgentGetCommand(af *agentFlags) *cobra.Command {
+	return &cobra.Command{
+		Use:   "get RUN_ID",
+		Short: "Print a run's status, usage and pending approvals (JSON)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := af.client()
+			if err != nil {
+				return err
+			}
+			resp, err := c.GetRun(cmd.Context(), connect.NewRequest(&toolfleetv1.GetRunRequest{RunId: args[0]}))
+			if err != nil {
+				return err
+			}
+			return printJSON(cmd.OutOrStdout(), resp.Msg)
+		},
+	}
+}
+
+func newAgentListCommand(af *agentFlags) *cobra.Command {
+	return &cobra.Command{
+		Use:   "list",
+		Short: "List your runs, newest first",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := af.client()
+			if err != nil {
+				return err
+			}
+			resp, err := c.ListRuns(cmd.Context(), connect.NewRequest(&toolfleetv1.ListRunsRequest{PageSize: 50}))
+			if err != nil {
+				return err
+			}
+			for _, r := range resp.Msg.GetRuns() {
+				fmt.Fprintf(cmd.OutOrStdout(), "%s\t%s\t%s\n", r.GetRunId(), r.GetState(), r.GetStartedAt().AsTime().Local().Format(time.DateTime))
+			}
+			return nil
+		},
+	}
+}
+
+func newAgentDecideCommand(af *agentFlags, approve bool) *cobra.Command {
+	var reason string
+	use, short := "deny RUN_ID CALL_ID", "Deny a pending tool call (the model is told the reason)"
+	if approve {
+		use, short = "approve RUN_ID CALL_ID", "Approve a pending tool call"
+	}
+	cmd := &cobra.Command{
+		Use:   use,
+		Short: short,
+		Args:  cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := af.client()
+			if err != nil {
+				return err
+			}
+			_, err = c.DecideApproval(cmd.Context(), connect.NewRequest(&toolfleetv1.DecideApprovalRequest{
+				RunId: args[0], CallId: args[1], Approved: approve, Reason: reason}))
+			return err
+		},
+	}
+	if !approve {
+		cmd.Flags().StringVar(&reason, "reason", "", "why; shown to the model")
+	}
+	return cmd
+}
+
+func newAgentCancelCommand(af *agentFlags) *cobra.Command {
+	return &cobra.Command{
+		Use:   "cancel RUN_ID",
+		Short: "Cancel a run and its in-flight calls",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := af.client()
+			if err != nil {
+				return err
+			}
+			_, err = c.CancelRun(cmd.Context(), connect.NewRequest(&toolfleetv1.CancelRunRequest{RunId: args[0]}))
+			return err
+		},
+	}
+}
+
+// Styles of the live view (lipgloss drops them when the output is no terminal).
+var (
+	styleDim  = lipgloss.NewStyle().Faint(true)
+	styleTurn = lipgloss.NewStyle().Bold(true)
+	styleOK   = lipgloss.NewStyle().Foreground(lipgloss.Color("2"))
+	styleErr  = lipgloss.NewStyle().Foreground(lipgloss.Color("1"))
+	styleAsk  = lipgloss.NewStyle().Foreground(lipgloss.Color("3")).Bold(true)
+)
+
+// view renders a run: on a terminal with a spinner while the model thinks and
+// its text as it streams; piped, one plain line per event.
+type view struct {
+	w        io.Writer
+	tty      bool
+	mu       sync.Mutex
+	spinning string // the spinner's label; "" = none
+	frame    int
+	inText   bool
+	attempt  map[int32]int32 // highest attempt seen per turn
+}
+
+var spinnerFrames = []string{"⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
+}
+
+// clearSpinner erases the spinner line (caller holds mu).
+func (v *view) clearSpinner() {
+	if v.tty && v.spinning != "" {
+		fmt.Fprint(v.w, "\r"+ansi.EraseEntireLine)
+	}
+}
+
+func (v *view) tick() {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if !v.tty || v.spinning == "" || v.inText {
+		return
+	}
+	v.frame = (v.frame + 1) % len(spinnerFrames)
+	fmt.Fprint(v.w, "\r"+ansi.EraseEntireLine+styleDim.Render(spinnerFrames[v.frame]+" "+v.spinning))
+}
+
+func (v *view) line(s string) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.clearSpinner()
+	if v.inText {
+		fmt.Fprintln(v.w)
+		v.inText = false
+	}
+	fmt.Fprintln(v.w, s)
+}
+
+func (v *view) spin(label string) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.spinning = label
+}
+
+func (v *view) delta(d *toolfleetv1.RunDelta) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if !v.tty {
+		return // piped output gets the turn's text from its event
+	}
+	if a := v.attempt[d.GetTurn()]; d.GetAttempt() < a {
+		return // a failed attempt's leftovers
+	} else if d.GetAttempt() > a && a != 0 {
+		fmt.Fprintln(v.w, styleDim.Render(" [retrying the turn]"))
+	}
+	v.attempt[d.GetTurn()] = d.GetAttempt()
+	if !v.inText {
+		v.clearSpinner()
+		v.inText = true
+	}
+	fmt.Fprint(v.w, d.GetText())
+}
+
+// watchRun streams the run's events and deltas to w until the run ends; a
+// dropped stream is resumed after the last event seen.
+func watchRun(ctx context.Context, c toolfleetv1connect.AgentServiceClient, runID string, after uint64, w io.Writer) error {
+	v := &view{w: w, tty: isTerminal(w), attempt: map[int32]int32{}}
+	if v.tty {
+		ticker := time.NewTicker(100 * time.Millisecond)
+		defer ticker.Stop()
+		tctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		go func() { // owned by watchRun: ends with it
+			for {
+				select {
+				case <-tctx.Done():
+					return
+				case <-ticker.C:
+					v.tick()
+				}
+			}
+		}()
+	}
+	v.spin("starting…")
+	started := time.Now()
+	calls := map[string]time.Time{}
+	for attempt := 0; attempt < 5; attempt++ {
+		stream, err := c.WatchRun(ctx, connect.NewRequest(&toolfleetv1.WatchRunRequest{RunId: runID, AfterSeq: after, Deltas: true}))
+		if err != nil {
+			return err
+		}
+		for stream.Receive() {
+			if d := stream.Msg().GetDelta(); d != nil {
+				v.delta(d)
+				continue
+			}
+			ev := stream.Msg().GetEvent()
+			after = ev.GetSeq()
+			if done, err := v.event(ctx, c, ev, calls, started); done {
+				return err
+			}
+		}
+		if err := stream.Err(); err != nil && ctx.Err() == nil {
+			v.line(styleDim.Render("(watch interrupted: " + err.Error() + "; resuming)"))
+			continue
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+	}
+	return fmt.Errorf("watching %s: the stream kept ending; resume with 'toolfleet agent watch %s --after %d'", runID, runID, after)
+}
+
+// event renders one run event; done is true after the terminal one.
+func (v *view) event(ctx context.Context, c toolfleetv1connect.AgentServiceClient, ev *toolfleetv1.RunEvent, calls map[string]time.Time, started time.Time) (bool, error) {
+	switch ev.GetKind() {
+	case "started":
+		v.line(styleTurn.Render("▶ run "+ev.GetRunId()) + styleDim.Render(" ("+ev.GetMessage()+")"))
+		v.spin("model is thinking…")
+	case "message":
+		v.line(styleDim.Render("✉ new message"))
+		v.spin("model is thinking…")
+	case "turn":
+		if v.tty && v.inText {
+			v.line("")
+		}
+		v.line(styleTurn.Render(fmt.Sprintf("turn %d", ev.GetTurn())) + styleDim.Render(": "+ev.GetMessage()))
+	case "tool_call":
+		calls[ev.GetCallId()] = time.Now()
+		v.line(fmt.Sprintf("  → %s %s", ev.GetToolId(), styleDim.Render(ev.GetCallId())))
+		v.spin("running " + ev.GetToolId() + "…")
+	case "tool_result":
+		msg := ev.GetMessage()
+		style := styleOK
+		if strings.HasPrefix(msg, "error") {
+			style = styleErr
+		}
+		v.line("  ← " + style.Render(msg))
+		v.spin("model is thinking…")
+	case "approval.requested":
+		v.line(styleAsk.Render(fmt.Sprintf("  ? %s needs approval: toolfleet agent approve %s %s  (or deny)", ev.GetToolId(), ev.GetRunId(), ev.GetCallId())))
+		v.spin("waiting for approval…")
+	case "approval.decided":
+		v.line("  ! " + ev.GetMessage())
+	case "completed", "failed", "cancelled":
+		v.spin("")
+		usage := ""
+		if st, err := c.GetRun(ctx, connect.NewRequest(&toolfleetv1.GetRunRequest{RunId: ev.GetRunId()})); err == nil {
+			u := st.Msg.GetUsage()
+			usage = fmt.Sprintf(" (%d turns, %d tool calls, %d tokens in / %d out, %s)", st.Msg.GetTurns(), st.Msg.GetToolCalls(),
+				u.GetInputTokens(), u.GetOutputTokens(), time.Since(started).Round(time.Millisecond))
+		}
+		switch ev.GetKind() {
+		case "completed":
+			v.line(styleOK.Render("✓ "+ev.GetMessage()) + styleDim.Render(usage))
+			return true, nil
+		case "cancelled":
+			v.line(styleErr.Render("✗ cancelled") + styleDim.Render(usage))
+			return true, errReportedf("run %s was cancelled", ev.GetRunId())
+		default:
+			v.line(styleErr.Render("✗ "+ev.GetMessage()) + styleDim.Render(usage))
+			return true, errReportedf("run %s ended: %s", ev.GetRunId(), ev.GetMessage())
+		}
+	}
+	return false, nil
+}
+
+// errReportedf is an error already shown to the user.
+func errReportedf(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{errReported}, args...)...)
+}

@@ -1,0 +1,82 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/toolfleet/toolfleet/internal/devstack/devstacktest"
+	"github.com/toolfleet/toolfleet/orchestrator/agent"
+	"github.com/toolfleet/toolfleet/orchestrator/agent/agenttest"
+	"github.com/toolfleet/toolfleet/orchestrator/runner"
+	"github.com/toolfleet/toolfleet/sdk/llm"
+	"github.com/toolfleet/toolfleet/services/gateway"
+)
+
+// TestAgentCLI runs the gateway with the AgentService mounted (as `toolfleet
+// dev` wires it) and the orchestrator, then drives a run with the CLI: run
+// --watch prints plain lines when piped, get and list find the run.
+func TestAgentCLI(t *testing.T) {
+	t.Parallel()
+	stack := devstacktest.Start(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	agents := &agentMount{}
+	f, err := startFleet(ctx, fleetConfig{Host: "127.0.0.1", NATSURL: stack.NATS.URL(), Logger: logger, Mounts: []gateway.Mount{agents.mount()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = f.stop() })
+	if err := f.waitToolkits(ctx, f.Toolkits...); err != nil {
+		t.Fatal(err)
+	}
+	models := agent.NewResolver()
+	models.Register("cli", &agenttest.ByTurn{Turns: []llm.ScriptTurn{
+		llm.CallTools("Multiplying.", llm.CallPart("c1", "Calculator_Multiply", map[string]any{"a": 6, "b": 7})),
+		llm.SayText("6 times 7 is 42."),
+	}})
+	o, err := runner.Start(ctx, runner.Config{TemporalAddress: stack.Temporal.Address(), Namespace: stack.Namespace(),
+		NATSURL: stack.NATS.URL(), GatewayAddress: f.Gateway.Addr(), Models: models, MemoryStorage: true, Logger: logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(o.Stop)
+	agents.serve(o, f.Gateway)
+
+	run := func(args ...string) (string, error) {
+		var out bytes.Buffer
+		root := newRootCommand()
+		root.SetArgs(append(args, "--gateway", f.Gateway.Addr()))
+		root.SetOut(&out)
+		root.SetErr(&out)
+		err := root.ExecuteContext(ctx)
+		return out.String(), err
+	}
+	out, err := run("agent", "run", "--model", "scripted:cli", "--run-id", "cli-run", "--tools", "Calculator.*", "What is 6 times 7?", "--watch")
+	if err != nil {
+		t.Fatalf("agent run: %v\n%s", err, out)
+	}
+	for _, want := range []string{"▶ run cli-run", "turn 1: 1 tool calls; Multiplying.", "→ Calculator.Multiply", "← ok in", `{"result":42}`,
+		"turn 2: 0 tool calls; 6 times 7 is 42.", "✓ 6 times 7 is 42. (2 turns, 1 tool calls"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("watch output lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "\x1b[") {
+		t.Errorf("piped output has escape codes:\n%q", out)
+	}
+	if out, err := run("agent", "get", "cli-run"); err != nil || !strings.Contains(out, `"RUN_STATUS_COMPLETED"`) {
+		t.Fatalf("agent get: %v\n%s", err, out)
+	}
+	if out, err := run("agent", "list"); err != nil || !strings.Contains(out, "cli-run") {
+		t.Fatalf("agent list: %v\n%s", err, out)
+	}
+	if out, err := run("agent", "approve", "cli-run", "cli-run/1/0"); err == nil {
+		t.Fatalf("approving a call that waits for nothing succeeded:\n%s", out)
+	}
+}

@@ -1,0 +1,436 @@
+// Package agentapi serves toolfleet.v1.AgentService (Connect, gRPC, gRPC-Web)
+// over agent.Runs. It is implemented next to the workflows and mounted at the
+// gateway's address by cmd/, so callers have one front door and one auth.
+//
+// Scopes: runs:start (StartRun, SendMessage), runs:read (GetRun, ListRuns,
+// WatchRun), runs:approve (DecideApproval), runs:cancel (CancelRun). A caller
+// sees and steers only the runs it started unless it holds runs:admin. A run's
+// tool calls use the starter's subject and scopes, recorded at StartRun.
+package agentapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/temporal"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
+	"github.com/toolfleet/toolfleet/gen/toolfleet/v1/toolfleetv1connect"
+	"github.com/toolfleet/toolfleet/orchestrator/agent"
+	"github.com/toolfleet/toolfleet/sdk/llm"
+)
+
+// Scopes of the AgentService.
+const (
+	ScopeStart   = "runs:start"
+	ScopeRead    = "runs:read"
+	ScopeApprove = "runs:approve"
+	ScopeCancel  = "runs:cancel"
+	ScopeAdmin   = "runs:admin"
+)
+
+// Limits of the service.
+const (
+	maxMessages     = 256
+	maxPageSize     = 100
+	maxWatch        = time.Hour
+	deltaBuffer     = 256
+	maxRequestBytes = 4 << 20
+)
+
+// Caller is the authenticated caller of one request.
+type Caller struct {
+	Subject string
+	Scopes  []string
+	// Anonymous is true when auth is off (dev on loopback): every scope.
+	Anonymous bool
+}
+
+func (c Caller) has(scope string) bool {
+	return c.Anonymous || slices.Contains(c.Scopes, scope)
+}
+
+// Authenticator authenticates a request from its headers (Authorization).
+type Authenticator func(ctx context.Context, h http.Header) (Caller, error)
+
+// Service implements toolfleetv1connect.AgentServiceHandler.
+type Service struct {
+	Runs *agent.Runs
+	JS   jetstream.JetStream
+	NC   *nats.Conn
+	Auth Authenticator
+	Log  *slog.Logger
+}
+
+var _ toolfleetv1connect.AgentServiceHandler = (*Service)(nil)
+
+// Handler returns the path prefix and handler to mount.
+func (s *Service) Handler() (string, http.Handler) {
+	return toolfleetv1connect.NewAgentServiceHandler(s, connect.WithReadMaxBytes(maxRequestBytes))
+}
+
+func (s *Service) log() *slog.Logger {
+	if s.Log != nil {
+		return s.Log
+	}
+	return slog.Default()
+}
+
+// authorize authenticates and checks scope.
+func (s *Service) authorize(ctx context.Context, h http.Header, scope string) (Caller, error) {
+	c, err := s.Auth(ctx, h)
+	if err != nil {
+		return Caller{}, connect.NewError(connect.CodeUnauthenticated, err)
+	}
+	if !c.has(scope) {
+		return Caller{}, connect.NewError(connect.CodePermissionDenied, fmt.Errorf("this call needs the %s scope", scope))
+	}
+	return c, nil
+}
+
+// own checks that c may see or steer runID: its starter, an admin, or anyone
+// with auth off. An unknown run and a run of someone else look the same.
+func (s *Service) own(ctx context.Context, c Caller, runID string) error {
+	if err := agent.ValidRunID(runID); err != nil {
+		return connect.NewError(connect.CodeInvalidArgument, err)
+	}
+	p, err := s.Runs.Principal(ctx, runID)
+	if errors.Is(err, agent.ErrNotFound) || (err == nil && !c.Anonymous && !c.has(ScopeAdmin) && p.Subject != c.Subject) {
+		return connect.NewError(connect.CodeNotFound, fmt.Errorf("no run %q", runID))
+	}
+	if err != nil {
+		return s.internal("read run", err)
+	}
+	return nil
+}
+
+// internal logs err and returns an error that does not leak it.
+func (s *Service) internal(what string, err error) error {
+	s.log().Error("agent service", "op", what, "error", err)
+	return connect.NewError(connect.CodeUnavailable, errors.New(what+" failed; try again"))
+}
+
+// fromTemporal maps a Temporal error to a connect error without internals.
+func (s *Service) fromTemporal(what string, err error) error {
+	var nf *serviceerror.NotFound
+	var app *temporal.ApplicationError
+	switch {
+	case errors.As(err, &nf):
+		return connect.NewError(connect.CodeNotFound, errors.New("the run is not running"))
+	case errors.As(err, &app):
+		return connect.NewError(connect.CodeFailedPrecondition, errors.New(app.Message()))
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return connect.NewError(connect.CodeDeadlineExceeded, err)
+	}
+	return s.internal(what, err)
+}
+
+// spec turns a StartRunRequest into a run spec and its first messages.
+func spec(req *toolfleetv1.StartRunRequest) (agent.RunSpec, []*toolfleetv1.Message, error) {
+	var sp agent.RunSpec
+	if m := req.GetModelSpec(); m != nil {
+		sp.Model = agent.ModelSpec{Provider: m.GetProvider(), Name: m.GetName(), BaseURL: m.GetBaseUrl(), KeyRef: m.GetKeyRef(), MaxTokens: int(m.GetMaxTokens())}
+	} else {
+		m, err := agent.ParseModel(req.GetModel())
+		if err != nil {
+			return sp, nil, err
+		}
+		sp.Model = m
+	}
+	if sp.Model.Provider == "" || sp.Model.Name == "" {
+		return sp, nil, errors.New("a model is required (model \"provider:name\" or model_spec)")
+	}
+	switch req.GetToolProtocol() {
+	case "", agent.ProtocolNative, agent.ProtocolAuto, agent.ProtocolFenced, agent.ProtocolHermes, agent.ProtocolXML:
+	default:
+		return sp, nil, fmt.Errorf("tool_protocol %q: want native, auto, fenced, hermes or xml", req.GetToolProtocol())
+	}
+	sp.Tools, sp.ToolSearch, sp.ToolProtocol, sp.Sequential = req.GetTools(), req.GetToolSearch(), req.GetToolProtocol(), req.GetSequential()
+	sp.Labels = req.GetLabels()
+	b := req.GetBudget()
+	sp.Budget = agent.Budget{MaxTurns: int(b.GetMaxTurns()), MaxToolCalls: int(b.GetMaxToolCalls()),
+		MaxInputTokens: b.GetMaxInputTokens(), MaxOutputTokens: b.GetMaxOutputTokens(), Deadline: b.GetDeadline().AsDuration()}
+	sp.Approval = agent.ApprovalPolicy{Tools: req.GetApproval().GetTools(), Timeout: req.GetApproval().GetTimeout().AsDuration()}
+	if req.GetIdleTimeout() != nil {
+		sp.IdleTimeout = req.GetIdleTimeout().AsDuration()
+	}
+	var msgs []*toolfleetv1.Message
+	if req.GetSystemPrompt() != "" {
+		msgs = append(msgs, llm.System(req.GetSystemPrompt()))
+	}
+	msgs = append(msgs, req.GetMessages()...)
+	if len(msgs) > maxMessages {
+		return sp, nil, fmt.Errorf("%d messages: at most %d", len(msgs), maxMessages)
+	}
+	if !slices.ContainsFunc(msgs, func(m *toolfleetv1.Message) bool { return m.GetRole() == toolfleetv1.Role_ROLE_USER }) {
+		return sp, nil, errors.New("at least one user message is required")
+	}
+	return sp, msgs, nil
+}
+
+// StartRun implements AgentService.
+func (s *Service) StartRun(ctx context.Context, r *connect.Request[toolfleetv1.StartRunRequest]) (*connect.Response[toolfleetv1.StartRunResponse], error) {
+	c, err := s.authorize(ctx, r.Header(), ScopeStart)
+	if err != nil {
+		return nil, err
+	}
+	sp, msgs, err := spec(r.Msg)
+	if err != nil {
+		return nil, connect.NewError(connect.CodeInvalidArgument, err)
+	}
+	runID := r.Msg.GetRunId()
+	if runID != "" {
+		if err := agent.ValidRunID(runID); err != nil {
+			return nil, connect.NewError(connect.CodeInvalidArgument, err)
+		}
+		// A run id is an idempotency key of its starter only.
+		if p, err := s.Runs.Principal(ctx, runID); err == nil && p.Subject != c.Subject {
+			return nil, connect.NewError(connect.CodeAlreadyExists, fmt.Errorf("run id %q is taken", runID))
+		}
+	}
+	p := agent.Principal{Subject: c.Subject, Scopes: c.Scopes}
+	id, err := s.Runs.Start(ctx, runID, sp, p, msgs...)
+	if err != nil {
+		var started *serviceerror.WorkflowExecutionAlreadyStarted
+		if errors.As(err, &started) {
+			return nil, connect.NewError(connect.CodeAlreadyExists, fmt.Errorf("run %q already ran; continue it with SendMessage", runID))
+		}
+		return nil, s.fromTemporal("start run", err)
+	}
+	return connect.NewResponse(&toolfleetv1.StartRunResponse{RunId: id}), nil
+}
+
+// GetRun implements AgentService.
+func (s *Service) GetRun(ctx context.Context, r *connect.Request[toolfleetv1.GetRunRequest]) (*connect.Response[toolfleetv1.GetRunResponse], error) {
+	c, err := s.authorize(ctx, r.Header(), ScopeRead)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.own(ctx, c, r.Msg.GetRunId()); err != nil {
+		return nil, err
+	}
+	st, err := s.Runs.Get(ctx, r.Msg.GetRunId())
+	if err != nil {
+		return nil, s.fromTemporal("get run", err)
+	}
+	resp := &toolfleetv1.GetRunResponse{RunId: st.RunID, Status: runStatus(st.Status), Turns: int32(st.Turn), ToolCalls: int32(st.ToolCalls),
+		Usage:  &toolfleetv1.Usage{InputTokens: st.Usage.InputTokens, OutputTokens: st.Usage.OutputTokens},
+		Answer: st.Answer, Idle: st.Idle, StartedAt: timestamppb.New(st.StartedAt)}
+	if st.Status == agent.StatusBudgetExhausted {
+		resp.Budget = st.Failure
+	} else {
+		resp.FailureMessage = st.Failure
+	}
+	for _, p := range st.Pending {
+		pa := &toolfleetv1.PendingApproval{CallId: p.CallID, ToolId: p.ToolID, RequestedAt: timestamppb.New(p.RequestedAt)}
+		if args, err := s.Runs.CallArguments(ctx, st.RunID, p.CallSeq, p.Index); err == nil {
+			pa.Arguments = args
+		}
+		resp.PendingApprovals = append(resp.PendingApprovals, pa)
+	}
+	return connect.NewResponse(resp), nil
+}
+
+func runStatus(s string) toolfleetv1.RunStatus {
+	if v, ok := toolfleetv1.RunStatus_value["RUN_STATUS_"+s]; ok {
+		return toolfleetv1.RunStatus(v)
+	}
+	return toolfleetv1.RunStatus_RUN_STATUS_UNSPECIFIED
+}
+
+// ListRuns implements AgentService: the caller's runs, newest first.
+func (s *Service) ListRuns(ctx context.Context, r *connect.Request[toolfleetv1.ListRunsRequest]) (*connect.Response[toolfleetv1.ListRunsResponse], error) {
+	c, err := s.authorize(ctx, r.Header(), ScopeRead)
+	if err != nil {
+		return nil, err
+	}
+	size := int32(min(max(r.Msg.GetPageSize(), 1), maxPageSize))
+	if r.Msg.GetPageSize() == 0 {
+		size = 20
+	}
+	resp, err := s.Runs.Temporal.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
+		PageSize: size, NextPageToken: r.Msg.GetPageToken(), Query: fmt.Sprintf("WorkflowType = '%s'", agent.WorkflowName)})
+	if err != nil {
+		return nil, s.fromTemporal("list runs", err)
+	}
+	out := &toolfleetv1.ListRunsResponse{NextPageToken: resp.GetNextPageToken()}
+	for _, e := range resp.GetExecutions() {
+		id := e.GetExecution().GetWorkflowId()
+		if !c.Anonymous && !c.has(ScopeAdmin) {
+			if p, err := s.Runs.Principal(ctx, id); err != nil || p.Subject != c.Subject {
+				continue
+			}
+		}
+		sum := &toolfleetv1.RunSummary{RunId: id, State: strings.TrimPrefix(e.GetStatus().String(), "WorkflowExecutionStatus"),
+			StartedAt: e.GetStartTime()}
+		if e.GetCloseTime() != nil {
+			sum.ClosedAt = e.GetCloseTime()
+		}
+		out.Runs = append(out.Runs, sum)
+	}
+	return connect.NewResponse(out), nil
+}
+
+// SendMessage implements AgentService (start or continue in one call).
+func (s *Service) SendMessage(ctx context.Context, r *connect.Request[toolfleetv1.SendMessageRequest]) (*connect.Response[toolfleetv1.SendMessageResponse], error) {
+	c, err := s.authorize(ctx, r.Header(), ScopeStart)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.own(ctx, c, r.Msg.GetRunId()); err != nil {
+		return nil, err
+	}
+	m := r.Msg.GetMessage()
+	if m == nil || len(m.GetParts()) == 0 {
+		return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("an empty message"))
+	}
+	m.Role = toolfleetv1.Role_ROLE_USER
+	if err := s.Runs.SendMessage(ctx, r.Msg.GetRunId(), m); err != nil {
+		return nil, s.fromTemporal("send message", err)
+	}
+	return connect.NewResponse(&toolfleetv1.SendMessageResponse{}), nil
+}
+
+// DecideApproval implements AgentService; the caller is the approver.
+func (s *Service) DecideApproval(ctx context.Context, r *connect.Request[toolfleetv1.DecideApprovalRequest]) (*connect.Response[toolfleetv1.DecideApprovalResponse], error) {
+	c, err := s.authorize(ctx, r.Header(), ScopeApprove)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.own(ctx, c, r.Msg.GetRunId()); err != nil {
+		return nil, err
+	}
+	approver := c.Subject
+	if approver == "" {
+		approver = "anonymous"
+	}
+	err = s.Runs.Decide(ctx, r.Msg.GetRunId(), agent.Decision{CallID: r.Msg.GetCallId(), Approved: r.Msg.GetApproved(),
+		Approver: approver, Reason: r.Msg.GetReason()})
+	if err != nil {
+		return nil, s.fromTemporal("decide approval", err)
+	}
+	return connect.NewResponse(&toolfleetv1.DecideApprovalResponse{}), nil
+}
+
+// CancelRun implements AgentService.
+func (s *Service) CancelRun(ctx context.Context, r *connect.Request[toolfleetv1.CancelRunRequest]) (*connect.Response[toolfleetv1.CancelRunResponse], error) {
+	c, err := s.authorize(ctx, r.Header(), ScopeCancel)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.own(ctx, c, r.Msg.GetRunId()); err != nil {
+		return nil, err
+	}
+	if err := s.Runs.Cancel(ctx, r.Msg.GetRunId()); err != nil {
+		return nil, s.fromTemporal("cancel run", err)
+	}
+	return connect.NewResponse(&toolfleetv1.CancelRunResponse{}), nil
+}
+
+// WatchRun implements AgentService: stored events after after_seq, then live
+// ones (and token deltas when asked) until the run's terminal event, the
+// client leaves, or an hour passes (resume with the last seq).
+func (s *Service) WatchRun(ctx context.Context, r *connect.Request[toolfleetv1.WatchRunRequest], stream *connect.ServerStream[toolfleetv1.WatchRunResponse]) error {
+	return s.watch(ctx, r.Header(), r.Msg, stream.Send)
+}
+
+// watch is WatchRun for every transport.
+func (s *Service) watch(ctx context.Context, h http.Header, req *toolfleetv1.WatchRunRequest, send func(*toolfleetv1.WatchRunResponse) error) error {
+	c, err := s.authorize(ctx, h, ScopeRead)
+	if err != nil {
+		return err
+	}
+	runID := req.GetRunId()
+	if err := s.own(ctx, c, runID); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, maxWatch)
+	defer cancel()
+
+	var deltas chan *nats.Msg
+	if req.GetDeltas() {
+		deltas = make(chan *nats.Msg, deltaBuffer) // a slow watcher loses deltas, never events
+		sub, err := s.NC.ChanSubscribe(agent.DeltaSubject(runID), deltas)
+		if err != nil {
+			return s.internal("watch deltas", err)
+		}
+		defer func() { _ = sub.Unsubscribe() }()
+		if err := s.NC.FlushWithContext(ctx); err != nil { // the server knows the subscription before we replay
+			return s.internal("watch deltas", err)
+		}
+	}
+	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: []string{agent.EventSubject(runID, ">")}}
+	if after := req.GetAfterSeq(); after > 0 {
+		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, after+1
+	}
+	cons, err := s.JS.OrderedConsumer(ctx, agent.DefaultEventStream, cfg)
+	if err != nil {
+		return s.internal("watch events", err)
+	}
+	events := make(chan *toolfleetv1.RunEvent)
+	errs := make(chan error, 1)
+	go func() { // owned by this handler: ends with ctx
+		for {
+			msg, err := cons.Next(jetstream.FetchContext(ctx))
+			if err != nil {
+				errs <- err
+				return
+			}
+			ev, err := agent.DecodeEvent(msg.Data())
+			if err != nil {
+				continue
+			}
+			if md, err := msg.Metadata(); err == nil {
+				ev.Seq = md.Sequence.Stream
+			}
+			select {
+			case events <- ev:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case err := <-errs:
+			if ctx.Err() != nil {
+				return nil
+			}
+			return s.internal("watch events", err)
+		case m := <-deltas:
+			d := &toolfleetv1.RunDelta{Turn: header(m, agent.HeaderTurn), Attempt: header(m, agent.HeaderAttempt),
+				Seq: header(m, agent.HeaderSeq), Text: string(m.Data)}
+			if err := send(&toolfleetv1.WatchRunResponse{Item: &toolfleetv1.WatchRunResponse_Delta{Delta: d}}); err != nil {
+				return err
+			}
+		case ev := <-events:
+			if err := send(&toolfleetv1.WatchRunResponse{Item: &toolfleetv1.WatchRunResponse_Event{Event: ev}}); err != nil {
+				return err
+			}
+			switch ev.GetKind() {
+			case agent.EventCompleted, agent.EventFailed, agent.EventCancelled:
+				return nil
+			}
+		}
+	}
+}
+
+func header(m *nats.Msg, k string) int32 {
+	var n int32
+	_, _ = fmt.Sscan(m.Header.Get(k), &n)
+	return n
+}
