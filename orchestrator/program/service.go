@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
+	"slices"
 	"time"
 
 	"connectrpc.com/connect"
@@ -16,6 +18,7 @@ import (
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
 	"github.com/toolfleet/toolfleet/gen/toolfleet/v1/toolfleetv1connect"
 	"github.com/toolfleet/toolfleet/orchestrator/agent"
+	"github.com/toolfleet/toolfleet/orchestrator/agentapi"
 )
 
 // Scopes of ProgramService.
@@ -23,13 +26,28 @@ const (
 	ScopeRun     = "programs:run"
 	ScopeRead    = "programs:read"
 	ScopeApprove = "programs:approve"
+	// ScopeAdmin reads and steers every subject's programs.
+	ScopeAdmin = "programs:admin"
 )
 
-// Authenticator returns the caller of ctx (as the gateway authenticated it)
-// when it holds scope, or a *connect.Error (Unauthenticated,
-// PermissionDenied) when not. A program runs as the principal that started
-// it, and only that subject reads, watches, cancels or decides it.
-type Authenticator func(ctx context.Context, scope string) (agent.Principal, error)
+// authorize authenticates the request and checks scope. With auth off (dev on
+// loopback) the anonymous caller holds every scope.
+func (s *Service) authorize(ctx context.Context, h http.Header, scope string) (agentapi.Caller, error) {
+	c, err := s.Auth(ctx, h)
+	if err != nil {
+		return agentapi.Caller{}, connect.NewError(connect.CodeUnauthenticated, err)
+	}
+	if !c.Anonymous && !slices.Contains(c.Scopes, scope) {
+		return agentapi.Caller{}, connect.NewError(connect.CodePermissionDenied, fmt.Errorf("this call needs the %s scope", scope))
+	}
+	return c, nil
+}
+
+// sees reports whether c may read or steer a program started by owner: its
+// starter, an admin, or anyone with auth off.
+func sees(c agentapi.Caller, owner string) bool {
+	return c.Anonymous || slices.Contains(c.Scopes, ScopeAdmin) || owner == c.Subject
+}
 
 // Service implements ProgramService (Connect, gRPC and HTTP JSON through the
 // gateway's mount) over [Programs].
@@ -37,8 +55,8 @@ type Service struct {
 	Programs *Programs
 	// Events is the JetStream holding run events (WatchProgram).
 	Events jetstream.JetStream
-	// Auth authenticates callers; required.
-	Auth Authenticator
+	// Auth authenticates callers from their headers, as for the AgentService; required.
+	Auth agentapi.Authenticator
 	// Triggers lists the configured triggers (ListTriggers); nil lists none.
 	Triggers func() []*toolfleetv1.Trigger
 	// MaxWait bounds RunProgram with wait set when the request has no
@@ -50,10 +68,11 @@ var _ toolfleetv1connect.ProgramServiceHandler = (*Service)(nil)
 
 // RunProgram starts a program, and with wait returns its outcome.
 func (s *Service) RunProgram(ctx context.Context, req *connect.Request[toolfleetv1.RunProgramRequest]) (*connect.Response[toolfleetv1.RunProgramResponse], error) {
-	p, err := s.Auth(ctx, ScopeRun)
+	c, err := s.authorize(ctx, req.Header(), ScopeRun)
 	if err != nil {
 		return nil, err
 	}
+	p := Principal{Subject: c.Subject, Scopes: c.Scopes}
 	m := req.Msg
 	if len(m.GetSource()) > MaxSourceBytes {
 		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("source is over %d bytes", MaxSourceBytes))
@@ -105,7 +124,7 @@ func (s *Service) RunProgram(ctx context.Context, req *connect.Request[toolfleet
 
 // GetProgram returns a program's status and outcome.
 func (s *Service) GetProgram(ctx context.Context, req *connect.Request[toolfleetv1.GetProgramRequest]) (*connect.Response[toolfleetv1.GetProgramResponse], error) {
-	p, err := s.Auth(ctx, ScopeRead)
+	c, err := s.authorize(ctx, req.Header(), ScopeRead)
 	if err != nil {
 		return nil, err
 	}
@@ -113,7 +132,7 @@ func (s *Service) GetProgram(ctx context.Context, req *connect.Request[toolfleet
 	if err != nil {
 		return nil, lookupError(err)
 	}
-	if st.Owner != p.Subject {
+	if !sees(c, st.Owner) {
 		return nil, lookupError(ErrNotFound) // another caller's program does not exist for this one
 	}
 	return connect.NewResponse(statusProto(st)), nil
@@ -121,7 +140,7 @@ func (s *Service) GetProgram(ctx context.Context, req *connect.Request[toolfleet
 
 // CancelProgram cancels a running program.
 func (s *Service) CancelProgram(ctx context.Context, req *connect.Request[toolfleetv1.CancelProgramRequest]) (*connect.Response[toolfleetv1.CancelProgramResponse], error) {
-	if err := s.own(ctx, ScopeRun, req.Msg.GetProgramId()); err != nil {
+	if _, err := s.own(ctx, req.Header(), ScopeRun, req.Msg.GetProgramId()); err != nil {
 		return nil, err
 	}
 	if err := s.Programs.Cancel(ctx, req.Msg.GetProgramId()); err != nil {
@@ -132,15 +151,12 @@ func (s *Service) CancelProgram(ctx context.Context, req *connect.Request[toolfl
 
 // DecideProgramApproval grants or denies a call waiting for approval.
 func (s *Service) DecideProgramApproval(ctx context.Context, req *connect.Request[toolfleetv1.DecideProgramApprovalRequest]) (*connect.Response[toolfleetv1.DecideProgramApprovalResponse], error) {
-	p, err := s.Auth(ctx, ScopeApprove)
+	m := req.Msg
+	c, err := s.own(ctx, req.Header(), ScopeApprove, m.GetProgramId())
 	if err != nil {
 		return nil, err
 	}
-	m := req.Msg
-	if err := s.own(ctx, ScopeApprove, m.GetProgramId()); err != nil {
-		return nil, err
-	}
-	approver := p.Subject
+	approver := c.Subject
 	if approver == "" {
 		approver = "anonymous"
 	}
@@ -155,7 +171,7 @@ func (s *Service) DecideProgramApproval(ctx context.Context, req *connect.Reques
 // WatchProgram streams the program's events until it ends.
 func (s *Service) WatchProgram(ctx context.Context, req *connect.Request[toolfleetv1.WatchProgramRequest], stream *connect.ServerStream[toolfleetv1.WatchProgramResponse]) error {
 	id := req.Msg.GetProgramId()
-	if err := s.own(ctx, ScopeRead, id); err != nil {
+	if _, err := s.own(ctx, req.Header(), ScopeRead, id); err != nil {
 		return err
 	}
 	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: []string{agent.EventSubjectPrefix + id + ".>"}}
@@ -200,8 +216,8 @@ func (s *Service) WatchProgram(ctx context.Context, req *connect.Request[toolfle
 }
 
 // ListTriggers lists the configured triggers.
-func (s *Service) ListTriggers(ctx context.Context, _ *connect.Request[toolfleetv1.ListTriggersRequest]) (*connect.Response[toolfleetv1.ListTriggersResponse], error) {
-	if _, err := s.Auth(ctx, ScopeRead); err != nil {
+func (s *Service) ListTriggers(ctx context.Context, req *connect.Request[toolfleetv1.ListTriggersRequest]) (*connect.Response[toolfleetv1.ListTriggersResponse], error) {
+	if _, err := s.authorize(ctx, req.Header(), ScopeRead); err != nil {
 		return nil, err
 	}
 	resp := &toolfleetv1.ListTriggersResponse{}
@@ -211,20 +227,29 @@ func (s *Service) ListTriggers(ctx context.Context, _ *connect.Request[toolfleet
 	return connect.NewResponse(resp), nil
 }
 
-// own checks that the caller holds scope and started program id.
-func (s *Service) own(ctx context.Context, scope, id string) error {
-	p, err := s.Auth(ctx, scope)
+// own checks that the caller holds scope and may see program id; an unknown
+// program and another subject's look the same.
+func (s *Service) own(ctx context.Context, h http.Header, scope, id string) (agentapi.Caller, error) {
+	c, err := s.authorize(ctx, h, scope)
 	if err != nil {
-		return err
+		return c, err
+	}
+	if err := ValidProgramID(id); err != nil {
+		return c, connect.NewError(connect.CodeInvalidArgument, err)
 	}
 	owner, err := s.Programs.Owner(ctx, id)
 	if err != nil {
-		return lookupError(err)
+		return c, lookupError(err)
 	}
-	if owner != p.Subject {
-		return lookupError(ErrNotFound)
+	if !sees(c, owner) {
+		return c, lookupError(ErrNotFound)
 	}
-	return nil
+	return c, nil
+}
+
+// Handler returns the path prefix and handler to mount at the gateway.
+func (s *Service) Handler() (string, http.Handler) {
+	return toolfleetv1connect.NewProgramServiceHandler(s, connect.WithReadMaxBytes(MaxSourceBytes+(64<<10)))
 }
 
 func limitsOf(l *toolfleetv1.ProgramLimits) Limits {

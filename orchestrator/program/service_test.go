@@ -13,15 +13,14 @@ import (
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
 	"github.com/toolfleet/toolfleet/gen/toolfleet/v1/toolfleetv1connect"
-	"github.com/toolfleet/toolfleet/orchestrator/agent"
+	"github.com/toolfleet/toolfleet/orchestrator/agentapi"
 	"github.com/toolfleet/toolfleet/orchestrator/program"
 )
 
-type subjectKey struct{}
-
 // serve runs ProgramService over real Connect on loopback. The caller's
 // subject comes from the X-Test-Subject header, standing in for the gateway's
-// authentication; every subject holds every program scope.
+// authentication; "reader" holds only programs:read, every other subject every
+// program scope.
 func serve(t *testing.T, s *stack) toolfleetv1connect.ProgramServiceClient {
 	t.Helper()
 	svc := &program.Service{
@@ -30,19 +29,19 @@ func serve(t *testing.T, s *stack) toolfleetv1connect.ProgramServiceClient {
 		Triggers: func() []*toolfleetv1.Trigger {
 			return []*toolfleetv1.Trigger{{Name: "orders", Subject: "toolfleet.triggers.orders", Target: "program"}}
 		},
-		Auth: func(ctx context.Context, _ string) (agent.Principal, error) {
-			sub, _ := ctx.Value(subjectKey{}).(string)
-			if sub == "" {
-				return agent.Principal{}, connect.NewError(connect.CodeUnauthenticated, errors.New("no subject"))
+		Auth: func(_ context.Context, h http.Header) (agentapi.Caller, error) {
+			sub := h.Get("X-Test-Subject")
+			switch sub {
+			case "":
+				return agentapi.Caller{}, errors.New("no subject")
+			case "reader":
+				return agentapi.Caller{Subject: sub, Scopes: []string{program.ScopeRead}}, nil
 			}
-			return agent.Principal{Subject: sub}, nil
+			return agentapi.Caller{Subject: sub, Scopes: []string{program.ScopeRun, program.ScopeRead, program.ScopeApprove}}, nil
 		},
 	}
-	path, h := toolfleetv1connect.NewProgramServiceHandler(svc)
 	mux := http.NewServeMux()
-	mux.Handle(path, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), subjectKey{}, r.Header.Get("X-Test-Subject"))))
-	}))
+	mux.Handle(svc.Handler())
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
 	return toolfleetv1connect.NewProgramServiceClient(srv.Client(), srv.URL)
@@ -101,6 +100,13 @@ func TestService(t *testing.T) {
 		}
 		if _, err := c.ListTriggers(ctx, connect.NewRequest(&toolfleetv1.ListTriggersRequest{})); connect.CodeOf(err) != connect.CodeUnauthenticated {
 			t.Fatalf("ListTriggers without a caller: %v, want Unauthenticated", err)
+		}
+	})
+	t.Run("a caller without programs:run cannot start", func(t *testing.T) {
+		t.Parallel()
+		_, err := c.RunProgram(ctx, as("reader", &toolfleetv1.RunProgramRequest{Source: "result = 1\n"}))
+		if connect.CodeOf(err) != connect.CodePermissionDenied {
+			t.Fatalf("RunProgram as reader: %v, want PermissionDenied", err)
 		}
 	})
 	t.Run("the owner gets it", func(t *testing.T) {
