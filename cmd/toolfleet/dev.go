@@ -15,6 +15,7 @@ import (
 	"github.com/toolfleet/toolfleet/internal/devstack"
 	"github.com/toolfleet/toolfleet/orchestrator/agent"
 	"github.com/toolfleet/toolfleet/orchestrator/runner"
+	"github.com/toolfleet/toolfleet/orchestrator/trigger"
 	"github.com/toolfleet/toolfleet/services/gateway"
 )
 
@@ -31,6 +32,7 @@ type devConfig struct {
 	StockTemporal bool
 	GatewayPort   int
 	JWTSecret     string
+	Triggers      string
 }
 
 func (c devConfig) validate() error {
@@ -93,6 +95,7 @@ announcements. Ctrl-C stops it.`,
 	f.BoolVar(&cfg.StockTemporal, "stock-temporal", false, "run Temporal with its stock (slow-polling) dynamic config, for comparisons")
 	f.IntVar(&cfg.GatewayPort, "gateway-port", 8080, "tool gateway port: gRPC, Connect, gRPC-Web and OXP HTTP (0 = any free port)")
 	f.StringVar(&cfg.JWTSecret, "gateway-jwt-secret", "", "HS256 secret for bearer tokens at the gateway; empty = auth off (only allowed on a loopback --host)")
+	f.StringVar(&cfg.Triggers, "triggers", "", "trigger file: JetStream subjects that start programs and agent runs (docs/programs.md)")
 	config.BindEnv(f, "TOOLFLEET")
 	return cmd
 }
@@ -105,6 +108,12 @@ func runDev(ctx context.Context, cfg devConfig, stdout, stderr io.Writer) error 
 	dataDir, err := filepath.Abs(cfg.DataDir)
 	if err != nil {
 		return fmt.Errorf("data folder: %w", err)
+	}
+	var triggers *trigger.Config
+	if cfg.Triggers != "" {
+		if triggers, err = trigger.Load(cfg.Triggers); err != nil {
+			return err
+		}
 	}
 	startCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
@@ -123,9 +132,9 @@ func runDev(ctx context.Context, cfg devConfig, stdout, stderr io.Writer) error 
 		return fmt.Errorf("start the dev stack: %w", err)
 	}
 
-	agents := &agentMount{}
+	agents, programs := &agentMount{}, &programMount{}
 	fl, err := startFleet(startCtx, fleetConfig{Host: cfg.Host, GatewayPort: cfg.GatewayPort, JWTSecret: cfg.JWTSecret,
-		NATSURL: stack.NATS.URL(), Logger: logger, Mounts: []gateway.Mount{agents.mount()}})
+		NATSURL: stack.NATS.URL(), Logger: logger, Mounts: []gateway.Mount{agents.mount(), programs.mount()}})
 	if err == nil {
 		err = fl.waitToolkits(startCtx, fl.Toolkits...)
 		if err != nil {
@@ -138,13 +147,14 @@ func runDev(ctx context.Context, cfg devConfig, stdout, stderr io.Writer) error 
 	}
 
 	orch, err := runner.Start(startCtx, runner.Config{TemporalAddress: stack.Temporal.Address(), Namespace: stack.Namespace(),
-		NATSURL: stack.NATS.URL(), GatewayAddress: fl.Gateway.Addr(), Logger: logger})
+		NATSURL: stack.NATS.URL(), GatewayAddress: fl.Gateway.Addr(), Logger: logger, Triggers: triggers})
 	if err != nil {
 		_ = fl.stop()
 		stack.Stop()
 		return fmt.Errorf("start the orchestrator: %w", err)
 	}
 	agents.serve(orch, fl.Gateway)
+	programs.serve(orch, fl.Gateway)
 
 	fmt.Fprintf(stdout, "toolfleet dev is up in %s (data in %s)\n", time.Since(began).Round(time.Millisecond), dataDir)
 	fmt.Fprintf(stdout, "  NATS         %s   (JetStream ready)\n", stack.NATS.URL())
@@ -153,7 +163,10 @@ func runDev(ctx context.Context, cfg devConfig, stdout, stderr io.Writer) error 
 		fmt.Fprintf(stdout, "  Temporal UI  %s\n", ui)
 	}
 	printFleet(stdout, fl, cfg.JWTSecret != "")
-	fmt.Fprintf(stdout, "  Orchestrator agent runs on task queue %q\n", agent.TaskQueue)
+	fmt.Fprintf(stdout, "  Orchestrator agent runs and programs on task queue %q\n", agent.TaskQueue)
+	if triggers != nil {
+		fmt.Fprintf(stdout, "  Triggers     %d from %s\n", len(triggers.Triggers), cfg.Triggers)
+	}
 	fmt.Fprintln(stdout, "Press Ctrl-C to stop.")
 
 	<-ctx.Done()

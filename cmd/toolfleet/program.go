@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"connectrpc.com/connect"
 	"github.com/spf13/cobra"
@@ -198,7 +199,7 @@ func newProgramRunCommand(gf *gatewayFlags) *cobra.Command {
 				if err := watchProgram(ctx, cmd.ErrOrStderr(), c, res.Msg.GetProgramId()); err != nil {
 					return err
 				}
-				got, err := c.GetProgram(ctx, connect.NewRequest(&toolfleetv1.GetProgramRequest{ProgramId: res.Msg.GetProgramId()}))
+				got, err := outcome(ctx, c, res.Msg.GetProgramId())
 				if err != nil {
 					return err
 				}
@@ -213,6 +214,22 @@ func newProgramRunCommand(gf *gatewayFlags) *cobra.Command {
 	f.StringVar(&id, "id", "", "program id (an idempotency key); generated when empty")
 	f.BoolVar(&watch, "watch", false, "print the program's events while it runs")
 	return cmd
+}
+
+// outcome gets a program that just published its final event; the workflow
+// closes a moment later, so it asks again for a few seconds at most.
+func outcome(ctx context.Context, c toolfleetv1connect.ProgramServiceClient, id string) (*connect.Response[toolfleetv1.GetProgramResponse], error) {
+	for i := 0; ; i++ {
+		got, err := c.GetProgram(ctx, connect.NewRequest(&toolfleetv1.GetProgramRequest{ProgramId: id}))
+		if err != nil || got.Msg.GetDone() || i == 50 {
+			return got, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 // parseArgs turns k=v pairs into the args object.

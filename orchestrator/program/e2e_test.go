@@ -255,13 +255,19 @@ func TestEndToEndApproval(t *testing.T) {
 	}
 }
 
-// TestReplay replays the recorded history of TestEndToEnd's program: a change
-// to the workflow or the interpreter that would break running programs fails
-// here.
+// TestReplay replays the recorded histories of TestEndToEnd's program (one per
+// workflow version): a change to the workflow or the interpreter that would
+// break running programs fails here.
 func TestReplay(t *testing.T) {
 	t.Parallel()
-	if err := replayer().ReplayWorkflowHistoryFromJSONFile(nil, filepath.Join("testdata", "program_history.json")); err != nil {
-		t.Fatalf("replay of testdata/program_history.json: %v", err)
+	files, err := filepath.Glob(filepath.Join("testdata", "program_history*.json"))
+	if err != nil || len(files) < 2 {
+		t.Fatalf("recorded histories: %q %v", files, err)
+	}
+	for _, f := range files {
+		if err := replayer().ReplayWorkflowHistoryFromJSONFile(nil, f); err != nil {
+			t.Errorf("replay of %s: %v", f, err)
+		}
 	}
 }
 

@@ -31,10 +31,17 @@ func ProgramWorkflow(ctx workflow.Context, in Input) (*Output, error) {
 		in.Filename = DefaultFilename
 	}
 	r := &runner{in: in, started: workflow.Now(ctx), decisions: map[string]agent.Decision{}, status: StatusRunning}
+	// Version 1 publishes "started" before anything else and the final event
+	// after every other one, so a watcher that stops at the final event has
+	// seen them all. Histories recorded before it replay without the waits.
+	r.orderedEvents = workflow.GetVersion(ctx, orderedEventsChangeID, workflow.DefaultVersion, 1) >= 1
 	if err := r.setup(ctx); err != nil {
 		return nil, err
 	}
 	r.publish(ctx, EventStarted, "", "", "")
+	if r.orderedEvents {
+		r.flush(ctx)
+	}
 	out, err := r.run(ctx)
 	r.flush(ctx)
 	return out, err
@@ -60,10 +67,13 @@ type runner struct {
 	pending   []PendingApproval
 	decisions map[string]agent.Decision
 
-	events   []workflow.Future
-	eventSeq int
-	prints   int
+	events        []workflow.Future
+	eventSeq      int
+	prints        int
+	orderedEvents bool
 }
+
+const orderedEventsChangeID = "ordered-events"
 
 // setup validates the input, registers the query and the approval Update, and
 // resolves the allowed tools.
@@ -184,12 +194,18 @@ func (r *runner) run(ctx workflow.Context) (*Output, error) {
 		return nil, r.fail(ctx, positioned(pe, r.in.Source, chk.resultPos))
 	}
 	out := &Output{ResultJSON: string(b), ToolCalls: r.calls, Steps: th.Steps + r.spent}
+	if r.orderedEvents {
+		r.flush(ctx)
+	}
 	r.publish(ctx, EventCompleted, "", "", "")
 	return out, nil
 }
 
 // fail publishes the failed event and turns pe into the workflow's error.
 func (r *runner) fail(ctx workflow.Context, pe *ProgramError) error {
+	if r.orderedEvents {
+		r.flush(ctx)
+	}
 	r.publish(ctx, EventFailed, "", "", pe.Error())
 	return programFailure(pe)
 }
@@ -611,6 +627,7 @@ func (r *runner) flush(ctx workflow.Context) {
 			workflow.GetLogger(ctx).Warn("program event not published", "program_id", r.in.ProgramID, "error", err)
 		}
 	}
+	r.events = r.events[:0]
 }
 
 // activityMessage is the message of an activity failure without Temporal's wrapping.

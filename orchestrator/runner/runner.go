@@ -179,6 +179,12 @@ func (o *Orchestrator) AgentService(auth agentapi.Authenticator) *agentapi.Servi
 	return &agentapi.Service{Runs: o.Runs, JS: o.js, NC: o.nc, Auth: auth, Log: o.cfg.Logger}
 }
 
+// ProgramService returns the ProgramService over this process's
+// connections, authenticating callers with auth; mount it at the gateway.
+func (o *Orchestrator) ProgramService(auth agentapi.Authenticator) *program.Service {
+	return &program.Service{Programs: o.Programs, Events: o.js, Auth: auth, Triggers: o.cfg.Triggers.Proto}
+}
+
 // Stop stops polling, lets in-flight activities finish within the stop
 // timeout, then closes the connections.
 func (o *Orchestrator) Stop() {

@@ -172,6 +172,9 @@ func (c *Config) List() []Info {
 
 // Proto lists the configured triggers as ProgramService.ListTriggers returns them.
 func (c *Config) Proto() []*toolfleetv1.Trigger {
+	if c == nil {
+		return nil
+	}
 	out := make([]*toolfleetv1.Trigger, 0, len(c.Triggers))
 	for _, i := range c.List() {
 		out = append(out, &toolfleetv1.Trigger{Name: i.Name, Subject: i.Subject, Target: i.Target, RunAs: i.RunAs})
