@@ -27,13 +27,13 @@ func (a *agentMount) serve(o *runner.Orchestrator, g *gateway.Gateway) {
 }
 
 // programMount serves the ProgramService at the gateway's address the same
-// way (Connect, gRPC-Web and HTTP JSON).
+// way (gRPC, Connect, gRPC-Web and HTTP JSON).
 type programMount struct {
 	late program.Late
 }
 
 func (m *programMount) mount() gateway.Mount {
-	return gateway.Mount{Pattern: m.late.Pattern(), Handler: &m.late}
+	return gateway.Mount{Pattern: m.late.Pattern(), Handler: &m.late, RegisterGRPC: m.late.RegisterGRPC}
 }
 
 // serve sets o's ProgramService, authenticating callers like the gateway does.

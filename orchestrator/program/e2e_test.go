@@ -72,7 +72,7 @@ func startStack(t *testing.T) *stack {
 
 func (s *stack) run(t *testing.T, in program.Input) (*program.Output, error) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	run, err := s.temporal.ExecuteWorkflow(ctx, tclient.StartWorkflowOptions{ID: in.ProgramID, TaskQueue: s.queue},
 		program.WorkflowName, in)
@@ -209,7 +209,7 @@ func TestEndToEndApproval(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			id, arg := "approval-"+tt.name, "e2e-"+tt.name
-			ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+			ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 			defer cancel()
 			run, err := s.temporal.ExecuteWorkflow(ctx, tclient.StartWorkflowOptions{ID: id, TaskQueue: s.queue}, program.WorkflowName,
 				program.Input{ProgramID: id, Tools: []string{"SchemaTest.Types"}, ArgsJSON: `{"s": "` + arg + `"}`,

@@ -170,12 +170,17 @@ func (s *Service) DecideProgramApproval(ctx context.Context, req *connect.Reques
 
 // WatchProgram streams the program's events until it ends.
 func (s *Service) WatchProgram(ctx context.Context, req *connect.Request[toolfleetv1.WatchProgramRequest], stream *connect.ServerStream[toolfleetv1.WatchProgramResponse]) error {
-	id := req.Msg.GetProgramId()
-	if _, err := s.own(ctx, req.Header(), ScopeRead, id); err != nil {
+	return s.watch(ctx, req.Header(), req.Msg, stream.Send)
+}
+
+// watch serves WatchProgram for Connect and gRPC alike.
+func (s *Service) watch(ctx context.Context, h http.Header, req *toolfleetv1.WatchProgramRequest, send func(*toolfleetv1.WatchProgramResponse) error) error {
+	id := req.GetProgramId()
+	if _, err := s.own(ctx, h, ScopeRead, id); err != nil {
 		return err
 	}
 	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: []string{agent.EventSubjectPrefix + id + ".>"}}
-	if seq := req.Msg.GetAfterSequence(); seq > 0 {
+	if seq := req.GetAfterSequence(); seq > 0 {
 		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, seq+1
 	}
 	cons, err := s.Events.OrderedConsumer(ctx, agent.DefaultEventStream, cfg)
@@ -199,12 +204,11 @@ func (s *Service) WatchProgram(ctx context.Context, req *connect.Request[toolfle
 		if err != nil {
 			continue
 		}
-		md, _ := msg.Metadata()
 		var seq uint64
-		if md != nil {
+		if md, _ := msg.Metadata(); md != nil {
 			seq = md.Sequence.Stream
 		}
-		if err := stream.Send(&toolfleetv1.WatchProgramResponse{Event: ev, Sequence: seq}); err != nil {
+		if err := send(&toolfleetv1.WatchProgramResponse{Event: ev, Sequence: seq}); err != nil {
 			return err
 		}
 		switch ev.GetKind() {

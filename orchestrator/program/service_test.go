@@ -3,12 +3,19 @@ package program_test
 import (
 	"context"
 	"errors"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
 	"connectrpc.com/connect"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
@@ -18,10 +25,9 @@ import (
 )
 
 // serve runs ProgramService over real Connect on loopback. The caller's
-// subject comes from the X-Test-Subject header, standing in for the gateway's
-// authentication; "reader" holds only programs:read, every other subject every
-// program scope.
-func serve(t *testing.T, s *stack) toolfleetv1connect.ProgramServiceClient {
+// subject is the bearer token, standing in for the gateway's authentication;
+// "reader" holds only programs:read, every other subject every program scope.
+func serve(t *testing.T, s *stack) (toolfleetv1connect.ProgramServiceClient, *program.Service) {
 	t.Helper()
 	svc := &program.Service{
 		Programs: &program.Programs{Temporal: s.temporal, TaskQueue: s.queue},
@@ -30,7 +36,7 @@ func serve(t *testing.T, s *stack) toolfleetv1connect.ProgramServiceClient {
 			return []*toolfleetv1.Trigger{{Name: "orders", Subject: "toolfleet.triggers.orders", Target: "program"}}
 		},
 		Auth: func(_ context.Context, h http.Header) (agentapi.Caller, error) {
-			sub := h.Get("X-Test-Subject")
+			sub := strings.TrimPrefix(h.Get("Authorization"), "Bearer ")
 			switch sub {
 			case "":
 				return agentapi.Caller{}, errors.New("no subject")
@@ -44,21 +50,21 @@ func serve(t *testing.T, s *stack) toolfleetv1connect.ProgramServiceClient {
 	mux.Handle(svc.Handler())
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
-	return toolfleetv1connect.NewProgramServiceClient(srv.Client(), srv.URL)
+	return toolfleetv1connect.NewProgramServiceClient(srv.Client(), srv.URL), svc
 }
 
 func as[T any](subject string, msg *T) *connect.Request[T] {
 	req := connect.NewRequest(msg)
-	req.Header().Set("X-Test-Subject", subject)
+	req.Header().Set("Authorization", "Bearer "+subject)
 	return req
 }
 
 func TestService(t *testing.T) {
 	t.Parallel()
 	s := startStack(t)
-	c := serve(t, s)
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-	t.Cleanup(cancel) // the parallel subtests outlive this function's body
+	c, svc := serve(t, s)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
 
 	args, _ := structpb.NewStruct(map[string]any{"n": 4})
 	run, err := c.RunProgram(ctx, as("alice", &toolfleetv1.RunProgramRequest{ProgramId: "svc-1", Wait: true, Args: args,
@@ -72,6 +78,8 @@ func TestService(t *testing.T) {
 
 	t.Run("a syntax error fails at once with its position", func(t *testing.T) {
 		t.Parallel()
+		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+		defer cancel()
 		res, err := c.RunProgram(ctx, as("alice", &toolfleetv1.RunProgramRequest{Source: "x = (1 +* 2)\n", Filename: "bad.star"}))
 		if err != nil {
 			t.Fatal(err)
@@ -83,6 +91,8 @@ func TestService(t *testing.T) {
 	})
 	t.Run("another subject sees no program", func(t *testing.T) {
 		t.Parallel()
+		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+		defer cancel()
 		_, err := c.GetProgram(ctx, as("mallory", &toolfleetv1.GetProgramRequest{ProgramId: "svc-1"}))
 		if connect.CodeOf(err) != connect.CodeNotFound {
 			t.Fatalf("GetProgram as another subject: %v, want NotFound", err)
@@ -94,6 +104,8 @@ func TestService(t *testing.T) {
 	})
 	t.Run("triggers are listed", func(t *testing.T) {
 		t.Parallel()
+		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+		defer cancel()
 		got, err := c.ListTriggers(ctx, as("alice", &toolfleetv1.ListTriggersRequest{}))
 		if err != nil || len(got.Msg.GetTriggers()) != 1 || got.Msg.GetTriggers()[0].GetName() != "orders" {
 			t.Fatalf("ListTriggers = %v, %v", got, err)
@@ -104,13 +116,62 @@ func TestService(t *testing.T) {
 	})
 	t.Run("a caller without programs:run cannot start", func(t *testing.T) {
 		t.Parallel()
+		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+		defer cancel()
 		_, err := c.RunProgram(ctx, as("reader", &toolfleetv1.RunProgramRequest{Source: "result = 1\n"}))
 		if connect.CodeOf(err) != connect.CodePermissionDenied {
 			t.Fatalf("RunProgram as reader: %v, want PermissionDenied", err)
 		}
 	})
+	t.Run("over gRPC", func(t *testing.T) {
+		t.Parallel()
+		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+		defer cancel()
+		var late program.Late
+		late.Set(svc)
+		srv := grpc.NewServer()
+		late.RegisterGRPC(srv)
+		lis, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		go func() { _ = srv.Serve(lis) }()
+		t.Cleanup(srv.Stop)
+		conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = conn.Close() })
+		gc := toolfleetv1.NewProgramServiceClient(conn)
+		actx := metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer alice")
+		got, err := gc.GetProgram(actx, &toolfleetv1.GetProgramRequest{ProgramId: "svc-1"})
+		if err != nil || got.GetResult().GetNumberValue() != 5 {
+			t.Fatalf("GetProgram over gRPC = %v, %v", got, err)
+		}
+		if _, err := gc.GetProgram(metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer mallory"),
+			&toolfleetv1.GetProgramRequest{ProgramId: "svc-1"}); status.Code(err) != codes.NotFound {
+			t.Fatalf("GetProgram over gRPC as another subject: %v, want NotFound", err)
+		}
+		st, err := gc.WatchProgram(actx, &toolfleetv1.WatchProgramRequest{ProgramId: "svc-1"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var last string
+		for {
+			m, err := st.Recv()
+			if err != nil {
+				break
+			}
+			last = m.GetEvent().GetKind()
+		}
+		if last != "completed" {
+			t.Fatalf("the gRPC watch ended with %q, want completed", last)
+		}
+	})
 	t.Run("the owner gets it", func(t *testing.T) {
 		t.Parallel()
+		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+		defer cancel()
 		got, err := c.GetProgram(ctx, as("alice", &toolfleetv1.GetProgramRequest{ProgramId: "svc-1"}))
 		if err != nil || !got.Msg.GetDone() || got.Msg.GetResult().GetNumberValue() != 5 {
 			t.Fatalf("GetProgram = %v, %v", got, err)
@@ -118,6 +179,8 @@ func TestService(t *testing.T) {
 	})
 	t.Run("watch replays the events to the end", func(t *testing.T) {
 		t.Parallel()
+		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+		defer cancel()
 		st, err := c.WatchProgram(ctx, as("alice", &toolfleetv1.WatchProgramRequest{ProgramId: "svc-1"}))
 		if err != nil {
 			t.Fatal(err)
@@ -136,6 +199,8 @@ func TestService(t *testing.T) {
 	})
 	t.Run("cancel a program waiting for approval", func(t *testing.T) {
 		t.Parallel()
+		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+		defer cancel()
 		res, err := c.RunProgram(ctx, as("alice", &toolfleetv1.RunProgramRequest{ProgramId: "svc-cancel",
 			Tools: []string{"SchemaTest.Types"}, Source: "SchemaTest_Types(s='never-approved')\n"}))
 		if err != nil || res.Msg.GetStatus() != toolfleetv1.ProgramStatus_PROGRAM_STATUS_RUNNING {
