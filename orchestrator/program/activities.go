@@ -42,7 +42,7 @@ type Activities struct {
 	Events  EventPublisher
 }
 
-// ResolveRequest is ResolveTools' input.
+// ResolveRequest is ResolveProgramTools' input.
 type ResolveRequest struct {
 	Patterns  []string  `json:"patterns"`
 	Principal Principal `json:"principal"`
@@ -51,9 +51,9 @@ type ResolveRequest struct {
 // maxTools bounds the tools one program may be given.
 const maxTools = 200
 
-// ResolveTools turns tool ids and globs into the tools a program may call, as
+// ResolveProgramTools turns tool ids and globs into the tools a program may call, as
 // the program's principal sees them.
-func (a *Activities) ResolveTools(ctx context.Context, req ResolveRequest) ([]Tool, error) {
+func (a *Activities) ResolveProgramTools(ctx context.Context, req ResolveRequest) ([]Tool, error) {
 	ctx = onBehalfOf(ctx, req.Principal)
 	seen := map[string]bool{}
 	var out []Tool
@@ -113,11 +113,11 @@ func ToolOf(d *toolfleetv1.ToolDefinition) (Tool, error) {
 	return t, nil
 }
 
-// CallTool calls one tool through the gateway as the program's principal.
+// ProgramCallTool calls one tool through the gateway as the program's principal.
 // The call id makes it idempotent: a retry returns the stored outcome. A
 // retryable execution error becomes a Temporal retry after the tool's
 // retry_after; other outcomes are returned for the script to handle.
-func (a *Activities) CallTool(ctx context.Context, req CallRequest) (*CallResult, error) {
+func (a *Activities) ProgramCallTool(ctx context.Context, req CallRequest) (*CallResult, error) {
 	ctx = onBehalfOf(ctx, req.Principal)
 	in := &structpb.Struct{}
 	if err := protojson.Unmarshal([]byte(req.InputJSON), in); err != nil {
@@ -175,8 +175,8 @@ func callResultOf(res *client.Result, err error, maxValue int) (*CallResult, err
 	return &CallResult{OK: true, ValueJSON: string(b)}, nil
 }
 
-// PublishEvent publishes one program event.
-func (a *Activities) PublishEvent(ctx context.Context, ev agent.Event) error {
+// PublishProgramEvent publishes one program event.
+func (a *Activities) PublishProgramEvent(ctx context.Context, ev agent.Event) error {
 	if a.Events == nil {
 		return nil
 	}
@@ -207,7 +207,7 @@ func programOf(callID string) string {
 	return id
 }
 
-// gatewayFailure classifies a gateway error of ResolveTools: refusals are
+// gatewayFailure classifies a gateway error of ResolveProgramTools: refusals are
 // final, the rest is retried.
 func gatewayFailure(what string, err error) error {
 	var se *client.ServerError
