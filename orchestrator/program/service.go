@@ -109,7 +109,7 @@ func (s *Service) RunProgram(ctx context.Context, req *connect.Request[toolfleet
 		wctx, cancel = context.WithTimeout(ctx, maxWait)
 		defer cancel()
 	}
-	st, err := s.Programs.Wait(wctx, id)
+	st, err := s.wait(wctx, id)
 	if err != nil {
 		if wctx.Err() != nil && ctx.Err() == nil {
 			return connect.NewResponse(resp), nil // still running: GetProgram later
@@ -217,6 +217,43 @@ func (s *Service) watch(ctx context.Context, h http.Header, req *toolfleetv1.Wat
 		}
 	}
 	return connect.NewError(connect.CodeCanceled, ctx.Err())
+}
+
+// wait returns the outcome of program id once it ended. It waits on the
+// program's final event in NATS, not on Temporal's history long poll, whose
+// close notification can be dropped (docs/architecture.md), then reads the
+// outcome, which the workflow records a moment after that event.
+func (s *Service) wait(ctx context.Context, id string) (*Status, error) {
+	cons, err := s.Events.OrderedConsumer(ctx, agent.DefaultEventStream, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{agent.EventSubject(id, EventCompleted), agent.EventSubject(id, EventFailed),
+			agent.EventSubject(id, agent.EventCancelled)}})
+	if err != nil {
+		return nil, err
+	}
+	final := false
+	for {
+		st, err := s.Programs.Get(ctx, id)
+		if err != nil || st.Done() {
+			return st, err
+		}
+		if final { // the workflow is closing: look again shortly
+			select {
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			case <-time.After(20 * time.Millisecond):
+			}
+			continue
+		}
+		// Until a final event arrives (or a second passes, for programs that
+		// ended without one), then look again.
+		_, err = cons.Next(jetstream.FetchMaxWait(time.Second))
+		switch {
+		case err == nil:
+			final = true
+		case ctx.Err() != nil:
+			return nil, ctx.Err()
+		}
+	}
 }
 
 // ListTriggers lists the configured triggers.
