@@ -32,6 +32,9 @@ func (r *Runs) queue() string {
 	return TaskQueue
 }
 
+// ErrRunIDTaken means another principal already started a run with that id.
+var ErrRunIDTaken = errors.New("agent: run id taken")
+
 // NewRunID returns a random run id.
 func NewRunID() string {
 	var b [12]byte
@@ -67,8 +70,17 @@ func (r *Runs) Start(ctx context.Context, runID string, spec RunSpec, p Principa
 	if err != nil {
 		return "", fmt.Errorf("agent: encode run: %w", err)
 	}
-	if err := r.Store.PutMeta(ctx, runID, meta); err != nil {
+	created, err := r.Store.PutMeta(ctx, runID, meta)
+	if err != nil {
 		return "", err
+	}
+	if !created {
+		// A repeat of a start is idempotent for its starter only.
+		if owner, err := r.Principal(ctx, runID); err != nil {
+			return "", err
+		} else if owner.Subject != p.Subject {
+			return "", fmt.Errorf("%w: %s", ErrRunIDTaken, runID)
+		}
 	}
 	_, err = r.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
 		ID:                       runID,

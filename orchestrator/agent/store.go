@@ -256,12 +256,15 @@ func (s *Store) Messages(ctx context.Context, ref string) ([]*toolfleetv1.Messag
 // metaKey holds a run's spec and principal next to its messages.
 func metaKey(runID string) string { return runID + ".meta" }
 
-// PutMeta stores a run's description (spec and principal, JSON).
-func (s *Store) PutMeta(ctx context.Context, runID string, b []byte) error {
-	if _, err := s.kv.Put(ctx, metaKey(runID), b); err != nil {
-		return fmt.Errorf("agent: store run %s: %w", runID, err)
+// PutMeta stores a run's description (spec and principal, JSON) once: the
+// first start of a run id wins, and reports created false for a later one.
+func (s *Store) PutMeta(ctx context.Context, runID string, b []byte) (created bool, err error) {
+	if _, err := s.kv.Create(ctx, metaKey(runID), b); errors.Is(err, jetstream.ErrKeyExists) {
+		return false, nil
+	} else if err != nil {
+		return false, fmt.Errorf("agent: store run %s: %w", runID, err)
 	}
-	return nil
+	return true, nil
 }
 
 // Meta returns what PutMeta stored, or ErrNotFound.

@@ -295,6 +295,14 @@ func (r *run) runCalls(ctx workflow.Context, res ModelTurnResult) error {
 		}
 		r.st.ToolCalls++
 		approval := tool != nil && (tool.RequiresApproval || r.policyNeedsApproval(tool))
+		if tool != nil && !approval && tool.ReadOnly && r.localReadOnly(ctx) {
+			// Read-only calls run as local activities: no task round trip through
+			// the server (docs/performance.md measures the difference).
+			lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
+				StartToCloseTimeout: opts.StartToCloseTimeout, RetryPolicy: opts.RetryPolicy})
+			batch = append(batch, pending{i, workflow.ExecuteLocalActivity(lctx, CallToolActivity, in)})
+			continue
+		}
 		if tool == nil || (!approval && (tool.ReadOnly || tool.Idempotent)) {
 			batch = append(batch, pending{i, workflow.ExecuteActivity(actx, CallToolActivity, in)})
 			continue
@@ -328,6 +336,13 @@ func (r *run) runCalls(ctx workflow.Context, res ModelTurnResult) error {
 		return &endRun{StatusBudgetExhausted, "max_tool_calls"}
 	}
 	return nil
+}
+
+// localReadOnly reports whether read-only calls run as local activities:
+// version 1 of the change "local-read-only-calls"; histories recorded before
+// it replay with regular activities.
+func (r *run) localReadOnly(ctx workflow.Context) bool {
+	return workflow.GetVersion(ctx, "local-read-only-calls", workflow.DefaultVersion, 1) >= 1
 }
 
 // callOptions builds a call's activity options from its tool's contract and

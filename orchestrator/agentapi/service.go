@@ -195,13 +195,12 @@ func (s *Service) StartRun(ctx context.Context, r *connect.Request[toolfleetv1.S
 		if err := agent.ValidRunID(runID); err != nil {
 			return nil, connect.NewError(connect.CodeInvalidArgument, err)
 		}
-		// A run id is an idempotency key of its starter only.
-		if p, err := s.Runs.Principal(ctx, runID); err == nil && p.Subject != c.Subject {
-			return nil, connect.NewError(connect.CodeAlreadyExists, fmt.Errorf("run id %q is taken", runID))
-		}
 	}
 	p := agent.Principal{Subject: c.Subject, Scopes: c.Scopes}
 	id, err := s.Runs.Start(ctx, runID, sp, p, msgs...)
+	if errors.Is(err, agent.ErrRunIDTaken) { // a run id is an idempotency key of its starter only
+		return nil, connect.NewError(connect.CodeAlreadyExists, fmt.Errorf("run id %q is taken", runID))
+	}
 	if err != nil {
 		var started *serviceerror.WorkflowExecutionAlreadyStarted
 		if errors.As(err, &started) {

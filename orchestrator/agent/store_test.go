@@ -1,0 +1,76 @@
+package agent_test
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/toolfleet/toolfleet/internal/natsx/natstest"
+	"github.com/toolfleet/toolfleet/orchestrator/agent"
+	"github.com/toolfleet/toolfleet/sdk/llm"
+)
+
+// TestStoreAppend: a retried append of the same message is a no-op, another
+// message at a taken position is a conflict, and Load refuses a transcript
+// with a hole.
+func TestStoreAppend(t *testing.T) {
+	t.Parallel()
+	nc, err := nats.Connect(natstest.Start(t).URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := agent.OpenStore(t.Context(), js, agent.StoreConfig{Memory: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	a, b := llm.User("first"), llm.User("second")
+	if err := s.Append(ctx, "r", 0, a, b); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Append(ctx, "r", 1, b); err != nil {
+		t.Fatalf("repeating an append: %v, want nil", err)
+	}
+	if err := s.Append(ctx, "r", 1, llm.User("other")); !errors.Is(err, agent.ErrConflict) {
+		t.Fatalf("another message at a taken position: %v, want ErrConflict", err)
+	}
+	msgs, err := s.Load(ctx, "r", -1)
+	if err != nil || len(msgs) != 2 || !proto.Equal(msgs[1], b) {
+		t.Fatalf("Load = %v, %v", msgs, err)
+	}
+	if got, err := s.Load(ctx, "r", 1); err != nil || len(got) != 1 {
+		t.Fatalf("Load(1) = %v, %v; want the first message only", got, err)
+	}
+	if _, err := s.Load(ctx, "r", 3); !errors.Is(err, agent.ErrGap) {
+		t.Fatalf("Load past the end: %v, want ErrGap", err)
+	}
+	if err := s.Append(ctx, "r", 3, a); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Load(ctx, "r", -1); !errors.Is(err, agent.ErrGap) {
+		t.Fatalf("Load with a hole at 2: %v, want ErrGap", err)
+	}
+	if got, err := s.Load(ctx, "other-run", -1); err != nil || len(got) != 0 {
+		t.Fatalf("another run's transcript: %v, %v; want empty", got, err)
+	}
+
+	ref, err := s.PutMessages(ctx, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := s.PutMessages(ctx, a)
+	if err != nil || again != ref {
+		t.Fatalf("content addressing: %q then %q (%v)", ref, again, err)
+	}
+	if _, err := s.Blob(ctx, "sha256-00"); !errors.Is(err, agent.ErrNotFound) {
+		t.Fatalf("missing blob: %v, want ErrNotFound", err)
+	}
+}
