@@ -35,6 +35,9 @@ const (
 // reads can be confined to it without loading history.
 const memoOwner = "owner"
 
+// ErrProgramIDTaken is returned when a program id is already used by another subject.
+var ErrProgramIDTaken = errors.New("program: the program id is taken")
+
 // ErrNotFound is returned for a program id that names no program.
 var ErrNotFound = errors.New("program: no such program")
 
@@ -103,11 +106,17 @@ func (p *Programs) Start(ctx context.Context, in Input) (string, error) {
 		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
 	}, WorkflowName, in)
 	var started *serviceerror.WorkflowExecutionAlreadyStarted
-	if errors.As(err, &started) {
-		return in.ProgramID, nil // it ran before: Get returns its outcome
-	}
-	if err != nil {
+	if err != nil && !errors.As(err, &started) {
 		return "", fmt.Errorf("program: start %s: %w", in.ProgramID, err)
+	}
+	// The id existed (running or ended) or was just started: a repeat is
+	// idempotent for its starter only, never a window on someone else's program.
+	owner, _, err := p.describe(ctx, in.ProgramID)
+	if err != nil {
+		return "", err
+	}
+	if owner != in.Principal.Subject {
+		return "", fmt.Errorf("%w: %s", ErrProgramIDTaken, in.ProgramID)
 	}
 	return in.ProgramID, nil
 }

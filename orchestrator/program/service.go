@@ -362,6 +362,9 @@ func startError(err error) error {
 	if errors.As(err, &ce) {
 		return ce
 	}
+	if errors.Is(err, ErrProgramIDTaken) {
+		return connect.NewError(connect.CodeAlreadyExists, errors.New("the program id is taken; choose another"))
+	}
 	var ie *InputError
 	if errors.As(err, &ie) {
 		return connect.NewError(connect.CodeInvalidArgument, ie)

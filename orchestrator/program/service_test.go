@@ -97,6 +97,10 @@ func TestService(t *testing.T) {
 		if connect.CodeOf(err) != connect.CodeNotFound {
 			t.Fatalf("GetProgram as another subject: %v, want NotFound", err)
 		}
+		res, err := c.RunProgram(ctx, as("mallory", &toolfleetv1.RunProgramRequest{ProgramId: "svc-1", Wait: true, Source: "result = 0\n"}))
+		if connect.CodeOf(err) != connect.CodeAlreadyExists {
+			t.Fatalf("RunProgram with another subject's id: %v %v, want AlreadyExists", res, err)
+		}
 		_, err = c.CancelProgram(ctx, as("mallory", &toolfleetv1.CancelProgramRequest{ProgramId: "svc-1"}))
 		if connect.CodeOf(err) != connect.CodeNotFound {
 			t.Fatalf("CancelProgram as another subject: %v, want NotFound", err)
