@@ -25,6 +25,7 @@ import (
 
 	"github.com/toolfleet/toolfleet/internal/config"
 	"github.com/toolfleet/toolfleet/orchestrator/runner"
+	"github.com/toolfleet/toolfleet/orchestrator/trigger"
 )
 
 func main() {
@@ -38,7 +39,7 @@ func main() {
 
 func run(ctx context.Context, args []string) error {
 	var cfg runner.Config
-	var logLevel string
+	var logLevel, triggers string
 	fs := pflag.NewFlagSet("orchestrator", pflag.ContinueOnError)
 	fs.StringVar(&cfg.TemporalAddress, "temporal-address", "127.0.0.1:7233", "Temporal frontend host:port")
 	fs.StringVar(&cfg.Namespace, "namespace", "default", "Temporal namespace")
@@ -49,6 +50,7 @@ func run(ctx context.Context, args []string) error {
 	fs.StringVar(&cfg.KeyDir, "model-key-dir", "", "folder that model key references file:NAME read from (empty: file references refused)")
 	fs.IntVar(&cfg.MaxConcurrentActivities, "max-concurrent-activities", 200, "activities in flight in this process at most")
 	fs.DurationVar(&cfg.StopTimeout, "stop-timeout", 10*time.Second, "how long in-flight activities may finish on SIGTERM")
+	fs.StringVar(&triggers, "triggers", "", "trigger file: JetStream subjects that start programs and agent runs (docs/programs.md)")
 	fs.StringVar(&logLevel, "log-level", "info", "least level of logs: debug, info, warn, error")
 	config.BindEnv(fs, "TOOLFLEET")
 	if err := fs.Parse(args); err != nil {
@@ -64,6 +66,13 @@ func run(ctx context.Context, args []string) error {
 	cfg.Logger = slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
 	if err := cfg.Validate(); err != nil {
 		return err
+	}
+	if triggers != "" {
+		t, err := trigger.Load(triggers)
+		if err != nil {
+			return err
+		}
+		cfg.Triggers = t
 	}
 	startCtx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
