@@ -36,6 +36,7 @@ import (
 
 	"github.com/toolfleet/toolfleet/internal/config"
 	"github.com/toolfleet/toolfleet/orchestrator/runner"
+	"github.com/toolfleet/toolfleet/orchestrator/trigger"
 )
 
 func main() {
@@ -51,6 +52,7 @@ func main() {
 type options struct {
 	listen       string
 	logLevel     string
+	triggers     string
 	startTimeout time.Duration
 }
 
@@ -76,6 +78,7 @@ func parse(args []string) (runner.Config, options, error) {
 	fs.IntVar(&cfg.MaxConcurrentActivities, "max-concurrent-activities", 200, "activities in flight in this process at most")
 	fs.DurationVar(&cfg.StopTimeout, "stop-timeout", 10*time.Second, "how long in-flight activities may finish on SIGTERM")
 	fs.DurationVar(&opt.startTimeout, "start-timeout", 5*time.Minute, "how long to wait at start for NATS, Temporal and its namespace")
+	fs.StringVar(&opt.triggers, "triggers", "", "trigger file: JetStream subjects that start programs and agent runs (docs/programs.md)")
 	fs.StringVar(&opt.logLevel, "log-level", "info", "least level of logs: debug, info, warn, error")
 	config.BindEnv(fs, "TOOLFLEET")
 	if err := fs.Parse(args); err != nil {
@@ -95,6 +98,13 @@ func parse(args []string) (runner.Config, options, error) {
 		return cfg, opt, errors.New("--start-timeout must be positive")
 	}
 	cfg.Logger = slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
+	if opt.triggers != "" {
+		t, err := trigger.Load(opt.triggers)
+		if err != nil {
+			return cfg, opt, err
+		}
+		cfg.Triggers = t
+	}
 	return cfg, opt, cfg.Validate()
 }
 

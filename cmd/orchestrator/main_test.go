@@ -37,6 +37,7 @@ func TestFlagsValidate(t *testing.T) {
 		{"bad log level", []string{"--log-level", "loud"}, "--log-level"},
 		{"no temporal", []string{"--temporal-address", ""}, "Temporal address is required"},
 		{"unknown flag", []string{"--nope"}, "unknown flag"},
+		{"missing trigger file", []string{"--triggers", "/nonexistent/triggers.yaml"}, "trigger:"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

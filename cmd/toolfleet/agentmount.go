@@ -5,6 +5,7 @@ import (
 	"net/http"
 
 	"github.com/toolfleet/toolfleet/orchestrator/agentapi"
+	"github.com/toolfleet/toolfleet/orchestrator/program"
 	"github.com/toolfleet/toolfleet/orchestrator/runner"
 	"github.com/toolfleet/toolfleet/services/gateway"
 )
@@ -22,11 +23,31 @@ func (a *agentMount) mount() gateway.Mount {
 
 // serve sets o's AgentService, authenticating callers like the gateway does.
 func (a *agentMount) serve(o *runner.Orchestrator, g *gateway.Gateway) {
-	a.late.Set(o.AgentService(func(ctx context.Context, h http.Header) (agentapi.Caller, error) {
+	a.late.Set(o.AgentService(gatewayAuth(g)))
+}
+
+// programMount serves the ProgramService at the gateway's address the same
+// way (gRPC, Connect, gRPC-Web and HTTP JSON).
+type programMount struct {
+	late program.Late
+}
+
+func (m *programMount) mount() gateway.Mount {
+	return gateway.Mount{Pattern: m.late.Pattern(), Handler: &m.late, RegisterGRPC: m.late.RegisterGRPC}
+}
+
+// serve sets o's ProgramService, authenticating callers like the gateway does.
+func (m *programMount) serve(o *runner.Orchestrator, g *gateway.Gateway) {
+	m.late.Set(o.ProgramService(gatewayAuth(g)))
+}
+
+// gatewayAuth authenticates a request's Authorization header with the gateway.
+func gatewayAuth(g *gateway.Gateway) agentapi.Authenticator {
+	return func(ctx context.Context, h http.Header) (agentapi.Caller, error) {
 		p, err := g.Authenticate(ctx, h.Get("Authorization"))
 		if err != nil {
 			return agentapi.Caller{}, err
 		}
 		return agentapi.Caller{Subject: p.Subject, Scopes: p.Scopes, Anonymous: p.Anonymous}, nil
-	}))
+	}
 }

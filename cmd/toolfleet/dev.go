@@ -16,6 +16,7 @@ import (
 	"github.com/toolfleet/toolfleet/internal/natsx"
 	"github.com/toolfleet/toolfleet/orchestrator/agent"
 	"github.com/toolfleet/toolfleet/orchestrator/runner"
+	"github.com/toolfleet/toolfleet/orchestrator/trigger"
 	"github.com/toolfleet/toolfleet/sdk/natsconn"
 	"github.com/toolfleet/toolfleet/services/gateway"
 )
@@ -37,6 +38,8 @@ type devConfig struct {
 	AllowedOrigins []string
 	// NATS is the credential the embedded NATS requires and the fleet uses.
 	NATS natsconn.Options
+	// Triggers is a trigger file (docs/programs.md).
+	Triggers string
 }
 
 func (c devConfig) validate() error {
@@ -104,6 +107,7 @@ embedded NATS requires that credential and the fleet uses it. Ctrl-C stops it.`,
 	f.IntVar(&cfg.GatewayPort, "gateway-port", 8080, "tool gateway port: gRPC, Connect, gRPC-Web and OXP HTTP (0 = any free port)")
 	f.StringVar(&cfg.JWTSecret, "gateway-jwt-secret", "", "HS256 secret for bearer tokens at the gateway; empty = auth off (only allowed on a loopback --host)")
 	f.StringSliceVar(&cfg.AllowedOrigins, "gateway-allowed-origins", nil, "browser origins (http://localhost:6274) the gateway lets make state-changing requests and use /mcp; default none")
+	f.StringVar(&cfg.Triggers, "triggers", "", "trigger file: JetStream subjects that start programs and agent runs (docs/programs.md)")
 	config.BindEnv(f, "TOOLFLEET")
 	// After BindEnv: these name their TOOLFLEET_NATS_* variables themselves.
 	cfg.NATS.AddFlags(f)
@@ -118,6 +122,12 @@ func runDev(ctx context.Context, cfg devConfig, stdout, stderr io.Writer) error 
 	dataDir, err := filepath.Abs(cfg.DataDir)
 	if err != nil {
 		return fmt.Errorf("data folder: %w", err)
+	}
+	var triggers *trigger.Config
+	if cfg.Triggers != "" {
+		if triggers, err = trigger.Load(cfg.Triggers); err != nil {
+			return err
+		}
 	}
 	startCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
@@ -141,10 +151,10 @@ func runDev(ctx context.Context, cfg devConfig, stdout, stderr io.Writer) error 
 		return fmt.Errorf("start the dev stack: %w", err)
 	}
 
-	agents := &agentMount{}
+	agents, programs := &agentMount{}, &programMount{}
 	fl, err := startFleet(startCtx, fleetConfig{Host: cfg.Host, GatewayPort: cfg.GatewayPort, JWTSecret: cfg.JWTSecret,
 		AllowedOrigins: cfg.AllowedOrigins, NATSURL: stack.NATS.URL(), NATS: cfg.NATS, Logger: logger,
-		Mounts: []gateway.Mount{agents.mount()}})
+		Mounts: []gateway.Mount{agents.mount(), programs.mount()}})
 	if err == nil {
 		err = fl.waitToolkits(startCtx, fl.Toolkits...)
 		if err != nil {
@@ -157,13 +167,14 @@ func runDev(ctx context.Context, cfg devConfig, stdout, stderr io.Writer) error 
 	}
 
 	orch, err := runner.Start(startCtx, runner.Config{TemporalAddress: stack.Temporal.Address(), Namespace: stack.Namespace(),
-		NATSURL: stack.NATS.URL(), NATS: cfg.NATS, GatewayAddress: fl.Gateway.Addr(), Logger: logger})
+		NATSURL: stack.NATS.URL(), NATS: cfg.NATS, GatewayAddress: fl.Gateway.Addr(), Logger: logger, Triggers: triggers})
 	if err != nil {
 		_ = fl.stop()
 		stack.Stop()
 		return fmt.Errorf("start the orchestrator: %w", err)
 	}
 	agents.serve(orch, fl.Gateway)
+	programs.serve(orch, fl.Gateway)
 
 	fmt.Fprintf(stdout, "toolfleet dev is up in %s (data in %s)\n", time.Since(began).Round(time.Millisecond), dataDir)
 	fmt.Fprintf(stdout, "  NATS         %s   (JetStream ready)\n", stack.NATS.URL())
@@ -172,7 +183,10 @@ func runDev(ctx context.Context, cfg devConfig, stdout, stderr io.Writer) error 
 		fmt.Fprintf(stdout, "  Temporal UI  %s\n", ui)
 	}
 	printFleet(stdout, fl, cfg.JWTSecret != "")
-	fmt.Fprintf(stdout, "  Orchestrator agent runs on task queue %q; try (docs/agents.md):\n", agent.TaskQueue)
+	fmt.Fprintf(stdout, "  Orchestrator agent runs and programs on task queue %q; try (docs/agents.md, docs/programs.md):\n", agent.TaskQueue)
+	if triggers != nil {
+		fmt.Fprintf(stdout, "  Triggers     %d from %s\n", len(triggers.Triggers), cfg.Triggers)
+	}
 	fmt.Fprintf(stdout, "    no key needed: toolfleet agent run --gateway %s --model scripted:demo \"add 2 and 3\" --watch\n", fl.Gateway.Addr())
 	fmt.Fprintf(stdout, "    with OPENAI_API_KEY=… in this shell: toolfleet agent run --gateway %s --model openai:gpt-4o-mini \"What is 6 times 7?\" --watch\n", fl.Gateway.Addr())
 	fmt.Fprintln(stdout, "Press Ctrl-C to stop.")

@@ -15,6 +15,6 @@ Start everything locally with 'toolfleet dev'.`,
 		SilenceErrors: true, // main prints each error once
 	}
 	root.AddCommand(newDevCommand())
-	root.AddCommand(newToolsCommand(), newMCPCommand(), newAgentCommand())
+	root.AddCommand(newToolsCommand(), newMCPCommand(), newAgentCommand(), newProgramCommand())
 	return root
 }

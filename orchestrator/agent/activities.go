@@ -91,7 +91,7 @@ func heartbeat(ctx context.Context) (stop func()) {
 // PrepareRun resolves the run's tools (as the run's principal), stores their
 // definitions as one blob and appends the initial messages.
 func (a *Activities) PrepareRun(ctx context.Context, in PrepareInput) (PrepareResult, error) {
-	defs, err := a.resolveTools(onBehalfOf(ctx, in.Principal), in.Spec)
+	defs, err := a.resolveTools(OnBehalfOf(ctx, in.Principal), in.Spec)
 	if err != nil {
 		return PrepareResult{}, err
 	}
@@ -485,9 +485,9 @@ func (a *Activities) CallTool(ctx context.Context, in CallToolInput) (CallToolRe
 
 // invoke calls the gateway and renders the outcome as a result part.
 func (a *Activities) invoke(ctx context.Context, in CallToolInput, call *toolfleetv1.ToolCall, callID string) (_ *toolfleetv1.Part, kind, ref string, took time.Duration, _ error) {
-	req := withApproval(&toolfleetv1.CallToolRequest{CallId: callID, ToolId: in.Tool.ID, Input: call.GetArguments()}, in.Approver)
+	req := WithApproval(&toolfleetv1.CallToolRequest{CallId: callID, ToolId: in.Tool.ID, Input: call.GetArguments()}, in.Approver)
 	lastAttempt := int(activity.GetInfo(ctx).Attempt) >= in.MaxAttempts
-	res, err := a.Gateway.CallTool(onBehalfOf(ctx, in.Principal), req)
+	res, err := a.Gateway.CallTool(OnBehalfOf(ctx, in.Principal), req)
 	var se *client.ServerError
 	var ve *client.ValidationError
 	switch {

@@ -50,6 +50,11 @@ func TestRuns(t *testing.T) {
 				call("c3", "KV_Put", map[string]any{"key": "multi.k", "value": "v"}),
 				call("c4", "KV_Delete", map[string]any{"key": "multi.k"})),
 			llm.SayText("3 and 12"))
+		// KV.Delete's contract requires approval: the run asks, a human grants it.
+		ev := e.waitEvent(t, id, 1, agent.EventApprovalRequested)
+		if err := e.runs.Decide(t.Context(), id, agent.Decision{CallID: ev.GetCallId(), Approved: true, Approver: "bo"}); err != nil {
+			t.Fatal(err)
+		}
 		st := e.waitEnd(t, id)
 		if st.Status != agent.StatusCompleted || st.Turn != 2 || st.ToolCalls != 4 || st.Answer != "3 and 12" {
 			t.Fatalf("state %+v, want completed after 2 turns and 4 calls", st)

@@ -7,22 +7,22 @@ import (
 	"github.com/toolfleet/toolfleet/sdk/client"
 )
 
-// onBehalfOf makes calls made with ctx run as p: the subject and exactly the
+// OnBehalfOf makes calls made with ctx run as p: the subject and exactly the
 // scopes recorded when the run started, never the orchestrator's own. The
 // gateway honours it only when the orchestrator's identity holds tools:delegate
 // (docs/gateway.md, "Delegation").
-func onBehalfOf(ctx context.Context, p Principal) context.Context {
+func OnBehalfOf(ctx context.Context, p Principal) context.Context {
 	if p.Subject == "" {
 		return ctx
 	}
 	return client.OnBehalfOf(ctx, p.Subject, p.Scopes)
 }
 
-// withApproval marks req as approved by approver in this run's DecideApproval
+// WithApproval marks req as approved by approver in a run's or a program's DecideApproval
 // Update. The gateway accepts it because the orchestrator holds tools:approve,
 // and records the approver on the call's events; a call that needs approval is
 // never sent without one.
-func withApproval(req *toolfleetv1.CallToolRequest, approver string) *toolfleetv1.CallToolRequest {
+func WithApproval(req *toolfleetv1.CallToolRequest, approver string) *toolfleetv1.CallToolRequest {
 	if approver != "" {
 		req.Approval = &toolfleetv1.Approval{Approver: approver}
 	}

@@ -1,5 +1,6 @@
 // Package runner is the orchestrator process: it connects to Temporal, NATS
-// and the gateway and runs a Temporal worker for agent runs on a task queue.
+// and the gateway and runs a Temporal worker for agent runs and Starlark
+// programs on a task queue.
 // Replicas share the work by polling the same queue; nothing else
 // coordinates them. It never links the embedded servers of internal/devstack,
 // so cmd/orchestrator stays a production binary; `toolfleet dev` runs the
@@ -25,6 +26,8 @@ import (
 
 	"github.com/toolfleet/toolfleet/orchestrator/agent"
 	"github.com/toolfleet/toolfleet/orchestrator/agentapi"
+	"github.com/toolfleet/toolfleet/orchestrator/program"
+	"github.com/toolfleet/toolfleet/orchestrator/trigger"
 	tfclient "github.com/toolfleet/toolfleet/sdk/client"
 	"github.com/toolfleet/toolfleet/sdk/natsconn"
 )
@@ -54,6 +57,9 @@ type Config struct {
 	// Models overrides the model resolver (tests, demos). Default: an
 	// agent.Resolver with KeyDir.
 	Models agent.Models
+	// Triggers, when set, start programs and agent runs from JetStream
+	// messages (orchestrator/trigger; load it with trigger.Load).
+	Triggers *trigger.Config
 	// MemoryStorage keeps transcripts and events in memory (tests).
 	MemoryStorage bool
 	// MaxConcurrentActivities bounds activities in flight in this process. Default 200.
@@ -206,8 +212,11 @@ type Orchestrator struct {
 	temporal client.Client
 	gateway  *tfclient.Client
 	worker   worker.Worker
+	triggers *trigger.Runner
 	// Runs starts and steers runs through this process's connections.
 	Runs *agent.Runs
+	// Programs starts and steers Starlark programs the same way.
+	Programs *program.Programs
 }
 
 // Start connects everything and starts polling; Stop undoes it.
@@ -261,12 +270,21 @@ func Start(ctx context.Context, cfg Config) (_ *Orchestrator, err error) {
 	o.worker = worker.New(o.temporal, cfg.TaskQueue, worker.Options{
 		MaxConcurrentActivityExecutionSize: cfg.MaxConcurrentActivities,
 		WorkerStopTimeout:                  cfg.StopTimeout,
+		DeadlockDetectionTimeout:           program.DeadlockDetectionTimeout, // scripts compute between yields
 	})
 	agent.Register(o.worker, &agent.Activities{Store: store, Events: events, Gateway: o.gateway, Models: cfg.Models})
+	program.Register(o.worker, &program.Activities{Gateway: o.gateway, Events: events})
 	if err := o.worker.Start(); err != nil {
 		return nil, fmt.Errorf("start the Temporal worker: %w", err)
 	}
 	o.Runs = &agent.Runs{Temporal: o.temporal, Store: store, TaskQueue: cfg.TaskQueue}
+	o.Programs = &program.Programs{Temporal: o.temporal, TaskQueue: cfg.TaskQueue}
+	if cfg.Triggers != nil {
+		if o.triggers, err = trigger.Start(ctx, js, cfg.Triggers, trigger.Options{Programs: o.Programs, Runs: o.Runs,
+			MemoryStorage: cfg.MemoryStorage, Logger: cfg.Logger}); err != nil {
+			return nil, err
+		}
+	}
 	return o, nil
 }
 
@@ -276,9 +294,18 @@ func (o *Orchestrator) AgentService(auth agentapi.Authenticator) *agentapi.Servi
 	return &agentapi.Service{Runs: o.Runs, JS: o.js, NC: o.nc, Auth: auth, Log: o.cfg.Logger}
 }
 
+// ProgramService returns the ProgramService over this process's
+// connections, authenticating callers with auth; mount it at the gateway.
+func (o *Orchestrator) ProgramService(auth agentapi.Authenticator) *program.Service {
+	return &program.Service{Programs: o.Programs, Events: o.js, Auth: auth, Triggers: o.cfg.Triggers.Proto}
+}
+
 // Stop stops polling, lets in-flight activities finish within the stop
 // timeout, then closes the connections.
 func (o *Orchestrator) Stop() {
+	if o.triggers != nil {
+		o.triggers.Stop()
+	}
 	if o.worker != nil {
 		o.worker.Stop()
 	}

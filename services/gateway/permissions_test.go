@@ -32,6 +32,7 @@ var (
 		"$JS.API.STREAM.INFO.TOOLFLEET_CALL_EVENTS",
 		"$JS.API.STREAM.CREATE.TOOLFLEET_CALL_EVENTS",
 		"$KV.toolfleet_calls.>",
+		"$JS.API.STREAM.INFO.KV_toolfleet_calls",
 		"$JS.API.STREAM.CREATE.KV_toolfleet_calls",
 		"$JS.API.STREAM.UPDATE.KV_toolfleet_calls",
 		"$JS.API.DIRECT.GET.KV_toolfleet_calls.>",

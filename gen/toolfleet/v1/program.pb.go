@@ -23,12 +23,81 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
-// ProgramLimits bound one program; 0 means the platform default.
+// ProgramStatus is the lifecycle state of a program.
+type ProgramStatus int32
+
+const (
+	ProgramStatus_PROGRAM_STATUS_UNSPECIFIED      ProgramStatus = 0
+	ProgramStatus_PROGRAM_STATUS_RUNNING          ProgramStatus = 1
+	ProgramStatus_PROGRAM_STATUS_WAITING_APPROVAL ProgramStatus = 2
+	ProgramStatus_PROGRAM_STATUS_COMPLETED        ProgramStatus = 3
+	ProgramStatus_PROGRAM_STATUS_FAILED           ProgramStatus = 4
+	ProgramStatus_PROGRAM_STATUS_CANCELED         ProgramStatus = 5
+)
+
+// Enum value maps for ProgramStatus.
+var (
+	ProgramStatus_name = map[int32]string{
+		0: "PROGRAM_STATUS_UNSPECIFIED",
+		1: "PROGRAM_STATUS_RUNNING",
+		2: "PROGRAM_STATUS_WAITING_APPROVAL",
+		3: "PROGRAM_STATUS_COMPLETED",
+		4: "PROGRAM_STATUS_FAILED",
+		5: "PROGRAM_STATUS_CANCELED",
+	}
+	ProgramStatus_value = map[string]int32{
+		"PROGRAM_STATUS_UNSPECIFIED":      0,
+		"PROGRAM_STATUS_RUNNING":          1,
+		"PROGRAM_STATUS_WAITING_APPROVAL": 2,
+		"PROGRAM_STATUS_COMPLETED":        3,
+		"PROGRAM_STATUS_FAILED":           4,
+		"PROGRAM_STATUS_CANCELED":         5,
+	}
+)
+
+func (x ProgramStatus) Enum() *ProgramStatus {
+	p := new(ProgramStatus)
+	*p = x
+	return p
+}
+
+func (x ProgramStatus) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ProgramStatus) Descriptor() protoreflect.EnumDescriptor {
+	return file_toolfleet_v1_program_proto_enumTypes[0].Descriptor()
+}
+
+func (ProgramStatus) Type() protoreflect.EnumType {
+	return &file_toolfleet_v1_program_proto_enumTypes[0]
+}
+
+func (x ProgramStatus) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ProgramStatus.Descriptor instead.
+func (ProgramStatus) EnumDescriptor() ([]byte, []int) {
+	return file_toolfleet_v1_program_proto_rawDescGZIP(), []int{0}
+}
+
+// ProgramLimits bound one program; 0 means the platform default (docs/programs.md).
 type ProgramLimits struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	MaxSteps      int64                  `protobuf:"varint,1,opt,name=max_steps,json=maxSteps,proto3" json:"max_steps,omitempty"`
-	MaxToolCalls  int32                  `protobuf:"varint,2,opt,name=max_tool_calls,json=maxToolCalls,proto3" json:"max_tool_calls,omitempty"`
-	Deadline      *durationpb.Duration   `protobuf:"bytes,3,opt,name=deadline,proto3" json:"deadline,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Starlark execution steps, summed over parallel functions.
+	MaxSteps     int64 `protobuf:"varint,1,opt,name=max_steps,json=maxSteps,proto3" json:"max_steps,omitempty"`
+	MaxToolCalls int32 `protobuf:"varint,2,opt,name=max_tool_calls,json=maxToolCalls,proto3" json:"max_tool_calls,omitempty"`
+	// Wall-clock bound (workflow time), waits included.
+	Deadline *durationpb.Duration `protobuf:"bytes,3,opt,name=deadline,proto3" json:"deadline,omitempty"`
+	// Tool calls in flight at once, and parallel()'s width.
+	MaxWidth int32 `protobuf:"varint,4,opt,name=max_width,json=maxWidth,proto3" json:"max_width,omitempty"`
+	// Largest JSON of one tool input or result.
+	MaxValueBytes int32 `protobuf:"varint,5,opt,name=max_value_bytes,json=maxValueBytes,proto3" json:"max_value_bytes,omitempty"`
+	// Largest JSON of the program's result.
+	MaxResultBytes int32 `protobuf:"varint,6,opt,name=max_result_bytes,json=maxResultBytes,proto3" json:"max_result_bytes,omitempty"`
+	// How long a call that requires approval waits for a decision (then it is denied).
+	ApprovalWait  *durationpb.Duration `protobuf:"bytes,7,opt,name=approval_wait,json=approvalWait,proto3" json:"approval_wait,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -84,9 +153,38 @@ func (x *ProgramLimits) GetDeadline() *durationpb.Duration {
 	return nil
 }
 
+func (x *ProgramLimits) GetMaxWidth() int32 {
+	if x != nil {
+		return x.MaxWidth
+	}
+	return 0
+}
+
+func (x *ProgramLimits) GetMaxValueBytes() int32 {
+	if x != nil {
+		return x.MaxValueBytes
+	}
+	return 0
+}
+
+func (x *ProgramLimits) GetMaxResultBytes() int32 {
+	if x != nil {
+		return x.MaxResultBytes
+	}
+	return 0
+}
+
+func (x *ProgramLimits) GetApprovalWait() *durationpb.Duration {
+	if x != nil {
+		return x.ApprovalWait
+	}
+	return nil
+}
+
 type RunProgramRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Idempotency key; becomes the workflow id. Generated when empty.
+	// Idempotency key; becomes the workflow id. Generated when empty. Running
+	// the same id again while it runs returns it instead of starting twice.
 	ProgramId string `protobuf:"bytes,1,opt,name=program_id,json=programId,proto3" json:"program_id,omitempty"`
 	// Starlark source.
 	Source string `protobuf:"bytes,2,opt,name=source,proto3" json:"source,omitempty"`
@@ -95,8 +193,11 @@ type RunProgramRequest struct {
 	// Tool ids or globs the script may call.
 	Tools  []string       `protobuf:"bytes,4,rep,name=tools,proto3" json:"tools,omitempty"`
 	Limits *ProgramLimits `protobuf:"bytes,5,opt,name=limits,proto3" json:"limits,omitempty"`
-	// Wait for the result instead of returning once started.
-	Wait          bool `protobuf:"varint,6,opt,name=wait,proto3" json:"wait,omitempty"`
+	// Wait for the outcome (bounded by the request's deadline) instead of
+	// returning once started.
+	Wait bool `protobuf:"varint,6,opt,name=wait,proto3" json:"wait,omitempty"`
+	// File name shown in error positions. Default "program.star".
+	Filename      string `protobuf:"bytes,7,opt,name=filename,proto3" json:"filename,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -173,12 +274,24 @@ func (x *RunProgramRequest) GetWait() bool {
 	return false
 }
 
+func (x *RunProgramRequest) GetFilename() string {
+	if x != nil {
+		return x.Filename
+	}
+	return ""
+}
+
 type RunProgramResponse struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	ProgramId string                 `protobuf:"bytes,1,opt,name=program_id,json=programId,proto3" json:"program_id,omitempty"`
-	// The script's result, when wait was set and it finished.
-	Result        *structpb.Value `protobuf:"bytes,2,opt,name=result,proto3" json:"result,omitempty"`
-	Error         string          `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
+	// The script's `result`, when wait was set and it completed.
+	Result *structpb.Value `protobuf:"bytes,2,opt,name=result,proto3" json:"result,omitempty"`
+	// Deprecated: program_error.message.
+	Error  string        `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
+	Status ProgramStatus `protobuf:"varint,4,opt,name=status,proto3,enum=toolfleet.v1.ProgramStatus" json:"status,omitempty"`
+	// Why the program failed, when it did.
+	ProgramError  *ProgramError `protobuf:"bytes,5,opt,name=program_error,json=programError,proto3" json:"program_error,omitempty"`
+	ToolCalls     int32         `protobuf:"varint,6,opt,name=tool_calls,json=toolCalls,proto3" json:"tool_calls,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -234,6 +347,108 @@ func (x *RunProgramResponse) GetError() string {
 	return ""
 }
 
+func (x *RunProgramResponse) GetStatus() ProgramStatus {
+	if x != nil {
+		return x.Status
+	}
+	return ProgramStatus_PROGRAM_STATUS_UNSPECIFIED
+}
+
+func (x *RunProgramResponse) GetProgramError() *ProgramError {
+	if x != nil {
+		return x.ProgramError
+	}
+	return nil
+}
+
+func (x *RunProgramResponse) GetToolCalls() int32 {
+	if x != nil {
+		return x.ToolCalls
+	}
+	return 0
+}
+
+// ProgramError says why a program failed.
+type ProgramError struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// "syntax", "runtime", "limit", "fail", "tools" or "internal".
+	Kind string `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
+	// The limit that was hit, e.g. "max_steps", when kind is "limit".
+	Limit   string `protobuf:"bytes,2,opt,name=limit,proto3" json:"limit,omitempty"`
+	Message string `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`
+	// "file:line:column" in the script, when known.
+	Position string `protobuf:"bytes,4,opt,name=position,proto3" json:"position,omitempty"`
+	// The script's line at position.
+	Line          string `protobuf:"bytes,5,opt,name=line,proto3" json:"line,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProgramError) Reset() {
+	*x = ProgramError{}
+	mi := &file_toolfleet_v1_program_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProgramError) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProgramError) ProtoMessage() {}
+
+func (x *ProgramError) ProtoReflect() protoreflect.Message {
+	mi := &file_toolfleet_v1_program_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProgramError.ProtoReflect.Descriptor instead.
+func (*ProgramError) Descriptor() ([]byte, []int) {
+	return file_toolfleet_v1_program_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *ProgramError) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *ProgramError) GetLimit() string {
+	if x != nil {
+		return x.Limit
+	}
+	return ""
+}
+
+func (x *ProgramError) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *ProgramError) GetPosition() string {
+	if x != nil {
+		return x.Position
+	}
+	return ""
+}
+
+func (x *ProgramError) GetLine() string {
+	if x != nil {
+		return x.Line
+	}
+	return ""
+}
+
 type GetProgramRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	ProgramId     string                 `protobuf:"bytes,1,opt,name=program_id,json=programId,proto3" json:"program_id,omitempty"`
@@ -243,7 +458,7 @@ type GetProgramRequest struct {
 
 func (x *GetProgramRequest) Reset() {
 	*x = GetProgramRequest{}
-	mi := &file_toolfleet_v1_program_proto_msgTypes[3]
+	mi := &file_toolfleet_v1_program_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -255,7 +470,7 @@ func (x *GetProgramRequest) String() string {
 func (*GetProgramRequest) ProtoMessage() {}
 
 func (x *GetProgramRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolfleet_v1_program_proto_msgTypes[3]
+	mi := &file_toolfleet_v1_program_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -268,7 +483,7 @@ func (x *GetProgramRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetProgramRequest.ProtoReflect.Descriptor instead.
 func (*GetProgramRequest) Descriptor() ([]byte, []int) {
-	return file_toolfleet_v1_program_proto_rawDescGZIP(), []int{3}
+	return file_toolfleet_v1_program_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *GetProgramRequest) GetProgramId() string {
@@ -279,19 +494,23 @@ func (x *GetProgramRequest) GetProgramId() string {
 }
 
 type GetProgramResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	ProgramId     string                 `protobuf:"bytes,1,opt,name=program_id,json=programId,proto3" json:"program_id,omitempty"`
-	Done          bool                   `protobuf:"varint,2,opt,name=done,proto3" json:"done,omitempty"`
-	Result        *structpb.Value        `protobuf:"bytes,3,opt,name=result,proto3" json:"result,omitempty"`
-	Error         string                 `protobuf:"bytes,4,opt,name=error,proto3" json:"error,omitempty"`
-	ToolCalls     int32                  `protobuf:"varint,5,opt,name=tool_calls,json=toolCalls,proto3" json:"tool_calls,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	ProgramId string                 `protobuf:"bytes,1,opt,name=program_id,json=programId,proto3" json:"program_id,omitempty"`
+	Done      bool                   `protobuf:"varint,2,opt,name=done,proto3" json:"done,omitempty"`
+	Result    *structpb.Value        `protobuf:"bytes,3,opt,name=result,proto3" json:"result,omitempty"`
+	// Deprecated: program_error.message.
+	Error            string             `protobuf:"bytes,4,opt,name=error,proto3" json:"error,omitempty"`
+	ToolCalls        int32              `protobuf:"varint,5,opt,name=tool_calls,json=toolCalls,proto3" json:"tool_calls,omitempty"`
+	Status           ProgramStatus      `protobuf:"varint,6,opt,name=status,proto3,enum=toolfleet.v1.ProgramStatus" json:"status,omitempty"`
+	ProgramError     *ProgramError      `protobuf:"bytes,7,opt,name=program_error,json=programError,proto3" json:"program_error,omitempty"`
+	PendingApprovals []*PendingApproval `protobuf:"bytes,8,rep,name=pending_approvals,json=pendingApprovals,proto3" json:"pending_approvals,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *GetProgramResponse) Reset() {
 	*x = GetProgramResponse{}
-	mi := &file_toolfleet_v1_program_proto_msgTypes[4]
+	mi := &file_toolfleet_v1_program_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -303,7 +522,7 @@ func (x *GetProgramResponse) String() string {
 func (*GetProgramResponse) ProtoMessage() {}
 
 func (x *GetProgramResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolfleet_v1_program_proto_msgTypes[4]
+	mi := &file_toolfleet_v1_program_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -316,7 +535,7 @@ func (x *GetProgramResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetProgramResponse.ProtoReflect.Descriptor instead.
 func (*GetProgramResponse) Descriptor() ([]byte, []int) {
-	return file_toolfleet_v1_program_proto_rawDescGZIP(), []int{4}
+	return file_toolfleet_v1_program_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *GetProgramResponse) GetProgramId() string {
@@ -354,15 +573,483 @@ func (x *GetProgramResponse) GetToolCalls() int32 {
 	return 0
 }
 
+func (x *GetProgramResponse) GetStatus() ProgramStatus {
+	if x != nil {
+		return x.Status
+	}
+	return ProgramStatus_PROGRAM_STATUS_UNSPECIFIED
+}
+
+func (x *GetProgramResponse) GetProgramError() *ProgramError {
+	if x != nil {
+		return x.ProgramError
+	}
+	return nil
+}
+
+func (x *GetProgramResponse) GetPendingApprovals() []*PendingApproval {
+	if x != nil {
+		return x.PendingApprovals
+	}
+	return nil
+}
+
+type WatchProgramRequest struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	ProgramId string                 `protobuf:"bytes,1,opt,name=program_id,json=programId,proto3" json:"program_id,omitempty"`
+	// Resume after this event stream sequence (0 = from the start).
+	AfterSequence uint64 `protobuf:"varint,2,opt,name=after_sequence,json=afterSequence,proto3" json:"after_sequence,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchProgramRequest) Reset() {
+	*x = WatchProgramRequest{}
+	mi := &file_toolfleet_v1_program_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchProgramRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchProgramRequest) ProtoMessage() {}
+
+func (x *WatchProgramRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_toolfleet_v1_program_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchProgramRequest.ProtoReflect.Descriptor instead.
+func (*WatchProgramRequest) Descriptor() ([]byte, []int) {
+	return file_toolfleet_v1_program_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *WatchProgramRequest) GetProgramId() string {
+	if x != nil {
+		return x.ProgramId
+	}
+	return ""
+}
+
+func (x *WatchProgramRequest) GetAfterSequence() uint64 {
+	if x != nil {
+		return x.AfterSequence
+	}
+	return 0
+}
+
+type WatchProgramResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Event *RunEvent              `protobuf:"bytes,1,opt,name=event,proto3" json:"event,omitempty"`
+	// The event's stream sequence, for after_sequence.
+	Sequence      uint64 `protobuf:"varint,2,opt,name=sequence,proto3" json:"sequence,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchProgramResponse) Reset() {
+	*x = WatchProgramResponse{}
+	mi := &file_toolfleet_v1_program_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchProgramResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchProgramResponse) ProtoMessage() {}
+
+func (x *WatchProgramResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_toolfleet_v1_program_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchProgramResponse.ProtoReflect.Descriptor instead.
+func (*WatchProgramResponse) Descriptor() ([]byte, []int) {
+	return file_toolfleet_v1_program_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *WatchProgramResponse) GetEvent() *RunEvent {
+	if x != nil {
+		return x.Event
+	}
+	return nil
+}
+
+func (x *WatchProgramResponse) GetSequence() uint64 {
+	if x != nil {
+		return x.Sequence
+	}
+	return 0
+}
+
+type CancelProgramRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ProgramId     string                 `protobuf:"bytes,1,opt,name=program_id,json=programId,proto3" json:"program_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CancelProgramRequest) Reset() {
+	*x = CancelProgramRequest{}
+	mi := &file_toolfleet_v1_program_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CancelProgramRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CancelProgramRequest) ProtoMessage() {}
+
+func (x *CancelProgramRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_toolfleet_v1_program_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CancelProgramRequest.ProtoReflect.Descriptor instead.
+func (*CancelProgramRequest) Descriptor() ([]byte, []int) {
+	return file_toolfleet_v1_program_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *CancelProgramRequest) GetProgramId() string {
+	if x != nil {
+		return x.ProgramId
+	}
+	return ""
+}
+
+type CancelProgramResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CancelProgramResponse) Reset() {
+	*x = CancelProgramResponse{}
+	mi := &file_toolfleet_v1_program_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CancelProgramResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CancelProgramResponse) ProtoMessage() {}
+
+func (x *CancelProgramResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_toolfleet_v1_program_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CancelProgramResponse.ProtoReflect.Descriptor instead.
+func (*CancelProgramResponse) Descriptor() ([]byte, []int) {
+	return file_toolfleet_v1_program_proto_rawDescGZIP(), []int{9}
+}
+
+type DecideProgramApprovalRequest struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	ProgramId string                 `protobuf:"bytes,1,opt,name=program_id,json=programId,proto3" json:"program_id,omitempty"`
+	CallId    string                 `protobuf:"bytes,2,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
+	Approved  bool                   `protobuf:"varint,3,opt,name=approved,proto3" json:"approved,omitempty"`
+	// Why; the script sees it as the call's error when denied.
+	Reason        string `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DecideProgramApprovalRequest) Reset() {
+	*x = DecideProgramApprovalRequest{}
+	mi := &file_toolfleet_v1_program_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DecideProgramApprovalRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DecideProgramApprovalRequest) ProtoMessage() {}
+
+func (x *DecideProgramApprovalRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_toolfleet_v1_program_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DecideProgramApprovalRequest.ProtoReflect.Descriptor instead.
+func (*DecideProgramApprovalRequest) Descriptor() ([]byte, []int) {
+	return file_toolfleet_v1_program_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *DecideProgramApprovalRequest) GetProgramId() string {
+	if x != nil {
+		return x.ProgramId
+	}
+	return ""
+}
+
+func (x *DecideProgramApprovalRequest) GetCallId() string {
+	if x != nil {
+		return x.CallId
+	}
+	return ""
+}
+
+func (x *DecideProgramApprovalRequest) GetApproved() bool {
+	if x != nil {
+		return x.Approved
+	}
+	return false
+}
+
+func (x *DecideProgramApprovalRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+type DecideProgramApprovalResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DecideProgramApprovalResponse) Reset() {
+	*x = DecideProgramApprovalResponse{}
+	mi := &file_toolfleet_v1_program_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DecideProgramApprovalResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DecideProgramApprovalResponse) ProtoMessage() {}
+
+func (x *DecideProgramApprovalResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_toolfleet_v1_program_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DecideProgramApprovalResponse.ProtoReflect.Descriptor instead.
+func (*DecideProgramApprovalResponse) Descriptor() ([]byte, []int) {
+	return file_toolfleet_v1_program_proto_rawDescGZIP(), []int{11}
+}
+
+type ListTriggersRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListTriggersRequest) Reset() {
+	*x = ListTriggersRequest{}
+	mi := &file_toolfleet_v1_program_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListTriggersRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListTriggersRequest) ProtoMessage() {}
+
+func (x *ListTriggersRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_toolfleet_v1_program_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListTriggersRequest.ProtoReflect.Descriptor instead.
+func (*ListTriggersRequest) Descriptor() ([]byte, []int) {
+	return file_toolfleet_v1_program_proto_rawDescGZIP(), []int{12}
+}
+
+type ListTriggersResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Triggers      []*Trigger             `protobuf:"bytes,1,rep,name=triggers,proto3" json:"triggers,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListTriggersResponse) Reset() {
+	*x = ListTriggersResponse{}
+	mi := &file_toolfleet_v1_program_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListTriggersResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListTriggersResponse) ProtoMessage() {}
+
+func (x *ListTriggersResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_toolfleet_v1_program_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListTriggersResponse.ProtoReflect.Descriptor instead.
+func (*ListTriggersResponse) Descriptor() ([]byte, []int) {
+	return file_toolfleet_v1_program_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *ListTriggersResponse) GetTriggers() []*Trigger {
+	if x != nil {
+		return x.Triggers
+	}
+	return nil
+}
+
+// Trigger maps a JetStream subject filter to a program or an agent run.
+type Trigger struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// Subject filter, under toolfleet.triggers.
+	Subject string `protobuf:"bytes,2,opt,name=subject,proto3" json:"subject,omitempty"`
+	// "program" or "agent".
+	Target string `protobuf:"bytes,3,opt,name=target,proto3" json:"target,omitempty"`
+	// The subject the started runs act as.
+	RunAs         string `protobuf:"bytes,4,opt,name=run_as,json=runAs,proto3" json:"run_as,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Trigger) Reset() {
+	*x = Trigger{}
+	mi := &file_toolfleet_v1_program_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Trigger) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Trigger) ProtoMessage() {}
+
+func (x *Trigger) ProtoReflect() protoreflect.Message {
+	mi := &file_toolfleet_v1_program_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Trigger.ProtoReflect.Descriptor instead.
+func (*Trigger) Descriptor() ([]byte, []int) {
+	return file_toolfleet_v1_program_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *Trigger) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Trigger) GetSubject() string {
+	if x != nil {
+		return x.Subject
+	}
+	return ""
+}
+
+func (x *Trigger) GetTarget() string {
+	if x != nil {
+		return x.Target
+	}
+	return ""
+}
+
+func (x *Trigger) GetRunAs() string {
+	if x != nil {
+		return x.RunAs
+	}
+	return ""
+}
+
 var File_toolfleet_v1_program_proto protoreflect.FileDescriptor
 
 const file_toolfleet_v1_program_proto_rawDesc = "" +
 	"\n" +
-	"\x1atoolfleet/v1/program.proto\x12\ftoolfleet.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\"\x89\x01\n" +
+	"\x1atoolfleet/v1/program.proto\x12\ftoolfleet.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x18toolfleet/v1/agent.proto\x1a\x19toolfleet/v1/events.proto\"\xb8\x02\n" +
 	"\rProgramLimits\x12\x1b\n" +
 	"\tmax_steps\x18\x01 \x01(\x03R\bmaxSteps\x12$\n" +
 	"\x0emax_tool_calls\x18\x02 \x01(\x05R\fmaxToolCalls\x125\n" +
-	"\bdeadline\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\bdeadline\"\xd6\x01\n" +
+	"\bdeadline\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\bdeadline\x12\x1b\n" +
+	"\tmax_width\x18\x04 \x01(\x05R\bmaxWidth\x12&\n" +
+	"\x0fmax_value_bytes\x18\x05 \x01(\x05R\rmaxValueBytes\x12(\n" +
+	"\x10max_result_bytes\x18\x06 \x01(\x05R\x0emaxResultBytes\x12>\n" +
+	"\rapproval_wait\x18\a \x01(\v2\x19.google.protobuf.DurationR\fapprovalWait\"\xf2\x01\n" +
 	"\x11RunProgramRequest\x12\x1d\n" +
 	"\n" +
 	"program_id\x18\x01 \x01(\tR\tprogramId\x12\x16\n" +
@@ -370,15 +1057,26 @@ const file_toolfleet_v1_program_proto_rawDesc = "" +
 	"\x04args\x18\x03 \x01(\v2\x17.google.protobuf.StructR\x04args\x12\x14\n" +
 	"\x05tools\x18\x04 \x03(\tR\x05tools\x123\n" +
 	"\x06limits\x18\x05 \x01(\v2\x1b.toolfleet.v1.ProgramLimitsR\x06limits\x12\x12\n" +
-	"\x04wait\x18\x06 \x01(\bR\x04wait\"y\n" +
+	"\x04wait\x18\x06 \x01(\bR\x04wait\x12\x1a\n" +
+	"\bfilename\x18\a \x01(\tR\bfilename\"\x8e\x02\n" +
 	"\x12RunProgramResponse\x12\x1d\n" +
 	"\n" +
 	"program_id\x18\x01 \x01(\tR\tprogramId\x12.\n" +
 	"\x06result\x18\x02 \x01(\v2\x16.google.protobuf.ValueR\x06result\x12\x14\n" +
-	"\x05error\x18\x03 \x01(\tR\x05error\"2\n" +
+	"\x05error\x18\x03 \x01(\tR\x05error\x123\n" +
+	"\x06status\x18\x04 \x01(\x0e2\x1b.toolfleet.v1.ProgramStatusR\x06status\x12?\n" +
+	"\rprogram_error\x18\x05 \x01(\v2\x1a.toolfleet.v1.ProgramErrorR\fprogramError\x12\x1d\n" +
+	"\n" +
+	"tool_calls\x18\x06 \x01(\x05R\ttoolCalls\"\x82\x01\n" +
+	"\fProgramError\x12\x12\n" +
+	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x14\n" +
+	"\x05limit\x18\x02 \x01(\tR\x05limit\x12\x18\n" +
+	"\amessage\x18\x03 \x01(\tR\amessage\x12\x1a\n" +
+	"\bposition\x18\x04 \x01(\tR\bposition\x12\x12\n" +
+	"\x04line\x18\x05 \x01(\tR\x04line\"2\n" +
 	"\x11GetProgramRequest\x12\x1d\n" +
 	"\n" +
-	"program_id\x18\x01 \x01(\tR\tprogramId\"\xac\x01\n" +
+	"program_id\x18\x01 \x01(\tR\tprogramId\"\xee\x02\n" +
 	"\x12GetProgramResponse\x12\x1d\n" +
 	"\n" +
 	"program_id\x18\x01 \x01(\tR\tprogramId\x12\x12\n" +
@@ -386,12 +1084,52 @@ const file_toolfleet_v1_program_proto_rawDesc = "" +
 	"\x06result\x18\x03 \x01(\v2\x16.google.protobuf.ValueR\x06result\x12\x14\n" +
 	"\x05error\x18\x04 \x01(\tR\x05error\x12\x1d\n" +
 	"\n" +
-	"tool_calls\x18\x05 \x01(\x05R\ttoolCalls2\xb7\x01\n" +
+	"tool_calls\x18\x05 \x01(\x05R\ttoolCalls\x123\n" +
+	"\x06status\x18\x06 \x01(\x0e2\x1b.toolfleet.v1.ProgramStatusR\x06status\x12?\n" +
+	"\rprogram_error\x18\a \x01(\v2\x1a.toolfleet.v1.ProgramErrorR\fprogramError\x12J\n" +
+	"\x11pending_approvals\x18\b \x03(\v2\x1d.toolfleet.v1.PendingApprovalR\x10pendingApprovals\"[\n" +
+	"\x13WatchProgramRequest\x12\x1d\n" +
+	"\n" +
+	"program_id\x18\x01 \x01(\tR\tprogramId\x12%\n" +
+	"\x0eafter_sequence\x18\x02 \x01(\x04R\rafterSequence\"`\n" +
+	"\x14WatchProgramResponse\x12,\n" +
+	"\x05event\x18\x01 \x01(\v2\x16.toolfleet.v1.RunEventR\x05event\x12\x1a\n" +
+	"\bsequence\x18\x02 \x01(\x04R\bsequence\"5\n" +
+	"\x14CancelProgramRequest\x12\x1d\n" +
+	"\n" +
+	"program_id\x18\x01 \x01(\tR\tprogramId\"\x17\n" +
+	"\x15CancelProgramResponse\"\x8a\x01\n" +
+	"\x1cDecideProgramApprovalRequest\x12\x1d\n" +
+	"\n" +
+	"program_id\x18\x01 \x01(\tR\tprogramId\x12\x17\n" +
+	"\acall_id\x18\x02 \x01(\tR\x06callId\x12\x1a\n" +
+	"\bapproved\x18\x03 \x01(\bR\bapproved\x12\x16\n" +
+	"\x06reason\x18\x04 \x01(\tR\x06reason\"\x1f\n" +
+	"\x1dDecideProgramApprovalResponse\"\x15\n" +
+	"\x13ListTriggersRequest\"I\n" +
+	"\x14ListTriggersResponse\x121\n" +
+	"\btriggers\x18\x01 \x03(\v2\x15.toolfleet.v1.TriggerR\btriggers\"f\n" +
+	"\aTrigger\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
+	"\asubject\x18\x02 \x01(\tR\asubject\x12\x16\n" +
+	"\x06target\x18\x03 \x01(\tR\x06target\x12\x15\n" +
+	"\x06run_as\x18\x04 \x01(\tR\x05runAs*\xc6\x01\n" +
+	"\rProgramStatus\x12\x1e\n" +
+	"\x1aPROGRAM_STATUS_UNSPECIFIED\x10\x00\x12\x1a\n" +
+	"\x16PROGRAM_STATUS_RUNNING\x10\x01\x12#\n" +
+	"\x1fPROGRAM_STATUS_WAITING_APPROVAL\x10\x02\x12\x1c\n" +
+	"\x18PROGRAM_STATUS_COMPLETED\x10\x03\x12\x19\n" +
+	"\x15PROGRAM_STATUS_FAILED\x10\x04\x12\x1b\n" +
+	"\x17PROGRAM_STATUS_CANCELED\x10\x052\xbd\x04\n" +
 	"\x0eProgramService\x12O\n" +
 	"\n" +
 	"RunProgram\x12\x1f.toolfleet.v1.RunProgramRequest\x1a .toolfleet.v1.RunProgramResponse\x12T\n" +
 	"\n" +
-	"GetProgram\x12\x1f.toolfleet.v1.GetProgramRequest\x1a .toolfleet.v1.GetProgramResponse\"\x03\x90\x02\x01B=Z;github.com/toolfleet/toolfleet/gen/toolfleet/v1;toolfleetv1b\x06proto3"
+	"GetProgram\x12\x1f.toolfleet.v1.GetProgramRequest\x1a .toolfleet.v1.GetProgramResponse\"\x03\x90\x02\x01\x12\\\n" +
+	"\fWatchProgram\x12!.toolfleet.v1.WatchProgramRequest\x1a\".toolfleet.v1.WatchProgramResponse\"\x03\x90\x02\x010\x01\x12X\n" +
+	"\rCancelProgram\x12\".toolfleet.v1.CancelProgramRequest\x1a#.toolfleet.v1.CancelProgramResponse\x12p\n" +
+	"\x15DecideProgramApproval\x12*.toolfleet.v1.DecideProgramApprovalRequest\x1a+.toolfleet.v1.DecideProgramApprovalResponse\x12Z\n" +
+	"\fListTriggers\x12!.toolfleet.v1.ListTriggersRequest\x1a\".toolfleet.v1.ListTriggersResponse\"\x03\x90\x02\x01B=Z;github.com/toolfleet/toolfleet/gen/toolfleet/v1;toolfleetv1b\x06proto3"
 
 var (
 	file_toolfleet_v1_program_proto_rawDescOnce sync.Once
@@ -405,32 +1143,62 @@ func file_toolfleet_v1_program_proto_rawDescGZIP() []byte {
 	return file_toolfleet_v1_program_proto_rawDescData
 }
 
-var file_toolfleet_v1_program_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
+var file_toolfleet_v1_program_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_toolfleet_v1_program_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
 var file_toolfleet_v1_program_proto_goTypes = []any{
-	(*ProgramLimits)(nil),       // 0: toolfleet.v1.ProgramLimits
-	(*RunProgramRequest)(nil),   // 1: toolfleet.v1.RunProgramRequest
-	(*RunProgramResponse)(nil),  // 2: toolfleet.v1.RunProgramResponse
-	(*GetProgramRequest)(nil),   // 3: toolfleet.v1.GetProgramRequest
-	(*GetProgramResponse)(nil),  // 4: toolfleet.v1.GetProgramResponse
-	(*durationpb.Duration)(nil), // 5: google.protobuf.Duration
-	(*structpb.Struct)(nil),     // 6: google.protobuf.Struct
-	(*structpb.Value)(nil),      // 7: google.protobuf.Value
+	(ProgramStatus)(0),                    // 0: toolfleet.v1.ProgramStatus
+	(*ProgramLimits)(nil),                 // 1: toolfleet.v1.ProgramLimits
+	(*RunProgramRequest)(nil),             // 2: toolfleet.v1.RunProgramRequest
+	(*RunProgramResponse)(nil),            // 3: toolfleet.v1.RunProgramResponse
+	(*ProgramError)(nil),                  // 4: toolfleet.v1.ProgramError
+	(*GetProgramRequest)(nil),             // 5: toolfleet.v1.GetProgramRequest
+	(*GetProgramResponse)(nil),            // 6: toolfleet.v1.GetProgramResponse
+	(*WatchProgramRequest)(nil),           // 7: toolfleet.v1.WatchProgramRequest
+	(*WatchProgramResponse)(nil),          // 8: toolfleet.v1.WatchProgramResponse
+	(*CancelProgramRequest)(nil),          // 9: toolfleet.v1.CancelProgramRequest
+	(*CancelProgramResponse)(nil),         // 10: toolfleet.v1.CancelProgramResponse
+	(*DecideProgramApprovalRequest)(nil),  // 11: toolfleet.v1.DecideProgramApprovalRequest
+	(*DecideProgramApprovalResponse)(nil), // 12: toolfleet.v1.DecideProgramApprovalResponse
+	(*ListTriggersRequest)(nil),           // 13: toolfleet.v1.ListTriggersRequest
+	(*ListTriggersResponse)(nil),          // 14: toolfleet.v1.ListTriggersResponse
+	(*Trigger)(nil),                       // 15: toolfleet.v1.Trigger
+	(*durationpb.Duration)(nil),           // 16: google.protobuf.Duration
+	(*structpb.Struct)(nil),               // 17: google.protobuf.Struct
+	(*structpb.Value)(nil),                // 18: google.protobuf.Value
+	(*PendingApproval)(nil),               // 19: toolfleet.v1.PendingApproval
+	(*RunEvent)(nil),                      // 20: toolfleet.v1.RunEvent
 }
 var file_toolfleet_v1_program_proto_depIdxs = []int32{
-	5, // 0: toolfleet.v1.ProgramLimits.deadline:type_name -> google.protobuf.Duration
-	6, // 1: toolfleet.v1.RunProgramRequest.args:type_name -> google.protobuf.Struct
-	0, // 2: toolfleet.v1.RunProgramRequest.limits:type_name -> toolfleet.v1.ProgramLimits
-	7, // 3: toolfleet.v1.RunProgramResponse.result:type_name -> google.protobuf.Value
-	7, // 4: toolfleet.v1.GetProgramResponse.result:type_name -> google.protobuf.Value
-	1, // 5: toolfleet.v1.ProgramService.RunProgram:input_type -> toolfleet.v1.RunProgramRequest
-	3, // 6: toolfleet.v1.ProgramService.GetProgram:input_type -> toolfleet.v1.GetProgramRequest
-	2, // 7: toolfleet.v1.ProgramService.RunProgram:output_type -> toolfleet.v1.RunProgramResponse
-	4, // 8: toolfleet.v1.ProgramService.GetProgram:output_type -> toolfleet.v1.GetProgramResponse
-	7, // [7:9] is the sub-list for method output_type
-	5, // [5:7] is the sub-list for method input_type
-	5, // [5:5] is the sub-list for extension type_name
-	5, // [5:5] is the sub-list for extension extendee
-	0, // [0:5] is the sub-list for field type_name
+	16, // 0: toolfleet.v1.ProgramLimits.deadline:type_name -> google.protobuf.Duration
+	16, // 1: toolfleet.v1.ProgramLimits.approval_wait:type_name -> google.protobuf.Duration
+	17, // 2: toolfleet.v1.RunProgramRequest.args:type_name -> google.protobuf.Struct
+	1,  // 3: toolfleet.v1.RunProgramRequest.limits:type_name -> toolfleet.v1.ProgramLimits
+	18, // 4: toolfleet.v1.RunProgramResponse.result:type_name -> google.protobuf.Value
+	0,  // 5: toolfleet.v1.RunProgramResponse.status:type_name -> toolfleet.v1.ProgramStatus
+	4,  // 6: toolfleet.v1.RunProgramResponse.program_error:type_name -> toolfleet.v1.ProgramError
+	18, // 7: toolfleet.v1.GetProgramResponse.result:type_name -> google.protobuf.Value
+	0,  // 8: toolfleet.v1.GetProgramResponse.status:type_name -> toolfleet.v1.ProgramStatus
+	4,  // 9: toolfleet.v1.GetProgramResponse.program_error:type_name -> toolfleet.v1.ProgramError
+	19, // 10: toolfleet.v1.GetProgramResponse.pending_approvals:type_name -> toolfleet.v1.PendingApproval
+	20, // 11: toolfleet.v1.WatchProgramResponse.event:type_name -> toolfleet.v1.RunEvent
+	15, // 12: toolfleet.v1.ListTriggersResponse.triggers:type_name -> toolfleet.v1.Trigger
+	2,  // 13: toolfleet.v1.ProgramService.RunProgram:input_type -> toolfleet.v1.RunProgramRequest
+	5,  // 14: toolfleet.v1.ProgramService.GetProgram:input_type -> toolfleet.v1.GetProgramRequest
+	7,  // 15: toolfleet.v1.ProgramService.WatchProgram:input_type -> toolfleet.v1.WatchProgramRequest
+	9,  // 16: toolfleet.v1.ProgramService.CancelProgram:input_type -> toolfleet.v1.CancelProgramRequest
+	11, // 17: toolfleet.v1.ProgramService.DecideProgramApproval:input_type -> toolfleet.v1.DecideProgramApprovalRequest
+	13, // 18: toolfleet.v1.ProgramService.ListTriggers:input_type -> toolfleet.v1.ListTriggersRequest
+	3,  // 19: toolfleet.v1.ProgramService.RunProgram:output_type -> toolfleet.v1.RunProgramResponse
+	6,  // 20: toolfleet.v1.ProgramService.GetProgram:output_type -> toolfleet.v1.GetProgramResponse
+	8,  // 21: toolfleet.v1.ProgramService.WatchProgram:output_type -> toolfleet.v1.WatchProgramResponse
+	10, // 22: toolfleet.v1.ProgramService.CancelProgram:output_type -> toolfleet.v1.CancelProgramResponse
+	12, // 23: toolfleet.v1.ProgramService.DecideProgramApproval:output_type -> toolfleet.v1.DecideProgramApprovalResponse
+	14, // 24: toolfleet.v1.ProgramService.ListTriggers:output_type -> toolfleet.v1.ListTriggersResponse
+	19, // [19:25] is the sub-list for method output_type
+	13, // [13:19] is the sub-list for method input_type
+	13, // [13:13] is the sub-list for extension type_name
+	13, // [13:13] is the sub-list for extension extendee
+	0,  // [0:13] is the sub-list for field type_name
 }
 
 func init() { file_toolfleet_v1_program_proto_init() }
@@ -438,18 +1206,21 @@ func file_toolfleet_v1_program_proto_init() {
 	if File_toolfleet_v1_program_proto != nil {
 		return
 	}
+	file_toolfleet_v1_agent_proto_init()
+	file_toolfleet_v1_events_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolfleet_v1_program_proto_rawDesc), len(file_toolfleet_v1_program_proto_rawDesc)),
-			NumEnums:      0,
-			NumMessages:   5,
+			NumEnums:      1,
+			NumMessages:   15,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
 		GoTypes:           file_toolfleet_v1_program_proto_goTypes,
 		DependencyIndexes: file_toolfleet_v1_program_proto_depIdxs,
+		EnumInfos:         file_toolfleet_v1_program_proto_enumTypes,
 		MessageInfos:      file_toolfleet_v1_program_proto_msgTypes,
 	}.Build()
 	File_toolfleet_v1_program_proto = out.File

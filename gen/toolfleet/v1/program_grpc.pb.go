@@ -19,19 +19,37 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	ProgramService_RunProgram_FullMethodName = "/toolfleet.v1.ProgramService/RunProgram"
-	ProgramService_GetProgram_FullMethodName = "/toolfleet.v1.ProgramService/GetProgram"
+	ProgramService_RunProgram_FullMethodName            = "/toolfleet.v1.ProgramService/RunProgram"
+	ProgramService_GetProgram_FullMethodName            = "/toolfleet.v1.ProgramService/GetProgram"
+	ProgramService_WatchProgram_FullMethodName          = "/toolfleet.v1.ProgramService/WatchProgram"
+	ProgramService_CancelProgram_FullMethodName         = "/toolfleet.v1.ProgramService/CancelProgram"
+	ProgramService_DecideProgramApproval_FullMethodName = "/toolfleet.v1.ProgramService/DecideProgramApproval"
+	ProgramService_ListTriggers_FullMethodName          = "/toolfleet.v1.ProgramService/ListTriggers"
 )
 
 // ProgramServiceClient is the client API for ProgramService service.
 //
 // For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
 //
-// ProgramService runs Starlark programs whose tool calls are durable Temporal activities.
-// First draft: the programs issue refines it.
+// ProgramService runs Starlark programs whose tool calls are durable Temporal
+// activities (docs/programs.md). Served at the gateway's address, implemented
+// by the orchestrator (orchestrator/program).
 type ProgramServiceClient interface {
+	// RunProgram starts a program, and with wait set returns its outcome.
+	// Syntax errors are found before anything starts.
 	RunProgram(ctx context.Context, in *RunProgramRequest, opts ...grpc.CallOption) (*RunProgramResponse, error)
+	// GetProgram returns a program's status, and its outcome once it ended.
 	GetProgram(ctx context.Context, in *GetProgramRequest, opts ...grpc.CallOption) (*GetProgramResponse, error)
+	// WatchProgram streams a program's events (started, print, tool_call,
+	// tool_result, approval.requested, approval.decided, completed, failed)
+	// until it ends; after_sequence resumes a watch.
+	WatchProgram(ctx context.Context, in *WatchProgramRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchProgramResponse], error)
+	// CancelProgram cancels a running program; its in-flight tool calls are cancelled.
+	CancelProgram(ctx context.Context, in *CancelProgramRequest, opts ...grpc.CallOption) (*CancelProgramResponse, error)
+	// DecideProgramApproval grants or denies a tool call waiting for approval.
+	DecideProgramApproval(ctx context.Context, in *DecideProgramApprovalRequest, opts ...grpc.CallOption) (*DecideProgramApprovalResponse, error)
+	// ListTriggers lists the configured NATS triggers that start programs and agent runs.
+	ListTriggers(ctx context.Context, in *ListTriggersRequest, opts ...grpc.CallOption) (*ListTriggersResponse, error)
 }
 
 type programServiceClient struct {
@@ -62,15 +80,78 @@ func (c *programServiceClient) GetProgram(ctx context.Context, in *GetProgramReq
 	return out, nil
 }
 
+func (c *programServiceClient) WatchProgram(ctx context.Context, in *WatchProgramRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchProgramResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &ProgramService_ServiceDesc.Streams[0], ProgramService_WatchProgram_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[WatchProgramRequest, WatchProgramResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type ProgramService_WatchProgramClient = grpc.ServerStreamingClient[WatchProgramResponse]
+
+func (c *programServiceClient) CancelProgram(ctx context.Context, in *CancelProgramRequest, opts ...grpc.CallOption) (*CancelProgramResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CancelProgramResponse)
+	err := c.cc.Invoke(ctx, ProgramService_CancelProgram_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *programServiceClient) DecideProgramApproval(ctx context.Context, in *DecideProgramApprovalRequest, opts ...grpc.CallOption) (*DecideProgramApprovalResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DecideProgramApprovalResponse)
+	err := c.cc.Invoke(ctx, ProgramService_DecideProgramApproval_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *programServiceClient) ListTriggers(ctx context.Context, in *ListTriggersRequest, opts ...grpc.CallOption) (*ListTriggersResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListTriggersResponse)
+	err := c.cc.Invoke(ctx, ProgramService_ListTriggers_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ProgramServiceServer is the server API for ProgramService service.
 // All implementations must embed UnimplementedProgramServiceServer
 // for forward compatibility.
 //
-// ProgramService runs Starlark programs whose tool calls are durable Temporal activities.
-// First draft: the programs issue refines it.
+// ProgramService runs Starlark programs whose tool calls are durable Temporal
+// activities (docs/programs.md). Served at the gateway's address, implemented
+// by the orchestrator (orchestrator/program).
 type ProgramServiceServer interface {
+	// RunProgram starts a program, and with wait set returns its outcome.
+	// Syntax errors are found before anything starts.
 	RunProgram(context.Context, *RunProgramRequest) (*RunProgramResponse, error)
+	// GetProgram returns a program's status, and its outcome once it ended.
 	GetProgram(context.Context, *GetProgramRequest) (*GetProgramResponse, error)
+	// WatchProgram streams a program's events (started, print, tool_call,
+	// tool_result, approval.requested, approval.decided, completed, failed)
+	// until it ends; after_sequence resumes a watch.
+	WatchProgram(*WatchProgramRequest, grpc.ServerStreamingServer[WatchProgramResponse]) error
+	// CancelProgram cancels a running program; its in-flight tool calls are cancelled.
+	CancelProgram(context.Context, *CancelProgramRequest) (*CancelProgramResponse, error)
+	// DecideProgramApproval grants or denies a tool call waiting for approval.
+	DecideProgramApproval(context.Context, *DecideProgramApprovalRequest) (*DecideProgramApprovalResponse, error)
+	// ListTriggers lists the configured NATS triggers that start programs and agent runs.
+	ListTriggers(context.Context, *ListTriggersRequest) (*ListTriggersResponse, error)
 	mustEmbedUnimplementedProgramServiceServer()
 }
 
@@ -86,6 +167,18 @@ func (UnimplementedProgramServiceServer) RunProgram(context.Context, *RunProgram
 }
 func (UnimplementedProgramServiceServer) GetProgram(context.Context, *GetProgramRequest) (*GetProgramResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetProgram not implemented")
+}
+func (UnimplementedProgramServiceServer) WatchProgram(*WatchProgramRequest, grpc.ServerStreamingServer[WatchProgramResponse]) error {
+	return status.Error(codes.Unimplemented, "method WatchProgram not implemented")
+}
+func (UnimplementedProgramServiceServer) CancelProgram(context.Context, *CancelProgramRequest) (*CancelProgramResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CancelProgram not implemented")
+}
+func (UnimplementedProgramServiceServer) DecideProgramApproval(context.Context, *DecideProgramApprovalRequest) (*DecideProgramApprovalResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DecideProgramApproval not implemented")
+}
+func (UnimplementedProgramServiceServer) ListTriggers(context.Context, *ListTriggersRequest) (*ListTriggersResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListTriggers not implemented")
 }
 func (UnimplementedProgramServiceServer) mustEmbedUnimplementedProgramServiceServer() {}
 func (UnimplementedProgramServiceServer) testEmbeddedByValue()                        {}
@@ -144,6 +237,71 @@ func _ProgramService_GetProgram_Handler(srv interface{}, ctx context.Context, de
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ProgramService_WatchProgram_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(WatchProgramRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(ProgramServiceServer).WatchProgram(m, &grpc.GenericServerStream[WatchProgramRequest, WatchProgramResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type ProgramService_WatchProgramServer = grpc.ServerStreamingServer[WatchProgramResponse]
+
+func _ProgramService_CancelProgram_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CancelProgramRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ProgramServiceServer).CancelProgram(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ProgramService_CancelProgram_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ProgramServiceServer).CancelProgram(ctx, req.(*CancelProgramRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ProgramService_DecideProgramApproval_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DecideProgramApprovalRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ProgramServiceServer).DecideProgramApproval(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ProgramService_DecideProgramApproval_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ProgramServiceServer).DecideProgramApproval(ctx, req.(*DecideProgramApprovalRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ProgramService_ListTriggers_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListTriggersRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ProgramServiceServer).ListTriggers(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ProgramService_ListTriggers_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ProgramServiceServer).ListTriggers(ctx, req.(*ListTriggersRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // ProgramService_ServiceDesc is the grpc.ServiceDesc for ProgramService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -159,7 +317,25 @@ var ProgramService_ServiceDesc = grpc.ServiceDesc{
 			MethodName: "GetProgram",
 			Handler:    _ProgramService_GetProgram_Handler,
 		},
+		{
+			MethodName: "CancelProgram",
+			Handler:    _ProgramService_CancelProgram_Handler,
+		},
+		{
+			MethodName: "DecideProgramApproval",
+			Handler:    _ProgramService_DecideProgramApproval_Handler,
+		},
+		{
+			MethodName: "ListTriggers",
+			Handler:    _ProgramService_ListTriggers_Handler,
+		},
 	},
-	Streams:  []grpc.StreamDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "WatchProgram",
+			Handler:       _ProgramService_WatchProgram_Handler,
+			ServerStreams: true,
+		},
+	},
 	Metadata: "toolfleet/v1/program.proto",
 }

@@ -39,12 +39,37 @@ const (
 	// ProgramServiceGetProgramProcedure is the fully-qualified name of the ProgramService's GetProgram
 	// RPC.
 	ProgramServiceGetProgramProcedure = "/toolfleet.v1.ProgramService/GetProgram"
+	// ProgramServiceWatchProgramProcedure is the fully-qualified name of the ProgramService's
+	// WatchProgram RPC.
+	ProgramServiceWatchProgramProcedure = "/toolfleet.v1.ProgramService/WatchProgram"
+	// ProgramServiceCancelProgramProcedure is the fully-qualified name of the ProgramService's
+	// CancelProgram RPC.
+	ProgramServiceCancelProgramProcedure = "/toolfleet.v1.ProgramService/CancelProgram"
+	// ProgramServiceDecideProgramApprovalProcedure is the fully-qualified name of the ProgramService's
+	// DecideProgramApproval RPC.
+	ProgramServiceDecideProgramApprovalProcedure = "/toolfleet.v1.ProgramService/DecideProgramApproval"
+	// ProgramServiceListTriggersProcedure is the fully-qualified name of the ProgramService's
+	// ListTriggers RPC.
+	ProgramServiceListTriggersProcedure = "/toolfleet.v1.ProgramService/ListTriggers"
 )
 
 // ProgramServiceClient is a client for the toolfleet.v1.ProgramService service.
 type ProgramServiceClient interface {
+	// RunProgram starts a program, and with wait set returns its outcome.
+	// Syntax errors are found before anything starts.
 	RunProgram(context.Context, *connect.Request[v1.RunProgramRequest]) (*connect.Response[v1.RunProgramResponse], error)
+	// GetProgram returns a program's status, and its outcome once it ended.
 	GetProgram(context.Context, *connect.Request[v1.GetProgramRequest]) (*connect.Response[v1.GetProgramResponse], error)
+	// WatchProgram streams a program's events (started, print, tool_call,
+	// tool_result, approval.requested, approval.decided, completed, failed)
+	// until it ends; after_sequence resumes a watch.
+	WatchProgram(context.Context, *connect.Request[v1.WatchProgramRequest]) (*connect.ServerStreamForClient[v1.WatchProgramResponse], error)
+	// CancelProgram cancels a running program; its in-flight tool calls are cancelled.
+	CancelProgram(context.Context, *connect.Request[v1.CancelProgramRequest]) (*connect.Response[v1.CancelProgramResponse], error)
+	// DecideProgramApproval grants or denies a tool call waiting for approval.
+	DecideProgramApproval(context.Context, *connect.Request[v1.DecideProgramApprovalRequest]) (*connect.Response[v1.DecideProgramApprovalResponse], error)
+	// ListTriggers lists the configured NATS triggers that start programs and agent runs.
+	ListTriggers(context.Context, *connect.Request[v1.ListTriggersRequest]) (*connect.Response[v1.ListTriggersResponse], error)
 }
 
 // NewProgramServiceClient constructs a client for the toolfleet.v1.ProgramService service. By
@@ -71,13 +96,43 @@ func NewProgramServiceClient(httpClient connect.HTTPClient, baseURL string, opts
 			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 			connect.WithClientOptions(opts...),
 		),
+		watchProgram: connect.NewClient[v1.WatchProgramRequest, v1.WatchProgramResponse](
+			httpClient,
+			baseURL+ProgramServiceWatchProgramProcedure,
+			connect.WithSchema(programServiceMethods.ByName("WatchProgram")),
+			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+			connect.WithClientOptions(opts...),
+		),
+		cancelProgram: connect.NewClient[v1.CancelProgramRequest, v1.CancelProgramResponse](
+			httpClient,
+			baseURL+ProgramServiceCancelProgramProcedure,
+			connect.WithSchema(programServiceMethods.ByName("CancelProgram")),
+			connect.WithClientOptions(opts...),
+		),
+		decideProgramApproval: connect.NewClient[v1.DecideProgramApprovalRequest, v1.DecideProgramApprovalResponse](
+			httpClient,
+			baseURL+ProgramServiceDecideProgramApprovalProcedure,
+			connect.WithSchema(programServiceMethods.ByName("DecideProgramApproval")),
+			connect.WithClientOptions(opts...),
+		),
+		listTriggers: connect.NewClient[v1.ListTriggersRequest, v1.ListTriggersResponse](
+			httpClient,
+			baseURL+ProgramServiceListTriggersProcedure,
+			connect.WithSchema(programServiceMethods.ByName("ListTriggers")),
+			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
 // programServiceClient implements ProgramServiceClient.
 type programServiceClient struct {
-	runProgram *connect.Client[v1.RunProgramRequest, v1.RunProgramResponse]
-	getProgram *connect.Client[v1.GetProgramRequest, v1.GetProgramResponse]
+	runProgram            *connect.Client[v1.RunProgramRequest, v1.RunProgramResponse]
+	getProgram            *connect.Client[v1.GetProgramRequest, v1.GetProgramResponse]
+	watchProgram          *connect.Client[v1.WatchProgramRequest, v1.WatchProgramResponse]
+	cancelProgram         *connect.Client[v1.CancelProgramRequest, v1.CancelProgramResponse]
+	decideProgramApproval *connect.Client[v1.DecideProgramApprovalRequest, v1.DecideProgramApprovalResponse]
+	listTriggers          *connect.Client[v1.ListTriggersRequest, v1.ListTriggersResponse]
 }
 
 // RunProgram calls toolfleet.v1.ProgramService.RunProgram.
@@ -90,10 +145,43 @@ func (c *programServiceClient) GetProgram(ctx context.Context, req *connect.Requ
 	return c.getProgram.CallUnary(ctx, req)
 }
 
+// WatchProgram calls toolfleet.v1.ProgramService.WatchProgram.
+func (c *programServiceClient) WatchProgram(ctx context.Context, req *connect.Request[v1.WatchProgramRequest]) (*connect.ServerStreamForClient[v1.WatchProgramResponse], error) {
+	return c.watchProgram.CallServerStream(ctx, req)
+}
+
+// CancelProgram calls toolfleet.v1.ProgramService.CancelProgram.
+func (c *programServiceClient) CancelProgram(ctx context.Context, req *connect.Request[v1.CancelProgramRequest]) (*connect.Response[v1.CancelProgramResponse], error) {
+	return c.cancelProgram.CallUnary(ctx, req)
+}
+
+// DecideProgramApproval calls toolfleet.v1.ProgramService.DecideProgramApproval.
+func (c *programServiceClient) DecideProgramApproval(ctx context.Context, req *connect.Request[v1.DecideProgramApprovalRequest]) (*connect.Response[v1.DecideProgramApprovalResponse], error) {
+	return c.decideProgramApproval.CallUnary(ctx, req)
+}
+
+// ListTriggers calls toolfleet.v1.ProgramService.ListTriggers.
+func (c *programServiceClient) ListTriggers(ctx context.Context, req *connect.Request[v1.ListTriggersRequest]) (*connect.Response[v1.ListTriggersResponse], error) {
+	return c.listTriggers.CallUnary(ctx, req)
+}
+
 // ProgramServiceHandler is an implementation of the toolfleet.v1.ProgramService service.
 type ProgramServiceHandler interface {
+	// RunProgram starts a program, and with wait set returns its outcome.
+	// Syntax errors are found before anything starts.
 	RunProgram(context.Context, *connect.Request[v1.RunProgramRequest]) (*connect.Response[v1.RunProgramResponse], error)
+	// GetProgram returns a program's status, and its outcome once it ended.
 	GetProgram(context.Context, *connect.Request[v1.GetProgramRequest]) (*connect.Response[v1.GetProgramResponse], error)
+	// WatchProgram streams a program's events (started, print, tool_call,
+	// tool_result, approval.requested, approval.decided, completed, failed)
+	// until it ends; after_sequence resumes a watch.
+	WatchProgram(context.Context, *connect.Request[v1.WatchProgramRequest], *connect.ServerStream[v1.WatchProgramResponse]) error
+	// CancelProgram cancels a running program; its in-flight tool calls are cancelled.
+	CancelProgram(context.Context, *connect.Request[v1.CancelProgramRequest]) (*connect.Response[v1.CancelProgramResponse], error)
+	// DecideProgramApproval grants or denies a tool call waiting for approval.
+	DecideProgramApproval(context.Context, *connect.Request[v1.DecideProgramApprovalRequest]) (*connect.Response[v1.DecideProgramApprovalResponse], error)
+	// ListTriggers lists the configured NATS triggers that start programs and agent runs.
+	ListTriggers(context.Context, *connect.Request[v1.ListTriggersRequest]) (*connect.Response[v1.ListTriggersResponse], error)
 }
 
 // NewProgramServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -116,12 +204,46 @@ func NewProgramServiceHandler(svc ProgramServiceHandler, opts ...connect.Handler
 		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 		connect.WithHandlerOptions(opts...),
 	)
+	programServiceWatchProgramHandler := connect.NewServerStreamHandler(
+		ProgramServiceWatchProgramProcedure,
+		svc.WatchProgram,
+		connect.WithSchema(programServiceMethods.ByName("WatchProgram")),
+		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+		connect.WithHandlerOptions(opts...),
+	)
+	programServiceCancelProgramHandler := connect.NewUnaryHandler(
+		ProgramServiceCancelProgramProcedure,
+		svc.CancelProgram,
+		connect.WithSchema(programServiceMethods.ByName("CancelProgram")),
+		connect.WithHandlerOptions(opts...),
+	)
+	programServiceDecideProgramApprovalHandler := connect.NewUnaryHandler(
+		ProgramServiceDecideProgramApprovalProcedure,
+		svc.DecideProgramApproval,
+		connect.WithSchema(programServiceMethods.ByName("DecideProgramApproval")),
+		connect.WithHandlerOptions(opts...),
+	)
+	programServiceListTriggersHandler := connect.NewUnaryHandler(
+		ProgramServiceListTriggersProcedure,
+		svc.ListTriggers,
+		connect.WithSchema(programServiceMethods.ByName("ListTriggers")),
+		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/toolfleet.v1.ProgramService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case ProgramServiceRunProgramProcedure:
 			programServiceRunProgramHandler.ServeHTTP(w, r)
 		case ProgramServiceGetProgramProcedure:
 			programServiceGetProgramHandler.ServeHTTP(w, r)
+		case ProgramServiceWatchProgramProcedure:
+			programServiceWatchProgramHandler.ServeHTTP(w, r)
+		case ProgramServiceCancelProgramProcedure:
+			programServiceCancelProgramHandler.ServeHTTP(w, r)
+		case ProgramServiceDecideProgramApprovalProcedure:
+			programServiceDecideProgramApprovalHandler.ServeHTTP(w, r)
+		case ProgramServiceListTriggersProcedure:
+			programServiceListTriggersHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -137,4 +259,20 @@ func (UnimplementedProgramServiceHandler) RunProgram(context.Context, *connect.R
 
 func (UnimplementedProgramServiceHandler) GetProgram(context.Context, *connect.Request[v1.GetProgramRequest]) (*connect.Response[v1.GetProgramResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("toolfleet.v1.ProgramService.GetProgram is not implemented"))
+}
+
+func (UnimplementedProgramServiceHandler) WatchProgram(context.Context, *connect.Request[v1.WatchProgramRequest], *connect.ServerStream[v1.WatchProgramResponse]) error {
+	return connect.NewError(connect.CodeUnimplemented, errors.New("toolfleet.v1.ProgramService.WatchProgram is not implemented"))
+}
+
+func (UnimplementedProgramServiceHandler) CancelProgram(context.Context, *connect.Request[v1.CancelProgramRequest]) (*connect.Response[v1.CancelProgramResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("toolfleet.v1.ProgramService.CancelProgram is not implemented"))
+}
+
+func (UnimplementedProgramServiceHandler) DecideProgramApproval(context.Context, *connect.Request[v1.DecideProgramApprovalRequest]) (*connect.Response[v1.DecideProgramApprovalResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("toolfleet.v1.ProgramService.DecideProgramApproval is not implemented"))
+}
+
+func (UnimplementedProgramServiceHandler) ListTriggers(context.Context, *connect.Request[v1.ListTriggersRequest]) (*connect.Response[v1.ListTriggersResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("toolfleet.v1.ProgramService.ListTriggers is not implemented"))
 }

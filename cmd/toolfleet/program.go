@@ -1,0 +1,313 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/spf13/cobra"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
+	"github.com/toolfleet/toolfleet/gen/toolfleet/v1/toolfleetv1connect"
+	"github.com/toolfleet/toolfleet/internal/config"
+	"github.com/toolfleet/toolfleet/orchestrator/program"
+	"github.com/toolfleet/toolfleet/sdk/client"
+)
+
+func newProgramCommand() *cobra.Command {
+	var gf gatewayFlags
+	cmd := &cobra.Command{
+		Use:   "program",
+		Short: "Check and run Starlark programs that call many tools durably",
+		Long: `program runs Starlark scripts inside a Temporal workflow: each tool call is a
+durable activity, so a crash mid-script resumes without repeating finished calls.
+See docs/programs.md for the builtins and limits.`,
+	}
+	pf := cmd.PersistentFlags()
+	gf.register(pf)
+	config.BindEnv(pf, "TOOLFLEET")
+	cmd.PersistentPreRunE = func(*cobra.Command, []string) error { return config.ApplyEnv(pf, "TOOLFLEET") }
+	cmd.AddCommand(newProgramCheckCommand(), newProgramRunCommand(&gf), newProgramStubsCommand(&gf))
+	return cmd
+}
+
+func newProgramCheckCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "check FILE.star",
+		Short: "Compile a program and list the tools it would call",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			src, err := readSource(args[0])
+			if err != nil {
+				return err
+			}
+			chk, err := program.Compile(filepath.Base(args[0]), src)
+			if err != nil {
+				return err
+			}
+			w := cmd.OutOrStdout()
+			fmt.Fprintf(w, "%s compiles.\n", args[0])
+			tools := toolsOf(chk)
+			if len(tools) == 0 {
+				fmt.Fprintln(w, "It calls no tools.")
+			} else {
+				fmt.Fprintln(w, "Tools it would call:")
+				for _, t := range tools {
+					fmt.Fprintln(w, "  "+t)
+				}
+			}
+			if !chk.HasResult {
+				fmt.Fprintln(w, "It sets no top-level `result`: its result will be null.")
+			}
+			return nil
+		},
+	}
+}
+
+// toolsOf names the tools a checked script refers to: literal call() ids, and
+// stubs turned back into tool names (Calculator_Add → Calculator.Add).
+func toolsOf(chk *program.Check) []string {
+	var out []string
+	seen := map[string]bool{}
+	add := func(s string) {
+		if !seen[s] {
+			seen[s] = true
+			out = append(out, s)
+		}
+	}
+	for _, c := range chk.Calls {
+		add(c)
+	}
+	for _, s := range chk.Stubs {
+		if kit, tool, ok := strings.Cut(s, "_"); ok && kit != "" && tool != "" {
+			add(kit + "." + tool)
+		}
+	}
+	return out
+}
+
+func readSource(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, program.MaxSourceBytes+1))
+	if err != nil {
+		return "", err
+	}
+	if len(b) > program.MaxSourceBytes {
+		return "", fmt.Errorf("%s is over %d bytes", path, program.MaxSourceBytes)
+	}
+	return string(b), nil
+}
+
+func newProgramStubsCommand(gf *gatewayFlags) *cobra.Command {
+	var prompt bool
+	cmd := &cobra.Command{
+		Use:   "stubs GLOB...",
+		Short: "Print the stubs programs get for tools (signature and description), e.g. 'Calculator.*'",
+		Args:  cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, globs []string) error {
+			return withClient(cmd, gf, func(ctx context.Context, c *client.Client) error {
+				var tools []program.Tool
+				for _, g := range globs {
+					defs, err := c.Tools(ctx, &toolfleetv1.ListToolsRequest{Filter: g})
+					if err != nil {
+						return err
+					}
+					for _, d := range defs {
+						t, err := program.ToolOf(d)
+						if err != nil {
+							return err
+						}
+						tools = append(tools, t)
+					}
+				}
+				if len(tools) == 0 {
+					return fmt.Errorf("no tool matches %q", globs)
+				}
+				w := cmd.OutOrStdout()
+				if prompt {
+					_, err := io.WriteString(w, program.PromptSection(tools))
+					return err
+				}
+				for _, t := range tools {
+					fmt.Fprintln(w, t.Doc())
+				}
+				return nil
+			})
+		},
+	}
+	cmd.Flags().BoolVar(&prompt, "prompt", false, "print the whole system-prompt section a model that writes programs gets")
+	return cmd
+}
+
+func newProgramRunCommand(gf *gatewayFlags) *cobra.Command {
+	var (
+		kv    []string
+		tools []string
+		id    string
+		watch bool
+	)
+	cmd := &cobra.Command{
+		Use:   "run FILE.star",
+		Short: "Run a program through the gateway's ProgramService and print its result",
+		Long: `run starts FILE.star and waits for its result (JSON on stdout).
+
+--arg k=v sets args["k"] (v is parsed as JSON when it can be, else it is a string).
+--tool sets the tools the program may call; by default, those the script names.
+--watch prints the program's events (prints, tool calls, approvals) as they happen.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			src, err := readSource(args[0])
+			if err != nil {
+				return err
+			}
+			chk, err := program.Compile(filepath.Base(args[0]), src)
+			if err != nil {
+				return err
+			}
+			if len(tools) == 0 {
+				tools = toolsOf(chk)
+			}
+			argStruct, err := parseArgs(kv)
+			if err != nil {
+				return err
+			}
+			c, err := programClient(gf)
+			if err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			req := &toolfleetv1.RunProgramRequest{ProgramId: id, Source: src, Filename: filepath.Base(args[0]),
+				Args: argStruct, Tools: tools, Wait: !watch}
+			res, err := c.RunProgram(ctx, connect.NewRequest(req))
+			if err != nil {
+				return err
+			}
+			if watch && res.Msg.GetProgramError() == nil {
+				if err := watchProgram(ctx, cmd.ErrOrStderr(), c, res.Msg.GetProgramId()); err != nil {
+					return err
+				}
+				got, err := outcome(ctx, c, res.Msg.GetProgramId())
+				if err != nil {
+					return err
+				}
+				return printOutcome(cmd, got.Msg.GetProgramId(), got.Msg.GetStatus(), got.Msg.GetResult(), got.Msg.GetProgramError())
+			}
+			return printOutcome(cmd, res.Msg.GetProgramId(), res.Msg.GetStatus(), res.Msg.GetResult(), res.Msg.GetProgramError())
+		},
+	}
+	f := cmd.Flags()
+	f.StringArrayVar(&kv, "arg", nil, "an argument k=v (repeatable)")
+	f.StringArrayVar(&tools, "tool", nil, "a tool id or glob the program may call (repeatable); default: the tools the script names")
+	f.StringVar(&id, "id", "", "program id (an idempotency key); generated when empty")
+	f.BoolVar(&watch, "watch", false, "print the program's events while it runs")
+	return cmd
+}
+
+// outcome gets a program that just published its final event; the workflow
+// closes a moment later, so it asks again for a few seconds at most.
+func outcome(ctx context.Context, c toolfleetv1connect.ProgramServiceClient, id string) (*connect.Response[toolfleetv1.GetProgramResponse], error) {
+	for i := 0; ; i++ {
+		got, err := c.GetProgram(ctx, connect.NewRequest(&toolfleetv1.GetProgramRequest{ProgramId: id}))
+		if err != nil || got.Msg.GetDone() || i == 50 {
+			return got, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// parseArgs turns k=v pairs into the args object.
+func parseArgs(kv []string) (*structpb.Struct, error) {
+	m := map[string]any{}
+	for _, p := range kv {
+		k, v, ok := strings.Cut(p, "=")
+		if !ok || k == "" {
+			return nil, fmt.Errorf("--arg %q: want k=v", p)
+		}
+		var x any
+		if err := json.Unmarshal([]byte(v), &x); err != nil {
+			x = v
+		}
+		m[k] = x
+	}
+	return structpb.NewStruct(m)
+}
+
+// programClient speaks Connect (HTTP) to the gateway's ProgramService.
+func programClient(gf *gatewayFlags) (toolfleetv1connect.ProgramServiceClient, error) {
+	if gf.Gateway == "" {
+		return nil, errors.New("--gateway must not be empty")
+	}
+	base := gf.Gateway
+	if !strings.Contains(base, "://") {
+		base = "http://" + base
+	}
+	var opts []connect.ClientOption
+	if gf.Token != "" {
+		opts = append(opts, connect.WithInterceptors(bearer(gf.Token)))
+	}
+	return toolfleetv1connect.NewProgramServiceClient(http.DefaultClient, base, opts...), nil
+}
+
+// watchProgram prints events, one line each, until the program ends.
+func watchProgram(ctx context.Context, w io.Writer, c toolfleetv1connect.ProgramServiceClient, id string) error {
+	st, err := c.WatchProgram(ctx, connect.NewRequest(&toolfleetv1.WatchProgramRequest{ProgramId: id}))
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	for st.Receive() {
+		ev := st.Msg().GetEvent()
+		line := ev.GetKind()
+		if ev.GetToolId() != "" {
+			line += " " + ev.GetToolId()
+		}
+		if ev.GetCallId() != "" {
+			line += " [" + ev.GetCallId() + "]"
+		}
+		if m := ev.GetMessage(); m != "" {
+			line += ": " + firstLine(m, 200)
+		}
+		fmt.Fprintln(w, line)
+	}
+	return st.Err()
+}
+
+func printOutcome(cmd *cobra.Command, id string, status toolfleetv1.ProgramStatus, result *structpb.Value, pe *toolfleetv1.ProgramError) error {
+	switch {
+	case pe != nil:
+		msg := pe.GetMessage()
+		if pe.GetPosition() != "" {
+			msg = pe.GetPosition() + ": " + msg
+		}
+		if pe.GetLine() != "" {
+			msg += "\n\t" + pe.GetLine()
+		}
+		fmt.Fprintf(cmd.ErrOrStderr(), "program %s failed: %s\n", id, msg)
+		return &exitError{code: exitOther}
+	case status != toolfleetv1.ProgramStatus_PROGRAM_STATUS_COMPLETED:
+		fmt.Fprintf(cmd.ErrOrStderr(), "program %s is %s; see it with GetProgram\n", id, strings.TrimPrefix(status.String(), "PROGRAM_STATUS_"))
+		return &exitError{code: exitOther}
+	}
+	b, err := result.MarshalJSON()
+	if err != nil {
+		return err
+	}
+	return writeIndented(cmd.OutOrStdout(), b)
+}

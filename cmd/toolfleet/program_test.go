@@ -1,0 +1,101 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/toolfleet/toolfleet/e2e"
+)
+
+func TestProgramCheck(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		src     string
+		wantOut []string
+		wantErr string
+	}{
+		{"lists the tools", "r = call('Calculator.Divide', a=1, b=2)\nresult = Calculator_Add(a=1, b=2)\n",
+			[]string{"compiles", "Calculator.Divide", "Calculator.Add"}, ""},
+		{"no result", "x = len([1])\n", []string{"calls no tools", "no top-level `result`"}, ""},
+		{"syntax error with position and line", "x = 1\ny = (1 +* 2)\n", nil, "p.star:2:9: got '*', want primary expression\n\ty = (1 +* 2)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			path := filepath.Join(t.TempDir(), "p.star")
+			if err := os.WriteFile(path, []byte(tt.src), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			cmd := newRootCommand()
+			var out bytes.Buffer
+			cmd.SetOut(&out)
+			cmd.SetErr(&out)
+			cmd.SetArgs([]string{"program", "check", path})
+			err := cmd.ExecuteContext(t.Context())
+			if tt.wantErr != "" {
+				if err == nil || err.Error() != tt.wantErr {
+					t.Fatalf("error %v, want %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, w := range tt.wantOut {
+				if !strings.Contains(out.String(), w) {
+					t.Fatalf("output %q lacks %q", out.String(), w)
+				}
+			}
+		})
+	}
+}
+
+func TestParseArgs(t *testing.T) {
+	t.Parallel()
+	s, err := parseArgs([]string{"n=3", "name=bob", "list=[1,2]", "eq=a=b"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := s.MarshalJSON()
+	if want := `{"eq":"a=b","list":[1,2],"n":3,"name":"bob"}`; strings.ReplaceAll(string(b), " ", "") != want {
+		t.Fatalf("args %s, want %s", b, want)
+	}
+	if _, err := parseArgs([]string{"novalue"}); err == nil {
+		t.Fatal("an arg without = was accepted")
+	}
+}
+
+func TestProgramStubs(t *testing.T) {
+	t.Parallel()
+	fleet := e2e.Start(t, e2e.Options{})
+	tests := []struct {
+		name string
+		args []string
+		want []string
+	}{
+		{"stubs", []string{"Calculator.Add"}, []string{"Calculator_Add(a?: number, b?: number)\n    Add two numbers"}},
+		{"prompt section", []string{"--prompt", "Calculator.*"}, []string{"only result comes back", "Calculator_Multiply(", "Calculator_Divide("}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			cmd := newRootCommand()
+			var out bytes.Buffer
+			cmd.SetOut(&out)
+			cmd.SetErr(&out)
+			cmd.SetArgs(append([]string{"program", "stubs", "--gateway", fleet.Addr}, tt.args...))
+			if err := cmd.ExecuteContext(t.Context()); err != nil {
+				t.Fatalf("%v: %s", err, out.String())
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(out.String(), w) {
+					t.Fatalf("output %q lacks %q", out.String(), w)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,222 @@
+package program
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
+	"github.com/toolfleet/toolfleet/orchestrator/agent"
+	"github.com/toolfleet/toolfleet/sdk/client"
+)
+
+// Gateway is the part of the gateway client the activities use;
+// *client.Client implements it. Calls run as the program's principal through
+// the delegation metadata (see onBehalfOf).
+type Gateway interface {
+	Tools(ctx context.Context, req *toolfleetv1.ListToolsRequest) ([]*toolfleetv1.ToolDefinition, error)
+	GetTool(ctx context.Context, toolID string) (*toolfleetv1.ToolDefinition, error)
+	CallTool(ctx context.Context, req *toolfleetv1.CallToolRequest) (*client.Result, error)
+}
+
+// EventPublisher publishes run events; a repeat of an event id must be
+// dropped. *agent.Events (JetStream, Nats-Msg-Id) implements it.
+type EventPublisher interface {
+	Publish(ctx context.Context, ev agent.Event) error
+}
+
+// Activities are the program's activities; register them with
+// RegisterActivities. Gateway must be built without client-side retries
+// (client.WithRetry(client.RetryPolicy{MaxAttempts: 1})): Temporal retries.
+type Activities struct {
+	Gateway Gateway
+	Events  EventPublisher
+}
+
+// ResolveRequest is ResolveProgramTools' input.
+type ResolveRequest struct {
+	Patterns  []string  `json:"patterns"`
+	Principal Principal `json:"principal"`
+}
+
+// maxTools bounds the tools one program may be given.
+const maxTools = 200
+
+// ResolveProgramTools turns tool ids and globs into the tools a program may call, as
+// the program's principal sees them.
+func (a *Activities) ResolveProgramTools(ctx context.Context, req ResolveRequest) ([]Tool, error) {
+	ctx = agent.OnBehalfOf(ctx, req.Principal)
+	seen := map[string]bool{}
+	var out []Tool
+	for _, p := range req.Patterns {
+		var defs []*toolfleetv1.ToolDefinition
+		if strings.Contains(p, "@") {
+			d, err := a.Gateway.GetTool(ctx, p)
+			if err != nil {
+				return nil, gatewayFailure(fmt.Sprintf("tool %q", p), err)
+			}
+			defs = []*toolfleetv1.ToolDefinition{d}
+		} else {
+			var err error
+			if defs, err = a.Gateway.Tools(ctx, &toolfleetv1.ListToolsRequest{Filter: p}); err != nil {
+				return nil, gatewayFailure(fmt.Sprintf("tools %q", p), err)
+			}
+		}
+		if len(defs) == 0 {
+			return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("no tool matches %q", p), "UnknownTool", nil)
+		}
+		for _, d := range defs {
+			if seen[d.GetId()] {
+				continue
+			}
+			seen[d.GetId()] = true
+			t, err := ToolOf(d)
+			if err != nil {
+				return nil, temporal.NewNonRetryableApplicationError(err.Error(), "BadContract", nil)
+			}
+			out = append(out, t)
+		}
+		if len(out) > maxTools {
+			return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("more than %d tools match %q", maxTools, req.Patterns), "TooManyTools", nil)
+		}
+	}
+	slices.SortFunc(out, func(a, b Tool) int { return strings.Compare(a.ID, b.ID) })
+	return out, nil
+}
+
+// ToolOf is what a program needs to know of a tool definition.
+func ToolOf(d *toolfleetv1.ToolDefinition) (Tool, error) {
+	t := Tool{ID: d.GetId(), Name: d.GetToolkit() + "." + d.GetName(), ModelName: d.GetModelName(),
+		Description: d.GetDescription(), ReadOnly: d.GetHints().GetReadOnly(), Idempotent: d.GetHints().GetIdempotent(),
+		RequiresApproval: d.GetRequirements().GetRequiresApproval(), Timeout: d.GetRequirements().GetTimeout().AsDuration()}
+	if r := d.GetRequirements().GetRetry(); r != nil {
+		t.MaxAttempts = int(r.GetMaxAttempts())
+		t.InitialBackoff = r.GetInitialBackoff().AsDuration()
+		t.MaxBackoff = r.GetMaxBackoff().AsDuration()
+	}
+	if s := d.GetInputSchema(); s != nil {
+		b, err := protojson.Marshal(s)
+		if err != nil {
+			return t, fmt.Errorf("tool %s: input schema: %w", t.ID, err)
+		}
+		t.InputSchema = string(b)
+	}
+	return t, nil
+}
+
+// ProgramCallTool calls one tool through the gateway as the program's principal.
+// The call id makes it idempotent: a retry returns the stored outcome. A
+// retryable execution error becomes a Temporal retry after the tool's
+// retry_after; other outcomes are returned for the script to handle.
+func (a *Activities) ProgramCallTool(ctx context.Context, req CallRequest) (*CallResult, error) {
+	ctx = agent.OnBehalfOf(ctx, req.Principal)
+	in := &structpb.Struct{}
+	if err := protojson.Unmarshal([]byte(req.InputJSON), in); err != nil {
+		return nil, temporal.NewNonRetryableApplicationError("the input is not a JSON object", "InvalidInput", err)
+	}
+	a.publish(ctx, agent.Event{RunID: programOf(req.CallID), Kind: EventToolCall, CallID: req.CallID, ToolID: req.ToolID,
+		ID: req.CallID + "/call", Message: req.InputJSON})
+	res, err := a.Gateway.CallTool(ctx, agent.WithApproval(&toolfleetv1.CallToolRequest{CallId: req.CallID, ToolId: req.ToolID, Input: in}, req.Approver))
+	out, err := callResultOf(res, err, req.MaxValueBytes)
+	if err != nil {
+		return nil, err
+	}
+	msg := "ok"
+	if out.Error != nil {
+		msg = out.Error.Kind + ": " + out.Error.Message
+	}
+	a.publish(ctx, agent.Event{RunID: programOf(req.CallID), Kind: EventToolResult, CallID: req.CallID, ToolID: req.ToolID,
+		ID: req.CallID + "/result", Message: msg})
+	return out, nil
+}
+
+// callResultOf maps a gateway outcome to what the script sees, or to an
+// activity error Temporal retries.
+func callResultOf(res *client.Result, err error, maxValue int) (*CallResult, error) {
+	var ve *client.ValidationError
+	var se *client.ServerError
+	switch {
+	case errors.As(err, &ve):
+		return &CallResult{Error: &CallError{Kind: "validation", Message: ve.Message, Fields: ve.ParameterErrors}}, nil
+	case errors.As(err, &se):
+		switch se.Code {
+		case codes.Unavailable, codes.ResourceExhausted, codes.Aborted, codes.DeadlineExceeded, codes.Internal, codes.Unknown:
+			return nil, temporal.NewApplicationError(se.Message, "GatewayUnavailable")
+		}
+		return &CallResult{Error: &CallError{Kind: "server", Message: se.Message}}, nil
+	case err != nil:
+		return nil, temporal.NewApplicationError("the gateway did not answer", "GatewayUnavailable", err)
+	}
+	if !res.Success {
+		e := res.Error
+		if e.GetCanRetry() {
+			delay := time.Duration(e.GetRetryAfterMs()) * time.Millisecond
+			return nil, temporal.NewApplicationErrorWithOptions(e.GetMessage(), "ToolRetry",
+				temporal.ApplicationErrorOptions{NextRetryDelay: delay})
+		}
+		return &CallResult{Error: &CallError{Kind: "execution", Message: e.GetMessage()}}, nil
+	}
+	b, err := protojson.Marshal(res.Value)
+	if err != nil {
+		return nil, temporal.NewNonRetryableApplicationError("the tool's result cannot be encoded", "BadResult", err)
+	}
+	if maxValue > 0 && len(b) > maxValue {
+		return &CallResult{Error: &CallError{Kind: "too_large", Message: fmt.Sprintf("the result is %d bytes, over %d", len(b), maxValue)}}, nil
+	}
+	return &CallResult{OK: true, ValueJSON: string(b)}, nil
+}
+
+// PublishProgramEvent publishes one program event.
+func (a *Activities) PublishProgramEvent(ctx context.Context, ev agent.Event) error {
+	if a.Events == nil {
+		return nil
+	}
+	if err := a.Events.Publish(ctx, ev); err != nil {
+		return fmt.Errorf("program: publish %s: %w", ev.Kind, err)
+	}
+	return nil
+}
+
+// publish sends an event from inside an activity; its loss is logged, never
+// fails the call.
+func (a *Activities) publish(ctx context.Context, ev agent.Event) {
+	if a.Events == nil {
+		return
+	}
+	ev.Time = time.Now()
+	if len(ev.Message) > MaxPrintBytes {
+		ev.Message = ev.Message[:MaxPrintBytes] + "…"
+	}
+	if err := a.Events.Publish(ctx, ev); err != nil {
+		activity.GetLogger(ctx).Warn("program event not published", "kind", ev.Kind, "call_id", ev.CallID, "error", err)
+	}
+}
+
+// programOf is the program id in a call id "<program_id>/<n>".
+func programOf(callID string) string {
+	id, _, _ := strings.Cut(callID, "/")
+	return id
+}
+
+// gatewayFailure classifies a gateway error of ResolveProgramTools: refusals are
+// final, the rest is retried.
+func gatewayFailure(what string, err error) error {
+	var se *client.ServerError
+	if errors.As(err, &se) {
+		switch se.Code {
+		case codes.NotFound, codes.PermissionDenied, codes.Unauthenticated, codes.InvalidArgument:
+			return temporal.NewNonRetryableApplicationError(what+": "+se.Message, "ToolRefused", nil)
+		}
+		return temporal.NewApplicationError(what+": "+se.Message, "GatewayUnavailable")
+	}
+	return temporal.NewApplicationError(what+": the gateway did not answer", "GatewayUnavailable", err)
+}

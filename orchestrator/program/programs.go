@@ -1,0 +1,244 @@
+package program
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/toolfleet/toolfleet/orchestrator/agent"
+)
+
+// Programs starts and steers programs from a Temporal client: the one place
+// that knows workflow ids, the query and the update. ProgramService and the
+// tests use it.
+type Programs struct {
+	Temporal  client.Client
+	TaskQueue string // default TaskQueue
+}
+
+// Outcome statuses besides StatusRunning and StatusWaitingApproval.
+const (
+	StatusCompleted = "COMPLETED"
+	StatusFailed    = "FAILED"
+	StatusCanceled  = "CANCELED"
+)
+
+// memoOwner is the memo key holding the subject that started a program, so
+// reads can be confined to it without loading history.
+const memoOwner = "owner"
+
+// ErrProgramIDTaken is returned when a program id is already used by another subject.
+var ErrProgramIDTaken = errors.New("program: the program id is taken")
+
+// ErrNotFound is returned for a program id that names no program.
+var ErrNotFound = errors.New("program: no such program")
+
+// Status is a program's state, and its outcome once it ended.
+type Status struct {
+	ProgramID string
+	// Owner is the subject that started the program.
+	Owner string
+	// Status is one of the Status* values.
+	Status string
+	// Output is set when the program completed.
+	Output *Output
+	// Error is set when it failed.
+	Error *ProgramError
+	// State is the live state while it runs.
+	State *State
+}
+
+// Done reports whether the program ended.
+func (s *Status) Done() bool {
+	return s.Status == StatusCompleted || s.Status == StatusFailed || s.Status == StatusCanceled
+}
+
+// InputError is a program that cannot start as given (its id or limits).
+type InputError struct{ Err error }
+
+func (e *InputError) Error() string { return e.Err.Error() }
+func (e *InputError) Unwrap() error { return e.Err }
+
+// NewProgramID returns a random program id.
+func NewProgramID() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return "prog-" + hex.EncodeToString(b[:])
+}
+
+func (p *Programs) queue() string {
+	if p.TaskQueue != "" {
+		return p.TaskQueue
+	}
+	return TaskQueue
+}
+
+// Start checks in (limits, syntax) and starts the program; the id is
+// generated when empty. Starting an id that is still running returns it
+// again: the program id is an idempotency key. A syntax error is returned as
+// a *ProgramError before anything starts.
+func (p *Programs) Start(ctx context.Context, in Input) (string, error) {
+	if in.ProgramID == "" {
+		in.ProgramID = NewProgramID()
+	}
+	if err := ValidProgramID(in.ProgramID); err != nil {
+		return "", &InputError{err}
+	}
+	if _, err := in.Limits.WithDefaults(); err != nil {
+		return "", &InputError{err}
+	}
+	if _, err := Compile(in.Filename, in.Source); err != nil {
+		return "", err
+	}
+	_, err := p.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+		ID:                       in.ProgramID,
+		Memo:                     map[string]any{memoOwner: in.Principal.Subject},
+		TaskQueue:                p.queue(),
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
+	}, WorkflowName, in)
+	var started *serviceerror.WorkflowExecutionAlreadyStarted
+	if err != nil && !errors.As(err, &started) {
+		return "", fmt.Errorf("program: start %s: %w", in.ProgramID, err)
+	}
+	// The id existed (running or ended) or was just started: a repeat is
+	// idempotent for its starter only, never a window on someone else's program.
+	owner, _, err := p.describe(ctx, in.ProgramID)
+	if err != nil {
+		return "", err
+	}
+	if owner != in.Principal.Subject {
+		return "", fmt.Errorf("%w: %s", ErrProgramIDTaken, in.ProgramID)
+	}
+	return in.ProgramID, nil
+}
+
+// Get returns a program's status: the live state while it runs, the outcome
+// once it ended. It never waits for the program.
+func (p *Programs) Get(ctx context.Context, id string) (*Status, error) {
+	owner, status, err := p.describe(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	st, err := p.status(ctx, id, status)
+	if st != nil {
+		st.Owner = owner
+	}
+	return st, err
+}
+
+// Owner returns the subject that started program id.
+func (p *Programs) Owner(ctx context.Context, id string) (string, error) {
+	owner, _, err := p.describe(ctx, id)
+	return owner, err
+}
+
+// describe returns a program's owner and workflow status.
+func (p *Programs) describe(ctx context.Context, id string) (string, enumspb.WorkflowExecutionStatus, error) {
+	desc, err := p.Temporal.DescribeWorkflowExecution(ctx, id, "")
+	var nf *serviceerror.NotFound
+	if errors.As(err, &nf) {
+		return "", 0, ErrNotFound
+	}
+	if err != nil {
+		return "", 0, fmt.Errorf("program: describe %s: %w", id, err)
+	}
+	info := desc.GetWorkflowExecutionInfo()
+	if info.GetType().GetName() != WorkflowName {
+		return "", 0, ErrNotFound
+	}
+	var owner string
+	if f := info.GetMemo().GetFields()[memoOwner]; f != nil {
+		_ = converter.GetDefaultDataConverter().FromPayload(f, &owner)
+	}
+	return owner, info.GetStatus(), nil
+}
+
+func (p *Programs) status(ctx context.Context, id string, status enumspb.WorkflowExecutionStatus) (*Status, error) {
+	switch status {
+	case enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING:
+		v, err := p.Temporal.QueryWorkflow(ctx, id, "", QueryGetProgram)
+		if err != nil {
+			return nil, fmt.Errorf("program: query %s: %w", id, err)
+		}
+		var st State
+		if err := v.Get(&st); err != nil {
+			return nil, fmt.Errorf("program: query %s: %w", id, err)
+		}
+		return &Status{ProgramID: id, Status: st.Status, State: &st}, nil
+	default:
+		// The program ended, so its result is in history: this does not wait.
+		return p.outcome(ctx, id)
+	}
+}
+
+// Wait waits for the program's outcome until ctx ends.
+func (p *Programs) Wait(ctx context.Context, id string) (*Status, error) {
+	return p.outcome(ctx, id)
+}
+
+func (p *Programs) outcome(ctx context.Context, id string) (*Status, error) {
+	var out Output
+	err := p.Temporal.GetWorkflow(ctx, id, "").Get(ctx, &out)
+	st := &Status{ProgramID: id}
+	var ae *temporal.ApplicationError
+	var ce *temporal.CanceledError
+	var te *temporal.TerminatedError
+	var tmo *temporal.TimeoutError
+	var nf *serviceerror.NotFound
+	switch {
+	case err == nil:
+		st.Status, st.Output = StatusCompleted, &out
+	case errors.As(err, &ae) && ae.Type() == ErrorType:
+		st.Status, st.Error = StatusFailed, &ProgramError{}
+		if derr := ae.Details(st.Error); derr != nil {
+			st.Error = &ProgramError{Kind: "internal", Message: ae.Message()}
+		}
+	case errors.As(err, &ce):
+		st.Status = StatusCanceled
+	case errors.As(err, &te), errors.As(err, &tmo):
+		st.Status, st.Error = StatusFailed, &ProgramError{Kind: "internal", Message: "the program was stopped by the platform"}
+	case errors.As(err, &nf):
+		return nil, ErrNotFound
+	case ctx.Err() != nil:
+		return nil, ctx.Err()
+	default:
+		return nil, fmt.Errorf("program: outcome of %s: %w", id, err)
+	}
+	return st, nil
+}
+
+// Decide grants or denies a call waiting for approval; the workflow's
+// validator rejects unknown and already decided calls.
+func (p *Programs) Decide(ctx context.Context, id string, d agent.Decision) error {
+	h, err := p.Temporal.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: id, UpdateName: UpdateDecideApproval,
+		WaitForStage: client.WorkflowUpdateStageCompleted, Args: []any{d}})
+	if err == nil {
+		err = h.Get(ctx, nil)
+	}
+	if err != nil {
+		return fmt.Errorf("program: decide %s on %s: %w", d.CallID, id, err)
+	}
+	return nil
+}
+
+// Cancel cancels a running program.
+func (p *Programs) Cancel(ctx context.Context, id string) error {
+	err := p.Temporal.CancelWorkflow(ctx, id, "")
+	var nf *serviceerror.NotFound
+	if errors.As(err, &nf) {
+		return ErrNotFound
+	}
+	if err != nil {
+		return fmt.Errorf("program: cancel %s: %w", id, err)
+	}
+	return nil
+}

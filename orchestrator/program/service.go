@@ -1,0 +1,378 @@
+package program
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/nats-io/nats.go/jetstream"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/types/known/structpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
+	"github.com/toolfleet/toolfleet/gen/toolfleet/v1/toolfleetv1connect"
+	"github.com/toolfleet/toolfleet/orchestrator/agent"
+	"github.com/toolfleet/toolfleet/orchestrator/agentapi"
+)
+
+// Scopes of ProgramService.
+const (
+	ScopeRun     = "programs:run"
+	ScopeRead    = "programs:read"
+	ScopeApprove = "programs:approve"
+	// ScopeAdmin reads and steers every subject's programs.
+	ScopeAdmin = "programs:admin"
+)
+
+// authorize authenticates the request and checks scope. With auth off (dev on
+// loopback) the anonymous caller holds every scope.
+func (s *Service) authorize(ctx context.Context, h http.Header, scope string) (agentapi.Caller, error) {
+	c, err := s.Auth(ctx, h)
+	if err != nil {
+		return agentapi.Caller{}, connect.NewError(connect.CodeUnauthenticated, err)
+	}
+	if !c.Anonymous && !slices.Contains(c.Scopes, scope) {
+		return agentapi.Caller{}, connect.NewError(connect.CodePermissionDenied, fmt.Errorf("this call needs the %s scope", scope))
+	}
+	return c, nil
+}
+
+// sees reports whether c may read or steer a program started by owner: its
+// starter, an admin, or anyone with auth off.
+func sees(c agentapi.Caller, owner string) bool {
+	return c.Anonymous || slices.Contains(c.Scopes, ScopeAdmin) || owner == c.Subject
+}
+
+// Service implements ProgramService (Connect, gRPC and HTTP JSON through the
+// gateway's mount) over [Programs].
+type Service struct {
+	Programs *Programs
+	// Events is the JetStream holding run events (WatchProgram).
+	Events jetstream.JetStream
+	// Auth authenticates callers from their headers, as for the AgentService; required.
+	Auth agentapi.Authenticator
+	// Triggers lists the configured triggers (ListTriggers); nil lists none.
+	Triggers func() []*toolfleetv1.Trigger
+	// MaxWait bounds RunProgram with wait set when the request has no
+	// deadline. Default 5 minutes.
+	MaxWait time.Duration
+}
+
+var _ toolfleetv1connect.ProgramServiceHandler = (*Service)(nil)
+
+// RunProgram starts a program, and with wait returns its outcome.
+func (s *Service) RunProgram(ctx context.Context, req *connect.Request[toolfleetv1.RunProgramRequest]) (*connect.Response[toolfleetv1.RunProgramResponse], error) {
+	c, err := s.authorize(ctx, req.Header(), ScopeRun)
+	if err != nil {
+		return nil, err
+	}
+	p := Principal{Subject: c.Subject, Scopes: c.Scopes}
+	m := req.Msg
+	if len(m.GetSource()) > MaxSourceBytes {
+		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("source is over %d bytes", MaxSourceBytes))
+	}
+	in := Input{ProgramID: m.GetProgramId(), Filename: m.GetFilename(), Source: m.GetSource(), Tools: m.GetTools(),
+		Principal: p, Limits: limitsOf(m.GetLimits())}
+	if m.GetArgs() != nil {
+		b, err := protojson.Marshal(m.GetArgs())
+		if err != nil {
+			return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("args are not a JSON object"))
+		}
+		in.ArgsJSON = string(b)
+	}
+	id, err := s.Programs.Start(ctx, in)
+	var pe *ProgramError
+	switch {
+	case errors.As(err, &pe):
+		return connect.NewResponse(&toolfleetv1.RunProgramResponse{ProgramId: in.ProgramID,
+			Status: toolfleetv1.ProgramStatus_PROGRAM_STATUS_FAILED, ProgramError: pe.proto(), Error: pe.Error()}), nil
+	case err != nil:
+		return nil, startError(err)
+	}
+	resp := &toolfleetv1.RunProgramResponse{ProgramId: id, Status: toolfleetv1.ProgramStatus_PROGRAM_STATUS_RUNNING}
+	if !m.GetWait() {
+		return connect.NewResponse(resp), nil
+	}
+	wctx := ctx
+	if _, ok := ctx.Deadline(); !ok {
+		maxWait := s.MaxWait
+		if maxWait <= 0 {
+			maxWait = 5 * time.Minute
+		}
+		var cancel context.CancelFunc
+		wctx, cancel = context.WithTimeout(ctx, maxWait)
+		defer cancel()
+	}
+	st, err := s.wait(wctx, id)
+	if err != nil {
+		if wctx.Err() != nil && ctx.Err() == nil {
+			return connect.NewResponse(resp), nil // still running: GetProgram later
+		}
+		return nil, internal(err)
+	}
+	out := statusProto(st)
+	resp.Status, resp.Result, resp.ProgramError, resp.ToolCalls = out.GetStatus(), out.GetResult(), out.GetProgramError(), out.GetToolCalls()
+	resp.Error = out.GetError()
+	return connect.NewResponse(resp), nil
+}
+
+// GetProgram returns a program's status and outcome.
+func (s *Service) GetProgram(ctx context.Context, req *connect.Request[toolfleetv1.GetProgramRequest]) (*connect.Response[toolfleetv1.GetProgramResponse], error) {
+	c, err := s.authorize(ctx, req.Header(), ScopeRead)
+	if err != nil {
+		return nil, err
+	}
+	st, err := s.Programs.Get(ctx, req.Msg.GetProgramId())
+	if err != nil {
+		return nil, lookupError(err)
+	}
+	if !sees(c, st.Owner) {
+		return nil, lookupError(ErrNotFound) // another caller's program does not exist for this one
+	}
+	return connect.NewResponse(statusProto(st)), nil
+}
+
+// CancelProgram cancels a running program.
+func (s *Service) CancelProgram(ctx context.Context, req *connect.Request[toolfleetv1.CancelProgramRequest]) (*connect.Response[toolfleetv1.CancelProgramResponse], error) {
+	if _, err := s.own(ctx, req.Header(), ScopeRun, req.Msg.GetProgramId()); err != nil {
+		return nil, err
+	}
+	if err := s.Programs.Cancel(ctx, req.Msg.GetProgramId()); err != nil {
+		return nil, lookupError(err)
+	}
+	return connect.NewResponse(&toolfleetv1.CancelProgramResponse{}), nil
+}
+
+// DecideProgramApproval grants or denies a call waiting for approval.
+func (s *Service) DecideProgramApproval(ctx context.Context, req *connect.Request[toolfleetv1.DecideProgramApprovalRequest]) (*connect.Response[toolfleetv1.DecideProgramApprovalResponse], error) {
+	m := req.Msg
+	c, err := s.own(ctx, req.Header(), ScopeApprove, m.GetProgramId())
+	if err != nil {
+		return nil, err
+	}
+	approver := c.Subject
+	if approver == "" {
+		approver = "anonymous"
+	}
+	d := agent.Decision{CallID: m.GetCallId(), Approved: m.GetApproved(), Approver: approver, Reason: m.GetReason()}
+	if err := s.Programs.Decide(ctx, m.GetProgramId(), d); err != nil {
+		// The validator's refusal (unknown or decided call) is the caller's to fix.
+		return nil, connect.NewError(connect.CodeFailedPrecondition, errors.New("no such call is waiting for approval in this program"))
+	}
+	return connect.NewResponse(&toolfleetv1.DecideProgramApprovalResponse{}), nil
+}
+
+// WatchProgram streams the program's events until it ends.
+func (s *Service) WatchProgram(ctx context.Context, req *connect.Request[toolfleetv1.WatchProgramRequest], stream *connect.ServerStream[toolfleetv1.WatchProgramResponse]) error {
+	return s.watch(ctx, req.Header(), req.Msg, stream.Send)
+}
+
+// watch serves WatchProgram for Connect and gRPC alike.
+func (s *Service) watch(ctx context.Context, h http.Header, req *toolfleetv1.WatchProgramRequest, send func(*toolfleetv1.WatchProgramResponse) error) error {
+	id := req.GetProgramId()
+	if _, err := s.own(ctx, h, ScopeRead, id); err != nil {
+		return err
+	}
+	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: []string{agent.EventSubjectPrefix + id + ".>"}}
+	if seq := req.GetAfterSequence(); seq > 0 {
+		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, seq+1
+	}
+	cons, err := s.Events.OrderedConsumer(ctx, agent.DefaultEventStream, cfg)
+	if err != nil {
+		return internal(err)
+	}
+	for ctx.Err() == nil {
+		msg, err := cons.Next(jetstream.FetchMaxWait(5 * time.Second))
+		if errors.Is(err, jetstream.ErrNoMessages) || errors.Is(err, context.DeadlineExceeded) {
+			// Quiet: end the watch if the program ended without a final event
+			// (e.g. terminated), else keep waiting.
+			if st, err := s.Programs.Get(ctx, id); err == nil && st.Done() {
+				return nil
+			}
+			continue
+		}
+		if err != nil {
+			return internal(err)
+		}
+		ev, err := agent.DecodeEvent(msg.Data())
+		if err != nil {
+			continue
+		}
+		var seq uint64
+		if md, _ := msg.Metadata(); md != nil {
+			seq = md.Sequence.Stream
+		}
+		if err := send(&toolfleetv1.WatchProgramResponse{Event: ev, Sequence: seq}); err != nil {
+			return err
+		}
+		switch ev.GetKind() {
+		case EventCompleted, EventFailed, agent.EventCancelled:
+			return nil
+		}
+	}
+	return connect.NewError(connect.CodeCanceled, ctx.Err())
+}
+
+// wait returns the outcome of program id once it ended. It waits on the
+// program's final event in NATS, not on Temporal's history long poll, whose
+// close notification can be dropped (docs/architecture.md), then reads the
+// outcome, which the workflow records a moment after that event.
+func (s *Service) wait(ctx context.Context, id string) (*Status, error) {
+	cons, err := s.Events.OrderedConsumer(ctx, agent.DefaultEventStream, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{agent.EventSubject(id, EventCompleted), agent.EventSubject(id, EventFailed),
+			agent.EventSubject(id, agent.EventCancelled)}})
+	if err != nil {
+		return nil, err
+	}
+	final := false
+	for {
+		st, err := s.Programs.Get(ctx, id)
+		if err != nil || st.Done() {
+			return st, err
+		}
+		if final { // the workflow is closing: look again shortly
+			select {
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			case <-time.After(20 * time.Millisecond):
+			}
+			continue
+		}
+		// Until a final event arrives (or a second passes, for programs that
+		// ended without one), then look again.
+		_, err = cons.Next(jetstream.FetchMaxWait(time.Second))
+		switch {
+		case err == nil:
+			final = true
+		case ctx.Err() != nil:
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// ListTriggers lists the configured triggers.
+func (s *Service) ListTriggers(ctx context.Context, req *connect.Request[toolfleetv1.ListTriggersRequest]) (*connect.Response[toolfleetv1.ListTriggersResponse], error) {
+	if _, err := s.authorize(ctx, req.Header(), ScopeRead); err != nil {
+		return nil, err
+	}
+	resp := &toolfleetv1.ListTriggersResponse{}
+	if s.Triggers != nil {
+		resp.Triggers = s.Triggers()
+	}
+	return connect.NewResponse(resp), nil
+}
+
+// own checks that the caller holds scope and may see program id; an unknown
+// program and another subject's look the same.
+func (s *Service) own(ctx context.Context, h http.Header, scope, id string) (agentapi.Caller, error) {
+	c, err := s.authorize(ctx, h, scope)
+	if err != nil {
+		return c, err
+	}
+	if err := ValidProgramID(id); err != nil {
+		return c, connect.NewError(connect.CodeInvalidArgument, err)
+	}
+	owner, err := s.Programs.Owner(ctx, id)
+	if err != nil {
+		return c, lookupError(err)
+	}
+	if !sees(c, owner) {
+		return c, lookupError(ErrNotFound)
+	}
+	return c, nil
+}
+
+// Handler returns the path prefix and handler to mount at the gateway.
+func (s *Service) Handler() (string, http.Handler) {
+	return toolfleetv1connect.NewProgramServiceHandler(s, connect.WithReadMaxBytes(MaxSourceBytes+(64<<10)))
+}
+
+func limitsOf(l *toolfleetv1.ProgramLimits) Limits {
+	if l == nil {
+		return Limits{}
+	}
+	return Limits{MaxSteps: uint64(max(l.GetMaxSteps(), 0)), MaxToolCalls: int(l.GetMaxToolCalls()),
+		MaxWidth: int(l.GetMaxWidth()), Deadline: l.GetDeadline().AsDuration(), MaxValueBytes: int(l.GetMaxValueBytes()),
+		MaxResultBytes: int(l.GetMaxResultBytes()), ApprovalWait: l.GetApprovalWait().AsDuration()}
+}
+
+func (e *ProgramError) proto() *toolfleetv1.ProgramError {
+	if e == nil {
+		return nil
+	}
+	return &toolfleetv1.ProgramError{Kind: e.Kind, Limit: e.Limit, Message: e.Message, Position: e.Position, Line: e.Line}
+}
+
+var statusCodes = map[string]toolfleetv1.ProgramStatus{
+	StatusRunning:         toolfleetv1.ProgramStatus_PROGRAM_STATUS_RUNNING,
+	StatusWaitingApproval: toolfleetv1.ProgramStatus_PROGRAM_STATUS_WAITING_APPROVAL,
+	StatusCompleted:       toolfleetv1.ProgramStatus_PROGRAM_STATUS_COMPLETED,
+	StatusFailed:          toolfleetv1.ProgramStatus_PROGRAM_STATUS_FAILED,
+	StatusCanceled:        toolfleetv1.ProgramStatus_PROGRAM_STATUS_CANCELED,
+}
+
+// statusProto renders a Status as GetProgram's response.
+func statusProto(st *Status) *toolfleetv1.GetProgramResponse {
+	resp := &toolfleetv1.GetProgramResponse{ProgramId: st.ProgramID, Status: statusCodes[st.Status], Done: st.Done()}
+	if st.State != nil {
+		resp.ToolCalls = int32(st.State.ToolCalls)
+		for _, pa := range st.State.Pending {
+			args := &structpb.Struct{}
+			if err := protojson.Unmarshal([]byte(pa.InputJSON), args); err != nil {
+				args = nil
+			}
+			resp.PendingApprovals = append(resp.PendingApprovals, &toolfleetv1.PendingApproval{CallId: pa.CallID,
+				ToolId: pa.ToolID, Arguments: args, RequestedAt: timestamppb.New(pa.RequestedAt)})
+		}
+	}
+	if st.Output != nil {
+		resp.ToolCalls = int32(st.Output.ToolCalls)
+		var v any
+		if err := json.Unmarshal([]byte(st.Output.ResultJSON), &v); err == nil {
+			if pv, err := structpb.NewValue(v); err == nil {
+				resp.Result = pv
+			}
+		}
+	}
+	if st.Error != nil {
+		resp.ProgramError, resp.Error = st.Error.proto(), st.Error.Error()
+	}
+	return resp
+}
+
+func lookupError(err error) error {
+	if errors.Is(err, ErrNotFound) {
+		return connect.NewError(connect.CodeNotFound, errors.New("no such program"))
+	}
+	return internal(err)
+}
+
+func startError(err error) error {
+	// Bad ids and limits are the caller's; the messages name the field.
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return connect.NewError(connect.CodeDeadlineExceeded, errors.New("the program could not be started in time"))
+	}
+	var ce *connect.Error
+	if errors.As(err, &ce) {
+		return ce
+	}
+	if errors.Is(err, ErrProgramIDTaken) {
+		return connect.NewError(connect.CodeAlreadyExists, errors.New("the program id is taken; choose another"))
+	}
+	var ie *InputError
+	if errors.As(err, &ie) {
+		return connect.NewError(connect.CodeInvalidArgument, ie)
+	}
+	return internal(err)
+}
+
+// internal hides an internal error's text from callers.
+func internal(error) error {
+	return connect.NewError(connect.CodeUnavailable, errors.New("the orchestrator is not available, try again"))
+}

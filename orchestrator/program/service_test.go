@@ -1,0 +1,254 @@
+package program_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
+	"github.com/toolfleet/toolfleet/gen/toolfleet/v1/toolfleetv1connect"
+	"github.com/toolfleet/toolfleet/orchestrator/agentapi"
+	"github.com/toolfleet/toolfleet/orchestrator/program"
+)
+
+// serve runs ProgramService over real Connect on loopback. The caller's
+// subject is the bearer token, standing in for the gateway's authentication;
+// "reader" holds only programs:read, every other subject every program scope.
+func serve(t *testing.T, s *stack) (toolfleetv1connect.ProgramServiceClient, *program.Service) {
+	t.Helper()
+	svc := &program.Service{
+		Programs: &program.Programs{Temporal: s.temporal, TaskQueue: s.queue},
+		Events:   s.js,
+		Triggers: func() []*toolfleetv1.Trigger {
+			return []*toolfleetv1.Trigger{{Name: "orders", Subject: "toolfleet.triggers.orders", Target: "program"}}
+		},
+		Auth: func(_ context.Context, h http.Header) (agentapi.Caller, error) {
+			sub := strings.TrimPrefix(h.Get("Authorization"), "Bearer ")
+			switch sub {
+			case "":
+				return agentapi.Caller{}, errors.New("no subject")
+			case "reader":
+				return agentapi.Caller{Subject: sub, Scopes: []string{program.ScopeRead}}, nil
+			}
+			return agentapi.Caller{Subject: sub, Scopes: []string{program.ScopeRun, program.ScopeRead, program.ScopeApprove}}, nil
+		},
+	}
+	mux := http.NewServeMux()
+	mux.Handle(svc.Handler())
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	return toolfleetv1connect.NewProgramServiceClient(srv.Client(), srv.URL), svc
+}
+
+func as[T any](subject string, msg *T) *connect.Request[T] {
+	req := connect.NewRequest(msg)
+	req.Header().Set("Authorization", "Bearer "+subject)
+	return req
+}
+
+func TestService(t *testing.T) {
+	t.Parallel()
+	s := startStack(t)
+	c, svc := serve(t, s)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+
+	args, _ := structpb.NewStruct(map[string]any{"n": 4})
+	run, err := c.RunProgram(ctx, as("alice", &toolfleetv1.RunProgramRequest{ProgramId: "svc-1", Wait: true, Args: args,
+		Tools: []string{"Calculator.Add"}, Source: "print('adding')\nresult = Calculator_Add(a=args['n'], b=1).value['result']\n"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := run.Msg; m.GetStatus() != toolfleetv1.ProgramStatus_PROGRAM_STATUS_COMPLETED || m.GetResult().GetNumberValue() != 5 || m.GetToolCalls() != 1 {
+		t.Fatalf("RunProgram = %v, want COMPLETED with result 5 after 1 call", m)
+	}
+
+	t.Run("a syntax error fails at once with its position", func(t *testing.T) {
+		t.Parallel()
+		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+		defer cancel()
+		res, err := c.RunProgram(ctx, as("alice", &toolfleetv1.RunProgramRequest{Source: "x = (1 +* 2)\n", Filename: "bad.star"}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		pe := res.Msg.GetProgramError()
+		if res.Msg.GetStatus() != toolfleetv1.ProgramStatus_PROGRAM_STATUS_FAILED || pe.GetKind() != "syntax" || pe.GetPosition() != "bad.star:1:9" || pe.GetLine() != "x = (1 +* 2)" {
+			t.Fatalf("RunProgram = %v, want a syntax error at bad.star:1:9", res.Msg)
+		}
+	})
+	t.Run("another subject sees no program", func(t *testing.T) {
+		t.Parallel()
+		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+		defer cancel()
+		_, err := c.GetProgram(ctx, as("mallory", &toolfleetv1.GetProgramRequest{ProgramId: "svc-1"}))
+		if connect.CodeOf(err) != connect.CodeNotFound {
+			t.Fatalf("GetProgram as another subject: %v, want NotFound", err)
+		}
+		res, err := c.RunProgram(ctx, as("mallory", &toolfleetv1.RunProgramRequest{ProgramId: "svc-1", Wait: true, Source: "result = 0\n"}))
+		if connect.CodeOf(err) != connect.CodeAlreadyExists {
+			t.Fatalf("RunProgram with another subject's id: %v %v, want AlreadyExists", res, err)
+		}
+		_, err = c.CancelProgram(ctx, as("mallory", &toolfleetv1.CancelProgramRequest{ProgramId: "svc-1"}))
+		if connect.CodeOf(err) != connect.CodeNotFound {
+			t.Fatalf("CancelProgram as another subject: %v, want NotFound", err)
+		}
+	})
+	t.Run("triggers are listed", func(t *testing.T) {
+		t.Parallel()
+		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+		defer cancel()
+		got, err := c.ListTriggers(ctx, as("alice", &toolfleetv1.ListTriggersRequest{}))
+		if err != nil || len(got.Msg.GetTriggers()) != 1 || got.Msg.GetTriggers()[0].GetName() != "orders" {
+			t.Fatalf("ListTriggers = %v, %v", got, err)
+		}
+		if _, err := c.ListTriggers(ctx, connect.NewRequest(&toolfleetv1.ListTriggersRequest{})); connect.CodeOf(err) != connect.CodeUnauthenticated {
+			t.Fatalf("ListTriggers without a caller: %v, want Unauthenticated", err)
+		}
+	})
+	t.Run("a caller without programs:run cannot start", func(t *testing.T) {
+		t.Parallel()
+		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+		defer cancel()
+		_, err := c.RunProgram(ctx, as("reader", &toolfleetv1.RunProgramRequest{Source: "result = 1\n"}))
+		if connect.CodeOf(err) != connect.CodePermissionDenied {
+			t.Fatalf("RunProgram as reader: %v, want PermissionDenied", err)
+		}
+	})
+	t.Run("over gRPC", func(t *testing.T) {
+		t.Parallel()
+		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+		defer cancel()
+		var late program.Late
+		late.Set(svc)
+		srv := grpc.NewServer()
+		late.RegisterGRPC(srv)
+		lis, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		go func() { _ = srv.Serve(lis) }()
+		t.Cleanup(srv.Stop)
+		conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = conn.Close() })
+		gc := toolfleetv1.NewProgramServiceClient(conn)
+		actx := metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer alice")
+		got, err := gc.GetProgram(actx, &toolfleetv1.GetProgramRequest{ProgramId: "svc-1"})
+		if err != nil || got.GetResult().GetNumberValue() != 5 {
+			t.Fatalf("GetProgram over gRPC = %v, %v", got, err)
+		}
+		if _, err := gc.GetProgram(metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer mallory"),
+			&toolfleetv1.GetProgramRequest{ProgramId: "svc-1"}); status.Code(err) != codes.NotFound {
+			t.Fatalf("GetProgram over gRPC as another subject: %v, want NotFound", err)
+		}
+		st, err := gc.WatchProgram(actx, &toolfleetv1.WatchProgramRequest{ProgramId: "svc-1"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var last string
+		for {
+			m, err := st.Recv()
+			if err != nil {
+				break
+			}
+			last = m.GetEvent().GetKind()
+		}
+		if last != "completed" {
+			t.Fatalf("the gRPC watch ended with %q, want completed", last)
+		}
+	})
+	t.Run("the owner gets it", func(t *testing.T) {
+		t.Parallel()
+		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+		defer cancel()
+		got, err := c.GetProgram(ctx, as("alice", &toolfleetv1.GetProgramRequest{ProgramId: "svc-1"}))
+		if err != nil || !got.Msg.GetDone() || got.Msg.GetResult().GetNumberValue() != 5 {
+			t.Fatalf("GetProgram = %v, %v", got, err)
+		}
+	})
+	t.Run("watch replays the events to the end", func(t *testing.T) {
+		t.Parallel()
+		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+		defer cancel()
+		st, err := c.WatchProgram(ctx, as("alice", &toolfleetv1.WatchProgramRequest{ProgramId: "svc-1"}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var kinds []string
+		for st.Receive() {
+			kinds = append(kinds, st.Msg().GetEvent().GetKind())
+		}
+		if err := st.Err(); err != nil {
+			t.Fatal(err)
+		}
+		want := []string{"started", "tool_call", "tool_result", "print", "completed"}
+		if !sameSet(kinds, want) || kinds[len(kinds)-1] != "completed" {
+			t.Fatalf("events %q, want %q ending with completed", kinds, want)
+		}
+	})
+	t.Run("cancel a program waiting for approval", func(t *testing.T) {
+		t.Parallel()
+		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+		defer cancel()
+		res, err := c.RunProgram(ctx, as("alice", &toolfleetv1.RunProgramRequest{ProgramId: "svc-cancel",
+			Tools: []string{"SchemaTest.Types"}, Source: "SchemaTest_Types(s='never-approved')\n"}))
+		if err != nil || res.Msg.GetStatus() != toolfleetv1.ProgramStatus_PROGRAM_STATUS_RUNNING {
+			t.Fatalf("RunProgram = %v, %v", res, err)
+		}
+		for {
+			got, err := c.GetProgram(ctx, as("alice", &toolfleetv1.GetProgramRequest{ProgramId: "svc-cancel"}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Msg.GetStatus() == toolfleetv1.ProgramStatus_PROGRAM_STATUS_WAITING_APPROVAL {
+				if p := got.Msg.GetPendingApprovals(); len(p) != 1 || p[0].GetCallId() != "svc-cancel/1" {
+					t.Fatalf("pending approvals %v", p)
+				}
+				break
+			}
+			select {
+			case <-ctx.Done():
+				t.Fatal("the program never waited for approval")
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+		if _, err := c.CancelProgram(ctx, as("alice", &toolfleetv1.CancelProgramRequest{ProgramId: "svc-cancel"})); err != nil {
+			t.Fatal(err)
+		}
+		st, err := (&program.Programs{Temporal: s.temporal}).Wait(ctx, "svc-cancel")
+		if err != nil || st.Status != program.StatusCanceled {
+			t.Fatalf("after cancel: %+v, %v; want CANCELED", st, err)
+		}
+		if n := len(s.fleet.SchemaTest.TypesFor("never-approved")); n != 0 {
+			t.Fatalf("the tool ran %d times, want 0", n)
+		}
+	})
+}
+
+func sameSet(got, want []string) bool {
+	seen := map[string]bool{}
+	for _, k := range got {
+		seen[k] = true
+	}
+	for _, k := range want {
+		if !seen[k] {
+			return false
+		}
+	}
+	return len(seen) == len(want)
+}

@@ -1,0 +1,316 @@
+package program
+
+import (
+	"fmt"
+	"regexp"
+	"time"
+
+	"github.com/toolfleet/toolfleet/orchestrator/agent"
+)
+
+// Names the Temporal UI and CLI show, and that clients use.
+const (
+	// TaskQueue is the default task queue of programs: the orchestrator's
+	// worker serves agent runs and programs on one queue.
+	TaskQueue = agent.TaskQueue
+	// WorkflowName is the registered name of [ProgramWorkflow].
+	WorkflowName = "Program"
+
+	// Activity names.
+	ResolveToolsActivity = "ResolveProgramTools"
+	CallToolActivity     = "ProgramCallTool"
+	PublishEventActivity = "PublishProgramEvent"
+
+	// UpdateDecideApproval grants or denies a call waiting for approval: the
+	// same validated Update, with the same argument (agent.Decision), as agent runs.
+	UpdateDecideApproval = agent.UpdateDecideApproval
+	// QueryGetProgram returns a [State].
+	QueryGetProgram = "GetProgram"
+
+	// ErrorType is the Temporal application error type of a failed program;
+	// its details hold a [ProgramError].
+	ErrorType = "ProgramError"
+)
+
+// InterpreterVersion names the interpreter's behaviour recorded in a program's
+// history (workflow.GetVersion "starlark-interpreter"). Bump it when an
+// upgrade of go.starlark.net or of the builtins could change what a replay
+// computes (for instance where a step limit trips), and raise
+// minInterpreterVersion when the old behaviour is no longer available, so an
+// old history fails loudly instead of diverging.
+const (
+	InterpreterVersion    = 1
+	minInterpreterVersion = 1
+	interpreterChangeID   = "starlark-interpreter"
+)
+
+// Defaults applied to a zero [Limits] field, and the ceilings a caller may ask for.
+const (
+	DefaultMaxSteps       = 1_000_000
+	DefaultMaxToolCalls   = 100
+	DefaultMaxWidth       = 8
+	DefaultDeadline       = 10 * time.Minute
+	DefaultMaxValueBytes  = 256 << 10
+	DefaultMaxResultBytes = 256 << 10
+	DefaultApprovalWait   = 24 * time.Hour
+
+	// MaxSteps keeps the pure computation between two tool calls well inside
+	// a workflow task (about 50 ns a step: 10M steps ≈ 0.5 s).
+	MaxSteps       = 10_000_000
+	MaxToolCalls   = 10_000
+	MaxWidth       = 64
+	MaxDeadline    = 7 * 24 * time.Hour
+	MaxValueBytes  = 1 << 20
+	MaxResultBytes = 1 << 20
+	// MaxSourceBytes bounds a program's source.
+	MaxSourceBytes = 256 << 10
+	// MaxPrints bounds the print events of one program; later prints are dropped.
+	MaxPrints = 1000
+	// MaxPrintBytes bounds one print event's text; longer text is cut.
+	MaxPrintBytes = 4 << 10
+)
+
+// DeadlockDetectionTimeout is the worker option (worker.Options) that
+// workers running programs need: a script computes between two tool calls
+// without yielding to Temporal, and the SDK's default of 1 s would mistake a
+// long (but bounded) computation for a deadlock on a busy machine.
+const DeadlockDetectionTimeout = 10 * time.Second
+
+// Limit names, used in errors (ProgramError.Limit) and docs.
+const (
+	LimitSteps     = "max_steps"
+	LimitToolCalls = "max_tool_calls"
+	LimitWidth     = "max_width"
+	LimitDeadline  = "deadline"
+	LimitValue     = "max_value_bytes"
+	LimitResult    = "max_result_bytes"
+)
+
+// Limits bound one program; a zero field takes its default.
+type Limits struct {
+	// MaxSteps bounds Starlark execution steps (the interpreter's own counter),
+	// summed over the script and every function run by parallel.
+	MaxSteps uint64 `json:"max_steps,omitempty"`
+	// MaxToolCalls bounds the tool calls the script may start.
+	MaxToolCalls int `json:"max_tool_calls,omitempty"`
+	// MaxWidth bounds the tool calls in flight at once (and parallel's width).
+	MaxWidth int `json:"max_width,omitempty"`
+	// Deadline bounds the program's duration in workflow time, waits included.
+	Deadline time.Duration `json:"deadline,omitempty"`
+	// MaxValueBytes bounds the JSON size of any tool input or tool result.
+	MaxValueBytes int `json:"max_value_bytes,omitempty"`
+	// MaxResultBytes bounds the JSON size of the program's result.
+	MaxResultBytes int `json:"max_result_bytes,omitempty"`
+	// ApprovalWait is how long a call that needs approval waits for a
+	// decision before it counts as denied (within the deadline).
+	ApprovalWait time.Duration `json:"approval_wait,omitempty"`
+}
+
+// WithDefaults fills zero fields and checks the ceilings.
+func (l Limits) WithDefaults() (Limits, error) {
+	def := func(v, d int) int {
+		if v == 0 {
+			return d
+		}
+		return v
+	}
+	if l.MaxSteps == 0 {
+		l.MaxSteps = DefaultMaxSteps
+	}
+	l.MaxToolCalls = def(l.MaxToolCalls, DefaultMaxToolCalls)
+	l.MaxWidth = def(l.MaxWidth, DefaultMaxWidth)
+	l.MaxValueBytes = def(l.MaxValueBytes, DefaultMaxValueBytes)
+	l.MaxResultBytes = def(l.MaxResultBytes, DefaultMaxResultBytes)
+	if l.Deadline == 0 {
+		l.Deadline = DefaultDeadline
+	}
+	if l.ApprovalWait == 0 {
+		l.ApprovalWait = DefaultApprovalWait
+	}
+	switch {
+	case l.MaxSteps > MaxSteps:
+		return l, fmt.Errorf("program: %s %d is over the ceiling %d", LimitSteps, l.MaxSteps, MaxSteps)
+	case l.MaxToolCalls < 0 || l.MaxToolCalls > MaxToolCalls:
+		return l, fmt.Errorf("program: %s %d: want 1..%d", LimitToolCalls, l.MaxToolCalls, MaxToolCalls)
+	case l.MaxWidth < 0 || l.MaxWidth > MaxWidth:
+		return l, fmt.Errorf("program: %s %d: want 1..%d", LimitWidth, l.MaxWidth, MaxWidth)
+	case l.Deadline < 0 || l.Deadline > MaxDeadline:
+		return l, fmt.Errorf("program: %s %s: want up to %s", LimitDeadline, l.Deadline, MaxDeadline)
+	case l.MaxValueBytes < 0 || l.MaxValueBytes > MaxValueBytes:
+		return l, fmt.Errorf("program: %s %d: want 1..%d", LimitValue, l.MaxValueBytes, MaxValueBytes)
+	case l.MaxResultBytes < 0 || l.MaxResultBytes > MaxResultBytes:
+		return l, fmt.Errorf("program: %s %d: want 1..%d", LimitResult, l.MaxResultBytes, MaxResultBytes)
+	case l.ApprovalWait < 0:
+		return l, fmt.Errorf("program: approval_wait %s is negative", l.ApprovalWait)
+	}
+	return l, nil
+}
+
+// Principal is who runs the program: its tool calls run as this subject with
+// exactly these scopes (delegated by the orchestrator, never as a superuser),
+// as agent runs do.
+type Principal = agent.Principal
+
+// Input starts a [ProgramWorkflow].
+type Input struct {
+	// ProgramID is the workflow id and the prefix of every call id.
+	ProgramID string `json:"program_id"`
+	// Filename names the script in errors; default "program.star".
+	Filename string `json:"filename,omitempty"`
+	Source   string `json:"source"`
+	// ArgsJSON is a JSON object, the script's global `args`; empty means {}.
+	// JSON text (not a map) keeps 64-bit integers exact through history.
+	ArgsJSON string `json:"args_json,omitempty"`
+	// Tools are tool ids or globs ("Calculator.*", "KV.Get@1") the script may call.
+	Tools     []string  `json:"tools,omitempty"`
+	Limits    Limits    `json:"limits"`
+	Principal Principal `json:"principal"`
+}
+
+// DefaultFilename names a script that was given no file name.
+const DefaultFilename = "program.star"
+
+var programIDPattern = regexp.MustCompile(`^[A-Za-z0-9_=-]{1,100}$`)
+
+// ValidProgramID reports whether id can name a program: it is used as a NATS
+// subject token and as the prefix of call ids.
+func ValidProgramID(id string) error {
+	if !programIDPattern.MatchString(id) {
+		return fmt.Errorf("program: id %q: want 1-100 of A-Z a-z 0-9 _ = -", id)
+	}
+	return nil
+}
+
+// Output is what a finished program returns.
+type Output struct {
+	// ResultJSON is the JSON of the script's `result` ("null" when unset).
+	ResultJSON string `json:"result_json"`
+	ToolCalls  int    `json:"tool_calls"`
+	Steps      uint64 `json:"steps"`
+}
+
+// ProgramError says why a program failed: a limit, a syntax or runtime error,
+// fail(), or a failure of the platform. It is the detail of the workflow's
+// application error (type [ErrorType]).
+type ProgramError struct {
+	// Kind: "syntax", "runtime", "limit", "fail", "tools" (the allowed tools
+	// could not be resolved) or "internal".
+	Kind string `json:"kind"`
+	// Limit names the limit that was hit (one of the Limit* values).
+	Limit   string `json:"limit,omitempty"`
+	Message string `json:"message"`
+	// Position is "file:line:column" in the script, when known.
+	Position string `json:"position,omitempty"`
+	// Line is the script's line at Position.
+	Line string `json:"line,omitempty"`
+	// Backtrace is Starlark's traceback for runtime errors.
+	Backtrace string `json:"backtrace,omitempty"`
+}
+
+// Error renders e as "file:line:col: message\n\tline".
+func (e *ProgramError) Error() string {
+	s := e.Message
+	if e.Position != "" {
+		s = e.Position + ": " + s
+	}
+	if e.Line != "" {
+		s += "\n\t" + e.Line
+	}
+	return s
+}
+
+// Tool is what a program needs to know of one allowed tool, resolved once at
+// start by an activity and kept in history.
+type Tool struct {
+	// ID is the fully qualified id "Toolkit.Tool@x.y.z".
+	ID string `json:"id"`
+	// Name is "Toolkit.Tool".
+	Name string `json:"name"`
+	// ModelName is the stub's name, e.g. "Calculator_Add".
+	ModelName   string `json:"model_name"`
+	Description string `json:"description,omitempty"`
+	// InputSchema is the JSON Schema of the input object.
+	InputSchema      string        `json:"input_schema,omitempty"`
+	ReadOnly         bool          `json:"read_only,omitempty"`
+	Idempotent       bool          `json:"idempotent,omitempty"`
+	RequiresApproval bool          `json:"requires_approval,omitempty"`
+	Timeout          time.Duration `json:"timeout,omitempty"`
+	MaxAttempts      int           `json:"max_attempts,omitempty"`
+	InitialBackoff   time.Duration `json:"initial_backoff,omitempty"`
+	MaxBackoff       time.Duration `json:"max_backoff,omitempty"`
+}
+
+// CallRequest is the CallTool activity's input.
+type CallRequest struct {
+	// CallID is "<program_id>/<n>": the gateway's idempotency key, so a
+	// retried activity or a replay never repeats a side effect.
+	CallID    string    `json:"call_id"`
+	ToolID    string    `json:"tool_id"`
+	InputJSON string    `json:"input_json"`
+	Principal Principal `json:"principal"`
+	// Approver is set when the call was approved through DecideApproval.
+	Approver string `json:"approver,omitempty"`
+	// MaxValueBytes bounds the result's JSON.
+	MaxValueBytes int `json:"max_value_bytes"`
+}
+
+// CallResult is the CallTool activity's output: a tool's success or a
+// failure the script can handle.
+type CallResult struct {
+	OK        bool       `json:"ok"`
+	ValueJSON string     `json:"value_json,omitempty"`
+	Error     *CallError `json:"error,omitempty"`
+}
+
+// CallError is the error of a failed call, as a script sees it.
+type CallError struct {
+	// Kind: "execution" (the tool failed), "validation" (the input does not
+	// fit the contract), "denied" (approval denied or timed out), "server"
+	// (the gateway refused the call) or "too_large" (a value over
+	// max_value_bytes).
+	Kind     string `json:"kind"`
+	Message  string `json:"message"`
+	CanRetry bool   `json:"can_retry,omitempty"`
+	// Fields maps input fields to what is wrong with them (validation).
+	Fields map[string]string `json:"fields,omitempty"`
+}
+
+// PendingApproval is a call waiting for a decision.
+type PendingApproval struct {
+	CallID      string    `json:"call_id"`
+	ToolID      string    `json:"tool_id"`
+	InputJSON   string    `json:"input_json,omitempty"`
+	RequestedAt time.Time `json:"requested_at"`
+}
+
+// Program statuses.
+const (
+	StatusRunning         = "RUNNING"
+	StatusWaitingApproval = "WAITING_APPROVAL"
+)
+
+// State is what the GetProgram query returns while the program runs.
+type State struct {
+	ProgramID string            `json:"program_id"`
+	Status    string            `json:"status"`
+	ToolCalls int               `json:"tool_calls"`
+	Steps     uint64            `json:"steps"`
+	Pending   []PendingApproval `json:"pending,omitempty"`
+	StartedAt time.Time         `json:"started_at"`
+}
+
+// Event kinds published on toolfleet.events.run.<program_id>.<kind> (the
+// subjects and stream of agent run events, so one watcher follows both).
+const (
+	EventStarted           = agent.EventStarted
+	EventPrint             = "print"
+	EventToolCall          = agent.EventToolCall
+	EventToolResult        = agent.EventToolResult
+	EventApprovalRequested = agent.EventApprovalRequested
+	EventApprovalDecided   = agent.EventApprovalDecided
+	EventCompleted         = agent.EventCompleted
+	EventFailed            = agent.EventFailed
+)
+
+// CallID is the deterministic id of the n-th call (from 1) of a program.
+func CallID(programID string, n int) string { return fmt.Sprintf("%s/%d", programID, n) }

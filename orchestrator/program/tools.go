@@ -1,0 +1,208 @@
+package program
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+	"go.starlark.net/starlark"
+	"go.starlark.net/starlarkstruct"
+	"golang.org/x/text/language"
+	"golang.org/x/text/message"
+)
+
+// boundTool is an allowed tool with its compiled input schema.
+type boundTool struct {
+	Tool
+	schema *jsonschema.Schema
+}
+
+// bindTools compiles the tools' input schemas (pure, so it may run in the
+// workflow) and checks that their stub names are distinct.
+func bindTools(tools []Tool) ([]*boundTool, error) {
+	out := make([]*boundTool, 0, len(tools))
+	seen := map[string]string{}
+	for _, t := range tools {
+		if prev, ok := seen[t.ModelName]; ok {
+			return nil, fmt.Errorf("tools %s and %s share the name %s: allow one version", prev, t.ID, t.ModelName)
+		}
+		seen[t.ModelName] = t.ID
+		bt := &boundTool{Tool: t}
+		if t.InputSchema != "" {
+			doc, err := jsonschema.UnmarshalJSON(strings.NewReader(t.InputSchema))
+			if err != nil {
+				return nil, fmt.Errorf("tool %s: input schema: %w", t.ID, err)
+			}
+			c := jsonschema.NewCompiler()
+			url := "mem://" + t.ID + ".json"
+			if err := c.AddResource(url, doc); err != nil {
+				return nil, fmt.Errorf("tool %s: input schema: %w", t.ID, err)
+			}
+			if bt.schema, err = c.Compile(url); err != nil {
+				return nil, fmt.Errorf("tool %s: input schema: %w", t.ID, err)
+			}
+		}
+		out = append(out, bt)
+	}
+	slices.SortFunc(out, func(a, b *boundTool) int { return strings.Compare(a.ID, b.ID) })
+	return out, nil
+}
+
+// validate checks an input against the tool's schema and returns the field
+// errors (field path → message), or nil when the input fits.
+func (t *boundTool) validate(input []byte) map[string]string {
+	if t.schema == nil {
+		return nil
+	}
+	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(input))
+	if err != nil {
+		return map[string]string{"": err.Error()}
+	}
+	err = t.schema.Validate(v)
+	if err == nil {
+		return nil
+	}
+	var ve *jsonschema.ValidationError
+	if !errors.As(err, &ve) {
+		return map[string]string{"": err.Error()}
+	}
+	fields := map[string]string{}
+	collect(ve, fields)
+	if len(fields) == 0 {
+		fields[""] = ve.Error()
+	}
+	return fields
+}
+
+// printer renders validation messages in English.
+var printer = message.NewPrinter(language.English)
+
+// collect keeps the leaf causes of a validation error, keyed by field path.
+func collect(ve *jsonschema.ValidationError, into map[string]string) {
+	if len(ve.Causes) == 0 {
+		key := strings.Join(ve.InstanceLocation, ".")
+		msg := ve.ErrorKind.LocalizedString(printer)
+		if prev, ok := into[key]; ok {
+			msg = prev + "; " + msg
+		}
+		into[key] = msg
+		return
+	}
+	for _, c := range ve.Causes {
+		collect(c, into)
+	}
+}
+
+// Signature renders the stub's call shape for a model, e.g.
+// "Calculator_Add(a: number, b: number)"; required parameters come first.
+func (t *Tool) Signature() string {
+	var schema struct {
+		Properties map[string]struct {
+			Type any `json:"type"`
+		} `json:"properties"`
+		Required []string `json:"required"`
+	}
+	_ = json.Unmarshal([]byte(t.InputSchema), &schema)
+	names := make([]string, 0, len(schema.Properties))
+	for n := range schema.Properties {
+		names = append(names, n)
+	}
+	slices.SortFunc(names, func(a, b string) int {
+		ra, rb := slices.Contains(schema.Required, a), slices.Contains(schema.Required, b)
+		if ra != rb {
+			if ra {
+				return -1
+			}
+			return 1
+		}
+		return strings.Compare(a, b)
+	})
+	params := make([]string, len(names))
+	for i, n := range names {
+		typ := "any"
+		switch ty := schema.Properties[n].Type.(type) {
+		case string:
+			typ = ty
+		case []any:
+			parts := make([]string, 0, len(ty))
+			for _, p := range ty {
+				parts = append(parts, fmt.Sprint(p))
+			}
+			typ = strings.Join(parts, "|")
+		}
+		opt := ""
+		if !slices.Contains(schema.Required, n) {
+			opt = "?"
+		}
+		params[i] = n + opt + ": " + typ
+	}
+	return t.ModelName + "(" + strings.Join(params, ", ") + ")"
+}
+
+// Doc renders the stub for a model: signature, then the description.
+func (t *Tool) Doc() string {
+	s := t.Signature()
+	if t.Description != "" {
+		s += "\n    " + strings.ReplaceAll(strings.TrimSpace(t.Description), "\n", "\n    ")
+	}
+	return s
+}
+
+// PromptSection renders the allowed tools' stubs for a model that writes
+// programs (code mode): how to call them, what a call returns, and each
+// stub's signature and description.
+func PromptSection(tools []Tool) string {
+	var b strings.Builder
+	b.WriteString(`You can run a Starlark program that calls tools. Call a tool with its stub (keyword arguments only) or call("Toolkit.Tool", **kwargs).
+A call returns r with r.ok, r.value (the result) and r.error (message, can_retry, kind, fields); failures do not raise.
+parallel([lambda: ..., ...]) runs calls concurrently and returns their results in order. json.encode/json.decode, print() and fail(msg) are available; args holds the inputs.
+Set a top-level variable result to the value to return; only result comes back to you.
+
+Tools:
+`)
+	for _, t := range tools {
+		b.WriteString(t.Doc())
+		b.WriteString("\n")
+	}
+	return b.String()
+}
+
+// resultObject is what call() returns: r.ok, r.value, r.error, r.call_id.
+func resultObject(res CallResult, callID string) (starlark.Value, error) {
+	value := starlark.Value(starlark.None)
+	if res.ValueJSON != "" {
+		v, err := fromJSON(res.ValueJSON)
+		if err != nil {
+			return nil, fmt.Errorf("tool result: %w", err)
+		}
+		value = v
+	}
+	errv := starlark.Value(starlark.None)
+	if e := res.Error; e != nil {
+		keys := make([]string, 0, len(e.Fields))
+		for k := range e.Fields {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		fields := starlark.NewDict(len(keys))
+		for _, k := range keys {
+			_ = fields.SetKey(starlark.String(k), starlark.String(e.Fields[k]))
+		}
+		errv = starlarkstruct.FromStringDict(starlark.String("error"), starlark.StringDict{
+			"kind":      starlark.String(e.Kind),
+			"message":   starlark.String(e.Message),
+			"can_retry": starlark.Bool(e.CanRetry),
+			"fields":    fields,
+		})
+	}
+	return starlarkstruct.FromStringDict(starlark.String("result"), starlark.StringDict{
+		"ok":      starlark.Bool(res.Error == nil),
+		"value":   value,
+		"error":   errv,
+		"call_id": starlark.String(callID),
+	}), nil
+}

@@ -1,0 +1,644 @@
+package program
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"go.starlark.net/lib/json"
+	"go.starlark.net/starlark"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/toolfleet/toolfleet/orchestrator/agent"
+)
+
+// ProgramWorkflow runs one Starlark program. It never does I/O: tools are
+// resolved and called by activities, events are published by activities, and
+// the interpreter sees only workflow time. A failed program ends with a
+// non-retryable application error of type [ErrorType] whose details hold a
+// [ProgramError].
+func ProgramWorkflow(ctx workflow.Context, in Input) (*Output, error) {
+	// Every history records the interpreter that wrote it (see InterpreterVersion).
+	workflow.GetVersion(ctx, interpreterChangeID, minInterpreterVersion, InterpreterVersion)
+
+	if in.ProgramID == "" {
+		in.ProgramID = workflow.GetInfo(ctx).WorkflowExecution.ID
+	}
+	if in.Filename == "" {
+		in.Filename = DefaultFilename
+	}
+	r := &runner{in: in, started: workflow.Now(ctx), decisions: map[string]agent.Decision{}, status: StatusRunning}
+	// Version 1 publishes "started" before anything else and the final event
+	// after every other one, so a watcher that stops at the final event has
+	// seen them all. Histories recorded before it replay without the waits.
+	r.orderedEvents = workflow.GetVersion(ctx, orderedEventsChangeID, workflow.DefaultVersion, 1) >= 1
+	if err := r.setup(ctx); err != nil {
+		return nil, err
+	}
+	r.publish(ctx, EventStarted, "", "", "")
+	if r.orderedEvents {
+		r.flush(ctx)
+	}
+	out, err := r.run(ctx)
+	r.flush(ctx)
+	return out, err
+}
+
+// runner is the state of one program execution inside the workflow.
+type runner struct {
+	in      Input
+	lim     Limits
+	started time.Time
+	dead    time.Time
+	tools   []*boundTool
+	byName  map[string]*boundTool
+
+	calls     int
+	inflight  int
+	rootSteps func() uint64
+	spent     uint64 // steps of finished parallel threads
+	stepsHit  bool
+	canceled  bool
+
+	status    string
+	pending   []PendingApproval
+	decisions map[string]agent.Decision
+
+	events        []workflow.Future
+	eventSeq      int
+	prints        int
+	orderedEvents bool
+}
+
+const orderedEventsChangeID = "ordered-events"
+
+// setup validates the input, registers the query and the approval Update, and
+// resolves the allowed tools.
+func (r *runner) setup(ctx workflow.Context) error {
+	if err := ValidProgramID(r.in.ProgramID); err != nil {
+		return programFailure(&ProgramError{Kind: "internal", Message: err.Error()})
+	}
+	lim, err := r.in.Limits.WithDefaults()
+	if err != nil {
+		return programFailure(&ProgramError{Kind: "limit", Message: err.Error()})
+	}
+	r.lim = lim
+	r.dead = r.started.Add(lim.Deadline)
+
+	if err := workflow.SetQueryHandler(ctx, QueryGetProgram, func() (State, error) {
+		st := State{ProgramID: r.in.ProgramID, Status: r.status, ToolCalls: r.calls,
+			Pending: slices.Clone(r.pending), StartedAt: r.started}
+		if r.rootSteps != nil {
+			st.Steps = r.rootSteps() + r.spent
+		}
+		return st, nil
+	}); err != nil {
+		return fmt.Errorf("program: query handler: %w", err)
+	}
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateDecideApproval,
+		func(_ workflow.Context, d agent.Decision) error {
+			r.decisions[d.CallID] = d
+			return nil
+		},
+		workflow.UpdateHandlerOptions{Validator: func(_ workflow.Context, d agent.Decision) error {
+			if d.Approver == "" {
+				return errors.New("a decision needs an approver")
+			}
+			if _, done := r.decisions[d.CallID]; done {
+				return fmt.Errorf("call %q was already decided", d.CallID)
+			}
+			if !slices.ContainsFunc(r.pending, func(p PendingApproval) bool { return p.CallID == d.CallID }) {
+				return fmt.Errorf("no call %q is waiting for approval", d.CallID)
+			}
+			return nil
+		}},
+	); err != nil {
+		return fmt.Errorf("program: update handler: %w", err)
+	}
+
+	if len(r.in.Tools) > 0 {
+		actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+			StartToCloseTimeout: 30 * time.Second,
+			RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2,
+				MaximumInterval: 10 * time.Second, MaximumAttempts: 5},
+		})
+		var tools []Tool
+		err := workflow.ExecuteActivity(actx, ResolveToolsActivity,
+			ResolveRequest{Patterns: r.in.Tools, Principal: r.in.Principal}).Get(ctx, &tools)
+		if err != nil {
+			return programFailure(&ProgramError{Kind: "tools", Message: "resolve the allowed tools: " + activityMessage(err)})
+		}
+		bound, err := bindTools(tools)
+		if err != nil {
+			return programFailure(&ProgramError{Kind: "tools", Message: err.Error()})
+		}
+		r.tools = bound
+	}
+	r.byName = map[string]*boundTool{}
+	for _, t := range r.tools {
+		r.byName[t.ID] = t
+		r.byName[t.Name] = t
+		r.byName[t.ModelName] = t
+	}
+	return nil
+}
+
+// run compiles and executes the script, and encodes its result.
+func (r *runner) run(ctx workflow.Context) (*Output, error) {
+	predeclared := r.predeclared()
+	prog, chk, err := compile(r.in.Filename, r.in.Source, predeclared.Has)
+	if err != nil {
+		var pe *ProgramError
+		if errors.As(err, &pe) {
+			return nil, r.fail(ctx, pe)
+		}
+		return nil, r.fail(ctx, &ProgramError{Kind: "syntax", Message: err.Error()})
+	}
+	args, err := fromJSON(r.in.ArgsJSON)
+	if err != nil {
+		return nil, r.fail(ctx, &ProgramError{Kind: "runtime", Message: "args: " + err.Error()})
+	}
+	if args == starlark.None {
+		args = starlark.NewDict(0)
+	}
+	if _, ok := args.(*starlark.Dict); !ok {
+		return nil, r.fail(ctx, &ProgramError{Kind: "runtime", Message: "args must be a JSON object"})
+	}
+	predeclared["args"] = args
+
+	th := r.newThread(ctx, "main", r.lim.MaxSteps)
+	r.rootSteps = func() uint64 { return th.Steps }
+	globals, err := prog.Init(th, predeclared)
+	if err != nil {
+		if r.canceled || ctx.Err() != nil {
+			dctx, _ := workflow.NewDisconnectedContext(ctx)
+			r.publish(dctx, agent.EventCancelled, "", "", "")
+			return nil, workflow.ErrCanceled
+		}
+		return nil, r.fail(ctx, r.classify(err))
+	}
+	result := globals["result"]
+	if result == nil {
+		result = starlark.None
+	}
+	b, err := toJSON(result, r.lim.MaxResultBytes)
+	if err != nil {
+		pe := &ProgramError{Kind: "runtime", Message: "result: " + err.Error()}
+		if errors.Is(err, errTooLarge) {
+			pe = &ProgramError{Kind: "limit", Limit: LimitResult,
+				Message: fmt.Sprintf("limit %s: the result is over %d bytes of JSON", LimitResult, r.lim.MaxResultBytes)}
+		}
+		return nil, r.fail(ctx, positioned(pe, r.in.Source, chk.resultPos))
+	}
+	out := &Output{ResultJSON: string(b), ToolCalls: r.calls, Steps: th.Steps + r.spent}
+	if r.orderedEvents {
+		r.flush(ctx)
+	}
+	r.publish(ctx, EventCompleted, "", "", "")
+	return out, nil
+}
+
+// fail publishes the failed event and turns pe into the workflow's error.
+func (r *runner) fail(ctx workflow.Context, pe *ProgramError) error {
+	if r.orderedEvents {
+		r.flush(ctx)
+	}
+	r.publish(ctx, EventFailed, "", "", pe.Error())
+	return programFailure(pe)
+}
+
+// programFailure is the workflow error of a failed program: not retryable, and
+// carrying the ProgramError for clients.
+func programFailure(pe *ProgramError) error {
+	return temporal.NewNonRetryableApplicationError(pe.Error(), ErrorType, nil, pe)
+}
+
+// classify turns an error out of the interpreter into a ProgramError with the
+// script position of the innermost frame.
+func (r *runner) classify(err error) *ProgramError {
+	var pe *ProgramError
+	var le *limitError
+	var fe *failError
+	switch {
+	case r.stepsHit:
+		pe = &ProgramError{Kind: "limit", Limit: LimitSteps,
+			Message: fmt.Sprintf("limit %s: the program ran more than %d steps", LimitSteps, r.lim.MaxSteps)}
+	case errors.As(err, &le):
+		pe = &ProgramError{Kind: "limit", Limit: le.limit, Message: le.Error()}
+	case errors.As(err, &fe):
+		pe = &ProgramError{Kind: "fail", Message: fe.msg}
+	default:
+		msg := err.Error()
+		if ee := innermost(err); ee != nil {
+			msg = ee.Msg
+		}
+		pe = &ProgramError{Kind: "runtime", Message: msg}
+	}
+	if ee := innermost(err); ee != nil {
+		positioned(pe, r.in.Source, scriptPosition(ee.CallStack, r.in.Filename))
+		pe.Backtrace = ee.Backtrace()
+	}
+	return pe
+}
+
+// innermost is the deepest Starlark evaluation error in err's chain: the one
+// raised by the function that failed inside parallel, for instance.
+func innermost(err error) *starlark.EvalError {
+	var last *starlark.EvalError
+	for err != nil {
+		var ee *starlark.EvalError
+		if !errors.As(err, &ee) {
+			break
+		}
+		last = ee
+		err = ee.Unwrap()
+	}
+	return last
+}
+
+// limitError ends a program because a limit was hit.
+type limitError struct {
+	limit string
+	msg   string
+}
+
+func (e *limitError) Error() string { return "limit " + e.limit + ": " + e.msg }
+
+// failError is raised by fail().
+type failError struct{ msg string }
+
+func (e *failError) Error() string { return e.msg }
+
+// errCanceled unwinds the interpreter when the workflow is cancelled.
+var errCanceled = errors.New("program cancelled")
+
+const ctxLocal = "toolfleet.workflow.ctx"
+const budgetLocal = "toolfleet.step.budget"
+
+// newThread makes an interpreter thread bound to the workflow coroutine of ctx
+// with a step budget.
+func (r *runner) newThread(ctx workflow.Context, name string, budget uint64) *starlark.Thread {
+	th := &starlark.Thread{
+		Name: name,
+		Load: func(*starlark.Thread, string) (starlark.StringDict, error) {
+			return nil, errors.New("load is not available in programs")
+		},
+		OnMaxSteps: func(th *starlark.Thread) {
+			r.stepsHit = true
+			th.Cancel("too many steps")
+		},
+	}
+	th.Print = func(th *starlark.Thread, msg string) { r.print(th, msg) }
+	th.SetLocal(ctxLocal, ctx)
+	th.SetLocal(budgetLocal, budget)
+	th.SetMaxExecutionSteps(budget)
+	return th
+}
+
+// wctx is the workflow context of the coroutine running th.
+func wctx(th *starlark.Thread) workflow.Context { return th.Local(ctxLocal).(workflow.Context) }
+
+// predeclared is the globals of a program: builtins and one stub per tool.
+func (r *runner) predeclared() starlark.StringDict {
+	d := starlark.StringDict{
+		"call":     starlark.NewBuiltin("call", r.callBuiltin),
+		"parallel": starlark.NewBuiltin("parallel", r.parallelBuiltin),
+		"json":     json.Module,
+		"fail":     starlark.NewBuiltin("fail", failBuiltin),
+		"args":     starlark.None, // set before running
+	}
+	for _, t := range r.tools {
+		d[t.ModelName] = starlark.NewBuiltin(t.ModelName, func(th *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+			if len(args) > 0 {
+				return nil, fmt.Errorf("%s: takes keyword arguments only, e.g. %s", b.Name(), t.Signature())
+			}
+			return r.invoke(th, t, kwargs)
+		})
+	}
+	return d
+}
+
+// failBuiltin ends the program: fail(msg).
+func failBuiltin(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	parts := make([]string, 0, len(args))
+	for _, a := range args {
+		if s, ok := starlark.AsString(a); ok {
+			parts = append(parts, s)
+		} else {
+			parts = append(parts, a.String())
+		}
+	}
+	if len(kwargs) > 0 {
+		return nil, fmt.Errorf("%s: unexpected keyword arguments", b.Name())
+	}
+	return nil, &failError{msg: strings.Join(parts, " ")}
+}
+
+// callBuiltin is call(tool_id, **kwargs).
+func (r *runner) callBuiltin(th *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	if len(args) != 1 {
+		return nil, fmt.Errorf("%s: want call(tool_id, **kwargs), got %d positional arguments", b.Name(), len(args))
+	}
+	id, ok := starlark.AsString(args[0])
+	if !ok {
+		return nil, fmt.Errorf("%s: tool_id is a %s, want a string", b.Name(), args[0].Type())
+	}
+	t := r.byName[id]
+	if t == nil {
+		return nil, fmt.Errorf("%s: tool %q is not allowed in this program (allowed: %s)", b.Name(), id, r.allowedList())
+	}
+	return r.invoke(th, t, kwargs)
+}
+
+func (r *runner) allowedList() string {
+	if len(r.tools) == 0 {
+		return "none"
+	}
+	names := make([]string, len(r.tools))
+	for i, t := range r.tools {
+		names[i] = t.Name
+	}
+	return strings.Join(names, ", ")
+}
+
+// checkDeadline fails once the program's deadline has passed.
+func (r *runner) checkDeadline(ctx workflow.Context) error {
+	if ctx.Err() != nil {
+		r.canceled = true
+		return errCanceled
+	}
+	if !workflow.Now(ctx).Before(r.dead) {
+		return r.deadlineError()
+	}
+	return nil
+}
+
+func (r *runner) deadlineError() error {
+	return &limitError{limit: LimitDeadline, msg: fmt.Sprintf("the program ran longer than %s", r.lim.Deadline)}
+}
+
+// invoke calls tool t with kwargs as its input and returns a result object.
+func (r *runner) invoke(th *starlark.Thread, t *boundTool, kwargs []starlark.Tuple) (starlark.Value, error) {
+	ctx := wctx(th)
+	if err := r.checkDeadline(ctx); err != nil {
+		return nil, err
+	}
+	input := starlark.NewDict(len(kwargs))
+	for _, kv := range kwargs {
+		_ = input.SetKey(kv[0], kv[1])
+	}
+	in, err := toJSON(input, r.lim.MaxValueBytes)
+	if errors.Is(err, errTooLarge) {
+		return nil, &limitError{limit: LimitValue, msg: fmt.Sprintf("the input of %s is over %d bytes of JSON", t.Name, r.lim.MaxValueBytes)}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", t.ModelName, err)
+	}
+	if fields := t.validate(in); fields != nil {
+		return resultObject(CallResult{Error: &CallError{Kind: "validation",
+			Message: "the input does not fit " + t.Name + "'s contract", Fields: fields}}, "")
+	}
+	if r.calls >= r.lim.MaxToolCalls {
+		return nil, &limitError{limit: LimitToolCalls, msg: fmt.Sprintf("the program made more than %d tool calls", r.lim.MaxToolCalls)}
+	}
+	r.calls++
+	req := CallRequest{CallID: CallID(r.in.ProgramID, r.calls), ToolID: t.ID, InputJSON: string(in),
+		Principal: r.in.Principal, MaxValueBytes: r.lim.MaxValueBytes}
+
+	if t.RequiresApproval {
+		approver, denial, err := r.approval(ctx, req)
+		if err != nil {
+			return nil, err
+		}
+		if denial != nil {
+			return resultObject(CallResult{Error: denial}, req.CallID)
+		}
+		req.Approver = approver
+	}
+
+	// One more call in flight, within the program's width. (AwaitWithTimeout
+	// records a timer in history, so it is used only when the width is full.)
+	if r.inflight >= r.lim.MaxWidth {
+		ok, err := workflow.AwaitWithTimeout(ctx, r.dead.Sub(workflow.Now(ctx)), func() bool { return r.inflight < r.lim.MaxWidth })
+		if err != nil {
+			r.canceled = true
+			return nil, errCanceled
+		}
+		if !ok {
+			return nil, r.deadlineError()
+		}
+	}
+	r.inflight++
+	defer func() { r.inflight-- }()
+
+	var res CallResult
+	err = workflow.ExecuteActivity(r.activityContext(ctx, t), CallToolActivity, req).Get(ctx, &res)
+	switch {
+	case err == nil:
+	case ctx.Err() != nil:
+		r.canceled = true
+		return nil, errCanceled
+	case !workflow.Now(ctx).Before(r.dead):
+		return nil, r.deadlineError()
+	default:
+		// Temporal's retries are spent: the script decides what to do.
+		res = CallResult{Error: &CallError{Kind: "execution", Message: activityMessage(err), CanRetry: true}}
+	}
+	if res.Error != nil && res.Error.Kind == "too_large" {
+		return nil, &limitError{limit: LimitValue, msg: fmt.Sprintf("the result of %s is over %d bytes of JSON", t.Name, r.lim.MaxValueBytes)}
+	}
+	return resultObject(res, req.CallID)
+}
+
+// activityContext sets the CallTool activity's timeouts and retries from the
+// tool's contract, within the program's deadline.
+func (r *runner) activityContext(ctx workflow.Context, t *boundTool) workflow.Context {
+	timeout := t.Timeout
+	if timeout <= 0 {
+		timeout = time.Minute
+	}
+	attempts := t.MaxAttempts
+	if attempts <= 0 {
+		attempts = 3
+	}
+	initial, maxBackoff := t.InitialBackoff, t.MaxBackoff
+	if initial <= 0 {
+		initial = 200 * time.Millisecond
+	}
+	if maxBackoff < initial {
+		maxBackoff = max(10*time.Second, initial)
+	}
+	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		// The gateway applies the tool's own timeout; the margin covers the hop.
+		StartToCloseTimeout:    timeout + 10*time.Second,
+		ScheduleToCloseTimeout: r.dead.Sub(workflow.Now(ctx)),
+		RetryPolicy: &temporal.RetryPolicy{InitialInterval: initial, BackoffCoefficient: 2,
+			MaximumInterval: maxBackoff, MaximumAttempts: int32(attempts),
+			NonRetryableErrorTypes: []string{"InvalidInput"}},
+	})
+}
+
+// approval waits for DecideApproval on req's call. It returns the approver, or
+// the denial the script sees.
+func (r *runner) approval(ctx workflow.Context, req CallRequest) (string, *CallError, error) {
+	r.pending = append(r.pending, PendingApproval{CallID: req.CallID, ToolID: req.ToolID,
+		InputJSON: req.InputJSON, RequestedAt: workflow.Now(ctx)})
+	r.status = StatusWaitingApproval
+	r.publish(ctx, EventApprovalRequested, req.CallID, req.ToolID, req.InputJSON)
+	wait := min(r.lim.ApprovalWait, r.dead.Sub(workflow.Now(ctx)))
+	decided, err := workflow.AwaitWithTimeout(ctx, wait, func() bool { _, ok := r.decisions[req.CallID]; return ok })
+	r.pending = slices.DeleteFunc(r.pending, func(p PendingApproval) bool { return p.CallID == req.CallID })
+	if len(r.pending) == 0 {
+		r.status = StatusRunning
+	}
+	if err != nil {
+		r.canceled = true
+		return "", nil, errCanceled
+	}
+	if !decided {
+		if !workflow.Now(ctx).Before(r.dead) {
+			return "", nil, r.deadlineError()
+		}
+		r.publish(ctx, EventApprovalDecided, req.CallID, req.ToolID, "denied: no decision within "+wait.String())
+		return "", &CallError{Kind: "denied", Message: "no approval within " + wait.String()}, nil
+	}
+	d := r.decisions[req.CallID]
+	if !d.Approved {
+		msg := "denied by " + d.Approver
+		if d.Reason != "" {
+			msg += ": " + d.Reason
+		}
+		r.publish(ctx, EventApprovalDecided, req.CallID, req.ToolID, msg)
+		return "", &CallError{Kind: "denied", Message: msg}, nil
+	}
+	r.publish(ctx, EventApprovalDecided, req.CallID, req.ToolID, "approved by "+d.Approver)
+	return d.Approver, nil, nil
+}
+
+// parallelBuiltin is parallel(fns, width=0): it calls each zero-argument
+// function in its own workflow coroutine, at most width at a time, and returns
+// their results in order. The first error (in list order) is raised.
+func (r *runner) parallelBuiltin(th *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	var seq starlark.Iterable
+	width := 0
+	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "fns", &seq, "width?", &width); err != nil {
+		return nil, err
+	}
+	ctx := wctx(th)
+	if err := r.checkDeadline(ctx); err != nil {
+		return nil, err
+	}
+	var fns []starlark.Callable
+	it := seq.Iterate()
+	defer it.Done()
+	var x starlark.Value
+	for it.Next(&x) {
+		fn, ok := x.(starlark.Callable)
+		if !ok {
+			return nil, fmt.Errorf("%s: item %d is a %s, want a function of no arguments (e.g. a lambda)", b.Name(), len(fns), x.Type())
+		}
+		fns = append(fns, fn)
+	}
+	switch {
+	case width < 0:
+		return nil, fmt.Errorf("%s: width %d is negative", b.Name(), width)
+	case width > r.lim.MaxWidth:
+		return nil, &limitError{limit: LimitWidth, msg: fmt.Sprintf("parallel width %d is over %d", width, r.lim.MaxWidth)}
+	case width == 0:
+		width = r.lim.MaxWidth
+	}
+	width = min(width, len(fns))
+
+	budget := th.Local(budgetLocal).(uint64)
+	remaining := uint64(0)
+	if budget > th.Steps {
+		remaining = budget - th.Steps
+	}
+	results := make([]starlark.Value, len(fns))
+	errs := make([]error, len(fns))
+	var used uint64
+	next, finished := 0, 0
+	for w := range width {
+		workflow.Go(ctx, func(gctx workflow.Context) {
+			defer func() { finished++ }()
+			for next < len(fns) {
+				i := next
+				next++
+				child := r.newThread(gctx, fmt.Sprintf("%s/parallel-%d-%d", th.Name, w, i), remaining)
+				results[i], errs[i] = starlark.Call(child, fns[i], nil, nil)
+				used += child.Steps
+				r.spent += child.Steps
+			}
+		})
+	}
+	if err := workflow.Await(ctx, func() bool { return finished == width }); err != nil {
+		r.canceled = true
+		return nil, errCanceled
+	}
+	for _, err := range errs {
+		if err != nil {
+			return nil, err
+		}
+	}
+	// The children's steps count against this thread's budget too.
+	if used >= remaining {
+		r.stepsHit = true
+		return nil, &limitError{limit: LimitSteps, msg: fmt.Sprintf("the program ran more than %d steps", r.lim.MaxSteps)}
+	}
+	th.SetLocal(budgetLocal, budget-used)
+	th.SetMaxExecutionSteps(budget - used)
+	return starlark.NewList(results), nil
+}
+
+// print publishes a print event; past MaxPrints, prints are dropped.
+func (r *runner) print(th *starlark.Thread, msg string) {
+	if r.prints >= MaxPrints {
+		return
+	}
+	r.prints++
+	if len(msg) > MaxPrintBytes {
+		msg = msg[:MaxPrintBytes] + "…"
+	}
+	r.publish(wctx(th), EventPrint, "", "", msg)
+}
+
+// publish starts the PublishEvent activity without waiting; flush waits for
+// every event before the workflow ends.
+func (r *runner) publish(ctx workflow.Context, kind, callID, toolID, msg string) {
+	r.eventSeq++
+	ev := agent.Event{RunID: r.in.ProgramID, Kind: kind, CallID: callID, ToolID: toolID, Message: msg,
+		ID: fmt.Sprintf("%s/e%d", r.in.ProgramID, r.eventSeq), Time: workflow.Now(ctx)}
+	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: 10 * time.Second,
+		RetryPolicy: &temporal.RetryPolicy{InitialInterval: 500 * time.Millisecond, BackoffCoefficient: 2,
+			MaximumInterval: 5 * time.Second, MaximumAttempts: 3},
+	})
+	r.events = append(r.events, workflow.ExecuteActivity(actx, PublishEventActivity, ev))
+}
+
+// flush waits for the published events; a lost event is logged, never fatal.
+func (r *runner) flush(ctx workflow.Context) {
+	ctx, _ = workflow.NewDisconnectedContext(ctx) // publish "cancelled" programs' last events too
+	for _, f := range r.events {
+		if err := f.Get(ctx, nil); err != nil {
+			workflow.GetLogger(ctx).Warn("program event not published", "program_id", r.in.ProgramID, "error", err)
+		}
+	}
+	r.events = r.events[:0]
+}
+
+// activityMessage is the message of an activity failure without Temporal's wrapping.
+func activityMessage(err error) string {
+	var ae *temporal.ApplicationError
+	if errors.As(err, &ae) {
+		return ae.Message()
+	}
+	var te *temporal.TimeoutError
+	if errors.As(err, &te) {
+		return "timed out"
+	}
+	return err.Error()
+}
