@@ -21,7 +21,7 @@ const OXPSchema = "urn:oxp:1.0"
 var oxpJSON = protojson.MarshalOptions{UseProtoNames: true}
 
 func (g *Gateway) httpHealth(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, http.StatusOK, map[string]any{"status": "healthy", "tools": len(g.reg.current().defs)})
+	writeJSON(w, http.StatusOK, map[string]any{"status": "healthy", "tools": len(g.reg.Current().Defs())})
 }
 
 // httpListTools serves GET /tools?toolkit=&filter=&page_size=&page_token=&all_versions=.
