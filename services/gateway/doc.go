@@ -11,7 +11,7 @@
 //
 //	step            where
 //	authenticate    auth/ (tokens, scopes, delegation), service.go (credentials per surface)
-//	resolve         registry/ (workers, contracts, trust rule, snapshots, replicas)
+//	resolve         registry/ (workers and their dialing, contracts, trust rule, snapshots, replicas)
 //	authorize       auth/
 //	approve         auth/ (approvals)
 //	idempotency     idempotency/ (the call_id store)

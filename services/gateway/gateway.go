@@ -214,7 +214,7 @@ func New(ctx context.Context, cfg Config) (*Gateway, error) {
 	if g.cop, err = g.newCrossOrigin(); err != nil {
 		return nil, err
 	}
-	dial, err := cfg.WorkerTLS.dialOption()
+	dial, err := cfg.WorkerTLS.DialOption()
 	if err != nil {
 		return nil, err
 	}
