@@ -32,7 +32,8 @@ func (e *ResolveError) Error() string { return e.Message }
 // Unwrap returns [ErrUnknownTool].
 func (e *ResolveError) Unwrap() error { return ErrUnknownTool }
 
-func notFound(code codes.Code, detail, format string, args ...any) *ResolveError {
+// resolveError builds a ResolveError with a formatted caller message.
+func resolveError(code codes.Code, detail, format string, args ...any) *ResolveError {
 	return &ResolveError{Code: code, Detail: detail, Message: fmt.Sprintf(format, args...)}
 }
 
@@ -46,12 +47,12 @@ func notFound(code codes.Code, detail, format string, args ...any) *ResolveError
 // tool version) are kept.
 func (s *Snapshot) Resolve(toolID string) (*Route, *ResolveError) {
 	if len(toolID) > contract.MaxToolRefLen {
-		return nil, notFound(codes.InvalidArgument, contract.ErrToolRefTooLong.Error(),
+		return nil, resolveError(codes.InvalidArgument, contract.ErrToolRefTooLong.Error(),
 			"tool id is %d bytes long; tool ids are at most %d bytes (Toolkit.Tool[@x.y.z])", len(toolID), contract.MaxToolRefLen)
 	}
 	ref, err := contract.ParseToolRef(toolID)
 	if err != nil {
-		return nil, notFound(codes.NotFound, err.Error(),
+		return nil, resolveError(codes.NotFound, err.Error(),
 			"unknown tool %q: want Toolkit.Tool[@x.y.z]%s", toolID, s.suggest(toolID))
 	}
 	key := ref.String()
@@ -74,10 +75,10 @@ func (s *Snapshot) resolveRef(toolID string, ref contract.ToolRef) (*Route, *Res
 				vs = append(vs, d.GetVersion())
 			}
 			slices.Sort(vs)
-			return nil, notFound(codes.NotFound, err.Error(),
+			return nil, resolveError(codes.NotFound, err.Error(),
 				"%s is not served in version %s; served versions: %s", ref.Toolkit+"."+ref.Tool, ref.Version, strings.Join(vs, ", "))
 		}
-		return nil, notFound(codes.NotFound, err.Error(),
+		return nil, resolveError(codes.NotFound, err.Error(),
 			"unknown tool %q%s", toolID, s.suggest(toolID))
 	}
 	return s.routes[def.GetId()], nil
