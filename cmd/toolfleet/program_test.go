@@ -77,7 +77,7 @@ func TestProgramStubs(t *testing.T) {
 		args []string
 		want []string
 	}{
-		{"stubs", []string{"Calculator.Add"}, []string{"Calculator_Add(a?: number, b?: number)\n    Add two numbers"}},
+		{"stubs", []string{"Calculator.Add"}, []string{"Calculator_Add(a: number, b: number)\n    Add two numbers"}},
 		{"prompt section", []string{"--prompt", "Calculator.*"}, []string{"only result comes back", "Calculator_Multiply(", "Calculator_Divide("}},
 	}
 	for _, tt := range tests {

@@ -43,7 +43,7 @@ func serve(t *testing.T, s *stack) (toolfleetv1connect.ProgramServiceClient, *pr
 			case "reader":
 				return agentapi.Caller{Subject: sub, Scopes: []string{program.ScopeRead}}, nil
 			}
-			return agentapi.Caller{Subject: sub, Scopes: []string{program.ScopeRun, program.ScopeRead, program.ScopeApprove}}, nil
+			return agentapi.Caller{Subject: sub, Scopes: []string{program.ScopeRun, program.ScopeRead, program.ScopeApprove, "tools:call"}}, nil
 		},
 	}
 	mux := http.NewServeMux()

@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+
+	"github.com/toolfleet/toolfleet/services/gateway/oxp"
 )
 
 // Browser safety (docs/gateway.md "Browser safety"). A web page the developer
@@ -34,7 +36,7 @@ func (g *Gateway) newCrossOrigin() (*http.CrossOriginProtection, error) {
 	}
 	cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		g.log.Warn("refused a cross-origin request", "method", r.Method, "path", r.URL.Path, "origin", r.Header.Get("Origin"))
-		writeJSON(w, http.StatusForbidden, map[string]any{"$schema": OXPSchema, "code": "PERMISSION_DENIED",
+		oxp.WriteJSON(w, http.StatusForbidden, map[string]any{"$schema": oxp.Schema, "code": "PERMISSION_DENIED",
 			"message": "cross-origin requests that change state are refused; call the gateway from a server, or add the page's origin to the gateway's allowed origins"})
 	}))
 	return cop, nil
@@ -45,7 +47,7 @@ func (g *Gateway) browserSafe(next http.Handler) http.Handler {
 	protected := g.cop.Handler(next)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !hostAllowed(r) {
-			writeJSON(w, http.StatusForbidden, map[string]any{"$schema": OXPSchema, "code": "PERMISSION_DENIED",
+			oxp.WriteJSON(w, http.StatusForbidden, map[string]any{"$schema": oxp.Schema, "code": "PERMISSION_DENIED",
 				"message": "a gateway listening on loopback answers only requests addressed to a loopback host (localhost, 127.0.0.1, [::1])"})
 			return
 		}
@@ -94,11 +96,4 @@ func originAllowed(r *http.Request, allowed []string) bool {
 		return false
 	}
 	return strings.EqualFold(u.Host, r.Host) && loopbackHost(u.Host) == loopbackHost(r.Host)
-}
-
-// isJSON reports whether a Content-Type is JSON (application/json, or +json).
-func isJSON(contentType string) bool {
-	mt, _, _ := strings.Cut(contentType, ";")
-	mt = strings.ToLower(strings.TrimSpace(mt))
-	return mt == "application/json" || (strings.HasPrefix(mt, "application/") && strings.HasSuffix(mt, "+json"))
 }

@@ -13,6 +13,7 @@ import (
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
 	"github.com/toolfleet/toolfleet/services/gateway/auth"
 	"github.com/toolfleet/toolfleet/services/gateway/idempotency"
+	"github.com/toolfleet/toolfleet/services/gateway/registry"
 )
 
 // Call runs the call pipeline for an authenticated principal (ARCHITECTURE.md §4):
@@ -30,7 +31,7 @@ func (g *Gateway) Call(ctx context.Context, p *Principal, req *toolfleetv1.CallT
 	resp, ce, rt := g.call(ctx, p, req, callID)
 	toolkit := "unknown"
 	if rt != nil {
-		toolkit = rt.def.GetToolkit()
+		toolkit = rt.Def().GetToolkit()
 	}
 	km := g.metrics.kit(toolkit)
 	km.duration.Observe(time.Since(start).Seconds())
@@ -48,12 +49,12 @@ func (g *Gateway) Call(ctx context.Context, p *Principal, req *toolfleetv1.CallT
 	return resp, nil
 }
 
-func (g *Gateway) call(ctx context.Context, p *Principal, req *toolfleetv1.CallToolRequest, callID string) (*toolfleetv1.CallToolResponse, *CallError, *route) {
-	rt, ce := g.reg.current().resolve(req.GetToolId())
+func (g *Gateway) call(ctx context.Context, p *Principal, req *toolfleetv1.CallToolRequest, callID string) (*toolfleetv1.CallToolResponse, *CallError, *registry.Route) {
+	rt, ce := resolve(g.reg.Current(), req.GetToolId())
 	if ce != nil {
 		return nil, ce, nil
 	}
-	def := rt.def
+	def := rt.Def()
 	var approval *toolfleetv1.Approval
 	ev := func() *toolfleetv1.CallEvent {
 		e := newCallEvent(req, callID, def.GetId())
@@ -66,7 +67,7 @@ func (g *Gateway) call(ctx context.Context, p *Principal, req *toolfleetv1.CallT
 		e.Approver, e.ApprovedAt = approval.GetApprover(), approval.GetApprovedAt()
 		return e
 	}
-	fail := func(start time.Time, ce *CallError) (*toolfleetv1.CallToolResponse, *CallError, *route) {
+	fail := func(start time.Time, ce *CallError) (*toolfleetv1.CallToolResponse, *CallError, *registry.Route) {
 		g.events.publish(EventFailed, withOutcome(ev(), time.Since(start), ce.Kind(), ce.Error()), def.GetToolkit(), def.GetName())
 		return nil, ce, rt
 	}
@@ -88,7 +89,7 @@ func (g *Gateway) call(ctx context.Context, p *Principal, req *toolfleetv1.CallT
 		return claim.Stored, nil, rt
 	}
 
-	in, ve, err := decodeInput(rt.method.Input(), req.GetInput())
+	in, ve, err := decodeInput(rt.Method().Input(), req.GetInput())
 	if err != nil || ve != nil {
 		g.idem().Finish(claim, nil, false)
 		if err != nil {
@@ -128,11 +129,11 @@ func (g *Gateway) call(ctx context.Context, p *Principal, req *toolfleetv1.CallT
 //     unprotected;
 //   - a gateway configured without NATS has no store at all (documented): a
 //     call_id then only reaches the worker.
-func (g *Gateway) claim(ctx context.Context, p *Principal, rt *route, req *toolfleetv1.CallToolRequest) (idempotency.Claim, *CallError) {
+func (g *Gateway) claim(ctx context.Context, p *Principal, rt *registry.Route, req *toolfleetv1.CallToolRequest) (idempotency.Claim, *CallError) {
 	if req.GetCallId() == "" {
 		return idempotency.Claim{}, nil
 	}
-	def := rt.def
+	def := rt.Def()
 	digest, err := idempotency.DigestOf(req.GetInput())
 	if err != nil {
 		return idempotency.Claim{}, serverError(codes.Internal, err, err.Error(), "the gateway could not read the input of %s", def.GetId())
@@ -196,11 +197,11 @@ func (g *Gateway) CallMany(ctx context.Context, p *Principal, reqs []*toolfleetv
 		}
 		out[i] = &toolfleetv1.CallOutcome{Outcome: &toolfleetv1.CallOutcome_Response{Response: resp}}
 	}
-	snap := g.reg.current()
+	snap := g.reg.Current()
 	var parallel, ordered []int
 	for i, r := range reqs {
-		rt, ce := snap.resolve(r.GetToolId())
-		if ce == nil && (rt.def.GetHints().GetReadOnly() || rt.def.GetHints().GetIdempotent()) {
+		rt, ce := resolve(snap, r.GetToolId())
+		if ce == nil && (rt.Def().GetHints().GetReadOnly() || rt.Def().GetHints().GetIdempotent()) {
 			parallel = append(parallel, i)
 			continue
 		}

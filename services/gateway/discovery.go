@@ -12,7 +12,6 @@ import (
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
 	"github.com/toolfleet/toolfleet/sdk/llm"
-	"github.com/toolfleet/toolfleet/sdk/tool/contract"
 )
 
 // Page sizes of ListTools.
@@ -50,7 +49,7 @@ func (g *Gateway) ListTools(req *toolfleetv1.ListToolsRequest) (*toolfleetv1.Lis
 	case len(req.GetToolkit()) > maxFilter:
 		return nil, tooLong("toolkit", len(req.GetToolkit()), maxFilter)
 	}
-	snap := g.reg.current()
+	snap := g.reg.Current()
 	keep, err := filterOf(req.GetToolkit(), req.GetFilter())
 	if err != nil {
 		return nil, err
@@ -69,8 +68,8 @@ func (g *Gateway) ListTools(req *toolfleetv1.ListToolsRequest) (*toolfleetv1.Lis
 	}
 	size = min(size, maxPageSize)
 	resp := &toolfleetv1.ListToolsResponse{}
-	for _, d := range snap.defs {
-		if d.GetId() <= after || !keep(d) || (!req.GetAllVersions() && !snap.isLatest(d)) {
+	for _, d := range snap.Defs() {
+		if d.GetId() <= after || !keep(d) || (!req.GetAllVersions() && !snap.IsLatest(d)) {
 			continue
 		}
 		if len(resp.Tools) == size {
@@ -85,12 +84,12 @@ func (g *Gateway) ListTools(req *toolfleetv1.ListToolsRequest) (*toolfleetv1.Lis
 
 // GetTool returns one tool definition, resolved like a call's tool_id.
 func (g *Gateway) GetTool(req *toolfleetv1.GetToolRequest) (*toolfleetv1.GetToolResponse, error) {
-	rt, ce := g.reg.current().resolve(req.GetToolId())
+	rt, ce := resolve(g.reg.Current(), req.GetToolId())
 	if ce != nil {
 		return nil, ce
 	}
-	resp := &toolfleetv1.GetToolResponse{Tool: rt.def}
-	r, err := render(req.GetFormat(), []*toolfleetv1.ToolDefinition{rt.def})
+	resp := &toolfleetv1.GetToolResponse{Tool: rt.Def()}
+	r, err := render(req.GetFormat(), []*toolfleetv1.ToolDefinition{rt.Def()})
 	if err != nil {
 		return nil, err
 	}
@@ -108,7 +107,7 @@ func (g *Gateway) SearchTools(req *toolfleetv1.SearchToolsRequest) (*toolfleetv1
 	case len(req.GetToolkit()) > maxFilter:
 		return nil, tooLong("toolkit", len(req.GetToolkit()), maxFilter)
 	}
-	snap := g.reg.current()
+	snap := g.reg.Current()
 	keep, err := filterOf(req.GetToolkit(), "")
 	if err != nil {
 		return nil, err
@@ -117,7 +116,7 @@ func (g *Gateway) SearchTools(req *toolfleetv1.SearchToolsRequest) (*toolfleetv1
 	if limit <= 0 {
 		limit = defaultSearch
 	}
-	hits := snap.index.Search(req.GetQuery(), func(d *toolfleetv1.ToolDefinition) bool { return keep(d) && snap.isLatest(d) })
+	hits := snap.Search(req.GetQuery(), func(d *toolfleetv1.ToolDefinition) bool { return keep(d) && snap.IsLatest(d) })
 	hits = hits[:min(limit, len(hits))]
 	defs := make([]*toolfleetv1.ToolDefinition, len(hits))
 	for i, h := range hits {
@@ -136,13 +135,6 @@ func (g *Gateway) SearchTools(req *toolfleetv1.SearchToolsRequest) (*toolfleetv1
 		resp.Results = append(resp.Results, st)
 	}
 	return resp, nil
-}
-
-// isLatest reports whether d is the newest served version of its tool.
-func (s *snapshot) isLatest(d *toolfleetv1.ToolDefinition) bool {
-	vs := s.byName[d.GetToolkit()+"."+d.GetName()]
-	latest, err := resolveLatest(vs)
-	return err == nil && latest.GetId() == d.GetId()
 }
 
 // filterOf matches a toolkit name exactly and a glob against "Toolkit.Tool" or the
@@ -221,12 +213,4 @@ func array(b []byte, err error) ([]json.RawMessage, error) {
 	}
 	var out []json.RawMessage
 	return out, json.Unmarshal(b, &out)
-}
-
-// resolveLatest returns the newest of several versions of one tool.
-func resolveLatest(vs []*toolfleetv1.ToolDefinition) (*toolfleetv1.ToolDefinition, error) {
-	if len(vs) == 0 {
-		return nil, ErrUnknownTool
-	}
-	return contract.Resolve(contract.ToolRef{Toolkit: vs[0].GetToolkit(), Tool: vs[0].GetName()}, vs)
 }

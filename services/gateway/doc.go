@@ -1,17 +1,28 @@
 // Package gateway is toolfleet's front door: it discovers tool workers (static
 // addresses and NATS announcements), loads their contracts by gRPC server
 // reflection and lets callers list, search and call tools over gRPC, Connect,
-// gRPC-Web and an OXP HTTP JSON surface, all on one h2c port.
+// gRPC-Web, an OXP HTTP JSON surface and MCP, all on one h2c port.
 //
 // Every call runs the same pipeline:
 //
 //	authenticate → resolve → authorize → approve → idempotency → validate → invoke → map → publish event → respond
 //
-// call.go is that pipeline; the concerns it joins live in their own packages:
-// auth (tokens, scopes, delegation, approvals), idempotency (the call_id store)
-// and mcp (the MCP surface).
+// call.go is that pipeline; each concern it joins has its own place:
 //
-// and fails in exactly one of three ways (ARCHITECTURE.md §4):
+//	step            where
+//	authenticate    auth/ (tokens, scopes, delegation), service.go (credentials per surface)
+//	resolve         registry/ (workers and their dialing, contracts, trust rule, snapshots, replicas)
+//	authorize       auth/
+//	approve         auth/ (approvals)
+//	idempotency     idempotency/ (the call_id store)
+//	validate        input.go, inputcheck.go
+//	invoke, map     invoke.go (one attempt, next replica only if none was reached)
+//	publish event   events.go, events/
+//	surfaces        service.go (gRPC, Connect), oxp/ (OXP HTTP JSON), mcp/ (MCP),
+//	                handler.go and listener.go (one port), browser.go (browser safety)
+//	discovery       discovery.go (ListTools, GetTool, SearchTools), search/
+//
+// A call fails in exactly one of three ways (ARCHITECTURE.md §4):
 //
 //   - a server error before the tool ran (unknown tool, auth, worker unavailable or
 //     too slow): an RPC error code with a toolfleetv1.ServerError detail, HTTP 400

@@ -11,12 +11,13 @@ import (
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
 	"github.com/toolfleet/toolfleet/services/gateway/auth"
+	"github.com/toolfleet/toolfleet/services/gateway/registry"
 )
 
 // Sentinel errors wrapped by [CallError] values; match them with errors.Is.
 var (
 	// ErrUnknownTool: no served tool has the requested name or version.
-	ErrUnknownTool = errors.New("gateway: unknown tool")
+	ErrUnknownTool = registry.ErrUnknownTool
 	// ErrUnauthenticated: the caller has no valid bearer token.
 	ErrUnauthenticated = auth.ErrUnauthenticated
 	// ErrPermissionDenied: the token lacks a scope the call needs.
@@ -104,6 +105,16 @@ func (e *CallError) seal() {
 
 // newErrorID returns a short random id that names one failure in the logs.
 func newErrorID() string { return newID()[:16] }
+
+// resolve finds the route of a tool reference in snap; an unknown tool is a
+// server error (NotFound, or InvalidArgument for an over-long reference).
+func resolve(snap *registry.Snapshot, toolID string) (*registry.Route, *CallError) {
+	rt, re := snap.Resolve(toolID)
+	if re != nil {
+		return nil, serverError(re.Code, ErrUnknownTool, re.Detail, "%s", re.Message)
+	}
+	return rt, nil
+}
 
 func validationError(ve *toolfleetv1.ValidationError) *CallError {
 	if ve.GetMessage() == "" {

@@ -2,13 +2,13 @@ package gateway
 
 // ReplicasForTest reports how many replicas serve a tool version.
 func ReplicasForTest(g *Gateway, id string) int {
-	rt := g.reg.current().routes[id]
+	rt := g.reg.Current().Route(id)
 	if rt == nil {
 		return 0
 	}
-	return len(rt.replicas)
+	return rt.Replicas()
 }
 
 // ResolveCacheLenForTest reports how many tool references the current registry
 // view has cached.
-func ResolveCacheLenForTest(g *Gateway) int { return g.reg.current().resolvedLen() }
+func ResolveCacheLenForTest(g *Gateway) int { return g.reg.Current().ResolvedLen() }

@@ -20,6 +20,7 @@ import (
 	"github.com/toolfleet/toolfleet/sdk/natsconn"
 	"github.com/toolfleet/toolfleet/services/gateway/auth"
 	"github.com/toolfleet/toolfleet/services/gateway/idempotency"
+	"github.com/toolfleet/toolfleet/services/gateway/registry"
 )
 
 // Defaults of [Config].
@@ -174,7 +175,7 @@ type Gateway struct {
 	cfg     Config
 	log     *slog.Logger
 	auth    *auth.Authenticator
-	reg     *registry
+	reg     *registry.Registry
 	metrics *metrics
 	idemPtr atomic.Pointer[idempotency.Store]
 	events  *events
@@ -213,14 +214,13 @@ func New(ctx context.Context, cfg Config) (*Gateway, error) {
 	if g.cop, err = g.newCrossOrigin(); err != nil {
 		return nil, err
 	}
-	g.reg = newRegistry(g.log, 10*time.Second)
-	dial, err := cfg.WorkerTLS.dialOption()
+	dial, err := cfg.WorkerTLS.DialOption()
 	if err != nil {
 		return nil, err
 	}
-	g.reg.dialOpts = []grpc.DialOption{dial}
-	g.metrics = newMetrics(func() float64 { return float64(len(g.reg.current().defs)) })
-	g.metrics.reg.MustRegister(g.reg.rejections)
+	g.reg = registry.New(g.log, 10*time.Second, dial)
+	g.metrics = newMetrics(func() float64 { return float64(len(g.reg.Current().Defs())) })
+	g.metrics.reg.MustRegister(g.reg.Rejections())
 	g.grpc, g.health = g.newGRPCServer()
 	return g, nil
 }
@@ -267,7 +267,7 @@ func (g *Gateway) Run(ctx context.Context) error {
 		g.log.Warn("AUTH IS OFF: every caller may call every tool (allowed because the gateway listens on loopback)", "addr", addr)
 	}
 
-	g.reg.keepStatic(ctx, g.cfg.Workers, 2*time.Second)
+	g.reg.KeepStatic(ctx, g.cfg.Workers, 2*time.Second)
 	var nc *nats.Conn
 	var bg sync.WaitGroup
 	if g.cfg.NATSURL != "" {
@@ -308,7 +308,7 @@ func (g *Gateway) Run(ctx context.Context) error {
 	cancel()
 	g.events.wait()
 	bg.Wait()
-	g.reg.close()
+	g.reg.Close()
 	if nc != nil {
 		nc.Close()
 	}
@@ -338,7 +338,7 @@ func (g *Gateway) connectNATS(ctx context.Context, bg *sync.WaitGroup) (*nats.Co
 		nats.MaxReconnects(-1),
 		nats.ReconnectWait(250*time.Millisecond),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
-			g.reg.markNATSDown()
+			g.reg.MarkNATSDown()
 			if err == nil {
 				return // our own Close at stop
 			}
@@ -354,7 +354,7 @@ func (g *Gateway) connectNATS(ctx context.Context, bg *sync.WaitGroup) (*nats.Co
 		nc.Close()
 		return nil, fmt.Errorf("gateway: JetStream: %w", err)
 	}
-	if err := g.reg.watchAnnouncements(ctx, nc, g.cfg.AnnounceSweep); err != nil {
+	if err := g.reg.WatchAnnouncements(ctx, nc, g.cfg.AnnounceSweep); err != nil {
 		nc.Close()
 		return nil, fmt.Errorf("gateway: subscribe to announcements: %w", err)
 	}

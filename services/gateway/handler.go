@@ -8,6 +8,7 @@ import (
 	"connectrpc.com/grpcreflect"
 
 	"github.com/toolfleet/toolfleet/gen/toolfleet/v1/toolfleetv1connect"
+	"github.com/toolfleet/toolfleet/services/gateway/oxp"
 )
 
 // connectCompressMinBytes keeps connect-go from gzipping small responses: for a
@@ -19,7 +20,8 @@ const connectCompressMinBytes = 8 << 10
 //   - gRPC (HTTP/2, content-type application/grpc*) → grpc-go, with
 //     grpc.health.v1 and server reflection;
 //   - Connect and gRPC-Web → connect-go, with server reflection;
-//   - GET /health, GET /tools, POST /tools/call → the OXP HTTP JSON surface;
+//   - GET /health, GET /tools, POST /tools/call → the OXP HTTP JSON surface
+//     (package oxp, mounted by oxp_mount.go);
 //   - GET /metrics → Prometheus;
 //   - /mcp → the Model Context Protocol, streamable HTTP (mcp_mount.go).
 func (g *Gateway) Handler() http.Handler {
@@ -36,9 +38,7 @@ func (g *Gateway) Handler() http.Handler {
 	reflector := grpcreflect.NewStaticReflector(toolfleetv1connect.ToolGatewayServiceName)
 	mux.Handle(grpcreflect.NewHandlerV1(reflector, connectOpts...))
 	mux.Handle(grpcreflect.NewHandlerV1Alpha(reflector, connectOpts...))
-	mux.HandleFunc("GET /health", g.httpHealth)
-	mux.HandleFunc("GET /tools", g.httpListTools)
-	mux.HandleFunc("POST /tools/call", g.httpCallTool)
+	oxp.New(oxpBackend{g}, oxp.Options{MaxRequestBytes: g.cfg.MaxRequestBytes, MaxInputValues: g.cfg.MaxInputValues}).Register(mux)
 	mux.Handle("GET /metrics", g.metrics.handler())
 	mux.Handle("/mcp", g.mcpHandler())
 	for _, m := range g.cfg.Mounts {

@@ -18,6 +18,7 @@ import (
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
 	"github.com/toolfleet/toolfleet/sdk/tool"
+	"github.com/toolfleet/toolfleet/services/gateway/registry"
 )
 
 // resultJSON renders results with zero values, so a model sees "result": 0.
@@ -25,8 +26,8 @@ var resultJSON = protojson.MarshalOptions{EmitUnpopulated: true}
 
 // invoke calls the tool on one replica, falling back to the next replica only
 // when the call never reached the first.
-func (g *Gateway) invoke(ctx context.Context, rt *route, in proto.Message, callID, traceID string) (proto.Message, error) {
-	timeout := rt.def.GetRequirements().GetTimeout().AsDuration()
+func (g *Gateway) invoke(ctx context.Context, rt *registry.Route, in proto.Message, callID, traceID string) (proto.Message, error) {
+	timeout := rt.Def().GetRequirements().GetTimeout().AsDuration()
 	if timeout <= 0 {
 		timeout = g.cfg.DefaultTimeout
 	}
@@ -34,10 +35,10 @@ func (g *Gateway) invoke(ctx context.Context, rt *route, in proto.Message, callI
 	defer cancel()
 	ctx = tool.OutgoingCallContext(ctx, callID, traceParent(traceID))
 	var err error
-	for i, w := range rt.pick() {
-		wasReady := w.conn.GetState() == connectivity.Ready
-		out := dynamicpb.NewMessage(rt.method.Output())
-		err = w.conn.Invoke(ctx, rt.def.GetGrpcMethod(), in, out)
+	for i, w := range rt.Pick() {
+		wasReady := w.Conn().GetState() == connectivity.Ready
+		out := dynamicpb.NewMessage(rt.Method().Output())
+		err = w.Conn().Invoke(ctx, rt.Def().GetGrpcMethod(), in, out)
 		if err == nil {
 			return out, nil
 		}
@@ -50,7 +51,7 @@ func (g *Gateway) invoke(ctx context.Context, rt *route, in proto.Message, callI
 		if !retry || ctx.Err() != nil {
 			break
 		}
-		g.log.Warn("replica unreachable; trying the next", "tool", rt.def.GetId(), "addr", w.addr, "attempt", i+1, "error", err)
+		g.log.Warn("replica unreachable; trying the next", "tool", rt.Def().GetId(), "addr", w.Addr(), "attempt", i+1, "error", err)
 	}
 	return nil, err
 }
@@ -65,7 +66,7 @@ func neverConnected(err error) bool {
 // mapResult turns the worker's answer into a response (value or execution error)
 // or a CallError (validation, or a server error when the worker was unreachable
 // or too slow).
-func (g *Gateway) mapResult(ctx context.Context, rt *route, out proto.Message, err error, resp *toolfleetv1.CallToolResponse) *CallError {
+func (g *Gateway) mapResult(ctx context.Context, rt *registry.Route, out proto.Message, err error, resp *toolfleetv1.CallToolResponse) *CallError {
 	if err == nil {
 		limit := g.resultLimit(rt)
 		// A flat result whose JSON cannot exceed the limit needs no JSON at all.
@@ -73,19 +74,19 @@ func (g *Gateway) mapResult(ctx context.Context, rt *route, out proto.Message, e
 		if v == nil || bound > limit {
 			b, merr := resultJSON.Marshal(out)
 			if merr != nil {
-				return serverError(codes.Internal, merr, merr.Error(), "the gateway could not encode the result of %s", rt.def.GetId())
+				return serverError(codes.Internal, merr, merr.Error(), "the gateway could not encode the result of %s", rt.Def().GetId())
 			}
 			if int64(len(b)) > limit {
 				setToolError(resp, &toolfleetv1.ToolError{
 					Message: fmt.Sprintf("the result of %s is %d bytes, over its limit of %d bytes; ask for less (narrow the input or page through the results)",
-						rt.def.GetId(), len(b), limit),
+						rt.Def().GetId(), len(b), limit),
 				})
 				return nil
 			}
 			if v == nil {
 				v = &structpb.Value{}
 				if uerr := protojson.Unmarshal(b, v); uerr != nil {
-					return serverError(codes.Internal, uerr, uerr.Error(), "the gateway could not encode the result of %s", rt.def.GetId())
+					return serverError(codes.Internal, uerr, uerr.Error(), "the gateway could not encode the result of %s", rt.Def().GetId())
 				}
 			}
 		}
@@ -101,7 +102,7 @@ func (g *Gateway) mapResult(ctx context.Context, rt *route, out proto.Message, e
 		return validationError(ve)
 	}
 	st := status.Convert(err)
-	id := rt.def.GetId()
+	id := rt.Def().GetId()
 	switch st.Code() {
 	case codes.DeadlineExceeded:
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
@@ -135,8 +136,8 @@ func setToolError(resp *toolfleetv1.CallToolResponse, te *toolfleetv1.ToolError)
 	resp.Outcome = &toolfleetv1.CallToolResponse_Error{Error: te}
 }
 
-func (g *Gateway) resultLimit(rt *route) int64 {
-	if n := rt.def.GetRequirements().GetMaxResultBytes(); n > 0 {
+func (g *Gateway) resultLimit(rt *registry.Route) int64 {
+	if n := rt.Def().GetRequirements().GetMaxResultBytes(); n > 0 {
 		return n
 	}
 	return g.cfg.MaxResultBytes

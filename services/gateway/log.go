@@ -2,10 +2,13 @@ package gateway
 
 import (
 	"log/slog"
+	"strconv"
+	"strings"
 
 	"google.golang.org/grpc/codes"
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
+	"github.com/toolfleet/toolfleet/sdk/tool/contract"
 )
 
 // levelOf logs caller mistakes at info and infrastructure trouble at warn.
@@ -27,4 +30,13 @@ func logAttrs(req *toolfleetv1.CallToolRequest, callID string, ce *CallError) []
 		attrs = append(attrs, slog.String("error_id", ce.ErrorID), slog.String("error", ce.detail))
 	}
 	return attrs
+}
+
+// loggableToolID bounds a caller's tool id for logs: an id over the cap is cut
+// there and marked with its length, so a 1 MiB id does not become a 1 MiB line.
+func loggableToolID(id string) string {
+	if len(id) <= contract.MaxToolRefLen {
+		return id
+	}
+	return strings.ToValidUTF8(id[:contract.MaxToolRefLen], "") + "…(" + strconv.Itoa(len(id)) + " bytes)"
 }

@@ -9,6 +9,8 @@ import (
 	"connectrpc.com/connect"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+
+	"github.com/toolfleet/toolfleet/services/gateway/oxp"
 )
 
 // A panic in any handler becomes a sealed Internal server error: the caller
@@ -36,7 +38,7 @@ func (g *Gateway) recoverHTTP(next http.Handler) http.Handler {
 			}
 			// If the handler already wrote a status this body is cut short;
 			// the client still sees a broken response, never a panic text.
-			writeJSON(w, http.StatusInternalServerError, serverBody(g.panicError(r.Context(), v, r.URL.Path)))
+			oxp.WriteJSON(w, http.StatusInternalServerError, oxp.FailureBody(g.panicError(r.Context(), v, r.URL.Path).Failure()))
 		}()
 		next.ServeHTTP(w, r)
 	})

@@ -1,11 +1,10 @@
-package gateway
+package registry
 
 import (
 	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
-	"maps"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -13,17 +12,14 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/protobuf/reflect/protoreflect"
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
 	"github.com/toolfleet/toolfleet/sdk/tool/contract"
-	"github.com/toolfleet/toolfleet/services/gateway/search"
 )
 
-// worker is one reachable worker process (a replica).
-type worker struct {
+// Replica is one reachable worker process serving some tools.
+type Replica struct {
 	addr   string
 	id     string
 	static bool
@@ -40,33 +36,21 @@ type worker struct {
 	digests map[string]string
 }
 
-// route is one served tool version and the replicas that serve it.
-type route struct {
-	def      *toolfleetv1.ToolDefinition
-	method   protoreflect.MethodDescriptor
-	replicas []*worker
-	next     atomic.Uint64
-}
+// Addr is the address the gateway dials.
+func (w *Replica) Addr() string { return w.addr }
 
-// snapshot is an immutable view of the registry, rebuilt on every change.
-type snapshot struct {
-	routes map[string]*route // by id "Toolkit.Tool@x.y.z"
-	defs   []*toolfleetv1.ToolDefinition
-	// byName holds every version of "Toolkit.Tool".
-	byName map[string][]*toolfleetv1.ToolDefinition
-	index  *search.Index
-	// resolved caches resolutions by canonical reference (contract.ToolRef.String → *route).
-	resolved sync.Map
-}
+// Conn is the gateway's connection to the replica.
+func (w *Replica) Conn() *grpc.ClientConn { return w.conn }
 
-// registry tracks workers and the tools they serve.
-type registry struct {
+// Registry tracks workers and the tools they serve. Its zero value is not
+// usable; create one with [New] and stop it with [Registry.Close].
+type Registry struct {
 	log      *slog.Logger
 	dialOpts []grpc.DialOption
 	fetchTO  time.Duration
 
 	mu      sync.Mutex
-	workers map[string]*worker // by address
+	workers map[string]*Replica // by address
 	loading map[string]bool
 	// graceUntil delays expiry after NATS comes back, so workers can re-announce.
 	graceUntil time.Time
@@ -74,7 +58,7 @@ type registry struct {
 	closed bool
 	natsUp func() bool
 
-	snap atomic.Pointer[snapshot]
+	snap atomic.Pointer[Snapshot]
 	quit chan struct{}
 	wg   sync.WaitGroup
 	// changed is signalled (non-blocking) after every rebuild; tests wait on it.
@@ -108,11 +92,17 @@ const (
 // heartbeat repeats them. Static workers (configuration) always load.
 const maxLoading = 32
 
-func newRegistry(log *slog.Logger, fetchTimeout time.Duration) *registry {
-	r := &registry{
+// New returns an empty registry. Workers are dialed with dialOpts (transport
+// credentials; plain text when none), and each worker's contracts must be
+// fetched by reflection within fetchTimeout.
+func New(log *slog.Logger, fetchTimeout time.Duration, dialOpts ...grpc.DialOption) *Registry {
+	if len(dialOpts) == 0 {
+		dialOpts = []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
+	}
+	r := &Registry{
 		log:      log,
 		fetchTO:  fetchTimeout,
-		workers:  map[string]*worker{},
+		workers:  map[string]*Replica{},
 		loading:  map[string]bool{},
 		natsUp:   func() bool { return true },
 		changed:  make(chan struct{}, 1),
@@ -122,20 +112,24 @@ func newRegistry(log *slog.Logger, fetchTimeout time.Duration) *registry {
 			Help: "Worker replicas refused because their contract differs from the registered one of the same Toolkit@version.",
 		}),
 		quit:     make(chan struct{}),
-		dialOpts: []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())},
+		dialOpts: dialOpts,
 	}
 	r.snap.Store(buildSnapshot(nil))
 	return r
 }
 
-// current returns the registry's present view.
-func (r *registry) current() *snapshot { return r.snap.Load() }
+// Current returns the registry's present view; it never changes once returned.
+func (r *Registry) Current() *Snapshot { return r.snap.Load() }
+
+// Rejections counts replicas refused for a contract conflict
+// (toolfleet_gateway_registry_rejected_total); register it with the gateway's metrics.
+func (r *Registry) Rejections() prometheus.Collector { return r.rejections }
 
 // add registers a worker at addr (static, or announced with a ttl) and loads its
 // contracts in the background. A known address only has its lease renewed, unless
 // it now announces other toolkits (sig, "" = unknown): then its contracts are
 // loaded again, e.g. after a new version was deployed at the same address.
-func (r *registry) add(ctx context.Context, addr, id, sig string, static bool, ttl time.Duration) {
+func (r *Registry) add(ctx context.Context, addr, id, sig string, static bool, ttl time.Duration) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closed {
@@ -203,7 +197,7 @@ func (r *registry) add(ctx context.Context, addr, id, sig string, static bool, t
 }
 
 // load dials a worker and loads its contracts by reflection.
-func (r *registry) load(ctx context.Context, addr, id string, static bool, ttl time.Duration) (*worker, error) {
+func (r *Registry) load(ctx context.Context, addr, id string, static bool, ttl time.Duration) (*Replica, error) {
 	conn, err := grpc.NewClient(addr, r.dialOpts...)
 	if err != nil {
 		return nil, fmt.Errorf("dial %s: %w", addr, err)
@@ -230,39 +224,12 @@ func (r *registry) load(ctx context.Context, addr, id string, static bool, ttl t
 		}
 		digests[tk.Name+"@"+tk.Version] = d
 	}
-	return &worker{addr: addr, id: id, static: static, conn: conn, contracts: c, defs: defs,
+	return &Replica{addr: addr, id: id, static: static, conn: conn, contracts: c, defs: defs,
 		expires: time.Now().Add(ttl), ttl: ttl, digests: digests}, nil
 }
 
-// contractConflict names a Toolkit@version that a new replica serves with another
-// contract than the replicas already registered for it.
-type contractConflict struct {
-	toolkit   string
-	got, want string
-	by        string // address of a registered replica
-}
-
-// conflictLocked reports the first toolkit version w serves with a contract that
-// differs from the one registered for it. The registered contract is the one the
-// replicas already serving that version have (the first to join set it); a
-// replica at the same address is being replaced and does not count.
-func (r *registry) conflictLocked(w *worker) *contractConflict {
-	keys := slices.Sorted(maps.Keys(w.digests))
-	for _, k := range keys {
-		for _, o := range r.workers {
-			if o.addr == w.addr {
-				continue
-			}
-			if d, ok := o.digests[k]; ok && d != w.digests[k] {
-				return &contractConflict{toolkit: k, got: w.digests[k], want: d, by: o.addr}
-			}
-		}
-	}
-	return nil
-}
-
 // rejectLocked remembers a refused replica for a while, within a bound.
-func (r *registry) rejectLocked(w *worker) {
+func (r *Registry) rejectLocked(w *Replica) {
 	now := time.Now()
 	if len(r.rejected) >= maxRejections {
 		for a, rj := range r.rejected {
@@ -276,9 +243,9 @@ func (r *registry) rejectLocked(w *worker) {
 	}
 }
 
-// keepStatic (re)adds static workers that are not loaded, e.g. because they were
+// KeepStatic (re)adds static workers that are not loaded, e.g. because they were
 // not up yet when the gateway started, every interval until ctx is done.
-func (r *registry) keepStatic(ctx context.Context, addrs []string, interval time.Duration) {
+func (r *Registry) KeepStatic(ctx context.Context, addrs []string, interval time.Duration) {
 	add := func() {
 		for _, a := range addrs {
 			r.add(ctx, a, "static:"+a, "", true, 0)
@@ -300,7 +267,7 @@ func (r *registry) keepStatic(ctx context.Context, addrs []string, interval time
 }
 
 // remove drops an announced worker (static workers stay).
-func (r *registry) remove(addr string) {
+func (r *Registry) remove(addr string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	w, ok := r.workers[addr]
@@ -310,7 +277,7 @@ func (r *registry) remove(addr string) {
 	r.dropLocked(w, "stopped serving")
 }
 
-func (r *registry) dropLocked(w *worker, why string) {
+func (r *Registry) dropLocked(w *Replica, why string) {
 	delete(r.workers, w.addr)
 	r.rebuildLocked()
 	if r.closed {
@@ -341,7 +308,7 @@ const reconnectGrace = 5 * time.Second
 // expire drops announced workers whose lease ran out. While NATS is away nothing
 // expires (the last known registry is kept); after it returns, workers get one
 // ttl, and at least reconnectGrace, to announce again.
-func (r *registry) expire(now time.Time) {
+func (r *Registry) expire(now time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if !r.natsUp() {
@@ -363,19 +330,19 @@ func (r *registry) expire(now time.Time) {
 	}
 }
 
-// markNATSDown resets the grace logic so that expiry restarts after reconnection.
-func (r *registry) markNATSDown() {
+// MarkNATSDown resets the grace logic so that expiry restarts after reconnection.
+func (r *Registry) MarkNATSDown() {
 	r.mu.Lock()
 	r.graceUntil = time.Time{}
 	r.mu.Unlock()
 }
 
-func (r *registry) rebuildLocked() {
-	ws := make([]*worker, 0, len(r.workers))
+func (r *Registry) rebuildLocked() {
+	ws := make([]*Replica, 0, len(r.workers))
 	for _, w := range r.workers {
 		ws = append(ws, w)
 	}
-	slices.SortFunc(ws, func(a, b *worker) int { return cmp.Compare(a.addr, b.addr) })
+	slices.SortFunc(ws, func(a, b *Replica) int { return cmp.Compare(a.addr, b.addr) })
 	r.snap.Store(buildSnapshot(ws))
 	select {
 	case r.changed <- struct{}{}:
@@ -383,51 +350,8 @@ func (r *registry) rebuildLocked() {
 	}
 }
 
-func buildSnapshot(ws []*worker) *snapshot {
-	s := &snapshot{routes: map[string]*route{}, byName: map[string][]*toolfleetv1.ToolDefinition{}}
-	for _, w := range ws {
-		for _, d := range w.defs {
-			rt, ok := s.routes[d.GetId()]
-			if !ok {
-				md, found := w.contracts.Method(d.GetGrpcMethod())
-				if !found {
-					continue
-				}
-				rt = &route{def: d, method: md}
-				s.routes[d.GetId()] = rt
-				s.defs = append(s.defs, d)
-				name := d.GetToolkit() + "." + d.GetName()
-				s.byName[name] = append(s.byName[name], d)
-			}
-			rt.replicas = append(rt.replicas, w)
-		}
-	}
-	slices.SortFunc(s.defs, func(a, b *toolfleetv1.ToolDefinition) int { return cmp.Compare(a.GetId(), b.GetId()) })
-	s.index = search.New(s.defs)
-	return s
-}
-
-// pick returns replicas in round-robin order, ready ones first, so a caller can
-// fall back to the next one.
-func (rt *route) pick() []*worker {
-	n := len(rt.replicas)
-	start := int(rt.next.Add(1) % uint64(n))
-	out := make([]*worker, 0, n)
-	var down []*worker
-	for i := range n {
-		w := rt.replicas[(start+i)%n]
-		switch w.conn.GetState() {
-		case connectivity.TransientFailure, connectivity.Shutdown:
-			down = append(down, w)
-		default:
-			out = append(out, w)
-		}
-	}
-	return append(out, down...)
-}
-
-// close stops background work and closes every connection.
-func (r *registry) close() {
+// Close stops background work and closes every connection.
+func (r *Registry) Close() {
 	r.mu.Lock()
 	r.closed = true
 	r.mu.Unlock()
@@ -435,7 +359,7 @@ func (r *registry) close() {
 	r.wg.Wait()
 	r.mu.Lock()
 	ws := r.workers
-	r.workers = map[string]*worker{}
+	r.workers = map[string]*Replica{}
 	r.mu.Unlock()
 	for _, w := range ws {
 		_ = w.conn.Close()

@@ -1,4 +1,4 @@
-package gateway
+package registry
 
 import (
 	"context"
@@ -16,9 +16,9 @@ import (
 // defaultAnnounceTTL applies to announcements that carry no ttl.
 const defaultAnnounceTTL = 15 * time.Second
 
-// watchAnnouncements subscribes to worker heartbeats (core NATS) and expires
+// WatchAnnouncements subscribes to worker heartbeats (core NATS) and expires
 // workers that stop announcing, until ctx is done.
-func (r *registry) watchAnnouncements(ctx context.Context, nc *nats.Conn, sweep time.Duration) error {
+func (r *Registry) WatchAnnouncements(ctx context.Context, nc *nats.Conn, sweep time.Duration) error {
 	r.mu.Lock()
 	r.natsUp = nc.IsConnected
 	r.mu.Unlock()
@@ -56,7 +56,7 @@ func (r *registry) watchAnnouncements(ctx context.Context, nc *nats.Conn, sweep 
 	return nil
 }
 
-func (r *registry) announce(ctx context.Context, a *toolfleetv1.WorkerAnnouncement) {
+func (r *Registry) announce(ctx context.Context, a *toolfleetv1.WorkerAnnouncement) {
 	if a.GetAddress() == "" {
 		return
 	}

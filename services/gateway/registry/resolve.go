@@ -1,10 +1,10 @@
-package gateway
+package registry
 
 import (
 	"cmp"
 	"errors"
+	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 
 	"google.golang.org/grpc/codes"
@@ -12,7 +12,32 @@ import (
 	"github.com/toolfleet/toolfleet/sdk/tool/contract"
 )
 
-// resolve finds the route for a tool id: "Toolkit.Tool@x.y.z", "Toolkit.Tool@x"
+// ErrUnknownTool is wrapped by every [ResolveError]: no served tool has the
+// requested name or version.
+var ErrUnknownTool = errors.New("gateway: unknown tool")
+
+// ResolveError is a tool reference that names no served tool. Message is for
+// the caller (it suggests the closest tools), Detail for developers; Code is
+// InvalidArgument for a reference over contract.MaxToolRefLen, NotFound
+// otherwise.
+type ResolveError struct {
+	Code    codes.Code
+	Message string
+	Detail  string
+}
+
+// Error returns the caller-facing message.
+func (e *ResolveError) Error() string { return e.Message }
+
+// Unwrap returns [ErrUnknownTool].
+func (e *ResolveError) Unwrap() error { return ErrUnknownTool }
+
+// resolveError builds a ResolveError with a formatted caller message.
+func resolveError(code codes.Code, detail, format string, args ...any) *ResolveError {
+	return &ResolveError{Code: code, Detail: detail, Message: fmt.Sprintf(format, args...)}
+}
+
+// Resolve finds the route for a tool id: "Toolkit.Tool@x.y.z", "Toolkit.Tool@x"
 // (= x.0.0), "Toolkit.Tool" (latest served) or the model-facing "Toolkit_Tool".
 //
 // Cost is bounded by what the gateway serves, never by what a caller sends: an id
@@ -20,19 +45,19 @@ import (
 // and the cache is keyed by the canonical reference, so every spelling of one
 // tool shares one entry and only resolvable references (at most two per served
 // tool version) are kept.
-func (s *snapshot) resolve(toolID string) (*route, *CallError) {
+func (s *Snapshot) Resolve(toolID string) (*Route, *ResolveError) {
 	if len(toolID) > contract.MaxToolRefLen {
-		return nil, serverError(codes.InvalidArgument, ErrUnknownTool, contract.ErrToolRefTooLong.Error(),
+		return nil, resolveError(codes.InvalidArgument, contract.ErrToolRefTooLong.Error(),
 			"tool id is %d bytes long; tool ids are at most %d bytes (Toolkit.Tool[@x.y.z])", len(toolID), contract.MaxToolRefLen)
 	}
 	ref, err := contract.ParseToolRef(toolID)
 	if err != nil {
-		return nil, serverError(codes.NotFound, ErrUnknownTool, err.Error(),
+		return nil, resolveError(codes.NotFound, err.Error(),
 			"unknown tool %q: want Toolkit.Tool[@x.y.z]%s", toolID, s.suggest(toolID))
 	}
 	key := ref.String()
 	if rt, ok := s.resolved.Load(key); ok {
-		return rt.(*route), nil
+		return rt.(*Route), nil
 	}
 	rt, ce := s.resolveRef(toolID, ref)
 	if ce == nil {
@@ -41,7 +66,7 @@ func (s *snapshot) resolve(toolID string) (*route, *CallError) {
 	return rt, ce
 }
 
-func (s *snapshot) resolveRef(toolID string, ref contract.ToolRef) (*route, *CallError) {
+func (s *Snapshot) resolveRef(toolID string, ref contract.ToolRef) (*Route, *ResolveError) {
 	def, err := contract.Resolve(ref, s.byName[ref.Toolkit+"."+ref.Tool])
 	if err != nil {
 		if errors.Is(err, contract.ErrVersionNotFound) {
@@ -50,33 +75,24 @@ func (s *snapshot) resolveRef(toolID string, ref contract.ToolRef) (*route, *Cal
 				vs = append(vs, d.GetVersion())
 			}
 			slices.Sort(vs)
-			return nil, serverError(codes.NotFound, ErrUnknownTool, err.Error(),
+			return nil, resolveError(codes.NotFound, err.Error(),
 				"%s is not served in version %s; served versions: %s", ref.Toolkit+"."+ref.Tool, ref.Version, strings.Join(vs, ", "))
 		}
-		return nil, serverError(codes.NotFound, ErrUnknownTool, err.Error(),
+		return nil, resolveError(codes.NotFound, err.Error(),
 			"unknown tool %q%s", toolID, s.suggest(toolID))
 	}
 	return s.routes[def.GetId()], nil
 }
 
-// loggableToolID bounds a caller's tool id for logs: an id over the cap is cut
-// there and marked with its length, so a 1 MiB id does not become a 1 MiB line.
-func loggableToolID(id string) string {
-	if len(id) <= contract.MaxToolRefLen {
-		return id
-	}
-	return strings.ToValidUTF8(id[:contract.MaxToolRefLen], "") + "…(" + strconv.Itoa(len(id)) + " bytes)"
-}
-
-// resolvedLen counts the cached resolutions (for tests).
-func (s *snapshot) resolvedLen() int {
+// ResolvedLen counts the cached resolutions (tests check the cache's bound).
+func (s *Snapshot) ResolvedLen() int {
 	n := 0
 	s.resolved.Range(func(_, _ any) bool { n++; return true })
 	return n
 }
 
 // suggest names the closest existing tools, e.g. "; did you mean Calculator.Add?".
-func (s *snapshot) suggest(toolID string) string {
+func (s *Snapshot) suggest(toolID string) string {
 	name, _, _ := strings.Cut(toolID, "@")
 	name = strings.ToLower(name)
 	type cand struct {

@@ -1,0 +1,36 @@
+package gateway
+
+import (
+	"context"
+	"net/http"
+
+	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
+	"github.com/toolfleet/toolfleet/services/gateway/oxp"
+)
+
+// This file mounts the OXP HTTP JSON surface (package oxp): one line in
+// Handler registers it with oxpBackend.
+
+// OXPSchema is the $schema of OXP 1.0 bodies.
+//
+// Deprecated: use oxp.Schema; kept for source compatibility.
+const OXPSchema = oxp.Schema
+
+// oxpBackend is the gateway in process, as package oxp sees it.
+type oxpBackend struct{ g *Gateway }
+
+func (b oxpBackend) ToolCount() int { return len(b.g.reg.Current().Defs()) }
+
+// ListTools needs any authenticated caller, as on every surface.
+func (b oxpBackend) ListTools(ctx context.Context, h http.Header, req *toolfleetv1.ListToolsRequest) (*toolfleetv1.ListToolsResponse, error) {
+	return discover(ctx, b.g, h.Get("Authorization"), req, b.g.ListTools)
+}
+
+// CallTool authenticates the call (with delegation headers) and runs it.
+func (b oxpBackend) CallTool(ctx context.Context, h http.Header, req *toolfleetv1.CallToolRequest) (*toolfleetv1.CallToolResponse, error) {
+	return b.g.authenticated(ctx, credentialsOf(h), req)
+}
+
+// Failure renders a pipeline error (anything not a CallError becomes a sealed
+// Internal error).
+func (b oxpBackend) Failure(err error) *toolfleetv1.CallFailure { return asCallError(err).Failure() }

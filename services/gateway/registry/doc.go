@@ -1,0 +1,15 @@
+// Package registry is the gateway's view of the fleet: which worker replicas
+// are reachable and which tool versions they serve.
+//
+// Workers join two ways: static addresses from configuration
+// ([Registry.KeepStatic]) and heartbeats on NATS ([Registry.WatchAnnouncements],
+// which also expires replicas whose announcements stop). Each new replica is
+// dialed and its contracts are loaded by gRPC server reflection; a replica that
+// serves a Toolkit@version with another contract than the one already
+// registered is refused (the trust rule, trust.go). Workers are dialed in plain
+// text, or with TLS or mTLS as a [TLSConfig] says (tls.go).
+//
+// Every change publishes a new immutable [Snapshot]. Callers take
+// [Registry.Current] once per request and [Snapshot.Resolve] a tool reference
+// to a [Route], whose [Route.Pick] orders the replicas to try.
+package registry

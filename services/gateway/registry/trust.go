@@ -1,0 +1,39 @@
+package registry
+
+import (
+	"maps"
+	"slices"
+)
+
+// The trust rule: the first replica to register a Toolkit@version fixes its
+// contract (its digest, contract.Digest). A later replica that serves the same
+// Toolkit@version with another contract is refused and the registered replicas
+// keep serving, so a stale or forged worker cannot change a tool's contract
+// without a new version.
+
+// contractConflict names a Toolkit@version that a new replica serves with another
+// contract than the replicas already registered for it.
+type contractConflict struct {
+	toolkit   string
+	got, want string
+	by        string // address of a registered replica
+}
+
+// conflictLocked reports the first toolkit version w serves with a contract that
+// differs from the one registered for it. The registered contract is the one the
+// replicas already serving that version have (the first to join set it); a
+// replica at the same address is being replaced and does not count.
+func (r *Registry) conflictLocked(w *Replica) *contractConflict {
+	keys := slices.Sorted(maps.Keys(w.digests))
+	for _, k := range keys {
+		for _, o := range r.workers {
+			if o.addr == w.addr {
+				continue
+			}
+			if d, ok := o.digests[k]; ok && d != w.digests[k] {
+				return &contractConflict{toolkit: k, got: w.digests[k], want: d, by: o.addr}
+			}
+		}
+	}
+	return nil
+}
