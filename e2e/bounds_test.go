@@ -32,7 +32,11 @@ func TestFleetSurvivesAbuse(t *testing.T) {
 	if err != nil || resp.GetSuccess() || resp.GetError().GetMessage() == "" {
 		t.Fatalf("jq stack bomb: %v, %v; want an execution error", resp, err)
 	}
-	// Still up: the jq worker, another worker, and the gateway.
+	// Still up: the jq worker, another worker, and the gateway. The test's workers
+	// announce every 100 ms, so on two busy cores the bomb's seconds of CPU can let
+	// the jq worker's registration lapse for a moment; waiting for it to announce
+	// again is itself the proof that the process lived.
+	fleet.WaitTool(t, "JSONQuery.Query")
 	resp, err = c.CallTool(t.Context(), &toolfleetv1.CallToolRequest{ToolId: "JSONQuery.Query", Input: &structpb.Struct{Fields: map[string]*structpb.Value{
 		"query": structpb.NewStringValue(".a"), "documentJson": structpb.NewStringValue(`{"a": 1}`)}}})
 	if err != nil || !resp.GetSuccess() {
