@@ -82,12 +82,21 @@ var _ toolfleetv1connect.AgentServiceHandler = (*Service)(nil)
 // ResourceExhausted before it is decoded, and a panic in a handler becomes
 // Internal ("internal error") for that caller alone, logged with its stack.
 func (s *Service) Handler() (string, http.Handler) {
-	return toolfleetv1connect.NewAgentServiceHandler(s, connect.WithReadMaxBytes(maxRequestBytes),
-		connect.WithRecover(func(ctx context.Context, spec connect.Spec, _ http.Header, v any) error {
-			s.log().ErrorContext(ctx, "recovered a panic in an AgentService handler", "procedure", spec.Procedure,
-				"panic", fmt.Sprint(v), "stack", string(debug.Stack()))
-			return connect.NewError(connect.CodeInternal, errors.New("internal error"))
-		}))
+	return toolfleetv1connect.NewAgentServiceHandler(s, connect.WithReadMaxBytes(maxRequestBytes), Recover(s.log()))
+}
+
+// Recover is the Connect option every mounted orchestrator service uses: a
+// panic in a handler becomes Internal ("internal error") for that caller alone,
+// and log gets the procedure, the panic and its stack. Nil log: slog.Default().
+func Recover(log *slog.Logger) connect.HandlerOption {
+	if log == nil {
+		log = slog.Default()
+	}
+	return connect.WithRecover(func(ctx context.Context, spec connect.Spec, _ http.Header, v any) error {
+		log.ErrorContext(ctx, "recovered a panic in a handler", "procedure", spec.Procedure,
+			"panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+		return connect.NewError(connect.CodeInternal, errors.New("internal error"))
+	})
 }
 
 func (s *Service) log() *slog.Logger {

@@ -290,7 +290,7 @@ func (s *Service) own(ctx context.Context, h http.Header, scope, id string) (age
 
 // Handler returns the path prefix and handler to mount at the gateway.
 func (s *Service) Handler() (string, http.Handler) {
-	return toolfleetv1connect.NewProgramServiceHandler(s, connect.WithReadMaxBytes(MaxSourceBytes+(64<<10)))
+	return toolfleetv1connect.NewProgramServiceHandler(s, connect.WithReadMaxBytes(MaxSourceBytes+(64<<10)), agentapi.Recover(nil))
 }
 
 func limitsOf(l *toolfleetv1.ProgramLimits) Limits {
