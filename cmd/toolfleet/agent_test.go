@@ -3,8 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"io"
-	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -12,9 +10,7 @@ import (
 	"github.com/toolfleet/toolfleet/internal/devstack/devstacktest"
 	"github.com/toolfleet/toolfleet/orchestrator/agent"
 	"github.com/toolfleet/toolfleet/orchestrator/agent/agenttest"
-	"github.com/toolfleet/toolfleet/orchestrator/runner"
 	"github.com/toolfleet/toolfleet/sdk/llm"
-	"github.com/toolfleet/toolfleet/services/gateway"
 )
 
 // TestAgentCLI runs the gateway with the AgentService mounted (as `toolfleet
@@ -25,27 +21,13 @@ func TestAgentCLI(t *testing.T) {
 	stack := devstacktest.Start(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
-	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	agents := &agentMount{}
-	f, err := startFleet(ctx, fleetConfig{Host: "127.0.0.1", NATSURL: stack.NATS.URL(), Logger: logger, Mounts: []gateway.Mount{agents.mount()}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = f.stop() })
-	if err := f.waitToolkits(ctx, f.Toolkits...); err != nil {
-		t.Fatal(err)
-	}
 	models := agent.NewResolver()
 	models.Register("cli", &agenttest.ByTurn{Turns: []llm.ScriptTurn{
 		llm.CallTools("Multiplying.", llm.CallPart("c1", "Calculator_Multiply", map[string]any{"a": 6, "b": 7})),
 		llm.SayText("6 times 7 is 42."),
 	}})
-	o, err := runner.Start(ctx, runner.Config{TemporalAddress: stack.Temporal.Address(), Namespace: stack.Namespace(),
-		NATSURL: stack.NATS.URL(), GatewayAddress: f.Gateway.Addr(), Models: models, MemoryStorage: true, Logger: logger})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(o.Stop)
+	f, o := startOrchestrated(ctx, t, stack, models, agents.mount())
 	agents.serve(o, f.Gateway)
 
 	run := func(args ...string) (string, error) {

@@ -3,8 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,8 +10,6 @@ import (
 	"time"
 
 	"github.com/toolfleet/toolfleet/internal/devstack/devstacktest"
-	"github.com/toolfleet/toolfleet/orchestrator/runner"
-	"github.com/toolfleet/toolfleet/services/gateway"
 )
 
 // TestProgramCLI runs the gateway with the ProgramService mounted (as
@@ -24,22 +20,8 @@ func TestProgramCLI(t *testing.T) {
 	stack := devstacktest.Start(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
-	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	programs := &programMount{}
-	f, err := startFleet(ctx, fleetConfig{Host: "127.0.0.1", NATSURL: stack.NATS.URL(), Logger: logger, Mounts: []gateway.Mount{programs.mount()}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = f.stop() })
-	if err := f.waitToolkits(ctx, f.Toolkits...); err != nil {
-		t.Fatal(err)
-	}
-	o, err := runner.Start(ctx, runner.Config{TemporalAddress: stack.Temporal.Address(), Namespace: stack.Namespace(),
-		NATSURL: stack.NATS.URL(), GatewayAddress: f.Gateway.Addr(), MemoryStorage: true, Logger: logger})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(o.Stop)
+	f, o := startOrchestrated(ctx, t, stack, nil, programs.mount())
 	programs.serve(o, f.Gateway)
 
 	dir := t.TempDir()

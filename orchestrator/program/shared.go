@@ -2,7 +2,6 @@ package program
 
 import (
 	"fmt"
-	"regexp"
 	"time"
 
 	"github.com/toolfleet/toolfleet/orchestrator/agent"
@@ -170,12 +169,11 @@ type Input struct {
 // DefaultFilename names a script that was given no file name.
 const DefaultFilename = "program.star"
 
-var programIDPattern = regexp.MustCompile(`^[A-Za-z0-9_=-]{1,100}$`)
-
 // ValidProgramID reports whether id can name a program: it is used as a NATS
-// subject token and as the prefix of call ids.
+// subject token and as the prefix of call ids, exactly like a run id (programs
+// share the run event subjects), so it follows agent.ValidRunID's rule.
 func ValidProgramID(id string) error {
-	if !programIDPattern.MatchString(id) {
+	if agent.ValidRunID(id) != nil {
 		return fmt.Errorf("program: id %q: want 1-100 of A-Z a-z 0-9 _ = -", id)
 	}
 	return nil
