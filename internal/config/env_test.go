@@ -50,3 +50,31 @@ func TestApplyEnv(t *testing.T) {
 		})
 	}
 }
+
+func TestApplyEnvDoesNotEchoValue(t *testing.T) {
+	const secret = "hunter2-not-a-port"
+	t.Setenv("TF_NATS_PORT", secret)
+	fs := pflag.NewFlagSet("x", pflag.ContinueOnError)
+	fs.Int("nats-port", 4222, "NATS port")
+	BindEnv(fs, "TF")
+	err := ApplyEnv(fs, "TF")
+	if err == nil || !strings.Contains(err.Error(), "TF_NATS_PORT") {
+		t.Fatalf("err = %v, want mention of TF_NATS_PORT", err)
+	}
+	if strings.Contains(err.Error(), secret) {
+		t.Fatalf("error %q repeats the variable's value", err)
+	}
+}
+
+func TestBindEnvNamesVariableOnce(t *testing.T) {
+	fs := pflag.NewFlagSet("x", pflag.ContinueOnError)
+	fs.String("nats-ca", "", "CA file (env TF_NATS_CA)")
+	fs.Int("nats-port", 4222, "NATS port")
+	BindEnv(fs, "TF")
+	BindEnv(fs, "TF")
+	for _, name := range []string{"nats-ca", "nats-port"} {
+		if u := fs.Lookup(name).Usage; strings.Count(u, "(env ") != 1 {
+			t.Errorf("--%s usage %q names its variable %d times, want once", name, u, strings.Count(u, "(env "))
+		}
+	}
+}

@@ -92,7 +92,7 @@ type FlagSet interface {
 // --worker-server-name on fs, with defaults from the TOOLFLEET_WORKER_*
 // environment variables.
 func (c *TLSConfig) AddFlags(fs FlagSet) {
-	fs.BoolVar(&c.Enabled, "worker-tls", os.Getenv(EnvWorkerTLS) == "true", "dial workers with TLS (env "+EnvWorkerTLS+"=true)")
+	fs.BoolVar(&c.Enabled, "worker-tls", os.Getenv(EnvWorkerTLS) == "true", "dial workers with TLS (env "+EnvWorkerTLS+")")
 	fs.StringVar(&c.CAFile, "worker-ca", os.Getenv(EnvWorkerCA), "PEM file of CAs that sign worker certificates; turns worker TLS on (env "+EnvWorkerCA+")")
 	fs.StringVar(&c.CertFile, "worker-cert", os.Getenv(EnvWorkerCert), "client certificate the gateway shows workers (mTLS) (env "+EnvWorkerCert+")")
 	fs.StringVar(&c.KeyFile, "worker-key", os.Getenv(EnvWorkerKey), "key of --worker-cert (env "+EnvWorkerKey+")")
