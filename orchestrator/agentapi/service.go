@@ -44,8 +44,10 @@ const (
 
 // Limits of the service.
 const (
-	maxMessages     = 256
-	maxPageSize     = 100
+	maxMessages = 256
+	maxPageSize = 100
+	// maxListScans bounds the Temporal pages one ListRuns call reads to fill a page.
+	maxListScans    = 10
 	maxWatch        = time.Hour
 	deltaBuffer     = 256
 	maxRequestBytes = 4 << 20
@@ -277,26 +279,39 @@ func (s *Service) ListRuns(ctx context.Context, r *connect.Request[toolfleetv1.L
 	if r.Msg.GetPageSize() == 0 {
 		size = 20
 	}
-	resp, err := s.Runs.Temporal.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
-		PageSize: size, NextPageToken: r.Msg.GetPageToken(), Query: fmt.Sprintf("WorkflowType = '%s'", agent.WorkflowName)})
-	if err != nil {
-		return nil, s.fromTemporal("list runs", err)
-	}
-	out := &toolfleetv1.ListRunsResponse{NextPageToken: resp.GetNextPageToken()}
-	for _, e := range resp.GetExecutions() {
-		id := e.GetExecution().GetWorkflowId()
-		if !c.Anonymous && !c.has(ScopeAdmin) {
-			if p, err := s.Runs.Principal(ctx, id); err != nil || p.Subject != c.Subject {
-				continue
+	// Ownership is known only after a run is fetched, so a page is filled from as many
+	// Temporal pages as it takes, each asking only for the rows still missing (so no
+	// row is skipped), up to maxListScans; a caller among many tenants may then get a
+	// short page with a next_page_token, as AIP-158 allows.
+	all := c.Anonymous || c.has(ScopeAdmin)
+	out := &toolfleetv1.ListRunsResponse{}
+	token := r.Msg.GetPageToken()
+	for scan := 0; scan < maxListScans && int32(len(out.Runs)) < size; scan++ {
+		resp, err := s.Runs.Temporal.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
+			PageSize: size - int32(len(out.Runs)), NextPageToken: token, Query: fmt.Sprintf("WorkflowType = '%s'", agent.WorkflowName)})
+		if err != nil {
+			return nil, s.fromTemporal("list runs", err)
+		}
+		for _, e := range resp.GetExecutions() {
+			id := e.GetExecution().GetWorkflowId()
+			if !all {
+				if p, err := s.Runs.Principal(ctx, id); err != nil || p.Subject != c.Subject {
+					continue
+				}
 			}
+			sum := &toolfleetv1.RunSummary{RunId: id, State: strings.TrimPrefix(e.GetStatus().String(), "WorkflowExecutionStatus"),
+				StartedAt: e.GetStartTime()}
+			if e.GetCloseTime() != nil {
+				sum.ClosedAt = e.GetCloseTime()
+			}
+			out.Runs = append(out.Runs, sum)
 		}
-		sum := &toolfleetv1.RunSummary{RunId: id, State: strings.TrimPrefix(e.GetStatus().String(), "WorkflowExecutionStatus"),
-			StartedAt: e.GetStartTime()}
-		if e.GetCloseTime() != nil {
-			sum.ClosedAt = e.GetCloseTime()
+		token = resp.GetNextPageToken()
+		if len(token) == 0 {
+			break
 		}
-		out.Runs = append(out.Runs, sum)
 	}
+	out.NextPageToken = token
 	return connect.NewResponse(out), nil
 }
 

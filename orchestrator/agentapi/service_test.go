@@ -7,8 +7,10 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"connectrpc.com/connect"
 	"google.golang.org/grpc"
@@ -16,6 +18,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/toolfleet/toolfleet/e2e"
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
@@ -235,5 +238,57 @@ func TestAgentService(t *testing.T) {
 	}
 	if len(resumed) != 1 || resumed[0] != agent.EventCompleted {
 		t.Fatalf("resumed after seq %d: %v, want only the completed event", lastSeq-1, resumed)
+	}
+
+	// Newer runs of another caller must not make ana's pages come back empty: a page is
+	// filled past rows she may not see.
+	for _, id := range []string{"bo-1", "bo-2", "bo-3"} {
+		r := proto.Clone(start).(*toolfleetv1.StartRunRequest)
+		r.RunId = id
+		if _, err := bo.StartRun(ctx, connect.NewRequest(r)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Temporal's visibility store is eventually consistent: wait until all are listed.
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		all, err := bo.ListRuns(ctx, connect.NewRequest(&toolfleetv1.ListRunsRequest{PageSize: 100}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(all.Msg.GetRuns()) == 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("bo's runs listed: %v, want 3", all.Msg.GetRuns())
+		}
+	}
+	for _, tc := range []struct {
+		client toolfleetv1connect.AgentServiceClient
+		want   string
+	}{{ana, "api-run"}, {bo, "bo-1 bo-2 bo-3"}} {
+		var ids []string
+		var token []byte
+		for pages := 0; ; pages++ {
+			if pages > 5 {
+				t.Fatalf("listing %s never ends", tc.want)
+			}
+			page, err := tc.client.ListRuns(ctx, connect.NewRequest(&toolfleetv1.ListRunsRequest{PageSize: 1, PageToken: token}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if pages == 0 && len(page.Msg.GetRuns()) != 1 {
+				t.Fatalf("first page of size 1 holds %d runs, want 1", len(page.Msg.GetRuns()))
+			}
+			for _, r := range page.Msg.GetRuns() {
+				ids = append(ids, r.GetRunId())
+			}
+			if token = page.Msg.GetNextPageToken(); len(token) == 0 {
+				break
+			}
+		}
+		slices.Sort(ids)
+		if got := strings.Join(ids, " "); got != tc.want {
+			t.Errorf("pages of one hold %q, want %q", got, tc.want)
+		}
 	}
 }
