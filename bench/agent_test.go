@@ -96,7 +96,7 @@ func BenchmarkAgentStep(b *testing.B) {
 
 		id := fmt.Sprintf("agent-%d", i)
 		began = time.Now()
-		if _, err := o.Runs.Start(ctx, id, agent.RunSpec{Model: agent.ModelSpec{Provider: "scripted", Name: "bench"},
+		if _, err := o.Runs.Start(ctx, id, agent.RunSpec{Model: agent.ModelSpec{Spec: llm.Spec{Provider: "scripted", Name: "bench"}},
 			Tools: []string{"Calculator.Add"}, IdleTimeout: -1}, agent.Principal{}, llm.User("go")); err != nil {
 			b.Fatal(err)
 		}
@@ -206,7 +206,7 @@ func BenchmarkAgentConcurrentRuns(b *testing.B) {
 		began = time.Now()
 		for i := range n {
 			g.Go(func() error {
-				_, err := o.Runs.Start(ctx, fmt.Sprintf("%s%d", prefix, i), agent.RunSpec{Model: agent.ModelSpec{Provider: "scripted", Name: "many"},
+				_, err := o.Runs.Start(ctx, fmt.Sprintf("%s%d", prefix, i), agent.RunSpec{Model: agent.ModelSpec{Spec: llm.Spec{Provider: "scripted", Name: "many"}},
 					Tools: []string{"Calculator.Add"}, IdleTimeout: -1}, agent.Principal{}, llm.User("go"))
 				return err
 			})

@@ -122,7 +122,7 @@ func newEnv(t *testing.T) *env {
 func (e *env) start(t *testing.T, runID string, spec agent.RunSpec, turns ...llm.ScriptTurn) {
 	t.Helper()
 	e.models.Register(runID, &agenttest.ByTurn{Turns: turns})
-	spec.Model = agent.ModelSpec{Provider: "scripted", Name: runID}
+	spec.Model = agent.ModelSpec{Spec: llm.Spec{Provider: "scripted", Name: runID}}
 	if _, err := e.runs.Start(t.Context(), runID, spec, agent.Principal{Subject: "ana", Scopes: []string{"tools:call", "schematest:read"}},
 		llm.System("You are a test."), llm.User("go")); err != nil {
 		t.Fatalf("start %s: %v", runID, err)

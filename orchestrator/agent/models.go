@@ -81,7 +81,7 @@ func (r *Resolver) Model(ctx context.Context, spec ModelSpec) (llm.Model, error)
 		if spec.Name != llm.DemoModelName {
 			return nil, fmt.Errorf("%w: scripted:%s (available: scripted:%s)", ErrUnknownModel, spec.Name, llm.DemoModelName)
 		}
-		return models.Open(ctx, llm.Spec{Provider: llm.ProviderScripted, Name: spec.Name})
+		return models.Open(ctx, spec.Spec)
 	}
 	env, ok := providerEnv[spec.Provider]
 	if !ok {
@@ -91,7 +91,8 @@ func (r *Resolver) Model(ctx context.Context, spec ModelSpec) (llm.Model, error)
 	if err != nil {
 		return nil, err
 	}
-	ls := llm.Spec{Provider: spec.Provider, Name: spec.Name, BaseURL: spec.BaseURL}
+	ls := spec.Spec
+	ls.KeyRef = ""
 	if key != "" {
 		ls.KeyRef = "env:" + resolvedKeyVar
 	}
@@ -159,5 +160,5 @@ func ParseModel(s string) (ModelSpec, error) {
 	if !ok || p == "" || n == "" {
 		return ModelSpec{}, fmt.Errorf("agent: model %q: want provider:name", s)
 	}
-	return ModelSpec{Provider: p, Name: n}, nil
+	return ModelSpec{Spec: llm.Spec{Provider: p, Name: n}}, nil
 }

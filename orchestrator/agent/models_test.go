@@ -30,16 +30,16 @@ func TestKeyReferences(t *testing.T) {
 		want    string
 		wantErr string
 	}{
-		{"provider default", ModelSpec{Provider: "openai"}, "sk-openai", ""},
-		{"explicit provider var", ModelSpec{Provider: "openai", KeyRef: "env:OPENAI_API_KEY"}, "sk-openai", ""},
-		{"toolfleet var", ModelSpec{Provider: "openai-compatible", BaseURL: "http://127.0.0.1:1", KeyRef: "env:TOOLFLEET_MODEL_KEY_LOCAL"}, "sk-local", ""},
-		{"file in the key folder", ModelSpec{Provider: "anthropic", KeyRef: "file:anthropic"}, "sk-ant", ""},
-		{"local server without key", ModelSpec{Provider: "openai-compatible", BaseURL: "http://127.0.0.1:1"}, "", ""},
-		{"any env var", ModelSpec{Provider: "openai", KeyRef: "env:HOME_SECRET"}, "", "only OPENAI_API_KEY"},
-		{"provider key to a custom base URL", ModelSpec{Provider: "openai", BaseURL: "https://evil.example", KeyRef: "env:OPENAI_API_KEY"}, "", "only OPENAI_API_KEY"},
-		{"default key to a custom base URL", ModelSpec{Provider: "openai", BaseURL: "https://evil.example"}, "", "explicit key reference"},
-		{"file outside the key folder", ModelSpec{Provider: "anthropic", KeyRef: "file:../../etc/passwd"}, "", "escapes"},
-		{"empty key", ModelSpec{Provider: "gemini"}, "", "empty"},
+		{"provider default", ModelSpec{Spec: llm.Spec{Provider: "openai"}}, "sk-openai", ""},
+		{"explicit provider var", ModelSpec{Spec: llm.Spec{Provider: "openai", KeyRef: "env:OPENAI_API_KEY"}}, "sk-openai", ""},
+		{"toolfleet var", ModelSpec{Spec: llm.Spec{Provider: "openai-compatible", BaseURL: "http://127.0.0.1:1", KeyRef: "env:TOOLFLEET_MODEL_KEY_LOCAL"}}, "sk-local", ""},
+		{"file in the key folder", ModelSpec{Spec: llm.Spec{Provider: "anthropic", KeyRef: "file:anthropic"}}, "sk-ant", ""},
+		{"local server without key", ModelSpec{Spec: llm.Spec{Provider: "openai-compatible", BaseURL: "http://127.0.0.1:1"}}, "", ""},
+		{"any env var", ModelSpec{Spec: llm.Spec{Provider: "openai", KeyRef: "env:HOME_SECRET"}}, "", "only OPENAI_API_KEY"},
+		{"provider key to a custom base URL", ModelSpec{Spec: llm.Spec{Provider: "openai", BaseURL: "https://evil.example", KeyRef: "env:OPENAI_API_KEY"}}, "", "only OPENAI_API_KEY"},
+		{"default key to a custom base URL", ModelSpec{Spec: llm.Spec{Provider: "openai", BaseURL: "https://evil.example"}}, "", "explicit key reference"},
+		{"file outside the key folder", ModelSpec{Spec: llm.Spec{Provider: "anthropic", KeyRef: "file:../../etc/passwd"}}, "", "escapes"},
+		{"empty key", ModelSpec{Spec: llm.Spec{Provider: "gemini"}}, "", "empty"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -78,8 +78,8 @@ func TestResolverOpensModels(t *testing.T) {
 		spec     ModelSpec
 		wantAuth string
 	}{
-		{"explicit toolfleet key to a local server", ModelSpec{Provider: "openai-compatible", Name: "llama", BaseURL: srv.URL, KeyRef: "env:TOOLFLEET_MODEL_KEY_LOCAL"}, "Bearer sk-local"},
-		{"local server without key gets no OpenAI key", ModelSpec{Provider: "openai-compatible", Name: "llama", BaseURL: srv.URL}, ""},
+		{"explicit toolfleet key to a local server", ModelSpec{Spec: llm.Spec{Provider: "openai-compatible", Name: "llama", BaseURL: srv.URL, KeyRef: "env:TOOLFLEET_MODEL_KEY_LOCAL"}}, "Bearer sk-local"},
+		{"local server without key gets no OpenAI key", ModelSpec{Spec: llm.Spec{Provider: "openai-compatible", Name: "llama", BaseURL: srv.URL}}, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -107,7 +107,7 @@ func TestResolverOpensModels(t *testing.T) {
 func TestResolverScripted(t *testing.T) {
 	t.Parallel()
 	r := NewResolver()
-	m, err := r.Model(t.Context(), ModelSpec{Provider: "scripted", Name: "demo"})
+	m, err := r.Model(t.Context(), ModelSpec{Spec: llm.Spec{Provider: "scripted", Name: "demo"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,10 +120,10 @@ func TestResolverScripted(t *testing.T) {
 	if calls := llm.ToolCalls(msg); len(calls) != 1 || calls[0].GetName() != "Calculator_Add" {
 		t.Fatalf("demo's first turn = %v, want one Calculator_Add call", calls)
 	}
-	if _, err := r.Model(t.Context(), ModelSpec{Provider: "scripted", Name: "nope"}); !errors.Is(err, ErrUnknownModel) {
+	if _, err := r.Model(t.Context(), ModelSpec{Spec: llm.Spec{Provider: "scripted", Name: "nope"}}); !errors.Is(err, ErrUnknownModel) {
 		t.Fatalf("scripted:nope: err = %v, want ErrUnknownModel", err)
 	}
-	if _, err := r.Model(t.Context(), ModelSpec{Provider: "openai", Name: "gpt", BaseURL: "https://evil.example"}); err == nil {
+	if _, err := r.Model(t.Context(), ModelSpec{Spec: llm.Spec{Provider: "openai", Name: "gpt", BaseURL: "https://evil.example"}}); err == nil {
 		t.Fatal("a custom base URL without a key reference was accepted")
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"regexp"
 	"time"
+
+	"github.com/toolfleet/toolfleet/sdk/llm"
 )
 
 // Names that the Temporal UI and CLI show, and that clients use.
@@ -77,18 +79,12 @@ func ValidRunID(id string) error {
 	return nil
 }
 
-// ModelSpec says which model a run talks to. The key is a reference
-// ("env:NAME" or "file:/path") resolved inside the activity at call time, so
-// no secret is ever written to workflow history.
+// ModelSpec says which model a run talks to: an [llm.Spec] (whose key is a
+// reference, "env:NAME" or "file:NAME", resolved inside the activity at call time,
+// so no secret is ever written to workflow history) and the reply bound. The
+// embedded spec keeps the JSON of recorded histories unchanged.
 type ModelSpec struct {
-	// Provider: "openai", "openai-compatible", "anthropic", "gemini" or "scripted".
-	Provider string `json:"provider"`
-	// Name is the provider's model id (for "scripted", the script's name).
-	Name string `json:"name"`
-	// BaseURL overrides the provider's endpoint (required for "openai-compatible").
-	BaseURL string `json:"base_url,omitempty"`
-	// KeyRef is "env:NAME" or "file:/path"; empty uses the provider's usual env var.
-	KeyRef string `json:"key_ref,omitempty"`
+	llm.Spec
 	// MaxTokens bounds each reply; 0 keeps the provider default.
 	MaxTokens int `json:"max_tokens,omitempty"`
 }

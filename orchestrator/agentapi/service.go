@@ -161,7 +161,8 @@ func (s *Service) fromTemporal(what string, err error) error {
 func spec(req *toolfleetv1.StartRunRequest) (agent.RunSpec, []*toolfleetv1.Message, error) {
 	var sp agent.RunSpec
 	if m := req.GetModelSpec(); m != nil {
-		sp.Model = agent.ModelSpec{Provider: m.GetProvider(), Name: m.GetName(), BaseURL: m.GetBaseUrl(), KeyRef: m.GetKeyRef(), MaxTokens: int(m.GetMaxTokens())}
+		sp.Model = agent.ModelSpec{Spec: llm.Spec{Provider: m.GetProvider(), Name: m.GetName(), BaseURL: m.GetBaseUrl(), KeyRef: m.GetKeyRef()},
+			MaxTokens: int(m.GetMaxTokens())}
 	} else {
 		m, err := agent.ParseModel(req.GetModel())
 		if err != nil {

@@ -145,7 +145,7 @@ func TestKillMidTurn(t *testing.T) {
 	}
 	runs := &agent.Runs{Temporal: devstacktest.Client(t, stack), Store: store, TaskQueue: "kill-test"}
 	id := "kill-run"
-	if _, err := runs.Start(t.Context(), id, agent.RunSpec{Model: agent.ModelSpec{Provider: "scripted", Name: "kill"},
+	if _, err := runs.Start(t.Context(), id, agent.RunSpec{Model: agent.ModelSpec{Spec: llm.Spec{Provider: "scripted", Name: "kill"}},
 		Tools: []string{"KV.Put"}, IdleTimeout: -1}, agent.Principal{Subject: "ana"}, llm.User("store two values")); err != nil {
 		t.Fatal(err)
 	}

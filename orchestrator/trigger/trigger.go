@@ -22,6 +22,7 @@ import (
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
 	"github.com/toolfleet/toolfleet/orchestrator/agent"
 	"github.com/toolfleet/toolfleet/orchestrator/program"
+	"github.com/toolfleet/toolfleet/sdk/llm"
 )
 
 // Headers of a dead letter.
@@ -245,7 +246,7 @@ func (r *Runner) start(ctx context.Context, t Trigger, msg jetstream.Msg) (strin
 	}
 	a := t.Agent
 	prov, name, _ := strings.Cut(a.Model, ":")
-	spec := agent.RunSpec{Model: agent.ModelSpec{Provider: prov, Name: name, KeyRef: a.KeyRef}, Tools: a.Tools,
+	spec := agent.RunSpec{Model: agent.ModelSpec{Spec: llm.Spec{Provider: prov, Name: name, KeyRef: a.KeyRef}}, Tools: a.Tools,
 		Labels: map[string]string{"trigger": t.Name}}
 	var msgs []*toolfleetv1.Message
 	if a.System != "" {
