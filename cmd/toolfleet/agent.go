@@ -312,6 +312,9 @@ type view struct {
 	frame    int
 	inText   bool
 	attempt  map[int32]int32 // highest attempt seen per turn
+	// Tokens of the turns seen so far; whole-run totals when watching from the start.
+	tokensIn, tokensOut int64
+	fromStart           bool
 }
 
 var spinnerFrames = []string{"⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"}
@@ -377,7 +380,7 @@ func (v *view) delta(d *toolfleetv1.RunDelta) {
 // watchRun streams the run's events and deltas to w until the run ends; a
 // dropped stream is resumed after the last event seen.
 func watchRun(ctx context.Context, c toolfleetv1connect.AgentServiceClient, runID string, after uint64, w io.Writer) error {
-	v := &view{w: w, tty: isTerminal(w), attempt: map[int32]int32{}}
+	v := &view{w: w, tty: isTerminal(w), attempt: map[int32]int32{}, fromStart: after == 0}
 	if v.tty {
 		ticker := time.NewTicker(100 * time.Millisecond)
 		defer ticker.Stop()
@@ -424,6 +427,21 @@ func watchRun(ctx context.Context, c toolfleetv1connect.AgentServiceClient, runI
 	return fmt.Errorf("watching %s: the stream kept ending; resume with 'toolfleet agent watch %s --after %d'", runID, runID, after)
 }
 
+// usage counts a turn's tokens and says them, with the run's total so far when the
+// watch saw every turn.
+func (v *view) usage(u *toolfleetv1.Usage) string {
+	if u == nil {
+		return ""
+	}
+	v.tokensIn += u.GetInputTokens()
+	v.tokensOut += u.GetOutputTokens()
+	s := fmt.Sprintf(" [%d in / %d out", u.GetInputTokens(), u.GetOutputTokens())
+	if v.fromStart {
+		s += fmt.Sprintf("; run so far %d / %d", v.tokensIn, v.tokensOut)
+	}
+	return s + " tokens]"
+}
+
 // event renders one run event; done is true after the terminal one.
 func (v *view) event(ctx context.Context, c toolfleetv1connect.AgentServiceClient, ev *toolfleetv1.RunEvent, calls map[string]time.Time, started time.Time) (bool, error) {
 	switch ev.GetKind() {
@@ -437,7 +455,7 @@ func (v *view) event(ctx context.Context, c toolfleetv1connect.AgentServiceClien
 		if v.tty && v.inText {
 			v.line("")
 		}
-		v.line(styleTurn.Render(fmt.Sprintf("turn %d", ev.GetTurn())) + styleDim.Render(": "+ev.GetMessage()))
+		v.line(styleTurn.Render(fmt.Sprintf("turn %d", ev.GetTurn())) + styleDim.Render(": "+ev.GetMessage()+v.usage(ev.GetUsage())))
 	case "tool_call":
 		calls[ev.GetCallId()] = time.Now()
 		v.line(fmt.Sprintf("  → %s %s", ev.GetToolId(), styleDim.Render(ev.GetCallId())))

@@ -3,10 +3,12 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
 	"github.com/toolfleet/toolfleet/internal/devstack/devstacktest"
 	"github.com/toolfleet/toolfleet/orchestrator/agent"
 	"github.com/toolfleet/toolfleet/orchestrator/agent/agenttest"
@@ -23,9 +25,14 @@ func TestAgentCLI(t *testing.T) {
 	defer cancel()
 	agents := &agentMount{}
 	models := agent.NewResolver()
+	// Each reply reports usage, as a provider would, so the watch's running total can be checked.
+	withUsage := func(turn llm.ScriptTurn, in, out int64) llm.ScriptTurn {
+		turn.Reply.Usage = &toolfleetv1.Usage{InputTokens: in, OutputTokens: out}
+		return turn
+	}
 	models.Register("cli", &agenttest.ByTurn{Turns: []llm.ScriptTurn{
-		llm.CallTools("Multiplying.", llm.CallPart("c1", "Calculator_Multiply", map[string]any{"a": 6, "b": 7})),
-		llm.SayText("6 times 7 is 42."),
+		withUsage(llm.CallTools("Multiplying.", llm.CallPart("c1", "Calculator_Multiply", map[string]any{"a": 6, "b": 7})), 100, 10),
+		withUsage(llm.SayText("6 times 7 is 42."), 130, 7),
 	}})
 	f, o := startOrchestrated(ctx, t, stack, models, agents.mount())
 	agents.serve(o, f.Gateway)
@@ -44,10 +51,21 @@ func TestAgentCLI(t *testing.T) {
 		t.Fatalf("agent run: %v\n%s", err, out)
 	}
 	for _, want := range []string{"▶ run cli-run", "turn 1: 1 tool calls; Multiplying.", "→ Calculator.Multiply", "← ok in", `{"result":42}`,
-		"turn 2: 0 tool calls; 6 times 7 is 42.", "✓ 6 times 7 is 42. (2 turns, 1 tool calls"} {
+		"turn 2: 0 tool calls; 6 times 7 is 42.", "✓ 6 times 7 is 42. (2 turns, 1 tool calls", "; run so far "} {
 		if !strings.Contains(out, want) {
 			t.Errorf("watch output lacks %q:\n%s", want, out)
 		}
+	}
+	// The running total after the last turn is the run's usage that GetRun reports.
+	var in, outTok int64
+	if _, err := fmt.Sscanf(out[strings.Index(out, "(2 turns, 1 tool calls, "):], "(2 turns, 1 tool calls, %d tokens in / %d out", &in, &outTok); err != nil || in == 0 {
+		t.Fatalf("final usage: %v (in=%d)\n%s", err, in, out)
+	}
+	if in != 230 || outTok != 17 {
+		t.Errorf("final usage %d in / %d out, want 230 / 17", in, outTok)
+	}
+	if want := fmt.Sprintf("[130 in / 7 out; run so far %d / %d tokens]", in, outTok); !strings.Contains(out, want) {
+		t.Errorf("watch output lacks the running total %q:\n%s", want, out)
 	}
 	if strings.Contains(out, "\x1b[") {
 		t.Errorf("piped output has escape codes:\n%q", out)

@@ -324,7 +324,7 @@ func (a *Activities) ModelTurn(ctx context.Context, in ModelTurnInput) (ModelTur
 	}
 	res := turnSummary(msg, in.Seq+1)
 	ev := Event{RunID: in.RunID, Kind: EventTurn, Turn: in.Turn, ID: fmt.Sprintf("%s/%d/turn", in.RunID, in.Turn),
-		Time: time.Now(), Message: fmt.Sprintf("%d tool calls; %s", len(res.Calls), res.Preview)}
+		Time: time.Now(), Message: fmt.Sprintf("%d tool calls; %s", len(res.Calls), res.Preview), Usage: &res.Usage}
 	if err := a.Events.Publish(ctx, ev); err != nil {
 		return ModelTurnResult{}, err
 	}

@@ -79,6 +79,9 @@ func OpenEvents(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, stre
 func (e *Events) Publish(ctx context.Context, ev Event) error {
 	pb := &toolfleetv1.RunEvent{Id: ev.ID, RunId: ev.RunID, Kind: ev.Kind, Time: timestamppb.New(ev.Time),
 		Turn: int32(ev.Turn), CallId: ev.CallID, ToolId: ev.ToolID, Message: ev.Message}
+	if u := ev.Usage; u != nil {
+		pb.Usage = &toolfleetv1.Usage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens}
+	}
 	b, err := protojson.Marshal(pb)
 	if err != nil {
 		return fmt.Errorf("agent: encode event: %w", err)

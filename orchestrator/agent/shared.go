@@ -305,6 +305,8 @@ type Event struct {
 	CallID  string `json:"call_id,omitempty"`
 	ToolID  string `json:"tool_id,omitempty"`
 	Message string `json:"message,omitempty"`
+	// Usage is the model turn's tokens (turn events only).
+	Usage *Usage `json:"usage,omitempty"`
 	// ID dedupes the event in JetStream (Nats-Msg-Id); deterministic per step.
 	ID   string    `json:"id"`
 	Time time.Time `json:"time"`

@@ -188,7 +188,9 @@ type RunEvent struct {
 	ToolId  string                 `protobuf:"bytes,7,opt,name=tool_id,json=toolId,proto3" json:"tool_id,omitempty"`
 	Message string                 `protobuf:"bytes,8,opt,name=message,proto3" json:"message,omitempty"`
 	// Position in the run's event stream (set by WatchRun; resume after it).
-	Seq           uint64 `protobuf:"varint,9,opt,name=seq,proto3" json:"seq,omitempty"`
+	Seq uint64 `protobuf:"varint,9,opt,name=seq,proto3" json:"seq,omitempty"`
+	// Tokens of this model turn (turn events), so a watcher can show usage so far.
+	Usage         *Usage `protobuf:"bytes,10,opt,name=usage,proto3" json:"usage,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -284,6 +286,13 @@ func (x *RunEvent) GetSeq() uint64 {
 		return x.Seq
 	}
 	return 0
+}
+
+func (x *RunEvent) GetUsage() *Usage {
+	if x != nil {
+		return x.Usage
+	}
+	return nil
 }
 
 // WorkerAnnouncement is a worker heartbeat on toolfleet.registry.announce.
@@ -441,7 +450,7 @@ var File_toolfleet_v1_events_proto protoreflect.FileDescriptor
 
 const file_toolfleet_v1_events_proto_rawDesc = "" +
 	"\n" +
-	"\x19toolfleet/v1/events.proto\x12\ftoolfleet.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xb3\x03\n" +
+	"\x19toolfleet/v1/events.proto\x12\ftoolfleet.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x16toolfleet/v1/llm.proto\"\xb3\x03\n" +
 	"\tCallEvent\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x17\n" +
@@ -457,7 +466,7 @@ const file_toolfleet_v1_events_proto_rawDesc = "" +
 	"\bapprover\x18\v \x01(\tR\bapprover\x12;\n" +
 	"\vapproved_at\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"approvedAt\x12\x10\n" +
-	"\x03via\x18\r \x01(\tR\x03via\"\xe7\x01\n" +
+	"\x03via\x18\r \x01(\tR\x03via\"\x92\x02\n" +
 	"\bRunEvent\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x15\n" +
 	"\x06run_id\x18\x02 \x01(\tR\x05runId\x12\x12\n" +
@@ -467,7 +476,9 @@ const file_toolfleet_v1_events_proto_rawDesc = "" +
 	"\acall_id\x18\x06 \x01(\tR\x06callId\x12\x17\n" +
 	"\atool_id\x18\a \x01(\tR\x06toolId\x12\x18\n" +
 	"\amessage\x18\b \x01(\tR\amessage\x12\x10\n" +
-	"\x03seq\x18\t \x01(\x04R\x03seq\"\xfc\x01\n" +
+	"\x03seq\x18\t \x01(\x04R\x03seq\x12)\n" +
+	"\x05usage\x18\n" +
+	" \x01(\v2\x13.toolfleet.v1.UsageR\x05usage\"\xfc\x01\n" +
 	"\x12WorkerAnnouncement\x12\x1b\n" +
 	"\tworker_id\x18\x01 \x01(\tR\bworkerId\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12:\n" +
@@ -500,20 +511,22 @@ var file_toolfleet_v1_events_proto_goTypes = []any{
 	(*AnnouncedToolkit)(nil),      // 3: toolfleet.v1.AnnouncedToolkit
 	(*timestamppb.Timestamp)(nil), // 4: google.protobuf.Timestamp
 	(*durationpb.Duration)(nil),   // 5: google.protobuf.Duration
+	(*Usage)(nil),                 // 6: toolfleet.v1.Usage
 }
 var file_toolfleet_v1_events_proto_depIdxs = []int32{
 	4, // 0: toolfleet.v1.CallEvent.time:type_name -> google.protobuf.Timestamp
 	5, // 1: toolfleet.v1.CallEvent.duration:type_name -> google.protobuf.Duration
 	4, // 2: toolfleet.v1.CallEvent.approved_at:type_name -> google.protobuf.Timestamp
 	4, // 3: toolfleet.v1.RunEvent.time:type_name -> google.protobuf.Timestamp
-	3, // 4: toolfleet.v1.WorkerAnnouncement.toolkits:type_name -> toolfleet.v1.AnnouncedToolkit
-	4, // 5: toolfleet.v1.WorkerAnnouncement.time:type_name -> google.protobuf.Timestamp
-	5, // 6: toolfleet.v1.WorkerAnnouncement.ttl:type_name -> google.protobuf.Duration
-	7, // [7:7] is the sub-list for method output_type
-	7, // [7:7] is the sub-list for method input_type
-	7, // [7:7] is the sub-list for extension type_name
-	7, // [7:7] is the sub-list for extension extendee
-	0, // [0:7] is the sub-list for field type_name
+	6, // 4: toolfleet.v1.RunEvent.usage:type_name -> toolfleet.v1.Usage
+	3, // 5: toolfleet.v1.WorkerAnnouncement.toolkits:type_name -> toolfleet.v1.AnnouncedToolkit
+	4, // 6: toolfleet.v1.WorkerAnnouncement.time:type_name -> google.protobuf.Timestamp
+	5, // 7: toolfleet.v1.WorkerAnnouncement.ttl:type_name -> google.protobuf.Duration
+	8, // [8:8] is the sub-list for method output_type
+	8, // [8:8] is the sub-list for method input_type
+	8, // [8:8] is the sub-list for extension type_name
+	8, // [8:8] is the sub-list for extension extendee
+	0, // [0:8] is the sub-list for field type_name
 }
 
 func init() { file_toolfleet_v1_events_proto_init() }
@@ -521,6 +534,7 @@ func file_toolfleet_v1_events_proto_init() {
 	if File_toolfleet_v1_events_proto != nil {
 		return
 	}
+	file_toolfleet_v1_llm_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
