@@ -58,6 +58,10 @@ type Activities struct {
 	Models  Models
 	// InlineLimit overrides DefaultInlineLimit.
 	InlineLimit int
+	// ProgramPrompt renders the code-mode system-prompt section for the run's
+	// tools (package program's PromptFor); nil means this orchestrator does
+	// not run programs, and code-mode runs fail with a clear error.
+	ProgramPrompt func([]*toolfleetv1.ToolDefinition) (string, error)
 }
 
 func (a *Activities) inlineLimit() int {
@@ -95,7 +99,19 @@ func (a *Activities) PrepareRun(ctx context.Context, in PrepareInput) (PrepareRe
 	if err != nil {
 		return PrepareResult{}, err
 	}
-	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(&toolfleetv1.ListToolsResponse{Tools: defs})
+	// The model sees the tools, or in code mode run_program and a prompt
+	// section with the tools as stubs; the workflow keeps the tools' summaries.
+	offered, section := defs, ""
+	if in.Spec.CodeMode {
+		if a.ProgramPrompt == nil {
+			return PrepareResult{}, temporal.NewNonRetryableApplicationError("code mode: this orchestrator does not run programs", ErrTypeConfig, nil)
+		}
+		if section, err = a.ProgramPrompt(defs); err != nil {
+			return PrepareResult{}, temporal.NewNonRetryableApplicationError("code mode: "+err.Error(), ErrTypeConfig, nil)
+		}
+		offered = []*toolfleetv1.ToolDefinition{runProgramDefinition()}
+	}
+	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(&toolfleetv1.ListToolsResponse{Tools: offered})
 	if err != nil {
 		return PrepareResult{}, fmt.Errorf("agent: encode tools: %w", err)
 	}
@@ -125,6 +141,12 @@ func (a *Activities) PrepareRun(ctx context.Context, in PrepareInput) (PrepareRe
 	msgs, err := a.Store.Messages(ctx, in.InputRef)
 	if err != nil {
 		return PrepareResult{}, err
+	}
+	if section != "" {
+		// A new transcript (or the one an earlier attempt started) opens with the section.
+		if first := withProgramPrompt(msgs, section); len(existing) == 0 || (len(existing) == len(first) && hasTail(existing, first)) {
+			msgs = first
+		}
 	}
 	if hasTail(existing, msgs) {
 		res.Seq -= len(msgs) // an earlier attempt appended them already
@@ -443,6 +465,9 @@ func (a *Activities) CallTool(ctx context.Context, in CallToolInput) (CallToolRe
 	var kind, ref string
 	var took time.Duration
 	switch {
+	case in.Program != nil:
+		kind = in.Program.Kind
+		part = llm.ResultPart(call.GetId(), call.GetName(), in.Program.Content, kind != ResultOK)
 	case in.Denial != "":
 		kind = ResultDenied
 		part = llm.ResultPart(call.GetId(), call.GetName(), "The call was not approved: "+in.Denial, true)

@@ -17,10 +17,11 @@ const (
 	WorkflowName = "AgentRun"
 
 	// Activity names (readable in the Temporal UI).
-	PrepareRunActivity   = "PrepareRun"
-	ModelTurnActivity    = "ModelTurn"
-	CallToolActivity     = "CallTool"
-	AppendInputActivity  = "AppendInput"
+	PrepareRunActivity  = "PrepareRun"
+	ModelTurnActivity   = "ModelTurn"
+	CallToolActivity    = "CallTool"
+	AppendInputActivity = "AppendInput"
+	// ReadProgramCallActivity (code mode) is declared in codemode.go.
 	PublishEventActivity = "PublishEvent"
 
 	// UpdateDecideApproval grants or denies a pending tool call.
@@ -127,9 +128,12 @@ type RunSpec struct {
 	// ToolProtocol is one of the Protocol* values; default native.
 	ToolProtocol string `json:"tool_protocol,omitempty"`
 	// Sequential asks for at most one tool call per turn (parallel calls off).
-	Sequential bool           `json:"sequential,omitempty"`
-	Budget     Budget         `json:"budget"`
-	Approval   ApprovalPolicy `json:"approval"`
+	Sequential bool `json:"sequential,omitempty"`
+	// CodeMode offers the model one tool, run_program, instead of Tools: it
+	// writes a Starlark program that calls them (see codemode.go).
+	CodeMode bool           `json:"code_mode,omitempty"`
+	Budget   Budget         `json:"budget"`
+	Approval ApprovalPolicy `json:"approval"`
 	// Labels are carried on events.
 	Labels map[string]string `json:"labels,omitempty"`
 	// IdleTimeout is how long a run that answered waits for SendMessage before
@@ -271,6 +275,9 @@ type CallToolInput struct {
 	Approver string `json:"approver,omitempty"`
 	// Denial, when set, appends an error result with this reason and calls nothing.
 	Denial string `json:"denial,omitempty"`
+	// Program, when set, is a finished run_program call: its outcome is
+	// appended and nothing is called.
+	Program *ProgramOutcome `json:"program,omitempty"`
 	// MaxAttempts mirrors the activity's retry policy, so the last attempt
 	// turns a retryable failure into an error result instead of failing.
 	MaxAttempts int `json:"max_attempts"`

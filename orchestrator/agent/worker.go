@@ -15,4 +15,5 @@ func Register(w worker.Registry, a *Activities) {
 	w.RegisterActivityWithOptions(a.CallTool, activity.RegisterOptions{Name: CallToolActivity})
 	w.RegisterActivityWithOptions(a.AppendInput, activity.RegisterOptions{Name: AppendInputActivity})
 	w.RegisterActivityWithOptions(a.PublishEvent, activity.RegisterOptions{Name: PublishEventActivity})
+	w.RegisterActivityWithOptions(a.ReadProgramCall, activity.RegisterOptions{Name: ReadProgramCallActivity})
 }

@@ -282,6 +282,13 @@ func (r *run) runCalls(ctx workflow.Context, res ModelTurnResult) error {
 	}
 	for i, c := range res.Calls {
 		tool := r.tool(c.Name)
+		if r.in.Spec.CodeMode {
+			// The model was offered run_program only; the tools are the program's.
+			tool = nil
+			if c.Name == RunProgramTool {
+				tool = &ToolSummary{ID: RunProgramTool, ModelName: RunProgramTool}
+			}
+		}
 		in := CallToolInput{RunID: r.in.RunID, Turn: r.st.Turn, Index: i, CallSeq: callSeq, ResultSeq: base + i,
 			Tool: tool, Principal: r.in.Principal}
 		opts, attempts := callOptions(tool)
@@ -294,6 +301,17 @@ func (r *run) runCalls(ctx workflow.Context, res ModelTurnResult) error {
 			continue
 		}
 		r.st.ToolCalls++
+		if tool != nil && tool.ID == RunProgramTool {
+			// A program may call side-effecting tools: it runs in the model's order.
+			if err := flush(); err != nil {
+				return err
+			}
+			var err error
+			if results[i], err = r.runProgram(ctx, in); err != nil {
+				return err
+			}
+			continue
+		}
 		approval := tool != nil && (tool.RequiresApproval || r.policyNeedsApproval(tool))
 		if tool != nil && !approval && tool.ReadOnly && r.localReadOnly(ctx) {
 			// Read-only calls run as local activities: no task round trip through

@@ -34,6 +34,10 @@ type stack struct {
 	fleet    *e2e.Fleet
 	js       jetstream.JetStream
 	queue    string
+	// runs starts agent runs on the same worker, which runs code-mode
+	// programs as child workflows.
+	runs   *agent.Runs
+	models *agent.Resolver
 }
 
 func startStack(t *testing.T) *stack {
@@ -63,11 +67,18 @@ func startStack(t *testing.T) *stack {
 	queue := "program-" + strings.ReplaceAll(t.Name(), "/", "-")
 	w := worker.New(c, queue, worker.Options{DeadlockDetectionTimeout: program.DeadlockDetectionTimeout})
 	program.Register(w, &program.Activities{Gateway: gw, Events: events})
+	store, err := agent.OpenStore(t.Context(), js, agent.StoreConfig{Memory: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	models := agent.NewResolver()
+	agent.Register(w, &agent.Activities{Store: store, Events: events, Gateway: gw, Models: models, ProgramPrompt: program.PromptFor})
 	if err := w.Start(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(w.Stop)
-	return &stack{temporal: c, fleet: fleet, js: js, queue: queue}
+	return &stack{temporal: c, fleet: fleet, js: js, queue: queue, models: models,
+		runs: &agent.Runs{Temporal: c, Store: store, TaskQueue: queue}}
 }
 
 func (s *stack) run(t *testing.T, in program.Input) (*program.Output, error) {

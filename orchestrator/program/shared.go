@@ -13,7 +13,8 @@ const (
 	// worker serves agent runs and programs on one queue.
 	TaskQueue = agent.TaskQueue
 	// WorkflowName is the registered name of [ProgramWorkflow].
-	WorkflowName = "Program"
+	// Agent runs in code mode start it as a child by this name.
+	WorkflowName = agent.ProgramWorkflowName
 
 	// Activity names.
 	ResolveToolsActivity = "ResolveProgramTools"

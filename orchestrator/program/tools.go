@@ -13,6 +13,8 @@ import (
 	"go.starlark.net/starlarkstruct"
 	"golang.org/x/text/language"
 	"golang.org/x/text/message"
+
+	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
 )
 
 // boundTool is an allowed tool with its compiled input schema.
@@ -169,6 +171,25 @@ Tools:
 		b.WriteString("\n")
 	}
 	return b.String()
+}
+
+// PromptFor renders the code-mode prompt section of an agent run
+// (agent.Activities.ProgramPrompt): the stubs of the run's tools, in the
+// order a program binds them, refusing tools a program could not tell apart.
+func PromptFor(defs []*toolfleetv1.ToolDefinition) (string, error) {
+	tools := make([]Tool, 0, len(defs))
+	for _, d := range defs {
+		t, err := ToolOf(d)
+		if err != nil {
+			return "", err
+		}
+		tools = append(tools, t)
+	}
+	if _, err := bindTools(tools); err != nil {
+		return "", err
+	}
+	slices.SortFunc(tools, func(a, b Tool) int { return strings.Compare(a.ID, b.ID) })
+	return PromptSection(tools), nil
 }
 
 // resultObject is what call() returns: r.ok, r.value, r.error, r.call_id.

@@ -1,0 +1,254 @@
+package agent
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
+	"github.com/toolfleet/toolfleet/sdk/llm"
+)
+
+// Code mode: instead of the run's tools, the model is offered one tool,
+// run_program, and a system-prompt section listing the tools as Starlark
+// stubs. A run_program call runs the script as a child workflow (package
+// program's ProgramWorkflow) whose tool calls are the run's; only the
+// script's result enters the transcript. Package program builds on this one,
+// so the agent knows the child by its registered name and its JSON contract
+// (program's tests check that the two agree), and gets the prompt section
+// through [Activities.ProgramPrompt].
+
+// Names of code mode.
+const (
+	// RunProgramTool is the name of the one tool a code-mode run offers.
+	RunProgramTool = "run_program"
+	// ProgramWorkflowName is the registered name of package program's workflow.
+	ProgramWorkflowName = "Program"
+	// ReadProgramCallActivity reads a run_program call's script and inputs.
+	ReadProgramCallActivity = "ReadProgramCall"
+	// DefaultProgramDeadline bounds one run_program call (within the run's deadline).
+	DefaultProgramDeadline = 10 * time.Minute
+)
+
+// ProgramRequest is the child workflow's input: the JSON subset of package
+// program's Input that a run sets.
+type ProgramRequest struct {
+	ProgramID string        `json:"program_id"`
+	Filename  string        `json:"filename,omitempty"`
+	Source    string        `json:"source"`
+	ArgsJSON  string        `json:"args_json,omitempty"`
+	Tools     []string      `json:"tools,omitempty"`
+	Limits    ProgramLimits `json:"limits"`
+	Principal Principal     `json:"principal"`
+}
+
+// ProgramLimits are the program limits a run imposes: what is left of its
+// own budgets. Zero fields take the program's defaults.
+type ProgramLimits struct {
+	MaxToolCalls int           `json:"max_tool_calls,omitempty"`
+	Deadline     time.Duration `json:"deadline,omitempty"`
+}
+
+// ProgramResult is the JSON subset of package program's Output a run reads.
+type ProgramResult struct {
+	ResultJSON string `json:"result_json"`
+	ToolCalls  int    `json:"tool_calls"`
+}
+
+// ProgramCall is ReadProgramCall's input: call Index of the assistant message at CallSeq.
+type ProgramCall struct {
+	RunID   string `json:"run_id"`
+	Turn    int    `json:"turn"`
+	Index   int    `json:"index"`
+	CallSeq int    `json:"call_seq"`
+}
+
+// ProgramSource is what a run_program call asks to run. Problem, when set,
+// says why the call's arguments cannot run (it goes back to the model).
+type ProgramSource struct {
+	Source   string `json:"source,omitempty"`
+	ArgsJSON string `json:"args_json,omitempty"`
+	Problem  string `json:"problem,omitempty"`
+}
+
+// ProgramOutcome is a finished run_program call, appended to the transcript
+// by CallTool instead of calling the gateway.
+type ProgramOutcome struct {
+	// Kind is ResultOK, ResultValidation (bad arguments) or ResultExecution
+	// (the program failed).
+	Kind string `json:"kind"`
+	// Content is the program's result JSON, or the failure's message.
+	Content string `json:"content"`
+}
+
+// maxProgramSource bounds a script a model may send (package program's own
+// limit is the same); the source enters history once, as the child's input.
+const maxProgramSource = 256 << 10
+
+// ProgramID is the deterministic id of the program run by call index of turn:
+// a valid run id (programs share the run event subjects), unique per run.
+func ProgramID(runID string, turn, index int) string {
+	id := fmt.Sprintf("%s-program-%d-%d", runID, turn, index)
+	if ValidRunID(id) == nil {
+		return id
+	}
+	sum := sha256.Sum256([]byte(id))
+	return fmt.Sprintf("%s-%s-program-%d-%d", runID[:40], hex.EncodeToString(sum[:8]), turn, index)
+}
+
+// runProgramDefinition is the tool a code-mode model sees.
+func runProgramDefinition() *toolfleetv1.ToolDefinition {
+	schema, err := structpb.NewStruct(map[string]any{
+		"type": "object",
+		"properties": map[string]any{
+			"source": map[string]any{"type": "string", "description": "The Starlark program. Set a top-level variable result to what it returns."},
+			"args":   map[string]any{"type": "object", "description": "Inputs, available to the program as the global args."},
+		},
+		"required":             []any{"source"},
+		"additionalProperties": false,
+	})
+	if err != nil {
+		panic(err) // a literal: cannot fail
+	}
+	return &toolfleetv1.ToolDefinition{Id: RunProgramTool, Name: RunProgramTool, ModelName: RunProgramTool,
+		Description: "Run a Starlark program that calls the tools listed in the system prompt and returns its result. Prefer one program over many separate calls.",
+		InputSchema: schema}
+}
+
+// withProgramPrompt adds the code-mode section to the first system message
+// of a new transcript, or puts a system message first.
+func withProgramPrompt(msgs []*toolfleetv1.Message, section string) []*toolfleetv1.Message {
+	out := make([]*toolfleetv1.Message, 0, len(msgs)+1)
+	if len(msgs) > 0 && msgs[0].GetRole() == toolfleetv1.Role_ROLE_SYSTEM {
+		sys := llm.NewMessage(toolfleetv1.Role_ROLE_SYSTEM, append(msgs[0].GetParts(), llm.Text("\n\n"+section))...)
+		return append(append(out, sys), msgs[1:]...)
+	}
+	return append(append(out, llm.NewMessage(toolfleetv1.Role_ROLE_SYSTEM, llm.Text(section))), msgs...)
+}
+
+// ReadProgramCall reads the script and inputs of a run_program call and
+// announces the call; arguments that cannot run come back as a Problem.
+func (a *Activities) ReadProgramCall(ctx context.Context, in ProgramCall) (ProgramSource, error) {
+	assistant, err := a.Store.At(ctx, in.RunID, in.CallSeq)
+	if err != nil {
+		return ProgramSource{}, err
+	}
+	calls := llm.ToolCalls(assistant)
+	if in.Index >= len(calls) {
+		return ProgramSource{}, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("message %d has no call %d", in.CallSeq, in.Index), ErrTypeConfig, nil)
+	}
+	callID := CallID(in.RunID, in.Turn, in.Index)
+	if err := a.Events.Publish(ctx, Event{RunID: in.RunID, Kind: EventToolCall, Turn: in.Turn, CallID: callID,
+		ToolID: RunProgramTool, ID: callID + "/call", Time: time.Now(),
+		Message: "program " + ProgramID(in.RunID, in.Turn, in.Index)}); err != nil {
+		return ProgramSource{}, err
+	}
+	fields := calls[in.Index].GetArguments().GetFields()
+	var out ProgramSource
+	src, ok := fields["source"].GetKind().(*structpb.Value_StringValue)
+	switch {
+	case !ok || src.StringValue == "":
+		out.Problem = "run_program needs source: the Starlark program as a string"
+	case len(src.StringValue) > maxProgramSource:
+		out.Problem = fmt.Sprintf("the program is %d bytes; the limit is %d", len(src.StringValue), maxProgramSource)
+	default:
+		out.Source = src.StringValue
+	}
+	if args, ok := fields["args"]; ok && out.Problem == "" {
+		if args.GetStructValue() == nil {
+			out.Problem = "run_program's args must be an object"
+		} else if b, err := protojson.Marshal(args.GetStructValue()); err == nil {
+			out.ArgsJSON = string(b)
+		} else {
+			out.Problem = "run_program's args: " + err.Error()
+		}
+	}
+	return out, nil
+}
+
+// runProgram runs a run_program call: read its script, run it as a child
+// workflow with the run's tools and principal and what is left of the run's
+// budgets, and append the outcome as the call's result.
+func (r *run) runProgram(ctx workflow.Context, in CallToolInput) (CallToolResult, error) {
+	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: 30 * time.Second,
+		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 10 * time.Second,
+			MaximumAttempts: 5, NonRetryableErrorTypes: []string{ErrTypeConfig}},
+	})
+	var src ProgramSource
+	if err := workflow.ExecuteActivity(actx, ReadProgramCallActivity,
+		ProgramCall{RunID: in.RunID, Turn: in.Turn, Index: in.Index, CallSeq: in.CallSeq}).Get(ctx, &src); err != nil {
+		return CallToolResult{}, err
+	}
+	in.Program = &ProgramOutcome{Kind: ResultValidation, Content: src.Problem}
+	if src.Problem == "" {
+		out, err := r.startProgram(ctx, in, src)
+		if ctx.Err() != nil { // the run was cancelled or hit its deadline
+			return CallToolResult{}, ctx.Err()
+		}
+		r.st.ToolCalls += out.ToolCalls
+		in.Program = &ProgramOutcome{Kind: ResultOK, Content: out.ResultJSON}
+		if err != nil {
+			in.Program = &ProgramOutcome{Kind: ResultExecution, Content: "The program failed: " + programFailure(err)}
+		}
+	}
+	opts, attempts := callOptions(in.Tool)
+	in.MaxAttempts = attempts
+	var res CallToolResult
+	err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, opts), CallToolActivity, in).Get(ctx, &res)
+	return res, err
+}
+
+// startProgram runs the child workflow and waits for its result.
+func (r *run) startProgram(ctx workflow.Context, in CallToolInput, src ProgramSource) (ProgramResult, error) {
+	id := ProgramID(r.in.RunID, in.Turn, in.Index)
+	deadline := DefaultProgramDeadline
+	if left := r.st.StartedAt.Add(orDefault(r.in.Spec.Budget.Deadline, DefaultDeadline)).Sub(workflow.Now(ctx)); left < deadline {
+		deadline = left
+	}
+	tools := make([]string, len(r.tools))
+	for i, t := range r.tools {
+		tools[i] = t.ID
+	}
+	req := ProgramRequest{ProgramID: id, Filename: id + ".star", Source: src.Source, ArgsJSON: src.ArgsJSON, Tools: tools,
+		Principal: r.in.Principal, Limits: ProgramLimits{Deadline: deadline,
+			MaxToolCalls: max(1, orDefault(r.in.Spec.Budget.MaxToolCalls, DefaultMaxToolCalls)-r.st.ToolCalls)}}
+	cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{WorkflowID: id,
+		// The program's own deadline ends it; this only backs it up.
+		WorkflowExecutionTimeout: deadline + time.Minute})
+	var out ProgramResult
+	err := workflow.ExecuteChildWorkflow(cctx, ProgramWorkflowName, req).Get(ctx, &out)
+	return out, err
+}
+
+// programFailure is the message of a failed child program, for the model:
+// the program's own error (limit, syntax or runtime error with its line)
+// when it has one.
+func programFailure(err error) string {
+	var app *temporal.ApplicationError
+	if errors.As(err, &app) {
+		return app.Message()
+	}
+	var timeout *temporal.TimeoutError
+	if errors.As(err, &timeout) {
+		return "the program ran out of time"
+	}
+	var term *temporal.TerminatedError
+	if errors.As(err, &term) {
+		return "the program was terminated"
+	}
+	var canceled *temporal.CanceledError
+	if errors.As(err, &canceled) {
+		return "the program was cancelled"
+	}
+	return "the program could not run"
+}

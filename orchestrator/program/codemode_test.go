@@ -1,0 +1,167 @@
+package program_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
+	"github.com/toolfleet/toolfleet/orchestrator/agent"
+	"github.com/toolfleet/toolfleet/orchestrator/agent/agenttest"
+	"github.com/toolfleet/toolfleet/orchestrator/program"
+	"github.com/toolfleet/toolfleet/sdk/llm"
+)
+
+// The agent starts programs by name and JSON: both sides must agree.
+func TestCodeModeContract(t *testing.T) {
+	req := agent.ProgramRequest{ProgramID: "r-program-1-0", Filename: "r-program-1-0.star", Source: "result = 1",
+		ArgsJSON: `{"n":1}`, Tools: []string{"Calculator.Add@1.0.0"}, Principal: agent.Principal{Subject: "ana", Scopes: []string{"tools:call"}},
+		Limits: agent.ProgramLimits{MaxToolCalls: 7, Deadline: 3 * time.Minute}}
+	b, err := json.Marshal(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var in program.Input
+	if err := json.Unmarshal(b, &in); err != nil {
+		t.Fatal(err)
+	}
+	want := program.Input{ProgramID: req.ProgramID, Filename: req.Filename, Source: req.Source, ArgsJSON: req.ArgsJSON,
+		Tools: req.Tools, Principal: req.Principal, Limits: program.Limits{MaxToolCalls: 7, Deadline: 3 * time.Minute}}
+	if diff := cmp.Diff(want, in); diff != "" {
+		t.Errorf("program input (-want +got):\n%s", diff)
+	}
+	b, err = json.Marshal(program.Output{ResultJSON: `{"x":1}`, ToolCalls: 4, Steps: 99})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out agent.ProgramResult
+	if err := json.Unmarshal(b, &out); err != nil {
+		t.Fatal(err)
+	}
+	if out != (agent.ProgramResult{ResultJSON: `{"x":1}`, ToolCalls: 4}) {
+		t.Errorf("program result = %+v", out)
+	}
+	if program.WorkflowName != agent.ProgramWorkflowName {
+		t.Errorf("workflow names differ: %q, %q", program.WorkflowName, agent.ProgramWorkflowName)
+	}
+}
+
+// squaresSource is the 10-tool task of code mode: ten calls in one program.
+const squaresSource = `
+total = 0
+for i in range(1, args["n"] + 1):
+    total += Calculator_Multiply(a=i, b=i).value["result"]
+result = {"sum_of_squares": total}
+`
+
+// A code-mode run does the 10-tool task in 2 model turns: the model sees
+// run_program and the stubs, the program's calls run as the run's, and only
+// the program's result enters the transcript.
+func TestCodeModeRun(t *testing.T) {
+	t.Parallel()
+	s := startStack(t)
+	before := s.fleet.Calculator.Multiplies.Load()
+	const runID = "code-mode-squares"
+	state := s.startRun(t, runID, []string{"Calculator.*"},
+		llm.ScriptTurn{Check: func(req *llm.Request) error {
+			if len(req.Tools) != 1 || req.Tools[0].GetModelName() != agent.RunProgramTool {
+				return fmt.Errorf("offered %d tools, want run_program only", len(req.Tools))
+			}
+			sys := llm.MessageText(req.Messages[0])
+			for _, want := range []string{"You are a test.", "Starlark program", "Calculator_Multiply(", "Calculator_Add("} {
+				if !strings.Contains(sys, want) {
+					return fmt.Errorf("system prompt lacks %q:\n%s", want, sys)
+				}
+			}
+			return nil
+		}, Reply: llm.CallTools("One program does it.", llm.CallPart("p1", agent.RunProgramTool,
+			map[string]any{"source": squaresSource, "args": map[string]any{"n": 10}})).Reply},
+		llm.ScriptTurn{Check: func(req *llm.Request) error {
+			r := lastResult(req)
+			if r.GetIsError() || r.GetContent() != `{"sum_of_squares":385}` {
+				return fmt.Errorf("program result = %q (error %v)", r.GetContent(), r.GetIsError())
+			}
+			return nil
+		}, Reply: llm.SayText("The sum of squares is 385.").Reply},
+	)
+	if state.Status != agent.StatusCompleted || state.Turn != 2 || state.ToolCalls != 11 || state.Answer != "The sum of squares is 385." {
+		t.Errorf("run = %s after %d turns and %d tool calls, answer %q; want COMPLETED, 2, 11 (run_program and its 10)",
+			state.Status, state.Turn, state.ToolCalls, state.Answer)
+	}
+	if n := s.fleet.Calculator.Multiplies.Load() - before; n != 10 {
+		t.Errorf("Multiply ran %d times, want 10", n)
+	}
+	desc, err := s.temporal.DescribeWorkflowExecution(t.Context(), agent.ProgramID(runID, 1, 0), "")
+	if err != nil {
+		t.Fatalf("the program's child workflow: %v", err)
+	}
+	if got := desc.GetWorkflowExecutionInfo().GetParentExecution().GetWorkflowId(); got != runID {
+		t.Errorf("program's parent = %q, want %q", got, runID)
+	}
+}
+
+// A code-mode model's mistakes come back as error results it can act on: a
+// call without source, a script that does not compile (with its line and
+// column), and a tool called directly instead of from a program.
+func TestCodeModeErrors(t *testing.T) {
+	t.Parallel()
+	s := startStack(t)
+	const runID = "code-mode-errors"
+	state := s.startRun(t, runID, []string{"Calculator.Add"},
+		llm.CallTools("", llm.CallPart("p1", agent.RunProgramTool, map[string]any{"args": map[string]any{}}),
+			llm.CallPart("p2", agent.RunProgramTool, map[string]any{"source": "x = 1\ny = )\n"}),
+			llm.CallPart("p3", "Calculator_Add", map[string]any{"a": 1, "b": 2})),
+		llm.ScriptTurn{Check: func(req *llm.Request) error {
+			results := req.Messages[len(req.Messages)-3:]
+			for i, want := range []string{"run_program needs source", agent.ProgramID(runID, 1, 1) + ".star:2:5: ", `no tool named "Calculator_Add"`} {
+				r := lastResult(&llm.Request{Messages: results[i : i+1]})
+				if !r.GetIsError() || !strings.Contains(r.GetContent(), want) {
+					return fmt.Errorf("result %d = %q (error %v), want an error with %q", i, r.GetContent(), r.GetIsError(), want)
+				}
+			}
+			return nil
+		}, Reply: llm.SayText("I will fix them.").Reply},
+	)
+	if state.Status != agent.StatusCompleted || state.Turn != 2 {
+		t.Errorf("run = %s after %d turns; want COMPLETED after 2 (the model saw the errors)", state.Status, state.Turn)
+	}
+}
+
+// startRun starts a code-mode run whose model plays turns, and returns its
+// state once it has ended.
+func (s *stack) startRun(t *testing.T, runID string, tools []string, turns ...llm.ScriptTurn) agent.RunState {
+	t.Helper()
+	s.models.Register(runID, &agenttest.ByTurn{Turns: turns})
+	spec := agent.RunSpec{Model: agent.ModelSpec{Spec: llm.Spec{Provider: "scripted", Name: runID}}, Tools: tools,
+		CodeMode: true, IdleTimeout: -1}
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	if _, err := s.runs.Start(ctx, runID, spec, agent.Principal{Subject: "ana", Scopes: []string{"tools:call"}},
+		llm.System("You are a test."), llm.User("What is the sum of the squares of 1 to 10?")); err != nil {
+		t.Fatalf("start %s: %v", runID, err)
+	}
+	run := s.temporal.GetWorkflow(ctx, runID, "")
+	if err := run.Get(ctx, nil); err != nil {
+		t.Fatalf("run %s: %v", runID, err)
+	}
+	st, err := s.runs.Get(ctx, runID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// lastResult is the tool result of the request's last message.
+func lastResult(req *llm.Request) *toolfleetv1.ToolResult {
+	for _, p := range req.Messages[len(req.Messages)-1].GetParts() {
+		if r := p.GetToolResult(); r != nil {
+			return r
+		}
+	}
+	return nil
+}
