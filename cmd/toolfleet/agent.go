@@ -98,7 +98,7 @@ func newAgentRunCommand(af *agentFlags) *cobra.Command {
 		tools, approve                           []string
 		maxTurns, maxCalls                       int32
 		deadline                                 time.Duration
-		sequential, watch                        bool
+		sequential, codeMode, watch              bool
 	)
 	cmd := &cobra.Command{
 		Use:   "run [prompt]",
@@ -131,6 +131,7 @@ func newAgentRunCommand(af *agentFlags) *cobra.Command {
 			set("tools", func() { req.Tools = tools })
 			set("tool-protocol", func() { req.ToolProtocol = protocol })
 			set("sequential", func() { req.Sequential = sequential })
+			set("code-mode", func() { req.CodeMode = codeMode })
 			if f.Changed("approve-tools") {
 				req.Approval = &toolfleetv1.ApprovalPolicy{Tools: approve}
 			}
@@ -179,6 +180,7 @@ func newAgentRunCommand(af *agentFlags) *cobra.Command {
 	f.Int32Var(&maxCalls, "max-tool-calls", 0, "budget: tool calls (0 = default)")
 	f.DurationVar(&deadline, "deadline", 0, "budget: wall-clock time of the run (0 = default)")
 	f.BoolVar(&sequential, "sequential", false, "at most one tool call per turn")
+	f.BoolVar(&codeMode, "code-mode", false, "offer the model run_program: it writes one Starlark program that calls the tools")
 	f.BoolVar(&watch, "watch", false, "watch the run until it ends")
 	return cmd
 }

@@ -90,6 +90,17 @@ func TestAgentCLI(t *testing.T) {
 	if out, err := run("agent", "get", "demo-run"); err != nil || !strings.Contains(out, `"RUN_STATUS_COMPLETED"`) {
 		t.Fatalf("agent get demo-run: %v\n%s", err, out)
 	}
+	// Code mode: the same task as one program, in 2 turns instead of 4.
+	out, err = run("agent", "run", "--code-mode", "--run-id", "code-run", "add 2 and 3 and save it as lucky", "--watch")
+	if err != nil {
+		t.Fatalf("agent run --code-mode: %v\n%s", err, out)
+	}
+	for _, want := range []string{"→ run_program", "2 + 3 = 5. A jq query agrees. Saved under \"lucky\"", "and read back as 5", "(5 tool calls in one program.)",
+		"(2 turns, 6 tool calls"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("code-mode watch output lacks %q:\n%s", want, out)
+		}
+	}
 	if out, err := run("agent", "approve", "cli-run", "cli-run/1/0"); err == nil {
 		t.Fatalf("approving a call that waits for nothing succeeded:\n%s", out)
 	}

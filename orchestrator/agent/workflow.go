@@ -119,7 +119,11 @@ func (r *run) execute(ctx workflow.Context) (RunState, error) {
 			return r.finish(ctx, err)
 		}
 		r.tools, r.toolsRef, r.st.Seq, r.st.Turn = prep.Tools, prep.ToolsRef, prep.Seq, prep.Turn
-		r.publish(ctx, EventStarted, 0, "", "", fmt.Sprintf("%d tools", len(r.tools)),
+		started := fmt.Sprintf("%d tools", len(r.tools))
+		if spec.CodeMode {
+			started += ", code mode"
+		}
+		r.publish(ctx, EventStarted, 0, "", "", started,
 			r.in.RunID+"/started/"+workflow.GetInfo(ctx).WorkflowExecution.RunID)
 	}
 

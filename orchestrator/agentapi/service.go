@@ -179,6 +179,7 @@ func spec(req *toolfleetv1.StartRunRequest) (agent.RunSpec, []*toolfleetv1.Messa
 		return sp, nil, fmt.Errorf("tool_protocol %q: want native, auto, fenced, hermes or xml", req.GetToolProtocol())
 	}
 	sp.Tools, sp.ToolSearch, sp.ToolProtocol, sp.Sequential = req.GetTools(), req.GetToolSearch(), req.GetToolProtocol(), req.GetSequential()
+	sp.CodeMode = req.GetCodeMode()
 	sp.Labels = req.GetLabels()
 	b := req.GetBudget()
 	sp.Budget = agent.Budget{MaxTurns: int(b.GetMaxTurns()), MaxToolCalls: int(b.GetMaxToolCalls()),

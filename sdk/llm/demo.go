@@ -111,6 +111,9 @@ func demoTurn(req *Request) *toolfleetv1.Message {
 	if req.ToolChoice.Mode == ToolChoiceNone {
 		callable = nil // answer with what the results so far say
 	}
+	if callable[demoProgramTool] {
+		return demoFinish(req, demoProgramTurn(req, s))
+	}
 	var calls []*toolfleetv1.Part
 	var says []string
 	group := 0
@@ -130,14 +133,16 @@ func demoTurn(req *Request) *toolfleetv1.Message {
 		calls = append(calls, CallPart(id, st.tool, args))
 		says = append(says, why)
 	}
-	var msg *toolfleetv1.Message
 	if len(calls) > 0 {
-		msg = CallTools(strings.Join(says, " "), calls...).Reply
-	} else {
-		msg = SayText(s.answer(offered)).Reply
+		return demoFinish(req, CallTools(strings.Join(says, " "), calls...).Reply)
 	}
+	return demoFinish(req, SayText(s.answer(offered)).Reply)
+}
+
+// demoFinish names the model and estimates usage at four bytes per token.
+func demoFinish(req *Request, msg *toolfleetv1.Message) *toolfleetv1.Message {
 	msg.Model = "scripted:" + DemoModelName
-	msg.Usage = &toolfleetv1.Usage{InputTokens: int64(requestBytes(req)/4 + 1), OutputTokens: int64(len(MessageText(msg))/4 + 8*len(calls) + 1)}
+	msg.Usage = &toolfleetv1.Usage{InputTokens: int64(requestBytes(req)/4 + 1), OutputTokens: int64(len(MessageText(msg))/4 + 8*len(ToolCalls(msg)) + 1)}
 	return msg
 }
 

@@ -227,3 +227,33 @@ func TestDemoToolChoiceNone(t *testing.T) {
 		t.Errorf("calls = %d, text %q; want an answer without calls", n, MessageText(msg))
 	}
 }
+
+// In code mode the demo writes one program over the stubs the system prompt
+// lists, and answers from the program's result.
+func TestDemoCodeMode(t *testing.T) {
+	tools := []*toolfleetv1.ToolDefinition{{ModelName: demoProgramTool}}
+	req := &Request{Tools: tools, Messages: []*toolfleetv1.Message{
+		System("Tools:\nCalculator_Add(a: number, b: number)\nKV_Put(key: string, value: string)\n"), User("add 4 and 5")}}
+	model := NewDemo()
+	reply, err := model.Complete(t.Context(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls := ToolCalls(reply)
+	if len(calls) != 1 || calls[0].GetName() != demoProgramTool {
+		t.Fatalf("calls = %v, want one run_program", calls)
+	}
+	src := calls[0].GetArguments().GetFields()["source"].GetStringValue()
+	if !strings.Contains(src, "Calculator_Add(a=a, b=b)") || !strings.Contains(src, "KV_Put(") || strings.Contains(src, "Clock_Now") || strings.Contains(src, "KV_Get") {
+		t.Errorf("program uses stubs the prompt does not list, or misses one:\n%s", src)
+	}
+	result := `{"Calculator_Add":{"ok":true,"value":{"result":9}},"KV_Put":{"ok":false,"error":"bucket is read-only"}}`
+	req.Messages = append(req.Messages, reply, NewMessage(toolfleetv1.Role_ROLE_TOOL, ResultPart(calls[0].GetId(), demoProgramTool, result, false)))
+	if reply, err = model.Complete(t.Context(), req); err != nil {
+		t.Fatal(err)
+	}
+	want := `4 + 5 = 9. I could not save it: bucket is read-only. (2 tool calls in one program.)`
+	if got := MessageText(reply); got != want {
+		t.Errorf("answer = %q, want %q", got, want)
+	}
+}

@@ -322,7 +322,11 @@ type StartRunRequest struct {
 	Approval   *ApprovalPolicy `protobuf:"bytes,12,opt,name=approval,proto3" json:"approval,omitempty"`
 	// How long an answered run waits for SendMessage before its workflow closes
 	// (SendMessage later starts it again); negative = close at once.
-	IdleTimeout   *durationpb.Duration `protobuf:"bytes,13,opt,name=idle_timeout,json=idleTimeout,proto3" json:"idle_timeout,omitempty"`
+	IdleTimeout *durationpb.Duration `protobuf:"bytes,13,opt,name=idle_timeout,json=idleTimeout,proto3" json:"idle_timeout,omitempty"`
+	// Code mode: the model is offered one tool, run_program, and writes a
+	// Starlark program that calls `tools`; only the program's result enters the
+	// conversation (docs/programs.md).
+	CodeMode      bool `protobuf:"varint,14,opt,name=code_mode,json=codeMode,proto3" json:"code_mode,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -446,6 +450,13 @@ func (x *StartRunRequest) GetIdleTimeout() *durationpb.Duration {
 		return x.IdleTimeout
 	}
 	return nil
+}
+
+func (x *StartRunRequest) GetCodeMode() bool {
+	if x != nil {
+		return x.CodeMode
+	}
+	return false
 }
 
 type StartRunResponse struct {
@@ -1431,7 +1442,7 @@ const file_toolfleet_v1_agent_proto_rawDesc = "" +
 	"\x0emax_tool_calls\x18\x02 \x01(\x05R\fmaxToolCalls\x12(\n" +
 	"\x10max_input_tokens\x18\x03 \x01(\x03R\x0emaxInputTokens\x12*\n" +
 	"\x11max_output_tokens\x18\x04 \x01(\x03R\x0fmaxOutputTokens\x125\n" +
-	"\bdeadline\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\bdeadline\"\xee\x04\n" +
+	"\bdeadline\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\bdeadline\"\x8b\x05\n" +
 	"\x0fStartRunRequest\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x14\n" +
 	"\x05model\x18\x02 \x01(\tR\x05model\x12#\n" +
@@ -1450,7 +1461,8 @@ const file_toolfleet_v1_agent_proto_rawDesc = "" +
 	"sequential\x18\v \x01(\bR\n" +
 	"sequential\x128\n" +
 	"\bapproval\x18\f \x01(\v2\x1c.toolfleet.v1.ApprovalPolicyR\bapproval\x12<\n" +
-	"\fidle_timeout\x18\r \x01(\v2\x19.google.protobuf.DurationR\vidleTimeout\x1a9\n" +
+	"\fidle_timeout\x18\r \x01(\v2\x19.google.protobuf.DurationR\vidleTimeout\x12\x1b\n" +
+	"\tcode_mode\x18\x0e \x01(\bR\bcodeMode\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\")\n" +
