@@ -4,11 +4,16 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+	"google.golang.org/protobuf/encoding/protojson"
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
 	"github.com/toolfleet/toolfleet/orchestrator/agent"
@@ -102,6 +107,24 @@ func TestCodeModeRun(t *testing.T) {
 	}
 	if got := desc.GetWorkflowExecutionInfo().GetParentExecution().GetWorkflowId(); got != runID {
 		t.Errorf("program's parent = %q, want %q", got, runID)
+	}
+
+	// The run's history replays; recorded (TOOLFLEET_RECORD_HISTORIES=1) among
+	// the agent's histories, whose TestReplay keeps code mode replayable.
+	hist := history(t, s.temporal, runID)
+	r := worker.NewWorkflowReplayer()
+	r.RegisterWorkflowWithOptions(agent.AgentRunWorkflow, workflow.RegisterOptions{Name: agent.WorkflowName})
+	if err := r.ReplayWorkflowHistory(nil, hist); err != nil {
+		t.Fatalf("replay: %v", err)
+	}
+	if os.Getenv("TOOLFLEET_RECORD_HISTORIES") == "1" {
+		b, err := protojson.MarshalOptions{Indent: " "}.Marshal(hist)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join("..", "agent", "testdata", "histories", "codemode.json"), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 
