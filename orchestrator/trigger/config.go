@@ -94,6 +94,9 @@ type AgentTarget struct {
 	Tools  []string `json:"tools,omitempty"`
 	// Prompt is a template giving the user message; default `{{ .text }}`.
 	Prompt string `json:"prompt,omitempty"`
+	// CodeMode has the model write one program instead of calling tools one
+	// by one (docs/programs.md, "Code mode").
+	CodeMode bool `json:"code_mode,omitempty"`
 }
 
 // Info describes a configured trigger for listings.

@@ -247,7 +247,7 @@ func (r *Runner) start(ctx context.Context, t Trigger, msg jetstream.Msg) (strin
 	a := t.Agent
 	prov, name, _ := strings.Cut(a.Model, ":")
 	spec := agent.RunSpec{Model: agent.ModelSpec{Spec: llm.Spec{Provider: prov, Name: name, KeyRef: a.KeyRef}}, Tools: a.Tools,
-		Labels: map[string]string{"trigger": t.Name}}
+		CodeMode: a.CodeMode, Labels: map[string]string{"trigger": t.Name}}
 	var msgs []*toolfleetv1.Message
 	if a.System != "" {
 		msgs = append(msgs, textMessage(toolfleetv1.Role_ROLE_SYSTEM, a.System))
