@@ -71,3 +71,7 @@ test: lint check-generated breaking test-go test-k8s
 ## dev: run the whole fleet in one process.
 dev:
 	$(GO) run ./cmd/toolfleet dev
+
+## bench: run every benchmark and rewrite the figures in docs/performance.md (BENCHFLAGS="-only gateway -runs 200").
+bench:
+	$(GO) run ./bench/report $(BENCHFLAGS)

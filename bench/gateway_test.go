@@ -116,6 +116,11 @@ func BenchmarkGatewayCall(b *testing.B) {
 			for _, r := range res[1 : len(res)-1] {
 				b.ReportMetric(r.tput/base.tput, r.name+"-throughput-ratio")
 			}
+			// The yardstick of issue 14: the full gateway against the bare hop
+			// (the floor of any grpc-go gateway), without and with a caller call_id.
+			hop := res[1].tput
+			b.ReportMetric(res[3].tput/hop, "no-call-id÷bare-hop")
+			b.ReportMetric(full.tput/hop, "call-id÷bare-hop")
 			for _, r := range res {
 				b.Logf("callers=%d n=%d %-22s %8.0f calls/s (%.2f×) p50=%-10s p99=%-10s cpu/call=%-9s allocs/call=%d",
 					conc, b.N, r.name, r.tput, r.tput/base.tput, r.p(0.5), r.p(0.99), r.cpu.Round(time.Microsecond), r.mem)
