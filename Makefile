@@ -9,7 +9,7 @@ BUF     := $(BIN)/buf
 PLUGINS := $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc $(BIN)/protoc-gen-connect-go
 PROTOVALIDATE := build/protovalidate/buf/validate/validate.proto
 
-.PHONY: all generate tools lint vet fmt-check check-generated breaking test test-go test-k8s dev
+.PHONY: all generate tools lint vet fmt-check check-generated breaking test test-go test-k8s dev bench
 
 all: test
 
