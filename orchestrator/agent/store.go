@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 
+	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/protobuf/proto"
 
@@ -50,7 +51,23 @@ type StoreConfig struct {
 	MaxBlobBytes       int64
 	// Memory keeps both buckets in memory (tests).
 	Memory bool
+	// CacheEntries bounds the in-process cache of messages and blobs
+	// (default DefaultCacheEntries; negative turns it off).
+	CacheEntries int
 }
+
+// DefaultCacheEntries bounds the store's message cache.
+const DefaultCacheEntries = 4096
+
+// Bounds of the cache: the largest message kept (tool results larger than
+// the inline limit are blobs, so most messages are far smaller), and the
+// blobs (mostly runs' tool lists) kept and their largest size. At most
+// CacheEntries × 64 KiB + 64 × 1 MiB, usually a small fraction of it.
+const (
+	cacheEntryBytes = 64 << 10
+	cacheBlobs      = 64
+	cacheBlobBytes  = 1 << 20
+)
 
 // Store keeps run transcripts in a JetStream KV bucket, one key per message
 // ("<run_id>.<seq>"), and blobs (inputs, large results, tool lists) in a
@@ -59,6 +76,11 @@ type StoreConfig struct {
 type Store struct {
 	kv    jetstream.KeyValue
 	blobs jetstream.ObjectStore
+	// Transcript positions and blobs never change once written (appends are
+	// create-only, blobs content-addressed), so what this process read or
+	// wrote can be served again without a round trip, on any replica. Values
+	// are kept encoded: every read decodes a fresh message.
+	msgs, blobCache *lru.Cache[string, []byte]
 }
 
 // OpenStore creates or opens the buckets.
@@ -104,7 +126,43 @@ func OpenStore(ctx context.Context, js jetstream.JetStream, cfg StoreConfig) (*S
 	if err != nil {
 		return nil, fmt.Errorf("agent: blob bucket %s: %w", cfg.BlobBucket, err)
 	}
-	return &Store{kv: kv, blobs: blobs}, nil
+	st := &Store{kv: kv, blobs: blobs}
+	if n := cfg.CacheEntries; n >= 0 {
+		if n == 0 {
+			n = DefaultCacheEntries
+		}
+		if st.msgs, err = lru.New[string, []byte](n); err != nil {
+			return nil, fmt.Errorf("agent: store cache: %w", err)
+		}
+		if st.blobCache, err = lru.New[string, []byte](cacheBlobs); err != nil {
+			return nil, fmt.Errorf("agent: store cache: %w", err)
+		}
+	}
+	return st, nil
+}
+
+// remember caches an immutable value.
+func remember(c *lru.Cache[string, []byte], key string, b []byte) {
+	if c != nil && len(b) <= cacheEntryBytes {
+		c.Add(key, b)
+	}
+}
+
+// cached returns a cached value.
+func cached(c *lru.Cache[string, []byte], key string) ([]byte, bool) {
+	if c == nil {
+		return nil, false
+	}
+	return c.Get(key)
+}
+
+// decode decodes a stored message.
+func decode(b []byte, seq int) (*toolfleetv1.Message, error) {
+	m := &toolfleetv1.Message{}
+	if err := proto.Unmarshal(b, m); err != nil {
+		return nil, fmt.Errorf("agent: decode message %d: %w", seq, err)
+	}
+	return m, nil
 }
 
 func msgKey(runID string, seq int) string { return fmt.Sprintf("%s.%08d", runID, seq) }
@@ -130,35 +188,48 @@ func (s *Store) Append(ctx context.Context, runID string, seq int, msgs ...*tool
 			if gerr != nil {
 				return fmt.Errorf("agent: append %s: %w", key, gerr)
 			}
+			remember(s.msgs, key, old.Value())
 			if !bytes.Equal(old.Value(), b) {
 				return fmt.Errorf("%w: %s", ErrConflict, key)
 			}
+			continue
 		}
+		remember(s.msgs, key, b)
 	}
 	return nil
 }
 
 // At returns the message at seq, or nil when the position is empty.
 func (s *Store) At(ctx context.Context, runID string, seq int) (*toolfleetv1.Message, error) {
-	e, err := s.kv.Get(ctx, msgKey(runID, seq))
+	key := msgKey(runID, seq)
+	if b, ok := cached(s.msgs, key); ok {
+		return decode(b, seq)
+	}
+	e, err := s.kv.Get(ctx, key)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return nil, nil
+		return nil, nil // an empty position is not cached: another worker may fill it
 	}
 	if err != nil {
 		return nil, fmt.Errorf("agent: read message %d: %w", seq, err)
 	}
-	m := &toolfleetv1.Message{}
-	if err := proto.Unmarshal(e.Value(), m); err != nil {
-		return nil, fmt.Errorf("agent: decode message %d: %w", seq, err)
-	}
-	return m, nil
+	remember(s.msgs, key, e.Value())
+	return decode(e.Value(), seq)
 }
+
+// maxCacheMisses is how many uncached positions Load reads one by one; with
+// more it reads the run's keys in one watch.
+const maxCacheMisses = 8
 
 // Load returns the first n messages of run (n < 0: all of them). Positions
 // beyond n (a zombie attempt's write) are ignored.
 func (s *Store) Load(ctx context.Context, runID string, n int) ([]*toolfleetv1.Message, error) {
 	if n == 0 {
 		return nil, nil
+	}
+	if n > 0 && s.msgs != nil {
+		if out, ok, err := s.loadCached(ctx, runID, n); ok || err != nil {
+			return out, err
+		}
 	}
 	w, err := s.kv.Watch(ctx, runID+".*", jetstream.IgnoreDeletes())
 	if err != nil {
@@ -184,10 +255,11 @@ func (s *Store) Load(ctx context.Context, runID string, n int) ([]*toolfleetv1.M
 		if err != nil || (n >= 0 && seq >= n) {
 			continue
 		}
-		m := &toolfleetv1.Message{}
-		if err := proto.Unmarshal(e.Value(), m); err != nil {
-			return nil, fmt.Errorf("agent: decode message %d: %w", seq, err)
+		m, err := decode(e.Value(), seq)
+		if err != nil {
+			return nil, err
 		}
+		remember(s.msgs, e.Key(), e.Value())
 		items = append(items, item{seq, m})
 	}
 	slices.SortFunc(items, func(a, b item) int { return a.seq - b.seq })
@@ -202,6 +274,38 @@ func (s *Store) Load(ctx context.Context, runID string, n int) ([]*toolfleetv1.M
 		return nil, fmt.Errorf("%w: have %d of %d", ErrGap, len(out), n)
 	}
 	return out, nil
+}
+
+// loadCached loads the first n messages from the cache, reading the few it
+// lacks one by one; ok is false when too many are missing.
+func (s *Store) loadCached(ctx context.Context, runID string, n int) (_ []*toolfleetv1.Message, ok bool, _ error) {
+	out := make([]*toolfleetv1.Message, n)
+	var missing []int
+	for i := range n {
+		b, hit := cached(s.msgs, msgKey(runID, i))
+		if !hit {
+			if missing = append(missing, i); len(missing) > maxCacheMisses {
+				return nil, false, nil
+			}
+			continue
+		}
+		m, err := decode(b, i)
+		if err != nil {
+			return nil, false, err
+		}
+		out[i] = m
+	}
+	for _, i := range missing {
+		m, err := s.At(ctx, runID, i)
+		if err != nil {
+			return nil, false, err
+		}
+		if m == nil {
+			return nil, false, fmt.Errorf("%w: position %d", ErrGap, i)
+		}
+		out[i] = m
+	}
+	return out, true, nil
 }
 
 // PutBlob stores data under its content address and returns it ("sha256-<hex>").
@@ -221,12 +325,18 @@ func (s *Store) PutBlob(ctx context.Context, data []byte) (string, error) {
 
 // Blob returns the blob named ref.
 func (s *Store) Blob(ctx context.Context, ref string) ([]byte, error) {
+	if b, ok := cached(s.blobCache, ref); ok {
+		return bytes.Clone(b), nil
+	}
 	b, err := s.blobs.GetBytes(ctx, ref)
 	if errors.Is(err, jetstream.ErrObjectNotFound) {
 		return nil, fmt.Errorf("%w: %s", ErrNotFound, ref)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("agent: blob %s: %w", ref, err)
+	}
+	if s.blobCache != nil && len(b) <= cacheBlobBytes {
+		s.blobCache.Add(ref, bytes.Clone(b))
 	}
 	return b, nil
 }

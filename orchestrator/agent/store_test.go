@@ -2,6 +2,7 @@ package agent_test
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/nats-io/nats.go"
@@ -15,8 +16,39 @@ import (
 
 // TestStoreAppend: a retried append of the same message is a no-op, another
 // message at a taken position is a conflict, and Load refuses a transcript
-// with a hole.
+// with a hole — with the in-process cache and without it.
 func TestStoreAppend(t *testing.T) {
+	t.Parallel()
+	for _, entries := range []int{0, -1} {
+		t.Run(fmt.Sprintf("cache=%d", entries), func(t *testing.T) {
+			t.Parallel()
+			testStoreAppend(t, openStore(t, entries))
+		})
+	}
+}
+
+func openStore(t *testing.T, cacheEntries int) *agent.Store {
+	t.Helper()
+	nc, err := nats.Connect(natstest.Start(t).URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := agent.OpenStore(t.Context(), js, agent.StoreConfig{Memory: true, CacheEntries: cacheEntries})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// TestStoreReplicas: two stores on one bucket (two orchestrator replicas,
+// each with its own cache) see each other's appends, and a message read
+// through the cache is a fresh copy.
+func TestStoreReplicas(t *testing.T) {
 	t.Parallel()
 	nc, err := nats.Connect(natstest.Start(t).URL())
 	if err != nil {
@@ -27,10 +59,41 @@ func TestStoreAppend(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := agent.OpenStore(t.Context(), js, agent.StoreConfig{Memory: true})
+	ctx := t.Context()
+	one, err := agent.OpenStore(ctx, js, agent.StoreConfig{Memory: true})
 	if err != nil {
 		t.Fatal(err)
 	}
+	two, err := agent.OpenStore(ctx, js, agent.StoreConfig{Memory: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := one.Append(ctx, "r", 0, llm.User("a"), llm.User("b")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := one.Load(ctx, "r", 3); !errors.Is(err, agent.ErrGap) {
+		t.Fatalf("Load past the end: %v, want ErrGap", err)
+	}
+	if err := two.Append(ctx, "r", 2, llm.User("c")); err != nil {
+		t.Fatal(err)
+	}
+	if err := two.Append(ctx, "r", 1, llm.User("other")); !errors.Is(err, agent.ErrConflict) {
+		t.Fatalf("replica two overwrote position 1: %v, want ErrConflict", err)
+	}
+	for name, s := range map[string]*agent.Store{"one": one, "two": two} {
+		msgs, err := s.Load(ctx, "r", 3)
+		if err != nil || len(msgs) != 3 || llm.MessageText(msgs[1]) != "b" || llm.MessageText(msgs[2]) != "c" {
+			t.Fatalf("replica %s: Load = %v, %v", name, msgs, err)
+		}
+		msgs[0].Parts = nil // a caller's change must not reach the cache
+		again, err := s.Load(ctx, "r", 3)
+		if err != nil || llm.MessageText(again[0]) != "a" {
+			t.Fatalf("replica %s: after changing a loaded message, Load = %v, %v", name, again, err)
+		}
+	}
+}
+
+func testStoreAppend(t *testing.T, s *agent.Store) {
 	ctx := t.Context()
 	a, b := llm.User("first"), llm.User("second")
 	if err := s.Append(ctx, "r", 0, a, b); err != nil {
