@@ -11,7 +11,6 @@ import (
 	"strconv"
 	"strings"
 
-	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/protobuf/proto"
 
@@ -51,22 +50,20 @@ type StoreConfig struct {
 	MaxBlobBytes       int64
 	// Memory keeps both buckets in memory (tests).
 	Memory bool
-	// CacheEntries bounds the in-process cache of messages and blobs
-	// (default DefaultCacheEntries; negative turns it off).
-	CacheEntries int
+	// CacheBytes bounds the in-process cache of transcript messages (default
+	// DefaultCacheBytes; a quarter as much again for blobs; negative turns it off).
+	CacheBytes int64
 }
 
-// DefaultCacheEntries bounds the store's message cache.
-const DefaultCacheEntries = 4096
+// DefaultCacheBytes bounds the store's message cache. A run's messages are
+// mostly small (tool results over the inline limit are blobs), so 64 MiB
+// holds the transcripts of thousands of runs in flight.
+const DefaultCacheBytes = 64 << 20
 
-// Bounds of the cache: the largest message kept (tool results larger than
-// the inline limit are blobs, so most messages are far smaller), and the
-// blobs (mostly runs' tool lists) kept and their largest size. At most
-// CacheEntries × 64 KiB + 64 × 1 MiB, usually a small fraction of it.
+// The largest message and blob the cache keeps.
 const (
-	cacheEntryBytes = 64 << 10
-	cacheBlobs      = 64
-	cacheBlobBytes  = 1 << 20
+	cacheMessageBytes = 64 << 10
+	cacheBlobBytes    = 1 << 20
 )
 
 // Store keeps run transcripts in a JetStream KV bucket, one key per message
@@ -80,7 +77,7 @@ type Store struct {
 	// create-only, blobs content-addressed), so what this process read or
 	// wrote can be served again without a round trip, on any replica. Values
 	// are kept encoded: every read decodes a fresh message.
-	msgs, blobCache *lru.Cache[string, []byte]
+	msgs, blobCache *byteCache
 }
 
 // OpenStore creates or opens the buckets.
@@ -127,33 +124,13 @@ func OpenStore(ctx context.Context, js jetstream.JetStream, cfg StoreConfig) (*S
 		return nil, fmt.Errorf("agent: blob bucket %s: %w", cfg.BlobBucket, err)
 	}
 	st := &Store{kv: kv, blobs: blobs}
-	if n := cfg.CacheEntries; n >= 0 {
+	if n := cfg.CacheBytes; n >= 0 {
 		if n == 0 {
-			n = DefaultCacheEntries
+			n = DefaultCacheBytes
 		}
-		if st.msgs, err = lru.New[string, []byte](n); err != nil {
-			return nil, fmt.Errorf("agent: store cache: %w", err)
-		}
-		if st.blobCache, err = lru.New[string, []byte](cacheBlobs); err != nil {
-			return nil, fmt.Errorf("agent: store cache: %w", err)
-		}
+		st.msgs, st.blobCache = newByteCache(n, cacheMessageBytes), newByteCache(n/4, cacheBlobBytes)
 	}
 	return st, nil
-}
-
-// remember caches an immutable value.
-func remember(c *lru.Cache[string, []byte], key string, b []byte) {
-	if c != nil && len(b) <= cacheEntryBytes {
-		c.Add(key, b)
-	}
-}
-
-// cached returns a cached value.
-func cached(c *lru.Cache[string, []byte], key string) ([]byte, bool) {
-	if c == nil {
-		return nil, false
-	}
-	return c.Get(key)
 }
 
 // decode decodes a stored message.
@@ -188,13 +165,13 @@ func (s *Store) Append(ctx context.Context, runID string, seq int, msgs ...*tool
 			if gerr != nil {
 				return fmt.Errorf("agent: append %s: %w", key, gerr)
 			}
-			remember(s.msgs, key, old.Value())
+			s.msgs.add(key, old.Value())
 			if !bytes.Equal(old.Value(), b) {
 				return fmt.Errorf("%w: %s", ErrConflict, key)
 			}
 			continue
 		}
-		remember(s.msgs, key, b)
+		s.msgs.add(key, b)
 	}
 	return nil
 }
@@ -202,7 +179,7 @@ func (s *Store) Append(ctx context.Context, runID string, seq int, msgs ...*tool
 // At returns the message at seq, or nil when the position is empty.
 func (s *Store) At(ctx context.Context, runID string, seq int) (*toolfleetv1.Message, error) {
 	key := msgKey(runID, seq)
-	if b, ok := cached(s.msgs, key); ok {
+	if b, ok := s.msgs.get(key); ok {
 		return decode(b, seq)
 	}
 	e, err := s.kv.Get(ctx, key)
@@ -212,7 +189,7 @@ func (s *Store) At(ctx context.Context, runID string, seq int) (*toolfleetv1.Mes
 	if err != nil {
 		return nil, fmt.Errorf("agent: read message %d: %w", seq, err)
 	}
-	remember(s.msgs, key, e.Value())
+	s.msgs.add(key, e.Value())
 	return decode(e.Value(), seq)
 }
 
@@ -259,7 +236,7 @@ func (s *Store) Load(ctx context.Context, runID string, n int) ([]*toolfleetv1.M
 		if err != nil {
 			return nil, err
 		}
-		remember(s.msgs, e.Key(), e.Value())
+		s.msgs.add(e.Key(), e.Value())
 		items = append(items, item{seq, m})
 	}
 	slices.SortFunc(items, func(a, b item) int { return a.seq - b.seq })
@@ -282,7 +259,7 @@ func (s *Store) loadCached(ctx context.Context, runID string, n int) (_ []*toolf
 	out := make([]*toolfleetv1.Message, n)
 	var missing []int
 	for i := range n {
-		b, hit := cached(s.msgs, msgKey(runID, i))
+		b, hit := s.msgs.get(msgKey(runID, i))
 		if !hit {
 			if missing = append(missing, i); len(missing) > maxCacheMisses {
 				return nil, false, nil
@@ -325,7 +302,7 @@ func (s *Store) PutBlob(ctx context.Context, data []byte) (string, error) {
 
 // Blob returns the blob named ref.
 func (s *Store) Blob(ctx context.Context, ref string) ([]byte, error) {
-	if b, ok := cached(s.blobCache, ref); ok {
+	if b, ok := s.blobCache.get(ref); ok {
 		return bytes.Clone(b), nil
 	}
 	b, err := s.blobs.GetBytes(ctx, ref)
@@ -335,9 +312,7 @@ func (s *Store) Blob(ctx context.Context, ref string) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("agent: blob %s: %w", ref, err)
 	}
-	if s.blobCache != nil && len(b) <= cacheBlobBytes {
-		s.blobCache.Add(ref, bytes.Clone(b))
-	}
+	s.blobCache.add(ref, bytes.Clone(b))
 	return b, nil
 }
 

@@ -19,15 +19,15 @@ import (
 // with a hole — with the in-process cache and without it.
 func TestStoreAppend(t *testing.T) {
 	t.Parallel()
-	for _, entries := range []int{0, -1} {
-		t.Run(fmt.Sprintf("cache=%d", entries), func(t *testing.T) {
+	for _, budget := range []int64{0, -1} {
+		t.Run(fmt.Sprintf("cache=%d", budget), func(t *testing.T) {
 			t.Parallel()
-			testStoreAppend(t, openStore(t, entries))
+			testStoreAppend(t, openStore(t, budget))
 		})
 	}
 }
 
-func openStore(t *testing.T, cacheEntries int) *agent.Store {
+func openStore(t *testing.T, cacheBytes int64) *agent.Store {
 	t.Helper()
 	nc, err := nats.Connect(natstest.Start(t).URL())
 	if err != nil {
@@ -38,7 +38,7 @@ func openStore(t *testing.T, cacheEntries int) *agent.Store {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := agent.OpenStore(t.Context(), js, agent.StoreConfig{Memory: true, CacheEntries: cacheEntries})
+	s, err := agent.OpenStore(t.Context(), js, agent.StoreConfig{Memory: true, CacheBytes: cacheBytes})
 	if err != nil {
 		t.Fatal(err)
 	}
