@@ -27,6 +27,8 @@ const maxSecretFileBytes = 1 << 20
 
 // Config is the whole configuration of the gateway binary, from flags and env.
 type Config struct {
+	// Tracing is set by run from internal/telemetry (the OTEL_* environment), not a flag.
+	Tracing bool
 	Listen  string
 	NATSURL string
 	// NATS holds NATS credentials and TLS (--nats-creds, --nats-ca, ...).
@@ -229,6 +231,7 @@ func (c Config) gatewayConfig(log *slog.Logger) (gateway.Config, error) {
 		BatchParallelism:       c.BatchParallelism,
 		MaxConcurrentStreams:   c.MaxConcurrentStreams,
 		AllowedOrigins:         c.AllowedOrigins,
+		Tracing:                c.Tracing,
 	}, nil
 }
 

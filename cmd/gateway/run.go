@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"time"
 
 	"github.com/spf13/pflag"
 
+	"github.com/toolfleet/toolfleet/internal/telemetry"
 	"github.com/toolfleet/toolfleet/services/gateway"
 )
 
@@ -31,6 +33,18 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		return exitBadArgs
 	}
 	log := newLogger(cfg, stderr)
+	// OTEL_EXPORTER_OTLP_ENDPOINT turns tracing on (internal/telemetry).
+	tracing, flush, err := telemetry.Setup(ctx, "toolfleet-gateway")
+	if err != nil {
+		log.Error("tracing", "error", err)
+		return exitFailed
+	}
+	defer func() {
+		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = flush(fctx)
+	}()
+	cfg.Tracing = tracing
 	if err := serve(ctx, cfg, log, nil); err != nil {
 		log.Error("gateway failed", "error", err)
 		return exitFailed

@@ -35,6 +35,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/toolfleet/toolfleet/internal/config"
+	"github.com/toolfleet/toolfleet/internal/telemetry"
 	"github.com/toolfleet/toolfleet/orchestrator/runner"
 	"github.com/toolfleet/toolfleet/orchestrator/trigger"
 )
@@ -113,6 +114,17 @@ func run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	// OTEL_EXPORTER_OTLP_ENDPOINT turns tracing on (internal/telemetry).
+	tracing, flush, err := telemetry.Setup(ctx, "toolfleet-orchestrator")
+	if err != nil {
+		return err
+	}
+	defer func() {
+		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = flush(fctx)
+	}()
+	cfg.Tracing = tracing
 	lis, err := net.Listen("tcp", opt.listen)
 	if err != nil {
 		return fmt.Errorf("--listen: %w", err)

@@ -14,6 +14,7 @@ import (
 	"github.com/toolfleet/toolfleet/internal/config"
 	"github.com/toolfleet/toolfleet/internal/devstack"
 	"github.com/toolfleet/toolfleet/internal/natsx"
+	"github.com/toolfleet/toolfleet/internal/telemetry"
 	"github.com/toolfleet/toolfleet/orchestrator/agent"
 	"github.com/toolfleet/toolfleet/orchestrator/runner"
 	"github.com/toolfleet/toolfleet/orchestrator/trigger"
@@ -129,6 +130,15 @@ func runDev(ctx context.Context, cfg devConfig, stdout, stderr io.Writer) error 
 			return err
 		}
 	}
+	tracing, flush, err := telemetry.Setup(ctx, "toolfleet-dev")
+	if err != nil {
+		return err
+	}
+	defer func() {
+		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = flush(fctx)
+	}()
 	startCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	began := time.Now()
@@ -154,7 +164,7 @@ func runDev(ctx context.Context, cfg devConfig, stdout, stderr io.Writer) error 
 	agents, programs := &agentMount{}, &programMount{}
 	fl, err := startFleet(startCtx, fleetConfig{Host: cfg.Host, GatewayPort: cfg.GatewayPort, JWTSecret: cfg.JWTSecret,
 		AllowedOrigins: cfg.AllowedOrigins, NATSURL: stack.NATS.URL(), NATS: cfg.NATS, Logger: logger,
-		Mounts: []gateway.Mount{agents.mount(), programs.mount()}})
+		Mounts: []gateway.Mount{agents.mount(), programs.mount()}, Tracing: tracing})
 	if err == nil {
 		err = fl.waitToolkits(startCtx, fl.Toolkits...)
 		if err != nil {
@@ -167,7 +177,8 @@ func runDev(ctx context.Context, cfg devConfig, stdout, stderr io.Writer) error 
 	}
 
 	orch, err := runner.Start(startCtx, runner.Config{TemporalAddress: stack.Temporal.Address(), Namespace: stack.Namespace(),
-		NATSURL: stack.NATS.URL(), NATS: cfg.NATS, GatewayAddress: fl.Gateway.Addr(), Logger: logger, Triggers: triggers})
+		NATSURL: stack.NATS.URL(), NATS: cfg.NATS, GatewayAddress: fl.Gateway.Addr(), Logger: logger, Triggers: triggers,
+		Tracing: tracing})
 	if err != nil {
 		_ = fl.stop()
 		stack.Stop()

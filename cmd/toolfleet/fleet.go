@@ -44,6 +44,8 @@ type fleetConfig struct {
 	Logger *slog.Logger
 	// Mounts are services served at the gateway's address (the AgentService).
 	Mounts []gateway.Mount
+	// Tracing records the gateway's spans (internal/telemetry.Setup said so).
+	Tracing bool
 }
 
 // fleet is the running gateway and bundled workers.
@@ -142,6 +144,7 @@ func startFleet(ctx context.Context, cfg fleetConfig) (_ *fleet, err error) {
 		// Browser safety: cross-origin requests are refused unless trusted here.
 		AllowedOrigins: cfg.AllowedOrigins,
 		Mounts:         cfg.Mounts,
+		Tracing:        cfg.Tracing,
 	})
 	if err != nil {
 		return nil, err

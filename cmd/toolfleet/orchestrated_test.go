@@ -18,8 +18,15 @@ import (
 // orchestrator; both stop at the end of the test.
 func startOrchestrated(ctx context.Context, t *testing.T, stack *devstack.Stack, models agent.Models, mounts ...gateway.Mount) (*fleet, *runner.Orchestrator) {
 	t.Helper()
+	return startTraced(ctx, t, stack, models, false, mounts...)
+}
+
+// startTraced is startOrchestrated with the gateway's and the orchestrator's
+// tracing set (the global TracerProvider records it).
+func startTraced(ctx context.Context, t *testing.T, stack *devstack.Stack, models agent.Models, tracing bool, mounts ...gateway.Mount) (*fleet, *runner.Orchestrator) {
+	t.Helper()
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	f, err := startFleet(ctx, fleetConfig{Host: "127.0.0.1", NATSURL: stack.NATS.URL(), Logger: logger, Mounts: mounts})
+	f, err := startFleet(ctx, fleetConfig{Host: "127.0.0.1", NATSURL: stack.NATS.URL(), Logger: logger, Mounts: mounts, Tracing: tracing})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -28,7 +35,8 @@ func startOrchestrated(ctx context.Context, t *testing.T, stack *devstack.Stack,
 		t.Fatal(err)
 	}
 	o, err := runner.Start(ctx, runner.Config{TemporalAddress: stack.Temporal.Address(), Namespace: stack.Namespace(),
-		NATSURL: stack.NATS.URL(), GatewayAddress: f.Gateway.Addr(), Models: models, MemoryStorage: true, Logger: logger})
+		NATSURL: stack.NATS.URL(), GatewayAddress: f.Gateway.Addr(), Models: models, MemoryStorage: true, Logger: logger,
+		Tracing: tracing})
 	if err != nil {
 		t.Fatal(err)
 	}

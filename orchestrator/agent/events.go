@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
+	"github.com/toolfleet/toolfleet/internal/telemetry"
 )
 
 // Subjects and the stream of run events.
@@ -93,6 +94,8 @@ func (e *Events) Publish(ctx context.Context, ev Event) error {
 	msg.Header.Set("ce-source", "toolfleet/orchestrator")
 	msg.Header.Set("ce-time", ev.Time.UTC().Format(time.RFC3339Nano))
 	msg.Header.Set("content-type", "application/json")
+	// The activity's span (when tracing) becomes the event's traceparent.
+	telemetry.Propagator.Inject(ctx, telemetry.NATSCarrier(msg.Header))
 	if _, err := e.js.PublishMsg(ctx, msg, jetstream.WithMsgID(ev.ID)); err != nil {
 		return fmt.Errorf("agent: publish %s event: %w", ev.Kind, err)
 	}

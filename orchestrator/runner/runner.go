@@ -19,11 +19,16 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/contrib/opentelemetry"
+	"go.temporal.io/sdk/interceptor"
 	tlog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/worker"
+	"google.golang.org/grpc"
 
+	"github.com/toolfleet/toolfleet/internal/telemetry"
 	"github.com/toolfleet/toolfleet/orchestrator/agent"
 	"github.com/toolfleet/toolfleet/orchestrator/agentapi"
 	"github.com/toolfleet/toolfleet/orchestrator/program"
@@ -68,6 +73,11 @@ type Config struct {
 	StopTimeout time.Duration
 	// Logger receives the process's logs. Default slog.Default().
 	Logger *slog.Logger
+	// Tracing records spans of workflows, activities (Temporal's
+	// OpenTelemetry interceptor) and tool calls to the gateway with the global
+	// TracerProvider (internal/telemetry), so a run step is one trace from the
+	// workflow to the tool.
+	Tracing bool
 }
 
 // Validate checks the configuration.
@@ -248,6 +258,15 @@ func Start(ctx context.Context, cfg Config) (_ *Orchestrator, err error) {
 		return nil, err
 	}
 	opts := []tfclient.Option{tfclient.WithRetry(tfclient.RetryPolicy{MaxAttempts: 1})}
+	var interceptors []interceptor.ClientInterceptor
+	if cfg.Tracing {
+		opts = append(opts, tfclient.WithDialOptions(grpc.WithStatsHandler(otelgrpc.NewClientHandler(otelgrpc.WithPropagators(telemetry.Propagator)))))
+		ti, err := opentelemetry.NewTracingInterceptor(opentelemetry.TracerOptions{TextMapPropagator: telemetry.Propagator})
+		if err != nil {
+			return nil, fmt.Errorf("tracing interceptor: %w", err)
+		}
+		interceptors = append(interceptors, ti)
+	}
 	if cfg.GatewayToken != "" {
 		opts = append(opts, tfclient.WithToken(cfg.GatewayToken))
 	}
@@ -259,7 +278,8 @@ func Start(ctx context.Context, cfg Config) (_ *Orchestrator, err error) {
 		return nil, err
 	}
 	if o.temporal, err = client.DialContext(ctx, client.Options{HostPort: cfg.TemporalAddress, Namespace: cfg.Namespace,
-		Logger: tlog.NewStructuredLogger(cfg.Logger), ConnectionOptions: client.ConnectionOptions{TLS: tlsCfg}}); err != nil {
+		Logger: tlog.NewStructuredLogger(cfg.Logger), ConnectionOptions: client.ConnectionOptions{TLS: tlsCfg},
+		Interceptors: interceptors}); err != nil {
 		return nil, fmt.Errorf("connect to Temporal at %s: %w", cfg.TemporalAddress, err)
 	}
 	// A worker on a namespace that does not exist yet would only log

@@ -9,7 +9,9 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
+	"github.com/toolfleet/toolfleet/internal/telemetry"
 	"github.com/toolfleet/toolfleet/sdk/natsconn"
 )
 
@@ -68,6 +70,19 @@ func run(ctx context.Context, name string, args []string, stderr io.Writer, regi
 	if stderr == io.Writer(os.Stderr) {
 		slog.SetDefault(log) // the process's own stderr: libraries log the same way
 	}
+
+	// OTEL_EXPORTER_OTLP_ENDPOINT turns tracing on: the worker's server spans
+	// (always made, with the global provider) are then exported.
+	_, flush, err := telemetry.Setup(ctx, name)
+	if err != nil {
+		log.Error("tracing", "error", err)
+		return 1
+	}
+	defer func() {
+		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = flush(fctx)
+	}()
 
 	w, err := NewWorker(Config{
 		Name:             name,

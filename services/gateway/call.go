@@ -58,6 +58,9 @@ func (g *Gateway) call(ctx context.Context, p *Principal, req *toolfleetv1.CallT
 	var approval *toolfleetv1.Approval
 	ev := func() *toolfleetv1.CallEvent {
 		e := newCallEvent(req, callID, def.GetId())
+		if e.TraceId == "" {
+			e.TraceId = traceIDOf(ctx) // the caller's traceparent, or the gateway's span
+		}
 		if e.UserId == "" {
 			e.UserId = p.ID() // the effective principal when the caller named no user
 		}

@@ -120,6 +120,10 @@ type Config struct {
 	AllowedOrigins []string
 	// Mounts are services served at the gateway's address (see [Mount]).
 	Mounts []Mount
+	// Tracing records the gateway's spans (server, and client towards workers)
+	// with the global OpenTelemetry TracerProvider (internal/telemetry). A
+	// caller's traceparent is honoured either way.
+	Tracing bool
 }
 
 func (c *Config) defaults() {
@@ -218,7 +222,7 @@ func New(ctx context.Context, cfg Config) (*Gateway, error) {
 	if err != nil {
 		return nil, err
 	}
-	g.reg = registry.New(g.log, 10*time.Second, dial)
+	g.reg = registry.New(g.log, 10*time.Second, append([]grpc.DialOption{dial}, g.workerTraceOptions()...)...)
 	g.metrics = newMetrics(func() float64 { return float64(len(g.reg.Current().Defs())) })
 	g.metrics.reg.MustRegister(g.reg.Rejections())
 	g.grpc, g.health = g.newGRPCServer()

@@ -44,7 +44,7 @@ func (g *Gateway) Handler() http.Handler {
 	for _, m := range g.cfg.Mounts {
 		mux.Handle(m.Pattern, m.Handler)
 	}
-	web := g.browserSafe(g.recoverHTTP(mux))
+	web := g.traceHTTP(g.browserSafe(g.recoverHTTP(mux)))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if isGRPC(r) && !g.mounted(r.URL.Path) {
 			g.grpc.ServeHTTP(w, r)

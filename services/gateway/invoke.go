@@ -33,7 +33,7 @@ func (g *Gateway) invoke(ctx context.Context, rt *registry.Route, in proto.Messa
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout) // capped by the caller's deadline
 	defer cancel()
-	ctx = tool.OutgoingCallContext(ctx, callID, traceParent(traceID))
+	ctx = tool.OutgoingCallContext(ctx, callID, outgoingTraceParent(ctx, traceID))
 	var err error
 	for i, w := range rt.Pick() {
 		wasReady := w.Conn().GetState() == connectivity.Ready

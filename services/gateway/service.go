@@ -35,7 +35,7 @@ var _ toolfleetv1connect.ToolGatewayServiceHandler = connectService{}
 const streamWorkers = 64
 
 func (g *Gateway) newGRPCServer() (*grpc.Server, *health.Server) {
-	s := grpc.NewServer(
+	s := grpc.NewServer(append(g.grpcTraceOptions(),
 		grpc.NumStreamWorkers(streamWorkers),
 		// A message's length prefix is checked before it is read (limits.go).
 		grpc.MaxRecvMsgSize(int(g.cfg.MaxRequestBytes)),
@@ -45,7 +45,7 @@ func (g *Gateway) newGRPCServer() (*grpc.Server, *health.Server) {
 		grpc.KeepaliveParams(keepaliveParams),
 		grpc.ChainUnaryInterceptor(g.recoverUnary),
 		grpc.ChainStreamInterceptor(g.recoverStream),
-	)
+	)...)
 	toolfleetv1.RegisterToolGatewayServiceServer(s, grpcService{g: g})
 	for _, m := range g.cfg.Mounts {
 		if m.RegisterGRPC != nil {
