@@ -37,6 +37,7 @@ const streamWorkers = 64
 func (g *Gateway) newGRPCServer() (*grpc.Server, *health.Server) {
 	s := grpc.NewServer(append(g.grpcTraceOptions(),
 		grpc.NumStreamWorkers(streamWorkers),
+		grpc.ForceServerCodecV2(newLenientCodec()), // see badmessage.go
 		// A message's length prefix is checked before it is read (limits.go).
 		grpc.MaxRecvMsgSize(int(g.cfg.MaxRequestBytes)),
 		grpc.MaxConcurrentStreams(g.cfg.MaxConcurrentStreams),
@@ -46,10 +47,10 @@ func (g *Gateway) newGRPCServer() (*grpc.Server, *health.Server) {
 		grpc.ChainUnaryInterceptor(g.recoverUnary),
 		grpc.ChainStreamInterceptor(g.recoverStream),
 	)...)
-	toolfleetv1.RegisterToolGatewayServiceServer(s, grpcService{g: g})
+	toolfleetv1.RegisterToolGatewayServiceServer(badMessageRegistrar{s}, grpcService{g: g})
 	for _, m := range g.cfg.Mounts {
 		if m.RegisterGRPC != nil {
-			m.RegisterGRPC(s)
+			m.RegisterGRPC(badMessageRegistrar{s})
 		}
 	}
 	hs := health.NewServer()
