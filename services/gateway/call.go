@@ -103,12 +103,25 @@ func (g *Gateway) call(ctx context.Context, p *Principal, req *toolfleetv1.CallT
 
 	g.events.publish(EventStarted, ev(), def.GetToolkit(), def.GetName())
 	began := time.Now()
-	out, err := g.invoke(ctx, rt, in, callID, req.GetTraceId())
+	sideEffects := !def.GetHints().GetReadOnly() && !def.GetHints().GetIdempotent()
+	callCtx := ctx
+	if sideEffects && claim.Owned() {
+		// A caller that goes away (a crashed orchestrator, a cancelled client)
+		// must not cut a side effect in half: the call runs on to the tool's own
+		// timeout, its outcome is stored, and the caller's retry receives it.
+		callCtx = context.WithoutCancel(ctx)
+	}
+	out, reached, err := g.invoke(callCtx, rt, in, callID, req.GetTraceId())
 	resp := &toolfleetv1.CallToolResponse{CallId: callID, ToolId: def.GetId()}
 	ce = g.mapResult(ctx, rt, out, err, resp)
 	resp.Duration = durationpb.New(time.Since(began))
 	if ce != nil {
-		g.idem().Finish(claim, nil, false)
+		if sideEffects && outcomeUnknown(reached, err) {
+			// It may have run: a retry must not run it again.
+			g.idem().FinishUnknown(claim)
+		} else {
+			g.idem().Finish(claim, nil, false)
+		}
 		return fail(began, ce)
 	}
 	// A failure the tool marks retryable is not stored: a retry runs the tool again.
@@ -154,6 +167,9 @@ func (g *Gateway) claim(ctx context.Context, p *Principal, rt *registry.Route, r
 	case errors.Is(err, idempotency.ErrConflict):
 		return c, serverError(codes.AlreadyExists, ErrIdempotency, "",
 			"call_id %q was already used for %s.%s with another input; use a new call_id for a new call", req.GetCallId(), def.GetToolkit(), def.GetName())
+	case errors.Is(err, idempotency.ErrOutcomeUnknown):
+		return c, serverError(codes.AlreadyExists, ErrIdempotency, "",
+			"the call with call_id %q may have run: its worker stopped answering mid-call, so its outcome is unknown and it is not run again; check whether it took effect, then use a new call_id to run it again", req.GetCallId())
 	case errors.Is(err, idempotency.ErrResultTooLarge):
 		return c, serverError(codes.AlreadyExists, ErrIdempotency, "",
 			"the call with call_id %q already ran, and its result was too large to keep for repeats; use a new call_id to run it again", req.GetCallId())

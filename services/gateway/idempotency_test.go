@@ -1,11 +1,13 @@
 package gateway_test
 
 import (
+	"context"
 	"net"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -339,4 +341,80 @@ func TestIdempotencyBucketBounded(t *testing.T) {
 	if n := st.types.Load() - before; n != 0 {
 		t.Fatalf("the repeat ran the tool %d times", n)
 	}
+}
+
+// TestIdempotencyOutcomeUnknown: a side-effecting call whose worker dies while
+// it has the call may have run; a repeat of its call_id is refused, saying so,
+// instead of running it a second time. A read-only tool cut the same way runs
+// again: repeating it is harmless.
+func TestIdempotencyOutcomeUnknown(t *testing.T) {
+	t.Parallel()
+	nats := natstest.Start(t)
+	for _, tc := range []struct {
+		name    string
+		major   int
+		opts    []func(*toolfleetv1.ToolOptions)
+		refused bool
+	}{
+		{"side effects", 4, []func(*toolfleetv1.ToolOptions){withSideEffects()}, true},
+		{"read-only", 5, nil, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dying := startPlainCalculator(t, tc.major, tc.opts...)
+			hook := func(float64) error {
+				go dying.kill() // the process dies with the call in hand
+				time.Sleep(time.Second)
+				return nil
+			}
+			dying.onAdd.Store(&hook)
+			_, calcAddr, _ := calculatorWorker(t, "") // for waitStore
+			g := startGateway(t, gateway.Config{NATSURL: nats.URL(), Workers: []string{dying.addr, calcAddr}})
+			tool := "Calculator.Add@" + strconv.Itoa(tc.major)
+			waitTool(t, g, tool)
+			waitStore(t, g)
+			req := &toolfleetv1.CallToolRequest{CallId: "cut-" + strconv.Itoa(tc.major), ToolId: tool, Input: addInput(1, 2), Approval: testApproval}
+			if _, err := g.Call(t.Context(), anon(), req); gateway.CodeOf(err) != codes.Unavailable {
+				t.Fatalf("cut call: %v, want Unavailable", err)
+			}
+			_, err := g.Call(t.Context(), anon(), req)
+			switch {
+			case tc.refused && (gateway.CodeOf(err) != codes.AlreadyExists || !strings.Contains(err.Error(), "may have run")):
+				t.Fatalf("repeat: %v, want AlreadyExists saying the call may have run", err)
+			case !tc.refused && gateway.CodeOf(err) == codes.AlreadyExists:
+				t.Fatalf("repeat of a read-only call: %v, want it tried again", err)
+			}
+			if n := dying.adds.Load(); n != 1 {
+				t.Fatalf("tool ran %d times, want 1", n)
+			}
+		})
+	}
+}
+
+// TestIdempotencyCallerGoneMidCall: a caller that gives up on a side-effecting
+// call (a crashed orchestrator, a client timeout) does not cut it in half: the
+// call runs on, its outcome is stored, and the caller's retry receives it.
+func TestIdempotencyCallerGoneMidCall(t *testing.T) {
+	t.Parallel()
+	nats := natstest.Start(t)
+	slow := startPlainCalculator(t, 6, withSideEffects())
+	hook := func(float64) error { time.Sleep(300 * time.Millisecond); return nil }
+	slow.onAdd.Store(&hook)
+	_, calcAddr, _ := calculatorWorker(t, "") // for waitStore
+	g := startGateway(t, gateway.Config{NATSURL: nats.URL(), Workers: []string{slow.addr, calcAddr}})
+	waitTool(t, g, "Calculator.Add@6")
+	waitStore(t, g)
+	req := &toolfleetv1.CallToolRequest{CallId: "gone-1", ToolId: "Calculator.Add@6", Input: addInput(1, 2), Approval: testApproval}
+	ctx, cancel := context.WithCancel(t.Context())
+	first := make(chan error, 1)
+	go func() { _, err := g.Call(ctx, anon(), req); first <- err }()
+	waitFor(t, "the call to reach the tool", func() bool { return slow.adds.Load() == 1 })
+	cancel() // the caller is gone; its retry follows at once
+	r, err := g.Call(t.Context(), anon(), req)
+	if err != nil || r.GetValue().GetStructValue().GetFields()["result"].GetNumberValue() != 3 {
+		t.Fatalf("retry: %v %v, want the first call's stored result", r, err)
+	}
+	if n := slow.adds.Load(); n != 1 {
+		t.Fatalf("tool ran %d times, want 1", n)
+	}
+	<-first
 }

@@ -25,8 +25,9 @@ import (
 var resultJSON = protojson.MarshalOptions{EmitUnpopulated: true}
 
 // invoke calls the tool on one replica, falling back to the next replica only
-// when the call never reached the first.
-func (g *Gateway) invoke(ctx context.Context, rt *registry.Route, in proto.Message, callID, traceID string) (proto.Message, error) {
+// when the call never reached the first. On failure, reached reports whether
+// the last attempt may have reached a worker.
+func (g *Gateway) invoke(ctx context.Context, rt *registry.Route, in proto.Message, callID, traceID string) (_ proto.Message, reached bool, _ error) {
 	timeout := rt.Def().GetRequirements().GetTimeout().AsDuration()
 	if timeout <= 0 {
 		timeout = g.cfg.DefaultTimeout
@@ -40,7 +41,7 @@ func (g *Gateway) invoke(ctx context.Context, rt *registry.Route, in proto.Messa
 		out := dynamicpb.NewMessage(rt.Method().Output())
 		err = w.Conn().Invoke(ctx, rt.Def().GetGrpcMethod(), in, out)
 		if err == nil {
-			return out, nil
+			return out, true, nil
 		}
 		// The gateway makes one attempt: only a call that never reached a worker
 		// (Unavailable on a connection that was not up: refused, replica gone) goes
@@ -48,12 +49,28 @@ func (g *Gateway) invoke(ctx context.Context, rt *registry.Route, in proto.Messa
 		// retried by the caller, whose retries follow the tool's retry policy and
 		// whose call_id makes them safe.
 		retry := status.Code(err) == codes.Unavailable && (!wasReady || neverConnected(err))
+		reached = !retry
 		if !retry || ctx.Err() != nil {
 			break
 		}
 		g.log.Warn("replica unreachable; trying the next", "tool", rt.Def().GetId(), "addr", w.Addr(), "attempt", i+1, "error", err)
 	}
-	return nil, err
+	return nil, reached, err
+}
+
+// outcomeUnknown reports a failure after which the tool may have run: the
+// worker went away mid-call, or the call ran out of time or was cancelled
+// while the worker had it. A worker's own refusal (invalid input, a failed
+// precondition, …) is an answer: the tool did not run.
+func outcomeUnknown(reached bool, err error) bool {
+	if !reached || err == nil {
+		return false
+	}
+	switch status.Code(err) {
+	case codes.Unavailable, codes.DeadlineExceeded, codes.Canceled, codes.Unknown, codes.Internal:
+		return true
+	}
+	return false
 }
 
 // neverConnected reports an Unavailable error from a dial that failed (grpc-go

@@ -55,6 +55,8 @@ const (
 	kindLock     byte = 'L'
 	kindResult   byte = 'R'
 	kindTooLarge byte = 'T'
+	// kindUnknown: the call may have run on a worker that never answered.
+	kindUnknown byte = 'U'
 )
 
 // headerLen is the kind byte plus the digest.
@@ -87,7 +89,7 @@ func decode(b []byte) (record, error) {
 	r := record{kind: b[0], hasDigest: true}
 	copy(r.digest[:], b[1:headerLen])
 	switch r.kind {
-	case kindLock, kindTooLarge:
+	case kindLock, kindTooLarge, kindUnknown:
 		return r, nil
 	case kindResult:
 		r.resp = &toolfleetv1.CallToolResponse{}

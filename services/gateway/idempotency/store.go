@@ -36,6 +36,10 @@ var (
 	// ErrResultTooLarge: the call finished but its response was over the value
 	// limit, so it was not kept; running it again would not be a repeat.
 	ErrResultTooLarge = errors.New("idempotency: the finished call's response was too large to keep")
+	// ErrOutcomeUnknown: an earlier call with this key may have run on a worker
+	// that never answered (see [Store.FinishUnknown]); running it again could
+	// repeat its side effect.
+	ErrOutcomeUnknown = errors.New("idempotency: the earlier call's outcome is unknown")
 	// ErrStillRunning: the caller's context ended while another replica was still
 	// running the call.
 	ErrStillRunning = errors.New("idempotency: the earlier call with this call_id is still running")
@@ -148,6 +152,10 @@ type Claim struct {
 	digest Digest
 }
 
+// Owned reports whether this claim holds the lock: the call runs under its
+// key, and its outcome is recorded for repeats.
+func (c Claim) Owned() bool { return c.owned }
+
 // Acquire takes the lock for key, or returns the stored response of a finished
 // call with the same input. A call in flight elsewhere is waited for (within
 // lockTTL plus a margin and ctx). Errors: [ErrConflict], [ErrUnavailable],
@@ -207,6 +215,9 @@ func (s *Store) settle(value []byte, digest Digest) (Claim, bool, error) {
 	}
 	if r.kind == kindTooLarge {
 		return Claim{}, true, ErrResultTooLarge
+	}
+	if r.kind == kindUnknown {
+		return Claim{}, true, ErrOutcomeUnknown
 	}
 	return Claim{Stored: r.resp}, true, nil
 }
@@ -310,6 +321,18 @@ func (s *Store) unavailable(ctx context.Context, err error) error {
 		return ctx.Err()
 	}
 	return fmt.Errorf("%w: %w", ErrUnavailable, err)
+}
+
+// FinishUnknown records that the claimed call may have run without an answer
+// (its worker went away mid-call): a repeat gets [ErrOutcomeUnknown] instead
+// of a second run, until the entry expires with the bucket's TTL.
+func (s *Store) FinishUnknown(c Claim) {
+	if s == nil || !c.owned || !s.nc.IsConnected() {
+		return // the lock left behind holds repeats off until it expires
+	}
+	if err := s.nc.Publish("$KV."+s.cfg.Bucket+"."+c.key, encode(kindUnknown, c.digest, nil)); err != nil {
+		s.log.Warn("unknown outcome not recorded; the lock holds repeats off until it expires", "error", err)
+	}
 }
 
 // Finish stores resp under the claim (published asynchronously: waiters see it

@@ -80,6 +80,7 @@ func TestRecordRoundTrip(t *testing.T) {
 	}{
 		{encode(kindLock, dg, nil), kindLock},
 		{encode(kindTooLarge, dg, nil), kindTooLarge},
+		{encode(kindUnknown, dg, nil), kindUnknown},
 		{encode(kindResult, dg, resp), kindResult},
 	} {
 		r, err := decode(tc.value)
