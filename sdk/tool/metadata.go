@@ -2,6 +2,7 @@ package tool
 
 import (
 	"context"
+	"strconv"
 
 	"google.golang.org/grpc/metadata"
 )
@@ -14,7 +15,21 @@ const (
 	TraceParentKey = "traceparent"
 	// TraceStateKey carries the W3C vendor trace state.
 	TraceStateKey = "tracestate"
+	// AcceptResultBytesKey carries the largest result (protobuf bytes) the caller
+	// accepts, in decimal, when that is more than the contract's
+	// max_result_bytes: the gateway sends it for a caller that allowed a result
+	// handle, and keeps the large result instead of returning it inline.
+	AcceptResultBytesKey = "toolfleet-accept-result-bytes"
 )
+
+// acceptResultBytes is the caller's AcceptResultBytesKey, or 0 when absent or malformed.
+func acceptResultBytes(ctx context.Context) int {
+	n, err := strconv.Atoi(incoming(ctx, AcceptResultBytesKey))
+	if err != nil || n < 0 {
+		return 0
+	}
+	return n
+}
 
 // CallID returns the caller's call id from the incoming metadata, or "".
 func CallID(ctx context.Context) string { return incoming(ctx, CallIDKey) }

@@ -47,7 +47,8 @@ func (p *policies) get(method string) (policy, bool) {
 }
 
 // interceptor applies the contract's timeout (the caller's deadline may be shorter)
-// and turns a result over max_result_bytes into an execution error.
+// and turns a result over max_result_bytes (or over what the caller accepts,
+// AcceptResultBytesKey, when that is more) into an execution error.
 func (p *policies) interceptor() grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 		pol, ok := p.get(info.FullMethod)
@@ -61,9 +62,16 @@ func (p *policies) interceptor() grpc.UnaryServerInterceptor {
 		}
 		resp, err := handler(ctx, req)
 		if err == nil && pol.maxResultBytes > 0 {
+			// A caller that keeps large results elsewhere (the gateway, for a
+			// result handle) may accept more than the contract's limit.
+			limit := max(pol.maxResultBytes, acceptResultBytes(ctx))
 			if m, ok := resp.(proto.Message); ok {
-				if n := proto.Size(m); n > pol.maxResultBytes {
-					return nil, NewError(fmt.Sprintf("the result is too large (%d bytes; this tool's limit is %d)", n, pol.maxResultBytes),
+				if n := proto.Size(m); n > limit {
+					msg := fmt.Sprintf("the result is too large (%d bytes; this tool's limit is %d)", n, limit)
+					if limit > pol.maxResultBytes {
+						msg = fmt.Sprintf("the result is too large (%d bytes; this tool's limit is %d, and the caller accepts at most %d)", n, pol.maxResultBytes, limit)
+					}
+					return nil, NewError(msg,
 						WithDeveloperMessage("max_result_bytes of the tool contract exceeded"),
 						WithPromptHint("Ask for less data at once, e.g. a narrower query or a smaller page."))
 				}

@@ -111,9 +111,9 @@ func (g *Gateway) call(ctx context.Context, p *Principal, req *toolfleetv1.CallT
 		// timeout, its outcome is stored, and the caller's retry receives it.
 		callCtx = context.WithoutCancel(ctx)
 	}
-	out, reached, err := g.invoke(callCtx, rt, in, callID, req.GetTraceId())
+	out, reached, err := g.invoke(callCtx, rt, in, callID, req.GetTraceId(), offerOf(p, req))
 	resp := &toolfleetv1.CallToolResponse{CallId: callID, ToolId: def.GetId()}
-	ce = g.mapResult(ctx, rt, out, err, resp)
+	ce = g.mapResult(ctx, rt, out, err, resp, offerOf(p, req))
 	resp.Duration = durationpb.New(time.Since(began))
 	if ce != nil {
 		if sideEffects && outcomeUnknown(reached, err) {

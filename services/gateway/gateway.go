@@ -21,6 +21,7 @@ import (
 	"github.com/toolfleet/toolfleet/services/gateway/auth"
 	"github.com/toolfleet/toolfleet/services/gateway/idempotency"
 	"github.com/toolfleet/toolfleet/services/gateway/registry"
+	"github.com/toolfleet/toolfleet/services/gateway/results"
 )
 
 // Defaults of [Config].
@@ -34,9 +35,17 @@ const (
 	DefaultIdempotencyMaxBytes = idempotency.DefaultMaxBytes
 	// DefaultIdempotencyMaxValueSize bounds one stored response (1 MiB).
 	DefaultIdempotencyMaxValueSize = idempotency.DefaultMaxValueSize
-	DefaultEventStream             = "TOOLFLEET_CALL_EVENTS"
-	DefaultEventQueue              = 10000
-	DefaultShutdownTimeout         = 10 * time.Second
+	// DefaultResultBucket names the object store of result handles.
+	DefaultResultBucket = results.DefaultBucket
+	// DefaultResultTTL is how long a result behind a handle is kept (1 h).
+	DefaultResultTTL = results.DefaultTTL
+	// DefaultResultMaxBytes is the ceiling on one result behind a handle (64 MiB).
+	DefaultResultMaxBytes = results.DefaultMaxResultBytes
+	// DefaultResultStoreMaxBytes bounds the result handles' bucket (1 GiB).
+	DefaultResultStoreMaxBytes = results.DefaultMaxBytes
+	DefaultEventStream         = "TOOLFLEET_CALL_EVENTS"
+	DefaultEventQueue          = 10000
+	DefaultShutdownTimeout     = 10 * time.Second
 	// DefaultMaxRequestBytes bounds one request on every surface (limits.go).
 	DefaultMaxRequestBytes = 4 << 20
 	// DefaultMaxInputValues bounds the JSON values of one JSON request.
@@ -86,6 +95,21 @@ type Config struct {
 	// IdempotencyMaxValueSize bounds one stored response; the repeat of a call
 	// whose response was larger is refused. Default [DefaultIdempotencyMaxValueSize].
 	IdempotencyMaxValueSize int32
+	// ResultBucket names the object store bucket of result handles (results
+	// over a tool's MaxResultBytes, kept for callers that allow a handle).
+	// Default [DefaultResultBucket].
+	ResultBucket string
+	// ResultTTL is how long a result behind a handle is kept. Default [DefaultResultTTL].
+	ResultTTL time.Duration
+	// ResultMaxBytes is the ceiling on one result behind a handle; a larger
+	// result fails the call as without a handle. Default [DefaultResultMaxBytes].
+	ResultMaxBytes int64
+	// ResultStoreMaxBytes bounds the bucket; when full, results over the inline
+	// limit fail (retryable) until older ones expire. Default [DefaultResultStoreMaxBytes].
+	ResultStoreMaxBytes int64
+	// ResultMemoryStorage keeps results behind handles in memory (dev, tests);
+	// default on disk.
+	ResultMemoryStorage bool
 	// EventStream names the JetStream stream of call events. Default [DefaultEventStream].
 	EventStream string
 	// EventQueue bounds the events held while NATS is away. Default [DefaultEventQueue].
@@ -142,6 +166,18 @@ func (c *Config) defaults() {
 	if c.IdempotencyBucket == "" {
 		c.IdempotencyBucket = DefaultIdempotencyBucket
 	}
+	if c.ResultBucket == "" {
+		c.ResultBucket = DefaultResultBucket
+	}
+	if c.ResultTTL <= 0 {
+		c.ResultTTL = DefaultResultTTL
+	}
+	if c.ResultMaxBytes <= 0 {
+		c.ResultMaxBytes = DefaultResultMaxBytes
+	}
+	if c.ResultStoreMaxBytes <= 0 {
+		c.ResultStoreMaxBytes = DefaultResultStoreMaxBytes
+	}
 	if c.EventStream == "" {
 		c.EventStream = DefaultEventStream
 	}
@@ -182,8 +218,11 @@ type Gateway struct {
 	reg     *registry.Registry
 	metrics *metrics
 	idemPtr atomic.Pointer[idempotency.Store]
-	events  *events
-	cop     *http.CrossOriginProtection
+	// resultsPtr is the store of result handles; nil until NATS is configured
+	// and the bucket exists.
+	resultsPtr atomic.Pointer[results.Store]
+	events     *events
+	cop        *http.CrossOriginProtection
 	// lastIdemWarn rate-limits the warning while the idempotency store is away (unix nanos).
 	lastIdemWarn atomic.Int64
 
@@ -206,6 +245,11 @@ func New(ctx context.Context, cfg Config) (*Gateway, error) {
 	if cfg.NATSURL != "" {
 		// Reads the credential and certificate files: fail now, not at each reconnect.
 		if _, err := cfg.NATS.NATSOptions(); err != nil {
+			return nil, fmt.Errorf("gateway: %w", err)
+		}
+		// A result at the ceiling must fit the bucket: fail now, not at a call.
+		rc := cfg.resultsConfig()
+		if err := rc.Defaults(); err != nil {
 			return nil, fmt.Errorf("gateway: %w", err)
 		}
 	}
@@ -394,12 +438,33 @@ func (g *Gateway) connectNATS(ctx context.Context, bg *sync.WaitGroup) (*nats.Co
 	}
 	if !nc.IsConnected() || !setup() {
 		// The bucket needs NATS up: retry in the background until it is.
-		bg.Go(func() { g.retryIdempotency(ctx, setup) })
+		bg.Go(func() { g.retrySetup(ctx, setup) })
+	}
+	// The result store is optional (only callers allowing a handle need it):
+	// readiness does not wait for it.
+	attempts := 0
+	setupResults := func() bool {
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		rs, err := results.New(cctx, js, g.cfg.resultsConfig())
+		if err != nil {
+			// Missing NATS permissions would repeat this every second: say it once a minute.
+			if attempts++; attempts%60 == 1 {
+				g.log.Warn("result store not ready; calls allowing a result handle fail over the inline limit until it is", "error", err)
+			}
+			return false
+		}
+		g.resultsPtr.Store(rs)
+		return true
+	}
+	if !nc.IsConnected() || !setupResults() {
+		bg.Go(func() { g.retrySetup(ctx, setupResults) })
 	}
 	return nc, nil
 }
 
-func (g *Gateway) retryIdempotency(ctx context.Context, setup func() bool) {
+// retrySetup runs setup every second until it succeeds or ctx ends.
+func (g *Gateway) retrySetup(ctx context.Context, setup func() bool) {
 	for {
 		select {
 		case <-ctx.Done():
@@ -410,6 +475,12 @@ func (g *Gateway) retryIdempotency(ctx context.Context, setup func() bool) {
 			return
 		}
 	}
+}
+
+// resultsConfig is the result store's configuration (its defaults applied by results.New).
+func (c *Config) resultsConfig() results.Config {
+	return results.Config{Bucket: c.ResultBucket, TTL: c.ResultTTL, MaxBytes: c.ResultStoreMaxBytes,
+		MaxResultBytes: c.ResultMaxBytes, MemoryStorage: c.ResultMemoryStorage}
 }
 
 // idem returns the idempotency store; nil (unavailable) until NATS is configured

@@ -20,7 +20,7 @@ const connectCompressMinBytes = 8 << 10
 //   - gRPC (HTTP/2, content-type application/grpc*) → grpc-go, with
 //     grpc.health.v1 and server reflection;
 //   - Connect and gRPC-Web → connect-go, with server reflection;
-//   - GET /health, GET /tools, POST /tools/call → the OXP HTTP JSON surface
+//   - GET /health, GET /tools, POST /tools/call, GET /results/{id} → the OXP HTTP JSON surface
 //     (package oxp, mounted by oxp_mount.go);
 //   - GET /metrics → Prometheus;
 //   - /mcp → the Model Context Protocol, streamable HTTP (mcp_mount.go).

@@ -26,8 +26,9 @@ var resultJSON = protojson.MarshalOptions{EmitUnpopulated: true}
 
 // invoke calls the tool on one replica, falling back to the next replica only
 // when the call never reached the first. On failure, reached reports whether
-// the last attempt may have reached a worker.
-func (g *Gateway) invoke(ctx context.Context, rt *registry.Route, in proto.Message, callID, traceID string) (_ proto.Message, reached bool, _ error) {
+// the last attempt may have reached a worker. With a handle offer, the
+// worker's answer may be as large as a result kept behind a handle.
+func (g *Gateway) invoke(ctx context.Context, rt *registry.Route, in proto.Message, callID, traceID string, offer handleOffer) (_ proto.Message, reached bool, _ error) {
 	timeout := rt.Def().GetRequirements().GetTimeout().AsDuration()
 	if timeout <= 0 {
 		timeout = g.cfg.DefaultTimeout
@@ -35,11 +36,12 @@ func (g *Gateway) invoke(ctx context.Context, rt *registry.Route, in proto.Messa
 	ctx, cancel := context.WithTimeout(ctx, timeout) // capped by the caller's deadline
 	defer cancel()
 	ctx = tool.OutgoingCallContext(ctx, callID, outgoingTraceParent(ctx, traceID))
+	ctx, opts := g.withOffer(ctx, offer)
 	var err error
 	for i, w := range rt.Pick() {
 		wasReady := w.Conn().GetState() == connectivity.Ready
 		out := dynamicpb.NewMessage(rt.Method().Output())
-		err = w.Conn().Invoke(ctx, rt.Def().GetGrpcMethod(), in, out)
+		err = w.Conn().Invoke(ctx, rt.Def().GetGrpcMethod(), in, out, opts...)
 		if err == nil {
 			return out, true, nil
 		}
@@ -83,7 +85,10 @@ func neverConnected(err error) bool {
 // mapResult turns the worker's answer into a response (value or execution error)
 // or a CallError (validation, or a server error when the worker was unreachable
 // or too slow).
-func (g *Gateway) mapResult(ctx context.Context, rt *registry.Route, out proto.Message, err error, resp *toolfleetv1.CallToolResponse) *CallError {
+//
+// A result over the tool's limit is an execution error, or, with the caller's
+// offer of a handle, kept behind a handle (handles.go).
+func (g *Gateway) mapResult(ctx context.Context, rt *registry.Route, out proto.Message, err error, resp *toolfleetv1.CallToolResponse, offer handleOffer) *CallError {
 	if err == nil {
 		limit := g.resultLimit(rt)
 		// A flat result whose JSON cannot exceed the limit needs no JSON at all.
@@ -92,6 +97,10 @@ func (g *Gateway) mapResult(ctx context.Context, rt *registry.Route, out proto.M
 			b, merr := resultJSON.Marshal(out)
 			if merr != nil {
 				return serverError(codes.Internal, merr, merr.Error(), "the gateway could not encode the result of %s", rt.Def().GetId())
+			}
+			if int64(len(b)) > limit && offer.owner != "" {
+				g.keepResult(ctx, rt, offer, b, limit, resp)
+				return nil
 			}
 			if int64(len(b)) > limit {
 				setToolError(resp, &toolfleetv1.ToolError{

@@ -31,6 +31,16 @@ func (b oxpBackend) CallTool(ctx context.Context, h http.Header, req *toolfleetv
 	return b.g.authenticated(ctx, credentialsOf(h), req)
 }
 
+// OpenResult authenticates the caller (with delegation headers) and opens its
+// result behind a handle.
+func (b oxpBackend) OpenResult(ctx context.Context, h http.Header, id string) (*oxp.Result, error) {
+	obj, ce := b.g.openResult(ctx, credentialsOf(h), id)
+	if ce != nil {
+		return nil, ce
+	}
+	return &oxp.Result{Body: obj, ContentType: obj.ContentType, Size: obj.Size}, nil
+}
+
 // Failure renders a pipeline error (anything not a CallError becomes a sealed
 // Internal error).
 func (b oxpBackend) Failure(err error) *toolfleetv1.CallFailure { return asCallError(err).Failure() }

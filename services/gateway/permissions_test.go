@@ -14,6 +14,7 @@ import (
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
 	calculatorv1 "github.com/toolfleet/toolfleet/gen/tools/calculator/v1"
+	schematestv1 "github.com/toolfleet/toolfleet/gen/tools/schematest/v1"
 	"github.com/toolfleet/toolfleet/internal/natsx"
 	"github.com/toolfleet/toolfleet/sdk/natsconn"
 	"github.com/toolfleet/toolfleet/sdk/tool"
@@ -39,6 +40,13 @@ var (
 		"$JS.API.CONSUMER.CREATE.KV_toolfleet_calls.>",
 		"$JS.API.CONSUMER.DELETE.KV_toolfleet_calls.>",
 		"$JS.FC.KV_toolfleet_calls.>",
+		"$O.toolfleet_results.>",
+		"$JS.API.STREAM.CREATE.OBJ_toolfleet_results",
+		"$JS.API.STREAM.UPDATE.OBJ_toolfleet_results",
+		"$JS.API.DIRECT.GET.OBJ_toolfleet_results.>",
+		"$JS.API.CONSUMER.CREATE.OBJ_toolfleet_results.>",
+		"$JS.API.CONSUMER.DELETE.OBJ_toolfleet_results.>",
+		"$JS.FC.OBJ_toolfleet_results.>", // flow control of a large fetch
 	}
 	gatewaySubscribe = []string{"toolfleet.registry.announce", "_INBOX.>"}
 	workerPublish    = []string{"toolfleet.registry.announce"}
@@ -119,6 +127,21 @@ func TestLeastNATSPermissions(t *testing.T) {
 	}
 	if n := c.adds.Load() - before; n != 1 {
 		t.Fatalf("the tool ran %d times for one call_id", n)
+	}
+
+	// A result over the tool's limit is kept behind a handle and fetched.
+	_, _ = tooltest.Start(t, tool.Config{Name: "schematest", NATSURL: srv.URL(), NATS: natsconn.Options{User: "worker", Password: "w"},
+		AnnounceInterval: 100 * time.Millisecond}, func(w *tool.Worker) { schematestv1.RegisterSchemaTestServiceServer(w, &schemaTest{}) })
+	waitTool(t, g, "SchemaTest.Types")
+	big := strings.Repeat("x", 200<<10)
+	hr, err := g.Call(t.Context(), anon(), &toolfleetv1.CallToolRequest{ToolId: "SchemaTest.Types", Approval: testApproval,
+		AllowResultHandle: true, Input: mustStruct(t, map[string]any{"s": big})})
+	if err != nil || hr.GetResultHandle() == nil {
+		t.Fatalf("call allowing a handle: %v %v", hr, err)
+	}
+	code, _, body := fetchOXP(t, g, hr.GetResultHandle().GetId(), "")
+	if code != 200 || !strings.Contains(string(body), big) {
+		t.Fatalf("GET /results: %d, %d bytes", code, len(body))
 	}
 
 	// Events reach the stream.

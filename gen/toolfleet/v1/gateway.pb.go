@@ -789,6 +789,97 @@ func (*CallFailure_ServerError) isCallFailure_Detail() {}
 
 func (*CallFailure_ValidationError) isCallFailure_Detail() {}
 
+type FetchResultRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// ResultHandle.id.
+	Id            string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FetchResultRequest) Reset() {
+	*x = FetchResultRequest{}
+	mi := &file_toolfleet_v1_gateway_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FetchResultRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FetchResultRequest) ProtoMessage() {}
+
+func (x *FetchResultRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_toolfleet_v1_gateway_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FetchResultRequest.ProtoReflect.Descriptor instead.
+func (*FetchResultRequest) Descriptor() ([]byte, []int) {
+	return file_toolfleet_v1_gateway_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *FetchResultRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+// FetchResultResponse is one chunk of a stored result; the chunks, in order,
+// are the result's bytes.
+type FetchResultResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Chunk         []byte                 `protobuf:"bytes,1,opt,name=chunk,proto3" json:"chunk,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FetchResultResponse) Reset() {
+	*x = FetchResultResponse{}
+	mi := &file_toolfleet_v1_gateway_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FetchResultResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FetchResultResponse) ProtoMessage() {}
+
+func (x *FetchResultResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_toolfleet_v1_gateway_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FetchResultResponse.ProtoReflect.Descriptor instead.
+func (*FetchResultResponse) Descriptor() ([]byte, []int) {
+	return file_toolfleet_v1_gateway_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *FetchResultResponse) GetChunk() []byte {
+	if x != nil {
+		return x.Chunk
+	}
+	return nil
+}
+
 var File_toolfleet_v1_gateway_proto protoreflect.FileDescriptor
 
 const file_toolfleet_v1_gateway_proto_rawDesc = "" +
@@ -837,7 +928,11 @@ const file_toolfleet_v1_gateway_proto_rawDesc = "" +
 	"\fserver_error\x18\x02 \x01(\v2\x19.toolfleet.v1.ServerErrorH\x00R\vserverError\x12J\n" +
 	"\x10validation_error\x18\x03 \x01(\v2\x1d.toolfleet.v1.ValidationErrorH\x00R\x0fvalidationError\x12\x17\n" +
 	"\acall_id\x18\x04 \x01(\tR\x06callIdB\b\n" +
-	"\x06detail*\xc3\x01\n" +
+	"\x06detail\"$\n" +
+	"\x12FetchResultRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"+\n" +
+	"\x13FetchResultResponse\x12\x14\n" +
+	"\x05chunk\x18\x01 \x01(\fR\x05chunk*\xc3\x01\n" +
 	"\n" +
 	"ToolFormat\x12\x1b\n" +
 	"\x17TOOL_FORMAT_UNSPECIFIED\x10\x00\x12\x19\n" +
@@ -846,13 +941,14 @@ const file_toolfleet_v1_gateway_proto_rawDesc = "" +
 	"\x19TOOL_FORMAT_OPENAI_STRICT\x10\x03\x12\x19\n" +
 	"\x15TOOL_FORMAT_ANTHROPIC\x10\x04\x12\x16\n" +
 	"\x12TOOL_FORMAT_GEMINI\x10\x05\x12\x13\n" +
-	"\x0fTOOL_FORMAT_MCP\x10\x062\xa6\x03\n" +
+	"\x0fTOOL_FORMAT_MCP\x10\x062\x81\x04\n" +
 	"\x12ToolGatewayService\x12Q\n" +
 	"\tListTools\x12\x1e.toolfleet.v1.ListToolsRequest\x1a\x1f.toolfleet.v1.ListToolsResponse\"\x03\x90\x02\x01\x12K\n" +
 	"\aGetTool\x12\x1c.toolfleet.v1.GetToolRequest\x1a\x1d.toolfleet.v1.GetToolResponse\"\x03\x90\x02\x01\x12W\n" +
 	"\vSearchTools\x12 .toolfleet.v1.SearchToolsRequest\x1a!.toolfleet.v1.SearchToolsResponse\"\x03\x90\x02\x01\x12I\n" +
 	"\bCallTool\x12\x1d.toolfleet.v1.CallToolRequest\x1a\x1e.toolfleet.v1.CallToolResponse\x12L\n" +
-	"\tCallTools\x12\x1e.toolfleet.v1.CallToolsRequest\x1a\x1f.toolfleet.v1.CallToolsResponseB=Z;github.com/toolfleet/toolfleet/gen/toolfleet/v1;toolfleetv1b\x06proto3"
+	"\tCallTools\x12\x1e.toolfleet.v1.CallToolsRequest\x1a\x1f.toolfleet.v1.CallToolsResponse\x12Y\n" +
+	"\vFetchResult\x12 .toolfleet.v1.FetchResultRequest\x1a!.toolfleet.v1.FetchResultResponse\"\x03\x90\x02\x010\x01B=Z;github.com/toolfleet/toolfleet/gen/toolfleet/v1;toolfleetv1b\x06proto3"
 
 var (
 	file_toolfleet_v1_gateway_proto_rawDescOnce sync.Once
@@ -867,7 +963,7 @@ func file_toolfleet_v1_gateway_proto_rawDescGZIP() []byte {
 }
 
 var file_toolfleet_v1_gateway_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_toolfleet_v1_gateway_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
+var file_toolfleet_v1_gateway_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
 var file_toolfleet_v1_gateway_proto_goTypes = []any{
 	(ToolFormat)(0),             // 0: toolfleet.v1.ToolFormat
 	(*ListToolsRequest)(nil),    // 1: toolfleet.v1.ListToolsRequest
@@ -881,42 +977,46 @@ var file_toolfleet_v1_gateway_proto_goTypes = []any{
 	(*CallToolsResponse)(nil),   // 9: toolfleet.v1.CallToolsResponse
 	(*CallOutcome)(nil),         // 10: toolfleet.v1.CallOutcome
 	(*CallFailure)(nil),         // 11: toolfleet.v1.CallFailure
-	(*ToolDefinition)(nil),      // 12: toolfleet.v1.ToolDefinition
-	(*structpb.Struct)(nil),     // 13: google.protobuf.Struct
-	(*CallToolRequest)(nil),     // 14: toolfleet.v1.CallToolRequest
-	(*CallToolResponse)(nil),    // 15: toolfleet.v1.CallToolResponse
-	(*ServerError)(nil),         // 16: toolfleet.v1.ServerError
-	(*ValidationError)(nil),     // 17: toolfleet.v1.ValidationError
+	(*FetchResultRequest)(nil),  // 12: toolfleet.v1.FetchResultRequest
+	(*FetchResultResponse)(nil), // 13: toolfleet.v1.FetchResultResponse
+	(*ToolDefinition)(nil),      // 14: toolfleet.v1.ToolDefinition
+	(*structpb.Struct)(nil),     // 15: google.protobuf.Struct
+	(*CallToolRequest)(nil),     // 16: toolfleet.v1.CallToolRequest
+	(*CallToolResponse)(nil),    // 17: toolfleet.v1.CallToolResponse
+	(*ServerError)(nil),         // 18: toolfleet.v1.ServerError
+	(*ValidationError)(nil),     // 19: toolfleet.v1.ValidationError
 }
 var file_toolfleet_v1_gateway_proto_depIdxs = []int32{
 	0,  // 0: toolfleet.v1.ListToolsRequest.format:type_name -> toolfleet.v1.ToolFormat
-	12, // 1: toolfleet.v1.ListToolsResponse.tools:type_name -> toolfleet.v1.ToolDefinition
-	13, // 2: toolfleet.v1.ListToolsResponse.rendered:type_name -> google.protobuf.Struct
+	14, // 1: toolfleet.v1.ListToolsResponse.tools:type_name -> toolfleet.v1.ToolDefinition
+	15, // 2: toolfleet.v1.ListToolsResponse.rendered:type_name -> google.protobuf.Struct
 	0,  // 3: toolfleet.v1.GetToolRequest.format:type_name -> toolfleet.v1.ToolFormat
-	12, // 4: toolfleet.v1.GetToolResponse.tool:type_name -> toolfleet.v1.ToolDefinition
-	13, // 5: toolfleet.v1.GetToolResponse.rendered:type_name -> google.protobuf.Struct
+	14, // 4: toolfleet.v1.GetToolResponse.tool:type_name -> toolfleet.v1.ToolDefinition
+	15, // 5: toolfleet.v1.GetToolResponse.rendered:type_name -> google.protobuf.Struct
 	0,  // 6: toolfleet.v1.SearchToolsRequest.format:type_name -> toolfleet.v1.ToolFormat
 	7,  // 7: toolfleet.v1.SearchToolsResponse.results:type_name -> toolfleet.v1.ScoredTool
-	12, // 8: toolfleet.v1.ScoredTool.tool:type_name -> toolfleet.v1.ToolDefinition
-	13, // 9: toolfleet.v1.ScoredTool.rendered:type_name -> google.protobuf.Struct
-	14, // 10: toolfleet.v1.CallToolsRequest.calls:type_name -> toolfleet.v1.CallToolRequest
+	14, // 8: toolfleet.v1.ScoredTool.tool:type_name -> toolfleet.v1.ToolDefinition
+	15, // 9: toolfleet.v1.ScoredTool.rendered:type_name -> google.protobuf.Struct
+	16, // 10: toolfleet.v1.CallToolsRequest.calls:type_name -> toolfleet.v1.CallToolRequest
 	10, // 11: toolfleet.v1.CallToolsResponse.outcomes:type_name -> toolfleet.v1.CallOutcome
-	15, // 12: toolfleet.v1.CallOutcome.response:type_name -> toolfleet.v1.CallToolResponse
+	17, // 12: toolfleet.v1.CallOutcome.response:type_name -> toolfleet.v1.CallToolResponse
 	11, // 13: toolfleet.v1.CallOutcome.failure:type_name -> toolfleet.v1.CallFailure
-	16, // 14: toolfleet.v1.CallFailure.server_error:type_name -> toolfleet.v1.ServerError
-	17, // 15: toolfleet.v1.CallFailure.validation_error:type_name -> toolfleet.v1.ValidationError
+	18, // 14: toolfleet.v1.CallFailure.server_error:type_name -> toolfleet.v1.ServerError
+	19, // 15: toolfleet.v1.CallFailure.validation_error:type_name -> toolfleet.v1.ValidationError
 	1,  // 16: toolfleet.v1.ToolGatewayService.ListTools:input_type -> toolfleet.v1.ListToolsRequest
 	3,  // 17: toolfleet.v1.ToolGatewayService.GetTool:input_type -> toolfleet.v1.GetToolRequest
 	5,  // 18: toolfleet.v1.ToolGatewayService.SearchTools:input_type -> toolfleet.v1.SearchToolsRequest
-	14, // 19: toolfleet.v1.ToolGatewayService.CallTool:input_type -> toolfleet.v1.CallToolRequest
+	16, // 19: toolfleet.v1.ToolGatewayService.CallTool:input_type -> toolfleet.v1.CallToolRequest
 	8,  // 20: toolfleet.v1.ToolGatewayService.CallTools:input_type -> toolfleet.v1.CallToolsRequest
-	2,  // 21: toolfleet.v1.ToolGatewayService.ListTools:output_type -> toolfleet.v1.ListToolsResponse
-	4,  // 22: toolfleet.v1.ToolGatewayService.GetTool:output_type -> toolfleet.v1.GetToolResponse
-	6,  // 23: toolfleet.v1.ToolGatewayService.SearchTools:output_type -> toolfleet.v1.SearchToolsResponse
-	15, // 24: toolfleet.v1.ToolGatewayService.CallTool:output_type -> toolfleet.v1.CallToolResponse
-	9,  // 25: toolfleet.v1.ToolGatewayService.CallTools:output_type -> toolfleet.v1.CallToolsResponse
-	21, // [21:26] is the sub-list for method output_type
-	16, // [16:21] is the sub-list for method input_type
+	12, // 21: toolfleet.v1.ToolGatewayService.FetchResult:input_type -> toolfleet.v1.FetchResultRequest
+	2,  // 22: toolfleet.v1.ToolGatewayService.ListTools:output_type -> toolfleet.v1.ListToolsResponse
+	4,  // 23: toolfleet.v1.ToolGatewayService.GetTool:output_type -> toolfleet.v1.GetToolResponse
+	6,  // 24: toolfleet.v1.ToolGatewayService.SearchTools:output_type -> toolfleet.v1.SearchToolsResponse
+	17, // 25: toolfleet.v1.ToolGatewayService.CallTool:output_type -> toolfleet.v1.CallToolResponse
+	9,  // 26: toolfleet.v1.ToolGatewayService.CallTools:output_type -> toolfleet.v1.CallToolsResponse
+	13, // 27: toolfleet.v1.ToolGatewayService.FetchResult:output_type -> toolfleet.v1.FetchResultResponse
+	22, // [22:28] is the sub-list for method output_type
+	16, // [16:22] is the sub-list for method input_type
 	16, // [16:16] is the sub-list for extension type_name
 	16, // [16:16] is the sub-list for extension extendee
 	0,  // [0:16] is the sub-list for field type_name
@@ -942,7 +1042,7 @@ func file_toolfleet_v1_gateway_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolfleet_v1_gateway_proto_rawDesc), len(file_toolfleet_v1_gateway_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   11,
+			NumMessages:   13,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -24,6 +24,7 @@ const (
 	ToolGatewayService_SearchTools_FullMethodName = "/toolfleet.v1.ToolGatewayService/SearchTools"
 	ToolGatewayService_CallTool_FullMethodName    = "/toolfleet.v1.ToolGatewayService/CallTool"
 	ToolGatewayService_CallTools_FullMethodName   = "/toolfleet.v1.ToolGatewayService/CallTools"
+	ToolGatewayService_FetchResult_FullMethodName = "/toolfleet.v1.ToolGatewayService/FetchResult"
 )
 
 // ToolGatewayServiceClient is the client API for ToolGatewayService service.
@@ -45,6 +46,10 @@ type ToolGatewayServiceClient interface {
 	// CallTools calls several tools in one request: read-only and idempotent tools run in
 	// parallel, the others in the given order.
 	CallTools(ctx context.Context, in *CallToolsRequest, opts ...grpc.CallOption) (*CallToolsResponse, error)
+	// FetchResult streams a result kept behind a ResultHandle, in chunks. Only the
+	// principal that made the call may fetch it; anyone else, like an unknown or
+	// expired id, gets NOT_FOUND. A malformed id is INVALID_ARGUMENT.
+	FetchResult(ctx context.Context, in *FetchResultRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[FetchResultResponse], error)
 }
 
 type toolGatewayServiceClient struct {
@@ -105,6 +110,25 @@ func (c *toolGatewayServiceClient) CallTools(ctx context.Context, in *CallToolsR
 	return out, nil
 }
 
+func (c *toolGatewayServiceClient) FetchResult(ctx context.Context, in *FetchResultRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[FetchResultResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &ToolGatewayService_ServiceDesc.Streams[0], ToolGatewayService_FetchResult_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[FetchResultRequest, FetchResultResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type ToolGatewayService_FetchResultClient = grpc.ServerStreamingClient[FetchResultResponse]
+
 // ToolGatewayServiceServer is the server API for ToolGatewayService service.
 // All implementations must embed UnimplementedToolGatewayServiceServer
 // for forward compatibility.
@@ -124,6 +148,10 @@ type ToolGatewayServiceServer interface {
 	// CallTools calls several tools in one request: read-only and idempotent tools run in
 	// parallel, the others in the given order.
 	CallTools(context.Context, *CallToolsRequest) (*CallToolsResponse, error)
+	// FetchResult streams a result kept behind a ResultHandle, in chunks. Only the
+	// principal that made the call may fetch it; anyone else, like an unknown or
+	// expired id, gets NOT_FOUND. A malformed id is INVALID_ARGUMENT.
+	FetchResult(*FetchResultRequest, grpc.ServerStreamingServer[FetchResultResponse]) error
 	mustEmbedUnimplementedToolGatewayServiceServer()
 }
 
@@ -148,6 +176,9 @@ func (UnimplementedToolGatewayServiceServer) CallTool(context.Context, *CallTool
 }
 func (UnimplementedToolGatewayServiceServer) CallTools(context.Context, *CallToolsRequest) (*CallToolsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CallTools not implemented")
+}
+func (UnimplementedToolGatewayServiceServer) FetchResult(*FetchResultRequest, grpc.ServerStreamingServer[FetchResultResponse]) error {
+	return status.Error(codes.Unimplemented, "method FetchResult not implemented")
 }
 func (UnimplementedToolGatewayServiceServer) mustEmbedUnimplementedToolGatewayServiceServer() {}
 func (UnimplementedToolGatewayServiceServer) testEmbeddedByValue()                            {}
@@ -260,6 +291,17 @@ func _ToolGatewayService_CallTools_Handler(srv interface{}, ctx context.Context,
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ToolGatewayService_FetchResult_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(FetchResultRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(ToolGatewayServiceServer).FetchResult(m, &grpc.GenericServerStream[FetchResultRequest, FetchResultResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type ToolGatewayService_FetchResultServer = grpc.ServerStreamingServer[FetchResultResponse]
+
 // ToolGatewayService_ServiceDesc is the grpc.ServiceDesc for ToolGatewayService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -288,6 +330,12 @@ var ToolGatewayService_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _ToolGatewayService_CallTools_Handler,
 		},
 	},
-	Streams:  []grpc.StreamDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "FetchResult",
+			Handler:       _ToolGatewayService_FetchResult_Handler,
+			ServerStreams: true,
+		},
+	},
 	Metadata: "toolfleet/v1/gateway.proto",
 }

@@ -411,9 +411,15 @@ type CallToolRequest struct {
 	Context *CallContext `protobuf:"bytes,5,opt,name=context,proto3" json:"context,omitempty"`
 	// Approval of a tool whose contract requires it. Honoured only when the caller
 	// (for a delegated call: the delegate) holds the tools:approve scope.
-	Approval      *Approval `protobuf:"bytes,6,opt,name=approval,proto3" json:"approval,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Approval *Approval `protobuf:"bytes,6,opt,name=approval,proto3" json:"approval,omitempty"`
+	// Opt in to a result handle: a result over the tool's max_result_bytes (up to
+	// the gateway's ceiling for stored results) is kept by the gateway for a while
+	// and the response carries result_handle instead of value. Fetch the bytes
+	// with ToolGatewayService.FetchResult (or GET /results/{id}). Without it such
+	// a result is an execution error. Needs a gateway with NATS.
+	AllowResultHandle bool `protobuf:"varint,7,opt,name=allow_result_handle,json=allowResultHandle,proto3" json:"allow_result_handle,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *CallToolRequest) Reset() {
@@ -488,6 +494,13 @@ func (x *CallToolRequest) GetApproval() *Approval {
 	return nil
 }
 
+func (x *CallToolRequest) GetAllowResultHandle() bool {
+	if x != nil {
+		return x.AllowResultHandle
+	}
+	return false
+}
+
 // Approval says who approved a call of a tool whose contract has requires_approval.
 type Approval struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -559,7 +572,10 @@ type CallToolResponse struct {
 	//	*CallToolResponse_Error
 	Outcome isCallToolResponse_Outcome `protobuf_oneof:"outcome"`
 	// The resolved tool id, with version, e.g. "Calculator.Add@1.0.0".
-	ToolId        string `protobuf:"bytes,6,opt,name=tool_id,json=toolId,proto3" json:"tool_id,omitempty"`
+	ToolId string `protobuf:"bytes,6,opt,name=tool_id,json=toolId,proto3" json:"tool_id,omitempty"`
+	// Set (with success=true and no value) when the caller allowed a result
+	// handle and the result was over the tool's inline limit.
+	ResultHandle  *ResultHandle `protobuf:"bytes,7,opt,name=result_handle,json=resultHandle,proto3" json:"result_handle,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -647,6 +663,13 @@ func (x *CallToolResponse) GetToolId() string {
 	return ""
 }
 
+func (x *CallToolResponse) GetResultHandle() *ResultHandle {
+	if x != nil {
+		return x.ResultHandle
+	}
+	return nil
+}
+
 type isCallToolResponse_Outcome interface {
 	isCallToolResponse_Outcome()
 }
@@ -664,6 +687,91 @@ type CallToolResponse_Error struct {
 func (*CallToolResponse_Value) isCallToolResponse_Outcome() {}
 
 func (*CallToolResponse_Error) isCallToolResponse_Outcome() {}
+
+// ResultHandle names a tool result the gateway keeps for its caller: too large
+// to return inline, fetched in chunks with FetchResult by the same principal
+// until it expires.
+type ResultHandle struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// 32 lowercase hex characters (128 random bits).
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// The size of the stored result.
+	SizeBytes int64 `protobuf:"varint,2,opt,name=size_bytes,json=sizeBytes,proto3" json:"size_bytes,omitempty"`
+	// When the gateway drops the result; fetching after that is NOT_FOUND.
+	ExpiresAt *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
+	// The media type of the stored bytes, "application/json" for a tool result.
+	ContentType string `protobuf:"bytes,4,opt,name=content_type,json=contentType,proto3" json:"content_type,omitempty"`
+	// The first bytes of the result (at most 256, cut at a UTF-8 boundary), so a
+	// caller can see what it holds without fetching it.
+	Preview       string `protobuf:"bytes,5,opt,name=preview,proto3" json:"preview,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResultHandle) Reset() {
+	*x = ResultHandle{}
+	mi := &file_toolfleet_v1_tool_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResultHandle) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResultHandle) ProtoMessage() {}
+
+func (x *ResultHandle) ProtoReflect() protoreflect.Message {
+	mi := &file_toolfleet_v1_tool_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResultHandle.ProtoReflect.Descriptor instead.
+func (*ResultHandle) Descriptor() ([]byte, []int) {
+	return file_toolfleet_v1_tool_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *ResultHandle) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *ResultHandle) GetSizeBytes() int64 {
+	if x != nil {
+		return x.SizeBytes
+	}
+	return 0
+}
+
+func (x *ResultHandle) GetExpiresAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ExpiresAt
+	}
+	return nil
+}
+
+func (x *ResultHandle) GetContentType() string {
+	if x != nil {
+		return x.ContentType
+	}
+	return ""
+}
+
+func (x *ResultHandle) GetPreview() string {
+	if x != nil {
+		return x.Preview
+	}
+	return ""
+}
 
 // ToolError is an execution error: the tool ran and failed.
 type ToolError struct {
@@ -684,7 +792,7 @@ type ToolError struct {
 
 func (x *ToolError) Reset() {
 	*x = ToolError{}
-	mi := &file_toolfleet_v1_tool_proto_msgTypes[7]
+	mi := &file_toolfleet_v1_tool_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -696,7 +804,7 @@ func (x *ToolError) String() string {
 func (*ToolError) ProtoMessage() {}
 
 func (x *ToolError) ProtoReflect() protoreflect.Message {
-	mi := &file_toolfleet_v1_tool_proto_msgTypes[7]
+	mi := &file_toolfleet_v1_tool_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -709,7 +817,7 @@ func (x *ToolError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolError.ProtoReflect.Descriptor instead.
 func (*ToolError) Descriptor() ([]byte, []int) {
-	return file_toolfleet_v1_tool_proto_rawDescGZIP(), []int{7}
+	return file_toolfleet_v1_tool_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ToolError) GetMessage() string {
@@ -759,7 +867,7 @@ type ServerError struct {
 
 func (x *ServerError) Reset() {
 	*x = ServerError{}
-	mi := &file_toolfleet_v1_tool_proto_msgTypes[8]
+	mi := &file_toolfleet_v1_tool_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -771,7 +879,7 @@ func (x *ServerError) String() string {
 func (*ServerError) ProtoMessage() {}
 
 func (x *ServerError) ProtoReflect() protoreflect.Message {
-	mi := &file_toolfleet_v1_tool_proto_msgTypes[8]
+	mi := &file_toolfleet_v1_tool_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -784,7 +892,7 @@ func (x *ServerError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServerError.ProtoReflect.Descriptor instead.
 func (*ServerError) Descriptor() ([]byte, []int) {
-	return file_toolfleet_v1_tool_proto_rawDescGZIP(), []int{8}
+	return file_toolfleet_v1_tool_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ServerError) GetMessage() string {
@@ -814,7 +922,7 @@ type ValidationError struct {
 
 func (x *ValidationError) Reset() {
 	*x = ValidationError{}
-	mi := &file_toolfleet_v1_tool_proto_msgTypes[9]
+	mi := &file_toolfleet_v1_tool_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -826,7 +934,7 @@ func (x *ValidationError) String() string {
 func (*ValidationError) ProtoMessage() {}
 
 func (x *ValidationError) ProtoReflect() protoreflect.Message {
-	mi := &file_toolfleet_v1_tool_proto_msgTypes[9]
+	mi := &file_toolfleet_v1_tool_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -839,7 +947,7 @@ func (x *ValidationError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ValidationError.ProtoReflect.Descriptor instead.
 func (*ValidationError) Descriptor() ([]byte, []int) {
-	return file_toolfleet_v1_tool_proto_rawDescGZIP(), []int{9}
+	return file_toolfleet_v1_tool_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ValidationError) GetMessage() string {
@@ -900,26 +1008,36 @@ const file_toolfleet_v1_tool_proto_rawDesc = "" +
 	"attributes\x1a=\n" +
 	"\x0fAttributesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xf6\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xa6\x02\n" +
 	"\x0fCallToolRequest\x12\x17\n" +
 	"\acall_id\x18\x01 \x01(\tR\x06callId\x12\x17\n" +
 	"\atool_id\x18\x02 \x01(\tR\x06toolId\x12-\n" +
 	"\x05input\x18\x03 \x01(\v2\x17.google.protobuf.StructR\x05input\x12\x19\n" +
 	"\btrace_id\x18\x04 \x01(\tR\atraceId\x123\n" +
 	"\acontext\x18\x05 \x01(\v2\x19.toolfleet.v1.CallContextR\acontext\x122\n" +
-	"\bapproval\x18\x06 \x01(\v2\x16.toolfleet.v1.ApprovalR\bapproval\"c\n" +
+	"\bapproval\x18\x06 \x01(\v2\x16.toolfleet.v1.ApprovalR\bapproval\x12.\n" +
+	"\x13allow_result_handle\x18\a \x01(\bR\x11allowResultHandle\"c\n" +
 	"\bApproval\x12\x1a\n" +
 	"\bapprover\x18\x01 \x01(\tR\bapprover\x12;\n" +
 	"\vapproved_at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"approvedAt\"\x81\x02\n" +
+	"approvedAt\"\xc2\x02\n" +
 	"\x10CallToolResponse\x12\x17\n" +
 	"\acall_id\x18\x01 \x01(\tR\x06callId\x125\n" +
 	"\bduration\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\bduration\x12\x18\n" +
 	"\asuccess\x18\x03 \x01(\bR\asuccess\x12.\n" +
 	"\x05value\x18\x04 \x01(\v2\x16.google.protobuf.ValueH\x00R\x05value\x12/\n" +
 	"\x05error\x18\x05 \x01(\v2\x17.toolfleet.v1.ToolErrorH\x00R\x05error\x12\x17\n" +
-	"\atool_id\x18\x06 \x01(\tR\x06toolIdB\t\n" +
-	"\aoutcome\"\xd1\x01\n" +
+	"\atool_id\x18\x06 \x01(\tR\x06toolId\x12?\n" +
+	"\rresult_handle\x18\a \x01(\v2\x1a.toolfleet.v1.ResultHandleR\fresultHandleB\t\n" +
+	"\aoutcome\"\xb5\x01\n" +
+	"\fResultHandle\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1d\n" +
+	"\n" +
+	"size_bytes\x18\x02 \x01(\x03R\tsizeBytes\x129\n" +
+	"\n" +
+	"expires_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\x12!\n" +
+	"\fcontent_type\x18\x04 \x01(\tR\vcontentType\x12\x18\n" +
+	"\apreview\x18\x05 \x01(\tR\apreview\"\xd1\x01\n" +
 	"\tToolError\x12\x18\n" +
 	"\amessage\x18\x01 \x01(\tR\amessage\x12+\n" +
 	"\x11developer_message\x18\x02 \x01(\tR\x10developerMessage\x12\x1b\n" +
@@ -948,7 +1066,7 @@ func file_toolfleet_v1_tool_proto_rawDescGZIP() []byte {
 	return file_toolfleet_v1_tool_proto_rawDescData
 }
 
-var file_toolfleet_v1_tool_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_toolfleet_v1_tool_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
 var file_toolfleet_v1_tool_proto_goTypes = []any{
 	(*ToolDefinition)(nil),        // 0: toolfleet.v1.ToolDefinition
 	(*ResolvedHints)(nil),         // 1: toolfleet.v1.ResolvedHints
@@ -957,40 +1075,43 @@ var file_toolfleet_v1_tool_proto_goTypes = []any{
 	(*CallToolRequest)(nil),       // 4: toolfleet.v1.CallToolRequest
 	(*Approval)(nil),              // 5: toolfleet.v1.Approval
 	(*CallToolResponse)(nil),      // 6: toolfleet.v1.CallToolResponse
-	(*ToolError)(nil),             // 7: toolfleet.v1.ToolError
-	(*ServerError)(nil),           // 8: toolfleet.v1.ServerError
-	(*ValidationError)(nil),       // 9: toolfleet.v1.ValidationError
-	nil,                           // 10: toolfleet.v1.CallContext.AttributesEntry
-	nil,                           // 11: toolfleet.v1.ValidationError.ParameterErrorsEntry
-	(*structpb.Struct)(nil),       // 12: google.protobuf.Struct
-	(*ToolExample)(nil),           // 13: toolfleet.v1.ToolExample
-	(*durationpb.Duration)(nil),   // 14: google.protobuf.Duration
-	(*RetryPolicy)(nil),           // 15: toolfleet.v1.RetryPolicy
-	(*timestamppb.Timestamp)(nil), // 16: google.protobuf.Timestamp
-	(*structpb.Value)(nil),        // 17: google.protobuf.Value
+	(*ResultHandle)(nil),          // 7: toolfleet.v1.ResultHandle
+	(*ToolError)(nil),             // 8: toolfleet.v1.ToolError
+	(*ServerError)(nil),           // 9: toolfleet.v1.ServerError
+	(*ValidationError)(nil),       // 10: toolfleet.v1.ValidationError
+	nil,                           // 11: toolfleet.v1.CallContext.AttributesEntry
+	nil,                           // 12: toolfleet.v1.ValidationError.ParameterErrorsEntry
+	(*structpb.Struct)(nil),       // 13: google.protobuf.Struct
+	(*ToolExample)(nil),           // 14: toolfleet.v1.ToolExample
+	(*durationpb.Duration)(nil),   // 15: google.protobuf.Duration
+	(*RetryPolicy)(nil),           // 16: toolfleet.v1.RetryPolicy
+	(*timestamppb.Timestamp)(nil), // 17: google.protobuf.Timestamp
+	(*structpb.Value)(nil),        // 18: google.protobuf.Value
 }
 var file_toolfleet_v1_tool_proto_depIdxs = []int32{
-	12, // 0: toolfleet.v1.ToolDefinition.input_schema:type_name -> google.protobuf.Struct
-	12, // 1: toolfleet.v1.ToolDefinition.output_schema:type_name -> google.protobuf.Struct
+	13, // 0: toolfleet.v1.ToolDefinition.input_schema:type_name -> google.protobuf.Struct
+	13, // 1: toolfleet.v1.ToolDefinition.output_schema:type_name -> google.protobuf.Struct
 	1,  // 2: toolfleet.v1.ToolDefinition.hints:type_name -> toolfleet.v1.ResolvedHints
 	2,  // 3: toolfleet.v1.ToolDefinition.requirements:type_name -> toolfleet.v1.ToolRequirements
-	13, // 4: toolfleet.v1.ToolDefinition.examples:type_name -> toolfleet.v1.ToolExample
-	14, // 5: toolfleet.v1.ToolRequirements.timeout:type_name -> google.protobuf.Duration
-	15, // 6: toolfleet.v1.ToolRequirements.retry:type_name -> toolfleet.v1.RetryPolicy
-	10, // 7: toolfleet.v1.CallContext.attributes:type_name -> toolfleet.v1.CallContext.AttributesEntry
-	12, // 8: toolfleet.v1.CallToolRequest.input:type_name -> google.protobuf.Struct
+	14, // 4: toolfleet.v1.ToolDefinition.examples:type_name -> toolfleet.v1.ToolExample
+	15, // 5: toolfleet.v1.ToolRequirements.timeout:type_name -> google.protobuf.Duration
+	16, // 6: toolfleet.v1.ToolRequirements.retry:type_name -> toolfleet.v1.RetryPolicy
+	11, // 7: toolfleet.v1.CallContext.attributes:type_name -> toolfleet.v1.CallContext.AttributesEntry
+	13, // 8: toolfleet.v1.CallToolRequest.input:type_name -> google.protobuf.Struct
 	3,  // 9: toolfleet.v1.CallToolRequest.context:type_name -> toolfleet.v1.CallContext
 	5,  // 10: toolfleet.v1.CallToolRequest.approval:type_name -> toolfleet.v1.Approval
-	16, // 11: toolfleet.v1.Approval.approved_at:type_name -> google.protobuf.Timestamp
-	14, // 12: toolfleet.v1.CallToolResponse.duration:type_name -> google.protobuf.Duration
-	17, // 13: toolfleet.v1.CallToolResponse.value:type_name -> google.protobuf.Value
-	7,  // 14: toolfleet.v1.CallToolResponse.error:type_name -> toolfleet.v1.ToolError
-	11, // 15: toolfleet.v1.ValidationError.parameter_errors:type_name -> toolfleet.v1.ValidationError.ParameterErrorsEntry
-	16, // [16:16] is the sub-list for method output_type
-	16, // [16:16] is the sub-list for method input_type
-	16, // [16:16] is the sub-list for extension type_name
-	16, // [16:16] is the sub-list for extension extendee
-	0,  // [0:16] is the sub-list for field type_name
+	17, // 11: toolfleet.v1.Approval.approved_at:type_name -> google.protobuf.Timestamp
+	15, // 12: toolfleet.v1.CallToolResponse.duration:type_name -> google.protobuf.Duration
+	18, // 13: toolfleet.v1.CallToolResponse.value:type_name -> google.protobuf.Value
+	8,  // 14: toolfleet.v1.CallToolResponse.error:type_name -> toolfleet.v1.ToolError
+	7,  // 15: toolfleet.v1.CallToolResponse.result_handle:type_name -> toolfleet.v1.ResultHandle
+	17, // 16: toolfleet.v1.ResultHandle.expires_at:type_name -> google.protobuf.Timestamp
+	12, // 17: toolfleet.v1.ValidationError.parameter_errors:type_name -> toolfleet.v1.ValidationError.ParameterErrorsEntry
+	18, // [18:18] is the sub-list for method output_type
+	18, // [18:18] is the sub-list for method input_type
+	18, // [18:18] is the sub-list for extension type_name
+	18, // [18:18] is the sub-list for extension extendee
+	0,  // [0:18] is the sub-list for field type_name
 }
 
 func init() { file_toolfleet_v1_tool_proto_init() }
@@ -1009,7 +1130,7 @@ func file_toolfleet_v1_tool_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolfleet_v1_tool_proto_rawDesc), len(file_toolfleet_v1_tool_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   12,
+			NumMessages:   13,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -3,7 +3,10 @@
 //   - GET /health → {"status": "healthy", "tools": n};
 //   - GET /tools?toolkit=&filter=&page_size=&page_token=&all_versions= → the
 //     tool definitions, paginated;
-//   - POST /tools/call {"request": CallToolRequest} → {"result": CallToolResponse}.
+//   - POST /tools/call {"request": CallToolRequest} → {"result": CallToolResponse};
+//   - GET /results/{id} → the bytes of a result kept behind a result handle,
+//     with its Content-Type, for the principal that made the call (404 for
+//     anyone else, as for an unknown or expired id).
 //
 // A failure before the tool ran is a JSON body with its code and message, and an
 // HTTP status that says what to do: 422 for a validation error (with
@@ -21,6 +24,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"google.golang.org/protobuf/encoding/protojson"
@@ -40,9 +44,20 @@ type Backend interface {
 	ToolCount() int
 	ListTools(ctx context.Context, h http.Header, req *toolfleetv1.ListToolsRequest) (*toolfleetv1.ListToolsResponse, error)
 	CallTool(ctx context.Context, h http.Header, req *toolfleetv1.CallToolRequest) (*toolfleetv1.CallToolResponse, error)
-	// Failure renders an error of ListTools or CallTool for the caller (its code
-	// and detail; never internal text).
+	// OpenResult opens the result behind a handle id for the caller; the
+	// caller closes it.
+	OpenResult(ctx context.Context, h http.Header, id string) (*Result, error)
+	// Failure renders an error of ListTools, CallTool or OpenResult for the
+	// caller (its code and detail; never internal text).
 	Failure(err error) *toolfleetv1.CallFailure
+}
+
+// Result is a stored result being read.
+type Result struct {
+	Body        io.ReadCloser
+	ContentType string
+	// Size is the length of Body in bytes.
+	Size int64
 }
 
 // Options bound what one request may cost.
@@ -67,6 +82,7 @@ func (s *Server) Register(mux *http.ServeMux) {
 	mux.HandleFunc("GET /health", s.health)
 	mux.HandleFunc("GET /tools", s.listTools)
 	mux.HandleFunc("POST /tools/call", s.callTool)
+	mux.HandleFunc("GET /results/{id}", s.fetchResult)
 }
 
 // protoJSON renders OXP bodies with the proto (snake_case) field names the spec uses.
@@ -148,6 +164,31 @@ func (s *Server) callTool(w http.ResponseWriter, r *http.Request) {
 	WriteJSON(w, http.StatusOK, map[string]any{"$schema": Schema, "result": result(resp)})
 }
 
+// fetchResult serves GET /results/{id}: 200 with the result's bytes; 404 for
+// an unknown, expired or another principal's id; 400 for a malformed one.
+func (s *Server) fetchResult(w http.ResponseWriter, r *http.Request) {
+	res, err := s.b.OpenResult(r.Context(), r.Header, r.PathValue("id"))
+	if err != nil {
+		f := s.b.Failure(err)
+		if f.GetCode() == "NOT_FOUND" {
+			WriteJSON(w, http.StatusNotFound, FailureBody(f))
+			return
+		}
+		WriteFailure(w, f)
+		return
+	}
+	defer res.Body.Close()
+	w.Header().Set("Content-Type", res.ContentType)
+	w.Header().Set("Content-Length", strconv.FormatInt(res.Size, 10))
+	w.Header().Set("OXP-Version", "1.0")
+	// A result is the caller's own: no shared cache may keep it.
+	w.Header().Set("Cache-Control", "private, no-store")
+	w.WriteHeader(http.StatusOK)
+	// A read that fails midway cuts the body short of Content-Length, which
+	// the client sees as a broken response.
+	_, _ = io.Copy(w, res.Body)
+}
+
 // refusal is a server error of this surface itself (the body, not the call).
 func refusal(code, developer, message string) *toolfleetv1.CallFailure {
 	return &toolfleetv1.CallFailure{Code: code, Detail: &toolfleetv1.CallFailure_ServerError{
@@ -162,9 +203,12 @@ func result(resp *toolfleetv1.CallToolResponse) map[string]any {
 		"duration": float64(resp.GetDuration().AsDuration().Microseconds()) / 1000,
 		"success":  resp.GetSuccess(),
 	}
-	if resp.GetSuccess() {
+	switch {
+	case resp.GetResultHandle() != nil:
+		out["result_handle"] = mustJSON(resp.GetResultHandle())
+	case resp.GetSuccess():
 		out["value"] = mustJSON(resp.GetValue())
-	} else {
+	default:
 		out["error"] = mustJSON(resp.GetError())
 	}
 	return out

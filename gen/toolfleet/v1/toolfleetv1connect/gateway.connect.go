@@ -48,6 +48,9 @@ const (
 	// ToolGatewayServiceCallToolsProcedure is the fully-qualified name of the ToolGatewayService's
 	// CallTools RPC.
 	ToolGatewayServiceCallToolsProcedure = "/toolfleet.v1.ToolGatewayService/CallTools"
+	// ToolGatewayServiceFetchResultProcedure is the fully-qualified name of the ToolGatewayService's
+	// FetchResult RPC.
+	ToolGatewayServiceFetchResultProcedure = "/toolfleet.v1.ToolGatewayService/FetchResult"
 )
 
 // ToolGatewayServiceClient is a client for the toolfleet.v1.ToolGatewayService service.
@@ -65,6 +68,10 @@ type ToolGatewayServiceClient interface {
 	// CallTools calls several tools in one request: read-only and idempotent tools run in
 	// parallel, the others in the given order.
 	CallTools(context.Context, *connect.Request[v1.CallToolsRequest]) (*connect.Response[v1.CallToolsResponse], error)
+	// FetchResult streams a result kept behind a ResultHandle, in chunks. Only the
+	// principal that made the call may fetch it; anyone else, like an unknown or
+	// expired id, gets NOT_FOUND. A malformed id is INVALID_ARGUMENT.
+	FetchResult(context.Context, *connect.Request[v1.FetchResultRequest]) (*connect.ServerStreamForClient[v1.FetchResultResponse], error)
 }
 
 // NewToolGatewayServiceClient constructs a client for the toolfleet.v1.ToolGatewayService service.
@@ -111,6 +118,13 @@ func NewToolGatewayServiceClient(httpClient connect.HTTPClient, baseURL string, 
 			connect.WithSchema(toolGatewayServiceMethods.ByName("CallTools")),
 			connect.WithClientOptions(opts...),
 		),
+		fetchResult: connect.NewClient[v1.FetchResultRequest, v1.FetchResultResponse](
+			httpClient,
+			baseURL+ToolGatewayServiceFetchResultProcedure,
+			connect.WithSchema(toolGatewayServiceMethods.ByName("FetchResult")),
+			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -121,6 +135,7 @@ type toolGatewayServiceClient struct {
 	searchTools *connect.Client[v1.SearchToolsRequest, v1.SearchToolsResponse]
 	callTool    *connect.Client[v1.CallToolRequest, v1.CallToolResponse]
 	callTools   *connect.Client[v1.CallToolsRequest, v1.CallToolsResponse]
+	fetchResult *connect.Client[v1.FetchResultRequest, v1.FetchResultResponse]
 }
 
 // ListTools calls toolfleet.v1.ToolGatewayService.ListTools.
@@ -148,6 +163,11 @@ func (c *toolGatewayServiceClient) CallTools(ctx context.Context, req *connect.R
 	return c.callTools.CallUnary(ctx, req)
 }
 
+// FetchResult calls toolfleet.v1.ToolGatewayService.FetchResult.
+func (c *toolGatewayServiceClient) FetchResult(ctx context.Context, req *connect.Request[v1.FetchResultRequest]) (*connect.ServerStreamForClient[v1.FetchResultResponse], error) {
+	return c.fetchResult.CallServerStream(ctx, req)
+}
+
 // ToolGatewayServiceHandler is an implementation of the toolfleet.v1.ToolGatewayService service.
 type ToolGatewayServiceHandler interface {
 	// ListTools lists tool definitions, filtered and paginated, optionally rendered for a provider.
@@ -163,6 +183,10 @@ type ToolGatewayServiceHandler interface {
 	// CallTools calls several tools in one request: read-only and idempotent tools run in
 	// parallel, the others in the given order.
 	CallTools(context.Context, *connect.Request[v1.CallToolsRequest]) (*connect.Response[v1.CallToolsResponse], error)
+	// FetchResult streams a result kept behind a ResultHandle, in chunks. Only the
+	// principal that made the call may fetch it; anyone else, like an unknown or
+	// expired id, gets NOT_FOUND. A malformed id is INVALID_ARGUMENT.
+	FetchResult(context.Context, *connect.Request[v1.FetchResultRequest], *connect.ServerStream[v1.FetchResultResponse]) error
 }
 
 // NewToolGatewayServiceHandler builds an HTTP handler from the service implementation. It returns
@@ -205,6 +229,13 @@ func NewToolGatewayServiceHandler(svc ToolGatewayServiceHandler, opts ...connect
 		connect.WithSchema(toolGatewayServiceMethods.ByName("CallTools")),
 		connect.WithHandlerOptions(opts...),
 	)
+	toolGatewayServiceFetchResultHandler := connect.NewServerStreamHandler(
+		ToolGatewayServiceFetchResultProcedure,
+		svc.FetchResult,
+		connect.WithSchema(toolGatewayServiceMethods.ByName("FetchResult")),
+		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/toolfleet.v1.ToolGatewayService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case ToolGatewayServiceListToolsProcedure:
@@ -217,6 +248,8 @@ func NewToolGatewayServiceHandler(svc ToolGatewayServiceHandler, opts ...connect
 			toolGatewayServiceCallToolHandler.ServeHTTP(w, r)
 		case ToolGatewayServiceCallToolsProcedure:
 			toolGatewayServiceCallToolsHandler.ServeHTTP(w, r)
+		case ToolGatewayServiceFetchResultProcedure:
+			toolGatewayServiceFetchResultHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -244,4 +277,8 @@ func (UnimplementedToolGatewayServiceHandler) CallTool(context.Context, *connect
 
 func (UnimplementedToolGatewayServiceHandler) CallTools(context.Context, *connect.Request[v1.CallToolsRequest]) (*connect.Response[v1.CallToolsResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("toolfleet.v1.ToolGatewayService.CallTools is not implemented"))
+}
+
+func (UnimplementedToolGatewayServiceHandler) FetchResult(context.Context, *connect.Request[v1.FetchResultRequest], *connect.ServerStream[v1.FetchResultResponse]) error {
+	return connect.NewError(connect.CodeUnimplemented, errors.New("toolfleet.v1.ToolGatewayService.FetchResult is not implemented"))
 }
