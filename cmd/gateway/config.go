@@ -53,6 +53,10 @@ type Config struct {
 	MaxResultBytes         int64
 	IdempotencyTTL         time.Duration
 	IdempotencyFileStorage bool
+	// Result handles (docs/gateway.md "Large results: handles").
+	ResultTTL           time.Duration
+	ResultMaxBytes      int64
+	ResultStoreMaxBytes int64
 
 	// Request limits and browser safety (docs/gateway.md "Limits", "Browser safety").
 	MaxRequestBytes      int64
@@ -86,6 +90,9 @@ func flags(cfg *Config) *pflag.FlagSet {
 	fs.Int64Var(&cfg.MaxResultBytes, "max-result-bytes", gateway.DefaultMaxResultBytes, "result size limit of tools whose contract sets none")
 	fs.DurationVar(&cfg.IdempotencyTTL, "idempotency-ttl", gateway.DefaultIdempotencyTTL, "how long finished call results are kept for retries")
 	fs.BoolVar(&cfg.IdempotencyFileStorage, "idempotency-file-storage", false, "keep finished call results on disk in JetStream (default memory)")
+	fs.DurationVar(&cfg.ResultTTL, "result-ttl", gateway.DefaultResultTTL, "how long a result kept behind a result handle can be fetched")
+	fs.Int64Var(&cfg.ResultMaxBytes, "result-max-bytes", gateway.DefaultResultMaxBytes, "ceiling on one result kept behind a handle; a larger result fails the call")
+	fs.Int64Var(&cfg.ResultStoreMaxBytes, "result-store-max-bytes", gateway.DefaultResultStoreMaxBytes, "bound of the result handles' JetStream object store; when full, new handles are refused until results expire")
 	fs.Int64Var(&cfg.MaxRequestBytes, "max-request-bytes", gateway.DefaultMaxRequestBytes, "size limit of one request body or message on every surface, checked before decoding")
 	fs.IntVar(&cfg.MaxInputValues, "max-input-values", gateway.DefaultMaxInputValues, "JSON values (elements, members) one JSON request may hold, counted before decoding")
 	fs.IntVar(&cfg.MaxBatchCalls, "max-batch-calls", gateway.DefaultMaxBatchCalls, "calls one CallTools request may hold; larger batches are refused whole")
@@ -155,7 +162,7 @@ func (c Config) validate() error {
 	for _, d := range []struct {
 		flag  string
 		value time.Duration
-	}{{"default-timeout", c.DefaultTimeout}, {"idempotency-ttl", c.IdempotencyTTL}, {"shutdown-timeout", c.ShutdownTimeout}} {
+	}{{"default-timeout", c.DefaultTimeout}, {"idempotency-ttl", c.IdempotencyTTL}, {"result-ttl", c.ResultTTL}, {"shutdown-timeout", c.ShutdownTimeout}} {
 		if d.value <= 0 {
 			errs = append(errs, fmt.Errorf("--%s %s: must be positive", d.flag, d.value))
 		}
@@ -165,6 +172,12 @@ func (c Config) validate() error {
 	}
 	if c.MaxResultBytes <= 0 {
 		errs = append(errs, fmt.Errorf("--max-result-bytes %d: must be positive", c.MaxResultBytes))
+	}
+	switch {
+	case c.ResultMaxBytes <= 0 || c.ResultStoreMaxBytes <= 0:
+		errs = append(errs, fmt.Errorf("--result-max-bytes %d, --result-store-max-bytes %d: must be positive", c.ResultMaxBytes, c.ResultStoreMaxBytes))
+	case c.ResultMaxBytes > c.ResultStoreMaxBytes:
+		errs = append(errs, fmt.Errorf("--result-max-bytes %d is over --result-store-max-bytes %d: one result must fit the store", c.ResultMaxBytes, c.ResultStoreMaxBytes))
 	}
 	var lvl slog.Level
 	if err := lvl.UnmarshalText([]byte(c.LogLevel)); err != nil {
@@ -223,6 +236,9 @@ func (c Config) gatewayConfig(log *slog.Logger) (gateway.Config, error) {
 		MaxResultBytes:         c.MaxResultBytes,
 		IdempotencyTTL:         c.IdempotencyTTL,
 		IdempotencyFileStorage: c.IdempotencyFileStorage,
+		ResultTTL:              c.ResultTTL,
+		ResultMaxBytes:         c.ResultMaxBytes,
+		ResultStoreMaxBytes:    c.ResultStoreMaxBytes,
 		ShutdownTimeout:        c.ShutdownTimeout,
 		Logger:                 log,
 		MaxRequestBytes:        c.MaxRequestBytes,

@@ -108,7 +108,7 @@ Output is text on a terminal and JSON when piped (-o to choose). Exit codes of
 		return out.validate()
 	}
 	cmd.AddCommand(newToolsListCommand(&gf, &out), newToolsDescribeCommand(&gf, &out),
-		newToolsSearchCommand(&gf, &out), newToolsCallCommand(&gf, &out))
+		newToolsSearchCommand(&gf, &out), newToolsCallCommand(&gf, &out), newToolsFetchResultCommand(&gf))
 	for _, c := range append(cmd.Commands(), cmd) {
 		c.SilenceErrors = true // main prints the error once (or not, when the command reported it)
 	}
@@ -283,6 +283,7 @@ func newToolsSearchCommand(gf *gatewayFlags, out *output) *cobra.Command {
 
 func newToolsCallCommand(gf *gatewayFlags, out *output) *cobra.Command {
 	var callID, approver string
+	var allowHandle bool
 	cmd := &cobra.Command{
 		Use:   "call ID [JSON | @FILE | -]",
 		Short: "Call a tool with a JSON object as input (inline, from a file, or stdin with -)",
@@ -290,8 +291,10 @@ func newToolsCallCommand(gf *gatewayFlags, out *output) *cobra.Command {
 inline ('{"a": 1}'), read from a file (@input.json) or from stdin (-); none
 means {}. Retries follow the tool's retry policy. A tool whose contract
 requires approval (KV.Delete) needs --approver and a token with tools:approve
-(with auth off, any caller may approve). Exit codes: 0 success, 2 server error, 3 validation error, 4 execution
-error, 1 anything else.`,
+(with auth off, any caller may approve). With --allow-result-handle a result
+over the tool's size limit is kept by the gateway (it needs NATS) and the call
+prints its handle; 'toolfleet tools fetch-result ID' reads it. Exit codes: 0
+success, 2 server error, 3 validation error, 4 execution error, 1 anything else.`,
 		Example: `  toolfleet tools call Calculator.Add '{"a": 2, "b": 3}'
   echo '{"expression": "2**10"}' | toolfleet tools call Calculator_Evaluate -
   toolfleet tools call KV.Delete '{"key": "user.ana.language"}' --approver ana`,
@@ -306,7 +309,7 @@ error, 1 anything else.`,
 				return err
 			}
 			return withClient(cmd, gf, func(ctx context.Context, c *client.Client) error {
-				req := &toolfleetv1.CallToolRequest{ToolId: args[0], Input: input, CallId: callID}
+				req := &toolfleetv1.CallToolRequest{ToolId: args[0], Input: input, CallId: callID, AllowResultHandle: allowHandle}
 				if approver != "" {
 					req.Approval = &toolfleetv1.Approval{Approver: approver}
 				}
@@ -320,7 +323,34 @@ error, 1 anything else.`,
 	}
 	cmd.Flags().StringVar(&callID, "call-id", "", "idempotency key, scoped to you and the tool: a repeat with the same input returns the stored result, other input is refused (default: none, or a new one when a retry of a tool with side effects needs it)")
 	cmd.Flags().StringVar(&approver, "approver", "", "who approved this call, for a tool whose contract requires approval (needs the tools:approve scope)")
+	cmd.Flags().BoolVar(&allowHandle, "allow-result-handle", false, "a result over the tool's size limit is kept by the gateway and the call prints its handle (read it with fetch-result)")
 	return cmd
+}
+
+func newToolsFetchResultCommand(gf *gatewayFlags) *cobra.Command {
+	return &cobra.Command{
+		Use:   "fetch-result ID",
+		Short: "Write a result kept behind a handle to stdout",
+		Long: `fetch-result writes the bytes of a result the gateway kept behind a handle
+(a call made with --allow-result-handle whose result was over the tool's size
+limit) to stdout, as stored (the tool's JSON). Only the caller that made the
+call can read it, until the handle's expires_at; --timeout bounds the whole read.`,
+		Example: `  toolfleet tools fetch-result 3f2a9c0e5b7d41e68a0c2f9d1b3e5a7c > result.json`,
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return withClient(cmd, gf, func(ctx context.Context, c *client.Client) error {
+				r, err := c.FetchResult(ctx, args[0])
+				if err != nil {
+					return err
+				}
+				defer r.Close()
+				if _, err := io.Copy(cmd.OutOrStdout(), r); err != nil {
+					return fmt.Errorf("fetch-result %s: %w", args[0], err)
+				}
+				return nil
+			})
+		},
+	}
 }
 
 // readInput returns the call input: {} with no argument, stdin for "-", a file for @path.
@@ -353,6 +383,9 @@ func reportResult(cmd *cobra.Command, out *output, res *client.Result) error {
 		if err := writeProto(w, res.Response()); err != nil {
 			return err
 		}
+	} else if h := res.Handle; h != nil {
+		fmt.Fprintf(w, "the result (%d bytes, %s) is kept behind a handle until %s; read it with\n  toolfleet tools fetch-result %s\npreview: %s\n",
+			h.GetSizeBytes(), h.GetContentType(), h.GetExpiresAt().AsTime().Format(time.RFC3339), h.GetId(), firstLine(h.GetPreview(), 120))
 	} else if res.Success {
 		b, err := json.MarshalIndent(res.Value.AsInterface(), "", "  ")
 		if err != nil {

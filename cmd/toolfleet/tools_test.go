@@ -262,3 +262,39 @@ func containsID(defs []struct{ ID, ModelName string }, id string) bool {
 	}
 	return false
 }
+
+// TestToolsFetchResult: call --allow-result-handle prints a handle for a result
+// over the tool's limit, and fetch-result writes the result to stdout.
+func TestToolsFetchResult(t *testing.T) {
+	t.Parallel()
+	fleet := e2e.Start(t, e2e.Options{NATS: true})
+	big := strings.Repeat("handles ", 2000) // over SchemaTest.Types' 4096 bytes
+	input, err := json.Marshal(map[string]any{"s": big})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw := []string{"--gateway", fleet.Addr}
+	out, code := runCLI(t, "", append([]string{"tools", "call", "SchemaTest.Types", string(input), "--approver", "ana", "--allow-result-handle", "-o", "json"}, gw...)...)
+	var resp struct {
+		Success      bool
+		ResultHandle struct{ ID string }
+	}
+	mustJSON(t, out, &resp)
+	if code != exitOK || !resp.Success || len(resp.ResultHandle.ID) != 32 {
+		t.Fatalf("call: exit %d, %s", code, out)
+	}
+	out, code = runCLI(t, "", append([]string{"tools", "fetch-result", resp.ResultHandle.ID}, gw...)...)
+	var result struct{ Echo struct{ S string } }
+	mustJSON(t, out, &result)
+	if code != exitOK || result.Echo.S != big {
+		t.Fatalf("fetch-result: exit %d, %d bytes", code, len(out))
+	}
+	text, code := runCLI(t, "", append([]string{"tools", "call", "SchemaTest.Types", string(input), "--approver", "ana", "--allow-result-handle", "-o", "text"}, gw...)...)
+	if code != exitOK || !strings.Contains(text, "toolfleet tools fetch-result ") {
+		t.Fatalf("call as text: exit %d, %s", code, text)
+	}
+	_, stderr, code := runCLIStderr(t, "", append([]string{"tools", "fetch-result", strings.Repeat("0", 32)}, gw...)...)
+	if code != exitServer || !strings.Contains(stderr, "no result") {
+		t.Fatalf("unknown id: exit %d, stderr %q", code, stderr)
+	}
+}

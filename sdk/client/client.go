@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"time"
@@ -55,6 +56,9 @@ type rpc interface {
 	SearchTools(ctx context.Context, auth headers, req *toolfleetv1.SearchToolsRequest) (*toolfleetv1.SearchToolsResponse, error)
 	CallTool(ctx context.Context, auth headers, req *toolfleetv1.CallToolRequest) (*toolfleetv1.CallToolResponse, error)
 	CallTools(ctx context.Context, auth headers, req *toolfleetv1.CallToolsRequest) (*toolfleetv1.CallToolsResponse, error)
+	// FetchResult opens the stream of a result's chunks: recv returns the next
+	// chunk, or io.EOF after the last; closing ctx ends the stream.
+	FetchResult(ctx context.Context, auth headers, req *toolfleetv1.FetchResultRequest) (recv func() ([]byte, error), err error)
 }
 
 // New returns a client of the gateway at target: "host:port" for gRPC (any
@@ -192,8 +196,13 @@ type Result struct {
 	ToolID string
 	// Success is true when the tool returned a value.
 	Success bool
-	// Value is the result as JSON (the tool's output message in protojson form).
+	// Value is the result as JSON (the tool's output message in protojson form);
+	// nil when Handle is set.
 	Value *structpb.Value
+	// Handle names a result over the tool's inline limit that the gateway kept
+	// (only when the call allowed it, see [WithResultHandles]); read it with
+	// [Client.FetchResult] before Handle.ExpiresAt.
+	Handle *toolfleetv1.ResultHandle
 	// Error is the execution error when Success is false.
 	Error *toolfleetv1.ToolError
 	// Duration is the execution's wall time as the gateway measured it.
@@ -219,9 +228,12 @@ func (r *Result) Response() *toolfleetv1.CallToolResponse {
 	if r.Duration > 0 {
 		resp.Duration = durationOf(r.Duration)
 	}
-	if r.Success {
+	switch {
+	case r.Handle != nil:
+		resp.ResultHandle = r.Handle
+	case r.Success:
 		resp.Outcome = &toolfleetv1.CallToolResponse_Value{Value: r.Value}
-	} else {
+	default:
 		resp.Outcome = &toolfleetv1.CallToolResponse_Error{Error: r.Error}
 	}
 	return resp
@@ -229,7 +241,7 @@ func (r *Result) Response() *toolfleetv1.CallToolResponse {
 
 func resultOf(resp *toolfleetv1.CallToolResponse, attempts int) *Result {
 	return &Result{CallID: resp.GetCallId(), ToolID: resp.GetToolId(), Success: resp.GetSuccess(),
-		Value: resp.GetValue(), Error: resp.GetError(), Duration: resp.GetDuration().AsDuration(), Attempts: attempts}
+		Value: resp.GetValue(), Handle: resp.GetResultHandle(), Error: resp.GetError(), Duration: resp.GetDuration().AsDuration(), Attempts: attempts}
 }
 
 // Call calls toolID with input: a map, a struct (encoded as JSON), a
@@ -260,7 +272,7 @@ func (c *Client) CallTool(ctx context.Context, req *toolfleetv1.CallToolRequest)
 	ctx, cancel := c.bound(ctx)
 	defer cancel()
 	p := c.planFor(ctx, req.GetToolId())
-	return c.attempts(ctx, prepare(req, p), p, nil, nil)
+	return c.attempts(ctx, prepare(req, p, c.opts.handles), p, nil, nil)
 }
 
 // attempts runs req until an outcome is final: a success, an error that may not
@@ -326,7 +338,7 @@ func (c *Client) CallTools(ctx context.Context, reqs ...*toolfleetv1.CallToolReq
 	plans := make([]plan, len(reqs))
 	for i, r := range reqs {
 		plans[i] = c.planFor(ctx, r.GetToolId())
-		calls[i] = prepare(r, plans[i])
+		calls[i] = prepare(r, plans[i], c.opts.handles)
 	}
 	auth, err := c.auth(ctx)
 	if err != nil {
@@ -396,6 +408,17 @@ func (g grpcRPC) CallTools(ctx context.Context, auth headers, req *toolfleetv1.C
 	return g.c.CallTools(withAuth(ctx, auth), req)
 }
 
+func (g grpcRPC) FetchResult(ctx context.Context, auth headers, req *toolfleetv1.FetchResultRequest) (func() ([]byte, error), error) {
+	stream, err := g.c.FetchResult(withAuth(ctx, auth), req)
+	if err != nil {
+		return nil, err
+	}
+	return func() ([]byte, error) {
+		m, err := stream.Recv()
+		return m.GetChunk(), err
+	}, nil
+}
+
 // connectRPC is the gateway API over connect-go.
 type connectRPC struct {
 	c toolfleetv1connect.ToolGatewayServiceClient
@@ -430,4 +453,24 @@ func (c connectRPC) CallTool(ctx context.Context, auth headers, req *toolfleetv1
 
 func (c connectRPC) CallTools(ctx context.Context, auth headers, req *toolfleetv1.CallToolsRequest) (*toolfleetv1.CallToolsResponse, error) {
 	return connectCall(ctx, auth, req, c.c.CallTools)
+}
+
+func (c connectRPC) FetchResult(ctx context.Context, auth headers, req *toolfleetv1.FetchResultRequest) (func() ([]byte, error), error) {
+	r := connect.NewRequest(req)
+	auth.each(r.Header().Set)
+	stream, err := c.c.FetchResult(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	// Client.FetchResult cancels ctx on Close; that releases the HTTP response too.
+	context.AfterFunc(ctx, func() { _ = stream.Close() })
+	return func() ([]byte, error) {
+		if stream.Receive() {
+			return stream.Msg().GetChunk(), nil
+		}
+		if err := stream.Err(); err != nil {
+			return nil, err
+		}
+		return nil, io.EOF
+	}, nil
 }

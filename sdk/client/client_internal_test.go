@@ -27,17 +27,26 @@ func TestPrepare(t *testing.T) {
 		callID string
 		p      plan
 		wantID bool
+		// allow is the request's allow_result_handle, handles the client's option.
+		allow, handles, wantAllow bool
 	}{
-		{"side effects and retries", "", retries, true},
-		{"no retries", "", once, false},
-		{"read-only or idempotent", "", harmless, false},
-		{"caller's id kept", "mine", harmless, true},
+		{"side effects and retries", "", retries, true, false, false, false},
+		{"no retries", "", once, false, false, false, false},
+		{"read-only or idempotent", "", harmless, false, false, false, false},
+		{"caller's id kept", "mine", harmless, true, false, false, false},
+		{"the request's handle opt-in kept with a new id", "", retries, true, true, false, true},
+		{"the client's handle opt-in", "", once, false, false, true, true},
+		{"the client's handle opt-in, caller's id kept", "mine", retries, true, false, true, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			req := &toolfleetv1.CallToolRequest{CallId: tt.callID, ToolId: "KV.Delete", Approval: &toolfleetv1.Approval{Approver: "ana"}}
-			got := prepare(req, tt.p)
+			req := &toolfleetv1.CallToolRequest{CallId: tt.callID, ToolId: "KV.Delete", Approval: &toolfleetv1.Approval{Approver: "ana"},
+				AllowResultHandle: tt.allow}
+			got := prepare(req, tt.p, tt.handles)
+			if got.GetAllowResultHandle() != tt.wantAllow {
+				t.Fatalf("allow_result_handle %v, want %v", got.GetAllowResultHandle(), tt.wantAllow)
+			}
 			if (got.GetCallId() != "") != tt.wantID || tt.callID != "" && got.GetCallId() != tt.callID {
 				t.Fatalf("call_id %q, want one: %v", got.GetCallId(), tt.wantID)
 			}

@@ -48,6 +48,7 @@ type options struct {
 	dialOpts   []grpc.DialOption
 	connect    bool
 	httpClient *http.Client
+	handles    bool
 }
 
 // WithToken sends a static bearer token with every call. Default: none (for a
@@ -88,4 +89,13 @@ func WithConnect(hc *http.Client) Option {
 		o.connect = true
 		o.httpClient = hc
 	}
+}
+
+// WithResultHandles allows a result handle on every call (CallToolRequest's
+// allow_result_handle): a result over the tool's max_result_bytes comes back as
+// [Result.Handle], to be read with [Client.FetchResult], instead of failing the
+// call. Default off; a request may also set allow_result_handle itself. The
+// gateway needs NATS to keep results.
+func WithResultHandles() Option {
+	return func(o *options) { o.handles = true }
 }

@@ -86,13 +86,20 @@ func (c *Client) planFor(ctx context.Context, toolID string) plan {
 // buys something with it: the client may retry it and the tool is neither
 // read-only nor idempotent, so a retry of a call whose answer was lost must not
 // run it twice. The gateway stores results only under caller-given ids, so an
-// id sent without a reason would only cost a store round trip.
-func prepare(req *toolfleetv1.CallToolRequest, p plan) *toolfleetv1.CallToolRequest {
-	if req.GetCallId() != "" || !p.mayRetry() || p.harmless {
+// id sent without a reason would only cost a store round trip. With handles
+// (WithResultHandles) the request allows a result handle.
+func prepare(req *toolfleetv1.CallToolRequest, p plan, handles bool) *toolfleetv1.CallToolRequest {
+	newID := req.GetCallId() == "" && p.mayRetry() && !p.harmless
+	allow := req.GetAllowResultHandle() || handles
+	if !newID && allow == req.GetAllowResultHandle() {
 		return req
 	}
-	return &toolfleetv1.CallToolRequest{CallId: NewCallID(), ToolId: req.GetToolId(), Input: req.GetInput(),
-		TraceId: req.GetTraceId(), Context: req.GetContext(), Approval: req.GetApproval()}
+	callID := req.GetCallId()
+	if newID {
+		callID = NewCallID()
+	}
+	return &toolfleetv1.CallToolRequest{CallId: callID, ToolId: req.GetToolId(), Input: req.GetInput(),
+		TraceId: req.GetTraceId(), Context: req.GetContext(), Approval: req.GetApproval(), AllowResultHandle: allow}
 }
 
 // retryableServerError reports a failure before the tool ran that another
