@@ -15,7 +15,9 @@
 // It serves grpc.health.v1 in plaintext on --listen (default
 // 127.0.0.1:8081; 0.0.0.0:8081 in Kubernetes): the overall service ("")
 // reports NOT_SERVING until the Temporal namespace has been described and the
-// worker polls, then SERVING, and NOT_SERVING again while it stops.
+// worker polls, then SERVING, and NOT_SERVING again while it stops. Its
+// Prometheus metrics (docs/operations.md) are at GET /metrics on
+// --metrics-listen (default 127.0.0.1:9090; empty turns them off).
 package main
 
 import (
@@ -24,6 +26,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"syscall"
@@ -36,6 +39,7 @@ import (
 
 	"github.com/toolfleet/toolfleet/internal/config"
 	"github.com/toolfleet/toolfleet/internal/telemetry"
+	"github.com/toolfleet/toolfleet/orchestrator/metrics"
 	"github.com/toolfleet/toolfleet/orchestrator/runner"
 	"github.com/toolfleet/toolfleet/orchestrator/trigger"
 )
@@ -51,10 +55,11 @@ func main() {
 
 // options are the process's settings beyond runner.Config.
 type options struct {
-	listen       string
-	logLevel     string
-	triggers     string
-	startTimeout time.Duration
+	listen        string
+	metricsListen string
+	logLevel      string
+	triggers      string
+	startTimeout  time.Duration
 }
 
 // parse reads the flags (and TOOLFLEET_* environment) into a validated
@@ -64,6 +69,7 @@ func parse(args []string) (runner.Config, options, error) {
 	var opt options
 	fs := pflag.NewFlagSet("orchestrator", pflag.ContinueOnError)
 	fs.StringVar(&opt.listen, "listen", "127.0.0.1:8081", "host:port of the plaintext gRPC health server (grpc.health.v1)")
+	fs.StringVar(&opt.metricsListen, "metrics-listen", "127.0.0.1:9090", "host:port of the Prometheus metrics (GET /metrics); empty: none")
 	fs.StringVar(&cfg.TemporalAddress, "temporal-address", "127.0.0.1:7233", "Temporal frontend host:port")
 	fs.StringVar(&cfg.Namespace, "namespace", "default", "Temporal namespace")
 	fs.StringVar(&cfg.TemporalTLS.CAFile, "temporal-tls-ca-file", "", "PEM CAs to trust for Temporal; any --temporal-tls-* flag turns TLS on")
@@ -95,6 +101,9 @@ func parse(args []string) (runner.Config, options, error) {
 	if _, _, err := net.SplitHostPort(opt.listen); err != nil {
 		return cfg, opt, fmt.Errorf("--listen %q: want host:port", opt.listen)
 	}
+	if _, _, err := net.SplitHostPort(opt.metricsListen); opt.metricsListen != "" && err != nil {
+		return cfg, opt, fmt.Errorf("--metrics-listen %q: want host:port, or empty for none", opt.metricsListen)
+	}
 	if opt.startTimeout <= 0 {
 		return cfg, opt, errors.New("--start-timeout must be positive")
 	}
@@ -125,11 +134,42 @@ func run(ctx context.Context, args []string) error {
 		_ = flush(fctx)
 	}()
 	cfg.Tracing = tracing
+	cfg.Metrics = metrics.New()
+	if opt.metricsListen != "" {
+		mlis, err := net.Listen("tcp", opt.metricsListen)
+		if err != nil {
+			return fmt.Errorf("--metrics-listen: %w", err)
+		}
+		defer serveMetrics(mlis, cfg.Metrics, cfg.Logger)()
+	}
 	lis, err := net.Listen("tcp", opt.listen)
 	if err != nil {
 		return fmt.Errorf("--listen: %w", err)
 	}
 	return serve(ctx, cfg, opt.startTimeout, lis)
+}
+
+// serveMetrics serves m at GET /metrics on lis until the returned stop is
+// called.
+func serveMetrics(lis net.Listener, m *metrics.Metrics, log *slog.Logger) (stop func()) {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", m.Handler())
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
+		WriteTimeout: 30 * time.Second, MaxHeaderBytes: 64 << 10}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := srv.Serve(lis); !errors.Is(err, http.ErrServerClosed) {
+			log.Error("metrics server stopped", "error", err)
+		}
+	}()
+	log.Info("metrics", "addr", lis.Addr().String(), "path", "/metrics")
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
+		<-done
+	}
 }
 
 // serve answers health checks on lis while it starts the orchestrator, then

@@ -1,9 +1,15 @@
 package main
 
 import (
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
 	"os/exec"
 	"strings"
 	"testing"
+
+	"github.com/toolfleet/toolfleet/orchestrator/metrics"
 )
 
 // TestNoEmbeddedServers keeps the production binary free of the embedded
@@ -37,6 +43,7 @@ func TestFlagsValidate(t *testing.T) {
 		{"bad log level", []string{"--log-level", "loud"}, "--log-level"},
 		{"no temporal", []string{"--temporal-address", ""}, "Temporal address is required"},
 		{"unknown flag", []string{"--nope"}, "unknown flag"},
+		{"bad metrics address", []string{"--metrics-listen", "9090"}, "--metrics-listen"},
 		{"missing trigger file", []string{"--triggers", "/nonexistent/triggers.yaml"}, "trigger:"},
 	}
 	for _, tt := range tests {
@@ -47,5 +54,41 @@ func TestFlagsValidate(t *testing.T) {
 				t.Fatalf("run(%v) = %v, want an error containing %q", tt.args, err, tt.want)
 			}
 		})
+	}
+}
+
+// TestMetricsEndpoint: --metrics-listen serves the orchestrator's metrics in
+// the Prometheus text format, and nothing else.
+func TestMetricsEndpoint(t *testing.T) {
+	t.Parallel()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := metrics.New()
+	m.RunFinished("COMPLETED")
+	stop := serveMetrics(lis, m, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	defer stop()
+	get := func(method, path string) (int, string) {
+		req, _ := http.NewRequestWithContext(t.Context(), method, "http://"+lis.Addr().String()+path, nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	code, body := get(http.MethodGet, "/metrics")
+	for _, want := range []string{`toolfleet_agent_runs_finished_total{status="COMPLETED"} 1`, "go_goroutines "} {
+		if code != http.StatusOK || !strings.Contains(body, want) {
+			t.Fatalf("GET /metrics: %d, lacks %q:\n%s", code, want, body)
+		}
+	}
+	if code, _ := get(http.MethodPost, "/metrics"); code != http.StatusMethodNotAllowed {
+		t.Errorf("POST /metrics: %d, want 405", code)
+	}
+	if code, _ := get(http.MethodGet, "/"); code != http.StatusNotFound {
+		t.Errorf("GET /: %d, want 404", code)
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +14,7 @@ import (
 	"github.com/toolfleet/toolfleet/internal/devstack/devstacktest"
 	"github.com/toolfleet/toolfleet/orchestrator/agent"
 	"github.com/toolfleet/toolfleet/orchestrator/agent/agenttest"
+	"github.com/toolfleet/toolfleet/orchestrator/metrics"
 	"github.com/toolfleet/toolfleet/sdk/llm"
 )
 
@@ -34,7 +37,8 @@ func TestAgentCLI(t *testing.T) {
 		withUsage(llm.CallTools("Multiplying.", llm.CallPart("c1", "Calculator_Multiply", map[string]any{"a": 6, "b": 7})), 100, 10),
 		withUsage(llm.SayText("6 times 7 is 42."), 130, 7),
 	}})
-	f, o := startOrchestrated(ctx, t, stack, models, agents.mount())
+	om := metrics.New()
+	f, o := startWith(ctx, t, stack, models, false, om, agents.mount(), metricsMount(om))
 	agents.serve(o, f.Gateway)
 
 	run := func(args ...string) (string, error) {
@@ -104,4 +108,36 @@ func TestAgentCLI(t *testing.T) {
 	if out, err := run("agent", "approve", "cli-run", "cli-run/1/0"); err == nil {
 		t.Fatalf("approving a call that waits for nothing succeeded:\n%s", out)
 	}
+	// The orchestrator's metrics, as the dev gateway serves them: three runs
+	// ended, the scripted model's tokens, one program and its five calls.
+	resp, err := http.Get("http://" + f.Gateway.Addr() + OrchestratorMetricsPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{
+		`toolfleet_agent_runs_finished_total{status="COMPLETED"} 3`,
+		`toolfleet_agent_model_tokens_total{direction="input",model="cli",provider="scripted"} 230`,
+		`toolfleet_agent_model_tokens_total{direction="output",model="cli",provider="scripted"} 17`,
+		`toolfleet_agent_tool_calls_total{outcome="ok"} `,
+		`toolfleet_program_runs_finished_total{status="COMPLETED"} 1`,
+		`toolfleet_program_tool_calls_total{outcome="ok"} 5`,
+		`toolfleet_agent_model_turn_seconds_count{provider="scripted"} `,
+	} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("%s lacks %q:\n%s", OrchestratorMetricsPath, want, grepLines(string(body), "toolfleet_"))
+		}
+	}
+}
+
+// grepLines keeps the lines of s that start with prefix.
+func grepLines(s, prefix string) string {
+	var keep []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.HasPrefix(l, prefix) {
+			keep = append(keep, l)
+		}
+	}
+	return strings.Join(keep, "\n")
 }

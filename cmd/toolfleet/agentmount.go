@@ -5,6 +5,7 @@ import (
 	"net/http"
 
 	"github.com/toolfleet/toolfleet/orchestrator/agentapi"
+	"github.com/toolfleet/toolfleet/orchestrator/metrics"
 	"github.com/toolfleet/toolfleet/orchestrator/program"
 	"github.com/toolfleet/toolfleet/orchestrator/runner"
 	"github.com/toolfleet/toolfleet/services/gateway"
@@ -50,4 +51,15 @@ func gatewayAuth(g *gateway.Gateway) agentapi.Authenticator {
 		}
 		return agentapi.Caller{Subject: p.Subject, Scopes: p.Scopes, Anonymous: p.Anonymous}, nil
 	}
+}
+
+// OrchestratorMetricsPath is where the gateway of `toolfleet dev` serves the
+// in-process orchestrator's metrics (the gateway's own are at /metrics; the
+// production orchestrator serves its own on --metrics-listen).
+const OrchestratorMetricsPath = "/metrics/orchestrator"
+
+// metricsMount serves m at the gateway's address, unauthenticated like the
+// gateway's /metrics.
+func metricsMount(m *metrics.Metrics) gateway.Mount {
+	return gateway.Mount{Pattern: "GET " + OrchestratorMetricsPath, Handler: m.Handler()}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/toolfleet/toolfleet/internal/natsx"
 	"github.com/toolfleet/toolfleet/internal/telemetry"
 	"github.com/toolfleet/toolfleet/orchestrator/agent"
+	"github.com/toolfleet/toolfleet/orchestrator/metrics"
 	"github.com/toolfleet/toolfleet/orchestrator/runner"
 	"github.com/toolfleet/toolfleet/orchestrator/trigger"
 	"github.com/toolfleet/toolfleet/sdk/natsconn"
@@ -161,10 +162,10 @@ func runDev(ctx context.Context, cfg devConfig, stdout, stderr io.Writer) error 
 		return fmt.Errorf("start the dev stack: %w", err)
 	}
 
-	agents, programs := &agentMount{}, &programMount{}
+	agents, programs, orchMetrics := &agentMount{}, &programMount{}, metrics.New()
 	fl, err := startFleet(startCtx, fleetConfig{Host: cfg.Host, GatewayPort: cfg.GatewayPort, JWTSecret: cfg.JWTSecret,
 		AllowedOrigins: cfg.AllowedOrigins, NATSURL: stack.NATS.URL(), NATS: cfg.NATS, Logger: logger,
-		Mounts: []gateway.Mount{agents.mount(), programs.mount()}, Tracing: tracing})
+		Mounts: []gateway.Mount{agents.mount(), programs.mount(), metricsMount(orchMetrics)}, Tracing: tracing})
 	if err == nil {
 		err = fl.waitToolkits(startCtx, fl.Toolkits...)
 		if err != nil {
@@ -178,7 +179,7 @@ func runDev(ctx context.Context, cfg devConfig, stdout, stderr io.Writer) error 
 
 	orch, err := runner.Start(startCtx, runner.Config{TemporalAddress: stack.Temporal.Address(), Namespace: stack.Namespace(),
 		NATSURL: stack.NATS.URL(), NATS: cfg.NATS, GatewayAddress: fl.Gateway.Addr(), Logger: logger, Triggers: triggers,
-		Tracing: tracing})
+		Tracing: tracing, Metrics: orchMetrics})
 	if err != nil {
 		_ = fl.stop()
 		stack.Stop()

@@ -8,6 +8,7 @@ import (
 
 	"github.com/toolfleet/toolfleet/internal/devstack"
 	"github.com/toolfleet/toolfleet/orchestrator/agent"
+	"github.com/toolfleet/toolfleet/orchestrator/metrics"
 	"github.com/toolfleet/toolfleet/orchestrator/runner"
 	"github.com/toolfleet/toolfleet/services/gateway"
 )
@@ -18,12 +19,19 @@ import (
 // orchestrator; both stop at the end of the test.
 func startOrchestrated(ctx context.Context, t *testing.T, stack *devstack.Stack, models agent.Models, mounts ...gateway.Mount) (*fleet, *runner.Orchestrator) {
 	t.Helper()
-	return startTraced(ctx, t, stack, models, false, mounts...)
+	return startWith(ctx, t, stack, models, false, nil, mounts...)
 }
 
 // startTraced is startOrchestrated with the gateway's and the orchestrator's
 // tracing set (the global TracerProvider records it).
 func startTraced(ctx context.Context, t *testing.T, stack *devstack.Stack, models agent.Models, tracing bool, mounts ...gateway.Mount) (*fleet, *runner.Orchestrator) {
+	t.Helper()
+	return startWith(ctx, t, stack, models, tracing, nil, mounts...)
+}
+
+// startWith is startOrchestrated with tracing and the orchestrator's metrics
+// (nil: its own) set.
+func startWith(ctx context.Context, t *testing.T, stack *devstack.Stack, models agent.Models, tracing bool, m *metrics.Metrics, mounts ...gateway.Mount) (*fleet, *runner.Orchestrator) {
 	t.Helper()
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	f, err := startFleet(ctx, fleetConfig{Host: "127.0.0.1", NATSURL: stack.NATS.URL(), Logger: logger, Mounts: mounts, Tracing: tracing})
@@ -36,7 +44,7 @@ func startTraced(ctx context.Context, t *testing.T, stack *devstack.Stack, model
 	}
 	o, err := runner.Start(ctx, runner.Config{TemporalAddress: stack.Temporal.Address(), Namespace: stack.Namespace(),
 		NATSURL: stack.NATS.URL(), GatewayAddress: f.Gateway.Addr(), Models: models, MemoryStorage: true, Logger: logger,
-		Tracing: tracing})
+		Tracing: tracing, Metrics: m})
 	if err != nil {
 		t.Fatal(err)
 	}

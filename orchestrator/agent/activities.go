@@ -21,6 +21,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
+	"github.com/toolfleet/toolfleet/orchestrator/metrics"
 	"github.com/toolfleet/toolfleet/sdk/client"
 	"github.com/toolfleet/toolfleet/sdk/llm"
 )
@@ -62,6 +63,8 @@ type Activities struct {
 	// tools (package program's PromptFor); nil means this orchestrator does
 	// not run programs, and code-mode runs fail with a clear error.
 	ProgramPrompt func([]*toolfleetv1.ToolDefinition) (string, error)
+	// Metrics, when set, records runs, model turns and tool calls.
+	Metrics *metrics.Metrics
 }
 
 func (a *Activities) inlineLimit() int {
@@ -281,9 +284,35 @@ func (a *Activities) AppendInput(ctx context.Context, in AppendInput) (int, erro
 	return len(msgs), a.Store.Append(ctx, in.RunID, in.Seq, msgs...)
 }
 
-// PublishEvent publishes one run event (deduplicated by its id).
+// PublishEvent publishes one run event (deduplicated by its id). The event
+// that ends a run counts it once: a retry whose event the stream already has
+// is not counted again.
 func (a *Activities) PublishEvent(ctx context.Context, ev Event) error {
-	return a.Events.Publish(ctx, ev)
+	stored, err := a.Events.PublishNew(ctx, ev)
+	if err != nil {
+		return err
+	}
+	if status := endStatus(ev); stored && status != "" {
+		a.Metrics.RunFinished(status)
+	}
+	return nil
+}
+
+// endStatus is the status of a run that ev ends, or "" when ev ends none.
+func endStatus(ev Event) string {
+	switch ev.Kind {
+	case EventCompleted:
+		return StatusCompleted
+	case EventCancelled:
+		return StatusCanceled
+	case EventFailed:
+		// finish writes "<status>: <reason>".
+		if strings.HasPrefix(ev.Message, StatusBudgetExhausted+":") {
+			return StatusBudgetExhausted
+		}
+		return StatusFailed
+	}
+	return ""
 }
 
 // ModelTurn runs one model turn over the first in.Seq messages, streaming
@@ -320,6 +349,7 @@ func (a *Activities) ModelTurn(ctx context.Context, in ModelTurnInput) (ModelTur
 	}
 	attempt := int(activity.GetInfo(ctx).Attempt)
 	seq := 0
+	began := time.Now()
 	msg, err := model.Stream(ctx, req, func(d llm.Delta) error {
 		if d.Text == "" {
 			return nil
@@ -329,6 +359,10 @@ func (a *Activities) ModelTurn(ctx context.Context, in ModelTurnInput) (ModelTur
 		_ = a.Events.Delta(in.RunID, in.Turn, attempt, seq, d.Text)
 		return nil
 	})
+	// Tokens are counted when the provider reports them: they are spent even
+	// if this attempt then loses the race to append.
+	a.Metrics.ModelTurn(in.Model.Provider, in.Model.Name, time.Since(began),
+		msg.GetUsage().GetInputTokens(), msg.GetUsage().GetOutputTokens())
 	if err != nil {
 		return ModelTurnResult{}, modelError(ctx, err)
 	}
@@ -494,6 +528,9 @@ func (a *Activities) CallTool(ctx context.Context, in CallToolInput) (CallToolRe
 		}
 	} else if err != nil {
 		return CallToolResult{}, err
+	} else {
+		// Counted by the attempt that appended the result: once per call.
+		a.Metrics.AgentToolCall(kind)
 	}
 	res := resultSummary(msg, kind)
 	res.Duration, res.Ref = took, ref
@@ -512,7 +549,9 @@ func (a *Activities) CallTool(ctx context.Context, in CallToolInput) (CallToolRe
 func (a *Activities) invoke(ctx context.Context, in CallToolInput, call *toolfleetv1.ToolCall, callID string) (_ *toolfleetv1.Part, kind, ref string, took time.Duration, _ error) {
 	req := WithApproval(&toolfleetv1.CallToolRequest{CallId: callID, ToolId: in.Tool.ID, Input: call.GetArguments()}, in.Approver)
 	lastAttempt := int(activity.GetInfo(ctx).Attempt) >= in.MaxAttempts
+	began := time.Now()
 	res, err := a.Gateway.CallTool(OnBehalfOf(ctx, in.Principal), req)
+	a.Metrics.AgentGatewayCall(time.Since(began))
 	var se *client.ServerError
 	var ve *client.ValidationError
 	switch {

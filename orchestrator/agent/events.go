@@ -78,6 +78,14 @@ func OpenEvents(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, stre
 // Publish stores ev and waits for JetStream's ack. A repeat of the same id
 // within the stream's duplicate window is dropped by the server.
 func (e *Events) Publish(ctx context.Context, ev Event) error {
+	_, err := e.PublishNew(ctx, ev)
+	return err
+}
+
+// PublishNew is Publish that also reports whether the stream stored ev: false
+// when it was a repeat of an id within the duplicate window (a retried
+// activity), which lets metrics count each event once.
+func (e *Events) PublishNew(ctx context.Context, ev Event) (stored bool, _ error) {
 	pb := &toolfleetv1.RunEvent{Id: ev.ID, RunId: ev.RunID, Kind: ev.Kind, Time: timestamppb.New(ev.Time),
 		Turn: int32(ev.Turn), CallId: ev.CallID, ToolId: ev.ToolID, Message: ev.Message}
 	if u := ev.Usage; u != nil {
@@ -85,7 +93,7 @@ func (e *Events) Publish(ctx context.Context, ev Event) error {
 	}
 	b, err := protojson.Marshal(pb)
 	if err != nil {
-		return fmt.Errorf("agent: encode event: %w", err)
+		return false, fmt.Errorf("agent: encode event: %w", err)
 	}
 	msg := nats.NewMsg(EventSubject(ev.RunID, ev.Kind))
 	msg.Data = b
@@ -96,10 +104,11 @@ func (e *Events) Publish(ctx context.Context, ev Event) error {
 	msg.Header.Set("content-type", "application/json")
 	// The activity's span (when tracing) becomes the event's traceparent.
 	telemetry.Propagator.Inject(ctx, telemetry.NATSCarrier(msg.Header))
-	if _, err := e.js.PublishMsg(ctx, msg, jetstream.WithMsgID(ev.ID)); err != nil {
-		return fmt.Errorf("agent: publish %s event: %w", ev.Kind, err)
+	ack, err := e.js.PublishMsg(ctx, msg, jetstream.WithMsgID(ev.ID))
+	if err != nil {
+		return false, fmt.Errorf("agent: publish %s event: %w", ev.Kind, err)
 	}
-	return nil
+	return !ack.Duplicate, nil
 }
 
 // Delta publishes one token delta; it never waits for the network.

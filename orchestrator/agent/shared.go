@@ -314,6 +314,9 @@ type Event struct {
 	Message string `json:"message,omitempty"`
 	// Usage is the model turn's tokens (turn events only).
 	Usage *Usage `json:"usage,omitempty"`
+	// Limit names the limit a failed program hit (programs' failed events);
+	// it feeds the orchestrator's metrics and is not published.
+	Limit string `json:"limit,omitempty"`
 	// ID dedupes the event in JetStream (Nats-Msg-Id); deterministic per step.
 	ID   string    `json:"id"`
 	Time time.Time `json:"time"`

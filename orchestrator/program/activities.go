@@ -16,6 +16,7 @@ import (
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
 	"github.com/toolfleet/toolfleet/orchestrator/agent"
+	"github.com/toolfleet/toolfleet/orchestrator/metrics"
 	"github.com/toolfleet/toolfleet/sdk/client"
 )
 
@@ -40,6 +41,15 @@ type EventPublisher interface {
 type Activities struct {
 	Gateway Gateway
 	Events  EventPublisher
+	// Metrics, when set, records tool calls and how programs end.
+	Metrics *metrics.Metrics
+}
+
+// newPublisher is an EventPublisher that also reports whether the event was
+// new (not a repeat of its id); *agent.Events implements it. Metrics count
+// an ending once with it, and at least once without.
+type newPublisher interface {
+	PublishNew(ctx context.Context, ev agent.Event) (stored bool, _ error)
 }
 
 // ResolveRequest is ResolveProgramTools' input.
@@ -125,7 +135,9 @@ func (a *Activities) ProgramCallTool(ctx context.Context, req CallRequest) (*Cal
 	}
 	a.publish(ctx, agent.Event{RunID: programOf(req.CallID), Kind: EventToolCall, CallID: req.CallID, ToolID: req.ToolID,
 		ID: req.CallID + "/call", Message: req.InputJSON})
+	began := time.Now()
 	res, err := a.Gateway.CallTool(ctx, agent.WithApproval(&toolfleetv1.CallToolRequest{CallId: req.CallID, ToolId: req.ToolID, Input: in}, req.Approver))
+	a.Metrics.ProgramGatewayCall(time.Since(began))
 	out, err := callResultOf(res, err, req.MaxValueBytes)
 	if err != nil {
 		return nil, err
@@ -134,6 +146,9 @@ func (a *Activities) ProgramCallTool(ctx context.Context, req CallRequest) (*Cal
 	if out.Error != nil {
 		msg = out.Error.Kind + ": " + out.Error.Message
 	}
+	// At least once: an attempt whose completion Temporal lost is retried,
+	// and the gateway answers the retry from its idempotency store.
+	a.Metrics.ProgramToolCall(outcomeOf(out))
 	a.publish(ctx, agent.Event{RunID: programOf(req.CallID), Kind: EventToolResult, CallID: req.CallID, ToolID: req.ToolID,
 		ID: req.CallID + "/result", Message: msg})
 	return out, nil
@@ -175,15 +190,55 @@ func callResultOf(res *client.Result, err error, maxValue int) (*CallResult, err
 	return &CallResult{OK: true, ValueJSON: string(b)}, nil
 }
 
-// PublishProgramEvent publishes one program event.
-func (a *Activities) PublishProgramEvent(ctx context.Context, ev agent.Event) error {
-	if a.Events == nil {
-		return nil
+// outcomeOf is a call's outcome label: "ok" or its error kind.
+func outcomeOf(r *CallResult) string {
+	if r.Error != nil {
+		return r.Error.Kind
 	}
-	if err := a.Events.Publish(ctx, ev); err != nil {
+	return "ok"
+}
+
+// PublishProgramEvent publishes one program event. The event that ends a
+// program counts it in the metrics.
+func (a *Activities) PublishProgramEvent(ctx context.Context, ev agent.Event) error {
+	stored := true
+	var err error
+	switch p := a.Events.(type) {
+	case nil:
+	case newPublisher:
+		stored, err = p.PublishNew(ctx, ev)
+	default:
+		err = p.Publish(ctx, ev)
+	}
+	if err != nil {
 		return fmt.Errorf("program: publish %s: %w", ev.Kind, err)
 	}
+	if status := endStatus(ev.Kind); stored && status != "" {
+		a.Metrics.ProgramFinished(status, limitLabel(ev.Limit))
+	}
 	return nil
+}
+
+// endStatus is the status of a program that an event of kind ends, or "".
+func endStatus(kind string) string {
+	switch kind {
+	case EventCompleted:
+		return agent.StatusCompleted
+	case EventFailed:
+		return agent.StatusFailed
+	case agent.EventCancelled:
+		return agent.StatusCanceled
+	}
+	return ""
+}
+
+// limitLabel keeps the limit label to the known limits.
+func limitLabel(limit string) string {
+	switch limit {
+	case "", LimitSteps, LimitToolCalls, LimitWidth, LimitDeadline, LimitValue, LimitResult:
+		return limit
+	}
+	return metrics.Other
 }
 
 // publish sends an event from inside an activity; its loss is logged, never

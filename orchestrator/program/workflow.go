@@ -213,7 +213,7 @@ func (r *runner) fail(ctx workflow.Context, pe *ProgramError) error {
 	if r.orderedEvents {
 		r.flush(ctx)
 	}
-	r.publish(ctx, EventFailed, "", "", pe.Error())
+	r.publishEvent(ctx, agent.Event{Kind: EventFailed, Message: pe.Error(), Limit: pe.Limit})
 	return programFailure(pe)
 }
 
@@ -615,9 +615,13 @@ func (r *runner) print(th *starlark.Thread, msg string) {
 // publish starts the PublishEvent activity without waiting; flush waits for
 // every event before the workflow ends.
 func (r *runner) publish(ctx workflow.Context, kind, callID, toolID, msg string) {
+	r.publishEvent(ctx, agent.Event{Kind: kind, CallID: callID, ToolID: toolID, Message: msg})
+}
+
+// publishEvent is publish of ev, given its run id, event id and time.
+func (r *runner) publishEvent(ctx workflow.Context, ev agent.Event) {
 	r.eventSeq++
-	ev := agent.Event{RunID: r.in.ProgramID, Kind: kind, CallID: callID, ToolID: toolID, Message: msg,
-		ID: fmt.Sprintf("%s/e%d", r.in.ProgramID, r.eventSeq), Time: workflow.Now(ctx)}
+	ev.RunID, ev.ID, ev.Time = r.in.ProgramID, fmt.Sprintf("%s/e%d", r.in.ProgramID, r.eventSeq), workflow.Now(ctx)
 	retry := &temporal.RetryPolicy{InitialInterval: 500 * time.Millisecond, BackoffCoefficient: 2,
 		MaximumInterval: 5 * time.Second, MaximumAttempts: 3}
 	if r.localEvents {

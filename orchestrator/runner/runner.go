@@ -14,11 +14,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
@@ -31,6 +33,7 @@ import (
 	"github.com/toolfleet/toolfleet/internal/telemetry"
 	"github.com/toolfleet/toolfleet/orchestrator/agent"
 	"github.com/toolfleet/toolfleet/orchestrator/agentapi"
+	"github.com/toolfleet/toolfleet/orchestrator/metrics"
 	"github.com/toolfleet/toolfleet/orchestrator/program"
 	"github.com/toolfleet/toolfleet/orchestrator/trigger"
 	tfclient "github.com/toolfleet/toolfleet/sdk/client"
@@ -78,6 +81,10 @@ type Config struct {
 	// TracerProvider (internal/telemetry), so a run step is one trace from the
 	// workflow to the tool.
 	Tracing bool
+	// Metrics records the process's Prometheus metrics (package
+	// orchestrator/metrics); nil makes a new set, served by
+	// [Orchestrator.Metrics].
+	Metrics *metrics.Metrics
 }
 
 // Validate checks the configuration.
@@ -223,6 +230,7 @@ type Orchestrator struct {
 	gateway  *tfclient.Client
 	worker   worker.Worker
 	triggers *trigger.Runner
+	metrics  *metrics.Metrics
 	// Runs starts and steers runs through this process's connections.
 	Runs *agent.Runs
 	// Programs starts and steers Starlark programs the same way.
@@ -235,7 +243,10 @@ func Start(ctx context.Context, cfg Config) (_ *Orchestrator, err error) {
 		return nil, err
 	}
 	cfg.defaults()
-	o := &Orchestrator{cfg: cfg}
+	if cfg.Metrics == nil {
+		cfg.Metrics = metrics.New()
+	}
+	o := &Orchestrator{cfg: cfg, metrics: cfg.Metrics}
 	defer func() {
 		if err != nil {
 			o.Stop()
@@ -293,8 +304,9 @@ func Start(ctx context.Context, cfg Config) (_ *Orchestrator, err error) {
 		DeadlockDetectionTimeout:           program.DeadlockDetectionTimeout, // scripts compute between yields
 	})
 	agent.Register(o.worker, &agent.Activities{Store: store, Events: events, Gateway: o.gateway, Models: cfg.Models,
-		ProgramPrompt: program.PromptFor}) // code mode runs programs as child workflows on this worker
-	program.Register(o.worker, &program.Activities{Gateway: o.gateway, Events: events})
+		ProgramPrompt: program.PromptFor, // code mode runs programs as child workflows on this worker
+		Metrics:       o.metrics})
+	program.Register(o.worker, &program.Activities{Gateway: o.gateway, Events: events, Metrics: o.metrics})
 	if err := o.worker.Start(); err != nil {
 		return nil, fmt.Errorf("start the Temporal worker: %w", err)
 	}
@@ -320,6 +332,14 @@ func (o *Orchestrator) AgentService(auth agentapi.Authenticator) *agentapi.Servi
 func (o *Orchestrator) ProgramService(auth agentapi.Authenticator) *program.Service {
 	return &program.Service{Programs: o.Programs, Events: o.js, Auth: auth, Triggers: o.cfg.Triggers.Proto}
 }
+
+// Metrics serves this process's Prometheus metrics (docs/operations.md):
+// agent runs, model turns and tokens, tool calls, programs and their limits,
+// and the Go runtime's.
+func (o *Orchestrator) Metrics() http.Handler { return o.metrics.Handler() }
+
+// Registry is the registry of Metrics, to gather from or add to.
+func (o *Orchestrator) Registry() *prometheus.Registry { return o.metrics.Registry() }
 
 // Stop stops polling, lets in-flight activities finish within the stop
 // timeout, then closes the connections.
