@@ -50,6 +50,7 @@ type Config struct {
 	Issuer   string
 
 	DefaultTimeout         time.Duration
+	StartedEventAfter      time.Duration
 	MaxResultBytes         int64
 	IdempotencyTTL         time.Duration
 	IdempotencyFileStorage bool
@@ -87,6 +88,7 @@ func flags(cfg *Config) *pflag.FlagSet {
 	fs.StringVar(&cfg.Audience, "jwt-audience", "", "audience every token must carry; empty = not checked")
 	fs.StringVar(&cfg.Issuer, "jwt-issuer", "", "issuer every token must carry; empty = not checked")
 	fs.DurationVar(&cfg.DefaultTimeout, "default-timeout", gateway.DefaultTimeout, "call timeout of tools whose contract sets none")
+	fs.DurationVar(&cfg.StartedEventAfter, "started-event-after", gateway.DefaultStartedEventAfter, "a call still running after this publishes a started event (faster calls publish only their terminal event); 0: every call publishes started")
 	fs.Int64Var(&cfg.MaxResultBytes, "max-result-bytes", gateway.DefaultMaxResultBytes, "result size limit of tools whose contract sets none")
 	fs.DurationVar(&cfg.IdempotencyTTL, "idempotency-ttl", gateway.DefaultIdempotencyTTL, "how long finished call results are kept for retries")
 	fs.BoolVar(&cfg.IdempotencyFileStorage, "idempotency-file-storage", false, "keep finished call results on disk in JetStream (default memory)")
@@ -233,6 +235,7 @@ func (c Config) gatewayConfig(log *slog.Logger) (gateway.Config, error) {
 		WorkerTLS:              c.WorkerTLS,
 		Auth:                   auth,
 		DefaultTimeout:         c.DefaultTimeout,
+		StartedEventAfter:      startedEventAfter(c.StartedEventAfter),
 		MaxResultBytes:         c.MaxResultBytes,
 		IdempotencyTTL:         c.IdempotencyTTL,
 		IdempotencyFileStorage: c.IdempotencyFileStorage,
@@ -249,6 +252,15 @@ func (c Config) gatewayConfig(log *slog.Logger) (gateway.Config, error) {
 		AllowedOrigins:         c.AllowedOrigins,
 		Tracing:                c.Tracing,
 	}, nil
+}
+
+// startedEventAfter maps the flag to gateway.Config, where 0 means the default:
+// on the command line 0 (or less) means "every call publishes started".
+func startedEventAfter(d time.Duration) time.Duration {
+	if d <= 0 {
+		return -1
+	}
+	return d
 }
 
 // readSecret reads a secret file (bounded), without the trailing newline that

@@ -71,7 +71,7 @@ func (g *Gateway) call(ctx context.Context, p *Principal, req *toolfleetv1.CallT
 		return e
 	}
 	fail := func(start time.Time, ce *CallError) (*toolfleetv1.CallToolResponse, *CallError, *registry.Route) {
-		g.events.publish(EventFailed, withOutcome(ev(), time.Since(start), ce.Kind(), ce.Error()), def.GetToolkit(), def.GetName())
+		g.events.publish(EventFailed, withOutcome(ev(), start, ce.Kind(), ce.Error()), def.GetToolkit(), def.GetName())
 		return nil, ce, rt
 	}
 	start := time.Now()
@@ -101,8 +101,8 @@ func (g *Gateway) call(ctx context.Context, p *Principal, req *toolfleetv1.CallT
 		return fail(start, validationError(ve))
 	}
 
-	g.events.publish(EventStarted, ev(), def.GetToolkit(), def.GetName())
 	began := time.Now()
+	started := g.events.announce(g.cfg.StartedEventAfter, ev, def.GetToolkit(), def.GetName())
 	sideEffects := !def.GetHints().GetReadOnly() && !def.GetHints().GetIdempotent()
 	callCtx := ctx
 	if sideEffects && claim.Owned() {
@@ -112,6 +112,7 @@ func (g *Gateway) call(ctx context.Context, p *Principal, req *toolfleetv1.CallT
 		callCtx = context.WithoutCancel(ctx)
 	}
 	out, reached, err := g.invoke(callCtx, rt, in, callID, req.GetTraceId(), offerOf(p, req))
+	started.finish() // before the terminal event
 	resp := &toolfleetv1.CallToolResponse{CallId: callID, ToolId: def.GetId()}
 	ce = g.mapResult(ctx, rt, out, err, resp, offerOf(p, req))
 	resp.Duration = durationpb.New(time.Since(began))
@@ -127,9 +128,9 @@ func (g *Gateway) call(ctx context.Context, p *Principal, req *toolfleetv1.CallT
 	// A failure the tool marks retryable is not stored: a retry runs the tool again.
 	g.idem().Finish(claim, resp, resp.GetSuccess() || !resp.GetError().GetCanRetry())
 	if resp.GetSuccess() {
-		g.events.publish(EventSucceeded, withOutcome(ev(), time.Since(began), "", ""), def.GetToolkit(), def.GetName())
+		g.events.publish(EventSucceeded, withOutcome(ev(), began, "", ""), def.GetToolkit(), def.GetName())
 	} else {
-		g.events.publish(EventFailed, withOutcome(ev(), time.Since(began), KindExecution, resp.GetError().GetMessage()), def.GetToolkit(), def.GetName())
+		g.events.publish(EventFailed, withOutcome(ev(), began, KindExecution, resp.GetError().GetMessage()), def.GetToolkit(), def.GetName())
 	}
 	return resp, nil, rt
 }

@@ -3,11 +3,13 @@ package gateway
 import (
 	"context"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
 	callevents "github.com/toolfleet/toolfleet/services/gateway/events"
@@ -54,8 +56,10 @@ func newCallEvent(req *toolfleetv1.CallToolRequest, callID, toolID string) *tool
 	return &toolfleetv1.CallEvent{CallId: callID, ToolId: toolID, TraceId: req.GetTraceId(), UserId: req.GetContext().GetUserId()}
 }
 
-func withOutcome(ev *toolfleetv1.CallEvent, d time.Duration, kind, message string) *toolfleetv1.CallEvent {
-	ev.Duration = durationpb.New(d)
+// withOutcome makes ev a terminal event of a call that started at start.
+func withOutcome(ev *toolfleetv1.CallEvent, start time.Time, kind, message string) *toolfleetv1.CallEvent {
+	ev.StartedAt = timestamppb.New(start)
+	ev.Duration = durationpb.New(time.Since(start))
 	ev.FailureKind, ev.FailureMessage = kind, message
 	return ev
 }
@@ -63,3 +67,44 @@ func withOutcome(ev *toolfleetv1.CallEvent, d time.Duration, kind, message strin
 // ensureStream reports whether the event stream exists (creating it if needed);
 // readiness waits for it.
 func (e *events) ensureStream(ctx context.Context) bool { return e.pub.EnsureStream(ctx) }
+
+// startedEvent publishes a call's started event once the call has run for
+// the gateway's threshold (at once when the threshold is negative), so a fast
+// call costs one event instead of two. Subscribers lose nothing: every call
+// still ends with a terminal event, and slow calls still announce themselves.
+type startedEvent struct {
+	mu       sync.Mutex
+	finished bool
+	timer    *time.Timer
+}
+
+// announce arranges the started event of the call that ev describes.
+func (e *events) announce(after time.Duration, ev func() *toolfleetv1.CallEvent, toolkit, tool string) *startedEvent {
+	if e == nil {
+		return nil
+	}
+	if after < 0 {
+		e.publish(EventStarted, ev(), toolkit, tool)
+		return nil
+	}
+	s := &startedEvent{}
+	s.timer = time.AfterFunc(after, func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if !s.finished {
+			e.publish(EventStarted, ev(), toolkit, tool)
+		}
+	})
+	return s
+}
+
+// finish cancels a started event not yet published, or waits until one being
+// published is queued, so that it always precedes the terminal event.
+func (s *startedEvent) finish() {
+	if s == nil || s.timer.Stop() {
+		return
+	}
+	s.mu.Lock()
+	s.finished = true
+	s.mu.Unlock()
+}

@@ -70,15 +70,18 @@ func startNATSAt(t *testing.T, dir string, port int) (*natsx.Embedded, func()) {
 	return srv, stop
 }
 
-// TestEvents: every call publishes started and succeeded/failed on
-// toolfleet.events.call.<kit>.<tool>.<kind>, with Nats-Msg-Id = event id.
+// TestEvents: a call publishes its terminal event (succeeded or failed, with
+// started_at and duration) on toolfleet.events.call.<kit>.<tool>.<kind>, with
+// Nats-Msg-Id = event id; only a call still running after StartedEventAfter
+// publishes started first.
 func TestEvents(t *testing.T) {
 	t.Parallel()
 	srv := natstest.Start(t)
 	_, calc, _ := calculatorWorker(t, "")
-	g := startGateway(t, gateway.Config{NATSURL: srv.URL(), Workers: []string{calc}})
+	g := startGateway(t, gateway.Config{NATSURL: srv.URL(), Workers: []string{calc}, StartedEventAfter: 200 * time.Millisecond})
 	waitTool(t, g, "Calculator.Add")
 	p := &gateway.Principal{Anonymous: true}
+	before := time.Now()
 	if _, err := g.Call(t.Context(), p, &toolfleetv1.CallToolRequest{CallId: "ev-1", ToolId: "Calculator.Add", Input: addInput(1, 2), TraceId: "4bf92f3577b34da6a3ce929d0e0e4736"}); err != nil {
 		t.Fatal(err)
 	}
@@ -88,13 +91,17 @@ func TestEvents(t *testing.T) {
 	if _, err := g.Call(t.Context(), p, &toolfleetv1.CallToolRequest{CallId: "ev-3", ToolId: "Calculator.Add", Input: mustStruct(t, map[string]any{"nope": 1})}); err == nil {
 		t.Fatal("invalid input accepted")
 	}
+	// Add with a = slowA takes slowFor (700 ms), past the threshold.
+	if _, err := g.Call(t.Context(), p, &toolfleetv1.CallToolRequest{CallId: "ev-4", ToolId: "Calculator.Add", Input: addInput(slowA, 1)}); err != nil {
+		t.Fatal(err)
+	}
 	msgs := streamEvents(t, srv.URL(), 5)
 	want := []struct{ subject, callID, failure string }{
-		{"toolfleet.events.call.Calculator.Add.started", "ev-1", ""},
 		{"toolfleet.events.call.Calculator.Add.succeeded", "ev-1", ""},
-		{"toolfleet.events.call.Calculator.Divide.started", "ev-2", ""},
 		{"toolfleet.events.call.Calculator.Divide.failed", "ev-2", gateway.KindExecution},
 		{"toolfleet.events.call.Calculator.Add.failed", "ev-3", gateway.KindValidation},
+		{"toolfleet.events.call.Calculator.Add.started", "ev-4", ""},
+		{"toolfleet.events.call.Calculator.Add.succeeded", "ev-4", ""},
 	}
 	for i, m := range msgs {
 		var ev toolfleetv1.CallEvent
@@ -106,6 +113,13 @@ func TestEvents(t *testing.T) {
 		}
 		if id := m.Header.Get(jetstream.MsgIDHeader); id == "" || id != ev.GetId() {
 			t.Errorf("event %d: Nats-Msg-Id %q, event id %q", i, id, ev.GetId())
+		}
+		terminal := ev.GetKind() != gateway.EventStarted
+		if start := ev.GetStartedAt().AsTime(); terminal && (start.Before(before) || start.After(ev.GetTime().AsTime()) || ev.GetDuration() == nil) {
+			t.Errorf("event %d: started_at %v, duration %v, time %v: want a start within the call", i, start, ev.GetDuration(), ev.GetTime().AsTime())
+		}
+		if !terminal && ev.GetStartedAt() != nil {
+			t.Errorf("event %d: a started event with started_at", i)
 		}
 	}
 }
@@ -119,7 +133,8 @@ func TestNATSAway(t *testing.T) {
 	srv, stop := startNATSAt(t, dir, 0)
 	_, port, _ := net.SplitHostPort(srv.Addr())
 	_, _, _ = calculatorWorker(t, srv.URL()) // announced every 100ms, ttl 300ms
-	g := startGateway(t, gateway.Config{NATSURL: srv.URL(), AnnounceSweep: 50 * time.Millisecond})
+	g := startGateway(t, gateway.Config{NATSURL: srv.URL(), AnnounceSweep: 50 * time.Millisecond,
+		StartedEventAfter: -1}) // two events per call, as counted below
 	waitTool(t, g, "Calculator.Add")
 	p := &gateway.Principal{Anonymous: true}
 	call := func(i int) {
@@ -168,7 +183,8 @@ func TestEventsDroppedAreCounted(t *testing.T) {
 	srv, stop := startNATSAt(t, dir, 0)
 	_, port, _ := net.SplitHostPort(srv.Addr())
 	_, calc, _ := calculatorWorker(t, "")
-	g := startGateway(t, gateway.Config{NATSURL: srv.URL(), Workers: []string{calc}, EventQueue: 8})
+	g := startGateway(t, gateway.Config{NATSURL: srv.URL(), Workers: []string{calc}, EventQueue: 8,
+		StartedEventAfter: -1}) // two events per call, as counted below
 	waitTool(t, g, "Calculator.Add")
 	stop()
 	const calls = 20
@@ -259,7 +275,7 @@ func TestEventRefusedByStreamIsCounted(t *testing.T) {
 	_, calc, _ := calculatorWorker(t, "")
 	logs := &lockedBuffer{}
 	g := startGateway(t, gateway.Config{NATSURL: srv.URL(), Workers: []string{calc},
-		Logger: slog.New(slog.NewTextHandler(logs, nil))})
+		Logger: slog.New(slog.NewTextHandler(logs, nil)), StartedEventAfter: -1}) // started events, as counted below
 	waitTool(t, g, "Calculator.Add")
 	bad := mustStruct(t, map[string]any{"nope": 1})
 	calls := []struct {

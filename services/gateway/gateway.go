@@ -44,8 +44,11 @@ const (
 	// DefaultResultStoreMaxBytes bounds the result handles' bucket (1 GiB).
 	DefaultResultStoreMaxBytes = results.DefaultMaxBytes
 	DefaultEventStream         = "TOOLFLEET_CALL_EVENTS"
-	DefaultEventQueue          = 10000
-	DefaultShutdownTimeout     = 10 * time.Second
+	// DefaultStartedEventAfter: a call still running after this publishes a
+	// started event; a faster one publishes only its terminal event.
+	DefaultStartedEventAfter = 100 * time.Millisecond
+	DefaultEventQueue        = 10000
+	DefaultShutdownTimeout   = 10 * time.Second
 	// DefaultMaxRequestBytes bounds one request on every surface (limits.go).
 	DefaultMaxRequestBytes = 4 << 20
 	// DefaultMaxInputValues bounds the JSON values of one JSON request.
@@ -80,6 +83,11 @@ type Config struct {
 	Auth AuthConfig
 	// DefaultTimeout applies to tools whose contract sets none. Default [DefaultTimeout].
 	DefaultTimeout time.Duration
+	// StartedEventAfter is how long a call runs before its started event is
+	// published; a call that ends sooner publishes only its terminal event
+	// (with started_at and duration). Negative: every call publishes started
+	// as it begins. Default [DefaultStartedEventAfter].
+	StartedEventAfter time.Duration
 	// MaxResultBytes applies to tools whose contract sets none. Default [DefaultMaxResultBytes].
 	MaxResultBytes int64
 	// IdempotencyTTL is how long finished results are kept. Default [DefaultIdempotencyTTL].
@@ -156,6 +164,9 @@ func (c *Config) defaults() {
 	}
 	if c.DefaultTimeout <= 0 {
 		c.DefaultTimeout = DefaultTimeout
+	}
+	if c.StartedEventAfter == 0 {
+		c.StartedEventAfter = DefaultStartedEventAfter
 	}
 	if c.MaxResultBytes <= 0 {
 		c.MaxResultBytes = DefaultMaxResultBytes

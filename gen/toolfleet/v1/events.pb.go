@@ -48,7 +48,11 @@ type CallEvent struct {
 	ApprovedAt *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=approved_at,json=approvedAt,proto3" json:"approved_at,omitempty"`
 	// The subject of the delegate (e.g. the orchestrator) that made the call on
 	// behalf of user_id's principal.
-	Via           string `protobuf:"bytes,13,opt,name=via,proto3" json:"via,omitempty"`
+	Via string `protobuf:"bytes,13,opt,name=via,proto3" json:"via,omitempty"`
+	// When the call entered the pipeline; set on succeeded and failed. A call
+	// that ends within the gateway's started-event threshold publishes only its
+	// terminal event, which carries this start.
+	StartedAt     *timestamppb.Timestamp `protobuf:"bytes,14,opt,name=started_at,json=startedAt,proto3" json:"started_at,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -172,6 +176,13 @@ func (x *CallEvent) GetVia() string {
 		return x.Via
 	}
 	return ""
+}
+
+func (x *CallEvent) GetStartedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.StartedAt
+	}
+	return nil
 }
 
 // RunEvent is published on toolfleet.events.run.<run_id>.<kind>.
@@ -450,7 +461,7 @@ var File_toolfleet_v1_events_proto protoreflect.FileDescriptor
 
 const file_toolfleet_v1_events_proto_rawDesc = "" +
 	"\n" +
-	"\x19toolfleet/v1/events.proto\x12\ftoolfleet.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x16toolfleet/v1/llm.proto\"\xb3\x03\n" +
+	"\x19toolfleet/v1/events.proto\x12\ftoolfleet.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x16toolfleet/v1/llm.proto\"\xee\x03\n" +
 	"\tCallEvent\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x17\n" +
@@ -466,7 +477,9 @@ const file_toolfleet_v1_events_proto_rawDesc = "" +
 	"\bapprover\x18\v \x01(\tR\bapprover\x12;\n" +
 	"\vapproved_at\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"approvedAt\x12\x10\n" +
-	"\x03via\x18\r \x01(\tR\x03via\"\x92\x02\n" +
+	"\x03via\x18\r \x01(\tR\x03via\x129\n" +
+	"\n" +
+	"started_at\x18\x0e \x01(\v2\x1a.google.protobuf.TimestampR\tstartedAt\"\x92\x02\n" +
 	"\bRunEvent\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x15\n" +
 	"\x06run_id\x18\x02 \x01(\tR\x05runId\x12\x12\n" +
@@ -517,16 +530,17 @@ var file_toolfleet_v1_events_proto_depIdxs = []int32{
 	4, // 0: toolfleet.v1.CallEvent.time:type_name -> google.protobuf.Timestamp
 	5, // 1: toolfleet.v1.CallEvent.duration:type_name -> google.protobuf.Duration
 	4, // 2: toolfleet.v1.CallEvent.approved_at:type_name -> google.protobuf.Timestamp
-	4, // 3: toolfleet.v1.RunEvent.time:type_name -> google.protobuf.Timestamp
-	6, // 4: toolfleet.v1.RunEvent.usage:type_name -> toolfleet.v1.Usage
-	3, // 5: toolfleet.v1.WorkerAnnouncement.toolkits:type_name -> toolfleet.v1.AnnouncedToolkit
-	4, // 6: toolfleet.v1.WorkerAnnouncement.time:type_name -> google.protobuf.Timestamp
-	5, // 7: toolfleet.v1.WorkerAnnouncement.ttl:type_name -> google.protobuf.Duration
-	8, // [8:8] is the sub-list for method output_type
-	8, // [8:8] is the sub-list for method input_type
-	8, // [8:8] is the sub-list for extension type_name
-	8, // [8:8] is the sub-list for extension extendee
-	0, // [0:8] is the sub-list for field type_name
+	4, // 3: toolfleet.v1.CallEvent.started_at:type_name -> google.protobuf.Timestamp
+	4, // 4: toolfleet.v1.RunEvent.time:type_name -> google.protobuf.Timestamp
+	6, // 5: toolfleet.v1.RunEvent.usage:type_name -> toolfleet.v1.Usage
+	3, // 6: toolfleet.v1.WorkerAnnouncement.toolkits:type_name -> toolfleet.v1.AnnouncedToolkit
+	4, // 7: toolfleet.v1.WorkerAnnouncement.time:type_name -> google.protobuf.Timestamp
+	5, // 8: toolfleet.v1.WorkerAnnouncement.ttl:type_name -> google.protobuf.Duration
+	9, // [9:9] is the sub-list for method output_type
+	9, // [9:9] is the sub-list for method input_type
+	9, // [9:9] is the sub-list for extension type_name
+	9, // [9:9] is the sub-list for extension extendee
+	0, // [0:9] is the sub-list for field type_name
 }
 
 func init() { file_toolfleet_v1_events_proto_init() }
