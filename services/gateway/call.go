@@ -29,15 +29,18 @@ func (g *Gateway) Call(ctx context.Context, p *Principal, req *toolfleetv1.CallT
 		callID = newID()
 	}
 	resp, ce, rt := g.call(ctx, p, req, callID)
-	toolkit := "unknown"
+	def := unresolved
 	if rt != nil {
-		toolkit = rt.Def().GetToolkit()
+		def = rt.Def()
 	}
-	km := g.metrics.kit(toolkit)
+	km := g.metrics.tool(def)
 	km.duration.Observe(time.Since(start).Seconds())
 	if ce != nil {
 		ce.CallID = callID
 		g.metrics.count(km, ce.Kind())
+		if ce.Validation != nil {
+			g.metrics.validationFailed(km, ce.Validation)
+		}
 		g.log.LogAttrs(ctx, levelOf(ce), "call failed before the tool ran", logAttrs(req, callID, ce)...)
 		return nil, ce
 	}
@@ -162,6 +165,9 @@ func (g *Gateway) claim(ctx context.Context, p *Principal, rt *registry.Route, r
 	}
 	store := g.idem()
 	c, err := store.Acquire(ctx, key, digest, timeout)
+	if reason := refusalReason(ctx, err); reason != "" {
+		g.metrics.idempotencyRefused.WithLabelValues(reason).Inc()
+	}
 	switch {
 	case err == nil:
 		return c, nil
@@ -186,8 +192,27 @@ func (g *Gateway) claim(ctx context.Context, p *Principal, rt *registry.Route, r
 		g.warnUnprotected(err)
 		return idempotency.Claim{}, nil // a second run is harmless
 	}
+	g.metrics.idempotencyRefused.WithLabelValues(refusedUnavailable).Inc()
 	return c, serverError(codes.Unavailable, ErrIdempotency, err.Error(),
 		"the idempotency store is unreachable, so %s (which is neither read-only nor idempotent) was not run with call_id %q; try again shortly", def.GetId(), req.GetCallId())
+}
+
+// refusalReason is the idempotency_refused_total reason of Acquire's error,
+// or "" when the call may still run.
+func refusalReason(ctx context.Context, err error) string {
+	switch {
+	case err == nil:
+		return ""
+	case errors.Is(err, idempotency.ErrConflict):
+		return refusedOtherInput
+	case errors.Is(err, idempotency.ErrOutcomeUnknown):
+		return refusedOutcomeUnknown
+	case errors.Is(err, idempotency.ErrResultTooLarge):
+		return refusedTooLarge
+	case errors.Is(err, idempotency.ErrStillRunning), ctx.Err() != nil:
+		return refusedStillRunning
+	}
+	return "" // the store is unreachable: counted where the call is refused
 }
 
 // warnUnprotected logs, at most every 10 s, that calls run without idempotency.

@@ -238,7 +238,7 @@ func TestOnePort(t *testing.T) {
 		t.Fatalf("/tools: %d %s", code, body)
 	}
 	callGRPC(t, g.Addr(), "Calculator.Add@1", map[string]any{"a": 1, "b": 2}, token(t, "tools:call"))
-	if code, body := get("/metrics", ""); code != 200 || !strings.Contains(body, `toolfleet_gateway_calls_total{outcome="success",toolkit="Calculator"}`) {
+	if code, body := get("/metrics", ""); code != 200 || !strings.Contains(body, `toolfleet_gateway_calls_total{outcome="success",tool="Add",toolkit="Calculator",version="1.0.0"}`) {
 		t.Fatalf("/metrics: %d %s", code, body)
 	}
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -31,7 +32,10 @@ const (
 type events struct{ pub *callevents.Publisher }
 
 func newEvents(log *slog.Logger, nc *nats.Conn, js jetstream.JetStream, stream jetstream.StreamConfig, size int, m *metrics) *events {
-	return &events{pub: callevents.New(log, nc, js, stream, size, callevents.Metrics{Published: m.eventsPublished, Dropped: m.eventsDropped})}
+	pub := callevents.New(log, nc, js, stream, size, callevents.Metrics{Published: m.eventsPublished, Dropped: m.eventsDropped})
+	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "toolfleet_gateway_events_queued",
+		Help: "Call events waiting in the gateway's queue for NATS (bounded by EventQueue)."}, func() float64 { return float64(pub.Backlog()) }))
+	return &events{pub: pub}
 }
 
 // publish queues one event of the call; it never blocks.

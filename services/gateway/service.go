@@ -111,7 +111,7 @@ func (g *Gateway) authenticated(ctx context.Context, creds Credentials, req *too
 	if err != nil {
 		ce := authError(err)
 		ce.CallID = req.GetCallId()
-		g.metrics.calls.WithLabelValues("unknown", KindServer).Inc()
+		g.metrics.count(g.metrics.tool(unresolved), KindServer)
 		return nil, ce
 	}
 	return g.Call(ctx, p, req)

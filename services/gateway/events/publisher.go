@@ -136,6 +136,14 @@ func (e *Publisher) Publish(kind string, ev *toolfleetv1.CallEvent, toolkit, too
 	}
 }
 
+// Backlog is the number of events queued and not yet handed to NATS.
+func (e *Publisher) Backlog() int {
+	if e == nil {
+		return 0
+	}
+	return len(e.queue)
+}
+
 // Run starts draining the queue until ctx is done, then for at most a few
 // seconds more; [Publisher.Wait] waits for that.
 func (e *Publisher) Run(ctx context.Context) {
