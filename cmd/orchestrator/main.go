@@ -26,7 +26,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"syscall"
@@ -140,7 +139,7 @@ func run(ctx context.Context, args []string) error {
 		if err != nil {
 			return fmt.Errorf("--metrics-listen: %w", err)
 		}
-		defer serveMetrics(mlis, cfg.Metrics, cfg.Logger)()
+		defer telemetry.ServeMetrics(mlis, cfg.Metrics.Handler(), cfg.Logger)()
 	}
 	lis, err := net.Listen("tcp", opt.listen)
 	if err != nil {
@@ -149,28 +148,6 @@ func run(ctx context.Context, args []string) error {
 	return serve(ctx, cfg, opt.startTimeout, lis)
 }
 
-// serveMetrics serves m at GET /metrics on lis until the returned stop is
-// called.
-func serveMetrics(lis net.Listener, m *metrics.Metrics, log *slog.Logger) (stop func()) {
-	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", m.Handler())
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
-		WriteTimeout: 30 * time.Second, MaxHeaderBytes: 64 << 10}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := srv.Serve(lis); !errors.Is(err, http.ErrServerClosed) {
-			log.Error("metrics server stopped", "error", err)
-		}
-	}()
-	log.Info("metrics", "addr", lis.Addr().String(), "path", "/metrics")
-	return func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(ctx)
-		<-done
-	}
-}
 
 // serve answers health checks on lis while it starts the orchestrator, then
 // runs it until ctx ends. It closes lis.

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/toolfleet/toolfleet/internal/telemetry"
 	"github.com/toolfleet/toolfleet/orchestrator/metrics"
 )
 
@@ -67,7 +68,7 @@ func TestMetricsEndpoint(t *testing.T) {
 	}
 	m := metrics.New()
 	m.RunFinished("COMPLETED")
-	stop := serveMetrics(lis, m, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	stop := telemetry.ServeMetrics(lis, m.Handler(), slog.New(slog.NewTextHandler(io.Discard, nil)))
 	defer stop()
 	get := func(method, path string) (int, string) {
 		req, _ := http.NewRequestWithContext(t.Context(), method, "http://"+lis.Addr().String()+path, nil)

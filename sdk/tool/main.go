@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"os/signal"
 	"syscall"
@@ -23,6 +24,8 @@ const (
 	EnvLogLevel  = "TOOLFLEET_LOG_LEVEL"
 	// EnvHealthListen is the default of --health-listen.
 	EnvHealthListen = "TOOLFLEET_HEALTH_LISTEN"
+	// EnvMetricsListen is the default of --metrics-listen.
+	EnvMetricsListen = "TOOLFLEET_METRICS_LISTEN"
 )
 
 // Main is the whole main function of a worker binary: it parses --listen, --nats,
@@ -31,7 +34,8 @@ const (
 // flags of [natsconn.Options.AddFlags] (--nats-creds, --nats-ca, ...; defaults
 // from TOOLFLEET_NATS_*) and --tls-cert, --tls-key, --tls-client-ca ([TLSConfig];
 // defaults from TOOLFLEET_TLS_*) and --health-listen (a plain-text health port
-// for probes), logs JSON to stderr, lets
+// for probes) and --metrics-listen (Prometheus metrics at GET /metrics; off
+// when empty), logs JSON to stderr, lets
 // register add the services, serves until SIGINT or SIGTERM, stops gracefully and
 // exits with status 1 on failure (2 on bad flags).
 func Main(name string, register func(w *Worker) error) {
@@ -57,6 +61,7 @@ func run(ctx context.Context, name string, args []string, stderr io.Writer, regi
 	fs.StringVar(&tlsCfg.CertFile, "tls-cert", os.Getenv(EnvTLSCert), "serve gRPC over TLS with this certificate (env "+EnvTLSCert+")")
 	fs.StringVar(&tlsCfg.KeyFile, "tls-key", os.Getenv(EnvTLSKey), "key of --tls-cert (env "+EnvTLSKey+")")
 	healthListen := fs.String("health-listen", os.Getenv(EnvHealthListen), "host:port serving only grpc.health.v1 in plain text, for probes when TLS is on (env "+EnvHealthListen+")")
+	metricsListen := fs.String("metrics-listen", os.Getenv(EnvMetricsListen), "host:port serving Prometheus metrics at GET /metrics; empty = none (env "+EnvMetricsListen+")")
 	fs.StringVar(&tlsCfg.ClientCAFile, "tls-client-ca", os.Getenv(EnvTLSClientCA), "require callers' certificates signed by these CAs (mTLS) (env "+EnvTLSClientCA+")")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -84,6 +89,18 @@ func run(ctx context.Context, name string, args []string, stderr io.Writer, regi
 		_ = flush(fctx)
 	}()
 
+	var hook MetricsHook
+	if *metricsListen != "" {
+		lis, err := (&net.ListenConfig{}).Listen(ctx, "tcp", *metricsListen)
+		if err != nil {
+			log.Error("--metrics-listen", "error", err)
+			return 1
+		}
+		m := NewMetrics()
+		hook = m.Hook
+		defer telemetry.ServeMetrics(lis, m.Handler(), log)()
+	}
+
 	w, err := NewWorker(Config{
 		Name:             name,
 		Listen:           *listen,
@@ -95,6 +112,7 @@ func run(ctx context.Context, name string, args []string, stderr io.Writer, regi
 		Logger:           log,
 		AnnounceInterval: *interval,
 		ShutdownTimeout:  DefaultShutdownTimeout,
+		Metrics:          hook,
 	})
 	if err != nil {
 		log.Error("create worker", "error", err)

@@ -4,10 +4,18 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
+	"net/http"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 
 	schematestv1 "github.com/toolfleet/toolfleet/gen/tools/schematest/v1"
 )
@@ -105,5 +113,54 @@ func TestRunServesUntilStopped(t *testing.T) {
 		if !strings.Contains(out.String(), want) {
 			t.Fatalf("log lacks %s:\n%s", want, out.String())
 		}
+	}
+}
+
+// TestRunServesMetrics: --metrics-listen serves the worker's call metrics.
+func TestRunServesMetrics(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	var out syncBuffer
+	ready := make(chan *Worker, 1)
+	code := make(chan int, 1)
+	go func() {
+		code <- run(ctx, "test", []string{"--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0"}, &out, func(w *Worker) error {
+			ready <- w
+			return register(w)
+		})
+	}()
+	w := <-ready
+	select {
+	case <-w.Ready():
+	case <-time.After(10 * time.Second):
+		t.Fatalf("not serving; output:\n%s", out.String())
+	}
+	conn, err := grpc.NewClient(w.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_, err = schematestv1.NewSchemaTestServiceClient(conn).Types(ctx, &schematestv1.TypesRequest{})
+	if status.Code(err) != codes.Unimplemented {
+		t.Fatalf("call: %v", err)
+	}
+	addr := regexp.MustCompile(`"msg":"metrics",.*?"addr":"([^"]+)"`).FindStringSubmatch(out.String())
+	if addr == nil {
+		t.Fatalf("no metrics address logged:\n%s", out.String())
+	}
+	resp, err := http.Get("http://" + addr[1] + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	want := `toolfleet_worker_calls_total{method="/tools.schematest.v1.SchemaTestService/Types",outcome="Unimplemented"} 1`
+	if !strings.Contains(string(body), want) {
+		t.Fatalf("/metrics lacks %s:\n%s", want, body)
+	}
+	cancel()
+	if c := <-code; c != 0 {
+		t.Fatalf("exit code %d; output:\n%s", c, out.String())
 	}
 }
