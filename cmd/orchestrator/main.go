@@ -148,7 +148,6 @@ func run(ctx context.Context, args []string) error {
 	return serve(ctx, cfg, opt.startTimeout, lis)
 }
 
-
 // serve answers health checks on lis while it starts the orchestrator, then
 // runs it until ctx ends. It closes lis.
 func serve(ctx context.Context, cfg runner.Config, startTimeout time.Duration, lis net.Listener) error {
