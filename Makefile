@@ -9,7 +9,7 @@ BUF     := $(BIN)/buf
 PLUGINS := $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc $(BIN)/protoc-gen-connect-go
 PROTOVALIDATE := build/protovalidate/buf/validate/validate.proto
 
-.PHONY: all generate tools lint vet fmt-check check-generated breaking test test-go test-k8s dev bench
+.PHONY: all generate tools lint vet fmt-check check-generated breaking test test-go test-k8s dev bench reliability fuzz
 
 all: test
 
@@ -71,6 +71,10 @@ test: lint check-generated breaking test-go test-k8s
 ## dev: run the whole fleet in one process.
 dev:
 	$(GO) run ./cmd/toolfleet dev
+
+## reliability: the reliability suite's full form (docs/reliability.md): 10,000 malformed requests, 60 s of load, a 10 s NATS outage, …
+reliability:
+	TOOLFLEET_RELIABILITY=full $(GO) test -count=1 -timeout 30m -v ./e2e/reliability
 
 ## bench: run every benchmark and rewrite the figures in docs/performance.md (BENCHFLAGS="-only gateway -runs 200").
 bench:

@@ -43,33 +43,13 @@ func BenchmarkGatewayCall(b *testing.B) {
 	w, _ := tooltest.Start(b, tool.Config{Name: "calculator"}, func(w *tool.Worker) {
 		calculatorv1.RegisterCalculatorServiceServer(w, calculator.New())
 	})
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	b.Cleanup(func() { cancel(); wg.Wait() })
 	secret := []byte("bench-secret-bench-secret-bench-secret")
 	// The full gateway, and one without NATS (no idempotency, no events).
 	start := func(natsURL string) *gateway.Gateway {
-		g, err := gateway.New(ctx, gateway.Config{Listen: "127.0.0.1:0", Workers: []string{w.Addr()}, NATSURL: natsURL,
-			Auth: gateway.AuthConfig{HS256Secret: secret}, Logger: quiet})
-		if err != nil {
-			b.Fatal(err)
-		}
-		wg.Go(func() { _ = g.Run(ctx) })
-		<-g.Ready()
-		for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-			if _, err := g.GetTool(&toolfleetv1.GetToolRequest{ToolId: "Calculator.Add"}); err == nil {
-				return g
-			}
-			if time.Now().After(deadline) {
-				b.Fatal("the gateway did not load the calculator")
-			}
-		}
+		return startBenchGateway(b, gateway.Config{Workers: []string{w.Addr()}, NATSURL: natsURL, Logger: quiet}, secret)
 	}
 	g, lite := start(nats.URL()), start("")
-	tok, err := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{"sub": "bench", "scope": "tools:call", "exp": time.Now().Add(time.Hour).Unix()}).SignedString(secret)
-	if err != nil {
-		b.Fatal(err)
-	}
+	tok := benchToken(b, secret)
 	direct := calculatorv1.NewCalculatorServiceClient(tooltest.Dial(b, w.Addr()))
 	hop := calculatorv1.NewCalculatorServiceClient(tooltest.Dial(b, startBareHop(b, w.Addr())))
 	gw := toolfleetv1.NewToolGatewayServiceClient(tooltest.Dial(b, g.Addr()))
@@ -127,6 +107,42 @@ func BenchmarkGatewayCall(b *testing.B) {
 			}
 		})
 	}
+}
+
+// startBenchGateway runs a gateway on loopback with HS256 auth for the
+// benchmark's life and waits until it serves Calculator.Add.
+func startBenchGateway(b *testing.B, cfg gateway.Config, secret []byte) *gateway.Gateway {
+	b.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	cfg.Listen = "127.0.0.1:0"
+	cfg.Auth = gateway.AuthConfig{HS256Secret: secret}
+	g, err := gateway.New(ctx, cfg)
+	if err != nil {
+		cancel()
+		b.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = g.Run(ctx) })
+	b.Cleanup(func() { cancel(); wg.Wait() })
+	<-g.Ready()
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if _, err := g.GetTool(&toolfleetv1.GetToolRequest{ToolId: "Calculator.Add"}); err == nil {
+			return g
+		}
+		if time.Now().After(deadline) {
+			b.Fatal("the gateway did not load the calculator")
+		}
+	}
+}
+
+// benchToken is a bearer token with tools:call for an hour.
+func benchToken(b *testing.B, secret []byte) string {
+	b.Helper()
+	tok, err := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{"sub": "bench", "scope": "tools:call", "exp": time.Now().Add(time.Hour).Unix()}).SignedString(secret)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return tok
 }
 
 // side is one way of making the benchmark's call.
