@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -93,7 +94,7 @@ func New(ctx context.Context, opts Options) (_ *Fleet, err error) {
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	f := &Fleet{Calculator: &Calculator{Service: calculator.New()}, SchemaTest: &SchemaTest{callIDs: map[string][]string{}},
+	f := &Fleet{Calculator: &Calculator{Service: calculator.New()}, SchemaTest: &SchemaTest{callIDs: map[string][]string{}, slept: map[string]int{}},
 		NATSURL: opts.NATSURL, log: log}
 	defer func() {
 		if err != nil {
@@ -295,6 +296,7 @@ type SchemaTest struct {
 
 	mu      sync.Mutex
 	callIDs map[string][]string
+	slept   map[string]int // Sleep calls by call id
 }
 
 // RetryAfter is the delay the retryable failures of SchemaTest.Types suggest.
@@ -325,9 +327,20 @@ func (s *SchemaTest) Types(ctx context.Context, req *schematestv1.TypesRequest) 
 	return &schematestv1.TypesResponse{Echo: req}, nil
 }
 
+// SleepsByCallID returns how many Sleep calls each call id made: Sleep is
+// neither read-only nor idempotent, so it is the fleet's side-effect counter.
+func (s *SchemaTest) SleepsByCallID() map[string]int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return maps.Clone(s.slept)
+}
+
 // Sleep implements the SchemaTest.Sleep tool.
 func (s *SchemaTest) Sleep(ctx context.Context, req *schematestv1.SleepRequest) (*schematestv1.SleepResponse, error) {
 	s.Sleeps.Add(1)
+	s.mu.Lock()
+	s.slept[tool.CallID(ctx)]++
+	s.mu.Unlock()
 	t := time.NewTimer(req.GetDuration().AsDuration())
 	defer t.Stop()
 	select {

@@ -74,9 +74,11 @@ func (a *Activities) inlineLimit() int {
 	return DefaultInlineLimit
 }
 
-// heartbeat records heartbeats every heartbeatEvery until the returned stop
-// is called; its goroutine is owned by the calling activity.
-func heartbeat(ctx context.Context) (stop func()) {
+// Heartbeat records heartbeats every 2 s until the returned stop is called;
+// its goroutine is owned by the calling activity. With a HeartbeatTimeout on
+// the activity, Temporal retries it on another worker within that timeout
+// when this process dies, instead of after the whole StartToCloseTimeout.
+func Heartbeat(ctx context.Context) (stop func()) {
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
@@ -325,7 +327,7 @@ func (a *Activities) ModelTurn(ctx context.Context, in ModelTurnInput) (ModelTur
 	} else if msg != nil {
 		return turnSummary(msg, in.Seq+1), nil
 	}
-	stop := heartbeat(ctx)
+	stop := Heartbeat(ctx)
 	defer stop()
 	history, err := a.Store.Load(ctx, in.RunID, in.Seq)
 	if err != nil {
@@ -514,7 +516,7 @@ func (a *Activities) CallTool(ctx context.Context, in CallToolInput) (CallToolRe
 			ToolID: toolID, ID: callID + "/call", Time: time.Now()}); err != nil {
 			return CallToolResult{}, err
 		}
-		stop := heartbeat(ctx)
+		stop := Heartbeat(ctx)
 		part, kind, ref, took, err = a.invoke(ctx, in, call, callID)
 		stop()
 		if err != nil {

@@ -135,9 +135,11 @@ func (a *Activities) ProgramCallTool(ctx context.Context, req CallRequest) (*Cal
 	}
 	a.publish(ctx, agent.Event{RunID: programOf(req.CallID), Kind: EventToolCall, CallID: req.CallID, ToolID: req.ToolID,
 		ID: req.CallID + "/call", Message: req.InputJSON})
+	stop := agent.Heartbeat(ctx)
 	began := time.Now()
 	res, err := a.Gateway.CallTool(ctx, agent.WithApproval(&toolfleetv1.CallToolRequest{CallId: req.CallID, ToolId: req.ToolID, Input: in}, req.Approver))
 	a.Metrics.ProgramGatewayCall(time.Since(began))
+	stop()
 	out, err := callResultOf(res, err, req.MaxValueBytes)
 	if err != nil {
 		return nil, err

@@ -482,6 +482,11 @@ func (r *runner) activityContext(ctx workflow.Context, t *boundTool) workflow.Co
 		// The gateway applies the tool's own timeout; the margin covers the hop.
 		StartToCloseTimeout:    timeout + 10*time.Second,
 		ScheduleToCloseTimeout: r.dead.Sub(workflow.Now(ctx)),
+		// The call heartbeats while it waits for the gateway: a dead
+		// orchestrator's calls are retried elsewhere after this, not after
+		// the tool's whole timeout (the retry is answered by the gateway's
+		// idempotency store, never run twice).
+		HeartbeatTimeout: 10 * time.Second,
 		RetryPolicy: &temporal.RetryPolicy{InitialInterval: initial, BackoffCoefficient: 2,
 			MaximumInterval: maxBackoff, MaximumAttempts: int32(attempts),
 			NonRetryableErrorTypes: []string{"InvalidInput"}},

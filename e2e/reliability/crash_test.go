@@ -1,0 +1,256 @@
+package reliability
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/toolfleet/toolfleet/e2e"
+	"github.com/toolfleet/toolfleet/internal/devstack/devstacktest"
+	"github.com/toolfleet/toolfleet/orchestrator/agent"
+	"github.com/toolfleet/toolfleet/orchestrator/agent/agenttest"
+	"github.com/toolfleet/toolfleet/orchestrator/program"
+	"github.com/toolfleet/toolfleet/orchestrator/runner"
+	"github.com/toolfleet/toolfleet/sdk/llm"
+)
+
+// The orchestrator of TestCrash runs in a child process: this test binary run
+// again with crashChild set, until it is killed.
+const crashChild = "TOOLFLEET_CRASH_CHILD"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(crashChild) == "1" {
+		os.Exit(crashOrchestrator())
+	}
+	os.Exit(m.Run())
+}
+
+// Shape of TestCrash's work: each agent run makes crashSteps side-effecting
+// calls over as many turns; each program makes 3 sequential and 3 parallel ones.
+const (
+	crashRuns     = 5
+	crashPrograms = 5
+	crashSteps    = 4
+	crashQueue    = "crash-test"
+)
+
+// crashProgram makes six side-effecting calls (SchemaTest.Sleep is neither
+// read-only nor idempotent) and returns how many succeeded.
+const crashProgram = `
+n = 0
+for i in range(3):
+    if SchemaTest_Sleep(duration="0.03s").ok:
+        n += 1
+rs = parallel([lambda: SchemaTest_Sleep(duration="0.03s") for _ in range(3)])
+result = n + len([r for r in rs if r.ok])
+`
+
+// crashModel is run i's scripted model: crashSteps turns of one
+// SchemaTest.Sleep call each, then an answer. Each turn thinks for 20 ms, so
+// kills land inside model turns as well as inside tool calls.
+func crashModel(i int) *agenttest.ByTurn {
+	var turns []llm.ScriptTurn
+	for s := range crashSteps {
+		turns = append(turns, llm.CallTools("", llm.CallPart(fmt.Sprintf("c%d", s), "SchemaTest_Sleep", map[string]any{"duration": "0.03s"})))
+	}
+	turns = append(turns, llm.SayText(fmt.Sprintf("run %d done", i)))
+	return &agenttest.ByTurn{Turns: turns, BeforeReply: func(ctx context.Context, _ int) error {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+			return nil
+		}
+	}}
+}
+
+// crashOrchestrator is the child process: the orchestrator with the crash
+// models, until SIGTERM (or SIGKILL, which is the point).
+func crashOrchestrator() int {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+	defer stop()
+	models := agent.NewResolver()
+	for i := range crashRuns {
+		models.Register("crash-"+strconv.Itoa(i), crashModel(i))
+	}
+	o, err := runner.Start(ctx, runner.Config{TemporalAddress: os.Getenv("CRASH_TEMPORAL"), Namespace: os.Getenv("CRASH_NAMESPACE"),
+		TaskQueue: crashQueue, NATSURL: os.Getenv("CRASH_NATS"), GatewayAddress: os.Getenv("CRASH_GATEWAY"),
+		Models: models, MemoryStorage: true})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "crash child:", err)
+		return 1
+	}
+	<-ctx.Done()
+	o.Stop()
+	return 0
+}
+
+// TestCrash runs 5 agent runs and 5 programs on an orchestrator in a separate
+// process, kills that process with SIGKILL at random moments (5 times; 20 in
+// the full form) and starts it again each time. Every run and program must
+// complete with the right result, and every side effect (a SchemaTest.Sleep
+// call, counted by call id in the worker) must have happened exactly once.
+// TOOLFLEET_CRASH_SEED replays a run's kill moments.
+func TestCrash(t *testing.T) {
+	t.Parallel()
+	kills := 5
+	if full() {
+		kills = 20
+	}
+	seed := uint64(time.Now().UnixNano())
+	if s := os.Getenv("TOOLFLEET_CRASH_SEED"); s != "" {
+		seed, _ = strconv.ParseUint(s, 10, 64)
+	}
+	rng := rand.New(rand.NewPCG(seed, seed))
+	began := time.Now()
+
+	stack := devstacktest.Start(t)
+	fleet := e2e.Start(t, e2e.Options{NATSURL: stack.NATS.URL()})
+	nc, err := nats.Connect(stack.NATS.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := append(os.Environ(), crashChild+"=1", "CRASH_NATS="+stack.NATS.URL(), "CRASH_TEMPORAL="+stack.Temporal.Address(),
+		"CRASH_NAMESPACE="+stack.Namespace(), "CRASH_GATEWAY="+fleet.Addr)
+	var (
+		mu    sync.Mutex
+		child *exec.Cmd
+	)
+	spawn := func() {
+		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		cmd.Env = env
+		cmd.Stderr = os.Stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		mu.Lock()
+		child = cmd
+		mu.Unlock()
+	}
+	kill := func() {
+		mu.Lock()
+		defer mu.Unlock()
+		_ = child.Process.Signal(syscall.SIGKILL)
+		_ = child.Wait()
+	}
+	t.Cleanup(func() {
+		mu.Lock()
+		defer mu.Unlock()
+		_ = child.Process.Signal(syscall.SIGTERM)
+		_ = child.Wait()
+	})
+	spawn()
+
+	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
+	defer cancel()
+	store, err := agent.OpenStore(ctx, js, agent.StoreConfig{Memory: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tc := devstacktest.Client(t, stack)
+	runs := &agent.Runs{Temporal: tc, Store: store, TaskQueue: crashQueue}
+	programs := &program.Programs{Temporal: tc, TaskQueue: crashQueue}
+	for i := range crashPrograms {
+		if _, err := programs.Start(ctx, program.Input{ProgramID: "crash-prog-" + strconv.Itoa(i), Source: crashProgram,
+			Tools: []string{"SchemaTest.Sleep"}, Principal: agent.Principal{Subject: "crash"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range crashRuns {
+		if _, err := runs.Start(ctx, "crash-run-"+strconv.Itoa(i), agent.RunSpec{Model: agent.ModelSpec{Spec: llm.Spec{Provider: "scripted", Name: "crash-" + strconv.Itoa(i)}},
+			Tools: []string{"SchemaTest.Sleep"}, IdleTimeout: -1}, agent.Principal{Subject: "crash"}, llm.User("sleep a few times")); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// The runs' ending events, from the stream's start, so none is missed (the
+	// stream is made here as the orchestrator makes it, whichever comes first).
+	if _, err := agent.OpenEvents(ctx, nc, js, agent.EventStreamConfig("", true)); err != nil {
+		t.Fatal(err)
+	}
+	ends, err := js.OrderedConsumer(ctx, agent.DefaultEventStream, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{agent.EventSubjectPrefix + "*." + agent.EventCompleted, agent.EventSubjectPrefix + "*." + agent.EventFailed}})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// Kill the orchestrator at random moments while the work runs.
+	for range kills {
+		time.Sleep(time.Duration(100+rng.IntN(600)) * time.Millisecond)
+		kill()
+		spawn()
+	}
+	killedAt := time.Since(began)
+
+	// Every program completes with all six calls made.
+	var wg sync.WaitGroup
+	for i := range crashPrograms {
+		id := "crash-prog-" + strconv.Itoa(i)
+		wg.Go(func() {
+			st, err := programs.Wait(ctx, id)
+			if err != nil || st.Status != program.StatusCompleted || st.Output.ResultJSON != "6" {
+				t.Errorf("program %s: %+v %v, want COMPLETED with 6", id, st, err)
+			}
+		})
+	}
+	// Every run completes with its answer.
+	done := map[string]bool{}
+	for len(done) < crashRuns {
+		msg, err := ends.Next(jetstream.FetchContext(ctx))
+		if err != nil {
+			t.Fatalf("%d of %d runs ended (seed %d): %v", len(done), crashRuns, seed, err)
+		}
+		ev, err := agent.DecodeEvent(msg.Data())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.HasPrefix(ev.GetRunId(), "crash-run-") {
+			continue
+		}
+		if ev.GetKind() != agent.EventCompleted {
+			t.Fatalf("run %s ended %s: %s (seed %d)", ev.GetRunId(), ev.GetKind(), ev.GetMessage(), seed)
+		}
+		done[ev.GetRunId()] = true
+	}
+	wg.Wait()
+	for i := range crashRuns {
+		id := "crash-run-" + strconv.Itoa(i)
+		st, err := runs.Get(ctx, id)
+		if err != nil || st.Status != agent.StatusCompleted || st.Answer != fmt.Sprintf("run %d done", i) {
+			t.Errorf("run %s: %+v %v, want COMPLETED with its answer", id, st, err)
+		}
+	}
+
+	// Every side effect happened exactly once.
+	calls := fleet.SchemaTest.SleepsByCallID()
+	want := crashRuns*crashSteps + crashPrograms*6
+	twice := 0
+	for id, n := range calls {
+		if n != 1 {
+			twice++
+			t.Errorf("call %s ran %d times (seed %d)", id, n, seed)
+		}
+	}
+	if len(calls) != want {
+		t.Errorf("%d distinct side-effecting calls, want %d (seed %d)", len(calls), want, seed)
+	}
+	t.Logf("%d agent runs and %d programs, orchestrator SIGKILLed %d times over %s (seed %d): all completed in %s; %d side effects, %d ran more than once",
+		crashRuns, crashPrograms, kills, killedAt.Round(time.Millisecond), seed, time.Since(began).Round(time.Millisecond), len(calls), twice)
+}
