@@ -79,6 +79,9 @@ func (a *Activities) inlineLimit() int {
 // the activity, Temporal retries it on another worker within that timeout
 // when this process dies, instead of after the whole StartToCloseTimeout.
 func Heartbeat(ctx context.Context) (stop func()) {
+	if !activity.IsActivity(ctx) {
+		return func() {} // called directly (a test), not by a Temporal worker
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
@@ -100,6 +103,7 @@ func Heartbeat(ctx context.Context) (stop func()) {
 // PrepareRun resolves the run's tools (as the run's principal), stores their
 // definitions as one blob and appends the initial messages.
 func (a *Activities) PrepareRun(ctx context.Context, in PrepareInput) (PrepareResult, error) {
+	defer Heartbeat(ctx)()
 	defs, err := a.resolveTools(OnBehalfOf(ctx, in.Principal), in.Spec)
 	if err != nil {
 		return PrepareResult{}, err
@@ -279,6 +283,7 @@ func (a *Activities) tools(ctx context.Context, ref string) ([]*toolfleetv1.Tool
 
 // AppendInput appends the messages of a blob (SendMessage) and returns how many.
 func (a *Activities) AppendInput(ctx context.Context, in AppendInput) (int, error) {
+	defer Heartbeat(ctx)()
 	msgs, err := a.Store.Messages(ctx, in.Ref)
 	if err != nil {
 		return 0, err

@@ -137,6 +137,7 @@ func withProgramPrompt(msgs []*toolfleetv1.Message, section string) []*toolfleet
 // ReadProgramCall reads the script and inputs of a run_program call and
 // announces the call; arguments that cannot run come back as a Problem.
 func (a *Activities) ReadProgramCall(ctx context.Context, in ProgramCall) (ProgramSource, error) {
+	defer Heartbeat(ctx)()
 	assistant, err := a.Store.At(ctx, in.RunID, in.CallSeq)
 	if err != nil {
 		return ProgramSource{}, err
@@ -181,6 +182,7 @@ func (a *Activities) ReadProgramCall(ctx context.Context, in ProgramCall) (Progr
 func (r *run) runProgram(ctx workflow.Context, in CallToolInput) (CallToolResult, error) {
 	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: 30 * time.Second,
+		HeartbeatTimeout:    heartbeatTimeout,
 		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 10 * time.Second,
 			MaximumAttempts: 5, NonRetryableErrorTypes: []string{ErrTypeConfig}},
 	})

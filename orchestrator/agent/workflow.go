@@ -109,6 +109,7 @@ func (r *run) execute(ctx workflow.Context) (RunState, error) {
 		r.st.StartedAt = workflow.Now(ctx)
 		actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 			StartToCloseTimeout: time.Minute,
+			HeartbeatTimeout:    heartbeatTimeout, // a dead worker's attempt is retried after this
 			RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2,
 				MaximumInterval: 30 * time.Second, MaximumAttempts: 5, NonRetryableErrorTypes: []string{ErrTypeConfig}},
 		})
@@ -196,6 +197,7 @@ func (r *run) answered(ctx, lctx workflow.Context, res ModelTurnResult) (done bo
 func (r *run) drainInbox(ctx workflow.Context) error {
 	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: 30 * time.Second,
+		HeartbeatTimeout:    heartbeatTimeout,
 		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 10 * time.Second, MaximumAttempts: 5},
 	})
 	for len(r.inbox) > 0 {

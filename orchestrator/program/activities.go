@@ -64,6 +64,7 @@ const maxTools = 200
 // ResolveProgramTools turns tool ids and globs into the tools a program may call, as
 // the program's principal sees them.
 func (a *Activities) ResolveProgramTools(ctx context.Context, req ResolveRequest) ([]Tool, error) {
+	defer agent.Heartbeat(ctx)()
 	ctx = agent.OnBehalfOf(ctx, req.Principal)
 	seen := map[string]bool{}
 	var out []Tool

@@ -129,6 +129,7 @@ func (r *runner) setup(ctx workflow.Context) error {
 	if len(r.in.Tools) > 0 {
 		actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 			StartToCloseTimeout: 30 * time.Second,
+			HeartbeatTimeout:    10 * time.Second, // a dead worker's attempt is retried after this
 			RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2,
 				MaximumInterval: 10 * time.Second, MaximumAttempts: 5},
 		})
