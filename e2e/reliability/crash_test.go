@@ -37,23 +37,32 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// Shape of TestCrash's work: each agent run makes crashSteps side-effecting
-// calls over as many turns; each program makes 3 sequential and 3 parallel ones.
+// Shape of TestCrash's work: each agent run makes crashSteps() side-effecting
+// calls over as many turns; each program makes as many sequential calls and
+// as many in parallel.
 const (
 	crashRuns     = 5
 	crashPrograms = 5
-	crashSteps    = 4
 	crashQueue    = "crash-test"
 )
 
-// crashProgram makes six side-effecting calls (SchemaTest.Sleep is neither
-// read-only nor idempotent) and returns how many succeeded.
+// crashSteps is 4 in the short form and 12 in the full one, whose 20 kills
+// need more work to land in.
+func crashSteps() int {
+	if full() {
+		return 12
+	}
+	return 4
+}
+
+// crashProgram makes 2×args["n"] side-effecting calls (SchemaTest.Sleep is
+// neither read-only nor idempotent) and returns how many succeeded.
 const crashProgram = `
 n = 0
-for i in range(3):
+for i in range(args["n"]):
     if SchemaTest_Sleep(duration="0.03s").ok:
         n += 1
-rs = parallel([lambda: SchemaTest_Sleep(duration="0.03s") for _ in range(3)])
+rs = parallel([lambda: SchemaTest_Sleep(duration="0.03s") for _ in range(args["n"])])
 result = n + len([r for r in rs if r.ok])
 `
 
@@ -62,7 +71,7 @@ result = n + len([r for r in rs if r.ok])
 // kills land inside model turns as well as inside tool calls.
 func crashModel(i int) *agenttest.ByTurn {
 	var turns []llm.ScriptTurn
-	for s := range crashSteps {
+	for s := range crashSteps() {
 		turns = append(turns, llm.CallTools("", llm.CallPart(fmt.Sprintf("c%d", s), "SchemaTest_Sleep", map[string]any{"duration": "0.03s"})))
 	}
 	turns = append(turns, llm.SayText(fmt.Sprintf("run %d done", i)))
@@ -99,7 +108,7 @@ func crashOrchestrator() int {
 
 // TestCrash runs 5 agent runs and 5 programs on an orchestrator in a separate
 // process, kills that process with SIGKILL at random moments (5 times; 20 in
-// the full form) and starts it again each time. Every run and program must
+// the full form, with three times the work) and starts it again each time. Every run and program must
 // complete with the right result, and every side effect (a SchemaTest.Sleep
 // call, counted by call id in the worker) must have happened exactly once.
 // TOOLFLEET_CRASH_SEED replays a run's kill moments.
@@ -169,7 +178,7 @@ func TestCrash(t *testing.T) {
 	programs := &program.Programs{Temporal: tc, TaskQueue: crashQueue}
 	for i := range crashPrograms {
 		if _, err := programs.Start(ctx, program.Input{ProgramID: "crash-prog-" + strconv.Itoa(i), Source: crashProgram,
-			Tools: []string{"SchemaTest.Sleep"}, Principal: agent.Principal{Subject: "crash"}}); err != nil {
+			ArgsJSON: fmt.Sprintf(`{"n": %d}`, crashSteps()), Tools: []string{"SchemaTest.Sleep"}, Principal: agent.Principal{Subject: "crash"}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -205,8 +214,8 @@ func TestCrash(t *testing.T) {
 		id := "crash-prog-" + strconv.Itoa(i)
 		wg.Go(func() {
 			st, err := programs.Wait(ctx, id)
-			if err != nil || st.Status != program.StatusCompleted || st.Output.ResultJSON != "6" {
-				t.Errorf("program %s: %+v %v, want COMPLETED with 6", id, st, err)
+			if want := strconv.Itoa(2 * crashSteps()); err != nil || st.Status != program.StatusCompleted || st.Output.ResultJSON != want {
+				t.Errorf("program %s: %+v %v, want COMPLETED with %s", id, st, err, want)
 			}
 		})
 	}
@@ -240,7 +249,7 @@ func TestCrash(t *testing.T) {
 
 	// Every side effect happened exactly once.
 	calls := fleet.SchemaTest.SleepsByCallID()
-	want := crashRuns*crashSteps + crashPrograms*6
+	want := crashRuns*crashSteps() + crashPrograms*2*crashSteps()
 	twice := 0
 	for id, n := range calls {
 		if n != 1 {
