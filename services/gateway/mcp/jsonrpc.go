@@ -86,10 +86,14 @@ func checkBody(w http.ResponseWriter, r *http.Request, limit int64, maxValues in
 	}
 	msgs := []json.RawMessage{body}
 	if trimmed := bytes.TrimLeft(body, " \t\r\n"); len(trimmed) > 0 && trimmed[0] == '[' {
-		if json.Unmarshal(body, &msgs) != nil || len(msgs) == 0 {
+		// A fresh slice: decoding into msgs would copy the first message over
+		// body itself (RawMessage appends into the element it replaces).
+		var batch []json.RawMessage
+		if json.Unmarshal(body, &batch) != nil || len(batch) == 0 {
 			writeRPCError(w, http.StatusBadRequest, nil, codeInvalidRequest, "a batch must be a non-empty array of messages")
 			return nil
 		}
+		msgs = batch
 	}
 	for _, m := range msgs {
 		if id, problem := checkMessage(m); problem != "" {
