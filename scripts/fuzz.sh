@@ -15,10 +15,16 @@ if [ -z "$targets" ]; then
 	echo "fuzz.sh: no fuzz targets found" >&2
 	exit 1
 fi
+failed=()
 while read -r dir name; do
 	[[ $name =~ $FUZZ ]] || continue
 	echo "== ./$dir $name ($FUZZTIME)"
 	# -run='^$' skips the package's other tests; the seeds of this target
-	# still run first, as the fuzzer's baseline.
-	"$GO" test -run='^$' -fuzz="^${name}\$" -fuzztime="$FUZZTIME" "./$dir"
+	# still run first, as the fuzzer's baseline. A failure does not stop the
+	# others: its input is under ./$dir/testdata/fuzz/$name.
+	"$GO" test -run='^$' -fuzz="^${name}\$" -fuzztime="$FUZZTIME" "./$dir" || failed+=("./$dir $name")
 done <<<"$targets"
+if [ ${#failed[@]} -gt 0 ]; then
+	printf 'fuzz.sh: failed: %s\n' "${failed[@]}" >&2
+	exit 1
+fi
