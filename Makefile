@@ -76,6 +76,11 @@ dev:
 reliability:
 	TOOLFLEET_RELIABILITY=full $(GO) test -count=1 -timeout 30m -v ./e2e/reliability
 
+## fuzz: run every fuzz target (every func FuzzX in the module) for FUZZTIME each, one after another (FUZZ=regexp for some).
+FUZZTIME ?= 1m
+fuzz:
+	GO=$(GO) FUZZTIME=$(FUZZTIME) FUZZ='$(FUZZ)' scripts/fuzz.sh
+
 ## bench: run every benchmark and rewrite the figures in docs/performance.md (BENCHFLAGS="-only gateway -runs 200").
 bench:
 	$(GO) run ./bench/report $(BENCHFLAGS)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"math/big"
 	"strconv"
 	"strings"
@@ -137,10 +138,36 @@ func encodeArguments(s *structpb.Struct) json.RawMessage {
 	if s == nil {
 		return json.RawMessage("{}")
 	}
-	b, err := json.Marshal(s.AsMap())
+	b, err := json.Marshal(exactFloats(s.AsMap()))
 	if err != nil {
 		// A Struct always holds JSON values.
 		panic(fmt.Sprintf("llm: encode arguments: %v", err))
 	}
 	return b
+}
+
+// exactFloats replaces each float beyond 2^53 whose shortest decimal form
+// would read back as a different integer (json.Marshal writes
+// 1000000000000000128 as 1000000000000000100, which ExactNumber then keeps as
+// a string) by its exponent form, which reads back as the same number.
+func exactFloats(v any) any {
+	switch t := v.(type) {
+	case map[string]any:
+		for k, e := range t {
+			t[k] = exactFloats(e)
+		}
+	case []any:
+		for i, e := range t {
+			t[i] = exactFloats(e)
+		}
+	case float64:
+		if math.Abs(t) < 1<<53 || math.IsInf(t, 0) || math.IsNaN(t) {
+			return t
+		}
+		if n, err := ExactNumber(strconv.FormatFloat(t, 'f', -1, 64)); err == nil && n.GetNumberValue() == t {
+			return t
+		}
+		return json.Number(strconv.FormatFloat(t, 'e', -1, 64))
+	}
+	return v
 }
