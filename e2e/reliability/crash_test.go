@@ -5,12 +5,9 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"os/exec"
-	"os/signal"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -22,17 +19,19 @@ import (
 	"github.com/toolfleet/toolfleet/orchestrator/agent"
 	"github.com/toolfleet/toolfleet/orchestrator/agent/agenttest"
 	"github.com/toolfleet/toolfleet/orchestrator/program"
-	"github.com/toolfleet/toolfleet/orchestrator/runner"
+	"github.com/toolfleet/toolfleet/orchestrator/runner/runnertest"
 	"github.com/toolfleet/toolfleet/sdk/llm"
 )
 
-// The orchestrator of TestCrash runs in a child process: this test binary run
-// again with crashChild set, until it is killed.
-const crashChild = "TOOLFLEET_CRASH_CHILD"
-
+// The orchestrator of TestCrash runs in a child process (runnertest): this
+// test binary run again, until it is killed.
 func TestMain(m *testing.M) {
-	if os.Getenv(crashChild) == "1" {
-		os.Exit(crashOrchestrator())
+	if runnertest.IsChild() {
+		models := agent.NewResolver()
+		for i := range crashRuns {
+			models.Register("crash-"+strconv.Itoa(i), crashModel(i))
+		}
+		os.Exit(runnertest.Serve(models))
 	}
 	os.Exit(m.Run())
 }
@@ -85,32 +84,12 @@ func crashModel(i int) *agenttest.ByTurn {
 	}}
 }
 
-// crashOrchestrator is the child process: the orchestrator with the crash
-// models, until SIGTERM (or SIGKILL, which is the point).
-func crashOrchestrator() int {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
-	defer stop()
-	models := agent.NewResolver()
-	for i := range crashRuns {
-		models.Register("crash-"+strconv.Itoa(i), crashModel(i))
-	}
-	o, err := runner.Start(ctx, runner.Config{TemporalAddress: os.Getenv("CRASH_TEMPORAL"), Namespace: os.Getenv("CRASH_NAMESPACE"),
-		TaskQueue: crashQueue, NATSURL: os.Getenv("CRASH_NATS"), GatewayAddress: os.Getenv("CRASH_GATEWAY"),
-		Models: models, MemoryStorage: true})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "crash child:", err)
-		return 1
-	}
-	<-ctx.Done()
-	o.Stop()
-	return 0
-}
-
 // TestCrash runs 5 agent runs and 5 programs on an orchestrator in a separate
 // process, kills that process with SIGKILL at random moments (5 times; 20 in
-// the full form, with three times the work) and starts it again each time. Every run and program must
-// complete with the right result, and every side effect (a SchemaTest.Sleep
-// call, counted by call id in the worker) must have happened exactly once.
+// the full form, with three times the work) and starts it again each time.
+// Every run and program must complete with the right result, and every side
+// effect (a SchemaTest.Sleep call, counted by call id in the worker) must have
+// happened exactly once.
 // TOOLFLEET_CRASH_SEED replays a run's kill moments.
 func TestCrash(t *testing.T) {
 	t.Parallel()
@@ -136,36 +115,7 @@ func TestCrash(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	env := append(os.Environ(), crashChild+"=1", "CRASH_NATS="+stack.NATS.URL(), "CRASH_TEMPORAL="+stack.Temporal.Address(),
-		"CRASH_NAMESPACE="+stack.Namespace(), "CRASH_GATEWAY="+fleet.Addr)
-	var (
-		mu    sync.Mutex
-		child *exec.Cmd
-	)
-	spawn := func() {
-		cmd := exec.Command(os.Args[0], "-test.run=^$")
-		cmd.Env = env
-		cmd.Stderr = os.Stderr
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		mu.Lock()
-		child = cmd
-		mu.Unlock()
-	}
-	kill := func() {
-		mu.Lock()
-		defer mu.Unlock()
-		_ = child.Process.Signal(syscall.SIGKILL)
-		_ = child.Wait()
-	}
-	t.Cleanup(func() {
-		mu.Lock()
-		defer mu.Unlock()
-		_ = child.Process.Signal(syscall.SIGTERM)
-		_ = child.Wait()
-	})
-	spawn()
+	child := runnertest.Start(t, stack, fleet.Addr, crashQueue)
 
 	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
 	defer cancel()
@@ -203,8 +153,8 @@ func TestCrash(t *testing.T) {
 	// Kill the orchestrator at random moments while the work runs.
 	for range kills {
 		time.Sleep(time.Duration(100+rng.IntN(600)) * time.Millisecond)
-		kill()
-		spawn()
+		child.Kill()
+		child.Restart()
 	}
 	killedAt := time.Since(began)
 

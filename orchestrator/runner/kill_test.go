@@ -2,12 +2,8 @@ package runner_test
 
 import (
 	"context"
-	"fmt"
 	"os"
-	"os/exec"
-	"os/signal"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -19,19 +15,19 @@ import (
 	"github.com/toolfleet/toolfleet/internal/devstack/devstacktest"
 	"github.com/toolfleet/toolfleet/orchestrator/agent"
 	"github.com/toolfleet/toolfleet/orchestrator/agent/agenttest"
-	"github.com/toolfleet/toolfleet/orchestrator/runner"
+	"github.com/toolfleet/toolfleet/orchestrator/runner/runnertest"
 	"github.com/toolfleet/toolfleet/sdk/llm"
 	"github.com/toolfleet/toolfleet/sdk/tool"
 	"github.com/toolfleet/toolfleet/workers/kv/kv"
 )
 
-// The child process of the kill test is this test binary run again with
-// childEnv set: it runs the orchestrator until it is killed.
-const childEnv = "TOOLFLEET_RUNNER_KILL_CHILD"
-
+// The orchestrator of the kill test runs in a child process: this test
+// binary run again (runnertest), until it is killed.
 func TestMain(m *testing.M) {
-	if os.Getenv(childEnv) == "1" {
-		os.Exit(child())
+	if runnertest.IsChild() {
+		models := agent.NewResolver()
+		models.Register("kill", killScript())
+		os.Exit(runnertest.Serve(models))
 	}
 	os.Exit(m.Run())
 }
@@ -51,7 +47,7 @@ func killScript() *agenttest.ByTurn {
 				return nil
 			}
 			// Announce the turn, then think: the parent kills us in between.
-			nc, err := nats.Connect(os.Getenv("KILL_NATS"))
+			nc, err := nats.Connect(runnertest.NATSURL())
 			if err != nil {
 				return err
 			}
@@ -70,23 +66,6 @@ func killScript() *agenttest.ByTurn {
 			}
 		},
 	}
-}
-
-func child() int {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
-	defer stop()
-	models := agent.NewResolver()
-	models.Register("kill", killScript())
-	o, err := runner.Start(ctx, runner.Config{TemporalAddress: os.Getenv("KILL_TEMPORAL"), Namespace: os.Getenv("KILL_NAMESPACE"),
-		TaskQueue: "kill-test", NATSURL: os.Getenv("KILL_NATS"), GatewayAddress: os.Getenv("KILL_GATEWAY"),
-		Models: models, MemoryStorage: true})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "child:", err)
-		return 1
-	}
-	<-ctx.Done()
-	o.Stop()
-	return 0
 }
 
 // TestKillMidTurn runs the orchestrator in a separate process, kills it with
@@ -125,18 +104,7 @@ func TestKillMidTurn(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = sub.Unsubscribe() })
 
-	spawn := func() *exec.Cmd {
-		cmd := exec.CommandContext(t.Context(), os.Args[0], "-test.run=^$")
-		cmd.Env = append(os.Environ(), childEnv+"=1", "KILL_NATS="+stack.NATS.URL(), "KILL_TEMPORAL="+stack.Temporal.Address(),
-			"KILL_NAMESPACE="+stack.Namespace(), "KILL_GATEWAY="+fleet.Addr)
-		cmd.Stderr = os.Stderr
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		return cmd
-	}
-	first := spawn()
-	t.Cleanup(func() { _ = first.Process.Kill(); _ = first.Wait() })
+	child := runnertest.Start(t, stack, fleet.Addr, "kill-test")
 
 	// Start the run from here: the store and Temporal are shared, the worker is the child's.
 	store, err := agent.OpenStore(t.Context(), js, agent.StoreConfig{Memory: true})
@@ -159,15 +127,11 @@ func TestKillMidTurn(t *testing.T) {
 		}
 	}
 	wait("turn 2 to start", thinking)
-	if err := first.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	_ = first.Wait()
+	child.Kill()
 	if n := puts.count("kill.2"); n != 0 {
 		t.Fatalf("kill.2 stored %d times before the kill; the kill was not mid-turn", n)
 	}
-	second := spawn()
-	t.Cleanup(func() { _ = second.Process.Signal(syscall.SIGTERM); _ = second.Wait() })
+	child.Restart()
 
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
