@@ -77,7 +77,7 @@ func TestAgentTrigger(t *testing.T) {
 	if _, err := js.PublishMsg(ctx, msg); err != nil {
 		t.Fatal(err)
 	}
-	const id = "trg-support-ticket-7"
+	const id = "trg_support_mticket-7"
 	var st agent.RunState
 	for st.Status != agent.StatusCompleted {
 		if st, err = runs.Get(ctx, id); ctx.Err() != nil {

@@ -283,22 +283,26 @@ func templateData(msg jetstream.Msg) map[string]any {
 
 var msgIDPattern = regexp.MustCompile(`^[A-Za-z0-9_=-]{1,40}$`)
 
-// runID is the workflow id of what msg starts: "trg-<name>-<Nats-Msg-Id>"
-// (hashed when the id has other characters), else "trg-<name>-s<stream seq>".
-// A redelivery or a republish with the same Nats-Msg-Id gets the same id.
+// runID is the workflow id of what msg starts: "trg_<name>_m<Nats-Msg-Id>",
+// "trg_<name>_h<hash of the Nats-Msg-Id>" when the id has characters a
+// workflow id cannot carry, else "trg_<name>_s<stream sequence>". A
+// redelivery or a republish with the same Nats-Msg-Id gets the same id, and
+// no two messages can share one: trigger names hold no "_", and the letter
+// after the name says which form follows (so a publisher cannot pick a
+// Nats-Msg-Id that takes another message's or another trigger's id).
 func runID(name string, msg jetstream.Msg) (string, error) {
 	if mid := msg.Headers().Get(nats.MsgIdHdr); mid != "" {
 		if !msgIDPattern.MatchString(mid) {
 			sum := sha256.Sum256([]byte(mid))
-			mid = "h" + hex.EncodeToString(sum[:16])
+			return "trg_" + name + "_h" + hex.EncodeToString(sum[:16]), nil
 		}
-		return "trg-" + name + "-" + mid, nil
+		return "trg_" + name + "_m" + mid, nil
 	}
 	md, err := msg.Metadata()
 	if err != nil {
 		return "", fmt.Errorf("message without stream metadata: %w", err)
 	}
-	return "trg-" + name + "-s" + strconv.FormatUint(md.Sequence.Stream, 10), nil
+	return "trg_" + name + "_s" + strconv.FormatUint(md.Sequence.Stream, 10), nil
 }
 
 // deadLetter stores msg on the dead-letter subject with the reason.

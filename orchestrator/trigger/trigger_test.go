@@ -60,7 +60,7 @@ func TestTriggers(t *testing.T) {
 	if _, err := js.PublishMsg(ctx, msg); err != nil {
 		t.Fatal(err)
 	}
-	const id = "trg-double-order-1"
+	const id = "trg_double_morder-1"
 	st := waitProgram(ctx, t, programs, id)
 	if st.Status != program.StatusCompleted || st.Output.ResultJSON != "42" {
 		t.Fatalf("program %s: %+v, want COMPLETED with 42", id, st)
