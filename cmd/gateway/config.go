@@ -58,6 +58,7 @@ type Config struct {
 	ResultTTL           time.Duration
 	ResultMaxBytes      int64
 	ResultStoreMaxBytes int64
+	ResultHandleCalls   int
 
 	// Request limits and browser safety (docs/gateway.md "Limits", "Browser safety").
 	MaxRequestBytes      int64
@@ -94,6 +95,7 @@ func flags(cfg *Config) *pflag.FlagSet {
 	fs.BoolVar(&cfg.IdempotencyFileStorage, "idempotency-file-storage", false, "keep finished call results on disk in JetStream (default memory)")
 	fs.DurationVar(&cfg.ResultTTL, "result-ttl", gateway.DefaultResultTTL, "how long a result kept behind a result handle can be fetched")
 	fs.Int64Var(&cfg.ResultMaxBytes, "result-max-bytes", gateway.DefaultResultMaxBytes, "ceiling on one result kept behind a handle; a larger result fails the call")
+	fs.IntVar(&cfg.ResultHandleCalls, "result-handle-calls", gateway.DefaultResultHandleCalls, "calls allowing a result handle that run at once (each may hold up to --result-max-bytes in memory); more wait up to 5s, then are refused")
 	fs.Int64Var(&cfg.ResultStoreMaxBytes, "result-store-max-bytes", gateway.DefaultResultStoreMaxBytes, "bound of the result handles' JetStream object store; when full, new handles are refused until results expire")
 	fs.Int64Var(&cfg.MaxRequestBytes, "max-request-bytes", gateway.DefaultMaxRequestBytes, "size limit of one request body or message on every surface, checked before decoding")
 	fs.IntVar(&cfg.MaxInputValues, "max-input-values", gateway.DefaultMaxInputValues, "JSON values (elements, members) one JSON request may hold, counted before decoding")
@@ -242,6 +244,7 @@ func (c Config) gatewayConfig(log *slog.Logger) (gateway.Config, error) {
 		ResultTTL:              c.ResultTTL,
 		ResultMaxBytes:         c.ResultMaxBytes,
 		ResultStoreMaxBytes:    c.ResultStoreMaxBytes,
+		ResultHandleCalls:      c.ResultHandleCalls,
 		ShutdownTimeout:        c.ShutdownTimeout,
 		Logger:                 log,
 		MaxRequestBytes:        c.MaxRequestBytes,

@@ -86,6 +86,11 @@ func (g *Gateway) call(ctx context.Context, p *Principal, req *toolfleetv1.CallT
 		return fail(start, authError(refusal))
 	}
 
+	offer, release, ce := g.offerOf(ctx, p, req)
+	if ce != nil {
+		return fail(start, ce)
+	}
+	defer release()
 	claim, ce := g.claim(ctx, p, rt, req)
 	if ce != nil {
 		return fail(start, ce)
@@ -114,10 +119,10 @@ func (g *Gateway) call(ctx context.Context, p *Principal, req *toolfleetv1.CallT
 		// timeout, its outcome is stored, and the caller's retry receives it.
 		callCtx = context.WithoutCancel(ctx)
 	}
-	out, reached, err := g.invoke(callCtx, rt, in, callID, req.GetTraceId(), offerOf(p, req))
+	out, reached, err := g.invoke(callCtx, rt, in, callID, req.GetTraceId(), offer)
 	started.finish() // before the terminal event
 	resp := &toolfleetv1.CallToolResponse{CallId: callID, ToolId: def.GetId()}
-	ce = g.mapResult(ctx, rt, out, err, resp, offerOf(p, req))
+	ce = g.mapResult(ctx, rt, out, err, resp, offer)
 	resp.Duration = durationpb.New(time.Since(began))
 	if ce != nil {
 		if sideEffects && outcomeUnknown(reached, err) {

@@ -41,6 +41,9 @@ const (
 	DefaultResultTTL = results.DefaultTTL
 	// DefaultResultMaxBytes is the ceiling on one result behind a handle (64 MiB).
 	DefaultResultMaxBytes = results.DefaultMaxResultBytes
+	// DefaultResultHandleCalls bounds the calls at once that may receive a
+	// result as large as ResultMaxBytes.
+	DefaultResultHandleCalls = 8
 	// DefaultResultStoreMaxBytes bounds the result handles' bucket (1 GiB).
 	DefaultResultStoreMaxBytes = results.DefaultMaxBytes
 	DefaultEventStream         = "TOOLFLEET_CALL_EVENTS"
@@ -115,6 +118,15 @@ type Config struct {
 	// ResultStoreMaxBytes bounds the bucket; when full, results over the inline
 	// limit fail (retryable) until older ones expire. Default [DefaultResultStoreMaxBytes].
 	ResultStoreMaxBytes int64
+	// ResultHandleCalls bounds the calls at once that allow a handle and so
+	// may receive a result up to ResultMaxBytes, which the gateway holds in
+	// memory (protobuf and JSON) while it keeps it: that memory stays below
+	// about 3 × ResultHandleCalls × ResultMaxBytes. A call past the bound waits
+	// up to ResultHandleWait for a slot, then is refused before it runs
+	// (ResourceExhausted, retryable). Default [DefaultResultHandleCalls].
+	ResultHandleCalls int
+	// ResultHandleWait is how long a call waits for a slot. Default 5 s.
+	ResultHandleWait time.Duration
 	// ResultMemoryStorage keeps results behind handles in memory (dev, tests);
 	// default on disk.
 	ResultMemoryStorage bool
@@ -186,6 +198,12 @@ func (c *Config) defaults() {
 	if c.ResultMaxBytes <= 0 {
 		c.ResultMaxBytes = DefaultResultMaxBytes
 	}
+	if c.ResultHandleCalls <= 0 {
+		c.ResultHandleCalls = DefaultResultHandleCalls
+	}
+	if c.ResultHandleWait <= 0 {
+		c.ResultHandleWait = 5 * time.Second
+	}
 	if c.ResultStoreMaxBytes <= 0 {
 		c.ResultStoreMaxBytes = DefaultResultStoreMaxBytes
 	}
@@ -232,6 +250,9 @@ type Gateway struct {
 	// resultsPtr is the store of result handles; nil until NATS is configured
 	// and the bucket exists.
 	resultsPtr atomic.Pointer[results.Store]
+	// handleSlots holds one token per call in flight that allowed a handle
+	// (Config.ResultHandleCalls).
+	handleSlots chan struct{}
 	events     *events
 	cop        *http.CrossOriginProtection
 	// lastIdemWarn rate-limits the warning while the idempotency store is away (unix nanos).
@@ -269,7 +290,7 @@ func New(ctx context.Context, cfg Config) (*Gateway, error) {
 	if err != nil {
 		return nil, err
 	}
-	g := &Gateway{cfg: cfg, log: log, auth: authn, ready: make(chan struct{})}
+	g := &Gateway{cfg: cfg, log: log, auth: authn, ready: make(chan struct{}), handleSlots: make(chan struct{}, cfg.ResultHandleCalls)}
 	if g.cop, err = g.newCrossOrigin(); err != nil {
 		return nil, err
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"time"
 
 	"connectrpc.com/connect"
 	"google.golang.org/grpc"
@@ -37,13 +38,30 @@ type handleOffer struct {
 	owner string
 }
 
-// offerOf is the handle offer of a call.
-func offerOf(p *Principal, req *toolfleetv1.CallToolRequest) handleOffer {
+// offerOf is the handle offer of a call, holding one of the gateway's handle
+// slots until release is called: a call that allows a handle may receive a
+// result of up to ResultMaxBytes, and the slots bound how many do at once.
+// Without a free slot within Config.ResultHandleWait the call is refused
+// before it runs (ResourceExhausted, retryable).
+func (g *Gateway) offerOf(ctx context.Context, p *Principal, req *toolfleetv1.CallToolRequest) (_ handleOffer, release func(), _ *CallError) {
 	if !req.GetAllowResultHandle() {
-		return handleOffer{}
+		return handleOffer{}, func() {}, nil
 	}
-	return handleOffer{owner: p.ID()}
+	t := time.NewTimer(g.cfg.ResultHandleWait)
+	defer t.Stop()
+	select {
+	case g.handleSlots <- struct{}{}:
+		return handleOffer{owner: p.ID()}, func() { <-g.handleSlots }, nil
+	case <-ctx.Done():
+		return handleOffer{}, nil, serverError(codes.DeadlineExceeded, ErrDeadline, "", "the deadline passed while the call waited to start")
+	case <-t.C:
+		return handleOffer{}, nil, serverError(codes.ResourceExhausted, errHandleSlots, "",
+			"the gateway is already running as many calls that allow a result handle as it takes at once (%d); the call did not run: try again shortly", g.cfg.ResultHandleCalls)
+	}
 }
+
+// errHandleSlots: every slot for calls that allow a handle stayed taken.
+var errHandleSlots = errors.New("gateway: no free slot for a call that allows a result handle")
 
 // grpcDefaultRecvBytes is grpc-go's default bound on a message a client receives.
 const grpcDefaultRecvBytes = 4 << 20

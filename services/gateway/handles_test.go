@@ -375,3 +375,46 @@ func TestResultHandlesWithoutNATS(t *testing.T) {
 		t.Fatalf("fetch: %v, want FailedPrecondition", err)
 	}
 }
+
+// TestResultHandleCallsBounded: at most ResultHandleCalls calls that allow a
+// handle run at once; one past the bound waits ResultHandleWait for a slot,
+// then is refused before it runs (ResourceExhausted); a call that allows no
+// handle is not held up; once the slot is free the call runs.
+func TestResultHandleCallsBounded(t *testing.T) {
+	t.Parallel()
+	nats := natstest.Start(t)
+	stAddr, st := countingSchemaTestWorker(t, "")
+	g := startGateway(t, gateway.Config{NATSURL: nats.URL(), Workers: []string{stAddr}, ResultMemoryStorage: true,
+		ResultHandleCalls: 1, ResultHandleWait: 100 * time.Millisecond})
+	waitTool(t, g, "SchemaTest.Types")
+	waitTool(t, g, "SchemaTest.Sleep")
+	alice := newHandleCaller(t, g, "alice")
+	waitHandle(t, alice, 8<<10) // the store is ready
+	holding := make(chan error, 1)
+	go func() { // holds the only slot for three seconds
+		_, err := grpcClient(t, g.Addr()).CallTool(alice.ctx(), &toolfleetv1.CallToolRequest{ToolId: "SchemaTest.Sleep",
+			Input: mustStruct(t, map[string]any{"duration": "3s"}), AllowResultHandle: true})
+		holding <- err
+	}()
+	var refused error
+	waitFor(t, "a call refused for want of a slot", func() bool {
+		_, refused = alice.echo("", 8<<10, true)
+		return refused != nil
+	})
+	before := st.types.Load()
+	if _, err := alice.echo("", 8<<10, true); codeOf(err) != codes.ResourceExhausted || st.types.Load() != before {
+		t.Fatalf("a second call while the slot is taken: %v (Types ran %d times), want a refusal that runs nothing", err, st.types.Load()-before)
+	}
+	if codeOf(refused) != codes.ResourceExhausted || !strings.Contains(refused.Error(), "as many calls that allow a result handle as it takes at once (1)") {
+		t.Fatalf("refusal %v: want ResourceExhausted naming the bound", refused)
+	}
+	if r, err := alice.echo("", 10, false); err != nil || !r.GetSuccess() {
+		t.Fatalf("a call without a handle while the slot is taken: %v %v, want it to run", r, err)
+	}
+	if err := <-holding; err != nil {
+		t.Fatal(err)
+	}
+	if r, err := alice.echo("", 8<<10, true); err != nil || r.GetResultHandle() == nil {
+		t.Fatalf("after the slot was freed: %v %v, want a handle", r, err)
+	}
+}

@@ -215,9 +215,9 @@ func result(resp *toolfleetv1.CallToolResponse) map[string]any {
 }
 
 // WriteFailure renders a failure before the tool ran: 422 with parameter_errors
-// for validation, 401/403 for auth, 409 for a call_id conflict, 503 when a retry
-// may succeed (worker or idempotency store unavailable), 400 for every other
-// server error.
+// for validation, 401/403 for auth, 409 for a call_id conflict, 429 when the
+// gateway sheds load (retry later), 503 when a retry may succeed (worker or
+// idempotency store unavailable), 400 for every other server error.
 func WriteFailure(w http.ResponseWriter, f *toolfleetv1.CallFailure) {
 	if ve := f.GetValidationError(); ve != nil {
 		WriteJSON(w, http.StatusUnprocessableEntity, map[string]any{"$schema": Schema,
@@ -234,6 +234,9 @@ func WriteFailure(w http.ResponseWriter, f *toolfleetv1.CallFailure) {
 		WriteJSON(w, http.StatusConflict, FailureBody(f)) // call_id reused with another input
 	case "UNAVAILABLE":
 		WriteJSON(w, http.StatusServiceUnavailable, FailureBody(f)) // retryable
+	case "RESOURCE_EXHAUSTED":
+		w.Header().Set("Retry-After", "1")
+		WriteJSON(w, http.StatusTooManyRequests, FailureBody(f)) // retryable: the gateway is at a bound
 	default:
 		WriteJSON(w, http.StatusBadRequest, FailureBody(f))
 	}
