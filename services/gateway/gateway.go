@@ -253,8 +253,8 @@ type Gateway struct {
 	// handleSlots holds one token per call in flight that allowed a handle
 	// (Config.ResultHandleCalls).
 	handleSlots chan struct{}
-	events     *events
-	cop        *http.CrossOriginProtection
+	events      *events
+	cop         *http.CrossOriginProtection
 	// lastIdemWarn rate-limits the warning while the idempotency store is away (unix nanos).
 	lastIdemWarn atomic.Int64
 
