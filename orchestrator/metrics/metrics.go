@@ -9,14 +9,13 @@ package metrics
 
 import (
 	"net/http"
-	"strings"
-	"sync"
 	"time"
-	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/toolfleet/toolfleet/internal/telemetry"
 )
 
 // Bounds on label values that come from callers (a run's model spec), so a
@@ -49,7 +48,7 @@ type Metrics struct {
 	programLimits   *prometheus.CounterVec
 	programFinished *prometheus.CounterVec
 
-	models, providers *bounded
+	models, providers bounded
 }
 
 // New makes the metrics on a new registry, with the Go runtime and process
@@ -96,8 +95,8 @@ func New() *Metrics {
 			Name: "toolfleet_program_runs_finished_total",
 			Help: "Programs that ended, by status (COMPLETED, FAILED, CANCELED).",
 		}, []string{"status"}),
-		models:    &bounded{max: MaxModels, seen: map[string]bool{}},
-		providers: &bounded{max: MaxProviders, seen: map[string]bool{}},
+		models:    bounded{telemetry.NewLabelSet(MaxModels)},
+		providers: bounded{telemetry.NewLabelSet(MaxProviders)},
 	}
 	m.reg.MustRegister(m.runsFinished, m.tokens, m.turnSeconds, m.agentCalls, m.agentCallDur,
 		m.programCalls, m.programCallDur, m.programLimits, m.programFinished,
@@ -183,37 +182,14 @@ func (m *Metrics) ProgramFinished(status, limit string) {
 
 // bounded hands out at most max distinct label values, first come first
 // served, and Other for the rest.
-type bounded struct {
-	max  int
-	mu   sync.Mutex
-	seen map[string]bool
-}
+type bounded struct{ set *telemetry.LabelSet }
 
-func (b *bounded) label(v string) string {
+func (b bounded) label(v string) string {
 	if v == "" {
 		return "unknown"
 	}
-	// Prometheus refuses label values that are not UTF-8.
-	v = clip(strings.ToValidUTF8(v, "?"), maxLabelBytes)
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.seen[v] {
-		return v
-	}
-	if len(b.seen) >= b.max {
+	if v = telemetry.CleanLabel(v, maxLabelBytes); !b.set.Admit(v) {
 		return Other
 	}
-	b.seen[v] = true
 	return v
-}
-
-// clip cuts s to at most n bytes at a rune boundary.
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n]
 }

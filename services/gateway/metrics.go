@@ -6,13 +6,13 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
+	"github.com/toolfleet/toolfleet/internal/telemetry"
 )
 
 // Bounds on label values, so that neither announced tools nor callers' inputs
@@ -45,7 +45,7 @@ type metrics struct {
 	// every call.
 	byTool    sync.Map
 	toolCount atomic.Int64
-	fields    boundedSet
+	fields    *telemetry.LabelSet
 }
 
 // toolMetrics are one tool version's call metrics. Outcome counters are made
@@ -110,7 +110,7 @@ func (m *metrics) validationFailed(t *toolMetrics, ve *toolfleetv1.ValidationErr
 	}
 	for path := range fields {
 		field := fieldLabel(path)
-		if !m.fields.admit(t.labels[0] + "\x00" + t.labels[1] + "\x00" + field) {
+		if !m.fields.Admit(t.labels[0] + "\x00" + t.labels[1] + "\x00" + field) {
 			field = otherLabel
 		}
 		m.validationFailures.WithLabelValues(t.labels[0], t.labels[1], field).Inc()
@@ -123,35 +123,7 @@ func fieldLabel(path string) string {
 	if strings.IndexByte(path, '[') >= 0 {
 		path = indexes.ReplaceAllString(path, "[]")
 	}
-	path = strings.ToValidUTF8(path, "?")
-	if len(path) > maxFieldLabel {
-		n := maxFieldLabel
-		for n > 0 && !utf8.RuneStart(path[n]) {
-			n--
-		}
-		path = path[:n]
-	}
-	return path
-}
-
-// boundedSet admits at most max distinct values, first come first served.
-type boundedSet struct {
-	mu   sync.Mutex
-	max  int
-	seen map[string]struct{}
-}
-
-func (b *boundedSet) admit(v string) bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if _, ok := b.seen[v]; ok {
-		return true
-	}
-	if len(b.seen) >= b.max {
-		return false
-	}
-	b.seen[v] = struct{}{}
-	return true
+	return telemetry.CleanLabel(path, maxFieldLabel)
 }
 
 // Reasons of idempotency_refused_total.
@@ -190,7 +162,7 @@ func newMetrics(tools func() float64) *metrics {
 			Name: "toolfleet_gateway_idempotency_refused_total",
 			Help: "Calls with a call_id refused by the idempotency rules, by reason (other_input, outcome_unknown, result_too_large, still_running, store_unavailable).",
 		}, []string{"reason"}),
-		fields: boundedSet{max: maxFieldSeries, seen: map[string]struct{}{}},
+		fields: telemetry.NewLabelSet(maxFieldSeries),
 	}
 	m.reg.MustRegister(m.calls, m.duration, m.validationFailures, m.eventsPublished, m.eventsDropped, m.idempotentHits, m.idempotencyRefused,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "toolfleet_gateway_tools", Help: "Tool versions currently served."}, tools),
