@@ -268,6 +268,9 @@ type Gateway struct {
 	// fatalErr carries a configuration error found after Run started
 	// (see fatal); Run returns it.
 	fatalErr chan error
+	// setupErr is the last error of setting up the JetStream assets (nil
+	// once they are ready); see SetupError.
+	setupErr atomic.Pointer[error]
 
 	ready   chan struct{}
 	addr    atomic.Pointer[string]
@@ -459,6 +462,7 @@ func (g *Gateway) connectNATS(ctx context.Context, bg *sync.WaitGroup) (*nats.Co
 		if g.idemPtr.Load() == nil {
 			idem, err := idempotency.New(cctx, g.log, nc, js, idemCfg)
 			if err != nil {
+				g.setupErr.Store(&err)
 				if g.fatal(err) {
 					return true
 				}
@@ -470,8 +474,10 @@ func (g *Gateway) connectNATS(ctx context.Context, bg *sync.WaitGroup) (*nats.Co
 		// Ready (for Kubernetes) once the event stream exists too; a later NATS
 		// outage does not flip it back (the gateway keeps serving without NATS).
 		if err := g.events.ensureStream(cctx); err != nil {
+			g.setupErr.Store(&err)
 			return g.fatal(err)
 		}
+		g.setupErr.Store(nil)
 		g.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 		return true
 	}
@@ -575,6 +581,18 @@ func (c *Config) resultsConfig() results.Config {
 	s := c.assetSettings(jsassets.Results.Named(c.ResultBucket), c.ResultStoreMaxBytes, c.ResultTTL, c.ResultMemoryStorage)
 	return results.Config{Bucket: c.ResultBucket, TTL: s.MaxAge, MaxBytes: s.MaxBytes,
 		MaxResultBytes: c.ResultMaxBytes, MemoryStorage: s.Storage == jetstream.MemoryStorage, Replicas: s.Replicas}
+}
+
+// SetupError is the last error met while creating the idempotency bucket and
+// the event stream, which readiness waits for; nil when there was none or
+// they are ready. A caller that starts a gateway in process (toolfleet dev)
+// uses it to stop early on errors a retry will not mend, such as
+// jsassets.ErrInsufficientStorage.
+func (g *Gateway) SetupError() error {
+	if p := g.setupErr.Load(); p != nil {
+		return *p
+	}
+	return nil
 }
 
 // Serving reports whether the gateway as a whole is ready (what
