@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/toolfleet/toolfleet/internal/config"
+	"github.com/toolfleet/toolfleet/sdk/jsassets"
 	"github.com/toolfleet/toolfleet/sdk/natsconn"
 	"github.com/toolfleet/toolfleet/services/gateway"
 )
@@ -49,11 +50,16 @@ type Config struct {
 	Audience string
 	Issuer   string
 
-	DefaultTimeout         time.Duration
-	StartedEventAfter      time.Duration
-	MaxResultBytes         int64
-	IdempotencyTTL         time.Duration
+	DefaultTimeout    time.Duration
+	StartedEventAfter time.Duration
+	MaxResultBytes    int64
+	IdempotencyTTL    time.Duration
+	// IdempotencyFileStorage is the deprecated --idempotency-file-storage:
+	// file storage is the default now; accepted and ignored.
 	IdempotencyFileStorage bool
+	// Assets are the JetStream asset settings (--js-replicas, --js-storage,
+	// --js-profile, --js-overrides; package sdk/jsassets).
+	Assets jsassets.Config
 	// Result handles (docs/gateway.md "Large results: handles").
 	ResultTTL           time.Duration
 	ResultMaxBytes      int64
@@ -91,12 +97,13 @@ func flags(cfg *Config) *pflag.FlagSet {
 	fs.DurationVar(&cfg.DefaultTimeout, "default-timeout", gateway.DefaultTimeout, "call timeout of tools whose contract sets none")
 	fs.DurationVar(&cfg.StartedEventAfter, "started-event-after", gateway.DefaultStartedEventAfter, "a call still running after this publishes a started event (faster calls publish only their terminal event); 0: every call publishes started")
 	fs.Int64Var(&cfg.MaxResultBytes, "max-result-bytes", gateway.DefaultMaxResultBytes, "result size limit of tools whose contract sets none")
-	fs.DurationVar(&cfg.IdempotencyTTL, "idempotency-ttl", gateway.DefaultIdempotencyTTL, "how long finished call results are kept for retries")
-	fs.BoolVar(&cfg.IdempotencyFileStorage, "idempotency-file-storage", false, "keep finished call results on disk in JetStream (default memory)")
-	fs.DurationVar(&cfg.ResultTTL, "result-ttl", gateway.DefaultResultTTL, "how long a result kept behind a result handle can be fetched")
+	fs.DurationVar(&cfg.IdempotencyTTL, "idempotency-ttl", 0, "how long finished call results are kept for retries; 0: the max age of the toolfleet_calls asset (24h)")
+	fs.BoolVar(&cfg.IdempotencyFileStorage, "idempotency-file-storage", true, "deprecated: finished call results are on disk by default; memory only with --js-overrides toolfleet_calls.storage=memory")
+	_ = fs.MarkDeprecated("idempotency-file-storage", "file storage is the default; use --js-overrides toolfleet_calls.storage=memory to ask for memory")
+	fs.DurationVar(&cfg.ResultTTL, "result-ttl", 0, "how long a result kept behind a result handle can be fetched; 0: the max age of the toolfleet_results asset (1h)")
 	fs.Int64Var(&cfg.ResultMaxBytes, "result-max-bytes", gateway.DefaultResultMaxBytes, "ceiling on one result kept behind a handle; a larger result fails the call")
 	fs.IntVar(&cfg.ResultHandleCalls, "result-handle-calls", gateway.DefaultResultHandleCalls, "calls allowing a result handle that run at once (each may hold up to --result-max-bytes in memory); more wait up to 5s, then are refused")
-	fs.Int64Var(&cfg.ResultStoreMaxBytes, "result-store-max-bytes", gateway.DefaultResultStoreMaxBytes, "bound of the result handles' JetStream object store; when full, new handles are refused until results expire")
+	fs.Int64Var(&cfg.ResultStoreMaxBytes, "result-store-max-bytes", 0, "bound of the result handles' JetStream object store; when full, new handles are refused until results expire; 0: the byte bound of the toolfleet_results asset (1GiB; 64MiB with --js-profile dev)")
 	fs.Int64Var(&cfg.MaxRequestBytes, "max-request-bytes", gateway.DefaultMaxRequestBytes, "size limit of one request body or message on every surface, checked before decoding")
 	fs.IntVar(&cfg.MaxInputValues, "max-input-values", gateway.DefaultMaxInputValues, "JSON values (elements, members) one JSON request may hold, counted before decoding")
 	fs.IntVar(&cfg.MaxBatchCalls, "max-batch-calls", gateway.DefaultMaxBatchCalls, "calls one CallTools request may hold; larger batches are refused whole")
@@ -107,6 +114,7 @@ func flags(cfg *Config) *pflag.FlagSet {
 	fs.StringVar(&cfg.LogLevel, "log-level", "info", "least level logged: debug, info, warn, error")
 	fs.StringVar(&cfg.LogFormat, "log-format", "json", "log format on stderr: json or text")
 	cfg.NATS.AddFlags(fs)
+	cfg.Assets.AddFlags(fs)
 	cfg.WorkerTLS.AddFlags(fs)
 	config.BindEnv(fs, envPrefix)
 	return fs
@@ -166,10 +174,21 @@ func (c Config) validate() error {
 	for _, d := range []struct {
 		flag  string
 		value time.Duration
-	}{{"default-timeout", c.DefaultTimeout}, {"idempotency-ttl", c.IdempotencyTTL}, {"result-ttl", c.ResultTTL}, {"shutdown-timeout", c.ShutdownTimeout}} {
+	}{{"default-timeout", c.DefaultTimeout}, {"shutdown-timeout", c.ShutdownTimeout}} {
 		if d.value <= 0 {
 			errs = append(errs, fmt.Errorf("--%s %s: must be positive", d.flag, d.value))
 		}
+	}
+	for _, d := range []struct {
+		flag  string
+		value time.Duration
+	}{{"idempotency-ttl", c.IdempotencyTTL}, {"result-ttl", c.ResultTTL}} {
+		if d.value < 0 {
+			errs = append(errs, fmt.Errorf("--%s %s: must be positive, or 0 for the JetStream asset's max age", d.flag, d.value))
+		}
+	}
+	if err := c.Assets.Validate(); err != nil {
+		errs = append(errs, err)
 	}
 	if err := c.NATS.Validate(); err != nil {
 		errs = append(errs, err)
@@ -178,9 +197,9 @@ func (c Config) validate() error {
 		errs = append(errs, fmt.Errorf("--max-result-bytes %d: must be positive", c.MaxResultBytes))
 	}
 	switch {
-	case c.ResultMaxBytes <= 0 || c.ResultStoreMaxBytes <= 0:
-		errs = append(errs, fmt.Errorf("--result-max-bytes %d, --result-store-max-bytes %d: must be positive", c.ResultMaxBytes, c.ResultStoreMaxBytes))
-	case c.ResultMaxBytes > c.ResultStoreMaxBytes:
+	case c.ResultMaxBytes <= 0 || c.ResultStoreMaxBytes < 0:
+		errs = append(errs, fmt.Errorf("--result-max-bytes %d, --result-store-max-bytes %d: must be positive (the store's may be 0: the asset's byte bound)", c.ResultMaxBytes, c.ResultStoreMaxBytes))
+	case c.ResultStoreMaxBytes > 0 && c.ResultMaxBytes > c.ResultStoreMaxBytes:
 		errs = append(errs, fmt.Errorf("--result-max-bytes %d is over --result-store-max-bytes %d: one result must fit the store", c.ResultMaxBytes, c.ResultStoreMaxBytes))
 	}
 	var lvl slog.Level
@@ -230,30 +249,30 @@ func (c Config) gatewayConfig(log *slog.Logger) (gateway.Config, error) {
 		auth.HS256Secret = secret
 	}
 	return gateway.Config{
-		Listen:                 c.Listen,
-		Workers:                c.Workers,
-		NATSURL:                c.NATSURL,
-		NATS:                   c.NATS,
-		WorkerTLS:              c.WorkerTLS,
-		Auth:                   auth,
-		DefaultTimeout:         c.DefaultTimeout,
-		StartedEventAfter:      startedEventAfter(c.StartedEventAfter),
-		MaxResultBytes:         c.MaxResultBytes,
-		IdempotencyTTL:         c.IdempotencyTTL,
-		IdempotencyFileStorage: c.IdempotencyFileStorage,
-		ResultTTL:              c.ResultTTL,
-		ResultMaxBytes:         c.ResultMaxBytes,
-		ResultStoreMaxBytes:    c.ResultStoreMaxBytes,
-		ResultHandleCalls:      c.ResultHandleCalls,
-		ShutdownTimeout:        c.ShutdownTimeout,
-		Logger:                 log,
-		MaxRequestBytes:        c.MaxRequestBytes,
-		MaxInputValues:         c.MaxInputValues,
-		MaxBatchCalls:          c.MaxBatchCalls,
-		BatchParallelism:       c.BatchParallelism,
-		MaxConcurrentStreams:   c.MaxConcurrentStreams,
-		AllowedOrigins:         c.AllowedOrigins,
-		Tracing:                c.Tracing,
+		Listen:               c.Listen,
+		Workers:              c.Workers,
+		NATSURL:              c.NATSURL,
+		NATS:                 c.NATS,
+		WorkerTLS:            c.WorkerTLS,
+		Auth:                 auth,
+		DefaultTimeout:       c.DefaultTimeout,
+		StartedEventAfter:    startedEventAfter(c.StartedEventAfter),
+		MaxResultBytes:       c.MaxResultBytes,
+		IdempotencyTTL:       c.IdempotencyTTL,
+		Assets:               c.Assets,
+		ResultTTL:            c.ResultTTL,
+		ResultMaxBytes:       c.ResultMaxBytes,
+		ResultStoreMaxBytes:  c.ResultStoreMaxBytes,
+		ResultHandleCalls:    c.ResultHandleCalls,
+		ShutdownTimeout:      c.ShutdownTimeout,
+		Logger:               log,
+		MaxRequestBytes:      c.MaxRequestBytes,
+		MaxInputValues:       c.MaxInputValues,
+		MaxBatchCalls:        c.MaxBatchCalls,
+		BatchParallelism:     c.BatchParallelism,
+		MaxConcurrentStreams: c.MaxConcurrentStreams,
+		AllowedOrigins:       c.AllowedOrigins,
+		Tracing:              c.Tracing,
 	}, nil
 }
 

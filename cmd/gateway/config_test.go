@@ -53,6 +53,22 @@ func TestParse(t *testing.T) {
 		{name: "malformed env value", args: []string{"--auth-disabled", "--workers", "a:1"},
 			env: map[string]string{"TOOLFLEET_DEFAULT_TIMEOUT": "soon"}, wantErr: "TOOLFLEET_DEFAULT_TIMEOUT"},
 		{name: "stray argument", args: []string{"--auth-disabled", "serve"}, wantErr: "unexpected arguments"},
+		{name: "JetStream assets from env and flags", args: []string{"--auth-disabled", "--workers", "a:1", "--js-replicas", "3"},
+			env: map[string]string{"TOOLFLEET_JS_OVERRIDES": "toolfleet_calls.max-bytes=1GiB", "TOOLFLEET_JS_PROFILE": "dev"},
+			check: func(t *testing.T, c Config) {
+				g, err := c.gatewayConfig(nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if ic := g.IdempotencyConfig(); ic.Replicas != 3 || ic.MaxBytes != 1<<30 || ic.MemoryStorage || ic.TTL != 24*time.Hour {
+					t.Errorf("idempotency config %+v: want R3, 1 GiB, file, 24h", ic)
+				}
+				if es := g.EventStreamConfig(); es.Replicas != 3 || es.MaxBytes != 64<<20 {
+					t.Errorf("event stream %+v: want R3 and the dev profile's 64 MiB", es)
+				}
+			}},
+		{name: "a malformed asset override", args: []string{"--auth-disabled", "--workers", "a:1", "--js-overrides", "toolfleet_calls.storage=ssd"}, wantErr: "--js-overrides"},
+		{name: "too many replicas", args: []string{"--auth-disabled", "--workers", "a:1"}, env: map[string]string{"TOOLFLEET_JS_REPLICAS": "9"}, wantErr: "--js-replicas"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

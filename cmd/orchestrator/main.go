@@ -78,6 +78,7 @@ func parse(args []string) (runner.Config, options, error) {
 	fs.StringVar(&cfg.TaskQueue, "task-queue", "toolfleet-agent", "Temporal task queue of agent runs")
 	fs.StringVar(&cfg.NATSURL, "nats-url", "nats://127.0.0.1:4222", "NATS server URL")
 	cfg.NATS.AddFlags(fs)
+	cfg.Assets.AddFlags(fs)
 	fs.StringVar(&cfg.GatewayAddress, "gateway-address", "127.0.0.1:8080", "tool gateway host:port (gRPC)")
 	fs.StringVar(&cfg.GatewayToken, "gateway-token", "", "bearer token of the orchestrator at the gateway (scopes tools:delegate, tools:approve)")
 	fs.StringVar(&cfg.KeyDir, "model-key-dir", "", "folder that model key references file:NAME read from (empty: file references refused)")

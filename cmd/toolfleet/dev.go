@@ -19,6 +19,7 @@ import (
 	"github.com/toolfleet/toolfleet/orchestrator/metrics"
 	"github.com/toolfleet/toolfleet/orchestrator/runner"
 	"github.com/toolfleet/toolfleet/orchestrator/trigger"
+	"github.com/toolfleet/toolfleet/sdk/jsassets"
 	"github.com/toolfleet/toolfleet/sdk/natsconn"
 	"github.com/toolfleet/toolfleet/services/gateway"
 )
@@ -42,6 +43,9 @@ type devConfig struct {
 	NATS natsconn.Options
 	// Triggers is a trigger file (docs/programs.md).
 	Triggers string
+	// Assets sizes every JetStream asset of the fleet (--js-*; the dev
+	// profile by default: a few hundred MiB in all).
+	Assets jsassets.Config
 }
 
 func (c devConfig) validate() error {
@@ -69,11 +73,11 @@ func (c devConfig) validate() error {
 	if _, err := natsx.RequireAuth(c.NATS); err != nil {
 		return fmt.Errorf("NATS credentials: %w", err)
 	}
-	return nil
+	return c.Assets.Validate()
 }
 
 func newDevCommand() *cobra.Command {
-	cfg := devConfig{}
+	cfg := devConfig{Assets: jsassets.Config{Profile: jsassets.ProfileDev}}
 	cmd := &cobra.Command{
 		Use:   "dev",
 		Short: "Run the whole fleet in one process on embedded NATS and Temporal",
@@ -111,8 +115,10 @@ embedded NATS requires that credential and the fleet uses it. Ctrl-C stops it.`,
 	f.StringSliceVar(&cfg.AllowedOrigins, "gateway-allowed-origins", nil, "browser origins (http://localhost:6274) the gateway lets make state-changing requests and use /mcp; default none")
 	f.StringVar(&cfg.Triggers, "triggers", "", "trigger file: JetStream subjects that start programs and agent runs (docs/programs.md)")
 	config.BindEnv(f, "TOOLFLEET")
-	// After BindEnv: these name their TOOLFLEET_NATS_* variables themselves.
+	// After BindEnv: these name their TOOLFLEET_NATS_* and TOOLFLEET_JS_*
+	// variables themselves.
 	cfg.NATS.AddFlags(f)
+	cfg.Assets.AddFlags(f)
 	return cmd
 }
 
@@ -164,7 +170,7 @@ func runDev(ctx context.Context, cfg devConfig, stdout, stderr io.Writer) error 
 
 	agents, programs, orchMetrics := &agentMount{}, &programMount{}, metrics.New()
 	fl, err := startFleet(startCtx, fleetConfig{Host: cfg.Host, GatewayPort: cfg.GatewayPort, JWTSecret: cfg.JWTSecret,
-		AllowedOrigins: cfg.AllowedOrigins, NATSURL: stack.NATS.URL(), NATS: cfg.NATS, Logger: logger,
+		AllowedOrigins: cfg.AllowedOrigins, NATSURL: stack.NATS.URL(), NATS: cfg.NATS, Assets: cfg.Assets, Logger: logger,
 		Mounts: []gateway.Mount{agents.mount(), programs.mount(), metricsMount(orchMetrics)}, Tracing: tracing})
 	if err == nil {
 		err = fl.waitToolkits(startCtx, fl.Toolkits...)
@@ -178,7 +184,7 @@ func runDev(ctx context.Context, cfg devConfig, stdout, stderr io.Writer) error 
 	}
 
 	orch, err := runner.Start(startCtx, runner.Config{TemporalAddress: stack.Temporal.Address(), Namespace: stack.Namespace(),
-		NATSURL: stack.NATS.URL(), NATS: cfg.NATS, GatewayAddress: fl.Gateway.Addr(), Logger: logger, Triggers: triggers,
+		NATSURL: stack.NATS.URL(), NATS: cfg.NATS, Assets: cfg.Assets, GatewayAddress: fl.Gateway.Addr(), Logger: logger, Triggers: triggers,
 		Tracing: tracing, Metrics: orchMetrics})
 	if err != nil {
 		_ = fl.stop()

@@ -20,6 +20,7 @@ import (
 	jsonqv1 "github.com/toolfleet/toolfleet/gen/tools/jsonq/v1"
 	kvv1 "github.com/toolfleet/toolfleet/gen/tools/kv/v1"
 	webv1 "github.com/toolfleet/toolfleet/gen/tools/web/v1"
+	"github.com/toolfleet/toolfleet/sdk/jsassets"
 	"github.com/toolfleet/toolfleet/sdk/natsconn"
 	"github.com/toolfleet/toolfleet/sdk/tool"
 	"github.com/toolfleet/toolfleet/services/gateway"
@@ -40,7 +41,9 @@ type fleetConfig struct {
 	AllowedOrigins []string
 	NATSURL        string
 	// NATS holds the credentials and TLS settings for NATSURL.
-	NATS   natsconn.Options
+	NATS natsconn.Options
+	// Assets sizes the JetStream assets of the gateway and the KV worker.
+	Assets jsassets.Config
 	Logger *slog.Logger
 	// Mounts are services served at the gateway's address (the AgentService).
 	Mounts []gateway.Mount
@@ -80,7 +83,7 @@ var bundled = []bundledWorker{
 		return nil
 	}},
 	{"kv", "KV", func(ctx context.Context, w *tool.Worker, js jetstream.JetStream) error {
-		bucket, err := kv.OpenBucket(ctx, js, kv.BucketConfig{})
+		bucket, err := kv.OpenBucket(ctx, js, kv.BucketConfig{Assets: w.Assets()})
 		if err != nil {
 			return err
 		}
@@ -117,7 +120,7 @@ func startFleet(ctx context.Context, cfg fleetConfig) (_ *fleet, err error) {
 	quiet := cfg.Logger
 	for _, b := range bundled {
 		w, err := tool.NewWorker(tool.Config{Name: b.name, Listen: net.JoinHostPort(cfg.Host, "0"), NATSURL: cfg.NATSURL,
-			NATS: cfg.NATS, Logger: quiet.With("worker", b.name)})
+			NATS: cfg.NATS, Assets: cfg.Assets, Logger: quiet.With("worker", b.name)})
 		if err != nil {
 			return nil, fmt.Errorf("worker %s: %w", b.name, err)
 		}
@@ -139,6 +142,7 @@ func startFleet(ctx context.Context, cfg fleetConfig) (_ *fleet, err error) {
 		Listen:  net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.GatewayPort)),
 		NATSURL: cfg.NATSURL,
 		NATS:    cfg.NATS,
+		Assets:  cfg.Assets,
 		Auth:    auth,
 		Logger:  cfg.Logger,
 		// Browser safety: cross-origin requests are refused unless trusted here.
@@ -151,6 +155,11 @@ func startFleet(ctx context.Context, cfg fleetConfig) (_ *fleet, err error) {
 	}
 	f.run(runCtx, "gateway", g.Run)
 	if err := waitReady(ctx, g.Ready(), f.errs); err != nil {
+		return nil, fmt.Errorf("gateway: %w", err)
+	}
+	// Listening is not ready: wait until its JetStream assets exist, so
+	// that an asset NATS refuses stops dev here with the reason.
+	if err := waitServing(ctx, g, f.errs); err != nil {
 		return nil, fmt.Errorf("gateway: %w", err)
 	}
 	f.Gateway = g
@@ -175,6 +184,26 @@ func waitReady(ctx context.Context, ready <-chan struct{}, errs <-chan error) er
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// waitServing waits until g reports SERVING (its idempotency bucket and event
+// stream exist), g stops with an error, or ctx ends.
+func waitServing(ctx context.Context, g *gateway.Gateway, errs <-chan error) error {
+	t := time.NewTicker(25 * time.Millisecond)
+	defer t.Stop()
+	for !g.Serving() {
+		if err := g.SetupError(); errors.Is(err, jsassets.ErrInsufficientStorage) {
+			return err
+		}
+		select {
+		case err := <-errs:
+			return err
+		case <-ctx.Done():
+			return fmt.Errorf("its JetStream assets are not ready (see the log): %w", ctx.Err())
+		case <-t.C:
+		}
+	}
+	return nil
 }
 
 // waitToolkits waits until the gateway serves every given toolkit.

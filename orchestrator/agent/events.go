@@ -13,6 +13,7 @@ import (
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
 	"github.com/toolfleet/toolfleet/internal/telemetry"
+	"github.com/toolfleet/toolfleet/sdk/jsassets"
 )
 
 // Subjects and the stream of run events.
@@ -39,7 +40,8 @@ func EventSubject(runID, kind string) string { return EventSubjectPrefix + runID
 func DeltaSubject(runID string) string { return DeltaSubjectPrefix + runID }
 
 // EventStreamConfig is the stream the orchestrator creates for run events
-// (1 GiB on disk, or 64 MiB in memory for tests).
+// (1 GiB on disk, or 64 MiB in memory for tests); [EventStreamFor] gives it
+// the configured replicas, storage and limits.
 func EventStreamConfig(name string, memory bool) jetstream.StreamConfig {
 	if name == "" {
 		name = DefaultEventStream
@@ -60,6 +62,13 @@ func EventStreamConfig(name string, memory bool) jetstream.StreamConfig {
 	}
 }
 
+// EventStreamFor is [EventStreamConfig] with the replicas, storage, byte
+// bound and max age that assets set for the stream (sdk/jsassets).
+func EventStreamFor(name string, assets jsassets.Config) jetstream.StreamConfig {
+	sc := EventStreamConfig(name, false)
+	return assets.Settings(jsassets.RunEvents.Named(sc.Name)).Stream(sc)
+}
+
 // Events publishes run events to JetStream (deduplicated by event id) and
 // token deltas to core NATS.
 type Events struct {
@@ -69,8 +78,8 @@ type Events struct {
 
 // OpenEvents ensures the event stream exists.
 func OpenEvents(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, stream jetstream.StreamConfig) (*Events, error) {
-	if _, err := js.CreateOrUpdateStream(ctx, stream); err != nil {
-		return nil, fmt.Errorf("agent: event stream %s: %w", stream.Name, err)
+	if _, err := jsassets.EnsureStream(ctx, js, stream); err != nil {
+		return nil, fmt.Errorf("agent: event stream: %w", err)
 	}
 	return &Events{nc: nc, js: js}, nil
 }

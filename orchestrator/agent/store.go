@@ -2,6 +2,7 @@ package agent
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -15,15 +16,18 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
+	"github.com/toolfleet/toolfleet/sdk/jsassets"
 )
 
 // Store defaults.
 const (
 	DefaultTranscriptBucket = "toolfleet_transcripts"
 	DefaultBlobBucket       = "toolfleet_run_blobs"
-	// DefaultTranscriptBytes bounds the transcript bucket (file storage).
+	// DefaultTranscriptBytes bounds the transcript bucket in the prod
+	// profile (jsassets.Transcripts).
 	DefaultTranscriptBytes = 4 << 30
-	// DefaultBlobBytes bounds the blob bucket.
+	// DefaultBlobBytes bounds the blob bucket in the prod profile
+	// (jsassets.RunBlobs).
 	DefaultBlobBytes = 16 << 30
 	// MaxMessageBytes bounds one stored message; larger tool results are
 	// stored as blobs and previewed (see InlineLimit).
@@ -44,12 +48,16 @@ var (
 type StoreConfig struct {
 	TranscriptBucket string
 	BlobBucket       string
-	// MaxTranscriptBytes and MaxBlobBytes bound the buckets (defaults
-	// DefaultTranscriptBytes and DefaultBlobBytes; 64 and 128 MiB in memory).
+	// MaxTranscriptBytes and MaxBlobBytes bound the buckets (defaults: the
+	// byte bounds of Assets; 64 and 128 MiB with Memory).
 	MaxTranscriptBytes int64
 	MaxBlobBytes       int64
 	// Memory keeps both buckets in memory (tests).
 	Memory bool
+	// Assets sets the buckets' replicas, storage, byte bounds and retention
+	// (sdk/jsassets; the zero value: R1, file, the prod profile). The
+	// fields above win over its profile when set.
+	Assets jsassets.Config
 	// CacheBytes bounds the in-process cache of transcript messages (default
 	// DefaultCacheBytes; a quarter as much again for blobs; negative turns it off).
 	CacheBytes int64
@@ -88,40 +96,35 @@ func OpenStore(ctx context.Context, js jetstream.JetStream, cfg StoreConfig) (*S
 	if cfg.BlobBucket == "" {
 		cfg.BlobBucket = DefaultBlobBucket
 	}
-	if cfg.MaxTranscriptBytes <= 0 {
-		cfg.MaxTranscriptBytes = DefaultTranscriptBytes
-		if cfg.Memory {
-			cfg.MaxTranscriptBytes = 64 << 20
-		}
-	}
-	if cfg.MaxBlobBytes <= 0 {
-		cfg.MaxBlobBytes = DefaultBlobBytes
-		if cfg.Memory {
-			cfg.MaxBlobBytes = 128 << 20
-		}
-	}
-	storage := jetstream.FileStorage
+	assets := cfg.Assets
 	if cfg.Memory {
-		storage = jetstream.MemoryStorage
+		// Tests: in memory, at most 64 and 128 MiB unless told otherwise.
+		assets = assets.WithStorage(jsassets.StorageMemory)
+		cfg.MaxTranscriptBytes = cmp.Or(cfg.MaxTranscriptBytes, 64<<20)
+		cfg.MaxBlobBytes = cmp.Or(cfg.MaxBlobBytes, 128<<20)
 	}
-	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+	ts := assets.Settings(jsassets.Transcripts.Named(cfg.TranscriptBucket))
+	bs := assets.Settings(jsassets.RunBlobs.Named(cfg.BlobBucket))
+	if cfg.MaxTranscriptBytes > 0 {
+		ts.MaxBytes = cfg.MaxTranscriptBytes
+	}
+	if cfg.MaxBlobBytes > 0 {
+		bs.MaxBytes = cfg.MaxBlobBytes
+	}
+	kv, err := jsassets.EnsureKeyValue(ctx, js, ts.KeyValue(jetstream.KeyValueConfig{
 		Bucket:       cfg.TranscriptBucket,
 		Description:  "toolfleet agent run transcripts: one message per key <run_id>.<seq>",
-		MaxBytes:     cfg.MaxTranscriptBytes,
 		MaxValueSize: MaxMessageBytes,
-		Storage:      storage,
-	})
+	}))
 	if err != nil {
-		return nil, fmt.Errorf("agent: transcript bucket %s: %w", cfg.TranscriptBucket, err)
+		return nil, fmt.Errorf("agent: transcript bucket: %w", err)
 	}
-	blobs, err := js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{
+	blobs, err := jsassets.EnsureObjectStore(ctx, js, bs.ObjectStore(jetstream.ObjectStoreConfig{
 		Bucket:      cfg.BlobBucket,
 		Description: "toolfleet agent run blobs, content-addressed (sha256)",
-		MaxBytes:    cfg.MaxBlobBytes,
-		Storage:     storage,
-	})
+	}))
 	if err != nil {
-		return nil, fmt.Errorf("agent: blob bucket %s: %w", cfg.BlobBucket, err)
+		return nil, fmt.Errorf("agent: blob bucket: %w", err)
 	}
 	st := &Store{kv: kv, blobs: blobs}
 	if n := cfg.CacheBytes; n >= 0 {

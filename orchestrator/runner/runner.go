@@ -8,6 +8,7 @@
 package runner
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -37,6 +38,7 @@ import (
 	"github.com/toolfleet/toolfleet/orchestrator/program"
 	"github.com/toolfleet/toolfleet/orchestrator/trigger"
 	tfclient "github.com/toolfleet/toolfleet/sdk/client"
+	"github.com/toolfleet/toolfleet/sdk/jsassets"
 	"github.com/toolfleet/toolfleet/sdk/natsconn"
 )
 
@@ -70,6 +72,10 @@ type Config struct {
 	Triggers *trigger.Config
 	// MemoryStorage keeps transcripts and events in memory (tests).
 	MemoryStorage bool
+	// Assets sets the replicas, storage, byte bounds and retention of the
+	// orchestrator's JetStream assets (run events, transcripts, run blobs,
+	// trigger streams); see sdk/jsassets. Zero: R1, file, the prod profile.
+	Assets jsassets.Config
 	// MaxConcurrentActivities bounds activities in flight in this process. Default 200.
 	MaxConcurrentActivities int
 	// StopTimeout bounds the graceful stop. Default 10s.
@@ -100,6 +106,9 @@ func (c *Config) Validate() error {
 		errs = append(errs, errors.New("the gateway address is required"))
 	}
 	if err := c.NATS.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.Assets.Validate(); err != nil {
 		errs = append(errs, err)
 	}
 	if err := c.TemporalTLS.validate(); err != nil {
@@ -260,11 +269,16 @@ func Start(ctx context.Context, cfg Config) (_ *Orchestrator, err error) {
 		return nil, fmt.Errorf("JetStream: %w", err)
 	}
 	o.js = js
-	store, err := agent.OpenStore(ctx, js, agent.StoreConfig{Memory: cfg.MemoryStorage})
+	assets := cfg.Assets
+	if cfg.MemoryStorage {
+		assets = assets.WithStorage(jsassets.StorageMemory)
+		assets.Profile = cmp.Or(assets.Profile, jsassets.ProfileDev) // tests: small
+	}
+	store, err := agent.OpenStore(ctx, js, agent.StoreConfig{Memory: cfg.MemoryStorage, Assets: assets})
 	if err != nil {
 		return nil, err
 	}
-	events, err := agent.OpenEvents(ctx, o.nc, js, agent.EventStreamConfig("", cfg.MemoryStorage))
+	events, err := agent.OpenEvents(ctx, o.nc, js, agent.EventStreamFor("", assets))
 	if err != nil {
 		return nil, err
 	}
@@ -314,7 +328,7 @@ func Start(ctx context.Context, cfg Config) (_ *Orchestrator, err error) {
 	o.Programs = &program.Programs{Temporal: o.temporal, TaskQueue: cfg.TaskQueue}
 	if cfg.Triggers != nil {
 		if o.triggers, err = trigger.Start(ctx, js, cfg.Triggers, trigger.Options{Programs: o.Programs, Runs: o.Runs,
-			MemoryStorage: cfg.MemoryStorage, Logger: cfg.Logger}); err != nil {
+			MemoryStorage: cfg.MemoryStorage, Assets: assets, Logger: cfg.Logger}); err != nil {
 			return nil, err
 		}
 	}

@@ -2,6 +2,7 @@ package trigger
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -22,6 +23,7 @@ import (
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
 	"github.com/toolfleet/toolfleet/orchestrator/agent"
 	"github.com/toolfleet/toolfleet/orchestrator/program"
+	"github.com/toolfleet/toolfleet/sdk/jsassets"
 	"github.com/toolfleet/toolfleet/sdk/llm"
 )
 
@@ -49,7 +51,10 @@ type Options struct {
 	Runs     RunStarter // may be nil when no trigger starts agent runs
 	// MemoryStorage keeps the trigger streams in memory (tests).
 	MemoryStorage bool
-	Logger        *slog.Logger
+	// Assets sets the streams' replicas, storage, byte bounds and retention
+	// (sdk/jsassets; the zero value: R1, file, the prod profile).
+	Assets jsassets.Config
+	Logger *slog.Logger
 }
 
 // maxMessageBytes bounds an inbound trigger message.
@@ -95,24 +100,23 @@ func Start(ctx context.Context, js jetstream.JetStream, cfg *Config, opts Option
 			r.Stop()
 		}
 	}()
-	storage := jetstream.FileStorage
+	assets := opts.Assets
 	if opts.MemoryStorage {
-		storage = jetstream.MemoryStorage
+		assets = assets.WithStorage(jsassets.StorageMemory)
+		assets.Profile = cmp.Or(assets.Profile, jsassets.ProfileDev) // tests: small
 	}
-	stream, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+	stream, err := jsassets.EnsureStream(ctx, js, assets.Settings(jsassets.Triggers.Named(DefaultStream)).Stream(jetstream.StreamConfig{
 		Name: DefaultStream, Description: "toolfleet trigger messages", Subjects: []string{SubjectPrefix + ">"},
-		Storage: storage, MaxAge: 7 * 24 * time.Hour, MaxBytes: 1 << 30, MaxMsgSize: maxMessageBytes,
-		Discard: jetstream.DiscardOld, Duplicates: 10 * time.Minute,
-	})
+		MaxMsgSize: maxMessageBytes, Discard: jetstream.DiscardOld, Duplicates: 10 * time.Minute,
+	}))
 	if err != nil {
-		return nil, fmt.Errorf("trigger: stream %s: %w", DefaultStream, err)
+		return nil, fmt.Errorf("trigger: %w", err)
 	}
-	if _, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+	if _, err := jsassets.EnsureStream(ctx, js, assets.Settings(jsassets.TriggerDeadLetters.Named(DeadLetterStream)).Stream(jetstream.StreamConfig{
 		Name: DeadLetterStream, Description: "toolfleet trigger messages that could not start anything",
-		Subjects: []string{cfg.deadLetter()}, Storage: storage, MaxAge: 30 * 24 * time.Hour, MaxBytes: 256 << 20,
-		Discard: jetstream.DiscardOld, Duplicates: 10 * time.Minute,
-	}); err != nil {
-		return nil, fmt.Errorf("trigger: stream %s: %w", DeadLetterStream, err)
+		Subjects: []string{cfg.deadLetter()}, Discard: jetstream.DiscardOld, Duplicates: 10 * time.Minute,
+	})); err != nil {
+		return nil, fmt.Errorf("trigger: %w", err)
 	}
 	for _, t := range cfg.Triggers {
 		text, def := "", defaultArgs

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/toolfleet/toolfleet/internal/telemetry"
+	"github.com/toolfleet/toolfleet/sdk/jsassets"
 	"github.com/toolfleet/toolfleet/sdk/natsconn"
 )
 
@@ -57,6 +58,8 @@ func run(ctx context.Context, name string, args []string, stderr io.Writer, regi
 	interval := fs.Duration("announce-interval", DefaultAnnounceInterval, "heartbeat period; ttl = 3x")
 	var natsOpts natsconn.Options
 	natsOpts.AddFlags(fs)
+	var assets jsassets.Config
+	assets.AddFlags(fs)
 	var tlsCfg TLSConfig
 	fs.StringVar(&tlsCfg.CertFile, "tls-cert", os.Getenv(EnvTLSCert), "serve gRPC over TLS with this certificate (env "+EnvTLSCert+")")
 	fs.StringVar(&tlsCfg.KeyFile, "tls-key", os.Getenv(EnvTLSKey), "key of --tls-cert (env "+EnvTLSKey+")")
@@ -69,6 +72,10 @@ func run(ctx context.Context, name string, args []string, stderr io.Writer, regi
 	var lvl slog.Level
 	if err := lvl.UnmarshalText([]byte(*level)); err != nil {
 		fmt.Fprintf(stderr, "%s: bad --log-level %q: %v\n", name, *level, err)
+		return 2
+	}
+	if err := assets.Validate(); err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", name, err)
 		return 2
 	}
 	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: lvl})).With("service", name)
@@ -106,6 +113,7 @@ func run(ctx context.Context, name string, args []string, stderr io.Writer, regi
 		Listen:           *listen,
 		NATSURL:          *natsURL,
 		NATS:             natsOpts,
+		Assets:           assets,
 		TLS:              tlsCfg,
 		HealthListen:     *healthListen,
 		AdvertiseAddr:    *advertise,

@@ -26,6 +26,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/reflect/protoregistry"
 
+	"github.com/toolfleet/toolfleet/sdk/jsassets"
 	"github.com/toolfleet/toolfleet/sdk/natsconn"
 	"github.com/toolfleet/toolfleet/sdk/tool/contract"
 )
@@ -75,6 +76,10 @@ type Config struct {
 	NATSURL string
 	// NATS holds the credentials and TLS settings for NATSURL (none by default).
 	NATS natsconn.Options
+	// Assets sizes the JetStream assets the worker's services create
+	// (--js-replicas, --js-storage, --js-profile, --js-overrides; package
+	// sdk/jsassets). The worker itself creates none.
+	Assets jsassets.Config
 	// AdvertiseAddr is the address announced to the registry. Default: the
 	// listener's address (set it when listening on 0.0.0.0 or behind NAT).
 	AdvertiseAddr string
@@ -164,6 +169,9 @@ func NewWorker(cfg Config) (*Worker, error) {
 			return nil, fmt.Errorf("tool: %w", err)
 		}
 	}
+	if err := cfg.Assets.Validate(); err != nil {
+		return nil, fmt.Errorf("tool: %w", err)
+	}
 	validator, err := protovalidate.New()
 	if err != nil {
 		return nil, fmt.Errorf("tool: create validator: %w", err)
@@ -241,6 +249,11 @@ func (w *Worker) Logger() *slog.Logger { return w.log }
 // that keep their state in NATS connect with [Worker.ConnectNATS], so a binary
 // needs one set of --nats flags.
 func (w *Worker) NATSURL() string { return w.cfg.NATSURL }
+
+// Assets is the worker's JetStream asset configuration: a service that keeps
+// state in JetStream creates its stream or bucket with the settings it gives
+// ([jsassets.Config.Settings], [jsassets.EnsureKeyValue]).
+func (w *Worker) Assets() jsassets.Config { return w.cfg.Assets }
 
 // ConnectNATS connects to the worker's NATS with its credentials and TLS
 // settings, naming the connection name; extra options follow (reconnect policy,

@@ -68,9 +68,9 @@ func withOutcome(ev *toolfleetv1.CallEvent, start time.Time, kind, message strin
 	return ev
 }
 
-// ensureStream reports whether the event stream exists (creating it if needed);
-// readiness waits for it.
-func (e *events) ensureStream(ctx context.Context) bool { return e.pub.EnsureStream(ctx) }
+// ensureStream makes sure the event stream exists as configured (creating or
+// updating it); readiness waits for it.
+func (e *events) ensureStream(ctx context.Context) error { return e.pub.EnsureStream(ctx) }
 
 // startedEvent publishes a call's started event once the call has run for
 // the gateway's threshold (at once when the threshold is negative), so a fast

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
+	"github.com/toolfleet/toolfleet/sdk/jsassets"
 	"github.com/toolfleet/toolfleet/sdk/natsconn"
 	"github.com/toolfleet/toolfleet/services/gateway/auth"
 	"github.com/toolfleet/toolfleet/services/gateway/idempotency"
@@ -93,15 +94,25 @@ type Config struct {
 	StartedEventAfter time.Duration
 	// MaxResultBytes applies to tools whose contract sets none. Default [DefaultMaxResultBytes].
 	MaxResultBytes int64
-	// IdempotencyTTL is how long finished results are kept. Default [DefaultIdempotencyTTL].
+	// Assets sets the replicas, storage, byte bounds and retention of the
+	// gateway's JetStream assets (the call-event stream, the idempotency
+	// bucket, the result handles' object store); see package sdk/jsassets.
+	// Zero: one replica on file storage with the prod profile. The fields
+	// below that set one of these values win over the profile and lose to
+	// an override that names the asset.
+	Assets jsassets.Config
+	// IdempotencyTTL is how long finished results are kept. Default: the
+	// asset's max age (24 h in both profiles).
 	IdempotencyTTL time.Duration
 	// IdempotencyBucket names the KV bucket. Default [DefaultIdempotencyBucket].
 	IdempotencyBucket string
-	// IdempotencyFileStorage keeps results on disk (default: memory, which is
-	// faster and enough for a cache whose loss only re-runs idempotent retries).
-	IdempotencyFileStorage bool
+	// IdempotencyMemoryStorage keeps finished calls in memory, as the
+	// override "toolfleet_calls.storage=memory" does. Default on disk: a
+	// NATS restart must not forget them, or the retry of a non-idempotent call
+	// would run it again.
+	IdempotencyMemoryStorage bool
 	// IdempotencyMaxBytes bounds the bucket; when full, the oldest entries are
-	// dropped first. Default [DefaultIdempotencyMaxBytes].
+	// dropped first. Default: the asset's byte bound.
 	IdempotencyMaxBytes int64
 	// IdempotencyMaxValueSize bounds one stored response; the repeat of a call
 	// whose response was larger is refused. Default [DefaultIdempotencyMaxValueSize].
@@ -110,13 +121,15 @@ type Config struct {
 	// over a tool's MaxResultBytes, kept for callers that allow a handle).
 	// Default [DefaultResultBucket].
 	ResultBucket string
-	// ResultTTL is how long a result behind a handle is kept. Default [DefaultResultTTL].
+	// ResultTTL is how long a result behind a handle is kept. Default: the
+	// asset's max age ([DefaultResultTTL] in both profiles).
 	ResultTTL time.Duration
 	// ResultMaxBytes is the ceiling on one result behind a handle; a larger
 	// result fails the call as without a handle. Default [DefaultResultMaxBytes].
 	ResultMaxBytes int64
 	// ResultStoreMaxBytes bounds the bucket; when full, results over the inline
-	// limit fail (retryable) until older ones expire. Default [DefaultResultStoreMaxBytes].
+	// limit fail (retryable) until older ones expire. Default: the asset's
+	// byte bound ([DefaultResultStoreMaxBytes] in the prod profile).
 	ResultStoreMaxBytes int64
 	// ResultHandleCalls bounds the calls at once that allow a handle and so
 	// may receive a result up to ResultMaxBytes, which the gateway holds in
@@ -183,17 +196,11 @@ func (c *Config) defaults() {
 	if c.MaxResultBytes <= 0 {
 		c.MaxResultBytes = DefaultMaxResultBytes
 	}
-	if c.IdempotencyTTL <= 0 {
-		c.IdempotencyTTL = DefaultIdempotencyTTL
-	}
 	if c.IdempotencyBucket == "" {
 		c.IdempotencyBucket = DefaultIdempotencyBucket
 	}
 	if c.ResultBucket == "" {
 		c.ResultBucket = DefaultResultBucket
-	}
-	if c.ResultTTL <= 0 {
-		c.ResultTTL = DefaultResultTTL
 	}
 	if c.ResultMaxBytes <= 0 {
 		c.ResultMaxBytes = DefaultResultMaxBytes
@@ -203,9 +210,6 @@ func (c *Config) defaults() {
 	}
 	if c.ResultHandleWait <= 0 {
 		c.ResultHandleWait = 5 * time.Second
-	}
-	if c.ResultStoreMaxBytes <= 0 {
-		c.ResultStoreMaxBytes = DefaultResultStoreMaxBytes
 	}
 	if c.EventStream == "" {
 		c.EventStream = DefaultEventStream
@@ -261,6 +265,13 @@ type Gateway struct {
 	grpc   *grpc.Server
 	health *health.Server
 
+	// fatalErr carries a configuration error found after Run started
+	// (see fatal); Run returns it.
+	fatalErr chan error
+	// setupErr is the last error of setting up the JetStream assets (nil
+	// once they are ready); see SetupError.
+	setupErr atomic.Pointer[error]
+
 	ready   chan struct{}
 	addr    atomic.Pointer[string]
 	running atomic.Bool
@@ -273,6 +284,9 @@ func New(ctx context.Context, cfg Config) (*Gateway, error) {
 	cfg.defaults()
 	if cfg.Auth.Disabled && !loopback(cfg.Listen) {
 		return nil, fmt.Errorf("%w (listen %s)", ErrAuthOffNotLoopback, cfg.Listen)
+	}
+	if err := cfg.Assets.Validate(); err != nil {
+		return nil, fmt.Errorf("gateway: %w", err)
 	}
 	if cfg.NATSURL != "" {
 		// Reads the credential and certificate files: fail now, not at each reconnect.
@@ -290,7 +304,7 @@ func New(ctx context.Context, cfg Config) (*Gateway, error) {
 	if err != nil {
 		return nil, err
 	}
-	g := &Gateway{cfg: cfg, log: log, auth: authn, ready: make(chan struct{}), handleSlots: make(chan struct{}, cfg.ResultHandleCalls)}
+	g := &Gateway{cfg: cfg, log: log, auth: authn, ready: make(chan struct{}), fatalErr: make(chan error, 1), handleSlots: make(chan struct{}, cfg.ResultHandleCalls)}
 	if g.cop, err = g.newCrossOrigin(); err != nil {
 		return nil, err
 	}
@@ -375,6 +389,7 @@ func (g *Gateway) Run(ctx context.Context) error {
 	select {
 	case <-ctx.Done():
 	case err = <-serveErr:
+	case err = <-g.fatalErr:
 	}
 	g.health.Shutdown() // NOT_SERVING: probes stop sending traffic while calls drain
 	sp.close()
@@ -438,23 +453,19 @@ func (g *Gateway) connectNATS(ctx context.Context, bg *sync.WaitGroup) (*nats.Co
 		nc.Close()
 		return nil, fmt.Errorf("gateway: subscribe to announcements: %w", err)
 	}
-	g.events = newEvents(g.log, nc, js, jetstream.StreamConfig{
-		Name:        g.cfg.EventStream,
-		Description: "toolfleet gateway call events",
-		Subjects:    []string{EventSubjectPrefix + ">"},
-		Storage:     jetstream.FileStorage,
-		MaxAge:      7 * 24 * time.Hour,
-		Duplicates:  2 * time.Minute,
-	}, g.cfg.EventQueue, g.metrics)
+	g.events = newEvents(g.log, nc, js, g.cfg.EventStreamConfig(), g.cfg.EventQueue, g.metrics)
 	g.events.run(ctx)
-	idemCfg := idempotency.Config{Bucket: g.cfg.IdempotencyBucket, TTL: g.cfg.IdempotencyTTL, FileStorage: g.cfg.IdempotencyFileStorage,
-		MaxBytes: g.cfg.IdempotencyMaxBytes, MaxValueSize: g.cfg.IdempotencyMaxValueSize}
+	idemCfg := g.cfg.IdempotencyConfig()
 	setup := func() bool {
 		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
 		if g.idemPtr.Load() == nil {
 			idem, err := idempotency.New(cctx, g.log, nc, js, idemCfg)
 			if err != nil {
+				g.setupErr.Store(&err)
+				if g.fatal(err) {
+					return true
+				}
 				g.log.Warn("idempotency store not ready; only read-only and idempotent tools run with a call_id until it is", "error", err)
 				return false
 			}
@@ -462,9 +473,11 @@ func (g *Gateway) connectNATS(ctx context.Context, bg *sync.WaitGroup) (*nats.Co
 		}
 		// Ready (for Kubernetes) once the event stream exists too; a later NATS
 		// outage does not flip it back (the gateway keeps serving without NATS).
-		if !g.events.ensureStream(cctx) {
-			return false
+		if err := g.events.ensureStream(cctx); err != nil {
+			g.setupErr.Store(&err)
+			return g.fatal(err)
 		}
+		g.setupErr.Store(nil)
 		g.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 		return true
 	}
@@ -480,6 +493,9 @@ func (g *Gateway) connectNATS(ctx context.Context, bg *sync.WaitGroup) (*nats.Co
 		defer cancel()
 		rs, err := results.New(cctx, js, g.cfg.resultsConfig())
 		if err != nil {
+			if g.fatal(err) {
+				return true
+			}
 			// Missing NATS permissions would repeat this every second: say it once a minute.
 			if attempts++; attempts%60 == 1 {
 				g.log.Warn("result store not ready; calls allowing a result handle fail over the inline limit until it is", "error", err)
@@ -509,10 +525,81 @@ func (g *Gateway) retrySetup(ctx context.Context, setup func() bool) {
 	}
 }
 
+// fatal reports whether err is a configuration error that retrying cannot
+// mend (a JetStream asset whose storage type the configuration changes), and
+// then stops the gateway with it: Run returns err.
+func (g *Gateway) fatal(err error) bool {
+	if !errors.Is(err, jsassets.ErrUnsupportedChange) {
+		return false
+	}
+	g.log.Error("a JetStream asset cannot be brought to the configuration; stopping", "error", err)
+	select {
+	case g.fatalErr <- fmt.Errorf("gateway: %w", err):
+	default: // one is enough
+	}
+	return true
+}
+
+// assetSettings is what asset a is created with: Assets, then a value the
+// gateway's own configuration sets (unless an override names it).
+func (c *Config) assetSettings(a jsassets.Asset, maxBytes int64, maxAge time.Duration, memory bool) jsassets.Settings {
+	s := c.Assets.Settings(a)
+	if maxBytes > 0 && !c.Assets.Overridden(a.Name, "max-bytes") {
+		s.MaxBytes = maxBytes
+	}
+	if maxAge > 0 && !c.Assets.Overridden(a.Name, "max-age") {
+		s.MaxAge = maxAge
+	}
+	if memory && !c.Assets.Overridden(a.Name, "storage") {
+		s.Storage = jetstream.MemoryStorage
+	}
+	return s
+}
+
+// EventStreamConfig is the call-event stream the gateway creates or updates.
+func (c Config) EventStreamConfig() jetstream.StreamConfig {
+	c.defaults()
+	return c.assetSettings(jsassets.CallEvents.Named(c.EventStream), 0, 0, false).Stream(jetstream.StreamConfig{
+		Name:        c.EventStream,
+		Description: "toolfleet gateway call events",
+		Subjects:    []string{EventSubjectPrefix + ">"},
+		Discard:     jetstream.DiscardOld,
+		Duplicates:  2 * time.Minute,
+	})
+}
+
+// IdempotencyConfig is the idempotency store's configuration.
+func (c Config) IdempotencyConfig() idempotency.Config {
+	c.defaults()
+	s := c.assetSettings(jsassets.Idempotency.Named(c.IdempotencyBucket), c.IdempotencyMaxBytes, c.IdempotencyTTL, c.IdempotencyMemoryStorage)
+	return idempotency.Config{Bucket: c.IdempotencyBucket, TTL: s.MaxAge, MemoryStorage: s.Storage == jetstream.MemoryStorage,
+		Replicas: s.Replicas, MaxBytes: s.MaxBytes, MaxValueSize: c.IdempotencyMaxValueSize}
+}
+
 // resultsConfig is the result store's configuration (its defaults applied by results.New).
 func (c *Config) resultsConfig() results.Config {
-	return results.Config{Bucket: c.ResultBucket, TTL: c.ResultTTL, MaxBytes: c.ResultStoreMaxBytes,
-		MaxResultBytes: c.ResultMaxBytes, MemoryStorage: c.ResultMemoryStorage}
+	s := c.assetSettings(jsassets.Results.Named(c.ResultBucket), c.ResultStoreMaxBytes, c.ResultTTL, c.ResultMemoryStorage)
+	return results.Config{Bucket: c.ResultBucket, TTL: s.MaxAge, MaxBytes: s.MaxBytes,
+		MaxResultBytes: c.ResultMaxBytes, MemoryStorage: s.Storage == jetstream.MemoryStorage, Replicas: s.Replicas}
+}
+
+// SetupError is the last error met while creating the idempotency bucket and
+// the event stream, which readiness waits for; nil when there was none or
+// they are ready. A caller that starts a gateway in process (toolfleet dev)
+// uses it to stop early on errors a retry will not mend, such as
+// jsassets.ErrInsufficientStorage.
+func (g *Gateway) SetupError() error {
+	if p := g.setupErr.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// Serving reports whether the gateway as a whole is ready (what
+// grpc.health.v1 answers for the service "" and OXP's GET /health).
+func (g *Gateway) Serving() bool {
+	resp, err := g.health.Check(context.Background(), &healthpb.HealthCheckRequest{})
+	return err == nil && resp.GetStatus() == healthpb.HealthCheckResponse_SERVING
 }
 
 // idem returns the idempotency store; nil (unavailable) until NATS is configured

@@ -21,6 +21,10 @@ type oxpBackend struct{ g *Gateway }
 
 func (b oxpBackend) ToolCount() int { return len(b.g.reg.Current().Defs()) }
 
+// Serving is grpc.health.v1's answer for the whole gateway, so GET /health
+// and a readiness probe never disagree.
+func (b oxpBackend) Serving() bool { return b.g.Serving() }
+
 // ListTools needs any authenticated caller, as on every surface.
 func (b oxpBackend) ListTools(ctx context.Context, h http.Header, req *toolfleetv1.ListToolsRequest) (*toolfleetv1.ListToolsResponse, error) {
 	return discover(ctx, b.g, h.Get("Authorization"), req, b.g.ListTools)

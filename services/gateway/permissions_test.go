@@ -41,6 +41,7 @@ var (
 		"$JS.API.CONSUMER.DELETE.KV_toolfleet_calls.>",
 		"$JS.FC.KV_toolfleet_calls.>",
 		"$O.toolfleet_results.>",
+		"$JS.API.STREAM.INFO.OBJ_toolfleet_results",
 		"$JS.API.STREAM.CREATE.OBJ_toolfleet_results",
 		"$JS.API.STREAM.UPDATE.OBJ_toolfleet_results",
 		"$JS.API.DIRECT.GET.OBJ_toolfleet_results.>",

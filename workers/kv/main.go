@@ -7,6 +7,10 @@
 //
 //	TOOLFLEET_KV_BUCKET   bucket name (default agent_memory), created when missing
 //	TOOLFLEET_KV_HISTORY  revisions kept per key for a new bucket, 1-64 (default 10)
+//
+// The bucket's replicas, storage, byte bound and max age come from
+// --js-replicas, --js-storage, --js-profile and --js-overrides (asset
+// agent_memory; docs/operations.md, "JetStream assets").
 package main
 
 import (
@@ -55,6 +59,7 @@ func register(getenv func(string) string) func(w *tool.Worker) error {
 		if err != nil {
 			return err
 		}
+		cfg.Assets = w.Assets()
 		nc, err := w.ConnectNATS("toolfleet-kv", nats.Timeout(connectTimeout), nats.MaxReconnects(-1))
 		if err != nil {
 			return fmt.Errorf("kv: connect to NATS at %s: %w", url, err)

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
+	"github.com/toolfleet/toolfleet/sdk/jsassets"
 )
 
 // SubjectPrefix starts the subjects of call events:
@@ -179,7 +180,7 @@ func (e *Publisher) Run(ctx context.Context) {
 			linger.Stop()
 			for len(batch) > 0 {
 				if !ready {
-					ready = e.EnsureStream(ctx)
+					ready = e.EnsureStream(ctx) == nil
 				}
 				if ready {
 					batch = e.send(ctx, batch)
@@ -202,29 +203,27 @@ func (e *Publisher) Run(ctx context.Context) {
 	}()
 }
 
-// EnsureStream makes sure the event stream exists once NATS is reachable. An
-// existing stream is used as it is, so that limits an operator set (retention,
-// replicas, discard policy) are not reset by every gateway start, and a gateway
-// needs no permission to edit it.
-func (e *Publisher) EnsureStream(ctx context.Context) bool {
+// EnsureStream makes sure the event stream exists once NATS is reachable, with
+// the configured replicas, byte bound and max age (jsassets.EnsureStream: a
+// stream that already matches is not updated, so a gateway needs the update
+// permission only to apply a changed setting). It returns nil when the stream
+// is ready; a *jsassets.ChangeError (a storage change JetStream cannot make)
+// will not go away by retrying.
+func (e *Publisher) EnsureStream(ctx context.Context) error {
 	if !e.nc.IsConnected() {
-		return false
+		return errNotConnected
 	}
 	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	_, err := e.js.Stream(cctx, e.stream.Name)
-	if errors.Is(err, jetstream.ErrStreamNotFound) {
-		_, err = e.js.CreateStream(cctx, e.stream)
-		if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
-			err = nil // another gateway created it meanwhile
-		}
-	}
-	if err != nil {
+	if _, err := jsassets.EnsureStream(cctx, e.js, e.stream); err != nil {
 		e.log.Warn("event stream not ready", "stream", e.stream.Name, "error", err)
-		return false
+		return err
 	}
-	return true
+	return nil
 }
+
+// errNotConnected: NATS is away.
+var errNotConnected = errors.New("events: NATS is not connected")
 
 // send publishes a batch, each event confirmed by its own ack, and returns the
 // events to send again: those not sent or not answered in time, and those the

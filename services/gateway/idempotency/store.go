@@ -14,13 +14,14 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
+	"github.com/toolfleet/toolfleet/sdk/jsassets"
 )
 
 // Defaults of [Config].
 const (
 	DefaultBucket = "toolfleet_calls"
 	DefaultTTL    = 24 * time.Hour
-	// DefaultMaxBytes bounds the whole bucket (memory storage by default).
+	// DefaultMaxBytes bounds the whole bucket.
 	DefaultMaxBytes = 256 << 20
 	// DefaultMaxValueSize bounds one stored response; it is NATS's default
 	// max_payload, the largest message a default server accepts anyway.
@@ -51,9 +52,12 @@ type Config struct {
 	Bucket string
 	// TTL is how long finished responses are kept. Default [DefaultTTL].
 	TTL time.Duration
-	// FileStorage keeps the bucket on disk (default: memory, which is faster and
-	// enough for a cache whose loss only re-runs retries).
-	FileStorage bool
+	// MemoryStorage keeps the bucket in memory. Default on disk: a NATS restart
+	// must not forget finished calls, or the retry of a non-idempotent call
+	// would run it again.
+	MemoryStorage bool
+	// Replicas of the bucket. Default 1.
+	Replicas int
 	// MaxBytes bounds the bucket; when full the oldest entries are dropped.
 	// Default [DefaultMaxBytes].
 	MaxBytes int64
@@ -96,9 +100,9 @@ const lockMargin = 10 * time.Second
 // New creates (or updates) the bucket and returns the store.
 func New(ctx context.Context, log *slog.Logger, nc *nats.Conn, js jetstream.JetStream, cfg Config) (*Store, error) {
 	cfg.defaults()
-	storage := jetstream.MemoryStorage
-	if cfg.FileStorage {
-		storage = jetstream.FileStorage
+	storage := jetstream.FileStorage
+	if cfg.MemoryStorage {
+		storage = jetstream.MemoryStorage
 	}
 	s := &Store{log: log, nc: nc, js: js, cfg: cfg, kvc: jetstream.KeyValueConfig{
 		Bucket:         cfg.Bucket,
@@ -106,6 +110,7 @@ func New(ctx context.Context, log *slog.Logger, nc *nats.Conn, js jetstream.JetS
 		TTL:            cfg.TTL,
 		History:        1,
 		Storage:        storage,
+		Replicas:       max(cfg.Replicas, 1),
 		MaxBytes:       cfg.MaxBytes,
 		MaxValueSize:   cfg.MaxValueSize,
 		LimitMarkerTTL: time.Minute,
@@ -123,9 +128,9 @@ func New(ctx context.Context, log *slog.Logger, nc *nats.Conn, js jetstream.JetS
 // until entries expire. The handle it returns stays valid when the bucket is
 // made again (recreate), so the store keeps its first one.
 func (s *Store) create(ctx context.Context) (jetstream.KeyValue, error) {
-	kv, err := s.js.CreateOrUpdateKeyValue(ctx, s.kvc)
+	kv, err := jsassets.EnsureKeyValue(ctx, s.js, s.kvc)
 	if err != nil {
-		return nil, fmt.Errorf("idempotency: bucket %s: %w", s.cfg.Bucket, err)
+		return nil, fmt.Errorf("idempotency: %w", err)
 	}
 	stream, err := s.js.Stream(ctx, "KV_"+s.cfg.Bucket)
 	if err != nil {

@@ -22,6 +22,7 @@ var errFake = errors.New("fake backend")
 type echo struct{ last *toolfleetv1.CallToolRequest }
 
 func (*echo) ToolCount() int { return 0 }
+func (*echo) Serving() bool  { return true }
 func (*echo) ListTools(context.Context, http.Header, *toolfleetv1.ListToolsRequest) (*toolfleetv1.ListToolsResponse, error) {
 	return nil, errFake
 }

@@ -1,6 +1,7 @@
 // Package oxp serves the gateway's OXP 1.0 HTTP JSON surface:
 //
-//   - GET /health → {"status": "healthy", "tools": n};
+//   - GET /health → {"status": "healthy", "tools": n}, or 503 with "unavailable"
+//     while the gateway is not ready (the same answer as grpc.health.v1);
 //   - GET /tools?toolkit=&filter=&page_size=&page_token=&all_versions= → the
 //     tool definitions, paginated;
 //   - POST /tools/call {"request": CallToolRequest} → {"result": CallToolResponse};
@@ -42,6 +43,10 @@ const Schema = "urn:oxp:1.0"
 type Backend interface {
 	// ToolCount is the number of served tool versions.
 	ToolCount() int
+	// Serving reports whether the server as a whole is ready: GET /health
+	// answers 200 "healthy" only then, and 503 "unavailable" otherwise, as
+	// grpc.health.v1 answers NOT_SERVING.
+	Serving() bool
 	ListTools(ctx context.Context, h http.Header, req *toolfleetv1.ListToolsRequest) (*toolfleetv1.ListToolsResponse, error)
 	CallTool(ctx context.Context, h http.Header, req *toolfleetv1.CallToolRequest) (*toolfleetv1.CallToolResponse, error)
 	// OpenResult opens the result behind a handle id for the caller; the
@@ -89,6 +94,10 @@ func (s *Server) Register(mux *http.ServeMux) {
 var protoJSON = protojson.MarshalOptions{UseProtoNames: true}
 
 func (s *Server) health(w http.ResponseWriter, _ *http.Request) {
+	if !s.b.Serving() {
+		WriteJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "unavailable", "tools": s.b.ToolCount()})
+		return
+	}
 	WriteJSON(w, http.StatusOK, map[string]any{"status": "healthy", "tools": s.b.ToolCount()})
 }
 

@@ -26,6 +26,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
+	"github.com/toolfleet/toolfleet/sdk/jsassets"
 )
 
 // Defaults of [Config].
@@ -71,6 +72,8 @@ type Config struct {
 	MaxResultBytes int64
 	// MemoryStorage keeps results in memory (dev and tests); default on disk.
 	MemoryStorage bool
+	// Replicas of the bucket. Default 1.
+	Replicas int
 }
 
 // Defaults applies the defaults and checks that one result fits the bucket.
@@ -116,15 +119,16 @@ func New(ctx context.Context, js jetstream.JetStream, cfg Config) (*Store, error
 	if cfg.MemoryStorage {
 		storage = jetstream.MemoryStorage
 	}
-	obs, err := js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{
+	obs, err := jsassets.EnsureObjectStore(ctx, js, jetstream.ObjectStoreConfig{
 		Bucket:      cfg.Bucket,
 		Description: "toolfleet gateway: results too large to return inline, by handle id",
 		TTL:         cfg.TTL,
 		MaxBytes:    cfg.MaxBytes,
 		Storage:     storage,
+		Replicas:    max(cfg.Replicas, 1),
 	})
 	if err != nil {
-		return nil, fmt.Errorf("results: bucket %s: %w", cfg.Bucket, err)
+		return nil, fmt.Errorf("results: %w", err)
 	}
 	return &Store{cfg: cfg, obs: obs}, nil
 }

@@ -11,7 +11,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
+	"math/rand/v2"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -20,6 +23,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	kvv1 "github.com/toolfleet/toolfleet/gen/tools/kv/v1"
+	"github.com/toolfleet/toolfleet/sdk/jsassets"
 	"github.com/toolfleet/toolfleet/sdk/tool"
 )
 
@@ -45,12 +49,18 @@ var errStoreTimeout = errors.New("kv: the store did not answer in time")
 type BucketConfig struct {
 	// Name of the KV bucket. Default DefaultBucket.
 	Name string
-	// History is the number of revisions kept per key (1-64). Default DefaultHistory.
+	// History is the number of revisions kept per key (1-64) of a new
+	// bucket; an existing one keeps its own. Default DefaultHistory.
 	History uint8
+	// Assets sets the bucket's replicas, storage, byte bound and max age
+	// (sdk/jsassets, asset jsassets.AgentMemory under Name). Zero: R1, file,
+	// the prod profile.
+	Assets jsassets.Config
 }
 
-// OpenBucket returns the bucket described by cfg, creating it when it is missing.
-// An existing bucket is used as it is (its history setting is not changed).
+// OpenBucket returns the bucket described by cfg, creating it when it is
+// missing and bringing an existing one to the configured replicas, byte
+// bound and max age (jsassets.EnsureKeyValue; a storage change is refused).
 func OpenBucket(ctx context.Context, js jetstream.JetStream, cfg BucketConfig) (jetstream.KeyValue, error) {
 	if cfg.Name == "" {
 		cfg.Name = DefaultBucket
@@ -58,25 +68,22 @@ func OpenBucket(ctx context.Context, js jetstream.JetStream, cfg BucketConfig) (
 	if cfg.History == 0 {
 		cfg.History = DefaultHistory
 	}
-	kv, err := js.KeyValue(ctx, cfg.Name)
-	if err == nil {
-		return kv, nil
-	}
-	if !errors.Is(err, jetstream.ErrBucketNotFound) {
+	// An existing bucket keeps the history it was made with.
+	if st, err := js.Stream(ctx, "KV_"+cfg.Name); err == nil {
+		if h := st.CachedInfo().Config.MaxMsgsPerSubject; h >= 1 && h <= jetstream.KeyValueMaxHistory {
+			cfg.History = uint8(h)
+		}
+	} else if !errors.Is(err, jetstream.ErrStreamNotFound) {
 		return nil, fmt.Errorf("kv: open bucket %q: %w", cfg.Name, err)
 	}
-	kv, err = js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
+	s := cfg.Assets.Settings(jsassets.AgentMemory.Named(cfg.Name))
+	kv, err := jsassets.EnsureKeyValue(ctx, js, s.KeyValue(jetstream.KeyValueConfig{
 		Bucket:      cfg.Name,
 		Description: "toolfleet KV toolkit: durable memory for agents",
 		History:     cfg.History,
-		Storage:     jetstream.FileStorage,
-	})
-	if errors.Is(err, jetstream.ErrBucketExists) {
-		// Another worker created it between our two calls.
-		kv, err = js.KeyValue(ctx, cfg.Name)
-	}
+	}))
 	if err != nil {
-		return nil, fmt.Errorf("kv: create bucket %q: %w", cfg.Name, err)
+		return nil, fmt.Errorf("kv: bucket: %w", err)
 	}
 	return kv, nil
 }
@@ -133,6 +140,66 @@ func (s *Service) Put(ctx context.Context, req *kvv1.PutRequest) (*kvv1.PutRespo
 		return nil, s.storeError(ctx, "write", req.GetKey(), err)
 	}
 	return &kvv1.PutResponse{Revision: rev, Changed: true}, nil
+}
+
+// maxIncrementAttempts bounds the compare-and-set rounds of one Increment
+// under contention; each round reads the counter and writes it back only if
+// no one wrote it in between.
+const maxIncrementAttempts = 64
+
+// Increment adds req.By (1 when 0) to the integer counter under req.Key,
+// atomically: the new value is written with the revision it was computed
+// from (compare-and-set), so concurrent increments never lose one; a lost
+// race reads again, at most maxIncrementAttempts times within the service's
+// deadline. A missing or deleted key counts as 0.
+func (s *Service) Increment(ctx context.Context, req *kvv1.IncrementRequest) (*kvv1.IncrementResponse, error) {
+	ctx, cancel := s.opContext(ctx)
+	defer cancel()
+	key, by := req.GetKey(), req.GetBy()
+	if by == 0 {
+		by = 1
+	}
+	for attempt := range maxIncrementAttempts {
+		var n int64
+		var rev uint64
+		cur, err := s.kv.Get(ctx, key)
+		switch {
+		case err == nil:
+			rev = cur.Revision()
+			if n, err = strconv.ParseInt(strings.TrimSpace(string(cur.Value())), 10, 64); err != nil {
+				return nil, tool.NewError(fmt.Sprintf("key %q holds text that is not a whole number, so it is not a counter", key),
+					tool.WithPromptHint("Use another key for the counter, or Put a whole number under this one first."))
+			}
+		case errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted):
+		default:
+			return nil, s.storeError(ctx, "read", key, err)
+		}
+		if (by > 0 && n > math.MaxInt64-by) || (by < 0 && n < math.MinInt64-by) {
+			return nil, tool.NewError(fmt.Sprintf("adding %d to %d under key %q would overflow a 64-bit counter; nothing was added", by, n, key))
+		}
+		next := []byte(strconv.FormatInt(n+by, 10))
+		var newRev uint64
+		if rev == 0 {
+			newRev, err = s.kv.Create(ctx, key, next)
+		} else {
+			newRev, err = s.kv.Update(ctx, key, next, rev)
+		}
+		if err == nil {
+			return &kvv1.IncrementResponse{Value: n + by, Revision: newRev}, nil
+		}
+		if !errors.Is(err, jetstream.ErrKeyExists) && !isWrongLastSequence(err) {
+			return nil, s.storeError(ctx, "write", key, err)
+		}
+		// Another writer was first: back off a little (spreading the
+		// contenders), then read its value and try again.
+		select {
+		case <-ctx.Done():
+			return nil, s.storeError(ctx, "write", key, context.Cause(ctx))
+		case <-time.After(time.Duration(rand.Int64N(int64(min(attempt+1, 10)) * int64(time.Millisecond)))):
+		}
+	}
+	return nil, tool.NewError(fmt.Sprintf("key %q changed too often while it was being incremented; nothing was added", key),
+		tool.WithRetry(retryAfter), tool.WithPromptHint("Try again in a moment."))
 }
 
 // Get returns the latest value of req.Key, or the value at req.Revision.
