@@ -61,7 +61,7 @@ type options struct {
 	triggers      string
 	// modelEndpoints are the --model-endpoint bindings (agent.ParseEndpoints).
 	modelEndpoints []string
-	startTimeout  time.Duration
+	startTimeout   time.Duration
 }
 
 // parse reads the flags (and TOOLFLEET_* environment) into a validated
