@@ -38,6 +38,7 @@ import (
 
 	"github.com/toolfleet/toolfleet/internal/config"
 	"github.com/toolfleet/toolfleet/internal/telemetry"
+	"github.com/toolfleet/toolfleet/orchestrator/agent"
 	"github.com/toolfleet/toolfleet/orchestrator/metrics"
 	"github.com/toolfleet/toolfleet/orchestrator/runner"
 	"github.com/toolfleet/toolfleet/orchestrator/trigger"
@@ -58,7 +59,9 @@ type options struct {
 	metricsListen string
 	logLevel      string
 	triggers      string
-	startTimeout  time.Duration
+	// modelEndpoints are the --model-endpoint bindings (agent.ParseEndpoints).
+	modelEndpoints []string
+	startTimeout   time.Duration
 }
 
 // parse reads the flags (and TOOLFLEET_* environment) into a validated
@@ -82,6 +85,7 @@ func parse(args []string) (runner.Config, options, error) {
 	fs.StringVar(&cfg.GatewayAddress, "gateway-address", "127.0.0.1:8080", "tool gateway host:port (gRPC)")
 	fs.StringVar(&cfg.GatewayToken, "gateway-token", "", "bearer token of the orchestrator at the gateway (scopes tools:delegate, tools:approve)")
 	fs.StringVar(&cfg.KeyDir, "model-key-dir", "", "folder that model key references file:NAME read from (empty: file references refused)")
+	fs.StringArrayVar(&opt.modelEndpoints, "model-endpoint", nil, "KEYREF=URL[,URL...] (several separated by ;): the base URLs a model key may be sent to; KEYREF env:NAME, file:NAME or none, URL default (the provider's own) or http(s)://host[:port|:*][/path] (docs/agents.md)")
 	fs.IntVar(&cfg.MaxConcurrentActivities, "max-concurrent-activities", 200, "activities in flight in this process at most")
 	fs.DurationVar(&cfg.StopTimeout, "stop-timeout", 10*time.Second, "how long in-flight activities may finish on SIGTERM")
 	fs.DurationVar(&opt.startTimeout, "start-timeout", 5*time.Minute, "how long to wait at start for NATS, Temporal and its namespace")
@@ -107,6 +111,11 @@ func parse(args []string) (runner.Config, options, error) {
 	if opt.startTimeout <= 0 {
 		return cfg, opt, errors.New("--start-timeout must be positive")
 	}
+	eps, err := agent.ParseEndpoints(opt.modelEndpoints...)
+	if err != nil {
+		return cfg, opt, fmt.Errorf("--model-endpoint: %w", err)
+	}
+	cfg.Endpoints = eps
 	cfg.Logger = slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
 	if opt.triggers != "" {
 		t, err := trigger.Load(opt.triggers)

@@ -46,6 +46,10 @@ type devConfig struct {
 	// Assets sizes every JetStream asset of the fleet (--js-*; the dev
 	// profile by default: a few hundred MiB in all).
 	Assets jsassets.Config
+	// ModelEndpoints bind model keys to base URLs (agent.ParseEndpoints).
+	ModelEndpoints []string
+	// ModelKeyDir is where file: key references are read from.
+	ModelKeyDir string
 }
 
 func (c devConfig) validate() error {
@@ -114,6 +118,8 @@ embedded NATS requires that credential and the fleet uses it. Ctrl-C stops it.`,
 	f.StringVar(&cfg.JWTSecret, "gateway-jwt-secret", "", "HS256 secret for bearer tokens at the gateway; empty = auth off (only allowed on a loopback --host)")
 	f.StringSliceVar(&cfg.AllowedOrigins, "gateway-allowed-origins", nil, "browser origins (http://localhost:6274) the gateway lets make state-changing requests and use /mcp; default none")
 	f.StringVar(&cfg.Triggers, "triggers", "", "trigger file: JetStream subjects that start programs and agent runs (docs/programs.md)")
+	f.StringArrayVar(&cfg.ModelEndpoints, "model-endpoint", []string{agent.LoopbackWithoutKey}, "KEYREF=URL[,URL...]: the base URLs a model key may be sent to (docs/agents.md); the default lets keyless models on this machine be called")
+	f.StringVar(&cfg.ModelKeyDir, "model-key-dir", "", "folder that model key references file:NAME read from (empty: file references refused)")
 	config.BindEnv(f, "TOOLFLEET")
 	// After BindEnv: these name their TOOLFLEET_NATS_* and TOOLFLEET_JS_*
 	// variables themselves.
@@ -130,6 +136,10 @@ func runDev(ctx context.Context, cfg devConfig, stdout, stderr io.Writer) error 
 	dataDir, err := filepath.Abs(cfg.DataDir)
 	if err != nil {
 		return fmt.Errorf("data folder: %w", err)
+	}
+	endpoints, err := agent.ParseEndpoints(cfg.ModelEndpoints...)
+	if err != nil {
+		return fmt.Errorf("--model-endpoint: %w", err)
 	}
 	var triggers *trigger.Config
 	if cfg.Triggers != "" {
@@ -185,7 +195,7 @@ func runDev(ctx context.Context, cfg devConfig, stdout, stderr io.Writer) error 
 
 	orch, err := runner.Start(startCtx, runner.Config{TemporalAddress: stack.Temporal.Address(), Namespace: stack.Namespace(),
 		NATSURL: stack.NATS.URL(), NATS: cfg.NATS, Assets: cfg.Assets, GatewayAddress: fl.Gateway.Addr(), Logger: logger, Triggers: triggers,
-		Tracing: tracing, Metrics: orchMetrics})
+		Tracing: tracing, Metrics: orchMetrics, Endpoints: endpoints, KeyDir: cfg.ModelKeyDir})
 	if err != nil {
 		_ = fl.stop()
 		stack.Stop()

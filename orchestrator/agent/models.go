@@ -39,6 +39,9 @@ type Resolver struct {
 	// KeyDir is the folder "file:" key references may read from; empty
 	// refuses file references.
 	KeyDir string
+	// Endpoints binds key references to the base URLs they may be sent to
+	// (nil binds nothing: only providers' usual keys, to their providers).
+	Endpoints *Endpoints
 
 	mu       sync.RWMutex
 	scripted map[string]llm.Model
@@ -86,6 +89,9 @@ func (r *Resolver) Model(ctx context.Context, spec ModelSpec) (llm.Model, error)
 	env, ok := providerEnv[spec.Provider]
 	if !ok {
 		return nil, fmt.Errorf("%w: provider %q", ErrUnknownModel, spec.Provider)
+	}
+	if err := r.Endpoints.Check(spec.Spec); err != nil {
+		return nil, err
 	}
 	key, err := r.key(spec, env)
 	if err != nil {

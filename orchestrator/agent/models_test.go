@@ -73,12 +73,17 @@ func TestResolverOpensModels(t *testing.T) {
 	}))
 	t.Cleanup(srv.Close)
 	r := NewResolver()
+	eps, err := ParseEndpoints("env:TOOLFLEET_MODEL_KEY_LOCAL=" + srv.URL + "/v1;none=" + srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Endpoints = eps
 	tests := []struct {
 		name     string
 		spec     ModelSpec
 		wantAuth string
 	}{
-		{"explicit toolfleet key to a local server", ModelSpec{Spec: llm.Spec{Provider: "openai-compatible", Name: "llama", BaseURL: srv.URL, KeyRef: "env:TOOLFLEET_MODEL_KEY_LOCAL"}}, "Bearer sk-local"},
+		{"explicit toolfleet key to a local server", ModelSpec{Spec: llm.Spec{Provider: "openai-compatible", Name: "llama", BaseURL: srv.URL + "/v1", KeyRef: "env:TOOLFLEET_MODEL_KEY_LOCAL"}}, "Bearer sk-local"},
 		{"local server without key gets no OpenAI key", ModelSpec{Spec: llm.Spec{Provider: "openai-compatible", Name: "llama", BaseURL: srv.URL}}, ""},
 	}
 	for _, tt := range tests {
@@ -125,5 +130,48 @@ func TestResolverScripted(t *testing.T) {
 	}
 	if _, err := r.Model(t.Context(), ModelSpec{Spec: llm.Spec{Provider: "openai", Name: "gpt", BaseURL: "https://evil.example"}}); err == nil {
 		t.Fatal("a custom base URL without a key reference was accepted")
+	}
+}
+
+// TestResolverRefusesUnboundEndpoints is the attack of issue 21 §3: a run
+// names its own server as base URL and hopes the orchestrator sends it a key
+// (or calls an internal URL for it). Nothing may reach the server.
+func TestResolverRefusesUnboundEndpoints(t *testing.T) {
+	t.Setenv("OPENAI_API_KEY", "sk-openai")
+	t.Setenv("TOOLFLEET_MODEL_KEY_LOCAL", "sk-local")
+	t.Setenv("TOOLFLEET_MODEL_KEY_OTHER", "sk-other")
+	var mu sync.Mutex
+	hits := 0
+	evil := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		hits++
+		mu.Unlock()
+	}))
+	t.Cleanup(evil.Close)
+	r := NewResolver()
+	eps, err := ParseEndpoints("env:TOOLFLEET_MODEL_KEY_LOCAL=https://vllm.internal/v1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Endpoints = eps
+	for _, spec := range []llm.Spec{
+		{Provider: "openai-compatible", Name: "m", BaseURL: evil.URL, KeyRef: "env:TOOLFLEET_MODEL_KEY_LOCAL"},
+		{Provider: "openai-compatible", Name: "m", BaseURL: evil.URL, KeyRef: "env:TOOLFLEET_MODEL_KEY_OTHER"},
+		{Provider: "openai-compatible", Name: "m", BaseURL: evil.URL},
+		{Provider: "openai", Name: "m", BaseURL: evil.URL, KeyRef: "env:OPENAI_API_KEY"},
+		{Provider: "openai", Name: "m", KeyRef: "env:TOOLFLEET_MODEL_KEY_LOCAL"}, // bound to vLLM, not to OpenAI
+	} {
+		m, err := r.Model(t.Context(), ModelSpec{Spec: spec})
+		if !errors.Is(err, ErrEndpointNotAllowed) {
+			t.Fatalf("%+v: Model = %v, %v; want ErrEndpointNotAllowed", spec, m, err)
+		}
+		if strings.Contains(err.Error(), "vllm.internal") {
+			t.Fatalf("the refusal %q reveals the operator's bound URLs", err)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if hits != 0 {
+		t.Fatalf("the unbound server got %d requests", hits)
 	}
 }

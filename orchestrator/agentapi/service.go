@@ -75,6 +75,12 @@ type Service struct {
 	NC   *nats.Conn
 	Auth Authenticator
 	Log  *slog.Logger
+	// Endpoints, with CheckEndpoints, refuses at StartRun a model key sent
+	// to a base URL it is not bound to (agent.Endpoints), so the caller
+	// learns it at once. Without CheckEndpoints the orchestrator still
+	// refuses it before its first model call, and the run fails.
+	Endpoints      *agent.Endpoints
+	CheckEndpoints bool
 }
 
 var _ toolfleetv1connect.AgentServiceHandler = (*Service)(nil)
@@ -211,6 +217,11 @@ func (s *Service) StartRun(ctx context.Context, r *connect.Request[toolfleetv1.S
 	sp, msgs, err := spec(r.Msg)
 	if err != nil {
 		return nil, connect.NewError(connect.CodeInvalidArgument, err)
+	}
+	if s.CheckEndpoints {
+		if err := s.Endpoints.Check(sp.Model.Spec); err != nil {
+			return nil, connect.NewError(connect.CodePermissionDenied, err)
+		}
 	}
 	runID := r.Msg.GetRunId()
 	if runID != "" {

@@ -100,6 +100,11 @@ func TestAgentService(t *testing.T) {
 				_, err := ana.StartRun(ctx, connect.NewRequest(&toolfleetv1.StartRunRequest{Model: "nope", Messages: start.Messages}))
 				return err
 			}, connect.CodeInvalidArgument},
+			{"a model key sent to a URL it is not bound to", func() error {
+				_, err := ana.StartRun(ctx, connect.NewRequest(&toolfleetv1.StartRunRequest{Messages: start.Messages,
+					ModelSpec: &toolfleetv1.ModelSpec{Provider: "openai-compatible", Name: "m", BaseUrl: "http://169.254.169.254/v1", KeyRef: "env:TOOLFLEET_MODEL_KEY_TEAM"}}))
+				return err
+			}, connect.CodePermissionDenied},
 			{"no user message", func() error {
 				_, err := ana.StartRun(ctx, connect.NewRequest(&toolfleetv1.StartRunRequest{Model: "scripted:demo"}))
 				return err

@@ -17,6 +17,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -39,6 +40,7 @@ import (
 	"github.com/toolfleet/toolfleet/orchestrator/trigger"
 	tfclient "github.com/toolfleet/toolfleet/sdk/client"
 	"github.com/toolfleet/toolfleet/sdk/jsassets"
+	"github.com/toolfleet/toolfleet/sdk/llm"
 	"github.com/toolfleet/toolfleet/sdk/natsconn"
 )
 
@@ -64,6 +66,9 @@ type Config struct {
 	GatewayToken string
 	// KeyDir is the folder model key references "file:NAME" read from.
 	KeyDir string
+	// Endpoints binds model key references to the base URLs they may be
+	// sent to (agent.Endpoints); nil binds nothing.
+	Endpoints *agent.Endpoints
 	// Models overrides the model resolver (tests, demos). Default: an
 	// agent.Resolver with KeyDir.
 	Models agent.Models
@@ -113,6 +118,18 @@ func (c *Config) Validate() error {
 	}
 	if err := c.TemporalTLS.validate(); err != nil {
 		errs = append(errs, err)
+	}
+	if c.Triggers != nil {
+		// A trigger's key reference is checked at load, not at its first message.
+		for _, t := range c.Triggers.Triggers {
+			if t.Agent == nil {
+				continue
+			}
+			prov, name, _ := strings.Cut(t.Agent.Model, ":")
+			if err := c.Endpoints.Check(llm.Spec{Provider: prov, Name: name, KeyRef: t.Agent.KeyRef}); err != nil {
+				errs = append(errs, fmt.Errorf("trigger %s: %w", t.Name, err))
+			}
+		}
 	}
 	return errors.Join(errs...)
 }
@@ -205,6 +222,7 @@ func (c *Config) defaults() {
 	if c.Models == nil {
 		r := agent.NewResolver()
 		r.KeyDir = c.KeyDir
+		r.Endpoints = c.Endpoints
 		c.Models = r
 	}
 }
@@ -338,7 +356,7 @@ func Start(ctx context.Context, cfg Config) (_ *Orchestrator, err error) {
 // AgentService returns the AgentService over this process's connections,
 // authenticating callers with auth; mount its Handler at the gateway.
 func (o *Orchestrator) AgentService(auth agentapi.Authenticator) *agentapi.Service {
-	return &agentapi.Service{Runs: o.Runs, JS: o.js, NC: o.nc, Auth: auth, Log: o.cfg.Logger}
+	return &agentapi.Service{Runs: o.Runs, JS: o.js, NC: o.nc, Auth: auth, Log: o.cfg.Logger, Endpoints: o.cfg.Endpoints, CheckEndpoints: true}
 }
 
 // ProgramService returns the ProgramService over this process's
