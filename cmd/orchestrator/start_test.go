@@ -6,6 +6,8 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
+	"path/filepath"
 	"strconv"
 	"testing"
 	"time"
@@ -14,10 +16,12 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"sigs.k8s.io/yaml"
 
 	"github.com/toolfleet/toolfleet/internal/devstack/devstacktest"
 	"github.com/toolfleet/toolfleet/internal/natsx"
 	"github.com/toolfleet/toolfleet/orchestrator/runner"
+	"github.com/toolfleet/toolfleet/orchestrator/trigger"
 	"github.com/toolfleet/toolfleet/sdk/natsconn"
 )
 
@@ -125,3 +129,30 @@ func (quietTemporal) Debug(string, ...any) {}
 func (quietTemporal) Info(string, ...any)  {}
 func (quietTemporal) Warn(string, ...any)  {}
 func (quietTemporal) Error(string, ...any) {}
+
+// The kind overlays' trigger file (a ConfigMap mounted into the orchestrator)
+// loads: a mistake in it would keep every orchestrator pod from starting.
+func TestKindTriggersLoad(t *testing.T) {
+	t.Parallel()
+	b, err := os.ReadFile("../../k8s/components/kind/triggers.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cm struct {
+		Data map[string]string `json:"data"`
+	}
+	if err := yaml.Unmarshal(b, &cm); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "triggers.yaml")
+	if err := os.WriteFile(path, []byte(cm.Data["triggers.yaml"]), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := trigger.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cfg.Triggers) != 2 || cfg.Triggers[0].Agent == nil || cfg.Triggers[1].Program == nil {
+		t.Fatalf("kind triggers = %+v, want an agent trigger and a program trigger", cfg.Triggers)
+	}
+}
