@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	neturl "net/url"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -183,5 +184,84 @@ func TestTemporary(t *testing.T) {
 		if got := natsconn.Temporary(tt.err); got != tt.want {
 			t.Errorf("%s: Temporary(%v) = %v, want %v", tt.name, tt.err, got, tt.want)
 		}
+	}
+}
+
+// A component started while a 3-node JetStream cluster forms (in Kubernetes the
+// three NATS pods start together with the fleet): creating an R3 bucket fails
+// while the cluster has no leader or too few peers, and Retry waits it out.
+func TestRetryCreatesR3AssetsWhileTheClusterForms(t *testing.T) {
+	t.Parallel()
+	var clusterPorts [3]int
+	for i := range clusterPorts {
+		clusterPorts[i] = freePort(t)
+	}
+	start := func(i int) *natsx.Embedded {
+		srv, err := natsx.StartEmbedded(t.Context(), natsx.EmbeddedConfig{StoreDir: t.TempDir(), ServerName: fmt.Sprintf("nats-%d", i),
+			Configure: func(o *server.Options) {
+				o.Cluster.Name = "toolfleet"
+				o.Cluster.Host = "127.0.0.1"
+				o.Cluster.Port = clusterPorts[i]
+				for _, p := range clusterPorts {
+					o.Routes = append(o.Routes, &neturl.URL{Scheme: "nats", Host: "127.0.0.1:" + strconv.Itoa(p)})
+				}
+			}})
+		if err != nil {
+			t.Fatalf("nats-%d: %v", i, err)
+		}
+		t.Cleanup(srv.Shutdown)
+		return srv
+	}
+	first := start(0)
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	nc, err := natsconn.Options{}.ConnectRetry(ctx, nil, first.URL(), "r3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		time.Sleep(1500 * time.Millisecond)
+		start(1)
+		start(2)
+	}()
+	var temporaries atomic.Int32
+	var lastTemporary atomic.Value
+	kv, err := natsconn.Retry(ctx, natsconn.RetryPolicy{What: "create R3 bucket", Temporary: func(err error) bool {
+		ok := natsconn.Temporary(err)
+		if ok {
+			temporaries.Add(1)
+			lastTemporary.Store(err.Error())
+		}
+		return ok
+	}}, func(ctx context.Context) (jetstream.KeyValue, error) {
+		actx, acancel := context.WithTimeout(ctx, 2*time.Second)
+		defer acancel()
+		return js.CreateOrUpdateKeyValue(actx, jetstream.KeyValueConfig{Bucket: "forming", Replicas: 3, Storage: jetstream.FileStorage})
+	})
+	if err != nil {
+		t.Fatalf("R3 bucket: %v", err)
+	}
+	if temporaries.Load() == 0 {
+		t.Fatal("the bucket was created at the first attempt, with one of three nodes up: the test proves nothing")
+	}
+	t.Logf("%d temporary failures before the cluster formed; last: %v", temporaries.Load(), lastTemporary.Load())
+	info, err := js.Stream(ctx, "KV_forming")
+	if err != nil {
+		t.Fatal(err)
+	}
+	si, err := info.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if si.Config.Replicas != 3 || si.Cluster == nil || len(si.Cluster.Replicas) != 2 {
+		t.Fatalf("bucket stream: replicas %d, cluster %+v; want R3 with 2 followers", si.Config.Replicas, si.Cluster)
+	}
+	if _, err := kv.Put(ctx, "k", []byte("v")); err != nil {
+		t.Fatal(err)
 	}
 }
