@@ -401,7 +401,7 @@ func publishJS(ctx context.Context, nc *nats.Conn, msg *nats.Msg) error {
 // after the other.
 const chaosProgram = `
 last = None
-for i in range(args["n"]):
+for i in range(int(args["n"])):
     r = call("KV.Increment", key=args["key"], by=1)
     if not r.ok:
         fail("increment %d: %s" % (i, r.error.message))

@@ -22,11 +22,12 @@ import (
 	"github.com/toolfleet/toolfleet/sdk/client"
 )
 
-// userScopes are the scopes of the test's user: what a developer running
-// agents and programs on the cluster holds.
+// userScopes are the scopes of the test's user: a developer running agents
+// and programs on the cluster, and an operator who reads the runs and
+// programs triggers started (they belong to the triggers' principal).
 var userScopes = []string{
-	"tools:call", "runs:start", "runs:read", "runs:approve", "runs:cancel",
-	"programs:run", "programs:read", "programs:approve",
+	"tools:call", "runs:start", "runs:read", "runs:approve", "runs:cancel", "runs:admin",
+	"programs:run", "programs:read", "programs:approve", "programs:admin",
 }
 
 // fleet is the user's view of the deployed fleet: clients over port-forwards.

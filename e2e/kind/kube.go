@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -147,6 +148,7 @@ type forward struct {
 	local  int
 	stop   chan struct{}
 	done   chan struct{}
+	once   sync.Once
 }
 
 func (h *harness) forward(ctx context.Context, target string, remote int) (*forward, error) {
@@ -185,10 +187,24 @@ func (f *forward) loop(namespace string) {
 	for {
 		cmd := exec.Command("kubectl", "-n", namespace, "port-forward", "--address", "127.0.0.1",
 			f.target, strconv.Itoa(f.local)+":"+strconv.Itoa(f.remote))
-		cmd.Stdout, cmd.Stderr = nil, nil
-		if err := cmd.Start(); err == nil {
+		stderr, err := cmd.StderrPipe()
+		if err == nil {
+			err = cmd.Start()
+		}
+		if err == nil {
 			exited := make(chan struct{})
-			go func() { _ = cmd.Wait(); close(exited) }()
+			go func() {
+				// kubectl keeps running when the pod behind it is gone and only
+				// logs each failed connection: restart it on the first such line.
+				sc := bufio.NewScanner(stderr)
+				for sc.Scan() {
+					if l := strings.ToLower(sc.Text()); strings.Contains(l, "error") || strings.Contains(l, "lost connection") {
+						_ = cmd.Process.Kill()
+					}
+				}
+				_ = cmd.Wait()
+				close(exited)
+			}()
 			select {
 			case <-f.stop:
 				_ = cmd.Process.Kill()
@@ -206,8 +222,10 @@ func (f *forward) loop(namespace string) {
 }
 
 func (f *forward) close() {
-	close(f.stop)
-	<-f.done
+	f.once.Do(func() {
+		close(f.stop)
+		<-f.done
+	})
 }
 
 // harness holds the state the checks share.
