@@ -9,7 +9,7 @@ BUF     := $(BIN)/buf
 PLUGINS := $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc $(BIN)/protoc-gen-connect-go
 PROTOVALIDATE := build/protovalidate/buf/validate/validate.proto
 
-.PHONY: all generate tools lint vet fmt-check check-generated breaking test test-go test-k8s dev bench reliability fuzz
+.PHONY: all generate tools lint vet fmt-check check-generated breaking test test-go test-k8s dev bench reliability fuzz kind-up kind-test
 
 all: test
 
@@ -64,6 +64,17 @@ test-go:
 ## test-k8s: build every kustomize overlay offline and check it (k8s/check, its own module).
 test-k8s:
 	cd k8s/check && $(GO) mod tidy -diff && $(GO) vet ./... && $(GO) test -race -count=1 ./...
+
+## kind-up: deploy the fleet on the current kube context with `tilt ci` (OVERLAY=kind|kind-ha).
+OVERLAY ?= kind
+kind-up:
+	TOOLFLEET_OVERLAY=$(OVERLAY) tilt ci
+
+## kind-test: on the current kube context (a kind cluster), bring the fleet up with
+## `tilt ci` and prove it as a user, chaos included; prints `cluster checks passed: N/N`
+## last. Not part of `make test` (it needs a cluster). KINDTESTFLAGS="-skip-up -only chaos".
+kind-test:
+	cd e2e/kind && $(GO) run . -overlay $(OVERLAY) -repo ../.. $(KINDTESTFLAGS)
 
 ## test: everything CI checks.
 test: lint check-generated breaking test-go test-k8s

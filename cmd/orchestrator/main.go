@@ -182,7 +182,7 @@ func serve(ctx context.Context, cfg runner.Config, startTimeout time.Duration, l
 
 	startCtx, cancel := context.WithTimeout(ctx, startTimeout)
 	defer cancel()
-	o, err := runner.Start(startCtx, cfg)
+	o, err := startRetrying(startCtx, cfg, cfg.Logger)
 	if err != nil {
 		return err
 	}

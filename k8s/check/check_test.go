@@ -27,7 +27,7 @@ func repoRules(t *testing.T) Rules {
 	}
 	return Rules{
 		TiltImages:      images,
-		ThirdPartyRepos: map[string]bool{"nats": true, "temporalio/temporal": true},
+		ThirdPartyRepos: map[string]bool{"nats": true, "temporalio/temporal": true, "temporalio/server": true, "temporalio/admin-tools": true, "postgres": true},
 		External:        external,
 	}
 }
@@ -54,18 +54,22 @@ func TestManifests(t *testing.T) {
 					t.Errorf("the kind overlay has no %s StatefulSet", infra)
 				}
 			}
-			// Every image Tilt builds is used, or Tilt would build it for nothing.
-			used := map[string]bool{}
+			checkKind(t, objs, rules, 1)
+		}},
+		{dir: "k8s/overlays/kind-ha", check: func(t *testing.T, objs []Object) {
+			// Temporal as production runs it: the server on PostgreSQL, its schema
+			// and namespace set up by a Job; no dev server.
+			if !has(objs, "StatefulSet", "postgres") || !has(objs, "Deployment", "temporal") || !has(objs, "Job", "temporal-setup") {
+				t.Error("kind-ha lacks the postgres StatefulSet, the temporal Deployment or the temporal-setup Job")
+			}
 			for _, w := range podTemplates(objs) {
 				for _, c := range w.template.Spec.Containers {
-					used[c.Image] = true
+					if repo, _ := splitImage(c.Image); repo == "temporalio/temporal" {
+						t.Errorf("kind-ha %s runs the Temporal dev server (%s)", w.Object, c.Image)
+					}
 				}
 			}
-			for img := range rules.TiltImages {
-				if !used[img] {
-					t.Errorf("the Tiltfile builds %s, which no kind workload uses", img)
-				}
-			}
+			checkKind(t, objs, rules, 2)
 		}},
 		{dir: "k8s/overlays/prod", check: func(t *testing.T, objs []Object) {
 			for _, infra := range []string{"nats", "temporal"} {
@@ -77,6 +81,9 @@ func TestManifests(t *testing.T) {
 				if d, ok := o.Obj.(*appsv1.Deployment); ok && (d.Spec.Replicas == nil || *d.Spec.Replicas < 3) {
 					t.Errorf("prod %s runs fewer than 3 replicas", o)
 				}
+			}
+			for _, p := range CheckFleet(objs, FleetRules{JetStreamReplicas: 3, MinReplicas: 3}) {
+				t.Error(p)
 			}
 			var np *networkingv1.NetworkPolicy
 			for _, o := range objs {
@@ -115,6 +122,44 @@ func TestManifests(t *testing.T) {
 				tt.check(t, objs)
 			}
 		})
+	}
+}
+
+// kindCPUBudgetMilli is what one kind node of a 2-core machine has left for
+// the fleet: 2000m allocatable, 850m requested by the control plane and
+// CoreDNS, 150m of slack.
+const kindCPUBudgetMilli = 1000
+
+// checkKind holds for both kind overlays: a 3-node JetStream cluster, every
+// asset R3, two gateways and orchestrators, workers at minWorkers or more, the
+// CPU budget, and every image the Tiltfile builds in use.
+func checkKind(t *testing.T, objs []Object, rules Rules, minWorkers int32) {
+	t.Helper()
+	for _, p := range CheckNATSCluster(objs, 3) {
+		t.Error(p)
+	}
+	for _, p := range CheckFleet(objs, FleetRules{JetStreamReplicas: 3, MinReplicas: 2, CPUBudgetMilli: kindCPUBudgetMilli}) {
+		t.Error(p)
+	}
+	for _, o := range objs {
+		if d, ok := o.Obj.(*appsv1.Deployment); ok && d.Labels["app.kubernetes.io/component"] == "worker" &&
+			(d.Spec.Replicas == nil || *d.Spec.Replicas < minWorkers) {
+			t.Errorf("%s runs fewer than %d replicas", o, minWorkers)
+		}
+	}
+	steady, surge := CPURequests(objs)
+	t.Logf("CPU requested: %dm, %dm more during a rolling update of everything (budget %dm)", steady, surge, kindCPUBudgetMilli)
+	// Every image Tilt builds is used, or Tilt would build it for nothing.
+	used := map[string]bool{}
+	for _, w := range podTemplates(objs) {
+		for _, c := range w.template.Spec.Containers {
+			used[c.Image] = true
+		}
+	}
+	for img := range rules.TiltImages {
+		if !used[img] {
+			t.Errorf("the Tiltfile builds %s, which no workload uses", img)
+		}
 	}
 }
 

@@ -129,7 +129,7 @@ type problems []string
 
 func (p *problems) add(format string, args ...any) { *p = append(*p, fmt.Sprintf(format, args...)) }
 
-// workload is a Deployment's or StatefulSet's pod template.
+// workload is a Deployment's, StatefulSet's or Job's pod template.
 type workload struct {
 	Object
 	template *corev1.PodTemplateSpec
@@ -143,6 +143,10 @@ func podTemplates(objs []Object) []workload {
 			out = append(out, workload{o, &obj.Spec.Template})
 		case *appsv1.StatefulSet:
 			out = append(out, workload{o, &obj.Spec.Template})
+		default:
+			if w, ok := jobTemplate(o); ok {
+				out = append(out, w)
+			}
 		}
 	}
 	return out
@@ -256,6 +260,9 @@ func checkPod(p *problems, w workload, byKind map[string]map[string]Object, rule
 		checkImage(p, where, c.Image, rules)
 		checkContainerSecurity(p, where, c)
 		for name, probe := range map[string]*corev1.Probe{"readiness": c.ReadinessProbe, "liveness": c.LivenessProbe, "startup": c.StartupProbe} {
+			if probe == nil && isJob(w) {
+				continue // a Job's pod runs to completion: nothing to probe
+			}
 			checkProbe(p, where, name, probe, c)
 		}
 		for _, ef := range c.EnvFrom {

@@ -7,6 +7,8 @@
 //
 //	TOOLFLEET_KV_BUCKET   bucket name (default agent_memory), created when missing
 //	TOOLFLEET_KV_HISTORY  revisions kept per key for a new bucket, 1-64 (default 10)
+//	TOOLFLEET_KV_START_TIMEOUT  how long to wait at start for NATS and the bucket
+//	                      (default 3m): started before NATS answers, it waits
 //
 // The bucket's replicas, storage, byte bound and max age come from
 // --js-replicas, --js-storage, --js-profile and --js-overrides (asset
@@ -26,18 +28,24 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	kvv1 "github.com/toolfleet/toolfleet/gen/tools/kv/v1"
+	"github.com/toolfleet/toolfleet/sdk/natsconn"
 	"github.com/toolfleet/toolfleet/sdk/tool"
 	"github.com/toolfleet/toolfleet/workers/kv/kv"
 )
 
 // Environment variables of this worker.
 const (
-	EnvBucket  = "TOOLFLEET_KV_BUCKET"
-	EnvHistory = "TOOLFLEET_KV_HISTORY"
+	EnvBucket       = "TOOLFLEET_KV_BUCKET"
+	EnvHistory      = "TOOLFLEET_KV_HISTORY"
+	EnvStartTimeout = "TOOLFLEET_KV_START_TIMEOUT"
 )
 
-// connectTimeout bounds connecting to NATS and opening the bucket at start.
-const connectTimeout = 15 * time.Second
+// connectTimeout bounds one attempt at connecting to NATS or opening the
+// bucket; defaultStartTimeout bounds all the attempts at start.
+const (
+	connectTimeout      = 15 * time.Second
+	defaultStartTimeout = 3 * time.Minute
+)
 
 // errNoNATS is returned when neither --nats nor TOOLFLEET_NATS_URL is set.
 var errNoNATS = errors.New("kv needs NATS for its bucket: pass --nats nats://HOST:4222 or set " + tool.EnvNATSURL)
@@ -60,18 +68,35 @@ func register(getenv func(string) string) func(w *tool.Worker) error {
 			return err
 		}
 		cfg.Assets = w.Assets()
-		nc, err := w.ConnectNATS("toolfleet-kv", nats.Timeout(connectTimeout), nats.MaxReconnects(-1))
+		startTimeout := defaultStartTimeout
+		if v := getenv(EnvStartTimeout); v != "" {
+			if startTimeout, err = time.ParseDuration(v); err != nil || startTimeout <= 0 {
+				return fmt.Errorf("kv: %s=%q: want a positive duration such as 3m", EnvStartTimeout, v)
+			}
+		}
+		// Started in any order (in Kubernetes, often before cluster DNS answers
+		// for the NATS Service or before a JetStream cluster has a leader): wait
+		// for NATS and the bucket up to startTimeout instead of exiting.
+		ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
+		defer cancel()
+		retry := natsconn.RetryPolicy{What: "kv: connect to NATS at " + url, Log: w.Logger()}
+		nc, err := natsconn.Retry(ctx, retry, func(context.Context) (*nats.Conn, error) {
+			return w.ConnectNATS("toolfleet-kv", nats.Timeout(connectTimeout), nats.MaxReconnects(-1))
+		})
 		if err != nil {
-			return fmt.Errorf("kv: connect to NATS at %s: %w", url, err)
+			return err
 		}
 		js, err := jetstream.New(nc)
 		if err != nil {
 			nc.Close()
 			return fmt.Errorf("kv: JetStream: %w", err)
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), connectTimeout)
-		defer cancel()
-		bucket, err := kv.OpenBucket(ctx, js, cfg)
+		retry.What = "kv: open bucket"
+		bucket, err := natsconn.Retry(ctx, retry, func(ctx context.Context) (jetstream.KeyValue, error) {
+			octx, ocancel := context.WithTimeout(ctx, connectTimeout)
+			defer ocancel()
+			return kv.OpenBucket(octx, js, cfg)
+		})
 		if err != nil {
 			nc.Close()
 			return err

@@ -5,6 +5,9 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"net"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,6 +17,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	kvv1 "github.com/toolfleet/toolfleet/gen/tools/kv/v1"
+	"github.com/toolfleet/toolfleet/internal/natsx"
 	"github.com/toolfleet/toolfleet/internal/natsx/natstest"
 	"github.com/toolfleet/toolfleet/sdk/tool"
 )
@@ -125,7 +129,57 @@ func TestRegisterFailsWithoutServer(t *testing.T) {
 	if err != nil {
 		t.Fatalf("NewWorker: %v", err)
 	}
-	if err := register(func(string) string { return "" })(w); err == nil {
+	env := map[string]string{EnvStartTimeout: "500ms"}
+	begin := time.Now()
+	if err := register(func(k string) string { return env[k] })(w); err == nil {
 		t.Fatal("register with an unreachable NATS succeeded")
+	} else if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("register = %v, want it to give up at its start timeout", err)
+	}
+	if d := time.Since(begin); d < 400*time.Millisecond || d > 5*time.Second {
+		t.Fatalf("gave up after %s, want about the 500ms start timeout", d)
+	}
+	env[EnvStartTimeout] = "soon"
+	if err := register(func(k string) string { return env[k] })(w); err == nil || !strings.Contains(err.Error(), EnvStartTimeout) {
+		t.Fatalf("register with a bad start timeout = %v", err)
+	}
+}
+
+// Started before NATS (in Kubernetes, before cluster DNS answers for the NATS
+// Service), the worker waits for it and then serves, instead of exiting.
+func TestRegisterWaitsForALateNATS(t *testing.T) {
+	t.Parallel()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	_ = l.Close()
+	w, err := tool.NewWorker(tool.Config{Name: "kv", Listen: "127.0.0.1:0", NATSURL: "nats://127.0.0.1:" + strconv.Itoa(port),
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatalf("NewWorker: %v", err)
+	}
+	late := make(chan *natsx.Embedded, 1)
+	go func() {
+		defer close(late)
+		time.Sleep(time.Second)
+		srv, err := natsx.StartEmbedded(t.Context(), natsx.EmbeddedConfig{Port: port, StoreDir: t.TempDir()})
+		if err != nil {
+			t.Errorf("late NATS: %v", err)
+			return
+		}
+		late <- srv
+	}()
+	begin := time.Now()
+	err = register(func(k string) string { return map[string]string{EnvBucket: "late", EnvStartTimeout: "30s"}[k] })(w)
+	if srv := <-late; srv != nil {
+		t.Cleanup(srv.Shutdown)
+	}
+	if err != nil {
+		t.Fatalf("register: %v", err)
+	}
+	if d := time.Since(begin); d < 900*time.Millisecond {
+		t.Fatalf("registered after %s, before NATS started", d)
 	}
 }
