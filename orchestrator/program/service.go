@@ -195,7 +195,10 @@ func (s *Service) watch(ctx context.Context, h http.Header, req *toolfleetv1.Wat
 			// program ended without a final event (e.g. terminated), else keep
 			// waiting. A failed look (no worker answers the query while an
 			// orchestrator restarts) is no reason to end it either.
-			if st, err := s.Programs.Get(ctx, id); err == nil && st.Done() {
+			gctx, cancel := context.WithTimeout(ctx, 5*time.Second) // a query waits for a worker
+			st, err := s.Programs.Get(gctx, id)
+			cancel()
+			if err == nil && st.Done() {
 				return nil
 			}
 			continue
