@@ -74,6 +74,9 @@ type Config struct {
 	MaxConcurrentStreams uint32
 	AllowedOrigins       []string
 
+	// Orchestration serves AgentService and ProgramService (--temporal-address, ...).
+	Orchestration OrchestrationConfig
+
 	// ShutdownTimeout bounds the graceful stop; keep it below the pod's
 	// terminationGracePeriodSeconds so in-flight calls finish before SIGKILL.
 	ShutdownTimeout time.Duration
@@ -113,6 +116,7 @@ func flags(cfg *Config) *pflag.FlagSet {
 	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", 20*time.Second, "bound of the graceful stop on SIGTERM; keep it below the pod's termination grace period")
 	fs.StringVar(&cfg.LogLevel, "log-level", "info", "least level logged: debug, info, warn, error")
 	fs.StringVar(&cfg.LogFormat, "log-format", "json", "log format on stderr: json or text")
+	cfg.Orchestration.addFlags(fs)
 	cfg.NATS.AddFlags(fs)
 	cfg.Assets.AddFlags(fs)
 	cfg.WorkerTLS.AddFlags(fs)
@@ -190,6 +194,9 @@ func (c Config) validate() error {
 	if err := c.Assets.Validate(); err != nil {
 		errs = append(errs, err)
 	}
+	if err := c.Orchestration.validate(c.NATSURL); err != nil {
+		errs = append(errs, err)
+	}
 	if err := c.NATS.Validate(); err != nil {
 		errs = append(errs, err)
 	}
@@ -233,7 +240,7 @@ func hasScheme(url string, schemes ...string) bool {
 
 // gatewayConfig turns the validated flags into the gateway's Config, reading the
 // HS256 secret file.
-func (c Config) gatewayConfig(log *slog.Logger) (gateway.Config, error) {
+func (c Config) gatewayConfig(log *slog.Logger, mounts []gateway.Mount) (gateway.Config, error) {
 	auth := gateway.AuthConfig{
 		Disabled: c.AuthDisabled,
 		JWKSFile: c.JWKSFile,
@@ -249,6 +256,7 @@ func (c Config) gatewayConfig(log *slog.Logger) (gateway.Config, error) {
 		auth.HS256Secret = secret
 	}
 	return gateway.Config{
+		Mounts:               mounts,
 		Listen:               c.Listen,
 		Workers:              c.Workers,
 		NATSURL:              c.NATSURL,

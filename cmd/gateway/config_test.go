@@ -90,14 +90,14 @@ func TestParse(t *testing.T) {
 
 	t.Run("secret file", func(t *testing.T) {
 		c := Config{HS256SecretFile: secret}
-		g, err := c.gatewayConfig(nil)
+		g, err := c.gatewayConfig(nil, nil)
 		if err != nil || string(g.Auth.HS256Secret) != strings.Repeat("s", 40) {
 			t.Fatalf("secret %q, %v (want the file without its newline)", g.Auth.HS256Secret, err)
 		}
-		if _, err := (Config{HS256SecretFile: short}).gatewayConfig(nil); err == nil || !strings.Contains(err.Error(), "at least 32") {
+		if _, err := (Config{HS256SecretFile: short}).gatewayConfig(nil, nil); err == nil || !strings.Contains(err.Error(), "at least 32") {
 			t.Fatalf("a 4-byte secret: %v", err)
 		}
-		if _, err := (Config{HS256SecretFile: filepath.Join(dir, "missing")}).gatewayConfig(nil); err == nil {
+		if _, err := (Config{HS256SecretFile: filepath.Join(dir, "missing")}).gatewayConfig(nil, nil); err == nil {
 			t.Fatal("a missing secret file was accepted")
 		}
 	})

@@ -55,7 +55,8 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 // serve runs the gateway until ctx is done. started, when not nil, receives the
 // gateway once it listens (tests use it to find the address).
 func serve(ctx context.Context, cfg Config, log *slog.Logger, started chan<- *gateway.Gateway) error {
-	gcfg, err := cfg.gatewayConfig(log)
+	orch := newOrchestration(cfg, log)
+	gcfg, err := cfg.gatewayConfig(log, orch.mounts())
 	if err != nil {
 		return err
 	}
@@ -63,6 +64,21 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger, started chan<- *ga
 	if err != nil {
 		return fmt.Errorf("configure the gateway: %w", err)
 	}
+	// Runs and programs connect in the background; their calls are
+	// UNAVAILABLE (and their health NOT_SERVING) until then. The goroutine is
+	// the gateway's: it ends with ctx, before serve returns.
+	octx, ostop := context.WithCancel(ctx)
+	orchDone := make(chan struct{})
+	go func() {
+		defer close(orchDone)
+		if err := orch.run(octx, g); err != nil {
+			log.Error("runs and programs are not served", "error", err)
+		}
+	}()
+	defer func() {
+		ostop()
+		<-orchDone
+	}()
 	if started != nil {
 		go func() {
 			select {

@@ -402,29 +402,43 @@ func watchRun(ctx context.Context, c toolfleetv1connect.AgentServiceClient, runI
 	v.spin("starting…")
 	started := time.Now()
 	calls := map[string]time.Time{}
-	for attempt := 0; attempt < 5; attempt++ {
+	// A stream that breaks (the gateway restarting, an orchestrator replica
+	// away) is resumed after the last event seen; a quiet one (a call waiting
+	// for approval) is only quiet. Give up after maxWatchFailures breaks in a
+	// row without an event in between.
+	const maxWatchFailures = 30
+	delay := 200 * time.Millisecond
+	for failures := 0; failures < maxWatchFailures; failures++ {
 		stream, err := c.WatchRun(ctx, connect.NewRequest(&toolfleetv1.WatchRunRequest{RunId: runID, AfterSeq: after, Deltas: true}))
 		if err != nil {
-			return err
-		}
-		for stream.Receive() {
-			if d := stream.Msg().GetDelta(); d != nil {
-				v.delta(d)
-				continue
-			}
-			ev := stream.Msg().GetEvent()
-			after = ev.GetSeq()
-			if done, err := v.event(ctx, c, ev, calls, started); done {
+			if !retryable(err) {
 				return err
 			}
+		} else {
+			for stream.Receive() {
+				if d := stream.Msg().GetDelta(); d != nil {
+					v.delta(d)
+					continue
+				}
+				ev := stream.Msg().GetEvent()
+				after, failures, delay = ev.GetSeq(), 0, 200*time.Millisecond
+				if done, err := v.event(ctx, c, ev, calls, started); done {
+					return err
+				}
+			}
+			err = stream.Err()
+			_ = stream.Close()
+			if err != nil && ctx.Err() == nil && !retryable(err) {
+				return err
+			}
+			if err != nil && ctx.Err() == nil {
+				v.line(styleDim.Render("(watch interrupted: " + err.Error() + "; resuming)"))
+			}
 		}
-		if err := stream.Err(); err != nil && ctx.Err() == nil {
-			v.line(styleDim.Render("(watch interrupted: " + err.Error() + "; resuming)"))
-			continue
+		if err := pause(ctx, delay); err != nil {
+			return err
 		}
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
+		delay = min(2*delay, 5*time.Second)
 	}
 	return fmt.Errorf("watching %s: the stream kept ending; resume with 'toolfleet agent watch %s --after %d'", runID, runID, after)
 }

@@ -193,9 +193,15 @@ func runDev(ctx context.Context, cfg devConfig, stdout, stderr io.Writer) error 
 		return fmt.Errorf("start the gateway and workers: %w", err)
 	}
 
-	orch, err := runner.Start(startCtx, runner.Config{TemporalAddress: stack.Temporal.Address(), Namespace: stack.Namespace(),
+	rcfg := runner.Config{TemporalAddress: stack.Temporal.Address(), Namespace: stack.Namespace(),
 		NATSURL: stack.NATS.URL(), NATS: cfg.NATS, Assets: cfg.Assets, GatewayAddress: fl.Gateway.Addr(), Logger: logger, Triggers: triggers,
-		Tracing: tracing, Metrics: orchMetrics, Endpoints: endpoints, KeyDir: cfg.ModelKeyDir})
+		Tracing: tracing, Metrics: orchMetrics, Endpoints: endpoints, KeyDir: cfg.ModelKeyDir}
+	if cfg.JWTSecret != "" {
+		// With auth on, the orchestrator calls tools with its own token (and
+		// on behalf of each run's starter), as in a cluster.
+		rcfg.GatewayTokenSource = devTokenSource([]byte(cfg.JWTSecret))
+	}
+	orch, err := runner.Start(startCtx, rcfg)
 	if err != nil {
 		_ = fl.stop()
 		stack.Stop()

@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"time"
 
 	"connectrpc.com/connect"
 	"github.com/spf13/cobra"
@@ -36,7 +35,9 @@ See docs/programs.md for the builtins and limits.`,
 	gf.register(pf)
 	config.BindEnv(pf, "TOOLFLEET")
 	cmd.PersistentPreRunE = func(*cobra.Command, []string) error { return config.ApplyEnv(pf, "TOOLFLEET") }
-	cmd.AddCommand(newProgramCheckCommand(), newProgramRunCommand(&gf), newProgramStubsCommand(&gf))
+	cmd.AddCommand(newProgramCheckCommand(), newProgramRunCommand(&gf), newProgramStubsCommand(&gf),
+		newProgramGetCommand(&gf), newProgramWatchCommand(&gf), newProgramDecideCommand(&gf, true),
+		newProgramDecideCommand(&gf, false), newProgramCancelCommand(&gf))
 	return cmd
 }
 
@@ -166,7 +167,9 @@ func newProgramRunCommand(gf *gatewayFlags) *cobra.Command {
 
 --arg k=v sets args["k"] (v is parsed as JSON when it can be, else it is a string).
 --tool sets the tools the program may call; by default, those the script names.
---watch prints the program's events (prints, tool calls, approvals) as they happen.`,
+--watch prints the program's events (prints, tool calls, approvals) as they happen.
+--timeout bounds the wait for the result; a program still running then keeps
+running (look again with 'toolfleet program watch ID' or 'get ID').`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			src, err := readSource(args[0])
@@ -188,24 +191,21 @@ func newProgramRunCommand(gf *gatewayFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			ctx := cmd.Context()
+			sctx, cancel := context.WithTimeout(cmd.Context(), gf.Timeout)
+			defer cancel()
+			// Start it, then wait on its events (at most --timeout): a
+			// quiet program is only quiet, and an orchestrator that restarts
+			// meanwhile is waited for.
 			req := &toolfleetv1.RunProgramRequest{ProgramId: id, Source: src, Filename: filepath.Base(args[0]),
-				Args: argStruct, Tools: tools, Wait: !watch}
-			res, err := c.RunProgram(ctx, connect.NewRequest(req))
+				Args: argStruct, Tools: tools}
+			res, err := c.RunProgram(sctx, connect.NewRequest(req))
 			if err != nil {
 				return err
 			}
-			if watch && res.Msg.GetProgramError() == nil {
-				if err := watchProgram(ctx, cmd.ErrOrStderr(), c, res.Msg.GetProgramId()); err != nil {
-					return err
-				}
-				got, err := outcome(ctx, c, res.Msg.GetProgramId())
-				if err != nil {
-					return err
-				}
-				return printOutcome(cmd, got.Msg.GetProgramId(), got.Msg.GetStatus(), got.Msg.GetResult(), got.Msg.GetProgramError())
+			if res.Msg.GetProgramError() != nil {
+				return printOutcome(cmd, res.Msg.GetProgramId(), res.Msg.GetStatus(), res.Msg.GetResult(), res.Msg.GetProgramError())
 			}
-			return printOutcome(cmd, res.Msg.GetProgramId(), res.Msg.GetStatus(), res.Msg.GetResult(), res.Msg.GetProgramError())
+			return awaitProgram(cmd, c, res.Msg.GetProgramId(), 0, watch, gf.Timeout)
 		},
 	}
 	f := cmd.Flags()
@@ -214,22 +214,6 @@ func newProgramRunCommand(gf *gatewayFlags) *cobra.Command {
 	f.StringVar(&id, "id", "", "program id (an idempotency key); generated when empty")
 	f.BoolVar(&watch, "watch", false, "print the program's events while it runs")
 	return cmd
-}
-
-// outcome gets a program that just published its final event; the workflow
-// closes a moment later, so it asks again for a few seconds at most.
-func outcome(ctx context.Context, c toolfleetv1connect.ProgramServiceClient, id string) (*connect.Response[toolfleetv1.GetProgramResponse], error) {
-	for i := 0; ; i++ {
-		got, err := c.GetProgram(ctx, connect.NewRequest(&toolfleetv1.GetProgramRequest{ProgramId: id}))
-		if err != nil || got.Msg.GetDone() || i == 50 {
-			return got, err
-		}
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
 }
 
 // parseArgs turns k=v pairs into the args object.
@@ -265,28 +249,22 @@ func programClient(gf *gatewayFlags) (toolfleetv1connect.ProgramServiceClient, e
 	return toolfleetv1connect.NewProgramServiceClient(http.DefaultClient, base, opts...), nil
 }
 
-// watchProgram prints events, one line each, until the program ends.
-func watchProgram(ctx context.Context, w io.Writer, c toolfleetv1connect.ProgramServiceClient, id string) error {
-	st, err := c.WatchProgram(ctx, connect.NewRequest(&toolfleetv1.WatchProgramRequest{ProgramId: id}))
-	if err != nil {
-		return err
+// printProgramEvent prints one event on one line.
+func printProgramEvent(w io.Writer, ev *toolfleetv1.RunEvent) {
+	line := ev.GetKind()
+	if ev.GetToolId() != "" {
+		line += " " + ev.GetToolId()
 	}
-	defer st.Close()
-	for st.Receive() {
-		ev := st.Msg().GetEvent()
-		line := ev.GetKind()
-		if ev.GetToolId() != "" {
-			line += " " + ev.GetToolId()
-		}
-		if ev.GetCallId() != "" {
-			line += " [" + ev.GetCallId() + "]"
-		}
-		if m := ev.GetMessage(); m != "" {
-			line += ": " + firstLine(m, 200)
-		}
-		fmt.Fprintln(w, line)
+	if ev.GetCallId() != "" {
+		line += " [" + ev.GetCallId() + "]"
 	}
-	return st.Err()
+	if m := ev.GetMessage(); m != "" {
+		line += ": " + firstLine(m, 200)
+	}
+	if ev.GetKind() == "approval.requested" {
+		line += fmt.Sprintf("  (toolfleet program approve %s %s, or deny)", ev.GetRunId(), ev.GetCallId())
+	}
+	fmt.Fprintln(w, line)
 }
 
 func printOutcome(cmd *cobra.Command, id string, status toolfleetv1.ProgramStatus, result *structpb.Value, pe *toolfleetv1.ProgramError) error {
@@ -302,7 +280,7 @@ func printOutcome(cmd *cobra.Command, id string, status toolfleetv1.ProgramStatu
 		fmt.Fprintf(cmd.ErrOrStderr(), "program %s failed: %s\n", id, msg)
 		return &exitError{code: exitOther}
 	case status != toolfleetv1.ProgramStatus_PROGRAM_STATUS_COMPLETED:
-		fmt.Fprintf(cmd.ErrOrStderr(), "program %s is %s; see it with GetProgram\n", id, strings.TrimPrefix(status.String(), "PROGRAM_STATUS_"))
+		fmt.Fprintf(cmd.ErrOrStderr(), "program %s is %s; see it with: toolfleet program get %s\n", id, strings.TrimPrefix(status.String(), "PROGRAM_STATUS_"), id)
 		return &exitError{code: exitOther}
 	}
 	b, err := result.MarshalJSON()

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/structpb"
@@ -189,10 +190,15 @@ func (s *Service) watch(ctx context.Context, h http.Header, req *toolfleetv1.Wat
 	}
 	for ctx.Err() == nil {
 		msg, err := cons.Next(jetstream.FetchMaxWait(5 * time.Second))
-		if errors.Is(err, jetstream.ErrNoMessages) || errors.Is(err, context.DeadlineExceeded) {
-			// Quiet: end the watch if the program ended without a final event
-			// (e.g. terminated), else keep waiting.
-			if st, err := s.Programs.Get(ctx, id); err == nil && st.Done() {
+		if quiet(err) {
+			// Quiet (e.g. a call waits for approval): end the watch if the
+			// program ended without a final event (e.g. terminated), else keep
+			// waiting. A failed look (no worker answers the query while an
+			// orchestrator restarts) is no reason to end it either.
+			gctx, cancel := context.WithTimeout(ctx, 5*time.Second) // a query waits for a worker
+			st, err := s.Programs.Get(gctx, id)
+			cancel()
+			if err == nil && st.Done() {
 				return nil
 			}
 			continue
@@ -232,9 +238,19 @@ func (s *Service) wait(ctx context.Context, id string) (*Status, error) {
 	}
 	final := false
 	for {
-		st, err := s.Programs.Get(ctx, id)
-		if err != nil || st.Done() {
-			return st, err
+		// A query waits for a worker to answer it: bound each look.
+		gctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		st, err := s.Programs.Get(gctx, id)
+		cancel()
+		switch {
+		case errors.Is(err, ErrNotFound):
+			return nil, err
+		case err != nil:
+			// No worker answers the query while the orchestrator restarts:
+			// the program is still there, so wait on (bounded by ctx).
+			st = &Status{ProgramID: id, Status: StatusRunning}
+		case st.Done():
+			return st, nil
 		}
 		if final { // the workflow is closing: look again shortly
 			select {
@@ -254,6 +270,12 @@ func (s *Service) wait(ctx context.Context, id string) (*Status, error) {
 			return nil, ctx.Err()
 		}
 	}
+}
+
+// quiet reports whether a consumer's Next found no message in its wait
+// (jetstream's ordered consumer says so with nats.ErrTimeout).
+func quiet(err error) bool {
+	return errors.Is(err, jetstream.ErrNoMessages) || errors.Is(err, nats.ErrTimeout) || errors.Is(err, context.DeadlineExceeded)
 }
 
 // ListTriggers lists the configured triggers.

@@ -64,6 +64,10 @@ type Config struct {
 	// GatewayToken is the orchestrator's own bearer token at the gateway; it
 	// needs the tools:delegate scope (and tools:approve for approved calls).
 	GatewayToken string
+	// GatewayTokenSource, when set, is asked for the orchestrator's bearer
+	// token on every call instead of GatewayToken (e.g. a token minted and
+	// renewed in-process by `toolfleet dev --gateway-jwt-secret`).
+	GatewayTokenSource tfclient.TokenSource
 	// KeyDir is the folder model key references "file:NAME" read from.
 	KeyDir string
 	// Endpoints binds model key references to the base URLs they may be
@@ -310,7 +314,10 @@ func Start(ctx context.Context, cfg Config) (_ *Orchestrator, err error) {
 		}
 		interceptors = append(interceptors, ti)
 	}
-	if cfg.GatewayToken != "" {
+	switch {
+	case cfg.GatewayTokenSource != nil:
+		opts = append(opts, tfclient.WithTokenSource(cfg.GatewayTokenSource))
+	case cfg.GatewayToken != "":
 		opts = append(opts, tfclient.WithToken(cfg.GatewayToken))
 	}
 	if o.gateway, err = tfclient.New(cfg.GatewayAddress, opts...); err != nil {

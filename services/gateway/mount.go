@@ -7,6 +7,9 @@ import (
 	"strings"
 
 	"google.golang.org/grpc"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
 )
 
 // Mount is a service served at the gateway's address but implemented
@@ -39,4 +42,21 @@ func (g *Gateway) Authenticate(ctx context.Context, authorization string) (*Prin
 		return nil, errors.New(ce.Message)
 	}
 	return p, nil
+}
+
+// SetMountHealth sets the grpc.health.v1 status of a mounted service (e.g.
+// "toolfleet.v1.AgentService"), so that a probe asking for it sees what its
+// calls would: serving, or not (its backend is away or not configured). The
+// overall status ("") and the gateway's own service stay the gateway's: they
+// cannot be set here.
+func (g *Gateway) SetMountHealth(service string, serving bool) error {
+	if service == "" || service == toolfleetv1.ToolGatewayService_ServiceDesc.ServiceName {
+		return errors.New("gateway: the overall and the tool gateway's health are the gateway's own")
+	}
+	st := healthpb.HealthCheckResponse_NOT_SERVING
+	if serving {
+		st = healthpb.HealthCheckResponse_SERVING
+	}
+	g.health.SetServingStatus(service, st)
+	return nil
 }
