@@ -493,7 +493,10 @@ func (b *bounds) builtins(d starlark.StringDict) {
 		return b.attr(th, args[0], string(args[1].(starlark.String)))
 	})
 	for name, cost := range universeCosts {
-		orig := starlark.Universe[name].(*starlark.Builtin)
+		orig, ok := starlark.Universe[name].(*starlark.Builtin)
+		if !ok {
+			continue // not in this version of Starlark
+		}
 		d[name] = starlark.NewBuiltin(name, func(th *starlark.Thread, _ *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
 			n, steps, err := cost(b, th, args, kwargs)
 			if err != nil {
