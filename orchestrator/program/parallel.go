@@ -79,13 +79,13 @@ func (r *runner) parallelBounded(th *starlark.Thread, b *starlark.Builtin, args 
 		return nil, errCanceled
 	}
 	r.b.arm(th)
-	if r.stepsHit {
-		return nil, r.b.stepsError()
-	}
 	for _, err := range errs {
 		if err != nil {
-			return nil, err
+			return nil, err // a limit hit inside a function points there
 		}
+	}
+	if r.stepsHit {
+		return nil, r.b.stepsError()
 	}
 	return starlark.NewList(results), nil
 }
