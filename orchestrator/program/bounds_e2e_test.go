@@ -23,7 +23,9 @@ func TestEndToEndBombs(t *testing.T) {
 		id, src, limit string
 		limits         program.Limits
 	}{
-		{"bomb-memory", `result = len("".join(["x" * (1 << 27)] * 64))`, program.LimitMemory, program.Limits{}},
+		// With a 64 MiB budget the bomb ends at its first step ("x" * (1 << 27)
+		// is 128 MiB); TestMemoryBombAllocates runs it with the default budget.
+		{"bomb-memory", `result = len("".join(["x" * (1 << 27)] * 64))`, program.LimitMemory, program.Limits{MaxMemoryBytes: 64 << 20}},
 		{"bomb-parallel", `
 def spin():
     x = 0

@@ -38,7 +38,8 @@ func TestMemoryBombs(t *testing.T) {
 	t.Parallel()
 	for _, b := range bombs {
 		t.Run(b.name, func(t *testing.T) {
-			t.Parallel()
+			// One at a time: on a busy machine, parallel bombs under -race
+			// could pass the 10 s deadlock detection of the test worker.
 			e := newEnv(t)
 			_, perr := e.run(t, program.Input{Source: b.src, Limits: program.Limits{MaxMemoryBytes: 32 << 20, MaxToolCalls: 1000}})
 			if perr == nil || perr.Kind != "limit" || perr.Limit != program.LimitMemory ||
