@@ -33,7 +33,7 @@ def spin():
         x += i
     return Calculator_Add(a=x, b=1)
 parallel([spin for _ in range(300)])
-`, program.LimitSteps, program.Limits{MaxToolCalls: 1000}},
+`, program.LimitSteps, program.Limits{MaxSteps: 200_000, MaxToolCalls: 1000}},
 	}
 	for _, b := range bombs {
 		start := time.Now()

@@ -20,7 +20,7 @@ var bombs = []struct{ name, src string }{
 	{"materialising a range", "l = list(range(1 << 30))\n"},
 	{"sorting a range", "l = sorted(range(1 << 30))\n"},
 	{"keeping copies", "l = list(range(1 << 18))\nkeep = [l[:] for i in range(1000)]\n"},
-	{"keeping big strings", "keep = ['x' * 1000000 for i in range(1000)]\n"},
+	{"keeping big strings", "keep = ['x' * 100000 for i in range(1000)]\n"},
 	{"printing a shared tree", "a = [1]\nfor i in range(40):\n    a = [a, a]\ns = str(a)\n"},
 	{"formatting a shared tree", "a = [1]\nfor i in range(40):\n    a = [a, a]\ns = '%s' % (a,)\n"},
 	{"format with a shared tree", "a = [1]\nfor i in range(40):\n    a = [a, a]\ns = '{}{}'.format(a, a)\n"},
