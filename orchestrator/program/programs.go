@@ -92,14 +92,18 @@ func (p *Programs) Start(ctx context.Context, in Input) (string, error) {
 	if err := ValidProgramID(in.ProgramID); err != nil {
 		return "", &InputError{err}
 	}
-	if _, err := in.Limits.WithDefaults(); err != nil {
+	lim, err := in.Limits.WithDefaults()
+	if err != nil {
 		return "", &InputError{err}
 	}
 	if _, err := Compile(in.Filename, in.Source); err != nil {
 		return "", err
 	}
-	_, err := p.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
-		ID:                       in.ProgramID,
+	_, err = p.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+		ID: in.ProgramID,
+		// The server ends the program after this even if its workflow
+		// task can never finish (a worker that keeps crashing on it).
+		WorkflowExecutionTimeout: ExecutionTimeout(lim),
 		Memo:                     map[string]any{memoOwner: in.Principal.Subject},
 		TaskQueue:                p.queue(),
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,

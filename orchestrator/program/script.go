@@ -46,19 +46,30 @@ type Check struct {
 // the position and the offending line.
 func Compile(filename, src string) (*Check, error) {
 	// Any free name may be a tool stub; Starlark's own names stay its own.
-	_, chk, err := compile(filename, src, func(name string) bool { return !starlark.Universe.Has(name) || name == "fail" })
+	_, chk, err := compile(filename, src, func(name string) bool { return !starlark.Universe.Has(name) || name == "fail" }, false)
 	return chk, err
 }
 
-// compile parses src once; isPredeclared says which free names exist.
-func compile(filename, src string, isPredeclared func(string) bool) (*starlark.Program, *Check, error) {
+// compile parses src once; isPredeclared says which free names exist. With
+// bounded, the operations that allocate are rewritten into checked builtins
+// (rewrite.go).
+func compile(filename, src string, isPredeclared func(string) bool, bounded bool) (*starlark.Program, *Check, error) {
 	if filename == "" {
 		filename = DefaultFilename
 	}
 	if len(src) > MaxSourceBytes {
 		return nil, nil, &ProgramError{Kind: "syntax", Message: fmt.Sprintf("source is %d bytes, over the limit of %d", len(src), MaxSourceBytes)}
 	}
-	f, prog, err := starlark.SourceProgramOptions(fileOptions, filename, src, isPredeclared)
+	f, err := fileOptions.Parse(filename, src, 0)
+	if err != nil {
+		return nil, nil, syntaxError(src, err)
+	}
+	if bounded {
+		if err := rewriteFile(f); err != nil {
+			return nil, nil, syntaxError(src, err)
+		}
+	}
+	prog, err := starlark.FileProgram(f, isPredeclared)
 	if err != nil {
 		return nil, nil, syntaxError(src, err)
 	}
@@ -92,6 +103,9 @@ func inspect(f *syntax.File) *Check {
 					}
 				}
 				return true
+			}
+			if strings.HasPrefix(id.Name, reservedPrefix) || starlark.Universe.Has(id.Name) {
+				return true // a checked operator or builtin of a bounded program
 			}
 			if !slices.Contains(builtinNames, id.Name) && !slices.Contains(chk.Stubs, id.Name) {
 				chk.Stubs = append(chk.Stubs, id.Name)

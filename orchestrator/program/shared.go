@@ -53,6 +53,9 @@ const (
 	DefaultMaxValueBytes  = 256 << 10
 	DefaultMaxResultBytes = 256 << 10
 	DefaultApprovalWait   = 24 * time.Hour
+	// DefaultMaxMemoryBytes is the memory budget of a program: the size
+	// model's bytes of every value it creates (see bounds.go).
+	DefaultMaxMemoryBytes = 256 << 20
 
 	// MaxSteps keeps the pure computation between two tool calls well inside
 	// a workflow task (about 50 ns a step: 10M steps ≈ 0.5 s).
@@ -62,6 +65,9 @@ const (
 	MaxDeadline    = 7 * 24 * time.Hour
 	MaxValueBytes  = 1 << 20
 	MaxResultBytes = 1 << 20
+	MaxMemoryBytes = 1 << 30
+	// MaxParallel bounds the functions one parallel() call takes.
+	MaxParallel = 1000
 	// MaxSourceBytes bounds a program's source.
 	MaxSourceBytes = 256 << 10
 	// MaxPrints bounds the print events of one program; later prints are dropped.
@@ -69,6 +75,22 @@ const (
 	// MaxPrintBytes bounds one print event's text; longer text is cut.
 	MaxPrintBytes = 4 << 10
 )
+
+// ExecutionTimeoutMargin is added to a program's deadline to make its
+// workflow execution timeout (see [ExecutionTimeout]).
+const ExecutionTimeoutMargin = time.Minute
+
+// ExecutionTimeout is the Temporal workflow execution timeout a program is
+// started with: its deadline plus [ExecutionTimeoutMargin]. The deadline is
+// checked by the script itself; this bound holds even when the program can
+// never finish a workflow task (every worker that tries crashes or times
+// out), so no program is retried longer than this.
+func ExecutionTimeout(lim Limits) time.Duration {
+	if lim.Deadline <= 0 {
+		lim.Deadline = DefaultDeadline
+	}
+	return lim.Deadline + ExecutionTimeoutMargin
+}
 
 // DeadlockDetectionTimeout is the worker option (worker.Options) that
 // workers running programs need: a script computes between two tool calls
@@ -84,6 +106,8 @@ const (
 	LimitDeadline  = "deadline"
 	LimitValue     = "max_value_bytes"
 	LimitResult    = "max_result_bytes"
+	LimitMemory    = "max_memory_bytes"
+	LimitParallel  = "max_parallel"
 )
 
 // Limits bound one program; a zero field takes its default.
@@ -104,6 +128,10 @@ type Limits struct {
 	// ApprovalWait is how long a call that needs approval waits for a
 	// decision before it counts as denied (within the deadline).
 	ApprovalWait time.Duration `json:"approval_wait,omitempty"`
+	// MaxMemoryBytes bounds the memory the program's values may take, by a
+	// deterministic size model summed over the program's life (freed values
+	// still count), checked before each allocation.
+	MaxMemoryBytes int64 `json:"max_memory_bytes,omitempty"`
 }
 
 // WithDefaults fills zero fields and checks the ceilings.
@@ -127,6 +155,9 @@ func (l Limits) WithDefaults() (Limits, error) {
 	if l.ApprovalWait == 0 {
 		l.ApprovalWait = DefaultApprovalWait
 	}
+	if l.MaxMemoryBytes == 0 {
+		l.MaxMemoryBytes = DefaultMaxMemoryBytes
+	}
 	switch {
 	case l.MaxSteps > MaxSteps:
 		return l, fmt.Errorf("program: %s %d is over the ceiling %d", LimitSteps, l.MaxSteps, MaxSteps)
@@ -140,6 +171,8 @@ func (l Limits) WithDefaults() (Limits, error) {
 		return l, fmt.Errorf("program: %s %d: want 1..%d", LimitValue, l.MaxValueBytes, MaxValueBytes)
 	case l.MaxResultBytes < 0 || l.MaxResultBytes > MaxResultBytes:
 		return l, fmt.Errorf("program: %s %d: want 1..%d", LimitResult, l.MaxResultBytes, MaxResultBytes)
+	case l.MaxMemoryBytes < 0 || l.MaxMemoryBytes > MaxMemoryBytes:
+		return l, fmt.Errorf("program: %s %d: want 1..%d", LimitMemory, l.MaxMemoryBytes, MaxMemoryBytes)
 	case l.ApprovalWait < 0:
 		return l, fmt.Errorf("program: approval_wait %s is negative", l.ApprovalWait)
 	}

@@ -38,6 +38,9 @@ func ProgramWorkflow(ctx workflow.Context, in Input) (*Output, error) {
 	// Version 1 publishes events with local activities: one marker in
 	// history instead of three events, and no task round trip.
 	r.localEvents = workflow.GetVersion(ctx, localEventsChangeID, workflow.DefaultVersion, 1) >= 1
+	// Version 1 bounds the script as a whole (bounds.go): one step budget
+	// across parallel, checked as it runs, and a memory budget.
+	r.bounded = workflow.GetVersion(ctx, scriptBoundsChangeID, workflow.DefaultVersion, 1) >= 1
 	if err := r.setup(ctx); err != nil {
 		return nil, err
 	}
@@ -75,6 +78,8 @@ type runner struct {
 	prints        int
 	orderedEvents bool
 	localEvents   bool
+	bounded       bool
+	b             *bounds // set when bounded
 }
 
 const (
@@ -94,6 +99,9 @@ func (r *runner) setup(ctx workflow.Context) error {
 	}
 	r.lim = lim
 	r.dead = r.started.Add(lim.Deadline)
+	if r.bounded {
+		r.b = newBounds(r)
+	}
 
 	if err := workflow.SetQueryHandler(ctx, QueryGetProgram, func() (State, error) {
 		st := State{ProgramID: r.in.ProgramID, Status: r.status, ToolCalls: r.calls,
@@ -157,7 +165,7 @@ func (r *runner) setup(ctx workflow.Context) error {
 // run compiles and executes the script, and encodes its result.
 func (r *runner) run(ctx workflow.Context) (*Output, error) {
 	predeclared := r.predeclared()
-	prog, chk, err := compile(r.in.Filename, r.in.Source, predeclared.Has)
+	prog, chk, err := compile(r.in.Filename, r.in.Source, predeclared.Has, r.b != nil)
 	if err != nil {
 		var pe *ProgramError
 		if errors.As(err, &pe) {
@@ -178,8 +186,14 @@ func (r *runner) run(ctx workflow.Context) (*Output, error) {
 	predeclared["args"] = args
 
 	th := r.newThread(ctx, "main", r.lim.MaxSteps)
+	if r.b != nil {
+		if err := r.b.charge(modelSize(args), "args"); err != nil {
+			return nil, r.fail(ctx, r.classify(err))
+		}
+		r.b.thread(th)
+	}
 	r.rootSteps = func() uint64 { return th.Steps }
-	globals, err := prog.Init(th, predeclared)
+	globals, err := protect(r.b != nil, func() (starlark.StringDict, error) { return prog.Init(th, predeclared) })
 	if err != nil {
 		if r.canceled || ctx.Err() != nil {
 			dctx, _ := workflow.NewDisconnectedContext(ctx)
@@ -230,7 +244,10 @@ func (r *runner) classify(err error) *ProgramError {
 	var pe *ProgramError
 	var le *limitError
 	var fe *failError
+	var ce *crashError
 	switch {
+	case errors.As(err, &ce):
+		pe = &ProgramError{Kind: "internal", Message: ce.Error()}
 	case r.stepsHit:
 		pe = &ProgramError{Kind: "limit", Limit: LimitSteps,
 			Message: fmt.Sprintf("limit %s: the program ran more than %d steps", LimitSteps, r.lim.MaxSteps)}
@@ -318,6 +335,11 @@ func (r *runner) predeclared() starlark.StringDict {
 		"fail":     starlark.NewBuiltin("fail", failBuiltin),
 		"args":     starlark.None, // set before running
 	}
+	defer func() {
+		if r.b != nil {
+			r.b.builtins(d)
+		}
+	}()
 	for _, t := range r.tools {
 		d[t.ModelName] = starlark.NewBuiltin(t.ModelName, func(th *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
 			if len(args) > 0 {
@@ -535,6 +557,9 @@ func (r *runner) approval(ctx workflow.Context, req CallRequest) (string, *CallE
 // function in its own workflow coroutine, at most width at a time, and returns
 // their results in order. The first error (in list order) is raised.
 func (r *runner) parallelBuiltin(th *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	if r.b != nil {
+		return r.parallelBounded(th, b, args, kwargs)
+	}
 	var seq starlark.Iterable
 	width := 0
 	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "fns", &seq, "width?", &width); err != nil {

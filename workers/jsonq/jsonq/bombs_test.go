@@ -1,7 +1,10 @@
 package jsonq
 
 import (
+	"runtime"
+	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -59,5 +62,107 @@ func TestPathGuards(t *testing.T) {
 	resp, err := svc.Query(t.Context(), &jsonqv1.QueryRequest{Query: `null | setpath(["a", 0, "b"]; 1) | getpath(["a", 0]) | tojson`, Input: docJSON(`null`)})
 	if err != nil || len(resp.GetResults()) != 1 || resp.GetResults()[0].GetStringValue() != `{"b":1}` {
 		t.Fatalf("short paths: %v %v", resp, err)
+	}
+}
+
+// TestMemoryBound: the issue's queries (a recursion that grows the stack, an
+// endless array) and single steps that build a huge value end as memory
+// errors, and the heap this process grows while each runs stays within the
+// documented MaxQueryBytes (256 MiB). The peak is sampled every millisecond;
+// the test runs alone so that the heap is the query's.
+func TestMemoryBound(t *testing.T) {
+	svc := New(Config{Timeout: 10 * time.Second})
+	const (
+		heap  = "the query used too much memory"
+		guard = "the query would build a value over"
+	)
+	queries := []struct {
+		query string
+		want  []string
+	}{
+		// Recursion and endless arrays grow a step at a time: the heap check
+		// stops them (or, on a slow machine, the time limit first).
+		{`def f: 1 + f; f`, []string{heap, "the query ran longer than"}},
+		{`[repeat(1)]`, []string{heap, "the query ran longer than"}},
+		// Doubling: the heap check or the guard of +, whichever comes first.
+		{`"x" | until(length > 1e12; . + .)`, []string{heap, guard}},
+		{`[0] | until(length > 1e9; . + .)`, []string{heap, guard}},
+		// One step that would build a huge value: refused before it runs.
+		{`"x" * 2000000000`, []string{guard}},
+		{`("x" * 100000) as $s | [range(1000) | $s] | add`, []string{guard}},
+		{`("x" * 100000) as $s | [range(1000) | $s] | join(",")`, []string{guard}},
+		{`("x" * 100000) as $s | [range(1000) | $s] | tojson`, []string{guard}},
+		{`("x" * 100000) as $s | [range(1000) | $s] | tostring`, []string{guard}},
+		{`("x" * 100000) as $s | [range(1000) | $s] | add(.[])`, []string{guard}},
+	}
+	for _, q := range queries {
+		t.Run(q.query, func(t *testing.T) {
+			runtime.GC()
+			base, _ := heapBytes()
+			var peak atomic.Uint64
+			done := make(chan struct{})
+			stopped := make(chan struct{})
+			go func() {
+				defer close(stopped)
+				tick := time.NewTicker(time.Millisecond)
+				defer tick.Stop()
+				for {
+					select {
+					case <-done:
+						return
+					case <-tick.C:
+						if h, _ := heapBytes(); h > peak.Load() {
+							peak.Store(h)
+						}
+					}
+				}
+			}()
+			start := time.Now()
+			_, err := svc.Query(t.Context(), &jsonqv1.QueryRequest{Query: q.query, Input: docJSON(`null`)})
+			close(done)
+			<-stopped
+			grew := uint64(0)
+			if p := peak.Load(); p > base {
+				grew = p - base
+			}
+			t.Logf("%s: heap grew at most %d MiB in %s: %v", q.query, grew>>20, time.Since(start).Round(time.Millisecond), err)
+			te, ok := tool.AsToolError(err)
+			if !ok || !slices.ContainsFunc(q.want, func(w string) bool { return strings.Contains(te.GetMessage(), w) }) {
+				t.Fatalf("err = %v, want an execution error containing one of %q", err, q.want)
+			}
+			if grew > DefaultMaxQueryBytes {
+				t.Fatalf("the heap grew %d MiB, over the bound of %d MiB", grew>>20, DefaultMaxQueryBytes>>20)
+			}
+		})
+	}
+}
+
+// TestGuardedOperators: + and * rewritten into guards give jq's results in
+// jq's order, for generators too.
+func TestGuardedOperators(t *testing.T) {
+	t.Parallel()
+	svc := New(Config{})
+	for query, want := range map[string]string{
+		`[(1,2) + (10,20)]`:                 `[11,12,21,22]`,
+		`[(1,2) * (10,20)]`:                 `[10,20,20,40]`,
+		`"ab" * 3`:                          `"ababab"`,
+		`[1] + [2]`:                         `[1,2]`,
+		`{"a":{"b":1}} * {"a":{"c":2}}`:     `{"a":{"b":1,"c":2}}`,
+		`[1, 2, 3] | add`:                   `6`,
+		`add(1, 2)`:                         `3`,
+		`["a", "b"] | join("-")`:            `"a-b"`,
+		`{"a": [1]} | tojson`:               `"{\"a\":[1]}"`,
+		`[1, "x"] | map(tostring)`:          `["1","x"]`,
+		`def f(x): x * 2; [f(1, 2)]`:        `[2,4]`,
+		`reduce range(5) as $i (0; . + $i)`: `10`,
+	} {
+		resp, err := svc.Query(t.Context(), &jsonqv1.QueryRequest{Query: query, Input: docJSON(`null`), MaxResults: 1})
+		if err != nil {
+			t.Errorf("%s: %v", query, err)
+			continue
+		}
+		if got := resultsJSON(t, resp); got != "["+want+"]" {
+			t.Errorf("%s = %s, want [%s]", query, got, want)
+		}
 	}
 }

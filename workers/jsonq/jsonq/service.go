@@ -40,10 +40,6 @@ const (
 	DefaultMaxQueryBytes  = 256 << 20
 )
 
-// heapSampleInterval is how often a running query checks the heap. A query that
-// builds a huge value allocates a few hundred MB/s, so the overshoot stays small.
-const heapSampleInterval = 20 * time.Millisecond
-
 // Config bounds the work one query may do. Zero fields take the defaults.
 type Config struct {
 	// MaxInputBytes caps the document (as JSON text, or its JSON encoding). Default 4 MiB.
@@ -54,11 +50,14 @@ type Config struct {
 	MaxResults int
 	// Timeout bounds one query's running time. Default 3s.
 	Timeout time.Duration
-	// MaxQueryBytes is how much the live Go heap may grow while a query runs
-	// before the query is stopped: gojq has no allocation limit, and
-	// "[range(1e9)]" fills gigabytes before the deadline. The growth is measured
-	// from the query's start, so what the process held before does not count
-	// (queries running at the same time share the measure). Default 256 MiB.
+	// MaxQueryBytes bounds how much the Go heap grows while a query runs:
+	// gojq has no allocation limit, and "[range(1e9)]" fills gigabytes before
+	// the deadline. The heap is checked every few interpreter steps and the
+	// query stopped once it grew a third of this; single steps that would build
+	// a string or array over a third of it are refused before they run
+	// (budget.go). The growth is measured from the query's start, so what the
+	// process held before does not count (queries running at the same time
+	// share the measure). Default 256 MiB.
 	MaxQueryBytes uint64
 }
 
@@ -85,13 +84,17 @@ func (c Config) withDefaults() Config {
 type Service struct {
 	jsonqv1.UnimplementedJSONQueryServiceServer
 
-	cfg Config
+	cfg    Config
+	guards *gojq.Query
 }
 
 var _ jsonqv1.JSONQueryServiceServer = (*Service)(nil)
 
 // New returns the JSONQuery service bounded by cfg.
-func New(cfg Config) *Service { return &Service{cfg: cfg.withDefaults()} }
+func New(cfg Config) *Service {
+	cfg = cfg.withDefaults()
+	return &Service{cfg: cfg, guards: guardsFor(int(min(cfg.MaxQueryBytes/3, math.MaxInt32)))}
+}
 
 // Causes of stopping a query, told apart from the caller's own deadline.
 var (
@@ -119,7 +122,7 @@ func (s *Service) Query(ctx context.Context, req *jsonqv1.QueryRequest) (*jsonqv
 		varValues[i] = req.GetVariables()[name].AsInterface()
 	}
 
-	code, err := compile(req.GetQuery(), varNames)
+	code, err := compile(req.GetQuery(), varNames, s.guards)
 	if err != nil {
 		return nil, err
 	}
@@ -135,18 +138,10 @@ func (s *Service) Query(ctx context.Context, req *jsonqv1.QueryRequest) (*jsonqv
 	ctx, cancelTimeout := context.WithTimeoutCause(ctx, s.cfg.Timeout, errQueryTimeout)
 	defer cancelTimeout()
 	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
 	baseline, _ := heapBytes()
-	watcherDone := make(chan struct{})
-	go func() {
-		defer close(watcherDone)
-		watchHeap(ctx, cancel, baseline, s.cfg.MaxQueryBytes)
-	}()
-	defer func() {
-		cancel(nil)
-		<-watcherDone
-	}()
-
-	return s.run(ctx, code, inputs, varValues, limit)
+	metered := &meteredContext{Context: ctx, cancel: cancel, check: heapCheck(baseline, s.cfg.MaxQueryBytes/3)}
+	return s.run(metered, code, inputs, varValues, limit)
 }
 
 // run collects the results of code over every input, within the result count and
@@ -204,7 +199,7 @@ func (s *Service) run(ctx context.Context, code *gojq.Code, inputs, varValues []
 
 // compile parses and compiles query; errors become execution errors that point at
 // the problem.
-func compile(query string, varNames []string) (*gojq.Code, error) {
+func compile(query string, varNames []string, guards *gojq.Query) (*gojq.Code, error) {
 	if strings.Contains(query, guardPrefix) {
 		return nil, tool.NewError("invalid jq query: names starting with "+guardPrefix+" are reserved", tool.WithPromptHint(queryHint))
 	}
@@ -217,8 +212,10 @@ func compile(query string, varNames []string) (*gojq.Code, error) {
 		}
 		return nil, tool.NewError(msg, tool.WithPromptHint(queryHint))
 	}
+	guardOperators(q)
 	q.FuncDefs = append(slices.Clone(guards.FuncDefs), q.FuncDefs...)
 	code, err := gojq.Compile(q,
+		gojq.WithFunction(guardPrefix+"size", 1, 1, sizeFunction),
 		gojq.WithVariables(varNames),
 		// $ENV and env must not leak the worker's environment to a model.
 		gojq.WithEnvironLoader(func() []string { return nil }),
@@ -399,26 +396,4 @@ func heapBytes() (uint64, bool) {
 		return 0, false
 	}
 	return sample[0].Value.Uint64(), true
-}
-
-// watchHeap cancels ctx with errHeapLimit once the heap has grown more than
-// limit bytes over baseline, sampling until ctx is done.
-func watchHeap(ctx context.Context, cancel context.CancelCauseFunc, baseline, limit uint64) {
-	ticker := time.NewTicker(heapSampleInterval)
-	defer ticker.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-ticker.C:
-			heap, ok := heapBytes()
-			if !ok {
-				return // metric unsupported by this runtime: only the deadline applies
-			}
-			if heap > baseline && heap-baseline > limit {
-				cancel(fmt.Errorf("%w: the heap grew %d bytes while the query ran, over %d", errHeapLimit, heap-baseline, limit))
-				return
-			}
-		}
-	}
 }
