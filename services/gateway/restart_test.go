@@ -82,7 +82,7 @@ func TestIdempotentRepeatAfterNATSRestart(t *testing.T) {
 			req := &toolfleetv1.CallToolRequest{CallId: "restart-1", ToolId: "KV.Increment",
 				Input: mustStruct(t, map[string]any{"key": "restart.counter", "by": 1})}
 			first, err := g.Call(ctx, p, req)
-			if err != nil || first.GetFailure() != nil {
+			if err != nil || !first.GetSuccess() {
 				t.Fatalf("first call: %v %v", first, err)
 			}
 
