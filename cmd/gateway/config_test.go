@@ -56,7 +56,7 @@ func TestParse(t *testing.T) {
 		{name: "JetStream assets from env and flags", args: []string{"--auth-disabled", "--workers", "a:1", "--js-replicas", "3"},
 			env: map[string]string{"TOOLFLEET_JS_OVERRIDES": "toolfleet_calls.max-bytes=1GiB", "TOOLFLEET_JS_PROFILE": "dev"},
 			check: func(t *testing.T, c Config) {
-				g, err := c.gatewayConfig(nil)
+				g, err := c.gatewayConfig(nil, nil)
 				if err != nil {
 					t.Fatal(err)
 				}

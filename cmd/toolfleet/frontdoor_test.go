@@ -81,9 +81,9 @@ func startGatewayBinary(ctx context.Context, t *testing.T, args ...string) (stri
 	return addr, stderr
 }
 
-// waitServing waits (bounded by ctx) until the gateway at addr reports
+// waitServiceServing waits (bounded by ctx) until the gateway at addr reports
 // service SERVING over grpc.health.v1.
-func waitServing(ctx context.Context, t *testing.T, addr, service string) {
+func waitServiceServing(ctx context.Context, t *testing.T, addr, service string) {
 	t.Helper()
 	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
@@ -166,8 +166,8 @@ func TestFrontDoor(t *testing.T) {
 	o := startOrchestrator(ctx, t, stack, addr, secret, models)
 	var oMu sync.Mutex
 	t.Cleanup(func() { oMu.Lock(); o.Stop(); oMu.Unlock() })
-	waitServing(ctx, t, addr, "toolfleet.v1.AgentService")
-	waitServing(ctx, t, addr, "toolfleet.v1.ProgramService")
+	waitServiceServing(ctx, t, addr, "toolfleet.v1.AgentService")
+	waitServiceServing(ctx, t, addr, "toolfleet.v1.ProgramService")
 
 	token := userToken(t, secret, "runs:start", "runs:read", "runs:approve", "programs:run", "programs:read", "programs:approve", "tools:call")
 	run := func(args ...string) (string, error) {
