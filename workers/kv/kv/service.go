@@ -11,7 +11,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
+	"math/rand/v2"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -137,6 +140,66 @@ func (s *Service) Put(ctx context.Context, req *kvv1.PutRequest) (*kvv1.PutRespo
 		return nil, s.storeError(ctx, "write", req.GetKey(), err)
 	}
 	return &kvv1.PutResponse{Revision: rev, Changed: true}, nil
+}
+
+// maxIncrementAttempts bounds the compare-and-set rounds of one Increment
+// under contention; each round reads the counter and writes it back only if
+// no one wrote it in between.
+const maxIncrementAttempts = 64
+
+// Increment adds req.By (1 when 0) to the integer counter under req.Key,
+// atomically: the new value is written with the revision it was computed
+// from (compare-and-set), so concurrent increments never lose one; a lost
+// race reads again, at most maxIncrementAttempts times within the service's
+// deadline. A missing or deleted key counts as 0.
+func (s *Service) Increment(ctx context.Context, req *kvv1.IncrementRequest) (*kvv1.IncrementResponse, error) {
+	ctx, cancel := s.opContext(ctx)
+	defer cancel()
+	key, by := req.GetKey(), req.GetBy()
+	if by == 0 {
+		by = 1
+	}
+	for attempt := range maxIncrementAttempts {
+		var n int64
+		var rev uint64
+		cur, err := s.kv.Get(ctx, key)
+		switch {
+		case err == nil:
+			rev = cur.Revision()
+			if n, err = strconv.ParseInt(strings.TrimSpace(string(cur.Value())), 10, 64); err != nil {
+				return nil, tool.NewError(fmt.Sprintf("key %q holds text that is not a whole number, so it is not a counter", key),
+					tool.WithPromptHint("Use another key for the counter, or Put a whole number under this one first."))
+			}
+		case errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted):
+		default:
+			return nil, s.storeError(ctx, "read", key, err)
+		}
+		if (by > 0 && n > math.MaxInt64-by) || (by < 0 && n < math.MinInt64-by) {
+			return nil, tool.NewError(fmt.Sprintf("adding %d to %d under key %q would overflow a 64-bit counter; nothing was added", by, n, key))
+		}
+		next := []byte(strconv.FormatInt(n+by, 10))
+		var newRev uint64
+		if rev == 0 {
+			newRev, err = s.kv.Create(ctx, key, next)
+		} else {
+			newRev, err = s.kv.Update(ctx, key, next, rev)
+		}
+		if err == nil {
+			return &kvv1.IncrementResponse{Value: n + by, Revision: newRev}, nil
+		}
+		if !errors.Is(err, jetstream.ErrKeyExists) && !isWrongLastSequence(err) {
+			return nil, s.storeError(ctx, "write", key, err)
+		}
+		// Another writer was first: back off a little (spreading the
+		// contenders), then read its value and try again.
+		select {
+		case <-ctx.Done():
+			return nil, s.storeError(ctx, "write", key, context.Cause(ctx))
+		case <-time.After(time.Duration(rand.Int64N(int64(min(attempt+1, 10)) * int64(time.Millisecond)))):
+		}
+	}
+	return nil, tool.NewError(fmt.Sprintf("key %q changed too often while it was being incremented; nothing was added", key),
+		tool.WithRetry(retryAfter), tool.WithPromptHint("Try again in a moment."))
 }
 
 // Get returns the latest value of req.Key, or the value at req.Revision.

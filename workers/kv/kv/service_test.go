@@ -3,7 +3,9 @@ package kv
 import (
 	"context"
 	"fmt"
+	"math"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -310,5 +312,79 @@ func TestDeleteRacingPut(t *testing.T) {
 	}
 	if e, err := bucket.Get(ctx, "k"); err != nil || string(e.Value()) != "newer" {
 		t.Fatalf("value after the failed Delete = %v, %v; want newer", e, err)
+	}
+}
+
+// Concurrent increments of one counter sum exactly: each is applied once,
+// none is lost to a race (compare-and-set on the revision).
+func TestIncrementConcurrentSumsExactly(t *testing.T) {
+	t.Parallel()
+	svc, bucket := newService(t)
+	ctx := ctxT(t)
+	const callers, each = 8, 25
+	var wg sync.WaitGroup
+	errs := make(chan error, callers*each)
+	seen := make(chan int64, callers*each)
+	for c := range callers {
+		wg.Go(func() {
+			for range each {
+				resp, err := svc.Increment(ctx, &kvv1.IncrementRequest{Key: "stats.hits", By: int64(c%2 + 1)})
+				if err != nil {
+					errs <- err
+					return
+				}
+				seen <- resp.GetValue()
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	close(seen)
+	for err := range errs {
+		t.Fatalf("Increment: %v", err)
+	}
+	want := int64(callers/2*each*1 + callers/2*each*2)
+	e, err := bucket.Get(ctx, "stats.hits")
+	if err != nil || string(e.Value()) != fmt.Sprint(want) {
+		t.Fatalf("counter = %v, %v; want %d", e, err, want)
+	}
+	// Every increment saw its own new value: no two returned the same.
+	values := map[int64]bool{}
+	for v := range seen {
+		if values[v] {
+			t.Fatalf("two increments returned %d", v)
+		}
+		values[v] = true
+	}
+}
+
+func TestIncrement(t *testing.T) {
+	t.Parallel()
+	svc, bucket := newService(t)
+	ctx := ctxT(t)
+	for _, step := range []struct {
+		by, want int64
+	}{{0, 1}, {5, 6}, {-10, -4}} {
+		resp, err := svc.Increment(ctx, &kvv1.IncrementRequest{Key: "c", By: step.by})
+		if err != nil || resp.GetValue() != step.want {
+			t.Fatalf("Increment(by %d) = %v, %v; want %d", step.by, resp, err, step.want)
+		}
+	}
+	if _, err := bucket.PutString(ctx, "text", "hello"); err != nil {
+		t.Fatal(err)
+	}
+	_, err := svc.Increment(ctx, &kvv1.IncrementRequest{Key: "text", By: 1})
+	assertExecError(t, err, "not a whole number")
+	if _, err := bucket.PutString(ctx, "big", fmt.Sprint(int64(math.MaxInt64-1))); err != nil {
+		t.Fatal(err)
+	}
+	_, err = svc.Increment(ctx, &kvv1.IncrementRequest{Key: "big", By: 2})
+	assertExecError(t, err, "overflow")
+	// A deleted counter starts again from 0.
+	if err := bucket.Delete(ctx, "c"); err != nil {
+		t.Fatal(err)
+	}
+	if resp, err := svc.Increment(ctx, &kvv1.IncrementRequest{Key: "c", By: 3}); err != nil || resp.GetValue() != 3 {
+		t.Fatalf("Increment after Delete = %v, %v; want 3", resp, err)
 	}
 }

@@ -448,6 +448,110 @@ func (x *ListResponse) GetTruncated() bool {
 	return false
 }
 
+type IncrementRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Key           string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	By            int64                  `protobuf:"varint,2,opt,name=by,proto3" json:"by,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *IncrementRequest) Reset() {
+	*x = IncrementRequest{}
+	mi := &file_tools_kv_v1_kv_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *IncrementRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*IncrementRequest) ProtoMessage() {}
+
+func (x *IncrementRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tools_kv_v1_kv_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use IncrementRequest.ProtoReflect.Descriptor instead.
+func (*IncrementRequest) Descriptor() ([]byte, []int) {
+	return file_tools_kv_v1_kv_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *IncrementRequest) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *IncrementRequest) GetBy() int64 {
+	if x != nil {
+		return x.By
+	}
+	return 0
+}
+
+type IncrementResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Value         int64                  `protobuf:"varint,1,opt,name=value,proto3" json:"value,omitempty"`
+	Revision      uint64                 `protobuf:"varint,2,opt,name=revision,proto3" json:"revision,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *IncrementResponse) Reset() {
+	*x = IncrementResponse{}
+	mi := &file_tools_kv_v1_kv_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *IncrementResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*IncrementResponse) ProtoMessage() {}
+
+func (x *IncrementResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tools_kv_v1_kv_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use IncrementResponse.ProtoReflect.Descriptor instead.
+func (*IncrementResponse) Descriptor() ([]byte, []int) {
+	return file_tools_kv_v1_kv_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *IncrementResponse) GetValue() int64 {
+	if x != nil {
+		return x.Value
+	}
+	return 0
+}
+
+func (x *IncrementResponse) GetRevision() uint64 {
+	if x != nil {
+		return x.Revision
+	}
+	return 0
+}
+
 var File_tools_kv_v1_kv_proto protoreflect.FileDescriptor
 
 const file_tools_kv_v1_kv_proto_rawDesc = "" +
@@ -498,18 +602,30 @@ const file_tools_kv_v1_kv_proto_rawDesc = "" +
 	"\x04keys\x18\x01 \x03(\tB%\x8a\x80\x19!\n" +
 	"\x1fMatching keys in lexical order.R\x04keys\x12u\n" +
 	"\ttruncated\x18\x02 \x01(\bBW\x8a\x80\x19S\n" +
-	"QTrue when more keys matched than the limit; narrow the prefix or raise the limit.R\ttruncated2\x9a\r\n" +
+	"QTrue when more keys matched than the limit; narrow the prefix or raise the limit.R\ttruncated\"\xe6\x01\n" +
+	"\x10IncrementRequest\x12o\n" +
+	"\x03key\x18\x01 \x01(\tB]\xbaH1\xc8\x01\x01r,\x18\x80\x022'^[-/_=a-zA-Z0-9]+(\\.[-/_=a-zA-Z0-9]+)*$\x8a\x80\x19%\n" +
+	"\x13Key of the counter.\x12\x0e\"stats.visits\"R\x03key\x12a\n" +
+	"\x02by\x18\x02 \x01(\x03BQ\xbaH\x14\"\x12\x18\x80\xa0\x94\xa5\x8d\x1d(\x80\xe0\xeb\xda\xf2\xe2\xff\xff\xff\x01\x8a\x80\x196\n" +
+	"-Amount to add; 0 means 1. Negative subtracts.\x12\x011\x12\x02-5R\x02by\"\x9b\x01\n" +
+	"\x11IncrementResponse\x12E\n" +
+	"\x05value\x18\x01 \x01(\x03B/\x8a\x80\x19+\n" +
+	")The counter's value after this increment.R\x05value\x12?\n" +
+	"\brevision\x18\x02 \x01(\x04B#\x8a\x80\x19\x1f\n" +
+	"\x1dRevision of the stored value.R\brevision2\xdd\x10\n" +
 	"\tKVService\x12\x8b\x04\n" +
 	"\x03Put\x12\x17.tools.kv.v1.PutRequest\x1a\x18.tools.kv.v1.PutResponse\"\xd0\x03\x8a\x80\x19\xcb\x03\x12\xdd\x02Store a text value (plain text or JSON as text) under a key, replacing any previous value, so that you or other agents can read it later, also in later conversations. Storing the same value again changes nothing and returns the same revision. Use dotted keys to group related entries (\"customer.42.preferences\"). Do not store secrets or credentials.\x1a\b\b\x00\x10\x00\x18\x01 \x00*\x02\b\x05JL\n" +
 	"\x15Remember a preference\x123{\"key\": \"user.ana.language\", \"value\": \"Portuguese\"}R\rStore a value\x12\xba\x02\n" +
 	"\x03Get\x12\x17.tools.kv.v1.GetRequest\x1a\x18.tools.kv.v1.GetResponse\"\xff\x01\x8a\x80\x19\xfa\x01\x12\xaa\x01Read the value stored under a key (the latest, or an older revision). Fails when the key does not exist or was deleted. Use List first when you do not know the exact key.\x1a\x06\b\x01\x18\x01 \x00*\x02\b\x05J1\n" +
 	"\x11Read a preference\x12\x1c{\"key\": \"user.ana.language\"}R\fRead a value\x12\x8d\x03\n" +
 	"\x06Delete\x12\x1a.tools.kv.v1.DeleteRequest\x1a\x1b.tools.kv.v1.DeleteResponse\"\xc9\x02\x8a\x80\x19\xc4\x02\x12\xec\x01Delete a key and its value. The value is gone for every agent that reads this memory; only do it when the information is wrong or was asked to be forgotten. Fails when the key does not exist. Do not use it to overwrite a value; use Put.\x1a\b\b\x00\x10\x01\x18\x00 \x00 \x01*\x02\b\x05J3\n" +
-	"\x13Forget a preference\x12\x1c{\"key\": \"user.ana.language\"}R\x0eDelete a value\x12\xc1\x02\n" +
+	"\x13Forget a preference\x12\x1c{\"key\": \"user.ana.language\"}R\x0eDelete a value\x12\xac\x03\n" +
+	"\tIncrement\x12\x1d.tools.kv.v1.IncrementRequest\x1a\x1e.tools.kv.v1.IncrementResponse\"\xdf\x02\x8a\x80\x19\xda\x02\x12\x81\x02Add a whole number (default 1; negative to subtract) to the counter stored under a key and return the new value. A missing key counts as 0. Every call adds again: do not repeat a call that succeeded. Fails when the key holds text that is not a whole number.\x1a\b\b\x00\x10\x00\x18\x00 \x00*\x02\b\x05J1\n" +
+	"\rCount a visit\x12 {\"key\": \"stats.visits\", \"by\": 1}R\x13Increment a counter\x12\xc1\x02\n" +
 	"\x04List\x12\x18.tools.kv.v1.ListRequest\x1a\x19.tools.kv.v1.ListResponse\"\x83\x02\x8a\x80\x19\xfe\x01\x12\xac\x01List the existing keys that start with a prefix (all keys when the prefix is empty), sorted. Use it to discover what is stored before Get. It returns keys only, not values.\x1a\x06\b\x01\x18\x01 \x00*\x02\b\n" +
 	"J6\n" +
-	"\x1bEverything stored about Ana\x12\x17{\"prefix\": \"user.ana.\"}R\tList keys\x1an\x8a\x80\x19j\n" +
-	"\x02KV\x12\x051.0.0\x1a]A durable key-value memory shared by agents: store, read, delete and list text values by key.B5Z3github.com/toolfleet/toolfleet/gen/tools/kv/v1;kvv1b\x06proto3"
+	"\x1bEverything stored about Ana\x12\x17{\"prefix\": \"user.ana.\"}R\tList keys\x1a\x81\x01\x8a\x80\x19}\n" +
+	"\x02KV\x12\x051.1.0\x1apA durable key-value memory shared by agents: store, read, delete and list text values by key, and keep counters.B5Z3github.com/toolfleet/toolfleet/gen/tools/kv/v1;kvv1b\x06proto3"
 
 var (
 	file_tools_kv_v1_kv_proto_rawDescOnce sync.Once
@@ -523,7 +639,7 @@ func file_tools_kv_v1_kv_proto_rawDescGZIP() []byte {
 	return file_tools_kv_v1_kv_proto_rawDescData
 }
 
-var file_tools_kv_v1_kv_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
+var file_tools_kv_v1_kv_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
 var file_tools_kv_v1_kv_proto_goTypes = []any{
 	(*PutRequest)(nil),            // 0: tools.kv.v1.PutRequest
 	(*PutResponse)(nil),           // 1: tools.kv.v1.PutResponse
@@ -533,23 +649,27 @@ var file_tools_kv_v1_kv_proto_goTypes = []any{
 	(*DeleteResponse)(nil),        // 5: tools.kv.v1.DeleteResponse
 	(*ListRequest)(nil),           // 6: tools.kv.v1.ListRequest
 	(*ListResponse)(nil),          // 7: tools.kv.v1.ListResponse
-	(*timestamppb.Timestamp)(nil), // 8: google.protobuf.Timestamp
+	(*IncrementRequest)(nil),      // 8: tools.kv.v1.IncrementRequest
+	(*IncrementResponse)(nil),     // 9: tools.kv.v1.IncrementResponse
+	(*timestamppb.Timestamp)(nil), // 10: google.protobuf.Timestamp
 }
 var file_tools_kv_v1_kv_proto_depIdxs = []int32{
-	8, // 0: tools.kv.v1.GetResponse.updated_at:type_name -> google.protobuf.Timestamp
-	0, // 1: tools.kv.v1.KVService.Put:input_type -> tools.kv.v1.PutRequest
-	2, // 2: tools.kv.v1.KVService.Get:input_type -> tools.kv.v1.GetRequest
-	4, // 3: tools.kv.v1.KVService.Delete:input_type -> tools.kv.v1.DeleteRequest
-	6, // 4: tools.kv.v1.KVService.List:input_type -> tools.kv.v1.ListRequest
-	1, // 5: tools.kv.v1.KVService.Put:output_type -> tools.kv.v1.PutResponse
-	3, // 6: tools.kv.v1.KVService.Get:output_type -> tools.kv.v1.GetResponse
-	5, // 7: tools.kv.v1.KVService.Delete:output_type -> tools.kv.v1.DeleteResponse
-	7, // 8: tools.kv.v1.KVService.List:output_type -> tools.kv.v1.ListResponse
-	5, // [5:9] is the sub-list for method output_type
-	1, // [1:5] is the sub-list for method input_type
-	1, // [1:1] is the sub-list for extension type_name
-	1, // [1:1] is the sub-list for extension extendee
-	0, // [0:1] is the sub-list for field type_name
+	10, // 0: tools.kv.v1.GetResponse.updated_at:type_name -> google.protobuf.Timestamp
+	0,  // 1: tools.kv.v1.KVService.Put:input_type -> tools.kv.v1.PutRequest
+	2,  // 2: tools.kv.v1.KVService.Get:input_type -> tools.kv.v1.GetRequest
+	4,  // 3: tools.kv.v1.KVService.Delete:input_type -> tools.kv.v1.DeleteRequest
+	8,  // 4: tools.kv.v1.KVService.Increment:input_type -> tools.kv.v1.IncrementRequest
+	6,  // 5: tools.kv.v1.KVService.List:input_type -> tools.kv.v1.ListRequest
+	1,  // 6: tools.kv.v1.KVService.Put:output_type -> tools.kv.v1.PutResponse
+	3,  // 7: tools.kv.v1.KVService.Get:output_type -> tools.kv.v1.GetResponse
+	5,  // 8: tools.kv.v1.KVService.Delete:output_type -> tools.kv.v1.DeleteResponse
+	9,  // 9: tools.kv.v1.KVService.Increment:output_type -> tools.kv.v1.IncrementResponse
+	7,  // 10: tools.kv.v1.KVService.List:output_type -> tools.kv.v1.ListResponse
+	6,  // [6:11] is the sub-list for method output_type
+	1,  // [1:6] is the sub-list for method input_type
+	1,  // [1:1] is the sub-list for extension type_name
+	1,  // [1:1] is the sub-list for extension extendee
+	0,  // [0:1] is the sub-list for field type_name
 }
 
 func init() { file_tools_kv_v1_kv_proto_init() }
@@ -563,7 +683,7 @@ func file_tools_kv_v1_kv_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tools_kv_v1_kv_proto_rawDesc), len(file_tools_kv_v1_kv_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   8,
+			NumMessages:   10,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

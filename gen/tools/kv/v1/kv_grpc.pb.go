@@ -19,10 +19,11 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	KVService_Put_FullMethodName    = "/tools.kv.v1.KVService/Put"
-	KVService_Get_FullMethodName    = "/tools.kv.v1.KVService/Get"
-	KVService_Delete_FullMethodName = "/tools.kv.v1.KVService/Delete"
-	KVService_List_FullMethodName   = "/tools.kv.v1.KVService/List"
+	KVService_Put_FullMethodName       = "/tools.kv.v1.KVService/Put"
+	KVService_Get_FullMethodName       = "/tools.kv.v1.KVService/Get"
+	KVService_Delete_FullMethodName    = "/tools.kv.v1.KVService/Delete"
+	KVService_Increment_FullMethodName = "/tools.kv.v1.KVService/Increment"
+	KVService_List_FullMethodName      = "/tools.kv.v1.KVService/List"
 )
 
 // KVServiceClient is the client API for KVService service.
@@ -40,6 +41,8 @@ type KVServiceClient interface {
 	Get(ctx context.Context, in *GetRequest, opts ...grpc.CallOption) (*GetResponse, error)
 	// Delete removes a key.
 	Delete(ctx context.Context, in *DeleteRequest, opts ...grpc.CallOption) (*DeleteResponse, error)
+	// Increment adds to the integer counter under a key.
+	Increment(ctx context.Context, in *IncrementRequest, opts ...grpc.CallOption) (*IncrementResponse, error)
 	// List lists the keys that start with a prefix.
 	List(ctx context.Context, in *ListRequest, opts ...grpc.CallOption) (*ListResponse, error)
 }
@@ -82,6 +85,16 @@ func (c *kVServiceClient) Delete(ctx context.Context, in *DeleteRequest, opts ..
 	return out, nil
 }
 
+func (c *kVServiceClient) Increment(ctx context.Context, in *IncrementRequest, opts ...grpc.CallOption) (*IncrementResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(IncrementResponse)
+	err := c.cc.Invoke(ctx, KVService_Increment_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *kVServiceClient) List(ctx context.Context, in *ListRequest, opts ...grpc.CallOption) (*ListResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ListResponse)
@@ -107,6 +120,8 @@ type KVServiceServer interface {
 	Get(context.Context, *GetRequest) (*GetResponse, error)
 	// Delete removes a key.
 	Delete(context.Context, *DeleteRequest) (*DeleteResponse, error)
+	// Increment adds to the integer counter under a key.
+	Increment(context.Context, *IncrementRequest) (*IncrementResponse, error)
 	// List lists the keys that start with a prefix.
 	List(context.Context, *ListRequest) (*ListResponse, error)
 	mustEmbedUnimplementedKVServiceServer()
@@ -127,6 +142,9 @@ func (UnimplementedKVServiceServer) Get(context.Context, *GetRequest) (*GetRespo
 }
 func (UnimplementedKVServiceServer) Delete(context.Context, *DeleteRequest) (*DeleteResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Delete not implemented")
+}
+func (UnimplementedKVServiceServer) Increment(context.Context, *IncrementRequest) (*IncrementResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Increment not implemented")
 }
 func (UnimplementedKVServiceServer) List(context.Context, *ListRequest) (*ListResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method List not implemented")
@@ -206,6 +224,24 @@ func _KVService_Delete_Handler(srv interface{}, ctx context.Context, dec func(in
 	return interceptor(ctx, in, info, handler)
 }
 
+func _KVService_Increment_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(IncrementRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(KVServiceServer).Increment(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: KVService_Increment_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(KVServiceServer).Increment(ctx, req.(*IncrementRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _KVService_List_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(ListRequest)
 	if err := dec(in); err != nil {
@@ -242,6 +278,10 @@ var KVService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Delete",
 			Handler:    _KVService_Delete_Handler,
+		},
+		{
+			MethodName: "Increment",
+			Handler:    _KVService_Increment_Handler,
 		},
 		{
 			MethodName: "List",

@@ -39,6 +39,8 @@ const (
 	KVServiceGetProcedure = "/tools.kv.v1.KVService/Get"
 	// KVServiceDeleteProcedure is the fully-qualified name of the KVService's Delete RPC.
 	KVServiceDeleteProcedure = "/tools.kv.v1.KVService/Delete"
+	// KVServiceIncrementProcedure is the fully-qualified name of the KVService's Increment RPC.
+	KVServiceIncrementProcedure = "/tools.kv.v1.KVService/Increment"
 	// KVServiceListProcedure is the fully-qualified name of the KVService's List RPC.
 	KVServiceListProcedure = "/tools.kv.v1.KVService/List"
 )
@@ -51,6 +53,8 @@ type KVServiceClient interface {
 	Get(context.Context, *connect.Request[v1.GetRequest]) (*connect.Response[v1.GetResponse], error)
 	// Delete removes a key.
 	Delete(context.Context, *connect.Request[v1.DeleteRequest]) (*connect.Response[v1.DeleteResponse], error)
+	// Increment adds to the integer counter under a key.
+	Increment(context.Context, *connect.Request[v1.IncrementRequest]) (*connect.Response[v1.IncrementResponse], error)
 	// List lists the keys that start with a prefix.
 	List(context.Context, *connect.Request[v1.ListRequest]) (*connect.Response[v1.ListResponse], error)
 }
@@ -84,6 +88,12 @@ func NewKVServiceClient(httpClient connect.HTTPClient, baseURL string, opts ...c
 			connect.WithSchema(kVServiceMethods.ByName("Delete")),
 			connect.WithClientOptions(opts...),
 		),
+		increment: connect.NewClient[v1.IncrementRequest, v1.IncrementResponse](
+			httpClient,
+			baseURL+KVServiceIncrementProcedure,
+			connect.WithSchema(kVServiceMethods.ByName("Increment")),
+			connect.WithClientOptions(opts...),
+		),
 		list: connect.NewClient[v1.ListRequest, v1.ListResponse](
 			httpClient,
 			baseURL+KVServiceListProcedure,
@@ -95,10 +105,11 @@ func NewKVServiceClient(httpClient connect.HTTPClient, baseURL string, opts ...c
 
 // kVServiceClient implements KVServiceClient.
 type kVServiceClient struct {
-	put    *connect.Client[v1.PutRequest, v1.PutResponse]
-	get    *connect.Client[v1.GetRequest, v1.GetResponse]
-	delete *connect.Client[v1.DeleteRequest, v1.DeleteResponse]
-	list   *connect.Client[v1.ListRequest, v1.ListResponse]
+	put       *connect.Client[v1.PutRequest, v1.PutResponse]
+	get       *connect.Client[v1.GetRequest, v1.GetResponse]
+	delete    *connect.Client[v1.DeleteRequest, v1.DeleteResponse]
+	increment *connect.Client[v1.IncrementRequest, v1.IncrementResponse]
+	list      *connect.Client[v1.ListRequest, v1.ListResponse]
 }
 
 // Put calls tools.kv.v1.KVService.Put.
@@ -116,6 +127,11 @@ func (c *kVServiceClient) Delete(ctx context.Context, req *connect.Request[v1.De
 	return c.delete.CallUnary(ctx, req)
 }
 
+// Increment calls tools.kv.v1.KVService.Increment.
+func (c *kVServiceClient) Increment(ctx context.Context, req *connect.Request[v1.IncrementRequest]) (*connect.Response[v1.IncrementResponse], error) {
+	return c.increment.CallUnary(ctx, req)
+}
+
 // List calls tools.kv.v1.KVService.List.
 func (c *kVServiceClient) List(ctx context.Context, req *connect.Request[v1.ListRequest]) (*connect.Response[v1.ListResponse], error) {
 	return c.list.CallUnary(ctx, req)
@@ -129,6 +145,8 @@ type KVServiceHandler interface {
 	Get(context.Context, *connect.Request[v1.GetRequest]) (*connect.Response[v1.GetResponse], error)
 	// Delete removes a key.
 	Delete(context.Context, *connect.Request[v1.DeleteRequest]) (*connect.Response[v1.DeleteResponse], error)
+	// Increment adds to the integer counter under a key.
+	Increment(context.Context, *connect.Request[v1.IncrementRequest]) (*connect.Response[v1.IncrementResponse], error)
 	// List lists the keys that start with a prefix.
 	List(context.Context, *connect.Request[v1.ListRequest]) (*connect.Response[v1.ListResponse], error)
 }
@@ -158,6 +176,12 @@ func NewKVServiceHandler(svc KVServiceHandler, opts ...connect.HandlerOption) (s
 		connect.WithSchema(kVServiceMethods.ByName("Delete")),
 		connect.WithHandlerOptions(opts...),
 	)
+	kVServiceIncrementHandler := connect.NewUnaryHandler(
+		KVServiceIncrementProcedure,
+		svc.Increment,
+		connect.WithSchema(kVServiceMethods.ByName("Increment")),
+		connect.WithHandlerOptions(opts...),
+	)
 	kVServiceListHandler := connect.NewUnaryHandler(
 		KVServiceListProcedure,
 		svc.List,
@@ -172,6 +196,8 @@ func NewKVServiceHandler(svc KVServiceHandler, opts ...connect.HandlerOption) (s
 			kVServiceGetHandler.ServeHTTP(w, r)
 		case KVServiceDeleteProcedure:
 			kVServiceDeleteHandler.ServeHTTP(w, r)
+		case KVServiceIncrementProcedure:
+			kVServiceIncrementHandler.ServeHTTP(w, r)
 		case KVServiceListProcedure:
 			kVServiceListHandler.ServeHTTP(w, r)
 		default:
@@ -193,6 +219,10 @@ func (UnimplementedKVServiceHandler) Get(context.Context, *connect.Request[v1.Ge
 
 func (UnimplementedKVServiceHandler) Delete(context.Context, *connect.Request[v1.DeleteRequest]) (*connect.Response[v1.DeleteResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("tools.kv.v1.KVService.Delete is not implemented"))
+}
+
+func (UnimplementedKVServiceHandler) Increment(context.Context, *connect.Request[v1.IncrementRequest]) (*connect.Response[v1.IncrementResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("tools.kv.v1.KVService.Increment is not implemented"))
 }
 
 func (UnimplementedKVServiceHandler) List(context.Context, *connect.Request[v1.ListRequest]) (*connect.Response[v1.ListResponse], error) {
