@@ -102,7 +102,7 @@ func (g *Gateway) call(ctx context.Context, p *Principal, req *toolfleetv1.CallT
 
 	in, ve, err := decodeInput(rt.Method().Input(), req.GetInput())
 	if err != nil || ve != nil {
-		g.idem().Finish(claim, nil, false)
+		g.idem().Finish(claim, nil, false, false)
 		if err != nil {
 			return fail(start, serverError(codes.Internal, err, err.Error(), "the gateway could not validate the input of %s", def.GetId()))
 		}
@@ -129,12 +129,12 @@ func (g *Gateway) call(ctx context.Context, p *Principal, req *toolfleetv1.CallT
 			// It may have run: a retry must not run it again.
 			g.idem().FinishUnknown(claim)
 		} else {
-			g.idem().Finish(claim, nil, false)
+			g.idem().Finish(claim, nil, false, false)
 		}
 		return fail(began, ce)
 	}
 	// A failure the tool marks retryable is not stored: a retry runs the tool again.
-	g.idem().Finish(claim, resp, resp.GetSuccess() || !resp.GetError().GetCanRetry())
+	g.idem().Finish(claim, resp, resp.GetSuccess() || !resp.GetError().GetCanRetry(), sideEffects)
 	if resp.GetSuccess() {
 		g.events.publish(EventSucceeded, withOutcome(ev(), began, "", ""), def.GetToolkit(), def.GetName())
 	} else {

@@ -330,20 +330,29 @@ func (s *Store) unavailable(ctx context.Context, err error) error {
 
 // FinishUnknown records that the claimed call may have run without an answer
 // (its worker went away mid-call): a repeat gets [ErrOutcomeUnknown] instead
-// of a second run, until the entry expires with the bucket's TTL.
+// of a second run, until the entry expires with the bucket's TTL. The record
+// is acknowledged by JetStream before FinishUnknown returns (within
+// [durableWait]), so it survives a NATS restart that follows.
 func (s *Store) FinishUnknown(c Claim) {
 	if s == nil || !c.owned || !s.nc.IsConnected() {
 		return // the lock left behind holds repeats off until it expires
 	}
-	if err := s.nc.Publish("$KV."+s.cfg.Bucket+"."+c.key, encode(kindUnknown, c.digest, nil)); err != nil {
+	if err := s.put(c.key, encode(kindUnknown, c.digest, nil), true); err != nil {
 		s.log.Warn("unknown outcome not recorded; the lock holds repeats off until it expires", "error", err)
 	}
 }
 
-// Finish stores resp under the claim (published asynchronously: waiters see it
-// as soon as it lands) or, when keep is false, lets the lock go so that a retry
-// runs the call again. A claim that owns nothing is a no-op.
-func (s *Store) Finish(c Claim, resp *toolfleetv1.CallToolResponse, keep bool) {
+// Finish stores resp under the claim or, when keep is false, lets the lock go
+// so that a retry runs the call again. A claim that owns nothing is a no-op.
+//
+// With durable set, Finish returns once JetStream has acknowledged the stored
+// response (within [durableWait]): the caller gets its answer only when a
+// repeat of the call_id, even after a NATS restart, would be answered from
+// the store. The gateway asks for it for calls with side effects; a read-only
+// or idempotent call's response is published without waiting (a repeat that
+// misses it runs the tool again, harmlessly), and waiters see it as soon as
+// it lands either way.
+func (s *Store) Finish(c Claim, resp *toolfleetv1.CallToolResponse, keep, durable bool) {
 	if s == nil || !c.owned || !s.nc.IsConnected() {
 		return // a lock left behind expires with its TTL
 	}
@@ -369,9 +378,33 @@ func (s *Store) Finish(c Claim, resp *toolfleetv1.CallToolResponse, keep bool) {
 			"call_id", resp.GetCallId(), "bytes", len(value), "limit", limit)
 		value = encode(kindTooLarge, c.digest, nil)
 	}
-	// A plain publish: JetStream stores it without an ack round trip. If it is
-	// lost, waiters see the lock expire and run the call themselves.
-	if err := s.nc.Publish(subject, value); err != nil {
+	if err := s.put(c.key, value, durable); err != nil {
+		// Lost: waiters see the lock expire and run the call themselves.
 		s.log.Warn("result not stored for idempotency", "call_id", resp.GetCallId(), "error", err)
 	}
+}
+
+// durableWait bounds how long a durable put waits for JetStream's ack.
+const durableWait = 2 * time.Second
+
+// put writes value under key: a plain publish (JetStream stores it without an
+// ack round trip), or with acked set a request that returns once the stream
+// has stored it.
+func (s *Store) put(key string, value []byte, acked bool) error {
+	subject := "$KV." + s.cfg.Bucket + "." + key
+	if !acked {
+		return s.nc.Publish(subject, value)
+	}
+	// Not the caller's context: a caller that went away still needs its
+	// outcome kept for the retry it will make.
+	ctx, cancel := context.WithTimeout(context.Background(), durableWait)
+	defer cancel()
+	reply, err := s.nc.RequestMsgWithContext(ctx, &nats.Msg{Subject: subject, Data: value})
+	switch {
+	case err != nil:
+		return fmt.Errorf("idempotency: store %s: %w", key, err)
+	case !isPlainPubAck(reply.Data):
+		return fmt.Errorf("idempotency: store %s: JetStream refused it: %s", key, bytes.TrimSpace(reply.Data))
+	}
+	return nil
 }

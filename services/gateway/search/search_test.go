@@ -22,7 +22,7 @@ func TestSearch(t *testing.T) {
 	tests := []struct{ query, first string }{
 		{"add numbers", "Calculator.Add@1.0.0"},
 		{"what time is it", "Clock.Now@1.0.0"},
-		{"store values", "KV.Put@1.1.0"},      // plural stemmed
+		{"store values", "KV.Put@1.0.0"},      // plural stemmed
 		{"fetch page", "Web.FetchPage@1.0.0"}, // camelCase split
 		{"the and of", ""},                    // stop words only
 		{"zebra", ""},                         // no match
