@@ -142,7 +142,7 @@ func parse(args []string) (Config, error) {
 
 // validate checks everything that can be checked before starting, so that a bad
 // ConfigMap fails the pod at once with a message naming the setting.
-func (c Config) validate() error {
+func (c *Config) validate() error {
 	var errs []error
 	if _, port, err := net.SplitHostPort(c.Listen); err != nil || port == "" {
 		errs = append(errs, fmt.Errorf("--listen %q: want host:port", c.Listen))

@@ -44,6 +44,12 @@ type OrchestrationConfig struct {
 	TemporalTLS     runner.TemporalTLS
 	// Triggers is the orchestrator's trigger file, listed by ListTriggers.
 	Triggers string
+	// ModelEndpoints are the orchestrator's --model-endpoint bindings
+	// (agent.ParseEndpoints): StartRun refuses a model key sent to a base URL
+	// it is not bound to, at once, instead of the run failing at its first
+	// model call on the orchestrator.
+	ModelEndpoints []string
+	endpoints      *agent.Endpoints
 }
 
 func (o *OrchestrationConfig) addFlags(fs *pflag.FlagSet) {
@@ -55,16 +61,25 @@ func (o *OrchestrationConfig) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.TemporalTLS.KeyFile, "temporal-tls-key-file", "", "client key for Temporal mTLS")
 	fs.StringVar(&o.TemporalTLS.ServerName, "temporal-tls-server-name", "", "name expected in Temporal's certificate (default: the address's host)")
 	fs.StringVar(&o.Triggers, "triggers", "", "the orchestrator's trigger file, for ListTriggers (optional)")
+	fs.StringArrayVar(&o.ModelEndpoints, "model-endpoint", nil, "the orchestrator's KEYREF=URL[,URL...] bindings (several separated by ;), so StartRun refuses a key sent elsewhere at once (docs/agents.md)")
 }
 
-func (o OrchestrationConfig) validate(natsURL string) error {
+func (o *OrchestrationConfig) validate(natsURL string) error {
 	if o.TemporalAddress == "" {
 		if o.TemporalTLS.Enabled() {
 			return errors.New("--temporal-tls-* are set without --temporal-address")
 		}
+		if len(o.ModelEndpoints) > 0 {
+			return errors.New("--model-endpoint is set without --temporal-address")
+		}
 		return nil
 	}
 	var errs []error
+	eps, err := agent.ParseEndpoints(o.ModelEndpoints...)
+	if err != nil {
+		errs = append(errs, fmt.Errorf("--model-endpoint: %w", err))
+	}
+	o.endpoints = eps
 	if natsURL == "" {
 		errs = append(errs, errors.New("--temporal-address needs --nats-url: runs and programs keep their events and transcripts in NATS"))
 	}
@@ -177,7 +192,8 @@ func (o *orchestration) run(ctx context.Context, g *gateway.Gateway) error {
 		store, err := o.connect(ctx, js, tc)
 		if err == nil {
 			runs := &agent.Runs{Temporal: tc, Store: store, TaskQueue: o.cfg.TaskQueue}
-			o.agents.Set(&agentapi.Service{Runs: runs, JS: js, NC: nc, Auth: auth, Log: o.log})
+			o.agents.Set(&agentapi.Service{Runs: runs, JS: js, NC: nc, Auth: auth, Log: o.log,
+				Endpoints: o.cfg.endpoints, CheckEndpoints: true})
 			o.programs.Set(&program.Service{Programs: &program.Programs{Temporal: tc, TaskQueue: o.cfg.TaskQueue},
 				Events: js, Auth: auth, Triggers: triggers.Proto})
 			setHealth(g, true)

@@ -12,6 +12,7 @@ import (
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
 	"github.com/toolfleet/toolfleet/gen/toolfleet/v1/toolfleetv1connect"
+	"github.com/toolfleet/toolfleet/sdk/llm"
 )
 
 // TestRunsWithoutTemporal: a gateway without --temporal-address still serves
@@ -66,6 +67,8 @@ func TestOrchestrationFlags(t *testing.T) {
 	}{
 		{"temporal needs NATS", []string{"--temporal-address", "temporal:7233", "--workers", "w:1"}, "--temporal-address needs --nats-url"},
 		{"TLS without an address", []string{"--temporal-tls-server-name", "t", "--workers", "w:1"}, "without --temporal-address"},
+		{"model endpoint without temporal", []string{"--model-endpoint", "none=http://127.0.0.1:*", "--workers", "w:1"}, "--model-endpoint is set without --temporal-address"},
+		{"bad model endpoint", []string{"--temporal-address", "t:7233", "--nats-url", "nats://n:4222", "--model-endpoint", "env:K=ftp://x"}, "--model-endpoint"},
 		{"empty task queue", []string{"--temporal-address", "t:7233", "--nats-url", "nats://n:4222", "--task-queue", ""}, "--task-queue"},
 	}
 	for _, tt := range tests {
@@ -83,5 +86,19 @@ func TestOrchestrationFlags(t *testing.T) {
 	}
 	if o := cfg.Orchestration; o.Namespace != "default" || o.TaskQueue != "toolfleet-agent" {
 		t.Fatalf("defaults = %+v, want the orchestrator's namespace and task queue", o)
+	}
+	// The bindings are parsed at start and used by StartRun's check.
+	cfg, err = parse([]string{"--auth-disabled", "--nats-url", "nats://n:4222", "--temporal-address", "t:7233",
+		"--model-endpoint", "env:TOOLFLEET_MODEL_KEY_TEAM=https://vllm.internal:8000/v1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bound := llm.Spec{Provider: "openai-compatible", Name: "m", BaseURL: "https://vllm.internal:8000/v1", KeyRef: "env:TOOLFLEET_MODEL_KEY_TEAM"}
+	if err := cfg.Orchestration.endpoints.Check(bound); err != nil {
+		t.Errorf("bound endpoint refused: %v", err)
+	}
+	bound.BaseURL = "https://elsewhere.example/v1"
+	if err := cfg.Orchestration.endpoints.Check(bound); err == nil {
+		t.Error("a key sent to an unbound URL was allowed")
 	}
 }

@@ -17,7 +17,10 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
@@ -156,7 +159,8 @@ func TestFrontDoor(t *testing.T) {
 		t.Fatal(err)
 	}
 	addr, _ := startGatewayBinary(ctx, t, "--nats-url", stack.NATS.URL(), "--temporal-address", stack.Temporal.Address(),
-		"--namespace", stack.Namespace(), "--jwt-hs256-secret-file", secretFile)
+		"--namespace", stack.Namespace(), "--jwt-hs256-secret-file", secretFile,
+		"--model-endpoint", "none=http://127.0.0.1:*")
 
 	models := agent.NewResolver()
 	models.Register("frontdoor", &agenttest.ByTurn{Turns: []llm.ScriptTurn{
@@ -218,6 +222,26 @@ func TestFrontDoor(t *testing.T) {
 		for _, want := range []string{"→ Calculator.Multiply", `{"result":42}`, "✓ 6 times 7 is 42."} {
 			if !strings.Contains(out, want) {
 				t.Errorf("watch output lacks %q:\n%s", want, out)
+			}
+		}
+	})
+
+	t.Run("a model key sent to an unbound URL is refused at StartRun", func(t *testing.T) {
+		conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		cctx := metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+token)
+		for _, spec := range []*toolfleetv1.ModelSpec{
+			{Provider: "openai-compatible", Name: "m", BaseUrl: "http://169.254.169.254/v1", KeyRef: "env:TOOLFLEET_MODEL_KEY_TEAM"},
+			{Provider: "openai-compatible", Name: "m", BaseUrl: "http://10.0.0.1:8000/v1"}, // keyless, not bound to none
+		} {
+			_, err := toolfleetv1.NewAgentServiceClient(conn).StartRun(cctx, &toolfleetv1.StartRunRequest{ModelSpec: spec,
+				RunId: "fd-evil", Messages: []*toolfleetv1.Message{{Role: toolfleetv1.Role_ROLE_USER,
+					Parts: []*toolfleetv1.Part{{Kind: &toolfleetv1.Part_Text{Text: "hi"}}}}}})
+			if status.Code(err) != codes.PermissionDenied || !strings.Contains(err.Error(), "--model-endpoint") {
+				t.Errorf("StartRun to %s = %v, want PERMISSION_DENIED naming --model-endpoint", spec.GetBaseUrl(), err)
 			}
 		}
 	})

@@ -102,6 +102,32 @@ func StartTemporal(ctx context.Context, cfg TemporalConfig) (*Temporal, error) {
 	if len(cfg.Namespaces) == 0 {
 		cfg.Namespaces = []string{"default"}
 	}
+	// The free ports are found, released, then bound by the server: another
+	// process may take one in between (parallel test binaries do). Such a
+	// start is tried again on other ports, a bounded number of times.
+	for attempt := 1; ; attempt++ {
+		t, err := startTemporalOnce(ctx, cfg)
+		if !errors.Is(err, errPortTaken) || attempt == 3 {
+			return t, err
+		}
+	}
+}
+
+// errPortTaken: a port found free was taken before the server bound it.
+var errPortTaken = errors.New("devstack: a Temporal port was taken before the server bound it")
+
+func startTemporalOnce(ctx context.Context, cfg TemporalConfig) (_ *Temporal, err error) {
+	defer func() {
+		// Temporal's RPC factory reports a failed listen with logger.Fatal,
+		// which panics in slogLogger.
+		if r := recover(); r != nil {
+			if msg, ok := r.(string); ok && msg == listenFailed {
+				err = errPortTaken
+				return
+			}
+			panic(r)
+		}
+	}()
 	ports, err := freePorts(cfg.Host, 5)
 	if err != nil {
 		return nil, err
@@ -262,6 +288,10 @@ func sqliteConfig(cfg TemporalConfig) (*config.SQL, error) {
 	}
 	return sqlCfg, nil
 }
+
+// listenFailed is the message of Temporal's logger.Fatal when a service cannot
+// bind its port (go.temporal.io/server common/rpc).
+const listenFailed = "Failed to start gRPC listener"
 
 // freePorts reserves n distinct free TCP ports on host. They are released before
 // return, so another process could take one in between; on loopback in tests that

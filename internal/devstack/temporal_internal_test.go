@@ -1,0 +1,27 @@
+package devstack
+
+import (
+	"errors"
+	"net"
+	"testing"
+)
+
+// TestTemporalPortTaken: a port taken before the server binds it is an
+// error StartTemporal can retry on (errPortTaken), not a panic that ends the
+// process.
+func TestTemporalPortTaken(t *testing.T) {
+	t.Parallel()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	taken := l.Addr().(*net.TCPAddr).Port
+	tmp, err := StartTemporal(t.Context(), TemporalConfig{Port: taken})
+	if tmp != nil {
+		tmp.Stop()
+	}
+	if !errors.Is(err, errPortTaken) {
+		t.Fatalf("StartTemporal on a taken port = %v, want errPortTaken", err)
+	}
+}
