@@ -38,6 +38,7 @@ import (
 	"github.com/toolfleet/toolfleet/orchestrator/metrics"
 	"github.com/toolfleet/toolfleet/orchestrator/program"
 	"github.com/toolfleet/toolfleet/orchestrator/trigger"
+	"github.com/toolfleet/toolfleet/orchestrator/visibility"
 	tfclient "github.com/toolfleet/toolfleet/sdk/client"
 	"github.com/toolfleet/toolfleet/sdk/jsassets"
 	"github.com/toolfleet/toolfleet/sdk/llm"
@@ -336,6 +337,11 @@ func Start(ctx context.Context, cfg Config) (_ *Orchestrator, err error) {
 	// errors; wait for it (a fresh cluster creates it after starting).
 	if err := waitNamespace(ctx, o.temporal, cfg.Namespace, cfg.Logger); err != nil {
 		return nil, err
+	}
+	// Operators find runs and programs by these; without them (no operator
+	// rights on this namespace) everything runs, only unsearchable.
+	if err := visibility.Ensure(ctx, o.temporal, cfg.Namespace); err != nil {
+		cfg.Logger.Warn("runs and programs will not carry search attributes", "error", err)
 	}
 	o.worker = worker.New(o.temporal, cfg.TaskQueue, worker.Options{
 		MaxConcurrentActivityExecutionSize: cfg.MaxConcurrentActivities,
