@@ -50,6 +50,8 @@ type devConfig struct {
 	ModelEndpoints []string
 	// ModelKeyDir is where file: key references are read from.
 	ModelKeyDir string
+	// ScriptDir is where scripted:NAME.yaml script files are read from.
+	ScriptDir string
 }
 
 func (c devConfig) validate() error {
@@ -120,12 +122,28 @@ embedded NATS requires that credential and the fleet uses it. Ctrl-C stops it.`,
 	f.StringVar(&cfg.Triggers, "triggers", "", "trigger file: JetStream subjects that start programs and agent runs (docs/programs.md)")
 	f.StringArrayVar(&cfg.ModelEndpoints, "model-endpoint", []string{agent.LoopbackWithoutKey}, "KEYREF=URL[,URL...]: the base URLs a model key may be sent to (docs/agents.md); the default lets keyless models on this machine be called")
 	f.StringVar(&cfg.ModelKeyDir, "model-key-dir", "", "folder that model key references file:NAME read from (empty: file references refused)")
+	f.StringVar(&cfg.ScriptDir, "script-dir", ".", "folder that scripted:NAME.yaml model scripts are read from (docs/agents.md; empty: script files refused)")
 	config.BindEnv(f, "TOOLFLEET")
 	// After BindEnv: these name their TOOLFLEET_NATS_* and TOOLFLEET_JS_*
 	// variables themselves.
 	cfg.NATS.AddFlags(f)
 	cfg.Assets.AddFlags(f)
 	return cmd
+}
+
+// devModels is the orchestrator's model resolver: the runner's default plus
+// script files from cfg.ScriptDir.
+func devModels(cfg devConfig, endpoints *agent.Endpoints) (*agent.Resolver, error) {
+	r := agent.NewResolver()
+	r.KeyDir, r.Endpoints = cfg.ModelKeyDir, endpoints
+	if cfg.ScriptDir != "" {
+		dir, err := filepath.Abs(cfg.ScriptDir)
+		if err != nil {
+			return nil, fmt.Errorf("--script-dir: %w", err)
+		}
+		r.ScriptDir = dir
+	}
+	return r, nil
 }
 
 func runDev(ctx context.Context, cfg devConfig, stdout, stderr io.Writer) error {
@@ -196,6 +214,11 @@ func runDev(ctx context.Context, cfg devConfig, stdout, stderr io.Writer) error 
 	rcfg := runner.Config{TemporalAddress: stack.Temporal.Address(), Namespace: stack.Namespace(),
 		NATSURL: stack.NATS.URL(), NATS: cfg.NATS, Assets: cfg.Assets, GatewayAddress: fl.Gateway.Addr(), Logger: logger, Triggers: triggers,
 		Tracing: tracing, Metrics: orchMetrics, Endpoints: endpoints, KeyDir: cfg.ModelKeyDir}
+	if rcfg.Models, err = devModels(cfg, endpoints); err != nil {
+		_ = fl.stop()
+		stack.Stop()
+		return err
+	}
 	if cfg.JWTSecret != "" {
 		// With auth on, the orchestrator calls tools with its own token (and
 		// on behalf of each run's starter), as in a cluster.
