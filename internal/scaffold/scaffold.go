@@ -129,6 +129,9 @@ func (tk Toolkit) data() (data, error) {
 		if _, err := os.Stat(filepath.Join(abs, "go.mod")); err != nil {
 			return data{}, fmt.Errorf("scaffold: toolfleet directory %s has no go.mod: %w", abs, err)
 		}
+		if strings.ContainsFunc(abs, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
+			return data{}, fmt.Errorf("scaffold: toolfleet directory %q holds control characters", abs)
+		}
 		d.Replace = abs
 		if strings.ContainsAny(abs, " \t\"'`\\") {
 			d.Replace = strconv.Quote(abs)

@@ -46,6 +46,27 @@ func TestValidateName(t *testing.T) {
 	if _, err := (scaffold.Toolkit{Name: "tickets", Replace: t.TempDir()}).Files(); err == nil {
 		t.Error("a replace directory without go.mod was accepted")
 	}
+	// A checkout path cannot smuggle directives into go.mod.
+	evil := filepath.Join(t.TempDir(), "x\nreplace example.com/a => ../b")
+	if err := os.MkdirAll(evil, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(evil, "go.mod"), []byte("module x\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := (scaffold.Toolkit{Name: "tickets", Replace: evil}).Files(); err == nil || !strings.Contains(err.Error(), "control characters") {
+		t.Errorf("a replace path with a newline: %v", err)
+	}
+	spaced := filepath.Join(t.TempDir(), "my checkout")
+	if err := os.MkdirAll(spaced, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(spaced, "go.mod"), []byte("module x\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if files, err := (scaffold.Toolkit{Name: "tickets", Replace: spaced}).Files(); err != nil || !strings.Contains(string(files["go.mod"]), `=> "`+spaced+`"`) {
+		t.Errorf("a replace path with a space is not quoted: %v\n%s", err, files["go.mod"])
+	}
 }
 
 func TestWriteNeverOverwrites(t *testing.T) {

@@ -49,6 +49,9 @@ const (
 	MaxScriptTurns     = 1000
 	MaxScriptCalls     = 64
 	maxScriptDepth     = 32
+	// MaxScriptTurnBytes bounds what placeholders add to one turn (text and
+	// arguments), so a script that repeats a large result cannot blow up.
+	MaxScriptTurnBytes = 8 << 20
 )
 
 // ErrScriptFile matches every error about a script file: unreadable,
@@ -386,10 +389,12 @@ func offeredNames(req *Request) string {
 type results struct {
 	byID map[string]*toolfleetv1.ToolResult
 	last *toolfleetv1.ToolResult
+	// spent counts the bytes placeholders added to the turn so far.
+	spent *int
 }
 
 func scriptResults(req *Request) results {
-	r := results{byID: map[string]*toolfleetv1.ToolResult{}}
+	r := results{byID: map[string]*toolfleetv1.ToolResult{}, spent: new(int)}
 	for _, m := range req.Messages {
 		for _, p := range m.GetParts() {
 			if tr := p.GetToolResult(); tr != nil {
@@ -510,6 +515,15 @@ func (r results) lookup(ref string) (any, error) {
 			}
 			v = l[i]
 		}
+	}
+	size := 0
+	if str, ok := v.(string); ok {
+		size = len(str)
+	} else if b, err := json.Marshal(v); err == nil {
+		size = len(b)
+	}
+	if *r.spent += size; *r.spent > MaxScriptTurnBytes {
+		return nil, fmt.Errorf("${%s}: placeholders add more than %d bytes to this turn", ref, MaxScriptTurnBytes)
 	}
 	return v, nil
 }

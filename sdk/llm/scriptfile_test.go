@@ -226,3 +226,22 @@ func TestOpenScriptFile(t *testing.T) {
 		t.Errorf("ParseSpec ..: %v", err)
 	}
 }
+
+// Placeholders that repeat a large result are bounded per turn.
+func TestScriptFileTurnBound(t *testing.T) {
+	t.Parallel()
+	big := `"` + strings.Repeat("x", 1<<20) + `"`
+	text := strings.Repeat("${big}", 9)
+	m, err := llm.ParseScriptFile("turns.yaml", []byte("turns:\n  - text: "+text+"\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = m.Complete(context.Background(), &llm.Request{Messages: []*toolfleetv1.Message{result("big", big)}})
+	if !errors.Is(err, llm.ErrScriptFile) || !strings.Contains(err.Error(), "placeholders add more than") {
+		t.Errorf("9 MiB of placeholders: %v", err)
+	}
+	m, _ = llm.ParseScriptFile("turns.yaml", []byte("turns:\n  - text: ${big}${big}\n"))
+	if msg, err := m.Complete(context.Background(), &llm.Request{Messages: []*toolfleetv1.Message{result("big", big)}}); err != nil || len(llm.MessageText(msg)) != 2<<20 {
+		t.Errorf("2 MiB of placeholders: %v", err)
+	}
+}
