@@ -160,6 +160,6 @@ func printNextSteps(w io.Writer, dir, name string, generated, resolvable bool) {
 		fmt.Fprintln(w, "  # toolfleet is not published: point go.mod at a checkout first, e.g.")
 		fmt.Fprintln(w, "  go mod edit -replace github.com/toolfleet/toolfleet=/path/to/toolfleet")
 	}
-	fmt.Fprintf(w, "  go mod tidy && go test ./...\n  go run . --nats nats://127.0.0.1:4222   # joins a running toolfleet dev; then: toolfleet tools call %s.List '{\"limit\": 5}'\n",
+	fmt.Fprintf(w, "  go mod tidy && go test ./...\n  toolfleet dev --worker .   # the fleet with this worker, rebuilt on change; then: toolfleet tools call %s.List '{\"limit\": 5}'\n",
 		strings.ToUpper(name[:1])+name[1:])
 }
