@@ -50,6 +50,10 @@ type devConfig struct {
 	ModelEndpoints []string
 	// ModelKeyDir is where file: key references are read from.
 	ModelKeyDir string
+	// ScriptDir is where scripted:NAME.yaml script files are read from.
+	ScriptDir string
+	// Workers are folders of worker main packages run from source (--worker).
+	Workers []string
 }
 
 func (c devConfig) validate() error {
@@ -120,12 +124,29 @@ embedded NATS requires that credential and the fleet uses it. Ctrl-C stops it.`,
 	f.StringVar(&cfg.Triggers, "triggers", "", "trigger file: JetStream subjects that start programs and agent runs (docs/programs.md)")
 	f.StringArrayVar(&cfg.ModelEndpoints, "model-endpoint", []string{agent.LoopbackWithoutKey}, "KEYREF=URL[,URL...]: the base URLs a model key may be sent to (docs/agents.md); the default lets keyless models on this machine be called")
 	f.StringVar(&cfg.ModelKeyDir, "model-key-dir", "", "folder that model key references file:NAME read from (empty: file references refused)")
+	f.StringArrayVar(&cfg.Workers, "worker", nil, "folder of a worker's main package to build, run and restart on change (repeatable; e.g. --worker . in a toolkit's repository)")
+	f.StringVar(&cfg.ScriptDir, "script-dir", ".", "folder that scripted:NAME.yaml model scripts are read from (docs/agents.md; empty: script files refused)")
 	config.BindEnv(f, "TOOLFLEET")
 	// After BindEnv: these name their TOOLFLEET_NATS_* and TOOLFLEET_JS_*
 	// variables themselves.
 	cfg.NATS.AddFlags(f)
 	cfg.Assets.AddFlags(f)
 	return cmd
+}
+
+// devModels is the orchestrator's model resolver: the runner's default plus
+// script files from cfg.ScriptDir.
+func devModels(cfg devConfig, endpoints *agent.Endpoints) (*agent.Resolver, error) {
+	r := agent.NewResolver()
+	r.KeyDir, r.Endpoints = cfg.ModelKeyDir, endpoints
+	if cfg.ScriptDir != "" {
+		dir, err := filepath.Abs(cfg.ScriptDir)
+		if err != nil {
+			return nil, fmt.Errorf("--script-dir: %w", err)
+		}
+		r.ScriptDir = dir
+	}
+	return r, nil
 }
 
 func runDev(ctx context.Context, cfg devConfig, stdout, stderr io.Writer) error {
@@ -140,6 +161,9 @@ func runDev(ctx context.Context, cfg devConfig, stdout, stderr io.Writer) error 
 	endpoints, err := agent.ParseEndpoints(cfg.ModelEndpoints...)
 	if err != nil {
 		return fmt.Errorf("--model-endpoint: %w", err)
+	}
+	if err := checkDevWorkers(cfg.Workers); err != nil {
+		return err
 	}
 	var triggers *trigger.Config
 	if cfg.Triggers != "" {
@@ -196,6 +220,11 @@ func runDev(ctx context.Context, cfg devConfig, stdout, stderr io.Writer) error 
 	rcfg := runner.Config{TemporalAddress: stack.Temporal.Address(), Namespace: stack.Namespace(),
 		NATSURL: stack.NATS.URL(), NATS: cfg.NATS, Assets: cfg.Assets, GatewayAddress: fl.Gateway.Addr(), Logger: logger, Triggers: triggers,
 		Tracing: tracing, Metrics: orchMetrics, Endpoints: endpoints, KeyDir: cfg.ModelKeyDir}
+	if rcfg.Models, err = devModels(cfg, endpoints); err != nil {
+		_ = fl.stop()
+		stack.Stop()
+		return err
+	}
 	if cfg.JWTSecret != "" {
 		// With auth on, the orchestrator calls tools with its own token (and
 		// on behalf of each run's starter), as in a cluster.
@@ -209,6 +238,13 @@ func runDev(ctx context.Context, cfg devConfig, stdout, stderr io.Writer) error 
 	}
 	agents.serve(orch, fl.Gateway)
 	programs.serve(orch, fl.Gateway)
+	stopWorkers, err := startDevWorkers(cfg.Workers, stack.NATS.URL(), cfg.NATS, stderr, logger)
+	if err != nil {
+		orch.Stop()
+		_ = fl.stop()
+		stack.Stop()
+		return err
+	}
 
 	fmt.Fprintf(stdout, "toolfleet dev is up in %s (data in %s)\n", time.Since(began).Round(time.Millisecond), dataDir)
 	fmt.Fprintf(stdout, "  NATS         %s   (JetStream ready)\n", stack.NATS.URL())
@@ -219,6 +255,9 @@ func runDev(ctx context.Context, cfg devConfig, stdout, stderr io.Writer) error 
 	printFleet(stdout, fl, cfg.JWTSecret != "")
 	fmt.Fprintf(stdout, "  Metrics      http://%s/metrics (gateway), http://%s%s (orchestrator)\n", fl.Gateway.Addr(), fl.Gateway.Addr(), OrchestratorMetricsPath)
 	fmt.Fprintf(stdout, "  Orchestrator agent runs and programs on task queue %q; try (docs/agents.md, docs/programs.md):\n", agent.TaskQueue)
+	for _, w := range cfg.Workers {
+		fmt.Fprintf(stdout, "  Your worker  %s   (built, run and restarted on change; its output on stderr)\n", w)
+	}
 	if triggers != nil {
 		fmt.Fprintf(stdout, "  Triggers     %d from %s\n", len(triggers.Triggers), cfg.Triggers)
 	}
@@ -231,6 +270,7 @@ func runDev(ctx context.Context, cfg devConfig, stdout, stderr io.Writer) error 
 	stopped := make(chan struct{})
 	go func() {
 		defer close(stopped)
+		stopWorkers() // first: their NOT_SERVING reaches the gateway while NATS is up
 		orch.Stop()
 		if err := fl.stop(); err != nil {
 			logger.Warn("gateway and workers stopped with errors", "error", err)

@@ -14,7 +14,7 @@ Start everything locally with 'toolfleet dev'.`,
 		SilenceUsage:  true,
 		SilenceErrors: true, // main prints each error once
 	}
-	root.AddCommand(newDevCommand())
+	root.AddCommand(newDevCommand(), newNewCommand())
 	root.AddCommand(newToolsCommand(), newMCPCommand(), newAgentCommand(), newProgramCommand())
 	return root
 }

@@ -42,6 +42,9 @@ type Resolver struct {
 	// Endpoints binds key references to the base URLs they may be sent to
 	// (nil binds nothing: only providers' usual keys, to their providers).
 	Endpoints *Endpoints
+	// ScriptDir is the folder "scripted:NAME.yaml" script files are read
+	// from (llm.OpenScriptFile); empty refuses them.
+	ScriptDir string
 
 	mu       sync.RWMutex
 	scripted map[string]llm.Model
@@ -81,10 +84,10 @@ func (r *Resolver) Model(ctx context.Context, spec ModelSpec) (llm.Model, error)
 		if ok {
 			return m, nil
 		}
-		if spec.Name != llm.DemoModelName {
-			return nil, fmt.Errorf("%w: scripted:%s (available: scripted:%s)", ErrUnknownModel, spec.Name, llm.DemoModelName)
+		if spec.Name != llm.DemoModelName && !llm.IsScriptFile(spec.Name) {
+			return nil, fmt.Errorf("%w: scripted:%s (available: scripted:%s, or scripted:NAME.yaml)", ErrUnknownModel, spec.Name, llm.DemoModelName)
 		}
-		return models.Open(ctx, spec.Spec)
+		return models.Open(ctx, spec.Spec, models.WithScriptDir(r.ScriptDir))
 	}
 	env, ok := providerEnv[spec.Provider]
 	if !ok {

@@ -21,6 +21,9 @@ type ScriptTurn struct {
 	// Check, when set, inspects the request first; its error fails the turn,
 	// which is how a script asserts what the model was sent.
 	Check func(*Request) error
+	// Render, when set, builds the reply from the request instead of Reply
+	// (e.g. a script file's turn, whose arguments name earlier results).
+	Render func(*Request) (*toolfleetv1.Message, error)
 }
 
 // SayText is a turn that answers with text and ends the turn.
@@ -105,10 +108,18 @@ func (s *Scripted) next(ctx context.Context, req *Request) (*toolfleetv1.Message
 	if turn.Err != nil {
 		return nil, turn.Err
 	}
-	if turn.Reply == nil {
+	reply := turn.Reply
+	if turn.Render != nil {
+		r, err := turn.Render(req)
+		if err != nil {
+			return nil, err
+		}
+		reply = r
+	}
+	if reply == nil {
 		return nil, errors.New("llm: scripted turn has neither Reply nor Err")
 	}
-	msg := proto.Clone(turn.Reply).(*toolfleetv1.Message)
+	msg := proto.Clone(reply).(*toolfleetv1.Message)
 	if msg.Model == "" {
 		msg.Model = "scripted"
 	}

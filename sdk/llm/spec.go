@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"net/url"
 	"os"
+	"path/filepath"
 	"strings"
 )
 
@@ -93,8 +94,12 @@ func (s Spec) Validate() error {
 			return fmt.Errorf("%w: openai-compatible needs a base URL (e.g. http://127.0.0.1:11434/v1 for Ollama)", ErrSpec)
 		}
 	case ProviderScripted:
-		if s.Name != DemoModelName {
-			return fmt.Errorf("%w: unknown scripted model %q (available: %s)", ErrSpec, s.Name, DemoModelName)
+		if IsScriptFile(s.Name) {
+			if !filepath.IsLocal(s.Name) {
+				return fmt.Errorf("%w: script file %q: want a path relative to the script folder, without ..", ErrSpec, s.Name)
+			}
+		} else if s.Name != DemoModelName {
+			return fmt.Errorf("%w: unknown scripted model %q (available: %s, or a script file NAME.yaml)", ErrSpec, s.Name, DemoModelName)
 		}
 	default:
 		return fmt.Errorf("%w: unknown provider %q (want openai, openai-responses, openai-compatible, anthropic, gemini or scripted)", ErrSpec, s.Provider)

@@ -29,6 +29,7 @@ type options struct {
 	httpClient *http.Client
 	lookupEnv  func(string) (string, bool)
 	timeout    time.Duration
+	scriptDir  string
 }
 
 // WithHTTPClient sets the HTTP client the provider SDK uses (default: the
@@ -39,6 +40,10 @@ func WithHTTPClient(c *http.Client) Option { return func(o *options) { o.httpCli
 func WithLookupEnv(f func(string) (string, bool)) Option {
 	return func(o *options) { o.lookupEnv = f }
 }
+
+// WithScriptDir is the folder "scripted:NAME.yaml" script files are read
+// from (llm.OpenScriptFile); default none, so script files are refused.
+func WithScriptDir(dir string) Option { return func(o *options) { o.scriptDir = dir } }
 
 // WithTimeout bounds one model request, streamed body included (default:
 // each client's DefaultTimeout, 10 minutes).
@@ -58,6 +63,9 @@ func Open(ctx context.Context, s llm.Spec, opts ...Option) (llm.Model, error) {
 		opt(o)
 	}
 	if s.Provider == llm.ProviderScripted {
+		if llm.IsScriptFile(s.Name) {
+			return llm.OpenScriptFile(o.scriptDir, s.Name)
+		}
 		return llm.NewDemo(), nil
 	}
 	ref := s.KeyRef

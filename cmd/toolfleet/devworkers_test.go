@@ -1,0 +1,150 @@
+package main
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/types/known/structpb"
+
+	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
+	"github.com/toolfleet/toolfleet/internal/scaffold"
+	"github.com/toolfleet/toolfleet/sdk/tool/tooltest"
+)
+
+// TestDevWorkerFromSource is the issue's loop: a toolkit scaffolded in its
+// own module, `toolfleet dev --worker DIR` builds and runs it, its tools are
+// called through the dev gateway, an edit is served without restarting dev,
+// and stopping dev stops the worker process.
+func TestDevWorkerFromSource(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs toolfleet dev and builds a module")
+	}
+	t.Parallel()
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(root, "build", "bin")
+	if _, err := os.Stat(filepath.Join(bin, "buf")); err != nil {
+		t.Fatalf("build/bin/buf is missing: run `make tools` (make test does): %v", err)
+	}
+	dir := filepath.Join(t.TempDir(), "tickets")
+	if _, err := (scaffold.Toolkit{Name: "tickets", Replace: root}).Write(dir); err != nil {
+		t.Fatal(err)
+	}
+	sum, err := os.ReadFile(filepath.Join(root, "go.sum"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "go.sum"), sum, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	env := append(os.Environ(), "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"),
+		"GOFLAGS=-mod=mod", "GOTOOLCHAIN=local", "GOWORK=off", "GOPROXY=off", "GOSUMDB=off")
+	for _, args := range [][]string{{filepath.Join(bin, "buf"), "generate", "proto"}, {"go", "mod", "tidy"}} {
+		cmd := exec.CommandContext(t.Context(), args[0], args[1:]...)
+		cmd.Dir, cmd.Env = dir, env
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("%v: %v\n%s", args, err, out)
+		}
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	var stdout, stderr syncBuffer
+	devCmd := newRootCommand()
+	devCmd.SetOut(&stdout)
+	devCmd.SetErr(&stderr)
+	devCmd.SetArgs([]string{"dev", "--data-dir", t.TempDir(), "--nats-port", "0", "--temporal-port", "0", "--temporal-ui-port", "0",
+		"--gateway-port", "0", "--log-level", "info", "--worker", dir})
+	done := make(chan error, 1)
+	go func() { done <- devCmd.ExecuteContext(ctx) }()
+
+	var gw string
+	deadline := time.Now().Add(2 * time.Minute)
+	for gw == "" {
+		if m := regexp.MustCompile(`Gateway\s+(\S+)`).FindStringSubmatch(stdout.String()); m != nil && strings.Contains(stdout.String(), "Your worker  "+dir) {
+			gw = m[1]
+			break
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("dev stopped: %v\n%s\n%s", err, stdout.String(), stderr.String())
+		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("dev not up:\n%s\n%s", stdout.String(), stderr.String())
+		}
+	}
+	client := toolfleetv1.NewToolGatewayServiceClient(tooltest.Dial(t, gw))
+	getMissing := func() string {
+		in, _ := structpb.NewStruct(map[string]any{"id": "T-99"})
+		res, err := client.CallTool(ctx, &toolfleetv1.CallToolRequest{ToolId: "Tickets.Get", Input: in})
+		if err != nil {
+			return "error: " + err.Error()
+		}
+		return res.GetError().GetMessage()
+	}
+	waitAnswer := func(want string) {
+		t.Helper()
+		deadline := time.Now().Add(3 * time.Minute)
+		for {
+			got := getMissing()
+			if got == want {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("Tickets.Get T-99 = %q, want %q\nstderr:\n%s", got, want, stderr.String())
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	start := time.Now()
+	waitAnswer("no ticket T-99")
+	t.Logf("dev up to the worker's first answer: %s", time.Since(start).Round(100*time.Millisecond))
+
+	// An edit is built and served without restarting dev.
+	svc := filepath.Join(dir, "tickets", "service.go")
+	src, err := os.ReadFile(svc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	edited := strings.Replace(string(src), `"no ticket "+req.GetId()`, `"there is no ticket "+req.GetId()`, 1)
+	if edited == string(src) {
+		t.Fatal("the scaffold's service.go changed: update this test's edit")
+	}
+	if err := os.WriteFile(svc, []byte(edited), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	start = time.Now()
+	waitAnswer("there is no ticket T-99")
+	t.Logf("edit to served: %s", time.Since(start).Round(100*time.Millisecond))
+
+	pids := regexp.MustCompile(`worker started.* pid=(\d+)`).FindAllStringSubmatch(stderr.String(), -1)
+	if len(pids) < 2 {
+		t.Fatalf("want two worker starts in the log:\n%s", stderr.String())
+	}
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(time.Minute):
+		t.Fatal("dev did not stop")
+	}
+	for _, m := range pids {
+		pid, _ := strconv.Atoi(m[1])
+		if syscall.Kill(pid, 0) == nil {
+			t.Errorf("worker pid %d outlived dev", pid)
+		}
+	}
+	if !strings.Contains(stderr.String(), "worker stopped") {
+		t.Errorf("no polite stop in the log:\n%s", stderr.String())
+	}
+}

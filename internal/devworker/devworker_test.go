@@ -1,0 +1,231 @@
+package devworker_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/toolfleet/toolfleet/internal/devworker"
+)
+
+// lines is a goroutine-safe output sink.
+type lines struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lines) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lines) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// program is a worker stand-in: it prints "<version> started <pid>", then
+// waits for SIGTERM and prints "<version> stopping <pid>". With crash it
+// exits 1 at once.
+func program(version string, crash bool) string {
+	body := `sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGTERM)
+	<-sig
+	fmt.Println("` + version + ` stopping", os.Getpid())`
+	if crash {
+		body = `os.Exit(1)`
+	}
+	return `package main
+
+import (
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+var _ = signal.Notify
+var _ = syscall.SIGTERM
+
+func main() {
+	fmt.Println("` + version + ` started", os.Getpid(), os.Args[1:])
+	` + body + `
+}
+`
+}
+
+func waitFor(t *testing.T, out *lines, what string, timeout time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !strings.Contains(out.String(), what) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no %q within %s; output:\n%s", what, timeout, out.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func pidOf(t *testing.T, out *lines, version string) int {
+	t.Helper()
+	m := regexp.MustCompile(version + ` started (\d+)`).FindStringSubmatch(out.String())
+	if m == nil {
+		t.Fatalf("no pid of %s in:\n%s", version, out.String())
+	}
+	pid, _ := strconv.Atoi(m[1])
+	return pid
+}
+
+func alive(pid int) bool { return syscall.Kill(pid, 0) == nil }
+
+func TestRunBuildsRestartsAndStops(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("go"); err != nil {
+		t.Fatal(err)
+	}
+	mod := t.TempDir()
+	cmdDir := filepath.Join(mod, "cmd", "w")
+	write := func(src string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(cmdDir, "main.go"), []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.MkdirAll(cmdDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(mod, "go.mod"), []byte("module example.com/w\n\ngo 1.26\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	write(program("v1", false))
+
+	var out lines
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		done <- devworker.Run(ctx, devworker.Config{Dir: cmdDir, Args: []string{"--listen", "127.0.0.1:0"},
+			Stdout: &out, Stderr: &out, Env: []string{"GOTOOLCHAIN=local", "GOFLAGS=-mod=mod", "GOPROXY=off"},
+			Poll: 50 * time.Millisecond, MinBackoff: 100 * time.Millisecond, MaxBackoff: 400 * time.Millisecond,
+			StopTimeout: 5 * time.Second})
+	}()
+	waitFor(t, &out, "v1 started", time.Minute)
+	if !strings.Contains(out.String(), "[--listen 127.0.0.1:0]") {
+		t.Errorf("the worker did not get its arguments:\n%s", out.String())
+	}
+	v1 := pidOf(t, &out, "v1")
+
+	// A change: the old process is stopped politely, the new build started.
+	write(program("v2", false))
+	waitFor(t, &out, fmt.Sprintf("v1 stopping %d", v1), time.Minute)
+	waitFor(t, &out, "v2 started", time.Minute)
+	if alive(v1) {
+		t.Errorf("v1 (pid %d) still runs", v1)
+	}
+
+	// A build failure keeps nothing running and waits for the next change.
+	write("package main\n\nfunc main() { undefined() }\n")
+	waitFor(t, &out, "undefined: undefined", time.Minute)
+	v2 := pidOf(t, &out, "v2")
+	if alive(v2) {
+		t.Errorf("v2 (pid %d) still runs after its source changed", v2)
+	}
+
+	// A crashing worker is restarted with a bounded backoff, not in a tight loop.
+	write(program("v3", true))
+	waitFor(t, &out, "v3 started", time.Minute)
+	time.Sleep(2 * time.Second)
+	if n := strings.Count(out.String(), "v3 started"); n < 3 || n > 12 {
+		t.Errorf("a crashing worker started %d times in 2s; want a few (backoff 100ms doubling to 400ms)", n)
+	}
+
+	write(program("v4", false))
+	waitFor(t, &out, "v4 started", time.Minute)
+	v4 := pidOf(t, &out, "v4")
+
+	// Run owns the process: cancelling stops it before Run returns.
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run did not return after cancel")
+	}
+	if !strings.Contains(out.String(), fmt.Sprintf("v4 stopping %d", v4)) || alive(v4) {
+		t.Errorf("v4 (pid %d) was not stopped with SIGTERM:\n%s", v4, out.String())
+	}
+}
+
+func TestRunRefusesNoModule(t *testing.T) {
+	t.Parallel()
+	err := devworker.Run(t.Context(), devworker.Config{Dir: t.TempDir()})
+	if !errors.Is(err, devworker.ErrNoModule) {
+		t.Errorf("Run outside a module: %v, want ErrNoModule", err)
+	}
+	if err := devworker.Run(t.Context(), devworker.Config{Dir: filepath.Join(t.TempDir(), "missing")}); err == nil {
+		t.Error("Run on a missing folder succeeded")
+	}
+}
+
+// A worker that ignores SIGTERM is killed after StopTimeout.
+func TestRunKillsAStubbornWorker(t *testing.T) {
+	t.Parallel()
+	mod := t.TempDir()
+	if err := os.WriteFile(filepath.Join(mod, "go.mod"), []byte("module example.com/s\n\ngo 1.26\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	src := `package main
+
+import (
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+)
+
+func main() {
+	signal.Ignore(syscall.SIGTERM)
+	fmt.Println("stubborn started", os.Getpid())
+	time.Sleep(time.Hour)
+}
+`
+	if err := os.WriteFile(filepath.Join(mod, "main.go"), []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out lines
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- devworker.Run(ctx, devworker.Config{Dir: mod, Stdout: &out, Env: []string{"GOTOOLCHAIN=local", "GOPROXY=off"},
+			StopTimeout: 300 * time.Millisecond})
+	}()
+	waitFor(t, &out, "stubborn started", time.Minute)
+	pid := pidOf(t, &out, "stubborn")
+	start := time.Now()
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run did not return")
+	}
+	if took := time.Since(start); took < 300*time.Millisecond || took > 10*time.Second {
+		t.Errorf("stop took %s, want about the 300ms stop timeout", took)
+	}
+	if alive(pid) {
+		t.Errorf("the stubborn worker (pid %d) survived", pid)
+	}
+}

@@ -1,0 +1,215 @@
+package scaffold_test
+
+import (
+	"bytes"
+	"errors"
+	"go/format"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/toolfleet/toolfleet/internal/scaffold"
+)
+
+// root is the toolfleet checkout this test runs in.
+func root(t *testing.T) string {
+	t.Helper()
+	r, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(r, "proto", "toolfleet", "v1", "options.proto")); err != nil {
+		t.Fatalf("not at toolfleet's root: %v", err)
+	}
+	return r
+}
+
+func TestValidateName(t *testing.T) {
+	t.Parallel()
+	for _, good := range []string{"tickets", "kv2", "ab", "payments"} {
+		if err := scaffold.ValidateName(good); err != nil {
+			t.Errorf("ValidateName(%q) = %v", good, err)
+		}
+	}
+	for _, bad := range []string{"", "a", "Tickets", "my-tickets", "my_tickets", "2fa", "tickets/v1", "../x", "tool", "main", "string", "func", "toolfleet", strings.Repeat("a", 31)} {
+		err := scaffold.ValidateName(bad)
+		if !errors.Is(err, scaffold.ErrBadName) {
+			t.Errorf("ValidateName(%q) = %v, want ErrBadName", bad, err)
+		}
+	}
+	if _, err := (scaffold.Toolkit{Name: "tickets", Module: "Not A Module"}).Files(); !errors.Is(err, scaffold.ErrBadModule) {
+		t.Errorf("a bad module path: %v", err)
+	}
+	if _, err := (scaffold.Toolkit{Name: "tickets", Replace: t.TempDir()}).Files(); err == nil {
+		t.Error("a replace directory without go.mod was accepted")
+	}
+	// A checkout path cannot smuggle directives into go.mod.
+	evil := filepath.Join(t.TempDir(), "x\nreplace example.com/a => ../b")
+	if err := os.MkdirAll(evil, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(evil, "go.mod"), []byte("module x\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := (scaffold.Toolkit{Name: "tickets", Replace: evil}).Files(); err == nil || !strings.Contains(err.Error(), "control characters") {
+		t.Errorf("a replace path with a newline: %v", err)
+	}
+	spaced := filepath.Join(t.TempDir(), "my checkout")
+	if err := os.MkdirAll(spaced, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(spaced, "go.mod"), []byte("module x\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if files, err := (scaffold.Toolkit{Name: "tickets", Replace: spaced}).Files(); err != nil || !strings.Contains(string(files["go.mod"]), `=> "`+spaced+`"`) {
+		t.Errorf("a replace path with a space is not quoted: %v\n%s", err, files["go.mod"])
+	}
+}
+
+func TestWriteNeverOverwrites(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "keep.txt"), []byte("mine"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := (scaffold.Toolkit{Name: "tickets"}).Write(dir); !errors.Is(err, scaffold.ErrNotEmpty) {
+		t.Fatalf("Write into a non-empty dir: %v, want ErrNotEmpty", err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "keep.txt")); string(b) != "mine" {
+		t.Fatalf("keep.txt = %q", b)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 1 {
+		t.Fatalf("Write left %d entries in a refused dir", len(entries))
+	}
+	empty := filepath.Join(t.TempDir(), "new", "repo")
+	paths, err := (scaffold.Toolkit{Name: "tickets"}).Write(empty)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"go.mod", "buf.yaml", "buf.gen.yaml", "main.go", "proto/tickets/v1/tickets.proto",
+		"tickets/service.go", "tickets/service_test.go", "Dockerfile", "deploy/k8s/worker-tickets.yaml", ".gitignore",
+		"third_party/toolfleet/toolfleet/v1/options.proto", "third_party/protovalidate/buf/validate/validate.proto"} {
+		if _, err := os.Stat(filepath.Join(empty, filepath.FromSlash(want))); err != nil {
+			t.Errorf("%s not written (wrote %v)", want, paths)
+		}
+	}
+}
+
+// The scaffold's Go is gofmt-clean and names nothing of the template.
+func TestRendered(t *testing.T) {
+	t.Parallel()
+	files, err := (scaffold.Toolkit{Name: "payments", Module: "github.com/acme/payments"}).Files()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for p, b := range files {
+		if strings.Contains(string(b), "[[") && !strings.HasPrefix(p, "third_party/") {
+			t.Errorf("%s holds an unexpanded template action", p)
+		}
+		if strings.HasSuffix(p, ".go") {
+			if f, err := format.Source(b); err != nil || !bytes.Equal(f, b) {
+				t.Errorf("%s is not gofmt-clean (%v)", p, err)
+			}
+		}
+	}
+	if s := string(files["buf.gen.yaml"]); !strings.Contains(s, "value: github.com/acme/payments/gen") ||
+		!strings.Contains(s, "github.com/toolfleet/toolfleet/gen/toolfleet/v1;toolfleetv1") {
+		t.Errorf("buf.gen.yaml does not map the packages:\n%s", s)
+	}
+	if s := string(files["proto/payments/v1/payments.proto"]); !strings.Contains(s, "package payments.v1;") || !strings.Contains(s, "service PaymentsService {") {
+		t.Errorf("contract:\n%s", s)
+	}
+}
+
+// The vendored contracts are the ones this checkout serves and builds with.
+func TestVendoredContracts(t *testing.T) {
+	t.Parallel()
+	r := root(t)
+	files, err := (scaffold.Toolkit{Name: "tickets"}).Files()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := os.ReadFile(filepath.Join(r, "proto/toolfleet/v1/options.proto"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(files["third_party/toolfleet/toolfleet/v1/options.proto"], want) {
+		t.Error("internal/scaffold/toolkit/third_party/toolfleet/toolfleet/v1/options.proto differs from proto/toolfleet/v1/options.proto: copy it over")
+	}
+	// build/protovalidate is printed by `make generate` from the pinned protovalidate module.
+	printed, err := os.ReadFile(filepath.Join(r, "build/protovalidate/buf/validate/validate.proto"))
+	if errors.Is(err, os.ErrNotExist) {
+		t.Skip("build/protovalidate not printed yet (make generate); the options.proto check ran")
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(files["third_party/protovalidate/buf/validate/validate.proto"], printed) {
+		t.Error("the vendored validate.proto differs from build/protovalidate's: copy it over")
+	}
+}
+
+// TestScaffoldBuildsAndPasses is what a new team does: scaffold a toolkit,
+// generate its Go with buf, and run its tests (a worker behind a real
+// gateway). toolfleet is not published, so go.mod replaces it with this
+// checkout; modules come from the module cache (GOPROXY=off).
+func TestScaffoldBuildsAndPasses(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds a module and runs its tests")
+	}
+	t.Parallel()
+	r := root(t)
+	bin := filepath.Join(r, "build", "bin")
+	if _, err := os.Stat(filepath.Join(bin, "buf")); err != nil {
+		t.Fatalf("build/bin/buf is missing: run `make tools` (make test does): %v", err)
+	}
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "tickets")
+	if _, err := (scaffold.Toolkit{Name: "tickets", Module: "example.com/acme/tickets", Replace: r}).Write(dir); err != nil {
+		t.Fatal(err)
+	}
+	// toolfleet's go.sum covers every module the scaffold needs.
+	sum, err := os.ReadFile(filepath.Join(r, "go.sum"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "go.sum"), sum, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	env := append(os.Environ(), "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"),
+		"GOFLAGS=-mod=mod", "GOTOOLCHAIN=local", "GOWORK=off", "GOPROXY=off", "GOSUMDB=off")
+	run := func(name string, args ...string) string {
+		t.Helper()
+		start := time.Now()
+		cmd := exec.CommandContext(t.Context(), name, args...)
+		cmd.Dir, cmd.Env = dir, env
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("%s %s: %v\n%s", filepath.Base(name), strings.Join(args, " "), err, out)
+		}
+		t.Logf("%s %s: %s", filepath.Base(name), strings.Join(args, " "), time.Since(start).Round(100*time.Millisecond))
+		return string(out)
+	}
+	run(filepath.Join(bin, "buf"), "lint", "proto")
+	run(filepath.Join(bin, "buf"), "generate", "proto")
+	for _, f := range []string{"tickets.pb.go", "tickets_grpc.pb.go"} {
+		if _, err := os.Stat(filepath.Join(dir, "gen", "tickets", "v1", f)); err != nil {
+			t.Fatalf("buf generate wrote no gen/tickets/v1/%s: %v", f, err)
+		}
+	}
+	run(goBin, "mod", "tidy")
+	run(goBin, "vet", "./...")
+	out := run(goBin, "test", "-count=1", "-v", "./...")
+	for _, want := range []string{"--- PASS: TestThroughGateway", "--- PASS: TestContractRefusals/limit_over_bound"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the scaffold's tests did not report %q:\n%s", want, out)
+		}
+	}
+	run(goBin, "build", "-o", filepath.Join(t.TempDir(), "tickets"), ".")
+}
