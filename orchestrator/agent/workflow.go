@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"path"
-	"slices"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
