@@ -9,6 +9,7 @@ import (
 	"fmt"
 
 	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 	"google.golang.org/protobuf/types/known/structpb"
 
@@ -32,8 +33,39 @@ func (r *Runs) queue() string {
 	return TaskQueue
 }
 
-// ErrRunIDTaken means another principal already started a run with that id.
+// ErrRunIDTaken means the id names another principal's run, or a workflow
+// that is not a run (a program): runs and programs never share an id.
 var ErrRunIDTaken = errors.New("agent: run id taken")
+
+// ErrRunSpecDiffers means a start repeated a run id with another spec: a
+// repeat is idempotent only when it is the same start.
+var ErrRunSpecDiffers = errors.New("agent: the run was started with another spec")
+
+// workflowType is the type of the workflow with id (its latest execution),
+// "" when there is none.
+func (r *Runs) workflowType(ctx context.Context, id string) (string, error) {
+	desc, err := r.Temporal.DescribeWorkflowExecution(ctx, id, "")
+	var nf *serviceerror.NotFound
+	if errors.As(err, &nf) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("agent: describe %s: %w", id, err)
+	}
+	return desc.GetWorkflowExecutionInfo().GetType().GetName(), nil
+}
+
+// notARun refuses an id whose workflow exists and is not an agent run.
+func (r *Runs) notARun(ctx context.Context, id string) error {
+	typ, err := r.workflowType(ctx, id)
+	if err != nil {
+		return err
+	}
+	if typ != "" && typ != WorkflowName {
+		return fmt.Errorf("%w: %s", ErrRunIDTaken, id)
+	}
+	return nil
+}
 
 // NewRunID returns a random run id.
 func NewRunID() string {
@@ -50,12 +82,18 @@ type runMeta struct {
 
 // Start starts run runID (generated when empty) with msgs as its first
 // messages (a system message carries the system prompt). Starting a run that
-// is still running returns its id again: the run id is an idempotency key.
+// is still running returns its id again: the run id is an idempotency key of
+// its starter, for the same spec ([ErrRunSpecDiffers] otherwise). An id that
+// names another principal's run or a workflow of another type (a program) is
+// [ErrRunIDTaken]: a start never attaches to it.
 func (r *Runs) Start(ctx context.Context, runID string, spec RunSpec, p Principal, msgs ...*toolfleetv1.Message) (string, error) {
 	if runID == "" {
 		runID = NewRunID()
 	}
 	if err := ValidRunID(runID); err != nil {
+		return "", err
+	}
+	if err := r.notARun(ctx, runID); err != nil {
 		return "", err
 	}
 	in := RunInput{RunID: runID, Spec: spec, Principal: p}
@@ -75,11 +113,17 @@ func (r *Runs) Start(ctx context.Context, runID string, spec RunSpec, p Principa
 		return "", err
 	}
 	if !created {
-		// A repeat of a start is idempotent for its starter only.
-		if owner, err := r.Principal(ctx, runID); err != nil {
+		// A repeat of a start is idempotent for its starter only, and only
+		// when it asks for the same run.
+		stored, err := r.meta(ctx, runID)
+		if err != nil {
 			return "", err
-		} else if owner.Subject != p.Subject {
+		}
+		if stored.Principal.Subject != p.Subject {
 			return "", fmt.Errorf("%w: %s", ErrRunIDTaken, runID)
+		}
+		if was, err := json.Marshal(stored.Spec); err != nil || string(was) != string(mustJSON(spec)) {
+			return "", fmt.Errorf("%w: %s", ErrRunSpecDiffers, runID)
 		}
 	}
 	_, err = r.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
@@ -91,7 +135,34 @@ func (r *Runs) Start(ctx context.Context, runID string, spec RunSpec, p Principa
 	if err != nil {
 		return "", fmt.Errorf("agent: start run %s: %w", runID, err)
 	}
+	// A program may have taken the id between the check above and the
+	// start, which then attached to it: refuse, and give the id back.
+	if err := r.notARun(ctx, runID); err != nil {
+		if created {
+			_ = r.Store.kv.Delete(ctx, metaKey(runID))
+		}
+		return "", err
+	}
 	return runID, nil
+}
+
+// mustJSON encodes a spec (plain data: it cannot fail).
+func mustJSON(spec RunSpec) []byte {
+	b, _ := json.Marshal(spec)
+	return b
+}
+
+// meta reads what runID was started with.
+func (r *Runs) meta(ctx context.Context, runID string) (runMeta, error) {
+	b, err := r.Store.Meta(ctx, runID)
+	if err != nil {
+		return runMeta{}, err
+	}
+	var meta runMeta
+	if err := json.Unmarshal(b, &meta); err != nil {
+		return runMeta{}, fmt.Errorf("agent: decode run %s: %w", runID, err)
+	}
+	return meta, nil
 }
 
 // SendMessage appends msgs to the conversation and starts the next turn; a
@@ -104,13 +175,14 @@ func (r *Runs) SendMessage(ctx context.Context, runID string, msgs ...*toolfleet
 	if len(msgs) == 0 {
 		return errors.New("agent: no message to send")
 	}
-	b, err := r.Store.Meta(ctx, runID)
+	meta, err := r.meta(ctx, runID)
 	if err != nil {
 		return err
 	}
-	var meta runMeta
-	if err := json.Unmarshal(b, &meta); err != nil {
-		return fmt.Errorf("agent: decode run %s: %w", runID, err)
+	// A closed run is started again under its id; never a workflow of
+	// another type that holds the id now.
+	if err := r.notARun(ctx, runID); err != nil {
+		return err
 	}
 	ref, err := r.Store.PutMessages(ctx, msgs...)
 	if err != nil {
@@ -172,15 +244,8 @@ func (r *Runs) Transcript(ctx context.Context, runID string) ([]*toolfleetv1.Mes
 
 // Principal returns who started runID ([ErrNotFound] for an unknown run).
 func (r *Runs) Principal(ctx context.Context, runID string) (Principal, error) {
-	b, err := r.Store.Meta(ctx, runID)
-	if err != nil {
-		return Principal{}, err
-	}
-	var meta runMeta
-	if err := json.Unmarshal(b, &meta); err != nil {
-		return Principal{}, fmt.Errorf("agent: decode run %s: %w", runID, err)
-	}
-	return meta.Principal, nil
+	meta, err := r.meta(ctx, runID)
+	return meta.Principal, err
 }
 
 // CallArguments returns the arguments of call index of the assistant

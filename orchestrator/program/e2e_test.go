@@ -72,7 +72,7 @@ func startStack(t *testing.T) *stack {
 		t.Fatal(err)
 	}
 	models := agent.NewResolver()
-	agent.Register(w, &agent.Activities{Store: store, Events: events, Gateway: gw, Models: models, ProgramPrompt: program.PromptFor})
+	agent.Register(w, &agent.Activities{Store: store, Events: events, Gateway: gw, Models: models})
 	if err := w.Start(); err != nil {
 		t.Fatal(err)
 	}

@@ -12,8 +12,6 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
-
-	"github.com/toolfleet/toolfleet/orchestrator/agent"
 )
 
 // Programs starts and steers programs from a Temporal client: the one place
@@ -116,6 +114,11 @@ func (p *Programs) Start(ctx context.Context, in Input) (string, error) {
 	// The id existed (running or ended) or was just started: a repeat is
 	// idempotent for its starter only, never a window on someone else's program.
 	owner, _, err := p.describe(ctx, in.ProgramID)
+	if errors.Is(err, ErrNotFound) {
+		// The id names a workflow that is not a program (an agent run): the
+		// start attached to it, and must not.
+		return "", fmt.Errorf("%w: %s", ErrProgramIDTaken, in.ProgramID)
+	}
 	if err != nil {
 		return "", err
 	}
@@ -222,7 +225,7 @@ func (p *Programs) outcome(ctx context.Context, id string) (*Status, error) {
 
 // Decide grants or denies a call waiting for approval; the workflow's
 // validator rejects unknown and already decided calls.
-func (p *Programs) Decide(ctx context.Context, id string, d agent.Decision) error {
+func (p *Programs) Decide(ctx context.Context, id string, d Decision) error {
 	h, err := p.Temporal.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: id, UpdateName: UpdateDecideApproval,
 		WaitForStage: client.WorkflowUpdateStageCompleted, Args: []any{d}})
 	if err == nil {
