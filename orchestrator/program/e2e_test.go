@@ -240,7 +240,7 @@ func TestEndToEndApproval(t *testing.T) {
 				if err == nil {
 					break
 				}
-				if !strings.Contains(err.Error(), "is waiting for approval") {
+				if !strings.Contains(err.Error(), "waiting for approval") {
 					t.Fatalf("DecideApproval: %v", err)
 				}
 				select {
