@@ -175,6 +175,12 @@ func (r *run) runProgram(ctx workflow.Context, in CallToolInput) (CallToolResult
 		in.Program = &ProgramOutcome{Kind: ResultOK, Content: out.ResultJSON}
 		if err != nil {
 			in.Program = &ProgramOutcome{Kind: ResultExecution, Content: "The program failed: " + programFailure(err)}
+			// Version 1: a program that failed still spent the calls it
+			// made, against the run's budget (runs recorded before it
+			// counted only the calls of programs that completed).
+			if workflow.GetVersion(ctx, failedProgramCallsChangeID, workflow.DefaultVersion, 1) >= 1 {
+				r.st.ToolCalls += failedProgramCalls(err)
+			}
 		}
 	}
 	opts, attempts := toolcall.Options(in.Tool, r.callDefaults)
@@ -195,15 +201,38 @@ func (r *run) startProgram(ctx workflow.Context, in CallToolInput, src ProgramSo
 	for i, t := range r.tools {
 		tools[i] = t.ID
 	}
+	// The program obeys the run: its principal, tools, what is left of its
+	// budgets, and its approval policy and timeout. Its owner is the run's,
+	// so the run's starter can watch it and decide its approvals
+	// (ProgramService), and no one else can.
 	req := program.Input{ProgramID: id, Filename: id + ".star", Source: src.Source, ArgsJSON: src.ArgsJSON, Tools: tools,
-		Principal: r.in.Principal, Limits: program.Limits{Deadline: deadline,
+		Approval: r.in.Spec.Approval.Tools, Principal: r.in.Principal,
+		Limits: program.Limits{Deadline: deadline, ApprovalWait: orDefault(r.in.Spec.Approval.Timeout, DefaultApprovalTimeout),
 			MaxToolCalls: max(1, orDefault(r.in.Spec.Budget.MaxToolCalls, DefaultMaxToolCalls)-r.st.ToolCalls)}}
 	cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{WorkflowID: id,
 		// The program's own deadline ends it; this only backs it up.
-		WorkflowExecutionTimeout: deadline + time.Minute})
+		WorkflowExecutionTimeout: deadline + time.Minute,
+		Memo:                     program.OwnerMemo(r.in.Principal.Subject)})
 	var out program.Output
 	err := workflow.ExecuteChildWorkflow(cctx, program.WorkflowName, req).Get(ctx, &out)
 	return out, err
+}
+
+// failedProgramCallsChangeID versions counting a failed program's calls.
+const failedProgramCallsChangeID = "failed-program-calls"
+
+// failedProgramCalls is the number of tool calls a failed child program made
+// (its ProgramError's count; 0 when it has none).
+func failedProgramCalls(err error) int {
+	var ae *temporal.ApplicationError
+	if !errors.As(err, &ae) || ae.Type() != program.ErrorType {
+		return 0
+	}
+	var pe program.ProgramError
+	if ae.Details(&pe) != nil {
+		return 0
+	}
+	return max(pe.ToolCalls, 0)
 }
 
 // programFailure is the message of a failed child program, for the model:

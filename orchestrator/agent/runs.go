@@ -7,6 +7,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
+	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
@@ -96,13 +99,11 @@ func (r *Runs) Start(ctx context.Context, runID string, spec RunSpec, p Principa
 	if err := r.notARun(ctx, runID); err != nil {
 		return "", err
 	}
-	in := RunInput{RunID: runID, Spec: spec, Principal: p}
-	if len(msgs) > 0 {
-		ref, err := r.Store.PutMessages(ctx, msgs...)
-		if err != nil {
-			return "", err
-		}
-		in.InputRef = ref
+	// Ownership first: nothing is stored for an id the caller may not use.
+	switch err := r.sameStart(ctx, runID, spec, p); {
+	case errors.Is(err, ErrNotFound):
+	case err != nil:
+		return "", err
 	}
 	meta, err := json.Marshal(runMeta{Spec: spec, Principal: p})
 	if err != nil {
@@ -113,18 +114,18 @@ func (r *Runs) Start(ctx context.Context, runID string, spec RunSpec, p Principa
 		return "", err
 	}
 	if !created {
-		// A repeat of a start is idempotent for its starter only, and only
-		// when it asks for the same run.
-		stored, err := r.meta(ctx, runID)
+		// Another start took the id since the check above.
+		if err := r.sameStart(ctx, runID, spec, p); err != nil {
+			return "", err
+		}
+	}
+	in := RunInput{RunID: runID, Spec: spec, Principal: p}
+	if len(msgs) > 0 {
+		ref, err := r.Store.PutMessages(ctx, msgs...)
 		if err != nil {
 			return "", err
 		}
-		if stored.Principal.Subject != p.Subject {
-			return "", fmt.Errorf("%w: %s", ErrRunIDTaken, runID)
-		}
-		if was, err := json.Marshal(stored.Spec); err != nil || string(was) != string(mustJSON(spec)) {
-			return "", fmt.Errorf("%w: %s", ErrRunSpecDiffers, runID)
-		}
+		in.InputRef = ref
 	}
 	_, err = r.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
 		ID:                       runID,
@@ -146,6 +147,24 @@ func (r *Runs) Start(ctx context.Context, runID string, spec RunSpec, p Principa
 	return runID, nil
 }
 
+// sameStart checks that a start of runID by p with spec repeats the start
+// recorded for it: a run id is an idempotency key of its starter only
+// ([ErrRunIDTaken]), and only for the same spec ([ErrRunSpecDiffers]).
+// [ErrNotFound] means no run was recorded under runID.
+func (r *Runs) sameStart(ctx context.Context, runID string, spec RunSpec, p Principal) error {
+	stored, err := r.meta(ctx, runID)
+	if err != nil {
+		return err
+	}
+	if stored.Principal.Subject != p.Subject {
+		return fmt.Errorf("%w: %s", ErrRunIDTaken, runID)
+	}
+	if was, err := json.Marshal(stored.Spec); err != nil || string(was) != string(mustJSON(spec)) {
+		return fmt.Errorf("%w: %s", ErrRunSpecDiffers, runID)
+	}
+	return nil
+}
+
 // mustJSON encodes a spec (plain data: it cannot fail).
 func mustJSON(spec RunSpec) []byte {
 	b, _ := json.Marshal(spec)
@@ -165,10 +184,25 @@ func (r *Runs) meta(ctx context.Context, runID string) (runMeta, error) {
 	return meta, nil
 }
 
-// SendMessage appends msgs to the conversation and starts the next turn; a
-// run whose workflow already closed is started again on its transcript
-// (Update-with-Start), so "start or continue" is one call.
+// ErrRunClosed means a message went to a run that ended for good: a failed
+// or cancelled run, or one whose budget or deadline is spent, stays closed.
+var ErrRunClosed = errors.New("agent: the run is closed")
+
+// SendMessage appends msgs to the conversation and starts the next turn, as
+// the run's starter with the scopes it was started with; see [Runs.SendMessageAs].
 func (r *Runs) SendMessage(ctx context.Context, runID string, msgs ...*toolfleetv1.Message) error {
+	return r.SendMessageAs(ctx, runID, nil, msgs...)
+}
+
+// SendMessageAs appends msgs to the conversation and starts the next turn. A
+// run whose workflow completed is started again on its transcript
+// (Update-with-Start) with its turn, tool-call and token counters, its start
+// time (so its deadline) and its recorded principal, whose scopes are cut to
+// caller's when caller is the starter (a scope taken away since is not used
+// again); a failed or cancelled run, or one whose budget or deadline is spent,
+// is [ErrRunClosed]. A message is either delivered or refused: one sent while
+// the run is ending is tried again on the closed run.
+func (r *Runs) SendMessageAs(ctx context.Context, runID string, caller *Principal, msgs ...*toolfleetv1.Message) error {
 	if err := ValidRunID(runID); err != nil {
 		return err
 	}
@@ -179,30 +213,90 @@ func (r *Runs) SendMessage(ctx context.Context, runID string, msgs ...*toolfleet
 	if err != nil {
 		return err
 	}
-	// A closed run is started again under its id; never a workflow of
-	// another type that holds the id now.
-	if err := r.notARun(ctx, runID); err != nil {
+	p := meta.Principal
+	if caller != nil && caller.Subject == p.Subject {
+		p.Scopes = slices.DeleteFunc(slices.Clone(p.Scopes), func(s string) bool { return !slices.Contains(caller.Scopes, s) })
+	}
+	ref, stored := "", false
+	for attempt := 0; ; attempt++ {
+		desc, err := r.Temporal.DescribeWorkflowExecution(ctx, runID, "")
+		var nf *serviceerror.NotFound
+		if err != nil && !errors.As(err, &nf) {
+			return fmt.Errorf("agent: describe %s: %w", runID, err)
+		}
+		info := desc.GetWorkflowExecutionInfo()
+		// A closed run is started again under its id; never a workflow of
+		// another type that holds the id now.
+		if info != nil && info.GetType().GetName() != WorkflowName {
+			return fmt.Errorf("%w: %s", ErrRunIDTaken, runID)
+		}
+		in := RunInput{RunID: runID, Spec: meta.Spec, Principal: p}
+		running := info != nil && info.GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING
+		if info != nil && !running {
+			if in.Resume, err = r.resume(ctx, runID, meta.Spec, info.GetStatus()); err != nil {
+				return err
+			}
+		}
+		if !stored { // only for a run that may take it
+			if ref, err = r.Store.PutMessages(ctx, msgs...); err != nil {
+				return err
+			}
+			stored = true
+		}
+		err = r.deliver(ctx, runID, in, ref, running)
+		var nfe *serviceerror.NotFound
+		if running && attempt == 0 && errors.As(err, &nfe) {
+			continue // the run closed in between: deliver to the closed run
+		}
 		return err
 	}
-	ref, err := r.Store.PutMessages(ctx, msgs...)
-	if err != nil {
-		return err
+}
+
+// deliver sends the SendMessage Update: to the running execution only when
+// running (never starting a fresh one beside its counters), else with a start
+// of in.
+func (r *Runs) deliver(ctx context.Context, runID string, in RunInput, ref string, running bool) error {
+	upd := client.UpdateWorkflowOptions{WorkflowID: runID, UpdateName: UpdateSendMessage, Args: []any{SendMessageInput{Ref: ref}},
+		WaitForStage: client.WorkflowUpdateStageCompleted}
+	if running {
+		h, err := r.Temporal.UpdateWorkflow(ctx, upd)
+		if err != nil {
+			return fmt.Errorf("agent: send message to %s: %w", runID, err)
+		}
+		return h.Get(ctx, nil)
 	}
+	upd.WorkflowID = ""
 	op := r.Temporal.NewWithStartWorkflowOperation(client.StartWorkflowOptions{
 		ID:                       runID,
 		TaskQueue:                r.queue(),
 		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
-	}, WorkflowName, RunInput{RunID: runID, Spec: meta.Spec, Principal: meta.Principal})
-	h, err := r.Temporal.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
-		StartWorkflowOperation: op,
-		UpdateOptions: client.UpdateWorkflowOptions{UpdateName: UpdateSendMessage, Args: []any{SendMessageInput{Ref: ref}},
-			WaitForStage: client.WorkflowUpdateStageCompleted},
-	})
+	}, WorkflowName, in)
+	h, err := r.Temporal.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{StartWorkflowOperation: op, UpdateOptions: upd})
 	if err != nil {
 		return fmt.Errorf("agent: send message to %s: %w", runID, err)
 	}
 	return h.Get(ctx, nil)
+}
+
+// resume is what a closed run's next execution keeps: its counters, when it
+// completed with budget and deadline left ([ErrRunClosed] otherwise). A run
+// whose workflow never started (its start failed) has nothing to keep.
+func (r *Runs) resume(ctx context.Context, runID string, spec RunSpec, status enumspb.WorkflowExecutionStatus) (*Resume, error) {
+	if status != enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED {
+		return nil, fmt.Errorf("%w: %s ended %s", ErrRunClosed, runID, strings.ToLower(strings.TrimPrefix(status.String(), "WorkflowExecutionStatus")))
+	}
+	var st RunState
+	if err := r.Temporal.GetWorkflow(ctx, runID, "").Get(ctx, &st); err != nil {
+		return nil, fmt.Errorf("agent: result of %s: %w", runID, err)
+	}
+	if st.Status != StatusCompleted {
+		return nil, fmt.Errorf("%w: %s ended %s (%s)", ErrRunClosed, runID, st.Status, st.Failure)
+	}
+	if time.Since(st.StartedAt) >= orDefault(spec.Budget.Deadline, DefaultDeadline) {
+		return nil, fmt.Errorf("%w: %s is past its deadline", ErrRunClosed, runID)
+	}
+	return &Resume{ToolCalls: st.ToolCalls, Usage: st.Usage, StartedAt: st.StartedAt}, nil
 }
 
 // Decide grants or denies a pending call; the workflow's validator rejects

@@ -157,6 +157,17 @@ type RunInput struct {
 	InputRef string `json:"input_ref,omitempty"`
 	// Carry is the state a ContinueAsNew hands to the next execution.
 	Carry *Carry `json:"carry,omitempty"`
+	// Resume is set when SendMessage starts a completed run again: its
+	// counters go on from where the run stopped (the transcript is in the
+	// store), so its budgets and deadline hold across the restart.
+	Resume *Resume `json:"resume,omitempty"`
+}
+
+// Resume is what a completed run's next execution keeps of it.
+type Resume struct {
+	ToolCalls int       `json:"tool_calls"`
+	Usage     Usage     `json:"usage"`
+	StartedAt time.Time `json:"started_at"`
 }
 
 // Carry is the small state that crosses ContinueAsNew: counters and

@@ -3,7 +3,6 @@ package agent
 import (
 	"errors"
 	"fmt"
-	"path"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -23,6 +22,14 @@ const (
 // timeout, the contract's plus 30 s with one, 1–30 s backoff.
 var legacyCallDefaults = toolcall.Defaults{Timeout: 90 * time.Second, Margin: 30 * time.Second, Attempts: 3,
 	InitialBackoff: time.Second, MaxBackoff: 30 * time.Second}
+
+// resumeChangeID versions carrying a completed run's counters into the
+// execution SendMessage starts (RunInput.Resume).
+const resumeChangeID = "resume-completed-run"
+
+// deliverInboxChangeID versions answering a message that arrived during the
+// last turn of a run that closes on its answer.
+const deliverInboxChangeID = "deliver-inbox"
 
 // endRun ends a run with a status other than a failure of the workflow.
 type endRun struct {
@@ -114,6 +121,11 @@ func (r *run) execute(ctx workflow.Context) (RunState, error) {
 			return r.finish(ctx, err)
 		}
 		r.tools, r.toolsRef, r.st.Seq, r.st.Turn = prep.Tools, prep.ToolsRef, prep.Seq, prep.Turn
+		// A completed run started again by SendMessage keeps its counters
+		// and its start time: budgets and deadline go on, never restart.
+		if rs := r.in.Resume; rs != nil && workflow.GetVersion(ctx, resumeChangeID, workflow.DefaultVersion, 1) >= 1 {
+			r.st.ToolCalls, r.st.Usage, r.st.StartedAt = rs.ToolCalls, rs.Usage, rs.StartedAt
+		}
 		started := fmt.Sprintf("%d tools", len(r.tools))
 		if spec.CodeMode {
 			started += ", code mode"
@@ -171,6 +183,12 @@ func (r *run) answered(ctx, lctx workflow.Context, res ModelTurnResult) (done bo
 	r.publish(ctx, EventCompleted, r.st.Turn, "", "", res.Preview, fmt.Sprintf("%s/completed/%d", r.in.RunID, r.st.Turn))
 	idle := orDefault(r.in.Spec.IdleTimeout, DefaultIdleTimeout)
 	if idle < 0 {
+		// A message accepted during the last turn is answered, never
+		// acknowledged and dropped (version 1; before, the run closed).
+		if len(r.inbox) > 0 && workflow.GetVersion(ctx, deliverInboxChangeID, workflow.DefaultVersion, 1) >= 1 {
+			r.st.Status = StatusRunning
+			return false, nil
+		}
 		return true, nil
 	}
 	r.st.Idle = true
@@ -376,25 +394,7 @@ func (r *run) tool(modelName string) *ToolSummary {
 // policyNeedsApproval matches the run's approval globs against the tool id
 // with and without its version.
 func (r *run) policyNeedsApproval(t *ToolSummary) bool {
-	bare, _, _ := cutVersion(t.ID)
-	for _, pat := range r.in.Spec.Approval.Tools {
-		if pat == "*" || pat == t.ID || pat == bare {
-			return true
-		}
-		if ok, _ := path.Match(pat, bare); ok {
-			return true
-		}
-	}
-	return false
-}
-
-func cutVersion(id string) (string, string, bool) {
-	for i := len(id) - 1; i >= 0; i-- {
-		if id[i] == '@' {
-			return id[:i], id[i+1:], true
-		}
-	}
-	return id, "", false
+	return toolcall.PolicyNeedsApproval(r.in.Spec.Approval.Tools, t.ID)
 }
 
 func (r *run) countFailure(key string) int {

@@ -319,9 +319,16 @@ func (s *Service) SendMessage(ctx context.Context, r *connect.Request[toolfleetv
 		return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("an empty message"))
 	}
 	m.Role = toolfleetv1.Role_ROLE_USER
-	err = s.Runs.SendMessage(ctx, r.Msg.GetRunId(), m)
+	var caller *agent.Principal // whose current scopes cut the run's (none with auth off)
+	if !c.Anonymous {
+		caller = &agent.Principal{Subject: c.Subject, Scopes: c.Scopes}
+	}
+	err = s.Runs.SendMessageAs(ctx, r.Msg.GetRunId(), caller, m)
 	if errors.Is(err, agent.ErrRunIDTaken) { // the id holds a workflow that is not a run
 		return nil, connect.NewError(connect.CodeNotFound, fmt.Errorf("no run %q", r.Msg.GetRunId()))
+	}
+	if errors.Is(err, agent.ErrRunClosed) { // failed, cancelled or spent: it stays closed
+		return nil, connect.NewError(connect.CodeFailedPrecondition, errors.New(strings.TrimPrefix(err.Error(), "agent: ")))
 	}
 	if err != nil {
 		return nil, s.fromTemporal("send message", err)

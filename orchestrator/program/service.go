@@ -357,6 +357,7 @@ func statusProto(st *Status) *toolfleetv1.GetProgramResponse {
 	}
 	if st.Error != nil {
 		resp.ProgramError, resp.Error = st.Error.proto(), st.Error.Error()
+		resp.ToolCalls = int32(st.Error.ToolCalls)
 	}
 	return resp
 }
@@ -379,6 +380,9 @@ func startError(err error) error {
 	}
 	if errors.Is(err, ErrProgramIDTaken) {
 		return connect.NewError(connect.CodeAlreadyExists, errors.New("the program id is taken; choose another"))
+	}
+	if errors.Is(err, ErrProgramSpecDiffers) {
+		return connect.NewError(connect.CodeAlreadyExists, errors.New("the program was started with another spec; choose another id"))
 	}
 	var ie *InputError
 	if errors.As(err, &ie) {

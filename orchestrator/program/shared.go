@@ -203,7 +203,11 @@ type Input struct {
 	// JSON text (not a map) keeps 64-bit integers exact through history.
 	ArgsJSON string `json:"args_json,omitempty"`
 	// Tools are tool ids or globs ("Calculator.*", "KV.Get@1") the script may call.
-	Tools     []string  `json:"tools,omitempty"`
+	Tools []string `json:"tools,omitempty"`
+	// Approval lists tool ids or globs whose calls wait for a decision even
+	// when their contract does not ask for one (toolcall.PolicyNeedsApproval):
+	// the approval policy of the code-mode run that starts the program.
+	Approval  []string  `json:"approval,omitempty"`
 	Limits    Limits    `json:"limits"`
 	Principal Principal `json:"principal"`
 }
@@ -245,6 +249,9 @@ type ProgramError struct {
 	Line string `json:"line,omitempty"`
 	// Backtrace is Starlark's traceback for runtime errors.
 	Backtrace string `json:"backtrace,omitempty"`
+	// ToolCalls counts the calls the program started before it failed
+	// (they count against the budget of a code-mode run that started it).
+	ToolCalls int `json:"tool_calls,omitempty"`
 }
 
 // Error renders e as "file:line:col: message\n\tline".

@@ -231,6 +231,7 @@ func (r *runner) fail(ctx workflow.Context, pe *ProgramError) error {
 		r.flush(ctx)
 	}
 	r.publishEvent(ctx, toolcall.Event{Kind: EventFailed, Message: pe.Error(), Limit: pe.Limit})
+	pe.ToolCalls = r.calls
 	return programFailure(pe)
 }
 
@@ -440,7 +441,7 @@ func (r *runner) invoke(th *starlark.Thread, t *boundTool, kwargs []starlark.Tup
 	req := CallRequest{CallID: CallID(r.in.ProgramID, r.calls), ToolID: t.ID, InputJSON: string(in),
 		Principal: r.in.Principal, MaxValueBytes: r.lim.MaxValueBytes}
 
-	if t.RequiresApproval {
+	if t.RequiresApproval || toolcall.PolicyNeedsApproval(r.in.Approval, t.ID) {
 		approver, denial, err := r.approval(ctx, req)
 		if err != nil {
 			return nil, err

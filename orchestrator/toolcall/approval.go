@@ -3,7 +3,9 @@ package toolcall
 import (
 	"errors"
 	"fmt"
+	"path"
 	"slices"
+	"strings"
 	"time"
 
 	"go.temporal.io/sdk/workflow"
@@ -103,4 +105,24 @@ func Denial(d Decision, decided bool, wait time.Duration) string {
 		return "denied by " + d.Approver + ": " + d.Reason
 	}
 	return "denied by " + d.Approver
+}
+
+// PolicyNeedsApproval reports whether an approval policy (tool ids or globs,
+// "*" for every tool) asks for approval of toolID, matched with and without
+// its version ("KV.Put@1" matches "KV.Put", "KV.*" and "KV.Put@1"). Runs and
+// the programs a code-mode run starts apply the same policy.
+func PolicyNeedsApproval(patterns []string, toolID string) bool {
+	bare := toolID
+	if i := strings.LastIndexByte(toolID, '@'); i >= 0 {
+		bare = toolID[:i]
+	}
+	for _, pat := range patterns {
+		if pat == "*" || pat == toolID || pat == bare {
+			return true
+		}
+		if ok, _ := path.Match(pat, bare); ok {
+			return true
+		}
+	}
+	return false
 }
