@@ -4,7 +4,10 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
+	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -19,6 +22,8 @@ import (
 	"github.com/toolfleet/toolfleet/orchestrator/agent/agenttest"
 	"github.com/toolfleet/toolfleet/orchestrator/runner"
 	"github.com/toolfleet/toolfleet/sdk/llm"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/converter"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 )
@@ -309,6 +314,7 @@ func TestCodeModeObeysTheRun(t *testing.T) {
 // both for two principals holding every scope: alice and mallory.
 type tenants struct {
 	o                              *runner.Orchestrator
+	runsURL                        string
 	fleet                          *e2e.Fleet
 	aliceRuns, malloryRuns         toolfleetv1connect.AgentServiceClient
 	alicePrograms, malloryPrograms toolfleetv1connect.ProgramServiceClient
@@ -331,10 +337,120 @@ func startTenants(t *testing.T, queue string, models *agent.Resolver) *tenants {
 	progs := httptest.NewServer(ph)
 	t.Cleanup(progs.Close)
 	const allScopes = "runs:start,runs:read,runs:approve,runs:cancel,programs:run,programs:read,programs:approve,tools:call,schematest:read,calculator:use"
-	return &tenants{o: o, fleet: fleet,
+	return &tenants{o: o, fleet: fleet, runsURL: runs.URL,
 		aliceRuns:       toolfleetv1connect.NewAgentServiceClient(runs.Client(), runs.URL, as("alice:"+allScopes)),
 		alicePrograms:   toolfleetv1connect.NewProgramServiceClient(progs.Client(), progs.URL, as("alice:"+allScopes)),
 		malloryRuns:     toolfleetv1connect.NewAgentServiceClient(runs.Client(), runs.URL, as("mallory:"+allScopes)),
 		malloryPrograms: toolfleetv1connect.NewProgramServiceClient(progs.Client(), progs.URL, as("mallory:"+allScopes)),
+	}
+}
+
+// TestSendMessageContinues is issue 21 §2's SendMessage to a closed run: a
+// completed run goes on with its counters, start time and budgets (a restart
+// cannot be used to reset its tool-call budget), under the scopes its
+// starter still holds; a cancelled run stays closed; another principal's
+// message is refused and changes nothing.
+func TestSendMessageContinues(t *testing.T) {
+	t.Parallel()
+	models := agent.NewResolver()
+	multiply := func(a, b int) llm.ScriptTurn {
+		return llm.CallTools("", llm.CallPart("m", "Calculator_Multiply", map[string]any{"a": a, "b": b}))
+	}
+	models.Register("cont", &agenttest.ByTurn{Turns: []llm.ScriptTurn{
+		multiply(2, 3), llm.SayText("first"), multiply(4, 5), llm.SayText("second"), multiply(6, 7), llm.SayText("third")}})
+	models.Register("idle", &agenttest.ByTurn{Turns: []llm.ScriptTurn{llm.SayText("ok")}})
+	tn := startTenants(t, "continue-test", models)
+	ctx := t.Context()
+	getRun := func(id string) *toolfleetv1.GetRunResponse {
+		t.Helper()
+		st, err := tn.aliceRuns.GetRun(ctx, connect.NewRequest(&toolfleetv1.GetRunRequest{RunId: id}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st.Msg
+	}
+	// closed waits until run id's workflow has closed n times in all.
+	closed := func(id string, n int) {
+		t.Helper()
+		for deadline := time.Now().Add(time.Minute); ; time.Sleep(50 * time.Millisecond) {
+			resp, err := tn.o.Runs.Temporal.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
+				Query: fmt.Sprintf("WorkflowId = '%s' AND ExecutionStatus != 'Running'", id)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(resp.GetExecutions()) >= n {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("run %s closed %d times, want %d", id, len(resp.GetExecutions()), n)
+			}
+		}
+	}
+
+	// A budget of 2 tool calls: the first execution spends 1.
+	const id = "alice-cont"
+	if _, err := tn.aliceRuns.StartRun(ctx, connect.NewRequest(&toolfleetv1.StartRunRequest{RunId: id, Model: "scripted:cont",
+		Messages: []*toolfleetv1.Message{llm.User("go")}, Tools: []string{"Calculator.*"},
+		IdleTimeout: durationpb.New(-time.Second), Budget: &toolfleetv1.Budget{MaxToolCalls: 2}})); err != nil {
+		t.Fatal(err)
+	}
+	closed(id, 1)
+	first := getRun(id)
+	if first.GetStatus() != toolfleetv1.RunStatus_RUN_STATUS_COMPLETED || first.GetToolCalls() != 1 || first.GetTurns() != 2 {
+		t.Fatalf("first execution: %v, want COMPLETED after 2 turns and 1 call", first)
+	}
+	// mallory's message is refused and starts nothing.
+	if _, err := tn.malloryRuns.SendMessage(ctx, connect.NewRequest(&toolfleetv1.SendMessageRequest{RunId: id, Message: llm.User("mine now")})); connect.CodeOf(err) != connect.CodeNotFound {
+		t.Errorf("mallory's SendMessage: %v, want NotFound", err)
+	}
+	// alice continues it, no longer holding calculator:use.
+	aliceLess := toolfleetv1connect.NewAgentServiceClient(http.DefaultClient, tn.runsURL,
+		as("alice:runs:start,runs:read,tools:call"))
+	if _, err := aliceLess.SendMessage(ctx, connect.NewRequest(&toolfleetv1.SendMessageRequest{RunId: id, Message: llm.User("again")})); err != nil {
+		t.Fatal(err)
+	}
+	closed(id, 2)
+	second := getRun(id)
+	if second.GetStatus() != toolfleetv1.RunStatus_RUN_STATUS_COMPLETED || second.GetToolCalls() != 2 || second.GetTurns() != 4 ||
+		!second.GetStartedAt().AsTime().Equal(first.GetStartedAt().AsTime()) {
+		t.Errorf("second execution: %v, want COMPLETED after 4 turns and 2 calls, started when the first did (%v)", second, first.GetStartedAt().AsTime())
+	}
+	// The execution it started runs with the scopes alice still holds.
+	var in agent.RunInput
+	iter := tn.o.Runs.Temporal.GetWorkflowHistory(ctx, id, "", false, 0)
+	ev, err := iter.Next()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := converter.GetDefaultDataConverter().FromPayloads(ev.GetWorkflowExecutionStartedEventAttributes().GetInput(), &in); err != nil {
+		t.Fatal(err)
+	}
+	if slices.Contains(in.Principal.Scopes, "calculator:use") || !slices.Contains(in.Principal.Scopes, "tools:call") || in.Resume == nil {
+		t.Errorf("the continued execution runs as %+v (resume %+v), want alice's current scopes and the first execution's counters", in.Principal, in.Resume)
+	}
+	// The budget is spent now (2 of 2): a third message gets no more calls.
+	if _, err := tn.aliceRuns.SendMessage(ctx, connect.NewRequest(&toolfleetv1.SendMessageRequest{RunId: id, Message: llm.User("once more")})); err != nil {
+		t.Fatal(err)
+	}
+	closed(id, 3)
+	if third := getRun(id); third.GetToolCalls() > 2 || third.GetStatus() == toolfleetv1.RunStatus_RUN_STATUS_COMPLETED {
+		t.Errorf("third execution: %v, want the budget of 2 calls to hold", third)
+	}
+
+	// A cancelled run stays closed.
+	const gone = "alice-cancelled"
+	if _, err := tn.aliceRuns.StartRun(ctx, connect.NewRequest(&toolfleetv1.StartRunRequest{RunId: gone, Model: "scripted:idle",
+		Messages: []*toolfleetv1.Message{llm.User("hi")}})); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tn.aliceRuns.CancelRun(ctx, connect.NewRequest(&toolfleetv1.CancelRunRequest{RunId: gone})); err != nil {
+		t.Fatal(err)
+	}
+	closed(gone, 1)
+	if _, err := tn.aliceRuns.SendMessage(ctx, connect.NewRequest(&toolfleetv1.SendMessageRequest{RunId: gone, Message: llm.User("wake up")})); connect.CodeOf(err) != connect.CodeFailedPrecondition {
+		t.Errorf("SendMessage to a cancelled run: %v, want FailedPrecondition", err)
+	}
+	if st := getRun(gone); st.GetStatus() != toolfleetv1.RunStatus_RUN_STATUS_CANCELED {
+		t.Errorf("the cancelled run is %s now, want CANCELED", st.GetStatus())
 	}
 }
