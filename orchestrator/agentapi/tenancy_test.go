@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -22,8 +24,11 @@ import (
 	"github.com/toolfleet/toolfleet/orchestrator/agent/agenttest"
 	"github.com/toolfleet/toolfleet/orchestrator/runner"
 	"github.com/toolfleet/toolfleet/sdk/llm"
+	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
+	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 )
@@ -288,6 +293,7 @@ func TestCodeModeObeysTheRun(t *testing.T) {
 	if n := fleet.Calculator.Multiplies.Load() - before; n != 1 {
 		t.Errorf("Multiply ran %d times, want 1", n)
 	}
+	recordHistory(t, tn.o.Runs.Temporal, runID, "codemode-approval")
 
 	// A program that fails after two calls spends them: with a budget of
 	// three calls the run has none left for a second program.
@@ -307,6 +313,7 @@ func TestCodeModeObeysTheRun(t *testing.T) {
 		t.Errorf("Multiply ran %d times for run %s, want 2 (the second program is over the budget)", n, failing)
 	}
 	t.Logf("run %s: %s, %d tool calls, budget %q", failing, st.GetStatus(), st.GetToolCalls(), st.GetBudget())
+	recordHistory(t, tn.o.Runs.Temporal, failing, "codemode-failed-program")
 }
 
 // tenants is an orchestrator on a real gateway, embedded Temporal and NATS,
@@ -415,6 +422,7 @@ func TestSendMessageContinues(t *testing.T) {
 		!second.GetStartedAt().AsTime().Equal(first.GetStartedAt().AsTime()) {
 		t.Errorf("second execution: %v, want COMPLETED after 4 turns and 2 calls, started when the first did (%v)", second, first.GetStartedAt().AsTime())
 	}
+	recordHistory(t, tn.o.Runs.Temporal, id, "resumed")
 	// The execution it started runs with the scopes alice still holds.
 	var in agent.RunInput
 	iter := tn.o.Runs.Temporal.GetWorkflowHistory(ctx, id, "", false, 0)
@@ -452,5 +460,30 @@ func TestSendMessageContinues(t *testing.T) {
 	}
 	if st := getRun(gone); st.GetStatus() != toolfleetv1.RunStatus_RUN_STATUS_CANCELED {
 		t.Errorf("the cancelled run is %s now, want CANCELED", st.GetStatus())
+	}
+}
+
+// recordHistory writes the history of run id's latest execution among the
+// agent's recorded histories (../agent/testdata/histories/<name>.json, which
+// agent's TestReplay replays) when TOOLFLEET_RECORD_HISTORIES=1.
+func recordHistory(t *testing.T, tc client.Client, id, name string) {
+	t.Helper()
+	if os.Getenv("TOOLFLEET_RECORD_HISTORIES") != "1" {
+		return
+	}
+	h := &historypb.History{}
+	for iter := tc.GetWorkflowHistory(t.Context(), id, "", false, 0); iter.HasNext(); {
+		ev, err := iter.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.Events = append(h.Events, ev)
+	}
+	b, err := protojson.MarshalOptions{Indent: " "}.Marshal(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join("..", "agent", "testdata", "histories", name+".json"), b, 0o644); err != nil {
+		t.Fatal(err)
 	}
 }
