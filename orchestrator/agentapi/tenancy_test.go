@@ -1,6 +1,7 @@
 package agentapi_test
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -11,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -366,6 +368,23 @@ func TestSendMessageContinues(t *testing.T) {
 	models.Register("cont", &agenttest.ByTurn{Turns: []llm.ScriptTurn{
 		multiply(2, 3), llm.SayText("first"), multiply(4, 5), llm.SayText("second"), multiply(6, 7), llm.SayText("third")}})
 	models.Register("idle", &agenttest.ByTurn{Turns: []llm.ScriptTurn{llm.SayText("ok")}})
+	// The first turn of "ending" waits for release: a message sent meanwhile
+	// reaches a run that will close on its answer.
+	inTurn, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	models.Register("ending", &agenttest.ByTurn{Turns: []llm.ScriptTurn{llm.SayText("first"), llm.SayText("second")},
+		BeforeReply: func(ctx context.Context, turn int) error {
+			if turn != 1 {
+				return nil
+			}
+			once.Do(func() { close(inTurn) })
+			select {
+			case <-release:
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}})
 	tn := startTenants(t, "continue-test", models)
 	ctx := t.Context()
 	getRun := func(id string) *toolfleetv1.GetRunResponse {
@@ -443,6 +462,28 @@ func TestSendMessageContinues(t *testing.T) {
 	closed(id, 3)
 	if third := getRun(id); third.GetToolCalls() > 2 || third.GetStatus() == toolfleetv1.RunStatus_RUN_STATUS_COMPLETED {
 		t.Errorf("third execution: %v, want the budget of 2 calls to hold", third)
+	}
+
+	// A message accepted during the last turn of a run that closes on its
+	// answer is answered in that run, never acknowledged and dropped.
+	const ending = "alice-ending"
+	if _, err := tn.aliceRuns.StartRun(ctx, connect.NewRequest(&toolfleetv1.StartRunRequest{RunId: ending, Model: "scripted:ending",
+		Messages: []*toolfleetv1.Message{llm.User("go")}, IdleTimeout: durationpb.New(-time.Second)})); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-inTurn:
+	case <-time.After(time.Minute):
+		t.Fatal("the run's first turn never started")
+	}
+	if _, err := tn.aliceRuns.SendMessage(ctx, connect.NewRequest(&toolfleetv1.SendMessageRequest{RunId: ending, Message: llm.User("one more")})); err != nil {
+		close(release)
+		t.Fatalf("SendMessage during the last turn: %v", err)
+	}
+	close(release)
+	closed(ending, 1)
+	if st := getRun(ending); st.GetTurns() != 2 || st.GetAnswer() != "second" {
+		t.Errorf("run %s: %d turns, answer %q; want the message answered in turn 2", ending, st.GetTurns(), st.GetAnswer())
 	}
 
 	// A cancelled run stays closed.
