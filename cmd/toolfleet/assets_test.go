@@ -59,7 +59,7 @@ func TestEveryAssetTakesTheConfiguration(t *testing.T) {
 		t.Fatal(err)
 	}
 	triggers := &trigger.Config{Triggers: []trigger.Trigger{{Name: "noop", Subject: "toolfleet.triggers.noop",
-		Program: &trigger.ProgramTarget{Source: `result = 1`}}}}
+		RunAs: agent.Principal{Subject: "assets-test"}, Program: &trigger.ProgramTarget{Source: `result = 1`}}}}
 	r, err := trigger.Start(ctx, js, triggers, trigger.Options{Programs: &program.Programs{}, Assets: cfg, Logger: log})
 	if err != nil {
 		t.Fatal(err)

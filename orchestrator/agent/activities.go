@@ -16,12 +16,13 @@ import (
 
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
 	"github.com/toolfleet/toolfleet/orchestrator/metrics"
+	"github.com/toolfleet/toolfleet/orchestrator/program"
+	"github.com/toolfleet/toolfleet/orchestrator/toolcall"
 	"github.com/toolfleet/toolfleet/sdk/client"
 	"github.com/toolfleet/toolfleet/sdk/llm"
 )
@@ -35,9 +36,6 @@ const (
 	previewBytes = 2 << 10
 	// summaryBytes bounds the text previews that travel in history.
 	summaryBytes = 160
-	// heartbeatEvery keeps long activities cancellable and lets Temporal
-	// notice a dead worker within the heartbeat timeout.
-	heartbeatEvery = 2 * time.Second
 	// maxTools bounds the tools one run may declare to a model.
 	maxTools = 128
 )
@@ -45,7 +43,7 @@ const (
 // Error types of non-retryable activity failures.
 const (
 	ErrTypeModel  = "ModelError"
-	ErrTypeConfig = "ConfigError"
+	ErrTypeConfig = toolcall.ErrTypeConfig
 )
 
 // Activities are the agent run's activities; their dependencies are the
@@ -59,10 +57,6 @@ type Activities struct {
 	Models  Models
 	// InlineLimit overrides DefaultInlineLimit.
 	InlineLimit int
-	// ProgramPrompt renders the code-mode system-prompt section for the run's
-	// tools (package program's PromptFor); nil means this orchestrator does
-	// not run programs, and code-mode runs fail with a clear error.
-	ProgramPrompt func([]*toolfleetv1.ToolDefinition) (string, error)
 	// Metrics, when set, records runs, model turns and tool calls.
 	Metrics *metrics.Metrics
 }
@@ -74,37 +68,11 @@ func (a *Activities) inlineLimit() int {
 	return DefaultInlineLimit
 }
 
-// Heartbeat records heartbeats every 2 s until the returned stop is called;
-// its goroutine is owned by the calling activity. With a HeartbeatTimeout on
-// the activity, Temporal retries it on another worker within that timeout
-// when this process dies, instead of after the whole StartToCloseTimeout.
-func Heartbeat(ctx context.Context) (stop func()) {
-	if !activity.IsActivity(ctx) {
-		return func() {} // called directly (a test), not by a Temporal worker
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		t := time.NewTicker(heartbeatEvery)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				activity.RecordHeartbeat(ctx)
-			}
-		}
-	}()
-	return func() { cancel(); <-done }
-}
-
 // PrepareRun resolves the run's tools (as the run's principal), stores their
 // definitions as one blob and appends the initial messages.
 func (a *Activities) PrepareRun(ctx context.Context, in PrepareInput) (PrepareResult, error) {
-	defer Heartbeat(ctx)()
-	defs, err := a.resolveTools(OnBehalfOf(ctx, in.Principal), in.Spec)
+	defer toolcall.Heartbeat(ctx)()
+	defs, err := a.resolveTools(toolcall.OnBehalfOf(ctx, in.Principal), in.Spec)
 	if err != nil {
 		return PrepareResult{}, err
 	}
@@ -112,10 +80,7 @@ func (a *Activities) PrepareRun(ctx context.Context, in PrepareInput) (PrepareRe
 	// section with the tools as stubs; the workflow keeps the tools' summaries.
 	offered, section := defs, ""
 	if in.Spec.CodeMode {
-		if a.ProgramPrompt == nil {
-			return PrepareResult{}, temporal.NewNonRetryableApplicationError("code mode: this orchestrator does not run programs", ErrTypeConfig, nil)
-		}
-		if section, err = a.ProgramPrompt(defs); err != nil {
+		if section, err = program.PromptFor(defs); err != nil {
 			return PrepareResult{}, temporal.NewNonRetryableApplicationError("code mode: "+err.Error(), ErrTypeConfig, nil)
 		}
 		offered = []*toolfleetv1.ToolDefinition{runProgramDefinition()}
@@ -130,7 +95,7 @@ func (a *Activities) PrepareRun(ctx context.Context, in PrepareInput) (PrepareRe
 	}
 	res := PrepareResult{ToolsRef: ref}
 	for _, d := range defs {
-		res.Tools = append(res.Tools, summaryOf(d))
+		res.Tools = append(res.Tools, toolcall.ToolOf(d))
 	}
 	// A run id used before (a conversation continued after its workflow
 	// closed) keeps its transcript and its turn numbers, so call ids stay unique.
@@ -197,7 +162,7 @@ func (a *Activities) resolveTools(ctx context.Context, spec RunSpec) ([]*toolfle
 		if !strings.ContainsAny(pat, "*?[") {
 			d, err := a.Gateway.GetTool(ctx, pat)
 			if err != nil {
-				return nil, refusal(fmt.Sprintf("tool %q", pat), err)
+				return nil, toolcall.Refusal(fmt.Sprintf("tool %q", pat), err)
 			}
 			add(d)
 			continue
@@ -205,7 +170,7 @@ func (a *Activities) resolveTools(ctx context.Context, spec RunSpec) ([]*toolfle
 		if all == nil {
 			var err error
 			if all, err = a.Gateway.Tools(ctx, nil); err != nil {
-				return nil, refusal("list tools", err)
+				return nil, toolcall.Refusal("list tools", err)
 			}
 		}
 		matched := false
@@ -226,43 +191,13 @@ func (a *Activities) resolveTools(ctx context.Context, spec RunSpec) ([]*toolfle
 	if spec.ToolSearch != "" {
 		resp, err := a.Gateway.SearchTools(ctx, &toolfleetv1.SearchToolsRequest{Query: spec.ToolSearch, Limit: 8})
 		if err != nil {
-			return nil, refusal("search tools", err)
+			return nil, toolcall.Refusal("search tools", err)
 		}
 		for _, r := range resp.GetResults() {
 			add(r.GetTool())
 		}
 	}
 	return out, nil
-}
-
-// refusal maps a gateway error while resolving tools: unreachable is worth a
-// retry, anything else (unknown tool, no permission) is the run's mistake.
-func refusal(what string, err error) error {
-	var se *client.ServerError
-	if errors.As(err, &se) && !transient(se.Code) {
-		return temporal.NewNonRetryableApplicationError(what+": "+se.Message, ErrTypeConfig, nil)
-	}
-	return fmt.Errorf("agent: %s: %w", what, err)
-}
-
-func transient(c codes.Code) bool {
-	switch c {
-	case codes.Unavailable, codes.DeadlineExceeded, codes.ResourceExhausted, codes.Aborted, codes.Internal, codes.Unknown, codes.Canceled:
-		return true
-	}
-	return false
-}
-
-func summaryOf(d *toolfleetv1.ToolDefinition) ToolSummary {
-	s := ToolSummary{ID: d.GetId(), ModelName: d.GetModelName(), ReadOnly: d.GetHints().GetReadOnly(),
-		Idempotent: d.GetHints().GetIdempotent(), RequiresApproval: d.GetRequirements().GetRequiresApproval(),
-		Timeout: d.GetRequirements().GetTimeout().AsDuration()}
-	if r := d.GetRequirements().GetRetry(); r != nil {
-		s.MaxAttempts = int(r.GetMaxAttempts())
-		s.InitialBackoff = r.GetInitialBackoff().AsDuration()
-		s.MaxBackoff = r.GetMaxBackoff().AsDuration()
-	}
-	return s
 }
 
 // tools reads the definitions stored by PrepareRun.
@@ -283,7 +218,7 @@ func (a *Activities) tools(ctx context.Context, ref string) ([]*toolfleetv1.Tool
 
 // AppendInput appends the messages of a blob (SendMessage) and returns how many.
 func (a *Activities) AppendInput(ctx context.Context, in AppendInput) (int, error) {
-	defer Heartbeat(ctx)()
+	defer toolcall.Heartbeat(ctx)()
 	msgs, err := a.Store.Messages(ctx, in.Ref)
 	if err != nil {
 		return 0, err
@@ -332,7 +267,7 @@ func (a *Activities) ModelTurn(ctx context.Context, in ModelTurnInput) (ModelTur
 	} else if msg != nil {
 		return turnSummary(msg, in.Seq+1), nil
 	}
-	stop := Heartbeat(ctx)
+	stop := toolcall.Heartbeat(ctx)
 	defer stop()
 	history, err := a.Store.Load(ctx, in.RunID, in.Seq)
 	if err != nil {
@@ -521,7 +456,7 @@ func (a *Activities) CallTool(ctx context.Context, in CallToolInput) (CallToolRe
 			ToolID: toolID, ID: callID + "/call", Time: time.Now()}); err != nil {
 			return CallToolResult{}, err
 		}
-		stop := Heartbeat(ctx)
+		stop := toolcall.Heartbeat(ctx)
 		part, kind, ref, took, err = a.invoke(ctx, in, call, callID)
 		stop()
 		if err != nil {
@@ -554,39 +489,32 @@ func (a *Activities) CallTool(ctx context.Context, in CallToolInput) (CallToolRe
 
 // invoke calls the gateway and renders the outcome as a result part.
 func (a *Activities) invoke(ctx context.Context, in CallToolInput, call *toolfleetv1.ToolCall, callID string) (_ *toolfleetv1.Part, kind, ref string, took time.Duration, _ error) {
-	req := WithApproval(&toolfleetv1.CallToolRequest{CallId: callID, ToolId: in.Tool.ID, Input: call.GetArguments()}, in.Approver)
+	req := toolcall.WithApproval(&toolfleetv1.CallToolRequest{CallId: callID, ToolId: in.Tool.ID, Input: call.GetArguments()}, in.Approver)
 	lastAttempt := int(activity.GetInfo(ctx).Attempt) >= in.MaxAttempts
 	began := time.Now()
-	res, err := a.Gateway.CallTool(OnBehalfOf(ctx, in.Principal), req)
+	res, err := a.Gateway.CallTool(toolcall.OnBehalfOf(ctx, in.Principal), req)
 	a.Metrics.AgentGatewayCall(time.Since(began))
-	var se *client.ServerError
-	var ve *client.ValidationError
-	switch {
-	case errors.As(err, &ve):
-		return llm.ResultPart(call.GetId(), call.GetName(), validationText(ve), true), ResultValidation, "", 0, nil
-	case errors.As(err, &se) && se.Code == codes.Unauthenticated:
-		return nil, "", "", 0, temporal.NewNonRetryableApplicationError(
-			"the orchestrator is not authenticated at the gateway: "+se.Message, ErrTypeConfig, nil)
-	case errors.As(err, &se) && transient(se.Code) && !lastAttempt:
-		if ctx.Err() != nil {
-			return nil, "", "", 0, ctx.Err()
+	o, err := toolcall.Classify(ctx, res, err)
+	if err != nil {
+		return nil, "", "", 0, err
+	}
+	if o.Kind == toolcall.KindConfig || (o.Kind == toolcall.KindRetry && !lastAttempt) {
+		return nil, "", "", 0, o.ActivityError()
+	}
+	switch o.Kind {
+	case toolcall.KindValidation:
+		return llm.ResultPart(call.GetId(), call.GetName(), validationText(o), true), ResultValidation, "", 0, nil
+	case toolcall.KindRefused:
+		return llm.ResultPart(call.GetId(), call.GetName(), o.Message, true), ResultRefused, "", 0, nil
+	case toolcall.KindRetry, toolcall.KindExecution:
+		if !o.ToolRetry && o.Kind == toolcall.KindRetry { // the gateway stayed away on the last attempt
+			return llm.ResultPart(call.GetId(), call.GetName(), o.Message, true), ResultRefused, "", 0, nil
 		}
-		return nil, "", "", 0, fmt.Errorf("agent: call %s: %w", callID, err)
-	case errors.As(err, &se):
-		return llm.ResultPart(call.GetId(), call.GetName(), se.Message, true), ResultRefused, "", 0, nil
-	case err != nil:
-		return nil, "", "", 0, fmt.Errorf("agent: call %s: %w", callID, err)
-	case !res.Success:
-		e := res.Error
-		if e.GetCanRetry() && !lastAttempt {
-			return nil, "", "", 0, temporal.NewApplicationErrorWithOptions("tool asked for a retry: "+e.GetMessage(), "ToolRetryable",
-				temporal.ApplicationErrorOptions{NextRetryDelay: time.Duration(e.GetRetryAfterMs()) * time.Millisecond})
+		text := o.Message
+		if o.Hint != "" {
+			text += "\n" + o.Hint
 		}
-		text := e.GetMessage()
-		if hint := e.GetAdditionalPromptContent(); hint != "" {
-			text += "\n" + hint
-		}
-		return llm.ResultPart(call.GetId(), call.GetName(), text, true), ResultExecution, "", res.Duration, nil
+		return llm.ResultPart(call.GetId(), call.GetName(), text, true), ResultExecution, "", o.Duration, nil
 	}
 	text, err := json.Marshal(res.Value.AsInterface())
 	if err != nil {
@@ -606,11 +534,11 @@ func (a *Activities) invoke(ctx context.Context, in CallToolInput, call *toolfle
 }
 
 // validationText lists a validation error's field messages for a model.
-func validationText(ve *client.ValidationError) string {
+func validationText(o toolcall.Outcome) string {
 	var b strings.Builder
-	b.WriteString("The input was invalid: " + ve.Message)
-	for _, f := range slices.Sorted(maps.Keys(ve.ParameterErrors)) {
-		fmt.Fprintf(&b, "\n- %s: %s", f, ve.ParameterErrors[f])
+	b.WriteString("The input was invalid: " + o.Message)
+	for _, f := range slices.Sorted(maps.Keys(o.Fields)) {
+		fmt.Fprintf(&b, "\n- %s: %s", f, o.Fields[f])
 	}
 	return b.String()
 }

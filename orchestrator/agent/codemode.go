@@ -14,6 +14,8 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
+	"github.com/toolfleet/toolfleet/orchestrator/program"
+	"github.com/toolfleet/toolfleet/orchestrator/toolcall"
 	"github.com/toolfleet/toolfleet/sdk/llm"
 )
 
@@ -21,47 +23,19 @@ import (
 // run_program, and a system-prompt section listing the tools as Starlark
 // stubs. A run_program call runs the script as a child workflow (package
 // program's ProgramWorkflow) whose tool calls are the run's; only the
-// script's result enters the transcript. Package program builds on this one,
-// so the agent knows the child by its registered name and its JSON contract
-// (program's tests check that the two agree), and gets the prompt section
-// through [Activities.ProgramPrompt].
+// script's result enters the transcript. The child is started with package
+// program's own input and result types and workflow name; program does not
+// know about runs (both build on package toolcall).
 
 // Names of code mode.
 const (
 	// RunProgramTool is the name of the one tool a code-mode run offers.
 	RunProgramTool = "run_program"
-	// ProgramWorkflowName is the registered name of package program's workflow.
-	ProgramWorkflowName = "Program"
 	// ReadProgramCallActivity reads a run_program call's script and inputs.
 	ReadProgramCallActivity = "ReadProgramCall"
 	// DefaultProgramDeadline bounds one run_program call (within the run's deadline).
 	DefaultProgramDeadline = 10 * time.Minute
 )
-
-// ProgramRequest is the child workflow's input: the JSON subset of package
-// program's Input that a run sets.
-type ProgramRequest struct {
-	ProgramID string        `json:"program_id"`
-	Filename  string        `json:"filename,omitempty"`
-	Source    string        `json:"source"`
-	ArgsJSON  string        `json:"args_json,omitempty"`
-	Tools     []string      `json:"tools,omitempty"`
-	Limits    ProgramLimits `json:"limits"`
-	Principal Principal     `json:"principal"`
-}
-
-// ProgramLimits are the program limits a run imposes: what is left of its
-// own budgets. Zero fields take the program's defaults.
-type ProgramLimits struct {
-	MaxToolCalls int           `json:"max_tool_calls,omitempty"`
-	Deadline     time.Duration `json:"deadline,omitempty"`
-}
-
-// ProgramResult is the JSON subset of package program's Output a run reads.
-type ProgramResult struct {
-	ResultJSON string `json:"result_json"`
-	ToolCalls  int    `json:"tool_calls"`
-}
 
 // ProgramCall is ReadProgramCall's input: call Index of the assistant message at CallSeq.
 type ProgramCall struct {
@@ -90,8 +64,8 @@ type ProgramOutcome struct {
 }
 
 // maxProgramSource bounds a script a model may send (package program's own
-// limit is the same); the source enters history once, as the child's input.
-const maxProgramSource = 256 << 10
+// limit); the source enters history once, as the child's input.
+const maxProgramSource = program.MaxSourceBytes
 
 // ProgramID is the deterministic id of the program run by call index of turn:
 // a valid run id (programs share the run event subjects), unique per run.
@@ -137,7 +111,7 @@ func withProgramPrompt(msgs []*toolfleetv1.Message, section string) []*toolfleet
 // ReadProgramCall reads the script and inputs of a run_program call and
 // announces the call; arguments that cannot run come back as a Problem.
 func (a *Activities) ReadProgramCall(ctx context.Context, in ProgramCall) (ProgramSource, error) {
-	defer Heartbeat(ctx)()
+	defer toolcall.Heartbeat(ctx)()
 	assistant, err := a.Store.At(ctx, in.RunID, in.CallSeq)
 	if err != nil {
 		return ProgramSource{}, err
@@ -201,9 +175,15 @@ func (r *run) runProgram(ctx workflow.Context, in CallToolInput) (CallToolResult
 		in.Program = &ProgramOutcome{Kind: ResultOK, Content: out.ResultJSON}
 		if err != nil {
 			in.Program = &ProgramOutcome{Kind: ResultExecution, Content: "The program failed: " + programFailure(err)}
+			// Version 1: a program that failed still spent the calls it
+			// made, against the run's budget (runs recorded before it
+			// counted only the calls of programs that completed).
+			if workflow.GetVersion(ctx, failedProgramCallsChangeID, workflow.DefaultVersion, 1) >= 1 {
+				r.st.ToolCalls += failedProgramCalls(err)
+			}
 		}
 	}
-	opts, attempts := callOptions(in.Tool)
+	opts, attempts := toolcall.Options(in.Tool, r.callDefaults)
 	in.MaxAttempts = attempts
 	var res CallToolResult
 	err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, opts), CallToolActivity, in).Get(ctx, &res)
@@ -211,7 +191,7 @@ func (r *run) runProgram(ctx workflow.Context, in CallToolInput) (CallToolResult
 }
 
 // startProgram runs the child workflow and waits for its result.
-func (r *run) startProgram(ctx workflow.Context, in CallToolInput, src ProgramSource) (ProgramResult, error) {
+func (r *run) startProgram(ctx workflow.Context, in CallToolInput, src ProgramSource) (program.Output, error) {
 	id := ProgramID(r.in.RunID, in.Turn, in.Index)
 	deadline := DefaultProgramDeadline
 	if left := r.st.StartedAt.Add(orDefault(r.in.Spec.Budget.Deadline, DefaultDeadline)).Sub(workflow.Now(ctx)); left < deadline {
@@ -221,36 +201,51 @@ func (r *run) startProgram(ctx workflow.Context, in CallToolInput, src ProgramSo
 	for i, t := range r.tools {
 		tools[i] = t.ID
 	}
-	req := ProgramRequest{ProgramID: id, Filename: id + ".star", Source: src.Source, ArgsJSON: src.ArgsJSON, Tools: tools,
-		Principal: r.in.Principal, Limits: ProgramLimits{Deadline: deadline,
+	// The program obeys the run: its principal, tools, what is left of its
+	// budgets, and its approval policy and timeout. Its owner is the run's,
+	// so the run's starter can watch it and decide its approvals
+	// (ProgramService), and no one else can.
+	req := program.Input{ProgramID: id, Filename: id + ".star", Source: src.Source, ArgsJSON: src.ArgsJSON, Tools: tools,
+		Approval: r.in.Spec.Approval.Tools, Principal: r.in.Principal,
+		Limits: program.Limits{Deadline: deadline, ApprovalWait: orDefault(r.in.Spec.Approval.Timeout, DefaultApprovalTimeout),
 			MaxToolCalls: max(1, orDefault(r.in.Spec.Budget.MaxToolCalls, DefaultMaxToolCalls)-r.st.ToolCalls)}}
 	cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{WorkflowID: id,
 		// The program's own deadline ends it; this only backs it up.
-		WorkflowExecutionTimeout: deadline + time.Minute})
-	var out ProgramResult
-	err := workflow.ExecuteChildWorkflow(cctx, ProgramWorkflowName, req).Get(ctx, &out)
+		WorkflowExecutionTimeout: deadline + time.Minute,
+		Memo:                     program.OwnerMemo(r.in.Principal.Subject)})
+	var out program.Output
+	err := workflow.ExecuteChildWorkflow(cctx, program.WorkflowName, req).Get(ctx, &out)
 	return out, err
+}
+
+// failedProgramCallsChangeID versions counting a failed program's calls.
+const failedProgramCallsChangeID = "failed-program-calls"
+
+// failedProgramCalls is the number of tool calls a failed child program made
+// (its ProgramError's count; 0 when it has none).
+func failedProgramCalls(err error) int {
+	var ae *temporal.ApplicationError
+	if !errors.As(err, &ae) || ae.Type() != program.ErrorType {
+		return 0
+	}
+	var pe program.ProgramError
+	if ae.Details(&pe) != nil {
+		return 0
+	}
+	return max(pe.ToolCalls, 0)
 }
 
 // programFailure is the message of a failed child program, for the model:
 // the program's own error (limit, syntax or runtime error with its line)
 // when it has one.
 func programFailure(err error) string {
-	var app *temporal.ApplicationError
-	if errors.As(err, &app) {
-		return app.Message()
-	}
-	var timeout *temporal.TimeoutError
-	if errors.As(err, &timeout) {
-		return "the program ran out of time"
-	}
 	var term *temporal.TerminatedError
-	if errors.As(err, &term) {
-		return "the program was terminated"
-	}
 	var canceled *temporal.CanceledError
-	if errors.As(err, &canceled) {
+	switch {
+	case errors.As(err, &term):
+		return "the program was terminated"
+	case errors.As(err, &canceled):
 		return "the program was cancelled"
 	}
-	return "the program could not run"
+	return toolcall.FailureMessage(err)
 }

@@ -13,17 +13,18 @@ import (
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
 	"github.com/toolfleet/toolfleet/internal/telemetry"
+	"github.com/toolfleet/toolfleet/orchestrator/toolcall"
 	"github.com/toolfleet/toolfleet/sdk/jsassets"
 )
 
 // Subjects and the stream of run events.
 const (
 	// EventSubjectPrefix starts toolfleet.events.run.<run_id>.<kind>.
-	EventSubjectPrefix = "toolfleet.events.run."
+	EventSubjectPrefix = toolcall.EventSubjectPrefix
 	// DeltaSubjectPrefix starts toolfleet.stream.run.<run_id> (core NATS, ephemeral).
-	DeltaSubjectPrefix = "toolfleet.stream.run."
+	DeltaSubjectPrefix = toolcall.DeltaSubjectPrefix
 	// DefaultEventStream is the JetStream stream holding run events.
-	DefaultEventStream = "TOOLFLEET_RUN_EVENTS"
+	DefaultEventStream = toolcall.DefaultEventStream
 
 	// Headers of a token delta: the model turn, the activity attempt that
 	// streamed it (a watcher drops what a failed attempt had streamed) and
@@ -34,10 +35,10 @@ const (
 )
 
 // EventSubject is the subject of a run event.
-func EventSubject(runID, kind string) string { return EventSubjectPrefix + runID + "." + kind }
+func EventSubject(runID, kind string) string { return toolcall.EventSubject(runID, kind) }
 
 // DeltaSubject is the subject of a run's token deltas.
-func DeltaSubject(runID string) string { return DeltaSubjectPrefix + runID }
+func DeltaSubject(runID string) string { return toolcall.DeltaSubject(runID) }
 
 // EventStreamConfig is the stream the orchestrator creates for run events
 // (1 GiB on disk, or 64 MiB in memory for tests); [EventStreamFor] gives it
@@ -131,10 +132,4 @@ func (e *Events) Delta(runID string, turn, attempt, seq int, text string) error 
 }
 
 // DecodeEvent parses a run event message body.
-func DecodeEvent(data []byte) (*toolfleetv1.RunEvent, error) {
-	ev := &toolfleetv1.RunEvent{}
-	if err := protojson.Unmarshal(data, ev); err != nil {
-		return nil, fmt.Errorf("agent: decode event: %w", err)
-	}
-	return ev, nil
-}
+func DecodeEvent(data []byte) (*toolfleetv1.RunEvent, error) { return toolcall.DecodeEvent(data) }

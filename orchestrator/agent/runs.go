@@ -7,8 +7,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
+	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 	"google.golang.org/protobuf/types/known/structpb"
 
@@ -32,8 +36,39 @@ func (r *Runs) queue() string {
 	return TaskQueue
 }
 
-// ErrRunIDTaken means another principal already started a run with that id.
+// ErrRunIDTaken means the id names another principal's run, or a workflow
+// that is not a run (a program): runs and programs never share an id.
 var ErrRunIDTaken = errors.New("agent: run id taken")
+
+// ErrRunSpecDiffers means a start repeated a run id with another spec: a
+// repeat is idempotent only when it is the same start.
+var ErrRunSpecDiffers = errors.New("agent: the run was started with another spec")
+
+// workflowType is the type of the workflow with id (its latest execution),
+// "" when there is none.
+func (r *Runs) workflowType(ctx context.Context, id string) (string, error) {
+	desc, err := r.Temporal.DescribeWorkflowExecution(ctx, id, "")
+	var nf *serviceerror.NotFound
+	if errors.As(err, &nf) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("agent: describe %s: %w", id, err)
+	}
+	return desc.GetWorkflowExecutionInfo().GetType().GetName(), nil
+}
+
+// notARun refuses an id whose workflow exists and is not an agent run.
+func (r *Runs) notARun(ctx context.Context, id string) error {
+	typ, err := r.workflowType(ctx, id)
+	if err != nil {
+		return err
+	}
+	if typ != "" && typ != WorkflowName {
+		return fmt.Errorf("%w: %s", ErrRunIDTaken, id)
+	}
+	return nil
+}
 
 // NewRunID returns a random run id.
 func NewRunID() string {
@@ -50,7 +85,10 @@ type runMeta struct {
 
 // Start starts run runID (generated when empty) with msgs as its first
 // messages (a system message carries the system prompt). Starting a run that
-// is still running returns its id again: the run id is an idempotency key.
+// is still running returns its id again: the run id is an idempotency key of
+// its starter, for the same spec ([ErrRunSpecDiffers] otherwise). An id that
+// names another principal's run or a workflow of another type (a program) is
+// [ErrRunIDTaken]: a start never attaches to it.
 func (r *Runs) Start(ctx context.Context, runID string, spec RunSpec, p Principal, msgs ...*toolfleetv1.Message) (string, error) {
 	if runID == "" {
 		runID = NewRunID()
@@ -58,13 +96,14 @@ func (r *Runs) Start(ctx context.Context, runID string, spec RunSpec, p Principa
 	if err := ValidRunID(runID); err != nil {
 		return "", err
 	}
-	in := RunInput{RunID: runID, Spec: spec, Principal: p}
-	if len(msgs) > 0 {
-		ref, err := r.Store.PutMessages(ctx, msgs...)
-		if err != nil {
-			return "", err
-		}
-		in.InputRef = ref
+	if err := r.notARun(ctx, runID); err != nil {
+		return "", err
+	}
+	// Ownership first: nothing is stored for an id the caller may not use.
+	switch err := r.sameStart(ctx, runID, spec, p); {
+	case errors.Is(err, ErrNotFound):
+	case err != nil:
+		return "", err
 	}
 	meta, err := json.Marshal(runMeta{Spec: spec, Principal: p})
 	if err != nil {
@@ -75,12 +114,18 @@ func (r *Runs) Start(ctx context.Context, runID string, spec RunSpec, p Principa
 		return "", err
 	}
 	if !created {
-		// A repeat of a start is idempotent for its starter only.
-		if owner, err := r.Principal(ctx, runID); err != nil {
+		// Another start took the id since the check above.
+		if err := r.sameStart(ctx, runID, spec, p); err != nil {
 			return "", err
-		} else if owner.Subject != p.Subject {
-			return "", fmt.Errorf("%w: %s", ErrRunIDTaken, runID)
 		}
+	}
+	in := RunInput{RunID: runID, Spec: spec, Principal: p}
+	if len(msgs) > 0 {
+		ref, err := r.Store.PutMessages(ctx, msgs...)
+		if err != nil {
+			return "", err
+		}
+		in.InputRef = ref
 	}
 	_, err = r.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
 		ID:                       runID,
@@ -91,46 +136,167 @@ func (r *Runs) Start(ctx context.Context, runID string, spec RunSpec, p Principa
 	if err != nil {
 		return "", fmt.Errorf("agent: start run %s: %w", runID, err)
 	}
+	// A program may have taken the id between the check above and the
+	// start, which then attached to it: refuse, and give the id back.
+	if err := r.notARun(ctx, runID); err != nil {
+		if created {
+			_ = r.Store.kv.Delete(ctx, metaKey(runID))
+		}
+		return "", err
+	}
 	return runID, nil
 }
 
-// SendMessage appends msgs to the conversation and starts the next turn; a
-// run whose workflow already closed is started again on its transcript
-// (Update-with-Start), so "start or continue" is one call.
+// sameStart checks that a start of runID by p with spec repeats the start
+// recorded for it: a run id is an idempotency key of its starter only
+// ([ErrRunIDTaken]), and only for the same spec ([ErrRunSpecDiffers]).
+// [ErrNotFound] means no run was recorded under runID.
+func (r *Runs) sameStart(ctx context.Context, runID string, spec RunSpec, p Principal) error {
+	stored, err := r.meta(ctx, runID)
+	if err != nil {
+		return err
+	}
+	if stored.Principal.Subject != p.Subject {
+		return fmt.Errorf("%w: %s", ErrRunIDTaken, runID)
+	}
+	if was, err := json.Marshal(stored.Spec); err != nil || string(was) != string(mustJSON(spec)) {
+		return fmt.Errorf("%w: %s", ErrRunSpecDiffers, runID)
+	}
+	return nil
+}
+
+// mustJSON encodes a spec (plain data: it cannot fail).
+func mustJSON(spec RunSpec) []byte {
+	b, _ := json.Marshal(spec)
+	return b
+}
+
+// meta reads what runID was started with.
+func (r *Runs) meta(ctx context.Context, runID string) (runMeta, error) {
+	b, err := r.Store.Meta(ctx, runID)
+	if err != nil {
+		return runMeta{}, err
+	}
+	var meta runMeta
+	if err := json.Unmarshal(b, &meta); err != nil {
+		return runMeta{}, fmt.Errorf("agent: decode run %s: %w", runID, err)
+	}
+	return meta, nil
+}
+
+// ErrRunClosed means a message went to a run that ended for good: a failed
+// or cancelled run, or one whose budget or deadline is spent, stays closed.
+var ErrRunClosed = errors.New("agent: the run is closed")
+
+// SendMessage appends msgs to the conversation and starts the next turn, as
+// the run's starter with the scopes it was started with; see [Runs.SendMessageAs].
 func (r *Runs) SendMessage(ctx context.Context, runID string, msgs ...*toolfleetv1.Message) error {
+	return r.SendMessageAs(ctx, runID, nil, msgs...)
+}
+
+// SendMessageAs appends msgs to the conversation and starts the next turn. A
+// run whose workflow completed is started again on its transcript
+// (Update-with-Start) with its turn, tool-call and token counters, its start
+// time (so its deadline) and its recorded principal, whose scopes are cut to
+// caller's when caller is the starter (a scope taken away since is not used
+// again); a failed or cancelled run, or one whose budget or deadline is spent,
+// is [ErrRunClosed]. A message is either delivered or refused: one sent while
+// the run is ending is tried again on the closed run.
+func (r *Runs) SendMessageAs(ctx context.Context, runID string, caller *Principal, msgs ...*toolfleetv1.Message) error {
 	if err := ValidRunID(runID); err != nil {
 		return err
 	}
 	if len(msgs) == 0 {
 		return errors.New("agent: no message to send")
 	}
-	b, err := r.Store.Meta(ctx, runID)
+	meta, err := r.meta(ctx, runID)
 	if err != nil {
 		return err
 	}
-	var meta runMeta
-	if err := json.Unmarshal(b, &meta); err != nil {
-		return fmt.Errorf("agent: decode run %s: %w", runID, err)
+	p := meta.Principal
+	if caller != nil && caller.Subject == p.Subject {
+		p.Scopes = slices.DeleteFunc(slices.Clone(p.Scopes), func(s string) bool { return !slices.Contains(caller.Scopes, s) })
 	}
-	ref, err := r.Store.PutMessages(ctx, msgs...)
-	if err != nil {
+	ref, stored := "", false
+	for attempt := 0; ; attempt++ {
+		desc, err := r.Temporal.DescribeWorkflowExecution(ctx, runID, "")
+		var nf *serviceerror.NotFound
+		if err != nil && !errors.As(err, &nf) {
+			return fmt.Errorf("agent: describe %s: %w", runID, err)
+		}
+		info := desc.GetWorkflowExecutionInfo()
+		// A closed run is started again under its id; never a workflow of
+		// another type that holds the id now.
+		if info != nil && info.GetType().GetName() != WorkflowName {
+			return fmt.Errorf("%w: %s", ErrRunIDTaken, runID)
+		}
+		in := RunInput{RunID: runID, Spec: meta.Spec, Principal: p}
+		running := info != nil && info.GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING
+		if info != nil && !running {
+			if in.Resume, err = r.resume(ctx, runID, meta.Spec, info.GetStatus()); err != nil {
+				return err
+			}
+		}
+		if !stored { // only for a run that may take it
+			if ref, err = r.Store.PutMessages(ctx, msgs...); err != nil {
+				return err
+			}
+			stored = true
+		}
+		err = r.deliver(ctx, runID, in, ref, running)
+		var nfe *serviceerror.NotFound
+		if running && attempt == 0 && errors.As(err, &nfe) {
+			continue // the run closed in between: deliver to the closed run
+		}
 		return err
 	}
+}
+
+// deliver sends the SendMessage Update: to the running execution only when
+// running (never starting a fresh one beside its counters), else with a start
+// of in.
+func (r *Runs) deliver(ctx context.Context, runID string, in RunInput, ref string, running bool) error {
+	upd := client.UpdateWorkflowOptions{WorkflowID: runID, UpdateName: UpdateSendMessage, Args: []any{SendMessageInput{Ref: ref}},
+		WaitForStage: client.WorkflowUpdateStageCompleted}
+	if running {
+		h, err := r.Temporal.UpdateWorkflow(ctx, upd)
+		if err != nil {
+			return fmt.Errorf("agent: send message to %s: %w", runID, err)
+		}
+		return h.Get(ctx, nil)
+	}
+	upd.WorkflowID = ""
 	op := r.Temporal.NewWithStartWorkflowOperation(client.StartWorkflowOptions{
 		ID:                       runID,
 		TaskQueue:                r.queue(),
 		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
-	}, WorkflowName, RunInput{RunID: runID, Spec: meta.Spec, Principal: meta.Principal})
-	h, err := r.Temporal.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
-		StartWorkflowOperation: op,
-		UpdateOptions: client.UpdateWorkflowOptions{UpdateName: UpdateSendMessage, Args: []any{SendMessageInput{Ref: ref}},
-			WaitForStage: client.WorkflowUpdateStageCompleted},
-	})
+	}, WorkflowName, in)
+	h, err := r.Temporal.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{StartWorkflowOperation: op, UpdateOptions: upd})
 	if err != nil {
 		return fmt.Errorf("agent: send message to %s: %w", runID, err)
 	}
 	return h.Get(ctx, nil)
+}
+
+// resume is what a closed run's next execution keeps: its counters, when it
+// completed with budget and deadline left ([ErrRunClosed] otherwise). A run
+// whose workflow never started (its start failed) has nothing to keep.
+func (r *Runs) resume(ctx context.Context, runID string, spec RunSpec, status enumspb.WorkflowExecutionStatus) (*Resume, error) {
+	if status != enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED {
+		return nil, fmt.Errorf("%w: %s ended %s", ErrRunClosed, runID, strings.ToLower(strings.TrimPrefix(status.String(), "WorkflowExecutionStatus")))
+	}
+	var st RunState
+	if err := r.Temporal.GetWorkflow(ctx, runID, "").Get(ctx, &st); err != nil {
+		return nil, fmt.Errorf("agent: result of %s: %w", runID, err)
+	}
+	if st.Status != StatusCompleted {
+		return nil, fmt.Errorf("%w: %s ended %s (%s)", ErrRunClosed, runID, st.Status, st.Failure)
+	}
+	if time.Since(st.StartedAt) >= orDefault(spec.Budget.Deadline, DefaultDeadline) {
+		return nil, fmt.Errorf("%w: %s is past its deadline", ErrRunClosed, runID)
+	}
+	return &Resume{ToolCalls: st.ToolCalls, Usage: st.Usage, StartedAt: st.StartedAt}, nil
 }
 
 // Decide grants or denies a pending call; the workflow's validator rejects
@@ -172,15 +338,8 @@ func (r *Runs) Transcript(ctx context.Context, runID string) ([]*toolfleetv1.Mes
 
 // Principal returns who started runID ([ErrNotFound] for an unknown run).
 func (r *Runs) Principal(ctx context.Context, runID string) (Principal, error) {
-	b, err := r.Store.Meta(ctx, runID)
-	if err != nil {
-		return Principal{}, err
-	}
-	var meta runMeta
-	if err := json.Unmarshal(b, &meta); err != nil {
-		return Principal{}, fmt.Errorf("agent: decode run %s: %w", runID, err)
-	}
-	return meta.Principal, nil
+	meta, err := r.meta(ctx, runID)
+	return meta.Principal, err
 }
 
 // CallArguments returns the arguments of call index of the assistant

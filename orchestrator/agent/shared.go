@@ -2,9 +2,9 @@ package agent
 
 import (
 	"fmt"
-	"regexp"
 	"time"
 
+	"github.com/toolfleet/toolfleet/orchestrator/toolcall"
 	"github.com/toolfleet/toolfleet/sdk/llm"
 )
 
@@ -12,7 +12,7 @@ import (
 const (
 	// TaskQueue is the default task queue of agent runs; replicas of the
 	// orchestrator share the work by polling it.
-	TaskQueue = "toolfleet-agent"
+	TaskQueue = toolcall.TaskQueue
 	// WorkflowName is the registered name of [AgentRunWorkflow].
 	WorkflowName = "AgentRun"
 
@@ -54,28 +54,26 @@ const (
 	StatusBudgetExhausted = "BUDGET_EXHAUSTED"
 )
 
-// Event kinds published on toolfleet.events.run.<run_id>.<kind>.
+// Event kinds published on toolfleet.events.run.<run_id>.<kind> (package
+// toolcall's, shared with programs).
 const (
-	EventStarted           = "started"
-	EventTurn              = "turn"
-	EventToolCall          = "tool_call"
-	EventToolResult        = "tool_result"
-	EventApprovalRequested = "approval.requested"
-	EventApprovalDecided   = "approval.decided"
-	EventMessage           = "message"
-	EventCompleted         = "completed"
-	EventFailed            = "failed"
-	EventCancelled         = "cancelled"
+	EventStarted           = toolcall.EventStarted
+	EventTurn              = toolcall.EventTurn
+	EventToolCall          = toolcall.EventToolCall
+	EventToolResult        = toolcall.EventToolResult
+	EventApprovalRequested = toolcall.EventApprovalRequested
+	EventApprovalDecided   = toolcall.EventApprovalDecided
+	EventMessage           = toolcall.EventMessage
+	EventCompleted         = toolcall.EventCompleted
+	EventFailed            = toolcall.EventFailed
+	EventCancelled         = toolcall.EventCancelled
 )
 
-// runIDPattern keeps run ids usable as NATS subject tokens, KV keys and parts
-// of call ids ("<run_id>/<turn>/<index>").
-var runIDPattern = regexp.MustCompile(`^[A-Za-z0-9_=-]{1,100}$`)
-
-// ValidRunID reports whether id can name a run.
+// ValidRunID reports whether id can name a run: usable as a NATS subject
+// token, a KV key and part of call ids ("<run_id>/<turn>/<index>").
 func ValidRunID(id string) error {
-	if !runIDPattern.MatchString(id) {
-		return fmt.Errorf("agent: run id %q: want 1-100 of A-Z a-z 0-9 _ = -", id)
+	if err := toolcall.ValidID(id); err != nil {
+		return fmt.Errorf("agent: run %w", err)
 	}
 	return nil
 }
@@ -147,10 +145,7 @@ type RunSpec struct {
 
 // Principal is who started the run: tool calls run as this subject with
 // exactly these scopes (delegated by the orchestrator, never as a superuser).
-type Principal struct {
-	Subject string   `json:"subject"`
-	Scopes  []string `json:"scopes,omitempty"`
-}
+type Principal = toolcall.Principal
 
 // RunInput starts (or continues) an [AgentRunWorkflow].
 type RunInput struct {
@@ -162,6 +157,17 @@ type RunInput struct {
 	InputRef string `json:"input_ref,omitempty"`
 	// Carry is the state a ContinueAsNew hands to the next execution.
 	Carry *Carry `json:"carry,omitempty"`
+	// Resume is set when SendMessage starts a completed run again: its
+	// counters go on from where the run stopped (the transcript is in the
+	// store), so its budgets and deadline hold across the restart.
+	Resume *Resume `json:"resume,omitempty"`
+}
+
+// Resume is what a completed run's next execution keeps of it.
+type Resume struct {
+	ToolCalls int       `json:"tool_calls"`
+	Usage     Usage     `json:"usage"`
+	StartedAt time.Time `json:"started_at"`
 }
 
 // Carry is the small state that crosses ContinueAsNew: counters and
@@ -180,23 +186,10 @@ type Carry struct {
 }
 
 // Usage counts tokens.
-type Usage struct {
-	InputTokens  int64 `json:"input_tokens"`
-	OutputTokens int64 `json:"output_tokens"`
-}
+type Usage = toolcall.Usage
 
 // ToolSummary is what the workflow needs to know of a tool to schedule it.
-type ToolSummary struct {
-	ID               string        `json:"id"`
-	ModelName        string        `json:"model_name"`
-	ReadOnly         bool          `json:"read_only,omitempty"`
-	Idempotent       bool          `json:"idempotent,omitempty"`
-	RequiresApproval bool          `json:"requires_approval,omitempty"`
-	Timeout          time.Duration `json:"timeout,omitempty"`
-	MaxAttempts      int           `json:"max_attempts,omitempty"`
-	InitialBackoff   time.Duration `json:"initial_backoff,omitempty"`
-	MaxBackoff       time.Duration `json:"max_backoff,omitempty"`
-}
+type ToolSummary = toolcall.Tool
 
 // Failure counts how often one failing call (tool + argument digest) went back
 // to the model.
@@ -305,40 +298,13 @@ type CallToolResult struct {
 }
 
 // Event is a run event for PublishEvent.
-type Event struct {
-	RunID   string `json:"run_id"`
-	Kind    string `json:"kind"`
-	Turn    int    `json:"turn,omitempty"`
-	CallID  string `json:"call_id,omitempty"`
-	ToolID  string `json:"tool_id,omitempty"`
-	Message string `json:"message,omitempty"`
-	// Usage is the model turn's tokens (turn events only).
-	Usage *Usage `json:"usage,omitempty"`
-	// Limit names the limit a failed program hit (programs' failed events);
-	// it feeds the orchestrator's metrics and is not published.
-	Limit string `json:"limit,omitempty"`
-	// ID dedupes the event in JetStream (Nats-Msg-Id); deterministic per step.
-	ID   string    `json:"id"`
-	Time time.Time `json:"time"`
-}
+type Event = toolcall.Event
 
 // PendingApproval is a call waiting for a decision.
-type PendingApproval struct {
-	CallID      string    `json:"call_id"`
-	ToolID      string    `json:"tool_id"`
-	Turn        int       `json:"turn"`
-	Index       int       `json:"index"`
-	CallSeq     int       `json:"call_seq"`
-	RequestedAt time.Time `json:"requested_at"`
-}
+type PendingApproval = toolcall.Pending
 
 // Decision is DecideApproval's argument.
-type Decision struct {
-	CallID   string `json:"call_id"`
-	Approved bool   `json:"approved"`
-	Approver string `json:"approver"`
-	Reason   string `json:"reason,omitempty"`
-}
+type Decision = toolcall.Decision
 
 // SendMessageInput is SendMessage's argument: a blob of user messages put in
 // the store by the caller.

@@ -3,20 +3,33 @@ package agent
 import (
 	"errors"
 	"fmt"
-	"path"
-	"slices"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
+
+	"github.com/toolfleet/toolfleet/orchestrator/toolcall"
 )
 
 // Timeouts of the run's activities.
 const (
-	heartbeatTimeout   = 10 * time.Second
-	modelTurnTimeout   = 10 * time.Minute
-	defaultCallTimeout = 2 * time.Minute
+	heartbeatTimeout = toolcall.HeartbeatTimeout
+	modelTurnTimeout = 10 * time.Minute
 )
+
+// legacyCallDefaults are the call options of runs recorded before
+// toolcall.Standard (change "toolcall-options"): 2 minutes without a contract
+// timeout, the contract's plus 30 s with one, 1–30 s backoff.
+var legacyCallDefaults = toolcall.Defaults{Timeout: 90 * time.Second, Margin: 30 * time.Second, Attempts: 3,
+	InitialBackoff: time.Second, MaxBackoff: 30 * time.Second}
+
+// resumeChangeID versions carrying a completed run's counters into the
+// execution SendMessage starts (RunInput.Resume).
+const resumeChangeID = "resume-completed-run"
+
+// deliverInboxChangeID versions answering a message that arrived during the
+// last turn of a run that closes on its answer.
+const deliverInboxChangeID = "deliver-inbox"
 
 // endRun ends a run with a status other than a failure of the workflow.
 type endRun struct {
@@ -34,9 +47,12 @@ type run struct {
 	toolsRef  string
 	failures  []Failure
 	inbox     []string
-	decisions map[string]*Decision
+	gate      *toolcall.Gate
 	execTurns int
 	deadline  bool
+	// callDefaults are the call options' defaults (toolcall.Standard, or
+	// legacyCallDefaults when replaying a run recorded before it).
+	callDefaults toolcall.Defaults
 }
 
 // AgentRunWorkflow is one durable agent run: model turn → tool calls → tool
@@ -45,8 +61,11 @@ type run struct {
 // references and summaries pass through its history; the transcript is in
 // the [Store].
 func AgentRunWorkflow(ctx workflow.Context, in RunInput) (RunState, error) {
-	r := &run{in: in, decisions: map[string]*Decision{},
-		st: RunState{RunID: in.RunID, Status: StatusRunning}}
+	r := &run{in: in, gate: toolcall.NewGate(), st: RunState{RunID: in.RunID, Status: StatusRunning},
+		callDefaults: toolcall.Standard}
+	if workflow.GetVersion(ctx, toolcall.OptionsChangeID, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		r.callDefaults = legacyCallDefaults
+	}
 	if err := r.register(ctx); err != nil {
 		return r.st, err
 	}
@@ -57,30 +76,12 @@ func AgentRunWorkflow(ctx workflow.Context, in RunInput) (RunState, error) {
 func (r *run) register(ctx workflow.Context) error {
 	if err := workflow.SetQueryHandler(ctx, QueryGetRun, func() (RunState, error) {
 		s := r.st
-		s.Pending = slices.Clone(r.st.Pending)
+		s.Pending = r.gate.Pending()
 		return s, nil
 	}); err != nil {
 		return err
 	}
-	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateDecideApproval,
-		func(_ workflow.Context, d Decision) error {
-			r.decisions[d.CallID] = &d
-			return nil
-		},
-		workflow.UpdateHandlerOptions{Validator: func(d Decision) error {
-			if d.Approver == "" {
-				return errors.New("a decision needs an approver")
-			}
-			if r.decisions[d.CallID] != nil {
-				return fmt.Errorf("call %q is already decided", d.CallID)
-			}
-			for _, p := range r.st.Pending {
-				if p.CallID == d.CallID {
-					return nil
-				}
-			}
-			return fmt.Errorf("call %q is not waiting for approval", d.CallID)
-		}}); err != nil {
+	if err := r.gate.Register(ctx, UpdateDecideApproval); err != nil {
 		return err
 	}
 	return workflow.SetUpdateHandlerWithOptions(ctx, UpdateSendMessage,
@@ -120,6 +121,11 @@ func (r *run) execute(ctx workflow.Context) (RunState, error) {
 			return r.finish(ctx, err)
 		}
 		r.tools, r.toolsRef, r.st.Seq, r.st.Turn = prep.Tools, prep.ToolsRef, prep.Seq, prep.Turn
+		// A completed run started again by SendMessage keeps its counters
+		// and its start time: budgets and deadline go on, never restart.
+		if rs := r.in.Resume; rs != nil && workflow.GetVersion(ctx, resumeChangeID, workflow.DefaultVersion, 1) >= 1 {
+			r.st.ToolCalls, r.st.Usage, r.st.StartedAt = rs.ToolCalls, rs.Usage, rs.StartedAt
+		}
 		started := fmt.Sprintf("%d tools", len(r.tools))
 		if spec.CodeMode {
 			started += ", code mode"
@@ -177,6 +183,12 @@ func (r *run) answered(ctx, lctx workflow.Context, res ModelTurnResult) (done bo
 	r.publish(ctx, EventCompleted, r.st.Turn, "", "", res.Preview, fmt.Sprintf("%s/completed/%d", r.in.RunID, r.st.Turn))
 	idle := orDefault(r.in.Spec.IdleTimeout, DefaultIdleTimeout)
 	if idle < 0 {
+		// A message accepted during the last turn is answered, never
+		// acknowledged and dropped (version 1; before, the run closed).
+		if len(r.inbox) > 0 && workflow.GetVersion(ctx, deliverInboxChangeID, workflow.DefaultVersion, 1) >= 1 {
+			r.st.Status = StatusRunning
+			return false, nil
+		}
 		return true, nil
 	}
 	r.st.Idle = true
@@ -297,7 +309,7 @@ func (r *run) runCalls(ctx workflow.Context, res ModelTurnResult) error {
 		}
 		in := CallToolInput{RunID: r.in.RunID, Turn: r.st.Turn, Index: i, CallSeq: callSeq, ResultSeq: base + i,
 			Tool: tool, Principal: r.in.Principal}
-		opts, attempts := callOptions(tool)
+		opts, attempts := toolcall.Options(tool, r.callDefaults)
 		in.MaxAttempts = attempts
 		actx := workflow.WithActivityOptions(ctx, opts)
 		if r.st.ToolCalls >= budget {
@@ -369,32 +381,6 @@ func (r *run) localReadOnly(ctx workflow.Context) bool {
 	return workflow.GetVersion(ctx, "local-read-only-calls", workflow.DefaultVersion, 1) >= 1
 }
 
-// callOptions builds a call's activity options from its tool's contract and
-// returns the attempts they allow.
-func callOptions(t *ToolSummary) (workflow.ActivityOptions, int) {
-	timeout, attempts, initial, maxBackoff := defaultCallTimeout, 3, time.Second, 30*time.Second
-	if t != nil {
-		if t.Timeout > 0 {
-			timeout = t.Timeout + 30*time.Second
-		}
-		if t.MaxAttempts > 0 {
-			attempts = t.MaxAttempts
-		}
-		if t.InitialBackoff > 0 {
-			initial = t.InitialBackoff
-		}
-		if t.MaxBackoff > 0 {
-			maxBackoff = t.MaxBackoff
-		}
-	}
-	return workflow.ActivityOptions{
-		StartToCloseTimeout: timeout,
-		HeartbeatTimeout:    heartbeatTimeout,
-		RetryPolicy: &temporal.RetryPolicy{InitialInterval: initial, BackoffCoefficient: 2, MaximumInterval: maxBackoff,
-			MaximumAttempts: int32(attempts), NonRetryableErrorTypes: []string{ErrTypeConfig}},
-	}, attempts
-}
-
 func (r *run) tool(modelName string) *ToolSummary {
 	for i := range r.tools {
 		if r.tools[i].ModelName == modelName {
@@ -408,25 +394,7 @@ func (r *run) tool(modelName string) *ToolSummary {
 // policyNeedsApproval matches the run's approval globs against the tool id
 // with and without its version.
 func (r *run) policyNeedsApproval(t *ToolSummary) bool {
-	bare, _, _ := cutVersion(t.ID)
-	for _, pat := range r.in.Spec.Approval.Tools {
-		if pat == "*" || pat == t.ID || pat == bare {
-			return true
-		}
-		if ok, _ := path.Match(pat, bare); ok {
-			return true
-		}
-	}
-	return false
-}
-
-func cutVersion(id string) (string, string, bool) {
-	for i := len(id) - 1; i >= 0; i-- {
-		if id[i] == '@' {
-			return id[:i], id[i+1:], true
-		}
-	}
-	return id, "", false
+	return toolcall.PolicyNeedsApproval(r.in.Spec.Approval.Tools, t.ID)
 }
 
 func (r *run) countFailure(key string) int {
@@ -444,31 +412,22 @@ func (r *run) countFailure(key string) int {
 // decision within the timeout is a denial.
 func (r *run) approve(ctx workflow.Context, index, callSeq int, t *ToolSummary) (approver, denial string, err error) {
 	callID := CallID(r.in.RunID, r.st.Turn, index)
-	r.st.Pending = append(r.st.Pending, PendingApproval{CallID: callID, ToolID: t.ID, Turn: r.st.Turn, Index: index,
+	r.gate.Request(PendingApproval{CallID: callID, ToolID: t.ID, Turn: r.st.Turn, Index: index,
 		CallSeq: callSeq, RequestedAt: workflow.Now(ctx)})
 	r.st.Status = StatusWaitingApproval
 	r.publish(ctx, EventApprovalRequested, r.st.Turn, callID, t.ID, "", callID+"/approval.requested")
 	timeout := orDefault(r.in.Spec.Approval.Timeout, DefaultApprovalTimeout)
-	decided, err := workflow.AwaitWithTimeout(ctx, timeout, func() bool { return r.decisions[callID] != nil })
-	r.st.Pending = slices.DeleteFunc(r.st.Pending, func(p PendingApproval) bool { return p.CallID == callID })
+	d, decided, err := r.gate.Wait(ctx, callID, timeout)
 	r.st.Status = StatusRunning
 	if err != nil {
 		return "", "", err
 	}
-	msg := ""
-	switch d := r.decisions[callID]; {
-	case !decided:
-		denial = fmt.Sprintf("no decision within %s", timeout)
-		msg = "denied: " + denial
-	case d.Approved:
+	msg := "approved by " + d.Approver
+	if decided && d.Approved {
 		approver = d.Approver
-		msg = "approved by " + d.Approver
-	default:
-		denial = d.Reason
-		if denial == "" {
-			denial = "denied by " + d.Approver
-		}
-		msg = "denied by " + d.Approver + ": " + denial
+	} else {
+		denial = toolcall.Denial(d, decided, timeout)
+		msg = "denied: " + denial
 	}
 	r.publish(ctx, EventApprovalDecided, r.st.Turn, callID, t.ID, msg, callID+"/approval.decided")
 	return approver, denial, nil
@@ -499,17 +458,7 @@ func (r *run) finish(ctx workflow.Context, err error) (RunState, error) {
 }
 
 // failureMessage is the innermost application message of err.
-func failureMessage(err error) string {
-	var app *temporal.ApplicationError
-	if errors.As(err, &app) {
-		return app.Message()
-	}
-	var to *temporal.TimeoutError
-	if errors.As(err, &to) {
-		return "an activity timed out: " + to.TimeoutType().String()
-	}
-	return err.Error()
-}
+func failureMessage(err error) string { return toolcall.FailureMessage(err) }
 
 // publish sends a run event through a local activity; a failure to publish
 // never stops the run (the event stream is for watchers, history is the truth).

@@ -2,48 +2,33 @@ package agentapi
 
 import (
 	"context"
-	"net/http"
-	"sync/atomic"
 
 	"google.golang.org/grpc"
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
 	"github.com/toolfleet/toolfleet/gen/toolfleet/v1/toolfleetv1connect"
 	"github.com/toolfleet/toolfleet/internal/grpcadapt"
+	"github.com/toolfleet/toolfleet/orchestrator/toolcall/apibase"
 )
 
 // Late is the AgentService for a server that starts before the orchestrator
 // (the gateway, which the orchestrator calls tools through): mount its
 // Handler and RegisterGRPC up front, Set the service once it exists; until
 // then calls are Unavailable.
-type Late struct {
-	s atomic.Pointer[Service]
-	h atomic.Pointer[http.Handler]
-}
+type Late struct{ apibase.Late[Service] }
 
 // Set makes s answer calls.
 func (l *Late) Set(s *Service) {
 	_, h := s.Handler()
-	l.h.Store(&h)
-	l.s.Store(s)
+	l.Late.Set(s, h)
 }
 
 // Pattern is the path prefix of the AgentService.
 func (l *Late) Pattern() string { return "/" + toolfleetv1connect.AgentServiceName + "/" }
 
-// ServeHTTP serves Connect, gRPC-Web and gRPC-over-net/http requests.
-func (l *Late) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	h := l.h.Load()
-	if h == nil {
-		http.Error(w, "the orchestrator is starting", http.StatusServiceUnavailable)
-		return
-	}
-	(*h).ServeHTTP(w, r)
-}
-
 // RegisterGRPC registers the service on a grpc-go server.
 func (l *Late) RegisterGRPC(r grpc.ServiceRegistrar) {
-	toolfleetv1.RegisterAgentServiceServer(r, grpcServer{get: l.s.Load})
+	toolfleetv1.RegisterAgentServiceServer(r, grpcServer{get: l.Get})
 }
 
 // grpcServer adapts Service to grpc-go: the same methods, auth from the
@@ -78,9 +63,5 @@ func (g grpcServer) CancelRun(ctx context.Context, r *toolfleetv1.CancelRunReque
 }
 
 func (g grpcServer) WatchRun(r *toolfleetv1.WatchRunRequest, stream grpc.ServerStreamingServer[toolfleetv1.WatchRunResponse]) error {
-	s := g.get()
-	if s == nil {
-		return grpcadapt.ErrStarting
-	}
-	return grpcadapt.Status(s.watch(stream.Context(), grpcadapt.Header(stream.Context()), r, stream.Send))
+	return apibase.Stream(stream.Context(), g.get(), r, stream.Send, (*Service).watch)
 }

@@ -14,7 +14,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"runtime/debug"
 	"slices"
 	"strings"
 	"time"
@@ -30,6 +29,8 @@ import (
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
 	"github.com/toolfleet/toolfleet/gen/toolfleet/v1/toolfleetv1connect"
 	"github.com/toolfleet/toolfleet/orchestrator/agent"
+	"github.com/toolfleet/toolfleet/orchestrator/toolcall"
+	"github.com/toolfleet/toolfleet/orchestrator/toolcall/apibase"
 	"github.com/toolfleet/toolfleet/sdk/llm"
 )
 
@@ -54,19 +55,10 @@ const (
 )
 
 // Caller is the authenticated caller of one request.
-type Caller struct {
-	Subject string
-	Scopes  []string
-	// Anonymous is true when auth is off (dev on loopback): every scope.
-	Anonymous bool
-}
-
-func (c Caller) has(scope string) bool {
-	return c.Anonymous || slices.Contains(c.Scopes, scope)
-}
+type Caller = apibase.Caller
 
 // Authenticator authenticates a request from its headers (Authorization).
-type Authenticator func(ctx context.Context, h http.Header) (Caller, error)
+type Authenticator = apibase.Authenticator
 
 // Service implements toolfleetv1connect.AgentServiceHandler.
 type Service struct {
@@ -90,21 +82,7 @@ var _ toolfleetv1connect.AgentServiceHandler = (*Service)(nil)
 // ResourceExhausted before it is decoded, and a panic in a handler becomes
 // Internal ("internal error") for that caller alone, logged with its stack.
 func (s *Service) Handler() (string, http.Handler) {
-	return toolfleetv1connect.NewAgentServiceHandler(s, connect.WithReadMaxBytes(maxRequestBytes), Recover(s.log()))
-}
-
-// Recover is the Connect option every mounted orchestrator service uses: a
-// panic in a handler becomes Internal ("internal error") for that caller alone,
-// and log gets the procedure, the panic and its stack. Nil log: slog.Default().
-func Recover(log *slog.Logger) connect.HandlerOption {
-	if log == nil {
-		log = slog.Default()
-	}
-	return connect.WithRecover(func(ctx context.Context, spec connect.Spec, _ http.Header, v any) error {
-		log.ErrorContext(ctx, "recovered a panic in a handler", "procedure", spec.Procedure,
-			"panic", fmt.Sprint(v), "stack", string(debug.Stack()))
-		return connect.NewError(connect.CodeInternal, errors.New("internal error"))
-	})
+	return toolfleetv1connect.NewAgentServiceHandler(s, connect.WithReadMaxBytes(maxRequestBytes), apibase.Recover(s.log()))
 }
 
 func (s *Service) log() *slog.Logger {
@@ -116,14 +94,7 @@ func (s *Service) log() *slog.Logger {
 
 // authorize authenticates and checks scope.
 func (s *Service) authorize(ctx context.Context, h http.Header, scope string) (Caller, error) {
-	c, err := s.Auth(ctx, h)
-	if err != nil {
-		return Caller{}, connect.NewError(connect.CodeUnauthenticated, err)
-	}
-	if !c.has(scope) {
-		return Caller{}, connect.NewError(connect.CodePermissionDenied, fmt.Errorf("this call needs the %s scope", scope))
-	}
-	return c, nil
+	return apibase.Authorize(ctx, s.Auth, h, scope)
 }
 
 // own checks that c may see or steer runID: its starter, an admin, or anyone
@@ -133,7 +104,7 @@ func (s *Service) own(ctx context.Context, c Caller, runID string) error {
 		return connect.NewError(connect.CodeInvalidArgument, err)
 	}
 	p, err := s.Runs.Principal(ctx, runID)
-	if errors.Is(err, agent.ErrNotFound) || (err == nil && !c.Anonymous && !c.has(ScopeAdmin) && p.Subject != c.Subject) {
+	if errors.Is(err, agent.ErrNotFound) || (err == nil && !c.Sees(p.Subject, ScopeAdmin)) {
 		return connect.NewError(connect.CodeNotFound, fmt.Errorf("no run %q", runID))
 	}
 	if err != nil {
@@ -228,11 +199,17 @@ func (s *Service) StartRun(ctx context.Context, r *connect.Request[toolfleetv1.S
 		if err := agent.ValidRunID(runID); err != nil {
 			return nil, connect.NewError(connect.CodeInvalidArgument, err)
 		}
+		if toolcall.Reserved(runID) { // the system makes these ids (triggers, code mode)
+			return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("run id %q is reserved; choose another", runID))
+		}
 	}
 	p := agent.Principal{Subject: c.Subject, Scopes: c.Scopes}
 	id, err := s.Runs.Start(ctx, runID, sp, p, msgs...)
 	if errors.Is(err, agent.ErrRunIDTaken) { // a run id is an idempotency key of its starter only
 		return nil, connect.NewError(connect.CodeAlreadyExists, fmt.Errorf("run id %q is taken", runID))
+	}
+	if errors.Is(err, agent.ErrRunSpecDiffers) { // a repeat must be the same start, not a new one
+		return nil, connect.NewError(connect.CodeAlreadyExists, fmt.Errorf("run %q was started with another spec; continue it with SendMessage", runID))
 	}
 	if err != nil {
 		var started *serviceerror.WorkflowExecutionAlreadyStarted
@@ -296,7 +273,7 @@ func (s *Service) ListRuns(ctx context.Context, r *connect.Request[toolfleetv1.L
 	// Temporal pages as it takes, each asking only for the rows still missing (so no
 	// row is skipped), up to maxListScans; a caller among many tenants may then get a
 	// short page with a next_page_token, as AIP-158 allows.
-	all := c.Anonymous || c.has(ScopeAdmin)
+	all := c.Has(ScopeAdmin)
 	out := &toolfleetv1.ListRunsResponse{}
 	token := r.Msg.GetPageToken()
 	for scan := 0; scan < maxListScans && int32(len(out.Runs)) < size; scan++ {
@@ -342,7 +319,18 @@ func (s *Service) SendMessage(ctx context.Context, r *connect.Request[toolfleetv
 		return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("an empty message"))
 	}
 	m.Role = toolfleetv1.Role_ROLE_USER
-	if err := s.Runs.SendMessage(ctx, r.Msg.GetRunId(), m); err != nil {
+	var caller *agent.Principal // whose current scopes cut the run's (none with auth off)
+	if !c.Anonymous {
+		caller = &agent.Principal{Subject: c.Subject, Scopes: c.Scopes}
+	}
+	err = s.Runs.SendMessageAs(ctx, r.Msg.GetRunId(), caller, m)
+	if errors.Is(err, agent.ErrRunIDTaken) { // the id holds a workflow that is not a run
+		return nil, connect.NewError(connect.CodeNotFound, fmt.Errorf("no run %q", r.Msg.GetRunId()))
+	}
+	if errors.Is(err, agent.ErrRunClosed) { // failed, cancelled or spent: it stays closed
+		return nil, connect.NewError(connect.CodeFailedPrecondition, errors.New(strings.TrimPrefix(err.Error(), "agent: ")))
+	}
+	if err != nil {
 		return nil, s.fromTemporal("send message", err)
 	}
 	return connect.NewResponse(&toolfleetv1.SendMessageResponse{}), nil

@@ -2,7 +2,6 @@ package program
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -10,13 +9,12 @@ import (
 
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
-	"github.com/toolfleet/toolfleet/orchestrator/agent"
 	"github.com/toolfleet/toolfleet/orchestrator/metrics"
+	"github.com/toolfleet/toolfleet/orchestrator/toolcall"
 	"github.com/toolfleet/toolfleet/sdk/client"
 )
 
@@ -32,7 +30,7 @@ type Gateway interface {
 // EventPublisher publishes run events; a repeat of an event id must be
 // dropped. *agent.Events (JetStream, Nats-Msg-Id) implements it.
 type EventPublisher interface {
-	Publish(ctx context.Context, ev agent.Event) error
+	Publish(ctx context.Context, ev toolcall.Event) error
 }
 
 // Activities are the program's activities; register them with
@@ -45,12 +43,8 @@ type Activities struct {
 	Metrics *metrics.Metrics
 }
 
-// newPublisher is an EventPublisher that also reports whether the event was
-// new (not a repeat of its id); *agent.Events implements it. Metrics count
-// an ending once with it, and at least once without.
-type newPublisher interface {
-	PublishNew(ctx context.Context, ev agent.Event) (stored bool, _ error)
-}
+// A toolcall.Publisher also reports whether the event was new (not a repeat
+// of its id); metrics count an ending once with it, and at least once without.
 
 // ResolveRequest is ResolveProgramTools' input.
 type ResolveRequest struct {
@@ -64,8 +58,8 @@ const maxTools = 200
 // ResolveProgramTools turns tool ids and globs into the tools a program may call, as
 // the program's principal sees them.
 func (a *Activities) ResolveProgramTools(ctx context.Context, req ResolveRequest) ([]Tool, error) {
-	defer agent.Heartbeat(ctx)()
-	ctx = agent.OnBehalfOf(ctx, req.Principal)
+	defer toolcall.Heartbeat(ctx)()
+	ctx = toolcall.OnBehalfOf(ctx, req.Principal)
 	seen := map[string]bool{}
 	var out []Tool
 	for _, p := range req.Patterns {
@@ -73,13 +67,13 @@ func (a *Activities) ResolveProgramTools(ctx context.Context, req ResolveRequest
 		if strings.Contains(p, "@") {
 			d, err := a.Gateway.GetTool(ctx, p)
 			if err != nil {
-				return nil, gatewayFailure(fmt.Sprintf("tool %q", p), err)
+				return nil, toolcall.Refusal(fmt.Sprintf("tool %q", p), err)
 			}
 			defs = []*toolfleetv1.ToolDefinition{d}
 		} else {
 			var err error
 			if defs, err = a.Gateway.Tools(ctx, &toolfleetv1.ListToolsRequest{Filter: p}); err != nil {
-				return nil, gatewayFailure(fmt.Sprintf("tools %q", p), err)
+				return nil, toolcall.Refusal(fmt.Sprintf("tools %q", p), err)
 			}
 		}
 		if len(defs) == 0 {
@@ -106,14 +100,7 @@ func (a *Activities) ResolveProgramTools(ctx context.Context, req ResolveRequest
 
 // ToolOf is what a program needs to know of a tool definition.
 func ToolOf(d *toolfleetv1.ToolDefinition) (Tool, error) {
-	t := Tool{ID: d.GetId(), Name: d.GetToolkit() + "." + d.GetName(), ModelName: d.GetModelName(),
-		Description: d.GetDescription(), ReadOnly: d.GetHints().GetReadOnly(), Idempotent: d.GetHints().GetIdempotent(),
-		RequiresApproval: d.GetRequirements().GetRequiresApproval(), Timeout: d.GetRequirements().GetTimeout().AsDuration()}
-	if r := d.GetRequirements().GetRetry(); r != nil {
-		t.MaxAttempts = int(r.GetMaxAttempts())
-		t.InitialBackoff = r.GetInitialBackoff().AsDuration()
-		t.MaxBackoff = r.GetMaxBackoff().AsDuration()
-	}
+	t := Tool{Tool: toolcall.ToolOf(d), Name: d.GetToolkit() + "." + d.GetName(), Description: d.GetDescription()}
 	if s := d.GetInputSchema(); s != nil {
 		b, err := protojson.Marshal(s)
 		if err != nil {
@@ -129,19 +116,23 @@ func ToolOf(d *toolfleetv1.ToolDefinition) (Tool, error) {
 // retryable execution error becomes a Temporal retry after the tool's
 // retry_after; other outcomes are returned for the script to handle.
 func (a *Activities) ProgramCallTool(ctx context.Context, req CallRequest) (*CallResult, error) {
-	ctx = agent.OnBehalfOf(ctx, req.Principal)
+	ctx = toolcall.OnBehalfOf(ctx, req.Principal)
 	in := &structpb.Struct{}
 	if err := protojson.Unmarshal([]byte(req.InputJSON), in); err != nil {
-		return nil, temporal.NewNonRetryableApplicationError("the input is not a JSON object", "InvalidInput", err)
+		return nil, temporal.NewNonRetryableApplicationError("the input is not a JSON object", toolcall.ErrTypeInput, err)
 	}
-	a.publish(ctx, agent.Event{RunID: programOf(req.CallID), Kind: EventToolCall, CallID: req.CallID, ToolID: req.ToolID,
+	a.publish(ctx, toolcall.Event{RunID: programOf(req.CallID), Kind: EventToolCall, CallID: req.CallID, ToolID: req.ToolID,
 		ID: req.CallID + "/call", Message: req.InputJSON})
-	stop := agent.Heartbeat(ctx)
+	stop := toolcall.Heartbeat(ctx)
 	began := time.Now()
-	res, err := a.Gateway.CallTool(ctx, agent.WithApproval(&toolfleetv1.CallToolRequest{CallId: req.CallID, ToolId: req.ToolID, Input: in}, req.Approver))
+	res, err := a.Gateway.CallTool(ctx, toolcall.WithApproval(&toolfleetv1.CallToolRequest{CallId: req.CallID, ToolId: req.ToolID, Input: in}, req.Approver))
 	a.Metrics.ProgramGatewayCall(time.Since(began))
 	stop()
-	out, err := callResultOf(res, err, req.MaxValueBytes)
+	o, err := toolcall.Classify(ctx, res, err)
+	if err != nil {
+		return nil, err
+	}
+	out, err := callResultOf(o, req.MaxValueBytes)
 	if err != nil {
 		return nil, err
 	}
@@ -152,38 +143,26 @@ func (a *Activities) ProgramCallTool(ctx context.Context, req CallRequest) (*Cal
 	// At least once: an attempt whose completion Temporal lost is retried,
 	// and the gateway answers the retry from its idempotency store.
 	a.Metrics.ProgramToolCall(outcomeOf(out))
-	a.publish(ctx, agent.Event{RunID: programOf(req.CallID), Kind: EventToolResult, CallID: req.CallID, ToolID: req.ToolID,
+	a.publish(ctx, toolcall.Event{RunID: programOf(req.CallID), Kind: EventToolResult, CallID: req.CallID, ToolID: req.ToolID,
 		ID: req.CallID + "/result", Message: msg})
 	return out, nil
 }
 
-// callResultOf maps a gateway outcome to what the script sees, or to an
-// activity error Temporal retries.
-func callResultOf(res *client.Result, err error, maxValue int) (*CallResult, error) {
-	var ve *client.ValidationError
-	var se *client.ServerError
-	switch {
-	case errors.As(err, &ve):
-		return &CallResult{Error: &CallError{Kind: "validation", Message: ve.Message, Fields: ve.ParameterErrors}}, nil
-	case errors.As(err, &se):
-		switch se.Code {
-		case codes.Unavailable, codes.ResourceExhausted, codes.Aborted, codes.DeadlineExceeded, codes.Internal, codes.Unknown:
-			return nil, temporal.NewApplicationError(se.Message, "GatewayUnavailable")
-		}
-		return &CallResult{Error: &CallError{Kind: "server", Message: se.Message}}, nil
-	case err != nil:
-		return nil, temporal.NewApplicationError("the gateway did not answer", "GatewayUnavailable", err)
+// callResultOf renders a gateway outcome as what the script sees, or as an
+// activity error Temporal retries (toolcall.Outcome.ActivityError).
+func callResultOf(o toolcall.Outcome, maxValue int) (*CallResult, error) {
+	switch o.Kind {
+	case toolcall.KindValidation:
+		return &CallResult{Error: &CallError{Kind: "validation", Message: o.Message, Fields: o.Fields}}, nil
+	case toolcall.KindRefused:
+		return &CallResult{Error: &CallError{Kind: "server", Message: o.Message}}, nil
+	case toolcall.KindExecution:
+		return &CallResult{Error: &CallError{Kind: "execution", Message: o.Message}}, nil
+	case toolcall.KindOK:
+	default:
+		return nil, o.ActivityError()
 	}
-	if !res.Success {
-		e := res.Error
-		if e.GetCanRetry() {
-			delay := time.Duration(e.GetRetryAfterMs()) * time.Millisecond
-			return nil, temporal.NewApplicationErrorWithOptions(e.GetMessage(), "ToolRetry",
-				temporal.ApplicationErrorOptions{NextRetryDelay: delay})
-		}
-		return &CallResult{Error: &CallError{Kind: "execution", Message: e.GetMessage()}}, nil
-	}
-	b, err := protojson.Marshal(res.Value)
+	b, err := protojson.Marshal(o.Value)
 	if err != nil {
 		return nil, temporal.NewNonRetryableApplicationError("the tool's result cannot be encoded", "BadResult", err)
 	}
@@ -203,12 +182,12 @@ func outcomeOf(r *CallResult) string {
 
 // PublishProgramEvent publishes one program event. The event that ends a
 // program counts it in the metrics.
-func (a *Activities) PublishProgramEvent(ctx context.Context, ev agent.Event) error {
+func (a *Activities) PublishProgramEvent(ctx context.Context, ev toolcall.Event) error {
 	stored := true
 	var err error
 	switch p := a.Events.(type) {
 	case nil:
-	case newPublisher:
+	case toolcall.Publisher:
 		stored, err = p.PublishNew(ctx, ev)
 	default:
 		err = p.Publish(ctx, ev)
@@ -226,11 +205,11 @@ func (a *Activities) PublishProgramEvent(ctx context.Context, ev agent.Event) er
 func endStatus(kind string) string {
 	switch kind {
 	case EventCompleted:
-		return agent.StatusCompleted
+		return StatusCompleted
 	case EventFailed:
-		return agent.StatusFailed
-	case agent.EventCancelled:
-		return agent.StatusCanceled
+		return StatusFailed
+	case EventCancelled:
+		return StatusCanceled
 	}
 	return ""
 }
@@ -246,7 +225,7 @@ func limitLabel(limit string) string {
 
 // publish sends an event from inside an activity; its loss is logged, never
 // fails the call.
-func (a *Activities) publish(ctx context.Context, ev agent.Event) {
+func (a *Activities) publish(ctx context.Context, ev toolcall.Event) {
 	if a.Events == nil {
 		return
 	}
@@ -263,18 +242,4 @@ func (a *Activities) publish(ctx context.Context, ev agent.Event) {
 func programOf(callID string) string {
 	id, _, _ := strings.Cut(callID, "/")
 	return id
-}
-
-// gatewayFailure classifies a gateway error of ResolveProgramTools: refusals are
-// final, the rest is retried.
-func gatewayFailure(what string, err error) error {
-	var se *client.ServerError
-	if errors.As(err, &se) {
-		switch se.Code {
-		case codes.NotFound, codes.PermissionDenied, codes.Unauthenticated, codes.InvalidArgument:
-			return temporal.NewNonRetryableApplicationError(what+": "+se.Message, "ToolRefused", nil)
-		}
-		return temporal.NewApplicationError(what+": "+se.Message, "GatewayUnavailable")
-	}
-	return temporal.NewApplicationError(what+": the gateway did not answer", "GatewayUnavailable", err)
 }

@@ -2,7 +2,6 @@ package program_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -10,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/go-cmp/cmp"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 	"google.golang.org/protobuf/encoding/protojson"
@@ -18,43 +16,8 @@ import (
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
 	"github.com/toolfleet/toolfleet/orchestrator/agent"
 	"github.com/toolfleet/toolfleet/orchestrator/agent/agenttest"
-	"github.com/toolfleet/toolfleet/orchestrator/program"
 	"github.com/toolfleet/toolfleet/sdk/llm"
 )
-
-// The agent starts programs by name and JSON: both sides must agree.
-func TestCodeModeContract(t *testing.T) {
-	req := agent.ProgramRequest{ProgramID: "r-program-1-0", Filename: "r-program-1-0.star", Source: "result = 1",
-		ArgsJSON: `{"n":1}`, Tools: []string{"Calculator.Add@1.0.0"}, Principal: agent.Principal{Subject: "ana", Scopes: []string{"tools:call"}},
-		Limits: agent.ProgramLimits{MaxToolCalls: 7, Deadline: 3 * time.Minute}}
-	b, err := json.Marshal(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var in program.Input
-	if err := json.Unmarshal(b, &in); err != nil {
-		t.Fatal(err)
-	}
-	want := program.Input{ProgramID: req.ProgramID, Filename: req.Filename, Source: req.Source, ArgsJSON: req.ArgsJSON,
-		Tools: req.Tools, Principal: req.Principal, Limits: program.Limits{MaxToolCalls: 7, Deadline: 3 * time.Minute}}
-	if diff := cmp.Diff(want, in); diff != "" {
-		t.Errorf("program input (-want +got):\n%s", diff)
-	}
-	b, err = json.Marshal(program.Output{ResultJSON: `{"x":1}`, ToolCalls: 4, Steps: 99})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out agent.ProgramResult
-	if err := json.Unmarshal(b, &out); err != nil {
-		t.Fatal(err)
-	}
-	if out != (agent.ProgramResult{ResultJSON: `{"x":1}`, ToolCalls: 4}) {
-		t.Errorf("program result = %+v", out)
-	}
-	if program.WorkflowName != agent.ProgramWorkflowName {
-		t.Errorf("workflow names differ: %q, %q", program.WorkflowName, agent.ProgramWorkflowName)
-	}
-}
 
 // squaresSource is the 10-tool task of code mode: ten calls in one program.
 const squaresSource = `

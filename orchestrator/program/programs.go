@@ -3,17 +3,18 @@ package program
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 
+	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
-
-	"github.com/toolfleet/toolfleet/orchestrator/agent"
 )
 
 // Programs starts and steers programs from a Temporal client: the one place
@@ -35,8 +36,21 @@ const (
 // reads can be confined to it without loading history.
 const memoOwner = "owner"
 
+// OwnerMemo is the memo of a program started by subject other than through
+// [Programs.Start] (a code-mode run's child): it makes subject its owner.
+func OwnerMemo(subject string) map[string]any { return map[string]any{memoOwner: subject} }
+
+// memoSpec is the memo key holding the hash of what a program was started
+// with (specHash), so a repeated start can be told from a different one.
+const memoSpec = "spec"
+
 // ErrProgramIDTaken is returned when a program id is already used by another subject.
 var ErrProgramIDTaken = errors.New("program: the program id is taken")
+
+// ErrProgramSpecDiffers is returned when a start repeats a program id of its
+// starter with another spec (source, inputs, tools or limits): a repeat is
+// idempotent only when it is the same start.
+var ErrProgramSpecDiffers = errors.New("program: the program was started with another spec")
 
 // ErrNotFound is returned for a program id that names no program.
 var ErrNotFound = errors.New("program: no such program")
@@ -99,12 +113,21 @@ func (p *Programs) Start(ctx context.Context, in Input) (string, error) {
 	if _, err := Compile(in.Filename, in.Source); err != nil {
 		return "", err
 	}
+	spec := specHash(in)
+	// A start never attaches to a workflow it may not use: another
+	// principal's program, a program started with another spec, or a
+	// workflow that is not a program (an agent run).
+	switch err := p.sameStart(ctx, in, spec); {
+	case errors.Is(err, errNoWorkflow):
+	case err != nil:
+		return "", err
+	}
 	_, err = p.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
 		ID: in.ProgramID,
 		// The server ends the program after this even if its workflow
 		// task can never finish (a worker that keeps crashing on it).
 		WorkflowExecutionTimeout: ExecutionTimeout(lim),
-		Memo:                     map[string]any{memoOwner: in.Principal.Subject},
+		Memo:                     map[string]any{memoOwner: in.Principal.Subject, memoSpec: spec},
 		TaskQueue:                p.queue(),
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
 		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
@@ -113,16 +136,66 @@ func (p *Programs) Start(ctx context.Context, in Input) (string, error) {
 	if err != nil && !errors.As(err, &started) {
 		return "", fmt.Errorf("program: start %s: %w", in.ProgramID, err)
 	}
-	// The id existed (running or ended) or was just started: a repeat is
-	// idempotent for its starter only, never a window on someone else's program.
-	owner, _, err := p.describe(ctx, in.ProgramID)
-	if err != nil {
+	// Another start may have taken the id since the check above: a repeat
+	// is idempotent for its starter and spec only, never a window on
+	// someone else's program.
+	if err := p.sameStart(ctx, in, spec); err != nil {
+		if errors.Is(err, errNoWorkflow) {
+			return "", fmt.Errorf("program: start %s: the workflow is gone", in.ProgramID)
+		}
 		return "", err
 	}
-	if owner != in.Principal.Subject {
-		return "", fmt.Errorf("%w: %s", ErrProgramIDTaken, in.ProgramID)
-	}
 	return in.ProgramID, nil
+}
+
+// errNoWorkflow means no workflow holds a program id yet.
+var errNoWorkflow = errors.New("program: no workflow")
+
+// sameStart checks that starting in repeats the start recorded under its id:
+// [ErrProgramIDTaken] when the id holds another principal's program or a
+// workflow that is not a program, [ErrProgramSpecDiffers] when the program
+// was started with another spec, errNoWorkflow when the id is free.
+func (p *Programs) sameStart(ctx context.Context, in Input, spec string) error {
+	desc, err := p.Temporal.DescribeWorkflowExecution(ctx, in.ProgramID, "")
+	var nf *serviceerror.NotFound
+	if errors.As(err, &nf) {
+		return errNoWorkflow
+	}
+	if err != nil {
+		return fmt.Errorf("program: describe %s: %w", in.ProgramID, err)
+	}
+	info := desc.GetWorkflowExecutionInfo()
+	if info.GetType().GetName() != WorkflowName {
+		return fmt.Errorf("%w: %s", ErrProgramIDTaken, in.ProgramID)
+	}
+	fields := info.GetMemo().GetFields()
+	if memoString(fields[memoOwner]) != in.Principal.Subject {
+		return fmt.Errorf("%w: %s", ErrProgramIDTaken, in.ProgramID)
+	}
+	// Programs started before the spec was recorded have none to compare.
+	if was := memoString(fields[memoSpec]); was != "" && was != spec {
+		return fmt.Errorf("%w: %s", ErrProgramSpecDiffers, in.ProgramID)
+	}
+	return nil
+}
+
+// memoString decodes a string memo field ("" when absent or not a string).
+func memoString(f *commonpb.Payload) string {
+	var s string
+	if f != nil {
+		_ = converter.GetDefaultDataConverter().FromPayload(f, &s)
+	}
+	return s
+}
+
+// specHash is what a start asks for, without its id and starter: the script,
+// its inputs, tools, limits and approval policy. Two starts of one id must
+// agree on it.
+func specHash(in Input) string {
+	in.ProgramID, in.Principal = "", Principal{}
+	b, _ := json.Marshal(in) // plain data: cannot fail
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
 }
 
 // Get returns a program's status: the live state while it runs, the outcome
@@ -159,11 +232,7 @@ func (p *Programs) describe(ctx context.Context, id string) (string, enumspb.Wor
 	if info.GetType().GetName() != WorkflowName {
 		return "", 0, ErrNotFound
 	}
-	var owner string
-	if f := info.GetMemo().GetFields()[memoOwner]; f != nil {
-		_ = converter.GetDefaultDataConverter().FromPayload(f, &owner)
-	}
-	return owner, info.GetStatus(), nil
+	return memoString(info.GetMemo().GetFields()[memoOwner]), info.GetStatus(), nil
 }
 
 func (p *Programs) status(ctx context.Context, id string, status enumspb.WorkflowExecutionStatus) (*Status, error) {
@@ -222,7 +291,7 @@ func (p *Programs) outcome(ctx context.Context, id string) (*Status, error) {
 
 // Decide grants or denies a call waiting for approval; the workflow's
 // validator rejects unknown and already decided calls.
-func (p *Programs) Decide(ctx context.Context, id string, d agent.Decision) error {
+func (p *Programs) Decide(ctx context.Context, id string, d Decision) error {
 	h, err := p.Temporal.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: id, UpdateName: UpdateDecideApproval,
 		WaitForStage: client.WorkflowUpdateStageCompleted, Args: []any{d}})
 	if err == nil {

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"slices"
 	"time"
 
 	"connectrpc.com/connect"
@@ -18,8 +17,8 @@ import (
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
 	"github.com/toolfleet/toolfleet/gen/toolfleet/v1/toolfleetv1connect"
-	"github.com/toolfleet/toolfleet/orchestrator/agent"
-	"github.com/toolfleet/toolfleet/orchestrator/agentapi"
+	"github.com/toolfleet/toolfleet/orchestrator/toolcall"
+	"github.com/toolfleet/toolfleet/orchestrator/toolcall/apibase"
 )
 
 // Scopes of ProgramService.
@@ -33,22 +32,13 @@ const (
 
 // authorize authenticates the request and checks scope. With auth off (dev on
 // loopback) the anonymous caller holds every scope.
-func (s *Service) authorize(ctx context.Context, h http.Header, scope string) (agentapi.Caller, error) {
-	c, err := s.Auth(ctx, h)
-	if err != nil {
-		return agentapi.Caller{}, connect.NewError(connect.CodeUnauthenticated, err)
-	}
-	if !c.Anonymous && !slices.Contains(c.Scopes, scope) {
-		return agentapi.Caller{}, connect.NewError(connect.CodePermissionDenied, fmt.Errorf("this call needs the %s scope", scope))
-	}
-	return c, nil
+func (s *Service) authorize(ctx context.Context, h http.Header, scope string) (apibase.Caller, error) {
+	return apibase.Authorize(ctx, s.Auth, h, scope)
 }
 
 // sees reports whether c may read or steer a program started by owner: its
 // starter, an admin, or anyone with auth off.
-func sees(c agentapi.Caller, owner string) bool {
-	return c.Anonymous || slices.Contains(c.Scopes, ScopeAdmin) || owner == c.Subject
-}
+func sees(c apibase.Caller, owner string) bool { return c.Sees(owner, ScopeAdmin) }
 
 // Service implements ProgramService (Connect, gRPC and HTTP JSON through the
 // gateway's mount) over [Programs].
@@ -57,7 +47,7 @@ type Service struct {
 	// Events is the JetStream holding run events (WatchProgram).
 	Events jetstream.JetStream
 	// Auth authenticates callers from their headers, as for the AgentService; required.
-	Auth agentapi.Authenticator
+	Auth apibase.Authenticator
 	// Triggers lists the configured triggers (ListTriggers); nil lists none.
 	Triggers func() []*toolfleetv1.Trigger
 	// MaxWait bounds RunProgram with wait set when the request has no
@@ -77,6 +67,9 @@ func (s *Service) RunProgram(ctx context.Context, req *connect.Request[toolfleet
 	m := req.Msg
 	if len(m.GetSource()) > MaxSourceBytes {
 		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("source is over %d bytes", MaxSourceBytes))
+	}
+	if toolcall.Reserved(m.GetProgramId()) { // the system makes these ids (triggers, code mode)
+		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("program id %q is reserved; choose another", m.GetProgramId()))
 	}
 	in := Input{ProgramID: m.GetProgramId(), Filename: m.GetFilename(), Source: m.GetSource(), Tools: m.GetTools(),
 		Principal: p, Limits: limitsOf(m.GetLimits())}
@@ -161,7 +154,7 @@ func (s *Service) DecideProgramApproval(ctx context.Context, req *connect.Reques
 	if approver == "" {
 		approver = "anonymous"
 	}
-	d := agent.Decision{CallID: m.GetCallId(), Approved: m.GetApproved(), Approver: approver, Reason: m.GetReason()}
+	d := Decision{CallID: m.GetCallId(), Approved: m.GetApproved(), Approver: approver, Reason: m.GetReason()}
 	if err := s.Programs.Decide(ctx, m.GetProgramId(), d); err != nil {
 		// The validator's refusal (unknown or decided call) is the caller's to fix.
 		return nil, connect.NewError(connect.CodeFailedPrecondition, errors.New("no such call is waiting for approval in this program"))
@@ -180,11 +173,11 @@ func (s *Service) watch(ctx context.Context, h http.Header, req *toolfleetv1.Wat
 	if _, err := s.own(ctx, h, ScopeRead, id); err != nil {
 		return err
 	}
-	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: []string{agent.EventSubjectPrefix + id + ".>"}}
+	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: []string{toolcall.EventSubject(id, ">")}}
 	if seq := req.GetAfterSequence(); seq > 0 {
 		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, seq+1
 	}
-	cons, err := s.Events.OrderedConsumer(ctx, agent.DefaultEventStream, cfg)
+	cons, err := s.Events.OrderedConsumer(ctx, toolcall.DefaultEventStream, cfg)
 	if err != nil {
 		return internal(err)
 	}
@@ -206,7 +199,7 @@ func (s *Service) watch(ctx context.Context, h http.Header, req *toolfleetv1.Wat
 		if err != nil {
 			return internal(err)
 		}
-		ev, err := agent.DecodeEvent(msg.Data())
+		ev, err := toolcall.DecodeEvent(msg.Data())
 		if err != nil {
 			continue
 		}
@@ -218,7 +211,7 @@ func (s *Service) watch(ctx context.Context, h http.Header, req *toolfleetv1.Wat
 			return err
 		}
 		switch ev.GetKind() {
-		case EventCompleted, EventFailed, agent.EventCancelled:
+		case EventCompleted, EventFailed, EventCancelled:
 			return nil
 		}
 	}
@@ -230,9 +223,9 @@ func (s *Service) watch(ctx context.Context, h http.Header, req *toolfleetv1.Wat
 // close notification can be dropped (docs/architecture.md), then reads the
 // outcome, which the workflow records a moment after that event.
 func (s *Service) wait(ctx context.Context, id string) (*Status, error) {
-	cons, err := s.Events.OrderedConsumer(ctx, agent.DefaultEventStream, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{agent.EventSubject(id, EventCompleted), agent.EventSubject(id, EventFailed),
-			agent.EventSubject(id, agent.EventCancelled)}})
+	cons, err := s.Events.OrderedConsumer(ctx, toolcall.DefaultEventStream, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{toolcall.EventSubject(id, EventCompleted), toolcall.EventSubject(id, EventFailed),
+			toolcall.EventSubject(id, EventCancelled)}})
 	if err != nil {
 		return nil, err
 	}
@@ -292,7 +285,7 @@ func (s *Service) ListTriggers(ctx context.Context, req *connect.Request[toolfle
 
 // own checks that the caller holds scope and may see program id; an unknown
 // program and another subject's look the same.
-func (s *Service) own(ctx context.Context, h http.Header, scope, id string) (agentapi.Caller, error) {
+func (s *Service) own(ctx context.Context, h http.Header, scope, id string) (apibase.Caller, error) {
 	c, err := s.authorize(ctx, h, scope)
 	if err != nil {
 		return c, err
@@ -312,7 +305,7 @@ func (s *Service) own(ctx context.Context, h http.Header, scope, id string) (age
 
 // Handler returns the path prefix and handler to mount at the gateway.
 func (s *Service) Handler() (string, http.Handler) {
-	return toolfleetv1connect.NewProgramServiceHandler(s, connect.WithReadMaxBytes(MaxSourceBytes+(64<<10)), agentapi.Recover(nil))
+	return toolfleetv1connect.NewProgramServiceHandler(s, connect.WithReadMaxBytes(MaxSourceBytes+(64<<10)), apibase.Recover(nil))
 }
 
 func limitsOf(l *toolfleetv1.ProgramLimits) Limits {
@@ -364,6 +357,7 @@ func statusProto(st *Status) *toolfleetv1.GetProgramResponse {
 	}
 	if st.Error != nil {
 		resp.ProgramError, resp.Error = st.Error.proto(), st.Error.Error()
+		resp.ToolCalls = int32(st.Error.ToolCalls)
 	}
 	return resp
 }
@@ -386,6 +380,9 @@ func startError(err error) error {
 	}
 	if errors.Is(err, ErrProgramIDTaken) {
 		return connect.NewError(connect.CodeAlreadyExists, errors.New("the program id is taken; choose another"))
+	}
+	if errors.Is(err, ErrProgramSpecDiffers) {
+		return connect.NewError(connect.CodeAlreadyExists, errors.New("the program was started with another spec; choose another id"))
 	}
 	var ie *InputError
 	if errors.As(err, &ie) {

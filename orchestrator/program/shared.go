@@ -4,26 +4,31 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/toolfleet/toolfleet/orchestrator/agent"
+	"github.com/toolfleet/toolfleet/orchestrator/toolcall"
 )
 
 // Names the Temporal UI and CLI show, and that clients use.
 const (
 	// TaskQueue is the default task queue of programs: the orchestrator's
 	// worker serves agent runs and programs on one queue.
-	TaskQueue = agent.TaskQueue
+	TaskQueue = toolcall.TaskQueue
 	// WorkflowName is the registered name of [ProgramWorkflow].
 	// Agent runs in code mode start it as a child by this name.
-	WorkflowName = agent.ProgramWorkflowName
+	WorkflowName = "Program"
 
 	// Activity names.
 	ResolveToolsActivity = "ResolveProgramTools"
 	CallToolActivity     = "ProgramCallTool"
 	PublishEventActivity = "PublishProgramEvent"
 
-	// UpdateDecideApproval grants or denies a call waiting for approval: the
-	// same validated Update, with the same argument (agent.Decision), as agent runs.
-	UpdateDecideApproval = agent.UpdateDecideApproval
+	// UpdateDecideApproval grants or denies a call waiting for approval: a
+	// validated Update whose argument is a [Decision]. Its name is not the
+	// agent runs' ("DecideApproval"), so a run's decision can never reach a
+	// program; programs recorded before the change answer both names.
+	UpdateDecideApproval = "DecideProgramApproval"
+	// legacyUpdateDecideApproval is the name programs shared with runs
+	// before change "program-update-name".
+	legacyUpdateDecideApproval = "DecideApproval"
 	// QueryGetProgram returns a [State].
 	QueryGetProgram = "GetProgram"
 
@@ -182,7 +187,10 @@ func (l Limits) WithDefaults() (Limits, error) {
 // Principal is who runs the program: its tool calls run as this subject with
 // exactly these scopes (delegated by the orchestrator, never as a superuser),
 // as agent runs do.
-type Principal = agent.Principal
+type Principal = toolcall.Principal
+
+// Decision grants or denies a call waiting for approval.
+type Decision = toolcall.Decision
 
 // Input starts a [ProgramWorkflow].
 type Input struct {
@@ -195,7 +203,11 @@ type Input struct {
 	// JSON text (not a map) keeps 64-bit integers exact through history.
 	ArgsJSON string `json:"args_json,omitempty"`
 	// Tools are tool ids or globs ("Calculator.*", "KV.Get@1") the script may call.
-	Tools     []string  `json:"tools,omitempty"`
+	Tools []string `json:"tools,omitempty"`
+	// Approval lists tool ids or globs whose calls wait for a decision even
+	// when their contract does not ask for one (toolcall.PolicyNeedsApproval):
+	// the approval policy of the code-mode run that starts the program.
+	Approval  []string  `json:"approval,omitempty"`
 	Limits    Limits    `json:"limits"`
 	Principal Principal `json:"principal"`
 }
@@ -205,10 +217,10 @@ const DefaultFilename = "program.star"
 
 // ValidProgramID reports whether id can name a program: it is used as a NATS
 // subject token and as the prefix of call ids, exactly like a run id (programs
-// share the run event subjects), so it follows agent.ValidRunID's rule.
+// share the run event subjects).
 func ValidProgramID(id string) error {
-	if agent.ValidRunID(id) != nil {
-		return fmt.Errorf("program: id %q: want 1-100 of A-Z a-z 0-9 _ = -", id)
+	if err := toolcall.ValidID(id); err != nil {
+		return fmt.Errorf("program: %w", err)
 	}
 	return nil
 }
@@ -237,6 +249,9 @@ type ProgramError struct {
 	Line string `json:"line,omitempty"`
 	// Backtrace is Starlark's traceback for runtime errors.
 	Backtrace string `json:"backtrace,omitempty"`
+	// ToolCalls counts the calls the program started before it failed
+	// (they count against the budget of a code-mode run that started it).
+	ToolCalls int `json:"tool_calls,omitempty"`
 }
 
 // Error renders e as "file:line:col: message\n\tline".
@@ -254,22 +269,14 @@ func (e *ProgramError) Error() string {
 // Tool is what a program needs to know of one allowed tool, resolved once at
 // start by an activity and kept in history.
 type Tool struct {
-	// ID is the fully qualified id "Toolkit.Tool@x.y.z".
-	ID string `json:"id"`
+	// Tool is the contract summary calls are scheduled by (ID, ModelName —
+	// the stub's name, e.g. "Calculator_Add" —, hints, timeout, retries).
+	toolcall.Tool
 	// Name is "Toolkit.Tool".
-	Name string `json:"name"`
-	// ModelName is the stub's name, e.g. "Calculator_Add".
-	ModelName   string `json:"model_name"`
+	Name        string `json:"name"`
 	Description string `json:"description,omitempty"`
 	// InputSchema is the JSON Schema of the input object.
-	InputSchema      string        `json:"input_schema,omitempty"`
-	ReadOnly         bool          `json:"read_only,omitempty"`
-	Idempotent       bool          `json:"idempotent,omitempty"`
-	RequiresApproval bool          `json:"requires_approval,omitempty"`
-	Timeout          time.Duration `json:"timeout,omitempty"`
-	MaxAttempts      int           `json:"max_attempts,omitempty"`
-	InitialBackoff   time.Duration `json:"initial_backoff,omitempty"`
-	MaxBackoff       time.Duration `json:"max_backoff,omitempty"`
+	InputSchema string `json:"input_schema,omitempty"`
 }
 
 // CallRequest is the CallTool activity's input.
@@ -307,13 +314,8 @@ type CallError struct {
 	Fields map[string]string `json:"fields,omitempty"`
 }
 
-// PendingApproval is a call waiting for a decision.
-type PendingApproval struct {
-	CallID      string    `json:"call_id"`
-	ToolID      string    `json:"tool_id"`
-	InputJSON   string    `json:"input_json,omitempty"`
-	RequestedAt time.Time `json:"requested_at"`
-}
+// PendingApproval is a call waiting for a decision (its InputJSON set).
+type PendingApproval = toolcall.Pending
 
 // Program statuses.
 const (
@@ -334,14 +336,15 @@ type State struct {
 // Event kinds published on toolfleet.events.run.<program_id>.<kind> (the
 // subjects and stream of agent run events, so one watcher follows both).
 const (
-	EventStarted           = agent.EventStarted
-	EventPrint             = "print"
-	EventToolCall          = agent.EventToolCall
-	EventToolResult        = agent.EventToolResult
-	EventApprovalRequested = agent.EventApprovalRequested
-	EventApprovalDecided   = agent.EventApprovalDecided
-	EventCompleted         = agent.EventCompleted
-	EventFailed            = agent.EventFailed
+	EventStarted           = toolcall.EventStarted
+	EventPrint             = toolcall.EventPrint
+	EventToolCall          = toolcall.EventToolCall
+	EventToolResult        = toolcall.EventToolResult
+	EventApprovalRequested = toolcall.EventApprovalRequested
+	EventApprovalDecided   = toolcall.EventApprovalDecided
+	EventCompleted         = toolcall.EventCompleted
+	EventFailed            = toolcall.EventFailed
+	EventCancelled         = toolcall.EventCancelled
 )
 
 // CallID is the deterministic id of the n-th call (from 1) of a program.

@@ -3,7 +3,6 @@ package program
 import (
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -12,7 +11,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/toolfleet/toolfleet/orchestrator/agent"
+	"github.com/toolfleet/toolfleet/orchestrator/toolcall"
 )
 
 // ProgramWorkflow runs one Starlark program. It never does I/O: tools are
@@ -30,7 +29,13 @@ func ProgramWorkflow(ctx workflow.Context, in Input) (*Output, error) {
 	if in.Filename == "" {
 		in.Filename = DefaultFilename
 	}
-	r := &runner{in: in, started: workflow.Now(ctx), decisions: map[string]agent.Decision{}, status: StatusRunning}
+	r := &runner{in: in, started: workflow.Now(ctx), gate: toolcall.NewGate(), status: StatusRunning,
+		callDefaults: toolcall.Standard}
+	// Version 1 schedules tool calls with the options both engines share
+	// (toolcall.Standard); histories recorded before keep the former ones.
+	if workflow.GetVersion(ctx, toolcall.OptionsChangeID, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		r.callDefaults = legacyCallDefaults
+	}
 	// Version 1 publishes "started" before anything else and the final event
 	// after every other one, so a watcher that stops at the final event has
 	// seen them all. Histories recorded before it replay without the waits.
@@ -41,6 +46,12 @@ func ProgramWorkflow(ctx workflow.Context, in Input) (*Output, error) {
 	// Version 1 bounds the script as a whole (bounds.go): one step budget
 	// across parallel, checked as it runs, and a memory budget.
 	r.bounded = workflow.GetVersion(ctx, scriptBoundsChangeID, workflow.DefaultVersion, 1) >= 1
+	// Version 1 answers approvals under the program's own Update name only;
+	// programs recorded before it also answer the name runs use.
+	r.updateNames = []string{UpdateDecideApproval}
+	if workflow.GetVersion(ctx, updateNameChangeID, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		r.updateNames = append(r.updateNames, legacyUpdateDecideApproval)
+	}
 	if err := r.setup(ctx); err != nil {
 		return nil, err
 	}
@@ -69,9 +80,9 @@ type runner struct {
 	stepsHit  bool
 	canceled  bool
 
-	status    string
-	pending   []PendingApproval
-	decisions map[string]agent.Decision
+	status       string
+	gate         *toolcall.Gate
+	callDefaults toolcall.Defaults
 
 	events        []workflow.Future
 	eventSeq      int
@@ -80,12 +91,20 @@ type runner struct {
 	localEvents   bool
 	bounded       bool
 	b             *bounds // set when bounded
+	updateNames   []string
 }
 
 const (
 	orderedEventsChangeID = "ordered-events"
 	localEventsChangeID   = "local-events"
+	updateNameChangeID    = "program-update-name"
 )
+
+// legacyCallDefaults are the call options of programs recorded before
+// toolcall.Standard: 1 minute and 10 s without a contract timeout, the
+// contract's plus 10 s with one, 0.2–10 s backoff.
+var legacyCallDefaults = toolcall.Defaults{Timeout: time.Minute, Margin: 10 * time.Second, Attempts: 3,
+	InitialBackoff: 200 * time.Millisecond, MaxBackoff: 10 * time.Second}
 
 // setup validates the input, registers the query and the approval Update, and
 // resolves the allowed tools.
@@ -105,7 +124,7 @@ func (r *runner) setup(ctx workflow.Context) error {
 
 	if err := workflow.SetQueryHandler(ctx, QueryGetProgram, func() (State, error) {
 		st := State{ProgramID: r.in.ProgramID, Status: r.status, ToolCalls: r.calls,
-			Pending: slices.Clone(r.pending), StartedAt: r.started}
+			Pending: r.gate.Pending(), StartedAt: r.started}
 		if r.rootSteps != nil {
 			st.Steps = r.rootSteps() + r.spent
 		}
@@ -113,25 +132,8 @@ func (r *runner) setup(ctx workflow.Context) error {
 	}); err != nil {
 		return fmt.Errorf("program: query handler: %w", err)
 	}
-	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateDecideApproval,
-		func(_ workflow.Context, d agent.Decision) error {
-			r.decisions[d.CallID] = d
-			return nil
-		},
-		workflow.UpdateHandlerOptions{Validator: func(_ workflow.Context, d agent.Decision) error {
-			if d.Approver == "" {
-				return errors.New("a decision needs an approver")
-			}
-			if _, done := r.decisions[d.CallID]; done {
-				return fmt.Errorf("call %q was already decided", d.CallID)
-			}
-			if !slices.ContainsFunc(r.pending, func(p PendingApproval) bool { return p.CallID == d.CallID }) {
-				return fmt.Errorf("no call %q is waiting for approval", d.CallID)
-			}
-			return nil
-		}},
-	); err != nil {
-		return fmt.Errorf("program: update handler: %w", err)
+	if err := r.gate.Register(ctx, r.updateNames...); err != nil {
+		return fmt.Errorf("program: %w", err)
 	}
 
 	if len(r.in.Tools) > 0 {
@@ -197,7 +199,7 @@ func (r *runner) run(ctx workflow.Context) (*Output, error) {
 	if err != nil {
 		if r.canceled || ctx.Err() != nil {
 			dctx, _ := workflow.NewDisconnectedContext(ctx)
-			r.publish(dctx, agent.EventCancelled, "", "", "")
+			r.publish(dctx, EventCancelled, "", "", "")
 			return nil, workflow.ErrCanceled
 		}
 		return nil, r.fail(ctx, r.classify(err))
@@ -228,7 +230,8 @@ func (r *runner) fail(ctx workflow.Context, pe *ProgramError) error {
 	if r.orderedEvents {
 		r.flush(ctx)
 	}
-	r.publishEvent(ctx, agent.Event{Kind: EventFailed, Message: pe.Error(), Limit: pe.Limit})
+	r.publishEvent(ctx, toolcall.Event{Kind: EventFailed, Message: pe.Error(), Limit: pe.Limit})
+	pe.ToolCalls = r.calls
 	return programFailure(pe)
 }
 
@@ -438,7 +441,7 @@ func (r *runner) invoke(th *starlark.Thread, t *boundTool, kwargs []starlark.Tup
 	req := CallRequest{CallID: CallID(r.in.ProgramID, r.calls), ToolID: t.ID, InputJSON: string(in),
 		Principal: r.in.Principal, MaxValueBytes: r.lim.MaxValueBytes}
 
-	if t.RequiresApproval {
+	if t.RequiresApproval || toolcall.PolicyNeedsApproval(r.in.Approval, t.ID) {
 		approver, denial, err := r.approval(ctx, req)
 		if err != nil {
 			return nil, err
@@ -484,70 +487,36 @@ func (r *runner) invoke(th *starlark.Thread, t *boundTool, kwargs []starlark.Tup
 }
 
 // activityContext sets the CallTool activity's timeouts and retries from the
-// tool's contract, within the program's deadline.
+// tool's contract (toolcall.Options), within the program's deadline.
 func (r *runner) activityContext(ctx workflow.Context, t *boundTool) workflow.Context {
-	timeout := t.Timeout
-	if timeout <= 0 {
-		timeout = time.Minute
-	}
-	attempts := t.MaxAttempts
-	if attempts <= 0 {
-		attempts = 3
-	}
-	initial, maxBackoff := t.InitialBackoff, t.MaxBackoff
-	if initial <= 0 {
-		initial = 200 * time.Millisecond
-	}
-	if maxBackoff < initial {
-		maxBackoff = max(10*time.Second, initial)
-	}
-	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		// The gateway applies the tool's own timeout; the margin covers the hop.
-		StartToCloseTimeout:    timeout + 10*time.Second,
-		ScheduleToCloseTimeout: r.dead.Sub(workflow.Now(ctx)),
-		// The call heartbeats while it waits for the gateway: a dead
-		// orchestrator's calls are retried elsewhere after this, not after
-		// the tool's whole timeout (the retry is answered by the gateway's
-		// idempotency store, never run twice).
-		HeartbeatTimeout: 10 * time.Second,
-		RetryPolicy: &temporal.RetryPolicy{InitialInterval: initial, BackoffCoefficient: 2,
-			MaximumInterval: maxBackoff, MaximumAttempts: int32(attempts),
-			NonRetryableErrorTypes: []string{"InvalidInput"}},
-	})
+	opts, _ := toolcall.Options(&t.Tool.Tool, r.callDefaults)
+	opts.ScheduleToCloseTimeout = r.dead.Sub(workflow.Now(ctx))
+	return workflow.WithActivityOptions(ctx, opts)
 }
 
 // approval waits for DecideApproval on req's call. It returns the approver, or
 // the denial the script sees.
 func (r *runner) approval(ctx workflow.Context, req CallRequest) (string, *CallError, error) {
-	r.pending = append(r.pending, PendingApproval{CallID: req.CallID, ToolID: req.ToolID,
-		InputJSON: req.InputJSON, RequestedAt: workflow.Now(ctx)})
+	r.gate.Request(PendingApproval{CallID: req.CallID, ToolID: req.ToolID, InputJSON: req.InputJSON,
+		RequestedAt: workflow.Now(ctx)})
 	r.status = StatusWaitingApproval
 	r.publish(ctx, EventApprovalRequested, req.CallID, req.ToolID, req.InputJSON)
 	wait := min(r.lim.ApprovalWait, r.dead.Sub(workflow.Now(ctx)))
-	decided, err := workflow.AwaitWithTimeout(ctx, wait, func() bool { _, ok := r.decisions[req.CallID]; return ok })
-	r.pending = slices.DeleteFunc(r.pending, func(p PendingApproval) bool { return p.CallID == req.CallID })
-	if len(r.pending) == 0 {
+	d, decided, err := r.gate.Wait(ctx, req.CallID, wait)
+	if len(r.gate.Pending()) == 0 {
 		r.status = StatusRunning
 	}
 	if err != nil {
 		r.canceled = true
 		return "", nil, errCanceled
 	}
-	if !decided {
-		if !workflow.Now(ctx).Before(r.dead) {
-			return "", nil, r.deadlineError()
-		}
-		r.publish(ctx, EventApprovalDecided, req.CallID, req.ToolID, "denied: no decision within "+wait.String())
-		return "", &CallError{Kind: "denied", Message: "no approval within " + wait.String()}, nil
+	if !decided && !workflow.Now(ctx).Before(r.dead) {
+		return "", nil, r.deadlineError()
 	}
-	d := r.decisions[req.CallID]
-	if !d.Approved {
-		msg := "denied by " + d.Approver
-		if d.Reason != "" {
-			msg += ": " + d.Reason
-		}
-		r.publish(ctx, EventApprovalDecided, req.CallID, req.ToolID, msg)
-		return "", &CallError{Kind: "denied", Message: msg}, nil
+	if !decided || !d.Approved {
+		denial := toolcall.Denial(d, decided, wait)
+		r.publish(ctx, EventApprovalDecided, req.CallID, req.ToolID, "denied: "+denial)
+		return "", &CallError{Kind: "denied", Message: denial}, nil
 	}
 	r.publish(ctx, EventApprovalDecided, req.CallID, req.ToolID, "approved by "+d.Approver)
 	return d.Approver, nil, nil
@@ -646,11 +615,11 @@ func (r *runner) print(th *starlark.Thread, msg string) {
 // publish starts the PublishEvent activity without waiting; flush waits for
 // every event before the workflow ends.
 func (r *runner) publish(ctx workflow.Context, kind, callID, toolID, msg string) {
-	r.publishEvent(ctx, agent.Event{Kind: kind, CallID: callID, ToolID: toolID, Message: msg})
+	r.publishEvent(ctx, toolcall.Event{Kind: kind, CallID: callID, ToolID: toolID, Message: msg})
 }
 
 // publishEvent is publish of ev, given its run id, event id and time.
-func (r *runner) publishEvent(ctx workflow.Context, ev agent.Event) {
+func (r *runner) publishEvent(ctx workflow.Context, ev toolcall.Event) {
 	r.eventSeq++
 	ev.RunID, ev.ID, ev.Time = r.in.ProgramID, fmt.Sprintf("%s/e%d", r.in.ProgramID, r.eventSeq), workflow.Now(ctx)
 	retry := &temporal.RetryPolicy{InitialInterval: 500 * time.Millisecond, BackoffCoefficient: 2,
@@ -676,14 +645,4 @@ func (r *runner) flush(ctx workflow.Context) {
 }
 
 // activityMessage is the message of an activity failure without Temporal's wrapping.
-func activityMessage(err error) string {
-	var ae *temporal.ApplicationError
-	if errors.As(err, &ae) {
-		return ae.Message()
-	}
-	var te *temporal.TimeoutError
-	if errors.As(err, &te) {
-		return "timed out"
-	}
-	return err.Error()
-}
+func activityMessage(err error) string { return toolcall.FailureMessage(err) }

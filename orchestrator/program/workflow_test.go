@@ -21,6 +21,7 @@ import (
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
 	"github.com/toolfleet/toolfleet/orchestrator/agent"
 	"github.com/toolfleet/toolfleet/orchestrator/program"
+	"github.com/toolfleet/toolfleet/orchestrator/toolcall"
 	"github.com/toolfleet/toolfleet/sdk/client"
 )
 
@@ -415,7 +416,7 @@ result = [a, b, helper(), len([1])]
 
 func TestSignature(t *testing.T) {
 	t.Parallel()
-	tool := program.Tool{ModelName: "Calculator_Add", Description: "Adds.",
+	tool := program.Tool{Tool: toolcall.Tool{ModelName: "Calculator_Add"}, Description: "Adds.",
 		InputSchema: `{"type":"object","properties":{"b":{"type":"number"},"a":{"type":"number"},"note":{"type":["string","null"]}},"required":["b","a"]}`}
 	if got, want := tool.Doc(), "Calculator_Add(a: number, b: number, note?: string|null)\n    Adds."; got != want {
 		t.Fatalf("Doc() = %q, want %q", got, want)

@@ -348,9 +348,9 @@ func Start(ctx context.Context, cfg Config) (_ *Orchestrator, err error) {
 		WorkerStopTimeout:                  cfg.StopTimeout,
 		DeadlockDetectionTimeout:           program.DeadlockDetectionTimeout, // scripts compute between yields
 	})
+	// Code mode runs programs as child workflows on this worker.
 	agent.Register(o.worker, &agent.Activities{Store: store, Events: events, Gateway: o.gateway, Models: cfg.Models,
-		ProgramPrompt: program.PromptFor, // code mode runs programs as child workflows on this worker
-		Metrics:       o.metrics})
+		Metrics: o.metrics})
 	program.Register(o.worker, &program.Activities{Gateway: o.gateway, Events: events, Metrics: o.metrics})
 	if err := o.worker.Start(); err != nil {
 		return nil, fmt.Errorf("start the Temporal worker: %w", err)

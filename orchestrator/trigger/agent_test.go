@@ -51,7 +51,7 @@ func TestAgentTrigger(t *testing.T) {
 	t.Cleanup(func() { _ = gw.Close() })
 	c := devstacktest.Client(t, s)
 	w := worker.New(c, "agent-triggers", worker.Options{DeadlockDetectionTimeout: program.DeadlockDetectionTimeout})
-	agent.Register(w, &agent.Activities{Store: store, Events: events, Gateway: gw, Models: agent.NewResolver(), ProgramPrompt: program.PromptFor})
+	agent.Register(w, &agent.Activities{Store: store, Events: events, Gateway: gw, Models: agent.NewResolver()})
 	program.Register(w, &program.Activities{Gateway: gw, Events: events})
 	if err := w.Start(); err != nil {
 		t.Fatal(err)

@@ -144,8 +144,8 @@ func Load(path string) (*Config, error) {
 	return &cfg, nil
 }
 
-// Check validates the configuration: names, subjects, one target each,
-// templates that parse and programs that compile.
+// Check validates the configuration: names, subjects, a run_as subject, one
+// target each, templates that parse and programs that compile.
 func (c *Config) Check() error {
 	var errs []error
 	seen := map[string]bool{}
@@ -162,6 +162,10 @@ func (c *Config) Check() error {
 		seen[t.Name] = true
 		if !strings.HasPrefix(t.Subject, SubjectPrefix) || strings.ContainsAny(t.Subject, " \t") {
 			bad("subject %q: want a subject filter under %s", t.Subject, SubjectPrefix)
+		}
+		if strings.TrimSpace(t.RunAs.Subject) == "" {
+			// Without one, its runs would call tools as the orchestrator itself.
+			bad("run_as: a subject is required (the principal the trigger's runs and programs act as)")
 		}
 		if (t.Program == nil) == (t.Agent == nil) {
 			bad("want exactly one of program and agent")

@@ -42,7 +42,7 @@ func TestTriggers(t *testing.T) {
 	}
 	programs := &program.Programs{Temporal: c, TaskQueue: "triggers"}
 	cfg := &Config{Triggers: []Trigger{{
-		Name: "double", Subject: "toolfleet.triggers.double",
+		Name: "double", Subject: "toolfleet.triggers.double", RunAs: program.Principal{Subject: "doubler"},
 		Program: &ProgramTarget{Source: `result = args["n"] * 2`, Args: `{"n": {{ json .data.n }}}`},
 	}}}
 	r, err := Start(t.Context(), js, cfg, Options{Programs: programs, MemoryStorage: true,
@@ -162,8 +162,12 @@ triggers:
     program: {file: sum.star, tools: ["Calculator.*"], args: '{"n": {{ json .data.n }}}'}
   - name: support
     subject: toolfleet.triggers.support
+    run_as: {subject: support-bot}
     agent: {model: "scripted:demo", prompt: "{{ .data.q }}"}
 `, ""},
+		// A trigger without run_as would run as the orchestrator itself.
+		{"no run_as", "triggers: [{name: a, subject: toolfleet.triggers.a, program: {source: 'x = 1'}}]\n", "run_as"},
+		{"blank run_as", "triggers: [{name: a, subject: toolfleet.triggers.a, run_as: {subject: ' '}, agent: {model: 'a:b'}}]\n", "run_as"},
 		{"unknown field", "triggers: [{name: a, subject: toolfleet.triggers.a, program: {source: 'x = 1'}, extra: 1}]\n", "unknown field"},
 		{"both targets", "triggers: [{name: a, subject: toolfleet.triggers.a, program: {source: 'x = 1'}, agent: {model: 'a:b'}}]\n", "exactly one"},
 		{"subject outside", "triggers: [{name: a, subject: orders, program: {source: 'x = 1'}}]\n", "subject"},

@@ -1,0 +1,530 @@
+package agentapi_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/toolfleet/toolfleet/e2e"
+	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
+	"github.com/toolfleet/toolfleet/gen/toolfleet/v1/toolfleetv1connect"
+	"github.com/toolfleet/toolfleet/internal/devstack/devstacktest"
+	"github.com/toolfleet/toolfleet/orchestrator/agent"
+	"github.com/toolfleet/toolfleet/orchestrator/agent/agenttest"
+	"github.com/toolfleet/toolfleet/orchestrator/runner"
+	"github.com/toolfleet/toolfleet/sdk/llm"
+	historypb "go.temporal.io/api/history/v1"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
+)
+
+// TestTenancy is issue 21 §2 as an attacker tries it, with two principals on
+// a real gateway, embedded Temporal and NATS: mallory aims at alice's
+// program through the AgentService (same id, reserved ids, a different spec)
+// and gets a clear refusal each time, and alice's program is unaffected.
+func TestTenancy(t *testing.T) {
+	t.Parallel()
+	models := agent.NewResolver()
+	models.Register("idle", &agenttest.ByTurn{Turns: []llm.ScriptTurn{llm.SayText("ok")}})
+	tn := startTenants(t, "tenancy-test", models)
+	o, aliceRuns, alicePrograms, malloryRuns, malloryPrograms := tn.o, tn.aliceRuns, tn.alicePrograms, tn.malloryRuns, tn.malloryPrograms
+	ctx := t.Context()
+
+	// alice's program waits for her approval of a call (SchemaTest.Types requires one).
+	const victim = "shared-1"
+	if _, err := alicePrograms.RunProgram(ctx, connect.NewRequest(&toolfleetv1.RunProgramRequest{ProgramId: victim,
+		Tools: []string{"SchemaTest.Types"}, Source: "r = SchemaTest_Types(s='x')\nresult = r.ok\n"})); err != nil {
+		t.Fatal(err)
+	}
+	var callID string
+	for deadline := time.Now().Add(30 * time.Second); callID == ""; time.Sleep(50 * time.Millisecond) {
+		st, err := alicePrograms.GetProgram(ctx, connect.NewRequest(&toolfleetv1.GetProgramRequest{ProgramId: victim}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p := st.Msg.GetPendingApprovals(); len(p) > 0 {
+			callID = p[0].GetCallId()
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the program never asked for approval: %v", st.Msg)
+		}
+	}
+
+	spec := func(id string, tools ...string) *toolfleetv1.StartRunRequest {
+		return &toolfleetv1.StartRunRequest{RunId: id, Model: "scripted:idle", Messages: []*toolfleetv1.Message{llm.User("hi")},
+			Tools: tools}
+	}
+	attacks := []struct {
+		name string
+		call func() error
+		want connect.Code
+	}{
+		{"StartRun with the program's id", func() error {
+			_, err := malloryRuns.StartRun(ctx, connect.NewRequest(spec(victim)))
+			return err
+		}, connect.CodeAlreadyExists},
+		{"StartRun with the program's id, as its owner", func() error {
+			_, err := aliceRuns.StartRun(ctx, connect.NewRequest(spec(victim)))
+			return err
+		}, connect.CodeAlreadyExists},
+		{"DecideApproval of the program's call as a run", func() error {
+			_, err := malloryRuns.DecideApproval(ctx, connect.NewRequest(&toolfleetv1.DecideApprovalRequest{RunId: victim, CallId: callID, Approved: true}))
+			return err
+		}, connect.CodeNotFound},
+		{"SendMessage to the program's id", func() error {
+			_, err := malloryRuns.SendMessage(ctx, connect.NewRequest(&toolfleetv1.SendMessageRequest{RunId: victim, Message: llm.User("hi")}))
+			return err
+		}, connect.CodeNotFound},
+		{"DecideProgramApproval of another's program", func() error {
+			_, err := malloryPrograms.DecideProgramApproval(ctx, connect.NewRequest(&toolfleetv1.DecideProgramApprovalRequest{ProgramId: victim, CallId: callID, Approved: true}))
+			return err
+		}, connect.CodeNotFound},
+		{"StartRun with a trigger's id", func() error {
+			_, err := malloryRuns.StartRun(ctx, connect.NewRequest(spec("trg_orders_m17")))
+			return err
+		}, connect.CodeInvalidArgument},
+		{"RunProgram with a trigger's id", func() error {
+			_, err := malloryPrograms.RunProgram(ctx, connect.NewRequest(&toolfleetv1.RunProgramRequest{ProgramId: "trg_orders_m17", Source: "result = 1\n"}))
+			return err
+		}, connect.CodeInvalidArgument},
+		{"RunProgram with a code-mode child's id", func() error {
+			_, err := malloryPrograms.RunProgram(ctx, connect.NewRequest(&toolfleetv1.RunProgramRequest{ProgramId: "alice-run-program-1-0", Source: "result = 1\n"}))
+			return err
+		}, connect.CodeInvalidArgument},
+		{"StartRun with a code-mode child's id", func() error {
+			_, err := malloryRuns.StartRun(ctx, connect.NewRequest(spec("alice-run-program-1-0")))
+			return err
+		}, connect.CodeInvalidArgument},
+	}
+	for _, a := range attacks {
+		if err := a.call(); connect.CodeOf(err) != a.want {
+			t.Errorf("%s: %v, want %s", a.name, err, a.want)
+		}
+	}
+
+	// A run's id is not a program's either, and a repeat of a start must be the same start.
+	if _, err := aliceRuns.StartRun(ctx, connect.NewRequest(spec("alice-run", "SchemaTest.Types"))); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := malloryPrograms.RunProgram(ctx, connect.NewRequest(&toolfleetv1.RunProgramRequest{ProgramId: "alice-run", Source: "result = 1\n"})); connect.CodeOf(err) != connect.CodeAlreadyExists {
+		t.Errorf("RunProgram with a run's id: %v, want AlreadyExists", err)
+	}
+	if _, err := aliceRuns.StartRun(ctx, connect.NewRequest(spec("alice-run", "SchemaTest.Types"))); err != nil {
+		t.Errorf("the same start again: %v, want OK (idempotent)", err)
+	}
+	if _, err := aliceRuns.StartRun(ctx, connect.NewRequest(spec("alice-run", "SchemaTest.*"))); connect.CodeOf(err) != connect.CodeAlreadyExists {
+		t.Errorf("a start with another spec: %v, want AlreadyExists", err)
+	}
+
+	// Another principal's start with alice's run id is refused before
+	// anything is stored for it: its messages never reach the blob store
+	// (a control start of alice's shows the check would see them).
+	blobStored := func(text string) bool {
+		t.Helper()
+		b, err := proto.MarshalOptions{Deterministic: true}.Marshal(&toolfleetv1.Conversation{Messages: []*toolfleetv1.Message{llm.User(text)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sum := sha256.Sum256(b)
+		_, err = o.Runs.Store.Messages(ctx, "sha256-"+hex.EncodeToString(sum[:]))
+		if err != nil && !errors.Is(err, agent.ErrNotFound) {
+			t.Fatal(err)
+		}
+		return err == nil
+	}
+	steal := spec("alice-run", "SchemaTest.Types")
+	steal.Messages = []*toolfleetv1.Message{llm.User("mallory's 1 GiB, in spirit")}
+	if _, err := malloryRuns.StartRun(ctx, connect.NewRequest(steal)); connect.CodeOf(err) != connect.CodeAlreadyExists {
+		t.Errorf("StartRun with another's run id: %v, want AlreadyExists", err)
+	} else if strings.Contains(err.Error(), "SchemaTest") || strings.Contains(err.Error(), "scripted") {
+		t.Errorf("the refusal reveals the victim's run: %v", err)
+	}
+	if blobStored("mallory's 1 GiB, in spirit") {
+		t.Error("a refused start stored its messages")
+	}
+	control := spec("alice-run-2")
+	control.Messages = []*toolfleetv1.Message{llm.User("alice's own start")}
+	if _, err := aliceRuns.StartRun(ctx, connect.NewRequest(control)); err != nil {
+		t.Fatal(err)
+	}
+	if !blobStored("alice's own start") {
+		t.Error("the control start's messages are not where the check looks")
+	}
+
+	// A program id repeated by its owner is the same program only for the
+	// same spec; another script under it is refused, the same one is OK.
+	victimReq := &toolfleetv1.RunProgramRequest{ProgramId: victim, Tools: []string{"SchemaTest.Types"},
+		Source: "r = SchemaTest_Types(s='x')\nresult = r.ok\n"}
+	if _, err := alicePrograms.RunProgram(ctx, connect.NewRequest(victimReq)); err != nil {
+		t.Errorf("the same program start again: %v, want OK (idempotent)", err)
+	}
+	other := &toolfleetv1.RunProgramRequest{ProgramId: victim, Tools: []string{"SchemaTest.Types"}, Source: "result = 2\n"}
+	if _, err := alicePrograms.RunProgram(ctx, connect.NewRequest(other)); connect.CodeOf(err) != connect.CodeAlreadyExists {
+		t.Errorf("a program start with another spec: %v, want AlreadyExists", err)
+	}
+	if _, err := malloryPrograms.RunProgram(ctx, connect.NewRequest(victimReq)); connect.CodeOf(err) != connect.CodeAlreadyExists {
+		t.Errorf("RunProgram with another's program id: %v, want AlreadyExists", err)
+	}
+
+	// The victim's program is unaffected: still waiting, then approved by alice, it completes.
+	st, err := alicePrograms.GetProgram(ctx, connect.NewRequest(&toolfleetv1.GetProgramRequest{ProgramId: victim}))
+	if err != nil || st.Msg.GetStatus() != toolfleetv1.ProgramStatus_PROGRAM_STATUS_WAITING_APPROVAL {
+		t.Fatalf("the victim's program: %v %v, want WAITING_APPROVAL", st, err)
+	}
+	if _, err := alicePrograms.DecideProgramApproval(ctx, connect.NewRequest(&toolfleetv1.DecideProgramApprovalRequest{ProgramId: victim, CallId: callID, Approved: true})); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		st, err := alicePrograms.GetProgram(ctx, connect.NewRequest(&toolfleetv1.GetProgramRequest{ProgramId: victim}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Msg.GetDone() {
+			if st.Msg.GetStatus() != toolfleetv1.ProgramStatus_PROGRAM_STATUS_COMPLETED {
+				t.Fatalf("the victim's program ended %s: %s", st.Msg.GetStatus(), st.Msg.GetError())
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the victim's program did not finish: %v", st.Msg)
+		}
+	}
+}
+
+// TestCodeModeObeysTheRun is issue 21 §2's code-mode holes as an attacker
+// would use them, on a real gateway, embedded Temporal and NATS: a code-mode
+// program's calls wait for the approval the run's policy asks for, only the
+// run's owner can decide them (mallory cannot see or decide them), and a
+// program that fails still spends its calls against the run's budget.
+func TestCodeModeObeysTheRun(t *testing.T) {
+	t.Parallel()
+	models := agent.NewResolver()
+	runProgram := func(source string) llm.ScriptTurn {
+		return llm.CallTools("", llm.CallPart("p1", agent.RunProgramTool, map[string]any{"source": source}))
+	}
+	models.Register("approve", &agenttest.ByTurn{Turns: []llm.ScriptTurn{
+		runProgram("result = Calculator_Multiply(a=6, b=7).value['result']\n"), llm.SayText("done")}})
+	// Two calls, then the program fails; the second turn tries to spend more.
+	models.Register("fails", &agenttest.ByTurn{Turns: []llm.ScriptTurn{
+		runProgram("Calculator_Multiply(a=1, b=1)\nCalculator_Multiply(a=2, b=2)\nfail('boom')\n"),
+		runProgram("result = Calculator_Multiply(a=3, b=3).value['result']\n"), llm.SayText("done")}})
+	tn := startTenants(t, "codemode-tenancy-test", models)
+	fleet, aliceRuns, alicePrograms, malloryRuns, malloryPrograms := tn.fleet, tn.aliceRuns, tn.alicePrograms, tn.malloryRuns, tn.malloryPrograms
+	ctx := t.Context()
+	waitRun := func(id string) *toolfleetv1.GetRunResponse {
+		t.Helper()
+		for deadline := time.Now().Add(time.Minute); ; time.Sleep(50 * time.Millisecond) {
+			st, err := aliceRuns.GetRun(ctx, connect.NewRequest(&toolfleetv1.GetRunRequest{RunId: id}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			switch st.Msg.GetStatus() {
+			case toolfleetv1.RunStatus_RUN_STATUS_RUNNING, toolfleetv1.RunStatus_RUN_STATUS_WAITING_APPROVAL:
+			default:
+				return st.Msg
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("run %s did not end: %v", id, st.Msg)
+			}
+		}
+	}
+
+	// The run's policy asks for approval of Calculator.Multiply, whose
+	// contract does not: the program's call waits for alice.
+	const runID = "alice-code"
+	before := fleet.Calculator.Multiplies.Load()
+	if _, err := aliceRuns.StartRun(ctx, connect.NewRequest(&toolfleetv1.StartRunRequest{RunId: runID, Model: "scripted:approve",
+		Messages: []*toolfleetv1.Message{llm.User("6*7?")}, Tools: []string{"Calculator.*"}, CodeMode: true,
+		IdleTimeout: durationpb.New(-time.Second), Approval: &toolfleetv1.ApprovalPolicy{Tools: []string{"Calculator.Multiply"}}})); err != nil {
+		t.Fatal(err)
+	}
+	child := agent.ProgramID(runID, 1, 0)
+	var callID string
+	for deadline := time.Now().Add(time.Minute); callID == ""; time.Sleep(50 * time.Millisecond) {
+		st, err := alicePrograms.GetProgram(ctx, connect.NewRequest(&toolfleetv1.GetProgramRequest{ProgramId: child}))
+		if err != nil && connect.CodeOf(err) != connect.CodeNotFound {
+			t.Fatal(err)
+		}
+		if err == nil && len(st.Msg.GetPendingApprovals()) > 0 {
+			callID = st.Msg.GetPendingApprovals()[0].GetCallId()
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the code-mode program never asked for approval (%v)", err)
+		}
+	}
+	if n := fleet.Calculator.Multiplies.Load() - before; n != 0 {
+		t.Fatalf("Multiply ran %d times before its approval", n)
+	}
+	// mallory can neither see the program nor decide its call, through either service.
+	if _, err := malloryPrograms.GetProgram(ctx, connect.NewRequest(&toolfleetv1.GetProgramRequest{ProgramId: child})); connect.CodeOf(err) != connect.CodeNotFound {
+		t.Errorf("mallory's GetProgram of alice's code-mode program: %v, want NotFound", err)
+	}
+	if _, err := malloryPrograms.DecideProgramApproval(ctx, connect.NewRequest(&toolfleetv1.DecideProgramApprovalRequest{ProgramId: child, CallId: callID, Approved: true})); connect.CodeOf(err) != connect.CodeNotFound {
+		t.Errorf("mallory's DecideProgramApproval: %v, want NotFound", err)
+	}
+	if _, err := malloryRuns.DecideApproval(ctx, connect.NewRequest(&toolfleetv1.DecideApprovalRequest{RunId: runID, CallId: callID, Approved: true})); connect.CodeOf(err) != connect.CodeNotFound {
+		t.Errorf("mallory's DecideApproval on alice's run: %v, want NotFound", err)
+	}
+	if n := fleet.Calculator.Multiplies.Load() - before; n != 0 {
+		t.Fatalf("Multiply ran %d times after mallory's attempts", n)
+	}
+	if _, err := alicePrograms.DecideProgramApproval(ctx, connect.NewRequest(&toolfleetv1.DecideProgramApprovalRequest{ProgramId: child, CallId: callID, Approved: true})); err != nil {
+		t.Fatalf("the run's owner decides its program's call: %v", err)
+	}
+	if st := waitRun(runID); st.GetStatus() != toolfleetv1.RunStatus_RUN_STATUS_COMPLETED || st.GetToolCalls() != 2 {
+		t.Errorf("run %s: %s with %d tool calls (%s), want COMPLETED with 2 (run_program and its call)",
+			runID, st.GetStatus(), st.GetToolCalls(), st.GetFailureMessage())
+	}
+	if n := fleet.Calculator.Multiplies.Load() - before; n != 1 {
+		t.Errorf("Multiply ran %d times, want 1", n)
+	}
+	recordHistory(t, tn.o.Runs.Temporal, runID, "codemode-approval")
+
+	// A program that fails after two calls spends them: with a budget of
+	// three calls the run has none left for a second program.
+	const failing = "alice-fails"
+	before = fleet.Calculator.Multiplies.Load()
+	if _, err := aliceRuns.StartRun(ctx, connect.NewRequest(&toolfleetv1.StartRunRequest{RunId: failing, Model: "scripted:fails",
+		Messages: []*toolfleetv1.Message{llm.User("go")}, Tools: []string{"Calculator.*"}, CodeMode: true,
+		IdleTimeout: durationpb.New(-time.Second), Budget: &toolfleetv1.Budget{MaxToolCalls: 3}})); err != nil {
+		t.Fatal(err)
+	}
+	st := waitRun(failing)
+	if st.GetToolCalls() < 3 || st.GetStatus() == toolfleetv1.RunStatus_RUN_STATUS_COMPLETED {
+		t.Errorf("run %s: %s with %d tool calls, want the budget of 3 spent (the failed program's 2 count) and the run stopped",
+			failing, st.GetStatus(), st.GetToolCalls())
+	}
+	if n := fleet.Calculator.Multiplies.Load() - before; n != 2 {
+		t.Errorf("Multiply ran %d times for run %s, want 2 (the second program is over the budget)", n, failing)
+	}
+	t.Logf("run %s: %s, %d tool calls, budget %q", failing, st.GetStatus(), st.GetToolCalls(), st.GetBudget())
+	recordHistory(t, tn.o.Runs.Temporal, failing, "codemode-failed-program")
+}
+
+// tenants is an orchestrator on a real gateway, embedded Temporal and NATS,
+// serving the AgentService and the ProgramService over HTTP, and clients of
+// both for two principals holding every scope: alice and mallory.
+type tenants struct {
+	o                              *runner.Orchestrator
+	runsURL                        string
+	fleet                          *e2e.Fleet
+	aliceRuns, malloryRuns         toolfleetv1connect.AgentServiceClient
+	alicePrograms, malloryPrograms toolfleetv1connect.ProgramServiceClient
+}
+
+func startTenants(t *testing.T, queue string, models *agent.Resolver) *tenants {
+	t.Helper()
+	stack := devstacktest.Start(t)
+	fleet := e2e.Start(t, e2e.Options{NATSURL: stack.NATS.URL()})
+	o, err := runner.Start(t.Context(), runner.Config{TemporalAddress: stack.Temporal.Address(), Namespace: stack.Namespace(),
+		TaskQueue: queue, NATSURL: stack.NATS.URL(), GatewayAddress: fleet.Addr, Models: models, MemoryStorage: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(o.Stop)
+	_, ah := o.AgentService(testAuth).Handler()
+	runs := httptest.NewServer(ah)
+	t.Cleanup(runs.Close)
+	_, ph := o.ProgramService(testAuth).Handler()
+	progs := httptest.NewServer(ph)
+	t.Cleanup(progs.Close)
+	const allScopes = "runs:start,runs:read,runs:approve,runs:cancel,programs:run,programs:read,programs:approve,tools:call,schematest:read,calculator:use"
+	return &tenants{o: o, fleet: fleet, runsURL: runs.URL,
+		aliceRuns:       toolfleetv1connect.NewAgentServiceClient(runs.Client(), runs.URL, as("alice:"+allScopes)),
+		alicePrograms:   toolfleetv1connect.NewProgramServiceClient(progs.Client(), progs.URL, as("alice:"+allScopes)),
+		malloryRuns:     toolfleetv1connect.NewAgentServiceClient(runs.Client(), runs.URL, as("mallory:"+allScopes)),
+		malloryPrograms: toolfleetv1connect.NewProgramServiceClient(progs.Client(), progs.URL, as("mallory:"+allScopes)),
+	}
+}
+
+// TestSendMessageContinues is issue 21 §2's SendMessage to a closed run: a
+// completed run goes on with its counters, start time and budgets (a restart
+// cannot be used to reset its tool-call budget), under the scopes its
+// starter still holds; a cancelled run stays closed; another principal's
+// message is refused and changes nothing.
+func TestSendMessageContinues(t *testing.T) {
+	t.Parallel()
+	models := agent.NewResolver()
+	multiply := func(a, b int) llm.ScriptTurn {
+		return llm.CallTools("", llm.CallPart("m", "Calculator_Multiply", map[string]any{"a": a, "b": b}))
+	}
+	models.Register("cont", &agenttest.ByTurn{Turns: []llm.ScriptTurn{
+		multiply(2, 3), llm.SayText("first"), multiply(4, 5), llm.SayText("second"), multiply(6, 7), llm.SayText("third")}})
+	models.Register("idle", &agenttest.ByTurn{Turns: []llm.ScriptTurn{llm.SayText("ok")}})
+	// The first turn of "ending" waits for release: a message sent meanwhile
+	// reaches a run that will close on its answer.
+	inTurn, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	models.Register("ending", &agenttest.ByTurn{Turns: []llm.ScriptTurn{llm.SayText("first"), llm.SayText("second")},
+		BeforeReply: func(ctx context.Context, turn int) error {
+			if turn != 1 {
+				return nil
+			}
+			once.Do(func() { close(inTurn) })
+			select {
+			case <-release:
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}})
+	tn := startTenants(t, "continue-test", models)
+	ctx := t.Context()
+	getRun := func(id string) *toolfleetv1.GetRunResponse {
+		t.Helper()
+		st, err := tn.aliceRuns.GetRun(ctx, connect.NewRequest(&toolfleetv1.GetRunRequest{RunId: id}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st.Msg
+	}
+	// closed waits until run id's workflow has closed n times in all.
+	closed := func(id string, n int) {
+		t.Helper()
+		for deadline := time.Now().Add(time.Minute); ; time.Sleep(50 * time.Millisecond) {
+			resp, err := tn.o.Runs.Temporal.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
+				Query: fmt.Sprintf("WorkflowId = '%s' AND ExecutionStatus != 'Running'", id)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(resp.GetExecutions()) >= n {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("run %s closed %d times, want %d", id, len(resp.GetExecutions()), n)
+			}
+		}
+	}
+
+	// A budget of 2 tool calls: the first execution spends 1.
+	const id = "alice-cont"
+	if _, err := tn.aliceRuns.StartRun(ctx, connect.NewRequest(&toolfleetv1.StartRunRequest{RunId: id, Model: "scripted:cont",
+		Messages: []*toolfleetv1.Message{llm.User("go")}, Tools: []string{"Calculator.*"},
+		IdleTimeout: durationpb.New(-time.Second), Budget: &toolfleetv1.Budget{MaxToolCalls: 2}})); err != nil {
+		t.Fatal(err)
+	}
+	closed(id, 1)
+	first := getRun(id)
+	if first.GetStatus() != toolfleetv1.RunStatus_RUN_STATUS_COMPLETED || first.GetToolCalls() != 1 || first.GetTurns() != 2 {
+		t.Fatalf("first execution: %v, want COMPLETED after 2 turns and 1 call", first)
+	}
+	// mallory's message is refused and starts nothing.
+	if _, err := tn.malloryRuns.SendMessage(ctx, connect.NewRequest(&toolfleetv1.SendMessageRequest{RunId: id, Message: llm.User("mine now")})); connect.CodeOf(err) != connect.CodeNotFound {
+		t.Errorf("mallory's SendMessage: %v, want NotFound", err)
+	}
+	// alice continues it, no longer holding calculator:use.
+	aliceLess := toolfleetv1connect.NewAgentServiceClient(http.DefaultClient, tn.runsURL,
+		as("alice:runs:start,runs:read,tools:call"))
+	if _, err := aliceLess.SendMessage(ctx, connect.NewRequest(&toolfleetv1.SendMessageRequest{RunId: id, Message: llm.User("again")})); err != nil {
+		t.Fatal(err)
+	}
+	closed(id, 2)
+	second := getRun(id)
+	if second.GetStatus() != toolfleetv1.RunStatus_RUN_STATUS_COMPLETED || second.GetToolCalls() != 2 || second.GetTurns() != 4 ||
+		!second.GetStartedAt().AsTime().Equal(first.GetStartedAt().AsTime()) {
+		t.Errorf("second execution: %v, want COMPLETED after 4 turns and 2 calls, started when the first did (%v)", second, first.GetStartedAt().AsTime())
+	}
+	recordHistory(t, tn.o.Runs.Temporal, id, "resumed")
+	// The execution it started runs with the scopes alice still holds.
+	var in agent.RunInput
+	iter := tn.o.Runs.Temporal.GetWorkflowHistory(ctx, id, "", false, 0)
+	ev, err := iter.Next()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := converter.GetDefaultDataConverter().FromPayloads(ev.GetWorkflowExecutionStartedEventAttributes().GetInput(), &in); err != nil {
+		t.Fatal(err)
+	}
+	if slices.Contains(in.Principal.Scopes, "calculator:use") || !slices.Contains(in.Principal.Scopes, "tools:call") || in.Resume == nil {
+		t.Errorf("the continued execution runs as %+v (resume %+v), want alice's current scopes and the first execution's counters", in.Principal, in.Resume)
+	}
+	// The budget is spent now (2 of 2): a third message gets no more calls.
+	if _, err := tn.aliceRuns.SendMessage(ctx, connect.NewRequest(&toolfleetv1.SendMessageRequest{RunId: id, Message: llm.User("once more")})); err != nil {
+		t.Fatal(err)
+	}
+	closed(id, 3)
+	if third := getRun(id); third.GetToolCalls() > 2 || third.GetStatus() == toolfleetv1.RunStatus_RUN_STATUS_COMPLETED {
+		t.Errorf("third execution: %v, want the budget of 2 calls to hold", third)
+	}
+
+	// A message accepted during the last turn of a run that closes on its
+	// answer is answered in that run, never acknowledged and dropped.
+	const ending = "alice-ending"
+	if _, err := tn.aliceRuns.StartRun(ctx, connect.NewRequest(&toolfleetv1.StartRunRequest{RunId: ending, Model: "scripted:ending",
+		Messages: []*toolfleetv1.Message{llm.User("go")}, IdleTimeout: durationpb.New(-time.Second)})); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-inTurn:
+	case <-time.After(time.Minute):
+		t.Fatal("the run's first turn never started")
+	}
+	if _, err := tn.aliceRuns.SendMessage(ctx, connect.NewRequest(&toolfleetv1.SendMessageRequest{RunId: ending, Message: llm.User("one more")})); err != nil {
+		close(release)
+		t.Fatalf("SendMessage during the last turn: %v", err)
+	}
+	close(release)
+	closed(ending, 1)
+	if st := getRun(ending); st.GetTurns() != 2 || st.GetAnswer() != "second" {
+		t.Errorf("run %s: %d turns, answer %q; want the message answered in turn 2", ending, st.GetTurns(), st.GetAnswer())
+	}
+
+	// A cancelled run stays closed.
+	const gone = "alice-cancelled"
+	if _, err := tn.aliceRuns.StartRun(ctx, connect.NewRequest(&toolfleetv1.StartRunRequest{RunId: gone, Model: "scripted:idle",
+		Messages: []*toolfleetv1.Message{llm.User("hi")}})); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tn.aliceRuns.CancelRun(ctx, connect.NewRequest(&toolfleetv1.CancelRunRequest{RunId: gone})); err != nil {
+		t.Fatal(err)
+	}
+	closed(gone, 1)
+	if _, err := tn.aliceRuns.SendMessage(ctx, connect.NewRequest(&toolfleetv1.SendMessageRequest{RunId: gone, Message: llm.User("wake up")})); connect.CodeOf(err) != connect.CodeFailedPrecondition {
+		t.Errorf("SendMessage to a cancelled run: %v, want FailedPrecondition", err)
+	}
+	if st := getRun(gone); st.GetStatus() != toolfleetv1.RunStatus_RUN_STATUS_CANCELED {
+		t.Errorf("the cancelled run is %s now, want CANCELED", st.GetStatus())
+	}
+}
+
+// recordHistory writes the history of run id's latest execution among the
+// agent's recorded histories (../agent/testdata/histories/<name>.json, which
+// agent's TestReplay replays) when TOOLFLEET_RECORD_HISTORIES=1.
+func recordHistory(t *testing.T, tc client.Client, id, name string) {
+	t.Helper()
+	if os.Getenv("TOOLFLEET_RECORD_HISTORIES") != "1" {
+		return
+	}
+	h := &historypb.History{}
+	for iter := tc.GetWorkflowHistory(t.Context(), id, "", false, 0); iter.HasNext(); {
+		ev, err := iter.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.Events = append(h.Events, ev)
+	}
+	b, err := protojson.MarshalOptions{Indent: " "}.Marshal(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join("..", "agent", "testdata", "histories", name+".json"), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}

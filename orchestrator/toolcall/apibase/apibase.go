@@ -1,0 +1,113 @@
+// Package apibase is the small base the orchestrator's Connect/gRPC services
+// (AgentService in agentapi, ProgramService in program) share: who the caller
+// is and what it may do ([Caller], [Authenticator], [Authorize], [Sees]), a
+// panic that becomes Internal for one caller ([Recover]), and a service
+// mounted before it exists ([Late]) on Connect, gRPC-Web, HTTP JSON and
+// grpc-go alike (internal/grpcadapt turns Connect methods into gRPC ones).
+package apibase
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"runtime/debug"
+	"slices"
+	"sync/atomic"
+
+	"connectrpc.com/connect"
+
+	"github.com/toolfleet/toolfleet/internal/grpcadapt"
+)
+
+// Caller is the authenticated caller of one request.
+type Caller struct {
+	Subject string
+	Scopes  []string
+	// Anonymous is true when auth is off (dev on loopback): every scope.
+	Anonymous bool
+}
+
+// Has reports whether c holds scope (an anonymous caller holds every scope).
+func (c Caller) Has(scope string) bool {
+	return c.Anonymous || slices.Contains(c.Scopes, scope)
+}
+
+// Sees reports whether c may read or steer what owner started: its starter,
+// a holder of admin, or anyone with auth off.
+func (c Caller) Sees(owner, admin string) bool {
+	return c.Anonymous || c.Has(admin) || (owner != "" && owner == c.Subject)
+}
+
+// Authenticator authenticates a request from its headers (Authorization).
+type Authenticator func(ctx context.Context, h http.Header) (Caller, error)
+
+// Authorize authenticates a request with auth and checks that the caller
+// holds scope: Unauthenticated or PermissionDenied otherwise.
+func Authorize(ctx context.Context, auth Authenticator, h http.Header, scope string) (Caller, error) {
+	if auth == nil {
+		return Caller{}, connect.NewError(connect.CodeUnauthenticated, errors.New("no authenticator is configured"))
+	}
+	c, err := auth(ctx, h)
+	if err != nil {
+		return Caller{}, connect.NewError(connect.CodeUnauthenticated, err)
+	}
+	if !c.Has(scope) {
+		return Caller{}, connect.NewError(connect.CodePermissionDenied, fmt.Errorf("this call needs the %s scope", scope))
+	}
+	return c, nil
+}
+
+// Recover is the Connect option every mounted orchestrator service uses: a
+// panic in a handler becomes Internal ("internal error") for that caller alone,
+// and log gets the procedure, the panic and its stack. Nil log: slog.Default().
+func Recover(log *slog.Logger) connect.HandlerOption {
+	if log == nil {
+		log = slog.Default()
+	}
+	return connect.WithRecover(func(ctx context.Context, spec connect.Spec, _ http.Header, v any) error {
+		log.ErrorContext(ctx, "recovered a panic in a handler", "procedure", spec.Procedure,
+			"panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+		return connect.NewError(connect.CodeInternal, errors.New("internal error"))
+	})
+}
+
+// Late is a service S for a server that starts before the orchestrator (the
+// gateway, which the orchestrator calls tools through): mount it up front, Set
+// the service and its handler once they exist; until then calls are
+// Unavailable.
+type Late[S any] struct {
+	s atomic.Pointer[S]
+	h atomic.Pointer[http.Handler]
+}
+
+// Set makes s (served over HTTP by h) answer calls.
+func (l *Late[S]) Set(s *S, h http.Handler) {
+	l.h.Store(&h)
+	l.s.Store(s)
+}
+
+// Get returns the service, nil until Set.
+func (l *Late[S]) Get() *S { return l.s.Load() }
+
+// ServeHTTP serves Connect, gRPC-Web and HTTP JSON requests once set.
+func (l *Late[S]) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h := l.h.Load()
+	if h == nil {
+		http.Error(w, "the orchestrator is starting", http.StatusServiceUnavailable)
+		return
+	}
+	(*h).ServeHTTP(w, r)
+}
+
+// Stream serves a server-streaming method of s on grpc-go: the caller's
+// authorization metadata becomes the header fn reads, a *connect.Error the
+// gRPC status with the same code. A nil s (not set yet) is Unavailable.
+func Stream[S, Req, Resp any](ctx context.Context, s *S, req *Req, send func(*Resp) error,
+	fn func(*S, context.Context, http.Header, *Req, func(*Resp) error) error) error {
+	if s == nil {
+		return grpcadapt.ErrStarting
+	}
+	return grpcadapt.Status(fn(s, ctx, grpcadapt.Header(ctx), req, send))
+}

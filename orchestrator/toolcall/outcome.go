@@ -1,0 +1,143 @@
+package toolcall
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/toolfleet/toolfleet/sdk/client"
+)
+
+// Kinds of a gateway outcome, as [Classify] reads them.
+const (
+	// KindOK: the tool ran and succeeded; Value holds its result.
+	KindOK = "ok"
+	// KindValidation: the input does not fit the contract (Fields says where).
+	KindValidation = "validation"
+	// KindExecution: the tool ran and failed, and asked for no retry.
+	KindExecution = "execution"
+	// KindRefused: the gateway refused the call before it ran (unknown tool,
+	// missing scope, approval required): retrying cannot help.
+	KindRefused = "refused"
+	// KindRetry: worth another attempt: the gateway was unreachable or busy,
+	// or the tool failed and asked for a retry (after RetryAfter).
+	KindRetry = "retry"
+	// KindConfig: the orchestrator itself is not authenticated at the
+	// gateway; no run or program can fix that.
+	KindConfig = "config"
+)
+
+// Outcome is one reading of a gateway call's result or error.
+type Outcome struct {
+	Kind    string
+	Message string
+	// Fields maps input fields to what is wrong with them (KindValidation).
+	Fields map[string]string
+	// Hint is the tool's additional prompt content (KindExecution, KindRetry).
+	Hint string
+	// ToolRetry is true for a KindRetry the tool asked for (as opposed to a
+	// gateway that did not answer); RetryAfter is the delay it asked for.
+	ToolRetry  bool
+	RetryAfter time.Duration
+	// Value is the result (KindOK); Duration is how long the tool ran.
+	Value    *structpb.Value
+	Duration time.Duration
+	// Err is the gateway error behind KindRetry and KindConfig, if any.
+	Err error
+}
+
+// Transient reports whether a gateway status code is worth another attempt.
+//
+// Canceled is transient: the activity's own cancellation is seen through its
+// context before this is asked (see [Classify]), so a Canceled from the
+// gateway while the activity is alive means the call was cut off on the way
+// (a gateway or worker shutting down, a dropped connection). The call id
+// makes a repeat safe — the gateway answers it from its idempotency store —
+// whereas handing it to the model or the script as a final failure would
+// turn a restart into a wrong answer.
+func Transient(c codes.Code) bool {
+	switch c {
+	case codes.Unavailable, codes.DeadlineExceeded, codes.ResourceExhausted, codes.Aborted, codes.Internal,
+		codes.Unknown, codes.Canceled:
+		return true
+	}
+	return false
+}
+
+// Classify reads the outcome of a gateway CallTool. An error of ctx itself
+// (the activity was cancelled or timed out) is returned as err, for Temporal
+// to see; everything else is an Outcome.
+func Classify(ctx context.Context, res *client.Result, err error) (Outcome, error) {
+	var ve *client.ValidationError
+	var se *client.ServerError
+	switch {
+	case err != nil && ctx.Err() != nil:
+		return Outcome{}, ctx.Err()
+	case errors.As(err, &ve):
+		return Outcome{Kind: KindValidation, Message: ve.Message, Fields: ve.ParameterErrors}, nil
+	case errors.As(err, &se) && se.Code == codes.Unauthenticated:
+		return Outcome{Kind: KindConfig, Message: "the orchestrator is not authenticated at the gateway: " + se.Message, Err: err}, nil
+	case errors.As(err, &se) && Transient(se.Code):
+		return Outcome{Kind: KindRetry, Message: se.Message, Err: err}, nil
+	case errors.As(err, &se):
+		return Outcome{Kind: KindRefused, Message: se.Message}, nil
+	case err != nil:
+		return Outcome{Kind: KindRetry, Message: "the gateway did not answer", Err: err}, nil
+	case !res.Success:
+		e := res.Error
+		o := Outcome{Kind: KindExecution, Message: e.GetMessage(), Hint: e.GetAdditionalPromptContent(), Duration: res.Duration}
+		if e.GetCanRetry() {
+			o.Kind, o.ToolRetry, o.RetryAfter = KindRetry, true, time.Duration(e.GetRetryAfterMs())*time.Millisecond
+		}
+		return o, nil
+	}
+	return Outcome{Kind: KindOK, Value: res.Value, Duration: res.Duration}, nil
+}
+
+// ActivityError is the activity failure for an outcome that is not handed
+// back: KindRetry becomes a retryable failure (after the tool's RetryAfter),
+// KindConfig a non-retryable one. Other kinds return nil.
+func (o Outcome) ActivityError() error {
+	switch o.Kind {
+	case KindRetry:
+		if o.ToolRetry {
+			return temporal.NewApplicationErrorWithOptions("the tool asked for a retry: "+o.Message, "ToolRetry",
+				temporal.ApplicationErrorOptions{NextRetryDelay: o.RetryAfter})
+		}
+		return temporal.NewApplicationError(o.Message, "GatewayUnavailable", o.Err)
+	case KindConfig:
+		return temporal.NewNonRetryableApplicationError(o.Message, ErrTypeConfig, nil)
+	}
+	return nil
+}
+
+// Refusal maps a gateway error met while resolving tools: a transient one
+// is retried, any other (unknown tool, no permission) is the caller's
+// mistake and final.
+func Refusal(what string, err error) error {
+	var se *client.ServerError
+	if errors.As(err, &se) && !Transient(se.Code) {
+		return temporal.NewNonRetryableApplicationError(what+": "+se.Message, ErrTypeConfig, nil)
+	}
+	return fmt.Errorf("toolcall: %s: %w", what, err)
+}
+
+// FailureMessage is the message of an activity's or a child's failure
+// without Temporal's wrapping: the innermost application error's message,
+// "timed out (<kind>)" for a timeout, else the error's text.
+func FailureMessage(err error) string {
+	var app *temporal.ApplicationError
+	if errors.As(err, &app) {
+		return app.Message()
+	}
+	var to *temporal.TimeoutError
+	if errors.As(err, &to) {
+		return "timed out (" + to.TimeoutType().String() + ")"
+	}
+	return err.Error()
+}
