@@ -26,6 +26,7 @@ import (
 	"github.com/toolfleet/toolfleet/orchestrator/program"
 	"github.com/toolfleet/toolfleet/orchestrator/runner"
 	"github.com/toolfleet/toolfleet/orchestrator/trigger"
+	"github.com/toolfleet/toolfleet/orchestrator/visibility"
 	"github.com/toolfleet/toolfleet/sdk/natsconn"
 	"github.com/toolfleet/toolfleet/services/gateway"
 )
@@ -191,10 +192,11 @@ func (o *orchestration) run(ctx context.Context, g *gateway.Gateway) error {
 	for attempt := 1; ; attempt++ {
 		store, err := o.connect(ctx, js, tc)
 		if err == nil {
-			runs := &agent.Runs{Temporal: tc, Store: store, TaskQueue: o.cfg.TaskQueue}
+			seen := &visibility.Checker{Client: tc, Namespace: o.cfg.Namespace}
+			runs := &agent.Runs{Temporal: tc, Store: store, TaskQueue: o.cfg.TaskQueue, Visibility: seen}
 			o.agents.Set(&agentapi.Service{Runs: runs, JS: js, NC: nc, Auth: auth, Log: o.log,
 				Endpoints: o.cfg.endpoints, CheckEndpoints: true})
-			o.programs.Set(&program.Service{Programs: &program.Programs{Temporal: tc, TaskQueue: o.cfg.TaskQueue},
+			o.programs.Set(&program.Service{Programs: &program.Programs{Temporal: tc, TaskQueue: o.cfg.TaskQueue, Visibility: seen},
 				Events: js, Auth: auth, Triggers: triggers.Proto})
 			setHealth(g, true)
 			o.log.Info("serving agent runs and programs", "temporal", o.cfg.TemporalAddress, "namespace", o.cfg.Namespace, "task_queue", o.cfg.TaskQueue)

@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/converter"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -222,6 +224,34 @@ func TestFrontDoor(t *testing.T) {
 		for _, want := range []string{"→ Calculator.Multiply", `{"result":42}`, "✓ 6 times 7 is 42."} {
 			if !strings.Contains(out, want) {
 				t.Errorf("watch output lacks %q:\n%s", want, out)
+			}
+		}
+	})
+
+	t.Run("operators find the run in Temporal", func(t *testing.T) {
+		// The run above answered and waits for a follow-up message: it is
+		// "answered", not an anonymous RUNNING, and carries who, what and
+		// which tools, readable by a visibility query and in its memo.
+		tc := devstacktest.Client(t, stack)
+		query := "ToolfleetPrincipal = 'alice' AND ToolfleetKind = 'run' AND ToolfleetModel = 'scripted:frontdoor' " +
+			"AND ToolfleetStatus = 'answered' AND ToolfleetTools = 'Calculator.Multiply' AND ExecutionStatus = 'Running'"
+		for {
+			resp, err := tc.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Namespace: stack.Namespace(), Query: query})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ex := resp.GetExecutions(); len(ex) == 1 && ex[0].GetExecution().GetWorkflowId() == "fd-run" {
+				memo := ex[0].GetMemo().GetFields()["model"]
+				var model string
+				if err := converter.GetDefaultDataConverter().FromPayload(memo, &model); err != nil || model != "scripted:frontdoor" {
+					t.Errorf("memo model = %q (%v), want scripted:frontdoor", model, err)
+				}
+				break
+			}
+			select {
+			case <-ctx.Done():
+				t.Fatalf("no run found by %s", query)
+			case <-time.After(200 * time.Millisecond):
 			}
 		}
 	})

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
+	"github.com/toolfleet/toolfleet/orchestrator/visibility"
 	"github.com/toolfleet/toolfleet/sdk/llm"
 )
 
@@ -27,6 +28,31 @@ type Runs struct {
 	Temporal  client.Client
 	Store     *Store
 	TaskQueue string // default TaskQueue
+	// Visibility, when set, says whether starts may give runs their search
+	// attributes and memo (orchestrator/visibility); nil: they get none.
+	Visibility *visibility.Checker
+}
+
+// startOptions are the options of a start of in: search attributes and a
+// memo when the namespace has them (then in.Visibility is set, so the run
+// keeps them up to date).
+func (r *Runs) startOptions(ctx context.Context, in *RunInput, reuse enumspb.WorkflowIdReusePolicy) client.StartWorkflowOptions {
+	opts := client.StartWorkflowOptions{
+		ID:                       in.RunID,
+		TaskQueue:                r.queue(),
+		WorkflowIDReusePolicy:    reuse,
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+	}
+	if r.Visibility == nil || !r.Visibility.Available(ctx) {
+		return opts
+	}
+	in.Visibility = true
+	model := in.Spec.Model.Spec.Provider + ":" + in.Spec.Model.Spec.Name
+	opts.TypedSearchAttributes = visibility.StartAttributes(in.Principal.Subject, visibility.KindRun, model)
+	// Readable in the Temporal UI: what the run is, never what it says.
+	opts.Memo = map[string]any{"kind": visibility.KindRun, "principal": in.Principal.Subject, "model": model,
+		"tools": in.Spec.Tools, "code_mode": in.Spec.CodeMode}
+	return opts
 }
 
 func (r *Runs) queue() string {
@@ -127,12 +153,7 @@ func (r *Runs) Start(ctx context.Context, runID string, spec RunSpec, p Principa
 		}
 		in.InputRef = ref
 	}
-	_, err = r.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
-		ID:                       runID,
-		TaskQueue:                r.queue(),
-		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
-		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
-	}, WorkflowName, in)
+	_, err = r.Temporal.ExecuteWorkflow(ctx, r.startOptions(ctx, &in, enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE), WorkflowName, in)
 	if err != nil {
 		return "", fmt.Errorf("agent: start run %s: %w", runID, err)
 	}
@@ -266,12 +287,7 @@ func (r *Runs) deliver(ctx context.Context, runID string, in RunInput, ref strin
 		return h.Get(ctx, nil)
 	}
 	upd.WorkflowID = ""
-	op := r.Temporal.NewWithStartWorkflowOperation(client.StartWorkflowOptions{
-		ID:                       runID,
-		TaskQueue:                r.queue(),
-		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
-		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
-	}, WorkflowName, in)
+	op := r.Temporal.NewWithStartWorkflowOperation(r.startOptions(ctx, &in, enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE), WorkflowName, in)
 	h, err := r.Temporal.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{StartWorkflowOperation: op, UpdateOptions: upd})
 	if err != nil {
 		return fmt.Errorf("agent: send message to %s: %w", runID, err)

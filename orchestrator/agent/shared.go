@@ -161,6 +161,10 @@ type RunInput struct {
 	// counters go on from where the run stopped (the transcript is in the
 	// store), so its budgets and deadline hold across the restart.
 	Resume *Resume `json:"resume,omitempty"`
+	// Visibility is set when the start gave the run its search attributes
+	// (orchestrator/visibility): the run then keeps their status and tools
+	// up to date.
+	Visibility bool `json:"visibility,omitempty"`
 }
 
 // Resume is what a completed run's next execution keeps of it.

@@ -9,6 +9,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/toolfleet/toolfleet/orchestrator/toolcall"
+	"github.com/toolfleet/toolfleet/orchestrator/visibility"
 )
 
 // Timeouts of the run's activities.
@@ -53,6 +54,8 @@ type run struct {
 	// callDefaults are the call options' defaults (toolcall.Standard, or
 	// legacyCallDefaults when replaying a run recorded before it).
 	callDefaults toolcall.Defaults
+	// seen keeps the search attributes in step (orchestrator/visibility).
+	seen *visibility.Tracker
 }
 
 // AgentRunWorkflow is one durable agent run: model turn → tool calls → tool
@@ -62,7 +65,7 @@ type run struct {
 // the [Store].
 func AgentRunWorkflow(ctx workflow.Context, in RunInput) (RunState, error) {
 	r := &run{in: in, gate: toolcall.NewGate(), st: RunState{RunID: in.RunID, Status: StatusRunning},
-		callDefaults: toolcall.Standard}
+		callDefaults: toolcall.Standard, seen: visibility.NewTracker(ctx, visibility.KindRun, in.Visibility)}
 	if workflow.GetVersion(ctx, toolcall.OptionsChangeID, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
 		r.callDefaults = legacyCallDefaults
 	}
@@ -249,7 +252,7 @@ func (r *run) continueAsNew(ctx workflow.Context) bool {
 // next is the input of the execution that continues this one: references
 // and counters only.
 func (r *run) next() RunInput {
-	return RunInput{RunID: r.in.RunID, Spec: r.in.Spec, Principal: r.in.Principal, Carry: &Carry{
+	return RunInput{RunID: r.in.RunID, Spec: r.in.Spec, Principal: r.in.Principal, Visibility: r.in.Visibility, Carry: &Carry{
 		Seq: r.st.Seq, Turn: r.st.Turn, ToolCalls: r.st.ToolCalls, Usage: r.st.Usage, StartedAt: r.st.StartedAt,
 		Tools: r.tools, ToolsRef: r.toolsRef, Failures: r.failures, Inbox: r.inbox}}
 }
@@ -319,6 +322,9 @@ func (r *run) runCalls(ctx workflow.Context, res ModelTurnResult) error {
 			continue
 		}
 		r.st.ToolCalls++
+		if tool != nil {
+			r.seen.Called(ctx, tool.ID)
+		}
 		if tool != nil && tool.ID == RunProgramTool {
 			// A program may call side-effecting tools: it runs in the model's order.
 			if err := flush(); err != nil {
@@ -463,6 +469,7 @@ func failureMessage(err error) string { return toolcall.FailureMessage(err) }
 // publish sends a run event through a local activity; a failure to publish
 // never stops the run (the event stream is for watchers, history is the truth).
 func (r *run) publish(ctx workflow.Context, kind string, turn int, callID, toolID, msg, id string) {
+	r.seen.Event(ctx, kind)
 	lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
 		StartToCloseTimeout: 10 * time.Second,
 		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: 200 * time.Millisecond, MaximumAttempts: 5},

@@ -15,6 +15,8 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
+
+	"github.com/toolfleet/toolfleet/orchestrator/visibility"
 )
 
 // Programs starts and steers programs from a Temporal client: the one place
@@ -23,6 +25,9 @@ import (
 type Programs struct {
 	Temporal  client.Client
 	TaskQueue string // default TaskQueue
+	// Visibility, when set, says whether starts may give programs their
+	// search attributes (orchestrator/visibility); nil: they get none.
+	Visibility *visibility.Checker
 }
 
 // Outcome statuses besides StatusRunning and StatusWaitingApproval.
@@ -122,7 +127,7 @@ func (p *Programs) Start(ctx context.Context, in Input) (string, error) {
 	case err != nil:
 		return "", err
 	}
-	_, err = p.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+	opts := client.StartWorkflowOptions{
 		ID: in.ProgramID,
 		// The server ends the program after this even if its workflow
 		// task can never finish (a worker that keeps crashing on it).
@@ -131,7 +136,14 @@ func (p *Programs) Start(ctx context.Context, in Input) (string, error) {
 		TaskQueue:                p.queue(),
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
 		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
-	}, WorkflowName, in)
+	}
+	if p.Visibility != nil && p.Visibility.Available(ctx) {
+		// After specHash: whether a start had them is not part of its spec.
+		in.Visibility = true
+		opts.TypedSearchAttributes = visibility.StartAttributes(in.Principal.Subject, visibility.KindProgram, "")
+		opts.Memo["kind"], opts.Memo["tools"] = visibility.KindProgram, in.Tools
+	}
+	_, err = p.Temporal.ExecuteWorkflow(ctx, opts, WorkflowName, in)
 	var started *serviceerror.WorkflowExecutionAlreadyStarted
 	if err != nil && !errors.As(err, &started) {
 		return "", fmt.Errorf("program: start %s: %w", in.ProgramID, err)

@@ -210,6 +210,9 @@ type Input struct {
 	Approval  []string  `json:"approval,omitempty"`
 	Limits    Limits    `json:"limits"`
 	Principal Principal `json:"principal"`
+	// Visibility is set when the start gave the program its search
+	// attributes (orchestrator/visibility); it keeps them up to date.
+	Visibility bool `json:"visibility,omitempty"`
 }
 
 // DefaultFilename names a script that was given no file name.

@@ -12,6 +12,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/toolfleet/toolfleet/orchestrator/toolcall"
+	"github.com/toolfleet/toolfleet/orchestrator/visibility"
 )
 
 // ProgramWorkflow runs one Starlark program. It never does I/O: tools are
@@ -30,7 +31,7 @@ func ProgramWorkflow(ctx workflow.Context, in Input) (*Output, error) {
 		in.Filename = DefaultFilename
 	}
 	r := &runner{in: in, started: workflow.Now(ctx), gate: toolcall.NewGate(), status: StatusRunning,
-		callDefaults: toolcall.Standard}
+		callDefaults: toolcall.Standard, seen: visibility.NewTracker(ctx, visibility.KindProgram, in.Visibility)}
 	// Version 1 schedules tool calls with the options both engines share
 	// (toolcall.Standard); histories recorded before keep the former ones.
 	if workflow.GetVersion(ctx, toolcall.OptionsChangeID, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
@@ -66,6 +67,8 @@ func ProgramWorkflow(ctx workflow.Context, in Input) (*Output, error) {
 
 // runner is the state of one program execution inside the workflow.
 type runner struct {
+	// seen keeps the search attributes in step (orchestrator/visibility).
+	seen    *visibility.Tracker
 	in      Input
 	lim     Limits
 	started time.Time
@@ -468,6 +471,7 @@ func (r *runner) invoke(th *starlark.Thread, t *boundTool, kwargs []starlark.Tup
 	defer func() { r.inflight-- }()
 
 	var res CallResult
+	r.seen.Called(ctx, t.ID)
 	err = workflow.ExecuteActivity(r.activityContext(ctx, t), CallToolActivity, req).Get(ctx, &res)
 	switch {
 	case err == nil:
@@ -620,6 +624,7 @@ func (r *runner) publish(ctx workflow.Context, kind, callID, toolID, msg string)
 
 // publishEvent is publish of ev, given its run id, event id and time.
 func (r *runner) publishEvent(ctx workflow.Context, ev toolcall.Event) {
+	r.seen.Event(ctx, ev.Kind)
 	r.eventSeq++
 	ev.RunID, ev.ID, ev.Time = r.in.ProgramID, fmt.Sprintf("%s/e%d", r.in.ProgramID, r.eventSeq), workflow.Now(ctx)
 	retry := &temporal.RetryPolicy{InitialInterval: 500 * time.Millisecond, BackoffCoefficient: 2,

@@ -355,8 +355,9 @@ func Start(ctx context.Context, cfg Config) (_ *Orchestrator, err error) {
 	if err := o.worker.Start(); err != nil {
 		return nil, fmt.Errorf("start the Temporal worker: %w", err)
 	}
-	o.Runs = &agent.Runs{Temporal: o.temporal, Store: store, TaskQueue: cfg.TaskQueue}
-	o.Programs = &program.Programs{Temporal: o.temporal, TaskQueue: cfg.TaskQueue}
+	seen := &visibility.Checker{Client: o.temporal, Namespace: cfg.Namespace}
+	o.Runs = &agent.Runs{Temporal: o.temporal, Store: store, TaskQueue: cfg.TaskQueue, Visibility: seen}
+	o.Programs = &program.Programs{Temporal: o.temporal, TaskQueue: cfg.TaskQueue, Visibility: seen}
 	if cfg.Triggers != nil {
 		if o.triggers, err = trigger.Start(ctx, js, cfg.Triggers, trigger.Options{Programs: o.Programs, Runs: o.Runs,
 			MemoryStorage: cfg.MemoryStorage, Assets: assets, Logger: cfg.Logger}); err != nil {

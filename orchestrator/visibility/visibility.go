@@ -90,9 +90,9 @@ func missing(ctx context.Context, c client.Client, namespace string) ([]string, 
 	return out, nil
 }
 
-// Ensure registers the attributes namespace lacks. It is idempotent, and
-// safe when several orchestrators start at once. Starts may name them a few
-// seconds later (see [Checker]).
+// Ensure registers the attributes namespace lacks, and returns once starts
+// may name them (within 30 s). It is idempotent, and safe when several
+// orchestrators start at once.
 func Ensure(ctx context.Context, c client.Client, namespace string) error {
 	names, err := missing(ctx, c, namespace)
 	if err != nil || len(names) == 0 {
@@ -110,15 +110,34 @@ func Ensure(ctx context.Context, c client.Client, namespace string) error {
 		}
 		return fmt.Errorf("visibility: register search attributes %v in %q: %w", names, namespace, err)
 	}
-	return nil
+	// Starts may name them once the frontend has refreshed the namespace
+	// (every few seconds): wait for that, so that runs started right after
+	// this orchestrator is up already carry them.
+	wctx, cancel := context.WithTimeout(ctx, usableWait)
+	defer cancel()
+	for {
+		err := usable(wctx, c, namespace)
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-wctx.Done():
+			return err
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
 }
+
+// usableWait bounds how long Ensure waits for a registration to be usable.
+const usableWait = 30 * time.Second
 
 // Checker answers whether the attributes are registered, asking Temporal at
 // most once per interval (a start must not pay a round trip each time).
 type Checker struct {
 	Client    client.Client
 	Namespace string
-	// Interval between two questions; default 1 minute.
+	// Interval after a "no" before asking again; default 10 s. A "yes" is
+	// kept: registered attributes stay registered.
 	Interval time.Duration
 
 	mu     sync.Mutex
@@ -134,10 +153,10 @@ func (k *Checker) Available(ctx context.Context) bool {
 	defer k.mu.Unlock()
 	interval := k.Interval
 	if interval <= 0 {
-		interval = time.Minute
+		interval = 10 * time.Second
 	}
 	if k.answer || (!k.asked.IsZero() && time.Since(k.asked) < interval) {
-		return k.answer // once registered, attributes stay registered
+		return k.answer
 	}
 	k.asked = time.Now()
 	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
@@ -173,4 +192,14 @@ func AddTool(tools []string, tool string) ([]string, bool) {
 		return tools, false
 	}
 	return append(slices.Clone(tools), tool), true
+}
+
+// StartAttributes are the attributes a start sets: who, what kind, which
+// model ("" for a program), and the status "running".
+func StartAttributes(principal, kind, model string) temporal.SearchAttributes {
+	u := []temporal.SearchAttributeUpdate{Principal.ValueSet(principal), Kind.ValueSet(kind), Status.ValueSet(StatusRunning)}
+	if model != "" {
+		u = append(u, Model.ValueSet(model))
+	}
+	return temporal.NewSearchAttributes(u...)
 }
