@@ -362,6 +362,31 @@ func TestFrontDoor(t *testing.T) {
 			t.Errorf("program watch of an ended program: %v\n%s", err, out)
 		}
 	})
+
+	t.Run("program list shows the caller's programs only", func(t *testing.T) {
+		out, err := run("program", "list")
+		if err != nil {
+			t.Fatalf("program list: %v\n%s", err, out)
+		}
+		for _, want := range []string{"fd-approve\tCompleted\tcompleted\t", "fd-timeout\tCanceled\tcanceled\t"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("program list lacks %q:\n%s", want, out)
+			}
+		}
+		bob, err := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{"sub": "bob", "scope": "programs:read",
+			"exp": time.Now().Add(time.Hour).Unix()}).SignedString([]byte(secret))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var buf bytes.Buffer
+		root := newRootCommand()
+		root.SetArgs([]string{"program", "list", "--gateway", addr, "--token", bob})
+		root.SetOut(&buf)
+		root.SetErr(&buf)
+		if err := root.ExecuteContext(ctx); err != nil || strings.Contains(buf.String(), "fd-") {
+			t.Errorf("another principal's program list: %v\n%s", err, buf.String())
+		}
+	})
 }
 
 // withPending is GetRunResponse and GetProgramResponse.

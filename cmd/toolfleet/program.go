@@ -36,7 +36,7 @@ See docs/programs.md for the builtins and limits.`,
 	config.BindEnv(pf, "TOOLFLEET")
 	cmd.PersistentPreRunE = func(*cobra.Command, []string) error { return config.ApplyEnv(pf, "TOOLFLEET") }
 	cmd.AddCommand(newProgramCheckCommand(), newProgramRunCommand(&gf), newProgramStubsCommand(&gf),
-		newProgramGetCommand(&gf), newProgramWatchCommand(&gf), newProgramDecideCommand(&gf, true),
+		newProgramGetCommand(&gf), newProgramListCommand(&gf), newProgramWatchCommand(&gf), newProgramDecideCommand(&gf, true),
 		newProgramDecideCommand(&gf, false), newProgramCancelCommand(&gf))
 	return cmd
 }

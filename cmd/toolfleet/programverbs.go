@@ -13,7 +13,36 @@ import (
 	"github.com/toolfleet/toolfleet/gen/toolfleet/v1/toolfleetv1connect"
 )
 
-// The verbs runs have, for programs: get, watch, approve, deny, cancel.
+// The verbs runs have, for programs: get, list, watch, approve, deny, cancel.
+
+func newProgramListCommand(gf *gatewayFlags) *cobra.Command {
+	return &cobra.Command{
+		Use:   "list",
+		Short: "List your programs, newest first: id, Temporal state, status, start time",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := programClient(gf)
+			if err != nil {
+				return err
+			}
+			ctx, cancel := context.WithTimeout(cmd.Context(), gf.Timeout)
+			defer cancel()
+			resp, err := c.ListPrograms(ctx, connect.NewRequest(&toolfleetv1.ListProgramsRequest{PageSize: 50}))
+			if err != nil {
+				return err
+			}
+			for _, p := range resp.Msg.GetPrograms() {
+				status := p.GetStatus()
+				if status == "" {
+					status = "-"
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "%s\t%s\t%s\t%s\n", p.GetProgramId(), p.GetState(), status,
+					p.GetStartedAt().AsTime().Local().Format(time.DateTime))
+			}
+			return nil
+		},
+	}
+}
 
 func newProgramGetCommand(gf *gatewayFlags) *cobra.Command {
 	return &cobra.Command{

@@ -55,6 +55,10 @@ func (g grpcServer) DecideProgramApproval(ctx context.Context, r *toolfleetv1.De
 	return grpcadapt.Unary(ctx, g.get(), r, (*Service).DecideProgramApproval)
 }
 
+func (g grpcServer) ListPrograms(ctx context.Context, r *toolfleetv1.ListProgramsRequest) (*toolfleetv1.ListProgramsResponse, error) {
+	return grpcadapt.Unary(ctx, g.get(), r, (*Service).ListPrograms)
+}
+
 func (g grpcServer) ListTriggers(ctx context.Context, r *toolfleetv1.ListTriggersRequest) (*toolfleetv1.ListTriggersResponse, error) {
 	return grpcadapt.Unary(ctx, g.get(), r, (*Service).ListTriggers)
 }

@@ -8,10 +8,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
+	"time"
 
 	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
@@ -326,4 +329,53 @@ func (p *Programs) Cancel(ctx context.Context, id string) error {
 		return fmt.Errorf("program: cancel %s: %w", id, err)
 	}
 	return nil
+}
+
+// Summary is one program in a listing.
+type Summary struct {
+	ProgramID string
+	// State is Temporal's: Running, Completed, Failed, Canceled, ...
+	State string
+	// Status is the ToolfleetStatus search attribute; "" without attributes.
+	Status              string
+	StartedAt, ClosedAt time.Time
+}
+
+// listScans bounds the Temporal pages one List reads to fill a page.
+const listScans = 10
+
+// List returns up to size programs, newest first, started by owner (every
+// program when all is set), and the token of the next page (nil at the end).
+// Ownership is in each program's memo, so a page is filled from as many
+// Temporal pages as it takes, up to listScans; among many tenants a page may
+// come back short with a token, as AIP-158 allows.
+func (p *Programs) List(ctx context.Context, owner string, all bool, size int, token []byte) ([]Summary, []byte, error) {
+	if !all && owner == "" {
+		return nil, nil, nil // no subject owns nothing (a memo without owner is not theirs)
+	}
+	var out []Summary
+	for scan := 0; scan < listScans && len(out) < size; scan++ {
+		resp, err := p.Temporal.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
+			PageSize: int32(size - len(out)), NextPageToken: token, Query: fmt.Sprintf("WorkflowType = '%s'", WorkflowName)})
+		if err != nil {
+			return nil, nil, fmt.Errorf("program: list: %w", err)
+		}
+		for _, e := range resp.GetExecutions() {
+			if !all && memoString(e.GetMemo().GetFields()[memoOwner]) != owner {
+				continue
+			}
+			s := Summary{ProgramID: e.GetExecution().GetWorkflowId(), StartedAt: e.GetStartTime().AsTime(),
+				State:  strings.TrimPrefix(e.GetStatus().String(), "WorkflowExecutionStatus"),
+				Status: memoString(e.GetSearchAttributes().GetIndexedFields()[visibility.Status.GetName()])}
+			if e.GetCloseTime() != nil {
+				s.ClosedAt = e.GetCloseTime().AsTime()
+			}
+			out = append(out, s)
+		}
+		token = resp.GetNextPageToken()
+		if len(token) == 0 {
+			return out, nil, nil
+		}
+	}
+	return out, token, nil
 }

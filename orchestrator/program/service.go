@@ -271,6 +271,34 @@ func quiet(err error) bool {
 	return errors.Is(err, jetstream.ErrNoMessages) || errors.Is(err, nats.ErrTimeout) || errors.Is(err, context.DeadlineExceeded)
 }
 
+// maxPageSize bounds a ListPrograms page.
+const maxPageSize = 100
+
+// ListPrograms lists the caller's programs (every subject's for an admin).
+func (s *Service) ListPrograms(ctx context.Context, req *connect.Request[toolfleetv1.ListProgramsRequest]) (*connect.Response[toolfleetv1.ListProgramsResponse], error) {
+	c, err := s.authorize(ctx, req.Header(), ScopeRead)
+	if err != nil {
+		return nil, err
+	}
+	size := int(min(max(req.Msg.GetPageSize(), 1), maxPageSize))
+	if req.Msg.GetPageSize() == 0 {
+		size = 20
+	}
+	list, next, err := s.Programs.List(ctx, c.Subject, sees(c, ""), size, req.Msg.GetPageToken())
+	if err != nil {
+		return nil, lookupError(err)
+	}
+	resp := &toolfleetv1.ListProgramsResponse{NextPageToken: next}
+	for _, p := range list {
+		sum := &toolfleetv1.ProgramSummary{ProgramId: p.ProgramID, State: p.State, Status: p.Status, StartedAt: timestamppb.New(p.StartedAt)}
+		if !p.ClosedAt.IsZero() {
+			sum.ClosedAt = timestamppb.New(p.ClosedAt)
+		}
+		resp.Programs = append(resp.Programs, sum)
+	}
+	return connect.NewResponse(resp), nil
+}
+
 // ListTriggers lists the configured triggers.
 func (s *Service) ListTriggers(ctx context.Context, req *connect.Request[toolfleetv1.ListTriggersRequest]) (*connect.Response[toolfleetv1.ListTriggersResponse], error) {
 	if _, err := s.authorize(ctx, req.Header(), ScopeRead); err != nil {

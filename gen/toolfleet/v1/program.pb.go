@@ -11,6 +11,7 @@ import (
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	durationpb "google.golang.org/protobuf/types/known/durationpb"
 	structpb "google.golang.org/protobuf/types/known/structpb"
+	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
 	unsafe "unsafe"
@@ -1037,11 +1038,196 @@ func (x *Trigger) GetRunAs() string {
 	return ""
 }
 
+type ListProgramsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	PageSize      int32                  `protobuf:"varint,1,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	PageToken     []byte                 `protobuf:"bytes,2,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListProgramsRequest) Reset() {
+	*x = ListProgramsRequest{}
+	mi := &file_toolfleet_v1_program_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListProgramsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListProgramsRequest) ProtoMessage() {}
+
+func (x *ListProgramsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_toolfleet_v1_program_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListProgramsRequest.ProtoReflect.Descriptor instead.
+func (*ListProgramsRequest) Descriptor() ([]byte, []int) {
+	return file_toolfleet_v1_program_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *ListProgramsRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListProgramsRequest) GetPageToken() []byte {
+	if x != nil {
+		return x.PageToken
+	}
+	return nil
+}
+
+type ListProgramsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Programs      []*ProgramSummary      `protobuf:"bytes,1,rep,name=programs,proto3" json:"programs,omitempty"`
+	NextPageToken []byte                 `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListProgramsResponse) Reset() {
+	*x = ListProgramsResponse{}
+	mi := &file_toolfleet_v1_program_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListProgramsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListProgramsResponse) ProtoMessage() {}
+
+func (x *ListProgramsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_toolfleet_v1_program_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListProgramsResponse.ProtoReflect.Descriptor instead.
+func (*ListProgramsResponse) Descriptor() ([]byte, []int) {
+	return file_toolfleet_v1_program_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *ListProgramsResponse) GetPrograms() []*ProgramSummary {
+	if x != nil {
+		return x.Programs
+	}
+	return nil
+}
+
+func (x *ListProgramsResponse) GetNextPageToken() []byte {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return nil
+}
+
+// ProgramSummary is one program in a listing.
+type ProgramSummary struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	ProgramId string                 `protobuf:"bytes,1,opt,name=program_id,json=programId,proto3" json:"program_id,omitempty"`
+	// Temporal's view: Running, Completed, Failed, Canceled, Terminated, TimedOut.
+	State     string                 `protobuf:"bytes,2,opt,name=state,proto3" json:"state,omitempty"`
+	StartedAt *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=started_at,json=startedAt,proto3" json:"started_at,omitempty"`
+	ClosedAt  *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=closed_at,json=closedAt,proto3" json:"closed_at,omitempty"`
+	// What it is doing (the ToolfleetStatus search attribute: running,
+	// waiting_approval, completed, failed, canceled); empty for programs
+	// started without search attributes.
+	Status        string `protobuf:"bytes,5,opt,name=status,proto3" json:"status,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProgramSummary) Reset() {
+	*x = ProgramSummary{}
+	mi := &file_toolfleet_v1_program_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProgramSummary) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProgramSummary) ProtoMessage() {}
+
+func (x *ProgramSummary) ProtoReflect() protoreflect.Message {
+	mi := &file_toolfleet_v1_program_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProgramSummary.ProtoReflect.Descriptor instead.
+func (*ProgramSummary) Descriptor() ([]byte, []int) {
+	return file_toolfleet_v1_program_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *ProgramSummary) GetProgramId() string {
+	if x != nil {
+		return x.ProgramId
+	}
+	return ""
+}
+
+func (x *ProgramSummary) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+func (x *ProgramSummary) GetStartedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.StartedAt
+	}
+	return nil
+}
+
+func (x *ProgramSummary) GetClosedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ClosedAt
+	}
+	return nil
+}
+
+func (x *ProgramSummary) GetStatus() string {
+	if x != nil {
+		return x.Status
+	}
+	return ""
+}
+
 var File_toolfleet_v1_program_proto protoreflect.FileDescriptor
 
 const file_toolfleet_v1_program_proto_rawDesc = "" +
 	"\n" +
-	"\x1atoolfleet/v1/program.proto\x12\ftoolfleet.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x18toolfleet/v1/agent.proto\x1a\x19toolfleet/v1/events.proto\"\xb8\x02\n" +
+	"\x1atoolfleet/v1/program.proto\x12\ftoolfleet.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x18toolfleet/v1/agent.proto\x1a\x19toolfleet/v1/events.proto\"\xb8\x02\n" +
 	"\rProgramLimits\x12\x1b\n" +
 	"\tmax_steps\x18\x01 \x01(\x03R\bmaxSteps\x12$\n" +
 	"\x0emax_tool_calls\x18\x02 \x01(\x05R\fmaxToolCalls\x125\n" +
@@ -1113,14 +1299,29 @@ const file_toolfleet_v1_program_proto_rawDesc = "" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\asubject\x18\x02 \x01(\tR\asubject\x12\x16\n" +
 	"\x06target\x18\x03 \x01(\tR\x06target\x12\x15\n" +
-	"\x06run_as\x18\x04 \x01(\tR\x05runAs*\xc6\x01\n" +
+	"\x06run_as\x18\x04 \x01(\tR\x05runAs\"Q\n" +
+	"\x13ListProgramsRequest\x12\x1b\n" +
+	"\tpage_size\x18\x01 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x02 \x01(\fR\tpageToken\"x\n" +
+	"\x14ListProgramsResponse\x128\n" +
+	"\bprograms\x18\x01 \x03(\v2\x1c.toolfleet.v1.ProgramSummaryR\bprograms\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\fR\rnextPageToken\"\xd1\x01\n" +
+	"\x0eProgramSummary\x12\x1d\n" +
+	"\n" +
+	"program_id\x18\x01 \x01(\tR\tprogramId\x12\x14\n" +
+	"\x05state\x18\x02 \x01(\tR\x05state\x129\n" +
+	"\n" +
+	"started_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\tstartedAt\x127\n" +
+	"\tclosed_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\bclosedAt\x12\x16\n" +
+	"\x06status\x18\x05 \x01(\tR\x06status*\xc6\x01\n" +
 	"\rProgramStatus\x12\x1e\n" +
 	"\x1aPROGRAM_STATUS_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16PROGRAM_STATUS_RUNNING\x10\x01\x12#\n" +
 	"\x1fPROGRAM_STATUS_WAITING_APPROVAL\x10\x02\x12\x1c\n" +
 	"\x18PROGRAM_STATUS_COMPLETED\x10\x03\x12\x19\n" +
 	"\x15PROGRAM_STATUS_FAILED\x10\x04\x12\x1b\n" +
-	"\x17PROGRAM_STATUS_CANCELED\x10\x052\xbd\x04\n" +
+	"\x17PROGRAM_STATUS_CANCELED\x10\x052\x99\x05\n" +
 	"\x0eProgramService\x12O\n" +
 	"\n" +
 	"RunProgram\x12\x1f.toolfleet.v1.RunProgramRequest\x1a .toolfleet.v1.RunProgramResponse\x12T\n" +
@@ -1129,6 +1330,7 @@ const file_toolfleet_v1_program_proto_rawDesc = "" +
 	"\fWatchProgram\x12!.toolfleet.v1.WatchProgramRequest\x1a\".toolfleet.v1.WatchProgramResponse\"\x03\x90\x02\x010\x01\x12X\n" +
 	"\rCancelProgram\x12\".toolfleet.v1.CancelProgramRequest\x1a#.toolfleet.v1.CancelProgramResponse\x12p\n" +
 	"\x15DecideProgramApproval\x12*.toolfleet.v1.DecideProgramApprovalRequest\x1a+.toolfleet.v1.DecideProgramApprovalResponse\x12Z\n" +
+	"\fListPrograms\x12!.toolfleet.v1.ListProgramsRequest\x1a\".toolfleet.v1.ListProgramsResponse\"\x03\x90\x02\x01\x12Z\n" +
 	"\fListTriggers\x12!.toolfleet.v1.ListTriggersRequest\x1a\".toolfleet.v1.ListTriggersResponse\"\x03\x90\x02\x01B=Z;github.com/toolfleet/toolfleet/gen/toolfleet/v1;toolfleetv1b\x06proto3"
 
 var (
@@ -1144,7 +1346,7 @@ func file_toolfleet_v1_program_proto_rawDescGZIP() []byte {
 }
 
 var file_toolfleet_v1_program_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_toolfleet_v1_program_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
+var file_toolfleet_v1_program_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
 var file_toolfleet_v1_program_proto_goTypes = []any{
 	(ProgramStatus)(0),                    // 0: toolfleet.v1.ProgramStatus
 	(*ProgramLimits)(nil),                 // 1: toolfleet.v1.ProgramLimits
@@ -1162,43 +1364,52 @@ var file_toolfleet_v1_program_proto_goTypes = []any{
 	(*ListTriggersRequest)(nil),           // 13: toolfleet.v1.ListTriggersRequest
 	(*ListTriggersResponse)(nil),          // 14: toolfleet.v1.ListTriggersResponse
 	(*Trigger)(nil),                       // 15: toolfleet.v1.Trigger
-	(*durationpb.Duration)(nil),           // 16: google.protobuf.Duration
-	(*structpb.Struct)(nil),               // 17: google.protobuf.Struct
-	(*structpb.Value)(nil),                // 18: google.protobuf.Value
-	(*PendingApproval)(nil),               // 19: toolfleet.v1.PendingApproval
-	(*RunEvent)(nil),                      // 20: toolfleet.v1.RunEvent
+	(*ListProgramsRequest)(nil),           // 16: toolfleet.v1.ListProgramsRequest
+	(*ListProgramsResponse)(nil),          // 17: toolfleet.v1.ListProgramsResponse
+	(*ProgramSummary)(nil),                // 18: toolfleet.v1.ProgramSummary
+	(*durationpb.Duration)(nil),           // 19: google.protobuf.Duration
+	(*structpb.Struct)(nil),               // 20: google.protobuf.Struct
+	(*structpb.Value)(nil),                // 21: google.protobuf.Value
+	(*PendingApproval)(nil),               // 22: toolfleet.v1.PendingApproval
+	(*RunEvent)(nil),                      // 23: toolfleet.v1.RunEvent
+	(*timestamppb.Timestamp)(nil),         // 24: google.protobuf.Timestamp
 }
 var file_toolfleet_v1_program_proto_depIdxs = []int32{
-	16, // 0: toolfleet.v1.ProgramLimits.deadline:type_name -> google.protobuf.Duration
-	16, // 1: toolfleet.v1.ProgramLimits.approval_wait:type_name -> google.protobuf.Duration
-	17, // 2: toolfleet.v1.RunProgramRequest.args:type_name -> google.protobuf.Struct
+	19, // 0: toolfleet.v1.ProgramLimits.deadline:type_name -> google.protobuf.Duration
+	19, // 1: toolfleet.v1.ProgramLimits.approval_wait:type_name -> google.protobuf.Duration
+	20, // 2: toolfleet.v1.RunProgramRequest.args:type_name -> google.protobuf.Struct
 	1,  // 3: toolfleet.v1.RunProgramRequest.limits:type_name -> toolfleet.v1.ProgramLimits
-	18, // 4: toolfleet.v1.RunProgramResponse.result:type_name -> google.protobuf.Value
+	21, // 4: toolfleet.v1.RunProgramResponse.result:type_name -> google.protobuf.Value
 	0,  // 5: toolfleet.v1.RunProgramResponse.status:type_name -> toolfleet.v1.ProgramStatus
 	4,  // 6: toolfleet.v1.RunProgramResponse.program_error:type_name -> toolfleet.v1.ProgramError
-	18, // 7: toolfleet.v1.GetProgramResponse.result:type_name -> google.protobuf.Value
+	21, // 7: toolfleet.v1.GetProgramResponse.result:type_name -> google.protobuf.Value
 	0,  // 8: toolfleet.v1.GetProgramResponse.status:type_name -> toolfleet.v1.ProgramStatus
 	4,  // 9: toolfleet.v1.GetProgramResponse.program_error:type_name -> toolfleet.v1.ProgramError
-	19, // 10: toolfleet.v1.GetProgramResponse.pending_approvals:type_name -> toolfleet.v1.PendingApproval
-	20, // 11: toolfleet.v1.WatchProgramResponse.event:type_name -> toolfleet.v1.RunEvent
+	22, // 10: toolfleet.v1.GetProgramResponse.pending_approvals:type_name -> toolfleet.v1.PendingApproval
+	23, // 11: toolfleet.v1.WatchProgramResponse.event:type_name -> toolfleet.v1.RunEvent
 	15, // 12: toolfleet.v1.ListTriggersResponse.triggers:type_name -> toolfleet.v1.Trigger
-	2,  // 13: toolfleet.v1.ProgramService.RunProgram:input_type -> toolfleet.v1.RunProgramRequest
-	5,  // 14: toolfleet.v1.ProgramService.GetProgram:input_type -> toolfleet.v1.GetProgramRequest
-	7,  // 15: toolfleet.v1.ProgramService.WatchProgram:input_type -> toolfleet.v1.WatchProgramRequest
-	9,  // 16: toolfleet.v1.ProgramService.CancelProgram:input_type -> toolfleet.v1.CancelProgramRequest
-	11, // 17: toolfleet.v1.ProgramService.DecideProgramApproval:input_type -> toolfleet.v1.DecideProgramApprovalRequest
-	13, // 18: toolfleet.v1.ProgramService.ListTriggers:input_type -> toolfleet.v1.ListTriggersRequest
-	3,  // 19: toolfleet.v1.ProgramService.RunProgram:output_type -> toolfleet.v1.RunProgramResponse
-	6,  // 20: toolfleet.v1.ProgramService.GetProgram:output_type -> toolfleet.v1.GetProgramResponse
-	8,  // 21: toolfleet.v1.ProgramService.WatchProgram:output_type -> toolfleet.v1.WatchProgramResponse
-	10, // 22: toolfleet.v1.ProgramService.CancelProgram:output_type -> toolfleet.v1.CancelProgramResponse
-	12, // 23: toolfleet.v1.ProgramService.DecideProgramApproval:output_type -> toolfleet.v1.DecideProgramApprovalResponse
-	14, // 24: toolfleet.v1.ProgramService.ListTriggers:output_type -> toolfleet.v1.ListTriggersResponse
-	19, // [19:25] is the sub-list for method output_type
-	13, // [13:19] is the sub-list for method input_type
-	13, // [13:13] is the sub-list for extension type_name
-	13, // [13:13] is the sub-list for extension extendee
-	0,  // [0:13] is the sub-list for field type_name
+	18, // 13: toolfleet.v1.ListProgramsResponse.programs:type_name -> toolfleet.v1.ProgramSummary
+	24, // 14: toolfleet.v1.ProgramSummary.started_at:type_name -> google.protobuf.Timestamp
+	24, // 15: toolfleet.v1.ProgramSummary.closed_at:type_name -> google.protobuf.Timestamp
+	2,  // 16: toolfleet.v1.ProgramService.RunProgram:input_type -> toolfleet.v1.RunProgramRequest
+	5,  // 17: toolfleet.v1.ProgramService.GetProgram:input_type -> toolfleet.v1.GetProgramRequest
+	7,  // 18: toolfleet.v1.ProgramService.WatchProgram:input_type -> toolfleet.v1.WatchProgramRequest
+	9,  // 19: toolfleet.v1.ProgramService.CancelProgram:input_type -> toolfleet.v1.CancelProgramRequest
+	11, // 20: toolfleet.v1.ProgramService.DecideProgramApproval:input_type -> toolfleet.v1.DecideProgramApprovalRequest
+	16, // 21: toolfleet.v1.ProgramService.ListPrograms:input_type -> toolfleet.v1.ListProgramsRequest
+	13, // 22: toolfleet.v1.ProgramService.ListTriggers:input_type -> toolfleet.v1.ListTriggersRequest
+	3,  // 23: toolfleet.v1.ProgramService.RunProgram:output_type -> toolfleet.v1.RunProgramResponse
+	6,  // 24: toolfleet.v1.ProgramService.GetProgram:output_type -> toolfleet.v1.GetProgramResponse
+	8,  // 25: toolfleet.v1.ProgramService.WatchProgram:output_type -> toolfleet.v1.WatchProgramResponse
+	10, // 26: toolfleet.v1.ProgramService.CancelProgram:output_type -> toolfleet.v1.CancelProgramResponse
+	12, // 27: toolfleet.v1.ProgramService.DecideProgramApproval:output_type -> toolfleet.v1.DecideProgramApprovalResponse
+	17, // 28: toolfleet.v1.ProgramService.ListPrograms:output_type -> toolfleet.v1.ListProgramsResponse
+	14, // 29: toolfleet.v1.ProgramService.ListTriggers:output_type -> toolfleet.v1.ListTriggersResponse
+	23, // [23:30] is the sub-list for method output_type
+	16, // [16:23] is the sub-list for method input_type
+	16, // [16:16] is the sub-list for extension type_name
+	16, // [16:16] is the sub-list for extension extendee
+	0,  // [0:16] is the sub-list for field type_name
 }
 
 func init() { file_toolfleet_v1_program_proto_init() }
@@ -1214,7 +1425,7 @@ func file_toolfleet_v1_program_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolfleet_v1_program_proto_rawDesc), len(file_toolfleet_v1_program_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   15,
+			NumMessages:   18,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -24,6 +24,7 @@ const (
 	ProgramService_WatchProgram_FullMethodName          = "/toolfleet.v1.ProgramService/WatchProgram"
 	ProgramService_CancelProgram_FullMethodName         = "/toolfleet.v1.ProgramService/CancelProgram"
 	ProgramService_DecideProgramApproval_FullMethodName = "/toolfleet.v1.ProgramService/DecideProgramApproval"
+	ProgramService_ListPrograms_FullMethodName          = "/toolfleet.v1.ProgramService/ListPrograms"
 	ProgramService_ListTriggers_FullMethodName          = "/toolfleet.v1.ProgramService/ListTriggers"
 )
 
@@ -48,6 +49,9 @@ type ProgramServiceClient interface {
 	CancelProgram(ctx context.Context, in *CancelProgramRequest, opts ...grpc.CallOption) (*CancelProgramResponse, error)
 	// DecideProgramApproval grants or denies a tool call waiting for approval.
 	DecideProgramApproval(ctx context.Context, in *DecideProgramApprovalRequest, opts ...grpc.CallOption) (*DecideProgramApprovalResponse, error)
+	// ListPrograms lists the caller's programs, newest first (every subject's
+	// with programs:admin).
+	ListPrograms(ctx context.Context, in *ListProgramsRequest, opts ...grpc.CallOption) (*ListProgramsResponse, error)
 	// ListTriggers lists the configured NATS triggers that start programs and agent runs.
 	ListTriggers(ctx context.Context, in *ListTriggersRequest, opts ...grpc.CallOption) (*ListTriggersResponse, error)
 }
@@ -119,6 +123,16 @@ func (c *programServiceClient) DecideProgramApproval(ctx context.Context, in *De
 	return out, nil
 }
 
+func (c *programServiceClient) ListPrograms(ctx context.Context, in *ListProgramsRequest, opts ...grpc.CallOption) (*ListProgramsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListProgramsResponse)
+	err := c.cc.Invoke(ctx, ProgramService_ListPrograms_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *programServiceClient) ListTriggers(ctx context.Context, in *ListTriggersRequest, opts ...grpc.CallOption) (*ListTriggersResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ListTriggersResponse)
@@ -150,6 +164,9 @@ type ProgramServiceServer interface {
 	CancelProgram(context.Context, *CancelProgramRequest) (*CancelProgramResponse, error)
 	// DecideProgramApproval grants or denies a tool call waiting for approval.
 	DecideProgramApproval(context.Context, *DecideProgramApprovalRequest) (*DecideProgramApprovalResponse, error)
+	// ListPrograms lists the caller's programs, newest first (every subject's
+	// with programs:admin).
+	ListPrograms(context.Context, *ListProgramsRequest) (*ListProgramsResponse, error)
 	// ListTriggers lists the configured NATS triggers that start programs and agent runs.
 	ListTriggers(context.Context, *ListTriggersRequest) (*ListTriggersResponse, error)
 	mustEmbedUnimplementedProgramServiceServer()
@@ -176,6 +193,9 @@ func (UnimplementedProgramServiceServer) CancelProgram(context.Context, *CancelP
 }
 func (UnimplementedProgramServiceServer) DecideProgramApproval(context.Context, *DecideProgramApprovalRequest) (*DecideProgramApprovalResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method DecideProgramApproval not implemented")
+}
+func (UnimplementedProgramServiceServer) ListPrograms(context.Context, *ListProgramsRequest) (*ListProgramsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListPrograms not implemented")
 }
 func (UnimplementedProgramServiceServer) ListTriggers(context.Context, *ListTriggersRequest) (*ListTriggersResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListTriggers not implemented")
@@ -284,6 +304,24 @@ func _ProgramService_DecideProgramApproval_Handler(srv interface{}, ctx context.
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ProgramService_ListPrograms_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListProgramsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ProgramServiceServer).ListPrograms(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ProgramService_ListPrograms_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ProgramServiceServer).ListPrograms(ctx, req.(*ListProgramsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _ProgramService_ListTriggers_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(ListTriggersRequest)
 	if err := dec(in); err != nil {
@@ -324,6 +362,10 @@ var ProgramService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "DecideProgramApproval",
 			Handler:    _ProgramService_DecideProgramApproval_Handler,
+		},
+		{
+			MethodName: "ListPrograms",
+			Handler:    _ProgramService_ListPrograms_Handler,
 		},
 		{
 			MethodName: "ListTriggers",

@@ -48,6 +48,9 @@ const (
 	// ProgramServiceDecideProgramApprovalProcedure is the fully-qualified name of the ProgramService's
 	// DecideProgramApproval RPC.
 	ProgramServiceDecideProgramApprovalProcedure = "/toolfleet.v1.ProgramService/DecideProgramApproval"
+	// ProgramServiceListProgramsProcedure is the fully-qualified name of the ProgramService's
+	// ListPrograms RPC.
+	ProgramServiceListProgramsProcedure = "/toolfleet.v1.ProgramService/ListPrograms"
 	// ProgramServiceListTriggersProcedure is the fully-qualified name of the ProgramService's
 	// ListTriggers RPC.
 	ProgramServiceListTriggersProcedure = "/toolfleet.v1.ProgramService/ListTriggers"
@@ -68,6 +71,9 @@ type ProgramServiceClient interface {
 	CancelProgram(context.Context, *connect.Request[v1.CancelProgramRequest]) (*connect.Response[v1.CancelProgramResponse], error)
 	// DecideProgramApproval grants or denies a tool call waiting for approval.
 	DecideProgramApproval(context.Context, *connect.Request[v1.DecideProgramApprovalRequest]) (*connect.Response[v1.DecideProgramApprovalResponse], error)
+	// ListPrograms lists the caller's programs, newest first (every subject's
+	// with programs:admin).
+	ListPrograms(context.Context, *connect.Request[v1.ListProgramsRequest]) (*connect.Response[v1.ListProgramsResponse], error)
 	// ListTriggers lists the configured NATS triggers that start programs and agent runs.
 	ListTriggers(context.Context, *connect.Request[v1.ListTriggersRequest]) (*connect.Response[v1.ListTriggersResponse], error)
 }
@@ -115,6 +121,13 @@ func NewProgramServiceClient(httpClient connect.HTTPClient, baseURL string, opts
 			connect.WithSchema(programServiceMethods.ByName("DecideProgramApproval")),
 			connect.WithClientOptions(opts...),
 		),
+		listPrograms: connect.NewClient[v1.ListProgramsRequest, v1.ListProgramsResponse](
+			httpClient,
+			baseURL+ProgramServiceListProgramsProcedure,
+			connect.WithSchema(programServiceMethods.ByName("ListPrograms")),
+			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+			connect.WithClientOptions(opts...),
+		),
 		listTriggers: connect.NewClient[v1.ListTriggersRequest, v1.ListTriggersResponse](
 			httpClient,
 			baseURL+ProgramServiceListTriggersProcedure,
@@ -132,6 +145,7 @@ type programServiceClient struct {
 	watchProgram          *connect.Client[v1.WatchProgramRequest, v1.WatchProgramResponse]
 	cancelProgram         *connect.Client[v1.CancelProgramRequest, v1.CancelProgramResponse]
 	decideProgramApproval *connect.Client[v1.DecideProgramApprovalRequest, v1.DecideProgramApprovalResponse]
+	listPrograms          *connect.Client[v1.ListProgramsRequest, v1.ListProgramsResponse]
 	listTriggers          *connect.Client[v1.ListTriggersRequest, v1.ListTriggersResponse]
 }
 
@@ -160,6 +174,11 @@ func (c *programServiceClient) DecideProgramApproval(ctx context.Context, req *c
 	return c.decideProgramApproval.CallUnary(ctx, req)
 }
 
+// ListPrograms calls toolfleet.v1.ProgramService.ListPrograms.
+func (c *programServiceClient) ListPrograms(ctx context.Context, req *connect.Request[v1.ListProgramsRequest]) (*connect.Response[v1.ListProgramsResponse], error) {
+	return c.listPrograms.CallUnary(ctx, req)
+}
+
 // ListTriggers calls toolfleet.v1.ProgramService.ListTriggers.
 func (c *programServiceClient) ListTriggers(ctx context.Context, req *connect.Request[v1.ListTriggersRequest]) (*connect.Response[v1.ListTriggersResponse], error) {
 	return c.listTriggers.CallUnary(ctx, req)
@@ -180,6 +199,9 @@ type ProgramServiceHandler interface {
 	CancelProgram(context.Context, *connect.Request[v1.CancelProgramRequest]) (*connect.Response[v1.CancelProgramResponse], error)
 	// DecideProgramApproval grants or denies a tool call waiting for approval.
 	DecideProgramApproval(context.Context, *connect.Request[v1.DecideProgramApprovalRequest]) (*connect.Response[v1.DecideProgramApprovalResponse], error)
+	// ListPrograms lists the caller's programs, newest first (every subject's
+	// with programs:admin).
+	ListPrograms(context.Context, *connect.Request[v1.ListProgramsRequest]) (*connect.Response[v1.ListProgramsResponse], error)
 	// ListTriggers lists the configured NATS triggers that start programs and agent runs.
 	ListTriggers(context.Context, *connect.Request[v1.ListTriggersRequest]) (*connect.Response[v1.ListTriggersResponse], error)
 }
@@ -223,6 +245,13 @@ func NewProgramServiceHandler(svc ProgramServiceHandler, opts ...connect.Handler
 		connect.WithSchema(programServiceMethods.ByName("DecideProgramApproval")),
 		connect.WithHandlerOptions(opts...),
 	)
+	programServiceListProgramsHandler := connect.NewUnaryHandler(
+		ProgramServiceListProgramsProcedure,
+		svc.ListPrograms,
+		connect.WithSchema(programServiceMethods.ByName("ListPrograms")),
+		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+		connect.WithHandlerOptions(opts...),
+	)
 	programServiceListTriggersHandler := connect.NewUnaryHandler(
 		ProgramServiceListTriggersProcedure,
 		svc.ListTriggers,
@@ -242,6 +271,8 @@ func NewProgramServiceHandler(svc ProgramServiceHandler, opts ...connect.Handler
 			programServiceCancelProgramHandler.ServeHTTP(w, r)
 		case ProgramServiceDecideProgramApprovalProcedure:
 			programServiceDecideProgramApprovalHandler.ServeHTTP(w, r)
+		case ProgramServiceListProgramsProcedure:
+			programServiceListProgramsHandler.ServeHTTP(w, r)
 		case ProgramServiceListTriggersProcedure:
 			programServiceListTriggersHandler.ServeHTTP(w, r)
 		default:
@@ -271,6 +302,10 @@ func (UnimplementedProgramServiceHandler) CancelProgram(context.Context, *connec
 
 func (UnimplementedProgramServiceHandler) DecideProgramApproval(context.Context, *connect.Request[v1.DecideProgramApprovalRequest]) (*connect.Response[v1.DecideProgramApprovalResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("toolfleet.v1.ProgramService.DecideProgramApproval is not implemented"))
+}
+
+func (UnimplementedProgramServiceHandler) ListPrograms(context.Context, *connect.Request[v1.ListProgramsRequest]) (*connect.Response[v1.ListProgramsResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("toolfleet.v1.ProgramService.ListPrograms is not implemented"))
 }
 
 func (UnimplementedProgramServiceHandler) ListTriggers(context.Context, *connect.Request[v1.ListTriggersRequest]) (*connect.Response[v1.ListTriggersResponse], error) {
