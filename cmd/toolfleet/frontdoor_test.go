@@ -214,6 +214,9 @@ func TestFrontDoor(t *testing.T) {
 		}
 		got := &toolfleetv1.GetRunResponse{}
 		call := pending(func() (string, error) { return run("agent", "get", "fd-run") }, got)
+		if out, err := run("approvals", "list"); err != nil || !strings.Contains(out, "run\tfd-run\t"+call+"\tCalculator.Multiply") {
+			t.Errorf("approvals list: %v, want the run's call\n%s", err, out)
+		}
 		if out, err := run("agent", "approve", "fd-run", call); err != nil {
 			t.Fatalf("agent approve: %v\n%s", err, out)
 		}
@@ -340,6 +343,9 @@ func TestFrontDoor(t *testing.T) {
 		case r := <-done:
 			t.Fatalf("program run --watch ended before the approval: %v\n%s", r.err, r.out)
 		default:
+		}
+		if out, err := run("approvals", "list"); err != nil || !strings.Contains(out, "program\tfd-approve\t"+call+"\tKV.Delete") {
+			t.Errorf("approvals list: %v, want the program's call\n%s", err, out)
 		}
 		if out, err := run("program", "approve", "fd-approve", call); err != nil {
 			t.Fatalf("program approve: %v\n%s", err, out)

@@ -15,6 +15,6 @@ Start everything locally with 'toolfleet dev'.`,
 		SilenceErrors: true, // main prints each error once
 	}
 	root.AddCommand(newDevCommand(), newNewCommand())
-	root.AddCommand(newToolsCommand(), newMCPCommand(), newAgentCommand(), newProgramCommand())
+	root.AddCommand(newToolsCommand(), newMCPCommand(), newAgentCommand(), newProgramCommand(), newApprovalsCommand())
 	return root
 }
