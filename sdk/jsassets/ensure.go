@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -108,12 +109,21 @@ func insufficient(err error) bool {
 	return err != nil && strings.Contains(err.Error(), "insufficient") && strings.Contains(err.Error(), "resources")
 }
 
+// EnsureTimeout bounds one Ensure* call, whatever the caller's deadline: in
+// a JetStream cluster an API request to a stream that has no leader yet (a
+// node restarting, an election under way) gets no answer at all, and a
+// start-up that waited on it for its whole start timeout would never try
+// again. The caller's retry loop asks again instead.
+const EnsureTimeout = 20 * time.Second
+
 // EnsureStream creates the stream sc, or brings an existing one to sc when
 // its subjects, replicas, byte bound, max age, message size, discard policy
 // or duplicate window differ (an unchanged stream is not updated, so a
 // component needs the update permission only to apply a change). A storage
 // change is refused with a [*ChangeError].
 func EnsureStream(ctx context.Context, js jetstream.JetStream, sc jetstream.StreamConfig) (jetstream.Stream, error) {
+	ctx, cancel := context.WithTimeout(ctx, EnsureTimeout)
+	defer cancel()
 	info, err := checkStorage(ctx, js, sc.Name, sc.Name, sc.Storage)
 	if err != nil {
 		return nil, err
@@ -160,6 +170,8 @@ func sameStream(have, want jetstream.StreamConfig) bool {
 // (JetStream's CreateOrUpdate); a storage change is refused with a
 // [*ChangeError].
 func EnsureKeyValue(ctx context.Context, js jetstream.JetStream, kc jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
+	ctx, cancel := context.WithTimeout(ctx, EnsureTimeout)
+	defer cancel()
 	if _, err := checkStorage(ctx, js, kc.Bucket, "KV_"+kc.Bucket, kc.Storage); err != nil {
 		return nil, err
 	}
@@ -173,6 +185,8 @@ func EnsureKeyValue(ctx context.Context, js jetstream.JetStream, kc jetstream.Ke
 // EnsureObjectStore creates the object store oc or applies oc to an existing
 // one; a storage change is refused with a [*ChangeError].
 func EnsureObjectStore(ctx context.Context, js jetstream.JetStream, oc jetstream.ObjectStoreConfig) (jetstream.ObjectStore, error) {
+	ctx, cancel := context.WithTimeout(ctx, EnsureTimeout)
+	defer cancel()
 	if _, err := checkStorage(ctx, js, oc.Bucket, "OBJ_"+oc.Bucket, oc.Storage); err != nil {
 		return nil, err
 	}
