@@ -141,7 +141,7 @@ type jsz struct {
 // streams) with 3 replicas, a leader and its 2 followers current.
 func (h *harness) checkNATS(ctx context.Context) error {
 	var problems []string
-	streams := map[string]bool{}
+	streams, led := map[string]bool{}, map[string]bool{}
 	for i := range 3 {
 		name := fmt.Sprintf("nats-%d", i)
 		f, err := h.forward(ctx, "pod/"+name, 8222)
@@ -160,6 +160,12 @@ func (h *harness) checkNATS(ctx context.Context) error {
 		for _, a := range z.AccountDetails {
 			for _, s := range a.StreamDetail {
 				streams[s.Name] = true
+				if s.Cluster.Leader != "" && s.Cluster.Leader != name {
+					// Only the leader knows how far its followers are: a
+					// follower reports the other follower as not current.
+					continue
+				}
+				led[s.Name] = true
 				current := 0
 				for _, r := range s.Cluster.Replicas {
 					if r.Current {
@@ -177,6 +183,11 @@ func (h *harness) checkNATS(ctx context.Context) error {
 	}
 	if len(streams) == 0 {
 		return errf("no JetStream streams at all")
+	}
+	for name := range streams {
+		if !led[name] {
+			problems = append(problems, name+": no node reports itself its leader")
+		}
 	}
 	if len(problems) > 0 {
 		return errf("%d streams, not all R3 and current: %s", len(streams), strings.Join(problems, "; "))
