@@ -108,7 +108,9 @@ func passing(err error) bool {
 	switch connect.CodeOf(err) {
 	case connect.CodeUnavailable, connect.CodeDeadlineExceeded, connect.CodeAborted:
 		return true
-	case connect.CodeUnknown:
+	case connect.CodeUnknown, connect.CodeCanceled:
+		// A port-forward whose pod went away resets the connection; connect
+		// reports that as unknown, or as canceled when the read was cut.
 		s := err.Error()
 		return strings.Contains(s, "connection refused") || strings.Contains(s, "EOF") || strings.Contains(s, "connection reset")
 	}
