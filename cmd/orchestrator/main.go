@@ -190,6 +190,10 @@ func serve(ctx context.Context, cfg runner.Config, startTimeout time.Duration, l
 	cfg.Logger.Info("orchestrator polling", "task_queue", cfg.TaskQueue, "temporal", cfg.TemporalAddress, "health", lis.Addr().String())
 	select {
 	case <-ctx.Done():
+	case err := <-o.Failed():
+		hs.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
+		o.Stop()
+		return fmt.Errorf("the Temporal worker stopped for good, exiting so that the orchestrator is restarted: %w", err)
 	case err := <-served:
 		served <- err // for the deferred stop
 		o.Stop()

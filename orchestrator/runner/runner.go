@@ -267,7 +267,16 @@ type Orchestrator struct {
 	Runs *agent.Runs
 	// Programs starts and steers Starlark programs the same way.
 	Programs *program.Programs
+	// failed receives the worker's fatal error (see Failed).
+	failed chan error
 }
+
+// Failed is watched by the process that runs the orchestrator: it
+// receives the error that stopped the Temporal worker for good (the SDK
+// gives up on some errors, e.g. "namespace not found" after the namespace
+// was described). The process must then exit, so that it is restarted,
+// rather than stay up and look healthy while nothing polls.
+func (o *Orchestrator) Failed() <-chan error { return o.failed }
 
 // Start connects everything and starts polling; Stop undoes it.
 func Start(ctx context.Context, cfg Config) (_ *Orchestrator, err error) {
@@ -343,7 +352,14 @@ func Start(ctx context.Context, cfg Config) (_ *Orchestrator, err error) {
 	if err := visibility.Ensure(ctx, o.temporal, cfg.Namespace); err != nil {
 		cfg.Logger.Warn("runs and programs will not carry search attributes", "error", err)
 	}
+	o.failed = make(chan error, 1)
 	o.worker = worker.New(o.temporal, cfg.TaskQueue, worker.Options{
+		OnFatalError: func(err error) {
+			select {
+			case o.failed <- err:
+			default:
+			}
+		},
 		MaxConcurrentActivityExecutionSize: cfg.MaxConcurrentActivities,
 		WorkerStopTimeout:                  cfg.StopTimeout,
 		DeadlockDetectionTimeout:           program.DeadlockDetectionTimeout, // scripts compute between yields
