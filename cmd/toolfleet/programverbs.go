@@ -15,18 +15,26 @@ import (
 
 // The verbs runs have, for programs: get, list, watch, approve, deny, cancel.
 
+// withProgramClient is the RunE of a verb that makes one ProgramService
+// call: it dials the gateway and bounds the call by --timeout.
+func withProgramClient(gf *gatewayFlags, call func(context.Context, *cobra.Command, toolfleetv1connect.ProgramServiceClient, []string) error) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, args []string) error {
+		c, err := programClient(gf)
+		if err != nil {
+			return err
+		}
+		ctx, cancel := context.WithTimeout(cmd.Context(), gf.Timeout)
+		defer cancel()
+		return call(ctx, cmd, c, args)
+	}
+}
+
 func newProgramListCommand(gf *gatewayFlags) *cobra.Command {
 	return &cobra.Command{
 		Use:   "list",
 		Short: "List your programs, newest first: id, Temporal state, status, start time",
 		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := programClient(gf)
-			if err != nil {
-				return err
-			}
-			ctx, cancel := context.WithTimeout(cmd.Context(), gf.Timeout)
-			defer cancel()
+		RunE: withProgramClient(gf, func(ctx context.Context, cmd *cobra.Command, c toolfleetv1connect.ProgramServiceClient, _ []string) error {
 			resp, err := c.ListPrograms(ctx, connect.NewRequest(&toolfleetv1.ListProgramsRequest{PageSize: 50}))
 			if err != nil {
 				return err
@@ -40,7 +48,7 @@ func newProgramListCommand(gf *gatewayFlags) *cobra.Command {
 					p.GetStartedAt().AsTime().Local().Format(time.DateTime))
 			}
 			return nil
-		},
+		}),
 	}
 }
 
@@ -49,19 +57,13 @@ func newProgramGetCommand(gf *gatewayFlags) *cobra.Command {
 		Use:   "get PROGRAM_ID",
 		Short: "Print a program's status, result or error, and pending approvals (JSON)",
 		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := programClient(gf)
-			if err != nil {
-				return err
-			}
-			ctx, cancel := context.WithTimeout(cmd.Context(), gf.Timeout)
-			defer cancel()
+		RunE: withProgramClient(gf, func(ctx context.Context, cmd *cobra.Command, c toolfleetv1connect.ProgramServiceClient, args []string) error {
 			resp, err := c.GetProgram(ctx, connect.NewRequest(&toolfleetv1.GetProgramRequest{ProgramId: args[0]}))
 			if err != nil {
 				return err
 			}
 			return printJSON(cmd.OutOrStdout(), resp.Msg)
-		},
+		}),
 	}
 }
 
@@ -93,17 +95,11 @@ func newProgramDecideCommand(gf *gatewayFlags, approve bool) *cobra.Command {
 		Use:   use,
 		Short: short,
 		Args:  cobra.ExactArgs(2),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := programClient(gf)
-			if err != nil {
-				return err
-			}
-			ctx, cancel := context.WithTimeout(cmd.Context(), gf.Timeout)
-			defer cancel()
-			_, err = c.DecideProgramApproval(ctx, connect.NewRequest(&toolfleetv1.DecideProgramApprovalRequest{
+		RunE: withProgramClient(gf, func(ctx context.Context, _ *cobra.Command, c toolfleetv1connect.ProgramServiceClient, args []string) error {
+			_, err := c.DecideProgramApproval(ctx, connect.NewRequest(&toolfleetv1.DecideProgramApprovalRequest{
 				ProgramId: args[0], CallId: args[1], Approved: approve, Reason: reason}))
 			return err
-		},
+		}),
 	}
 	if !approve {
 		cmd.Flags().StringVar(&reason, "reason", "", "why; the script sees it as the call's error")
@@ -116,16 +112,10 @@ func newProgramCancelCommand(gf *gatewayFlags) *cobra.Command {
 		Use:   "cancel PROGRAM_ID",
 		Short: "Cancel a program and its in-flight tool calls",
 		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := programClient(gf)
-			if err != nil {
-				return err
-			}
-			ctx, cancel := context.WithTimeout(cmd.Context(), gf.Timeout)
-			defer cancel()
-			_, err = c.CancelProgram(ctx, connect.NewRequest(&toolfleetv1.CancelProgramRequest{ProgramId: args[0]}))
+		RunE: withProgramClient(gf, func(ctx context.Context, _ *cobra.Command, c toolfleetv1connect.ProgramServiceClient, args []string) error {
+			_, err := c.CancelProgram(ctx, connect.NewRequest(&toolfleetv1.CancelProgramRequest{ProgramId: args[0]}))
 			return err
-		},
+		}),
 	}
 }
 
