@@ -278,7 +278,7 @@ func TestOneCallPerTurn(t *testing.T) {
 					t.Fatal(err)
 				}
 				want := []string{`Calculator_Add(call_1)={"a":1,"b":2}`}
-				if parallel {
+				if parallel && !strings.HasPrefix(tt.name, "xml") { // xml: one call per turn by definition
 					want = append(want, `Calculator_Mul(call_2)={"a":3,"b":4}`)
 				}
 				if got := callStrings(ToolCalls(msg)); !equalStrings(got, want) {

@@ -25,8 +25,9 @@ type Model interface {
 // WithTextProtocol adapts a model without native tool calls: requests are
 // rewritten with ForTextProtocol, replies parsed with p. While streaming,
 // text deltas pass through a TagFilter so callers never see half a tag; when
-// the request asks for no parallel calls the stream is cut right after the
-// first closing tag.
+// the request asks for no parallel calls, or p allows one call per turn by
+// definition (XMLFunction), the stream is cut right after the first closing
+// tag.
 func WithTextProtocol(m Model, p TextProtocol) Model { return &textProtocolModel{m: m, p: p} }
 
 type textProtocolModel struct {
@@ -39,7 +40,7 @@ func (t *textProtocolModel) Complete(ctx context.Context, req *Request) (*toolfl
 	if err != nil {
 		return nil, err
 	}
-	if req.OneCallPerTurn() {
+	if req.OneCallPerTurn() || isSingleCall(t.p) {
 		// As when streaming: what follows the first block is not read, so
 		// a malformed second block cannot fail a turn that uses only one.
 		msg = truncateAfterFirstBlock(msg, t.p)
@@ -72,7 +73,7 @@ func (t *textProtocolModel) parse(msg *toolfleetv1.Message, req *Request) (*tool
 
 func (t *textProtocolModel) Stream(ctx context.Context, req *Request, onDelta func(Delta) error) (*toolfleetv1.Message, error) {
 	filter := NewTagFilter(t.p)
-	oneCall := req.OneCallPerTurn()
+	oneCall := req.OneCallPerTurn() || isSingleCall(t.p)
 	cut := false
 	msg, err := t.m.Stream(ctx, ForTextProtocol(t.p, req), func(d Delta) error {
 		if d.Text != "" {

@@ -272,12 +272,30 @@ func (Hermes) Parse(text string, _ []*toolfleetv1.ToolDefinition) (string, []*to
 	return strings.TrimSpace(rest.String()), calls, nil
 }
 
-// XMLFunction is the <function=NAME><parameter=P>value</parameter></function>
-// protocol (Qwen3-Coder style; an enclosing <tool_call> is accepted).
-// Parameter values are text, coerced by the tool's input schema: integers,
-// numbers and booleans parsed, arrays and objects as JSON, strings kept
-// verbatim. With no schema for a parameter, JSON is tried, then text.
+// XMLFunction is the prompt protocol of bare
+// <function=NAME><parameter=P>value</parameter></function> blocks that the
+// augmenter teaches, one call per turn by definition: Parse and the stream
+// stop at the first complete block, whatever the run's parallel setting, and
+// what follows it is the model rambling on (dropped, never executed). An
+// enclosing <tool_call> is accepted. Parameter values are text, coerced by
+// the tool's input schema: integers, numbers and booleans parsed, arrays and
+// objects as JSON, strings kept verbatim. With no schema for a parameter,
+// JSON is tried, then text. Qwen3-Coder's own form, several wrapped calls
+// per turn, is [Qwen3Coder].
 type XMLFunction struct{}
+
+// oneCallPerTurn implements singleCall.
+func (XMLFunction) oneCallPerTurn() {}
+
+// singleCall is implemented by protocols that allow one call per turn by
+// definition (their instructions say so).
+type singleCall interface{ oneCallPerTurn() }
+
+// isSingleCall reports whether p allows one call per turn by definition.
+func isSingleCall(p TextProtocol) bool {
+	_, ok := p.(singleCall)
+	return ok
+}
 
 // Name implements TextProtocol.
 func (XMLFunction) Name() string { return "xml" }
@@ -324,54 +342,45 @@ func (XMLFunction) RenderResult(r *toolfleetv1.ToolResult) string {
 	return renderResultText("<tool_response>", "</tool_response>", r)
 }
 
-// Parse implements TextProtocol.
+// Parse implements TextProtocol: the first block is the call, text before
+// it (less an opening <tool_call> wrapper) the remaining text, and what
+// follows it is not read.
 func (XMLFunction) Parse(text string, tools []*toolfleetv1.ToolDefinition) (string, []*toolfleetv1.ToolCall, error) {
-	var rest strings.Builder
-	var calls []*toolfleetv1.ToolCall
-	for {
-		start := strings.Index(text, "<function=")
-		if start < 0 {
-			rest.WriteString(text)
-			break
-		}
-		rest.WriteString(text[:start])
-		block := len(calls) + 1
-		body := text[start+len("<function="):]
-		gt := strings.IndexByte(body, '>')
-		end := strings.Index(body, "</function>")
-		if gt < 0 || end < 0 || gt > end {
-			e := &BlockError{Protocol: "xml", Block: block, Err: errors.New("no closing </function>")}
-			if gt >= 0 && modelNamePattern.MatchString(strings.TrimSpace(body[:gt])) {
-				e.Call = strings.TrimSpace(body[:gt])
-			}
-			return "", nil, e
-		}
-		name := strings.TrimSpace(body[:gt])
-		if name == "" || strings.ContainsAny(name, "<\n") {
-			return "", nil, &BlockError{Protocol: "xml", Block: block, Err: fmt.Errorf("bad function name %.40q", name)}
-		}
-		id := "call_" + strconv.Itoa(block)
-		args, err := xmlParameters(name+" ("+id+")", body[gt+1:end], propertySchemas(tools, name))
-		if err != nil {
-			return "", nil, &BlockError{Protocol: "xml", Block: block, Call: name + " (" + id + ")", Err: err}
-		}
-		calls = append(calls, &toolfleetv1.ToolCall{Id: id, Name: name, Arguments: args})
-		text = body[end+len("</function>"):]
+	start := strings.Index(text, "<function=")
+	if start < 0 {
+		return strings.TrimSpace(text), nil, nil
 	}
-	// Drop <tool_call> wrappers left empty by the removed blocks.
-	out := rest.String()
-	for {
-		s := strings.Index(out, "<tool_call>")
-		if s < 0 {
-			break
-		}
-		e := strings.Index(out[s:], "</tool_call>")
-		if e < 0 || strings.TrimSpace(out[s+len("<tool_call>"):s+e]) != "" {
-			break
-		}
-		out = out[:s] + out[s+e+len("</tool_call>"):]
+	c, _, err := functionBlock("xml", 1, text[start:], tools)
+	if err != nil {
+		return "", nil, err
 	}
-	return strings.TrimSpace(out), calls, nil
+	before := strings.TrimSuffix(strings.TrimSpace(text[:start]), "<tool_call>")
+	return strings.TrimSpace(before), []*toolfleetv1.ToolCall{c}, nil
+}
+
+// functionBlock reads the <function=NAME><parameter=…>…</function> block s
+// begins with, its values typed by the tool's schema; n is the block's length.
+func functionBlock(protocol string, block int, s string, tools []*toolfleetv1.ToolDefinition) (c *toolfleetv1.ToolCall, n int, err error) {
+	body := s[len("<function="):]
+	gt := strings.IndexByte(body, '>')
+	end := strings.Index(body, "</function>")
+	if gt < 0 || end < 0 || gt > end {
+		e := &BlockError{Protocol: protocol, Block: block, Err: errors.New("no closing </function>")}
+		if gt >= 0 && modelNamePattern.MatchString(strings.TrimSpace(body[:gt])) {
+			e.Call = strings.TrimSpace(body[:gt])
+		}
+		return nil, 0, e
+	}
+	name := strings.TrimSpace(body[:gt])
+	if name == "" || strings.ContainsAny(name, "<\n") {
+		return nil, 0, &BlockError{Protocol: protocol, Block: block, Err: fmt.Errorf("bad function name %.40q", name)}
+	}
+	id := "call_" + strconv.Itoa(block)
+	args, err := xmlParameters(name+" ("+id+")", body[gt+1:end], propertySchemas(tools, name))
+	if err != nil {
+		return nil, 0, &BlockError{Protocol: protocol, Block: block, Call: name + " (" + id + ")", Err: err}
+	}
+	return &toolfleetv1.ToolCall{Id: id, Name: name, Arguments: args}, len("<function=") + end + len("</function>"), nil
 }
 
 // propertySchemas returns the property schemas of the named tool's input.
