@@ -315,7 +315,7 @@ func TestOneCallIgnoresLaterBlocks(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if got := callStrings(ToolCalls(msg)); !equalStrings(got, []string{`Calculator_Add(call_1)={"a":1,"b":2}`}) {
+				if got := callStrings(ToolCalls(msg)); !equalStrings(got, []string{`Calculator_Add(` + renderedID(p, "Calculator_Add", "call_1") + `)={"a":1,"b":2}`}) {
 					t.Errorf("calls = %q", got)
 				}
 			})

@@ -14,26 +14,45 @@ import (
 // declared is the protocol the model was taught (nil for a model with
 // native tool calls). With a declared protocol its parser always runs. For
 // a native model, a message that already has calls is returned unchanged;
-// one without calls is searched for blocks of every known protocol (XML
+// one without calls is searched for blocks of the prompt protocols (XML
 // function blocks, then Hermes, then fenced), and finding none means no
 // calls, not an error. A malformed block is always an error.
 //
 // msg is not modified; the result's text parts hold the text outside the
 // blocks and its stop reason becomes StopToolCalls when calls were found.
 func ParseAuto(msg *toolfleetv1.Message, declared TextProtocol, tools []*toolfleetv1.ToolDefinition) (*toolfleetv1.Message, error) {
-	protocols := []TextProtocol{declared}
 	if declared == nil {
-		if len(ToolCalls(msg)) > 0 {
-			return msg, nil
-		}
-		protocols = TextProtocols()
+		return parseAuto(msg, "", tools)
 	}
+	return parseWith(msg, []TextProtocol{declared}, tools)
+}
+
+// parseAuto is ParseAuto for a native model named model: the dialect its
+// family speaks (DialectFor) is tried first, then the prompt protocols.
+func parseAuto(msg *toolfleetv1.Message, model string, tools []*toolfleetv1.ToolDefinition) (*toolfleetv1.Message, error) {
+	if len(ToolCalls(msg)) > 0 {
+		return msg, nil
+	}
+	protocols := promptProtocols()
+	if d, ok := DialectFor(model); ok {
+		protocols = append([]TextProtocol{d}, protocols...)
+	}
+	text := MessageText(msg)
+	var found []TextProtocol
+	for _, p := range protocols {
+		// A dialect's markers are its own: its parser runs whenever the
+		// model's name says it speaks it.
+		if _, dialect := p.(Dialect); dialect || strings.Contains(text, strings.TrimPrefix(p.OpenTag(), "\n")) {
+			found = append(found, p)
+		}
+	}
+	return parseWith(msg, found, tools)
+}
+
+func parseWith(msg *toolfleetv1.Message, protocols []TextProtocol, tools []*toolfleetv1.ToolDefinition) (*toolfleetv1.Message, error) {
 	text := MessageText(msg)
 	var calls []*toolfleetv1.ToolCall
 	for _, p := range protocols {
-		if !strings.Contains(text, strings.TrimPrefix(p.OpenTag(), "\n")) {
-			continue
-		}
 		rest, found, err := p.Parse(text, tools)
 		if err != nil {
 			return nil, err

@@ -72,6 +72,9 @@ func (t *textProtocolModel) parse(msg *toolfleetv1.Message, req *Request) (*tool
 }
 
 func (t *textProtocolModel) Stream(ctx context.Context, req *Request, onDelta func(Delta) error) (*toolfleetv1.Message, error) {
+	if dec, ok := NewTextDecoder(t.p, req.Tools); ok {
+		return t.streamDialect(ctx, req, dec, onDelta)
+	}
 	filter := NewTagFilter(t.p)
 	oneCall := req.OneCallPerTurn() || isSingleCall(t.p)
 	cut := false
@@ -105,12 +108,93 @@ func (t *textProtocolModel) Stream(ctx context.Context, req *Request, onDelta fu
 	return t.parse(msg, req)
 }
 
+// streamDialect streams a Dialect's reply through dec: text deltas carry
+// only text outside calls (a marker split across chunks is held back), and
+// each call is sent as one ToolCall delta the moment it is complete. With
+// one call per turn the stream is cut right after the first call. The
+// message is then parsed from the text read (the same scanner), so it
+// agrees with what was streamed.
+func (t *textProtocolModel) streamDialect(ctx context.Context, req *Request, dec *TextDecoder, onDelta func(Delta) error) (*toolfleetv1.Message, error) {
+	dec.step = true
+	if req.OneCallPerTurn() {
+		dec.limit = 1
+	}
+	// pass feeds text to dec and sends what it returns, in order.
+	pass := func(chunk string, eof bool) error {
+		for {
+			var text string
+			var calls []*toolfleetv1.ToolCall
+			var err error
+			if eof {
+				text, calls, err = dec.Close()
+			} else {
+				text, calls, err = dec.Write(chunk)
+			}
+			if err != nil {
+				return nil // reported by the parse of the whole text
+			}
+			if onDelta != nil && text != "" {
+				if err := onDelta(Delta{Text: text}); err != nil {
+					return err
+				}
+			}
+			for i, c := range calls {
+				if onDelta == nil {
+					break
+				}
+				d := Delta{ToolCall: &ToolCallDelta{Index: dec.Calls() - len(calls) + i, ID: c.GetId(), Name: c.GetName(), Arguments: argsJSON(c)}}
+				if err := onDelta(d); err != nil {
+					return err
+				}
+			}
+			if len(calls) == 0 || eof || dec.limit > 0 && dec.Calls() >= dec.limit {
+				return nil
+			}
+			chunk = ""
+		}
+	}
+	msg, err := t.m.Stream(ctx, ForTextProtocol(t.p, req), func(d Delta) error {
+		if d.Text != "" {
+			if err := pass(d.Text, false); err != nil {
+				return err
+			}
+			d.Text = ""
+		}
+		if onDelta != nil && !d.empty() {
+			if err := onDelta(d); err != nil {
+				return err
+			}
+		}
+		if dec.limit > 0 && dec.Calls() >= dec.limit {
+			return StopStream
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if dec.limit > 0 && dec.Calls() >= dec.limit {
+		msg = truncateAfterFirstBlock(msg, t.p)
+	} else if err := pass("", true); err != nil && !errors.Is(err, StopStream) {
+		return nil, err
+	}
+	return t.parse(msg, req)
+}
+
 // truncateAfterFirstBlock drops the text after the first block's closing
 // tag: the chunk that closed the block may carry the start of the next one.
 // The closing tag is searched after the opening one: a fenced block's
-// "\n~~~" also begins its own opening line.
+// "\n~~~" also begins its own opening line. A Dialect is cut after its
+// first call.
 func truncateAfterFirstBlock(msg *toolfleetv1.Message, p TextProtocol) *toolfleetv1.Message {
 	text := MessageText(msg)
+	if dec, ok := NewTextDecoder(p, nil); ok {
+		dec.limit = 1
+		if _, calls, err := dec.Write(text); err == nil && len(calls) > 0 {
+			return withText(msg, text[:dec.consumed])
+		}
+		return msg
+	}
 	open := strings.TrimPrefix(p.OpenTag(), "\n")
 	i := strings.Index(text, open)
 	if i < 0 {
@@ -124,7 +208,9 @@ func truncateAfterFirstBlock(msg *toolfleetv1.Message, p TextProtocol) *toolflee
 }
 
 // WithAutoFallback wraps a native model so a reply without tool calls but
-// with text-protocol blocks is parsed into calls (see ParseAuto).
+// with text-protocol blocks is parsed into calls (see ParseAuto); when the
+// request's model name says which dialect the model speaks (DialectFor),
+// that dialect is parsed first.
 func WithAutoFallback(m Model) Model { return &fallbackModel{m: m} }
 
 type fallbackModel struct{ m Model }
@@ -134,7 +220,7 @@ func (f *fallbackModel) Complete(ctx context.Context, req *Request) (*toolfleetv
 	if err != nil {
 		return nil, err
 	}
-	out, err := ParseAuto(msg, nil, req.Tools)
+	out, err := parseAuto(msg, req.Model, req.Tools)
 	if err != nil {
 		return nil, err
 	}
@@ -146,7 +232,7 @@ func (f *fallbackModel) Stream(ctx context.Context, req *Request, onDelta func(D
 	if err != nil {
 		return nil, err
 	}
-	out, err := ParseAuto(msg, nil, req.Tools)
+	out, err := parseAuto(msg, req.Model, req.Tools)
 	if err != nil {
 		return nil, err
 	}

@@ -14,10 +14,11 @@ type TagFilter struct {
 	blocks    int
 }
 
-// NewTagFilter watches for the blocks of protocols (all known ones if none).
+// NewTagFilter watches for the blocks of protocols (the three prompt
+// protocols if none; a Dialect streams through a TextDecoder instead).
 func NewTagFilter(protocols ...TextProtocol) *TagFilter {
 	if len(protocols) == 0 {
-		protocols = TextProtocols()
+		protocols = promptProtocols()
 	}
 	return &TagFilter{protocols: protocols}
 }
@@ -59,17 +60,11 @@ func (f *TagFilter) Write(s string) string {
 // partialTag returns the length of the longest suffix of buf that is a
 // proper prefix of an opening tag.
 func (f *TagFilter) partialTag() int {
-	longest := 0
-	for _, p := range f.protocols {
-		tag := p.OpenTag()
-		for n := min(len(tag)-1, len(f.buf)); n > longest; n-- {
-			if strings.HasSuffix(f.buf, tag[:n]) {
-				longest = n
-				break
-			}
-		}
+	tags := make([]string, len(f.protocols))
+	for i, p := range f.protocols {
+		tags[i] = p.OpenTag()
 	}
-	return longest
+	return partialSuffix(f.buf, tags)
 }
 
 // Blocks is the number of complete blocks seen. A caller whose model makes

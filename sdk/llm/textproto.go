@@ -18,7 +18,8 @@ import (
 // tools in plain text. Each protocol teaches itself in the system prompt,
 // renders past calls and results as text, and parses calls out of a reply.
 type TextProtocol interface {
-	// Name is "fenced", "hermes" or "xml".
+	// Name is "fenced", "hermes", "xml" or a Dialect's name; stable, it
+	// is what a run's tool_protocol says.
 	Name() string
 	// Instructions is the system-prompt text that teaches the protocol,
 	// listing every tool with its input schema.
@@ -36,8 +37,30 @@ type TextProtocol interface {
 	CloseTag() string
 }
 
-// TextProtocols returns every text protocol, in the order ParseAuto tries them.
-func TextProtocols() []TextProtocol { return []TextProtocol{XMLFunction{}, Hermes{}, Fenced{}} }
+// TextProtocols returns every text protocol: the three prompt protocols
+// (the order ParseAuto tries them in a native model's text), then every
+// Dialect.
+func TextProtocols() []TextProtocol {
+	out := promptProtocols()
+	for _, d := range Dialects() {
+		out = append(out, d)
+	}
+	return out
+}
+
+// promptProtocols are the protocols toolfleet teaches in the prompt, tried
+// in this order in the text of a model that has native calls.
+func promptProtocols() []TextProtocol { return []TextProtocol{XMLFunction{}, Hermes{}, Fenced{}} }
+
+// TextProtocolByName returns the text protocol with that Name.
+func TextProtocolByName(name string) (TextProtocol, bool) {
+	for _, p := range TextProtocols() {
+		if p.Name() == name {
+			return p, true
+		}
+	}
+	return nil, false
+}
 
 // BlockError is a malformed text-protocol block. errors.Is matches
 // ErrMalformed, and ErrInvalidArguments when the block's arguments were the
@@ -359,28 +382,45 @@ func (XMLFunction) Parse(text string, tools []*toolfleetv1.ToolDefinition) (stri
 }
 
 // functionBlock reads the <function=NAME><parameter=…>…</function> block s
-// begins with, its values typed by the tool's schema; n is the block's length.
-func functionBlock(protocol string, block int, s string, tools []*toolfleetv1.ToolDefinition) (c *toolfleetv1.ToolCall, n int, err error) {
+// begins with as call number block of protocol.
+func functionBlock(protocol string, block int, s string, tools []*toolfleetv1.ToolDefinition) (*toolfleetv1.ToolCall, int, error) {
+	id := "call_" + strconv.Itoa(block)
+	name, args, n, err := readFunction(s, tools, func(name string) string { return name + " (" + id + ")" })
+	if err != nil {
+		e := &BlockError{Protocol: protocol, Block: block, Err: err}
+		if name != "" {
+			e.Call = name
+			if errors.Is(err, ErrInvalidArguments) {
+				e.Call = name + " (" + id + ")"
+			}
+		}
+		return nil, 0, e
+	}
+	return &toolfleetv1.ToolCall{Id: id, Name: name, Arguments: args}, n, nil
+}
+
+// readFunction reads the <function=NAME>…</function> block s begins with,
+// its values typed by the tool's schema (label names the call in argument
+// errors); n is the block's length. name is set whenever it could be read.
+func readFunction(s string, tools []*toolfleetv1.ToolDefinition, label func(string) string) (name string, args *structpb.Struct, n int, err error) {
 	body := s[len("<function="):]
 	gt := strings.IndexByte(body, '>')
 	end := strings.Index(body, "</function>")
 	if gt < 0 || end < 0 || gt > end {
-		e := &BlockError{Protocol: protocol, Block: block, Err: errors.New("no closing </function>")}
 		if gt >= 0 && modelNamePattern.MatchString(strings.TrimSpace(body[:gt])) {
-			e.Call = strings.TrimSpace(body[:gt])
+			name = strings.TrimSpace(body[:gt])
 		}
-		return nil, 0, e
+		return name, nil, 0, errors.New("no closing </function>")
 	}
-	name := strings.TrimSpace(body[:gt])
+	name = strings.TrimSpace(body[:gt])
 	if name == "" || strings.ContainsAny(name, "<\n") {
-		return nil, 0, &BlockError{Protocol: protocol, Block: block, Err: fmt.Errorf("bad function name %.40q", name)}
+		return "", nil, 0, fmt.Errorf("bad function name %.40q", name)
 	}
-	id := "call_" + strconv.Itoa(block)
-	args, err := xmlParameters(name+" ("+id+")", body[gt+1:end], propertySchemas(tools, name))
+	args, err = xmlParameters(label(name), body[gt+1:end], propertySchemas(tools, name))
 	if err != nil {
-		return nil, 0, &BlockError{Protocol: protocol, Block: block, Call: name + " (" + id + ")", Err: err}
+		return name, nil, 0, err
 	}
-	return &toolfleetv1.ToolCall{Id: id, Name: name, Arguments: args}, len("<function=") + end + len("</function>"), nil
+	return name, args, len("<function=") + end + len("</function>"), nil
 }
 
 // propertySchemas returns the property schemas of the named tool's input.
@@ -456,7 +496,10 @@ func schemaTypes(schema map[string]any) []string {
 }
 
 // coerceParameter turns a parameter's text into the JSON value its schema
-// wants. A string schema keeps the text verbatim; typed values must parse.
+// wants: the one helper that types the values of every XML-ish dialect
+// (xml, qwen3_coder, glm45, minimax_m2, deepseek_v32) and pythonic strings.
+// A string schema keeps the text verbatim; typed values must parse (arrays
+// and objects as JSON or Python literals).
 // Numbers stay exact (see ExactNumber).
 func coerceParameter(raw string, schema map[string]any) (*structpb.Value, error) {
 	types := schemaTypes(schema)
@@ -486,15 +529,15 @@ func coerceParameter(raw string, schema map[string]any) (*structpb.Value, error)
 				return structpb.NewBoolValue(b), nil
 			}
 		case "null":
-			if trimmed == "null" || trimmed == "" {
+			if trimmed == "null" || trimmed == "" || trimmed == "None" {
 				return structpb.NewNullValue(), nil
 			}
 		case "array":
-			if v, err := decodeJSONValue([]byte(trimmed)); err == nil && v.GetListValue() != nil {
+			if v := jsonOrPython(trimmed); v.GetListValue() != nil {
 				return v, nil
 			}
 		case "object":
-			if v, err := decodeJSONValue([]byte(trimmed)); err == nil && v.GetStructValue() != nil {
+			if v := jsonOrPython(trimmed); v.GetStructValue() != nil {
 				return v, nil
 			}
 		}
@@ -503,6 +546,18 @@ func coerceParameter(raw string, schema map[string]any) (*structpb.Value, error)
 		return structpb.NewStringValue(raw), nil
 	}
 	return nil, fmt.Errorf("%.40q is not a valid %s", raw, strings.Join(types, " or "))
+}
+
+// jsonOrPython reads text as JSON, else as a Python literal (models write
+// both); nil when it is neither.
+func jsonOrPython(text string) *structpb.Value {
+	if v, err := decodeJSONValue([]byte(text)); err == nil {
+		return v
+	}
+	if v, err := pyLiteral(text); err == nil {
+		return v
+	}
+	return nil
 }
 
 var (

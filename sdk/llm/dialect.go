@@ -1,0 +1,491 @@
+package llm
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"google.golang.org/protobuf/types/known/structpb"
+
+	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
+)
+
+// ErrTruncated matches a *BlockError whose call was cut off before its end
+// (the reply hit max_tokens, or the stream broke): the call is never
+// executed. It also matches ErrMalformed.
+var ErrTruncated = errors.New("llm: tool call cut off before its end; not executed")
+
+// maxUnitBytes bounds the text a dialect scanner holds for one unfinished
+// unit (a call, a header): a model that opens a call and never closes it
+// fails the turn instead of growing the buffer without bound.
+const maxUnitBytes = maxSSELine
+
+// A marker opens a unit of a dialect: a call, a section boundary, a header.
+type marker struct {
+	open string
+	// lineStart: the marker counts only at the start of the text or of a
+	// line (spaces and tabs may precede it), e.g. a bare JSON call.
+	lineStart bool
+	// read reads the unit at the start of s (s begins with open). eof says
+	// no more text will come. It returns unit.n == 0 when it needs more
+	// text (never at eof: an unfinished unit is then an error, normally
+	// errCut).
+	read func(s string, eof bool, sc *scanCtx) (unit, error)
+}
+
+// unit is what a marker's read found.
+type unit struct {
+	n     int        // bytes of s the unit spans; 0: more text needed
+	text  string     // text the unit shows (harmony's answer channel)
+	calls []*rawCall // calls the unit made, in order
+	plain bool       // not a unit after all: the marker is text
+	until string     // with n == 0: read again once this appears (a speed-up)
+	name  string     // the call being read, for errors
+}
+
+// rawCall is a call as a dialect read it; the scanner numbers it.
+type rawCall struct {
+	id, name string
+	args     *structpb.Struct
+}
+
+// errCut is what a read returns at eof for an unfinished unit.
+var errCut = ErrTruncated
+
+// scanCtx is what a read may use: the tools (to type values) and the call
+// number the next call gets.
+type scanCtx struct {
+	tools   []*toolfleetv1.ToolDefinition
+	calls   int // calls returned so far
+	pending int // calls the current read has made so far
+}
+
+// callName is the "NAME (call_N)" label errors give the next call.
+func (c *scanCtx) callName(name string) string {
+	return name + " (call_" + strconv.Itoa(c.calls+c.pending+1) + ")"
+}
+
+// grammar is a dialect: its name and the markers that open its units.
+type grammar struct {
+	name    string
+	markers []marker
+	firsts  string // the first bytes of the markers
+}
+
+func newGrammar(name string, markers ...marker) *grammar {
+	g := &grammar{name: name, markers: markers}
+	for _, m := range markers {
+		if !strings.Contains(g.firsts, m.open[:1]) {
+			g.firsts += m.open[:1]
+		}
+	}
+	return g
+}
+
+// TextDecoder reads a dialect's calls out of model text as it streams: text
+// outside calls is returned as soon as it cannot be the start of a marker,
+// a call as soon as it is complete, and a marker split across chunks is
+// held back, never shown. Parse of every dialect is a TextDecoder fed the
+// whole text, so batch and streaming results agree. Not safe for
+// concurrent use.
+type TextDecoder struct {
+	g      *grammar
+	sc     scanCtx
+	buf    string
+	at     int // start of an open unit in buf, or -1
+	m      int // its marker
+	wait   int // with until: where the search for it resumes
+	until  string
+	line   bool // buf[0] begins a line
+	blocks int
+	ids    map[string]bool
+	err    error
+	// consumed counts the bytes of text read to the end of the last
+	// returned text or unit.
+	consumed int
+	// limit > 0 stops reading (the rest of the text is ignored) once that
+	// many calls were returned.
+	limit int
+	// step returns from a Write after each unit that made calls, so text
+	// and calls can be passed on in their order (Write("") continues).
+	step bool
+	// between: the last thing read was a unit, so whitespace up to the next
+	// unit is layout between calls (dropped), not text.
+	between bool
+}
+
+// NewTextDecoder returns a decoder for p's calls, values typed by tools.
+// p must be one of the dialects of this package (not fenced, hermes or
+// xml, which are parsed whole at the end of a turn); ok is false otherwise.
+func NewTextDecoder(p TextProtocol, tools []*toolfleetv1.ToolDefinition) (d *TextDecoder, ok bool) {
+	dp, ok := p.(dialectProtocol)
+	if !ok {
+		return nil, false
+	}
+	return &TextDecoder{g: dp.grammar(), sc: scanCtx{tools: tools}, at: -1, line: true, ids: map[string]bool{}}, true
+}
+
+// Write feeds a chunk of model text and returns the text that can be shown
+// now and the calls completed by it. After an error the decoder is spent.
+func (d *TextDecoder) Write(chunk string) (string, []*toolfleetv1.ToolCall, error) {
+	if d.err != nil {
+		return "", nil, d.err
+	}
+	if d.limit > 0 && d.sc.calls >= d.limit {
+		return "", nil, nil
+	}
+	d.buf += chunk
+	text, calls, err := d.scan(false)
+	d.err = err
+	return text, calls, err
+}
+
+// Close ends the text: held-back text that did not start a marker is
+// returned; a call still open is an error matching ErrTruncated.
+func (d *TextDecoder) Close() (string, []*toolfleetv1.ToolCall, error) {
+	if d.err != nil {
+		return "", nil, d.err
+	}
+	if d.limit > 0 && d.sc.calls >= d.limit {
+		return "", nil, nil
+	}
+	text, calls, err := d.scan(true)
+	d.err = err
+	if err == nil {
+		d.err = errors.New("llm: text decoder closed")
+	}
+	return text, calls, err
+}
+
+// Calls is the number of calls returned so far.
+func (d *TextDecoder) Calls() int { return d.sc.calls }
+
+func (d *TextDecoder) scan(eof bool) (string, []*toolfleetv1.ToolCall, error) {
+	var text strings.Builder
+	var calls []*toolfleetv1.ToolCall
+	for {
+		if d.at < 0 {
+			i, m := d.nextMarker()
+			if i < 0 {
+				keep := 0
+				if !eof {
+					keep = d.partialMarker()
+					if d.between {
+						// Whitespace after a unit waits: it is dropped if a
+						// unit follows it.
+						rest := d.buf[:len(d.buf)-keep]
+						keep += len(rest) - len(strings.TrimRight(rest, " \t\r\n"))
+					}
+				}
+				d.emit(&text, len(d.buf)-keep)
+				return text.String(), calls, nil
+			}
+			if d.between && strings.TrimSpace(d.buf[:i]) == "" {
+				d.buf, d.consumed = d.buf[i:], d.consumed+i
+			} else {
+				d.emit(&text, i)
+			}
+			d.at, d.m, d.until = 0, m, ""
+		}
+		s := d.buf
+		if d.until != "" && !eof {
+			j := strings.Index(s[d.wait:], d.until)
+			if j < 0 {
+				d.wait = max(0, len(s)-len(d.until)+1)
+				if len(s) > maxUnitBytes {
+					return text.String(), calls, d.blockErr("", fmt.Errorf("unfinished after %d bytes", maxUnitBytes))
+				}
+				return text.String(), calls, nil
+			}
+		}
+		d.sc.pending = 0
+		u, err := d.g.markers[d.m].read(s, eof, &d.sc)
+		if err != nil {
+			return text.String(), calls, d.blockErr(u.name, err)
+		}
+		switch {
+		case u.plain:
+			// The marker's first byte is text; scanning resumes after it.
+			d.at = -1
+			d.emit(&text, 1)
+			d.between = false
+			continue
+		case u.n == 0:
+			if eof {
+				return text.String(), calls, d.blockErr(u.name, errCut)
+			}
+			if len(s) > maxUnitBytes {
+				return text.String(), calls, d.blockErr(u.name, fmt.Errorf("unfinished after %d bytes", maxUnitBytes))
+			}
+			d.until, d.wait = u.until, len(s)-len(u.until)+1
+			if u.until != "" {
+				d.wait = max(0, d.wait)
+			}
+			return text.String(), calls, nil
+		}
+		if len(u.calls) > 0 {
+			d.blocks++
+		}
+		text.WriteString(u.text)
+		d.between = u.text == ""
+		if d.limit > 0 && len(u.calls) > d.limit-d.sc.calls {
+			u.calls = u.calls[:d.limit-d.sc.calls] // the rest is not read
+		}
+		for _, c := range u.calls {
+			d.sc.calls++
+			id := c.id
+			if id == "" {
+				id = "call_" + strconv.Itoa(d.sc.calls)
+			}
+			for base, n := id, 2; d.ids[id]; n++ {
+				id = base + "_" + strconv.Itoa(n)
+			}
+			d.ids[id] = true
+			calls = append(calls, &toolfleetv1.ToolCall{Id: id, Name: c.name, Arguments: c.args})
+		}
+		d.line = strings.HasSuffix(s[:u.n], "\n")
+		d.buf = s[u.n:]
+		d.consumed += u.n
+		d.at = -1
+		if len(u.calls) > 0 && (d.step || d.limit > 0 && d.sc.calls >= d.limit) {
+			return text.String(), calls, nil
+		}
+	}
+}
+
+// emit moves the first n bytes of buf to text.
+func (d *TextDecoder) emit(text *strings.Builder, n int) {
+	if n <= 0 {
+		return
+	}
+	text.WriteString(d.buf[:n])
+	d.line = d.buf[n-1] == '\n'
+	if d.between && strings.TrimSpace(d.buf[:n]) != "" {
+		d.between = false
+	}
+	d.buf = d.buf[n:]
+	d.consumed += n
+}
+
+func (d *TextDecoder) blockErr(call string, err error) error {
+	return &BlockError{Protocol: d.g.name, Block: d.blocks + 1, Call: call, Err: err}
+}
+
+// nextMarker finds the earliest marker in buf (the longest one where two
+// begin at the same byte). Candidates are found by their first bytes, so a
+// scan is linear in the text.
+func (d *TextDecoder) nextMarker() (at, m int) {
+	for from := 0; from < len(d.buf); {
+		i := strings.IndexAny(d.buf[from:], d.g.firsts)
+		if i < 0 {
+			return -1, 0
+		}
+		i += from
+		m = -1
+		for k, mk := range d.g.markers {
+			if strings.HasPrefix(d.buf[i:], mk.open) && (!mk.lineStart || d.startsLine(i)) && (m < 0 || len(mk.open) > len(d.g.markers[m].open)) {
+				m = k
+			}
+		}
+		if m >= 0 {
+			return i, m
+		}
+		from = i + 1
+	}
+	return -1, 0
+}
+
+// startsLine reports whether only spaces or tabs stand between the start
+// of a line and buf[i].
+func (d *TextDecoder) startsLine(i int) bool {
+	j := i
+	for j > 0 && (d.buf[j-1] == ' ' || d.buf[j-1] == '\t') {
+		j--
+	}
+	if j == 0 {
+		return d.line
+	}
+	return d.buf[j-1] == '\n'
+}
+
+// partialMarker is the length of the longest suffix of buf that is a
+// proper prefix of a marker (held back until the next chunk decides).
+func (d *TextDecoder) partialMarker() int {
+	opens := make([]string, len(d.g.markers))
+	for i, m := range d.g.markers {
+		opens[i] = m.open
+	}
+	return partialSuffix(d.buf, opens)
+}
+
+// partialSuffix is the length of the longest suffix of s that is a proper
+// prefix of one of tags.
+func partialSuffix(s string, tags []string) int {
+	longest := 0
+	for _, tag := range tags {
+		for n := min(len(tag)-1, len(s)); n > longest; n-- {
+			if strings.HasSuffix(s, tag[:n]) {
+				longest = n
+				break
+			}
+		}
+	}
+	return longest
+}
+
+// dialectProtocol is a TextProtocol built on the shared scanner.
+type dialectProtocol interface {
+	TextProtocol
+	grammar() *grammar
+}
+
+// parseDialect is Parse for every dialect: the decoder fed the whole text;
+// the remaining text is trimmed.
+func parseDialect(p dialectProtocol, text string, tools []*toolfleetv1.ToolDefinition) (string, []*toolfleetv1.ToolCall, error) {
+	d, _ := NewTextDecoder(p, tools)
+	shown, calls, err := d.Write(text)
+	if err != nil {
+		return "", nil, err
+	}
+	tail, more, err := d.Close()
+	if err != nil {
+		return "", nil, err
+	}
+	return strings.TrimSpace(shown + tail), append(calls, more...), nil
+}
+
+// --- pieces the dialects share ---
+
+// alone is a marker that is a unit by itself: a section boundary, an
+// end-of-message token. It shows nothing and makes no call.
+func alone(open string) marker {
+	return marker{open: open, read: func(string, bool, *scanCtx) (unit, error) { return unit{n: len(open)}, nil }}
+}
+
+// closedBy is a marker whose unit ends after the first close following
+// open; body parses the text between them.
+func closedBy(open, close string, body func(inner string, sc *scanCtx) ([]*rawCall, error)) marker {
+	return marker{open: open, read: func(s string, eof bool, sc *scanCtx) (unit, error) {
+		end := strings.Index(s[len(open):], close)
+		if end < 0 {
+			u := unit{until: close, name: guessName(s[len(open):])}
+			if eof {
+				return u, errCut
+			}
+			return u, nil
+		}
+		inner := s[len(open) : len(open)+end]
+		calls, err := body(inner, sc)
+		if err != nil {
+			return unit{name: guessName(inner)}, err
+		}
+		return unit{n: len(open) + end + len(close), calls: calls}, nil
+	}}
+}
+
+// guessName reads a tool name at the start of a call's text, for errors.
+func guessName(s string) string {
+	s = strings.TrimSpace(s)
+	s = strings.TrimPrefix(s, "functions.")
+	if m := namedCall.FindStringSubmatch(s); m != nil {
+		return m[1]
+	}
+	n := 0
+	for n < len(s) && n < 64 && isNameByte(s[n]) {
+		n++
+	}
+	return s[:n]
+}
+
+func isNameByte(b byte) bool {
+	return b == '_' || b == '-' || b == '.' || b >= '0' && b <= '9' || b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z'
+}
+
+// toolName checks a name a dialect read.
+func toolName(name string) (string, error) {
+	name = strings.TrimSpace(name)
+	if name == "" || len(name) > 128 {
+		return "", fmt.Errorf("bad function name %.40q", name)
+	}
+	for i := 0; i < len(name); i++ {
+		if !isNameByte(name[i]) {
+			return "", fmt.Errorf("bad function name %.40q", name)
+		}
+	}
+	return name, nil
+}
+
+// jsonArgs decodes a dialect's JSON arguments for a call.
+func jsonArgs(sc *scanCtx, name, raw string) (*rawCall, error) {
+	name, err := toolName(name)
+	if err != nil {
+		return nil, err
+	}
+	args, err := DecodeArguments(sc.callName(name), []byte(raw))
+	if err != nil {
+		return nil, err
+	}
+	return &rawCall{name: name, args: args}, nil
+}
+
+// balancedEnd returns the length of the bracketed value at the start of s
+// ("{…}" or "[…]", strings quoted by any byte of quotes skipped with their
+// backslash escapes), or -1 when s ends first. s must begin with { or [.
+func balancedEnd(s, quotes string) int {
+	depth := 0
+	var quote byte
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if quote != 0 {
+			switch c {
+			case '\\':
+				i++
+			case quote:
+				quote = 0
+			}
+			continue
+		}
+		switch {
+		case strings.IndexByte(quotes, c) >= 0:
+			quote = c
+		case c == '{' || c == '[' || c == '(':
+			depth++
+		case c == '}' || c == ']' || c == ')':
+			depth--
+			if depth == 0 {
+				return i + 1
+			}
+		}
+	}
+	return -1
+}
+
+// jsonAfter reads the JSON object or array that starts s after spaces:
+// n is where it ends (0 when s ends first), ok false when s holds
+// something else there.
+func jsonAfter(s string) (start, n int, ok bool) {
+	start = len(s) - len(strings.TrimLeft(s, " \t\r\n"))
+	if start == len(s) {
+		return start, 0, true
+	}
+	if s[start] != '{' && s[start] != '[' {
+		return start, 0, false
+	}
+	end := balancedEnd(s[start:], `"`)
+	if end < 0 {
+		return start, 0, true
+	}
+	return start, start + end, true
+}
+
+// instructions is the augmenter text every dialect shares: how to write a
+// call, whether several may follow each other, and the tool catalog.
+func instructions(shape string, tools []*toolfleetv1.ToolDefinition) string {
+	return "You can call tools. To call one, write exactly:\n" + shape + "\n" +
+		"You may make several calls in a row. After your calls, stop and wait: the results come back in the next message.\n" +
+		"Tools:\n" + toolCatalog(tools)
+}
+
+// argsJSON is a call's arguments as compact JSON.
+func argsJSON(c *toolfleetv1.ToolCall) string { return string(encodeArguments(c.GetArguments())) }
