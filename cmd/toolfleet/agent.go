@@ -174,7 +174,7 @@ func newAgentRunCommand(af *agentFlags) *cobra.Command {
 	f.StringVar(&system, "system", "", "system prompt")
 	f.StringVar(&runID, "run-id", "", "run id (an idempotency key); generated when empty")
 	f.StringSliceVar(&tools, "tools", []string{"Calculator.*", "Clock.*", "KV.*", "JSONQuery.*"}, "tool ids or globs the model may call")
-	f.StringVar(&protocol, "tool-protocol", "", "native (default), auto, fenced, hermes or xml")
+	f.StringVar(&protocol, "tool-protocol", "", "native (default), auto, fenced, hermes, xml or an open-model dialect (docs/formats.md)")
 	f.StringSliceVar(&approve, "approve-tools", nil, "tool ids or globs whose calls need approval in this run")
 	f.Int32Var(&maxTurns, "max-turns", 0, "budget: model turns (0 = default)")
 	f.Int32Var(&maxCalls, "max-tool-calls", 0, "budget: tool calls (0 = default)")

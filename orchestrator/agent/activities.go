@@ -352,14 +352,11 @@ func withProtocol(m llm.Model, p string) (llm.Model, error) {
 		return m, nil
 	case ProtocolAuto:
 		return llm.WithAutoFallback(m), nil
-	case ProtocolFenced:
-		return llm.WithTextProtocol(m, llm.Fenced{}), nil
-	case ProtocolHermes:
-		return llm.WithTextProtocol(m, llm.Hermes{}), nil
-	case ProtocolXML:
-		return llm.WithTextProtocol(m, llm.XMLFunction{}), nil
 	}
-	return nil, fmt.Errorf("agent: tool protocol %q: want native, auto, fenced, hermes or xml", p)
+	if tp, ok := llm.TextProtocolByName(p); ok {
+		return llm.WithTextProtocol(m, tp), nil
+	}
+	return nil, fmt.Errorf("agent: %w", CheckProtocol(p))
 }
 
 // firstCallOnly keeps the first tool call of msg (parallel calls off).

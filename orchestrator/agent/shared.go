@@ -2,6 +2,7 @@ package agent
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/toolfleet/toolfleet/orchestrator/toolcall"
@@ -112,8 +113,28 @@ const (
 	ProtocolAuto   = "auto"   // native, parsing text-tagged calls when a model writes them
 	ProtocolFenced = "fenced" // ~~~tool_call JSON blocks in text
 	ProtocolHermes = "hermes" // <tool_call>{…}</tool_call>
-	ProtocolXML    = "xml"    // <function=name><parameter=p>v</parameter></function>
+	ProtocolXML    = "xml"    // <function=name><parameter=p>v</parameter></function>, one call per turn
+	// Any other llm.TextProtocols() name is valid too: the open-model
+	// dialects (qwen3_coder, harmony, mistral, llama3_json, pythonic,
+	// kimi_k2, glm45, minimax_m2, deepseek_v31, deepseek_v32).
 )
+
+// CheckProtocol reports whether p is a tool protocol a run may name: "",
+// native, auto or the name of an llm.TextProtocol.
+func CheckProtocol(p string) error {
+	switch p {
+	case "", ProtocolNative, ProtocolAuto:
+		return nil
+	}
+	if _, ok := llm.TextProtocolByName(p); ok {
+		return nil
+	}
+	names := []string{ProtocolNative, ProtocolAuto}
+	for _, tp := range llm.TextProtocols() {
+		names = append(names, tp.Name())
+	}
+	return fmt.Errorf("tool_protocol %q: want one of %s", p, strings.Join(names, ", "))
+}
 
 // RunSpec is what a run is: model, tools and limits. It travels in history, so
 // it holds only configuration — the conversation itself is in the store.

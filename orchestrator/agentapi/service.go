@@ -150,10 +150,8 @@ func spec(req *toolfleetv1.StartRunRequest) (agent.RunSpec, []*toolfleetv1.Messa
 	if sp.Model.Provider == "" || sp.Model.Name == "" {
 		return sp, nil, errors.New("a model is required (model \"provider:name\" or model_spec)")
 	}
-	switch req.GetToolProtocol() {
-	case "", agent.ProtocolNative, agent.ProtocolAuto, agent.ProtocolFenced, agent.ProtocolHermes, agent.ProtocolXML:
-	default:
-		return sp, nil, fmt.Errorf("tool_protocol %q: want native, auto, fenced, hermes or xml", req.GetToolProtocol())
+	if err := agent.CheckProtocol(req.GetToolProtocol()); err != nil {
+		return sp, nil, err
 	}
 	sp.Tools, sp.ToolSearch, sp.ToolProtocol, sp.Sequential = req.GetTools(), req.GetToolSearch(), req.GetToolProtocol(), req.GetSequential()
 	sp.CodeMode = req.GetCodeMode()
