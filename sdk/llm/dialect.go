@@ -32,6 +32,9 @@ type marker struct {
 	// text (never at eof: an unfinished unit is then an error, normally
 	// errCut).
 	read func(s string, eof bool, sc *scanCtx) (unit, error)
+	// layout: the marker never makes a call (a section boundary, an
+	// end-of-message token).
+	layout bool
 }
 
 // unit is what a marker's read found.
@@ -360,7 +363,7 @@ func parseDialect(p dialectProtocol, text string, tools []*toolfleetv1.ToolDefin
 // alone is a marker that is a unit by itself: a section boundary, an
 // end-of-message token. It shows nothing and makes no call.
 func alone(open string) marker {
-	return marker{open: open, read: func(string, bool, *scanCtx) (unit, error) { return unit{n: len(open)}, nil }}
+	return marker{open: open, layout: true, read: func(string, bool, *scanCtx) (unit, error) { return unit{n: len(open)}, nil }}
 }
 
 // closedBy is a marker whose unit ends after the first close following

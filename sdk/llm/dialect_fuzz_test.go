@@ -1,0 +1,124 @@
+package llm
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
+)
+
+// fuzzDialect checks a dialect's contract on any text: no panic; every
+// failure typed; a call only from text that holds one of the dialect's call
+// markers; every call complete; the text streamed in chunks of any size
+// gives the same calls and text as Parse (or fails as Parse does); and a
+// call rendered back parses to the same tool.
+func fuzzDialect(t *testing.T, d Dialect, text string, chunk uint8) {
+	tools := []*toolfleetv1.ToolDefinition{typedTool(t)}
+	rest, calls, err := d.Parse(text, tools)
+	if err != nil && !errors.Is(err, ErrMalformed) && !errors.Is(err, ErrInvalidArguments) {
+		t.Fatalf("untyped error %v", err)
+	}
+	if len(calls) > 0 {
+		found := false
+		for _, m := range d.grammar().markers {
+			found = found || !m.layout && strings.Contains(text, m.open)
+		}
+		if !found {
+			t.Fatalf("calls %q from text without a call marker: %q", callStrings(calls), text)
+		}
+	}
+	for _, c := range calls {
+		if c.GetName() == "" || c.GetId() == "" || c.GetArguments() == nil {
+			t.Fatalf("incomplete call %v", c)
+		}
+	}
+	size := int(chunk%16) + 1
+	shown, scalls, _, serr := decodeChunks(d, text, size, tools)
+	if (err == nil) != (serr == nil) {
+		t.Fatalf("chunks of %d: err %v, Parse err %v", size, serr, err)
+	}
+	if err != nil {
+		return
+	}
+	if got, want := callStrings(scalls), callStrings(calls); !equalStrings(got, want) {
+		t.Fatalf("chunks of %d: calls %q, Parse %q", size, got, want)
+	}
+	if strings.TrimSpace(shown) != rest {
+		t.Fatalf("chunks of %d: text %q, Parse %q", size, shown, rest)
+	}
+	for _, c := range calls {
+		_, again, err := d.Parse(d.RenderCall(c), tools)
+		if err != nil {
+			// A name or value the dialect cannot carry must fail loudly.
+			if !errors.Is(err, ErrMalformed) && !errors.Is(err, ErrInvalidArguments) {
+				t.Fatalf("re-parse: untyped error %v", err)
+			}
+			continue
+		}
+		if len(again) != 1 || again[0].GetName() != c.GetName() {
+			t.Fatalf("re-parse of %q: %q", d.RenderCall(c), callStrings(again))
+		}
+	}
+}
+
+// dialectSeeds adds d's fixtures, each with a few chunk sizes.
+func dialectSeeds(f *testing.F, d Dialect) {
+	for _, c := range dialectCases {
+		if c.d == d {
+			for _, chunk := range []uint8{0, 2, 6, 15} {
+				f.Add(c.text, chunk)
+			}
+		}
+	}
+}
+
+func FuzzQwen3Coder(f *testing.F) {
+	dialectSeeds(f, Qwen3Coder)
+	f.Fuzz(func(t *testing.T, text string, chunk uint8) { fuzzDialect(t, Qwen3Coder, text, chunk) })
+}
+
+func FuzzHarmony(f *testing.F) {
+	dialectSeeds(f, Harmony)
+	f.Fuzz(func(t *testing.T, text string, chunk uint8) { fuzzDialect(t, Harmony, text, chunk) })
+}
+
+func FuzzMistral(f *testing.F) {
+	dialectSeeds(f, Mistral)
+	f.Fuzz(func(t *testing.T, text string, chunk uint8) { fuzzDialect(t, Mistral, text, chunk) })
+}
+
+func FuzzLlama3JSON(f *testing.F) {
+	dialectSeeds(f, Llama3JSON)
+	f.Fuzz(func(t *testing.T, text string, chunk uint8) { fuzzDialect(t, Llama3JSON, text, chunk) })
+}
+
+func FuzzPythonic(f *testing.F) {
+	dialectSeeds(f, Pythonic)
+	f.Fuzz(func(t *testing.T, text string, chunk uint8) { fuzzDialect(t, Pythonic, text, chunk) })
+}
+
+func FuzzKimiK2(f *testing.F) {
+	dialectSeeds(f, KimiK2)
+	f.Fuzz(func(t *testing.T, text string, chunk uint8) { fuzzDialect(t, KimiK2, text, chunk) })
+}
+
+func FuzzGLM45(f *testing.F) {
+	dialectSeeds(f, GLM45)
+	f.Fuzz(func(t *testing.T, text string, chunk uint8) { fuzzDialect(t, GLM45, text, chunk) })
+}
+
+func FuzzMiniMaxM2(f *testing.F) {
+	dialectSeeds(f, MiniMaxM2)
+	f.Fuzz(func(t *testing.T, text string, chunk uint8) { fuzzDialect(t, MiniMaxM2, text, chunk) })
+}
+
+func FuzzDeepSeekV31(f *testing.F) {
+	dialectSeeds(f, DeepSeekV31)
+	f.Fuzz(func(t *testing.T, text string, chunk uint8) { fuzzDialect(t, DeepSeekV31, text, chunk) })
+}
+
+func FuzzDeepSeekV32(f *testing.F) {
+	dialectSeeds(f, DeepSeekV32)
+	f.Fuzz(func(t *testing.T, text string, chunk uint8) { fuzzDialect(t, DeepSeekV32, text, chunk) })
+}
