@@ -62,6 +62,58 @@ type scanCtx struct {
 	tools   []*toolfleetv1.ToolDefinition
 	calls   int // calls returned so far
 	pending int // calls the current read has made so far
+	// bal keeps, per start offset, how far the bracket scans of the unit
+	// being read got: a unit only grows while it is read, so each scan
+	// resumes where it stopped and a long call streamed in small chunks
+	// is scanned once, not once per chunk.
+	bal map[int]*balance
+}
+
+// balance is the progress of a scan for the end of a bracketed value.
+type balance struct {
+	pos, depth, end int
+	quote           byte
+	esc             bool
+	quotes          string
+}
+
+// balanced returns the length of the bracketed value ("{…}", "[…]",
+// "(…)") that starts at s[at], strings quoted by any byte of quotes
+// skipped with their backslash escapes, or -1 when s ends first.
+func (c *scanCtx) balanced(s string, at int, quotes string) int {
+	if c.bal == nil {
+		c.bal = map[int]*balance{}
+	}
+	b := c.bal[at]
+	if b == nil || b.quotes != quotes {
+		b = &balance{pos: at, quotes: quotes, end: -1}
+		c.bal[at] = b
+	}
+	for ; b.end < 0 && b.pos < len(s); b.pos++ {
+		ch := s[b.pos]
+		if b.quote != 0 {
+			switch {
+			case b.esc:
+				b.esc = false
+			case ch == '\\':
+				b.esc = true
+			case ch == b.quote:
+				b.quote = 0
+			}
+			continue
+		}
+		switch {
+		case strings.IndexByte(quotes, ch) >= 0:
+			b.quote = ch
+		case ch == '{' || ch == '[' || ch == '(':
+			b.depth++
+		case ch == '}' || ch == ']' || ch == ')':
+			if b.depth--; b.depth == 0 {
+				b.end = b.pos + 1 - at
+			}
+		}
+	}
+	return b.end
 }
 
 // callName is the "NAME (call_N)" label errors give the next call.
@@ -93,6 +145,9 @@ func newGrammar(name string, markers ...marker) *grammar {
 // whole text, so batch and streaming results agree. Not safe for
 // concurrent use.
 type TextDecoder struct {
+	// sb holds the text; buf is always a suffix of it (text is dropped
+	// from the front), so appending a chunk copies only the chunk.
+	sb     *strings.Builder
 	g      *grammar
 	sc     scanCtx
 	buf    string
@@ -138,7 +193,7 @@ func (d *TextDecoder) Write(chunk string) (string, []*toolfleetv1.ToolCall, erro
 	if d.limit > 0 && d.sc.calls >= d.limit {
 		return "", nil, nil
 	}
-	d.buf += chunk
+	d.append(chunk)
 	text, calls, err := d.scan(false)
 	d.err = err
 	return text, calls, err
@@ -159,6 +214,20 @@ func (d *TextDecoder) Close() (string, []*toolfleetv1.ToolCall, error) {
 		d.err = errors.New("llm: text decoder closed")
 	}
 	return text, calls, err
+}
+
+// append adds chunk to buf, compacting the builder when most of it was
+// dropped already.
+func (d *TextDecoder) append(chunk string) {
+	if d.sb == nil || d.buf == "" || d.sb.Len()-len(d.buf) > 64<<10 && d.sb.Len()-len(d.buf) > len(d.buf) {
+		rest := d.buf
+		d.sb = new(strings.Builder)
+		d.sb.Grow(len(rest) + len(chunk))
+		d.sb.WriteString(rest)
+	}
+	d.sb.WriteString(chunk)
+	all := d.sb.String()
+	d.buf = all[len(all)-len(d.buf)-len(chunk):]
 }
 
 // Calls is the number of calls returned so far.
@@ -189,7 +258,7 @@ func (d *TextDecoder) scan(eof bool) (string, []*toolfleetv1.ToolCall, error) {
 			} else {
 				d.emit(&text, i)
 			}
-			d.at, d.m, d.until = 0, m, ""
+			d.at, d.m, d.until, d.sc.bal = 0, m, "", nil
 		}
 		s := d.buf
 		if d.until != "" && !eof {
@@ -389,7 +458,7 @@ func closedBy(open, close string, body func(inner string, sc *scanCtx) ([]*rawCa
 
 // guessName reads a tool name at the start of a call's text, for errors.
 func guessName(s string) string {
-	s = strings.TrimSpace(s)
+	s = strings.TrimSpace(s[:min(len(s), 512)]) // the name is near the start; never scan a whole call
 	s = strings.TrimPrefix(s, "functions.")
 	if m := namedCall.FindStringSubmatch(s); m != nil {
 		return m[1]
@@ -432,54 +501,23 @@ func jsonArgs(sc *scanCtx, name, raw string) (*rawCall, error) {
 	return &rawCall{name: name, args: args}, nil
 }
 
-// balancedEnd returns the length of the bracketed value at the start of s
-// ("{…}" or "[…]", strings quoted by any byte of quotes skipped with their
-// backslash escapes), or -1 when s ends first. s must begin with { or [.
-func balancedEnd(s, quotes string) int {
-	depth := 0
-	var quote byte
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if quote != 0 {
-			switch c {
-			case '\\':
-				i++
-			case quote:
-				quote = 0
-			}
-			continue
-		}
-		switch {
-		case strings.IndexByte(quotes, c) >= 0:
-			quote = c
-		case c == '{' || c == '[' || c == '(':
-			depth++
-		case c == '}' || c == ']' || c == ')':
-			depth--
-			if depth == 0 {
-				return i + 1
-			}
-		}
-	}
-	return -1
-}
-
-// jsonAfter reads the JSON object or array that starts s after spaces:
-// n is where it ends (0 when s ends first), ok false when s holds
-// something else there.
-func jsonAfter(s string) (start, n int, ok bool) {
-	start = len(s) - len(strings.TrimLeft(s, " \t\r\n"))
-	if start == len(s) {
+// jsonAfter reads the JSON object or array that starts s[at:] after
+// spaces: start is where it begins and end where it ends, relative to at
+// (end 0 when s ends first); ok is false when something else is there.
+func jsonAfter(sc *scanCtx, s string, at int) (start, end int, ok bool) {
+	t := s[at:]
+	start = len(t) - len(strings.TrimLeft(t, " \t\r\n"))
+	if start == len(t) {
 		return start, 0, true
 	}
-	if s[start] != '{' && s[start] != '[' {
+	if t[start] != '{' && t[start] != '[' {
 		return start, 0, false
 	}
-	end := balancedEnd(s[start:], `"`)
-	if end < 0 {
+	n := sc.balanced(s, at+start, `"`)
+	if n < 0 {
 		return start, 0, true
 	}
-	return start, start + end, true
+	return start, start + n, true
 }
 
 // instructions is the augmenter text every dialect shares: how to write a

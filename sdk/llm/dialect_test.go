@@ -329,3 +329,30 @@ func TestAutoFallbackDialect(t *testing.T) {
 		}
 	}
 }
+
+// TestDialectBounds: a call that never closes fails once it passes the
+// bound instead of growing the buffer, and a large call streamed in small
+// chunks is complete and exact (each chunk only extends the scan).
+func TestDialectBounds(t *testing.T) {
+	t.Parallel()
+	dec, _ := NewTextDecoder(Mistral, nil)
+	chunk := strings.Repeat(`{"a":[`, 64<<10/6)
+	var err error
+	if _, _, err = dec.Write(`[TOOL_CALLS]Weather_Forecast[ARGS]`); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 2*maxUnitBytes/len(chunk) && err == nil; i++ {
+		_, _, err = dec.Write(chunk)
+	}
+	if !errors.Is(err, ErrMalformed) || !strings.Contains(err.Error(), "unfinished") {
+		t.Fatalf("err = %v, want a refusal of the unfinished call", err)
+	}
+	for _, d := range []Dialect{Qwen3Coder, Mistral, Llama3JSON, Pythonic} {
+		big := strings.Repeat("line {of} [code] 'q' \"x\"\n", 40000) // ~1 MB
+		call := CallPart("c", wf, map[string]any{"city": big}).GetToolCall()
+		_, calls, _, err := decodeChunks(d, d.RenderCall(call), 16, nil)
+		if err != nil || len(calls) != 1 || calls[0].GetArguments().GetFields()["city"].GetStringValue() != big {
+			t.Errorf("%s: %d calls, %v", d, len(calls), err)
+		}
+	}
+}

@@ -392,13 +392,13 @@ func mistralCalls(s string, eof bool, sc *scanCtx) (unit, error) {
 	rest := s[len(open):]
 	pos := len(rest) - len(strings.TrimLeft(rest, " \t\r\n"))
 	if pos < len(rest) && rest[pos] == '[' {
-		start, end, _ := jsonAfter(rest)
+		start, end, _ := jsonAfter(sc, s, len(open))
 		if end == 0 {
-			return needMore(eof, "]", blockCallName(rest))
+			return needMore(eof, "]", guessName(rest))
 		}
 		var list []jsonCall
 		if err := json.Unmarshal([]byte(rest[start:end]), &list); err != nil {
-			return unit{name: blockCallName(rest)}, err
+			return unit{name: guessName(rest)}, err
 		}
 		u := unit{n: len(open) + end}
 		for _, c := range list {
@@ -431,7 +431,7 @@ func mistralCalls(s string, eof bool, sc *scanCtx) (unit, error) {
 		id, i = rest[i:j], j
 	}
 	i += len(rest[i:]) - len(strings.TrimPrefix(rest[i:], "[ARGS]"))
-	start, end, ok := jsonAfter(rest[i:])
+	start, end, ok := jsonAfter(sc, s, len(open)+i)
 	switch {
 	case !ok:
 		if partialSuffix(rest[i:], []string{"[CALL_ID]", "[ARGS]"}) == len(rest[i:]) && !eof {
@@ -469,16 +469,16 @@ func llamaTagged(s string, eof bool, sc *scanCtx) (unit, error) {
 	u := unit{n: 0}
 	pos := len(open)
 	for {
-		start, end, ok := jsonAfter(s[pos:])
+		start, end, ok := jsonAfter(sc, s, pos)
 		switch {
 		case !ok:
 			return unit{name: guessName(s[pos:])}, fmt.Errorf("expected a JSON call after <|python_tag|>: %.40q", s[pos+start:])
 		case end == 0:
-			return needMore(eof, "}", blockCallName(s[pos:]))
+			return needMore(eof, "}", guessName(s[pos:]))
 		}
 		c, isCall := llamaCallObject(s[pos+start : pos+end])
 		if !isCall {
-			return unit{name: blockCallName(s[pos:])}, errors.New(`not a {"name", "parameters"} call object`)
+			return unit{name: guessName(s[pos:])}, errors.New(`not a {"name", "parameters"} call object`)
 		}
 		rc, err := jsonArgs(sc, c.Name, string(c.args()))
 		if err != nil {
@@ -504,7 +504,7 @@ func llamaTagged(s string, eof bool, sc *scanCtx) (unit, error) {
 // exactly {"name", "parameters" or "arguments"} (plus "type", "id"),
 // otherwise text.
 func llamaBare(s string, eof bool, sc *scanCtx) (unit, error) {
-	end := balancedEnd(s, `"`)
+	end := sc.balanced(s, 0, `"`)
 	if end < 0 {
 		if eof {
 			return unit{plain: true}, nil // an unfinished object is not a call we can know
@@ -568,7 +568,7 @@ func pythonicList(s string, eof bool, sc *scanCtx) (unit, error) {
 		}
 		return unit{plain: true}, nil
 	}
-	end := balancedEnd(s, `'"`)
+	end := sc.balanced(s, 0, `'"`)
 	if end < 0 {
 		return needMore(eof, "]", guessName(s[1:]))
 	}
