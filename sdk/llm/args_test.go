@@ -297,8 +297,16 @@ func TestOneCallPerTurn(t *testing.T) {
 func TestOneCallIgnoresLaterBlocks(t *testing.T) {
 	t.Parallel()
 	first := CallPart("call_1", "Calculator_Add", map[string]any{"a": 1, "b": 2})
-	broken := map[string]string{"fenced": "~~~tool_call\n{\"name\":", "hermes": "<tool_call>{\"name\":", "xml": "<function=Calculator_Mul><parameter=a>"}
+	broken := map[string]string{"fenced": "~~~tool_call\n{\"name\":", "hermes": "<tool_call>{\"name\":", "xml": "<function=Calculator_Mul><parameter=a>",
+		"qwen3_coder": "<tool_call>\n<function=Calculator_Mul>\n<parameter=a>", "harmony": "<|channel|>commentary to=functions.Calculator_Mul <|constrain|>json<|message|>{\"a\":",
+		"mistral": "[TOOL_CALLS]Calculator_Mul[ARGS]{\"a\":", "llama3_json": "<|python_tag|>{\"name\": \"Calculator_Mul\", \"parameters\": {", "pythonic": "[Calculator_Mul(a=",
+		"kimi_k2": "<|tool_call_begin|>functions.Calculator_Mul:1<|tool_call_argument_begin|>{", "glm45": "<tool_call>Calculator_Mul<arg_key>a</arg_key><arg_value>oops",
+		"minimax_m2": "<invoke name=\"Calculator_Mul\"><parameter name=\"a\">", "deepseek_v31": "<｜tool▁call▁begin｜>Calculator_Mul<｜tool▁sep｜>{",
+		"deepseek_v32": "<｜DSML｜invoke name=\"Calculator_Mul\"><｜DSML｜parameter name=\"a\" string=\"false\">"}
 	for _, p := range TextProtocols() {
+		if broken[p.Name()] == "" {
+			t.Fatalf("no broken block for %s", p.Name())
+		}
 		for _, stream := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s stream=%v", p.Name(), stream), func(t *testing.T) {
 				t.Parallel()

@@ -62,8 +62,9 @@ func fuzzDialect(t *testing.T, d Dialect, text string, chunk uint8) {
 	}
 }
 
-// dialectSeeds adds d's fixtures, each with a few chunk sizes.
-func dialectSeeds(f *testing.F, d Dialect) {
+// fuzzTarget seeds a dialect's fuzz target with its fixtures, each with a
+// few chunk sizes, and runs fuzzDialect.
+func fuzzTarget(f *testing.F, d Dialect) {
 	for _, c := range dialectCases {
 		if c.d == d {
 			for _, chunk := range []uint8{0, 2, 6, 15} {
@@ -71,54 +72,17 @@ func dialectSeeds(f *testing.F, d Dialect) {
 			}
 		}
 	}
+	f.Fuzz(func(t *testing.T, text string, chunk uint8) { fuzzDialect(t, d, text, chunk) })
 }
 
-func FuzzQwen3Coder(f *testing.F) {
-	dialectSeeds(f, Qwen3Coder)
-	f.Fuzz(func(t *testing.T, text string, chunk uint8) { fuzzDialect(t, Qwen3Coder, text, chunk) })
-}
-
-func FuzzHarmony(f *testing.F) {
-	dialectSeeds(f, Harmony)
-	f.Fuzz(func(t *testing.T, text string, chunk uint8) { fuzzDialect(t, Harmony, text, chunk) })
-}
-
-func FuzzMistral(f *testing.F) {
-	dialectSeeds(f, Mistral)
-	f.Fuzz(func(t *testing.T, text string, chunk uint8) { fuzzDialect(t, Mistral, text, chunk) })
-}
-
-func FuzzLlama3JSON(f *testing.F) {
-	dialectSeeds(f, Llama3JSON)
-	f.Fuzz(func(t *testing.T, text string, chunk uint8) { fuzzDialect(t, Llama3JSON, text, chunk) })
-}
-
-func FuzzPythonic(f *testing.F) {
-	dialectSeeds(f, Pythonic)
-	f.Fuzz(func(t *testing.T, text string, chunk uint8) { fuzzDialect(t, Pythonic, text, chunk) })
-}
-
-func FuzzKimiK2(f *testing.F) {
-	dialectSeeds(f, KimiK2)
-	f.Fuzz(func(t *testing.T, text string, chunk uint8) { fuzzDialect(t, KimiK2, text, chunk) })
-}
-
-func FuzzGLM45(f *testing.F) {
-	dialectSeeds(f, GLM45)
-	f.Fuzz(func(t *testing.T, text string, chunk uint8) { fuzzDialect(t, GLM45, text, chunk) })
-}
-
-func FuzzMiniMaxM2(f *testing.F) {
-	dialectSeeds(f, MiniMaxM2)
-	f.Fuzz(func(t *testing.T, text string, chunk uint8) { fuzzDialect(t, MiniMaxM2, text, chunk) })
-}
-
-func FuzzDeepSeekV31(f *testing.F) {
-	dialectSeeds(f, DeepSeekV31)
-	f.Fuzz(func(t *testing.T, text string, chunk uint8) { fuzzDialect(t, DeepSeekV31, text, chunk) })
-}
-
-func FuzzDeepSeekV32(f *testing.F) {
-	dialectSeeds(f, DeepSeekV32)
-	f.Fuzz(func(t *testing.T, text string, chunk uint8) { fuzzDialect(t, DeepSeekV32, text, chunk) })
-}
+// One fuzz target per dialect parser.
+func FuzzQwen3Coder(f *testing.F)  { fuzzTarget(f, Qwen3Coder) }
+func FuzzHarmony(f *testing.F)     { fuzzTarget(f, Harmony) }
+func FuzzMistral(f *testing.F)     { fuzzTarget(f, Mistral) }
+func FuzzLlama3JSON(f *testing.F)  { fuzzTarget(f, Llama3JSON) }
+func FuzzPythonic(f *testing.F)    { fuzzTarget(f, Pythonic) }
+func FuzzKimiK2(f *testing.F)      { fuzzTarget(f, KimiK2) }
+func FuzzGLM45(f *testing.F)       { fuzzTarget(f, GLM45) }
+func FuzzMiniMaxM2(f *testing.F)   { fuzzTarget(f, MiniMaxM2) }
+func FuzzDeepSeekV31(f *testing.F) { fuzzTarget(f, DeepSeekV31) }
+func FuzzDeepSeekV32(f *testing.F) { fuzzTarget(f, DeepSeekV32) }

@@ -1,6 +1,7 @@
 package llm
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -155,20 +156,9 @@ func TestDialects(t *testing.T) {
 		t.Run(string(tt.d)+" "+tt.name, func(t *testing.T) {
 			t.Parallel()
 			text, calls, err := tt.d.Parse(tt.text, tools)
-			if tt.wantErr != nil {
-				if !errors.Is(err, tt.wantErr) || !errors.Is(err, ErrMalformed) {
-					t.Fatalf("Parse err = %v, want %v", err, tt.wantErr)
-				}
-			} else {
-				if err != nil {
-					t.Fatal(err)
-				}
-				if text != tt.wantText {
-					t.Errorf("text = %q, want %q", text, tt.wantText)
-				}
-				if got := callStrings(calls); !equalStrings(got, tt.wantCalls) {
-					t.Errorf("calls = %q, want %q", got, tt.wantCalls)
-				}
+			checkParse(t, text, calls, err, tt.wantText, tt.wantCalls, tt.wantErr)
+			if tt.wantErr != nil && !errors.Is(err, ErrMalformed) {
+				t.Fatalf("Parse err = %v does not match ErrMalformed", err)
 			}
 			for _, size := range []int{1, 2, 3, 5, 7, 16, len(tt.text)} {
 				shown, scalls, firstAt, serr := decodeChunks(tt.d, tt.text, size, tools)
@@ -314,13 +304,11 @@ func TestAutoFallbackDialect(t *testing.T) {
 	for _, stream := range []bool{false, true} {
 		m := WithAutoFallback(NewScripted(SayText(reply)))
 		req := &Request{Model: "moonshotai/Kimi-K2-Instruct", Messages: []*toolfleetv1.Message{User("weather?")}, Tools: []*toolfleetv1.ToolDefinition{typedTool(t)}}
-		var msg *toolfleetv1.Message
-		var err error
+		complete := m.Complete
 		if stream {
-			msg, err = m.Stream(t.Context(), req, nil)
-		} else {
-			msg, err = m.Complete(t.Context(), req)
+			complete = func(ctx context.Context, req *Request) (*toolfleetv1.Message, error) { return m.Stream(ctx, req, nil) }
 		}
+		msg, err := complete(t.Context(), req)
 		if err != nil {
 			t.Fatal(err)
 		}

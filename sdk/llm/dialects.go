@@ -175,19 +175,9 @@ var dialectSpecs = map[Dialect]*dialectSpec{
 		},
 		result: toolResponse,
 	},
-	KimiK2: {
-		g: newGrammar("kimi_k2",
-			alone("<|tool_calls_section_begin|>"), alone("<|tool_calls_section_end|>"),
-			closedBy("<|tool_call_begin|>", "<|tool_call_end|>", kimiCall)),
-		open: "<|tool_call_begin|>", close: "<|tool_call_end|>",
-		shape: "<|tool_calls_section_begin|><|tool_call_begin|>functions.TOOL_NAME:0<|tool_call_argument_begin|>{JSON arguments}<|tool_call_end|><|tool_calls_section_end|>\nNumber the calls of a turn 0, 1, 2, …",
-		call: func(c *toolfleetv1.ToolCall) string {
-			return "<|tool_calls_section_begin|><|tool_call_begin|>" + kimiID(c) + "<|tool_call_argument_begin|>" + argsJSON(c) + "<|tool_call_end|><|tool_calls_section_end|>"
-		},
-		result: func(r *toolfleetv1.ToolResult) string {
-			return "## Return of " + r.GetCallId() + "\n" + resultJSON(r)
-		},
-	},
+	KimiK2: sectionDialect("kimi_k2", "<|tool_calls_section_begin|>", "<|tool_calls_section_end|>", "<|tool_call_begin|>", "<|tool_call_end|>",
+		"<|tool_call_argument_begin|>", "functions.TOOL_NAME:0", kimiID, kimiCall, "\nNumber the calls of a turn 0, 1, 2, …",
+		func(r *toolfleetv1.ToolResult) string { return "## Return of " + r.GetCallId() + "\n" + resultJSON(r) }),
 	GLM45: {
 		g:    newGrammar("glm45", closedBy("<tool_call>", "</tool_call>", glmCall)),
 		open: "<tool_call>", close: "</tool_call>",
@@ -202,47 +192,58 @@ var dialectSpecs = map[Dialect]*dialectSpec{
 		},
 		result: toolResponse,
 	},
-	MiniMaxM2: {
-		g: newGrammar("minimax_m2",
-			alone("<minimax:tool_call>"), alone("</minimax:tool_call>"),
-			closedBy("<invoke name=", "</invoke>", func(inner string, sc *scanCtx) ([]*rawCall, error) {
-				return invokeCall(inner, "<parameter name=", "</parameter>", sc)
-			})),
-		open: "<minimax:tool_call>", close: "</minimax:tool_call>",
-		shape: "<minimax:tool_call>\n<invoke name=\"TOOL_NAME\">\n<parameter name=\"PARAM_NAME\">value</parameter>\n</invoke>\n</minimax:tool_call>\nOne <parameter> per argument; write arrays and objects as JSON.",
-		call: func(c *toolfleetv1.ToolCall) string {
-			return "<minimax:tool_call>\n" + renderInvoke(c, "<invoke name=", "</invoke>", "<parameter name=", "</parameter>", "") + "</minimax:tool_call>"
-		},
-		result: func(r *toolfleetv1.ToolResult) string { return renderResultText("<response>", "</response>", r) },
-	},
-	DeepSeekV31: {
-		g: newGrammar("deepseek_v31",
-			alone("<｜tool▁calls▁begin｜>"), alone("<｜tool▁calls▁end｜>"),
-			closedBy("<｜tool▁call▁begin｜>", "<｜tool▁call▁end｜>", deepseekCall)),
-		open: "<｜tool▁call▁begin｜>", close: "<｜tool▁call▁end｜>",
-		shape: "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>TOOL_NAME<｜tool▁sep｜>{JSON arguments}<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
-		call: func(c *toolfleetv1.ToolCall) string {
-			return "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>" + c.GetName() + "<｜tool▁sep｜>" + argsJSON(c) + "<｜tool▁call▁end｜><｜tool▁calls▁end｜>"
-		},
-		result: func(r *toolfleetv1.ToolResult) string {
+	MiniMaxM2: invokeDialect("minimax_m2", "<minimax:tool_call>", "</minimax:tool_call>", "", "",
+		"<parameter name=\"PARAM_NAME\">value</parameter>\nOne <parameter> per argument; write arrays and objects as JSON.",
+		func(r *toolfleetv1.ToolResult) string { return renderResultText("<response>", "</response>", r) }),
+	DeepSeekV31: sectionDialect("deepseek_v31", "<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>", "<｜tool▁call▁begin｜>", "<｜tool▁call▁end｜>",
+		"<｜tool▁sep｜>", "TOOL_NAME", (*toolfleetv1.ToolCall).GetName, deepseekCall, "",
+		func(r *toolfleetv1.ToolResult) string {
 			return "<｜tool▁output▁begin｜>" + resultJSON(r) + "<｜tool▁output▁end｜>"
-		},
-	},
-	DeepSeekV32: {
-		g: newGrammar("deepseek_v32",
-			alone("<｜DSML｜function_calls>"), alone("</｜DSML｜function_calls>"),
-			closedBy("<｜DSML｜invoke name=", "</｜DSML｜invoke>", func(inner string, sc *scanCtx) ([]*rawCall, error) {
-				return invokeCall(inner, "<｜DSML｜parameter name=", "</｜DSML｜parameter>", sc)
-			})),
-		open: "<｜DSML｜function_calls>", close: "</｜DSML｜function_calls>",
-		shape: "<｜DSML｜function_calls>\n<｜DSML｜invoke name=\"TOOL_NAME\">\n<｜DSML｜parameter name=\"PARAM_NAME\" string=\"true\">text value</｜DSML｜parameter>\n<｜DSML｜parameter name=\"OTHER\" string=\"false\">JSON value</｜DSML｜parameter>\n</｜DSML｜invoke>\n</｜DSML｜function_calls>",
-		call: func(c *toolfleetv1.ToolCall) string {
-			return "<｜DSML｜function_calls>\n" + renderInvoke(c, "<｜DSML｜invoke name=", "</｜DSML｜invoke>", "<｜DSML｜parameter name=", "</｜DSML｜parameter>", " string=") + "</｜DSML｜function_calls>"
-		},
-		result: func(r *toolfleetv1.ToolResult) string {
+		}),
+	DeepSeekV32: invokeDialect("deepseek_v32", "<｜DSML｜function_calls>", "</｜DSML｜function_calls>", "<｜DSML｜", " string=",
+		"<｜DSML｜parameter name=\"PARAM_NAME\" string=\"true\">text value</｜DSML｜parameter>\n<｜DSML｜parameter name=\"OTHER\" string=\"false\">JSON value</｜DSML｜parameter>",
+		func(r *toolfleetv1.ToolResult) string {
 			return "<function_results>\n<result>" + resultJSON(r) + "</result>\n</function_results>"
+		}),
+}
+
+// sectionDialect is the shape Kimi K2 and DeepSeek-V3.1 share: a section
+// of calls, each callOpen HEAD sep {JSON arguments} callClose, where head
+// writes a call's HEAD (its name, or Kimi's id) and read parses a call.
+func sectionDialect(name, open, close, callOpen, callClose, sep, headExample string, head func(*toolfleetv1.ToolCall) string,
+	read func(string, *scanCtx) ([]*rawCall, error), note string, result func(*toolfleetv1.ToolResult) string) *dialectSpec {
+	return &dialectSpec{
+		g:    newGrammar(name, alone(open), alone(close), closedBy(callOpen, callClose, read)),
+		open: callOpen, close: callClose,
+		shape: open + callOpen + headExample + sep + "{JSON arguments}" + callClose + close + note,
+		call: func(c *toolfleetv1.ToolCall) string {
+			return open + callOpen + head(c) + sep + argsJSON(c) + callClose + close
 		},
-	},
+		result: result,
+	}
+}
+
+// invokeDialect is the shape MiniMax-M2 and DeepSeek-V3.2 share: a
+// section of <invoke name="…"> elements holding <parameter name="…">
+// elements, tags prefixed by prefix ("<｜DSML｜"); strAttr (" string=")
+// marks string values when the dialect has that attribute.
+func invokeDialect(name, open, close, prefix, strAttr, param string, result func(*toolfleetv1.ToolResult) string) *dialectSpec {
+	tag := func(t string) string { return "<" + prefix[min(1, len(prefix)):] + t }
+	endTag := func(t string) string { return "</" + prefix[min(1, len(prefix)):] + t }
+	invokeOpen, invokeClose := tag("invoke name="), endTag("invoke>")
+	paramOpen, paramClose := tag("parameter name="), endTag("parameter>")
+	return &dialectSpec{
+		g: newGrammar(name, alone(open), alone(close),
+			closedBy(invokeOpen, invokeClose, func(inner string, sc *scanCtx) ([]*rawCall, error) {
+				return invokeCall(inner, paramOpen, paramClose, sc)
+			})),
+		open: open, close: close,
+		shape: open + "\n" + invokeOpen + "\"TOOL_NAME\">\n" + param + "\n" + invokeClose + "\n" + close,
+		call: func(c *toolfleetv1.ToolCall) string {
+			return open + "\n" + renderInvoke(c, invokeOpen, invokeClose, paramOpen, paramClose, strAttr) + close
+		},
+		result: result,
+	}
 }
 
 // resultJSON is a result's content as the JSON the dialects' results carry.

@@ -10,6 +10,10 @@
 //   - text protocols for models without native tool calls ([Fenced], [Hermes],
 //     [XMLFunction]) with a system-prompt augmenter and a parser each, plus
 //     [ParseAuto] for "native" models that answer with tagged text;
+//   - the wire shapes open-weight models write in raw text, each a [Dialect]
+//     (Qwen3-Coder, gpt-oss harmony, Mistral, Llama 3 JSON and pythonic, Kimi
+//     K2, GLM-4.5, MiniMax-M2, DeepSeek-V3.1 and V3.2) on one streaming
+//     scanner, [TextDecoder], and [DialectFor] to pick one from a model name;
 //   - streaming: provider stream decoders feed an [Assembler] that joins
 //     tool-call fragments by index and id, and [TagFilter] holds back a
 //     half-received text-protocol tag;

@@ -76,21 +76,7 @@ func TestTextProtocolParse(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			text, calls, err := tt.p.Parse(tt.text, tools)
-			if tt.wantErr != nil {
-				if !errors.Is(err, tt.wantErr) {
-					t.Fatalf("err = %v, want %v", err, tt.wantErr)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if text != tt.wantText {
-				t.Errorf("text = %q, want %q", text, tt.wantText)
-			}
-			if got := callStrings(calls); !equalStrings(got, tt.wantCalls) {
-				t.Errorf("calls = %q, want %q", got, tt.wantCalls)
-			}
+			checkParse(t, text, calls, err, tt.wantText, tt.wantCalls, tt.wantErr)
 		})
 	}
 }
@@ -321,4 +307,25 @@ func renderedID(p TextProtocol, name, id string) string {
 		return "functions." + name + ":0"
 	}
 	return id
+}
+
+// checkParse compares a Parse result with what a test wants: an error that
+// matches wantErr, or the text and calls.
+func checkParse(t *testing.T, text string, calls []*toolfleetv1.ToolCall, err error, wantText string, wantCalls []string, wantErr error) {
+	t.Helper()
+	if wantErr != nil {
+		if !errors.Is(err, wantErr) {
+			t.Fatalf("err = %v, want %v", err, wantErr)
+		}
+		return
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if text != wantText {
+		t.Errorf("text = %q, want %q", text, wantText)
+	}
+	if got := callStrings(calls); !equalStrings(got, wantCalls) {
+		t.Errorf("calls = %q, want %q", got, wantCalls)
+	}
 }
