@@ -103,6 +103,8 @@ var dialectCases = []dialectCase{
 		"", []string{`Weather_Forecast(call_1)={"city":"San Francisco","days":3}`}, nil},
 	{"two invokes after prose", MiniMaxM2, "On it.\n<minimax:tool_call>\n<invoke name=\"Weather_Forecast\">\n<parameter name=\"city\">A</parameter>\n</invoke>\n<invoke name=\"Weather_Forecast\">\n<parameter name=\"tags\">[\"a\",\"b\"]</parameter>\n</invoke>\n</minimax:tool_call>",
 		"On it.", []string{`Weather_Forecast(call_1)={"city":"A"}`, `Weather_Forecast(call_2)={"tags":["a","b"]}`}, nil},
+	{"bare invoke before a wrapped section", MiniMaxM2, "<invoke name=\"Weather_Forecast\"><parameter name=\"city\">A</parameter></invoke>\n<minimax:tool_call>\n<invoke name=\"Weather_Forecast\"><parameter name=\"city\">B</parameter></invoke>\n</minimax:tool_call>",
+		"", []string{`Weather_Forecast(call_1)={"city":"A"}`, `Weather_Forecast(call_2)={"city":"B"}`}, nil},
 	{"truncated", MiniMaxM2, "<minimax:tool_call>\n<invoke name=\"Weather_Forecast\">\n<parameter name=\"city\">San", "", nil, ErrTruncated},
 
 	// DeepSeek-V3.1
@@ -112,6 +114,7 @@ var dialectCases = []dialectCase{
 		"Checking.", []string{`Weather_Forecast(call_1)={"city":"A"}`, `Weather_Forecast(call_2)={"city":"B"}`}, nil},
 	{"v3 form", DeepSeekV31, "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>Weather_Forecast\n```json\n{\"city\": \"X\"}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
 		"", []string{`Weather_Forecast(call_1)={"city":"X"}`}, nil},
+	{"second call truncated", DeepSeekV31, `<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>Weather_Forecast<｜tool▁sep｜>{"city":"A"}<｜tool▁call▁end｜><｜tool▁call▁begin｜>Weather_Forecast<｜tool▁sep｜>{"ci`, "", nil, ErrTruncated},
 	{"truncated", DeepSeekV31, `<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>Weather_Forecast<｜tool▁sep｜>{"city": "Hang`, "", nil, ErrTruncated},
 
 	// DeepSeek-V3.2 (DSML)
@@ -119,6 +122,8 @@ var dialectCases = []dialectCase{
 		"", []string{`Weather_Forecast(call_1)={"city":"42","days":2}`}, nil},
 	{"dsml multi with prose", DeepSeekV32, "Both.\n<｜DSML｜function_calls>\n<｜DSML｜invoke name=\"Weather_Forecast\">\n<｜DSML｜parameter name=\"city\" string=\"true\">A</｜DSML｜parameter>\n</｜DSML｜invoke>\n<｜DSML｜invoke name=\"Weather_Forecast\">\n<｜DSML｜parameter name=\"opts\" string=\"false\">{\"k\": [1]}</｜DSML｜parameter>\n</｜DSML｜invoke>\n</｜DSML｜function_calls>",
 		"Both.", []string{`Weather_Forecast(call_1)={"city":"A"}`, `Weather_Forecast(call_2)={"opts":{"k":[1]}}`}, nil},
+	{"close without open", DeepSeekV32, "<｜DSML｜invoke name=\"Weather_Forecast\">\n<｜DSML｜parameter name=\"city\" string=\"true\">A</｜DSML｜parameter>\n</｜DSML｜invoke>\n</｜DSML｜function_calls>\nDone.",
+		"Done.", []string{`Weather_Forecast(call_1)={"city":"A"}`}, nil},
 	{"truncated", DeepSeekV32, "<｜DSML｜function_calls>\n<｜DSML｜invoke name=\"Weather_Forecast\">\n<｜DSML｜parameter name=\"city\" string=\"true\">NY", "", nil, ErrTruncated},
 }
 
