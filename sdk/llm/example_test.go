@@ -252,3 +252,43 @@ func ExampleScripted() {
 	// Calculator_Mul(map[a:5 b:4]) = 20
 	// answer: (2+3)*4 = 20
 }
+
+// A gpt-oss reply in its harmony format, as a completions endpoint returns
+// it: the reasoning stays out of the text, the call is typed JSON.
+func ExampleDialect() {
+	reply := `<|channel|>analysis<|message|>User wants the weather.<|end|>` +
+		`<|start|>assistant<|channel|>commentary to=functions.Weather_Get <|constrain|>json<|message|>{"city":"Oslo"}<|call|>`
+	d, _ := llm.DialectFor("openai/gpt-oss-120b")
+	text, calls, err := d.Parse(reply, nil)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Printf("%s: %q, %s %s\n", d.Name(), text, calls[0].GetName(), calls[0].GetArguments().GetFields()["city"].GetStringValue())
+	// Output: harmony: "", Weather_Get Oslo
+}
+
+// Streaming a Kimi K2 reply a few bytes at a time: text flows, the split
+// markers are never shown, and the call comes out the moment it is closed.
+func ExampleTextDecoder() {
+	reply := `Let me check.<|tool_calls_section_begin|><|tool_call_begin|>functions.Weather_Get:0<|tool_call_argument_begin|>{"city":"Oslo"}<|tool_call_end|><|tool_calls_section_end|>`
+	dec, _ := llm.NewTextDecoder(llm.KimiK2, nil)
+	for i := 0; i < len(reply); i += 7 {
+		text, calls, err := dec.Write(reply[i:min(i+7, len(reply))])
+		if err != nil {
+			panic(err)
+		}
+		if text != "" {
+			fmt.Printf("text %q\n", text)
+		}
+		for _, c := range calls {
+			fmt.Printf("call %s %s\n", c.GetId(), c.GetName())
+		}
+	}
+	if _, _, err := dec.Close(); err != nil {
+		panic(err)
+	}
+	// Output:
+	// text "Let me "
+	// text "check."
+	// call functions.Weather_Get:0 Weather_Get
+}
