@@ -45,6 +45,7 @@ STATUS_DETAILS_KEY = "grpc-status-details-bin"
 
 DEFAULT_TIMEOUT = 30.0  # seconds, when neither the caller nor the contract sets one
 MAX_MESSAGE_BYTES = 4 * 1024 * 1024  # grpc's default; stated, not implied
+DRAIN_LINGER = 1.0  # seconds a draining worker keeps refusing before it closes its port
 
 
 class ToolError(Exception):
@@ -432,8 +433,12 @@ class Worker:
         health.set_serving(False)
         if announcer:
             announcer.drain()
+            # Linger a moment, refusing, so that the gateway has seen DRAINING before
+            # the port closes: a call sent to a closed server is cut, not refused.
+            time.sleep(min(DRAIN_LINGER, self.announce_interval, self.shutdown_timeout))
         with self.idle:
-            self.idle.wait_for(lambda: self.inflight == 0, timeout=self.shutdown_timeout)
+            self.idle.wait_for(lambda: self.inflight == 0,
+                               timeout=max(0.0, self.shutdown_timeout - (time.monotonic() - started)))
             left_over = self.inflight
         if left_over:
             log.warning("drain timed out; cutting %d calls", left_over)

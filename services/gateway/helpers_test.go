@@ -14,8 +14,11 @@ import (
 	"connectrpc.com/connect"
 	"github.com/golang-jwt/jwt/v5"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/reflection"
 	rpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protodesc"
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -137,6 +140,9 @@ type plainCalculator struct {
 	kill func()
 	// onAdd, when set, runs inside every Add with its a; an error fails the call.
 	onAdd atomic.Pointer[func(a float64) error]
+	// draining makes Add refuse as a draining worker does: UNAVAILABLE with
+	// tool.DrainingTrailer, without counting the call.
+	draining atomic.Bool
 }
 
 func startPlainCalculator(t *testing.T, major int, opts ...func(*toolfleetv1.ToolOptions)) *plainCalculator {
@@ -153,10 +159,14 @@ func startPlainCalculatorAt(t *testing.T, listen string, major int, opts ...func
 	srv.RegisterService(&grpc.ServiceDesc{
 		ServiceName: string(sd.FullName()),
 		HandlerType: (*any)(nil),
-		Methods: []grpc.MethodDesc{{MethodName: "Add", Handler: func(_ any, _ context.Context, dec func(any) error, _ grpc.UnaryServerInterceptor) (any, error) {
+		Methods: []grpc.MethodDesc{{MethodName: "Add", Handler: func(_ any, ctx context.Context, dec func(any) error, _ grpc.UnaryServerInterceptor) (any, error) {
 			in := dynamicpb.NewMessage(md.Input())
 			if err := dec(in); err != nil {
 				return nil, err
+			}
+			if pc.draining.Load() {
+				_ = grpc.SetTrailer(ctx, metadata.Pairs(tool.DrainingTrailer, "1"))
+				return nil, status.Error(codes.Unavailable, "draining")
 			}
 			pc.adds.Add(1)
 			f := md.Input().Fields()
