@@ -57,6 +57,7 @@ class Client:
         self._closed = threading.Event()
         self._connected = threading.Event()
         self._max_payload = 1024 * 1024
+        self._pong = None  # set by flush, until the server's PONG
         self._thread = None
 
     # -- public API --------------------------------------------------------
@@ -198,7 +199,7 @@ class Client:
             elif line == "PING":
                 self._send(b"PONG\r\n")
             elif line == "PONG":
-                pong = getattr(self, "_pong", None)
+                pong = self._pong
                 if pong is not None:
                     pong.set()
             elif line.startswith("-ERR"):
