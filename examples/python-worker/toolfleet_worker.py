@@ -44,6 +44,7 @@ DRAINING_TRAILER = "toolfleet-draining"
 STATUS_DETAILS_KEY = "grpc-status-details-bin"
 
 DEFAULT_TIMEOUT = 30.0  # seconds, when neither the caller nor the contract sets one
+MAX_DEADLINE = 24 * 3600.0  # a caller's deadline further out than this counts as none
 MAX_MESSAGE_BYTES = 4 * 1024 * 1024  # grpc's default; stated, not implied
 DRAIN_LINGER = 1.0  # seconds a draining worker keeps refusing before it closes its port
 
@@ -336,9 +337,11 @@ class Worker:
     def _call(self, service, method, fn, contract_timeout, request, context):
         md = {k: v for k, v in context.invocation_metadata()}
         # The deadline: the caller's (grpc-timeout), else the contract's, else 30 s.
-        left = context.time_remaining()
-        if left is None:
+        left = context.time_remaining()  # None or "infinite" when the caller set no deadline
+        if left is None or left > MAX_DEADLINE:
             left = contract_timeout or DEFAULT_TIMEOUT
+        elif contract_timeout:
+            left = min(left, contract_timeout)
         try:
             accept = int(md.get(ACCEPT_RESULT_BYTES_KEY, "0"))
         except ValueError:

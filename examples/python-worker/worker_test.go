@@ -24,6 +24,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
@@ -155,9 +157,19 @@ func (w *pyWorker) addr() string {
 // stop sends SIGTERM and waits (up to 20s) for a clean exit.
 func (w *pyWorker) stop(t *testing.T) {
 	t.Helper()
+	w.term(t)
+	w.wait(t)
+}
+
+func (w *pyWorker) term(t *testing.T) {
+	t.Helper()
 	if err := w.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
+}
+
+func (w *pyWorker) wait(t *testing.T) {
+	t.Helper()
 	select {
 	case <-w.done:
 		if w.err != nil {
@@ -371,7 +383,21 @@ func TestPythonWorkerLeavesPolitely(t *testing.T) {
 		})
 	}
 	time.Sleep(300 * time.Millisecond)
-	a.stop(t)
+	a.term(t)
+	waitFor(t, "replica a to drain", 10*time.Second, func() bool { return strings.Contains(a.out.String(), "worker draining") })
+	// While it drains (it lingers a second), a call that still reaches it is
+	// refused as not run: UNAVAILABLE with the draining trailer.
+	cc, err := grpc.NewClient(a.addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var trailer metadata.MD
+	_, err = calculatorv1.NewCalculatorServiceClient(cc).Add(t.Context(), &calculatorv1.AddRequest{A: 1, B: 2}, grpc.Trailer(&trailer))
+	_ = cc.Close()
+	if status.Code(err) != codes.Unavailable || len(trailer.Get("toolfleet-draining")) == 0 {
+		t.Errorf("a direct call to the draining replica: %v, trailer %v; want Unavailable with toolfleet-draining", err, trailer)
+	}
+	a.wait(t)
 	time.Sleep(500 * time.Millisecond) // traffic after a left: all on b
 	cancel()
 	wg.Wait()
@@ -386,12 +412,12 @@ func TestPythonWorkerLeavesPolitely(t *testing.T) {
 	b.stop(t)
 	stopped := time.Now()
 	// The last replica is gone but its announcement holds: retryable, not NotFound.
-	err := call(t.Context())
+	err = call(t.Context())
 	if code := gateway.CodeOf(err); code != codes.Unavailable {
 		t.Fatalf("a call right after the last replica left: %v (%v); want Unavailable (retryable)", err, code)
 	}
 	waitFor(t, "the tool to go once the ttl ran out", 20*time.Second, func() bool { return !served(g, "Calculator.Add@1.0.0") })
-	if gone := time.Since(stopped); gone > 3*time.Duration(interval*float64(time.Second))+2*time.Second {
+	if gone := time.Since(stopped); gone > 3*time.Duration(interval*float64(time.Second))+5*time.Second {
 		t.Errorf("the tool went %v after the last replica; want about the ttl (%vs)", gone, 3*interval)
 	}
 	if err := call(t.Context()); gateway.CodeOf(err) != codes.NotFound {
