@@ -38,6 +38,8 @@ SERVING, DRAINING, NOT_SERVING = "SERVING", "DRAINING", "NOT_SERVING"
 
 # Metadata the gateway sends with a call, and the trailer of a drain refusal.
 CALL_ID_KEY = "toolfleet-call-id"
+PRINCIPAL_KEY = "toolfleet-principal"  # who the call is for ("anonymous" with auth off)
+PRINCIPAL_VIA_KEY = "toolfleet-principal-via"  # the delegate, on a delegated call
 TRACEPARENT_KEY = "traceparent"
 ACCEPT_RESULT_BYTES_KEY = "toolfleet-accept-result-bytes"
 DRAINING_TRAILER = "toolfleet-draining"
@@ -64,9 +66,13 @@ class ToolError(Exception):
 class Call:
     """What the gateway sent with one call."""
 
-    def __init__(self, method, call_id, traceparent, deadline, accept_result_bytes):
+    def __init__(self, method, call_id, traceparent, deadline, accept_result_bytes, principal="", via=""):
         self.method = method
         self.call_id = call_id  # the caller's idempotency key; may arrive again on a retry
+        # Who the call is for, and the delegate that made it ("" if direct). Trust them
+        # only when nothing but the gateway can reach the worker (NetworkPolicy, mTLS).
+        self.principal = principal
+        self.via = via
         self.traceparent = traceparent
         self.deadline = deadline  # time.monotonic() value
         self.accept_result_bytes = accept_result_bytes
@@ -346,9 +352,11 @@ class Worker:
             accept = int(md.get(ACCEPT_RESULT_BYTES_KEY, "0"))
         except ValueError:
             accept = 0
-        call = Call(method, md.get(CALL_ID_KEY, ""), md.get(TRACEPARENT_KEY, ""), time.monotonic() + left, accept)
-        log.info("call method=%s.%s call_id=%s deadline_ms=%d traceparent=%s",
-                 service, method, call.call_id or "-", int(left * 1000), call.traceparent or "-")
+        call = Call(method, md.get(CALL_ID_KEY, ""), md.get(TRACEPARENT_KEY, ""), time.monotonic() + left, accept,
+                    md.get(PRINCIPAL_KEY, ""), md.get(PRINCIPAL_VIA_KEY, ""))
+        log.info("call method=%s.%s call_id=%s deadline_ms=%d principal=%s via=%s traceparent=%s",
+                 service, method, call.call_id or "-", int(left * 1000), call.principal or "-", call.via or "-",
+                 call.traceparent or "-")
         if left <= 0:
             context.abort(grpc.StatusCode.DEADLINE_EXCEEDED, "the call's deadline passed before it started")
         failure = None

@@ -292,8 +292,9 @@ func TestPythonWorker(t *testing.T) {
 		if err != nil || !res.Success || res.Value.GetStructValue().GetFields()["result"].GetNumberValue() != 5.5 {
 			t.Fatalf("Add(2, 3.5) = %+v, %v; want 5.5", res, err)
 		}
-		if !strings.Contains(w.out.String(), "call_id=python-add-1") {
-			t.Errorf("the worker did not see the call id python-add-1:\n%s", w.out.String())
+		// The call id, and the principal (auth is off: anonymous).
+		if !regexp.MustCompile(`call_id=python-add-1 deadline_ms=\d+ principal=anonymous `).MatchString(w.out.String()) {
+			t.Errorf("the worker did not see the call id python-add-1 and the principal anonymous:\n%s", w.out.String())
 		}
 
 		res, err = c.CallTool(t.Context(), &toolfleetv1.CallToolRequest{CallId: "python-eval-1", ToolId: "Calculator.Evaluate",

@@ -45,6 +45,8 @@ func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)
 type countingCalculator struct {
 	*calculator.Service
 	adds atomic.Int64
+	// principal is the last Add's tool.Principal, as "subject via".
+	principal atomic.Value
 }
 
 const (
@@ -54,6 +56,8 @@ const (
 
 func (c *countingCalculator) Add(ctx context.Context, req *calculatorv1.AddRequest) (*calculatorv1.AddResponse, error) {
 	c.adds.Add(1)
+	sub, via := tool.Principal(ctx)
+	c.principal.Store(sub + " " + via)
 	if req.GetA() == slowA {
 		select {
 		case <-time.After(slowFor):
