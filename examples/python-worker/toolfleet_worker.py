@@ -48,6 +48,7 @@ STATUS_DETAILS_KEY = "grpc-status-details-bin"
 DEFAULT_TIMEOUT = 30.0  # seconds, when neither the caller nor the contract sets one
 MAX_DEADLINE = 24 * 3600.0  # a caller's deadline further out than this counts as none
 MAX_MESSAGE_BYTES = 4 * 1024 * 1024  # grpc's default; stated, not implied
+PROBE_GAP = 0.1  # seconds: the least time between two answers to discovery probes
 DRAIN_LINGER = 1.0  # seconds a draining worker keeps refusing before it closes its port
 
 
@@ -248,6 +249,7 @@ class Announcer:
         self.lock = threading.Lock()  # orders announcements: none follows the final NOT_SERVING
         self.final = False
         self.stopped = threading.Event()
+        self.probed = threading.Event()
         self.nc = natsclient.Client(url, name="toolfleet-worker " + worker_id, user=user, password=password,
                                     token=token, on_message=self._on_probe, on_connect=self.publish)
         self.nc.subscribe(DISCOVER_SUBJECT)
@@ -259,11 +261,20 @@ class Announcer:
 
     def _on_probe(self, subject, _payload):
         if subject == DISCOVER_SUBJECT:
-            self.publish()
+            self.probed.set()  # answered by the loop: a burst of probes costs one announcement
 
     def _loop(self):
-        while not self.stopped.wait(self.interval):
+        next_tick = time.monotonic() + self.interval
+        while not self.stopped.is_set():
+            probed = self.probed.wait(max(0.0, next_tick - time.monotonic()))
+            if self.stopped.is_set():
+                return
+            self.probed.clear()
             self.publish()
+            if probed:
+                self.stopped.wait(PROBE_GAP)  # at most one probe answer per gap
+            else:
+                next_tick = time.monotonic() + self.interval
 
     def message(self, health):
         ttl = 3 * self.interval
@@ -291,6 +302,7 @@ class Announcer:
     def stop(self):
         """Announces NOT_SERVING once, flushes (bounded) and closes."""
         self.stopped.set()
+        self.probed.set()  # wakes the loop, which sees stopped
         with self.lock:
             self.final = True
             sent = self.nc.publish(ANNOUNCE_SUBJECT, self.message(NOT_SERVING))

@@ -184,8 +184,13 @@ func (w *pyWorker) wait(t *testing.T) {
 // its workers from NATS only.
 func fleet(t *testing.T) (*gateway.Gateway, string) {
 	t.Helper()
-	nats := natstest.Start(t)
-	g, err := gateway.New(t.Context(), gateway.Config{Listen: "127.0.0.1:0", NATSURL: nats.URL(),
+	url := natstest.Start(t).URL()
+	return startGateway(t, url), url
+}
+
+func startGateway(t *testing.T, natsURL string) *gateway.Gateway {
+	t.Helper()
+	g, err := gateway.New(t.Context(), gateway.Config{Listen: "127.0.0.1:0", NATSURL: natsURL,
 		Auth: gateway.AuthConfig{Disabled: true}, AnnounceSweep: 50 * time.Millisecond,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
@@ -212,7 +217,21 @@ func fleet(t *testing.T) (*gateway.Gateway, string) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("gateway not ready")
 	}
-	return g, nats.URL()
+	return g
+}
+
+// TestPythonWorkerAnswersDiscovery: a gateway that starts after the worker asks
+// for announcements (toolfleet.registry.discover) and learns the worker at once,
+// not at its next heartbeat a minute later.
+func TestPythonWorkerAnswersDiscovery(t *testing.T) {
+	py := python(t)
+	url := natstest.Start(t).URL()
+	w := startPython(t, py, url, "--announce-interval", "60")
+	waitFor(t, "the worker to connect to NATS", 20*time.Second, func() bool { return strings.Contains(w.out.String(), "NATS connected") })
+	began := time.Now()
+	g := startGateway(t, url)
+	waitFor(t, "the gateway to learn the worker from its answer to the probe", 20*time.Second, func() bool { return served(g, "Calculator.Add@1.0.0") })
+	t.Logf("the gateway served the Python worker's tools %v after it started", time.Since(began))
 }
 
 func waitFor(t *testing.T, what string, within time.Duration, cond func() bool) {
