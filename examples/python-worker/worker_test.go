@@ -20,6 +20,7 @@ import (
 	"time"
 
 	mcpsdk "github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/nats-io/nats.go"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -32,6 +33,7 @@ import (
 	calculatorv1 "github.com/toolfleet/toolfleet/gen/tools/calculator/v1"
 	"github.com/toolfleet/toolfleet/internal/natsx/natstest"
 	"github.com/toolfleet/toolfleet/sdk/client"
+	"github.com/toolfleet/toolfleet/sdk/tool"
 	"github.com/toolfleet/toolfleet/sdk/tool/contract"
 	"github.com/toolfleet/toolfleet/services/gateway"
 )
@@ -226,8 +228,24 @@ func startGateway(t *testing.T, natsURL string) *gateway.Gateway {
 func TestPythonWorkerAnswersDiscovery(t *testing.T) {
 	py := python(t)
 	url := natstest.Start(t).URL()
-	w := startPython(t, py, url, "--announce-interval", "60")
-	waitFor(t, "the worker to connect to NATS", 20*time.Second, func() bool { return strings.Contains(w.out.String(), "NATS connected") })
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	announced := make(chan *nats.Msg, 16)
+	if _, err := nc.ChanSubscribe(tool.AnnounceSubject, announced); err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	startPython(t, py, url, "--announce-interval", "60")
+	select {
+	case <-announced: // its first announcement is gone: no gateway heard it
+	case <-time.After(20 * time.Second):
+		t.Fatal("the worker did not announce itself on connecting")
+	}
 	began := time.Now()
 	g := startGateway(t, url)
 	waitFor(t, "the gateway to learn the worker from its answer to the probe", 20*time.Second, func() bool { return served(g, "Calculator.Add@1.0.0") })
