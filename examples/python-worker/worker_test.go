@@ -27,6 +27,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
@@ -386,7 +387,30 @@ func TestPythonWorkerLeavesPolitely(t *testing.T) {
 	py := python(t)
 	g, natsURL := fleet(t)
 	const interval = 1.0 // seconds; the announced ttl is 3x
-	a := startPython(t, py, natsURL, "--announce-interval", fmt.Sprint(interval))
+	// Every health a announces, in order.
+	nc, err := nats.Connect(natsURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	var mu sync.Mutex
+	var healths []string
+	if _, err := nc.Subscribe(tool.AnnounceSubject, func(m *nats.Msg) {
+		var ann toolfleetv1.WorkerAnnouncement
+		if protojson.Unmarshal(m.Data, &ann) == nil && ann.GetWorkerId() == "python-a" {
+			mu.Lock()
+			if n := len(healths); n == 0 || healths[n-1] != ann.GetHealth() {
+				healths = append(healths, ann.GetHealth())
+			}
+			mu.Unlock()
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	a := startPython(t, py, natsURL, "--announce-interval", fmt.Sprint(interval), "--worker-id", "python-a")
 	b := startPython(t, py, natsURL, "--announce-interval", fmt.Sprint(interval))
 	call := func(ctx context.Context) error {
 		resp, err := g.Call(ctx, &gateway.Principal{Anonymous: true},
@@ -436,6 +460,13 @@ func TestPythonWorkerLeavesPolitely(t *testing.T) {
 		t.Errorf("a direct call to the draining replica: %v, trailer %v; want Unavailable with toolfleet-draining", err, trailer)
 	}
 	a.wait(t)
+	_ = nc.Flush()
+	mu.Lock()
+	got := strings.Join(healths, " ")
+	mu.Unlock()
+	if !strings.HasSuffix(got, "SERVING DRAINING NOT_SERVING") {
+		t.Errorf("replica a announced %q; want SERVING, then DRAINING, then NOT_SERVING last", got)
+	}
 	time.Sleep(500 * time.Millisecond) // traffic after a left: all on b
 	cancel()
 	wg.Wait()
