@@ -121,3 +121,30 @@ func TestWorkerLeavesPolitely(t *testing.T) {
 		t.Fatalf("a call after the ttl: %v; want NotFound", err)
 	}
 }
+
+// TestLeavingReplicaMakesWayForNewContract: while the only replica of
+// Calculator@1.0.0 is leaving, a worker with a changed contract of the same
+// version (a restart during development) is accepted, not refused by the trust
+// rule, and takes the calls; the leaving replica goes at once.
+func TestLeavingReplicaMakesWayForNewContract(t *testing.T) {
+	t.Parallel()
+	srv := natstest.Start(t)
+	_, _, stopOld := calculatorWorker(t, srv.URL())
+	g := startGateway(t, gateway.Config{NATSURL: srv.URL(), Auth: gateway.AuthConfig{Disabled: true}})
+	waitTool(t, g, "Calculator.Add@1.0.0")
+	stopOld() // DRAINING, then NOT_SERVING: its tools stay known for its ttl
+
+	const desc = "Add two numbers (the edited contract)."
+	edited := startPlainCalculator(t, 1, func(o *toolfleetv1.ToolOptions) { o.Description = desc })
+	announce(t, srv.URL(), edited.addr)
+	waitFor(t, "the edited contract to replace the leaving one", func() bool {
+		d, err := g.GetTool(&toolfleetv1.GetToolRequest{ToolId: "Calculator.Add@1.0.0"})
+		return err == nil && d.GetTool().GetDescription() == desc
+	})
+	if n := gateway.ReplicasForTest(g, "Calculator.Add@1.0.0"); n != 1 {
+		t.Fatalf("%d replicas of Calculator.Add@1.0.0; want the edited one only", n)
+	}
+	if r, err := g.Call(t.Context(), anon(), &toolfleetv1.CallToolRequest{ToolId: "Calculator.Add", Input: addInput(1, 2)}); err != nil || !r.GetSuccess() || edited.adds.Load() != 1 {
+		t.Fatalf("a call after the replacement: %v %v (edited replica ran %d); want it on the edited replica", r, err, edited.adds.Load())
+	}
+}
