@@ -333,10 +333,12 @@ func waitTool(t *testing.T, g *gateway.Gateway, toolID string) {
 	})
 }
 
-// token mints an HS256 token with the given scopes, valid for a minute.
+// token mints an HS256 token with the given scopes, valid for ten minutes: a
+// table test mints its tokens once, and its parallel rows may wait minutes for a
+// slot on a 2-core machine (-parallel 2) behind the package's other tests.
 func token(t *testing.T, scopes ...string) string {
 	t.Helper()
-	return signHS(t, jwt.MapClaims{"sub": "tester", "scope": strings.Join(scopes, " "), "exp": time.Now().Add(time.Minute).Unix()})
+	return signHS(t, jwt.MapClaims{"sub": "tester", "scope": strings.Join(scopes, " "), "exp": time.Now().Add(10 * time.Minute).Unix()})
 }
 
 // signHS signs claims with the test secret; a token names the subject "tester"
