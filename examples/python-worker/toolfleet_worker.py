@@ -22,6 +22,7 @@ import signal
 import socket
 import threading
 import time
+import urllib.parse
 from concurrent import futures
 
 import grpc
@@ -38,7 +39,7 @@ SERVING, DRAINING, NOT_SERVING = "SERVING", "DRAINING", "NOT_SERVING"
 
 # Metadata the gateway sends with a call, and the trailer of a drain refusal.
 CALL_ID_KEY = "toolfleet-call-id"
-PRINCIPAL_KEY = "toolfleet-principal"  # who the call is for ("anonymous" with auth off)
+PRINCIPAL_KEY = "toolfleet-principal"  # who the call is for ("anonymous" with auth off), percent-encoded
 PRINCIPAL_VIA_KEY = "toolfleet-principal-via"  # the delegate, on a delegated call
 TRACEPARENT_KEY = "traceparent"
 ACCEPT_RESULT_BYTES_KEY = "toolfleet-accept-result-bytes"
@@ -365,7 +366,7 @@ class Worker:
         except ValueError:
             accept = 0
         call = Call(method, md.get(CALL_ID_KEY, ""), md.get(TRACEPARENT_KEY, ""), time.monotonic() + left, accept,
-                    md.get(PRINCIPAL_KEY, ""), md.get(PRINCIPAL_VIA_KEY, ""))
+                    urllib.parse.unquote(md.get(PRINCIPAL_KEY, "")), urllib.parse.unquote(md.get(PRINCIPAL_VIA_KEY, "")))
         log.info("call method=%s.%s call_id=%s deadline_ms=%d principal=%s via=%s traceparent=%s",
                  service, method, call.call_id or "-", int(left * 1000), call.principal or "-", call.via or "-",
                  call.traceparent or "-")

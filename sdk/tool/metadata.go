@@ -2,6 +2,7 @@ package tool
 
 import (
 	"context"
+	"net/url"
 	"strconv"
 
 	"google.golang.org/grpc/metadata"
@@ -22,9 +23,11 @@ const (
 	AcceptResultBytesKey = "toolfleet-accept-result-bytes"
 	// PrincipalKey carries the subject the gateway authenticated for the call
 	// ("anonymous" with auth off); on a delegated call, the subject acted for.
+	// The value is percent-encoded UTF-8 (RFC 3986, as url.PathEscape writes it):
+	// gRPC metadata values are printable ASCII, subjects need not be.
 	PrincipalKey = "toolfleet-principal"
 	// PrincipalViaKey carries, on a delegated call, the authenticated delegate
-	// that made the call on behalf of PrincipalKey's subject.
+	// that made the call on behalf of PrincipalKey's subject (encoded the same way).
 	PrincipalViaKey = "toolfleet-principal-via"
 )
 
@@ -46,7 +49,15 @@ func CallID(ctx context.Context) string { return incoming(ctx, CallIDKey) }
 // the gateway can reach the worker (the prod overlay's NetworkPolicy, mTLS):
 // any other caller can set them.
 func Principal(ctx context.Context) (subject, via string) {
-	return incoming(ctx, PrincipalKey), incoming(ctx, PrincipalViaKey)
+	return unescape(incoming(ctx, PrincipalKey)), unescape(incoming(ctx, PrincipalViaKey))
+}
+
+// unescape decodes a percent-encoded value; a malformed one is returned as sent.
+func unescape(v string) string {
+	if u, err := url.PathUnescape(v); err == nil {
+		return u
+	}
+	return v
 }
 
 // OutgoingPrincipal returns ctx with the principal set on the outgoing metadata
@@ -54,10 +65,10 @@ func Principal(ctx context.Context) (subject, via string) {
 func OutgoingPrincipal(ctx context.Context, subject, via string) context.Context {
 	var kv []string
 	if subject != "" {
-		kv = append(kv, PrincipalKey, subject)
+		kv = append(kv, PrincipalKey, url.PathEscape(subject))
 	}
 	if via != "" {
-		kv = append(kv, PrincipalViaKey, via)
+		kv = append(kv, PrincipalViaKey, url.PathEscape(via))
 	}
 	if len(kv) == 0 {
 		return ctx

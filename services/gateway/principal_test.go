@@ -22,6 +22,8 @@ func TestWorkerReceivesPrincipal(t *testing.T) {
 		{"direct", &gateway.Principal{Subject: "ana", Scopes: []string{"tools:call"}}, "ana "},
 		{"delegated", &gateway.Principal{Subject: "ana", Scopes: []string{"tools:call"}, Via: &gateway.Principal{Subject: "report-bot", Scopes: []string{"tools:call"}}}, "ana report-bot"},
 		{"anonymous", &gateway.Principal{Anonymous: true}, "anonymous "},
+		// gRPC metadata is printable ASCII: any subject still arrives intact.
+		{"any subject", &gateway.Principal{Subject: "José Ñ 100% <x@y>\n", Scopes: []string{"tools:call"}}, "José Ñ 100% <x@y>\n "},
 	} {
 		r, err := g.Call(t.Context(), tc.p, &toolfleetv1.CallToolRequest{ToolId: "Calculator.Add", Input: addInput(1, 2)})
 		if err != nil || !r.GetSuccess() {
