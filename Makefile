@@ -9,7 +9,7 @@ BUF     := $(BIN)/buf
 PLUGINS := $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc $(BIN)/protoc-gen-connect-go
 PROTOVALIDATE := build/protovalidate/buf/validate/validate.proto
 
-.PHONY: all generate tools lint vet fmt-check check-generated breaking test test-go test-k8s dev bench reliability fuzz kind-up kind-test
+.PHONY: all generate python-worker-descriptors tools lint vet fmt-check check-generated breaking test test-go test-k8s dev bench reliability fuzz kind-up kind-test
 
 all: test
 
@@ -52,6 +52,11 @@ check-generated: generate
 	@if ! git diff --quiet --exit-code -- gen; then \
 		echo "generated code is out of date: run 'make generate' and commit gen/"; \
 		git --no-pager diff --stat -- gen; exit 1; fi
+
+## python-worker-descriptors: rewrite examples/python-worker/descriptors.binpb (the Python
+## worker's contract) from gen/ after a contract change; test-go fails while it is stale.
+python-worker-descriptors:
+	$(GO) test -count=1 ./examples/python-worker -run TestDescriptorsUpToDate -update
 
 ## breaking: served tool contracts must never change incompatibly (see scripts/breaking.sh).
 breaking: tools $(PROTOVALIDATE)

@@ -1,8 +1,10 @@
 package check
 
 import (
+	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -32,12 +34,62 @@ func repoRules(t *testing.T) Rules {
 	}
 }
 
-// services are the toolfleet workloads every build must hold.
-var services = []string{"gateway", "orchestrator", "worker-calculator", "worker-clock", "worker-jsonq", "worker-kv", "worker-web"}
+// workerList is the one list of workers (k8s/base/workers/kustomization.yaml).
+var workerList = filepath.Join(repo, "k8s", "base", "workers", "kustomization.yaml")
+
+// fleetServices are the toolfleet workloads every build must hold: the gateway,
+// the orchestrator and worker-NAME for every worker on the list.
+func fleetServices(t *testing.T) (services, workers []string) {
+	t.Helper()
+	names, err := WorkerList(workerList)
+	if err != nil {
+		t.Fatal(err)
+	}
+	services = []string{"gateway", "orchestrator"}
+	for _, n := range names {
+		services = append(services, "worker-"+n)
+		workers = append(workers, "worker-"+n)
+	}
+	return services, workers
+}
+
+// TestWorkerList: every worker on the list is a Go package the Tiltfile can
+// compile (./workers/NAME) and its manifest names everything worker-NAME, as the
+// Tiltfile's k8s_resource objects expect, with the image toolfleet-worker-NAME.
+func TestWorkerList(t *testing.T) {
+	t.Parallel()
+	_, workers := fleetServices(t)
+	objs, err := Build(filesys.MakeFsOnDisk(), filepath.Join(repo, "k8s", "base", "workers"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range workers {
+		name := strings.TrimPrefix(w, "worker-")
+		if _, err := os.Stat(filepath.Join(repo, "workers", name, "main.go")); err != nil {
+			t.Errorf("%s is on the worker list, but the Tiltfile cannot compile it: %v", w, err)
+		}
+		for _, kind := range []string{"ServiceAccount", "Deployment", "Service", "PodDisruptionBudget", "HorizontalPodAutoscaler"} {
+			if !has(objs, kind, w) {
+				t.Errorf("the manifest of %s has no %s named %s", w, kind, w)
+			}
+		}
+		for _, o := range objs {
+			if d, ok := o.Obj.(*appsv1.Deployment); ok && d.Name == w {
+				if d.Labels["app.kubernetes.io/component"] != "worker" {
+					t.Errorf("%s is not labelled app.kubernetes.io/component=worker (the overlays and the NetworkPolicy select workers by it)", o)
+				}
+				if c := d.Spec.Template.Spec.Containers; len(c) == 0 || c[0].Image != "toolfleet-"+w {
+					t.Errorf("%s does not run the image toolfleet-%s that the Tiltfile builds for it", o, w)
+				}
+			}
+		}
+	}
+}
 
 func TestManifests(t *testing.T) {
 	t.Parallel()
 	rules := repoRules(t)
+	services, _ := fleetServices(t)
 	for _, s := range services {
 		if !rules.TiltImages["toolfleet-"+s] {
 			t.Errorf("the Tiltfile does not build toolfleet-%s (it builds %v)", s, rules.TiltImages)
@@ -80,6 +132,15 @@ func TestManifests(t *testing.T) {
 			for _, o := range objs {
 				if d, ok := o.Obj.(*appsv1.Deployment); ok && (d.Spec.Replicas == nil || *d.Spec.Replicas < 3) {
 					t.Errorf("prod %s runs fewer than 3 replicas", o)
+				}
+			}
+			// Every image is a release (an images: entry of the overlay), never the
+			// bare name Tilt builds: a worker added to the list needs its entry.
+			for _, w := range podTemplates(objs) {
+				for _, c := range w.template.Spec.Containers {
+					if repo, _ := splitImage(c.Image); rules.TiltImages[repo] {
+						t.Errorf("prod %s runs %s, the name Tilt builds: add it to k8s/overlays/prod's images: with its registry and tag", w.Object, c.Image)
+					}
 				}
 			}
 			for _, p := range CheckFleet(objs, FleetRules{JetStreamReplicas: 3, MinReplicas: 3}) {

@@ -1,8 +1,10 @@
 package check
 
 import (
+	"bytes"
 	"fmt"
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -15,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"sigs.k8s.io/kustomize/kyaml/yaml"
 )
 
 // Rules is what the cross-reference checks compare the manifests with.
@@ -31,13 +34,19 @@ type Rules struct {
 
 var (
 	tiltImageRE = regexp.MustCompile(`(?:image\s*=\s*|docker_build\(\s*)'([^']+)'\s*[,)]`)
+	// The Tiltfile's pointer to the worker list.
+	tiltWorkerListRE = regexp.MustCompile(`(?m)^WORKER_LIST\s*=\s*'([^']+)'`)
+	workerNameRE     = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]*[a-z0-9])?$`)
 	// A Markdown table row or list item naming a resource in backticks.
 	externalRE = regexp.MustCompile("`([a-z0-9][a-z0-9.-]*)`")
 )
 
 // TiltfileImages returns the images a Tiltfile builds: the literal first argument
-// of docker_build calls and every image='...' keyword argument (a computed name,
-// such as 'toolfleet-' + name, is not a literal and is not read).
+// of docker_build calls, every image='...' keyword argument (a computed name,
+// such as 'toolfleet-' + name, is not a literal and is not read) and, when it
+// reads the worker list (WORKER_LIST = '...'), toolfleet-worker-NAME for each
+// worker on it (see [WorkerList]). The list's path is relative to the
+// Tiltfile's folder.
 func TiltfileImages(path string) (map[string]bool, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -46,6 +55,52 @@ func TiltfileImages(path string) (map[string]bool, error) {
 	out := map[string]bool{}
 	for _, m := range tiltImageRE.FindAllStringSubmatch(string(b), -1) {
 		out[m[1]] = true
+	}
+	if m := tiltWorkerListRE.FindSubmatch(b); m != nil {
+		if !bytes.Contains(b, []byte("read_yaml(WORKER_LIST)")) {
+			return nil, fmt.Errorf("%s names WORKER_LIST but never reads it (read_yaml(WORKER_LIST))", path)
+		}
+		workers, err := WorkerList(filepath.Join(filepath.Dir(path), string(m[1])))
+		if err != nil {
+			return nil, err
+		}
+		for _, w := range workers {
+			out["toolfleet-worker-"+w] = true
+		}
+	}
+	return out, nil
+}
+
+// WorkerList reads the worker list, a kustomization whose resources are
+// worker-NAME.yaml files (k8s/base/workers/kustomization.yaml), and returns the
+// NAMEs in order. Any other entry is an error: the Tiltfile derives the Go
+// package (./workers/NAME), the image (toolfleet-worker-NAME) and the workload
+// (worker-NAME) from the file name.
+func WorkerList(path string) ([]string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var k struct {
+		Resources []string `yaml:"resources"`
+	}
+	if err := yaml.Unmarshal(b, &k); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	var out []string
+	for _, r := range k.Resources {
+		name, ok := strings.CutPrefix(r, "worker-")
+		name, ok2 := strings.CutSuffix(name, ".yaml")
+		if !ok || !ok2 || !workerNameRE.MatchString(name) {
+			return nil, fmt.Errorf("%s: resource %q is not worker-NAME.yaml (NAME: lower-case letters, digits, dashes)", path, r)
+		}
+		if slices.Contains(out, name) {
+			return nil, fmt.Errorf("%s: worker %s listed twice", path, name)
+		}
+		out = append(out, name)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%s lists no workers", path)
 	}
 	return out, nil
 }

@@ -22,11 +22,23 @@ const AnnounceSubject = "toolfleet.registry.announce"
 // interval to learn who is out there.
 const DiscoverSubject = "toolfleet.registry.discover"
 
-// Health values of a toolfleetv1.WorkerAnnouncement.
+// Health values of a toolfleetv1.WorkerAnnouncement. SERVING takes calls.
+// DRAINING says the worker is leaving: it takes no new calls (it refuses them
+// with [DrainingTrailer]) but finishes those in flight, and its tools stay known
+// to the gateway until its ttl runs out, so that callers get a retryable
+// Unavailable rather than NotFound while no other replica serves. NOT_SERVING is
+// the last announcement of a worker that stopped; the gateway treats it as
+// DRAINING (nothing more will follow, so the ttl runs out).
 const (
 	HealthServing    = "SERVING"
+	HealthDraining   = "DRAINING"
 	HealthNotServing = "NOT_SERVING"
 )
+
+// DrainingTrailer is the trailer metadata key a draining worker sets (value "1")
+// on the UNAVAILABLE status it answers new calls with: the call did not run, so
+// the gateway moves it to another replica at once, whatever the tool.
+const DrainingTrailer = "toolfleet-draining"
 
 // announcer publishes heartbeats until stopped. NATS being away never stops the
 // worker: the client reconnects forever and buffers, and a failed publish is logged.
@@ -40,11 +52,14 @@ type announcer struct {
 	quit chan struct{}
 	done chan struct{}
 	once sync.Once
+	// draining is closed by drain: from then on every announcement says DRAINING.
+	draining  chan struct{}
+	drainOnce sync.Once
 }
 
 func newAnnouncer(cfg Config, log *slog.Logger, addr string, tks []contract.Toolkit) *announcer {
 	a := &announcer{cfg: cfg, log: log.With("nats", cfg.NATSURL), addr: addr,
-		quit: make(chan struct{}), done: make(chan struct{})}
+		quit: make(chan struct{}), done: make(chan struct{}), draining: make(chan struct{})}
 	for _, t := range tks {
 		a.toolkits = append(a.toolkits, &toolfleetv1.AnnouncedToolkit{Name: t.Name, Version: t.Version, Service: t.Service})
 	}
@@ -88,17 +103,27 @@ func (a *announcer) loop() {
 	} else {
 		defer func() { _ = sub.Unsubscribe() }()
 	}
-	a.publish(HealthServing)
+	health := HealthServing
+	a.publish(health)
+	draining := a.draining
 	for {
 		select {
 		case <-a.quit:
 			return
+		case <-draining:
+			health, draining = HealthDraining, nil
+			a.publish(health)
 		case <-t.C:
-			a.publish(HealthServing)
+			a.publish(health)
 		case <-probes:
-			a.publish(HealthServing)
+			a.publish(health)
 		}
 	}
+}
+
+// drain announces DRAINING now and at every heartbeat until stop.
+func (a *announcer) drain() {
+	a.drainOnce.Do(func() { close(a.draining) })
 }
 
 // stop sends NOT_SERVING, flushes within a bound and closes the connection.

@@ -2,6 +2,7 @@ package tool
 
 import (
 	"context"
+	"net/url"
 	"strconv"
 
 	"google.golang.org/grpc/metadata"
@@ -20,6 +21,14 @@ const (
 	// max_result_bytes: the gateway sends it for a caller that allowed a result
 	// handle, and keeps the large result instead of returning it inline.
 	AcceptResultBytesKey = "toolfleet-accept-result-bytes"
+	// PrincipalKey carries the subject the gateway authenticated for the call
+	// ("anonymous" with auth off); on a delegated call, the subject acted for.
+	// The value is percent-encoded UTF-8 (RFC 3986, as url.PathEscape writes it):
+	// gRPC metadata values are printable ASCII, subjects need not be.
+	PrincipalKey = "toolfleet-principal"
+	// PrincipalViaKey carries, on a delegated call, the authenticated delegate
+	// that made the call on behalf of PrincipalKey's subject (encoded the same way).
+	PrincipalViaKey = "toolfleet-principal-via"
 )
 
 // acceptResultBytes is the caller's AcceptResultBytesKey, or 0 when absent or malformed.
@@ -33,6 +42,39 @@ func acceptResultBytes(ctx context.Context) int {
 
 // CallID returns the caller's call id from the incoming metadata, or "".
 func CallID(ctx context.Context) string { return incoming(ctx, CallIDKey) }
+
+// Principal returns the subject the gateway authenticated for the call (for a
+// delegated call, the one acted for) and the delegate that made it ("" for a
+// direct call), from the incoming metadata. Trust them only when nothing but
+// the gateway can reach the worker (the prod overlay's NetworkPolicy, mTLS):
+// any other caller can set them.
+func Principal(ctx context.Context) (subject, via string) {
+	return unescape(incoming(ctx, PrincipalKey)), unescape(incoming(ctx, PrincipalViaKey))
+}
+
+// unescape decodes a percent-encoded value; a malformed one is returned as sent.
+func unescape(v string) string {
+	if u, err := url.PathUnescape(v); err == nil {
+		return u
+	}
+	return v
+}
+
+// OutgoingPrincipal returns ctx with the principal set on the outgoing metadata
+// of a call to a worker (see [Principal]); empty values are left out.
+func OutgoingPrincipal(ctx context.Context, subject, via string) context.Context {
+	var kv []string
+	if subject != "" {
+		kv = append(kv, PrincipalKey, url.PathEscape(subject))
+	}
+	if via != "" {
+		kv = append(kv, PrincipalViaKey, url.PathEscape(via))
+	}
+	if len(kv) == 0 {
+		return ctx
+	}
+	return metadata.AppendToOutgoingContext(ctx, kv...)
+}
 
 // TraceParent returns the W3C traceparent header from the incoming metadata, or "".
 func TraceParent(ctx context.Context) string { return incoming(ctx, TraceParentKey) }

@@ -38,6 +38,12 @@ const (
 	DefaultShutdownTimeout  = 10 * time.Second
 )
 
+// drainLinger is how long at most a draining worker that announces keeps
+// refusing calls (with [DrainingTrailer]) after its DRAINING announcement
+// before it closes its port, so that the gateway has stopped sending; it is
+// shorter with a shorter AnnounceInterval or ShutdownTimeout.
+const drainLinger = time.Second
+
 // Errors returned by [Worker] methods; match them with errors.Is.
 var (
 	// ErrAlreadyRunning is returned by a second call of Run.
@@ -145,6 +151,7 @@ type Worker struct {
 	health *health.Server
 
 	policies *policies
+	gate     *drainGate
 
 	mu       sync.Mutex
 	toolkits []contract.Toolkit
@@ -182,6 +189,7 @@ func NewWorker(cfg Config) (*Worker, error) {
 		health:   health.NewServer(),
 		ready:    make(chan struct{}),
 		policies: &policies{byMethod: map[string]policy{}},
+		gate:     &drainGate{},
 	}
 	opts := []grpc.ServerOption{
 		// OpenTelemetry: W3C trace context from the caller becomes the parent of the
@@ -190,6 +198,7 @@ func NewWorker(cfg Config) (*Worker, error) {
 		grpc.StatsHandler(otelgrpc.NewServerHandler(otelgrpc.WithPropagators(
 			propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})))),
 		grpc.ChainUnaryInterceptor(
+			w.gate.interceptor(),
 			observeInterceptor(w.log, cfg.Metrics),
 			recoverInterceptor(w.log),
 			validateInterceptor(validator),
@@ -302,10 +311,14 @@ func (w *Worker) Addr() string {
 	return w.addr
 }
 
-// Run serves until ctx is done, then stops gracefully within ShutdownTimeout:
-// health turns NOT_SERVING, a NOT_SERVING announcement goes out, in-flight calls
-// finish (or are cut at the bound), then the OnStop hooks run. It returns nil after
-// a stop caused by ctx and an error when listening or serving fails.
+// Run serves until ctx is done, then leaves politely within ShutdownTimeout:
+// health turns NOT_SERVING, a DRAINING announcement goes out (the gateway stops
+// sending calls, and keeps the tools known while the worker leaves), new calls are
+// refused with a retryable UNAVAILABLE carrying [DrainingTrailer] (the gateway
+// moves them to another replica), the calls in flight finish (or are cut at the
+// bound), a NOT_SERVING announcement goes out, then the OnStop hooks run. It
+// returns nil after a stop caused by ctx and an error when listening or serving
+// fails.
 func (w *Worker) Run(ctx context.Context) error {
 	w.mu.Lock()
 	if w.running {
@@ -370,8 +383,28 @@ func (w *Worker) Run(ctx context.Context) error {
 	case <-ctx.Done():
 	}
 
-	w.log.Info("worker stopping", "timeout", w.cfg.ShutdownTimeout.String())
+	w.log.Info("worker draining", "timeout", w.cfg.ShutdownTimeout.String())
+	// One bound for the whole leave: the linger, the calls in flight, the stop.
+	bound, cancel := context.WithTimeout(context.Background(), w.cfg.ShutdownTimeout)
+	defer cancel()
 	w.health.Shutdown()
+	idle := w.gate.close()
+	if ann != nil {
+		ann.drain()
+		// Linger a moment, refusing, so that the gateway has seen DRAINING before
+		// the port closes.
+		linger := time.NewTimer(min(drainLinger, w.cfg.AnnounceInterval))
+		select {
+		case <-linger.C:
+		case <-bound.Done():
+		}
+		linger.Stop()
+	}
+	select {
+	case <-idle:
+	case <-bound.Done():
+		w.log.Warn("tool calls still running at the drain's bound; cutting them")
+	}
 	if ann != nil {
 		ann.stop() // sends NOT_SERVING, bounded
 	}
@@ -380,11 +413,9 @@ func (w *Worker) Run(ctx context.Context) error {
 		w.server.GracefulStop()
 		close(stopped)
 	}()
-	timer := time.NewTimer(w.cfg.ShutdownTimeout)
-	defer timer.Stop()
 	select {
 	case <-stopped:
-	case <-timer.C:
+	case <-bound.Done():
 		w.log.Warn("graceful stop timed out; cutting in-flight calls")
 		w.server.Stop()
 		<-stopped

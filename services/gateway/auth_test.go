@@ -36,12 +36,12 @@ func TestAuthMatrix(t *testing.T) {
 	waitTool(t, g, "Calculator.Add")
 	waitTool(t, g, "SchemaTest.Types")
 	exp := func(d time.Duration) int64 { return time.Now().Add(d).Unix() }
-	forged, err := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{"aud": "toolfleet", "scope": "tools:call", "exp": exp(time.Minute)}).
+	forged, err := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{"aud": "toolfleet", "scope": "tools:call", "exp": exp(10 * time.Minute)}).
 		SignedString([]byte("another-secret-another-secret-another"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	none, err := jwt.NewWithClaims(jwt.SigningMethodNone, jwt.MapClaims{"aud": "toolfleet", "scope": "tools:call", "exp": exp(time.Minute)}).
+	none, err := jwt.NewWithClaims(jwt.SigningMethodNone, jwt.MapClaims{"aud": "toolfleet", "scope": "tools:call", "exp": exp(10 * time.Minute)}).
 		SignedString(jwt.UnsafeAllowNoneSignatureType)
 	if err != nil {
 		t.Fatal(err)
@@ -58,14 +58,14 @@ func TestAuthMatrix(t *testing.T) {
 		{"no exp", "Calculator.Add", signHS(t, jwt.MapClaims{"aud": "toolfleet", "scope": "tools:call"}), codes.Unauthenticated},
 		{"forged", "Calculator.Add", forged, codes.Unauthenticated},
 		{"alg none", "Calculator.Add", none, codes.Unauthenticated},
-		{"wrong audience", "Calculator.Add", signHS(t, jwt.MapClaims{"aud": "other", "scope": "tools:call", "exp": exp(time.Minute)}), codes.Unauthenticated},
-		{"no call scope", "Calculator.Add", signHS(t, jwt.MapClaims{"aud": "toolfleet", "scope": "profile", "exp": exp(time.Minute)}), codes.PermissionDenied},
-		{"toolkit pattern", "Calculator.Add", signHS(t, jwt.MapClaims{"aud": "toolfleet", "scope": "tools:call:calculator.*", "exp": exp(time.Minute)}), codes.OK},
-		{"other toolkit's pattern", "Calculator.Add", signHS(t, jwt.MapClaims{"aud": "toolfleet", "scope": "tools:call:schematest.*", "exp": exp(time.Minute)}), codes.PermissionDenied},
-		{"tool pattern as scp list", "Calculator.Add", signHS(t, jwt.MapClaims{"aud": "toolfleet", "scp": []string{"tools:call:calculator.add"}, "exp": exp(time.Minute)}), codes.OK},
-		{"no subject", "Calculator.Add", signHS(t, jwt.MapClaims{"sub": "", "aud": "toolfleet", "scope": "tools:call", "exp": exp(time.Minute)}), codes.Unauthenticated},
-		{"missing contract scope", "SchemaTest.Types", signHS(t, jwt.MapClaims{"aud": "toolfleet", "scope": "tools:call", "exp": exp(time.Minute)}), codes.PermissionDenied},
-		{"contract scope", "SchemaTest.Types", signHS(t, jwt.MapClaims{"aud": "toolfleet", "scope": "tools:call schematest:read tools:approve", "exp": exp(time.Minute)}), codes.OK},
+		{"wrong audience", "Calculator.Add", signHS(t, jwt.MapClaims{"aud": "other", "scope": "tools:call", "exp": exp(10 * time.Minute)}), codes.Unauthenticated},
+		{"no call scope", "Calculator.Add", signHS(t, jwt.MapClaims{"aud": "toolfleet", "scope": "profile", "exp": exp(10 * time.Minute)}), codes.PermissionDenied},
+		{"toolkit pattern", "Calculator.Add", signHS(t, jwt.MapClaims{"aud": "toolfleet", "scope": "tools:call:calculator.*", "exp": exp(10 * time.Minute)}), codes.OK},
+		{"other toolkit's pattern", "Calculator.Add", signHS(t, jwt.MapClaims{"aud": "toolfleet", "scope": "tools:call:schematest.*", "exp": exp(10 * time.Minute)}), codes.PermissionDenied},
+		{"tool pattern as scp list", "Calculator.Add", signHS(t, jwt.MapClaims{"aud": "toolfleet", "scp": []string{"tools:call:calculator.add"}, "exp": exp(10 * time.Minute)}), codes.OK},
+		{"no subject", "Calculator.Add", signHS(t, jwt.MapClaims{"sub": "", "aud": "toolfleet", "scope": "tools:call", "exp": exp(10 * time.Minute)}), codes.Unauthenticated},
+		{"missing contract scope", "SchemaTest.Types", signHS(t, jwt.MapClaims{"aud": "toolfleet", "scope": "tools:call", "exp": exp(10 * time.Minute)}), codes.PermissionDenied},
+		{"contract scope", "SchemaTest.Types", signHS(t, jwt.MapClaims{"aud": "toolfleet", "scope": "tools:call schematest:read tools:approve", "exp": exp(10 * time.Minute)}), codes.OK},
 	}
 	for _, p := range protocols {
 		for _, r := range rows {

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
+	"github.com/toolfleet/toolfleet/sdk/tool"
 	"github.com/toolfleet/toolfleet/services/gateway/auth"
 	"github.com/toolfleet/toolfleet/services/gateway/idempotency"
 	"github.com/toolfleet/toolfleet/services/gateway/registry"
@@ -119,6 +120,11 @@ func (g *Gateway) call(ctx context.Context, p *Principal, req *toolfleetv1.CallT
 		// timeout, its outcome is stored, and the caller's retry receives it.
 		callCtx = context.WithoutCancel(ctx)
 	}
+	var via string
+	if p.Via != nil {
+		via = p.Via.ID()
+	}
+	callCtx = tool.OutgoingPrincipal(callCtx, p.ID(), via)
 	out, reached, err := g.invoke(callCtx, rt, in, callID, req.GetTraceId(), offer)
 	started.finish() // before the terminal event
 	resp := &toolfleetv1.CallToolResponse{CallId: callID, ToolId: def.GetId()}

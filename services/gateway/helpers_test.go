@@ -14,8 +14,11 @@ import (
 	"connectrpc.com/connect"
 	"github.com/golang-jwt/jwt/v5"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/reflection"
 	rpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protodesc"
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -42,6 +45,8 @@ func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)
 type countingCalculator struct {
 	*calculator.Service
 	adds atomic.Int64
+	// principal is the last Add's tool.Principal, as "subject via".
+	principal atomic.Value
 }
 
 const (
@@ -51,6 +56,8 @@ const (
 
 func (c *countingCalculator) Add(ctx context.Context, req *calculatorv1.AddRequest) (*calculatorv1.AddResponse, error) {
 	c.adds.Add(1)
+	sub, via := tool.Principal(ctx)
+	c.principal.Store(sub + " " + via)
 	if req.GetA() == slowA {
 		select {
 		case <-time.After(slowFor):
@@ -137,6 +144,9 @@ type plainCalculator struct {
 	kill func()
 	// onAdd, when set, runs inside every Add with its a; an error fails the call.
 	onAdd atomic.Pointer[func(a float64) error]
+	// draining makes Add refuse as a draining worker does: UNAVAILABLE with
+	// tool.DrainingTrailer, without counting the call.
+	draining atomic.Bool
 }
 
 func startPlainCalculator(t *testing.T, major int, opts ...func(*toolfleetv1.ToolOptions)) *plainCalculator {
@@ -153,10 +163,14 @@ func startPlainCalculatorAt(t *testing.T, listen string, major int, opts ...func
 	srv.RegisterService(&grpc.ServiceDesc{
 		ServiceName: string(sd.FullName()),
 		HandlerType: (*any)(nil),
-		Methods: []grpc.MethodDesc{{MethodName: "Add", Handler: func(_ any, _ context.Context, dec func(any) error, _ grpc.UnaryServerInterceptor) (any, error) {
+		Methods: []grpc.MethodDesc{{MethodName: "Add", Handler: func(_ any, ctx context.Context, dec func(any) error, _ grpc.UnaryServerInterceptor) (any, error) {
 			in := dynamicpb.NewMessage(md.Input())
 			if err := dec(in); err != nil {
 				return nil, err
+			}
+			if pc.draining.Load() {
+				_ = grpc.SetTrailer(ctx, metadata.Pairs(tool.DrainingTrailer, "1"))
+				return nil, status.Error(codes.Unavailable, "draining")
 			}
 			pc.adds.Add(1)
 			f := md.Input().Fields()
@@ -319,10 +333,12 @@ func waitTool(t *testing.T, g *gateway.Gateway, toolID string) {
 	})
 }
 
-// token mints an HS256 token with the given scopes, valid for a minute.
+// token mints an HS256 token with the given scopes, valid for ten minutes: a
+// table test mints its tokens once, and its parallel rows may wait minutes for a
+// slot on a 2-core machine (-parallel 2) behind the package's other tests.
 func token(t *testing.T, scopes ...string) string {
 	t.Helper()
-	return signHS(t, jwt.MapClaims{"sub": "tester", "scope": strings.Join(scopes, " "), "exp": time.Now().Add(time.Minute).Unix()})
+	return signHS(t, jwt.MapClaims{"sub": "tester", "scope": strings.Join(scopes, " "), "exp": time.Now().Add(10 * time.Minute).Unix()})
 }
 
 // signHS signs claims with the test secret; a token names the subject "tester"

@@ -8,8 +8,10 @@ import (
 	"fmt"
 	"strings"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/connectivity"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
@@ -37,20 +39,29 @@ func (g *Gateway) invoke(ctx context.Context, rt *registry.Route, in proto.Messa
 	defer cancel()
 	ctx = tool.OutgoingCallContext(ctx, callID, outgoingTraceParent(ctx, traceID))
 	ctx, opts := g.withOffer(ctx, offer)
+	replicas := rt.Pick()
+	if len(replicas) == 0 {
+		// Every replica is draining: the tool is still known, and a retry may find
+		// a replica that took over (or the restarted worker).
+		return nil, false, status.Errorf(codes.Unavailable, "every replica serving %s is draining", rt.Def().GetId())
+	}
 	var err error
-	for i, w := range rt.Pick() {
+	for i, w := range replicas {
 		wasReady := w.Conn().GetState() == connectivity.Ready
 		out := dynamicpb.NewMessage(rt.Method().Output())
-		err = w.Conn().Invoke(ctx, rt.Def().GetGrpcMethod(), in, out, opts...)
+		var trailer metadata.MD
+		err = w.Conn().Invoke(ctx, rt.Def().GetGrpcMethod(), in, out, append(opts[:len(opts):len(opts)], grpc.Trailer(&trailer))...)
 		if err == nil {
 			return out, true, nil
 		}
 		// The gateway makes one attempt: only a call that never reached a worker
-		// (Unavailable on a connection that was not up: refused, replica gone) goes
-		// to the next replica, for any tool. A call that may have reached one is
-		// retried by the caller, whose retries follow the tool's retry policy and
-		// whose call_id makes them safe.
-		retry := status.Code(err) == codes.Unavailable && (!wasReady || neverConnected(err))
+		// (Unavailable on a connection that was not up: refused, replica gone; or
+		// refused by a draining worker, which says so in a trailer) goes to the
+		// next replica, for any tool. A call that may have reached one is retried
+		// by the caller, whose retries follow the tool's retry policy and whose
+		// call_id makes them safe.
+		retry := status.Code(err) == codes.Unavailable &&
+			(!wasReady || neverConnected(err) || len(trailer.Get(tool.DrainingTrailer)) > 0)
 		reached = !retry
 		if !retry || ctx.Err() != nil {
 			break

@@ -314,7 +314,9 @@ type WorkerAnnouncement struct {
 	// host:port the worker serves gRPC on.
 	Address  string              `protobuf:"bytes,2,opt,name=address,proto3" json:"address,omitempty"`
 	Toolkits []*AnnouncedToolkit `protobuf:"bytes,3,rep,name=toolkits,proto3" json:"toolkits,omitempty"`
-	// "SERVING" or "NOT_SERVING".
+	// "SERVING", "DRAINING" (leaving: takes no new calls, finishes those in
+	// flight; its tools stay known until the ttl runs out) or "NOT_SERVING"
+	// (stopped; treated as DRAINING). See docs/tool-authoring.md.
 	Health string                 `protobuf:"bytes,4,opt,name=health,proto3" json:"health,omitempty"`
 	Time   *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=time,proto3" json:"time,omitempty"`
 	// How long the announcement is valid; the registry expires the worker after it.

@@ -60,13 +60,13 @@ func (r *Registry) announce(ctx context.Context, a *toolfleetv1.WorkerAnnounceme
 	if a.GetAddress() == "" {
 		return
 	}
-	if a.GetHealth() != tool.HealthServing {
-		r.remove(a.GetAddress())
-		return
-	}
 	ttl := a.GetTtl().AsDuration()
 	if ttl <= 0 {
 		ttl = defaultAnnounceTTL
+	}
+	if a.GetHealth() != tool.HealthServing { // DRAINING, NOT_SERVING (or anything else)
+		r.leave(a.GetAddress(), ttl, a.GetHealth())
+		return
 	}
 	r.add(ctx, a.GetAddress(), a.GetWorkerId(), signature(a), false, ttl)
 }

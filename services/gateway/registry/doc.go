@@ -3,7 +3,10 @@
 //
 // Workers join two ways: static addresses from configuration
 // ([Registry.KeepStatic]) and heartbeats on NATS ([Registry.WatchAnnouncements],
-// which also expires replicas whose announcements stop). Each new replica is
+// which also expires replicas whose announcements stop). A replica that
+// announces DRAINING or NOT_SERVING is leaving: [Route.Pick] skips it, and its
+// tools stay known until its lease runs out, so that callers get a retryable
+// Unavailable rather than NotFound while no other replica serves them. Each new replica is
 // dialed and its contracts are loaded by gRPC server reflection; a replica that
 // serves a Toolkit@version with another contract than the one already
 // registered is refused (the trust rule, trust.go). Workers are dialed in plain

@@ -34,7 +34,15 @@ type Replica struct {
 	sig string
 	// digests holds the contract digest of each served toolkit, by "Toolkit@x.y.z".
 	digests map[string]string
+	// draining is set once the replica announced DRAINING or NOT_SERVING: it is
+	// leaving, takes no new calls ([Route.Pick] skips it), and keeps its tools
+	// known until its lease runs out, so that a call in the window gets a
+	// retryable Unavailable instead of NotFound.
+	draining atomic.Bool
 }
+
+// Draining reports whether the replica is leaving (announced DRAINING or NOT_SERVING).
+func (w *Replica) Draining() bool { return w.draining.Load() }
 
 // Addr is the address the gateway dials.
 func (w *Replica) Addr() string { return w.addr }
@@ -127,15 +135,16 @@ func (r *Registry) Rejections() prometheus.Collector { return r.rejections }
 
 // add registers a worker at addr (static, or announced with a ttl) and loads its
 // contracts in the background. A known address only has its lease renewed, unless
-// it now announces other toolkits (sig, "" = unknown): then its contracts are
-// loaded again, e.g. after a new version was deployed at the same address.
+// it now announces other toolkits (sig, "" = unknown) or was draining: then its
+// contracts are loaded again, e.g. after a new version was deployed, or the
+// process restarted, at the same address.
 func (r *Registry) add(ctx context.Context, addr, id, sig string, static bool, ttl time.Duration) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closed {
 		return
 	}
-	if w, ok := r.workers[addr]; ok && (sig == "" || sig == w.sig) {
+	if w, ok := r.workers[addr]; ok && (sig == "" || sig == w.sig) && !w.draining.Load() {
 		w.expires, w.ttl = time.Now().Add(ttl), ttl
 		w.static = w.static || static
 		return
@@ -187,7 +196,14 @@ func (r *Registry) add(ctx context.Context, addr, id, sig string, static bool, t
 		}
 		delete(r.rejected, addr)
 		if old, ok := r.workers[addr]; ok {
-			r.dropLocked(old, "contracts changed")
+			r.dropLocked(old, "contracts reloaded")
+		}
+		// Leaving replicas whose contract differs make way for the new one: they
+		// take no calls and would only hold a stale definition of the tool.
+		for _, o := range r.workers {
+			if o.draining.Load() && conflicts(o, w) {
+				r.dropLocked(o, "replaced by a replica with another contract of the same version")
+			}
 		}
 		r.workers[addr] = w
 		r.rebuildLocked()
@@ -266,15 +282,23 @@ func (r *Registry) KeepStatic(ctx context.Context, addrs []string, interval time
 	})
 }
 
-// remove drops an announced worker (static workers stay).
-func (r *Registry) remove(addr string) {
+// leave marks an announced worker as leaving (DRAINING or NOT_SERVING): it takes
+// no new calls and its tools stay known until its lease, renewed to ttl from
+// now, runs out; then [Registry.expire] drops it, and with the last replica of
+// a tool the tool goes. Static workers ignore announcements.
+func (r *Registry) leave(addr string, ttl time.Duration, health string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	w, ok := r.workers[addr]
 	if !ok || w.static {
 		return
 	}
-	r.dropLocked(w, "stopped serving")
+	w.expires, w.ttl = time.Now().Add(ttl), ttl
+	if !w.draining.Swap(true) {
+		r.log.Info("worker draining; its tools stay known until its lease runs out", "addr", addr, "id", w.id,
+			"health", health, "lease", ttl.String())
+		r.rebuildLocked()
+	}
 }
 
 func (r *Registry) dropLocked(w *Replica, why string) {

@@ -28,11 +28,13 @@ func (rt *Route) Def() *toolfleetv1.ToolDefinition { return rt.def }
 // Method is the tool's gRPC method, for building its input and output messages.
 func (rt *Route) Method() protoreflect.MethodDescriptor { return rt.method }
 
-// Replicas counts the replicas serving the tool version.
+// Replicas counts the replicas of the tool version, draining ones included.
 func (rt *Route) Replicas() int { return len(rt.replicas) }
 
 // Pick returns the replicas in round-robin order, ready ones first, so that a
-// caller can fall back to the next one.
+// caller can fall back to the next one. Draining replicas are left out: when
+// every replica is draining, Pick returns none and the call is Unavailable
+// (retryable) while the tool stays known.
 func (rt *Route) Pick() []*Replica {
 	n := len(rt.replicas)
 	start := int(rt.next.Add(1) % uint64(n))
@@ -40,6 +42,9 @@ func (rt *Route) Pick() []*Replica {
 	var down []*Replica
 	for i := range n {
 		w := rt.replicas[(start+i)%n]
+		if w.draining.Load() {
+			continue
+		}
 		switch w.conn.GetState() {
 		case connectivity.TransientFailure, connectivity.Shutdown:
 			down = append(down, w)

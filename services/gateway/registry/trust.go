@@ -22,12 +22,14 @@ type contractConflict struct {
 // conflictLocked reports the first toolkit version w serves with a contract that
 // differs from the one registered for it. The registered contract is the one the
 // replicas already serving that version have (the first to join set it); a
-// replica at the same address is being replaced and does not count.
+// replica at the same address is being replaced and does not count, nor does a
+// draining one (it is leaving: a new contract of its version may take over once
+// no serving replica holds the old one, as after it was gone).
 func (r *Registry) conflictLocked(w *Replica) *contractConflict {
 	keys := slices.Sorted(maps.Keys(w.digests))
 	for _, k := range keys {
 		for _, o := range r.workers {
-			if o.addr == w.addr {
+			if o.addr == w.addr || o.draining.Load() {
 				continue
 			}
 			if d, ok := o.digests[k]; ok && d != w.digests[k] {
@@ -36,4 +38,14 @@ func (r *Registry) conflictLocked(w *Replica) *contractConflict {
 		}
 	}
 	return nil
+}
+
+// conflicts reports whether a and b serve a Toolkit@version with different contracts.
+func conflicts(a, b *Replica) bool {
+	for k, d := range a.digests {
+		if e, ok := b.digests[k]; ok && e != d {
+			return true
+		}
+	}
+	return false
 }
