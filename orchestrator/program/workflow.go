@@ -195,7 +195,6 @@ func (r *runner) run(ctx workflow.Context) (*Output, error) {
 		if err := r.b.charge(modelSize(args), "args"); err != nil {
 			return nil, r.fail(ctx, r.classify(err))
 		}
-		r.b.thread(th)
 	}
 	r.rootSteps = func() uint64 { return th.Steps }
 	globals, err := protect(r.b != nil, func() (starlark.StringDict, error) { return prog.Init(th, predeclared) })
@@ -309,8 +308,10 @@ var errCanceled = errors.New("program cancelled")
 const ctxLocal = "toolfleet.workflow.ctx"
 const budgetLocal = "toolfleet.step.budget"
 
-// newThread makes an interpreter thread bound to the workflow coroutine of ctx
-// with a step budget.
+// newThread makes an interpreter thread bound to the workflow coroutine of ctx:
+// the script's and every function parallel runs. A bounded program's threads
+// run on the program's one step budget (bounds.thread; budget is unused);
+// before "script-bounds", each thread had budget steps of its own.
 func (r *runner) newThread(ctx workflow.Context, name string, budget uint64) *starlark.Thread {
 	th := &starlark.Thread{
 		Name: name,
@@ -326,6 +327,9 @@ func (r *runner) newThread(ctx workflow.Context, name string, budget uint64) *st
 	th.SetLocal(ctxLocal, ctx)
 	th.SetLocal(budgetLocal, budget)
 	th.SetMaxExecutionSteps(budget)
+	if r.b != nil {
+		r.b.thread(th)
+	}
 	return th
 }
 
@@ -524,84 +528,6 @@ func (r *runner) approval(ctx workflow.Context, req CallRequest) (string, *CallE
 	}
 	r.publish(ctx, EventApprovalDecided, req.CallID, req.ToolID, "approved by "+d.Approver)
 	return d.Approver, nil, nil
-}
-
-// parallelBuiltin is parallel(fns, width=0): it calls each zero-argument
-// function in its own workflow coroutine, at most width at a time, and returns
-// their results in order. The first error (in list order) is raised.
-func (r *runner) parallelBuiltin(th *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
-	if r.b != nil {
-		return r.parallelBounded(th, b, args, kwargs)
-	}
-	var seq starlark.Iterable
-	width := 0
-	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "fns", &seq, "width?", &width); err != nil {
-		return nil, err
-	}
-	ctx := wctx(th)
-	if err := r.checkDeadline(ctx); err != nil {
-		return nil, err
-	}
-	var fns []starlark.Callable
-	it := seq.Iterate()
-	defer it.Done()
-	var x starlark.Value
-	for it.Next(&x) {
-		fn, ok := x.(starlark.Callable)
-		if !ok {
-			return nil, fmt.Errorf("%s: item %d is a %s, want a function of no arguments (e.g. a lambda)", b.Name(), len(fns), x.Type())
-		}
-		fns = append(fns, fn)
-	}
-	switch {
-	case width < 0:
-		return nil, fmt.Errorf("%s: width %d is negative", b.Name(), width)
-	case width > r.lim.MaxWidth:
-		return nil, &limitError{limit: LimitWidth, msg: fmt.Sprintf("parallel width %d is over %d", width, r.lim.MaxWidth)}
-	case width == 0:
-		width = r.lim.MaxWidth
-	}
-	width = min(width, len(fns))
-
-	budget := th.Local(budgetLocal).(uint64)
-	remaining := uint64(0)
-	if budget > th.Steps {
-		remaining = budget - th.Steps
-	}
-	results := make([]starlark.Value, len(fns))
-	errs := make([]error, len(fns))
-	var used uint64
-	next, finished := 0, 0
-	for w := range width {
-		workflow.Go(ctx, func(gctx workflow.Context) {
-			defer func() { finished++ }()
-			for next < len(fns) {
-				i := next
-				next++
-				child := r.newThread(gctx, fmt.Sprintf("%s/parallel-%d-%d", th.Name, w, i), remaining)
-				results[i], errs[i] = starlark.Call(child, fns[i], nil, nil)
-				used += child.Steps
-				r.spent += child.Steps
-			}
-		})
-	}
-	if err := workflow.Await(ctx, func() bool { return finished == width }); err != nil {
-		r.canceled = true
-		return nil, errCanceled
-	}
-	for _, err := range errs {
-		if err != nil {
-			return nil, err
-		}
-	}
-	// The children's steps count against this thread's budget too.
-	if used >= remaining {
-		r.stepsHit = true
-		return nil, &limitError{limit: LimitSteps, msg: fmt.Sprintf("the program ran more than %d steps", r.lim.MaxSteps)}
-	}
-	th.SetLocal(budgetLocal, budget-used)
-	th.SetMaxExecutionSteps(budget - used)
-	return starlark.NewList(results), nil
 }
 
 // print publishes a print event; past MaxPrints, prints are dropped.
