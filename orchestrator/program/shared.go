@@ -213,6 +213,11 @@ type Input struct {
 	// Visibility is set when the start gave the program its search
 	// attributes (orchestrator/visibility); it keeps them up to date.
 	Visibility bool `json:"visibility,omitempty"`
+	// NoContentInHistory is Config.NoContentInHistory of the orchestrator
+	// that started the program: decided once, at start, so a replay takes
+	// the same path. A failed program's error message in history then names
+	// its kind and limit only (the whole error is in its details).
+	NoContentInHistory bool `json:"no_content_in_history,omitempty"`
 }
 
 // DefaultFilename names a script that was given no file name.

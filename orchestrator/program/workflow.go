@@ -47,6 +47,11 @@ func ProgramWorkflow(ctx workflow.Context, in Input) (*Output, error) {
 	// Version 1 bounds the script as a whole (bounds.go): one step budget
 	// across parallel, checked as it runs, and a memory budget.
 	r.bounded = workflow.GetVersion(ctx, scriptBoundsChangeID, workflow.DefaultVersion, 1) >= 1
+	// Version 1 charges the JSON of every tool input to the memory budget
+	// (with tool results, already charged, it bounds what a program stores
+	// by reference: valuestore.go), and keeps the error message of a
+	// program started with NoContentInHistory free of content.
+	r.values = workflow.GetVersion(ctx, valuesChangeID, workflow.DefaultVersion, 1) >= 1
 	// Version 1 answers approvals under the program's own Update name only;
 	// programs recorded before it also answer the name runs use.
 	r.updateNames = []string{UpdateDecideApproval}
@@ -93,6 +98,7 @@ type runner struct {
 	orderedEvents bool
 	localEvents   bool
 	bounded       bool
+	values        bool
 	b             *bounds // set when bounded
 	updateNames   []string
 }
@@ -101,6 +107,7 @@ const (
 	orderedEventsChangeID = "ordered-events"
 	localEventsChangeID   = "local-events"
 	updateNameChangeID    = "program-update-name"
+	valuesChangeID        = "program-values"
 )
 
 // legacyCallDefaults are the call options of programs recorded before
@@ -113,11 +120,11 @@ var legacyCallDefaults = toolcall.Defaults{Timeout: time.Minute, Margin: 10 * ti
 // resolves the allowed tools.
 func (r *runner) setup(ctx workflow.Context) error {
 	if err := ValidProgramID(r.in.ProgramID); err != nil {
-		return programFailure(&ProgramError{Kind: "internal", Message: err.Error()})
+		return r.failure(&ProgramError{Kind: "internal", Message: err.Error()})
 	}
 	lim, err := r.in.Limits.WithDefaults()
 	if err != nil {
-		return programFailure(&ProgramError{Kind: "limit", Message: err.Error()})
+		return r.failure(&ProgramError{Kind: "limit", Message: err.Error()})
 	}
 	r.lim = lim
 	r.dead = r.started.Add(lim.Deadline)
@@ -150,11 +157,11 @@ func (r *runner) setup(ctx workflow.Context) error {
 		err := workflow.ExecuteActivity(actx, ResolveToolsActivity,
 			ResolveRequest{Patterns: r.in.Tools, Principal: r.in.Principal}).Get(ctx, &tools)
 		if err != nil {
-			return programFailure(&ProgramError{Kind: "tools", Message: "resolve the allowed tools: " + activityMessage(err)})
+			return r.failure(&ProgramError{Kind: "tools", Message: "resolve the allowed tools: " + activityMessage(err)})
 		}
 		bound, err := bindTools(tools)
 		if err != nil {
-			return programFailure(&ProgramError{Kind: "tools", Message: err.Error()})
+			return r.failure(&ProgramError{Kind: "tools", Message: err.Error()})
 		}
 		r.tools = bound
 	}
@@ -234,13 +241,22 @@ func (r *runner) fail(ctx workflow.Context, pe *ProgramError) error {
 	}
 	r.publishEvent(ctx, toolcall.Event{Kind: EventFailed, Message: pe.Error(), Limit: pe.Limit})
 	pe.ToolCalls = r.calls
-	return programFailure(pe)
+	return r.failure(pe)
 }
 
-// programFailure is the workflow error of a failed program: not retryable, and
-// carrying the ProgramError for clients.
-func programFailure(pe *ProgramError) error {
-	return temporal.NewNonRetryableApplicationError(pe.Error(), ErrorType, nil, pe)
+// failure is the workflow error of a failed program: not retryable, and
+// carrying the ProgramError for clients. Its message is in history as text;
+// without content in history it names the error's kind and limit only, and
+// clients read the ProgramError from the details (by reference).
+func (r *runner) failure(pe *ProgramError) error {
+	msg := pe.Error()
+	if r.values && r.in.NoContentInHistory {
+		msg = "program failed: " + pe.Kind
+		if pe.Limit != "" {
+			msg += " (limit " + pe.Limit + ")"
+		}
+	}
+	return temporal.NewNonRetryableApplicationError(msg, ErrorType, nil, pe)
 }
 
 // classify turns an error out of the interpreter into a ProgramError with the
@@ -436,6 +452,11 @@ func (r *runner) invoke(th *starlark.Thread, t *boundTool, kwargs []starlark.Tup
 	}
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", t.ModelName, err)
+	}
+	if r.values && r.b != nil {
+		if err := r.b.charge(strSize(ulen(len(in))), "the input of "+t.Name); err != nil {
+			return nil, err
+		}
 	}
 	if fields := t.validate(in); fields != nil {
 		return resultObject(CallResult{Error: &CallError{Kind: "validation",
