@@ -101,7 +101,7 @@ func startStack(t *testing.T, cfgs ...program.Config) *stack {
 
 func (s *stack) run(t *testing.T, in program.Input) (*program.Output, error) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute) // a busy CI machine under -race
 	defer cancel()
 	run, err := s.temporal.ExecuteWorkflow(ctx, tclient.StartWorkflowOptions{ID: in.ProgramID, TaskQueue: s.queue},
 		program.WorkflowName, in)

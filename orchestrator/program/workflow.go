@@ -122,7 +122,11 @@ func (r *runner) setup(ctx workflow.Context) error {
 	if err := ValidProgramID(r.in.ProgramID); err != nil {
 		return r.failure(&ProgramError{Kind: "internal", Message: err.Error()})
 	}
-	lim, err := r.in.Limits.WithDefaults()
+	maxCalls := MaxToolCalls
+	if !r.values {
+		maxCalls = legacyMaxToolCalls // a program started under the former ceiling
+	}
+	lim, err := r.in.Limits.withDefaults(maxCalls)
 	if err != nil {
 		return r.failure(&ProgramError{Kind: "limit", Message: err.Error()})
 	}
