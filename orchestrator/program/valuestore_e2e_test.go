@@ -137,7 +137,7 @@ func TestValuesPastHistoryLimits(t *testing.T) {
 	}
 	// What a call adds to history is a reference, whatever its values: at
 	// this rate the ceiling of calls stays far below the history limit.
-	if perCall := size / calls; perCall > 4<<10 || program.MaxToolCalls*perCall > temporalHistoryLimit/4 {
+	if perCall := size / calls; perCall > 4<<10 || program.MaxToolCalls*perCall > temporalHistoryLimit/2 {
 		t.Fatalf("each call of 1 MB values adds %d bytes to history", perCall)
 	}
 	if b, _ := protojson.Marshal(hist); strings.Contains(string(b), strings.Repeat("x", 1000)) {
