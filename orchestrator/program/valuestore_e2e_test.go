@@ -4,8 +4,12 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -62,12 +66,36 @@ func refs(t *testing.T, h *historypb.History) (claims []map[string]string, inlin
 	return claims, inline
 }
 
-// addJSONQuery adds a jq worker whose results may reach max_value_bytes.
+// addJSONQuery adds a jq worker whose results may reach max_value_bytes. It
+// announces itself every 2 s (ttl 6 s), not every 100 ms like the fleet's
+// test workers: moving megabytes under the race detector on a busy machine
+// stalls it longer than 300 ms, and its tool would vanish mid-program.
 func addJSONQuery(t *testing.T, s *stack) {
 	t.Helper()
-	s.fleet.AddWorker(t, func(w *tool.Worker) {
-		jsonqv1.RegisterJSONQueryServiceServer(w, jsonq.New(jsonq.Config{MaxOutputBytes: 2 << 20}))
+	w, err := tool.NewWorker(tool.Config{Name: "jsonq", NATSURL: s.fleet.NATSURL, AnnounceInterval: 2 * time.Second,
+		ShutdownTimeout: 2 * time.Second, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	jsonqv1.RegisterJSONQueryServiceServer(w, jsonq.New(jsonq.Config{MaxOutputBytes: 2 << 20}))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			t.Error("the jq worker did not stop")
+		}
 	})
+	select {
+	case <-w.Ready():
+	case err := <-done:
+		t.Fatalf("jq worker: %v", err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the jq worker is not ready")
+	}
 	s.fleet.WaitTool(t, "JSONQuery.Query@1")
 }
 
@@ -202,6 +230,82 @@ result = {"secret": args["secret"], "sum": r.value["result"]}
 		if err := replayer(s.store).ReplayWorkflowHistory(nil, hist); err != nil {
 			t.Errorf("%s: replay: %v", id, err)
 		}
+		if id == "quiet-ok" && os.Getenv("TOOLFLEET_RECORD_HISTORY") == "1" {
+			recordRefs(t, s, hist)
+		}
+	}
+}
+
+// refsDir holds a recorded history whose values are all references, and the
+// blobs they name (TestReplayRefs).
+var refsDir = filepath.Join("testdata", "refs")
+
+// recordRefs writes hist and the blobs of its references to refsDir.
+func recordRefs(t *testing.T, s *stack, hist *historypb.History) {
+	t.Helper()
+	claims, _ := refs(t, hist)
+	blobs := map[string][]byte{}
+	for _, c := range claims {
+		b, err := s.store.Blob(t.Context(), c["ref"])
+		if err != nil {
+			t.Fatal(err)
+		}
+		blobs[c["ref"]] = b
+	}
+	hb, err := protojson.MarshalOptions{Indent: "  "}.Marshal(hist)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bb, err := json.MarshalIndent(blobs, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(refsDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(refsDir, "history.json"), hb, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(refsDir, "blobs.json"), bb, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// recordedBlobs are the blobs recorded with a history.
+type recordedBlobs map[string][]byte
+
+func (r recordedBlobs) PutBlob(context.Context, []byte) (string, error) {
+	return "", errors.New("recorded blobs are read-only")
+}
+
+func (r recordedBlobs) Blob(_ context.Context, ref string) ([]byte, error) {
+	b, ok := r[ref]
+	if !ok {
+		return nil, fmt.Errorf("%w: %s", agent.ErrNotFound, ref)
+	}
+	return b, nil
+}
+
+// A history recorded with every value by reference (NoContentInHistory)
+// replays on the current code from the blobs its references name, and not
+// without them. Re-record with TOOLFLEET_RECORD_HISTORY=1 go test -run
+// TestNoContentInHistory ./orchestrator/program.
+func TestReplayRefs(t *testing.T) {
+	t.Parallel()
+	b, err := os.ReadFile(filepath.Join(refsDir, "blobs.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var blobs recordedBlobs
+	if err := json.Unmarshal(b, &blobs); err != nil {
+		t.Fatal(err)
+	}
+	f := filepath.Join(refsDir, "history.json")
+	if err := replayer(blobs).ReplayWorkflowHistoryFromJSONFile(nil, f); err != nil {
+		t.Fatalf("replay from the recorded blobs: %v", err)
+	}
+	if err := replayer(recordedBlobs{}).ReplayWorkflowHistoryFromJSONFile(nil, f); err == nil {
+		t.Fatal("the history replayed without its blobs: its values are not references")
 	}
 }
 
