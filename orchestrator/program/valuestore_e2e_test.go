@@ -231,7 +231,7 @@ result = {"secret": args["secret"], "sum": r.value["result"]}
 			t.Errorf("%s: replay: %v", id, err)
 		}
 		if id == "quiet-ok" && os.Getenv("TOOLFLEET_RECORD_HISTORY") == "1" {
-			recordRefs(t, s, hist)
+			recordRefs(t, s, history(t, s.temporal, id)) // a replay resolves the references in place
 		}
 	}
 }
