@@ -117,7 +117,7 @@ result = {"moved": moved, "tail": big[:args["n"] - 64]}
 // through its tools, because values over the inline size go to the blob store
 // and history holds references: the program completes, its history stays
 // small, and it replays from the references. (Under the race detector, which
-// makes moving 64 MB take minutes on a small machine, it moves 16 MB and
+// makes moving 64 MB take minutes on a small machine, it moves 8 MB and
 // checks the history's growth per call instead.)
 func TestValuesPastHistoryLimits(t *testing.T) {
 	t.Parallel()
@@ -126,7 +126,7 @@ func TestValuesPastHistoryLimits(t *testing.T) {
 	const n = 1_000_000 // 1 MB values in and out, and a result of 1 MB
 	calls := 32         // 64 MB through the program
 	if raceOn {
-		calls = 8
+		calls = 4
 	}
 	in := program.Input{ProgramID: "values-1", Source: bigValues, ArgsJSON: fmt.Sprintf(`{"n": %d, "calls": %d}`, n, calls),
 		Tools: []string{"JSONQuery.Query@1"},
