@@ -173,8 +173,12 @@ func (o *orchestration) run(ctx context.Context, g *gateway.Gateway) error {
 		return err
 	}
 	// Lazy: the gateway serves tools whether or not Temporal is up yet.
+	// Program values kept out of history are read from the orchestrator's
+	// blob store, bound below once it answers.
+	values := &program.LateBlobs{}
 	tc, err := client.NewLazyClient(client.Options{HostPort: o.cfg.TemporalAddress, Namespace: o.cfg.Namespace,
-		Logger: tlog.NewStructuredLogger(o.log), ConnectionOptions: client.ConnectionOptions{TLS: tlsCfg}})
+		Logger: tlog.NewStructuredLogger(o.log), ConnectionOptions: client.ConnectionOptions{TLS: tlsCfg},
+		ExternalStorage: program.ExternalStorage(values, program.Config{})})
 	if err != nil {
 		return fmt.Errorf("Temporal client for %s: %w", o.cfg.TemporalAddress, err)
 	}
@@ -192,6 +196,7 @@ func (o *orchestration) run(ctx context.Context, g *gateway.Gateway) error {
 	for attempt := 1; ; attempt++ {
 		store, err := o.connect(ctx, js, tc)
 		if err == nil {
+			values.Set(store)
 			seen := &visibility.Checker{Client: tc, Namespace: o.cfg.Namespace}
 			runs := &agent.Runs{Temporal: tc, Store: store, TaskQueue: o.cfg.TaskQueue, Visibility: seen}
 			o.agents.Set(&agentapi.Service{Runs: runs, JS: js, NC: nc, Auth: auth, Log: o.log,

@@ -89,7 +89,7 @@ func New() *Metrics {
 		}),
 		programLimits: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "toolfleet_program_limits_hit_total",
-			Help: "Programs that failed on a limit, by limit (max_steps, max_tool_calls, max_width, deadline, max_value_bytes, max_result_bytes).",
+			Help: "Programs that failed on a limit, by limit (max_steps, max_tool_calls, max_width, deadline, max_value_bytes, max_result_bytes, max_memory_bytes, max_parallel).",
 		}, []string{"limit"}),
 		programFinished: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "toolfleet_program_runs_finished_total",

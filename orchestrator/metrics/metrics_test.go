@@ -60,7 +60,7 @@ func TestProgramFinished(t *testing.T) {
 	m.ProgramFinished("FAILED", "")
 	m.ProgramFinished("COMPLETED", "")
 	if err := testutil.GatherAndCompare(m.Registry(), strings.NewReader(`
-# HELP toolfleet_program_limits_hit_total Programs that failed on a limit, by limit (max_steps, max_tool_calls, max_width, deadline, max_value_bytes, max_result_bytes).
+# HELP toolfleet_program_limits_hit_total Programs that failed on a limit, by limit (max_steps, max_tool_calls, max_width, deadline, max_value_bytes, max_result_bytes, max_memory_bytes, max_parallel).
 # TYPE toolfleet_program_limits_hit_total counter
 toolfleet_program_limits_hit_total{limit="max_steps"} 1
 # HELP toolfleet_program_runs_finished_total Programs that ended, by status (COMPLETED, FAILED, CANCELED).

@@ -217,7 +217,7 @@ func endStatus(kind string) string {
 // limitLabel keeps the limit label to the known limits.
 func limitLabel(limit string) string {
 	switch limit {
-	case "", LimitSteps, LimitToolCalls, LimitWidth, LimitDeadline, LimitValue, LimitResult:
+	case "", LimitSteps, LimitToolCalls, LimitWidth, LimitDeadline, LimitValue, LimitResult, LimitMemory, LimitParallel:
 		return limit
 	}
 	return metrics.Other

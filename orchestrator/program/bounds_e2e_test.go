@@ -48,7 +48,7 @@ parallel([spin for _ in range(300)])
 		if took > 30*time.Second {
 			t.Errorf("%s took %s, want seconds", b.id, took)
 		}
-		if err := replayer().ReplayWorkflowHistory(nil, history(t, s.temporal, b.id)); err != nil {
+		if err := replayer(s.store).ReplayWorkflowHistory(nil, history(t, s.temporal, b.id)); err != nil {
 			t.Fatalf("%s: the history does not replay to the same verdict: %v", b.id, err)
 		}
 	}

@@ -3,6 +3,7 @@ package program_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	"go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
 	tclient "go.temporal.io/sdk/client"
+	tlog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/worker"
 	"google.golang.org/protobuf/encoding/protojson"
@@ -38,10 +40,20 @@ type stack struct {
 	// programs as child workflows.
 	runs   *agent.Runs
 	models *agent.Resolver
+	// store holds the program values kept out of history (cfg).
+	store *agent.Store
+	cfg   program.Config
 }
 
-func startStack(t *testing.T) *stack {
+// startStack starts a stack whose Temporal client keeps program values in the
+// blob store as the orchestrator does (program.ExternalStorage), configured by
+// cfgs[0] when given.
+func startStack(t *testing.T, cfgs ...program.Config) *stack {
 	t.Helper()
+	var cfg program.Config
+	if len(cfgs) > 0 {
+		cfg = cfgs[0]
+	}
 	s := devstacktest.Start(t)
 	fleet := e2e.Start(t, e2e.Options{NATSURL: s.NATS.URL()})
 	nc, err := nats.Connect(s.NATS.URL())
@@ -63,27 +75,33 @@ func startStack(t *testing.T) *stack {
 	}
 	t.Cleanup(func() { _ = gw.Close() })
 
-	c := devstacktest.Client(t, s)
-	queue := "program-" + strings.ReplaceAll(t.Name(), "/", "-")
-	w := worker.New(c, queue, worker.Options{DeadlockDetectionTimeout: program.DeadlockDetectionTimeout})
-	program.Register(w, &program.Activities{Gateway: gw, Events: events})
-	store, err := agent.OpenStore(t.Context(), js, agent.StoreConfig{Memory: true})
+	// Room for the tests that move more than Temporal's 50 MB of history.
+	store, err := agent.OpenStore(t.Context(), js, agent.StoreConfig{Memory: true, MaxBlobBytes: 512 << 20})
 	if err != nil {
 		t.Fatal(err)
 	}
+	c, err := tclient.Dial(tclient.Options{HostPort: s.Temporal.Address(), Namespace: s.Namespace(),
+		Logger: tlog.NewStructuredLogger(slog.New(slog.DiscardHandler)), ExternalStorage: program.ExternalStorage(store, cfg)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	queue := "program-" + strings.ReplaceAll(t.Name(), "/", "-")
+	w := worker.New(c, queue, worker.Options{DeadlockDetectionTimeout: program.DeadlockDetectionTimeout})
+	program.Register(w, &program.Activities{Gateway: gw, Events: events})
 	models := agent.NewResolver()
 	agent.Register(w, &agent.Activities{Store: store, Events: events, Gateway: gw, Models: models})
 	if err := w.Start(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(w.Stop)
-	return &stack{temporal: c, fleet: fleet, js: js, queue: queue, models: models,
+	return &stack{temporal: c, fleet: fleet, js: js, queue: queue, models: models, store: store, cfg: cfg,
 		runs: &agent.Runs{Temporal: c, Store: store, TaskQueue: queue}}
 }
 
 func (s *stack) run(t *testing.T, in program.Input) (*program.Output, error) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute) // a busy CI machine under -race
 	defer cancel()
 	run, err := s.temporal.ExecuteWorkflow(ctx, tclient.StartWorkflowOptions{ID: in.ProgramID, TaskQueue: s.queue},
 		program.WorkflowName, in)
@@ -153,7 +171,7 @@ func TestEndToEnd(t *testing.T) {
 	if err := worker.NewWorkflowReplayer().ReplayWorkflowHistory(nil, hist); err == nil {
 		t.Fatal("a replayer without ProgramWorkflow replayed the history: the test cannot tell a replay")
 	}
-	if err := replayer().ReplayWorkflowHistory(nil, hist); err != nil {
+	if err := replayer(s.store).ReplayWorkflowHistory(nil, hist); err != nil {
 		t.Fatalf("replay: %v", err)
 	}
 	if os.Getenv("TOOLFLEET_RECORD_HISTORY") == "1" {
@@ -287,8 +305,14 @@ func TestReplay(t *testing.T) {
 // replayer's default is 1 s, and a script of 200,000 steps under -race on a
 // busy machine takes longer than that without being stuck (what a replay test
 // checks is determinism, not speed).
-func replayer() worker.WorkflowReplayer {
-	r, err := worker.NewWorkflowReplayerWithOptions(worker.WorkflowReplayerOptions{DisableDeadlockDetection: true})
+//
+// Given a blob store, it reads the program values kept out of history there.
+func replayer(blobs ...program.Blobs) worker.WorkflowReplayer {
+	opts := worker.WorkflowReplayerOptions{DisableDeadlockDetection: true}
+	if len(blobs) > 0 {
+		opts.ExternalStorage = program.ExternalStorage(blobs[0], program.Config{})
+	}
+	r, err := worker.NewWorkflowReplayerWithOptions(opts)
 	if err != nil {
 		panic(err) // no options that can fail
 	}

@@ -31,6 +31,10 @@ type Programs struct {
 	// Visibility, when set, says whether starts may give programs their
 	// search attributes (orchestrator/visibility); nil: they get none.
 	Visibility *visibility.Checker
+	// Config is the operator's configuration of programs; its
+	// NoContentInHistory is given to every program this starts. The
+	// Temporal client needs the matching ExternalStorage(…, Config).
+	Config Config
 }
 
 // Outcome statuses besides StatusRunning and StatusWaitingApproval.
@@ -130,6 +134,8 @@ func (p *Programs) Start(ctx context.Context, in Input) (string, error) {
 	case err != nil:
 		return "", err
 	}
+	// After specHash: an operator setting, not part of what the caller asked.
+	in.NoContentInHistory = p.Config.NoContentInHistory
 	opts := client.StartWorkflowOptions{
 		ID: in.ProgramID,
 		// The server ends the program after this even if its workflow

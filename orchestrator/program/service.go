@@ -342,7 +342,8 @@ func limitsOf(l *toolfleetv1.ProgramLimits) Limits {
 	}
 	return Limits{MaxSteps: uint64(max(l.GetMaxSteps(), 0)), MaxToolCalls: int(l.GetMaxToolCalls()),
 		MaxWidth: int(l.GetMaxWidth()), Deadline: l.GetDeadline().AsDuration(), MaxValueBytes: int(l.GetMaxValueBytes()),
-		MaxResultBytes: int(l.GetMaxResultBytes()), ApprovalWait: l.GetApprovalWait().AsDuration()}
+		MaxResultBytes: int(l.GetMaxResultBytes()), ApprovalWait: l.GetApprovalWait().AsDuration(),
+		MaxMemoryBytes: l.GetMaxMemoryBytes()}
 }
 
 func (e *ProgramError) proto() *toolfleetv1.ProgramError {

@@ -30,7 +30,7 @@ import (
 func serve(t *testing.T, s *stack) (toolfleetv1connect.ProgramServiceClient, *program.Service) {
 	t.Helper()
 	svc := &program.Service{
-		Programs: &program.Programs{Temporal: s.temporal, TaskQueue: s.queue},
+		Programs: &program.Programs{Temporal: s.temporal, TaskQueue: s.queue, Config: s.cfg},
 		Events:   s.js,
 		Triggers: func() []*toolfleetv1.Trigger {
 			return []*toolfleetv1.Trigger{{Name: "orders", Subject: "toolfleet.triggers.orders", Target: "program"}}
@@ -104,6 +104,30 @@ func TestService(t *testing.T) {
 		_, err = c.CancelProgram(ctx, as("mallory", &toolfleetv1.CancelProgramRequest{ProgramId: "svc-1"}))
 		if connect.CodeOf(err) != connect.CodeNotFound {
 			t.Fatalf("CancelProgram as another subject: %v, want NotFound", err)
+		}
+	})
+	t.Run("max_memory_bytes reaches the program and has a ceiling", func(t *testing.T) {
+		t.Parallel()
+		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+		defer cancel()
+		// 1 MiB of string fits the default budget (256 MiB), not one of 64 KiB.
+		src := "x = 'a' * (1 << 20)\nresult = len(x)\n"
+		res, err := c.RunProgram(ctx, as("alice", &toolfleetv1.RunProgramRequest{Wait: true, Source: src}))
+		if err != nil || res.Msg.GetStatus() != toolfleetv1.ProgramStatus_PROGRAM_STATUS_COMPLETED {
+			t.Fatalf("RunProgram with the default budget = %v, %v, want COMPLETED", res, err)
+		}
+		res, err = c.RunProgram(ctx, as("alice", &toolfleetv1.RunProgramRequest{Wait: true, Source: src,
+			Limits: &toolfleetv1.ProgramLimits{MaxMemoryBytes: 64 << 10}}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if pe := res.Msg.GetProgramError(); pe.GetKind() != "limit" || pe.GetLimit() != program.LimitMemory || !strings.Contains(pe.GetMessage(), "65536 bytes") {
+			t.Fatalf("RunProgram with max_memory_bytes 64 KiB = %v, want a max_memory_bytes limit naming 65536 bytes", res.Msg)
+		}
+		_, err = c.RunProgram(ctx, as("alice", &toolfleetv1.RunProgramRequest{Source: src,
+			Limits: &toolfleetv1.ProgramLimits{MaxMemoryBytes: program.MaxMemoryBytes + 1}}))
+		if connect.CodeOf(err) != connect.CodeInvalidArgument || !strings.Contains(err.Error(), program.LimitMemory) {
+			t.Fatalf("RunProgram over the memory ceiling: %v, want InvalidArgument naming %s", err, program.LimitMemory)
 		}
 	})
 	t.Run("triggers are listed", func(t *testing.T) {

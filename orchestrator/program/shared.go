@@ -64,8 +64,11 @@ const (
 
 	// MaxSteps keeps the pure computation between two tool calls well inside
 	// a workflow task (about 50 ns a step: 10M steps ≈ 0.5 s).
-	MaxSteps       = 10_000_000
-	MaxToolCalls   = 10_000
+	MaxSteps = 10_000_000
+	// MaxToolCalls keeps a program within Temporal's history: a sequential
+	// call adds 6 events, and a history of more than 51,200 events is ended
+	// by the server (TestToolCallCeilingFitsHistory).
+	MaxToolCalls   = 7_500
 	MaxWidth       = 64
 	MaxDeadline    = 7 * 24 * time.Hour
 	MaxValueBytes  = 1 << 20
@@ -139,8 +142,15 @@ type Limits struct {
 	MaxMemoryBytes int64 `json:"max_memory_bytes,omitempty"`
 }
 
+// legacyMaxToolCalls is the ceiling of tool calls programs started before
+// "program-values" were checked against when they replay.
+const legacyMaxToolCalls = 10_000
+
 // WithDefaults fills zero fields and checks the ceilings.
-func (l Limits) WithDefaults() (Limits, error) {
+func (l Limits) WithDefaults() (Limits, error) { return l.withDefaults(MaxToolCalls) }
+
+// withDefaults is WithDefaults with maxCalls as the ceiling of tool calls.
+func (l Limits) withDefaults(maxCalls int) (Limits, error) {
 	def := func(v, d int) int {
 		if v == 0 {
 			return d
@@ -166,8 +176,8 @@ func (l Limits) WithDefaults() (Limits, error) {
 	switch {
 	case l.MaxSteps > MaxSteps:
 		return l, fmt.Errorf("program: %s %d is over the ceiling %d", LimitSteps, l.MaxSteps, MaxSteps)
-	case l.MaxToolCalls < 0 || l.MaxToolCalls > MaxToolCalls:
-		return l, fmt.Errorf("program: %s %d: want 1..%d", LimitToolCalls, l.MaxToolCalls, MaxToolCalls)
+	case l.MaxToolCalls < 0 || l.MaxToolCalls > maxCalls:
+		return l, fmt.Errorf("program: %s %d: want 1..%d", LimitToolCalls, l.MaxToolCalls, maxCalls)
 	case l.MaxWidth < 0 || l.MaxWidth > MaxWidth:
 		return l, fmt.Errorf("program: %s %d: want 1..%d", LimitWidth, l.MaxWidth, MaxWidth)
 	case l.Deadline < 0 || l.Deadline > MaxDeadline:
@@ -213,6 +223,11 @@ type Input struct {
 	// Visibility is set when the start gave the program its search
 	// attributes (orchestrator/visibility); it keeps them up to date.
 	Visibility bool `json:"visibility,omitempty"`
+	// NoContentInHistory is Config.NoContentInHistory of the orchestrator
+	// that started the program: decided once, at start, so a replay takes
+	// the same path. A failed program's error message in history then names
+	// its kind and limit only (the whole error is in its details).
+	NoContentInHistory bool `json:"no_content_in_history,omitempty"`
 }
 
 // DefaultFilename names a script that was given no file name.

@@ -47,6 +47,11 @@ func ProgramWorkflow(ctx workflow.Context, in Input) (*Output, error) {
 	// Version 1 bounds the script as a whole (bounds.go): one step budget
 	// across parallel, checked as it runs, and a memory budget.
 	r.bounded = workflow.GetVersion(ctx, scriptBoundsChangeID, workflow.DefaultVersion, 1) >= 1
+	// Version 1 charges the JSON of every tool input to the memory budget
+	// (with tool results, already charged, it bounds what a program stores
+	// by reference: valuestore.go), and keeps the error message of a
+	// program started with NoContentInHistory free of content.
+	r.values = workflow.GetVersion(ctx, valuesChangeID, workflow.DefaultVersion, 1) >= 1
 	// Version 1 answers approvals under the program's own Update name only;
 	// programs recorded before it also answer the name runs use.
 	r.updateNames = []string{UpdateDecideApproval}
@@ -93,6 +98,7 @@ type runner struct {
 	orderedEvents bool
 	localEvents   bool
 	bounded       bool
+	values        bool
 	b             *bounds // set when bounded
 	updateNames   []string
 }
@@ -101,6 +107,7 @@ const (
 	orderedEventsChangeID = "ordered-events"
 	localEventsChangeID   = "local-events"
 	updateNameChangeID    = "program-update-name"
+	valuesChangeID        = "program-values"
 )
 
 // legacyCallDefaults are the call options of programs recorded before
@@ -113,11 +120,15 @@ var legacyCallDefaults = toolcall.Defaults{Timeout: time.Minute, Margin: 10 * ti
 // resolves the allowed tools.
 func (r *runner) setup(ctx workflow.Context) error {
 	if err := ValidProgramID(r.in.ProgramID); err != nil {
-		return programFailure(&ProgramError{Kind: "internal", Message: err.Error()})
+		return r.failure(&ProgramError{Kind: "internal", Message: err.Error()})
 	}
-	lim, err := r.in.Limits.WithDefaults()
+	maxCalls := MaxToolCalls
+	if !r.values {
+		maxCalls = legacyMaxToolCalls // a program started under the former ceiling
+	}
+	lim, err := r.in.Limits.withDefaults(maxCalls)
 	if err != nil {
-		return programFailure(&ProgramError{Kind: "limit", Message: err.Error()})
+		return r.failure(&ProgramError{Kind: "limit", Message: err.Error()})
 	}
 	r.lim = lim
 	r.dead = r.started.Add(lim.Deadline)
@@ -150,11 +161,11 @@ func (r *runner) setup(ctx workflow.Context) error {
 		err := workflow.ExecuteActivity(actx, ResolveToolsActivity,
 			ResolveRequest{Patterns: r.in.Tools, Principal: r.in.Principal}).Get(ctx, &tools)
 		if err != nil {
-			return programFailure(&ProgramError{Kind: "tools", Message: "resolve the allowed tools: " + activityMessage(err)})
+			return r.failure(&ProgramError{Kind: "tools", Message: "resolve the allowed tools: " + activityMessage(err)})
 		}
 		bound, err := bindTools(tools)
 		if err != nil {
-			return programFailure(&ProgramError{Kind: "tools", Message: err.Error()})
+			return r.failure(&ProgramError{Kind: "tools", Message: err.Error()})
 		}
 		r.tools = bound
 	}
@@ -195,7 +206,6 @@ func (r *runner) run(ctx workflow.Context) (*Output, error) {
 		if err := r.b.charge(modelSize(args), "args"); err != nil {
 			return nil, r.fail(ctx, r.classify(err))
 		}
-		r.b.thread(th)
 	}
 	r.rootSteps = func() uint64 { return th.Steps }
 	globals, err := protect(r.b != nil, func() (starlark.StringDict, error) { return prog.Init(th, predeclared) })
@@ -235,13 +245,22 @@ func (r *runner) fail(ctx workflow.Context, pe *ProgramError) error {
 	}
 	r.publishEvent(ctx, toolcall.Event{Kind: EventFailed, Message: pe.Error(), Limit: pe.Limit})
 	pe.ToolCalls = r.calls
-	return programFailure(pe)
+	return r.failure(pe)
 }
 
-// programFailure is the workflow error of a failed program: not retryable, and
-// carrying the ProgramError for clients.
-func programFailure(pe *ProgramError) error {
-	return temporal.NewNonRetryableApplicationError(pe.Error(), ErrorType, nil, pe)
+// failure is the workflow error of a failed program: not retryable, and
+// carrying the ProgramError for clients. Its message is in history as text;
+// without content in history it names the error's kind and limit only, and
+// clients read the ProgramError from the details (by reference).
+func (r *runner) failure(pe *ProgramError) error {
+	msg := pe.Error()
+	if r.values && r.in.NoContentInHistory {
+		msg = "program failed: " + pe.Kind
+		if pe.Limit != "" {
+			msg += " (limit " + pe.Limit + ")"
+		}
+	}
+	return temporal.NewNonRetryableApplicationError(msg, ErrorType, nil, pe)
 }
 
 // classify turns an error out of the interpreter into a ProgramError with the
@@ -309,8 +328,10 @@ var errCanceled = errors.New("program cancelled")
 const ctxLocal = "toolfleet.workflow.ctx"
 const budgetLocal = "toolfleet.step.budget"
 
-// newThread makes an interpreter thread bound to the workflow coroutine of ctx
-// with a step budget.
+// newThread makes an interpreter thread bound to the workflow coroutine of ctx:
+// the script's and every function parallel runs. A bounded program's threads
+// run on the program's one step budget (bounds.thread; budget is unused);
+// before "script-bounds", each thread had budget steps of its own.
 func (r *runner) newThread(ctx workflow.Context, name string, budget uint64) *starlark.Thread {
 	th := &starlark.Thread{
 		Name: name,
@@ -326,6 +347,9 @@ func (r *runner) newThread(ctx workflow.Context, name string, budget uint64) *st
 	th.SetLocal(ctxLocal, ctx)
 	th.SetLocal(budgetLocal, budget)
 	th.SetMaxExecutionSteps(budget)
+	if r.b != nil {
+		r.b.thread(th)
+	}
 	return th
 }
 
@@ -433,6 +457,11 @@ func (r *runner) invoke(th *starlark.Thread, t *boundTool, kwargs []starlark.Tup
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", t.ModelName, err)
 	}
+	if r.values && r.b != nil {
+		if err := r.b.charge(strSize(ulen(len(in))), "the input of "+t.Name); err != nil {
+			return nil, err
+		}
+	}
 	if fields := t.validate(in); fields != nil {
 		return resultObject(CallResult{Error: &CallError{Kind: "validation",
 			Message: "the input does not fit " + t.Name + "'s contract", Fields: fields}}, "")
@@ -524,84 +553,6 @@ func (r *runner) approval(ctx workflow.Context, req CallRequest) (string, *CallE
 	}
 	r.publish(ctx, EventApprovalDecided, req.CallID, req.ToolID, "approved by "+d.Approver)
 	return d.Approver, nil, nil
-}
-
-// parallelBuiltin is parallel(fns, width=0): it calls each zero-argument
-// function in its own workflow coroutine, at most width at a time, and returns
-// their results in order. The first error (in list order) is raised.
-func (r *runner) parallelBuiltin(th *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
-	if r.b != nil {
-		return r.parallelBounded(th, b, args, kwargs)
-	}
-	var seq starlark.Iterable
-	width := 0
-	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "fns", &seq, "width?", &width); err != nil {
-		return nil, err
-	}
-	ctx := wctx(th)
-	if err := r.checkDeadline(ctx); err != nil {
-		return nil, err
-	}
-	var fns []starlark.Callable
-	it := seq.Iterate()
-	defer it.Done()
-	var x starlark.Value
-	for it.Next(&x) {
-		fn, ok := x.(starlark.Callable)
-		if !ok {
-			return nil, fmt.Errorf("%s: item %d is a %s, want a function of no arguments (e.g. a lambda)", b.Name(), len(fns), x.Type())
-		}
-		fns = append(fns, fn)
-	}
-	switch {
-	case width < 0:
-		return nil, fmt.Errorf("%s: width %d is negative", b.Name(), width)
-	case width > r.lim.MaxWidth:
-		return nil, &limitError{limit: LimitWidth, msg: fmt.Sprintf("parallel width %d is over %d", width, r.lim.MaxWidth)}
-	case width == 0:
-		width = r.lim.MaxWidth
-	}
-	width = min(width, len(fns))
-
-	budget := th.Local(budgetLocal).(uint64)
-	remaining := uint64(0)
-	if budget > th.Steps {
-		remaining = budget - th.Steps
-	}
-	results := make([]starlark.Value, len(fns))
-	errs := make([]error, len(fns))
-	var used uint64
-	next, finished := 0, 0
-	for w := range width {
-		workflow.Go(ctx, func(gctx workflow.Context) {
-			defer func() { finished++ }()
-			for next < len(fns) {
-				i := next
-				next++
-				child := r.newThread(gctx, fmt.Sprintf("%s/parallel-%d-%d", th.Name, w, i), remaining)
-				results[i], errs[i] = starlark.Call(child, fns[i], nil, nil)
-				used += child.Steps
-				r.spent += child.Steps
-			}
-		})
-	}
-	if err := workflow.Await(ctx, func() bool { return finished == width }); err != nil {
-		r.canceled = true
-		return nil, errCanceled
-	}
-	for _, err := range errs {
-		if err != nil {
-			return nil, err
-		}
-	}
-	// The children's steps count against this thread's budget too.
-	if used >= remaining {
-		r.stepsHit = true
-		return nil, &limitError{limit: LimitSteps, msg: fmt.Sprintf("the program ran more than %d steps", r.lim.MaxSteps)}
-	}
-	th.SetLocal(budgetLocal, budget-used)
-	th.SetMaxExecutionSteps(budget - used)
-	return starlark.NewList(results), nil
 }
 
 // print publishes a print event; past MaxPrints, prints are dropped.

@@ -53,6 +53,10 @@ type Config struct {
 	Namespace string
 	// TaskQueue the worker polls. Default agent.TaskQueue.
 	TaskQueue string
+	// Programs configures programs: the size over which their values go to
+	// the blob store by reference, and whether history may hold content
+	// (set its NoContentInHistory from HistoryContent "none").
+	Programs program.Config
 	// NATSURL is the NATS server (transcripts, blobs, run events, token deltas).
 	NATSURL string
 	// NATS authenticates to NATS and says which server to trust (credentials,
@@ -339,7 +343,10 @@ func Start(ctx context.Context, cfg Config) (_ *Orchestrator, err error) {
 	}
 	if o.temporal, err = client.DialContext(ctx, client.Options{HostPort: cfg.TemporalAddress, Namespace: cfg.Namespace,
 		Logger: tlog.NewStructuredLogger(cfg.Logger), ConnectionOptions: client.ConnectionOptions{TLS: tlsCfg},
-		Interceptors: interceptors}); err != nil {
+		Interceptors: interceptors,
+		// Program values over Programs.InlineBytes are kept in the blob
+		// store, not in history (program.ExternalStorage).
+		ExternalStorage: program.ExternalStorage(store, cfg.Programs)}); err != nil {
 		return nil, fmt.Errorf("connect to Temporal at %s: %w", cfg.TemporalAddress, err)
 	}
 	// A worker on a namespace that does not exist yet would only log
@@ -373,7 +380,7 @@ func Start(ctx context.Context, cfg Config) (_ *Orchestrator, err error) {
 	}
 	seen := &visibility.Checker{Client: o.temporal, Namespace: cfg.Namespace}
 	o.Runs = &agent.Runs{Temporal: o.temporal, Store: store, TaskQueue: cfg.TaskQueue, Visibility: seen}
-	o.Programs = &program.Programs{Temporal: o.temporal, TaskQueue: cfg.TaskQueue, Visibility: seen}
+	o.Programs = &program.Programs{Temporal: o.temporal, TaskQueue: cfg.TaskQueue, Visibility: seen, Config: cfg.Programs}
 	if cfg.Triggers != nil {
 		if o.triggers, err = trigger.Start(ctx, js, cfg.Triggers, trigger.Options{Programs: o.Programs, Runs: o.Runs,
 			MemoryStorage: cfg.MemoryStorage, Assets: assets, Logger: cfg.Logger}); err != nil {

@@ -98,9 +98,13 @@ type ProgramLimits struct {
 	// Largest JSON of the program's result.
 	MaxResultBytes int32 `protobuf:"varint,6,opt,name=max_result_bytes,json=maxResultBytes,proto3" json:"max_result_bytes,omitempty"`
 	// How long a call that requires approval waits for a decision (then it is denied).
-	ApprovalWait  *durationpb.Duration `protobuf:"bytes,7,opt,name=approval_wait,json=approvalWait,proto3" json:"approval_wait,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	ApprovalWait *durationpb.Duration `protobuf:"bytes,7,opt,name=approval_wait,json=approvalWait,proto3" json:"approval_wait,omitempty"`
+	// Memory the program's values may take, by a deterministic size model summed
+	// over the program's life (freed values still count). 0 takes the default
+	// (256 MiB); at most 1 GiB.
+	MaxMemoryBytes int64 `protobuf:"varint,8,opt,name=max_memory_bytes,json=maxMemoryBytes,proto3" json:"max_memory_bytes,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *ProgramLimits) Reset() {
@@ -180,6 +184,13 @@ func (x *ProgramLimits) GetApprovalWait() *durationpb.Duration {
 		return x.ApprovalWait
 	}
 	return nil
+}
+
+func (x *ProgramLimits) GetMaxMemoryBytes() int64 {
+	if x != nil {
+		return x.MaxMemoryBytes
+	}
+	return 0
 }
 
 type RunProgramRequest struct {
@@ -1227,7 +1238,7 @@ var File_toolfleet_v1_program_proto protoreflect.FileDescriptor
 
 const file_toolfleet_v1_program_proto_rawDesc = "" +
 	"\n" +
-	"\x1atoolfleet/v1/program.proto\x12\ftoolfleet.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x18toolfleet/v1/agent.proto\x1a\x19toolfleet/v1/events.proto\"\xb8\x02\n" +
+	"\x1atoolfleet/v1/program.proto\x12\ftoolfleet.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x18toolfleet/v1/agent.proto\x1a\x19toolfleet/v1/events.proto\"\xe2\x02\n" +
 	"\rProgramLimits\x12\x1b\n" +
 	"\tmax_steps\x18\x01 \x01(\x03R\bmaxSteps\x12$\n" +
 	"\x0emax_tool_calls\x18\x02 \x01(\x05R\fmaxToolCalls\x125\n" +
@@ -1235,7 +1246,8 @@ const file_toolfleet_v1_program_proto_rawDesc = "" +
 	"\tmax_width\x18\x04 \x01(\x05R\bmaxWidth\x12&\n" +
 	"\x0fmax_value_bytes\x18\x05 \x01(\x05R\rmaxValueBytes\x12(\n" +
 	"\x10max_result_bytes\x18\x06 \x01(\x05R\x0emaxResultBytes\x12>\n" +
-	"\rapproval_wait\x18\a \x01(\v2\x19.google.protobuf.DurationR\fapprovalWait\"\xf2\x01\n" +
+	"\rapproval_wait\x18\a \x01(\v2\x19.google.protobuf.DurationR\fapprovalWait\x12(\n" +
+	"\x10max_memory_bytes\x18\b \x01(\x03R\x0emaxMemoryBytes\"\xf2\x01\n" +
 	"\x11RunProgramRequest\x12\x1d\n" +
 	"\n" +
 	"program_id\x18\x01 \x01(\tR\tprogramId\x12\x16\n" +
