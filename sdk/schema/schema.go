@@ -320,7 +320,12 @@ func (g *generator) single(fd protoreflect.FieldDescriptor) map[string]any {
 		if fd.Enum().FullName() == "google.protobuf.NullValue" {
 			return map[string]any{"type": "null"}
 		}
-		return map[string]any{"type": "string", "enum": enumNames(fd.Enum())}
+		e, err := Enum(fd.Enum())
+		if err != nil {
+			g.fail(err)
+			return map[string]any{"type": "string"}
+		}
+		return map[string]any{"type": "string", "enum": strs(e.Names())}
 	default:
 		return g.message(fd.Message())
 	}
@@ -370,15 +375,6 @@ func (g *generator) wellKnown(md protoreflect.MessageDescriptor) map[string]any 
 	default: // google.protobuf.Value: any JSON value
 		return map[string]any{}
 	}
-}
-
-func enumNames(ed protoreflect.EnumDescriptor) []any {
-	vs := ed.Values()
-	out := make([]any, 0, vs.Len())
-	for i := range vs.Len() {
-		out = append(out, string(vs.Get(i).Name()))
-	}
-	return out
 }
 
 // FieldOptions returns a field's (toolfleet.v1.field) options; empty ones when
