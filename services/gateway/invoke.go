@@ -17,6 +17,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
+	"github.com/toolfleet/toolfleet/sdk/schema"
 	"github.com/toolfleet/toolfleet/sdk/tool"
 	"github.com/toolfleet/toolfleet/services/gateway/registry"
 )
@@ -114,6 +115,8 @@ func (g *Gateway) mapResult(ctx context.Context, rt *registry.Route, out proto.M
 				if uerr := protojson.Unmarshal(b, v); uerr != nil {
 					return serverError(codes.Internal, uerr, uerr.Error(), "the gateway could not encode the result of %s", rt.Def().GetId())
 				}
+				// Enum values read as the output schema offers them (low, not PRIORITY_LOW).
+				schema.ResultToModel(out.ProtoReflect().Descriptor(), v)
 			}
 		}
 		resp.Success = true
