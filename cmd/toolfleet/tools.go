@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"os"
 	"slices"
 	"strings"
@@ -440,14 +439,7 @@ func reportFailure(cmd *cobra.Command, out *output, err error) error {
 	}
 	switch {
 	case errors.As(err, &ve):
-		msg := ve.Message
-		if !strings.HasPrefix(msg, "invalid input") { // the gateway's message usually says so already
-			msg = "invalid input: " + msg
-		}
-		fmt.Fprintln(w, msg)
-		for _, f := range slices.Sorted(maps.Keys(ve.ParameterErrors)) {
-			fmt.Fprintf(w, "  %s: %s\n", f, ve.ParameterErrors[f])
-		}
+		fmt.Fprintln(w, strings.ReplaceAll(ve.Text(), "\n- ", "\n  "))
 	case errors.As(err, &se):
 		fmt.Fprintf(w, "the tool did not run (%s): %s\n", se.Code, se.Message)
 		if se.DeveloperMessage != "" {
