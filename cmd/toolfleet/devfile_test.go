@@ -235,7 +235,7 @@ func TestDevOnOtherPortsHintsWork(t *testing.T) {
 		}
 		ran++
 	}
-	if ran < 5 {
+	if ran < 4 {
 		t.Fatalf("ran %d hints, want grpcurl, curl, nats and the toolfleet ones:\n%s", ran, banner)
 	}
 	if events == nil {
