@@ -33,6 +33,10 @@ import (
 // Draft is the $schema of every schema this package emits.
 const Draft = "https://json-schema.org/draft/2020-12/schema"
 
+// DurationNote ends the description of every google.protobuf.Duration field:
+// its JSON form names the unit.
+const DurationNote = `duration in seconds with an "s" suffix, e.g. "1.5s"`
+
 // ErrContract is wrapped by errors caused by a contract this package cannot
 // describe, e.g. an example that is not JSON or rules that do not parse.
 var ErrContract = errors.New("schema: unusable contract")
@@ -229,6 +233,14 @@ func (g *generator) field(fd protoreflect.FieldDescriptor, rules *validate.Field
 	desc := opts.GetDescription()
 	if desc == "" {
 		desc = comment(fd.ParentFile().SourceLocations().ByDescriptor(fd))
+	}
+	if fd.Message() != nil && fd.Message().FullName() == "google.protobuf.Duration" && !fd.IsMap() {
+		// The unit, which the pattern alone leaves for a model to guess.
+		if desc == "" {
+			desc = "A " + DurationNote + "."
+		} else {
+			desc += " (" + DurationNote + ")"
+		}
 	}
 	if od := fd.ContainingOneof(); od != nil && !od.IsSynthetic() {
 		var others []string
