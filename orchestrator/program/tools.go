@@ -336,6 +336,14 @@ func paramDoc(p map[string]any) string {
 			notes = append(notes, fmt.Sprintf("<%v", x))
 		}
 	}
+	if not, ok := p["not"].(map[string]any); ok {
+		if vals, ok := not["enum"].([]any); ok {
+			for _, v := range vals {
+				b, _ := json.Marshal(v)
+				notes = append(notes, "not "+string(b))
+			}
+		}
+	}
 	if len(notes) == 0 {
 		return typ
 	}

@@ -445,10 +445,10 @@ func TestDocShowsConstraints(t *testing.T) {
 	tool := program.Tool{Tool: toolcall.Tool{ModelName: "SchemaTest_CheckConstraints"}, InputSchema: string(b)}
 	doc := tool.Doc()
 	for _, want := range []string{
-		"SchemaTest_CheckConstraints(name: string 2..10 chars, ", "code: string matching ^[A-Z]{3}$",
+		"SchemaTest_CheckConstraints(", "name: string 2..10 chars", "code: string matching ^[A-Z]{3}$",
 		`op: "add"|"sub"`, "count: integer 1..10", "ratio: number >0 <1", `color?: "red"|"green"`,
 		"email: string email", "tags: list of string ≤5 chars 1..3 items", `wait?: duration such as "1.5s"`,
-		`fixed: "v1"`, "big?: integer ≤1000", "limit?: integer <100", "epoch: integer ≥0",
+		`fixed: "v1"`, "big?: integer ≤1000", "limit?: integer <100", "epoch?: integer ≥0", "notSeven?: integer not 7",
 	} {
 		if !strings.Contains(doc, want) {
 			t.Errorf("Doc() lacks %q:\n%s", want, doc)
