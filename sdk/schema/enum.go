@@ -249,3 +249,47 @@ func offered(e *EnumValues, n protoreflect.EnumNumber) bool {
 	}
 	return false
 }
+
+var (
+	reachMu    sync.Mutex
+	reachCache = map[protoreflect.MessageDescriptor]bool{}
+)
+
+// ReachesEnum reports whether a message of type md can hold an enum value
+// other than google.protobuf.NullValue, i.e. whether [ResultToModel] may
+// change its JSON.
+func ReachesEnum(md protoreflect.MessageDescriptor) bool {
+	reachMu.Lock()
+	defer reachMu.Unlock()
+	if r, ok := reachCache[md]; ok {
+		return r
+	}
+	seen := map[protoreflect.FullName]bool{}
+	var reaches func(m protoreflect.MessageDescriptor) bool
+	reaches = func(m protoreflect.MessageDescriptor) bool {
+		if seen[m.FullName()] || isWellKnown(m.FullName()) {
+			return false
+		}
+		seen[m.FullName()] = true
+		fs := m.Fields()
+		for i := range fs.Len() {
+			fd := fs.Get(i)
+			if fd.IsMap() {
+				fd = fd.MapValue()
+			}
+			if e := fd.Enum(); e != nil && e.FullName() != "google.protobuf.NullValue" {
+				return true
+			}
+			if sub := fd.Message(); sub != nil && reaches(sub) {
+				return true
+			}
+		}
+		return false
+	}
+	r := reaches(md)
+	if len(reachCache) >= enumCacheSize {
+		clear(reachCache)
+	}
+	reachCache[md] = r
+	return r
+}

@@ -2,6 +2,7 @@ package gateway_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"slices"
@@ -12,6 +13,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
+	"github.com/toolfleet/toolfleet/internal/natsx/natstest"
 	"github.com/toolfleet/toolfleet/services/gateway"
 	"github.com/toolfleet/toolfleet/services/gateway/mcp"
 )
@@ -119,5 +121,38 @@ func TestEnumModelNamesOnEverySurface(t *testing.T) {
 	text := res.Content[0].(*sdk.TextContent).Text
 	if strings.Contains(text, "COLOR_") {
 		t.Errorf("MCP text shows proto names: %s", text)
+	}
+}
+
+// TestEnumModelNamesBehindAHandle: a result kept behind a handle reads with
+// model names, as the inline result would.
+func TestEnumModelNamesBehindAHandle(t *testing.T) {
+	t.Parallel()
+	nats := natstest.Start(t)
+	g := startGateway(t, gateway.Config{NATSURL: nats.URL(), Workers: []string{schemaTestWorker(t, "")}, ResultMemoryStorage: true})
+	waitTool(t, g, "SchemaTest.Types")
+	c := newHandleCaller(t, g, "alice")
+	var h *toolfleetv1.ResultHandle
+	waitFor(t, "a result handle", func() bool {
+		resp, err := grpcClient(t, g.Addr()).CallTool(c.ctx(), &toolfleetv1.CallToolRequest{ToolId: "SchemaTest.Types",
+			Input: mustStruct(t, map[string]any{"s": bigString(8 << 10), "color": "green", "colors": []any{"red"}}), Approval: testApproval, AllowResultHandle: true})
+		if err != nil {
+			t.Fatalf("call: %v", err)
+		}
+		h = resp.GetResultHandle()
+		return h != nil
+	})
+	b, err := c.fetch(h.GetId())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got struct {
+		Echo struct {
+			Color  string   `json:"color"`
+			Colors []string `json:"colors"`
+		} `json:"echo"`
+	}
+	if err := json.Unmarshal(b, &got); err != nil || got.Echo.Color != "green" || fmt.Sprint(got.Echo.Colors) != "[red]" {
+		t.Fatalf("handle bytes: %+v %v", got.Echo, err)
 	}
 }
