@@ -14,6 +14,8 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
+	calculatorv1 "github.com/toolfleet/toolfleet/gen/tools/calculator/v1"
+	schematestv1 "github.com/toolfleet/toolfleet/gen/tools/schematest/v1"
 	"github.com/toolfleet/toolfleet/sdk/schema"
 )
 
@@ -207,3 +209,18 @@ func TestResultToModel(t *testing.T) {
 }
 
 func compact(s string) string { return strings.NewReplacer(" ", "", "\n", "").Replace(s) }
+
+func TestReachesEnum(t *testing.T) {
+	t.Parallel()
+	for md, want := range map[protoreflect.MessageDescriptor]bool{
+		(&schematestv1.TypesResponse{}).ProtoReflect().Descriptor():      true, // echo.color
+		(&schematestv1.ConstraintsRequest{}).ProtoReflect().Descriptor(): true,
+		(&schematestv1.Node{}).ProtoReflect().Descriptor():               false, // recursive, no enum
+		(&calculatorv1.AddResponse{}).ProtoReflect().Descriptor():        false,
+		(&schematestv1.SleepRequest{}).ProtoReflect().Descriptor():       false, // well-known types only
+	} {
+		if got := schema.ReachesEnum(md); got != want {
+			t.Errorf("ReachesEnum(%s) = %v, want %v", md.FullName(), got, want)
+		}
+	}
+}
