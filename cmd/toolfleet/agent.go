@@ -83,10 +83,10 @@ func newAgentCommand() *cobra.Command {
   toolfleet agent list                toolfleet agent cancel RUN_ID`,
 	}
 	pf := cmd.PersistentFlags()
-	pf.StringVar(&af.Gateway, "gateway", "127.0.0.1:8080", "gateway address host:port")
+	pf.StringVar(&af.Gateway, "gateway", "127.0.0.1:8080", gatewayFlagHelp)
 	pf.StringVar(&af.Token, "token", "", "bearer token for a gateway with auth on")
 	config.BindEnv(pf, "TOOLFLEET")
-	cmd.PersistentPreRunE = func(*cobra.Command, []string) error { return config.ApplyEnv(pf, "TOOLFLEET") }
+	cmd.PersistentPreRunE = func(*cobra.Command, []string) error { return applyEnvAndDev(pf) }
 	cmd.AddCommand(newAgentRunCommand(&af), newAgentWatchCommand(&af), newAgentGetCommand(&af), newAgentListCommand(&af),
 		newAgentDecideCommand(&af, true), newAgentDecideCommand(&af, false), newAgentCancelCommand(&af))
 	return cmd

@@ -25,7 +25,7 @@ func newApprovalsCommand() *cobra.Command {
 	pf := cmd.PersistentFlags()
 	gf.register(pf)
 	config.BindEnv(pf, "TOOLFLEET")
-	cmd.PersistentPreRunE = func(*cobra.Command, []string) error { return config.ApplyEnv(pf, "TOOLFLEET") }
+	cmd.PersistentPreRunE = func(*cobra.Command, []string) error { return applyEnvAndDev(pf) }
 	cmd.AddCommand(&cobra.Command{
 		Use:   "list",
 		Short: "List pending approvals: kind, run or program id, call id, tool, waiting since; decide with agent|program approve/deny",

@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
 	"path/filepath"
 	"time"
 
@@ -54,6 +55,8 @@ type devConfig struct {
 	ScriptDir string
 	// Workers are folders of worker main packages run from source (--worker).
 	Workers []string
+	// DevFile is where the addresses are written for the CLI ("" = nowhere).
+	DevFile string
 }
 
 func (c devConfig) validate() error {
@@ -125,6 +128,7 @@ embedded NATS requires that credential and the fleet uses it. Ctrl-C stops it.`,
 	f.StringArrayVar(&cfg.ModelEndpoints, "model-endpoint", []string{agent.LoopbackWithoutKey}, "KEYREF=URL[,URL...]: the base URLs a model key may be sent to (docs/agents.md); the default lets keyless models on this machine be called")
 	f.StringVar(&cfg.ModelKeyDir, "model-key-dir", "", "folder that model key references file:NAME read from (empty: file references refused)")
 	f.StringArrayVar(&cfg.Workers, "worker", nil, "folder of a worker's main package to build, run and restart on change (repeatable; e.g. --worker . in a toolkit's repository)")
+	f.StringVar(&cfg.DevFile, "dev-file", defaultDevFile, "file the fleet's addresses are written to while dev runs, where the other toolfleet commands look for the gateway (empty: none)")
 	f.StringVar(&cfg.ScriptDir, "script-dir", ".", "folder that scripted:NAME.yaml model scripts are read from (docs/agents.md; empty: script files refused)")
 	config.BindEnv(f, "TOOLFLEET")
 	// After BindEnv: these name their TOOLFLEET_NATS_* and TOOLFLEET_JS_*
@@ -246,13 +250,27 @@ func runDev(ctx context.Context, cfg devConfig, stdout, stderr io.Writer) error 
 		return err
 	}
 
+	if cfg.DevFile != "" {
+		removeDevFile, err := writeDevFile(cfg.DevFile, devAddresses{PID: os.Getpid(), Gateway: fl.Gateway.Addr(),
+			GatewayURL: "http://" + fl.Gateway.Addr(), Auth: cfg.JWTSecret != "", NATS: stack.NATS.URL(),
+			Temporal: stack.Temporal.Address(), TemporalUI: stack.UIAddress(), Namespace: stack.Namespace()})
+		if err != nil {
+			logger.Warn("the CLI will not find this dev without --gateway", "error", err)
+		} else {
+			defer removeDevFile()
+		}
+	}
 	fmt.Fprintf(stdout, "toolfleet dev is up in %s (data in %s)\n", time.Since(began).Round(time.Millisecond), dataDir)
 	fmt.Fprintf(stdout, "  NATS         %s   (JetStream ready)\n", stack.NATS.URL())
 	fmt.Fprintf(stdout, "  Temporal     %s   (namespace %q ready)\n", stack.Temporal.Address(), stack.Namespace())
 	if ui := stack.UIAddress(); ui != "" {
 		fmt.Fprintf(stdout, "  Temporal UI  %s\n", ui)
 	}
-	printFleet(stdout, fl, cfg.JWTSecret != "")
+	natsHint := stack.NATS.URL()
+	if cfg.NATS != (natsconn.Options{}) {
+		natsHint = "" // the hint would need the credential
+	}
+	printFleet(stdout, fl, cfg.JWTSecret != "", natsHint)
 	fmt.Fprintf(stdout, "  Metrics      http://%s/metrics (gateway), http://%s%s (orchestrator)\n", fl.Gateway.Addr(), fl.Gateway.Addr(), OrchestratorMetricsPath)
 	fmt.Fprintf(stdout, "  Orchestrator agent runs and programs on task queue %q; try (docs/agents.md, docs/programs.md):\n", agent.TaskQueue)
 	for _, w := range cfg.Workers {

@@ -64,7 +64,7 @@ func TestDevWorkerFromSource(t *testing.T) {
 	devCmd.SetOut(&stdout)
 	devCmd.SetErr(&stderr)
 	devCmd.SetArgs([]string{"dev", "--data-dir", t.TempDir(), "--nats-port", "0", "--temporal-port", "0", "--temporal-ui-port", "0",
-		"--gateway-port", "0", "--log-level", "info", "--worker", dir})
+		"--gateway-port", "0", "--log-level", "info", "--worker", dir, "--dev-file", ""})
 	done := make(chan error, 1)
 	go func() { done <- devCmd.ExecuteContext(ctx) }()
 

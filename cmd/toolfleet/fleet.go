@@ -242,8 +242,9 @@ func (f *fleet) stop() error {
 	return errors.Join(errs...)
 }
 
-// printFleet prints where the gateway listens and how to call it.
-func printFleet(w io.Writer, f *fleet, authOn bool) {
+// printFleet prints where the gateway listens and how to call it; natsURL,
+// when set, adds a `nats sub` of the call events.
+func printFleet(w io.Writer, f *fleet, authOn bool, natsURL string) {
 	addr := f.Gateway.Addr()
 	auth := "auth OFF (loopback only)"
 	bearer := ""
@@ -256,5 +257,7 @@ func printFleet(w io.Writer, f *fleet, authOn bool) {
 	fmt.Fprintln(w, "Try:")
 	fmt.Fprintf(w, "  grpcurl -plaintext%s -d '{\"tool_id\": \"Calculator.Add\", \"input\": {\"a\": 2, \"b\": 3}}' %s toolfleet.v1.ToolGatewayService/CallTool\n", bearer, addr)
 	fmt.Fprintf(w, "  curl -s%s -H 'Content-Type: application/json' http://%s/tools/call -d '{\"request\": {\"tool_id\": \"Calculator.Add\", \"input\": {\"a\": 2, \"b\": 3}}}'\n", bearer, addr)
-	fmt.Fprintln(w, "  nats sub 'toolfleet.events.>'")
+	if natsURL != "" {
+		fmt.Fprintf(w, "  nats --server %s sub 'toolfleet.events.>'\n", natsURL)
+	}
 }

@@ -52,7 +52,7 @@ func TestFleet(t *testing.T) {
 	}
 
 	var out bytes.Buffer
-	printFleet(&out, f, false)
+	printFleet(&out, f, false, srv.URL())
 	if !strings.Contains(out.String(), f.Gateway.Addr()) || !strings.Contains(out.String(), "grpcurl -plaintext -d") {
 		t.Fatalf("printed:\n%s", out.String())
 	}

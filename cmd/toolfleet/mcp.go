@@ -29,7 +29,7 @@ stderr only. The token comes from --token or TOOLFLEET_TOKEN. See docs/mcp.md.`,
 		Args:          cobra.NoArgs,
 		SilenceErrors: true, // main prints the error, on stderr: stdout belongs to MCP
 		PreRunE: func(cmd *cobra.Command, _ []string) error {
-			return config.ApplyEnv(cmd.Flags(), "TOOLFLEET")
+			return applyEnvAndDev(cmd.Flags())
 		},
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var lvl slog.Level

@@ -34,7 +34,7 @@ See docs/programs.md for the builtins and limits.`,
 	pf := cmd.PersistentFlags()
 	gf.register(pf)
 	config.BindEnv(pf, "TOOLFLEET")
-	cmd.PersistentPreRunE = func(*cobra.Command, []string) error { return config.ApplyEnv(pf, "TOOLFLEET") }
+	cmd.PersistentPreRunE = func(*cobra.Command, []string) error { return applyEnvAndDev(pf) }
 	cmd.AddCommand(newProgramCheckCommand(), newProgramRunCommand(&gf), newProgramStubsCommand(&gf),
 		newProgramGetCommand(&gf), newProgramListCommand(&gf), newProgramWatchCommand(&gf), newProgramDecideCommand(&gf, true),
 		newProgramDecideCommand(&gf, false), newProgramCancelCommand(&gf))

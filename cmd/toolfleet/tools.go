@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"os"
 	"slices"
 	"strings"
@@ -36,7 +35,7 @@ type gatewayFlags struct {
 }
 
 func (g *gatewayFlags) register(fs *pflag.FlagSet) {
-	fs.StringVar(&g.Gateway, "gateway", gateway.DefaultListen, "gateway address host:port (toolfleet dev serves it on 127.0.0.1:8080)")
+	fs.StringVar(&g.Gateway, "gateway", gateway.DefaultListen, gatewayFlagHelp)
 	fs.StringVar(&g.Token, "token", "", "bearer token for a gateway with auth on")
 	fs.DurationVar(&g.Timeout, "timeout", client.DefaultTimeout, "deadline of each request, retries included")
 	fs.BoolVar(&g.Connect, "connect", false, "speak the Connect protocol over HTTP instead of gRPC")
@@ -102,7 +101,7 @@ Output is text on a terminal and JSON when piped (-o to choose). Exit codes of
 	pf.StringVarP(&out.mode, "output", "o", "auto", "output: auto (text on a terminal, JSON when piped), json or text")
 	config.BindEnv(pf, "TOOLFLEET")
 	cmd.PersistentPreRunE = func(*cobra.Command, []string) error {
-		if err := config.ApplyEnv(pf, "TOOLFLEET"); err != nil {
+		if err := applyEnvAndDev(pf); err != nil {
 			return err
 		}
 		return out.validate()
@@ -440,14 +439,7 @@ func reportFailure(cmd *cobra.Command, out *output, err error) error {
 	}
 	switch {
 	case errors.As(err, &ve):
-		msg := ve.Message
-		if !strings.HasPrefix(msg, "invalid input") { // the gateway's message usually says so already
-			msg = "invalid input: " + msg
-		}
-		fmt.Fprintln(w, msg)
-		for _, f := range slices.Sorted(maps.Keys(ve.ParameterErrors)) {
-			fmt.Fprintf(w, "  %s: %s\n", f, ve.ParameterErrors[f])
-		}
+		fmt.Fprintln(w, strings.ReplaceAll(ve.Text(), "\n- ", "\n  "))
 	case errors.As(err, &se):
 		fmt.Fprintf(w, "the tool did not run (%s): %s\n", se.Code, se.Message)
 		if se.DeveloperMessage != "" {

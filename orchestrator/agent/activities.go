@@ -7,9 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"path"
-	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -530,14 +528,10 @@ func (a *Activities) invoke(ctx context.Context, in CallToolInput, call *toolfle
 	return llm.ResultPart(call.GetId(), call.GetName(), preview, false), ResultOK, ref, res.Duration, nil
 }
 
-// validationText lists a validation error's field messages for a model.
+// validationText lists a validation error's field messages for a model, each
+// said once.
 func validationText(o toolcall.Outcome) string {
-	var b strings.Builder
-	b.WriteString("The input was invalid: " + o.Message)
-	for _, f := range slices.Sorted(maps.Keys(o.Fields)) {
-		fmt.Fprintf(&b, "\n- %s: %s", f, o.Fields[f])
-	}
-	return b.String()
+	return "The input was invalid. " + (&client.ValidationError{Message: o.Message, ParameterErrors: o.Fields}).Text()
 }
 
 func resultSummary(msg *toolfleetv1.Message, kind string) CallToolResult {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 
@@ -145,9 +146,13 @@ func (t *Tool) Signature() string {
 	return t.ModelName + "(" + strings.Join(params, ", ") + ")"
 }
 
-// Doc renders the stub for a model: signature, then the description.
+// Doc renders the stub for a model: the signature with each parameter's
+// constraints (enum values, bounds, lengths, patterns, formats; required
+// parameters first and without "?"), then the description, e.g.
+//
+//	Tickets_Create(priority: "low"|"high", title: string 1..200 chars, body?: string ≤4000 chars)
 func (t *Tool) Doc() string {
-	s := t.Signature()
+	s := t.docSignature()
 	if t.Description != "" {
 		s += "\n    " + strings.ReplaceAll(strings.TrimSpace(t.Description), "\n", "\n    ")
 	}
@@ -226,4 +231,140 @@ func resultObject(res CallResult, callID string) (starlark.Value, error) {
 		"error":   errv,
 		"call_id": starlark.String(callID),
 	}), nil
+}
+
+// docSignature is Signature with each parameter's constraints.
+func (t *Tool) docSignature() string {
+	var schema struct {
+		Properties map[string]map[string]any `json:"properties"`
+		Required   []string                  `json:"required"`
+	}
+	if json.Unmarshal([]byte(t.InputSchema), &schema) != nil {
+		return t.Signature()
+	}
+	names := make([]string, 0, len(schema.Properties))
+	for n := range schema.Properties {
+		names = append(names, n)
+	}
+	slices.SortFunc(names, func(a, b string) int {
+		ra, rb := slices.Contains(schema.Required, a), slices.Contains(schema.Required, b)
+		if ra != rb {
+			if ra {
+				return -1
+			}
+			return 1
+		}
+		return strings.Compare(a, b)
+	})
+	params := make([]string, len(names))
+	for i, n := range names {
+		opt := ""
+		if !slices.Contains(schema.Required, n) {
+			opt = "?"
+		}
+		params[i] = n + opt + ": " + paramDoc(schema.Properties[n])
+	}
+	return t.ModelName + "(" + strings.Join(params, ", ") + ")"
+}
+
+// durationPattern is the pattern sdk/schema gives a google.protobuf.Duration.
+const durationPattern = `^-?[0-9]+(\.[0-9]{1,9})?s$`
+
+// paramDoc renders one parameter's schema compactly: its enum values, or its
+// type with the bounds that say more than the type does.
+func paramDoc(p map[string]any) string {
+	if vals, ok := p["enum"].([]any); ok && len(vals) > 0 {
+		parts := make([]string, 0, len(vals))
+		for _, v := range vals {
+			b, _ := json.Marshal(v)
+			parts = append(parts, string(b))
+		}
+		return strings.Join(parts, "|")
+	}
+	if c, ok := p["const"]; ok {
+		b, _ := json.Marshal(c)
+		return string(b)
+	}
+	typ := "any"
+	switch ty := p["type"].(type) {
+	case string:
+		typ = ty
+	case []any:
+		var parts []string
+		for _, x := range ty {
+			if x == "string" && slices.Contains(ty, any("integer")) {
+				continue // a 64-bit integer, also accepted as a digit string
+			}
+			parts = append(parts, fmt.Sprint(x))
+		}
+		typ = strings.Join(parts, "|")
+	}
+	var notes []string
+	switch typ {
+	case "array":
+		if items, ok := p["items"].(map[string]any); ok {
+			typ = "list of " + paramDoc(items)
+		}
+		notes = appendRange(notes, p["minItems"], p["maxItems"], "items")
+	case "string":
+		if p["pattern"] == durationPattern {
+			return `duration such as "1.5s"`
+		}
+		notes = appendRange(notes, p["minLength"], p["maxLength"], "chars")
+		if f, ok := p["format"].(string); ok && f != "int64" && f != "uint64" {
+			notes = append(notes, f)
+		}
+		if pat, ok := p["pattern"].(string); ok {
+			notes = append(notes, "matching "+pat)
+		}
+	case "integer", "number", "integer|null", "number|null":
+		lo, hi := p["minimum"], p["maximum"]
+		// sdk/schema states the range of 32-bit and unsigned types on every
+		// such field; only tighter bounds say something.
+		unsigned := hi == float64(math.MaxUint32) || p["format"] == "uint64"
+		if lo == float64(math.MinInt32) || lo == float64(0) && unsigned {
+			lo = nil
+		}
+		if hi == float64(math.MaxInt32) || hi == float64(math.MaxUint32) {
+			hi = nil
+		}
+		notes = appendRange(notes, lo, hi, "")
+		if x, ok := p["exclusiveMinimum"]; ok {
+			notes = append(notes, fmt.Sprintf(">%v", x))
+		}
+		if x, ok := p["exclusiveMaximum"]; ok {
+			notes = append(notes, fmt.Sprintf("<%v", x))
+		}
+	}
+	if not, ok := p["not"].(map[string]any); ok {
+		if vals, ok := not["enum"].([]any); ok {
+			for _, v := range vals {
+				b, _ := json.Marshal(v)
+				notes = append(notes, "not "+string(b))
+			}
+		}
+	}
+	if len(notes) == 0 {
+		return typ
+	}
+	return typ + " " + strings.Join(notes, " ")
+}
+
+// appendRange adds "lo..hi unit", "≥lo unit" or "≤hi unit".
+func appendRange(notes []string, lo, hi any, unit string) []string {
+	var r string
+	switch {
+	case lo != nil && hi != nil:
+		r = fmt.Sprintf("%v..%v", lo, hi)
+	case lo != nil:
+		r = fmt.Sprintf("≥%v", lo)
+	case hi != nil:
+		r = fmt.Sprintf("≤%v", hi)
+	default:
+		return notes
+	}
+	if unit != "" {
+		r += " " + unit
+	}
+	return append(notes, r)
 }

@@ -19,10 +19,12 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
+	schematestv1 "github.com/toolfleet/toolfleet/gen/tools/schematest/v1"
 	"github.com/toolfleet/toolfleet/orchestrator/agent"
 	"github.com/toolfleet/toolfleet/orchestrator/program"
 	"github.com/toolfleet/toolfleet/orchestrator/toolcall"
 	"github.com/toolfleet/toolfleet/sdk/client"
+	"github.com/toolfleet/toolfleet/sdk/schema"
 )
 
 // These tests run ProgramWorkflow in Temporal's test environment with the real
@@ -420,5 +422,39 @@ func TestSignature(t *testing.T) {
 		InputSchema: `{"type":"object","properties":{"b":{"type":"number"},"a":{"type":"number"},"note":{"type":["string","null"]}},"required":["b","a"]}`}
 	if got, want := tool.Doc(), "Calculator_Add(a: number, b: number, note?: string|null)\n    Adds."; got != want {
 		t.Fatalf("Doc() = %q, want %q", got, want)
+	}
+	if got, want := tool.Signature(), "Calculator_Add(a: number, b: number, note?: string|null)"; got != want {
+		t.Fatalf("Signature() = %q, want %q", got, want)
+	}
+}
+
+// TestDocShowsConstraints: a stub's doc (code-mode prompt, `toolfleet program
+// stubs`) shows enum values, bounds, lengths, patterns and which parameters
+// are required, from the schema sdk/schema derives.
+func TestDocShowsConstraints(t *testing.T) {
+	t.Parallel()
+	md := (&schematestv1.ConstraintsRequest{}).ProtoReflect().Descriptor()
+	s, err := schema.For(md)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := json.Marshal(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tool := program.Tool{Tool: toolcall.Tool{ModelName: "SchemaTest_CheckConstraints"}, InputSchema: string(b)}
+	doc := tool.Doc()
+	for _, want := range []string{
+		"SchemaTest_CheckConstraints(", "name: string 2..10 chars", "code: string matching ^[A-Z]{3}$",
+		`op: "add"|"sub"`, "count: integer 1..10", "ratio: number >0 <1", `color?: "red"|"green"`,
+		"email: string email", "tags: list of string ≤5 chars 1..3 items", `wait?: duration such as "1.5s"`,
+		`fixed: "v1"`, "big?: integer ≤1000", "limit?: integer <100", "epoch?: integer ≥0", "notSeven?: integer not 7",
+	} {
+		if !strings.Contains(doc, want) {
+			t.Errorf("Doc() lacks %q:\n%s", want, doc)
+		}
+	}
+	if strings.Contains(doc, "2147483647") || strings.Contains(doc, "COLOR_") {
+		t.Errorf("Doc() shows type ranges or proto enum names:\n%s", doc)
 	}
 }

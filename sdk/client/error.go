@@ -65,14 +65,50 @@ type ValidationError struct {
 	CallID string
 }
 
-// Error returns the message and every field error, sorted by field.
+// Error returns the message and the field errors it does not already name,
+// sorted by field. (The gateway's message lists every field error, so each is
+// said once.)
 func (e *ValidationError) Error() string {
 	var b strings.Builder
 	b.WriteString(invalidInput(e.Message))
-	for _, f := range slices.Sorted(maps.Keys(e.ParameterErrors)) {
+	for _, f := range e.unnamed() {
 		fmt.Fprintf(&b, "; %s: %s", f, e.ParameterErrors[f])
 	}
 	return b.String()
+}
+
+// Text renders the error for a model or a terminal: a headline, then one
+// "- field: message" line per field error, sorted by field, each said once.
+// The headline is "invalid input:" when the message only lists the field
+// errors (as the gateway's does), else the message.
+func (e *ValidationError) Text() string {
+	var b strings.Builder
+	rest := e.Message
+	for f, m := range e.ParameterErrors {
+		rest = strings.ReplaceAll(rest, f+": "+m, "")
+	}
+	fields := e.unnamed()
+	if len(e.ParameterErrors) > 0 && strings.Trim(strings.TrimPrefix(strings.TrimSpace(rest), "invalid input"), " :;") == "" {
+		b.WriteString("invalid input:")
+		fields = slices.Sorted(maps.Keys(e.ParameterErrors))
+	} else {
+		b.WriteString(invalidInput(e.Message))
+	}
+	for _, f := range fields {
+		fmt.Fprintf(&b, "\n- %s: %s", f, e.ParameterErrors[f])
+	}
+	return b.String()
+}
+
+// unnamed returns the fields whose error the message does not state, sorted.
+func (e *ValidationError) unnamed() []string {
+	var out []string
+	for _, f := range slices.Sorted(maps.Keys(e.ParameterErrors)) {
+		if !strings.Contains(e.Message, f+": "+e.ParameterErrors[f]) {
+			out = append(out, f)
+		}
+	}
+	return out
 }
 
 // GRPCStatus renders the error as the gateway sends it: InvalidArgument with a

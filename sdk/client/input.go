@@ -6,13 +6,17 @@ import (
 	"time"
 
 	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/structpb"
 )
 
 // InputOf converts a call input to the Struct the gateway takes: nil (no
-// fields), a *structpb.Struct, a map[string]any, a json.RawMessage, []byte or
-// string holding a JSON object, or any value encoding/json renders as an object.
+// fields), a *structpb.Struct, a proto.Message (a generated request, rendered
+// as protojson), a json.RawMessage, []byte or string holding a JSON object, or
+// any value encoding/json renders as an object: a map[string]any whose values
+// may be typed slices, maps and structs ([]string, map[string]int, …), or a
+// struct with json tags.
 func InputOf(input any) (*structpb.Struct, error) {
 	var raw []byte
 	switch v := input.(type) {
@@ -20,12 +24,23 @@ func InputOf(input any) (*structpb.Struct, error) {
 		return &structpb.Struct{}, nil
 	case *structpb.Struct:
 		return v, nil
-	case map[string]any:
-		s, err := structpb.NewStruct(v)
+	case proto.Message:
+		b, err := protojson.Marshal(v)
 		if err != nil {
 			return nil, fmt.Errorf("client: input: %w", err)
 		}
-		return s, nil
+		raw = b
+	case map[string]any:
+		// structpb.NewStruct takes only []any and map[string]any containers;
+		// typed ones go through encoding/json below.
+		if s, err := structpb.NewStruct(v); err == nil {
+			return s, nil
+		}
+		b, err := json.Marshal(v)
+		if err != nil {
+			return nil, fmt.Errorf("client: input: %w", err)
+		}
+		raw = b
 	case json.RawMessage:
 		raw = v
 	case []byte:

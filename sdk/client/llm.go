@@ -5,9 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
-	"slices"
-	"strings"
 
 	"google.golang.org/grpc/codes"
 
@@ -106,7 +103,7 @@ func resultPart(call *toolfleetv1.ToolCall, o Outcome) (*toolfleetv1.Part, error
 	case errors.As(o.Err, &se):
 		return llm.ResultPart(call.GetId(), call.GetName(), se.Message, true), nil
 	case errors.As(o.Err, &ve):
-		return llm.ResultPart(call.GetId(), call.GetName(), validationText(ve), true), nil
+		return llm.ResultPart(call.GetId(), call.GetName(), ve.Text(), true), nil
 	case o.Err != nil:
 		return nil, o.Err
 	case !o.Result.Success:
@@ -123,14 +120,4 @@ func resultPart(call *toolfleetv1.ToolCall, o Outcome) (*toolfleetv1.Part, error
 	p := llm.ResultPart(call.GetId(), call.GetName(), string(text), false)
 	p.GetToolResult().Structured = o.Result.Value
 	return p, nil
-}
-
-// validationText lists a validation error's field messages for a model.
-func validationText(ve *ValidationError) string {
-	var b strings.Builder
-	b.WriteString(invalidInput(ve.Message))
-	for _, f := range slices.Sorted(maps.Keys(ve.ParameterErrors)) {
-		fmt.Fprintf(&b, "\n- %s: %s", f, ve.ParameterErrors[f])
-	}
-	return b.String()
 }

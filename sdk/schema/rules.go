@@ -87,9 +87,13 @@ func enumRules(s map[string]any, fd protoreflect.FieldDescriptor, r *validate.En
 	if ed == nil {
 		return
 	}
+	e, err := Enum(ed)
+	if err != nil {
+		return // single reported it
+	}
 	name := func(n int32) any {
-		if v := ed.Values().ByNumber(protoreflect.EnumNumber(n)); v != nil {
-			return string(v.Name())
+		if m := e.ModelName(protoreflect.EnumNumber(n)); m != "" {
+			return m
 		}
 		return int64(n)
 	}
@@ -99,6 +103,9 @@ func enumRules(s map[string]any, fd protoreflect.FieldDescriptor, r *validate.En
 	if in := r.GetIn(); len(in) > 0 {
 		names := make([]any, 0, len(in))
 		for _, n := range in {
+			if !offered(e, protoreflect.EnumNumber(n)) && ed.Values().ByNumber(protoreflect.EnumNumber(n)) != nil {
+				continue // a zero value models are not offered
+			}
 			names = append(names, name(n))
 		}
 		s["enum"] = names
@@ -109,7 +116,7 @@ func enumRules(s map[string]any, fd protoreflect.FieldDescriptor, r *validate.En
 			excluded[name(n)] = true
 		}
 		var kept []any
-		for _, v := range enumNames(ed) {
+		for _, v := range e.Names() {
 			if !excluded[v] {
 				kept = append(kept, v)
 			}

@@ -33,6 +33,10 @@ import (
 // Draft is the $schema of every schema this package emits.
 const Draft = "https://json-schema.org/draft/2020-12/schema"
 
+// DurationNote ends the description of every google.protobuf.Duration field:
+// its JSON form names the unit.
+const DurationNote = `duration in seconds with an "s" suffix, e.g. "1.5s"`
+
 // ErrContract is wrapped by errors caused by a contract this package cannot
 // describe, e.g. an example that is not JSON or rules that do not parse.
 var ErrContract = errors.New("schema: unusable contract")
@@ -230,6 +234,14 @@ func (g *generator) field(fd protoreflect.FieldDescriptor, rules *validate.Field
 	if desc == "" {
 		desc = comment(fd.ParentFile().SourceLocations().ByDescriptor(fd))
 	}
+	if fd.Message() != nil && fd.Message().FullName() == "google.protobuf.Duration" && !fd.IsMap() {
+		// The unit, which the pattern alone leaves for a model to guess.
+		if desc == "" {
+			desc = "A " + DurationNote + "."
+		} else {
+			desc += " (" + DurationNote + ")"
+		}
+	}
 	if od := fd.ContainingOneof(); od != nil && !od.IsSynthetic() {
 		var others []string
 		for i := range od.Fields().Len() {
@@ -320,7 +332,12 @@ func (g *generator) single(fd protoreflect.FieldDescriptor) map[string]any {
 		if fd.Enum().FullName() == "google.protobuf.NullValue" {
 			return map[string]any{"type": "null"}
 		}
-		return map[string]any{"type": "string", "enum": enumNames(fd.Enum())}
+		e, err := Enum(fd.Enum())
+		if err != nil {
+			g.fail(err)
+			return map[string]any{"type": "string"}
+		}
+		return map[string]any{"type": "string", "enum": strs(e.Names())}
 	default:
 		return g.message(fd.Message())
 	}
@@ -370,15 +387,6 @@ func (g *generator) wellKnown(md protoreflect.MessageDescriptor) map[string]any 
 	default: // google.protobuf.Value: any JSON value
 		return map[string]any{}
 	}
-}
-
-func enumNames(ed protoreflect.EnumDescriptor) []any {
-	vs := ed.Values()
-	out := make([]any, 0, vs.Len())
-	for i := range vs.Len() {
-		out = append(out, string(vs.Get(i).Name()))
-	}
-	return out
 }
 
 // FieldOptions returns a field's (toolfleet.v1.field) options; empty ones when

@@ -12,6 +12,7 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	calculatorv1 "github.com/toolfleet/toolfleet/gen/tools/calculator/v1"
 	clockv1 "github.com/toolfleet/toolfleet/gen/tools/clock/v1"
@@ -132,7 +133,7 @@ func TestSchemaAcceptsProtojson(t *testing.T) {
 			"maybeText": "t", "maybeBig": "12", "maybeFlag": false, "nothing": {}, "mask": "a,b.c",
 			"extra": {"@type": "type.googleapis.com/google.protobuf.Empty", "value": {}}, "colors": ["COLOR_GREEN"]}`},
 		{"types with 64-bit numbers", (&schematestv1.TypesRequest{}).ProtoReflect().Descriptor(), `{"i64": 5, "u64": 7, "targetId": "12"}`},
-		{"constraints", (&schematestv1.ConstraintsRequest{}).ProtoReflect().Descriptor(), validConstraints},
+		{"constraints", (&schematestv1.ConstraintsRequest{}).ProtoReflect().Descriptor(), strings.Replace(validConstraints, `"red"`, `"COLOR_RED"`, 1)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -147,7 +148,7 @@ func TestSchemaAcceptsProtojson(t *testing.T) {
 				t.Fatal(err)
 			}
 			sch := compile(t, s)
-			if err := sch.Validate(instance(t, tt.json)); err != nil {
+			if err := sch.Validate(instance(t, toModel(t, tt.md, tt.json))); err != nil {
 				t.Fatalf("input rejected by its schema: %v", err)
 			}
 			// ...and what protojson writes back must conform too.
@@ -155,18 +156,34 @@ func TestSchemaAcceptsProtojson(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := sch.Validate(instance(t, string(out))); err != nil {
+			if err := sch.Validate(instance(t, toModel(t, tt.md, string(out)))); err != nil {
 				t.Fatalf("protojson output rejected by the schema: %v\n%s", err, out)
 			}
 		})
 	}
 }
 
+// toModel rewrites protojson's enum names into the model names the schema
+// offers, as the gateway does with results (schema.ResultToModel).
+func toModel(t *testing.T, md protoreflect.MessageDescriptor, js string) string {
+	t.Helper()
+	v := &structpb.Value{}
+	if err := protojson.Unmarshal([]byte(js), v); err != nil {
+		t.Fatalf("%s: %v", js, err)
+	}
+	schema.ResultToModel(md, v)
+	b, err := protojson.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
 // validConstraints is a ConstraintsRequest in JSON that passes every rule.
 const validConstraints = `{
 	"name": "ok", "code": "ABC", "op": "add", "email": "a@example.com", "link": "https://x.y/z",
 	"id": "123e4567-e89b-12d3-a456-426614174000", "count": 10, "ratio": 0.5, "big": "1000",
-	"fixed": "v1", "notSeven": 8, "tags": ["a", "b"], "color": "COLOR_RED",
+	"fixed": "v1", "notSeven": 8, "tags": ["a", "b"], "color": "red",
 	"items": [{"name": "x", "quantity": 1}], "labels": {"ab": "xyz"}, "blob": "AAE=",
 	"inner": {}, "wait": "60s", "limit": 99, "epoch": "0"}`
 

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"google.golang.org/protobuf/reflect/protoreflect"
 
@@ -23,23 +24,39 @@ import (
 // decodes it and reports every problem by JSON path, so that a model learns all of
 // its mistakes at once and where they are (protojson stops at the first one and
 // names no path).
-func checkJSON(md protoreflect.MessageDescriptor, input []byte) map[string]string {
+//
+// Enum values may be given by their model names (schema.Enum): when the input
+// uses any, checkJSON returns it again with those replaced by the proto names
+// protojson decodes; otherwise the returned input is nil.
+func checkJSON(md protoreflect.MessageDescriptor, input []byte) ([]byte, map[string]string) {
 	dec := json.NewDecoder(bytes.NewReader(input))
 	dec.UseNumber()
 	var v any
 	if err := dec.Decode(&v); err != nil {
-		return map[string]string{RootPath: "is not valid JSON: " + err.Error()}
+		return nil, map[string]string{RootPath: "is not valid JSON: " + err.Error()}
 	}
 	if dec.More() {
-		return map[string]string{RootPath: "must be a single JSON object"}
+		return nil, map[string]string{RootPath: "must be a single JSON object"}
 	}
 	c := &jsonChecker{errs: map[string]string{}}
 	c.message("", v, md)
-	return c.errs
+	if len(c.errs) > 0 || !c.renamed {
+		return nil, c.errs
+	}
+	if !utf8.Valid(input) {
+		// encoding/json replaced invalid UTF-8; protojson must see the original and refuse it.
+		return nil, nil
+	}
+	out, err := json.Marshal(v)
+	if err != nil {
+		return nil, map[string]string{RootPath: "is not valid JSON: " + err.Error()}
+	}
+	return out, nil
 }
 
 type jsonChecker struct {
-	errs map[string]string
+	errs    map[string]string
+	renamed bool // an enum value was given by its model name and replaced
 }
 
 func (c *jsonChecker) fail(path, msg string) {
@@ -144,10 +161,10 @@ func (c *jsonChecker) message(path string, v any, md protoreflect.MessageDescrip
 					c.fail(ep, "must not be null")
 					continue
 				}
-				c.value(ep, el, fd)
+				arr[i] = c.value(ep, el, fd)
 			}
 		default:
-			c.value(p, val, fd)
+			obj[key] = c.value(p, val, fd)
 		}
 	}
 }
@@ -178,11 +195,13 @@ func (c *jsonChecker) mapField(path string, v any, fd protoreflect.FieldDescript
 			c.fail(p, "must not be null")
 			continue
 		}
-		c.value(p, val, vd)
+		obj[k] = c.value(p, val, vd)
 	}
 }
 
-func (c *jsonChecker) value(path string, v any, fd protoreflect.FieldDescriptor) {
+// value checks one value of fd and returns it, or its replacement: the proto
+// name of an enum value given by its model name.
+func (c *jsonChecker) value(path string, v any, fd protoreflect.FieldDescriptor) any {
 	switch k := fd.Kind(); k {
 	case protoreflect.BoolKind:
 		if _, ok := v.(bool); !ok {
@@ -202,7 +221,7 @@ func (c *jsonChecker) value(path string, v any, fd protoreflect.FieldDescriptor)
 			c.fail(path, msg)
 		}
 	case protoreflect.EnumKind:
-		c.enum(path, v, fd.Enum())
+		return c.enum(path, v, fd.Enum())
 	case protoreflect.MessageKind, protoreflect.GroupKind:
 		c.message(path, v, fd.Message())
 	default: // integers
@@ -210,26 +229,39 @@ func (c *jsonChecker) value(path string, v any, fd protoreflect.FieldDescriptor)
 			c.fail(path, msg)
 		}
 	}
+	return v
 }
 
-func (c *jsonChecker) enum(path string, v any, ed protoreflect.EnumDescriptor) {
+// enum checks an enum value: a model name, a proto name or a number (protojson
+// takes numbers; the gateway refuses them earlier, as the schema publishes names).
+func (c *jsonChecker) enum(path string, v any, ed protoreflect.EnumDescriptor) any {
 	if ed.FullName() == "google.protobuf.NullValue" {
 		if v != nil {
 			c.fail(path, "must be null")
 		}
-		return
+		return v
+	}
+	e, err := schema.Enum(ed)
+	if err != nil {
+		c.fail(path, "cannot be checked: the contract's enum is unusable")
+		return v
 	}
 	switch x := v.(type) {
 	case string:
-		if ed.Values().ByName(protoreflect.Name(x)) != nil {
-			return
+		if ev := e.Lookup(x); ev != nil {
+			if string(ev.Name()) != x {
+				c.renamed = true
+				return string(ev.Name())
+			}
+			return v
 		}
 	case json.Number:
 		if checkInteger(x, protoreflect.Int32Kind) == "" && (!ed.IsClosed() || ed.Values().ByNumber(protoreflect.EnumNumber(mustInt(x))) != nil) {
-			return
+			return v
 		}
 	}
-	c.fail(path, "must be one of: "+strings.Join(enumNames(ed), ", "))
+	c.fail(path, "must be one of: "+strings.Join(e.Names(), ", "))
+	return v
 }
 
 func mustInt(n json.Number) int64 {

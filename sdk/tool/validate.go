@@ -18,6 +18,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
+	"github.com/toolfleet/toolfleet/sdk/schema"
 )
 
 // RootPath is the parameter_errors key of an error about the input as a whole.
@@ -41,8 +42,12 @@ func DecodeInput(md protoreflect.MessageDescriptor, input []byte) (proto.Message
 	if len(strings.TrimSpace(string(input))) == 0 {
 		input = []byte("{}")
 	}
-	if errs := checkJSON(md, input); len(errs) > 0 {
+	renamed, errs := checkJSON(md, input)
+	if len(errs) > 0 {
 		return nil, newValidationError(errs), nil
+	}
+	if renamed != nil {
+		input = renamed
 	}
 	msg := newMessage(md)
 	if err := (protojson.UnmarshalOptions{}).Unmarshal(input, msg); err != nil {
@@ -204,36 +209,41 @@ func violationMessage(v *protovalidate.Violation) string {
 	}
 	rv := v.RuleValue
 	has := rv.IsValid()
+	if unsetEnum(v) {
+		// A proto3 enum left out reads as its zero value: say what to do, not
+		// which hidden value it must not be.
+		return "is required"
+	}
 	switch rule {
 	case "required":
 		return "is required"
 	case "min_len", "min_bytes":
 		if has {
-			return fmt.Sprintf("must be at least %d %s", rv.Uint(), unit(rule, v.FieldDescriptor))
+			return fmt.Sprintf("must be at least %s", count(rv.Uint(), unit(rule, v.FieldDescriptor)))
 		}
 	case "max_len", "max_bytes":
 		if has {
-			return fmt.Sprintf("must be at most %d %s", rv.Uint(), unit(rule, v.FieldDescriptor))
+			return fmt.Sprintf("must be at most %s", count(rv.Uint(), unit(rule, v.FieldDescriptor)))
 		}
 	case "len", "len_bytes":
 		if has {
-			return fmt.Sprintf("must be exactly %d %s", rv.Uint(), unit(rule, v.FieldDescriptor))
+			return fmt.Sprintf("must be exactly %s", count(rv.Uint(), unit(rule, v.FieldDescriptor)))
 		}
 	case "min_items":
 		if has {
-			return fmt.Sprintf("must have at least %d items", rv.Uint())
+			return "must have at least " + count(rv.Uint(), "items")
 		}
 	case "max_items":
 		if has {
-			return fmt.Sprintf("must have at most %d items", rv.Uint())
+			return "must have at most " + count(rv.Uint(), "items")
 		}
 	case "min_pairs":
 		if has {
-			return fmt.Sprintf("must have at least %d entries", rv.Uint())
+			return "must have at least " + count(rv.Uint(), "entries")
 		}
 	case "max_pairs":
 		if has {
-			return fmt.Sprintf("must have at most %d entries", rv.Uint())
+			return "must have at most " + count(rv.Uint(), "entries")
 		}
 	case "unique":
 		return "must not contain duplicate items"
@@ -253,7 +263,9 @@ func violationMessage(v *protovalidate.Violation) string {
 		return "must be a valid IP address"
 	case "defined_only":
 		if fd := v.FieldDescriptor; fd != nil && fd.Enum() != nil {
-			return "must be one of: " + strings.Join(enumNames(fd.Enum()), ", ")
+			if e, err := schema.Enum(fd.Enum()); err == nil {
+				return "must be one of: " + strings.Join(e.Names(), ", ")
+			}
 		}
 	case "in", "not_in":
 		if has {
@@ -276,6 +288,33 @@ func violationMessage(v *protovalidate.Violation) string {
 	return msg
 }
 
+// unsetEnum reports a violation on a singular enum field without presence that
+// holds its zero value, i.e. that the input left out (or set to the zero name).
+func unsetEnum(v *protovalidate.Violation) bool {
+	fd := v.FieldDescriptor
+	if fd == nil || fd.Kind() != protoreflect.EnumKind || fd.IsList() || fd.IsMap() || fd.HasPresence() || !v.FieldValue.IsValid() {
+		return false
+	}
+	if len(v.Proto.GetField().GetElements()) == 0 || v.Proto.GetForKey() {
+		return false
+	}
+	n, ok := v.FieldValue.Interface().(protoreflect.EnumNumber)
+	return ok && n == 0
+}
+
+// count renders n things: "1 character", "2 characters".
+func count(n uint64, things string) string {
+	if n == 1 {
+		switch things {
+		case "entries":
+			things = "entry"
+		default:
+			things = strings.TrimSuffix(things, "s")
+		}
+	}
+	return fmt.Sprintf("%d %s", n, things)
+}
+
 func unit(rule string, fd protoreflect.FieldDescriptor) string {
 	if strings.HasSuffix(rule, "bytes") || fd != nil && fd.Kind() == protoreflect.BytesKind {
 		return "bytes"
@@ -295,12 +334,15 @@ func listValues(rv protoreflect.Value, fd protoreflect.FieldDescriptor) []string
 	return out
 }
 
-// scalarString prints a rule value as the model would write it: enum values by name.
+// scalarString prints a rule value as the model would write it: enum values by
+// their model names.
 func scalarString(v protoreflect.Value, fd protoreflect.FieldDescriptor) string {
 	if fd != nil && fd.Enum() != nil {
 		if n, ok := v.Interface().(int32); ok {
-			if ev := fd.Enum().Values().ByNumber(protoreflect.EnumNumber(n)); ev != nil {
-				return string(ev.Name())
+			if e, err := schema.Enum(fd.Enum()); err == nil {
+				if name := e.ModelName(protoreflect.EnumNumber(n)); name != "" {
+					return name
+				}
 			}
 		}
 	}
@@ -310,15 +352,6 @@ func scalarString(v protoreflect.Value, fd protoreflect.FieldDescriptor) string 
 	default:
 		return fmt.Sprint(x)
 	}
-}
-
-func enumNames(ed protoreflect.EnumDescriptor) []string {
-	vals := ed.Values()
-	out := make([]string, 0, vals.Len())
-	for i := range vals.Len() {
-		out = append(out, string(vals.Get(i).Name()))
-	}
-	return out
 }
 
 // cleanProtojsonError drops the library prefix from a protojson error.

@@ -191,7 +191,7 @@ func TestVersionRouting(t *testing.T) {
 		{ref: "Greeter.Greet@1.1.0", input: `{"name": "Ada"}`, want: "Hello, Ada from 1.1.0"},
 		{ref: "Greeter.Greet@1.0.0", input: `{"name": "Ada", "language": "fr"}`,
 			wantParams: map[string]string{"language": "is not a known field; known fields: name"}},
-		{ref: "Greeter.Greet@1.0.0", input: `{"name": ""}`, wantParams: map[string]string{"name": "must be at least 1 characters"}},
+		{ref: "Greeter.Greet@1.0.0", input: `{"name": ""}`, wantParams: map[string]string{"name": "must be at least 1 character"}},
 		{ref: "Greeter.Greet@1.2.0", wantErr: contract.ErrVersionNotFound},
 		{ref: "Greeter.Wave", wantErr: contract.ErrToolNotFound},
 	}

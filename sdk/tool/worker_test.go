@@ -203,7 +203,7 @@ func TestWorkerRejectsInvalidInputBeforeTheTool(t *testing.T) {
 	}
 	want := map[string]string{
 		"name":          "must be at least 2 characters",
-		"items[1].name": "must be at least 1 characters",
+		"items[1].name": "must be at least 1 character",
 	}
 	if len(ve.GetParameterErrors()) != len(want) {
 		t.Fatalf("parameter_errors = %v, want %v", ve.GetParameterErrors(), want)

@@ -15,10 +15,12 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/dynamicpb"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
+	"github.com/toolfleet/toolfleet/sdk/schema"
 	"github.com/toolfleet/toolfleet/sdk/tool"
 	"github.com/toolfleet/toolfleet/services/gateway/registry"
 )
@@ -110,6 +112,9 @@ func (g *Gateway) mapResult(ctx context.Context, rt *registry.Route, out proto.M
 				return serverError(codes.Internal, merr, merr.Error(), "the gateway could not encode the result of %s", rt.Def().GetId())
 			}
 			if int64(len(b)) > limit && offer.owner != "" {
+				if md := out.ProtoReflect().Descriptor(); int64(len(b)) <= g.cfg.ResultMaxBytes && schema.ReachesEnum(md) {
+					b = modelEnums(md, b) // a handle's bytes read as the inline result would
+				}
 				g.keepResult(ctx, rt, offer, b, limit, resp)
 				return nil
 			}
@@ -125,6 +130,8 @@ func (g *Gateway) mapResult(ctx context.Context, rt *registry.Route, out proto.M
 				if uerr := protojson.Unmarshal(b, v); uerr != nil {
 					return serverError(codes.Internal, uerr, uerr.Error(), "the gateway could not encode the result of %s", rt.Def().GetId())
 				}
+				// Enum values read as the output schema offers them (low, not PRIORITY_LOW).
+				schema.ResultToModel(out.ProtoReflect().Descriptor(), v)
 			}
 		}
 		resp.Success = true
@@ -166,6 +173,21 @@ func (g *Gateway) mapResult(ctx context.Context, rt *registry.Route, out proto.M
 			DeveloperMessage: "gRPC status " + st.Code().String()})
 		return nil
 	}
+}
+
+// modelEnums rewrites the enum values of a result's protojson b to their
+// model names (schema.ResultToModel); b itself when it cannot.
+func modelEnums(md protoreflect.MessageDescriptor, b []byte) []byte {
+	v := &structpb.Value{}
+	if protojson.Unmarshal(b, v) != nil {
+		return b
+	}
+	schema.ResultToModel(md, v)
+	out, err := protojson.Marshal(v)
+	if err != nil {
+		return b
+	}
+	return out
 }
 
 func setToolError(resp *toolfleetv1.CallToolResponse, te *toolfleetv1.ToolError) {

@@ -514,6 +514,14 @@ var file_toolfleet_v1_options_proto_extTypes = []protoimpl.ExtensionInfo{
 		Tag:           "bytes,51201,opt,name=field",
 		Filename:      "toolfleet/v1/options.proto",
 	},
+	{
+		ExtendedType:  (*descriptorpb.EnumValueOptions)(nil),
+		ExtensionType: (*string)(nil),
+		Field:         51201,
+		Name:          "toolfleet.v1.model_name",
+		Tag:           "bytes,51201,opt,name=model_name",
+		Filename:      "toolfleet/v1/options.proto",
+	},
 }
 
 // Extension fields to descriptorpb.ServiceOptions.
@@ -538,6 +546,20 @@ var (
 	//
 	// optional toolfleet.v1.FieldOptions field = 51201;
 	E_Field = &file_toolfleet_v1_options_proto_extTypes[2]
+)
+
+// Extension fields to descriptorpb.EnumValueOptions.
+var (
+	// The name models see for this enum value, e.g. `PRIORITY_LOW = 1
+	// [(toolfleet.v1.model_name) = "low"];`. Without it a model sees the value's
+	// name without the enum's prefix, lower-cased (PRIORITY_LOW of enum Priority
+	// is "low"). A zero value named *_UNSPECIFIED without this option is never
+	// offered. Inputs take the model name or, for compatibility, the proto name;
+	// results carry the model name. At most 64 characters of [A-Za-z0-9_.-]; two
+	// values of one enum with the same model name make the contract unusable.
+	//
+	// optional string model_name = 51201;
+	E_ModelName = &file_toolfleet_v1_options_proto_extTypes[3]
 )
 
 var File_toolfleet_v1_options_proto protoreflect.FileDescriptor
@@ -590,7 +612,9 @@ const file_toolfleet_v1_options_proto_rawDesc = "" +
 	"\brequired\x18\x03 \x01(\bR\brequired:Y\n" +
 	"\atoolkit\x12\x1f.google.protobuf.ServiceOptions\x18\x81\x90\x03 \x01(\v2\x1c.toolfleet.v1.ToolkitOptionsR\atoolkit:O\n" +
 	"\x04tool\x12\x1e.google.protobuf.MethodOptions\x18\x81\x90\x03 \x01(\v2\x19.toolfleet.v1.ToolOptionsR\x04tool:Q\n" +
-	"\x05field\x12\x1d.google.protobuf.FieldOptions\x18\x81\x90\x03 \x01(\v2\x1a.toolfleet.v1.FieldOptionsR\x05fieldB=Z;github.com/toolfleet/toolfleet/gen/toolfleet/v1;toolfleetv1b\x06proto3"
+	"\x05field\x12\x1d.google.protobuf.FieldOptions\x18\x81\x90\x03 \x01(\v2\x1a.toolfleet.v1.FieldOptionsR\x05field:B\n" +
+	"\n" +
+	"model_name\x12!.google.protobuf.EnumValueOptions\x18\x81\x90\x03 \x01(\tR\tmodelNameB=Z;github.com/toolfleet/toolfleet/gen/toolfleet/v1;toolfleetv1b\x06proto3"
 
 var (
 	file_toolfleet_v1_options_proto_rawDescOnce sync.Once
@@ -606,16 +630,17 @@ func file_toolfleet_v1_options_proto_rawDescGZIP() []byte {
 
 var file_toolfleet_v1_options_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
 var file_toolfleet_v1_options_proto_goTypes = []any{
-	(*ToolkitOptions)(nil),              // 0: toolfleet.v1.ToolkitOptions
-	(*ToolOptions)(nil),                 // 1: toolfleet.v1.ToolOptions
-	(*ToolHints)(nil),                   // 2: toolfleet.v1.ToolHints
-	(*RetryPolicy)(nil),                 // 3: toolfleet.v1.RetryPolicy
-	(*ToolExample)(nil),                 // 4: toolfleet.v1.ToolExample
-	(*FieldOptions)(nil),                // 5: toolfleet.v1.FieldOptions
-	(*durationpb.Duration)(nil),         // 6: google.protobuf.Duration
-	(*descriptorpb.ServiceOptions)(nil), // 7: google.protobuf.ServiceOptions
-	(*descriptorpb.MethodOptions)(nil),  // 8: google.protobuf.MethodOptions
-	(*descriptorpb.FieldOptions)(nil),   // 9: google.protobuf.FieldOptions
+	(*ToolkitOptions)(nil),                // 0: toolfleet.v1.ToolkitOptions
+	(*ToolOptions)(nil),                   // 1: toolfleet.v1.ToolOptions
+	(*ToolHints)(nil),                     // 2: toolfleet.v1.ToolHints
+	(*RetryPolicy)(nil),                   // 3: toolfleet.v1.RetryPolicy
+	(*ToolExample)(nil),                   // 4: toolfleet.v1.ToolExample
+	(*FieldOptions)(nil),                  // 5: toolfleet.v1.FieldOptions
+	(*durationpb.Duration)(nil),           // 6: google.protobuf.Duration
+	(*descriptorpb.ServiceOptions)(nil),   // 7: google.protobuf.ServiceOptions
+	(*descriptorpb.MethodOptions)(nil),    // 8: google.protobuf.MethodOptions
+	(*descriptorpb.FieldOptions)(nil),     // 9: google.protobuf.FieldOptions
+	(*descriptorpb.EnumValueOptions)(nil), // 10: google.protobuf.EnumValueOptions
 }
 var file_toolfleet_v1_options_proto_depIdxs = []int32{
 	2,  // 0: toolfleet.v1.ToolOptions.hints:type_name -> toolfleet.v1.ToolHints
@@ -627,13 +652,14 @@ var file_toolfleet_v1_options_proto_depIdxs = []int32{
 	7,  // 6: toolfleet.v1.toolkit:extendee -> google.protobuf.ServiceOptions
 	8,  // 7: toolfleet.v1.tool:extendee -> google.protobuf.MethodOptions
 	9,  // 8: toolfleet.v1.field:extendee -> google.protobuf.FieldOptions
-	0,  // 9: toolfleet.v1.toolkit:type_name -> toolfleet.v1.ToolkitOptions
-	1,  // 10: toolfleet.v1.tool:type_name -> toolfleet.v1.ToolOptions
-	5,  // 11: toolfleet.v1.field:type_name -> toolfleet.v1.FieldOptions
-	12, // [12:12] is the sub-list for method output_type
-	12, // [12:12] is the sub-list for method input_type
-	9,  // [9:12] is the sub-list for extension type_name
-	6,  // [6:9] is the sub-list for extension extendee
+	10, // 9: toolfleet.v1.model_name:extendee -> google.protobuf.EnumValueOptions
+	0,  // 10: toolfleet.v1.toolkit:type_name -> toolfleet.v1.ToolkitOptions
+	1,  // 11: toolfleet.v1.tool:type_name -> toolfleet.v1.ToolOptions
+	5,  // 12: toolfleet.v1.field:type_name -> toolfleet.v1.FieldOptions
+	13, // [13:13] is the sub-list for method output_type
+	13, // [13:13] is the sub-list for method input_type
+	10, // [10:13] is the sub-list for extension type_name
+	6,  // [6:10] is the sub-list for extension extendee
 	0,  // [0:6] is the sub-list for field type_name
 }
 
@@ -650,7 +676,7 @@ func file_toolfleet_v1_options_proto_init() {
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolfleet_v1_options_proto_rawDesc), len(file_toolfleet_v1_options_proto_rawDesc)),
 			NumEnums:      0,
 			NumMessages:   6,
-			NumExtensions: 3,
+			NumExtensions: 4,
 			NumServices:   0,
 		},
 		GoTypes:           file_toolfleet_v1_options_proto_goTypes,

@@ -12,7 +12,6 @@ import (
 	"net/http"
 	"reflect"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -24,6 +23,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
+	"github.com/toolfleet/toolfleet/sdk/client"
 	"github.com/toolfleet/toolfleet/sdk/llm"
 )
 
@@ -499,18 +499,10 @@ func failure(ctx context.Context, toolID string, err error) (*sdk.CallToolResult
 	return nil, &jsonrpc.Error{Code: code, Message: fmt.Sprintf("%s: %s", st.Code(), msg)}
 }
 
-// validationText lists the field messages, one per line, sorted by field.
+// validationText lists the field messages, one per line, sorted by field,
+// each said once.
 func validationText(toolID string, ve *toolfleetv1.ValidationError) string {
-	var b strings.Builder
-	msg := ve.GetMessage()
-	if !strings.HasPrefix(msg, "invalid input") {
-		msg = "invalid input: " + msg
-	}
-	fmt.Fprintf(&b, "%s: %s", toolID, msg)
-	for _, f := range slices.Sorted(maps.Keys(ve.GetParameterErrors())) {
-		fmt.Fprintf(&b, "\n- %s: %s", f, ve.GetParameterErrors()[f])
-	}
-	return b.String()
+	return toolID + ": " + (&client.ValidationError{Message: ve.GetMessage(), ParameterErrors: ve.GetParameterErrors()}).Text()
 }
 
 type authKey struct{}

@@ -204,13 +204,16 @@ func refusal(code, developer, message string) *toolfleetv1.CallFailure {
 		ServerError: &toolfleetv1.ServerError{Message: message, DeveloperMessage: developer}}}
 }
 
-// result renders a response with its duration in milliseconds, as OXP has it.
+// result renders a response with its duration in milliseconds: as "duration",
+// OXP's name, and as "duration_ms", which says the unit.
 func result(resp *toolfleetv1.CallToolResponse) map[string]any {
+	ms := float64(resp.GetDuration().AsDuration().Microseconds()) / 1000
 	out := map[string]any{
-		"call_id":  resp.GetCallId(),
-		"tool_id":  resp.GetToolId(),
-		"duration": float64(resp.GetDuration().AsDuration().Microseconds()) / 1000,
-		"success":  resp.GetSuccess(),
+		"call_id":     resp.GetCallId(),
+		"tool_id":     resp.GetToolId(),
+		"duration":    ms,
+		"duration_ms": ms,
+		"success":     resp.GetSuccess(),
 	}
 	switch {
 	case resp.GetResultHandle() != nil:

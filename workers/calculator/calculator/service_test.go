@@ -92,7 +92,7 @@ func TestCalculatorFailures(t *testing.T) {
 	_, err = c.Evaluate(ctx(t), &calculatorv1.EvaluateRequest{})
 	ve, ok := tool.AsValidationError(err)
 	if status.Code(err) != codes.InvalidArgument || !ok ||
-		ve.GetParameterErrors()["expression"] != "must be at least 1 characters" || len(ve.GetParameterErrors()) != 1 {
+		ve.GetParameterErrors()["expression"] != "must be at least 1 character" || len(ve.GetParameterErrors()) != 1 {
 		t.Fatalf("empty expression = %v (%v)", err, ve)
 	}
 }
