@@ -32,9 +32,10 @@ import (
 // for one call.
 //
 // Clients at 2025-11-25 get the same question as an elicitation/create request
-// over a stateful session (the stdio bridge), when they declared elicitation;
-// over the stateless /mcp (no server-to-client requests) they get an isError
-// result saying how to approve (_meta["toolfleet/approver"]).
+// over a stateful session (the stdio bridge). A client that declared no
+// elicitation, or one at 2025-11-25 on the stateless /mcp (no
+// server-to-client requests), gets an isError result with the gateway's
+// message (how to approve: _meta["toolfleet/approver"] with tools:approve).
 
 // ApprovalInput is the key of the approval question in inputRequests and of
 // its answer in inputResponses.
@@ -114,18 +115,18 @@ func approvalAnswer(p *sdk.CallToolParamsRaw, toolID string, input *structpb.Str
 	return true, &toolfleetv1.Approval{Approver: name}, nil
 }
 
-// canAsk reports whether the client can be asked for an approval: at
-// 2026-07-28 always (input_required); before, only over a stateful session
-// (stdio) with a client that declared elicitation.
+// canAsk reports whether the client can be asked for an approval: it declared
+// elicitation, and speaks 2026-07-28 (input_required) or, before, holds a
+// stateful session (stdio: the SDK sends elicitation/create).
 func canAsk(ctx context.Context, req *sdk.CallToolRequest) bool {
+	if caps := req.ClientCapabilities(); caps == nil || caps.Elicitation == nil {
+		return false
+	}
 	if req.ProtocolVersion() >= "2026-07-28" {
 		return true
 	}
-	if stateless, _ := ctx.Value(statelessKey{}).(bool); stateless {
-		return false
-	}
-	caps := req.ClientCapabilities()
-	return caps != nil && caps.Elicitation != nil
+	stateless, _ := ctx.Value(statelessKey{}).(bool)
+	return !stateless
 }
 
 // approvalRequired reports a gateway refusal for want of an approval (the only
