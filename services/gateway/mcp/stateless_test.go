@@ -18,6 +18,7 @@ import (
 
 	"github.com/toolfleet/toolfleet/e2e"
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
+	"github.com/toolfleet/toolfleet/sdk/client"
 	"github.com/toolfleet/toolfleet/services/gateway/mcp"
 )
 
@@ -419,4 +420,65 @@ func TestApprovalInputRequired(t *testing.T) {
 	if r.Error == nil || r.Error.Code != jsonrpc.CodeInvalidParams || len(fleet.SchemaTest.TypesFor("forged")) != 0 {
 		t.Fatalf("a mismatched requestState: %+v %v, want -32602 and no run", r.Error, r.Result)
 	}
+}
+
+// TestBridgeRevisions: the stdio bridge's server (a Server over the gateway
+// through sdk/client, on one stateful transport) speaks both revisions, and
+// asks for an approval at both: input_required at 2026-07-28,
+// elicitation/create at 2025-11-25.
+func TestBridgeRevisions(t *testing.T) {
+	t.Parallel()
+	fleet := e2e.Start(t, e2e.Options{})
+	for _, v := range []string{v2026, v2025} {
+		t.Run(v, func(t *testing.T) {
+			t.Parallel()
+			var asked atomic.Int64
+			cs := connectMemoryAt(t, fleet.Addr, v, &sdk.ClientOptions{
+				ElicitationHandler: func(context.Context, *sdk.ElicitRequest) (*sdk.ElicitResult, error) {
+					asked.Add(1)
+					return &sdk.ElicitResult{Action: "accept", Content: map[string]any{"approve": true, "approver": "ana"}}, nil
+				}})
+			if got := cs.InitializeResult().ProtocolVersion; got != v {
+				t.Fatalf("negotiated %s, want %s", got, v)
+			}
+			if tools := listTools(t, cs); tools["Calculator_Add"] == nil {
+				t.Fatal("Calculator_Add not listed")
+			}
+			s := "bridge-" + v
+			r, err := cs.CallTool(t.Context(), &sdk.CallToolParams{Name: "SchemaTest_Types", Arguments: map[string]any{"s": s}})
+			if err != nil || r.IsError || asked.Load() != 1 || len(fleet.SchemaTest.TypesFor(s)) != 1 {
+				t.Fatalf("approved call: %+v %v (asked %d times, ran %d times)", r, err, asked.Load(), len(fleet.SchemaTest.TypesFor(s)))
+			}
+		})
+	}
+}
+
+// connectMemoryAt is connectMemory at protocol version v.
+func connectMemoryAt(t *testing.T, addr, v string, copts *sdk.ClientOptions) *sdk.ClientSession {
+	t.Helper()
+	c, err := client.New(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	srv := mcp.New(mcp.ClientBackend(c), mcp.Options{Logger: quiet()})
+	st, ct := sdk.NewInMemoryTransports()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ctx, st) }()
+	cs, err := sdk.NewClient(&sdk.Implementation{Name: "mcp-test", Version: "1"}, copts).Connect(t.Context(), ct, &sdk.ClientSessionOptions{ProtocolVersion: v})
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cs.Close()
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			t.Error("MCP server did not stop")
+		}
+	})
+	return cs
 }
