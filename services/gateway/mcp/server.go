@@ -159,7 +159,11 @@ func New(b Backend, opts Options) *Server {
 		PageSize: opts.PageSize,
 		Instructions: "Tools served by a toolfleet gateway. Tool titles carry the exact version " +
 			"(Toolkit.Tool@x.y.z); a failed call returns isError with a message to act on.",
-		Capabilities: &sdk.ServerCapabilities{Tools: &sdk.ToolCapabilities{ListChanged: true}},
+		// Prompts and resources are declared because the SDK answers their
+		// list methods (with empty lists): a server must not handle a feature
+		// it does not declare (SEP-2575).
+		Capabilities: &sdk.ServerCapabilities{Tools: &sdk.ToolCapabilities{ListChanged: true},
+			Prompts: &sdk.PromptCapabilities{}, Resources: &sdk.ResourceCapabilities{}},
 		SetCacheable: s.cacheable,
 	})
 	// freshList(scopedList(SDK)): the list is refreshed, listed, then filtered
