@@ -58,6 +58,15 @@ func (b mcpBackend) CanCall(ctx context.Context) (func(toolID string) bool, erro
 	}, nil
 }
 
+// MayApprove reports whether the MCP request's caller (for a delegated call,
+// the delegate) holds tools:approve, as Principal.Approve requires.
+func (b mcpBackend) MayApprove(ctx context.Context) bool {
+	creds := credentialsOf(mcp.Header(ctx))
+	creds.Authorization = mcp.Authorization(ctx)
+	p, err := b.g.auth.Principal(ctx, creds)
+	return err == nil && p.Transport().Has(ScopeApprove)
+}
+
 // CallTool runs the call as the MCP request's caller. An approval without an
 // approver (given through MCP input_required) names the caller's subject.
 func (b mcpBackend) CallTool(ctx context.Context, req *toolfleetv1.CallToolRequest) (*toolfleetv1.CallToolResponse, error) {

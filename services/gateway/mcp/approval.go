@@ -37,6 +37,13 @@ import (
 // server-to-client requests), gets an isError result with the gateway's
 // message (how to approve: _meta["toolfleet/approver"] with tools:approve).
 
+// Approving is implemented by a [Backend] that knows whether the caller of ctx
+// may approve calls (the gateway: it holds tools:approve). A caller that may
+// not is not asked: its human's answer could not be accepted.
+type Approving interface {
+	MayApprove(ctx context.Context) bool
+}
+
 // ApprovalInput is the key of the approval question in inputRequests and of
 // its answer in inputResponses.
 const ApprovalInput = "toolfleet/approval"
@@ -119,7 +126,7 @@ func approvalAnswer(p *sdk.CallToolParamsRaw, toolID string, input *structpb.Str
 // elicitation, and speaks 2026-07-28 (input_required) or, before, holds a
 // stateful session (stdio: the SDK sends elicitation/create).
 func canAsk(ctx context.Context, req *sdk.CallToolRequest) bool {
-	if caps := req.ClientCapabilities(); caps == nil || caps.Elicitation == nil {
+	if !answerable(ctx, req) {
 		return false
 	}
 	if req.ProtocolVersion() >= "2026-07-28" {
@@ -127,6 +134,12 @@ func canAsk(ctx context.Context, req *sdk.CallToolRequest) bool {
 	}
 	stateless, _ := ctx.Value(statelessKey{}).(bool)
 	return !stateless
+}
+
+// answerable reports whether the client can answer an approval question.
+func answerable(_ context.Context, req *sdk.CallToolRequest) bool {
+	caps := req.ClientCapabilities()
+	return caps != nil && caps.Elicitation != nil
 }
 
 // approvalRequired reports a gateway refusal for want of an approval (the only

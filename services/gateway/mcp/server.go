@@ -454,6 +454,10 @@ func (s *Server) handler(toolID string) sdk.ToolHandler {
 					return errorResult(sdk.Meta{MetaToolID: toolID, "toolfleet/code": "FAILED_PRECONDITION"},
 						fmt.Sprintf("%s was not run: it was approved in the MCP client, but the gateway refused the approval: %s", toolID, why)), nil
 				case call.Approval == nil && canAsk(ctx, req):
+					if a, ok := s.backend.(Approving); ok && !a.MayApprove(ctx) {
+						return errorResult(sdk.Meta{MetaToolID: toolID, "toolfleet/code": "FAILED_PRECONDITION"},
+							fmt.Sprintf("%s was not run: it requires an approval, and this caller may not give one (that needs the tools:approve scope).", toolID)), nil
+					}
 					return approvalQuestion(toolID, input, why), nil
 				}
 			}

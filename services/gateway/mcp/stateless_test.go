@@ -159,7 +159,9 @@ func post(t *testing.T, addr, method, name string, params map[string]any, extra 
 	}
 	meta[sdk.MetaKeyProtocolVersion] = v2026
 	meta[sdk.MetaKeyClientInfo] = map[string]any{"name": "raw", "version": "1"}
-	meta[sdk.MetaKeyClientCapabilities] = map[string]any{}
+	if meta[sdk.MetaKeyClientCapabilities] == nil {
+		meta[sdk.MetaKeyClientCapabilities] = map[string]any{}
+	}
 	params["_meta"] = meta
 	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": method, "params": params})
 	req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, "http://"+addr+"/mcp", bytes.NewReader(body))
@@ -381,7 +383,7 @@ func TestApprovalInputRequired(t *testing.T) {
 		{"approved", []string{"tools:call", "schematest:read", "tools:approve"}, &sdk.ElicitResult{Action: "accept", Content: map[string]any{"approve": true}}, true, ""},
 		{"declined", []string{"tools:call", "schematest:read", "tools:approve"}, &sdk.ElicitResult{Action: "decline"}, false, "declined"},
 		{"not ticked", []string{"tools:call", "schematest:read", "tools:approve"}, &sdk.ElicitResult{Action: "accept", Content: map[string]any{"approve": false}}, false, "declined"},
-		{"caller may not approve", []string{"tools:call", "schematest:read"}, &sdk.ElicitResult{Action: "accept", Content: map[string]any{"approve": true}}, false, "may not give one"},
+		{"caller may not approve", []string{"tools:call", "schematest:read"}, nil, false, "may not give one"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -399,7 +401,10 @@ func TestApprovalInputRequired(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if asked.Load() != 1 || !strings.Contains(question, "SchemaTest.Types@") || !strings.Contains(question, s) {
+			switch {
+			case tt.answer == nil && asked.Load() != 0:
+				t.Fatalf("asked %d times: a caller that may not approve must not be asked", asked.Load())
+			case tt.answer != nil && (asked.Load() != 1 || !strings.Contains(question, "SchemaTest.Types@") || !strings.Contains(question, s)):
 				t.Fatalf("asked %d times, question %q: want one question naming the tool and its arguments", asked.Load(), question)
 			}
 			ran := len(fleet.SchemaTest.TypesFor(s)) > len(before)
@@ -410,6 +415,17 @@ func TestApprovalInputRequired(t *testing.T) {
 				t.Fatalf("isError text %q, want it to say %q", text(r), tt.message)
 			}
 		})
+	}
+
+	// An answer without a question, by a caller that may not approve, is
+	// refused by the gateway: the tool does not run.
+	r0 := post(t, fleet.Addr, "tools/call", "SchemaTest_Types", map[string]any{"name": "SchemaTest_Types", "arguments": map[string]any{"s": "unasked"},
+		"inputResponses": map[string]any{mcp.ApprovalInput: map[string]any{"action": "accept", "content": map[string]any{"approve": true}}},
+		"requestState":   approvalStateOf(t, fleet, map[string]any{"s": "unasked"})},
+		http.Header{"Authorization": {"Bearer " + fleet.Token(t, "tools:call", "schematest:read")}})
+	if content, _ := r0.Result["content"].([]any); r0.Error != nil || r0.Result["isError"] != true || len(content) == 0 ||
+		!strings.Contains(content[0].(map[string]any)["text"].(string), "may not give one") || len(fleet.SchemaTest.TypesFor("unasked")) != 0 {
+		t.Fatalf("an approval by a caller without tools:approve: %+v %v, want isError and no run", r0.Error, r0.Result)
 	}
 
 	// A forged answer for another call is refused before anything runs.
@@ -481,4 +497,18 @@ func connectMemoryAt(t *testing.T, addr, v string, copts *sdk.ClientOptions) *sd
 		}
 	})
 	return cs
+}
+
+// approvalStateOf asks for an approval as a caller that may give one, and
+// returns the requestState of the question (what a client echoes).
+func approvalStateOf(t *testing.T, fleet *e2e.Fleet, args map[string]any) string {
+	t.Helper()
+	r := post(t, fleet.Addr, "tools/call", "SchemaTest_Types", map[string]any{"name": "SchemaTest_Types", "arguments": args,
+		"_meta": map[string]any{sdk.MetaKeyClientCapabilities: map[string]any{"elicitation": map[string]any{"form": map[string]any{}}}}},
+		http.Header{"Authorization": {"Bearer " + fleet.Token(t, "tools:call", "schematest:read", "tools:approve")}})
+	state, _ := r.Result["requestState"].(string)
+	if r.Error != nil || r.Result["resultType"] != "input_required" || state == "" {
+		t.Fatalf("no input_required answer: %+v %v", r.Error, r.Result)
+	}
+	return state
 }
