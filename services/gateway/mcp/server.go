@@ -77,7 +77,8 @@ type Options struct {
 	ProgressInterval time.Duration
 	// PageSize is the number of tools per tools/list page. Default [DefaultPageSize].
 	PageSize int
-	// SessionTimeout closes idle streamable-HTTP sessions. Default [DefaultSessionTimeout].
+	// SessionTimeout closed idle streamable-HTTP sessions. Unused: [Server.Handler]
+	// is stateless and keeps no sessions. Kept for source compatibility.
 	SessionTimeout time.Duration
 	// Logger receives the server's logs. Default slog.Default().
 	Logger *slog.Logger
