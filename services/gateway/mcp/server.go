@@ -77,8 +77,10 @@ type Options struct {
 	ProgressInterval time.Duration
 	// PageSize is the number of tools per tools/list page. Default [DefaultPageSize].
 	PageSize int
-	// SessionTimeout closed idle streamable-HTTP sessions. Unused: [Server.Handler]
-	// is stateless and keeps no sessions. Kept for source compatibility.
+	// SessionTimeout is unused: [Server.Handler] is stateless and keeps no
+	// sessions.
+	//
+	// Deprecated: it has no effect; kept for source compatibility.
 	SessionTimeout time.Duration
 	// Logger receives the server's logs. Default slog.Default().
 	Logger *slog.Logger
@@ -186,7 +188,7 @@ func New(b Backend, opts Options) *Server {
 func (s *Server) Handler() http.Handler {
 	h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return s.mcp },
 		&sdk.StreamableHTTPOptions{Stateless: true, PropagateRequestCancellation: true,
-			SessionTimeout: s.opts.SessionTimeout, Logger: s.log, MaxRequestBodyBytes: s.opts.MaxRequestBytes})
+			Logger: s.log, MaxRequestBodyBytes: s.opts.MaxRequestBytes})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		r = r.WithContext(context.WithValue(r.Context(), statelessKey{}, true))
 		if r.Method == http.MethodPost {
