@@ -66,6 +66,7 @@ type Fleet struct {
 	NATSURL string
 
 	log   *slog.Logger
+	cfg   gateway.Config
 	stops []func() error
 }
 
@@ -94,7 +95,7 @@ func New(ctx context.Context, opts Options) (_ *Fleet, err error) {
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	f := &Fleet{Calculator: &Calculator{Service: calculator.New()}, SchemaTest: &SchemaTest{callIDs: map[string][]string{}, slept: map[string]int{}},
+	f := &Fleet{Calculator: &Calculator{Service: calculator.New()}, SchemaTest: &SchemaTest{callIDs: map[string][]string{}, traces: map[string]string{}, slept: map[string]int{}},
 		NATSURL: opts.NATSURL, log: log}
 	defer func() {
 		if err != nil {
@@ -125,7 +126,7 @@ func New(ctx context.Context, opts Options) (_ *Fleet, err error) {
 	if err := f.run("gateway", g.Run, g.Ready()); err != nil {
 		return nil, err
 	}
-	f.Gateway, f.Addr = g, g.Addr()
+	f.Gateway, f.Addr, f.cfg = g, g.Addr(), cfg
 	for _, id := range []string{"Calculator.Add", "Calculator.Multiply", "SchemaTest.Types", "SchemaTest.Sleep"} {
 		if err := f.waitTool(id); err != nil {
 			return nil, err
@@ -174,6 +175,34 @@ func (f *Fleet) run(what string, run func(context.Context) error, ready <-chan s
 	case <-time.After(10 * time.Second):
 		return fmt.Errorf("e2e: %s not ready", what)
 	}
+}
+
+// Replica starts another gateway with the fleet's configuration (the same
+// workers, NATS and auth), as a second replica behind a load balancer would
+// run, waits until it serves both toolkits, and returns its address. It stops
+// with the fleet.
+func (f *Fleet) Replica(t testing.TB) string {
+	t.Helper()
+	g, err := gateway.New(t.Context(), f.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.run("gateway replica", g.Run, g.Ready()); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for _, id := range []string{"Calculator.Add", "SchemaTest.Types"} {
+		for {
+			if _, err := g.GetTool(&toolfleetv1.GetToolRequest{ToolId: id}); err == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("e2e: the replica does not serve %s", id)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	return g.Addr()
 }
 
 // AddWorker starts one more worker that joins the fleet through NATS
@@ -296,7 +325,8 @@ type SchemaTest struct {
 
 	mu      sync.Mutex
 	callIDs map[string][]string
-	slept   map[string]int // Sleep calls by call id
+	traces  map[string]string // the traceparent of the last Types call by s
+	slept   map[string]int    // Sleep calls by call id
 }
 
 // RetryAfter is the delay the retryable failures of SchemaTest.Types suggest.
@@ -309,11 +339,20 @@ func (s *SchemaTest) TypesFor(v string) []string {
 	return slices.Clone(s.callIDs[v])
 }
 
+// TraceParentFor returns the traceparent the last Types call made with s
+// received ("" when none).
+func (s *SchemaTest) TraceParentFor(v string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.traces[v]
+}
+
 // Types implements the SchemaTest.Types tool.
 func (s *SchemaTest) Types(ctx context.Context, req *schematestv1.TypesRequest) (*schematestv1.TypesResponse, error) {
 	s.TypesCalls.Add(1)
 	s.mu.Lock()
 	s.callIDs[req.GetS()] = append(s.callIDs[req.GetS()], tool.CallID(ctx))
+	s.traces[req.GetS()] = tool.TraceParent(ctx)
 	n := len(s.callIDs[req.GetS()])
 	s.mu.Unlock()
 	switch v := req.GetS(); {

@@ -73,6 +73,7 @@ type Config struct {
 	BatchParallelism     int
 	MaxConcurrentStreams uint32
 	AllowedOrigins       []string
+	PublicURL            string
 
 	// Orchestration serves AgentService and ProgramService (--temporal-address, ...).
 	Orchestration OrchestrationConfig
@@ -112,6 +113,7 @@ func flags(cfg *Config) *pflag.FlagSet {
 	fs.IntVar(&cfg.MaxBatchCalls, "max-batch-calls", gateway.DefaultMaxBatchCalls, "calls one CallTools request may hold; larger batches are refused whole")
 	fs.IntVar(&cfg.BatchParallelism, "batch-parallelism", gateway.DefaultBatchParallelism, "calls of one CallTools request running at once")
 	fs.Uint32Var(&cfg.MaxConcurrentStreams, "max-concurrent-streams", gateway.DefaultMaxConcurrentStreams, "RPCs in flight on one HTTP/2 connection")
+	fs.StringVar(&cfg.PublicURL, "public-url", "", "the gateway's origin as clients reach it (https://tools.example.com), named in the OAuth protected-resource metadata (RFC 9728); default: each request's scheme and Host")
 	fs.StringSliceVar(&cfg.AllowedOrigins, "allowed-origins", nil, "browser origins (https://console.example.com) allowed to make state-changing requests and to use /mcp; default none")
 	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", 20*time.Second, "bound of the graceful stop on SIGTERM; keep it below the pod's termination grace period")
 	fs.StringVar(&cfg.LogLevel, "log-level", "info", "least level logged: debug, info, warn, error")
@@ -280,6 +282,7 @@ func (c Config) gatewayConfig(log *slog.Logger, mounts []gateway.Mount) (gateway
 		BatchParallelism:     c.BatchParallelism,
 		MaxConcurrentStreams: c.MaxConcurrentStreams,
 		AllowedOrigins:       c.AllowedOrigins,
+		PublicURL:            c.PublicURL,
 		Tracing:              c.Tracing,
 	}, nil
 }

@@ -108,7 +108,8 @@ func TestExternalMCPClient(t *testing.T) {
 	run(ctx, t, "", nil, "go", "build", "-o", bin, ".")
 
 	fleet := e2e.Start(t, e2e.Options{Auth: true})
-	env := []string{"MCP_TEST_TOKEN=" + fleet.Token(t, "tools:call")}
+	// schematest:read: SchemaTest.Types requires it, and listings show only what the token may call.
+	env := []string{"MCP_TEST_TOKEN=" + fleet.Token(t, "tools:call", "schematest:read")}
 	tests := []struct {
 		name string
 		args []string

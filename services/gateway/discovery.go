@@ -12,6 +12,7 @@ import (
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
 	"github.com/toolfleet/toolfleet/sdk/llm"
+	"github.com/toolfleet/toolfleet/services/gateway/auth"
 )
 
 // Page sizes of ListTools.
@@ -39,8 +40,15 @@ func tooLong(field string, n, limit int) *CallError {
 
 // ListTools lists tool definitions: filtered by toolkit and glob, latest version
 // of each tool unless all_versions, ordered by id, paginated with an opaque
-// cursor, optionally rendered for a provider.
+// cursor, optionally rendered for a provider. It lists every tool: the
+// surfaces list what the caller may call ([Gateway.ListToolsFor]).
 func (g *Gateway) ListTools(req *toolfleetv1.ListToolsRequest) (*toolfleetv1.ListToolsResponse, error) {
+	return g.ListToolsFor(auth.AnonymousPrincipal, req)
+}
+
+// ListToolsFor is [Gateway.ListTools] showing only the tools p may call
+// ([Principal.MayList]).
+func (g *Gateway) ListToolsFor(p *Principal, req *toolfleetv1.ListToolsRequest) (*toolfleetv1.ListToolsResponse, error) {
 	switch {
 	case len(req.GetPageToken()) > maxPageToken:
 		return nil, tooLong("page_token", len(req.GetPageToken()), maxPageToken)
@@ -69,7 +77,7 @@ func (g *Gateway) ListTools(req *toolfleetv1.ListToolsRequest) (*toolfleetv1.Lis
 	size = min(size, maxPageSize)
 	resp := &toolfleetv1.ListToolsResponse{}
 	for _, d := range snap.Defs() {
-		if d.GetId() <= after || !keep(d) || (!req.GetAllVersions() && !snap.IsLatest(d)) {
+		if d.GetId() <= after || !keep(d) || (!req.GetAllVersions() && !snap.IsLatest(d)) || !p.MayList(d) {
 			continue
 		}
 		if len(resp.Tools) == size {
@@ -101,6 +109,12 @@ func (g *Gateway) GetTool(req *toolfleetv1.GetToolRequest) (*toolfleetv1.GetTool
 
 // SearchTools ranks the latest version of each tool for a natural-language query.
 func (g *Gateway) SearchTools(req *toolfleetv1.SearchToolsRequest) (*toolfleetv1.SearchToolsResponse, error) {
+	return g.SearchToolsFor(auth.AnonymousPrincipal, req)
+}
+
+// SearchToolsFor is [Gateway.SearchTools] ranking only the tools p may call
+// ([Principal.MayList]).
+func (g *Gateway) SearchToolsFor(p *Principal, req *toolfleetv1.SearchToolsRequest) (*toolfleetv1.SearchToolsResponse, error) {
 	switch {
 	case len(req.GetQuery()) > maxQuery:
 		return nil, tooLong("query", len(req.GetQuery()), maxQuery)
@@ -116,7 +130,7 @@ func (g *Gateway) SearchTools(req *toolfleetv1.SearchToolsRequest) (*toolfleetv1
 	if limit <= 0 {
 		limit = defaultSearch
 	}
-	hits := snap.Search(req.GetQuery(), func(d *toolfleetv1.ToolDefinition) bool { return keep(d) && snap.IsLatest(d) })
+	hits := snap.Search(req.GetQuery(), func(d *toolfleetv1.ToolDefinition) bool { return keep(d) && snap.IsLatest(d) && p.MayList(d) })
 	hits = hits[:min(limit, len(hits))]
 	defs := make([]*toolfleetv1.ToolDefinition, len(hits))
 	for i, h := range hits {

@@ -229,7 +229,11 @@ func TestOnePort(t *testing.T) {
 	if code, _ := get("/tools", ""); code != http.StatusUnauthorized {
 		t.Fatalf("/tools without a token: %d, want 401", code)
 	}
-	code, body := get("/tools?toolkit=Calculator&all_versions=true&page_size=2", bearer)
+	// A token without a call scope lists nothing; tools:call lists the calculator.
+	if code, body := get("/tools?toolkit=Calculator", bearer); code != 200 || !strings.Contains(body, `"items":[]`) {
+		t.Fatalf("/tools with a token that may call nothing: %d %s, want an empty list", code, body)
+	}
+	code, body := get("/tools?toolkit=Calculator&all_versions=true&page_size=2", "Bearer "+token(t, "tools:call"))
 	var list struct {
 		Items []map[string]any `json:"items"`
 		Next  string           `json:"next_page_token"`

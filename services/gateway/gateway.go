@@ -177,6 +177,10 @@ type Config struct {
 	AllowedOrigins []string
 	// Mounts are services served at the gateway's address (see [Mount]).
 	Mounts []Mount
+	// PublicURL is the gateway's origin as clients reach it
+	// ("https://tools.example.com"), named in the RFC 9728 metadata and in
+	// WWW-Authenticate. Default: the scheme and Host of each request.
+	PublicURL string
 	// Tracing records the gateway's spans (server, and client towards workers)
 	// with the global OpenTelemetry TracerProvider (internal/telemetry). A
 	// caller's traceparent is honoured either way.

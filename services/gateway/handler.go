@@ -23,7 +23,9 @@ const connectCompressMinBytes = 8 << 10
 //   - GET /health, GET /tools, POST /tools/call, GET /results/{id} → the OXP HTTP JSON surface
 //     (package oxp, mounted by oxp_mount.go);
 //   - GET /metrics → Prometheus;
-//   - /mcp → the Model Context Protocol, streamable HTTP (mcp_mount.go).
+//   - /mcp → the Model Context Protocol, streamable HTTP (mcp_mount.go);
+//   - GET /.well-known/oauth-protected-resource[/mcp] → RFC 9728 metadata
+//     (resource_metadata.go).
 func (g *Gateway) Handler() http.Handler {
 	mux := http.NewServeMux()
 	connectOpts := []connect.HandlerOption{
@@ -41,6 +43,8 @@ func (g *Gateway) Handler() http.Handler {
 	oxp.New(oxpBackend{g}, oxp.Options{MaxRequestBytes: g.cfg.MaxRequestBytes, MaxInputValues: g.cfg.MaxInputValues}).Register(mux)
 	mux.Handle("GET /metrics", g.metrics.handler())
 	mux.Handle("/mcp", g.mcpHandler())
+	mux.HandleFunc("GET "+wellKnownResource, g.resourceMetadata)
+	mux.HandleFunc("GET "+wellKnownResource+"/", g.resourceMetadata)
 	for _, m := range g.cfg.Mounts {
 		mux.Handle(m.Pattern, m.Handler)
 	}

@@ -11,10 +11,11 @@ import (
 // This file mounts the MCP surface (package mcp, docs/mcp.md) at /mcp: one
 // hunk in Handler calls mcpHandler.
 
-// mcpHandler serves MCP over streamable HTTP on this gateway. With auth on, a
-// request without a valid bearer token is answered 401 before MCP sees it;
-// each tools/call then runs the full pipeline with the request's token
-// (scopes are checked per tool, as on every surface).
+// mcpHandler serves MCP over streamable HTTP on this gateway, stateless (any
+// replica answers any request). With auth on, a request without a valid
+// bearer token is answered 401 (with the RFC 9728 resource_metadata) before
+// MCP sees it; tools/list then shows what the token may call, and each
+// tools/call runs the full pipeline with the request's token.
 func (g *Gateway) mcpHandler() http.Handler {
 	h := mcp.New(mcpBackend{g}, mcp.Options{Name: "toolfleet-gateway", Logger: g.log, MaxRequestBytes: g.cfg.MaxRequestBytes, MaxInputValues: g.cfg.MaxInputValues}).Handler()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -25,7 +26,7 @@ func (g *Gateway) mcpHandler() http.Handler {
 			return
 		}
 		if _, ce := g.auth.Authenticate(r.Context(), r.Header.Get("Authorization")); ce != nil {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="toolfleet"`)
+			w.Header().Set("WWW-Authenticate", g.bearerChallenge(r, "/mcp"))
 			http.Error(w, ce.Error(), http.StatusUnauthorized)
 			return
 		}
@@ -36,12 +37,50 @@ func (g *Gateway) mcpHandler() http.Handler {
 // mcpBackend is the gateway in process, as package mcp sees it.
 type mcpBackend struct{ g *Gateway }
 
+// ListTools lists every tool: package mcp keeps one list for all callers and
+// filters it per caller with CanCall.
 func (b mcpBackend) ListTools(_ context.Context, req *toolfleetv1.ListToolsRequest) (*toolfleetv1.ListToolsResponse, error) {
 	return b.g.ListTools(req)
 }
 
+// CanCall is what the MCP request's caller may list ([Principal.MayList]).
+func (b mcpBackend) CanCall(ctx context.Context) (func(toolID string) bool, error) {
+	creds := credentialsOf(mcp.Header(ctx))
+	creds.Authorization = mcp.Authorization(ctx)
+	p, err := b.g.auth.Principal(ctx, creds)
+	if err != nil {
+		return nil, authError(err)
+	}
+	snap := b.g.reg.Current()
+	return func(id string) bool {
+		rt, re := snap.Resolve(id)
+		return re == nil && p.MayList(rt.Def())
+	}, nil
+}
+
+// MayApprove reports whether the MCP request's caller (for a delegated call,
+// the delegate) holds tools:approve, as Principal.Approve requires.
+func (b mcpBackend) MayApprove(ctx context.Context) bool {
+	creds := credentialsOf(mcp.Header(ctx))
+	creds.Authorization = mcp.Authorization(ctx)
+	p, err := b.g.auth.Principal(ctx, creds)
+	return err == nil && p.Transport().Has(ScopeApprove)
+}
+
+// CallTool runs the call as the MCP request's caller. An approval without an
+// approver (given through MCP input_required) names the caller's subject.
 func (b mcpBackend) CallTool(ctx context.Context, req *toolfleetv1.CallToolRequest) (*toolfleetv1.CallToolResponse, error) {
 	creds := credentialsOf(mcp.Header(ctx))
 	creds.Authorization = mcp.Authorization(ctx)
-	return b.g.authenticated(ctx, creds, req)
+	p, err := b.g.auth.Principal(ctx, creds)
+	if err != nil {
+		ce := authError(err)
+		ce.CallID = req.GetCallId()
+		b.g.metrics.count(b.g.metrics.tool(unresolved), KindServer)
+		return nil, ce
+	}
+	if a := req.GetApproval(); a != nil && a.GetApprover() == "" {
+		a.Approver = p.Transport().ID()
+	}
+	return b.g.Call(ctx, p, req)
 }

@@ -25,9 +25,10 @@ func (b oxpBackend) ToolCount() int { return len(b.g.reg.Current().Defs()) }
 // and a readiness probe never disagree.
 func (b oxpBackend) Serving() bool { return b.g.Serving() }
 
-// ListTools needs any authenticated caller, as on every surface.
+// ListTools needs any authenticated caller and lists what it may call, as on
+// every surface.
 func (b oxpBackend) ListTools(ctx context.Context, h http.Header, req *toolfleetv1.ListToolsRequest) (*toolfleetv1.ListToolsResponse, error) {
-	return discover(ctx, b.g, h.Get("Authorization"), req, b.g.ListTools)
+	return discoverFor(ctx, b.g, credentialsOf(h), req, b.g.ListToolsFor)
 }
 
 // CallTool authenticates the call (with delegation headers) and runs it.

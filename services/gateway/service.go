@@ -137,8 +137,19 @@ func discover[Req, Resp any](ctx context.Context, g *Gateway, header string, req
 	return f(req)
 }
 
+// discoverFor runs a listing for an authenticated caller (delegation applied),
+// showing what that principal may call.
+func discoverFor[Req, Resp any](ctx context.Context, g *Gateway, creds Credentials, req Req, f func(*Principal, Req) (Resp, error)) (Resp, error) {
+	p, err := g.auth.Principal(ctx, creds)
+	if err != nil {
+		var zero Resp
+		return zero, authError(err)
+	}
+	return f(p, req)
+}
+
 func (s grpcService) ListTools(ctx context.Context, req *toolfleetv1.ListToolsRequest) (*toolfleetv1.ListToolsResponse, error) {
-	resp, err := discover(ctx, s.g, bearerFromMD(ctx), req, s.g.ListTools)
+	resp, err := discoverFor(ctx, s.g, credentialsFromMD(ctx), req, s.g.ListToolsFor)
 	return resp, grpcErr(err)
 }
 
@@ -148,7 +159,7 @@ func (s grpcService) GetTool(ctx context.Context, req *toolfleetv1.GetToolReques
 }
 
 func (s grpcService) SearchTools(ctx context.Context, req *toolfleetv1.SearchToolsRequest) (*toolfleetv1.SearchToolsResponse, error) {
-	resp, err := discover(ctx, s.g, bearerFromMD(ctx), req, s.g.SearchTools)
+	resp, err := discoverFor(ctx, s.g, credentialsFromMD(ctx), req, s.g.SearchToolsFor)
 	return resp, grpcErr(err)
 }
 
@@ -163,7 +174,7 @@ func (s grpcService) CallTools(ctx context.Context, req *toolfleetv1.CallToolsRe
 }
 
 func (s connectService) ListTools(ctx context.Context, req *connect.Request[toolfleetv1.ListToolsRequest]) (*connect.Response[toolfleetv1.ListToolsResponse], error) {
-	return wrap(discover(ctx, s.g, req.Header().Get("Authorization"), req.Msg, s.g.ListTools))
+	return wrap(discoverFor(ctx, s.g, credentialsOf(req.Header()), req.Msg, s.g.ListToolsFor))
 }
 
 func (s connectService) GetTool(ctx context.Context, req *connect.Request[toolfleetv1.GetToolRequest]) (*connect.Response[toolfleetv1.GetToolResponse], error) {
@@ -171,7 +182,7 @@ func (s connectService) GetTool(ctx context.Context, req *connect.Request[toolfl
 }
 
 func (s connectService) SearchTools(ctx context.Context, req *connect.Request[toolfleetv1.SearchToolsRequest]) (*connect.Response[toolfleetv1.SearchToolsResponse], error) {
-	return wrap(discover(ctx, s.g, req.Header().Get("Authorization"), req.Msg, s.g.SearchTools))
+	return wrap(discoverFor(ctx, s.g, credentialsOf(req.Header()), req.Msg, s.g.SearchToolsFor))
 }
 
 func (s connectService) CallTool(ctx context.Context, req *connect.Request[toolfleetv1.CallToolRequest]) (*connect.Response[toolfleetv1.CallToolResponse], error) {

@@ -114,6 +114,17 @@ func (p *Principal) Authorize(def *toolfleetv1.ToolDefinition) *Error {
 	return nil
 }
 
+// MayList reports whether listings (ListTools, SearchTools, OXP GET /tools,
+// MCP tools/list) show def to p: the tools [Principal.Authorize] lets p call.
+// A caller holding [ScopeDelegate] calling for itself sees every tool: it
+// calls on behalf of others, whose scopes decide each call.
+func (p *Principal) MayList(def *toolfleetv1.ToolDefinition) bool {
+	if p.Via == nil && p.Has(ScopeDelegate) {
+		return true
+	}
+	return p.Authorize(def) == nil
+}
+
 // Approve checks a call of a tool whose contract requires approval: the
 // request names an approver and the caller that presented it (for a delegated
 // call, the delegate) holds [ScopeApprove]. It returns the approval to record,

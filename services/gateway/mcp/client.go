@@ -18,7 +18,15 @@ func (b clientBackend) ListTools(ctx context.Context, req *toolfleetv1.ListTools
 	return b.c.ListTools(ctx, req)
 }
 
+// ApproverStdio names the approver of a call approved through MCP on the
+// stdio bridge when the answer named none (the bridge does not know its
+// token's subject; the gateway records it with the call as the caller).
+const ApproverStdio = "mcp-stdio-user"
+
 func (b clientBackend) CallTool(ctx context.Context, req *toolfleetv1.CallToolRequest) (*toolfleetv1.CallToolResponse, error) {
+	if a := req.GetApproval(); a != nil && a.GetApprover() == "" {
+		a.Approver = ApproverStdio
+	}
 	res, err := b.c.CallTool(ctx, req)
 	if err != nil {
 		return nil, err // *client.ServerError / *client.ValidationError carry their gRPC status

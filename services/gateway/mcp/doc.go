@@ -7,33 +7,56 @@
 // through the gateway's pipeline, so MCP clients see the same tools, auth,
 // validation, idempotency and events as every other surface.
 //
+// # Revisions and state
+//
+// Both revisions are served: 2026-07-28 (server/discover, per-request _meta,
+// Mcp-Method/Mcp-Name routing headers checked by the SDK, cache hints ttlMs
+// and cacheScope on lists, input_required) and the handshake-era ones
+// (2025-11-25 and older, initialize). Over HTTP ([Server.Handler]) the server
+// is stateless: no session outlives a request, so any replica answers any
+// request; 2025-11-25 clients get no Mcp-Session-Id and no GET stream (405).
+// Over one transport ([Server.Serve], stdio) a session lives as long as the
+// connection, at either revision.
+//
 // # Tools
 //
 // tools/list shows the latest served version of each tool under its model name
 // ("Calculator_Add", valid for MCP and for every model provider), with the
 // version in the title ("Calculator.Add@1.0.0", or "Every type
 // (SchemaTest.Types@0.3.1)" when the contract has a title of its own) and in
-// _meta["toolfleet/id"]. A name calls exactly the version listed; when the
-// registry serves a new version the list changes and clients that asked for
-// notifications get notifications/tools/list_changed. The registry is polled
-// (Options.PollInterval) while at least one client is connected, and
-// re-read before answering tools/list when older than Options.MaxStaleness.
-// Pages hold Options.PageSize tools (cursor pagination). Annotations come from
-// the contract hints; input and (object) output schemas are the contract's.
+// _meta["toolfleet/id"], ordered by name; a [Scoped] backend (the gateway)
+// shows each caller only the tools it may call. A name calls exactly the
+// version listed; when the registry serves a new version the list changes and
+// subscribed clients (subscriptions/listen, or a stdio session) get
+// notifications/tools/list_changed. The registry is polled
+// (Options.PollInterval) while a request is open, and re-read before
+// answering tools/list when older than Options.MaxStaleness. Pages hold
+// Options.PageSize tools (cursor pagination). Annotations come from the
+// contract hints; input and (object) output schemas are the contract's
+// (JSON Schema 2020-12, passed through).
 //
 // # Calls and failures
 //
-// The three failure kinds of ARCHITECTURE.md §4 map as follows:
+// The three failure kinds of ARCHITECTURE.md §4 map as follows (see [failure]
+// for the whole table):
 //
 //   - success: the value as JSON text plus structuredContent (objects);
 //   - execution error: isError true with the tool's message (and its prompt hint);
 //   - validation error: isError true with one line per field message, so a model
 //     can correct itself;
-//   - server error (unknown tool or version, auth, unavailable, deadline): a
-//     JSON-RPC error; malformed arguments are a JSON-RPC invalid-params error.
+//   - server error: the caller's own mistakes (unknown tool, conflict,
+//     permission) are JSON-RPC -32602 with data.code; out of capacity is an
+//     isError result with a retry hint; only the gateway's own failures
+//     (unavailable, deadline, internal) are -32603.
+//
+// A tool that requires approval is approved through MCP itself: see
+// [ApprovalInput] (input_required at 2026-07-28, elicitation/create over a
+// stdio session at 2025-11-25), or with _meta["toolfleet/approver"].
 //
 // A call that asked for progress (a progressToken) gets a progress notification
 // every Options.ProgressInterval while it runs; a cancelled request
-// (notifications/cancelled) cancels the call at the worker. An MCP client may
-// pass an idempotency key as _meta["toolfleet/callId"].
+// (notifications/cancelled, or a closed 2026-07-28 POST) cancels the call at
+// the worker. An MCP client may pass an idempotency key as
+// _meta["toolfleet/callId"], and a W3C traceparent in _meta joins the call to
+// its trace.
 package mcp

@@ -277,8 +277,9 @@ func TestCallIDIsIdempotencyKey(t *testing.T) {
 }
 
 // TestApprovalOverMCP: KV-like approval rules hold on MCP too: SchemaTest.Types
-// requires approval; without toolfleet/approver in _meta it is a JSON-RPC error,
-// with it the tool runs.
+// requires approval; without toolfleet/approver in _meta (and a client that
+// cannot be asked: no elicitation) it is an isError result saying so, with it
+// the tool runs.
 func TestApprovalOverMCP(t *testing.T) {
 	t.Parallel()
 	fleet := e2e.Start(t, e2e.Options{})
@@ -287,12 +288,11 @@ func TestApprovalOverMCP(t *testing.T) {
 		t.Fatal(err)
 	}
 	args := map[string]any{"s": "hi"}
-	_, err = cs.CallTool(t.Context(), &sdk.CallToolParams{Name: "SchemaTest_Types", Arguments: args})
-	var rpcErr *jsonrpc.Error
-	if !errors.As(err, &rpcErr) || !strings.Contains(rpcErr.Message, "FailedPrecondition") {
-		t.Fatalf("without approval: %v, want a FailedPrecondition JSON-RPC error", err)
+	r, err := cs.CallTool(t.Context(), &sdk.CallToolParams{Name: "SchemaTest_Types", Arguments: args})
+	if err != nil || !r.IsError || !strings.Contains(text(r), "requires an approval") {
+		t.Fatalf("without approval: %+v %v, want an isError result saying it requires an approval", r, err)
 	}
-	r, err := cs.CallTool(t.Context(), &sdk.CallToolParams{Name: "SchemaTest_Types", Arguments: args, Meta: sdk.Meta{mcp.MetaApprover: "ana"}})
+	r, err = cs.CallTool(t.Context(), &sdk.CallToolParams{Name: "SchemaTest_Types", Arguments: args, Meta: sdk.Meta{mcp.MetaApprover: "ana"}})
 	if err != nil || r.IsError {
 		t.Fatalf("with approval: %+v %v", r, err)
 	}

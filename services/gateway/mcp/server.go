@@ -17,20 +17,22 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
+	"go.opentelemetry.io/otel/propagation"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
-	"github.com/toolfleet/toolfleet/sdk/client"
+	"github.com/toolfleet/toolfleet/internal/telemetry"
 	"github.com/toolfleet/toolfleet/sdk/llm"
 )
 
 // Backend is what the MCP surface needs of a gateway. CallTool returns a
 // response (a success or an execution error) or an error carrying a gRPC status
 // (a GRPCStatus method, as gateway.CallError and sdk/client's errors have) with
-// a toolfleetv1.ServerError or toolfleetv1.ValidationError detail.
+// a toolfleetv1.ServerError or toolfleetv1.ValidationError detail; its only
+// FAILED_PRECONDITION is "this tool needs an approval". A request whose
+// Approval has no approver was approved through MCP (input_required): the
+// backend names the approver (the gateway: the caller's subject).
 type Backend interface {
 	ListTools(ctx context.Context, req *toolfleetv1.ListToolsRequest) (*toolfleetv1.ListToolsResponse, error)
 	CallTool(ctx context.Context, req *toolfleetv1.CallToolRequest) (*toolfleetv1.CallToolResponse, error)
@@ -45,6 +47,7 @@ const (
 	DefaultSessionTimeout   = 30 * time.Minute
 	DefaultMaxRequestBytes  = 4 << 20
 	DefaultMaxInputValues   = 100_000
+	DefaultListTTL          = 2 * time.Second
 )
 
 // Meta keys toolfleet adds to MCP messages.
@@ -74,7 +77,10 @@ type Options struct {
 	ProgressInterval time.Duration
 	// PageSize is the number of tools per tools/list page. Default [DefaultPageSize].
 	PageSize int
-	// SessionTimeout closes idle streamable-HTTP sessions. Default [DefaultSessionTimeout].
+	// SessionTimeout is unused: [Server.Handler] is stateless and keeps no
+	// sessions.
+	//
+	// Deprecated: it has no effect; kept for source compatibility.
 	SessionTimeout time.Duration
 	// Logger receives the server's logs. Default slog.Default().
 	Logger *slog.Logger
@@ -84,6 +90,9 @@ type Options struct {
 	// MaxInputValues bounds the JSON values of one POSTed body, counted before
 	// it is decoded. Default [DefaultMaxInputValues].
 	MaxInputValues int
+	// ListTTL is the cache hint (ttlMs) of tools/list and server/discover
+	// results at 2026-07-28. Default [DefaultListTTL].
+	ListTTL time.Duration
 }
 
 func (o *Options) defaults() {
@@ -116,6 +125,9 @@ func (o *Options) defaults() {
 	}
 	if o.MaxInputValues <= 0 {
 		o.MaxInputValues = DefaultMaxInputValues
+	}
+	if o.ListTTL <= 0 {
+		o.ListTTL = DefaultListTTL
 	}
 }
 
@@ -150,20 +162,35 @@ func New(b Backend, opts Options) *Server {
 		PageSize: opts.PageSize,
 		Instructions: "Tools served by a toolfleet gateway. Tool titles carry the exact version " +
 			"(Toolkit.Tool@x.y.z); a failed call returns isError with a message to act on.",
-		Capabilities: &sdk.ServerCapabilities{Tools: &sdk.ToolCapabilities{ListChanged: true}},
+		// Prompts and resources are declared because the SDK answers their
+		// list methods (with empty lists): a server must not handle a feature
+		// it does not declare (SEP-2575).
+		Capabilities: &sdk.ServerCapabilities{Tools: &sdk.ToolCapabilities{ListChanged: true},
+			Prompts: &sdk.PromptCapabilities{}, Resources: &sdk.ResourceCapabilities{}},
+		SetCacheable: s.cacheable,
 	})
-	s.mcp.AddReceivingMiddleware(s.freshList)
+	// freshList(scopedList(SDK)): the list is refreshed, listed, then filtered
+	// for the caller.
+	s.mcp.AddReceivingMiddleware(s.freshList, s.scopedList)
 	return s
 }
 
-// Handler serves MCP over streamable HTTP (one session per client). The
+// Handler serves MCP over streamable HTTP, stateless: no session is kept
+// between requests, so any replica of the gateway answers any request. The
 // Authorization header of each request is passed to the backend with the call
 // (see [Authorization]); authentication itself is the backend's job (the
 // gateway answers 401 before this handler runs when auth is on).
+//
+// Clients at 2026-07-28 (server/discover, per-request _meta) get the whole
+// revision; clients at 2025-11-25 and older initialize as before, get no
+// Mcp-Session-Id, and a GET for a notification stream is answered 405 (the
+// spec lets a server offer none), so they see list changes by listing again.
 func (s *Server) Handler() http.Handler {
 	h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return s.mcp },
-		&sdk.StreamableHTTPOptions{SessionTimeout: s.opts.SessionTimeout, Logger: s.log})
+		&sdk.StreamableHTTPOptions{Stateless: true, PropagateRequestCancellation: true,
+			Logger: s.log, MaxRequestBodyBytes: s.opts.MaxRequestBytes})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r = r.WithContext(context.WithValue(r.Context(), statelessKey{}, true))
 		if r.Method == http.MethodPost {
 			body := checkBody(w, r, s.opts.MaxRequestBytes, s.opts.MaxInputValues)
 			if body == nil {
@@ -259,7 +286,7 @@ func (s *Server) freshList(next sdk.MethodHandler) sdk.MethodHandler {
 	return func(ctx context.Context, method string, req sdk.Request) (sdk.Result, error) {
 		var refresh bool
 		switch method {
-		case "initialize", "tools/list":
+		case "initialize", "server/discover", "tools/list":
 			refresh = s.stale()
 		case "tools/call":
 			if p, ok := req.GetParams().(*sdk.CallToolParamsRaw); ok {
@@ -274,7 +301,7 @@ func (s *Server) freshList(next sdk.MethodHandler) sdk.MethodHandler {
 				if method != "tools/list" {
 					s.log.Warn("tool list not refreshed", "error", err)
 				} else {
-					return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the tool list is not available: " + err.Error()}
+					return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the tool list is not available; try again shortly"}
 				}
 			}
 		}
@@ -403,20 +430,59 @@ func (s *Server) handler(toolID string) sdk.ToolHandler {
 		if a, ok := req.Params.Meta[MetaApprover].(string); ok && a != "" {
 			call.Approval = &toolfleetv1.Approval{Approver: a}
 		}
-		if req.Extra != nil && req.Extra.Header != nil {
-			ctx = WithAuthorization(ctx, req.Extra.Header.Get("Authorization"))
-			ctx = WithHeader(ctx, req.Extra.Header)
+		answered, approval, err := approvalAnswer(req.Params, toolID, input)
+		if err != nil {
+			return nil, err
 		}
+		if answered {
+			if approval == nil {
+				return errorResult(sdk.Meta{MetaToolID: toolID, "toolfleet/code": "FAILED_PRECONDITION"},
+					fmt.Sprintf("%s was not run: the approval was declined.", toolID)), nil
+			}
+			if call.Approval == nil {
+				call.Approval = approval
+			}
+		}
+		ctx = withRequest(ctx, req)
+		ctx = withTraceMeta(ctx, req.Params.Meta)
 		if tok := req.Params.GetProgressToken(); tok != nil && req.Session != nil {
 			stop := s.progress(ctx, req.Session, tok, toolID)
 			defer stop()
 		}
 		resp, err := s.backend.CallTool(ctx, call)
 		if err != nil {
+			if why, ok := approvalRequired(err); ok && ctx.Err() == nil {
+				switch {
+				case answered:
+					return errorResult(sdk.Meta{MetaToolID: toolID, "toolfleet/code": "FAILED_PRECONDITION"},
+						fmt.Sprintf("%s was not run: it was approved in the MCP client, but the gateway refused the approval: %s", toolID, why)), nil
+				case call.Approval == nil && canAsk(ctx, req):
+					if a, ok := s.backend.(Approving); ok && !a.MayApprove(ctx) {
+						return errorResult(sdk.Meta{MetaToolID: toolID, "toolfleet/code": "FAILED_PRECONDITION"},
+							fmt.Sprintf("%s was not run: it requires an approval, and this caller may not give one (that needs the tools:approve scope).", toolID)), nil
+					}
+					return approvalQuestion(toolID, input, why), nil
+				}
+			}
 			return failure(ctx, toolID, err)
 		}
 		return result(resp)
 	}
+}
+
+// withTraceMeta makes a W3C traceparent (and tracestate) in a request's _meta
+// the parent of the call, so the gateway's events, logs and the worker join
+// the client's trace. It wins over the HTTP header: _meta names this request.
+func withTraceMeta(ctx context.Context, meta sdk.Meta) context.Context {
+	tp, _ := meta["traceparent"].(string)
+	if tp == "" || len(tp) > 128 {
+		return ctx
+	}
+	carrier := propagation.MapCarrier{"traceparent": tp}
+	if ts, _ := meta["tracestate"].(string); ts != "" && len(ts) <= 512 {
+		carrier["tracestate"] = ts
+	}
+	return telemetry.Propagator.Extract(ctx, carrier)
 }
 
 // progress sends a notification every ProgressInterval until stop is called.
@@ -468,41 +534,6 @@ func result(resp *toolfleetv1.CallToolResponse) (*sdk.CallToolResult, error) {
 		out.StructuredContent = v
 	}
 	return out, nil
-}
-
-// failure maps an error before the tool ran: a validation error is an isError
-// result with the field messages; anything else is a JSON-RPC error.
-func failure(ctx context.Context, toolID string, err error) (*sdk.CallToolResult, error) {
-	if ctx.Err() != nil {
-		return nil, ctx.Err() // cancelled by the client: no answer is expected
-	}
-	st, ok := status.FromError(err)
-	if !ok {
-		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: err.Error()}
-	}
-	for _, d := range st.Details() {
-		if ve, ok := d.(*toolfleetv1.ValidationError); ok {
-			return &sdk.CallToolResult{IsError: true, Content: []sdk.Content{&sdk.TextContent{Text: validationText(toolID, ve)}},
-				Meta: sdk.Meta{MetaToolID: toolID, "toolfleet/parameterErrors": ve.GetParameterErrors()}}, nil
-		}
-	}
-	msg := st.Message()
-	for _, d := range st.Details() {
-		if se, ok := d.(*toolfleetv1.ServerError); ok && se.GetMessage() != "" {
-			msg = se.GetMessage()
-		}
-	}
-	code := int64(jsonrpc.CodeInternalError)
-	if st.Code() == codes.NotFound || st.Code() == codes.InvalidArgument {
-		code = jsonrpc.CodeInvalidParams // like the SDK's own "unknown tool"
-	}
-	return nil, &jsonrpc.Error{Code: code, Message: fmt.Sprintf("%s: %s", st.Code(), msg)}
-}
-
-// validationText lists the field messages, one per line, sorted by field,
-// each said once.
-func validationText(toolID string, ve *toolfleetv1.ValidationError) string {
-	return toolID + ": " + (&client.ValidationError{Message: ve.GetMessage(), ParameterErrors: ve.GetParameterErrors()}).Text()
 }
 
 type authKey struct{}
