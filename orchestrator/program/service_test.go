@@ -43,7 +43,7 @@ func serve(t *testing.T, s *stack) (toolfleetv1connect.ProgramServiceClient, *pr
 			case "reader":
 				return agentapi.Caller{Subject: sub, Scopes: []string{program.ScopeRead}}, nil
 			}
-			return agentapi.Caller{Subject: sub, Scopes: []string{program.ScopeRun, program.ScopeRead, program.ScopeApprove, "tools:call"}}, nil
+			return agentapi.Caller{Subject: sub, Scopes: []string{program.ScopeRun, program.ScopeRead, program.ScopeApprove, "tools:call", "schematest:read"}}, nil
 		},
 	}
 	mux := http.NewServeMux()
@@ -238,6 +238,9 @@ func TestService(t *testing.T) {
 			got, err := c.GetProgram(ctx, as("alice", &toolfleetv1.GetProgramRequest{ProgramId: "svc-cancel"}))
 			if err != nil {
 				t.Fatal(err)
+			}
+			if st := got.Msg.GetStatus(); st != toolfleetv1.ProgramStatus_PROGRAM_STATUS_RUNNING && st != toolfleetv1.ProgramStatus_PROGRAM_STATUS_WAITING_APPROVAL {
+				t.Fatalf("the program ended before it waited for approval: %v", got.Msg)
 			}
 			if got.Msg.GetStatus() == toolfleetv1.ProgramStatus_PROGRAM_STATUS_WAITING_APPROVAL {
 				if p := got.Msg.GetPendingApprovals(); len(p) != 1 || p[0].GetCallId() != "svc-cancel/1" {
