@@ -331,7 +331,7 @@ type CallToolResult struct {
 	// ContentSHA256 and ContentBytes identify that content with NoContent.
 	ContentSHA256 string        `json:"content_sha256,omitempty"`
 	ContentBytes  int           `json:"content_bytes,omitempty"`
-	Duration time.Duration `json:"duration,omitempty"`
+	Duration      time.Duration `json:"duration,omitempty"`
 	// Ref names the full result in the object store when it was too large to inline.
 	Ref string `json:"ref,omitempty"`
 }
@@ -363,11 +363,11 @@ type RunState struct {
 	// Answer is the preview of the last answer (none when the run keeps
 	// content out of history: then AnswerSHA256 and AnswerBytes identify it,
 	// and the answer is the transcript's message at Seq-1).
-	Answer       string `json:"answer,omitempty"`
-	AnswerSHA256 string `json:"answer_sha256,omitempty"`
-	AnswerBytes  int    `json:"answer_bytes,omitempty"`
-	Failure   string    `json:"failure,omitempty"`
-	StartedAt time.Time `json:"started_at"`
+	Answer       string    `json:"answer,omitempty"`
+	AnswerSHA256 string    `json:"answer_sha256,omitempty"`
+	AnswerBytes  int       `json:"answer_bytes,omitempty"`
+	Failure      string    `json:"failure,omitempty"`
+	StartedAt    time.Time `json:"started_at"`
 	// Idle is true while a run that answered waits for SendMessage.
 	Idle bool `json:"idle,omitempty"`
 }

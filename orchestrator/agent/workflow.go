@@ -254,8 +254,8 @@ func (r *run) continueAsNew(ctx workflow.Context) bool {
 func (r *run) next() RunInput {
 	return RunInput{RunID: r.in.RunID, Spec: r.in.Spec, Principal: r.in.Principal, Visibility: r.in.Visibility,
 		HistoryContent: r.in.HistoryContent, Carry: &Carry{
-		Seq: r.st.Seq, Turn: r.st.Turn, ToolCalls: r.st.ToolCalls, Usage: r.st.Usage, StartedAt: r.st.StartedAt,
-		Tools: r.tools, ToolsRef: r.toolsRef, Failures: r.failures, Inbox: r.inbox}}
+			Seq: r.st.Seq, Turn: r.st.Turn, ToolCalls: r.st.ToolCalls, Usage: r.st.Usage, StartedAt: r.st.StartedAt,
+			Tools: r.tools, ToolsRef: r.toolsRef, Failures: r.failures, Inbox: r.inbox}}
 }
 
 func (r *run) modelTurn(ctx workflow.Context) (ModelTurnResult, error) {
