@@ -134,7 +134,7 @@ func waitStatus(t *testing.T, c toolfleetv1connect.AgentServiceClient, id string
 	}
 }
 
-// TestClosedRunDataExpires: with a retention of 2 s, a run that closed has
+// TestClosedRunDataExpires: with a retention of 4 s, a run that closed has
 // its transcript, description, blobs, events and quota entry freed by the
 // reaper, while alice's run that is still open keeps all of it across the
 // timers that fire meanwhile.
@@ -145,7 +145,7 @@ func TestClosedRunDataExpires(t *testing.T) {
 		llm.CallTools("", llm.CallPart("m", "Calculator_Multiply", map[string]any{"a": 6, "b": 7})), llm.SayText("42")}})
 	models.Register("idle", &agenttest.ByTurn{Turns: []llm.ScriptTurn{llm.SayText("ok")}})
 	tn := startTenants(t, "retention-test", models, func(c *runner.Config) {
-		c.Assets = jsassets.Config{Overrides: "toolfleet_runs.max-age=2s"}
+		c.Assets = jsassets.Config{Overrides: "toolfleet_runs.max-age=4s"}
 	})
 	ctx := t.Context()
 	nc, err := nats.Connect(tn.natsURL)
@@ -161,14 +161,6 @@ func TestClosedRunDataExpires(t *testing.T) {
 		Messages: []*toolfleetv1.Message{llm.User("stay")}, IdleTimeout: durationpb.New(10 * time.Minute)})); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := tn.malloryRuns.StartRun(ctx, connect.NewRequest(&toolfleetv1.StartRunRequest{RunId: "closing", Model: "scripted:once",
-		Tools: []string{"Calculator.Multiply"}, Messages: []*toolfleetv1.Message{llm.User("6*7")},
-		IdleTimeout: durationpb.New(-time.Second)})); err != nil {
-		t.Fatal(err)
-	}
-	waitStatus(t, tn.malloryRuns, "closing", toolfleetv1.RunStatus_RUN_STATUS_COMPLETED)
-	waitStatus(t, tn.aliceRuns, "alice-open", toolfleetv1.RunStatus_RUN_STATUS_COMPLETED)
-
 	blobs, err := js.ObjectStore(ctx, agent.DefaultBlobBucket)
 	if err != nil {
 		t.Fatal(err)
@@ -202,9 +194,23 @@ func TestClosedRunDataExpires(t *testing.T) {
 		}
 		return len(tr), nblobs, nevents
 	}
-	if m, b, e := holds("closing"); m < 4 || b < 2 || e < 3 {
-		t.Fatalf("the closing run holds %d messages, %d blobs, %d events before expiry; want some of each", m, b, e)
+	if _, err := tn.malloryRuns.StartRun(ctx, connect.NewRequest(&toolfleetv1.StartRunRequest{RunId: "closing", Model: "scripted:once",
+		Tools: []string{"Calculator.Multiply"}, Messages: []*toolfleetv1.Message{llm.User("6*7")},
+		IdleTimeout: durationpb.New(-time.Second)})); err != nil {
+		t.Fatal(err)
 	}
+	// Right after the start (the retention counts from the close), the run
+	// holds its record and its input blob.
+	if _, err := tn.o.Runs.Principal(ctx, "closing"); err != nil {
+		t.Fatalf("the run's record after its start: %v", err)
+	}
+	if _, runs, err := tn.o.Runs.Store.Held(ctx, "mallory"); err != nil || runs != 1 {
+		t.Fatalf("mallory's quota after its start: %d runs (%v), want 1", runs, err)
+	}
+	if _, b, _ := holds("closing"); b < 1 {
+		t.Fatalf("the closing run holds %d blobs after its start; want its input", b)
+	}
+	waitStatus(t, tn.aliceRuns, "alice-open", toolfleetv1.RunStatus_RUN_STATUS_COMPLETED)
 	// The workflow closes at once (idle timeout < 0); wait for Temporal to say so.
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 		d, err := tn.o.Runs.Temporal.DescribeWorkflowExecution(ctx, "closing", "")
@@ -215,7 +221,7 @@ func TestClosedRunDataExpires(t *testing.T) {
 			t.Fatalf("the closing run's workflow did not close: %v", err)
 		}
 	}
-	// Freed 2 s after it closed (the reaper's timer, re-set to the rest).
+	// Freed 4 s after it closed (the reaper's timer, re-set to the rest).
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
 		_, err := tn.o.Runs.Principal(ctx, "closing")
 		m, b, e := holds("closing")
@@ -233,7 +239,7 @@ func TestClosedRunDataExpires(t *testing.T) {
 		t.Errorf("GetRun of a freed run: %v, want NotFound", err)
 	}
 	// alice's open run kept everything (its timer fired and was set again).
-	if m, b, e := holds("alice-open"); m < 2 || b < 1 || e < 2 {
+	if m, b, e := holds("alice-open"); m < 2 || b < 2 || e < 2 {
 		t.Errorf("the open run holds %d messages, %d blobs, %d events; want all it had", m, b, e)
 	}
 	if _, err := tn.aliceRuns.SendMessage(ctx, connect.NewRequest(&toolfleetv1.SendMessageRequest{RunId: "alice-open",
