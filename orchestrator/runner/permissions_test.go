@@ -132,7 +132,8 @@ func TestLeastNATSPermissions(t *testing.T) {
 	violations := func(user string) []string {
 		var out []string
 		for line := range strings.SplitSeq(serverLogs.String(), "\n") {
-			if strings.Contains(line, "Violation") && strings.Contains(line, `"`+user+`"`) {
+			// The server writes User "name" (escaped by the text handler).
+			if strings.Contains(line, "Violation") && (strings.Contains(line, user+`\"`) || strings.Contains(line, user+`"`)) {
 				out = append(out, line)
 			}
 		}
@@ -224,8 +225,14 @@ func TestLeastNATSPermissions(t *testing.T) {
 		t.Fatal(err)
 	}
 	for deadline := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) {
-		info, err := events.Info(ctx, jetstream.WithSubjectFilter(agent.EventSubjectPrefix+"trg_orders_*.completed"))
-		if err == nil && len(info.State.Subjects) > 0 {
+		info, err := events.Info(ctx, jetstream.WithSubjectFilter(agent.EventSubjectPrefix+"*.completed"))
+		done := false
+		if err == nil {
+			for subj := range info.State.Subjects {
+				done = done || strings.HasPrefix(subj, agent.EventSubjectPrefix+"trg_orders")
+			}
+		}
+		if done {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -247,14 +254,6 @@ func TestLeastNATSPermissions(t *testing.T) {
 
 	// The tenant can read nothing of other runs.
 	refusals := map[string]func() error{
-		"subscribe to other runs' deltas": func() error {
-			_, err := tenant.SubscribeSync(agent.DeltaSubjectPrefix + ">")
-			return err
-		},
-		"subscribe to run events": func() error {
-			_, err := tenant.SubscribeSync(agent.EventSubjectPrefix + ">")
-			return err
-		},
 		"read the transcript bucket": func() error {
 			kv, err := tjs.KeyValue(ctx, agent.DefaultTranscriptBucket)
 			if err != nil {
@@ -277,7 +276,13 @@ func TestLeastNATSPermissions(t *testing.T) {
 			t.Errorf("the tenant could %s", name)
 		}
 	}
-	// Core subscriptions are refused asynchronously: the server logs them.
+	// Core subscriptions are refused asynchronously: the server logs them
+	// (and no message reaches them).
+	for _, subj := range []string{agent.DeltaSubjectPrefix + ">", agent.EventSubjectPrefix + ">"} {
+		if _, err := tenant.SubscribeSync(subj); err != nil {
+			t.Fatal(err)
+		}
+	}
 	_ = tenant.Flush()
 	// Publishing on another trigger subject is refused.
 	if err := tenant.Publish("toolfleet.triggers.admin.purge", []byte("{}")); err != nil {
