@@ -110,7 +110,8 @@ func (e *QuotaError) Error() string {
 		after = e.Quota.Retention.String() + " after each run closes"
 	}
 	return fmt.Sprintf("quota exceeded: your runs hold %d bytes in %d runs and this needs %d more; the quota is %s. "+
-		"A run's data is freed %s: cancel runs you no longer need, wait, or ask the operator for a larger quota",
+		"A run's data is freed %s: wait (cancel runs you no longer need, so that their time starts), "+
+		"or ask the operator for a larger quota",
 		e.Held, e.Runs, e.Want, bound, after)
 }
 
