@@ -136,14 +136,14 @@ func TestTenancy(t *testing.T) {
 	// Another principal's start with alice's run id is refused before
 	// anything is stored for it: its messages never reach the blob store
 	// (a control start of alice's shows the check would see them).
-	blobStored := func(text string) bool {
+	blobStored := func(runID, text string) bool {
 		t.Helper()
 		b, err := proto.MarshalOptions{Deterministic: true}.Marshal(&toolfleetv1.Conversation{Messages: []*toolfleetv1.Message{llm.User(text)}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		sum := sha256.Sum256(b)
-		_, err = o.Runs.Store.Messages(ctx, "alice-run/sha256-"+hex.EncodeToString(sum[:]))
+		_, err = o.Runs.Store.Messages(ctx, runID+"/sha256-"+hex.EncodeToString(sum[:]))
 		if err != nil && !errors.Is(err, agent.ErrNotFound) {
 			t.Fatal(err)
 		}
@@ -156,7 +156,7 @@ func TestTenancy(t *testing.T) {
 	} else if strings.Contains(err.Error(), "SchemaTest") || strings.Contains(err.Error(), "scripted") {
 		t.Errorf("the refusal reveals the victim's run: %v", err)
 	}
-	if blobStored("mallory's 1 GiB, in spirit") {
+	if blobStored("alice-run", "mallory's 1 GiB, in spirit") {
 		t.Error("a refused start stored its messages")
 	}
 	control := spec("alice-run-2")
@@ -164,7 +164,7 @@ func TestTenancy(t *testing.T) {
 	if _, err := aliceRuns.StartRun(ctx, connect.NewRequest(control)); err != nil {
 		t.Fatal(err)
 	}
-	if !blobStored("alice's own start") {
+	if !blobStored("alice-run-2", "alice's own start") {
 		t.Error("the control start's messages are not where the check looks")
 	}
 
