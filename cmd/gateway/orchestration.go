@@ -51,6 +51,9 @@ type OrchestrationConfig struct {
 	// model call on the orchestrator.
 	ModelEndpoints []string
 	endpoints      *agent.Endpoints
+	// HistoryContent is the orchestrator's --history-content: with "none"
+	// the programs this gateway starts keep their input out of history too.
+	HistoryContent string
 }
 
 func (o *OrchestrationConfig) addFlags(fs *pflag.FlagSet) {
@@ -62,6 +65,7 @@ func (o *OrchestrationConfig) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.TemporalTLS.KeyFile, "temporal-tls-key-file", "", "client key for Temporal mTLS")
 	fs.StringVar(&o.TemporalTLS.ServerName, "temporal-tls-server-name", "", "name expected in Temporal's certificate (default: the address's host)")
 	fs.StringVar(&o.Triggers, "triggers", "", "the orchestrator's trigger file, for ListTriggers (optional)")
+	fs.StringVar(&o.HistoryContent, "history-content", agent.HistoryContentPreviews, "the orchestrator's --history-content (previews or none): with none, programs started here keep their source and arguments out of Temporal history")
 	fs.StringArrayVar(&o.ModelEndpoints, "model-endpoint", nil, "the orchestrator's KEYREF=URL[,URL...] bindings (several separated by ;), so StartRun refuses a key sent elsewhere at once (docs/agents.md)")
 }
 
@@ -76,6 +80,9 @@ func (o *OrchestrationConfig) validate(natsURL string) error {
 		return nil
 	}
 	var errs []error
+	if err := agent.ValidHistoryContent(o.HistoryContent); err != nil {
+		errs = append(errs, fmt.Errorf("--history-content: %w", err))
+	}
 	eps, err := agent.ParseEndpoints(o.ModelEndpoints...)
 	if err != nil {
 		errs = append(errs, fmt.Errorf("--model-endpoint: %w", err))
@@ -178,7 +185,7 @@ func (o *orchestration) run(ctx context.Context, g *gateway.Gateway) error {
 	values := &program.LateBlobs{}
 	tc, err := client.NewLazyClient(client.Options{HostPort: o.cfg.TemporalAddress, Namespace: o.cfg.Namespace,
 		Logger: tlog.NewStructuredLogger(o.log), ConnectionOptions: client.ConnectionOptions{TLS: tlsCfg},
-		ExternalStorage: program.ExternalStorage(values, program.Config{})})
+		ExternalStorage: program.ExternalStorage(values, o.cfg.programs())})
 	if err != nil {
 		return fmt.Errorf("Temporal client for %s: %w", o.cfg.TemporalAddress, err)
 	}
@@ -201,7 +208,7 @@ func (o *orchestration) run(ctx context.Context, g *gateway.Gateway) error {
 			runs := &agent.Runs{Temporal: tc, Store: store, TaskQueue: o.cfg.TaskQueue, Visibility: seen}
 			o.agents.Set(&agentapi.Service{Runs: runs, JS: js, NC: nc, Auth: auth, Log: o.log,
 				Endpoints: o.cfg.endpoints, CheckEndpoints: true})
-			o.programs.Set(&program.Service{Programs: &program.Programs{Temporal: tc, TaskQueue: o.cfg.TaskQueue, Visibility: seen},
+			o.programs.Set(&program.Service{Programs: &program.Programs{Temporal: tc, TaskQueue: o.cfg.TaskQueue, Visibility: seen, Config: o.cfg.programs()},
 				Events: js, Auth: auth, Triggers: triggers.Proto})
 			setHealth(g, true)
 			o.log.Info("serving agent runs and programs", "temporal", o.cfg.TemporalAddress, "namespace", o.cfg.Namespace, "task_queue", o.cfg.TaskQueue)
@@ -307,4 +314,10 @@ func (r refuse) WrapStreamingClient(next connect.StreamingClientFunc) connect.St
 
 func (r refuse) WrapStreamingHandler(connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
 	return func(context.Context, connect.StreamingHandlerConn) error { return r.err }
+}
+
+// programs is the configuration of the programs this gateway starts: the
+// orchestrator's history setting, so a program's input follows it.
+func (o *OrchestrationConfig) programs() program.Config {
+	return program.Config{NoContentInHistory: o.HistoryContent == agent.HistoryContentNone}
 }

@@ -28,6 +28,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -42,6 +43,7 @@ import (
 	"github.com/toolfleet/toolfleet/orchestrator/metrics"
 	"github.com/toolfleet/toolfleet/orchestrator/runner"
 	"github.com/toolfleet/toolfleet/orchestrator/trigger"
+	"github.com/toolfleet/toolfleet/sdk/jsassets"
 )
 
 func main() {
@@ -62,6 +64,8 @@ type options struct {
 	// modelEndpoints are the --model-endpoint bindings (agent.ParseEndpoints).
 	modelEndpoints []string
 	startTimeout   time.Duration
+	// principalMaxBytes is --principal-max-bytes (a size, "" or "none").
+	principalMaxBytes string
 }
 
 // parse reads the flags (and TOOLFLEET_* environment) into a validated
@@ -86,6 +90,9 @@ func parse(args []string) (runner.Config, options, error) {
 	fs.StringVar(&cfg.GatewayToken, "gateway-token", "", "bearer token of the orchestrator at the gateway (scopes tools:delegate, tools:approve)")
 	fs.StringVar(&cfg.KeyDir, "model-key-dir", "", "folder that model key references file:NAME read from (empty: file references refused)")
 	fs.StringArrayVar(&opt.modelEndpoints, "model-endpoint", nil, "KEYREF=URL[,URL...] (several separated by ;): the base URLs a model key may be sent to; KEYREF env:NAME, file:NAME or none, URL default (the provider's own) or http(s)://host[:port|:*][/path] (docs/agents.md)")
+	fs.StringVar(&cfg.HistoryContent, "history-content", agent.HistoryContentPreviews, "what agent runs keep of their content in Temporal history: previews (160 bytes of each model reply and tool result, and of the answer) or none (sha256 digests and sizes only)")
+	fs.StringVar(&opt.principalMaxBytes, "principal-max-bytes", "", "bytes one principal's runs may hold in transcripts and blobs, e.g. 2GiB; empty: an eighth of the two buckets' byte bounds; none: no bound")
+	fs.IntVar(&cfg.PrincipalMaxRuns, "principal-max-runs", agent.DefaultMaxRuns, "runs one principal may hold (running, or closed and not yet freed); 0: no bound")
 	fs.IntVar(&cfg.MaxConcurrentActivities, "max-concurrent-activities", 200, "activities in flight in this process at most")
 	fs.DurationVar(&cfg.StopTimeout, "stop-timeout", 10*time.Second, "how long in-flight activities may finish on SIGTERM")
 	fs.DurationVar(&opt.startTimeout, "start-timeout", 5*time.Minute, "how long to wait at start for NATS, Temporal and its namespace")
@@ -110,6 +117,22 @@ func parse(args []string) (runner.Config, options, error) {
 	}
 	if opt.startTimeout <= 0 {
 		return cfg, opt, errors.New("--start-timeout must be positive")
+	}
+	switch v := strings.TrimSpace(opt.principalMaxBytes); v {
+	case "":
+	case "none", "0":
+		cfg.PrincipalMaxBytes = -1
+	default:
+		n, err := jsassets.ParseBytes(v)
+		if err != nil {
+			return cfg, opt, fmt.Errorf("--principal-max-bytes: %w", err)
+		}
+		cfg.PrincipalMaxBytes = n
+	}
+	if cfg.PrincipalMaxRuns == 0 {
+		cfg.PrincipalMaxRuns = -1 // the flag's 0 is no bound
+	} else if cfg.PrincipalMaxRuns < 0 {
+		return cfg, opt, fmt.Errorf("--principal-max-runs %d: want 0 (no bound) or more", cfg.PrincipalMaxRuns)
 	}
 	eps, err := agent.ParseEndpoints(opt.modelEndpoints...)
 	if err != nil {

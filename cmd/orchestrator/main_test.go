@@ -46,6 +46,10 @@ func TestFlagsValidate(t *testing.T) {
 		{"unknown flag", []string{"--nope"}, "unknown flag"},
 		{"bad metrics address", []string{"--metrics-listen", "9090"}, "--metrics-listen"},
 		{"missing trigger file", []string{"--triggers", "/nonexistent/triggers.yaml"}, "trigger:"},
+		{"bad history content", []string{"--history-content", "some"}, "--history-content"},
+		{"bad quota bytes", []string{"--principal-max-bytes", "lots"}, "--principal-max-bytes"},
+		{"negative quota runs", []string{"--principal-max-runs", "-2"}, "--principal-max-runs"},
+		{"too many quota runs", []string{"--principal-max-runs", "20000"}, "--principal-max-runs"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -91,5 +95,31 @@ func TestMetricsEndpoint(t *testing.T) {
 	}
 	if code, _ := get(http.MethodGet, "/"); code != http.StatusNotFound {
 		t.Errorf("GET /: %d, want 404", code)
+	}
+}
+
+// TestStorageFlags: the history setting and the quota flags reach the
+// orchestrator's configuration (none and 0 turn a bound off).
+func TestStorageFlags(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		args     []string
+		content  string
+		maxBytes int64
+		maxRuns  int
+	}{
+		{nil, "previews", 0, 1000},
+		{[]string{"--history-content=none", "--principal-max-bytes=2GiB", "--principal-max-runs=50"}, "none", 2 << 30, 50},
+		{[]string{"--principal-max-bytes=none", "--principal-max-runs=0"}, "previews", -1, -1},
+	}
+	for _, tt := range tests {
+		cfg, _, err := parse(tt.args)
+		if err != nil {
+			t.Fatalf("parse(%v): %v", tt.args, err)
+		}
+		if cfg.HistoryContent != tt.content || cfg.PrincipalMaxBytes != tt.maxBytes || cfg.PrincipalMaxRuns != tt.maxRuns {
+			t.Errorf("parse(%v): history %q, max bytes %d, max runs %d; want %q, %d, %d", tt.args,
+				cfg.HistoryContent, cfg.PrincipalMaxBytes, cfg.PrincipalMaxRuns, tt.content, tt.maxBytes, tt.maxRuns)
+		}
 	}
 }

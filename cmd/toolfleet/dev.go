@@ -229,6 +229,11 @@ func runDev(ctx context.Context, cfg devConfig, stdout, stderr io.Writer) error 
 		stack.Stop()
 		return err
 	}
+	if cfg.JWTSecret == "" {
+		// Auth off: every caller is the one principal "anonymous" (the
+		// laptop's owner), so a per-principal quota would only cap the stores.
+		rcfg.PrincipalMaxBytes, rcfg.PrincipalMaxRuns = -1, -1
+	}
 	if cfg.JWTSecret != "" {
 		// With auth on, the orchestrator calls tools with its own token (and
 		// on behalf of each run's starter), as in a cluster.

@@ -87,7 +87,7 @@ func (a *Activities) PrepareRun(ctx context.Context, in PrepareInput) (PrepareRe
 	if err != nil {
 		return PrepareResult{}, fmt.Errorf("agent: encode tools: %w", err)
 	}
-	ref, err := a.Store.PutBlob(ctx, b)
+	ref, err := a.Store.PutBlob(ctx, in.RunID, b)
 	if err != nil {
 		return PrepareResult{}, err
 	}
@@ -263,7 +263,7 @@ func (a *Activities) ModelTurn(ctx context.Context, in ModelTurnInput) (ModelTur
 	if msg, err := a.Store.At(ctx, in.RunID, in.Seq); err != nil {
 		return ModelTurnResult{}, err
 	} else if msg != nil {
-		return turnSummary(msg, in.Seq+1), nil
+		return turnSummary(msg, in.Seq+1, in.NoContent), nil
 	}
 	stop := toolcall.Heartbeat(ctx)
 	defer stop()
@@ -318,9 +318,9 @@ func (a *Activities) ModelTurn(ctx context.Context, in ModelTurnInput) (ModelTur
 	} else if err != nil {
 		return ModelTurnResult{}, err
 	}
-	res := turnSummary(msg, in.Seq+1)
+	res := turnSummary(msg, in.Seq+1, in.NoContent)
 	ev := Event{RunID: in.RunID, Kind: EventTurn, Turn: in.Turn, ID: fmt.Sprintf("%s/%d/turn", in.RunID, in.Turn),
-		Time: time.Now(), Message: fmt.Sprintf("%d tool calls; %s", len(res.Calls), res.Preview), Usage: &res.Usage}
+		Time: time.Now(), Message: fmt.Sprintf("%d tool calls; %s", len(res.Calls), res.Text()), Usage: &res.Usage}
 	if err := a.Events.Publish(ctx, ev); err != nil {
 		return ModelTurnResult{}, err
 	}
@@ -373,9 +373,14 @@ func firstCallOnly(msg *toolfleetv1.Message) *toolfleetv1.Message {
 	return out
 }
 
-func turnSummary(msg *toolfleetv1.Message, seq int) ModelTurnResult {
-	res := ModelTurnResult{Seq: seq, StopReason: msg.GetStopReason(), Preview: clip(llm.MessageText(msg), summaryBytes),
+func turnSummary(msg *toolfleetv1.Message, seq int, noContent bool) ModelTurnResult {
+	res := ModelTurnResult{Seq: seq, StopReason: msg.GetStopReason(),
 		Usage: Usage{InputTokens: msg.GetUsage().GetInputTokens(), OutputTokens: msg.GetUsage().GetOutputTokens()}}
+	if text := llm.MessageText(msg); noContent {
+		res.TextSHA256, res.TextBytes = contentDigest(text), len(text)
+	} else {
+		res.Preview = clip(text, summaryBytes)
+	}
 	for i, c := range llm.ToolCalls(msg) {
 		res.Calls = append(res.Calls, CallSummary{Index: i, ID: c.GetId(), Name: c.GetName(), Digest: digest(c)})
 	}
@@ -414,7 +419,7 @@ func (a *Activities) CallTool(ctx context.Context, in CallToolInput) (CallToolRe
 	if msg, err := a.Store.At(ctx, in.RunID, in.ResultSeq); err != nil {
 		return CallToolResult{}, err
 	} else if msg != nil {
-		return resultSummary(msg, ""), nil
+		return resultSummary(msg, "", in.NoContent), nil
 	}
 	assistant, err := a.Store.At(ctx, in.RunID, in.CallSeq)
 	if err != nil {
@@ -469,14 +474,14 @@ func (a *Activities) CallTool(ctx context.Context, in CallToolInput) (CallToolRe
 		// Counted by the attempt that appended the result: once per call.
 		a.Metrics.AgentToolCall(kind)
 	}
-	res := resultSummary(msg, kind)
+	res := resultSummary(msg, kind, in.NoContent)
 	res.Duration, res.Ref = took, ref
 	status := "ok"
 	if res.IsError {
 		status = "error (" + res.Kind + ")"
 	}
 	if err := a.Events.Publish(ctx, Event{RunID: in.RunID, Kind: EventToolResult, Turn: in.Turn, CallID: callID, ToolID: toolID,
-		ID: callID + "/result", Time: time.Now(), Message: fmt.Sprintf("%s in %s: %s", status, took.Round(time.Millisecond), res.Preview)}); err != nil {
+		ID: callID + "/result", Time: time.Now(), Message: fmt.Sprintf("%s in %s: %s", status, took.Round(time.Millisecond), res.Text())}); err != nil {
 		return CallToolResult{}, err
 	}
 	return res, nil
@@ -520,7 +525,7 @@ func (a *Activities) invoke(ctx context.Context, in CallToolInput, call *toolfle
 		p.GetToolResult().Structured = res.Value
 		return p, ResultOK, "", res.Duration, nil
 	}
-	if ref, err = a.Store.PutBlob(ctx, text); err != nil {
+	if ref, err = a.Store.PutBlob(ctx, in.RunID, text); err != nil {
 		return nil, "", "", 0, err
 	}
 	preview := fmt.Sprintf("%s\n[result truncated: %d bytes in total; this is the first %d. Full result stored as %s.]",
@@ -534,7 +539,33 @@ func validationText(o toolcall.Outcome) string {
 	return "The input was invalid. " + (&client.ValidationError{Message: o.Message, ParameterErrors: o.Fields}).Text()
 }
 
-func resultSummary(msg *toolfleetv1.Message, kind string) CallToolResult {
+// contentDigest identifies content without holding it: the first 16 bytes
+// of its sha256, in hex.
+func contentDigest(text string) string {
+	sum := sha256.Sum256([]byte(text))
+	return hex.EncodeToString(sum[:16])
+}
+
+// digestText is how a digest and size read in events and states.
+func digestText(sum string, n int) string { return fmt.Sprintf("sha256:%s (%d bytes)", sum, n) }
+
+// Text is the reply's preview, or its digest and size with NoContent.
+func (r ModelTurnResult) Text() string {
+	if r.TextSHA256 != "" {
+		return digestText(r.TextSHA256, r.TextBytes)
+	}
+	return r.Preview
+}
+
+// Text is the result's preview, or its digest and size with NoContent.
+func (r CallToolResult) Text() string {
+	if r.ContentSHA256 != "" {
+		return digestText(r.ContentSHA256, r.ContentBytes)
+	}
+	return r.Preview
+}
+
+func resultSummary(msg *toolfleetv1.Message, kind string, noContent bool) CallToolResult {
 	var r *toolfleetv1.ToolResult
 	for _, p := range msg.GetParts() {
 		if tr := p.GetToolResult(); tr != nil {
@@ -547,6 +578,9 @@ func resultSummary(msg *toolfleetv1.Message, kind string) CallToolResult {
 		if r.GetIsError() {
 			kind = ResultExecution
 		}
+	}
+	if noContent {
+		return CallToolResult{Kind: kind, IsError: r.GetIsError(), ContentSHA256: contentDigest(r.GetContent()), ContentBytes: len(r.GetContent())}
 	}
 	return CallToolResult{Kind: kind, IsError: r.GetIsError(), Preview: clip(r.GetContent(), summaryBytes)}
 }

@@ -13,7 +13,8 @@ import (
 // leaves the buckets' configuration (size, storage, replicas) to the
 // orchestrator that owns them. It fails with jetstream.ErrBucketNotFound
 // (wrapped) until the orchestrator has started once. Only the bucket names
-// and CacheBytes of cfg are used.
+// and CacheBytes of cfg are used; the quota is the one the orchestrator
+// wrote into the records bucket.
 func BindStore(ctx context.Context, js jetstream.JetStream, cfg StoreConfig) (*Store, error) {
 	if cfg.TranscriptBucket == "" {
 		cfg.TranscriptBucket = DefaultTranscriptBucket
@@ -29,12 +30,8 @@ func BindStore(ctx context.Context, js jetstream.JetStream, cfg StoreConfig) (*S
 	if err != nil {
 		return nil, fmt.Errorf("agent: blob bucket %s: %w", cfg.BlobBucket, err)
 	}
-	st := &Store{kv: kv, blobs: blobs}
-	if n := cfg.CacheBytes; n >= 0 {
-		if n == 0 {
-			n = DefaultCacheBytes
-		}
-		st.msgs, st.blobCache = newByteCache(n, cacheMessageBytes), newByteCache(n/4, cacheBlobBytes)
-	}
-	return st, nil
+	// The records bucket (quotas) is bound on first use: an older
+	// orchestrator does not make it, and a gateway bound before it was made
+	// finds it later.
+	return newStore(js, kv, blobs, cfg), nil
 }

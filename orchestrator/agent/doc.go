@@ -7,14 +7,22 @@
 // NATS JetStream KV bucket, one key per message ("<run_id>.<seq>"), written
 // with create-only semantics at a position the workflow chose, so a retried
 // activity finds its own earlier write instead of appending twice. Large tool
-// results go to a content-addressed Object Store and the transcript keeps a
-// preview. Activities take and return references (run id, positions) and small
-// summaries; history grows with the number of steps, not the size of the
-// conversation.
+// results go to an Object Store (content-addressed within their run) and the
+// transcript keeps a preview. Activities take and return references (run id,
+// positions) and small summaries (160-byte previews, or with
+// HistoryContentNone only digests and sizes); history grows with the number
+// of steps, not the size of the conversation.
+//
+// Nothing is kept for ever: every run has a retention timer in the run
+// records bucket, and the [Reaper] frees a run's transcript, blobs and events
+// once it has been closed for the retention. The same bucket counts what each
+// principal's runs hold; [Runs] refuses a start over the [Quota] before
+// storing anything ([QuotaError]).
 //
 // Files follow Temporal's sample layout: shared.go (names and the types that
 // cross the workflow boundary), workflow.go (deterministic loop, no I/O),
 // activities.go (ModelTurn, CallTool and friends, methods on [Activities]),
 // store.go (the transcript), events.go (run events and token deltas on NATS),
-// runs.go (starting and steering runs from a Temporal client).
+// runs.go (starting and steering runs from a Temporal client), records.go
+// (quotas, retention timers, shared settings), reaper.go (freeing closed runs).
 package agent

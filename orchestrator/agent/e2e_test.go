@@ -12,6 +12,7 @@ import (
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
 	"github.com/toolfleet/toolfleet/orchestrator/agent"
+	"github.com/toolfleet/toolfleet/orchestrator/agent/agenttest"
 	"github.com/toolfleet/toolfleet/sdk/llm"
 )
 
@@ -73,6 +74,28 @@ func TestRuns(t *testing.T) {
 			t.Fatalf("KV side effects put=%d delete=%d, want once each", puts, dels)
 		}
 		e.record(t, id, "multi")
+	})
+
+	t.Run("no content in history", func(t *testing.T) {
+		t.Parallel()
+		id := "nocontent"
+		none := *e.runs
+		none.HistoryContent = agent.HistoryContentNone
+		e.models.Register(id, &agenttest.ByTurn{Turns: []llm.ScriptTurn{
+			llm.CallTools("multiplying privately", call("c1", "Calculator_Multiply", map[string]any{"a": 3, "b": 4})),
+			llm.SayText("the product is twelve")}})
+		spec := agent.RunSpec{Tools: []string{"Calculator.*"}, Model: agent.ModelSpec{Spec: llm.Spec{Provider: "scripted", Name: id}}}
+		if _, err := none.Start(t.Context(), id, spec, agent.Principal{Subject: "ana", Scopes: []string{"tools:call"}}, llm.User("3*4?")); err != nil {
+			t.Fatal(err)
+		}
+		st := e.waitEnd(t, id)
+		if st.Status != agent.StatusCompleted || st.Answer != "" || st.AnswerBytes != len("the product is twelve") || len(st.AnswerSHA256) != 32 {
+			t.Fatalf("state %+v, want completed with the answer's digest and size only", st)
+		}
+		if answer, err := none.Answer(t.Context(), st); err != nil || answer != "the product is twelve" {
+			t.Fatalf("the answer from the transcript: %q, %v", answer, err)
+		}
+		e.record(t, id, "nocontent")
 	})
 
 	t.Run("validation error corrected by the model", func(t *testing.T) {

@@ -31,7 +31,25 @@ type Runs struct {
 	// Visibility, when set, says whether starts may give runs their search
 	// attributes and memo (orchestrator/visibility); nil: they get none.
 	Visibility *visibility.Checker
+	// HistoryContent is what the runs this starts keep of their content in
+	// Temporal history: HistoryContentPreviews or HistoryContentNone; ""
+	// takes the orchestrator's setting from the store (a gateway's Runs). It
+	// is decided at each start and travels in RunInput.
+	HistoryContent string
 }
+
+// historyContent is r.HistoryContent, or the orchestrator's setting in the
+// store when it is empty.
+func (r *Runs) historyContent(ctx context.Context) (string, error) {
+	if r.HistoryContent != "" {
+		return r.HistoryContent, nil
+	}
+	return r.Store.HistoryContent(ctx)
+}
+
+// ErrCodeModeContent refuses a code-mode run when history must hold no
+// content: a program's source and result pass through history.
+var ErrCodeModeContent = errors.New("agent: code mode is not available while the orchestrator keeps content out of history (--history-content=none)")
 
 // startOptions are the options of a start of in: search attributes and a
 // memo when the namespace has them (then in.Visibility is set, so the run
@@ -125,11 +143,34 @@ func (r *Runs) Start(ctx context.Context, runID string, spec RunSpec, p Principa
 	if err := r.notARun(ctx, runID); err != nil {
 		return "", err
 	}
+	hc, err := r.historyContent(ctx)
+	if err != nil {
+		return "", err
+	}
+	if spec.CodeMode && hc == HistoryContentNone {
+		return "", ErrCodeModeContent
+	}
 	// Ownership first: nothing is stored for an id the caller may not use.
+	repeat := true
 	switch err := r.sameStart(ctx, runID, spec, p); {
 	case errors.Is(err, ErrNotFound):
+		repeat = false
 	case err != nil:
 		return "", err
+	}
+	var input []byte
+	if len(msgs) > 0 {
+		var err error
+		if input, err = EncodeMessages(msgs...); err != nil {
+			return "", err
+		}
+	}
+	// Then the quota, before anything is stored: a repeat of a start holds
+	// nothing new.
+	if !repeat {
+		if err := r.Store.Admit(ctx, p.Subject, runID, int64(len(input))); err != nil {
+			return "", err
+		}
 	}
 	meta, err := json.Marshal(runMeta{Spec: spec, Principal: p})
 	if err != nil {
@@ -145,9 +186,13 @@ func (r *Runs) Start(ctx context.Context, runID string, spec RunSpec, p Principa
 			return "", err
 		}
 	}
-	in := RunInput{RunID: runID, Spec: spec, Principal: p}
+	// The run's data is freed once it has been closed for the retention.
+	if err := r.Store.arm(ctx, runID); err != nil {
+		return "", err
+	}
+	in := RunInput{RunID: runID, Spec: spec, Principal: p, HistoryContent: hc}
 	if len(msgs) > 0 {
-		ref, err := r.Store.PutMessages(ctx, msgs...)
+		ref, err := r.Store.PutMessages(ctx, runID, msgs...)
 		if err != nil {
 			return "", err
 		}
@@ -238,6 +283,10 @@ func (r *Runs) SendMessageAs(ctx context.Context, runID string, caller *Principa
 	if caller != nil && caller.Subject == p.Subject {
 		p.Scopes = slices.DeleteFunc(slices.Clone(p.Scopes), func(s string) bool { return !slices.Contains(caller.Scopes, s) })
 	}
+	hc, err := r.historyContent(ctx)
+	if err != nil {
+		return err
+	}
 	ref, stored := "", false
 	for attempt := 0; ; attempt++ {
 		desc, err := r.Temporal.DescribeWorkflowExecution(ctx, runID, "")
@@ -251,15 +300,25 @@ func (r *Runs) SendMessageAs(ctx context.Context, runID string, caller *Principa
 		if info != nil && info.GetType().GetName() != WorkflowName {
 			return fmt.Errorf("%w: %s", ErrRunIDTaken, runID)
 		}
-		in := RunInput{RunID: runID, Spec: meta.Spec, Principal: p}
+		in := RunInput{RunID: runID, Spec: meta.Spec, Principal: p, HistoryContent: hc}
 		running := info != nil && info.GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING
 		if info != nil && !running {
 			if in.Resume, err = r.resume(ctx, runID, meta.Spec, info.GetStatus()); err != nil {
 				return err
 			}
 		}
-		if !stored { // only for a run that may take it
-			if ref, err = r.Store.PutMessages(ctx, msgs...); err != nil {
+		if !stored { // only for a run that may take it, within its starter's quota
+			b, err := EncodeMessages(msgs...)
+			if err != nil {
+				return err
+			}
+			if err := r.Store.Admit(ctx, meta.Principal.Subject, runID, int64(len(b))); err != nil {
+				return err
+			}
+			if err := r.Store.arm(ctx, runID); err != nil {
+				return err
+			}
+			if ref, err = r.Store.PutMessages(ctx, runID, msgs...); err != nil {
 				return err
 			}
 			stored = true
@@ -370,4 +429,31 @@ func (r *Runs) CallArguments(ctx context.Context, runID string, seq, index int) 
 		return nil, fmt.Errorf("%w: call %d of message %d", ErrNotFound, index, seq)
 	}
 	return calls[index].GetArguments(), nil
+}
+
+// Answer returns the text of the answer st names: st.Answer, or, for a run
+// that keeps content out of history (st.AnswerSHA256 set), the transcript's
+// assistant message whose text has that digest (the last one that does).
+func (r *Runs) Answer(ctx context.Context, st RunState) (string, error) {
+	if st.AnswerSHA256 == "" {
+		return st.Answer, nil
+	}
+	if m, err := r.Store.At(ctx, st.RunID, st.Seq-1); err == nil && m != nil {
+		if text := llm.MessageText(m); contentDigest(text) == st.AnswerSHA256 {
+			return text, nil
+		}
+	}
+	msgs, err := r.Store.Load(ctx, st.RunID, -1)
+	if err != nil {
+		return "", err
+	}
+	for i := len(msgs) - 1; i >= 0; i-- {
+		if msgs[i].GetRole() != toolfleetv1.Role_ROLE_ASSISTANT {
+			continue
+		}
+		if text := llm.MessageText(msgs[i]); contentDigest(text) == st.AnswerSHA256 {
+			return text, nil
+		}
+	}
+	return "", fmt.Errorf("%w: the answer of %s", ErrNotFound, st.RunID)
 }

@@ -186,6 +186,31 @@ type RunInput struct {
 	// (orchestrator/visibility): the run then keeps their status and tools
 	// up to date.
 	Visibility bool `json:"visibility,omitempty"`
+	// HistoryContent is what the run keeps of its content in history,
+	// decided at start: "" or HistoryContentPreviews, or HistoryContentNone.
+	HistoryContent string `json:"history_content,omitempty"`
+}
+
+// What a run keeps of its content (model text, tool results, its answer)
+// in Temporal history.
+const (
+	// HistoryContentPreviews keeps the first 160 bytes of each model reply
+	// and tool result in activity results and events, and the answer's in
+	// the workflow result (the default).
+	HistoryContentPreviews = "previews"
+	// HistoryContentNone keeps no content byte in history: a sha256 (first
+	// 16 bytes, hex) and the size stand in for each preview; the answer is
+	// read from the transcript store.
+	HistoryContentNone = "none"
+)
+
+// ValidHistoryContent checks a HistoryContent setting.
+func ValidHistoryContent(v string) error {
+	switch v {
+	case "", HistoryContentPreviews, HistoryContentNone:
+		return nil
+	}
+	return fmt.Errorf("history content %q: want previews or none", v)
 }
 
 // Resume is what a completed run's next execution keeps of it.
@@ -258,6 +283,8 @@ type ModelTurnInput struct {
 	ToolsRef   string    `json:"tools_ref"`
 	Protocol   string    `json:"protocol,omitempty"`
 	Sequential bool      `json:"sequential,omitempty"`
+	// NoContent returns a digest and size instead of a preview.
+	NoContent bool `json:"no_content,omitempty"`
 }
 
 // ModelTurnResult summarizes the assistant message appended at Seq-1.
@@ -267,8 +294,11 @@ type ModelTurnResult struct {
 	Calls      []CallSummary `json:"calls,omitempty"`
 	Usage      Usage         `json:"usage"`
 	StopReason string        `json:"stop_reason,omitempty"`
-	// Preview is the start of the reply's text.
+	// Preview is the start of the reply's text (none with NoContent).
 	Preview string `json:"preview,omitempty"`
+	// TextSHA256 and TextBytes identify the reply's text with NoContent.
+	TextSHA256 string `json:"text_sha256,omitempty"`
+	TextBytes  int    `json:"text_bytes,omitempty"`
 }
 
 // CallSummary names one tool call of a turn; its arguments stay in the store.
@@ -299,6 +329,8 @@ type CallToolInput struct {
 	// MaxAttempts mirrors the activity's retry policy, so the last attempt
 	// turns a retryable failure into an error result instead of failing.
 	MaxAttempts int `json:"max_attempts"`
+	// NoContent returns a digest and size instead of a preview.
+	NoContent bool `json:"no_content,omitempty"`
 }
 
 // Result kinds of a tool call.
@@ -315,9 +347,12 @@ const (
 type CallToolResult struct {
 	Kind    string `json:"kind"`
 	IsError bool   `json:"is_error,omitempty"`
-	// Preview is the start of the content the model sees.
-	Preview  string        `json:"preview,omitempty"`
-	Duration time.Duration `json:"duration,omitempty"`
+	// Preview is the start of the content the model sees (none with NoContent).
+	Preview string `json:"preview,omitempty"`
+	// ContentSHA256 and ContentBytes identify that content with NoContent.
+	ContentSHA256 string        `json:"content_sha256,omitempty"`
+	ContentBytes  int           `json:"content_bytes,omitempty"`
+	Duration      time.Duration `json:"duration,omitempty"`
 	// Ref names the full result in the object store when it was too large to inline.
 	Ref string `json:"ref,omitempty"`
 }
@@ -346,10 +381,14 @@ type RunState struct {
 	Usage     Usage             `json:"usage"`
 	Seq       int               `json:"seq"`
 	Pending   []PendingApproval `json:"pending,omitempty"`
-	// Answer is the preview of the last answer.
-	Answer    string    `json:"answer,omitempty"`
-	Failure   string    `json:"failure,omitempty"`
-	StartedAt time.Time `json:"started_at"`
+	// Answer is the preview of the last answer (none when the run keeps
+	// content out of history: then AnswerSHA256 and AnswerBytes identify it,
+	// and the answer is the transcript's message at Seq-1).
+	Answer       string    `json:"answer,omitempty"`
+	AnswerSHA256 string    `json:"answer_sha256,omitempty"`
+	AnswerBytes  int       `json:"answer_bytes,omitempty"`
+	Failure      string    `json:"failure,omitempty"`
+	StartedAt    time.Time `json:"started_at"`
 	// Idle is true while a run that answered waits for SendMessage.
 	Idle bool `json:"idle,omitempty"`
 }

@@ -6,11 +6,14 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/protobuf/proto"
@@ -61,6 +64,12 @@ type StoreConfig struct {
 	// CacheBytes bounds the in-process cache of transcript messages (default
 	// DefaultCacheBytes; a quarter as much again for blobs; negative turns it off).
 	CacheBytes int64
+	// RecordsBucket is the run records bucket (default DefaultRecordsBucket):
+	// reap timers and quotas. Its max age (Assets) is the run retention.
+	RecordsBucket string
+	// Settings, when set, are written for every process that starts runs
+	// (OpenStore only; the quota's Retention is the records bucket's max age).
+	Settings *Settings
 }
 
 // DefaultCacheBytes bounds the store's message cache. A run's messages are
@@ -86,7 +95,29 @@ type Store struct {
 	// wrote can be served again without a round trip, on any replica. Values
 	// are kept encoded: every read decodes a fresh message.
 	msgs, blobCache *byteCache
+
+	js             jetstream.JetStream
+	transcriptName string
+	// recs is the run records bucket (reap timers, quotas); nil until bound
+	// (BindStore binds it on first use, at most every recordsRetry).
+	recsMu    sync.Mutex
+	recs      *records
+	recsTried time.Time
+	recsName  string
+	// retention is how long a closed run's data is kept (0: no timer; the
+	// buckets' max age alone frees it). Set by OpenStore.
+	retention time.Duration
+	// owners caches run id → principal subject for charging (bounded).
+	ownersMu sync.Mutex
+	owners   map[string]string
 }
+
+// recordsRetry is how often a bound store looks for a records bucket it did
+// not find.
+const recordsRetry = 10 * time.Second
+
+// maxOwners bounds the run → principal cache.
+const maxOwners = 4096
 
 // OpenStore creates or opens the buckets.
 func OpenStore(ctx context.Context, js jetstream.JetStream, cfg StoreConfig) (*Store, error) {
@@ -126,14 +157,177 @@ func OpenStore(ctx context.Context, js jetstream.JetStream, cfg StoreConfig) (*S
 	if err != nil {
 		return nil, fmt.Errorf("agent: blob bucket: %w", err)
 	}
-	st := &Store{kv: kv, blobs: blobs}
+	rs := assets.Settings(jsassets.RunRecords.Named(cfg.RecordsBucket))
+	if cfg.Memory {
+		rs.MaxBytes = min(rs.MaxBytes, 16<<20)
+	}
+	recs, err := openRecords(ctx, js, cmp.Or(cfg.RecordsBucket, DefaultRecordsBucket), rs)
+	if err != nil {
+		return nil, err
+	}
+	st := newStore(js, kv, blobs, cfg)
+	st.recs, st.retention = recs, rs.MaxAge
+	if cfg.Settings != nil {
+		set := *cfg.Settings
+		set.Quota.Retention = rs.MaxAge
+		if err := recs.writeSettings(ctx, set); err != nil {
+			return nil, err
+		}
+	}
+	return st, nil
+}
+
+func newStore(js jetstream.JetStream, kv jetstream.KeyValue, blobs jetstream.ObjectStore, cfg StoreConfig) *Store {
+	st := &Store{kv: kv, blobs: blobs, js: js, transcriptName: cmp.Or(cfg.TranscriptBucket, DefaultTranscriptBucket),
+		recsName: cmp.Or(cfg.RecordsBucket, DefaultRecordsBucket), owners: map[string]string{}}
 	if n := cfg.CacheBytes; n >= 0 {
 		if n == 0 {
 			n = DefaultCacheBytes
 		}
 		st.msgs, st.blobCache = newByteCache(n, cacheMessageBytes), newByteCache(n/4, cacheBlobBytes)
 	}
-	return st, nil
+	return st
+}
+
+// records returns the records bucket, binding it when the store was bound
+// (BindStore) and the orchestrator has made it since; nil without one.
+func (s *Store) records(ctx context.Context) *records {
+	s.recsMu.Lock()
+	defer s.recsMu.Unlock()
+	if s.recs != nil || s.js == nil || time.Since(s.recsTried) < recordsRetry {
+		return s.recs
+	}
+	s.recsTried = time.Now()
+	if kv, err := s.js.KeyValue(ctx, s.recsName); err == nil {
+		s.recs = &records{kv: kv, js: s.js, bucket: s.recsName}
+	}
+	return s.recs
+}
+
+// owner is the subject of the principal that started runID ("" when the
+// run has no record).
+func (s *Store) owner(ctx context.Context, runID string) string {
+	s.ownersMu.Lock()
+	sub, ok := s.owners[runID]
+	s.ownersMu.Unlock()
+	if ok {
+		return sub
+	}
+	b, err := s.Meta(ctx, runID)
+	if err != nil {
+		return ""
+	}
+	var meta runMeta
+	if json.Unmarshal(b, &meta) != nil {
+		return ""
+	}
+	s.ownersMu.Lock()
+	if len(s.owners) >= maxOwners {
+		clear(s.owners)
+	}
+	s.owners[runID] = meta.Principal.Subject
+	s.ownersMu.Unlock()
+	return meta.Principal.Subject
+}
+
+// charge counts n bytes stored for runID against its principal's quota.
+// Counting is best effort: a failure never fails the write it counts.
+func (s *Store) charge(ctx context.Context, runID string, n int64) {
+	if n <= 0 {
+		return
+	}
+	recs := s.records(ctx)
+	if recs == nil {
+		return
+	}
+	if sub := s.owner(ctx, runID); sub != "" {
+		_ = recs.charge(ctx, sub, runID, n)
+	}
+}
+
+// Admit checks that subject's runs may hold n more bytes for runID (and, for
+// a run it holds no entry for, one more run) and counts them: a
+// [*QuotaError] (errors.Is ErrQuotaExceeded) otherwise. Without a records
+// bucket every start is admitted.
+func (s *Store) Admit(ctx context.Context, subject, runID string, n int64) error {
+	recs := s.records(ctx)
+	if recs == nil {
+		return nil
+	}
+	return recs.admit(ctx, subject, runID, n)
+}
+
+// HistoryContent is what new runs keep of their content in history, as the
+// orchestrator's settings say ("" without a records bucket: previews).
+func (s *Store) HistoryContent(ctx context.Context) (string, error) {
+	recs := s.records(ctx)
+	if recs == nil {
+		return "", nil
+	}
+	set, err := recs.current(ctx)
+	return set.HistoryContent, err
+}
+
+// Held returns the bytes and runs subject's runs hold.
+func (s *Store) Held(ctx context.Context, subject string) (bytes int64, runs int, err error) {
+	recs := s.records(ctx)
+	if recs == nil {
+		return 0, 0, nil
+	}
+	return recs.held(ctx, subject)
+}
+
+// arm starts runID's retention timer (when the store has a retention).
+func (s *Store) arm(ctx context.Context, runID string) error {
+	recs := s.records(ctx)
+	if recs == nil {
+		return nil
+	}
+	ret := s.retention
+	if ret == 0 {
+		q, err := recs.quota(ctx)
+		if err != nil {
+			return err
+		}
+		ret = q.Retention
+	}
+	if ret <= 0 {
+		return nil
+	}
+	return recs.arm(ctx, runID, ret)
+}
+
+// blobKey is the transcript-bucket key that lists a run's blob.
+func blobKey(runID, hexSum string) string { return runID + ".blob." + hexSum }
+
+// Purge frees everything the store holds for runID: its blobs, its
+// messages and its description. The reaper calls it once the run has been
+// closed for the retention; the run id is then unknown to the store.
+func (s *Store) Purge(ctx context.Context, runID string) error {
+	lister, err := s.kv.ListKeysFiltered(ctx, runID+".blob.*")
+	if err != nil {
+		return fmt.Errorf("agent: list blobs of %s: %w", runID, err)
+	}
+	var names []string
+	for k := range lister.Keys() {
+		names = append(names, runID+"/sha256-"+strings.TrimPrefix(k, runID+".blob."))
+	}
+	for _, name := range names {
+		if err := s.blobs.Delete(ctx, name); err != nil && !errors.Is(err, jetstream.ErrObjectNotFound) {
+			return fmt.Errorf("agent: delete blob %s: %w", name, err)
+		}
+	}
+	st, err := s.js.Stream(ctx, "KV_"+s.transcriptName)
+	if err != nil {
+		return fmt.Errorf("agent: transcript stream: %w", err)
+	}
+	if err := st.Purge(ctx, jetstream.WithPurgeSubject("$KV."+s.transcriptName+"."+runID+".>")); err != nil {
+		return fmt.Errorf("agent: purge transcript of %s: %w", runID, err)
+	}
+	s.ownersMu.Lock()
+	delete(s.owners, runID)
+	s.ownersMu.Unlock()
+	return nil
 }
 
 // decode decodes a stored message.
@@ -151,6 +345,8 @@ func msgKey(runID string, seq int) string { return fmt.Sprintf("%s.%08d", runID,
 // already holds the same message counts as written (a retry); one holding
 // another message is [ErrConflict].
 func (s *Store) Append(ctx context.Context, runID string, seq int, msgs ...*toolfleetv1.Message) error {
+	var stored int64
+	defer func() { s.charge(ctx, runID, stored) }()
 	for i, m := range msgs {
 		b, err := proto.MarshalOptions{Deterministic: true}.Marshal(m)
 		if err != nil {
@@ -174,6 +370,7 @@ func (s *Store) Append(ctx context.Context, runID string, seq int, msgs ...*tool
 			}
 			continue
 		}
+		stored += int64(len(b) + len(key))
 		s.msgs.add(key, b)
 	}
 	return nil
@@ -288,17 +485,35 @@ func (s *Store) loadCached(ctx context.Context, runID string, n int) (_ []*toolf
 	return out, true, nil
 }
 
-// PutBlob stores data under its content address and returns it ("sha256-<hex>").
-func (s *Store) PutBlob(ctx context.Context, data []byte) (string, error) {
+// PutBlob stores data as a blob of run runID under its content address and
+// returns its name ("<run_id>/sha256-<hex>"), counting new bytes against
+// the run's principal. Blobs belong to one run, so freeing a run frees them.
+func (s *Store) PutBlob(ctx context.Context, runID string, data []byte) (string, error) {
+	return s.putBlob(ctx, runID, data, true)
+}
+
+func (s *Store) putBlob(ctx context.Context, runID string, data []byte, charge bool) (string, error) {
+	if err := ValidRunID(runID); err != nil {
+		return "", err
+	}
 	sum := sha256.Sum256(data)
-	ref := "sha256-" + hex.EncodeToString(sum[:])
+	hexSum := hex.EncodeToString(sum[:])
+	ref := runID + "/sha256-" + hexSum
 	if _, err := s.blobs.GetInfo(ctx, ref); err == nil {
 		return ref, nil
 	} else if !errors.Is(err, jetstream.ErrObjectNotFound) {
 		return "", fmt.Errorf("agent: blob %s: %w", ref, err)
 	}
+	// Listed with the run first, so freeing the run finds it even if this
+	// process stops between the two writes.
+	if _, err := s.kv.Create(ctx, blobKey(runID, hexSum), []byte(strconv.Itoa(len(data)))); err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
+		return "", fmt.Errorf("agent: list blob: %w", err)
+	}
 	if _, err := s.blobs.PutBytes(ctx, ref, data); err != nil {
 		return "", fmt.Errorf("agent: put blob: %w", err)
+	}
+	if charge {
+		s.charge(ctx, runID, int64(len(data)))
 	}
 	return ref, nil
 }
@@ -319,13 +534,23 @@ func (s *Store) Blob(ctx context.Context, ref string) ([]byte, error) {
 	return b, nil
 }
 
-// PutMessages stores msgs as one blob (the input of StartRun or SendMessage).
-func (s *Store) PutMessages(ctx context.Context, msgs ...*toolfleetv1.Message) (string, error) {
+// EncodeMessages encodes msgs as PutMessages stores them.
+func EncodeMessages(msgs ...*toolfleetv1.Message) ([]byte, error) {
 	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(&toolfleetv1.Conversation{Messages: msgs})
 	if err != nil {
-		return "", fmt.Errorf("agent: encode messages: %w", err)
+		return nil, fmt.Errorf("agent: encode messages: %w", err)
 	}
-	return s.PutBlob(ctx, b)
+	return b, nil
+}
+
+// PutMessages stores msgs as one blob of run runID (the input of StartRun
+// or SendMessage). It does not count the bytes: [Runs] admits them first.
+func (s *Store) PutMessages(ctx context.Context, runID string, msgs ...*toolfleetv1.Message) (string, error) {
+	b, err := EncodeMessages(msgs...)
+	if err != nil {
+		return "", err
+	}
+	return s.putBlob(ctx, runID, b, false)
 }
 
 // Messages reads a blob written by PutMessages.

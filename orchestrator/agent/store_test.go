@@ -125,13 +125,18 @@ func testStoreAppend(t *testing.T, s *agent.Store) {
 		t.Fatalf("another run's transcript: %v, %v; want empty", got, err)
 	}
 
-	ref, err := s.PutMessages(ctx, a)
+	ref, err := s.PutMessages(ctx, "r", a)
 	if err != nil {
 		t.Fatal(err)
 	}
-	again, err := s.PutMessages(ctx, a)
+	again, err := s.PutMessages(ctx, "r", a)
 	if err != nil || again != ref {
 		t.Fatalf("content addressing: %q then %q (%v)", ref, again, err)
+	}
+	// Blobs belong to their run: the same content of another run is its own
+	// blob, so freeing one run never takes another's.
+	if other, err := s.PutMessages(ctx, "other-run", a); err != nil || other == ref {
+		t.Fatalf("the same content for another run: %q (%v), want a blob apart from %q", other, err, ref)
 	}
 	if _, err := s.Blob(ctx, "sha256-00"); !errors.Is(err, agent.ErrNotFound) {
 		t.Fatalf("missing blob: %v, want ErrNotFound", err)

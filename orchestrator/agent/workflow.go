@@ -182,8 +182,8 @@ func (r *run) execute(ctx workflow.Context) (RunState, error) {
 // answered records the model's answer and waits for SendMessage; done is
 // true when the idle time passed (or the run was stopped) without one.
 func (r *run) answered(ctx, lctx workflow.Context, res ModelTurnResult) (done bool, err error) {
-	r.st.Status, r.st.Answer = StatusCompleted, res.Preview
-	r.publish(ctx, EventCompleted, r.st.Turn, "", "", res.Preview, fmt.Sprintf("%s/completed/%d", r.in.RunID, r.st.Turn))
+	r.st.Status, r.st.Answer, r.st.AnswerSHA256, r.st.AnswerBytes = StatusCompleted, res.Preview, res.TextSHA256, res.TextBytes
+	r.publish(ctx, EventCompleted, r.st.Turn, "", "", res.Text(), fmt.Sprintf("%s/completed/%d", r.in.RunID, r.st.Turn))
 	idle := orDefault(r.in.Spec.IdleTimeout, DefaultIdleTimeout)
 	if idle < 0 {
 		// A message accepted during the last turn is answered, never
@@ -252,9 +252,10 @@ func (r *run) continueAsNew(ctx workflow.Context) bool {
 // next is the input of the execution that continues this one: references
 // and counters only.
 func (r *run) next() RunInput {
-	return RunInput{RunID: r.in.RunID, Spec: r.in.Spec, Principal: r.in.Principal, Visibility: r.in.Visibility, Carry: &Carry{
-		Seq: r.st.Seq, Turn: r.st.Turn, ToolCalls: r.st.ToolCalls, Usage: r.st.Usage, StartedAt: r.st.StartedAt,
-		Tools: r.tools, ToolsRef: r.toolsRef, Failures: r.failures, Inbox: r.inbox}}
+	return RunInput{RunID: r.in.RunID, Spec: r.in.Spec, Principal: r.in.Principal, Visibility: r.in.Visibility,
+		HistoryContent: r.in.HistoryContent, Carry: &Carry{
+			Seq: r.st.Seq, Turn: r.st.Turn, ToolCalls: r.st.ToolCalls, Usage: r.st.Usage, StartedAt: r.st.StartedAt,
+			Tools: r.tools, ToolsRef: r.toolsRef, Failures: r.failures, Inbox: r.inbox}}
 }
 
 func (r *run) modelTurn(ctx workflow.Context) (ModelTurnResult, error) {
@@ -269,7 +270,8 @@ func (r *run) modelTurn(ctx workflow.Context) (ModelTurnResult, error) {
 	spec := r.in.Spec
 	var res ModelTurnResult
 	err := workflow.ExecuteActivity(actx, ModelTurnActivity, ModelTurnInput{RunID: r.in.RunID, Turn: r.st.Turn, Seq: r.st.Seq,
-		Model: spec.Model, ToolsRef: r.toolsRef, Protocol: spec.ToolProtocol, Sequential: spec.Sequential}).Get(ctx, &res)
+		Model: spec.Model, ToolsRef: r.toolsRef, Protocol: spec.ToolProtocol, Sequential: spec.Sequential,
+		NoContent: r.noContent()}).Get(ctx, &res)
 	if err != nil {
 		return res, err
 	}
@@ -311,7 +313,7 @@ func (r *run) runCalls(ctx workflow.Context, res ModelTurnResult) error {
 			}
 		}
 		in := CallToolInput{RunID: r.in.RunID, Turn: r.st.Turn, Index: i, CallSeq: callSeq, ResultSeq: base + i,
-			Tool: tool, Principal: r.in.Principal}
+			Tool: tool, Principal: r.in.Principal, NoContent: r.noContent()}
 		opts, attempts := toolcall.Options(tool, r.callDefaults)
 		in.MaxAttempts = attempts
 		actx := workflow.WithActivityOptions(ctx, opts)
@@ -386,6 +388,12 @@ func (r *run) runCalls(ctx workflow.Context, res ModelTurnResult) error {
 func (r *run) localReadOnly(ctx workflow.Context) bool {
 	return workflow.GetVersion(ctx, "local-read-only-calls", workflow.DefaultVersion, 1) >= 1
 }
+
+// noContent reports whether the run keeps content out of history, as its
+// start decided (RunInput.HistoryContent). Only what activities return and
+// what events say changes, never which commands the workflow issues, so a
+// run replays the same whatever the setting is today.
+func (r *run) noContent() bool { return r.in.HistoryContent == HistoryContentNone }
 
 func (r *run) tool(modelName string) *ToolSummary {
 	for i := range r.tools {

@@ -134,6 +134,17 @@ func (s *Service) fromTemporal(what string, err error) error {
 	return s.internal(what, err)
 }
 
+// quotaError is RESOURCE_EXHAUSTED with what the caller's runs hold and
+// what to do, for a start or message over the caller's quota; nil for any
+// other error. It names only the caller's own figures.
+func quotaError(err error) error {
+	var qe *agent.QuotaError
+	if !errors.As(err, &qe) {
+		return nil
+	}
+	return connect.NewError(connect.CodeResourceExhausted, errors.New(qe.Error()))
+}
+
 // spec turns a StartRunRequest into a run spec and its first messages.
 func spec(req *toolfleetv1.StartRunRequest) (agent.RunSpec, []*toolfleetv1.Message, error) {
 	var sp agent.RunSpec
@@ -209,6 +220,12 @@ func (s *Service) StartRun(ctx context.Context, r *connect.Request[toolfleetv1.S
 	if errors.Is(err, agent.ErrRunSpecDiffers) { // a repeat must be the same start, not a new one
 		return nil, connect.NewError(connect.CodeAlreadyExists, fmt.Errorf("run %q was started with another spec; continue it with SendMessage", runID))
 	}
+	if errors.Is(err, agent.ErrCodeModeContent) {
+		return nil, connect.NewError(connect.CodeFailedPrecondition, errors.New(strings.TrimPrefix(err.Error(), "agent: ")))
+	}
+	if qe := quotaError(err); qe != nil {
+		return nil, qe
+	}
 	if err != nil {
 		var started *serviceerror.WorkflowExecutionAlreadyStarted
 		if errors.As(err, &started) {
@@ -232,9 +249,15 @@ func (s *Service) GetRun(ctx context.Context, r *connect.Request[toolfleetv1.Get
 	if err != nil {
 		return nil, s.fromTemporal("get run", err)
 	}
+	// A run that keeps content out of history names its answer by digest;
+	// the text is in the transcript.
+	answer, err := s.Runs.Answer(ctx, st)
+	if err != nil {
+		s.log().Warn("agent service: the answer is not in the transcript", "run_id", st.RunID, "error", err)
+	}
 	resp := &toolfleetv1.GetRunResponse{RunId: st.RunID, Status: runStatus(st.Status), Turns: int32(st.Turn), ToolCalls: int32(st.ToolCalls),
 		Usage:  &toolfleetv1.Usage{InputTokens: st.Usage.InputTokens, OutputTokens: st.Usage.OutputTokens},
-		Answer: st.Answer, Idle: st.Idle, StartedAt: timestamppb.New(st.StartedAt)}
+		Answer: answer, Idle: st.Idle, StartedAt: timestamppb.New(st.StartedAt)}
 	if st.Status == agent.StatusBudgetExhausted {
 		resp.Budget = st.Failure
 	} else {
@@ -327,6 +350,9 @@ func (s *Service) SendMessage(ctx context.Context, r *connect.Request[toolfleetv
 	}
 	if errors.Is(err, agent.ErrRunClosed) { // failed, cancelled or spent: it stays closed
 		return nil, connect.NewError(connect.CodeFailedPrecondition, errors.New(strings.TrimPrefix(err.Error(), "agent: ")))
+	}
+	if qe := quotaError(err); qe != nil {
+		return nil, qe
 	}
 	if err != nil {
 		return nil, s.fromTemporal("send message", err)

@@ -136,14 +136,14 @@ func TestTenancy(t *testing.T) {
 	// Another principal's start with alice's run id is refused before
 	// anything is stored for it: its messages never reach the blob store
 	// (a control start of alice's shows the check would see them).
-	blobStored := func(text string) bool {
+	blobStored := func(runID, text string) bool {
 		t.Helper()
 		b, err := proto.MarshalOptions{Deterministic: true}.Marshal(&toolfleetv1.Conversation{Messages: []*toolfleetv1.Message{llm.User(text)}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		sum := sha256.Sum256(b)
-		_, err = o.Runs.Store.Messages(ctx, "sha256-"+hex.EncodeToString(sum[:]))
+		_, err = o.Runs.Store.Messages(ctx, runID+"/sha256-"+hex.EncodeToString(sum[:]))
 		if err != nil && !errors.Is(err, agent.ErrNotFound) {
 			t.Fatal(err)
 		}
@@ -156,7 +156,7 @@ func TestTenancy(t *testing.T) {
 	} else if strings.Contains(err.Error(), "SchemaTest") || strings.Contains(err.Error(), "scripted") {
 		t.Errorf("the refusal reveals the victim's run: %v", err)
 	}
-	if blobStored("mallory's 1 GiB, in spirit") {
+	if blobStored("alice-run", "mallory's 1 GiB, in spirit") {
 		t.Error("a refused start stored its messages")
 	}
 	control := spec("alice-run-2")
@@ -164,7 +164,7 @@ func TestTenancy(t *testing.T) {
 	if _, err := aliceRuns.StartRun(ctx, connect.NewRequest(control)); err != nil {
 		t.Fatal(err)
 	}
-	if !blobStored("alice's own start") {
+	if !blobStored("alice-run-2", "alice's own start") {
 		t.Error("the control start's messages are not where the check looks")
 	}
 
@@ -323,18 +323,22 @@ func TestCodeModeObeysTheRun(t *testing.T) {
 // both for two principals holding every scope: alice and mallory.
 type tenants struct {
 	o                              *runner.Orchestrator
-	runsURL                        string
+	runsURL, natsURL               string
 	fleet                          *e2e.Fleet
 	aliceRuns, malloryRuns         toolfleetv1connect.AgentServiceClient
 	alicePrograms, malloryPrograms toolfleetv1connect.ProgramServiceClient
 }
 
-func startTenants(t *testing.T, queue string, models *agent.Resolver) *tenants {
+func startTenants(t *testing.T, queue string, models *agent.Resolver, configure ...func(*runner.Config)) *tenants {
 	t.Helper()
 	stack := devstacktest.Start(t)
 	fleet := e2e.Start(t, e2e.Options{NATSURL: stack.NATS.URL()})
-	o, err := runner.Start(t.Context(), runner.Config{TemporalAddress: stack.Temporal.Address(), Namespace: stack.Namespace(),
-		TaskQueue: queue, NATSURL: stack.NATS.URL(), GatewayAddress: fleet.Addr, Models: models, MemoryStorage: true})
+	cfg := runner.Config{TemporalAddress: stack.Temporal.Address(), Namespace: stack.Namespace(),
+		TaskQueue: queue, NATSURL: stack.NATS.URL(), GatewayAddress: fleet.Addr, Models: models, MemoryStorage: true}
+	for _, f := range configure {
+		f(&cfg)
+	}
+	o, err := runner.Start(t.Context(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -346,7 +350,7 @@ func startTenants(t *testing.T, queue string, models *agent.Resolver) *tenants {
 	progs := httptest.NewServer(ph)
 	t.Cleanup(progs.Close)
 	const allScopes = "runs:start,runs:read,runs:approve,runs:cancel,programs:run,programs:read,programs:approve,tools:call,schematest:read,calculator:use"
-	return &tenants{o: o, fleet: fleet, runsURL: runs.URL,
+	return &tenants{o: o, fleet: fleet, runsURL: runs.URL, natsURL: stack.NATS.URL(),
 		aliceRuns:       toolfleetv1connect.NewAgentServiceClient(runs.Client(), runs.URL, as("alice:"+allScopes)),
 		alicePrograms:   toolfleetv1connect.NewProgramServiceClient(progs.Client(), progs.URL, as("alice:"+allScopes)),
 		malloryRuns:     toolfleetv1connect.NewAgentServiceClient(runs.Client(), runs.URL, as("mallory:"+allScopes)),

@@ -14,6 +14,8 @@ import (
 
 	commonpb "go.temporal.io/api/common/v1"
 	"go.temporal.io/sdk/converter"
+
+	"github.com/toolfleet/toolfleet/orchestrator/toolcall"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -79,7 +81,9 @@ func (c Config) inline() int {
 // (agent.Store: PutBlob names a blob by the SHA-256 of its bytes) implements
 // it: programs and agent runs share one store, its byte bound and retention.
 type Blobs interface {
-	PutBlob(ctx context.Context, data []byte) (string, error)
+	// PutBlob stores data as a blob listed under owner (the program's
+	// workflow id: the blob store frees a run's blobs by it).
+	PutBlob(ctx context.Context, owner string, data []byte) (string, error)
 	Blob(ctx context.Context, ref string) ([]byte, error)
 }
 
@@ -103,12 +107,12 @@ func (l *LateBlobs) get() (Blobs, error) {
 }
 
 // PutBlob implements Blobs.
-func (l *LateBlobs) PutBlob(ctx context.Context, data []byte) (string, error) {
+func (l *LateBlobs) PutBlob(ctx context.Context, owner string, data []byte) (string, error) {
 	b, err := l.get()
 	if err != nil {
 		return "", err
 	}
-	return b.PutBlob(ctx, data)
+	return b.PutBlob(ctx, owner, data)
 }
 
 // Blob implements Blobs.
@@ -216,7 +220,7 @@ func (d *valueDriver) store(ctx context.Context, wf string, p *commonpb.Payload)
 	env = append(env, b...)
 	ctx, cancel := context.WithTimeout(ctx, storageTimeout)
 	defer cancel()
-	ref, err := d.blobs.PutBlob(ctx, env)
+	ref, err := d.blobs.PutBlob(ctx, blobOwner(wf), env)
 	if err != nil {
 		return converter.StorageDriverClaim{}, fmt.Errorf("program: store a value: %w", err)
 	}
@@ -285,4 +289,14 @@ func openEnvelope(env []byte, wf string) ([]byte, bool) {
 	}
 	_, b, ok := bytes.Cut(rest, []byte{'\n'}) // the nonce
 	return b, ok
+}
+
+// blobOwner lists a value under its workflow when the workflow id is one the
+// blob store takes as an owner, and under "programs" otherwise (such values
+// expire with the bucket's max age).
+func blobOwner(wf string) string {
+	if toolcall.ValidID(wf) == nil {
+		return wf
+	}
+	return "programs"
 }

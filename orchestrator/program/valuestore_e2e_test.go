@@ -274,7 +274,7 @@ func recordRefs(t *testing.T, s *stack, hist *historypb.History) {
 // recordedBlobs are the blobs recorded with a history.
 type recordedBlobs map[string][]byte
 
-func (r recordedBlobs) PutBlob(context.Context, []byte) (string, error) {
+func (r recordedBlobs) PutBlob(context.Context, string, []byte) (string, error) {
 	return "", errors.New("recorded blobs are read-only")
 }
 

@@ -90,6 +90,22 @@ type Config struct {
 	// orchestrator's JetStream assets (run events, transcripts, run blobs,
 	// trigger streams); see sdk/jsassets. Zero: R1, file, the prod profile.
 	Assets jsassets.Config
+	// HistoryContent is what agent runs keep of their content (model text,
+	// tool results, the answer) in Temporal history: agent.HistoryContentPreviews
+	// (default: the first 160 bytes of each) or agent.HistoryContentNone
+	// (sha256 digests and sizes only; the answer is read from the transcript
+	// store). Written into the run records bucket, so the gateway's
+	// AgentService starts runs the same way. Programs follow it: with "none"
+	// every program value goes to the blob store (program.Config.NoContentInHistory).
+	HistoryContent string
+	// PrincipalMaxBytes bounds the bytes one principal's runs hold in the
+	// transcript and blob buckets: 0 takes an eighth of the two buckets'
+	// byte bounds (Assets), negative means no bound.
+	PrincipalMaxBytes int64
+	// PrincipalMaxRuns bounds the runs one principal holds (running, and
+	// closed within the retention): 0 takes agent.DefaultMaxRuns, negative
+	// means no bound; at most agent.MaxMaxRuns.
+	PrincipalMaxRuns int
 	// MaxConcurrentActivities bounds activities in flight in this process. Default 200.
 	MaxConcurrentActivities int
 	// StopTimeout bounds the graceful stop. Default 10s.
@@ -127,6 +143,12 @@ func (c *Config) Validate() error {
 	}
 	if err := c.TemporalTLS.validate(); err != nil {
 		errs = append(errs, err)
+	}
+	if err := agent.ValidHistoryContent(c.HistoryContent); err != nil {
+		errs = append(errs, fmt.Errorf("--history-content: %w", err))
+	}
+	if c.PrincipalMaxRuns > agent.MaxMaxRuns {
+		errs = append(errs, fmt.Errorf("--principal-max-runs %d: at most %d", c.PrincipalMaxRuns, agent.MaxMaxRuns))
 	}
 	if c.Triggers != nil {
 		// A trigger's key reference is checked at load, not at its first message.
@@ -236,6 +258,26 @@ func (c *Config) defaults() {
 	}
 }
 
+// quota is the per-principal quota: the configured bounds, or their
+// defaults (an eighth of the transcript and blob buckets' byte bounds, and
+// agent.DefaultMaxRuns runs).
+func (c *Config) quota(assets jsassets.Config) agent.Quota {
+	q := agent.Quota{MaxBytes: c.PrincipalMaxBytes, MaxRuns: c.PrincipalMaxRuns}
+	switch {
+	case q.MaxBytes == 0:
+		q.MaxBytes = (assets.Settings(jsassets.Transcripts).MaxBytes + assets.Settings(jsassets.RunBlobs).MaxBytes) / agent.DefaultQuotaShare
+	case q.MaxBytes < 0:
+		q.MaxBytes = 0
+	}
+	switch {
+	case q.MaxRuns == 0:
+		q.MaxRuns = agent.DefaultMaxRuns
+	case q.MaxRuns < 0:
+		q.MaxRuns = 0
+	}
+	return q
+}
+
 // waitNamespace polls DescribeNamespace until it succeeds or ctx ends.
 func waitNamespace(ctx context.Context, c client.Client, namespace string, log *slog.Logger) error {
 	const maxDelay = 5 * time.Second
@@ -273,6 +315,8 @@ type Orchestrator struct {
 	Programs *program.Programs
 	// failed receives the worker's fatal error (see Failed).
 	failed chan error
+	// stopReaper stops freeing closed runs' data.
+	stopReaper func()
 }
 
 // Failed is watched by the process that runs the orchestrator: it
@@ -310,7 +354,8 @@ func Start(ctx context.Context, cfg Config) (_ *Orchestrator, err error) {
 		assets = assets.WithStorage(jsassets.StorageMemory)
 		assets.Profile = cmp.Or(assets.Profile, jsassets.ProfileDev) // tests: small
 	}
-	store, err := agent.OpenStore(ctx, js, agent.StoreConfig{Memory: cfg.MemoryStorage, Assets: assets})
+	store, err := agent.OpenStore(ctx, js, agent.StoreConfig{Memory: cfg.MemoryStorage, Assets: assets,
+		Settings: &agent.Settings{Quota: cfg.quota(assets), HistoryContent: cmp.Or(cfg.HistoryContent, agent.HistoryContentPreviews)}})
 	if err != nil {
 		return nil, err
 	}
@@ -346,7 +391,7 @@ func Start(ctx context.Context, cfg Config) (_ *Orchestrator, err error) {
 		Interceptors: interceptors,
 		// Program values over Programs.InlineBytes are kept in the blob
 		// store, not in history (program.ExternalStorage).
-		ExternalStorage: program.ExternalStorage(store, cfg.Programs)}); err != nil {
+		ExternalStorage: program.ExternalStorage(store, cfg.programs())}); err != nil {
 		return nil, fmt.Errorf("connect to Temporal at %s: %w", cfg.TemporalAddress, err)
 	}
 	// A worker on a namespace that does not exist yet would only log
@@ -378,9 +423,15 @@ func Start(ctx context.Context, cfg Config) (_ *Orchestrator, err error) {
 	if err := o.worker.Start(); err != nil {
 		return nil, fmt.Errorf("start the Temporal worker: %w", err)
 	}
+	// Closed runs' data is freed after the retention (the records bucket's max age).
+	reaper := &agent.Reaper{Store: store, Temporal: o.temporal, Log: cfg.Logger}
+	if o.stopReaper, err = reaper.Start(ctx); err != nil {
+		return nil, err
+	}
 	seen := &visibility.Checker{Client: o.temporal, Namespace: cfg.Namespace}
-	o.Runs = &agent.Runs{Temporal: o.temporal, Store: store, TaskQueue: cfg.TaskQueue, Visibility: seen}
-	o.Programs = &program.Programs{Temporal: o.temporal, TaskQueue: cfg.TaskQueue, Visibility: seen, Config: cfg.Programs}
+	o.Runs = &agent.Runs{Temporal: o.temporal, Store: store, TaskQueue: cfg.TaskQueue, Visibility: seen,
+		HistoryContent: cmp.Or(cfg.HistoryContent, agent.HistoryContentPreviews)}
+	o.Programs = &program.Programs{Temporal: o.temporal, TaskQueue: cfg.TaskQueue, Visibility: seen, Config: cfg.programs()}
 	if cfg.Triggers != nil {
 		if o.triggers, err = trigger.Start(ctx, js, cfg.Triggers, trigger.Options{Programs: o.Programs, Runs: o.Runs,
 			MemoryStorage: cfg.MemoryStorage, Assets: assets, Logger: cfg.Logger}); err != nil {
@@ -416,6 +467,9 @@ func (o *Orchestrator) Stop() {
 	if o.triggers != nil {
 		o.triggers.Stop()
 	}
+	if o.stopReaper != nil {
+		o.stopReaper()
+	}
 	if o.worker != nil {
 		o.worker.Stop()
 	}
@@ -428,4 +482,14 @@ func (o *Orchestrator) Stop() {
 	if o.nc != nil {
 		o.nc.Close()
 	}
+}
+
+// programs is the programs' configuration with the operator's history setting
+// applied: "none" keeps every program value out of history too.
+func (c Config) programs() program.Config {
+	p := c.Programs
+	if c.HistoryContent == agent.HistoryContentNone {
+		p.NoContentInHistory = true
+	}
+	return p
 }

@@ -132,6 +132,12 @@ var (
 		Prod: Limits{MaxBytes: 4 * gib, MaxAge: 30 * day}, Dev: Limits{MaxBytes: 64 * mib, MaxAge: 7 * day}}
 	RunBlobs = Asset{Name: "toolfleet_run_blobs", Kind: KindObjectStore, Owner: "orchestrator",
 		Prod: Limits{MaxBytes: 16 * gib, MaxAge: 30 * day}, Dev: Limits{MaxBytes: 128 * mib, MaxAge: 7 * day}}
+	// RunRecords holds, per run, the timer that frees its data (transcript,
+	// blobs, events) once the run has been closed this long, and per
+	// principal what its runs hold (the quota): its max age is the run
+	// retention after close.
+	RunRecords = Asset{Name: "toolfleet_runs", Kind: KindKV, Owner: "orchestrator",
+		Prod: Limits{MaxBytes: 256 * mib, MaxAge: 7 * day}, Dev: Limits{MaxBytes: 16 * mib, MaxAge: 1 * day}}
 	Triggers = Asset{Name: "TOOLFLEET_TRIGGERS", Kind: KindStream, Owner: "orchestrator",
 		Prod: Limits{MaxBytes: 1 * gib, MaxAge: 7 * day}, Dev: Limits{MaxBytes: 32 * mib, MaxAge: 7 * day}}
 	TriggerDeadLetters = Asset{Name: "TOOLFLEET_TRIGGERS_DEAD", Kind: KindStream, Owner: "orchestrator",
@@ -142,7 +148,7 @@ var (
 
 // All lists the fleet's assets under their default names.
 func All() []Asset {
-	return []Asset{CallEvents, Idempotency, Results, RunEvents, Transcripts, RunBlobs, Triggers, TriggerDeadLetters, AgentMemory}
+	return []Asset{CallEvents, Idempotency, Results, RunEvents, Transcripts, RunBlobs, RunRecords, Triggers, TriggerDeadLetters, AgentMemory}
 }
 
 // Config is the JetStream asset configuration of one process. The zero value

@@ -1,0 +1,377 @@
+package agent
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/toolfleet/toolfleet/sdk/jsassets"
+)
+
+// Run records live in one KV bucket (jsassets.RunRecords, "toolfleet_runs")
+// whose max age is the run retention:
+//
+//   - reap.<run_id>: a timer (a key with a TTL). When it expires the server
+//     leaves a marker that one orchestrator's [Reaper] receives; it frees the
+//     run's data if the run has been closed for the retention, or sets the
+//     timer again.
+//   - quota.<hash of the principal>: what the principal's runs hold, one
+//     entry per run (bytes, and when the entry lapses). Updated with
+//     compare-and-set, so every replica (and the gateway) counts the same.
+//   - settings: the [Settings] the orchestrator was configured with (quota,
+//     history content); it never expires, so a gateway that only binds the
+//     buckets starts runs the same way.
+const (
+	DefaultRecordsBucket = "toolfleet_runs"
+	reapPrefix           = "reap."
+	quotaPrefix          = "quota."
+	settingsKey          = "settings"
+	// entryHold is how long past the retention a run's quota entry lasts
+	// without a write: an entry whose run was never freed (its timer lost)
+	// lapses then, so a leaked count repairs itself.
+	entryHold = 7 * 24 * time.Hour
+	// maxQuotaTries bounds the compare-and-set attempts of one update.
+	maxQuotaTries = 16
+	// markerTTL is how long the server keeps the marker an expired timer
+	// leaves (the reaper's consumer is durable: an orchestrator down for less
+	// than this still frees the runs whose timers expired meanwhile).
+	markerTTL = 24 * time.Hour
+	// settingsTTL is how long a process trusts the quota settings it read.
+	settingsTTL = 5 * time.Second
+)
+
+// Defaults of the quota.
+const (
+	// DefaultMaxRuns is how many runs one principal may hold (started and not
+	// yet freed).
+	DefaultMaxRuns = 1000
+	// MaxMaxRuns bounds MaxRuns: one principal's record holds an entry per run.
+	MaxMaxRuns = 10000
+	// DefaultQuotaShare is the share of the transcript and blob buckets' byte
+	// bounds one principal may hold by default (an eighth).
+	DefaultQuotaShare = 8
+)
+
+// Quota bounds what one principal's runs may hold in the run stores. The
+// orchestrator writes it into the records bucket; every process that starts
+// runs (the orchestrator, the gateway's AgentService) enforces it.
+type Quota struct {
+	// MaxBytes bounds the bytes of transcripts, inputs and blobs that one
+	// principal's runs hold; 0 means no bound.
+	MaxBytes int64 `json:"max_bytes,omitempty"`
+	// MaxRuns bounds the runs one principal holds: running ones and closed
+	// ones whose data is not freed yet; 0 means no bound.
+	MaxRuns int `json:"max_runs,omitempty"`
+	// Retention is how long a closed run's data is kept (the max age of the
+	// records bucket); set by the orchestrator, shown in refusals.
+	Retention time.Duration `json:"retention,omitempty"`
+	// Hold overrides entryHold (tests).
+	Hold time.Duration `json:"hold,omitempty"`
+}
+
+// Settings are what the orchestrator decides for every process that starts
+// runs (its own Runs, the gateway's AgentService, triggers).
+type Settings struct {
+	Quota Quota `json:"quota"`
+	// HistoryContent is what new runs keep of their content in history
+	// (HistoryContentPreviews or HistoryContentNone).
+	HistoryContent string `json:"history_content,omitempty"`
+}
+
+// ErrQuotaExceeded is wrapped by a [*QuotaError].
+var ErrQuotaExceeded = errors.New("agent: quota exceeded")
+
+// QuotaError is a start or message refused because the principal's runs
+// hold too much.
+type QuotaError struct {
+	// Held and Runs are what the principal's runs hold; Want the bytes asked for.
+	Held  int64
+	Runs  int
+	Want  int64
+	Quota Quota
+}
+
+func (e *QuotaError) Error() string {
+	bound := fmt.Sprintf("%d runs", e.Quota.MaxRuns)
+	if e.Quota.MaxBytes > 0 && (e.Quota.MaxRuns == 0 || e.Runs < e.Quota.MaxRuns) {
+		bound = jsassets.FormatBytes(e.Quota.MaxBytes) + " (" + fmt.Sprint(e.Quota.MaxBytes) + " bytes)"
+	}
+	after := "after the runs close"
+	if e.Quota.Retention > 0 {
+		after = e.Quota.Retention.String() + " after each run closes"
+	}
+	return fmt.Sprintf("quota exceeded: your runs hold %d bytes in %d runs and this needs %d more; the quota is %s. "+
+		"A run's data is freed %s: wait (cancel runs you no longer need, so that their time starts), "+
+		"or ask the operator for a larger quota",
+		e.Held, e.Runs, e.Want, bound, after)
+}
+
+// Unwrap makes errors.Is(err, ErrQuotaExceeded) true.
+func (e *QuotaError) Unwrap() error { return ErrQuotaExceeded }
+
+// usage is one principal's record.
+type usage struct {
+	Runs map[string]*runUsage `json:"runs"`
+}
+
+type runUsage struct {
+	Bytes int64 `json:"b"`
+	// Exp is when the entry lapses (Unix seconds) unless written again.
+	Exp int64 `json:"e"`
+}
+
+func (u *usage) total() int64 {
+	var n int64
+	for _, e := range u.Runs {
+		n += e.Bytes
+	}
+	return n
+}
+
+func (u *usage) prune(now time.Time) {
+	for id, e := range u.Runs {
+		if e.Exp <= now.Unix() {
+			delete(u.Runs, id)
+		}
+	}
+}
+
+// records is the records bucket of a [Store].
+type records struct {
+	kv     jetstream.KeyValue
+	js     jetstream.JetStream
+	bucket string
+
+	mu       sync.Mutex
+	settings Settings
+	read     time.Time
+}
+
+// openRecords creates or updates the records bucket with assets' settings
+// (its max age is the retention; the keys that must not age are written
+// with a TTL of "never").
+func openRecords(ctx context.Context, js jetstream.JetStream, bucket string, s jsassets.Settings) (*records, error) {
+	kv, err := jsassets.EnsureKeyValue(ctx, js, s.KeyValue(jetstream.KeyValueConfig{
+		Bucket:         bucket,
+		Description:    "toolfleet run records: reap timers (reap.<run_id>), per-principal quota (quota.<hash>), settings",
+		LimitMarkerTTL: markerTTL,
+	}))
+	if err != nil {
+		return nil, fmt.Errorf("agent: run records bucket: %w", err)
+	}
+	return &records{kv: kv, js: js, bucket: bucket}, nil
+}
+
+// writeSettings stores set where every process reads it, never to expire.
+func (r *records) writeSettings(ctx context.Context, set Settings) error {
+	b, err := json.Marshal(set)
+	if err != nil {
+		return fmt.Errorf("agent: encode settings: %w", err)
+	}
+	msg := nats.NewMsg("$KV." + r.bucket + "." + settingsKey)
+	msg.Data = b
+	msg.Header.Set(jetstream.MsgTTLHeader, "never")
+	if _, err := r.js.PublishMsg(ctx, msg); err != nil {
+		return fmt.Errorf("agent: store settings: %w", err)
+	}
+	r.mu.Lock()
+	r.settings, r.read = set, time.Now()
+	r.mu.Unlock()
+	return nil
+}
+
+// current returns the settings, read again every few seconds.
+func (r *records) current(ctx context.Context) (Settings, error) {
+	r.mu.Lock()
+	set, fresh := r.settings, time.Since(r.read) < settingsTTL
+	r.mu.Unlock()
+	if fresh {
+		return set, nil
+	}
+	set = Settings{}
+	e, err := r.kv.Get(ctx, settingsKey)
+	switch {
+	case errors.Is(err, jetstream.ErrKeyNotFound):
+	case err != nil:
+		return Settings{}, fmt.Errorf("agent: read settings: %w", err)
+	default:
+		if err := json.Unmarshal(e.Value(), &set); err != nil {
+			return Settings{}, fmt.Errorf("agent: decode settings: %w", err)
+		}
+	}
+	r.mu.Lock()
+	r.settings, r.read = set, time.Now()
+	r.mu.Unlock()
+	return set, nil
+}
+
+// quota returns the quota of the settings.
+func (r *records) quota(ctx context.Context) (Quota, error) {
+	set, err := r.current(ctx)
+	return set.Quota, err
+}
+
+// quotaKey is the key of subject's record: a hash, so any subject makes a
+// valid key and the bucket does not list who uses the fleet.
+func quotaKey(subject string) string {
+	sum := sha256.Sum256([]byte(subject))
+	return quotaPrefix + hex.EncodeToString(sum[:16])
+}
+
+// update applies f to subject's record with compare-and-set, retrying a
+// bounded number of times when another process wrote it meanwhile. Expired
+// entries are dropped first.
+func (r *records) update(ctx context.Context, subject string, f func(u *usage, now time.Time) error) error {
+	key := quotaKey(subject)
+	for try := 0; try < maxQuotaTries; try++ {
+		u := usage{Runs: map[string]*runUsage{}}
+		var rev uint64
+		e, err := r.kv.Get(ctx, key)
+		switch {
+		case errors.Is(err, jetstream.ErrKeyNotFound):
+		case err != nil:
+			return fmt.Errorf("agent: read quota: %w", err)
+		default:
+			rev = e.Revision()
+			if err := json.Unmarshal(e.Value(), &u); err != nil || u.Runs == nil {
+				u = usage{Runs: map[string]*runUsage{}} // a damaged record starts again
+			}
+		}
+		now := time.Now()
+		u.prune(now)
+		if err := f(&u, now); err != nil {
+			return err
+		}
+		b, err := json.Marshal(u)
+		if err != nil {
+			return fmt.Errorf("agent: encode quota: %w", err)
+		}
+		if rev == 0 {
+			_, err = r.kv.Create(ctx, key, b)
+		} else {
+			_, err = r.kv.Update(ctx, key, b, rev)
+		}
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, jetstream.ErrKeyExists) && !errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+			return fmt.Errorf("agent: write quota: %w", err)
+		}
+		t := time.NewTimer(time.Duration(1+rand.IntN(10*(try+1))) * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("agent: write quota: %w", ctx.Err())
+		case <-t.C:
+		}
+	}
+	return errors.New("agent: quota record busy; try again")
+}
+
+// expiry is when an entry written now lapses.
+func expiry(q Quota, now time.Time) int64 {
+	hold := entryHold
+	if q.Hold > 0 {
+		hold = q.Hold
+	}
+	return now.Add(q.Retention + hold).Unix()
+}
+
+// admit counts n more bytes for run runID of subject, or refuses with a
+// [*QuotaError] when the principal would hold more runs or bytes than the
+// quota allows. It is the check before anything is stored.
+func (r *records) admit(ctx context.Context, subject, runID string, n int64) error {
+	q, err := r.quota(ctx)
+	if err != nil {
+		return err
+	}
+	return r.update(ctx, subject, func(u *usage, now time.Time) error {
+		e := u.Runs[runID]
+		if e == nil {
+			if q.MaxRuns > 0 && len(u.Runs) >= q.MaxRuns {
+				return &QuotaError{Held: u.total(), Runs: len(u.Runs), Want: n, Quota: q}
+			}
+			e = &runUsage{}
+		}
+		if held := u.total(); q.MaxBytes > 0 && held+n > q.MaxBytes {
+			return &QuotaError{Held: held, Runs: len(u.Runs), Want: n, Quota: q}
+		}
+		e.Bytes += n
+		e.Exp = expiry(q, now)
+		u.Runs[runID] = e
+		return nil
+	})
+}
+
+// charge counts n bytes a run's activity stored; it never refuses (the run
+// goes on; the principal's next start is refused if it is over). Without a
+// byte bound nothing is counted (no round trips).
+func (r *records) charge(ctx context.Context, subject, runID string, n int64) error {
+	q, err := r.quota(ctx)
+	if err != nil || q.MaxBytes == 0 {
+		return err
+	}
+	return r.update(ctx, subject, func(u *usage, now time.Time) error {
+		e := u.Runs[runID]
+		if e == nil {
+			e = &runUsage{}
+			u.Runs[runID] = e
+		}
+		e.Bytes += n
+		e.Exp = expiry(q, now)
+		return nil
+	})
+}
+
+// release drops run runID from subject's record (its data was freed).
+func (r *records) release(ctx context.Context, subject, runID string) error {
+	return r.update(ctx, subject, func(u *usage, _ time.Time) error {
+		delete(u.Runs, runID)
+		return nil
+	})
+}
+
+// held returns what subject's runs hold: bytes and runs.
+func (r *records) held(ctx context.Context, subject string) (int64, int, error) {
+	e, err := r.kv.Get(ctx, quotaKey(subject))
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return 0, 0, nil
+	}
+	if err != nil {
+		return 0, 0, fmt.Errorf("agent: read quota: %w", err)
+	}
+	var u usage
+	if err := json.Unmarshal(e.Value(), &u); err != nil {
+		return 0, 0, fmt.Errorf("agent: decode quota: %w", err)
+	}
+	u.prune(time.Now())
+	return u.total(), len(u.Runs), nil
+}
+
+// arm sets run runID's timer when it has none: in ttl the reaper looks at
+// the run.
+func (r *records) arm(ctx context.Context, runID string, ttl time.Duration) error {
+	_, err := r.kv.Create(ctx, reapPrefix+runID, nil, jetstream.KeyTTL(max(ttl, time.Second)))
+	if err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
+		return fmt.Errorf("agent: arm the retention of %s: %w", runID, err)
+	}
+	return nil
+}
+
+// rearm sets run runID's timer again (the reaper found it still running or
+// closed too recently).
+func (r *records) rearm(ctx context.Context, runID string, ttl time.Duration) error {
+	if err := r.kv.Purge(ctx, reapPrefix+runID, jetstream.PurgeTTL(time.Second)); err != nil {
+		return fmt.Errorf("agent: re-arm the retention of %s: %w", runID, err)
+	}
+	return r.arm(ctx, runID, ttl)
+}
