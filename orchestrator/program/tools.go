@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"iter"
+	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -110,20 +112,7 @@ func (t *Tool) Signature() string {
 		Required []string `json:"required"`
 	}
 	_ = json.Unmarshal([]byte(t.InputSchema), &schema)
-	names := make([]string, 0, len(schema.Properties))
-	for n := range schema.Properties {
-		names = append(names, n)
-	}
-	slices.SortFunc(names, func(a, b string) int {
-		ra, rb := slices.Contains(schema.Required, a), slices.Contains(schema.Required, b)
-		if ra != rb {
-			if ra {
-				return -1
-			}
-			return 1
-		}
-		return strings.Compare(a, b)
-	})
+	names := paramOrder(maps.Keys(schema.Properties), schema.Required)
 	params := make([]string, len(names))
 	for i, n := range names {
 		typ := "any"
@@ -242,20 +231,7 @@ func (t *Tool) docSignature() string {
 	if json.Unmarshal([]byte(t.InputSchema), &schema) != nil {
 		return t.Signature()
 	}
-	names := make([]string, 0, len(schema.Properties))
-	for n := range schema.Properties {
-		names = append(names, n)
-	}
-	slices.SortFunc(names, func(a, b string) int {
-		ra, rb := slices.Contains(schema.Required, a), slices.Contains(schema.Required, b)
-		if ra != rb {
-			if ra {
-				return -1
-			}
-			return 1
-		}
-		return strings.Compare(a, b)
-	})
+	names := paramOrder(maps.Keys(schema.Properties), schema.Required)
 	params := make([]string, len(names))
 	for i, n := range names {
 		opt := ""
@@ -367,4 +343,19 @@ func appendRange(notes []string, lo, hi any, unit string) []string {
 		r += " " + unit
 	}
 	return append(notes, r)
+}
+
+// paramOrder lists a stub's parameters as its signature shows them: required
+// ones first, each group by name.
+func paramOrder(names iter.Seq[string], required []string) []string {
+	return slices.SortedFunc(names, func(a, b string) int {
+		ra, rb := slices.Contains(required, a), slices.Contains(required, b)
+		if ra != rb {
+			if ra {
+				return -1
+			}
+			return 1
+		}
+		return strings.Compare(a, b)
+	})
 }
