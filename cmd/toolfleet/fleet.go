@@ -250,11 +250,15 @@ func printFleet(w io.Writer, f *fleet, authOn bool, natsURL string) {
 	bearer := ""
 	if authOn {
 		auth = "HS256 bearer tokens required"
-		bearer = ` -H "authorization: Bearer $TOKEN"`
+		bearer = ` -H "authorization: Bearer $TOOLFLEET_TOKEN"`
 	}
 	fmt.Fprintf(w, "  Gateway      %s   (gRPC, Connect, gRPC-Web, OXP HTTP, /metrics; %s)\n", addr, auth)
 	fmt.Fprintf(w, "  Workers      %v   (found through NATS announcements)\n", f.Workers)
 	fmt.Fprintln(w, "Try:")
+	if authOn {
+		// The CLI reads TOOLFLEET_TOKEN too, so every hint below works once it is set.
+		fmt.Fprintln(w, "  export TOOLFLEET_TOKEN=…   # an HS256 JWT signed with the gateway's secret, e.g. scope \"tools:call runs:start runs:read\" (docs/operations.md)")
+	}
 	fmt.Fprintf(w, "  grpcurl -plaintext%s -d '{\"tool_id\": \"Calculator.Add\", \"input\": {\"a\": 2, \"b\": 3}}' %s toolfleet.v1.ToolGatewayService/CallTool\n", bearer, addr)
 	fmt.Fprintf(w, "  curl -s%s -H 'Content-Type: application/json' http://%s/tools/call -d '{\"request\": {\"tool_id\": \"Calculator.Add\", \"input\": {\"a\": 2, \"b\": 3}}}'\n", bearer, addr)
 	if natsURL != "" {

@@ -56,6 +56,12 @@ func TestFleet(t *testing.T) {
 	if !strings.Contains(out.String(), f.Gateway.Addr()) || !strings.Contains(out.String(), "grpcurl -plaintext -d") {
 		t.Fatalf("printed:\n%s", out.String())
 	}
+	// With auth on, every hint names the variable the CLI reads, and says how to set it.
+	out.Reset()
+	printFleet(&out, f, true, srv.URL())
+	if s := out.String(); !strings.Contains(s, "export TOOLFLEET_TOKEN=") || !strings.Contains(s, `Bearer $TOOLFLEET_TOKEN"`) {
+		t.Fatalf("printed with auth on:\n%s", s)
+	}
 	body := `{"request": {"tool_id": "Calculator.Add", "input": {"a": 2, "b": 3}}}`
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+f.Gateway.Addr()+"/tools/call", strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")

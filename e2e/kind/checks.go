@@ -42,6 +42,7 @@ func (h *harness) checks() []check {
 		{name: "chaos", fn: func(ctx context.Context) error { return h.checkChaos(ctx, stamp) }},
 		{name: "after chaos: pods ready", fn: h.checkPods},
 		{name: "after chaos: nats cluster R3", fn: h.checkNATS},
+		{name: "scaffolded toolkit", fn: h.checkScaffold},
 	}
 }
 

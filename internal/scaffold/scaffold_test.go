@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"go.starlark.net/syntax"
+
 	"github.com/toolfleet/toolfleet/internal/scaffold"
 )
 
@@ -91,6 +93,7 @@ func TestWriteNeverOverwrites(t *testing.T) {
 	}
 	for _, want := range []string{"go.mod", "buf.yaml", "buf.gen.yaml", "main.go", "proto/tickets/v1/tickets.proto",
 		"tickets/service.go", "tickets/service_test.go", "Dockerfile", "deploy/k8s/worker-tickets.yaml", ".gitignore",
+		"Tiltfile", "deploy/tilt.Dockerfile",
 		"third_party/toolfleet/toolfleet/v1/options.proto", "third_party/protovalidate/buf/validate/validate.proto"} {
 		if _, err := os.Stat(filepath.Join(empty, filepath.FromSlash(want))); err != nil {
 			t.Errorf("%s not written (wrote %v)", want, paths)
@@ -121,6 +124,33 @@ func TestRendered(t *testing.T) {
 	}
 	if s := string(files["proto/payments/v1/payments.proto"]); !strings.Contains(s, "package payments.v1;") || !strings.Contains(s, "service PaymentsService {") {
 		t.Errorf("contract:\n%s", s)
+	}
+}
+
+// The Tiltfile is Starlark that builds the image the manifest runs, from the
+// file its Dockerfile copies, and deploys that manifest.
+func TestTiltfile(t *testing.T) {
+	t.Parallel()
+	files, err := (scaffold.Toolkit{Name: "payments"}).Files()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tiltfile := string(files["Tiltfile"])
+	if _, err := syntax.Parse("Tiltfile", tiltfile, 0); err != nil {
+		t.Fatalf("Tiltfile is not Starlark: %v", err)
+	}
+	manifest := string(files["deploy/k8s/worker-payments.yaml"])
+	if !strings.Contains(manifest, "image: toolfleet-worker-payments\n") {
+		t.Fatalf("manifest does not run toolfleet-worker-payments")
+	}
+	for _, want := range []string{"docker_build(\n    'toolfleet-worker-payments'", "read_file('deploy/k8s/worker-payments.yaml')", "o['metadata']['namespace'] = NAMESPACE",
+		"dockerfile='deploy/tilt.Dockerfile'", "-o build/tilt/worker ."} {
+		if !strings.Contains(tiltfile, want) {
+			t.Errorf("Tiltfile lacks %q", want)
+		}
+	}
+	if df := string(files["deploy/tilt.Dockerfile"]); !strings.Contains(df, "COPY worker /app") {
+		t.Errorf("deploy/tilt.Dockerfile does not copy build/tilt/worker:\n%s", df)
 	}
 }
 
