@@ -220,7 +220,7 @@ func getJSON(ctx context.Context, url string, v any) error {
 
 func (h *harness) checkToolsList(ctx context.Context) error {
 	f := h.fleet
-	res, err := retry(ctx, 3*time.Minute, func(ctx context.Context) (*toolfleetv1.ListToolsResponse, error) {
+	res, err := retry(ctx, outage, func(ctx context.Context) (*toolfleetv1.ListToolsResponse, error) {
 		return f.tools.ListTools(ctx, &toolfleetv1.ListToolsRequest{})
 	})
 	if err != nil {
@@ -358,7 +358,7 @@ func (h *harness) checkApproval(ctx context.Context, stamp string) error {
 		return errf("run %s waits for approval of %s, want KV.Put", id, pending.GetToolId())
 	}
 	waitedAt := time.Now()
-	if _, err := retry(ctx, 3*time.Minute, func(ctx context.Context) (*connect.Response[toolfleetv1.DecideApprovalResponse], error) {
+	if _, err := retry(ctx, outage, func(ctx context.Context) (*connect.Response[toolfleetv1.DecideApprovalResponse], error) {
 		return f.agents.DecideApproval(ctx, connect.NewRequest(&toolfleetv1.DecideApprovalRequest{RunId: id, CallId: pending.GetCallId(), Approved: true, Reason: "kind-test"}))
 	}); err != nil {
 		return err
@@ -492,6 +492,9 @@ func (h *harness) checkChaos(ctx context.Context, stamp string) error {
 	kills := 0
 	var chaosErrs []string
 	step := func(what string, args ...string) {
+		if cfg.calm {
+			return
+		}
 		if _, err := h.kubectl(ctx, args...); err != nil {
 			chaosErrs = append(chaosErrs, what+": "+err.Error())
 			return

@@ -121,6 +121,12 @@ func passing(err error) bool {
 	return false
 }
 
+// outage is how long a request keeps being retried while the fleet is
+// unreachable: as long as the chaos waits for its rollouts (rollout status
+// --timeout=10m). On a loaded 2-core node a rollout of everything, Temporal's
+// server included, took over 7 minutes (docs/reliability.md).
+const outage = 10 * time.Minute
+
 // retry calls f until it succeeds, fails for good, or within passes.
 func retry[T any](ctx context.Context, within time.Duration, f func(ctx context.Context) (T, error)) (T, error) {
 	ctx, cancel := context.WithTimeout(ctx, within)
@@ -150,7 +156,7 @@ func (f *fleet) call(ctx context.Context, toolID string, input map[string]any, o
 // callID is call with a call_id (idempotency key): a retry of the same id is
 // answered from the gateway's idempotency store.
 func (f *fleet) callID(ctx context.Context, toolID, callID string, input map[string]any, out any) error {
-	res, err := retry(ctx, 3*time.Minute, func(ctx context.Context) (*client.Result, error) {
+	res, err := retry(ctx, outage, func(ctx context.Context) (*client.Result, error) {
 		if callID == "" {
 			return f.tools.Call(ctx, toolID, input)
 		}
@@ -197,14 +203,14 @@ func userMessage(text string) *toolfleetv1.Message {
 // startRun starts an agent run with id (an idempotency key: a retry after a
 // lost answer attaches to the same run).
 func (f *fleet) startRun(ctx context.Context, req *toolfleetv1.StartRunRequest) error {
-	_, err := retry(ctx, 3*time.Minute, func(ctx context.Context) (*connect.Response[toolfleetv1.StartRunResponse], error) {
+	_, err := retry(ctx, outage, func(ctx context.Context) (*connect.Response[toolfleetv1.StartRunResponse], error) {
 		return f.agents.StartRun(ctx, connect.NewRequest(req))
 	})
 	return err
 }
 
 func (f *fleet) getRun(ctx context.Context, id string) (*toolfleetv1.GetRunResponse, error) {
-	res, err := retry(ctx, 3*time.Minute, func(ctx context.Context) (*connect.Response[toolfleetv1.GetRunResponse], error) {
+	res, err := retry(ctx, outage, func(ctx context.Context) (*connect.Response[toolfleetv1.GetRunResponse], error) {
 		return f.agents.GetRun(ctx, connect.NewRequest(&toolfleetv1.GetRunRequest{RunId: id}))
 	})
 	if err != nil {
@@ -254,7 +260,7 @@ func describeRun(r *toolfleetv1.GetRunResponse) string {
 
 // runProgram starts a program with id and waits for its outcome.
 func (f *fleet) runProgram(ctx context.Context, req *toolfleetv1.RunProgramRequest, within time.Duration) (*toolfleetv1.GetProgramResponse, error) {
-	if _, err := retry(ctx, 3*time.Minute, func(ctx context.Context) (*connect.Response[toolfleetv1.RunProgramResponse], error) {
+	if _, err := retry(ctx, outage, func(ctx context.Context) (*connect.Response[toolfleetv1.RunProgramResponse], error) {
 		return f.programs.RunProgram(ctx, connect.NewRequest(req))
 	}); err != nil {
 		return nil, fmt.Errorf("program %s: %w", req.GetProgramId(), err)
@@ -267,7 +273,7 @@ func (f *fleet) waitProgram(ctx context.Context, id string, within time.Duration
 	defer cancel()
 	var last *toolfleetv1.GetProgramResponse
 	for {
-		res, err := retry(ctx, 3*time.Minute, func(ctx context.Context) (*connect.Response[toolfleetv1.GetProgramResponse], error) {
+		res, err := retry(ctx, outage, func(ctx context.Context) (*connect.Response[toolfleetv1.GetProgramResponse], error) {
 			return f.programs.GetProgram(ctx, connect.NewRequest(&toolfleetv1.GetProgramRequest{ProgramId: id}))
 		})
 		if err == nil {

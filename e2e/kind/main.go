@@ -50,6 +50,7 @@ type config struct {
 	programs  int
 	runs      int
 	counts    int
+	calm      bool
 	timeout   time.Duration
 	only      string
 }
@@ -65,6 +66,7 @@ func run(ctx context.Context, args []string) int {
 	fs.IntVar(&cfg.programs, "chaos-programs", 4, "programs running KV.Increment loops during the chaos")
 	fs.IntVar(&cfg.runs, "chaos-runs", 4, "agent runs during the chaos")
 	fs.IntVar(&cfg.counts, "chaos-increments", 60, "increments each chaos program makes")
+	fs.BoolVar(&cfg.calm, "chaos-calm", false, "run the chaos workload without the kills and rollouts (a baseline)")
 	fs.DurationVar(&cfg.timeout, "timeout", 45*time.Minute, "bound of the whole test")
 	fs.StringVar(&cfg.only, "only", "", "run only the checks whose name contains this")
 	if err := fs.Parse(args); err != nil {
