@@ -186,7 +186,8 @@ func (r *run) runProgram(ctx workflow.Context, in CallToolInput) (CallToolResult
 	opts, attempts := toolcall.Options(in.Tool, r.callDefaults)
 	in.MaxAttempts = attempts
 	var res CallToolResult
-	err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, opts), CallToolActivity, in).Get(ctx, &res)
+	callCtx := workflow.WithActivityOptions(ctx, opts)
+	err := toolcall.Await(ctx, workflow.ExecuteActivity(callCtx, CallToolActivity, in), relaunchOn(callCtx), CallToolActivity, in, &res)
 	return res, err
 }
 

@@ -208,6 +208,12 @@ func (r *run) answered(ctx, lctx workflow.Context, res ModelTurnResult) (done bo
 	return false, nil
 }
 
+// relaunchOn is the context a lost call is scheduled on again: the same
+// options as its first launch.
+func relaunchOn(actx workflow.Context) func() workflow.Context {
+	return func() workflow.Context { return actx }
+}
+
 // drainInbox appends messages sent with SendMessage.
 func (r *run) drainInbox(ctx workflow.Context) error {
 	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
@@ -289,14 +295,18 @@ func (r *run) runCalls(ctx workflow.Context, res ModelTurnResult) error {
 	results := make([]CallToolResult, len(res.Calls))
 	budget := orDefault(r.in.Spec.Budget.MaxToolCalls, DefaultMaxToolCalls)
 	overBudget := false
+	// A pending call keeps how to schedule it again if it is lost with its
+	// worker (toolcall.Await); local activities (opts nil) are not relaunched.
 	type pending struct {
-		i int
-		f workflow.Future
+		i    int
+		f    workflow.Future
+		opts func() workflow.Context
+		in   CallToolInput
 	}
 	var batch []pending
 	flush := func() error {
 		for _, p := range batch {
-			if err := p.f.Get(ctx, &results[p.i]); err != nil {
+			if err := toolcall.Await(ctx, p.f, p.opts, CallToolActivity, p.in, &results[p.i]); err != nil {
 				return err
 			}
 		}
@@ -320,7 +330,7 @@ func (r *run) runCalls(ctx workflow.Context, res ModelTurnResult) error {
 		if r.st.ToolCalls >= budget {
 			overBudget = true
 			in.Denial = "the run's tool-call budget is spent"
-			batch = append(batch, pending{i, workflow.ExecuteActivity(actx, CallToolActivity, in)})
+			batch = append(batch, pending{i, workflow.ExecuteActivity(actx, CallToolActivity, in), relaunchOn(actx), in})
 			continue
 		}
 		r.st.ToolCalls++
@@ -344,11 +354,11 @@ func (r *run) runCalls(ctx workflow.Context, res ModelTurnResult) error {
 			// the server (docs/performance.md measures the difference).
 			lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
 				StartToCloseTimeout: opts.StartToCloseTimeout, RetryPolicy: opts.RetryPolicy})
-			batch = append(batch, pending{i, workflow.ExecuteLocalActivity(lctx, CallToolActivity, in)})
+			batch = append(batch, pending{i, workflow.ExecuteLocalActivity(lctx, CallToolActivity, in), nil, in})
 			continue
 		}
 		if tool == nil || (!approval && (tool.ReadOnly || tool.Idempotent)) {
-			batch = append(batch, pending{i, workflow.ExecuteActivity(actx, CallToolActivity, in)})
+			batch = append(batch, pending{i, workflow.ExecuteActivity(actx, CallToolActivity, in), relaunchOn(actx), in})
 			continue
 		}
 		if err := flush(); err != nil {
@@ -360,7 +370,7 @@ func (r *run) runCalls(ctx workflow.Context, res ModelTurnResult) error {
 				return err
 			}
 		}
-		if err := workflow.ExecuteActivity(actx, CallToolActivity, in).Get(ctx, &results[i]); err != nil {
+		if err := toolcall.Await(ctx, workflow.ExecuteActivity(actx, CallToolActivity, in), relaunchOn(actx), CallToolActivity, in, &results[i]); err != nil {
 			return err
 		}
 	}

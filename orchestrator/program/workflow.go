@@ -501,7 +501,8 @@ func (r *runner) invoke(th *starlark.Thread, t *boundTool, kwargs []starlark.Tup
 
 	var res CallResult
 	r.seen.Called(ctx, t.ID)
-	err = workflow.ExecuteActivity(r.activityContext(ctx, t), CallToolActivity, req).Get(ctx, &res)
+	opts := func() workflow.Context { return r.activityContext(ctx, t) }
+	err = toolcall.Await(ctx, workflow.ExecuteActivity(opts(), CallToolActivity, req), opts, CallToolActivity, req, &res)
 	switch {
 	case err == nil:
 	case ctx.Err() != nil:
