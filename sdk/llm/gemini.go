@@ -216,14 +216,14 @@ func geminiParts(m *toolfleetv1.Message, names map[string]string) []gmPart {
 			out = append(out, gmPart{Text: &text, Thought: true, ThoughtSignature: k.Thinking.GetSignature()})
 		case *toolfleetv1.Part_ToolCall:
 			c := k.ToolCall
-			out = append(out, gmPart{FunctionCall: &gmFunctionCall{ID: c.GetId(), Name: c.GetName(), Args: encodeArguments(c.GetArguments())}, ThoughtSignature: c.GetSignature()})
+			out = append(out, gmPart{FunctionCall: &gmFunctionCall{ID: c.GetId(), Name: c.GetName(), Args: callArguments(c)}, ThoughtSignature: c.GetSignature()})
 		case *toolfleetv1.Part_ToolResult:
 			r := k.ToolResult
 			name := r.GetName()
 			if name == "" {
 				name = names[r.GetCallId()]
 			}
-			var value any = r.GetContent()
+			var value any = resultText(r)
 			if r.GetStructured() != nil {
 				value = r.GetStructured().AsInterface()
 			}

@@ -218,7 +218,7 @@ func openAIChatMessages(m *toolfleetv1.Message) ([]oaChatMessage, error) {
 			msg.Content = rawJSON(text)
 		}
 		for _, c := range ToolCalls(m) {
-			msg.ToolCalls = append(msg.ToolCalls, oaToolCall{ID: c.GetId(), Type: "function", Function: oaCallFunction{Name: c.GetName(), Arguments: rawJSON(string(encodeArguments(c.GetArguments())))}})
+			msg.ToolCalls = append(msg.ToolCalls, oaToolCall{ID: c.GetId(), Type: "function", Function: oaCallFunction{Name: c.GetName(), Arguments: rawJSON(string(callArguments(c)))}})
 		}
 		if msg.Content == nil && msg.ToolCalls == nil {
 			msg.Content = rawJSON("")
