@@ -409,8 +409,12 @@ func responsesMessages(items []orItem) ([]*toolfleetv1.Message, error) {
 			// OpenAI's own items (tool_search_call, web_search_call, …) are
 			// carried verbatim, in place, with the assistant's turn.
 			if it.raw != nil {
+				var b bytes.Buffer
+				if err := json.Compact(&b, it.raw); err != nil {
+					return nil, malformed("openai-responses", err)
+				}
 				m := into(toolfleetv1.Role_ROLE_ASSISTANT)
-				m.Parts = append(m.Parts, providerBlockPart(responsesName, typ, it.raw))
+				m.Parts = append(m.Parts, providerBlockPart(responsesName, typ, b.Bytes()))
 			}
 		}
 	}
