@@ -448,7 +448,7 @@ func TestProviderFeaturesDegrade(t *testing.T) {
 	}
 	wants := map[string]want{
 		"openai": {
-			contains: []string{`\"input\":\"1 + 2 * 3\"`, `{\"tool_references\":[\"get_weather\"]}`, `Text in the language of this lark grammar:\nstart: expr`},
+			contains: []string{`{"type":"custom","custom":{"name":"math_exp","description":"Creates valid mathematical expressions","format":{"type":"grammar","grammar":{"definition":"start: expr","syntax":"lark"}}}}`, `{"id":"call_m","type":"custom","custom":{"name":"math_exp","input":"1 + 2 * 3"}}`, `{\"tool_references\":[\"get_weather\"]}`},
 			lacks:    []string{"defer_loading", "input_examples", "tool_reference\"", "custom_tool_call", "Z2VtaW5p"},
 		},
 		"openai-responses": {
@@ -496,8 +496,8 @@ func TestProviderFeaturesDegrade(t *testing.T) {
 			}
 			call := ToolCalls(back.Messages[1])[0]
 			switch f.Name() {
-			case "openai-responses":
-				if call.GetInput() != "1 + 2 * 3" || back.Tools[0].GetInputFormat().GetDefinition() != "start: expr" || !back.Tools[1].GetDeferLoading() {
+			case "openai", "openai-responses":
+				if call.GetInput() != "1 + 2 * 3" || back.Tools[0].GetInputFormat().GetDefinition() != "start: expr" || back.Tools[1].GetDeferLoading() != (f.Name() == "openai-responses") {
 					t.Errorf("free text lost: call %v, tools %v", call, back.Tools)
 				}
 			default:
@@ -512,5 +512,58 @@ func TestProviderFeaturesDegrade(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestChatCustomTools: Chat Completions declares custom tools under
+// "custom" (the grammar nested in format.grammar) and calls them with
+// {"type": "custom", "custom": {name, input}}; both round-trip.
+func TestChatCustomTools(t *testing.T) {
+	t.Parallel()
+	in := readTestdata(t, "openai/custom_tool_request.json")
+	req, err := OpenAIChat{}.ParseRequest(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(req.Tools) != 3 || req.Tools[0].GetInputFormat().GetType() != "text" || req.Tools[1].GetInputFormat().GetSyntax() != "regex" || req.Tools[2].GetInputFormat() != nil {
+		t.Fatalf("tools = %v", req.Tools)
+	}
+	if req.ToolChoice != (ToolChoice{Mode: ToolChoiceTool, Name: "code_exec"}) {
+		t.Errorf("choice = %+v", req.ToolChoice)
+	}
+	if c := ToolCalls(req.Messages[1]); len(c) != 1 || c[0].GetInput() != `print("hello world")` {
+		t.Fatalf("calls = %v", c)
+	}
+	out, err := OpenAIChat{}.RenderRequest(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{"tools", "tool_choice", "messages.1.tool_calls", "messages.2"} {
+		assertSameJSON(t, path, jsonField(t, out, path), jsonField(t, in, path))
+	}
+
+	resp := readTestdata(t, "openai/custom_tool_response.json")
+	msg, err := OpenAIChat{}.ParseResponse(resp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := ToolCalls(msg); len(c) != 1 || c[0].GetInput() != `print("hello world")` || c[0].GetId() != "call_aGiFQkRWSWAIsMQ19fKqxUgb" {
+		t.Fatalf("response calls = %v", c)
+	}
+	body, err := OpenAIChat{}.RenderResponse(msg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	assertSameJSON(t, "tool_calls", jsonField(t, body, "choices.0.message.tool_calls"), jsonField(t, resp, "choices.0.message.tool_calls"))
+	// The same turn continued on the Responses API stays a custom call.
+	req.Messages = append(req.Messages[:2:2], NewMessage(toolfleetv1.Role_ROLE_TOOL, ResultPart("call_Bn1cjEDLFtiPwdT0tTQ3PwDq", "code_exec", "hello world", false)))
+	rb, err := OpenAIResponses{}.RenderRequest(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{`"type":"custom_tool_call","call_id":"call_Bn1cjEDLFtiPwdT0tTQ3PwDq","name":"code_exec","input":"print(\"hello world\")"`, `"type":"custom_tool_call_output"`, `"tool_choice":{"name":"code_exec","type":"custom"}`} {
+		if !bytes.Contains(rb, []byte(s)) {
+			t.Errorf("responses rendering lacks %s:\n%s", s, rb)
+		}
 	}
 }
