@@ -567,3 +567,23 @@ func TestChatCustomTools(t *testing.T) {
 		}
 	}
 }
+
+// TestHasSnakeKey: Gemini bodies are rewritten to camelCase only when a key
+// (not a value) holds an underscore.
+func TestHasSnakeKey(t *testing.T) {
+	t.Parallel()
+	for body, want := range map[string]bool{
+		`{"functionCall":{"name":"get_weather","args":{"city":"x"}}}`: false,
+		`{"function_call":{"name":"get"}}`:                            true,
+		`{"a" :"b", "thought_signature" : "c2ln"}`:                    true,
+		`{"text":"a \"quoted_key\": inside"}`:                         false,
+		`{"text":"ends with a backslash \\", "x_y":1}`:                true,
+		`["a_b", "c_d"]`:  false,
+		`{"unterminated_`: true,
+		``:                false,
+	} {
+		if got := hasSnakeKey([]byte(body)); got != want {
+			t.Errorf("hasSnakeKey(%s) = %v, want %v", body, got, want)
+		}
+	}
+}
