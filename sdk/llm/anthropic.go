@@ -13,6 +13,10 @@ import (
 // Anthropic is the Anthropic Messages format: flat tools with input_schema,
 // tool_use blocks with the input as an object, tool_result blocks inside a
 // user message with is_error, thinking blocks with their signature.
+// Tools carry defer_loading and input_examples (from the definition's
+// examples); tool_reference blocks in a tool_result are the result's
+// tool_references; server tool blocks (server_tool_use,
+// tool_search_tool_result, code execution) are carried as provider blocks.
 type Anthropic struct{}
 
 // Name implements Format.
