@@ -60,10 +60,10 @@ type ToolDefinition struct {
 	// The provider may leave the tool out of the model's context until a tool search
 	// finds it (Anthropic's and OpenAI Responses' defer_loading). Formats without tool
 	// search declare the tool as usual.
-	DeferLoading bool `protobuf:"varint,15,opt,name=defer_loading,json=deferLoading,proto3" json:"defer_loading,omitempty"`
+	DeferLoading bool `protobuf:"varint,17,opt,name=defer_loading,json=deferLoading,proto3" json:"defer_loading,omitempty"`
 	// Set for a tool whose input is free text rather than a JSON object (an OpenAI
 	// custom tool); input_schema is then unused. Unset means a JSON object input.
-	InputFormat   *ToolInputFormat `protobuf:"bytes,16,opt,name=input_format,json=inputFormat,proto3" json:"input_format,omitempty"`
+	InputFormat   *ToolInputFormat `protobuf:"bytes,18,opt,name=input_format,json=inputFormat,proto3" json:"input_format,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1072,8 +1072,8 @@ const file_toolfleet_v1_tool_proto_rawDesc = "" +
 	"grpcMethod\x125\n" +
 	"\bexamples\x18\r \x03(\v2\x19.toolfleet.v1.ToolExampleR\bexamples\x12'\n" +
 	"\x0fallowed_callers\x18\x0e \x03(\tR\x0eallowedCallers\x12#\n" +
-	"\rdefer_loading\x18\x0f \x01(\bR\fdeferLoading\x12@\n" +
-	"\finput_format\x18\x10 \x01(\v2\x1d.toolfleet.v1.ToolInputFormatR\vinputFormat\"]\n" +
+	"\rdefer_loading\x18\x11 \x01(\bR\fdeferLoading\x12@\n" +
+	"\finput_format\x18\x12 \x01(\v2\x1d.toolfleet.v1.ToolInputFormatR\vinputFormat\"]\n" +
 	"\x0fToolInputFormat\x12\x12\n" +
 	"\x04type\x18\x01 \x01(\tR\x04type\x12\x16\n" +
 	"\x06syntax\x18\x02 \x01(\tR\x06syntax\x12\x1e\n" +
