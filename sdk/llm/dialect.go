@@ -529,4 +529,4 @@ func instructions(shape string, tools []*toolfleetv1.ToolDefinition) string {
 }
 
 // argsJSON is a call's arguments as compact JSON.
-func argsJSON(c *toolfleetv1.ToolCall) string { return string(encodeArguments(c.GetArguments())) }
+func argsJSON(c *toolfleetv1.ToolCall) string { return string(callArguments(c)) }

@@ -163,12 +163,12 @@ var dialectSpecs = map[Dialect]*dialectSpec{
 		call: func(c *toolfleetv1.ToolCall) string {
 			var b strings.Builder
 			b.WriteString("[" + c.GetName() + "(")
-			for i, k := range sortedKeys(c.GetArguments()) {
+			for i, k := range sortedKeys(argumentsOf(c)) {
 				if i > 0 {
 					b.WriteString(", ")
 				}
 				b.WriteString(k + "=")
-				renderPyLiteral(&b, c.GetArguments().GetFields()[k])
+				renderPyLiteral(&b, argumentsOf(c).GetFields()[k])
 			}
 			b.WriteString(")]")
 			return b.String()
@@ -185,8 +185,8 @@ var dialectSpecs = map[Dialect]*dialectSpec{
 		call: func(c *toolfleetv1.ToolCall) string {
 			var b strings.Builder
 			b.WriteString("<tool_call>" + c.GetName() + "\n")
-			for _, k := range sortedKeys(c.GetArguments()) {
-				b.WriteString("<arg_key>" + k + "</arg_key>\n<arg_value>" + valueText(c.GetArguments().GetFields()[k]) + "</arg_value>\n")
+			for _, k := range sortedKeys(argumentsOf(c)) {
+				b.WriteString("<arg_key>" + k + "</arg_key>\n<arg_value>" + valueText(argumentsOf(c).GetFields()[k]) + "</arg_value>\n")
 			}
 			return b.String() + "</tool_call>"
 		},
@@ -748,8 +748,8 @@ func invokeCall(inner, paramOpen, paramClose string, sc *scanCtx) ([]*rawCall, e
 func renderInvoke(c *toolfleetv1.ToolCall, open, close, paramOpen, paramClose, strAttr string) string {
 	var b strings.Builder
 	b.WriteString(open + `"` + c.GetName() + "\">\n")
-	for _, k := range sortedKeys(c.GetArguments()) {
-		v := c.GetArguments().GetFields()[k]
+	for _, k := range sortedKeys(argumentsOf(c)) {
+		v := argumentsOf(c).GetFields()[k]
 		b.WriteString(paramOpen + `"` + k + `"`)
 		if strAttr != "" {
 			_, isStr := v.GetKind().(*structpb.Value_StringValue)

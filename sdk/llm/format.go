@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"google.golang.org/protobuf/types/known/structpb"
+
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
 )
 
@@ -101,6 +103,15 @@ func callArguments(c *toolfleetv1.ToolCall) json.RawMessage {
 		return rawJSON(map[string]string{freeTextKey: c.GetInput()})
 	}
 	return encodeArguments(c.GetArguments())
+}
+
+// argumentsOf is callArguments as a Struct, for the text protocols that
+// render arguments one by one.
+func argumentsOf(c *toolfleetv1.ToolCall) *structpb.Struct {
+	if c.Input != nil {
+		return &structpb.Struct{Fields: map[string]*structpb.Value{freeTextKey: structpb.NewStringValue(c.GetInput())}}
+	}
+	return c.GetArguments()
 }
 
 // inputFormatFromWire reads a free-text input format ({type: text} or

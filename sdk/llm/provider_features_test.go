@@ -587,3 +587,23 @@ func TestHasSnakeKey(t *testing.T) {
 		}
 	}
 }
+
+// TestFreeTextCallsElsewhere: the scripted model streams a free-text call
+// unchanged, and every text protocol writes it as arguments {"input": text}.
+func TestFreeTextCallsElsewhere(t *testing.T) {
+	t.Parallel()
+	input := `print("hi")`
+	reply := NewMessage(toolfleetv1.Role_ROLE_ASSISTANT, Text("Running it."), &toolfleetv1.Part{Kind: &toolfleetv1.Part_ToolCall{ToolCall: &toolfleetv1.ToolCall{Id: "call_c", Name: "code_exec", Input: &input}}})
+	got, err := NewScripted(ScriptTurn{Reply: proto.Clone(reply).(*toolfleetv1.Message)}).Stream(t.Context(), &Request{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := ToolCalls(got); len(c) != 1 || c[0].Input == nil || c[0].GetInput() != input || c[0].GetArguments() != nil {
+		t.Fatalf("scripted calls = %v, want the free-text call", c)
+	}
+	for _, p := range TextProtocols() {
+		if s := p.RenderCall(ToolCalls(reply)[0]); !strings.Contains(s, "input") || !strings.Contains(s, "print(") {
+			t.Errorf("%s: %q lacks the input", p.Name(), s)
+		}
+	}
+}
