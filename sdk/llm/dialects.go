@@ -311,9 +311,9 @@ func oneCall(c *rawCall, err error) ([]*rawCall, error) {
 // harmonyMessage reads a harmony message header at the start of s
 // ("<|start|>ROLE [to=R]<|channel|>CHANNEL [to=R] [<|constrain|>json]<|message|>").
 // A message to functions.NAME is a call whose body runs to <|call|> (or
-// <|end|>); an analysis message is reasoning, consumed and not shown; any
-// other (final, a commentary preamble) is the header alone, so its content
-// flows as text.
+// <|end|>); an analysis message is reasoning, kept as thinking and never
+// shown as text; any other (final, a commentary preamble) is the header
+// alone, so its content flows as text.
 func harmonyMessage(s string, eof bool, sc *scanCtx) (unit, error) {
 	hdrEnd := strings.Index(s, "<|message|>")
 	if hdrEnd < 0 {
@@ -348,13 +348,13 @@ func harmonyMessage(s string, eof bool, sc *scanCtx) (unit, error) {
 		case !eof:
 			return unit{until: "<|", name: recipient}, nil
 		case recipient == "":
-			return unit{n: len(s)}, nil // reasoning cut off: nothing lost
+			return unit{n: len(s), think: body}, nil // reasoning cut off: kept as far as it got
 		}
 		return unit{name: recipient}, errCut
 	}
 	n := hdrEnd + len("<|message|>") + end + endLen
 	if recipient == "" {
-		return unit{n: n}, nil
+		return unit{n: n, think: body[:end]}, nil
 	}
 	name, ok := strings.CutPrefix(recipient, "functions.")
 	if !ok {

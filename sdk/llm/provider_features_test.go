@@ -607,3 +607,79 @@ func TestFreeTextCallsElsewhere(t *testing.T) {
 		}
 	}
 }
+
+// TestHarmonyAnalysisIsThinking: gpt-oss's analysis channel is reasoning.
+// It never reaches the text; it becomes the message's thinking part, in a
+// parse, in a TextDecoder fed small chunks, and in a streamed turn (as
+// Thinking deltas) of a model taught harmony.
+func TestHarmonyAnalysisIsThinking(t *testing.T) {
+	t.Parallel()
+	tools := []*toolfleetv1.ToolDefinition{typedTool(t)}
+	withCall := `<|channel|>analysis<|message|>Need the weather.<|end|><|start|>assistant<|channel|>commentary to=functions.Weather_Forecast <|constrain|>json<|message|>{"city":"Tokyo","days":2}<|call|>`
+	final := `<|channel|>analysis<|message|>It is sunny per the tool.<|end|><|start|>assistant<|channel|>final<|message|>It is sunny in Oslo.<|return|>`
+	kinds := func(m *toolfleetv1.Message) []string {
+		var out []string
+		for _, p := range m.GetParts() {
+			switch {
+			case p.GetThinking() != nil:
+				out = append(out, "thinking "+p.GetThinking().GetText())
+			case p.GetToolCall() != nil:
+				out = append(out, "call "+p.GetToolCall().GetName())
+			default:
+				out = append(out, "text "+p.GetText())
+			}
+		}
+		return out
+	}
+	for _, tt := range []struct {
+		reply string
+		want  []string
+	}{
+		{withCall, []string{"thinking Need the weather.", "call Weather_Forecast"}},
+		{final, []string{"thinking It is sunny per the tool.", "text It is sunny in Oslo."}},
+		{`<|channel|>analysis<|message|>Let me th`, []string{"thinking Let me th"}},
+	} {
+		msg, err := ParseAuto(NewMessage(toolfleetv1.Role_ROLE_ASSISTANT, Text(tt.reply)), Harmony, tools)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := kinds(msg); !reflect.DeepEqual(got, tt.want) {
+			t.Errorf("%q: parts %q, want %q", tt.reply, got, tt.want)
+		}
+		dec, _ := NewTextDecoder(Harmony, tools)
+		var text, thinking strings.Builder
+		for i := 0; i < len(tt.reply); i += 5 {
+			s, _, err := dec.Write(tt.reply[i:min(i+5, len(tt.reply))])
+			if err != nil {
+				t.Fatal(err)
+			}
+			text.WriteString(s)
+			thinking.WriteString(dec.Thinking())
+		}
+		s, _, err := dec.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		text.WriteString(s)
+		thinking.WriteString(dec.Thinking())
+		if want := strings.TrimPrefix(tt.want[0], "thinking "); thinking.String() != want || strings.Contains(text.String(), want) || strings.Contains(text.String(), "<|") {
+			t.Errorf("%q streamed: thinking %q, text %q", tt.reply, thinking.String(), text.String())
+		}
+	}
+
+	m := WithTextProtocol(NewScripted(ScriptTurn{Reply: NewMessage(toolfleetv1.Role_ROLE_ASSISTANT, Text(withCall))}), Harmony)
+	var streamed strings.Builder
+	msg, err := m.Stream(t.Context(), &Request{Tools: tools, Messages: []*toolfleetv1.Message{User("weather?")}}, func(d Delta) error {
+		streamed.WriteString(d.Thinking)
+		if strings.Contains(d.Text, "Need the weather") {
+			t.Errorf("reasoning streamed as text: %q", d.Text)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if streamed.String() != "Need the weather." || !reflect.DeepEqual(kinds(msg), []string{"thinking Need the weather.", "call Weather_Forecast"}) {
+		t.Errorf("streamed thinking %q, message %q", streamed.String(), kinds(msg))
+	}
+}
