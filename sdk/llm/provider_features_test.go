@@ -683,3 +683,40 @@ func TestHarmonyAnalysisIsThinking(t *testing.T) {
 		t.Errorf("streamed thinking %q, message %q", streamed.String(), kinds(msg))
 	}
 }
+
+// FuzzHasSnakeKey: when hasSnakeKey says a valid JSON body has no key with
+// an underscore, none of its keys has one (else a snake_case Gemini body
+// would be read without its camelCase rewrite).
+func FuzzHasSnakeKey(f *testing.F) {
+	for _, name := range []string{"gemini/documented_request.json", "gemini/parallel_signatures_request.json", "gemini/documented_response.json"} {
+		f.Add(readTestdata(f, name))
+	}
+	f.Add([]byte(`{"a\"_b":1}`))
+	f.Add([]byte(`{"x":"\\","y_z":2}`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		if !json.Valid(body) || hasSnakeKey(body) {
+			return
+		}
+		var v any
+		if err := json.Unmarshal(body, &v); err != nil {
+			return
+		}
+		var walk func(any)
+		walk = func(v any) {
+			switch x := v.(type) {
+			case map[string]any:
+				for k, val := range x {
+					if strings.Contains(k, "_") {
+						t.Fatalf("%s: key %q has an underscore, hasSnakeKey said none", body, k)
+					}
+					walk(val)
+				}
+			case []any:
+				for _, val := range x {
+					walk(val)
+				}
+			}
+		}
+		walk(v)
+	})
+}
