@@ -13,6 +13,10 @@ import (
 // Anthropic is the Anthropic Messages format: flat tools with input_schema,
 // tool_use blocks with the input as an object, tool_result blocks inside a
 // user message with is_error, thinking blocks with their signature.
+// Tools carry defer_loading and input_examples (from the definition's
+// examples); tool_reference blocks in a tool_result are the result's
+// tool_references; server tool blocks (server_tool_use,
+// tool_search_tool_result, code execution) are carried as provider blocks.
 type Anthropic struct{}
 
 // Name implements Format.
@@ -31,6 +35,11 @@ type anTool struct {
 	InputSchema    map[string]any `json:"input_schema"`
 	Strict         bool           `json:"strict,omitempty"`
 	AllowedCallers []string       `json:"allowed_callers,omitempty"`
+	// DeferLoading keeps the tool out of the context until a tool search
+	// returns a tool_reference to it.
+	DeferLoading bool `json:"defer_loading,omitempty"`
+	// InputExamples are example inputs (objects valid for input_schema).
+	InputExamples []json.RawMessage `json:"input_examples,omitempty"`
 }
 
 // isClientTool tells a tool toolfleet runs from one of Anthropic's own
@@ -160,9 +169,50 @@ func (Anthropic) RenderTools(tools []*toolfleetv1.ToolDefinition, strict bool) (
 func anthropicTools(tools []*toolfleetv1.ToolDefinition, strict bool) []anTool {
 	out := make([]anTool, 0, len(tools))
 	for _, d := range tools {
-		out = append(out, anTool{Name: d.GetModelName(), Description: d.GetDescription(), InputSchema: AnthropicSchema(schemaOf(d), strict), Strict: strict, AllowedCallers: d.GetAllowedCallers()})
+		out = append(out, anTool{
+			Name: d.GetModelName(), Description: d.GetDescription(), InputSchema: AnthropicSchema(schemaOf(d), strict), Strict: strict,
+			AllowedCallers: d.GetAllowedCallers(), DeferLoading: d.GetDeferLoading(), InputExamples: exampleInputs(d),
+		})
 	}
 	return out
+}
+
+// exampleInputs are the inputs of d's examples that are JSON objects,
+// compacted; others (and every example of a free-text tool) are left out.
+func exampleInputs(d *toolfleetv1.ToolDefinition) []json.RawMessage {
+	if d.GetInputFormat() != nil {
+		return nil
+	}
+	var out []json.RawMessage
+	for _, e := range d.GetExamples() {
+		var obj map[string]json.RawMessage
+		if json.Unmarshal([]byte(e.GetInputJson()), &obj) != nil || obj == nil {
+			continue
+		}
+		var b bytes.Buffer
+		if json.Compact(&b, []byte(e.GetInputJson())) == nil {
+			out = append(out, b.Bytes())
+		}
+	}
+	return out
+}
+
+// examplesFromWire turns input_examples back into examples (input only: the
+// wire has no description).
+func examplesFromWire(inputs []json.RawMessage) ([]*toolfleetv1.ToolExample, error) {
+	var out []*toolfleetv1.ToolExample
+	for _, in := range inputs {
+		var obj map[string]json.RawMessage
+		if err := json.Unmarshal(in, &obj); err != nil || obj == nil {
+			return nil, malformed("anthropic tools", errors.New("an input example is not a JSON object"))
+		}
+		var b bytes.Buffer
+		if err := json.Compact(&b, in); err != nil {
+			return nil, malformed("anthropic tools", err)
+		}
+		out = append(out, &toolfleetv1.ToolExample{InputJson: b.String()})
+	}
+	return out, nil
 }
 
 // ParseTools implements Format.
@@ -194,6 +244,10 @@ func anthropicDefs(tools []json.RawMessage) (defs []*toolfleetv1.ToolDefinition,
 			return nil, nil, false, err
 		}
 		d.AllowedCallers = t.AllowedCallers
+		d.DeferLoading = t.DeferLoading
+		if d.Examples, err = examplesFromWire(t.InputExamples); err != nil {
+			return nil, nil, false, err
+		}
 		defs = append(defs, d)
 		strict = strict || t.Strict
 	}
@@ -286,7 +340,7 @@ func anthropicBlocks(m *toolfleetv1.Message) []anBlock {
 			out = append(out, anBlock{Type: "thinking", Thinking: &text, Signature: string(th.GetSignature())})
 		case *toolfleetv1.Part_ToolCall:
 			c := k.ToolCall
-			b := anBlock{Type: "tool_use", ID: c.GetId(), Name: c.GetName(), Input: encodeArguments(c.GetArguments())}
+			b := anBlock{Type: "tool_use", ID: c.GetId(), Name: c.GetName(), Input: callArguments(c)}
 			if cl := c.GetCaller(); cl != nil {
 				b.Caller = &anCaller{Type: cl.GetType(), ToolID: cl.GetToolId()}
 			}
@@ -297,10 +351,33 @@ func anthropicBlocks(m *toolfleetv1.Message) []anBlock {
 			}
 		case *toolfleetv1.Part_ToolResult:
 			r := k.ToolResult
-			out = append(out, anBlock{Type: "tool_result", ToolUseID: r.GetCallId(), Content: rawJSON(resultText(r)), IsError: r.GetIsError()})
+			out = append(out, anBlock{Type: "tool_result", ToolUseID: r.GetCallId(), Content: anthropicResultContent(r), IsError: r.GetIsError()})
 		}
 	}
 	return out
+}
+
+// anthropicResultContent is a tool_result's content: the text, or, for a
+// result that loads deferred tools, an array of an optional text block and
+// one tool_reference block per tool.
+func anthropicResultContent(r *toolfleetv1.ToolResult) json.RawMessage {
+	refs := r.GetToolReferences()
+	if len(refs) == 0 {
+		return rawJSON(resultText(r))
+	}
+	type block struct {
+		Type     string `json:"type"`
+		Text     string `json:"text,omitempty"`
+		ToolName string `json:"tool_name,omitempty"`
+	}
+	var blocks []block
+	if r.GetContent() != "" || r.GetStructured() != nil {
+		blocks = append(blocks, block{Type: "text", Text: resultText(r)})
+	}
+	for _, name := range refs {
+		blocks = append(blocks, block{Type: "tool_reference", ToolName: name})
+	}
+	return rawJSON(blocks)
 }
 
 // ParseRequest implements Format.
@@ -383,11 +460,13 @@ func (Anthropic) ParseRequest(body []byte) (*Request, error) {
 			case "text":
 				user.Parts = append(user.Parts, Text(deref(b.Text)))
 			case "tool_result":
-				text, err := anthropicText(b.Content)
+				text, refs, err := anthropicResult(b.Content)
 				if err != nil {
 					return nil, err
 				}
-				tool.Parts = append(tool.Parts, ResultPart(b.ToolUseID, names[b.ToolUseID], text, b.IsError))
+				p := ResultPart(b.ToolUseID, names[b.ToolUseID], text, b.IsError)
+				p.GetToolResult().ToolReferences = refs
+				tool.Parts = append(tool.Parts, p)
 			}
 		}
 		if len(tool.Parts) > 0 {
@@ -434,6 +513,34 @@ func anthropicText(raw json.RawMessage) (string, error) {
 		s += deref(b.Text)
 	}
 	return s, nil
+}
+
+// anthropicResult reads a tool_result's content: its text and the tools its
+// tool_reference blocks load.
+func anthropicResult(raw json.RawMessage) (string, []string, error) {
+	if len(raw) == 0 {
+		return "", nil, nil
+	}
+	blocks, err := anthropicContent(raw)
+	if err != nil {
+		return "", nil, err
+	}
+	var text string
+	var refs []string
+	for _, b := range blocks {
+		if b.Type == "tool_reference" {
+			var ref struct {
+				ToolName string `json:"tool_name"`
+			}
+			if err := json.Unmarshal(b.raw, &ref); err != nil || ref.ToolName == "" {
+				return "", nil, malformed("anthropic tool_result", errors.New("tool_reference without a tool_name"))
+			}
+			refs = append(refs, ref.ToolName)
+			continue
+		}
+		text += deref(b.Text)
+	}
+	return text, refs, nil
 }
 
 func anthropicAssistant(blocks []anBlock) (*toolfleetv1.Message, error) {

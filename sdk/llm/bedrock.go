@@ -216,7 +216,7 @@ func bedrockBlocks(m *toolfleetv1.Message) []brBlock {
 			out = append(out, brBlock{ReasoningContent: r})
 		case *toolfleetv1.Part_ToolCall:
 			c := k.ToolCall
-			out = append(out, brBlock{ToolUse: &brToolUse{ToolUseID: c.GetId(), Name: c.GetName(), Input: encodeArguments(c.GetArguments())}})
+			out = append(out, brBlock{ToolUse: &brToolUse{ToolUseID: c.GetId(), Name: c.GetName(), Input: callArguments(c)}})
 		case *toolfleetv1.Part_ToolResult:
 			r := k.ToolResult
 			res := &brResult{ToolUseID: r.GetCallId(), Status: "success"}

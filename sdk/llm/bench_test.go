@@ -11,32 +11,57 @@ import (
 
 	anthropicsdk "github.com/anthropics/anthropic-sdk-go"
 	openaisdk "github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/responses"
+	"google.golang.org/genai"
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
 )
 
-// BenchmarkParseVsSDK parses each documented response fixture into the
-// canonical message and, as the baseline measured in the same run, decodes
-// the same body into the official SDK's response type. It reports
-// parse-ns/sdk-ns as "ratio" (below 1 means faster than the SDK decode).
+// sdkDecoders decode a response body into the official SDK's response type
+// of a format (the formats whose SDK is a dependency).
+var sdkDecoders = map[string]func([]byte) error{
+	"openai": func(body []byte) error {
+		var v openaisdk.ChatCompletion
+		return json.Unmarshal(body, &v)
+	},
+	"openai-responses": func(body []byte) error {
+		var v responses.Response
+		return json.Unmarshal(body, &v)
+	},
+	"anthropic": func(body []byte) error {
+		var v anthropicsdk.Message
+		return json.Unmarshal(body, &v)
+	},
+	"gemini": func(body []byte) error {
+		var v genai.GenerateContentResponse
+		return json.Unmarshal(body, &v)
+	},
+}
+
+// BenchmarkParseVsSDK parses response fixtures (each format's documented
+// response, and the provider tool features: custom tool calls, tool
+// search, parallel calls with thought signatures) into the canonical
+// message and, as the baseline measured in the same run, decodes the same
+// body into the official SDK's response type. It reports parse-ns/sdk-ns as
+// "ratio" (below 1 means faster than the SDK decode).
 func BenchmarkParseVsSDK(b *testing.B) {
 	cases := []struct {
 		name   string
 		format Format
-		sdk    func([]byte) error
+		file   string
 	}{
-		{"openai", OpenAIChat{}, func(body []byte) error {
-			var v openaisdk.ChatCompletion
-			return json.Unmarshal(body, &v)
-		}},
-		{"anthropic", Anthropic{}, func(body []byte) error {
-			var v anthropicsdk.Message
-			return json.Unmarshal(body, &v)
-		}},
+		{"openai", OpenAIChat{}, "documented_response.json"},
+		{"openai/custom_tool", OpenAIChat{}, "custom_tool_response.json"},
+		{"openai-responses/custom_tool", OpenAIResponses{}, "custom_tool_response.json"},
+		{"openai-responses/tool_search", OpenAIResponses{}, "tool_search_response.json"},
+		{"anthropic", Anthropic{}, "documented_response.json"},
+		{"anthropic/tool_search", Anthropic{}, "tool_search_response.json"},
+		{"gemini/parallel_signatures", Gemini{}, "parallel_signatures_response.json"},
 	}
 	for _, c := range cases {
+		decode := sdkDecoders[c.format.Name()]
 		b.Run(c.name, func(b *testing.B) {
-			body, err := os.ReadFile(filepath.Join("testdata", c.name, "documented_response.json"))
+			body, err := os.ReadFile(filepath.Join("testdata", c.format.Name(), c.file))
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -49,7 +74,7 @@ func BenchmarkParseVsSDK(b *testing.B) {
 					b.Fatal(err)
 				}
 				mid := time.Now()
-				if err := c.sdk(body); err != nil {
+				if err := decode(body); err != nil {
 					b.Fatal(err)
 				}
 				ours += mid.Sub(start)

@@ -392,7 +392,7 @@ func requestBytes(req *Request) int {
 		for _, p := range m.GetParts() {
 			n += len(p.GetText())
 			if c := p.GetToolCall(); c != nil {
-				n += len(c.GetName()) + len(encodeArguments(c.GetArguments()))
+				n += len(c.GetName()) + len(callArguments(c))
 			}
 			if r := p.GetToolResult(); r != nil {
 				n += len(r.GetContent())

@@ -41,6 +41,7 @@ type marker struct {
 type unit struct {
 	n     int        // bytes of s the unit spans; 0: more text needed
 	text  string     // text the unit shows (harmony's answer channel)
+	think string     // reasoning the unit holds (harmony's analysis channel)
 	calls []*rawCall // calls the unit made, in order
 	plain bool       // not a unit after all: the marker is text
 	until string     // with n == 0: read again once this appears (a speed-up)
@@ -171,6 +172,17 @@ type TextDecoder struct {
 	// between: the last thing read was a unit, so whitespace up to the next
 	// unit is layout between calls (dropped), not text.
 	between bool
+	// thinking is the reasoning read and not yet taken (Thinking).
+	thinking strings.Builder
+}
+
+// Thinking returns the reasoning read since the last call (gpt-oss
+// harmony's analysis channel; empty for the other dialects) and forgets
+// it. Reasoning is never part of the text Write returns.
+func (d *TextDecoder) Thinking() string {
+	s := d.thinking.String()
+	d.thinking.Reset()
+	return s
 }
 
 // NewTextDecoder returns a decoder for p's calls, values typed by tools.
@@ -300,6 +312,7 @@ func (d *TextDecoder) scan(eof bool) (string, []*toolfleetv1.ToolCall, error) {
 			d.blocks++
 		}
 		text.WriteString(u.text)
+		d.thinking.WriteString(u.think)
 		d.between = u.text == ""
 		if d.limit > 0 && len(u.calls) > d.limit-d.sc.calls {
 			u.calls = u.calls[:d.limit-d.sc.calls] // the rest is not read
@@ -415,16 +428,23 @@ type dialectProtocol interface {
 // parseDialect is Parse for every dialect: the decoder fed the whole text;
 // the remaining text is trimmed.
 func parseDialect(p dialectProtocol, text string, tools []*toolfleetv1.ToolDefinition) (string, []*toolfleetv1.ToolCall, error) {
+	rest, _, calls, err := parseDialectThinking(p, text, tools)
+	return rest, calls, err
+}
+
+// parseDialectThinking is parseDialect that also returns the reasoning
+// the text held (trimmed).
+func parseDialectThinking(p dialectProtocol, text string, tools []*toolfleetv1.ToolDefinition) (rest, thinking string, calls []*toolfleetv1.ToolCall, err error) {
 	d, _ := NewTextDecoder(p, tools)
 	shown, calls, err := d.Write(text)
 	if err != nil {
-		return "", nil, err
+		return "", "", nil, err
 	}
 	tail, more, err := d.Close()
 	if err != nil {
-		return "", nil, err
+		return "", "", nil, err
 	}
-	return strings.TrimSpace(shown + tail), append(calls, more...), nil
+	return strings.TrimSpace(shown + tail), strings.TrimSpace(d.Thinking()), append(calls, more...), nil
 }
 
 // --- pieces the dialects share ---
@@ -529,4 +549,4 @@ func instructions(shape string, tools []*toolfleetv1.ToolDefinition) string {
 }
 
 // argsJSON is a call's arguments as compact JSON.
-func argsJSON(c *toolfleetv1.ToolCall) string { return string(encodeArguments(c.GetArguments())) }
+func argsJSON(c *toolfleetv1.ToolCall) string { return string(callArguments(c)) }

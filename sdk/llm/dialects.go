@@ -163,12 +163,12 @@ var dialectSpecs = map[Dialect]*dialectSpec{
 		call: func(c *toolfleetv1.ToolCall) string {
 			var b strings.Builder
 			b.WriteString("[" + c.GetName() + "(")
-			for i, k := range sortedKeys(c.GetArguments()) {
+			for i, k := range sortedKeys(argumentsOf(c)) {
 				if i > 0 {
 					b.WriteString(", ")
 				}
 				b.WriteString(k + "=")
-				renderPyLiteral(&b, c.GetArguments().GetFields()[k])
+				renderPyLiteral(&b, argumentsOf(c).GetFields()[k])
 			}
 			b.WriteString(")]")
 			return b.String()
@@ -185,8 +185,8 @@ var dialectSpecs = map[Dialect]*dialectSpec{
 		call: func(c *toolfleetv1.ToolCall) string {
 			var b strings.Builder
 			b.WriteString("<tool_call>" + c.GetName() + "\n")
-			for _, k := range sortedKeys(c.GetArguments()) {
-				b.WriteString("<arg_key>" + k + "</arg_key>\n<arg_value>" + valueText(c.GetArguments().GetFields()[k]) + "</arg_value>\n")
+			for _, k := range sortedKeys(argumentsOf(c)) {
+				b.WriteString("<arg_key>" + k + "</arg_key>\n<arg_value>" + valueText(argumentsOf(c).GetFields()[k]) + "</arg_value>\n")
 			}
 			return b.String() + "</tool_call>"
 		},
@@ -311,9 +311,9 @@ func oneCall(c *rawCall, err error) ([]*rawCall, error) {
 // harmonyMessage reads a harmony message header at the start of s
 // ("<|start|>ROLE [to=R]<|channel|>CHANNEL [to=R] [<|constrain|>json]<|message|>").
 // A message to functions.NAME is a call whose body runs to <|call|> (or
-// <|end|>); an analysis message is reasoning, consumed and not shown; any
-// other (final, a commentary preamble) is the header alone, so its content
-// flows as text.
+// <|end|>); an analysis message is reasoning, kept as thinking and never
+// shown as text; any other (final, a commentary preamble) is the header
+// alone, so its content flows as text.
 func harmonyMessage(s string, eof bool, sc *scanCtx) (unit, error) {
 	hdrEnd := strings.Index(s, "<|message|>")
 	if hdrEnd < 0 {
@@ -348,13 +348,13 @@ func harmonyMessage(s string, eof bool, sc *scanCtx) (unit, error) {
 		case !eof:
 			return unit{until: "<|", name: recipient}, nil
 		case recipient == "":
-			return unit{n: len(s)}, nil // reasoning cut off: nothing lost
+			return unit{n: len(s), think: body}, nil // reasoning cut off: kept as far as it got
 		}
 		return unit{name: recipient}, errCut
 	}
 	n := hdrEnd + len("<|message|>") + end + endLen
 	if recipient == "" {
-		return unit{n: n}, nil
+		return unit{n: n, think: body[:end]}, nil
 	}
 	name, ok := strings.CutPrefix(recipient, "functions.")
 	if !ok {
@@ -748,8 +748,8 @@ func invokeCall(inner, paramOpen, paramClose string, sc *scanCtx) ([]*rawCall, e
 func renderInvoke(c *toolfleetv1.ToolCall, open, close, paramOpen, paramClose, strAttr string) string {
 	var b strings.Builder
 	b.WriteString(open + `"` + c.GetName() + "\">\n")
-	for _, k := range sortedKeys(c.GetArguments()) {
-		v := c.GetArguments().GetFields()[k]
+	for _, k := range sortedKeys(argumentsOf(c)) {
+		v := argumentsOf(c).GetFields()[k]
 		b.WriteString(paramOpen + `"` + k + `"`)
 		if strAttr != "" {
 			_, isStr := v.GetKind().(*structpb.Value_StringValue)

@@ -17,6 +17,12 @@
 //   - streaming: provider stream decoders feed an [Assembler] that joins
 //     tool-call fragments by index and id, and [TagFilter] holds back a
 //     half-received text-protocol tag;
+//   - provider tool features kept through the canonical form: Anthropic
+//     tool search (defer_loading, tool_reference results, server blocks),
+//     input_examples and programmatic callers; OpenAI custom tools with
+//     Lark or regex grammars and their free-text calls (ToolCall.input);
+//     Gemini thought signatures per call; each degrades to what another
+//     format can say (docs/formats.md, "Provider tool features");
 //   - per-provider schema transforms ([OpenAIStrictSchema], [AnthropicSchema],
 //     [GeminiSchema]) over plain map[string]any JSON Schemas;
 //   - a [Model] interface with a deterministic [Scripted] implementation and

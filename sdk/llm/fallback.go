@@ -52,18 +52,38 @@ func parseAuto(msg *toolfleetv1.Message, model string, tools []*toolfleetv1.Tool
 func parseWith(msg *toolfleetv1.Message, protocols []TextProtocol, tools []*toolfleetv1.ToolDefinition) (*toolfleetv1.Message, error) {
 	text := MessageText(msg)
 	var calls []*toolfleetv1.ToolCall
+	var thinking []string
 	for _, p := range protocols {
-		rest, found, err := p.Parse(text, tools)
+		var rest, think string
+		var found []*toolfleetv1.ToolCall
+		var err error
+		if dp, ok := p.(dialectProtocol); ok {
+			rest, think, found, err = parseDialectThinking(dp, text, tools)
+		} else {
+			rest, found, err = p.Parse(text, tools)
+		}
 		if err != nil {
 			return nil, err
 		}
 		text = rest
 		calls = append(calls, found...)
+		if think != "" {
+			thinking = append(thinking, think)
+		}
 	}
-	if len(calls) == 0 {
+	if len(calls) == 0 && len(thinking) == 0 {
 		return msg, nil
 	}
 	out := withText(msg, text)
+	if len(thinking) > 0 {
+		// Reasoning a dialect wrote in its text (harmony's analysis
+		// channel) comes first, as the model wrote it.
+		th := &toolfleetv1.Part{Kind: &toolfleetv1.Part_Thinking{Thinking: &toolfleetv1.Thinking{Text: strings.Join(thinking, "\n")}}}
+		out.Parts = append([]*toolfleetv1.Part{th}, out.Parts...)
+	}
+	if len(calls) == 0 {
+		return out, nil
+	}
 	seen := map[string]bool{}
 	for _, c := range ToolCalls(msg) {
 		seen[c.GetId()] = true

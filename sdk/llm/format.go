@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"google.golang.org/protobuf/types/known/structpb"
+
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
 )
 
@@ -70,9 +72,55 @@ func rawJSON(v any) json.RawMessage {
 	return b
 }
 
-// schemaOf returns the input schema of d as a map.
+// schemaOf returns the input schema of d as a map. A free-text tool (one
+// with an input_format) is declared, where a format has no free-text tools,
+// as an object with one string property "input" whose description carries
+// the grammar: the model sees it, nothing enforces it.
 func schemaOf(d *toolfleetv1.ToolDefinition) map[string]any {
+	if f := d.GetInputFormat(); f != nil {
+		desc := "Free-form text input."
+		if f.GetType() == "grammar" {
+			desc = "Text in the language of this " + f.GetSyntax() + " grammar:\n" + f.GetDefinition()
+		}
+		return map[string]any{
+			"type":                 "object",
+			"properties":           map[string]any{freeTextKey: map[string]any{"type": "string", "description": desc}},
+			"required":             []any{freeTextKey},
+			"additionalProperties": false,
+		}
+	}
 	return SchemaFromStruct(d.GetInputSchema())
+}
+
+// freeTextKey is the argument a free-text call's input travels under in
+// formats without free-text tools.
+const freeTextKey = "input"
+
+// callArguments is the JSON object a format without free-text calls sends
+// for c: its arguments, or {"input": text} for a free-text call.
+func callArguments(c *toolfleetv1.ToolCall) json.RawMessage {
+	if c.Input != nil {
+		return rawJSON(map[string]string{freeTextKey: c.GetInput()})
+	}
+	return encodeArguments(c.GetArguments())
+}
+
+// argumentsOf is callArguments as a Struct, for the text protocols that
+// render arguments one by one.
+func argumentsOf(c *toolfleetv1.ToolCall) *structpb.Struct {
+	if c.Input != nil {
+		return &structpb.Struct{Fields: map[string]*structpb.Value{freeTextKey: structpb.NewStringValue(c.GetInput())}}
+	}
+	return c.GetArguments()
+}
+
+// inputFormatFromWire reads a free-text input format ({type: text} or
+// {type: grammar, syntax, definition}); nil for none.
+func inputFormatFromWire(typ, syntax, definition string) *toolfleetv1.ToolInputFormat {
+	if typ == "" {
+		typ = "text"
+	}
+	return &toolfleetv1.ToolInputFormat{Type: typ, Syntax: syntax, Definition: definition}
 }
 
 // defFromWire builds a definition from a parsed declaration.
@@ -84,8 +132,13 @@ func defFromWire(name, description string, schema map[string]any) (*toolfleetv1.
 	return &toolfleetv1.ToolDefinition{ModelName: name, Description: description, InputSchema: s}, nil
 }
 
-// resultText is what a text-only wire field shows for a tool result.
+// resultText is what a text-only wire field shows for a tool result. A
+// result that only loads deferred tools (tool_references, which only
+// Anthropic carries) says so as JSON: {"tool_references": [names]}.
 func resultText(r *toolfleetv1.ToolResult) string {
+	if r.GetContent() == "" && r.GetStructured() == nil && len(r.GetToolReferences()) > 0 {
+		return string(rawJSON(map[string][]string{"tool_references": r.GetToolReferences()}))
+	}
 	if r.GetContent() != "" || r.GetStructured() == nil {
 		return r.GetContent()
 	}

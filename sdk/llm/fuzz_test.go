@@ -135,10 +135,12 @@ func FuzzTagFilter(f *testing.F) {
 
 // formatSeeds adds each format's documented and recorded bodies (testdata/<format>/name)
 // and a rendering of msg, tagged with the format's index.
-func formatSeeds(f *testing.F, name string, render func(Format) ([]byte, error)) {
+func formatSeeds(f *testing.F, render func(Format) ([]byte, error), names ...string) {
 	for i, fm := range Formats() {
-		if b, err := os.ReadFile(filepath.Join("testdata", fm.Name(), name)); err == nil {
-			f.Add(uint8(i), b)
+		for _, name := range names {
+			if b, err := os.ReadFile(filepath.Join("testdata", fm.Name(), name)); err == nil {
+				f.Add(uint8(i), b)
+			}
 		}
 		if b, err := render(fm); err == nil {
 			f.Add(uint8(i), b)
@@ -150,7 +152,7 @@ func formatSeeds(f *testing.F, name string, render func(Format) ([]byte, error))
 func callsOf(t *testing.T, m *toolfleetv1.Message) []string {
 	var out []string
 	for _, c := range ToolCalls(m) {
-		out = append(out, c.GetName()+" "+string(encodeArguments(c.GetArguments())))
+		out = append(out, c.GetName()+" "+string(callArguments(c)))
 	}
 	return out
 }
@@ -161,7 +163,8 @@ func callsOf(t *testing.T, m *toolfleetv1.Message) []string {
 // same tool calls.
 func FuzzParseResponse(f *testing.F) {
 	sample := NewMessage(toolfleetv1.Role_ROLE_ASSISTANT, Text("Adding."), CallPart("c1", "Calculator_Add", map[string]any{"a": 2, "b": 3}))
-	formatSeeds(f, "response.json", func(fm Format) ([]byte, error) { return fm.RenderResponse(sample) })
+	formatSeeds(f, func(fm Format) ([]byte, error) { return fm.RenderResponse(sample) },
+		"response.json", "tool_search_response.json", "custom_tool_response.json", "parallel_signatures_response.json")
 	formats := Formats()
 	f.Fuzz(func(t *testing.T, which uint8, body []byte) {
 		fm := formats[int(which)%len(formats)]
@@ -187,7 +190,8 @@ func FuzzParseResponse(f *testing.F) {
 // reads) is parsed or refused, never a panic, and a parsed request renders.
 func FuzzParseRequest(f *testing.F) {
 	req := &Request{Model: "m", Messages: []*toolfleetv1.Message{User("add 2 and 3")}}
-	formatSeeds(f, "request.json", func(fm Format) ([]byte, error) { return fm.RenderRequest(req) })
+	formatSeeds(f, func(fm Format) ([]byte, error) { return fm.RenderRequest(req) },
+		"request.json", "tool_search_request.json", "tool_search_custom_request.json", "custom_tool_request.json", "parallel_signatures_request.json")
 	formats := Formats()
 	f.Fuzz(func(t *testing.T, which uint8, body []byte) {
 		fm := formats[int(which)%len(formats)]
@@ -205,7 +209,7 @@ func FuzzParseRequest(f *testing.F) {
 // with an error, never a panic, however the provider splits it.
 func FuzzStreamDecoder(f *testing.F) {
 	for i, fm := range Formats() {
-		for _, name := range []string{"stream_parallel.sse", "stream_hermes.sse", "programmatic_stream.sse"} {
+		for _, name := range []string{"stream_parallel.sse", "stream_hermes.sse", "programmatic_stream.sse", "tool_search_stream.sse", "custom_tool_stream.sse"} {
 			if b, err := os.ReadFile(filepath.Join("testdata", fm.Name(), name)); err == nil {
 				f.Add(uint8(i), b)
 			}

@@ -216,14 +216,14 @@ func geminiParts(m *toolfleetv1.Message, names map[string]string) []gmPart {
 			out = append(out, gmPart{Text: &text, Thought: true, ThoughtSignature: k.Thinking.GetSignature()})
 		case *toolfleetv1.Part_ToolCall:
 			c := k.ToolCall
-			out = append(out, gmPart{FunctionCall: &gmFunctionCall{ID: c.GetId(), Name: c.GetName(), Args: encodeArguments(c.GetArguments())}, ThoughtSignature: c.GetSignature()})
+			out = append(out, gmPart{FunctionCall: &gmFunctionCall{ID: c.GetId(), Name: c.GetName(), Args: callArguments(c)}, ThoughtSignature: c.GetSignature()})
 		case *toolfleetv1.Part_ToolResult:
 			r := k.ToolResult
 			name := r.GetName()
 			if name == "" {
 				name = names[r.GetCallId()]
 			}
-			var value any = r.GetContent()
+			var value any = resultText(r)
 			if r.GetStructured() != nil {
 				value = r.GetStructured().AsInterface()
 			}
@@ -509,7 +509,7 @@ var geminiOpaque = map[string]bool{"args": true, "response": true, "parameters":
 // system_instruction, …) to the camelCase the types here use: the API
 // accepts both spellings (proto JSON) and its docs show both.
 func geminiCamelCase(body []byte) ([]byte, error) {
-	if !bytes.Contains(body, []byte("_")) {
+	if !hasSnakeKey(body) {
 		return body, nil
 	}
 	var v any
@@ -519,6 +519,44 @@ func geminiCamelCase(body []byte) ([]byte, error) {
 		return nil, err
 	}
 	return json.Marshal(camelKeys(v))
+}
+
+// hasSnakeKey reports whether some object key in the JSON text body holds
+// an underscore: one scan, no allocation. Underscores in values (function
+// names such as "get_weather") do not count. Invalid JSON reports true, so
+// the decoder that follows reports the error.
+func hasSnakeKey(body []byte) bool {
+	for i := 0; i < len(body); i++ {
+		if body[i] != '"' {
+			continue
+		}
+		underscore := false
+		j := i + 1
+		for ; j < len(body) && body[j] != '"'; j++ {
+			switch body[j] {
+			case '\\':
+				j++
+			case '_':
+				underscore = true
+			}
+		}
+		if j >= len(body) {
+			return true
+		}
+		i = j
+		if !underscore {
+			continue
+		}
+		for k := j + 1; k < len(body); k++ {
+			if c := body[k]; c != ' ' && c != '\t' && c != '\n' && c != '\r' {
+				if c == ':' {
+					return true
+				}
+				break
+			}
+		}
+	}
+	return false
 }
 
 func camelKeys(v any) any {

@@ -133,6 +133,11 @@ func (t *textProtocolModel) streamDialect(ctx context.Context, req *Request, dec
 			if err != nil {
 				return nil // reported by the parse of the whole text
 			}
+			if th := dec.Thinking(); onDelta != nil && th != "" {
+				if err := onDelta(Delta{Thinking: th}); err != nil {
+					return err
+				}
+			}
 			if onDelta != nil && text != "" {
 				if err := onDelta(Delta{Text: text}); err != nil {
 					return err

@@ -14,6 +14,10 @@ import (
 // format has no is_error flag and no thinking blocks: on render a failed
 // result is sent as its content and thinking parts are left out; on parse,
 // vLLM/DeepSeek-style reasoning_content becomes a thinking part.
+//
+// Custom tools (free-text input, optionally a Lark or regex grammar) are
+// definitions with an input_format, and their "custom" tool calls calls
+// with ToolCall.input; streamed chunks carry function calls only.
 type OpenAIChat struct{}
 
 // Name implements Format.
@@ -21,7 +25,25 @@ func (OpenAIChat) Name() string { return "openai" }
 
 type oaTool struct {
 	Type     string     `json:"type"`
-	Function oaFunction `json:"function"`
+	Function oaFunction `json:"function,omitzero"`
+	// Custom is a custom tool (type "custom").
+	Custom *oaCustomTool `json:"custom,omitempty"`
+}
+
+type oaCustomTool struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description,omitempty"`
+	Format      *oaCustomFormat `json:"format,omitempty"`
+}
+
+// oaCustomFormat is {"type": "text"} or {"type": "grammar", "grammar":
+// {"definition": …, "syntax": "lark"|"regex"}}.
+type oaCustomFormat struct {
+	Type    string `json:"type"`
+	Grammar *struct {
+		Definition string `json:"definition"`
+		Syntax     string `json:"syntax"`
+	} `json:"grammar,omitempty"`
 }
 
 type oaFunction struct {
@@ -59,7 +81,14 @@ type oaToolCall struct {
 	Index    *int           `json:"index,omitempty"`
 	ID       string         `json:"id,omitempty"`
 	Type     string         `json:"type,omitempty"`
-	Function oaCallFunction `json:"function"`
+	Function oaCallFunction `json:"function,omitzero"`
+	// Custom is a custom tool call's name and free-text input.
+	Custom *oaCustomCall `json:"custom,omitempty"`
+}
+
+type oaCustomCall struct {
+	Name  string `json:"name"`
+	Input string `json:"input"`
 }
 
 type oaCallFunction struct {
@@ -102,6 +131,17 @@ func (OpenAIChat) RenderTools(tools []*toolfleetv1.ToolDefinition, strict bool) 
 func openAIChatTools(tools []*toolfleetv1.ToolDefinition, strict bool) []oaTool {
 	out := make([]oaTool, 0, len(tools))
 	for _, d := range tools {
+		if f := d.GetInputFormat(); f != nil {
+			ct := &oaCustomTool{Name: d.GetModelName(), Description: d.GetDescription(), Format: &oaCustomFormat{Type: f.GetType()}}
+			if f.GetType() == "grammar" {
+				ct.Format.Grammar = &struct {
+					Definition string `json:"definition"`
+					Syntax     string `json:"syntax"`
+				}{f.GetDefinition(), f.GetSyntax()}
+			}
+			out = append(out, oaTool{Type: "custom", Custom: ct})
+			continue
+		}
 		schema := schemaOf(d)
 		if strict {
 			schema = OpenAIStrictSchema(schema)
@@ -123,6 +163,20 @@ func (OpenAIChat) ParseTools(body []byte) ([]*toolfleetv1.ToolDefinition, error)
 func openAIChatDefs(tools []oaTool) ([]*toolfleetv1.ToolDefinition, error) {
 	var defs []*toolfleetv1.ToolDefinition
 	for _, t := range tools {
+		if t.Type == "custom" {
+			if t.Custom == nil {
+				return nil, malformed("openai tools", errors.New("a custom tool without its custom object"))
+			}
+			d := &toolfleetv1.ToolDefinition{ModelName: t.Custom.Name, Description: t.Custom.Description, InputFormat: inputFormatFromWire("", "", "")}
+			if f := t.Custom.Format; f != nil {
+				d.InputFormat = inputFormatFromWire(f.Type, "", "")
+				if f.Grammar != nil {
+					d.InputFormat = inputFormatFromWire(f.Type, f.Grammar.Syntax, f.Grammar.Definition)
+				}
+			}
+			defs = append(defs, d)
+			continue
+		}
 		d, err := defFromWire(t.Function.Name, t.Function.Description, t.Function.Parameters)
 		if err != nil {
 			return nil, err
@@ -170,11 +224,17 @@ func parseOpenAIToolChoice(raw json.RawMessage) (ToolChoice, error) {
 		Function struct {
 			Name string `json:"name"`
 		} `json:"function"`
+		Custom struct {
+			Name string `json:"name"`
+		} `json:"custom"`
 	}
 	if err := json.Unmarshal(raw, &obj); err != nil {
 		return ToolChoice{}, err
 	}
 	name := obj.Function.Name
+	if name == "" {
+		name = obj.Custom.Name
+	}
 	if name == "" {
 		name = obj.Name
 	}
@@ -189,6 +249,11 @@ func (f OpenAIChat) RenderRequest(req *Request) ([]byte, error) {
 		ToolChoice:          openAIToolChoice(req.ToolChoice, true),
 		MaxCompletionTokens: req.MaxTokens,
 		Stream:              req.Stream,
+	}
+	for _, d := range req.Tools {
+		if req.ToolChoice.Mode == ToolChoiceTool && d.GetModelName() == req.ToolChoice.Name && d.GetInputFormat() != nil {
+			out.ToolChoice = rawJSON(map[string]any{"type": "custom", "custom": map[string]any{"name": d.GetModelName()}})
+		}
 	}
 	if len(req.Tools) > 0 {
 		out.Tools = openAIChatTools(req.Tools, req.Strict)
@@ -218,7 +283,11 @@ func openAIChatMessages(m *toolfleetv1.Message) ([]oaChatMessage, error) {
 			msg.Content = rawJSON(text)
 		}
 		for _, c := range ToolCalls(m) {
-			msg.ToolCalls = append(msg.ToolCalls, oaToolCall{ID: c.GetId(), Type: "function", Function: oaCallFunction{Name: c.GetName(), Arguments: rawJSON(string(encodeArguments(c.GetArguments())))}})
+			if c.Input != nil {
+				msg.ToolCalls = append(msg.ToolCalls, oaToolCall{ID: c.GetId(), Type: "custom", Custom: &oaCustomCall{Name: c.GetName(), Input: c.GetInput()}})
+				continue
+			}
+			msg.ToolCalls = append(msg.ToolCalls, oaToolCall{ID: c.GetId(), Type: "function", Function: oaCallFunction{Name: c.GetName(), Arguments: rawJSON(string(callArguments(c)))}})
 		}
 		if msg.Content == nil && msg.ToolCalls == nil {
 			msg.Content = rawJSON("")
@@ -321,6 +390,13 @@ func (OpenAIChat) ParseRequest(body []byte) (*Request, error) {
 }
 
 func openAIChatCall(c oaToolCall) (*toolfleetv1.ToolCall, error) {
+	if c.Type == "custom" {
+		if c.Custom == nil {
+			return nil, malformed("openai", fmt.Errorf("custom tool call %s without its custom object", c.ID))
+		}
+		input := c.Custom.Input
+		return &toolfleetv1.ToolCall{Id: c.ID, Name: c.Custom.Name, Input: &input}, nil
+	}
 	args, err := DecodeArguments(c.Function.Name+" ("+c.ID+")", c.Function.Arguments)
 	if err != nil {
 		return nil, err

@@ -1,6 +1,7 @@
 package llm
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 
@@ -12,7 +13,18 @@ import (
 // function_call_output items, joined by call_id. Reasoning items carry their
 // encrypted_content in Thinking.signature so they can be sent back. There is
 // no is_error flag: failed results are sent as their content.
+//
+// Custom tools (free-text input, optionally constrained by a Lark or regex
+// grammar) are definitions with an input_format; their custom_tool_call
+// items are calls with ToolCall.input and their custom_tool_call_output
+// items ordinary results. Tools of other types (tool_search, web_search, …)
+// are kept verbatim in Request.NativeTools["openai-responses"], and output
+// items toolfleet does not interpret (tool_search_call, tool_search_output,
+// web_search_call, …) as provider blocks, sent back in place.
 type OpenAIResponses struct{}
+
+// responsesName is the format name, also the provider of its carried items.
+const responsesName = "openai-responses"
 
 // Name implements Format.
 func (OpenAIResponses) Name() string { return "openai-responses" }
@@ -23,18 +35,30 @@ type orTool struct {
 	Description string         `json:"description,omitempty"`
 	Parameters  map[string]any `json:"parameters,omitempty"`
 	Strict      *bool          `json:"strict,omitempty"`
+	// DeferLoading leaves the tool out of the context until tool_search loads it.
+	DeferLoading bool `json:"defer_loading,omitempty"`
+	// Format is a custom tool's input format.
+	Format *orFormat `json:"format,omitempty"`
+}
+
+// orFormat is a custom tool's input format: {"type": "text"} or
+// {"type": "grammar", "syntax": "lark"|"regex", "definition": …}.
+type orFormat struct {
+	Type       string `json:"type"`
+	Syntax     string `json:"syntax,omitempty"`
+	Definition string `json:"definition,omitempty"`
 }
 
 type orRequest struct {
-	Model             string          `json:"model,omitempty"`
-	Instructions      string          `json:"instructions,omitempty"`
-	Input             []orItem        `json:"input"`
-	Tools             []orTool        `json:"tools,omitempty"`
-	ToolChoice        json.RawMessage `json:"tool_choice,omitempty"`
-	ParallelToolCalls *bool           `json:"parallel_tool_calls,omitempty"`
-	MaxOutputTokens   int             `json:"max_output_tokens,omitempty"`
-	Stream            bool            `json:"stream,omitempty"`
-	Include           []string        `json:"include,omitempty"`
+	Model             string            `json:"model,omitempty"`
+	Instructions      string            `json:"instructions,omitempty"`
+	Input             []orItem          `json:"input"`
+	Tools             []json.RawMessage `json:"tools,omitempty"`
+	ToolChoice        json.RawMessage   `json:"tool_choice,omitempty"`
+	ParallelToolCalls *bool             `json:"parallel_tool_calls,omitempty"`
+	MaxOutputTokens   int               `json:"max_output_tokens,omitempty"`
+	Stream            bool              `json:"stream,omitempty"`
+	Include           []string          `json:"include,omitempty"`
 }
 
 type orItem struct {
@@ -49,6 +73,43 @@ type orItem struct {
 	Status           string          `json:"status,omitempty"`
 	Summary          []orSummary     `json:"summary,omitempty"`
 	EncryptedContent string          `json:"encrypted_content,omitempty"`
+	// Input is a custom_tool_call's free-text input.
+	Input *string `json:"input,omitempty"`
+
+	// raw is the item as received, for item types toolfleet carries
+	// without interpreting; when set it is also what MarshalJSON writes.
+	raw json.RawMessage
+}
+
+// MarshalJSON writes a carried item verbatim.
+func (it orItem) MarshalJSON() ([]byte, error) {
+	if it.raw != nil {
+		return it.raw, nil
+	}
+	type plain orItem
+	return json.Marshal(plain(it))
+}
+
+// UnmarshalJSON keeps the raw item next to the decoded fields.
+func (it *orItem) UnmarshalJSON(data []byte) error {
+	type plain orItem
+	var p plain
+	if err := json.Unmarshal(data, &p); err != nil {
+		return err
+	}
+	*it = orItem(p)
+	it.raw = bytes.Clone(data)
+	return nil
+}
+
+// responsesParsed reports the item types toolfleet parses itself; every
+// other item becomes a ProviderBlock.
+func responsesParsed(typ string) bool {
+	switch typ {
+	case "", "message", "reasoning", "function_call", "function_call_output", "custom_tool_call", "custom_tool_call_output":
+		return true
+	}
+	return false
 }
 
 type orSummary struct {
@@ -85,38 +146,60 @@ func (OpenAIResponses) RenderTools(tools []*toolfleetv1.ToolDefinition, strict b
 func responsesTools(tools []*toolfleetv1.ToolDefinition, strict bool) []orTool {
 	out := make([]orTool, 0, len(tools))
 	for _, d := range tools {
+		if f := d.GetInputFormat(); f != nil {
+			out = append(out, orTool{Type: "custom", Name: d.GetModelName(), Description: d.GetDescription(), DeferLoading: d.GetDeferLoading(),
+				Format: &orFormat{Type: f.GetType(), Syntax: f.GetSyntax(), Definition: f.GetDefinition()}})
+			continue
+		}
 		schema := schemaOf(d)
 		if strict {
 			schema = OpenAIStrictSchema(schema)
 		}
 		// The Responses API defaults strict to true, so the flag is always explicit.
-		out = append(out, orTool{Type: "function", Name: d.GetModelName(), Description: d.GetDescription(), Parameters: schema, Strict: &strict})
+		out = append(out, orTool{Type: "function", Name: d.GetModelName(), Description: d.GetDescription(), Parameters: schema, Strict: &strict, DeferLoading: d.GetDeferLoading()})
 	}
 	return out
 }
 
-// ParseTools implements Format.
+// ParseTools implements Format. OpenAI's own tools (tool_search,
+// web_search, …) are not definitions and are left out.
 func (OpenAIResponses) ParseTools(body []byte) ([]*toolfleetv1.ToolDefinition, error) {
-	var tools []orTool
+	var tools []json.RawMessage
 	if err := json.Unmarshal(body, &tools); err != nil {
 		return nil, malformed("openai-responses tools", err)
 	}
-	return responsesDefs(tools)
+	defs, _, _, err := responsesDefs(tools)
+	return defs, err
 }
 
-func responsesDefs(tools []orTool) ([]*toolfleetv1.ToolDefinition, error) {
-	var defs []*toolfleetv1.ToolDefinition
-	for _, t := range tools {
-		if t.Type != "function" {
-			continue // built-in tools (web_search, …) have no definition here
+// responsesDefs splits a tools array into definitions (function and custom
+// tools) and OpenAI's own tools, kept verbatim.
+func responsesDefs(tools []json.RawMessage) (defs []*toolfleetv1.ToolDefinition, native []json.RawMessage, strict bool, err error) {
+	for _, raw := range tools {
+		var t orTool
+		if err := json.Unmarshal(raw, &t); err != nil {
+			return nil, nil, false, malformed("openai-responses tools", err)
 		}
-		d, err := defFromWire(t.Name, t.Description, t.Parameters)
-		if err != nil {
-			return nil, err
+		var d *toolfleetv1.ToolDefinition
+		switch t.Type {
+		case "function":
+			if d, err = defFromWire(t.Name, t.Description, t.Parameters); err != nil {
+				return nil, nil, false, err
+			}
+			strict = strict || (t.Strict != nil && *t.Strict)
+		case "custom":
+			d = &toolfleetv1.ToolDefinition{ModelName: t.Name, Description: t.Description, InputFormat: inputFormatFromWire("", "", "")}
+			if f := t.Format; f != nil {
+				d.InputFormat = inputFormatFromWire(f.Type, f.Syntax, f.Definition)
+			}
+		default:
+			native = append(native, raw)
+			continue
 		}
+		d.DeferLoading = t.DeferLoading
 		defs = append(defs, d)
 	}
-	return defs, nil
+	return defs, native, strict, nil
 }
 
 // RenderRequest implements Format. System messages become instructions.
@@ -129,15 +212,25 @@ func (OpenAIResponses) RenderRequest(req *Request) ([]byte, error) {
 		MaxOutputTokens: req.MaxTokens,
 		Stream:          req.Stream,
 	}
-	if len(req.Tools) > 0 {
-		out.Tools = responsesTools(req.Tools, req.Strict)
+	for _, d := range req.Tools {
+		if req.ToolChoice.Mode == ToolChoiceTool && d.GetModelName() == req.ToolChoice.Name && d.GetInputFormat() != nil {
+			out.ToolChoice = rawJSON(map[string]string{"type": "custom", "name": d.GetModelName()})
+		}
+	}
+	for _, t := range responsesTools(req.Tools, req.Strict) {
+		out.Tools = append(out.Tools, rawJSON(t))
+	}
+	// OpenAI's own tools (tool_search, …) after the definitions.
+	out.Tools = append(out.Tools, req.NativeTools[responsesName]...)
+	if len(out.Tools) > 0 {
 		out.ParallelToolCalls = req.ParallelToolCalls
 	}
+	custom := customCalls(req.Messages)
 	for _, m := range req.Messages {
 		if m.GetRole() == toolfleetv1.Role_ROLE_SYSTEM {
 			continue
 		}
-		out.Input = append(out.Input, responsesItems(m)...)
+		out.Input = append(out.Input, responsesItems(m, custom)...)
 	}
 	for _, it := range out.Input {
 		if it.Type == "reasoning" {
@@ -149,7 +242,21 @@ func (OpenAIResponses) RenderRequest(req *Request) ([]byte, error) {
 	return json.Marshal(out)
 }
 
-func responsesItems(m *toolfleetv1.Message) []orItem {
+// customCalls are the ids of the free-text calls in msgs: their results are
+// custom_tool_call_output items.
+func customCalls(msgs []*toolfleetv1.Message) map[string]bool {
+	ids := map[string]bool{}
+	for _, m := range msgs {
+		for _, c := range ToolCalls(m) {
+			if c.Input != nil {
+				ids[c.GetId()] = true
+			}
+		}
+	}
+	return ids
+}
+
+func responsesItems(m *toolfleetv1.Message, custom map[string]bool) []orItem {
 	var out []orItem
 	role := "user"
 	textType := "input_text"
@@ -181,10 +288,24 @@ func responsesItems(m *toolfleetv1.Message) []orItem {
 		case *toolfleetv1.Part_ToolCall:
 			flush()
 			c := k.ToolCall
-			out = append(out, orItem{Type: "function_call", CallID: c.GetId(), Name: c.GetName(), Arguments: rawJSON(string(encodeArguments(c.GetArguments())))})
+			if c.Input != nil {
+				input := c.GetInput()
+				out = append(out, orItem{Type: "custom_tool_call", CallID: c.GetId(), Name: c.GetName(), Input: &input})
+				continue
+			}
+			out = append(out, orItem{Type: "function_call", CallID: c.GetId(), Name: c.GetName(), Arguments: rawJSON(string(callArguments(c)))})
 		case *toolfleetv1.Part_ToolResult:
 			flush()
-			out = append(out, orItem{Type: "function_call_output", CallID: k.ToolResult.GetCallId(), Output: rawJSON(resultText(k.ToolResult))})
+			typ := "function_call_output"
+			if custom[k.ToolResult.GetCallId()] {
+				typ = "custom_tool_call_output"
+			}
+			out = append(out, orItem{Type: typ, CallID: k.ToolResult.GetCallId(), Output: rawJSON(resultText(k.ToolResult))})
+		case *toolfleetv1.Part_ProviderBlock:
+			if pb := k.ProviderBlock; pb.GetProvider() == responsesName && json.Valid(pb.GetJson()) {
+				flush()
+				out = append(out, orItem{Type: pb.GetType(), raw: pb.GetJson()})
+			}
 		}
 	}
 	flush()
@@ -198,12 +319,13 @@ func (OpenAIResponses) ParseRequest(body []byte) (*Request, error) {
 		return nil, malformed("openai-responses request", err)
 	}
 	req := &Request{Model: in.Model, ParallelToolCalls: in.ParallelToolCalls, MaxTokens: in.MaxOutputTokens, Stream: in.Stream}
+	var native []json.RawMessage
 	var err error
-	if req.Tools, err = responsesDefs(in.Tools); err != nil {
+	if req.Tools, native, req.Strict, err = responsesDefs(in.Tools); err != nil {
 		return nil, err
 	}
-	for _, t := range in.Tools {
-		req.Strict = req.Strict || (t.Strict != nil && *t.Strict)
+	if len(native) > 0 {
+		req.NativeTools = map[string][]json.RawMessage{responsesName: native}
 	}
 	if req.ToolChoice, err = parseOpenAIToolChoice(in.ToolChoice); err != nil {
 		return nil, malformed("openai-responses tool_choice", err)
@@ -268,7 +390,15 @@ func responsesMessages(items []orItem) ([]*toolfleetv1.Message, error) {
 			names[it.CallID] = it.Name
 			m := into(toolfleetv1.Role_ROLE_ASSISTANT)
 			m.Parts = append(m.Parts, &toolfleetv1.Part{Kind: &toolfleetv1.Part_ToolCall{ToolCall: &toolfleetv1.ToolCall{Id: it.CallID, Name: it.Name, Arguments: args}}})
-		case "function_call_output":
+		case "custom_tool_call":
+			if it.Input == nil {
+				return nil, malformed("openai-responses", fmt.Errorf("custom_tool_call %s (%s) without input", it.Name, it.CallID))
+			}
+			input := *it.Input
+			names[it.CallID] = it.Name
+			m := into(toolfleetv1.Role_ROLE_ASSISTANT)
+			m.Parts = append(m.Parts, &toolfleetv1.Part{Kind: &toolfleetv1.Part_ToolCall{ToolCall: &toolfleetv1.ToolCall{Id: it.CallID, Name: it.Name, Input: &input}}})
+		case "function_call_output", "custom_tool_call_output":
 			text, err := responsesText(it.Output)
 			if err != nil {
 				return nil, err
@@ -276,7 +406,16 @@ func responsesMessages(items []orItem) ([]*toolfleetv1.Message, error) {
 			m := into(toolfleetv1.Role_ROLE_TOOL)
 			m.Parts = append(m.Parts, ResultPart(it.CallID, names[it.CallID], text, false))
 		default:
-			// Built-in tool items (web_search_call, …) have no canonical form.
+			// OpenAI's own items (tool_search_call, web_search_call, …) are
+			// carried verbatim, in place, with the assistant's turn.
+			if it.raw != nil {
+				var b bytes.Buffer
+				if err := json.Compact(&b, it.raw); err != nil {
+					return nil, malformed("openai-responses", err)
+				}
+				m := into(toolfleetv1.Role_ROLE_ASSISTANT)
+				m.Parts = append(m.Parts, providerBlockPart(responsesName, typ, b.Bytes()))
+			}
 		}
 	}
 	return out, nil
@@ -293,9 +432,12 @@ func responsesText(raw json.RawMessage) (string, error) {
 
 // RenderResponse implements Format.
 func (OpenAIResponses) RenderResponse(msg *toolfleetv1.Message) ([]byte, error) {
-	resp := orResponse{ID: "resp_toolfleet", Object: "response", Model: msg.GetModel(), Status: "completed", Output: responsesItems(msg)}
+	resp := orResponse{ID: "resp_toolfleet", Object: "response", Model: msg.GetModel(), Status: "completed", Output: responsesItems(msg, nil)}
 	for i := range resp.Output {
 		it := &resp.Output[i]
+		if it.raw != nil {
+			continue // a carried item keeps its own id and status
+		}
 		it.ID = fmt.Sprintf("item_%d", i)
 		it.Status = "completed"
 		if it.Type == "reasoning" {
@@ -410,15 +552,26 @@ func (s *responsesStream) Decode(event string, data []byte) ([]Delta, error) {
 	case "response.reasoning_summary_text.delta":
 		out = append(out, Delta{Thinking: ev.Delta})
 	case "response.output_item.added":
-		if ev.Item != nil && ev.Item.Type == "function_call" {
+		switch {
+		case ev.Item == nil:
+		case ev.Item.Type == "function_call":
 			args, _ := argumentFragment(ev.Item.Arguments)
 			out = append(out, Delta{ToolCall: &ToolCallDelta{Index: ev.OutputIndex, ID: ev.Item.CallID, Name: ev.Item.Name, Arguments: args}})
+		case ev.Item.Type == "custom_tool_call":
+			// The input follows in custom_tool_call_input.delta events.
+			out = append(out, Delta{ToolCall: &ToolCallDelta{Index: ev.OutputIndex, ID: ev.Item.CallID, Name: ev.Item.Name, Arguments: deref(ev.Item.Input), FreeText: true}})
 		}
 	case "response.function_call_arguments.delta":
 		out = append(out, Delta{ToolCall: &ToolCallDelta{Index: ev.OutputIndex, Arguments: ev.Delta}})
+	case "response.custom_tool_call_input.delta":
+		out = append(out, Delta{ToolCall: &ToolCallDelta{Index: ev.OutputIndex, Arguments: ev.Delta, FreeText: true}})
 	case "response.output_item.done":
-		if ev.Item != nil && ev.Item.Type == "reasoning" && ev.Item.EncryptedContent != "" {
+		switch {
+		case ev.Item == nil:
+		case ev.Item.Type == "reasoning" && ev.Item.EncryptedContent != "":
 			out = append(out, Delta{ThinkingSignature: []byte(ev.Item.EncryptedContent)})
+		case !responsesParsed(ev.Item.Type) && ev.Item.raw != nil:
+			out = append(out, Delta{ProviderBlock: &toolfleetv1.ProviderBlock{Provider: responsesName, Type: ev.Item.Type, Json: ev.Item.raw}})
 		}
 	case "response.failed":
 		if ev.Response != nil && ev.Response.Error != nil {

@@ -72,7 +72,10 @@ type Request struct {
 	// verbatim, by format name: e.g. "anthropic" →
 	// {"type": "code_execution_20250825", "name": "code_execution"}, which
 	// lets tools whose AllowedCallers name it be called from the model's
-	// code sandbox. Other formats ignore them.
+	// code sandbox, or {"type": "tool_search_tool_regex_20251119", "name":
+	// "tool_search_tool_regex"}, which finds tools declared with
+	// DeferLoading; "openai-responses" → {"type": "tool_search"}. Other
+	// formats ignore them.
 	NativeTools map[string][]json.RawMessage
 	// Container is the provider execution container to resume (Anthropic
 	// code execution). Empty means the Container of the latest assistant

@@ -177,12 +177,15 @@ func streamReply(ctx context.Context, req *Request, msg *toolfleetv1.Message, si
 			deltas = append(deltas, Delta{Thinking: k.Thinking.GetText(), ThinkingSignature: k.Thinking.GetSignature()})
 		case *toolfleetv1.Part_ToolCall:
 			c := k.ToolCall
-			args := string(encodeArguments(c.GetArguments()))
+			args, free := string(encodeArguments(c.GetArguments())), c.Input != nil
+			if free {
+				args = c.GetInput()
+			}
 			half := len(args) / 2
 			deltas = append(deltas,
-				Delta{ToolCall: &ToolCallDelta{Index: calls, ID: c.GetId(), Name: c.GetName(), Signature: c.GetSignature(), Caller: c.GetCaller()}},
-				Delta{ToolCall: &ToolCallDelta{Index: calls, Arguments: args[:half]}},
-				Delta{ToolCall: &ToolCallDelta{Index: calls, Arguments: args[half:]}})
+				Delta{ToolCall: &ToolCallDelta{Index: calls, ID: c.GetId(), Name: c.GetName(), Signature: c.GetSignature(), Caller: c.GetCaller(), FreeText: free}},
+				Delta{ToolCall: &ToolCallDelta{Index: calls, Arguments: args[:half], FreeText: free}},
+				Delta{ToolCall: &ToolCallDelta{Index: calls, Arguments: args[half:], FreeText: free}})
 			calls++
 		case *toolfleetv1.Part_ProviderBlock:
 			deltas = append(deltas, Delta{ProviderBlock: k.ProviderBlock})

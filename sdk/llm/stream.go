@@ -47,6 +47,10 @@ type ToolCallDelta struct {
 	Signature []byte
 	// Caller is set on a call made by the provider's code sandbox.
 	Caller *toolfleetv1.ToolCaller
+	// FreeText marks a call whose input is free text (an OpenAI custom
+	// tool call): Arguments then carries fragments of that text, and the
+	// call is assembled with ToolCall.input instead of arguments.
+	FreeText bool
 }
 
 // StreamDecoder turns one provider's stream events into deltas and, at the
@@ -83,6 +87,7 @@ type assembling struct {
 	args      strings.Builder
 	index     int
 	caller    *toolfleetv1.ToolCaller
+	freeText  bool
 	block     *toolfleetv1.ProviderBlock
 }
 
@@ -187,8 +192,11 @@ func (a *Assembler) addCall(tc *ToolCallDelta) *assembling {
 	case tc.Name != "" && tc.Name != c.name && !strings.HasSuffix(c.name, tc.Name):
 		c.name += tc.Name // a provider that streams the name in pieces
 	}
+	if tc.FreeText {
+		c.freeText = true
+	}
 	if tc.Arguments != "" {
-		if c.args.String() == "{}" && strings.HasPrefix(strings.TrimSpace(tc.Arguments), "{") {
+		if !c.freeText && c.args.String() == "{}" && strings.HasPrefix(strings.TrimSpace(tc.Arguments), "{") {
 			c.args.Reset()
 		}
 		c.args.WriteString(tc.Arguments)
@@ -219,6 +227,11 @@ func (a *Assembler) Message() (*toolfleetv1.Message, error) {
 			id := p.id
 			if id == "" {
 				id = "call_" + strconv.Itoa(calls)
+			}
+			if p.freeText {
+				input := p.args.String()
+				msg.Parts = append(msg.Parts, &toolfleetv1.Part{Kind: &toolfleetv1.Part_ToolCall{ToolCall: &toolfleetv1.ToolCall{Id: id, Name: p.name, Input: &input, Signature: p.signature, Caller: p.caller}}})
+				continue
 			}
 			args, err := DecodeArgumentString(p.name+" ("+id+")", p.args.String())
 			if err != nil {

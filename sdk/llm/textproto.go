@@ -157,7 +157,7 @@ func decodeJSONCall(protocol string, block int, body string) (*toolfleetv1.ToolC
 }
 
 func renderJSONCall(c *toolfleetv1.ToolCall) string {
-	b, _ := json.Marshal(map[string]any{"id": c.GetId(), "name": c.GetName(), "arguments": json.RawMessage(encodeArguments(c.GetArguments()))})
+	b, _ := json.Marshal(map[string]any{"id": c.GetId(), "name": c.GetName(), "arguments": json.RawMessage(callArguments(c))})
 	return string(b)
 }
 
@@ -341,7 +341,7 @@ func (XMLFunction) Instructions(tools []*toolfleetv1.ToolDefinition) string {
 func (XMLFunction) RenderCall(c *toolfleetv1.ToolCall) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "<function=%s>\n", c.GetName())
-	args := c.GetArguments().AsMap()
+	args := argumentsOf(c).AsMap()
 	keys := make([]string, 0, len(args))
 	for k := range args {
 		keys = append(keys, k)

@@ -379,7 +379,10 @@ type ToolCall struct {
 	Signature []byte `protobuf:"bytes,4,opt,name=signature,proto3" json:"signature,omitempty"`
 	// Who made the call when it was not the model directly: Anthropic's programmatic tool
 	// calling marks calls made by the model's code sandbox. Unset for direct calls.
-	Caller        *ToolCaller `protobuf:"bytes,5,opt,name=caller,proto3" json:"caller,omitempty"`
+	Caller *ToolCaller `protobuf:"bytes,5,opt,name=caller,proto3" json:"caller,omitempty"`
+	// Free-text input of a call to a tool with an input_format (an OpenAI custom tool
+	// call); arguments is then unset. Unset for calls with JSON arguments.
+	Input         *string `protobuf:"bytes,6,opt,name=input,proto3,oneof" json:"input,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -449,6 +452,13 @@ func (x *ToolCall) GetCaller() *ToolCaller {
 	return nil
 }
 
+func (x *ToolCall) GetInput() string {
+	if x != nil && x.Input != nil {
+		return *x.Input
+	}
+	return ""
+}
+
 // ToolCaller names the provider-side caller of a tool call.
 type ToolCaller struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -513,10 +523,13 @@ type ToolResult struct {
 	// Text content shown to the model (JSON text for structured results).
 	Content string `protobuf:"bytes,3,opt,name=content,proto3" json:"content,omitempty"`
 	// Structured value, when the tool returned one.
-	Structured    *structpb.Value `protobuf:"bytes,4,opt,name=structured,proto3" json:"structured,omitempty"`
-	IsError       bool            `protobuf:"varint,5,opt,name=is_error,json=isError,proto3" json:"is_error,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Structured *structpb.Value `protobuf:"bytes,4,opt,name=structured,proto3" json:"structured,omitempty"`
+	IsError    bool            `protobuf:"varint,5,opt,name=is_error,json=isError,proto3" json:"is_error,omitempty"`
+	// Model names of deferred tools this result loads into the model's context (the
+	// tool_reference blocks a client-side tool search returns on Anthropic).
+	ToolReferences []string `protobuf:"bytes,6,rep,name=tool_references,json=toolReferences,proto3" json:"tool_references,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *ToolResult) Reset() {
@@ -582,6 +595,13 @@ func (x *ToolResult) GetIsError() bool {
 		return x.IsError
 	}
 	return false
+}
+
+func (x *ToolResult) GetToolReferences() []string {
+	if x != nil {
+		return x.ToolReferences
+	}
+	return nil
 }
 
 // Thinking is model reasoning that some providers require to be sent back verbatim.
@@ -775,17 +795,19 @@ const file_toolfleet_v1_llm_proto_rawDesc = "" +
 	"\rProviderBlock\x12\x1a\n" +
 	"\bprovider\x18\x01 \x01(\tR\bprovider\x12\x12\n" +
 	"\x04type\x18\x02 \x01(\tR\x04type\x12\x12\n" +
-	"\x04json\x18\x03 \x01(\fR\x04json\"\xb5\x01\n" +
+	"\x04json\x18\x03 \x01(\fR\x04json\"\xda\x01\n" +
 	"\bToolCall\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x125\n" +
 	"\targuments\x18\x03 \x01(\v2\x17.google.protobuf.StructR\targuments\x12\x1c\n" +
 	"\tsignature\x18\x04 \x01(\fR\tsignature\x120\n" +
-	"\x06caller\x18\x05 \x01(\v2\x18.toolfleet.v1.ToolCallerR\x06caller\"9\n" +
+	"\x06caller\x18\x05 \x01(\v2\x18.toolfleet.v1.ToolCallerR\x06caller\x12\x19\n" +
+	"\x05input\x18\x06 \x01(\tH\x00R\x05input\x88\x01\x01B\b\n" +
+	"\x06_input\"9\n" +
 	"\n" +
 	"ToolCaller\x12\x12\n" +
 	"\x04type\x18\x01 \x01(\tR\x04type\x12\x17\n" +
-	"\atool_id\x18\x02 \x01(\tR\x06toolId\"\xa6\x01\n" +
+	"\atool_id\x18\x02 \x01(\tR\x06toolId\"\xcf\x01\n" +
 	"\n" +
 	"ToolResult\x12\x17\n" +
 	"\acall_id\x18\x01 \x01(\tR\x06callId\x12\x12\n" +
@@ -794,7 +816,8 @@ const file_toolfleet_v1_llm_proto_rawDesc = "" +
 	"\n" +
 	"structured\x18\x04 \x01(\v2\x16.google.protobuf.ValueR\n" +
 	"structured\x12\x19\n" +
-	"\bis_error\x18\x05 \x01(\bR\aisError\"<\n" +
+	"\bis_error\x18\x05 \x01(\bR\aisError\x12'\n" +
+	"\x0ftool_references\x18\x06 \x03(\tR\x0etoolReferences\"<\n" +
 	"\bThinking\x12\x12\n" +
 	"\x04text\x18\x01 \x01(\tR\x04text\x12\x1c\n" +
 	"\tsignature\x18\x02 \x01(\fR\tsignature\"\xa9\x01\n" +
@@ -871,6 +894,7 @@ func file_toolfleet_v1_llm_proto_init() {
 		(*Part_Thinking)(nil),
 		(*Part_ProviderBlock)(nil),
 	}
+	file_toolfleet_v1_llm_proto_msgTypes[3].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{

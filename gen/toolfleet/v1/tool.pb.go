@@ -57,8 +57,15 @@ type ToolDefinition struct {
 	// "direct" and "code_execution_20250825" (the model's code sandbox may call it).
 	// Empty means the provider's default: direct calls only.
 	AllowedCallers []string `protobuf:"bytes,14,rep,name=allowed_callers,json=allowedCallers,proto3" json:"allowed_callers,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The provider may leave the tool out of the model's context until a tool search
+	// finds it (Anthropic's and OpenAI Responses' defer_loading). Formats without tool
+	// search declare the tool as usual.
+	DeferLoading bool `protobuf:"varint,17,opt,name=defer_loading,json=deferLoading,proto3" json:"defer_loading,omitempty"`
+	// Set for a tool whose input is free text rather than a JSON object (an OpenAI
+	// custom tool); input_schema is then unused. Unset means a JSON object input.
+	InputFormat   *ToolInputFormat `protobuf:"bytes,18,opt,name=input_format,json=inputFormat,proto3" json:"input_format,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ToolDefinition) Reset() {
@@ -189,6 +196,84 @@ func (x *ToolDefinition) GetAllowedCallers() []string {
 	return nil
 }
 
+func (x *ToolDefinition) GetDeferLoading() bool {
+	if x != nil {
+		return x.DeferLoading
+	}
+	return false
+}
+
+func (x *ToolDefinition) GetInputFormat() *ToolInputFormat {
+	if x != nil {
+		return x.InputFormat
+	}
+	return nil
+}
+
+// ToolInputFormat is the shape of a free-text tool input.
+type ToolInputFormat struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// "text" (any text) or "grammar" (text the grammar accepts).
+	Type string `protobuf:"bytes,1,opt,name=type,proto3" json:"type,omitempty"`
+	// Grammar syntax, e.g. "lark" or "regex"; set when type is "grammar".
+	Syntax string `protobuf:"bytes,2,opt,name=syntax,proto3" json:"syntax,omitempty"`
+	// The grammar itself; set when type is "grammar".
+	Definition    string `protobuf:"bytes,3,opt,name=definition,proto3" json:"definition,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ToolInputFormat) Reset() {
+	*x = ToolInputFormat{}
+	mi := &file_toolfleet_v1_tool_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ToolInputFormat) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ToolInputFormat) ProtoMessage() {}
+
+func (x *ToolInputFormat) ProtoReflect() protoreflect.Message {
+	mi := &file_toolfleet_v1_tool_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ToolInputFormat.ProtoReflect.Descriptor instead.
+func (*ToolInputFormat) Descriptor() ([]byte, []int) {
+	return file_toolfleet_v1_tool_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *ToolInputFormat) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *ToolInputFormat) GetSyntax() string {
+	if x != nil {
+		return x.Syntax
+	}
+	return ""
+}
+
+func (x *ToolInputFormat) GetDefinition() string {
+	if x != nil {
+		return x.Definition
+	}
+	return ""
+}
+
 // ResolvedHints are behaviour hints with defaults applied.
 type ResolvedHints struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -202,7 +287,7 @@ type ResolvedHints struct {
 
 func (x *ResolvedHints) Reset() {
 	*x = ResolvedHints{}
-	mi := &file_toolfleet_v1_tool_proto_msgTypes[1]
+	mi := &file_toolfleet_v1_tool_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -214,7 +299,7 @@ func (x *ResolvedHints) String() string {
 func (*ResolvedHints) ProtoMessage() {}
 
 func (x *ResolvedHints) ProtoReflect() protoreflect.Message {
-	mi := &file_toolfleet_v1_tool_proto_msgTypes[1]
+	mi := &file_toolfleet_v1_tool_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -227,7 +312,7 @@ func (x *ResolvedHints) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResolvedHints.ProtoReflect.Descriptor instead.
 func (*ResolvedHints) Descriptor() ([]byte, []int) {
-	return file_toolfleet_v1_tool_proto_rawDescGZIP(), []int{1}
+	return file_toolfleet_v1_tool_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *ResolvedHints) GetReadOnly() bool {
@@ -277,7 +362,7 @@ type ToolRequirements struct {
 
 func (x *ToolRequirements) Reset() {
 	*x = ToolRequirements{}
-	mi := &file_toolfleet_v1_tool_proto_msgTypes[2]
+	mi := &file_toolfleet_v1_tool_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -289,7 +374,7 @@ func (x *ToolRequirements) String() string {
 func (*ToolRequirements) ProtoMessage() {}
 
 func (x *ToolRequirements) ProtoReflect() protoreflect.Message {
-	mi := &file_toolfleet_v1_tool_proto_msgTypes[2]
+	mi := &file_toolfleet_v1_tool_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -302,7 +387,7 @@ func (x *ToolRequirements) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolRequirements.ProtoReflect.Descriptor instead.
 func (*ToolRequirements) Descriptor() ([]byte, []int) {
-	return file_toolfleet_v1_tool_proto_rawDescGZIP(), []int{2}
+	return file_toolfleet_v1_tool_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *ToolRequirements) GetScopes() []string {
@@ -352,7 +437,7 @@ type CallContext struct {
 
 func (x *CallContext) Reset() {
 	*x = CallContext{}
-	mi := &file_toolfleet_v1_tool_proto_msgTypes[3]
+	mi := &file_toolfleet_v1_tool_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -364,7 +449,7 @@ func (x *CallContext) String() string {
 func (*CallContext) ProtoMessage() {}
 
 func (x *CallContext) ProtoReflect() protoreflect.Message {
-	mi := &file_toolfleet_v1_tool_proto_msgTypes[3]
+	mi := &file_toolfleet_v1_tool_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -377,7 +462,7 @@ func (x *CallContext) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallContext.ProtoReflect.Descriptor instead.
 func (*CallContext) Descriptor() ([]byte, []int) {
-	return file_toolfleet_v1_tool_proto_rawDescGZIP(), []int{3}
+	return file_toolfleet_v1_tool_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *CallContext) GetUserId() string {
@@ -424,7 +509,7 @@ type CallToolRequest struct {
 
 func (x *CallToolRequest) Reset() {
 	*x = CallToolRequest{}
-	mi := &file_toolfleet_v1_tool_proto_msgTypes[4]
+	mi := &file_toolfleet_v1_tool_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -436,7 +521,7 @@ func (x *CallToolRequest) String() string {
 func (*CallToolRequest) ProtoMessage() {}
 
 func (x *CallToolRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolfleet_v1_tool_proto_msgTypes[4]
+	mi := &file_toolfleet_v1_tool_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -449,7 +534,7 @@ func (x *CallToolRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallToolRequest.ProtoReflect.Descriptor instead.
 func (*CallToolRequest) Descriptor() ([]byte, []int) {
-	return file_toolfleet_v1_tool_proto_rawDescGZIP(), []int{4}
+	return file_toolfleet_v1_tool_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *CallToolRequest) GetCallId() string {
@@ -515,7 +600,7 @@ type Approval struct {
 
 func (x *Approval) Reset() {
 	*x = Approval{}
-	mi := &file_toolfleet_v1_tool_proto_msgTypes[5]
+	mi := &file_toolfleet_v1_tool_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -527,7 +612,7 @@ func (x *Approval) String() string {
 func (*Approval) ProtoMessage() {}
 
 func (x *Approval) ProtoReflect() protoreflect.Message {
-	mi := &file_toolfleet_v1_tool_proto_msgTypes[5]
+	mi := &file_toolfleet_v1_tool_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -540,7 +625,7 @@ func (x *Approval) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Approval.ProtoReflect.Descriptor instead.
 func (*Approval) Descriptor() ([]byte, []int) {
-	return file_toolfleet_v1_tool_proto_rawDescGZIP(), []int{5}
+	return file_toolfleet_v1_tool_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Approval) GetApprover() string {
@@ -582,7 +667,7 @@ type CallToolResponse struct {
 
 func (x *CallToolResponse) Reset() {
 	*x = CallToolResponse{}
-	mi := &file_toolfleet_v1_tool_proto_msgTypes[6]
+	mi := &file_toolfleet_v1_tool_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -594,7 +679,7 @@ func (x *CallToolResponse) String() string {
 func (*CallToolResponse) ProtoMessage() {}
 
 func (x *CallToolResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolfleet_v1_tool_proto_msgTypes[6]
+	mi := &file_toolfleet_v1_tool_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -607,7 +692,7 @@ func (x *CallToolResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallToolResponse.ProtoReflect.Descriptor instead.
 func (*CallToolResponse) Descriptor() ([]byte, []int) {
-	return file_toolfleet_v1_tool_proto_rawDescGZIP(), []int{6}
+	return file_toolfleet_v1_tool_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *CallToolResponse) GetCallId() string {
@@ -710,7 +795,7 @@ type ResultHandle struct {
 
 func (x *ResultHandle) Reset() {
 	*x = ResultHandle{}
-	mi := &file_toolfleet_v1_tool_proto_msgTypes[7]
+	mi := &file_toolfleet_v1_tool_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -722,7 +807,7 @@ func (x *ResultHandle) String() string {
 func (*ResultHandle) ProtoMessage() {}
 
 func (x *ResultHandle) ProtoReflect() protoreflect.Message {
-	mi := &file_toolfleet_v1_tool_proto_msgTypes[7]
+	mi := &file_toolfleet_v1_tool_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -735,7 +820,7 @@ func (x *ResultHandle) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResultHandle.ProtoReflect.Descriptor instead.
 func (*ResultHandle) Descriptor() ([]byte, []int) {
-	return file_toolfleet_v1_tool_proto_rawDescGZIP(), []int{7}
+	return file_toolfleet_v1_tool_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ResultHandle) GetId() string {
@@ -792,7 +877,7 @@ type ToolError struct {
 
 func (x *ToolError) Reset() {
 	*x = ToolError{}
-	mi := &file_toolfleet_v1_tool_proto_msgTypes[8]
+	mi := &file_toolfleet_v1_tool_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -804,7 +889,7 @@ func (x *ToolError) String() string {
 func (*ToolError) ProtoMessage() {}
 
 func (x *ToolError) ProtoReflect() protoreflect.Message {
-	mi := &file_toolfleet_v1_tool_proto_msgTypes[8]
+	mi := &file_toolfleet_v1_tool_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -817,7 +902,7 @@ func (x *ToolError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolError.ProtoReflect.Descriptor instead.
 func (*ToolError) Descriptor() ([]byte, []int) {
-	return file_toolfleet_v1_tool_proto_rawDescGZIP(), []int{8}
+	return file_toolfleet_v1_tool_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ToolError) GetMessage() string {
@@ -867,7 +952,7 @@ type ServerError struct {
 
 func (x *ServerError) Reset() {
 	*x = ServerError{}
-	mi := &file_toolfleet_v1_tool_proto_msgTypes[9]
+	mi := &file_toolfleet_v1_tool_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -879,7 +964,7 @@ func (x *ServerError) String() string {
 func (*ServerError) ProtoMessage() {}
 
 func (x *ServerError) ProtoReflect() protoreflect.Message {
-	mi := &file_toolfleet_v1_tool_proto_msgTypes[9]
+	mi := &file_toolfleet_v1_tool_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -892,7 +977,7 @@ func (x *ServerError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServerError.ProtoReflect.Descriptor instead.
 func (*ServerError) Descriptor() ([]byte, []int) {
-	return file_toolfleet_v1_tool_proto_rawDescGZIP(), []int{9}
+	return file_toolfleet_v1_tool_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ServerError) GetMessage() string {
@@ -922,7 +1007,7 @@ type ValidationError struct {
 
 func (x *ValidationError) Reset() {
 	*x = ValidationError{}
-	mi := &file_toolfleet_v1_tool_proto_msgTypes[10]
+	mi := &file_toolfleet_v1_tool_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -934,7 +1019,7 @@ func (x *ValidationError) String() string {
 func (*ValidationError) ProtoMessage() {}
 
 func (x *ValidationError) ProtoReflect() protoreflect.Message {
-	mi := &file_toolfleet_v1_tool_proto_msgTypes[10]
+	mi := &file_toolfleet_v1_tool_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -947,7 +1032,7 @@ func (x *ValidationError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ValidationError.ProtoReflect.Descriptor instead.
 func (*ValidationError) Descriptor() ([]byte, []int) {
-	return file_toolfleet_v1_tool_proto_rawDescGZIP(), []int{10}
+	return file_toolfleet_v1_tool_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ValidationError) GetMessage() string {
@@ -968,7 +1053,7 @@ var File_toolfleet_v1_tool_proto protoreflect.FileDescriptor
 
 const file_toolfleet_v1_tool_proto_rawDesc = "" +
 	"\n" +
-	"\x17toolfleet/v1/tool.proto\x12\ftoolfleet.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1atoolfleet/v1/options.proto\"\xb1\x04\n" +
+	"\x17toolfleet/v1/tool.proto\x12\ftoolfleet.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1atoolfleet/v1/options.proto\"\x98\x05\n" +
 	"\x0eToolDefinition\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x18\n" +
 	"\atoolkit\x18\x02 \x01(\tR\atoolkit\x12\x12\n" +
@@ -986,7 +1071,15 @@ const file_toolfleet_v1_tool_proto_rawDesc = "" +
 	"\vgrpc_method\x18\f \x01(\tR\n" +
 	"grpcMethod\x125\n" +
 	"\bexamples\x18\r \x03(\v2\x19.toolfleet.v1.ToolExampleR\bexamples\x12'\n" +
-	"\x0fallowed_callers\x18\x0e \x03(\tR\x0eallowedCallers\"\x8d\x01\n" +
+	"\x0fallowed_callers\x18\x0e \x03(\tR\x0eallowedCallers\x12#\n" +
+	"\rdefer_loading\x18\x11 \x01(\bR\fdeferLoading\x12@\n" +
+	"\finput_format\x18\x12 \x01(\v2\x1d.toolfleet.v1.ToolInputFormatR\vinputFormat\"]\n" +
+	"\x0fToolInputFormat\x12\x12\n" +
+	"\x04type\x18\x01 \x01(\tR\x04type\x12\x16\n" +
+	"\x06syntax\x18\x02 \x01(\tR\x06syntax\x12\x1e\n" +
+	"\n" +
+	"definition\x18\x03 \x01(\tR\n" +
+	"definition\"\x8d\x01\n" +
 	"\rResolvedHints\x12\x1b\n" +
 	"\tread_only\x18\x01 \x01(\bR\breadOnly\x12 \n" +
 	"\vdestructive\x18\x02 \x01(\bR\vdestructive\x12\x1e\n" +
@@ -1066,52 +1159,54 @@ func file_toolfleet_v1_tool_proto_rawDescGZIP() []byte {
 	return file_toolfleet_v1_tool_proto_rawDescData
 }
 
-var file_toolfleet_v1_tool_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
+var file_toolfleet_v1_tool_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
 var file_toolfleet_v1_tool_proto_goTypes = []any{
 	(*ToolDefinition)(nil),        // 0: toolfleet.v1.ToolDefinition
-	(*ResolvedHints)(nil),         // 1: toolfleet.v1.ResolvedHints
-	(*ToolRequirements)(nil),      // 2: toolfleet.v1.ToolRequirements
-	(*CallContext)(nil),           // 3: toolfleet.v1.CallContext
-	(*CallToolRequest)(nil),       // 4: toolfleet.v1.CallToolRequest
-	(*Approval)(nil),              // 5: toolfleet.v1.Approval
-	(*CallToolResponse)(nil),      // 6: toolfleet.v1.CallToolResponse
-	(*ResultHandle)(nil),          // 7: toolfleet.v1.ResultHandle
-	(*ToolError)(nil),             // 8: toolfleet.v1.ToolError
-	(*ServerError)(nil),           // 9: toolfleet.v1.ServerError
-	(*ValidationError)(nil),       // 10: toolfleet.v1.ValidationError
-	nil,                           // 11: toolfleet.v1.CallContext.AttributesEntry
-	nil,                           // 12: toolfleet.v1.ValidationError.ParameterErrorsEntry
-	(*structpb.Struct)(nil),       // 13: google.protobuf.Struct
-	(*ToolExample)(nil),           // 14: toolfleet.v1.ToolExample
-	(*durationpb.Duration)(nil),   // 15: google.protobuf.Duration
-	(*RetryPolicy)(nil),           // 16: toolfleet.v1.RetryPolicy
-	(*timestamppb.Timestamp)(nil), // 17: google.protobuf.Timestamp
-	(*structpb.Value)(nil),        // 18: google.protobuf.Value
+	(*ToolInputFormat)(nil),       // 1: toolfleet.v1.ToolInputFormat
+	(*ResolvedHints)(nil),         // 2: toolfleet.v1.ResolvedHints
+	(*ToolRequirements)(nil),      // 3: toolfleet.v1.ToolRequirements
+	(*CallContext)(nil),           // 4: toolfleet.v1.CallContext
+	(*CallToolRequest)(nil),       // 5: toolfleet.v1.CallToolRequest
+	(*Approval)(nil),              // 6: toolfleet.v1.Approval
+	(*CallToolResponse)(nil),      // 7: toolfleet.v1.CallToolResponse
+	(*ResultHandle)(nil),          // 8: toolfleet.v1.ResultHandle
+	(*ToolError)(nil),             // 9: toolfleet.v1.ToolError
+	(*ServerError)(nil),           // 10: toolfleet.v1.ServerError
+	(*ValidationError)(nil),       // 11: toolfleet.v1.ValidationError
+	nil,                           // 12: toolfleet.v1.CallContext.AttributesEntry
+	nil,                           // 13: toolfleet.v1.ValidationError.ParameterErrorsEntry
+	(*structpb.Struct)(nil),       // 14: google.protobuf.Struct
+	(*ToolExample)(nil),           // 15: toolfleet.v1.ToolExample
+	(*durationpb.Duration)(nil),   // 16: google.protobuf.Duration
+	(*RetryPolicy)(nil),           // 17: toolfleet.v1.RetryPolicy
+	(*timestamppb.Timestamp)(nil), // 18: google.protobuf.Timestamp
+	(*structpb.Value)(nil),        // 19: google.protobuf.Value
 }
 var file_toolfleet_v1_tool_proto_depIdxs = []int32{
-	13, // 0: toolfleet.v1.ToolDefinition.input_schema:type_name -> google.protobuf.Struct
-	13, // 1: toolfleet.v1.ToolDefinition.output_schema:type_name -> google.protobuf.Struct
-	1,  // 2: toolfleet.v1.ToolDefinition.hints:type_name -> toolfleet.v1.ResolvedHints
-	2,  // 3: toolfleet.v1.ToolDefinition.requirements:type_name -> toolfleet.v1.ToolRequirements
-	14, // 4: toolfleet.v1.ToolDefinition.examples:type_name -> toolfleet.v1.ToolExample
-	15, // 5: toolfleet.v1.ToolRequirements.timeout:type_name -> google.protobuf.Duration
-	16, // 6: toolfleet.v1.ToolRequirements.retry:type_name -> toolfleet.v1.RetryPolicy
-	11, // 7: toolfleet.v1.CallContext.attributes:type_name -> toolfleet.v1.CallContext.AttributesEntry
-	13, // 8: toolfleet.v1.CallToolRequest.input:type_name -> google.protobuf.Struct
-	3,  // 9: toolfleet.v1.CallToolRequest.context:type_name -> toolfleet.v1.CallContext
-	5,  // 10: toolfleet.v1.CallToolRequest.approval:type_name -> toolfleet.v1.Approval
-	17, // 11: toolfleet.v1.Approval.approved_at:type_name -> google.protobuf.Timestamp
-	15, // 12: toolfleet.v1.CallToolResponse.duration:type_name -> google.protobuf.Duration
-	18, // 13: toolfleet.v1.CallToolResponse.value:type_name -> google.protobuf.Value
-	8,  // 14: toolfleet.v1.CallToolResponse.error:type_name -> toolfleet.v1.ToolError
-	7,  // 15: toolfleet.v1.CallToolResponse.result_handle:type_name -> toolfleet.v1.ResultHandle
-	17, // 16: toolfleet.v1.ResultHandle.expires_at:type_name -> google.protobuf.Timestamp
-	12, // 17: toolfleet.v1.ValidationError.parameter_errors:type_name -> toolfleet.v1.ValidationError.ParameterErrorsEntry
-	18, // [18:18] is the sub-list for method output_type
-	18, // [18:18] is the sub-list for method input_type
-	18, // [18:18] is the sub-list for extension type_name
-	18, // [18:18] is the sub-list for extension extendee
-	0,  // [0:18] is the sub-list for field type_name
+	14, // 0: toolfleet.v1.ToolDefinition.input_schema:type_name -> google.protobuf.Struct
+	14, // 1: toolfleet.v1.ToolDefinition.output_schema:type_name -> google.protobuf.Struct
+	2,  // 2: toolfleet.v1.ToolDefinition.hints:type_name -> toolfleet.v1.ResolvedHints
+	3,  // 3: toolfleet.v1.ToolDefinition.requirements:type_name -> toolfleet.v1.ToolRequirements
+	15, // 4: toolfleet.v1.ToolDefinition.examples:type_name -> toolfleet.v1.ToolExample
+	1,  // 5: toolfleet.v1.ToolDefinition.input_format:type_name -> toolfleet.v1.ToolInputFormat
+	16, // 6: toolfleet.v1.ToolRequirements.timeout:type_name -> google.protobuf.Duration
+	17, // 7: toolfleet.v1.ToolRequirements.retry:type_name -> toolfleet.v1.RetryPolicy
+	12, // 8: toolfleet.v1.CallContext.attributes:type_name -> toolfleet.v1.CallContext.AttributesEntry
+	14, // 9: toolfleet.v1.CallToolRequest.input:type_name -> google.protobuf.Struct
+	4,  // 10: toolfleet.v1.CallToolRequest.context:type_name -> toolfleet.v1.CallContext
+	6,  // 11: toolfleet.v1.CallToolRequest.approval:type_name -> toolfleet.v1.Approval
+	18, // 12: toolfleet.v1.Approval.approved_at:type_name -> google.protobuf.Timestamp
+	16, // 13: toolfleet.v1.CallToolResponse.duration:type_name -> google.protobuf.Duration
+	19, // 14: toolfleet.v1.CallToolResponse.value:type_name -> google.protobuf.Value
+	9,  // 15: toolfleet.v1.CallToolResponse.error:type_name -> toolfleet.v1.ToolError
+	8,  // 16: toolfleet.v1.CallToolResponse.result_handle:type_name -> toolfleet.v1.ResultHandle
+	18, // 17: toolfleet.v1.ResultHandle.expires_at:type_name -> google.protobuf.Timestamp
+	13, // 18: toolfleet.v1.ValidationError.parameter_errors:type_name -> toolfleet.v1.ValidationError.ParameterErrorsEntry
+	19, // [19:19] is the sub-list for method output_type
+	19, // [19:19] is the sub-list for method input_type
+	19, // [19:19] is the sub-list for extension type_name
+	19, // [19:19] is the sub-list for extension extendee
+	0,  // [0:19] is the sub-list for field type_name
 }
 
 func init() { file_toolfleet_v1_tool_proto_init() }
@@ -1120,7 +1215,7 @@ func file_toolfleet_v1_tool_proto_init() {
 		return
 	}
 	file_toolfleet_v1_options_proto_init()
-	file_toolfleet_v1_tool_proto_msgTypes[6].OneofWrappers = []any{
+	file_toolfleet_v1_tool_proto_msgTypes[7].OneofWrappers = []any{
 		(*CallToolResponse_Value)(nil),
 		(*CallToolResponse_Error)(nil),
 	}
@@ -1130,7 +1225,7 @@ func file_toolfleet_v1_tool_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolfleet_v1_tool_proto_rawDesc), len(file_toolfleet_v1_tool_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   13,
+			NumMessages:   14,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
