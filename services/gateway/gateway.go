@@ -647,6 +647,11 @@ func (g *Gateway) Serving() bool {
 	return err == nil && resp.GetStatus() == healthpb.HealthCheckResponse_SERVING
 }
 
+// LimitsShared reports whether the rate limits share their state through
+// NATS (false while the bucket is not ready or NATS is away, when
+// Limits.WhenNATSDown applies); true when no limit is configured.
+func (g *Gateway) LimitsShared() bool { return g.limits == nil || g.limits.Shared() }
+
 // idem returns the idempotency store; nil (unavailable) until NATS is configured
 // and the bucket exists.
 func (g *Gateway) idem() *idempotency.Store { return g.idemPtr.Load() }

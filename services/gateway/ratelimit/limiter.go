@@ -153,14 +153,8 @@ func (l *Limiter) Attach(ctx context.Context, nc *nats.Conn, js jetstream.JetStr
 	return nil
 }
 
-// BucketConfig is the bucket Attach creates.
-func (c Config) BucketConfig() jetstream.KeyValueConfig {
-	name := c.Bucket
-	if name == "" {
-		name = DefaultBucket
-	}
-	return c.Assets.Settings(Asset.Named(name)).KeyValue(jetstream.KeyValueConfig{Bucket: name, History: 1})
-}
+// Shared reports whether the limiter uses the shared state in NATS now.
+func (l *Limiter) Shared() bool { return l.kv.Load().up() }
 
 // Ticket is an admitted call; call Done once when it ends.
 type Ticket struct {
