@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"sigs.k8s.io/yaml"
 
 	"github.com/toolfleet/toolfleet/sdk/jsassets"
@@ -80,6 +81,13 @@ type Rule struct {
 	tool      string // lower case
 	interval  time.Duration
 	block     int
+	// spare is how many idle slots a replica keeps of the concurrency limit
+	// between syncs (a sixteenth of it; none under 16).
+	spare int
+	// admitted counts admissions per limit (rate, bytes, concurrent);
+	// running is this replica's running calls (set by New).
+	admitted [3]prometheus.Counter
+	running  prometheus.Gauge
 }
 
 // ByteSize is a size in a limits file: a number of bytes or a string such as
@@ -248,6 +256,7 @@ func (c *Config) validate() error {
 		if w := time.Duration(r.Window); w < time.Second || w > MaxWindow {
 			bad("window %s: want 1s to %s", w, MaxWindow)
 		}
+		r.spare = r.Concurrent / 16
 		if r.Rate > 0 {
 			r.interval = time.Duration(float64(time.Second) / r.Rate)
 			r.interval = max(r.interval, 1)

@@ -28,7 +28,9 @@
 //     replica's calls stop counting once their lease expires (LeaseTTL). An
 //     acquire asks NATS only when the replica holds no spare slot; a release
 //     is written in the background within SyncInterval, during which the slot
-//     stays taken (never over-admits);
+//     stays taken (never over-admits). For limits of 16 and more, a busy
+//     replica holds up to a sixteenth of the limit as spare slots, so the
+//     fleet may refuse while up to replicas × limit/16 slots are idle;
 //   - bytes: request and result bytes are added to a fixed window's counter
 //     (aligned to the epoch) in the background every SyncInterval; a replica
 //     re-reads the counter before a call when its copy is older than

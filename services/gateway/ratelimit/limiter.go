@@ -27,6 +27,9 @@ const (
 	LimitBytes      = "bytes"
 )
 
+// kinds are the limits in the order a call is checked against them.
+var kinds = [...]string{LimitRate, LimitBytes, LimitConcurrent}
+
 // opTimeout bounds the NATS requests of one call's admission.
 const opTimeout = 2 * time.Second
 
@@ -119,6 +122,10 @@ func New(cfg Config, log *slog.Logger) (*Limiter, error) {
 	byTool := map[string]*group{}
 	for i := range l.cfg.Rules {
 		r := &l.cfg.Rules[i]
+		for k, kind := range kinds {
+			r.admitted[k] = l.decisions.WithLabelValues(r.Name, kind, "admitted")
+		}
+		r.running = l.running.WithLabelValues(r.Name)
 		g := byTool[r.tool]
 		if g == nil {
 			g = &group{tool: r.tool}
@@ -257,8 +264,10 @@ func (l *Limiter) Admit(ctx context.Context, principal, tool string, reqBytes fu
 	defer cancel()
 	now := l.now()
 	t := &Ticket{l: l, now: now, req: -1}
+	sum := sha256.Sum256([]byte(principal))
+	who := hex.EncodeToString(sum[:16])
 	for _, r := range rules {
-		for _, kind := range [...]string{LimitRate, LimitBytes, LimitConcurrent} {
+		for k, kind := range kinds {
 			var op func(*entry) func(store) (bool, time.Duration, error)
 			switch {
 			case kind == LimitRate && r.Rate > 0:
@@ -279,7 +288,7 @@ func (l *Limiter) Admit(ctx context.Context, principal, tool string, reqBytes fu
 			default:
 				continue
 			}
-			e := l.entry(kind, r, principal)
+			e := l.entry(kind, r, who)
 			if e == nil {
 				return t.refuse(r, kind, time.Second, fmt.Sprintf(
 					"the gateway tracks as many callers under its limits as it may at once (%d); try again shortly", l.cfg.MaxKeys))
@@ -301,7 +310,7 @@ func (l *Limiter) Admit(ctx context.Context, principal, tool string, reqBytes fu
 			case kind == LimitConcurrent:
 				t.conc = append(t.conc, e)
 			}
-			l.decisions.WithLabelValues(r.Name, kind, "admitted").Inc()
+			r.admitted[k].Inc()
 		}
 	}
 	return t, nil
@@ -442,11 +451,10 @@ type entry struct {
 	synced  time.Time
 }
 
-// entry returns the tracked entry of (kind, r, principal), referenced until
-// the call's ticket lets it go.
-func (l *Limiter) entry(kind string, r *Rule, principal string) *entry {
-	sum := sha256.Sum256([]byte(principal))
-	key := kind + "." + r.Name + "." + hex.EncodeToString(sum[:16])
+// entry returns the tracked entry of (kind, r, the principal whose hash is
+// who), referenced until the call's ticket lets it go.
+func (l *Limiter) entry(kind string, r *Rule, who string) *entry {
+	key := kind + "." + r.Name + "." + who
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if el, ok := l.keys[key]; ok {
@@ -618,10 +626,10 @@ func (l *Limiter) acquire(ctx context.Context, e *entry, st store, now time.Time
 	defer e.mu.Unlock()
 	e.running++
 	if e.running <= e.held && e.st == st {
-		l.running.WithLabelValues(e.rule.Name).Inc()
-		return true, 0, nil // a slot released here and not yet given back
+		e.rule.running.Inc()
+		return true, 0, nil // a slot held here and not in use
 	}
-	admitted := false
+	admitted, hold := false, 0
 	err := l.update(ctx, e, st, true, func(cur []byte) ([]byte, bool) {
 		m := decodeLeases(cur)
 		others := 0
@@ -636,16 +644,18 @@ func (l *Limiter) acquire(ctx context.Context, e *entry, st store, now time.Time
 		if !admitted {
 			return nil, false
 		}
-		m[l.id] = lease{N: e.running, Exp: now.Add(l.cfg.LeaseTTL).UnixMilli()}
+		// Hold a few spare slots, so the next calls need not ask NATS.
+		hold = e.running + min(e.rule.spare, e.rule.Concurrent-others-e.running)
+		m[l.id] = lease{N: hold, Exp: now.Add(l.cfg.LeaseTTL).UnixMilli()}
 		return encodeLeases(m), true
 	})
 	if err != nil || !admitted {
 		e.running--
 		return false, 0, err
 	}
-	e.held, e.renewed = e.running, now
+	e.held, e.renewed = hold, now
 	e.sticky.Store(true)
-	l.running.WithLabelValues(e.rule.Name).Inc()
+	e.rule.running.Inc()
 	return true, 0, nil
 }
 
@@ -655,7 +665,7 @@ func (l *Limiter) release(e *entry) {
 	e.mu.Lock()
 	e.running--
 	e.mu.Unlock()
-	l.running.WithLabelValues(e.rule.Name).Dec()
+	e.rule.running.Dec()
 }
 
 // Run writes released slots and counted bytes every SyncInterval, and renews
@@ -727,7 +737,12 @@ func (l *Limiter) syncEntry(ctx context.Context, e *entry, st store, now time.Ti
 			e.held = 0
 		}
 		renew := e.held > 0 && now.Sub(e.renewed) > l.cfg.LeaseTTL/3
-		if e.held == e.running && !renew {
+		// Idle slots go back, but for the spare ones while calls run.
+		keep := e.running
+		if e.running > 0 {
+			keep = max(e.running, min(e.held, e.running+e.rule.spare))
+		}
+		if e.held == keep && !renew {
 			e.sticky.Store(e.held > 0)
 			return nil
 		}
@@ -738,8 +753,8 @@ func (l *Limiter) syncEntry(ctx context.Context, e *entry, st store, now time.Ti
 					delete(m, id)
 				}
 			}
-			if e.running > 0 {
-				m[l.id] = lease{N: e.running, Exp: now.Add(l.cfg.LeaseTTL).UnixMilli()}
+			if keep > 0 {
+				m[l.id] = lease{N: keep, Exp: now.Add(l.cfg.LeaseTTL).UnixMilli()}
 			} else {
 				delete(m, l.id)
 			}
@@ -748,7 +763,7 @@ func (l *Limiter) syncEntry(ctx context.Context, e *entry, st store, now time.Ti
 		if err != nil {
 			return err
 		}
-		e.held, e.renewed = e.running, now
+		e.held, e.renewed = keep, now
 		e.sticky.Store(e.held > 0)
 	}
 	return nil
