@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -137,6 +138,18 @@ func TestRateLimitAcrossReplicasOnEverySurface(t *testing.T) {
 
 	if n := fleet.Calculator.Adds.Load(); n != ran {
 		t.Fatalf("refused calls ran the tool %d times", n-ran)
+	}
+	// The refusals are counted by rule, never by principal.
+	mresp, err := http.Get("http://" + a + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var metrics strings.Builder
+	_, _ = io.Copy(&metrics, mresp.Body)
+	_ = mresp.Body.Close()
+	if !strings.Contains(metrics.String(), `toolfleet_gateway_limit_decisions_total{decision="refused",limit="rate",rule="calc-rate"}`) ||
+		strings.Contains(metrics.String(), "alice") {
+		t.Errorf("/metrics lacks the refusals of calc-rate, or names the principal")
 	}
 	// Another principal, and another tool, are not limited.
 	for _, c := range []toolfleetv1.ToolGatewayServiceClient{grpcA, grpcB} {

@@ -392,6 +392,8 @@ func (g *Gateway) Run(ctx context.Context) error {
 		nc, err = g.connectNATS(ctx, &bg)
 		if err != nil {
 			_ = ln.Close()
+			cancel()
+			bg.Wait()
 			return err
 		}
 	}

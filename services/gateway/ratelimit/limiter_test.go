@@ -161,6 +161,37 @@ func TestConcurrencyAcrossReplicas(t *testing.T) {
 	c.Done(0)
 }
 
+// A busy replica keeps a sixteenth of a large concurrency limit as spare
+// slots (no NATS round trip for the next calls); the fleet never runs more
+// than the limit, and the spare slots go back once the replica is idle.
+func TestConcurrencySpareSlots(t *testing.T) {
+	t.Parallel()
+	clk := newClock()
+	ls := replicas(t, 2, clk, Rule{Name: "wide", Concurrent: 32})
+	a, _ := admit(t, ls[0], "alice", "X.Y", 0) // holds 1 + 2 spare
+	var held []*Ticket
+	for {
+		tk, ref := admit(t, ls[1], "alice", "X.Y", 0)
+		if ref != nil {
+			break
+		}
+		held = append(held, tk)
+	}
+	if len(held) != 29 {
+		t.Fatalf("replica B ran %d calls beside replica A's 1 (+2 spare), want 29", len(held))
+	}
+	a.Done(0)
+	ls[0].Sync(t.Context()) // idle: every slot goes back
+	for range 3 {
+		if _, ref := admit(t, ls[1], "alice", "X.Y", 0); ref != nil {
+			t.Fatalf("replica A's slots were not given back: %s", ref.Message)
+		}
+	}
+	if _, ref := admit(t, ls[1], "alice", "X.Y", 0); ref == nil {
+		t.Fatal("ran more than 32 calls at once")
+	}
+}
+
 // Bytes of requests and results count against the window across replicas;
 // the refusal says when the window renews.
 func TestBytesAcrossReplicas(t *testing.T) {
