@@ -119,6 +119,7 @@ func BenchmarkGatewayCall(b *testing.B) {
 			// Rate, concurrency and byte limits configured (never reached),
 			// against the same gateway without them.
 			b.ReportMetric(res[4].tput/res[3].tput, "limits÷no-limits")
+			b.ReportMetric(float64(res[4].cpu)/float64(res[3].cpu), "limits-cpu÷no-limits-cpu")
 			for _, r := range res {
 				b.Logf("callers=%d n=%d %-22s %8.0f calls/s (%.2f×) p50=%-10s p99=%-10s cpu/call=%-9s allocs/call=%d",
 					conc, b.N, r.name, r.tput, r.tput/base.tput, r.p(0.5), r.p(0.99), r.cpu.Round(time.Microsecond), r.mem)
