@@ -42,7 +42,7 @@ import (
 func TestRateLimitAcrossReplicasOnEverySurface(t *testing.T) {
 	t.Parallel()
 	fleet := e2e.Start(t, e2e.Options{NATS: true, Auth: true, Limits: ratelimit.Config{Rules: []ratelimit.Rule{
-		{Name: "calc-rate", Tool: "calculator.*", Rate: 1.0 / 60, Burst: 4},
+		{Name: "calc-rate", Tool: "calculator.add", Rate: 1.0 / 60, Burst: 4},
 	}}})
 	a, b := fleet.Addr, fleet.Replica(t)
 	alice := fleet.TokenFor(t, "alice", "tools:call")
@@ -279,4 +279,51 @@ func mcpSession(t *testing.T, addr, token string) *sdk.ClientSession {
 	}
 	t.Cleanup(func() { _ = cs.Close() })
 	return cs
+}
+
+// TestClientWaitsForTheRateLimit: the Go client retries a call refused over a
+// rate after the delay the gateway gave (gRPC and Connect; and a CallTools
+// batch, whose refused call carries retry_after_ms), so the caller sees a
+// success on the second attempt. One call per 2 s with a burst of 1: the
+// second call is refused unless 2 s pass between two back-to-back calls.
+// (The rules of these tests name Calculator.Add only: the fleet probes its
+// idempotency store with Calculator.Multiply.)
+func TestClientWaitsForTheRateLimit(t *testing.T) {
+	t.Parallel()
+	fleet := e2e.Start(t, e2e.Options{NATS: true, Auth: true, Limits: ratelimit.Config{Rules: []ratelimit.Rule{
+		{Name: "slow", Tool: "calculator.add", Rate: 0.5, Burst: 1},
+	}}})
+	for _, p := range protocols {
+		t.Run(p.name, func(t *testing.T) {
+			t.Parallel()
+			c := newClient(t, fleet.Addr, append(p.opts, client.WithToken(fleet.TokenFor(t, "client-"+p.name, "tools:call")))...)
+			add := &toolfleetv1.CallToolRequest{ToolId: "Calculator.Add", Input: input(t, map[string]any{"a": 1, "b": 2})}
+			if res, err := c.CallTool(t.Context(), add); err != nil || !res.Success {
+				t.Fatalf("first call: %+v, %v", res, err)
+			}
+			res, err := c.CallTool(t.Context(), add)
+			if err != nil || !res.Success || res.Attempts != 2 {
+				t.Fatalf("second call: %+v, %v; want a success on attempt 2 (after the gateway's delay)", res, err)
+			}
+		})
+	}
+	t.Run("batch", func(t *testing.T) {
+		t.Parallel()
+		c := newClient(t, fleet.Addr, client.WithToken(fleet.TokenFor(t, "client-batch", "tools:call")))
+		add := &toolfleetv1.CallToolRequest{ToolId: "Calculator.Add", Input: input(t, map[string]any{"a": 1, "b": 2})}
+		out, err := c.CallTools(t.Context(), add, add)
+		if err != nil {
+			t.Fatal(err)
+		}
+		attempts := 0
+		for i, o := range out {
+			if o.Err != nil || !o.Result.Success {
+				t.Fatalf("call %d: %+v, %v", i, o.Result, o.Err)
+			}
+			attempts += o.Result.Attempts
+		}
+		if attempts != 3 {
+			t.Fatalf("%d attempts for two calls, want 3 (one call refused once, then retried after the delay)", attempts)
+		}
+	})
 }
