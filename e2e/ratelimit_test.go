@@ -184,13 +184,25 @@ func TestConcurrencyLimitAcrossReplicas(t *testing.T) {
 	// The long call holds the slot on replica A until the test lets it end
 	// (a 20 s sleep the test cancels).
 	longCtx, cancelLong := context.WithCancel(ctx)
+	sleeps := fleet.SchemaTest.Sleeps.Load()
 	go func() {
 		_, err := grpcA.CallTool(longCtx, sleep("20s"))
 		done <- err
 		close(release)
 	}()
-	// Replica B refuses alice while the call runs (poll: the long call may
-	// take a moment to start on a loaded machine).
+	// Only once the long call runs on the worker does B probe: a probe
+	// before it would hold the slot and the long call would be refused.
+	for deadline := time.Now().Add(15 * time.Second); fleet.SchemaTest.Sleeps.Load() == sleeps; time.Sleep(20 * time.Millisecond) {
+		select {
+		case err := <-done:
+			t.Fatalf("the long call ended before it ran: %v", err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the long call never reached the worker")
+		}
+	}
+	// Replica B refuses alice while the call runs.
 	var refused error
 	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
 		_, err := grpcB.CallTool(ctx, sleep("0s"))
@@ -212,6 +224,9 @@ func TestConcurrencyLimitAcrossReplicas(t *testing.T) {
 	}
 	cancelLong()
 	<-release
+	if err := <-done; status.Code(err) != codes.Canceled {
+		t.Errorf("the long call ended with %v, want it cancelled by the test", err)
+	}
 	// Once released (written within the sync interval), B admits again.
 	var err error
 	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
