@@ -23,6 +23,7 @@ import (
 	"github.com/toolfleet/toolfleet/sdk/tool"
 	"github.com/toolfleet/toolfleet/sdk/tool/tooltest"
 	"github.com/toolfleet/toolfleet/services/gateway"
+	"github.com/toolfleet/toolfleet/services/gateway/ratelimit"
 	"github.com/toolfleet/toolfleet/workers/calculator/calculator"
 )
 
@@ -32,9 +33,11 @@ import (
 // gateway without NATS (JWT auth and input validation), the full gateway with
 // call ids it generates (nothing stored, call events on JetStream) and the full
 // gateway with caller-given call ids (plus the idempotency lock and the stored
-// result). It reports the full gateway's throughput and p50/p99 latency as
-// ratios to direct, every rung's throughput ratio, and logs each side's latency,
-// CPU and allocations per call.
+// result); and the gateway with generated ids and a rate, a concurrency and a
+// byte limit configured but never reached (limits÷no-limits). It reports the
+// full gateway's throughput and p50/p99 latency as ratios to direct, every
+// rung's throughput ratio, and logs each side's latency, CPU and allocations
+// per call.
 //
 //	go test ./bench -run '^$' -bench GatewayCall -benchtime 20000x
 func BenchmarkGatewayCall(b *testing.B) {
@@ -49,11 +52,22 @@ func BenchmarkGatewayCall(b *testing.B) {
 		return startBenchGateway(b, gateway.Config{Workers: []string{w.Addr()}, NATSURL: natsURL, Logger: quiet}, secret)
 	}
 	g, lite := start(nats.URL()), start("")
+	// The full gateway with every kind of limit configured, none of them
+	// reached: what admission costs on the hot path.
+	limited := startBenchGateway(b, gateway.Config{Workers: []string{w.Addr()}, NATSURL: nats.URL(), Logger: quiet,
+		Limits: ratelimit.Config{Rules: []ratelimit.Rule{{Name: "bench", Rate: 1e6, Burst: 1e6, Concurrent: 10_000,
+			Bytes: 1 << 40, Window: ratelimit.Duration(time.Hour)}}}}, secret)
+	for deadline := time.Now().Add(20 * time.Second); !limited.LimitsShared(); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			b.Fatal("the limits never reached NATS")
+		}
+	}
 	tok := benchToken(b, secret)
 	direct := calculatorv1.NewCalculatorServiceClient(tooltest.Dial(b, w.Addr()))
 	hop := calculatorv1.NewCalculatorServiceClient(tooltest.Dial(b, startBareHop(b, w.Addr())))
 	gw := toolfleetv1.NewToolGatewayServiceClient(tooltest.Dial(b, g.Addr()))
 	gwLite := toolfleetv1.NewToolGatewayServiceClient(tooltest.Dial(b, lite.Addr()))
+	gwLimited := toolfleetv1.NewToolGatewayServiceClient(tooltest.Dial(b, limited.Addr()))
 	input, _ := structpb.NewStruct(map[string]any{"a": 2, "b": 3})
 	authCtx := metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer "+tok)
 	var seq atomic.Int64
@@ -79,6 +93,7 @@ func BenchmarkGatewayCall(b *testing.B) {
 		{name: "bare-hop", call: func() error { return add(hop) }},
 		{name: "gateway-no-nats", call: func() error { return gwCall(gwLite, true) }},
 		{name: "gateway-generated-ids", call: func() error { return gwCall(gw, false) }},
+		{name: "gateway-limits", call: func() error { return gwCall(gwLimited, false) }},
 		{name: "gateway", call: func() error { return gwCall(gw, true) }},
 	}
 	for _, conc := range []int{1, 64} {
@@ -101,6 +116,10 @@ func BenchmarkGatewayCall(b *testing.B) {
 			hop := res[1].tput
 			b.ReportMetric(res[3].tput/hop, "no-call-id÷bare-hop")
 			b.ReportMetric(full.tput/hop, "call-id÷bare-hop")
+			// Rate, concurrency and byte limits configured (never reached),
+			// against the same gateway without them.
+			b.ReportMetric(res[4].tput/res[3].tput, "limits÷no-limits")
+			b.ReportMetric(float64(res[4].cpu)/float64(res[3].cpu), "limits-cpu÷no-limits-cpu")
 			for _, r := range res {
 				b.Logf("callers=%d n=%d %-22s %8.0f calls/s (%.2f×) p50=%-10s p99=%-10s cpu/call=%-9s allocs/call=%d",
 					conc, b.N, r.name, r.tput, r.tput/base.tput, r.p(0.5), r.p(0.99), r.cpu.Round(time.Microsecond), r.mem)

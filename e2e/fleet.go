@@ -32,6 +32,7 @@ import (
 	"github.com/toolfleet/toolfleet/internal/natsx/natstest"
 	"github.com/toolfleet/toolfleet/sdk/tool"
 	"github.com/toolfleet/toolfleet/services/gateway"
+	"github.com/toolfleet/toolfleet/services/gateway/ratelimit"
 	"github.com/toolfleet/toolfleet/workers/calculator/calculator"
 )
 
@@ -51,6 +52,8 @@ type Options struct {
 	Logger *slog.Logger
 	// ShutdownTimeout bounds the gateway's graceful stop. Default 5s.
 	ShutdownTimeout time.Duration
+	// Limits are the gateway's rate limits and quotas (every replica's).
+	Limits ratelimit.Config
 }
 
 // Fleet is a running gateway with a calculator worker and a SchemaTest worker.
@@ -113,7 +116,8 @@ func New(ctx context.Context, opts Options) (_ *Fleet, err error) {
 	if opts.ShutdownTimeout <= 0 {
 		opts.ShutdownTimeout = 5 * time.Second
 	}
-	cfg := gateway.Config{Listen: "127.0.0.1:0", Workers: []string{calc, st}, NATSURL: opts.NATSURL, Logger: log, ShutdownTimeout: opts.ShutdownTimeout}
+	cfg := gateway.Config{Listen: "127.0.0.1:0", Workers: []string{calc, st}, NATSURL: opts.NATSURL, Logger: log, ShutdownTimeout: opts.ShutdownTimeout,
+		Limits: opts.Limits}
 	if opts.Auth {
 		cfg.Auth.HS256Secret = []byte(Secret)
 	} else {
@@ -134,6 +138,9 @@ func New(ctx context.Context, opts Options) (_ *Fleet, err error) {
 	}
 	if opts.NATSURL != "" {
 		if err := f.waitIdempotency(ctx); err != nil {
+			return nil, err
+		}
+		if err := waitLimits(g); err != nil {
 			return nil, err
 		}
 	}
@@ -189,6 +196,11 @@ func (f *Fleet) Replica(t testing.TB) string {
 	}
 	if err := f.run("gateway replica", g.Run, g.Ready()); err != nil {
 		t.Fatal(err)
+	}
+	if f.cfg.NATSURL != "" {
+		if err := waitLimits(g); err != nil {
+			t.Fatal(err)
+		}
 	}
 	deadline := time.Now().Add(20 * time.Second)
 	for _, id := range []string{"Calculator.Add", "SchemaTest.Types"} {
@@ -275,11 +287,28 @@ func (f *Fleet) waitIdempotency(ctx context.Context) error {
 	}
 }
 
+// waitLimits waits until a gateway with rate limits shares their state
+// through NATS (20s at most).
+func waitLimits(g *gateway.Gateway) error {
+	for deadline := time.Now().Add(20 * time.Second); !g.LimitsShared(); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			return errors.New("e2e: the gateway's rate limits never reached NATS")
+		}
+	}
+	return nil
+}
+
 // Token mints a bearer token for a fleet started with Options.Auth, valid for
 // ten minutes.
 func (f *Fleet) Token(t testing.TB, scopes ...string) string {
 	t.Helper()
-	s, err := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{"sub": "gatewaytest",
+	return f.TokenFor(t, "gatewaytest", scopes...)
+}
+
+// TokenFor mints a token for the principal subject.
+func (f *Fleet) TokenFor(t testing.TB, subject string, scopes ...string) string {
+	t.Helper()
+	s, err := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{"sub": subject,
 		"scope": strings.Join(scopes, " "), "exp": time.Now().Add(10 * time.Minute).Unix()}).SignedString([]byte(Secret))
 	if err != nil {
 		t.Fatal(err)

@@ -16,6 +16,7 @@ import (
 	"github.com/toolfleet/toolfleet/sdk/jsassets"
 	"github.com/toolfleet/toolfleet/sdk/natsconn"
 	"github.com/toolfleet/toolfleet/services/gateway"
+	"github.com/toolfleet/toolfleet/services/gateway/ratelimit"
 )
 
 // envPrefix is the prefix of every environment variable of this binary, shared with
@@ -75,6 +76,14 @@ type Config struct {
 	AllowedOrigins       []string
 	PublicURL            string
 
+	// Rate limits and quotas (docs/operations.md "Rate limits and quotas").
+	LimitsFile         string
+	LimitsWhenNATSDown string
+	LimitsLeaseTTL     time.Duration
+	LimitsMaxKeys      int
+	// limitRules are the rules read from LimitsFile by validate.
+	limitRules []ratelimit.Rule
+
 	// Orchestration serves AgentService and ProgramService (--temporal-address, ...).
 	Orchestration OrchestrationConfig
 
@@ -115,6 +124,10 @@ func flags(cfg *Config) *pflag.FlagSet {
 	fs.Uint32Var(&cfg.MaxConcurrentStreams, "max-concurrent-streams", gateway.DefaultMaxConcurrentStreams, "RPCs in flight on one HTTP/2 connection")
 	fs.StringVar(&cfg.PublicURL, "public-url", "", "the gateway's origin as clients reach it (https://tools.example.com), named in the OAuth protected-resource metadata (RFC 9728); default: each request's scheme and Host")
 	fs.StringSliceVar(&cfg.AllowedOrigins, "allowed-origins", nil, "browser origins (https://console.example.com) allowed to make state-changing requests and to use /mcp; default none")
+	fs.StringVar(&cfg.LimitsFile, "limits-file", "", "YAML or JSON file of rate limits and quotas per principal and per tool (docs/operations.md); empty: no limits")
+	fs.StringVar(&cfg.LimitsWhenNATSDown, "limits-when-nats-down", ratelimit.Local, "what the limits do while NATS is away: local (each replica enforces them alone), open (admit every call) or closed (refuse calls a rule applies to)")
+	fs.DurationVar(&cfg.LimitsLeaseTTL, "limits-lease-ttl", ratelimit.DefaultLeaseTTL, "how long a replica's running calls count toward a concurrency limit after its last renewal (a dead replica's lapse after it)")
+	fs.IntVar(&cfg.LimitsMaxKeys, "limits-max-keys", ratelimit.DefaultMaxKeys, "(limit, rule, principal) keys one replica tracks; past it idle ones are evicted, and new principals refused while all are in use")
 	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", 20*time.Second, "bound of the graceful stop on SIGTERM; keep it below the pod's termination grace period")
 	fs.StringVar(&cfg.LogLevel, "log-level", "info", "least level logged: debug, info, warn, error")
 	fs.StringVar(&cfg.LogFormat, "log-format", "json", "log format on stderr: json or text")
@@ -211,6 +224,21 @@ func (c *Config) validate() error {
 	case c.ResultStoreMaxBytes > 0 && c.ResultMaxBytes > c.ResultStoreMaxBytes:
 		errs = append(errs, fmt.Errorf("--result-max-bytes %d is over --result-store-max-bytes %d: one result must fit the store", c.ResultMaxBytes, c.ResultStoreMaxBytes))
 	}
+	if c.LimitsFile != "" {
+		rules, err := ratelimit.LoadFile(c.LimitsFile)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("--limits-file: %w", err))
+		}
+		c.limitRules = rules
+	}
+	switch c.LimitsWhenNATSDown {
+	case ratelimit.Local, ratelimit.Open, ratelimit.Closed:
+	default:
+		errs = append(errs, fmt.Errorf("--limits-when-nats-down %q: want local, open or closed", c.LimitsWhenNATSDown))
+	}
+	if c.LimitsLeaseTTL < time.Second || c.LimitsMaxKeys <= 0 {
+		errs = append(errs, fmt.Errorf("--limits-lease-ttl %s, --limits-max-keys %d: want at least 1s and a positive bound", c.LimitsLeaseTTL, c.LimitsMaxKeys))
+	}
 	var lvl slog.Level
 	if err := lvl.UnmarshalText([]byte(c.LogLevel)); err != nil {
 		errs = append(errs, fmt.Errorf("--log-level %q: want debug, info, warn or error", c.LogLevel))
@@ -284,6 +312,8 @@ func (c Config) gatewayConfig(log *slog.Logger, mounts []gateway.Mount) (gateway
 		AllowedOrigins:       c.AllowedOrigins,
 		PublicURL:            c.PublicURL,
 		Tracing:              c.Tracing,
+		Limits: ratelimit.Config{Rules: c.limitRules, WhenNATSDown: c.LimitsWhenNATSDown,
+			LeaseTTL: c.LimitsLeaseTTL, MaxKeys: c.LimitsMaxKeys},
 	}, nil
 }
 

@@ -19,6 +19,14 @@ func TestParse(t *testing.T) {
 	if err := os.WriteFile(short, []byte("tiny\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	limits := filepath.Join(dir, "limits.yaml")
+	if err := os.WriteFile(limits, []byte("rules:\n  - name: per-caller\n    rate: 5\n    concurrent: 2\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	badLimits := filepath.Join(dir, "bad-limits.yaml")
+	if err := os.WriteFile(badLimits, []byte("rules:\n  - name: nothing\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		name    string
 		args    []string
@@ -67,6 +75,20 @@ func TestParse(t *testing.T) {
 					t.Errorf("event stream %+v: want R3 and the dev profile's 64 MiB", es)
 				}
 			}},
+		{name: "limits file from env", args: []string{"--auth-disabled", "--workers", "a:1"},
+			env: map[string]string{"TOOLFLEET_LIMITS_FILE": limits, "TOOLFLEET_LIMITS_WHEN_NATS_DOWN": "closed"},
+			check: func(t *testing.T, c Config) {
+				g, err := c.gatewayConfig(nil, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if r := g.Limits.Rules; len(r) != 1 || r[0].Name != "per-caller" || r[0].Rate != 5 || r[0].Concurrent != 2 || g.Limits.WhenNATSDown != "closed" {
+					t.Errorf("limits %+v", g.Limits)
+				}
+			}},
+		{name: "a rule that limits nothing", args: []string{"--auth-disabled", "--workers", "a:1", "--limits-file", badLimits}, wantErr: "sets no limit"},
+		{name: "a missing limits file", args: []string{"--auth-disabled", "--workers", "a:1", "--limits-file", filepath.Join(dir, "none")}, wantErr: "--limits-file"},
+		{name: "an unknown NATS-down policy", args: []string{"--auth-disabled", "--workers", "a:1", "--limits-when-nats-down", "maybe"}, wantErr: "--limits-when-nats-down"},
 		{name: "a malformed asset override", args: []string{"--auth-disabled", "--workers", "a:1", "--js-overrides", "toolfleet_calls.storage=ssd"}, wantErr: "--js-overrides"},
 		{name: "too many replicas", args: []string{"--auth-disabled", "--workers", "a:1"}, env: map[string]string{"TOOLFLEET_JS_REPLICAS": "9"}, wantErr: "--js-replicas"},
 	}

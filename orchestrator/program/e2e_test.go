@@ -50,12 +50,19 @@ type stack struct {
 // cfgs[0] when given.
 func startStack(t *testing.T, cfgs ...program.Config) *stack {
 	t.Helper()
+	return startStackWith(t, e2e.Options{}, cfgs...)
+}
+
+// startStackWith starts a stack whose fleet takes opts (its NATS is the stack's).
+func startStackWith(t *testing.T, opts e2e.Options, cfgs ...program.Config) *stack {
+	t.Helper()
 	var cfg program.Config
 	if len(cfgs) > 0 {
 		cfg = cfgs[0]
 	}
 	s := devstacktest.Start(t)
-	fleet := e2e.Start(t, e2e.Options{NATSURL: s.NATS.URL()})
+	opts.NATSURL = s.NATS.URL()
+	fleet := e2e.Start(t, opts)
 	nc, err := nats.Connect(s.NATS.URL())
 	if err != nil {
 		t.Fatal(err)

@@ -41,7 +41,8 @@ type Outcome struct {
 	// Hint is the tool's additional prompt content (KindExecution, KindRetry).
 	Hint string
 	// ToolRetry is true for a KindRetry the tool asked for (as opposed to a
-	// gateway that did not answer); RetryAfter is the delay it asked for.
+	// gateway that did not answer); RetryAfter is the delay it asked for, or
+	// the delay the gateway gave a call over a rate limit or quota.
 	ToolRetry  bool
 	RetryAfter time.Duration
 	// Value is the result (KindOK); Duration is how long the tool ran.
@@ -83,7 +84,8 @@ func Classify(ctx context.Context, res *client.Result, err error) (Outcome, erro
 	case errors.As(err, &se) && se.Code == codes.Unauthenticated:
 		return Outcome{Kind: KindConfig, Message: "the orchestrator is not authenticated at the gateway: " + se.Message, Err: err}, nil
 	case errors.As(err, &se) && Transient(se.Code):
-		return Outcome{Kind: KindRetry, Message: se.Message, Err: err}, nil
+		// A refusal over a rate limit or quota says when to come back.
+		return Outcome{Kind: KindRetry, Message: se.Message, Err: err, RetryAfter: se.RetryAfter}, nil
 	case errors.As(err, &se):
 		return Outcome{Kind: KindRefused, Message: se.Message}, nil
 	case err != nil:
@@ -100,14 +102,20 @@ func Classify(ctx context.Context, res *client.Result, err error) (Outcome, erro
 }
 
 // ActivityError is the activity failure for an outcome that is not handed
-// back: KindRetry becomes a retryable failure (after the tool's RetryAfter),
-// KindConfig a non-retryable one. Other kinds return nil.
+// back: KindRetry becomes a retryable failure (after the tool's RetryAfter,
+// or the gateway's for a call over a rate limit), KindConfig a non-retryable
+// one. Other kinds return nil.
 func (o Outcome) ActivityError() error {
 	switch o.Kind {
 	case KindRetry:
 		if o.ToolRetry {
 			return temporal.NewApplicationErrorWithOptions("the tool asked for a retry: "+o.Message, "ToolRetry",
 				temporal.ApplicationErrorOptions{NextRetryDelay: o.RetryAfter})
+		}
+		if o.RetryAfter > 0 {
+			// Temporal retries after the gateway's delay, not the policy's backoff.
+			return temporal.NewApplicationErrorWithOptions(o.Message, ErrTypeRateLimited,
+				temporal.ApplicationErrorOptions{NextRetryDelay: o.RetryAfter, Cause: o.Err})
 		}
 		return temporal.NewApplicationError(o.Message, "GatewayUnavailable", o.Err)
 	case KindConfig:

@@ -70,6 +70,9 @@ const (
 	ErrTypeConfig = "ConfigError"
 	// ErrTypeInput: a call's input cannot be sent at all.
 	ErrTypeInput = "InvalidInput"
+	// ErrTypeRateLimited: the gateway refused the call over a rate limit or
+	// quota; the activity is retried after the delay the gateway gave.
+	ErrTypeRateLimited = "RateLimited"
 )
 
 // Defaults are the values [Options] uses where a tool's contract sets none.

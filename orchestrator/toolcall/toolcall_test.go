@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"go.temporal.io/sdk/temporal"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/types/known/structpb"
 
@@ -106,5 +107,29 @@ func TestDenial(t *testing.T) {
 		if got := toolcall.Denial(tt.d, tt.decided, time.Minute); got != tt.want {
 			t.Errorf("Denial(%+v, %v) = %q, want %q", tt.d, tt.decided, got, tt.want)
 		}
+	}
+}
+
+// A call refused over a rate limit is retried by Temporal after the delay the
+// gateway gave, not after the retry policy's backoff.
+func TestRateLimitedRetriesAfterTheGatewaysDelay(t *testing.T) {
+	t.Parallel()
+	refused := &client.ServerError{Code: codes.ResourceExhausted, Message: "over the rate limit", RetryAfter: 1500 * time.Millisecond}
+	o, err := toolcall.Classify(t.Context(), nil, refused)
+	if err != nil || o.Kind != toolcall.KindRetry || o.ToolRetry || o.RetryAfter != refused.RetryAfter {
+		t.Fatalf("outcome %+v, %v; want a retry after %s", o, err, refused.RetryAfter)
+	}
+	var app *temporal.ApplicationError
+	if !errors.As(o.ActivityError(), &app) {
+		t.Fatalf("activity error %v: not an application error", o.ActivityError())
+	}
+	if app.Type() != toolcall.ErrTypeRateLimited || app.NonRetryable() || app.NextRetryDelay() != refused.RetryAfter {
+		t.Fatalf("type %s, non-retryable %v, next retry delay %s; want RateLimited, retryable, %s",
+			app.Type(), app.NonRetryable(), app.NextRetryDelay(), refused.RetryAfter)
+	}
+	// Without a delay (the gateway was at a bound of its own) the policy's backoff applies.
+	o, _ = toolcall.Classify(t.Context(), nil, &client.ServerError{Code: codes.ResourceExhausted, Message: "busy"})
+	if errors.As(o.ActivityError(), &app) && app.NextRetryDelay() != 0 {
+		t.Fatalf("next retry delay %s without a delay from the gateway", app.NextRetryDelay())
 	}
 }

@@ -262,8 +262,11 @@ func (c *Client) Call(ctx context.Context, toolID string, input any) (*Result, e
 // Retries follow the tool contract's retry policy (field by field over the
 // client's [RetryPolicy]) with jittered exponential backoff: an execution error
 // marked can_retry is retried after the tool's retry_after_ms (or the backoff),
-// and an Unavailable server error (gateway, worker or idempotency store away)
-// is retried when that is safe. A call_id is sent only where it buys something:
+// an Unavailable server error (gateway, worker or idempotency store away)
+// is retried when that is safe, and a call refused over a rate limit or
+// quota (ResourceExhausted with a retry delay) is retried after that delay
+// when it is within the policy's MaxBackoff (else returned at once: the
+// *[ServerError] carries RetryAfter). A call_id is sent only where it buys something:
 // the caller's own, or a generated one when the client may retry a tool that is
 // neither read-only nor idempotent, so that a repeat of a call whose answer was
 // lost returns the stored result instead of running the tool twice. Retries stop
@@ -286,8 +289,15 @@ func (c *Client) attempts(ctx context.Context, req *toolfleetv1.CallToolRequest,
 	}
 	for {
 		var suggested time.Duration
+		var se *ServerError
 		switch {
 		case err != nil && retryableServerError(err, req, p):
+			if errors.As(err, &se) && rateLimited(se) {
+				if se.RetryAfter > p.policy.WithDefaults().MaxBackoff {
+					return nil, err // longer than this client waits: the caller decides
+				}
+				suggested = se.RetryAfter
+			}
 		case err != nil:
 			return nil, err
 		case res.Success || !res.Error.GetCanRetry():

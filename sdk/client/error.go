@@ -11,8 +11,11 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/protoadapt"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
 )
@@ -30,6 +33,10 @@ type ServerError struct {
 	DeveloperMessage string
 	// CallID is the id of the call that failed.
 	CallID string
+	// RetryAfter is how long the gateway asked the caller to wait before
+	// trying again (google.rpc.RetryInfo): a call over a rate limit or quota
+	// (codes.ResourceExhausted). [Client.CallTool] waits it and retries.
+	RetryAfter time.Duration
 
 	cause error
 }
@@ -48,7 +55,11 @@ func (e *ServerError) Unwrap() error { return e.cause }
 // toolfleetv1.ServerError detail.
 func (e *ServerError) GRPCStatus() *status.Status {
 	st := status.New(e.Code, e.Message)
-	if d, err := st.WithDetails(&toolfleetv1.ServerError{Message: e.Message, DeveloperMessage: e.DeveloperMessage}); err == nil {
+	details := []protoadapt.MessageV1{&toolfleetv1.ServerError{Message: e.Message, DeveloperMessage: e.DeveloperMessage}}
+	if e.RetryAfter > 0 {
+		details = append(details, &errdetails.RetryInfo{RetryDelay: durationpb.New(e.RetryAfter)})
+	}
+	if d, err := st.WithDetails(details...); err == nil {
 		return d
 	}
 	return st
@@ -181,15 +192,18 @@ func fromRPC(ctx context.Context, err error, callID string) error {
 			code, msg, details = st.Code(), st.Message(), st.Details()
 		}
 	}
+	se := &ServerError{Code: code, Message: msg, CallID: callID, cause: ctxCause(ctx, code)}
 	for _, d := range details {
 		switch d := d.(type) {
 		case *toolfleetv1.ValidationError:
 			return &ValidationError{Message: d.GetMessage(), ParameterErrors: d.GetParameterErrors(), CallID: callID}
 		case *toolfleetv1.ServerError:
-			return &ServerError{Code: code, Message: d.GetMessage(), DeveloperMessage: d.GetDeveloperMessage(), CallID: callID, cause: ctxCause(ctx, code)}
+			se.Message, se.DeveloperMessage = d.GetMessage(), d.GetDeveloperMessage()
+		case *errdetails.RetryInfo:
+			se.RetryAfter = max(d.GetRetryDelay().AsDuration(), 0)
 		}
 	}
-	return &ServerError{Code: code, Message: msg, CallID: callID, cause: ctxCause(ctx, code)}
+	return se
 }
 
 // deadlineSkew is how early the gateway may see the caller's propagated
@@ -220,7 +234,8 @@ func fromFailure(f *toolfleetv1.CallFailure) error {
 	}
 	code := codeOfName(f.GetCode())
 	se := f.GetServerError()
-	return &ServerError{Code: code, Message: se.GetMessage(), DeveloperMessage: se.GetDeveloperMessage(), CallID: f.GetCallId()}
+	return &ServerError{Code: code, Message: se.GetMessage(), DeveloperMessage: se.GetDeveloperMessage(), CallID: f.GetCallId(),
+		RetryAfter: time.Duration(max(f.GetRetryAfterMs(), 0)) * time.Millisecond}
 }
 
 // codeOfName maps a canonical code name ("NOT_FOUND") to its code.

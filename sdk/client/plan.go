@@ -108,5 +108,17 @@ func prepare(req *toolfleetv1.CallToolRequest, p plan, handles bool) *toolfleetv
 // call_id (the gateway answers a repeat from its store) or is harmless.
 func retryableServerError(err error, req *toolfleetv1.CallToolRequest, p plan) bool {
 	var se *ServerError
-	return errors.As(err, &se) && se.cause == nil && se.Code == codes.Unavailable && (req.GetCallId() != "" || p.harmless)
+	if !errors.As(err, &se) || se.cause != nil {
+		return false
+	}
+	if rateLimited(se) {
+		return true // refused before it ran: a retry after the delay is always safe
+	}
+	return se.Code == codes.Unavailable && (req.GetCallId() != "" || p.harmless)
+}
+
+// rateLimited reports a refusal over a rate limit or quota that says when to
+// try again.
+func rateLimited(se *ServerError) bool {
+	return se.Code == codes.ResourceExhausted && se.RetryAfter > 0
 }

@@ -146,6 +146,16 @@ var (
 		Prod: Limits{MaxBytes: 1 * gib}, Dev: Limits{MaxBytes: 32 * mib}}
 )
 
+// RateLimits holds the shared state of the gateway's rate limits and quotas
+// (services/gateway/ratelimit). Only a gateway configured with limits makes
+// it, so it is listed by [Optional], not [All]; its max age outlives the
+// longest byte window (24 h).
+var RateLimits = Asset{Name: "toolfleet_limits", Kind: KindKV, Owner: "gateway (with --limits-file)",
+	Prod: Limits{MaxBytes: 64 * mib, MaxAge: 25 * time.Hour}, Dev: Limits{MaxBytes: 8 * mib, MaxAge: 25 * time.Hour}}
+
+// Optional lists the assets made only when a feature is configured.
+func Optional() []Asset { return []Asset{RateLimits} }
+
 // All lists the fleet's assets under their default names.
 func All() []Asset {
 	return []Asset{CallEvents, Idempotency, Results, RunEvents, Transcripts, RunBlobs, RunRecords, Triggers, TriggerDeadLetters, AgentMemory}

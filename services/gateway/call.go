@@ -8,12 +8,14 @@ import (
 	"time"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
 	"github.com/toolfleet/toolfleet/sdk/tool"
 	"github.com/toolfleet/toolfleet/services/gateway/auth"
 	"github.com/toolfleet/toolfleet/services/gateway/idempotency"
+	"github.com/toolfleet/toolfleet/services/gateway/ratelimit"
 	"github.com/toolfleet/toolfleet/services/gateway/registry"
 )
 
@@ -86,6 +88,18 @@ func (g *Gateway) call(ctx context.Context, p *Principal, req *toolfleetv1.CallT
 	if approval, refusal = p.Approve(def, req.GetApproval()); refusal != nil {
 		return fail(start, authError(refusal))
 	}
+	ticket, ce := g.admit(ctx, p, def, req)
+	if ce != nil {
+		return fail(start, ce)
+	}
+	var answered *toolfleetv1.CallToolResponse // counted against byte quotas
+	defer func() {
+		if ticket.CountsBytes() && answered != nil {
+			ticket.Done(int64(proto.Size(answered)))
+			return
+		}
+		ticket.Done(0)
+	}()
 
 	offer, release, ce := g.offerOf(ctx, p, req)
 	if ce != nil {
@@ -98,6 +112,7 @@ func (g *Gateway) call(ctx context.Context, p *Principal, req *toolfleetv1.CallT
 	}
 	if claim.Stored != nil {
 		g.metrics.idempotentHits.Inc()
+		answered = claim.Stored
 		return claim.Stored, nil, rt
 	}
 
@@ -146,7 +161,28 @@ func (g *Gateway) call(ctx context.Context, p *Principal, req *toolfleetv1.CallT
 	} else {
 		g.events.publish(EventFailed, withOutcome(ev(), began, KindExecution, resp.GetError().GetMessage()), def.GetToolkit(), def.GetName())
 	}
+	answered = resp
 	return resp, nil, rt
+}
+
+// admit applies the operator's limits (package ratelimit) to a call by p:
+// over one, the call is refused before it runs with ResourceExhausted and
+// the delay after which to try again; with the limits' shared state away
+// and Limits.WhenNATSDown "closed", with Unavailable.
+func (g *Gateway) admit(ctx context.Context, p *Principal, def *toolfleetv1.ToolDefinition, req *toolfleetv1.CallToolRequest) (*ratelimit.Ticket, *CallError) {
+	if g.limits == nil {
+		return nil, nil
+	}
+	t, r := g.limits.Admit(ctx, p.ID(), def.GetToolkit()+"."+def.GetName(), func() int64 { return int64(proto.Size(req.GetInput())) })
+	switch {
+	case r == nil:
+		return t, nil
+	case r.Unavailable:
+		return nil, serverError(codes.Unavailable, ErrRateLimited, "", "%s was not run: %s", def.GetId(), r.Message)
+	}
+	ce := serverError(codes.ResourceExhausted, ErrRateLimited, "limit "+r.Limit+" of rule "+r.Rule, "%s was not run: %s", def.GetId(), r.Message)
+	ce.RetryAfter = r.RetryAfter
+	return nil, ce
 }
 
 // claim applies the idempotency rules to a call (docs/gateway.md, "Idempotency"):

@@ -3,11 +3,14 @@ package gateway
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"connectrpc.com/connect"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/protoadapt"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
 	"github.com/toolfleet/toolfleet/services/gateway/auth"
@@ -33,6 +36,10 @@ var (
 	// ErrIdempotency: the call_id cannot be honoured (used with another input, its
 	// result was not kept, or the idempotency store is unreachable).
 	ErrIdempotency = errors.New("gateway: call_id not usable")
+	// ErrRateLimited: the call is over one of the operator's rate limits or
+	// quotas (CallError.RetryAfter says when to try again), or their shared
+	// state is away and the gateway refuses until it is back.
+	ErrRateLimited = errors.New("gateway: over a rate limit or quota")
 )
 
 // Failure kinds, as carried by call events and metrics.
@@ -51,6 +58,10 @@ type CallError struct {
 	Validation *toolfleetv1.ValidationError
 	// CallID is the call's id when one was assigned.
 	CallID string
+	// RetryAfter is when to try again (a call over a rate limit or quota);
+	// it travels as a google.rpc.RetryInfo detail, CallFailure.retry_after_ms
+	// and, on OXP HTTP, Retry-After.
+	RetryAfter time.Duration
 	// ErrorID names an internal failure in the logs; the caller sees only it
 	// and a generic message (see sealed).
 	ErrorID string
@@ -140,7 +151,11 @@ func (e *CallError) GRPCStatus() *status.Status {
 	if e.Validation != nil {
 		detail = e.Validation
 	}
-	if withDetail, err := st.WithDetails(detail); err == nil {
+	details := []protoadapt.MessageV1{detail}
+	if e.RetryAfter > 0 {
+		details = append(details, &errdetails.RetryInfo{RetryDelay: durationpb.New(e.RetryAfter)})
+	}
+	if withDetail, err := st.WithDetails(details...); err == nil {
 		return withDetail
 	}
 	return st
@@ -159,18 +174,31 @@ func (e *CallError) ConnectError() *connect.Error {
 	if err == nil {
 		ce.AddDetail(d)
 	}
+	if e.RetryAfter > 0 {
+		if d, err := connect.NewErrorDetail(&errdetails.RetryInfo{RetryDelay: durationpb.New(e.RetryAfter)}); err == nil {
+			ce.AddDetail(d)
+		}
+	}
 	return ce
 }
 
 // Failure renders the error as a CallTools outcome.
 func (e *CallError) Failure() *toolfleetv1.CallFailure {
-	f := &toolfleetv1.CallFailure{Code: codeName(e.Code), CallId: e.CallID}
+	f := &toolfleetv1.CallFailure{Code: codeName(e.Code), CallId: e.CallID, RetryAfterMs: retryMs(e.RetryAfter)}
 	if e.Validation != nil {
 		f.Detail = &toolfleetv1.CallFailure_ValidationError{ValidationError: e.Validation}
 	} else {
 		f.Detail = &toolfleetv1.CallFailure_ServerError{ServerError: e.Server}
 	}
 	return f
+}
+
+// retryMs is d in whole milliseconds, rounded up (a delay is never shortened).
+func retryMs(d time.Duration) int64 {
+	if d <= 0 {
+		return 0
+	}
+	return int64((d + time.Millisecond - 1) / time.Millisecond)
 }
 
 // codeName is the canonical upper-case name of a code, e.g. "NOT_FOUND".

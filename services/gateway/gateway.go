@@ -21,6 +21,7 @@ import (
 	"github.com/toolfleet/toolfleet/sdk/natsconn"
 	"github.com/toolfleet/toolfleet/services/gateway/auth"
 	"github.com/toolfleet/toolfleet/services/gateway/idempotency"
+	"github.com/toolfleet/toolfleet/services/gateway/ratelimit"
 	"github.com/toolfleet/toolfleet/services/gateway/registry"
 	"github.com/toolfleet/toolfleet/services/gateway/results"
 )
@@ -181,6 +182,12 @@ type Config struct {
 	// ("https://tools.example.com"), named in the RFC 9728 metadata and in
 	// WWW-Authenticate. Default: the scheme and Host of each request.
 	PublicURL string
+	// Limits are the operator's rate limits and quotas per principal and per
+	// tool (package ratelimit; docs/operations.md "Rate limits and quotas").
+	// No rules: none. Shared across replicas through NATS when NATSURL is
+	// set, else each gateway enforces them alone. Limits.Assets and
+	// Limits.Standalone are set from the fields above.
+	Limits ratelimit.Config
 	// Tracing records the gateway's spans (server, and client towards workers)
 	// with the global OpenTelemetry TracerProvider (internal/telemetry). A
 	// caller's traceparent is honoured either way.
@@ -262,7 +269,9 @@ type Gateway struct {
 	// (Config.ResultHandleCalls).
 	handleSlots chan struct{}
 	events      *events
-	cop         *http.CrossOriginProtection
+	// limits is nil when no rule is configured.
+	limits *ratelimit.Limiter
+	cop    *http.CrossOriginProtection
 	// lastIdemWarn rate-limits the warning while the idempotency store is away (unix nanos).
 	lastIdemWarn atomic.Int64
 
@@ -319,6 +328,14 @@ func New(ctx context.Context, cfg Config) (*Gateway, error) {
 	g.reg = registry.New(g.log, 10*time.Second, append([]grpc.DialOption{dial}, g.workerTraceOptions()...)...)
 	g.metrics = newMetrics(func() float64 { return float64(len(g.reg.Current().Defs())) })
 	g.metrics.reg.MustRegister(g.reg.Rejections())
+	lc := cfg.Limits
+	lc.Assets, lc.Standalone = cfg.Assets, cfg.NATSURL == ""
+	if g.limits, err = ratelimit.New(lc, log); err != nil {
+		return nil, fmt.Errorf("gateway: %w", err)
+	}
+	if g.limits != nil {
+		g.metrics.reg.MustRegister(g.limits.Collectors()...)
+	}
 	g.grpc, g.health = g.newGRPCServer()
 	return g, nil
 }
@@ -368,10 +385,15 @@ func (g *Gateway) Run(ctx context.Context) error {
 	g.reg.KeepStatic(ctx, g.cfg.Workers, 2*time.Second)
 	var nc *nats.Conn
 	var bg sync.WaitGroup
+	if g.limits != nil {
+		bg.Go(func() { g.limits.Run(ctx) }) // stops (giving back its slots) before NATS closes
+	}
 	if g.cfg.NATSURL != "" {
 		nc, err = g.connectNATS(ctx, &bg)
 		if err != nil {
 			_ = ln.Close()
+			cancel()
+			bg.Wait()
 			return err
 		}
 	}
@@ -512,6 +534,27 @@ func (g *Gateway) connectNATS(ctx context.Context, bg *sync.WaitGroup) (*nats.Co
 	if !nc.IsConnected() || !setupResults() {
 		bg.Go(func() { g.retrySetup(ctx, setupResults) })
 	}
+	if g.limits != nil {
+		// Until the bucket exists the limits follow Limits.WhenNATSDown.
+		limitAttempts := 0
+		setupLimits := func() bool {
+			cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			defer cancel()
+			if err := g.limits.Attach(cctx, nc, js); err != nil {
+				if g.fatal(err) {
+					return true
+				}
+				if limitAttempts++; limitAttempts%60 == 1 {
+					g.log.Warn("rate limit bucket not ready; limits follow --limits-when-nats-down until it is", "error", err)
+				}
+				return false
+			}
+			return true
+		}
+		if !nc.IsConnected() || !setupLimits() {
+			bg.Go(func() { g.retrySetup(ctx, setupLimits) })
+		}
+	}
 	return nc, nil
 }
 
@@ -605,6 +648,11 @@ func (g *Gateway) Serving() bool {
 	resp, err := g.health.Check(context.Background(), &healthpb.HealthCheckRequest{})
 	return err == nil && resp.GetStatus() == healthpb.HealthCheckResponse_SERVING
 }
+
+// LimitsShared reports whether the rate limits share their state through
+// NATS (false while the bucket is not ready or NATS is away, when
+// Limits.WhenNATSDown applies); true when no limit is configured.
+func (g *Gateway) LimitsShared() bool { return g.limits == nil || g.limits.Shared() }
 
 // idem returns the idempotency store; nil (unavailable) until NATS is configured
 // and the bucket exists.

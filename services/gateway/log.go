@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"errors"
 	"log/slog"
 	"strconv"
 	"strings"
@@ -11,8 +12,13 @@ import (
 	"github.com/toolfleet/toolfleet/sdk/tool/contract"
 )
 
-// levelOf logs caller mistakes at info and infrastructure trouble at warn.
+// levelOf logs caller mistakes at info and infrastructure trouble at warn; a
+// call over a rate limit at debug (a caller over its rate would flood the
+// logs; toolfleet_gateway_limit_decisions_total counts them).
 func levelOf(ce *CallError) slog.Level {
+	if ce.Code == codes.ResourceExhausted && errors.Is(ce, ErrRateLimited) {
+		return slog.LevelDebug
+	}
 	switch ce.Code {
 	case codes.Unavailable, codes.DeadlineExceeded, codes.Internal, codes.Unimplemented, codes.ResourceExhausted:
 		return slog.LevelWarn

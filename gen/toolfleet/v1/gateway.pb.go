@@ -698,8 +698,11 @@ type CallFailure struct {
 	//
 	//	*CallFailure_ServerError
 	//	*CallFailure_ValidationError
-	Detail        isCallFailure_Detail `protobuf_oneof:"detail"`
-	CallId        string               `protobuf:"bytes,4,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
+	Detail isCallFailure_Detail `protobuf_oneof:"detail"`
+	CallId string               `protobuf:"bytes,4,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
+	// For RESOURCE_EXHAUSTED over an operator's rate limit or quota: how long to
+	// wait before trying again (as the RetryInfo detail says on CallTool).
+	RetryAfterMs  int64 `protobuf:"varint,5,opt,name=retry_after_ms,json=retryAfterMs,proto3" json:"retry_after_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -771,6 +774,13 @@ func (x *CallFailure) GetCallId() string {
 		return x.CallId
 	}
 	return ""
+}
+
+func (x *CallFailure) GetRetryAfterMs() int64 {
+	if x != nil {
+		return x.RetryAfterMs
+	}
+	return 0
 }
 
 type isCallFailure_Detail interface {
@@ -922,12 +932,13 @@ const file_toolfleet_v1_gateway_proto_rawDesc = "" +
 	"\vCallOutcome\x12<\n" +
 	"\bresponse\x18\x01 \x01(\v2\x1e.toolfleet.v1.CallToolResponseH\x00R\bresponse\x125\n" +
 	"\afailure\x18\x02 \x01(\v2\x19.toolfleet.v1.CallFailureH\x00R\afailureB\t\n" +
-	"\aoutcome\"\xd0\x01\n" +
+	"\aoutcome\"\xf6\x01\n" +
 	"\vCallFailure\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\tR\x04code\x12>\n" +
 	"\fserver_error\x18\x02 \x01(\v2\x19.toolfleet.v1.ServerErrorH\x00R\vserverError\x12J\n" +
 	"\x10validation_error\x18\x03 \x01(\v2\x1d.toolfleet.v1.ValidationErrorH\x00R\x0fvalidationError\x12\x17\n" +
-	"\acall_id\x18\x04 \x01(\tR\x06callIdB\b\n" +
+	"\acall_id\x18\x04 \x01(\tR\x06callId\x12$\n" +
+	"\x0eretry_after_ms\x18\x05 \x01(\x03R\fretryAfterMsB\b\n" +
 	"\x06detail\"$\n" +
 	"\x12FetchResultRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"+\n" +

@@ -11,8 +11,9 @@
 //
 // A failure before the tool ran is a JSON body with its code and message, and an
 // HTTP status that says what to do: 422 for a validation error (with
-// parameter_errors), 401/403 for auth, 409 for a reused call_id, 503 when a
-// retry may succeed, 400 otherwise. An execution error is a 200 with
+// parameter_errors), 401/403 for auth, 409 for a reused call_id, 429 with
+// Retry-After when the caller is over a rate limit or the gateway at a bound,
+// 503 when a retry may succeed, 400 otherwise. An execution error is a 200 with
 // success=false. The pipeline itself is the [Backend] (the gateway); this
 // package only speaks HTTP and JSON, and refuses what is too big or not JSON
 // before decoding it.
@@ -228,7 +229,8 @@ func result(resp *toolfleetv1.CallToolResponse) map[string]any {
 
 // WriteFailure renders a failure before the tool ran: 422 with parameter_errors
 // for validation, 401/403 for auth, 409 for a call_id conflict, 429 when the
-// gateway sheds load (retry later), 503 when a retry may succeed (worker or
+// gateway sheds load or the caller is over a rate limit or quota (Retry-After
+// in seconds, retry_after_ms in the body when the gateway knows), 503 when a retry may succeed (worker or
 // idempotency store unavailable), 400 for every other server error.
 func WriteFailure(w http.ResponseWriter, f *toolfleetv1.CallFailure) {
 	if ve := f.GetValidationError(); ve != nil {
@@ -247,7 +249,8 @@ func WriteFailure(w http.ResponseWriter, f *toolfleetv1.CallFailure) {
 	case "UNAVAILABLE":
 		WriteJSON(w, http.StatusServiceUnavailable, FailureBody(f)) // retryable
 	case "RESOURCE_EXHAUSTED":
-		w.Header().Set("Retry-After", "1")
+		// Whole seconds, rounded up; the body's retry_after_ms is exact.
+		w.Header().Set("Retry-After", strconv.FormatInt(max(1, (f.GetRetryAfterMs()+999)/1000), 10))
 		WriteJSON(w, http.StatusTooManyRequests, FailureBody(f)) // retryable: the gateway is at a bound
 	default:
 		WriteJSON(w, http.StatusBadRequest, FailureBody(f))
@@ -264,6 +267,9 @@ func FailureBody(f *toolfleetv1.CallFailure) map[string]any {
 	}
 	if f.GetCallId() != "" {
 		body["call_id"] = f.GetCallId()
+	}
+	if ms := f.GetRetryAfterMs(); ms > 0 {
+		body["retry_after_ms"] = ms
 	}
 	return body
 }

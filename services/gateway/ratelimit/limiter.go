@@ -1,0 +1,770 @@
+package ratelimit
+
+import (
+	"container/list"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Limits, as refusals and the metrics' limit label name them.
+const (
+	LimitRate       = "rate"
+	LimitConcurrent = "concurrent"
+	LimitBytes      = "bytes"
+)
+
+// kinds are the limits in the order a call is checked against them.
+var kinds = [...]string{LimitRate, LimitBytes, LimitConcurrent}
+
+// opTimeout bounds the NATS requests of one call's admission.
+const opTimeout = 2 * time.Second
+
+// maxToolCache bounds the tool → matching groups cache.
+const maxToolCache = 10_000
+
+// errContended: the key kept changing under every compare-and-set.
+var errContended = errors.New("ratelimit: key contended")
+
+// Refusal says why a call was not admitted. Its Message names the rule and
+// its limit, never another principal.
+type Refusal struct {
+	Rule  string
+	Limit string
+	// RetryAfter is when to try again (0 with Unavailable).
+	RetryAfter time.Duration
+	Message    string
+	// Unavailable: NATS is away and WhenNATSDown is Closed.
+	Unavailable bool
+}
+
+// Limiter admits calls under the rules. Create it with [New]; run
+// [Limiter.Run] for as long as it is used; [Limiter.Attach] it to NATS.
+type Limiter struct {
+	cfg    Config
+	log    *slog.Logger
+	id     string
+	groups []*group
+	mem    *memStore
+	kv     atomic.Pointer[kvStore]
+	now    func() time.Time
+
+	mu    sync.Mutex
+	keys  map[string]*list.Element
+	lru   *list.List
+	tools map[string][]*group
+
+	decisions *prometheus.CounterVec
+	running   *prometheus.GaugeVec
+	degraded  *prometheus.CounterVec
+	lastWarn  atomic.Int64
+}
+
+// group is the rules of one tool pattern, in order.
+type group struct {
+	tool  string
+	rules []*Rule
+}
+
+// New validates cfg and returns its limiter, or nil when cfg has no rules.
+func New(cfg Config, log *slog.Logger) (*Limiter, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	if len(cfg.Rules) == 0 {
+		return nil, nil
+	}
+	if cfg.Bucket == "" {
+		cfg.Bucket = DefaultBucket
+	}
+	if cfg.LeaseTTL <= 0 {
+		cfg.LeaseTTL = DefaultLeaseTTL
+	}
+	if cfg.SyncInterval <= 0 {
+		cfg.SyncInterval = DefaultSyncInterval
+	}
+	if cfg.MaxKeys <= 0 {
+		cfg.MaxKeys = DefaultMaxKeys
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	var id [6]byte
+	_, _ = rand.Read(id[:])
+	l := &Limiter{cfg: cfg, log: log, id: hex.EncodeToString(id[:]), mem: newMemStore(), now: time.Now,
+		keys: map[string]*list.Element{}, lru: list.New(), tools: map[string][]*group{},
+		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "toolfleet_gateway_limit_decisions_total",
+			Help: "Admission decisions of the operator's limits, by rule, limit (rate, concurrent, bytes) and decision (admitted, refused).",
+		}, []string{"rule", "limit", "decision"}),
+		running: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "toolfleet_gateway_limit_running_calls",
+			Help: "Calls running on this replica under a rule with a concurrency limit, by rule.",
+		}, []string{"rule"}),
+		degraded: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "toolfleet_gateway_limit_degraded_total",
+			Help: "Admissions decided without the shared NATS state, by what was done instead (local, open, closed).",
+		}, []string{"policy"}),
+	}
+	byTool := map[string]*group{}
+	for i := range l.cfg.Rules {
+		r := &l.cfg.Rules[i]
+		for k, kind := range kinds {
+			r.admitted[k] = l.decisions.WithLabelValues(r.Name, kind, "admitted")
+		}
+		r.running = l.running.WithLabelValues(r.Name)
+		g := byTool[r.tool]
+		if g == nil {
+			g = &group{tool: r.tool}
+			byTool[r.tool] = g
+			l.groups = append(l.groups, g)
+		}
+		g.rules = append(g.rules, r)
+	}
+	return l, nil
+}
+
+// Collectors are the limiter's Prometheus metrics. Labels are bounded: rule
+// names come from the configuration (at most MaxRules), never principals.
+func (l *Limiter) Collectors() []prometheus.Collector {
+	keys := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "toolfleet_gateway_limit_keys",
+		Help: "(limit, rule, principal) keys this replica tracks (bounded by --limits-max-keys)."}, func() float64 {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		return float64(len(l.keys))
+	})
+	return []prometheus.Collector{l.decisions, l.running, l.degraded, keys}
+}
+
+// Attach creates (or updates) the bucket and shares the state through it
+// from now on.
+func (l *Limiter) Attach(ctx context.Context, nc *nats.Conn, js jetstream.JetStream) error {
+	s, err := newKVStore(ctx, nc, js, l.cfg)
+	if err != nil {
+		return err
+	}
+	l.kv.Store(s)
+	return nil
+}
+
+// Shared reports whether the limiter uses the shared state in NATS now.
+func (l *Limiter) Shared() bool { return l.kv.Load().up() }
+
+// Ticket is an admitted call; call Done once when it ends.
+type Ticket struct {
+	l   *Limiter
+	now time.Time
+	// all are the entries looked up (referenced until Done); taken the rate
+	// leases a call was taken from; conc the running slots; bytes the byte
+	// quotas the request was counted against (req bytes).
+	all, taken, conc, bytes []*entry
+	req                     int64
+	done                    atomic.Bool
+}
+
+// Done ends the call: its running slots are released and resultBytes are
+// counted against the byte quotas. A nil Ticket (no rule applied) is fine.
+func (t *Ticket) Done(resultBytes int64) {
+	if t == nil || !t.done.CompareAndSwap(false, true) {
+		return
+	}
+	for _, e := range t.bytes {
+		e.mu.Lock()
+		e.pending += max(resultBytes, 0)
+		e.sticky.Store(true)
+		e.mu.Unlock()
+	}
+	for _, e := range t.conc {
+		t.l.release(e)
+	}
+	t.unref()
+}
+
+// CountsBytes reports whether a byte quota applies (the caller then measures
+// the result).
+func (t *Ticket) CountsBytes() bool { return t != nil && len(t.bytes) > 0 }
+
+func (t *Ticket) unref() {
+	t.l.mu.Lock()
+	for _, e := range t.all {
+		e.refs--
+	}
+	t.l.mu.Unlock()
+}
+
+// Applies reports whether any rule applies to principal calling tool
+// ("Toolkit.Tool").
+func (l *Limiter) Applies(principal, tool string) bool { return len(l.applying(principal, tool)) > 0 }
+
+// applying is the rule of each group that applies to the call.
+func (l *Limiter) applying(principal, tool string) []*Rule {
+	if l == nil {
+		return nil
+	}
+	tool = strings.ToLower(tool)
+	l.mu.Lock()
+	gs, ok := l.tools[tool]
+	if !ok {
+		for _, g := range l.groups {
+			if m, _ := path.Match(g.tool, tool); m {
+				gs = append(gs, g)
+			}
+		}
+		if len(l.tools) >= maxToolCache {
+			clear(l.tools)
+		}
+		l.tools[tool] = gs
+	}
+	l.mu.Unlock()
+	var out []*Rule
+	for _, g := range gs {
+		for _, r := range g.rules {
+			if r.principal(principal) {
+				out = append(out, r)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// Admit decides a call of tool ("Toolkit.Tool") by principal. reqBytes is
+// asked only when a byte quota applies. It returns a ticket (nil when no
+// rule applies) or a refusal.
+func (l *Limiter) Admit(ctx context.Context, principal, tool string, reqBytes func() int64) (*Ticket, *Refusal) {
+	rules := l.applying(principal, tool)
+	if len(rules) == 0 {
+		return nil, nil
+	}
+	st, policy := l.store()
+	switch policy {
+	case Open:
+		l.degraded.WithLabelValues(Open).Inc()
+		return nil, nil
+	case Closed:
+		l.degraded.WithLabelValues(Closed).Inc()
+		return nil, unavailable(rules[0])
+	case Local:
+		l.degraded.WithLabelValues(Local).Inc()
+	}
+	ctx, cancel := context.WithTimeout(ctx, opTimeout)
+	defer cancel()
+	now := l.now()
+	t := &Ticket{l: l, now: now, req: -1}
+	sum := sha256.Sum256([]byte(principal))
+	who := hex.EncodeToString(sum[:16])
+	for _, r := range rules {
+		for k, kind := range kinds {
+			var op func(*entry) func(store) (bool, time.Duration, error)
+			switch {
+			case kind == LimitRate && r.Rate > 0:
+				op = func(e *entry) func(store) (bool, time.Duration, error) {
+					return func(st store) (bool, time.Duration, error) { return l.takeRate(ctx, e, st, now) }
+				}
+			case kind == LimitBytes && r.Bytes > 0:
+				if t.req < 0 {
+					t.req = max(reqBytes(), 0)
+				}
+				op = func(e *entry) func(store) (bool, time.Duration, error) {
+					return func(st store) (bool, time.Duration, error) { return l.checkBytes(ctx, e, st, now, t.req) }
+				}
+			case kind == LimitConcurrent && r.Concurrent > 0:
+				op = func(e *entry) func(store) (bool, time.Duration, error) {
+					return func(st store) (bool, time.Duration, error) { return l.acquire(ctx, e, st, now) }
+				}
+			default:
+				continue
+			}
+			e := l.entry(kind, r, who)
+			if e == nil {
+				return t.refuse(r, kind, time.Second, fmt.Sprintf(
+					"the gateway tracks as many callers under its limits as it may at once (%d); try again shortly", l.cfg.MaxKeys))
+			}
+			t.all = append(t.all, e)
+			ok, retry, err := l.fallback(ctx, st, op(e))
+			switch {
+			case !ok && err != nil:
+				t.undo()
+				return nil, unavailable(r)
+			case !ok:
+				return t.refuse(r, kind, retry, "")
+			case err != nil:
+				// Admitted without the shared state (Open): nothing taken.
+			case kind == LimitRate:
+				t.taken = append(t.taken, e)
+			case kind == LimitBytes:
+				t.bytes = append(t.bytes, e)
+			case kind == LimitConcurrent:
+				t.conc = append(t.conc, e)
+			}
+			r.admitted[k].Inc()
+		}
+	}
+	return t, nil
+}
+
+func unavailable(r *Rule) *Refusal {
+	return &Refusal{Unavailable: true, Rule: r.Name,
+		Message: "the gateway cannot reach the shared state of its rate limits, and is configured to refuse calls until it can; try again shortly"}
+}
+
+// undo gives back what t took and lets its entries go.
+func (t *Ticket) undo() {
+	if !t.done.CompareAndSwap(false, true) {
+		return
+	}
+	for _, e := range t.taken {
+		giveBack(e, t.now)
+	}
+	for _, e := range t.bytes {
+		e.mu.Lock()
+		e.pending = max(e.pending-t.req, 0)
+		e.mu.Unlock()
+	}
+	for _, e := range t.conc {
+		t.l.release(e)
+	}
+	t.unref()
+}
+
+// refuse undoes what t took and builds the refusal (msg, or the limit's own).
+func (t *Ticket) refuse(r *Rule, limit string, retry time.Duration, msg string) (*Ticket, *Refusal) {
+	t.l.decisions.WithLabelValues(r.Name, limit, "refused").Inc()
+	t.undo()
+	retry = max(retry, time.Millisecond)
+	if msg == "" {
+		msg = message(r, limit, retry)
+	}
+	return nil, &Refusal{Rule: r.Name, Limit: limit, RetryAfter: retry, Message: msg}
+}
+
+// message says which limit refused the call, in terms of the caller's own
+// budget only.
+func message(r *Rule, limit string, retry time.Duration) string {
+	tools := "every tool"
+	if r.Tool != "*" {
+		tools = "tools " + r.Tool
+	}
+	after := retry.Round(time.Millisecond).String()
+	switch limit {
+	case LimitRate:
+		return fmt.Sprintf("this caller is over the rate limit %q (%g calls per second, burst %d, for %s); try again in %s",
+			r.Name, r.Rate, r.Burst, tools, after)
+	case LimitConcurrent:
+		return fmt.Sprintf("this caller already runs as many calls at once as the limit %q allows (%d, for %s); try again when one ends",
+			r.Name, r.Concurrent, tools)
+	}
+	return fmt.Sprintf("this caller has used its byte quota %q (%d bytes of requests and results per %s, for %s); it renews in %s",
+		r.Name, int64(r.Bytes), time.Duration(r.Window), tools, after)
+}
+
+// store is the state to use now and the policy in force: kv (shared), or,
+// with NATS away, the memory store (Local), none (Open or Closed).
+func (l *Limiter) store() (store, string) {
+	if kv := l.kv.Load(); kv.up() {
+		return kv, ""
+	}
+	if l.cfg.Standalone {
+		return l.mem, ""
+	}
+	l.warnDown(nil)
+	if l.cfg.WhenNATSDown == Local {
+		return l.mem, Local
+	}
+	return nil, l.cfg.WhenNATSDown
+}
+
+// fallback runs op on st; when the shared state fails to answer, it applies
+// the NATS-down policy to this call: Local runs op on the memory store, Open
+// admits (ok, with the error), Closed refuses (not ok, with the error).
+func (l *Limiter) fallback(ctx context.Context, st store, op func(store) (bool, time.Duration, error)) (bool, time.Duration, error) {
+	ok, retry, err := op(st)
+	if err == nil || st == store(l.mem) {
+		if err != nil {
+			return true, 0, err // the memory store does not fail; never refuse on it
+		}
+		return ok, retry, nil
+	}
+	l.warnDown(err)
+	switch l.cfg.WhenNATSDown {
+	case Local:
+		l.degraded.WithLabelValues(Local).Inc()
+		return l.fallback(ctx, l.mem, op)
+	case Open:
+		l.degraded.WithLabelValues(Open).Inc()
+		return true, 0, err
+	}
+	l.degraded.WithLabelValues(Closed).Inc()
+	return false, 0, err
+}
+
+// warnDown logs, at most every 10 s, that the shared state is away.
+func (l *Limiter) warnDown(err error) {
+	if now := time.Now().UnixNano(); now-l.lastWarn.Load() > int64(10*time.Second) {
+		l.lastWarn.Store(now)
+		l.log.Warn("rate limits: the shared NATS state is away", "when_nats_down", l.cfg.WhenNATSDown, "error", err)
+	}
+}
+
+// entry is one (limit, rule, principal) key as this replica tracks it.
+type entry struct {
+	key  string
+	rule *Rule
+	kind string
+	refs int // under Limiter.mu
+	// sticky: the entry holds what must reach NATS (slots held, bytes
+	// pending) and must not be evicted.
+	sticky atomic.Bool
+	elem   *list.Element
+
+	mu sync.Mutex
+	// The last value and revision seen in st (known false: read it first).
+	st    store
+	val   []byte
+	rev   uint64
+	known bool
+	// rate: a lease of calls spent locally until leaseEnd.
+	tokens   int
+	leaseEnd time.Time
+	// concurrent: calls running here; slots this replica holds in the
+	// shared state; when they were last written.
+	running, held int
+	renewed       time.Time
+	// bytes: the window (start, unix nanos), its total as last read, bytes
+	// counted here and not yet written, when it was last read.
+	win     int64
+	used    int64
+	pending int64
+	synced  time.Time
+}
+
+// entry returns the tracked entry of (kind, r, the principal whose hash is
+// who), referenced until the call's ticket lets it go.
+func (l *Limiter) entry(kind string, r *Rule, who string) *entry {
+	key := kind + "." + r.Name + "." + who
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if el, ok := l.keys[key]; ok {
+		l.lru.MoveToFront(el)
+		e := el.Value.(*entry)
+		e.refs++
+		return e
+	}
+	for len(l.keys) >= l.cfg.MaxKeys && l.evictOne() {
+	}
+	if len(l.keys) >= l.cfg.MaxKeys {
+		return nil // every tracked key is in use: refuse rather than grow
+	}
+	e := &entry{key: key, rule: r, kind: kind, refs: 1}
+	e.elem = l.lru.PushFront(e)
+	l.keys[key] = e.elem
+	return e
+}
+
+// evictOne drops the least recently used entry nobody holds; false when
+// there is none. Under l.mu.
+func (l *Limiter) evictOne() bool {
+	for el := l.lru.Back(); el != nil; el = el.Prev() {
+		e := el.Value.(*entry)
+		if e.refs > 0 || e.sticky.Load() {
+			continue
+		}
+		l.lru.Remove(el)
+		delete(l.keys, e.key)
+		l.mem.forget(e.key)
+		return true
+	}
+	return false
+}
+
+// update applies f to the key's value in st and writes the result with
+// compare-and-set, retrying on a lost race. f returns the new value and
+// whether to write it; f may run more than once. A decision not to write
+// taken on a cached value is confirmed on a fresh read when confirm is set.
+// Under e.mu.
+func (l *Limiter) update(ctx context.Context, e *entry, st store, confirm bool, f func(cur []byte) ([]byte, bool)) error {
+	if e.st != st {
+		e.st, e.val, e.rev, e.known = st, nil, 0, false
+	}
+	for range 8 {
+		fresh := false
+		if !e.known {
+			val, rev, err := st.get(ctx, e.key)
+			if err != nil {
+				return err
+			}
+			e.val, e.rev, e.known, fresh = val, rev, true, true
+		}
+		next, write := f(e.val)
+		if !write {
+			if confirm && !fresh {
+				e.known = false
+				continue
+			}
+			return nil
+		}
+		rev, err := st.cas(ctx, e.key, next, e.rev)
+		if err == nil {
+			e.val, e.rev = next, rev
+			return nil
+		}
+		e.known = false
+		if !errors.Is(err, errConflict) {
+			return err
+		}
+	}
+	return errContended
+}
+
+// takeRate takes one call of e's rate: from the local lease, else a new
+// lease from the shared GCRA state (theoretical arrival time).
+func (l *Limiter) takeRate(ctx context.Context, e *entry, st store, now time.Time) (bool, time.Duration, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.tokens > 0 && now.Before(e.leaseEnd) && e.st == st {
+		e.tokens--
+		return true, 0, nil
+	}
+	r := e.rule
+	t := int64(r.interval)
+	span := t * int64(r.Burst)
+	n := now.UnixNano()
+	granted := 0
+	var retry time.Duration
+	err := l.update(ctx, e, st, false, func(cur []byte) ([]byte, bool) {
+		granted, retry = 0, 0
+		tat := max(decodeInt(cur), n)
+		k := (n + span - tat) / t
+		if k < 1 {
+			retry = time.Duration(tat + t - (n + span))
+			return nil, false
+		}
+		granted = int(min(k, int64(r.block)))
+		return encodeInt(tat + int64(granted)*t), true
+	})
+	if err != nil || granted == 0 {
+		return false, retry, err
+	}
+	e.tokens, e.leaseEnd = granted-1, now.Add(time.Second)
+	return true, 0, nil
+}
+
+// giveBack returns a call taken from the lease (a later rule refused).
+func giveBack(e *entry, now time.Time) {
+	e.mu.Lock()
+	if now.Before(e.leaseEnd) {
+		e.tokens++
+	}
+	e.mu.Unlock()
+}
+
+// checkBytes admits a call while e's window is under the quota, counting
+// its request bytes.
+func (l *Limiter) checkBytes(ctx context.Context, e *entry, st store, now time.Time, req int64) (bool, time.Duration, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	w := time.Duration(e.rule.Window)
+	win := now.Truncate(w).UnixNano()
+	if e.win != win {
+		e.win, e.used, e.pending, e.synced = win, 0, 0, time.Time{}
+	}
+	if now.Sub(e.synced) > l.cfg.SyncInterval || e.st != st {
+		if err := l.flushBytes(ctx, e, st, now); err != nil {
+			return false, 0, err
+		}
+	}
+	if e.used+e.pending >= int64(e.rule.Bytes) {
+		return false, time.Duration(win + int64(w) - now.UnixNano()), nil
+	}
+	e.pending += req
+	e.sticky.Store(true)
+	return true, 0, nil
+}
+
+// flushBytes adds the pending bytes to the window's shared counter and reads
+// its total. Under e.mu.
+func (l *Limiter) flushBytes(ctx context.Context, e *entry, st store, now time.Time) error {
+	var total int64
+	if e.pending == 0 {
+		e.known = false // a read: the cached value may be old
+	}
+	err := l.update(ctx, e, st, false, func(cur []byte) ([]byte, bool) {
+		win, used := decodePair(cur)
+		if win != e.win {
+			used = 0
+		}
+		total = used + e.pending
+		if e.pending == 0 && win == e.win {
+			return nil, false
+		}
+		return encodePair(e.win, total), true
+	})
+	if err != nil {
+		return err
+	}
+	e.used, e.pending, e.synced = total, 0, now
+	e.sticky.Store(false)
+	return nil
+}
+
+// acquire takes a running slot of e's concurrency limit.
+func (l *Limiter) acquire(ctx context.Context, e *entry, st store, now time.Time) (bool, time.Duration, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.running++
+	if e.running <= e.held && e.st == st {
+		e.rule.running.Inc()
+		return true, 0, nil // a slot held here and not in use
+	}
+	admitted, hold := false, 0
+	err := l.update(ctx, e, st, true, func(cur []byte) ([]byte, bool) {
+		m := decodeLeases(cur)
+		others := 0
+		for id, ls := range m {
+			if ls.Exp < now.UnixMilli() {
+				delete(m, id)
+			} else if id != l.id {
+				others += max(ls.N, 0)
+			}
+		}
+		admitted = others+e.running <= e.rule.Concurrent
+		if !admitted {
+			return nil, false
+		}
+		// Hold a few spare slots, so the next calls need not ask NATS.
+		hold = e.running + min(e.rule.spare, e.rule.Concurrent-others-e.running)
+		m[l.id] = lease{N: hold, Exp: now.Add(l.cfg.LeaseTTL).UnixMilli()}
+		return encodeLeases(m), true
+	})
+	if err != nil || !admitted {
+		e.running--
+		return false, 0, err
+	}
+	e.held, e.renewed = hold, now
+	e.sticky.Store(true)
+	e.rule.running.Inc()
+	return true, 0, nil
+}
+
+// release ends a running call; the slot goes back to the shared state at the
+// next sync.
+func (l *Limiter) release(e *entry) {
+	e.mu.Lock()
+	e.running--
+	e.mu.Unlock()
+	e.rule.running.Dec()
+}
+
+// Run writes released slots and counted bytes every SyncInterval, and renews
+// the leases of running calls, until ctx ends; then it gives back every slot
+// it holds (bounded by a second).
+func (l *Limiter) Run(ctx context.Context) {
+	t := time.NewTicker(l.cfg.SyncInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			stop, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+			l.Sync(stop)
+			cancel()
+			return
+		case <-t.C:
+			l.Sync(ctx)
+		}
+	}
+}
+
+// Sync writes what this replica owes the shared state now.
+func (l *Limiter) Sync(ctx context.Context) {
+	st, policy := l.store()
+	if st == nil && policy != "" {
+		return
+	}
+	l.mu.Lock()
+	var todo []*entry
+	for _, el := range l.keys {
+		if e := el.Value.(*entry); e.sticky.Load() {
+			e.refs++
+			todo = append(todo, e)
+		}
+	}
+	l.mu.Unlock()
+	now := l.now()
+	for _, e := range todo {
+		if ctx.Err() != nil {
+			break
+		}
+		cctx, cancel := context.WithTimeout(ctx, opTimeout)
+		if err := l.syncEntry(cctx, e, st, now); err != nil {
+			l.warnDown(err)
+		}
+		cancel()
+	}
+	l.mu.Lock()
+	for _, e := range todo {
+		e.refs--
+	}
+	l.mu.Unlock()
+}
+
+func (l *Limiter) syncEntry(ctx context.Context, e *entry, st store, now time.Time) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	switch e.kind {
+	case LimitBytes:
+		if e.pending > 0 {
+			return l.flushBytes(ctx, e, st, now)
+		}
+		e.sticky.Store(false)
+	case LimitConcurrent:
+		if e.st != st && e.st != nil {
+			// The state moved (NATS came back or went away): what was held
+			// in the other store is forgotten there; hold the running calls
+			// here.
+			e.held = 0
+		}
+		renew := e.held > 0 && now.Sub(e.renewed) > l.cfg.LeaseTTL/3
+		// Idle slots go back, but for the spare ones while calls run.
+		keep := e.running
+		if e.running > 0 {
+			keep = max(e.running, min(e.held, e.running+e.rule.spare))
+		}
+		if e.held == keep && !renew {
+			e.sticky.Store(e.held > 0)
+			return nil
+		}
+		err := l.update(ctx, e, st, false, func(cur []byte) ([]byte, bool) {
+			m := decodeLeases(cur)
+			for id, ls := range m {
+				if ls.Exp < now.UnixMilli() {
+					delete(m, id)
+				}
+			}
+			if keep > 0 {
+				m[l.id] = lease{N: keep, Exp: now.Add(l.cfg.LeaseTTL).UnixMilli()}
+			} else {
+				delete(m, l.id)
+			}
+			return encodeLeases(m), true
+		})
+		if err != nil {
+			return err
+		}
+		e.held, e.renewed = keep, now
+		e.sticky.Store(e.held > 0)
+	}
+	return nil
+}
