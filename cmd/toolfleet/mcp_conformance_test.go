@@ -9,18 +9,16 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/toolfleet/toolfleet/e2e"
 )
 
 // The official MCP conformance suite, pinned. 0.2.0-alpha.12 is the first
 // line with the 2026-07-28 requirement set (the "latest" tag, 0.1.16, has
-// none); it needs node 22 (fs.globSync), installed from npm when the
-// machine's node is older.
+// none). The MCP clients of mcp_clients_test.go are pinned beside it; all are
+// installed once, with node from npm when the machine's is older than the
+// Inspector needs (22.19).
 const (
 	conformanceVersion = "0.2.0-alpha.12"
 	conformanceNode    = "22.23.3"
@@ -100,54 +98,28 @@ type conformanceCheck struct {
 }
 
 // TestMCPConformance runs the official MCP conformance suite
-// (@modelcontextprotocol/conformance, pinned) against a gateway's /mcp at
-// both revisions (--requirements 2025-11-25 and 2026-07-28), and fails on a
-// failing check that expectedFailures does not list, and on an entry there
-// that no longer fails (keep the list true). The pass counts are in
-// docs/mcp.md. The suite and node are installed once into the user cache
-// (TOOLFLEET_CONFORMANCE_DIR overrides it).
+// (@modelcontextprotocol/conformance, pinned) against the /mcp of the fleet
+// `toolfleet dev --conformance` runs (the bundled toolkits and the
+// Conformance toolkit's fixture tools) at both revisions (--requirements
+// 2025-11-25 and 2026-07-28), and fails on a failing check that
+// expectedFailures does not list, and on an entry there that no longer fails
+// (keep the list true). The pass counts are in docs/mcp.md. The suite and
+// node are installed once into the user cache (see nodeTools).
 func TestMCPConformance(t *testing.T) {
 	if testing.Short() {
 		t.Skip("slow (npm install): runs without -short")
 	}
-	npm, errNPM := exec.LookPath("npm")
-	node, errNode := exec.LookPath("node")
-	if errNPM != nil || errNode != nil {
-		const why = "npm and node are not on PATH: the MCP conformance test needs them (.ci/run installs them)"
-		if os.Getenv("CI") == "true" {
-			t.Fatal(why)
-		}
-		t.Skip(why)
-	}
+	tools := nodeTools(t)
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)
 	defer cancel()
-	dir := conformanceDir(t)
-	suite := filepath.Join(dir, "node_modules", "@modelcontextprotocol", "conformance", "dist", "index.js")
-	if installedVersion(dir) != conformanceVersion {
-		if err := os.WriteFile(filepath.Join(dir, "package.json"), []byte(`{"name": "toolfleet-mcp-conformance", "private": true}`), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		run(ctx, t, dir, nil, npm, "install", "--no-audit", "--no-fund", "--loglevel=error", "--save-exact",
-			"@modelcontextprotocol/conformance@"+conformanceVersion)
-	}
-	if nodeMajor(ctx, node) < 22 {
-		local := filepath.Join(dir, "node_modules", ".bin", "node")
-		if nodeMajor(ctx, local) < 22 {
-			run(ctx, t, dir, nil, npm, "install", "--no-audit", "--no-fund", "--loglevel=error", "--save-exact", "node@"+conformanceNode)
-		}
-		node = local
-		if v := nodeMajor(ctx, node); v < 22 {
-			t.Fatalf("node from npm (node@%s) reports major version %d, want 22", conformanceNode, v)
-		}
-	}
-
-	fleet := e2e.Start(t, e2e.Options{NATS: true})
+	suite := filepath.Join(tools.dir, "node_modules", "@modelcontextprotocol", "conformance", "dist", "index.js")
+	addr := devFleet(ctx, t)
 	for _, rev := range []string{"2025-11-25", "2026-07-28"} {
 		t.Run(rev, func(t *testing.T) {
 			out := t.TempDir()
-			cmd := exec.CommandContext(ctx, node, suite, "server", "--url", "http://"+fleet.Addr+"/mcp", "--requirements", rev, "-o", out)
-			cmd.Dir = dir
+			cmd := exec.CommandContext(ctx, tools.node, suite, "server", "--url", "http://"+addr+"/mcp", "--requirements", rev, "-o", out)
+			cmd.Dir = tools.dir
 			cmd.WaitDelay = 10 * time.Second
 			log, err := cmd.CombinedOutput()
 			// The suite exits non-zero when any check fails; the checks decide here.
@@ -160,47 +132,6 @@ func TestMCPConformance(t *testing.T) {
 				conformanceVersion, rev, passed, failed, summaryLine(log))
 		})
 	}
-}
-
-// conformanceDir is where the suite is installed once.
-func conformanceDir(t *testing.T) string {
-	t.Helper()
-	dir := os.Getenv("TOOLFLEET_CONFORMANCE_DIR")
-	if dir == "" {
-		cache, err := os.UserCacheDir()
-		if err != nil {
-			cache = os.TempDir()
-		}
-		dir = filepath.Join(cache, "toolfleet", "mcp-conformance-"+conformanceVersion)
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	return dir
-}
-
-// installedVersion is the version of the suite installed in dir ("" when none).
-func installedVersion(dir string) string {
-	b, err := os.ReadFile(filepath.Join(dir, "node_modules", "@modelcontextprotocol", "conformance", "package.json"))
-	if err != nil {
-		return ""
-	}
-	var p struct {
-		Version string `json:"version"`
-	}
-	_ = json.Unmarshal(b, &p)
-	return p.Version
-}
-
-// nodeMajor is the major version of a node binary (0 when it does not run).
-func nodeMajor(ctx context.Context, node string) int {
-	out, err := exec.CommandContext(ctx, node, "--version").Output()
-	if err != nil {
-		return 0
-	}
-	v := strings.TrimPrefix(strings.TrimSpace(string(out)), "v")
-	major, _ := strconv.Atoi(strings.SplitN(v, ".", 2)[0])
-	return major
 }
 
 // scenarioDir is a result folder: server-<scenario>-<timestamp>.

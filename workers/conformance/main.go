@@ -8,8 +8,6 @@
 package main
 
 import (
-	"log/slog"
-
 	conformancev1 "github.com/toolfleet/toolfleet/gen/tools/conformance/v1"
 	"github.com/toolfleet/toolfleet/sdk/tool"
 	"github.com/toolfleet/toolfleet/workers/conformance/conformance"
@@ -17,7 +15,7 @@ import (
 
 func main() {
 	tool.Main("conformance", func(w *tool.Worker) error {
-		conformancev1.RegisterConformanceServiceServer(w, conformance.New(slog.Default()))
+		conformancev1.RegisterConformanceServiceServer(w, conformance.New(w.Logger()))
 		return nil
 	})
 }
