@@ -143,7 +143,9 @@ func checkPNG(t *testing.T, c tsCall) {
 func TestMCPInspectorCLI(t *testing.T) {
 	tools := nodeTools(t)
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
+	// One Inspector run takes seconds (a large bundle to load); a loaded CI
+	// machine makes it tens of seconds.
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)
 	defer cancel()
 	addr := devFleet(ctx, t)
 	inspector := filepath.Join(tools.dir, "node_modules", "@modelcontextprotocol", "inspector", "clients", "launcher", "build", "index.js")
@@ -156,11 +158,14 @@ func TestMCPInspectorCLI(t *testing.T) {
 				args = append([]string{inspector, "--cli", "http://" + addr + "/mcp", "--transport", "http",
 					"--protocol-era", era, "--format", "json", "--quiet"}, args...)
 				out := run(ctx, t, t.TempDir(), env, tools.node, args...)
-				var v map[string]any
-				if err := json.Unmarshal(out, &v); err != nil {
-					t.Fatalf("inspector %v: output is not one JSON object (%v):\n%s", args[1:], err, out)
+				// --format json: {"result": <the MCP result>} or {"error": ...}.
+				var v struct {
+					Result map[string]any `json:"result"`
 				}
-				return v
+				if err := json.Unmarshal(out, &v); err != nil || v.Result == nil {
+					t.Fatalf("inspector %v: output is not a JSON result (%v):\n%s", args[1:], err, out)
+				}
+				return v.Result
 			}
 			list := cli("--method", "tools/list")
 			var names []string
