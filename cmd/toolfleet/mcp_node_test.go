@@ -22,9 +22,11 @@ import (
 
 // The npm packages the MCP tests run, pinned: the conformance suite, the
 // TypeScript SDK client (2.x: 2026-07-28 through server/discover, and the
-// 2025 handshake) and the MCP Inspector (its CLI mode).
+// 2025 handshake; 1.x, still the most used), and the MCP Inspector (its CLI
+// mode).
 var nodePackages = map[string]string{
 	"@modelcontextprotocol/conformance": conformanceVersion,
+	"@modelcontextprotocol/sdk":         "1.32.2",
 	"@modelcontextprotocol/client":      "2.4.0",
 	"@modelcontextprotocol/inspector":   "2.12.0",
 }
