@@ -62,7 +62,8 @@ func TestMCPNameRefused(t *testing.T) {
 		{"too long", func(f, _ *toolfleetv1.ToolOptions) { f.McpName = strings.Repeat("x", 129) }, contract.ErrInvalidName, "128"},
 		{"twice in one toolkit", func(f, s *toolfleetv1.ToolOptions) { f.McpName, s.McpName = "same", "same" }, contract.ErrNameCollision, `"same"`},
 		{"up to case", func(f, s *toolfleetv1.ToolOptions) { f.McpName, s.McpName = "Same", "same" }, contract.ErrNameCollision, "give one of them another mcp_name"},
-		{"another tool's model name", func(f, _ *toolfleetv1.ToolOptions) { f.McpName = "Conformance_ErrorHandling" }, contract.ErrNameCollision, "Conformance.ErrorHandling@1.0.0"},
+		{"another tool's MCP name", func(f, _ *toolfleetv1.ToolOptions) { f.McpName = "TEST_ERROR_HANDLING" }, contract.ErrNameCollision, "Conformance.ErrorHandling@1.0.0"},
+		{"another tool's model name", func(f, s *toolfleetv1.ToolOptions) { f.McpName, s.McpName = "Conformance_ImageContent", "" }, contract.ErrNameCollision, "Conformance.ImageContent@1.0.0"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
