@@ -57,6 +57,8 @@ type devConfig struct {
 	Workers []string
 	// DevFile is where the addresses are written for the CLI ("" = nowhere).
 	DevFile string
+	// Conformance also serves the MCP conformance suite's fixture tools.
+	Conformance bool
 }
 
 func (c devConfig) validate() error {
@@ -128,6 +130,7 @@ embedded NATS requires that credential and the fleet uses it. Ctrl-C stops it.`,
 	f.StringArrayVar(&cfg.ModelEndpoints, "model-endpoint", []string{agent.LoopbackWithoutKey}, "KEYREF=URL[,URL...]: the base URLs a model key may be sent to (docs/agents.md); the default lets keyless models on this machine be called")
 	f.StringVar(&cfg.ModelKeyDir, "model-key-dir", "", "folder that model key references file:NAME read from (empty: file references refused)")
 	f.StringArrayVar(&cfg.Workers, "worker", nil, "folder of a worker's main package to build, run and restart on change (repeatable; e.g. --worker . in a toolkit's repository)")
+	f.BoolVar(&cfg.Conformance, "conformance", false, "also serve the Conformance toolkit: the fixture tools of the official MCP conformance suite, under the names it calls (docs/mcp.md)")
 	f.StringVar(&cfg.DevFile, "dev-file", defaultDevFile, "file the fleet's addresses are written to while dev runs, where the other toolfleet commands look for the gateway (empty: none)")
 	f.StringVar(&cfg.ScriptDir, "script-dir", ".", "folder that scripted:NAME.yaml model scripts are read from (docs/agents.md; empty: script files refused)")
 	config.BindEnv(f, "TOOLFLEET")
@@ -209,7 +212,7 @@ func runDev(ctx context.Context, cfg devConfig, stdout, stderr io.Writer) error 
 	agents, programs, orchMetrics := &agentMount{}, &programMount{}, metrics.New()
 	fl, err := startFleet(startCtx, fleetConfig{Host: cfg.Host, GatewayPort: cfg.GatewayPort, JWTSecret: cfg.JWTSecret,
 		AllowedOrigins: cfg.AllowedOrigins, NATSURL: stack.NATS.URL(), NATS: cfg.NATS, Assets: cfg.Assets, Logger: logger,
-		Mounts: []gateway.Mount{agents.mount(), programs.mount(), metricsMount(orchMetrics)}, Tracing: tracing})
+		Mounts: []gateway.Mount{agents.mount(), programs.mount(), metricsMount(orchMetrics)}, Tracing: tracing, Conformance: cfg.Conformance})
 	if err == nil {
 		err = fl.waitToolkits(startCtx, fl.Toolkits...)
 		if err != nil {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -17,6 +18,7 @@ import (
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
 	calculatorv1 "github.com/toolfleet/toolfleet/gen/tools/calculator/v1"
 	clockv1 "github.com/toolfleet/toolfleet/gen/tools/clock/v1"
+	conformancev1 "github.com/toolfleet/toolfleet/gen/tools/conformance/v1"
 	jsonqv1 "github.com/toolfleet/toolfleet/gen/tools/jsonq/v1"
 	kvv1 "github.com/toolfleet/toolfleet/gen/tools/kv/v1"
 	webv1 "github.com/toolfleet/toolfleet/gen/tools/web/v1"
@@ -26,6 +28,7 @@ import (
 	"github.com/toolfleet/toolfleet/services/gateway"
 	"github.com/toolfleet/toolfleet/workers/calculator/calculator"
 	"github.com/toolfleet/toolfleet/workers/clock/clock"
+	"github.com/toolfleet/toolfleet/workers/conformance/conformance"
 	"github.com/toolfleet/toolfleet/workers/jsonq/jsonq"
 	"github.com/toolfleet/toolfleet/workers/kv/kv"
 	"github.com/toolfleet/toolfleet/workers/web/web"
@@ -49,6 +52,9 @@ type fleetConfig struct {
 	Mounts []gateway.Mount
 	// Tracing records the gateway's spans (internal/telemetry.Setup said so).
 	Tracing bool
+	// Conformance also runs the Conformance toolkit (the MCP conformance
+	// suite's fixture tools, workers/conformance).
+	Conformance bool
 }
 
 // fleet is the running gateway and bundled workers.
@@ -98,6 +104,12 @@ var bundled = []bundledWorker{
 	}},
 }
 
+// conformanceWorker serves the MCP conformance suite's fixture tools (dev --conformance).
+var conformanceWorker = bundledWorker{"conformance", "Conformance", func(_ context.Context, w *tool.Worker, _ jetstream.JetStream) error {
+	conformancev1.RegisterConformanceServiceServer(w, conformance.New(w.Logger()))
+	return nil
+}}
+
 // startFleet starts every bundled worker on a free loopback port, announcing on
 // NATS, and the gateway, which finds them through those announcements.
 func startFleet(ctx context.Context, cfg fleetConfig) (_ *fleet, err error) {
@@ -111,14 +123,18 @@ func startFleet(ctx context.Context, cfg fleetConfig) (_ *fleet, err error) {
 		return nil, fmt.Errorf("JetStream: %w", err)
 	}
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	f := &fleet{cancel: cancel, nc: nc, errs: make(chan error, len(bundled)+1)}
+	workers := bundled
+	if cfg.Conformance {
+		workers = append(slices.Clip(bundled), conformanceWorker)
+	}
+	f := &fleet{cancel: cancel, nc: nc, errs: make(chan error, len(workers)+1)}
 	defer func() {
 		if err != nil {
 			f.stop()
 		}
 	}()
 	quiet := cfg.Logger
-	for _, b := range bundled {
+	for _, b := range workers {
 		w, err := tool.NewWorker(tool.Config{Name: b.name, Listen: net.JoinHostPort(cfg.Host, "0"), NATSURL: cfg.NATSURL,
 			NATS: cfg.NATS, Assets: cfg.Assets, Logger: quiet.With("worker", b.name)})
 		if err != nil {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,7 +16,7 @@ import (
 )
 
 // externalClient is a Node ESM script on the official TypeScript SDK client
-// (@modelcontextprotocol/sdk). It connects over streamable HTTP
+// (@modelcontextprotocol/sdk 1.x). It connects over streamable HTTP
 // (argv: http URL) or launches a command over stdio (argv: stdio CMD ARGS...),
 // with the bearer token from MCP_TEST_TOKEN (HTTP header, or TOOLFLEET_TOKEN in
 // the launched command's environment), and prints what it saw as JSON.
@@ -78,32 +79,24 @@ type externalResult struct {
 }
 
 // TestExternalMCPClient drives /mcp and `toolfleet mcp` with the official
-// TypeScript SDK client, installed with npm into a temporary folder.
+// TypeScript SDK client of the 1.x line (@modelcontextprotocol/sdk, pinned in
+// nodePackages), with auth on.
 func TestExternalMCPClient(t *testing.T) {
 	if testing.Short() {
 		t.Skip("slow (npm install, go build): runs without -short")
 	}
-	npm, errNPM := exec.LookPath("npm")
-	node, errNode := exec.LookPath("node")
-	if errNPM != nil || errNode != nil {
-		const why = "npm and node are not on PATH: the external MCP client test (official TypeScript SDK) needs them (.ci/run installs them)"
-		if os.Getenv("CI") == "true" {
-			t.Fatal(why) // in CI a missing client is a failure: this test must never silently not run
-		}
-		t.Skip(why)
-	}
+	tools := nodeTools(t)
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(t.Context(), 8*time.Minute)
 	defer cancel()
 
 	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "package.json"), []byte(`{"name": "toolfleet-mcp-external-test", "private": true, "type": "module"}`), 0o600); err != nil {
+	// ESM resolves imports from the script's folder: put it beside node_modules.
+	script := filepath.Join(tools.dir, fmt.Sprintf("toolfleet-external-client-%d.mjs", os.Getpid()))
+	if err := os.WriteFile(script, []byte(externalClient), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, "client.mjs"), []byte(externalClient), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	run(ctx, t, dir, nil, npm, "install", "--no-audit", "--no-fund", "--loglevel=error", "@modelcontextprotocol/sdk@1")
+	t.Cleanup(func() { _ = os.Remove(script) })
 	bin := filepath.Join(dir, "toolfleet")
 	run(ctx, t, "", nil, "go", "build", "-o", bin, ".")
 
@@ -114,13 +107,13 @@ func TestExternalMCPClient(t *testing.T) {
 		name string
 		args []string
 	}{
-		{"streamable HTTP on the gateway", []string{"client.mjs", "http", "http://" + fleet.Addr + "/mcp"}},
-		{"stdio bridge", []string{"client.mjs", "stdio", bin, "mcp", "--gateway", fleet.Addr}},
+		{"streamable HTTP on the gateway", []string{script, "http", "http://" + fleet.Addr + "/mcp"}},
+		{"stdio bridge", []string{script, "stdio", bin, "mcp", "--gateway", fleet.Addr}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var res externalResult
-			out := run(ctx, t, dir, env, node, tt.args...)
+			out := run(ctx, t, tools.dir, env, tools.node, tt.args...)
 			t.Logf("client saw: %s", out)
 			if err := json.Unmarshal(out, &res); err != nil {
 				t.Fatalf("client output is not JSON (%v):\n%s", err, out)

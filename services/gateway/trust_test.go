@@ -238,3 +238,55 @@ func TestReplicaSwappedForAnotherContract(t *testing.T) {
 		t.Fatalf("swapped ran %d, legit %d of 10 calls", swapped.adds.Load(), legit.adds.Load()-before)
 	}
 }
+
+// TestMCPNameClashRefused: a worker whose tool claims, as its mcp_name, the
+// name another served tool shows MCP clients is refused at registration
+// (logged, counted); the served tool keeps its name. A worker whose mcp_name
+// is free joins, and its tool carries the name.
+func TestMCPNameClashRefused(t *testing.T) {
+	t.Parallel()
+	srv := natstest.Start(t)
+	calculatorWorker(t, srv.URL())
+	g := startGateway(t, gateway.Config{NATSURL: srv.URL(), Auth: gateway.AuthConfig{Disabled: true}})
+	waitTool(t, g, "Calculator.Add@1.0.0")
+
+	// Calculator@2's Add, renamed Plus, claims the MCP name of Calculator.Add@1.0.0.
+	clash := startPlainCalculator(t, 2, func(o *toolfleetv1.ToolOptions) {
+		if strings.HasPrefix(o.GetDescription(), "Add two numbers") {
+			o.Name, o.McpName = "Plus", "calculator_add"
+		}
+	})
+	for range 3 {
+		announceWith(t, natsConn(t, srv.URL()), clash.addr, "Calculator", "2.0.0", "tools.calculator.v2.CalculatorService")
+	}
+	waitFor(t, "the clashing worker to be refused", func() bool {
+		return metricValue(t, g, "toolfleet_gateway_registry_rejected_total") >= 1
+	})
+	if _, err := g.GetTool(&toolfleetv1.GetToolRequest{ToolId: "Calculator.Plus@2.0.0"}); err == nil {
+		t.Fatal("Calculator.Plus@2.0.0 is served although its MCP name clashes")
+	}
+
+	// Calculator@3's Add under a free MCP name joins.
+	free := startPlainCalculator(t, 3, func(o *toolfleetv1.ToolOptions) {
+		if strings.HasPrefix(o.GetDescription(), "Add two numbers") {
+			o.McpName = "add_numbers"
+		}
+	})
+	announceWith(t, natsConn(t, srv.URL()), free.addr, "Calculator", "3.0.0", "tools.calculator.v3.CalculatorService")
+	waitTool(t, g, "Calculator.Add@3.0.0")
+	got, err := g.GetTool(&toolfleetv1.GetToolRequest{ToolId: "Calculator.Add@3.0.0"})
+	if err != nil || got.GetTool().GetMcpName() != "add_numbers" || got.GetTool().GetModelName() != "Calculator_Add" {
+		t.Fatalf("Calculator.Add@3.0.0: %v %v, want mcp_name add_numbers and model name Calculator_Add", got, err)
+	}
+}
+
+// natsConn connects to url until the test ends.
+func natsConn(t *testing.T, url string) *nats.Conn {
+	t.Helper()
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	return nc
+}

@@ -115,7 +115,14 @@ type ToolOptions struct {
 	// Example inputs (JSON objects), included in schemas and docs.
 	Examples []*ToolExample `protobuf:"bytes,9,rep,name=examples,proto3" json:"examples,omitempty"`
 	// Human-readable title, e.g. for MCP clients. Defaults to the tool name.
-	Title         string `protobuf:"bytes,10,opt,name=title,proto3" json:"title,omitempty"`
+	Title string `protobuf:"bytes,10,opt,name=title,proto3" json:"title,omitempty"`
+	// The name MCP clients see in tools/list and call in tools/call, e.g.
+	// "search_issues". Defaults to the model name ("Toolkit_Tool"). At most 128
+	// characters of [A-Za-z0-9_.-] (MCP's tool name rule). It must be unique
+	// across the gateway's catalog: a worker whose tool claims an MCP name that
+	// another tool already shows (as its MCP name or model name) is refused at
+	// registration. Other surfaces keep the tool id and the model name.
+	McpName       string `protobuf:"bytes,11,opt,name=mcp_name,json=mcpName,proto3" json:"mcp_name,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -216,6 +223,13 @@ func (x *ToolOptions) GetExamples() []*ToolExample {
 func (x *ToolOptions) GetTitle() string {
 	if x != nil {
 		return x.Title
+	}
+	return ""
+}
+
+func (x *ToolOptions) GetMcpName() string {
+	if x != nil {
+		return x.McpName
 	}
 	return ""
 }
@@ -570,7 +584,7 @@ const file_toolfleet_v1_options_proto_rawDesc = "" +
 	"\x0eToolkitOptions\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x12 \n" +
-	"\vdescription\x18\x03 \x01(\tR\vdescription\"\xa5\x03\n" +
+	"\vdescription\x18\x03 \x01(\tR\vdescription\"\xc0\x03\n" +
 	"\vToolOptions\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
 	"\vdescription\x18\x02 \x01(\tR\vdescription\x12-\n" +
@@ -582,7 +596,8 @@ const file_toolfleet_v1_options_proto_rawDesc = "" +
 	"\x0frequired_scopes\x18\b \x03(\tR\x0erequiredScopes\x125\n" +
 	"\bexamples\x18\t \x03(\v2\x19.toolfleet.v1.ToolExampleR\bexamples\x12\x14\n" +
 	"\x05title\x18\n" +
-	" \x01(\tR\x05title\"\xd9\x01\n" +
+	" \x01(\tR\x05title\x12\x19\n" +
+	"\bmcp_name\x18\v \x01(\tR\amcpName\"\xd9\x01\n" +
 	"\tToolHints\x12 \n" +
 	"\tread_only\x18\x01 \x01(\bH\x00R\breadOnly\x88\x01\x01\x12%\n" +
 	"\vdestructive\x18\x02 \x01(\bH\x01R\vdestructive\x88\x01\x01\x12#\n" +

@@ -57,6 +57,13 @@ type ToolDefinition struct {
 	// "direct" and "code_execution_20250825" (the model's code sandbox may call it).
 	// Empty means the provider's default: direct calls only.
 	AllowedCallers []string `protobuf:"bytes,14,rep,name=allowed_callers,json=allowedCallers,proto3" json:"allowed_callers,omitempty"`
+	// The name MCP clients see, when the contract sets one (ToolOptions.mcp_name);
+	// empty means model_name.
+	McpName string `protobuf:"bytes,15,opt,name=mcp_name,json=mcpName,proto3" json:"mcp_name,omitempty"`
+	// The tool's output message has exactly one field, a toolfleet.v1.ToolContent:
+	// MCP shows its blocks as content blocks (text, image, audio, embedded
+	// resource) instead of a JSON value; other surfaces get the message as JSON.
+	ContentResult bool `protobuf:"varint,16,opt,name=content_result,json=contentResult,proto3" json:"content_result,omitempty"`
 	// The provider may leave the tool out of the model's context until a tool search
 	// finds it (Anthropic's and OpenAI Responses' defer_loading). Formats without tool
 	// search declare the tool as usual.
@@ -194,6 +201,20 @@ func (x *ToolDefinition) GetAllowedCallers() []string {
 		return x.AllowedCallers
 	}
 	return nil
+}
+
+func (x *ToolDefinition) GetMcpName() string {
+	if x != nil {
+		return x.McpName
+	}
+	return ""
+}
+
+func (x *ToolDefinition) GetContentResult() bool {
+	if x != nil {
+		return x.ContentResult
+	}
+	return false
 }
 
 func (x *ToolDefinition) GetDeferLoading() bool {
@@ -1053,7 +1074,7 @@ var File_toolfleet_v1_tool_proto protoreflect.FileDescriptor
 
 const file_toolfleet_v1_tool_proto_rawDesc = "" +
 	"\n" +
-	"\x17toolfleet/v1/tool.proto\x12\ftoolfleet.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1atoolfleet/v1/options.proto\"\x98\x05\n" +
+	"\x17toolfleet/v1/tool.proto\x12\ftoolfleet.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1atoolfleet/v1/options.proto\"\xda\x05\n" +
 	"\x0eToolDefinition\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x18\n" +
 	"\atoolkit\x18\x02 \x01(\tR\atoolkit\x12\x12\n" +
@@ -1071,7 +1092,9 @@ const file_toolfleet_v1_tool_proto_rawDesc = "" +
 	"\vgrpc_method\x18\f \x01(\tR\n" +
 	"grpcMethod\x125\n" +
 	"\bexamples\x18\r \x03(\v2\x19.toolfleet.v1.ToolExampleR\bexamples\x12'\n" +
-	"\x0fallowed_callers\x18\x0e \x03(\tR\x0eallowedCallers\x12#\n" +
+	"\x0fallowed_callers\x18\x0e \x03(\tR\x0eallowedCallers\x12\x19\n" +
+	"\bmcp_name\x18\x0f \x01(\tR\amcpName\x12%\n" +
+	"\x0econtent_result\x18\x10 \x01(\bR\rcontentResult\x12#\n" +
 	"\rdefer_loading\x18\x11 \x01(\bR\fdeferLoading\x12@\n" +
 	"\finput_format\x18\x12 \x01(\v2\x1d.toolfleet.v1.ToolInputFormatR\vinputFormat\"]\n" +
 	"\x0fToolInputFormat\x12\x12\n" +

@@ -32,7 +32,40 @@ var (
 	modelNameRe   = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
 	toolkitNameRe = regexp.MustCompile(`^[a-zA-Z0-9-]+$`) // no "_": it separates toolkit and tool
 	toolNameRe    = regexp.MustCompile(`^[a-zA-Z0-9_-]+$`)
+	mcpNameRe     = regexp.MustCompile(`^[a-zA-Z0-9_.-]{1,128}$`)
 )
+
+// contentMessage is the message whose blocks MCP shows as content.
+const contentMessage = "toolfleet.v1.ToolContent"
+
+// IsContentResult reports whether out, a tool's output message, is a content
+// result: exactly one field, a singular toolfleet.v1.ToolContent. MCP shows
+// that field's blocks as the call's content.
+func IsContentResult(out protoreflect.MessageDescriptor) bool {
+	if out.Fields().Len() != 1 {
+		return false
+	}
+	f := out.Fields().Get(0)
+	return f.Kind() == protoreflect.MessageKind && f.Cardinality() != protoreflect.Repeated && f.Message().FullName() == contentMessage
+}
+
+// MCPName returns the name MCP clients see for d: its contract's mcp_name
+// (ToolOptions.mcp_name), else its model name.
+func MCPName(d *toolfleetv1.ToolDefinition) string {
+	if n := d.GetMcpName(); n != "" {
+		return n
+	}
+	return d.GetModelName()
+}
+
+// CheckMCPName fails with ErrInvalidName unless name is a valid MCP tool name:
+// 1 to 128 characters of [A-Za-z0-9_.-].
+func CheckMCPName(name string) error {
+	if !mcpNameRe.MatchString(name) {
+		return fmt.Errorf("%w: MCP name %q must match %s (1 to 128 characters)", ErrInvalidName, name, mcpNameRe)
+	}
+	return nil
+}
 
 // ModelName returns the name models see for a tool, "Toolkit_Tool". Toolkit names
 // may not contain "_", so [SplitModelName] reverses it; the result must match
@@ -111,6 +144,11 @@ func Definition(tk Toolkit, m protoreflect.MethodDescriptor) (*toolfleetv1.ToolD
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", GRPCMethod(m), err)
 	}
+	if n := opts.GetMcpName(); n != "" {
+		if err := CheckMCPName(n); err != nil {
+			return nil, fmt.Errorf("%s: %w", GRPCMethod(m), err)
+		}
+	}
 	in, err := schemaStruct(m.Input())
 	if err != nil {
 		return nil, fmt.Errorf("%s input: %w", GRPCMethod(m), err)
@@ -157,9 +195,11 @@ func Definition(tk Toolkit, m protoreflect.MethodDescriptor) (*toolfleetv1.ToolD
 			Retry:            proto.CloneOf(opts.GetRetry()),
 			MaxResultBytes:   opts.GetMaxResultBytes(),
 		},
-		Title:      title,
-		GrpcMethod: GRPCMethod(m),
-		Examples:   examples,
+		Title:         title,
+		GrpcMethod:    GRPCMethod(m),
+		Examples:      examples,
+		McpName:       opts.GetMcpName(),
+		ContentResult: IsContentResult(m.Output()),
 	}, nil
 }
 
@@ -182,10 +222,14 @@ func ResolveHints(h *toolfleetv1.ToolHints) *toolfleetv1.ResolvedHints {
 }
 
 // CheckCollisions fails when two definitions would confuse a caller: the same id
-// from two gRPC methods, or model names equal up to case for different tools.
+// from two gRPC methods, or model names or MCP names (see [MCPName]) equal up
+// to case for different tools.
 func CheckCollisions(defs []*toolfleetv1.ToolDefinition) error {
 	ids := map[string]string{}
 	names := map[string]string{} // lower-cased model name -> Toolkit.Tool
+	if err := CheckMCPCollisions(nil, defs); err != nil {
+		return err
+	}
 	for _, d := range defs {
 		if prev, ok := ids[d.GetId()]; ok && prev != d.GetGrpcMethod() {
 			return fmt.Errorf("%w: %s is served by both %s and %s", ErrNameCollision, d.GetId(), prev, d.GetGrpcMethod())
@@ -197,6 +241,26 @@ func CheckCollisions(defs []*toolfleetv1.ToolDefinition) error {
 			return fmt.Errorf("%w: %s and %s are both shown to models as %q", ErrNameCollision, prev, tool, d.GetModelName())
 		}
 		names[key] = tool
+	}
+	return nil
+}
+
+// CheckMCPCollisions fails with ErrNameCollision when a tool of defs would be
+// shown to MCP clients under the name (see [MCPName], compared up to case) of
+// another tool, of defs or of served (the catalog defs join). Versions of one
+// tool share a name without a clash.
+func CheckMCPCollisions(served, defs []*toolfleetv1.ToolDefinition) error {
+	names := make(map[string]*toolfleetv1.ToolDefinition, len(served)+len(defs))
+	for _, d := range served {
+		names[strings.ToLower(MCPName(d))] = d
+	}
+	for _, d := range defs {
+		key := strings.ToLower(MCPName(d))
+		if prev, ok := names[key]; ok && (prev.GetToolkit() != d.GetToolkit() || prev.GetName() != d.GetName()) {
+			return fmt.Errorf("%w: %s and %s are both shown to MCP clients as %q; give one of them another mcp_name",
+				ErrNameCollision, prev.GetId(), d.GetId(), MCPName(d))
+		}
+		names[key] = d
 	}
 	return nil
 }

@@ -24,6 +24,7 @@ import (
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
 	"github.com/toolfleet/toolfleet/internal/telemetry"
 	"github.com/toolfleet/toolfleet/sdk/llm"
+	"github.com/toolfleet/toolfleet/sdk/tool/contract"
 )
 
 // Backend is what the MCP surface needs of a gateway. CallTool returns a
@@ -60,6 +61,9 @@ const (
 	// MetaApprover names who approved a tools/call of a tool whose contract
 	// requires approval (the caller needs the tools:approve scope).
 	MetaApprover = "toolfleet/approver"
+	// metaContent marks, until the tool is added, a tool whose result is
+	// content blocks (ToolDefinition.content_result); never sent.
+	metaContent = "toolfleet/content"
 )
 
 // Options configure a [Server]; zero values take the defaults.
@@ -379,13 +383,19 @@ func (s *Server) addTool(t *sdk.Tool) {
 			s.log.Warn("tool not shown to MCP clients", "tool", t.Meta[MetaToolID], "error", r)
 		}
 	}()
-	s.mcp.AddTool(t, s.handler(t.Meta[MetaToolID].(string)))
+	// The served copy drops metaContent; t (kept for comparison) keeps it.
+	served := *t
+	served.Meta = maps.Clone(t.Meta)
+	_, content := served.Meta[metaContent]
+	delete(served.Meta, metaContent)
+	s.mcp.AddTool(&served, s.handler(t.Meta[MetaToolID].(string), content))
 }
 
 // toolOf renders a definition as an MCP tool (see the package doc for names,
 // titles and versions).
 func toolOf(d *toolfleetv1.ToolDefinition) (*sdk.Tool, error) {
 	e := llm.MCPTool(d)
+	e.Name = contract.MCPName(d)
 	if e.Name == "" {
 		return nil, errors.New("no model name")
 	}
@@ -395,7 +405,10 @@ func toolOf(d *toolfleetv1.ToolDefinition) (*sdk.Tool, error) {
 	}
 	t := &sdk.Tool{Name: e.Name, Description: e.Description, InputSchema: in,
 		Title: versionedTitle(d), Meta: sdk.Meta{MetaToolID: d.GetId()}}
-	if e.OutputSchema != nil {
+	if d.GetContentResult() {
+		// Content blocks, not a value: no outputSchema, no structuredContent.
+		t.Meta[metaContent] = true
+	} else if e.OutputSchema != nil {
 		t.OutputSchema = e.OutputSchema
 	}
 	if a := e.Annotations; a != nil {
@@ -414,7 +427,7 @@ func versionedTitle(d *toolfleetv1.ToolDefinition) string {
 }
 
 // handler calls toolID (the exact version listed) through the backend.
-func (s *Server) handler(toolID string) sdk.ToolHandler {
+func (s *Server) handler(toolID string, content bool) sdk.ToolHandler {
 	return func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
 		input := &structpb.Struct{}
 		if raw := req.Params.Arguments; len(raw) > 0 && string(raw) != "null" {
@@ -466,7 +479,7 @@ func (s *Server) handler(toolID string) sdk.ToolHandler {
 			}
 			return failure(ctx, toolID, err)
 		}
-		return result(resp)
+		return result(resp, content)
 	}
 }
 
@@ -515,7 +528,7 @@ func (s *Server) progress(ctx context.Context, ss *sdk.ServerSession, token any,
 
 // result renders a response: the value (JSON text, plus structuredContent for
 // objects) or an execution error as isError.
-func result(resp *toolfleetv1.CallToolResponse) (*sdk.CallToolResult, error) {
+func result(resp *toolfleetv1.CallToolResponse, content bool) (*sdk.CallToolResult, error) {
 	meta := sdk.Meta{MetaCallID: resp.GetCallId(), MetaToolID: resp.GetToolId()}
 	if !resp.GetSuccess() {
 		text := resp.GetError().GetMessage()
@@ -523,6 +536,13 @@ func result(resp *toolfleetv1.CallToolResponse) (*sdk.CallToolResult, error) {
 			text += "\n" + hint
 		}
 		return &sdk.CallToolResult{Meta: meta, IsError: true, Content: []sdk.Content{&sdk.TextContent{Text: text}}}, nil
+	}
+	if content && resp.GetValue() != nil {
+		blocks, err := contentBlocks(resp.GetValue())
+		if err != nil {
+			return nil, fmt.Errorf("mcp: result of %s: %w", resp.GetToolId(), err)
+		}
+		return &sdk.CallToolResult{Meta: meta, Content: blocks}, nil
 	}
 	v := resp.GetValue().AsInterface()
 	text, err := json.Marshal(v)

@@ -194,6 +194,18 @@ func (r *Registry) add(ctx context.Context, addr, id, sig string, static bool, t
 				"addr", addr, "id", id, "toolkit", conflict.toolkit, "digest", conflict.got, "registered_digest", conflict.want, "registered_by", conflict.by)
 			return
 		}
+		if err := r.mcpClashLocked(w); err != nil {
+			r.rejectLocked(w)
+			if old, ok := r.workers[addr]; ok {
+				r.dropLocked(old, "now claims an MCP name another tool shows")
+			}
+			r.mu.Unlock()
+			_ = w.conn.Close()
+			r.rejections.Inc()
+			r.log.Warn("worker refused: a tool of it would be shown to MCP clients under the name of another served tool; the served tool keeps its name",
+				"addr", addr, "id", id, "error", err)
+			return
+		}
 		delete(r.rejected, addr)
 		if old, ok := r.workers[addr]; ok {
 			r.dropLocked(old, "contracts reloaded")

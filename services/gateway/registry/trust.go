@@ -3,6 +3,9 @@ package registry
 import (
 	"maps"
 	"slices"
+
+	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
+	"github.com/toolfleet/toolfleet/sdk/tool/contract"
 )
 
 // The trust rule: the first replica to register a Toolkit@version fixes its
@@ -48,4 +51,22 @@ func conflicts(a, b *Replica) bool {
 		}
 	}
 	return false
+}
+
+// mcpClashLocked fails when a tool of w would be shown to MCP clients under
+// the name of another tool the registered replicas serve (an explicit mcp_name
+// equal to another tool's MCP or model name, up to case): the first to
+// register keeps the name, and w is refused rather than shadowing it. A
+// replica at the same address is being replaced and does not count, nor does
+// a draining one.
+func (r *Registry) mcpClashLocked(w *Replica) error {
+	var served []*toolfleetv1.ToolDefinition
+	for _, addr := range slices.Sorted(maps.Keys(r.workers)) {
+		o := r.workers[addr]
+		if o.addr == w.addr || o.draining.Load() {
+			continue
+		}
+		served = append(served, o.defs...)
+	}
+	return contract.CheckMCPCollisions(served, w.defs)
 }
