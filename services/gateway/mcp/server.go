@@ -174,12 +174,12 @@ type Server struct {
 	log     *slog.Logger
 	mcp     *sdk.Server
 
-	syncMu   sync.Mutex // one sync at a time
-	mu       sync.Mutex
-	tools    map[string]*sdk.Tool // by MCP name, as last added
+	syncMu sync.Mutex // one sync at a time
+	mu     sync.Mutex
+	tools  map[string]*sdk.Tool // by MCP name, as last added
 	// longCalls are the names whose contract timeout is at least LongCall.
 	longCalls map[string]bool
-	lastSync time.Time
+	lastSync  time.Time
 
 	watchMu  sync.Mutex
 	watchers int
