@@ -371,6 +371,7 @@ func (b *mcpTaskBackend) ListTasks(ctx context.Context, cursor string, size int)
 		}
 	}
 	var ids []string
+	listed := map[string]*mcp.TaskState{} // from the listing, for a task that cannot be read now
 	done := false
 	for scan := 0; scan < maxListScans && len(ids) < size && !done; scan++ {
 		want := int32(size - len(ids))
@@ -383,6 +384,7 @@ func (b *mcpTaskBackend) ListTasks(ctx context.Context, cursor string, size int)
 			}
 			for _, r := range resp.Msg.GetRuns() {
 				page = append(page, r.GetRunId())
+				listed[r.GetRunId()] = summaryState(r.GetRunId(), strings.ToLower(r.GetState()))
 			}
 			next = resp.Msg.GetNextPageToken()
 		} else {
@@ -392,6 +394,7 @@ func (b *mcpTaskBackend) ListTasks(ctx context.Context, cursor string, size int)
 			}
 			for _, p := range resp.Msg.GetPrograms() {
 				page = append(page, p.GetProgramId())
+				listed[p.GetProgramId()] = summaryState(p.GetProgramId(), strings.ToLower(p.GetStatus()+" "+p.GetState()))
 			}
 			next = resp.Msg.GetNextPageToken()
 		}
@@ -412,11 +415,14 @@ func (b *mcpTaskBackend) ListTasks(ctx context.Context, cursor string, size int)
 	out := make([]*mcp.TaskState, 0, len(ids))
 	for _, id := range ids {
 		st, err := b.GetTask(ctx, id)
-		if status.Code(err) == codes.NotFound {
+		switch {
+		case status.Code(err) == codes.NotFound:
 			continue // gone since it was listed
-		}
-		if err != nil {
-			return nil, "", err
+		case err != nil:
+			if ctx.Err() != nil {
+				return nil, "", status.Error(codes.DeadlineExceeded, "the listing took too long")
+			}
+			st = listed[id] // not readable now (e.g. its query timed out): what the listing says
 		}
 		out = append(out, st)
 	}
@@ -425,6 +431,24 @@ func (b *mcpTaskBackend) ListTasks(ctx context.Context, cursor string, size int)
 	}
 	raw, _ := json.Marshal(c)
 	return out, base64.RawURLEncoding.EncodeToString(raw), nil
+}
+
+// summaryState is a task as a listing describes it (lower-case status and
+// Temporal state words).
+func summaryState(id, words string) *mcp.TaskState {
+	_, created, _ := parseTaskID(id)
+	st := &mcp.TaskState{ID: id, CreatedAt: created, Status: mcp.TaskWorking}
+	switch {
+	case strings.Contains(words, "waiting_approval"):
+		st.Status = mcp.TaskInputRequired
+	case strings.Contains(words, "cancel"):
+		st.Status = mcp.TaskCancelled
+	case strings.Contains(words, "completed"):
+		st.Status = mcp.TaskCompleted
+	case strings.Contains(words, "fail"), strings.Contains(words, "terminated"), strings.Contains(words, "timedout"):
+		st.Status = mcp.TaskFailed
+	}
+	return st
 }
 
 // statusOf turns a Connect error of a mounted service into a gRPC status
