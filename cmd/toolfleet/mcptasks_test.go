@@ -179,6 +179,11 @@ func TestMCPTasks(t *testing.T) {
 		if s := fmt.Sprint(l); strings.Contains(s, delTask) || strings.Contains(s, runTask) || strings.Contains(s, progTask) {
 			t.Errorf("bob's tasks/list shows alice's tasks: %v", l)
 		}
+		// A caller who may call only calculator tools gets no task for KV.Delete.
+		dave := &mcpClient{t: t, addr: gwB.addr, token: tenantToken(t, secret, "dave", "tools:call:calculator.*", "programs:run", "programs:read")}
+		if res, e := dave.call(ctx, oldRev, "tools/call", map[string]any{"name": "KV_Delete", "arguments": map[string]any{"key": "mcp.task"}, "task": map[string]any{}}); code(e) != -32602 {
+			t.Errorf("a task for a tool the caller may not call: %v, %v; want -32602", res, e)
+		}
 		if st := alice.must(ctx, newRev, "tasks/get", map[string]any{"taskId": delTask}); st["status"] != "input_required" {
 			t.Errorf("after bob's update and cancel, alice's task is %v", st["status"])
 		}

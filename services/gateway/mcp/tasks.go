@@ -400,6 +400,17 @@ func (s *Server) createTask(ctx context.Context, tb Tasks, kind TaskKind, builti
 			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown tool %q", p.Name)}
 		}
 		start.Kind, start.ToolID = TaskToolCall, t.Meta[MetaToolID].(string)
+		// A tool the caller may not call is unknown to it, as in tools/list:
+		// no task is started for it.
+		if sc, ok := s.backend.(Scoped); ok {
+			may, err := sc.CanCall(ctx)
+			if err != nil {
+				return nil, asRPC(ctx, err)
+			}
+			if !may(start.ToolID) {
+				return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown tool %q", p.Name)}
+			}
+		}
 	}
 	st, err := tb.StartTask(ctx, start)
 	if err != nil {
