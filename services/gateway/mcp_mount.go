@@ -17,7 +17,11 @@ import (
 // MCP sees it; tools/list then shows what the token may call, and each
 // tools/call runs the full pipeline with the request's token.
 func (g *Gateway) mcpHandler() http.Handler {
-	h := mcp.New(mcpBackend{g}, mcp.Options{Name: "toolfleet-gateway", Logger: g.log, MaxRequestBytes: g.cfg.MaxRequestBytes, MaxInputValues: g.cfg.MaxInputValues}).Handler()
+	var b mcp.Backend = mcpBackend{g}
+	if tb := newMCPTaskBackend(g); tb != nil { // mcp_tasks.go
+		b = tb
+	}
+	h := mcp.New(b, mcp.Options{Name: "toolfleet-gateway", Logger: g.log, MaxRequestBytes: g.cfg.MaxRequestBytes, MaxInputValues: g.cfg.MaxInputValues}).Handler()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// The MCP spec requires Origin checks on every request (DNS rebinding);
 		// browserSafe has already refused cross-origin POSTs and foreign Hosts.

@@ -38,7 +38,7 @@ func (s *Server) scopedList(next sdk.MethodHandler) sdk.MethodHandler {
 		}
 		kept := make([]*sdk.Tool, 0, len(lr.Tools))
 		for _, t := range lr.Tools {
-			if id, _ := t.Meta[MetaToolID].(string); may(id) {
+			if id, _ := t.Meta[MetaToolID].(string); may(id) || id == RunAgentID || id == RunProgramID {
 				kept = append(kept, t)
 			}
 		}

@@ -49,6 +49,11 @@ const (
 	DefaultMaxRequestBytes  = 4 << 20
 	DefaultMaxInputValues   = 100_000
 	DefaultListTTL          = 2 * time.Second
+	DefaultLongCall         = 30 * time.Second
+	DefaultTaskTTL          = 24 * time.Hour
+	DefaultTaskPollInterval = time.Second
+	DefaultTaskResultWait   = 5 * time.Minute
+	DefaultTaskPageSize     = 50
 )
 
 // Meta keys toolfleet adds to MCP messages.
@@ -97,6 +102,21 @@ type Options struct {
 	// ListTTL is the cache hint (ttlMs) of tools/list and server/discover
 	// results at 2026-07-28. Default [DefaultListTTL].
 	ListTTL time.Duration
+	// LongCall is the contract timeout from which a tools/call of a client
+	// that declared the 2026-07-28 tasks extension runs as a task. Default
+	// [DefaultLongCall].
+	LongCall time.Duration
+	// TaskTTL is the ttl reported for tasks: how long after its creation a
+	// task stays readable (Temporal's retention must be at least this).
+	// Default [DefaultTaskTTL].
+	TaskTTL time.Duration
+	// TaskPollInterval is the pollInterval suggested to clients. Default
+	// [DefaultTaskPollInterval].
+	TaskPollInterval time.Duration
+	// TaskResultWait bounds one tasks/result. Default [DefaultTaskResultWait].
+	TaskResultWait time.Duration
+	// TaskPageSize bounds a tasks/list page. Default [DefaultTaskPageSize].
+	TaskPageSize int
 }
 
 func (o *Options) defaults() {
@@ -133,6 +153,21 @@ func (o *Options) defaults() {
 	if o.ListTTL <= 0 {
 		o.ListTTL = DefaultListTTL
 	}
+	if o.LongCall <= 0 {
+		o.LongCall = DefaultLongCall
+	}
+	if o.TaskTTL <= 0 {
+		o.TaskTTL = DefaultTaskTTL
+	}
+	if o.TaskPollInterval <= 0 {
+		o.TaskPollInterval = DefaultTaskPollInterval
+	}
+	if o.TaskResultWait <= 0 {
+		o.TaskResultWait = DefaultTaskResultWait
+	}
+	if o.TaskPageSize <= 0 || o.TaskPageSize > 500 {
+		o.TaskPageSize = DefaultTaskPageSize
+	}
 }
 
 // Server is an MCP server over a [Backend]. Serve it over streamable HTTP with
@@ -143,10 +178,12 @@ type Server struct {
 	log     *slog.Logger
 	mcp     *sdk.Server
 
-	syncMu   sync.Mutex // one sync at a time
-	mu       sync.Mutex
-	tools    map[string]*sdk.Tool // by MCP name, as last added
-	lastSync time.Time
+	syncMu sync.Mutex // one sync at a time
+	mu     sync.Mutex
+	tools  map[string]*sdk.Tool // by MCP name, as last added
+	// longCalls are the names whose contract timeout is at least LongCall.
+	longCalls map[string]bool
+	lastSync  time.Time
 
 	watchMu  sync.Mutex
 	watchers int
@@ -162,6 +199,11 @@ type Server struct {
 func New(b Backend, opts Options) *Server {
 	opts.defaults()
 	s := &Server{backend: b, opts: opts, log: opts.Logger.With("component", "mcp"), tools: map[string]*sdk.Tool{}, hooked: map[*http.Server]bool{}}
+	caps := &sdk.ServerCapabilities{Tools: &sdk.ToolCapabilities{ListChanged: true},
+		Prompts: &sdk.PromptCapabilities{}, Resources: &sdk.ResourceCapabilities{}}
+	if s.tasks() != nil {
+		caps.AddExtension(TasksExtension, nil)
+	}
 	s.mcp = sdk.NewServer(&sdk.Implementation{Name: opts.Name, Title: "toolfleet", Version: opts.Version}, &sdk.ServerOptions{
 		PageSize: opts.PageSize,
 		Instructions: "Tools served by a toolfleet gateway. Tool titles carry the exact version " +
@@ -169,13 +211,13 @@ func New(b Backend, opts Options) *Server {
 		// Prompts and resources are declared because the SDK answers their
 		// list methods (with empty lists): a server must not handle a feature
 		// it does not declare (SEP-2575).
-		Capabilities: &sdk.ServerCapabilities{Tools: &sdk.ToolCapabilities{ListChanged: true},
-			Prompts: &sdk.PromptCapabilities{}, Resources: &sdk.ResourceCapabilities{}},
+		Capabilities: caps,
 		SetCacheable: s.cacheable,
 	})
 	// freshList(scopedList(SDK)): the list is refreshed, listed, then filtered
 	// for the caller.
-	s.mcp.AddReceivingMiddleware(s.freshList, s.scopedList)
+	s.mcp.AddReceivingMiddleware(s.freshList, s.scopedList, s.taskCaps)
+	s.addBuiltins() // tasks.go
 	return s
 }
 
@@ -201,6 +243,9 @@ func (s *Server) Handler() http.Handler {
 				return
 			}
 			r.Body = io.NopCloser(bytes.NewReader(body))
+			if s.routeTasks(w, r, body) { // tasks.go
+				return
+			}
 		}
 		s.closeOnShutdown(r)
 		// Poll the registry while requests (notably the notification stream) are open.
@@ -341,6 +386,7 @@ func (s *Server) Sync(ctx context.Context) error {
 		req.PageToken = resp.GetNextPageToken()
 	}
 	next := make(map[string]*sdk.Tool, len(defs))
+	long := map[string]bool{}
 	for _, d := range defs {
 		t, err := toolOf(d)
 		if err != nil {
@@ -348,10 +394,12 @@ func (s *Server) Sync(ctx context.Context) error {
 			continue
 		}
 		next[t.Name] = t
+		long[t.Name] = d.GetRequirements().GetTimeout().AsDuration() >= s.opts.LongCall
 	}
 	s.mu.Lock()
 	prev := s.tools
 	s.tools = next
+	s.longCalls = long
 	s.lastSync = time.Now()
 	s.mu.Unlock()
 

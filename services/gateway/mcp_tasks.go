@@ -1,0 +1,522 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/base32"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"connectrpc.com/connect"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
+	"github.com/toolfleet/toolfleet/gen/toolfleet/v1/toolfleetv1connect"
+	"github.com/toolfleet/toolfleet/services/gateway/mcp"
+)
+
+// MCP tasks (package mcp, docs/mcp.md "Tasks") run on the orchestrator's
+// Temporal workflows through the ProgramService and the AgentService mounted
+// at this gateway, called in process with the MCP request's credentials, so
+// the services' own scopes and ownership apply (another caller's task is
+// NOT_FOUND). Nothing is kept in the gateway: a task id names its workflow.
+//
+//   - a long tool call is a one-tool program (the program workflow calls the
+//     tool as a durable activity, with its approval gate);
+//   - toolfleet_run_program is a program, toolfleet_run_agent an agent run.
+//
+// A task id is "mcp-<kind>-<created, ms base 36>-<130 random bits>": t a
+// tool call, p a program, r a run. It is the workflow id.
+
+// Task id kinds.
+const (
+	taskIDPrefix = "mcp-"
+	kindTool     = "t"
+	kindProgram  = "p"
+	kindRun      = "r"
+)
+
+// oneToolSource is the program of a tool call task: the call's outcome as
+// data (a tool failure is a value, not a program failure).
+const oneToolSource = `r = call(args["tool"], **args["input"])
+result = {"ok": r.ok, "value": r.value, "error": None if r.ok else {"kind": r.error.kind, "message": r.error.message, "fields": r.error.fields}}
+`
+
+// maxLocalResponse bounds a response read from a mounted service in process.
+const maxLocalResponse = 32 << 20
+
+// mcpTaskBackend is the gateway's MCP backend with tasks.
+type mcpTaskBackend struct {
+	mcpBackend
+	programs toolfleetv1connect.ProgramServiceClient
+	agents   toolfleetv1connect.AgentServiceClient
+}
+
+// newMCPTaskBackend returns the MCP backend with tasks when both services are
+// mounted, else nil.
+func newMCPTaskBackend(g *Gateway) *mcpTaskBackend {
+	var programs, agents http.Handler
+	for _, m := range g.cfg.Mounts {
+		switch m.Pattern {
+		case "/" + toolfleetv1connect.ProgramServiceName + "/":
+			programs = m.Handler
+		case "/" + toolfleetv1connect.AgentServiceName + "/":
+			agents = m.Handler
+		}
+	}
+	if programs == nil || agents == nil {
+		return nil
+	}
+	const base = "http://gateway.local"
+	return &mcpTaskBackend{mcpBackend: mcpBackend{g},
+		programs: toolfleetv1connect.NewProgramServiceClient(&http.Client{Transport: local{programs}}, base),
+		agents:   toolfleetv1connect.NewAgentServiceClient(&http.Client{Transport: local{agents}}, base)}
+}
+
+// TasksEnabled: the services are mounted (they answer FAILED_PRECONDITION
+// when this gateway has no Temporal).
+func (b *mcpTaskBackend) TasksEnabled() bool { return true }
+
+// newTaskID is a fresh, unguessable task id of kind.
+func newTaskID(kind string, now time.Time) string {
+	var r [16]byte
+	_, _ = rand.Read(r[:]) // never fails (crypto/rand)
+	enc := base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(r[:])
+	return taskIDPrefix + kind + "-" + strconv.FormatInt(now.UnixMilli(), 36) + "-" + enc
+}
+
+// parseTaskID returns the kind and creation time of a task id, or ok false.
+func parseTaskID(id string) (kind string, created time.Time, ok bool) {
+	rest, found := strings.CutPrefix(id, taskIDPrefix)
+	if !found {
+		return "", time.Time{}, false
+	}
+	parts := strings.Split(rest, "-")
+	if len(parts) != 3 || len(parts[2]) != 26 {
+		return "", time.Time{}, false
+	}
+	ms, err := strconv.ParseInt(parts[1], 36, 64)
+	if err != nil {
+		return "", time.Time{}, false
+	}
+	switch parts[0] {
+	case kindTool, kindProgram, kindRun:
+		return parts[0], time.UnixMilli(ms), true
+	}
+	return "", time.Time{}, false
+}
+
+var errNoTask = status.Error(codes.NotFound, "no such task")
+
+// request builds a Connect request carrying the MCP caller's credentials.
+func request[T any](ctx context.Context, msg *T) *connect.Request[T] {
+	r := connect.NewRequest(msg)
+	if a := mcp.Authorization(ctx); a != "" {
+		r.Header().Set("Authorization", a)
+	}
+	return r
+}
+
+// StartTask starts the task's workflow; the answer comes once Temporal
+// recorded the start.
+func (b *mcpTaskBackend) StartTask(ctx context.Context, start mcp.TaskStart) (*mcp.TaskState, error) {
+	now := time.Now()
+	in := start.Input.AsMap()
+	switch start.Kind {
+	case mcp.TaskToolCall:
+		id := newTaskID(kindTool, now)
+		args, err := structpb.NewStruct(map[string]any{"tool": start.ToolID, "input": in})
+		if err != nil {
+			return nil, status.Error(codes.InvalidArgument, "the arguments are not JSON")
+		}
+		if _, err := b.programs.RunProgram(ctx, request(ctx, &toolfleetv1.RunProgramRequest{ProgramId: id,
+			Source: oneToolSource, Args: args, Tools: []string{start.ToolID}, Filename: "mcp-task.star"})); err != nil {
+			return nil, statusOf(err)
+		}
+		return &mcp.TaskState{ID: id, Kind: start.Kind, Status: mcp.TaskWorking, CreatedAt: now, UpdatedAt: now}, nil
+	case mcp.TaskProgram:
+		id := newTaskID(kindProgram, now)
+		req := &toolfleetv1.RunProgramRequest{ProgramId: id, Source: str(in["source"]), Tools: strs(in["tools"]), Filename: "mcp-task.star"}
+		if a, ok := in["args"].(map[string]any); ok {
+			args, err := structpb.NewStruct(a)
+			if err != nil {
+				return nil, status.Error(codes.InvalidArgument, "args are not JSON")
+			}
+			req.Args = args
+		}
+		resp, err := b.programs.RunProgram(ctx, request(ctx, req))
+		if err != nil {
+			return nil, statusOf(err)
+		}
+		if pe := resp.Msg.GetProgramError(); pe != nil { // a syntax error: found before anything ran
+			return nil, status.Error(codes.InvalidArgument, programErrorText(pe))
+		}
+		return &mcp.TaskState{ID: id, Kind: start.Kind, Status: mcp.TaskWorking, CreatedAt: now, UpdatedAt: now}, nil
+	case mcp.TaskAgentRun:
+		id := newTaskID(kindRun, now)
+		req := &toolfleetv1.StartRunRequest{RunId: id, Model: str(in["model"]), SystemPrompt: str(in["system_prompt"]),
+			Tools: strs(in["tools"]), IdleTimeout: durationpb.New(-time.Second), // close once answered
+			Messages: []*toolfleetv1.Message{{Role: toolfleetv1.Role_ROLE_USER,
+				Parts: []*toolfleetv1.Part{{Kind: &toolfleetv1.Part_Text{Text: str(in["prompt"])}}}}}}
+		if n, ok := in["max_turns"].(float64); ok && n > 0 && n < 1e6 {
+			req.Budget = &toolfleetv1.Budget{MaxTurns: int32(n)}
+		}
+		if _, err := b.agents.StartRun(ctx, request(ctx, req)); err != nil {
+			return nil, statusOf(err)
+		}
+		return &mcp.TaskState{ID: id, Kind: start.Kind, Status: mcp.TaskWorking, CreatedAt: now, UpdatedAt: now}, nil
+	}
+	return nil, status.Error(codes.InvalidArgument, "unknown task kind")
+}
+
+// GetTask reads the task's workflow (as its owner: another caller's is NOT_FOUND).
+func (b *mcpTaskBackend) GetTask(ctx context.Context, id string) (*mcp.TaskState, error) {
+	kind, created, ok := parseTaskID(id)
+	if !ok {
+		return nil, errNoTask
+	}
+	st := &mcp.TaskState{ID: id, CreatedAt: created}
+	if kind == kindRun {
+		resp, err := b.agents.GetRun(ctx, request(ctx, &toolfleetv1.GetRunRequest{RunId: id}))
+		if err != nil {
+			return nil, statusOf(err)
+		}
+		runState(st, resp.Msg)
+		return st, nil
+	}
+	resp, err := b.programs.GetProgram(ctx, request(ctx, &toolfleetv1.GetProgramRequest{ProgramId: id}))
+	if err != nil {
+		return nil, statusOf(err)
+	}
+	programState(st, kind, resp.Msg)
+	return st, nil
+}
+
+// runState fills st from a run.
+func runState(st *mcp.TaskState, r *toolfleetv1.GetRunResponse) {
+	st.Kind = mcp.TaskAgentRun
+	switch r.GetStatus() {
+	case toolfleetv1.RunStatus_RUN_STATUS_WAITING_APPROVAL:
+		st.Status = mcp.TaskInputRequired
+		st.Message = "a tool call of the run waits for approval"
+		for _, p := range r.GetPendingApprovals() {
+			st.Approvals = append(st.Approvals, mcp.TaskApproval{CallID: p.GetCallId(), ToolID: p.GetToolId(), Arguments: p.GetArguments()})
+		}
+	case toolfleetv1.RunStatus_RUN_STATUS_COMPLETED:
+		st.Status = mcp.TaskCompleted
+		v, _ := structpb.NewValue(map[string]any{"runId": r.GetRunId(), "answer": r.GetAnswer(),
+			"turns": float64(r.GetTurns()), "toolCalls": float64(r.GetToolCalls())})
+		st.Response = &toolfleetv1.CallToolResponse{Success: true, ToolId: mcp.RunAgentID, Outcome: &toolfleetv1.CallToolResponse_Value{Value: v}}
+	case toolfleetv1.RunStatus_RUN_STATUS_FAILED, toolfleetv1.RunStatus_RUN_STATUS_BUDGET_EXHAUSTED:
+		st.Status = mcp.TaskCompleted
+		msg := "the run failed: " + r.GetFailureMessage()
+		if b := r.GetBudget(); b != "" {
+			msg = "the run's budget ran out: " + b
+		}
+		st.Response = &toolfleetv1.CallToolResponse{ToolId: mcp.RunAgentID, Outcome: &toolfleetv1.CallToolResponse_Error{Error: &toolfleetv1.ToolError{Message: msg}}}
+	case toolfleetv1.RunStatus_RUN_STATUS_CANCELED:
+		st.Status = mcp.TaskCancelled
+	default:
+		st.Status = mcp.TaskWorking
+		st.Message = fmt.Sprintf("turn %d, %d tool calls", r.GetTurns(), r.GetToolCalls())
+	}
+}
+
+// programState fills st from a program (a tool call task's or a program task's).
+func programState(st *mcp.TaskState, kind string, p *toolfleetv1.GetProgramResponse) {
+	st.Kind = mcp.TaskProgram
+	if kind == kindTool {
+		st.Kind = mcp.TaskToolCall
+	}
+	switch p.GetStatus() {
+	case toolfleetv1.ProgramStatus_PROGRAM_STATUS_WAITING_APPROVAL:
+		st.Status = mcp.TaskInputRequired
+		st.Message = "a tool call waits for approval"
+		for _, a := range p.GetPendingApprovals() {
+			st.Approvals = append(st.Approvals, mcp.TaskApproval{CallID: a.GetCallId(), ToolID: a.GetToolId(), Arguments: a.GetArguments()})
+		}
+	case toolfleetv1.ProgramStatus_PROGRAM_STATUS_CANCELED:
+		st.Status = mcp.TaskCancelled
+	case toolfleetv1.ProgramStatus_PROGRAM_STATUS_COMPLETED, toolfleetv1.ProgramStatus_PROGRAM_STATUS_FAILED:
+		st.Status = mcp.TaskCompleted
+		if kind == kindTool {
+			st.Response, st.Err = toolOutcome(p)
+			return
+		}
+		if pe := p.GetProgramError(); pe != nil || p.GetStatus() == toolfleetv1.ProgramStatus_PROGRAM_STATUS_FAILED {
+			st.Response = &toolfleetv1.CallToolResponse{ToolId: mcp.RunProgramID, Outcome: &toolfleetv1.CallToolResponse_Error{
+				Error: &toolfleetv1.ToolError{Message: "the program failed: " + programErrorText(pe)}}}
+			return
+		}
+		v, _ := structpb.NewValue(map[string]any{"programId": p.GetProgramId(), "result": p.GetResult().AsInterface(),
+			"toolCalls": float64(p.GetToolCalls())})
+		st.Response = &toolfleetv1.CallToolResponse{Success: true, ToolId: mcp.RunProgramID, Outcome: &toolfleetv1.CallToolResponse_Value{Value: v}}
+	default:
+		st.Status = mcp.TaskWorking
+	}
+}
+
+// toolOutcome is the outcome of a tool call task's program, as CallTool
+// would have answered: a value, an execution error, or a refusal.
+func toolOutcome(p *toolfleetv1.GetProgramResponse) (*toolfleetv1.CallToolResponse, error) {
+	if pe := p.GetProgramError(); pe != nil || p.GetStatus() == toolfleetv1.ProgramStatus_PROGRAM_STATUS_FAILED {
+		code := codes.Internal
+		if pe.GetKind() == "tools" { // the tool is unknown to this caller or may not be called
+			code = codes.PermissionDenied
+		}
+		return nil, status.Error(code, programErrorText(pe))
+	}
+	out, _ := p.GetResult().AsInterface().(map[string]any)
+	if ok, _ := out["ok"].(bool); ok {
+		v, err := structpb.NewValue(out["value"])
+		if err != nil {
+			return nil, status.Error(codes.Internal, "the tool's result is not JSON")
+		}
+		return &toolfleetv1.CallToolResponse{Success: true, Outcome: &toolfleetv1.CallToolResponse_Value{Value: v}}, nil
+	}
+	e, _ := out["error"].(map[string]any)
+	msg, _ := e["message"].(string)
+	switch e["kind"] {
+	case "execution":
+		return &toolfleetv1.CallToolResponse{Outcome: &toolfleetv1.CallToolResponse_Error{Error: &toolfleetv1.ToolError{Message: msg}}}, nil
+	case "validation":
+		ve := &toolfleetv1.ValidationError{Message: msg, ParameterErrors: map[string]string{}}
+		if f, ok := e["fields"].(map[string]any); ok {
+			for k, v := range f {
+				ve.ParameterErrors[k] = fmt.Sprint(v)
+			}
+		}
+		st, err := status.New(codes.InvalidArgument, msg).WithDetails(ve)
+		if err != nil {
+			return nil, status.Error(codes.InvalidArgument, msg)
+		}
+		return nil, st.Err()
+	case "denied":
+		return nil, status.Error(codes.FailedPrecondition, "the call was not approved: "+msg)
+	}
+	return nil, status.Error(codes.Unavailable, msg) // "server": the gateway refused the call
+}
+
+// programErrorText is one line saying why a program failed.
+func programErrorText(pe *toolfleetv1.ProgramError) string {
+	if pe == nil {
+		return "the program failed"
+	}
+	s := pe.GetKind() + ": " + pe.GetMessage()
+	if pe.GetPosition() != "" {
+		s += " (at " + pe.GetPosition() + ")"
+	}
+	return s
+}
+
+// CancelTask cancels the task's workflow.
+func (b *mcpTaskBackend) CancelTask(ctx context.Context, id string) error {
+	kind, _, ok := parseTaskID(id)
+	if !ok {
+		return errNoTask
+	}
+	var err error
+	if kind == kindRun {
+		_, err = b.agents.CancelRun(ctx, request(ctx, &toolfleetv1.CancelRunRequest{RunId: id}))
+	} else {
+		_, err = b.programs.CancelProgram(ctx, request(ctx, &toolfleetv1.CancelProgramRequest{ProgramId: id}))
+	}
+	return statusOf(err)
+}
+
+// DecideTask answers an approval the task's workflow waits for.
+func (b *mcpTaskBackend) DecideTask(ctx context.Context, id, callID string, approved bool, reason string) error {
+	kind, _, ok := parseTaskID(id)
+	if !ok {
+		return errNoTask
+	}
+	var err error
+	if kind == kindRun {
+		_, err = b.agents.DecideApproval(ctx, request(ctx, &toolfleetv1.DecideApprovalRequest{RunId: id, CallId: callID, Approved: approved, Reason: reason}))
+	} else {
+		_, err = b.programs.DecideProgramApproval(ctx, request(ctx, &toolfleetv1.DecideProgramApprovalRequest{ProgramId: id, CallId: callID, Approved: approved, Reason: reason}))
+	}
+	return statusOf(err)
+}
+
+// taskCursor is where a listing goes on: programs first, then runs.
+type taskCursor struct {
+	Runs  bool   `json:"r,omitempty"`
+	Token []byte `json:"t,omitempty"`
+}
+
+// maxListScans bounds the service pages one tasks/list reads.
+const maxListScans = 8
+
+// ListTasks lists the caller's tasks (the services list the caller's own
+// programs and runs; an admin scope lists everyone's), each read in full so
+// that the listing says what tasks/get would.
+func (b *mcpTaskBackend) ListTasks(ctx context.Context, cursor string, size int) ([]*mcp.TaskState, string, error) {
+	var c taskCursor
+	if cursor != "" {
+		raw, err := base64.RawURLEncoding.DecodeString(cursor)
+		if err != nil || json.Unmarshal(raw, &c) != nil {
+			return nil, "", status.Error(codes.InvalidArgument, "invalid cursor")
+		}
+	}
+	var ids []string
+	listed := map[string]*mcp.TaskState{} // from the listing, for a task that cannot be read now
+	done := false
+	for scan := 0; scan < maxListScans && len(ids) < size && !done; scan++ {
+		want := int32(size - len(ids))
+		var page []string
+		var next []byte
+		if c.Runs {
+			resp, err := b.agents.ListRuns(ctx, request(ctx, &toolfleetv1.ListRunsRequest{PageSize: want, PageToken: c.Token}))
+			if err != nil {
+				return nil, "", statusOf(err)
+			}
+			for _, r := range resp.Msg.GetRuns() {
+				page = append(page, r.GetRunId())
+				listed[r.GetRunId()] = summaryState(r.GetRunId(), strings.ToLower(r.GetState()))
+			}
+			next = resp.Msg.GetNextPageToken()
+		} else {
+			resp, err := b.programs.ListPrograms(ctx, request(ctx, &toolfleetv1.ListProgramsRequest{PageSize: want, PageToken: c.Token}))
+			if err != nil {
+				return nil, "", statusOf(err)
+			}
+			for _, p := range resp.Msg.GetPrograms() {
+				page = append(page, p.GetProgramId())
+				listed[p.GetProgramId()] = summaryState(p.GetProgramId(), strings.ToLower(p.GetStatus()+" "+p.GetState()))
+			}
+			next = resp.Msg.GetNextPageToken()
+		}
+		for _, id := range page {
+			if _, _, ok := parseTaskID(id); ok {
+				ids = append(ids, id)
+			}
+		}
+		switch {
+		case len(next) > 0:
+			c.Token = next
+		case !c.Runs:
+			c = taskCursor{Runs: true}
+		default:
+			done = true
+		}
+	}
+	out := make([]*mcp.TaskState, 0, len(ids))
+	for _, id := range ids {
+		st, err := b.GetTask(ctx, id)
+		switch {
+		case status.Code(err) == codes.NotFound:
+			continue // gone since it was listed
+		case err != nil:
+			if ctx.Err() != nil {
+				return nil, "", status.Error(codes.DeadlineExceeded, "the listing took too long")
+			}
+			st = listed[id] // not readable now (e.g. its query timed out): what the listing says
+		}
+		out = append(out, st)
+	}
+	if done {
+		return out, "", nil
+	}
+	raw, _ := json.Marshal(c)
+	return out, base64.RawURLEncoding.EncodeToString(raw), nil
+}
+
+// summaryState is a task as a listing describes it (lower-case status and
+// Temporal state words).
+func summaryState(id, words string) *mcp.TaskState {
+	_, created, _ := parseTaskID(id)
+	st := &mcp.TaskState{ID: id, CreatedAt: created, Status: mcp.TaskWorking}
+	switch {
+	case strings.Contains(words, "waiting_approval"):
+		st.Status = mcp.TaskInputRequired
+	case strings.Contains(words, "cancel"):
+		st.Status = mcp.TaskCancelled
+	case strings.Contains(words, "completed"):
+		st.Status = mcp.TaskCompleted
+	case strings.Contains(words, "fail"), strings.Contains(words, "terminated"), strings.Contains(words, "timedout"):
+		st.Status = mcp.TaskFailed
+	}
+	return st
+}
+
+// statusOf turns a Connect error of a mounted service into a gRPC status
+// error (the same codes), keeping its message.
+func statusOf(err error) error {
+	if err == nil {
+		return nil
+	}
+	var ce *connect.Error
+	if errors.As(err, &ce) {
+		return status.Error(codes.Code(ce.Code()), ce.Message())
+	}
+	return status.Error(codes.Unavailable, "the task service did not answer")
+}
+
+func str(v any) string {
+	s, _ := v.(string)
+	return s
+}
+
+func strs(v any) []string {
+	l, _ := v.([]any)
+	out := make([]string, 0, len(l))
+	for _, e := range l {
+		if s, ok := e.(string); ok {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// local is an http.RoundTripper that serves requests with a handler in
+// process (a mounted service), buffering at most maxLocalResponse bytes of
+// the response.
+type local struct{ h http.Handler }
+
+func (l local) RoundTrip(r *http.Request) (*http.Response, error) {
+	w := &localWriter{header: http.Header{}, code: http.StatusOK}
+	l.h.ServeHTTP(w, r)
+	if w.over {
+		return nil, fmt.Errorf("gateway: a local response is over %d bytes", maxLocalResponse)
+	}
+	return &http.Response{StatusCode: w.code, Status: http.StatusText(w.code), Header: w.header, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Body: io.NopCloser(&w.body), ContentLength: int64(w.body.Len()), Request: r}, nil
+}
+
+// localWriter records a response, bounded.
+type localWriter struct {
+	header http.Header
+	code   int
+	wrote  bool
+	body   bytes.Buffer
+	over   bool
+}
+
+func (w *localWriter) Header() http.Header { return w.header }
+
+func (w *localWriter) WriteHeader(code int) {
+	if !w.wrote {
+		w.code, w.wrote = code, true
+	}
+}
+
+func (w *localWriter) Write(p []byte) (int, error) {
+	w.wrote = true
+	if w.body.Len()+len(p) > maxLocalResponse {
+		w.over = true
+		return 0, errors.New("gateway: local response too large")
+	}
+	return w.body.Write(p)
+}

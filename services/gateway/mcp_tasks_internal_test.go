@@ -1,0 +1,92 @@
+package gateway
+
+import (
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
+	"github.com/toolfleet/toolfleet/services/gateway/mcp"
+)
+
+// workflowID is the orchestrator's run and program id syntax (toolcall.ValidID).
+var workflowID = regexp.MustCompile(`^[A-Za-z0-9_=-]{1,100}$`)
+
+// Task ids are workflow ids: valid as such, unguessable (no two alike), and
+// they give back their kind and creation time; anything else is no task.
+func TestTaskIDs(t *testing.T) {
+	t.Parallel()
+	now := time.UnixMilli(1_790_000_000_123)
+	seen := map[string]bool{}
+	for _, kind := range []string{kindTool, kindProgram, kindRun} {
+		for range 1000 {
+			id := newTaskID(kind, now)
+			if seen[id] {
+				t.Fatalf("id %s issued twice", id)
+			}
+			seen[id] = true
+			if !workflowID.MatchString(id) {
+				t.Fatalf("%s is not a valid run or program id", id)
+			}
+			k, created, ok := parseTaskID(id)
+			if !ok || k != kind || !created.Equal(now) {
+				t.Fatalf("parseTaskID(%s) = %s, %v, %v", id, k, created, ok)
+			}
+		}
+	}
+	for _, bad := range []string{"", "mcp-", "mcp-x-1-" + strings.Repeat("A", 26), "mcp-t-1-short", "mcp-t-!!-" + strings.Repeat("A", 26),
+		"fd-run", "mcp-t-1-" + strings.Repeat("A", 26) + "-extra", "trg_x"} {
+		if _, _, ok := parseTaskID(bad); ok {
+			t.Errorf("parseTaskID(%q) accepted a forged id", bad)
+		}
+	}
+}
+
+// A tool call task's program outcome is what CallTool would have answered.
+func TestToolOutcome(t *testing.T) {
+	t.Parallel()
+	done := func(result map[string]any) *toolfleetv1.GetProgramResponse {
+		v, err := structpb.NewValue(result)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &toolfleetv1.GetProgramResponse{Status: toolfleetv1.ProgramStatus_PROGRAM_STATUS_COMPLETED, Result: v}
+	}
+	resp, err := toolOutcome(done(map[string]any{"ok": true, "value": map[string]any{"result": 42.0}}))
+	if err != nil || !resp.GetSuccess() || resp.GetValue().GetStructValue().AsMap()["result"] != 42.0 {
+		t.Errorf("ok: %v, %v", resp, err)
+	}
+	resp, err = toolOutcome(done(map[string]any{"ok": false, "error": map[string]any{"kind": "execution", "message": "boom"}}))
+	if err != nil || resp.GetSuccess() || resp.GetError().GetMessage() != "boom" {
+		t.Errorf("execution: %v, %v", resp, err)
+	}
+	_, err = toolOutcome(done(map[string]any{"ok": false, "error": map[string]any{"kind": "validation", "message": "bad", "fields": map[string]any{"a": "must be a number"}}}))
+	st, _ := status.FromError(err)
+	if st.Code() != codes.InvalidArgument || len(st.Details()) != 1 ||
+		st.Details()[0].(*toolfleetv1.ValidationError).GetParameterErrors()["a"] != "must be a number" {
+		t.Errorf("validation: %v", err)
+	}
+	if _, err = toolOutcome(done(map[string]any{"ok": false, "error": map[string]any{"kind": "denied", "message": "no"}})); status.Code(err) != codes.FailedPrecondition {
+		t.Errorf("denied: %v", err)
+	}
+	failed := &toolfleetv1.GetProgramResponse{Status: toolfleetv1.ProgramStatus_PROGRAM_STATUS_FAILED, ProgramError: &toolfleetv1.ProgramError{Kind: "tools", Message: "no tool matches"}}
+	if _, err = toolOutcome(failed); status.Code(err) != codes.PermissionDenied {
+		t.Errorf("tools: %v", err)
+	}
+}
+
+// Listed states map onto MCP statuses.
+func TestSummaryState(t *testing.T) {
+	t.Parallel()
+	for words, want := range map[string]mcp.TaskStatus{"running running": mcp.TaskWorking, "waiting_approval running": mcp.TaskInputRequired,
+		"completed completed": mcp.TaskCompleted, " failed": mcp.TaskFailed, "canceled canceled": mcp.TaskCancelled, "terminated": mcp.TaskFailed} {
+		if got := summaryState("id", words).Status; got != want {
+			t.Errorf("%q: %s, want %s", words, got, want)
+		}
+	}
+}
