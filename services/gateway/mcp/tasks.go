@@ -679,7 +679,9 @@ func outcome(ctx context.Context, st *TaskState) (*sdk.CallToolResult, *jsonrpc.
 		}
 		return res, nil
 	case st.Response != nil:
-		res, err := result(st.Response)
+		// A task's result is the tool's message as JSON: content blocks
+		// (ToolContent results) are rendered on inline calls only.
+		res, err := result(st.Response, false)
 		if err != nil {
 			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the task's result could not be rendered"}
 		}
