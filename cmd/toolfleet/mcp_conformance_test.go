@@ -39,7 +39,7 @@ const (
 		"/mcp is stateless (no session to send it on) and a worker cannot ask its caller for input"
 	noPrompts   = "no prompts are served (toolfleet serves tools; prompts/list answers an empty list)"
 	noResources = "no resources are served (resources/list answers an empty list)"
-	noTasks     = "the MCP Tasks extension is not implemented yet (issue 24 §2, second bullet)"
+	noTasks     = "tasks run on Temporal: this test's fleet is gateway and workers only (no Temporal, no orchestrator), so it serves no tasks; TestMCPTasks tests them end to end, and running the suite against a fleet with Temporal is still to do"
 )
 
 // expectedFailures by scenario, for both revisions (a scenario runs at the
