@@ -40,7 +40,8 @@ import (
 // The rate is one call a minute, so no refill happens while the test runs,
 // however slow the machine.
 func TestRateLimitAcrossReplicasOnEverySurface(t *testing.T) {
-	t.Parallel()
+	// Not parallel: three gateways busy on 2 cores starve the timing-bound
+	// abuse checks (TestFleetSurvivesAbuse) that run in parallel.
 	fleet := e2e.Start(t, e2e.Options{NATS: true, Auth: true, Limits: ratelimit.Config{Rules: []ratelimit.Rule{
 		{Name: "calc-rate", Tool: "calculator.add", Rate: 1.0 / 60, Burst: 4},
 	}}})
@@ -167,7 +168,7 @@ func TestRateLimitAcrossReplicasOnEverySurface(t *testing.T) {
 // principal's only slot on the other; once it ends the other replica admits
 // again.
 func TestConcurrencyLimitAcrossReplicas(t *testing.T) {
-	t.Parallel()
+	// Not parallel, like TestRateLimitAcrossReplicasOnEverySurface.
 	fleet := e2e.Start(t, e2e.Options{NATS: true, Auth: true, Limits: ratelimit.Config{Rules: []ratelimit.Rule{
 		{Name: "one-at-a-time", Tool: "schematest.*", Concurrent: 1},
 	}}})
@@ -304,7 +305,7 @@ func mcpSession(t *testing.T, addr, token string) *sdk.ClientSession {
 // (The rules of these tests name Calculator.Add only: the fleet probes its
 // idempotency store with Calculator.Multiply.)
 func TestClientWaitsForTheRateLimit(t *testing.T) {
-	t.Parallel()
+	// Not parallel, like TestRateLimitAcrossReplicasOnEverySurface.
 	fleet := e2e.Start(t, e2e.Options{NATS: true, Auth: true, Limits: ratelimit.Config{Rules: []ratelimit.Rule{
 		{Name: "slow", Tool: "calculator.add", Rate: 0.5, Burst: 1},
 	}}})
