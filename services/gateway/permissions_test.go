@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +12,8 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
 	calculatorv1 "github.com/toolfleet/toolfleet/gen/tools/calculator/v1"
@@ -20,6 +23,7 @@ import (
 	"github.com/toolfleet/toolfleet/sdk/tool"
 	"github.com/toolfleet/toolfleet/sdk/tool/tooltest"
 	"github.com/toolfleet/toolfleet/services/gateway"
+	"github.com/toolfleet/toolfleet/services/gateway/ratelimit"
 	"github.com/toolfleet/toolfleet/workers/calculator/calculator"
 )
 
@@ -187,5 +191,66 @@ func TestLeastNATSPermissions(t *testing.T) {
 		}
 	case <-time.After(20 * time.Second):
 		t.Fatal("NATS accepted an announcement from a user without permission")
+	}
+}
+
+// The permissions a gateway needs on top of gatewayPublish when it has a
+// --limits-file: the limits bucket (docs/operations.md lists the same).
+var limitsPublish = []string{
+	"$KV.toolfleet_limits.>",
+	"$JS.API.STREAM.INFO.KV_toolfleet_limits",
+	"$JS.API.STREAM.CREATE.KV_toolfleet_limits",
+	"$JS.API.STREAM.UPDATE.KV_toolfleet_limits",
+	"$JS.API.DIRECT.GET.KV_toolfleet_limits.>",
+}
+
+// TestLeastNATSPermissionsWithLimits: a gateway with rate, concurrency and
+// byte limits and only the permissions docs/operations.md lists shares its
+// limits through the bucket (LimitsShared) and refuses the call over the
+// rate; NATS logs no permission violation.
+func TestLeastNATSPermissionsWithLimits(t *testing.T) {
+	t.Parallel()
+	serverLogs := &lockedBuffer{}
+	t.Cleanup(func() {
+		for line := range strings.SplitSeq(serverLogs.String(), "\n") {
+			if strings.Contains(line, "Violation") {
+				t.Errorf("NATS refused the gateway: %s", line)
+			}
+		}
+	})
+	srv, err := natsx.StartEmbedded(t.Context(), natsx.EmbeddedConfig{StoreDir: t.TempDir(), Logger: slog.New(slog.NewTextHandler(serverLogs, nil)), Configure: func(o *server.Options) {
+		o.Users = []*server.User{
+			{Username: "gateway", Password: "g", Permissions: permissions(append(slices.Clone(gatewayPublish), limitsPublish...), gatewaySubscribe)},
+			{Username: "worker", Password: "w", Permissions: permissions(workerPublish, workerSubscribe)},
+		}
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Shutdown)
+	_, _ = tooltest.Start(t, tool.Config{Name: "calc", NATSURL: srv.URL(), NATS: natsconn.Options{User: "worker", Password: "w"},
+		AnnounceInterval: 100 * time.Millisecond}, func(w *tool.Worker) { calculatorv1.RegisterCalculatorServiceServer(w, calculator.New()) })
+
+	// One call a minute after a burst of two: no refill while the test runs.
+	g := startGateway(t, gateway.Config{NATSURL: srv.URL(), NATS: natsconn.Options{User: "gateway", Password: "g"},
+		Auth: gateway.AuthConfig{Disabled: true}, Limits: ratelimit.Config{Rules: []ratelimit.Rule{
+			{Name: "calc", Tool: "calculator.*", Rate: 1.0 / 60, Burst: 2, Concurrent: 4, Bytes: 1 << 20},
+		}}})
+	waitTool(t, g, "Calculator.Add@1.0.0")
+	waitFor(t, "the limits bucket", g.LimitsShared)
+
+	alice := &gateway.Principal{Subject: "alice", Scopes: []string{"tools:call"}}
+	for i := range 2 {
+		r, err := g.Call(t.Context(), alice, &toolfleetv1.CallToolRequest{ToolId: "Calculator.Add", Input: addInput(1, 2)})
+		if err != nil || !r.GetSuccess() {
+			t.Fatalf("call %d within the burst: %v %v", i+1, r, err)
+		}
+	}
+	_, err = g.Call(t.Context(), alice, &toolfleetv1.CallToolRequest{ToolId: "Calculator.Add", Input: addInput(1, 2)})
+	if status.Code(err) != codes.ResourceExhausted {
+		t.Fatalf("the call over the rate: %v, want RESOURCE_EXHAUSTED", err)
+	}
+	if !g.LimitsShared() {
+		t.Fatal("the limits stopped being shared: the gateway lost the bucket")
 	}
 }
