@@ -23,6 +23,7 @@ import (
 	"github.com/toolfleet/toolfleet/sdk/jsassets"
 	"github.com/toolfleet/toolfleet/sdk/natsconn"
 	"github.com/toolfleet/toolfleet/services/gateway"
+	"github.com/toolfleet/toolfleet/services/gateway/ratelimit"
 )
 
 // devConfig is the configuration of `toolfleet dev`, from flags and TOOLFLEET_* env vars.
@@ -59,6 +60,8 @@ type devConfig struct {
 	DevFile string
 	// Conformance also serves the MCP conformance suite's fixture tools.
 	Conformance bool
+	// LimitsFile holds the gateway's rate limits and quotas ("" = none).
+	LimitsFile string
 }
 
 func (c devConfig) validate() error {
@@ -131,6 +134,7 @@ embedded NATS requires that credential and the fleet uses it. Ctrl-C stops it.`,
 	f.StringVar(&cfg.ModelKeyDir, "model-key-dir", "", "folder that model key references file:NAME read from (empty: file references refused)")
 	f.StringArrayVar(&cfg.Workers, "worker", nil, "folder of a worker's main package to build, run and restart on change (repeatable; e.g. --worker . in a toolkit's repository)")
 	f.BoolVar(&cfg.Conformance, "conformance", false, "also serve the Conformance toolkit: the fixture tools of the official MCP conformance suite, under the names it calls (docs/mcp.md)")
+	f.StringVar(&cfg.LimitsFile, "limits-file", "", "YAML or JSON file of the gateway's rate limits and quotas per principal and per tool (docs/operations.md); empty: no limits")
 	f.StringVar(&cfg.DevFile, "dev-file", defaultDevFile, "file the fleet's addresses are written to while dev runs, where the other toolfleet commands look for the gateway (empty: none)")
 	f.StringVar(&cfg.ScriptDir, "script-dir", ".", "folder that scripted:NAME.yaml model scripts are read from (docs/agents.md; empty: script files refused)")
 	config.BindEnv(f, "TOOLFLEET")
@@ -172,6 +176,12 @@ func runDev(ctx context.Context, cfg devConfig, stdout, stderr io.Writer) error 
 	if err := checkDevWorkers(cfg.Workers); err != nil {
 		return err
 	}
+	var limits ratelimit.Config
+	if cfg.LimitsFile != "" {
+		if limits.Rules, err = ratelimit.LoadFile(cfg.LimitsFile); err != nil {
+			return fmt.Errorf("--limits-file: %w", err)
+		}
+	}
 	var triggers *trigger.Config
 	if cfg.Triggers != "" {
 		if triggers, err = trigger.Load(cfg.Triggers); err != nil {
@@ -212,7 +222,8 @@ func runDev(ctx context.Context, cfg devConfig, stdout, stderr io.Writer) error 
 	agents, programs, orchMetrics := &agentMount{}, &programMount{}, metrics.New()
 	fl, err := startFleet(startCtx, fleetConfig{Host: cfg.Host, GatewayPort: cfg.GatewayPort, JWTSecret: cfg.JWTSecret,
 		AllowedOrigins: cfg.AllowedOrigins, NATSURL: stack.NATS.URL(), NATS: cfg.NATS, Assets: cfg.Assets, Logger: logger,
-		Mounts: []gateway.Mount{agents.mount(), programs.mount(), metricsMount(orchMetrics)}, Tracing: tracing, Conformance: cfg.Conformance})
+		Mounts: []gateway.Mount{agents.mount(), programs.mount(), metricsMount(orchMetrics)}, Tracing: tracing, Conformance: cfg.Conformance,
+		Limits: limits})
 	if err == nil {
 		err = fl.waitToolkits(startCtx, fl.Toolkits...)
 		if err != nil {

@@ -26,6 +26,7 @@ import (
 	"github.com/toolfleet/toolfleet/sdk/natsconn"
 	"github.com/toolfleet/toolfleet/sdk/tool"
 	"github.com/toolfleet/toolfleet/services/gateway"
+	"github.com/toolfleet/toolfleet/services/gateway/ratelimit"
 	"github.com/toolfleet/toolfleet/workers/calculator/calculator"
 	"github.com/toolfleet/toolfleet/workers/clock/clock"
 	"github.com/toolfleet/toolfleet/workers/conformance/conformance"
@@ -55,6 +56,8 @@ type fleetConfig struct {
 	// Conformance also runs the Conformance toolkit (the MCP conformance
 	// suite's fixture tools, workers/conformance).
 	Conformance bool
+	// Limits are the gateway's rate limits and quotas (shared through NATS).
+	Limits ratelimit.Config
 }
 
 // fleet is the running gateway and bundled workers.
@@ -165,6 +168,7 @@ func startFleet(ctx context.Context, cfg fleetConfig) (_ *fleet, err error) {
 		AllowedOrigins: cfg.AllowedOrigins,
 		Mounts:         cfg.Mounts,
 		Tracing:        cfg.Tracing,
+		Limits:         cfg.Limits,
 	})
 	if err != nil {
 		return nil, err

@@ -7,6 +7,8 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -16,17 +18,20 @@ import (
 	"github.com/toolfleet/toolfleet/internal/natsx"
 	"github.com/toolfleet/toolfleet/internal/natsx/natstest"
 	"github.com/toolfleet/toolfleet/sdk/natsconn"
+	"github.com/toolfleet/toolfleet/services/gateway/ratelimit"
 )
 
 // TestFleet: the bundled workers announce themselves on NATS, the gateway finds
 // them, the printed curl call works, and every call shows up on
-// toolfleet.events.> (what `nats sub 'toolfleet.events.>'` prints).
+// toolfleet.events.> (what `nats sub 'toolfleet.events.>'` prints). The
+// gateway enforces the limits it is given (`toolfleet dev --limits-file`).
 func TestFleet(t *testing.T) {
 	t.Parallel()
 	srv := natstest.Start(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
-	f, err := startFleet(ctx, fleetConfig{Host: "127.0.0.1", NATSURL: srv.URL(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	limits := ratelimit.Config{Rules: []ratelimit.Rule{{Name: "clock", Tool: "clock.*", Rate: 1.0 / 60, Burst: 1}}}
+	f, err := startFleet(ctx, fleetConfig{Host: "127.0.0.1", NATSURL: srv.URL(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Limits: limits})
 	if err != nil {
 		t.Fatalf("startFleet: %v", err)
 	}
@@ -84,6 +89,41 @@ func TestFleet(t *testing.T) {
 		m, err := events.NextMsg(10 * time.Second)
 		if err != nil || m.Subject != want {
 			t.Fatalf("event %v %v, want %s", m, err, want)
+		}
+	}
+
+	// The clock rule admits one call a minute: the second is refused with a delay.
+	for i, want := range []int{http.StatusOK, http.StatusTooManyRequests} {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+f.Gateway.Addr()+"/tools/call",
+			strings.NewReader(`{"request": {"tool_id": "Clock.Now", "input": {}}}`))
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = resp.Body.Close()
+		if resp.StatusCode != want || (want == http.StatusTooManyRequests && resp.Header.Get("Retry-After") == "") {
+			t.Fatalf("Clock.Now call %d: HTTP %d (Retry-After %q), want %d", i+1, resp.StatusCode, resp.Header.Get("Retry-After"), want)
+		}
+	}
+}
+
+// TestDevLimitsFileIsChecked: `toolfleet dev --limits-file` with a file that
+// is missing or limits nothing stops before anything starts.
+func TestDevLimitsFileIsChecked(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	empty := filepath.Join(dir, "limits.yaml")
+	if err := os.WriteFile(empty, []byte("rules:\n  - name: nothing\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, file := range []string{filepath.Join(dir, "missing.yaml"), empty} {
+		out, err := runInProcess(t.Context(), "dev", "--data-dir", filepath.Join(dir, "data"), "--dev-file", "", "--limits-file", file)
+		if err == nil || !strings.Contains(err.Error(), "--limits-file") {
+			t.Fatalf("dev --limits-file %s: %v\n%s", file, err, out)
+		}
+		if _, err := os.Stat(filepath.Join(dir, "data")); err == nil {
+			t.Fatalf("dev --limits-file %s started the stack before refusing", file)
 		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 )
@@ -163,6 +164,7 @@ func TestManifests(t *testing.T) {
 				t.Errorf("workers accept traffic from %v, want only gateway and orchestrator", from)
 			}
 		}},
+		{dir: "k8s/check/testdata/prod-with-limits", check: checkLimitsMounted},
 	}
 	for _, tt := range tests {
 		t.Run(tt.dir, func(t *testing.T) {
@@ -222,6 +224,48 @@ func checkKind(t *testing.T, objs []Object, rules Rules, minWorkers int32) {
 			t.Errorf("the Tiltfile builds %s, which no workload uses", img)
 		}
 	}
+}
+
+// checkLimitsMounted: with k8s/components/limits the gateway's
+// TOOLFLEET_LIMITS_FILE names a file of a ConfigMap mounted read-only.
+func checkLimitsMounted(t *testing.T, objs []Object) {
+	t.Helper()
+	configMaps := map[string]*corev1.ConfigMap{}
+	var gw *appsv1.Deployment
+	for _, o := range objs {
+		switch obj := o.Obj.(type) {
+		case *corev1.ConfigMap:
+			configMaps[obj.Name] = obj
+		case *appsv1.Deployment:
+			if obj.Name == "gateway" {
+				gw = obj
+			}
+		}
+	}
+	if gw == nil {
+		t.Fatal("no gateway Deployment")
+	}
+	c := gw.Spec.Template.Spec.Containers[0]
+	file := EffectiveEnv(c, configMaps)["TOOLFLEET_LIMITS_FILE"]
+	if file == "" {
+		t.Fatal("the gateway has no TOOLFLEET_LIMITS_FILE")
+	}
+	for _, m := range c.VolumeMounts {
+		if filepath.Dir(file) != filepath.Clean(m.MountPath) {
+			continue
+		}
+		for _, v := range gw.Spec.Template.Spec.Volumes {
+			if v.Name != m.Name || v.ConfigMap == nil {
+				continue
+			}
+			cm := configMaps[v.ConfigMap.Name]
+			if cm == nil || cm.Data[filepath.Base(file)] == "" || !m.ReadOnly {
+				t.Errorf("TOOLFLEET_LIMITS_FILE %s: ConfigMap %s lacks the key, or the mount is writable", file, v.ConfigMap.Name)
+			}
+			return
+		}
+	}
+	t.Errorf("TOOLFLEET_LIMITS_FILE %s is on no mounted ConfigMap", file)
 }
 
 func has(objs []Object, kind, name string) bool {

@@ -372,15 +372,22 @@ func message(r *Rule, limit string, retry time.Duration) string {
 }
 
 // store is the state to use now and the policy in force: kv (shared), or,
-// with NATS away, the memory store (Local), none (Open or Closed).
-func (l *Limiter) store() (store, string) {
+// with NATS away, the memory store (Local), none (Open or Closed). A call
+// that falls back warns (warnDown); the background sync does not, so a
+// gateway whose bucket is still being set up logs nothing while no call
+// needs it.
+func (l *Limiter) store() (store, string) { return l.storeFor(true) }
+
+func (l *Limiter) storeFor(warn bool) (store, string) {
 	if kv := l.kv.Load(); kv.up() {
 		return kv, ""
 	}
 	if l.cfg.Standalone {
 		return l.mem, ""
 	}
-	l.warnDown(nil)
+	if warn {
+		l.warnDown(nil)
+	}
 	if l.cfg.WhenNATSDown == Local {
 		return l.mem, Local
 	}
@@ -415,6 +422,10 @@ func (l *Limiter) fallback(ctx context.Context, st store, op func(store) (bool, 
 func (l *Limiter) warnDown(err error) {
 	if now := time.Now().UnixNano(); now-l.lastWarn.Load() > int64(10*time.Second) {
 		l.lastWarn.Store(now)
+		if err == nil {
+			l.log.Warn("rate limits: the shared NATS state is not ready (NATS unreachable or the bucket not set up yet)", "when_nats_down", l.cfg.WhenNATSDown)
+			return
+		}
 		l.log.Warn("rate limits: the shared NATS state is away", "when_nats_down", l.cfg.WhenNATSDown, "error", err)
 	}
 }
@@ -689,7 +700,7 @@ func (l *Limiter) Run(ctx context.Context) {
 
 // Sync writes what this replica owes the shared state now.
 func (l *Limiter) Sync(ctx context.Context) {
-	st, policy := l.store()
+	st, policy := l.storeFor(false)
 	if st == nil && policy != "" {
 		return
 	}
