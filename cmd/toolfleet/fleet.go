@@ -109,7 +109,7 @@ var bundled = []bundledWorker{
 
 // conformanceWorker serves the MCP conformance suite's fixture tools (dev --conformance).
 var conformanceWorker = bundledWorker{"conformance", "Conformance", func(_ context.Context, w *tool.Worker, _ jetstream.JetStream) error {
-	conformancev1.RegisterConformanceServiceServer(w, conformance.New(w.Logger()))
+	conformancev1.RegisterConformanceServiceServer(w, conformance.New())
 	return nil
 }}
 

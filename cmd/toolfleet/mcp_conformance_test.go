@@ -48,7 +48,6 @@ const (
 // honestly serve; these are the rest.
 var expectedFailures = map[string]expectedFailure{
 	"completion-complete":          {reason: "no completion/complete: no prompts or resource templates have arguments to complete"},
-	"tools-call-with-logging":      {reason: "the gateway does not forward a worker's log lines as notifications/message (test_tool_with_logging writes to the worker's log)"},
 	"tools-call-sampling":          {reason: noServerRequest},
 	"tools-call-elicitation":       {reason: noServerRequest},
 	"elicitation-sep1034-defaults": {reason: noServerRequest},

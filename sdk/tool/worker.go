@@ -201,6 +201,7 @@ func NewWorker(cfg Config) (*Worker, error) {
 			w.gate.interceptor(),
 			observeInterceptor(w.log, cfg.Metrics),
 			recoverInterceptor(w.log),
+			callerLogInterceptor(w.log),
 			validateInterceptor(validator),
 			w.policies.interceptor(),
 		),

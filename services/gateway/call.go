@@ -140,10 +140,11 @@ func (g *Gateway) call(ctx context.Context, p *Principal, req *toolfleetv1.CallT
 		via = p.Via.ID()
 	}
 	callCtx = tool.OutgoingPrincipal(callCtx, p.ID(), via)
-	out, reached, err := g.invoke(callCtx, rt, in, callID, req.GetTraceId(), offer)
+	out, trailer, reached, err := g.invoke(callCtx, rt, in, callID, req.GetTraceId(), offer)
 	started.finish() // before the terminal event
 	resp := &toolfleetv1.CallToolResponse{CallId: callID, ToolId: def.GetId()}
 	ce = g.mapResult(ctx, rt, out, err, resp, offer)
+	callerLogs(trailer, resp)
 	resp.Duration = durationpb.New(time.Since(began))
 	if ce != nil {
 		if sideEffects && outcomeUnknown(reached, err) {

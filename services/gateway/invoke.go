@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"unicode/utf8"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -32,7 +33,10 @@ var resultJSON = protojson.MarshalOptions{EmitUnpopulated: true}
 // when the call never reached the first. On failure, reached reports whether
 // the last attempt may have reached a worker. With a handle offer, the
 // worker's answer may be as large as a result kept behind a handle.
-func (g *Gateway) invoke(ctx context.Context, rt *registry.Route, in proto.Message, callID, traceID string, offer handleOffer) (_ proto.Message, reached bool, _ error) {
+//
+// trailer is the worker's trailer of the last attempt (the call's caller log
+// among it: callerLogs).
+func (g *Gateway) invoke(ctx context.Context, rt *registry.Route, in proto.Message, callID, traceID string, offer handleOffer) (_ proto.Message, trailer metadata.MD, reached bool, _ error) {
 	timeout := rt.Def().GetRequirements().GetTimeout().AsDuration()
 	if timeout <= 0 {
 		timeout = g.cfg.DefaultTimeout
@@ -45,16 +49,16 @@ func (g *Gateway) invoke(ctx context.Context, rt *registry.Route, in proto.Messa
 	if len(replicas) == 0 {
 		// Every replica is draining: the tool is still known, and a retry may find
 		// a replica that took over (or the restarted worker).
-		return nil, false, status.Errorf(codes.Unavailable, "every replica serving %s is draining", rt.Def().GetId())
+		return nil, nil, false, status.Errorf(codes.Unavailable, "every replica serving %s is draining", rt.Def().GetId())
 	}
 	var err error
 	for i, w := range replicas {
 		wasReady := w.Conn().GetState() == connectivity.Ready
 		out := dynamicpb.NewMessage(rt.Method().Output())
-		var trailer metadata.MD
+		trailer = nil
 		err = w.Conn().Invoke(ctx, rt.Def().GetGrpcMethod(), in, out, append(opts[:len(opts):len(opts)], grpc.Trailer(&trailer))...)
 		if err == nil {
-			return out, true, nil
+			return out, trailer, true, nil
 		}
 		// The gateway makes one attempt: only a call that never reached a worker
 		// (Unavailable on a connection that was not up: refused, replica gone; or
@@ -70,7 +74,35 @@ func (g *Gateway) invoke(ctx context.Context, rt *registry.Route, in proto.Messa
 		}
 		g.log.Warn("replica unreachable; trying the next", "tool", rt.Def().GetId(), "addr", w.Addr(), "attempt", i+1, "error", err)
 	}
-	return nil, reached, err
+	return nil, trailer, reached, err
+}
+
+// callerLogs copies the lines a tool logged for its caller (the worker's
+// tool.LogTrailer) into resp, within the SDK's bounds whatever the worker
+// sent: a malformed trailer is dropped, lines past the bounds are counted.
+func callerLogs(trailer metadata.MD, resp *toolfleetv1.CallToolResponse) {
+	v := trailer.Get(tool.LogTrailer)
+	if len(v) == 0 {
+		return
+	}
+	var logs toolfleetv1.ToolLogs
+	if proto.Unmarshal([]byte(v[len(v)-1]), &logs) != nil {
+		return
+	}
+	resp.LogsDropped = logs.GetDropped()
+	size := 0
+	for _, l := range logs.GetLines() {
+		msg := l.GetMessage()
+		if len(resp.Logs) >= tool.MaxCallerLogLines || size+len(msg) > tool.MaxCallerLogBytes || !utf8.ValidString(msg) {
+			resp.LogsDropped++
+			continue
+		}
+		size += len(msg)
+		if _, known := toolfleetv1.ToolLogLevel_name[int32(l.GetLevel())]; !known || l.GetLevel() == toolfleetv1.ToolLogLevel_TOOL_LOG_LEVEL_UNSPECIFIED {
+			l.Level = toolfleetv1.ToolLogLevel_TOOL_LOG_LEVEL_INFO
+		}
+		resp.Logs = append(resp.Logs, l)
+	}
 }
 
 // outcomeUnknown reports a failure after which the tool may have run: the

@@ -15,7 +15,7 @@ import (
 
 func main() {
 	tool.Main("conformance", func(w *tool.Worker) error {
-		conformancev1.RegisterConformanceServiceServer(w, conformance.New(w.Logger()))
+		conformancev1.RegisterConformanceServiceServer(w, conformance.New())
 		return nil
 	})
 }

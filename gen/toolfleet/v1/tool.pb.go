@@ -681,7 +681,12 @@ type CallToolResponse struct {
 	ToolId string `protobuf:"bytes,6,opt,name=tool_id,json=toolId,proto3" json:"tool_id,omitempty"`
 	// Set (with success=true and no value) when the caller allowed a result
 	// handle and the result was over the tool's inline limit.
-	ResultHandle  *ResultHandle `protobuf:"bytes,7,opt,name=result_handle,json=resultHandle,proto3" json:"result_handle,omitempty"`
+	ResultHandle *ResultHandle `protobuf:"bytes,7,opt,name=result_handle,json=resultHandle,proto3" json:"result_handle,omitempty"`
+	// The lines the tool logged for its caller during the call, oldest first
+	// (at most 100 and 64 KiB of messages; see ToolLog).
+	Logs []*ToolLog `protobuf:"bytes,20,rep,name=logs,proto3" json:"logs,omitempty"`
+	// Lines the tool logged beyond those bounds, not relayed.
+	LogsDropped   uint32 `protobuf:"varint,21,opt,name=logs_dropped,json=logsDropped,proto3" json:"logs_dropped,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -774,6 +779,20 @@ func (x *CallToolResponse) GetResultHandle() *ResultHandle {
 		return x.ResultHandle
 	}
 	return nil
+}
+
+func (x *CallToolResponse) GetLogs() []*ToolLog {
+	if x != nil {
+		return x.Logs
+	}
+	return nil
+}
+
+func (x *CallToolResponse) GetLogsDropped() uint32 {
+	if x != nil {
+		return x.LogsDropped
+	}
+	return 0
 }
 
 type isCallToolResponse_Outcome interface {
@@ -1074,7 +1093,7 @@ var File_toolfleet_v1_tool_proto protoreflect.FileDescriptor
 
 const file_toolfleet_v1_tool_proto_rawDesc = "" +
 	"\n" +
-	"\x17toolfleet/v1/tool.proto\x12\ftoolfleet.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1atoolfleet/v1/options.proto\"\xda\x05\n" +
+	"\x17toolfleet/v1/tool.proto\x12\ftoolfleet.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1atoolfleet/v1/options.proto\x1a\x1btoolfleet/v1/tool_log.proto\"\xda\x05\n" +
 	"\x0eToolDefinition\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x18\n" +
 	"\atoolkit\x18\x02 \x01(\tR\atoolkit\x12\x12\n" +
@@ -1136,7 +1155,7 @@ const file_toolfleet_v1_tool_proto_rawDesc = "" +
 	"\bApproval\x12\x1a\n" +
 	"\bapprover\x18\x01 \x01(\tR\bapprover\x12;\n" +
 	"\vapproved_at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"approvedAt\"\xc2\x02\n" +
+	"approvedAt\"\x90\x03\n" +
 	"\x10CallToolResponse\x12\x17\n" +
 	"\acall_id\x18\x01 \x01(\tR\x06callId\x125\n" +
 	"\bduration\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\bduration\x12\x18\n" +
@@ -1144,7 +1163,9 @@ const file_toolfleet_v1_tool_proto_rawDesc = "" +
 	"\x05value\x18\x04 \x01(\v2\x16.google.protobuf.ValueH\x00R\x05value\x12/\n" +
 	"\x05error\x18\x05 \x01(\v2\x17.toolfleet.v1.ToolErrorH\x00R\x05error\x12\x17\n" +
 	"\atool_id\x18\x06 \x01(\tR\x06toolId\x12?\n" +
-	"\rresult_handle\x18\a \x01(\v2\x1a.toolfleet.v1.ResultHandleR\fresultHandleB\t\n" +
+	"\rresult_handle\x18\a \x01(\v2\x1a.toolfleet.v1.ResultHandleR\fresultHandle\x12)\n" +
+	"\x04logs\x18\x14 \x03(\v2\x15.toolfleet.v1.ToolLogR\x04logs\x12!\n" +
+	"\flogs_dropped\x18\x15 \x01(\rR\vlogsDroppedB\t\n" +
 	"\aoutcome\"\xb5\x01\n" +
 	"\fResultHandle\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1d\n" +
@@ -1204,6 +1225,7 @@ var file_toolfleet_v1_tool_proto_goTypes = []any{
 	(*RetryPolicy)(nil),           // 17: toolfleet.v1.RetryPolicy
 	(*timestamppb.Timestamp)(nil), // 18: google.protobuf.Timestamp
 	(*structpb.Value)(nil),        // 19: google.protobuf.Value
+	(*ToolLog)(nil),               // 20: toolfleet.v1.ToolLog
 }
 var file_toolfleet_v1_tool_proto_depIdxs = []int32{
 	14, // 0: toolfleet.v1.ToolDefinition.input_schema:type_name -> google.protobuf.Struct
@@ -1223,13 +1245,14 @@ var file_toolfleet_v1_tool_proto_depIdxs = []int32{
 	19, // 14: toolfleet.v1.CallToolResponse.value:type_name -> google.protobuf.Value
 	9,  // 15: toolfleet.v1.CallToolResponse.error:type_name -> toolfleet.v1.ToolError
 	8,  // 16: toolfleet.v1.CallToolResponse.result_handle:type_name -> toolfleet.v1.ResultHandle
-	18, // 17: toolfleet.v1.ResultHandle.expires_at:type_name -> google.protobuf.Timestamp
-	13, // 18: toolfleet.v1.ValidationError.parameter_errors:type_name -> toolfleet.v1.ValidationError.ParameterErrorsEntry
-	19, // [19:19] is the sub-list for method output_type
-	19, // [19:19] is the sub-list for method input_type
-	19, // [19:19] is the sub-list for extension type_name
-	19, // [19:19] is the sub-list for extension extendee
-	0,  // [0:19] is the sub-list for field type_name
+	20, // 17: toolfleet.v1.CallToolResponse.logs:type_name -> toolfleet.v1.ToolLog
+	18, // 18: toolfleet.v1.ResultHandle.expires_at:type_name -> google.protobuf.Timestamp
+	13, // 19: toolfleet.v1.ValidationError.parameter_errors:type_name -> toolfleet.v1.ValidationError.ParameterErrorsEntry
+	20, // [20:20] is the sub-list for method output_type
+	20, // [20:20] is the sub-list for method input_type
+	20, // [20:20] is the sub-list for extension type_name
+	20, // [20:20] is the sub-list for extension extendee
+	0,  // [0:20] is the sub-list for field type_name
 }
 
 func init() { file_toolfleet_v1_tool_proto_init() }
@@ -1238,6 +1261,7 @@ func file_toolfleet_v1_tool_proto_init() {
 		return
 	}
 	file_toolfleet_v1_options_proto_init()
+	file_toolfleet_v1_tool_log_proto_init()
 	file_toolfleet_v1_tool_proto_msgTypes[7].OneofWrappers = []any{
 		(*CallToolResponse_Value)(nil),
 		(*CallToolResponse_Error)(nil),

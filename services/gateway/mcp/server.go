@@ -24,6 +24,7 @@ import (
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
 	"github.com/toolfleet/toolfleet/internal/telemetry"
 	"github.com/toolfleet/toolfleet/sdk/llm"
+	"github.com/toolfleet/toolfleet/sdk/tool"
 	"github.com/toolfleet/toolfleet/sdk/tool/contract"
 )
 
@@ -527,7 +528,47 @@ func (s *Server) handler(toolID string, content bool) sdk.ToolHandler {
 			}
 			return failure(ctx, toolID, err)
 		}
+		s.relayLogs(ctx, req.Session, resp)
 		return result(resp, content)
+	}
+}
+
+// mcpLogLevels names the tool log levels as MCP logging does.
+var mcpLogLevels = map[toolfleetv1.ToolLogLevel]sdk.LoggingLevel{
+	toolfleetv1.ToolLogLevel_TOOL_LOG_LEVEL_DEBUG:   "debug",
+	toolfleetv1.ToolLogLevel_TOOL_LOG_LEVEL_INFO:    "info",
+	toolfleetv1.ToolLogLevel_TOOL_LOG_LEVEL_NOTICE:  "notice",
+	toolfleetv1.ToolLogLevel_TOOL_LOG_LEVEL_WARNING: "warning",
+	toolfleetv1.ToolLogLevel_TOOL_LOG_LEVEL_ERROR:   "error",
+}
+
+// relayLogs sends the lines the tool logged for its caller as
+// notifications/message on the request's stream, before the result; the
+// SDK drops those under the client's level (logging/setLevel, or the
+// request's _meta log level; "info" for a stateless client at 2025-11-25).
+func (s *Server) relayLogs(ctx context.Context, ss *sdk.ServerSession, resp *toolfleetv1.CallToolResponse) {
+	if ss == nil {
+		return
+	}
+	send := func(level sdk.LoggingLevel, msg string) bool {
+		err := ss.Log(ctx, &sdk.LoggingMessageParams{Level: level, Logger: resp.GetToolId(), Data: msg})
+		if err != nil {
+			s.log.Debug("log notification not sent", "tool", resp.GetToolId(), "error", err)
+		}
+		return err == nil
+	}
+	for _, l := range resp.GetLogs() {
+		level, ok := mcpLogLevels[l.GetLevel()]
+		if !ok {
+			level = "info"
+		}
+		if !send(level, l.GetMessage()) {
+			return
+		}
+	}
+	if n := resp.GetLogsDropped(); n > 0 {
+		send("notice", fmt.Sprintf("%d more log lines of this call were not relayed (over the bound of %d lines or %d KiB)",
+			n, tool.MaxCallerLogLines, tool.MaxCallerLogBytes>>10))
 	}
 }
 

@@ -224,6 +224,16 @@ func result(resp *toolfleetv1.CallToolResponse) map[string]any {
 	default:
 		out["error"] = mustJSON(resp.GetError())
 	}
+	if len(resp.GetLogs()) > 0 || resp.GetLogsDropped() > 0 {
+		logs := make([]json.RawMessage, len(resp.GetLogs()))
+		for i, l := range resp.GetLogs() {
+			logs[i] = mustJSON(l)
+		}
+		out["logs"] = logs
+		if n := resp.GetLogsDropped(); n > 0 {
+			out["logs_dropped"] = n
+		}
+	}
 	return out
 }
 

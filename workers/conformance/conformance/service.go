@@ -14,7 +14,6 @@ import (
 	"image"
 	"image/color"
 	"image/png"
-	"log/slog"
 	"time"
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
@@ -39,17 +38,14 @@ const ProgressRun = 3500 * time.Millisecond
 // Service implements conformancev1.ConformanceServiceServer.
 type Service struct {
 	conformancev1.UnimplementedConformanceServiceServer
-	log      *slog.Logger
 	png, wav []byte
 	progress time.Duration
 }
 
-// New returns the service; log receives what the logging fixtures write (nil discards).
-func New(log *slog.Logger) *Service {
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	return &Service{log: log, png: redPixel(), wav: silence(), progress: ProgressRun}
+// New returns the service. The logging fixtures log for their caller
+// (tool.CallerLogger), which also writes to the worker's log.
+func New() *Service {
+	return &Service{png: redPixel(), wav: silence(), progress: ProgressRun}
 }
 
 // redPixel is a 1x1 red PNG.
@@ -155,7 +151,7 @@ func (s *Service) WithLogging(ctx context.Context, _ *conformancev1.WithLoggingR
 	if err := s.logThree(ctx); err != nil {
 		return nil, err
 	}
-	return &conformancev1.WithLoggingResponse{Content: content(text("Tool execution completed; its log lines went to the worker's log."))}, nil
+	return &conformancev1.WithLoggingResponse{Content: content(text("Tool execution completed; it logged three lines for its caller."))}, nil
 }
 
 // LoggingTool is test_logging_tool.
@@ -163,10 +159,11 @@ func (s *Service) LoggingTool(ctx context.Context, _ *conformancev1.LoggingToolR
 	if err := s.logThree(ctx); err != nil {
 		return nil, err
 	}
-	return &conformancev1.LoggingToolResponse{Content: content(text("Tool execution completed; its log lines went to the worker's log."))}, nil
+	return &conformancev1.LoggingToolResponse{Content: content(text("Tool execution completed; it logged three lines for its caller."))}, nil
 }
 
-// logThree writes the three lines the suite names, 50ms apart.
+// logThree logs the three lines the suite names for the caller, 50ms apart
+// (tool.CallerLogger: the gateway relays them as notifications/message).
 func (s *Service) logThree(ctx context.Context) error {
 	for i, msg := range []string{"Tool execution started", "Tool processing data", "Tool execution completed"} {
 		if i > 0 {
@@ -178,7 +175,7 @@ func (s *Service) logThree(ctx context.Context) error {
 			case <-t.C:
 			}
 		}
-		s.log.InfoContext(ctx, msg)
+		tool.CallerLogger(ctx).InfoContext(ctx, msg)
 	}
 	return nil
 }

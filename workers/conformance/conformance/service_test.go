@@ -17,7 +17,7 @@ import (
 
 func TestFixtures(t *testing.T) {
 	t.Parallel()
-	s := conformance.New(nil)
+	s := conformance.New()
 	ctx := t.Context()
 
 	img, err := s.ImageContent(ctx, &conformancev1.ImageContentRequest{})

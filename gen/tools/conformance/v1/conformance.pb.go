@@ -876,7 +876,7 @@ const file_tools_conformance_v1_conformance_proto_rawDesc = "" +
 	"\acontent\x18\x01 \x01(\v2\x19.toolfleet.v1.ToolContentR\acontent\"\x1d\n" +
 	"\x1bStreamingElicitationRequest\"S\n" +
 	"\x1cStreamingElicitationResponse\x123\n" +
-	"\acontent\x18\x01 \x01(\v2\x19.toolfleet.v1.ToolContentR\acontent2\x8f\x13\n" +
+	"\acontent\x18\x01 \x01(\v2\x19.toolfleet.v1.ToolContentR\acontent2\xa9\x13\n" +
 	"\x12ConformanceService\x12\xb7\x01\n" +
 	"\n" +
 	"SimpleText\x12'.tools.conformance.v1.SimpleTextRequest\x1a(.tools.conformance.v1.SimpleTextResponse\"V\x8a\x80\x19R\x126Returns a simple text block (MCP conformance fixture).\x1a\x06\b\x01\x18\x01 \x00Z\x10test_simple_text\x12\xc9\x01\n" +
@@ -885,9 +885,9 @@ const file_tools_conformance_v1_conformance_proto_rawDesc = "" +
 	"\x10EmbeddedResource\x12-.tools.conformance.v1.EmbeddedResourceRequest\x1a..tools.conformance.v1.EmbeddedResourceResponse\"b\x8a\x80\x19^\x12<Returns an embedded text resource (MCP conformance fixture).\x1a\x06\b\x01\x18\x01 \x00Z\x16test_embedded_resource\x12\xfb\x01\n" +
 	"\x14MultipleContentTypes\x121.tools.conformance.v1.MultipleContentTypesRequest\x1a2.tools.conformance.v1.MultipleContentTypesResponse\"|\x8a\x80\x19x\x12QReturns a text, an image and an embedded JSON resource (MCP conformance fixture).\x1a\x06\b\x01\x18\x01 \x00Z\x1btest_multiple_content_types\x12\xcc\x01\n" +
 	"\rErrorHandling\x12*.tools.conformance.v1.ErrorHandlingRequest\x1a+.tools.conformance.v1.ErrorHandlingResponse\"b\x8a\x80\x19^\x12?Always fails with an execution error (MCP conformance fixture).\x1a\x06\b\x01\x18\x01 \x00Z\x13test_error_handling\x12\x9a\x02\n" +
-	"\fWithProgress\x12).tools.conformance.v1.WithProgressRequest\x1a*.tools.conformance.v1.WithProgressResponse\"\xb2\x01\x8a\x80\x19\xad\x01\x12\x89\x01Runs for about 3.5 seconds, so that a caller that asked for progress gets the gateway's progress notifications (MCP conformance fixture).\x1a\x06\b\x01\x18\x01 \x00Z\x17test_tool_with_progress\x12\x95\x02\n" +
-	"\vWithLogging\x12(.tools.conformance.v1.WithLoggingRequest\x1a).tools.conformance.v1.WithLoggingResponse\"\xb0\x01\x8a\x80\x19\xab\x01\x12\x88\x01Writes three lines to the worker's log while it runs (MCP conformance fixture; the gateway does not forward worker logs to MCP clients).\x1a\x06\b\x01\x18\x01 \x00Z\x16test_tool_with_logging\x12\xd4\x01\n" +
-	"\vLoggingTool\x12(.tools.conformance.v1.LoggingToolRequest\x1a).tools.conformance.v1.LoggingToolResponse\"p\x8a\x80\x19l\x12OWrites three lines to the worker's log while it runs (MCP conformance fixture).\x1a\x06\b\x01\x18\x01 \x00Z\x11test_logging_tool\x12\x9d\x02\n" +
+	"\fWithProgress\x12).tools.conformance.v1.WithProgressRequest\x1a*.tools.conformance.v1.WithProgressResponse\"\xb2\x01\x8a\x80\x19\xad\x01\x12\x89\x01Runs for about 3.5 seconds, so that a caller that asked for progress gets the gateway's progress notifications (MCP conformance fixture).\x1a\x06\b\x01\x18\x01 \x00Z\x17test_tool_with_progress\x12\x82\x02\n" +
+	"\vWithLogging\x12(.tools.conformance.v1.WithLoggingRequest\x1a).tools.conformance.v1.WithLoggingResponse\"\x9d\x01\x8a\x80\x19\x98\x01\x12vLogs three lines for its caller while it runs; the gateway relays them as log notifications (MCP conformance fixture).\x1a\x06\b\x01\x18\x01 \x00Z\x16test_tool_with_logging\x12\x81\x02\n" +
+	"\vLoggingTool\x12(.tools.conformance.v1.LoggingToolRequest\x1a).tools.conformance.v1.LoggingToolResponse\"\x9c\x01\x8a\x80\x19\x97\x01\x12zLogs three lines for its caller while it runs; sent only to a client that asked for a log level (MCP conformance fixture).\x1a\x06\b\x01\x18\x01 \x00Z\x11test_logging_tool\x12\x9d\x02\n" +
 	"\x14StreamingElicitation\x121.tools.conformance.v1.StreamingElicitationRequest\x1a2.tools.conformance.v1.StreamingElicitationResponse\"\x9d\x01\x8a\x80\x19\x98\x01\x12pNeeds the user's approval before it runs (MCP conformance fixture): the gateway asks for it with input_required.\x1a\x06\b\x01\x18\x01 \x00 \x01Z\x1atest_streaming_elicitation\x1aQ\x8a\x80\x19M\n" +
 	"\vConformance\x12\x051.0.0\x1a7Fixture tools of the MCP conformance suite (test only).BGZEgithub.com/toolfleet/toolfleet/gen/tools/conformance/v1;conformancev1b\x06proto3"
 

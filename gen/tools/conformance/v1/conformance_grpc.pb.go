@@ -56,7 +56,7 @@ type ConformanceServiceClient interface {
 	ErrorHandling(ctx context.Context, in *ErrorHandlingRequest, opts ...grpc.CallOption) (*ErrorHandlingResponse, error)
 	// WithProgress runs long enough for the gateway to report its progress.
 	WithProgress(ctx context.Context, in *WithProgressRequest, opts ...grpc.CallOption) (*WithProgressResponse, error)
-	// WithLogging logs three lines to the worker's log while it runs.
+	// WithLogging logs three lines for its caller while it runs.
 	WithLogging(ctx context.Context, in *WithLoggingRequest, opts ...grpc.CallOption) (*WithLoggingResponse, error)
 	// LoggingTool is WithLogging under the name of the suite's 2026-07-28 check
 	// that a server sends no log without a requested log level.
@@ -200,7 +200,7 @@ type ConformanceServiceServer interface {
 	ErrorHandling(context.Context, *ErrorHandlingRequest) (*ErrorHandlingResponse, error)
 	// WithProgress runs long enough for the gateway to report its progress.
 	WithProgress(context.Context, *WithProgressRequest) (*WithProgressResponse, error)
-	// WithLogging logs three lines to the worker's log while it runs.
+	// WithLogging logs three lines for its caller while it runs.
 	WithLogging(context.Context, *WithLoggingRequest) (*WithLoggingResponse, error)
 	// LoggingTool is WithLogging under the name of the suite's 2026-07-28 check
 	// that a server sends no log without a requested log level.

@@ -81,7 +81,7 @@ type ConformanceServiceClient interface {
 	ErrorHandling(context.Context, *connect.Request[v1.ErrorHandlingRequest]) (*connect.Response[v1.ErrorHandlingResponse], error)
 	// WithProgress runs long enough for the gateway to report its progress.
 	WithProgress(context.Context, *connect.Request[v1.WithProgressRequest]) (*connect.Response[v1.WithProgressResponse], error)
-	// WithLogging logs three lines to the worker's log while it runs.
+	// WithLogging logs three lines for its caller while it runs.
 	WithLogging(context.Context, *connect.Request[v1.WithLoggingRequest]) (*connect.Response[v1.WithLoggingResponse], error)
 	// LoggingTool is WithLogging under the name of the suite's 2026-07-28 check
 	// that a server sends no log without a requested log level.
@@ -247,7 +247,7 @@ type ConformanceServiceHandler interface {
 	ErrorHandling(context.Context, *connect.Request[v1.ErrorHandlingRequest]) (*connect.Response[v1.ErrorHandlingResponse], error)
 	// WithProgress runs long enough for the gateway to report its progress.
 	WithProgress(context.Context, *connect.Request[v1.WithProgressRequest]) (*connect.Response[v1.WithProgressResponse], error)
-	// WithLogging logs three lines to the worker's log while it runs.
+	// WithLogging logs three lines for its caller while it runs.
 	WithLogging(context.Context, *connect.Request[v1.WithLoggingRequest]) (*connect.Response[v1.WithLoggingResponse], error)
 	// LoggingTool is WithLogging under the name of the suite's 2026-07-28 check
 	// that a server sends no log without a requested log level.
