@@ -76,8 +76,13 @@ func TestWorkerLoss(t *testing.T) {
 		}
 	}
 	shared := replica{Service: kv.New(bucket), mu: &sync.Mutex{}, ran: map[string]int{}}
+	// Announcements every second hold for 3 s: a replica's registration must
+	// not lapse while it lives, which a 100 ms interval (300 ms) allowed on two
+	// cores busy with the rest of the suite under -race (the lapsed tool was
+	// then "unknown" and its calls failed NotFound). The killed replica needs
+	// no expiry: it says it is leaving, and a dial to it fails before the call.
 	start := func() func() error {
-		_, stop := tooltest.Start(t, tool.Config{Name: "kv", NATSURL: fleet.NATSURL, AnnounceInterval: 100 * time.Millisecond,
+		_, stop := tooltest.Start(t, tool.Config{Name: "kv", NATSURL: fleet.NATSURL, AnnounceInterval: time.Second,
 			ShutdownTimeout: time.Millisecond}, func(w *tool.Worker) { kvv1.RegisterKVServiceServer(w, shared) })
 		return stop
 	}
