@@ -112,7 +112,7 @@ func TestMCPConformance(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)
 	defer cancel()
 	suite := filepath.Join(tools.dir, "node_modules", "@modelcontextprotocol", "conformance", "dist", "index.js")
-	addr := devFleet(ctx, t)
+	addr := devFleet(ctx, t, true)
 	for _, rev := range []string{"2025-11-25", "2026-07-28"} {
 		t.Run(rev, func(t *testing.T) {
 			out := t.TempDir()

@@ -269,12 +269,31 @@ func (s *Server) routeTasks(w http.ResponseWriter, r *http.Request, body []byte)
 	}
 	if req.Method == "tools/call" {
 		kind, builtin := builtinKind(p.Name)
+		taskOnly := !builtin && s.isTaskOnly(p.Name)
 		switch {
 		case rev.extension && rev.declared:
-			if !builtin && !s.long(p.Name) {
+			if !builtin && !taskOnly && !s.long(p.Name) {
 				return false // answered inline
 			}
 		case !rev.extension && len(p.Task) > 0 && string(p.Task) != "null":
+		case taskOnly:
+			// A task-only tool called without tasks: refused as the run
+			// tools are, to a caller that may call it (else it is unknown).
+			if jerr := checkHeaders(r, req.Method, p.Name, version, rev); jerr != nil {
+				writeRPCStatus(w, http.StatusBadRequest, req.ID, jerr)
+				return true
+			}
+			_, jerr := s.callable(taskContext(r), p.Name)
+			switch {
+			case jerr != nil:
+			case rev.extension:
+				jerr = missingTasksCapability()
+			default:
+				jerr = &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound,
+					Message: p.Name + " runs only as a task: call it with a \"task\" param (tasks capability)"}
+			}
+			writeRPC(w, req.ID, nil, jerr)
+			return true
 		default:
 			return false
 		}
@@ -377,6 +396,50 @@ func (s *Server) long(name string) bool {
 	return s.longCalls[name]
 }
 
+// isTaskOnly reports whether MCP clients call the listed tool name only as a
+// task (its contract's mcp_task_required).
+func (s *Server) isTaskOnly(name string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.taskOnly[name]
+}
+
+// isContent reports whether the results of a tool id are content blocks.
+func (s *Server) isContent(toolID string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.contentIDs[toolID]
+}
+
+// callable returns the tool id of a listed tool name the caller of ctx may
+// call; a tool it may not call is unknown to it, as in tools/list.
+func (s *Server) callable(ctx context.Context, name string) (string, *jsonrpc.Error) {
+	s.mu.Lock()
+	t, known := s.tools[name]
+	s.mu.Unlock()
+	if !known && s.stale() {
+		if err := s.Sync(ctx); err == nil {
+			s.mu.Lock()
+			t, known = s.tools[name]
+			s.mu.Unlock()
+		}
+	}
+	if !known {
+		return "", &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown tool %q", name)}
+	}
+	id, _ := t.Meta[MetaToolID].(string)
+	if sc, ok := s.backend.(Scoped); ok {
+		may, err := sc.CanCall(ctx)
+		if err != nil {
+			return "", asRPC(ctx, err)
+		}
+		if !may(id) {
+			return "", &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown tool %q", name)}
+		}
+	}
+	return id, nil
+}
+
 // createTask starts a task for a tools/call.
 func (s *Server) createTask(ctx context.Context, tb Tasks, kind TaskKind, builtin bool, p taskParams, rev revision) (any, *jsonrpc.Error) {
 	start := TaskStart{Kind: kind, Input: &structpb.Struct{}}
@@ -386,31 +449,11 @@ func (s *Server) createTask(ctx context.Context, tb Tasks, kind TaskKind, builti
 		}
 	}
 	if !builtin {
-		s.mu.Lock()
-		t, known := s.tools[p.Name]
-		s.mu.Unlock()
-		if !known && s.stale() {
-			if err := s.Sync(ctx); err == nil {
-				s.mu.Lock()
-				t, known = s.tools[p.Name]
-				s.mu.Unlock()
-			}
+		id, jerr := s.callable(ctx, p.Name)
+		if jerr != nil {
+			return nil, jerr
 		}
-		if !known {
-			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown tool %q", p.Name)}
-		}
-		start.Kind, start.ToolID = TaskToolCall, t.Meta[MetaToolID].(string)
-		// A tool the caller may not call is unknown to it, as in tools/list:
-		// no task is started for it.
-		if sc, ok := s.backend.(Scoped); ok {
-			may, err := sc.CanCall(ctx)
-			if err != nil {
-				return nil, asRPC(ctx, err)
-			}
-			if !may(start.ToolID) {
-				return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown tool %q", p.Name)}
-			}
-		}
+		start.Kind, start.ToolID = TaskToolCall, id
 	}
 	st, err := tb.StartTask(ctx, start)
 	if err != nil {
@@ -456,7 +499,7 @@ func (s *Server) taskResult(ctx context.Context, tb Tasks, id string) (any, *jso
 			return nil, taskLookupError(ctx, err)
 		}
 		if st.Status.terminal() {
-			res, jerr := outcome(ctx, st)
+			res, jerr := s.outcome(ctx, st)
 			related := map[string]any{metaRelatedTask: map[string]any{"taskId": st.ID}}
 			if jerr != nil {
 				data, _ := json.Marshal(map[string]any{"_meta": related, "cause": json.RawMessage(orNull(jerr.Data))})
@@ -597,7 +640,7 @@ func (s *Server) taskWire(st *TaskState, rev revision, detailed bool) map[string
 	var res *sdk.CallToolResult
 	var jerr *jsonrpc.Error
 	if status == TaskCompleted {
-		res, jerr = outcome(context.Background(), st)
+		res, jerr = s.outcome(context.Background(), st)
 		switch {
 		case jerr != nil:
 			status = TaskFailed
@@ -661,8 +704,9 @@ func orDefault(s, d string) string {
 }
 
 // outcome renders a completed task's outcome as the tools/call would have:
-// a result (possibly isError), or a JSON-RPC error.
-func outcome(ctx context.Context, st *TaskState) (*sdk.CallToolResult, *jsonrpc.Error) {
+// a result (possibly isError; content blocks for a tool whose results are
+// content), or a JSON-RPC error.
+func (s *Server) outcome(ctx context.Context, st *TaskState) (*sdk.CallToolResult, *jsonrpc.Error) {
 	switch {
 	case st.Status == TaskCancelled:
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("task %s was cancelled", st.ID)}
@@ -679,9 +723,7 @@ func outcome(ctx context.Context, st *TaskState) (*sdk.CallToolResult, *jsonrpc.
 		}
 		return res, nil
 	case st.Response != nil:
-		// A task's result is the tool's message as JSON: content blocks
-		// (ToolContent results) are rendered on inline calls only.
-		res, err := result(st.Response, false)
+		res, err := result(st.Response, s.isContent(st.Response.GetToolId()))
 		if err != nil {
 			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the task's result could not be rendered"}
 		}
@@ -768,7 +810,7 @@ func (s *Server) taskCaps(next sdk.MethodHandler) sdk.MethodHandler {
 						continue
 					}
 					support := "optional"
-					if _, ok := builtinKind(fmt.Sprint(tm["name"])); ok {
+					if _, ok := builtinKind(fmt.Sprint(tm["name"])); ok || s.isTaskOnly(fmt.Sprint(tm["name"])) {
 						support = "required"
 					}
 					tm["execution"] = map[string]any{"taskSupport": support}
