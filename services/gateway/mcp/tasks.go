@@ -220,13 +220,15 @@ type taskRequest struct {
 
 // taskParams are the params members the router reads.
 type taskParams struct {
-	Meta           map[string]json.RawMessage `json:"_meta"`
-	TaskID         *string                    `json:"taskId"`
-	Cursor         string                     `json:"cursor"`
-	Name           string                     `json:"name"`
-	Arguments      json.RawMessage            `json:"arguments"`
-	Task           json.RawMessage            `json:"task"`
-	InputResponses sdk.InputResponseMap       `json:"inputResponses"`
+	Meta      map[string]json.RawMessage `json:"_meta"`
+	TaskID    *string                    `json:"taskId"`
+	Cursor    string                     `json:"cursor"`
+	Name      string                     `json:"name"`
+	Arguments json.RawMessage            `json:"arguments"`
+	Task      json.RawMessage            `json:"task"`
+	// InputResponses are read one by one (see updateTask): an answer to no
+	// outstanding request is ignored, whatever its shape.
+	InputResponses map[string]json.RawMessage `json:"inputResponses"`
 }
 
 // revision is what the request negotiated.
@@ -311,6 +313,13 @@ func (s *Server) routeTasks(w http.ResponseWriter, r *http.Request, body []byte)
 	if p.TaskID != nil {
 		id = *p.TaskID
 	}
+	if rev.extension && (req.Method == "tasks/result" || req.Method == "tasks/list") {
+		// Not methods of this revision: method-not-found before anything
+		// else of the request (its routing headers, its params) is judged.
+		writeRPC(w, req.ID, nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound,
+			Message: fmt.Sprintf("%s is not part of the tasks extension (%s); poll tasks/get", req.Method, version)})
+		return true
+	}
 	if req.Method != "tasks/list" {
 		if jerr := checkHeaders(r, req.Method, id, version, rev); jerr != nil {
 			writeRPCStatus(w, http.StatusBadRequest, req.ID, jerr)
@@ -321,8 +330,6 @@ func (s *Server) routeTasks(w http.ResponseWriter, r *http.Request, body []byte)
 	var res any
 	var jerr *jsonrpc.Error
 	switch {
-	case rev.extension && (req.Method == "tasks/result" || req.Method == "tasks/list"):
-		jerr = &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: fmt.Sprintf("%s is not part of the tasks extension (%s); poll tasks/get", req.Method, version)}
 	case !rev.extension && req.Method == "tasks/update":
 		jerr = &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: "tasks/update is defined from 2026-07-28 (the tasks extension)"}
 	case rev.extension && !rev.declared:
@@ -572,7 +579,7 @@ func (s *Server) cancelTask(ctx context.Context, tb Tasks, id string, rev revisi
 
 // updateTask answers tasks/update: approval answers to the task's waiting
 // calls. Keys that are not outstanding are ignored, as the extension says.
-func (s *Server) updateTask(ctx context.Context, tb Tasks, id string, answers sdk.InputResponseMap) (any, *jsonrpc.Error) {
+func (s *Server) updateTask(ctx context.Context, tb Tasks, id string, answers map[string]json.RawMessage) (any, *jsonrpc.Error) {
 	st, err := tb.GetTask(ctx, id)
 	if err != nil {
 		return nil, taskLookupError(ctx, err)
@@ -586,8 +593,11 @@ func (s *Server) updateTask(ctx context.Context, tb Tasks, id string, answers sd
 		if !ok || !waiting[callID] {
 			continue
 		}
-		er, ok := answer.(*sdk.ElicitResult)
-		if !ok {
+		var probe struct {
+			Action *string `json:"action"`
+		}
+		var er sdk.ElicitResult
+		if json.Unmarshal(answer, &probe) != nil || probe.Action == nil || json.Unmarshal(answer, &er) != nil {
 			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("inputResponses[%q] must be an elicitation result", key)}
 		}
 		approve, _ := er.Content["approve"].(bool)

@@ -228,10 +228,11 @@ func (s *Service) FailingJob(ctx context.Context, _ *conformancev1.FailingJobReq
 	return nil, tool.NewError(FailingJobText)
 }
 
-// ProtocolErrorJob is protocol_error_job: an internal error (a worker fault,
-// which the gateway reports as a failed call, not as the tool's answer).
+// ProtocolErrorJob is protocol_error_job: the worker cannot take the call
+// (UNIMPLEMENTED), which the gateway reports as its own failure (a JSON-RPC
+// error; a failed task), not as the tool's answer.
 func (s *Service) ProtocolErrorJob(context.Context, *conformancev1.ProtocolErrorJobRequest) (*conformancev1.ProtocolErrorJobResponse, error) {
-	return nil, status.Error(codes.Internal, "this job intentionally fails with an internal error for testing")
+	return nil, status.Error(codes.Unimplemented, "protocol_error_job never runs: it is the fixture of a protocol error")
 }
 
 // ConfirmDelete is confirm_delete: it runs only once a human approved the

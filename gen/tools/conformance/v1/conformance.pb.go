@@ -1340,7 +1340,7 @@ const file_tools_conformance_v1_conformance_proto_rawDesc = "" +
 	"\x14ConfirmDeleteRequest\x12$\n" +
 	"\bfilename\x18\x01 \x01(\tB\b\xbaH\x05r\x03\x18\x80\x02R\bfilename\"L\n" +
 	"\x15ConfirmDeleteResponse\x123\n" +
-	"\acontent\x18\x01 \x01(\v2\x19.toolfleet.v1.ToolContentR\acontent2\xf4\x1c\n" +
+	"\acontent\x18\x01 \x01(\v2\x19.toolfleet.v1.ToolContentR\acontent2\x8a\x1d\n" +
 	"\x12ConformanceService\x12\xb7\x01\n" +
 	"\n" +
 	"SimpleText\x12'.tools.conformance.v1.SimpleTextRequest\x1a(.tools.conformance.v1.SimpleTextResponse\"V\x8a\x80\x19R\x126Returns a simple text block (MCP conformance fixture).\x1a\x06\b\x01\x18\x01 \x00Z\x10test_simple_text\x12\xc9\x01\n" +
@@ -1356,8 +1356,8 @@ const file_tools_conformance_v1_conformance_proto_rawDesc = "" +
 	"\x05Greet\x12\".tools.conformance.v1.GreetRequest\x1a#.tools.conformance.v1.GreetResponse\"g\x8a\x80\x19c\x12RReturns \"Hello, {name}!\" at once (MCP conformance fixture of the tasks scenarios).\x1a\x06\b\x01\x18\x01 \x00Z\x05greet\x12\x8c\x02\n" +
 	"\vSlowCompute\x12(.tools.conformance.v1.SlowComputeRequest\x1a).tools.conformance.v1.SlowComputeResponse\"\xa7\x01\x8a\x80\x19\xa2\x01\x12\x85\x01Sleeps for `seconds` (0 to 100), then returns its label (MCP conformance fixture of the tasks scenarios: a long tool, run as a task).\x1a\x06\b\x01\x18\x01 \x00*\x02\bxZ\fslow_compute\x12\xfa\x01\n" +
 	"\n" +
-	"FailingJob\x12'.tools.conformance.v1.FailingJobRequest\x1a(.tools.conformance.v1.FailingJobResponse\"\x98\x01\x8a\x80\x19\x93\x01\x12vFails with an execution error after about a second (MCP conformance fixture of the tasks scenarios: a task-only tool).\x1a\x06\b\x01\x18\x01 \x00*\x02\b<Z\vfailing_job`\x01\x12\x8f\x02\n" +
-	"\x10ProtocolErrorJob\x12-.tools.conformance.v1.ProtocolErrorJobRequest\x1a..tools.conformance.v1.ProtocolErrorJobResponse\"\x9b\x01\x8a\x80\x19\x96\x01\x12pFails with an internal error, not a tool result (MCP conformance fixture of the tasks scenarios: a failed task).\x1a\x06\b\x01\x18\x01 \x00*\x02\b<2\x02\b\x01Z\x12protocol_error_job\x12\x88\x02\n" +
+	"FailingJob\x12'.tools.conformance.v1.FailingJobRequest\x1a(.tools.conformance.v1.FailingJobResponse\"\x98\x01\x8a\x80\x19\x93\x01\x12vFails with an execution error after about a second (MCP conformance fixture of the tasks scenarios: a task-only tool).\x1a\x06\b\x01\x18\x01 \x00*\x02\b<Z\vfailing_job`\x01\x12\xa5\x02\n" +
+	"\x10ProtocolErrorJob\x12-.tools.conformance.v1.ProtocolErrorJobRequest\x1a..tools.conformance.v1.ProtocolErrorJobResponse\"\xb1\x01\x8a\x80\x19\xac\x01\x12\x8b\x01Its worker cannot take the call, so the gateway fails it (MCP conformance fixture of the tasks scenarios: a failed task, a task-only tool).\x1a\x06\b\x01\x18\x01 \x00Z\x12protocol_error_job`\x01\x12\x88\x02\n" +
 	"\rConfirmDelete\x12*.tools.conformance.v1.ConfirmDeleteRequest\x1a+.tools.conformance.v1.ConfirmDeleteResponse\"\x9d\x01\x8a\x80\x19\x98\x01\x12xDeletes nothing, once a human approved it (MCP conformance fixture of the tasks scenarios: a task that waits for input).\x1a\x06\b\x01\x18\x01 \x00 \x01*\x02\b<Z\x0econfirm_delete\x1aQ\x8a\x80\x19M\n" +
 	"\vConformance\x12\x051.0.0\x1a7Fixture tools of the MCP conformance suite (test only).BGZEgithub.com/toolfleet/toolfleet/gen/tools/conformance/v1;conformancev1b\x06proto3"
 

@@ -80,8 +80,9 @@ type ConformanceServiceClient interface {
 	// FailingJob fails with an execution error after about a second; MCP
 	// clients call it only as a task.
 	FailingJob(ctx context.Context, in *FailingJobRequest, opts ...grpc.CallOption) (*FailingJobResponse, error)
-	// ProtocolErrorJob fails with an internal error (a worker fault, not a
-	// tool's answer), once: no retry.
+	// ProtocolErrorJob is a worker that cannot take the call (UNIMPLEMENTED):
+	// the gateway fails the call (a JSON-RPC error, not a tool result), so its
+	// task ends failed. MCP clients call it only as a task.
 	ProtocolErrorJob(ctx context.Context, in *ProtocolErrorJobRequest, opts ...grpc.CallOption) (*ProtocolErrorJobResponse, error)
 	// ConfirmDelete needs a human's approval before it runs: as a task it waits
 	// in input_required for the answer (tasks/update).
@@ -290,8 +291,9 @@ type ConformanceServiceServer interface {
 	// FailingJob fails with an execution error after about a second; MCP
 	// clients call it only as a task.
 	FailingJob(context.Context, *FailingJobRequest) (*FailingJobResponse, error)
-	// ProtocolErrorJob fails with an internal error (a worker fault, not a
-	// tool's answer), once: no retry.
+	// ProtocolErrorJob is a worker that cannot take the call (UNIMPLEMENTED):
+	// the gateway fails the call (a JSON-RPC error, not a tool result), so its
+	// task ends failed. MCP clients call it only as a task.
 	ProtocolErrorJob(context.Context, *ProtocolErrorJobRequest) (*ProtocolErrorJobResponse, error)
 	// ConfirmDelete needs a human's approval before it runs: as a task it waits
 	// in input_required for the answer (tasks/update).

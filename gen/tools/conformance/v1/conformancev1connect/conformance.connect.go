@@ -114,8 +114,9 @@ type ConformanceServiceClient interface {
 	// FailingJob fails with an execution error after about a second; MCP
 	// clients call it only as a task.
 	FailingJob(context.Context, *connect.Request[v1.FailingJobRequest]) (*connect.Response[v1.FailingJobResponse], error)
-	// ProtocolErrorJob fails with an internal error (a worker fault, not a
-	// tool's answer), once: no retry.
+	// ProtocolErrorJob is a worker that cannot take the call (UNIMPLEMENTED):
+	// the gateway fails the call (a JSON-RPC error, not a tool result), so its
+	// task ends failed. MCP clients call it only as a task.
 	ProtocolErrorJob(context.Context, *connect.Request[v1.ProtocolErrorJobRequest]) (*connect.Response[v1.ProtocolErrorJobResponse], error)
 	// ConfirmDelete needs a human's approval before it runs: as a task it waits
 	// in input_required for the answer (tasks/update).
@@ -355,8 +356,9 @@ type ConformanceServiceHandler interface {
 	// FailingJob fails with an execution error after about a second; MCP
 	// clients call it only as a task.
 	FailingJob(context.Context, *connect.Request[v1.FailingJobRequest]) (*connect.Response[v1.FailingJobResponse], error)
-	// ProtocolErrorJob fails with an internal error (a worker fault, not a
-	// tool's answer), once: no retry.
+	// ProtocolErrorJob is a worker that cannot take the call (UNIMPLEMENTED):
+	// the gateway fails the call (a JSON-RPC error, not a tool result), so its
+	// task ends failed. MCP clients call it only as a task.
 	ProtocolErrorJob(context.Context, *connect.Request[v1.ProtocolErrorJobRequest]) (*connect.Response[v1.ProtocolErrorJobResponse], error)
 	// ConfirmDelete needs a human's approval before it runs: as a task it waits
 	// in input_required for the answer (tasks/update).
