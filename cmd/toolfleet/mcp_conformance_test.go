@@ -124,6 +124,55 @@ func TestMCPConformance(t *testing.T) {
 				conformanceVersion, rev, passed, failed, summaryLine(log))
 		})
 	}
+	// What the suite does not look at, on the same fleet.
+	t.Run("tasks", func(t *testing.T) { taskFixtures(ctx, t, addr) })
+}
+
+// taskFixtures checks, on the conformance fleet at addr, what the suite's
+// tasks scenarios leave out: task-only tools (mcp_task_required) at
+// 2025-11-25, and a task's content result, which comes back as the content
+// blocks of a direct call (not as the value's JSON) at both revisions.
+func taskFixtures(ctx context.Context, t *testing.T, addr string) {
+	c := &mcpClient{t: t, addr: addr}
+	support := map[string]any{}
+	for _, tl := range c.must(ctx, oldRev, "tools/list", nil)["tools"].([]any) {
+		support[dig(tl, "name").(string)] = dig(tl, "execution", "taskSupport")
+	}
+	if support["failing_job"] != "required" || support["protocol_error_job"] != "required" || support["slow_compute"] != "optional" {
+		t.Errorf("2025-11-25 taskSupport: failing_job %v, protocol_error_job %v, slow_compute %v; want required, required, optional",
+			support["failing_job"], support["protocol_error_job"], support["slow_compute"])
+	}
+	if _, e := c.call(ctx, oldRev, "tools/call", map[string]any{"name": "failing_job", "arguments": map[string]any{}}); code(e) != -32601 {
+		t.Errorf("2025-11-25 task-only tool without a task: %v, want -32601", e)
+	}
+	if _, e := c.call(ctx, newRevNoTasks, "tools/call", map[string]any{"name": "protocol_error_job", "arguments": map[string]any{}}); code(e) != -32021 ||
+		dig(e, "data", "requiredCapabilities", "extensions", "io.modelcontextprotocol/tasks") == nil {
+		t.Errorf("2026-07-28 task-only tool without the extension: %v, want -32021 naming the extension", e)
+	}
+	const want = `Computed "blocks" after 0s.`
+	text := func(res any) any {
+		blocks, _ := dig(res, "content").([]any)
+		if len(blocks) != 1 || dig(blocks[0], "type") != "text" {
+			return res
+		}
+		return dig(blocks[0], "text")
+	}
+	created := c.must(ctx, newRev, "tools/call", map[string]any{"name": "slow_compute", "arguments": map[string]any{"seconds": 0, "label": "blocks"}})
+	id, _ := created["taskId"].(string)
+	if created["resultType"] != "task" || id == "" {
+		t.Fatalf("slow_compute at 2026-07-28 = %v, want a task", created)
+	}
+	if got := text(dig(c.waitTask(ctx, newRev, id, "completed"), "result")); got != want {
+		t.Errorf("2026-07-28 task result: %v, want one text block %q", got, want)
+	}
+	created = c.must(ctx, oldRev, "tools/call", map[string]any{"name": "slow_compute", "arguments": map[string]any{"seconds": 0, "label": "blocks"}, "task": map[string]any{}})
+	id, _ = dig(created, "task", "taskId").(string)
+	if id == "" {
+		t.Fatalf("slow_compute at 2025-11-25 with a task param = %v, want a task", created)
+	}
+	if got := text(c.must(ctx, oldRev, "tasks/result", map[string]any{"taskId": id})); got != want {
+		t.Errorf("2025-11-25 tasks/result: %v, want one text block %q", got, want)
+	}
 }
 
 // scenarioDir is a result folder: server-<scenario>-<timestamp>.
