@@ -160,7 +160,7 @@ func devFleet(ctx context.Context, t *testing.T, temporal bool) string {
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	if temporal {
 		stack := devstacktest.Start(t)
-		svc, err := startDevServices(ctx, stack, devConfig{Host: "127.0.0.1", Conformance: true, Namespace: stack.Namespace()},
+		svc, err := startDevServices(ctx, stack, devConfig{Host: "127.0.0.1", Conformance: true},
 			devServiceOptions{Logger: logger, MemoryStorage: true})
 		if err != nil {
 			t.Fatalf("startDevServices: %v", err)
