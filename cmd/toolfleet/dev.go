@@ -219,48 +219,13 @@ func runDev(ctx context.Context, cfg devConfig, stdout, stderr io.Writer) error 
 		return fmt.Errorf("start the dev stack: %w", err)
 	}
 
-	agents, programs, orchMetrics := &agentMount{}, &programMount{}, metrics.New()
-	fl, err := startFleet(startCtx, fleetConfig{Host: cfg.Host, GatewayPort: cfg.GatewayPort, JWTSecret: cfg.JWTSecret,
-		AllowedOrigins: cfg.AllowedOrigins, NATSURL: stack.NATS.URL(), NATS: cfg.NATS, Assets: cfg.Assets, Logger: logger,
-		Mounts: []gateway.Mount{agents.mount(), programs.mount(), metricsMount(orchMetrics)}, Tracing: tracing, Conformance: cfg.Conformance,
-		Limits: limits})
-	if err == nil {
-		err = fl.waitToolkits(startCtx, fl.Toolkits...)
-		if err != nil {
-			_ = fl.stop()
-		}
-	}
+	svc, err := startDevServices(startCtx, stack, cfg, devServiceOptions{Logger: logger, Tracing: tracing,
+		Triggers: triggers, Endpoints: endpoints, Limits: limits})
 	if err != nil {
-		stack.Stop()
-		return fmt.Errorf("start the gateway and workers: %w", err)
-	}
-
-	rcfg := runner.Config{TemporalAddress: stack.Temporal.Address(), Namespace: stack.Namespace(),
-		NATSURL: stack.NATS.URL(), NATS: cfg.NATS, Assets: cfg.Assets, GatewayAddress: fl.Gateway.Addr(), Logger: logger, Triggers: triggers,
-		Tracing: tracing, Metrics: orchMetrics, Endpoints: endpoints, KeyDir: cfg.ModelKeyDir}
-	if rcfg.Models, err = devModels(cfg, endpoints); err != nil {
-		_ = fl.stop()
 		stack.Stop()
 		return err
 	}
-	if cfg.JWTSecret == "" {
-		// Auth off: every caller is the one principal "anonymous" (the
-		// laptop's owner), so a per-principal quota would only cap the stores.
-		rcfg.PrincipalMaxBytes, rcfg.PrincipalMaxRuns = -1, -1
-	}
-	if cfg.JWTSecret != "" {
-		// With auth on, the orchestrator calls tools with its own token (and
-		// on behalf of each run's starter), as in a cluster.
-		rcfg.GatewayTokenSource = devTokenSource([]byte(cfg.JWTSecret))
-	}
-	orch, err := runner.Start(startCtx, rcfg)
-	if err != nil {
-		_ = fl.stop()
-		stack.Stop()
-		return fmt.Errorf("start the orchestrator: %w", err)
-	}
-	agents.serve(orch, fl.Gateway)
-	programs.serve(orch, fl.Gateway)
+	fl, orch := svc.fleet, svc.orch
 	stopWorkers, err := startDevWorkers(cfg.Workers, stack.NATS.URL(), cfg.NATS, stderr, logger)
 	if err != nil {
 		orch.Stop()
@@ -321,6 +286,80 @@ func runDev(ctx context.Context, cfg devConfig, stdout, stderr io.Writer) error 
 	case <-time.After(cfg.StopTimeout):
 		return fmt.Errorf("the dev stack did not stop within %s; data in %s may need a clean restart", cfg.StopTimeout, dataDir)
 	}
+}
+
+// devServices are what `toolfleet dev` runs on its stack: the gateway (with
+// the AgentService, the ProgramService and so MCP tasks mounted) and the
+// bundled workers, and the orchestrator that serves those services.
+type devServices struct {
+	fleet *fleet
+	orch  *runner.Orchestrator
+}
+
+// devServiceOptions are what runDev sets up before the services start.
+type devServiceOptions struct {
+	Logger    *slog.Logger
+	Tracing   bool
+	Triggers  *trigger.Config
+	Endpoints *agent.Endpoints
+	// MemoryStorage keeps the orchestrator's transcripts and events in
+	// memory (tests; dev keeps them in the stack's JetStream).
+	MemoryStorage bool
+	// Limits are the gateway's rate limits and quotas (--limits-file).
+	Limits ratelimit.Config
+}
+
+// startDevServices starts the gateway and the bundled workers on stack, waits
+// for their toolkits, then starts the orchestrator and serves the mounted
+// services with it. On an error nothing it started keeps running (the stack
+// is the caller's). Tests run the same fleet with it.
+func startDevServices(ctx context.Context, stack *devstack.Stack, cfg devConfig, o devServiceOptions) (*devServices, error) {
+	agents, programs, orchMetrics := &agentMount{}, &programMount{}, metrics.New()
+	fl, err := startFleet(ctx, fleetConfig{Host: cfg.Host, GatewayPort: cfg.GatewayPort, JWTSecret: cfg.JWTSecret,
+		AllowedOrigins: cfg.AllowedOrigins, NATSURL: stack.NATS.URL(), NATS: cfg.NATS, Assets: cfg.Assets, Logger: o.Logger,
+		Mounts: []gateway.Mount{agents.mount(), programs.mount(), metricsMount(orchMetrics)}, Tracing: o.Tracing, Conformance: cfg.Conformance,
+		Limits: o.Limits})
+	if err == nil {
+		err = fl.waitToolkits(ctx, fl.Toolkits...)
+		if err != nil {
+			_ = fl.stop()
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("start the gateway and workers: %w", err)
+	}
+
+	rcfg := runner.Config{TemporalAddress: stack.Temporal.Address(), Namespace: stack.Namespace(),
+		NATSURL: stack.NATS.URL(), NATS: cfg.NATS, Assets: cfg.Assets, GatewayAddress: fl.Gateway.Addr(), Logger: o.Logger, Triggers: o.Triggers,
+		Tracing: o.Tracing, Metrics: orchMetrics, Endpoints: o.Endpoints, KeyDir: cfg.ModelKeyDir, MemoryStorage: o.MemoryStorage}
+	if rcfg.Models, err = devModels(cfg, o.Endpoints); err != nil {
+		_ = fl.stop()
+		return nil, err
+	}
+	if cfg.JWTSecret == "" {
+		// Auth off: every caller is the one principal "anonymous" (the
+		// laptop's owner), so a per-principal quota would only cap the stores.
+		rcfg.PrincipalMaxBytes, rcfg.PrincipalMaxRuns = -1, -1
+	}
+	if cfg.JWTSecret != "" {
+		// With auth on, the orchestrator calls tools with its own token (and
+		// on behalf of each run's starter), as in a cluster.
+		rcfg.GatewayTokenSource = devTokenSource([]byte(cfg.JWTSecret))
+	}
+	orch, err := runner.Start(ctx, rcfg)
+	if err != nil {
+		_ = fl.stop()
+		return nil, fmt.Errorf("start the orchestrator: %w", err)
+	}
+	agents.serve(orch, fl.Gateway)
+	programs.serve(orch, fl.Gateway)
+	return &devServices{fleet: fl, orch: orch}, nil
+}
+
+// stop stops the orchestrator, then the gateway and workers.
+func (s *devServices) stop() error {
+	s.orch.Stop()
+	return s.fleet.stop()
 }
 
 // isLoopback reports whether host (a name or an address) is loopback only.

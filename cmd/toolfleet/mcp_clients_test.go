@@ -83,7 +83,7 @@ func TestTypeScriptSDKClient(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
 	defer cancel()
-	addr := devFleet(ctx, t)
+	addr := devFleet(ctx, t, false)
 	// ESM resolves imports from the script's folder: put it beside node_modules.
 	script := filepath.Join(tools.dir, fmt.Sprintf("toolfleet-ts-client-%d.mjs", os.Getpid()))
 	if err := os.WriteFile(script, []byte(tsClient), 0o600); err != nil {
@@ -147,7 +147,7 @@ func TestMCPInspectorCLI(t *testing.T) {
 	// machine makes it tens of seconds.
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)
 	defer cancel()
-	addr := devFleet(ctx, t)
+	addr := devFleet(ctx, t, false)
 	inspector := filepath.Join(tools.dir, "node_modules", "@modelcontextprotocol", "inspector", "clients", "launcher", "build", "index.js")
 	// The Inspector keeps a server catalog; keep it out of the home folder.
 	env := []string{"MCP_CATALOG_PATH=" + filepath.Join(t.TempDir(), "mcp.json")}

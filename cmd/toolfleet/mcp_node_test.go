@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolfleet/toolfleet/internal/devstack/devstacktest"
 	"github.com/toolfleet/toolfleet/internal/natsx/natstest"
 )
 
@@ -150,12 +151,29 @@ func nodeAtLeast(ctx context.Context, node string) bool {
 
 // devFleet runs the gateway and workers `toolfleet dev --conformance` runs
 // (startFleet, on an embedded NATS; auth off), until the test ends, and
-// returns the gateway's address.
-func devFleet(ctx context.Context, t *testing.T) string {
+// returns the gateway's address. With temporal it runs all of that command's
+// fleet (startDevServices) on an embedded NATS and Temporal: the gateway
+// then serves the AgentService, the ProgramService and MCP tasks, run by an
+// orchestrator.
+func devFleet(ctx context.Context, t *testing.T, temporal bool) string {
 	t.Helper()
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	if temporal {
+		stack := devstacktest.Start(t)
+		svc, err := startDevServices(ctx, stack, devConfig{Host: "127.0.0.1", Conformance: true},
+			devServiceOptions{Logger: logger, MemoryStorage: true})
+		if err != nil {
+			t.Fatalf("startDevServices: %v", err)
+		}
+		t.Cleanup(func() {
+			if err := svc.stop(); err != nil {
+				t.Errorf("stop the fleet: %v", err)
+			}
+		})
+		return svc.fleet.Gateway.Addr()
+	}
 	srv := natstest.Start(t)
-	f, err := startFleet(ctx, fleetConfig{Host: "127.0.0.1", NATSURL: srv.URL(), Conformance: true,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	f, err := startFleet(ctx, fleetConfig{Host: "127.0.0.1", NATSURL: srv.URL(), Conformance: true, Logger: logger})
 	if err != nil {
 		t.Fatalf("startFleet: %v", err)
 	}

@@ -323,7 +323,9 @@ func (c *mcpClient) call(ctx context.Context, r rev, method string, params map[s
 	id := c.id
 	c.mu.Unlock()
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+c.addr+"/mcp", nil)
-	req.Header.Set("Authorization", "Bearer "+c.token)
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
 	if r == oldRev {

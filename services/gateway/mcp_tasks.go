@@ -50,7 +50,7 @@ const (
 // oneToolSource is the program of a tool call task: the call's outcome as
 // data (a tool failure is a value, not a program failure).
 const oneToolSource = `r = call(args["tool"], **args["input"])
-result = {"ok": r.ok, "value": r.value, "error": None if r.ok else {"kind": r.error.kind, "message": r.error.message, "fields": r.error.fields}}
+result = {"tool": args["tool"], "ok": r.ok, "value": r.value, "error": None if r.ok else {"kind": r.error.kind, "message": r.error.message, "fields": r.error.fields}}
 `
 
 // maxLocalResponse bounds a response read from a mounted service in process.
@@ -283,7 +283,10 @@ func toolOutcome(p *toolfleetv1.GetProgramResponse) (*toolfleetv1.CallToolRespon
 		if err != nil {
 			return nil, status.Error(codes.Internal, "the tool's result is not JSON")
 		}
-		return &toolfleetv1.CallToolResponse{Success: true, Outcome: &toolfleetv1.CallToolResponse_Value{Value: v}}, nil
+		// The tool's id (tasks started before it was recorded have none):
+		// the MCP server renders a content result's blocks by it.
+		tool, _ := out["tool"].(string)
+		return &toolfleetv1.CallToolResponse{Success: true, ToolId: tool, Outcome: &toolfleetv1.CallToolResponse_Value{Value: v}}, nil
 	}
 	e, _ := out["error"].(map[string]any)
 	msg, _ := e["message"].(string)

@@ -58,8 +58,14 @@ func TestToolOutcome(t *testing.T) {
 		return &toolfleetv1.GetProgramResponse{Status: toolfleetv1.ProgramStatus_PROGRAM_STATUS_COMPLETED, Result: v}
 	}
 	resp, err := toolOutcome(done(map[string]any{"ok": true, "value": map[string]any{"result": 42.0}}))
-	if err != nil || !resp.GetSuccess() || resp.GetValue().GetStructValue().AsMap()["result"] != 42.0 {
+	if err != nil || !resp.GetSuccess() || resp.GetValue().GetStructValue().AsMap()["result"] != 42.0 || resp.GetToolId() != "" {
 		t.Errorf("ok: %v, %v", resp, err)
+	}
+	// The tool id the program records names the tool (MCP renders a content
+	// result's blocks by it).
+	resp, err = toolOutcome(done(map[string]any{"tool": "Conformance.Greet@1.0.0", "ok": true, "value": map[string]any{"result": 42.0}}))
+	if err != nil || resp.GetToolId() != "Conformance.Greet@1.0.0" {
+		t.Errorf("ok with the tool: %v, %v", resp, err)
 	}
 	resp, err = toolOutcome(done(map[string]any{"ok": false, "error": map[string]any{"kind": "execution", "message": "boom"}}))
 	if err != nil || resp.GetSuccess() || resp.GetError().GetMessage() != "boom" {

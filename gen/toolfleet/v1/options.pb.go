@@ -122,9 +122,17 @@ type ToolOptions struct {
 	// across the gateway's catalog: a worker whose tool claims an MCP name that
 	// another tool already shows (as its MCP name or model name) is refused at
 	// registration. Other surfaces keep the tool id and the model name.
-	McpName       string `protobuf:"bytes,11,opt,name=mcp_name,json=mcpName,proto3" json:"mcp_name,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	McpName string `protobuf:"bytes,11,opt,name=mcp_name,json=mcpName,proto3" json:"mcp_name,omitempty"`
+	// MCP clients call this tool only as a task (the io.modelcontextprotocol/tasks
+	// extension, docs/mcp.md "Tasks"): a tools/call from a client that did not
+	// declare the extension is refused with -32021 (MCP's missing required client
+	// capability), and at 2025-11-25 tools/list marks the tool execution.taskSupport
+	// "required". Without it, a tool becomes a task for a client that declared the
+	// extension when its timeout is at least the gateway's long-call bound (30 s by
+	// default). Other surfaces call the tool as usual.
+	McpTaskRequired bool `protobuf:"varint,12,opt,name=mcp_task_required,json=mcpTaskRequired,proto3" json:"mcp_task_required,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *ToolOptions) Reset() {
@@ -232,6 +240,13 @@ func (x *ToolOptions) GetMcpName() string {
 		return x.McpName
 	}
 	return ""
+}
+
+func (x *ToolOptions) GetMcpTaskRequired() bool {
+	if x != nil {
+		return x.McpTaskRequired
+	}
+	return false
 }
 
 // ToolHints are behaviour hints; explicit presence tells "false" apart from "unset".
@@ -584,7 +599,7 @@ const file_toolfleet_v1_options_proto_rawDesc = "" +
 	"\x0eToolkitOptions\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x12 \n" +
-	"\vdescription\x18\x03 \x01(\tR\vdescription\"\xc0\x03\n" +
+	"\vdescription\x18\x03 \x01(\tR\vdescription\"\xec\x03\n" +
 	"\vToolOptions\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
 	"\vdescription\x18\x02 \x01(\tR\vdescription\x12-\n" +
@@ -597,7 +612,8 @@ const file_toolfleet_v1_options_proto_rawDesc = "" +
 	"\bexamples\x18\t \x03(\v2\x19.toolfleet.v1.ToolExampleR\bexamples\x12\x14\n" +
 	"\x05title\x18\n" +
 	" \x01(\tR\x05title\x12\x19\n" +
-	"\bmcp_name\x18\v \x01(\tR\amcpName\"\xd9\x01\n" +
+	"\bmcp_name\x18\v \x01(\tR\amcpName\x12*\n" +
+	"\x11mcp_task_required\x18\f \x01(\bR\x0fmcpTaskRequired\"\xd9\x01\n" +
 	"\tToolHints\x12 \n" +
 	"\tread_only\x18\x01 \x01(\bH\x00R\breadOnly\x88\x01\x01\x12%\n" +
 	"\vdestructive\x18\x02 \x01(\bH\x01R\vdestructive\x88\x01\x01\x12#\n" +

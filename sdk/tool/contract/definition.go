@@ -195,11 +195,12 @@ func Definition(tk Toolkit, m protoreflect.MethodDescriptor) (*toolfleetv1.ToolD
 			Retry:            proto.CloneOf(opts.GetRetry()),
 			MaxResultBytes:   opts.GetMaxResultBytes(),
 		},
-		Title:         title,
-		GrpcMethod:    GRPCMethod(m),
-		Examples:      examples,
-		McpName:       opts.GetMcpName(),
-		ContentResult: IsContentResult(m.Output()),
+		Title:           title,
+		GrpcMethod:      GRPCMethod(m),
+		Examples:        examples,
+		McpName:         opts.GetMcpName(),
+		ContentResult:   IsContentResult(m.Output()),
+		McpTaskRequired: opts.GetMcpTaskRequired(),
 	}, nil
 }
 

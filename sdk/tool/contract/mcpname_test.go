@@ -28,6 +28,19 @@ func TestMCPNameAndContentResult(t *testing.T) {
 	}
 }
 
+// mcp_task_required reaches the definition; a tool without it is not task-only.
+func TestMCPTaskRequired(t *testing.T) {
+	t.Parallel()
+	defs := byID(linked(t, "tools.conformance.v1.ConformanceService"))
+	for id, want := range map[string]bool{"Conformance.FailingJob@1.0.0": true, "Conformance.ProtocolErrorJob@1.0.0": true,
+		"Conformance.SlowCompute@1.0.0": false, "Conformance.Greet@1.0.0": false} {
+		d, ok := defs[id]
+		if !ok || d.GetMcpTaskRequired() != want {
+			t.Errorf("%s: listed %v, mcp_task_required %v, want %v", id, ok, d.GetMcpTaskRequired(), want)
+		}
+	}
+}
+
 // conformanceWith builds the Conformance service with edit applied to the
 // tool options of its first two methods.
 func conformanceWith(t *testing.T, edit func(first, second *toolfleetv1.ToolOptions)) ([]*toolfleetv1.ToolDefinition, error) {

@@ -184,7 +184,13 @@ type Server struct {
 	tools  map[string]*sdk.Tool // by MCP name, as last added
 	// longCalls are the names whose contract timeout is at least LongCall.
 	longCalls map[string]bool
-	lastSync  time.Time
+	// taskOnly are the names MCP clients call only as tasks (the contract's
+	// mcp_task_required).
+	taskOnly map[string]bool
+	// contentIDs are the tool ids (exact versions) whose results are content
+	// blocks, for rendering a task's result as the call would have.
+	contentIDs map[string]bool
+	lastSync   time.Time
 
 	watchMu  sync.Mutex
 	watchers int
@@ -387,7 +393,7 @@ func (s *Server) Sync(ctx context.Context) error {
 		req.PageToken = resp.GetNextPageToken()
 	}
 	next := make(map[string]*sdk.Tool, len(defs))
-	long := map[string]bool{}
+	long, taskOnly, contentIDs := map[string]bool{}, map[string]bool{}, map[string]bool{}
 	for _, d := range defs {
 		t, err := toolOf(d)
 		if err != nil {
@@ -396,11 +402,17 @@ func (s *Server) Sync(ctx context.Context) error {
 		}
 		next[t.Name] = t
 		long[t.Name] = d.GetRequirements().GetTimeout().AsDuration() >= s.opts.LongCall
+		if d.GetMcpTaskRequired() {
+			taskOnly[t.Name] = true
+		}
+		if d.GetContentResult() {
+			contentIDs[d.GetId()] = true
+		}
 	}
 	s.mu.Lock()
 	prev := s.tools
 	s.tools = next
-	s.longCalls = long
+	s.longCalls, s.taskOnly, s.contentIDs = long, taskOnly, contentIDs
 	s.lastSync = time.Now()
 	s.mu.Unlock()
 

@@ -220,13 +220,15 @@ type taskRequest struct {
 
 // taskParams are the params members the router reads.
 type taskParams struct {
-	Meta           map[string]json.RawMessage `json:"_meta"`
-	TaskID         *string                    `json:"taskId"`
-	Cursor         string                     `json:"cursor"`
-	Name           string                     `json:"name"`
-	Arguments      json.RawMessage            `json:"arguments"`
-	Task           json.RawMessage            `json:"task"`
-	InputResponses sdk.InputResponseMap       `json:"inputResponses"`
+	Meta      map[string]json.RawMessage `json:"_meta"`
+	TaskID    *string                    `json:"taskId"`
+	Cursor    string                     `json:"cursor"`
+	Name      string                     `json:"name"`
+	Arguments json.RawMessage            `json:"arguments"`
+	Task      json.RawMessage            `json:"task"`
+	// InputResponses are read one by one (see updateTask): an answer to no
+	// outstanding request is ignored, whatever its shape.
+	InputResponses map[string]json.RawMessage `json:"inputResponses"`
 }
 
 // revision is what the request negotiated.
@@ -269,12 +271,31 @@ func (s *Server) routeTasks(w http.ResponseWriter, r *http.Request, body []byte)
 	}
 	if req.Method == "tools/call" {
 		kind, builtin := builtinKind(p.Name)
+		taskOnly := !builtin && s.isTaskOnly(p.Name)
 		switch {
 		case rev.extension && rev.declared:
-			if !builtin && !s.long(p.Name) {
+			if !builtin && !taskOnly && !s.long(p.Name) {
 				return false // answered inline
 			}
 		case !rev.extension && len(p.Task) > 0 && string(p.Task) != "null":
+		case taskOnly:
+			// A task-only tool called without tasks: refused as the run
+			// tools are, to a caller that may call it (else it is unknown).
+			if jerr := checkHeaders(r, req.Method, p.Name, version, rev); jerr != nil {
+				writeRPCStatus(w, http.StatusBadRequest, req.ID, jerr)
+				return true
+			}
+			_, jerr := s.callable(taskContext(r), p.Name)
+			switch {
+			case jerr != nil:
+			case rev.extension:
+				jerr = missingTasksCapability()
+			default:
+				jerr = &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound,
+					Message: p.Name + " runs only as a task: call it with a \"task\" param (tasks capability)"}
+			}
+			writeRPC(w, req.ID, nil, jerr)
+			return true
 		default:
 			return false
 		}
@@ -292,6 +313,13 @@ func (s *Server) routeTasks(w http.ResponseWriter, r *http.Request, body []byte)
 	if p.TaskID != nil {
 		id = *p.TaskID
 	}
+	if rev.extension && (req.Method == "tasks/result" || req.Method == "tasks/list") {
+		// Not methods of this revision: method-not-found before anything
+		// else of the request (its routing headers, its params) is judged.
+		writeRPC(w, req.ID, nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound,
+			Message: fmt.Sprintf("%s is not part of the tasks extension (%s); poll tasks/get", req.Method, version)})
+		return true
+	}
 	if req.Method != "tasks/list" {
 		if jerr := checkHeaders(r, req.Method, id, version, rev); jerr != nil {
 			writeRPCStatus(w, http.StatusBadRequest, req.ID, jerr)
@@ -302,8 +330,6 @@ func (s *Server) routeTasks(w http.ResponseWriter, r *http.Request, body []byte)
 	var res any
 	var jerr *jsonrpc.Error
 	switch {
-	case rev.extension && (req.Method == "tasks/result" || req.Method == "tasks/list"):
-		jerr = &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: fmt.Sprintf("%s is not part of the tasks extension (%s); poll tasks/get", req.Method, version)}
 	case !rev.extension && req.Method == "tasks/update":
 		jerr = &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: "tasks/update is defined from 2026-07-28 (the tasks extension)"}
 	case rev.extension && !rev.declared:
@@ -377,6 +403,50 @@ func (s *Server) long(name string) bool {
 	return s.longCalls[name]
 }
 
+// isTaskOnly reports whether MCP clients call the listed tool name only as a
+// task (its contract's mcp_task_required).
+func (s *Server) isTaskOnly(name string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.taskOnly[name]
+}
+
+// isContent reports whether the results of a tool id are content blocks.
+func (s *Server) isContent(toolID string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.contentIDs[toolID]
+}
+
+// callable returns the tool id of a listed tool name the caller of ctx may
+// call; a tool it may not call is unknown to it, as in tools/list.
+func (s *Server) callable(ctx context.Context, name string) (string, *jsonrpc.Error) {
+	s.mu.Lock()
+	t, known := s.tools[name]
+	s.mu.Unlock()
+	if !known && s.stale() {
+		if err := s.Sync(ctx); err == nil {
+			s.mu.Lock()
+			t, known = s.tools[name]
+			s.mu.Unlock()
+		}
+	}
+	if !known {
+		return "", &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown tool %q", name)}
+	}
+	id, _ := t.Meta[MetaToolID].(string)
+	if sc, ok := s.backend.(Scoped); ok {
+		may, err := sc.CanCall(ctx)
+		if err != nil {
+			return "", asRPC(ctx, err)
+		}
+		if !may(id) {
+			return "", &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown tool %q", name)}
+		}
+	}
+	return id, nil
+}
+
 // createTask starts a task for a tools/call.
 func (s *Server) createTask(ctx context.Context, tb Tasks, kind TaskKind, builtin bool, p taskParams, rev revision) (any, *jsonrpc.Error) {
 	start := TaskStart{Kind: kind, Input: &structpb.Struct{}}
@@ -386,31 +456,11 @@ func (s *Server) createTask(ctx context.Context, tb Tasks, kind TaskKind, builti
 		}
 	}
 	if !builtin {
-		s.mu.Lock()
-		t, known := s.tools[p.Name]
-		s.mu.Unlock()
-		if !known && s.stale() {
-			if err := s.Sync(ctx); err == nil {
-				s.mu.Lock()
-				t, known = s.tools[p.Name]
-				s.mu.Unlock()
-			}
+		id, jerr := s.callable(ctx, p.Name)
+		if jerr != nil {
+			return nil, jerr
 		}
-		if !known {
-			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown tool %q", p.Name)}
-		}
-		start.Kind, start.ToolID = TaskToolCall, t.Meta[MetaToolID].(string)
-		// A tool the caller may not call is unknown to it, as in tools/list:
-		// no task is started for it.
-		if sc, ok := s.backend.(Scoped); ok {
-			may, err := sc.CanCall(ctx)
-			if err != nil {
-				return nil, asRPC(ctx, err)
-			}
-			if !may(start.ToolID) {
-				return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown tool %q", p.Name)}
-			}
-		}
+		start.Kind, start.ToolID = TaskToolCall, id
 	}
 	st, err := tb.StartTask(ctx, start)
 	if err != nil {
@@ -456,7 +506,7 @@ func (s *Server) taskResult(ctx context.Context, tb Tasks, id string) (any, *jso
 			return nil, taskLookupError(ctx, err)
 		}
 		if st.Status.terminal() {
-			res, jerr := outcome(ctx, st)
+			res, jerr := s.outcome(ctx, st)
 			related := map[string]any{metaRelatedTask: map[string]any{"taskId": st.ID}}
 			if jerr != nil {
 				data, _ := json.Marshal(map[string]any{"_meta": related, "cause": json.RawMessage(orNull(jerr.Data))})
@@ -529,7 +579,7 @@ func (s *Server) cancelTask(ctx context.Context, tb Tasks, id string, rev revisi
 
 // updateTask answers tasks/update: approval answers to the task's waiting
 // calls. Keys that are not outstanding are ignored, as the extension says.
-func (s *Server) updateTask(ctx context.Context, tb Tasks, id string, answers sdk.InputResponseMap) (any, *jsonrpc.Error) {
+func (s *Server) updateTask(ctx context.Context, tb Tasks, id string, answers map[string]json.RawMessage) (any, *jsonrpc.Error) {
 	st, err := tb.GetTask(ctx, id)
 	if err != nil {
 		return nil, taskLookupError(ctx, err)
@@ -543,8 +593,11 @@ func (s *Server) updateTask(ctx context.Context, tb Tasks, id string, answers sd
 		if !ok || !waiting[callID] {
 			continue
 		}
-		er, ok := answer.(*sdk.ElicitResult)
-		if !ok {
+		var probe struct {
+			Action *string `json:"action"`
+		}
+		var er sdk.ElicitResult
+		if json.Unmarshal(answer, &probe) != nil || probe.Action == nil || json.Unmarshal(answer, &er) != nil {
 			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("inputResponses[%q] must be an elicitation result", key)}
 		}
 		approve, _ := er.Content["approve"].(bool)
@@ -597,7 +650,7 @@ func (s *Server) taskWire(st *TaskState, rev revision, detailed bool) map[string
 	var res *sdk.CallToolResult
 	var jerr *jsonrpc.Error
 	if status == TaskCompleted {
-		res, jerr = outcome(context.Background(), st)
+		res, jerr = s.outcome(context.Background(), st)
 		switch {
 		case jerr != nil:
 			status = TaskFailed
@@ -661,8 +714,9 @@ func orDefault(s, d string) string {
 }
 
 // outcome renders a completed task's outcome as the tools/call would have:
-// a result (possibly isError), or a JSON-RPC error.
-func outcome(ctx context.Context, st *TaskState) (*sdk.CallToolResult, *jsonrpc.Error) {
+// a result (possibly isError; content blocks for a tool whose results are
+// content), or a JSON-RPC error.
+func (s *Server) outcome(ctx context.Context, st *TaskState) (*sdk.CallToolResult, *jsonrpc.Error) {
 	switch {
 	case st.Status == TaskCancelled:
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("task %s was cancelled", st.ID)}
@@ -679,9 +733,7 @@ func outcome(ctx context.Context, st *TaskState) (*sdk.CallToolResult, *jsonrpc.
 		}
 		return res, nil
 	case st.Response != nil:
-		// A task's result is the tool's message as JSON: content blocks
-		// (ToolContent results) are rendered on inline calls only.
-		res, err := result(st.Response, false)
+		res, err := result(st.Response, s.isContent(st.Response.GetToolId()))
 		if err != nil {
 			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the task's result could not be rendered"}
 		}
@@ -768,7 +820,7 @@ func (s *Server) taskCaps(next sdk.MethodHandler) sdk.MethodHandler {
 						continue
 					}
 					support := "optional"
-					if _, ok := builtinKind(fmt.Sprint(tm["name"])); ok {
+					if _, ok := builtinKind(fmt.Sprint(tm["name"])); ok || s.isTaskOnly(fmt.Sprint(tm["name"])) {
 						support = "required"
 					}
 					tm["execution"] = map[string]any{"taskSupport": support}

@@ -32,6 +32,29 @@ func TestTaskWire(t *testing.T) {
 	if ext["status"] != "completed" || ext["ttlMs"] == nil || ext["pollIntervalMs"] == nil || res == nil || old["createdAt"] != "2026-11-26T01:00:00Z" {
 		t.Errorf("2026-07-28: %v", ext)
 	}
+	// A content result comes back as the content blocks a direct call
+	// shows; the same value of a tool that is not one, as JSON text.
+	blocks, err := structpb.NewValue(map[string]any{"content": map[string]any{"blocks": []any{map[string]any{"text": "Hello, task!"}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.contentIDs = map[string]bool{"Conformance.Greet@1.0.0": true}
+	for id, want := range map[string]string{"Conformance.Greet@1.0.0": "Hello, task!", "Other.Tool@1.0.0": `{"content":{"blocks":[{"text":"Hello, task!"}]}}`} {
+		done := &TaskState{ID: "c", Status: TaskCompleted, CreatedAt: created,
+			Response: &toolfleetv1.CallToolResponse{Success: true, ToolId: id, Outcome: &toolfleetv1.CallToolResponse_Value{Value: blocks}}}
+		b, err := json.Marshal(s.taskWire(done, revision{extension: true, declared: true}, true))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var w struct {
+			Result struct {
+				Content []struct{ Type, Text string } `json:"content"`
+			} `json:"result"`
+		}
+		if err := json.Unmarshal(b, &w); err != nil || len(w.Result.Content) != 1 || w.Result.Content[0].Type != "text" || w.Result.Content[0].Text != want {
+			t.Errorf("result of %s: %s, want one text block %q", id, b, want)
+		}
+	}
 	refused := &TaskState{ID: "y", Status: TaskCompleted, CreatedAt: created, Err: status.Error(codes.Unavailable, "the gateway is away")}
 	got := s.taskWire(refused, revision{extension: true, declared: true}, true)
 	if e, _ := got["error"].(map[string]any); got["status"] != "failed" || e["code"] != int64(-32603) {

@@ -18,6 +18,9 @@ import (
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
 	conformancev1 "github.com/toolfleet/toolfleet/gen/tools/conformance/v1"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"github.com/toolfleet/toolfleet/sdk/tool"
 )
 
@@ -183,4 +186,54 @@ func (s *Service) logThree(ctx context.Context) error {
 // StreamingElicitation is test_streaming_elicitation: it runs once approved.
 func (s *Service) StreamingElicitation(context.Context, *conformancev1.StreamingElicitationRequest) (*conformancev1.StreamingElicitationResponse, error) {
 	return &conformancev1.StreamingElicitationResponse{Content: content(text("Approved and run."))}, nil
+}
+
+// Greet is greet (the tasks scenarios' synchronous tool).
+func (s *Service) Greet(_ context.Context, req *conformancev1.GreetRequest) (*conformancev1.GreetResponse, error) {
+	return &conformancev1.GreetResponse{Content: content(text("Hello, " + req.GetName() + "!"))}, nil
+}
+
+// wait sleeps d, or fails when the call is cancelled first.
+func wait(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return tool.NewError("cancelled before it finished", tool.WithDeveloperMessage(ctx.Err().Error()))
+	case <-t.C:
+		return nil
+	}
+}
+
+// SlowCompute is slow_compute: it sleeps for the seconds asked (the contract
+// bounds them), or until the call is cancelled.
+func (s *Service) SlowCompute(ctx context.Context, req *conformancev1.SlowComputeRequest) (*conformancev1.SlowComputeResponse, error) {
+	if err := wait(ctx, time.Duration(req.GetSeconds())*time.Second); err != nil {
+		return nil, err
+	}
+	return &conformancev1.SlowComputeResponse{Content: content(text(fmt.Sprintf("Computed %q after %ds.", req.GetLabel(), req.GetSeconds())))}, nil
+}
+
+// FailingJobText is what failing_job fails with.
+const FailingJobText = "This job intentionally fails for testing"
+
+// FailingJob is failing_job: an execution error after about a second.
+func (s *Service) FailingJob(ctx context.Context, _ *conformancev1.FailingJobRequest) (*conformancev1.FailingJobResponse, error) {
+	if err := wait(ctx, time.Second); err != nil {
+		return nil, err
+	}
+	return nil, tool.NewError(FailingJobText)
+}
+
+// ProtocolErrorJob is protocol_error_job: the worker cannot take the call
+// (UNIMPLEMENTED), which the gateway reports as its own failure (a JSON-RPC
+// error; a failed task), not as the tool's answer.
+func (s *Service) ProtocolErrorJob(context.Context, *conformancev1.ProtocolErrorJobRequest) (*conformancev1.ProtocolErrorJobResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "protocol_error_job never runs: it is the fixture of a protocol error")
+}
+
+// ConfirmDelete is confirm_delete: it runs only once a human approved the
+// call (the contract requires approval), and deletes nothing.
+func (s *Service) ConfirmDelete(_ context.Context, req *conformancev1.ConfirmDeleteRequest) (*conformancev1.ConfirmDeleteResponse, error) {
+	return &conformancev1.ConfirmDeleteResponse{Content: content(text(fmt.Sprintf("Approved: %q would be deleted (nothing was).", req.GetFilename())))}, nil
 }

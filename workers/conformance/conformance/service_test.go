@@ -6,8 +6,12 @@ import (
 	"encoding/binary"
 	"fmt"
 	"image/png"
+	"strings"
 	"testing"
 	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
 	conformancev1 "github.com/toolfleet/toolfleet/gen/tools/conformance/v1"
@@ -73,5 +77,40 @@ func TestFixtures(t *testing.T) {
 	start := time.Now()
 	if _, err := s.WithProgress(cctx, &conformancev1.WithProgressRequest{}); err == nil || time.Since(start) > conformance.ProgressRun/2 {
 		t.Errorf("cancelled progress run: %v after %s", err, time.Since(start))
+	}
+}
+
+// The tasks scenarios' fixtures: greet answers at once, slow_compute sleeps
+// and stops when cancelled, failing_job is an execution error after a second,
+// and protocol_error_job a status the gateway fails the call with.
+func TestTaskFixtures(t *testing.T) {
+	t.Parallel()
+	s := conformance.New()
+	ctx := t.Context()
+	g, err := s.Greet(ctx, &conformancev1.GreetRequest{Name: "World"})
+	if err != nil || g.GetContent().GetBlocks()[0].GetText() != "Hello, World!" {
+		t.Errorf("greet: %v, %v", g, err)
+	}
+	sc, err := s.SlowCompute(ctx, &conformancev1.SlowComputeRequest{Seconds: 0, Label: "now"})
+	if err != nil || !strings.Contains(sc.GetContent().GetBlocks()[0].GetText(), `"now"`) {
+		t.Errorf("slow_compute 0 s: %v, %v", sc, err)
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	began := time.Now()
+	if _, err := s.SlowCompute(cctx, &conformancev1.SlowComputeRequest{Seconds: 60}); err == nil || time.Since(began) > 5*time.Second {
+		t.Errorf("cancelled slow_compute: %v after %s, want an error at once", err, time.Since(began))
+	}
+	began = time.Now()
+	_, err = s.FailingJob(ctx, &conformancev1.FailingJobRequest{})
+	if te, ok := tool.AsToolError(err); !ok || te.GetMessage() != conformance.FailingJobText || time.Since(began) < time.Second {
+		t.Errorf("failing_job: %v after %s, want its execution error after a second", err, time.Since(began))
+	}
+	if _, err := s.ProtocolErrorJob(ctx, &conformancev1.ProtocolErrorJobRequest{}); status.Code(err) != codes.Unimplemented {
+		t.Errorf("protocol_error_job: %v, want UNIMPLEMENTED", err)
+	}
+	cd, err := s.ConfirmDelete(ctx, &conformancev1.ConfirmDeleteRequest{Filename: "a.txt"})
+	if err != nil || !strings.Contains(cd.GetContent().GetBlocks()[0].GetText(), `"a.txt"`) {
+		t.Errorf("confirm_delete: %v, %v", cd, err)
 	}
 }

@@ -7,6 +7,7 @@
 package conformancev1
 
 import (
+	_ "buf.build/gen/go/bufbuild/protovalidate/protocolbuffers/go/buf/validate"
 	v1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
@@ -842,11 +843,455 @@ func (x *StreamingElicitationResponse) GetContent() *v1.ToolContent {
 	return nil
 }
 
+// GreetRequest names whom to greet.
+type GreetRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GreetRequest) Reset() {
+	*x = GreetRequest{}
+	mi := &file_tools_conformance_v1_conformance_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GreetRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GreetRequest) ProtoMessage() {}
+
+func (x *GreetRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tools_conformance_v1_conformance_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GreetRequest.ProtoReflect.Descriptor instead.
+func (*GreetRequest) Descriptor() ([]byte, []int) {
+	return file_tools_conformance_v1_conformance_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *GreetRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+// GreetResponse holds the greeting.
+type GreetResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Content       *v1.ToolContent        `protobuf:"bytes,1,opt,name=content,proto3" json:"content,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GreetResponse) Reset() {
+	*x = GreetResponse{}
+	mi := &file_tools_conformance_v1_conformance_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GreetResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GreetResponse) ProtoMessage() {}
+
+func (x *GreetResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tools_conformance_v1_conformance_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GreetResponse.ProtoReflect.Descriptor instead.
+func (*GreetResponse) Descriptor() ([]byte, []int) {
+	return file_tools_conformance_v1_conformance_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *GreetResponse) GetContent() *v1.ToolContent {
+	if x != nil {
+		return x.Content
+	}
+	return nil
+}
+
+// SlowComputeRequest says how long to work.
+type SlowComputeRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Seconds to sleep, 0 to 100.
+	Seconds int32 `protobuf:"varint,1,opt,name=seconds,proto3" json:"seconds,omitempty"`
+	// Echoed in the result.
+	Label         string `protobuf:"bytes,2,opt,name=label,proto3" json:"label,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SlowComputeRequest) Reset() {
+	*x = SlowComputeRequest{}
+	mi := &file_tools_conformance_v1_conformance_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SlowComputeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SlowComputeRequest) ProtoMessage() {}
+
+func (x *SlowComputeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tools_conformance_v1_conformance_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SlowComputeRequest.ProtoReflect.Descriptor instead.
+func (*SlowComputeRequest) Descriptor() ([]byte, []int) {
+	return file_tools_conformance_v1_conformance_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *SlowComputeRequest) GetSeconds() int32 {
+	if x != nil {
+		return x.Seconds
+	}
+	return 0
+}
+
+func (x *SlowComputeRequest) GetLabel() string {
+	if x != nil {
+		return x.Label
+	}
+	return ""
+}
+
+// SlowComputeResponse holds the result.
+type SlowComputeResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Content       *v1.ToolContent        `protobuf:"bytes,1,opt,name=content,proto3" json:"content,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SlowComputeResponse) Reset() {
+	*x = SlowComputeResponse{}
+	mi := &file_tools_conformance_v1_conformance_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SlowComputeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SlowComputeResponse) ProtoMessage() {}
+
+func (x *SlowComputeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tools_conformance_v1_conformance_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SlowComputeResponse.ProtoReflect.Descriptor instead.
+func (*SlowComputeResponse) Descriptor() ([]byte, []int) {
+	return file_tools_conformance_v1_conformance_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *SlowComputeResponse) GetContent() *v1.ToolContent {
+	if x != nil {
+		return x.Content
+	}
+	return nil
+}
+
+// FailingJobRequest is empty.
+type FailingJobRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FailingJobRequest) Reset() {
+	*x = FailingJobRequest{}
+	mi := &file_tools_conformance_v1_conformance_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FailingJobRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FailingJobRequest) ProtoMessage() {}
+
+func (x *FailingJobRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tools_conformance_v1_conformance_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FailingJobRequest.ProtoReflect.Descriptor instead.
+func (*FailingJobRequest) Descriptor() ([]byte, []int) {
+	return file_tools_conformance_v1_conformance_proto_rawDescGZIP(), []int{24}
+}
+
+// FailingJobResponse is never returned.
+type FailingJobResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Content       *v1.ToolContent        `protobuf:"bytes,1,opt,name=content,proto3" json:"content,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FailingJobResponse) Reset() {
+	*x = FailingJobResponse{}
+	mi := &file_tools_conformance_v1_conformance_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FailingJobResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FailingJobResponse) ProtoMessage() {}
+
+func (x *FailingJobResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tools_conformance_v1_conformance_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FailingJobResponse.ProtoReflect.Descriptor instead.
+func (*FailingJobResponse) Descriptor() ([]byte, []int) {
+	return file_tools_conformance_v1_conformance_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *FailingJobResponse) GetContent() *v1.ToolContent {
+	if x != nil {
+		return x.Content
+	}
+	return nil
+}
+
+// ProtocolErrorJobRequest is empty.
+type ProtocolErrorJobRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProtocolErrorJobRequest) Reset() {
+	*x = ProtocolErrorJobRequest{}
+	mi := &file_tools_conformance_v1_conformance_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProtocolErrorJobRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProtocolErrorJobRequest) ProtoMessage() {}
+
+func (x *ProtocolErrorJobRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tools_conformance_v1_conformance_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProtocolErrorJobRequest.ProtoReflect.Descriptor instead.
+func (*ProtocolErrorJobRequest) Descriptor() ([]byte, []int) {
+	return file_tools_conformance_v1_conformance_proto_rawDescGZIP(), []int{26}
+}
+
+// ProtocolErrorJobResponse is never returned.
+type ProtocolErrorJobResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Content       *v1.ToolContent        `protobuf:"bytes,1,opt,name=content,proto3" json:"content,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProtocolErrorJobResponse) Reset() {
+	*x = ProtocolErrorJobResponse{}
+	mi := &file_tools_conformance_v1_conformance_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProtocolErrorJobResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProtocolErrorJobResponse) ProtoMessage() {}
+
+func (x *ProtocolErrorJobResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tools_conformance_v1_conformance_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProtocolErrorJobResponse.ProtoReflect.Descriptor instead.
+func (*ProtocolErrorJobResponse) Descriptor() ([]byte, []int) {
+	return file_tools_conformance_v1_conformance_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *ProtocolErrorJobResponse) GetContent() *v1.ToolContent {
+	if x != nil {
+		return x.Content
+	}
+	return nil
+}
+
+// ConfirmDeleteRequest names the file (nothing is deleted).
+type ConfirmDeleteRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Filename      string                 `protobuf:"bytes,1,opt,name=filename,proto3" json:"filename,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ConfirmDeleteRequest) Reset() {
+	*x = ConfirmDeleteRequest{}
+	mi := &file_tools_conformance_v1_conformance_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConfirmDeleteRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConfirmDeleteRequest) ProtoMessage() {}
+
+func (x *ConfirmDeleteRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tools_conformance_v1_conformance_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConfirmDeleteRequest.ProtoReflect.Descriptor instead.
+func (*ConfirmDeleteRequest) Descriptor() ([]byte, []int) {
+	return file_tools_conformance_v1_conformance_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *ConfirmDeleteRequest) GetFilename() string {
+	if x != nil {
+		return x.Filename
+	}
+	return ""
+}
+
+// ConfirmDeleteResponse holds the result.
+type ConfirmDeleteResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Content       *v1.ToolContent        `protobuf:"bytes,1,opt,name=content,proto3" json:"content,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ConfirmDeleteResponse) Reset() {
+	*x = ConfirmDeleteResponse{}
+	mi := &file_tools_conformance_v1_conformance_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConfirmDeleteResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConfirmDeleteResponse) ProtoMessage() {}
+
+func (x *ConfirmDeleteResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tools_conformance_v1_conformance_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConfirmDeleteResponse.ProtoReflect.Descriptor instead.
+func (*ConfirmDeleteResponse) Descriptor() ([]byte, []int) {
+	return file_tools_conformance_v1_conformance_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *ConfirmDeleteResponse) GetContent() *v1.ToolContent {
+	if x != nil {
+		return x.Content
+	}
+	return nil
+}
+
 var File_tools_conformance_v1_conformance_proto protoreflect.FileDescriptor
 
 const file_tools_conformance_v1_conformance_proto_rawDesc = "" +
 	"\n" +
-	"&tools/conformance/v1/conformance.proto\x12\x14tools.conformance.v1\x1a\x1atoolfleet/v1/content.proto\x1a\x1atoolfleet/v1/options.proto\"\x13\n" +
+	"&tools/conformance/v1/conformance.proto\x12\x14tools.conformance.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1atoolfleet/v1/content.proto\x1a\x1atoolfleet/v1/options.proto\"\x13\n" +
 	"\x11SimpleTextRequest\"I\n" +
 	"\x12SimpleTextResponse\x123\n" +
 	"\acontent\x18\x01 \x01(\v2\x19.toolfleet.v1.ToolContentR\acontent\"\x15\n" +
@@ -876,7 +1321,26 @@ const file_tools_conformance_v1_conformance_proto_rawDesc = "" +
 	"\acontent\x18\x01 \x01(\v2\x19.toolfleet.v1.ToolContentR\acontent\"\x1d\n" +
 	"\x1bStreamingElicitationRequest\"S\n" +
 	"\x1cStreamingElicitationResponse\x123\n" +
-	"\acontent\x18\x01 \x01(\v2\x19.toolfleet.v1.ToolContentR\acontent2\xa9\x13\n" +
+	"\acontent\x18\x01 \x01(\v2\x19.toolfleet.v1.ToolContentR\acontent\",\n" +
+	"\fGreetRequest\x12\x1c\n" +
+	"\x04name\x18\x01 \x01(\tB\b\xbaH\x05r\x03\x18\x80\x02R\x04name\"D\n" +
+	"\rGreetResponse\x123\n" +
+	"\acontent\x18\x01 \x01(\v2\x19.toolfleet.v1.ToolContentR\acontent\"Y\n" +
+	"\x12SlowComputeRequest\x12#\n" +
+	"\aseconds\x18\x01 \x01(\x05B\t\xbaH\x06\x1a\x04\x18d(\x00R\aseconds\x12\x1e\n" +
+	"\x05label\x18\x02 \x01(\tB\b\xbaH\x05r\x03\x18\x80\x02R\x05label\"J\n" +
+	"\x13SlowComputeResponse\x123\n" +
+	"\acontent\x18\x01 \x01(\v2\x19.toolfleet.v1.ToolContentR\acontent\"\x13\n" +
+	"\x11FailingJobRequest\"I\n" +
+	"\x12FailingJobResponse\x123\n" +
+	"\acontent\x18\x01 \x01(\v2\x19.toolfleet.v1.ToolContentR\acontent\"\x19\n" +
+	"\x17ProtocolErrorJobRequest\"O\n" +
+	"\x18ProtocolErrorJobResponse\x123\n" +
+	"\acontent\x18\x01 \x01(\v2\x19.toolfleet.v1.ToolContentR\acontent\"<\n" +
+	"\x14ConfirmDeleteRequest\x12$\n" +
+	"\bfilename\x18\x01 \x01(\tB\b\xbaH\x05r\x03\x18\x80\x02R\bfilename\"L\n" +
+	"\x15ConfirmDeleteResponse\x123\n" +
+	"\acontent\x18\x01 \x01(\v2\x19.toolfleet.v1.ToolContentR\acontent2\xa4\x1d\n" +
 	"\x12ConformanceService\x12\xb7\x01\n" +
 	"\n" +
 	"SimpleText\x12'.tools.conformance.v1.SimpleTextRequest\x1a(.tools.conformance.v1.SimpleTextResponse\"V\x8a\x80\x19R\x126Returns a simple text block (MCP conformance fixture).\x1a\x06\b\x01\x18\x01 \x00Z\x10test_simple_text\x12\xc9\x01\n" +
@@ -888,7 +1352,13 @@ const file_tools_conformance_v1_conformance_proto_rawDesc = "" +
 	"\fWithProgress\x12).tools.conformance.v1.WithProgressRequest\x1a*.tools.conformance.v1.WithProgressResponse\"\xb2\x01\x8a\x80\x19\xad\x01\x12\x89\x01Runs for about 3.5 seconds, so that a caller that asked for progress gets the gateway's progress notifications (MCP conformance fixture).\x1a\x06\b\x01\x18\x01 \x00Z\x17test_tool_with_progress\x12\x82\x02\n" +
 	"\vWithLogging\x12(.tools.conformance.v1.WithLoggingRequest\x1a).tools.conformance.v1.WithLoggingResponse\"\x9d\x01\x8a\x80\x19\x98\x01\x12vLogs three lines for its caller while it runs; the gateway relays them as log notifications (MCP conformance fixture).\x1a\x06\b\x01\x18\x01 \x00Z\x16test_tool_with_logging\x12\x81\x02\n" +
 	"\vLoggingTool\x12(.tools.conformance.v1.LoggingToolRequest\x1a).tools.conformance.v1.LoggingToolResponse\"\x9c\x01\x8a\x80\x19\x97\x01\x12zLogs three lines for its caller while it runs; sent only to a client that asked for a log level (MCP conformance fixture).\x1a\x06\b\x01\x18\x01 \x00Z\x11test_logging_tool\x12\x9d\x02\n" +
-	"\x14StreamingElicitation\x121.tools.conformance.v1.StreamingElicitationRequest\x1a2.tools.conformance.v1.StreamingElicitationResponse\"\x9d\x01\x8a\x80\x19\x98\x01\x12pNeeds the user's approval before it runs (MCP conformance fixture): the gateway asks for it with input_required.\x1a\x06\b\x01\x18\x01 \x00 \x01Z\x1atest_streaming_elicitation\x1aQ\x8a\x80\x19M\n" +
+	"\x14StreamingElicitation\x121.tools.conformance.v1.StreamingElicitationRequest\x1a2.tools.conformance.v1.StreamingElicitationResponse\"\x9d\x01\x8a\x80\x19\x98\x01\x12pNeeds the user's approval before it runs (MCP conformance fixture): the gateway asks for it with input_required.\x1a\x06\b\x01\x18\x01 \x00 \x01Z\x1atest_streaming_elicitation\x12\xb9\x01\n" +
+	"\x05Greet\x12\".tools.conformance.v1.GreetRequest\x1a#.tools.conformance.v1.GreetResponse\"g\x8a\x80\x19c\x12RReturns \"Hello, {name}!\" at once (MCP conformance fixture of the tasks scenarios).\x1a\x06\b\x01\x18\x01 \x00Z\x05greet\x12\x8c\x02\n" +
+	"\vSlowCompute\x12(.tools.conformance.v1.SlowComputeRequest\x1a).tools.conformance.v1.SlowComputeResponse\"\xa7\x01\x8a\x80\x19\xa2\x01\x12\x85\x01Sleeps for `seconds` (0 to 100), then returns its label (MCP conformance fixture of the tasks scenarios: a long tool, run as a task).\x1a\x06\b\x01\x18\x01 \x00*\x02\bxZ\fslow_compute\x12\xfa\x01\n" +
+	"\n" +
+	"FailingJob\x12'.tools.conformance.v1.FailingJobRequest\x1a(.tools.conformance.v1.FailingJobResponse\"\x98\x01\x8a\x80\x19\x93\x01\x12vFails with an execution error after about a second (MCP conformance fixture of the tasks scenarios: a task-only tool).\x1a\x06\b\x01\x18\x01 \x00*\x02\b<Z\vfailing_job`\x01\x12\xa5\x02\n" +
+	"\x10ProtocolErrorJob\x12-.tools.conformance.v1.ProtocolErrorJobRequest\x1a..tools.conformance.v1.ProtocolErrorJobResponse\"\xb1\x01\x8a\x80\x19\xac\x01\x12\x8b\x01Its worker cannot take the call, so the gateway fails it (MCP conformance fixture of the tasks scenarios: a failed task, a task-only tool).\x1a\x06\b\x01\x18\x01 \x00Z\x12protocol_error_job`\x01\x12\x88\x02\n" +
+	"\rConfirmDelete\x12*.tools.conformance.v1.ConfirmDeleteRequest\x1a+.tools.conformance.v1.ConfirmDeleteResponse\"\x9d\x01\x8a\x80\x19\x98\x01\x12xDeletes nothing, once a human approved it (MCP conformance fixture of the tasks scenarios: a task that waits for input).\x1a\x06\b\x01\x18\x01 \x00 \x01*\x02\b<Z\x0econfirm_delete\x1aQ\x8a\x80\x19M\n" +
 	"\vConformance\x12\x051.0.0\x1a7Fixture tools of the MCP conformance suite (test only).BGZEgithub.com/toolfleet/toolfleet/gen/tools/conformance/v1;conformancev1b\x06proto3"
 
 var (
@@ -903,7 +1373,7 @@ func file_tools_conformance_v1_conformance_proto_rawDescGZIP() []byte {
 	return file_tools_conformance_v1_conformance_proto_rawDescData
 }
 
-var file_tools_conformance_v1_conformance_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
+var file_tools_conformance_v1_conformance_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
 var file_tools_conformance_v1_conformance_proto_goTypes = []any{
 	(*SimpleTextRequest)(nil),            // 0: tools.conformance.v1.SimpleTextRequest
 	(*SimpleTextResponse)(nil),           // 1: tools.conformance.v1.SimpleTextResponse
@@ -925,44 +1395,69 @@ var file_tools_conformance_v1_conformance_proto_goTypes = []any{
 	(*LoggingToolResponse)(nil),          // 17: tools.conformance.v1.LoggingToolResponse
 	(*StreamingElicitationRequest)(nil),  // 18: tools.conformance.v1.StreamingElicitationRequest
 	(*StreamingElicitationResponse)(nil), // 19: tools.conformance.v1.StreamingElicitationResponse
-	(*v1.ToolContent)(nil),               // 20: toolfleet.v1.ToolContent
+	(*GreetRequest)(nil),                 // 20: tools.conformance.v1.GreetRequest
+	(*GreetResponse)(nil),                // 21: tools.conformance.v1.GreetResponse
+	(*SlowComputeRequest)(nil),           // 22: tools.conformance.v1.SlowComputeRequest
+	(*SlowComputeResponse)(nil),          // 23: tools.conformance.v1.SlowComputeResponse
+	(*FailingJobRequest)(nil),            // 24: tools.conformance.v1.FailingJobRequest
+	(*FailingJobResponse)(nil),           // 25: tools.conformance.v1.FailingJobResponse
+	(*ProtocolErrorJobRequest)(nil),      // 26: tools.conformance.v1.ProtocolErrorJobRequest
+	(*ProtocolErrorJobResponse)(nil),     // 27: tools.conformance.v1.ProtocolErrorJobResponse
+	(*ConfirmDeleteRequest)(nil),         // 28: tools.conformance.v1.ConfirmDeleteRequest
+	(*ConfirmDeleteResponse)(nil),        // 29: tools.conformance.v1.ConfirmDeleteResponse
+	(*v1.ToolContent)(nil),               // 30: toolfleet.v1.ToolContent
 }
 var file_tools_conformance_v1_conformance_proto_depIdxs = []int32{
-	20, // 0: tools.conformance.v1.SimpleTextResponse.content:type_name -> toolfleet.v1.ToolContent
-	20, // 1: tools.conformance.v1.ImageContentResponse.content:type_name -> toolfleet.v1.ToolContent
-	20, // 2: tools.conformance.v1.AudioContentResponse.content:type_name -> toolfleet.v1.ToolContent
-	20, // 3: tools.conformance.v1.EmbeddedResourceResponse.content:type_name -> toolfleet.v1.ToolContent
-	20, // 4: tools.conformance.v1.MultipleContentTypesResponse.content:type_name -> toolfleet.v1.ToolContent
-	20, // 5: tools.conformance.v1.ErrorHandlingResponse.content:type_name -> toolfleet.v1.ToolContent
-	20, // 6: tools.conformance.v1.WithProgressResponse.content:type_name -> toolfleet.v1.ToolContent
-	20, // 7: tools.conformance.v1.WithLoggingResponse.content:type_name -> toolfleet.v1.ToolContent
-	20, // 8: tools.conformance.v1.LoggingToolResponse.content:type_name -> toolfleet.v1.ToolContent
-	20, // 9: tools.conformance.v1.StreamingElicitationResponse.content:type_name -> toolfleet.v1.ToolContent
-	0,  // 10: tools.conformance.v1.ConformanceService.SimpleText:input_type -> tools.conformance.v1.SimpleTextRequest
-	2,  // 11: tools.conformance.v1.ConformanceService.ImageContent:input_type -> tools.conformance.v1.ImageContentRequest
-	4,  // 12: tools.conformance.v1.ConformanceService.AudioContent:input_type -> tools.conformance.v1.AudioContentRequest
-	6,  // 13: tools.conformance.v1.ConformanceService.EmbeddedResource:input_type -> tools.conformance.v1.EmbeddedResourceRequest
-	8,  // 14: tools.conformance.v1.ConformanceService.MultipleContentTypes:input_type -> tools.conformance.v1.MultipleContentTypesRequest
-	10, // 15: tools.conformance.v1.ConformanceService.ErrorHandling:input_type -> tools.conformance.v1.ErrorHandlingRequest
-	12, // 16: tools.conformance.v1.ConformanceService.WithProgress:input_type -> tools.conformance.v1.WithProgressRequest
-	14, // 17: tools.conformance.v1.ConformanceService.WithLogging:input_type -> tools.conformance.v1.WithLoggingRequest
-	16, // 18: tools.conformance.v1.ConformanceService.LoggingTool:input_type -> tools.conformance.v1.LoggingToolRequest
-	18, // 19: tools.conformance.v1.ConformanceService.StreamingElicitation:input_type -> tools.conformance.v1.StreamingElicitationRequest
-	1,  // 20: tools.conformance.v1.ConformanceService.SimpleText:output_type -> tools.conformance.v1.SimpleTextResponse
-	3,  // 21: tools.conformance.v1.ConformanceService.ImageContent:output_type -> tools.conformance.v1.ImageContentResponse
-	5,  // 22: tools.conformance.v1.ConformanceService.AudioContent:output_type -> tools.conformance.v1.AudioContentResponse
-	7,  // 23: tools.conformance.v1.ConformanceService.EmbeddedResource:output_type -> tools.conformance.v1.EmbeddedResourceResponse
-	9,  // 24: tools.conformance.v1.ConformanceService.MultipleContentTypes:output_type -> tools.conformance.v1.MultipleContentTypesResponse
-	11, // 25: tools.conformance.v1.ConformanceService.ErrorHandling:output_type -> tools.conformance.v1.ErrorHandlingResponse
-	13, // 26: tools.conformance.v1.ConformanceService.WithProgress:output_type -> tools.conformance.v1.WithProgressResponse
-	15, // 27: tools.conformance.v1.ConformanceService.WithLogging:output_type -> tools.conformance.v1.WithLoggingResponse
-	17, // 28: tools.conformance.v1.ConformanceService.LoggingTool:output_type -> tools.conformance.v1.LoggingToolResponse
-	19, // 29: tools.conformance.v1.ConformanceService.StreamingElicitation:output_type -> tools.conformance.v1.StreamingElicitationResponse
-	20, // [20:30] is the sub-list for method output_type
-	10, // [10:20] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	30, // 0: tools.conformance.v1.SimpleTextResponse.content:type_name -> toolfleet.v1.ToolContent
+	30, // 1: tools.conformance.v1.ImageContentResponse.content:type_name -> toolfleet.v1.ToolContent
+	30, // 2: tools.conformance.v1.AudioContentResponse.content:type_name -> toolfleet.v1.ToolContent
+	30, // 3: tools.conformance.v1.EmbeddedResourceResponse.content:type_name -> toolfleet.v1.ToolContent
+	30, // 4: tools.conformance.v1.MultipleContentTypesResponse.content:type_name -> toolfleet.v1.ToolContent
+	30, // 5: tools.conformance.v1.ErrorHandlingResponse.content:type_name -> toolfleet.v1.ToolContent
+	30, // 6: tools.conformance.v1.WithProgressResponse.content:type_name -> toolfleet.v1.ToolContent
+	30, // 7: tools.conformance.v1.WithLoggingResponse.content:type_name -> toolfleet.v1.ToolContent
+	30, // 8: tools.conformance.v1.LoggingToolResponse.content:type_name -> toolfleet.v1.ToolContent
+	30, // 9: tools.conformance.v1.StreamingElicitationResponse.content:type_name -> toolfleet.v1.ToolContent
+	30, // 10: tools.conformance.v1.GreetResponse.content:type_name -> toolfleet.v1.ToolContent
+	30, // 11: tools.conformance.v1.SlowComputeResponse.content:type_name -> toolfleet.v1.ToolContent
+	30, // 12: tools.conformance.v1.FailingJobResponse.content:type_name -> toolfleet.v1.ToolContent
+	30, // 13: tools.conformance.v1.ProtocolErrorJobResponse.content:type_name -> toolfleet.v1.ToolContent
+	30, // 14: tools.conformance.v1.ConfirmDeleteResponse.content:type_name -> toolfleet.v1.ToolContent
+	0,  // 15: tools.conformance.v1.ConformanceService.SimpleText:input_type -> tools.conformance.v1.SimpleTextRequest
+	2,  // 16: tools.conformance.v1.ConformanceService.ImageContent:input_type -> tools.conformance.v1.ImageContentRequest
+	4,  // 17: tools.conformance.v1.ConformanceService.AudioContent:input_type -> tools.conformance.v1.AudioContentRequest
+	6,  // 18: tools.conformance.v1.ConformanceService.EmbeddedResource:input_type -> tools.conformance.v1.EmbeddedResourceRequest
+	8,  // 19: tools.conformance.v1.ConformanceService.MultipleContentTypes:input_type -> tools.conformance.v1.MultipleContentTypesRequest
+	10, // 20: tools.conformance.v1.ConformanceService.ErrorHandling:input_type -> tools.conformance.v1.ErrorHandlingRequest
+	12, // 21: tools.conformance.v1.ConformanceService.WithProgress:input_type -> tools.conformance.v1.WithProgressRequest
+	14, // 22: tools.conformance.v1.ConformanceService.WithLogging:input_type -> tools.conformance.v1.WithLoggingRequest
+	16, // 23: tools.conformance.v1.ConformanceService.LoggingTool:input_type -> tools.conformance.v1.LoggingToolRequest
+	18, // 24: tools.conformance.v1.ConformanceService.StreamingElicitation:input_type -> tools.conformance.v1.StreamingElicitationRequest
+	20, // 25: tools.conformance.v1.ConformanceService.Greet:input_type -> tools.conformance.v1.GreetRequest
+	22, // 26: tools.conformance.v1.ConformanceService.SlowCompute:input_type -> tools.conformance.v1.SlowComputeRequest
+	24, // 27: tools.conformance.v1.ConformanceService.FailingJob:input_type -> tools.conformance.v1.FailingJobRequest
+	26, // 28: tools.conformance.v1.ConformanceService.ProtocolErrorJob:input_type -> tools.conformance.v1.ProtocolErrorJobRequest
+	28, // 29: tools.conformance.v1.ConformanceService.ConfirmDelete:input_type -> tools.conformance.v1.ConfirmDeleteRequest
+	1,  // 30: tools.conformance.v1.ConformanceService.SimpleText:output_type -> tools.conformance.v1.SimpleTextResponse
+	3,  // 31: tools.conformance.v1.ConformanceService.ImageContent:output_type -> tools.conformance.v1.ImageContentResponse
+	5,  // 32: tools.conformance.v1.ConformanceService.AudioContent:output_type -> tools.conformance.v1.AudioContentResponse
+	7,  // 33: tools.conformance.v1.ConformanceService.EmbeddedResource:output_type -> tools.conformance.v1.EmbeddedResourceResponse
+	9,  // 34: tools.conformance.v1.ConformanceService.MultipleContentTypes:output_type -> tools.conformance.v1.MultipleContentTypesResponse
+	11, // 35: tools.conformance.v1.ConformanceService.ErrorHandling:output_type -> tools.conformance.v1.ErrorHandlingResponse
+	13, // 36: tools.conformance.v1.ConformanceService.WithProgress:output_type -> tools.conformance.v1.WithProgressResponse
+	15, // 37: tools.conformance.v1.ConformanceService.WithLogging:output_type -> tools.conformance.v1.WithLoggingResponse
+	17, // 38: tools.conformance.v1.ConformanceService.LoggingTool:output_type -> tools.conformance.v1.LoggingToolResponse
+	19, // 39: tools.conformance.v1.ConformanceService.StreamingElicitation:output_type -> tools.conformance.v1.StreamingElicitationResponse
+	21, // 40: tools.conformance.v1.ConformanceService.Greet:output_type -> tools.conformance.v1.GreetResponse
+	23, // 41: tools.conformance.v1.ConformanceService.SlowCompute:output_type -> tools.conformance.v1.SlowComputeResponse
+	25, // 42: tools.conformance.v1.ConformanceService.FailingJob:output_type -> tools.conformance.v1.FailingJobResponse
+	27, // 43: tools.conformance.v1.ConformanceService.ProtocolErrorJob:output_type -> tools.conformance.v1.ProtocolErrorJobResponse
+	29, // 44: tools.conformance.v1.ConformanceService.ConfirmDelete:output_type -> tools.conformance.v1.ConfirmDeleteResponse
+	30, // [30:45] is the sub-list for method output_type
+	15, // [15:30] is the sub-list for method input_type
+	15, // [15:15] is the sub-list for extension type_name
+	15, // [15:15] is the sub-list for extension extendee
+	0,  // [0:15] is the sub-list for field type_name
 }
 
 func init() { file_tools_conformance_v1_conformance_proto_init() }
@@ -976,7 +1471,7 @@ func file_tools_conformance_v1_conformance_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tools_conformance_v1_conformance_proto_rawDesc), len(file_tools_conformance_v1_conformance_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   20,
+			NumMessages:   30,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -29,6 +29,11 @@ const (
 	ConformanceService_WithLogging_FullMethodName          = "/tools.conformance.v1.ConformanceService/WithLogging"
 	ConformanceService_LoggingTool_FullMethodName          = "/tools.conformance.v1.ConformanceService/LoggingTool"
 	ConformanceService_StreamingElicitation_FullMethodName = "/tools.conformance.v1.ConformanceService/StreamingElicitation"
+	ConformanceService_Greet_FullMethodName                = "/tools.conformance.v1.ConformanceService/Greet"
+	ConformanceService_SlowCompute_FullMethodName          = "/tools.conformance.v1.ConformanceService/SlowCompute"
+	ConformanceService_FailingJob_FullMethodName           = "/tools.conformance.v1.ConformanceService/FailingJob"
+	ConformanceService_ProtocolErrorJob_FullMethodName     = "/tools.conformance.v1.ConformanceService/ProtocolErrorJob"
+	ConformanceService_ConfirmDelete_FullMethodName        = "/tools.conformance.v1.ConformanceService/ConfirmDelete"
 )
 
 // ConformanceServiceClient is the client API for ConformanceService service.
@@ -40,7 +45,8 @@ const (
 // calls (mcp_name), through the gateway's ordinary pipeline: `toolfleet dev
 // --conformance` runs it. Each result holds only a toolfleet.v1.ToolContent, so MCP
 // clients see text, image, audio and embedded-resource blocks.
-// Every tool takes no input.
+// Every tool takes no input but the tasks fixtures (greet to multi_input),
+// which take the arguments the suite sends.
 type ConformanceServiceClient interface {
 	// SimpleText returns one text block.
 	SimpleText(ctx context.Context, in *SimpleTextRequest, opts ...grpc.CallOption) (*SimpleTextResponse, error)
@@ -65,6 +71,22 @@ type ConformanceServiceClient interface {
 	// an approval, which the gateway asks for with input_required, never with a
 	// request of its own on the response stream.
 	StreamingElicitation(ctx context.Context, in *StreamingElicitationRequest, opts ...grpc.CallOption) (*StreamingElicitationResponse, error)
+	// Greet is the tasks scenarios' synchronous tool: "Hello, {name}!".
+	Greet(ctx context.Context, in *GreetRequest, opts ...grpc.CallOption) (*GreetResponse, error)
+	// SlowCompute sleeps for `seconds`, then answers: a long tool (its timeout
+	// is over the gateway's long-call bound), so a client that declared the
+	// tasks extension gets a task, which tasks/cancel cancels.
+	SlowCompute(ctx context.Context, in *SlowComputeRequest, opts ...grpc.CallOption) (*SlowComputeResponse, error)
+	// FailingJob fails with an execution error after about a second; MCP
+	// clients call it only as a task.
+	FailingJob(ctx context.Context, in *FailingJobRequest, opts ...grpc.CallOption) (*FailingJobResponse, error)
+	// ProtocolErrorJob is a worker that cannot take the call (UNIMPLEMENTED):
+	// the gateway fails the call (a JSON-RPC error, not a tool result), so its
+	// task ends failed. MCP clients call it only as a task.
+	ProtocolErrorJob(ctx context.Context, in *ProtocolErrorJobRequest, opts ...grpc.CallOption) (*ProtocolErrorJobResponse, error)
+	// ConfirmDelete needs a human's approval before it runs: as a task it waits
+	// in input_required for the answer (tasks/update).
+	ConfirmDelete(ctx context.Context, in *ConfirmDeleteRequest, opts ...grpc.CallOption) (*ConfirmDeleteResponse, error)
 }
 
 type conformanceServiceClient struct {
@@ -175,6 +197,56 @@ func (c *conformanceServiceClient) StreamingElicitation(ctx context.Context, in 
 	return out, nil
 }
 
+func (c *conformanceServiceClient) Greet(ctx context.Context, in *GreetRequest, opts ...grpc.CallOption) (*GreetResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GreetResponse)
+	err := c.cc.Invoke(ctx, ConformanceService_Greet_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *conformanceServiceClient) SlowCompute(ctx context.Context, in *SlowComputeRequest, opts ...grpc.CallOption) (*SlowComputeResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SlowComputeResponse)
+	err := c.cc.Invoke(ctx, ConformanceService_SlowCompute_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *conformanceServiceClient) FailingJob(ctx context.Context, in *FailingJobRequest, opts ...grpc.CallOption) (*FailingJobResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(FailingJobResponse)
+	err := c.cc.Invoke(ctx, ConformanceService_FailingJob_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *conformanceServiceClient) ProtocolErrorJob(ctx context.Context, in *ProtocolErrorJobRequest, opts ...grpc.CallOption) (*ProtocolErrorJobResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ProtocolErrorJobResponse)
+	err := c.cc.Invoke(ctx, ConformanceService_ProtocolErrorJob_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *conformanceServiceClient) ConfirmDelete(ctx context.Context, in *ConfirmDeleteRequest, opts ...grpc.CallOption) (*ConfirmDeleteResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ConfirmDeleteResponse)
+	err := c.cc.Invoke(ctx, ConformanceService_ConfirmDelete_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ConformanceServiceServer is the server API for ConformanceService service.
 // All implementations must embed UnimplementedConformanceServiceServer
 // for forward compatibility.
@@ -184,7 +256,8 @@ func (c *conformanceServiceClient) StreamingElicitation(ctx context.Context, in 
 // calls (mcp_name), through the gateway's ordinary pipeline: `toolfleet dev
 // --conformance` runs it. Each result holds only a toolfleet.v1.ToolContent, so MCP
 // clients see text, image, audio and embedded-resource blocks.
-// Every tool takes no input.
+// Every tool takes no input but the tasks fixtures (greet to multi_input),
+// which take the arguments the suite sends.
 type ConformanceServiceServer interface {
 	// SimpleText returns one text block.
 	SimpleText(context.Context, *SimpleTextRequest) (*SimpleTextResponse, error)
@@ -209,6 +282,22 @@ type ConformanceServiceServer interface {
 	// an approval, which the gateway asks for with input_required, never with a
 	// request of its own on the response stream.
 	StreamingElicitation(context.Context, *StreamingElicitationRequest) (*StreamingElicitationResponse, error)
+	// Greet is the tasks scenarios' synchronous tool: "Hello, {name}!".
+	Greet(context.Context, *GreetRequest) (*GreetResponse, error)
+	// SlowCompute sleeps for `seconds`, then answers: a long tool (its timeout
+	// is over the gateway's long-call bound), so a client that declared the
+	// tasks extension gets a task, which tasks/cancel cancels.
+	SlowCompute(context.Context, *SlowComputeRequest) (*SlowComputeResponse, error)
+	// FailingJob fails with an execution error after about a second; MCP
+	// clients call it only as a task.
+	FailingJob(context.Context, *FailingJobRequest) (*FailingJobResponse, error)
+	// ProtocolErrorJob is a worker that cannot take the call (UNIMPLEMENTED):
+	// the gateway fails the call (a JSON-RPC error, not a tool result), so its
+	// task ends failed. MCP clients call it only as a task.
+	ProtocolErrorJob(context.Context, *ProtocolErrorJobRequest) (*ProtocolErrorJobResponse, error)
+	// ConfirmDelete needs a human's approval before it runs: as a task it waits
+	// in input_required for the answer (tasks/update).
+	ConfirmDelete(context.Context, *ConfirmDeleteRequest) (*ConfirmDeleteResponse, error)
 	mustEmbedUnimplementedConformanceServiceServer()
 }
 
@@ -248,6 +337,21 @@ func (UnimplementedConformanceServiceServer) LoggingTool(context.Context, *Loggi
 }
 func (UnimplementedConformanceServiceServer) StreamingElicitation(context.Context, *StreamingElicitationRequest) (*StreamingElicitationResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method StreamingElicitation not implemented")
+}
+func (UnimplementedConformanceServiceServer) Greet(context.Context, *GreetRequest) (*GreetResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Greet not implemented")
+}
+func (UnimplementedConformanceServiceServer) SlowCompute(context.Context, *SlowComputeRequest) (*SlowComputeResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SlowCompute not implemented")
+}
+func (UnimplementedConformanceServiceServer) FailingJob(context.Context, *FailingJobRequest) (*FailingJobResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method FailingJob not implemented")
+}
+func (UnimplementedConformanceServiceServer) ProtocolErrorJob(context.Context, *ProtocolErrorJobRequest) (*ProtocolErrorJobResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ProtocolErrorJob not implemented")
+}
+func (UnimplementedConformanceServiceServer) ConfirmDelete(context.Context, *ConfirmDeleteRequest) (*ConfirmDeleteResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ConfirmDelete not implemented")
 }
 func (UnimplementedConformanceServiceServer) mustEmbedUnimplementedConformanceServiceServer() {}
 func (UnimplementedConformanceServiceServer) testEmbeddedByValue()                            {}
@@ -450,6 +554,96 @@ func _ConformanceService_StreamingElicitation_Handler(srv interface{}, ctx conte
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ConformanceService_Greet_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GreetRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ConformanceServiceServer).Greet(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ConformanceService_Greet_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ConformanceServiceServer).Greet(ctx, req.(*GreetRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ConformanceService_SlowCompute_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SlowComputeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ConformanceServiceServer).SlowCompute(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ConformanceService_SlowCompute_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ConformanceServiceServer).SlowCompute(ctx, req.(*SlowComputeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ConformanceService_FailingJob_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(FailingJobRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ConformanceServiceServer).FailingJob(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ConformanceService_FailingJob_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ConformanceServiceServer).FailingJob(ctx, req.(*FailingJobRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ConformanceService_ProtocolErrorJob_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ProtocolErrorJobRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ConformanceServiceServer).ProtocolErrorJob(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ConformanceService_ProtocolErrorJob_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ConformanceServiceServer).ProtocolErrorJob(ctx, req.(*ProtocolErrorJobRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ConformanceService_ConfirmDelete_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ConfirmDeleteRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ConformanceServiceServer).ConfirmDelete(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ConformanceService_ConfirmDelete_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ConformanceServiceServer).ConfirmDelete(ctx, req.(*ConfirmDeleteRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // ConformanceService_ServiceDesc is the grpc.ServiceDesc for ConformanceService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -496,6 +690,26 @@ var ConformanceService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "StreamingElicitation",
 			Handler:    _ConformanceService_StreamingElicitation_Handler,
+		},
+		{
+			MethodName: "Greet",
+			Handler:    _ConformanceService_Greet_Handler,
+		},
+		{
+			MethodName: "SlowCompute",
+			Handler:    _ConformanceService_SlowCompute_Handler,
+		},
+		{
+			MethodName: "FailingJob",
+			Handler:    _ConformanceService_FailingJob_Handler,
+		},
+		{
+			MethodName: "ProtocolErrorJob",
+			Handler:    _ConformanceService_ProtocolErrorJob_Handler,
+		},
+		{
+			MethodName: "ConfirmDelete",
+			Handler:    _ConformanceService_ConfirmDelete_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -63,6 +63,21 @@ const (
 	// ConformanceServiceStreamingElicitationProcedure is the fully-qualified name of the
 	// ConformanceService's StreamingElicitation RPC.
 	ConformanceServiceStreamingElicitationProcedure = "/tools.conformance.v1.ConformanceService/StreamingElicitation"
+	// ConformanceServiceGreetProcedure is the fully-qualified name of the ConformanceService's Greet
+	// RPC.
+	ConformanceServiceGreetProcedure = "/tools.conformance.v1.ConformanceService/Greet"
+	// ConformanceServiceSlowComputeProcedure is the fully-qualified name of the ConformanceService's
+	// SlowCompute RPC.
+	ConformanceServiceSlowComputeProcedure = "/tools.conformance.v1.ConformanceService/SlowCompute"
+	// ConformanceServiceFailingJobProcedure is the fully-qualified name of the ConformanceService's
+	// FailingJob RPC.
+	ConformanceServiceFailingJobProcedure = "/tools.conformance.v1.ConformanceService/FailingJob"
+	// ConformanceServiceProtocolErrorJobProcedure is the fully-qualified name of the
+	// ConformanceService's ProtocolErrorJob RPC.
+	ConformanceServiceProtocolErrorJobProcedure = "/tools.conformance.v1.ConformanceService/ProtocolErrorJob"
+	// ConformanceServiceConfirmDeleteProcedure is the fully-qualified name of the ConformanceService's
+	// ConfirmDelete RPC.
+	ConformanceServiceConfirmDeleteProcedure = "/tools.conformance.v1.ConformanceService/ConfirmDelete"
 )
 
 // ConformanceServiceClient is a client for the tools.conformance.v1.ConformanceService service.
@@ -90,6 +105,22 @@ type ConformanceServiceClient interface {
 	// an approval, which the gateway asks for with input_required, never with a
 	// request of its own on the response stream.
 	StreamingElicitation(context.Context, *connect.Request[v1.StreamingElicitationRequest]) (*connect.Response[v1.StreamingElicitationResponse], error)
+	// Greet is the tasks scenarios' synchronous tool: "Hello, {name}!".
+	Greet(context.Context, *connect.Request[v1.GreetRequest]) (*connect.Response[v1.GreetResponse], error)
+	// SlowCompute sleeps for `seconds`, then answers: a long tool (its timeout
+	// is over the gateway's long-call bound), so a client that declared the
+	// tasks extension gets a task, which tasks/cancel cancels.
+	SlowCompute(context.Context, *connect.Request[v1.SlowComputeRequest]) (*connect.Response[v1.SlowComputeResponse], error)
+	// FailingJob fails with an execution error after about a second; MCP
+	// clients call it only as a task.
+	FailingJob(context.Context, *connect.Request[v1.FailingJobRequest]) (*connect.Response[v1.FailingJobResponse], error)
+	// ProtocolErrorJob is a worker that cannot take the call (UNIMPLEMENTED):
+	// the gateway fails the call (a JSON-RPC error, not a tool result), so its
+	// task ends failed. MCP clients call it only as a task.
+	ProtocolErrorJob(context.Context, *connect.Request[v1.ProtocolErrorJobRequest]) (*connect.Response[v1.ProtocolErrorJobResponse], error)
+	// ConfirmDelete needs a human's approval before it runs: as a task it waits
+	// in input_required for the answer (tasks/update).
+	ConfirmDelete(context.Context, *connect.Request[v1.ConfirmDeleteRequest]) (*connect.Response[v1.ConfirmDeleteResponse], error)
 }
 
 // NewConformanceServiceClient constructs a client for the tools.conformance.v1.ConformanceService
@@ -163,6 +194,36 @@ func NewConformanceServiceClient(httpClient connect.HTTPClient, baseURL string, 
 			connect.WithSchema(conformanceServiceMethods.ByName("StreamingElicitation")),
 			connect.WithClientOptions(opts...),
 		),
+		greet: connect.NewClient[v1.GreetRequest, v1.GreetResponse](
+			httpClient,
+			baseURL+ConformanceServiceGreetProcedure,
+			connect.WithSchema(conformanceServiceMethods.ByName("Greet")),
+			connect.WithClientOptions(opts...),
+		),
+		slowCompute: connect.NewClient[v1.SlowComputeRequest, v1.SlowComputeResponse](
+			httpClient,
+			baseURL+ConformanceServiceSlowComputeProcedure,
+			connect.WithSchema(conformanceServiceMethods.ByName("SlowCompute")),
+			connect.WithClientOptions(opts...),
+		),
+		failingJob: connect.NewClient[v1.FailingJobRequest, v1.FailingJobResponse](
+			httpClient,
+			baseURL+ConformanceServiceFailingJobProcedure,
+			connect.WithSchema(conformanceServiceMethods.ByName("FailingJob")),
+			connect.WithClientOptions(opts...),
+		),
+		protocolErrorJob: connect.NewClient[v1.ProtocolErrorJobRequest, v1.ProtocolErrorJobResponse](
+			httpClient,
+			baseURL+ConformanceServiceProtocolErrorJobProcedure,
+			connect.WithSchema(conformanceServiceMethods.ByName("ProtocolErrorJob")),
+			connect.WithClientOptions(opts...),
+		),
+		confirmDelete: connect.NewClient[v1.ConfirmDeleteRequest, v1.ConfirmDeleteResponse](
+			httpClient,
+			baseURL+ConformanceServiceConfirmDeleteProcedure,
+			connect.WithSchema(conformanceServiceMethods.ByName("ConfirmDelete")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -178,6 +239,11 @@ type conformanceServiceClient struct {
 	withLogging          *connect.Client[v1.WithLoggingRequest, v1.WithLoggingResponse]
 	loggingTool          *connect.Client[v1.LoggingToolRequest, v1.LoggingToolResponse]
 	streamingElicitation *connect.Client[v1.StreamingElicitationRequest, v1.StreamingElicitationResponse]
+	greet                *connect.Client[v1.GreetRequest, v1.GreetResponse]
+	slowCompute          *connect.Client[v1.SlowComputeRequest, v1.SlowComputeResponse]
+	failingJob           *connect.Client[v1.FailingJobRequest, v1.FailingJobResponse]
+	protocolErrorJob     *connect.Client[v1.ProtocolErrorJobRequest, v1.ProtocolErrorJobResponse]
+	confirmDelete        *connect.Client[v1.ConfirmDeleteRequest, v1.ConfirmDeleteResponse]
 }
 
 // SimpleText calls tools.conformance.v1.ConformanceService.SimpleText.
@@ -230,6 +296,31 @@ func (c *conformanceServiceClient) StreamingElicitation(ctx context.Context, req
 	return c.streamingElicitation.CallUnary(ctx, req)
 }
 
+// Greet calls tools.conformance.v1.ConformanceService.Greet.
+func (c *conformanceServiceClient) Greet(ctx context.Context, req *connect.Request[v1.GreetRequest]) (*connect.Response[v1.GreetResponse], error) {
+	return c.greet.CallUnary(ctx, req)
+}
+
+// SlowCompute calls tools.conformance.v1.ConformanceService.SlowCompute.
+func (c *conformanceServiceClient) SlowCompute(ctx context.Context, req *connect.Request[v1.SlowComputeRequest]) (*connect.Response[v1.SlowComputeResponse], error) {
+	return c.slowCompute.CallUnary(ctx, req)
+}
+
+// FailingJob calls tools.conformance.v1.ConformanceService.FailingJob.
+func (c *conformanceServiceClient) FailingJob(ctx context.Context, req *connect.Request[v1.FailingJobRequest]) (*connect.Response[v1.FailingJobResponse], error) {
+	return c.failingJob.CallUnary(ctx, req)
+}
+
+// ProtocolErrorJob calls tools.conformance.v1.ConformanceService.ProtocolErrorJob.
+func (c *conformanceServiceClient) ProtocolErrorJob(ctx context.Context, req *connect.Request[v1.ProtocolErrorJobRequest]) (*connect.Response[v1.ProtocolErrorJobResponse], error) {
+	return c.protocolErrorJob.CallUnary(ctx, req)
+}
+
+// ConfirmDelete calls tools.conformance.v1.ConformanceService.ConfirmDelete.
+func (c *conformanceServiceClient) ConfirmDelete(ctx context.Context, req *connect.Request[v1.ConfirmDeleteRequest]) (*connect.Response[v1.ConfirmDeleteResponse], error) {
+	return c.confirmDelete.CallUnary(ctx, req)
+}
+
 // ConformanceServiceHandler is an implementation of the tools.conformance.v1.ConformanceService
 // service.
 type ConformanceServiceHandler interface {
@@ -256,6 +347,22 @@ type ConformanceServiceHandler interface {
 	// an approval, which the gateway asks for with input_required, never with a
 	// request of its own on the response stream.
 	StreamingElicitation(context.Context, *connect.Request[v1.StreamingElicitationRequest]) (*connect.Response[v1.StreamingElicitationResponse], error)
+	// Greet is the tasks scenarios' synchronous tool: "Hello, {name}!".
+	Greet(context.Context, *connect.Request[v1.GreetRequest]) (*connect.Response[v1.GreetResponse], error)
+	// SlowCompute sleeps for `seconds`, then answers: a long tool (its timeout
+	// is over the gateway's long-call bound), so a client that declared the
+	// tasks extension gets a task, which tasks/cancel cancels.
+	SlowCompute(context.Context, *connect.Request[v1.SlowComputeRequest]) (*connect.Response[v1.SlowComputeResponse], error)
+	// FailingJob fails with an execution error after about a second; MCP
+	// clients call it only as a task.
+	FailingJob(context.Context, *connect.Request[v1.FailingJobRequest]) (*connect.Response[v1.FailingJobResponse], error)
+	// ProtocolErrorJob is a worker that cannot take the call (UNIMPLEMENTED):
+	// the gateway fails the call (a JSON-RPC error, not a tool result), so its
+	// task ends failed. MCP clients call it only as a task.
+	ProtocolErrorJob(context.Context, *connect.Request[v1.ProtocolErrorJobRequest]) (*connect.Response[v1.ProtocolErrorJobResponse], error)
+	// ConfirmDelete needs a human's approval before it runs: as a task it waits
+	// in input_required for the answer (tasks/update).
+	ConfirmDelete(context.Context, *connect.Request[v1.ConfirmDeleteRequest]) (*connect.Response[v1.ConfirmDeleteResponse], error)
 }
 
 // NewConformanceServiceHandler builds an HTTP handler from the service implementation. It returns
@@ -325,6 +432,36 @@ func NewConformanceServiceHandler(svc ConformanceServiceHandler, opts ...connect
 		connect.WithSchema(conformanceServiceMethods.ByName("StreamingElicitation")),
 		connect.WithHandlerOptions(opts...),
 	)
+	conformanceServiceGreetHandler := connect.NewUnaryHandler(
+		ConformanceServiceGreetProcedure,
+		svc.Greet,
+		connect.WithSchema(conformanceServiceMethods.ByName("Greet")),
+		connect.WithHandlerOptions(opts...),
+	)
+	conformanceServiceSlowComputeHandler := connect.NewUnaryHandler(
+		ConformanceServiceSlowComputeProcedure,
+		svc.SlowCompute,
+		connect.WithSchema(conformanceServiceMethods.ByName("SlowCompute")),
+		connect.WithHandlerOptions(opts...),
+	)
+	conformanceServiceFailingJobHandler := connect.NewUnaryHandler(
+		ConformanceServiceFailingJobProcedure,
+		svc.FailingJob,
+		connect.WithSchema(conformanceServiceMethods.ByName("FailingJob")),
+		connect.WithHandlerOptions(opts...),
+	)
+	conformanceServiceProtocolErrorJobHandler := connect.NewUnaryHandler(
+		ConformanceServiceProtocolErrorJobProcedure,
+		svc.ProtocolErrorJob,
+		connect.WithSchema(conformanceServiceMethods.ByName("ProtocolErrorJob")),
+		connect.WithHandlerOptions(opts...),
+	)
+	conformanceServiceConfirmDeleteHandler := connect.NewUnaryHandler(
+		ConformanceServiceConfirmDeleteProcedure,
+		svc.ConfirmDelete,
+		connect.WithSchema(conformanceServiceMethods.ByName("ConfirmDelete")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/tools.conformance.v1.ConformanceService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case ConformanceServiceSimpleTextProcedure:
@@ -347,6 +484,16 @@ func NewConformanceServiceHandler(svc ConformanceServiceHandler, opts ...connect
 			conformanceServiceLoggingToolHandler.ServeHTTP(w, r)
 		case ConformanceServiceStreamingElicitationProcedure:
 			conformanceServiceStreamingElicitationHandler.ServeHTTP(w, r)
+		case ConformanceServiceGreetProcedure:
+			conformanceServiceGreetHandler.ServeHTTP(w, r)
+		case ConformanceServiceSlowComputeProcedure:
+			conformanceServiceSlowComputeHandler.ServeHTTP(w, r)
+		case ConformanceServiceFailingJobProcedure:
+			conformanceServiceFailingJobHandler.ServeHTTP(w, r)
+		case ConformanceServiceProtocolErrorJobProcedure:
+			conformanceServiceProtocolErrorJobHandler.ServeHTTP(w, r)
+		case ConformanceServiceConfirmDeleteProcedure:
+			conformanceServiceConfirmDeleteHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -394,4 +541,24 @@ func (UnimplementedConformanceServiceHandler) LoggingTool(context.Context, *conn
 
 func (UnimplementedConformanceServiceHandler) StreamingElicitation(context.Context, *connect.Request[v1.StreamingElicitationRequest]) (*connect.Response[v1.StreamingElicitationResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("tools.conformance.v1.ConformanceService.StreamingElicitation is not implemented"))
+}
+
+func (UnimplementedConformanceServiceHandler) Greet(context.Context, *connect.Request[v1.GreetRequest]) (*connect.Response[v1.GreetResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("tools.conformance.v1.ConformanceService.Greet is not implemented"))
+}
+
+func (UnimplementedConformanceServiceHandler) SlowCompute(context.Context, *connect.Request[v1.SlowComputeRequest]) (*connect.Response[v1.SlowComputeResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("tools.conformance.v1.ConformanceService.SlowCompute is not implemented"))
+}
+
+func (UnimplementedConformanceServiceHandler) FailingJob(context.Context, *connect.Request[v1.FailingJobRequest]) (*connect.Response[v1.FailingJobResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("tools.conformance.v1.ConformanceService.FailingJob is not implemented"))
+}
+
+func (UnimplementedConformanceServiceHandler) ProtocolErrorJob(context.Context, *connect.Request[v1.ProtocolErrorJobRequest]) (*connect.Response[v1.ProtocolErrorJobResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("tools.conformance.v1.ConformanceService.ProtocolErrorJob is not implemented"))
+}
+
+func (UnimplementedConformanceServiceHandler) ConfirmDelete(context.Context, *connect.Request[v1.ConfirmDeleteRequest]) (*connect.Response[v1.ConfirmDeleteResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("tools.conformance.v1.ConformanceService.ConfirmDelete is not implemented"))
 }
