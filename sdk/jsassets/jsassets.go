@@ -142,6 +142,11 @@ var (
 		Prod: Limits{MaxBytes: 1 * gib, MaxAge: 7 * day}, Dev: Limits{MaxBytes: 32 * mib, MaxAge: 7 * day}}
 	TriggerDeadLetters = Asset{Name: "TOOLFLEET_TRIGGERS_DEAD", Kind: KindStream, Owner: "orchestrator",
 		Prod: Limits{MaxBytes: 256 * mib, MaxAge: 30 * day}, Dev: Limits{MaxBytes: 16 * mib, MaxAge: 30 * day}}
+	// InputKey holds the key every gateway replica seals the request_state of
+	// tool calls asking for input with (services/gateway/inputstate); it has
+	// no max age: the key must outlive every replica.
+	InputKey = Asset{Name: "toolfleet_input_key", Kind: KindKV, Owner: "gateway",
+		Prod: Limits{MaxBytes: 64 * kib}, Dev: Limits{MaxBytes: 64 * kib}}
 	AgentMemory = Asset{Name: "agent_memory", Kind: KindKV, Owner: "kv worker",
 		Prod: Limits{MaxBytes: 1 * gib}, Dev: Limits{MaxBytes: 32 * mib}}
 )
@@ -158,7 +163,7 @@ func Optional() []Asset { return []Asset{RateLimits} }
 
 // All lists the fleet's assets under their default names.
 func All() []Asset {
-	return []Asset{CallEvents, Idempotency, Results, RunEvents, Transcripts, RunBlobs, RunRecords, Triggers, TriggerDeadLetters, AgentMemory}
+	return []Asset{CallEvents, Idempotency, Results, InputKey, RunEvents, Transcripts, RunBlobs, RunRecords, Triggers, TriggerDeadLetters, AgentMemory}
 }
 
 // Config is the JetStream asset configuration of one process. The zero value
