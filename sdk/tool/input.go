@@ -213,9 +213,22 @@ func AsInputRequired(err error) (*toolfleetv1.WorkerInputRequired, bool) {
 
 type answersKey struct{}
 
-// answers returns the InputAnswers of the call (nil when none).
+// answers returns the InputAnswers of the call (nil when none): the one the
+// worker's interceptor read, else (a handler on a plain grpc.Server) the
+// incoming header itself, ignored when malformed or over the bound.
 func answers(ctx context.Context) *toolfleetv1.InputAnswers {
-	a, _ := ctx.Value(answersKey{}).(*toolfleetv1.InputAnswers)
+	if a, ok := ctx.Value(answersKey{}).(*toolfleetv1.InputAnswers); ok {
+		return a
+	}
+	md, _ := metadata.FromIncomingContext(ctx)
+	vs := md.Get(InputAnswersKey)
+	if len(vs) != 1 || len(vs[0]) > MaxInputAnswersBytes {
+		return nil
+	}
+	a := &toolfleetv1.InputAnswers{}
+	if proto.Unmarshal([]byte(vs[0]), a) != nil {
+		return nil
+	}
 	return a
 }
 
