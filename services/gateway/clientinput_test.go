@@ -90,6 +90,14 @@ func TestClientInputRounds(t *testing.T) {
 		}
 	})
 
+	t.Run("event", func(t *testing.T) {
+		round1(t, ca, "")
+		msgs := streamEventsOn(t, srv.URL(), gateway.EventSubjectPrefix+"Conformance.InputRequiredRequestState."+gateway.EventInputRequired, 1)
+		if !strings.Contains(string(msgs[0].Data), `"input_required"`) {
+			t.Fatalf("input_required event %s", msgs[0].Data)
+		}
+	})
+
 	t.Run("refused states", func(t *testing.T) {
 		ir := round1(t, ca, "")
 		st := ir.GetRequestState()
