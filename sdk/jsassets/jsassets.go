@@ -142,11 +142,6 @@ var (
 		Prod: Limits{MaxBytes: 1 * gib, MaxAge: 7 * day}, Dev: Limits{MaxBytes: 32 * mib, MaxAge: 7 * day}}
 	TriggerDeadLetters = Asset{Name: "TOOLFLEET_TRIGGERS_DEAD", Kind: KindStream, Owner: "orchestrator",
 		Prod: Limits{MaxBytes: 256 * mib, MaxAge: 30 * day}, Dev: Limits{MaxBytes: 16 * mib, MaxAge: 30 * day}}
-	// InputKey holds the key every gateway replica seals the request_state of
-	// tool calls asking for input with (services/gateway/inputstate); it has
-	// no max age: the key must outlive every replica.
-	InputKey = Asset{Name: "toolfleet_input_key", Kind: KindKV, Owner: "gateway",
-		Prod: Limits{MaxBytes: 64 * kib}, Dev: Limits{MaxBytes: 64 * kib}}
 	AgentMemory = Asset{Name: "agent_memory", Kind: KindKV, Owner: "kv worker",
 		Prod: Limits{MaxBytes: 1 * gib}, Dev: Limits{MaxBytes: 32 * mib}}
 )
@@ -158,12 +153,20 @@ var (
 var RateLimits = Asset{Name: "toolfleet_limits", Kind: KindKV, Owner: "gateway (with --limits-file)",
 	Prod: Limits{MaxBytes: 64 * mib, MaxAge: 25 * time.Hour}, Dev: Limits{MaxBytes: 8 * mib, MaxAge: 25 * time.Hour}}
 
-// Optional lists the assets made only when a feature is configured.
-func Optional() []Asset { return []Asset{RateLimits} }
+// InputKey holds the key every gateway replica seals the request_state of
+// tool calls asking for input with (services/gateway/inputstate). A gateway
+// with NATS makes it unless it is given the key (--input-state-key-file), so
+// it is listed by [Optional]; it has no max age: the key must outlive every
+// replica.
+var InputKey = Asset{Name: "toolfleet_input_key", Kind: KindKV, Owner: "gateway (without --input-state-key-file)",
+	Prod: Limits{MaxBytes: 64 * kib}, Dev: Limits{MaxBytes: 64 * kib}}
+
+// Optional lists the assets made only in some configurations.
+func Optional() []Asset { return []Asset{RateLimits, InputKey} }
 
 // All lists the fleet's assets under their default names.
 func All() []Asset {
-	return []Asset{CallEvents, Idempotency, Results, InputKey, RunEvents, Transcripts, RunBlobs, RunRecords, Triggers, TriggerDeadLetters, AgentMemory}
+	return []Asset{CallEvents, Idempotency, Results, RunEvents, Transcripts, RunBlobs, RunRecords, Triggers, TriggerDeadLetters, AgentMemory}
 }
 
 // Config is the JetStream asset configuration of one process. The zero value
