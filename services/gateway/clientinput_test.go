@@ -1,7 +1,9 @@
 package gateway_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -87,6 +89,40 @@ func TestClientInputRounds(t *testing.T) {
 			InputResponses: confirm, RequestState: ir.GetRequestState()})
 		if err != nil || !resp.GetSuccess() || !strings.Contains(valueText(resp), conformance.StateOK) {
 			t.Fatalf("round 2 on B: %v %v, want %s", resp, err, conformance.StateOK)
+		}
+	})
+
+	t.Run("OXP HTTP", func(t *testing.T) {
+		tok := token(t, "tools:call")
+		post := func(request map[string]any) map[string]any {
+			t.Helper()
+			body, _ := json.Marshal(map[string]any{"request": request})
+			req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, "http://"+a.Addr()+"/tools/call", bytes.NewReader(body))
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Authorization", "Bearer "+tok)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = resp.Body.Close() }()
+			var out struct {
+				Result map[string]any `json:"result"`
+			}
+			if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || resp.StatusCode != http.StatusOK {
+				t.Fatalf("POST /tools/call: %d %v", resp.StatusCode, err)
+			}
+			return out.Result
+		}
+		r1 := post(map[string]any{"tool_id": stateTool, "client_input": []string{"CLIENT_CAPABILITY_ELICITATION"}})
+		ir, _ := r1["input_required"].(map[string]any)
+		state, _ := ir["request_state"].(string)
+		if state == "" || r1["success"] != false {
+			t.Fatalf("round 1 over HTTP: %v", r1)
+		}
+		r2 := post(map[string]any{"tool_id": stateTool, "client_input": []string{"CLIENT_CAPABILITY_ELICITATION"},
+			"input_responses": map[string]any{"confirm": map[string]any{"action": "accept", "content": map[string]any{"ok": true}}}, "request_state": state})
+		if v, _ := json.Marshal(r2["value"]); r2["success"] != true || !strings.Contains(string(v), conformance.StateOK) {
+			t.Fatalf("round 2 over HTTP: %v", r2)
 		}
 	})
 
