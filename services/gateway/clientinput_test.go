@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -257,18 +259,43 @@ func TestClientInputContract(t *testing.T) {
 	if n := both.adds.Load() - before; n != 2 {
 		t.Fatalf("the tool ran %d times, want 2 (the question, then the answer)", n)
 	}
+
+	// A client that did not declare elicitation: -32021 naming it, nothing runs.
+	before = both.adds.Load()
+	_, err = connectMCP(t, g.Addr(), tok, nil).CallTool(t.Context(), &sdk.CallToolParams{Name: "Calculator_Add", Arguments: map[string]any{"a": 2, "b": 3}})
+	var rpcErr *jsonrpc.Error
+	if !errors.As(err, &rpcErr) || rpcErr.Code != sdk.CodeMissingRequiredClientCapabilities || !strings.Contains(string(rpcErr.Data), `"elicitation":{}`) {
+		t.Fatalf("no elicitation capability: %v, want -32021 naming elicitation", err)
+	}
+	// A 2025-11-25 client on the stateless /mcp cannot be asked: isError.
+	old := connectMCPAt(t, g.Addr(), tok, "2025-11-25", &sdk.ClientOptions{
+		ElicitationHandler: func(context.Context, *sdk.ElicitRequest) (*sdk.ElicitResult, error) {
+			return &sdk.ElicitResult{Action: "decline"}, nil
+		}})
+	r, err = old.CallTool(t.Context(), &sdk.CallToolParams{Name: "Calculator_Add", Arguments: map[string]any{"a": 2, "b": 3}})
+	if err != nil || !r.IsError || !strings.Contains(r.Content[0].(*sdk.TextContent).Text, "cannot be asked") {
+		t.Fatalf("a 2025-11-25 client: %v %+v, want isError saying it cannot be asked", err, r)
+	}
+	if n := both.adds.Load() - before; n != 0 {
+		t.Fatalf("the tool ran %d times for callers that cannot answer", n)
+	}
 }
 
 // connectMCP opens a 2026-07-28 session with the Go SDK client, which answers
 // input_required with its handlers.
 func connectMCP(t *testing.T, addr, tok string, opts *sdk.ClientOptions) *sdk.ClientSession {
 	t.Helper()
+	return connectMCPAt(t, addr, tok, "2026-07-28", opts)
+}
+
+func connectMCPAt(t *testing.T, addr, tok, version string, opts *sdk.ClientOptions) *sdk.ClientSession {
+	t.Helper()
 	c := sdk.NewClient(&sdk.Implementation{Name: "clientinput-test", Version: "1"}, opts)
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
 	cs, err := c.Connect(ctx, &sdk.StreamableClientTransport{Endpoint: "http://" + addr + "/mcp",
 		HTTPClient: &http.Client{Transport: bearerTransport{tok}, Timeout: time.Minute}, MaxRetries: -1},
-		&sdk.ClientSessionOptions{ProtocolVersion: "2026-07-28"})
+		&sdk.ClientSessionOptions{ProtocolVersion: version})
 	if err != nil {
 		t.Fatal(err)
 	}

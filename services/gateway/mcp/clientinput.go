@@ -128,7 +128,7 @@ func checkCapabilities(ctx context.Context, req *sdk.CallToolRequest, toolID str
 	}
 	if req.ProtocolVersion() < "2026-07-28" {
 		why := "this client did not declare the capability"
-		if slices.Contains(declared, missing[0]) {
+		if !canAnswer(ctx, req) {
 			why = "a client at " + req.ProtocolVersion() + " on the stateless /mcp cannot be asked in the middle of a call (use 2026-07-28, or the stdio bridge)"
 		}
 		return errorResult(sdk.Meta{MetaToolID: toolID, "toolfleet/code": "FAILED_PRECONDITION"},
