@@ -144,7 +144,7 @@ func (g *Gateway) inputRequired(p *Principal, def *toolfleetv1.ToolDefinition, r
 			setToolError(resp, &toolfleetv1.ToolError{Message: fmt.Sprintf("%s asked its caller for input (%s) its contract does not declare (client_input); this is a bug of the tool", def.GetId(), capabilityName(kind))})
 			return nil
 		case !slices.Contains(req.GetClientInput(), kind):
-			setToolError(resp, &toolfleetv1.ToolError{Message: fmt.Sprintf("%s asked its caller for input (%s), which this caller cannot answer", def.GetId(), capabilityName(kind))})
+			setToolError(resp, &toolfleetv1.ToolError{Message: fmt.Sprintf("%s asked its caller for input (%s), which this caller cannot answer (an agent run or a program cannot answer a tool's questions)", def.GetId(), capabilityName(kind))})
 			return nil
 		}
 	}
