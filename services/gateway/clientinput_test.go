@@ -22,8 +22,10 @@ import (
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
 	conformancev1 "github.com/toolfleet/toolfleet/gen/tools/conformance/v1"
 	"github.com/toolfleet/toolfleet/internal/natsx/natstest"
+	"github.com/toolfleet/toolfleet/sdk/client"
 	"github.com/toolfleet/toolfleet/sdk/tool"
 	"github.com/toolfleet/toolfleet/services/gateway"
+	"github.com/toolfleet/toolfleet/services/gateway/mcp"
 	"github.com/toolfleet/toolfleet/workers/conformance/conformance"
 )
 
@@ -278,6 +280,42 @@ func TestClientInputContract(t *testing.T) {
 	}
 	if n := both.adds.Load() - before; n != 0 {
 		t.Fatalf("the tool ran %d times for callers that cannot answer", n)
+	}
+
+	// The stdio bridge (a session) asks a 2025-11-25 client with
+	// elicitation/create requests: the approval, then the tool's question.
+	c, err := client.New(g.Addr(), client.WithToken(tok))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	bridge := mcp.New(mcp.ClientBackend(c), mcp.Options{Logger: quiet()})
+	st, ct := sdk.NewInMemoryTransports()
+	sctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- bridge.Serve(sctx, st) }()
+	questions = nil
+	bs, err := sdk.NewClient(&sdk.Implementation{Name: "bridge-test", Version: "1"}, &sdk.ClientOptions{
+		ElicitationHandler: func(_ context.Context, req *sdk.ElicitRequest) (*sdk.ElicitResult, error) {
+			questions = append(questions, req.Params.Message)
+			if strings.Contains(req.Params.Message, "approval") {
+				return &sdk.ElicitResult{Action: "accept", Content: map[string]any{"approve": true}}, nil
+			}
+			return &sdk.ElicitResult{Action: "accept", Content: map[string]any{"yes": true}}, nil
+		}}).Connect(t.Context(), ct, &sdk.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = bs.Close()
+		cancel()
+		<-served
+	})
+	before = both.adds.Load()
+	r, err = bs.CallTool(t.Context(), &sdk.CallToolParams{Name: "Calculator_Add", Arguments: map[string]any{"a": 4, "b": 5}})
+	if err != nil || r.IsError || len(questions) != 2 || questions[1] != "Add them?" || both.adds.Load()-before != 2 {
+		t.Fatalf("through the bridge at 2025-11-25: %v %+v, questions %q, ran %d times", err, r, questions, both.adds.Load()-before)
 	}
 }
 
