@@ -34,7 +34,7 @@ type expectedFailure struct {
 
 const (
 	noServerRequest = "needs a request from the server to the client in the middle of a call (sampling/createMessage, elicitation/create): " +
-		"/mcp is stateless (no session to send it on) and a worker cannot ask its caller for input"
+		"/mcp is stateless (no session to send it on; tools ask with input_required at 2026-07-28, and through the stdio bridge's session before)"
 	noPrompts   = "no prompts are served (toolfleet serves tools; prompts/list answers an empty list)"
 	noResources = "no resources are served (resources/list answers an empty list)"
 	noTasks     = "tasks run on Temporal: this test's fleet is gateway and workers only (no Temporal, no orchestrator), so it serves no tasks; TestMCPTasks tests them end to end, and running the suite against a fleet with Temporal is still to do"
