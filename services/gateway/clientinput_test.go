@@ -171,6 +171,16 @@ func TestClientInputRounds(t *testing.T) {
 		}
 	})
 
+	t.Run("large answers reach the worker", func(t *testing.T) {
+		ir := round1(t, ca, "")
+		large := answer(t, map[string]any{"action": "accept", "content": map[string]any{"ok": true, "note": strings.Repeat("x", 900<<10)}})
+		resp, err := cb.CallTool(ctx, &toolfleetv1.CallToolRequest{ToolId: stateTool, ClientInput: []toolfleetv1.ClientCapability{elicit},
+			InputResponses: map[string]*structpb.Struct{"confirm": large}, RequestState: ir.GetRequestState()})
+		if err != nil || !strings.Contains(valueText(resp), conformance.StateOK) {
+			t.Fatalf("900 KiB of answers: %v %v", resp, err)
+		}
+	})
+
 	t.Run("oversized answers", func(t *testing.T) {
 		big := answer(t, map[string]any{"action": "accept", "content": map[string]any{"ok": strings.Repeat("x", tool.MaxInputAnswersBytes)}})
 		_, err := ca.CallTool(ctx, &toolfleetv1.CallToolRequest{ToolId: stateTool, ClientInput: []toolfleetv1.ClientCapability{elicit},
