@@ -16,6 +16,7 @@ import (
 	"github.com/toolfleet/toolfleet/sdk/jsassets"
 	"github.com/toolfleet/toolfleet/sdk/natsconn"
 	"github.com/toolfleet/toolfleet/services/gateway"
+	"github.com/toolfleet/toolfleet/services/gateway/inputstate"
 	"github.com/toolfleet/toolfleet/services/gateway/ratelimit"
 )
 
@@ -84,6 +85,11 @@ type Config struct {
 	// limitRules are the rules read from LimitsFile by validate.
 	limitRules []ratelimit.Rule
 
+	// InputStateKeyFile holds the 32-byte key sealing the request_state of
+	// calls that ask their caller for input (docs/gateway.md).
+	InputStateKeyFile string
+	inputStateKey     []byte
+
 	// Orchestration serves AgentService and ProgramService (--temporal-address, ...).
 	Orchestration OrchestrationConfig
 
@@ -125,6 +131,7 @@ func flags(cfg *Config) *pflag.FlagSet {
 	fs.StringVar(&cfg.PublicURL, "public-url", "", "the gateway's origin as clients reach it (https://tools.example.com), named in the OAuth protected-resource metadata (RFC 9728); default: each request's scheme and Host")
 	fs.StringSliceVar(&cfg.AllowedOrigins, "allowed-origins", nil, "browser origins (https://console.example.com) allowed to make state-changing requests and to use /mcp; default none")
 	fs.StringVar(&cfg.LimitsFile, "limits-file", "", "YAML or JSON file of rate limits and quotas per principal and per tool (docs/operations.md); empty: no limits")
+	fs.StringVar(&cfg.InputStateKeyFile, "input-state-key-file", "", "file of the 32-byte key (raw, base64 or hex) sealing the request_state of tools asking their caller for input; the same on every replica; empty: shared through NATS KV (toolfleet_input_key), or per process without NATS")
 	fs.StringVar(&cfg.LimitsWhenNATSDown, "limits-when-nats-down", ratelimit.Local, "what the limits do while NATS is away: local (each replica enforces them alone), open (admit every call) or closed (refuse calls a rule applies to)")
 	fs.DurationVar(&cfg.LimitsLeaseTTL, "limits-lease-ttl", ratelimit.DefaultLeaseTTL, "how long a replica's running calls count toward a concurrency limit after its last renewal (a dead replica's lapse after it)")
 	fs.IntVar(&cfg.LimitsMaxKeys, "limits-max-keys", ratelimit.DefaultMaxKeys, "(limit, rule, principal) keys one replica tracks; past it idle ones are evicted, and new principals refused while all are in use")
@@ -231,6 +238,13 @@ func (c *Config) validate() error {
 		}
 		c.limitRules = rules
 	}
+	if c.InputStateKeyFile != "" {
+		key, err := inputstate.ReadKeyFile(c.InputStateKeyFile)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("--input-state-key-file: %w", err))
+		}
+		c.inputStateKey = key
+	}
 	switch c.LimitsWhenNATSDown {
 	case ratelimit.Local, ratelimit.Open, ratelimit.Closed:
 	default:
@@ -312,6 +326,7 @@ func (c Config) gatewayConfig(log *slog.Logger, mounts []gateway.Mount) (gateway
 		AllowedOrigins:       c.AllowedOrigins,
 		PublicURL:            c.PublicURL,
 		Tracing:              c.Tracing,
+		InputStateKey:        c.inputStateKey,
 		Limits: ratelimit.Config{Rules: c.limitRules, WhenNATSDown: c.LimitsWhenNATSDown,
 			LeaseTTL: c.LimitsLeaseTTL, MaxKeys: c.LimitsMaxKeys},
 	}, nil

@@ -90,6 +90,10 @@ func Classify(ctx context.Context, res *client.Result, err error) (Outcome, erro
 		return Outcome{Kind: KindRefused, Message: se.Message}, nil
 	case err != nil:
 		return Outcome{Kind: KindRetry, Message: "the gateway did not answer", Err: err}, nil
+	case res.InputRequired != nil:
+		// Only a caller declaring client_input is asked (the orchestrator
+		// declares none); should one reach a run anyway, the model reads why.
+		return Outcome{Kind: KindExecution, Message: "the tool asked its caller for input, which an agent run or a program cannot answer", Duration: res.Duration}, nil
 	case !res.Success:
 		e := res.Error
 		o := Outcome{Kind: KindExecution, Message: e.GetMessage(), Hint: e.GetAdditionalPromptContent(), Duration: res.Duration}

@@ -209,12 +209,20 @@ type Result struct {
 	Duration time.Duration
 	// Attempts counts the attempts made, retries included.
 	Attempts int
+	// InputRequired is set (with Success false and no Error) when the tool
+	// asks its caller for input: repeat the call with the same tool and input,
+	// CallToolRequest.input_responses keyed as its requests are, and its
+	// request_state. Only callers that set CallToolRequest.client_input get it.
+	InputRequired *toolfleetv1.InputRequired
 }
 
 // Err returns nil for a success, else the execution error as an *[ExecutionError].
 func (r *Result) Err() error {
 	if r.Success {
 		return nil
+	}
+	if r.InputRequired != nil {
+		return &ExecutionError{ToolID: r.ToolID, CallID: r.CallID, Message: "the tool asks its caller for input (Result.InputRequired): answer and repeat the call"}
 	}
 	e := r.Error
 	return &ExecutionError{ToolID: r.ToolID, CallID: r.CallID, Message: e.GetMessage(),
@@ -229,6 +237,8 @@ func (r *Result) Response() *toolfleetv1.CallToolResponse {
 		resp.Duration = durationOf(r.Duration)
 	}
 	switch {
+	case r.InputRequired != nil:
+		resp.InputRequired = r.InputRequired
 	case r.Handle != nil:
 		resp.ResultHandle = r.Handle
 	case r.Success:
@@ -241,7 +251,8 @@ func (r *Result) Response() *toolfleetv1.CallToolResponse {
 
 func resultOf(resp *toolfleetv1.CallToolResponse, attempts int) *Result {
 	return &Result{CallID: resp.GetCallId(), ToolID: resp.GetToolId(), Success: resp.GetSuccess(),
-		Value: resp.GetValue(), Handle: resp.GetResultHandle(), Error: resp.GetError(), Duration: resp.GetDuration().AsDuration(), Attempts: attempts}
+		Value: resp.GetValue(), Handle: resp.GetResultHandle(), Error: resp.GetError(), Duration: resp.GetDuration().AsDuration(), Attempts: attempts,
+		InputRequired: resp.GetInputRequired()}
 }
 
 // Call calls toolID with input: a map, a struct (encoded as JSON), a

@@ -153,8 +153,16 @@ var (
 var RateLimits = Asset{Name: "toolfleet_limits", Kind: KindKV, Owner: "gateway (with --limits-file)",
 	Prod: Limits{MaxBytes: 64 * mib, MaxAge: 25 * time.Hour}, Dev: Limits{MaxBytes: 8 * mib, MaxAge: 25 * time.Hour}}
 
-// Optional lists the assets made only when a feature is configured.
-func Optional() []Asset { return []Asset{RateLimits} }
+// InputKey holds the key every gateway replica seals the request_state of
+// tool calls asking for input with (services/gateway/inputstate). A gateway
+// with NATS makes it unless it is given the key (--input-state-key-file), so
+// it is listed by [Optional]; it has no max age: the key must outlive every
+// replica.
+var InputKey = Asset{Name: "toolfleet_input_key", Kind: KindKV, Owner: "gateway (without --input-state-key-file)",
+	Prod: Limits{MaxBytes: 64 * kib}, Dev: Limits{MaxBytes: 64 * kib}}
+
+// Optional lists the assets made only in some configurations.
+func Optional() []Asset { return []Asset{RateLimits, InputKey} }
 
 // All lists the fleet's assets under their default names.
 func All() []Asset {

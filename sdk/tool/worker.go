@@ -199,6 +199,7 @@ func NewWorker(cfg Config) (*Worker, error) {
 			propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})))),
 		grpc.ChainUnaryInterceptor(
 			w.gate.interceptor(),
+			inputInterceptor(),
 			observeInterceptor(w.log, cfg.Metrics),
 			recoverInterceptor(w.log),
 			callerLogInterceptor(w.log),

@@ -48,7 +48,10 @@ func (g *Gateway) Call(ctx context.Context, p *Principal, req *toolfleetv1.CallT
 		return nil, ce
 	}
 	outcome := "success"
-	if !resp.GetSuccess() {
+	switch {
+	case resp.GetInputRequired() != nil:
+		outcome = outcomeInputRequired
+	case !resp.GetSuccess():
 		outcome = KindExecution
 	}
 	g.metrics.count(km, outcome)
@@ -88,6 +91,11 @@ func (g *Gateway) call(ctx context.Context, p *Principal, req *toolfleetv1.CallT
 	if approval, refusal = p.Approve(def, req.GetApproval()); refusal != nil {
 		return fail(start, authError(refusal))
 	}
+	if missing := missingClientInput(def, req); len(missing) > 0 {
+		return fail(start, serverError(codes.FailedPrecondition, ErrClientInput, "",
+			"%s was not run: it asks its caller for input (%s), which this caller cannot answer: it did not declare it (CallToolRequest.client_input; MCP: the client capabilities), and agent runs and programs cannot answer a tool's questions",
+			def.GetId(), capabilityNames(missing)))
+	}
 	ticket, ce := g.admit(ctx, p, def, req)
 	if ce != nil {
 		return fail(start, ce)
@@ -101,6 +109,13 @@ func (g *Gateway) call(ctx context.Context, p *Principal, req *toolfleetv1.CallT
 		ticket.Done(0)
 	}()
 
+	var answers *toolfleetv1.InputAnswers
+	if asksInput(def) {
+		// Checked before the call_id is claimed: a forged state runs nothing.
+		if answers, ce = g.inputAnswers(p, def, req); ce != nil {
+			return fail(start, ce)
+		}
+	}
 	offer, release, ce := g.offerOf(ctx, p, req)
 	if ce != nil {
 		return fail(start, ce)
@@ -140,11 +155,34 @@ func (g *Gateway) call(ctx context.Context, p *Principal, req *toolfleetv1.CallT
 		via = p.Via.ID()
 	}
 	callCtx = tool.OutgoingPrincipal(callCtx, p.ID(), via)
+	if answers != nil {
+		if callCtx, ce = withInputAnswers(callCtx, def, answers); ce != nil {
+			started.finish()
+			g.idem().Finish(claim, nil, false, false)
+			return fail(began, ce)
+		}
+	}
 	out, trailer, reached, err := g.invoke(callCtx, rt, in, callID, req.GetTraceId(), offer)
 	started.finish() // before the terminal event
 	resp := &toolfleetv1.CallToolResponse{CallId: callID, ToolId: def.GetId()}
-	ce = g.mapResult(ctx, rt, out, err, resp, offer)
 	callerLogs(trailer, resp)
+	if q, ok := tool.AsInputRequired(err); ok {
+		// A question is no finished call: nothing is stored, and the caller's
+		// repeat with the answers (the same call_id) runs the tool again.
+		g.idem().Finish(claim, nil, false, false)
+		if ce = g.inputRequired(p, def, req, q, resp); ce != nil {
+			return fail(began, ce)
+		}
+		resp.Duration = durationpb.New(time.Since(began))
+		if resp.GetInputRequired() != nil {
+			g.events.publish(EventInputRequired, withOutcome(ev(), began, "", ""), def.GetToolkit(), def.GetName())
+		} else {
+			g.events.publish(EventFailed, withOutcome(ev(), began, KindExecution, resp.GetError().GetMessage()), def.GetToolkit(), def.GetName())
+		}
+		answered = resp
+		return resp, nil, rt
+	}
+	ce = g.mapResult(ctx, rt, out, err, resp, offer)
 	resp.Duration = durationpb.New(time.Since(began))
 	if ce != nil {
 		if sideEffects && outcomeUnknown(reached, err) {

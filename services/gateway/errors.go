@@ -40,6 +40,10 @@ var (
 	// quotas (CallError.RetryAfter says when to try again), or their shared
 	// state is away and the gateway refuses until it is back.
 	ErrRateLimited = errors.New("gateway: over a rate limit or quota")
+	// ErrClientInput: the tool asks its caller for a kind of input the caller
+	// cannot answer (CallToolRequest.client_input), or the call's request_state
+	// or input answers are not valid for it.
+	ErrClientInput = errors.New("gateway: client input")
 )
 
 // Failure kinds, as carried by call events and metrics.

@@ -17,7 +17,7 @@ import (
 )
 
 // EventSubjectPrefix starts the subjects of call events:
-// toolfleet.events.call.<kit>.<tool>.<started|succeeded|failed>.
+// toolfleet.events.call.<kit>.<tool>.<started|succeeded|failed|input_required>.
 const EventSubjectPrefix = callevents.SubjectPrefix
 
 // Event kinds.
@@ -25,6 +25,8 @@ const (
 	EventStarted   = callevents.Started
 	EventSucceeded = callevents.Succeeded
 	EventFailed    = callevents.Failed
+	// EventInputRequired: the tool asked its caller for input (not terminal).
+	EventInputRequired = callevents.InputRequired
 )
 
 // events is the call pipeline's handle on the event publisher (package events

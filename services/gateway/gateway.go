@@ -21,6 +21,7 @@ import (
 	"github.com/toolfleet/toolfleet/sdk/natsconn"
 	"github.com/toolfleet/toolfleet/services/gateway/auth"
 	"github.com/toolfleet/toolfleet/services/gateway/idempotency"
+	"github.com/toolfleet/toolfleet/services/gateway/inputstate"
 	"github.com/toolfleet/toolfleet/services/gateway/ratelimit"
 	"github.com/toolfleet/toolfleet/services/gateway/registry"
 	"github.com/toolfleet/toolfleet/services/gateway/results"
@@ -53,7 +54,9 @@ const (
 	// started event; a faster one publishes only its terminal event.
 	DefaultStartedEventAfter = 100 * time.Millisecond
 	DefaultEventQueue        = 10000
-	DefaultShutdownTimeout   = 10 * time.Second
+	// DefaultInputStateTTL: a caller answers a tool's questions within this.
+	DefaultInputStateTTL   = 15 * time.Minute
+	DefaultShutdownTimeout = 10 * time.Second
 	// DefaultMaxRequestBytes bounds one request on every surface (limits.go).
 	DefaultMaxRequestBytes = 4 << 20
 	// DefaultMaxInputValues bounds the JSON values of one JSON request.
@@ -188,6 +191,14 @@ type Config struct {
 	// set, else each gateway enforces them alone. Limits.Assets and
 	// Limits.Standalone are set from the fields above.
 	Limits ratelimit.Config
+	// InputStateKey seals the request_state of calls that ask their caller
+	// for input (inputstate.KeySize bytes, the same on every replica). Empty:
+	// with NATSURL the key shared in the KV bucket InputKeyBucket (the first
+	// replica creates it), else a random key per process (one gateway only).
+	InputStateKey []byte
+	// InputStateTTL is how long a caller has to answer a tool's questions.
+	// Default DefaultInputStateTTL.
+	InputStateTTL time.Duration
 	// Tracing records the gateway's spans (server, and client towards workers)
 	// with the global OpenTelemetry TracerProvider (internal/telemetry). A
 	// caller's traceparent is honoured either way.
@@ -224,6 +235,9 @@ func (c *Config) defaults() {
 	}
 	if c.EventStream == "" {
 		c.EventStream = DefaultEventStream
+	}
+	if c.InputStateTTL <= 0 {
+		c.InputStateTTL = DefaultInputStateTTL
 	}
 	if c.EventQueue <= 0 {
 		c.EventQueue = DefaultEventQueue
@@ -262,6 +276,8 @@ type Gateway struct {
 	reg     *registry.Registry
 	metrics *metrics
 	idemPtr atomic.Pointer[idempotency.Store]
+	// sealer seals request_state; nil until the shared key is read.
+	sealer atomic.Pointer[inputstate.Sealer]
 	// resultsPtr is the store of result handles; nil until NATS is configured
 	// and the bucket exists.
 	resultsPtr atomic.Pointer[results.Store]
@@ -335,6 +351,18 @@ func New(ctx context.Context, cfg Config) (*Gateway, error) {
 	}
 	if g.limits != nil {
 		g.metrics.reg.MustRegister(g.limits.Collectors()...)
+	}
+	switch {
+	case len(cfg.InputStateKey) > 0:
+		sl, err := inputstate.New(cfg.InputStateKey)
+		if err != nil {
+			return nil, fmt.Errorf("gateway: InputStateKey: %w", err)
+		}
+		g.sealer.Store(sl)
+	case cfg.NATSURL == "":
+		sl, _ := inputstate.New(inputstate.RandomKey())
+		g.sealer.Store(sl)
+		log.Info("request_state of tools asking for input is sealed with a key of this process: run one gateway, or give every replica the same --input-state-key-file")
 	}
 	g.grpc, g.health = g.newGRPCServer()
 	return g, nil
@@ -534,6 +562,31 @@ func (g *Gateway) connectNATS(ctx context.Context, bg *sync.WaitGroup) (*nats.Co
 	if !nc.IsConnected() || !setupResults() {
 		bg.Go(func() { g.retrySetup(ctx, setupResults) })
 	}
+	if g.sealer.Load() == nil {
+		keyAttempts := 0
+		setupKey := func() bool {
+			cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			defer cancel()
+			key, err := inputstate.SharedKey(cctx, js, g.cfg.InputKeyConfig())
+			if err == nil {
+				var sl *inputstate.Sealer
+				if sl, err = inputstate.New(key); err == nil {
+					g.sealer.Store(sl)
+					return true
+				}
+			}
+			if g.fatal(err) {
+				return true
+			}
+			if keyAttempts++; keyAttempts%60 == 1 {
+				g.log.Warn("input state key not ready; tools asking their caller for input fail until it is", "error", err)
+			}
+			return false
+		}
+		if !nc.IsConnected() || !setupKey() {
+			bg.Go(func() { g.retrySetup(ctx, setupKey) })
+		}
+	}
 	if g.limits != nil {
 		// Until the bucket exists the limits follow Limits.WhenNATSDown.
 		limitAttempts := 0
@@ -613,6 +666,12 @@ func (c Config) EventStreamConfig() jetstream.StreamConfig {
 		Discard:     jetstream.DiscardOld,
 		Duplicates:  2 * time.Minute,
 	})
+}
+
+// InputKeyConfig is the KV bucket sharing the request_state key (jsassets.InputKey).
+func (c Config) InputKeyConfig() jetstream.KeyValueConfig {
+	s := c.assetSettings(jsassets.InputKey, 0, 0, false)
+	return s.KeyValue(jetstream.KeyValueConfig{Bucket: jsassets.InputKey.Name, Description: "the key sealing request_state of tool calls asking for input", History: 1})
 }
 
 // IdempotencyConfig is the idempotency store's configuration.

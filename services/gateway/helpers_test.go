@@ -144,6 +144,8 @@ type plainCalculator struct {
 	kill func()
 	// onAdd, when set, runs inside every Add with its a; an error fails the call.
 	onAdd atomic.Pointer[func(a float64) error]
+	// onAddCtx, when set, runs inside every Add with the call's context.
+	onAddCtx atomic.Pointer[func(ctx context.Context, a float64) error]
 	// draining makes Add refuse as a draining worker does: UNAVAILABLE with
 	// tool.DrainingTrailer, without counting the call.
 	draining atomic.Bool
@@ -174,6 +176,11 @@ func startPlainCalculatorAt(t *testing.T, listen string, major int, opts ...func
 			}
 			pc.adds.Add(1)
 			f := md.Input().Fields()
+			if hook := pc.onAddCtx.Load(); hook != nil {
+				if err := (*hook)(ctx, in.Get(f.ByName("a")).Float()); err != nil {
+					return nil, err
+				}
+			}
 			if hook := pc.onAdd.Load(); hook != nil {
 				if err := (*hook)(in.Get(f.ByName("a")).Float()); err != nil {
 					return nil, err

@@ -58,7 +58,10 @@ type toolMetrics struct {
 }
 
 // outcomes are the values of the calls_total outcome label.
-var outcomes = [...]string{"success", KindExecution, KindValidation, KindServer}
+var outcomes = [...]string{"success", KindExecution, KindValidation, KindServer, outcomeInputRequired}
+
+// outcomeInputRequired counts calls that ended asking their caller for input.
+const outcomeInputRequired = "input_required"
 
 // unresolved labels calls that named no known tool (or failed before).
 var unresolved = &toolfleetv1.ToolDefinition{Toolkit: "unknown", Name: "unknown"}

@@ -52,6 +52,10 @@ var (
 		"$JS.API.CONSUMER.CREATE.OBJ_toolfleet_results.>",
 		"$JS.API.CONSUMER.DELETE.OBJ_toolfleet_results.>",
 		"$JS.FC.OBJ_toolfleet_results.>", // flow control of a large fetch
+		"$KV.toolfleet_input_key.>",
+		"$JS.API.STREAM.INFO.KV_toolfleet_input_key",
+		"$JS.API.STREAM.CREATE.KV_toolfleet_input_key",
+		"$JS.API.DIRECT.GET.KV_toolfleet_input_key.>",
 	}
 	gatewaySubscribe = []string{"toolfleet.registry.announce", "_INBOX.>"}
 	workerPublish    = []string{"toolfleet.registry.announce"}

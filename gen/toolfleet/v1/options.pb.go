@@ -23,6 +23,63 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// ClientCapability is a kind of input a tool can ask its caller for, named
+// after the MCP client capability that answers it.
+type ClientCapability int32
+
+const (
+	ClientCapability_CLIENT_CAPABILITY_UNSPECIFIED ClientCapability = 0
+	// A question to the caller's human (MCP elicitation/create).
+	ClientCapability_CLIENT_CAPABILITY_ELICITATION ClientCapability = 1
+	// A completion from the caller's model (MCP sampling/createMessage).
+	ClientCapability_CLIENT_CAPABILITY_SAMPLING ClientCapability = 2
+	// The caller's roots (MCP roots/list).
+	ClientCapability_CLIENT_CAPABILITY_ROOTS ClientCapability = 3
+)
+
+// Enum value maps for ClientCapability.
+var (
+	ClientCapability_name = map[int32]string{
+		0: "CLIENT_CAPABILITY_UNSPECIFIED",
+		1: "CLIENT_CAPABILITY_ELICITATION",
+		2: "CLIENT_CAPABILITY_SAMPLING",
+		3: "CLIENT_CAPABILITY_ROOTS",
+	}
+	ClientCapability_value = map[string]int32{
+		"CLIENT_CAPABILITY_UNSPECIFIED": 0,
+		"CLIENT_CAPABILITY_ELICITATION": 1,
+		"CLIENT_CAPABILITY_SAMPLING":    2,
+		"CLIENT_CAPABILITY_ROOTS":       3,
+	}
+)
+
+func (x ClientCapability) Enum() *ClientCapability {
+	p := new(ClientCapability)
+	*p = x
+	return p
+}
+
+func (x ClientCapability) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ClientCapability) Descriptor() protoreflect.EnumDescriptor {
+	return file_toolfleet_v1_options_proto_enumTypes[0].Descriptor()
+}
+
+func (ClientCapability) Type() protoreflect.EnumType {
+	return &file_toolfleet_v1_options_proto_enumTypes[0]
+}
+
+func (x ClientCapability) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ClientCapability.Descriptor instead.
+func (ClientCapability) EnumDescriptor() ([]byte, []int) {
+	return file_toolfleet_v1_options_proto_rawDescGZIP(), []int{0}
+}
+
 // ToolkitOptions describe a proto service that is served as a toolkit.
 //
 //	service Calculator {
@@ -131,8 +188,17 @@ type ToolOptions struct {
 	// extension when its timeout is at least the gateway's long-call bound (30 s by
 	// default). Other surfaces call the tool as usual.
 	McpTaskRequired bool `protobuf:"varint,12,opt,name=mcp_task_required,json=mcpTaskRequired,proto3" json:"mcp_task_required,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// Kinds of input the tool asks its caller for in the middle of a call (MCP's
+	// multi-round-trip requests; sdk/tool.AskInput). A caller that cannot answer
+	// one of them is refused before the tool runs (MCP: -32021
+	// MissingRequiredClientCapability).
+	ClientInput []ClientCapability `protobuf:"varint,13,rep,packed,name=client_input,json=clientInput,proto3,enum=toolfleet.v1.ClientCapability" json:"client_input,omitempty"`
+	// Kinds of input the tool may ask for when its caller can answer them; the
+	// tool checks first (sdk/tool.CallerCan). Asking for a kind in neither list,
+	// or an optional kind the caller cannot answer, is an execution error.
+	ClientInputOptional []ClientCapability `protobuf:"varint,14,rep,packed,name=client_input_optional,json=clientInputOptional,proto3,enum=toolfleet.v1.ClientCapability" json:"client_input_optional,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *ToolOptions) Reset() {
@@ -247,6 +313,20 @@ func (x *ToolOptions) GetMcpTaskRequired() bool {
 		return x.McpTaskRequired
 	}
 	return false
+}
+
+func (x *ToolOptions) GetClientInput() []ClientCapability {
+	if x != nil {
+		return x.ClientInput
+	}
+	return nil
+}
+
+func (x *ToolOptions) GetClientInputOptional() []ClientCapability {
+	if x != nil {
+		return x.ClientInputOptional
+	}
+	return nil
 }
 
 // ToolHints are behaviour hints; explicit presence tells "false" apart from "unset".
@@ -599,7 +679,7 @@ const file_toolfleet_v1_options_proto_rawDesc = "" +
 	"\x0eToolkitOptions\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x12 \n" +
-	"\vdescription\x18\x03 \x01(\tR\vdescription\"\xec\x03\n" +
+	"\vdescription\x18\x03 \x01(\tR\vdescription\"\x83\x05\n" +
 	"\vToolOptions\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
 	"\vdescription\x18\x02 \x01(\tR\vdescription\x12-\n" +
@@ -613,7 +693,9 @@ const file_toolfleet_v1_options_proto_rawDesc = "" +
 	"\x05title\x18\n" +
 	" \x01(\tR\x05title\x12\x19\n" +
 	"\bmcp_name\x18\v \x01(\tR\amcpName\x12*\n" +
-	"\x11mcp_task_required\x18\f \x01(\bR\x0fmcpTaskRequired\"\xd9\x01\n" +
+	"\x11mcp_task_required\x18\f \x01(\bR\x0fmcpTaskRequired\x12A\n" +
+	"\fclient_input\x18\r \x03(\x0e2\x1e.toolfleet.v1.ClientCapabilityR\vclientInput\x12R\n" +
+	"\x15client_input_optional\x18\x0e \x03(\x0e2\x1e.toolfleet.v1.ClientCapabilityR\x13clientInputOptional\"\xd9\x01\n" +
 	"\tToolHints\x12 \n" +
 	"\tread_only\x18\x01 \x01(\bH\x00R\breadOnly\x88\x01\x01\x12%\n" +
 	"\vdestructive\x18\x02 \x01(\bH\x01R\vdestructive\x88\x01\x01\x12#\n" +
@@ -640,7 +722,12 @@ const file_toolfleet_v1_options_proto_rawDesc = "" +
 	"\fFieldOptions\x12 \n" +
 	"\vdescription\x18\x01 \x01(\tR\vdescription\x12\x1a\n" +
 	"\bexamples\x18\x02 \x03(\tR\bexamples\x12\x1a\n" +
-	"\brequired\x18\x03 \x01(\bR\brequired:Y\n" +
+	"\brequired\x18\x03 \x01(\bR\brequired*\x95\x01\n" +
+	"\x10ClientCapability\x12!\n" +
+	"\x1dCLIENT_CAPABILITY_UNSPECIFIED\x10\x00\x12!\n" +
+	"\x1dCLIENT_CAPABILITY_ELICITATION\x10\x01\x12\x1e\n" +
+	"\x1aCLIENT_CAPABILITY_SAMPLING\x10\x02\x12\x1b\n" +
+	"\x17CLIENT_CAPABILITY_ROOTS\x10\x03:Y\n" +
 	"\atoolkit\x12\x1f.google.protobuf.ServiceOptions\x18\x81\x90\x03 \x01(\v2\x1c.toolfleet.v1.ToolkitOptionsR\atoolkit:O\n" +
 	"\x04tool\x12\x1e.google.protobuf.MethodOptions\x18\x81\x90\x03 \x01(\v2\x19.toolfleet.v1.ToolOptionsR\x04tool:Q\n" +
 	"\x05field\x12\x1d.google.protobuf.FieldOptions\x18\x81\x90\x03 \x01(\v2\x1a.toolfleet.v1.FieldOptionsR\x05field:B\n" +
@@ -659,39 +746,43 @@ func file_toolfleet_v1_options_proto_rawDescGZIP() []byte {
 	return file_toolfleet_v1_options_proto_rawDescData
 }
 
+var file_toolfleet_v1_options_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
 var file_toolfleet_v1_options_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
 var file_toolfleet_v1_options_proto_goTypes = []any{
-	(*ToolkitOptions)(nil),                // 0: toolfleet.v1.ToolkitOptions
-	(*ToolOptions)(nil),                   // 1: toolfleet.v1.ToolOptions
-	(*ToolHints)(nil),                     // 2: toolfleet.v1.ToolHints
-	(*RetryPolicy)(nil),                   // 3: toolfleet.v1.RetryPolicy
-	(*ToolExample)(nil),                   // 4: toolfleet.v1.ToolExample
-	(*FieldOptions)(nil),                  // 5: toolfleet.v1.FieldOptions
-	(*durationpb.Duration)(nil),           // 6: google.protobuf.Duration
-	(*descriptorpb.ServiceOptions)(nil),   // 7: google.protobuf.ServiceOptions
-	(*descriptorpb.MethodOptions)(nil),    // 8: google.protobuf.MethodOptions
-	(*descriptorpb.FieldOptions)(nil),     // 9: google.protobuf.FieldOptions
-	(*descriptorpb.EnumValueOptions)(nil), // 10: google.protobuf.EnumValueOptions
+	(ClientCapability)(0),                 // 0: toolfleet.v1.ClientCapability
+	(*ToolkitOptions)(nil),                // 1: toolfleet.v1.ToolkitOptions
+	(*ToolOptions)(nil),                   // 2: toolfleet.v1.ToolOptions
+	(*ToolHints)(nil),                     // 3: toolfleet.v1.ToolHints
+	(*RetryPolicy)(nil),                   // 4: toolfleet.v1.RetryPolicy
+	(*ToolExample)(nil),                   // 5: toolfleet.v1.ToolExample
+	(*FieldOptions)(nil),                  // 6: toolfleet.v1.FieldOptions
+	(*durationpb.Duration)(nil),           // 7: google.protobuf.Duration
+	(*descriptorpb.ServiceOptions)(nil),   // 8: google.protobuf.ServiceOptions
+	(*descriptorpb.MethodOptions)(nil),    // 9: google.protobuf.MethodOptions
+	(*descriptorpb.FieldOptions)(nil),     // 10: google.protobuf.FieldOptions
+	(*descriptorpb.EnumValueOptions)(nil), // 11: google.protobuf.EnumValueOptions
 }
 var file_toolfleet_v1_options_proto_depIdxs = []int32{
-	2,  // 0: toolfleet.v1.ToolOptions.hints:type_name -> toolfleet.v1.ToolHints
-	6,  // 1: toolfleet.v1.ToolOptions.timeout:type_name -> google.protobuf.Duration
-	3,  // 2: toolfleet.v1.ToolOptions.retry:type_name -> toolfleet.v1.RetryPolicy
-	4,  // 3: toolfleet.v1.ToolOptions.examples:type_name -> toolfleet.v1.ToolExample
-	6,  // 4: toolfleet.v1.RetryPolicy.initial_backoff:type_name -> google.protobuf.Duration
-	6,  // 5: toolfleet.v1.RetryPolicy.max_backoff:type_name -> google.protobuf.Duration
-	7,  // 6: toolfleet.v1.toolkit:extendee -> google.protobuf.ServiceOptions
-	8,  // 7: toolfleet.v1.tool:extendee -> google.protobuf.MethodOptions
-	9,  // 8: toolfleet.v1.field:extendee -> google.protobuf.FieldOptions
-	10, // 9: toolfleet.v1.model_name:extendee -> google.protobuf.EnumValueOptions
-	0,  // 10: toolfleet.v1.toolkit:type_name -> toolfleet.v1.ToolkitOptions
-	1,  // 11: toolfleet.v1.tool:type_name -> toolfleet.v1.ToolOptions
-	5,  // 12: toolfleet.v1.field:type_name -> toolfleet.v1.FieldOptions
-	13, // [13:13] is the sub-list for method output_type
-	13, // [13:13] is the sub-list for method input_type
-	10, // [10:13] is the sub-list for extension type_name
-	6,  // [6:10] is the sub-list for extension extendee
-	0,  // [0:6] is the sub-list for field type_name
+	3,  // 0: toolfleet.v1.ToolOptions.hints:type_name -> toolfleet.v1.ToolHints
+	7,  // 1: toolfleet.v1.ToolOptions.timeout:type_name -> google.protobuf.Duration
+	4,  // 2: toolfleet.v1.ToolOptions.retry:type_name -> toolfleet.v1.RetryPolicy
+	5,  // 3: toolfleet.v1.ToolOptions.examples:type_name -> toolfleet.v1.ToolExample
+	0,  // 4: toolfleet.v1.ToolOptions.client_input:type_name -> toolfleet.v1.ClientCapability
+	0,  // 5: toolfleet.v1.ToolOptions.client_input_optional:type_name -> toolfleet.v1.ClientCapability
+	7,  // 6: toolfleet.v1.RetryPolicy.initial_backoff:type_name -> google.protobuf.Duration
+	7,  // 7: toolfleet.v1.RetryPolicy.max_backoff:type_name -> google.protobuf.Duration
+	8,  // 8: toolfleet.v1.toolkit:extendee -> google.protobuf.ServiceOptions
+	9,  // 9: toolfleet.v1.tool:extendee -> google.protobuf.MethodOptions
+	10, // 10: toolfleet.v1.field:extendee -> google.protobuf.FieldOptions
+	11, // 11: toolfleet.v1.model_name:extendee -> google.protobuf.EnumValueOptions
+	1,  // 12: toolfleet.v1.toolkit:type_name -> toolfleet.v1.ToolkitOptions
+	2,  // 13: toolfleet.v1.tool:type_name -> toolfleet.v1.ToolOptions
+	6,  // 14: toolfleet.v1.field:type_name -> toolfleet.v1.FieldOptions
+	15, // [15:15] is the sub-list for method output_type
+	15, // [15:15] is the sub-list for method input_type
+	12, // [12:15] is the sub-list for extension type_name
+	8,  // [8:12] is the sub-list for extension extendee
+	0,  // [0:8] is the sub-list for field type_name
 }
 
 func init() { file_toolfleet_v1_options_proto_init() }
@@ -705,13 +796,14 @@ func file_toolfleet_v1_options_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolfleet_v1_options_proto_rawDesc), len(file_toolfleet_v1_options_proto_rawDesc)),
-			NumEnums:      0,
+			NumEnums:      1,
 			NumMessages:   6,
 			NumExtensions: 4,
 			NumServices:   0,
 		},
 		GoTypes:           file_toolfleet_v1_options_proto_goTypes,
 		DependencyIndexes: file_toolfleet_v1_options_proto_depIdxs,
+		EnumInfos:         file_toolfleet_v1_options_proto_enumTypes,
 		MessageInfos:      file_toolfleet_v1_options_proto_msgTypes,
 		ExtensionInfos:    file_toolfleet_v1_options_proto_extTypes,
 	}.Build()

@@ -386,8 +386,12 @@ type ToolRequirements struct {
 	Retry *RetryPolicy `protobuf:"bytes,4,opt,name=retry,proto3" json:"retry,omitempty"`
 	// Largest serialized result, in bytes.
 	MaxResultBytes int64 `protobuf:"varint,5,opt,name=max_result_bytes,json=maxResultBytes,proto3" json:"max_result_bytes,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Kinds of input the tool asks its caller for (ToolOptions.client_input).
+	ClientInput []ClientCapability `protobuf:"varint,6,rep,packed,name=client_input,json=clientInput,proto3,enum=toolfleet.v1.ClientCapability" json:"client_input,omitempty"`
+	// Kinds of input it may ask for when the caller can answer them.
+	ClientInputOptional []ClientCapability `protobuf:"varint,7,rep,packed,name=client_input_optional,json=clientInputOptional,proto3,enum=toolfleet.v1.ClientCapability" json:"client_input_optional,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *ToolRequirements) Reset() {
@@ -453,6 +457,20 @@ func (x *ToolRequirements) GetMaxResultBytes() int64 {
 		return x.MaxResultBytes
 	}
 	return 0
+}
+
+func (x *ToolRequirements) GetClientInput() []ClientCapability {
+	if x != nil {
+		return x.ClientInput
+	}
+	return nil
+}
+
+func (x *ToolRequirements) GetClientInputOptional() []ClientCapability {
+	if x != nil {
+		return x.ClientInputOptional
+	}
+	return nil
 }
 
 // CallContext says on whose behalf a call runs.
@@ -533,8 +551,17 @@ type CallToolRequest struct {
 	// with ToolGatewayService.FetchResult (or GET /results/{id}). Without it such
 	// a result is an execution error. Needs a gateway with NATS.
 	AllowResultHandle bool `protobuf:"varint,7,opt,name=allow_result_handle,json=allowResultHandle,proto3" json:"allow_result_handle,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// The answers to the input_required of an earlier round of this call, keyed
+	// as its requests were (a repeat of the call with the same tool and input).
+	InputResponses map[string]*structpb.Struct `protobuf:"bytes,8,rep,name=input_responses,json=inputResponses,proto3" json:"input_responses,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// The request_state of that input_required, echoed unchanged.
+	RequestState string `protobuf:"bytes,9,opt,name=request_state,json=requestState,proto3" json:"request_state,omitempty"`
+	// The kinds of input this caller can answer (MCP: the client's declared
+	// capabilities). A tool whose contract needs a kind not named here is
+	// refused before it runs (FAILED_PRECONDITION).
+	ClientInput   []ClientCapability `protobuf:"varint,10,rep,packed,name=client_input,json=clientInput,proto3,enum=toolfleet.v1.ClientCapability" json:"client_input,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CallToolRequest) Reset() {
@@ -616,6 +643,271 @@ func (x *CallToolRequest) GetAllowResultHandle() bool {
 	return false
 }
 
+func (x *CallToolRequest) GetInputResponses() map[string]*structpb.Struct {
+	if x != nil {
+		return x.InputResponses
+	}
+	return nil
+}
+
+func (x *CallToolRequest) GetRequestState() string {
+	if x != nil {
+		return x.RequestState
+	}
+	return ""
+}
+
+func (x *CallToolRequest) GetClientInput() []ClientCapability {
+	if x != nil {
+		return x.ClientInput
+	}
+	return nil
+}
+
+// InputRequired says that the tool needs answers from its caller before it can
+// finish: repeat the call (same tool, same input) with input_responses keyed
+// as requests are and request_state echoed.
+type InputRequired struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// What the tool asks, by a key the tool chose.
+	Requests map[string]*InputRequest `protobuf:"bytes,1,rep,name=requests,proto3" json:"requests,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// Opaque, sealed by the gateway: echo it unchanged. It binds the tool,
+	// the caller and the input, and expires.
+	RequestState  string `protobuf:"bytes,2,opt,name=request_state,json=requestState,proto3" json:"request_state,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InputRequired) Reset() {
+	*x = InputRequired{}
+	mi := &file_toolfleet_v1_tool_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InputRequired) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InputRequired) ProtoMessage() {}
+
+func (x *InputRequired) ProtoReflect() protoreflect.Message {
+	mi := &file_toolfleet_v1_tool_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InputRequired.ProtoReflect.Descriptor instead.
+func (*InputRequired) Descriptor() ([]byte, []int) {
+	return file_toolfleet_v1_tool_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *InputRequired) GetRequests() map[string]*InputRequest {
+	if x != nil {
+		return x.Requests
+	}
+	return nil
+}
+
+func (x *InputRequired) GetRequestState() string {
+	if x != nil {
+		return x.RequestState
+	}
+	return ""
+}
+
+// InputRequest is one question to the caller, in MCP's terms.
+type InputRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// "elicitation/create", "sampling/createMessage" or "roots/list".
+	Method string `protobuf:"bytes,1,opt,name=method,proto3" json:"method,omitempty"`
+	// The MCP params of that method (e.g. message and requestedSchema).
+	Params        *structpb.Struct `protobuf:"bytes,2,opt,name=params,proto3" json:"params,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InputRequest) Reset() {
+	*x = InputRequest{}
+	mi := &file_toolfleet_v1_tool_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InputRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InputRequest) ProtoMessage() {}
+
+func (x *InputRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_toolfleet_v1_tool_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InputRequest.ProtoReflect.Descriptor instead.
+func (*InputRequest) Descriptor() ([]byte, []int) {
+	return file_toolfleet_v1_tool_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *InputRequest) GetMethod() string {
+	if x != nil {
+		return x.Method
+	}
+	return ""
+}
+
+func (x *InputRequest) GetParams() *structpb.Struct {
+	if x != nil {
+		return x.Params
+	}
+	return nil
+}
+
+// WorkerInputRequired is the detail of the gRPC status a worker answers with
+// when its tool asks its caller for input (sdk/tool.AskInput; code
+// FAILED_PRECONDITION).
+type WorkerInputRequired struct {
+	state    protoimpl.MessageState   `protogen:"open.v1"`
+	Requests map[string]*InputRequest `protobuf:"bytes,1,rep,name=requests,proto3" json:"requests,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// The worker's own state for the next round (at most 64 KiB); the gateway
+	// seals it, so the caller can neither read nor change it.
+	State         []byte `protobuf:"bytes,2,opt,name=state,proto3" json:"state,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WorkerInputRequired) Reset() {
+	*x = WorkerInputRequired{}
+	mi := &file_toolfleet_v1_tool_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WorkerInputRequired) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WorkerInputRequired) ProtoMessage() {}
+
+func (x *WorkerInputRequired) ProtoReflect() protoreflect.Message {
+	mi := &file_toolfleet_v1_tool_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WorkerInputRequired.ProtoReflect.Descriptor instead.
+func (*WorkerInputRequired) Descriptor() ([]byte, []int) {
+	return file_toolfleet_v1_tool_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *WorkerInputRequired) GetRequests() map[string]*InputRequest {
+	if x != nil {
+		return x.Requests
+	}
+	return nil
+}
+
+func (x *WorkerInputRequired) GetState() []byte {
+	if x != nil {
+		return x.State
+	}
+	return nil
+}
+
+// InputAnswers reach the worker on a repeated call, in the binary metadata
+// header "toolfleet-input-bin" (at most 1 MiB).
+type InputAnswers struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The caller's answers, keyed as the worker's requests were.
+	Responses map[string]*structpb.Struct `protobuf:"bytes,1,rep,name=responses,proto3" json:"responses,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// The worker's state from the round before (empty when the caller sent none).
+	State []byte `protobuf:"bytes,2,opt,name=state,proto3" json:"state,omitempty"`
+	// Whether state came back from a round this worker started (sealed by the gateway).
+	HasState bool `protobuf:"varint,3,opt,name=has_state,json=hasState,proto3" json:"has_state,omitempty"`
+	// The kinds of input this caller can answer.
+	ClientInput   []ClientCapability `protobuf:"varint,4,rep,packed,name=client_input,json=clientInput,proto3,enum=toolfleet.v1.ClientCapability" json:"client_input,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InputAnswers) Reset() {
+	*x = InputAnswers{}
+	mi := &file_toolfleet_v1_tool_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InputAnswers) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InputAnswers) ProtoMessage() {}
+
+func (x *InputAnswers) ProtoReflect() protoreflect.Message {
+	mi := &file_toolfleet_v1_tool_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InputAnswers.ProtoReflect.Descriptor instead.
+func (*InputAnswers) Descriptor() ([]byte, []int) {
+	return file_toolfleet_v1_tool_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *InputAnswers) GetResponses() map[string]*structpb.Struct {
+	if x != nil {
+		return x.Responses
+	}
+	return nil
+}
+
+func (x *InputAnswers) GetState() []byte {
+	if x != nil {
+		return x.State
+	}
+	return nil
+}
+
+func (x *InputAnswers) GetHasState() bool {
+	if x != nil {
+		return x.HasState
+	}
+	return false
+}
+
+func (x *InputAnswers) GetClientInput() []ClientCapability {
+	if x != nil {
+		return x.ClientInput
+	}
+	return nil
+}
+
 // Approval says who approved a call of a tool whose contract has requires_approval.
 type Approval struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -630,7 +922,7 @@ type Approval struct {
 
 func (x *Approval) Reset() {
 	*x = Approval{}
-	mi := &file_toolfleet_v1_tool_proto_msgTypes[6]
+	mi := &file_toolfleet_v1_tool_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -642,7 +934,7 @@ func (x *Approval) String() string {
 func (*Approval) ProtoMessage() {}
 
 func (x *Approval) ProtoReflect() protoreflect.Message {
-	mi := &file_toolfleet_v1_tool_proto_msgTypes[6]
+	mi := &file_toolfleet_v1_tool_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -655,7 +947,7 @@ func (x *Approval) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Approval.ProtoReflect.Descriptor instead.
 func (*Approval) Descriptor() ([]byte, []int) {
-	return file_toolfleet_v1_tool_proto_rawDescGZIP(), []int{6}
+	return file_toolfleet_v1_tool_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Approval) GetApprover() string {
@@ -691,6 +983,10 @@ type CallToolResponse struct {
 	// Set (with success=true and no value) when the caller allowed a result
 	// handle and the result was over the tool's inline limit.
 	ResultHandle *ResultHandle `protobuf:"bytes,7,opt,name=result_handle,json=resultHandle,proto3" json:"result_handle,omitempty"`
+	// Set (with success=false and no outcome) when the tool asks its caller for
+	// input: repeat the call with the answers. Not a finished call: never stored
+	// for call_id repeats.
+	InputRequired *InputRequired `protobuf:"bytes,8,opt,name=input_required,json=inputRequired,proto3" json:"input_required,omitempty"`
 	// The lines the tool logged for its caller during the call, oldest first
 	// (at most 100 and 64 KiB of messages; see ToolLog).
 	Logs []*ToolLog `protobuf:"bytes,20,rep,name=logs,proto3" json:"logs,omitempty"`
@@ -702,7 +998,7 @@ type CallToolResponse struct {
 
 func (x *CallToolResponse) Reset() {
 	*x = CallToolResponse{}
-	mi := &file_toolfleet_v1_tool_proto_msgTypes[7]
+	mi := &file_toolfleet_v1_tool_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -714,7 +1010,7 @@ func (x *CallToolResponse) String() string {
 func (*CallToolResponse) ProtoMessage() {}
 
 func (x *CallToolResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolfleet_v1_tool_proto_msgTypes[7]
+	mi := &file_toolfleet_v1_tool_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -727,7 +1023,7 @@ func (x *CallToolResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallToolResponse.ProtoReflect.Descriptor instead.
 func (*CallToolResponse) Descriptor() ([]byte, []int) {
-	return file_toolfleet_v1_tool_proto_rawDescGZIP(), []int{7}
+	return file_toolfleet_v1_tool_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *CallToolResponse) GetCallId() string {
@@ -790,6 +1086,13 @@ func (x *CallToolResponse) GetResultHandle() *ResultHandle {
 	return nil
 }
 
+func (x *CallToolResponse) GetInputRequired() *InputRequired {
+	if x != nil {
+		return x.InputRequired
+	}
+	return nil
+}
+
 func (x *CallToolResponse) GetLogs() []*ToolLog {
 	if x != nil {
 		return x.Logs
@@ -844,7 +1147,7 @@ type ResultHandle struct {
 
 func (x *ResultHandle) Reset() {
 	*x = ResultHandle{}
-	mi := &file_toolfleet_v1_tool_proto_msgTypes[8]
+	mi := &file_toolfleet_v1_tool_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -856,7 +1159,7 @@ func (x *ResultHandle) String() string {
 func (*ResultHandle) ProtoMessage() {}
 
 func (x *ResultHandle) ProtoReflect() protoreflect.Message {
-	mi := &file_toolfleet_v1_tool_proto_msgTypes[8]
+	mi := &file_toolfleet_v1_tool_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -869,7 +1172,7 @@ func (x *ResultHandle) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResultHandle.ProtoReflect.Descriptor instead.
 func (*ResultHandle) Descriptor() ([]byte, []int) {
-	return file_toolfleet_v1_tool_proto_rawDescGZIP(), []int{8}
+	return file_toolfleet_v1_tool_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ResultHandle) GetId() string {
@@ -926,7 +1229,7 @@ type ToolError struct {
 
 func (x *ToolError) Reset() {
 	*x = ToolError{}
-	mi := &file_toolfleet_v1_tool_proto_msgTypes[9]
+	mi := &file_toolfleet_v1_tool_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -938,7 +1241,7 @@ func (x *ToolError) String() string {
 func (*ToolError) ProtoMessage() {}
 
 func (x *ToolError) ProtoReflect() protoreflect.Message {
-	mi := &file_toolfleet_v1_tool_proto_msgTypes[9]
+	mi := &file_toolfleet_v1_tool_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -951,7 +1254,7 @@ func (x *ToolError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolError.ProtoReflect.Descriptor instead.
 func (*ToolError) Descriptor() ([]byte, []int) {
-	return file_toolfleet_v1_tool_proto_rawDescGZIP(), []int{9}
+	return file_toolfleet_v1_tool_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ToolError) GetMessage() string {
@@ -1001,7 +1304,7 @@ type ServerError struct {
 
 func (x *ServerError) Reset() {
 	*x = ServerError{}
-	mi := &file_toolfleet_v1_tool_proto_msgTypes[10]
+	mi := &file_toolfleet_v1_tool_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1013,7 +1316,7 @@ func (x *ServerError) String() string {
 func (*ServerError) ProtoMessage() {}
 
 func (x *ServerError) ProtoReflect() protoreflect.Message {
-	mi := &file_toolfleet_v1_tool_proto_msgTypes[10]
+	mi := &file_toolfleet_v1_tool_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1026,7 +1329,7 @@ func (x *ServerError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServerError.ProtoReflect.Descriptor instead.
 func (*ServerError) Descriptor() ([]byte, []int) {
-	return file_toolfleet_v1_tool_proto_rawDescGZIP(), []int{10}
+	return file_toolfleet_v1_tool_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ServerError) GetMessage() string {
@@ -1056,7 +1359,7 @@ type ValidationError struct {
 
 func (x *ValidationError) Reset() {
 	*x = ValidationError{}
-	mi := &file_toolfleet_v1_tool_proto_msgTypes[11]
+	mi := &file_toolfleet_v1_tool_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1068,7 +1371,7 @@ func (x *ValidationError) String() string {
 func (*ValidationError) ProtoMessage() {}
 
 func (x *ValidationError) ProtoReflect() protoreflect.Message {
-	mi := &file_toolfleet_v1_tool_proto_msgTypes[11]
+	mi := &file_toolfleet_v1_tool_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1081,7 +1384,7 @@ func (x *ValidationError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ValidationError.ProtoReflect.Descriptor instead.
 func (*ValidationError) Descriptor() ([]byte, []int) {
-	return file_toolfleet_v1_tool_proto_rawDescGZIP(), []int{11}
+	return file_toolfleet_v1_tool_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ValidationError) GetMessage() string {
@@ -1139,13 +1442,15 @@ const file_toolfleet_v1_tool_proto_rawDesc = "" +
 	"idempotent\x18\x03 \x01(\bR\n" +
 	"idempotent\x12\x1d\n" +
 	"\n" +
-	"open_world\x18\x04 \x01(\bR\topenWorld\"\xe7\x01\n" +
+	"open_world\x18\x04 \x01(\bR\topenWorld\"\xfe\x02\n" +
 	"\x10ToolRequirements\x12\x16\n" +
 	"\x06scopes\x18\x01 \x03(\tR\x06scopes\x12+\n" +
 	"\x11requires_approval\x18\x02 \x01(\bR\x10requiresApproval\x123\n" +
 	"\atimeout\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\atimeout\x12/\n" +
 	"\x05retry\x18\x04 \x01(\v2\x19.toolfleet.v1.RetryPolicyR\x05retry\x12(\n" +
-	"\x10max_result_bytes\x18\x05 \x01(\x03R\x0emaxResultBytes\"\xb0\x01\n" +
+	"\x10max_result_bytes\x18\x05 \x01(\x03R\x0emaxResultBytes\x12A\n" +
+	"\fclient_input\x18\x06 \x03(\x0e2\x1e.toolfleet.v1.ClientCapabilityR\vclientInput\x12R\n" +
+	"\x15client_input_optional\x18\a \x03(\x0e2\x1e.toolfleet.v1.ClientCapabilityR\x13clientInputOptional\"\xb0\x01\n" +
 	"\vCallContext\x12\x17\n" +
 	"\auser_id\x18\x01 \x01(\tR\x06userId\x12I\n" +
 	"\n" +
@@ -1153,7 +1458,7 @@ const file_toolfleet_v1_tool_proto_rawDesc = "" +
 	"attributes\x1a=\n" +
 	"\x0fAttributesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xa6\x02\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xc6\x04\n" +
 	"\x0fCallToolRequest\x12\x17\n" +
 	"\acall_id\x18\x01 \x01(\tR\x06callId\x12\x17\n" +
 	"\atool_id\x18\x02 \x01(\tR\x06toolId\x12-\n" +
@@ -1161,11 +1466,41 @@ const file_toolfleet_v1_tool_proto_rawDesc = "" +
 	"\btrace_id\x18\x04 \x01(\tR\atraceId\x123\n" +
 	"\acontext\x18\x05 \x01(\v2\x19.toolfleet.v1.CallContextR\acontext\x122\n" +
 	"\bapproval\x18\x06 \x01(\v2\x16.toolfleet.v1.ApprovalR\bapproval\x12.\n" +
-	"\x13allow_result_handle\x18\a \x01(\bR\x11allowResultHandle\"c\n" +
+	"\x13allow_result_handle\x18\a \x01(\bR\x11allowResultHandle\x12Z\n" +
+	"\x0finput_responses\x18\b \x03(\v21.toolfleet.v1.CallToolRequest.InputResponsesEntryR\x0einputResponses\x12#\n" +
+	"\rrequest_state\x18\t \x01(\tR\frequestState\x12A\n" +
+	"\fclient_input\x18\n" +
+	" \x03(\x0e2\x1e.toolfleet.v1.ClientCapabilityR\vclientInput\x1aZ\n" +
+	"\x13InputResponsesEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12-\n" +
+	"\x05value\x18\x02 \x01(\v2\x17.google.protobuf.StructR\x05value:\x028\x01\"\xd4\x01\n" +
+	"\rInputRequired\x12E\n" +
+	"\brequests\x18\x01 \x03(\v2).toolfleet.v1.InputRequired.RequestsEntryR\brequests\x12#\n" +
+	"\rrequest_state\x18\x02 \x01(\tR\frequestState\x1aW\n" +
+	"\rRequestsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x120\n" +
+	"\x05value\x18\x02 \x01(\v2\x1a.toolfleet.v1.InputRequestR\x05value:\x028\x01\"W\n" +
+	"\fInputRequest\x12\x16\n" +
+	"\x06method\x18\x01 \x01(\tR\x06method\x12/\n" +
+	"\x06params\x18\x02 \x01(\v2\x17.google.protobuf.StructR\x06params\"\xd1\x01\n" +
+	"\x13WorkerInputRequired\x12K\n" +
+	"\brequests\x18\x01 \x03(\v2/.toolfleet.v1.WorkerInputRequired.RequestsEntryR\brequests\x12\x14\n" +
+	"\x05state\x18\x02 \x01(\fR\x05state\x1aW\n" +
+	"\rRequestsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x120\n" +
+	"\x05value\x18\x02 \x01(\v2\x1a.toolfleet.v1.InputRequestR\x05value:\x028\x01\"\xa4\x02\n" +
+	"\fInputAnswers\x12G\n" +
+	"\tresponses\x18\x01 \x03(\v2).toolfleet.v1.InputAnswers.ResponsesEntryR\tresponses\x12\x14\n" +
+	"\x05state\x18\x02 \x01(\fR\x05state\x12\x1b\n" +
+	"\thas_state\x18\x03 \x01(\bR\bhasState\x12A\n" +
+	"\fclient_input\x18\x04 \x03(\x0e2\x1e.toolfleet.v1.ClientCapabilityR\vclientInput\x1aU\n" +
+	"\x0eResponsesEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12-\n" +
+	"\x05value\x18\x02 \x01(\v2\x17.google.protobuf.StructR\x05value:\x028\x01\"c\n" +
 	"\bApproval\x12\x1a\n" +
 	"\bapprover\x18\x01 \x01(\tR\bapprover\x12;\n" +
 	"\vapproved_at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"approvedAt\"\x90\x03\n" +
+	"approvedAt\"\xd4\x03\n" +
 	"\x10CallToolResponse\x12\x17\n" +
 	"\acall_id\x18\x01 \x01(\tR\x06callId\x125\n" +
 	"\bduration\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\bduration\x12\x18\n" +
@@ -1173,7 +1508,8 @@ const file_toolfleet_v1_tool_proto_rawDesc = "" +
 	"\x05value\x18\x04 \x01(\v2\x16.google.protobuf.ValueH\x00R\x05value\x12/\n" +
 	"\x05error\x18\x05 \x01(\v2\x17.toolfleet.v1.ToolErrorH\x00R\x05error\x12\x17\n" +
 	"\atool_id\x18\x06 \x01(\tR\x06toolId\x12?\n" +
-	"\rresult_handle\x18\a \x01(\v2\x1a.toolfleet.v1.ResultHandleR\fresultHandle\x12)\n" +
+	"\rresult_handle\x18\a \x01(\v2\x1a.toolfleet.v1.ResultHandleR\fresultHandle\x12B\n" +
+	"\x0einput_required\x18\b \x01(\v2\x1b.toolfleet.v1.InputRequiredR\rinputRequired\x12)\n" +
 	"\x04logs\x18\x14 \x03(\v2\x15.toolfleet.v1.ToolLogR\x04logs\x12!\n" +
 	"\flogs_dropped\x18\x15 \x01(\rR\vlogsDroppedB\t\n" +
 	"\aoutcome\"\xb5\x01\n" +
@@ -1213,7 +1549,7 @@ func file_toolfleet_v1_tool_proto_rawDescGZIP() []byte {
 	return file_toolfleet_v1_tool_proto_rawDescData
 }
 
-var file_toolfleet_v1_tool_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
+var file_toolfleet_v1_tool_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
 var file_toolfleet_v1_tool_proto_goTypes = []any{
 	(*ToolDefinition)(nil),        // 0: toolfleet.v1.ToolDefinition
 	(*ToolInputFormat)(nil),       // 1: toolfleet.v1.ToolInputFormat
@@ -1221,48 +1557,71 @@ var file_toolfleet_v1_tool_proto_goTypes = []any{
 	(*ToolRequirements)(nil),      // 3: toolfleet.v1.ToolRequirements
 	(*CallContext)(nil),           // 4: toolfleet.v1.CallContext
 	(*CallToolRequest)(nil),       // 5: toolfleet.v1.CallToolRequest
-	(*Approval)(nil),              // 6: toolfleet.v1.Approval
-	(*CallToolResponse)(nil),      // 7: toolfleet.v1.CallToolResponse
-	(*ResultHandle)(nil),          // 8: toolfleet.v1.ResultHandle
-	(*ToolError)(nil),             // 9: toolfleet.v1.ToolError
-	(*ServerError)(nil),           // 10: toolfleet.v1.ServerError
-	(*ValidationError)(nil),       // 11: toolfleet.v1.ValidationError
-	nil,                           // 12: toolfleet.v1.CallContext.AttributesEntry
-	nil,                           // 13: toolfleet.v1.ValidationError.ParameterErrorsEntry
-	(*structpb.Struct)(nil),       // 14: google.protobuf.Struct
-	(*ToolExample)(nil),           // 15: toolfleet.v1.ToolExample
-	(*durationpb.Duration)(nil),   // 16: google.protobuf.Duration
-	(*RetryPolicy)(nil),           // 17: toolfleet.v1.RetryPolicy
-	(*timestamppb.Timestamp)(nil), // 18: google.protobuf.Timestamp
-	(*structpb.Value)(nil),        // 19: google.protobuf.Value
-	(*ToolLog)(nil),               // 20: toolfleet.v1.ToolLog
+	(*InputRequired)(nil),         // 6: toolfleet.v1.InputRequired
+	(*InputRequest)(nil),          // 7: toolfleet.v1.InputRequest
+	(*WorkerInputRequired)(nil),   // 8: toolfleet.v1.WorkerInputRequired
+	(*InputAnswers)(nil),          // 9: toolfleet.v1.InputAnswers
+	(*Approval)(nil),              // 10: toolfleet.v1.Approval
+	(*CallToolResponse)(nil),      // 11: toolfleet.v1.CallToolResponse
+	(*ResultHandle)(nil),          // 12: toolfleet.v1.ResultHandle
+	(*ToolError)(nil),             // 13: toolfleet.v1.ToolError
+	(*ServerError)(nil),           // 14: toolfleet.v1.ServerError
+	(*ValidationError)(nil),       // 15: toolfleet.v1.ValidationError
+	nil,                           // 16: toolfleet.v1.CallContext.AttributesEntry
+	nil,                           // 17: toolfleet.v1.CallToolRequest.InputResponsesEntry
+	nil,                           // 18: toolfleet.v1.InputRequired.RequestsEntry
+	nil,                           // 19: toolfleet.v1.WorkerInputRequired.RequestsEntry
+	nil,                           // 20: toolfleet.v1.InputAnswers.ResponsesEntry
+	nil,                           // 21: toolfleet.v1.ValidationError.ParameterErrorsEntry
+	(*structpb.Struct)(nil),       // 22: google.protobuf.Struct
+	(*ToolExample)(nil),           // 23: toolfleet.v1.ToolExample
+	(*durationpb.Duration)(nil),   // 24: google.protobuf.Duration
+	(*RetryPolicy)(nil),           // 25: toolfleet.v1.RetryPolicy
+	(ClientCapability)(0),         // 26: toolfleet.v1.ClientCapability
+	(*timestamppb.Timestamp)(nil), // 27: google.protobuf.Timestamp
+	(*structpb.Value)(nil),        // 28: google.protobuf.Value
+	(*ToolLog)(nil),               // 29: toolfleet.v1.ToolLog
 }
 var file_toolfleet_v1_tool_proto_depIdxs = []int32{
-	14, // 0: toolfleet.v1.ToolDefinition.input_schema:type_name -> google.protobuf.Struct
-	14, // 1: toolfleet.v1.ToolDefinition.output_schema:type_name -> google.protobuf.Struct
+	22, // 0: toolfleet.v1.ToolDefinition.input_schema:type_name -> google.protobuf.Struct
+	22, // 1: toolfleet.v1.ToolDefinition.output_schema:type_name -> google.protobuf.Struct
 	2,  // 2: toolfleet.v1.ToolDefinition.hints:type_name -> toolfleet.v1.ResolvedHints
 	3,  // 3: toolfleet.v1.ToolDefinition.requirements:type_name -> toolfleet.v1.ToolRequirements
-	15, // 4: toolfleet.v1.ToolDefinition.examples:type_name -> toolfleet.v1.ToolExample
+	23, // 4: toolfleet.v1.ToolDefinition.examples:type_name -> toolfleet.v1.ToolExample
 	1,  // 5: toolfleet.v1.ToolDefinition.input_format:type_name -> toolfleet.v1.ToolInputFormat
-	16, // 6: toolfleet.v1.ToolRequirements.timeout:type_name -> google.protobuf.Duration
-	17, // 7: toolfleet.v1.ToolRequirements.retry:type_name -> toolfleet.v1.RetryPolicy
-	12, // 8: toolfleet.v1.CallContext.attributes:type_name -> toolfleet.v1.CallContext.AttributesEntry
-	14, // 9: toolfleet.v1.CallToolRequest.input:type_name -> google.protobuf.Struct
-	4,  // 10: toolfleet.v1.CallToolRequest.context:type_name -> toolfleet.v1.CallContext
-	6,  // 11: toolfleet.v1.CallToolRequest.approval:type_name -> toolfleet.v1.Approval
-	18, // 12: toolfleet.v1.Approval.approved_at:type_name -> google.protobuf.Timestamp
-	16, // 13: toolfleet.v1.CallToolResponse.duration:type_name -> google.protobuf.Duration
-	19, // 14: toolfleet.v1.CallToolResponse.value:type_name -> google.protobuf.Value
-	9,  // 15: toolfleet.v1.CallToolResponse.error:type_name -> toolfleet.v1.ToolError
-	8,  // 16: toolfleet.v1.CallToolResponse.result_handle:type_name -> toolfleet.v1.ResultHandle
-	20, // 17: toolfleet.v1.CallToolResponse.logs:type_name -> toolfleet.v1.ToolLog
-	18, // 18: toolfleet.v1.ResultHandle.expires_at:type_name -> google.protobuf.Timestamp
-	13, // 19: toolfleet.v1.ValidationError.parameter_errors:type_name -> toolfleet.v1.ValidationError.ParameterErrorsEntry
-	20, // [20:20] is the sub-list for method output_type
-	20, // [20:20] is the sub-list for method input_type
-	20, // [20:20] is the sub-list for extension type_name
-	20, // [20:20] is the sub-list for extension extendee
-	0,  // [0:20] is the sub-list for field type_name
+	24, // 6: toolfleet.v1.ToolRequirements.timeout:type_name -> google.protobuf.Duration
+	25, // 7: toolfleet.v1.ToolRequirements.retry:type_name -> toolfleet.v1.RetryPolicy
+	26, // 8: toolfleet.v1.ToolRequirements.client_input:type_name -> toolfleet.v1.ClientCapability
+	26, // 9: toolfleet.v1.ToolRequirements.client_input_optional:type_name -> toolfleet.v1.ClientCapability
+	16, // 10: toolfleet.v1.CallContext.attributes:type_name -> toolfleet.v1.CallContext.AttributesEntry
+	22, // 11: toolfleet.v1.CallToolRequest.input:type_name -> google.protobuf.Struct
+	4,  // 12: toolfleet.v1.CallToolRequest.context:type_name -> toolfleet.v1.CallContext
+	10, // 13: toolfleet.v1.CallToolRequest.approval:type_name -> toolfleet.v1.Approval
+	17, // 14: toolfleet.v1.CallToolRequest.input_responses:type_name -> toolfleet.v1.CallToolRequest.InputResponsesEntry
+	26, // 15: toolfleet.v1.CallToolRequest.client_input:type_name -> toolfleet.v1.ClientCapability
+	18, // 16: toolfleet.v1.InputRequired.requests:type_name -> toolfleet.v1.InputRequired.RequestsEntry
+	22, // 17: toolfleet.v1.InputRequest.params:type_name -> google.protobuf.Struct
+	19, // 18: toolfleet.v1.WorkerInputRequired.requests:type_name -> toolfleet.v1.WorkerInputRequired.RequestsEntry
+	20, // 19: toolfleet.v1.InputAnswers.responses:type_name -> toolfleet.v1.InputAnswers.ResponsesEntry
+	26, // 20: toolfleet.v1.InputAnswers.client_input:type_name -> toolfleet.v1.ClientCapability
+	27, // 21: toolfleet.v1.Approval.approved_at:type_name -> google.protobuf.Timestamp
+	24, // 22: toolfleet.v1.CallToolResponse.duration:type_name -> google.protobuf.Duration
+	28, // 23: toolfleet.v1.CallToolResponse.value:type_name -> google.protobuf.Value
+	13, // 24: toolfleet.v1.CallToolResponse.error:type_name -> toolfleet.v1.ToolError
+	12, // 25: toolfleet.v1.CallToolResponse.result_handle:type_name -> toolfleet.v1.ResultHandle
+	6,  // 26: toolfleet.v1.CallToolResponse.input_required:type_name -> toolfleet.v1.InputRequired
+	29, // 27: toolfleet.v1.CallToolResponse.logs:type_name -> toolfleet.v1.ToolLog
+	27, // 28: toolfleet.v1.ResultHandle.expires_at:type_name -> google.protobuf.Timestamp
+	21, // 29: toolfleet.v1.ValidationError.parameter_errors:type_name -> toolfleet.v1.ValidationError.ParameterErrorsEntry
+	22, // 30: toolfleet.v1.CallToolRequest.InputResponsesEntry.value:type_name -> google.protobuf.Struct
+	7,  // 31: toolfleet.v1.InputRequired.RequestsEntry.value:type_name -> toolfleet.v1.InputRequest
+	7,  // 32: toolfleet.v1.WorkerInputRequired.RequestsEntry.value:type_name -> toolfleet.v1.InputRequest
+	22, // 33: toolfleet.v1.InputAnswers.ResponsesEntry.value:type_name -> google.protobuf.Struct
+	34, // [34:34] is the sub-list for method output_type
+	34, // [34:34] is the sub-list for method input_type
+	34, // [34:34] is the sub-list for extension type_name
+	34, // [34:34] is the sub-list for extension extendee
+	0,  // [0:34] is the sub-list for field type_name
 }
 
 func init() { file_toolfleet_v1_tool_proto_init() }
@@ -1272,7 +1631,7 @@ func file_toolfleet_v1_tool_proto_init() {
 	}
 	file_toolfleet_v1_options_proto_init()
 	file_toolfleet_v1_tool_log_proto_init()
-	file_toolfleet_v1_tool_proto_msgTypes[7].OneofWrappers = []any{
+	file_toolfleet_v1_tool_proto_msgTypes[11].OneofWrappers = []any{
 		(*CallToolResponse_Value)(nil),
 		(*CallToolResponse_Error)(nil),
 	}
@@ -1282,7 +1641,7 @@ func file_toolfleet_v1_tool_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolfleet_v1_tool_proto_rawDesc), len(file_toolfleet_v1_tool_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   14,
+			NumMessages:   22,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -41,6 +41,9 @@ const (
 	Started   = "started"
 	Succeeded = "succeeded"
 	Failed    = "failed"
+	// InputRequired: the tool asked its caller for input; the caller's
+	// repeat of the call with the answers ends with its own terminal event.
+	InputRequired = "input_required"
 )
 
 // Publisher publishes call events to JetStream without ever blocking a call: events
@@ -88,9 +91,10 @@ type outEvent struct {
 var (
 	ceSource = []string{"toolfleet/gateway"}
 	ceTypes  = map[string][]string{
-		Started:   {"toolfleet.call." + Started},
-		Succeeded: {"toolfleet.call." + Succeeded},
-		Failed:    {"toolfleet.call." + Failed},
+		Started:       {"toolfleet.call." + Started},
+		Succeeded:     {"toolfleet.call." + Succeeded},
+		Failed:        {"toolfleet.call." + Failed},
+		InputRequired: {"toolfleet.call." + InputRequired},
 	}
 )
 

@@ -449,7 +449,9 @@ func (s *Server) addTool(t *sdk.Tool) {
 	served.Meta = maps.Clone(t.Meta)
 	_, content := served.Meta[metaContent]
 	delete(served.Meta, metaContent)
-	s.mcp.AddTool(&served, s.handler(t.Meta[MetaToolID].(string), content))
+	required, _ := served.Meta[metaClientInput].([]string)
+	delete(served.Meta, metaClientInput)
+	s.mcp.AddTool(&served, s.handler(t.Meta[MetaToolID].(string), content, required))
 }
 
 // toolOf renders a definition as an MCP tool (see the package doc for names,
@@ -472,6 +474,15 @@ func toolOf(d *toolfleetv1.ToolDefinition) (*sdk.Tool, error) {
 	} else if e.OutputSchema != nil {
 		t.OutputSchema = e.OutputSchema
 	}
+	if ci := d.GetRequirements().GetClientInput(); len(ci) > 0 {
+		var names []string
+		for _, c := range ci {
+			if n := capabilityOf(c); n != "" && !slices.Contains(names, n) {
+				names = append(names, n)
+			}
+		}
+		t.Meta[metaClientInput] = names
+	}
 	if a := e.Annotations; a != nil {
 		t.Annotations = &sdk.ToolAnnotations{Title: a.Title, ReadOnlyHint: a.ReadOnlyHint,
 			DestructiveHint: &a.DestructiveHint, IdempotentHint: a.IdempotentHint, OpenWorldHint: &a.OpenWorldHint}
@@ -487,9 +498,13 @@ func versionedTitle(d *toolfleetv1.ToolDefinition) string {
 	return d.GetId()
 }
 
-// handler calls toolID (the exact version listed) through the backend.
-func (s *Server) handler(toolID string, content bool) sdk.ToolHandler {
+// handler calls toolID (the exact version listed) through the backend;
+// required are the client capabilities the tool needs (clientinput.go).
+func (s *Server) handler(toolID string, content bool, required []string) sdk.ToolHandler {
 	return func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+		if res, err := checkCapabilities(ctx, req, toolID, required); res != nil || err != nil {
+			return res, err
+		}
 		input := &structpb.Struct{}
 		if raw := req.Params.Arguments; len(raw) > 0 && string(raw) != "null" {
 			if err := protojson.Unmarshal(raw, input); err != nil {
@@ -504,9 +519,22 @@ func (s *Server) handler(toolID string, content bool) sdk.ToolHandler {
 		if a, ok := req.Params.Meta[MetaApprover].(string); ok && a != "" {
 			call.Approval = &toolfleetv1.Approval{Approver: a}
 		}
+		call.ClientInput = clientInput(ctx, req)
+		carriedApprover, state, carried := carriedApproval(req.Params.RequestState)
+		if carried && call.Approval == nil {
+			call.Approval = &toolfleetv1.Approval{Approver: carriedApprover}
+		}
+		responses, err := inputResponses(req.Params)
+		if err != nil {
+			return nil, err
+		}
+		call.InputResponses = responses
 		answered, approval, err := approvalAnswer(req.Params, toolID, input)
 		if err != nil {
 			return nil, err
+		}
+		if !answered {
+			call.RequestState = state // the gateway's, for the tool's own questions
 		}
 		if answered {
 			if approval == nil {
@@ -541,6 +569,10 @@ func (s *Server) handler(toolID string, content bool) sdk.ToolHandler {
 			return failure(ctx, toolID, err)
 		}
 		s.relayLogs(ctx, req.Session, resp)
+		if ir := resp.GetInputRequired(); ir != nil {
+			approved := call.Approval != nil && (answered || carried)
+			return inputRequired(toolID, ir, call.Approval.GetApprover(), approved), nil
+		}
 		return result(resp, content)
 	}
 }

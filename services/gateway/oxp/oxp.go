@@ -217,6 +217,9 @@ func result(resp *toolfleetv1.CallToolResponse) map[string]any {
 		"success":     resp.GetSuccess(),
 	}
 	switch {
+	case resp.GetInputRequired() != nil:
+		// The tool asks its caller for input: repeat the call with the answers.
+		out["input_required"] = mustJSON(resp.GetInputRequired())
 	case resp.GetResultHandle() != nil:
 		out["result_handle"] = mustJSON(resp.GetResultHandle())
 	case resp.GetSuccess():

@@ -843,6 +843,744 @@ func (x *StreamingElicitationResponse) GetContent() *v1.ToolContent {
 	return nil
 }
 
+// InputRequiredElicitationRequest is empty.
+type InputRequiredElicitationRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InputRequiredElicitationRequest) Reset() {
+	*x = InputRequiredElicitationRequest{}
+	mi := &file_tools_conformance_v1_conformance_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InputRequiredElicitationRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InputRequiredElicitationRequest) ProtoMessage() {}
+
+func (x *InputRequiredElicitationRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tools_conformance_v1_conformance_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InputRequiredElicitationRequest.ProtoReflect.Descriptor instead.
+func (*InputRequiredElicitationRequest) Descriptor() ([]byte, []int) {
+	return file_tools_conformance_v1_conformance_proto_rawDescGZIP(), []int{20}
+}
+
+// InputRequiredElicitationResponse holds the tool's content blocks.
+type InputRequiredElicitationResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Content       *v1.ToolContent        `protobuf:"bytes,1,opt,name=content,proto3" json:"content,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InputRequiredElicitationResponse) Reset() {
+	*x = InputRequiredElicitationResponse{}
+	mi := &file_tools_conformance_v1_conformance_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InputRequiredElicitationResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InputRequiredElicitationResponse) ProtoMessage() {}
+
+func (x *InputRequiredElicitationResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tools_conformance_v1_conformance_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InputRequiredElicitationResponse.ProtoReflect.Descriptor instead.
+func (*InputRequiredElicitationResponse) Descriptor() ([]byte, []int) {
+	return file_tools_conformance_v1_conformance_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *InputRequiredElicitationResponse) GetContent() *v1.ToolContent {
+	if x != nil {
+		return x.Content
+	}
+	return nil
+}
+
+// InputRequiredSamplingRequest is empty.
+type InputRequiredSamplingRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InputRequiredSamplingRequest) Reset() {
+	*x = InputRequiredSamplingRequest{}
+	mi := &file_tools_conformance_v1_conformance_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InputRequiredSamplingRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InputRequiredSamplingRequest) ProtoMessage() {}
+
+func (x *InputRequiredSamplingRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tools_conformance_v1_conformance_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InputRequiredSamplingRequest.ProtoReflect.Descriptor instead.
+func (*InputRequiredSamplingRequest) Descriptor() ([]byte, []int) {
+	return file_tools_conformance_v1_conformance_proto_rawDescGZIP(), []int{22}
+}
+
+// InputRequiredSamplingResponse holds the tool's content blocks.
+type InputRequiredSamplingResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Content       *v1.ToolContent        `protobuf:"bytes,1,opt,name=content,proto3" json:"content,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InputRequiredSamplingResponse) Reset() {
+	*x = InputRequiredSamplingResponse{}
+	mi := &file_tools_conformance_v1_conformance_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InputRequiredSamplingResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InputRequiredSamplingResponse) ProtoMessage() {}
+
+func (x *InputRequiredSamplingResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tools_conformance_v1_conformance_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InputRequiredSamplingResponse.ProtoReflect.Descriptor instead.
+func (*InputRequiredSamplingResponse) Descriptor() ([]byte, []int) {
+	return file_tools_conformance_v1_conformance_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *InputRequiredSamplingResponse) GetContent() *v1.ToolContent {
+	if x != nil {
+		return x.Content
+	}
+	return nil
+}
+
+// InputRequiredListRootsRequest is empty.
+type InputRequiredListRootsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InputRequiredListRootsRequest) Reset() {
+	*x = InputRequiredListRootsRequest{}
+	mi := &file_tools_conformance_v1_conformance_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InputRequiredListRootsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InputRequiredListRootsRequest) ProtoMessage() {}
+
+func (x *InputRequiredListRootsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tools_conformance_v1_conformance_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InputRequiredListRootsRequest.ProtoReflect.Descriptor instead.
+func (*InputRequiredListRootsRequest) Descriptor() ([]byte, []int) {
+	return file_tools_conformance_v1_conformance_proto_rawDescGZIP(), []int{24}
+}
+
+// InputRequiredListRootsResponse holds the tool's content blocks.
+type InputRequiredListRootsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Content       *v1.ToolContent        `protobuf:"bytes,1,opt,name=content,proto3" json:"content,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InputRequiredListRootsResponse) Reset() {
+	*x = InputRequiredListRootsResponse{}
+	mi := &file_tools_conformance_v1_conformance_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InputRequiredListRootsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InputRequiredListRootsResponse) ProtoMessage() {}
+
+func (x *InputRequiredListRootsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tools_conformance_v1_conformance_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InputRequiredListRootsResponse.ProtoReflect.Descriptor instead.
+func (*InputRequiredListRootsResponse) Descriptor() ([]byte, []int) {
+	return file_tools_conformance_v1_conformance_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *InputRequiredListRootsResponse) GetContent() *v1.ToolContent {
+	if x != nil {
+		return x.Content
+	}
+	return nil
+}
+
+// InputRequiredRequestStateRequest is empty.
+type InputRequiredRequestStateRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InputRequiredRequestStateRequest) Reset() {
+	*x = InputRequiredRequestStateRequest{}
+	mi := &file_tools_conformance_v1_conformance_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InputRequiredRequestStateRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InputRequiredRequestStateRequest) ProtoMessage() {}
+
+func (x *InputRequiredRequestStateRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tools_conformance_v1_conformance_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InputRequiredRequestStateRequest.ProtoReflect.Descriptor instead.
+func (*InputRequiredRequestStateRequest) Descriptor() ([]byte, []int) {
+	return file_tools_conformance_v1_conformance_proto_rawDescGZIP(), []int{26}
+}
+
+// InputRequiredRequestStateResponse holds the tool's content blocks.
+type InputRequiredRequestStateResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Content       *v1.ToolContent        `protobuf:"bytes,1,opt,name=content,proto3" json:"content,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InputRequiredRequestStateResponse) Reset() {
+	*x = InputRequiredRequestStateResponse{}
+	mi := &file_tools_conformance_v1_conformance_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InputRequiredRequestStateResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InputRequiredRequestStateResponse) ProtoMessage() {}
+
+func (x *InputRequiredRequestStateResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tools_conformance_v1_conformance_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InputRequiredRequestStateResponse.ProtoReflect.Descriptor instead.
+func (*InputRequiredRequestStateResponse) Descriptor() ([]byte, []int) {
+	return file_tools_conformance_v1_conformance_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *InputRequiredRequestStateResponse) GetContent() *v1.ToolContent {
+	if x != nil {
+		return x.Content
+	}
+	return nil
+}
+
+// InputRequiredMultipleInputsRequest is empty.
+type InputRequiredMultipleInputsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InputRequiredMultipleInputsRequest) Reset() {
+	*x = InputRequiredMultipleInputsRequest{}
+	mi := &file_tools_conformance_v1_conformance_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InputRequiredMultipleInputsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InputRequiredMultipleInputsRequest) ProtoMessage() {}
+
+func (x *InputRequiredMultipleInputsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tools_conformance_v1_conformance_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InputRequiredMultipleInputsRequest.ProtoReflect.Descriptor instead.
+func (*InputRequiredMultipleInputsRequest) Descriptor() ([]byte, []int) {
+	return file_tools_conformance_v1_conformance_proto_rawDescGZIP(), []int{28}
+}
+
+// InputRequiredMultipleInputsResponse holds the tool's content blocks.
+type InputRequiredMultipleInputsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Content       *v1.ToolContent        `protobuf:"bytes,1,opt,name=content,proto3" json:"content,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InputRequiredMultipleInputsResponse) Reset() {
+	*x = InputRequiredMultipleInputsResponse{}
+	mi := &file_tools_conformance_v1_conformance_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InputRequiredMultipleInputsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InputRequiredMultipleInputsResponse) ProtoMessage() {}
+
+func (x *InputRequiredMultipleInputsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tools_conformance_v1_conformance_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InputRequiredMultipleInputsResponse.ProtoReflect.Descriptor instead.
+func (*InputRequiredMultipleInputsResponse) Descriptor() ([]byte, []int) {
+	return file_tools_conformance_v1_conformance_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *InputRequiredMultipleInputsResponse) GetContent() *v1.ToolContent {
+	if x != nil {
+		return x.Content
+	}
+	return nil
+}
+
+// InputRequiredMultiRoundRequest is empty.
+type InputRequiredMultiRoundRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InputRequiredMultiRoundRequest) Reset() {
+	*x = InputRequiredMultiRoundRequest{}
+	mi := &file_tools_conformance_v1_conformance_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InputRequiredMultiRoundRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InputRequiredMultiRoundRequest) ProtoMessage() {}
+
+func (x *InputRequiredMultiRoundRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tools_conformance_v1_conformance_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InputRequiredMultiRoundRequest.ProtoReflect.Descriptor instead.
+func (*InputRequiredMultiRoundRequest) Descriptor() ([]byte, []int) {
+	return file_tools_conformance_v1_conformance_proto_rawDescGZIP(), []int{30}
+}
+
+// InputRequiredMultiRoundResponse holds the tool's content blocks.
+type InputRequiredMultiRoundResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Content       *v1.ToolContent        `protobuf:"bytes,1,opt,name=content,proto3" json:"content,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InputRequiredMultiRoundResponse) Reset() {
+	*x = InputRequiredMultiRoundResponse{}
+	mi := &file_tools_conformance_v1_conformance_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InputRequiredMultiRoundResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InputRequiredMultiRoundResponse) ProtoMessage() {}
+
+func (x *InputRequiredMultiRoundResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tools_conformance_v1_conformance_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InputRequiredMultiRoundResponse.ProtoReflect.Descriptor instead.
+func (*InputRequiredMultiRoundResponse) Descriptor() ([]byte, []int) {
+	return file_tools_conformance_v1_conformance_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *InputRequiredMultiRoundResponse) GetContent() *v1.ToolContent {
+	if x != nil {
+		return x.Content
+	}
+	return nil
+}
+
+// InputRequiredTamperedStateRequest is empty.
+type InputRequiredTamperedStateRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InputRequiredTamperedStateRequest) Reset() {
+	*x = InputRequiredTamperedStateRequest{}
+	mi := &file_tools_conformance_v1_conformance_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InputRequiredTamperedStateRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InputRequiredTamperedStateRequest) ProtoMessage() {}
+
+func (x *InputRequiredTamperedStateRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tools_conformance_v1_conformance_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InputRequiredTamperedStateRequest.ProtoReflect.Descriptor instead.
+func (*InputRequiredTamperedStateRequest) Descriptor() ([]byte, []int) {
+	return file_tools_conformance_v1_conformance_proto_rawDescGZIP(), []int{32}
+}
+
+// InputRequiredTamperedStateResponse holds the tool's content blocks.
+type InputRequiredTamperedStateResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Content       *v1.ToolContent        `protobuf:"bytes,1,opt,name=content,proto3" json:"content,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InputRequiredTamperedStateResponse) Reset() {
+	*x = InputRequiredTamperedStateResponse{}
+	mi := &file_tools_conformance_v1_conformance_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InputRequiredTamperedStateResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InputRequiredTamperedStateResponse) ProtoMessage() {}
+
+func (x *InputRequiredTamperedStateResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tools_conformance_v1_conformance_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InputRequiredTamperedStateResponse.ProtoReflect.Descriptor instead.
+func (*InputRequiredTamperedStateResponse) Descriptor() ([]byte, []int) {
+	return file_tools_conformance_v1_conformance_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *InputRequiredTamperedStateResponse) GetContent() *v1.ToolContent {
+	if x != nil {
+		return x.Content
+	}
+	return nil
+}
+
+// InputRequiredCapabilitiesRequest is empty.
+type InputRequiredCapabilitiesRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InputRequiredCapabilitiesRequest) Reset() {
+	*x = InputRequiredCapabilitiesRequest{}
+	mi := &file_tools_conformance_v1_conformance_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InputRequiredCapabilitiesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InputRequiredCapabilitiesRequest) ProtoMessage() {}
+
+func (x *InputRequiredCapabilitiesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tools_conformance_v1_conformance_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InputRequiredCapabilitiesRequest.ProtoReflect.Descriptor instead.
+func (*InputRequiredCapabilitiesRequest) Descriptor() ([]byte, []int) {
+	return file_tools_conformance_v1_conformance_proto_rawDescGZIP(), []int{34}
+}
+
+// InputRequiredCapabilitiesResponse holds the tool's content blocks.
+type InputRequiredCapabilitiesResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Content       *v1.ToolContent        `protobuf:"bytes,1,opt,name=content,proto3" json:"content,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InputRequiredCapabilitiesResponse) Reset() {
+	*x = InputRequiredCapabilitiesResponse{}
+	mi := &file_tools_conformance_v1_conformance_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InputRequiredCapabilitiesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InputRequiredCapabilitiesResponse) ProtoMessage() {}
+
+func (x *InputRequiredCapabilitiesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tools_conformance_v1_conformance_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InputRequiredCapabilitiesResponse.ProtoReflect.Descriptor instead.
+func (*InputRequiredCapabilitiesResponse) Descriptor() ([]byte, []int) {
+	return file_tools_conformance_v1_conformance_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *InputRequiredCapabilitiesResponse) GetContent() *v1.ToolContent {
+	if x != nil {
+		return x.Content
+	}
+	return nil
+}
+
+// MissingCapabilityRequest is empty.
+type MissingCapabilityRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MissingCapabilityRequest) Reset() {
+	*x = MissingCapabilityRequest{}
+	mi := &file_tools_conformance_v1_conformance_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MissingCapabilityRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MissingCapabilityRequest) ProtoMessage() {}
+
+func (x *MissingCapabilityRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tools_conformance_v1_conformance_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MissingCapabilityRequest.ProtoReflect.Descriptor instead.
+func (*MissingCapabilityRequest) Descriptor() ([]byte, []int) {
+	return file_tools_conformance_v1_conformance_proto_rawDescGZIP(), []int{36}
+}
+
+// MissingCapabilityResponse holds the tool's content blocks.
+type MissingCapabilityResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Content       *v1.ToolContent        `protobuf:"bytes,1,opt,name=content,proto3" json:"content,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MissingCapabilityResponse) Reset() {
+	*x = MissingCapabilityResponse{}
+	mi := &file_tools_conformance_v1_conformance_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MissingCapabilityResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MissingCapabilityResponse) ProtoMessage() {}
+
+func (x *MissingCapabilityResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tools_conformance_v1_conformance_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MissingCapabilityResponse.ProtoReflect.Descriptor instead.
+func (*MissingCapabilityResponse) Descriptor() ([]byte, []int) {
+	return file_tools_conformance_v1_conformance_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *MissingCapabilityResponse) GetContent() *v1.ToolContent {
+	if x != nil {
+		return x.Content
+	}
+	return nil
+}
+
 // GreetRequest names whom to greet.
 type GreetRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -853,7 +1591,7 @@ type GreetRequest struct {
 
 func (x *GreetRequest) Reset() {
 	*x = GreetRequest{}
-	mi := &file_tools_conformance_v1_conformance_proto_msgTypes[20]
+	mi := &file_tools_conformance_v1_conformance_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -865,7 +1603,7 @@ func (x *GreetRequest) String() string {
 func (*GreetRequest) ProtoMessage() {}
 
 func (x *GreetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tools_conformance_v1_conformance_proto_msgTypes[20]
+	mi := &file_tools_conformance_v1_conformance_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -878,7 +1616,7 @@ func (x *GreetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GreetRequest.ProtoReflect.Descriptor instead.
 func (*GreetRequest) Descriptor() ([]byte, []int) {
-	return file_tools_conformance_v1_conformance_proto_rawDescGZIP(), []int{20}
+	return file_tools_conformance_v1_conformance_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *GreetRequest) GetName() string {
@@ -898,7 +1636,7 @@ type GreetResponse struct {
 
 func (x *GreetResponse) Reset() {
 	*x = GreetResponse{}
-	mi := &file_tools_conformance_v1_conformance_proto_msgTypes[21]
+	mi := &file_tools_conformance_v1_conformance_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -910,7 +1648,7 @@ func (x *GreetResponse) String() string {
 func (*GreetResponse) ProtoMessage() {}
 
 func (x *GreetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tools_conformance_v1_conformance_proto_msgTypes[21]
+	mi := &file_tools_conformance_v1_conformance_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -923,7 +1661,7 @@ func (x *GreetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GreetResponse.ProtoReflect.Descriptor instead.
 func (*GreetResponse) Descriptor() ([]byte, []int) {
-	return file_tools_conformance_v1_conformance_proto_rawDescGZIP(), []int{21}
+	return file_tools_conformance_v1_conformance_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *GreetResponse) GetContent() *v1.ToolContent {
@@ -946,7 +1684,7 @@ type SlowComputeRequest struct {
 
 func (x *SlowComputeRequest) Reset() {
 	*x = SlowComputeRequest{}
-	mi := &file_tools_conformance_v1_conformance_proto_msgTypes[22]
+	mi := &file_tools_conformance_v1_conformance_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -958,7 +1696,7 @@ func (x *SlowComputeRequest) String() string {
 func (*SlowComputeRequest) ProtoMessage() {}
 
 func (x *SlowComputeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tools_conformance_v1_conformance_proto_msgTypes[22]
+	mi := &file_tools_conformance_v1_conformance_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -971,7 +1709,7 @@ func (x *SlowComputeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SlowComputeRequest.ProtoReflect.Descriptor instead.
 func (*SlowComputeRequest) Descriptor() ([]byte, []int) {
-	return file_tools_conformance_v1_conformance_proto_rawDescGZIP(), []int{22}
+	return file_tools_conformance_v1_conformance_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *SlowComputeRequest) GetSeconds() int32 {
@@ -998,7 +1736,7 @@ type SlowComputeResponse struct {
 
 func (x *SlowComputeResponse) Reset() {
 	*x = SlowComputeResponse{}
-	mi := &file_tools_conformance_v1_conformance_proto_msgTypes[23]
+	mi := &file_tools_conformance_v1_conformance_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1010,7 +1748,7 @@ func (x *SlowComputeResponse) String() string {
 func (*SlowComputeResponse) ProtoMessage() {}
 
 func (x *SlowComputeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tools_conformance_v1_conformance_proto_msgTypes[23]
+	mi := &file_tools_conformance_v1_conformance_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1023,7 +1761,7 @@ func (x *SlowComputeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SlowComputeResponse.ProtoReflect.Descriptor instead.
 func (*SlowComputeResponse) Descriptor() ([]byte, []int) {
-	return file_tools_conformance_v1_conformance_proto_rawDescGZIP(), []int{23}
+	return file_tools_conformance_v1_conformance_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *SlowComputeResponse) GetContent() *v1.ToolContent {
@@ -1042,7 +1780,7 @@ type FailingJobRequest struct {
 
 func (x *FailingJobRequest) Reset() {
 	*x = FailingJobRequest{}
-	mi := &file_tools_conformance_v1_conformance_proto_msgTypes[24]
+	mi := &file_tools_conformance_v1_conformance_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1054,7 +1792,7 @@ func (x *FailingJobRequest) String() string {
 func (*FailingJobRequest) ProtoMessage() {}
 
 func (x *FailingJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tools_conformance_v1_conformance_proto_msgTypes[24]
+	mi := &file_tools_conformance_v1_conformance_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1067,7 +1805,7 @@ func (x *FailingJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FailingJobRequest.ProtoReflect.Descriptor instead.
 func (*FailingJobRequest) Descriptor() ([]byte, []int) {
-	return file_tools_conformance_v1_conformance_proto_rawDescGZIP(), []int{24}
+	return file_tools_conformance_v1_conformance_proto_rawDescGZIP(), []int{42}
 }
 
 // FailingJobResponse is never returned.
@@ -1080,7 +1818,7 @@ type FailingJobResponse struct {
 
 func (x *FailingJobResponse) Reset() {
 	*x = FailingJobResponse{}
-	mi := &file_tools_conformance_v1_conformance_proto_msgTypes[25]
+	mi := &file_tools_conformance_v1_conformance_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1092,7 +1830,7 @@ func (x *FailingJobResponse) String() string {
 func (*FailingJobResponse) ProtoMessage() {}
 
 func (x *FailingJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tools_conformance_v1_conformance_proto_msgTypes[25]
+	mi := &file_tools_conformance_v1_conformance_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1105,7 +1843,7 @@ func (x *FailingJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FailingJobResponse.ProtoReflect.Descriptor instead.
 func (*FailingJobResponse) Descriptor() ([]byte, []int) {
-	return file_tools_conformance_v1_conformance_proto_rawDescGZIP(), []int{25}
+	return file_tools_conformance_v1_conformance_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *FailingJobResponse) GetContent() *v1.ToolContent {
@@ -1124,7 +1862,7 @@ type ProtocolErrorJobRequest struct {
 
 func (x *ProtocolErrorJobRequest) Reset() {
 	*x = ProtocolErrorJobRequest{}
-	mi := &file_tools_conformance_v1_conformance_proto_msgTypes[26]
+	mi := &file_tools_conformance_v1_conformance_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1136,7 +1874,7 @@ func (x *ProtocolErrorJobRequest) String() string {
 func (*ProtocolErrorJobRequest) ProtoMessage() {}
 
 func (x *ProtocolErrorJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tools_conformance_v1_conformance_proto_msgTypes[26]
+	mi := &file_tools_conformance_v1_conformance_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1149,7 +1887,7 @@ func (x *ProtocolErrorJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProtocolErrorJobRequest.ProtoReflect.Descriptor instead.
 func (*ProtocolErrorJobRequest) Descriptor() ([]byte, []int) {
-	return file_tools_conformance_v1_conformance_proto_rawDescGZIP(), []int{26}
+	return file_tools_conformance_v1_conformance_proto_rawDescGZIP(), []int{44}
 }
 
 // ProtocolErrorJobResponse is never returned.
@@ -1162,7 +1900,7 @@ type ProtocolErrorJobResponse struct {
 
 func (x *ProtocolErrorJobResponse) Reset() {
 	*x = ProtocolErrorJobResponse{}
-	mi := &file_tools_conformance_v1_conformance_proto_msgTypes[27]
+	mi := &file_tools_conformance_v1_conformance_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1174,7 +1912,7 @@ func (x *ProtocolErrorJobResponse) String() string {
 func (*ProtocolErrorJobResponse) ProtoMessage() {}
 
 func (x *ProtocolErrorJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tools_conformance_v1_conformance_proto_msgTypes[27]
+	mi := &file_tools_conformance_v1_conformance_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1187,7 +1925,7 @@ func (x *ProtocolErrorJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProtocolErrorJobResponse.ProtoReflect.Descriptor instead.
 func (*ProtocolErrorJobResponse) Descriptor() ([]byte, []int) {
-	return file_tools_conformance_v1_conformance_proto_rawDescGZIP(), []int{27}
+	return file_tools_conformance_v1_conformance_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *ProtocolErrorJobResponse) GetContent() *v1.ToolContent {
@@ -1207,7 +1945,7 @@ type ConfirmDeleteRequest struct {
 
 func (x *ConfirmDeleteRequest) Reset() {
 	*x = ConfirmDeleteRequest{}
-	mi := &file_tools_conformance_v1_conformance_proto_msgTypes[28]
+	mi := &file_tools_conformance_v1_conformance_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1219,7 +1957,7 @@ func (x *ConfirmDeleteRequest) String() string {
 func (*ConfirmDeleteRequest) ProtoMessage() {}
 
 func (x *ConfirmDeleteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tools_conformance_v1_conformance_proto_msgTypes[28]
+	mi := &file_tools_conformance_v1_conformance_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1232,7 +1970,7 @@ func (x *ConfirmDeleteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfirmDeleteRequest.ProtoReflect.Descriptor instead.
 func (*ConfirmDeleteRequest) Descriptor() ([]byte, []int) {
-	return file_tools_conformance_v1_conformance_proto_rawDescGZIP(), []int{28}
+	return file_tools_conformance_v1_conformance_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *ConfirmDeleteRequest) GetFilename() string {
@@ -1252,7 +1990,7 @@ type ConfirmDeleteResponse struct {
 
 func (x *ConfirmDeleteResponse) Reset() {
 	*x = ConfirmDeleteResponse{}
-	mi := &file_tools_conformance_v1_conformance_proto_msgTypes[29]
+	mi := &file_tools_conformance_v1_conformance_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1264,7 +2002,7 @@ func (x *ConfirmDeleteResponse) String() string {
 func (*ConfirmDeleteResponse) ProtoMessage() {}
 
 func (x *ConfirmDeleteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tools_conformance_v1_conformance_proto_msgTypes[29]
+	mi := &file_tools_conformance_v1_conformance_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1277,7 +2015,7 @@ func (x *ConfirmDeleteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfirmDeleteResponse.ProtoReflect.Descriptor instead.
 func (*ConfirmDeleteResponse) Descriptor() ([]byte, []int) {
-	return file_tools_conformance_v1_conformance_proto_rawDescGZIP(), []int{29}
+	return file_tools_conformance_v1_conformance_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *ConfirmDeleteResponse) GetContent() *v1.ToolContent {
@@ -1321,6 +2059,33 @@ const file_tools_conformance_v1_conformance_proto_rawDesc = "" +
 	"\acontent\x18\x01 \x01(\v2\x19.toolfleet.v1.ToolContentR\acontent\"\x1d\n" +
 	"\x1bStreamingElicitationRequest\"S\n" +
 	"\x1cStreamingElicitationResponse\x123\n" +
+	"\acontent\x18\x01 \x01(\v2\x19.toolfleet.v1.ToolContentR\acontent\"!\n" +
+	"\x1fInputRequiredElicitationRequest\"W\n" +
+	" InputRequiredElicitationResponse\x123\n" +
+	"\acontent\x18\x01 \x01(\v2\x19.toolfleet.v1.ToolContentR\acontent\"\x1e\n" +
+	"\x1cInputRequiredSamplingRequest\"T\n" +
+	"\x1dInputRequiredSamplingResponse\x123\n" +
+	"\acontent\x18\x01 \x01(\v2\x19.toolfleet.v1.ToolContentR\acontent\"\x1f\n" +
+	"\x1dInputRequiredListRootsRequest\"U\n" +
+	"\x1eInputRequiredListRootsResponse\x123\n" +
+	"\acontent\x18\x01 \x01(\v2\x19.toolfleet.v1.ToolContentR\acontent\"\"\n" +
+	" InputRequiredRequestStateRequest\"X\n" +
+	"!InputRequiredRequestStateResponse\x123\n" +
+	"\acontent\x18\x01 \x01(\v2\x19.toolfleet.v1.ToolContentR\acontent\"$\n" +
+	"\"InputRequiredMultipleInputsRequest\"Z\n" +
+	"#InputRequiredMultipleInputsResponse\x123\n" +
+	"\acontent\x18\x01 \x01(\v2\x19.toolfleet.v1.ToolContentR\acontent\" \n" +
+	"\x1eInputRequiredMultiRoundRequest\"V\n" +
+	"\x1fInputRequiredMultiRoundResponse\x123\n" +
+	"\acontent\x18\x01 \x01(\v2\x19.toolfleet.v1.ToolContentR\acontent\"#\n" +
+	"!InputRequiredTamperedStateRequest\"Y\n" +
+	"\"InputRequiredTamperedStateResponse\x123\n" +
+	"\acontent\x18\x01 \x01(\v2\x19.toolfleet.v1.ToolContentR\acontent\"\"\n" +
+	" InputRequiredCapabilitiesRequest\"X\n" +
+	"!InputRequiredCapabilitiesResponse\x123\n" +
+	"\acontent\x18\x01 \x01(\v2\x19.toolfleet.v1.ToolContentR\acontent\"\x1a\n" +
+	"\x18MissingCapabilityRequest\"P\n" +
+	"\x19MissingCapabilityResponse\x123\n" +
 	"\acontent\x18\x01 \x01(\v2\x19.toolfleet.v1.ToolContentR\acontent\",\n" +
 	"\fGreetRequest\x12\x1c\n" +
 	"\x04name\x18\x01 \x01(\tB\b\xbaH\x05r\x03\x18\x80\x02R\x04name\"D\n" +
@@ -1340,7 +2105,7 @@ const file_tools_conformance_v1_conformance_proto_rawDesc = "" +
 	"\x14ConfirmDeleteRequest\x12$\n" +
 	"\bfilename\x18\x01 \x01(\tB\b\xbaH\x05r\x03\x18\x80\x02R\bfilename\"L\n" +
 	"\x15ConfirmDeleteResponse\x123\n" +
-	"\acontent\x18\x01 \x01(\v2\x19.toolfleet.v1.ToolContentR\acontent2\xa4\x1d\n" +
+	"\acontent\x18\x01 \x01(\v2\x19.toolfleet.v1.ToolContentR\acontent2\xb12\n" +
 	"\x12ConformanceService\x12\xb7\x01\n" +
 	"\n" +
 	"SimpleText\x12'.tools.conformance.v1.SimpleTextRequest\x1a(.tools.conformance.v1.SimpleTextResponse\"V\x8a\x80\x19R\x126Returns a simple text block (MCP conformance fixture).\x1a\x06\b\x01\x18\x01 \x00Z\x10test_simple_text\x12\xc9\x01\n" +
@@ -1352,7 +2117,16 @@ const file_tools_conformance_v1_conformance_proto_rawDesc = "" +
 	"\fWithProgress\x12).tools.conformance.v1.WithProgressRequest\x1a*.tools.conformance.v1.WithProgressResponse\"\xb2\x01\x8a\x80\x19\xad\x01\x12\x89\x01Runs for about 3.5 seconds, so that a caller that asked for progress gets the gateway's progress notifications (MCP conformance fixture).\x1a\x06\b\x01\x18\x01 \x00Z\x17test_tool_with_progress\x12\x82\x02\n" +
 	"\vWithLogging\x12(.tools.conformance.v1.WithLoggingRequest\x1a).tools.conformance.v1.WithLoggingResponse\"\x9d\x01\x8a\x80\x19\x98\x01\x12vLogs three lines for its caller while it runs; the gateway relays them as log notifications (MCP conformance fixture).\x1a\x06\b\x01\x18\x01 \x00Z\x16test_tool_with_logging\x12\x81\x02\n" +
 	"\vLoggingTool\x12(.tools.conformance.v1.LoggingToolRequest\x1a).tools.conformance.v1.LoggingToolResponse\"\x9c\x01\x8a\x80\x19\x97\x01\x12zLogs three lines for its caller while it runs; sent only to a client that asked for a log level (MCP conformance fixture).\x1a\x06\b\x01\x18\x01 \x00Z\x11test_logging_tool\x12\x9d\x02\n" +
-	"\x14StreamingElicitation\x121.tools.conformance.v1.StreamingElicitationRequest\x1a2.tools.conformance.v1.StreamingElicitationResponse\"\x9d\x01\x8a\x80\x19\x98\x01\x12pNeeds the user's approval before it runs (MCP conformance fixture): the gateway asks for it with input_required.\x1a\x06\b\x01\x18\x01 \x00 \x01Z\x1atest_streaming_elicitation\x12\xb9\x01\n" +
+	"\x14StreamingElicitation\x121.tools.conformance.v1.StreamingElicitationRequest\x1a2.tools.conformance.v1.StreamingElicitationResponse\"\x9d\x01\x8a\x80\x19\x98\x01\x12pNeeds the user's approval before it runs (MCP conformance fixture): the gateway asks for it with input_required.\x1a\x06\b\x01\x18\x01 \x00 \x01Z\x1atest_streaming_elicitation\x12\xa5\x02\n" +
+	"\x18InputRequiredElicitation\x125.tools.conformance.v1.InputRequiredElicitationRequest\x1a6.tools.conformance.v1.InputRequiredElicitationResponse\"\x99\x01\x8a\x80\x19\x94\x01\x12_Asks the caller's name with an elicitation, then greets it (MCP conformance fixture, SEP-2322).\x1a\x06\b\x01\x18\x01 \x00Z&test_input_required_result_elicitationj\x01\x01\x12\xa5\x02\n" +
+	"\x15InputRequiredSampling\x122.tools.conformance.v1.InputRequiredSamplingRequest\x1a3.tools.conformance.v1.InputRequiredSamplingResponse\"\xa2\x01\x8a\x80\x19\x9d\x01\x12kAsks the caller's model the capital of France, then returns its answer (MCP conformance fixture, SEP-2322).\x1a\x06\b\x01\x18\x01 \x00Z#test_input_required_result_samplingj\x01\x02\x12\x90\x02\n" +
+	"\x16InputRequiredListRoots\x123.tools.conformance.v1.InputRequiredListRootsRequest\x1a4.tools.conformance.v1.InputRequiredListRootsResponse\"\x8a\x01\x8a\x80\x19\x85\x01\x12QAsks for the caller's roots, then lists them (MCP conformance fixture, SEP-2322).\x1a\x06\b\x01\x18\x01 \x00Z%test_input_required_result_list_rootsj\x01\x03\x12\xc7\x02\n" +
+	"\x19InputRequiredRequestState\x126.tools.conformance.v1.InputRequiredRequestStateRequest\x1a7.tools.conformance.v1.InputRequiredRequestStateResponse\"\xb8\x01\x8a\x80\x19\xb3\x01\x12|Asks for a confirmation with request state, then says state-ok when the state came back (MCP conformance fixture, SEP-2322).\x1a\x06\b\x01\x18\x01 \x00Z(test_input_required_result_request_statej\x01\x01\x12\xb3\x02\n" +
+	"\x1bInputRequiredMultipleInputs\x128.tools.conformance.v1.InputRequiredMultipleInputsRequest\x1a9.tools.conformance.v1.InputRequiredMultipleInputsResponse\"\x9e\x01\x8a\x80\x19\x99\x01\x12^Asks for an elicitation, a sampling and the roots at once (MCP conformance fixture, SEP-2322).\x1a\x06\b\x01\x18\x01 \x00Z*test_input_required_result_multiple_inputsj\x03\x01\x02\x03\x12\x98\x02\n" +
+	"\x17InputRequiredMultiRound\x124.tools.conformance.v1.InputRequiredMultiRoundRequest\x1a5.tools.conformance.v1.InputRequiredMultiRoundResponse\"\x8f\x01\x8a\x80\x19\x8a\x01\x12UAsks two questions in two rounds, carrying state (MCP conformance fixture, SEP-2322).\x1a\x06\b\x01\x18\x01 \x00Z&test_input_required_result_multi_roundj\x01\x01\x12\xc9\x02\n" +
+	"\x1aInputRequiredTamperedState\x127.tools.conformance.v1.InputRequiredTamperedStateRequest\x1a8.tools.conformance.v1.InputRequiredTamperedStateResponse\"\xb7\x01\x8a\x80\x19\xb2\x01\x12zAsks for a confirmation with request state; a changed state is refused by the gateway (MCP conformance fixture, SEP-2322).\x1a\x06\b\x01\x18\x01 \x00Z)test_input_required_result_tampered_statej\x01\x01\x12\xb5\x02\n" +
+	"\x19InputRequiredCapabilities\x126.tools.conformance.v1.InputRequiredCapabilitiesRequest\x1a7.tools.conformance.v1.InputRequiredCapabilitiesResponse\"\xa6\x01\x8a\x80\x19\xa1\x01\x12jAsks only for what the caller can answer: elicitation and/or sampling (MCP conformance fixture, SEP-2322).\x1a\x06\b\x01\x18\x01 \x00Z'test_input_required_result_capabilitiesr\x02\x01\x02\x12\x88\x02\n" +
+	"\x11MissingCapability\x12..tools.conformance.v1.MissingCapabilityRequest\x1a/.tools.conformance.v1.MissingCapabilityResponse\"\x91\x01\x8a\x80\x19\x8c\x01\x12fNeeds the caller's sampling capability; asks its model for a word (MCP conformance fixture, SEP-2575).\x1a\x06\b\x01\x18\x01 \x00Z\x17test_missing_capabilityj\x01\x02\x12\xb9\x01\n" +
 	"\x05Greet\x12\".tools.conformance.v1.GreetRequest\x1a#.tools.conformance.v1.GreetResponse\"g\x8a\x80\x19c\x12RReturns \"Hello, {name}!\" at once (MCP conformance fixture of the tasks scenarios).\x1a\x06\b\x01\x18\x01 \x00Z\x05greet\x12\x8c\x02\n" +
 	"\vSlowCompute\x12(.tools.conformance.v1.SlowComputeRequest\x1a).tools.conformance.v1.SlowComputeResponse\"\xa7\x01\x8a\x80\x19\xa2\x01\x12\x85\x01Sleeps for `seconds` (0 to 100), then returns its label (MCP conformance fixture of the tasks scenarios: a long tool, run as a task).\x1a\x06\b\x01\x18\x01 \x00*\x02\bxZ\fslow_compute\x12\xfa\x01\n" +
 	"\n" +
@@ -1373,91 +2147,136 @@ func file_tools_conformance_v1_conformance_proto_rawDescGZIP() []byte {
 	return file_tools_conformance_v1_conformance_proto_rawDescData
 }
 
-var file_tools_conformance_v1_conformance_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
+var file_tools_conformance_v1_conformance_proto_msgTypes = make([]protoimpl.MessageInfo, 48)
 var file_tools_conformance_v1_conformance_proto_goTypes = []any{
-	(*SimpleTextRequest)(nil),            // 0: tools.conformance.v1.SimpleTextRequest
-	(*SimpleTextResponse)(nil),           // 1: tools.conformance.v1.SimpleTextResponse
-	(*ImageContentRequest)(nil),          // 2: tools.conformance.v1.ImageContentRequest
-	(*ImageContentResponse)(nil),         // 3: tools.conformance.v1.ImageContentResponse
-	(*AudioContentRequest)(nil),          // 4: tools.conformance.v1.AudioContentRequest
-	(*AudioContentResponse)(nil),         // 5: tools.conformance.v1.AudioContentResponse
-	(*EmbeddedResourceRequest)(nil),      // 6: tools.conformance.v1.EmbeddedResourceRequest
-	(*EmbeddedResourceResponse)(nil),     // 7: tools.conformance.v1.EmbeddedResourceResponse
-	(*MultipleContentTypesRequest)(nil),  // 8: tools.conformance.v1.MultipleContentTypesRequest
-	(*MultipleContentTypesResponse)(nil), // 9: tools.conformance.v1.MultipleContentTypesResponse
-	(*ErrorHandlingRequest)(nil),         // 10: tools.conformance.v1.ErrorHandlingRequest
-	(*ErrorHandlingResponse)(nil),        // 11: tools.conformance.v1.ErrorHandlingResponse
-	(*WithProgressRequest)(nil),          // 12: tools.conformance.v1.WithProgressRequest
-	(*WithProgressResponse)(nil),         // 13: tools.conformance.v1.WithProgressResponse
-	(*WithLoggingRequest)(nil),           // 14: tools.conformance.v1.WithLoggingRequest
-	(*WithLoggingResponse)(nil),          // 15: tools.conformance.v1.WithLoggingResponse
-	(*LoggingToolRequest)(nil),           // 16: tools.conformance.v1.LoggingToolRequest
-	(*LoggingToolResponse)(nil),          // 17: tools.conformance.v1.LoggingToolResponse
-	(*StreamingElicitationRequest)(nil),  // 18: tools.conformance.v1.StreamingElicitationRequest
-	(*StreamingElicitationResponse)(nil), // 19: tools.conformance.v1.StreamingElicitationResponse
-	(*GreetRequest)(nil),                 // 20: tools.conformance.v1.GreetRequest
-	(*GreetResponse)(nil),                // 21: tools.conformance.v1.GreetResponse
-	(*SlowComputeRequest)(nil),           // 22: tools.conformance.v1.SlowComputeRequest
-	(*SlowComputeResponse)(nil),          // 23: tools.conformance.v1.SlowComputeResponse
-	(*FailingJobRequest)(nil),            // 24: tools.conformance.v1.FailingJobRequest
-	(*FailingJobResponse)(nil),           // 25: tools.conformance.v1.FailingJobResponse
-	(*ProtocolErrorJobRequest)(nil),      // 26: tools.conformance.v1.ProtocolErrorJobRequest
-	(*ProtocolErrorJobResponse)(nil),     // 27: tools.conformance.v1.ProtocolErrorJobResponse
-	(*ConfirmDeleteRequest)(nil),         // 28: tools.conformance.v1.ConfirmDeleteRequest
-	(*ConfirmDeleteResponse)(nil),        // 29: tools.conformance.v1.ConfirmDeleteResponse
-	(*v1.ToolContent)(nil),               // 30: toolfleet.v1.ToolContent
+	(*SimpleTextRequest)(nil),                   // 0: tools.conformance.v1.SimpleTextRequest
+	(*SimpleTextResponse)(nil),                  // 1: tools.conformance.v1.SimpleTextResponse
+	(*ImageContentRequest)(nil),                 // 2: tools.conformance.v1.ImageContentRequest
+	(*ImageContentResponse)(nil),                // 3: tools.conformance.v1.ImageContentResponse
+	(*AudioContentRequest)(nil),                 // 4: tools.conformance.v1.AudioContentRequest
+	(*AudioContentResponse)(nil),                // 5: tools.conformance.v1.AudioContentResponse
+	(*EmbeddedResourceRequest)(nil),             // 6: tools.conformance.v1.EmbeddedResourceRequest
+	(*EmbeddedResourceResponse)(nil),            // 7: tools.conformance.v1.EmbeddedResourceResponse
+	(*MultipleContentTypesRequest)(nil),         // 8: tools.conformance.v1.MultipleContentTypesRequest
+	(*MultipleContentTypesResponse)(nil),        // 9: tools.conformance.v1.MultipleContentTypesResponse
+	(*ErrorHandlingRequest)(nil),                // 10: tools.conformance.v1.ErrorHandlingRequest
+	(*ErrorHandlingResponse)(nil),               // 11: tools.conformance.v1.ErrorHandlingResponse
+	(*WithProgressRequest)(nil),                 // 12: tools.conformance.v1.WithProgressRequest
+	(*WithProgressResponse)(nil),                // 13: tools.conformance.v1.WithProgressResponse
+	(*WithLoggingRequest)(nil),                  // 14: tools.conformance.v1.WithLoggingRequest
+	(*WithLoggingResponse)(nil),                 // 15: tools.conformance.v1.WithLoggingResponse
+	(*LoggingToolRequest)(nil),                  // 16: tools.conformance.v1.LoggingToolRequest
+	(*LoggingToolResponse)(nil),                 // 17: tools.conformance.v1.LoggingToolResponse
+	(*StreamingElicitationRequest)(nil),         // 18: tools.conformance.v1.StreamingElicitationRequest
+	(*StreamingElicitationResponse)(nil),        // 19: tools.conformance.v1.StreamingElicitationResponse
+	(*InputRequiredElicitationRequest)(nil),     // 20: tools.conformance.v1.InputRequiredElicitationRequest
+	(*InputRequiredElicitationResponse)(nil),    // 21: tools.conformance.v1.InputRequiredElicitationResponse
+	(*InputRequiredSamplingRequest)(nil),        // 22: tools.conformance.v1.InputRequiredSamplingRequest
+	(*InputRequiredSamplingResponse)(nil),       // 23: tools.conformance.v1.InputRequiredSamplingResponse
+	(*InputRequiredListRootsRequest)(nil),       // 24: tools.conformance.v1.InputRequiredListRootsRequest
+	(*InputRequiredListRootsResponse)(nil),      // 25: tools.conformance.v1.InputRequiredListRootsResponse
+	(*InputRequiredRequestStateRequest)(nil),    // 26: tools.conformance.v1.InputRequiredRequestStateRequest
+	(*InputRequiredRequestStateResponse)(nil),   // 27: tools.conformance.v1.InputRequiredRequestStateResponse
+	(*InputRequiredMultipleInputsRequest)(nil),  // 28: tools.conformance.v1.InputRequiredMultipleInputsRequest
+	(*InputRequiredMultipleInputsResponse)(nil), // 29: tools.conformance.v1.InputRequiredMultipleInputsResponse
+	(*InputRequiredMultiRoundRequest)(nil),      // 30: tools.conformance.v1.InputRequiredMultiRoundRequest
+	(*InputRequiredMultiRoundResponse)(nil),     // 31: tools.conformance.v1.InputRequiredMultiRoundResponse
+	(*InputRequiredTamperedStateRequest)(nil),   // 32: tools.conformance.v1.InputRequiredTamperedStateRequest
+	(*InputRequiredTamperedStateResponse)(nil),  // 33: tools.conformance.v1.InputRequiredTamperedStateResponse
+	(*InputRequiredCapabilitiesRequest)(nil),    // 34: tools.conformance.v1.InputRequiredCapabilitiesRequest
+	(*InputRequiredCapabilitiesResponse)(nil),   // 35: tools.conformance.v1.InputRequiredCapabilitiesResponse
+	(*MissingCapabilityRequest)(nil),            // 36: tools.conformance.v1.MissingCapabilityRequest
+	(*MissingCapabilityResponse)(nil),           // 37: tools.conformance.v1.MissingCapabilityResponse
+	(*GreetRequest)(nil),                        // 38: tools.conformance.v1.GreetRequest
+	(*GreetResponse)(nil),                       // 39: tools.conformance.v1.GreetResponse
+	(*SlowComputeRequest)(nil),                  // 40: tools.conformance.v1.SlowComputeRequest
+	(*SlowComputeResponse)(nil),                 // 41: tools.conformance.v1.SlowComputeResponse
+	(*FailingJobRequest)(nil),                   // 42: tools.conformance.v1.FailingJobRequest
+	(*FailingJobResponse)(nil),                  // 43: tools.conformance.v1.FailingJobResponse
+	(*ProtocolErrorJobRequest)(nil),             // 44: tools.conformance.v1.ProtocolErrorJobRequest
+	(*ProtocolErrorJobResponse)(nil),            // 45: tools.conformance.v1.ProtocolErrorJobResponse
+	(*ConfirmDeleteRequest)(nil),                // 46: tools.conformance.v1.ConfirmDeleteRequest
+	(*ConfirmDeleteResponse)(nil),               // 47: tools.conformance.v1.ConfirmDeleteResponse
+	(*v1.ToolContent)(nil),                      // 48: toolfleet.v1.ToolContent
 }
 var file_tools_conformance_v1_conformance_proto_depIdxs = []int32{
-	30, // 0: tools.conformance.v1.SimpleTextResponse.content:type_name -> toolfleet.v1.ToolContent
-	30, // 1: tools.conformance.v1.ImageContentResponse.content:type_name -> toolfleet.v1.ToolContent
-	30, // 2: tools.conformance.v1.AudioContentResponse.content:type_name -> toolfleet.v1.ToolContent
-	30, // 3: tools.conformance.v1.EmbeddedResourceResponse.content:type_name -> toolfleet.v1.ToolContent
-	30, // 4: tools.conformance.v1.MultipleContentTypesResponse.content:type_name -> toolfleet.v1.ToolContent
-	30, // 5: tools.conformance.v1.ErrorHandlingResponse.content:type_name -> toolfleet.v1.ToolContent
-	30, // 6: tools.conformance.v1.WithProgressResponse.content:type_name -> toolfleet.v1.ToolContent
-	30, // 7: tools.conformance.v1.WithLoggingResponse.content:type_name -> toolfleet.v1.ToolContent
-	30, // 8: tools.conformance.v1.LoggingToolResponse.content:type_name -> toolfleet.v1.ToolContent
-	30, // 9: tools.conformance.v1.StreamingElicitationResponse.content:type_name -> toolfleet.v1.ToolContent
-	30, // 10: tools.conformance.v1.GreetResponse.content:type_name -> toolfleet.v1.ToolContent
-	30, // 11: tools.conformance.v1.SlowComputeResponse.content:type_name -> toolfleet.v1.ToolContent
-	30, // 12: tools.conformance.v1.FailingJobResponse.content:type_name -> toolfleet.v1.ToolContent
-	30, // 13: tools.conformance.v1.ProtocolErrorJobResponse.content:type_name -> toolfleet.v1.ToolContent
-	30, // 14: tools.conformance.v1.ConfirmDeleteResponse.content:type_name -> toolfleet.v1.ToolContent
-	0,  // 15: tools.conformance.v1.ConformanceService.SimpleText:input_type -> tools.conformance.v1.SimpleTextRequest
-	2,  // 16: tools.conformance.v1.ConformanceService.ImageContent:input_type -> tools.conformance.v1.ImageContentRequest
-	4,  // 17: tools.conformance.v1.ConformanceService.AudioContent:input_type -> tools.conformance.v1.AudioContentRequest
-	6,  // 18: tools.conformance.v1.ConformanceService.EmbeddedResource:input_type -> tools.conformance.v1.EmbeddedResourceRequest
-	8,  // 19: tools.conformance.v1.ConformanceService.MultipleContentTypes:input_type -> tools.conformance.v1.MultipleContentTypesRequest
-	10, // 20: tools.conformance.v1.ConformanceService.ErrorHandling:input_type -> tools.conformance.v1.ErrorHandlingRequest
-	12, // 21: tools.conformance.v1.ConformanceService.WithProgress:input_type -> tools.conformance.v1.WithProgressRequest
-	14, // 22: tools.conformance.v1.ConformanceService.WithLogging:input_type -> tools.conformance.v1.WithLoggingRequest
-	16, // 23: tools.conformance.v1.ConformanceService.LoggingTool:input_type -> tools.conformance.v1.LoggingToolRequest
-	18, // 24: tools.conformance.v1.ConformanceService.StreamingElicitation:input_type -> tools.conformance.v1.StreamingElicitationRequest
-	20, // 25: tools.conformance.v1.ConformanceService.Greet:input_type -> tools.conformance.v1.GreetRequest
-	22, // 26: tools.conformance.v1.ConformanceService.SlowCompute:input_type -> tools.conformance.v1.SlowComputeRequest
-	24, // 27: tools.conformance.v1.ConformanceService.FailingJob:input_type -> tools.conformance.v1.FailingJobRequest
-	26, // 28: tools.conformance.v1.ConformanceService.ProtocolErrorJob:input_type -> tools.conformance.v1.ProtocolErrorJobRequest
-	28, // 29: tools.conformance.v1.ConformanceService.ConfirmDelete:input_type -> tools.conformance.v1.ConfirmDeleteRequest
-	1,  // 30: tools.conformance.v1.ConformanceService.SimpleText:output_type -> tools.conformance.v1.SimpleTextResponse
-	3,  // 31: tools.conformance.v1.ConformanceService.ImageContent:output_type -> tools.conformance.v1.ImageContentResponse
-	5,  // 32: tools.conformance.v1.ConformanceService.AudioContent:output_type -> tools.conformance.v1.AudioContentResponse
-	7,  // 33: tools.conformance.v1.ConformanceService.EmbeddedResource:output_type -> tools.conformance.v1.EmbeddedResourceResponse
-	9,  // 34: tools.conformance.v1.ConformanceService.MultipleContentTypes:output_type -> tools.conformance.v1.MultipleContentTypesResponse
-	11, // 35: tools.conformance.v1.ConformanceService.ErrorHandling:output_type -> tools.conformance.v1.ErrorHandlingResponse
-	13, // 36: tools.conformance.v1.ConformanceService.WithProgress:output_type -> tools.conformance.v1.WithProgressResponse
-	15, // 37: tools.conformance.v1.ConformanceService.WithLogging:output_type -> tools.conformance.v1.WithLoggingResponse
-	17, // 38: tools.conformance.v1.ConformanceService.LoggingTool:output_type -> tools.conformance.v1.LoggingToolResponse
-	19, // 39: tools.conformance.v1.ConformanceService.StreamingElicitation:output_type -> tools.conformance.v1.StreamingElicitationResponse
-	21, // 40: tools.conformance.v1.ConformanceService.Greet:output_type -> tools.conformance.v1.GreetResponse
-	23, // 41: tools.conformance.v1.ConformanceService.SlowCompute:output_type -> tools.conformance.v1.SlowComputeResponse
-	25, // 42: tools.conformance.v1.ConformanceService.FailingJob:output_type -> tools.conformance.v1.FailingJobResponse
-	27, // 43: tools.conformance.v1.ConformanceService.ProtocolErrorJob:output_type -> tools.conformance.v1.ProtocolErrorJobResponse
-	29, // 44: tools.conformance.v1.ConformanceService.ConfirmDelete:output_type -> tools.conformance.v1.ConfirmDeleteResponse
-	30, // [30:45] is the sub-list for method output_type
-	15, // [15:30] is the sub-list for method input_type
-	15, // [15:15] is the sub-list for extension type_name
-	15, // [15:15] is the sub-list for extension extendee
-	0,  // [0:15] is the sub-list for field type_name
+	48, // 0: tools.conformance.v1.SimpleTextResponse.content:type_name -> toolfleet.v1.ToolContent
+	48, // 1: tools.conformance.v1.ImageContentResponse.content:type_name -> toolfleet.v1.ToolContent
+	48, // 2: tools.conformance.v1.AudioContentResponse.content:type_name -> toolfleet.v1.ToolContent
+	48, // 3: tools.conformance.v1.EmbeddedResourceResponse.content:type_name -> toolfleet.v1.ToolContent
+	48, // 4: tools.conformance.v1.MultipleContentTypesResponse.content:type_name -> toolfleet.v1.ToolContent
+	48, // 5: tools.conformance.v1.ErrorHandlingResponse.content:type_name -> toolfleet.v1.ToolContent
+	48, // 6: tools.conformance.v1.WithProgressResponse.content:type_name -> toolfleet.v1.ToolContent
+	48, // 7: tools.conformance.v1.WithLoggingResponse.content:type_name -> toolfleet.v1.ToolContent
+	48, // 8: tools.conformance.v1.LoggingToolResponse.content:type_name -> toolfleet.v1.ToolContent
+	48, // 9: tools.conformance.v1.StreamingElicitationResponse.content:type_name -> toolfleet.v1.ToolContent
+	48, // 10: tools.conformance.v1.InputRequiredElicitationResponse.content:type_name -> toolfleet.v1.ToolContent
+	48, // 11: tools.conformance.v1.InputRequiredSamplingResponse.content:type_name -> toolfleet.v1.ToolContent
+	48, // 12: tools.conformance.v1.InputRequiredListRootsResponse.content:type_name -> toolfleet.v1.ToolContent
+	48, // 13: tools.conformance.v1.InputRequiredRequestStateResponse.content:type_name -> toolfleet.v1.ToolContent
+	48, // 14: tools.conformance.v1.InputRequiredMultipleInputsResponse.content:type_name -> toolfleet.v1.ToolContent
+	48, // 15: tools.conformance.v1.InputRequiredMultiRoundResponse.content:type_name -> toolfleet.v1.ToolContent
+	48, // 16: tools.conformance.v1.InputRequiredTamperedStateResponse.content:type_name -> toolfleet.v1.ToolContent
+	48, // 17: tools.conformance.v1.InputRequiredCapabilitiesResponse.content:type_name -> toolfleet.v1.ToolContent
+	48, // 18: tools.conformance.v1.MissingCapabilityResponse.content:type_name -> toolfleet.v1.ToolContent
+	48, // 19: tools.conformance.v1.GreetResponse.content:type_name -> toolfleet.v1.ToolContent
+	48, // 20: tools.conformance.v1.SlowComputeResponse.content:type_name -> toolfleet.v1.ToolContent
+	48, // 21: tools.conformance.v1.FailingJobResponse.content:type_name -> toolfleet.v1.ToolContent
+	48, // 22: tools.conformance.v1.ProtocolErrorJobResponse.content:type_name -> toolfleet.v1.ToolContent
+	48, // 23: tools.conformance.v1.ConfirmDeleteResponse.content:type_name -> toolfleet.v1.ToolContent
+	0,  // 24: tools.conformance.v1.ConformanceService.SimpleText:input_type -> tools.conformance.v1.SimpleTextRequest
+	2,  // 25: tools.conformance.v1.ConformanceService.ImageContent:input_type -> tools.conformance.v1.ImageContentRequest
+	4,  // 26: tools.conformance.v1.ConformanceService.AudioContent:input_type -> tools.conformance.v1.AudioContentRequest
+	6,  // 27: tools.conformance.v1.ConformanceService.EmbeddedResource:input_type -> tools.conformance.v1.EmbeddedResourceRequest
+	8,  // 28: tools.conformance.v1.ConformanceService.MultipleContentTypes:input_type -> tools.conformance.v1.MultipleContentTypesRequest
+	10, // 29: tools.conformance.v1.ConformanceService.ErrorHandling:input_type -> tools.conformance.v1.ErrorHandlingRequest
+	12, // 30: tools.conformance.v1.ConformanceService.WithProgress:input_type -> tools.conformance.v1.WithProgressRequest
+	14, // 31: tools.conformance.v1.ConformanceService.WithLogging:input_type -> tools.conformance.v1.WithLoggingRequest
+	16, // 32: tools.conformance.v1.ConformanceService.LoggingTool:input_type -> tools.conformance.v1.LoggingToolRequest
+	18, // 33: tools.conformance.v1.ConformanceService.StreamingElicitation:input_type -> tools.conformance.v1.StreamingElicitationRequest
+	20, // 34: tools.conformance.v1.ConformanceService.InputRequiredElicitation:input_type -> tools.conformance.v1.InputRequiredElicitationRequest
+	22, // 35: tools.conformance.v1.ConformanceService.InputRequiredSampling:input_type -> tools.conformance.v1.InputRequiredSamplingRequest
+	24, // 36: tools.conformance.v1.ConformanceService.InputRequiredListRoots:input_type -> tools.conformance.v1.InputRequiredListRootsRequest
+	26, // 37: tools.conformance.v1.ConformanceService.InputRequiredRequestState:input_type -> tools.conformance.v1.InputRequiredRequestStateRequest
+	28, // 38: tools.conformance.v1.ConformanceService.InputRequiredMultipleInputs:input_type -> tools.conformance.v1.InputRequiredMultipleInputsRequest
+	30, // 39: tools.conformance.v1.ConformanceService.InputRequiredMultiRound:input_type -> tools.conformance.v1.InputRequiredMultiRoundRequest
+	32, // 40: tools.conformance.v1.ConformanceService.InputRequiredTamperedState:input_type -> tools.conformance.v1.InputRequiredTamperedStateRequest
+	34, // 41: tools.conformance.v1.ConformanceService.InputRequiredCapabilities:input_type -> tools.conformance.v1.InputRequiredCapabilitiesRequest
+	36, // 42: tools.conformance.v1.ConformanceService.MissingCapability:input_type -> tools.conformance.v1.MissingCapabilityRequest
+	38, // 43: tools.conformance.v1.ConformanceService.Greet:input_type -> tools.conformance.v1.GreetRequest
+	40, // 44: tools.conformance.v1.ConformanceService.SlowCompute:input_type -> tools.conformance.v1.SlowComputeRequest
+	42, // 45: tools.conformance.v1.ConformanceService.FailingJob:input_type -> tools.conformance.v1.FailingJobRequest
+	44, // 46: tools.conformance.v1.ConformanceService.ProtocolErrorJob:input_type -> tools.conformance.v1.ProtocolErrorJobRequest
+	46, // 47: tools.conformance.v1.ConformanceService.ConfirmDelete:input_type -> tools.conformance.v1.ConfirmDeleteRequest
+	1,  // 48: tools.conformance.v1.ConformanceService.SimpleText:output_type -> tools.conformance.v1.SimpleTextResponse
+	3,  // 49: tools.conformance.v1.ConformanceService.ImageContent:output_type -> tools.conformance.v1.ImageContentResponse
+	5,  // 50: tools.conformance.v1.ConformanceService.AudioContent:output_type -> tools.conformance.v1.AudioContentResponse
+	7,  // 51: tools.conformance.v1.ConformanceService.EmbeddedResource:output_type -> tools.conformance.v1.EmbeddedResourceResponse
+	9,  // 52: tools.conformance.v1.ConformanceService.MultipleContentTypes:output_type -> tools.conformance.v1.MultipleContentTypesResponse
+	11, // 53: tools.conformance.v1.ConformanceService.ErrorHandling:output_type -> tools.conformance.v1.ErrorHandlingResponse
+	13, // 54: tools.conformance.v1.ConformanceService.WithProgress:output_type -> tools.conformance.v1.WithProgressResponse
+	15, // 55: tools.conformance.v1.ConformanceService.WithLogging:output_type -> tools.conformance.v1.WithLoggingResponse
+	17, // 56: tools.conformance.v1.ConformanceService.LoggingTool:output_type -> tools.conformance.v1.LoggingToolResponse
+	19, // 57: tools.conformance.v1.ConformanceService.StreamingElicitation:output_type -> tools.conformance.v1.StreamingElicitationResponse
+	21, // 58: tools.conformance.v1.ConformanceService.InputRequiredElicitation:output_type -> tools.conformance.v1.InputRequiredElicitationResponse
+	23, // 59: tools.conformance.v1.ConformanceService.InputRequiredSampling:output_type -> tools.conformance.v1.InputRequiredSamplingResponse
+	25, // 60: tools.conformance.v1.ConformanceService.InputRequiredListRoots:output_type -> tools.conformance.v1.InputRequiredListRootsResponse
+	27, // 61: tools.conformance.v1.ConformanceService.InputRequiredRequestState:output_type -> tools.conformance.v1.InputRequiredRequestStateResponse
+	29, // 62: tools.conformance.v1.ConformanceService.InputRequiredMultipleInputs:output_type -> tools.conformance.v1.InputRequiredMultipleInputsResponse
+	31, // 63: tools.conformance.v1.ConformanceService.InputRequiredMultiRound:output_type -> tools.conformance.v1.InputRequiredMultiRoundResponse
+	33, // 64: tools.conformance.v1.ConformanceService.InputRequiredTamperedState:output_type -> tools.conformance.v1.InputRequiredTamperedStateResponse
+	35, // 65: tools.conformance.v1.ConformanceService.InputRequiredCapabilities:output_type -> tools.conformance.v1.InputRequiredCapabilitiesResponse
+	37, // 66: tools.conformance.v1.ConformanceService.MissingCapability:output_type -> tools.conformance.v1.MissingCapabilityResponse
+	39, // 67: tools.conformance.v1.ConformanceService.Greet:output_type -> tools.conformance.v1.GreetResponse
+	41, // 68: tools.conformance.v1.ConformanceService.SlowCompute:output_type -> tools.conformance.v1.SlowComputeResponse
+	43, // 69: tools.conformance.v1.ConformanceService.FailingJob:output_type -> tools.conformance.v1.FailingJobResponse
+	45, // 70: tools.conformance.v1.ConformanceService.ProtocolErrorJob:output_type -> tools.conformance.v1.ProtocolErrorJobResponse
+	47, // 71: tools.conformance.v1.ConformanceService.ConfirmDelete:output_type -> tools.conformance.v1.ConfirmDeleteResponse
+	48, // [48:72] is the sub-list for method output_type
+	24, // [24:48] is the sub-list for method input_type
+	24, // [24:24] is the sub-list for extension type_name
+	24, // [24:24] is the sub-list for extension extendee
+	0,  // [0:24] is the sub-list for field type_name
 }
 
 func init() { file_tools_conformance_v1_conformance_proto_init() }
@@ -1471,7 +2290,7 @@ func file_tools_conformance_v1_conformance_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tools_conformance_v1_conformance_proto_rawDesc), len(file_tools_conformance_v1_conformance_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   30,
+			NumMessages:   48,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -19,21 +19,30 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	ConformanceService_SimpleText_FullMethodName           = "/tools.conformance.v1.ConformanceService/SimpleText"
-	ConformanceService_ImageContent_FullMethodName         = "/tools.conformance.v1.ConformanceService/ImageContent"
-	ConformanceService_AudioContent_FullMethodName         = "/tools.conformance.v1.ConformanceService/AudioContent"
-	ConformanceService_EmbeddedResource_FullMethodName     = "/tools.conformance.v1.ConformanceService/EmbeddedResource"
-	ConformanceService_MultipleContentTypes_FullMethodName = "/tools.conformance.v1.ConformanceService/MultipleContentTypes"
-	ConformanceService_ErrorHandling_FullMethodName        = "/tools.conformance.v1.ConformanceService/ErrorHandling"
-	ConformanceService_WithProgress_FullMethodName         = "/tools.conformance.v1.ConformanceService/WithProgress"
-	ConformanceService_WithLogging_FullMethodName          = "/tools.conformance.v1.ConformanceService/WithLogging"
-	ConformanceService_LoggingTool_FullMethodName          = "/tools.conformance.v1.ConformanceService/LoggingTool"
-	ConformanceService_StreamingElicitation_FullMethodName = "/tools.conformance.v1.ConformanceService/StreamingElicitation"
-	ConformanceService_Greet_FullMethodName                = "/tools.conformance.v1.ConformanceService/Greet"
-	ConformanceService_SlowCompute_FullMethodName          = "/tools.conformance.v1.ConformanceService/SlowCompute"
-	ConformanceService_FailingJob_FullMethodName           = "/tools.conformance.v1.ConformanceService/FailingJob"
-	ConformanceService_ProtocolErrorJob_FullMethodName     = "/tools.conformance.v1.ConformanceService/ProtocolErrorJob"
-	ConformanceService_ConfirmDelete_FullMethodName        = "/tools.conformance.v1.ConformanceService/ConfirmDelete"
+	ConformanceService_SimpleText_FullMethodName                  = "/tools.conformance.v1.ConformanceService/SimpleText"
+	ConformanceService_ImageContent_FullMethodName                = "/tools.conformance.v1.ConformanceService/ImageContent"
+	ConformanceService_AudioContent_FullMethodName                = "/tools.conformance.v1.ConformanceService/AudioContent"
+	ConformanceService_EmbeddedResource_FullMethodName            = "/tools.conformance.v1.ConformanceService/EmbeddedResource"
+	ConformanceService_MultipleContentTypes_FullMethodName        = "/tools.conformance.v1.ConformanceService/MultipleContentTypes"
+	ConformanceService_ErrorHandling_FullMethodName               = "/tools.conformance.v1.ConformanceService/ErrorHandling"
+	ConformanceService_WithProgress_FullMethodName                = "/tools.conformance.v1.ConformanceService/WithProgress"
+	ConformanceService_WithLogging_FullMethodName                 = "/tools.conformance.v1.ConformanceService/WithLogging"
+	ConformanceService_LoggingTool_FullMethodName                 = "/tools.conformance.v1.ConformanceService/LoggingTool"
+	ConformanceService_StreamingElicitation_FullMethodName        = "/tools.conformance.v1.ConformanceService/StreamingElicitation"
+	ConformanceService_InputRequiredElicitation_FullMethodName    = "/tools.conformance.v1.ConformanceService/InputRequiredElicitation"
+	ConformanceService_InputRequiredSampling_FullMethodName       = "/tools.conformance.v1.ConformanceService/InputRequiredSampling"
+	ConformanceService_InputRequiredListRoots_FullMethodName      = "/tools.conformance.v1.ConformanceService/InputRequiredListRoots"
+	ConformanceService_InputRequiredRequestState_FullMethodName   = "/tools.conformance.v1.ConformanceService/InputRequiredRequestState"
+	ConformanceService_InputRequiredMultipleInputs_FullMethodName = "/tools.conformance.v1.ConformanceService/InputRequiredMultipleInputs"
+	ConformanceService_InputRequiredMultiRound_FullMethodName     = "/tools.conformance.v1.ConformanceService/InputRequiredMultiRound"
+	ConformanceService_InputRequiredTamperedState_FullMethodName  = "/tools.conformance.v1.ConformanceService/InputRequiredTamperedState"
+	ConformanceService_InputRequiredCapabilities_FullMethodName   = "/tools.conformance.v1.ConformanceService/InputRequiredCapabilities"
+	ConformanceService_MissingCapability_FullMethodName           = "/tools.conformance.v1.ConformanceService/MissingCapability"
+	ConformanceService_Greet_FullMethodName                       = "/tools.conformance.v1.ConformanceService/Greet"
+	ConformanceService_SlowCompute_FullMethodName                 = "/tools.conformance.v1.ConformanceService/SlowCompute"
+	ConformanceService_FailingJob_FullMethodName                  = "/tools.conformance.v1.ConformanceService/FailingJob"
+	ConformanceService_ProtocolErrorJob_FullMethodName            = "/tools.conformance.v1.ConformanceService/ProtocolErrorJob"
+	ConformanceService_ConfirmDelete_FullMethodName               = "/tools.conformance.v1.ConformanceService/ConfirmDelete"
 )
 
 // ConformanceServiceClient is the client API for ConformanceService service.
@@ -71,6 +80,24 @@ type ConformanceServiceClient interface {
 	// an approval, which the gateway asks for with input_required, never with a
 	// request of its own on the response stream.
 	StreamingElicitation(ctx context.Context, in *StreamingElicitationRequest, opts ...grpc.CallOption) (*StreamingElicitationResponse, error)
+	// InputRequiredElicitation: Asks the caller's name with an elicitation, then greets it (MCP conformance fixture, SEP-2322).
+	InputRequiredElicitation(ctx context.Context, in *InputRequiredElicitationRequest, opts ...grpc.CallOption) (*InputRequiredElicitationResponse, error)
+	// InputRequiredSampling: Asks the caller's model the capital of France, then returns its answer (MCP conformance fixture, SEP-2322).
+	InputRequiredSampling(ctx context.Context, in *InputRequiredSamplingRequest, opts ...grpc.CallOption) (*InputRequiredSamplingResponse, error)
+	// InputRequiredListRoots: Asks for the caller's roots, then lists them (MCP conformance fixture, SEP-2322).
+	InputRequiredListRoots(ctx context.Context, in *InputRequiredListRootsRequest, opts ...grpc.CallOption) (*InputRequiredListRootsResponse, error)
+	// InputRequiredRequestState: Asks for a confirmation with request state, then says state-ok when the state came back (MCP conformance fixture, SEP-2322).
+	InputRequiredRequestState(ctx context.Context, in *InputRequiredRequestStateRequest, opts ...grpc.CallOption) (*InputRequiredRequestStateResponse, error)
+	// InputRequiredMultipleInputs: Asks for an elicitation, a sampling and the roots at once (MCP conformance fixture, SEP-2322).
+	InputRequiredMultipleInputs(ctx context.Context, in *InputRequiredMultipleInputsRequest, opts ...grpc.CallOption) (*InputRequiredMultipleInputsResponse, error)
+	// InputRequiredMultiRound: Asks two questions in two rounds, carrying state (MCP conformance fixture, SEP-2322).
+	InputRequiredMultiRound(ctx context.Context, in *InputRequiredMultiRoundRequest, opts ...grpc.CallOption) (*InputRequiredMultiRoundResponse, error)
+	// InputRequiredTamperedState: Asks for a confirmation with request state; a changed state is refused by the gateway (MCP conformance fixture, SEP-2322).
+	InputRequiredTamperedState(ctx context.Context, in *InputRequiredTamperedStateRequest, opts ...grpc.CallOption) (*InputRequiredTamperedStateResponse, error)
+	// InputRequiredCapabilities: Asks only for what the caller can answer: elicitation and/or sampling (MCP conformance fixture, SEP-2322).
+	InputRequiredCapabilities(ctx context.Context, in *InputRequiredCapabilitiesRequest, opts ...grpc.CallOption) (*InputRequiredCapabilitiesResponse, error)
+	// MissingCapability: Needs the caller's sampling capability; asks its model for a word (MCP conformance fixture, SEP-2575).
+	MissingCapability(ctx context.Context, in *MissingCapabilityRequest, opts ...grpc.CallOption) (*MissingCapabilityResponse, error)
 	// Greet is the tasks scenarios' synchronous tool: "Hello, {name}!".
 	Greet(ctx context.Context, in *GreetRequest, opts ...grpc.CallOption) (*GreetResponse, error)
 	// SlowCompute sleeps for `seconds`, then answers: a long tool (its timeout
@@ -197,6 +224,96 @@ func (c *conformanceServiceClient) StreamingElicitation(ctx context.Context, in 
 	return out, nil
 }
 
+func (c *conformanceServiceClient) InputRequiredElicitation(ctx context.Context, in *InputRequiredElicitationRequest, opts ...grpc.CallOption) (*InputRequiredElicitationResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(InputRequiredElicitationResponse)
+	err := c.cc.Invoke(ctx, ConformanceService_InputRequiredElicitation_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *conformanceServiceClient) InputRequiredSampling(ctx context.Context, in *InputRequiredSamplingRequest, opts ...grpc.CallOption) (*InputRequiredSamplingResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(InputRequiredSamplingResponse)
+	err := c.cc.Invoke(ctx, ConformanceService_InputRequiredSampling_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *conformanceServiceClient) InputRequiredListRoots(ctx context.Context, in *InputRequiredListRootsRequest, opts ...grpc.CallOption) (*InputRequiredListRootsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(InputRequiredListRootsResponse)
+	err := c.cc.Invoke(ctx, ConformanceService_InputRequiredListRoots_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *conformanceServiceClient) InputRequiredRequestState(ctx context.Context, in *InputRequiredRequestStateRequest, opts ...grpc.CallOption) (*InputRequiredRequestStateResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(InputRequiredRequestStateResponse)
+	err := c.cc.Invoke(ctx, ConformanceService_InputRequiredRequestState_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *conformanceServiceClient) InputRequiredMultipleInputs(ctx context.Context, in *InputRequiredMultipleInputsRequest, opts ...grpc.CallOption) (*InputRequiredMultipleInputsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(InputRequiredMultipleInputsResponse)
+	err := c.cc.Invoke(ctx, ConformanceService_InputRequiredMultipleInputs_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *conformanceServiceClient) InputRequiredMultiRound(ctx context.Context, in *InputRequiredMultiRoundRequest, opts ...grpc.CallOption) (*InputRequiredMultiRoundResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(InputRequiredMultiRoundResponse)
+	err := c.cc.Invoke(ctx, ConformanceService_InputRequiredMultiRound_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *conformanceServiceClient) InputRequiredTamperedState(ctx context.Context, in *InputRequiredTamperedStateRequest, opts ...grpc.CallOption) (*InputRequiredTamperedStateResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(InputRequiredTamperedStateResponse)
+	err := c.cc.Invoke(ctx, ConformanceService_InputRequiredTamperedState_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *conformanceServiceClient) InputRequiredCapabilities(ctx context.Context, in *InputRequiredCapabilitiesRequest, opts ...grpc.CallOption) (*InputRequiredCapabilitiesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(InputRequiredCapabilitiesResponse)
+	err := c.cc.Invoke(ctx, ConformanceService_InputRequiredCapabilities_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *conformanceServiceClient) MissingCapability(ctx context.Context, in *MissingCapabilityRequest, opts ...grpc.CallOption) (*MissingCapabilityResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(MissingCapabilityResponse)
+	err := c.cc.Invoke(ctx, ConformanceService_MissingCapability_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *conformanceServiceClient) Greet(ctx context.Context, in *GreetRequest, opts ...grpc.CallOption) (*GreetResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(GreetResponse)
@@ -282,6 +399,24 @@ type ConformanceServiceServer interface {
 	// an approval, which the gateway asks for with input_required, never with a
 	// request of its own on the response stream.
 	StreamingElicitation(context.Context, *StreamingElicitationRequest) (*StreamingElicitationResponse, error)
+	// InputRequiredElicitation: Asks the caller's name with an elicitation, then greets it (MCP conformance fixture, SEP-2322).
+	InputRequiredElicitation(context.Context, *InputRequiredElicitationRequest) (*InputRequiredElicitationResponse, error)
+	// InputRequiredSampling: Asks the caller's model the capital of France, then returns its answer (MCP conformance fixture, SEP-2322).
+	InputRequiredSampling(context.Context, *InputRequiredSamplingRequest) (*InputRequiredSamplingResponse, error)
+	// InputRequiredListRoots: Asks for the caller's roots, then lists them (MCP conformance fixture, SEP-2322).
+	InputRequiredListRoots(context.Context, *InputRequiredListRootsRequest) (*InputRequiredListRootsResponse, error)
+	// InputRequiredRequestState: Asks for a confirmation with request state, then says state-ok when the state came back (MCP conformance fixture, SEP-2322).
+	InputRequiredRequestState(context.Context, *InputRequiredRequestStateRequest) (*InputRequiredRequestStateResponse, error)
+	// InputRequiredMultipleInputs: Asks for an elicitation, a sampling and the roots at once (MCP conformance fixture, SEP-2322).
+	InputRequiredMultipleInputs(context.Context, *InputRequiredMultipleInputsRequest) (*InputRequiredMultipleInputsResponse, error)
+	// InputRequiredMultiRound: Asks two questions in two rounds, carrying state (MCP conformance fixture, SEP-2322).
+	InputRequiredMultiRound(context.Context, *InputRequiredMultiRoundRequest) (*InputRequiredMultiRoundResponse, error)
+	// InputRequiredTamperedState: Asks for a confirmation with request state; a changed state is refused by the gateway (MCP conformance fixture, SEP-2322).
+	InputRequiredTamperedState(context.Context, *InputRequiredTamperedStateRequest) (*InputRequiredTamperedStateResponse, error)
+	// InputRequiredCapabilities: Asks only for what the caller can answer: elicitation and/or sampling (MCP conformance fixture, SEP-2322).
+	InputRequiredCapabilities(context.Context, *InputRequiredCapabilitiesRequest) (*InputRequiredCapabilitiesResponse, error)
+	// MissingCapability: Needs the caller's sampling capability; asks its model for a word (MCP conformance fixture, SEP-2575).
+	MissingCapability(context.Context, *MissingCapabilityRequest) (*MissingCapabilityResponse, error)
 	// Greet is the tasks scenarios' synchronous tool: "Hello, {name}!".
 	Greet(context.Context, *GreetRequest) (*GreetResponse, error)
 	// SlowCompute sleeps for `seconds`, then answers: a long tool (its timeout
@@ -337,6 +472,33 @@ func (UnimplementedConformanceServiceServer) LoggingTool(context.Context, *Loggi
 }
 func (UnimplementedConformanceServiceServer) StreamingElicitation(context.Context, *StreamingElicitationRequest) (*StreamingElicitationResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method StreamingElicitation not implemented")
+}
+func (UnimplementedConformanceServiceServer) InputRequiredElicitation(context.Context, *InputRequiredElicitationRequest) (*InputRequiredElicitationResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method InputRequiredElicitation not implemented")
+}
+func (UnimplementedConformanceServiceServer) InputRequiredSampling(context.Context, *InputRequiredSamplingRequest) (*InputRequiredSamplingResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method InputRequiredSampling not implemented")
+}
+func (UnimplementedConformanceServiceServer) InputRequiredListRoots(context.Context, *InputRequiredListRootsRequest) (*InputRequiredListRootsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method InputRequiredListRoots not implemented")
+}
+func (UnimplementedConformanceServiceServer) InputRequiredRequestState(context.Context, *InputRequiredRequestStateRequest) (*InputRequiredRequestStateResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method InputRequiredRequestState not implemented")
+}
+func (UnimplementedConformanceServiceServer) InputRequiredMultipleInputs(context.Context, *InputRequiredMultipleInputsRequest) (*InputRequiredMultipleInputsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method InputRequiredMultipleInputs not implemented")
+}
+func (UnimplementedConformanceServiceServer) InputRequiredMultiRound(context.Context, *InputRequiredMultiRoundRequest) (*InputRequiredMultiRoundResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method InputRequiredMultiRound not implemented")
+}
+func (UnimplementedConformanceServiceServer) InputRequiredTamperedState(context.Context, *InputRequiredTamperedStateRequest) (*InputRequiredTamperedStateResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method InputRequiredTamperedState not implemented")
+}
+func (UnimplementedConformanceServiceServer) InputRequiredCapabilities(context.Context, *InputRequiredCapabilitiesRequest) (*InputRequiredCapabilitiesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method InputRequiredCapabilities not implemented")
+}
+func (UnimplementedConformanceServiceServer) MissingCapability(context.Context, *MissingCapabilityRequest) (*MissingCapabilityResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method MissingCapability not implemented")
 }
 func (UnimplementedConformanceServiceServer) Greet(context.Context, *GreetRequest) (*GreetResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Greet not implemented")
@@ -554,6 +716,168 @@ func _ConformanceService_StreamingElicitation_Handler(srv interface{}, ctx conte
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ConformanceService_InputRequiredElicitation_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(InputRequiredElicitationRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ConformanceServiceServer).InputRequiredElicitation(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ConformanceService_InputRequiredElicitation_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ConformanceServiceServer).InputRequiredElicitation(ctx, req.(*InputRequiredElicitationRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ConformanceService_InputRequiredSampling_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(InputRequiredSamplingRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ConformanceServiceServer).InputRequiredSampling(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ConformanceService_InputRequiredSampling_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ConformanceServiceServer).InputRequiredSampling(ctx, req.(*InputRequiredSamplingRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ConformanceService_InputRequiredListRoots_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(InputRequiredListRootsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ConformanceServiceServer).InputRequiredListRoots(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ConformanceService_InputRequiredListRoots_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ConformanceServiceServer).InputRequiredListRoots(ctx, req.(*InputRequiredListRootsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ConformanceService_InputRequiredRequestState_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(InputRequiredRequestStateRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ConformanceServiceServer).InputRequiredRequestState(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ConformanceService_InputRequiredRequestState_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ConformanceServiceServer).InputRequiredRequestState(ctx, req.(*InputRequiredRequestStateRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ConformanceService_InputRequiredMultipleInputs_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(InputRequiredMultipleInputsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ConformanceServiceServer).InputRequiredMultipleInputs(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ConformanceService_InputRequiredMultipleInputs_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ConformanceServiceServer).InputRequiredMultipleInputs(ctx, req.(*InputRequiredMultipleInputsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ConformanceService_InputRequiredMultiRound_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(InputRequiredMultiRoundRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ConformanceServiceServer).InputRequiredMultiRound(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ConformanceService_InputRequiredMultiRound_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ConformanceServiceServer).InputRequiredMultiRound(ctx, req.(*InputRequiredMultiRoundRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ConformanceService_InputRequiredTamperedState_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(InputRequiredTamperedStateRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ConformanceServiceServer).InputRequiredTamperedState(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ConformanceService_InputRequiredTamperedState_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ConformanceServiceServer).InputRequiredTamperedState(ctx, req.(*InputRequiredTamperedStateRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ConformanceService_InputRequiredCapabilities_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(InputRequiredCapabilitiesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ConformanceServiceServer).InputRequiredCapabilities(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ConformanceService_InputRequiredCapabilities_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ConformanceServiceServer).InputRequiredCapabilities(ctx, req.(*InputRequiredCapabilitiesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ConformanceService_MissingCapability_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(MissingCapabilityRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ConformanceServiceServer).MissingCapability(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ConformanceService_MissingCapability_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ConformanceServiceServer).MissingCapability(ctx, req.(*MissingCapabilityRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _ConformanceService_Greet_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(GreetRequest)
 	if err := dec(in); err != nil {
@@ -690,6 +1014,42 @@ var ConformanceService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "StreamingElicitation",
 			Handler:    _ConformanceService_StreamingElicitation_Handler,
+		},
+		{
+			MethodName: "InputRequiredElicitation",
+			Handler:    _ConformanceService_InputRequiredElicitation_Handler,
+		},
+		{
+			MethodName: "InputRequiredSampling",
+			Handler:    _ConformanceService_InputRequiredSampling_Handler,
+		},
+		{
+			MethodName: "InputRequiredListRoots",
+			Handler:    _ConformanceService_InputRequiredListRoots_Handler,
+		},
+		{
+			MethodName: "InputRequiredRequestState",
+			Handler:    _ConformanceService_InputRequiredRequestState_Handler,
+		},
+		{
+			MethodName: "InputRequiredMultipleInputs",
+			Handler:    _ConformanceService_InputRequiredMultipleInputs_Handler,
+		},
+		{
+			MethodName: "InputRequiredMultiRound",
+			Handler:    _ConformanceService_InputRequiredMultiRound_Handler,
+		},
+		{
+			MethodName: "InputRequiredTamperedState",
+			Handler:    _ConformanceService_InputRequiredTamperedState_Handler,
+		},
+		{
+			MethodName: "InputRequiredCapabilities",
+			Handler:    _ConformanceService_InputRequiredCapabilities_Handler,
+		},
+		{
+			MethodName: "MissingCapability",
+			Handler:    _ConformanceService_MissingCapability_Handler,
 		},
 		{
 			MethodName: "Greet",

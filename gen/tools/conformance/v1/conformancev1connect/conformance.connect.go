@@ -63,6 +63,33 @@ const (
 	// ConformanceServiceStreamingElicitationProcedure is the fully-qualified name of the
 	// ConformanceService's StreamingElicitation RPC.
 	ConformanceServiceStreamingElicitationProcedure = "/tools.conformance.v1.ConformanceService/StreamingElicitation"
+	// ConformanceServiceInputRequiredElicitationProcedure is the fully-qualified name of the
+	// ConformanceService's InputRequiredElicitation RPC.
+	ConformanceServiceInputRequiredElicitationProcedure = "/tools.conformance.v1.ConformanceService/InputRequiredElicitation"
+	// ConformanceServiceInputRequiredSamplingProcedure is the fully-qualified name of the
+	// ConformanceService's InputRequiredSampling RPC.
+	ConformanceServiceInputRequiredSamplingProcedure = "/tools.conformance.v1.ConformanceService/InputRequiredSampling"
+	// ConformanceServiceInputRequiredListRootsProcedure is the fully-qualified name of the
+	// ConformanceService's InputRequiredListRoots RPC.
+	ConformanceServiceInputRequiredListRootsProcedure = "/tools.conformance.v1.ConformanceService/InputRequiredListRoots"
+	// ConformanceServiceInputRequiredRequestStateProcedure is the fully-qualified name of the
+	// ConformanceService's InputRequiredRequestState RPC.
+	ConformanceServiceInputRequiredRequestStateProcedure = "/tools.conformance.v1.ConformanceService/InputRequiredRequestState"
+	// ConformanceServiceInputRequiredMultipleInputsProcedure is the fully-qualified name of the
+	// ConformanceService's InputRequiredMultipleInputs RPC.
+	ConformanceServiceInputRequiredMultipleInputsProcedure = "/tools.conformance.v1.ConformanceService/InputRequiredMultipleInputs"
+	// ConformanceServiceInputRequiredMultiRoundProcedure is the fully-qualified name of the
+	// ConformanceService's InputRequiredMultiRound RPC.
+	ConformanceServiceInputRequiredMultiRoundProcedure = "/tools.conformance.v1.ConformanceService/InputRequiredMultiRound"
+	// ConformanceServiceInputRequiredTamperedStateProcedure is the fully-qualified name of the
+	// ConformanceService's InputRequiredTamperedState RPC.
+	ConformanceServiceInputRequiredTamperedStateProcedure = "/tools.conformance.v1.ConformanceService/InputRequiredTamperedState"
+	// ConformanceServiceInputRequiredCapabilitiesProcedure is the fully-qualified name of the
+	// ConformanceService's InputRequiredCapabilities RPC.
+	ConformanceServiceInputRequiredCapabilitiesProcedure = "/tools.conformance.v1.ConformanceService/InputRequiredCapabilities"
+	// ConformanceServiceMissingCapabilityProcedure is the fully-qualified name of the
+	// ConformanceService's MissingCapability RPC.
+	ConformanceServiceMissingCapabilityProcedure = "/tools.conformance.v1.ConformanceService/MissingCapability"
 	// ConformanceServiceGreetProcedure is the fully-qualified name of the ConformanceService's Greet
 	// RPC.
 	ConformanceServiceGreetProcedure = "/tools.conformance.v1.ConformanceService/Greet"
@@ -105,6 +132,24 @@ type ConformanceServiceClient interface {
 	// an approval, which the gateway asks for with input_required, never with a
 	// request of its own on the response stream.
 	StreamingElicitation(context.Context, *connect.Request[v1.StreamingElicitationRequest]) (*connect.Response[v1.StreamingElicitationResponse], error)
+	// InputRequiredElicitation: Asks the caller's name with an elicitation, then greets it (MCP conformance fixture, SEP-2322).
+	InputRequiredElicitation(context.Context, *connect.Request[v1.InputRequiredElicitationRequest]) (*connect.Response[v1.InputRequiredElicitationResponse], error)
+	// InputRequiredSampling: Asks the caller's model the capital of France, then returns its answer (MCP conformance fixture, SEP-2322).
+	InputRequiredSampling(context.Context, *connect.Request[v1.InputRequiredSamplingRequest]) (*connect.Response[v1.InputRequiredSamplingResponse], error)
+	// InputRequiredListRoots: Asks for the caller's roots, then lists them (MCP conformance fixture, SEP-2322).
+	InputRequiredListRoots(context.Context, *connect.Request[v1.InputRequiredListRootsRequest]) (*connect.Response[v1.InputRequiredListRootsResponse], error)
+	// InputRequiredRequestState: Asks for a confirmation with request state, then says state-ok when the state came back (MCP conformance fixture, SEP-2322).
+	InputRequiredRequestState(context.Context, *connect.Request[v1.InputRequiredRequestStateRequest]) (*connect.Response[v1.InputRequiredRequestStateResponse], error)
+	// InputRequiredMultipleInputs: Asks for an elicitation, a sampling and the roots at once (MCP conformance fixture, SEP-2322).
+	InputRequiredMultipleInputs(context.Context, *connect.Request[v1.InputRequiredMultipleInputsRequest]) (*connect.Response[v1.InputRequiredMultipleInputsResponse], error)
+	// InputRequiredMultiRound: Asks two questions in two rounds, carrying state (MCP conformance fixture, SEP-2322).
+	InputRequiredMultiRound(context.Context, *connect.Request[v1.InputRequiredMultiRoundRequest]) (*connect.Response[v1.InputRequiredMultiRoundResponse], error)
+	// InputRequiredTamperedState: Asks for a confirmation with request state; a changed state is refused by the gateway (MCP conformance fixture, SEP-2322).
+	InputRequiredTamperedState(context.Context, *connect.Request[v1.InputRequiredTamperedStateRequest]) (*connect.Response[v1.InputRequiredTamperedStateResponse], error)
+	// InputRequiredCapabilities: Asks only for what the caller can answer: elicitation and/or sampling (MCP conformance fixture, SEP-2322).
+	InputRequiredCapabilities(context.Context, *connect.Request[v1.InputRequiredCapabilitiesRequest]) (*connect.Response[v1.InputRequiredCapabilitiesResponse], error)
+	// MissingCapability: Needs the caller's sampling capability; asks its model for a word (MCP conformance fixture, SEP-2575).
+	MissingCapability(context.Context, *connect.Request[v1.MissingCapabilityRequest]) (*connect.Response[v1.MissingCapabilityResponse], error)
 	// Greet is the tasks scenarios' synchronous tool: "Hello, {name}!".
 	Greet(context.Context, *connect.Request[v1.GreetRequest]) (*connect.Response[v1.GreetResponse], error)
 	// SlowCompute sleeps for `seconds`, then answers: a long tool (its timeout
@@ -194,6 +239,60 @@ func NewConformanceServiceClient(httpClient connect.HTTPClient, baseURL string, 
 			connect.WithSchema(conformanceServiceMethods.ByName("StreamingElicitation")),
 			connect.WithClientOptions(opts...),
 		),
+		inputRequiredElicitation: connect.NewClient[v1.InputRequiredElicitationRequest, v1.InputRequiredElicitationResponse](
+			httpClient,
+			baseURL+ConformanceServiceInputRequiredElicitationProcedure,
+			connect.WithSchema(conformanceServiceMethods.ByName("InputRequiredElicitation")),
+			connect.WithClientOptions(opts...),
+		),
+		inputRequiredSampling: connect.NewClient[v1.InputRequiredSamplingRequest, v1.InputRequiredSamplingResponse](
+			httpClient,
+			baseURL+ConformanceServiceInputRequiredSamplingProcedure,
+			connect.WithSchema(conformanceServiceMethods.ByName("InputRequiredSampling")),
+			connect.WithClientOptions(opts...),
+		),
+		inputRequiredListRoots: connect.NewClient[v1.InputRequiredListRootsRequest, v1.InputRequiredListRootsResponse](
+			httpClient,
+			baseURL+ConformanceServiceInputRequiredListRootsProcedure,
+			connect.WithSchema(conformanceServiceMethods.ByName("InputRequiredListRoots")),
+			connect.WithClientOptions(opts...),
+		),
+		inputRequiredRequestState: connect.NewClient[v1.InputRequiredRequestStateRequest, v1.InputRequiredRequestStateResponse](
+			httpClient,
+			baseURL+ConformanceServiceInputRequiredRequestStateProcedure,
+			connect.WithSchema(conformanceServiceMethods.ByName("InputRequiredRequestState")),
+			connect.WithClientOptions(opts...),
+		),
+		inputRequiredMultipleInputs: connect.NewClient[v1.InputRequiredMultipleInputsRequest, v1.InputRequiredMultipleInputsResponse](
+			httpClient,
+			baseURL+ConformanceServiceInputRequiredMultipleInputsProcedure,
+			connect.WithSchema(conformanceServiceMethods.ByName("InputRequiredMultipleInputs")),
+			connect.WithClientOptions(opts...),
+		),
+		inputRequiredMultiRound: connect.NewClient[v1.InputRequiredMultiRoundRequest, v1.InputRequiredMultiRoundResponse](
+			httpClient,
+			baseURL+ConformanceServiceInputRequiredMultiRoundProcedure,
+			connect.WithSchema(conformanceServiceMethods.ByName("InputRequiredMultiRound")),
+			connect.WithClientOptions(opts...),
+		),
+		inputRequiredTamperedState: connect.NewClient[v1.InputRequiredTamperedStateRequest, v1.InputRequiredTamperedStateResponse](
+			httpClient,
+			baseURL+ConformanceServiceInputRequiredTamperedStateProcedure,
+			connect.WithSchema(conformanceServiceMethods.ByName("InputRequiredTamperedState")),
+			connect.WithClientOptions(opts...),
+		),
+		inputRequiredCapabilities: connect.NewClient[v1.InputRequiredCapabilitiesRequest, v1.InputRequiredCapabilitiesResponse](
+			httpClient,
+			baseURL+ConformanceServiceInputRequiredCapabilitiesProcedure,
+			connect.WithSchema(conformanceServiceMethods.ByName("InputRequiredCapabilities")),
+			connect.WithClientOptions(opts...),
+		),
+		missingCapability: connect.NewClient[v1.MissingCapabilityRequest, v1.MissingCapabilityResponse](
+			httpClient,
+			baseURL+ConformanceServiceMissingCapabilityProcedure,
+			connect.WithSchema(conformanceServiceMethods.ByName("MissingCapability")),
+			connect.WithClientOptions(opts...),
+		),
 		greet: connect.NewClient[v1.GreetRequest, v1.GreetResponse](
 			httpClient,
 			baseURL+ConformanceServiceGreetProcedure,
@@ -229,21 +328,30 @@ func NewConformanceServiceClient(httpClient connect.HTTPClient, baseURL string, 
 
 // conformanceServiceClient implements ConformanceServiceClient.
 type conformanceServiceClient struct {
-	simpleText           *connect.Client[v1.SimpleTextRequest, v1.SimpleTextResponse]
-	imageContent         *connect.Client[v1.ImageContentRequest, v1.ImageContentResponse]
-	audioContent         *connect.Client[v1.AudioContentRequest, v1.AudioContentResponse]
-	embeddedResource     *connect.Client[v1.EmbeddedResourceRequest, v1.EmbeddedResourceResponse]
-	multipleContentTypes *connect.Client[v1.MultipleContentTypesRequest, v1.MultipleContentTypesResponse]
-	errorHandling        *connect.Client[v1.ErrorHandlingRequest, v1.ErrorHandlingResponse]
-	withProgress         *connect.Client[v1.WithProgressRequest, v1.WithProgressResponse]
-	withLogging          *connect.Client[v1.WithLoggingRequest, v1.WithLoggingResponse]
-	loggingTool          *connect.Client[v1.LoggingToolRequest, v1.LoggingToolResponse]
-	streamingElicitation *connect.Client[v1.StreamingElicitationRequest, v1.StreamingElicitationResponse]
-	greet                *connect.Client[v1.GreetRequest, v1.GreetResponse]
-	slowCompute          *connect.Client[v1.SlowComputeRequest, v1.SlowComputeResponse]
-	failingJob           *connect.Client[v1.FailingJobRequest, v1.FailingJobResponse]
-	protocolErrorJob     *connect.Client[v1.ProtocolErrorJobRequest, v1.ProtocolErrorJobResponse]
-	confirmDelete        *connect.Client[v1.ConfirmDeleteRequest, v1.ConfirmDeleteResponse]
+	simpleText                  *connect.Client[v1.SimpleTextRequest, v1.SimpleTextResponse]
+	imageContent                *connect.Client[v1.ImageContentRequest, v1.ImageContentResponse]
+	audioContent                *connect.Client[v1.AudioContentRequest, v1.AudioContentResponse]
+	embeddedResource            *connect.Client[v1.EmbeddedResourceRequest, v1.EmbeddedResourceResponse]
+	multipleContentTypes        *connect.Client[v1.MultipleContentTypesRequest, v1.MultipleContentTypesResponse]
+	errorHandling               *connect.Client[v1.ErrorHandlingRequest, v1.ErrorHandlingResponse]
+	withProgress                *connect.Client[v1.WithProgressRequest, v1.WithProgressResponse]
+	withLogging                 *connect.Client[v1.WithLoggingRequest, v1.WithLoggingResponse]
+	loggingTool                 *connect.Client[v1.LoggingToolRequest, v1.LoggingToolResponse]
+	streamingElicitation        *connect.Client[v1.StreamingElicitationRequest, v1.StreamingElicitationResponse]
+	inputRequiredElicitation    *connect.Client[v1.InputRequiredElicitationRequest, v1.InputRequiredElicitationResponse]
+	inputRequiredSampling       *connect.Client[v1.InputRequiredSamplingRequest, v1.InputRequiredSamplingResponse]
+	inputRequiredListRoots      *connect.Client[v1.InputRequiredListRootsRequest, v1.InputRequiredListRootsResponse]
+	inputRequiredRequestState   *connect.Client[v1.InputRequiredRequestStateRequest, v1.InputRequiredRequestStateResponse]
+	inputRequiredMultipleInputs *connect.Client[v1.InputRequiredMultipleInputsRequest, v1.InputRequiredMultipleInputsResponse]
+	inputRequiredMultiRound     *connect.Client[v1.InputRequiredMultiRoundRequest, v1.InputRequiredMultiRoundResponse]
+	inputRequiredTamperedState  *connect.Client[v1.InputRequiredTamperedStateRequest, v1.InputRequiredTamperedStateResponse]
+	inputRequiredCapabilities   *connect.Client[v1.InputRequiredCapabilitiesRequest, v1.InputRequiredCapabilitiesResponse]
+	missingCapability           *connect.Client[v1.MissingCapabilityRequest, v1.MissingCapabilityResponse]
+	greet                       *connect.Client[v1.GreetRequest, v1.GreetResponse]
+	slowCompute                 *connect.Client[v1.SlowComputeRequest, v1.SlowComputeResponse]
+	failingJob                  *connect.Client[v1.FailingJobRequest, v1.FailingJobResponse]
+	protocolErrorJob            *connect.Client[v1.ProtocolErrorJobRequest, v1.ProtocolErrorJobResponse]
+	confirmDelete               *connect.Client[v1.ConfirmDeleteRequest, v1.ConfirmDeleteResponse]
 }
 
 // SimpleText calls tools.conformance.v1.ConformanceService.SimpleText.
@@ -294,6 +402,55 @@ func (c *conformanceServiceClient) LoggingTool(ctx context.Context, req *connect
 // StreamingElicitation calls tools.conformance.v1.ConformanceService.StreamingElicitation.
 func (c *conformanceServiceClient) StreamingElicitation(ctx context.Context, req *connect.Request[v1.StreamingElicitationRequest]) (*connect.Response[v1.StreamingElicitationResponse], error) {
 	return c.streamingElicitation.CallUnary(ctx, req)
+}
+
+// InputRequiredElicitation calls tools.conformance.v1.ConformanceService.InputRequiredElicitation.
+func (c *conformanceServiceClient) InputRequiredElicitation(ctx context.Context, req *connect.Request[v1.InputRequiredElicitationRequest]) (*connect.Response[v1.InputRequiredElicitationResponse], error) {
+	return c.inputRequiredElicitation.CallUnary(ctx, req)
+}
+
+// InputRequiredSampling calls tools.conformance.v1.ConformanceService.InputRequiredSampling.
+func (c *conformanceServiceClient) InputRequiredSampling(ctx context.Context, req *connect.Request[v1.InputRequiredSamplingRequest]) (*connect.Response[v1.InputRequiredSamplingResponse], error) {
+	return c.inputRequiredSampling.CallUnary(ctx, req)
+}
+
+// InputRequiredListRoots calls tools.conformance.v1.ConformanceService.InputRequiredListRoots.
+func (c *conformanceServiceClient) InputRequiredListRoots(ctx context.Context, req *connect.Request[v1.InputRequiredListRootsRequest]) (*connect.Response[v1.InputRequiredListRootsResponse], error) {
+	return c.inputRequiredListRoots.CallUnary(ctx, req)
+}
+
+// InputRequiredRequestState calls
+// tools.conformance.v1.ConformanceService.InputRequiredRequestState.
+func (c *conformanceServiceClient) InputRequiredRequestState(ctx context.Context, req *connect.Request[v1.InputRequiredRequestStateRequest]) (*connect.Response[v1.InputRequiredRequestStateResponse], error) {
+	return c.inputRequiredRequestState.CallUnary(ctx, req)
+}
+
+// InputRequiredMultipleInputs calls
+// tools.conformance.v1.ConformanceService.InputRequiredMultipleInputs.
+func (c *conformanceServiceClient) InputRequiredMultipleInputs(ctx context.Context, req *connect.Request[v1.InputRequiredMultipleInputsRequest]) (*connect.Response[v1.InputRequiredMultipleInputsResponse], error) {
+	return c.inputRequiredMultipleInputs.CallUnary(ctx, req)
+}
+
+// InputRequiredMultiRound calls tools.conformance.v1.ConformanceService.InputRequiredMultiRound.
+func (c *conformanceServiceClient) InputRequiredMultiRound(ctx context.Context, req *connect.Request[v1.InputRequiredMultiRoundRequest]) (*connect.Response[v1.InputRequiredMultiRoundResponse], error) {
+	return c.inputRequiredMultiRound.CallUnary(ctx, req)
+}
+
+// InputRequiredTamperedState calls
+// tools.conformance.v1.ConformanceService.InputRequiredTamperedState.
+func (c *conformanceServiceClient) InputRequiredTamperedState(ctx context.Context, req *connect.Request[v1.InputRequiredTamperedStateRequest]) (*connect.Response[v1.InputRequiredTamperedStateResponse], error) {
+	return c.inputRequiredTamperedState.CallUnary(ctx, req)
+}
+
+// InputRequiredCapabilities calls
+// tools.conformance.v1.ConformanceService.InputRequiredCapabilities.
+func (c *conformanceServiceClient) InputRequiredCapabilities(ctx context.Context, req *connect.Request[v1.InputRequiredCapabilitiesRequest]) (*connect.Response[v1.InputRequiredCapabilitiesResponse], error) {
+	return c.inputRequiredCapabilities.CallUnary(ctx, req)
+}
+
+// MissingCapability calls tools.conformance.v1.ConformanceService.MissingCapability.
+func (c *conformanceServiceClient) MissingCapability(ctx context.Context, req *connect.Request[v1.MissingCapabilityRequest]) (*connect.Response[v1.MissingCapabilityResponse], error) {
+	return c.missingCapability.CallUnary(ctx, req)
 }
 
 // Greet calls tools.conformance.v1.ConformanceService.Greet.
@@ -347,6 +504,24 @@ type ConformanceServiceHandler interface {
 	// an approval, which the gateway asks for with input_required, never with a
 	// request of its own on the response stream.
 	StreamingElicitation(context.Context, *connect.Request[v1.StreamingElicitationRequest]) (*connect.Response[v1.StreamingElicitationResponse], error)
+	// InputRequiredElicitation: Asks the caller's name with an elicitation, then greets it (MCP conformance fixture, SEP-2322).
+	InputRequiredElicitation(context.Context, *connect.Request[v1.InputRequiredElicitationRequest]) (*connect.Response[v1.InputRequiredElicitationResponse], error)
+	// InputRequiredSampling: Asks the caller's model the capital of France, then returns its answer (MCP conformance fixture, SEP-2322).
+	InputRequiredSampling(context.Context, *connect.Request[v1.InputRequiredSamplingRequest]) (*connect.Response[v1.InputRequiredSamplingResponse], error)
+	// InputRequiredListRoots: Asks for the caller's roots, then lists them (MCP conformance fixture, SEP-2322).
+	InputRequiredListRoots(context.Context, *connect.Request[v1.InputRequiredListRootsRequest]) (*connect.Response[v1.InputRequiredListRootsResponse], error)
+	// InputRequiredRequestState: Asks for a confirmation with request state, then says state-ok when the state came back (MCP conformance fixture, SEP-2322).
+	InputRequiredRequestState(context.Context, *connect.Request[v1.InputRequiredRequestStateRequest]) (*connect.Response[v1.InputRequiredRequestStateResponse], error)
+	// InputRequiredMultipleInputs: Asks for an elicitation, a sampling and the roots at once (MCP conformance fixture, SEP-2322).
+	InputRequiredMultipleInputs(context.Context, *connect.Request[v1.InputRequiredMultipleInputsRequest]) (*connect.Response[v1.InputRequiredMultipleInputsResponse], error)
+	// InputRequiredMultiRound: Asks two questions in two rounds, carrying state (MCP conformance fixture, SEP-2322).
+	InputRequiredMultiRound(context.Context, *connect.Request[v1.InputRequiredMultiRoundRequest]) (*connect.Response[v1.InputRequiredMultiRoundResponse], error)
+	// InputRequiredTamperedState: Asks for a confirmation with request state; a changed state is refused by the gateway (MCP conformance fixture, SEP-2322).
+	InputRequiredTamperedState(context.Context, *connect.Request[v1.InputRequiredTamperedStateRequest]) (*connect.Response[v1.InputRequiredTamperedStateResponse], error)
+	// InputRequiredCapabilities: Asks only for what the caller can answer: elicitation and/or sampling (MCP conformance fixture, SEP-2322).
+	InputRequiredCapabilities(context.Context, *connect.Request[v1.InputRequiredCapabilitiesRequest]) (*connect.Response[v1.InputRequiredCapabilitiesResponse], error)
+	// MissingCapability: Needs the caller's sampling capability; asks its model for a word (MCP conformance fixture, SEP-2575).
+	MissingCapability(context.Context, *connect.Request[v1.MissingCapabilityRequest]) (*connect.Response[v1.MissingCapabilityResponse], error)
 	// Greet is the tasks scenarios' synchronous tool: "Hello, {name}!".
 	Greet(context.Context, *connect.Request[v1.GreetRequest]) (*connect.Response[v1.GreetResponse], error)
 	// SlowCompute sleeps for `seconds`, then answers: a long tool (its timeout
@@ -432,6 +607,60 @@ func NewConformanceServiceHandler(svc ConformanceServiceHandler, opts ...connect
 		connect.WithSchema(conformanceServiceMethods.ByName("StreamingElicitation")),
 		connect.WithHandlerOptions(opts...),
 	)
+	conformanceServiceInputRequiredElicitationHandler := connect.NewUnaryHandler(
+		ConformanceServiceInputRequiredElicitationProcedure,
+		svc.InputRequiredElicitation,
+		connect.WithSchema(conformanceServiceMethods.ByName("InputRequiredElicitation")),
+		connect.WithHandlerOptions(opts...),
+	)
+	conformanceServiceInputRequiredSamplingHandler := connect.NewUnaryHandler(
+		ConformanceServiceInputRequiredSamplingProcedure,
+		svc.InputRequiredSampling,
+		connect.WithSchema(conformanceServiceMethods.ByName("InputRequiredSampling")),
+		connect.WithHandlerOptions(opts...),
+	)
+	conformanceServiceInputRequiredListRootsHandler := connect.NewUnaryHandler(
+		ConformanceServiceInputRequiredListRootsProcedure,
+		svc.InputRequiredListRoots,
+		connect.WithSchema(conformanceServiceMethods.ByName("InputRequiredListRoots")),
+		connect.WithHandlerOptions(opts...),
+	)
+	conformanceServiceInputRequiredRequestStateHandler := connect.NewUnaryHandler(
+		ConformanceServiceInputRequiredRequestStateProcedure,
+		svc.InputRequiredRequestState,
+		connect.WithSchema(conformanceServiceMethods.ByName("InputRequiredRequestState")),
+		connect.WithHandlerOptions(opts...),
+	)
+	conformanceServiceInputRequiredMultipleInputsHandler := connect.NewUnaryHandler(
+		ConformanceServiceInputRequiredMultipleInputsProcedure,
+		svc.InputRequiredMultipleInputs,
+		connect.WithSchema(conformanceServiceMethods.ByName("InputRequiredMultipleInputs")),
+		connect.WithHandlerOptions(opts...),
+	)
+	conformanceServiceInputRequiredMultiRoundHandler := connect.NewUnaryHandler(
+		ConformanceServiceInputRequiredMultiRoundProcedure,
+		svc.InputRequiredMultiRound,
+		connect.WithSchema(conformanceServiceMethods.ByName("InputRequiredMultiRound")),
+		connect.WithHandlerOptions(opts...),
+	)
+	conformanceServiceInputRequiredTamperedStateHandler := connect.NewUnaryHandler(
+		ConformanceServiceInputRequiredTamperedStateProcedure,
+		svc.InputRequiredTamperedState,
+		connect.WithSchema(conformanceServiceMethods.ByName("InputRequiredTamperedState")),
+		connect.WithHandlerOptions(opts...),
+	)
+	conformanceServiceInputRequiredCapabilitiesHandler := connect.NewUnaryHandler(
+		ConformanceServiceInputRequiredCapabilitiesProcedure,
+		svc.InputRequiredCapabilities,
+		connect.WithSchema(conformanceServiceMethods.ByName("InputRequiredCapabilities")),
+		connect.WithHandlerOptions(opts...),
+	)
+	conformanceServiceMissingCapabilityHandler := connect.NewUnaryHandler(
+		ConformanceServiceMissingCapabilityProcedure,
+		svc.MissingCapability,
+		connect.WithSchema(conformanceServiceMethods.ByName("MissingCapability")),
+		connect.WithHandlerOptions(opts...),
+	)
 	conformanceServiceGreetHandler := connect.NewUnaryHandler(
 		ConformanceServiceGreetProcedure,
 		svc.Greet,
@@ -484,6 +713,24 @@ func NewConformanceServiceHandler(svc ConformanceServiceHandler, opts ...connect
 			conformanceServiceLoggingToolHandler.ServeHTTP(w, r)
 		case ConformanceServiceStreamingElicitationProcedure:
 			conformanceServiceStreamingElicitationHandler.ServeHTTP(w, r)
+		case ConformanceServiceInputRequiredElicitationProcedure:
+			conformanceServiceInputRequiredElicitationHandler.ServeHTTP(w, r)
+		case ConformanceServiceInputRequiredSamplingProcedure:
+			conformanceServiceInputRequiredSamplingHandler.ServeHTTP(w, r)
+		case ConformanceServiceInputRequiredListRootsProcedure:
+			conformanceServiceInputRequiredListRootsHandler.ServeHTTP(w, r)
+		case ConformanceServiceInputRequiredRequestStateProcedure:
+			conformanceServiceInputRequiredRequestStateHandler.ServeHTTP(w, r)
+		case ConformanceServiceInputRequiredMultipleInputsProcedure:
+			conformanceServiceInputRequiredMultipleInputsHandler.ServeHTTP(w, r)
+		case ConformanceServiceInputRequiredMultiRoundProcedure:
+			conformanceServiceInputRequiredMultiRoundHandler.ServeHTTP(w, r)
+		case ConformanceServiceInputRequiredTamperedStateProcedure:
+			conformanceServiceInputRequiredTamperedStateHandler.ServeHTTP(w, r)
+		case ConformanceServiceInputRequiredCapabilitiesProcedure:
+			conformanceServiceInputRequiredCapabilitiesHandler.ServeHTTP(w, r)
+		case ConformanceServiceMissingCapabilityProcedure:
+			conformanceServiceMissingCapabilityHandler.ServeHTTP(w, r)
 		case ConformanceServiceGreetProcedure:
 			conformanceServiceGreetHandler.ServeHTTP(w, r)
 		case ConformanceServiceSlowComputeProcedure:
@@ -541,6 +788,42 @@ func (UnimplementedConformanceServiceHandler) LoggingTool(context.Context, *conn
 
 func (UnimplementedConformanceServiceHandler) StreamingElicitation(context.Context, *connect.Request[v1.StreamingElicitationRequest]) (*connect.Response[v1.StreamingElicitationResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("tools.conformance.v1.ConformanceService.StreamingElicitation is not implemented"))
+}
+
+func (UnimplementedConformanceServiceHandler) InputRequiredElicitation(context.Context, *connect.Request[v1.InputRequiredElicitationRequest]) (*connect.Response[v1.InputRequiredElicitationResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("tools.conformance.v1.ConformanceService.InputRequiredElicitation is not implemented"))
+}
+
+func (UnimplementedConformanceServiceHandler) InputRequiredSampling(context.Context, *connect.Request[v1.InputRequiredSamplingRequest]) (*connect.Response[v1.InputRequiredSamplingResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("tools.conformance.v1.ConformanceService.InputRequiredSampling is not implemented"))
+}
+
+func (UnimplementedConformanceServiceHandler) InputRequiredListRoots(context.Context, *connect.Request[v1.InputRequiredListRootsRequest]) (*connect.Response[v1.InputRequiredListRootsResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("tools.conformance.v1.ConformanceService.InputRequiredListRoots is not implemented"))
+}
+
+func (UnimplementedConformanceServiceHandler) InputRequiredRequestState(context.Context, *connect.Request[v1.InputRequiredRequestStateRequest]) (*connect.Response[v1.InputRequiredRequestStateResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("tools.conformance.v1.ConformanceService.InputRequiredRequestState is not implemented"))
+}
+
+func (UnimplementedConformanceServiceHandler) InputRequiredMultipleInputs(context.Context, *connect.Request[v1.InputRequiredMultipleInputsRequest]) (*connect.Response[v1.InputRequiredMultipleInputsResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("tools.conformance.v1.ConformanceService.InputRequiredMultipleInputs is not implemented"))
+}
+
+func (UnimplementedConformanceServiceHandler) InputRequiredMultiRound(context.Context, *connect.Request[v1.InputRequiredMultiRoundRequest]) (*connect.Response[v1.InputRequiredMultiRoundResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("tools.conformance.v1.ConformanceService.InputRequiredMultiRound is not implemented"))
+}
+
+func (UnimplementedConformanceServiceHandler) InputRequiredTamperedState(context.Context, *connect.Request[v1.InputRequiredTamperedStateRequest]) (*connect.Response[v1.InputRequiredTamperedStateResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("tools.conformance.v1.ConformanceService.InputRequiredTamperedState is not implemented"))
+}
+
+func (UnimplementedConformanceServiceHandler) InputRequiredCapabilities(context.Context, *connect.Request[v1.InputRequiredCapabilitiesRequest]) (*connect.Response[v1.InputRequiredCapabilitiesResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("tools.conformance.v1.ConformanceService.InputRequiredCapabilities is not implemented"))
+}
+
+func (UnimplementedConformanceServiceHandler) MissingCapability(context.Context, *connect.Request[v1.MissingCapabilityRequest]) (*connect.Response[v1.MissingCapabilityResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("tools.conformance.v1.ConformanceService.MissingCapability is not implemented"))
 }
 
 func (UnimplementedConformanceServiceHandler) Greet(context.Context, *connect.Request[v1.GreetRequest]) (*connect.Response[v1.GreetResponse], error) {
