@@ -30,6 +30,14 @@ import (
 //     pings no more often than keepaliveEnforcement allows.
 const maxHeaderBytes = 1 << 20
 
+// maxWorkerHeaderBytes bounds the headers and trailers the gateway accepts
+// from a worker (grpc-go's default is 16 MiB): its status details (an
+// execution error, a tool's questions of up to 16 requests and 64 KiB of
+// state) and its caller log (at most 64 KiB of lines) fit with room to
+// spare; a worker sending more fails the call instead of making the gateway
+// decode megabytes.
+const maxWorkerHeaderBytes = 4 << 20
+
 // keepaliveEnforcement refuses clients that ping more often than every 10 s
 // (grpc-go closes their connection with ENHANCE_YOUR_CALM); pings without an
 // active call are allowed so idle clients can check their connection.
