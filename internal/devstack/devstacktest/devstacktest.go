@@ -9,12 +9,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/toolfleet/toolfleet/internal/devstack"
+	"github.com/toolfleet/toolfleet/internal/natsx/natstest"
 )
 
 // Start runs a temporary stack for t. Pass a Config to change defaults; its DataDir,
@@ -24,6 +26,14 @@ func Start(t testing.TB, cfgs ...devstack.Config) *devstack.Stack {
 	var cfg devstack.Config
 	if len(cfgs) > 0 {
 		cfg = cfgs[0]
+	}
+	// A fixed JetStream ceiling, not 75% of the free disk (natstest.MaxStore).
+	configure := cfg.NATSConfigure
+	cfg.NATSConfigure = func(o *server.Options) {
+		if configure != nil {
+			configure(o)
+		}
+		natstest.RoomyStore(o)
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
