@@ -111,7 +111,9 @@ class Calculator:
         # The gateway checked the contract's bounds; a worker has other callers too.
         if not 1 <= len(req.expression) <= 1000:
             raise ToolError("the expression must be 1 to 1000 characters long")
-        return self.Eval_(result=finite(evaluate(req.expression)))
+        result = finite(evaluate(req.expression))
+        call.log("info", "evaluated %d characters" % len(req.expression))
+        return self.Eval_(result=result)
 
 
 def main():

@@ -45,6 +45,10 @@ TRACEPARENT_KEY = "traceparent"
 ACCEPT_RESULT_BYTES_KEY = "toolfleet-accept-result-bytes"
 DRAINING_TRAILER = "toolfleet-draining"
 STATUS_DETAILS_KEY = "grpc-status-details-bin"
+LOG_TRAILER = "toolfleet-log-bin"  # the lines a call logged for its caller: a toolfleet.v1.ToolLogs
+MAX_CALLER_LOG_LINES = 100  # the same bounds as sdk/tool (the gateway enforces them again)
+MAX_CALLER_LOG_BYTES = 64 * 1024
+CALLER_LOG_LEVELS = {"debug": 1, "info": 2, "notice": 3, "warning": 4, "error": 5}  # toolfleet.v1.ToolLogLevel
 
 DEFAULT_TIMEOUT = 30.0  # seconds, when neither the caller nor the contract sets one
 MAX_DEADLINE = 24 * 3600.0  # a caller's deadline further out than this counts as none
@@ -78,10 +82,26 @@ class Call:
         self.traceparent = traceparent
         self.deadline = deadline  # time.monotonic() value
         self.accept_result_bytes = accept_result_bytes
+        self.logs = []  # (level, message, unix ns) for the caller; see log
+        self.log_bytes = 0
+        self.logs_dropped = 0
 
     def remaining(self):
         """Seconds left before the call's deadline (negative once past)."""
         return self.deadline - time.monotonic()
+
+    def log(self, level, message):
+        """Logs a line for the caller (level: debug, info, notice, warning or
+        error); it reaches the caller with the result (CallToolResponse.logs,
+        MCP notifications/message). Never secrets: a model may read it."""
+        log.log(logging.WARNING if level in ("warning", "error") else logging.INFO,
+                "to caller call_id=%s: %s", self.call_id or "-", message)
+        size = len(message.encode("utf-8"))
+        if len(self.logs) >= MAX_CALLER_LOG_LINES or self.log_bytes + size > MAX_CALLER_LOG_BYTES:
+            self.logs_dropped += 1
+            return
+        self.log_bytes += size
+        self.logs.append((CALLER_LOG_LEVELS.get(level, 2), message, time.time_ns()))
 
 
 class Contract:
@@ -380,20 +400,33 @@ class Worker:
         except Exception:  # a bug: logged here, never sent to the caller
             log.exception("tool %s.%s failed (call_id=%s)", service, method, call.call_id or "-")
             context.abort(grpc.StatusCode.INTERNAL, "the tool failed unexpectedly")
+        trailer = self._log_trailer(call)
         if failure is not None:
-            self._abort_tool_error(context, failure)
+            self._abort_tool_error(context, failure, trailer)
         if call.remaining() <= 0:
             context.abort(grpc.StatusCode.DEADLINE_EXCEEDED, "the tool did not finish within the call's deadline")
+        if trailer:
+            context.set_trailing_metadata(trailer)
         return out
 
-    def _abort_tool_error(self, context, e):
+    def _log_trailer(self, call):
+        """The call's caller log as trailer pairs: () when nothing was logged."""
+        if not call.logs and not call.logs_dropped:
+            return ()
+        logs = self.contract.message("toolfleet.v1.ToolLogs")(dropped=call.logs_dropped)
+        for level, message, ns in call.logs:
+            line = logs.lines.add(level=level, message=message)
+            line.time.seconds, line.time.nanos = divmod(ns, 1_000_000_000)
+        return ((LOG_TRAILER, logs.SerializeToString()),)
+
+    def _abort_tool_error(self, context, e, trailer=()):
         """An execution error: code UNKNOWN with a toolfleet.v1.ToolError detail."""
         te = self.contract.message("toolfleet.v1.ToolError")(
             message=e.message, developer_message=e.developer_message, can_retry=e.can_retry,
             retry_after_ms=e.retry_after_ms, additional_prompt_content=e.prompt_hint)
         st = self.contract.message("google.rpc.Status")(code=grpc.StatusCode.UNKNOWN.value[0], message=e.message)
         st.details.add(type_url="type.googleapis.com/toolfleet.v1.ToolError", value=te.SerializeToString())
-        context.set_trailing_metadata(((STATUS_DETAILS_KEY, st.SerializeToString()),))
+        context.set_trailing_metadata(((STATUS_DETAILS_KEY, st.SerializeToString()),) + tuple(trailer))
         context.abort(grpc.StatusCode.UNKNOWN, e.message)
 
     def _service_handler(self, name, impl):

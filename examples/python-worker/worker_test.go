@@ -340,6 +340,11 @@ func TestPythonWorker(t *testing.T) {
 		if err != nil || !res.Success || res.Value.GetStructValue().GetFields()["result"].GetNumberValue() != 80 {
 			t.Fatalf("Evaluate = %+v, %v; want 80", res, err)
 		}
+		// The line it logged for its caller (the toolfleet-log-bin trailer).
+		if len(res.Logs) != 1 || res.Logs[0].GetMessage() != "evaluated 15 characters" ||
+			res.Logs[0].GetLevel() != toolfleetv1.ToolLogLevel_TOOL_LOG_LEVEL_INFO || res.Logs[0].GetTime().AsTime().IsZero() {
+			t.Errorf("Evaluate's caller log: %v", res.Logs)
+		}
 		// The contract gives Evaluate 2s: the deadline the worker sees is at most that.
 		m := regexp.MustCompile(`call_id=python-eval-1 deadline_ms=(\d+)`).FindStringSubmatch(w.out.String())
 		if m == nil {

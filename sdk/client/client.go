@@ -214,6 +214,11 @@ type Result struct {
 	// CallToolRequest.input_responses keyed as its requests are, and its
 	// request_state. Only callers that set CallToolRequest.client_input get it.
 	InputRequired *toolfleetv1.InputRequired
+	// Logs are the lines the tool logged for its caller during the call
+	// (tool.CallerLogger), oldest first; LogsDropped counts those over the
+	// bounds, not relayed.
+	Logs        []*toolfleetv1.ToolLog
+	LogsDropped uint32
 }
 
 // Err returns nil for a success, else the execution error as an *[ExecutionError].
@@ -232,7 +237,7 @@ func (r *Result) Err() error {
 
 // Response returns the result as the gateway's CallToolResponse.
 func (r *Result) Response() *toolfleetv1.CallToolResponse {
-	resp := &toolfleetv1.CallToolResponse{CallId: r.CallID, ToolId: r.ToolID, Success: r.Success}
+	resp := &toolfleetv1.CallToolResponse{CallId: r.CallID, ToolId: r.ToolID, Success: r.Success, Logs: r.Logs, LogsDropped: r.LogsDropped}
 	if r.Duration > 0 {
 		resp.Duration = durationOf(r.Duration)
 	}
@@ -252,7 +257,7 @@ func (r *Result) Response() *toolfleetv1.CallToolResponse {
 func resultOf(resp *toolfleetv1.CallToolResponse, attempts int) *Result {
 	return &Result{CallID: resp.GetCallId(), ToolID: resp.GetToolId(), Success: resp.GetSuccess(),
 		Value: resp.GetValue(), Handle: resp.GetResultHandle(), Error: resp.GetError(), Duration: resp.GetDuration().AsDuration(), Attempts: attempts,
-		InputRequired: resp.GetInputRequired()}
+		InputRequired: resp.GetInputRequired(), Logs: resp.GetLogs(), LogsDropped: resp.GetLogsDropped()}
 }
 
 // Call calls toolID with input: a map, a struct (encoded as JSON), a
