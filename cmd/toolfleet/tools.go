@@ -382,7 +382,16 @@ func reportResult(cmd *cobra.Command, out *output, res *client.Result) error {
 		if err := writeProto(w, res.Response()); err != nil {
 			return err
 		}
-	} else if h := res.Handle; h != nil {
+		return resultExit(res)
+	}
+	// The tool's lines for its caller go to stderr, so stdout stays the result.
+	for _, l := range res.Logs {
+		fmt.Fprintf(cmd.ErrOrStderr(), "%s: %s\n", logLevelName(l.GetLevel()), l.GetMessage())
+	}
+	if n := res.LogsDropped; n > 0 {
+		fmt.Fprintf(cmd.ErrOrStderr(), "(%d more log lines of this call were not relayed)\n", n)
+	}
+	if h := res.Handle; h != nil {
 		fmt.Fprintf(w, "the result (%d bytes, %s) is kept behind a handle until %s; read it with\n  toolfleet tools fetch-result %s\npreview: %s\n",
 			h.GetSizeBytes(), h.GetContentType(), h.GetExpiresAt().AsTime().Format(time.RFC3339), h.GetId(), firstLine(h.GetPreview(), 120))
 	} else if res.Success {
@@ -404,10 +413,20 @@ func reportResult(cmd *cobra.Command, out *output, res *client.Result) error {
 			fmt.Fprintf(w, "retryable; gave up after %d attempts (call id %s)\n", res.Attempts, res.CallID)
 		}
 	}
+	return resultExit(res)
+}
+
+// resultExit is the exit of a call that reached the tool.
+func resultExit(res *client.Result) error {
 	if !res.Success {
 		return &exitError{code: exitExecution}
 	}
 	return nil
+}
+
+// logLevelName is a tool log level as MCP names it ("info", "warning", …).
+func logLevelName(l toolfleetv1.ToolLogLevel) string {
+	return strings.ToLower(strings.TrimPrefix(l.String(), "TOOL_LOG_LEVEL_"))
 }
 
 // reportFailure prints a failure before the tool ran.

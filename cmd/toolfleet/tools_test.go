@@ -10,6 +10,9 @@ import (
 	"testing"
 
 	"github.com/toolfleet/toolfleet/e2e"
+	conformancev1 "github.com/toolfleet/toolfleet/gen/tools/conformance/v1"
+	"github.com/toolfleet/toolfleet/sdk/tool"
+	"github.com/toolfleet/toolfleet/workers/conformance/conformance"
 )
 
 // runCLI runs toolfleet with args and stdin; it returns stdout and the exit code.
@@ -296,5 +299,28 @@ func TestToolsFetchResult(t *testing.T) {
 	_, stderr, code := runCLIStderr(t, "", append([]string{"tools", "fetch-result", strings.Repeat("0", 32)}, gw...)...)
 	if code != exitServer || !strings.Contains(stderr, "no result") {
 		t.Fatalf("unknown id: exit %d, stderr %q", code, stderr)
+	}
+}
+
+// TestToolsCallPrintsToolLogs: the lines a tool logs for its caller go to
+// stderr as "level: message", the result alone to stdout; with -o json they
+// are in the response.
+func TestToolsCallPrintsToolLogs(t *testing.T) {
+	t.Parallel()
+	fleet := e2e.Start(t, e2e.Options{NATS: true})
+	fleet.AddWorker(t, func(w *tool.Worker) { conformancev1.RegisterConformanceServiceServer(w, conformance.New()) })
+	fleet.WaitTool(t, "Conformance.WithLogging")
+	out, stderr, code := runCLIStderr(t, "", "tools", "call", "Conformance.WithLogging", "{}", "-o", "text", "--gateway", fleet.Addr)
+	want := "info: Tool execution started\ninfo: Tool processing data\ninfo: Tool execution completed\n"
+	if code != exitOK || stderr != want || strings.Contains(out, "Tool execution started") {
+		t.Fatalf("exit %d, stdout %q, stderr %q; want the three lines on stderr only", code, out, stderr)
+	}
+	out, _, code = runCLIStderr(t, "", "tools", "call", "Conformance.WithLogging", "{}", "-o", "json", "--gateway", fleet.Addr)
+	var resp struct {
+		Logs []struct{ Level, Message string } `json:"logs"`
+	}
+	mustJSON(t, out, &resp)
+	if code != exitOK || len(resp.Logs) != 3 || resp.Logs[2].Message != "Tool execution completed" || resp.Logs[2].Level != "TOOL_LOG_LEVEL_INFO" {
+		t.Fatalf("exit %d, JSON %s", code, out)
 	}
 }
