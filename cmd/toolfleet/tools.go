@@ -23,6 +23,7 @@ import (
 	"github.com/toolfleet/toolfleet/internal/config"
 	"github.com/toolfleet/toolfleet/sdk/client"
 	"github.com/toolfleet/toolfleet/sdk/llm"
+	"github.com/toolfleet/toolfleet/sdk/tool"
 	"github.com/toolfleet/toolfleet/services/gateway"
 )
 
@@ -386,7 +387,7 @@ func reportResult(cmd *cobra.Command, out *output, res *client.Result) error {
 	}
 	// The tool's lines for its caller go to stderr, so stdout stays the result.
 	for _, l := range res.Logs {
-		fmt.Fprintf(cmd.ErrOrStderr(), "%s: %s\n", logLevelName(l.GetLevel()), l.GetMessage())
+		fmt.Fprintf(cmd.ErrOrStderr(), "%s: %s\n", tool.LogLevelName(l.GetLevel()), l.GetMessage())
 	}
 	if n := res.LogsDropped; n > 0 {
 		fmt.Fprintf(cmd.ErrOrStderr(), "(%d more log lines of this call were not relayed)\n", n)
@@ -422,11 +423,6 @@ func resultExit(res *client.Result) error {
 		return &exitError{code: exitExecution}
 	}
 	return nil
-}
-
-// logLevelName is a tool log level as MCP names it ("info", "warning", …).
-func logLevelName(l toolfleetv1.ToolLogLevel) string {
-	return strings.ToLower(strings.TrimPrefix(l.String(), "TOOL_LOG_LEVEL_"))
 }
 
 // reportFailure prints a failure before the tool ran.

@@ -106,6 +106,15 @@ func ToolLogLevel(l slog.Level) toolfleetv1.ToolLogLevel {
 	return toolfleetv1.ToolLogLevel_TOOL_LOG_LEVEL_ERROR
 }
 
+// LogLevelName is a caller log level as MCP logging names it ("debug",
+// "info", "notice", "warning", "error"); "info" for an unknown level.
+func LogLevelName(l toolfleetv1.ToolLogLevel) string {
+	if _, known := toolfleetv1.ToolLogLevel_name[int32(l)]; !known || l == toolfleetv1.ToolLogLevel_TOOL_LOG_LEVEL_UNSPECIFIED {
+		return "info"
+	}
+	return strings.ToLower(strings.TrimPrefix(l.String(), "TOOL_LOG_LEVEL_"))
+}
+
 // callerLogHandler writes to the worker's handler and to the call's lines.
 // Attributes are appended to the caller's message as key=value.
 type callerLogHandler struct {

@@ -67,3 +67,32 @@ func TestCallerLog(t *testing.T) {
 		t.Error("a call that logged nothing sends a trailer")
 	}
 }
+
+// TestMCPNames: kinds of input and log levels carry MCP's names; unknown
+// values get none (capabilities) or "info" (levels).
+func TestMCPNames(t *testing.T) {
+	t.Parallel()
+	for c, want := range map[toolfleetv1.ClientCapability]string{
+		toolfleetv1.ClientCapability_CLIENT_CAPABILITY_ELICITATION: "elicitation",
+		toolfleetv1.ClientCapability_CLIENT_CAPABILITY_SAMPLING:    "sampling",
+		toolfleetv1.ClientCapability_CLIENT_CAPABILITY_ROOTS:       "roots",
+		toolfleetv1.ClientCapability_CLIENT_CAPABILITY_UNSPECIFIED: "",
+		toolfleetv1.ClientCapability(99):                           "",
+	} {
+		if got := CapabilityName(c); got != want {
+			t.Errorf("CapabilityName(%v) = %q, want %q", c, got, want)
+		}
+	}
+	for l, want := range map[toolfleetv1.ToolLogLevel]string{
+		toolfleetv1.ToolLogLevel_TOOL_LOG_LEVEL_DEBUG:       "debug",
+		toolfleetv1.ToolLogLevel_TOOL_LOG_LEVEL_NOTICE:      "notice",
+		toolfleetv1.ToolLogLevel_TOOL_LOG_LEVEL_WARNING:     "warning",
+		toolfleetv1.ToolLogLevel_TOOL_LOG_LEVEL_ERROR:       "error",
+		toolfleetv1.ToolLogLevel_TOOL_LOG_LEVEL_UNSPECIFIED: "info",
+		toolfleetv1.ToolLogLevel(42):                        "info",
+	} {
+		if got := LogLevelName(l); got != want {
+			t.Errorf("LogLevelName(%v) = %q, want %q", l, got, want)
+		}
+	}
+}

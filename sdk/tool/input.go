@@ -73,6 +73,18 @@ func InputKindOf(method string) toolfleetv1.ClientCapability {
 	return toolfleetv1.ClientCapability_CLIENT_CAPABILITY_UNSPECIFIED
 }
 
+// CapabilityName is the MCP client capability that answers a kind of input
+// ("elicitation", "sampling", "roots"), "" for none.
+func CapabilityName(c toolfleetv1.ClientCapability) string {
+	if c == toolfleetv1.ClientCapability_CLIENT_CAPABILITY_UNSPECIFIED {
+		return ""
+	}
+	if _, known := toolfleetv1.ClientCapability_name[int32(c)]; !known {
+		return ""
+	}
+	return strings.ToLower(strings.TrimPrefix(c.String(), "CLIENT_CAPABILITY_"))
+}
+
 // InputRequest is one question to the caller, built with [Elicit], [Sample]
 // or [ListRoots].
 type InputRequest struct {

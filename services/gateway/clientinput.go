@@ -29,23 +29,10 @@ import (
 // and state to the worker in the InputAnswers header. Such an answer is not
 // a finished call: nothing is stored for call_id repeats.
 
-// capabilityName is the MCP client capability of a kind of input.
-func capabilityName(c toolfleetv1.ClientCapability) string {
-	switch c {
-	case toolfleetv1.ClientCapability_CLIENT_CAPABILITY_ELICITATION:
-		return "elicitation"
-	case toolfleetv1.ClientCapability_CLIENT_CAPABILITY_SAMPLING:
-		return "sampling"
-	case toolfleetv1.ClientCapability_CLIENT_CAPABILITY_ROOTS:
-		return "roots"
-	}
-	return c.String()
-}
-
 func capabilityNames(cs []toolfleetv1.ClientCapability) string {
 	names := make([]string, len(cs))
 	for i, c := range cs {
-		names[i] = capabilityName(c)
+		names[i] = tool.CapabilityName(c)
 	}
 	return strings.Join(names, ", ")
 }
@@ -141,10 +128,10 @@ func (g *Gateway) inputRequired(p *Principal, def *toolfleetv1.ToolDefinition, r
 			setToolError(resp, &toolfleetv1.ToolError{Message: fmt.Sprintf("%s asked its caller for input with the unknown method %q (a bug of the tool)", def.GetId(), q.GetRequests()[k].GetMethod())})
 			return nil
 		case !declared:
-			setToolError(resp, &toolfleetv1.ToolError{Message: fmt.Sprintf("%s asked its caller for input (%s) its contract does not declare (client_input); this is a bug of the tool", def.GetId(), capabilityName(kind))})
+			setToolError(resp, &toolfleetv1.ToolError{Message: fmt.Sprintf("%s asked its caller for input (%s) its contract does not declare (client_input); this is a bug of the tool", def.GetId(), tool.CapabilityName(kind))})
 			return nil
 		case !slices.Contains(req.GetClientInput(), kind):
-			setToolError(resp, &toolfleetv1.ToolError{Message: fmt.Sprintf("%s asked its caller for input (%s), which this caller cannot answer (an agent run or a program cannot answer a tool's questions)", def.GetId(), capabilityName(kind))})
+			setToolError(resp, &toolfleetv1.ToolError{Message: fmt.Sprintf("%s asked its caller for input (%s), which this caller cannot answer (an agent run or a program cannot answer a tool's questions)", def.GetId(), tool.CapabilityName(kind))})
 			return nil
 		}
 	}

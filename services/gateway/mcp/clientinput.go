@@ -47,16 +47,6 @@ var capabilityKinds = map[string]toolfleetv1.ClientCapability{
 	"roots":       toolfleetv1.ClientCapability_CLIENT_CAPABILITY_ROOTS,
 }
 
-// capabilityOf is the MCP client capability name of a kind ("" for none).
-func capabilityOf(c toolfleetv1.ClientCapability) string {
-	for name, k := range capabilityKinds {
-		if k == c {
-			return name
-		}
-	}
-	return ""
-}
-
 // declaredCapabilities returns the client capabilities of req among
 // elicitation, sampling and roots: from the request's _meta as sent when
 // there (2026-07-28), else from the SDK's view of them.

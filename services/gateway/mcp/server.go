@@ -477,7 +477,7 @@ func toolOf(d *toolfleetv1.ToolDefinition) (*sdk.Tool, error) {
 	if ci := d.GetRequirements().GetClientInput(); len(ci) > 0 {
 		var names []string
 		for _, c := range ci {
-			if n := capabilityOf(c); n != "" && !slices.Contains(names, n) {
+			if n := tool.CapabilityName(c); n != "" && !slices.Contains(names, n) {
 				names = append(names, n)
 			}
 		}
@@ -577,15 +577,6 @@ func (s *Server) handler(toolID string, content bool, required []string) sdk.Too
 	}
 }
 
-// mcpLogLevels names the tool log levels as MCP logging does.
-var mcpLogLevels = map[toolfleetv1.ToolLogLevel]sdk.LoggingLevel{
-	toolfleetv1.ToolLogLevel_TOOL_LOG_LEVEL_DEBUG:   "debug",
-	toolfleetv1.ToolLogLevel_TOOL_LOG_LEVEL_INFO:    "info",
-	toolfleetv1.ToolLogLevel_TOOL_LOG_LEVEL_NOTICE:  "notice",
-	toolfleetv1.ToolLogLevel_TOOL_LOG_LEVEL_WARNING: "warning",
-	toolfleetv1.ToolLogLevel_TOOL_LOG_LEVEL_ERROR:   "error",
-}
-
 // relayLogs sends the lines the tool logged for its caller as
 // notifications/message on the request's stream, before the result; the
 // SDK drops those under the client's level (logging/setLevel, or the
@@ -602,11 +593,7 @@ func (s *Server) relayLogs(ctx context.Context, ss *sdk.ServerSession, resp *too
 		return err == nil
 	}
 	for _, l := range resp.GetLogs() {
-		level, ok := mcpLogLevels[l.GetLevel()]
-		if !ok {
-			level = "info"
-		}
-		if !send(level, l.GetMessage()) {
+		if !send(sdk.LoggingLevel(tool.LogLevelName(l.GetLevel())), l.GetMessage()) {
 			return
 		}
 	}
