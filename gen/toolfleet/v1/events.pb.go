@@ -320,7 +320,11 @@ type WorkerAnnouncement struct {
 	Health string                 `protobuf:"bytes,4,opt,name=health,proto3" json:"health,omitempty"`
 	Time   *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=time,proto3" json:"time,omitempty"`
 	// How long the announcement is valid; the registry expires the worker after it.
-	Ttl           *durationpb.Duration `protobuf:"bytes,6,opt,name=ttl,proto3" json:"ttl,omitempty"`
+	Ttl *durationpb.Duration `protobuf:"bytes,6,opt,name=ttl,proto3" json:"ttl,omitempty"`
+	// The worker keeps the call journal (docs/gateway.md, "Exactly once"): it
+	// records a claimed call as started before the tool runs and as finished,
+	// with its answer, after; so the gateway sends it the call's claim.
+	CallJournal   bool `protobuf:"varint,7,opt,name=call_journal,json=callJournal,proto3" json:"call_journal,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -395,6 +399,13 @@ func (x *WorkerAnnouncement) GetTtl() *durationpb.Duration {
 		return x.Ttl
 	}
 	return nil
+}
+
+func (x *WorkerAnnouncement) GetCallJournal() bool {
+	if x != nil {
+		return x.CallJournal
+	}
+	return false
 }
 
 // AnnouncedToolkit names one toolkit a worker serves.
@@ -493,14 +504,15 @@ const file_toolfleet_v1_events_proto_rawDesc = "" +
 	"\amessage\x18\b \x01(\tR\amessage\x12\x10\n" +
 	"\x03seq\x18\t \x01(\x04R\x03seq\x12)\n" +
 	"\x05usage\x18\n" +
-	" \x01(\v2\x13.toolfleet.v1.UsageR\x05usage\"\xfc\x01\n" +
+	" \x01(\v2\x13.toolfleet.v1.UsageR\x05usage\"\x9f\x02\n" +
 	"\x12WorkerAnnouncement\x12\x1b\n" +
 	"\tworker_id\x18\x01 \x01(\tR\bworkerId\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12:\n" +
 	"\btoolkits\x18\x03 \x03(\v2\x1e.toolfleet.v1.AnnouncedToolkitR\btoolkits\x12\x16\n" +
 	"\x06health\x18\x04 \x01(\tR\x06health\x12.\n" +
 	"\x04time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12+\n" +
-	"\x03ttl\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\x03ttl\"Z\n" +
+	"\x03ttl\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\x03ttl\x12!\n" +
+	"\fcall_journal\x18\a \x01(\bR\vcallJournal\"Z\n" +
 	"\x10AnnouncedToolkit\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x12\x18\n" +

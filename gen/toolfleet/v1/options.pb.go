@@ -197,8 +197,13 @@ type ToolOptions struct {
 	// tool checks first (sdk/tool.CallerCan). Asking for a kind in neither list,
 	// or an optional kind the caller cannot answer, is an execution error.
 	ClientInputOptional []ClientCapability `protobuf:"varint,14,rep,packed,name=client_input_optional,json=clientInputOptional,proto3,enum=toolfleet.v1.ClientCapability" json:"client_input_optional,omitempty"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// The tool deduplicates by call id itself (it reads tool.CallID and does the
+	// work at most once per id), so a retry whose earlier attempt may have run is
+	// sent to it again instead of being refused as "may have run"
+	// (docs/gateway.md, "Exactly once").
+	DeduplicatesCallId bool `protobuf:"varint,15,opt,name=deduplicates_call_id,json=deduplicatesCallId,proto3" json:"deduplicates_call_id,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *ToolOptions) Reset() {
@@ -327,6 +332,13 @@ func (x *ToolOptions) GetClientInputOptional() []ClientCapability {
 		return x.ClientInputOptional
 	}
 	return nil
+}
+
+func (x *ToolOptions) GetDeduplicatesCallId() bool {
+	if x != nil {
+		return x.DeduplicatesCallId
+	}
+	return false
 }
 
 // ToolHints are behaviour hints; explicit presence tells "false" apart from "unset".
@@ -679,7 +691,7 @@ const file_toolfleet_v1_options_proto_rawDesc = "" +
 	"\x0eToolkitOptions\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x12 \n" +
-	"\vdescription\x18\x03 \x01(\tR\vdescription\"\x83\x05\n" +
+	"\vdescription\x18\x03 \x01(\tR\vdescription\"\xb5\x05\n" +
 	"\vToolOptions\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
 	"\vdescription\x18\x02 \x01(\tR\vdescription\x12-\n" +
@@ -695,7 +707,8 @@ const file_toolfleet_v1_options_proto_rawDesc = "" +
 	"\bmcp_name\x18\v \x01(\tR\amcpName\x12*\n" +
 	"\x11mcp_task_required\x18\f \x01(\bR\x0fmcpTaskRequired\x12A\n" +
 	"\fclient_input\x18\r \x03(\x0e2\x1e.toolfleet.v1.ClientCapabilityR\vclientInput\x12R\n" +
-	"\x15client_input_optional\x18\x0e \x03(\x0e2\x1e.toolfleet.v1.ClientCapabilityR\x13clientInputOptional\"\xd9\x01\n" +
+	"\x15client_input_optional\x18\x0e \x03(\x0e2\x1e.toolfleet.v1.ClientCapabilityR\x13clientInputOptional\x120\n" +
+	"\x14deduplicates_call_id\x18\x0f \x01(\bR\x12deduplicatesCallId\"\xd9\x01\n" +
 	"\tToolHints\x12 \n" +
 	"\tread_only\x18\x01 \x01(\bH\x00R\breadOnly\x88\x01\x01\x12%\n" +
 	"\vdestructive\x18\x02 \x01(\bH\x01R\vdestructive\x88\x01\x01\x12#\n" +

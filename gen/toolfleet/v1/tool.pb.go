@@ -73,8 +73,11 @@ type ToolDefinition struct {
 	InputFormat *ToolInputFormat `protobuf:"bytes,18,opt,name=input_format,json=inputFormat,proto3" json:"input_format,omitempty"`
 	// MCP clients call the tool only as a task (ToolOptions.mcp_task_required).
 	McpTaskRequired bool `protobuf:"varint,19,opt,name=mcp_task_required,json=mcpTaskRequired,proto3" json:"mcp_task_required,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// The tool deduplicates by call id itself (ToolOptions.deduplicates_call_id):
+	// a retry whose earlier attempt may have run is sent to it again.
+	DeduplicatesCallId bool `protobuf:"varint,20,opt,name=deduplicates_call_id,json=deduplicatesCallId,proto3" json:"deduplicates_call_id,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *ToolDefinition) Reset() {
@@ -236,6 +239,13 @@ func (x *ToolDefinition) GetInputFormat() *ToolInputFormat {
 func (x *ToolDefinition) GetMcpTaskRequired() bool {
 	if x != nil {
 		return x.McpTaskRequired
+	}
+	return false
+}
+
+func (x *ToolDefinition) GetDeduplicatesCallId() bool {
+	if x != nil {
+		return x.DeduplicatesCallId
 	}
 	return false
 }
@@ -1405,7 +1415,7 @@ var File_toolfleet_v1_tool_proto protoreflect.FileDescriptor
 
 const file_toolfleet_v1_tool_proto_rawDesc = "" +
 	"\n" +
-	"\x17toolfleet/v1/tool.proto\x12\ftoolfleet.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1atoolfleet/v1/options.proto\x1a\x1btoolfleet/v1/tool_log.proto\"\x86\x06\n" +
+	"\x17toolfleet/v1/tool.proto\x12\ftoolfleet.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1atoolfleet/v1/options.proto\x1a\x1btoolfleet/v1/tool_log.proto\"\xb8\x06\n" +
 	"\x0eToolDefinition\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x18\n" +
 	"\atoolkit\x18\x02 \x01(\tR\atoolkit\x12\x12\n" +
@@ -1428,7 +1438,8 @@ const file_toolfleet_v1_tool_proto_rawDesc = "" +
 	"\x0econtent_result\x18\x10 \x01(\bR\rcontentResult\x12#\n" +
 	"\rdefer_loading\x18\x11 \x01(\bR\fdeferLoading\x12@\n" +
 	"\finput_format\x18\x12 \x01(\v2\x1d.toolfleet.v1.ToolInputFormatR\vinputFormat\x12*\n" +
-	"\x11mcp_task_required\x18\x13 \x01(\bR\x0fmcpTaskRequired\"]\n" +
+	"\x11mcp_task_required\x18\x13 \x01(\bR\x0fmcpTaskRequired\x120\n" +
+	"\x14deduplicates_call_id\x18\x14 \x01(\bR\x12deduplicatesCallId\"]\n" +
 	"\x0fToolInputFormat\x12\x12\n" +
 	"\x04type\x18\x01 \x01(\tR\x04type\x12\x16\n" +
 	"\x06syntax\x18\x02 \x01(\tR\x06syntax\x12\x1e\n" +
