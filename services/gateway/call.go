@@ -7,12 +7,17 @@ import (
 	"sync"
 	"time"
 
+	spb "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/dynamicpb"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
 	"github.com/toolfleet/toolfleet/sdk/tool"
+	"github.com/toolfleet/toolfleet/sdk/tool/journal"
 	"github.com/toolfleet/toolfleet/services/gateway/auth"
 	"github.com/toolfleet/toolfleet/services/gateway/idempotency"
 	"github.com/toolfleet/toolfleet/services/gateway/ratelimit"
@@ -125,51 +130,84 @@ func (g *Gateway) call(ctx context.Context, p *Principal, req *toolfleetv1.CallT
 	if ce != nil {
 		return fail(start, ce)
 	}
-	if claim.Stored != nil {
+	if claim != nil && claim.Stored != nil {
 		g.metrics.idempotentHits.Inc()
 		answered = claim.Stored
 		return claim.Stored, nil, rt
 	}
-
-	in, ve, err := decodeInput(rt.Method().Input(), req.GetInput())
-	if err != nil || ve != nil {
-		g.idem().Finish(claim, nil, false, false)
-		if err != nil {
-			return fail(start, serverError(codes.Internal, err, err.Error(), "the gateway could not validate the input of %s", def.GetId()))
-		}
-		return fail(start, validationError(ve))
-	}
-
-	began := time.Now()
-	started := g.events.announce(g.cfg.StartedEventAfter, ev, def.GetToolkit(), def.GetName())
 	sideEffects := !def.GetHints().GetReadOnly() && !def.GetHints().GetIdempotent()
-	callCtx := ctx
-	if sideEffects && claim.Owned() {
-		// A caller that goes away (a crashed orchestrator, a cancelled client)
-		// must not cut a side effect in half: the call runs on to the tool's own
-		// timeout, its outcome is stored, and the caller's retry receives it.
-		callCtx = context.WithoutCancel(ctx)
-	}
-	var via string
-	if p.Via != nil {
-		via = p.Via.ID()
-	}
-	callCtx = tool.OutgoingPrincipal(callCtx, p.ID(), via)
-	if answers != nil {
-		if callCtx, ce = withInputAnswers(callCtx, def, answers); ce != nil {
-			started.finish()
-			g.idem().Finish(claim, nil, false, false)
-			return fail(began, ce)
+	began := time.Now()
+	var inv invokeResult
+	if claim != nil && claim.Finished != nil {
+		// The call ran: its worker recorded the answer after the gateway that
+		// sent it went away. Answer with it, as that gateway would have.
+		g.metrics.idempotentHits.Inc()
+		var ce *CallError
+		if rt, inv, ce = g.recorded(rt, claim.Finished); ce != nil {
+			claim.Abandon() // the record stays for a replica that can read it
+			return fail(start, ce)
+		}
+	} else {
+		in, ve, err := decodeInput(rt.Method().Input(), req.GetInput())
+		if err != nil || ve != nil {
+			claim.Release()
+			if err != nil {
+				return fail(start, serverError(codes.Internal, err, err.Error(), "the gateway could not validate the input of %s", def.GetId()))
+			}
+			return fail(start, validationError(ve))
+		}
+		started := g.events.announce(g.cfg.StartedEventAfter, ev, def.GetToolkit(), def.GetName())
+		callCtx := ctx
+		if sideEffects && claim.Owned() {
+			// A caller that goes away (a crashed orchestrator, a cancelled client)
+			// must not cut a side effect in half: the call runs on to the tool's own
+			// timeout, its outcome is stored, and the caller's retry receives it.
+			callCtx = context.WithoutCancel(ctx)
+		}
+		var via string
+		if p.Via != nil {
+			via = p.Via.ID()
+		}
+		callCtx = tool.OutgoingPrincipal(callCtx, p.ID(), via)
+		if answers != nil {
+			if callCtx, ce = withInputAnswers(callCtx, def, answers); ce != nil {
+				started.finish()
+				claim.Release()
+				return fail(began, ce)
+			}
+		}
+		inv = g.invoke(callCtx, rt, in, attempt{claim: claim, journal: sideEffects && !def.GetDeduplicatesCallId(),
+			callID: callID, traceID: req.GetTraceId(), offer: offer})
+		started.finish() // before the terminal event
+		switch {
+		case inv.lost:
+			claim.Abandon()
+			return fail(began, serverError(codes.Unavailable, ErrWorkerUnavailable, inv.err.Error(),
+				"%s did not run for this attempt: a retry of call_id %q took it over; retry with the same call_id to get its outcome", def.GetId(), callID))
+		case inv.started:
+			// A worker started it and its answer was lost: the journal tells
+			// what became of it (the worker's answer, or that it went away).
+			out, stored, err := claim.Await(ctx)
+			switch {
+			case stored != nil:
+				answered = stored
+				return stored, nil, rt
+			case err != nil:
+				return fail(began, g.notConcluded(ctx, def, callID, err))
+			}
+			var ce *CallError
+			if rt, inv, ce = g.recorded(rt, out); ce != nil {
+				claim.Abandon()
+				return fail(began, ce)
+			}
 		}
 	}
-	out, trailer, reached, err := g.invoke(callCtx, rt, in, callID, req.GetTraceId(), offer)
-	started.finish() // before the terminal event
 	resp := &toolfleetv1.CallToolResponse{CallId: callID, ToolId: def.GetId()}
-	callerLogs(trailer, resp)
-	if q, ok := tool.AsInputRequired(err); ok {
+	callerLogs(inv.trailer, resp)
+	if q, ok := tool.AsInputRequired(inv.err); ok {
 		// A question is no finished call: nothing is stored, and the caller's
 		// repeat with the answers (the same call_id) runs the tool again.
-		g.idem().Finish(claim, nil, false, false)
+		claim.Release()
 		if ce = g.inputRequired(p, def, req, q, resp); ce != nil {
 			return fail(began, ce)
 		}
@@ -182,19 +220,25 @@ func (g *Gateway) call(ctx context.Context, p *Principal, req *toolfleetv1.CallT
 		answered = resp
 		return resp, nil, rt
 	}
-	ce = g.mapResult(ctx, rt, out, err, resp, offer)
+	ce = g.mapResult(ctx, rt, inv.out, inv.err, resp, offer)
 	resp.Duration = durationpb.New(time.Since(began))
 	if ce != nil {
-		if sideEffects && outcomeUnknown(reached, err) {
+		if sideEffects && claim.Owned() && outcomeUnknown(true, inv.err) && (inv.reached || inv.journaled) {
 			// It may have run: a retry must not run it again.
-			g.idem().FinishUnknown(claim)
+			reason := journal.ReasonUnjournaled
+			if inv.journaled {
+				reason = journal.ReasonCut
+			}
+			claim.Unknown(reason)
+			ce = mayHaveRun(def, callID, ce)
 		} else {
-			g.idem().Finish(claim, nil, false, false)
+			claim.Release()
 		}
 		return fail(began, ce)
 	}
 	// A failure the tool marks retryable is not stored: a retry runs the tool again.
-	g.idem().Finish(claim, resp, resp.GetSuccess() || !resp.GetError().GetCanRetry(), sideEffects)
+	// A response whose worker recorded its answer needs no wait: the record is durable.
+	claim.Finish(resp, resp.GetSuccess() || !resp.GetError().GetCanRetry(), sideEffects && !inv.journaled)
 	if resp.GetSuccess() {
 		g.events.publish(EventSucceeded, withOutcome(ev(), began, "", ""), def.GetToolkit(), def.GetName())
 	} else {
@@ -224,33 +268,35 @@ func (g *Gateway) admit(ctx context.Context, p *Principal, def *toolfleetv1.Tool
 	return nil, ce
 }
 
-// claim applies the idempotency rules to a call (docs/gateway.md, "Idempotency"):
+// claim applies the idempotency rules to a call (docs/gateway.md, "Idempotency"
+// and "Exactly once"):
 //
 //   - a generated call_id (the caller sent none) stores nothing: nobody can
 //     repeat an id they never received, so there is nothing to protect;
 //   - a caller's call_id is a key scoped to (effective principal, tool); a finished
 //     call with the same input answers from the store, other input is a conflict;
-//   - while the store is unreachable, read-only and idempotent tools run anyway,
-//     and any other tool is refused (Unavailable, retryable) rather than run
+//   - whether an earlier call with the key ran is read from the call journal:
+//     never started, it runs; finished, its answer; started by a worker that
+//     went away, "may have run" — unless running again is harmless;
+//   - while the store is unreachable or full, read-only and idempotent tools run
+//     anyway, and any other tool is refused (retryable) rather than run
 //     unprotected;
 //   - a gateway configured without NATS has no store at all (documented): a
 //     call_id then only reaches the worker.
-func (g *Gateway) claim(ctx context.Context, p *Principal, rt *registry.Route, req *toolfleetv1.CallToolRequest) (idempotency.Claim, *CallError) {
+func (g *Gateway) claim(ctx context.Context, p *Principal, rt *registry.Route, req *toolfleetv1.CallToolRequest) (*idempotency.Claim, *CallError) {
 	if req.GetCallId() == "" {
-		return idempotency.Claim{}, nil
+		return nil, nil
 	}
 	def := rt.Def()
 	digest, err := idempotency.DigestOf(req.GetInput())
 	if err != nil {
-		return idempotency.Claim{}, serverError(codes.Internal, err, err.Error(), "the gateway could not read the input of %s", def.GetId())
+		return nil, serverError(codes.Internal, err, err.Error(), "the gateway could not read the input of %s", def.GetId())
 	}
 	key := idempotency.Key{Principal: p.ID(), Tool: def.GetToolkit() + "." + def.GetName(), CallID: req.GetCallId()}
-	timeout := def.GetRequirements().GetTimeout().AsDuration()
-	if timeout <= 0 {
-		timeout = g.cfg.DefaultTimeout
-	}
+	hints := def.GetHints()
+	rerunnable := hints.GetReadOnly() || hints.GetIdempotent() || def.GetDeduplicatesCallId()
 	store := g.idem()
-	c, err := store.Acquire(ctx, key, digest, timeout)
+	c, err := store.Acquire(ctx, key, digest, idempotency.Options{Rerunnable: rerunnable, Unjournaled: !rerunnable && !rt.Journaled()})
 	if reason := refusalReason(ctx, err); reason != "" {
 		g.metrics.idempotencyRefused.WithLabelValues(reason).Inc()
 	}
@@ -258,29 +304,88 @@ func (g *Gateway) claim(ctx context.Context, p *Principal, rt *registry.Route, r
 	case err == nil:
 		return c, nil
 	case errors.Is(err, idempotency.ErrConflict):
-		return c, serverError(codes.AlreadyExists, ErrIdempotency, "",
+		return nil, serverError(codes.AlreadyExists, ErrIdempotency, "",
 			"call_id %q was already used for %s.%s with another input; use a new call_id for a new call", req.GetCallId(), def.GetToolkit(), def.GetName())
 	case errors.Is(err, idempotency.ErrOutcomeUnknown):
-		return c, serverError(codes.AlreadyExists, ErrIdempotency, "",
-			"the call with call_id %q may have run: its worker stopped answering mid-call, so its outcome is unknown and it is not run again; check whether it took effect, then use a new call_id to run it again", req.GetCallId())
+		return nil, mayHaveRun(def, req.GetCallId(), nil)
 	case errors.Is(err, idempotency.ErrResultTooLarge):
-		return c, serverError(codes.AlreadyExists, ErrIdempotency, "",
+		return nil, serverError(codes.AlreadyExists, ErrIdempotency, "",
 			"the call with call_id %q already ran, and its result was too large to keep for repeats; use a new call_id to run it again", req.GetCallId())
 	case errors.Is(err, idempotency.ErrStillRunning), ctx.Err() != nil:
-		return c, serverError(codes.DeadlineExceeded, ErrDeadline, err.Error(),
-			"the deadline passed before the call started (an earlier call with this call_id may still be running)")
+		return nil, serverError(codes.DeadlineExceeded, ErrDeadline, err.Error(),
+			"the deadline passed before the call started (an earlier call with this call_id may still be running); retry with the same call_id to get its outcome")
 	}
 	if g.cfg.NATSURL == "" {
-		return idempotency.Claim{}, nil // configured without a store: call_ids only reach the worker
+		return nil, nil // configured without a store: call_ids only reach the worker
 	}
-	hints := def.GetHints()
 	if hints.GetReadOnly() || hints.GetIdempotent() {
 		g.warnUnprotected(err)
-		return idempotency.Claim{}, nil // a second run is harmless
+		return nil, nil // a second run is harmless
+	}
+	if errors.Is(err, idempotency.ErrFull) {
+		g.metrics.idempotencyRefused.WithLabelValues(refusedFull).Inc()
+		return nil, serverError(codes.ResourceExhausted, ErrIdempotency, err.Error(),
+			"%s was not run: the gateway's record of calls by call_id is full, and it keeps every caller's finished calls rather than forget one; try again later, or ask the operator to raise its size", def.GetId())
 	}
 	g.metrics.idempotencyRefused.WithLabelValues(refusedUnavailable).Inc()
-	return c, serverError(codes.Unavailable, ErrIdempotency, err.Error(),
+	return nil, serverError(codes.Unavailable, ErrIdempotency, err.Error(),
 		"the idempotency store is unreachable, so %s (which is neither read-only nor idempotent) was not run with call_id %q; try again shortly", def.GetId(), req.GetCallId())
+}
+
+// mayHaveRun is the answer for a call whose outcome is unknown, the same for
+// its first caller and every retry (cause: the failure the first caller met,
+// if any).
+func mayHaveRun(def *toolfleetv1.ToolDefinition, callID string, cause *CallError) *CallError {
+	dev := ""
+	if cause != nil {
+		dev = cause.Error()
+	}
+	return serverError(codes.AlreadyExists, ErrOutcomeUnknown, dev,
+		"the call to %s with call_id %q may have run: it started, and then its worker or gateway went away or it was cut off, so its outcome is unknown; it is not run again with this call_id: check whether it took effect, then use a new call_id to run it again", def.GetId(), callID)
+}
+
+// notConcluded is the answer when the journal could not tell what became of
+// a call a worker started.
+func (g *Gateway) notConcluded(ctx context.Context, def *toolfleetv1.ToolDefinition, callID string, err error) *CallError {
+	switch {
+	case errors.Is(err, idempotency.ErrOutcomeUnknown):
+		return mayHaveRun(def, callID, nil)
+	case errors.Is(err, idempotency.ErrStillRunning), ctx.Err() != nil:
+		return serverError(codes.DeadlineExceeded, ErrDeadline, err.Error(),
+			"the deadline passed while %s was still running; retry with the same call_id to get its outcome", def.GetId())
+	}
+	return serverError(codes.Unavailable, ErrIdempotency, err.Error(),
+		"%s started, and whether it finished is not known yet: the idempotency store did not answer; retry with the same call_id to get its outcome", def.GetId())
+}
+
+// recorded turns a worker's recorded answer into the result of an invoke,
+// read with the contract of the toolkit version that ran it.
+func (g *Gateway) recorded(rt *registry.Route, o *toolfleetv1.WorkerCallOutcome) (*registry.Route, invokeResult, *CallError) {
+	def := rt.Def()
+	if v := o.GetToolkitVersion(); v != "" && v != def.GetVersion() {
+		other, ce := resolve(g.reg.Current(), def.GetToolkit()+"."+def.GetName()+"@"+v)
+		if ce != nil {
+			return rt, invokeResult{}, serverError(codes.AlreadyExists, ErrIdempotency, ce.Error(),
+				"the call with this call_id already ran on %s.%s@%s, which is no longer served, so its answer cannot be read; use a new call_id to run it again", def.GetToolkit(), def.GetName(), v)
+		}
+		rt = other
+	}
+	r := invokeResult{journaled: true}
+	if logs := o.GetLogs(); logs != nil {
+		if b, err := proto.Marshal(logs); err == nil {
+			r.trailer = metadata.Pairs(tool.LogTrailer, string(b))
+		}
+	}
+	if o.GetCode() != 0 {
+		r.err = status.FromProto(&spb.Status{Code: o.GetCode(), Message: o.GetMessage(), Details: o.GetDetails()}).Err()
+		return rt, r, nil
+	}
+	out := dynamicpb.NewMessage(rt.Method().Output())
+	if err := proto.Unmarshal(o.GetOutput(), out); err != nil {
+		return rt, r, serverError(codes.Internal, err, err.Error(), "the recorded answer of %s cannot be read", rt.Def().GetId())
+	}
+	r.out = out
+	return rt, r, nil
 }
 
 // refusalReason is the idempotency_refused_total reason of Acquire's error,
@@ -291,6 +396,8 @@ func refusalReason(ctx context.Context, err error) string {
 		return ""
 	case errors.Is(err, idempotency.ErrConflict):
 		return refusedOtherInput
+	case errors.Is(err, idempotency.ErrFull):
+		return "" // counted where the call is refused
 	case errors.Is(err, idempotency.ErrOutcomeUnknown):
 		return refusedOutcomeUnknown
 	case errors.Is(err, idempotency.ErrResultTooLarge):

@@ -36,6 +36,10 @@ var (
 	// ErrIdempotency: the call_id cannot be honoured (used with another input, its
 	// result was not kept, or the idempotency store is unreachable).
 	ErrIdempotency = errors.New("gateway: call_id not usable")
+	// ErrOutcomeUnknown: the call (or an earlier one with its call_id) may have
+	// run: it started, then its worker or gateway went away or it was cut off.
+	// It is not run again with the call_id. It wraps ErrIdempotency.
+	ErrOutcomeUnknown = fmt.Errorf("%w: the call may have run", ErrIdempotency)
 	// ErrRateLimited: the call is over one of the operator's rate limits or
 	// quotas (CallError.RetryAfter says when to try again), or their shared
 	// state is away and the gateway refuses until it is back.

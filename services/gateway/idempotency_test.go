@@ -300,7 +300,7 @@ func TestIdempotencyStoreAway(t *testing.T) {
 }
 
 // TestIdempotencyBucketBounded: the bucket has a byte bound and a value bound and
-// drops its oldest entries when full; a result over the value bound is not kept,
+// refuses new entries when full (never forgets a finished call); a result over the value bound is not kept,
 // and a repeat of its call_id is refused instead of running the tool again.
 func TestIdempotencyBucketBounded(t *testing.T) {
 	t.Parallel()
@@ -322,8 +322,8 @@ func TestIdempotencyBucketBounded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c := s.CachedInfo().Config; c.MaxBytes != 1<<20 || c.MaxMsgSize != 512 || c.Discard != jetstream.DiscardOld {
-		t.Fatalf("bucket: max_bytes %d, max_msg_size %d, discard %v; want 1 MiB, 512, old", c.MaxBytes, c.MaxMsgSize, c.Discard)
+	if c := s.CachedInfo().Config; c.MaxBytes != 1<<20 || c.MaxMsgSize != 512 || c.Discard != jetstream.DiscardNew {
+		t.Fatalf("bucket: max_bytes %d, max_msg_size %d, discard %v; want 1 MiB, 512, new", c.MaxBytes, c.MaxMsgSize, c.Discard)
 	}
 
 	big := mustStruct(t, map[string]any{"s": strings.Repeat("x", 1000)})
@@ -343,10 +343,10 @@ func TestIdempotencyBucketBounded(t *testing.T) {
 	}
 }
 
-// TestIdempotencyOutcomeUnknown: a side-effecting call whose worker dies while
-// it has the call may have run; a repeat of its call_id is refused, saying so,
-// instead of running it a second time. A read-only tool cut the same way runs
-// again: repeating it is harmless.
+// TestIdempotencyOutcomeUnknown: a side-effecting call whose worker (one without
+// a call journal) dies while it has the call may have run: its caller and a
+// repeat of its call_id are told so, and it does not run a second time. A
+// read-only tool cut the same way runs again: repeating it is harmless.
 func TestIdempotencyOutcomeUnknown(t *testing.T) {
 	t.Parallel()
 	nats := natstest.Start(t)
@@ -373,10 +373,14 @@ func TestIdempotencyOutcomeUnknown(t *testing.T) {
 			waitTool(t, g, tool)
 			waitStore(t, g)
 			req := &toolfleetv1.CallToolRequest{CallId: "cut-" + strconv.Itoa(tc.major), ToolId: tool, Input: addInput(1, 2), Approval: testApproval}
-			if _, err := g.Call(t.Context(), anon(), req); gateway.CodeOf(err) != codes.Unavailable {
-				t.Fatalf("cut call: %v, want Unavailable", err)
-			}
 			_, err := g.Call(t.Context(), anon(), req)
+			switch {
+			case tc.refused && (gateway.CodeOf(err) != codes.AlreadyExists || !strings.Contains(err.Error(), "may have run")):
+				t.Fatalf("cut call: %v, want AlreadyExists saying the call may have run", err)
+			case !tc.refused && gateway.CodeOf(err) != codes.Unavailable:
+				t.Fatalf("cut read-only call: %v, want Unavailable", err)
+			}
+			_, err = g.Call(t.Context(), anon(), req)
 			switch {
 			case tc.refused && (gateway.CodeOf(err) != codes.AlreadyExists || !strings.Contains(err.Error(), "may have run")):
 				t.Fatalf("repeat: %v, want AlreadyExists saying the call may have run", err)

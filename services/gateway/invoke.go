@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -23,58 +24,152 @@ import (
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
 	"github.com/toolfleet/toolfleet/sdk/schema"
 	"github.com/toolfleet/toolfleet/sdk/tool"
+	"github.com/toolfleet/toolfleet/sdk/tool/journal"
+	"github.com/toolfleet/toolfleet/services/gateway/idempotency"
 	"github.com/toolfleet/toolfleet/services/gateway/registry"
 )
 
 // resultJSON renders results with zero values, so a model sees "result": 0.
 var resultJSON = protojson.MarshalOptions{EmitUnpopulated: true}
 
+// attempt is how invoke sends a call: with its idempotency claim (nil for a
+// call without a caller's call_id), and whether a worker that keeps the call
+// journal is handed the claim (calls with side effects that running twice
+// would repeat; the others need no record of whether they started).
+type attempt struct {
+	claim   *idempotency.Claim
+	journal bool
+	callID  string
+	traceID string
+	offer   handleOffer
+}
+
+// invokeResult is the outcome of invoke.
+type invokeResult struct {
+	out proto.Message
+	// trailer is the worker's trailer of the last attempt (the call's caller
+	// log among it: callerLogs).
+	trailer metadata.MD
+	// reached: the last attempt may have reached a worker, which may have run
+	// the tool (a worker without a journal, or a store that did not answer).
+	reached bool
+	// started: a worker recorded the call's start and its answer was lost: the
+	// journal will tell (Claim.Await).
+	started bool
+	// lost: a retry took the call over before a worker started it here.
+	lost bool
+	// journaled: the answer is the worker's, recorded in the call journal.
+	journaled bool
+	err       error
+}
+
 // invoke calls the tool on one replica, falling back to the next replica only
-// when the call never reached the first. On failure, reached reports whether
-// the last attempt may have reached a worker. With a handle offer, the
+// when the call did not start on the first. With a handle offer, the
 // worker's answer may be as large as a result kept behind a handle.
 //
-// trailer is the worker's trailer of the last attempt (the call's caller log
-// among it: callerLogs).
-func (g *Gateway) invoke(ctx context.Context, rt *registry.Route, in proto.Message, callID, traceID string, offer handleOffer) (_ proto.Message, trailer metadata.MD, reached bool, _ error) {
+// Whether a failed attempt started is read from facts: a worker that keeps
+// the call journal answers with its record's revision (journal.FinishedTrailer)
+// or says it did not start (journal.NotStartedTrailer); when its answer is
+// lost, the claim is fenced (Claim.Fence), which either proves the attempt
+// never started — and never will — or finds the worker's start. Without a
+// journal, only a refused connection or a draining worker's refusal shows
+// that a call did not reach a worker.
+func (g *Gateway) invoke(ctx context.Context, rt *registry.Route, in proto.Message, a attempt) invokeResult {
 	timeout := rt.Def().GetRequirements().GetTimeout().AsDuration()
 	if timeout <= 0 {
 		timeout = g.cfg.DefaultTimeout
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout) // capped by the caller's deadline
 	defer cancel()
-	ctx = tool.OutgoingCallContext(ctx, callID, outgoingTraceParent(ctx, traceID))
-	ctx, opts := g.withOffer(ctx, offer)
+	ctx = tool.OutgoingCallContext(ctx, a.callID, outgoingTraceParent(ctx, a.traceID))
+	ctx, opts := g.withOffer(ctx, a.offer)
 	replicas := rt.Pick()
 	if len(replicas) == 0 {
 		// Every replica is draining: the tool is still known, and a retry may find
 		// a replica that took over (or the restarted worker).
-		return nil, nil, false, status.Errorf(codes.Unavailable, "every replica serving %s is draining", rt.Def().GetId())
+		return invokeResult{err: status.Errorf(codes.Unavailable, "every replica serving %s is draining", rt.Def().GetId())}
 	}
-	var err error
+	var r invokeResult
 	for i, w := range replicas {
-		wasReady := w.Conn().GetState() == connectivity.Ready
-		out := dynamicpb.NewMessage(rt.Method().Output())
-		trailer = nil
-		err = w.Conn().Invoke(ctx, rt.Def().GetGrpcMethod(), in, out, append(opts[:len(opts):len(opts)], grpc.Trailer(&trailer))...)
-		if err == nil {
-			return out, trailer, true, nil
-		}
-		// The gateway makes one attempt: only a call that never reached a worker
-		// (Unavailable on a connection that was not up: refused, replica gone; or
-		// refused by a draining worker, which says so in a trailer) goes to the
-		// next replica, for any tool. A call that may have reached one is retried
-		// by the caller, whose retries follow the tool's retry policy and whose
-		// call_id makes them safe.
-		retry := status.Code(err) == codes.Unavailable &&
-			(!wasReady || neverConnected(err) || len(trailer.Get(tool.DrainingTrailer)) > 0)
-		reached = !retry
-		if !retry || ctx.Err() != nil {
+		r = g.invokeOne(ctx, rt, w, in, a, opts)
+		if r.err == nil || r.started || r.lost || r.reached || ctx.Err() != nil || status.Code(r.err) != codes.Unavailable {
 			break
 		}
-		g.log.Warn("replica unreachable; trying the next", "tool", rt.Def().GetId(), "addr", w.Addr(), "attempt", i+1, "error", err)
+		g.log.Warn("replica unreachable, the call did not start there; trying the next", "tool", rt.Def().GetId(), "addr", w.Addr(), "attempt", i+1, "error", r.err)
 	}
-	return nil, trailer, reached, err
+	return r
+}
+
+// invokeOne makes one attempt on replica w.
+func (g *Gateway) invokeOne(ctx context.Context, rt *registry.Route, w *registry.Replica, in proto.Message, a attempt, opts []grpc.CallOption) invokeResult {
+	journaled := a.journal && a.claim.Owned() && w.CallJournal()
+	if a.claim.Owned() && !journaled {
+		if a.journal {
+			// The lock said every replica keeps a journal; this one does not.
+			if err := a.claim.MarkUnjournaled(ctx); err != nil {
+				return invokeResult{err: status.Errorf(codes.Unavailable, "the call to %s was not sent: %v", rt.Def().GetId(), err)}
+			}
+		}
+		// Only the gateway can show a retry that the call is alive.
+		stop := a.claim.KeepAlive()
+		defer stop()
+	}
+	if journaled {
+		ctx = metadata.AppendToOutgoingContext(ctx, journal.ClaimKey, a.claim.Journal().String())
+	}
+	wasReady := w.Conn().GetState() == connectivity.Ready
+	out := dynamicpb.NewMessage(rt.Method().Output())
+	var trailer metadata.MD
+	err := w.Conn().Invoke(ctx, rt.Def().GetGrpcMethod(), in, out, append(opts[:len(opts):len(opts)], grpc.Trailer(&trailer))...)
+	r := invokeResult{trailer: trailer, err: err}
+	if journaled {
+		if rev, perr := strconv.ParseUint(lastOf(trailer, journal.FinishedTrailer), 10, 64); perr == nil {
+			a.claim.Advance(rev) // the worker's record of its answer: stored over
+			r.journaled = true
+		}
+	}
+	if err == nil {
+		r.out = out
+		return r
+	}
+	notStarted := len(trailer.Get(tool.DrainingTrailer)) > 0 // refused before any tool code
+	switch {
+	case !journaled:
+	case lastOf(trailer, journal.NotStartedTrailer) == journal.ClaimLost:
+		r.lost = true
+		return r
+	case lastOf(trailer, journal.NotStartedTrailer) != "":
+		notStarted = true
+	case lastOf(trailer, journal.FinishedTrailer) != "":
+		return r // the worker's own answer, recorded
+	default:
+		// The answer was lost, or the worker refused before its journal (an
+		// invalid input): did the worker start it?
+		switch ferr := a.claim.Fence(ctx); {
+		case ferr == nil:
+			notStarted = true // and it never will: its start expects the old revision
+		case errors.Is(ferr, idempotency.ErrStarted):
+			r.started = true
+			return r
+		default:
+			g.log.Warn("whether a call started is unknown: the idempotency store did not answer", "tool", rt.Def().GetId(), "error", ferr)
+			r.reached = true
+			return r
+		}
+	}
+	// Without a journal, a call reached no worker only when the connection was
+	// never up (refused, replica gone), or when a draining worker refused it.
+	r.reached = !notStarted && !(status.Code(err) == codes.Unavailable && (!wasReady || neverConnected(err)))
+	return r
+}
+
+// lastOf is the last value of key in md, or "".
+func lastOf(md metadata.MD, key string) string {
+	v := md.Get(key)
+	if len(v) == 0 {
+		return ""
+	}
+	return v[len(v)-1]
 }
 
 // callerLogs copies the lines a tool logged for its caller (the worker's

@@ -136,6 +136,7 @@ const (
 	refusedTooLarge       = "result_too_large"
 	refusedStillRunning   = "still_running"
 	refusedUnavailable    = "store_unavailable"
+	refusedFull           = "store_full"
 )
 
 func newMetrics(tools func() float64) *metrics {

@@ -1,7 +1,6 @@
 package idempotency
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -15,6 +14,7 @@ import (
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
 	"github.com/toolfleet/toolfleet/sdk/jsassets"
+	"github.com/toolfleet/toolfleet/sdk/tool/journal"
 )
 
 // Defaults of [Config].
@@ -34,15 +34,19 @@ var (
 	ErrConflict = errors.New("idempotency: call_id already used with another input")
 	// ErrUnavailable: NATS could not answer; the call is not protected.
 	ErrUnavailable = errors.New("idempotency: store unavailable")
+	// ErrFull: the bucket is full; it refuses new entries rather than forget
+	// finished calls (which would let their retries run again).
+	ErrFull = errors.New("idempotency: the store is full")
 	// ErrResultTooLarge: the call finished but its response was over the value
 	// limit, so it was not kept; running it again would not be a repeat.
 	ErrResultTooLarge = errors.New("idempotency: the finished call's response was too large to keep")
-	// ErrOutcomeUnknown: an earlier call with this key may have run on a worker
-	// that never answered (see [Store.FinishUnknown]); running it again could
-	// repeat its side effect.
+	// ErrOutcomeUnknown: an earlier call with this key may have run: its worker
+	// recorded the start and went away, or it went to a worker that keeps no
+	// journal and its gateway or worker went away mid-call. Running it again
+	// could repeat its side effect.
 	ErrOutcomeUnknown = errors.New("idempotency: the earlier call's outcome is unknown")
-	// ErrStillRunning: the caller's context ended while another replica was still
-	// running the call.
+	// ErrStillRunning: the caller's context ended while the call was still
+	// running elsewhere.
 	ErrStillRunning = errors.New("idempotency: the earlier call with this call_id is still running")
 )
 
@@ -58,12 +62,17 @@ type Config struct {
 	MemoryStorage bool
 	// Replicas of the bucket. Default 1.
 	Replicas int
-	// MaxBytes bounds the bucket; when full the oldest entries are dropped.
+	// MaxBytes bounds the bucket; when full it refuses new entries ([ErrFull]).
 	// Default [DefaultMaxBytes].
 	MaxBytes int64
 	// MaxValueSize bounds one stored response; a larger one is replaced by a
 	// tombstone. Default [DefaultMaxValueSize].
 	MaxValueSize int32
+	// HolderGoneAfter is how long an entry in flight may stay unchanged before
+	// its holder is taken to be gone. Default journal.HolderGoneAfter; workers
+	// rewrite a started entry every journal.HeartbeatInterval, and so does the
+	// gateway its lock while the call is on a worker without a journal.
+	HolderGoneAfter time.Duration
 }
 
 func (c *Config) defaults() {
@@ -78,6 +87,9 @@ func (c *Config) defaults() {
 	}
 	if c.MaxValueSize <= 0 {
 		c.MaxValueSize = DefaultMaxValueSize
+	}
+	if c.HolderGoneAfter <= 0 {
+		c.HolderGoneAfter = journal.HolderGoneAfter
 	}
 }
 
@@ -94,9 +106,6 @@ type Store struct {
 	lastRecreate atomic.Int64
 }
 
-// lockMargin keeps a lock a little longer than the call it guards may run.
-const lockMargin = 10 * time.Second
-
 // New creates (or updates) the bucket and returns the store.
 func New(ctx context.Context, log *slog.Logger, nc *nats.Conn, js jetstream.JetStream, cfg Config) (*Store, error) {
 	cfg.defaults()
@@ -106,7 +115,7 @@ func New(ctx context.Context, log *slog.Logger, nc *nats.Conn, js jetstream.JetS
 	}
 	s := &Store{log: log, nc: nc, js: js, cfg: cfg, kvc: jetstream.KeyValueConfig{
 		Bucket:         cfg.Bucket,
-		Description:    "toolfleet gateway: finished calls by (principal, tool, call_id)",
+		Description:    "toolfleet gateway: the call journal and finished calls by (principal, tool, call_id)",
 		TTL:            cfg.TTL,
 		History:        1,
 		Storage:        storage,
@@ -123,10 +132,11 @@ func New(ctx context.Context, log *slog.Logger, nc *nats.Conn, js jetstream.JetS
 	return s, nil
 }
 
-// create makes the bucket, then lets it drop its oldest entries when full: a KV
-// bucket refuses new writes when full, which would stop every protected call
-// until entries expire. The handle it returns stays valid when the bucket is
-// made again (recreate), so the store keeps its first one.
+// create makes the bucket and makes sure a full bucket refuses new entries:
+// gateways before the call journal let it drop its oldest entries, so that one
+// caller filling it made another's finished call forgotten, and its retry run
+// again. The handle it returns stays valid when the bucket is made again
+// (recreate), so the store keeps its first one.
 func (s *Store) create(ctx context.Context) (jetstream.KeyValue, error) {
 	kv, err := jsassets.EnsureKeyValue(ctx, s.js, s.kvc)
 	if err != nil {
@@ -136,10 +146,10 @@ func (s *Store) create(ctx context.Context) (jetstream.KeyValue, error) {
 	if err != nil {
 		return nil, fmt.Errorf("idempotency: bucket %s: %w", s.cfg.Bucket, err)
 	}
-	if sc := stream.CachedInfo().Config; sc.Discard != jetstream.DiscardOld {
-		sc.Discard = jetstream.DiscardOld
+	if sc := stream.CachedInfo().Config; sc.Discard != jetstream.DiscardNew {
+		sc.Discard = jetstream.DiscardNew
 		if _, err := s.js.UpdateStream(ctx, sc); err != nil {
-			return nil, fmt.Errorf("idempotency: bucket %s: drop oldest when full: %w", s.cfg.Bucket, err)
+			return nil, fmt.Errorf("idempotency: bucket %s: refuse new entries when full: %w", s.cfg.Bucket, err)
 		}
 	}
 	return kv, nil
@@ -148,157 +158,242 @@ func (s *Store) create(ctx context.Context) (jetstream.KeyValue, error) {
 // Config returns the store's configuration with defaults applied.
 func (s *Store) Config() Config { return s.cfg }
 
-// Claim is the outcome of [Store.Acquire].
-type Claim struct {
-	// Stored is the finished call's response: return it without running the tool.
-	Stored *toolfleetv1.CallToolResponse
-	owned  bool
-	key    string
-	digest Digest
+// Options describe the call being claimed.
+type Options struct {
+	// Rerunnable: running the call again is harmless (a read-only or
+	// idempotent tool, or one that deduplicates by call id itself), so a call
+	// whose holder went away, or whose outcome is unknown, is run again.
+	Rerunnable bool
+	// Unjournaled: the call may be sent to a replica that keeps no journal;
+	// then a lock whose holder went away may hide a call that ran, and a
+	// retry is told so instead of running it.
+	Unjournaled bool
 }
 
-// Owned reports whether this claim holds the lock: the call runs under its
-// key, and its outcome is recorded for repeats.
-func (c Claim) Owned() bool { return c.owned }
-
-// Acquire takes the lock for key, or returns the stored response of a finished
-// call with the same input. A call in flight elsewhere is waited for (within
-// lockTTL plus a margin and ctx). Errors: [ErrConflict], [ErrUnavailable],
-// [ErrResultTooLarge], [ErrStillRunning], or ctx's error.
-func (s *Store) Acquire(ctx context.Context, key Key, digest Digest, lockTTL time.Duration) (Claim, error) {
+// Acquire takes the key for a call, or answers from the journal:
+//
+//   - nobody has it: the claim owns a lock (Claim.Owned);
+//   - a finished call with the same input: Claim.Stored is the gateway's
+//     response, or Claim.Finished the worker's answer (the claim then owns the
+//     entry, to store the response mapped from it);
+//   - a call in flight is waited for, as long as its holder shows signs of
+//     life; a holder that went away leaves a lock (its call never reached a
+//     worker: taken over and run) or a started record (it may have run:
+//     [ErrOutcomeUnknown]).
+//
+// Errors: [ErrConflict], [ErrUnavailable], [ErrFull], [ErrResultTooLarge],
+// [ErrOutcomeUnknown], [ErrStillRunning], or ctx's error.
+func (s *Store) Acquire(ctx context.Context, key Key, digest Digest, opts Options) (*Claim, error) {
 	if s == nil || !s.nc.IsConnected() {
 		// Requests would wait for a reconnect; the call must not.
-		return Claim{}, ErrUnavailable
+		return nil, ErrUnavailable
 	}
 	k := key.subject()
-	lock := encode(kindLock, digest, nil)
+	var flags byte
+	if opts.Unjournaled {
+		flags |= journal.LockUnjournaled
+	}
+	lock := journal.Encode(journal.KindLock, digest, []byte{flags})
 	for {
-		err := s.createLock(ctx, k, lock, lockTTL+lockMargin)
+		rev, err := s.createLock(ctx, k, lock)
 		if err == nil {
-			return Claim{owned: true, key: k, digest: digest}, nil
+			return s.owned(k, digest, lock, rev), nil
 		}
-		if !errors.Is(err, jetstream.ErrKeyExists) {
+		switch {
+		case errors.Is(err, ErrFull):
+			return nil, err
+		case !errors.Is(err, jetstream.ErrKeyExists):
 			if s.recreate(ctx, err) {
 				continue
 			}
-			return Claim{}, s.unavailable(ctx, err)
+			return nil, s.unavailable(ctx, err)
 		}
-		entry, err := s.kv.Get(ctx, k)
+		e, gone, err := s.follow(ctx, k)
 		switch {
-		case errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted):
-			continue // released in between: try again
 		case err != nil:
-			return Claim{}, s.unavailable(ctx, err)
-		}
-		c, done, err := s.settle(entry.Value(), digest)
-		if done || err != nil {
+			return nil, err
+		case e == nil:
+			continue // let go in between: try again
+		case gone:
+			c, err := s.holderGone(ctx, k, e, digest, lock, opts)
+			if c == nil && err == nil {
+				continue // moved in between: read it again
+			}
 			return c, err
 		}
-		c, done, err = s.wait(ctx, k, digest, lockTTL+lockMargin)
-		if done || err != nil {
-			return c, err
+		c, err := s.settled(ctx, k, e, digest, lock, opts)
+		if c == nil && err == nil {
+			continue
 		}
-		// The holder let go without a result (a retryable failure): run it here.
+		return c, err
 	}
 }
 
-// settle decides on an entry found under the key: done with a stored response
-// or an error (another input is a conflict), or not done (a lock: wait for it).
-func (s *Store) settle(value []byte, digest Digest) (Claim, bool, error) {
-	r, err := decode(value)
+// settled decides on a finished entry (R, T, U, F): the stored response, the
+// worker's answer, or an error. Another input is a conflict. A rerunnable
+// call takes an unknown entry over; (nil, nil) asks to read it again.
+func (s *Store) settled(ctx context.Context, k string, e jetstream.KeyValueEntry, digest Digest, lock []byte, opts Options) (*Claim, error) {
+	r, err := journal.Decode(e.Value())
 	if err != nil {
-		return Claim{}, true, err
+		return nil, err
 	}
-	if r.kind == kindLock {
-		// In flight, whatever its input: the holder may still let go without a
-		// result (a validation error, a retryable failure), and then this call
-		// runs; a result it stores for another input is a conflict then.
-		return Claim{}, false, nil
+	if r.HasDigest && r.Digest != digest {
+		return nil, ErrConflict
 	}
-	if r.hasDigest && r.digest != digest {
-		return Claim{}, true, ErrConflict
+	switch r.Kind {
+	case journal.KindResult:
+		resp := &toolfleetv1.CallToolResponse{}
+		if err := proto.Unmarshal(r.Payload, resp); err != nil {
+			return nil, fmt.Errorf("%w: %w", journal.ErrBadRecord, err)
+		}
+		return &Claim{Stored: resp}, nil
+	case journal.KindTooLarge:
+		return nil, ErrResultTooLarge
+	case journal.KindFinished:
+		out := &toolfleetv1.WorkerCallOutcome{}
+		if err := proto.Unmarshal(r.Payload, out); err != nil {
+			return nil, fmt.Errorf("%w: %w", journal.ErrBadRecord, err)
+		}
+		c := s.owned(k, digest, lock, e.Revision())
+		c.Finished = out
+		return c, nil
+	case journal.KindUnknown:
+		if opts.Rerunnable {
+			return s.takeOver(ctx, k, e.Revision(), digest, lock)
+		}
+		return nil, ErrOutcomeUnknown
 	}
-	if r.kind == kindTooLarge {
-		return Claim{}, true, ErrResultTooLarge
-	}
-	if r.kind == kindUnknown {
-		return Claim{}, true, ErrOutcomeUnknown
-	}
-	return Claim{Stored: r.resp}, true, nil
+	return nil, nil // a lock or a start: in flight again
 }
 
-// createLock takes the lock for key in one request/reply: the very message
-// kv.Create sends first (the value expecting no earlier revision of the key, with
-// a per-key TTL), minus kv.Create's per-call regexp key check, option closures,
-// context wrapping and JSON decoding of the ack, which together cost about as
-// much CPU as the rest of the request on the gateway's side. Any reply but a
-// plain success ack (the key exists or was deleted, no stream answered, an API
-// error) goes through kv.Create, which handles it exactly as before; request
-// errors (a timeout, a cancelled call) are returned as kv.Create returns them.
-func (s *Store) createLock(ctx context.Context, key string, value []byte, ttl time.Duration) error {
-	msg := &nats.Msg{Subject: "$KV." + s.cfg.Bucket + "." + key, Data: value, Header: nats.Header{
-		jetstream.ExpectedLastSubjSeqHeader: expectNoRevision,
-		jetstream.MsgTTLHeader:              []string{ttl.String()},
-	}}
-	if _, ok := ctx.Deadline(); !ok {
-		// kv.Create bounds a request without a deadline the same way (5 s).
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, 5*time.Second)
-		defer cancel()
+// holderGone decides on an entry in flight whose holder stopped showing signs
+// of life: a journaled lock never reached a worker (a worker's late start
+// finds the entry moved and refuses), so the call is taken over; a start, or
+// an unjournaled lock, may hide a call that ran, so the entry becomes unknown
+// (unless running again is harmless).
+func (s *Store) holderGone(ctx context.Context, k string, e jetstream.KeyValueEntry, digest Digest, lock []byte, opts Options) (*Claim, error) {
+	r, err := journal.Decode(e.Value())
+	if err != nil {
+		return nil, err
 	}
-	reply, err := s.nc.RequestMsgWithContext(ctx, msg)
+	journaledLock := r.Kind == journal.KindLock && r.HasDigest && len(r.Payload) > 0 && r.Payload[0]&journal.LockUnjournaled == 0
+	if opts.Rerunnable || journaledLock {
+		return s.takeOver(ctx, k, e.Revision(), digest, lock)
+	}
+	reason := journal.ReasonUnjournaled
+	if r.Kind == journal.KindStarted {
+		reason = journal.ReasonStarted
+	}
+	_, err = s.write(ctx, k, journal.Encode(journal.KindUnknown, r.Digest, []byte{byte(reason)}), e.Revision())
 	switch {
-	case err == nil && isPlainPubAck(reply.Data):
-		return nil
-	case err != nil && !errors.Is(err, nats.ErrNoResponders):
-		return err
+	case errors.Is(err, journal.ErrMoved):
+		return nil, nil
+	case err != nil:
+		return nil, s.unavailable(ctx, err)
 	}
-	_, err = s.kv.Create(ctx, key, value, jetstream.KeyTTL(ttl))
-	return err
+	s.log.Warn("a call's holder went away mid-call; its outcome is unknown", "key", k, "reason", string(rune(reason)))
+	if r.HasDigest && r.Digest != digest {
+		return nil, ErrConflict
+	}
+	return nil, ErrOutcomeUnknown
 }
 
-// expectNoRevision is the Nats-Expected-Last-Subject-Sequence of a create (read-only).
-var expectNoRevision = []string{"0"}
-
-// isPlainPubAck reports a JetStream success ack ({"stream":"…",…,"seq":N}); error
-// replies start with {"error".
-func isPlainPubAck(b []byte) bool {
-	return bytes.HasPrefix(b, []byte(`{"stream":"`)) && !bytes.Contains(b, []byte(`"error"`))
+// takeOver replaces the entry at rev by this call's lock.
+func (s *Store) takeOver(ctx context.Context, k string, rev uint64, digest Digest, lock []byte) (*Claim, error) {
+	nrev, err := s.write(ctx, k, lock, rev)
+	switch {
+	case errors.Is(err, journal.ErrMoved):
+		return nil, nil
+	case errors.Is(err, ErrFull):
+		return nil, err
+	case err != nil:
+		return nil, s.unavailable(ctx, err)
+	}
+	return s.owned(k, digest, lock, nrev), nil
 }
 
-// wait watches key until the holder stores a result or lets go, or until the
-// holder's lock must have expired (then the caller tries to take it).
-func (s *Store) wait(ctx context.Context, key string, digest Digest, bound time.Duration) (Claim, bool, error) {
-	wctx, cancel := context.WithTimeout(ctx, bound)
+// follow watches an entry in flight (a lock or a start) until it is finished
+// (R, T, U, F: returned), let go (deleted: nil), or unchanged for
+// HolderGoneAfter (returned with gone set). Any change — a worker's
+// heartbeat, a gateway's lock renewal — restarts the wait.
+func (s *Store) follow(ctx context.Context, k string) (_ jetstream.KeyValueEntry, gone bool, _ error) {
+	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	w, err := s.kv.Watch(wctx, key)
+	w, err := s.kv.Watch(wctx, k)
 	if err != nil {
-		return Claim{}, true, s.unavailable(ctx, err)
+		return nil, false, s.unavailable(ctx, err)
 	}
 	defer func() { _ = w.Stop() }()
+	idle := time.NewTimer(s.cfg.HolderGoneAfter)
+	defer idle.Stop()
+	var last jetstream.KeyValueEntry
 	for {
 		select {
-		case <-wctx.Done():
-			if ctx.Err() == nil {
-				return Claim{}, false, nil // the holder's lock expired: try to take it
-			}
-			return Claim{}, true, fmt.Errorf("%w: %w", ErrStillRunning, ctx.Err())
+		case <-ctx.Done():
+			return nil, false, fmt.Errorf("%w: %w", ErrStillRunning, ctx.Err())
+		case <-idle.C:
+			return last, last != nil, nil
 		case e, ok := <-w.Updates():
-			if !ok {
-				return Claim{}, false, nil
+			switch {
+			case !ok:
+				return nil, false, s.unavailable(ctx, errors.New("watch ended"))
+			case e == nil:
+				if last == nil {
+					return nil, false, nil // nothing there any more
+				}
+				continue // end of the initial value
+			case e.Operation() != jetstream.KeyValuePut:
+				return nil, false, nil
 			}
-			if e == nil {
-				continue // end of the initial values
+			r, err := journal.Decode(e.Value())
+			if err != nil {
+				return nil, false, err
 			}
-			if e.Operation() != jetstream.KeyValuePut {
-				return Claim{}, false, nil
+			if r.Kind != journal.KindLock && r.Kind != journal.KindStarted {
+				return e, false, nil
 			}
-			if c, done, err := s.settle(e.Value(), digest); done || err != nil {
-				return c, true, err
-			}
+			last = e
+			idle.Reset(s.cfg.HolderGoneAfter)
 		}
 	}
 }
+
+// createLock writes a new entry; an existing one is [jetstream.ErrKeyExists].
+// A key whose last operation was a delete is taken through kv.Create, which
+// writes over the delete marker.
+func (s *Store) createLock(ctx context.Context, key string, value []byte) (uint64, error) {
+	rev, err := s.write(ctx, key, value, 0)
+	if !errors.Is(err, journal.ErrMoved) {
+		return rev, err
+	}
+	rev, err = s.kv.Create(ctx, key, value)
+	if err != nil && isFull(err) {
+		return 0, fmt.Errorf("%w: %w", ErrFull, err)
+	}
+	return rev, err
+}
+
+// write stores value under key if the entry is at revision expect (0: new),
+// waiting for JetStream's acknowledgement within durableWait (and ctx).
+// Errors: journal.ErrMoved, [ErrFull], or another (NATS did not answer, the
+// bucket is gone).
+func (s *Store) write(ctx context.Context, key string, value []byte, expect uint64) (uint64, error) {
+	wctx, cancel := context.WithTimeout(ctx, durableWait)
+	defer cancel()
+	rev, err := journal.Write(wctx, s.nc, s.subject(key), value, expect, 0)
+	if errors.Is(err, journal.ErrFull) {
+		return 0, fmt.Errorf("%w: %w", ErrFull, err)
+	}
+	return rev, err
+}
+
+// isFull reports JetStream's refusal of a write to a full stream.
+func isFull(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && (apiErr.ErrorCode == 10047 || apiErr.ErrorCode == 10077)
+}
+
+func (s *Store) subject(key string) string { return "$KV." + s.cfg.Bucket + "." + key }
 
 // recreate makes the bucket again when NATS lost it (a restart with memory storage
 // or a new store), at most every few seconds; it reports whether to try again.
@@ -328,83 +423,5 @@ func (s *Store) unavailable(ctx context.Context, err error) error {
 	return fmt.Errorf("%w: %w", ErrUnavailable, err)
 }
 
-// FinishUnknown records that the claimed call may have run without an answer
-// (its worker went away mid-call): a repeat gets [ErrOutcomeUnknown] instead
-// of a second run, until the entry expires with the bucket's TTL. The record
-// is acknowledged by JetStream before FinishUnknown returns (within
-// [durableWait]), so it survives a NATS restart that follows.
-func (s *Store) FinishUnknown(c Claim) {
-	if s == nil || !c.owned || !s.nc.IsConnected() {
-		return // the lock left behind holds repeats off until it expires
-	}
-	if err := s.put(c.key, encode(kindUnknown, c.digest, nil), true); err != nil {
-		s.log.Warn("unknown outcome not recorded; the lock holds repeats off until it expires", "error", err)
-	}
-}
-
-// Finish stores resp under the claim or, when keep is false, lets the lock go
-// so that a retry runs the call again. A claim that owns nothing is a no-op.
-//
-// With durable set, Finish returns once JetStream has acknowledged the stored
-// response (within [durableWait]): the caller gets its answer only when a
-// repeat of the call_id, even after a NATS restart, would be answered from
-// the store. The gateway asks for it for calls with side effects; a read-only
-// or idempotent call's response is published without waiting (a repeat that
-// misses it runs the tool again, harmlessly), and waiters see it as soon as
-// it lands either way.
-func (s *Store) Finish(c Claim, resp *toolfleetv1.CallToolResponse, keep, durable bool) {
-	if s == nil || !c.owned || !s.nc.IsConnected() {
-		return // a lock left behind expires with its TTL
-	}
-	subject := "$KV." + s.cfg.Bucket + "." + c.key
-	if !keep {
-		// A delete marker lets waiters run the call themselves.
-		msg := nats.NewMsg(subject)
-		msg.Header.Set("KV-Operation", "DEL")
-		if err := s.nc.PublishMsg(msg); err != nil {
-			s.log.Warn("idempotency lock not released; it expires by itself", "error", err)
-		}
-		return
-	}
-	b, err := proto.Marshal(resp)
-	if err != nil {
-		s.log.Error("encode result for the idempotency store", "error", err)
-		return
-	}
-	value := encode(kindResult, c.digest, b)
-	// Subject and headers take a few hundred bytes of the server's max_payload.
-	if limit := min(int64(s.cfg.MaxValueSize), s.nc.MaxPayload()-1024); int64(len(value)) > limit {
-		s.log.Warn("result over the idempotency store's value limit; a repeat of this call_id will be refused",
-			"call_id", resp.GetCallId(), "bytes", len(value), "limit", limit)
-		value = encode(kindTooLarge, c.digest, nil)
-	}
-	if err := s.put(c.key, value, durable); err != nil {
-		// Lost: waiters see the lock expire and run the call themselves.
-		s.log.Warn("result not stored for idempotency", "call_id", resp.GetCallId(), "error", err)
-	}
-}
-
-// durableWait bounds how long a durable put waits for JetStream's ack.
+// durableWait bounds how long a write waits for JetStream's ack.
 const durableWait = 2 * time.Second
-
-// put writes value under key: a plain publish (JetStream stores it without an
-// ack round trip), or with acked set a request that returns once the stream
-// has stored it.
-func (s *Store) put(key string, value []byte, acked bool) error {
-	subject := "$KV." + s.cfg.Bucket + "." + key
-	if !acked {
-		return s.nc.Publish(subject, value)
-	}
-	// Not the caller's context: a caller that went away still needs its
-	// outcome kept for the retry it will make.
-	ctx, cancel := context.WithTimeout(context.Background(), durableWait)
-	defer cancel()
-	reply, err := s.nc.RequestMsgWithContext(ctx, &nats.Msg{Subject: subject, Data: value})
-	switch {
-	case err != nil:
-		return fmt.Errorf("idempotency: store %s: %w", key, err)
-	case !isPlainPubAck(reply.Data):
-		return fmt.Errorf("idempotency: store %s: JetStream refused it: %s", key, bytes.TrimSpace(reply.Data))
-	}
-	return nil
-}

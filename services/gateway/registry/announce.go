@@ -68,7 +68,7 @@ func (r *Registry) announce(ctx context.Context, a *toolfleetv1.WorkerAnnounceme
 		r.leave(a.GetAddress(), ttl, a.GetHealth())
 		return
 	}
-	r.add(ctx, a.GetAddress(), a.GetWorkerId(), signature(a), false, ttl)
+	r.add(ctx, a.GetAddress(), a.GetWorkerId(), signature(a), false, a.GetCallJournal(), ttl)
 }
 
 // signature names an announcement's toolkits and versions in a stable order.
@@ -78,5 +78,9 @@ func signature(a *toolfleetv1.WorkerAnnouncement) string {
 		parts = append(parts, t.GetService()+"@"+t.GetVersion())
 	}
 	slices.Sort(parts)
+	if a.GetCallJournal() {
+		// A worker restarted with a journal at the same address is loaded again.
+		parts = append(parts, "+journal")
+	}
 	return strings.Join(parts, ",")
 }

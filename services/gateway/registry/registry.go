@@ -39,7 +39,13 @@ type Replica struct {
 	// known until its lease runs out, so that a call in the window gets a
 	// retryable Unavailable instead of NotFound.
 	draining atomic.Bool
+	// journal is set for a worker that announced call_journal: it records a
+	// claimed call's start and answer (package sdk/tool/journal).
+	journal bool
 }
+
+// CallJournal reports whether the replica keeps the call journal.
+func (w *Replica) CallJournal() bool { return w.journal }
 
 // Draining reports whether the replica is leaving (announced DRAINING or NOT_SERVING).
 func (w *Replica) Draining() bool { return w.draining.Load() }
@@ -138,7 +144,7 @@ func (r *Registry) Rejections() prometheus.Collector { return r.rejections }
 // it now announces other toolkits (sig, "" = unknown) or was draining: then its
 // contracts are loaded again, e.g. after a new version was deployed, or the
 // process restarted, at the same address.
-func (r *Registry) add(ctx context.Context, addr, id, sig string, static bool, ttl time.Duration) {
+func (r *Registry) add(ctx context.Context, addr, id, sig string, static, journal bool, ttl time.Duration) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closed {
@@ -175,7 +181,7 @@ func (r *Registry) add(ctx context.Context, addr, id, sig string, static bool, t
 			r.log.Warn("worker contracts not loaded; will retry", "addr", addr, "error", err)
 			return
 		}
-		w.sig = sig
+		w.sig, w.journal = sig, journal
 		if ctx.Err() != nil {
 			r.mu.Unlock()
 			_ = w.conn.Close()
@@ -276,7 +282,7 @@ func (r *Registry) rejectLocked(w *Replica) {
 func (r *Registry) KeepStatic(ctx context.Context, addrs []string, interval time.Duration) {
 	add := func() {
 		for _, a := range addrs {
-			r.add(ctx, a, "static:"+a, "", true, 0)
+			r.add(ctx, a, "static:"+a, "", true, false, 0)
 		}
 	}
 	add()

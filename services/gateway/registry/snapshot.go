@@ -31,6 +31,17 @@ func (rt *Route) Method() protoreflect.MethodDescriptor { return rt.method }
 // Replicas counts the replicas of the tool version, draining ones included.
 func (rt *Route) Replicas() int { return len(rt.replicas) }
 
+// Journaled reports whether every replica of the tool version keeps the call
+// journal (a call may go to any of them).
+func (rt *Route) Journaled() bool {
+	for _, w := range rt.replicas {
+		if !w.journal {
+			return false
+		}
+	}
+	return len(rt.replicas) > 0
+}
+
 // Pick returns the replicas in round-robin order, ready ones first, so that a
 // caller can fall back to the next one. Draining replicas are left out: when
 // every replica is draining, Pick returns none and the call is Unavailable
