@@ -85,11 +85,15 @@ func Classify(ctx context.Context, res *client.Result, err error) (Outcome, erro
 		return Outcome{Kind: KindConfig, Message: "the orchestrator is not authenticated at the gateway: " + se.Message, Err: err}, nil
 	case errors.As(err, &se) && Transient(se.Code):
 		// A refusal over a rate limit or quota says when to come back.
-		return Outcome{Kind: KindRetry, Message: se.Message, Err: err, RetryAfter: se.RetryAfter}, nil
+		msg := se.Message
+		if !se.Answered {
+			msg = noAnswer(msg)
+		}
+		return Outcome{Kind: KindRetry, Message: msg, Err: err, RetryAfter: se.RetryAfter}, nil
 	case errors.As(err, &se):
 		return Outcome{Kind: KindRefused, Message: se.Message}, nil
 	case err != nil:
-		return Outcome{Kind: KindRetry, Message: "the gateway did not answer", Err: err}, nil
+		return Outcome{Kind: KindRetry, Message: noAnswer(err.Error()), Err: err}, nil
 	case res.InputRequired != nil:
 		// Only a caller declaring client_input is asked (the orchestrator
 		// declares none); should one reach a run anyway, the model reads why.
@@ -103,6 +107,13 @@ func Classify(ctx context.Context, res *client.Result, err error) (Outcome, erro
 		return o, nil
 	}
 	return Outcome{Kind: KindOK, Value: res.Value, Duration: res.Duration}, nil
+}
+
+// noAnswer is the message of a call the gateway gave no answer to (it was
+// not reached, or the connection broke mid-call): should the retries run out
+// on it, the script or the run must not read it as "the call failed".
+func noAnswer(cause string) string {
+	return "the gateway gave no answer (" + cause + "), so whether the call ran is not known; a retry with the same call id gets its outcome from the gateway's record"
 }
 
 // ActivityError is the activity failure for an outcome that is not handed

@@ -37,6 +37,11 @@ type ServerError struct {
 	// trying again (google.rpc.RetryInfo): a call over a rate limit or quota
 	// (codes.ResourceExhausted). [Client.CallTool] waits it and retries.
 	RetryAfter time.Duration
+	// Answered is true when the gateway itself answered with this error (it
+	// carries the gateway's detail). When false, the gateway was not reached or
+	// the connection broke mid-call: whether the call ran is not known, and a
+	// retry with the same call_id gets its outcome from the gateway's record.
+	Answered bool
 
 	cause error
 }
@@ -198,9 +203,9 @@ func fromRPC(ctx context.Context, err error, callID string) error {
 		case *toolfleetv1.ValidationError:
 			return &ValidationError{Message: d.GetMessage(), ParameterErrors: d.GetParameterErrors(), CallID: callID}
 		case *toolfleetv1.ServerError:
-			se.Message, se.DeveloperMessage = d.GetMessage(), d.GetDeveloperMessage()
+			se.Message, se.DeveloperMessage, se.Answered = d.GetMessage(), d.GetDeveloperMessage(), true
 		case *errdetails.RetryInfo:
-			se.RetryAfter = max(d.GetRetryDelay().AsDuration(), 0)
+			se.RetryAfter, se.Answered = max(d.GetRetryDelay().AsDuration(), 0), true
 		}
 	}
 	return se

@@ -126,6 +126,8 @@ func (g *Gateway) invokeOne(ctx context.Context, rt *registry.Route, w *registry
 		if rev, perr := strconv.ParseUint(lastOf(trailer, journal.FinishedTrailer), 10, 64); perr == nil {
 			a.claim.Advance(rev) // the worker's record of its answer: stored over
 			r.journaled = true
+		} else if err == nil {
+			a.claim.WorkerAnswered()
 		}
 	}
 	if err == nil {

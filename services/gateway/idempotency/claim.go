@@ -32,6 +32,8 @@ type Claim struct {
 	mu    sync.Mutex
 	rev   uint64 // the entry's revision as this claim last wrote or saw it
 	owned bool
+	// anyRev: the last write need not find the entry at rev (WorkerAnswered).
+	anyRev bool
 	// renew re-writes the lock while a call is on a replica without a journal.
 	renew *time.Timer
 }
@@ -120,6 +122,19 @@ func (c *Claim) Advance(rev uint64) {
 	if rev > c.rev {
 		c.rev = rev
 	}
+}
+
+// WorkerAnswered records that the worker the claim was handed to answered
+// without saying where its record of the answer is (its write was lost): the
+// entry moved past the claim by the worker's own start, so the response is
+// stored over whatever revision it is at.
+func (c *Claim) WorkerAnswered() {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.anyRev = true
 }
 
 // Await follows a call a worker started (after [ErrStarted]) until the worker
@@ -299,9 +314,10 @@ func (c *Claim) end(value []byte, acked bool, failure string) {
 		s.log.Warn(failure, "key", c.key, "error", "NATS is not connected")
 		return
 	}
-	msg := &nats.Msg{Subject: s.subject(c.key), Data: value, Header: nats.Header{
-		"Nats-Expected-Last-Subject-Sequence": []string{fmt.Sprint(c.rev)},
-	}}
+	msg := &nats.Msg{Subject: s.subject(c.key), Data: value, Header: nats.Header{}}
+	if !c.anyRev {
+		msg.Header.Set("Nats-Expected-Last-Subject-Sequence", fmt.Sprint(c.rev))
+	}
 	if value == nil {
 		msg.Header.Set("KV-Operation", "DEL")
 	}
