@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"net"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -88,6 +89,12 @@ type journalBucket struct {
 
 func startJournalBucket(t *testing.T) *journalBucket {
 	t.Helper()
+	return startJournalBucketOf(t, jetstream.KeyValueConfig{})
+}
+
+// startJournalBucketOf makes the bucket with cfg's limits.
+func startJournalBucketOf(t *testing.T, cfg jetstream.KeyValueConfig) *journalBucket {
+	t.Helper()
 	srv := natstest.Start(t)
 	nc, err := nats.Connect(srv.URL(), nats.Timeout(5*time.Second))
 	if err != nil {
@@ -99,7 +106,8 @@ func startJournalBucket(t *testing.T) *journalBucket {
 		t.Fatal(err)
 	}
 	b := &journalBucket{url: srv.URL(), nc: nc, bucket: "toolfleet_idempotency"}
-	b.kv, err = js.CreateKeyValue(t.Context(), jetstream.KeyValueConfig{Bucket: b.bucket, History: 64, LimitMarkerTTL: time.Minute})
+	cfg.Bucket, cfg.History, cfg.LimitMarkerTTL = b.bucket, 64, time.Minute
+	b.kv, err = js.CreateKeyValue(t.Context(), cfg)
 	if err != nil {
 		t.Fatalf("create bucket: %v", err)
 	}
@@ -216,6 +224,30 @@ func TestJournalRecordsClaimedCall(t *testing.T) {
 	}
 	if svc.calls.Load() != 1 {
 		t.Fatalf("the tool ran %d times", svc.calls.Load())
+	}
+}
+
+// An answer over the bucket's largest value is recorded as too large (T).
+func TestJournalRecordsTooLarge(t *testing.T) {
+	t.Parallel()
+	b := startJournalBucketOf(t, jetstream.KeyValueConfig{MaxValueSize: 256})
+	svc := newJournalService()
+	c := journalWorker(t, tool.Config{NATSURL: b.url}, svc, 0)
+	claim := b.lock(t, "SchemaTest.large")
+	var tr metadata.MD
+	if _, err := c.Types(claimed(callCtx(t), claim.String()), &schematestv1.TypesRequest{S: strings.Repeat("x", 1000)}, grpc.Trailer(&tr)); err != nil {
+		t.Fatalf("Types: %v", err)
+	}
+	es := b.history(t, "SchemaTest.large")
+	last := es[len(es)-1]
+	if k := kinds(t, es); k[len(k)-1] != 'T' {
+		t.Fatalf("records %q, want the last too large (T)", k)
+	}
+	if r, _ := journal.Decode(last.Value()); r.Digest != claim.Digest || len(r.Payload) != 0 {
+		t.Fatalf("too-large record %q", last.Value())
+	}
+	if got := tr.Get(journal.FinishedTrailer); len(got) != 1 || got[0] != strconv.FormatUint(last.Revision(), 10) {
+		t.Fatalf("%s = %v, want [%d]", journal.FinishedTrailer, got, last.Revision())
 	}
 }
 
