@@ -150,6 +150,8 @@ func (a *announcer) publish(health string) {
 		Health:   health,
 		Time:     timestamppb.Now(),
 		Ttl:      durationpb.New(3 * a.cfg.AnnounceInterval),
+		// Announcing needs the connection the call journal writes on.
+		CallJournal: true,
 	}
 	b, err := protojson.Marshal(msg)
 	if err != nil {

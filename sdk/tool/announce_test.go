@@ -78,7 +78,7 @@ func TestWorkerAnnounces(t *testing.T) {
 
 	a := next(t, ch, tool.HealthServing)
 	if a.GetWorkerId() != "w-1" || a.GetAddress() != "worker.example:9000" || a.GetTtl().AsDuration() != 150*time.Millisecond ||
-		a.GetTime() == nil {
+		a.GetTime() == nil || !a.GetCallJournal() {
 		t.Fatalf("announcement = %v", a)
 	}
 	if len(a.GetToolkits()) != 1 || a.GetToolkits()[0].GetName() != "SchemaTest" ||

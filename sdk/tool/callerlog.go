@@ -79,14 +79,23 @@ func (c *callerLog) add(level slog.Level, msg string, at time.Time) {
 	c.lines = append(c.lines, &toolfleetv1.ToolLog{Level: ToolLogLevel(level), Message: msg, Time: timestamppb.New(at)})
 }
 
-// trailer is the call's LogTrailer, nil when nothing was logged.
-func (c *callerLog) trailer() metadata.MD {
+// logs is what the call logged for its caller so far, nil when nothing.
+func (c *callerLog) logs() *toolfleetv1.ToolLogs {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if len(c.lines) == 0 && c.dropped == 0 {
 		return nil
 	}
-	b, err := proto.Marshal(&toolfleetv1.ToolLogs{Lines: c.lines, Dropped: c.dropped})
+	return &toolfleetv1.ToolLogs{Lines: slices.Clone(c.lines), Dropped: c.dropped}
+}
+
+// trailer is the call's LogTrailer, nil when nothing was logged.
+func (c *callerLog) trailer() metadata.MD {
+	l := c.logs()
+	if l == nil {
+		return nil
+	}
+	b, err := proto.Marshal(l)
 	if err != nil {
 		return nil
 	}

@@ -23,4 +23,21 @@
 // contract is rejected with codes.InvalidArgument and a toolfleetv1.ValidationError
 // detail before the tool runs; [DecodeInput] performs the same checks on JSON input
 // for callers such as the gateway.
+//
+// # Exactly once
+//
+// A worker with a NATS connection keeps the call journal (package
+// sdk/tool/journal; docs/gateway.md, "Exactly once") by itself and announces
+// it (WorkerAnnouncement.call_journal). For a call the gateway sends with a
+// claim, it records the start before the tool runs (and refuses the call
+// without running it when a retry took it over, or when NATS does not
+// answer), heartbeats while the tool runs, and records the answer, whatever
+// it is, when it returns; and the tool's context is not cancelled when the
+// caller goes away (only at its deadline), so a gateway that dies mid-call
+// does not cut a side effect in half, and a retry gets the recorded answer
+// instead of running the tool again. A retry whose earlier attempt may have
+// run (its worker went away mid-call) is refused as "may have run" — unless
+// the tool declares (toolfleet.v1.tool).deduplicates_call_id = true: it
+// promises to do its work at most once per [CallID] itself (e.g. a unique
+// key in its own store), and such a retry is sent to it again.
 package tool

@@ -76,17 +76,23 @@ func toStatusError(ctx context.Context, err error) error {
 
 // recoverInterceptor turns a panic in a tool into an execution error for that call.
 func recoverInterceptor(log *slog.Logger) grpc.UnaryServerInterceptor {
-	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (resp any, err error) {
-		defer func() {
-			if r := recover(); r != nil {
-				log.ErrorContext(ctx, "tool panicked", "method", info.FullMethod, "call_id", CallID(ctx),
-					"panic", fmt.Sprint(r), "stack", string(debug.Stack()))
-				resp, err = nil, NewError("the tool failed with an internal error",
-					WithDeveloperMessage(fmt.Sprintf("panic: %v", r)))
-			}
-		}()
-		return handler(ctx, req)
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		return callRecovering(ctx, log, req, info, handler)
 	}
+}
+
+// callRecovering calls handler and turns a panic in it into an execution
+// error, logged with its stack.
+func callRecovering(ctx context.Context, log *slog.Logger, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (resp any, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			log.ErrorContext(ctx, "tool panicked", "method", info.FullMethod, "call_id", CallID(ctx),
+				"panic", fmt.Sprint(r), "stack", string(debug.Stack()))
+			resp, err = nil, NewError("the tool failed with an internal error",
+				WithDeveloperMessage(fmt.Sprintf("panic: %v", r)))
+		}
+	}()
+	return handler(ctx, req)
 }
 
 func recoverStreamInterceptor(log *slog.Logger) grpc.StreamServerInterceptor {

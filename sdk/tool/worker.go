@@ -150,8 +150,9 @@ type Worker struct {
 	server *grpc.Server
 	health *health.Server
 
-	policies *policies
-	gate     *drainGate
+	policies  *policies
+	gate      *drainGate
+	journaler *journaler
 
 	mu       sync.Mutex
 	toolkits []contract.Toolkit
@@ -191,6 +192,7 @@ func NewWorker(cfg Config) (*Worker, error) {
 		policies: &policies{byMethod: map[string]policy{}},
 		gate:     &drainGate{},
 	}
+	w.journaler = newJournaler(w.log, cfg.WorkerID)
 	opts := []grpc.ServerOption{
 		// OpenTelemetry: W3C trace context from the caller becomes the parent of the
 		// call's span (recorded by the global TracerProvider, a no-op unless the
@@ -204,6 +206,9 @@ func NewWorker(cfg Config) (*Worker, error) {
 			recoverInterceptor(w.log),
 			callerLogInterceptor(w.log),
 			validateInterceptor(validator),
+			// The call journal: after validation, around the tool and the
+			// policy (its timeout, its result bound) whose outcome it records.
+			w.journaler.interceptor(),
 			w.policies.interceptor(),
 		),
 		grpc.ChainStreamInterceptor(recoverStreamInterceptor(w.log)),
@@ -350,10 +355,14 @@ func (w *Worker) Run(ctx context.Context) error {
 	w.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 
 	var ann *announcer
+	var nc *nats.Conn
 	if w.cfg.NATSURL != "" {
 		ann = newAnnouncer(w.cfg, w.log, nonEmpty(w.cfg.AdvertiseAddr, addr), toolkits)
 		ann.start()
+		nc = ann.nc // nil when it could not connect: no journal, no announcements
 	}
+	// The call journal writes on the announcer's connection.
+	w.journaler.start(nc, toolkits)
 
 	var healthSrv *grpc.Server
 	if w.cfg.HealthListen != "" {
@@ -406,6 +415,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	case <-idle:
 	case <-bound.Done():
 		w.log.Warn("tool calls still running at the drain's bound; cutting them")
+		w.journaler.cut() // claimed calls do not end with their caller's stream
 	}
 	if ann != nil {
 		ann.stop() // sends NOT_SERVING, bounded

@@ -197,12 +197,13 @@ func Definition(tk Toolkit, m protoreflect.MethodDescriptor) (*toolfleetv1.ToolD
 			ClientInput:         append([]toolfleetv1.ClientCapability(nil), opts.GetClientInput()...),
 			ClientInputOptional: append([]toolfleetv1.ClientCapability(nil), opts.GetClientInputOptional()...),
 		},
-		Title:           title,
-		GrpcMethod:      GRPCMethod(m),
-		Examples:        examples,
-		McpName:         opts.GetMcpName(),
-		ContentResult:   IsContentResult(m.Output()),
-		McpTaskRequired: opts.GetMcpTaskRequired(),
+		Title:              title,
+		GrpcMethod:         GRPCMethod(m),
+		Examples:           examples,
+		McpName:            opts.GetMcpName(),
+		ContentResult:      IsContentResult(m.Output()),
+		McpTaskRequired:    opts.GetMcpTaskRequired(),
+		DeduplicatesCallId: opts.GetDeduplicatesCallId(),
 	}, nil
 }
 

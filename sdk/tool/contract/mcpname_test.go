@@ -41,6 +41,24 @@ func TestMCPTaskRequired(t *testing.T) {
 	}
 }
 
+// deduplicates_call_id reaches the definition of the tool that declares it
+// and of no other.
+func TestDeduplicatesCallID(t *testing.T) {
+	t.Parallel()
+	defs, err := conformanceWith(t, func(f, _ *toolfleetv1.ToolOptions) { f.DeduplicatesCallId = true })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(defs) < 2 || !defs[0].GetDeduplicatesCallId() || defs[1].GetDeduplicatesCallId() {
+		t.Fatalf("deduplicates_call_id of the first two tools: %v, %v", defs[0].GetDeduplicatesCallId(), defs[1].GetDeduplicatesCallId())
+	}
+	for _, d := range linked(t, "tools.conformance.v1.ConformanceService") {
+		if d.GetDeduplicatesCallId() {
+			t.Errorf("%s: deduplicates_call_id without the option", d.GetId())
+		}
+	}
+}
+
 // conformanceWith builds the Conformance service with edit applied to the
 // tool options of its first two methods.
 func conformanceWith(t *testing.T, edit func(first, second *toolfleetv1.ToolOptions)) ([]*toolfleetv1.ToolDefinition, error) {
