@@ -281,12 +281,14 @@ func TestPythonWorkerCallJournal(t *testing.T) {
 	})
 }
 
-// slowAdd is a worker whose Calculator.Add takes 4.5 s: long enough for two
-// heartbeats of its started record.
+// slowAdd is a worker whose Calculator.Add takes 4.5 s, long enough for two
+// heartbeats of its started record, and that keeps finished records of at most
+// 200 bytes: Add's fits, Divide's tool error (its prompt hint) does not.
 const slowAdd = `
 import sys, time
 sys.argv[0] = "calculator.py"
-import calculator
+import calculator, toolfleet_worker
+toolfleet_worker.JOURNAL_MAX_VALUE = 200
 add = calculator.Calculator.Add
 def slow(self, req, call):
     time.sleep(4.5)
@@ -297,7 +299,8 @@ calculator.main()
 
 // TestPythonWorkerCallJournalHeartbeat: while a claimed tool runs, the worker
 // rewrites its S record every journal.HeartbeatInterval, each expecting the
-// revision of the one before, then writes F after the last.
+// revision of the one before, then writes F after the last. An outcome too
+// large to keep is recorded as T.
 func TestPythonWorkerCallJournalHeartbeat(t *testing.T) {
 	jw := startJournalWorld(t, "-c", slowAdd)
 	c := jw.lock(t, "Calculator.slow-1")
@@ -312,4 +315,24 @@ func TestPythonWorkerCallJournalHeartbeat(t *testing.T) {
 		t.Errorf("records published %q, F at revision %d; want LSSSF (a start, two heartbeats, the finish) at %d", got, rev, c.Revision+4)
 	}
 	jw.finished(t, c, rev)
+
+	t.Run("too large", func(t *testing.T) {
+		c := jw.lock(t, "Calculator.div-large")
+		var tr metadata.MD
+		if _, err := jw.client.Divide(claimed(t.Context(), c), &calculatorv1.DivideRequest{A: 1, B: 0}, grpc.Trailer(&tr)); status.Code(err) != codes.Unknown {
+			t.Fatalf("Divide(1, 0): %v; want the tool error", err)
+		}
+		rev := trailerRev(t, tr)
+		e, err := jw.kv.Get(t.Context(), "Calculator.div-large")
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := journal.Decode(e.Value())
+		if err != nil || r.Kind != journal.KindTooLarge || r.Digest != c.Digest || len(r.Payload) != 0 || e.Revision() != rev {
+			t.Errorf("entry at revision %d: %q (%v); want a T record of the claim's digest at revision %d", e.Revision(), e.Value(), err, rev)
+		}
+		if got := jw.published(c.Subject); got != "LST" {
+			t.Errorf("records published on the entry: %q; want LST", got)
+		}
+	})
 }
