@@ -172,19 +172,19 @@ class Client:
         slot = [threading.Event(), None]
         with self._slock:
             if self._inbox is None:
+                # Sent under the lock: no request of another thread goes out before it.
+                # (Lost with the connection, it is sent again on reconnect, from _subs.)
                 self._inbox = "_INBOX." + os.urandom(11).hex()
                 sid = str(self._next_sid)
                 self._next_sid += 1
                 self._subs[sid] = (self._inbox + ".*", self._on_reply)
-                subscribe = ("SUB %s.* %s\r\n" % (self._inbox, sid)).encode()
-            else:
-                subscribe = b""
+                self._send(("SUB %s.* %s\r\n" % (self._inbox, sid)).encode())
             token = str(self._next_token)
             self._next_token += 1
             self._pending[token] = slot
         try:
-            # The SUB goes first on the same connection: the server has it before the answer.
-            if not self._send(subscribe + self._frame(subject, payload, headers, "%s.%s" % (self._inbox, token))):
+            frame = self._frame(subject, payload, headers, "%s.%s" % (self._inbox, token))
+            if not self._send(frame):
                 raise NotConnected("NATS write failed")
             if not slot[0].wait(timeout):
                 raise Timeout("no answer on %s within %.1fs" % (subject, timeout))
