@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/grpc"
@@ -21,6 +22,7 @@ import (
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
 	calculatorv1 "github.com/toolfleet/toolfleet/gen/tools/calculator/v1"
+	"github.com/toolfleet/toolfleet/internal/natsx"
 	"github.com/toolfleet/toolfleet/internal/natsx/natstest"
 	"github.com/toolfleet/toolfleet/sdk/tool"
 	"github.com/toolfleet/toolfleet/sdk/tool/journal"
@@ -48,6 +50,13 @@ func startJournalWorld(t *testing.T, args ...string) *journalWorld {
 	t.Helper()
 	py := python(t)
 	url := natstest.Start(t).URL()
+	return startJournalWorldOn(t, py, url, url, args...)
+}
+
+// startJournalWorldOn is startJournalWorld on a running server: the test
+// connects to url, the worker to workerURL.
+func startJournalWorldOn(t *testing.T, py, url, workerURL string, args ...string) *journalWorld {
+	t.Helper()
 	nc, err := nats.Connect(url)
 	if err != nil {
 		t.Fatal(err)
@@ -82,9 +91,9 @@ func startJournalWorld(t *testing.T, args ...string) *journalWorld {
 		t.Fatal(err)
 	}
 	if len(args) == 0 {
-		jw.w = startPython(t, py, url, "--announce-interval", "60", "--worker-id", "python-j")
+		jw.w = startPython(t, py, workerURL, "--announce-interval", "60", "--worker-id", "python-j")
 	} else {
-		jw.w = startPythonArgs(t, py, append(args, "--listen", "127.0.0.1:0", "--nats", url, "--announce-interval", "60", "--worker-id", "python-j")...)
+		jw.w = startPythonArgs(t, py, append(args, "--listen", "127.0.0.1:0", "--nats", workerURL, "--announce-interval", "60", "--worker-id", "python-j")...)
 	}
 	// The announcement says the worker keeps the journal (and that it is on NATS).
 	select {
@@ -335,4 +344,44 @@ func TestPythonWorkerCallJournalHeartbeat(t *testing.T) {
 			t.Errorf("records published on the entry: %q; want LST", got)
 		}
 	})
+}
+
+// TestPythonWorkerCallJournalWithoutPermission: a worker whose NATS user may
+// announce but not write the journal refuses a claimed call as
+// journal-unavailable, at once (NATS's permissions violation), not after the
+// acknowledgement's timeout.
+func TestPythonWorkerCallJournalWithoutPermission(t *testing.T) {
+	py := python(t)
+	srv, err := natsx.StartEmbedded(t.Context(), natsx.EmbeddedConfig{StoreDir: t.TempDir(), Configure: func(o *server.Options) {
+		natstest.RoomyStore(o)
+		o.Users = []*server.User{
+			{Username: "gateway", Password: "g"},
+			{Username: "worker", Password: "w", Permissions: &server.Permissions{
+				Publish:   &server.SubjectPermission{Allow: []string{tool.AnnounceSubject}},
+				Subscribe: &server.SubjectPermission{Allow: []string{"toolfleet.registry.discover", "_INBOX.>"}},
+			}},
+		}
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Shutdown)
+	hostPort := strings.TrimPrefix(srv.URL(), "nats://")
+	jw := startJournalWorldOn(t, py, "nats://gateway:g@"+hostPort, "nats://worker:w@"+hostPort)
+	c := jw.lock(t, "Calculator.add-denied")
+	var tr metadata.MD
+	began := time.Now()
+	_, err = jw.client.Add(claimed(t.Context(), c), &calculatorv1.AddRequest{A: 1, B: 2}, grpc.Trailer(&tr))
+	if status.Code(err) != codes.Unavailable {
+		t.Errorf("Add with a claim the worker may not write: %v; want Unavailable", err)
+	}
+	if got := tr.Get(journal.NotStartedTrailer); len(got) != 1 || got[0] != journal.JournalUnavailable {
+		t.Errorf("trailer %v; want %s: %s", tr, journal.NotStartedTrailer, journal.JournalUnavailable)
+	}
+	if d := time.Since(began); d > time.Second {
+		t.Errorf("the refusal took %v; want no timeout's wait", d)
+	}
+	if !strings.Contains(jw.w.out.String(), "Permissions Violation for Publish") {
+		t.Errorf("the worker did not log the violation:\n%s", jw.w.out.String())
+	}
 }

@@ -41,6 +41,11 @@ class NoResponders(NATSError):
     publish, no stream holds the subject (the bucket does not exist)."""
 
 
+class PermissionDenied(NATSError):
+    """The server refused a request's publish, or the inbox's subscription, for
+    want of permission."""
+
+
 class Timeout(NATSError):
     """A request without an answer in time: what it asked may or may not have happened."""
 
@@ -111,7 +116,7 @@ class Client:
         self._next_sid = 1
         self._slock = threading.Lock()  # sids, the inbox and the pending requests
         self._inbox = None  # "_INBOX.<random>": requests' replies arrive on <inbox>.<token>
-        self._pending = {}  # token -> [threading.Event, Msg or None]
+        self._pending = {}  # token -> [threading.Event, Msg or None, subject, NATSError or None]
         self._next_token = 1
         self._sock = None
         self._wlock = threading.Lock()  # one writer at a time on the socket
@@ -169,7 +174,7 @@ class Client:
         ValueError (a message this client cannot send)."""
         if not self._connected.is_set():
             raise NotConnected("NATS not connected")
-        slot = [threading.Event(), None]
+        slot = [threading.Event(), None, subject, None]
         with self._slock:
             if self._inbox is None:
                 # Sent under the lock: no request of another thread goes out before it.
@@ -188,6 +193,8 @@ class Client:
                 raise NotConnected("NATS write failed")
             if not slot[0].wait(timeout):
                 raise Timeout("no answer on %s within %.1fs" % (subject, timeout))
+            if slot[3] is not None:
+                raise slot[3]
             msg = slot[1]
             if msg.status == "503":
                 raise NoResponders("no responders on %s" % subject)
@@ -200,9 +207,28 @@ class Client:
         token = msg.subject.rsplit(".", 1)[-1]
         with self._slock:
             slot = self._pending.get(token)
-        if slot is not None and slot[1] is None:
+        if slot is not None and not slot[0].is_set():
             slot[1] = msg
             slot[0].set()
+
+    def _refused(self, line):
+        """An -ERR about permissions fails the requests it dooms at once, rather
+        than after their timeout: those publishing on the refused subject, or all
+        of them when the inbox cannot be subscribed."""
+        what, _, subject = line.partition(" to ")
+        subject = subject.strip("'\" ")
+        if "Permissions Violation for Publish" in what:
+            doomed = lambda slot: slot[2] == subject  # noqa: E731
+        elif "Permissions Violation for Subscription" in what and self._inbox and subject.startswith(self._inbox):
+            doomed = lambda slot: True  # noqa: E731
+        else:
+            return
+        with self._slock:
+            slots = [slot for slot in self._pending.values() if doomed(slot)]
+        for slot in slots:
+            if not slot[0].is_set():
+                slot[3] = PermissionDenied(line[5:].strip("' "))
+                slot[0].set()
 
     def flush(self, timeout=2.0):
         """Waits (up to timeout) until the server has processed what we sent: a
@@ -315,6 +341,7 @@ class Client:
             elif line.startswith("-ERR"):
                 # Authorization or permission errors: the server may close next.
                 log.warning("NATS server error: %s", line)
+                self._refused(line)
             elif line.startswith("INFO ") or line == "+OK":
                 pass  # cluster updates; verbose is off
             else:
