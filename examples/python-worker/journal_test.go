@@ -3,6 +3,7 @@ package pythonworker_test
 import (
 	"context"
 	"crypto/sha256"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -320,8 +321,10 @@ func TestPythonWorkerCallJournalHeartbeat(t *testing.T) {
 	}
 	got := jw.published(c.Subject)
 	rev := trailerRev(t, tr)
-	if got != "LSSSF" || rev != c.Revision+4 {
-		t.Errorf("records published %q, F at revision %d; want LSSSF (a start, two heartbeats, the finish) at %d", got, rev, c.Revision+4)
+	// 4.5 s: a start and two heartbeats (a third only on a machine slower than 0.5 s a write).
+	if !regexp.MustCompile(`^LSSSS?F$`).MatchString(got) || rev != c.Revision+uint64(len(got)-1) {
+		t.Errorf("records published %q, F at revision %d; want LSSSF (a start, two heartbeats, the finish) at %d",
+			got, rev, c.Revision+uint64(len(got)-1))
 	}
 	jw.finished(t, c, rev)
 
