@@ -25,7 +25,8 @@ import (
 var update = flag.Bool("update", false, "rewrite descriptors.binpb from the contracts compiled into this test")
 
 // descriptorsFile is what worker.py loads: the calculator contract, the files the
-// worker needs to serve reflection, health and tool errors, and their imports.
+// worker needs to serve reflection, health, tool errors and the call journal,
+// and their imports.
 const descriptorsFile = "descriptors.binpb"
 
 // descriptorSet builds the set from the Go packages generated from proto/ (and
@@ -38,7 +39,8 @@ func descriptorSet() ([]byte, error) {
 	}
 	roots := []protoreflect.FileDescriptor{
 		calculatorv1.File_tools_calculator_v1_calculator_proto,
-		toolfleetv1.File_toolfleet_v1_tool_proto, // ToolError
+		toolfleetv1.File_toolfleet_v1_tool_proto,    // ToolError
+		toolfleetv1.File_toolfleet_v1_journal_proto, // WorkerCallOutcome (the call journal's F record)
 		status,
 		healthpb.File_grpc_health_v1_health_proto,
 		rpb.File_grpc_reflection_v1_reflection_proto,

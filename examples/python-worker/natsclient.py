@@ -1,10 +1,14 @@
 """A minimal NATS client: what a toolfleet worker needs and nothing more.
 
 It speaks the NATS text protocol (https://docs.nats.io/reference/reference-protocols/nats-protocol)
-over one TCP connection: INFO, CONNECT (user/password or token), PUB, SUB, MSG,
-PING and PONG. No TLS, no JetStream, no headers. It reconnects on its own, with
-a capped backoff, and re-subscribes; a publish while disconnected is dropped
-(announcements are heartbeats: the next one replaces it).
+over one TCP connection: INFO, CONNECT (user/password or token), PUB, HPUB, SUB,
+MSG, HMSG, PING and PONG, and request/reply on one _INBOX subscription (with
+no_responders: a request nobody listens to fails at once). No TLS and no
+JetStream API beyond what a request with headers gives: a JetStream publish
+(the call journal's compare-and-set writes) is a request whose answer is the
+JSON acknowledgement. It reconnects on its own, with a capped backoff, and
+re-subscribes; a publish while disconnected is dropped (announcements are
+heartbeats: the next one replaces it), a request fails.
 
 Everything it reads is bounded: a control line over MAX_LINE bytes or a message
 over the server's max_payload closes the connection.
@@ -12,6 +16,7 @@ over the server's max_payload closes the connection.
 
 import json
 import logging
+import os
 import socket
 import threading
 import time
@@ -24,7 +29,64 @@ log = logging.getLogger("natsclient")
 
 
 class NATSError(Exception):
-    """The server refused us (-ERR) or broke the protocol."""
+    """The server refused us (-ERR) or broke the protocol; or a request failed."""
+
+
+class NotConnected(NATSError):
+    """A request while the connection is down."""
+
+
+class NoResponders(NATSError):
+    """A request on a subject nobody subscribes to (status 503): for a JetStream
+    publish, no stream holds the subject (the bucket does not exist)."""
+
+
+class PermissionDenied(NATSError):
+    """The server refused a request's publish, or the inbox's subscription, for
+    want of permission."""
+
+
+class Timeout(NATSError):
+    """A request without an answer in time: what it asked may or may not have happened."""
+
+
+class Msg:
+    """A message of a subscription, or the answer to a request."""
+
+    def __init__(self, subject, reply, data, headers=None, status="", description=""):
+        self.subject, self.reply, self.data = subject, reply, data
+        self.headers = headers or {}  # name -> first value
+        self.status, self.description = status, description  # "503", "No Responders"; "" for a plain message
+
+
+def _header_block(headers):
+    """NATS/1.0 and one "Name: value" line per header, CRLF-terminated, then a blank line."""
+    lines = [b"NATS/1.0\r\n"]
+    for k, v in headers.items():
+        k, v = str(k), str(v)
+        if not k or any(c in k for c in ":\r\n ") or any(c in v for c in "\r\n"):
+            raise ValueError("header %r: %r cannot be sent" % (k, v))
+        lines.append(("%s: %s\r\n" % (k, v)).encode())
+    lines.append(b"\r\n")
+    return b"".join(lines)
+
+
+def _parse_headers(block):
+    """Reads an HMSG header block: (headers, status, description)."""
+    lines = block.decode("utf-8", "replace").split("\r\n")
+    first = lines[0].split(" ", 2) if lines else []
+    if not first or not first[0].startswith("NATS/"):
+        raise NATSError("malformed header block")
+    status = first[1] if len(first) > 1 else ""
+    description = first[2] if len(first) > 2 else ""
+    headers = {}
+    for line in lines[1:]:
+        if not line:
+            continue
+        k, sep, v = line.partition(":")
+        if sep:
+            headers.setdefault(k.strip(), v.strip())
+    return headers, status, description
 
 
 class Client:
@@ -50,8 +112,12 @@ class Client:
         self.name, self.user, self.password, self.token = name, user, password, token
         self.on_message = on_message
         self.on_connect = on_connect  # runs after every (re)connect, on the reader thread
-        self._subs = {}  # sid -> subject
+        self._subs = {}  # sid -> (subject, callback(Msg) or None: on_message)
         self._next_sid = 1
+        self._slock = threading.Lock()  # sids, the inbox and the pending requests
+        self._inbox = None  # "_INBOX.<random>": requests' replies arrive on <inbox>.<token>
+        self._pending = {}  # token -> [threading.Event, Msg or None, subject, NATSError or None]
+        self._next_token = 1
         self._sock = None
         self._wlock = threading.Lock()  # one writer at a time on the socket
         self._closed = threading.Event()
@@ -70,21 +136,99 @@ class Client:
     def wait_connected(self, timeout):
         return self._connected.wait(timeout)
 
-    def subscribe(self, subject):
-        sid = str(self._next_sid)
-        self._next_sid += 1
-        self._subs[sid] = subject
+    def subscribe(self, subject, callback=None):
+        """Subscribes subject; its messages go to callback(Msg), or to
+        on_message(subject, payload) without one."""
+        with self._slock:
+            sid = str(self._next_sid)
+            self._next_sid += 1
+            self._subs[sid] = (subject, callback)
         if self._connected.is_set():
             self._send(("SUB %s %s\r\n" % (subject, sid)).encode())
         return sid
 
-    def publish(self, subject, payload):
-        """Sends payload (bytes) on subject; returns False when not connected."""
-        if len(payload) > self._max_payload:
-            raise ValueError("payload of %d bytes over the server's max_payload %d" % (len(payload), self._max_payload))
+    def publish(self, subject, payload, headers=None, reply=""):
+        """Sends payload (bytes) on subject, with headers (a dict) if any; returns
+        False when not connected."""
         if not self._connected.is_set():
             return False
-        return self._send(b"PUB %s %d\r\n%s\r\n" % (subject.encode(), len(payload), payload))
+        return self._send(self._frame(subject, payload, headers, reply))
+
+    def _frame(self, subject, payload, headers, reply):
+        if not subject or any(c in subject for c in " \t\r\n") or any(c in reply for c in " \t\r\n"):
+            raise ValueError("subject %r cannot be published on" % subject)
+        hdr = _header_block(headers) if headers else b""
+        if len(hdr) + len(payload) > self._max_payload:
+            raise ValueError("message of %d bytes over the server's max_payload %d" %
+                             (len(hdr) + len(payload), self._max_payload))
+        to = subject.encode() + (b" " + reply.encode() if reply else b"")
+        if hdr:
+            return b"HPUB %s %d %d\r\n%s%s\r\n" % (to, len(hdr), len(hdr) + len(payload), hdr, payload)
+        return b"PUB %s %d\r\n%s\r\n" % (to, len(payload), payload)
+
+    def request(self, subject, payload, headers=None, timeout=2.0):
+        """Publishes payload (with headers) on subject with a reply subject of
+        this connection's inbox and returns the first answer, a Msg. Raises
+        NotConnected, NoResponders (nobody listens on subject), Timeout (no
+        answer within timeout seconds: it may or may not have been done), or
+        ValueError (a message this client cannot send)."""
+        if not self._connected.is_set():
+            raise NotConnected("NATS not connected")
+        slot = [threading.Event(), None, subject, None]
+        with self._slock:
+            if self._inbox is None:
+                # Sent under the lock: no request of another thread goes out before it.
+                # (Lost with the connection, it is sent again on reconnect, from _subs.)
+                self._inbox = "_INBOX." + os.urandom(11).hex()
+                sid = str(self._next_sid)
+                self._next_sid += 1
+                self._subs[sid] = (self._inbox + ".*", self._on_reply)
+                self._send(("SUB %s.* %s\r\n" % (self._inbox, sid)).encode())
+            token = str(self._next_token)
+            self._next_token += 1
+            self._pending[token] = slot
+        try:
+            frame = self._frame(subject, payload, headers, "%s.%s" % (self._inbox, token))
+            if not self._send(frame):
+                raise NotConnected("NATS write failed")
+            if not slot[0].wait(timeout):
+                raise Timeout("no answer on %s within %.1fs" % (subject, timeout))
+            if slot[3] is not None:
+                raise slot[3]
+            msg = slot[1]
+            if msg.status == "503":
+                raise NoResponders("no responders on %s" % subject)
+            return msg
+        finally:
+            with self._slock:
+                self._pending.pop(token, None)
+
+    def _on_reply(self, msg):
+        token = msg.subject.rsplit(".", 1)[-1]
+        with self._slock:
+            slot = self._pending.get(token)
+        if slot is not None and not slot[0].is_set():
+            slot[1] = msg
+            slot[0].set()
+
+    def _refused(self, line):
+        """An -ERR about permissions fails the requests it dooms at once, rather
+        than after their timeout: those publishing on the refused subject, or all
+        of them when the inbox cannot be subscribed."""
+        what, _, subject = line.partition(" to ")
+        subject = subject.strip("'\" ")
+        if "Permissions Violation for Publish" in what:
+            doomed = lambda slot: slot[2] == subject  # noqa: E731
+        elif "Permissions Violation for Subscription" in what and self._inbox and subject.startswith(self._inbox):
+            doomed = lambda slot: True  # noqa: E731
+        else:
+            return
+        with self._slock:
+            slots = [slot for slot in self._pending.values() if doomed(slot)]
+        for slot in slots:
+            if not slot[0].is_set():
+                slot[3] = PermissionDenied(line[5:].strip("' "))
+                slot[0].set()
 
     def flush(self, timeout=2.0):
         """Waits (up to timeout) until the server has processed what we sent: a
@@ -148,10 +292,12 @@ class Client:
                 raise NATSError("expected INFO, got %r" % op[:80])
             info = json.loads(rest)
             self._max_payload = int(info.get("max_payload", self._max_payload))
+            if not info.get("headers"):
+                raise NATSError("the server does not support headers (NATS 2.2 or later is needed)")
             if info.get("tls_required"):
                 raise NATSError("the server requires TLS, which this minimal client does not speak")
             opts = {"verbose": False, "pedantic": False, "lang": "python", "version": "0.1.0",
-                    "protocol": 1, "headers": False, "name": self.name}
+                    "protocol": 1, "headers": True, "no_responders": True, "name": self.name}
             if self.token:
                 opts["auth_token"] = self.token
             elif self.user:
@@ -167,7 +313,9 @@ class Client:
                 if line == "PING":
                     self._send(b"PONG\r\n")
             s.settimeout(None)  # from now on the server's PINGs keep the socket alive
-            for sid, subject in self._subs.items():
+            with self._slock:
+                subs = [(sid, subject) for sid, (subject, _) in self._subs.items()]
+            for sid, subject in subs:
                 self._send(("SUB %s %s\r\n" % (subject, sid)).encode())
             self._connected.set()
             log.info("NATS connected to %s:%d", self.host, self.port)
@@ -182,20 +330,8 @@ class Client:
     def _loop(self, r):
         while not self._closed.is_set():
             line = r.line()
-            if line.startswith("MSG "):
-                # MSG <subject> <sid> [reply-to] <#bytes>
-                parts = line.split(" ")
-                if len(parts) not in (4, 5):
-                    raise NATSError("malformed MSG line")
-                size = int(parts[-1])
-                if size < 0 or size > self._max_payload:
-                    raise NATSError("MSG of %d bytes over max_payload" % size)
-                payload = r.exact(size + 2)[:-2]
-                if self.on_message and parts[2] in self._subs:
-                    try:
-                        self.on_message(parts[1], payload)
-                    except Exception:  # a handler's bug must not kill the connection
-                        log.exception("NATS message handler failed")
+            if line.startswith("MSG ") or line.startswith("HMSG "):
+                self._dispatch(line, r)
             elif line == "PING":
                 self._send(b"PONG\r\n")
             elif line == "PONG":
@@ -205,10 +341,38 @@ class Client:
             elif line.startswith("-ERR"):
                 # Authorization or permission errors: the server may close next.
                 log.warning("NATS server error: %s", line)
+                self._refused(line)
             elif line.startswith("INFO ") or line == "+OK":
                 pass  # cluster updates; verbose is off
             else:
                 raise NATSError("unexpected protocol line %r" % line[:80])
+
+
+    def _dispatch(self, line, r):
+        # MSG <subject> <sid> [reply-to] <#bytes>
+        # HMSG <subject> <sid> [reply-to] <#header bytes> <#total bytes>
+        parts = line.split(" ")
+        hmsg = parts[0] == "HMSG"
+        if len(parts) - hmsg not in (4, 5):
+            raise NATSError("malformed %s line" % parts[0])
+        size = int(parts[-1])
+        hsize = int(parts[-2]) if hmsg else 0
+        if size < 0 or size > self._max_payload + MAX_LINE or not 0 <= hsize <= size:
+            raise NATSError("%s of %d bytes over max_payload" % (parts[0], size))
+        data = r.exact(size + 2)[:-2]
+        reply = parts[3] if len(parts) - hmsg == 5 else ""
+        with self._slock:
+            sub = self._subs.get(parts[2])
+        if sub is None:
+            return
+        try:
+            if sub[1] is not None:
+                headers, status, description = _parse_headers(data[:hsize]) if hmsg else ({}, "", "")
+                sub[1](Msg(parts[1], reply, data[hsize:], headers, status, description))
+            elif self.on_message:
+                self.on_message(parts[1], data[hsize:])
+        except Exception:  # a handler's bug must not kill the connection
+            log.exception("NATS message handler failed")
 
 
 class _Reader:

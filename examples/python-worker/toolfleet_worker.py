@@ -12,8 +12,16 @@ time, so there is no generated Python code to keep in step.
 A toolkit is a plain object with one method per RPC, named as in the contract:
 method(request, call) -> response, where call is a [Call] (call id, deadline,
 trace parent) and an execution error is `raise ToolError(...)`.
+
+The worker keeps the call journal (sdk/tool/journal, docs/gateway.md "Exactly
+once") and says so in its announcement (callJournal): a call that comes with a
+toolfleet-claim is recorded as started (S) before the tool runs, kept alive
+while it runs, and recorded as finished (F, with its answer) after; a claim
+that has moved on, or a journal that cannot be written, refuses the call
+without running it. See [Journal].
 """
 
+import binascii
 import datetime
 import json
 import logging
@@ -49,6 +57,19 @@ LOG_TRAILER = "toolfleet-log-bin"  # the lines a call logged for its caller: a t
 MAX_CALLER_LOG_LINES = 100  # the same bounds as sdk/tool (the gateway enforces them again)
 MAX_CALLER_LOG_BYTES = 64 * 1024
 CALLER_LOG_LEVELS = {"debug": 1, "info": 2, "notice": 3, "warning": 4, "error": 5}  # toolfleet.v1.ToolLogLevel
+
+# The call journal (sdk/tool/journal): the claim's metadata and the trailers, as in Go.
+CLAIM_KEY = "toolfleet-claim"  # "<subject> <revision> <digest hex>"
+NOT_STARTED_TRAILER = "toolfleet-not-started"  # the call was refused without running
+CLAIM_LOST, JOURNAL_UNAVAILABLE = "claim-lost", "journal-unavailable"
+FINISHED_TRAILER = "toolfleet-journal-rev"  # the revision of the finished record
+JOURNAL_HEARTBEAT = 2.0  # seconds: the started record is rewritten this often while the tool runs
+JOURNAL_WRITE_TIMEOUT = 2.0  # seconds to wait for JetStream's acknowledgement of one write
+JOURNAL_MAX_VALUE = 1024 * 1024 - 1024  # a finished record over this is written as too large (T)
+WRONG_LAST_SEQUENCE = 10071  # JetStream: the subject is not at the expected sequence
+MESSAGE_OVER_MAXIMUM = 10054  # JetStream: the message is over the stream's largest
+CLAIM_LOST_MESSAGE = "this call was taken over by a retry or withdrawn by its gateway; it did not run here"
+JOURNAL_UNAVAILABLE_MESSAGE = "the call journal could not record this call's start; it did not run here"
 
 DEFAULT_TIMEOUT = 30.0  # seconds, when neither the caller nor the contract sets one
 MAX_DEADLINE = 24 * 3600.0  # a caller's deadline further out than this counts as none
@@ -102,6 +123,140 @@ class Call:
             return
         self.log_bytes += size
         self.logs.append((CALLER_LOG_LEVELS.get(level, 2), message, time.time_ns()))
+
+
+class Claim:
+    """A call's claim (toolfleet-claim): the journal entry's subject
+    ($KV.<bucket>.<key>), the revision the gateway's lock is at, and the digest
+    (32 bytes) of the call's input."""
+
+    def __init__(self, subject, revision, digest):
+        self.subject, self.revision, self.digest = subject, revision, digest
+
+    @classmethod
+    def parse(cls, value):
+        """Reads a toolfleet-claim value, as journal.ParseClaim does; ValueError if malformed."""
+        parts = value.split(" ")
+        if (len(parts) != 3 or not parts[0].startswith("$KV.")
+                or any(c in parts[0] for c in "*> \t\r\n")):
+            raise ValueError("malformed claim %r" % value[:200])
+        if not parts[1].isdigit() or int(parts[1]) == 0 or int(parts[1]) >= 1 << 64:
+            raise ValueError("malformed claim revision %r" % parts[1][:40])
+        try:
+            digest = binascii.unhexlify(parts[2])
+        except (binascii.Error, ValueError):
+            digest = b""
+        if len(digest) != 32:
+            raise ValueError("malformed claim digest %r" % parts[2][:80])
+        return cls(parts[0], int(parts[1]), digest)
+
+
+class JournalMoved(Exception):
+    """The entry is no longer at the expected revision (JetStream error 10071)."""
+
+
+class JournalError(Exception):
+    """A write that may not have happened: no answer, no bucket, another refusal."""
+
+    def __init__(self, message, err_code=0):
+        super().__init__(message)
+        self.err_code = err_code
+
+
+class Journal:
+    """The worker's side of the call journal, on the worker's NATS connection.
+
+    Every write is a JetStream publish to the entry's subject expecting its
+    current revision (Nats-Expected-Last-Subject-Sequence): a compare-and-set,
+    so that a request whose gateway was replaced, or that its gateway gave up
+    on, finds the entry moved and does not run.
+    """
+
+    def __init__(self, nc, worker_id):
+        self.nc, self.worker_id = nc, worker_id
+
+    def write(self, subject, value, expect, timeout=JOURNAL_WRITE_TIMEOUT):
+        """Writes value if the entry is at revision expect; returns the new revision.
+        Raises JournalMoved or JournalError."""
+        try:
+            reply = self.nc.request(subject, value, {"Nats-Expected-Last-Subject-Sequence": str(expect)}, timeout)
+        except natsclient.NATSError as e:
+            raise JournalError("journal write to %s: %s" % (subject, e))
+        except ValueError as e:  # over max_payload
+            raise JournalError("journal write to %s: %s" % (subject, e), MESSAGE_OVER_MAXIMUM)
+        try:
+            ack = json.loads(reply.data)
+        except ValueError:
+            raise JournalError("unreadable acknowledgement %r" % reply.data[:200])
+        err = ack.get("error") if isinstance(ack, dict) else None
+        if isinstance(err, dict):
+            if err.get("err_code") == WRONG_LAST_SEQUENCE:
+                raise JournalMoved(err.get("description", "wrong last sequence"))
+            raise JournalError("JetStream refused the write: %s (%s)" % (err.get("description"), err.get("err_code")),
+                               err.get("err_code") or 0)
+        seq = ack.get("seq") if isinstance(ack, dict) else None
+        if not isinstance(seq, int) or seq <= 0:
+            raise JournalError("acknowledgement without a sequence: %r" % reply.data[:200])
+        return seq
+
+    def start(self, claim, timeout=JOURNAL_WRITE_TIMEOUT):
+        """Records the call as started (S); returns a [Started] that keeps it alive.
+        Raises JournalMoved (the claim is lost) or JournalError."""
+        rev = self.write(claim.subject, b"S" + claim.digest + self.worker_id.encode(), claim.revision, timeout)
+        return Started(self, claim, rev)
+
+
+class Started:
+    """A call recorded as started: a heartbeat thread rewrites the S record
+    every JOURNAL_HEARTBEAT seconds while the tool runs; finish stops it and
+    writes the F record."""
+
+    def __init__(self, journal, claim, revision):
+        self.journal, self.claim, self.revision = journal, claim, revision
+        self.lock = threading.Lock()  # one write at a time; revision follows them
+        self.stopped = threading.Event()
+        self.lost = False
+        self.thread = threading.Thread(target=self._beat, name="journal-heartbeat", daemon=True)
+        self.thread.start()
+
+    def _beat(self):
+        value = b"S" + self.claim.digest + self.journal.worker_id.encode()
+        while not self.stopped.wait(JOURNAL_HEARTBEAT):
+            with self.lock:
+                if self.stopped.is_set():
+                    return
+                try:
+                    self.revision = self.journal.write(self.claim.subject, value, self.revision)
+                except JournalMoved as e:
+                    self.lost = True
+                    log.warning("journal: %s moved while the tool ran (%s); heartbeat stopped", self.claim.subject, e)
+                    return
+                except JournalError as e:
+                    log.warning("journal: heartbeat on %s failed: %s", self.claim.subject, e)
+
+    def finish(self, outcome):
+        """Stops the heartbeat and records the call as finished: F with the
+        serialized WorkerCallOutcome, or T when that is too large to keep.
+        Returns the record's revision, or None (logged) when it was not written."""
+        self.stopped.set()
+        with self.lock:
+            if self.lost:
+                log.warning("journal: %s moved while the tool ran; its outcome is not recorded", self.claim.subject)
+                return None
+            value = b"F" + self.claim.digest + outcome
+            if len(value) > JOURNAL_MAX_VALUE:
+                value = b"T" + self.claim.digest
+            try:
+                try:
+                    self.revision = self.journal.write(self.claim.subject, value, self.revision)
+                except JournalError as e:
+                    if e.err_code != MESSAGE_OVER_MAXIMUM or value[:1] != b"F":
+                        raise
+                    self.revision = self.journal.write(self.claim.subject, b"T" + self.claim.digest, self.revision)
+            except (JournalMoved, JournalError) as e:
+                log.warning("journal: finishing %s failed: %s", self.claim.subject, e)
+                return None
+            return self.revision
 
 
 class Contract:
@@ -306,6 +461,7 @@ class Announcer:
             "health": health,
             "time": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
             "ttl": ("%.3fs" % ttl),
+            "callJournal": True,  # this worker keeps the call journal: send it claims
         }, separators=(",", ":")).encode()
 
     def publish(self):
@@ -352,10 +508,13 @@ class Worker:
         self.idle = threading.Condition()
         self.stop_requested = threading.Event()
         self.addr = None
+        self.journal = None  # a Journal once NATS is set up; a claim without one is refused
 
     # -- calls ---------------------------------------------------------------
 
-    def _tool_handler(self, service, method, fn, contract_timeout):
+    def _tool_handler(self, service, method, fn, contract_timeout, response_class):
+        version = self.contract.toolkit(service)["version"]
+
         def handle(request, context):
             with self.idle:
                 refuse = self.draining.is_set()
@@ -366,14 +525,14 @@ class Worker:
                 context.set_trailing_metadata(((DRAINING_TRAILER, "1"),))
                 context.abort(grpc.StatusCode.UNAVAILABLE, "worker is draining; call another replica")
             try:
-                return self._call(service, method, fn, contract_timeout, request, context)
+                return self._call(service, method, fn, contract_timeout, request, context, version, response_class)
             finally:
                 with self.idle:
                     self.inflight -= 1
                     self.idle.notify_all()
         return handle
 
-    def _call(self, service, method, fn, contract_timeout, request, context):
+    def _call(self, service, method, fn, contract_timeout, request, context, version, response_class):
         md = {k: v for k, v in context.invocation_metadata()}
         # The deadline: the caller's (grpc-timeout), else the contract's, else 30 s.
         left = context.time_remaining()  # None or "infinite" when the caller set no deadline
@@ -392,42 +551,95 @@ class Worker:
                  call.traceparent or "-")
         if left <= 0:
             context.abort(grpc.StatusCode.DEADLINE_EXCEEDED, "the call's deadline passed before it started")
-        failure = None
+        started = self._start(md.get(CLAIM_KEY), call, context) if CLAIM_KEY in md else None
+        out, status = None, None  # status: (code, message, google.rpc.Status or None) when it failed
         try:
             out = fn(request, call)
         except ToolError as e:
-            failure = e
+            status = (grpc.StatusCode.UNKNOWN, e.message, self._tool_error_status(e))
         except Exception:  # a bug: logged here, never sent to the caller
             log.exception("tool %s.%s failed (call_id=%s)", service, method, call.call_id or "-")
-            context.abort(grpc.StatusCode.INTERNAL, "the tool failed unexpectedly")
-        trailer = self._log_trailer(call)
-        if failure is not None:
-            self._abort_tool_error(context, failure, trailer)
-        if call.remaining() <= 0:
-            context.abort(grpc.StatusCode.DEADLINE_EXCEEDED, "the tool did not finish within the call's deadline")
+            status = (grpc.StatusCode.INTERNAL, "the tool failed unexpectedly", None)
+        if status is None and not isinstance(out, response_class):
+            log.error("tool %s.%s returned %s, not %s (call_id=%s)", service, method, type(out).__name__,
+                      response_class.DESCRIPTOR.full_name, call.call_id or "-")
+            status = (grpc.StatusCode.INTERNAL, "the tool failed unexpectedly", None)
+        if status is None and call.remaining() <= 0:
+            status = (grpc.StatusCode.DEADLINE_EXCEEDED, "the tool did not finish within the call's deadline", None)
+        logs = self._tool_logs(call)
+        trailer = ((LOG_TRAILER, logs.SerializeToString()),) if logs is not None else ()
+        if status is not None and status[2] is not None:
+            trailer = ((STATUS_DETAILS_KEY, status[2].SerializeToString()),) + trailer
+        if started is not None:
+            rev = started.finish(self._outcome(version, out, status, logs))
+            if rev is not None:
+                trailer += ((FINISHED_TRAILER, str(rev)),)
         if trailer:
             context.set_trailing_metadata(trailer)
+        if status is not None:
+            context.abort(status[0], status[1])
         return out
 
-    def _log_trailer(self, call):
-        """The call's caller log as trailer pairs: () when nothing was logged."""
+    def _start(self, value, call, context):
+        """Records a claimed call as started, or refuses it without running the
+        tool: UNAVAILABLE with the toolfleet-not-started trailer."""
+        try:
+            claim = Claim.parse(value)
+        except ValueError as e:
+            log.error("call_id=%s: %s; not run", call.call_id or "-", e)
+            self._not_started(context, JOURNAL_UNAVAILABLE, JOURNAL_UNAVAILABLE_MESSAGE)
+        if self.journal is None:
+            log.error("call_id=%s: a claimed call, and this worker has no NATS connection; not run", call.call_id or "-")
+            self._not_started(context, JOURNAL_UNAVAILABLE, JOURNAL_UNAVAILABLE_MESSAGE)
+        try:
+            started = self.journal.start(claim, max(0.001, min(JOURNAL_WRITE_TIMEOUT, call.remaining())))
+        except JournalMoved as e:
+            log.warning("call_id=%s: claim lost on %s at revision %d (%s); not run",
+                        call.call_id or "-", claim.subject, claim.revision, e)
+            self._not_started(context, CLAIM_LOST, CLAIM_LOST_MESSAGE)
+        except JournalError as e:
+            log.warning("call_id=%s: cannot record the start on %s (%s); not run", call.call_id or "-", claim.subject, e)
+            self._not_started(context, JOURNAL_UNAVAILABLE, JOURNAL_UNAVAILABLE_MESSAGE)
+        log.info("journal: call_id=%s started on %s at revision %d", call.call_id or "-", claim.subject, started.revision)
+        return started
+
+    @staticmethod
+    def _not_started(context, why, message):
+        context.set_trailing_metadata(((NOT_STARTED_TRAILER, why),))
+        context.abort(grpc.StatusCode.UNAVAILABLE, message)
+
+    def _outcome(self, version, out, status, logs):
+        """The serialized toolfleet.v1.WorkerCallOutcome of a finished call: the
+        answer as the gateway receives it."""
+        o = self.contract.message("toolfleet.v1.WorkerCallOutcome")(toolkit_version=version, worker_id=self.worker_id)
+        if status is None:
+            o.output = out.SerializeToString()
+        else:
+            o.code, o.message = status[0].value[0], status[1]
+            if status[2] is not None:
+                o.details.extend(status[2].details)
+        if logs is not None:
+            o.logs.CopyFrom(logs)
+        return o.SerializeToString()
+
+    def _tool_logs(self, call):
+        """The call's caller log, a toolfleet.v1.ToolLogs: None when nothing was logged."""
         if not call.logs and not call.logs_dropped:
-            return ()
+            return None
         logs = self.contract.message("toolfleet.v1.ToolLogs")(dropped=call.logs_dropped)
         for level, message, ns in call.logs:
             line = logs.lines.add(level=level, message=message)
             line.time.seconds, line.time.nanos = divmod(ns, 1_000_000_000)
-        return ((LOG_TRAILER, logs.SerializeToString()),)
+        return logs
 
-    def _abort_tool_error(self, context, e, trailer=()):
-        """An execution error: code UNKNOWN with a toolfleet.v1.ToolError detail."""
+    def _tool_error_status(self, e):
+        """An execution error's google.rpc.Status: code UNKNOWN with a toolfleet.v1.ToolError detail."""
         te = self.contract.message("toolfleet.v1.ToolError")(
             message=e.message, developer_message=e.developer_message, can_retry=e.can_retry,
             retry_after_ms=e.retry_after_ms, additional_prompt_content=e.prompt_hint)
         st = self.contract.message("google.rpc.Status")(code=grpc.StatusCode.UNKNOWN.value[0], message=e.message)
         st.details.add(type_url="type.googleapis.com/toolfleet.v1.ToolError", value=te.SerializeToString())
-        context.set_trailing_metadata(((STATUS_DETAILS_KEY, st.SerializeToString()),) + tuple(trailer))
-        context.abort(grpc.StatusCode.UNKNOWN, e.message)
+        return st
 
     def _service_handler(self, name, impl):
         sd = self.contract.service(name)
@@ -438,7 +650,7 @@ class Worker:
                 raise ValueError("%s does not implement %s.%s" % (type(impl).__name__, name, m.name))
             req, resp = self.contract.message(m.input_type.full_name), self.contract.message(m.output_type.full_name)
             handlers[m.name] = grpc.unary_unary_rpc_method_handler(
-                self._tool_handler(name, m.name, fn, self.contract.timeout(name, m.name)),
+                self._tool_handler(name, m.name, fn, self.contract.timeout(name, m.name), resp),
                 request_deserializer=req.FromString, response_serializer=resp.SerializeToString)
         return grpc.method_handlers_generic_handler(name, handlers)
 
@@ -473,6 +685,7 @@ class Worker:
         if self.nats[0]:
             announcer = Announcer(self.nats[0], self.worker_id, advertise, toolkits, self.announce_interval,
                                   user=self.nats[1], password=self.nats[2], token=self.nats[3])
+            self.journal = Journal(announcer.nc, self.worker_id)
             announcer.start()
         signal.signal(signal.SIGTERM, self.request_stop)
         signal.signal(signal.SIGINT, self.request_stop)

@@ -122,8 +122,15 @@ var serving = regexp.MustCompile(`worker serving addr=(\S+)`)
 // listens. It is killed at the end of the test if still running.
 func startPython(t *testing.T, py, natsURL string, args ...string) *pyWorker {
 	t.Helper()
+	return startPythonArgs(t, py, append([]string{"calculator.py", "--listen", "127.0.0.1:0", "--nats", natsURL}, args...)...)
+}
+
+// startPythonArgs runs py with args (a script and its flags, or -c and a
+// program) that start a worker, and returns once it listens.
+func startPythonArgs(t *testing.T, py string, args ...string) *pyWorker {
+	t.Helper()
 	w := &pyWorker{out: &syncBuffer{}, done: make(chan struct{})}
-	w.cmd = exec.Command(py, append([]string{"calculator.py", "--listen", "127.0.0.1:0", "--nats", natsURL}, args...)...)
+	w.cmd = exec.Command(py, args...)
 	w.cmd.Stdout, w.cmd.Stderr = w.out, w.out
 	w.cmd.Env = append(os.Environ(), "PYTHONUNBUFFERED=1")
 	if err := w.cmd.Start(); err != nil {
