@@ -123,6 +123,9 @@ func New(ctx context.Context, opts Options) (_ *Fleet, err error) {
 	} else {
 		cfg.Auth.Disabled = true
 	}
+	if cfg.WarmUp == 0 {
+		cfg.WarmUp = 100 * time.Millisecond // local workers answer the probe at once
+	}
 	g, err := gateway.New(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("e2e: gateway.New: %w", err)
@@ -141,6 +144,10 @@ func New(ctx context.Context, opts Options) (_ *Fleet, err error) {
 			return nil, err
 		}
 		if err := waitLimits(g); err != nil {
+			return nil, err
+		}
+		// Ready, so its registry is warm: an unknown tool is NOT_FOUND from now on.
+		if err := waitServing(g); err != nil {
 			return nil, err
 		}
 	}
@@ -199,6 +206,9 @@ func (f *Fleet) Replica(t testing.TB) string {
 	}
 	if f.cfg.NATSURL != "" {
 		if err := waitLimits(g); err != nil {
+			t.Fatal(err)
+		}
+		if err := waitServing(g); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -285,6 +295,17 @@ func (f *Fleet) waitIdempotency(ctx context.Context) error {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// waitServing waits until a gateway with NATS is ready (its JetStream
+// assets exist and its registry is warm), 20s at most.
+func waitServing(g *gateway.Gateway) error {
+	for deadline := time.Now().Add(20 * time.Second); !g.Serving(); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			return errors.New("e2e: the gateway never became ready")
+		}
+	}
+	return nil
 }
 
 // waitLimits waits until a gateway with rate limits shares their state

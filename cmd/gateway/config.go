@@ -54,6 +54,7 @@ type Config struct {
 
 	DefaultTimeout    time.Duration
 	StartedEventAfter time.Duration
+	WarmUp            time.Duration
 	MaxResultBytes    int64
 	IdempotencyTTL    time.Duration
 	// IdempotencyFileStorage is the deprecated --idempotency-file-storage:
@@ -115,6 +116,7 @@ func flags(cfg *Config) *pflag.FlagSet {
 	fs.StringVar(&cfg.Issuer, "jwt-issuer", "", "issuer every token must carry; empty = not checked")
 	fs.DurationVar(&cfg.DefaultTimeout, "default-timeout", gateway.DefaultTimeout, "call timeout of tools whose contract sets none")
 	fs.DurationVar(&cfg.StartedEventAfter, "started-event-after", gateway.DefaultStartedEventAfter, "a call still running after this publishes a started event (faster calls publish only their terminal event); 0: every call publishes started")
+	fs.DurationVar(&cfg.WarmUp, "warm-up", gateway.DefaultWarmUp, "with --nats-url: how long after start (and after a NATS reconnect) a tool that does not resolve is UNAVAILABLE (retryable) instead of NOT_FOUND while workers answer the discovery probe; readiness waits for it")
 	fs.Int64Var(&cfg.MaxResultBytes, "max-result-bytes", gateway.DefaultMaxResultBytes, "result size limit of tools whose contract sets none")
 	fs.DurationVar(&cfg.IdempotencyTTL, "idempotency-ttl", 0, "how long finished call results are kept for retries; 0: the max age of the toolfleet_calls asset (24h)")
 	fs.BoolVar(&cfg.IdempotencyFileStorage, "idempotency-file-storage", true, "deprecated: finished call results are on disk by default; memory only with --js-overrides toolfleet_calls.storage=memory")
@@ -309,6 +311,7 @@ func (c Config) gatewayConfig(log *slog.Logger, mounts []gateway.Mount) (gateway
 		Auth:                 auth,
 		DefaultTimeout:       c.DefaultTimeout,
 		StartedEventAfter:    startedEventAfter(c.StartedEventAfter),
+		WarmUp:               c.WarmUp,
 		MaxResultBytes:       c.MaxResultBytes,
 		IdempotencyTTL:       c.IdempotencyTTL,
 		Assets:               c.Assets,

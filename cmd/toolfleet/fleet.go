@@ -113,6 +113,9 @@ var conformanceWorker = bundledWorker{"conformance", "Conformance", func(_ conte
 	return nil
 }}
 
+// devWarmUp is the dev gateway's registry warm-up (gateway.Config.WarmUp).
+const devWarmUp = 300 * time.Millisecond
+
 // startFleet starts every bundled worker on a free loopback port, announcing on
 // NATS, and the gateway, which finds them through those announcements.
 func startFleet(ctx context.Context, cfg fleetConfig) (_ *fleet, err error) {
@@ -169,6 +172,10 @@ func startFleet(ctx context.Context, cfg fleetConfig) (_ *fleet, err error) {
 		Mounts:         cfg.Mounts,
 		Tracing:        cfg.Tracing,
 		Limits:         cfg.Limits,
+		// The bundled workers run in this process and announce before the
+		// gateway starts: they answer its probe within milliseconds, so a
+		// short warm-up keeps dev's start (which waits for readiness) fast.
+		WarmUp: devWarmUp,
 	})
 	if err != nil {
 		return nil, err
@@ -207,7 +214,7 @@ func waitReady(ctx context.Context, ready <-chan struct{}, errs <-chan error) er
 }
 
 // waitServing waits until g reports SERVING (its idempotency bucket and event
-// stream exist), g stops with an error, or ctx ends.
+// stream exist, its registry is warm), g stops with an error, or ctx ends.
 func waitServing(ctx context.Context, g *gateway.Gateway, errs <-chan error) error {
 	t := time.NewTicker(25 * time.Millisecond)
 	defer t.Stop()

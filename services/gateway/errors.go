@@ -21,6 +21,10 @@ import (
 var (
 	// ErrUnknownTool: no served tool has the requested name or version.
 	ErrUnknownTool = registry.ErrUnknownTool
+	// ErrToolNotLoaded: the tool is not served yet and may be in a moment (the
+	// gateway is starting, or a worker naming its toolkit is not loaded yet);
+	// code Unavailable, retryable.
+	ErrToolNotLoaded = registry.ErrToolNotLoaded
 	// ErrUnauthenticated: the caller has no valid bearer token.
 	ErrUnauthenticated = auth.ErrUnauthenticated
 	// ErrPermissionDenied: the token lacks a scope the call needs.
@@ -125,12 +129,22 @@ func (e *CallError) seal() {
 // newErrorID returns a short random id that names one failure in the logs.
 func newErrorID() string { return newID()[:16] }
 
+// notLoadedRetryAfter is the retry delay a caller gets with a tool that is not
+// loaded yet (a registry warm-up lasts about two seconds).
+const notLoadedRetryAfter = time.Second
+
 // resolve finds the route of a tool reference in snap; an unknown tool is a
-// server error (NotFound, or InvalidArgument for an over-long reference).
+// server error (NotFound, or InvalidArgument for an over-long reference), and
+// one the registry has not loaded yet (registry.ErrToolNotLoaded) Unavailable,
+// with a retry delay.
 func resolve(snap *registry.Snapshot, toolID string) (*registry.Route, *CallError) {
 	rt, re := snap.Resolve(toolID)
 	if re != nil {
-		return nil, serverError(re.Code, ErrUnknownTool, re.Detail, "%s", re.Message)
+		ce := serverError(re.Code, re.Unwrap(), re.Detail, "%s", re.Message)
+		if re.Code == codes.Unavailable {
+			ce.RetryAfter = notLoadedRetryAfter
+		}
+		return nil, ce
 	}
 	return rt, nil
 }

@@ -12,3 +12,17 @@ func ReplicasForTest(g *Gateway, id string) int {
 // ResolveCacheLenForTest reports how many tool references the current registry
 // view has cached.
 func ResolveCacheLenForTest(g *Gateway) int { return g.reg.Current().ResolvedLen() }
+
+// WarmForTest reports whether the registry's first warm-up has ended; true
+// for a gateway without NATS, which has none.
+func WarmForTest(g *Gateway) bool {
+	if g.cfg.NATSURL == "" {
+		return true
+	}
+	select {
+	case <-g.reg.Warm():
+		return true
+	default:
+		return false
+	}
+}

@@ -50,6 +50,8 @@ const (
 	// DefaultResultStoreMaxBytes bounds the result handles' bucket (1 GiB).
 	DefaultResultStoreMaxBytes = results.DefaultMaxBytes
 	DefaultEventStream         = "TOOLFLEET_CALL_EVENTS"
+	// DefaultWarmUp: see Config.WarmUp.
+	DefaultWarmUp = registry.DefaultWarmUp
 	// DefaultStartedEventAfter: a call still running after this publishes a
 	// started event; a faster one publishes only its terminal event.
 	DefaultStartedEventAfter = 100 * time.Millisecond
@@ -153,6 +155,13 @@ type Config struct {
 	EventQueue int
 	// AnnounceSweep is how often expired workers are dropped. Default 1s.
 	AnnounceSweep time.Duration
+	// WarmUp is how long, after the gateway subscribes to announcements and
+	// probes for workers (and after each NATS reconnect), a tool id that does
+	// not resolve is UNAVAILABLE (retryable: "the gateway is starting") rather
+	// than NOT_FOUND; readiness waits for the first warm-up and for the
+	// announced workers' contracts to load. Only with NATSURL. Default
+	// [DefaultWarmUp] (workers answer the probe at once; see registry.DefaultWarmUp).
+	WarmUp time.Duration
 	// ShutdownTimeout bounds the graceful stop. Default [DefaultShutdownTimeout].
 	ShutdownTimeout time.Duration
 	// Logger receives the gateway's logs. Default slog.Default().
@@ -245,6 +254,9 @@ func (c *Config) defaults() {
 	if c.AnnounceSweep <= 0 {
 		c.AnnounceSweep = time.Second
 	}
+	if c.WarmUp <= 0 {
+		c.WarmUp = DefaultWarmUp
+	}
 	if c.ShutdownTimeout <= 0 {
 		c.ShutdownTimeout = DefaultShutdownTimeout
 	}
@@ -300,6 +312,10 @@ type Gateway struct {
 	// setupErr is the last error of setting up the JetStream assets (nil
 	// once they are ready); see SetupError.
 	setupErr atomic.Pointer[error]
+	// assetsReady and registryWarm are the two halves of readiness with NATS
+	// (see markReady): the JetStream assets exist, the registry's first
+	// warm-up has ended.
+	assetsReady, registryWarm atomic.Bool
 
 	ready   chan struct{}
 	addr    atomic.Pointer[string]
@@ -493,7 +509,12 @@ func (g *Gateway) connectNATS(ctx context.Context, bg *sync.WaitGroup) (*nats.Co
 			}
 			g.log.Warn("NATS disconnected; keeping the last known registry, queueing events", "error", err)
 		}),
-		nats.ReconnectHandler(func(*nats.Conn) { g.log.Info("NATS reconnected") }),
+		// Workers may have come or gone meanwhile: probe, and warm up again.
+		nats.ConnectHandler(func(*nats.Conn) { g.reg.Rediscover() }), // after a failed first connect
+		nats.ReconnectHandler(func(*nats.Conn) {
+			g.log.Info("NATS reconnected")
+			g.reg.Rediscover()
+		}),
 	)
 	if err != nil {
 		return nil, fmt.Errorf("gateway: NATS %s: %w", g.cfg.NATSURL, err)
@@ -503,10 +524,18 @@ func (g *Gateway) connectNATS(ctx context.Context, bg *sync.WaitGroup) (*nats.Co
 		nc.Close()
 		return nil, fmt.Errorf("gateway: JetStream: %w", err)
 	}
-	if err := g.reg.WatchAnnouncements(ctx, nc, g.cfg.AnnounceSweep); err != nil {
+	if err := g.reg.WatchAnnouncements(ctx, nc, g.cfg.AnnounceSweep, g.cfg.WarmUp); err != nil {
 		nc.Close()
 		return nil, fmt.Errorf("gateway: subscribe to announcements: %w", err)
 	}
+	bg.Go(func() {
+		select {
+		case <-g.reg.Warm():
+			g.registryWarm.Store(true)
+			g.markReady()
+		case <-ctx.Done():
+		}
+	})
 	g.events = newEvents(g.log, nc, js, g.cfg.EventStreamConfig(), g.cfg.EventQueue, g.metrics)
 	g.events.run(ctx)
 	idemCfg := g.cfg.IdempotencyConfig()
@@ -532,7 +561,8 @@ func (g *Gateway) connectNATS(ctx context.Context, bg *sync.WaitGroup) (*nats.Co
 			return g.fatal(err)
 		}
 		g.setupErr.Store(nil)
-		g.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+		g.assetsReady.Store(true)
+		g.markReady()
 		return true
 	}
 	if !nc.IsConnected() || !setup() {
@@ -609,6 +639,16 @@ func (g *Gateway) connectNATS(ctx context.Context, bg *sync.WaitGroup) (*nats.Co
 		}
 	}
 	return nc, nil
+}
+
+// markReady turns readiness (grpc.health.v1 "", GET /health) SERVING once
+// the JetStream assets exist and the registry's first warm-up has ended, so
+// that no traffic is routed to a gateway that would answer UNAVAILABLE for
+// tools its workers serve. Nothing flips it back but shutdown.
+func (g *Gateway) markReady() {
+	if g.assetsReady.Load() && g.registryWarm.Load() {
+		g.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+	}
 }
 
 // retrySetup runs setup every second until it succeeds or ctx ends.

@@ -291,6 +291,11 @@ func startGateway(t *testing.T, cfg gateway.Config) *gateway.Gateway {
 	if cfg.Logger == nil {
 		cfg.Logger = quiet()
 	}
+	if cfg.WarmUp == 0 {
+		// The tests' workers announce on a local NATS: a short warm-up keeps
+		// them fast (waitTool waits for it; see TestColdStartNeverNotFound).
+		cfg.WarmUp = 50 * time.Millisecond
+	}
 	g, err := gateway.New(t.Context(), cfg)
 	if err != nil {
 		t.Fatalf("gateway.New: %v", err)
@@ -331,12 +336,13 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-// waitTool waits until the gateway serves toolID (resolution rules apply).
+// waitTool waits until the gateway serves toolID (resolution rules apply) and
+// its registry is warm (an unknown tool is NOT_FOUND from then on).
 func waitTool(t *testing.T, g *gateway.Gateway, toolID string) {
 	t.Helper()
 	waitFor(t, toolID, func() bool {
 		_, err := g.GetTool(&toolfleetv1.GetToolRequest{ToolId: toolID})
-		return err == nil
+		return err == nil && gateway.WarmForTest(g)
 	})
 }
 

@@ -4,6 +4,8 @@ import (
 	"context"
 	"net/http"
 
+	"google.golang.org/grpc/codes"
+
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
 	"github.com/toolfleet/toolfleet/services/gateway/mcp"
 )
@@ -60,6 +62,21 @@ func (b mcpBackend) CanCall(ctx context.Context) (func(toolID string) bool, erro
 		rt, re := snap.Resolve(id)
 		return re == nil && p.MayList(rt.Def())
 	}, nil
+}
+
+// NotLoaded answers for a tool name MCP's list lacks: served when the
+// registry resolves it by now, or the registry's retryable Unavailable while
+// it may only not be loaded yet (the gateway is starting, or a worker naming
+// its toolkit is joining); see registry.Snapshot.Resolve.
+func (b mcpBackend) NotLoaded(_ context.Context, name string) (bool, error) {
+	_, ce := resolve(b.g.reg.Current(), name)
+	switch {
+	case ce == nil:
+		return true, nil
+	case ce.Code == codes.Unavailable:
+		return false, ce
+	}
+	return false, nil
 }
 
 // MayApprove reports whether the MCP request's caller (for a delegated call,

@@ -361,8 +361,54 @@ func (s *Server) freshList(next sdk.MethodHandler) sdk.MethodHandler {
 				}
 			}
 		}
+		if method == "tools/call" {
+			if p, ok := req.GetParams().(*sdk.CallToolParamsRaw); ok {
+				if err := s.notLoaded(ctx, p.Name); err != nil {
+					return nil, err
+				}
+			}
+		}
 		return next(ctx, method, req)
 	}
+}
+
+// Loading is implemented by a backend that may not have loaded every tool yet
+// (a gateway that is starting, or a worker that is joining). NotLoaded is asked
+// about a tool name the list does not have: served when the backend serves it
+// by now (the list is only behind), else a retryable error (a gRPC status,
+// UNAVAILABLE) when it may be served in a moment, else neither (unknown).
+type Loading interface {
+	NotLoaded(ctx context.Context, name string) (served bool, err error)
+}
+
+// notLoaded answers a tools/call of a name the list does not have: the
+// backend's retryable error while the tool may only not be loaded yet (an
+// "unknown tool" would not be retried), after reading the list again when
+// the backend serves it by now; nil to go on.
+func (s *Server) notLoaded(ctx context.Context, name string) error {
+	l, ok := s.backend.(Loading)
+	if !ok {
+		return nil
+	}
+	if _, builtin := builtinKind(name); builtin && s.tasks() != nil {
+		return nil
+	}
+	s.mu.Lock()
+	_, known := s.tools[name]
+	s.mu.Unlock()
+	if known {
+		return nil
+	}
+	served, err := l.NotLoaded(ctx, name)
+	if err != nil {
+		return rpcError(ctx, name, err)
+	}
+	if served {
+		if err := s.Sync(ctx); err != nil {
+			s.log.Warn("tool list not refreshed", "error", err)
+		}
+	}
+	return nil
 }
 
 // stale reports a tool list older than MaxStaleness.

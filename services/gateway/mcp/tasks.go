@@ -432,6 +432,18 @@ func (s *Server) callable(ctx context.Context, name string) (string, *jsonrpc.Er
 		}
 	}
 	if !known {
+		if err := s.notLoaded(ctx, name); err != nil {
+			var jerr *jsonrpc.Error
+			if errors.As(err, &jerr) {
+				return "", jerr
+			}
+			return "", asRPC(ctx, err)
+		}
+		s.mu.Lock()
+		t, known = s.tools[name]
+		s.mu.Unlock()
+	}
+	if !known {
 		return "", &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown tool %q", name)}
 	}
 	id, _ := t.Meta[MetaToolID].(string)

@@ -244,7 +244,8 @@ func result(resp *toolfleetv1.CallToolResponse) map[string]any {
 // for validation, 401/403 for auth, 409 for a call_id conflict, 429 when the
 // gateway sheds load or the caller is over a rate limit or quota (Retry-After
 // in seconds, retry_after_ms in the body when the gateway knows), 503 when a retry may succeed (worker or
-// idempotency store unavailable), 400 for every other server error.
+// idempotency store unavailable, a tool not loaded yet; with Retry-After when
+// the gateway says when), 400 for every other server error.
 func WriteFailure(w http.ResponseWriter, f *toolfleetv1.CallFailure) {
 	if ve := f.GetValidationError(); ve != nil {
 		WriteJSON(w, http.StatusUnprocessableEntity, map[string]any{"$schema": Schema,
@@ -260,6 +261,9 @@ func WriteFailure(w http.ResponseWriter, f *toolfleetv1.CallFailure) {
 	case "ALREADY_EXISTS":
 		WriteJSON(w, http.StatusConflict, FailureBody(f)) // call_id reused with another input
 	case "UNAVAILABLE":
+		if f.GetRetryAfterMs() > 0 { // e.g. a tool the gateway has not loaded yet
+			w.Header().Set("Retry-After", strconv.FormatInt((f.GetRetryAfterMs()+999)/1000, 10))
+		}
 		WriteJSON(w, http.StatusServiceUnavailable, FailureBody(f)) // retryable
 	case "RESOURCE_EXHAUSTED":
 		// Whole seconds, rounded up; the body's retry_after_ms is exact.

@@ -17,11 +17,19 @@ import (
 const defaultAnnounceTTL = 15 * time.Second
 
 // WatchAnnouncements subscribes to worker heartbeats (core NATS) and expires
-// workers that stop announcing, until ctx is done.
-func (r *Registry) WatchAnnouncements(ctx context.Context, nc *nats.Conn, sweep time.Duration) error {
+// workers that stop announcing, until ctx is done. It probes for workers and
+// warms up for warmUp ([DefaultWarmUp] when 0; see [Registry.Warm]), from now,
+// or from the connection when nc is not connected yet; call
+// [Registry.Rediscover] at every (re)connection of nc.
+func (r *Registry) WatchAnnouncements(ctx context.Context, nc *nats.Conn, sweep, warmUp time.Duration) error {
+	if warmUp <= 0 {
+		warmUp = DefaultWarmUp
+	}
 	r.mu.Lock()
 	r.natsUp = nc.IsConnected
+	r.nc, r.warmUp = nc, warmUp
 	r.mu.Unlock()
+	r.warm.start(time.Now(), warmUp, nc.IsConnected())
 	sub, err := nc.Subscribe(tool.AnnounceSubject, func(m *nats.Msg) {
 		var a toolfleetv1.WorkerAnnouncement
 		if err := protojson.Unmarshal(m.Data, &a); err != nil {
@@ -38,6 +46,7 @@ func (r *Registry) WatchAnnouncements(ctx context.Context, nc *nats.Conn, sweep 
 	if err := nc.Publish(tool.DiscoverSubject, nil); err != nil {
 		r.log.Debug("discovery probe not sent", "error", err)
 	}
+	r.wg.Go(func() { r.watchWarm(ctx) })
 	r.wg.Add(1)
 	go func() {
 		defer r.wg.Done()
@@ -68,7 +77,73 @@ func (r *Registry) announce(ctx context.Context, a *toolfleetv1.WorkerAnnounceme
 		r.leave(a.GetAddress(), ttl, a.GetHealth())
 		return
 	}
-	r.add(ctx, a.GetAddress(), a.GetWorkerId(), signature(a), false, a.GetCallJournal(), ttl)
+	r.add(ctx, a.GetAddress(), a.GetWorkerId(), signature(a), toolkitNames(a), false, a.GetCallJournal(), ttl)
+}
+
+// toolkitNames are the lower-case toolkit names an announcement names; nil
+// when it names none or one without a name (then the worker may serve anything).
+func toolkitNames(a *toolfleetv1.WorkerAnnouncement) []string {
+	var names []string
+	for _, t := range a.GetToolkits() {
+		if t.GetName() == "" {
+			return nil
+		}
+		names = append(names, strings.ToLower(t.GetName()))
+	}
+	return names
+}
+
+// Rediscover asks every worker to announce now and warms up again (see
+// [Registry.Warm]); the gateway calls it when its NATS connection comes up
+// again, since workers may have come or gone meanwhile. The first warm-up
+// (readiness) is not undone. It does nothing before WatchAnnouncements.
+func (r *Registry) Rediscover() {
+	r.mu.Lock()
+	nc, warmUp := r.nc, r.warmUp
+	r.mu.Unlock()
+	if nc == nil {
+		return
+	}
+	r.warm.start(time.Now(), warmUp, true)
+	if err := nc.Publish(tool.DiscoverSubject, nil); err != nil {
+		r.log.Debug("discovery probe not sent", "error", err)
+	}
+}
+
+// Warm is closed once the registry's first warm-up has ended: the warm-up
+// bound has passed since it started watching announcements on a connected
+// NATS, and no announced worker's contracts are still loading. Until then, and
+// again for the bound after every Rediscover, a tool id that does not resolve
+// is Unavailable (retryable) rather than NotFound; so is, at any time, one of a
+// toolkit that an announced worker names whose contracts are not loaded yet.
+// Static workers play no part. Without WatchAnnouncements it is never closed.
+func (r *Registry) Warm() <-chan struct{} { return r.warm.warm }
+
+// watchWarm closes Warm at the end of the first warm-up, then returns.
+func (r *Registry) watchWarm(ctx context.Context) {
+	for {
+		warm, again := r.warm.check(time.Now())
+		if warm {
+			r.mu.Lock()
+			n := len(r.workers)
+			r.mu.Unlock()
+			r.log.Info("registry warm: the announced workers are loaded", "workers", n)
+			return
+		}
+		if again <= 0 {
+			again = 20 * time.Millisecond // a load is running, or NATS not up yet
+		}
+		t := time.NewTimer(again)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-r.quit:
+			t.Stop()
+			return
+		case <-t.C:
+		}
+	}
 }
 
 // signature names an announcement's toolkits and versions in a stable order.

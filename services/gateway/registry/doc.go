@@ -12,6 +12,13 @@
 // registered is refused (the trust rule, trust.go). Workers are dialed in plain
 // text, or with TLS or mTLS as a [TLSConfig] says (tls.go).
 //
+// The registry knows what it does not know yet (warm.go): for a warm-up bound
+// after it starts watching (and after each [Registry.Rediscover] at a NATS
+// reconnect), and while an announced worker naming a toolkit is not loaded,
+// [Snapshot.Resolve] answers a tool id that does not resolve with a retryable
+// Unavailable instead of NotFound; [Registry.Warm] is closed once the first
+// warm-up has ended (the gateway's readiness waits for it).
+//
 // Every change publishes a new immutable [Snapshot]. Callers take
 // [Registry.Current] once per request and [Snapshot.Resolve] a tool reference
 // to a [Route], whose [Route.Pick] orders the replicas to try.

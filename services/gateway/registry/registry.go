@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -85,6 +86,12 @@ type Registry struct {
 	rejections prometheus.Counter
 	// skipped counts announcements skipped because maxLoading loads were running.
 	skipped uint64
+
+	// warm is what the registry does not know yet (warm.go); nc and warmUp are
+	// set by WatchAnnouncements, to probe again at a NATS (re)connect.
+	warm   *warmth
+	nc     *nats.Conn
+	warmUp time.Duration
 }
 
 // rejection is a replica refused because its contract differs from the
@@ -127,8 +134,9 @@ func New(log *slog.Logger, fetchTimeout time.Duration, dialOpts ...grpc.DialOpti
 		}),
 		quit:     make(chan struct{}),
 		dialOpts: dialOpts,
+		warm:     newWarmth(),
 	}
-	r.snap.Store(buildSnapshot(nil))
+	r.snap.Store(buildSnapshot(nil, r.warm))
 	return r
 }
 
@@ -139,12 +147,12 @@ func (r *Registry) Current() *Snapshot { return r.snap.Load() }
 // (toolfleet_gateway_registry_rejected_total); register it with the gateway's metrics.
 func (r *Registry) Rejections() prometheus.Collector { return r.rejections }
 
-// add registers a worker at addr (static, or announced with a ttl) and loads its
-// contracts in the background. A known address only has its lease renewed, unless
+// add registers a worker at addr (static, or announced with a ttl and the
+// toolkits it names, nil when unknown) and loads its contracts in the background. A known address only has its lease renewed, unless
 // it now announces other toolkits (sig, "" = unknown) or was draining: then its
 // contracts are loaded again, e.g. after a new version was deployed, or the
 // process restarted, at the same address.
-func (r *Registry) add(ctx context.Context, addr, id, sig string, static, journal bool, ttl time.Duration) {
+func (r *Registry) add(ctx context.Context, addr, id, sig string, toolkits []string, static, journal bool, ttl time.Duration) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closed {
@@ -162,6 +170,9 @@ func (r *Registry) add(ctx context.Context, addr, id, sig string, static, journa
 		return // refused a moment ago for the same claim
 	}
 	if len(r.loading) >= maxLoading && !static {
+		// Announced but not loaded: its tools are Unavailable, not NotFound, until
+		// a heartbeat repeats it (or its lease ends).
+		r.warm.claim(addr, toolkits, time.Now().Add(ttl), false)
 		r.skipped++
 		if r.skipped == 1 || r.skipped%1000 == 0 {
 			r.log.Warn("too many workers loading at once; announcement skipped until it repeats",
@@ -170,6 +181,9 @@ func (r *Registry) add(ctx context.Context, addr, id, sig string, static, journa
 		return
 	}
 	r.loading[addr] = true
+	if !static {
+		r.warm.claim(addr, toolkits, time.Now().Add(ttl), true)
+	}
 	r.wg.Add(1)
 	go func() {
 		defer r.wg.Done()
@@ -177,11 +191,16 @@ func (r *Registry) add(ctx context.Context, addr, id, sig string, static, journa
 		r.mu.Lock()
 		delete(r.loading, addr)
 		if err != nil {
+			r.warm.failed(addr)
 			r.mu.Unlock()
 			r.log.Warn("worker contracts not loaded; will retry", "addr", addr, "error", err)
 			return
 		}
 		w.sig, w.journal = sig, journal
+		// Loaded, refused or given up: either way no longer a claim. Forgotten
+		// only after the new snapshot is published, so that a resolution always
+		// sees the claim or the replica.
+		defer r.warm.forget(addr)
 		if ctx.Err() != nil {
 			r.mu.Unlock()
 			_ = w.conn.Close()
@@ -282,7 +301,7 @@ func (r *Registry) rejectLocked(w *Replica) {
 func (r *Registry) KeepStatic(ctx context.Context, addrs []string, interval time.Duration) {
 	add := func() {
 		for _, a := range addrs {
-			r.add(ctx, a, "static:"+a, "", true, false, 0)
+			r.add(ctx, a, "static:"+a, "", nil, true, false, 0)
 		}
 	}
 	add()
@@ -305,6 +324,7 @@ func (r *Registry) KeepStatic(ctx context.Context, addrs []string, interval time
 // now, runs out; then [Registry.expire] drops it, and with the last replica of
 // a tool the tool goes. Static workers ignore announcements.
 func (r *Registry) leave(addr string, ttl time.Duration, health string) {
+	r.warm.forget(addr) // a worker leaving before it was loaded claims nothing
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	w, ok := r.workers[addr]
@@ -351,6 +371,7 @@ const reconnectGrace = 5 * time.Second
 // expires (the last known registry is kept); after it returns, workers get one
 // ttl, and at least reconnectGrace, to announce again.
 func (r *Registry) expire(now time.Time) {
+	r.warm.sweep(now)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if !r.natsUp() {
@@ -385,7 +406,7 @@ func (r *Registry) rebuildLocked() {
 		ws = append(ws, w)
 	}
 	slices.SortFunc(ws, func(a, b *Replica) int { return cmp.Compare(a.addr, b.addr) })
-	r.snap.Store(buildSnapshot(ws))
+	r.snap.Store(buildSnapshot(ws, r.warm))
 	select {
 	case r.changed <- struct{}{}:
 	default:

@@ -12,14 +12,20 @@ import (
 	"github.com/toolfleet/toolfleet/sdk/tool/contract"
 )
 
-// ErrUnknownTool is wrapped by every [ResolveError]: no served tool has the
-// requested name or version.
+// ErrUnknownTool is wrapped by a [ResolveError] whose tool is unknown: no
+// served tool has the requested name or version.
 var ErrUnknownTool = errors.New("gateway: unknown tool")
+
+// ErrToolNotLoaded is wrapped by a [ResolveError] with code Unavailable: the
+// tool is not served yet, and may be in a moment, because the registry is
+// warming up or an announced worker that names its toolkit is not loaded yet.
+var ErrToolNotLoaded = errors.New("gateway: tool not loaded yet")
 
 // ResolveError is a tool reference that names no served tool. Message is for
 // the caller (it suggests the closest tools), Detail for developers; Code is
-// InvalidArgument for a reference over contract.MaxToolRefLen, NotFound
-// otherwise.
+// InvalidArgument for a reference over contract.MaxToolRefLen, Unavailable
+// (retryable) while the tool may only not be loaded yet (see
+// [Registry.Warm]), NotFound otherwise.
 type ResolveError struct {
 	Code    codes.Code
 	Message string
@@ -29,8 +35,13 @@ type ResolveError struct {
 // Error returns the caller-facing message.
 func (e *ResolveError) Error() string { return e.Message }
 
-// Unwrap returns [ErrUnknownTool].
-func (e *ResolveError) Unwrap() error { return ErrUnknownTool }
+// Unwrap returns [ErrToolNotLoaded] for Unavailable, else [ErrUnknownTool].
+func (e *ResolveError) Unwrap() error {
+	if e.Code == codes.Unavailable {
+		return ErrToolNotLoaded
+	}
+	return ErrUnknownTool
+}
 
 // resolveError builds a ResolveError with a formatted caller message.
 func resolveError(code codes.Code, detail, format string, args ...any) *ResolveError {
@@ -69,6 +80,10 @@ func (s *Snapshot) Resolve(toolID string) (*Route, *ResolveError) {
 func (s *Snapshot) resolveRef(toolID string, ref contract.ToolRef) (*Route, *ResolveError) {
 	def, err := contract.Resolve(ref, s.byName[ref.Toolkit+"."+ref.Tool])
 	if err != nil {
+		if re := s.warm.notLoaded(toolID, ref.Toolkit); re != nil {
+			re.Detail += "; " + err.Error()
+			return nil, re
+		}
 		if errors.Is(err, contract.ErrVersionNotFound) {
 			var vs []string
 			for _, d := range s.byName[ref.Toolkit+"."+ref.Tool] {

@@ -76,10 +76,13 @@ type Snapshot struct {
 	index  *search.Index
 	// resolved caches resolutions by canonical reference (contract.ToolRef.String → *Route).
 	resolved sync.Map
+	// warm is the registry's live view of what it does not know yet, shared by
+	// every snapshot: a miss asks it whether the tool may only not be loaded yet.
+	warm *warmth
 }
 
-func buildSnapshot(ws []*Replica) *Snapshot {
-	s := &Snapshot{routes: map[string]*Route{}, byName: map[string][]*toolfleetv1.ToolDefinition{}}
+func buildSnapshot(ws []*Replica, warm *warmth) *Snapshot {
+	s := &Snapshot{routes: map[string]*Route{}, byName: map[string][]*toolfleetv1.ToolDefinition{}, warm: warm}
 	for _, w := range ws {
 		for _, d := range w.defs {
 			rt, ok := s.routes[d.GetId()]
