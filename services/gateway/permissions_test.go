@@ -58,8 +58,10 @@ var (
 		"$JS.API.DIRECT.GET.KV_toolfleet_input_key.>",
 	}
 	gatewaySubscribe = []string{"toolfleet.registry.announce", "_INBOX.>"}
-	workerPublish    = []string{"toolfleet.registry.announce"}
-	workerSubscribe  = []string{"toolfleet.registry.discover"}
+	// A worker also records the calls it is handed in the call journal, the
+	// idempotency bucket's entries of its own toolkits, and reads the replies.
+	workerPublish   = []string{"toolfleet.registry.announce", "$KV.toolfleet_calls.Calculator.>", "$KV.toolfleet_calls.SchemaTest.>"}
+	workerSubscribe = []string{"toolfleet.registry.discover", "_INBOX.>"}
 )
 
 func permissions(pub, sub []string) *server.Permissions {
@@ -151,6 +153,15 @@ func TestLeastNATSPermissions(t *testing.T) {
 	code, _, body := fetchOXP(t, g, hr.GetResultHandle().GetId(), "")
 	if code != 200 || !strings.Contains(string(body), big) {
 		t.Fatalf("GET /results: %d, %d bytes", code, len(body))
+	}
+
+	// A side-effecting call is recorded in the call journal by its worker, and
+	// its repeat is answered from the record.
+	sleep := &toolfleetv1.CallToolRequest{CallId: "perm-journal", ToolId: "SchemaTest.Sleep", Input: mustStruct(t, map[string]any{"duration": "0.01s"})}
+	for range 2 {
+		if r, err := g.Call(t.Context(), anon(), sleep); err != nil || !r.GetSuccess() {
+			t.Fatalf("journaled call: %v %v", r, err)
+		}
 	}
 
 	// Events reach the stream.
