@@ -10,7 +10,8 @@
 // TOOLFLEET_GATEWAY_TOKEN. Model keys are read at call time from
 // OPENAI_API_KEY, ANTHROPIC_API_KEY, GEMINI_API_KEY, TOOLFLEET_MODEL_KEY_* or
 // files in --model-key-dir, as each run's key reference says. The scripted
-// demo model ("scripted:demo") needs no key.
+// demo model ("scripted:demo") needs no key; --script-dir serves scripted
+// models from files (scripted:NAME.yaml), as `toolfleet dev --script-dir` does.
 //
 // It serves grpc.health.v1 in plaintext on --listen (default
 // 127.0.0.1:8081; 0.0.0.0:8081 in Kubernetes): the overall service ("")
@@ -28,6 +29,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -66,6 +68,9 @@ type options struct {
 	startTimeout   time.Duration
 	// principalMaxBytes is --principal-max-bytes (a size, "" or "none").
 	principalMaxBytes string
+	// scriptDir is --script-dir: where scripted:NAME.yaml model scripts are
+	// read from ("" refuses them), as in `toolfleet dev`.
+	scriptDir string
 }
 
 // parse reads the flags (and TOOLFLEET_* environment) into a validated
@@ -88,6 +93,7 @@ func parse(args []string) (runner.Config, options, error) {
 	cfg.Assets.AddFlags(fs)
 	fs.StringVar(&cfg.GatewayAddress, "gateway-address", "127.0.0.1:8080", "tool gateway host:port (gRPC)")
 	fs.StringVar(&cfg.GatewayToken, "gateway-token", "", "bearer token of the orchestrator at the gateway (scopes tools:delegate, tools:approve)")
+	fs.StringVar(&opt.scriptDir, "script-dir", "", "folder that scripted:NAME.yaml model scripts are read from, as with toolfleet dev --script-dir (docs/agents.md); empty: script files refused (scripted:demo always works)")
 	fs.StringVar(&cfg.KeyDir, "model-key-dir", "", "folder that model key references file:NAME read from (empty: file references refused)")
 	fs.StringArrayVar(&opt.modelEndpoints, "model-endpoint", nil, "KEYREF=URL[,URL...] (several separated by ;): the base URLs a model key may be sent to; KEYREF env:NAME, file:NAME or none, URL default (the provider's own) or http(s)://host[:port|:*][/path] (docs/agents.md)")
 	fs.StringVar(&cfg.HistoryContent, "history-content", agent.HistoryContentPreviews, "what agent runs keep of their content in Temporal history: previews (160 bytes of each model reply and tool result, and of the answer) or none (sha256 digests and sizes only)")
@@ -139,6 +145,23 @@ func parse(args []string) (runner.Config, options, error) {
 		return cfg, opt, fmt.Errorf("--model-endpoint: %w", err)
 	}
 	cfg.Endpoints = eps
+	if opt.scriptDir != "" {
+		// The runner's default resolver plus script files, as `toolfleet dev`
+		// builds it.
+		dir, err := filepath.Abs(opt.scriptDir)
+		if err == nil {
+			var fi os.FileInfo
+			if fi, err = os.Stat(dir); err == nil && !fi.IsDir() {
+				err = fmt.Errorf("%s is not a folder", dir)
+			}
+		}
+		if err != nil {
+			return cfg, opt, fmt.Errorf("--script-dir: %w", err)
+		}
+		r := agent.NewResolver()
+		r.KeyDir, r.Endpoints, r.ScriptDir = cfg.KeyDir, eps, dir
+		cfg.Models = r
+	}
 	cfg.Logger = slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
 	if opt.triggers != "" {
 		t, err := trigger.Load(opt.triggers)

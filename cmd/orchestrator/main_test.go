@@ -5,12 +5,16 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/toolfleet/toolfleet/internal/telemetry"
+	"github.com/toolfleet/toolfleet/orchestrator/agent"
 	"github.com/toolfleet/toolfleet/orchestrator/metrics"
+	"github.com/toolfleet/toolfleet/sdk/llm"
 )
 
 // TestNoEmbeddedServers keeps the production binary free of the embedded
@@ -120,6 +124,47 @@ func TestStorageFlags(t *testing.T) {
 		if cfg.HistoryContent != tt.content || cfg.PrincipalMaxBytes != tt.maxBytes || cfg.PrincipalMaxRuns != tt.maxRuns {
 			t.Errorf("parse(%v): history %q, max bytes %d, max runs %d; want %q, %d, %d", tt.args,
 				cfg.HistoryContent, cfg.PrincipalMaxBytes, cfg.PrincipalMaxRuns, tt.content, tt.maxBytes, tt.maxRuns)
+		}
+	}
+}
+
+// TestScriptDir: --script-dir serves scripted:NAME.yaml model files, as
+// `toolfleet dev --script-dir` does; without it script files are refused
+// (the demo still works), and a missing folder fails at start.
+func TestScriptDir(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "count.yaml"), []byte("turns:\n  - calls:\n      - tool: KV.Increment\n        args: {key: k}\n  - text: counted\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	file := agent.ModelSpec{Spec: llm.Spec{Provider: llm.ProviderScripted, Name: "count.yaml"}}
+	demo := agent.ModelSpec{Spec: llm.Spec{Provider: llm.ProviderScripted, Name: llm.DemoModelName}}
+
+	cfg, _, err := parse([]string{"--script-dir", dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Models == nil {
+		t.Fatal("--script-dir set no model resolver")
+	}
+	for _, spec := range []agent.ModelSpec{file, demo} {
+		if _, err := cfg.Models.Model(t.Context(), spec); err != nil {
+			t.Errorf("with --script-dir, model %s: %v", spec.Name, err)
+		}
+	}
+	// Without the flag, the runner's default resolver refuses script files.
+	cfg, _, err = parse(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Models != nil {
+		if _, err := cfg.Models.Model(t.Context(), file); err == nil {
+			t.Error("without --script-dir a script file was served")
+		}
+	}
+	for _, bad := range []string{filepath.Join(dir, "missing"), filepath.Join(dir, "count.yaml")} {
+		if _, _, err := parse([]string{"--script-dir", bad}); err == nil || !strings.Contains(err.Error(), "--script-dir") {
+			t.Errorf("--script-dir %s: %v, want an error naming the flag", bad, err)
 		}
 	}
 }

@@ -62,6 +62,10 @@ type devConfig struct {
 	Conformance bool
 	// LimitsFile holds the gateway's rate limits and quotas ("" = none).
 	LimitsFile string
+	// NoOrchestrator starts no orchestrator in the process: one started
+	// separately (cmd/orchestrator) runs the agent runs and programs, so a
+	// test can kill it (docs/reliability.md).
+	NoOrchestrator bool
 }
 
 func (c devConfig) validate() error {
@@ -89,6 +93,9 @@ func (c devConfig) validate() error {
 	if _, err := natsx.RequireAuth(c.NATS); err != nil {
 		return fmt.Errorf("NATS credentials: %w", err)
 	}
+	if c.NoOrchestrator && c.Triggers != "" {
+		return fmt.Errorf("--triggers is the orchestrator's: with --no-orchestrator give the file to cmd/orchestrator --triggers")
+	}
 	return c.Assets.Validate()
 }
 
@@ -104,7 +111,10 @@ defaults, so the nats and temporal CLIs work without flags. It also starts every
 bundled tool worker on a free loopback port, announcing itself on NATS, and the
 tool gateway (--gateway-port), which finds the workers through those
 announcements. With --nats-user/--nats-password, --nats-token or --nats-nkey the
-embedded NATS requires that credential and the fleet uses it. Ctrl-C stops it.`,
+embedded NATS requires that credential and the fleet uses it. With
+--no-orchestrator it runs no orchestrator: start cmd/orchestrator (the banner
+prints its command line) to run agent runs and programs, and kill or restart it
+on its own. Ctrl-C stops it.`,
 		Args: cobra.NoArgs,
 		PreRunE: func(cmd *cobra.Command, _ []string) error {
 			return config.ApplyEnv(cmd.Flags(), "TOOLFLEET")
@@ -136,6 +146,7 @@ embedded NATS requires that credential and the fleet uses it. Ctrl-C stops it.`,
 	f.BoolVar(&cfg.Conformance, "conformance", false, "also serve the Conformance toolkit: the fixture tools of the official MCP conformance suite, under the names it calls (docs/mcp.md)")
 	f.StringVar(&cfg.LimitsFile, "limits-file", "", "YAML or JSON file of the gateway's rate limits and quotas per principal and per tool (docs/operations.md); empty: no limits")
 	f.StringVar(&cfg.DevFile, "dev-file", defaultDevFile, "file the fleet's addresses are written to while dev runs, where the other toolfleet commands look for the gateway (empty: none)")
+	f.BoolVar(&cfg.NoOrchestrator, "no-orchestrator", false, "start no orchestrator in this process: run cmd/orchestrator against this dev's NATS, Temporal and gateway (the banner prints its command line); the gateway still serves agent runs and programs, through Temporal, once that orchestrator has made its buckets")
 	f.StringVar(&cfg.ScriptDir, "script-dir", ".", "folder that scripted:NAME.yaml model scripts are read from (docs/agents.md; empty: script files refused)")
 	config.BindEnv(f, "TOOLFLEET")
 	// After BindEnv: these name their TOOLFLEET_NATS_* and TOOLFLEET_JS_*
@@ -225,11 +236,10 @@ func runDev(ctx context.Context, cfg devConfig, stdout, stderr io.Writer) error 
 		stack.Stop()
 		return err
 	}
-	fl, orch := svc.fleet, svc.orch
+	fl := svc.fleet
 	stopWorkers, err := startDevWorkers(cfg.Workers, stack.NATS.URL(), cfg.NATS, stderr, logger)
 	if err != nil {
-		orch.Stop()
-		_ = fl.stop()
+		_ = svc.stop()
 		stack.Stop()
 		return err
 	}
@@ -256,6 +266,10 @@ func runDev(ctx context.Context, cfg devConfig, stdout, stderr io.Writer) error 
 	}
 	printFleet(stdout, fl, cfg.JWTSecret != "", natsHint)
 	fmt.Fprintf(stdout, "  Metrics      http://%s/metrics (gateway), http://%s%s (orchestrator)\n", fl.Gateway.Addr(), fl.Gateway.Addr(), OrchestratorMetricsPath)
+	if cfg.NoOrchestrator {
+		fmt.Fprintf(stdout, "  Orchestrator none in this process (--no-orchestrator): runs and programs on task queue %q are served once one runs:\n    %s\n",
+			agent.TaskQueue, externalOrchestratorCommand(stack, cfg, fl.Gateway.Addr()))
+	}
 	fmt.Fprintf(stdout, "  Orchestrator agent runs and programs on task queue %q; try (docs/agents.md, docs/programs.md):\n", agent.TaskQueue)
 	for _, w := range cfg.Workers {
 		fmt.Fprintf(stdout, "  Your worker  %s   (built, run and restarted on change; its output on stderr)\n", w)
@@ -273,8 +287,7 @@ func runDev(ctx context.Context, cfg devConfig, stdout, stderr io.Writer) error 
 	go func() {
 		defer close(stopped)
 		stopWorkers() // first: their NOT_SERVING reaches the gateway while NATS is up
-		orch.Stop()
-		if err := fl.stop(); err != nil {
+		if err := svc.stop(); err != nil {
 			logger.Warn("gateway and workers stopped with errors", "error", err)
 		}
 		stack.Stop()
@@ -293,7 +306,10 @@ func runDev(ctx context.Context, cfg devConfig, stdout, stderr io.Writer) error 
 // bundled workers, and the orchestrator that serves those services.
 type devServices struct {
 	fleet *fleet
-	orch  *runner.Orchestrator
+	orch  *runner.Orchestrator // nil with --no-orchestrator
+	// stopExternal ends serving runs and programs for an external
+	// orchestrator (--no-orchestrator; else nil).
+	stopExternal func()
 }
 
 // devServiceOptions are what runDev sets up before the services start.
@@ -329,6 +345,15 @@ func startDevServices(ctx context.Context, stack *devstack.Stack, cfg devConfig,
 		return nil, fmt.Errorf("start the gateway and workers: %w", err)
 	}
 
+	if cfg.NoOrchestrator {
+		stopExternal, err := serveExternal(stack, cfg, fl, agents, programs, o)
+		if err != nil {
+			_ = fl.stop()
+			return nil, err
+		}
+		return &devServices{fleet: fl, stopExternal: stopExternal}, nil
+	}
+
 	rcfg := runner.Config{TemporalAddress: stack.Temporal.Address(), Namespace: stack.Namespace(),
 		NATSURL: stack.NATS.URL(), NATS: cfg.NATS, Assets: cfg.Assets, GatewayAddress: fl.Gateway.Addr(), Logger: o.Logger, Triggers: o.Triggers,
 		Tracing: o.Tracing, Metrics: orchMetrics, Endpoints: o.Endpoints, KeyDir: cfg.ModelKeyDir, MemoryStorage: o.MemoryStorage}
@@ -356,9 +381,15 @@ func startDevServices(ctx context.Context, stack *devstack.Stack, cfg devConfig,
 	return &devServices{fleet: fl, orch: orch}, nil
 }
 
-// stop stops the orchestrator, then the gateway and workers.
+// stop stops the orchestrator (or the services served for an external one),
+// then the gateway and workers.
 func (s *devServices) stop() error {
-	s.orch.Stop()
+	if s.orch != nil {
+		s.orch.Stop()
+	}
+	if s.stopExternal != nil {
+		s.stopExternal()
+	}
 	return s.fleet.stop()
 }
 

@@ -488,6 +488,12 @@ func (h *harness) checkChaos(ctx context.Context, stamp string) error {
 		}
 	})
 
+	// Direct callers, retrying each call_id across the gateway pod's deletion.
+	direct, err := h.startDirectCallers(ctx, stamp, cfg.directCallers)
+	if err != nil {
+		fail("direct callers: %v", err)
+	}
+
 	// The chaos, while that runs.
 	kills := 0
 	var chaosErrs []string
@@ -526,7 +532,16 @@ func (h *harness) checkChaos(ctx context.Context, stamp string) error {
 		}
 	}
 	rolled := time.Since(begin)
+	var directCalls []*directCall
+	if direct != nil {
+		directCalls = direct.wait() // the calls in flight end first
+	}
 	wg.Wait()
+	if direct != nil {
+		for _, p := range h.checkDirectCalls(ctx, directCalls) {
+			fail("%s", p)
+		}
+	}
 
 	// The trigger counter: every message once, however often it was delivered.
 	deadline := time.Now().Add(5 * time.Minute)

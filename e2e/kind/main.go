@@ -13,7 +13,9 @@
 //   - chaos: while programs and agent runs make non-idempotent KV.Increment
 //     calls (and runs save their results), deletes the orchestrator pod, a
 //     NATS pod and a gateway pod with --force and rolls every Deployment; every
-//     program and run completes, and every counter ends exact.
+//     program and run completes, and every counter ends exact; direct gRPC
+//     callers retry each KV.Increment call_id across the deletions (direct.go),
+//     and no call of theirs may run twice, be lost or find the tool unknown.
 //
 // It prints one line per check and `cluster checks passed: N/M` last, and
 // exits 1 unless all passed. It is its own Go module so that production
@@ -50,9 +52,12 @@ type config struct {
 	programs  int
 	runs      int
 	counts    int
-	calm      bool
-	timeout   time.Duration
-	only      string
+	// directCallers make KV.Increment calls with their own call ids during
+	// the chaos (direct.go).
+	directCallers int
+	calm          bool
+	timeout       time.Duration
+	only          string
 }
 
 func run(ctx context.Context, args []string) int {
@@ -66,6 +71,7 @@ func run(ctx context.Context, args []string) int {
 	fs.IntVar(&cfg.programs, "chaos-programs", 4, "programs running KV.Increment loops during the chaos")
 	fs.IntVar(&cfg.runs, "chaos-runs", 4, "agent runs during the chaos")
 	fs.IntVar(&cfg.counts, "chaos-increments", 60, "increments each chaos program makes")
+	fs.IntVar(&cfg.directCallers, "chaos-direct-callers", 4, "gRPC callers making KV.Increment calls with their own call ids, retried across the gateway pod's deletion, during the chaos")
 	fs.BoolVar(&cfg.calm, "chaos-calm", false, "run the chaos workload without the kills and rollouts (a baseline)")
 	fs.DurationVar(&cfg.timeout, "timeout", 45*time.Minute, "bound of the whole test")
 	fs.StringVar(&cfg.only, "only", "", "run only the checks whose name contains this")

@@ -33,7 +33,9 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(runnertest.Serve(models))
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	removeBinaries() // fleetBinaries'
+	os.Exit(code)
 }
 
 // Shape of TestCrash's work: each agent run makes crashSteps() side-effecting
