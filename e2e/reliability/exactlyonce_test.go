@@ -38,6 +38,9 @@ import (
 	"github.com/toolfleet/toolfleet/orchestrator/agent"
 	"github.com/toolfleet/toolfleet/orchestrator/program"
 	"github.com/toolfleet/toolfleet/sdk/llm"
+	"github.com/toolfleet/toolfleet/sdk/tool/journal"
+	"github.com/toolfleet/toolfleet/services/gateway/auth"
+	"github.com/toolfleet/toolfleet/services/gateway/idempotency"
 )
 
 // issue31Pending skips, in the short form only (`make test`), a test whose
@@ -129,14 +132,31 @@ func callUntilDefinite(ctx context.Context, gws []toolfleetv1.ToolGatewayService
 	}
 }
 
-// journalSaysNotStarted reports whether the gateway's call journal (issue 31:
-// the worker SDK records "started" and "finished" per call id in the
-// gateway's NATS KV bucket) shows that callID never started at a worker;
-// known is false while there is no journal to read. A call answered "may have
-// run" whose journal says it never started was refused for nothing: once the
-// journal lands, read it here and checkCalls fails on such a call.
-func journalSaysNotStarted(_ context.Context, _ jetstream.JetStream, _ string) (notStarted, known bool) {
-	return false, false
+// workerStarted reports whether the gateway's call journal shows that a
+// worker recorded the start of a direct call (anonymous, KV.Increment): a
+// call answered "may have run" has an unknown (U) record whose reason says a
+// worker had recorded the start (S) or the call was cut while the tool ran
+// (C); any other record means it was refused as "may have run" though no
+// worker had started it. known is false for calls of programs and runs
+// (other principals and call ids) and when the bucket cannot be read.
+func workerStarted(ctx context.Context, js jetstream.JetStream, c *logicalCall) (started, known bool) {
+	if c.source != "direct" {
+		return false, false
+	}
+	kv, err := js.KeyValue(ctx, idempotency.DefaultBucket)
+	if err != nil {
+		return false, false
+	}
+	e, err := kv.Get(ctx, idempotency.Key{Principal: auth.AnonymousSubject, Tool: "KV.Increment", CallID: c.callID}.Entry())
+	if err != nil {
+		return false, errors.Is(err, jetstream.ErrKeyNotFound) // no record: nobody said "may have run" from it
+	}
+	r, err := journal.Decode(e.Value())
+	if err != nil || r.Kind != journal.KindUnknown || len(r.Payload) == 0 {
+		return false, true
+	}
+	reason := journal.Reason(r.Payload[0])
+	return reason == journal.ReasonStarted || reason == journal.ReasonCut, true
 }
 
 // counters reads every call's counter from the KV worker's bucket (a
@@ -214,7 +234,7 @@ func tallyCalls(t *testing.T, title string, calls []*logicalCall, count map[stri
 //   - a call answered with another definite failure did not run (the caller
 //     was told it failed: it must not have taken effect);
 //   - a "may have run" whose journal says it never started (once there is a
-//     journal, journalSaysNotStarted).
+//     journal, workerStarted).
 //
 // "did not run" (the caller gave up) and "may have run" are counted by their
 // counter in the table, not asserted.
@@ -244,8 +264,8 @@ func checkCalls(ctx context.Context, t *testing.T, js jetstream.JetStream, calls
 				report(&failedButRan, "%s call %s was told it failed, but it ran (counter %d): %s", c.source, c.callID, n, c.detail)
 			}
 		case classMayHaveRun:
-			if notStarted, known := journalSaysNotStarted(ctx, js, c.callID); known && notStarted && n == 0 {
-				report(&refusedForNothing, "%s call %s answered \"may have run\", but the journal says it never started", c.source, c.callID)
+			if started, known := workerStarted(ctx, js, c); known && !started && n == 0 {
+				report(&refusedForNothing, "%s call %s answered \"may have run\", but no worker recorded its start", c.source, c.callID)
 			}
 		}
 	}
@@ -536,7 +556,7 @@ func TestGatewayKill(t *testing.T) {
 // full: 10) under the same work as TestGatewayKill, and starts it again on
 // its address each time. Its hard invariants hold today; calls refused as
 // "may have run" that never ran (counter 0) are counted, and fail the test
-// once the call journal can tell (journalSaysNotStarted).
+// once the call journal can tell (workerStarted).
 func TestWorkerKill(t *testing.T) {
 	t.Parallel()
 	w := killWorkload()

@@ -23,6 +23,10 @@ type Key struct {
 	CallID string
 }
 
+// Entry is the key's entry in the bucket ("<Toolkit>.<hash>"), for tools that
+// read the journal (the reliability tests do).
+func (k Key) Entry() string { return k.subject() }
+
 // subject maps a key onto the KV key alphabet: "<Toolkit>.<hash>", so that a
 // worker's NATS permissions can name its own toolkits ("$KV.toolfleet_calls.KV.>").
 // The hashed parts are length-prefixed so that no two keys share a hash input
