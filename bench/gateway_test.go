@@ -132,6 +132,12 @@ func BenchmarkGatewayCall(b *testing.B) {
 // benchmark's life and waits until it serves Calculator.Add.
 func startBenchGateway(b *testing.B, cfg gateway.Config, secret []byte) *gateway.Gateway {
 	b.Helper()
+	return startBenchGatewayFor(b, cfg, secret, "Calculator.Add")
+}
+
+// startBenchGatewayFor is startBenchGateway waiting for toolID instead.
+func startBenchGatewayFor(b *testing.B, cfg gateway.Config, secret []byte, toolID string) *gateway.Gateway {
+	b.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	cfg.Listen = "127.0.0.1:0"
 	cfg.Auth = gateway.AuthConfig{HS256Secret: secret}
@@ -145,11 +151,11 @@ func startBenchGateway(b *testing.B, cfg gateway.Config, secret []byte) *gateway
 	b.Cleanup(func() { cancel(); wg.Wait() })
 	<-g.Ready()
 	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if _, err := g.GetTool(&toolfleetv1.GetToolRequest{ToolId: "Calculator.Add"}); err == nil {
+		if _, err := g.GetTool(&toolfleetv1.GetToolRequest{ToolId: toolID}); err == nil {
 			return g
 		}
 		if time.Now().After(deadline) {
-			b.Fatal("the gateway did not load the calculator")
+			b.Fatalf("the gateway did not load %s", toolID)
 		}
 	}
 }

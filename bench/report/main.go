@@ -43,6 +43,7 @@ type suite struct {
 func suites(runs int) []suite {
 	return []suite{
 		{name: "gateway", pkg: "./bench", bench: "GatewayCall", time: "5000x", timeout: 10 * time.Minute},
+		{name: "journal", pkg: "./bench", bench: "JournaledCall", time: "3000x", timeout: 10 * time.Minute},
 		{name: "surfaces", pkg: "./bench", bench: "Surfaces", time: "3000x", timeout: 10 * time.Minute},
 		{name: "nats-lock", pkg: "./bench", bench: "NATSRoundTrip", time: "5000x", timeout: 5 * time.Minute},
 		{name: "formats", pkg: "./sdk/llm", bench: "ParseVsSDK", time: "2000x", timeout: 5 * time.Minute},
