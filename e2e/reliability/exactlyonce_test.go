@@ -43,18 +43,6 @@ import (
 	"github.com/toolfleet/toolfleet/services/gateway/idempotency"
 )
 
-// issue31Pending skips, in the short form only (`make test`), a test whose
-// hard invariants fail until the call journal of issue 31 lands; the full
-// form (`make reliability`) always runs it, and TOOLFLEET_ISSUE31=1 runs it in
-// the short form too. The coordinator removes the calls once the fix is
-// merged.
-func issue31Pending(t *testing.T) {
-	t.Helper()
-	if !full() && os.Getenv("TOOLFLEET_ISSUE31") == "" {
-		t.Skip("issue 31: enabled when the call journal lands")
-	}
-}
-
 // Classes of a logical call's final answer.
 const (
 	classSuccess    = "success"         // answered with the tool's result
@@ -539,7 +527,7 @@ func runKillTest(ctx context.Context, t *testing.T, title string, stack *devstac
 // every answered success exactly once, and no known tool may be NOT_FOUND.
 func TestGatewayKill(t *testing.T) {
 	t.Parallel()
-	issue31Pending(t)
+
 	w := killWorkload()
 	ctx, cancel := context.WithTimeout(t.Context(), 8*time.Minute)
 	defer cancel()
@@ -578,7 +566,7 @@ func TestWorkerKill(t *testing.T) {
 // stays 1. B's calls that do not fit may be refused (RESOURCE_EXHAUSTED).
 func TestStoreFill(t *testing.T) {
 	t.Parallel()
-	issue31Pending(t)
+
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
 	defer cancel()
 	srv := natstest.Start(t)
