@@ -222,6 +222,11 @@ func (g *Gateway) call(ctx context.Context, p *Principal, req *toolfleetv1.CallT
 	}
 	ce = g.mapResult(ctx, rt, inv.out, inv.err, resp, offer)
 	resp.Duration = durationpb.New(time.Since(began))
+	if ce != nil && ce.Code == codes.Unavailable && !inv.reached && !inv.journaled {
+		// Known not to have started (refused, or fenced off): say so plainly.
+		ce = serverError(codes.Unavailable, ErrWorkerUnavailable, ce.Server.GetDeveloperMessage(),
+			"%s did not run: no worker serving it could take the call; try again later (with the same call_id, a retry never runs it twice)", def.GetId())
+	}
 	if ce != nil {
 		if sideEffects && claim.Owned() && outcomeUnknown(true, inv.err) && (inv.reached || inv.journaled) {
 			// It may have run: a retry must not run it again.

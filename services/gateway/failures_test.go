@@ -198,7 +198,7 @@ func TestFailureTable(t *testing.T) {
 		{"unknown tool", "Calculator.Ad", nil, all, gateway.KindServer, codes.NotFound, 400, "Calculator.Add", ""},
 		{"unknown version", "Calculator.Add@9", nil, all, gateway.KindServer, codes.NotFound, 400, "served versions: 1.0.0, 4.0.0, 5.0.0", ""},
 		{"worker hangs", "SchemaTest.Sleep", map[string]any{"duration": "30s"}, all, gateway.KindServer, codes.DeadlineExceeded, 400, "did not answer", ""},
-		{"worker crashed", "Calculator.Add@5", map[string]any{"a": 1, "b": 1}, all, gateway.KindServer, codes.Unavailable, 503, "could be reached", ""},
+		{"worker crashed", "Calculator.Add@5", map[string]any{"a": 1, "b": 1}, all, gateway.KindServer, codes.Unavailable, 503, "did not run", ""},
 		{"no token", "Calculator.Add@1", map[string]any{"a": 1}, "", gateway.KindServer, codes.Unauthenticated, 401, "bearer token", ""},
 		{"missing tool scope", "SchemaTest.Types", map[string]any{"s": "hi"}, token(t, "tools:call"), gateway.KindServer, codes.PermissionDenied, 403, "schematest:read", ""},
 	}
