@@ -542,9 +542,9 @@ func TestGatewayKill(t *testing.T) {
 
 // TestWorkerKill kills one of two KV worker processes with SIGKILL (3 times;
 // full: 10) under the same work as TestGatewayKill, and starts it again on
-// its address each time. Its hard invariants hold today; calls refused as
-// "may have run" that never ran (counter 0) are counted, and fail the test
-// once the call journal can tell (workerStarted).
+// its address each time. A direct call refused as "may have run" that never
+// ran (counter 0) must be one a worker had recorded as started, by the call
+// journal's record (workerStarted).
 func TestWorkerKill(t *testing.T) {
 	t.Parallel()
 	w := killWorkload()
@@ -563,7 +563,8 @@ func TestWorkerKill(t *testing.T) {
 // answer; tenant B then stores 45 results of about 900 KiB (KV.Get of a big
 // value, its own call ids) in a gateway whose idempotency store holds 8 MiB;
 // A's retry of X must be answered from the store, not run again: the counter
-// stays 1. B's calls that do not fit may be refused (RESOURCE_EXHAUSTED).
+// stays 1. B's calls that do not fit run unstored (KV.Get is read-only; a
+// side-effecting call would be refused with RESOURCE_EXHAUSTED).
 func TestStoreFill(t *testing.T) {
 	t.Parallel()
 
