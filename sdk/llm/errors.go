@@ -126,7 +126,8 @@ func NewStreamError(provider, code, message string) *APIError {
 //   - ctx done: false, the caller gave up (a deadline while ctx is still
 //     live is the client's own request timeout: true);
 //   - ErrMalformed, ErrInvalidArguments, ErrUnknownTool, ErrSpec,
-//     ErrScriptExhausted: false, the same request would fail the same way;
+//     ErrScriptExhausted, ErrRedirect: false, the same request would fail
+//     the same way;
 //   - anything else (connection refused or reset, a stream cut short): true.
 func Retryable(ctx context.Context, err error) (retry bool, after time.Duration) {
 	if err == nil {
@@ -139,7 +140,7 @@ func Retryable(ctx context.Context, err error) (retry bool, after time.Duration)
 	if ctx.Err() != nil || errors.Is(err, context.Canceled) {
 		return false, 0
 	}
-	for _, permanent := range []error{ErrMalformed, ErrInvalidArguments, ErrUnknownTool, ErrSpec, ErrScriptExhausted, ErrNameCollision, ErrInvalidName} {
+	for _, permanent := range []error{ErrRedirect, ErrMalformed, ErrInvalidArguments, ErrUnknownTool, ErrSpec, ErrScriptExhausted, ErrNameCollision, ErrInvalidName} {
 		if errors.Is(err, permanent) {
 			return false, 0
 		}

@@ -33,8 +33,19 @@ type Client struct {
 // New returns a client that uses model when a request names none. opts are
 // the SDK's options (option.WithAPIKey, option.WithBaseURL, …). The SDK's
 // own retries are off by default so llm.WithRetry is the one retry policy.
+//
+// Requests go through llm.HTTPClient, which follows no redirect (the key
+// would go to another server); give your own HTTP client with this
+// package's WithHTTPClient, which keeps that policy. The SDK's
+// option.WithHTTPClient replaces the client as given.
 func New(model string, opts ...option.RequestOption) *Client {
-	return &Client{sdk: anthropic.NewClient(append([]option.RequestOption{option.WithMaxRetries(0), option.WithRequestTimeout(DefaultTimeout)}, opts...)...), model: model}
+	return &Client{sdk: anthropic.NewClient(append([]option.RequestOption{option.WithHTTPClient(llm.HTTPClient(nil)), option.WithMaxRetries(0), option.WithRequestTimeout(DefaultTimeout)}, opts...)...), model: model}
+}
+
+// WithHTTPClient sends requests with a copy of hc that follows no
+// redirect (llm.HTTPClient); hc itself is not changed.
+func WithHTTPClient(hc *http.Client) option.RequestOption {
+	return option.WithHTTPClient(llm.HTTPClient(hc))
 }
 
 func (c *Client) body(req *llm.Request, stream bool) ([]byte, error) {
@@ -81,7 +92,16 @@ func (c *Client) Stream(ctx context.Context, req *llm.Request, onDelta func(llm.
 	return llm.FinishTurn(req, msg), nil
 }
 
+// classify turns an SDK HTTP error into *llm.APIError with the type and
+// message of Anthropic's error body; a body of any other shape is not
+// quoted (the status text stands in), as it is whatever the server at the
+// base URL chose to send. A refused redirect is returned as its
+// *llm.RedirectError; other errors (transport, context) pass through.
 func classify(err error) error {
+	var re *llm.RedirectError
+	if errors.As(err, &re) {
+		return re // without the *url.Error around it, which repeats the URL
+	}
 	var apiErr *anthropic.Error
 	if !errors.As(err, &apiErr) {
 		return err
@@ -98,11 +118,14 @@ func classify(err error) error {
 			Message string `json:"message"`
 		} `json:"error"`
 	}
-	if raw := apiErr.RawJSON(); raw != "" {
-		msg = raw
-		if json.Unmarshal([]byte(raw), &body) == nil && body.Error.Type != "" {
-			code, msg = body.Error.Type, body.Error.Message
+	if raw := apiErr.RawJSON(); raw != "" && json.Unmarshal([]byte(raw), &body) == nil && body.Error.Type != "" {
+		code = body.Error.Type
+		if body.Error.Message != "" {
+			msg = body.Error.Message
 		}
+	}
+	if msg == "" {
+		msg = "error response"
 	}
 	out := llm.NewAPIError("anthropic", apiErr.StatusCode, header, msg, err)
 	out.Code = code

@@ -2,11 +2,13 @@ package anthropic
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,6 +16,7 @@ import (
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
 	"github.com/toolfleet/toolfleet/sdk/llm"
+	"github.com/toolfleet/toolfleet/sdk/llm/internal/redirecttest"
 )
 
 func testdata(t *testing.T, name string) []byte {
@@ -154,5 +157,47 @@ func TestClientStreamError(t *testing.T) {
 	var apiErr *llm.APIError
 	if !errors.As(err, &apiErr) || !errors.Is(err, llm.ErrRetryable) || apiErr.StatusCode != 529 || apiErr.Code != "overloaded_error" {
 		t.Fatalf("err = %v, want a retryable 529 overloaded_error", err)
+	}
+}
+
+// TestClientRefusesRedirects: an endpoint that redirects never gets the key
+// sent on to the redirect target, whatever the status and target.
+func TestClientRefusesRedirects(t *testing.T) {
+	t.Parallel()
+	for _, tc := range redirecttest.Cases() {
+		for _, stream := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s stream=%v", tc, stream), func(t *testing.T) {
+				t.Parallel()
+				base, target := redirecttest.Start(t, tc)
+				c := New("claude-test", option.WithBaseURL(base), option.WithAPIKey("secret-test-key"), option.WithRequestTimeout(10*time.Second))
+				var err error
+				if stream {
+					_, err = c.Stream(t.Context(), request(), nil)
+				} else {
+					_, err = c.Complete(t.Context(), request())
+				}
+				redirecttest.Check(t, tc, err, target, "secret-test-key")
+			})
+		}
+	}
+}
+
+// TestClientErrorBodyNotQuoted: a failure whose body is not Anthropic's
+// error object is classified by its status, and the body (whatever the
+// server at the base URL sent) is not in the error.
+func TestClientErrorBodyNotQuoted(t *testing.T) {
+	t.Parallel()
+	const marker = "upstream-private-marker"
+	for _, body := range []string{"<html>" + marker + "</html>", `{"detail":"` + marker + `"}`} {
+		srv := server(t, http.StatusBadGateway, nil, []byte(body))
+		c := New("claude-test", option.WithBaseURL(srv.URL), option.WithAPIKey("test-key"), option.WithRequestTimeout(10*time.Second))
+		_, err := c.Stream(t.Context(), request(), nil)
+		var apiErr *llm.APIError
+		if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusBadGateway || !errors.Is(err, llm.ErrRetryable) {
+			t.Fatalf("err = %v, want a retryable 502", err)
+		}
+		if strings.Contains(err.Error(), marker) || strings.Contains(apiErr.Message, marker) {
+			t.Errorf("err = %q quotes the response body", err)
+		}
 	}
 }

@@ -33,8 +33,11 @@ type Client struct {
 
 // New returns a client that uses model when a request names none. cfg is
 // the SDK's configuration (API key, backend, HTTPOptions.BaseURL, …); nil
-// means the Gemini API with the key from the environment. The HTTP client
-// is wrapped to read retry-after headers, which the SDK's errors drop.
+// means the Gemini API with the key from the environment. Requests go
+// through a copy of cfg.HTTPClient (nil: a default client) made by
+// llm.HTTPClient, which follows no redirect (the key would go to another
+// server), and whose transport reads retry-after headers, which the SDK's
+// errors drop; cfg and its client are not changed.
 func New(ctx context.Context, model string, cfg *genai.ClientConfig) (*Client, error) {
 	if cfg == nil {
 		cfg = &genai.ClientConfig{Backend: genai.BackendGeminiAPI}
@@ -44,17 +47,13 @@ func New(ctx context.Context, model string, cfg *genai.ClientConfig) (*Client, e
 		timeout := DefaultTimeout
 		c.HTTPOptions.Timeout = &timeout
 	}
-	base := http.DefaultClient
-	if c.HTTPClient != nil {
-		base = c.HTTPClient
-	}
-	hc := *base
+	hc := llm.HTTPClient(c.HTTPClient) // a copy that follows no redirect
 	transport := hc.Transport
 	if transport == nil {
 		transport = http.DefaultTransport
 	}
 	hc.Transport = headerRecorder{next: transport}
-	c.HTTPClient = &hc
+	c.HTTPClient = hc
 	sdk, err := genai.NewClient(ctx, &c)
 	if err != nil {
 		return nil, fmt.Errorf("gemini: new client: %w", err)
@@ -160,7 +159,16 @@ func (c *Client) Stream(ctx context.Context, req *llm.Request, onDelta func(llm.
 	return llm.FinishTurn(req, msg), nil
 }
 
+// classify turns an SDK HTTP error into *llm.APIError with the message of
+// Google's error body; a body of any other shape (which the SDK puts in
+// the message whole) is not quoted: the status text stands in. A refused
+// redirect is returned as its *llm.RedirectError; other errors pass
+// through.
 func classify(err error, box *headerBox) error {
+	var re *llm.RedirectError
+	if errors.As(err, &re) {
+		return re // without the SDK's and *url.Error's wrapping, which repeat the URL
+	}
 	var apiErr genai.APIError
 	if !errors.As(err, &apiErr) {
 		var p *genai.APIError
@@ -173,9 +181,34 @@ func classify(err error, box *headerBox) error {
 	if status == 0 {
 		status = apiErr.Code
 	}
-	out := llm.NewAPIError("gemini", status, header, apiErr.Message, err)
+	msg := apiErr.Message
+	if !googleError(apiErr) {
+		// The SDK builds the error from a body without an "error" object
+		// with the HTTP status line as Status and the whole body as Message.
+		msg, apiErr.Status = http.StatusText(status), ""
+	}
+	if msg == "" {
+		msg = "error response"
+	}
+	out := llm.NewAPIError("gemini", status, header, msg, err)
 	out.Code = apiErr.Status // e.g. "RESOURCE_EXHAUSTED"
 	return out
+}
+
+// googleError reports whether e was read from Google's error object
+// ({"error": {"code", "message", "status"}}), whose status is a code such as
+// "RESOURCE_EXHAUSTED", rather than made by the SDK from another body, where
+// Status is the HTTP status line ("404 Not Found").
+func googleError(e genai.APIError) bool {
+	if e.Status == "" {
+		return e.Message == ""
+	}
+	for _, r := range e.Status {
+		if (r < 'A' || r > 'Z') && r != '_' {
+			return false
+		}
+	}
+	return true
 }
 
 // headerBox receives the status and headers of a failed response for one

@@ -2,11 +2,13 @@ package gemini
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,6 +16,7 @@ import (
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
 	"github.com/toolfleet/toolfleet/sdk/llm"
+	"github.com/toolfleet/toolfleet/sdk/llm/internal/redirecttest"
 )
 
 func testdata(t *testing.T, name string) []byte {
@@ -172,5 +175,49 @@ func TestClientErrors(t *testing.T) {
 				t.Errorf("status %d retry-after %v, want %d %v", apiErr.StatusCode, apiErr.RetryAfter, tt.status, tt.retryAfter)
 			}
 		})
+	}
+}
+
+// TestClientRefusesRedirects: an endpoint that redirects never gets the key
+// sent on to the redirect target, whatever the status and target.
+func TestClientRefusesRedirects(t *testing.T) {
+	t.Parallel()
+	for _, tc := range redirecttest.Cases() {
+		for _, stream := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s stream=%v", tc, stream), func(t *testing.T) {
+				t.Parallel()
+				base, target := redirecttest.Start(t, tc)
+				timeout := 10 * time.Second
+				c, err := New(t.Context(), "gemini-test", &genai.ClientConfig{APIKey: "secret-test-key", Backend: genai.BackendGeminiAPI, HTTPOptions: genai.HTTPOptions{BaseURL: base, Timeout: &timeout}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if stream {
+					_, err = c.Stream(t.Context(), request(), nil)
+				} else {
+					_, err = c.Complete(t.Context(), request())
+				}
+				redirecttest.Check(t, tc, err, target, "secret-test-key")
+			})
+		}
+	}
+}
+
+// TestClientErrorBodyNotQuoted: a failure whose body is not Google's error
+// object is classified by its status, and the body (whatever the server at
+// the base URL sent, which the SDK keeps whole) is not in the error.
+func TestClientErrorBodyNotQuoted(t *testing.T) {
+	t.Parallel()
+	const marker = "upstream-private-marker"
+	for _, body := range []string{"<html>" + marker + "</html>", `{"detail":"` + marker + `"}`} {
+		c := client(t, server(t, http.StatusBadRequest, nil, []byte(body)))
+		_, err := c.Complete(t.Context(), request())
+		var apiErr *llm.APIError
+		if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusBadRequest || !errors.Is(err, llm.ErrPermanent) {
+			t.Fatalf("err = %v, want a permanent 400", err)
+		}
+		if strings.Contains(err.Error(), marker) || strings.Contains(apiErr.Message, marker) || strings.Contains(apiErr.Code, marker) {
+			t.Errorf("err = %q (code %q) quotes the response body", err, apiErr.Code)
+		}
 	}
 }

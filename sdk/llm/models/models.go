@@ -32,8 +32,10 @@ type options struct {
 	scriptDir  string
 }
 
-// WithHTTPClient sets the HTTP client the provider SDK uses (default: the
-// SDK's own).
+// WithHTTPClient sets the HTTP client the provider SDK uses (default:
+// http.DefaultClient's settings). Every client is used through a copy made
+// by llm.HTTPClient, which follows no redirect, so a key is only ever sent
+// to the spec's base URL; c itself is not changed.
 func WithHTTPClient(c *http.Client) Option { return func(o *options) { o.httpClient = c } }
 
 // WithLookupEnv sets how env: key references are read (default os.LookupEnv).
@@ -95,7 +97,7 @@ func Open(ctx context.Context, s llm.Spec, opts ...Option) (llm.Model, error) {
 			ro = append(ro, openaioption.WithHeaderDel("OpenAI-Organization"), openaioption.WithHeaderDel("OpenAI-Project"))
 		}
 		if o.httpClient != nil {
-			ro = append(ro, openaioption.WithHTTPClient(o.httpClient))
+			ro = append(ro, openai.WithHTTPClient(o.httpClient))
 		}
 		if o.timeout > 0 {
 			ro = append(ro, openaioption.WithRequestTimeout(o.timeout))
@@ -111,7 +113,7 @@ func Open(ctx context.Context, s llm.Spec, opts ...Option) (llm.Model, error) {
 			ro = append(ro, anthropicoption.WithBaseURL(s.BaseURL))
 		}
 		if o.httpClient != nil {
-			ro = append(ro, anthropicoption.WithHTTPClient(o.httpClient))
+			ro = append(ro, anthropic.WithHTTPClient(o.httpClient))
 		}
 		if o.timeout > 0 {
 			ro = append(ro, anthropicoption.WithRequestTimeout(o.timeout))

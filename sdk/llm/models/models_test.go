@@ -2,17 +2,20 @@ package models
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
 	"github.com/toolfleet/toolfleet/sdk/llm"
+	"github.com/toolfleet/toolfleet/sdk/llm/internal/redirecttest"
 )
 
 // provider is a loopback server that answers every provider's endpoint
@@ -185,5 +188,61 @@ func TestOpenScriptedDemo(t *testing.T) {
 	}
 	if n := len(llm.ToolCalls(msg)); n != 2 {
 		t.Errorf("demo's first turn made %d calls, want 2", n)
+	}
+}
+
+// countingTransport counts the requests sent through it.
+type countingTransport struct {
+	mu sync.Mutex
+	n  int
+}
+
+func (c *countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	c.mu.Lock()
+	c.n++
+	c.mu.Unlock()
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// TestOpenRefusesRedirects: whichever provider, and whether or not the
+// caller gives its own HTTP client (even one whose policy follows every
+// redirect), a key never follows a redirect; the caller's client is used
+// for the request but not changed.
+func TestOpenRefusesRedirects(t *testing.T) {
+	t.Parallel()
+	const key = "secret-test-key"
+	env := WithLookupEnv(func(name string) (string, bool) { return key, name == "TEAM_KEY" })
+	for _, provider := range []string{"openai", "openai-responses", "openai-compatible", "anthropic", "gemini"} {
+		for _, own := range []bool{false, true} {
+			tc := redirecttest.Case{Status: http.StatusTemporaryRedirect, Host: "localhost"}
+			t.Run(fmt.Sprintf("%s own client=%v", provider, own), func(t *testing.T) {
+				t.Parallel()
+				base, target := redirecttest.Start(t, tc)
+				if provider != "anthropic" && provider != "gemini" {
+					base += "/v1"
+				}
+				opts := []Option{env}
+				transport := &countingTransport{}
+				follow := func(*http.Request, []*http.Request) error { return nil }
+				hc := &http.Client{Transport: transport, CheckRedirect: follow}
+				if own {
+					opts = append(opts, WithHTTPClient(hc))
+				}
+				m, err := Open(t.Context(), llm.Spec{Provider: provider, Name: "model-test", BaseURL: base, KeyRef: "env:TEAM_KEY"}, opts...)
+				if err != nil {
+					t.Fatal(err)
+				}
+				_, err = m.Stream(t.Context(), request(), nil)
+				redirecttest.Check(t, tc, err, target, key)
+				if own {
+					if transport.n != 1 {
+						t.Errorf("the caller's transport sent %d requests, want 1", transport.n)
+					}
+					if reflect.ValueOf(hc.CheckRedirect).Pointer() != reflect.ValueOf(follow).Pointer() || hc.Transport != transport {
+						t.Error("the caller's client was changed")
+					}
+				}
+			})
+		}
 	}
 }

@@ -44,12 +44,17 @@ type Client struct {
 }
 
 // New returns a client for api that uses model when a request names none.
-// opts are the SDK's options (option.WithAPIKey, option.WithBaseURL,
-// option.WithHTTPClient, …). The SDK's own retries are off by default
-// (option.WithMaxRetries(0)) so that llm.WithRetry is the one retry policy;
-// pass option.WithMaxRetries to change that.
+// opts are the SDK's options (option.WithAPIKey, option.WithBaseURL, …).
+// The SDK's own retries are off by default (option.WithMaxRetries(0)) so
+// that llm.WithRetry is the one retry policy; pass option.WithMaxRetries to
+// change that.
+//
+// Requests go through llm.HTTPClient, which follows no redirect (the key
+// would go to another server); give your own HTTP client with this
+// package's WithHTTPClient, which keeps that policy. The SDK's
+// option.WithHTTPClient replaces the client as given.
 func New(api API, model string, opts ...option.RequestOption) *Client {
-	c := &Client{sdk: openai.NewClient(append([]option.RequestOption{option.WithMaxRetries(0), option.WithRequestTimeout(DefaultTimeout)}, opts...)...), model: model}
+	c := &Client{sdk: openai.NewClient(append([]option.RequestOption{option.WithHTTPClient(llm.HTTPClient(nil)), option.WithMaxRetries(0), option.WithRequestTimeout(DefaultTimeout)}, opts...)...), model: model}
 	switch api {
 	case Responses:
 		c.format, c.path = llm.OpenAIResponses{}, "responses"
@@ -57,6 +62,12 @@ func New(api API, model string, opts ...option.RequestOption) *Client {
 		c.format, c.path = llm.OpenAIChat{}, "chat/completions"
 	}
 	return c
+}
+
+// WithHTTPClient sends requests with a copy of hc that follows no
+// redirect (llm.HTTPClient); hc itself is not changed.
+func WithHTTPClient(hc *http.Client) option.RequestOption {
+	return option.WithHTTPClient(llm.HTTPClient(hc))
 }
 
 func (c *Client) body(req *llm.Request, stream bool) ([]byte, error) {
@@ -106,6 +117,10 @@ func (c *Client) Stream(ctx context.Context, req *llm.Request, onDelta func(llm.
 // classify turns an SDK HTTP error into *llm.APIError; other errors
 // (transport, context) pass through unchanged.
 func classify(err error) error {
+	var re *llm.RedirectError
+	if errors.As(err, &re) {
+		return re // without the *url.Error around it, which repeats the URL
+	}
 	var apiErr *openai.Error
 	if !errors.As(err, &apiErr) {
 		return err

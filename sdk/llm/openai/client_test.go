@@ -2,11 +2,13 @@ package openai
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,6 +16,7 @@ import (
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
 	"github.com/toolfleet/toolfleet/sdk/llm"
+	"github.com/toolfleet/toolfleet/sdk/llm/internal/redirecttest"
 )
 
 func testdata(t *testing.T, name string) []byte {
@@ -156,5 +159,49 @@ func TestClientErrors(t *testing.T) {
 				t.Errorf("status %d retry-after %v, want %d %v", apiErr.StatusCode, apiErr.RetryAfter, tt.status, tt.retryAfter)
 			}
 		})
+	}
+}
+
+// TestClientRefusesRedirects: an endpoint that redirects never gets the key
+// sent on to the redirect target, on either API, whatever the status and
+// target.
+func TestClientRefusesRedirects(t *testing.T) {
+	t.Parallel()
+	for _, api := range []API{ChatCompletions, Responses} {
+		for _, tc := range redirecttest.Cases() {
+			for _, stream := range []bool{false, true} {
+				t.Run(fmt.Sprintf("api=%d %s stream=%v", api, tc, stream), func(t *testing.T) {
+					t.Parallel()
+					base, target := redirecttest.Start(t, tc)
+					c := New(api, "gpt-test", option.WithBaseURL(base+"/v1"), option.WithAPIKey("secret-test-key"), option.WithRequestTimeout(10*time.Second))
+					var err error
+					if stream {
+						_, err = c.Stream(t.Context(), request(), nil)
+					} else {
+						_, err = c.Complete(t.Context(), request())
+					}
+					redirecttest.Check(t, tc, err, target, "secret-test-key")
+				})
+			}
+		}
+	}
+}
+
+// TestClientErrorBodyNotQuoted: a failure whose body is not OpenAI's error
+// object is classified by its status, and the body is not in the error.
+func TestClientErrorBodyNotQuoted(t *testing.T) {
+	t.Parallel()
+	const marker = "upstream-private-marker"
+	for _, body := range []string{"<html>" + marker + "</html>", `{"detail":"` + marker + `"}`} {
+		srv := server(t, ChatCompletions, http.StatusBadRequest, nil, []byte(body))
+		c := New(ChatCompletions, "gpt-test", option.WithBaseURL(srv.URL+"/v1"), option.WithAPIKey("test-key"), option.WithRequestTimeout(10*time.Second))
+		_, err := c.Complete(t.Context(), request())
+		var apiErr *llm.APIError
+		if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusBadRequest || !errors.Is(err, llm.ErrPermanent) {
+			t.Fatalf("err = %v, want a permanent 400", err)
+		}
+		if strings.Contains(err.Error(), marker) || strings.Contains(apiErr.Message, marker) {
+			t.Errorf("err = %q quotes the response body", err)
+		}
 	}
 }
