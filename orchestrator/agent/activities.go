@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"path"
 	"strings"
 	"time"
@@ -329,19 +330,67 @@ func (a *Activities) ModelTurn(ctx context.Context, in ModelTurnInput) (ModelTur
 
 // modelError maps a provider error: retryable ones are retried by Temporal
 // after the provider's retry-after, others fail the turn.
+//
+// Its message becomes the run's failure, which the run's starter and
+// watchers see. For a provider's HTTP error it is the provider, the status
+// and the error code only: the provider's message is whatever the server
+// at the base URL chose to send (a run names that URL), so it goes to the
+// activity's log, bounded, and never into the run.
 func modelError(ctx context.Context, err error) error {
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
 	var apiErr *llm.APIError
-	if errors.As(err, &apiErr) && apiErr.Retryable() {
-		return temporal.NewApplicationErrorWithOptions("model: "+err.Error(), "ModelRetryable",
-			temporal.ApplicationErrorOptions{NextRetryDelay: apiErr.RetryAfter})
+	if errors.As(err, &apiErr) {
+		msg := apiErrorSummary(apiErr)
+		if activity.IsActivity(ctx) {
+			activity.GetLogger(ctx).Warn("model call failed", "provider", apiErr.Provider, "status", apiErr.StatusCode,
+				"code", clip(apiErr.Code, 100), "message", clip(apiErr.Message, maxLoggedModelError))
+		}
+		if apiErr.Retryable() {
+			return temporal.NewApplicationErrorWithOptions(msg, "ModelRetryable",
+				temporal.ApplicationErrorOptions{NextRetryDelay: apiErr.RetryAfter})
+		}
+		return temporal.NewNonRetryableApplicationError(msg, ErrTypeModel, nil)
 	}
 	if errors.Is(err, llm.ErrRetryable) {
 		return fmt.Errorf("model: %w", err)
 	}
-	return temporal.NewNonRetryableApplicationError("model: "+err.Error(), ErrTypeModel, nil)
+	return temporal.NewNonRetryableApplicationError("model: "+clip(err.Error(), maxModelError), ErrTypeModel, nil)
+}
+
+const (
+	// maxLoggedModelError bounds the provider's error message in the log.
+	maxLoggedModelError = 512
+	// maxModelError bounds the text of another model error in a run.
+	maxModelError = 400
+)
+
+// apiErrorSummary is a provider HTTP error without the provider's message:
+// "model: anthropic: HTTP 400 Bad Request (invalid_request_error)". The
+// code is kept only when it looks like one (letters, digits, "_", "-",
+// "."; at most 64).
+func apiErrorSummary(e *llm.APIError) string {
+	msg := fmt.Sprintf("model: %s: HTTP %d", e.Provider, e.StatusCode)
+	if text := http.StatusText(e.StatusCode); text != "" {
+		msg += " " + text
+	}
+	if errorCode(e.Code) {
+		msg += " (" + e.Code + ")"
+	}
+	return msg
+}
+
+func errorCode(s string) bool {
+	if s == "" || len(s) > 64 {
+		return false
+	}
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-' || r == '.') {
+			return false
+		}
+	}
+	return true
 }
 
 func withProtocol(m llm.Model, p string) (llm.Model, error) {

@@ -3,17 +3,25 @@ package agent_test
 import (
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	anthropicoption "github.com/anthropics/anthropic-sdk-go/option"
 	"go.temporal.io/sdk/temporal"
+	"google.golang.org/genai"
 	"google.golang.org/protobuf/proto"
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
 	"github.com/toolfleet/toolfleet/orchestrator/agent"
 	"github.com/toolfleet/toolfleet/orchestrator/agent/agenttest"
 	"github.com/toolfleet/toolfleet/sdk/llm"
+	"github.com/toolfleet/toolfleet/sdk/llm/anthropic"
+	"github.com/toolfleet/toolfleet/sdk/llm/gemini"
 )
 
 func call(id, name string, args map[string]any) *toolfleetv1.Part {
@@ -123,6 +131,65 @@ func TestRuns(t *testing.T) {
 		st := e.waitEnd(t, id)
 		if st.Status != agent.StatusFailed || !strings.Contains(st.Failure, "KV_Put 4 times") {
 			t.Fatalf("state %+v, want failed after the 4th identical failure", st)
+		}
+	})
+
+	t.Run("a model failure quotes neither the upstream body nor a redirect's target", func(t *testing.T) {
+		t.Parallel()
+		const marker = "upstream-private-marker"
+		var reached atomic.Int32
+		target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			reached.Add(1)
+			http.Error(w, marker, http.StatusTeapot)
+		}))
+		t.Cleanup(target.Close)
+		upstream := func(status int, body string) string {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if status/100 == 3 {
+					http.Redirect(w, r, target.URL+r.URL.RequestURI(), status)
+					return
+				}
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(status)
+				_, _ = io.WriteString(w, body)
+			}))
+			t.Cleanup(srv.Close)
+			return srv.URL
+		}
+		gem := func(base string) llm.Model {
+			m, err := gemini.New(t.Context(), "gemini-test", &genai.ClientConfig{APIKey: "secret-test-key", Backend: genai.BackendGeminiAPI, HTTPOptions: genai.HTTPOptions{BaseURL: base}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return m
+		}
+		ant := func(base string) llm.Model {
+			return anthropic.New("claude-test", anthropicoption.WithBaseURL(base), anthropicoption.WithAPIKey("secret-test-key"))
+		}
+		for _, tc := range []struct {
+			id    string
+			model llm.Model
+			want  string
+		}{
+			{"body-anthropic-html", ant(upstream(400, "<html>"+marker+"</html>")), "model: anthropic: HTTP 400 Bad Request"},
+			{"body-anthropic-shaped", ant(upstream(400, `{"type":"error","error":{"type":"invalid_request_error","message":"`+marker+`"}}`)), "model: anthropic: HTTP 400 Bad Request (invalid_request_error)"},
+			{"body-gemini-html", gem(upstream(404, "<html>"+marker+"</html>")), "model: gemini: HTTP 404 Not Found"},
+			{"body-gemini-shaped", gem(upstream(400, `{"error":{"code":400,"message":"`+marker+`","status":"INVALID_ARGUMENT"}}`)), "model: gemini: HTTP 400 Bad Request (INVALID_ARGUMENT)"},
+			{"redirect-anthropic", ant(upstream(307, "")), "redirects are not followed"},
+			{"redirect-gemini", gem(upstream(302, "")), "redirects are not followed"},
+		} {
+			e.models.Register(tc.id, tc.model)
+			spec := agent.RunSpec{Model: agent.ModelSpec{Spec: llm.Spec{Provider: "scripted", Name: tc.id}}}
+			if _, err := e.runs.Start(t.Context(), tc.id, spec, agent.Principal{Subject: "ana", Scopes: []string{"tools:call"}}, llm.User("go")); err != nil {
+				t.Fatal(err)
+			}
+			st := e.waitEnd(t, tc.id)
+			if st.Status != agent.StatusFailed || !strings.Contains(st.Failure, tc.want) || strings.Contains(st.Failure, marker) || strings.Contains(st.Failure, "secret-test-key") {
+				t.Errorf("%s: state %+v, want failed with %q and without the upstream's body", tc.id, st, tc.want)
+			}
+		}
+		if n := reached.Load(); n != 0 {
+			t.Errorf("the redirect target got %d requests", n)
 		}
 	})
 

@@ -36,6 +36,9 @@ const DefaultEndpoint = "default"
 //     to the URLs bound to it, "default" meaning the provider's endpoint;
 //   - a model without a key reaches only the URLs bound to "none".
 //
+// Only the base URL is checked: the model clients follow no redirect
+// (llm.HTTPClient), so an endpoint cannot send the key on to another server.
+//
 // The zero value binds nothing: only providers' usual keys work.
 type Endpoints struct {
 	bindings map[string][]endpoint

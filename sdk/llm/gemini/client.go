@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -173,7 +174,7 @@ func classify(err error, box *headerBox) error {
 	if !errors.As(err, &apiErr) {
 		var p *genai.APIError
 		if !errors.As(err, &p) {
-			return err
+			return undecodable(err)
 		}
 		apiErr = *p
 	}
@@ -193,6 +194,27 @@ func classify(err error, box *headerBox) error {
 	out := llm.NewAPIError("gemini", status, header, msg, err)
 	out.Code = apiErr.Status // e.g. "RESOURCE_EXHAUSTED"
 	return out
+}
+
+// sdkDecodeErrors begin the SDK's errors for a body it could not decode
+// (or, for newAPIError, read); their text holds the body, or part of it.
+var sdkDecodeErrors = []string{"deserializeUnaryResponse:", "iterateResponseStream:", "mapToStruct:", "newAPIError:"}
+
+// undecodable replaces an SDK error that quotes the response body: one the
+// SDK could not decode is llm.ErrMalformed (permanent, like a body the
+// other clients cannot parse), one it could not read stays retryable.
+func undecodable(err error) error {
+	msg := err.Error()
+	for _, p := range sdkDecodeErrors {
+		if !strings.Contains(msg, p) {
+			continue
+		}
+		if p == "newAPIError:" {
+			return errors.New("gemini: the error response could not be read")
+		}
+		return fmt.Errorf("%w: gemini: the SDK could not decode the response (not the Gemini API's shape)", llm.ErrMalformed)
+	}
+	return err
 }
 
 // googleError reports whether e was read from Google's error object

@@ -221,3 +221,30 @@ func TestClientErrorBodyNotQuoted(t *testing.T) {
 		}
 	}
 }
+
+// TestClientUndecodableBodyNotQuoted: a 200 whose body is not the Gemini
+// API's fails as llm.ErrMalformed, without the body the SDK quotes in its
+// own errors.
+func TestClientUndecodableBodyNotQuoted(t *testing.T) {
+	t.Parallel()
+	const marker = "upstream-private-marker"
+	for _, stream := range []bool{false, true} {
+		body := "<html>" + marker + "</html>"
+		if stream {
+			body = "data: <html>" + marker + "</html>\n\n"
+		}
+		c := client(t, server(t, http.StatusOK, nil, []byte(body)))
+		var err error
+		if stream {
+			_, err = c.Stream(t.Context(), request(), nil)
+		} else {
+			_, err = c.Complete(t.Context(), request())
+		}
+		if !errors.Is(err, llm.ErrMalformed) {
+			t.Fatalf("stream=%v: err = %v, want ErrMalformed", stream, err)
+		}
+		if strings.Contains(err.Error(), marker) {
+			t.Errorf("stream=%v: err = %q quotes the response body", stream, err)
+		}
+	}
+}
