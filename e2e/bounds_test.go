@@ -37,6 +37,16 @@ func TestFleetSurvivesAbuse(t *testing.T) {
 	if err != nil || resp.GetSuccess() || resp.GetError().GetMessage() == "" {
 		t.Fatalf("jq stack bomb: %v, %v; want an execution error", resp, err)
 	}
+	// Issue 32's string bombs: one builtin building a huge string from
+	// operands under the value bound is refused before it runs, and the
+	// answer is an execution error, not a 504 while the worker computes.
+	for _, q := range []string{`("x"*10000000) as $s | [range(100) | $s] | @base64`, `("," * 10000000) | [splits(",")] | length`, `error("x" * 10000000)`} {
+		resp, err := c.CallTool(t.Context(), &toolfleetv1.CallToolRequest{ToolId: "JSONQuery.Query", Input: &structpb.Struct{Fields: map[string]*structpb.Value{
+			"query": structpb.NewStringValue(q), "documentJson": structpb.NewStringValue("null")}}})
+		if err != nil || resp.GetSuccess() || resp.GetError().GetMessage() == "" || len(resp.GetError().GetMessage()) > 2*jsonq.MaxErrorBytes {
+			t.Fatalf("jq string bomb %s: %v, %.300v; want a short execution error", q, err, resp)
+		}
+	}
 	// Still up: the jq worker, another worker, and the gateway. The test's workers
 	// announce every 100 ms, so on two busy cores the bomb's seconds of CPU can let
 	// the jq worker's registration lapse for a moment; waiting for it to announce

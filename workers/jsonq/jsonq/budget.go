@@ -3,8 +3,8 @@ package jsonq
 import (
 	"context"
 	"fmt"
-	"math"
 	"reflect"
+	"strings"
 
 	"github.com/itchyny/gojq"
 )
@@ -21,9 +21,9 @@ import (
 // query stopped at a third never reaches the bound.
 //
 // Single steps that build a large value from small ones are checked before
-// they run: the query's + and * are rewritten into guarded functions that
-// refuse a string or an array over maxValue (a third of the bound), and add,
-// join, tojson and tostring are shadowed by guards (guards.go).
+// they run: the query's operators are rewritten into guarded functions that
+// refuse a string or an array over Config.MaxValueBytes, and the builtins
+// that can build one are shadowed by guards (guards.go, limits.go).
 
 // checkEvery is how many interpreter steps pass between two heap checks.
 const checkEvery = 16
@@ -60,11 +60,22 @@ func heapCheck(baseline, limit uint64) func() error {
 	}
 }
 
-// guardOperators rewrites every + and * of q (and of its definitions) into
-// calls of the guards _tfguard_add and _tfguard_mul, which check the size of
-// what they would build first. gojq compiles an operator as a call of its
-// internal function with the same two arguments, so the rewrite keeps the
-// order in which jq produces results.
+// guardedOps name the guard each operator is rewritten into.
+var guardedOps = map[gojq.Operator]string{
+	gojq.OpAdd: "add", gojq.OpMul: "mul", gojq.OpSub: "sub", gojq.OpDiv: "div",
+	gojq.OpAssign: "assign", gojq.OpModify: "modify",
+	gojq.OpUpdateAdd: "update_add", gojq.OpUpdateSub: "update_sub", gojq.OpUpdateMul: "update_mul",
+	gojq.OpUpdateDiv: "update_div", gojq.OpUpdateMod: "update_mod", gojq.OpUpdateAlt: "update_alt",
+}
+
+// guardOperators rewrites the operators of q (and of its definitions) that
+// can build big values into calls of guards (guardedOps), which check the
+// size of what they would build first: + and * of strings and arrays, - of
+// arrays, / of strings (a split), and the assignments, whose paths may
+// index an array far past its end (.[5e8] = 1). gojq compiles an operator as
+// a call of its internal function with the same two arguments, so the
+// rewrite keeps the order in which jq produces results. String
+// interpolation, which gojq joins with an unguarded +, is rewritten too.
 func guardOperators(q *gojq.Query) {
 	seen := map[uintptr]bool{}
 	var walk func(v reflect.Value)
@@ -77,16 +88,21 @@ func guardOperators(q *gojq.Query) {
 			seen[v.Pointer()] = true
 			if q, ok := v.Interface().(*gojq.Query); ok {
 				walk(v.Elem())
-				name := ""
-				switch q.Op {
-				case gojq.OpAdd:
-					name = guardPrefix + "add"
-				case gojq.OpMul:
-					name = guardPrefix + "mul"
-				}
-				if name != "" {
-					call := &gojq.Func{Name: name, Args: []*gojq.Query{q.Left, q.Right}}
+				if name, ok := guardedOps[q.Op]; ok {
+					call := &gojq.Func{Name: guardPrefix + name, Args: []*gojq.Query{q.Left, q.Right}}
 					*q = gojq.Query{Term: &gojq.Term{Type: gojq.TermTypeFunc, Func: call}}
+				}
+				return
+			}
+			if t, ok := v.Interface().(*gojq.Term); ok {
+				formatInterpolation(t) // before its parts are walked
+				walk(v.Elem())
+				return
+			}
+			if str, ok := v.Interface().(*gojq.String); ok {
+				walk(v.Elem())
+				if len(str.Queries) > 1 {
+					str.Queries = []*gojq.Query{joinParts(str.Queries, &gojq.Func{Name: "tostring"})}
 				}
 				return
 			}
@@ -106,40 +122,45 @@ func guardOperators(q *gojq.Query) {
 	walk(reflect.ValueOf(q))
 }
 
-// encodedSizeOver reports whether v's JSON is longer than limit bytes,
-// walking at most limit values (a value shared by many arrays counts each
-// time, as its JSON repeats it).
-func encodedSizeOver(v any, limit int) bool {
-	size := 0
-	stack := []any{v}
-	for len(stack) > 0 && size <= limit {
-		x := stack[len(stack)-1]
-		stack = stack[:len(stack)-1]
-		size++
-		switch x := x.(type) {
-		case string:
-			size += len(x) + 2
-		case []any:
-			size += 2 + len(x)
-			stack = append(stack, x...)
-		case map[string]any:
-			size += 2
-			for k, e := range x {
-				size += len(k) + 4
-				stack = append(stack, e)
-			}
-		default:
-			size += 24 // numbers, booleans, null
-		}
+// String interpolation ("a\(.x)b", @base64 "\(.x)") is compiled by gojq
+// as each part through tostring or the format, the parts joined with its
+// internal, unguarded +. guardOperators joins them with the guarded + first:
+// an interpolated string (a term, an object key, a pattern) keeps one
+// part, the join, which gojq's tostring leaves as it is; a format string
+// becomes the join itself.
+
+// formatInterpolation rewrites a format string into the join of its parts.
+func formatInterpolation(t *gojq.Term) {
+	if t.Type != gojq.TermTypeFormat || t.Str == nil || t.Str.Queries == nil {
+		return
 	}
-	return size > limit
+	var f *gojq.Func
+	switch t.Format {
+	case "@text":
+		f = &gojq.Func{Name: "tostring"}
+	case "@json":
+		f = &gojq.Func{Name: "tojson"}
+	default:
+		name := &gojq.Query{Term: &gojq.Term{Type: gojq.TermTypeString, Str: &gojq.String{Str: strings.TrimPrefix(t.Format, "@")}}}
+		f = &gojq.Func{Name: "format", Args: []*gojq.Query{name}}
+	}
+	q := joinParts(t.Str.Queries, f)
+	*t = gojq.Term{Type: gojq.TermTypeQuery, Query: q, SuffixList: t.SuffixList}
 }
 
-// sizeFunction is _tfguard_big($limit): whether the input's JSON is over $limit bytes.
-func sizeFunction(v any, args []any) any {
-	limit, ok := args[0].(int)
-	if !ok {
-		limit = math.MaxInt
+// joinParts is the guarded join of the parts of an interpolated string, the
+// non-literal ones piped through f.
+func joinParts(parts []*gojq.Query, f *gojq.Func) *gojq.Query {
+	var q *gojq.Query
+	for _, e := range parts {
+		if e.Term == nil || e.Term.Str == nil {
+			e = &gojq.Query{Left: e, Op: gojq.OpPipe, Right: &gojq.Query{Term: &gojq.Term{Type: gojq.TermTypeFunc, Func: f}}}
+		}
+		if q == nil {
+			q = e
+		} else {
+			q = &gojq.Query{Term: &gojq.Term{Type: gojq.TermTypeFunc, Func: &gojq.Func{Name: guardPrefix + "add", Args: []*gojq.Query{q, e}}}}
+		}
 	}
-	return encodedSizeOver(v, limit)
+	return q
 }

@@ -19,17 +19,23 @@ const maxPathLength = maxDepth
 const guardPrefix = "_tfguard_"
 
 // guardsFor returns the guards of a service whose values are bounded by
-// maxValue bytes (a string's, or an array's at 16 bytes an element).
+// lim (limits.go).
 //
 // They shadow the path builtins with versions that refuse over-long paths
-// and then call the builtin, and add, join, tojson and tostring with versions
-// that refuse to build a value over maxValue (budget.go); _tfguard_add and
-// _tfguard_mul replace the query's + and * (guardOperators). A jq definition
-// sees only the definitions before it, so each _tfguard_ function calls the
-// real builtin, and the query — whose definitions come after these — sees
-// only the guarded names.
-func guardsFor(maxValue int) *gojq.Query {
-	return mustParse(fmt.Sprintf(`
+// and then call the builtin; add, join and every builtin that can build a
+// value much bigger than its input (tostring, tojson, the @formats, split,
+// explode, flatten, transpose, indices, fromjson, the regular-expression
+// family) with versions that first ask _tfguard_check (a Go function) and
+// refuse what would be too big; _tfguard_add, _tfguard_mul, _tfguard_sub,
+// _tfguard_div and the assignment guards replace the query's operators
+// (guardOperators). A jq definition sees only the definitions before it, so
+// each _tfguard_ alias calls the real builtin, and the query — whose
+// definitions come after these — sees only the guarded names. gojq's own
+// builtins (sub, splits, pick, ...) call the unguarded functions, so those
+// that reach a guarded one are defined again here (library), after the
+// guards, and their operators are rewritten like the query's.
+func guardsFor(lim valueLimits) *gojq.Query {
+	core := mustParse(fmt.Sprintf(`
 def %[1]serr: error("the path has more than %[2]d elements; jq paths in this tool are limited to %[2]d");
 def %[1]sbig: error("the query would build a value over %[3]d bytes; values in this tool are limited to %[3]d bytes");
 def %[1]ssetpath($p; $v): setpath($p; $v);
@@ -40,6 +46,19 @@ def %[1]sadd0: add;
 def %[1]sjoin($x): join($x);
 def %[1]stojson: tojson;
 def %[1]stostring: tostring;
+def %[1]sformat($f): format($f);
+def %[1]ssplit($s): split($s);
+def %[1]sexplode: explode;
+def %[1]sindices($i): indices($i);
+def %[1]sindex($i): index($i);
+def %[1]srindex($i): rindex($i);
+def %[1]sflatten: flatten;
+def %[1]sflatten($d): flatten($d);
+def %[1]stranspose: transpose;
+def %[1]sfromjson: fromjson;
+def %[1]sstrftime($f): strftime($f);
+def %[1]sstrflocaltime($f): strflocaltime($f);
+def %[1]smatch($re; $flags; $test): _match($re; $flags; $test);
 def %[1]sadd(a; b): b as $b | a as $a |
   if (($a|type) == "string" and ($b|type) == "string" and ($a|utf8bytelength) + ($b|utf8bytelength) > %[3]d)
     or (($a|type) == "array" and ($b|type) == "array" and ($a|length) + ($b|length) > %[4]d)
@@ -48,16 +67,87 @@ def %[1]smul(a; b): b as $b | a as $a |
   if (($a|type) == "string" and ($b|type) == "number" and ($a|utf8bytelength) * $b > %[3]d)
     or (($b|type) == "string" and ($a|type) == "number" and ($b|utf8bytelength) * $a > %[3]d)
   then %[1]sbig else $a * $b end;
-def setpath($p; $v): if ($p | length) > %[2]d then %[1]serr else %[1]ssetpath($p; $v) end;
+def %[1]ssub(a; b): b as $b | a as $a | $a | %[1]scheck("-"; $b) | $a - $b;
+def %[1]sdiv(a; b): b as $b | a as $a | $a | %[1]scheck("/"; $b) | $a / $b;
+def %[1]spaths(p): reduce path(p) as $q (.; %[1]scheck("path"; $q));
+def %[1]sassign(p; $x): %[1]spaths(p) | _assign(p; $x);
+def %[1]smodify(p; f): %[1]spaths(p) | _modify(p; f);
+def %[1]supdate_add(p; v): v as $x | %[1]smodify(p; %[1]sadd(.; $x));
+def %[1]supdate_sub(p; v): v as $x | %[1]smodify(p; %[1]ssub(.; $x));
+def %[1]supdate_mul(p; v): v as $x | %[1]smodify(p; %[1]smul(.; $x));
+def %[1]supdate_div(p; v): v as $x | %[1]smodify(p; %[1]sdiv(.; $x));
+def %[1]supdate_mod(p; v): v as $x | %[1]smodify(p; . %% $x);
+def %[1]supdate_alt(p; v): v as $x | %[1]smodify(p; . // $x);
+def setpath($p; $v): if ($p | length) > %[2]d then %[1]serr else %[1]scheck("path"; $p) | %[1]ssetpath($p; $v) end;
 def getpath($p): if ($p | length) > %[2]d then %[1]serr else %[1]sgetpath($p) end;
 def delpaths($ps): if any($ps[]; length > %[2]d) then %[1]serr else %[1]sdelpaths($ps) end;
-def fromstream(f): %[1]sfromstream(f | if (.[0] | length) > %[2]d then %[1]serr else . end);
-def add: if %[1]ssize(%[3]d) then %[1]sbig else %[1]sadd0 end;
+def fromstream(f): %[1]sfromstream(f | if (.[0] | length) > %[2]d then %[1]serr else %[1]scheck("path"; .[0]) end);
+def add: %[1]scheck("add") | %[1]sadd0;
 def add(f): [f] | add;
-def join($x): if %[1]ssize(%[3]d) then %[1]sbig else %[1]sjoin($x) end;
-def tojson: if %[1]ssize(%[3]d) then %[1]sbig else %[1]stojson end;
-def tostring: if type != "string" and %[1]ssize(%[3]d) then %[1]sbig else %[1]stostring end;
-.`, guardPrefix, maxPathLength, maxValue, maxValue/16))
+def join($x): %[1]scheck("join") | %[1]sjoin($x);
+def tojson: %[1]scheck("tojson") | %[1]stojson;
+def tostring: %[1]scheck("tostring") | %[1]stostring;
+def format($f): %[1]scheck("format"; $f) | %[1]sformat($f);
+def _tohtml: format("html");
+def _touri: format("uri");
+def _tourid: format("urid");
+def _tocsv: format("csv");
+def _totsv: format("tsv");
+def _tosh: format("sh");
+def _tobase64: format("base64");
+def _tobase64d: format("base64d");
+def split($s): %[1]scheck("split"; $s) | %[1]ssplit($s);
+def explode: %[1]scheck("explode") | %[1]sexplode;
+def indices($i): %[1]scheck("indices"; $i) | %[1]sindices($i);
+def index($i): %[1]scheck("index"; $i) | %[1]sindex($i);
+def rindex($i): %[1]scheck("rindex"; $i) | %[1]srindex($i);
+def flatten: %[1]scheck("flatten") | %[1]sflatten;
+def flatten($d): %[1]scheck("flatten") | %[1]sflatten($d);
+def transpose: %[1]scheck("transpose") | %[1]stranspose;
+def fromjson: %[1]scheck("fromjson") | %[1]sfromjson;
+def strftime($f): %[1]scheck("strftime"; $f) | %[1]sstrftime($f);
+def strflocaltime($f): %[1]scheck("strftime"; $f) | %[1]sstrflocaltime($f);
+def _match($re; $flags; $test): %[1]scheck("match"; [$re, $flags]) | %[1]smatch($re; $flags; $test);
+.`, guardPrefix, maxPathLength, lim.maxValue, lim.maxElems))
+	// gojq's definitions (builtin.jq) of the builtins that call a guarded one.
+	library := mustParse(`
+def match($re):
+  if $re | type == "array" then match($re[0]; $re[1]) else match($re; null) end;
+def match($re; $flags): _match($re; $flags; false)[];
+def test($re):
+  if $re | type == "array" then test($re[0]; $re[1]) else test($re; null) end;
+def test($re; $flags): _match($re; $flags; true);
+def capture($re):
+  if $re | type == "array" then capture($re[0]; $re[1]) else capture($re; null) end;
+def capture($re; $flags): match($re; $flags) | .captures | _captures;
+def scan($re): scan($re; null);
+def scan($re; $flags):
+  match($re; $flags + "g") |
+  if .captures == [] then
+    .string
+  else
+    [.captures[].string]
+  end;
+def splits($re; $flags):
+  .[foreach (match($re; $flags + "g"), null) as {$offset, $length}
+      (null; {start: .next, end: $offset, next: $offset + $length})];
+def splits($re): splits($re; null);
+def split($re; $flags): [splits($re; $flags)];
+def sub($re; str): sub($re; str; null);
+def sub($re; str; $flags):
+  reduce match($re; $flags) as {$offset, $length, $captures}
+    ({s: ., r: []};
+      reduce ($captures | _captures | str) as $s
+        (.i = 0; .r[.i] += .s[.next:$offset] + $s | .i += 1) |
+      .next = $offset + $length) | .r[] + .s[.next:] // .s;
+def gsub($re; str): sub($re; str; "g");
+def gsub($re; str; $flags): sub($re; str; $flags + "g");
+def pick(f): . as $v |
+  reduce path(f) as $p (null; setpath($p; $v | getpath($p)));
+.`)
+	guardOperators(library)
+	core.FuncDefs = append(core.FuncDefs, library.FuncDefs...)
+	return core
 }
 
 func mustParse(src string) *gojq.Query {

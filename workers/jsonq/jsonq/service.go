@@ -18,11 +18,13 @@ import (
 	"io"
 	"math"
 	"math/big"
+	"regexp"
 	"runtime/metrics"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/itchyny/gojq"
 	"google.golang.org/protobuf/types/known/structpb"
@@ -38,6 +40,10 @@ const (
 	DefaultMaxResults     = 100
 	DefaultTimeout        = 3 * time.Second
 	DefaultMaxQueryBytes  = 256 << 20
+	DefaultMaxValueBytes  = 16 << 20
+	// MaxErrorBytes bounds the message of an error a query raises
+	// (error("x" * 5e7)), as returned and as logged; a longer one is cut.
+	MaxErrorBytes = 4 << 10
 )
 
 // Config bounds the work one query may do. Zero fields take the defaults.
@@ -59,6 +65,13 @@ type Config struct {
 	// process held before does not count (queries running at the same time
 	// share the measure). Default 256 MiB.
 	MaxQueryBytes uint64
+	// MaxValueBytes bounds the string (or the JSON of the value) one step of
+	// a query may build: string repetition and concatenation, add, join,
+	// tostring, tojson, the @formats, and the element count of split,
+	// explode, flatten, transpose, indices (an eighth of it) are checked
+	// before they run (limits.go), since a step in Go cannot be stopped at
+	// the deadline. At most a quarter of MaxQueryBytes. Default 16 MiB.
+	MaxValueBytes int
 }
 
 func (c Config) withDefaults() Config {
@@ -77,6 +90,10 @@ func (c Config) withDefaults() Config {
 	if c.MaxQueryBytes == 0 {
 		c.MaxQueryBytes = DefaultMaxQueryBytes
 	}
+	if c.MaxValueBytes <= 0 {
+		c.MaxValueBytes = DefaultMaxValueBytes
+	}
+	c.MaxValueBytes = int(min(uint64(c.MaxValueBytes), c.MaxQueryBytes/4, math.MaxInt32))
 	return c
 }
 
@@ -85,6 +102,7 @@ type Service struct {
 	jsonqv1.UnimplementedJSONQueryServiceServer
 
 	cfg    Config
+	limits valueLimits
 	guards *gojq.Query
 }
 
@@ -93,7 +111,8 @@ var _ jsonqv1.JSONQueryServiceServer = (*Service)(nil)
 // New returns the JSONQuery service bounded by cfg.
 func New(cfg Config) *Service {
 	cfg = cfg.withDefaults()
-	return &Service{cfg: cfg, guards: guardsFor(int(min(cfg.MaxQueryBytes/3, math.MaxInt32)))}
+	lim := limitsFor(cfg.MaxValueBytes)
+	return &Service{cfg: cfg, limits: lim, guards: guardsFor(lim)}
 }
 
 // Causes of stopping a query, told apart from the caller's own deadline.
@@ -122,7 +141,7 @@ func (s *Service) Query(ctx context.Context, req *jsonqv1.QueryRequest) (*jsonqv
 		varValues[i] = req.GetVariables()[name].AsInterface()
 	}
 
-	code, err := compile(req.GetQuery(), varNames, s.guards)
+	code, err := compile(req.GetQuery(), varNames, s.guards, s.limits)
 	if err != nil {
 		return nil, err
 	}
@@ -199,7 +218,7 @@ func (s *Service) run(ctx context.Context, code *gojq.Code, inputs, varValues []
 
 // compile parses and compiles query; errors become execution errors that point at
 // the problem.
-func compile(query string, varNames []string, guards *gojq.Query) (*gojq.Code, error) {
+func compile(query string, varNames []string, guards *gojq.Query, lim valueLimits) (*gojq.Code, error) {
 	if strings.Contains(query, guardPrefix) {
 		return nil, tool.NewError("invalid jq query: names starting with "+guardPrefix+" are reserved", tool.WithPromptHint(queryHint))
 	}
@@ -215,7 +234,7 @@ func compile(query string, varNames []string, guards *gojq.Query) (*gojq.Code, e
 	guardOperators(q)
 	q.FuncDefs = append(slices.Clone(guards.FuncDefs), q.FuncDefs...)
 	code, err := gojq.Compile(q,
-		gojq.WithFunction(guardPrefix+"size", 1, 1, sizeFunction),
+		gojq.WithFunction(guardPrefix+"check", 1, 2, lim.checkFunction(map[[2]string]*regexp.Regexp{})),
 		gojq.WithVariables(varNames),
 		// $ENV and env must not leak the worker's environment to a model.
 		gojq.WithEnvironLoader(func() []string { return nil }),
@@ -248,18 +267,46 @@ func (s *Service) runError(ctx context.Context, err error, emitted int) error {
 		}
 		return ctx.Err() // the caller's deadline or cancellation: not the query's fault
 	}
-	msg := err.Error()
+	return tool.NewError(fmt.Sprintf("jq error after %d results: %s", emitted, errorText(err)), tool.WithPromptHint(queryHint))
+}
+
+// errorText is the text of an error the query raised, at most MaxErrorBytes:
+// error(value) shows the value as jq does, and error("x" * 5e7) must not
+// become a 50 MB answer and log line.
+func errorText(err error) string {
 	var ve gojq.ValueError
-	if errors.As(err, &ve) {
-		// error(value): the query raised it on purpose; show the value as jq does.
-		if b, mErr := gojq.Marshal(ve.Value()); mErr == nil {
-			msg = string(b)
-			if str, ok := ve.Value().(string); ok {
-				msg = str
-			}
-		}
+	if !errors.As(err, &ve) {
+		return truncateText(err.Error(), MaxErrorBytes)
 	}
-	return tool.NewError(fmt.Sprintf("jq error after %d results: %s", emitted, msg), tool.WithPromptHint(queryHint))
+	// error(value): the query raised it on purpose; show the value as jq does.
+	switch v := ve.Value().(type) {
+	case string:
+		return truncateText(v, MaxErrorBytes)
+	case nil:
+		return truncateText(err.Error(), MaxErrorBytes)
+	default:
+		if size, over := formatSize("tojson", v, MaxErrorBytes); over {
+			return gojq.Preview(v) + fmt.Sprintf(" (a %s of %d bytes or more; error messages are cut at %d bytes)", gojq.TypeOf(v), size, MaxErrorBytes)
+		}
+		b, mErr := gojq.Marshal(v)
+		if mErr != nil {
+			return truncateText(err.Error(), MaxErrorBytes)
+		}
+		return truncateText(string(b), MaxErrorBytes)
+	}
+}
+
+// truncateText cuts s to at most limit bytes on a rune boundary, saying how
+// much was left out.
+func truncateText(s string, limit int) string {
+	if len(s) <= limit {
+		return s
+	}
+	cut := limit
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + fmt.Sprintf("… (%d more bytes cut; error messages are limited to %d bytes)", len(s)-cut, limit)
 }
 
 // documents returns the input values: each JSON value of document_json in turn, or
