@@ -210,6 +210,18 @@ func (r *runner) run(ctx workflow.Context) (*Output, error) {
 	}
 	predeclared["args"] = args
 
+	// The replica's script memory (admission.go): wait for room for the
+	// budget, or give the workflow task back to Temporal.
+	release, err := currentAdmission().acquire(r.lim.MaxMemoryBytes)
+	if err != nil {
+		var ae *admissionError
+		if errors.As(err, &ae) && ae.tooBig {
+			return nil, r.fail(ctx, &ProgramError{Kind: "limit", Limit: LimitMemory, Message: "limit " + LimitMemory + ": " + err.Error()})
+		}
+		panic(err) // not in history: Temporal retries the workflow task
+	}
+	defer release()
+
 	th := r.newThread(ctx, "main", r.lim.MaxSteps)
 	if r.b != nil {
 		if err := r.b.charge(modelSize(args), "args"); err != nil {
