@@ -68,6 +68,7 @@ type options struct {
 	startTimeout   time.Duration
 	// principalMaxBytes is --principal-max-bytes (a size, "" or "none").
 	principalMaxBytes string
+	scriptMemory      string
 	// scriptDir is --script-dir: where scripted:NAME.yaml model scripts are
 	// read from ("" refuses them), as in `toolfleet dev`.
 	scriptDir string
@@ -98,6 +99,7 @@ func parse(args []string) (runner.Config, options, error) {
 	fs.StringArrayVar(&opt.modelEndpoints, "model-endpoint", nil, "KEYREF=URL[,URL...] (several separated by ;): the base URLs a model key may be sent to; KEYREF env:NAME, file:NAME or none, URL default (the provider's own) or http(s)://host[:port|:*][/path] (docs/agents.md)")
 	fs.StringVar(&cfg.HistoryContent, "history-content", agent.HistoryContentPreviews, "what agent runs keep of their content in Temporal history: previews (160 bytes of each model reply and tool result, and of the answer) or none (sha256 digests and sizes only)")
 	fs.StringVar(&opt.principalMaxBytes, "principal-max-bytes", "", "bytes one principal's runs may hold in transcripts and blobs, e.g. 2GiB; empty: an eighth of the two buckets' byte bounds; none: no bound")
+	fs.StringVar(&opt.scriptMemory, "script-memory", "", "the most the memory budgets (max_memory_bytes) of the programs this process runs at once add up to, e.g. 4GiB; a program waits for room, one whose budget is over it is refused; empty: three quarters of GOMEMLIMIT, else 4GiB; none: no ceiling (docs/operations.md)")
 	fs.IntVar(&cfg.PrincipalMaxRuns, "principal-max-runs", agent.DefaultMaxRuns, "runs one principal may hold (running, or closed and not yet freed); 0: no bound")
 	fs.IntVar(&cfg.MaxConcurrentActivities, "max-concurrent-activities", 200, "activities in flight in this process at most")
 	fs.DurationVar(&cfg.StopTimeout, "stop-timeout", 10*time.Second, "how long in-flight activities may finish on SIGTERM")
@@ -134,6 +136,17 @@ func parse(args []string) (runner.Config, options, error) {
 			return cfg, opt, fmt.Errorf("--principal-max-bytes: %w", err)
 		}
 		cfg.PrincipalMaxBytes = n
+	}
+	switch v := strings.TrimSpace(opt.scriptMemory); v {
+	case "":
+	case "none", "0":
+		cfg.Programs.ScriptMemory = -1
+	default:
+		n, err := jsassets.ParseBytes(v)
+		if err != nil {
+			return cfg, opt, fmt.Errorf("--script-memory: %w", err)
+		}
+		cfg.Programs.ScriptMemory = n
 	}
 	if cfg.PrincipalMaxRuns == 0 {
 		cfg.PrincipalMaxRuns = -1 // the flag's 0 is no bound

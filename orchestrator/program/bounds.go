@@ -32,6 +32,7 @@ const scriptBoundsChangeID = "script-bounds"
 //
 //	budget_steps.go   the program's one step budget, across its threads
 //	budget_memory.go  the size model and the memory budget it is charged to
+//	budget_ints.go    the bound on big ints and the steps their work costs
 //	guards.go         the checked operators, slices, attributes and builtins
 //	guards_costs.go   what each method and builtin costs in bytes and steps
 
@@ -63,13 +64,15 @@ type bounds struct {
 	maxSteps uint64
 	budget   uint64
 	used     uint64
+	// ints bounds big ints and charges their work (budget_ints.go).
+	ints bool
 	// threads are the live interpreter threads: the script's and those of
 	// running parallel functions (finished ones are in r.spent).
 	threads []*starlark.Thread
 }
 
 func newBounds(r *runner) *bounds {
-	return &bounds{r: r, maxSteps: r.lim.MaxSteps, budget: uint64(r.lim.MaxMemoryBytes)}
+	return &bounds{r: r, maxSteps: r.lim.MaxSteps, budget: uint64(r.lim.MaxMemoryBytes), ints: r.ints}
 }
 
 // cost charges bytes and steps for th.

@@ -114,7 +114,7 @@ func count(n starlark.Value) uint64 {
 func (b *bounds) maxRender(x starlark.Value, limit uint64) (uint64, uint64) {
 	var worst, visits uint64
 	each := func(v starlark.Value) {
-		n, c := renderSize(v, limit)
+		n, c := renderSize(v, limit, b.ints)
 		worst, visits = max(worst, n), sat(visits, c)
 	}
 	switch x := x.(type) {
@@ -137,8 +137,9 @@ func (b *bounds) maxRender(x starlark.Value, limit uint64) (uint64, uint64) {
 // printed, a cycle once (Starlark prints it as [...]). A container's size is
 // computed once per walk (so a shared tree costs its distinct nodes, not its
 // printed size, to measure), and the walk stops past limit. It also returns
-// the values it visited, charged as steps.
-func renderSize(v starlark.Value, limit uint64) (size, visits uint64) {
+// the values it visited, charged as steps, and with ints the steps of
+// converting big ints to decimal.
+func renderSize(v starlark.Value, limit uint64, ints bool) (size, visits uint64) {
 	onPath := map[starlark.Value]bool{}
 	memo := map[starlark.Value]uint64{}
 	var walk func(v starlark.Value) uint64
@@ -150,6 +151,9 @@ func renderSize(v starlark.Value, limit uint64) (size, visits uint64) {
 		case starlark.Bytes:
 			return sat(mul(ulen(len(v)), 4), 3)
 		case starlark.Int:
+			if ints { // the conversion's time ("script-ints")
+				visits = sat(visits, intTextSteps(bitLen(v)))
+			}
 			return intBits(v)/3 + 2
 		case starlark.Float:
 			return 32

@@ -156,6 +156,13 @@ func (b *bounds) binop(op syntax.Token, pre bool) func(*starlark.Thread, *starla
 		if err != nil {
 			return nil, err
 		}
+		if b.ints {
+			s, err := checkIntOp(op, x, y)
+			if err != nil {
+				return nil, err
+			}
+			steps = sat(steps, s)
+		}
 		if err := b.cost(th, n, steps, fmt.Sprintf("%s %s %s", x.Type(), op, y.Type())); err != nil {
 			return nil, err
 		}

@@ -91,11 +91,11 @@ var stringCosts = map[string]methodCost{
 		s := str(recv)
 		var worst, visits uint64
 		for _, a := range args {
-			n, c := renderSize(a, b.budget)
+			n, c := renderSize(a, b.budget, b.ints)
 			worst, visits = max(worst, n), sat(visits, c)
 		}
 		for _, kv := range kwargs {
-			n, c := renderSize(kv[1], b.budget)
+			n, c := renderSize(kv[1], b.budget, b.ints)
 			worst, visits = max(worst, n), sat(visits, c)
 		}
 		return strSize(sat(ulen(len(s)), mul(uint64(strings.Count(s, "{")), worst))), visits, nil
@@ -224,7 +224,7 @@ func (b *bounds) renderAll(args starlark.Tuple) (uint64, uint64) {
 			size = sat(size, ulen(len(s)+1))
 			continue
 		}
-		n, c := renderSize(a, b.budget)
+		n, c := renderSize(a, b.budget, b.ints)
 		size, visits = sat(size, sat(n, 1)), sat(visits, c)
 	}
 	return strSize(size), visits
@@ -263,14 +263,14 @@ var universeCosts = map[string]builtinCost{
 		if _, ok := args[0].(starlark.String); ok {
 			return 0, 0, nil
 		}
-		n, visits := renderSize(args[0], b.budget)
+		n, visits := renderSize(args[0], b.budget, b.ints)
 		return strSize(n), visits, nil
 	},
 	"repr": func(b *bounds, _ *starlark.Thread, args starlark.Tuple, _ []starlark.Tuple) (uint64, uint64, error) {
 		if len(args) != 1 {
 			return 0, 0, nil
 		}
-		n, visits := renderSize(args[0], b.budget)
+		n, visits := renderSize(args[0], b.budget, b.ints)
 		return strSize(n), visits, nil
 	},
 	"print": func(b *bounds, _ *starlark.Thread, args starlark.Tuple, _ []starlark.Tuple) (uint64, uint64, error) {
@@ -292,6 +292,7 @@ var universeCosts = map[string]builtinCost{
 		}
 		return 0, 0, nil
 	},
+	"int": intCost,
 	"getattr": func(*bounds, *starlark.Thread, starlark.Tuple, []starlark.Tuple) (uint64, uint64, error) {
 		return 0, 0, nil
 	},
@@ -322,15 +323,23 @@ func (b *bounds) jsonModule() starlark.Value {
 		if len(args) != 1 {
 			return 0, 0, nil
 		}
-		n, visits := renderSize(args[0], b.budget)
+		n, visits := renderSize(args[0], b.budget, b.ints)
 		return strSize(n), visits, nil
 	})
-	wrap("decode", func(_ *bounds, _ *starlark.Thread, args starlark.Tuple, _ []starlark.Tuple) (uint64, uint64, error) {
+	wrap("decode", func(b *bounds, _ *starlark.Thread, args starlark.Tuple, _ []starlark.Tuple) (uint64, uint64, error) {
 		if len(args) == 0 {
 			return 0, 0, nil
 		}
-		n := ulen(len(str(args[0])))
-		return mul(n, jsonDecodeFactor), n / scanBytesPerStep, nil
+		s := str(args[0])
+		n := ulen(len(s))
+		var conv uint64
+		if b.ints {
+			var err error
+			if conv, err = checkJSONDigits(s, "json.decode()'s text"); err != nil {
+				return 0, 0, err
+			}
+		}
+		return mul(n, jsonDecodeFactor), sat(n/scanBytesPerStep, conv), nil
 	})
 	wrap("indent", func(_ *bounds, _ *starlark.Thread, args starlark.Tuple, kwargs []starlark.Tuple) (uint64, uint64, error) {
 		if len(args) == 0 {

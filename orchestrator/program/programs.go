@@ -122,6 +122,10 @@ func (p *Programs) Start(ctx context.Context, in Input) (string, error) {
 	if err != nil {
 		return "", &InputError{err}
 	}
+	if c := p.Config.ScriptMemoryCeiling(); c > 0 && lim.MaxMemoryBytes > c {
+		return "", &InputError{fmt.Errorf("program: %s %d (%s) is over the script memory of this replica, %d (%s)",
+			LimitMemory, lim.MaxMemoryBytes, human(uint64(lim.MaxMemoryBytes)), c, human(uint64(c)))}
+	}
 	if _, err := Compile(in.Filename, in.Source); err != nil {
 		return "", err
 	}

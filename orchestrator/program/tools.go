@@ -187,10 +187,10 @@ func PromptFor(defs []*toolfleetv1.ToolDefinition) (string, error) {
 }
 
 // resultObject is what call() returns: r.ok, r.value, r.error, r.call_id.
-func resultObject(res CallResult, callID string) (starlark.Value, error) {
+func resultObject(res CallResult, callID string, maxDigits int) (starlark.Value, error) {
 	value := starlark.Value(starlark.None)
 	if res.ValueJSON != "" {
-		v, err := fromJSON(res.ValueJSON)
+		v, err := fromJSON(res.ValueJSON, maxDigits)
 		if err != nil {
 			return nil, fmt.Errorf("tool result: %w", err)
 		}

@@ -130,8 +130,10 @@ func encodeString(w *boundedBuf, s string) error {
 }
 
 // fromJSON decodes JSON into Starlark values: objects become dicts with keys
-// in sorted order, integers become exact ints, other numbers floats.
-func fromJSON(data string) (starlark.Value, error) {
+// in sorted order, integers become exact ints, other numbers floats. An
+// integer of more than maxDigits digits (when maxDigits > 0) is refused: its
+// conversion takes time quadratic in its length (budget_ints.go).
+func fromJSON(data string, maxDigits int) (starlark.Value, error) {
 	if strings.TrimSpace(data) == "" {
 		return starlark.None, nil
 	}
@@ -141,10 +143,10 @@ func fromJSON(data string) (starlark.Value, error) {
 	if err := dec.Decode(&x); err != nil {
 		return nil, fmt.Errorf("decode JSON: %w", err)
 	}
-	return fromGo(x, 0)
+	return fromGo(x, 0, maxDigits)
 }
 
-func fromGo(x any, depth int) (starlark.Value, error) {
+func fromGo(x any, depth, maxDigits int) (starlark.Value, error) {
 	if depth > maxDepth {
 		return nil, fmt.Errorf("value nested deeper than %d", maxDepth)
 	}
@@ -158,6 +160,10 @@ func fromGo(x any, depth int) (starlark.Value, error) {
 	case json.Number:
 		s := string(x)
 		if !strings.ContainsAny(s, ".eE") {
+			if d := len(strings.TrimPrefix(s, "-")); maxDigits > 0 && d > maxDigits {
+				return nil, &limitError{limit: LimitInt, msg: fmt.Sprintf(
+					"a number of %d digits, over the limit of %d digits (ints have at most %d bits)", d, maxDigits, MaxIntBits)}
+			}
 			if n, ok := new(big.Int).SetString(s, 10); ok {
 				return starlark.MakeBigInt(n), nil
 			}
@@ -170,7 +176,7 @@ func fromGo(x any, depth int) (starlark.Value, error) {
 	case []any:
 		l := make([]starlark.Value, len(x))
 		for i, e := range x {
-			v, err := fromGo(e, depth+1)
+			v, err := fromGo(e, depth+1, maxDigits)
 			if err != nil {
 				return nil, err
 			}
@@ -185,7 +191,7 @@ func fromGo(x any, depth int) (starlark.Value, error) {
 		slices.Sort(keys) // a Go map's order is random; a replay must see the same dict
 		d := starlark.NewDict(len(x))
 		for _, k := range keys {
-			v, err := fromGo(x[k], depth+1)
+			v, err := fromGo(x[k], depth+1, maxDigits)
 			if err != nil {
 				return nil, err
 			}

@@ -68,7 +68,32 @@ type Config struct {
 	// sets it from runner.Config.HistoryContent == "none"; a program started
 	// with it carries it in its Input, so it is decided once, at start.
 	NoContentInHistory bool
+	// ScriptMemory is the replica's script memory: the most the memory
+	// budgets of the programs it runs at once may add up to (admission.go).
+	// 0: ScriptMemoryFor() (three quarters of GOMEMLIMIT, else 4 GiB);
+	// negative: no ceiling. The orchestrator applies it with SetAdmission,
+	// and Programs.Start refuses a budget over it.
+	ScriptMemory int64
+	// AdmissionWait is how long a script waits for room in ScriptMemory
+	// inside its workflow task before the task is retried; 0:
+	// DefaultAdmissionWait.
+	AdmissionWait time.Duration
 }
+
+// ScriptMemoryCeiling is c.ScriptMemory with its default applied (0: no
+// ceiling).
+func (c Config) ScriptMemoryCeiling() int64 {
+	switch {
+	case c.ScriptMemory < 0:
+		return 0
+	case c.ScriptMemory == 0:
+		return ScriptMemoryFor()
+	}
+	return c.ScriptMemory
+}
+
+// Admission is the admission c configures, for SetAdmission.
+func (c Config) Admission() *Admission { return NewAdmission(c.ScriptMemoryCeiling(), c.AdmissionWait) }
 
 func (c Config) inline() int {
 	if c.InlineBytes <= 0 {

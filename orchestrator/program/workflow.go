@@ -52,6 +52,9 @@ func ProgramWorkflow(ctx workflow.Context, in Input) (*Output, error) {
 	// by reference: valuestore.go), and keeps the error message of a
 	// program started with NoContentInHistory free of content.
 	r.values = workflow.GetVersion(ctx, valuesChangeID, workflow.DefaultVersion, 1) >= 1
+	// Version 1 bounds big ints to MaxIntBits and charges their work to the
+	// step budget (budget_ints.go).
+	r.ints = r.bounded && workflow.GetVersion(ctx, intsChangeID, workflow.DefaultVersion, 1) >= 1
 	// Version 1 answers approvals under the program's own Update name only;
 	// programs recorded before it also answer the name runs use.
 	r.updateNames = []string{UpdateDecideApproval}
@@ -99,6 +102,7 @@ type runner struct {
 	localEvents   bool
 	bounded       bool
 	values        bool
+	ints          bool
 	b             *bounds // set when bounded
 	updateNames   []string
 }
@@ -108,6 +112,7 @@ const (
 	localEventsChangeID   = "local-events"
 	updateNameChangeID    = "program-update-name"
 	valuesChangeID        = "program-values"
+	intsChangeID          = "script-ints"
 )
 
 // legacyCallDefaults are the call options of programs recorded before
@@ -189,8 +194,12 @@ func (r *runner) run(ctx workflow.Context) (*Output, error) {
 		}
 		return nil, r.fail(ctx, &ProgramError{Kind: "syntax", Message: err.Error()})
 	}
-	args, err := fromJSON(r.in.ArgsJSON)
+	args, err := fromJSON(r.in.ArgsJSON, r.maxDigits())
 	if err != nil {
+		var le *limitError
+		if errors.As(err, &le) {
+			return nil, r.fail(ctx, &ProgramError{Kind: "limit", Limit: le.limit, Message: "args: " + le.Error()})
+		}
 		return nil, r.fail(ctx, &ProgramError{Kind: "runtime", Message: "args: " + err.Error()})
 	}
 	if args == starlark.None {
@@ -200,6 +209,18 @@ func (r *runner) run(ctx workflow.Context) (*Output, error) {
 		return nil, r.fail(ctx, &ProgramError{Kind: "runtime", Message: "args must be a JSON object"})
 	}
 	predeclared["args"] = args
+
+	// The replica's script memory (admission.go): wait for room for the
+	// budget, or give the workflow task back to Temporal.
+	release, err := currentAdmission().acquire(r.lim.MaxMemoryBytes)
+	if err != nil {
+		var ae *admissionError
+		if errors.As(err, &ae) && ae.tooBig {
+			return nil, r.fail(ctx, &ProgramError{Kind: "limit", Limit: LimitMemory, Message: "limit " + LimitMemory + ": " + err.Error()})
+		}
+		panic(err) // not in history: Temporal retries the workflow task
+	}
+	defer release()
 
 	th := r.newThread(ctx, "main", r.lim.MaxSteps)
 	if r.b != nil {
@@ -463,7 +484,7 @@ func (r *runner) invoke(th *starlark.Thread, t *boundTool, kwargs []starlark.Tup
 		}
 	}
 	if fields := t.validate(in); fields != nil {
-		return resultObject(CallResult{Error: &CallError{Kind: "validation",
+		return r.resultObject(CallResult{Error: &CallError{Kind: "validation",
 			Message: "the input does not fit " + t.Name + "'s contract", Fields: fields}}, "")
 	}
 	if r.calls >= r.lim.MaxToolCalls {
@@ -479,7 +500,7 @@ func (r *runner) invoke(th *starlark.Thread, t *boundTool, kwargs []starlark.Tup
 			return nil, err
 		}
 		if denial != nil {
-			return resultObject(CallResult{Error: denial}, req.CallID)
+			return r.resultObject(CallResult{Error: denial}, req.CallID)
 		}
 		req.Approver = approver
 	}
@@ -517,7 +538,7 @@ func (r *runner) invoke(th *starlark.Thread, t *boundTool, kwargs []starlark.Tup
 	if res.Error != nil && res.Error.Kind == "too_large" {
 		return nil, &limitError{limit: LimitValue, msg: fmt.Sprintf("the result of %s is over %d bytes of JSON", t.Name, r.lim.MaxValueBytes)}
 	}
-	return resultObject(res, req.CallID)
+	return r.resultObject(res, req.CallID)
 }
 
 // activityContext sets the CallTool activity's timeouts and retries from the
@@ -603,3 +624,16 @@ func (r *runner) flush(ctx workflow.Context) {
 
 // activityMessage is the message of an activity failure without Temporal's wrapping.
 func activityMessage(err error) string { return toolcall.FailureMessage(err) }
+
+// maxDigits is the most digits of an int read from JSON (0: no limit).
+func (r *runner) maxDigits() int {
+	if r.ints {
+		return MaxIntDigits
+	}
+	return 0
+}
+
+// resultObject is resultObject with the runner's bound on ints.
+func (r *runner) resultObject(res CallResult, callID string) (starlark.Value, error) {
+	return resultObject(res, callID, r.maxDigits())
+}

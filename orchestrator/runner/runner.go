@@ -405,6 +405,9 @@ func Start(ctx context.Context, cfg Config) (_ *Orchestrator, err error) {
 		cfg.Logger.Warn("runs and programs will not carry search attributes", "error", err)
 	}
 	o.failed = make(chan error, 1)
+	// The memory budgets of the programs this process runs at once add up
+	// to at most the script memory (issue 32; docs/operations.md).
+	program.SetAdmission(cfg.programs().Admission())
 	o.worker = worker.New(o.temporal, cfg.TaskQueue, worker.Options{
 		OnFatalError: func(err error) {
 			select {
