@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -244,6 +245,7 @@ func TestMCPTasks(t *testing.T) {
 			c := carol.must(ctx, oldRev, "tools/call", map[string]any{"name": "Calculator_Add", "arguments": map[string]any{"a": i, "b": 1}, "task": map[string]any{}})
 			want[dig(c, "task", "taskId").(string)] = true
 		}
+		issued := "" // a cursor carol was given
 		for {
 			seen, pages := map[string]bool{}, 0
 			cursor := ""
@@ -269,6 +271,9 @@ func TestMCPTasks(t *testing.T) {
 				if next == "" {
 					break
 				}
+				if issued == "" {
+					issued = next
+				}
 				cursor = next
 			}
 			if len(seen) == n && pages >= 2 {
@@ -290,6 +295,25 @@ func TestMCPTasks(t *testing.T) {
 		}
 		if _, e := carol.call(ctx, oldRev, "tasks/list", map[string]any{"cursor": strings.Repeat("A", 5000)}); code(e) != -32602 {
 			t.Errorf("huge cursor: %v, want -32602", e)
+		}
+		// A cursor that decodes but carries a page token the services did
+		// not issue, and carol's cursor in bob's hands, are refused at once
+		// as invalid params, never a server error after a wait (issue 32 §7).
+		dave := &mcpClient{t: t, addr: gwB.addr, token: tenantToken(t, secret, "dave", scopes...)}
+		for _, tc := range []struct {
+			name   string
+			who    *mcpClient
+			cursor string
+		}{
+			{"made-up program page token", carol, base64.RawURLEncoding.EncodeToString([]byte(`{"t":"bWFkZSB1cA=="}`))},
+			{"made-up run page token", carol, base64.RawURLEncoding.EncodeToString([]byte(`{"r":true,"t":"bWFkZSB1cA=="}`))},
+			{"another caller's cursor", dave, issued},
+		} {
+			start := time.Now()
+			_, e := tc.who.call(ctx, oldRev, "tasks/list", map[string]any{"cursor": tc.cursor})
+			if code(e) != -32602 || time.Since(start) > 3*time.Second {
+				t.Errorf("%s: %v after %s, want -32602 at once", tc.name, e, time.Since(start).Round(time.Millisecond))
+			}
 		}
 	})
 }

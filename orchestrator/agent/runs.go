@@ -260,13 +260,15 @@ func (r *Runs) SendMessage(ctx context.Context, runID string, msgs ...*toolfleet
 	return r.SendMessageAs(ctx, runID, nil, msgs...)
 }
 
-// SendMessageAs appends msgs to the conversation and starts the next turn. A
-// run whose workflow completed is started again on its transcript
-// (Update-with-Start) with its turn, tool-call and token counters, its start
-// time (so its deadline) and its recorded principal, whose scopes are cut to
+// SendMessageAs appends msgs to the conversation and starts the next turn.
+// Every continuation runs as the recorded principal with its scopes cut to
 // caller's when caller is the starter (a scope taken away since is not used
-// again); a failed or cancelled run, or one whose budget or deadline is spent,
-// is [ErrRunClosed]. A message is either delivered or refused: one sent while
+// again): a running run (waiting idle, or mid-turn) from the Update on, a
+// closed one from its new execution. A run whose workflow completed is
+// started again on its transcript (Update-with-Start) with its turn,
+// tool-call and token counters and its start time (so its deadline); a
+// failed or cancelled run, or one whose budget or deadline is spent, is
+// [ErrRunClosed]. A message is either delivered or refused: one sent while
 // the run is ending is tried again on the closed run.
 func (r *Runs) SendMessageAs(ctx context.Context, runID string, caller *Principal, msgs ...*toolfleetv1.Message) error {
 	if err := ValidRunID(runID); err != nil {
@@ -279,10 +281,7 @@ func (r *Runs) SendMessageAs(ctx context.Context, runID string, caller *Principa
 	if err != nil {
 		return err
 	}
-	p := meta.Principal
-	if caller != nil && caller.Subject == p.Subject {
-		p.Scopes = slices.DeleteFunc(slices.Clone(p.Scopes), func(s string) bool { return !slices.Contains(caller.Scopes, s) })
-	}
+	p := continuedAs(meta.Principal, caller)
 	hc, err := r.historyContent(ctx)
 	if err != nil {
 		return err
@@ -332,11 +331,26 @@ func (r *Runs) SendMessageAs(ctx context.Context, runID string, caller *Principa
 	}
 }
 
+// continuedAs is the principal a continuation of a run started by started
+// runs as: started with its scopes cut to those caller holds now when caller
+// is the starter (a scope taken away since is not used again); started
+// itself for anyone else (an admin, or no caller with auth off).
+func continuedAs(started Principal, caller *Principal) Principal {
+	p := started
+	p.Scopes = slices.Clone(started.Scopes)
+	if caller != nil && caller.Subject == p.Subject {
+		p.Scopes = slices.DeleteFunc(p.Scopes, func(s string) bool { return !slices.Contains(caller.Scopes, s) })
+	}
+	return p
+}
+
 // deliver sends the SendMessage Update: to the running execution only when
 // running (never starting a fresh one beside its counters), else with a start
-// of in.
+// of in. Either way the run goes on as in.Principal: the Update carries it to
+// a running execution, the start input to a new one.
 func (r *Runs) deliver(ctx context.Context, runID string, in RunInput, ref string, running bool) error {
-	upd := client.UpdateWorkflowOptions{WorkflowID: runID, UpdateName: UpdateSendMessage, Args: []any{SendMessageInput{Ref: ref}},
+	p := in.Principal
+	upd := client.UpdateWorkflowOptions{WorkflowID: runID, UpdateName: UpdateSendMessage, Args: []any{SendMessageInput{Ref: ref, Principal: &p}},
 		WaitForStage: client.WorkflowUpdateStageCompleted}
 	if running {
 		h, err := r.Temporal.UpdateWorkflow(ctx, upd)

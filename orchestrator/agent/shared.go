@@ -43,6 +43,8 @@ const (
 	// MaxSameFailure is how often the same failing call (tool + arguments) is
 	// sent back to the model as an error before the run fails.
 	MaxSameFailure = 3
+	// MaxDeadline is the longest deadline a run may ask for (Budget.Check).
+	MaxDeadline = 30 * 24 * time.Hour
 )
 
 // Run statuses (the names of toolfleet.v1.RunStatus without the prefix).
@@ -96,6 +98,24 @@ type Budget struct {
 	MaxInputTokens  int64         `json:"max_input_tokens,omitempty"`
 	MaxOutputTokens int64         `json:"max_output_tokens,omitempty"`
 	Deadline        time.Duration `json:"deadline,omitempty"`
+}
+
+// Check refuses a budget no run can have: a negative field, or a deadline
+// over [MaxDeadline]. The error names the field (budget.<field>).
+func (b Budget) Check() error {
+	for _, f := range []struct {
+		name string
+		v    int64
+	}{{"max_turns", int64(b.MaxTurns)}, {"max_tool_calls", int64(b.MaxToolCalls)},
+		{"max_input_tokens", b.MaxInputTokens}, {"max_output_tokens", b.MaxOutputTokens}} {
+		if f.v < 0 {
+			return fmt.Errorf("budget.%s %d is negative: want 0 (the default) or more", f.name, f.v)
+		}
+	}
+	if b.Deadline < 0 || b.Deadline > MaxDeadline {
+		return fmt.Errorf("budget.deadline %s: want 0 (the default, %s) up to %s", b.Deadline, DefaultDeadline, MaxDeadline)
+	}
+	return nil
 }
 
 // ApprovalPolicy adds human approval on top of the tools' contracts.
@@ -370,6 +390,11 @@ type Decision = toolcall.Decision
 // the store by the caller.
 type SendMessageInput struct {
 	Ref string `json:"ref"`
+	// Principal, when set, is whom the run's tool calls run as from now on:
+	// its starter with the scopes recorded at the start cut to those the
+	// sender holds now (Runs.SendMessageAs), the same principal a closed run
+	// is started again with. Nil (messages of older clients) keeps the run's.
+	Principal *Principal `json:"principal,omitempty"`
 }
 
 // RunState is what GetRun returns.

@@ -3,6 +3,7 @@ package agent
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -89,12 +90,21 @@ func (r *run) register(ctx workflow.Context) error {
 	}
 	return workflow.SetUpdateHandlerWithOptions(ctx, UpdateSendMessage,
 		func(_ workflow.Context, m SendMessageInput) error {
+			// The sender's current scopes hold from now on: for the calls
+			// still to be made in this turn and every turn after, and for
+			// the executions it continues as (RunInput.Principal).
+			if m.Principal != nil {
+				r.in.Principal.Scopes = slices.Clone(m.Principal.Scopes)
+			}
 			r.inbox = append(r.inbox, m.Ref)
 			return nil
 		},
 		workflow.UpdateHandlerOptions{Validator: func(m SendMessageInput) error {
 			if m.Ref == "" {
 				return errors.New("no message")
+			}
+			if m.Principal != nil && m.Principal.Subject != r.in.Principal.Subject {
+				return errors.New("the message names another principal than the run's")
 			}
 			switch r.st.Status {
 			case StatusFailed, StatusCanceled:

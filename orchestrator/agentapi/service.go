@@ -31,6 +31,7 @@ import (
 	"github.com/toolfleet/toolfleet/orchestrator/agent"
 	"github.com/toolfleet/toolfleet/orchestrator/toolcall"
 	"github.com/toolfleet/toolfleet/orchestrator/toolcall/apibase"
+	"github.com/toolfleet/toolfleet/orchestrator/visibility"
 	"github.com/toolfleet/toolfleet/sdk/llm"
 )
 
@@ -170,7 +171,16 @@ func spec(req *toolfleetv1.StartRunRequest) (agent.RunSpec, []*toolfleetv1.Messa
 	b := req.GetBudget()
 	sp.Budget = agent.Budget{MaxTurns: int(b.GetMaxTurns()), MaxToolCalls: int(b.GetMaxToolCalls()),
 		MaxInputTokens: b.GetMaxInputTokens(), MaxOutputTokens: b.GetMaxOutputTokens(), Deadline: b.GetDeadline().AsDuration()}
+	if err := sp.Budget.Check(); err != nil {
+		return sp, nil, err
+	}
 	sp.Approval = agent.ApprovalPolicy{Tools: req.GetApproval().GetTools(), Timeout: req.GetApproval().GetTimeout().AsDuration()}
+	if sp.Approval.Timeout < 0 {
+		return sp, nil, fmt.Errorf("approval.timeout %s is negative: want 0 (the default, %s) or more", sp.Approval.Timeout, agent.DefaultApprovalTimeout)
+	}
+	if sp.Model.MaxTokens < 0 {
+		return sp, nil, fmt.Errorf("model_spec.max_tokens %d is negative", sp.Model.MaxTokens)
+	}
 	if req.GetIdleTimeout() != nil {
 		sp.IdleTimeout = req.GetIdleTimeout().AsDuration()
 	}
@@ -295,11 +305,20 @@ func (s *Service) ListRuns(ctx context.Context, r *connect.Request[toolfleetv1.L
 	// row is skipped), up to maxListScans; a caller among many tenants may then get a
 	// short page with a next_page_token, as AIP-158 allows.
 	all := c.Has(ScopeAdmin)
+	query := fmt.Sprintf("WorkflowType = '%s'", agent.WorkflowName)
+	// A page token is checked before Temporal sees it (visibility.OpenPage).
+	view := visibility.PageView("runs", c.Subject, all, query)
+	token, err := visibility.OpenPage(view, r.Msg.GetPageToken())
+	if err != nil {
+		return nil, connect.NewError(connect.CodeInvalidArgument, err)
+	}
 	out := &toolfleetv1.ListRunsResponse{}
-	token := r.Msg.GetPageToken()
 	for scan := 0; scan < maxListScans && int32(len(out.Runs)) < size; scan++ {
 		resp, err := s.Runs.Temporal.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
-			PageSize: size - int32(len(out.Runs)), NextPageToken: token, Query: fmt.Sprintf("WorkflowType = '%s'", agent.WorkflowName)})
+			PageSize: size - int32(len(out.Runs)), NextPageToken: token, Query: query})
+		if visibility.BadPageToken(err) {
+			return nil, connect.NewError(connect.CodeInvalidArgument, visibility.ErrPageToken)
+		}
 		if err != nil {
 			return nil, s.fromTemporal("list runs", err)
 		}
@@ -322,7 +341,7 @@ func (s *Service) ListRuns(ctx context.Context, r *connect.Request[toolfleetv1.L
 			break
 		}
 	}
-	out.NextPageToken = token
+	out.NextPageToken = visibility.SealPage(view, token)
 	return connect.NewResponse(out), nil
 }
 

@@ -183,6 +183,32 @@ func TestTenancy(t *testing.T) {
 		t.Errorf("RunProgram with another's program id: %v, want AlreadyExists", err)
 	}
 
+	// A ListRuns page token is alice's: mallory's listing refuses it at
+	// once, as it does a made-up one (issue 32 §7).
+	var token []byte
+	for deadline := time.Now().Add(30 * time.Second); len(token) == 0; time.Sleep(100 * time.Millisecond) {
+		l, err := aliceRuns.ListRuns(ctx, connect.NewRequest(&toolfleetv1.ListRunsRequest{PageSize: 1}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		token = l.Msg.GetNextPageToken()
+		if time.Now().After(deadline) {
+			t.Fatal("alice's runs come in one page of one")
+		}
+	}
+	if _, err := aliceRuns.ListRuns(ctx, connect.NewRequest(&toolfleetv1.ListRunsRequest{PageSize: 1, PageToken: token})); err != nil {
+		t.Errorf("alice's next page: %v", err)
+	}
+	for name, tc := range map[string]struct {
+		c     toolfleetv1connect.AgentServiceClient
+		token []byte
+	}{"alice's token": {malloryRuns, token}, "a made-up token": {aliceRuns, []byte("made up")}} {
+		start := time.Now()
+		if _, err := tc.c.ListRuns(ctx, connect.NewRequest(&toolfleetv1.ListRunsRequest{PageSize: 1, PageToken: tc.token})); connect.CodeOf(err) != connect.CodeInvalidArgument || time.Since(start) > 2*time.Second {
+			t.Errorf("ListRuns with %s: %v after %s, want InvalidArgument at once", name, err, time.Since(start))
+		}
+	}
+
 	// The victim's program is unaffected: still waiting, then approved by alice, it completes.
 	st, err := alicePrograms.GetProgram(ctx, connect.NewRequest(&toolfleetv1.GetProgramRequest{ProgramId: victim}))
 	if err != nil || st.Msg.GetStatus() != toolfleetv1.ProgramStatus_PROGRAM_STATUS_WAITING_APPROVAL {
@@ -331,10 +357,21 @@ type tenants struct {
 
 func startTenants(t *testing.T, queue string, models *agent.Resolver, configure ...func(*runner.Config)) *tenants {
 	t.Helper()
+	return startTenantsAt(t, false, queue, models, configure...)
+}
+
+// startTenantsAt is startTenants with the gateway's auth on when auth is set:
+// then the gateway checks each call's delegated scopes, and the orchestrator
+// calls it with a token holding tools:delegate and tools:approve.
+func startTenantsAt(t *testing.T, auth bool, queue string, models *agent.Resolver, configure ...func(*runner.Config)) *tenants {
+	t.Helper()
 	stack := devstacktest.Start(t)
-	fleet := e2e.Start(t, e2e.Options{NATSURL: stack.NATS.URL()})
+	fleet := e2e.Start(t, e2e.Options{NATSURL: stack.NATS.URL(), Auth: auth})
 	cfg := runner.Config{TemporalAddress: stack.Temporal.Address(), Namespace: stack.Namespace(),
 		TaskQueue: queue, NATSURL: stack.NATS.URL(), GatewayAddress: fleet.Addr, Models: models, MemoryStorage: true}
+	if auth {
+		cfg.GatewayToken = fleet.TokenFor(t, "orchestrator", "tools:delegate", "tools:approve")
+	}
 	for _, f := range configure {
 		f(&cfg)
 	}
@@ -531,4 +568,75 @@ func recordHistory(t *testing.T, tc client.Client, id, name string) {
 	if err := os.WriteFile(filepath.Join("..", "agent", "testdata", "histories", name+".json"), b, 0o644); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestSendMessageCutsIdleRun is issue 32 §2: a run that answered and waits
+// for its next message (idle_timeout) takes the sender's current scopes with
+// the message, as a closed run does when it is started again. alice starts
+// it holding tools:call (what Calculator.Multiply needs), loses it, and
+// sends a message: the next turn's Multiply is refused by the gateway (auth
+// on) as a permission failure the model sees, and never runs.
+func TestSendMessageCutsIdleRun(t *testing.T) {
+	t.Parallel()
+	models := agent.NewResolver()
+	models.Register("idlecut", &agenttest.ByTurn{Turns: []llm.ScriptTurn{
+		llm.SayText("first"),
+		llm.CallTools("", llm.CallPart("m", "Calculator_Multiply", map[string]any{"a": 6, "b": 7})),
+		llm.SayText("second")}})
+	tn := startTenantsAt(t, true, "idle-cut-test", models)
+	ctx := t.Context()
+	const id = "alice-idle"
+	getRun := func() *toolfleetv1.GetRunResponse {
+		t.Helper()
+		st, err := tn.aliceRuns.GetRun(ctx, connect.NewRequest(&toolfleetv1.GetRunRequest{RunId: id}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st.Msg
+	}
+	idleAfter := func(turns int32) *toolfleetv1.GetRunResponse {
+		t.Helper()
+		for deadline := time.Now().Add(time.Minute); ; time.Sleep(50 * time.Millisecond) {
+			if st := getRun(); st.GetIdle() && st.GetTurns() == turns {
+				return st
+			} else if time.Now().After(deadline) {
+				t.Fatalf("run %s is not idle after %d turns: %v", id, turns, st)
+			}
+		}
+	}
+	if _, err := tn.aliceRuns.StartRun(ctx, connect.NewRequest(&toolfleetv1.StartRunRequest{RunId: id, Model: "scripted:idlecut",
+		Messages: []*toolfleetv1.Message{llm.User("hi")}, Tools: []string{"Calculator.*"},
+		IdleTimeout: durationpb.New(5 * time.Minute)})); err != nil {
+		t.Fatal(err)
+	}
+	idleAfter(1)
+	before := tn.fleet.Calculator.Multiplies.Load()
+	aliceLess := toolfleetv1connect.NewAgentServiceClient(http.DefaultClient, tn.runsURL,
+		as("alice:runs:start,runs:read"))
+	if _, err := aliceLess.SendMessage(ctx, connect.NewRequest(&toolfleetv1.SendMessageRequest{RunId: id, Message: llm.User("multiply")})); err != nil {
+		t.Fatal(err)
+	}
+	st := idleAfter(3)
+	if st.GetStatus() != toolfleetv1.RunStatus_RUN_STATUS_COMPLETED || st.GetToolCalls() != 1 {
+		t.Errorf("run %s: %v, want COMPLETED after 3 turns and 1 call", id, st)
+	}
+	if n := tn.fleet.Calculator.Multiplies.Load() - before; n != 0 {
+		t.Errorf("Multiply ran %d times for a sender without tools:call, want 0", n)
+	}
+	msgs, err := tn.o.Runs.Transcript(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var result *toolfleetv1.ToolResult
+	for _, m := range msgs {
+		for _, p := range m.GetParts() {
+			if r := p.GetToolResult(); r != nil {
+				result = r
+			}
+		}
+	}
+	if result == nil || !result.GetIsError() || !strings.Contains(result.GetContent(), "tools:call") {
+		t.Errorf("the model saw %v, want an error result naming the missing permission", result)
+	}
+	t.Logf("the model saw: %s", result.GetContent())
 }

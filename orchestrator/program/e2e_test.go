@@ -43,6 +43,8 @@ type stack struct {
 	// store holds the program values kept out of history (cfg).
 	store *agent.Store
 	cfg   program.Config
+	// namespace is Temporal's.
+	namespace string
 }
 
 // startStack starts a stack whose Temporal client keeps program values in the
@@ -102,7 +104,7 @@ func startStackWith(t *testing.T, opts e2e.Options, cfgs ...program.Config) *sta
 		t.Fatal(err)
 	}
 	t.Cleanup(w.Stop)
-	return &stack{temporal: c, fleet: fleet, js: js, queue: queue, models: models, store: store, cfg: cfg,
+	return &stack{temporal: c, fleet: fleet, js: js, queue: queue, models: models, store: store, cfg: cfg, namespace: s.Namespace(),
 		runs: &agent.Runs{Temporal: c, Store: store, TaskQueue: queue}}
 }
 

@@ -351,6 +351,25 @@ type Summary struct {
 	StartedAt, ClosedAt time.Time
 }
 
+// listedStatus is what a listing says a program in Temporal state is doing:
+// its ToolfleetStatus attribute, unless Temporal closed it while the
+// attribute still says it runs (timed out, terminated: the workflow had no
+// say); then what GetProgram says of it: failed, canceled or completed.
+func listedStatus(state enumspb.WorkflowExecutionStatus, attr string) string {
+	if attr != visibility.StatusRunning && attr != visibility.StatusWaiting {
+		return attr
+	}
+	switch state {
+	case enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, enumspb.WORKFLOW_EXECUTION_STATUS_CONTINUED_AS_NEW:
+		return attr
+	case enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED:
+		return visibility.StatusDone
+	case enumspb.WORKFLOW_EXECUTION_STATUS_CANCELED:
+		return visibility.StatusCanceled
+	}
+	return visibility.StatusFailed // timed out, terminated, failed
+}
+
 // listScans bounds the Temporal pages one List reads to fill a page.
 const listScans = 10
 
@@ -359,14 +378,25 @@ const listScans = 10
 // Ownership is in each program's memo, so a page is filled from as many
 // Temporal pages as it takes, up to listScans; among many tenants a page may
 // come back short with a token, as AIP-158 allows.
-func (p *Programs) List(ctx context.Context, owner string, all bool, size int, token []byte) ([]Summary, []byte, error) {
+func (p *Programs) List(ctx context.Context, owner string, all bool, size int, page []byte) ([]Summary, []byte, error) {
+	// A page token is checked before Temporal sees it (visibility.OpenPage):
+	// one this listing did not issue is visibility.ErrPageToken, at once.
+	query := fmt.Sprintf("WorkflowType = '%s'", WorkflowName)
+	view := visibility.PageView("programs", owner, all, query)
+	token, err := visibility.OpenPage(view, page)
+	if err != nil {
+		return nil, nil, err
+	}
 	if !all && owner == "" {
 		return nil, nil, nil // no subject owns nothing (a memo without owner is not theirs)
 	}
 	var out []Summary
 	for scan := 0; scan < listScans && len(out) < size; scan++ {
 		resp, err := p.Temporal.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
-			PageSize: int32(size - len(out)), NextPageToken: token, Query: fmt.Sprintf("WorkflowType = '%s'", WorkflowName)})
+			PageSize: int32(size - len(out)), NextPageToken: token, Query: query})
+		if visibility.BadPageToken(err) {
+			return nil, nil, visibility.ErrPageToken
+		}
 		if err != nil {
 			return nil, nil, fmt.Errorf("program: list: %w", err)
 		}
@@ -376,7 +406,7 @@ func (p *Programs) List(ctx context.Context, owner string, all bool, size int, t
 			}
 			s := Summary{ProgramID: e.GetExecution().GetWorkflowId(), StartedAt: e.GetStartTime().AsTime(),
 				State:  strings.TrimPrefix(e.GetStatus().String(), "WorkflowExecutionStatus"),
-				Status: memoString(e.GetSearchAttributes().GetIndexedFields()[visibility.Status.GetName()])}
+				Status: listedStatus(e.GetStatus(), memoString(e.GetSearchAttributes().GetIndexedFields()[visibility.Status.GetName()]))}
 			if e.GetCloseTime() != nil {
 				s.ClosedAt = e.GetCloseTime().AsTime()
 			}
@@ -387,5 +417,5 @@ func (p *Programs) List(ctx context.Context, owner string, all bool, size int, t
 			return out, nil, nil
 		}
 	}
-	return out, token, nil
+	return out, visibility.SealPage(view, token), nil
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/toolfleet/toolfleet/gen/toolfleet/v1/toolfleetv1connect"
 	"github.com/toolfleet/toolfleet/orchestrator/toolcall"
 	"github.com/toolfleet/toolfleet/orchestrator/toolcall/apibase"
+	"github.com/toolfleet/toolfleet/orchestrator/visibility"
 )
 
 // Scopes of ProgramService.
@@ -67,6 +68,9 @@ func (s *Service) RunProgram(ctx context.Context, req *connect.Request[toolfleet
 	m := req.Msg
 	if len(m.GetSource()) > MaxSourceBytes {
 		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("source is over %d bytes", MaxSourceBytes))
+	}
+	if n := m.GetLimits().GetMaxSteps(); n < 0 { // limitsOf would take it for the default
+		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("limits.%s %d is negative: want 0 (the default) up to %d", LimitSteps, n, MaxSteps))
 	}
 	if toolcall.Reserved(m.GetProgramId()) { // the system makes these ids (triggers, code mode)
 		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("program id %q is reserved; choose another", m.GetProgramId()))
@@ -392,6 +396,9 @@ func statusProto(st *Status) *toolfleetv1.GetProgramResponse {
 }
 
 func lookupError(err error) error {
+	if errors.Is(err, visibility.ErrPageToken) {
+		return connect.NewError(connect.CodeInvalidArgument, visibility.ErrPageToken)
+	}
 	if errors.Is(err, ErrNotFound) {
 		return connect.NewError(connect.CodeNotFound, errors.New("no such program"))
 	}

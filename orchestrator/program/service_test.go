@@ -11,17 +11,20 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	tclient "go.temporal.io/sdk/client"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
 	"github.com/toolfleet/toolfleet/gen/toolfleet/v1/toolfleetv1connect"
 	"github.com/toolfleet/toolfleet/orchestrator/agentapi"
 	"github.com/toolfleet/toolfleet/orchestrator/program"
+	"github.com/toolfleet/toolfleet/orchestrator/visibility"
 )
 
 // serve runs ProgramService over real Connect on loopback. The caller's
@@ -263,6 +266,85 @@ func TestService(t *testing.T) {
 		}
 		if n := len(s.fleet.SchemaTest.TypesFor("never-approved")); n != 0 {
 			t.Fatalf("the tool ran %d times, want 0", n)
+		}
+	})
+
+	t.Run("impossible limits", func(t *testing.T) {
+		// Negative limits and a 10,000-year deadline are refused at start,
+		// naming the field (issue 32 §8).
+		tenKYears := durationpb.New(0)
+		tenKYears.Seconds = 10_000 * 365 * 24 * 3600
+		for field, l := range map[string]*toolfleetv1.ProgramLimits{
+			"max_steps":      {MaxSteps: -1},
+			"max_tool_calls": {MaxToolCalls: -1},
+			"deadline":       {Deadline: tenKYears},
+			"approval_wait":  {ApprovalWait: durationpb.New(-time.Second)},
+		} {
+			_, err := c.RunProgram(ctx, as("alice", &toolfleetv1.RunProgramRequest{Source: "result = 1\n", Limits: l}))
+			if connect.CodeOf(err) != connect.CodeInvalidArgument || !strings.Contains(err.Error(), field) {
+				t.Errorf("RunProgram with %v: %v, want InvalidArgument naming %s", l, err, field)
+			}
+		}
+	})
+
+	t.Run("page tokens", func(t *testing.T) {
+		// alice has programs enough for pages of one (visibility catches up).
+		var token []byte
+		for deadline := time.Now().Add(30 * time.Second); len(token) == 0; time.Sleep(100 * time.Millisecond) {
+			got, err := c.ListPrograms(ctx, as("alice", &toolfleetv1.ListProgramsRequest{PageSize: 1}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			token = got.Msg.GetNextPageToken()
+			if time.Now().After(deadline) {
+				t.Fatal("no page token for pages of one")
+			}
+		}
+		if _, err := c.ListPrograms(ctx, as("alice", &toolfleetv1.ListProgramsRequest{PageSize: 1, PageToken: token})); err != nil {
+			t.Errorf("the next page with the token given: %v", err)
+		}
+		// A made-up token, a garbled one and alice's in mallory's hands are
+		// the caller's mistake, answered at once (issue 32 §7).
+		garbled := append([]byte(nil), token...)
+		garbled[len(garbled)-1] ^= 1
+		for name, tc := range map[string]struct {
+			who   string
+			token []byte
+		}{"made up": {"alice", []byte("made up")}, "garbled": {"alice", garbled}, "another caller's": {"mallory", token}} {
+			start := time.Now()
+			_, err := c.ListPrograms(ctx, as(tc.who, &toolfleetv1.ListProgramsRequest{PageSize: 1, PageToken: tc.token}))
+			if connect.CodeOf(err) != connect.CodeInvalidArgument || !strings.Contains(err.Error(), "start again without it") || time.Since(start) > 2*time.Second {
+				t.Errorf("%s page token: %v after %s, want InvalidArgument at once", name, err, time.Since(start))
+			}
+		}
+	})
+
+	t.Run("a program Temporal timed out is not listed running", func(t *testing.T) {
+		// A program whose workflow never ran a task (no worker polls its
+		// queue) and Temporal timed out: its ToolfleetStatus still says running.
+		if err := visibility.Ensure(ctx, s.temporal, s.namespace); err != nil {
+			t.Fatal(err)
+		}
+		_, err := s.temporal.ExecuteWorkflow(ctx, tclient.StartWorkflowOptions{ID: "svc-timed-out", TaskQueue: "nobody-polls",
+			WorkflowExecutionTimeout: time.Second, Memo: map[string]any{"owner": "tim"},
+			TypedSearchAttributes: visibility.StartAttributes("tim", visibility.KindProgram, "")}, program.WorkflowName, program.Input{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+			got, err := c.ListPrograms(ctx, as("tim", &toolfleetv1.ListProgramsRequest{}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if l := got.Msg.GetPrograms(); len(l) == 1 && l[0].GetState() == "TimedOut" {
+				if l[0].GetStatus() != visibility.StatusFailed {
+					t.Errorf("a timed-out program is listed %q, want %q", l[0].GetStatus(), visibility.StatusFailed)
+				}
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the program is not listed timed out: %v", got.Msg)
+			}
 		}
 	})
 }

@@ -632,15 +632,19 @@ func cutPrefix(s, prefix string) (string, bool) {
 	return "", false
 }
 
+// badCursor answers a tasks/list cursor this server did not issue (made up,
+// garbled, or another caller's): -32602 at once, never a server error.
+const badCursor = "the cursor is not one this server issued; start again without it"
+
 // listTasks answers tasks/list (2025-11-25): the caller's tasks, one bounded page.
 func (s *Server) listTasks(ctx context.Context, tb Tasks, cursor string) (any, *jsonrpc.Error) {
 	if len(cursor) > 4096 {
-		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "invalid cursor"}
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: badCursor}
 	}
 	list, next, err := tb.ListTasks(ctx, cursor, s.opts.TaskPageSize)
 	if err != nil {
 		if status.Code(err) == codes.InvalidArgument {
-			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "invalid cursor"}
+			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: badCursor}
 		}
 		return nil, asRPC(ctx, err)
 	}
