@@ -14,15 +14,17 @@
 //	resolve         registry/ (workers and their dialing, contracts, trust rule, snapshots, replicas)
 //	authorize       auth/
 //	approve         auth/ (approvals)
-//	idempotency     idempotency/ (the call_id store)
+//	idempotency     idempotency.go, idempotency/ (the call_id store and call journal:
+//	                ran, did not run, or may have run, from facts)
 //	validate        input.go, inputcheck.go
-//	invoke, map     invoke.go (one attempt, next replica only if none was reached)
+//	invoke, map     invoke.go (one attempt, the next replica only if it did not start;
+//	                the worker holds the call's claim)
 //	publish event   events.go, events/
 //	surfaces        service.go (gRPC, Connect), oxp/ (OXP HTTP JSON), mcp/ (MCP),
 //	                handler.go and listener.go (one port), browser.go (browser safety)
 //	discovery       discovery.go (ListTools, GetTool, SearchTools), search/
 //
-// A call fails in exactly one of three ways (ARCHITECTURE.md §4):
+// A call fails in exactly one of three ways (docs/gateway.md):
 //
 //   - a server error before the tool ran (unknown tool, auth, worker unavailable or
 //     too slow): an RPC error code with a toolfleetv1.ServerError detail, HTTP 400
