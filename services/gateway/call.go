@@ -18,7 +18,7 @@ import (
 	"github.com/toolfleet/toolfleet/services/gateway/registry"
 )
 
-// Call runs the call pipeline for an authenticated principal (ARCHITECTURE.md §4):
+// Call runs the call pipeline for an authenticated principal (docs/architecture.md, docs/gateway.md):
 //
 //	resolve → authorize → approve → idempotency → validate → invoke → map → publish event
 //

@@ -37,7 +37,7 @@
 //
 // # Calls and failures
 //
-// The three failure kinds of ARCHITECTURE.md §4 map as follows (see [failure]
+// The three failure kinds of docs/gateway.md map as follows (see [failure]
 // for the whole table):
 //
 //   - success: the value as JSON text plus structuredContent (objects);
