@@ -197,7 +197,16 @@ func (h *harness) checkDirectCalls(ctx context.Context, calls []*directCall) []s
 		r := rows[k]
 		parts = append(parts, fmt.Sprintf("%s %d (counter 0: %d, 1: %d, ≥2: %d)", k, r.calls, r.zero, r.one, r.more))
 	}
-	h.figure("%d direct KV.Increment calls: %s", len(calls), strings.Join(parts, "; "))
+	retried, most := 0, 0
+	for _, c := range calls {
+		if c.attempts > 1 {
+			retried++
+		}
+		most = max(most, c.attempts)
+	}
+	// Retried calls show that the gateway's deletion reached these callers.
+	h.figure("%d direct KV.Increment calls: %s; %d retried the same call_id (at most %d attempts)",
+		len(calls), strings.Join(parts, "; "), retried, most)
 	if twice+lost+notFound+failedButRan > 0 {
 		problems = append(problems, fmt.Sprintf("direct calls: %d ran twice, %d successes lost, %d NOT_FOUND, %d told failed but ran",
 			twice, lost, notFound, failedButRan))
