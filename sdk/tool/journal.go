@@ -2,6 +2,8 @@ package tool
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"log/slog"
 	"strconv"
@@ -56,6 +58,10 @@ type journaler struct {
 	// starts; nil before, and for a worker without NATS, which keeps no
 	// journal (and does not announce call_journal).
 	nc atomic.Pointer[nats.Conn]
+	// probe is the token of this process's liveness subject
+	// (journal.ProbeSubjectPrefix), named in every S it writes; "" while it
+	// could not subscribe.
+	probe atomic.Pointer[string]
 	// versions maps a service's full name to its toolkit's version; set with nc.
 	versions atomic.Pointer[map[string]string]
 
@@ -82,6 +88,16 @@ func (j *journaler) start(nc *nats.Conn, tks []contract.Toolkit) {
 	j.versions.Store(&versions)
 	if nc != nil {
 		j.nc.Store(nc)
+		// A retry of a call this process started asks here whether the
+		// process still runs; "no responders" tells it at once that it died.
+		var b [12]byte
+		_, _ = rand.Read(b[:])
+		token := hex.EncodeToString(b[:])
+		if _, err := nc.Subscribe(journal.ProbeSubjectPrefix+token, func(m *nats.Msg) { _ = m.Respond(nil) }); err != nil {
+			j.log.Warn("liveness probe not answered; retries of this worker's calls wait for its heartbeat to stop", "error", err)
+		} else {
+			j.probe.Store(&token)
+		}
 	}
 }
 
@@ -194,7 +210,11 @@ type journalCall struct {
 }
 
 func (c *journalCall) started() []byte {
-	return journal.Encode(journal.KindStarted, c.claim.Digest, []byte(c.j.workerID))
+	token := ""
+	if p := c.j.probe.Load(); p != nil {
+		token = *p
+	}
+	return journal.Encode(journal.KindStarted, c.claim.Digest, journal.StartedPayload(c.j.workerID, token))
 }
 
 // write stores value expecting the current revision; mu is held.

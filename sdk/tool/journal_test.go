@@ -204,8 +204,11 @@ func TestJournalRecordsClaimedCall(t *testing.T) {
 	if k := kinds(t, es); len(k) < 3 || k[0] != 'L' || k[len(k)-1] != 'F' || k[1] != 'S' {
 		t.Fatalf("records %q, want L, S (then heartbeats), F", k)
 	}
-	if r, _ := journal.Decode(es[1].Value()); string(r.Payload) != "w-journal" || r.Digest != claim.Digest || es[1].Revision() <= claim.Revision {
-		t.Fatalf("start record %q at %d, want the worker id after the lock's revision %d", r.Payload, es[1].Revision(), claim.Revision)
+	if r, _ := journal.Decode(es[1].Value()); !strings.HasPrefix(string(r.Payload), "w-journal\x00") || journal.ProbeSubject(r.Payload) == "" ||
+		r.Digest != claim.Digest || es[1].Revision() <= claim.Revision {
+		t.Fatalf("start record %q at %d, want the worker id and its probe after the lock's revision %d", r.Payload, es[1].Revision(), claim.Revision)
+	} else if _, err := b.nc.Request(journal.ProbeSubject(r.Payload), nil, 5*time.Second); err != nil {
+		t.Fatalf("the worker's liveness probe %s: %v, want an answer", journal.ProbeSubject(r.Payload), err)
 	}
 	last := es[len(es)-1]
 	if got := tr.Get(journal.FinishedTrailer); len(got) != 1 || got[0] != strconv.FormatUint(last.Revision(), 10) {

@@ -32,6 +32,7 @@ import (
 var (
 	gatewayPublish = []string{
 		"toolfleet.registry.discover",
+		"toolfleet.journal.alive.*",
 		"toolfleet.events.call.>",
 		"$JS.API.INFO",
 		"$JS.API.STREAM.INFO.TOOLFLEET_CALL_EVENTS",
@@ -61,7 +62,7 @@ var (
 	// A worker also records the calls it is handed in the call journal, the
 	// idempotency bucket's entries of its own toolkits, and reads the replies.
 	workerPublish   = []string{"toolfleet.registry.announce", "$KV.toolfleet_calls.Calculator.>", "$KV.toolfleet_calls.SchemaTest.>"}
-	workerSubscribe = []string{"toolfleet.registry.discover", "_INBOX.>"}
+	workerSubscribe = []string{"toolfleet.registry.discover", "_INBOX.>", "toolfleet.journal.alive.*"}
 )
 
 func permissions(pub, sub []string) *server.Permissions {

@@ -77,6 +77,33 @@ const (
 	HolderGoneAfter   = 5 * HeartbeatInterval
 )
 
+// ProbeSubjectPrefix starts the core NATS subject on which a worker process
+// answers "still running" for the calls it started: a started record's
+// payload is "<worker id>\x00<probe token>", and a request to
+// ProbeSubjectPrefix + token that NATS answers with "no responders" means the
+// process (or its NATS connection) is gone, so a retry need not wait
+// HolderGoneAfter for the heartbeat to stop. A record without a token (an
+// older or simpler worker) is judged by its heartbeat alone.
+const ProbeSubjectPrefix = "toolfleet.journal.alive."
+
+// StartedPayload is the payload of a started record.
+func StartedPayload(workerID, probeToken string) []byte {
+	if probeToken == "" {
+		return []byte(workerID)
+	}
+	return []byte(workerID + "\x00" + probeToken)
+}
+
+// ProbeSubject is the probe subject named in a started record's payload, or
+// "" when it names none.
+func ProbeSubject(startedPayload []byte) string {
+	_, token, ok := strings.Cut(string(startedPayload), "\x00")
+	if !ok || token == "" || strings.ContainsAny(token, ".*> \t\r\n") {
+		return ""
+	}
+	return ProbeSubjectPrefix + token
+}
+
 // Kind is a record's first byte.
 type Kind byte
 

@@ -313,9 +313,10 @@ func (s *Store) takeOver(ctx context.Context, k string, rev uint64, digest Diges
 }
 
 // follow watches an entry in flight (a lock or a start) until it is finished
-// (R, T, U, F: returned), let go (deleted: nil), or unchanged for
-// HolderGoneAfter (returned with gone set). Any change — a worker's
-// heartbeat, a gateway's lock renewal — restarts the wait.
+// (R, T, U, F: returned), let go (deleted: nil), or its holder is gone
+// (returned with gone set): unchanged for HolderGoneAfter — any change, a
+// worker's heartbeat, a gateway's lock renewal, restarts the wait — or, for
+// a start, its worker process answering no liveness probe.
 func (s *Store) follow(ctx context.Context, k string) (_ jetstream.KeyValueEntry, gone bool, _ error) {
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -326,13 +327,20 @@ func (s *Store) follow(ctx context.Context, k string) (_ jetstream.KeyValueEntry
 	defer func() { _ = w.Stop() }()
 	idle := time.NewTimer(s.cfg.HolderGoneAfter)
 	defer idle.Stop()
+	probe := time.NewTicker(journal.HeartbeatInterval)
+	defer probe.Stop()
 	var last jetstream.KeyValueEntry
+	var probeSubject string
 	for {
 		select {
 		case <-ctx.Done():
 			return nil, false, fmt.Errorf("%w: %w", ErrStillRunning, ctx.Err())
 		case <-idle.C:
 			return last, last != nil, nil
+		case <-probe.C:
+			if probeSubject != "" && !s.alive(ctx, probeSubject) {
+				return last, true, nil
+			}
 		case e, ok := <-w.Updates():
 			switch {
 			case !ok:
@@ -354,8 +362,26 @@ func (s *Store) follow(ctx context.Context, k string) (_ jetstream.KeyValueEntry
 			}
 			last = e
 			idle.Reset(s.cfg.HolderGoneAfter)
+			probeSubject = ""
+			if r.Kind == journal.KindStarted {
+				probeSubject = journal.ProbeSubject(r.Payload)
+				if probeSubject != "" && !s.alive(ctx, probeSubject) {
+					return last, true, nil
+				}
+			}
 		}
 	}
+}
+
+// alive asks the worker process that started a call whether it still runs;
+// false only when NATS answers that nobody listens on its probe subject (the
+// process, or its NATS connection, is gone). No answer in time is not proof:
+// the heartbeat decides then.
+func (s *Store) alive(ctx context.Context, subject string) bool {
+	pctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	_, err := s.nc.RequestWithContext(pctx, subject, nil)
+	return !errors.Is(err, nats.ErrNoResponders)
 }
 
 // createLock writes a new entry; an existing one is [jetstream.ErrKeyExists].

@@ -335,3 +335,35 @@ func revision(t *testing.T, e env) uint64 {
 	}
 	return entry.Revision()
 }
+
+// A retry of a call whose worker process is gone learns it from the
+// worker's liveness probe at once, not after HolderGoneAfter; while the
+// process answers, the retry waits for its answer.
+func TestProbeTellsAGoneWorker(t *testing.T) {
+	t.Parallel()
+	e := start(t, idempotency.Config{HolderGoneAfter: time.Minute})
+	d := digest(t, "in")
+	c, _ := e.s.Acquire(t.Context(), key, d, idempotency.Options{})
+	w := &worker{t: t, nc: e.nc, c: c.Journal()}
+	// The worker process listens on its probe subject, and names it in S.
+	sub, err := e.nc.Subscribe(journal.ProbeSubjectPrefix+"p1", func(m *nats.Msg) { _ = m.Respond(nil) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	rev, err := journal.Write(t.Context(), e.nc, w.c.Subject, journal.Encode(journal.KindStarted, d, journal.StartedPayload("w1", "p1")), w.c.Revision, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.rev = rev
+	alive, cancel := context.WithTimeout(t.Context(), 2*journal.HeartbeatInterval+time.Second)
+	defer cancel()
+	if _, err := e.s.Acquire(alive, key, d, idempotency.Options{}); !errors.Is(err, idempotency.ErrStillRunning) {
+		t.Fatalf("retry while the worker process answers: %v, want it to wait (ErrStillRunning at its deadline)", err)
+	}
+	_ = sub.Unsubscribe() // the process dies
+	ctx, cancel2 := context.WithTimeout(t.Context(), 2*journal.HeartbeatInterval+5*time.Second)
+	defer cancel2()
+	if _, err := e.s.Acquire(ctx, key, d, idempotency.Options{}); !errors.Is(err, idempotency.ErrOutcomeUnknown) {
+		t.Fatalf("retry after the worker process died: %v, want ErrOutcomeUnknown well before HolderGoneAfter", err)
+	}
+}
