@@ -69,6 +69,11 @@ type bounds struct {
 	// threads are the live interpreter threads: the script's and those of
 	// running parallel functions (finished ones are in r.spent).
 	threads []*starlark.Thread
+	// yieldedAt is the program's step count when it last gave its workflow
+	// task back to Temporal (budget_steps.go, yield); yields is whether it
+	// does (the "script-yield" version), asked at the first yield.
+	yieldedAt uint64
+	yields    *bool
 }
 
 func newBounds(r *runner) *bounds {

@@ -2,8 +2,10 @@ package program
 
 import (
 	"fmt"
+	"time"
 
 	"go.starlark.net/starlark"
+	"go.temporal.io/sdk/workflow"
 )
 
 // steps is the program's step count: finished threads and live ones.
@@ -33,25 +35,72 @@ func (b *bounds) done(th *starlark.Thread) {
 	}
 }
 
-// arm lets th run what is left of the program's budget. Threads interleave
-// only where a builtin waits on the workflow (a tool call, parallel), so
-// every such builtin re-arms its thread when it resumes.
+// arm lets th run what is left of the program's budget, and at most until the
+// program's next yield. Threads interleave only where a builtin waits on the
+// workflow (a tool call, parallel), so every such builtin re-arms its thread
+// when it resumes.
 func (b *bounds) arm(th *starlark.Thread) {
 	used := b.steps()
 	left := uint64(0)
 	if used < b.maxSteps {
 		left = b.maxSteps - used
 	}
+	if b.yields == nil || *b.yields {
+		since := used - min(used, b.yieldedAt)
+		left = min(left, yieldSteps-min(since, yieldSteps))
+	}
 	th.SetMaxExecutionSteps(th.Steps + max(left, 1))
 }
 
 func (b *bounds) onMaxSteps(th *starlark.Thread) {
-	if b.steps() >= b.maxSteps {
+	used := b.steps()
+	if used >= b.maxSteps {
 		b.r.stepsHit = true
 		th.Cancel("too many steps")
 		return
 	}
+	if used-min(used, b.yieldedAt) >= yieldSteps {
+		if err := b.yield(th); err != nil {
+			th.Cancel(err.Error())
+			return
+		}
+	}
 	b.arm(th)
+}
+
+// yieldSteps is how many steps a program computes, at most, before it gives
+// its workflow task back to Temporal. A workflow sees a cancellation (and
+// answers queries, updates and signals) only between workflow tasks, and a
+// script that computes without calling a tool never ends its task: without
+// yields, CancelProgram waited for the whole step budget (10 M steps: seconds,
+// tens of them under the race detector or on a busy replica), and the program
+// then failed on max_steps instead of ending cancelled. 1 M steps is ~0.1 s
+// of plain Starlark (~1 s under -race); a yield costs a 1 ms timer, so a
+// program that spends MaxSteps records at most 10.
+const yieldSteps = 1 << 20
+
+// yieldChangeID versions the yields: histories recorded before them have no
+// timers between tool calls.
+const yieldChangeID = "script-yield"
+
+// yield gives the workflow task back to Temporal (a 1 ms timer) and reports
+// errCanceled when the program was cancelled meanwhile. The step count decides
+// when, so a replay yields at the same points.
+func (b *bounds) yield(th *starlark.Thread) error {
+	ctx := wctx(th)
+	if b.yields == nil {
+		v := workflow.GetVersion(ctx, yieldChangeID, workflow.DefaultVersion, 1) >= 1
+		b.yields = &v
+	}
+	if !*b.yields {
+		return nil
+	}
+	b.yieldedAt = b.steps()
+	if err := workflow.Sleep(ctx, time.Millisecond); err != nil || ctx.Err() != nil {
+		b.r.canceled = true
+		return errCanceled
+	}
+	return nil
 }
 
 // stepsError is the error of a program over its step budget.

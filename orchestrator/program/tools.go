@@ -24,6 +24,9 @@ import (
 type boundTool struct {
 	Tool
 	schema *jsonschema.Schema
+	// params are the input's top-level parameter names (the schema's
+	// properties: protobuf JSON names, e.g. documentJson).
+	params map[string]bool
 }
 
 // bindTools compiles the tools' input schemas (pure, so it may run in the
@@ -50,11 +53,55 @@ func bindTools(tools []Tool) ([]*boundTool, error) {
 			if bt.schema, err = c.Compile(url); err != nil {
 				return nil, fmt.Errorf("tool %s: input schema: %w", t.ID, err)
 			}
+			var props struct {
+				Properties map[string]json.RawMessage `json:"properties"`
+			}
+			_ = json.Unmarshal([]byte(t.InputSchema), &props)
+			bt.params = make(map[string]bool, len(props.Properties))
+			for n := range props.Properties {
+				bt.params[n] = true
+			}
 		}
 		out = append(out, bt)
 	}
 	slices.SortFunc(out, func(a, b *boundTool) int { return strings.Compare(a.ID, b.ID) })
 	return out, nil
+}
+
+// paramOf is the parameter a keyword argument names when it spells a field by
+// its proto name (document_json) instead of the JSON name the schema, the
+// stub's doc and the description use (documentJson): the gateway's protojson
+// takes both, so a stub does too. It returns "" when name is a parameter
+// itself or names none.
+func (t *boundTool) paramOf(name string) string {
+	if t.params[name] || !strings.Contains(name, "_") {
+		return ""
+	}
+	if j := jsonName(name); t.params[j] {
+		return j
+	}
+	return ""
+}
+
+// jsonName is protobuf's JSON name of a field name (protoc's rule: drop each
+// underscore and upper-case the letter after it).
+func jsonName(name string) string {
+	var b strings.Builder
+	up := false
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		switch {
+		case c == '_':
+			up = true
+		case up && 'a' <= c && c <= 'z':
+			b.WriteByte(c - 'a' + 'A')
+			up = false
+		default:
+			b.WriteByte(c)
+			up = false
+		}
+	}
+	return b.String()
 }
 
 // validate checks an input against the tool's schema and returns the field

@@ -105,6 +105,7 @@ type runner struct {
 	ints          bool
 	b             *bounds // set when bounded
 	updateNames   []string
+	protoNamesVer *bool // protoNames, once asked
 }
 
 const (
@@ -113,6 +114,7 @@ const (
 	updateNameChangeID    = "program-update-name"
 	valuesChangeID        = "program-values"
 	intsChangeID          = "script-ints"
+	protoNamesChangeID    = "program-proto-names"
 )
 
 // legacyCallDefaults are the call options of programs recorded before
@@ -461,6 +463,28 @@ func (r *runner) deadlineError() error {
 	return &limitError{limit: LimitDeadline, msg: fmt.Sprintf("the program ran longer than %s", r.lim.Deadline)}
 }
 
+// protoNames reports whether stubs take a field's proto name for its JSON name
+// (tools.go, paramOf). Asked the first time a program uses one, so that only
+// those programs record the version; a history recorded before it refused the
+// argument (a validation result) and replays so.
+func (r *runner) protoNames(ctx workflow.Context) bool {
+	if r.protoNamesVer == nil {
+		v := workflow.GetVersion(ctx, protoNamesChangeID, workflow.DefaultVersion, 1) >= 1
+		r.protoNamesVer = &v
+	}
+	return *r.protoNamesVer
+}
+
+// hasKwarg reports whether kwargs has an argument called name.
+func hasKwarg(kwargs []starlark.Tuple, name string) bool {
+	for _, kv := range kwargs {
+		if s, ok := kv[0].(starlark.String); ok && string(s) == name {
+			return true
+		}
+	}
+	return false
+}
+
 // invoke calls tool t with kwargs as its input and returns a result object.
 func (r *runner) invoke(th *starlark.Thread, t *boundTool, kwargs []starlark.Tuple) (starlark.Value, error) {
 	ctx := wctx(th)
@@ -469,7 +493,15 @@ func (r *runner) invoke(th *starlark.Thread, t *boundTool, kwargs []starlark.Tup
 	}
 	input := starlark.NewDict(len(kwargs))
 	for _, kv := range kwargs {
-		_ = input.SetKey(kv[0], kv[1])
+		key := kv[0]
+		// document_json= for documentJson=, unless both are given (then the
+		// schema refuses the extra one).
+		if name, ok := key.(starlark.String); ok {
+			if p := t.paramOf(string(name)); p != "" && !hasKwarg(kwargs, p) && r.protoNames(ctx) {
+				key = starlark.String(p)
+			}
+		}
+		_ = input.SetKey(key, kv[1])
 	}
 	in, err := toJSON(input, r.lim.MaxValueBytes)
 	if errors.Is(err, errTooLarge) {

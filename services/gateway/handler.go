@@ -50,6 +50,9 @@ func (g *Gateway) Handler() http.Handler {
 	}
 	web := g.traceHTTP(g.browserSafe(g.recoverHTTP(mux)))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if g.boundAuthorization(w, r) { // authbound.go: before any body is read
+			return
+		}
 		if isGRPC(r) && !g.mounted(r.URL.Path) {
 			g.grpc.ServeHTTP(w, r)
 			return

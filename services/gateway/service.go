@@ -42,6 +42,8 @@ func (g *Gateway) newGRPCServer() (*grpc.Server, *health.Server) {
 		grpc.MaxRecvMsgSize(int(g.cfg.MaxRequestBytes)),
 		grpc.MaxConcurrentStreams(g.cfg.MaxConcurrentStreams),
 		grpc.MaxHeaderListSize(maxHeaderBytes),
+		// An oversized Authorization is refused before the message is read (authbound.go).
+		grpc.InTapHandle(tapAuthorization),
 		grpc.KeepaliveEnforcementPolicy(keepaliveEnforcement),
 		grpc.KeepaliveParams(keepaliveParams),
 		grpc.ChainUnaryInterceptor(g.recoverUnary),

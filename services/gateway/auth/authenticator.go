@@ -126,11 +126,28 @@ type claims struct {
 	Scopes []string `json:"scopes,omitempty"`
 }
 
+// MaxAuthorizationBytes bounds an Authorization header (all its values): real
+// bearer tokens are a few KiB at most. The gateway refuses a longer one on
+// every surface as soon as the headers are in, before it reads the body, and
+// Authenticate before it parses or caches anything.
+const MaxAuthorizationBytes = 16 << 10
+
+// TooLong is the refusal of an Authorization header of n bytes, over
+// MaxAuthorizationBytes.
+func TooLong(n int) *Error {
+	return refuse(codes.Unauthenticated, ErrUnauthenticated,
+		fmt.Sprintf("the Authorization header is %d bytes", n),
+		"the Authorization header is over %d KiB: no bearer token is that long", MaxAuthorizationBytes>>10)
+}
+
 // Authenticate checks an Authorization header value ("Bearer <jwt>"). With auth
 // off every caller is [AnonymousPrincipal].
 func (a *Authenticator) Authenticate(ctx context.Context, header string) (*Principal, *Error) {
 	if a.cfg.Disabled {
 		return AnonymousPrincipal, nil
+	}
+	if len(header) > MaxAuthorizationBytes {
+		return nil, TooLong(len(header))
 	}
 	token, ok := strings.CutPrefix(header, "Bearer ")
 	if !ok || token == "" {

@@ -45,7 +45,7 @@ var _ clockv1.ClockServiceServer = (*Service)(nil)
 
 // Now returns the current time in the requested zone (UTC when none is given).
 func (s *Service) Now(_ context.Context, req *clockv1.NowRequest) (*clockv1.NowResponse, error) {
-	loc, err := loadZone(req.GetTimeZone(), "time_zone")
+	loc, err := loadZone(req.GetTimeZone(), "timeZone")
 	if err != nil {
 		return nil, err
 	}
@@ -55,11 +55,11 @@ func (s *Service) Now(_ context.Context, req *clockv1.NowRequest) (*clockv1.NowR
 // Convert reads req.Time (RFC 3339, or a wall-clock time in from_time_zone) and
 // returns it in to_time_zone.
 func (s *Service) Convert(_ context.Context, req *clockv1.ConvertRequest) (*clockv1.ConvertResponse, error) {
-	from, err := loadZone(req.GetFromTimeZone(), "from_time_zone")
+	from, err := loadZone(req.GetFromTimeZone(), "fromTimeZone")
 	if err != nil {
 		return nil, err
 	}
-	to, err := loadZone(req.GetToTimeZone(), "to_time_zone")
+	to, err := loadZone(req.GetToTimeZone(), "toTimeZone")
 	if err != nil {
 		return nil, err
 	}
@@ -117,7 +117,7 @@ func parseTime(s string, loc *time.Location) (t time.Time, note string, err erro
 		}
 	}
 	return time.Time{}, "", tool.NewError(
-		fmt.Sprintf("cannot read time %q; use RFC 3339 such as \"2026-03-01T09:30:00Z\" or \"2026-03-01T09:30:00+01:00\", or a wall-clock time such as \"2026-03-01T09:30\" with from_time_zone", s),
+		fmt.Sprintf("cannot read time %q; use RFC 3339 such as \"2026-03-01T09:30:00Z\" or \"2026-03-01T09:30:00+01:00\", or a wall-clock time such as \"2026-03-01T09:30\" with fromTimeZone", s),
 	)
 }
 

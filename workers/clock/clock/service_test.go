@@ -26,7 +26,7 @@ func TestNow(t *testing.T) {
 		{zone: "Europe/Paris", wantLocal: "2026-07-14T12:00:00+02:00", wantOffset: "+02:00", wantTZ: "Europe/Paris", wantAbbr: "CEST", wantDST: true},
 		{zone: "Asia/Kolkata", wantLocal: "2026-07-14T15:30:00+05:30", wantOffset: "+05:30", wantTZ: "Asia/Kolkata", wantAbbr: "IST"},
 		{zone: "America/St_Johns", wantLocal: "2026-07-14T07:30:00-02:30", wantOffset: "-02:30", wantTZ: "America/St_Johns", wantAbbr: "NDT", wantDST: true},
-		{zone: "Mars/Olympus_Mons", wantErr: `unknown time zone "Mars/Olympus_Mons" in time_zone; use an IANA name such as "Europe/Paris"`},
+		{zone: "Mars/Olympus_Mons", wantErr: `unknown time zone "Mars/Olympus_Mons" in timeZone; use an IANA name such as "Europe/Paris"`},
 		{zone: "Local", wantErr: `unknown time zone "Local"`},
 	}
 	for _, tt := range tests {
@@ -103,12 +103,12 @@ func TestConvert(t *testing.T) {
 		{
 			name:    "unknown target zone",
 			req:     &clockv1.ConvertRequest{Time: "2026-01-01T00:00:00Z", ToTimeZone: "PST"},
-			wantErr: `unknown time zone "PST" in to_time_zone`,
+			wantErr: `unknown time zone "PST" in toTimeZone`,
 		},
 		{
 			name:    "unknown source zone",
 			req:     &clockv1.ConvertRequest{Time: "2026-01-01T00:00", FromTimeZone: "Europe/Atlantis", ToTimeZone: "UTC"},
-			wantErr: `unknown time zone "Europe/Atlantis" in from_time_zone`,
+			wantErr: `unknown time zone "Europe/Atlantis" in fromTimeZone`,
 		},
 	}
 	for _, tt := range tests {

@@ -309,7 +309,7 @@ func truncateText(s string, limit int) string {
 	return s[:cut] + fmt.Sprintf("… (%d more bytes cut; error messages are limited to %d bytes)", len(s)-cut, limit)
 }
 
-// documents returns the input values: each JSON value of document_json in turn, or
+// documents returns the input values: each JSON value of documentJson in turn, or
 // the structured document.
 func (s *Service) documents(req *jsonqv1.QueryRequest) ([]any, error) {
 	switch in := req.GetInput().(type) {
@@ -325,7 +325,7 @@ func (s *Service) documents(req *jsonqv1.QueryRequest) ([]any, error) {
 		}
 		return decodeAll(in.DocumentJson)
 	default:
-		return nil, tool.NewError("no document: set document_json (JSON text) or document (a JSON value)")
+		return nil, tool.NewError("no document: set documentJson (JSON text) or document (a JSON value)")
 	}
 }
 
@@ -347,13 +347,13 @@ func decodeAll(text string) ([]any, error) {
 			break
 		}
 		if err != nil {
-			return nil, tool.NewError(fmt.Sprintf("document_json is not valid JSON (after %d values, near byte %d): %v", len(out), dec.InputOffset(), err),
-				tool.WithPromptHint("document_json must be JSON text, e.g. {\"a\": 1}; pass an already-structured value in `document` instead."))
+			return nil, tool.NewError(fmt.Sprintf("documentJson is not valid JSON (after %d values, near byte %d): %v", len(out), dec.InputOffset(), err),
+				tool.WithPromptHint("documentJson must be JSON text, e.g. {\"a\": 1}; pass an already-structured value in `document` instead."))
 		}
 		out = append(out, v)
 	}
 	if len(out) == 0 {
-		return nil, tool.NewError("document_json is empty; pass at least one JSON value (e.g. null or {})")
+		return nil, tool.NewError("documentJson is empty; pass at least one JSON value (e.g. null or {})")
 	}
 	return out, nil
 }

@@ -185,13 +185,13 @@ func TestQueryErrors(t *testing.T) {
 		{
 			name:     "invalid document_json",
 			req:      &jsonqv1.QueryRequest{Query: ".", Input: docJSON(`{"a": }`)},
-			want:     "document_json is not valid JSON (after 0 values",
+			want:     "documentJson is not valid JSON (after 0 values",
 			wantHint: true,
 		},
 		{
 			name: "empty document_json",
 			req:  &jsonqv1.QueryRequest{Query: ".", Input: docJSON(" \n")},
-			want: "document_json is empty",
+			want: "documentJson is empty",
 		},
 		{
 			name: "missing document",

@@ -363,28 +363,28 @@ const file_tools_clock_v1_clock_proto_rawDesc = "" +
 	"%IANA time zone name. Empty means UTC.\x12\x0e\"Europe/Paris\"\x12\x12\"America/New_York\"\x12\x05\"UTC\"R\btimeZone\"k\n" +
 	"\vNowResponse\x12\\\n" +
 	"\x04time\x18\x01 \x01(\v2\x19.tools.clock.v1.ZonedTimeB-\x8a\x80\x19)\n" +
-	"'The current time in the requested zone.R\x04time\"\xe8\x04\n" +
-	"\x0eConvertRequest\x12\xd8\x01\n" +
-	"\x04time\x18\x01 \x01(\tB\xc3\x01\xbaH\x06r\x04\x10\x01\x18@\x8a\x80\x19\xb5\x01\n" +
-	"\x86\x01The time to convert: RFC 3339 with offset, or a wall-clock time without offset (YYYY-MM-DDTHH:MM[:SS]) that is read in from_time_zone.\x12\x16\"2026-03-01T09:30:00Z\"\x12\x12\"2026-03-01T09:30\"R\x04time\x12\xe0\x01\n" +
+	"'The current time in the requested zone.R\x04time\"\xe6\x04\n" +
+	"\x0eConvertRequest\x12\xd6\x01\n" +
+	"\x04time\x18\x01 \x01(\tB\xc1\x01\xbaH\x06r\x04\x10\x01\x18@\x8a\x80\x19\xb3\x01\n" +
+	"\x84\x01The time to convert: RFC 3339 with offset, or a wall-clock time without offset (YYYY-MM-DDTHH:MM[:SS]) that is read in fromTimeZone.\x12\x16\"2026-03-01T09:30:00Z\"\x12\x12\"2026-03-01T09:30\"R\x04time\x12\xe0\x01\n" +
 	"\x0efrom_time_zone\x18\x02 \x01(\tB\xb9\x01\xbaH5r3\x18@2/^([A-Za-z][A-Za-z0-9_+-]*(/[A-Za-z0-9_+-]+)*)?$\x8a\x80\x19}\n" +
 	"gIANA zone in which a time without offset is read. Empty means UTC. Ignored when time carries an offset.\x12\x12\"America/New_York\"R\ffromTimeZone\x12\x97\x01\n" +
 	"\fto_time_zone\x18\x03 \x01(\tBu\xbaH4r2\x10\x01\x18@2,^[A-Za-z][A-Za-z0-9_+-]*(/[A-Za-z0-9_+-]+)*$\x8a\x80\x19:\n" +
 	"\x18IANA zone to convert to.\x12\x0e\"Europe/Paris\"\x12\x0e\"Asia/Kolkata\"R\n" +
-	"toTimeZone\"\x8f\x03\n" +
+	"toTimeZone\"\x8d\x03\n" +
 	"\x0fConvertResponse\x12a\n" +
 	"\x04from\x18\x01 \x01(\v2\x19.tools.clock.v1.ZonedTimeB2\x8a\x80\x19.\n" +
-	",The input time, in the zone it was given in.R\x04from\x12X\n" +
-	"\x02to\x18\x02 \x01(\v2\x19.tools.clock.v1.ZonedTimeB-\x8a\x80\x19)\n" +
-	"'The same point in time in to_time_zone.R\x02to\x12\xbe\x01\n" +
+	",The input time, in the zone it was given in.R\x04from\x12V\n" +
+	"\x02to\x18\x02 \x01(\v2\x19.tools.clock.v1.ZonedTimeB+\x8a\x80\x19'\n" +
+	"%The same point in time in toTimeZone.R\x02to\x12\xbe\x01\n" +
 	"\x04note\x18\x03 \x01(\tB\xa9\x01\x8a\x80\x19\xa4\x01\n" +
-	"\xa1\x01Set when a wall-clock time without offset was ambiguous (it occurred twice when clocks went back) or did not exist (clocks skipped it); says which time was used.R\x04note2\xb3\t\n" +
-	"\fClockService\x12\xcf\x03\n" +
-	"\x03Now\x12\x1a.tools.clock.v1.NowRequest\x1a\x1b.tools.clock.v1.NowResponse\"\x8e\x03\x8a\x80\x19\x89\x03\x12\xa3\x02Return the current date and time in an IANA time zone (default UTC), with its UTC offset, abbreviation and day of the week. Use it whenever you need today's date or the time of day: your own idea of \"now\" is stale. Do not use it to convert a given time to another zone; use Convert for that.\x1a\x06\b\x01\x18\x01 \x00*\x02\b\x02J0\n" +
-	"\x11The time in Tokyo\x12\x1b{\"time_zone\": \"Asia/Tokyo\"}J\x15\n" +
-	"\x0fThe time in UTC\x12\x02{}R\fCurrent time\x12\xdd\x04\n" +
-	"\aConvert\x12\x1e.tools.clock.v1.ConvertRequest\x1a\x1f.tools.clock.v1.ConvertResponse\"\x90\x04\x8a\x80\x19\x8b\x04\x12\xcc\x02Convert a time to another IANA time zone, e.g. \"what time is 09:30 in New York in Paris\". The time is RFC 3339 (\"2026-03-01T09:30:00-05:00\" or \"...Z\"), or a wall-clock time without offset (\"2026-03-01T09:30\") read in from_time_zone. Daylight saving time is applied for the given date. Do not use it to get the current time; use Now.\x1a\x06\b\x01\x18\x01 \x00*\x02\b\x02J\x91\x01\n" +
-	"+09:30 on 1 March 2026 in New York, in Paris\x12b{\"time\": \"2026-03-01T09:30\", \"from_time_zone\": \"America/New_York\", \"to_time_zone\": \"Europe/Paris\"}R\x1aConvert time between zones\x1aq\x8a\x80\x19m\n" +
+	"\xa1\x01Set when a wall-clock time without offset was ambiguous (it occurred twice when clocks went back) or did not exist (clocks skipped it); says which time was used.R\x04note2\xac\t\n" +
+	"\fClockService\x12\xce\x03\n" +
+	"\x03Now\x12\x1a.tools.clock.v1.NowRequest\x1a\x1b.tools.clock.v1.NowResponse\"\x8d\x03\x8a\x80\x19\x88\x03\x12\xa3\x02Return the current date and time in an IANA time zone (default UTC), with its UTC offset, abbreviation and day of the week. Use it whenever you need today's date or the time of day: your own idea of \"now\" is stale. Do not use it to convert a given time to another zone; use Convert for that.\x1a\x06\b\x01\x18\x01 \x00*\x02\b\x02J/\n" +
+	"\x11The time in Tokyo\x12\x1a{\"timeZone\": \"Asia/Tokyo\"}J\x15\n" +
+	"\x0fThe time in UTC\x12\x02{}R\fCurrent time\x12\xd7\x04\n" +
+	"\aConvert\x12\x1e.tools.clock.v1.ConvertRequest\x1a\x1f.tools.clock.v1.ConvertResponse\"\x8a\x04\x8a\x80\x19\x85\x04\x12\xca\x02Convert a time to another IANA time zone, e.g. \"what time is 09:30 in New York in Paris\". The time is RFC 3339 (\"2026-03-01T09:30:00-05:00\" or \"...Z\"), or a wall-clock time without offset (\"2026-03-01T09:30\") read in fromTimeZone. Daylight saving time is applied for the given date. Do not use it to get the current time; use Now.\x1a\x06\b\x01\x18\x01 \x00*\x02\b\x02J\x8d\x01\n" +
+	"+09:30 on 1 March 2026 in New York, in Paris\x12^{\"time\": \"2026-03-01T09:30\", \"fromTimeZone\": \"America/New_York\", \"toTimeZone\": \"Europe/Paris\"}R\x1aConvert time between zones\x1aq\x8a\x80\x19m\n" +
 	"\x05Clock\x12\x051.0.0\x1a]The current date and time in any IANA time zone, and conversion of a time between time zones.B;Z9github.com/toolfleet/toolfleet/gen/tools/clock/v1;clockv1b\x06proto3"
 
 var (
