@@ -3,8 +3,6 @@ package agentapi_test
 import (
 	"context"
 	"errors"
-	"log/slog"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -16,12 +14,14 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
+	jsonqv1 "github.com/toolfleet/toolfleet/gen/tools/jsonq/v1"
 	"github.com/toolfleet/toolfleet/orchestrator/agent"
 	"github.com/toolfleet/toolfleet/orchestrator/agent/agenttest"
-	"github.com/toolfleet/toolfleet/orchestrator/program"
 	"github.com/toolfleet/toolfleet/orchestrator/runner"
 	"github.com/toolfleet/toolfleet/sdk/jsassets"
 	"github.com/toolfleet/toolfleet/sdk/llm"
+	"github.com/toolfleet/toolfleet/sdk/tool"
+	"github.com/toolfleet/toolfleet/workers/jsonq/jsonq"
 )
 
 // echoValues sends a value of 200,000 characters through a tool calls times:
@@ -29,7 +29,7 @@ import (
 const echoValues = `
 big = "x" * 200000
 for i in range(args["calls"]):
-    r = SchemaTest_Types(s=big)
+    r = JSONQuery_Query(document={"s": big, "i": i}, query=".s")
     if not r.ok:
         fail("call", i, r.error.message)
 result = {"calls": args["calls"]}
@@ -52,8 +52,11 @@ func TestProgramValuesQuota(t *testing.T) {
 	tn := startTenants(t, "program-quota-test", models, func(c *runner.Config) {
 		c.PrincipalMaxBytes = 1 << 20
 		c.Assets = jsassets.Config{Overrides: "toolfleet_runs.max-age=3s"}
-		c.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	})
+	tn.fleet.AddWorker(t, func(w *tool.Worker) {
+		jsonqv1.RegisterJSONQueryServiceServer(w, jsonq.New(jsonq.Config{MaxOutputBytes: 2 << 20}))
+	})
+	tn.fleet.WaitTool(t, "JSONQuery.Query@1")
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
 	runProgram := func(alice bool, id string, calls int) (*toolfleetv1.RunProgramResponse, error) {
@@ -67,7 +70,7 @@ func TestProgramValuesQuota(t *testing.T) {
 			c = tn.alicePrograms
 		}
 		res, err := c.RunProgram(ctx, connect.NewRequest(&toolfleetv1.RunProgramRequest{ProgramId: id, Wait: true,
-			Source: echoValues, Args: args, Tools: []string{"SchemaTest.Types"}}))
+			Source: echoValues, Args: args, Tools: []string{"JSONQuery.Query@1"}}))
 		if err != nil {
 			return nil, err
 		}
@@ -88,8 +91,8 @@ func TestProgramValuesQuota(t *testing.T) {
 		t.Fatal(err)
 	}
 	pe := res.GetProgramError()
-	if res.GetStatus() != toolfleetv1.ProgramStatus_PROGRAM_STATUS_FAILED || pe.GetKind() != "limit" || pe.GetLimit() != program.LimitStorage {
-		t.Fatalf("alice's program of 12 calls of 400 KB against a 1 MiB quota: %v; want FAILED on limit %s", res, program.LimitStorage)
+	if res.GetStatus() != toolfleetv1.ProgramStatus_PROGRAM_STATUS_FAILED || pe.GetKind() != "limit" || pe.GetLimit() != "storage_quota" {
+		t.Fatalf("alice's program of 12 calls of 400 KB against a 1 MiB quota: %v; want FAILED on limit %s", res, "storage_quota")
 	}
 	for _, want := range []string{"storage quota", "bytes", "freed"} {
 		if !strings.Contains(pe.GetMessage(), want) {
