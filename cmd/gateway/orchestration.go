@@ -208,7 +208,8 @@ func (o *orchestration) run(ctx context.Context, g *gateway.Gateway) error {
 			runs := &agent.Runs{Temporal: tc, Store: store, TaskQueue: o.cfg.TaskQueue, Visibility: seen}
 			o.agents.Set(&agentapi.Service{Runs: runs, JS: js, NC: nc, Auth: auth, Log: o.log,
 				Endpoints: o.cfg.endpoints, CheckEndpoints: true})
-			o.programs.Set(&program.Service{Programs: &program.Programs{Temporal: tc, TaskQueue: o.cfg.TaskQueue, Visibility: seen, Config: o.cfg.programs()},
+			o.programs.Set(&program.Service{Programs: &program.Programs{Temporal: tc, TaskQueue: o.cfg.TaskQueue, Visibility: seen, Config: o.cfg.programs(),
+				Quota: store},
 				Events: js, Auth: auth, Triggers: triggers.Proto})
 			setHealth(g, true)
 			o.log.Info("serving agent runs and programs", "temporal", o.cfg.TemporalAddress, "namespace", o.cfg.Namespace, "task_queue", o.cfg.TaskQueue)

@@ -56,7 +56,7 @@ func serveExternal(stack *devstack.Stack, cfg devConfig, fl *fleet, agents *agen
 				values.Set(store)
 				agents.late.Set(&agentapi.Service{Runs: &agent.Runs{Temporal: tc, Store: store, TaskQueue: agent.TaskQueue},
 					JS: js, NC: nc, Auth: auth, Log: log, Endpoints: o.Endpoints, CheckEndpoints: true})
-				programs.late.Set(&program.Service{Programs: &program.Programs{Temporal: tc, TaskQueue: program.TaskQueue}, Events: js, Auth: auth})
+				programs.late.Set(&program.Service{Programs: &program.Programs{Temporal: tc, TaskQueue: program.TaskQueue, Quota: store}, Events: js, Auth: auth})
 				log.Info("serving agent runs and programs for an external orchestrator", "task_queue", agent.TaskQueue)
 				return
 			}

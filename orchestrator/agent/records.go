@@ -98,9 +98,28 @@ type QuotaError struct {
 	Runs  int
 	Want  int64
 	Quota Quota
+	// Program is set for a program refused because its owner's runs and
+	// programs hold the quota's bytes (program values count against it).
+	Program bool
+	// Programs, when set, is the number of programs whose values the
+	// principal holds: the most one principal may (MaxMaxRuns).
+	Programs int
 }
 
 func (e *QuotaError) Error() string {
+	if e.Program {
+		after := "after it ends"
+		if e.Quota.Retention > 0 {
+			after = e.Quota.Retention.String() + " after it ends"
+		}
+		if e.Programs > 0 {
+			return fmt.Sprintf("the program's owner holds the values of %d programs, the most one principal may. "+
+				"A program's values are freed %s: wait, or cancel programs you no longer need", e.Programs, after)
+		}
+		return fmt.Sprintf("the program's values are over its owner's storage quota (%d of %d bytes held by your runs and programs). "+
+			"A program's values are freed %s: wait (cancel programs and runs you no longer need), or ask the operator for a larger quota",
+			e.Held, e.Quota.MaxBytes, after)
+	}
 	bound := fmt.Sprintf("%d runs", e.Quota.MaxRuns)
 	if e.Quota.MaxBytes > 0 && (e.Quota.MaxRuns == 0 || e.Runs < e.Quota.MaxRuns) {
 		bound = jsassets.FormatBytes(e.Quota.MaxBytes) + " (" + fmt.Sprint(e.Quota.MaxBytes) + " bytes)"
@@ -115,6 +134,10 @@ func (e *QuotaError) Error() string {
 		e.Held, e.Runs, e.Want, bound, after)
 }
 
+// StorageRefusal marks a refusal whose message is the caller's to read
+// (package program cannot name the type).
+func (e *QuotaError) StorageRefusal() bool { return true }
+
 // Unwrap makes errors.Is(err, ErrQuotaExceeded) true.
 func (e *QuotaError) Unwrap() error { return ErrQuotaExceeded }
 
@@ -125,6 +148,9 @@ type usage struct {
 
 type runUsage struct {
 	Bytes int64 `json:"b"`
+	// Program marks a program's entry: its values count against the
+	// bytes, never against the runs.
+	Program bool `json:"p,omitempty"`
 	// Exp is when the entry lapses (Unix seconds) unless written again.
 	Exp int64 `json:"e"`
 }
@@ -133,6 +159,17 @@ func (u *usage) total() int64 {
 	var n int64
 	for _, e := range u.Runs {
 		n += e.Bytes
+	}
+	return n
+}
+
+// runs is the number of runs (not programs) the record holds.
+func (u *usage) runs() int {
+	n := 0
+	for _, e := range u.Runs {
+		if !e.Program {
+			n++
+		}
 	}
 	return n
 }
@@ -297,13 +334,13 @@ func (r *records) admit(ctx context.Context, subject, runID string, n int64) err
 	return r.update(ctx, subject, func(u *usage, now time.Time) error {
 		e := u.Runs[runID]
 		if e == nil {
-			if q.MaxRuns > 0 && len(u.Runs) >= q.MaxRuns {
-				return &QuotaError{Held: u.total(), Runs: len(u.Runs), Want: n, Quota: q}
+			if q.MaxRuns > 0 && u.runs() >= q.MaxRuns {
+				return &QuotaError{Held: u.total(), Runs: u.runs(), Want: n, Quota: q}
 			}
 			e = &runUsage{}
 		}
 		if held := u.total(); q.MaxBytes > 0 && held+n > q.MaxBytes {
-			return &QuotaError{Held: held, Runs: len(u.Runs), Want: n, Quota: q}
+			return &QuotaError{Held: held, Runs: u.runs(), Want: n, Quota: q}
 		}
 		e.Bytes += n
 		e.Exp = expiry(q, now)
@@ -315,7 +352,7 @@ func (r *records) admit(ctx context.Context, subject, runID string, n int64) err
 // charge counts n bytes a run's activity stored; it never refuses (the run
 // goes on; the principal's next start is refused if it is over). Without a
 // byte bound nothing is counted (no round trips).
-func (r *records) charge(ctx context.Context, subject, runID string, n int64) error {
+func (r *records) charge(ctx context.Context, subject, runID string, n int64, program bool) error {
 	q, err := r.quota(ctx)
 	if err != nil || q.MaxBytes == 0 {
 		return err
@@ -323,13 +360,44 @@ func (r *records) charge(ctx context.Context, subject, runID string, n int64) er
 	return r.update(ctx, subject, func(u *usage, now time.Time) error {
 		e := u.Runs[runID]
 		if e == nil {
-			e = &runUsage{}
+			e = &runUsage{Program: program}
 			u.Runs[runID] = e
 		}
 		e.Bytes += n
 		e.Exp = expiry(q, now)
 		return nil
 	})
+}
+
+// checkProgram refuses program id of subject with a [*QuotaError] when
+// subject's runs and programs already hold the quota's bytes, or hold
+// values of as many programs as one record may list (MaxMaxRuns). It counts
+// nothing: a program's values are counted as they are stored.
+func (r *records) checkProgram(ctx context.Context, subject, id string) error {
+	q, err := r.quota(ctx)
+	if err != nil || q.MaxBytes == 0 {
+		return err
+	}
+	e, err := r.kv.Get(ctx, quotaKey(subject))
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("agent: read quota: %w", err)
+	}
+	var u usage
+	if json.Unmarshal(e.Value(), &u) != nil {
+		return nil // a damaged record starts again on its next write
+	}
+	u.prune(time.Now())
+	held := u.total()
+	if held >= q.MaxBytes {
+		return &QuotaError{Held: held, Runs: u.runs(), Quota: q, Program: true}
+	}
+	if _, listed := u.Runs[id]; !listed && len(u.Runs)-u.runs() >= MaxMaxRuns {
+		return &QuotaError{Held: held, Runs: u.runs(), Quota: q, Program: true, Programs: len(u.Runs) - u.runs()}
+	}
+	return nil
 }
 
 // release drops run runID from subject's record (its data was freed).
@@ -354,7 +422,7 @@ func (r *records) held(ctx context.Context, subject string) (int64, int, error) 
 		return 0, 0, fmt.Errorf("agent: decode quota: %w", err)
 	}
 	u.prune(time.Now())
-	return u.total(), len(u.Runs), nil
+	return u.total(), u.runs(), nil
 }
 
 // arm sets run runID's timer when it has none: in ttl the reaper looks at

@@ -125,7 +125,13 @@ func NewRunID() string {
 type runMeta struct {
 	Spec      RunSpec   `json:"spec"`
 	Principal Principal `json:"principal"`
+	// Kind is kindProgram for a program's record (HoldProgram): the id is
+	// not a run's, and what it stores counts as a program's.
+	Kind string `json:"kind,omitempty"`
 }
+
+// kindProgram marks a program's record.
+const kindProgram = "program"
 
 // Start starts run runID (generated when empty) with msgs as its first
 // messages (a system message carries the system prompt). Starting a run that
@@ -246,6 +252,9 @@ func (r *Runs) meta(ctx context.Context, runID string) (runMeta, error) {
 	var meta runMeta
 	if err := json.Unmarshal(b, &meta); err != nil {
 		return runMeta{}, fmt.Errorf("agent: decode run %s: %w", runID, err)
+	}
+	if meta.Kind == kindProgram { // a program's record: no run of that id
+		return runMeta{}, fmt.Errorf("%w: run %s", ErrNotFound, runID)
 	}
 	return meta, nil
 }

@@ -107,9 +107,21 @@ type Store struct {
 	// retention is how long a closed run's data is kept (0: no timer; the
 	// buckets' max age alone frees it). Set by OpenStore.
 	retention time.Duration
-	// owners caches run id → principal subject for charging (bounded).
+	// owners caches run id → principal for charging (bounded).
 	ownersMu sync.Mutex
-	owners   map[string]string
+	owners   map[string]ownerOf
+	// blobName is the blob bucket's name; blobRoom caches its fill for
+	// the program reserve (programRoom).
+	blobName   string
+	blobRoomMu sync.Mutex
+	blobRoom   blobFill
+}
+
+// ownerOf is who holds a run id: the principal's subject, and whether the
+// id is a program's (programs count bytes, never runs).
+type ownerOf struct {
+	subject string
+	program bool
 }
 
 // recordsRetry is how often a bound store looks for a records bucket it did
@@ -179,7 +191,8 @@ func OpenStore(ctx context.Context, js jetstream.JetStream, cfg StoreConfig) (*S
 
 func newStore(js jetstream.JetStream, kv jetstream.KeyValue, blobs jetstream.ObjectStore, cfg StoreConfig) *Store {
 	st := &Store{kv: kv, blobs: blobs, js: js, transcriptName: cmp.Or(cfg.TranscriptBucket, DefaultTranscriptBucket),
-		recsName: cmp.Or(cfg.RecordsBucket, DefaultRecordsBucket), owners: map[string]string{}}
+		recsName: cmp.Or(cfg.RecordsBucket, DefaultRecordsBucket), owners: map[string]ownerOf{},
+		blobName: cmp.Or(cfg.BlobBucket, DefaultBlobBucket)}
 	if n := cfg.CacheBytes; n >= 0 {
 		if n == 0 {
 			n = DefaultCacheBytes
@@ -207,27 +220,33 @@ func (s *Store) records(ctx context.Context) *records {
 // owner is the subject of the principal that started runID ("" when the
 // run has no record).
 func (s *Store) owner(ctx context.Context, runID string) string {
+	return s.holder(ctx, runID).subject
+}
+
+// holder is who holds runID (a run or a program; zero when it has no record).
+func (s *Store) holder(ctx context.Context, runID string) ownerOf {
 	s.ownersMu.Lock()
-	sub, ok := s.owners[runID]
+	o, ok := s.owners[runID]
 	s.ownersMu.Unlock()
 	if ok {
-		return sub
+		return o
 	}
 	b, err := s.Meta(ctx, runID)
 	if err != nil {
-		return ""
+		return ownerOf{}
 	}
 	var meta runMeta
 	if json.Unmarshal(b, &meta) != nil {
-		return ""
+		return ownerOf{}
 	}
+	o = ownerOf{subject: meta.Principal.Subject, program: meta.Kind == kindProgram}
 	s.ownersMu.Lock()
 	if len(s.owners) >= maxOwners {
 		clear(s.owners)
 	}
-	s.owners[runID] = meta.Principal.Subject
+	s.owners[runID] = o
 	s.ownersMu.Unlock()
-	return meta.Principal.Subject
+	return o
 }
 
 // charge counts n bytes stored for runID against its principal's quota.
@@ -240,8 +259,8 @@ func (s *Store) charge(ctx context.Context, runID string, n int64) {
 	if recs == nil {
 		return
 	}
-	if sub := s.owner(ctx, runID); sub != "" {
-		_ = recs.charge(ctx, sub, runID, n)
+	if o := s.holder(ctx, runID); o.subject != "" {
+		_ = recs.charge(ctx, o.subject, runID, n, o.program)
 	}
 }
 
@@ -510,6 +529,9 @@ func (s *Store) putBlob(ctx context.Context, runID string, data []byte, charge b
 		return "", fmt.Errorf("agent: list blob: %w", err)
 	}
 	if _, err := s.blobs.PutBytes(ctx, ref, data); err != nil {
+		if storeFull(err) {
+			return "", &StoreFullError{}
+		}
 		return "", fmt.Errorf("agent: put blob: %w", err)
 	}
 	if charge {

@@ -41,6 +41,9 @@ type Activities struct {
 	Events  EventPublisher
 	// Metrics, when set, records tool calls and how programs end.
 	Metrics *metrics.Metrics
+	// Quota, when set, refuses a call of a program whose values are over
+	// its owner's quota or the shared store's room (valuequota.go).
+	Quota ValueQuota
 }
 
 // A toolcall.Publisher also reports whether the event was new (not a repeat
@@ -120,6 +123,9 @@ func (a *Activities) ProgramCallTool(ctx context.Context, req CallRequest) (*Cal
 	in := &structpb.Struct{}
 	if err := protojson.Unmarshal([]byte(req.InputJSON), in); err != nil {
 		return nil, temporal.NewNonRetryableApplicationError("the input is not a JSON object", toolcall.ErrTypeInput, err)
+	}
+	if refused, err := a.checkValues(ctx, programOf(req.CallID)); refused != nil || err != nil {
+		return refused, err
 	}
 	a.publish(ctx, toolcall.Event{RunID: programOf(req.CallID), Kind: EventToolCall, CallID: req.CallID, ToolID: req.ToolID,
 		ID: req.CallID + "/call", Message: req.InputJSON})
@@ -217,7 +223,7 @@ func endStatus(kind string) string {
 // limitLabel keeps the limit label to the known limits.
 func limitLabel(limit string) string {
 	switch limit {
-	case "", LimitSteps, LimitToolCalls, LimitWidth, LimitDeadline, LimitValue, LimitResult, LimitMemory, LimitParallel:
+	case "", LimitSteps, LimitToolCalls, LimitWidth, LimitDeadline, LimitValue, LimitResult, LimitMemory, LimitParallel, LimitStorage:
 		return limit
 	}
 	return metrics.Other

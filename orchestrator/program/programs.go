@@ -35,6 +35,10 @@ type Programs struct {
 	// NoContentInHistory is given to every program this starts. The
 	// Temporal client needs the matching ExternalStorage(…, Config).
 	Config Config
+	// Quota, when set, holds each new program's values within its owner's
+	// byte quota and frees them with it (valuequota.go); a start of an
+	// owner over the quota is refused with a *QuotaError.
+	Quota ValueQuota
 }
 
 // Outcome statuses besides StatusRunning and StatusWaitingApproval.
@@ -135,6 +139,15 @@ func (p *Programs) Start(ctx context.Context, in Input) (string, error) {
 	// workflow that is not a program (an agent run).
 	switch err := p.sameStart(ctx, in, spec); {
 	case errors.Is(err, errNoWorkflow):
+		// A new program: its values count against its owner's quota.
+		if p.Quota != nil {
+			if err := p.Quota.HoldProgram(ctx, in.Principal.Subject, in.ProgramID); err != nil {
+				if refusedStorage(err) {
+					return "", &QuotaError{Err: err}
+				}
+				return "", fmt.Errorf("program: hold %s: %w", in.ProgramID, err)
+			}
+		}
 	case err != nil:
 		return "", err
 	}
@@ -158,6 +171,10 @@ func (p *Programs) Start(ctx context.Context, in Input) (string, error) {
 	}
 	_, err = p.Temporal.ExecuteWorkflow(ctx, opts, WorkflowName, in)
 	var started *serviceerror.WorkflowExecutionAlreadyStarted
+	if err != nil && isStoreFull(err) {
+		// The input could not be stored (valuestore.go): say so plainly.
+		return "", &QuotaError{Err: err}
+	}
 	if err != nil && !errors.As(err, &started) {
 		return "", fmt.Errorf("program: start %s: %w", in.ProgramID, err)
 	}

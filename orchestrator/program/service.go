@@ -424,6 +424,15 @@ func startError(err error) error {
 	if errors.As(err, &ie) {
 		return connect.NewError(connect.CodeInvalidArgument, ie)
 	}
+	var qe *QuotaError
+	if errors.As(err, &qe) {
+		// The owner's quota (RESOURCE_EXHAUSTED) or a full shared store
+		// (UNAVAILABLE, try later); the messages name no internals.
+		if isStoreFull(qe) {
+			return connect.NewError(connect.CodeUnavailable, errors.New(qe.Err.Error()))
+		}
+		return connect.NewError(connect.CodeResourceExhausted, errors.New(qe.Err.Error()))
+	}
 	return internal(err)
 }
 

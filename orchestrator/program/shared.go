@@ -116,6 +116,10 @@ const (
 	LimitResult    = "max_result_bytes"
 	LimitMemory    = "max_memory_bytes"
 	LimitParallel  = "max_parallel"
+	// LimitStorage is the owner's byte quota (--principal-max-bytes), which
+	// a program's stored values count against, or the shared store's room
+	// for program values (valuequota.go).
+	LimitStorage = "storage_quota"
 )
 
 // Limits bound one program; a zero field takes its default.
@@ -323,8 +327,9 @@ type CallResult struct {
 type CallError struct {
 	// Kind: "execution" (the tool failed), "validation" (the input does not
 	// fit the contract), "denied" (approval denied or timed out), "server"
-	// (the gateway refused the call) or "too_large" (a value over
-	// max_value_bytes).
+	// (the gateway refused the call), "too_large" (a value over
+	// max_value_bytes) or "storage" (the program's values are over its
+	// owner's quota; the workflow ends the program with LimitStorage).
 	Kind     string `json:"kind"`
 	Message  string `json:"message"`
 	CanRetry bool   `json:"can_retry,omitempty"`

@@ -570,6 +570,11 @@ func (r *runner) invoke(th *starlark.Thread, t *boundTool, kwargs []starlark.Tup
 	if res.Error != nil && res.Error.Kind == "too_large" {
 		return nil, &limitError{limit: LimitValue, msg: fmt.Sprintf("the result of %s is over %d bytes of JSON", t.Name, r.lim.MaxValueBytes)}
 	}
+	if res.Error != nil && res.Error.Kind == callErrorStorage {
+		// The owner's quota or the shared store refused the program's
+		// values before the call (valuequota.go): the program ends.
+		return nil, &limitError{limit: LimitStorage, msg: res.Error.Message}
+	}
 	return r.resultObject(res, req.CallID)
 }
 

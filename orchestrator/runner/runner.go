@@ -422,7 +422,7 @@ func Start(ctx context.Context, cfg Config) (_ *Orchestrator, err error) {
 	// Code mode runs programs as child workflows on this worker.
 	agent.Register(o.worker, &agent.Activities{Store: store, Events: events, Gateway: o.gateway, Models: cfg.Models,
 		Metrics: o.metrics})
-	program.Register(o.worker, &program.Activities{Gateway: o.gateway, Events: events, Metrics: o.metrics})
+	program.Register(o.worker, &program.Activities{Gateway: o.gateway, Events: events, Metrics: o.metrics, Quota: store})
 	if err := o.worker.Start(); err != nil {
 		return nil, fmt.Errorf("start the Temporal worker: %w", err)
 	}
@@ -434,7 +434,8 @@ func Start(ctx context.Context, cfg Config) (_ *Orchestrator, err error) {
 	seen := &visibility.Checker{Client: o.temporal, Namespace: cfg.Namespace}
 	o.Runs = &agent.Runs{Temporal: o.temporal, Store: store, TaskQueue: cfg.TaskQueue, Visibility: seen,
 		HistoryContent: cmp.Or(cfg.HistoryContent, agent.HistoryContentPreviews)}
-	o.Programs = &program.Programs{Temporal: o.temporal, TaskQueue: cfg.TaskQueue, Visibility: seen, Config: cfg.programs()}
+	o.Programs = &program.Programs{Temporal: o.temporal, TaskQueue: cfg.TaskQueue, Visibility: seen, Config: cfg.programs(),
+		Quota: store} // program values count against their owner's byte quota
 	if cfg.Triggers != nil {
 		if o.triggers, err = trigger.Start(ctx, js, cfg.Triggers, trigger.Options{Programs: o.Programs, Runs: o.Runs,
 			MemoryStorage: cfg.MemoryStorage, Assets: assets, Logger: cfg.Logger}); err != nil {
