@@ -182,14 +182,21 @@ func TestJournalCutBeforeStart(t *testing.T) {
 	waitTool(t, g, "SchemaTest.Sleep")
 	waitStore(t, g)
 
-	_, err := g.Call(t.Context(), anon(), sleepReq("cut-before"))
-	if gateway.CodeOf(err) != codes.Unavailable || strings.Contains(err.Error(), "may have run") {
-		t.Fatalf("call whose worker died before the tool: %v, want Unavailable (did not run)", err)
+	r, err := g.Call(t.Context(), anon(), sleepReq("cut-before"))
+	switch {
+	case err == nil:
+		// grpc-go may retry a stream its server never saw on a new connection
+		// (transparent retry): the call then ran there, once.
+		if !r.GetSuccess() || svc.ran.Load() != 1 {
+			t.Fatalf("call retried by the transport: %v, ran %d times; want it run once", r, svc.ran.Load())
+		}
+		return
+	case gateway.CodeOf(err) != codes.Unavailable || !strings.Contains(err.Error(), "did not run"):
+		t.Fatalf("call whose worker died before the tool: %v, want Unavailable saying it did not run", err)
 	}
 	if n := svc.ran.Load(); n != 0 {
 		t.Fatalf("the tool ran %d times before its connection was cut", n)
 	}
-	var r *toolfleetv1.CallToolResponse
 	waitFor(t, "the retry to run", func() bool {
 		r, err = g.Call(t.Context(), anon(), sleepReq("cut-before"))
 		return err == nil
