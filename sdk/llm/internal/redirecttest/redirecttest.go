@@ -14,6 +14,7 @@ import (
 	"sync"
 	"testing"
 
+	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
 	"github.com/toolfleet/toolfleet/sdk/llm"
 )
 
@@ -112,5 +113,33 @@ func Check(t testing.TB, c Case, err error, target *Target, key string) {
 	msg := err.Error()
 	if !strings.Contains(msg, "redirects are not followed") || strings.Contains(msg, key) {
 		t.Errorf("err = %q, want it to say redirects are not followed, without the key", msg)
+	}
+}
+
+// Key is the API key the clients under test are given: Check looks for it at
+// the target.
+const Key = "secret-test-key"
+
+// Run runs, for every case, a complete and a streamed turn of the model that
+// open returns for a base URL (with Key), each against an endpoint that
+// redirects, and checks that nothing reached the target.
+func Run(t *testing.T, open func(t *testing.T, base string) llm.Model) {
+	t.Helper()
+	for _, tc := range Cases() {
+		for _, stream := range []bool{false, true} {
+			t.Run(tc.String()+" stream="+strconv.FormatBool(stream), func(t *testing.T) {
+				t.Parallel()
+				base, target := Start(t, tc)
+				m := open(t, base)
+				req := &llm.Request{Messages: []*toolfleetv1.Message{llm.User("hi")}}
+				var err error
+				if stream {
+					_, err = m.Stream(t.Context(), req, nil)
+				} else {
+					_, err = m.Complete(t.Context(), req)
+				}
+				Check(t, tc, err, target, Key)
+			})
+		}
 	}
 }
