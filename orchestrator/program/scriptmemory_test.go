@@ -18,6 +18,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/toolfleet/toolfleet/internal/devstack/devstacktest"
+	"github.com/toolfleet/toolfleet/internal/procmem"
 	"github.com/toolfleet/toolfleet/orchestrator/program"
 )
 
@@ -94,21 +95,11 @@ func startScriptWorker(t *testing.T, temporalAddr, namespace, queue string, scri
 // peak is the process's VmHWM (peak resident memory), in bytes.
 func (w *scriptWorker) peak(t *testing.T) int64 {
 	t.Helper()
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", w.cmd.Process.Pid))
+	n, err := procmem.Peak(w.cmd.Process.Pid)
 	if err != nil {
-		t.Skipf("no /proc: %v", err)
+		t.Fatalf("the worker's peak memory: %v", err)
 	}
-	for _, l := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(l); len(f) == 3 && f[0] == "VmHWM:" {
-			kb, err := strconv.ParseInt(f[1], 10, 64)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return kb << 10
-		}
-	}
-	t.Fatal("no VmHWM in /proc/PID/status")
-	return 0
+	return n
 }
 
 // outcome is how a program of the peak tests ended.
