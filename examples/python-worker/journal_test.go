@@ -124,7 +124,7 @@ func (jw *journalWorld) lock(t *testing.T, key string) journal.Claim {
 	t.Helper()
 	d := journal.Digest(sha256.Sum256([]byte(key)))
 	subject := "$KV." + journalBucket + "." + key
-	rev, err := journal.Write(t.Context(), jw.nc, subject, journal.Encode(journal.KindLock, d, []byte{0}), 0, 0)
+	rev, err := journal.Write(t.Context(), jw.nc, subject, journal.Encode(journal.KindLock, d, []byte{0}), 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -238,7 +238,7 @@ func TestPythonWorkerCallJournal(t *testing.T) {
 	t.Run("stale revision: claim lost, not run", func(t *testing.T) {
 		c := jw.lock(t, "Calculator.add-2")
 		// A retry took the call over: the entry moved past the claim's revision.
-		moved, err := journal.Write(t.Context(), jw.nc, c.Subject, journal.Encode(journal.KindLock, c.Digest, []byte{0}), c.Revision, 0)
+		moved, err := journal.Write(t.Context(), jw.nc, c.Subject, journal.Encode(journal.KindLock, c.Digest, []byte{0}), c.Revision)
 		if err != nil {
 			t.Fatal(err)
 		}

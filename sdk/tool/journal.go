@@ -150,7 +150,7 @@ func (j *journaler) call(ctx context.Context, claims []string, req any, info *gr
 	rec := &journalCall{j: j, nc: nc, log: log, claim: c, version: j.toolkitVersion(info.FullMethod)}
 	// Not cancelled with the caller: once the start is recorded, the tool runs.
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), journalWriteTimeout)
-	rec.rev, err = journal.Write(wctx, nc, c.Subject, rec.started(), c.Revision, 0)
+	rec.rev, err = journal.Write(wctx, nc, c.Subject, rec.started(), c.Revision)
 	cancel()
 	switch {
 	case errors.Is(err, journal.ErrMoved):
@@ -221,7 +221,7 @@ func (c *journalCall) started() []byte {
 func (c *journalCall) write(value []byte) (uint64, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), journalWriteTimeout)
 	defer cancel()
-	return journal.Write(ctx, c.nc, c.claim.Subject, value, c.rev, 0)
+	return journal.Write(ctx, c.nc, c.claim.Subject, value, c.rev)
 }
 
 // startHeartbeat rewrites S every heartbeat until finish; a call shorter than

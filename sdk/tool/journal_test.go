@@ -118,7 +118,7 @@ func startJournalBucketOf(t *testing.T, cfg jetstream.KeyValueConfig) *journalBu
 func (b *journalBucket) lock(t *testing.T, key string) journal.Claim {
 	t.Helper()
 	c := journal.Claim{Subject: "$KV." + b.bucket + "." + key, Digest: journal.Digest(sha256.Sum256([]byte(key)))}
-	rev, err := journal.Write(t.Context(), b.nc, c.Subject, journal.Encode(journal.KindLock, c.Digest, []byte{0}), 0, time.Minute)
+	rev, err := journal.Write(t.Context(), b.nc, c.Subject, journal.Encode(journal.KindLock, c.Digest, []byte{0}), 0)
 	if err != nil {
 		t.Fatalf("lock %s: %v", key, err)
 	}
@@ -261,7 +261,7 @@ func TestJournalStaleClaimDoesNotRun(t *testing.T) {
 	c := journalWorker(t, tool.Config{NATSURL: b.url}, svc, 0)
 	claim := b.lock(t, "SchemaTest.stale")
 	// A retry took the call over: the entry moved past the claim.
-	moved, err := journal.Write(t.Context(), b.nc, claim.Subject, journal.Encode(journal.KindLock, claim.Digest, []byte{0}), claim.Revision, time.Minute)
+	moved, err := journal.Write(t.Context(), b.nc, claim.Subject, journal.Encode(journal.KindLock, claim.Digest, []byte{0}), claim.Revision)
 	if err != nil {
 		t.Fatal(err)
 	}

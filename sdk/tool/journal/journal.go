@@ -243,19 +243,15 @@ const (
 )
 
 // Write stores value at subject if the entry is at revision expect (0: the
-// entry must not exist), and returns the new revision. ttl > 0 gives the
-// value a per-message TTL (the bucket must allow them). ctx bounds the wait
+// entry must not exist), and returns the new revision. ctx bounds the wait
 // for JetStream's acknowledgement; without a deadline, 5 s.
 //
 // Errors: [ErrMoved], [ErrFull], [ErrTooLarge], a request error (no answer: the write may
 // or may not have happened), or another JetStream refusal.
-func Write(ctx context.Context, nc *nats.Conn, subject string, value []byte, expect uint64, ttl time.Duration) (uint64, error) {
+func Write(ctx context.Context, nc *nats.Conn, subject string, value []byte, expect uint64) (uint64, error) {
 	msg := &nats.Msg{Subject: subject, Data: value, Header: nats.Header{
 		"Nats-Expected-Last-Subject-Sequence": []string{strconv.FormatUint(expect, 10)},
 	}}
-	if ttl > 0 {
-		msg.Header.Set("Nats-TTL", ttl.String())
-	}
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, 5*time.Second)

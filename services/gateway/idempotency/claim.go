@@ -61,21 +61,18 @@ func (c *Claim) Journal() journal.Claim {
 	return journal.Claim{Subject: c.s.subject(c.key), Revision: c.rev, Digest: c.digest}
 }
 
-// Unjournaled reports whether the claim's lock says the call may go to a
-// replica without a journal.
-func (c *Claim) Unjournaled() bool {
-	return len(c.lock) > journal.HeaderLen && c.lock[journal.HeaderLen]&journal.LockUnjournaled != 0
-}
-
 // MarkUnjournaled rewrites the lock to say the call may go to a replica
 // without a journal (before sending it to one the claim did not expect).
 func (c *Claim) MarkUnjournaled(ctx context.Context) error {
-	if !c.Owned() || c.Unjournaled() {
+	if !c.Owned() {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.lock[journal.HeaderLen]&journal.LockUnjournaled != 0 {
 		return nil
 	}
 	lock := journal.Encode(journal.KindLock, c.digest, []byte{journal.LockUnjournaled})
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	rev, err := c.s.write(ctx, c.key, lock, c.rev)
 	if err != nil {
 		return fmt.Errorf("idempotency: mark the call unjournaled: %w", err)
@@ -252,7 +249,10 @@ func (c *Claim) stopRenewLocked() {
 // expires with the bucket's TTL. The record is acknowledged by JetStream
 // before Unknown returns (within durableWait).
 func (c *Claim) Unknown(reason journal.Reason) {
-	c.end(journal.Encode(journal.KindUnknown, c.digestOrZero(), []byte{byte(reason)}), true, "unknown outcome not recorded; a retry will find the entry as it was")
+	if !c.Owned() {
+		return
+	}
+	c.end(journal.Encode(journal.KindUnknown, c.digest, []byte{byte(reason)}), true, "unknown outcome not recorded; a retry will find the entry as it was")
 }
 
 // Release lets the key go (the call did not run, or its outcome is not worth
@@ -289,13 +289,6 @@ func (c *Claim) Finish(resp *toolfleetv1.CallToolResponse, keep, durable bool) {
 		value = journal.Encode(journal.KindTooLarge, c.digest, nil)
 	}
 	c.end(value, durable, "result not stored for idempotency")
-}
-
-func (c *Claim) digestOrZero() Digest {
-	if c == nil {
-		return Digest{}
-	}
-	return c.digest
 }
 
 // end writes the claim's last value (nil: a delete) over its revision, and

@@ -360,12 +360,15 @@ func (s *Store) follow(ctx context.Context, k string) (_ jetstream.KeyValueEntry
 			if r.Kind != journal.KindLock && r.Kind != journal.KindStarted {
 				return e, false, nil
 			}
+			first := last == nil
 			last = e
 			idle.Reset(s.cfg.HolderGoneAfter)
 			probeSubject = ""
 			if r.Kind == journal.KindStarted {
 				probeSubject = journal.ProbeSubject(r.Payload)
-				if probeSubject != "" && !s.alive(ctx, probeSubject) {
+				// A heartbeat is itself a sign of life; the record found first
+				// may belong to a process long gone.
+				if first && probeSubject != "" && !s.alive(ctx, probeSubject) {
 					return last, true, nil
 				}
 			}
@@ -406,7 +409,7 @@ func (s *Store) createLock(ctx context.Context, key string, value []byte) (uint6
 func (s *Store) write(ctx context.Context, key string, value []byte, expect uint64) (uint64, error) {
 	wctx, cancel := context.WithTimeout(ctx, durableWait)
 	defer cancel()
-	rev, err := journal.Write(wctx, s.nc, s.subject(key), value, expect, 0)
+	rev, err := journal.Write(wctx, s.nc, s.subject(key), value, expect)
 	if errors.Is(err, journal.ErrFull) {
 		return 0, fmt.Errorf("%w: %w", ErrFull, err)
 	}

@@ -75,14 +75,14 @@ type worker struct {
 }
 
 func (w *worker) start() error {
-	rev, err := journal.Write(w.t.Context(), w.nc, w.c.Subject, journal.Encode(journal.KindStarted, w.c.Digest, []byte("w1")), w.c.Revision, 0)
+	rev, err := journal.Write(w.t.Context(), w.nc, w.c.Subject, journal.Encode(journal.KindStarted, w.c.Digest, []byte("w1")), w.c.Revision)
 	w.rev = rev
 	return err
 }
 
 func (w *worker) heartbeat() {
 	w.t.Helper()
-	rev, err := journal.Write(w.t.Context(), w.nc, w.c.Subject, journal.Encode(journal.KindStarted, w.c.Digest, []byte("w1")), w.rev, 0)
+	rev, err := journal.Write(w.t.Context(), w.nc, w.c.Subject, journal.Encode(journal.KindStarted, w.c.Digest, []byte("w1")), w.rev)
 	if err != nil {
 		w.t.Errorf("heartbeat: %v", err)
 	}
@@ -92,7 +92,7 @@ func (w *worker) heartbeat() {
 func (w *worker) finish(out *toolfleetv1.WorkerCallOutcome) {
 	w.t.Helper()
 	b, _ := proto.Marshal(out)
-	rev, err := journal.Write(w.t.Context(), w.nc, w.c.Subject, journal.Encode(journal.KindFinished, w.c.Digest, b), w.rev, 0)
+	rev, err := journal.Write(w.t.Context(), w.nc, w.c.Subject, journal.Encode(journal.KindFinished, w.c.Digest, b), w.rev)
 	if err != nil {
 		w.t.Errorf("finish: %v", err)
 	}
@@ -191,7 +191,7 @@ func TestStartedAndGone(t *testing.T) {
 				t.Fatalf("record %c %q, want U(started)", rec.Kind, rec.Payload)
 			}
 			// The worker comes back (a long pause, not a death): its answer is refused.
-			if _, err := journal.Write(t.Context(), e.nc, w.c.Subject, journal.Encode(journal.KindFinished, d, nil), w.rev, 0); !errors.Is(err, journal.ErrMoved) {
+			if _, err := journal.Write(t.Context(), e.nc, w.c.Subject, journal.Encode(journal.KindFinished, d, nil), w.rev); !errors.Is(err, journal.ErrMoved) {
 				t.Fatalf("late finish: %v, want ErrMoved", err)
 			}
 		})
@@ -350,7 +350,7 @@ func TestProbeTellsAGoneWorker(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rev, err := journal.Write(t.Context(), e.nc, w.c.Subject, journal.Encode(journal.KindStarted, d, journal.StartedPayload("w1", "p1")), w.c.Revision, 0)
+	rev, err := journal.Write(t.Context(), e.nc, w.c.Subject, journal.Encode(journal.KindStarted, d, journal.StartedPayload("w1", "p1")), w.c.Revision)
 	if err != nil {
 		t.Fatal(err)
 	}
