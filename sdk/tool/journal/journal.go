@@ -249,9 +249,15 @@ const (
 // Errors: [ErrMoved], [ErrFull], [ErrTooLarge], a request error (no answer: the write may
 // or may not have happened), or another JetStream refusal.
 func Write(ctx context.Context, nc *nats.Conn, subject string, value []byte, expect uint64) (uint64, error) {
-	msg := &nats.Msg{Subject: subject, Data: value, Header: nats.Header{
+	return Send(ctx, nc, &nats.Msg{Subject: subject, Data: value, Header: nats.Header{
 		"Nats-Expected-Last-Subject-Sequence": []string{strconv.FormatUint(expect, 10)},
-	}}
+	}})
+}
+
+// Send publishes msg to JetStream and returns the stored message's sequence
+// (the entry's new revision), like [Write] for a message the caller built
+// (a delete marker, a write over any revision). Errors as [Write]'s.
+func Send(ctx context.Context, nc *nats.Conn, msg *nats.Msg) (uint64, error) {
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, 5*time.Second)
@@ -259,7 +265,7 @@ func Write(ctx context.Context, nc *nats.Conn, subject string, value []byte, exp
 	}
 	reply, err := nc.RequestMsgWithContext(ctx, msg)
 	if err != nil {
-		return 0, fmt.Errorf("journal: write %s: %w", subject, err)
+		return 0, fmt.Errorf("journal: write %s: %w", msg.Subject, err)
 	}
 	return ParseAck(reply.Data)
 }

@@ -324,11 +324,7 @@ func (c *Claim) end(value []byte, acked bool, failure string) {
 	// outcome kept for the retry it will make.
 	ctx, cancel := context.WithTimeout(context.Background(), durableWait)
 	defer cancel()
-	reply, err := s.nc.RequestMsgWithContext(ctx, msg)
-	if err == nil {
-		_, err = journal.ParseAck(reply.Data)
-	}
-	if err != nil {
+	if _, err := journal.Send(ctx, s.nc, msg); err != nil {
 		s.log.Warn(failure, "key", c.key, "error", err)
 	}
 }
