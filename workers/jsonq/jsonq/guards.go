@@ -109,41 +109,41 @@ def strftime($f): %[1]scheck("strftime"; $f) | %[1]sstrftime($f);
 def strflocaltime($f): %[1]scheck("strftime"; $f) | %[1]sstrflocaltime($f);
 def _match($re; $flags; $test): %[1]scheck("match"; [$re, $flags]) | %[1]smatch($re; $flags; $test);
 .`, guardPrefix, maxPathLength, lim.maxValue, lim.maxElems))
-	// gojq's definitions (builtin.jq) of the builtins that call a guarded one.
+	// The builtins that reach a guarded one, defined again over the guarded
+	// names (gojq's own bind to the unguarded functions). Each must answer as
+	// gojq's does: TestGuardedLibraryAgreesWithGojq.
 	library := mustParse(`
-def match($re):
-  if $re | type == "array" then match($re[0]; $re[1]) else match($re; null) end;
+def _global($flags): ($flags // "") + "g";
+def match($re): if ($re | type) == "array" then match($re[0]; $re[1]) else match($re; null) end;
 def match($re; $flags): _match($re; $flags; false)[];
-def test($re):
-  if $re | type == "array" then test($re[0]; $re[1]) else test($re; null) end;
+def test($re): if ($re | type) == "array" then test($re[0]; $re[1]) else test($re; null) end;
 def test($re; $flags): _match($re; $flags; true);
-def capture($re):
-  if $re | type == "array" then capture($re[0]; $re[1]) else capture($re; null) end;
+def capture($re): if ($re | type) == "array" then capture($re[0]; $re[1]) else capture($re; null) end;
 def capture($re; $flags): match($re; $flags) | .captures | _captures;
 def scan($re): scan($re; null);
 def scan($re; $flags):
-  match($re; $flags + "g") |
-  if .captures == [] then
-    .string
-  else
-    [.captures[].string]
-  end;
-def splits($re; $flags):
-  .[foreach (match($re; $flags + "g"), null) as {$offset, $length}
-      (null; {start: .next, end: $offset, next: $offset + $length})];
+  match($re; _global($flags))
+  | if (.captures | length) > 0 then [.captures[] | .string] else .string end;
+def splits($re; $flags): . as $s
+  | [0, (match($re; _global($flags)) | .offset, .offset + .length), ($s | length)] as $cuts
+  | range(0; $cuts | length; 2) as $i
+  | $s[$cuts[$i]:$cuts[$i + 1]];
 def splits($re): splits($re; null);
 def split($re; $flags): [splits($re; $flags)];
 def sub($re; str): sub($re; str; null);
-def sub($re; str; $flags):
-  reduce match($re; $flags) as {$offset, $length, $captures}
-    ({s: ., r: []};
-      reduce ($captures | _captures | str) as $s
-        (.i = 0; .r[.i] += .s[.next:$offset] + $s | .i += 1) |
-      .next = $offset + $length) | .r[] + .s[.next:] // .s;
+def sub($re; str; $flags): . as $s
+  # One result per output of str: the k-th result takes str's k-th output at
+  # every match (a result started at a later match lacks the text before it).
+  | reduce match($re; $flags) as $m ({out: [], at: 0};
+      [$m | .captures | _captures | str] as $reps
+      | $s[.at:$m.offset] as $gap
+      | .out |= [range([length, ($reps | length)] | max) as $k
+          | if $k < ($reps | length) then (.[$k] // "") + $gap + $reps[$k] else .[$k] end]
+      | .at = $m.offset + $m.length)
+  | if .out == [] then $s else .out[] + $s[.at:] end;
 def gsub($re; str): sub($re; str; "g");
-def gsub($re; str; $flags): sub($re; str; $flags + "g");
-def pick(f): . as $v |
-  reduce path(f) as $p (null; setpath($p; $v | getpath($p)));
+def gsub($re; str; $flags): sub($re; str; _global($flags));
+def pick(f): . as $v | reduce path(f) as $p (null; setpath($p; $v | getpath($p)));
 .`)
 	guardOperators(library)
 	core.FuncDefs = append(core.FuncDefs, library.FuncDefs...)
