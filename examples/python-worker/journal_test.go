@@ -255,6 +255,8 @@ func TestPythonWorkerCallJournal(t *testing.T) {
 			t.Errorf("trailer %v has %s: the call was recorded as finished", tr, journal.FinishedTrailer)
 		}
 		// The worker tried S once, was refused, and wrote nothing else: no F.
+		// Its S comes on its own connection: give the delivery a moment.
+		waitFor(t, "the refused S to be delivered", 5*time.Second, func() bool { return len(jw.published(c.Subject)) >= 3 })
 		if got := jw.published(c.Subject); got != "LLS" {
 			t.Errorf("records published on the entry: %q; want LLS (the refused S last)", got)
 		}
