@@ -138,6 +138,17 @@ func (jw *journalWorld) published(subject string) string {
 	return strings.Join(jw.kinds[subject], "")
 }
 
+// publishedBy returns the records published on subject once done says they
+// are all there: the worker writes on its own connection, so a record it had
+// acknowledged may reach this one a moment later.
+func (jw *journalWorld) publishedBy(t *testing.T, subject string, done func(string) bool) string {
+	t.Helper()
+	waitFor(t, "the worker's records on "+subject, 5*time.Second, func() bool { return done(jw.published(subject)) })
+	return jw.published(subject)
+}
+
+func atLeast(n int) func(string) bool { return func(s string) bool { return len(s) >= n } }
+
 func claimed(ctx context.Context, c journal.Claim) context.Context {
 	return metadata.AppendToOutgoingContext(ctx, journal.ClaimKey, c.String())
 }
@@ -194,7 +205,7 @@ func TestPythonWorkerCallJournal(t *testing.T) {
 		if rev != c.Revision+2 {
 			t.Errorf("F at revision %d; want %d (the lock's + S + F)", rev, c.Revision+2)
 		}
-		if got := jw.published(c.Subject); got != "LSF" {
+		if got := jw.publishedBy(t, c.Subject, atLeast(3)); got != "LSF" {
 			t.Errorf("records published on the entry: %q; want LSF", got)
 		}
 		o := jw.finished(t, c, rev)
@@ -256,8 +267,7 @@ func TestPythonWorkerCallJournal(t *testing.T) {
 		}
 		// The worker tried S once, was refused, and wrote nothing else: no F.
 		// Its S comes on its own connection: give the delivery a moment.
-		waitFor(t, "the refused S to be delivered", 5*time.Second, func() bool { return len(jw.published(c.Subject)) >= 3 })
-		if got := jw.published(c.Subject); got != "LLS" {
+		if got := jw.publishedBy(t, c.Subject, atLeast(3)); got != "LLS" {
 			t.Errorf("records published on the entry: %q; want LLS (the refused S last)", got)
 		}
 		e, err := jw.kv.Get(t.Context(), strings.TrimPrefix(c.Subject, "$KV."+journalBucket+"."))
@@ -321,7 +331,7 @@ func TestPythonWorkerCallJournalHeartbeat(t *testing.T) {
 	if err != nil || resp.GetResult() != 3 {
 		t.Fatalf("Add = %v, %v; want 3", resp, err)
 	}
-	got := jw.published(c.Subject)
+	got := jw.publishedBy(t, c.Subject, func(s string) bool { return strings.HasSuffix(s, "F") })
 	rev := trailerRev(t, tr)
 	// 4.5 s: a start and two heartbeats (a third only on a machine slower than 0.5 s a write).
 	if !regexp.MustCompile(`^LSSSS?F$`).MatchString(got) || rev != c.Revision+uint64(len(got)-1) {
@@ -345,7 +355,7 @@ func TestPythonWorkerCallJournalHeartbeat(t *testing.T) {
 		if err != nil || r.Kind != journal.KindTooLarge || r.Digest != c.Digest || len(r.Payload) != 0 || e.Revision() != rev {
 			t.Errorf("entry at revision %d: %q (%v); want a T record of the claim's digest at revision %d", e.Revision(), e.Value(), err, rev)
 		}
-		if got := jw.published(c.Subject); got != "LST" {
+		if got := jw.publishedBy(t, c.Subject, atLeast(3)); got != "LST" {
 			t.Errorf("records published on the entry: %q; want LST", got)
 		}
 	})
