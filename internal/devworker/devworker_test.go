@@ -40,13 +40,13 @@ func (l *lines) String() string {
 // waits for SIGTERM and prints "<version> stopping <pid>". With crash it
 // exits 1 at once.
 func program(version string, crash bool) string {
-	body := `sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGTERM)
-	<-sig
+	body := `<-sig
 	fmt.Println("` + version + ` stopping", os.Getpid())`
 	if crash {
 		body = `os.Exit(1)`
 	}
+	// The handler is in place before "started" is printed: the test sends
+	// SIGTERM as soon as it reads that line.
 	return `package main
 
 import (
@@ -56,10 +56,9 @@ import (
 	"syscall"
 )
 
-var _ = signal.Notify
-var _ = syscall.SIGTERM
-
 func main() {
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGTERM)
 	fmt.Println("` + version + ` started", os.Getpid(), os.Args[1:])
 	` + body + `
 }
