@@ -163,8 +163,8 @@ func TestClientStreamError(t *testing.T) {
 // sent on to the redirect target, whatever the status and target.
 func TestClientRefusesRedirects(t *testing.T) {
 	t.Parallel()
-	redirecttest.Run(t, func(t *testing.T, base string) llm.Model {
-		return New("claude-test", option.WithBaseURL(base), option.WithAPIKey(redirecttest.Key), option.WithRequestTimeout(10*time.Second))
+	redirecttest.Run(t, func(t *testing.T, base string, hc *http.Client) llm.Model {
+		return New("claude-test", WithHTTPClient(hc), option.WithBaseURL(base), option.WithAPIKey(redirecttest.Key), option.WithRequestTimeout(10*time.Second))
 	})
 }
 

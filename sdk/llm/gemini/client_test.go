@@ -181,9 +181,9 @@ func TestClientErrors(t *testing.T) {
 // sent on to the redirect target, whatever the status and target.
 func TestClientRefusesRedirects(t *testing.T) {
 	t.Parallel()
-	redirecttest.Run(t, func(t *testing.T, base string) llm.Model {
+	redirecttest.Run(t, func(t *testing.T, base string, hc *http.Client) llm.Model {
 		timeout := 10 * time.Second
-		c, err := New(t.Context(), "gemini-test", &genai.ClientConfig{APIKey: redirecttest.Key, Backend: genai.BackendGeminiAPI, HTTPOptions: genai.HTTPOptions{BaseURL: base, Timeout: &timeout}})
+		c, err := New(t.Context(), "gemini-test", &genai.ClientConfig{HTTPClient: hc, APIKey: redirecttest.Key, Backend: genai.BackendGeminiAPI, HTTPOptions: genai.HTTPOptions{BaseURL: base, Timeout: &timeout}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -170,8 +170,8 @@ func TestClientRefusesRedirects(t *testing.T) {
 	for _, api := range []API{ChatCompletions, Responses} {
 		t.Run(fmt.Sprintf("api=%d", api), func(t *testing.T) {
 			t.Parallel()
-			redirecttest.Run(t, func(t *testing.T, base string) llm.Model {
-				return New(api, "gpt-test", option.WithBaseURL(base+"/v1"), option.WithAPIKey(redirecttest.Key), option.WithRequestTimeout(10*time.Second))
+			redirecttest.Run(t, func(t *testing.T, base string, hc *http.Client) llm.Model {
+				return New(api, "gpt-test", WithHTTPClient(hc), option.WithBaseURL(base+"/v1"), option.WithAPIKey(redirecttest.Key), option.WithRequestTimeout(10*time.Second))
 			})
 		})
 	}

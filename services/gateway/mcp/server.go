@@ -353,7 +353,7 @@ func (s *Server) freshList(next sdk.MethodHandler) sdk.MethodHandler {
 			}
 		}
 		if refresh {
-			if err := s.Sync(ctx); err != nil {
+			if err := s.syncIfStale(ctx); err != nil {
 				if method != "tools/list" {
 					s.log.Warn("tool list not refreshed", "error", err)
 				} else {
@@ -418,11 +418,27 @@ func (s *Server) stale() bool {
 	return time.Since(s.lastSync) > s.opts.MaxStaleness
 }
 
+// syncIfStale syncs unless another request's sync made the list fresh while
+// this one waited for it.
+func (s *Server) syncIfStale(ctx context.Context) error {
+	s.syncMu.Lock()
+	defer s.syncMu.Unlock()
+	if !s.stale() {
+		return nil
+	}
+	return s.syncLocked(ctx)
+}
+
 // Sync reads the backend's tool list (bounded by 10s) and updates the served
 // tools; the SDK notifies sessions of a change.
 func (s *Server) Sync(ctx context.Context) error {
 	s.syncMu.Lock()
 	defer s.syncMu.Unlock()
+	return s.syncLocked(ctx)
+}
+
+// syncLocked is Sync with syncMu held.
+func (s *Server) syncLocked(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	var defs []*toolfleetv1.ToolDefinition
@@ -455,13 +471,12 @@ func (s *Server) Sync(ctx context.Context) error {
 			contentIDs[d.GetId()] = true
 		}
 	}
+	// The SDK's set changes first and the list is marked fresh last: a
+	// tools/list that finds the list fresh (and so does not wait for this
+	// sync) must find every tool of it in the SDK, not a half-added set.
 	s.mu.Lock()
 	prev := s.tools
-	s.tools = next
-	s.longCalls, s.taskOnly, s.contentIDs = long, taskOnly, contentIDs
-	s.lastSync = time.Now()
 	s.mu.Unlock()
-
 	var gone []string
 	for name := range prev {
 		if _, ok := next[name]; !ok {
@@ -478,6 +493,11 @@ func (s *Server) Sync(ctx context.Context) error {
 		}
 		s.addTool(t)
 	}
+	s.mu.Lock()
+	s.tools = next
+	s.longCalls, s.taskOnly, s.contentIDs = long, taskOnly, contentIDs
+	s.lastSync = time.Now()
+	s.mu.Unlock()
 	return nil
 }
 

@@ -121,16 +121,23 @@ func Check(t testing.TB, c Case, err error, target *Target, key string) {
 const Key = "secret-test-key"
 
 // Run runs, for every case, a complete and a streamed turn of the model that
-// open returns for a base URL (with Key), each against an endpoint that
-// redirects, and checks that nothing reached the target.
-func Run(t *testing.T, open func(t *testing.T, base string) llm.Model) {
+// open returns for a base URL (with Key and the HTTP client hc, which the
+// model client must wrap as it wraps its default), each against an endpoint
+// that redirects, and checks that nothing reached the target.
+//
+// hc has a transport of its own: with http.DefaultTransport, the parallel
+// cases' httptest servers, which close the default transport's idle
+// connections when they stop, break one another's requests.
+func Run(t *testing.T, open func(t *testing.T, base string, hc *http.Client) llm.Model) {
 	t.Helper()
 	for _, tc := range Cases() {
 		for _, stream := range []bool{false, true} {
 			t.Run(tc.String()+" stream="+strconv.FormatBool(stream), func(t *testing.T) {
 				t.Parallel()
 				base, target := Start(t, tc)
-				m := open(t, base)
+				tr := http.DefaultTransport.(*http.Transport).Clone()
+				t.Cleanup(tr.CloseIdleConnections)
+				m := open(t, base, &http.Client{Transport: tr})
 				req := &llm.Request{Messages: []*toolfleetv1.Message{llm.User("hi")}}
 				var err error
 				if stream {
