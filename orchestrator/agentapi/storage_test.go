@@ -60,16 +60,24 @@ func TestQuotaRefusesTheFiller(t *testing.T) {
 	var refused error
 	n := 0
 	for ; n < 10; n++ {
-		if err := start(tn.malloryRuns, "mallory-"+string(rune('a'+n)), big+string(rune('a'+n))); err != nil {
+		id := "mallory-" + string(rune('a'+n))
+		if err := start(tn.malloryRuns, id, big+string(rune('a'+n))); err != nil {
 			refused = err
 			break
 		}
+		// What a run writes as it runs (its transcript holds the input
+		// again) counts once written: wait for it, so each start is
+		// measured against everything the earlier ones hold.
+		waitStatus(t, tn.malloryRuns, id, toolfleetv1.RunStatus_RUN_STATUS_COMPLETED)
 	}
 	if connect.CodeOf(refused) != connect.CodeResourceExhausted {
 		t.Fatalf("mallory's starts of 60 KiB against a 200 KiB quota: %d started, then %v; want RESOURCE_EXHAUSTED", n, refused)
 	}
-	if n < 2 || n > 3 {
-		t.Errorf("%d starts of 60 KiB fit a 200 KiB quota; want 2 or 3", n)
+	// A run of a 60 KiB input holds it twice (the input, and the transcript's
+	// copy): the first holds ~120 KiB, the second is admitted (120 + 60 ≤
+	// 200), the third is not (240 + 60 > 200).
+	if n != 2 {
+		t.Errorf("%d starts of 60 KiB fit a 200 KiB quota; want 2", n)
 	}
 	for _, want := range []string{"quota", "your runs hold", "after each run closes"} {
 		if !strings.Contains(refused.Error(), want) {
@@ -87,8 +95,12 @@ func TestQuotaRefusesTheFiller(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if held > 200<<10 || runs != n {
-		t.Errorf("mallory holds %d bytes in %d runs; want at most the quota in %d", held, runs, n)
+	// Admission refuses once what is held leaves no room; what admitted runs
+	// write as they run is counted but never stops them (docs/operations.md,
+	// "Quotas"), so the last admitted run may take the holding past the
+	// quota by its own writes, and by no more.
+	if held+60<<10 <= 200<<10 || held > 200<<10+2*(64<<10) || runs != n {
+		t.Errorf("mallory holds %d bytes in %d runs; want more than the quota less one start, at most the quota plus one run's writes, in %d runs", held, runs, n)
 	}
 	// A message to its own run is refused the same way.
 	if _, err := tn.malloryRuns.SendMessage(ctx, connect.NewRequest(&toolfleetv1.SendMessageRequest{RunId: "mallory-a",
