@@ -1,10 +1,14 @@
 // Package tlsreload serves a certificate and key from files and reads them again
 // when they change, so that a rotated certificate (e.g. a Kubernetes Secret
-// renewed by cert-manager) takes effect on new connections without a restart.
+// renewed by cert-manager) takes effect on new connections without a restart;
+// and reads CA files into pools ([CertPool]) for every TLS configuration of the
+// fleet.
 package tlsreload
 
 import (
 	"crypto/tls"
+	"crypto/x509"
+	"errors"
 	"fmt"
 	"os"
 	"sync"
@@ -92,4 +96,21 @@ func (k *KeyPair) GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error)
 // GetClientCertificate is for tls.Config.GetClientCertificate (clients).
 func (k *KeyPair) GetClientCertificate(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
 	return k.current(), nil
+}
+
+// ErrNoCertificate: a CA file holds no PEM certificate.
+var ErrNoCertificate = errors.New("holds no PEM certificate")
+
+// CertPool reads a CA file (PEM, one or more certificates) into a pool. A CA
+// file is read once: a rotated CA is a new trust decision, taken at a restart.
+func CertPool(file string) (*x509.CertPool, error) {
+	pem, err := os.ReadFile(file)
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("%s %w", file, ErrNoCertificate)
+	}
+	return pool, nil
 }

@@ -11,7 +11,6 @@ import (
 	"cmp"
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -33,6 +32,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/toolfleet/toolfleet/internal/telemetry"
+	"github.com/toolfleet/toolfleet/internal/tlsreload"
 	"github.com/toolfleet/toolfleet/orchestrator/agent"
 	"github.com/toolfleet/toolfleet/orchestrator/agentapi"
 	"github.com/toolfleet/toolfleet/orchestrator/metrics"
@@ -206,30 +206,20 @@ func (t TemporalTLS) config() (*tls.Config, error) {
 	}
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: t.ServerName}
 	if t.CAFile != "" {
-		pem, err := os.ReadFile(t.CAFile)
+		pool, err := tlsreload.CertPool(t.CAFile)
 		if err != nil {
 			return nil, fmt.Errorf("temporal TLS CA: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("temporal TLS CA %s: no PEM certificate found", t.CAFile)
 		}
 		cfg.RootCAs = pool
 	}
 	if t.CertFile != "" {
-		// Load the pair once now so a bad pair fails Start, then on every
-		// handshake so a rotated pair is picked up.
-		if _, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile); err != nil {
+		// Loaded now so a bad pair fails Start, and again when the files
+		// change so a rotated pair is picked up.
+		kp, err := tlsreload.Load(t.CertFile, t.KeyFile, tlsreload.DefaultCheckEvery)
+		if err != nil {
 			return nil, fmt.Errorf("temporal TLS client certificate: %w", err)
 		}
-		certFile, keyFile := t.CertFile, t.KeyFile
-		cfg.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
-			c, err := tls.LoadX509KeyPair(certFile, keyFile)
-			if err != nil {
-				return nil, fmt.Errorf("temporal TLS client certificate: %w", err)
-			}
-			return &c, nil
-		}
+		cfg.GetClientCertificate = kp.GetClientCertificate
 	}
 	return cfg, nil
 }

@@ -2,10 +2,8 @@ package tool
 
 import (
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
-	"os"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
@@ -52,14 +50,11 @@ func (c TLSConfig) serverOption() (grpc.ServerOption, error) {
 	}
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: kp.GetCertificate}
 	if c.ClientCAFile != "" {
-		pem, err := os.ReadFile(c.ClientCAFile)
+		pool, err := tlsreload.CertPool(c.ClientCAFile)
 		if err != nil {
 			return nil, fmt.Errorf("%w: client CA file: %w", ErrTLS, err)
 		}
-		cfg.ClientCAs = x509.NewCertPool()
-		if !cfg.ClientCAs.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("%w: client CA file %s holds no PEM certificate", ErrTLS, c.ClientCAFile)
-		}
+		cfg.ClientCAs = pool
 		cfg.ClientAuth = tls.RequireAndVerifyClientCert
 	}
 	return grpc.Creds(credentials.NewTLS(cfg)), nil

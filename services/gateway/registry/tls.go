@@ -2,7 +2,6 @@ package registry
 
 import (
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"os"
@@ -61,14 +60,11 @@ func (c TLSConfig) DialOption() (grpc.DialOption, error) {
 	}
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: c.ServerName}
 	if c.CAFile != "" {
-		pem, err := os.ReadFile(c.CAFile)
+		pool, err := tlsreload.CertPool(c.CAFile)
 		if err != nil {
 			return nil, fmt.Errorf("%w: CA file: %w", ErrWorkerTLS, err)
 		}
-		cfg.RootCAs = x509.NewCertPool()
-		if !cfg.RootCAs.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("%w: CA file %s holds no PEM certificate", ErrWorkerTLS, c.CAFile)
-		}
+		cfg.RootCAs = pool
 	}
 	if c.CertFile != "" {
 		// Read again when the files change, so a rotated certificate needs no restart.
