@@ -20,6 +20,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
+	"github.com/toolfleet/toolfleet/internal/syncbuf"
 	"github.com/toolfleet/toolfleet/sdk/tool/tooltest"
 )
 
@@ -93,7 +94,7 @@ func flagValue(t *testing.T, words []string, name string) string {
 // runInProcess runs the toolfleet command line args in this process (main's entry
 // point without the exit) and returns its output.
 func runInProcess(ctx context.Context, args ...string) (string, error) {
-	var out syncBuffer
+	var out syncbuf.Buffer
 	cmd := newRootCommand()
 	cmd.SetOut(&out)
 	cmd.SetErr(&out)
@@ -123,7 +124,7 @@ func TestDevOnOtherPortsHintsWork(t *testing.T) {
 	for f, p := range ports {
 		args = append(args, f, strconv.Itoa(p))
 	}
-	var stdout, stderr syncBuffer
+	var stdout, stderr syncbuf.Buffer
 	devCmd := newRootCommand()
 	devCmd.SetOut(&stdout)
 	devCmd.SetErr(&stderr)

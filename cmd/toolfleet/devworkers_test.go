@@ -16,6 +16,7 @@ import (
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
 	"github.com/toolfleet/toolfleet/internal/scaffold"
+	"github.com/toolfleet/toolfleet/internal/syncbuf"
 	"github.com/toolfleet/toolfleet/sdk/tool/tooltest"
 )
 
@@ -59,7 +60,7 @@ func TestDevWorkerFromSource(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	var stdout, stderr syncBuffer
+	var stdout, stderr syncbuf.Buffer
 	devCmd := newRootCommand()
 	devCmd.SetOut(&stdout)
 	devCmd.SetErr(&stderr)

@@ -30,34 +30,17 @@ import (
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
 	"github.com/toolfleet/toolfleet/internal/devstack"
 	"github.com/toolfleet/toolfleet/internal/devstack/devstacktest"
+	"github.com/toolfleet/toolfleet/internal/syncbuf"
 	"github.com/toolfleet/toolfleet/orchestrator/agent"
 	"github.com/toolfleet/toolfleet/orchestrator/agent/agenttest"
 	"github.com/toolfleet/toolfleet/orchestrator/runner"
 	"github.com/toolfleet/toolfleet/sdk/llm"
 )
 
-// syncBuffer is a bytes.Buffer safe for a process's stderr and the test.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // startGatewayBinary builds cmd/gateway and runs it with args on a free
 // loopback port until the test ends; it returns the address and the
 // process's stderr.
-func startGatewayBinary(ctx context.Context, t *testing.T, args ...string) (string, *syncBuffer) {
+func startGatewayBinary(ctx context.Context, t *testing.T, args ...string) (string, *syncbuf.Buffer) {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "gateway")
 	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "../gateway")
@@ -70,7 +53,7 @@ func startGatewayBinary(ctx context.Context, t *testing.T, args ...string) (stri
 	}
 	addr := lis.Addr().String()
 	_ = lis.Close()
-	stderr := &syncBuffer{}
+	stderr := &syncbuf.Buffer{}
 	cmd := exec.Command(bin, append([]string{"--listen", addr, "--log-format", "text", "--log-level", "warn"}, args...)...)
 	cmd.Stderr = stderr
 	if err := cmd.Start(); err != nil {

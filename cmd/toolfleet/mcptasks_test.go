@@ -23,6 +23,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/toolfleet/toolfleet/internal/devstack/devstacktest"
+	"github.com/toolfleet/toolfleet/internal/syncbuf"
 	"github.com/toolfleet/toolfleet/orchestrator/agent"
 	"github.com/toolfleet/toolfleet/orchestrator/agent/agenttest"
 	"github.com/toolfleet/toolfleet/sdk/llm"
@@ -466,7 +467,7 @@ func tenantToken(t *testing.T, secret, sub string, scopes ...string) string {
 type gatewayProc struct {
 	addr   string
 	cmd    *exec.Cmd
-	stderr *syncBuffer
+	stderr *syncbuf.Buffer
 	once   sync.Once
 }
 
@@ -482,7 +483,7 @@ func startGatewayProc(t *testing.T, bin, addr string, args ...string) *gatewayPr
 		addr = lis.Addr().String()
 		_ = lis.Close()
 	}
-	g := &gatewayProc{addr: addr, stderr: &syncBuffer{}}
+	g := &gatewayProc{addr: addr, stderr: &syncbuf.Buffer{}}
 	g.cmd = exec.Command(bin, append([]string{"--listen", addr, "--log-format", "text", "--log-level", "warn"}, args...)...)
 	g.cmd.Stderr = g.stderr
 	if err := g.cmd.Start(); err != nil {

@@ -33,6 +33,7 @@ import (
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
 	calculatorv1 "github.com/toolfleet/toolfleet/gen/tools/calculator/v1"
 	"github.com/toolfleet/toolfleet/internal/natsx/natstest"
+	"github.com/toolfleet/toolfleet/internal/syncbuf"
 	"github.com/toolfleet/toolfleet/sdk/client"
 	"github.com/toolfleet/toolfleet/sdk/tool"
 	"github.com/toolfleet/toolfleet/sdk/tool/contract"
@@ -90,28 +91,10 @@ func python(t *testing.T) string {
 	return ""
 }
 
-// syncBuffer collects a subprocess's output for the test to read while it runs.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // pyWorker is calculator.py running as a subprocess.
 type pyWorker struct {
 	cmd  *exec.Cmd
-	out  *syncBuffer
+	out  *syncbuf.Buffer
 	done chan struct{}
 	err  error
 }
@@ -129,7 +112,7 @@ func startPython(t *testing.T, py, natsURL string, args ...string) *pyWorker {
 // program) that start a worker, and returns once it listens.
 func startPythonArgs(t *testing.T, py string, args ...string) *pyWorker {
 	t.Helper()
-	w := &pyWorker{out: &syncBuffer{}, done: make(chan struct{})}
+	w := &pyWorker{out: &syncbuf.Buffer{}, done: make(chan struct{})}
 	w.cmd = exec.Command(py, args...)
 	w.cmd.Stdout, w.cmd.Stderr = w.out, w.out
 	w.cmd.Env = append(os.Environ(), "PYTHONUNBUFFERED=1")

@@ -1,14 +1,12 @@
 package tool
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"io"
 	"net/http"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,25 +16,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	schematestv1 "github.com/toolfleet/toolfleet/gen/tools/schematest/v1"
+	"github.com/toolfleet/toolfleet/internal/syncbuf"
 )
-
-// syncBuffer is a bytes.Buffer safe for the worker's log writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 func register(w *Worker) error {
 	schematestv1.RegisterSchemaTestServiceServer(w, schematestv1.UnimplementedSchemaTestServiceServer{})
@@ -61,7 +42,7 @@ func TestRunExitCodes(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			var out syncBuffer
+			var out syncbuf.Buffer
 			if got := run(t.Context(), "test", tt.args, &out, tt.register); got != tt.want {
 				t.Fatalf("exit code %d, want %d; output:\n%s", got, tt.want, out.String())
 			}
@@ -77,7 +58,7 @@ func TestRunServesUntilStopped(t *testing.T) {
 	t.Setenv(EnvLogLevel, "debug")
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	var out syncBuffer
+	var out syncbuf.Buffer
 	ready := make(chan *Worker, 1)
 	code := make(chan int, 1)
 	go func() {
@@ -121,7 +102,7 @@ func TestRunServesMetrics(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	var out syncBuffer
+	var out syncbuf.Buffer
 	ready := make(chan *Worker, 1)
 	code := make(chan int, 1)
 	go func() {

@@ -1,7 +1,6 @@
 package gateway_test
 
 import (
-	"bytes"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -16,13 +15,13 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
 	"google.golang.org/grpc/codes"
 
+	"github.com/toolfleet/toolfleet/internal/syncbuf"
 	"github.com/toolfleet/toolfleet/services/gateway"
 )
 
@@ -176,27 +175,9 @@ func TestAuthOffOnlyOnLoopback(t *testing.T) {
 // TestAuthOffSaysSo: a gateway without auth says so when it starts.
 func TestAuthOffSaysSo(t *testing.T) {
 	t.Parallel()
-	var buf syncBuffer
+	var buf syncbuf.Buffer
 	startGateway(t, gateway.Config{Auth: gateway.AuthConfig{Disabled: true}, Logger: slog.New(slog.NewTextHandler(&buf, nil))})
 	if !strings.Contains(buf.String(), "AUTH IS OFF") {
 		t.Fatalf("start logs:\n%s", buf.String())
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for a logger and a reader at once.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

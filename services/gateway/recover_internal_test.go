@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"log/slog"
@@ -9,7 +8,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 
 	"connectrpc.com/connect"
@@ -19,6 +17,7 @@ import (
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
 	"github.com/toolfleet/toolfleet/gen/toolfleet/v1/toolfleetv1connect"
+	"github.com/toolfleet/toolfleet/internal/syncbuf"
 	"github.com/toolfleet/toolfleet/sdk/tool/tooltest"
 )
 
@@ -41,30 +40,12 @@ func (panickingConnect) CallTool(context.Context, *connect.Request[toolfleetv1.C
 	panic(panicText)
 }
 
-// syncBuffer is a log sink safe for the server goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // TestPanicsBecomeInternalErrors: a panic in a handler of any surface reaches
 // the caller as Internal with an error id and no panic text; the log has the
 // panic and the stack under that id; the server keeps serving.
 func TestPanicsBecomeInternalErrors(t *testing.T) {
 	t.Parallel()
-	logs := &syncBuffer{}
+	logs := &syncbuf.Buffer{}
 	g, err := New(t.Context(), Config{Listen: "127.0.0.1:0", Auth: AuthConfig{Disabled: true},
 		Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	if err != nil {
