@@ -2,10 +2,8 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"strings"
 	"sync"
@@ -27,51 +25,8 @@ import (
 	"github.com/toolfleet/toolfleet/sdk/llm"
 )
 
-// agentFlags connect `toolfleet agent` to the gateway's AgentService.
-type agentFlags struct {
-	Gateway string
-	Token   string
-}
-
-func (f *agentFlags) client() (toolfleetv1connect.AgentServiceClient, error) {
-	if f.Gateway == "" {
-		return nil, errors.New("--gateway must not be empty")
-	}
-	base := f.Gateway
-	if !strings.Contains(base, "://") {
-		base = "http://" + base
-	}
-	var opts []connect.ClientOption
-	if f.Token != "" {
-		opts = append(opts, connect.WithInterceptors(bearer(f.Token)))
-	}
-	return toolfleetv1connect.NewAgentServiceClient(http.DefaultClient, strings.TrimSuffix(base, "/"), opts...), nil
-}
-
-// bearer adds the token to every request, unary and streaming.
-type bearer string
-
-func (b bearer) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
-	return func(ctx context.Context, r connect.AnyRequest) (connect.AnyResponse, error) {
-		r.Header().Set("Authorization", "Bearer "+string(b))
-		return next(ctx, r)
-	}
-}
-
-func (b bearer) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
-	return func(ctx context.Context, s connect.Spec) connect.StreamingClientConn {
-		c := next(ctx, s)
-		c.RequestHeader().Set("Authorization", "Bearer "+string(b))
-		return c
-	}
-}
-
-func (b bearer) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
-	return next
-}
-
 func newAgentCommand() *cobra.Command {
-	var af agentFlags
+	var af gatewayFlags
 	cmd := &cobra.Command{
 		Use:   "agent",
 		Short: "Start, watch and steer durable agent runs",
@@ -83,8 +38,7 @@ func newAgentCommand() *cobra.Command {
   toolfleet agent list                toolfleet agent cancel RUN_ID`,
 	}
 	pf := cmd.PersistentFlags()
-	pf.StringVar(&af.Gateway, "gateway", "127.0.0.1:8080", gatewayFlagHelp)
-	pf.StringVar(&af.Token, "token", "", "bearer token for a gateway with auth on")
+	af.registerAddr(pf)
 	config.BindEnv(pf, "TOOLFLEET")
 	cmd.PersistentPreRunE = func(*cobra.Command, []string) error { return applyEnvAndDev(pf) }
 	cmd.AddCommand(newAgentRunCommand(&af), newAgentWatchCommand(&af), newAgentGetCommand(&af), newAgentListCommand(&af),
@@ -92,7 +46,7 @@ func newAgentCommand() *cobra.Command {
 	return cmd
 }
 
-func newAgentRunCommand(af *agentFlags) *cobra.Command {
+func newAgentRunCommand(af *gatewayFlags) *cobra.Command {
 	var (
 		specFile, model, system, runID, protocol string
 		tools, approve                           []string
@@ -152,7 +106,7 @@ func newAgentRunCommand(af *agentFlags) *cobra.Command {
 			if len(args) == 1 {
 				req.Messages = append(req.Messages, llm.User(args[0]))
 			}
-			c, err := af.client()
+			c, err := af.runs()
 			if err != nil {
 				return err
 			}
@@ -185,14 +139,14 @@ func newAgentRunCommand(af *agentFlags) *cobra.Command {
 	return cmd
 }
 
-func newAgentWatchCommand(af *agentFlags) *cobra.Command {
+func newAgentWatchCommand(af *gatewayFlags) *cobra.Command {
 	var after uint64
 	cmd := &cobra.Command{
 		Use:   "watch RUN_ID",
 		Short: "Show a run's progress live until it ends",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := af.client()
+			c, err := af.runs()
 			if err != nil {
 				return err
 			}
@@ -212,13 +166,13 @@ func printJSON(w io.Writer, m proto.Message) error {
 	return err
 }
 
-func newAgentGetCommand(af *agentFlags) *cobra.Command {
+func newAgentGetCommand(af *gatewayFlags) *cobra.Command {
 	return &cobra.Command{
 		Use:   "get RUN_ID",
 		Short: "Print a run's status, usage and pending approvals (JSON)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := af.client()
+			c, err := af.runs()
 			if err != nil {
 				return err
 			}
@@ -231,13 +185,13 @@ func newAgentGetCommand(af *agentFlags) *cobra.Command {
 	}
 }
 
-func newAgentListCommand(af *agentFlags) *cobra.Command {
+func newAgentListCommand(af *gatewayFlags) *cobra.Command {
 	return &cobra.Command{
 		Use:   "list",
 		Short: "List your runs, newest first",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := af.client()
+			c, err := af.runs()
 			if err != nil {
 				return err
 			}
@@ -253,7 +207,7 @@ func newAgentListCommand(af *agentFlags) *cobra.Command {
 	}
 }
 
-func newAgentDecideCommand(af *agentFlags, approve bool) *cobra.Command {
+func newAgentDecideCommand(af *gatewayFlags, approve bool) *cobra.Command {
 	var reason string
 	use, short := "deny RUN_ID CALL_ID", "Deny a pending tool call (the model is told the reason)"
 	if approve {
@@ -264,7 +218,7 @@ func newAgentDecideCommand(af *agentFlags, approve bool) *cobra.Command {
 		Short: short,
 		Args:  cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := af.client()
+			c, err := af.runs()
 			if err != nil {
 				return err
 			}
@@ -279,13 +233,13 @@ func newAgentDecideCommand(af *agentFlags, approve bool) *cobra.Command {
 	return cmd
 }
 
-func newAgentCancelCommand(af *agentFlags) *cobra.Command {
+func newAgentCancelCommand(af *gatewayFlags) *cobra.Command {
 	return &cobra.Command{
 		Use:   "cancel RUN_ID",
 		Short: "Cancel a run and its in-flight calls",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := af.client()
+			c, err := af.runs()
 			if err != nil {
 				return err
 			}

@@ -43,12 +43,11 @@ func newApprovalsCommand() *cobra.Command {
 const maxApprovalScan = 100
 
 func listApprovals(ctx context.Context, w io.Writer, gf *gatewayFlags) error {
-	af := agentFlags{Gateway: gf.Gateway, Token: gf.Token}
-	runs, err := af.client()
+	runs, err := gf.runs()
 	if err != nil {
 		return err
 	}
-	programs, err := programClient(gf)
+	programs, err := gf.programs()
 	if err != nil {
 		return err
 	}

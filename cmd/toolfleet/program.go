@@ -3,10 +3,8 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,7 +14,6 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
-	"github.com/toolfleet/toolfleet/gen/toolfleet/v1/toolfleetv1connect"
 	"github.com/toolfleet/toolfleet/internal/config"
 	"github.com/toolfleet/toolfleet/orchestrator/program"
 	"github.com/toolfleet/toolfleet/sdk/client"
@@ -187,7 +184,7 @@ running (look again with 'toolfleet program watch ID' or 'get ID').`,
 			if err != nil {
 				return err
 			}
-			c, err := programClient(gf)
+			c, err := gf.programs()
 			if err != nil {
 				return err
 			}
@@ -231,22 +228,6 @@ func parseArgs(kv []string) (*structpb.Struct, error) {
 		m[k] = x
 	}
 	return structpb.NewStruct(m)
-}
-
-// programClient speaks Connect (HTTP) to the gateway's ProgramService.
-func programClient(gf *gatewayFlags) (toolfleetv1connect.ProgramServiceClient, error) {
-	if gf.Gateway == "" {
-		return nil, errors.New("--gateway must not be empty")
-	}
-	base := gf.Gateway
-	if !strings.Contains(base, "://") {
-		base = "http://" + base
-	}
-	var opts []connect.ClientOption
-	if gf.Token != "" {
-		opts = append(opts, connect.WithInterceptors(bearer(gf.Token)))
-	}
-	return toolfleetv1connect.NewProgramServiceClient(http.DefaultClient, base, opts...), nil
 }
 
 // printProgramEvent prints one event on one line.

@@ -19,7 +19,7 @@ import (
 // call: it dials the gateway and bounds the call by --timeout.
 func withProgramClient(gf *gatewayFlags, call func(context.Context, *cobra.Command, toolfleetv1connect.ProgramServiceClient, []string) error) func(*cobra.Command, []string) error {
 	return func(cmd *cobra.Command, args []string) error {
-		c, err := programClient(gf)
+		c, err := gf.programs()
 		if err != nil {
 			return err
 		}
@@ -74,7 +74,7 @@ func newProgramWatchCommand(gf *gatewayFlags) *cobra.Command {
 		Short: "Print a program's events until it ends (at most --timeout), then its result",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := programClient(gf)
+			c, err := gf.programs()
 			if err != nil {
 				return err
 			}

@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"github.com/spf13/pflag"
 	"golang.org/x/term"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
@@ -24,40 +23,7 @@ import (
 	"github.com/toolfleet/toolfleet/sdk/client"
 	"github.com/toolfleet/toolfleet/sdk/llm"
 	"github.com/toolfleet/toolfleet/sdk/tool"
-	"github.com/toolfleet/toolfleet/services/gateway"
 )
-
-// gatewayFlags are the connection flags shared by `toolfleet tools` and `toolfleet mcp`.
-type gatewayFlags struct {
-	Gateway string
-	Token   string
-	Timeout time.Duration
-	Connect bool
-}
-
-func (g *gatewayFlags) register(fs *pflag.FlagSet) {
-	fs.StringVar(&g.Gateway, "gateway", gateway.DefaultListen, gatewayFlagHelp)
-	fs.StringVar(&g.Token, "token", "", "bearer token for a gateway with auth on")
-	fs.DurationVar(&g.Timeout, "timeout", client.DefaultTimeout, "deadline of each request, retries included")
-	fs.BoolVar(&g.Connect, "connect", false, "speak the Connect protocol over HTTP instead of gRPC")
-}
-
-func (g *gatewayFlags) client() (*client.Client, error) {
-	if g.Gateway == "" {
-		return nil, errors.New("--gateway must not be empty")
-	}
-	if g.Timeout <= 0 {
-		return nil, errors.New("--timeout must be positive")
-	}
-	opts := []client.Option{client.WithTimeout(g.Timeout)}
-	if g.Token != "" {
-		opts = append(opts, client.WithToken(g.Token))
-	}
-	if g.Connect {
-		opts = append(opts, client.WithConnect(nil))
-	}
-	return client.New(g.Gateway, opts...)
-}
 
 // output decides between text for people and JSON for programs.
 type output struct {
