@@ -6,7 +6,8 @@
 // every step, which stops endless recursion and huge ranges), the memory the query
 // builds, and the length of paths it may follow or build (guards.go: gojq recurses
 // once per path element in Go, so a path of millions of elements would overflow
-// the goroutine stack and kill the process). A query sees only its document and
+// the goroutine stack and kill the process), and what the queries running at
+// once may hold together (admission.go). A query sees only its document and
 // variables: environment variables, input files and modules are off.
 package jsonq
 
