@@ -1,5 +1,7 @@
-// Package procmem reads a process's peak resident memory (Linux VmHWM), for
-// the tests that bound what an attack can make a process hold.
+// Package procmem is about the memory of a whole process: its peak resident
+// memory (Linux VmHWM), for the tests that bound what an attack can make a
+// process hold, and the default ceiling of what the tenants' work may take
+// of it (Ceiling).
 package procmem
 
 import (

@@ -2,10 +2,10 @@ package program
 
 import (
 	"fmt"
-	"math"
-	"runtime/debug"
 	"sync"
 	"time"
+
+	"github.com/toolfleet/toolfleet/internal/procmem"
 )
 
 // Script memory of a process (issue 32): a program's memory budget bounds
@@ -33,12 +33,7 @@ const DefaultScriptMemory = 4 << 30
 
 // ScriptMemoryFor is the default script memory of a process: three quarters
 // of GOMEMLIMIT when it is set, else DefaultScriptMemory.
-func ScriptMemoryFor() int64 {
-	if lim := debug.SetMemoryLimit(-1); lim > 0 && lim < math.MaxInt64 {
-		return lim / 4 * 3
-	}
-	return DefaultScriptMemory
-}
+func ScriptMemoryFor() int64 { return procmem.Ceiling(DefaultScriptMemory) }
 
 // Admission is a process's script memory: the budgets of running scripts
 // add up to at most its ceiling.

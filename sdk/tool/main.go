@@ -40,8 +40,16 @@ const (
 // register add the services, serves until SIGINT or SIGTERM, stops gracefully and
 // exits with status 1 on failure (2 on bad flags).
 func Main(name string, register func(w *Worker) error) {
+	MainWithFlags(name, nil, register)
+}
+
+// MainWithFlags is [Main] for a worker with flags of its own: flags adds them
+// to the flag set before the command line is parsed (register runs after, so
+// it reads their values; a value it cannot use is an error of register, exit
+// status 1). A nil flags adds none.
+func MainWithFlags(name string, flags func(fs *flag.FlagSet), register func(w *Worker) error) {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := run(ctx, name, os.Args[1:], os.Stderr, register)
+	code := runWithFlags(ctx, name, os.Args[1:], os.Stderr, flags, register)
 	stop()
 	os.Exit(code)
 }
@@ -49,6 +57,11 @@ func Main(name string, register func(w *Worker) error) {
 // run is Main without the process: it serves until ctx is done and returns the
 // exit code.
 func run(ctx context.Context, name string, args []string, stderr io.Writer, register func(w *Worker) error) int {
+	return runWithFlags(ctx, name, args, stderr, nil, register)
+}
+
+// runWithFlags is MainWithFlags without the process.
+func runWithFlags(ctx context.Context, name string, args []string, stderr io.Writer, flags func(fs *flag.FlagSet), register func(w *Worker) error) int {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	listen := fs.String("listen", envOr(EnvListen, DefaultListen), "host:port to serve gRPC on (env "+EnvListen+")")
@@ -66,6 +79,9 @@ func run(ctx context.Context, name string, args []string, stderr io.Writer, regi
 	healthListen := fs.String("health-listen", os.Getenv(EnvHealthListen), "host:port serving only grpc.health.v1 in plain text, for probes when TLS is on (env "+EnvHealthListen+")")
 	metricsListen := fs.String("metrics-listen", os.Getenv(EnvMetricsListen), "host:port serving Prometheus metrics at GET /metrics; empty = none (env "+EnvMetricsListen+")")
 	fs.StringVar(&tlsCfg.ClientCAFile, "tls-client-ca", os.Getenv(EnvTLSClientCA), "require callers' certificates signed by these CAs (mTLS) (env "+EnvTLSClientCA+")")
+	if flags != nil {
+		flags(fs)
+	}
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}

@@ -3,6 +3,8 @@ package tool
 import (
 	"context"
 	"errors"
+	"flag"
+	"fmt"
 	"io"
 	"net/http"
 	"regexp"
@@ -143,5 +145,33 @@ func TestRunServesMetrics(t *testing.T) {
 	cancel()
 	if c := <-code; c != 0 {
 		t.Fatalf("exit code %d; output:\n%s", c, out.String())
+	}
+}
+
+// TestRunWorkerFlags: a worker's own flags are parsed with the common ones,
+// before register runs; register refusing their value exits with status 1.
+func TestRunWorkerFlags(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		value string
+		want  int
+		log   string
+	}{
+		{"bad", 1, "want a number"},
+		{"", 2, "flag needs an argument"},
+	} {
+		var out syncBuffer
+		var size string
+		flags := func(fs *flag.FlagSet) { fs.StringVar(&size, "size", "", "a worker's own flag") }
+		args := []string{"--listen", "127.0.0.1:0", "--size"}
+		if tt.value != "" {
+			args = append(args, tt.value)
+		}
+		got := runWithFlags(t.Context(), "test", args, &out, flags, func(w *Worker) error {
+			return fmt.Errorf("--size %q: want a number", size)
+		})
+		if got != tt.want || !strings.Contains(out.String(), tt.log) {
+			t.Errorf("--size %q: exit code %d, want %d with %q in the output:\n%s", tt.value, got, tt.want, tt.log, out.String())
+		}
 	}
 }

@@ -6,7 +6,8 @@
 // every step, which stops endless recursion and huge ranges), the memory the query
 // builds, and the length of paths it may follow or build (guards.go: gojq recurses
 // once per path element in Go, so a path of millions of elements would overflow
-// the goroutine stack and kill the process). A query sees only its document and
+// the goroutine stack and kill the process), and what the queries running at
+// once may hold together (admission.go). A query sees only its document and
 // variables: environment variables, input files and modules are off.
 package jsonq
 
@@ -30,6 +31,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	jsonqv1 "github.com/toolfleet/toolfleet/gen/tools/jsonq/v1"
+	"github.com/toolfleet/toolfleet/internal/procmem"
 	"github.com/toolfleet/toolfleet/sdk/tool"
 )
 
@@ -72,6 +74,16 @@ type Config struct {
 	// before they run (limits.go), since a step in Go cannot be stopped at
 	// the deadline. At most a quarter of MaxQueryBytes. Default 16 MiB.
 	MaxValueBytes int
+	// QueryMemory is the process's query memory (admission.go): the most the
+	// reservations of the queries running at once add up to. A query reserves
+	// MaxQueryBytes plus 64 bytes per byte of its request (its decoded
+	// document) before it decodes its document; it waits for room until
+	// shortly before the caller's deadline, then is refused as busy
+	// (retryable); one whose reservation is over the whole ceiling is refused
+	// at once. 0: three quarters of GOMEMLIMIT when it is set, else
+	// DefaultQueryMemory (2 GiB); negative: no ceiling. A process should run
+	// one Service: each has its own ceiling.
+	QueryMemory int64
 }
 
 func (c Config) withDefaults() Config {
@@ -94,6 +106,9 @@ func (c Config) withDefaults() Config {
 		c.MaxValueBytes = DefaultMaxValueBytes
 	}
 	c.MaxValueBytes = int(min(uint64(c.MaxValueBytes), c.MaxQueryBytes/4, math.MaxInt32))
+	if c.QueryMemory == 0 {
+		c.QueryMemory = procmem.Ceiling(DefaultQueryMemory)
+	}
 	return c
 }
 
@@ -101,9 +116,10 @@ func (c Config) withDefaults() Config {
 type Service struct {
 	jsonqv1.UnimplementedJSONQueryServiceServer
 
-	cfg    Config
-	limits valueLimits
-	guards *gojq.Query
+	cfg       Config
+	limits    valueLimits
+	guards    *gojq.Query
+	admission *admission // nil: no ceiling
 }
 
 var _ jsonqv1.JSONQueryServiceServer = (*Service)(nil)
@@ -112,7 +128,7 @@ var _ jsonqv1.JSONQueryServiceServer = (*Service)(nil)
 func New(cfg Config) *Service {
 	cfg = cfg.withDefaults()
 	lim := limitsFor(cfg.MaxValueBytes)
-	return &Service{cfg: cfg, limits: lim, guards: guardsFor(lim)}
+	return &Service{cfg: cfg, limits: lim, guards: guardsFor(lim), admission: newAdmission(cfg.QueryMemory)}
 }
 
 // Causes of stopping a query, told apart from the caller's own deadline.
@@ -145,22 +161,47 @@ func (s *Service) Query(ctx context.Context, req *jsonqv1.QueryRequest) (*jsonqv
 	if err != nil {
 		return nil, err
 	}
-	inputs, err := s.documents(req)
-	if err != nil {
-		return nil, err
+	if in, ok := req.GetInput().(*jsonqv1.QueryRequest_DocumentJson); ok && len(in.DocumentJson) > s.cfg.MaxInputBytes {
+		return nil, s.tooBig(len(in.DocumentJson)) // refused before it waits for room
 	}
+	return s.admitted(ctx, s.reservation(req), func() (*jsonqv1.QueryResponse, error) {
+		inputs, err := s.documents(req)
+		if err != nil {
+			return nil, err
+		}
+		limit := s.cfg.MaxResults
+		if n := int(req.GetMaxResults()); n > 0 {
+			limit = n
+		}
+		// The time limit counts from the admission: waiting for room is not
+		// the query's running time.
+		ctx, cancelTimeout := context.WithTimeoutCause(ctx, s.cfg.Timeout, errQueryTimeout)
+		defer cancelTimeout()
+		ctx, cancel := context.WithCancelCause(ctx)
+		defer cancel(nil)
+		baseline, _ := heapBytes()
+		metered := &meteredContext{Context: ctx, cancel: cancel, check: heapCheck(baseline, s.cfg.MaxQueryBytes/3)}
+		return s.run(metered, code, inputs, varValues, limit)
+	})
+}
 
-	limit := s.cfg.MaxResults
-	if n := int(req.GetMaxResults()); n > 0 {
-		limit = n
+// admitted runs query holding reserve bytes of the query memory, released
+// however query ends (a panic included); the admission's refusals become
+// execution errors the model can act on.
+func (s *Service) admitted(ctx context.Context, reserve int64, query func() (*jsonqv1.QueryResponse, error)) (*jsonqv1.QueryResponse, error) {
+	release, err := s.admission.acquire(ctx, reserve)
+	switch {
+	case errors.Is(err, errBusy):
+		return nil, tool.NewError("the jq worker is busy; try again in a moment",
+			tool.WithRetry(time.Second), tool.WithDeveloperMessage(err.Error()))
+	case errors.Is(err, errTooBig):
+		return nil, tool.NewError("the document is too big for this jq worker: a query over it may need more memory than the worker has for all its queries",
+			tool.WithPromptHint("Pass only the part of the document the query needs."), tool.WithDeveloperMessage(err.Error()))
+	case err != nil:
+		return nil, err // the caller's deadline or cancellation, while waiting for room
 	}
-	ctx, cancelTimeout := context.WithTimeoutCause(ctx, s.cfg.Timeout, errQueryTimeout)
-	defer cancelTimeout()
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	baseline, _ := heapBytes()
-	metered := &meteredContext{Context: ctx, cancel: cancel, check: heapCheck(baseline, s.cfg.MaxQueryBytes/3)}
-	return s.run(metered, code, inputs, varValues, limit)
+	defer release()
+	return query()
 }
 
 // run collects the results of code over every input, within the result count and
