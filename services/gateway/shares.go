@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -41,6 +43,38 @@ const DefaultStoreShare = 1.0 / 8
 // NoStoreShare turns the store shares off (Config.StoreShare): one caller
 // may then fill a store for everyone.
 const NoStoreShare = -1
+
+// ParseStoreShare reads the --store-share flag: "" (the default, an
+// eighth), "none" ([NoStoreShare]), a fraction "1/8", a decimal "0.125" or a
+// percentage "12.5%", over 0 and at most 1.
+func ParseStoreShare(s string) (float64, error) {
+	s = strings.TrimSpace(s)
+	var v float64
+	var err error
+	switch num, den, frac := strings.Cut(s, "/"); {
+	case s == "":
+		return 0, nil
+	case s == "none":
+		return NoStoreShare, nil
+	case frac:
+		var a, b float64
+		if a, err = strconv.ParseFloat(num, 64); err == nil {
+			b, err = strconv.ParseFloat(den, 64)
+		}
+		if err == nil && b != 0 {
+			v = a / b
+		}
+	case strings.HasSuffix(s, "%"):
+		v, err = strconv.ParseFloat(strings.TrimSuffix(s, "%"), 64)
+		v /= 100
+	default:
+		v, err = strconv.ParseFloat(s, 64)
+	}
+	if err != nil || !(v > 0 && v <= 1) {
+		return 0, fmt.Errorf("store share %q: want a part of each store such as 1/8, 0.125 or 12.5%% (over 0, at most 1), or none", s)
+	}
+	return v, nil
+}
 
 // The stores with a share, as the share limiter's tools name them.
 const (
