@@ -107,6 +107,7 @@ func TestStoreShareCalls(t *testing.T) {
 			t.Fatalf("mallory's read-only call %d: %v (it runs, kept or not)", i, err)
 		}
 		if _, err := add(mallory, "m-add-"+strconv.Itoa(i)); err != nil {
+			t.Logf("mallory refused after %d kept results: %v", i+1, err)
 			refusal = err
 			break
 		}
@@ -147,8 +148,11 @@ func TestStoreShareResults(t *testing.T) {
 	const n = 20 << 10 // over the tool's 4096-byte limit: kept behind a handle
 	waitHandle(t, mallory, n)
 	var refusal error
-	for range 100 {
+	for i := range 100 {
 		r, err := mallory.echo("", n, true)
+		if err != nil || r.GetResultHandle() == nil {
+			t.Logf("mallory refused after %d more handles: %v %v", i, r.GetError().GetMessage(), err)
+		}
 		if err != nil {
 			refusal = err
 			break
@@ -246,6 +250,7 @@ func TestStoreShareEvents(t *testing.T) {
 			n++
 		}
 	}
+	t.Logf("the stream holds %d events, %d of them mallory's", len(held), n)
 	if n == 0 || n > 20 {
 		t.Fatalf("the stream holds %d of mallory's 300 events; want a few (her share: about 1.2 KiB)", n)
 	}

@@ -223,6 +223,7 @@ func (s *Store) Acquire(ctx context.Context, key Key, digest Digest, opts Option
 	return c, err
 }
 
+// acquire is Acquire's loop: a new lock, or the entry found under k.
 func (s *Store) acquire(ctx context.Context, key Key, k string, digest Digest, lock []byte, opts Options) (*Claim, error) {
 	for {
 		if err := s.admit(ctx, key.Principal, k); err != nil {
