@@ -255,3 +255,29 @@ func TestStoreShareEvents(t *testing.T) {
 		t.Fatalf("the stream holds %d of mallory's 300 events; want a few (her share: about 1.2 KiB)", n)
 	}
 }
+
+func TestParseStoreShare(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		in   string
+		want float64
+		bad  bool
+	}{
+		{"", 0, false},
+		{"none", gateway.NoStoreShare, false},
+		{"1/8", 0.125, false},
+		{"0.25", 0.25, false},
+		{"12.5%", 0.125, false},
+		{"1", 1, false},
+		{"0", 0, true},
+		{"2/1", 0, true},
+		{"1/0", 0, true},
+		{"-0.1", 0, true},
+		{"lots", 0, true},
+	} {
+		got, err := gateway.ParseStoreShare(c.in)
+		if (err != nil) != c.bad || (!c.bad && got != c.want) {
+			t.Errorf("ParseStoreShare(%q) = %v, %v; want %v (error: %v)", c.in, got, err, c.want, c.bad)
+		}
+	}
+}
