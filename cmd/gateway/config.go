@@ -68,6 +68,8 @@ type Config struct {
 	ResultMaxBytes      int64
 	ResultStoreMaxBytes int64
 	ResultHandleCalls   int
+	// StoreShare is --store-share (gateway.ParseStoreShare).
+	StoreShare string
 
 	// Request limits and browser safety (docs/gateway.md "Limits", "Browser safety").
 	MaxRequestBytes      int64
@@ -124,6 +126,7 @@ func flags(cfg *Config) *pflag.FlagSet {
 	fs.DurationVar(&cfg.ResultTTL, "result-ttl", 0, "how long a result kept behind a result handle can be fetched; 0: the max age of the toolfleet_results asset (1h)")
 	fs.Int64Var(&cfg.ResultMaxBytes, "result-max-bytes", gateway.DefaultResultMaxBytes, "ceiling on one result kept behind a handle; a larger result fails the call")
 	fs.IntVar(&cfg.ResultHandleCalls, "result-handle-calls", gateway.DefaultResultHandleCalls, "calls allowing a result handle that run at once (each may hold up to --result-max-bytes in memory); more wait up to 5s, then are refused")
+	fs.StringVar(&cfg.StoreShare, "store-share", "", "the part of each store a caller writes (toolfleet_calls, toolfleet_results, TOOLFLEET_CALL_EVENTS) one principal may hold, e.g. 1/8, 0.125 or 12.5%; over it, its new entries are refused (docs/operations.md \"Store shares\"); empty: 1/8; none: no share")
 	fs.Int64Var(&cfg.ResultStoreMaxBytes, "result-store-max-bytes", 0, "bound of the result handles' JetStream object store; when full, new handles are refused until results expire; 0: the byte bound of the toolfleet_results asset (1GiB; 64MiB with --js-profile dev)")
 	fs.Int64Var(&cfg.MaxRequestBytes, "max-request-bytes", gateway.DefaultMaxRequestBytes, "size limit of one request body or message on every surface, checked before decoding")
 	fs.IntVar(&cfg.MaxInputValues, "max-input-values", gateway.DefaultMaxInputValues, "JSON values (elements, members) one JSON request may hold, counted before decoding")
@@ -233,6 +236,9 @@ func (c *Config) validate() error {
 	case c.ResultStoreMaxBytes > 0 && c.ResultMaxBytes > c.ResultStoreMaxBytes:
 		errs = append(errs, fmt.Errorf("--result-max-bytes %d is over --result-store-max-bytes %d: one result must fit the store", c.ResultMaxBytes, c.ResultStoreMaxBytes))
 	}
+	if _, err := gateway.ParseStoreShare(c.StoreShare); err != nil {
+		errs = append(errs, fmt.Errorf("--store-share: %w", err))
+	}
 	if c.LimitsFile != "" {
 		rules, err := ratelimit.LoadFile(c.LimitsFile)
 		if err != nil {
@@ -301,6 +307,10 @@ func (c Config) gatewayConfig(log *slog.Logger, mounts []gateway.Mount) (gateway
 		}
 		auth.HS256Secret = secret
 	}
+	share, err := gateway.ParseStoreShare(c.StoreShare)
+	if err != nil {
+		return gateway.Config{}, fmt.Errorf("--store-share: %w", err)
+	}
 	return gateway.Config{
 		Mounts:               mounts,
 		Listen:               c.Listen,
@@ -319,6 +329,7 @@ func (c Config) gatewayConfig(log *slog.Logger, mounts []gateway.Mount) (gateway
 		ResultMaxBytes:       c.ResultMaxBytes,
 		ResultStoreMaxBytes:  c.ResultStoreMaxBytes,
 		ResultHandleCalls:    c.ResultHandleCalls,
+		StoreShare:           share,
 		ShutdownTimeout:      c.ShutdownTimeout,
 		Logger:               log,
 		MaxRequestBytes:      c.MaxRequestBytes,

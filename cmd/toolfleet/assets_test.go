@@ -72,6 +72,8 @@ func TestEveryAssetTakesTheConfiguration(t *testing.T) {
 	}
 	// Optional, but made here: the gateway has NATS and no --input-state-key-file.
 	want[jsassets.InputKey.StreamName()] = jsassets.InputKey
+	// Optional, but made here: the gateway's store shares are on by default.
+	want[jsassets.RateLimits.StreamName()] = jsassets.RateLimits
 	var found []string
 	deadline := time.Now().Add(20 * time.Second) // the result store is made in the background
 	for {

@@ -62,6 +62,8 @@ type devConfig struct {
 	Conformance bool
 	// LimitsFile holds the gateway's rate limits and quotas ("" = none).
 	LimitsFile string
+	// StoreShare is the gateway's --store-share (gateway.ParseStoreShare).
+	StoreShare string
 	// NoOrchestrator starts no orchestrator in the process: one started
 	// separately (cmd/orchestrator) runs the agent runs and programs, so a
 	// test can kill it (docs/reliability.md).
@@ -144,6 +146,7 @@ on its own. Ctrl-C stops it.`,
 	f.StringVar(&cfg.ModelKeyDir, "model-key-dir", "", "folder that model key references file:NAME read from (empty: file references refused)")
 	f.StringArrayVar(&cfg.Workers, "worker", nil, "folder of a worker's main package to build, run and restart on change (repeatable; e.g. --worker . in a toolkit's repository)")
 	f.BoolVar(&cfg.Conformance, "conformance", false, "also serve the Conformance toolkit: the fixture tools of the official MCP conformance suite, under the names it calls (docs/mcp.md)")
+	f.StringVar(&cfg.StoreShare, "store-share", "", "the part of each gateway store (toolfleet_calls, toolfleet_results, TOOLFLEET_CALL_EVENTS) one principal may hold, e.g. 1/8 or 12.5%; empty: 1/8; none: no share (docs/operations.md \"Store shares\")")
 	f.StringVar(&cfg.LimitsFile, "limits-file", "", "YAML or JSON file of the gateway's rate limits and quotas per principal and per tool (docs/operations.md); empty: no limits")
 	f.StringVar(&cfg.DevFile, "dev-file", defaultDevFile, "file the fleet's addresses are written to while dev runs, where the other toolfleet commands look for the gateway (empty: none)")
 	f.BoolVar(&cfg.NoOrchestrator, "no-orchestrator", false, "start no orchestrator in this process: run cmd/orchestrator against this dev's NATS, Temporal and gateway (the banner prints its command line); the gateway still serves agent runs and programs, through Temporal, once that orchestrator has made its buckets")
@@ -192,6 +195,9 @@ func runDev(ctx context.Context, cfg devConfig, stdout, stderr io.Writer) error 
 		if limits.Rules, err = ratelimit.LoadFile(cfg.LimitsFile); err != nil {
 			return fmt.Errorf("--limits-file: %w", err)
 		}
+	}
+	if _, err := gateway.ParseStoreShare(cfg.StoreShare); err != nil {
+		return fmt.Errorf("--store-share: %w", err)
 	}
 	var triggers *trigger.Config
 	if cfg.Triggers != "" {
@@ -334,7 +340,7 @@ func startDevServices(ctx context.Context, stack *devstack.Stack, cfg devConfig,
 	fl, err := startFleet(ctx, fleetConfig{Host: cfg.Host, GatewayPort: cfg.GatewayPort, JWTSecret: cfg.JWTSecret,
 		AllowedOrigins: cfg.AllowedOrigins, NATSURL: stack.NATS.URL(), NATS: cfg.NATS, Assets: cfg.Assets, Logger: o.Logger,
 		Mounts: []gateway.Mount{agents.mount(), programs.mount(), metricsMount(orchMetrics)}, Tracing: o.Tracing, Conformance: cfg.Conformance,
-		Limits: o.Limits})
+		Limits: o.Limits, StoreShare: cfg.StoreShare})
 	if err == nil {
 		err = fl.waitToolkits(ctx, fl.Toolkits...)
 		if err != nil {

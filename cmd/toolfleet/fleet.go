@@ -58,6 +58,9 @@ type fleetConfig struct {
 	Conformance bool
 	// Limits are the gateway's rate limits and quotas (shared through NATS).
 	Limits ratelimit.Config
+	// StoreShare is the gateway's --store-share (gateway.ParseStoreShare;
+	// checked by the caller).
+	StoreShare string
 }
 
 // fleet is the running gateway and bundled workers.
@@ -160,6 +163,10 @@ func startFleet(ctx context.Context, cfg fleetConfig) (_ *fleet, err error) {
 	if cfg.JWTSecret != "" {
 		auth.HS256Secret = []byte(cfg.JWTSecret)
 	}
+	share, err := gateway.ParseStoreShare(cfg.StoreShare)
+	if err != nil {
+		return nil, fmt.Errorf("--store-share: %w", err)
+	}
 	g, err := gateway.New(ctx, gateway.Config{
 		Listen:  net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.GatewayPort)),
 		NATSURL: cfg.NATSURL,
@@ -172,6 +179,7 @@ func startFleet(ctx context.Context, cfg fleetConfig) (_ *fleet, err error) {
 		Mounts:         cfg.Mounts,
 		Tracing:        cfg.Tracing,
 		Limits:         cfg.Limits,
+		StoreShare:     share,
 		// The bundled workers run in this process and announce before the
 		// gateway starts: they answer its probe within milliseconds, so a
 		// short warm-up keeps dev's start (which waits for readiness) fast.

@@ -578,7 +578,9 @@ func TestStoreFill(t *testing.T) {
 	}
 	a, b := token(t, secret, "tenant-a"), token(t, secret, "tenant-b")
 	f := startProcFleet(ctx, t, procFleetOptions{gateways: 1, workers: 1, natsURL: srv.URL(),
-		gatewayArgs: []string{"--jwt-hs256-secret-file", secretFile, "--js-overrides", "toolfleet_calls.max-bytes=8MiB"}, authCtx: a.ctx})
+		// Without store shares, so that B fills the whole store (with them, B
+		// fills only its share: services/gateway TestStoreShareCalls).
+		gatewayArgs: []string{"--jwt-hs256-secret-file", secretFile, "--js-overrides", "toolfleet_calls.max-bytes=8MiB", "--store-share", "none"}, authCtx: a.ctx})
 	kv, err := f.js.KeyValue(ctx, "agent_memory")
 	if err != nil {
 		t.Fatal(err)

@@ -147,10 +147,11 @@ var (
 )
 
 // RateLimits holds the shared state of the gateway's rate limits and quotas
-// (services/gateway/ratelimit). Only a gateway configured with limits makes
-// it, so it is listed by [Optional], not [All]; its max age outlives the
-// longest byte window (24 h).
-var RateLimits = Asset{Name: "toolfleet_limits", Kind: KindKV, Owner: "gateway (with --limits-file)",
+// (services/gateway/ratelimit) and of its store shares (per principal). Only
+// a gateway with NATS and limits or store shares (on unless --store-share
+// none) makes it, so it is listed by [Optional], not [All]; its max age
+// outlives the longest byte window (24 h).
+var RateLimits = Asset{Name: "toolfleet_limits", Kind: KindKV, Owner: "gateway (with store shares or --limits-file)",
 	Prod: Limits{MaxBytes: 64 * mib, MaxAge: 25 * time.Hour}, Dev: Limits{MaxBytes: 8 * mib, MaxAge: 25 * time.Hour}}
 
 // InputKey holds the key every gateway replica seals the request_state of

@@ -79,7 +79,7 @@ func (g *Gateway) call(ctx context.Context, p *Principal, req *toolfleetv1.CallT
 		return e
 	}
 	fail := func(start time.Time, ce *CallError) (*toolfleetv1.CallToolResponse, *CallError, *registry.Route) {
-		g.events.publish(EventFailed, withOutcome(ev(), start, ce.Kind(), ce.Error()), def.GetToolkit(), def.GetName())
+		g.events.publish(p.ID(), EventFailed, withOutcome(ev(), start, ce.Kind(), ce.Error()), def.GetToolkit(), def.GetName())
 		return nil, ce, rt
 	}
 	start := time.Now()
@@ -150,7 +150,7 @@ func (g *Gateway) call(ctx context.Context, p *Principal, req *toolfleetv1.CallT
 			}
 			return fail(start, validationError(ve))
 		}
-		started := g.events.announce(g.cfg.StartedEventAfter, ev, def.GetToolkit(), def.GetName())
+		started := g.events.announce(g.cfg.StartedEventAfter, p.ID(), ev, def.GetToolkit(), def.GetName())
 		callCtx := ctx
 		if sideEffects && claim.Owned() {
 			// A caller that goes away (a crashed orchestrator, a cancelled client)
@@ -207,9 +207,9 @@ func (g *Gateway) call(ctx context.Context, p *Principal, req *toolfleetv1.CallT
 		}
 		resp.Duration = durationpb.New(time.Since(began))
 		if resp.GetInputRequired() != nil {
-			g.events.publish(EventInputRequired, withOutcome(ev(), began, "", ""), def.GetToolkit(), def.GetName())
+			g.events.publish(p.ID(), EventInputRequired, withOutcome(ev(), began, "", ""), def.GetToolkit(), def.GetName())
 		} else {
-			g.events.publish(EventFailed, withOutcome(ev(), began, KindExecution, resp.GetError().GetMessage()), def.GetToolkit(), def.GetName())
+			g.events.publish(p.ID(), EventFailed, withOutcome(ev(), began, KindExecution, resp.GetError().GetMessage()), def.GetToolkit(), def.GetName())
 		}
 		answered = resp
 		return resp, nil, rt
@@ -239,9 +239,9 @@ func (g *Gateway) call(ctx context.Context, p *Principal, req *toolfleetv1.CallT
 	// A response whose worker recorded its answer needs no wait: the record is durable.
 	claim.Finish(resp, resp.GetSuccess() || !resp.GetError().GetCanRetry(), sideEffects && !inv.journaled)
 	if resp.GetSuccess() {
-		g.events.publish(EventSucceeded, withOutcome(ev(), began, "", ""), def.GetToolkit(), def.GetName())
+		g.events.publish(p.ID(), EventSucceeded, withOutcome(ev(), began, "", ""), def.GetToolkit(), def.GetName())
 	} else {
-		g.events.publish(EventFailed, withOutcome(ev(), began, KindExecution, resp.GetError().GetMessage()), def.GetToolkit(), def.GetName())
+		g.events.publish(p.ID(), EventFailed, withOutcome(ev(), began, KindExecution, resp.GetError().GetMessage()), def.GetToolkit(), def.GetName())
 	}
 	answered = resp
 	return resp, nil, rt

@@ -23,6 +23,8 @@
 //	surfaces        service.go (gRPC, Connect), oxp/ (OXP HTTP JSON), mcp/ (MCP),
 //	                handler.go and listener.go (one port), browser.go (browser safety)
 //	discovery       discovery.go (ListTools, GetTool, SearchTools), search/
+//	store shares    shares.go (one principal's share of the call_id store, the
+//	                result handles and the call events), ratelimit/
 //
 // A call fails in exactly one of three ways (docs/gateway.md):
 //

@@ -33,19 +33,22 @@ const (
 // does the queueing, batching and acks); nil when the gateway has no NATS.
 type events struct{ pub *callevents.Publisher }
 
-func newEvents(log *slog.Logger, nc *nats.Conn, js jetstream.JetStream, stream jetstream.StreamConfig, size int, m *metrics) *events {
+func newEvents(log *slog.Logger, nc *nats.Conn, js jetstream.JetStream, stream jetstream.StreamConfig, size int, m *metrics, shares *storeShares) *events {
 	pub := callevents.New(log, nc, js, stream, size, callevents.Metrics{Published: m.eventsPublished, Dropped: m.eventsDropped})
+	if shares != nil {
+		pub.SetShare(storeShare{s: shares, store: shareEvents})
+	}
 	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "toolfleet_gateway_events_queued",
 		Help: "Call events waiting in the gateway's queue for NATS (bounded by EventQueue)."}, func() float64 { return float64(pub.Backlog()) }))
 	return &events{pub: pub}
 }
 
-// publish queues one event of the call; it never blocks.
-func (e *events) publish(kind string, ev *toolfleetv1.CallEvent, toolkit, tool string) {
+// publish queues one event of a call by principal; it never blocks.
+func (e *events) publish(principal, kind string, ev *toolfleetv1.CallEvent, toolkit, tool string) {
 	if e == nil {
 		return
 	}
-	e.pub.Publish(kind, ev, toolkit, tool, traceParent(ev.GetTraceId()))
+	e.pub.Publish(principal, kind, ev, toolkit, tool, traceParent(ev.GetTraceId()))
 }
 
 func (e *events) run(ctx context.Context) { e.pub.Run(ctx) }
@@ -85,12 +88,12 @@ type startedEvent struct {
 }
 
 // announce arranges the started event of the call that ev describes.
-func (e *events) announce(after time.Duration, ev func() *toolfleetv1.CallEvent, toolkit, tool string) *startedEvent {
+func (e *events) announce(after time.Duration, principal string, ev func() *toolfleetv1.CallEvent, toolkit, tool string) *startedEvent {
 	if e == nil {
 		return nil
 	}
 	if after < 0 {
-		e.publish(EventStarted, ev(), toolkit, tool)
+		e.publish(principal, EventStarted, ev(), toolkit, tool)
 		return nil
 	}
 	s := &startedEvent{}
@@ -98,7 +101,7 @@ func (e *events) announce(after time.Duration, ev func() *toolfleetv1.CallEvent,
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		if !s.finished {
-			e.publish(EventStarted, ev(), toolkit, tool)
+			e.publish(principal, EventStarted, ev(), toolkit, tool)
 		}
 	})
 	return s

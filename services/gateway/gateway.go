@@ -200,6 +200,12 @@ type Config struct {
 	// set, else each gateway enforces them alone. Limits.Assets and
 	// Limits.Standalone are set from the fields above.
 	Limits ratelimit.Config
+	// StoreShare is the part of each store's byte bound one principal may
+	// hold (the idempotency bucket, the result handles' object store, the
+	// call event stream; shares.go, docs/operations.md "Store shares"): a
+	// principal over it is refused new entries, never another principal.
+	// 0: [DefaultStoreShare]; [NoStoreShare]: no share. Only with NATSURL.
+	StoreShare float64
 	// InputStateKey seals the request_state of calls that ask their caller
 	// for input (inputstate.KeySize bytes, the same on every replica). Empty:
 	// with NATSURL the key shared in the KV bucket InputKeyBucket (the first
@@ -299,6 +305,8 @@ type Gateway struct {
 	events      *events
 	// limits is nil when no rule is configured.
 	limits *ratelimit.Limiter
+	// shares is nil when the store shares are off or there is no NATS.
+	shares *storeShares
 	cop    *http.CrossOriginProtection
 	// lastIdemWarn rate-limits the warning while the idempotency store is away (unix nanos).
 	lastIdemWarn atomic.Int64
@@ -368,6 +376,9 @@ func New(ctx context.Context, cfg Config) (*Gateway, error) {
 	if g.limits != nil {
 		g.metrics.reg.MustRegister(g.limits.Collectors()...)
 	}
+	if g.shares, err = newStoreShares(cfg, log, g.metrics); err != nil {
+		return nil, err
+	}
 	switch {
 	case len(cfg.InputStateKey) > 0:
 		sl, err := inputstate.New(cfg.InputStateKey)
@@ -431,6 +442,9 @@ func (g *Gateway) Run(ctx context.Context) error {
 	var bg sync.WaitGroup
 	if g.limits != nil {
 		bg.Go(func() { g.limits.Run(ctx) }) // stops (giving back its slots) before NATS closes
+	}
+	if g.shares != nil {
+		bg.Go(func() { g.shares.run(ctx) }) // writes its last counts before NATS closes
 	}
 	if g.cfg.NATSURL != "" {
 		nc, err = g.connectNATS(ctx, &bg)
@@ -536,9 +550,12 @@ func (g *Gateway) connectNATS(ctx context.Context, bg *sync.WaitGroup) (*nats.Co
 		case <-ctx.Done():
 		}
 	})
-	g.events = newEvents(g.log, nc, js, g.cfg.EventStreamConfig(), g.cfg.EventQueue, g.metrics)
+	g.events = newEvents(g.log, nc, js, g.cfg.EventStreamConfig(), g.cfg.EventQueue, g.metrics, g.shares)
 	g.events.run(ctx)
 	idemCfg := g.cfg.IdempotencyConfig()
+	if g.shares != nil {
+		idemCfg.Share = storeShare{s: g.shares, store: shareCalls}
+	}
 	setup := func() bool {
 		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
@@ -636,6 +653,26 @@ func (g *Gateway) connectNATS(ctx context.Context, bg *sync.WaitGroup) (*nats.Co
 		}
 		if !nc.IsConnected() || !setupLimits() {
 			bg.Go(func() { g.retrySetup(ctx, setupLimits) })
+		}
+	}
+	if g.shares != nil {
+		shareAttempts := 0
+		setupShares := func() bool {
+			cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			defer cancel()
+			if err := g.shares.attach(cctx, nc, js); err != nil {
+				if g.fatal(err) {
+					return true
+				}
+				if shareAttempts++; shareAttempts%60 == 1 {
+					g.log.Warn("store shares' bucket not ready; each replica counts the shares alone until it is", "error", err)
+				}
+				return false
+			}
+			return true
+		}
+		if !nc.IsConnected() || !setupShares() {
+			bg.Go(func() { g.retrySetup(ctx, setupShares) })
 		}
 	}
 	return nc, nil

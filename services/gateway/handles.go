@@ -47,6 +47,12 @@ func (g *Gateway) offerOf(ctx context.Context, p *Principal, req *toolfleetv1.Ca
 	if !req.GetAllowResultHandle() {
 		return handleOffer{}, func() {}, nil
 	}
+	// A caller that holds its share of the result store keeps no more
+	// results there until its window renews (shares.go): refused before it
+	// runs, as over a quota.
+	if err := g.shares.admit(ctx, shareResults, p.ID()); err != nil {
+		return handleOffer{}, nil, shareRefused(err, req.GetToolId(), "try again then, or call without allow_result_handle")
+	}
 	t := time.NewTimer(g.cfg.ResultHandleWait)
 	defer t.Stop()
 	select {
@@ -117,6 +123,7 @@ func (g *Gateway) keepResult(ctx context.Context, rt *registry.Route, offer hand
 		fail("the gateway could not keep it behind a handle; try again shortly", true)
 		return
 	}
+	g.shares.charge(shareResults, offer.owner, int64(len(b)))
 	resp.Success = true
 	resp.Outcome = nil
 	resp.ResultHandle = h

@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	spb "google.golang.org/genproto/googleapis/rpc/status"
@@ -74,8 +75,17 @@ func (g *Gateway) claim(ctx context.Context, p *Principal, rt *registry.Route, r
 		return nil, nil // configured without a store: call_ids only reach the worker
 	}
 	if hints.GetReadOnly() || hints.GetIdempotent() {
-		g.warnUnprotected(err)
+		if !errors.Is(err, idempotency.ErrOverShare) {
+			g.warnUnprotected(err)
+		}
 		return nil, nil // a second run is harmless
+	}
+	if errors.Is(err, idempotency.ErrOverShare) {
+		// This caller holds its share of the store (shares.go); other
+		// callers' call_ids are still kept.
+		g.metrics.idempotencyRefused.WithLabelValues(refusedOverShare).Inc()
+		return nil, shareRefused(err, fmt.Sprintf("%s (neither read-only nor idempotent) with call_id %q", def.GetId(), req.GetCallId()),
+			"it runs with a call_id only when its outcome can be kept for its retries: try again then")
 	}
 	if errors.Is(err, idempotency.ErrFull) {
 		g.metrics.idempotencyRefused.WithLabelValues(refusedFull).Inc()

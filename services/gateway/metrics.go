@@ -137,6 +137,7 @@ const (
 	refusedStillRunning   = "still_running"
 	refusedUnavailable    = "store_unavailable"
 	refusedFull           = "store_full"
+	refusedOverShare      = "over_share"
 )
 
 func newMetrics(tools func() float64) *metrics {
@@ -164,7 +165,7 @@ func newMetrics(tools func() float64) *metrics {
 			Name: "toolfleet_gateway_idempotent_replays_total", Help: "Calls answered from the idempotency store without running the tool."}),
 		idempotencyRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "toolfleet_gateway_idempotency_refused_total",
-			Help: "Calls with a call_id refused by the idempotency rules, by reason (other_input, outcome_unknown, result_too_large, still_running, store_unavailable).",
+			Help: "Calls with a call_id refused by the idempotency rules, by reason (other_input, outcome_unknown, result_too_large, still_running, store_unavailable, store_full, over_share).",
 		}, []string{"reason"}),
 		fields: telemetry.NewLabelSet(maxFieldSeries),
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -57,6 +56,13 @@ var (
 		"$JS.API.STREAM.INFO.KV_toolfleet_input_key",
 		"$JS.API.STREAM.CREATE.KV_toolfleet_input_key",
 		"$JS.API.DIRECT.GET.KV_toolfleet_input_key.>",
+		// The store shares' byte counters (on unless --store-share none),
+		// and the operator's rate limits and quotas (--limits-file).
+		"$KV.toolfleet_limits.>",
+		"$JS.API.STREAM.INFO.KV_toolfleet_limits",
+		"$JS.API.STREAM.CREATE.KV_toolfleet_limits",
+		"$JS.API.STREAM.UPDATE.KV_toolfleet_limits",
+		"$JS.API.DIRECT.GET.KV_toolfleet_limits.>",
 	}
 	gatewaySubscribe = []string{"toolfleet.registry.announce", "_INBOX.>"}
 	// A worker also records the calls it is handed in the call journal, the
@@ -210,16 +216,6 @@ func TestLeastNATSPermissions(t *testing.T) {
 	}
 }
 
-// The permissions a gateway needs on top of gatewayPublish when it has a
-// --limits-file: the limits bucket (docs/operations.md lists the same).
-var limitsPublish = []string{
-	"$KV.toolfleet_limits.>",
-	"$JS.API.STREAM.INFO.KV_toolfleet_limits",
-	"$JS.API.STREAM.CREATE.KV_toolfleet_limits",
-	"$JS.API.STREAM.UPDATE.KV_toolfleet_limits",
-	"$JS.API.DIRECT.GET.KV_toolfleet_limits.>",
-}
-
 // TestLeastNATSPermissionsWithLimits: a gateway with rate, concurrency and
 // byte limits and only the permissions docs/operations.md lists shares its
 // limits through the bucket (LimitsShared) and refuses the call over the
@@ -236,7 +232,7 @@ func TestLeastNATSPermissionsWithLimits(t *testing.T) {
 	})
 	srv, err := natsx.StartEmbedded(t.Context(), natsx.EmbeddedConfig{StoreDir: t.TempDir(), Logger: slog.New(slog.NewTextHandler(serverLogs, nil)), Configure: func(o *server.Options) {
 		o.Users = []*server.User{
-			{Username: "gateway", Password: "g", Permissions: permissions(append(slices.Clone(gatewayPublish), limitsPublish...), gatewaySubscribe)},
+			{Username: "gateway", Password: "g", Permissions: permissions(gatewayPublish, gatewaySubscribe)},
 			{Username: "worker", Password: "w", Permissions: permissions(workerPublish, workerSubscribe)},
 		}
 	}})

@@ -3,7 +3,10 @@
 // one goroutine; every event is confirmed by its own JetStream ack, unanswered
 // ones are sent again (the stream drops copies by Nats-Msg-Id), ones the stream
 // refuses are retried a few times and then dropped, counted and logged, as are
-// events that find the queue full while NATS is away.
+// events that find the queue full while NATS is away. With a [Share], the
+// events of a principal over its share of the stream are not stored (counted
+// as dropped, logged at a bounded rate), so one caller's flood cannot evict
+// another's events from a stream that drops its oldest when full.
 //
 // Events are protojson toolfleet.v1.CallEvent bodies (written by a fast encoder
 // that follows the message's descriptor) on

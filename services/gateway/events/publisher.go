@@ -60,9 +60,14 @@ type Publisher struct {
 	stream jetstream.StreamConfig
 	queue  chan *outEvent
 	m      Metrics
+	share  Share
 
 	dropped atomic.Uint64
-	wg      sync.WaitGroup
+	// overShare counts the events not stored because their principal held
+	// its share; lastShareWarn rate-limits the log line (unix nanos).
+	overShare     atomic.Uint64
+	lastShareWarn atomic.Int64
+	wg            sync.WaitGroup
 }
 
 // Metrics count what a [Publisher] did with events.
@@ -70,9 +75,22 @@ type Metrics struct {
 	// Published counts events JetStream acknowledged.
 	Published prometheus.Counter
 	// Dropped counts events given up: queue full, refused by the stream
-	// repeatedly, or left at shutdown.
+	// repeatedly, left at shutdown, or over their principal's share.
 	Dropped prometheus.Counter
 }
+
+// Share bounds the bytes of events one principal may store (the
+// gateway's store shares): an event whose principal is over its share is
+// not stored.
+type Share interface {
+	// Admit returns nil when principal may store an event, else why not.
+	Admit(ctx context.Context, principal string) error
+	// Charge counts n bytes of events stored for principal.
+	Charge(principal string, n int64)
+}
+
+// SetShare bounds each principal's events by share (before [Publisher.Run]).
+func (e *Publisher) SetShare(share Share) { e.share = share }
 
 // New returns a publisher to stream (created when missing) over nc and js, that
 // holds at most size events while NATS is away. Start it with [Publisher.Run].
@@ -85,6 +103,8 @@ type outEvent struct {
 	msg nats.Msg
 	// rejections counts the times JetStream refused it.
 	rejections int
+	// principal made the call (charged under the share).
+	principal string
 }
 
 // Header values shared by every event (read-only once built).
@@ -98,10 +118,10 @@ var (
 	}
 )
 
-// Publish queues one event of kind for toolkit.tool, setting its id, kind and
-// time; traceparent (W3C, "" for none) goes into the headers. It never blocks;
-// a nil Publisher (no NATS) drops the event.
-func (e *Publisher) Publish(kind string, ev *toolfleetv1.CallEvent, toolkit, tool, traceparent string) {
+// Publish queues one event of kind for toolkit.tool of a call by principal,
+// setting its id, kind and time; traceparent (W3C, "" for none) goes into
+// the headers. It never blocks; a nil Publisher (no NATS) drops the event.
+func (e *Publisher) Publish(principal, kind string, ev *toolfleetv1.CallEvent, toolkit, tool, traceparent string) {
 	if e == nil {
 		return
 	}
@@ -129,7 +149,7 @@ func (e *Publisher) Publish(kind string, ev *toolfleetv1.CallEvent, toolkit, too
 	if traceparent != "" {
 		h["traceparent"] = []string{traceparent}
 	}
-	out := &outEvent{msg: nats.Msg{Subject: SubjectPrefix + toolkit + "." + tool + "." + kind, Header: h, Data: b}}
+	out := &outEvent{msg: nats.Msg{Subject: SubjectPrefix + toolkit + "." + tool + "." + kind, Header: h, Data: b}, principal: principal}
 	select {
 	case e.queue <- out:
 	default:
@@ -182,6 +202,7 @@ func (e *Publisher) Run(ctx context.Context) {
 				}
 			}
 			linger.Stop()
+			batch = e.admit(ctx, batch)
 			for len(batch) > 0 {
 				if !ready {
 					ready = e.EnsureStream(ctx) == nil
@@ -205,6 +226,46 @@ func (e *Publisher) Run(ctx context.Context) {
 			}
 		}
 	}()
+}
+
+// admit keeps the events of batch whose principal is under its share,
+// charging their bytes; the others are not stored: counted as dropped, and
+// logged at most every 10 s. Asked once per event, on the drain goroutine,
+// never on a call's path.
+func (e *Publisher) admit(ctx context.Context, batch []*outEvent) []*outEvent {
+	if e.share == nil {
+		return batch
+	}
+	kept := batch[:0]
+	for _, ev := range batch {
+		if err := e.share.Admit(ctx, ev.principal); err != nil {
+			n := e.overShare.Add(1)
+			e.dropped.Add(1)
+			e.m.Dropped.Inc()
+			if now := time.Now().UnixNano(); now-e.lastShareWarn.Load() > int64(10*time.Second) {
+				e.lastShareWarn.Store(now)
+				e.log.Warn("call events of a principal over its share of the event stream are not stored",
+					"principal", ev.principal, "reason", err, "over_share_total", n)
+			}
+			continue
+		}
+		e.share.Charge(ev.principal, msgBytes(&ev.msg))
+		kept = append(kept, ev)
+	}
+	clear(batch[len(kept):])
+	return kept
+}
+
+// msgBytes is what an event takes in the stream: subject, headers and body
+// (JetStream's per-message overhead aside).
+func msgBytes(m *nats.Msg) int64 {
+	n := len(m.Subject) + len(m.Data)
+	for k, vs := range m.Header {
+		for _, v := range vs {
+			n += len(k) + len(v) + 4
+		}
+	}
+	return int64(n)
 }
 
 // EnsureStream makes sure the event stream exists once NATS is reachable, with

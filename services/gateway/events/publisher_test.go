@@ -40,7 +40,7 @@ func BenchmarkPublish(b *testing.B) {
 	b.ResetTimer()
 	for i := range b.N {
 		ev := &toolfleetv1.CallEvent{CallId: "c", ToolId: "Calculator.Add@1.0.0", UserId: "u"}
-		p.Publish(events.Succeeded, ev, "Calculator", "Add", "")
+		p.Publish("tester", events.Succeeded, ev, "Calculator", "Add", "")
 		if i%5000 == 4999 { // stay under the queue bound
 			waitPublished(b, m, i+1)
 		}

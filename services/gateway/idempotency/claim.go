@@ -24,10 +24,12 @@ type Claim struct {
 	// that with Finish) without running the tool.
 	Finished *toolfleetv1.WorkerCallOutcome
 
-	s      *Store
-	key    string
-	digest Digest
-	lock   []byte // this claim's lock record
+	s   *Store
+	key string
+	// principal is charged for what the claim writes last (Store.charge).
+	principal string
+	digest    Digest
+	lock      []byte // this claim's lock record
 
 	mu    sync.Mutex
 	rev   uint64 // the entry's revision as this claim last wrote or saw it
@@ -307,6 +309,7 @@ func (c *Claim) end(value []byte, acked bool, failure string) {
 		s.log.Warn(failure, "key", c.key, "error", "NATS is not connected")
 		return
 	}
+	s.charge(c.principal, c.key, value)
 	msg := &nats.Msg{Subject: s.subject(c.key), Data: value, Header: nats.Header{}}
 	if !c.anyRev {
 		msg.Header.Set("Nats-Expected-Last-Subject-Sequence", fmt.Sprint(c.rev))

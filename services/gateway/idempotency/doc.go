@@ -23,7 +23,10 @@
 // The bucket is bounded (Config.MaxBytes, Config.MaxValueSize); when full it
 // refuses new entries ([ErrFull]) rather than forget a finished call, whose
 // retry would then run again. A response over the value limit is replaced by
-// a tombstone: a repeat gets [ErrResultTooLarge] instead of a second run.
+// a tombstone: a repeat gets [ErrResultTooLarge] instead of a second run. So
+// that one principal cannot fill the bucket for every other, Config.Share
+// bounds what each principal's entries take: over it, a new key of that
+// principal is [ErrOverShare], while its existing keys are still answered.
 //
 // When NATS cannot answer, [Store.Acquire] returns [ErrUnavailable]; the gateway
 // then decides whether the call may run unprotected (read-only and idempotent

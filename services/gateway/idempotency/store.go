@@ -37,6 +37,10 @@ var (
 	// ErrFull: the bucket is full; it refuses new entries rather than forget
 	// finished calls (which would let their retries run again).
 	ErrFull = errors.New("idempotency: the store is full")
+	// ErrOverShare: the caller's entries hold its share of the bucket
+	// (Config.Share); it refuses the caller's new entries, not another's. The
+	// error wraps the share's own error, which says when to try again.
+	ErrOverShare = errors.New("idempotency: the caller's share of the store is used")
 	// ErrResultTooLarge: the call finished but its response was over the value
 	// limit, so it was not kept; running it again would not be a repeat.
 	ErrResultTooLarge = errors.New("idempotency: the finished call's response was too large to keep")
@@ -73,6 +77,21 @@ type Config struct {
 	// rewrite a started entry every journal.HeartbeatInterval, and so does the
 	// gateway its lock while the call is on a worker without a journal.
 	HolderGoneAfter time.Duration
+	// Share bounds what one principal's new entries may add to the bucket;
+	// nil: no bound but the bucket's.
+	Share Share
+}
+
+// Share bounds the bytes one principal's entries take in the bucket, so
+// that one caller cannot fill it for every other: a principal over its share
+// gets [ErrOverShare] for a new key, while its repeats of keys it holds are
+// still answered.
+type Share interface {
+	// Admit returns nil when principal may add an entry, else why not (in
+	// terms of principal's own figures).
+	Admit(ctx context.Context, principal string) error
+	// Charge counts n bytes written for principal's entries.
+	Charge(principal string, n int64)
 }
 
 func (c *Config) defaults() {
@@ -181,8 +200,11 @@ type Options struct {
 //     worker: taken over and run) or a started record (it may have run:
 //     [ErrOutcomeUnknown]).
 //
-// Errors: [ErrConflict], [ErrUnavailable], [ErrFull], [ErrResultTooLarge],
-// [ErrOutcomeUnknown], [ErrStillRunning], or ctx's error.
+// A principal over its share (Config.Share) gets [ErrOverShare] for a key
+// that is not in the bucket; a key it holds is answered as above.
+//
+// Errors: [ErrConflict], [ErrUnavailable], [ErrFull], [ErrOverShare],
+// [ErrResultTooLarge], [ErrOutcomeUnknown], [ErrStillRunning], or ctx's error.
 func (s *Store) Acquire(ctx context.Context, key Key, digest Digest, opts Options) (*Claim, error) {
 	if s == nil || !s.nc.IsConnected() {
 		// Requests would wait for a reconnect; the call must not.
@@ -194,9 +216,22 @@ func (s *Store) Acquire(ctx context.Context, key Key, digest Digest, opts Option
 		flags |= journal.LockUnjournaled
 	}
 	lock := journal.Encode(journal.KindLock, digest, []byte{flags})
+	c, err := s.acquire(ctx, key, k, digest, lock, opts)
+	if c != nil {
+		c.principal = key.Principal // charged for what it writes
+	}
+	return c, err
+}
+
+// acquire is Acquire's loop: a new lock, or the entry found under k.
+func (s *Store) acquire(ctx context.Context, key Key, k string, digest Digest, lock []byte, opts Options) (*Claim, error) {
 	for {
+		if err := s.admit(ctx, key.Principal, k); err != nil {
+			return nil, err
+		}
 		rev, err := s.createLock(ctx, k, lock)
 		if err == nil {
+			s.charge(key.Principal, k, lock)
 			return s.owned(k, digest, lock, rev), nil
 		}
 		switch {
@@ -226,6 +261,35 @@ func (s *Store) Acquire(ctx context.Context, key Key, digest Digest, opts Option
 			continue
 		}
 		return c, err
+	}
+}
+
+// admit asks the share whether principal may add the entry k; a principal
+// over its share still reaches an entry it holds (a repeat is answered from
+// it). A delete marker reads as no entry.
+func (s *Store) admit(ctx context.Context, principal, k string) error {
+	if s.cfg.Share == nil {
+		return nil
+	}
+	over := s.cfg.Share.Admit(ctx, principal)
+	if over == nil {
+		return nil
+	}
+	_, err := s.kv.Get(ctx, k)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, jetstream.ErrKeyNotFound), errors.Is(err, jetstream.ErrKeyDeleted):
+		return fmt.Errorf("%w: %w", ErrOverShare, over)
+	}
+	return s.unavailable(ctx, err)
+}
+
+// charge counts what one write of value under k adds to the bucket (its
+// subject and value; JetStream's per-message overhead is not counted).
+func (s *Store) charge(principal, k string, value []byte) {
+	if s.cfg.Share != nil && principal != "" {
+		s.cfg.Share.Charge(principal, int64(len(s.subject(k))+len(value)))
 	}
 }
 

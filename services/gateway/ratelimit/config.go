@@ -161,6 +161,11 @@ type Config struct {
 	// Standalone: the gateway has no NATS; each replica enforces the rules
 	// alone, as documented, without counting it as degraded.
 	Standalone bool
+	// Scope starts every key of this limiter in the bucket ("" for the
+	// operator's limits), so that two limiters sharing the bucket never share
+	// a key: the gateway's store shares use "share." (their rules are named
+	// after the stores, and an operator may name a rule the same).
+	Scope string
 }
 
 // LoadFile reads a limits file (YAML or JSON) and validates its rules.

@@ -38,6 +38,10 @@
 //     the fleet may pass it by the calls in flight plus what the other replicas
 //     admitted within one SyncInterval.
 //
+// The gateway's store shares (a byte window per store and principal) use a
+// limiter of their own in the same bucket, its keys apart (Config.Scope);
+// bytes known only after admission are counted with [Limiter.Charge].
+//
 // Every key the limiter tracks in memory is bounded (Config.MaxKeys, least
 // recently used evicted first); keys in the bucket are bounded by its byte
 // bound and max age.

@@ -193,6 +193,39 @@ func (t *Ticket) Done(resultBytes int64) {
 	t.unref()
 }
 
+// Charge counts n bytes against principal's byte quotas for tool without
+// deciding anything: bytes that are known only after the call was admitted
+// (what a store kept for it). They reach the shared state at the next sync.
+func (l *Limiter) Charge(principal, tool string, n int64) {
+	if n <= 0 {
+		return
+	}
+	var who string
+	for _, r := range l.applying(principal, tool) {
+		if r.Bytes <= 0 {
+			continue
+		}
+		if who == "" {
+			sum := sha256.Sum256([]byte(principal))
+			who = hex.EncodeToString(sum[:16])
+		}
+		e := l.entry(LimitBytes, r, who)
+		if e == nil {
+			continue // every tracked key is in use: this charge is lost
+		}
+		e.mu.Lock()
+		if win := l.now().Truncate(time.Duration(r.Window)).UnixNano(); e.win != win {
+			e.win, e.used, e.pending, e.synced = win, 0, 0, time.Time{}
+		}
+		e.pending += n
+		e.sticky.Store(true)
+		e.mu.Unlock()
+		l.mu.Lock()
+		e.refs--
+		l.mu.Unlock()
+	}
+}
+
 // CountsBytes reports whether a byte quota applies (the caller then measures
 // the result).
 func (t *Ticket) CountsBytes() bool { return t != nil && len(t.bytes) > 0 }
@@ -465,7 +498,7 @@ type entry struct {
 // entry returns the tracked entry of (kind, r, the principal whose hash is
 // who), referenced until the call's ticket lets it go.
 func (l *Limiter) entry(kind string, r *Rule, who string) *entry {
-	key := kind + "." + r.Name + "." + who
+	key := l.cfg.Scope + kind + "." + r.Name + "." + who
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if el, ok := l.keys[key]; ok {

@@ -344,3 +344,67 @@ rules:
 		}
 	}
 }
+
+// Charge counts bytes known only after admission: across replicas, the
+// charged principal is refused once the window holds its quota, another
+// principal is not, and the next window renews it.
+func TestChargeAcrossReplicas(t *testing.T) {
+	t.Parallel()
+	clk := newClock()
+	ls := replicas(t, 2, clk, Rule{Name: "calls", Tool: "store.calls", Bytes: 1000, Window: Duration(time.Hour)})
+	a, b := ls[0], ls[1]
+	tk, ref := admit(t, a, "mallory", "store.calls", 0)
+	if ref != nil {
+		t.Fatalf("first write: %s", ref.Message)
+	}
+	tk.Done(0)
+	a.Charge("mallory", "store.calls", 1000)
+	a.Sync(t.Context())
+	clk.add(time.Second) // b's copy of the counter is older than the sync interval
+	if _, ref := admit(t, b, "mallory", "store.calls", 0); ref == nil || ref.Limit != LimitBytes || ref.RetryAfter <= 0 {
+		t.Fatalf("mallory after charging her quota on the other replica: %+v; want refused for bytes with a retry delay", ref)
+	}
+	if _, ref := admit(t, b, "alice", "store.calls", 0); ref != nil {
+		t.Fatalf("alice: %s", ref.Message)
+	}
+	clk.add(time.Hour)
+	if _, ref := admit(t, b, "mallory", "store.calls", 0); ref != nil {
+		t.Fatalf("mallory in the next window: %s", ref.Message)
+	}
+}
+
+// Two limiters with other scopes share the bucket without sharing a key.
+func TestScopeKeepsKeysApart(t *testing.T) {
+	t.Parallel()
+	clk := newClock()
+	srv := natstest.Start(t)
+	rule := Rule{Name: "calls", Tool: "*", Bytes: 100, Window: Duration(time.Hour)}
+	var ls []*Limiter
+	for _, scope := range []string{"", "share."} {
+		nc, err := nats.Connect(srv.URL())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(nc.Close)
+		js, _ := jetstream.New(nc)
+		l, err := New(Config{Rules: []Rule{rule}, Scope: scope, WhenNATSDown: Closed,
+			Assets: jsassets.Config{Storage: jsassets.StorageMemory, Profile: jsassets.ProfileDev}}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		l.now = clk.now
+		if err := l.Attach(t.Context(), nc, js); err != nil {
+			t.Fatal(err)
+		}
+		ls = append(ls, l)
+	}
+	ls[0].Charge("p", "x.y", 100)
+	ls[0].Sync(t.Context())
+	clk.add(time.Second)
+	if _, ref := admit(t, ls[0], "p", "x.y", 0); ref == nil {
+		t.Fatal("the charged limiter admits over its quota")
+	}
+	if _, ref := admit(t, ls[1], "p", "x.y", 0); ref != nil {
+		t.Fatalf("the other scope shares the key: %s", ref.Message)
+	}
+}
