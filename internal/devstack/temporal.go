@@ -93,6 +93,21 @@ func LatencyTunedDynamicConfig() map[string]any {
 	}
 }
 
+// dynamicConfig is the dynamic config a server of cfg runs with: the tuned
+// one (unless cfg.Stock), then cfg's overrides.
+func dynamicConfig(cfg TemporalConfig) dynamicconfig.StaticClient {
+	dyn := dynamicconfig.StaticClient{}
+	if !cfg.Stock {
+		for k, v := range LatencyTunedDynamicConfig() {
+			dyn[dynamicconfig.MakeKey(k)] = v
+		}
+	}
+	for k, v := range cfg.DynamicConfig {
+		dyn[dynamicconfig.MakeKey(k)] = v
+	}
+	return dyn
+}
+
 // StartTemporal starts a Temporal server in this process and returns once the frontend
 // accepts connections. Stop it with Stop.
 func StartTemporal(ctx context.Context, cfg TemporalConfig) (*Temporal, error) {
@@ -192,15 +207,7 @@ func startTemporalOnce(ctx context.Context, cfg TemporalConfig) (_ *Temporal, er
 	conf.NamespaceDefaults.Archival.Visibility.State = "disabled"
 	conf.PublicClient.HostPort = frontend
 
-	dyn := dynamicconfig.StaticClient{}
-	if !cfg.Stock {
-		for k, v := range LatencyTunedDynamicConfig() {
-			dyn[dynamicconfig.MakeKey(k)] = v
-		}
-	}
-	for k, v := range cfg.DynamicConfig {
-		dyn[dynamicconfig.MakeKey(k)] = v
-	}
+	dyn := dynamicConfig(cfg)
 
 	logger := &slogLogger{log: cfg.Logger, min: cfg.LogLevel, silent: new(atomic.Bool)}
 	if cfg.Logger == nil {
