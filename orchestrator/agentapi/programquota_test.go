@@ -103,35 +103,8 @@ func TestProgramValuesQuota(t *testing.T) {
 	if res.GetToolCalls() < 2 || res.GetToolCalls() > 4 {
 		t.Errorf("the program made %d calls of 400 KB within a 1 MiB quota; want 2 to 4", res.GetToolCalls())
 	}
-	held, _, err := tn.o.Runs.Store.Held(ctx, "alice")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if held < 1<<20 {
-		t.Fatalf("alice holds %d bytes after her program; want her program's values, over 1 MiB", held)
-	}
-
-	// Her next start is refused before anything runs.
-	_, err = runProgram(true, "alice-again", 1)
-	if connect.CodeOf(err) != connect.CodeResourceExhausted || !strings.Contains(err.Error(), "storage quota") {
-		t.Fatalf("alice's start over her quota: %v; want RESOURCE_EXHAUSTED naming the storage quota", err)
-	}
-	clean("the refusal", err.Error())
-	if strings.Contains(err.Error(), "mallory") {
-		t.Errorf("the refusal names another principal: %v", err)
-	}
-
-	// Mallory is not affected: her run and her program start and finish.
-	if _, err := tn.malloryRuns.StartRun(ctx, connect.NewRequest(&toolfleetv1.StartRunRequest{RunId: "mallory-run", Model: "scripted:idle",
-		Messages: []*toolfleetv1.Message{llm.User(strings.Repeat("m", 20<<10))}, IdleTimeout: durationpb.New(time.Minute)})); err != nil {
-		t.Fatalf("mallory's StartRun: %v", err)
-	}
-	if res, err := runProgram(false, "mallory-program", 1); err != nil || res.GetStatus() != toolfleetv1.ProgramStatus_PROGRAM_STATUS_COMPLETED {
-		t.Fatalf("mallory's program: %v, %v; want COMPLETED", res, err)
-	}
-
-	// Once alice's program has been closed for the retention, its values
-	// and her quota are freed.
+	// Her program's values, counted now: the reaper frees them 3 s after
+	// the program closed (checked at the end).
 	nc, err := nats.Connect(tn.natsURL)
 	if err != nil {
 		t.Fatal(err)
@@ -162,6 +135,35 @@ func TestProgramValuesQuota(t *testing.T) {
 	if n := values("alice-filler"); n == 0 {
 		t.Fatal("alice's program stored no values by reference")
 	}
+	held, _, err := tn.o.Runs.Store.Held(ctx, "alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if held < 1<<20 {
+		t.Fatalf("alice holds %d bytes after her program; want her program's values, over 1 MiB", held)
+	}
+
+	// Her next start is refused before anything runs.
+	_, err = runProgram(true, "alice-again", 1)
+	if connect.CodeOf(err) != connect.CodeResourceExhausted || !strings.Contains(err.Error(), "storage quota") {
+		t.Fatalf("alice's start over her quota: %v; want RESOURCE_EXHAUSTED naming the storage quota", err)
+	}
+	clean("the refusal", err.Error())
+	if strings.Contains(err.Error(), "mallory") {
+		t.Errorf("the refusal names another principal: %v", err)
+	}
+
+	// Mallory is not affected: her run and her program start and finish.
+	if _, err := tn.malloryRuns.StartRun(ctx, connect.NewRequest(&toolfleetv1.StartRunRequest{RunId: "mallory-run", Model: "scripted:idle",
+		Messages: []*toolfleetv1.Message{llm.User(strings.Repeat("m", 20<<10))}, IdleTimeout: durationpb.New(time.Minute)})); err != nil {
+		t.Fatalf("mallory's StartRun: %v", err)
+	}
+	if res, err := runProgram(false, "mallory-program", 1); err != nil || res.GetStatus() != toolfleetv1.ProgramStatus_PROGRAM_STATUS_COMPLETED {
+		t.Fatalf("mallory's program: %v, %v; want COMPLETED", res, err)
+	}
+
+	// Once alice's program has been closed for the retention, its values
+	// and her quota are freed.
 	for deadline := time.Now().Add(time.Minute); ; time.Sleep(200 * time.Millisecond) {
 		held, _, err = tn.o.Runs.Store.Held(ctx, "alice")
 		if err != nil {

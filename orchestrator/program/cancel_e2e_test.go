@@ -2,6 +2,7 @@ package program_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -53,6 +54,13 @@ func TestCancelBusyProgram(t *testing.T) {
 			// Busy for a while: a few calls made.
 			for {
 				st, err := programs.Get(ctx, busy)
+				if err != nil && strings.Contains(err.Error(), "deadline exceeded") && ctx.Err() == nil {
+					// The server gave up on one query while the machine
+					// was loaded (the worker answers between workflow
+					// tasks); ask again until the subtest's deadline.
+					t.Logf("query: %v", err)
+					continue
+				}
 				if err != nil {
 					t.Fatal(err)
 				}
