@@ -46,12 +46,6 @@ const (
 	kindRun      = "r"
 )
 
-// oneToolSource is the program of a tool call task: the call's outcome as
-// data (a tool failure is a value, not a program failure).
-const oneToolSource = `r = call(args["tool"], **args["input"])
-result = {"tool": args["tool"], "ok": r.ok, "value": r.value, "error": None if r.ok else {"kind": r.error.kind, "message": r.error.message, "fields": r.error.fields}}
-`
-
 // Programs is what MCP tasks call of the ProgramService. The service itself
 // (program.Service, in process) and its generated Connect client
 // (toolfleetv1connect.ProgramServiceClient, an orchestrator elsewhere) both
@@ -153,20 +147,16 @@ var errNoTask = status.Error(codes.NotFound, "no such task")
 // recorded the start.
 func (b *Tasks) StartTask(ctx context.Context, start mcp.TaskStart) (*mcp.TaskState, error) {
 	now := time.Now()
-	in := start.Input.AsMap()
 	switch start.Kind {
 	case mcp.TaskToolCall:
 		id := newTaskID(kindTool, now)
-		args, err := structpb.NewStruct(map[string]any{"tool": start.ToolID, "input": in})
-		if err != nil {
-			return nil, status.Error(codes.InvalidArgument, "the arguments are not JSON")
-		}
 		if _, err := call(ctx, b.s.Programs, &toolfleetv1.RunProgramRequest{ProgramId: id,
-			Source: oneToolSource, Args: args, Tools: []string{start.ToolID}, Filename: "mcp-task.star"}, Programs.RunProgram); err != nil {
+			ToolCall: &toolfleetv1.ProgramToolCall{ToolId: start.ToolID, Input: start.Input}}, Programs.RunProgram); err != nil {
 			return nil, err
 		}
 		return &mcp.TaskState{ID: id, Kind: start.Kind, Status: mcp.TaskWorking, CreatedAt: now, UpdatedAt: now}, nil
 	case mcp.TaskProgram:
+		in := start.Input.AsMap()
 		id := newTaskID(kindProgram, now)
 		req := &toolfleetv1.RunProgramRequest{ProgramId: id, Source: str(in["source"]), Tools: strs(in["tools"]), Filename: "mcp-task.star"}
 		if a, ok := in["args"].(map[string]any); ok {
@@ -185,6 +175,7 @@ func (b *Tasks) StartTask(ctx context.Context, start mcp.TaskStart) (*mcp.TaskSt
 		}
 		return &mcp.TaskState{ID: id, Kind: start.Kind, Status: mcp.TaskWorking, CreatedAt: now, UpdatedAt: now}, nil
 	case mcp.TaskAgentRun:
+		in := start.Input.AsMap()
 		id := newTaskID(kindRun, now)
 		req := &toolfleetv1.StartRunRequest{RunId: id, Model: str(in["model"]), SystemPrompt: str(in["system_prompt"]),
 			Tools: strs(in["tools"]), IdleTimeout: durationpb.New(-time.Second), // close once answered
@@ -289,7 +280,9 @@ func programState(st *mcp.TaskState, kind string, p *toolfleetv1.GetProgramRespo
 }
 
 // toolOutcome is the outcome of a tool call task's program, as CallTool
-// would have answered: a value, an execution error, or a refusal.
+// would have answered: a value, an execution error, or a refusal. Tasks of
+// both forms have the same result: one-call programs (RunProgramRequest.
+// tool_call) and, started before them, a one-tool script.
 func toolOutcome(p *toolfleetv1.GetProgramResponse) (*toolfleetv1.CallToolResponse, error) {
 	if pe := p.GetProgramError(); pe != nil || p.GetStatus() == toolfleetv1.ProgramStatus_PROGRAM_STATUS_FAILED {
 		code := codes.Internal
@@ -299,6 +292,10 @@ func toolOutcome(p *toolfleetv1.GetProgramResponse) (*toolfleetv1.CallToolRespon
 		return nil, status.Error(code, programErrorText(pe))
 	}
 	out, _ := p.GetResult().AsInterface().(map[string]any)
+	if _, isOutcome := out["ok"]; !isOutcome {
+		// A worker older than RunProgramRequest.tool_call ran an empty script.
+		return nil, status.Error(codes.Internal, "the orchestrator's workers do not know one-call programs: upgrade them to this gateway's version")
+	}
 	if ok, _ := out["ok"].(bool); ok {
 		v, err := structpb.NewValue(out["value"])
 		if err != nil {
