@@ -21,6 +21,7 @@ import (
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
 	"github.com/toolfleet/toolfleet/gen/toolfleet/v1/toolfleetv1connect"
+	"github.com/toolfleet/toolfleet/internal/grpcadapt"
 	"github.com/toolfleet/toolfleet/orchestrator/agent"
 	"github.com/toolfleet/toolfleet/orchestrator/agentapi"
 	"github.com/toolfleet/toolfleet/orchestrator/program"
@@ -29,6 +30,7 @@ import (
 	"github.com/toolfleet/toolfleet/orchestrator/visibility"
 	"github.com/toolfleet/toolfleet/sdk/natsconn"
 	"github.com/toolfleet/toolfleet/services/gateway"
+	mcporch "github.com/toolfleet/toolfleet/services/gateway/mcp/orchestration"
 )
 
 // OrchestrationConfig is how the gateway serves the AgentService and the
@@ -150,6 +152,30 @@ func (o *orchestration) mounts() []gateway.Mount {
 		{Pattern: o.agents.Pattern(), Handler: &o.agents, RegisterGRPC: o.agents.RegisterGRPC},
 		{Pattern: o.programs.Pattern(), Handler: &o.programs, RegisterGRPC: o.programs.RegisterGRPC},
 	}
+}
+
+// mcpTasks runs /mcp's tasks on the two services, called in process; when
+// Temporal is not configured they are refused as the services' calls are.
+func (o *orchestration) mcpTasks() *mcporch.Tasks {
+	if o.cfg.TemporalAddress == "" {
+		refuse := connect.NewError(connect.CodeFailedPrecondition, errNotConfigured)
+		return mcporch.New(mcporch.Services{
+			Programs: func() (mcporch.Programs, error) { return nil, refuse },
+			Agents:   func() (mcporch.Agents, error) { return nil, refuse }})
+	}
+	return mcporch.New(mcporch.Services{
+		Programs: func() (mcporch.Programs, error) {
+			if s := o.programs.Get(); s != nil {
+				return s, nil
+			}
+			return nil, grpcadapt.ErrStarting
+		},
+		Agents: func() (mcporch.Agents, error) {
+			if s := o.agents.Get(); s != nil {
+				return s, nil
+			}
+			return nil, grpcadapt.ErrStarting
+		}})
 }
 
 // setHealth sets both services' health at g.

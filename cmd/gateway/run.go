@@ -60,6 +60,7 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger, started chan<- *ga
 	if err != nil {
 		return err
 	}
+	gcfg.MCPTasks = orch.mcpTasks()
 	g, err := gateway.New(ctx, gcfg)
 	if err != nil {
 		return fmt.Errorf("configure the gateway: %w", err)

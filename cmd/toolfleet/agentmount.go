@@ -4,11 +4,13 @@ import (
 	"context"
 	"net/http"
 
+	"github.com/toolfleet/toolfleet/internal/grpcadapt"
 	"github.com/toolfleet/toolfleet/orchestrator/agentapi"
 	"github.com/toolfleet/toolfleet/orchestrator/metrics"
 	"github.com/toolfleet/toolfleet/orchestrator/program"
 	"github.com/toolfleet/toolfleet/orchestrator/runner"
 	"github.com/toolfleet/toolfleet/services/gateway"
+	"github.com/toolfleet/toolfleet/services/gateway/mcp/orchestration"
 )
 
 // agentMount serves the AgentService at the gateway's address. The gateway
@@ -27,6 +29,15 @@ func (a *agentMount) serve(o *runner.Orchestrator, g *gateway.Gateway) {
 	a.late.Set(o.AgentService(gatewayAuth(g)))
 }
 
+// service is the AgentService MCP tasks call in process: no HTTP between,
+// UNAVAILABLE until serve.
+func (a *agentMount) service() (orchestration.Agents, error) {
+	if s := a.late.Get(); s != nil {
+		return s, nil
+	}
+	return nil, grpcadapt.ErrStarting
+}
+
 // programMount serves the ProgramService at the gateway's address the same
 // way (gRPC, Connect, gRPC-Web and HTTP JSON).
 type programMount struct {
@@ -40,6 +51,19 @@ func (m *programMount) mount() gateway.Mount {
 // serve sets o's ProgramService, authenticating callers like the gateway does.
 func (m *programMount) serve(o *runner.Orchestrator, g *gateway.Gateway) {
 	m.late.Set(o.ProgramService(gatewayAuth(g)))
+}
+
+// service is the ProgramService MCP tasks call in process, UNAVAILABLE until serve.
+func (m *programMount) service() (orchestration.Programs, error) {
+	if s := m.late.Get(); s != nil {
+		return s, nil
+	}
+	return nil, grpcadapt.ErrStarting
+}
+
+// mcpTasks runs /mcp's tasks on the two services, in process.
+func mcpTasks(agents *agentMount, programs *programMount) *orchestration.Tasks {
+	return orchestration.New(orchestration.Services{Programs: programs.service, Agents: agents.service})
 }
 
 // gatewayAuth authenticates a request's Authorization header with the gateway.

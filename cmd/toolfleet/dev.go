@@ -339,7 +339,7 @@ func startDevServices(ctx context.Context, stack *devstack.Stack, cfg devConfig,
 	agents, programs, orchMetrics := &agentMount{}, &programMount{}, metrics.New()
 	fl, err := startFleet(ctx, fleetConfig{Host: cfg.Host, GatewayPort: cfg.GatewayPort, JWTSecret: cfg.JWTSecret,
 		AllowedOrigins: cfg.AllowedOrigins, NATSURL: stack.NATS.URL(), NATS: cfg.NATS, Assets: cfg.Assets, Logger: o.Logger,
-		Mounts: []gateway.Mount{agents.mount(), programs.mount(), metricsMount(orchMetrics)}, Tracing: o.Tracing, Conformance: cfg.Conformance,
+		Mounts: []gateway.Mount{agents.mount(), programs.mount(), metricsMount(orchMetrics)}, MCPTasks: mcpTasks(agents, programs), Tracing: o.Tracing, Conformance: cfg.Conformance,
 		Limits: o.Limits, StoreShare: cfg.StoreShare})
 	if err == nil {
 		err = fl.waitToolkits(ctx, fl.Toolkits...)

@@ -26,6 +26,7 @@ import (
 	"github.com/toolfleet/toolfleet/sdk/natsconn"
 	"github.com/toolfleet/toolfleet/sdk/tool"
 	"github.com/toolfleet/toolfleet/services/gateway"
+	"github.com/toolfleet/toolfleet/services/gateway/mcp"
 	"github.com/toolfleet/toolfleet/services/gateway/ratelimit"
 	"github.com/toolfleet/toolfleet/workers/calculator/calculator"
 	"github.com/toolfleet/toolfleet/workers/clock/clock"
@@ -51,6 +52,8 @@ type fleetConfig struct {
 	Logger *slog.Logger
 	// Mounts are services served at the gateway's address (the AgentService).
 	Mounts []gateway.Mount
+	// MCPTasks runs /mcp's tasks (gateway.Config.MCPTasks); nil: none.
+	MCPTasks mcp.Tasks
 	// Tracing records the gateway's spans (internal/telemetry.Setup said so).
 	Tracing bool
 	// Conformance also runs the Conformance toolkit (the MCP conformance
@@ -177,6 +180,7 @@ func startFleet(ctx context.Context, cfg fleetConfig) (_ *fleet, err error) {
 		// Browser safety: cross-origin requests are refused unless trusted here.
 		AllowedOrigins: cfg.AllowedOrigins,
 		Mounts:         cfg.Mounts,
+		MCPTasks:       cfg.MCPTasks,
 		Tracing:        cfg.Tracing,
 		Limits:         cfg.Limits,
 		StoreShare:     share,

@@ -75,8 +75,15 @@ func (s *Service) RunProgram(ctx context.Context, req *connect.Request[toolfleet
 	if toolcall.Reserved(m.GetProgramId()) { // the system makes these ids (triggers, code mode)
 		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("program id %q is reserved; choose another", m.GetProgramId()))
 	}
+	call, err := toolCallOf(m)
+	if err != nil {
+		return nil, connect.NewError(connect.CodeInvalidArgument, err)
+	}
 	in := Input{ProgramID: m.GetProgramId(), Filename: m.GetFilename(), Source: m.GetSource(), Tools: m.GetTools(),
-		Principal: p, Limits: limitsOf(m.GetLimits())}
+		Principal: p, Limits: limitsOf(m.GetLimits()), Call: call}
+	if call != nil {
+		in.Tools = []string{call.ToolID}
+	}
 	if m.GetArgs() != nil {
 		b, err := protojson.Marshal(m.GetArgs())
 		if err != nil {

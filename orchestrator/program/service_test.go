@@ -287,6 +287,22 @@ func TestService(t *testing.T) {
 		}
 	})
 
+	t.Run("tool call spec", func(t *testing.T) {
+		// A one-call program is that alone, of one exact tool.
+		call := &toolfleetv1.ProgramToolCall{ToolId: "SchemaTest.Echo"}
+		for name, req := range map[string]*toolfleetv1.RunProgramRequest{
+			"with a source": {Source: "result = 1\n", ToolCall: call},
+			"with tools":    {Tools: []string{"SchemaTest.*"}, ToolCall: call},
+			"a glob":        {ToolCall: &toolfleetv1.ProgramToolCall{ToolId: "SchemaTest.*"}},
+			"no tool":       {ToolCall: &toolfleetv1.ProgramToolCall{}},
+		} {
+			_, err := c.RunProgram(ctx, as("alice", req))
+			if connect.CodeOf(err) != connect.CodeInvalidArgument || !strings.Contains(err.Error(), "tool_call") {
+				t.Errorf("RunProgram %s: %v, want InvalidArgument naming tool_call", name, err)
+			}
+		}
+	})
+
 	t.Run("page tokens", func(t *testing.T) {
 		// alice has programs enough for pages of one (visibility catches up).
 		var token []byte

@@ -213,6 +213,9 @@ type Input struct {
 	// Filename names the script in errors; default "program.star".
 	Filename string `json:"filename,omitempty"`
 	Source   string `json:"source"`
+	// Call, when set, is the whole program instead of a script: one call of
+	// one tool (onecall.go). Source and ArgsJSON are empty, Tools is its tool.
+	Call *ToolCall `json:"call,omitempty"`
 	// ArgsJSON is a JSON object, the script's global `args`; empty means {}.
 	// JSON text (not a map) keeps 64-bit integers exact through history.
 	ArgsJSON string `json:"args_json,omitempty"`

@@ -185,8 +185,12 @@ func (r *runner) setup(ctx workflow.Context) error {
 	return nil
 }
 
-// run compiles and executes the script, and encodes its result.
+// run compiles and executes the script, and encodes its result. A program
+// that is one tool call has no script (onecall.go).
 func (r *runner) run(ctx workflow.Context) (*Output, error) {
+	if r.in.Call != nil {
+		return r.runCall(ctx)
+	}
 	predeclared := r.predeclared()
 	prog, chk, err := compile(r.in.Filename, r.in.Source, predeclared.Has, r.b != nil)
 	if err != nil {

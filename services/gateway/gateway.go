@@ -22,6 +22,7 @@ import (
 	"github.com/toolfleet/toolfleet/services/gateway/auth"
 	"github.com/toolfleet/toolfleet/services/gateway/idempotency"
 	"github.com/toolfleet/toolfleet/services/gateway/inputstate"
+	"github.com/toolfleet/toolfleet/services/gateway/mcp"
 	"github.com/toolfleet/toolfleet/services/gateway/ratelimit"
 	"github.com/toolfleet/toolfleet/services/gateway/registry"
 	"github.com/toolfleet/toolfleet/services/gateway/results"
@@ -190,6 +191,10 @@ type Config struct {
 	AllowedOrigins []string
 	// Mounts are services served at the gateway's address (see [Mount]).
 	Mounts []Mount
+	// MCPTasks runs the MCP tasks of /mcp (mcp.Options.Tasks; the
+	// orchestrator's, through package mcp/orchestration). Nil: /mcp serves
+	// no tasks.
+	MCPTasks mcp.Tasks
 	// PublicURL is the gateway's origin as clients reach it
 	// ("https://tools.example.com"), named in the RFC 9728 metadata and in
 	// WWW-Authenticate. Default: the scheme and Host of each request.

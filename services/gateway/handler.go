@@ -21,9 +21,9 @@ const connectCompressMinBytes = 8 << 10
 //     grpc.health.v1 and server reflection;
 //   - Connect and gRPC-Web → connect-go, with server reflection;
 //   - GET /health, GET /tools, POST /tools/call, GET /results/{id} → the OXP HTTP JSON surface
-//     (package oxp, mounted by oxp_mount.go);
+//     (package oxp, served by oxpsurface.go);
 //   - GET /metrics → Prometheus;
-//   - /mcp → the Model Context Protocol, streamable HTTP (mcp_mount.go);
+//   - /mcp → the Model Context Protocol, streamable HTTP (mcpsurface.go; its tasks are Config.MCPTasks);
 //   - GET /.well-known/oauth-protected-resource[/mcp] → RFC 9728 metadata
 //     (resource_metadata.go).
 func (g *Gateway) Handler() http.Handler {

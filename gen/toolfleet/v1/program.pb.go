@@ -209,7 +209,15 @@ type RunProgramRequest struct {
 	// returning once started.
 	Wait bool `protobuf:"varint,6,opt,name=wait,proto3" json:"wait,omitempty"`
 	// File name shown in error positions. Default "program.star".
-	Filename      string `protobuf:"bytes,7,opt,name=filename,proto3" json:"filename,omitempty"`
+	Filename string `protobuf:"bytes,7,opt,name=filename,proto3" json:"filename,omitempty"`
+	// One tool call instead of a script (source, args and tools empty): the
+	// program calls the tool once, through what call() in a script goes
+	// through (its contract's validation, approval, the limits), and its
+	// result is the call's outcome as data: {"tool": tool_id, "ok": bool,
+	// "value": the tool's result, "error": null or {"kind", "message",
+	// "fields"}} (a failed call is a value, not a failed program). MCP tasks
+	// run a long tool call so.
+	ToolCall      *ProgramToolCall `protobuf:"bytes,8,opt,name=tool_call,json=toolCall,proto3" json:"tool_call,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -293,6 +301,68 @@ func (x *RunProgramRequest) GetFilename() string {
 	return ""
 }
 
+func (x *RunProgramRequest) GetToolCall() *ProgramToolCall {
+	if x != nil {
+		return x.ToolCall
+	}
+	return nil
+}
+
+// ProgramToolCall is a program that is one tool call.
+type ProgramToolCall struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The tool's id (a glob is refused).
+	ToolId string `protobuf:"bytes,1,opt,name=tool_id,json=toolId,proto3" json:"tool_id,omitempty"`
+	// The tool's input.
+	Input         *structpb.Struct `protobuf:"bytes,2,opt,name=input,proto3" json:"input,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProgramToolCall) Reset() {
+	*x = ProgramToolCall{}
+	mi := &file_toolfleet_v1_program_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProgramToolCall) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProgramToolCall) ProtoMessage() {}
+
+func (x *ProgramToolCall) ProtoReflect() protoreflect.Message {
+	mi := &file_toolfleet_v1_program_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProgramToolCall.ProtoReflect.Descriptor instead.
+func (*ProgramToolCall) Descriptor() ([]byte, []int) {
+	return file_toolfleet_v1_program_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *ProgramToolCall) GetToolId() string {
+	if x != nil {
+		return x.ToolId
+	}
+	return ""
+}
+
+func (x *ProgramToolCall) GetInput() *structpb.Struct {
+	if x != nil {
+		return x.Input
+	}
+	return nil
+}
+
 type RunProgramResponse struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	ProgramId string                 `protobuf:"bytes,1,opt,name=program_id,json=programId,proto3" json:"program_id,omitempty"`
@@ -310,7 +380,7 @@ type RunProgramResponse struct {
 
 func (x *RunProgramResponse) Reset() {
 	*x = RunProgramResponse{}
-	mi := &file_toolfleet_v1_program_proto_msgTypes[2]
+	mi := &file_toolfleet_v1_program_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -322,7 +392,7 @@ func (x *RunProgramResponse) String() string {
 func (*RunProgramResponse) ProtoMessage() {}
 
 func (x *RunProgramResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolfleet_v1_program_proto_msgTypes[2]
+	mi := &file_toolfleet_v1_program_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -335,7 +405,7 @@ func (x *RunProgramResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunProgramResponse.ProtoReflect.Descriptor instead.
 func (*RunProgramResponse) Descriptor() ([]byte, []int) {
-	return file_toolfleet_v1_program_proto_rawDescGZIP(), []int{2}
+	return file_toolfleet_v1_program_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *RunProgramResponse) GetProgramId() string {
@@ -398,7 +468,7 @@ type ProgramError struct {
 
 func (x *ProgramError) Reset() {
 	*x = ProgramError{}
-	mi := &file_toolfleet_v1_program_proto_msgTypes[3]
+	mi := &file_toolfleet_v1_program_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -410,7 +480,7 @@ func (x *ProgramError) String() string {
 func (*ProgramError) ProtoMessage() {}
 
 func (x *ProgramError) ProtoReflect() protoreflect.Message {
-	mi := &file_toolfleet_v1_program_proto_msgTypes[3]
+	mi := &file_toolfleet_v1_program_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -423,7 +493,7 @@ func (x *ProgramError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProgramError.ProtoReflect.Descriptor instead.
 func (*ProgramError) Descriptor() ([]byte, []int) {
-	return file_toolfleet_v1_program_proto_rawDescGZIP(), []int{3}
+	return file_toolfleet_v1_program_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *ProgramError) GetKind() string {
@@ -470,7 +540,7 @@ type GetProgramRequest struct {
 
 func (x *GetProgramRequest) Reset() {
 	*x = GetProgramRequest{}
-	mi := &file_toolfleet_v1_program_proto_msgTypes[4]
+	mi := &file_toolfleet_v1_program_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -482,7 +552,7 @@ func (x *GetProgramRequest) String() string {
 func (*GetProgramRequest) ProtoMessage() {}
 
 func (x *GetProgramRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolfleet_v1_program_proto_msgTypes[4]
+	mi := &file_toolfleet_v1_program_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -495,7 +565,7 @@ func (x *GetProgramRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetProgramRequest.ProtoReflect.Descriptor instead.
 func (*GetProgramRequest) Descriptor() ([]byte, []int) {
-	return file_toolfleet_v1_program_proto_rawDescGZIP(), []int{4}
+	return file_toolfleet_v1_program_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *GetProgramRequest) GetProgramId() string {
@@ -522,7 +592,7 @@ type GetProgramResponse struct {
 
 func (x *GetProgramResponse) Reset() {
 	*x = GetProgramResponse{}
-	mi := &file_toolfleet_v1_program_proto_msgTypes[5]
+	mi := &file_toolfleet_v1_program_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -534,7 +604,7 @@ func (x *GetProgramResponse) String() string {
 func (*GetProgramResponse) ProtoMessage() {}
 
 func (x *GetProgramResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolfleet_v1_program_proto_msgTypes[5]
+	mi := &file_toolfleet_v1_program_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -547,7 +617,7 @@ func (x *GetProgramResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetProgramResponse.ProtoReflect.Descriptor instead.
 func (*GetProgramResponse) Descriptor() ([]byte, []int) {
-	return file_toolfleet_v1_program_proto_rawDescGZIP(), []int{5}
+	return file_toolfleet_v1_program_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *GetProgramResponse) GetProgramId() string {
@@ -617,7 +687,7 @@ type WatchProgramRequest struct {
 
 func (x *WatchProgramRequest) Reset() {
 	*x = WatchProgramRequest{}
-	mi := &file_toolfleet_v1_program_proto_msgTypes[6]
+	mi := &file_toolfleet_v1_program_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -629,7 +699,7 @@ func (x *WatchProgramRequest) String() string {
 func (*WatchProgramRequest) ProtoMessage() {}
 
 func (x *WatchProgramRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolfleet_v1_program_proto_msgTypes[6]
+	mi := &file_toolfleet_v1_program_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -642,7 +712,7 @@ func (x *WatchProgramRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchProgramRequest.ProtoReflect.Descriptor instead.
 func (*WatchProgramRequest) Descriptor() ([]byte, []int) {
-	return file_toolfleet_v1_program_proto_rawDescGZIP(), []int{6}
+	return file_toolfleet_v1_program_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *WatchProgramRequest) GetProgramId() string {
@@ -670,7 +740,7 @@ type WatchProgramResponse struct {
 
 func (x *WatchProgramResponse) Reset() {
 	*x = WatchProgramResponse{}
-	mi := &file_toolfleet_v1_program_proto_msgTypes[7]
+	mi := &file_toolfleet_v1_program_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -682,7 +752,7 @@ func (x *WatchProgramResponse) String() string {
 func (*WatchProgramResponse) ProtoMessage() {}
 
 func (x *WatchProgramResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolfleet_v1_program_proto_msgTypes[7]
+	mi := &file_toolfleet_v1_program_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -695,7 +765,7 @@ func (x *WatchProgramResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchProgramResponse.ProtoReflect.Descriptor instead.
 func (*WatchProgramResponse) Descriptor() ([]byte, []int) {
-	return file_toolfleet_v1_program_proto_rawDescGZIP(), []int{7}
+	return file_toolfleet_v1_program_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *WatchProgramResponse) GetEvent() *RunEvent {
@@ -721,7 +791,7 @@ type CancelProgramRequest struct {
 
 func (x *CancelProgramRequest) Reset() {
 	*x = CancelProgramRequest{}
-	mi := &file_toolfleet_v1_program_proto_msgTypes[8]
+	mi := &file_toolfleet_v1_program_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -733,7 +803,7 @@ func (x *CancelProgramRequest) String() string {
 func (*CancelProgramRequest) ProtoMessage() {}
 
 func (x *CancelProgramRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolfleet_v1_program_proto_msgTypes[8]
+	mi := &file_toolfleet_v1_program_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -746,7 +816,7 @@ func (x *CancelProgramRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelProgramRequest.ProtoReflect.Descriptor instead.
 func (*CancelProgramRequest) Descriptor() ([]byte, []int) {
-	return file_toolfleet_v1_program_proto_rawDescGZIP(), []int{8}
+	return file_toolfleet_v1_program_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *CancelProgramRequest) GetProgramId() string {
@@ -764,7 +834,7 @@ type CancelProgramResponse struct {
 
 func (x *CancelProgramResponse) Reset() {
 	*x = CancelProgramResponse{}
-	mi := &file_toolfleet_v1_program_proto_msgTypes[9]
+	mi := &file_toolfleet_v1_program_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -776,7 +846,7 @@ func (x *CancelProgramResponse) String() string {
 func (*CancelProgramResponse) ProtoMessage() {}
 
 func (x *CancelProgramResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolfleet_v1_program_proto_msgTypes[9]
+	mi := &file_toolfleet_v1_program_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -789,7 +859,7 @@ func (x *CancelProgramResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelProgramResponse.ProtoReflect.Descriptor instead.
 func (*CancelProgramResponse) Descriptor() ([]byte, []int) {
-	return file_toolfleet_v1_program_proto_rawDescGZIP(), []int{9}
+	return file_toolfleet_v1_program_proto_rawDescGZIP(), []int{10}
 }
 
 type DecideProgramApprovalRequest struct {
@@ -805,7 +875,7 @@ type DecideProgramApprovalRequest struct {
 
 func (x *DecideProgramApprovalRequest) Reset() {
 	*x = DecideProgramApprovalRequest{}
-	mi := &file_toolfleet_v1_program_proto_msgTypes[10]
+	mi := &file_toolfleet_v1_program_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -817,7 +887,7 @@ func (x *DecideProgramApprovalRequest) String() string {
 func (*DecideProgramApprovalRequest) ProtoMessage() {}
 
 func (x *DecideProgramApprovalRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolfleet_v1_program_proto_msgTypes[10]
+	mi := &file_toolfleet_v1_program_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -830,7 +900,7 @@ func (x *DecideProgramApprovalRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecideProgramApprovalRequest.ProtoReflect.Descriptor instead.
 func (*DecideProgramApprovalRequest) Descriptor() ([]byte, []int) {
-	return file_toolfleet_v1_program_proto_rawDescGZIP(), []int{10}
+	return file_toolfleet_v1_program_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *DecideProgramApprovalRequest) GetProgramId() string {
@@ -869,7 +939,7 @@ type DecideProgramApprovalResponse struct {
 
 func (x *DecideProgramApprovalResponse) Reset() {
 	*x = DecideProgramApprovalResponse{}
-	mi := &file_toolfleet_v1_program_proto_msgTypes[11]
+	mi := &file_toolfleet_v1_program_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -881,7 +951,7 @@ func (x *DecideProgramApprovalResponse) String() string {
 func (*DecideProgramApprovalResponse) ProtoMessage() {}
 
 func (x *DecideProgramApprovalResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolfleet_v1_program_proto_msgTypes[11]
+	mi := &file_toolfleet_v1_program_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -894,7 +964,7 @@ func (x *DecideProgramApprovalResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecideProgramApprovalResponse.ProtoReflect.Descriptor instead.
 func (*DecideProgramApprovalResponse) Descriptor() ([]byte, []int) {
-	return file_toolfleet_v1_program_proto_rawDescGZIP(), []int{11}
+	return file_toolfleet_v1_program_proto_rawDescGZIP(), []int{12}
 }
 
 type ListTriggersRequest struct {
@@ -905,7 +975,7 @@ type ListTriggersRequest struct {
 
 func (x *ListTriggersRequest) Reset() {
 	*x = ListTriggersRequest{}
-	mi := &file_toolfleet_v1_program_proto_msgTypes[12]
+	mi := &file_toolfleet_v1_program_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -917,7 +987,7 @@ func (x *ListTriggersRequest) String() string {
 func (*ListTriggersRequest) ProtoMessage() {}
 
 func (x *ListTriggersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolfleet_v1_program_proto_msgTypes[12]
+	mi := &file_toolfleet_v1_program_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -930,7 +1000,7 @@ func (x *ListTriggersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTriggersRequest.ProtoReflect.Descriptor instead.
 func (*ListTriggersRequest) Descriptor() ([]byte, []int) {
-	return file_toolfleet_v1_program_proto_rawDescGZIP(), []int{12}
+	return file_toolfleet_v1_program_proto_rawDescGZIP(), []int{13}
 }
 
 type ListTriggersResponse struct {
@@ -942,7 +1012,7 @@ type ListTriggersResponse struct {
 
 func (x *ListTriggersResponse) Reset() {
 	*x = ListTriggersResponse{}
-	mi := &file_toolfleet_v1_program_proto_msgTypes[13]
+	mi := &file_toolfleet_v1_program_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -954,7 +1024,7 @@ func (x *ListTriggersResponse) String() string {
 func (*ListTriggersResponse) ProtoMessage() {}
 
 func (x *ListTriggersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolfleet_v1_program_proto_msgTypes[13]
+	mi := &file_toolfleet_v1_program_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -967,7 +1037,7 @@ func (x *ListTriggersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTriggersResponse.ProtoReflect.Descriptor instead.
 func (*ListTriggersResponse) Descriptor() ([]byte, []int) {
-	return file_toolfleet_v1_program_proto_rawDescGZIP(), []int{13}
+	return file_toolfleet_v1_program_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ListTriggersResponse) GetTriggers() []*Trigger {
@@ -993,7 +1063,7 @@ type Trigger struct {
 
 func (x *Trigger) Reset() {
 	*x = Trigger{}
-	mi := &file_toolfleet_v1_program_proto_msgTypes[14]
+	mi := &file_toolfleet_v1_program_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1005,7 +1075,7 @@ func (x *Trigger) String() string {
 func (*Trigger) ProtoMessage() {}
 
 func (x *Trigger) ProtoReflect() protoreflect.Message {
-	mi := &file_toolfleet_v1_program_proto_msgTypes[14]
+	mi := &file_toolfleet_v1_program_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1018,7 +1088,7 @@ func (x *Trigger) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Trigger.ProtoReflect.Descriptor instead.
 func (*Trigger) Descriptor() ([]byte, []int) {
-	return file_toolfleet_v1_program_proto_rawDescGZIP(), []int{14}
+	return file_toolfleet_v1_program_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Trigger) GetName() string {
@@ -1059,7 +1129,7 @@ type ListProgramsRequest struct {
 
 func (x *ListProgramsRequest) Reset() {
 	*x = ListProgramsRequest{}
-	mi := &file_toolfleet_v1_program_proto_msgTypes[15]
+	mi := &file_toolfleet_v1_program_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1071,7 +1141,7 @@ func (x *ListProgramsRequest) String() string {
 func (*ListProgramsRequest) ProtoMessage() {}
 
 func (x *ListProgramsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolfleet_v1_program_proto_msgTypes[15]
+	mi := &file_toolfleet_v1_program_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1084,7 +1154,7 @@ func (x *ListProgramsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListProgramsRequest.ProtoReflect.Descriptor instead.
 func (*ListProgramsRequest) Descriptor() ([]byte, []int) {
-	return file_toolfleet_v1_program_proto_rawDescGZIP(), []int{15}
+	return file_toolfleet_v1_program_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ListProgramsRequest) GetPageSize() int32 {
@@ -1111,7 +1181,7 @@ type ListProgramsResponse struct {
 
 func (x *ListProgramsResponse) Reset() {
 	*x = ListProgramsResponse{}
-	mi := &file_toolfleet_v1_program_proto_msgTypes[16]
+	mi := &file_toolfleet_v1_program_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1123,7 +1193,7 @@ func (x *ListProgramsResponse) String() string {
 func (*ListProgramsResponse) ProtoMessage() {}
 
 func (x *ListProgramsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolfleet_v1_program_proto_msgTypes[16]
+	mi := &file_toolfleet_v1_program_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1136,7 +1206,7 @@ func (x *ListProgramsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListProgramsResponse.ProtoReflect.Descriptor instead.
 func (*ListProgramsResponse) Descriptor() ([]byte, []int) {
-	return file_toolfleet_v1_program_proto_rawDescGZIP(), []int{16}
+	return file_toolfleet_v1_program_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ListProgramsResponse) GetPrograms() []*ProgramSummary {
@@ -1171,7 +1241,7 @@ type ProgramSummary struct {
 
 func (x *ProgramSummary) Reset() {
 	*x = ProgramSummary{}
-	mi := &file_toolfleet_v1_program_proto_msgTypes[17]
+	mi := &file_toolfleet_v1_program_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1183,7 +1253,7 @@ func (x *ProgramSummary) String() string {
 func (*ProgramSummary) ProtoMessage() {}
 
 func (x *ProgramSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_toolfleet_v1_program_proto_msgTypes[17]
+	mi := &file_toolfleet_v1_program_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1196,7 +1266,7 @@ func (x *ProgramSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProgramSummary.ProtoReflect.Descriptor instead.
 func (*ProgramSummary) Descriptor() ([]byte, []int) {
-	return file_toolfleet_v1_program_proto_rawDescGZIP(), []int{17}
+	return file_toolfleet_v1_program_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ProgramSummary) GetProgramId() string {
@@ -1247,7 +1317,7 @@ const file_toolfleet_v1_program_proto_rawDesc = "" +
 	"\x0fmax_value_bytes\x18\x05 \x01(\x05R\rmaxValueBytes\x12(\n" +
 	"\x10max_result_bytes\x18\x06 \x01(\x05R\x0emaxResultBytes\x12>\n" +
 	"\rapproval_wait\x18\a \x01(\v2\x19.google.protobuf.DurationR\fapprovalWait\x12(\n" +
-	"\x10max_memory_bytes\x18\b \x01(\x03R\x0emaxMemoryBytes\"\xf2\x01\n" +
+	"\x10max_memory_bytes\x18\b \x01(\x03R\x0emaxMemoryBytes\"\xae\x02\n" +
 	"\x11RunProgramRequest\x12\x1d\n" +
 	"\n" +
 	"program_id\x18\x01 \x01(\tR\tprogramId\x12\x16\n" +
@@ -1256,7 +1326,11 @@ const file_toolfleet_v1_program_proto_rawDesc = "" +
 	"\x05tools\x18\x04 \x03(\tR\x05tools\x123\n" +
 	"\x06limits\x18\x05 \x01(\v2\x1b.toolfleet.v1.ProgramLimitsR\x06limits\x12\x12\n" +
 	"\x04wait\x18\x06 \x01(\bR\x04wait\x12\x1a\n" +
-	"\bfilename\x18\a \x01(\tR\bfilename\"\x8e\x02\n" +
+	"\bfilename\x18\a \x01(\tR\bfilename\x12:\n" +
+	"\ttool_call\x18\b \x01(\v2\x1d.toolfleet.v1.ProgramToolCallR\btoolCall\"Y\n" +
+	"\x0fProgramToolCall\x12\x17\n" +
+	"\atool_id\x18\x01 \x01(\tR\x06toolId\x12-\n" +
+	"\x05input\x18\x02 \x01(\v2\x17.google.protobuf.StructR\x05input\"\x8e\x02\n" +
 	"\x12RunProgramResponse\x12\x1d\n" +
 	"\n" +
 	"program_id\x18\x01 \x01(\tR\tprogramId\x12.\n" +
@@ -1358,70 +1432,73 @@ func file_toolfleet_v1_program_proto_rawDescGZIP() []byte {
 }
 
 var file_toolfleet_v1_program_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_toolfleet_v1_program_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
+var file_toolfleet_v1_program_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
 var file_toolfleet_v1_program_proto_goTypes = []any{
 	(ProgramStatus)(0),                    // 0: toolfleet.v1.ProgramStatus
 	(*ProgramLimits)(nil),                 // 1: toolfleet.v1.ProgramLimits
 	(*RunProgramRequest)(nil),             // 2: toolfleet.v1.RunProgramRequest
-	(*RunProgramResponse)(nil),            // 3: toolfleet.v1.RunProgramResponse
-	(*ProgramError)(nil),                  // 4: toolfleet.v1.ProgramError
-	(*GetProgramRequest)(nil),             // 5: toolfleet.v1.GetProgramRequest
-	(*GetProgramResponse)(nil),            // 6: toolfleet.v1.GetProgramResponse
-	(*WatchProgramRequest)(nil),           // 7: toolfleet.v1.WatchProgramRequest
-	(*WatchProgramResponse)(nil),          // 8: toolfleet.v1.WatchProgramResponse
-	(*CancelProgramRequest)(nil),          // 9: toolfleet.v1.CancelProgramRequest
-	(*CancelProgramResponse)(nil),         // 10: toolfleet.v1.CancelProgramResponse
-	(*DecideProgramApprovalRequest)(nil),  // 11: toolfleet.v1.DecideProgramApprovalRequest
-	(*DecideProgramApprovalResponse)(nil), // 12: toolfleet.v1.DecideProgramApprovalResponse
-	(*ListTriggersRequest)(nil),           // 13: toolfleet.v1.ListTriggersRequest
-	(*ListTriggersResponse)(nil),          // 14: toolfleet.v1.ListTriggersResponse
-	(*Trigger)(nil),                       // 15: toolfleet.v1.Trigger
-	(*ListProgramsRequest)(nil),           // 16: toolfleet.v1.ListProgramsRequest
-	(*ListProgramsResponse)(nil),          // 17: toolfleet.v1.ListProgramsResponse
-	(*ProgramSummary)(nil),                // 18: toolfleet.v1.ProgramSummary
-	(*durationpb.Duration)(nil),           // 19: google.protobuf.Duration
-	(*structpb.Struct)(nil),               // 20: google.protobuf.Struct
-	(*structpb.Value)(nil),                // 21: google.protobuf.Value
-	(*PendingApproval)(nil),               // 22: toolfleet.v1.PendingApproval
-	(*RunEvent)(nil),                      // 23: toolfleet.v1.RunEvent
-	(*timestamppb.Timestamp)(nil),         // 24: google.protobuf.Timestamp
+	(*ProgramToolCall)(nil),               // 3: toolfleet.v1.ProgramToolCall
+	(*RunProgramResponse)(nil),            // 4: toolfleet.v1.RunProgramResponse
+	(*ProgramError)(nil),                  // 5: toolfleet.v1.ProgramError
+	(*GetProgramRequest)(nil),             // 6: toolfleet.v1.GetProgramRequest
+	(*GetProgramResponse)(nil),            // 7: toolfleet.v1.GetProgramResponse
+	(*WatchProgramRequest)(nil),           // 8: toolfleet.v1.WatchProgramRequest
+	(*WatchProgramResponse)(nil),          // 9: toolfleet.v1.WatchProgramResponse
+	(*CancelProgramRequest)(nil),          // 10: toolfleet.v1.CancelProgramRequest
+	(*CancelProgramResponse)(nil),         // 11: toolfleet.v1.CancelProgramResponse
+	(*DecideProgramApprovalRequest)(nil),  // 12: toolfleet.v1.DecideProgramApprovalRequest
+	(*DecideProgramApprovalResponse)(nil), // 13: toolfleet.v1.DecideProgramApprovalResponse
+	(*ListTriggersRequest)(nil),           // 14: toolfleet.v1.ListTriggersRequest
+	(*ListTriggersResponse)(nil),          // 15: toolfleet.v1.ListTriggersResponse
+	(*Trigger)(nil),                       // 16: toolfleet.v1.Trigger
+	(*ListProgramsRequest)(nil),           // 17: toolfleet.v1.ListProgramsRequest
+	(*ListProgramsResponse)(nil),          // 18: toolfleet.v1.ListProgramsResponse
+	(*ProgramSummary)(nil),                // 19: toolfleet.v1.ProgramSummary
+	(*durationpb.Duration)(nil),           // 20: google.protobuf.Duration
+	(*structpb.Struct)(nil),               // 21: google.protobuf.Struct
+	(*structpb.Value)(nil),                // 22: google.protobuf.Value
+	(*PendingApproval)(nil),               // 23: toolfleet.v1.PendingApproval
+	(*RunEvent)(nil),                      // 24: toolfleet.v1.RunEvent
+	(*timestamppb.Timestamp)(nil),         // 25: google.protobuf.Timestamp
 }
 var file_toolfleet_v1_program_proto_depIdxs = []int32{
-	19, // 0: toolfleet.v1.ProgramLimits.deadline:type_name -> google.protobuf.Duration
-	19, // 1: toolfleet.v1.ProgramLimits.approval_wait:type_name -> google.protobuf.Duration
-	20, // 2: toolfleet.v1.RunProgramRequest.args:type_name -> google.protobuf.Struct
+	20, // 0: toolfleet.v1.ProgramLimits.deadline:type_name -> google.protobuf.Duration
+	20, // 1: toolfleet.v1.ProgramLimits.approval_wait:type_name -> google.protobuf.Duration
+	21, // 2: toolfleet.v1.RunProgramRequest.args:type_name -> google.protobuf.Struct
 	1,  // 3: toolfleet.v1.RunProgramRequest.limits:type_name -> toolfleet.v1.ProgramLimits
-	21, // 4: toolfleet.v1.RunProgramResponse.result:type_name -> google.protobuf.Value
-	0,  // 5: toolfleet.v1.RunProgramResponse.status:type_name -> toolfleet.v1.ProgramStatus
-	4,  // 6: toolfleet.v1.RunProgramResponse.program_error:type_name -> toolfleet.v1.ProgramError
-	21, // 7: toolfleet.v1.GetProgramResponse.result:type_name -> google.protobuf.Value
-	0,  // 8: toolfleet.v1.GetProgramResponse.status:type_name -> toolfleet.v1.ProgramStatus
-	4,  // 9: toolfleet.v1.GetProgramResponse.program_error:type_name -> toolfleet.v1.ProgramError
-	22, // 10: toolfleet.v1.GetProgramResponse.pending_approvals:type_name -> toolfleet.v1.PendingApproval
-	23, // 11: toolfleet.v1.WatchProgramResponse.event:type_name -> toolfleet.v1.RunEvent
-	15, // 12: toolfleet.v1.ListTriggersResponse.triggers:type_name -> toolfleet.v1.Trigger
-	18, // 13: toolfleet.v1.ListProgramsResponse.programs:type_name -> toolfleet.v1.ProgramSummary
-	24, // 14: toolfleet.v1.ProgramSummary.started_at:type_name -> google.protobuf.Timestamp
-	24, // 15: toolfleet.v1.ProgramSummary.closed_at:type_name -> google.protobuf.Timestamp
-	2,  // 16: toolfleet.v1.ProgramService.RunProgram:input_type -> toolfleet.v1.RunProgramRequest
-	5,  // 17: toolfleet.v1.ProgramService.GetProgram:input_type -> toolfleet.v1.GetProgramRequest
-	7,  // 18: toolfleet.v1.ProgramService.WatchProgram:input_type -> toolfleet.v1.WatchProgramRequest
-	9,  // 19: toolfleet.v1.ProgramService.CancelProgram:input_type -> toolfleet.v1.CancelProgramRequest
-	11, // 20: toolfleet.v1.ProgramService.DecideProgramApproval:input_type -> toolfleet.v1.DecideProgramApprovalRequest
-	16, // 21: toolfleet.v1.ProgramService.ListPrograms:input_type -> toolfleet.v1.ListProgramsRequest
-	13, // 22: toolfleet.v1.ProgramService.ListTriggers:input_type -> toolfleet.v1.ListTriggersRequest
-	3,  // 23: toolfleet.v1.ProgramService.RunProgram:output_type -> toolfleet.v1.RunProgramResponse
-	6,  // 24: toolfleet.v1.ProgramService.GetProgram:output_type -> toolfleet.v1.GetProgramResponse
-	8,  // 25: toolfleet.v1.ProgramService.WatchProgram:output_type -> toolfleet.v1.WatchProgramResponse
-	10, // 26: toolfleet.v1.ProgramService.CancelProgram:output_type -> toolfleet.v1.CancelProgramResponse
-	12, // 27: toolfleet.v1.ProgramService.DecideProgramApproval:output_type -> toolfleet.v1.DecideProgramApprovalResponse
-	17, // 28: toolfleet.v1.ProgramService.ListPrograms:output_type -> toolfleet.v1.ListProgramsResponse
-	14, // 29: toolfleet.v1.ProgramService.ListTriggers:output_type -> toolfleet.v1.ListTriggersResponse
-	23, // [23:30] is the sub-list for method output_type
-	16, // [16:23] is the sub-list for method input_type
-	16, // [16:16] is the sub-list for extension type_name
-	16, // [16:16] is the sub-list for extension extendee
-	0,  // [0:16] is the sub-list for field type_name
+	3,  // 4: toolfleet.v1.RunProgramRequest.tool_call:type_name -> toolfleet.v1.ProgramToolCall
+	21, // 5: toolfleet.v1.ProgramToolCall.input:type_name -> google.protobuf.Struct
+	22, // 6: toolfleet.v1.RunProgramResponse.result:type_name -> google.protobuf.Value
+	0,  // 7: toolfleet.v1.RunProgramResponse.status:type_name -> toolfleet.v1.ProgramStatus
+	5,  // 8: toolfleet.v1.RunProgramResponse.program_error:type_name -> toolfleet.v1.ProgramError
+	22, // 9: toolfleet.v1.GetProgramResponse.result:type_name -> google.protobuf.Value
+	0,  // 10: toolfleet.v1.GetProgramResponse.status:type_name -> toolfleet.v1.ProgramStatus
+	5,  // 11: toolfleet.v1.GetProgramResponse.program_error:type_name -> toolfleet.v1.ProgramError
+	23, // 12: toolfleet.v1.GetProgramResponse.pending_approvals:type_name -> toolfleet.v1.PendingApproval
+	24, // 13: toolfleet.v1.WatchProgramResponse.event:type_name -> toolfleet.v1.RunEvent
+	16, // 14: toolfleet.v1.ListTriggersResponse.triggers:type_name -> toolfleet.v1.Trigger
+	19, // 15: toolfleet.v1.ListProgramsResponse.programs:type_name -> toolfleet.v1.ProgramSummary
+	25, // 16: toolfleet.v1.ProgramSummary.started_at:type_name -> google.protobuf.Timestamp
+	25, // 17: toolfleet.v1.ProgramSummary.closed_at:type_name -> google.protobuf.Timestamp
+	2,  // 18: toolfleet.v1.ProgramService.RunProgram:input_type -> toolfleet.v1.RunProgramRequest
+	6,  // 19: toolfleet.v1.ProgramService.GetProgram:input_type -> toolfleet.v1.GetProgramRequest
+	8,  // 20: toolfleet.v1.ProgramService.WatchProgram:input_type -> toolfleet.v1.WatchProgramRequest
+	10, // 21: toolfleet.v1.ProgramService.CancelProgram:input_type -> toolfleet.v1.CancelProgramRequest
+	12, // 22: toolfleet.v1.ProgramService.DecideProgramApproval:input_type -> toolfleet.v1.DecideProgramApprovalRequest
+	17, // 23: toolfleet.v1.ProgramService.ListPrograms:input_type -> toolfleet.v1.ListProgramsRequest
+	14, // 24: toolfleet.v1.ProgramService.ListTriggers:input_type -> toolfleet.v1.ListTriggersRequest
+	4,  // 25: toolfleet.v1.ProgramService.RunProgram:output_type -> toolfleet.v1.RunProgramResponse
+	7,  // 26: toolfleet.v1.ProgramService.GetProgram:output_type -> toolfleet.v1.GetProgramResponse
+	9,  // 27: toolfleet.v1.ProgramService.WatchProgram:output_type -> toolfleet.v1.WatchProgramResponse
+	11, // 28: toolfleet.v1.ProgramService.CancelProgram:output_type -> toolfleet.v1.CancelProgramResponse
+	13, // 29: toolfleet.v1.ProgramService.DecideProgramApproval:output_type -> toolfleet.v1.DecideProgramApprovalResponse
+	18, // 30: toolfleet.v1.ProgramService.ListPrograms:output_type -> toolfleet.v1.ListProgramsResponse
+	15, // 31: toolfleet.v1.ProgramService.ListTriggers:output_type -> toolfleet.v1.ListTriggersResponse
+	25, // [25:32] is the sub-list for method output_type
+	18, // [18:25] is the sub-list for method input_type
+	18, // [18:18] is the sub-list for extension type_name
+	18, // [18:18] is the sub-list for extension extendee
+	0,  // [0:18] is the sub-list for field type_name
 }
 
 func init() { file_toolfleet_v1_program_proto_init() }
@@ -1437,7 +1514,7 @@ func file_toolfleet_v1_program_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolfleet_v1_program_proto_rawDesc), len(file_toolfleet_v1_program_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   18,
+			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -62,12 +62,13 @@
 //
 // # Tasks
 //
-// A backend that implements [Tasks] (the gateway, with runs and programs
-// served) runs MCP tasks: a task-augmented tools/call is answered with a
-// task handle, and tasks/get, tasks/result, tasks/list, tasks/cancel
-// (2025-11-25) and tasks/get, tasks/update, tasks/cancel (the 2026-07-28
-// extension io.modelcontextprotocol/tasks) are served from the backend alone,
-// so any replica answers for any task. Two built-in tools, [RunAgentTool] and
+// A server given [Options.Tasks] (the gateway's is package orchestration,
+// over the orchestrator's ProgramService and AgentService) runs MCP tasks: a
+// task-augmented tools/call is answered with a task handle, and tasks/get,
+// tasks/result, tasks/list, tasks/cancel (2025-11-25) and tasks/get,
+// tasks/update, tasks/cancel (the 2026-07-28 extension
+// io.modelcontextprotocol/tasks) are served from [Tasks] alone, so any
+// replica answers for any task. Two built-in tools, [RunAgentTool] and
 // [RunProgramTool], start agent runs and programs as tasks. See tasks.go and
 // docs/mcp.md "Tasks".
 package mcp

@@ -118,6 +118,9 @@ type Options struct {
 	TaskResultWait time.Duration
 	// TaskPageSize bounds a tasks/list page. Default [DefaultTaskPageSize].
 	TaskPageSize int
+	// Tasks runs MCP tasks (tasks.go, docs/mcp.md "Tasks"). Default nil: no
+	// tasks (no task methods, no run tools, every call answered inline).
+	Tasks Tasks
 }
 
 func (o *Options) defaults() {

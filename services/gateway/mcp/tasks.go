@@ -20,8 +20,7 @@ import (
 
 // MCP tasks (docs/mcp.md "Tasks").
 //
-// A [Backend] that implements [Tasks] runs MCP tasks durably: the server
-// answers a task-augmented tools/call with a task handle and serves the task
+// With [Options.Tasks] set the server runs MCP tasks durably: it answers a task-augmented tools/call with a task handle and serves the task
 // methods of both revisions from the backend alone, keeping nothing in
 // memory, so any replica answers for any task:
 //
@@ -37,13 +36,13 @@ import (
 // The SDK knows none of this: [Server.Handler] routes the task methods (and
 // task-creating tools/call requests) itself before the SDK sees them.
 
-// Tasks is implemented by a [Backend] that runs MCP tasks durably (the
-// gateway: as Temporal workflows through the orchestrator). Errors carry gRPC
-// statuses; NOT_FOUND means no such task for this caller (another caller's
-// task is not found either).
+// Tasks runs MCP tasks durably, given to [New] in [Options.Tasks] (the
+// gateway's is package orchestration: Temporal workflows of the
+// orchestrator's ProgramService and AgentService). The caller's credentials
+// are in ctx ([Authorization], [Header]). Errors carry gRPC statuses;
+// NOT_FOUND means no such task for this caller (another caller's task is not
+// found either).
 type Tasks interface {
-	// TasksEnabled reports whether tasks are served at all.
-	TasksEnabled() bool
 	// StartTask starts a task and returns once it is durably created.
 	StartTask(ctx context.Context, start TaskStart) (*TaskState, error)
 	// GetTask reads a task of the caller.
@@ -141,13 +140,8 @@ const (
 	maxTaskID             = 256
 )
 
-// tasks returns the backend's task support, or nil.
-func (s *Server) tasks() Tasks {
-	if t, ok := s.backend.(Tasks); ok && t.TasksEnabled() {
-		return t
-	}
-	return nil
-}
+// tasks returns the server's task support, or nil.
+func (s *Server) tasks() Tasks { return s.opts.Tasks }
 
 // builtins are the tools that start runs and programs (tasks only).
 func builtins() []*sdk.Tool {

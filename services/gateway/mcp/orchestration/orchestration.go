@@ -1,7 +1,20 @@
-package gateway
+// Package orchestration runs MCP tasks (package mcp, docs/mcp.md "Tasks")
+// on the orchestrator's Temporal workflows, through its ProgramService and
+// AgentService: the [Services] given to [New] when the gateway serves /mcp,
+// called with the MCP request's credentials so that the services' own scopes
+// and ownership apply (another caller's task is NOT_FOUND). Nothing is kept
+// here: a task id names its workflow.
+//
+//   - a long tool call is a program whose spec names the one call
+//     (RunProgramRequest.tool_call, no script): the program workflow calls
+//     the tool as a durable activity, with its approval gate;
+//   - toolfleet_run_program is a program, toolfleet_run_agent an agent run.
+//
+// A task id is "mcp-<kind>-<created, ms base 36>-<130 random bits>": t a
+// tool call, p a program, r a run. It is the workflow id.
+package orchestration
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/base32"
@@ -9,8 +22,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"net/http"
+	"log/slog"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"time"
@@ -22,22 +35,8 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
-	"github.com/toolfleet/toolfleet/gen/toolfleet/v1/toolfleetv1connect"
 	"github.com/toolfleet/toolfleet/services/gateway/mcp"
 )
-
-// MCP tasks (package mcp, docs/mcp.md "Tasks") run on the orchestrator's
-// Temporal workflows through the ProgramService and the AgentService mounted
-// at this gateway, called in process with the MCP request's credentials, so
-// the services' own scopes and ownership apply (another caller's task is
-// NOT_FOUND). Nothing is kept in the gateway: a task id names its workflow.
-//
-//   - a long tool call is a one-tool program (the program workflow calls the
-//     tool as a durable activity, with its approval gate);
-//   - toolfleet_run_program is a program, toolfleet_run_agent an agent run.
-//
-// A task id is "mcp-<kind>-<created, ms base 36>-<130 random bits>": t a
-// tool call, p a program, r a run. It is the workflow id.
 
 // Task id kinds.
 const (
@@ -47,46 +46,71 @@ const (
 	kindRun      = "r"
 )
 
-// oneToolSource is the program of a tool call task: the call's outcome as
-// data (a tool failure is a value, not a program failure).
-const oneToolSource = `r = call(args["tool"], **args["input"])
-result = {"tool": args["tool"], "ok": r.ok, "value": r.value, "error": None if r.ok else {"kind": r.error.kind, "message": r.error.message, "fields": r.error.fields}}
-`
-
-// maxLocalResponse bounds a response read from a mounted service in process.
-const maxLocalResponse = 32 << 20
-
-// mcpTaskBackend is the gateway's MCP backend with tasks.
-type mcpTaskBackend struct {
-	mcpBackend
-	programs toolfleetv1connect.ProgramServiceClient
-	agents   toolfleetv1connect.AgentServiceClient
+// Programs is what MCP tasks call of the ProgramService. The service itself
+// (program.Service, in process) and its generated Connect client
+// (toolfleetv1connect.ProgramServiceClient, an orchestrator elsewhere) both
+// have these methods.
+type Programs interface {
+	RunProgram(context.Context, *connect.Request[toolfleetv1.RunProgramRequest]) (*connect.Response[toolfleetv1.RunProgramResponse], error)
+	GetProgram(context.Context, *connect.Request[toolfleetv1.GetProgramRequest]) (*connect.Response[toolfleetv1.GetProgramResponse], error)
+	CancelProgram(context.Context, *connect.Request[toolfleetv1.CancelProgramRequest]) (*connect.Response[toolfleetv1.CancelProgramResponse], error)
+	DecideProgramApproval(context.Context, *connect.Request[toolfleetv1.DecideProgramApprovalRequest]) (*connect.Response[toolfleetv1.DecideProgramApprovalResponse], error)
+	ListPrograms(context.Context, *connect.Request[toolfleetv1.ListProgramsRequest]) (*connect.Response[toolfleetv1.ListProgramsResponse], error)
 }
 
-// newMCPTaskBackend returns the MCP backend with tasks when both services are
-// mounted, else nil.
-func newMCPTaskBackend(g *Gateway) *mcpTaskBackend {
-	var programs, agents http.Handler
-	for _, m := range g.cfg.Mounts {
-		switch m.Pattern {
-		case "/" + toolfleetv1connect.ProgramServiceName + "/":
-			programs = m.Handler
-		case "/" + toolfleetv1connect.AgentServiceName + "/":
-			agents = m.Handler
+// Agents is what MCP tasks call of the AgentService (agentapi.Service in
+// process, or toolfleetv1connect.AgentServiceClient).
+type Agents interface {
+	StartRun(context.Context, *connect.Request[toolfleetv1.StartRunRequest]) (*connect.Response[toolfleetv1.StartRunResponse], error)
+	GetRun(context.Context, *connect.Request[toolfleetv1.GetRunRequest]) (*connect.Response[toolfleetv1.GetRunResponse], error)
+	CancelRun(context.Context, *connect.Request[toolfleetv1.CancelRunRequest]) (*connect.Response[toolfleetv1.CancelRunResponse], error)
+	DecideApproval(context.Context, *connect.Request[toolfleetv1.DecideApprovalRequest]) (*connect.Response[toolfleetv1.DecideApprovalResponse], error)
+	ListRuns(context.Context, *connect.Request[toolfleetv1.ListRunsRequest]) (*connect.Response[toolfleetv1.ListRunsResponse], error)
+}
+
+// Services are the orchestrator's services MCP tasks run on, both required.
+// Each returns the service to call now, or the error (a Connect or gRPC
+// status) every task call answers meanwhile: UNAVAILABLE while the
+// orchestrator starts (the gateway starts first), FAILED_PRECONDITION when
+// the gateway has none configured.
+type Services struct {
+	Programs func() (Programs, error)
+	Agents   func() (Agents, error)
+}
+
+// Tasks runs MCP tasks on [Services]; it implements mcp.Tasks.
+type Tasks struct{ s Services }
+
+var _ mcp.Tasks = (*Tasks)(nil)
+
+// New returns MCP tasks run on s.
+func New(s Services) *Tasks { return &Tasks{s: s} }
+
+// call calls method of the service get returns with msg, as its Connect
+// handler would have been called: with the MCP caller's Authorization, a
+// panic answered INTERNAL (and logged), errors as gRPC statuses.
+func call[S, Req, Resp any](ctx context.Context, get func() (S, error), msg *Req,
+	method func(S, context.Context, *connect.Request[Req]) (*connect.Response[Resp], error)) (resp *Resp, err error) {
+	s, err := get()
+	if err != nil {
+		return nil, statusOf(err)
+	}
+	defer func() {
+		if v := recover(); v != nil {
+			slog.ErrorContext(ctx, "recovered a panic in an MCP task call", "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+			resp, err = nil, status.Error(codes.Internal, "internal error")
 		}
+	}()
+	r := connect.NewRequest(msg)
+	if a := mcp.Authorization(ctx); a != "" {
+		r.Header().Set("Authorization", a)
 	}
-	if programs == nil || agents == nil {
-		return nil
+	out, err := method(s, ctx, r)
+	if err != nil {
+		return nil, statusOf(err)
 	}
-	const base = "http://gateway.local"
-	return &mcpTaskBackend{mcpBackend: mcpBackend{g},
-		programs: toolfleetv1connect.NewProgramServiceClient(&http.Client{Transport: local{programs}}, base),
-		agents:   toolfleetv1connect.NewAgentServiceClient(&http.Client{Transport: local{agents}}, base)}
+	return out.Msg, nil
 }
-
-// TasksEnabled: the services are mounted (they answer FAILED_PRECONDITION
-// when this gateway has no Temporal).
-func (b *mcpTaskBackend) TasksEnabled() bool { return true }
 
 // newTaskID is a fresh, unguessable task id of kind.
 func newTaskID(kind string, now time.Time) string {
@@ -119,33 +143,20 @@ func parseTaskID(id string) (kind string, created time.Time, ok bool) {
 
 var errNoTask = status.Error(codes.NotFound, "no such task")
 
-// request builds a Connect request carrying the MCP caller's credentials.
-func request[T any](ctx context.Context, msg *T) *connect.Request[T] {
-	r := connect.NewRequest(msg)
-	if a := mcp.Authorization(ctx); a != "" {
-		r.Header().Set("Authorization", a)
-	}
-	return r
-}
-
 // StartTask starts the task's workflow; the answer comes once Temporal
 // recorded the start.
-func (b *mcpTaskBackend) StartTask(ctx context.Context, start mcp.TaskStart) (*mcp.TaskState, error) {
+func (b *Tasks) StartTask(ctx context.Context, start mcp.TaskStart) (*mcp.TaskState, error) {
 	now := time.Now()
-	in := start.Input.AsMap()
 	switch start.Kind {
 	case mcp.TaskToolCall:
 		id := newTaskID(kindTool, now)
-		args, err := structpb.NewStruct(map[string]any{"tool": start.ToolID, "input": in})
-		if err != nil {
-			return nil, status.Error(codes.InvalidArgument, "the arguments are not JSON")
-		}
-		if _, err := b.programs.RunProgram(ctx, request(ctx, &toolfleetv1.RunProgramRequest{ProgramId: id,
-			Source: oneToolSource, Args: args, Tools: []string{start.ToolID}, Filename: "mcp-task.star"})); err != nil {
-			return nil, statusOf(err)
+		if _, err := call(ctx, b.s.Programs, &toolfleetv1.RunProgramRequest{ProgramId: id,
+			ToolCall: &toolfleetv1.ProgramToolCall{ToolId: start.ToolID, Input: start.Input}}, Programs.RunProgram); err != nil {
+			return nil, err
 		}
 		return &mcp.TaskState{ID: id, Kind: start.Kind, Status: mcp.TaskWorking, CreatedAt: now, UpdatedAt: now}, nil
 	case mcp.TaskProgram:
+		in := start.Input.AsMap()
 		id := newTaskID(kindProgram, now)
 		req := &toolfleetv1.RunProgramRequest{ProgramId: id, Source: str(in["source"]), Tools: strs(in["tools"]), Filename: "mcp-task.star"}
 		if a, ok := in["args"].(map[string]any); ok {
@@ -155,15 +166,16 @@ func (b *mcpTaskBackend) StartTask(ctx context.Context, start mcp.TaskStart) (*m
 			}
 			req.Args = args
 		}
-		resp, err := b.programs.RunProgram(ctx, request(ctx, req))
+		resp, err := call(ctx, b.s.Programs, req, Programs.RunProgram)
 		if err != nil {
-			return nil, statusOf(err)
+			return nil, err
 		}
-		if pe := resp.Msg.GetProgramError(); pe != nil { // a syntax error: found before anything ran
+		if pe := resp.GetProgramError(); pe != nil { // a syntax error: found before anything ran
 			return nil, status.Error(codes.InvalidArgument, programErrorText(pe))
 		}
 		return &mcp.TaskState{ID: id, Kind: start.Kind, Status: mcp.TaskWorking, CreatedAt: now, UpdatedAt: now}, nil
 	case mcp.TaskAgentRun:
+		in := start.Input.AsMap()
 		id := newTaskID(kindRun, now)
 		req := &toolfleetv1.StartRunRequest{RunId: id, Model: str(in["model"]), SystemPrompt: str(in["system_prompt"]),
 			Tools: strs(in["tools"]), IdleTimeout: durationpb.New(-time.Second), // close once answered
@@ -172,8 +184,8 @@ func (b *mcpTaskBackend) StartTask(ctx context.Context, start mcp.TaskStart) (*m
 		if n, ok := in["max_turns"].(float64); ok && n > 0 && n < 1e6 {
 			req.Budget = &toolfleetv1.Budget{MaxTurns: int32(n)}
 		}
-		if _, err := b.agents.StartRun(ctx, request(ctx, req)); err != nil {
-			return nil, statusOf(err)
+		if _, err := call(ctx, b.s.Agents, req, Agents.StartRun); err != nil {
+			return nil, err
 		}
 		return &mcp.TaskState{ID: id, Kind: start.Kind, Status: mcp.TaskWorking, CreatedAt: now, UpdatedAt: now}, nil
 	}
@@ -181,25 +193,25 @@ func (b *mcpTaskBackend) StartTask(ctx context.Context, start mcp.TaskStart) (*m
 }
 
 // GetTask reads the task's workflow (as its owner: another caller's is NOT_FOUND).
-func (b *mcpTaskBackend) GetTask(ctx context.Context, id string) (*mcp.TaskState, error) {
+func (b *Tasks) GetTask(ctx context.Context, id string) (*mcp.TaskState, error) {
 	kind, created, ok := parseTaskID(id)
 	if !ok {
 		return nil, errNoTask
 	}
 	st := &mcp.TaskState{ID: id, CreatedAt: created}
 	if kind == kindRun {
-		resp, err := b.agents.GetRun(ctx, request(ctx, &toolfleetv1.GetRunRequest{RunId: id}))
+		resp, err := call(ctx, b.s.Agents, &toolfleetv1.GetRunRequest{RunId: id}, Agents.GetRun)
 		if err != nil {
-			return nil, statusOf(err)
+			return nil, err
 		}
-		runState(st, resp.Msg)
+		runState(st, resp)
 		return st, nil
 	}
-	resp, err := b.programs.GetProgram(ctx, request(ctx, &toolfleetv1.GetProgramRequest{ProgramId: id}))
+	resp, err := call(ctx, b.s.Programs, &toolfleetv1.GetProgramRequest{ProgramId: id}, Programs.GetProgram)
 	if err != nil {
 		return nil, statusOf(err)
 	}
-	programState(st, kind, resp.Msg)
+	programState(st, kind, resp)
 	return st, nil
 }
 
@@ -268,7 +280,9 @@ func programState(st *mcp.TaskState, kind string, p *toolfleetv1.GetProgramRespo
 }
 
 // toolOutcome is the outcome of a tool call task's program, as CallTool
-// would have answered: a value, an execution error, or a refusal.
+// would have answered: a value, an execution error, or a refusal. Tasks of
+// both forms have the same result: one-call programs (RunProgramRequest.
+// tool_call) and, started before them, a one-tool script.
 func toolOutcome(p *toolfleetv1.GetProgramResponse) (*toolfleetv1.CallToolResponse, error) {
 	if pe := p.GetProgramError(); pe != nil || p.GetStatus() == toolfleetv1.ProgramStatus_PROGRAM_STATUS_FAILED {
 		code := codes.Internal
@@ -278,6 +292,10 @@ func toolOutcome(p *toolfleetv1.GetProgramResponse) (*toolfleetv1.CallToolRespon
 		return nil, status.Error(code, programErrorText(pe))
 	}
 	out, _ := p.GetResult().AsInterface().(map[string]any)
+	if _, isOutcome := out["ok"]; !isOutcome {
+		// A worker older than RunProgramRequest.tool_call ran an empty script.
+		return nil, status.Error(codes.Internal, "the orchestrator's workers do not know one-call programs: upgrade them to this gateway's version")
+	}
 	if ok, _ := out["ok"].(bool); ok {
 		v, err := structpb.NewValue(out["value"])
 		if err != nil {
@@ -324,33 +342,33 @@ func programErrorText(pe *toolfleetv1.ProgramError) string {
 }
 
 // CancelTask cancels the task's workflow.
-func (b *mcpTaskBackend) CancelTask(ctx context.Context, id string) error {
+func (b *Tasks) CancelTask(ctx context.Context, id string) error {
 	kind, _, ok := parseTaskID(id)
 	if !ok {
 		return errNoTask
 	}
 	var err error
 	if kind == kindRun {
-		_, err = b.agents.CancelRun(ctx, request(ctx, &toolfleetv1.CancelRunRequest{RunId: id}))
+		_, err = call(ctx, b.s.Agents, &toolfleetv1.CancelRunRequest{RunId: id}, Agents.CancelRun)
 	} else {
-		_, err = b.programs.CancelProgram(ctx, request(ctx, &toolfleetv1.CancelProgramRequest{ProgramId: id}))
+		_, err = call(ctx, b.s.Programs, &toolfleetv1.CancelProgramRequest{ProgramId: id}, Programs.CancelProgram)
 	}
-	return statusOf(err)
+	return err
 }
 
 // DecideTask answers an approval the task's workflow waits for.
-func (b *mcpTaskBackend) DecideTask(ctx context.Context, id, callID string, approved bool, reason string) error {
+func (b *Tasks) DecideTask(ctx context.Context, id, callID string, approved bool, reason string) error {
 	kind, _, ok := parseTaskID(id)
 	if !ok {
 		return errNoTask
 	}
 	var err error
 	if kind == kindRun {
-		_, err = b.agents.DecideApproval(ctx, request(ctx, &toolfleetv1.DecideApprovalRequest{RunId: id, CallId: callID, Approved: approved, Reason: reason}))
+		_, err = call(ctx, b.s.Agents, &toolfleetv1.DecideApprovalRequest{RunId: id, CallId: callID, Approved: approved, Reason: reason}, Agents.DecideApproval)
 	} else {
-		_, err = b.programs.DecideProgramApproval(ctx, request(ctx, &toolfleetv1.DecideProgramApprovalRequest{ProgramId: id, CallId: callID, Approved: approved, Reason: reason}))
+		_, err = call(ctx, b.s.Programs, &toolfleetv1.DecideProgramApprovalRequest{ProgramId: id, CallId: callID, Approved: approved, Reason: reason}, Programs.DecideProgramApproval)
 	}
-	return statusOf(err)
+	return err
 }
 
 // taskCursor is where a listing goes on: programs first, then runs.
@@ -365,7 +383,7 @@ const maxListScans = 8
 // ListTasks lists the caller's tasks (the services list the caller's own
 // programs and runs; an admin scope lists everyone's), each read in full so
 // that the listing says what tasks/get would.
-func (b *mcpTaskBackend) ListTasks(ctx context.Context, cursor string, size int) ([]*mcp.TaskState, string, error) {
+func (b *Tasks) ListTasks(ctx context.Context, cursor string, size int) ([]*mcp.TaskState, string, error) {
 	var c taskCursor
 	if cursor != "" {
 		raw, err := base64.RawURLEncoding.DecodeString(cursor)
@@ -381,25 +399,25 @@ func (b *mcpTaskBackend) ListTasks(ctx context.Context, cursor string, size int)
 		var page []string
 		var next []byte
 		if c.Runs {
-			resp, err := b.agents.ListRuns(ctx, request(ctx, &toolfleetv1.ListRunsRequest{PageSize: want, PageToken: c.Token}))
+			resp, err := call(ctx, b.s.Agents, &toolfleetv1.ListRunsRequest{PageSize: want, PageToken: c.Token}, Agents.ListRuns)
 			if err != nil {
-				return nil, "", statusOf(err)
+				return nil, "", err
 			}
-			for _, r := range resp.Msg.GetRuns() {
+			for _, r := range resp.GetRuns() {
 				page = append(page, r.GetRunId())
 				listed[r.GetRunId()] = summaryState(r.GetRunId(), strings.ToLower(r.GetState()))
 			}
-			next = resp.Msg.GetNextPageToken()
+			next = resp.GetNextPageToken()
 		} else {
-			resp, err := b.programs.ListPrograms(ctx, request(ctx, &toolfleetv1.ListProgramsRequest{PageSize: want, PageToken: c.Token}))
+			resp, err := call(ctx, b.s.Programs, &toolfleetv1.ListProgramsRequest{PageSize: want, PageToken: c.Token}, Programs.ListPrograms)
 			if err != nil {
-				return nil, "", statusOf(err)
+				return nil, "", err
 			}
-			for _, p := range resp.Msg.GetPrograms() {
+			for _, p := range resp.GetPrograms() {
 				page = append(page, p.GetProgramId())
 				listed[p.GetProgramId()] = summaryState(p.GetProgramId(), strings.ToLower(p.GetStatus()+" "+p.GetState()))
 			}
-			next = resp.Msg.GetNextPageToken()
+			next = resp.GetNextPageToken()
 		}
 		for _, id := range page {
 			if _, _, ok := parseTaskID(id); ok {
@@ -454,15 +472,15 @@ func summaryState(id, words string) *mcp.TaskState {
 	return st
 }
 
-// statusOf turns a Connect error of a mounted service into a gRPC status
-// error (the same codes), keeping its message.
+// statusOf turns a service's error (a Connect error, or already a gRPC
+// status) into a gRPC status error with the same code and message.
 func statusOf(err error) error {
-	if err == nil {
-		return nil
-	}
 	var ce *connect.Error
 	if errors.As(err, &ce) {
 		return status.Error(codes.Code(ce.Code()), ce.Message())
+	}
+	if st, ok := status.FromError(err); ok && st.Code() != codes.Unknown {
+		return err
 	}
 	return status.Error(codes.Unavailable, "the task service did not answer")
 }
@@ -481,45 +499,4 @@ func strs(v any) []string {
 		}
 	}
 	return out
-}
-
-// local is an http.RoundTripper that serves requests with a handler in
-// process (a mounted service), buffering at most maxLocalResponse bytes of
-// the response.
-type local struct{ h http.Handler }
-
-func (l local) RoundTrip(r *http.Request) (*http.Response, error) {
-	w := &localWriter{header: http.Header{}, code: http.StatusOK}
-	l.h.ServeHTTP(w, r)
-	if w.over {
-		return nil, fmt.Errorf("gateway: a local response is over %d bytes", maxLocalResponse)
-	}
-	return &http.Response{StatusCode: w.code, Status: http.StatusText(w.code), Header: w.header, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
-		Body: io.NopCloser(&w.body), ContentLength: int64(w.body.Len()), Request: r}, nil
-}
-
-// localWriter records a response, bounded.
-type localWriter struct {
-	header http.Header
-	code   int
-	wrote  bool
-	body   bytes.Buffer
-	over   bool
-}
-
-func (w *localWriter) Header() http.Header { return w.header }
-
-func (w *localWriter) WriteHeader(code int) {
-	if !w.wrote {
-		w.code, w.wrote = code, true
-	}
-}
-
-func (w *localWriter) Write(p []byte) (int, error) {
-	w.wrote = true
-	if w.body.Len()+len(p) > maxLocalResponse {
-		w.over = true
-		return 0, errors.New("gateway: local response too large")
-	}
-	return w.body.Write(p)
 }

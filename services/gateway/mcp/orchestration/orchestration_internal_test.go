@@ -1,11 +1,14 @@
-package gateway
+package orchestration
 
 import (
+	"context"
+	"errors"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
 
+	"connectrpc.com/connect"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/structpb"
@@ -80,6 +83,10 @@ func TestToolOutcome(t *testing.T) {
 	if _, err = toolOutcome(done(map[string]any{"ok": false, "error": map[string]any{"kind": "denied", "message": "no"}})); status.Code(err) != codes.FailedPrecondition {
 		t.Errorf("denied: %v", err)
 	}
+	// An orchestrator older than one-call programs runs an empty script.
+	if _, err = toolOutcome(&toolfleetv1.GetProgramResponse{Status: toolfleetv1.ProgramStatus_PROGRAM_STATUS_COMPLETED}); status.Code(err) != codes.Internal {
+		t.Errorf("no outcome: %v", err)
+	}
 	failed := &toolfleetv1.GetProgramResponse{Status: toolfleetv1.ProgramStatus_PROGRAM_STATUS_FAILED, ProgramError: &toolfleetv1.ProgramError{Kind: "tools", Message: "no tool matches"}}
 	if _, err = toolOutcome(failed); status.Code(err) != codes.PermissionDenied {
 		t.Errorf("tools: %v", err)
@@ -94,5 +101,50 @@ func TestSummaryState(t *testing.T) {
 		if got := summaryState("id", words).Status; got != want {
 			t.Errorf("%q: %s, want %s", words, got, want)
 		}
+	}
+}
+
+// fakePrograms answers GetProgram with what it was asked, or panics.
+type fakePrograms struct {
+	Programs
+	panics bool
+}
+
+func (f fakePrograms) GetProgram(_ context.Context, r *connect.Request[toolfleetv1.GetProgramRequest]) (*connect.Response[toolfleetv1.GetProgramResponse], error) {
+	if f.panics {
+		panic("boom")
+	}
+	if r.Header().Get("Authorization") != "Bearer t" {
+		return nil, connect.NewError(connect.CodeUnauthenticated, errors.New("no token"))
+	}
+	return connect.NewResponse(&toolfleetv1.GetProgramResponse{ProgramId: r.Msg.GetProgramId()}), nil
+}
+
+// A call reaches the service with the MCP caller's token, as its Connect
+// handler would: errors keep their codes, a panic is INTERNAL, a service
+// not there yet answers its getter's error.
+func TestCall(t *testing.T) {
+	t.Parallel()
+	ctx := mcp.WithAuthorization(t.Context(), "Bearer t")
+	get := func(p Programs, err error) func() (Programs, error) {
+		return func() (Programs, error) { return p, err }
+	}
+	req := &toolfleetv1.GetProgramRequest{ProgramId: "p1"}
+	if resp, err := call(ctx, get(fakePrograms{}, nil), req, Programs.GetProgram); err != nil || resp.GetProgramId() != "p1" {
+		t.Errorf("call: %v, %v", resp, err)
+	}
+	if _, err := call(t.Context(), get(fakePrograms{}, nil), req, Programs.GetProgram); status.Code(err) != codes.Unauthenticated {
+		t.Errorf("without a token: %v, want UNAUTHENTICATED", err)
+	}
+	if _, err := call(ctx, get(fakePrograms{panics: true}, nil), req, Programs.GetProgram); status.Code(err) != codes.Internal {
+		t.Errorf("a panic: %v, want INTERNAL", err)
+	}
+	starting := status.Error(codes.Unavailable, "the orchestrator is starting")
+	if _, err := call(ctx, get(nil, starting), req, Programs.GetProgram); status.Code(err) != codes.Unavailable {
+		t.Errorf("not there: %v, want UNAVAILABLE", err)
+	}
+	refused := connect.NewError(connect.CodeFailedPrecondition, errors.New("not configured"))
+	if _, err := call(ctx, get(nil, refused), req, Programs.GetProgram); status.Code(err) != codes.FailedPrecondition {
+		t.Errorf("not configured: %v, want FAILED_PRECONDITION", err)
 	}
 }

@@ -8,7 +8,7 @@ import (
 	"github.com/toolfleet/toolfleet/services/gateway/oxp"
 )
 
-// This file mounts the OXP HTTP JSON surface (package oxp): one line in
+// This file serves the OXP HTTP JSON surface (package oxp): one line in
 // Handler registers it with oxpBackend.
 
 // OXPSchema is the $schema of OXP 1.0 bodies.

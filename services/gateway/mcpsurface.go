@@ -10,8 +10,9 @@ import (
 	"github.com/toolfleet/toolfleet/services/gateway/mcp"
 )
 
-// This file mounts the MCP surface (package mcp, docs/mcp.md) at /mcp: one
-// hunk in Handler calls mcpHandler.
+// This file serves the MCP surface (package mcp, docs/mcp.md) at /mcp: one
+// line in Handler calls mcpHandler. MCP tasks are Config.MCPTasks (package
+// mcp/orchestration, over the orchestrator's services), given by cmd/.
 
 // mcpHandler serves MCP over streamable HTTP on this gateway, stateless (any
 // replica answers any request). With auth on, a request without a valid
@@ -19,11 +20,8 @@ import (
 // MCP sees it; tools/list then shows what the token may call, and each
 // tools/call runs the full pipeline with the request's token.
 func (g *Gateway) mcpHandler() http.Handler {
-	var b mcp.Backend = mcpBackend{g}
-	if tb := newMCPTaskBackend(g); tb != nil { // mcp_tasks.go
-		b = tb
-	}
-	h := mcp.New(b, mcp.Options{Name: "toolfleet-gateway", Logger: g.log, MaxRequestBytes: g.cfg.MaxRequestBytes, MaxInputValues: g.cfg.MaxInputValues}).Handler()
+	h := mcp.New(mcpBackend{g}, mcp.Options{Name: "toolfleet-gateway", Logger: g.log, MaxRequestBytes: g.cfg.MaxRequestBytes,
+		MaxInputValues: g.cfg.MaxInputValues, Tasks: g.cfg.MCPTasks}).Handler()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// The MCP spec requires Origin checks on every request (DNS rebinding);
 		// browserSafe has already refused cross-origin POSTs and foreign Hosts.
