@@ -12,6 +12,7 @@ import (
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
 	kvv1 "github.com/toolfleet/toolfleet/gen/tools/kv/v1"
+	"github.com/toolfleet/toolfleet/sdk/llm/internal/canon"
 	"github.com/toolfleet/toolfleet/sdk/tool"
 )
 
@@ -95,7 +96,7 @@ func TestExactNumbers(t *testing.T) {
 			if len(calls) != 1 {
 				t.Fatalf("calls = %d, want 1", len(calls))
 			}
-			if got := string(encodeArguments(calls[0].GetArguments())); got != wantBig {
+			if got := string(canon.EncodeArguments(calls[0].GetArguments())); got != wantBig {
 				t.Errorf("arguments = %s\nwant        %s", got, wantBig)
 			}
 			assertReachesTool(t, calls[0])
@@ -139,7 +140,7 @@ func TestXMLExactNumbers(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := string(encodeArguments(calls[0].GetArguments())); got != tt.want {
+			if got := string(canon.EncodeArguments(calls[0].GetArguments())); got != tt.want {
 				t.Errorf("arguments = %s, want %s", got, tt.want)
 			}
 		})
@@ -362,7 +363,7 @@ func TestFitNumbers(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := string(encodeArguments(ToolCalls(msg)[0].GetArguments())); got != want {
+			if got := string(canon.EncodeArguments(ToolCalls(msg)[0].GetArguments())); got != want {
 				t.Errorf("arguments = %s\nwant        %s", got, want)
 			}
 		})

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
+	"github.com/toolfleet/toolfleet/sdk/llm/internal/canon"
 )
 
 // DemoModelName is the scripted demo model's name: Spec{Provider:
@@ -392,7 +393,7 @@ func requestBytes(req *Request) int {
 		for _, p := range m.GetParts() {
 			n += len(p.GetText())
 			if c := p.GetToolCall(); c != nil {
-				n += len(c.GetName()) + len(callArguments(c))
+				n += len(c.GetName()) + len(canon.CallArguments(c))
 			}
 			if r := p.GetToolResult(); r != nil {
 				n += len(r.GetContent())

@@ -16,6 +16,7 @@ import (
 	clockv1 "github.com/toolfleet/toolfleet/gen/tools/clock/v1"
 	jsonqv1 "github.com/toolfleet/toolfleet/gen/tools/jsonq/v1"
 	kvv1 "github.com/toolfleet/toolfleet/gen/tools/kv/v1"
+	"github.com/toolfleet/toolfleet/sdk/llm/internal/canon"
 	"github.com/toolfleet/toolfleet/sdk/tool"
 )
 
@@ -129,7 +130,7 @@ func runDemo(t *testing.T, prompt string, parallel, stream bool, tools map[strin
 		var names []string
 		results := NewMessage(toolfleetv1.Role_ROLE_TOOL)
 		for _, c := range calls {
-			names = append(names, c.GetName()+string(encodeArguments(c.GetArguments())))
+			names = append(names, c.GetName()+string(canon.EncodeArguments(c.GetArguments())))
 			content, isErr := validated(t, c.GetName(), c.GetArguments(), tools[c.GetName()])
 			results.Parts = append(results.Parts, ResultPart(c.GetId(), c.GetName(), content, isErr))
 		}

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
+	"github.com/toolfleet/toolfleet/sdk/llm/internal/canon"
 )
 
 // dialectCase is one reply of a dialect's model, as the model writes it.
@@ -209,7 +210,7 @@ func TestDialectRenderParse(t *testing.T) {
 			if err != nil {
 				t.Fatalf("%s: %v", rendered, err)
 			}
-			if len(calls) != 1 || calls[0].GetName() != wf || string(encodeArguments(calls[0].GetArguments())) != string(encodeArguments(call.GetArguments())) {
+			if len(calls) != 1 || calls[0].GetName() != wf || string(canon.EncodeArguments(calls[0].GetArguments())) != string(canon.EncodeArguments(call.GetArguments())) {
 				t.Errorf("%s\nparsed back %q", rendered, callStrings(calls))
 			}
 			if text != "Before.\n\nAfter." && text != "Before.\nAfter." {

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
+	"github.com/toolfleet/toolfleet/sdk/llm/internal/canon"
 )
 
 // withoutKeys returns a copy of a decoded JSON value with every object key
@@ -255,7 +256,7 @@ func TestResponsesCustomToolResponse(t *testing.T) {
 		t.Fatal(err)
 	}
 	final.Response["output"] = []any{}
-	noFinal := append(bytes.Clone(stream[:bytes.LastIndex(stream, []byte("data: "))]), []byte("data: "+string(rawJSON(map[string]any{"type": "response.completed", "response": final.Response}))+"\n\n")...)
+	noFinal := append(bytes.Clone(stream[:bytes.LastIndex(stream, []byte("data: "))]), []byte("data: "+string(canon.RawJSON(map[string]any{"type": "response.completed", "response": final.Response}))+"\n\n")...)
 	for name, body := range map[string][]byte{"final": stream, "deltas": noFinal} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
@@ -390,7 +391,7 @@ func TestGeminiParallelSignatures(t *testing.T) {
 			chunk["candidates"].([]any)[0].(map[string]any)["finishReason"] = "STOP"
 			chunk["usageMetadata"] = map[string]any{"promptTokenCount": 120, "candidatesTokenCount": 40, "thoughtsTokenCount": 88, "totalTokenCount": 248}
 		}
-		stream.WriteString("data: " + string(rawJSON(chunk)) + "\n\n")
+		stream.WriteString("data: " + string(canon.RawJSON(chunk)) + "\n\n")
 	}
 	streamed, err := DecodeStream(t.Context(), Gemini{}, &stream, nil)
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
+	"github.com/toolfleet/toolfleet/sdk/llm/internal/canon"
 )
 
 // ScriptTurn is one reply of a Scripted model.
@@ -177,7 +178,7 @@ func streamReply(ctx context.Context, req *Request, msg *toolfleetv1.Message, si
 			deltas = append(deltas, Delta{Thinking: k.Thinking.GetText(), ThinkingSignature: k.Thinking.GetSignature()})
 		case *toolfleetv1.Part_ToolCall:
 			c := k.ToolCall
-			args, free := string(encodeArguments(c.GetArguments())), c.Input != nil
+			args, free := string(canon.EncodeArguments(c.GetArguments())), c.Input != nil
 			if free {
 				args = c.GetInput()
 			}

@@ -8,6 +8,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
+	"github.com/toolfleet/toolfleet/sdk/llm/internal/canon"
 )
 
 func typedTool(t testing.TB) *toolfleetv1.ToolDefinition {
@@ -34,7 +35,7 @@ func typedTool(t testing.TB) *toolfleetv1.ToolDefinition {
 func callStrings(calls []*toolfleetv1.ToolCall) []string {
 	var out []string
 	for _, c := range calls {
-		out = append(out, c.GetName()+"("+c.GetId()+")="+string(encodeArguments(c.GetArguments())))
+		out = append(out, c.GetName()+"("+c.GetId()+")="+string(canon.EncodeArguments(c.GetArguments())))
 	}
 	return out
 }
@@ -257,7 +258,7 @@ func TestDecodeArguments(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if s := string(encodeArguments(got)); s != tt.want {
+			if s := string(canon.EncodeArguments(got)); s != tt.want {
 				t.Errorf("got %s, want %s", s, tt.want)
 			}
 		})
