@@ -7,6 +7,7 @@ import (
 
 	"google.golang.org/protobuf/types/known/structpb"
 
+	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
 	"github.com/toolfleet/toolfleet/sdk/llm/internal/canon"
 )
 
@@ -61,3 +62,8 @@ func decodeObject(call string, raw []byte) (*structpb.Struct, error) {
 // schemas toolfleet derives for 64-bit fields accept it. A number outside
 // the float64 range is an error.
 func ExactNumber(text string) (*structpb.Value, error) { return canon.ExactNumber(text) }
+
+// CallArguments is the JSON object of c's arguments as a format without
+// free-text calls sends it: its arguments with exact numbers, or
+// {"input": text} for a free-text call (ToolCall.input).
+func CallArguments(c *toolfleetv1.ToolCall) json.RawMessage { return canon.CallArguments(c) }

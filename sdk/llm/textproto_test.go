@@ -265,42 +265,6 @@ func TestDecodeArguments(t *testing.T) {
 	}
 }
 
-// TestXMLOneCallPerTurn: the xml prompt protocol is one call per turn by
-// definition, so a second block after the first </function> is the model
-// rambling: never parsed, completed, streamed or executed, even when the
-// request allows parallel calls.
-func TestXMLOneCallPerTurn(t *testing.T) {
-	t.Parallel()
-	reply := "Reading.\n<tool_call>\n<function=Read>\n<parameter=path>\na.txt\n</parameter>\n</function>\n</tool_call> Trailing <function=rm>\n<parameter=path>\n/\n</parameter>\n</function>"
-	text, calls, err := XMLFunction{}.Parse(reply, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := callStrings(calls); !equalStrings(got, []string{`Read(call_1)={"path":"a.txt"}`}) || text != "Reading." {
-		t.Fatalf("Parse = %q, %q", text, got)
-	}
-	for _, stream := range []bool{false, true} {
-		m := WithTextProtocol(NewScripted(SayText(reply)), XMLFunction{})
-		req := &Request{Messages: []*toolfleetv1.Message{User("read a.txt")}, ParallelToolCalls: new(true)}
-		var msg *toolfleetv1.Message
-		var shown strings.Builder
-		if stream {
-			msg, err = m.Stream(t.Context(), req, func(d Delta) error { shown.WriteString(d.Text); return nil })
-		} else {
-			msg, err = m.Complete(t.Context(), req)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := callStrings(ToolCalls(msg)); !equalStrings(got, []string{`Read(call_1)={"path":"a.txt"}`}) {
-			t.Errorf("stream=%v: calls = %q", stream, got)
-		}
-		if strings.Contains(shown.String(), "Trailing") || strings.Contains(MessageText(msg), "rm") {
-			t.Errorf("stream=%v: text after the first block kept: shown %q, message %q", stream, shown.String(), MessageText(msg))
-		}
-	}
-}
-
 // renderedID is the id a call keeps through p's rendering: Kimi K2 writes
 // its own ids (functions.NAME:IDX).
 func renderedID(p TextProtocol, name, id string) string {
