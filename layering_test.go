@@ -10,12 +10,13 @@ import (
 
 const module = "github.com/toolfleet/toolfleet/"
 
-// layerRules maps a package prefix to the prefixes it must not import.
+// layerRules maps a package prefix to the prefixes it must not import; a
+// from ending in "$" names one package exactly, not its sub-packages.
 var layerRules = []struct {
 	from      string
 	forbidden []string
 }{
-	{"sdk/", []string{"services/", "orchestrator/", "workers/", "cmd/", "internal/devstack"}},
+	{"sdk/", []string{"services/", "orchestrator/", "workers/", "cmd/", "internal/devstack", "internal/demo"}},
 	{"gen/", []string{"sdk/", "services/", "orchestrator/", "workers/", "cmd/", "internal/"}},
 	{"internal/", []string{"services/", "orchestrator/", "workers/", "cmd/"}},
 	{"services/", []string{"cmd/"}},
@@ -34,6 +35,10 @@ var productionRules = []struct {
 	{"orchestrator/", []string{"e2e"}},
 	{"workers/", []string{"e2e"}},
 	{"internal/", []string{"e2e"}},
+	// The llm core sits under its layers (docs/architecture.md, "sdk/llm"):
+	// the scripted test model, the provider clients and the spec opener
+	// import it, never the reverse. Its external tests may use llmtest.
+	{"sdk/llm$", []string{"sdk/llm/llmtest", "sdk/llm/models", "sdk/llm/openai", "sdk/llm/anthropic", "sdk/llm/gemini"}},
 }
 
 // violations lists "pkg imports dep" for every broken rule.
@@ -48,7 +53,7 @@ func violations(imports map[string][]string, layerRules []struct {
 			continue
 		}
 		for _, rule := range layerRules {
-			if !strings.HasPrefix(rel, rule.from) {
+			if exact, ok := strings.CutSuffix(rule.from, "$"); ok && rel != exact || !ok && !strings.HasPrefix(rel, rule.from) {
 				continue
 			}
 			for _, dep := range deps {
@@ -113,8 +118,16 @@ func TestLayeringRulesCatchViolations(t *testing.T) {
 		module + "services/gateway/gatewaytest": {module + "workers/calculator/calculator"},
 		module + "services/gateway":             {module + "e2e"},
 		module + "cmd/toolfleet":                {module + "e2e", module + "workers/calculator/calculator"},
+		module + "sdk/llm":                      {module + "sdk/llm/llmtest", module + "sdk/llm/internal/canon"},
+		module + "sdk/llm/models":               {module + "sdk/llm/openai"},
 	}, productionRules)
-	if len(got) != 2 {
-		t.Fatalf("violations = %v, want the services→workers and services→e2e imports", got)
+	if len(got) != 3 {
+		t.Fatalf("violations = %v, want the services→workers, services→e2e and llm→llmtest imports", got)
+	}
+	got = violations(map[string][]string{
+		module + "sdk/llm/models": {module + "internal/demo"},
+	}, layerRules)
+	if len(got) != 1 {
+		t.Fatalf("violations = %v, want the sdk→demo import", got)
 	}
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/toolfleet/toolfleet/orchestrator/agent/agenttest"
 	"github.com/toolfleet/toolfleet/orchestrator/runner"
 	"github.com/toolfleet/toolfleet/sdk/llm"
+	"github.com/toolfleet/toolfleet/sdk/llm/llmtest"
 )
 
 // agentSteps is the number of tool steps of one benchmarked run.
@@ -56,11 +57,11 @@ func BenchmarkAgentStep(b *testing.B) {
 	tc := devstacktest.Client(b, stack)
 	devstacktest.StartWorker(b, tc, "bench-raw", RawActivities)
 	fleet := e2e.Start(b, e2e.Options{NATSURL: stack.NATS.URL()})
-	turns := []llm.ScriptTurn{}
+	turns := []llmtest.ScriptTurn{}
 	for i := range agentSteps {
-		turns = append(turns, llm.CallTools("", llm.CallPart("c", "Calculator_Add", map[string]any{"a": i, "b": 1})))
+		turns = append(turns, llmtest.CallTools("", llm.CallPart("c", "Calculator_Add", map[string]any{"a": i, "b": 1})))
 	}
-	turns = append(turns, llm.SayText("done"))
+	turns = append(turns, llmtest.SayText("done"))
 	models := agent.NewResolver()
 	models.Register("bench", &agenttest.ByTurn{Turns: turns})
 	o, err := runner.Start(b.Context(), runner.Config{TemporalAddress: stack.Temporal.Address(), Namespace: stack.Namespace(),
@@ -151,11 +152,11 @@ func BenchmarkAgentConcurrentRuns(b *testing.B) {
 	tc := devstacktest.Client(b, stack)
 	devstacktest.StartWorker(b, tc, "bench-raw-many", RawActivities)
 	fleet := e2e.Start(b, e2e.Options{NATSURL: stack.NATS.URL()})
-	turns := []llm.ScriptTurn{}
+	turns := []llmtest.ScriptTurn{}
 	for i := range steps {
-		turns = append(turns, llm.CallTools("", llm.CallPart("c", "Calculator_Add", map[string]any{"a": i, "b": 1})))
+		turns = append(turns, llmtest.CallTools("", llm.CallPart("c", "Calculator_Add", map[string]any{"a": i, "b": 1})))
 	}
-	turns = append(turns, llm.SayText("done"))
+	turns = append(turns, llmtest.SayText("done"))
 	models := agent.NewResolver()
 	models.Register("many", &agenttest.ByTurn{Turns: turns})
 	o, err := runner.Start(b.Context(), runner.Config{TemporalAddress: stack.Temporal.Address(), Namespace: stack.Namespace(),

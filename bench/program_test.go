@@ -18,6 +18,7 @@ import (
 	"github.com/toolfleet/toolfleet/orchestrator/agent/agenttest"
 	"github.com/toolfleet/toolfleet/orchestrator/runner"
 	"github.com/toolfleet/toolfleet/sdk/llm"
+	"github.com/toolfleet/toolfleet/sdk/llm/llmtest"
 )
 
 // squaresProgram is the 10-tool task written as one program.
@@ -41,16 +42,16 @@ func BenchmarkCodeMode(b *testing.B) {
 	const n = 10
 	stack := devstacktest.Start(b)
 	fleet := e2e.Start(b, e2e.Options{NATSURL: stack.NATS.URL()})
-	loop := []llm.ScriptTurn{}
+	loop := []llmtest.ScriptTurn{}
 	for i := 1; i <= n; i++ {
-		loop = append(loop, llm.CallTools("", llm.CallPart("c", "Calculator_Multiply", map[string]any{"a": i, "b": i})))
+		loop = append(loop, llmtest.CallTools("", llm.CallPart("c", "Calculator_Multiply", map[string]any{"a": i, "b": i})))
 	}
-	loop = append(loop, llm.SayText("385"))
+	loop = append(loop, llmtest.SayText("385"))
 	models := agent.NewResolver()
 	models.Register("loop", &agenttest.ByTurn{Turns: loop})
-	models.Register("program", &agenttest.ByTurn{Turns: []llm.ScriptTurn{
-		llm.CallTools("", llm.CallPart("p", agent.RunProgramTool, map[string]any{"source": squaresProgram, "args": map[string]any{"n": n}})),
-		llm.SayText("385"),
+	models.Register("program", &agenttest.ByTurn{Turns: []llmtest.ScriptTurn{
+		llmtest.CallTools("", llm.CallPart("p", agent.RunProgramTool, map[string]any{"source": squaresProgram, "args": map[string]any{"n": n}})),
+		llmtest.SayText("385"),
 	}})
 	o, err := runner.Start(b.Context(), runner.Config{TemporalAddress: stack.Temporal.Address(), Namespace: stack.Namespace(),
 		TaskQueue: "bench-code-mode", NATSURL: stack.NATS.URL(), GatewayAddress: fleet.Addr, Models: models, MemoryStorage: true,

@@ -16,6 +16,7 @@ import (
 	"github.com/toolfleet/toolfleet/orchestrator/agent/agenttest"
 	"github.com/toolfleet/toolfleet/orchestrator/metrics"
 	"github.com/toolfleet/toolfleet/sdk/llm"
+	"github.com/toolfleet/toolfleet/sdk/llm/llmtest"
 )
 
 // TestAgentCLI runs the gateway with the AgentService mounted (as `toolfleet
@@ -29,13 +30,13 @@ func TestAgentCLI(t *testing.T) {
 	agents := &agentMount{}
 	models := agent.NewResolver()
 	// Each reply reports usage, as a provider would, so the watch's running total can be checked.
-	withUsage := func(turn llm.ScriptTurn, in, out int64) llm.ScriptTurn {
+	withUsage := func(turn llmtest.ScriptTurn, in, out int64) llmtest.ScriptTurn {
 		turn.Reply.Usage = &toolfleetv1.Usage{InputTokens: in, OutputTokens: out}
 		return turn
 	}
-	models.Register("cli", &agenttest.ByTurn{Turns: []llm.ScriptTurn{
-		withUsage(llm.CallTools("Multiplying.", llm.CallPart("c1", "Calculator_Multiply", map[string]any{"a": 6, "b": 7})), 100, 10),
-		withUsage(llm.SayText("6 times 7 is 42."), 130, 7),
+	models.Register("cli", &agenttest.ByTurn{Turns: []llmtest.ScriptTurn{
+		withUsage(llmtest.CallTools("Multiplying.", llm.CallPart("c1", "Calculator_Multiply", map[string]any{"a": 6, "b": 7})), 100, 10),
+		withUsage(llmtest.SayText("6 times 7 is 42."), 130, 7),
 	}})
 	om := metrics.New()
 	f, o := startWith(ctx, t, stack, models, false, om, agents.mount(), metricsMount(om))

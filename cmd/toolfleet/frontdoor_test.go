@@ -35,6 +35,7 @@ import (
 	"github.com/toolfleet/toolfleet/orchestrator/agent/agenttest"
 	"github.com/toolfleet/toolfleet/orchestrator/runner"
 	"github.com/toolfleet/toolfleet/sdk/llm"
+	"github.com/toolfleet/toolfleet/sdk/llm/llmtest"
 )
 
 // startGatewayBinary builds cmd/gateway and runs it with args on a free
@@ -148,9 +149,9 @@ func TestFrontDoor(t *testing.T) {
 		"--model-endpoint", "none=http://127.0.0.1:*")
 
 	models := agent.NewResolver()
-	models.Register("frontdoor", &agenttest.ByTurn{Turns: []llm.ScriptTurn{
-		llm.CallTools("Multiplying.", llm.CallPart("c1", "Calculator_Multiply", map[string]any{"a": 6, "b": 7})),
-		llm.SayText("6 times 7 is 42."),
+	models.Register("frontdoor", &agenttest.ByTurn{Turns: []llmtest.ScriptTurn{
+		llmtest.CallTools("Multiplying.", llm.CallPart("c1", "Calculator_Multiply", map[string]any{"a": 6, "b": 7})),
+		llmtest.SayText("6 times 7 is 42."),
 	}})
 	o := startOrchestrator(ctx, t, stack, addr, secret, models)
 	var oMu sync.Mutex

@@ -27,6 +27,7 @@ import (
 	"github.com/toolfleet/toolfleet/orchestrator/agent"
 	"github.com/toolfleet/toolfleet/orchestrator/agent/agenttest"
 	"github.com/toolfleet/toolfleet/sdk/llm"
+	"github.com/toolfleet/toolfleet/sdk/llm/llmtest"
 )
 
 // TestMCPTasks runs two production gateways (cmd/gateway, auth on) on one
@@ -63,9 +64,9 @@ func TestMCPTasks(t *testing.T) {
 		"--namespace", stack.Namespace(), "--jwt-hs256-secret-file", secretFile, "--model-endpoint", "none=http://127.0.0.1:*"}
 	gwB := startGatewayProc(t, bin, "", args...)
 	models := agent.NewResolver()
-	models.Register("mcptask", &agenttest.ByTurn{Turns: []llm.ScriptTurn{
-		llm.CallTools("Multiplying.", llm.CallPart("c1", "Calculator_Multiply", map[string]any{"a": 6, "b": 7})),
-		llm.SayText("6 times 7 is 42."),
+	models.Register("mcptask", &agenttest.ByTurn{Turns: []llmtest.ScriptTurn{
+		llmtest.CallTools("Multiplying.", llm.CallPart("c1", "Calculator_Multiply", map[string]any{"a": 6, "b": 7})),
+		llmtest.SayText("6 times 7 is 42."),
 	}})
 	o := startOrchestrator(ctx, t, stack, gwB.addr, secret, models)
 	t.Cleanup(o.Stop)

@@ -19,6 +19,7 @@ import (
 	"github.com/toolfleet/toolfleet/orchestrator/agent"
 	"github.com/toolfleet/toolfleet/orchestrator/agent/agenttest"
 	"github.com/toolfleet/toolfleet/sdk/llm"
+	"github.com/toolfleet/toolfleet/sdk/llm/llmtest"
 )
 
 // An agent step is one connected trace: the run's start, its workflow, the
@@ -35,9 +36,9 @@ func TestAgentStepTrace(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	models := agent.NewResolver()
-	models.Register("traced", &agenttest.ByTurn{Turns: []llm.ScriptTurn{
-		llm.CallTools("", llm.CallPart("c1", "Calculator_Add", map[string]any{"a": 2, "b": 3})),
-		llm.SayText("5"),
+	models.Register("traced", &agenttest.ByTurn{Turns: []llmtest.ScriptTurn{
+		llmtest.CallTools("", llm.CallPart("c1", "Calculator_Add", map[string]any{"a": 2, "b": 3})),
+		llmtest.SayText("5"),
 	}})
 	_, o := startTraced(ctx, t, stack, models, true)
 	const runID = "traced-run"

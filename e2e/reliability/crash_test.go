@@ -21,6 +21,7 @@ import (
 	"github.com/toolfleet/toolfleet/orchestrator/program"
 	"github.com/toolfleet/toolfleet/orchestrator/runner/runnertest"
 	"github.com/toolfleet/toolfleet/sdk/llm"
+	"github.com/toolfleet/toolfleet/sdk/llm/llmtest"
 )
 
 // The orchestrator of TestCrash runs in a child process (runnertest): this
@@ -71,11 +72,11 @@ result = n + len([r for r in rs if r.ok])
 // SchemaTest.Sleep call each, then an answer. Each turn thinks for 20 ms, so
 // kills land inside model turns as well as inside tool calls.
 func crashModel(i int) *agenttest.ByTurn {
-	var turns []llm.ScriptTurn
+	var turns []llmtest.ScriptTurn
 	for s := range crashSteps() {
-		turns = append(turns, llm.CallTools("", llm.CallPart(fmt.Sprintf("c%d", s), "SchemaTest_Sleep", map[string]any{"duration": "0.03s"})))
+		turns = append(turns, llmtest.CallTools("", llm.CallPart(fmt.Sprintf("c%d", s), "SchemaTest_Sleep", map[string]any{"duration": "0.03s"})))
 	}
-	turns = append(turns, llm.SayText(fmt.Sprintf("run %d done", i)))
+	turns = append(turns, llmtest.SayText(fmt.Sprintf("run %d done", i)))
 	return &agenttest.ByTurn{Turns: turns, BeforeReply: func(ctx context.Context, _ int) error {
 		select {
 		case <-ctx.Done():

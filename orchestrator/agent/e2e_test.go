@@ -22,6 +22,7 @@ import (
 	"github.com/toolfleet/toolfleet/sdk/llm"
 	"github.com/toolfleet/toolfleet/sdk/llm/anthropic"
 	"github.com/toolfleet/toolfleet/sdk/llm/gemini"
+	"github.com/toolfleet/toolfleet/sdk/llm/llmtest"
 )
 
 func call(id, name string, args map[string]any) *toolfleetv1.Part {
@@ -29,13 +30,13 @@ func call(id, name string, args map[string]any) *toolfleetv1.Part {
 }
 
 // withUsage sets a turn's token usage.
-func withUsage(turn llm.ScriptTurn, in, out int64) llm.ScriptTurn {
+func withUsage(turn llmtest.ScriptTurn, in, out int64) llmtest.ScriptTurn {
 	turn.Reply.Usage = &toolfleetv1.Usage{InputTokens: in, OutputTokens: out}
 	return turn
 }
 
 // checkLast asserts what the model was sent as the last tool result.
-func checkLast(turn llm.ScriptTurn, isError bool, contains string) llm.ScriptTurn {
+func checkLast(turn llmtest.ScriptTurn, isError bool, contains string) llmtest.ScriptTurn {
 	turn.Check = func(req *llm.Request) error {
 		r := lastResult(req)
 		if r == nil || r.GetIsError() != isError || !strings.Contains(r.GetContent(), contains) {
@@ -54,11 +55,11 @@ func TestRuns(t *testing.T) {
 		t.Parallel()
 		id := "multi"
 		e.start(t, id, agent.RunSpec{Tools: []string{"Calculator.*", "KV.Put", "KV.Delete"}},
-			llm.CallTools("working", call("c1", "Calculator_Add", map[string]any{"a": 1, "b": 2}),
+			llmtest.CallTools("working", call("c1", "Calculator_Add", map[string]any{"a": 1, "b": 2}),
 				call("c2", "Calculator_Multiply", map[string]any{"a": 3, "b": 4}),
 				call("c3", "KV_Put", map[string]any{"key": "multi.k", "value": "v"}),
 				call("c4", "KV_Delete", map[string]any{"key": "multi.k"})),
-			llm.SayText("3 and 12"))
+			llmtest.SayText("3 and 12"))
 		// KV.Delete's contract requires approval: the run asks, a human grants it.
 		ev := e.waitEvent(t, id, 1, agent.EventApprovalRequested)
 		if err := e.runs.Decide(t.Context(), id, agent.Decision{CallID: ev.GetCallId(), Approved: true, Approver: "bo"}); err != nil {
@@ -89,9 +90,9 @@ func TestRuns(t *testing.T) {
 		id := "nocontent"
 		none := *e.runs
 		none.HistoryContent = agent.HistoryContentNone
-		e.models.Register(id, &agenttest.ByTurn{Turns: []llm.ScriptTurn{
-			llm.CallTools("multiplying privately", call("c1", "Calculator_Multiply", map[string]any{"a": 3, "b": 4})),
-			llm.SayText("the product is twelve")}})
+		e.models.Register(id, &agenttest.ByTurn{Turns: []llmtest.ScriptTurn{
+			llmtest.CallTools("multiplying privately", call("c1", "Calculator_Multiply", map[string]any{"a": 3, "b": 4})),
+			llmtest.SayText("the product is twelve")}})
 		spec := agent.RunSpec{Tools: []string{"Calculator.*"}, Model: agent.ModelSpec{Spec: llm.Spec{Provider: "scripted", Name: id}}}
 		if _, err := none.Start(t.Context(), id, spec, agent.Principal{Subject: "ana", Scopes: []string{"tools:call"}}, llm.User("3*4?")); err != nil {
 			t.Fatal(err)
@@ -110,9 +111,9 @@ func TestRuns(t *testing.T) {
 		t.Parallel()
 		id := "validation"
 		e.start(t, id, agent.RunSpec{Tools: []string{"KV.Put"}},
-			llm.CallTools("", call("c1", "KV_Put", map[string]any{"key": "bad key!", "value": "v"})),
-			checkLast(llm.CallTools("", call("c2", "KV_Put", map[string]any{"key": "validation.ok", "value": "v"})), true, "key"),
-			checkLast(llm.SayText("stored"), false, "revision"))
+			llmtest.CallTools("", call("c1", "KV_Put", map[string]any{"key": "bad key!", "value": "v"})),
+			checkLast(llmtest.CallTools("", call("c2", "KV_Put", map[string]any{"key": "validation.ok", "value": "v"})), true, "key"),
+			checkLast(llmtest.SayText("stored"), false, "revision"))
 		if st := e.waitEnd(t, id); st.Status != agent.StatusCompleted || st.Turn != 3 {
 			t.Fatalf("state %+v, want completed after 3 turns", st)
 		}
@@ -124,10 +125,10 @@ func TestRuns(t *testing.T) {
 	t.Run("the same failing call three times ends the run", func(t *testing.T) {
 		t.Parallel()
 		id := "repeat-fail"
-		bad := func() llm.ScriptTurn {
-			return llm.CallTools("", call("c", "KV_Put", map[string]any{"key": "bad key!", "value": "v"}))
+		bad := func() llmtest.ScriptTurn {
+			return llmtest.CallTools("", call("c", "KV_Put", map[string]any{"key": "bad key!", "value": "v"}))
 		}
-		e.start(t, id, agent.RunSpec{Tools: []string{"KV.Put"}}, bad(), bad(), bad(), bad(), llm.SayText("never"))
+		e.start(t, id, agent.RunSpec{Tools: []string{"KV.Put"}}, bad(), bad(), bad(), bad(), llmtest.SayText("never"))
 		st := e.waitEnd(t, id)
 		if st.Status != agent.StatusFailed || !strings.Contains(st.Failure, "KV_Put 4 times") {
 			t.Fatalf("state %+v, want failed after the 4th identical failure", st)
@@ -197,9 +198,9 @@ func TestRuns(t *testing.T) {
 		t.Parallel()
 		id := "approval"
 		e.start(t, id, agent.RunSpec{Tools: []string{"SchemaTest.Types"}},
-			llm.CallTools("", call("c1", "SchemaTest_Types", map[string]any{"s": "approval-yes"})),
-			checkLast(llm.CallTools("", call("c2", "SchemaTest_Types", map[string]any{"s": "approval-no"})), false, "approval-yes"),
-			checkLast(llm.SayText("ok"), true, "not on a Monday"))
+			llmtest.CallTools("", call("c1", "SchemaTest_Types", map[string]any{"s": "approval-yes"})),
+			checkLast(llmtest.CallTools("", call("c2", "SchemaTest_Types", map[string]any{"s": "approval-no"})), false, "approval-yes"),
+			checkLast(llmtest.SayText("ok"), true, "not on a Monday"))
 		ctx := t.Context()
 		ev := e.waitEvent(t, id, 1, agent.EventApprovalRequested)
 		if err := e.runs.Decide(ctx, id, agent.Decision{CallID: "unknown", Approved: true, Approver: "bo"}); err == nil {
@@ -243,8 +244,8 @@ func TestRuns(t *testing.T) {
 		} {
 			id := "retry-" + strings.TrimSuffix(tt.s, ":agent")
 			e.start(t, id, agent.RunSpec{Tools: []string{"SchemaTest.Types"}},
-				llm.CallTools("", call("c1", "SchemaTest_Types", map[string]any{"s": tt.s})),
-				checkLast(llm.SayText("ok"), tt.isError, ""))
+				llmtest.CallTools("", call("c1", "SchemaTest_Types", map[string]any{"s": tt.s})),
+				checkLast(llmtest.SayText("ok"), tt.isError, ""))
 			ev := e.waitEvent(t, id, 1, agent.EventApprovalRequested)
 			if err := e.runs.Decide(t.Context(), id, agent.Decision{CallID: ev.GetCallId(), Approved: true, Approver: "bo"}); err != nil {
 				t.Fatal(err)
@@ -269,15 +270,15 @@ func TestRuns(t *testing.T) {
 		id := "approval-timeout"
 		e.start(t, id, agent.RunSpec{Tools: []string{"Calculator.Add"},
 			Approval: agent.ApprovalPolicy{Tools: []string{"Calculator.*"}, Timeout: time.Second}},
-			llm.CallTools("", call("c1", "Calculator_Add", map[string]any{"a": 1, "b": 1})),
-			checkLast(llm.SayText("ok"), true, "no decision within 1s"))
+			llmtest.CallTools("", call("c1", "Calculator_Add", map[string]any{"a": 1, "b": 1})),
+			checkLast(llmtest.SayText("ok"), true, "no decision within 1s"))
 		if st := e.waitEnd(t, id); st.Status != agent.StatusCompleted {
 			t.Fatalf("state %+v, want completed", st)
 		}
 	})
 
-	loop := func() llm.ScriptTurn {
-		return withUsage(llm.CallTools("", call("c", "Calculator_Add", map[string]any{"a": 1, "b": 1}),
+	loop := func() llmtest.ScriptTurn {
+		return withUsage(llmtest.CallTools("", call("c", "Calculator_Add", map[string]any{"a": 1, "b": 1}),
 			call("d", "Calculator_Add", map[string]any{"a": 2, "b": 2})), 100, 10)
 	}
 	budgets := []struct {
@@ -314,7 +315,7 @@ func TestRuns(t *testing.T) {
 		t.Parallel()
 		id := "budget-deadline"
 		e.start(t, id, agent.RunSpec{Tools: []string{"SchemaTest.Types"}, Budget: agent.Budget{Deadline: 2 * time.Second}},
-			llm.CallTools("", call("c1", "SchemaTest_Types", map[string]any{"s": "deadline"})))
+			llmtest.CallTools("", call("c1", "SchemaTest_Types", map[string]any{"s": "deadline"})))
 		st := e.waitEnd(t, id)
 		if st.Status != agent.StatusBudgetExhausted || st.Failure != "deadline" {
 			t.Fatalf("state %+v, want the deadline budget", st)
@@ -325,7 +326,7 @@ func TestRuns(t *testing.T) {
 		t.Parallel()
 		id := "cancel"
 		e.start(t, id, agent.RunSpec{Tools: []string{"SchemaTest.Types"}},
-			llm.CallTools("", call("c1", "SchemaTest_Types", map[string]any{"s": "cancel"})))
+			llmtest.CallTools("", call("c1", "SchemaTest_Types", map[string]any{"s": "cancel"})))
 		e.waitEvent(t, id, 1, agent.EventApprovalRequested)
 		if err := e.runs.Cancel(t.Context(), id); err != nil {
 			t.Fatal(err)
@@ -350,9 +351,9 @@ func TestRuns(t *testing.T) {
 				id = "send-closed"
 			}
 			e.start(t, id, agent.RunSpec{Tools: []string{"Calculator.Add"}, IdleTimeout: idle},
-				llm.SayText("first answer"),
-				llm.CallTools("", call("c", "Calculator_Add", map[string]any{"a": 20, "b": 22})),
-				checkLast(llm.SayText("second answer"), false, "42"))
+				llmtest.SayText("first answer"),
+				llmtest.CallTools("", call("c", "Calculator_Add", map[string]any{"a": 20, "b": 22})),
+				checkLast(llmtest.SayText("second answer"), false, "42"))
 			e.waitEvent(t, id, 1, agent.EventCompleted)
 			if err := e.runs.SendMessage(t.Context(), id, llm.User("and now add 20 and 22")); err != nil {
 				t.Fatalf("%s: SendMessage: %v", id, err)
@@ -371,11 +372,11 @@ func TestRuns(t *testing.T) {
 	t.Run("ContinueAsNew crossed mid-run", func(t *testing.T) {
 		t.Parallel()
 		id := "continue"
-		turns := []llm.ScriptTurn{}
+		turns := []llmtest.ScriptTurn{}
 		for i := range 5 {
-			turns = append(turns, llm.CallTools("", call("c", "Calculator_Add", map[string]any{"a": i, "b": 1})))
+			turns = append(turns, llmtest.CallTools("", call("c", "Calculator_Add", map[string]any{"a": i, "b": 1})))
 		}
-		turns = append(turns, checkLast(llm.SayText("done"), false, `{"result":5}`))
+		turns = append(turns, checkLast(llmtest.SayText("done"), false, `{"result":5}`))
 		e.start(t, id, agent.RunSpec{Tools: []string{"Calculator.Add"}, ContinueEveryTurns: 2, IdleTimeout: -1}, turns...)
 		st := e.waitEnd(t, id)
 		if st.Status != agent.StatusCompleted || st.Turn != 6 || st.ToolCalls != 5 {
@@ -400,11 +401,11 @@ func TestHistoryStaysSmall(t *testing.T) {
 	id := "long-run"
 	const turns = 100
 	value := strings.Repeat("0123456789abcdef", 50<<10/16) // 50 KB
-	script := []llm.ScriptTurn{llm.CallTools("", call("p", "KV_Put", map[string]any{"key": "long.value", "value": value}))}
+	script := []llmtest.ScriptTurn{llmtest.CallTools("", call("p", "KV_Put", map[string]any{"key": "long.value", "value": value}))}
 	for i := 1; i < turns; i++ {
-		script = append(script, llm.CallTools("", call(fmt.Sprintf("g%d", i), "KV_Get", map[string]any{"key": "long.value"})))
+		script = append(script, llmtest.CallTools("", call(fmt.Sprintf("g%d", i), "KV_Get", map[string]any{"key": "long.value"})))
 	}
-	script = append(script, llm.SayText("read it 99 times"))
+	script = append(script, llmtest.SayText("read it 99 times"))
 	e.start(t, id, agent.RunSpec{Tools: []string{"KV.Put", "KV.Get"}, Budget: agent.Budget{MaxTurns: turns + 1}, IdleTimeout: -1}, script...)
 	st := e.waitEnd(t, id)
 	if st.Status != agent.StatusCompleted || st.Turn != turns+1 {

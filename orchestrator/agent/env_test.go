@@ -26,6 +26,7 @@ import (
 	"github.com/toolfleet/toolfleet/orchestrator/agent/agenttest"
 	"github.com/toolfleet/toolfleet/sdk/client"
 	"github.com/toolfleet/toolfleet/sdk/llm"
+	"github.com/toolfleet/toolfleet/sdk/llm/llmtest"
 	"github.com/toolfleet/toolfleet/sdk/tool"
 	"github.com/toolfleet/toolfleet/workers/kv/kv"
 )
@@ -119,7 +120,7 @@ func newEnv(t *testing.T) *env {
 }
 
 // start registers turns as model "scripted:<run id>" and starts the run.
-func (e *env) start(t *testing.T, runID string, spec agent.RunSpec, turns ...llm.ScriptTurn) {
+func (e *env) start(t *testing.T, runID string, spec agent.RunSpec, turns ...llmtest.ScriptTurn) {
 	t.Helper()
 	e.models.Register(runID, &agenttest.ByTurn{Turns: turns})
 	spec.Model = agent.ModelSpec{Spec: llm.Spec{Provider: "scripted", Name: runID}}

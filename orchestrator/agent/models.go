@@ -8,7 +8,9 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/toolfleet/toolfleet/internal/demo"
 	"github.com/toolfleet/toolfleet/sdk/llm"
+	"github.com/toolfleet/toolfleet/sdk/llm/llmtest"
 	"github.com/toolfleet/toolfleet/sdk/llm/models"
 )
 
@@ -24,7 +26,8 @@ var ErrUnknownModel = errors.New("agent: unknown model")
 
 // Resolver is the default [Models]: sdk/llm/models.Open builds every
 // provider's client, "scripted:demo" is the built-in demo model
-// (llm.NewDemo, no key, no network), and further scripted models can be
+// (internal/demo, no key, no network), "scripted:NAME.yaml" a script file
+// (sdk/llm/llmtest.OpenScriptFile), and further scripted models can be
 // added with Register.
 //
 // Key references are confined more tightly than models.Open alone would,
@@ -43,7 +46,7 @@ type Resolver struct {
 	// (nil binds nothing: only providers' usual keys, to their providers).
 	Endpoints *Endpoints
 	// ScriptDir is the folder "scripted:NAME.yaml" script files are read
-	// from (llm.OpenScriptFile); empty refuses them.
+	// from (llmtest.OpenScriptFile); empty refuses them.
 	ScriptDir string
 
 	mu       sync.RWMutex
@@ -87,7 +90,13 @@ func (r *Resolver) Model(ctx context.Context, spec ModelSpec) (llm.Model, error)
 		if spec.Name != llm.DemoModelName && !llm.IsScriptFile(spec.Name) {
 			return nil, fmt.Errorf("%w: scripted:%s (available: scripted:%s, or scripted:NAME.yaml)", ErrUnknownModel, spec.Name, llm.DemoModelName)
 		}
-		return models.Open(ctx, spec.Spec, models.WithScriptDir(r.ScriptDir))
+		if err := spec.Spec.Validate(); err != nil {
+			return nil, err
+		}
+		if llm.IsScriptFile(spec.Name) {
+			return llmtest.OpenScriptFile(r.ScriptDir, spec.Name)
+		}
+		return demo.New(), nil
 	}
 	env, ok := providerEnv[spec.Provider]
 	if !ok {

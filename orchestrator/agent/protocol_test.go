@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/toolfleet/toolfleet/sdk/llm"
+	"github.com/toolfleet/toolfleet/sdk/llm/llmtest"
 )
 
 // TestCheckProtocol: every text protocol sdk/llm knows, the dialects
@@ -16,7 +16,7 @@ func TestCheckProtocol(t *testing.T) {
 		if err := CheckProtocol(p); err != nil {
 			t.Errorf("CheckProtocol(%q) = %v", p, err)
 		}
-		m, err := withProtocol(llm.NewScripted(), p)
+		m, err := withProtocol(llmtest.NewScripted(), p)
 		if err != nil || m == nil {
 			t.Errorf("withProtocol(%q) = %v, %v", p, m, err)
 		}
@@ -26,7 +26,7 @@ func TestCheckProtocol(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "glm45") {
 			t.Errorf("CheckProtocol(%q) = %v, want a refusal listing the names", p, err)
 		}
-		if _, err := withProtocol(llm.NewScripted(), p); err == nil {
+		if _, err := withProtocol(llmtest.NewScripted(), p); err == nil {
 			t.Errorf("withProtocol(%q) accepted", p)
 		}
 	}

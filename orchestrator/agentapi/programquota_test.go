@@ -20,6 +20,7 @@ import (
 	"github.com/toolfleet/toolfleet/orchestrator/runner"
 	"github.com/toolfleet/toolfleet/sdk/jsassets"
 	"github.com/toolfleet/toolfleet/sdk/llm"
+	"github.com/toolfleet/toolfleet/sdk/llm/llmtest"
 	"github.com/toolfleet/toolfleet/sdk/tool"
 	"github.com/toolfleet/toolfleet/workers/jsonq/jsonq"
 )
@@ -48,7 +49,7 @@ var natsText = []string{"err_code", "maximum bytes", "nats:", "jetstream", "1007
 func TestProgramValuesQuota(t *testing.T) {
 	t.Parallel()
 	models := agent.NewResolver()
-	models.Register("idle", &agenttest.ByTurn{Turns: []llm.ScriptTurn{llm.SayText("ok")}})
+	models.Register("idle", &agenttest.ByTurn{Turns: []llmtest.ScriptTurn{llmtest.SayText("ok")}})
 	tn := startTenants(t, "program-quota-test", models, func(c *runner.Config) {
 		c.PrincipalMaxBytes = 1 << 20
 		c.Assets = jsassets.Config{Overrides: "toolfleet_runs.max-age=3s"}

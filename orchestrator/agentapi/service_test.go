@@ -29,6 +29,7 @@ import (
 	"github.com/toolfleet/toolfleet/orchestrator/agentapi"
 	"github.com/toolfleet/toolfleet/orchestrator/runner"
 	"github.com/toolfleet/toolfleet/sdk/llm"
+	"github.com/toolfleet/toolfleet/sdk/llm/llmtest"
 )
 
 // testAuth accepts "Bearer <subject>:<scope>,<scope>".
@@ -69,9 +70,9 @@ func TestAgentService(t *testing.T) {
 	stack := devstacktest.Start(t)
 	fleet := e2e.Start(t, e2e.Options{NATSURL: stack.NATS.URL()})
 	models := agent.NewResolver()
-	models.Register("demo", &agenttest.ByTurn{Turns: []llm.ScriptTurn{
-		llm.CallTools("Let me add.", llm.CallPart("c1", "SchemaTest_Types", map[string]any{"s": "api"})),
-		llm.SayText("The answer is 3."),
+	models.Register("demo", &agenttest.ByTurn{Turns: []llmtest.ScriptTurn{
+		llmtest.CallTools("Let me add.", llm.CallPart("c1", "SchemaTest_Types", map[string]any{"s": "api"})),
+		llmtest.SayText("The answer is 3."),
 	}})
 	o, err := runner.Start(t.Context(), runner.Config{TemporalAddress: stack.Temporal.Address(), Namespace: stack.Namespace(),
 		TaskQueue: "api-test", NATSURL: stack.NATS.URL(), GatewayAddress: fleet.Addr, Models: models, MemoryStorage: true})

@@ -23,6 +23,7 @@ import (
 	"github.com/toolfleet/toolfleet/orchestrator/runner"
 	"github.com/toolfleet/toolfleet/sdk/jsassets"
 	"github.com/toolfleet/toolfleet/sdk/llm"
+	"github.com/toolfleet/toolfleet/sdk/llm/llmtest"
 )
 
 const storageScopes = "runs:start,runs:read,runs:approve,runs:cancel,tools:call,calculator:use"
@@ -41,7 +42,7 @@ func (tn *tenants) runsAs(subject string) toolfleetv1connect.AgentServiceClient 
 func TestQuotaRefusesTheFiller(t *testing.T) {
 	t.Parallel()
 	models := agent.NewResolver()
-	models.Register("idle", &agenttest.ByTurn{Turns: []llm.ScriptTurn{llm.SayText("ok"), llm.SayText("again")}})
+	models.Register("idle", &agenttest.ByTurn{Turns: []llmtest.ScriptTurn{llmtest.SayText("ok"), llmtest.SayText("again")}})
 	tn := startTenants(t, "quota-test", models, func(c *runner.Config) {
 		c.PrincipalMaxBytes = 200 << 10
 		c.PrincipalMaxRuns = 6
@@ -153,9 +154,9 @@ func waitStatus(t *testing.T, c toolfleetv1connect.AgentServiceClient, id string
 func TestClosedRunDataExpires(t *testing.T) {
 	t.Parallel()
 	models := agent.NewResolver()
-	models.Register("once", &agenttest.ByTurn{Turns: []llm.ScriptTurn{
-		llm.CallTools("", llm.CallPart("m", "Calculator_Multiply", map[string]any{"a": 6, "b": 7})), llm.SayText("42")}})
-	models.Register("idle", &agenttest.ByTurn{Turns: []llm.ScriptTurn{llm.SayText("ok")}})
+	models.Register("once", &agenttest.ByTurn{Turns: []llmtest.ScriptTurn{
+		llmtest.CallTools("", llm.CallPart("m", "Calculator_Multiply", map[string]any{"a": 6, "b": 7})), llmtest.SayText("42")}})
+	models.Register("idle", &agenttest.ByTurn{Turns: []llmtest.ScriptTurn{llmtest.SayText("ok")}})
 	tn := startTenants(t, "retention-test", models, func(c *runner.Config) {
 		c.Assets = jsassets.Config{Overrides: "toolfleet_runs.max-age=4s"}
 	})
@@ -273,9 +274,9 @@ func TestHistoryContentNone(t *testing.T) {
 		t.Run(mode, func(t *testing.T) {
 			t.Parallel()
 			models := agent.NewResolver()
-			models.Register("secret", &agenttest.ByTurn{Turns: []llm.ScriptTurn{
-				llm.CallTools("thinking-aloud-frobnicate", llm.CallPart("m", "Calculator_Multiply", map[string]any{"a": secretArg, "b": secretArg})),
-				llm.SayText(secretAnswer)}})
+			models.Register("secret", &agenttest.ByTurn{Turns: []llmtest.ScriptTurn{
+				llmtest.CallTools("thinking-aloud-frobnicate", llm.CallPart("m", "Calculator_Multiply", map[string]any{"a": secretArg, "b": secretArg})),
+				llmtest.SayText(secretAnswer)}})
 			tn := startTenants(t, "history-"+mode, models, func(c *runner.Config) { c.HistoryContent = mode })
 			ctx := t.Context()
 			if _, err := tn.aliceRuns.StartRun(ctx, connect.NewRequest(&toolfleetv1.StartRunRequest{RunId: "secret-run", Model: "scripted:secret",

@@ -26,6 +26,7 @@ import (
 	"github.com/toolfleet/toolfleet/orchestrator/agent/agenttest"
 	"github.com/toolfleet/toolfleet/orchestrator/runner"
 	"github.com/toolfleet/toolfleet/sdk/llm"
+	"github.com/toolfleet/toolfleet/sdk/llm/llmtest"
 	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
@@ -42,7 +43,7 @@ import (
 func TestTenancy(t *testing.T) {
 	t.Parallel()
 	models := agent.NewResolver()
-	models.Register("idle", &agenttest.ByTurn{Turns: []llm.ScriptTurn{llm.SayText("ok")}})
+	models.Register("idle", &agenttest.ByTurn{Turns: []llmtest.ScriptTurn{llmtest.SayText("ok")}})
 	tn := startTenants(t, "tenancy-test", models)
 	o, aliceRuns, alicePrograms, malloryRuns, malloryPrograms := tn.o, tn.aliceRuns, tn.alicePrograms, tn.malloryRuns, tn.malloryPrograms
 	ctx := t.Context()
@@ -242,15 +243,15 @@ func TestTenancy(t *testing.T) {
 func TestCodeModeObeysTheRun(t *testing.T) {
 	t.Parallel()
 	models := agent.NewResolver()
-	runProgram := func(source string) llm.ScriptTurn {
-		return llm.CallTools("", llm.CallPart("p1", agent.RunProgramTool, map[string]any{"source": source}))
+	runProgram := func(source string) llmtest.ScriptTurn {
+		return llmtest.CallTools("", llm.CallPart("p1", agent.RunProgramTool, map[string]any{"source": source}))
 	}
-	models.Register("approve", &agenttest.ByTurn{Turns: []llm.ScriptTurn{
-		runProgram("result = Calculator_Multiply(a=6, b=7).value['result']\n"), llm.SayText("done")}})
+	models.Register("approve", &agenttest.ByTurn{Turns: []llmtest.ScriptTurn{
+		runProgram("result = Calculator_Multiply(a=6, b=7).value['result']\n"), llmtest.SayText("done")}})
 	// Two calls, then the program fails; the second turn tries to spend more.
-	models.Register("fails", &agenttest.ByTurn{Turns: []llm.ScriptTurn{
+	models.Register("fails", &agenttest.ByTurn{Turns: []llmtest.ScriptTurn{
 		runProgram("Calculator_Multiply(a=1, b=1)\nCalculator_Multiply(a=2, b=2)\nfail('boom')\n"),
-		runProgram("result = Calculator_Multiply(a=3, b=3).value['result']\n"), llm.SayText("done")}})
+		runProgram("result = Calculator_Multiply(a=3, b=3).value['result']\n"), llmtest.SayText("done")}})
 	tn := startTenants(t, "codemode-tenancy-test", models)
 	fleet, aliceRuns, alicePrograms, malloryRuns, malloryPrograms := tn.fleet, tn.aliceRuns, tn.alicePrograms, tn.malloryRuns, tn.malloryPrograms
 	ctx := t.Context()
@@ -403,17 +404,17 @@ func startTenantsAt(t *testing.T, auth bool, queue string, models *agent.Resolve
 func TestSendMessageContinues(t *testing.T) {
 	t.Parallel()
 	models := agent.NewResolver()
-	multiply := func(a, b int) llm.ScriptTurn {
-		return llm.CallTools("", llm.CallPart("m", "Calculator_Multiply", map[string]any{"a": a, "b": b}))
+	multiply := func(a, b int) llmtest.ScriptTurn {
+		return llmtest.CallTools("", llm.CallPart("m", "Calculator_Multiply", map[string]any{"a": a, "b": b}))
 	}
-	models.Register("cont", &agenttest.ByTurn{Turns: []llm.ScriptTurn{
-		multiply(2, 3), llm.SayText("first"), multiply(4, 5), llm.SayText("second"), multiply(6, 7), llm.SayText("third")}})
-	models.Register("idle", &agenttest.ByTurn{Turns: []llm.ScriptTurn{llm.SayText("ok")}})
+	models.Register("cont", &agenttest.ByTurn{Turns: []llmtest.ScriptTurn{
+		multiply(2, 3), llmtest.SayText("first"), multiply(4, 5), llmtest.SayText("second"), multiply(6, 7), llmtest.SayText("third")}})
+	models.Register("idle", &agenttest.ByTurn{Turns: []llmtest.ScriptTurn{llmtest.SayText("ok")}})
 	// The first turn of "ending" waits for release: a message sent meanwhile
 	// reaches a run that will close on its answer.
 	inTurn, release := make(chan struct{}), make(chan struct{})
 	var once sync.Once
-	models.Register("ending", &agenttest.ByTurn{Turns: []llm.ScriptTurn{llm.SayText("first"), llm.SayText("second")},
+	models.Register("ending", &agenttest.ByTurn{Turns: []llmtest.ScriptTurn{llmtest.SayText("first"), llmtest.SayText("second")},
 		BeforeReply: func(ctx context.Context, turn int) error {
 			if turn != 1 {
 				return nil
@@ -579,10 +580,10 @@ func recordHistory(t *testing.T, tc client.Client, id, name string) {
 func TestSendMessageCutsIdleRun(t *testing.T) {
 	t.Parallel()
 	models := agent.NewResolver()
-	models.Register("idlecut", &agenttest.ByTurn{Turns: []llm.ScriptTurn{
-		llm.SayText("first"),
-		llm.CallTools("", llm.CallPart("m", "Calculator_Multiply", map[string]any{"a": 6, "b": 7})),
-		llm.SayText("second")}})
+	models.Register("idlecut", &agenttest.ByTurn{Turns: []llmtest.ScriptTurn{
+		llmtest.SayText("first"),
+		llmtest.CallTools("", llm.CallPart("m", "Calculator_Multiply", map[string]any{"a": 6, "b": 7})),
+		llmtest.SayText("second")}})
 	tn := startTenantsAt(t, true, "idle-cut-test", models)
 	ctx := t.Context()
 	const id = "alice-idle"

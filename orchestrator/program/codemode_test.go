@@ -17,6 +17,7 @@ import (
 	"github.com/toolfleet/toolfleet/orchestrator/agent"
 	"github.com/toolfleet/toolfleet/orchestrator/agent/agenttest"
 	"github.com/toolfleet/toolfleet/sdk/llm"
+	"github.com/toolfleet/toolfleet/sdk/llm/llmtest"
 )
 
 // squaresSource is the 10-tool task of code mode: ten calls in one program.
@@ -36,7 +37,7 @@ func TestCodeModeRun(t *testing.T) {
 	before := s.fleet.Calculator.Multiplies.Load()
 	const runID = "code-mode-squares"
 	state := s.startRun(t, runID, []string{"Calculator.*"},
-		llm.ScriptTurn{Check: func(req *llm.Request) error {
+		llmtest.ScriptTurn{Check: func(req *llm.Request) error {
 			if len(req.Tools) != 1 || req.Tools[0].GetModelName() != agent.RunProgramTool {
 				return fmt.Errorf("offered %d tools, want run_program only", len(req.Tools))
 			}
@@ -47,15 +48,15 @@ func TestCodeModeRun(t *testing.T) {
 				}
 			}
 			return nil
-		}, Reply: llm.CallTools("One program does it.", llm.CallPart("p1", agent.RunProgramTool,
+		}, Reply: llmtest.CallTools("One program does it.", llm.CallPart("p1", agent.RunProgramTool,
 			map[string]any{"source": squaresSource, "args": map[string]any{"n": 10}})).Reply},
-		llm.ScriptTurn{Check: func(req *llm.Request) error {
+		llmtest.ScriptTurn{Check: func(req *llm.Request) error {
 			r := lastResult(req)
 			if r.GetIsError() || r.GetContent() != `{"sum_of_squares":385}` {
 				return fmt.Errorf("program result = %q (error %v)", r.GetContent(), r.GetIsError())
 			}
 			return nil
-		}, Reply: llm.SayText("The sum of squares is 385.").Reply},
+		}, Reply: llmtest.SayText("The sum of squares is 385.").Reply},
 	)
 	if state.Status != agent.StatusCompleted || state.Turn != 2 || state.ToolCalls != 11 || state.Answer != "The sum of squares is 385." {
 		t.Errorf("run = %s after %d turns and %d tool calls, answer %q; want COMPLETED, 2, 11 (run_program and its 10)",
@@ -99,10 +100,10 @@ func TestCodeModeErrors(t *testing.T) {
 	s := startStack(t)
 	const runID = "code-mode-errors"
 	state := s.startRun(t, runID, []string{"Calculator.Add"},
-		llm.CallTools("", llm.CallPart("p1", agent.RunProgramTool, map[string]any{"args": map[string]any{}}),
+		llmtest.CallTools("", llm.CallPart("p1", agent.RunProgramTool, map[string]any{"args": map[string]any{}}),
 			llm.CallPart("p2", agent.RunProgramTool, map[string]any{"source": "x = 1\ny = )\n"}),
 			llm.CallPart("p3", "Calculator_Add", map[string]any{"a": 1, "b": 2})),
-		llm.ScriptTurn{Check: func(req *llm.Request) error {
+		llmtest.ScriptTurn{Check: func(req *llm.Request) error {
 			results := req.Messages[len(req.Messages)-3:]
 			for i, want := range []string{"run_program needs source", agent.ProgramID(runID, 1, 1) + ".star:2:5: ", `no tool named "Calculator_Add"`} {
 				r := lastResult(&llm.Request{Messages: results[i : i+1]})
@@ -111,7 +112,7 @@ func TestCodeModeErrors(t *testing.T) {
 				}
 			}
 			return nil
-		}, Reply: llm.SayText("I will fix them.").Reply},
+		}, Reply: llmtest.SayText("I will fix them.").Reply},
 	)
 	if state.Status != agent.StatusCompleted || state.Turn != 2 {
 		t.Errorf("run = %s after %d turns; want COMPLETED after 2 (the model saw the errors)", state.Status, state.Turn)
@@ -120,7 +121,7 @@ func TestCodeModeErrors(t *testing.T) {
 
 // startRun starts a code-mode run whose model plays turns, and returns its
 // state once it has ended.
-func (s *stack) startRun(t *testing.T, runID string, tools []string, turns ...llm.ScriptTurn) agent.RunState {
+func (s *stack) startRun(t *testing.T, runID string, tools []string, turns ...llmtest.ScriptTurn) agent.RunState {
 	t.Helper()
 	s.models.Register(runID, &agenttest.ByTurn{Turns: turns})
 	spec := agent.RunSpec{Model: agent.ModelSpec{Spec: llm.Spec{Provider: "scripted", Name: runID}}, Tools: tools,

@@ -17,6 +17,7 @@ import (
 	"github.com/toolfleet/toolfleet/orchestrator/agent/agenttest"
 	"github.com/toolfleet/toolfleet/orchestrator/runner/runnertest"
 	"github.com/toolfleet/toolfleet/sdk/llm"
+	"github.com/toolfleet/toolfleet/sdk/llm/llmtest"
 	"github.com/toolfleet/toolfleet/sdk/tool"
 	"github.com/toolfleet/toolfleet/workers/kv/kv"
 )
@@ -37,10 +38,10 @@ func TestMain(m *testing.M) {
 // kill.2; turn 3 answers.
 func killScript() *agenttest.ByTurn {
 	return &agenttest.ByTurn{
-		Turns: []llm.ScriptTurn{
-			llm.CallTools("", llm.CallPart("c1", "KV_Put", map[string]any{"key": "kill.1", "value": "one"})),
-			llm.CallTools("thinking", llm.CallPart("c2", "KV_Put", map[string]any{"key": "kill.2", "value": "two"})),
-			llm.SayText("both stored"),
+		Turns: []llmtest.ScriptTurn{
+			llmtest.CallTools("", llm.CallPart("c1", "KV_Put", map[string]any{"key": "kill.1", "value": "one"})),
+			llmtest.CallTools("thinking", llm.CallPart("c2", "KV_Put", map[string]any{"key": "kill.2", "value": "two"})),
+			llmtest.SayText("both stored"),
 		},
 		BeforeReply: func(ctx context.Context, turn int) error {
 			if turn != 2 {

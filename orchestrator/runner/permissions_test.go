@@ -20,6 +20,7 @@ import (
 	"github.com/toolfleet/toolfleet/orchestrator/trigger"
 	"github.com/toolfleet/toolfleet/sdk/jsassets"
 	"github.com/toolfleet/toolfleet/sdk/llm"
+	"github.com/toolfleet/toolfleet/sdk/llm/llmtest"
 	"github.com/toolfleet/toolfleet/sdk/natsconn"
 )
 
@@ -148,10 +149,10 @@ func TestLeastNATSPermissions(t *testing.T) {
 	stack := devstacktest.Start(t) // Temporal (its own NATS is not used)
 	fleet := e2e.Start(t, e2e.Options{})
 	models := agent.NewResolver()
-	models.Register("perm", &agenttest.ByTurn{Turns: []llm.ScriptTurn{
-		llm.CallTools("multiplying", llm.CallPart("m", "Calculator_Multiply", map[string]any{"a": 6, "b": 7})),
-		llm.SayText("forty-two"), llm.SayText("again")}})
-	models.Register("trig", &agenttest.ByTurn{Turns: []llm.ScriptTurn{llm.SayText("triggered")}})
+	models.Register("perm", &agenttest.ByTurn{Turns: []llmtest.ScriptTurn{
+		llmtest.CallTools("multiplying", llm.CallPart("m", "Calculator_Multiply", map[string]any{"a": 6, "b": 7})),
+		llmtest.SayText("forty-two"), llmtest.SayText("again")}})
+	models.Register("trig", &agenttest.ByTurn{Turns: []llmtest.ScriptTurn{llmtest.SayText("triggered")}})
 	triggers := &trigger.Config{Triggers: []trigger.Trigger{{Name: "orders", Subject: "toolfleet.triggers.tenant.orders",
 		RunAs: agent.Principal{Subject: "tenant", Scopes: []string{"tools:call"}}, Agent: &trigger.AgentTarget{Model: "scripted:trig"}}}}
 	o, err := runner.Start(t.Context(), runner.Config{TemporalAddress: stack.Temporal.Address(), Namespace: stack.Namespace(),

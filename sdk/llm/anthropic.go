@@ -6,6 +6,7 @@ import (
 	"errors"
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
+	"github.com/toolfleet/toolfleet/sdk/llm/internal/canon"
 )
 
 // Anthropic is the Anthropic Messages format: flat tools with input_schema,
@@ -168,7 +169,7 @@ func anthropicTools(tools []*toolfleetv1.ToolDefinition, strict bool) []anTool {
 	out := make([]anTool, 0, len(tools))
 	for _, d := range tools {
 		out = append(out, anTool{
-			Name: d.GetModelName(), Description: d.GetDescription(), InputSchema: AnthropicSchema(schemaOf(d), strict), Strict: strict,
+			Name: d.GetModelName(), Description: d.GetDescription(), InputSchema: AnthropicSchema(canon.SchemaOf(d), strict), Strict: strict,
 			AllowedCallers: d.GetAllowedCallers(), DeferLoading: d.GetDeferLoading(), InputExamples: exampleInputs(d),
 		})
 	}
@@ -283,22 +284,22 @@ func (Anthropic) RenderRequest(req *Request) ([]byte, error) {
 		maxTokens = anthropicDefaultMaxTokens
 	}
 	out := anRequest{Model: req.Model, MaxTokens: maxTokens, Messages: []anMessage{}, ToolChoice: anthropicToolChoice(req), Stream: req.Stream}
-	if sys := systemText(req.Messages); sys != "" {
-		out.System = rawJSON(sys)
+	if sys := canon.SystemText(req.Messages); sys != "" {
+		out.System = canon.RawJSON(sys)
 	}
 	// Anthropic's own tools first, as its documentation lists them.
 	out.Tools = append(out.Tools, req.NativeTools["anthropic"]...)
 	for _, t := range anthropicTools(req.Tools, req.Strict) {
-		out.Tools = append(out.Tools, rawJSON(t))
+		out.Tools = append(out.Tools, canon.RawJSON(t))
 	}
 	if c := anthropicContainer(req); c != "" {
-		out.Container = rawJSON(c)
+		out.Container = canon.RawJSON(c)
 	}
 	var blocks []anBlock
 	role := ""
 	flush := func() {
 		if len(blocks) > 0 {
-			out.Messages = append(out.Messages, anMessage{Role: role, Content: rawJSON(blocks)})
+			out.Messages = append(out.Messages, anMessage{Role: role, Content: canon.RawJSON(blocks)})
 		}
 		blocks = nil
 	}
@@ -338,7 +339,7 @@ func anthropicBlocks(m *toolfleetv1.Message) []anBlock {
 			out = append(out, anBlock{Type: "thinking", Thinking: &text, Signature: string(th.GetSignature())})
 		case *toolfleetv1.Part_ToolCall:
 			c := k.ToolCall
-			b := anBlock{Type: "tool_use", ID: c.GetId(), Name: c.GetName(), Input: callArguments(c)}
+			b := anBlock{Type: "tool_use", ID: c.GetId(), Name: c.GetName(), Input: canon.CallArguments(c)}
 			if cl := c.GetCaller(); cl != nil {
 				b.Caller = &anCaller{Type: cl.GetType(), ToolID: cl.GetToolId()}
 			}
@@ -361,7 +362,7 @@ func anthropicBlocks(m *toolfleetv1.Message) []anBlock {
 func anthropicResultContent(r *toolfleetv1.ToolResult) json.RawMessage {
 	refs := r.GetToolReferences()
 	if len(refs) == 0 {
-		return rawJSON(resultText(r))
+		return canon.RawJSON(canon.ResultText(r))
 	}
 	type block struct {
 		Type     string `json:"type"`
@@ -370,12 +371,12 @@ func anthropicResultContent(r *toolfleetv1.ToolResult) json.RawMessage {
 	}
 	var blocks []block
 	if r.GetContent() != "" || r.GetStructured() != nil {
-		blocks = append(blocks, block{Type: "text", Text: resultText(r)})
+		blocks = append(blocks, block{Type: "text", Text: canon.ResultText(r)})
 	}
 	for _, name := range refs {
 		blocks = append(blocks, block{Type: "tool_reference", ToolName: name})
 	}
-	return rawJSON(blocks)
+	return canon.RawJSON(blocks)
 }
 
 // ParseRequest implements Format.

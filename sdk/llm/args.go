@@ -4,13 +4,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"fmt"
-	"math"
-	"math/big"
-	"strconv"
-	"strings"
 
 	"google.golang.org/protobuf/types/known/structpb"
+
+	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
+	"github.com/toolfleet/toolfleet/sdk/llm/internal/canon"
 )
 
 // DecodeArguments turns the arguments a model sent for call (its name, used
@@ -44,7 +42,7 @@ func DecodeArgumentString(call, s string) (*structpb.Struct, error) {
 }
 
 func decodeObject(call string, raw []byte) (*structpb.Struct, error) {
-	v, err := decodeJSONValue(raw)
+	v, err := canon.DecodeJSONValue(raw)
 	if err != nil {
 		return nil, &ArgumentsError{Call: call, Err: err}
 	}
@@ -55,55 +53,6 @@ func decodeObject(call string, raw []byte) (*structpb.Struct, error) {
 	return s, nil
 }
 
-// decodeJSONValue decodes exactly one JSON value, numbers kept exact.
-func decodeJSONValue(raw []byte) (*structpb.Value, error) {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		return nil, err
-	}
-	if len(bytes.TrimSpace(raw[dec.InputOffset():])) > 0 {
-		return nil, errors.New("trailing data after the JSON value")
-	}
-	return jsonValue(v)
-}
-
-// jsonValue converts a value decoded with UseNumber into a structpb.Value.
-func jsonValue(v any) (*structpb.Value, error) {
-	switch t := v.(type) {
-	case nil:
-		return structpb.NewNullValue(), nil
-	case bool:
-		return structpb.NewBoolValue(t), nil
-	case string:
-		return structpb.NewStringValue(t), nil
-	case json.Number:
-		return ExactNumber(t.String())
-	case []any:
-		l := &structpb.ListValue{Values: make([]*structpb.Value, len(t))}
-		for i, e := range t {
-			ev, err := jsonValue(e)
-			if err != nil {
-				return nil, err
-			}
-			l.Values[i] = ev
-		}
-		return structpb.NewListValue(l), nil
-	case map[string]any:
-		s := &structpb.Struct{Fields: make(map[string]*structpb.Value, len(t))}
-		for k, e := range t {
-			ev, err := jsonValue(e)
-			if err != nil {
-				return nil, err
-			}
-			s.Fields[k] = ev
-		}
-		return structpb.NewStructValue(s), nil
-	}
-	return nil, fmt.Errorf("unexpected JSON value %T", v)
-}
-
 // ExactNumber turns the text of a JSON number into a Value without losing
 // what the model wrote. A Struct holds numbers as float64, which is exact
 // for every integer up to 2^53 and for any fraction a tool reads as a
@@ -112,62 +61,9 @@ func jsonValue(v any) (*structpb.Value, error) {
 // protojson reads that text into an int64 or uint64 field exactly, and the
 // schemas toolfleet derives for 64-bit fields accept it. A number outside
 // the float64 range is an error.
-func ExactNumber(text string) (*structpb.Value, error) {
-	f, err := strconv.ParseFloat(text, 64)
-	if err != nil {
-		return nil, fmt.Errorf("number %.40s: %w", text, err)
-	}
-	if strings.ContainsAny(text, ".eE") {
-		return structpb.NewNumberValue(f), nil
-	}
-	// An integer literal: ParseFloat bounded it to ~309 digits, so the exact
-	// comparison below is cheap.
-	exact, ok := new(big.Int).SetString(text, 10)
-	if !ok {
-		return nil, fmt.Errorf("number %.40s: not an integer", text)
-	}
-	rounded, _ := big.NewFloat(f).Int(nil)
-	if exact.Cmp(rounded) != 0 {
-		return structpb.NewStringValue(exact.String()), nil
-	}
-	return structpb.NewNumberValue(f), nil
-}
+func ExactNumber(text string) (*structpb.Value, error) { return canon.ExactNumber(text) }
 
-// encodeArguments renders call arguments as compact JSON ("{}" for none).
-func encodeArguments(s *structpb.Struct) json.RawMessage {
-	if s == nil {
-		return json.RawMessage("{}")
-	}
-	b, err := json.Marshal(exactFloats(s.AsMap()))
-	if err != nil {
-		// A Struct always holds JSON values.
-		panic(fmt.Sprintf("llm: encode arguments: %v", err))
-	}
-	return b
-}
-
-// exactFloats replaces each float beyond 2^53 whose shortest decimal form
-// would read back as a different integer (json.Marshal writes
-// 1000000000000000128 as 1000000000000000100, which ExactNumber then keeps as
-// a string) by its exponent form, which reads back as the same number.
-func exactFloats(v any) any {
-	switch t := v.(type) {
-	case map[string]any:
-		for k, e := range t {
-			t[k] = exactFloats(e)
-		}
-	case []any:
-		for i, e := range t {
-			t[i] = exactFloats(e)
-		}
-	case float64:
-		if math.Abs(t) < 1<<53 || math.IsInf(t, 0) || math.IsNaN(t) {
-			return t
-		}
-		if n, err := ExactNumber(strconv.FormatFloat(t, 'f', -1, 64)); err == nil && n.GetNumberValue() == t {
-			return t
-		}
-		return json.Number(strconv.FormatFloat(t, 'e', -1, 64))
-	}
-	return v
-}
+// CallArguments is the JSON object of c's arguments as a format without
+// free-text calls sends it: its arguments with exact numbers, or
+// {"input": text} for a free-text call (ToolCall.input).
+func CallArguments(c *toolfleetv1.ToolCall) json.RawMessage { return canon.CallArguments(c) }

@@ -7,6 +7,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
+	"github.com/toolfleet/toolfleet/sdk/llm/internal/canon"
 )
 
 // Bedrock is the Amazon Bedrock Converse format: toolConfig.tools[].toolSpec
@@ -121,7 +122,7 @@ func bedrockTools(tools []*toolfleetv1.ToolDefinition) []brTool {
 				JSON map[string]any `json:"json"`
 			} `json:"inputSchema"`
 		}{Name: d.GetModelName(), Description: d.GetDescription()}
-		t.ToolSpec.InputSchema.JSON = AnthropicSchema(schemaOf(d), false)
+		t.ToolSpec.InputSchema.JSON = AnthropicSchema(canon.SchemaOf(d), false)
 		out = append(out, t)
 	}
 	return out
@@ -154,18 +155,18 @@ func bedrockDefs(tools []brTool) ([]*toolfleetv1.ToolDefinition, error) {
 // RenderRequest implements Format.
 func (Bedrock) RenderRequest(req *Request) ([]byte, error) {
 	out := brRequest{Messages: []brMessage{}}
-	if sys := systemText(req.Messages); sys != "" {
+	if sys := canon.SystemText(req.Messages); sys != "" {
 		out.System = []brBlock{{Text: &sys}}
 	}
 	if len(req.Tools) > 0 {
 		out.ToolConfig = &brToolConfig{Tools: bedrockTools(req.Tools)}
 		switch req.ToolChoice.Mode {
 		case ToolChoiceAuto:
-			out.ToolConfig.ToolChoice = map[string]json.RawMessage{"auto": rawJSON(struct{}{})}
+			out.ToolConfig.ToolChoice = map[string]json.RawMessage{"auto": canon.RawJSON(struct{}{})}
 		case ToolChoiceRequired:
-			out.ToolConfig.ToolChoice = map[string]json.RawMessage{"any": rawJSON(struct{}{})}
+			out.ToolConfig.ToolChoice = map[string]json.RawMessage{"any": canon.RawJSON(struct{}{})}
 		case ToolChoiceTool:
-			out.ToolConfig.ToolChoice = map[string]json.RawMessage{"tool": rawJSON(map[string]string{"name": req.ToolChoice.Name})}
+			out.ToolConfig.ToolChoice = map[string]json.RawMessage{"tool": canon.RawJSON(map[string]string{"name": req.ToolChoice.Name})}
 		}
 	}
 	if req.MaxTokens > 0 {
@@ -216,7 +217,7 @@ func bedrockBlocks(m *toolfleetv1.Message) []brBlock {
 			out = append(out, brBlock{ReasoningContent: r})
 		case *toolfleetv1.Part_ToolCall:
 			c := k.ToolCall
-			out = append(out, brBlock{ToolUse: &brToolUse{ToolUseID: c.GetId(), Name: c.GetName(), Input: callArguments(c)}})
+			out = append(out, brBlock{ToolUse: &brToolUse{ToolUseID: c.GetId(), Name: c.GetName(), Input: canon.CallArguments(c)}})
 		case *toolfleetv1.Part_ToolResult:
 			r := k.ToolResult
 			res := &brResult{ToolUseID: r.GetCallId(), Status: "success"}
@@ -227,7 +228,7 @@ func bedrockBlocks(m *toolfleetv1.Message) []brBlock {
 				// Converse's json block must be an object.
 				res.Content = []brResultBlock{{JSON: st.AsInterface()}}
 			} else {
-				text := resultText(r)
+				text := canon.ResultText(r)
 				res.Content = []brResultBlock{{Text: &text}}
 			}
 			out = append(out, brBlock{ToolResult: res})

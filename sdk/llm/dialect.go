@@ -9,6 +9,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
+	"github.com/toolfleet/toolfleet/sdk/llm/internal/canon"
 )
 
 // ErrTruncated matches a *BlockError whose call was cut off before its end
@@ -549,4 +550,4 @@ func instructions(shape string, tools []*toolfleetv1.ToolDefinition) string {
 }
 
 // argsJSON is a call's arguments as compact JSON.
-func argsJSON(c *toolfleetv1.ToolCall) string { return string(callArguments(c)) }
+func argsJSON(c *toolfleetv1.ToolCall) string { return string(canon.CallArguments(c)) }

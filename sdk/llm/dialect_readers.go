@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
+	"github.com/toolfleet/toolfleet/sdk/llm/internal/canon"
 )
 
 // The readers of the dialects (dialects.go): each turns the text of one call
@@ -423,7 +424,7 @@ func setParameter(fields map[string]*structpb.Value, key, raw string, props map[
 	case "true":
 		v = structpb.NewStringValue(raw)
 	case "false":
-		if v, err = decodeJSONValue([]byte(raw)); err != nil {
+		if v, err = canon.DecodeJSONValue([]byte(raw)); err != nil {
 			v, err = coerceParameter(raw, schema)
 		}
 	default:
@@ -502,8 +503,8 @@ func invokeCall(inner, paramOpen, paramClose string, sc *scanCtx) ([]*rawCall, e
 func renderInvoke(c *toolfleetv1.ToolCall, open, close, paramOpen, paramClose, strAttr string) string {
 	var b strings.Builder
 	b.WriteString(open + `"` + c.GetName() + "\">\n")
-	for _, k := range sortedKeys(argumentsOf(c)) {
-		v := argumentsOf(c).GetFields()[k]
+	for _, k := range sortedKeys(canon.ArgumentsOf(c)) {
+		v := canon.ArgumentsOf(c).GetFields()[k]
 		b.WriteString(paramOpen + `"` + k + `"`)
 		if strAttr != "" {
 			_, isStr := v.GetKind().(*structpb.Value_StringValue)

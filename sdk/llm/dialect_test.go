@@ -1,13 +1,12 @@
 package llm
 
 import (
-	"context"
 	"errors"
-	"fmt"
 	"strings"
 	"testing"
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
+	"github.com/toolfleet/toolfleet/sdk/llm/internal/canon"
 )
 
 // dialectCase is one reply of a dialect's model, as the model writes it.
@@ -209,7 +208,7 @@ func TestDialectRenderParse(t *testing.T) {
 			if err != nil {
 				t.Fatalf("%s: %v", rendered, err)
 			}
-			if len(calls) != 1 || calls[0].GetName() != wf || string(encodeArguments(calls[0].GetArguments())) != string(encodeArguments(call.GetArguments())) {
+			if len(calls) != 1 || calls[0].GetName() != wf || string(canon.EncodeArguments(calls[0].GetArguments())) != string(canon.EncodeArguments(call.GetArguments())) {
 				t.Errorf("%s\nparsed back %q", rendered, callStrings(calls))
 			}
 			if text != "Before.\n\nAfter." && text != "Before.\nAfter." {
@@ -222,61 +221,6 @@ func TestDialectRenderParse(t *testing.T) {
 				t.Errorf("TextProtocolByName(%q) = %v, %v", d.Name(), p, ok)
 			}
 		})
-	}
-}
-
-// TestDialectStreamModel runs a dialect model through WithTextProtocol:
-// each call reaches onDelta as one ToolCall delta as soon as it is
-// complete, in order with the text, and no marker is ever shown; with one
-// call per turn the stream stops after the first call.
-func TestDialectStreamModel(t *testing.T) {
-	t.Parallel()
-	for _, tt := range dialectCases {
-		if len(tt.wantCalls) < 2 {
-			continue
-		}
-		for _, oneCall := range []bool{false, true} {
-			t.Run(fmt.Sprintf("%s %s one=%v", tt.d, tt.name, oneCall), func(t *testing.T) {
-				t.Parallel()
-				m := WithTextProtocol(NewScripted(SayText(tt.text)), tt.d)
-				req := &Request{Messages: []*toolfleetv1.Message{User("weather?")}, Tools: []*toolfleetv1.ToolDefinition{typedTool(t)}, ParallelToolCalls: new(!oneCall)}
-				var order []string
-				var shown strings.Builder
-				msg, err := m.Stream(t.Context(), req, func(d Delta) error {
-					if d.Text != "" {
-						shown.WriteString(d.Text)
-						order = append(order, "text")
-					}
-					if d.ToolCall != nil {
-						order = append(order, "call "+d.ToolCall.ID)
-					}
-					return nil
-				})
-				if err != nil {
-					t.Fatal(err)
-				}
-				want := tt.wantCalls
-				if oneCall {
-					want = want[:1]
-				}
-				if got := callStrings(ToolCalls(msg)); !equalStrings(got, want) {
-					t.Errorf("calls = %q, want %q", got, want)
-				}
-				calls := 0
-				for _, o := range order {
-					if strings.HasPrefix(o, "call ") {
-						calls++
-					}
-				}
-				if calls != len(want) {
-					t.Errorf("%d call deltas, want %d: %q", calls, len(want), order)
-				}
-				// With one call, what follows it is not read, so not shown.
-				if got := strings.TrimSpace(shown.String()); got != tt.wantText && (!oneCall || !strings.HasPrefix(tt.wantText, got)) {
-					t.Errorf("shown %q, want %q", shown.String(), tt.wantText)
-				}
-			})
-		}
 	}
 }
 
@@ -297,28 +241,6 @@ func TestDialectFor(t *testing.T) {
 	for _, model := range []string{"gpt-4o", "claude-sonnet-4-5", "qwen2.5-7b-instruct", "llama2"} {
 		if got, ok := DialectFor(model); ok {
 			t.Errorf("DialectFor(%q) = %q", model, got)
-		}
-	}
-}
-
-// TestAutoFallbackDialect: tool_protocol auto parses the dialect the model's
-// name says it speaks in a native model's text.
-func TestAutoFallbackDialect(t *testing.T) {
-	t.Parallel()
-	reply := `Checking.<|tool_calls_section_begin|><|tool_call_begin|>functions.Weather_Forecast:0<|tool_call_argument_begin|>{"city":"A"}<|tool_call_end|><|tool_calls_section_end|>`
-	for _, stream := range []bool{false, true} {
-		m := WithAutoFallback(NewScripted(SayText(reply)))
-		req := &Request{Model: "moonshotai/Kimi-K2-Instruct", Messages: []*toolfleetv1.Message{User("weather?")}, Tools: []*toolfleetv1.ToolDefinition{typedTool(t)}}
-		complete := m.Complete
-		if stream {
-			complete = func(ctx context.Context, req *Request) (*toolfleetv1.Message, error) { return m.Stream(ctx, req, nil) }
-		}
-		msg, err := complete(t.Context(), req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := callStrings(ToolCalls(msg)); !equalStrings(got, []string{`Weather_Forecast(functions.Weather_Forecast:0)={"city":"A"}`}) || MessageText(msg) != "Checking." {
-			t.Errorf("stream=%v: %q %q", stream, MessageText(msg), got)
 		}
 	}
 }

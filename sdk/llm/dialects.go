@@ -7,6 +7,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
+	"github.com/toolfleet/toolfleet/sdk/llm/internal/canon"
 )
 
 // Dialect is the tool-call wire shape an open-weight model family writes in
@@ -160,12 +161,12 @@ var dialectSpecs = map[Dialect]*dialectSpec{
 		call: func(c *toolfleetv1.ToolCall) string {
 			var b strings.Builder
 			b.WriteString("[" + c.GetName() + "(")
-			for i, k := range sortedKeys(argumentsOf(c)) {
+			for i, k := range sortedKeys(canon.ArgumentsOf(c)) {
 				if i > 0 {
 					b.WriteString(", ")
 				}
 				b.WriteString(k + "=")
-				renderPyLiteral(&b, argumentsOf(c).GetFields()[k])
+				renderPyLiteral(&b, canon.ArgumentsOf(c).GetFields()[k])
 			}
 			b.WriteString(")]")
 			return b.String()
@@ -182,8 +183,8 @@ var dialectSpecs = map[Dialect]*dialectSpec{
 		call: func(c *toolfleetv1.ToolCall) string {
 			var b strings.Builder
 			b.WriteString("<tool_call>" + c.GetName() + "\n")
-			for _, k := range sortedKeys(argumentsOf(c)) {
-				b.WriteString("<arg_key>" + k + "</arg_key>\n<arg_value>" + valueText(argumentsOf(c).GetFields()[k]) + "</arg_value>\n")
+			for _, k := range sortedKeys(canon.ArgumentsOf(c)) {
+				b.WriteString("<arg_key>" + k + "</arg_key>\n<arg_value>" + valueText(canon.ArgumentsOf(c).GetFields()[k]) + "</arg_value>\n")
 			}
 			return b.String() + "</tool_call>"
 		},
@@ -245,7 +246,7 @@ func invokeDialect(name, open, close, prefix, strAttr, param string, result func
 
 // resultJSON is a result's content as the JSON the dialects' results carry.
 func resultJSON(r *toolfleetv1.ToolResult) string {
-	b, _ := json.Marshal(map[string]any{"content": resultText(r), "is_error": r.GetIsError()})
+	b, _ := json.Marshal(map[string]any{"content": canon.ResultText(r), "is_error": r.GetIsError()})
 	return string(b)
 }
 

@@ -25,11 +25,10 @@
 //     format can say (docs/formats.md, "Provider tool features");
 //   - per-provider schema transforms ([OpenAIStrictSchema], [AnthropicSchema],
 //     [GeminiSchema]) over plain map[string]any JSON Schemas;
-//   - a [Model] interface with a deterministic [Scripted] implementation and
-//     the stateless demo model ([NewDemo], "scripted:demo"); clients on the
-//     official SDKs live in the sub-packages openai, anthropic and gemini,
-//     and sub-package models opens any of them from a [Spec], whose key is a
-//     reference ("env:NAME", "file:/path") read only when the model is opened;
+//   - a [Model] interface; clients on the official SDKs live in the
+//     sub-packages openai, anthropic and gemini, and sub-package models opens
+//     any of them from a [Spec], whose key is a reference ("env:NAME",
+//     "file:/path") read only when the model is opened;
 //   - guarantees every Model keeps: one tool call per turn when the request
 //     asks for it ([KeepFirstCall], [FirstCallDeltas]), arguments with the
 //     model's exact numbers ([ExactNumber]), provider errors classified as
@@ -37,4 +36,18 @@
 //
 // Tools are always shown to models under ToolDefinition.model_name (e.g.
 // "Calculator_Add"); [Names] maps such names back to definitions.
+//
+// # Where things are
+//
+//   - sdk/llm (this package): [Model], [Request], [Delta], [Assembler], the
+//     errors, [WithRetry], [Spec], the [TextProtocol] interface, and the
+//     provider formats and text protocols listed above.
+//   - sdk/llm/llmtest: the deterministic scripted model (Scripted,
+//     NewScripted, SayText, CallTools, WriteCalls) and script files
+//     ("scripted:NAME.yaml": ParseScriptFile, OpenScriptFile). YAML is read
+//     there, never here.
+//   - sdk/llm/openai, sdk/llm/anthropic, sdk/llm/gemini: the clients.
+//   - sdk/llm/models: Open, a client from a [Spec].
+//   - The demo model ("scripted:demo", [DemoModelName]) knows toolfleet's
+//     bundled tools, so it is not part of the SDK: the orchestrator opens it.
 package llm

@@ -8,6 +8,7 @@ import (
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
 	"github.com/toolfleet/toolfleet/sdk/llm"
+	"github.com/toolfleet/toolfleet/sdk/llm/llmtest"
 )
 
 func printJSON(b []byte) {
@@ -214,10 +215,10 @@ func ExampleXMLFunction_Parse() {
 // A scripted model drives a two-step tool conversation, the way an agent
 // loop runs against a real model.
 func ExampleScripted() {
-	model := llm.NewScripted(
-		llm.CallTools("Adding first.", llm.CallPart("call_1", "Calculator_Add", map[string]any{"a": 2, "b": 3})),
-		llm.CallTools("", llm.CallPart("call_2", "Calculator_Mul", map[string]any{"a": 5, "b": 4})),
-		llm.SayText("(2+3)*4 = 20"),
+	model := llmtest.NewScripted(
+		llmtest.CallTools("Adding first.", llm.CallPart("call_1", "Calculator_Add", map[string]any{"a": 2, "b": 3})),
+		llmtest.CallTools("", llm.CallPart("call_2", "Calculator_Mul", map[string]any{"a": 5, "b": 4})),
+		llmtest.SayText("(2+3)*4 = 20"),
 	)
 	run := func(c *toolfleetv1.ToolCall) string {
 		a := c.GetArguments().AsMap()["a"].(float64)

@@ -7,6 +7,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
+	"github.com/toolfleet/toolfleet/sdk/llm/internal/canon"
 )
 
 // ParseAuto completes an assistant message's tool calls from its text.
@@ -107,7 +108,7 @@ func parseWith(msg *toolfleetv1.Message, protocols []TextProtocol, tools []*tool
 func ForTextProtocol(p TextProtocol, req *Request) *Request {
 	out := *req
 	out.Tools, out.ToolChoice, out.ParallelToolCalls, out.Strict = nil, ToolChoice{}, nil, false
-	out.Messages = []*toolfleetv1.Message{System(Augment(systemText(req.Messages), p, req.Tools))}
+	out.Messages = []*toolfleetv1.Message{System(Augment(canon.SystemText(req.Messages), p, req.Tools))}
 	for _, m := range req.Messages {
 		switch m.GetRole() {
 		case toolfleetv1.Role_ROLE_SYSTEM:

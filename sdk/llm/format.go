@@ -1,10 +1,7 @@
 package llm
 
 import (
-	"encoding/json"
 	"fmt"
-
-	"google.golang.org/protobuf/types/known/structpb"
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
 )
@@ -63,57 +60,6 @@ func malformed(format string, err error) error {
 	return fmt.Errorf("%w: %s: %v", ErrMalformed, format, err)
 }
 
-// rawJSON marshals v; all values rendered here are JSON-safe by construction.
-func rawJSON(v any) json.RawMessage {
-	b, err := json.Marshal(v)
-	if err != nil {
-		panic(fmt.Sprintf("llm: marshal: %v", err))
-	}
-	return b
-}
-
-// schemaOf returns the input schema of d as a map. A free-text tool (one
-// with an input_format) is declared, where a format has no free-text tools,
-// as an object with one string property "input" whose description carries
-// the grammar: the model sees it, nothing enforces it.
-func schemaOf(d *toolfleetv1.ToolDefinition) map[string]any {
-	if f := d.GetInputFormat(); f != nil {
-		desc := "Free-form text input."
-		if f.GetType() == "grammar" {
-			desc = "Text in the language of this " + f.GetSyntax() + " grammar:\n" + f.GetDefinition()
-		}
-		return map[string]any{
-			"type":                 "object",
-			"properties":           map[string]any{freeTextKey: map[string]any{"type": "string", "description": desc}},
-			"required":             []any{freeTextKey},
-			"additionalProperties": false,
-		}
-	}
-	return SchemaFromStruct(d.GetInputSchema())
-}
-
-// freeTextKey is the argument a free-text call's input travels under in
-// formats without free-text tools.
-const freeTextKey = "input"
-
-// callArguments is the JSON object a format without free-text calls sends
-// for c: its arguments, or {"input": text} for a free-text call.
-func callArguments(c *toolfleetv1.ToolCall) json.RawMessage {
-	if c.Input != nil {
-		return rawJSON(map[string]string{freeTextKey: c.GetInput()})
-	}
-	return encodeArguments(c.GetArguments())
-}
-
-// argumentsOf is callArguments as a Struct, for the text protocols that
-// render arguments one by one.
-func argumentsOf(c *toolfleetv1.ToolCall) *structpb.Struct {
-	if c.Input != nil {
-		return &structpb.Struct{Fields: map[string]*structpb.Value{freeTextKey: structpb.NewStringValue(c.GetInput())}}
-	}
-	return c.GetArguments()
-}
-
 // inputFormatFromWire reads a free-text input format ({type: text} or
 // {type: grammar, syntax, definition}); nil for none.
 func inputFormatFromWire(typ, syntax, definition string) *toolfleetv1.ToolInputFormat {
@@ -130,21 +76,4 @@ func defFromWire(name, description string, schema map[string]any) (*toolfleetv1.
 		return nil, err
 	}
 	return &toolfleetv1.ToolDefinition{ModelName: name, Description: description, InputSchema: s}, nil
-}
-
-// resultText is what a text-only wire field shows for a tool result. A
-// result that only loads deferred tools (tool_references, which only
-// Anthropic carries) says so as JSON: {"tool_references": [names]}.
-func resultText(r *toolfleetv1.ToolResult) string {
-	if r.GetContent() == "" && r.GetStructured() == nil && len(r.GetToolReferences()) > 0 {
-		return string(rawJSON(map[string][]string{"tool_references": r.GetToolReferences()}))
-	}
-	if r.GetContent() != "" || r.GetStructured() == nil {
-		return r.GetContent()
-	}
-	b, err := json.Marshal(r.GetStructured().AsInterface())
-	if err != nil {
-		return ""
-	}
-	return string(b)
 }

@@ -9,6 +9,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
+	"github.com/toolfleet/toolfleet/sdk/llm/internal/canon"
 )
 
 func indentJSON(t *testing.T, b []byte) []byte {
@@ -175,7 +176,7 @@ func TestParseDocumentedResponses(t *testing.T) {
 			}
 			var calls []string
 			for _, c := range ToolCalls(msg) {
-				calls = append(calls, c.GetName()+"("+c.GetId()+")="+string(encodeArguments(c.GetArguments())))
+				calls = append(calls, c.GetName()+"("+c.GetId()+")="+string(canon.EncodeArguments(c.GetArguments())))
 			}
 			if !equalStrings(calls, tt.wantCalls) {
 				t.Errorf("calls = %q, want %q", calls, tt.wantCalls)

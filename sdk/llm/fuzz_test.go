@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
+	"github.com/toolfleet/toolfleet/sdk/llm/internal/canon"
 )
 
 // fuzzParser checks a text parser's contract on any input: it never
@@ -98,9 +99,9 @@ func FuzzDecodeArguments(f *testing.F) {
 			}
 			return
 		}
-		again, err := DecodeArguments("F (c1)", encodeArguments(args))
+		again, err := DecodeArguments("F (c1)", canon.EncodeArguments(args))
 		if err != nil {
-			t.Fatalf("re-decode of %s: %v", encodeArguments(args), err)
+			t.Fatalf("re-decode of %s: %v", canon.EncodeArguments(args), err)
 		}
 		if !proto.Equal(args, again) {
 			t.Fatalf("re-decode differs: %v vs %v", args, again)
@@ -152,7 +153,7 @@ func formatSeeds(f *testing.F, render func(Format) ([]byte, error), names ...str
 func callsOf(t *testing.T, m *toolfleetv1.Message) []string {
 	var out []string
 	for _, c := range ToolCalls(m) {
-		out = append(out, c.GetName()+" "+string(callArguments(c)))
+		out = append(out, c.GetName()+" "+string(canon.CallArguments(c)))
 	}
 	return out
 }

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
+	"github.com/toolfleet/toolfleet/sdk/llm/internal/canon"
 )
 
 // Gemini is the Gemini generateContent format: function_declarations with
@@ -112,7 +113,7 @@ func (Gemini) RenderTools(tools []*toolfleetv1.ToolDefinition, _ bool) ([]byte, 
 func geminiTools(tools []*toolfleetv1.ToolDefinition) []gmTool {
 	decls := make([]gmDeclaration, 0, len(tools))
 	for _, d := range tools {
-		decls = append(decls, gmDeclaration{Name: d.GetModelName(), Description: d.GetDescription(), Parameters: GeminiSchema(schemaOf(d))})
+		decls = append(decls, gmDeclaration{Name: d.GetModelName(), Description: d.GetDescription(), Parameters: GeminiSchema(canon.SchemaOf(d))})
 	}
 	return []gmTool{{FunctionDeclarations: decls}}
 }
@@ -153,7 +154,7 @@ func geminiDefs(tools []gmTool) ([]*toolfleetv1.ToolDefinition, error) {
 // failed results, {"error": …}, as Gemini documents.
 func (Gemini) RenderRequest(req *Request) ([]byte, error) {
 	out := gmRequest{Contents: []gmContent{}}
-	if sys := systemText(req.Messages); sys != "" {
+	if sys := canon.SystemText(req.Messages); sys != "" {
 		out.SystemInstruction = &gmContent{Parts: []gmPart{{Text: &sys}}}
 	}
 	if len(req.Tools) > 0 {
@@ -180,7 +181,7 @@ func (Gemini) RenderRequest(req *Request) ([]byte, error) {
 			MaxOutputTokens int `json:"maxOutputTokens,omitempty"`
 		}{req.MaxTokens}
 	}
-	names := callNames(req.Messages)
+	names := canon.CallNames(req.Messages)
 	for _, m := range req.Messages {
 		if m.GetRole() == toolfleetv1.Role_ROLE_SYSTEM {
 			continue
@@ -216,14 +217,14 @@ func geminiParts(m *toolfleetv1.Message, names map[string]string) []gmPart {
 			out = append(out, gmPart{Text: &text, Thought: true, ThoughtSignature: k.Thinking.GetSignature()})
 		case *toolfleetv1.Part_ToolCall:
 			c := k.ToolCall
-			out = append(out, gmPart{FunctionCall: &gmFunctionCall{ID: c.GetId(), Name: c.GetName(), Args: callArguments(c)}, ThoughtSignature: c.GetSignature()})
+			out = append(out, gmPart{FunctionCall: &gmFunctionCall{ID: c.GetId(), Name: c.GetName(), Args: canon.CallArguments(c)}, ThoughtSignature: c.GetSignature()})
 		case *toolfleetv1.Part_ToolResult:
 			r := k.ToolResult
 			name := r.GetName()
 			if name == "" {
 				name = names[r.GetCallId()]
 			}
-			var value any = resultText(r)
+			var value any = canon.ResultText(r)
 			if r.GetStructured() != nil {
 				value = r.GetStructured().AsInterface()
 			}

@@ -7,6 +7,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
+	"github.com/toolfleet/toolfleet/sdk/llm/internal/canon"
 )
 
 // MCPToolEntry is one entry of an MCP tools/list result.
@@ -33,7 +34,7 @@ type MCPAnnotations struct {
 // annotations, the output schema outputSchema (MCP requires an object
 // schema there, so a non-object output schema is left out).
 func MCPTool(d *toolfleetv1.ToolDefinition) MCPToolEntry {
-	e := MCPToolEntry{Name: d.GetModelName(), Title: d.GetTitle(), Description: d.GetDescription(), InputSchema: AnthropicSchema(schemaOf(d), false)}
+	e := MCPToolEntry{Name: d.GetModelName(), Title: d.GetTitle(), Description: d.GetDescription(), InputSchema: AnthropicSchema(canon.SchemaOf(d), false)}
 	if out := d.GetOutputSchema(); out != nil {
 		if s := out.AsMap(); s["type"] == "object" {
 			e.OutputSchema = s
@@ -123,7 +124,7 @@ type MCPResult struct {
 // text block, a structured object value as structuredContent too (MCP
 // wants both, for clients that only read text).
 func MCPCallResult(r *toolfleetv1.ToolResult) ([]byte, error) {
-	out := MCPResult{Content: []MCPContent{{Type: "text", Text: resultText(r)}}, IsError: r.GetIsError()}
+	out := MCPResult{Content: []MCPContent{{Type: "text", Text: canon.ResultText(r)}}, IsError: r.GetIsError()}
 	if st := r.GetStructured(); st != nil && st.GetStructValue() != nil {
 		out.StructuredContent = st.AsInterface()
 	}

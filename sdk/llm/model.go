@@ -8,6 +8,7 @@ import (
 	"time"
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
+	"github.com/toolfleet/toolfleet/sdk/llm/internal/canon"
 	"github.com/toolfleet/toolfleet/sdk/retry"
 )
 
@@ -56,7 +57,7 @@ func (t *textProtocolModel) parse(msg *toolfleetv1.Message, req *Request) (*tool
 	if err != nil {
 		return nil, err
 	}
-	used := callNames(req.Messages)
+	used := canon.CallNames(req.Messages)
 	turn := 1
 	for _, m := range req.Messages {
 		if m.GetRole() == toolfleetv1.Role_ROLE_ASSISTANT {

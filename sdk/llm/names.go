@@ -2,20 +2,18 @@ package llm
 
 import (
 	"fmt"
-	"regexp"
 	"strings"
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
+	"github.com/toolfleet/toolfleet/sdk/llm/internal/canon"
 )
-
-var modelNamePattern = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
 
 // ModelName returns the model-facing name of Toolkit.Tool: the dot becomes an
 // underscore ("Calculator.Add" → "Calculator_Add"). It fails with
 // ErrInvalidName when the result is not accepted by OpenAI and Anthropic.
 func ModelName(toolkit, tool string) (string, error) {
 	name := toolkit + "_" + tool
-	if !modelNamePattern.MatchString(name) {
+	if !canon.ModelNamePattern.MatchString(name) {
 		return "", fmt.Errorf("%w: %q", ErrInvalidName, name)
 	}
 	return name, nil
@@ -35,7 +33,7 @@ func NewNames(defs []*toolfleetv1.ToolDefinition) (*Names, error) {
 	n := &Names{byModel: make(map[string]*toolfleetv1.ToolDefinition, len(defs))}
 	for _, d := range defs {
 		name := d.GetModelName()
-		if !modelNamePattern.MatchString(name) {
+		if !canon.ModelNamePattern.MatchString(name) {
 			return nil, fmt.Errorf("%w: %q (tool %s)", ErrInvalidName, name, d.GetId())
 		}
 		if prev, ok := n.byModel[name]; ok {

@@ -7,6 +7,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
+	"github.com/toolfleet/toolfleet/sdk/llm/internal/canon"
 )
 
 // OneCallPerTurn reports whether r asks for at most one tool call per turn
@@ -96,7 +97,7 @@ func FitNumbers(msg *toolfleetv1.Message, tools []*toolfleetv1.ToolDefinition) *
 	}
 	for _, c := range calls {
 		if d := byName[c.GetName()]; d != nil && c.GetArguments() != nil {
-			fitStruct(c.GetArguments(), schemaOf(d), 0)
+			fitStruct(c.GetArguments(), canon.SchemaOf(d), 0)
 		}
 	}
 	return msg
@@ -120,8 +121,8 @@ func fitValue(v *structpb.Value, schema map[string]any, depth int) *structpb.Val
 	}
 	switch k := v.GetKind().(type) {
 	case *structpb.Value_StringValue:
-		types := schemaTypes(schema)
-		if slices.Contains(types, "number") && !slices.Contains(types, "string") && numberText.MatchString(k.StringValue) {
+		types := canon.SchemaTypes(schema)
+		if slices.Contains(types, "number") && !slices.Contains(types, "string") && canon.NumberText.MatchString(k.StringValue) {
 			if f, err := strconv.ParseFloat(k.StringValue, 64); err == nil {
 				return structpb.NewNumberValue(f)
 			}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
+	"github.com/toolfleet/toolfleet/sdk/llm/internal/canon"
 )
 
 // OpenAIChat is the OpenAI Chat Completions format (also spoken by Ollama,
@@ -142,7 +143,7 @@ func openAIChatTools(tools []*toolfleetv1.ToolDefinition, strict bool) []oaTool 
 			out = append(out, oaTool{Type: "custom", Custom: ct})
 			continue
 		}
-		schema := schemaOf(d)
+		schema := canon.SchemaOf(d)
 		if strict {
 			schema = OpenAIStrictSchema(schema)
 		}
@@ -189,16 +190,16 @@ func openAIChatDefs(tools []oaTool) ([]*toolfleetv1.ToolDefinition, error) {
 func openAIToolChoice(c ToolChoice, nested bool) json.RawMessage {
 	switch c.Mode {
 	case ToolChoiceAuto:
-		return rawJSON("auto")
+		return canon.RawJSON("auto")
 	case ToolChoiceNone:
-		return rawJSON("none")
+		return canon.RawJSON("none")
 	case ToolChoiceRequired:
-		return rawJSON("required")
+		return canon.RawJSON("required")
 	case ToolChoiceTool:
 		if nested {
-			return rawJSON(map[string]any{"type": "function", "function": map[string]any{"name": c.Name}})
+			return canon.RawJSON(map[string]any{"type": "function", "function": map[string]any{"name": c.Name}})
 		}
-		return rawJSON(map[string]any{"type": "function", "name": c.Name})
+		return canon.RawJSON(map[string]any{"type": "function", "name": c.Name})
 	}
 	return nil
 }
@@ -252,7 +253,7 @@ func (f OpenAIChat) RenderRequest(req *Request) ([]byte, error) {
 	}
 	for _, d := range req.Tools {
 		if req.ToolChoice.Mode == ToolChoiceTool && d.GetModelName() == req.ToolChoice.Name && d.GetInputFormat() != nil {
-			out.ToolChoice = rawJSON(map[string]any{"type": "custom", "custom": map[string]any{"name": d.GetModelName()}})
+			out.ToolChoice = canon.RawJSON(map[string]any{"type": "custom", "custom": map[string]any{"name": d.GetModelName()}})
 		}
 	}
 	if len(req.Tools) > 0 {
@@ -276,21 +277,21 @@ func openAIChatMessages(m *toolfleetv1.Message) ([]oaChatMessage, error) {
 	var out []oaChatMessage
 	switch m.GetRole() {
 	case toolfleetv1.Role_ROLE_SYSTEM:
-		return []oaChatMessage{{Role: "system", Content: rawJSON(MessageText(m))}}, nil
+		return []oaChatMessage{{Role: "system", Content: canon.RawJSON(MessageText(m))}}, nil
 	case toolfleetv1.Role_ROLE_ASSISTANT:
 		msg := oaChatMessage{Role: "assistant"}
 		if text := MessageText(m); text != "" {
-			msg.Content = rawJSON(text)
+			msg.Content = canon.RawJSON(text)
 		}
 		for _, c := range ToolCalls(m) {
 			if c.Input != nil {
 				msg.ToolCalls = append(msg.ToolCalls, oaToolCall{ID: c.GetId(), Type: "custom", Custom: &oaCustomCall{Name: c.GetName(), Input: c.GetInput()}})
 				continue
 			}
-			msg.ToolCalls = append(msg.ToolCalls, oaToolCall{ID: c.GetId(), Type: "function", Function: oaCallFunction{Name: c.GetName(), Arguments: rawJSON(string(callArguments(c)))}})
+			msg.ToolCalls = append(msg.ToolCalls, oaToolCall{ID: c.GetId(), Type: "function", Function: oaCallFunction{Name: c.GetName(), Arguments: canon.RawJSON(string(canon.CallArguments(c)))}})
 		}
 		if msg.Content == nil && msg.ToolCalls == nil {
-			msg.Content = rawJSON("")
+			msg.Content = canon.RawJSON("")
 		}
 		return []oaChatMessage{msg}, nil
 	}
@@ -298,12 +299,12 @@ func openAIChatMessages(m *toolfleetv1.Message) ([]oaChatMessage, error) {
 	var text string
 	for _, p := range m.GetParts() {
 		if r := p.GetToolResult(); r != nil {
-			out = append(out, oaChatMessage{Role: "tool", ToolCallID: r.GetCallId(), Content: rawJSON(resultText(r))})
+			out = append(out, oaChatMessage{Role: "tool", ToolCallID: r.GetCallId(), Content: canon.RawJSON(canon.ResultText(r))})
 		}
 		text += p.GetText()
 	}
 	if text != "" || len(out) == 0 {
-		out = append(out, oaChatMessage{Role: "user", Content: rawJSON(text)})
+		out = append(out, oaChatMessage{Role: "user", Content: canon.RawJSON(text)})
 	}
 	return out, nil
 }

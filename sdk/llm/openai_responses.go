@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
+	"github.com/toolfleet/toolfleet/sdk/llm/internal/canon"
 )
 
 // OpenAIResponses is the OpenAI Responses format: the conversation is a list
@@ -151,7 +152,7 @@ func responsesTools(tools []*toolfleetv1.ToolDefinition, strict bool) []orTool {
 				Format: &orFormat{Type: f.GetType(), Syntax: f.GetSyntax(), Definition: f.GetDefinition()}})
 			continue
 		}
-		schema := schemaOf(d)
+		schema := canon.SchemaOf(d)
 		if strict {
 			schema = OpenAIStrictSchema(schema)
 		}
@@ -206,7 +207,7 @@ func responsesDefs(tools []json.RawMessage) (defs []*toolfleetv1.ToolDefinition,
 func (OpenAIResponses) RenderRequest(req *Request) ([]byte, error) {
 	out := orRequest{
 		Model:           req.Model,
-		Instructions:    systemText(req.Messages),
+		Instructions:    canon.SystemText(req.Messages),
 		Input:           []orItem{},
 		ToolChoice:      openAIToolChoice(req.ToolChoice, false),
 		MaxOutputTokens: req.MaxTokens,
@@ -214,11 +215,11 @@ func (OpenAIResponses) RenderRequest(req *Request) ([]byte, error) {
 	}
 	for _, d := range req.Tools {
 		if req.ToolChoice.Mode == ToolChoiceTool && d.GetModelName() == req.ToolChoice.Name && d.GetInputFormat() != nil {
-			out.ToolChoice = rawJSON(map[string]string{"type": "custom", "name": d.GetModelName()})
+			out.ToolChoice = canon.RawJSON(map[string]string{"type": "custom", "name": d.GetModelName()})
 		}
 	}
 	for _, t := range responsesTools(req.Tools, req.Strict) {
-		out.Tools = append(out.Tools, rawJSON(t))
+		out.Tools = append(out.Tools, canon.RawJSON(t))
 	}
 	// OpenAI's own tools (tool_search, …) after the definitions.
 	out.Tools = append(out.Tools, req.NativeTools[responsesName]...)
@@ -268,7 +269,7 @@ func responsesItems(m *toolfleetv1.Message, custom map[string]bool) []orItem {
 		if text == "" {
 			return
 		}
-		out = append(out, orItem{Type: "message", Role: role, Content: rawJSON([]orSummary{{Type: textType, Text: text}})})
+		out = append(out, orItem{Type: "message", Role: role, Content: canon.RawJSON([]orSummary{{Type: textType, Text: text}})})
 		text = ""
 	}
 	for _, p := range m.GetParts() {
@@ -293,14 +294,14 @@ func responsesItems(m *toolfleetv1.Message, custom map[string]bool) []orItem {
 				out = append(out, orItem{Type: "custom_tool_call", CallID: c.GetId(), Name: c.GetName(), Input: &input})
 				continue
 			}
-			out = append(out, orItem{Type: "function_call", CallID: c.GetId(), Name: c.GetName(), Arguments: rawJSON(string(callArguments(c)))})
+			out = append(out, orItem{Type: "function_call", CallID: c.GetId(), Name: c.GetName(), Arguments: canon.RawJSON(string(canon.CallArguments(c)))})
 		case *toolfleetv1.Part_ToolResult:
 			flush()
 			typ := "function_call_output"
 			if custom[k.ToolResult.GetCallId()] {
 				typ = "custom_tool_call_output"
 			}
-			out = append(out, orItem{Type: typ, CallID: k.ToolResult.GetCallId(), Output: rawJSON(resultText(k.ToolResult))})
+			out = append(out, orItem{Type: typ, CallID: k.ToolResult.GetCallId(), Output: canon.RawJSON(canon.ResultText(k.ToolResult))})
 		case *toolfleetv1.Part_ProviderBlock:
 			if pb := k.ProviderBlock; pb.GetProvider() == responsesName && json.Valid(pb.GetJson()) {
 				flush()

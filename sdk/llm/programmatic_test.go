@@ -131,36 +131,6 @@ func TestAnthropicProgrammaticResponses(t *testing.T) {
 	})
 }
 
-// TestProviderBlocksStayWithTheirProvider: a conversation holding
-// Anthropic's programmatic blocks renders for another provider without
-// them (and without failing), and through a scripted stream unchanged.
-func TestProviderBlocksStayWithTheirProvider(t *testing.T) {
-	t.Parallel()
-	req, err := Anthropic{}.ParseRequest(readTestdata(t, "anthropic/programmatic_request.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range []Format{OpenAIChat{}, OpenAIResponses{}, Gemini{}, Bedrock{}} {
-		body, err := f.RenderRequest(req)
-		if err != nil {
-			t.Fatalf("%s: %v", f.Name(), err)
-		}
-		if bytes.Contains(body, []byte("srvtoolu_abc123")) || bytes.Contains(body, []byte("code_execution_20250825")) {
-			t.Errorf("%s: Anthropic's blocks leaked into %s", f.Name(), body)
-		}
-	}
-	reply := proto.Clone(req.Messages[1]).(*toolfleetv1.Message)
-	reply.Container = "container_xyz789"
-	got, err := NewScripted(ScriptTurn{Reply: reply}).Stream(t.Context(), &Request{}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got.Model, got.StopReason, reply.Model, reply.StopReason = "", "", "", ""
-	if !proto.Equal(got, reply) {
-		t.Errorf("scripted stream lost programmatic parts:\n got %v\nwant %v", got, reply)
-	}
-}
-
 // TestAnthropicPauseTurn: a paused server-tool turn is not an answer; its
 // stop reason survives the round trip so a loop knows to continue it.
 func TestAnthropicPauseTurn(t *testing.T) {

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
+	"github.com/toolfleet/toolfleet/sdk/llm/internal/canon"
 )
 
 // withoutKeys returns a copy of a decoded JSON value with every object key
@@ -255,7 +256,7 @@ func TestResponsesCustomToolResponse(t *testing.T) {
 		t.Fatal(err)
 	}
 	final.Response["output"] = []any{}
-	noFinal := append(bytes.Clone(stream[:bytes.LastIndex(stream, []byte("data: "))]), []byte("data: "+string(rawJSON(map[string]any{"type": "response.completed", "response": final.Response}))+"\n\n")...)
+	noFinal := append(bytes.Clone(stream[:bytes.LastIndex(stream, []byte("data: "))]), []byte("data: "+string(canon.RawJSON(map[string]any{"type": "response.completed", "response": final.Response}))+"\n\n")...)
 	for name, body := range map[string][]byte{"final": stream, "deltas": noFinal} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
@@ -390,7 +391,7 @@ func TestGeminiParallelSignatures(t *testing.T) {
 			chunk["candidates"].([]any)[0].(map[string]any)["finishReason"] = "STOP"
 			chunk["usageMetadata"] = map[string]any{"promptTokenCount": 120, "candidatesTokenCount": 40, "thoughtsTokenCount": 88, "totalTokenCount": 248}
 		}
-		stream.WriteString("data: " + string(rawJSON(chunk)) + "\n\n")
+		stream.WriteString("data: " + string(canon.RawJSON(chunk)) + "\n\n")
 	}
 	streamed, err := DecodeStream(t.Context(), Gemini{}, &stream, nil)
 	if err != nil {
@@ -585,102 +586,6 @@ func TestHasSnakeKey(t *testing.T) {
 		if got := hasSnakeKey([]byte(body)); got != want {
 			t.Errorf("hasSnakeKey(%s) = %v, want %v", body, got, want)
 		}
-	}
-}
-
-// TestFreeTextCallsElsewhere: the scripted model streams a free-text call
-// unchanged, and every text protocol writes it as arguments {"input": text}.
-func TestFreeTextCallsElsewhere(t *testing.T) {
-	t.Parallel()
-	input := `print("hi")`
-	reply := NewMessage(toolfleetv1.Role_ROLE_ASSISTANT, Text("Running it."), &toolfleetv1.Part{Kind: &toolfleetv1.Part_ToolCall{ToolCall: &toolfleetv1.ToolCall{Id: "call_c", Name: "code_exec", Input: &input}}})
-	got, err := NewScripted(ScriptTurn{Reply: proto.Clone(reply).(*toolfleetv1.Message)}).Stream(t.Context(), &Request{}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if c := ToolCalls(got); len(c) != 1 || c[0].Input == nil || c[0].GetInput() != input || c[0].GetArguments() != nil {
-		t.Fatalf("scripted calls = %v, want the free-text call", c)
-	}
-	for _, p := range TextProtocols() {
-		if s := p.RenderCall(ToolCalls(reply)[0]); !strings.Contains(s, "input") || !strings.Contains(s, "print(") {
-			t.Errorf("%s: %q lacks the input", p.Name(), s)
-		}
-	}
-}
-
-// TestHarmonyAnalysisIsThinking: gpt-oss's analysis channel is reasoning.
-// It never reaches the text; it becomes the message's thinking part, in a
-// parse, in a TextDecoder fed small chunks, and in a streamed turn (as
-// Thinking deltas) of a model taught harmony.
-func TestHarmonyAnalysisIsThinking(t *testing.T) {
-	t.Parallel()
-	tools := []*toolfleetv1.ToolDefinition{typedTool(t)}
-	withCall := `<|channel|>analysis<|message|>Need the weather.<|end|><|start|>assistant<|channel|>commentary to=functions.Weather_Forecast <|constrain|>json<|message|>{"city":"Tokyo","days":2}<|call|>`
-	final := `<|channel|>analysis<|message|>It is sunny per the tool.<|end|><|start|>assistant<|channel|>final<|message|>It is sunny in Oslo.<|return|>`
-	kinds := func(m *toolfleetv1.Message) []string {
-		var out []string
-		for _, p := range m.GetParts() {
-			switch {
-			case p.GetThinking() != nil:
-				out = append(out, "thinking "+p.GetThinking().GetText())
-			case p.GetToolCall() != nil:
-				out = append(out, "call "+p.GetToolCall().GetName())
-			default:
-				out = append(out, "text "+p.GetText())
-			}
-		}
-		return out
-	}
-	for _, tt := range []struct {
-		reply string
-		want  []string
-	}{
-		{withCall, []string{"thinking Need the weather.", "call Weather_Forecast"}},
-		{final, []string{"thinking It is sunny per the tool.", "text It is sunny in Oslo."}},
-		{`<|channel|>analysis<|message|>Let me th`, []string{"thinking Let me th"}},
-	} {
-		msg, err := ParseAuto(NewMessage(toolfleetv1.Role_ROLE_ASSISTANT, Text(tt.reply)), Harmony, tools)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := kinds(msg); !reflect.DeepEqual(got, tt.want) {
-			t.Errorf("%q: parts %q, want %q", tt.reply, got, tt.want)
-		}
-		dec, _ := NewTextDecoder(Harmony, tools)
-		var text, thinking strings.Builder
-		for i := 0; i < len(tt.reply); i += 5 {
-			s, _, err := dec.Write(tt.reply[i:min(i+5, len(tt.reply))])
-			if err != nil {
-				t.Fatal(err)
-			}
-			text.WriteString(s)
-			thinking.WriteString(dec.Thinking())
-		}
-		s, _, err := dec.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
-		text.WriteString(s)
-		thinking.WriteString(dec.Thinking())
-		if want := strings.TrimPrefix(tt.want[0], "thinking "); thinking.String() != want || strings.Contains(text.String(), want) || strings.Contains(text.String(), "<|") {
-			t.Errorf("%q streamed: thinking %q, text %q", tt.reply, thinking.String(), text.String())
-		}
-	}
-
-	m := WithTextProtocol(NewScripted(ScriptTurn{Reply: NewMessage(toolfleetv1.Role_ROLE_ASSISTANT, Text(withCall))}), Harmony)
-	var streamed strings.Builder
-	msg, err := m.Stream(t.Context(), &Request{Tools: tools, Messages: []*toolfleetv1.Message{User("weather?")}}, func(d Delta) error {
-		streamed.WriteString(d.Thinking)
-		if strings.Contains(d.Text, "Need the weather") {
-			t.Errorf("reasoning streamed as text: %q", d.Text)
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if streamed.String() != "Need the weather." || !reflect.DeepEqual(kinds(msg), []string{"thinking Need the weather.", "call Weather_Forecast"}) {
-		t.Errorf("streamed thinking %q, message %q", streamed.String(), kinds(msg))
 	}
 }
 

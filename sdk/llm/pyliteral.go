@@ -9,6 +9,8 @@ import (
 	"unicode/utf8"
 
 	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/toolfleet/toolfleet/sdk/llm/internal/canon"
 )
 
 // maxLiteralDepth bounds the nesting of a Python literal.
@@ -117,7 +119,7 @@ func (r *pyReader) value(depth int) (*structpb.Value, error) {
 			r.i++
 		}
 		text := strings.TrimPrefix(strings.ReplaceAll(r.s[start:r.i], "_", ""), "+")
-		if !numberText.MatchString(text) {
+		if !canon.NumberText.MatchString(text) {
 			f, err := strconv.ParseFloat(text, 64)
 			if err != nil {
 				return nil, fmt.Errorf("bad number %.40q", text)
@@ -278,7 +280,7 @@ func (r *pyReader) call(sc *scanCtx) (*rawCall, error) {
 // wants another type is read as that type (coerceParameter), a number
 // where it wants only a string becomes its text.
 func fitLiteral(v *structpb.Value, schema map[string]any) (*structpb.Value, error) {
-	types := schemaTypes(schema)
+	types := canon.SchemaTypes(schema)
 	if len(types) == 0 {
 		return v, nil
 	}

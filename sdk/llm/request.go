@@ -2,11 +2,11 @@ package llm
 
 import (
 	"encoding/json"
-	"strings"
 
 	"google.golang.org/protobuf/types/known/structpb"
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
+	"github.com/toolfleet/toolfleet/sdk/llm/internal/canon"
 )
 
 // Canonical stop reasons stored in Message.stop_reason. Provider values are
@@ -119,44 +119,7 @@ func User(text string) *toolfleetv1.Message {
 }
 
 // MessageText joins the text parts of m.
-func MessageText(m *toolfleetv1.Message) string {
-	var b strings.Builder
-	for _, p := range m.GetParts() {
-		b.WriteString(p.GetText())
-	}
-	return b.String()
-}
+func MessageText(m *toolfleetv1.Message) string { return canon.MessageText(m) }
 
 // ToolCalls returns the tool calls of m in order.
-func ToolCalls(m *toolfleetv1.Message) []*toolfleetv1.ToolCall {
-	var calls []*toolfleetv1.ToolCall
-	for _, p := range m.GetParts() {
-		if c := p.GetToolCall(); c != nil {
-			calls = append(calls, c)
-		}
-	}
-	return calls
-}
-
-// systemText joins the text of all system messages, in order.
-func systemText(msgs []*toolfleetv1.Message) string {
-	var parts []string
-	for _, m := range msgs {
-		if m.GetRole() == toolfleetv1.Role_ROLE_SYSTEM {
-			parts = append(parts, MessageText(m))
-		}
-	}
-	return strings.Join(parts, "\n\n")
-}
-
-// callNames indexes tool-call names by id so results without a name (some
-// formats need it) can be completed from the call they answer.
-func callNames(msgs []*toolfleetv1.Message) map[string]string {
-	names := map[string]string{}
-	for _, m := range msgs {
-		for _, c := range ToolCalls(m) {
-			names[c.GetId()] = c.GetName()
-		}
-	}
-	return names
-}
+func ToolCalls(m *toolfleetv1.Message) []*toolfleetv1.ToolCall { return canon.ToolCalls(m) }

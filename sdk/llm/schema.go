@@ -8,18 +8,15 @@ import (
 	"strings"
 
 	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/toolfleet/toolfleet/sdk/llm/internal/canon"
 )
 
 // Schemas are plain map[string]any JSON Schemas (2020-12) in this package;
 // these helpers convert at the proto edges.
 
 // SchemaFromStruct converts a proto Struct schema; nil yields an empty object schema.
-func SchemaFromStruct(s *structpb.Struct) map[string]any {
-	if s == nil {
-		return map[string]any{"type": "object", "properties": map[string]any{}}
-	}
-	return s.AsMap()
-}
+func SchemaFromStruct(s *structpb.Struct) map[string]any { return canon.SchemaFromStruct(s) }
 
 // SchemaToStruct converts a schema to a proto Struct.
 func SchemaToStruct(schema map[string]any) (*structpb.Struct, error) {
@@ -325,7 +322,7 @@ func gemini(v any, defs map[string]any, depth int) any {
 	}
 	if one, ok := s["oneOf"].([]any); ok {
 		s = maps(s)
-		s["anyOf"] = append(toList(s["anyOf"]), one...)
+		s["anyOf"] = append(canon.ToList(s["anyOf"]), one...)
 	}
 	for k, val := range s {
 		if !geminiKeys[k] {
@@ -371,7 +368,7 @@ func gemini(v any, defs map[string]any, depth int) any {
 			val = gemini(val, defs, depth+1)
 		case "anyOf":
 			var alts []any
-			for _, a := range toList(val) {
+			for _, a := range canon.ToList(val) {
 				if am, ok := a.(map[string]any); ok && am["type"] == "null" && len(am) == 1 {
 					out["nullable"] = true
 					continue
@@ -389,7 +386,7 @@ func gemini(v any, defs map[string]any, depth int) any {
 			val = alts
 		case "enum":
 			var vals []any
-			for _, e := range toList(val) {
+			for _, e := range canon.ToList(val) {
 				if e != nil {
 					vals = append(vals, fmt.Sprint(e))
 				} else {
@@ -430,11 +427,6 @@ func geminiFormat(typ any, f string) bool {
 		return f == "float" || f == "double"
 	}
 	return false
-}
-
-func toList(v any) []any {
-	l, _ := v.([]any)
-	return l
 }
 
 func maps(m map[string]any) map[string]any {

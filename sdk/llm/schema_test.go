@@ -5,6 +5,8 @@ import (
 	"slices"
 	"sort"
 	"testing"
+
+	"github.com/toolfleet/toolfleet/sdk/llm/internal/canon"
 )
 
 // protoStyleSchema is shaped like the schemas derived from proto contracts:
@@ -127,10 +129,10 @@ func TestOpenAIStrictSchema(t *testing.T) {
 	if got := props["title"].(map[string]any)["type"]; got != "string" {
 		t.Errorf("required title became %v", got)
 	}
-	if got := props["due"].(map[string]any)["type"]; !slices.Equal(toList(got), []any{"string", "null"}) {
+	if got := props["due"].(map[string]any)["type"]; !slices.Equal(canon.ToList(got), []any{"string", "null"}) {
 		t.Errorf("optional due type = %v, want [string null]", got)
 	}
-	if got := props["priority"].(map[string]any)["enum"]; !slices.Contains(toList(got), nil) {
+	if got := props["priority"].(map[string]any)["enum"]; !slices.Contains(canon.ToList(got), nil) {
 		t.Errorf("optional enum does not accept null: %v", got)
 	}
 	if _, ok := props["root"].(map[string]any)["anyOf"]; !ok {
@@ -153,14 +155,14 @@ func TestGeminiSchema(t *testing.T) {
 				t.Errorf("type union kept: %v", typ)
 			}
 		}
-		for _, e := range toList(s["enum"]) {
+		for _, e := range canon.ToList(s["enum"]) {
 			if _, ok := e.(string); !ok {
 				t.Errorf("non-string enum value %v", e)
 			}
 		}
 	})
 	props := out["properties"].(map[string]any)
-	if got := props["kind"].(map[string]any)["enum"]; !slices.Equal(toList(got), []any{"task"}) {
+	if got := props["kind"].(map[string]any)["enum"]; !slices.Equal(canon.ToList(got), []any{"task"}) {
 		t.Errorf("const not turned into enum: %v", got)
 	}
 	if _, ok := props["estimate_ms"].(map[string]any)["anyOf"]; !ok {

@@ -200,3 +200,13 @@ func pathCause(err error) error {
 	}
 	return err
 }
+
+// IsScriptFile reports whether a scripted model's name is a script file
+// (it ends in .yaml or .yml) rather than a built-in model such as demo.
+func IsScriptFile(name string) bool {
+	return strings.HasSuffix(name, ".yaml") || strings.HasSuffix(name, ".yml")
+}
+
+// DemoModelName is the scripted demo model's name: Spec{Provider:
+// "scripted", Name: "demo"}, or "scripted:demo" on a command line.
+const DemoModelName = "demo"

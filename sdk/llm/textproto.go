@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
+	"github.com/toolfleet/toolfleet/sdk/llm/internal/canon"
 )
 
 // TextProtocol is a way for a model without native tool calls to call
@@ -114,7 +115,7 @@ func Augment(system string, p TextProtocol, tools []*toolfleetv1.ToolDefinition)
 func toolCatalog(tools []*toolfleetv1.ToolDefinition) string {
 	var b strings.Builder
 	for _, d := range tools {
-		schema, _ := json.Marshal(schemaOf(d))
+		schema, _ := json.Marshal(canon.SchemaOf(d))
 		fmt.Fprintf(&b, "- %s: %s\n  input schema: %s\n", d.GetModelName(), strings.TrimSpace(d.GetDescription()), schema)
 	}
 	return b.String()
@@ -157,7 +158,7 @@ func decodeJSONCall(protocol string, block int, body string) (*toolfleetv1.ToolC
 }
 
 func renderJSONCall(c *toolfleetv1.ToolCall) string {
-	b, _ := json.Marshal(map[string]any{"id": c.GetId(), "name": c.GetName(), "arguments": json.RawMessage(callArguments(c))})
+	b, _ := json.Marshal(map[string]any{"id": c.GetId(), "name": c.GetName(), "arguments": json.RawMessage(canon.CallArguments(c))})
 	return string(b)
 }
 
@@ -194,7 +195,7 @@ func (Fenced) RenderResult(r *toolfleetv1.ToolResult) string {
 }
 
 func renderResultText(open, close string, r *toolfleetv1.ToolResult) string {
-	b, _ := json.Marshal(map[string]any{"id": r.GetCallId(), "name": r.GetName(), "content": resultText(r), "is_error": r.GetIsError()})
+	b, _ := json.Marshal(map[string]any{"id": r.GetCallId(), "name": r.GetName(), "content": canon.ResultText(r), "is_error": r.GetIsError()})
 	return open + "\n" + string(b) + "\n" + close
 }
 
@@ -249,7 +250,7 @@ func (Hermes) Instructions(tools []*toolfleetv1.ToolDefinition) string {
 	b.WriteString("You may call one or more functions to assist with the user query.\n")
 	b.WriteString("You are provided with function signatures within <tools></tools> XML tags:\n<tools>\n")
 	for _, d := range tools {
-		sig, _ := json.Marshal(map[string]any{"type": "function", "function": map[string]any{"name": d.GetModelName(), "description": d.GetDescription(), "parameters": schemaOf(d)}})
+		sig, _ := json.Marshal(map[string]any{"type": "function", "function": map[string]any{"name": d.GetModelName(), "description": d.GetDescription(), "parameters": canon.SchemaOf(d)}})
 		b.Write(sig)
 		b.WriteByte('\n')
 	}
@@ -341,7 +342,7 @@ func (XMLFunction) Instructions(tools []*toolfleetv1.ToolDefinition) string {
 func (XMLFunction) RenderCall(c *toolfleetv1.ToolCall) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "<function=%s>\n", c.GetName())
-	args := argumentsOf(c).AsMap()
+	args := canon.ArgumentsOf(c).AsMap()
 	keys := make([]string, 0, len(args))
 	for k := range args {
 		keys = append(keys, k)
@@ -407,7 +408,7 @@ func readFunction(s string, tools []*toolfleetv1.ToolDefinition, label func(stri
 	gt := strings.IndexByte(body, '>')
 	end := strings.Index(body, "</function>")
 	if gt < 0 || end < 0 || gt > end {
-		if gt >= 0 && modelNamePattern.MatchString(strings.TrimSpace(body[:gt])) {
+		if gt >= 0 && canon.ModelNamePattern.MatchString(strings.TrimSpace(body[:gt])) {
 			name = strings.TrimSpace(body[:gt])
 		}
 		return name, nil, 0, errors.New("no closing </function>")
@@ -427,7 +428,7 @@ func readFunction(s string, tools []*toolfleetv1.ToolDefinition, label func(stri
 func propertySchemas(tools []*toolfleetv1.ToolDefinition, name string) map[string]any {
 	for _, d := range tools {
 		if d.GetModelName() == name {
-			props, _ := schemaOf(d)["properties"].(map[string]any)
+			props, _ := canon.SchemaOf(d)["properties"].(map[string]any)
 			return props
 		}
 	}
@@ -469,32 +470,6 @@ func xmlParameters(call, body string, props map[string]any) (*structpb.Struct, e
 	return &structpb.Struct{Fields: args}, nil
 }
 
-// schemaTypes lists the JSON types a schema allows (nil when it says nothing).
-func schemaTypes(schema map[string]any) []string {
-	var types []string
-	switch t := schema["type"].(type) {
-	case string:
-		types = append(types, t)
-	case []any:
-		for _, x := range t {
-			if s, ok := x.(string); ok {
-				types = append(types, s)
-			}
-		}
-	}
-	for _, key := range []string{"anyOf", "oneOf"} {
-		for _, alt := range toList(schema[key]) {
-			if m, ok := alt.(map[string]any); ok {
-				types = append(types, schemaTypes(m)...)
-			}
-		}
-	}
-	if len(types) == 0 && schema["enum"] != nil {
-		types = append(types, "string")
-	}
-	return types
-}
-
 // coerceParameter turns a parameter's text into the JSON value its schema
 // wants: the one helper that types the values of every XML-ish dialect
 // (xml, qwen3_coder, glm45, minimax_m2, deepseek_v32) and pythonic strings.
@@ -502,10 +477,10 @@ func schemaTypes(schema map[string]any) []string {
 // and objects as JSON or Python literals).
 // Numbers stay exact (see ExactNumber).
 func coerceParameter(raw string, schema map[string]any) (*structpb.Value, error) {
-	types := schemaTypes(schema)
+	types := canon.SchemaTypes(schema)
 	trimmed := strings.TrimSpace(raw)
 	if len(types) == 0 {
-		if v, err := decodeJSONValue([]byte(trimmed)); err == nil {
+		if v, err := canon.DecodeJSONValue([]byte(trimmed)); err == nil {
 			return v, nil
 		}
 		return structpb.NewStringValue(raw), nil
@@ -513,13 +488,13 @@ func coerceParameter(raw string, schema map[string]any) (*structpb.Value, error)
 	for _, t := range types {
 		switch t {
 		case "integer":
-			if integerText.MatchString(trimmed) {
+			if canon.IntegerText.MatchString(trimmed) {
 				if v, err := ExactNumber(trimmed); err == nil {
 					return v, nil
 				}
 			}
 		case "number":
-			if numberText.MatchString(trimmed) {
+			if canon.NumberText.MatchString(trimmed) {
 				if v, err := ExactNumber(trimmed); err == nil {
 					return v, nil
 				}
@@ -551,7 +526,7 @@ func coerceParameter(raw string, schema map[string]any) (*structpb.Value, error)
 // jsonOrPython reads text as JSON, else as a Python literal (models write
 // both); nil when it is neither.
 func jsonOrPython(text string) *structpb.Value {
-	if v, err := decodeJSONValue([]byte(text)); err == nil {
+	if v, err := canon.DecodeJSONValue([]byte(text)); err == nil {
 		return v
 	}
 	if v, err := pyLiteral(text); err == nil {
@@ -559,9 +534,3 @@ func jsonOrPython(text string) *structpb.Value {
 	}
 	return nil
 }
-
-var (
-	// integerText and numberText are JSON's integer and number grammars.
-	integerText = regexp.MustCompile(`^-?(0|[1-9][0-9]*)$`)
-	numberText  = regexp.MustCompile(`^-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?$`)
-)

@@ -8,6 +8,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
+	"github.com/toolfleet/toolfleet/sdk/llm/internal/canon"
 )
 
 func typedTool(t testing.TB) *toolfleetv1.ToolDefinition {
@@ -34,7 +35,7 @@ func typedTool(t testing.TB) *toolfleetv1.ToolDefinition {
 func callStrings(calls []*toolfleetv1.ToolCall) []string {
 	var out []string
 	for _, c := range calls {
-		out = append(out, c.GetName()+"("+c.GetId()+")="+string(encodeArguments(c.GetArguments())))
+		out = append(out, c.GetName()+"("+c.GetId()+")="+string(canon.EncodeArguments(c.GetArguments())))
 	}
 	return out
 }
@@ -257,46 +258,10 @@ func TestDecodeArguments(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if s := string(encodeArguments(got)); s != tt.want {
+			if s := string(canon.EncodeArguments(got)); s != tt.want {
 				t.Errorf("got %s, want %s", s, tt.want)
 			}
 		})
-	}
-}
-
-// TestXMLOneCallPerTurn: the xml prompt protocol is one call per turn by
-// definition, so a second block after the first </function> is the model
-// rambling: never parsed, completed, streamed or executed, even when the
-// request allows parallel calls.
-func TestXMLOneCallPerTurn(t *testing.T) {
-	t.Parallel()
-	reply := "Reading.\n<tool_call>\n<function=Read>\n<parameter=path>\na.txt\n</parameter>\n</function>\n</tool_call> Trailing <function=rm>\n<parameter=path>\n/\n</parameter>\n</function>"
-	text, calls, err := XMLFunction{}.Parse(reply, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := callStrings(calls); !equalStrings(got, []string{`Read(call_1)={"path":"a.txt"}`}) || text != "Reading." {
-		t.Fatalf("Parse = %q, %q", text, got)
-	}
-	for _, stream := range []bool{false, true} {
-		m := WithTextProtocol(NewScripted(SayText(reply)), XMLFunction{})
-		req := &Request{Messages: []*toolfleetv1.Message{User("read a.txt")}, ParallelToolCalls: new(true)}
-		var msg *toolfleetv1.Message
-		var shown strings.Builder
-		if stream {
-			msg, err = m.Stream(t.Context(), req, func(d Delta) error { shown.WriteString(d.Text); return nil })
-		} else {
-			msg, err = m.Complete(t.Context(), req)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := callStrings(ToolCalls(msg)); !equalStrings(got, []string{`Read(call_1)={"path":"a.txt"}`}) {
-			t.Errorf("stream=%v: calls = %q", stream, got)
-		}
-		if strings.Contains(shown.String(), "Trailing") || strings.Contains(MessageText(msg), "rm") {
-			t.Errorf("stream=%v: text after the first block kept: shown %q, message %q", stream, shown.String(), MessageText(msg))
-		}
 	}
 }
 

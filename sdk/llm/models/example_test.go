@@ -4,35 +4,26 @@ import (
 	"context"
 	"fmt"
 
-	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
 	"github.com/toolfleet/toolfleet/sdk/llm"
 	"github.com/toolfleet/toolfleet/sdk/llm/models"
 )
 
-// A spec from a command line opens the scripted demo model, which needs no
-// key; its first turn calls two tools in parallel.
+// A spec from a command line opens a provider's client; a local
+// OpenAI-compatible server (Ollama here) needs no key. Opening sends
+// nothing: the first request does.
 func ExampleOpen() {
-	spec, err := llm.ParseSpec("scripted:demo")
+	spec, err := llm.ParseSpec("openai-compatible:llama3.2")
 	if err != nil {
 		panic(err)
 	}
+	spec.BaseURL = "http://127.0.0.1:11434/v1"
 	model, err := models.Open(context.Background(), spec)
 	if err != nil {
 		panic(err)
 	}
-	tools := []*toolfleetv1.ToolDefinition{{ModelName: "Calculator_Add"}, {ModelName: "Clock_Now"}}
-	msg, err := model.Complete(context.Background(), &llm.Request{Messages: []*toolfleetv1.Message{llm.User("What is 40 + 2?")}, Tools: tools})
-	if err != nil {
-		panic(err)
-	}
-	fmt.Println(llm.MessageText(msg))
-	for _, c := range llm.ToolCalls(msg) {
-		fmt.Println(c.GetName(), c.GetArguments().AsMap())
-	}
+	fmt.Println(spec, model != nil)
 	// Output:
-	// I'll add 40 and 2, and check the time while I'm at it.
-	// Calculator_Add map[a:40 b:2]
-	// Clock_Now map[]
+	// openai-compatible:llama3.2 at http://127.0.0.1:11434/v1 true
 }
 
 // A key reference that points nowhere fails when the model is opened, with

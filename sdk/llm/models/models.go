@@ -1,6 +1,8 @@
 // Package models opens an llm.Model from an llm.Spec: the provider's client
-// (sdk/llm/openai, sdk/llm/anthropic, sdk/llm/gemini) or the scripted demo
-// model, with the API key read from the spec's key reference at that moment.
+// (sdk/llm/openai, sdk/llm/anthropic, sdk/llm/gemini), with the API key read
+// from the spec's key reference at that moment. Scripted models are not
+// opened here: a script file is sdk/llm/llmtest.OpenScriptFile, and the
+// demo ("scripted:demo") belongs to the orchestrator's model resolver.
 // A spec never holds a key, so it can be stored in workflow history and
 // config; open the model where the call is made (e.g. in a Temporal
 // activity), not where the spec is decided.
@@ -29,7 +31,6 @@ type options struct {
 	httpClient *http.Client
 	lookupEnv  func(string) (string, bool)
 	timeout    time.Duration
-	scriptDir  string
 }
 
 // WithHTTPClient sets the HTTP client the provider SDK uses (default:
@@ -42,10 +43,6 @@ func WithHTTPClient(c *http.Client) Option { return func(o *options) { o.httpCli
 func WithLookupEnv(f func(string) (string, bool)) Option {
 	return func(o *options) { o.lookupEnv = f }
 }
-
-// WithScriptDir is the folder "scripted:NAME.yaml" script files are read
-// from (llm.OpenScriptFile); default none, so script files are refused.
-func WithScriptDir(dir string) Option { return func(o *options) { o.scriptDir = dir } }
 
 // WithTimeout bounds one model request, streamed body included (default:
 // each client's DefaultTimeout, 10 minutes).
@@ -65,10 +62,7 @@ func Open(ctx context.Context, s llm.Spec, opts ...Option) (llm.Model, error) {
 		opt(o)
 	}
 	if s.Provider == llm.ProviderScripted {
-		if llm.IsScriptFile(s.Name) {
-			return llm.OpenScriptFile(o.scriptDir, s.Name)
-		}
-		return llm.NewDemo(), nil
+		return nil, fmt.Errorf("open %s: %w: scripted models are opened by their package (sdk/llm/llmtest for script files; the demo by the orchestrator's resolver)", s, llm.ErrSpec)
 	}
 	ref := s.KeyRef
 	if ref == "" {

@@ -170,24 +170,18 @@ func TestOpenErrors(t *testing.T) {
 	}
 }
 
-func TestOpenScriptedDemo(t *testing.T) {
+// Scripted models (the demo, script files) are not the public SDK's to
+// open: Open refuses them with ErrSpec, so it never pulls them in.
+func TestOpenRefusesScripted(t *testing.T) {
 	t.Parallel()
-	spec, err := llm.ParseSpec("scripted:demo")
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := Open(t.Context(), spec, WithLookupEnv(func(string) (string, bool) { return "", false }))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req := request()
-	req.Tools = []*toolfleetv1.ToolDefinition{{ModelName: "Calculator_Add"}, {ModelName: "Clock_Now"}}
-	msg, err := m.Complete(t.Context(), req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if n := len(llm.ToolCalls(msg)); n != 2 {
-		t.Errorf("demo's first turn made %d calls, want 2", n)
+	for _, name := range []string{"demo", "turns.yaml"} {
+		spec, err := llm.ParseSpec("scripted:" + name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := Open(t.Context(), spec, WithLookupEnv(func(string) (string, bool) { return "", false })); !errors.Is(err, llm.ErrSpec) || !strings.Contains(err.Error(), "llmtest") {
+			t.Errorf("Open(%s) = %v, want ErrSpec naming llmtest", spec, err)
+		}
 	}
 }
 

@@ -1,4 +1,4 @@
-package llm
+package llmtest
 
 import (
 	"context"
@@ -16,6 +16,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
+	"github.com/toolfleet/toolfleet/sdk/llm"
 )
 
 // A script file is a scripted model written as YAML, for testing a toolkit
@@ -58,16 +59,10 @@ const (
 // malformed (with its line), or a placeholder an actual run cannot fill.
 var ErrScriptFile = errors.New("llm: script file")
 
-// IsScriptFile reports whether a scripted model's name is a script file
-// (it ends in .yaml or .yml) rather than a built-in model such as demo.
-func IsScriptFile(name string) bool {
-	return strings.HasSuffix(name, ".yaml") || strings.HasSuffix(name, ".yml")
-}
-
 // OpenScriptFile reads and parses the script file name inside dir; name is
 // a relative path that may not leave dir (an os.Root confines it). An
 // empty dir refuses every name.
-func OpenScriptFile(dir, name string) (Model, error) {
+func OpenScriptFile(dir, name string) (llm.Model, error) {
 	if dir == "" {
 		return nil, fmt.Errorf("%w %s: script files are off here (no script folder configured, e.g. toolfleet dev --script-dir)", ErrScriptFile, name)
 	}
@@ -300,7 +295,7 @@ func (s *ScriptFile) Turns() int { return len(s.turns) }
 
 // pick is the turn that answers req: the one after the assistant messages
 // it already holds.
-func (s *ScriptFile) pick(req *Request) (*Scripted, error) {
+func (s *ScriptFile) pick(req *llm.Request) (*Scripted, error) {
 	n := 0
 	for _, m := range req.Messages {
 		if m.GetRole() == toolfleetv1.Role_ROLE_ASSISTANT {
@@ -308,14 +303,14 @@ func (s *ScriptFile) pick(req *Request) (*Scripted, error) {
 		}
 	}
 	if n >= len(s.turns) {
-		return nil, fmt.Errorf("%w: %s has %d turns and the run asks for turn %d", ErrScriptExhausted, s.name, len(s.turns), n+1)
+		return nil, fmt.Errorf("%w: %s has %d turns and the run asks for turn %d", llm.ErrScriptExhausted, s.name, len(s.turns), n+1)
 	}
 	t := s.turns[n]
-	return NewScripted(ScriptTurn{Render: func(req *Request) (*toolfleetv1.Message, error) { return s.render(req, n+1, t) }}), nil
+	return NewScripted(ScriptTurn{Render: func(req *llm.Request) (*toolfleetv1.Message, error) { return s.render(req, n+1, t) }}), nil
 }
 
 // Complete implements Model.
-func (s *ScriptFile) Complete(ctx context.Context, req *Request) (*toolfleetv1.Message, error) {
+func (s *ScriptFile) Complete(ctx context.Context, req *llm.Request) (*toolfleetv1.Message, error) {
 	sc, err := s.pick(req)
 	if err != nil {
 		return nil, err
@@ -324,7 +319,7 @@ func (s *ScriptFile) Complete(ctx context.Context, req *Request) (*toolfleetv1.M
 }
 
 // Stream implements Model.
-func (s *ScriptFile) Stream(ctx context.Context, req *Request, onDelta func(Delta) error) (*toolfleetv1.Message, error) {
+func (s *ScriptFile) Stream(ctx context.Context, req *llm.Request, onDelta func(llm.Delta) error) (*toolfleetv1.Message, error) {
 	sc, err := s.pick(req)
 	if err != nil {
 		return nil, err
@@ -333,7 +328,7 @@ func (s *ScriptFile) Stream(ctx context.Context, req *Request, onDelta func(Delt
 }
 
 // render builds turn n's reply against the results in req.
-func (s *ScriptFile) render(req *Request, n int, t fileTurn) (*toolfleetv1.Message, error) {
+func (s *ScriptFile) render(req *llm.Request, n int, t fileTurn) (*toolfleetv1.Message, error) {
 	res := scriptResults(req)
 	fail := func(line int, format string, a ...any) error {
 		return fmt.Errorf("%w %s:%d: turn %d: %s", ErrScriptFile, s.name, line, n, fmt.Sprintf(format, a...))
@@ -347,7 +342,7 @@ func (s *ScriptFile) render(req *Request, n int, t fileTurn) (*toolfleetv1.Messa
 		turn.Reply.Model = "scripted:" + s.name
 		return turn.Reply, nil
 	}
-	names, err := NewNames(req.Tools)
+	names, err := llm.NewNames(req.Tools)
 	if err != nil {
 		return nil, fail(t.line, "%v", err)
 	}
@@ -374,7 +369,7 @@ func (s *ScriptFile) render(req *Request, n int, t fileTurn) (*toolfleetv1.Messa
 	return turn.Reply, nil
 }
 
-func offeredNames(req *Request) string {
+func offeredNames(req *llm.Request) string {
 	var names []string
 	for _, d := range req.Tools {
 		names = append(names, d.GetModelName())
@@ -393,7 +388,7 @@ type results struct {
 	spent *int
 }
 
-func scriptResults(req *Request) results {
+func scriptResults(req *llm.Request) results {
 	r := results{byID: map[string]*toolfleetv1.ToolResult{}, spent: new(int)}
 	for _, m := range req.Messages {
 		for _, p := range m.GetParts() {

@@ -1,4 +1,10 @@
-package llm
+// Package demo is toolfleet's demo model, "scripted:demo" (llm.DemoModelName):
+// a stateless model that drives a believable agent run over the bundled
+// tools (Calculator, Clock, JSONQuery, KV) and the orchestrator's
+// run_program, with no provider and no key. It lives beside the bundled
+// tools, not in the public SDK, because it knows their names; the
+// orchestrator's model resolver opens it (toolfleet dev, examples, tests).
+package demo
 
 import (
 	"context"
@@ -9,11 +15,9 @@ import (
 	"strings"
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
+	"github.com/toolfleet/toolfleet/sdk/llm"
+	"github.com/toolfleet/toolfleet/sdk/llm/llmtest"
 )
-
-// DemoModelName is the scripted demo model's name: Spec{Provider:
-// "scripted", Name: "demo"}, or "scripted:demo" on a command line.
-const DemoModelName = "demo"
 
 // demoDefaultKey is where the demo saves its sum when the user names no key.
 const demoDefaultKey = "demo.sum"
@@ -21,7 +25,7 @@ const demoDefaultKey = "demo.sum"
 // demoMaxAttempts bounds how often the demo tries one step that keeps failing.
 const demoMaxAttempts = 3
 
-// NewDemo returns the scripted demo model: with the bundled tools it drives
+// New returns the scripted demo model: with the bundled tools it drives
 // a believable multi-turn run with no provider and no key. It is stateless
 // (every turn is planned from the request's transcript alone), so it
 // behaves the same in any process, after any retry or restart:
@@ -41,22 +45,22 @@ const demoMaxAttempts = 3
 // succeed is reported in the answer. Steps whose tool is not offered are
 // skipped, and a request with ToolChoiceNone gets the answer at once. With
 // ParallelToolCalls false the same plan runs one call per turn. Usage is estimated at four bytes per token so budgets apply.
-func NewDemo() Model { return demoModel{} }
+func New() llm.Model { return demoModel{} }
 
 type demoModel struct{}
 
-func (demoModel) Complete(ctx context.Context, req *Request) (*toolfleetv1.Message, error) {
+func (demoModel) Complete(ctx context.Context, req *llm.Request) (*toolfleetv1.Message, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	return FinishTurn(req, demoTurn(req)), nil
+	return llm.FinishTurn(req, demoTurn(req)), nil
 }
 
-func (demoModel) Stream(ctx context.Context, req *Request, onDelta func(Delta) error) (*toolfleetv1.Message, error) {
+func (demoModel) Stream(ctx context.Context, req *llm.Request, onDelta func(llm.Delta) error) (*toolfleetv1.Message, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	return streamReply(ctx, req, demoTurn(req), 12, onDelta)
+	return llmtest.StreamReply(ctx, req, demoTurn(req), 12, onDelta)
 }
 
 // demoStep is one planned call.
@@ -101,14 +105,14 @@ var demoSteps = []demoStep{
 	}},
 }
 
-func demoTurn(req *Request) *toolfleetv1.Message {
+func demoTurn(req *llm.Request) *toolfleetv1.Message {
 	s := readDemoState(req)
 	offered := map[string]bool{}
 	for _, d := range req.Tools {
 		offered[d.GetModelName()] = true
 	}
 	callable := offered
-	if req.ToolChoice.Mode == ToolChoiceNone {
+	if req.ToolChoice.Mode == llm.ToolChoiceNone {
 		callable = nil // answer with what the results so far say
 	}
 	if callable[demoProgramTool] {
@@ -130,33 +134,33 @@ func demoTurn(req *Request) *toolfleetv1.Message {
 		}
 		group = st.group
 		id := fmt.Sprintf("demo_%d_%d", s.turn, len(calls)+1)
-		calls = append(calls, CallPart(id, st.tool, args))
+		calls = append(calls, llm.CallPart(id, st.tool, args))
 		says = append(says, why)
 	}
 	if len(calls) > 0 {
-		return demoFinish(req, CallTools(strings.Join(says, " "), calls...).Reply)
+		return demoFinish(req, llmtest.CallTools(strings.Join(says, " "), calls...).Reply)
 	}
-	return demoFinish(req, SayText(s.answer(offered)).Reply)
+	return demoFinish(req, llmtest.SayText(s.answer(offered)).Reply)
 }
 
 // demoFinish names the model and estimates usage at four bytes per token.
-func demoFinish(req *Request, msg *toolfleetv1.Message) *toolfleetv1.Message {
-	msg.Model = "scripted:" + DemoModelName
-	msg.Usage = &toolfleetv1.Usage{InputTokens: int64(requestBytes(req)/4 + 1), OutputTokens: int64(len(MessageText(msg))/4 + 8*len(ToolCalls(msg)) + 1)}
+func demoFinish(req *llm.Request, msg *toolfleetv1.Message) *toolfleetv1.Message {
+	msg.Model = "scripted:" + llm.DemoModelName
+	msg.Usage = &toolfleetv1.Usage{InputTokens: int64(requestBytes(req)/4 + 1), OutputTokens: int64(len(llm.MessageText(msg))/4 + 8*len(llm.ToolCalls(msg)) + 1)}
 	return msg
 }
 
-func readDemoState(req *Request) *demoState {
+func readDemoState(req *llm.Request) *demoState {
 	s := &demoState{key: demoDefaultKey, attempts: map[string][]demoAttempt{}, turn: 1}
 	last := -1
 	for i, m := range req.Messages {
-		if m.GetRole() == toolfleetv1.Role_ROLE_USER && MessageText(m) != "" {
+		if m.GetRole() == toolfleetv1.Role_ROLE_USER && llm.MessageText(m) != "" {
 			last = i
 		}
 	}
 	var task string
 	if last >= 0 {
-		task = MessageText(req.Messages[last])
+		task = llm.MessageText(req.Messages[last])
 	}
 	nums := demoNumber.FindAllString(task, 2)
 	if len(nums) == 2 {
@@ -186,7 +190,7 @@ func readDemoState(req *Request) *demoState {
 		}
 	}
 	for _, m := range req.Messages[last+1:] {
-		for _, c := range ToolCalls(m) {
+		for _, c := range llm.ToolCalls(m) {
 			s.attempts[c.GetName()] = append(s.attempts[c.GetName()], demoAttempt{call: c, result: results[c.GetId()]})
 		}
 	}
@@ -386,13 +390,13 @@ func firstLine(s string) string {
 }
 
 // requestBytes approximates a request's size for the demo's usage figures.
-func requestBytes(req *Request) int {
+func requestBytes(req *llm.Request) int {
 	n := 0
 	for _, m := range req.Messages {
 		for _, p := range m.GetParts() {
 			n += len(p.GetText())
 			if c := p.GetToolCall(); c != nil {
-				n += len(c.GetName()) + len(callArguments(c))
+				n += len(c.GetName()) + len(llm.CallArguments(c))
 			}
 			if r := p.GetToolResult(); r != nil {
 				n += len(r.GetContent())

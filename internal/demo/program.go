@@ -1,4 +1,4 @@
-package llm
+package demo
 
 import (
 	"encoding/json"
@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
+	"github.com/toolfleet/toolfleet/sdk/llm"
+	"github.com/toolfleet/toolfleet/sdk/llm/llmtest"
 )
 
 // demoProgramTool is the one tool toolfleet's code mode offers a model: it
@@ -16,26 +18,26 @@ const demoProgramTool = "run_program"
 // (add and read the clock in parallel, cross-check, save, read back), then
 // the same answer as the plan made call by call. It writes stubs only for
 // tools the system prompt lists, as a model reading it would.
-func demoProgramTurn(req *Request, s *demoState) *toolfleetv1.Message {
+func demoProgramTurn(req *llm.Request, s *demoState) *toolfleetv1.Message {
 	var prompt strings.Builder
 	for _, m := range req.Messages {
 		if m.GetRole() == toolfleetv1.Role_ROLE_SYSTEM {
-			prompt.WriteString(MessageText(m))
+			prompt.WriteString(llm.MessageText(m))
 		}
 	}
 	has := func(stub string) bool { return strings.Contains(prompt.String(), stub+"(") }
 	tries := s.attempts[demoProgramTool]
 	switch {
 	case !has("Calculator_Add"):
-		return SayText(s.answer(nil)).Reply
+		return llmtest.SayText(s.answer(nil)).Reply
 	case len(tries) == 0:
 		args := map[string]any{"source": demoProgram(has), "args": map[string]any{"a": s.a, "b": s.b, "key": s.key}}
-		return CallTools("I'll do it all in one program: add and read the clock in parallel, cross-check the sum, save it and read it back.",
-			CallPart(fmt.Sprintf("demo_%d_1", s.turn), demoProgramTool, args)).Reply
+		return llmtest.CallTools("I'll do it all in one program: add and read the clock in parallel, cross-check the sum, save it and read it back.",
+			llm.CallPart(fmt.Sprintf("demo_%d_1", s.turn), demoProgramTool, args)).Reply
 	}
 	r := tries[len(tries)-1].result
 	if r == nil || r.GetIsError() {
-		return SayText("The program did not finish: " + firstLine(r.GetContent())).Reply
+		return llmtest.SayText("The program did not finish: " + firstLine(r.GetContent())).Reply
 	}
 	// The program returns each step's outcome by tool; the answer reads them
 	// as it reads the results of separate calls.
@@ -45,7 +47,7 @@ func demoProgramTurn(req *Request, s *demoState) *toolfleetv1.Message {
 		Error string `json:"error"`
 	}
 	if err := json.Unmarshal([]byte(r.GetContent()), &steps); err != nil {
-		return SayText("The program returned something I cannot read: " + firstLine(r.GetContent())).Reply
+		return llmtest.SayText("The program returned something I cannot read: " + firstLine(r.GetContent())).Reply
 	}
 	offered := map[string]bool{}
 	for tool, st := range steps {
@@ -55,10 +57,10 @@ func demoProgramTurn(req *Request, s *demoState) *toolfleetv1.Message {
 			b, _ := json.Marshal(st.Value)
 			content = string(b)
 		}
-		s.attempts[tool] = []demoAttempt{{call: CallPart("", tool, map[string]any{"key": s.key}).GetToolCall(),
+		s.attempts[tool] = []demoAttempt{{call: llm.CallPart("", tool, map[string]any{"key": s.key}).GetToolCall(),
 			result: &toolfleetv1.ToolResult{Content: content, IsError: !st.OK}}}
 	}
-	return SayText(s.answer(offered) + fmt.Sprintf(" (%d tool calls in one program.)", len(steps))).Reply
+	return llmtest.SayText(s.answer(offered) + fmt.Sprintf(" (%d tool calls in one program.)", len(steps))).Reply
 }
 
 // demoProgram is the demo's plan as a Starlark program over the stubs it has.

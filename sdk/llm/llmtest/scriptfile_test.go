@@ -1,4 +1,4 @@
-package llm_test
+package llmtest_test
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
 	"github.com/toolfleet/toolfleet/sdk/llm"
+	"github.com/toolfleet/toolfleet/sdk/llm/llmtest"
 )
 
 const ticketScript = `# a run that opens a ticket and reads it back
@@ -44,7 +45,7 @@ func result(callID, content string) *toolfleetv1.Message {
 
 func TestScriptFileUnfilledPlaceholder(t *testing.T) {
 	t.Parallel()
-	m, err := llm.ParseScriptFile("turns.yaml", []byte(ticketScript))
+	m, err := llmtest.ParseScriptFile("turns.yaml", []byte(ticketScript))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +62,7 @@ func TestScriptFileUnfilledPlaceholder(t *testing.T) {
 func TestScriptFilePlaceholders(t *testing.T) {
 	t.Parallel()
 	script := strings.Replace(ticketScript, `tags: [office, "${literal}"]`, `tags: [office, "$${literal}"]`, 1)
-	m, err := llm.ParseScriptFile("turns.yaml", []byte(script))
+	m, err := llmtest.ParseScriptFile("turns.yaml", []byte(script))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,18 +130,18 @@ func TestScriptFileRenderErrors(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			m, err := llm.ParseScriptFile("turns.yaml", []byte(tc.script))
+			m, err := llmtest.ParseScriptFile("turns.yaml", []byte(tc.script))
 			if err != nil {
 				t.Fatal(err)
 			}
 			_, err = m.Complete(ctx, &llm.Request{Tools: scriptTools(), Messages: user})
-			if !errors.Is(err, llm.ErrScriptFile) || !strings.Contains(err.Error(), tc.want) {
+			if !errors.Is(err, llmtest.ErrScriptFile) || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("got %v, want %q", err, tc.want)
 			}
 		})
 	}
 	// A path into a result that is not there names the step.
-	m, _ := llm.ParseScriptFile("turns.yaml", []byte("turns:\n  - text: ${c.a[3]}\n"))
+	m, _ := llmtest.ParseScriptFile("turns.yaml", []byte("turns:\n  - text: ${c.a[3]}\n"))
 	_, err := m.Complete(ctx, &llm.Request{Messages: append(user, result("c", `{"a": [1]}`))})
 	if err == nil || !strings.Contains(err.Error(), "[3] is not an element") {
 		t.Errorf("out of range: %v", err)
@@ -170,22 +171,22 @@ func TestParseScriptFileErrors(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			_, err := llm.ParseScriptFile("turns.yaml", []byte(tc.script))
-			if !errors.Is(err, llm.ErrScriptFile) || !strings.Contains(err.Error(), tc.want) {
+			_, err := llmtest.ParseScriptFile("turns.yaml", []byte(tc.script))
+			if !errors.Is(err, llmtest.ErrScriptFile) || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("got %v, want %q", err, tc.want)
 			}
 		})
 	}
 	// Errors never quote the file's values.
-	_, err := llm.ParseScriptFile("turns.yaml", []byte("turns:\n  - calls:\n      - tool: A.B\n        args: {secret: !!binary c2VjcmV0}\n"))
+	_, err := llmtest.ParseScriptFile("turns.yaml", []byte("turns:\n  - calls:\n      - tool: A.B\n        args: {secret: !!binary c2VjcmV0}\n"))
 	if err == nil || strings.Contains(err.Error(), "c2VjcmV0") {
 		t.Errorf("error quotes a value: %v", err)
 	}
-	if _, err := llm.ParseScriptFile("big.yaml", make([]byte, llm.MaxScriptFileBytes+1)); !errors.Is(err, llm.ErrScriptFile) {
+	if _, err := llmtest.ParseScriptFile("big.yaml", make([]byte, llmtest.MaxScriptFileBytes+1)); !errors.Is(err, llmtest.ErrScriptFile) {
 		t.Errorf("a file over the bound: %v", err)
 	}
 	deep := "turns:\n  - calls:\n      - tool: A.B\n        args: {a: " + strings.Repeat("[", 40) + strings.Repeat("]", 40) + "}\n"
-	if _, err := llm.ParseScriptFile("deep.yaml", []byte(deep)); err == nil || !strings.Contains(err.Error(), "nested deeper") {
+	if _, err := llmtest.ParseScriptFile("deep.yaml", []byte(deep)); err == nil || !strings.Contains(err.Error(), "nested deeper") {
 		t.Errorf("a deep file: %v", err)
 	}
 }
@@ -203,7 +204,7 @@ func TestOpenScriptFile(t *testing.T) {
 	if err := os.Symlink(outside, filepath.Join(dir, "link.yaml")); err != nil {
 		t.Fatal(err)
 	}
-	m, err := llm.OpenScriptFile(dir, "turns.yaml")
+	m, err := llmtest.OpenScriptFile(dir, "turns.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -211,11 +212,11 @@ func TestOpenScriptFile(t *testing.T) {
 		t.Errorf("Complete: %v %v", msg, err)
 	}
 	for _, name := range []string{"../" + filepath.Base(filepath.Dir(outside)) + "/outside.yaml", outside, "link.yaml", "missing.yaml"} {
-		if _, err := llm.OpenScriptFile(dir, name); !errors.Is(err, llm.ErrScriptFile) {
+		if _, err := llmtest.OpenScriptFile(dir, name); !errors.Is(err, llmtest.ErrScriptFile) {
 			t.Errorf("OpenScriptFile(%q) = %v, want ErrScriptFile", name, err)
 		}
 	}
-	if _, err := llm.OpenScriptFile("", "turns.yaml"); err == nil || !strings.Contains(err.Error(), "script files are off") {
+	if _, err := llmtest.OpenScriptFile("", "turns.yaml"); err == nil || !strings.Contains(err.Error(), "script files are off") {
 		t.Errorf("no folder: %v", err)
 	}
 	// The spec accepts a script file, but not one outside the folder.
@@ -232,15 +233,15 @@ func TestScriptFileTurnBound(t *testing.T) {
 	t.Parallel()
 	big := `"` + strings.Repeat("x", 1<<20) + `"`
 	text := strings.Repeat("${big}", 9)
-	m, err := llm.ParseScriptFile("turns.yaml", []byte("turns:\n  - text: "+text+"\n"))
+	m, err := llmtest.ParseScriptFile("turns.yaml", []byte("turns:\n  - text: "+text+"\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, err = m.Complete(context.Background(), &llm.Request{Messages: []*toolfleetv1.Message{result("big", big)}})
-	if !errors.Is(err, llm.ErrScriptFile) || !strings.Contains(err.Error(), "placeholders add more than") {
+	if !errors.Is(err, llmtest.ErrScriptFile) || !strings.Contains(err.Error(), "placeholders add more than") {
 		t.Errorf("9 MiB of placeholders: %v", err)
 	}
-	m, _ = llm.ParseScriptFile("turns.yaml", []byte("turns:\n  - text: ${big}${big}\n"))
+	m, _ = llmtest.ParseScriptFile("turns.yaml", []byte("turns:\n  - text: ${big}${big}\n"))
 	if msg, err := m.Complete(context.Background(), &llm.Request{Messages: []*toolfleetv1.Message{result("big", big)}}); err != nil || len(llm.MessageText(msg)) != 2<<20 {
 		t.Errorf("2 MiB of placeholders: %v", err)
 	}

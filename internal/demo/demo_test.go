@@ -1,4 +1,4 @@
-package llm
+package demo
 
 import (
 	"encoding/json"
@@ -16,6 +16,7 @@ import (
 	clockv1 "github.com/toolfleet/toolfleet/gen/tools/clock/v1"
 	jsonqv1 "github.com/toolfleet/toolfleet/gen/tools/jsonq/v1"
 	kvv1 "github.com/toolfleet/toolfleet/gen/tools/kv/v1"
+	"github.com/toolfleet/toolfleet/sdk/llm"
 	"github.com/toolfleet/toolfleet/sdk/tool"
 )
 
@@ -96,8 +97,8 @@ func demoDefs(names ...string) []*toolfleetv1.ToolDefinition {
 // model answers; it returns the calls of every turn and the answer.
 func runDemo(t *testing.T, prompt string, parallel, stream bool, tools map[string]demoTool, offered []*toolfleetv1.ToolDefinition) ([][]string, string) {
 	t.Helper()
-	m := NewDemo()
-	req := &Request{Messages: []*toolfleetv1.Message{System("You are helpful."), User(prompt)}, Tools: offered, ParallelToolCalls: &parallel}
+	m := New()
+	req := &llm.Request{Messages: []*toolfleetv1.Message{llm.System("You are helpful."), llm.User(prompt)}, Tools: offered, ParallelToolCalls: &parallel}
 	var turns [][]string
 	for range 10 {
 		var msg *toolfleetv1.Message
@@ -119,19 +120,19 @@ func runDemo(t *testing.T, prompt string, parallel, stream bool, tools map[strin
 			t.Fatalf("turn %d differs when replayed: %v\n%v\n%v", len(turns)+1, err, again, msg)
 		}
 		req.Messages = append(req.Messages, msg)
-		calls := ToolCalls(msg)
+		calls := llm.ToolCalls(msg)
 		if len(calls) == 0 {
-			if msg.GetStopReason() != StopEndTurn {
+			if msg.GetStopReason() != llm.StopEndTurn {
 				t.Errorf("answer stop reason = %q", msg.GetStopReason())
 			}
-			return turns, MessageText(msg)
+			return turns, llm.MessageText(msg)
 		}
 		var names []string
-		results := NewMessage(toolfleetv1.Role_ROLE_TOOL)
+		results := llm.NewMessage(toolfleetv1.Role_ROLE_TOOL)
 		for _, c := range calls {
-			names = append(names, c.GetName()+string(encodeArguments(c.GetArguments())))
+			names = append(names, c.GetName()+string(llm.CallArguments(c)))
 			content, isErr := validated(t, c.GetName(), c.GetArguments(), tools[c.GetName()])
-			results.Parts = append(results.Parts, ResultPart(c.GetId(), c.GetName(), content, isErr))
+			results.Parts = append(results.Parts, llm.ResultPart(c.GetId(), c.GetName(), content, isErr))
 		}
 		turns = append(turns, names)
 		req.Messages = append(req.Messages, results)
@@ -218,13 +219,13 @@ func TestDemo(t *testing.T) {
 
 func TestDemoToolChoiceNone(t *testing.T) {
 	t.Parallel()
-	req := &Request{Messages: []*toolfleetv1.Message{User("add 4 and 5")}, Tools: demoDefs("Calculator_Add", "Clock_Now"), ToolChoice: ToolChoice{Mode: ToolChoiceNone}}
-	msg, err := NewDemo().Complete(t.Context(), req)
+	req := &llm.Request{Messages: []*toolfleetv1.Message{llm.User("add 4 and 5")}, Tools: demoDefs("Calculator_Add", "Clock_Now"), ToolChoice: llm.ToolChoice{Mode: llm.ToolChoiceNone}}
+	msg, err := New().Complete(t.Context(), req)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := len(ToolCalls(msg)); n != 0 || !strings.Contains(MessageText(msg), "4 + 5 = 9.") {
-		t.Errorf("calls = %d, text %q; want an answer without calls", n, MessageText(msg))
+	if n := len(llm.ToolCalls(msg)); n != 0 || !strings.Contains(llm.MessageText(msg), "4 + 5 = 9.") {
+		t.Errorf("calls = %d, text %q; want an answer without calls", n, llm.MessageText(msg))
 	}
 }
 
@@ -232,14 +233,14 @@ func TestDemoToolChoiceNone(t *testing.T) {
 // lists, and answers from the program's result.
 func TestDemoCodeMode(t *testing.T) {
 	tools := []*toolfleetv1.ToolDefinition{{ModelName: demoProgramTool}}
-	req := &Request{Tools: tools, Messages: []*toolfleetv1.Message{
-		System("Tools:\nCalculator_Add(a: number, b: number)\nKV_Put(key: string, value: string)\n"), User("add 4 and 5")}}
-	model := NewDemo()
+	req := &llm.Request{Tools: tools, Messages: []*toolfleetv1.Message{
+		llm.System("Tools:\nCalculator_Add(a: number, b: number)\nKV_Put(key: string, value: string)\n"), llm.User("add 4 and 5")}}
+	model := New()
 	reply, err := model.Complete(t.Context(), req)
 	if err != nil {
 		t.Fatal(err)
 	}
-	calls := ToolCalls(reply)
+	calls := llm.ToolCalls(reply)
 	if len(calls) != 1 || calls[0].GetName() != demoProgramTool {
 		t.Fatalf("calls = %v, want one run_program", calls)
 	}
@@ -248,12 +249,12 @@ func TestDemoCodeMode(t *testing.T) {
 		t.Errorf("program uses stubs the prompt does not list, or misses one:\n%s", src)
 	}
 	result := `{"Calculator_Add":{"ok":true,"value":{"result":9}},"KV_Put":{"ok":false,"error":"bucket is read-only"}}`
-	req.Messages = append(req.Messages, reply, NewMessage(toolfleetv1.Role_ROLE_TOOL, ResultPart(calls[0].GetId(), demoProgramTool, result, false)))
+	req.Messages = append(req.Messages, reply, llm.NewMessage(toolfleetv1.Role_ROLE_TOOL, llm.ResultPart(calls[0].GetId(), demoProgramTool, result, false)))
 	if reply, err = model.Complete(t.Context(), req); err != nil {
 		t.Fatal(err)
 	}
 	want := `4 + 5 = 9. I could not save it: bucket is read-only. (2 tool calls in one program.)`
-	if got := MessageText(reply); got != want {
+	if got := llm.MessageText(reply); got != want {
 		t.Errorf("answer = %q, want %q", got, want)
 	}
 }

@@ -1,4 +1,4 @@
-package llm
+package llmtest
 
 import (
 	"context"
@@ -10,6 +10,8 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
+	"github.com/toolfleet/toolfleet/sdk/llm"
+	"github.com/toolfleet/toolfleet/sdk/llm/internal/canon"
 )
 
 // ScriptTurn is one reply of a Scripted model.
@@ -20,34 +22,34 @@ type ScriptTurn struct {
 	Err error
 	// Check, when set, inspects the request first; its error fails the turn,
 	// which is how a script asserts what the model was sent.
-	Check func(*Request) error
+	Check func(*llm.Request) error
 	// Render, when set, builds the reply from the request instead of Reply
 	// (e.g. a script file's turn, whose arguments name earlier results).
-	Render func(*Request) (*toolfleetv1.Message, error)
+	Render func(*llm.Request) (*toolfleetv1.Message, error)
 }
 
 // SayText is a turn that answers with text and ends the turn.
 func SayText(text string) ScriptTurn {
-	m := NewMessage(toolfleetv1.Role_ROLE_ASSISTANT, Text(text))
-	m.StopReason = StopEndTurn
+	m := llm.NewMessage(toolfleetv1.Role_ROLE_ASSISTANT, llm.Text(text))
+	m.StopReason = llm.StopEndTurn
 	return ScriptTurn{Reply: m}
 }
 
 // CallTools is a turn that makes native tool calls, with optional text
 // first. Calls are built with CallPart.
 func CallTools(text string, calls ...*toolfleetv1.Part) ScriptTurn {
-	m := NewMessage(toolfleetv1.Role_ROLE_ASSISTANT)
+	m := llm.NewMessage(toolfleetv1.Role_ROLE_ASSISTANT)
 	if text != "" {
-		m.Parts = append(m.Parts, Text(text))
+		m.Parts = append(m.Parts, llm.Text(text))
 	}
 	m.Parts = append(m.Parts, calls...)
-	m.StopReason = StopToolCalls
+	m.StopReason = llm.StopToolCalls
 	return ScriptTurn{Reply: m}
 }
 
 // WriteCalls is a turn that writes the calls as text in protocol p, the
 // way a small model without native tool calls would.
-func WriteCalls(p TextProtocol, text string, calls ...*toolfleetv1.Part) ScriptTurn {
+func WriteCalls(p llm.TextProtocol, text string, calls ...*toolfleetv1.Part) ScriptTurn {
 	parts := []string{}
 	if text != "" {
 		parts = append(parts, text)
@@ -67,7 +69,7 @@ type Scripted struct {
 
 	mu       sync.Mutex
 	turns    []ScriptTurn
-	requests []*Request
+	requests []*llm.Request
 }
 
 // NewScripted returns a model that plays turns in order and then fails
@@ -75,10 +77,10 @@ type Scripted struct {
 func NewScripted(turns ...ScriptTurn) *Scripted { return &Scripted{turns: turns} }
 
 // Requests returns the requests received so far.
-func (s *Scripted) Requests() []*Request {
+func (s *Scripted) Requests() []*llm.Request {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return append([]*Request(nil), s.requests...)
+	return append([]*llm.Request(nil), s.requests...)
 }
 
 // Remaining is the number of unplayed turns.
@@ -88,7 +90,7 @@ func (s *Scripted) Remaining() int {
 	return len(s.turns)
 }
 
-func (s *Scripted) next(ctx context.Context, req *Request) (*toolfleetv1.Message, error) {
+func (s *Scripted) next(ctx context.Context, req *llm.Request) (*toolfleetv1.Message, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -96,7 +98,7 @@ func (s *Scripted) next(ctx context.Context, req *Request) (*toolfleetv1.Message
 	defer s.mu.Unlock()
 	s.requests = append(s.requests, req)
 	if len(s.turns) == 0 {
-		return nil, fmt.Errorf("%w after %d turns", ErrScriptExhausted, len(s.requests)-1)
+		return nil, fmt.Errorf("%w after %d turns", llm.ErrScriptExhausted, len(s.requests)-1)
 	}
 	turn := s.turns[0]
 	s.turns = s.turns[1:]
@@ -127,83 +129,83 @@ func (s *Scripted) next(ctx context.Context, req *Request) (*toolfleetv1.Message
 }
 
 // Complete implements Model.
-func (s *Scripted) Complete(ctx context.Context, req *Request) (*toolfleetv1.Message, error) {
+func (s *Scripted) Complete(ctx context.Context, req *llm.Request) (*toolfleetv1.Message, error) {
 	msg, err := s.next(ctx, req)
 	if err != nil {
 		return nil, err
 	}
-	return FinishTurn(req, msg), nil
+	return llm.FinishTurn(req, msg), nil
 }
 
 // Stream implements Model: text is sent in ChunkSize pieces, each call as
 // a name delta and two argument fragments, then usage and stop reason; the
 // result is assembled from those deltas like any provider stream.
-func (s *Scripted) Stream(ctx context.Context, req *Request, onDelta func(Delta) error) (*toolfleetv1.Message, error) {
+func (s *Scripted) Stream(ctx context.Context, req *llm.Request, onDelta func(llm.Delta) error) (*toolfleetv1.Message, error) {
 	msg, err := s.next(ctx, req)
 	if err != nil {
 		return nil, err
 	}
-	return streamReply(ctx, req, msg, s.ChunkSize, onDelta)
+	return StreamReply(ctx, req, msg, s.ChunkSize, onDelta)
 }
 
-// streamReply streams a finished reply the way a provider would: text in
+// StreamReply streams a finished reply the way a provider would: text in
 // size-byte pieces (default 8), each call as a name delta and two argument
 // fragments, then usage and stop reason; the result is assembled from those
 // deltas like any provider stream.
-func streamReply(ctx context.Context, req *Request, msg *toolfleetv1.Message, size int, onDelta func(Delta) error) (*toolfleetv1.Message, error) {
+func StreamReply(ctx context.Context, req *llm.Request, msg *toolfleetv1.Message, size int, onDelta func(llm.Delta) error) (*toolfleetv1.Message, error) {
 	if size <= 0 {
 		size = 8
 	}
-	var asm Assembler
-	onDelta = FirstCallDeltas(req, onDelta)
-	emit := func(d Delta) error {
+	var asm llm.Assembler
+	onDelta = llm.FirstCallDeltas(req, onDelta)
+	emit := func(d llm.Delta) error {
 		asm.Add(d)
 		if onDelta == nil {
 			return nil
 		}
 		return onDelta(d)
 	}
-	deltas := []Delta{{Model: msg.GetModel()}}
+	deltas := []llm.Delta{{Model: msg.GetModel()}}
 	calls := 0
 	for _, p := range msg.GetParts() {
 		switch k := p.GetKind().(type) {
 		case *toolfleetv1.Part_Text:
 			for t := k.Text; t != ""; {
 				n := min(size, len(t))
-				deltas = append(deltas, Delta{Text: t[:n]})
+				deltas = append(deltas, llm.Delta{Text: t[:n]})
 				t = t[n:]
 			}
 		case *toolfleetv1.Part_Thinking:
-			deltas = append(deltas, Delta{Thinking: k.Thinking.GetText(), ThinkingSignature: k.Thinking.GetSignature()})
+			deltas = append(deltas, llm.Delta{Thinking: k.Thinking.GetText(), ThinkingSignature: k.Thinking.GetSignature()})
 		case *toolfleetv1.Part_ToolCall:
 			c := k.ToolCall
-			args, free := string(encodeArguments(c.GetArguments())), c.Input != nil
+			args, free := string(canon.EncodeArguments(c.GetArguments())), c.Input != nil
 			if free {
 				args = c.GetInput()
 			}
 			half := len(args) / 2
 			deltas = append(deltas,
-				Delta{ToolCall: &ToolCallDelta{Index: calls, ID: c.GetId(), Name: c.GetName(), Signature: c.GetSignature(), Caller: c.GetCaller(), FreeText: free}},
-				Delta{ToolCall: &ToolCallDelta{Index: calls, Arguments: args[:half], FreeText: free}},
-				Delta{ToolCall: &ToolCallDelta{Index: calls, Arguments: args[half:], FreeText: free}})
+				llm.Delta{ToolCall: &llm.ToolCallDelta{Index: calls, ID: c.GetId(), Name: c.GetName(), Signature: c.GetSignature(), Caller: c.GetCaller(), FreeText: free}},
+				llm.Delta{ToolCall: &llm.ToolCallDelta{Index: calls, Arguments: args[:half], FreeText: free}},
+				llm.Delta{ToolCall: &llm.ToolCallDelta{Index: calls, Arguments: args[half:], FreeText: free}})
 			calls++
 		case *toolfleetv1.Part_ProviderBlock:
-			deltas = append(deltas, Delta{ProviderBlock: k.ProviderBlock})
+			deltas = append(deltas, llm.Delta{ProviderBlock: k.ProviderBlock})
 		}
 	}
 	if msg.GetContainer() != "" {
-		deltas = append(deltas, Delta{Container: msg.GetContainer()})
+		deltas = append(deltas, llm.Delta{Container: msg.GetContainer()})
 	}
 	if msg.GetUsage() != nil {
-		deltas = append(deltas, Delta{Usage: msg.GetUsage()})
+		deltas = append(deltas, llm.Delta{Usage: msg.GetUsage()})
 	}
-	deltas = append(deltas, Delta{StopReason: msg.GetStopReason()})
+	deltas = append(deltas, llm.Delta{StopReason: msg.GetStopReason()})
 	for _, d := range deltas {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
 		if err := emit(d); err != nil {
-			if errors.Is(err, StopStream) {
+			if errors.Is(err, llm.StopStream) {
 				break
 			}
 			return nil, err
@@ -213,5 +215,5 @@ func streamReply(ctx context.Context, req *Request, msg *toolfleetv1.Message, si
 	if err != nil {
 		return nil, err
 	}
-	return FinishTurn(req, out), nil
+	return llm.FinishTurn(req, out), nil
 }
