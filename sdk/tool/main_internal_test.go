@@ -160,7 +160,7 @@ func TestRunWorkerFlags(t *testing.T) {
 		{"bad", 1, "want a number"},
 		{"", 2, "flag needs an argument"},
 	} {
-		var out syncBuffer
+		var out syncbuf.Buffer
 		var size string
 		flags := func(fs *flag.FlagSet) { fs.StringVar(&size, "size", "", "a worker's own flag") }
 		args := []string{"--listen", "127.0.0.1:0", "--size"}
