@@ -127,6 +127,15 @@ func (s *Store) CheckProgramValues(ctx context.Context, id string) error {
 	return s.programRoom(ctx)
 }
 
+// filled adds n bytes this process stored to the blob store's fill as last
+// read, so the reserve holds between two reads against this process's own
+// writes (a program may store many values within blobFillTTL).
+func (s *Store) filled(n int64) {
+	s.blobRoomMu.Lock()
+	s.blobRoom.used += n
+	s.blobRoomMu.Unlock()
+}
+
 // programRoom refuses program values once the blob store holds more than
 // all but its reserve (ProgramReserveShare). The fill is read at most every
 // blobFillTTL.

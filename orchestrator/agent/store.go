@@ -141,13 +141,16 @@ func OpenStore(ctx context.Context, js jetstream.JetStream, cfg StoreConfig) (*S
 	}
 	assets := cfg.Assets
 	if cfg.Memory {
-		// Tests: in memory, at most 64 and 128 MiB unless told otherwise.
 		assets = assets.WithStorage(jsassets.StorageMemory)
-		cfg.MaxTranscriptBytes = cmp.Or(cfg.MaxTranscriptBytes, 64<<20)
-		cfg.MaxBlobBytes = cmp.Or(cfg.MaxBlobBytes, 128<<20)
 	}
 	ts := assets.Settings(jsassets.Transcripts.Named(cfg.TranscriptBucket))
 	bs := assets.Settings(jsassets.RunBlobs.Named(cfg.BlobBucket))
+	if cfg.Memory {
+		// Tests: in memory, at most 64 and 128 MiB unless told otherwise
+		// (the fields, or smaller bounds in Assets).
+		cfg.MaxTranscriptBytes = cmp.Or(cfg.MaxTranscriptBytes, min(ts.MaxBytes, 64<<20))
+		cfg.MaxBlobBytes = cmp.Or(cfg.MaxBlobBytes, min(bs.MaxBytes, 128<<20))
+	}
 	if cfg.MaxTranscriptBytes > 0 {
 		ts.MaxBytes = cfg.MaxTranscriptBytes
 	}
@@ -534,6 +537,7 @@ func (s *Store) putBlob(ctx context.Context, runID string, data []byte, charge b
 		}
 		return "", fmt.Errorf("agent: put blob: %w", err)
 	}
+	s.filled(int64(len(data)))
 	if charge {
 		s.charge(ctx, runID, int64(len(data)))
 	}

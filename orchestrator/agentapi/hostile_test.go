@@ -1,0 +1,214 @@
+package agentapi_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
+	"github.com/toolfleet/toolfleet/gen/toolfleet/v1/toolfleetv1connect"
+	jsonqv1 "github.com/toolfleet/toolfleet/gen/tools/jsonq/v1"
+	"github.com/toolfleet/toolfleet/orchestrator/agent"
+	"github.com/toolfleet/toolfleet/orchestrator/agent/agenttest"
+	"github.com/toolfleet/toolfleet/orchestrator/runner"
+	"github.com/toolfleet/toolfleet/sdk/llm"
+	"github.com/toolfleet/toolfleet/sdk/tool"
+	"github.com/toolfleet/toolfleet/workers/jsonq/jsonq"
+)
+
+// Issue 32, "a hostile tenant cannot hurt another": the stores a tenant
+// writes through code mode, the run blob store's reserve and the run event
+// stream, each against a real fleet (embedded NATS and Temporal, the
+// gateway's auth on) and two principals.
+
+// withJSONQuery adds a JSONQuery worker whose results may carry the
+// 200,000-character values of echoValues.
+func withJSONQuery(t *testing.T, tn *tenants) {
+	t.Helper()
+	tn.fleet.AddWorker(t, func(w *tool.Worker) {
+		jsonqv1.RegisterJSONQueryServiceServer(w, jsonq.New(jsonq.Config{MaxOutputBytes: 2 << 20}))
+	})
+	tn.fleet.WaitTool(t, "JSONQuery.Query@1")
+}
+
+// runProgramTurn is a code-mode model turn running echoValues with calls calls.
+func runProgramTurn(calls int) llm.ScriptTurn {
+	return llm.CallTools("", llm.CallPart("p", agent.RunProgramTool,
+		map[string]any{"source": echoValues, "args": map[string]any{"calls": calls}}))
+}
+
+// waitEnded waits until run id of c is neither running nor waiting.
+func waitEnded(t *testing.T, c toolfleetv1connect.AgentServiceClient, id string) *toolfleetv1.GetRunResponse {
+	t.Helper()
+	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(100 * time.Millisecond) {
+		st, err := c.GetRun(t.Context(), connect.NewRequest(&toolfleetv1.GetRunRequest{RunId: id}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch st.Msg.GetStatus() {
+		case toolfleetv1.RunStatus_RUN_STATUS_RUNNING, toolfleetv1.RunStatus_RUN_STATUS_WAITING_APPROVAL:
+		default:
+			return st.Msg
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("run %s did not end: %v", id, st.Msg)
+		}
+	}
+}
+
+// programResults are the contents of run id's run_program results, in order.
+func programResults(ctx context.Context, t *testing.T, tn *tenants, id string) []string {
+	t.Helper()
+	msgs, err := tn.o.Runs.Store.Load(ctx, id, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, m := range msgs {
+		for _, p := range m.GetParts() {
+			if r := p.GetToolResult(); r != nil && r.GetName() == agent.RunProgramTool {
+				out = append(out, r.GetContent())
+			}
+		}
+	}
+	return out
+}
+
+// blobCounter counts the blobs of the run blob store listed under an owner.
+func blobCounter(ctx context.Context, t *testing.T, natsURL string) func(owner string) int {
+	t.Helper()
+	nc, err := nats.Connect(natsURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	blobs, err := js.ObjectStore(ctx, agent.DefaultBlobBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return func(owner string) int {
+		t.Helper()
+		infos, err := blobs.List(ctx)
+		if err != nil && !errors.Is(err, jetstream.ErrNoObjectsFound) {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, in := range infos {
+			if strings.HasPrefix(in.Name, owner+"/") {
+				n++
+			}
+		}
+		return n
+	}
+}
+
+// TestCodeModeProgramValuesQuota: the values a code-mode run's child
+// program stores count against the run owner's byte quota, as a top-level
+// program's do. Alice's run, against a 1 MiB quota, runs a program of 12
+// calls of 400 KB: the program ends on the storage_quota limit after a few
+// calls, her Held bytes hold its values, and the run's next program is
+// refused on the same limit without starting. Mallory's run is not affected.
+// Once the program has been closed for the retention (3 s), the reaper frees
+// its values and alice's quota. Without the child's record nothing is
+// counted: the program makes all 12 calls and alice holds almost nothing.
+func TestCodeModeProgramValuesQuota(t *testing.T) {
+	t.Parallel()
+	models := agent.NewResolver()
+	models.Register("filler", &agenttest.ByTurn{Turns: []llm.ScriptTurn{runProgramTurn(12), runProgramTurn(1), llm.SayText("done")}})
+	models.Register("idle", &agenttest.ByTurn{Turns: []llm.ScriptTurn{llm.SayText("ok")}})
+	tn := startTenantsAt(t, true, "codemode-quota-test", models, func(c *runner.Config) {
+		c.PrincipalMaxBytes = 1 << 20
+		c.Assets.Overrides = "toolfleet_runs.max-age=3s"
+	})
+	withJSONQuery(t, tn)
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+
+	const runID = "alice-code-filler"
+	if _, err := tn.aliceRuns.StartRun(ctx, connect.NewRequest(&toolfleetv1.StartRunRequest{RunId: runID, Model: "scripted:filler",
+		Messages: []*toolfleetv1.Message{llm.User("fill")}, Tools: []string{"JSONQuery.*"}, CodeMode: true,
+		IdleTimeout: durationpb.New(-time.Second)})); err != nil {
+		t.Fatal(err)
+	}
+	st := waitEnded(t, tn.aliceRuns, runID)
+	if st.GetStatus() != toolfleetv1.RunStatus_RUN_STATUS_COMPLETED {
+		t.Fatalf("alice's run: %v; want COMPLETED (its programs fail, the run goes on)", st)
+	}
+	child := agent.ProgramID(runID, 1, 0)
+	pg, err := tn.alicePrograms.GetProgram(ctx, connect.NewRequest(&toolfleetv1.GetProgramRequest{ProgramId: child}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pe := pg.Msg.GetProgramError()
+	if pe.GetLimit() != "storage_quota" {
+		t.Fatalf("alice's code-mode program of 12 calls of 400 KB against a 1 MiB quota: %v; want it ended on limit storage_quota", pg.Msg)
+	}
+	if n := pg.Msg.GetToolCalls(); n < 2 || n > 4 {
+		t.Errorf("the program made %d calls of 400 KB within a 1 MiB quota; want 2 to 4", n)
+	}
+	held, _, err := tn.o.Runs.Store.Held(ctx, "alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if held < 1<<20 {
+		t.Fatalf("alice holds %d bytes after her code-mode program; want its values, over 1 MiB", held)
+	}
+	res := programResults(ctx, t, tn, runID)
+	if len(res) != 2 {
+		t.Fatalf("run %s has %d run_program results %q; want 2", runID, len(res), res)
+	}
+	for i, r := range res {
+		if !strings.Contains(r, "limit storage_quota") || !strings.Contains(r, "storage quota") {
+			t.Errorf("run_program result %d %q; want the storage_quota limit in the owner's terms", i, r)
+		}
+		for _, bad := range natsText {
+			if strings.Contains(strings.ToLower(r), bad) {
+				t.Errorf("run_program result %d %q holds NATS internals (%q)", i, r, bad)
+			}
+		}
+	}
+	// The second program was refused before it started.
+	if _, err := tn.alicePrograms.GetProgram(ctx, connect.NewRequest(&toolfleetv1.GetProgramRequest{ProgramId: agent.ProgramID(runID, 2, 0)})); connect.CodeOf(err) != connect.CodeNotFound {
+		t.Errorf("the refused program: %v; want NotFound (never started)", err)
+	}
+	recordHistory(t, tn.o.Runs.Temporal, runID, "codemode-program-refused")
+
+	// Mallory is not affected.
+	if _, err := tn.malloryRuns.StartRun(ctx, connect.NewRequest(&toolfleetv1.StartRunRequest{RunId: "mallory-run", Model: "scripted:idle",
+		Messages: []*toolfleetv1.Message{llm.User("hi")}, IdleTimeout: durationpb.New(-time.Second)})); err != nil {
+		t.Fatalf("mallory's StartRun: %v", err)
+	}
+	if st := waitEnded(t, tn.malloryRuns, "mallory-run"); st.GetStatus() != toolfleetv1.RunStatus_RUN_STATUS_COMPLETED {
+		t.Fatalf("mallory's run: %v; want COMPLETED", st)
+	}
+
+	// The program's values are freed with it.
+	values := blobCounter(ctx, t, tn.natsURL)
+	if values(child) == 0 {
+		t.Fatal("alice's code-mode program stored no values by reference")
+	}
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(200 * time.Millisecond) {
+		held, _, err = tn.o.Runs.Store.Held(ctx, "alice")
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := values(child)
+		if held == 0 && n == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a minute after alice's run ended she holds %d bytes and her program %d values; want them freed after 3 s", held, n)
+		}
+	}
+}
