@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
 	"github.com/toolfleet/toolfleet/gen/toolfleet/v1/toolfleetv1connect"
@@ -210,5 +211,81 @@ func TestCodeModeProgramValuesQuota(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("a minute after alice's run ended she holds %d bytes and her program %d values; want them freed after 3 s", held, n)
 		}
+	}
+}
+
+// fillValues stores values of 200,000 characters through a tool (input and
+// result by reference), and smaller ones once a call fails, until the store
+// takes none over the inline size: a tenant filling the store to the brim.
+const fillValues = `
+size = 200000
+n = 0
+for i in range(args["calls"]):
+    r = JSONQuery_Query(document={"s": "x" * size, "i": i}, query=".s")
+    n += 1
+    if not r.ok:
+        if size < 20000:
+            break
+        size = size // 4
+result = {"calls": n}
+`
+
+// TestBlobStoreReserve: program values never take the last eighth of the run
+// blob store (agent.ProgramReserveShare). With an 8 MiB store and no
+// per-principal quota, mallory's program of 400 KB calls (fillValues) fills
+// the store up to the reserve and ends on the storage_quota limit, saying the
+// shared store is full; her next program is refused at start (UNAVAILABLE: try later). Alice's
+// StartRun, whose input is a blob, and her run's first turn still succeed.
+// Without the reserve mallory's values fill the store: her program cannot
+// store its next value, and alice's start is refused as the store is full.
+func TestBlobStoreReserve(t *testing.T) {
+	t.Parallel()
+	models := agent.NewResolver()
+	models.Register("idle", &agenttest.ByTurn{Turns: []llm.ScriptTurn{llm.SayText("ok")}})
+	tn := startTenantsAt(t, true, "blob-reserve-test", models, func(c *runner.Config) {
+		c.PrincipalMaxBytes = -1 // no quota: the reserve alone keeps room for runs
+		c.Assets.Overrides = "toolfleet_run_blobs.max-bytes=8MiB"
+	})
+	withJSONQuery(t, tn)
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	runProgram := func(id string, calls int) (*toolfleetv1.RunProgramResponse, error) {
+		t.Helper()
+		args, err := structpb.NewStruct(map[string]any{"calls": calls})
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := tn.malloryPrograms.RunProgram(ctx, connect.NewRequest(&toolfleetv1.RunProgramRequest{ProgramId: id, Wait: true,
+			Source: fillValues, Args: args, Tools: []string{"JSONQuery.Query@1"},
+			Limits: &toolfleetv1.ProgramLimits{Deadline: durationpb.New(45 * time.Second)}}))
+		if err != nil {
+			return nil, err
+		}
+		return res.Msg, nil
+	}
+
+	res, err := runProgram("mallory-filler", 40)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pe := res.GetProgramError()
+	if pe.GetLimit() != "storage_quota" || !strings.Contains(pe.GetMessage(), "shared store for program values is full") {
+		t.Errorf("mallory's program of 40 calls of 400 KB in an 8 MiB store: %v; want it ended on limit storage_quota, the shared store full", res)
+	}
+	if n := res.GetToolCalls(); n < 12 || n > 20 {
+		t.Errorf("mallory's program made %d calls of 400 KB before the reserve of an 8 MiB store; want 12 to 20 (about 7 MiB)", n)
+	}
+	if _, err := runProgram("mallory-again", 1); connect.CodeOf(err) != connect.CodeUnavailable || !strings.Contains(err.Error(), "full") {
+		t.Errorf("mallory's next program with the store full up to the reserve: %v; want UNAVAILABLE, the store full", err)
+	}
+
+	// Alice's start stores her 64 KiB input as a blob, her first turn
+	// writes the transcript: both succeed.
+	if _, err := tn.aliceRuns.StartRun(ctx, connect.NewRequest(&toolfleetv1.StartRunRequest{RunId: "alice-run", Model: "scripted:idle",
+		Messages: []*toolfleetv1.Message{llm.User(strings.Repeat("a", 64<<10))}, IdleTimeout: durationpb.New(-time.Second)})); err != nil {
+		t.Fatalf("alice's StartRun with mallory's values up to the reserve: %v", err)
+	}
+	if st := waitEnded(t, tn.aliceRuns, "alice-run"); st.GetStatus() != toolfleetv1.RunStatus_RUN_STATUS_COMPLETED || st.GetAnswer() != "ok" {
+		t.Fatalf("alice's run: %v; want COMPLETED, answering ok", st)
 	}
 }
