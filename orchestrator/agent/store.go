@@ -267,6 +267,31 @@ func (s *Store) charge(ctx context.Context, runID string, n int64) {
 	}
 }
 
+// ChargeEvent counts n bytes of a run event published for run or program
+// runID against its principal's event bound (Quota.MaxEventBytes). Like
+// the other charges it is best effort and never refuses.
+func (s *Store) ChargeEvent(ctx context.Context, runID string, n int64) {
+	if n <= 0 {
+		return
+	}
+	recs := s.records(ctx)
+	if recs == nil {
+		return
+	}
+	if o := s.holder(ctx, runID); o.subject != "" {
+		_ = recs.chargeEvents(ctx, o.subject, runID, n, o.program)
+	}
+}
+
+// HeldEvents returns the bytes of run events subject's runs and programs hold.
+func (s *Store) HeldEvents(ctx context.Context, subject string) (int64, error) {
+	recs := s.records(ctx)
+	if recs == nil {
+		return 0, nil
+	}
+	return recs.heldEvents(ctx, subject)
+}
+
 // Admit checks that subject's runs may hold n more bytes for runID (and, for
 // a run it holds no entry for, one more run) and counts them: a
 // [*QuotaError] (errors.Is ErrQuotaExceeded) otherwise. Without a records

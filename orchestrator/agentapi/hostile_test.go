@@ -289,3 +289,88 @@ func TestBlobStoreReserve(t *testing.T) {
 		t.Fatalf("alice's run: %v; want COMPLETED, answering ok", st)
 	}
 }
+
+// smallCalls makes args["calls"] calls of a 1,000-character value: each
+// publishes events of about a kilobyte (the call's input, its result).
+const smallCalls = `
+doc = "e" * 1000
+for i in range(args["calls"]):
+    r = JSONQuery_Query(document={"s": doc, "i": i}, query=".i")
+    if not r.ok:
+        fail("call", i, r.error.message)
+result = {"calls": args["calls"]}
+`
+
+// TestEventQuota: the run event stream drops its oldest events when full,
+// so each principal's events are bounded (Quota.MaxEventBytes, here 32 KiB):
+// every stored event counts against its run's or program's owner. Mallory's
+// program of 100 calls, each publishing about a kilobyte of events, ends on
+// the storage_quota limit once her events hold the bound, and her next
+// StartRun is refused in her terms; alice's run starts and completes, and
+// her events are counted apart. Without the count mallory's program makes
+// all its calls and her events count nothing.
+func TestEventQuota(t *testing.T) {
+	t.Parallel()
+	models := agent.NewResolver()
+	models.Register("idle", &agenttest.ByTurn{Turns: []llm.ScriptTurn{llm.SayText("ok")}})
+	tn := startTenantsAt(t, true, "event-quota-test", models, func(c *runner.Config) {
+		c.PrincipalMaxEventBytes = 32 << 10
+	})
+	withJSONQuery(t, tn)
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+
+	args, err := structpb.NewStruct(map[string]any{"calls": 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := tn.malloryPrograms.RunProgram(ctx, connect.NewRequest(&toolfleetv1.RunProgramRequest{ProgramId: "mallory-flood", Wait: true,
+		Source: smallCalls, Args: args, Tools: []string{"JSONQuery.Query@1"}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pe := res.Msg.GetProgramError()
+	if pe.GetLimit() != "storage_quota" || !strings.Contains(pe.GetMessage(), "events") {
+		t.Errorf("mallory's program of 100 calls against a 32 KiB event bound: %v; want it ended on limit storage_quota, naming events", res.Msg)
+	}
+	if n := res.Msg.GetToolCalls(); n >= 100 {
+		t.Errorf("mallory's program made all its %d calls past her event bound", n)
+	}
+	held, err := tn.o.Runs.Store.HeldEvents(ctx, "mallory")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if held < 32<<10 {
+		t.Errorf("mallory's events hold %d bytes after her program; want them counted, at least the 32 KiB bound", held)
+	}
+	_, err = tn.malloryRuns.StartRun(ctx, connect.NewRequest(&toolfleetv1.StartRunRequest{RunId: "mallory-run", Model: "scripted:idle",
+		Messages: []*toolfleetv1.Message{llm.User("hi")}, IdleTimeout: durationpb.New(-time.Second)}))
+	if connect.CodeOf(err) != connect.CodeResourceExhausted || !strings.Contains(err.Error(), "events") {
+		t.Errorf("mallory's StartRun with her events over the bound: %v; want RESOURCE_EXHAUSTED naming events", err)
+	}
+	for _, bad := range natsText {
+		if err != nil && strings.Contains(strings.ToLower(err.Error()), bad) {
+			t.Errorf("the refusal %q holds NATS internals (%q)", err, bad)
+		}
+	}
+
+	if _, err := tn.aliceRuns.StartRun(ctx, connect.NewRequest(&toolfleetv1.StartRunRequest{RunId: "alice-run", Model: "scripted:idle",
+		Messages: []*toolfleetv1.Message{llm.User("hi")}, IdleTimeout: durationpb.New(-time.Second)})); err != nil {
+		t.Fatalf("alice's StartRun: %v", err)
+	}
+	if st := waitEnded(t, tn.aliceRuns, "alice-run"); st.GetStatus() != toolfleetv1.RunStatus_RUN_STATUS_COMPLETED {
+		t.Fatalf("alice's run: %v; want COMPLETED", st)
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		ev, err := tn.o.Runs.Store.HeldEvents(ctx, "alice")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ev > 0 && ev < 32<<10 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("alice's events hold %d bytes; want her run's few events, counted apart from mallory's", ev)
+		}
+	}
+}
