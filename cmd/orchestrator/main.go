@@ -70,7 +70,7 @@ type options struct {
 	principalMaxBytes string
 	// principalMaxEventBytes is --principal-max-event-bytes (a size, "" or "none").
 	principalMaxEventBytes string
-	scriptMemory      string
+	scriptMemory           string
 	// scriptDir is --script-dir: where scripted:NAME.yaml model scripts are
 	// read from ("" refuses them), as in `toolfleet dev`.
 	scriptDir string
