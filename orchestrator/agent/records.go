@@ -24,8 +24,9 @@ import (
 //     leaves a marker that one orchestrator's [Reaper] receives; it frees the
 //     run's data if the run has been closed for the retention, or sets the
 //     timer again.
-//   - quota.<hash of the principal>: what the principal's runs hold, one
-//     entry per run (bytes, and when the entry lapses). Updated with
+//   - quota.<hash of the principal>: what the principal's runs and
+//     programs hold, one entry per run or program (bytes in the stores,
+//     bytes of run events, and when the entry lapses). Updated with
 //     compare-and-set, so every replica (and the gateway) counts the same.
 //   - settings: the [Settings] the orchestrator was configured with (quota,
 //     history content); it never expires, so a gateway that only binds the
