@@ -120,7 +120,8 @@ func blobCounter(ctx context.Context, t *testing.T, natsURL string) func(owner s
 // calls of 400 KB: the program ends on the storage_quota limit after a few
 // calls, her Held bytes hold its values, and the run's next program is
 // refused on the same limit without starting. Mallory's run is not affected.
-// Once the program has been closed for the retention (3 s), the reaper frees
+// Once the program has been closed for the retention (15 s: what the test
+// reads first must not be freed under a loaded -race run), the reaper frees
 // its values and alice's quota. Without the child's record nothing is
 // counted: the program makes all 12 calls and alice holds almost nothing.
 func TestCodeModeProgramValuesQuota(t *testing.T) {
@@ -130,7 +131,7 @@ func TestCodeModeProgramValuesQuota(t *testing.T) {
 	models.Register("idle", &agenttest.ByTurn{Turns: []llm.ScriptTurn{llm.SayText("ok")}})
 	tn := startTenantsAt(t, true, "codemode-quota-test", models, func(c *runner.Config) {
 		c.PrincipalMaxBytes = 1 << 20
-		c.Assets.Overrides = "toolfleet_runs.max-age=3s"
+		c.Assets.Overrides = "toolfleet_runs.max-age=15s"
 	})
 	withJSONQuery(t, tn)
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
@@ -209,7 +210,7 @@ func TestCodeModeProgramValuesQuota(t *testing.T) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("a minute after alice's run ended she holds %d bytes and her program %d values; want them freed after 3 s", held, n)
+			t.Fatalf("a minute after alice's run ended she holds %d bytes and her program %d values; want them freed after 15 s", held, n)
 		}
 	}
 }
