@@ -68,7 +68,9 @@ type options struct {
 	startTimeout   time.Duration
 	// principalMaxBytes is --principal-max-bytes (a size, "" or "none").
 	principalMaxBytes string
-	scriptMemory      string
+	// principalMaxEventBytes is --principal-max-event-bytes (a size, "" or "none").
+	principalMaxEventBytes string
+	scriptMemory           string
 	// scriptDir is --script-dir: where scripted:NAME.yaml model scripts are
 	// read from ("" refuses them), as in `toolfleet dev`.
 	scriptDir string
@@ -98,6 +100,7 @@ func parse(args []string) (runner.Config, options, error) {
 	fs.StringVar(&cfg.KeyDir, "model-key-dir", "", "folder that model key references file:NAME read from (empty: file references refused)")
 	fs.StringArrayVar(&opt.modelEndpoints, "model-endpoint", nil, "KEYREF=URL[,URL...] (several separated by ;): the base URLs a model key may be sent to; KEYREF env:NAME, file:NAME or none, URL default (the provider's own) or http(s)://host[:port|:*][/path] (docs/agents.md)")
 	fs.StringVar(&cfg.HistoryContent, "history-content", agent.HistoryContentPreviews, "what agent runs keep of their content in Temporal history: previews (160 bytes of each model reply and tool result, and of the answer) or none (sha256 digests and sizes only)")
+	fs.StringVar(&opt.principalMaxEventBytes, "principal-max-event-bytes", "", "bytes of run events one principal's runs and programs may hold in the run event stream, e.g. 128MiB; empty: an eighth of the stream's byte bound; none: no bound")
 	fs.StringVar(&opt.principalMaxBytes, "principal-max-bytes", "", "bytes one principal's runs may hold in transcripts and blobs, e.g. 2GiB; empty: an eighth of the two buckets' byte bounds; none: no bound")
 	fs.StringVar(&opt.scriptMemory, "script-memory", "", "the most the memory budgets (max_memory_bytes) of the programs this process runs at once add up to, e.g. 4GiB; a program waits for room, one whose budget is over it is refused; empty: three quarters of GOMEMLIMIT, else 4GiB; none: no ceiling (docs/operations.md)")
 	fs.IntVar(&cfg.PrincipalMaxRuns, "principal-max-runs", agent.DefaultMaxRuns, "runs one principal may hold (running, or closed and not yet freed); 0: no bound")
@@ -136,6 +139,17 @@ func parse(args []string) (runner.Config, options, error) {
 			return cfg, opt, fmt.Errorf("--principal-max-bytes: %w", err)
 		}
 		cfg.PrincipalMaxBytes = n
+	}
+	switch v := strings.TrimSpace(opt.principalMaxEventBytes); v {
+	case "":
+	case "none", "0":
+		cfg.PrincipalMaxEventBytes = -1
+	default:
+		n, err := jsassets.ParseBytes(v)
+		if err != nil {
+			return cfg, opt, fmt.Errorf("--principal-max-event-bytes: %w", err)
+		}
+		cfg.PrincipalMaxEventBytes = n
 	}
 	switch v := strings.TrimSpace(opt.scriptMemory); v {
 	case "":

@@ -52,6 +52,7 @@ func TestFlagsValidate(t *testing.T) {
 		{"missing trigger file", []string{"--triggers", "/nonexistent/triggers.yaml"}, "trigger:"},
 		{"bad history content", []string{"--history-content", "some"}, "--history-content"},
 		{"bad quota bytes", []string{"--principal-max-bytes", "lots"}, "--principal-max-bytes"},
+		{"bad event quota bytes", []string{"--principal-max-event-bytes", "lots"}, "--principal-max-event-bytes"},
 		{"negative quota runs", []string{"--principal-max-runs", "-2"}, "--principal-max-runs"},
 		{"too many quota runs", []string{"--principal-max-runs", "20000"}, "--principal-max-runs"},
 	}

@@ -370,7 +370,7 @@ func startDevServices(ctx context.Context, stack *devstack.Stack, cfg devConfig,
 	if cfg.JWTSecret == "" {
 		// Auth off: every caller is the one principal "anonymous" (the
 		// laptop's owner), so a per-principal quota would only cap the stores.
-		rcfg.PrincipalMaxBytes, rcfg.PrincipalMaxRuns = -1, -1
+		rcfg.PrincipalMaxBytes, rcfg.PrincipalMaxRuns, rcfg.PrincipalMaxEventBytes = -1, -1, -1
 	}
 	if cfg.JWTSecret != "" {
 		// With auth on, the orchestrator calls tools with its own token (and

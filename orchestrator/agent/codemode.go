@@ -51,6 +51,10 @@ type ProgramSource struct {
 	Source   string `json:"source,omitempty"`
 	ArgsJSON string `json:"args_json,omitempty"`
 	Problem  string `json:"problem,omitempty"`
+	// Refused, when set, is why the program may not start: its owner's
+	// storage quota or the shared store's reserve (HoldProgram), in the
+	// owner's terms. The call fails as a program over that limit does.
+	Refused string `json:"refused,omitempty"`
 }
 
 // ProgramOutcome is a finished run_program call, appended to the transcript
@@ -147,7 +151,44 @@ func (a *Activities) ReadProgramCall(ctx context.Context, in ProgramCall) (Progr
 			out.Problem = "run_program's args: " + err.Error()
 		}
 	}
+	if out.Problem == "" {
+		refused, err := a.holdChild(ctx, in.RunID, ProgramID(in.RunID, in.Turn, in.Index))
+		if err != nil {
+			return ProgramSource{}, err
+		}
+		out.Refused = refused
+	}
 	return out, nil
+}
+
+// holdChild holds a code-mode run's child program as Programs.Start holds
+// a top-level one (HoldProgram): the program gets a record naming the run's
+// principal, so the values it stores count against that principal's byte
+// quota, its calls are checked against it (CheckProgramValues), and the
+// reaper frees its values and events once it has been closed for the
+// retention. It returns the refusal, in the owner's terms, when the owner is
+// over the quota or the shared store has no room for program values.
+func (a *Activities) holdChild(ctx context.Context, runID, id string) (refused string, _ error) {
+	owner := a.Store.owner(ctx, runID)
+	if owner == "" {
+		return "", nil // a run without a record: no quota to count against
+	}
+	err := a.Store.HoldProgram(ctx, owner, id)
+	switch {
+	case err == nil:
+		return "", nil
+	case storageRefused(err):
+		return err.Error(), nil
+	}
+	return "", fmt.Errorf("agent: hold program %s: %w", id, err)
+}
+
+// storageRefused reports whether err is a refusal of the quota or the
+// shared store ([*QuotaError], [*StoreFullError]), not a failure to ask.
+func storageRefused(err error) bool {
+	var qe *QuotaError
+	var sf *StoreFullError
+	return errors.As(err, &qe) || errors.As(err, &sf)
 }
 
 // runProgram runs a run_program call: read its script, run it as a child
@@ -166,7 +207,16 @@ func (r *run) runProgram(ctx workflow.Context, in CallToolInput) (CallToolResult
 		return CallToolResult{}, err
 	}
 	in.Program = &ProgramOutcome{Kind: ResultValidation, Content: src.Problem}
-	if src.Problem == "" {
+	switch {
+	case src.Problem != "":
+	case src.Refused != "" && workflow.GetVersion(ctx, programHoldChangeID, workflow.DefaultVersion, 1) >= 1:
+		// Version 1: a child its owner's quota refuses (ReadProgramCall held
+		// it) fails as a program over its storage limit does, without
+		// starting. Runs recorded before ReadProgramCall held children
+		// never have Refused set.
+		in.Program = &ProgramOutcome{Kind: ResultExecution,
+			Content: "The program failed: limit " + program.LimitStorage + ": " + src.Refused}
+	default:
 		out, err := r.startProgram(ctx, in, src)
 		if ctx.Err() != nil { // the run was cancelled or hit its deadline
 			return CallToolResult{}, ctx.Err()
@@ -218,6 +268,10 @@ func (r *run) startProgram(ctx workflow.Context, in CallToolInput, src ProgramSo
 	err := workflow.ExecuteChildWorkflow(cctx, program.WorkflowName, req).Get(ctx, &out)
 	return out, err
 }
+
+// programHoldChangeID versions refusing a child program its owner's quota
+// refuses.
+const programHoldChangeID = "program-hold"
 
 // failedProgramCallsChangeID versions counting a failed program's calls.
 const failedProgramCallsChangeID = "failed-program-calls"

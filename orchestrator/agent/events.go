@@ -75,7 +75,17 @@ func EventStreamFor(name string, assets jsassets.Config) jetstream.StreamConfig 
 type Events struct {
 	nc *nats.Conn
 	js jetstream.JetStream
+	// counter, when set, counts each stored event against its run's or
+	// program's principal (CountAgainst).
+	counter *Store
 }
+
+// CountAgainst counts every event stored from now on against the event
+// bound (Quota.MaxEventBytes) of its run's or program's principal in s's
+// records. The stream drops its oldest events when full; the bound keeps
+// one principal's events from evicting another's, and they are freed with
+// the run (the reaper purges its subjects and its quota entry).
+func (e *Events) CountAgainst(s *Store) { e.counter = s }
 
 // OpenEvents ensures the event stream exists.
 func OpenEvents(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, stream jetstream.StreamConfig) (*Events, error) {
@@ -118,7 +128,22 @@ func (e *Events) PublishNew(ctx context.Context, ev Event) (stored bool, _ error
 	if err != nil {
 		return false, fmt.Errorf("agent: publish %s event: %w", ev.Kind, err)
 	}
+	if !ack.Duplicate && e.counter != nil {
+		e.counter.ChargeEvent(ctx, ev.RunID, eventBytes(msg))
+	}
 	return !ack.Duplicate, nil
+}
+
+// eventBytes is about what msg holds in the stream: its subject, headers
+// and body.
+func eventBytes(msg *nats.Msg) int64 {
+	n := len(msg.Subject) + len(msg.Data) + len(jetstream.MsgIDHeader) + len(msg.Header.Get("ce-id"))
+	for k, vs := range msg.Header {
+		for _, v := range vs {
+			n += len(k) + len(v) + 4
+		}
+	}
+	return int64(n)
 }
 
 // Delta publishes one token delta; it never waits for the network.

@@ -15,7 +15,8 @@ import (
 // store, listed under the program's id as a run's blobs are. They are held
 // like a run's data:
 //
-//   - Programs.Start calls HoldProgram: the program gets a record
+//   - Programs.Start (and, for a code-mode run's child, the run's
+//     ReadProgramCall) calls HoldProgram: the program gets a record
 //     (<id>.meta, kind "program", its principal) and a retention timer, so
 //     the values stored under its id are counted against its principal's
 //     byte quota (never against the runs) and the reaper frees them, with
@@ -112,8 +113,9 @@ func (s *Store) HoldProgram(ctx context.Context, subject, id string) error {
 // CheckProgramValues refuses further values of program id when its owner is
 // over the byte quota ([*QuotaError]) or the blob store has no room for
 // program values outside the reserve ([*StoreFullError]). A program without
-// a record (started before HoldProgram, or a code-mode run's child) is
-// checked against the reserve only.
+// a record (started before programs were held) is checked against the
+// reserve only. A code-mode run's child is held by ReadProgramCall before it
+// starts (holdChild), as Programs.Start holds a top-level program.
 func (s *Store) CheckProgramValues(ctx context.Context, id string) error {
 	recs := s.records(ctx)
 	if recs == nil {
@@ -125,6 +127,15 @@ func (s *Store) CheckProgramValues(ctx context.Context, id string) error {
 		}
 	}
 	return s.programRoom(ctx)
+}
+
+// filled adds n bytes this process stored to the blob store's fill as last
+// read, so the reserve holds between two reads against this process's own
+// writes (a program may store many values within blobFillTTL).
+func (s *Store) filled(n int64) {
+	s.blobRoomMu.Lock()
+	s.blobRoom.used += n
+	s.blobRoomMu.Unlock()
 }
 
 // programRoom refuses program values once the blob store holds more than

@@ -24,8 +24,9 @@ import (
 //     leaves a marker that one orchestrator's [Reaper] receives; it frees the
 //     run's data if the run has been closed for the retention, or sets the
 //     timer again.
-//   - quota.<hash of the principal>: what the principal's runs hold, one
-//     entry per run (bytes, and when the entry lapses). Updated with
+//   - quota.<hash of the principal>: what the principal's runs and
+//     programs hold, one entry per run or program (bytes in the stores,
+//     bytes of run events, and when the entry lapses). Updated with
 //     compare-and-set, so every replica (and the gateway) counts the same.
 //   - settings: the [Settings] the orchestrator was configured with (quota,
 //     history content); it never expires, so a gateway that only binds the
@@ -74,6 +75,11 @@ type Quota struct {
 	// Retention is how long a closed run's data is kept (the max age of the
 	// records bucket); set by the orchestrator, shown in refusals.
 	Retention time.Duration `json:"retention,omitempty"`
+	// MaxEventBytes bounds the bytes of run events (TOOLFLEET_RUN_EVENTS)
+	// that one principal's runs and programs hold; 0 means no bound. The
+	// event stream drops its oldest events when full, so this bound keeps
+	// one principal from evicting another's events.
+	MaxEventBytes int64 `json:"max_event_bytes,omitempty"`
 	// Hold overrides entryHold (tests).
 	Hold time.Duration `json:"hold,omitempty"`
 }
@@ -104,9 +110,21 @@ type QuotaError struct {
 	// Programs, when set, is the number of programs whose values the
 	// principal holds: the most one principal may (MaxMaxRuns).
 	Programs int
+	// Events, when set, is the bytes of run events the principal's runs
+	// and programs hold: the refusal is for Quota.MaxEventBytes.
+	Events int64
 }
 
 func (e *QuotaError) Error() string {
+	if e.Events > 0 {
+		after := "after each run or program ends"
+		if e.Quota.Retention > 0 {
+			after = e.Quota.Retention.String() + " after each run or program ends"
+		}
+		return fmt.Sprintf("quota exceeded: the events of your runs and programs hold %d of the %d bytes one principal may keep. "+
+			"Events are freed %s: wait (cancel runs and programs you no longer need), or ask the operator for a larger quota",
+			e.Events, e.Quota.MaxEventBytes, after)
+	}
 	if e.Program {
 		after := "after it ends"
 		if e.Quota.Retention > 0 {
@@ -151,6 +169,8 @@ type runUsage struct {
 	// Program marks a program's entry: its values count against the
 	// bytes, never against the runs.
 	Program bool `json:"p,omitempty"`
+	// Events is the bytes of the run events it published.
+	Events int64 `json:"v,omitempty"`
 	// Exp is when the entry lapses (Unix seconds) unless written again.
 	Exp int64 `json:"e"`
 }
@@ -161,6 +181,23 @@ func (u *usage) total() int64 {
 		n += e.Bytes
 	}
 	return n
+}
+
+// events is the bytes of run events the record holds.
+func (u *usage) events() int64 {
+	var n int64
+	for _, e := range u.Runs {
+		n += e.Events
+	}
+	return n
+}
+
+// overEvents is the refusal of a principal whose events hold q's bound.
+func (u *usage) overEvents(q Quota, program bool) error {
+	if ev := u.events(); q.MaxEventBytes > 0 && ev >= q.MaxEventBytes {
+		return &QuotaError{Held: u.total(), Runs: u.runs(), Quota: q, Program: program, Events: ev}
+	}
+	return nil
 }
 
 // runs is the number of runs (not programs) the record holds.
@@ -342,6 +379,9 @@ func (r *records) admit(ctx context.Context, subject, runID string, n int64) err
 		if held := u.total(); q.MaxBytes > 0 && held+n > q.MaxBytes {
 			return &QuotaError{Held: held, Runs: u.runs(), Want: n, Quota: q}
 		}
+		if err := u.overEvents(q, false); err != nil {
+			return err
+		}
 		e.Bytes += n
 		e.Exp = expiry(q, now)
 		u.Runs[runID] = e
@@ -369,13 +409,33 @@ func (r *records) charge(ctx context.Context, subject, runID string, n int64, pr
 	})
 }
 
+// chargeEvents counts n bytes of events that run or program runID
+// published; like charge it never refuses. Without an event bound nothing
+// is counted.
+func (r *records) chargeEvents(ctx context.Context, subject, runID string, n int64, program bool) error {
+	q, err := r.quota(ctx)
+	if err != nil || q.MaxEventBytes == 0 {
+		return err
+	}
+	return r.update(ctx, subject, func(u *usage, now time.Time) error {
+		e := u.Runs[runID]
+		if e == nil {
+			e = &runUsage{Program: program}
+			u.Runs[runID] = e
+		}
+		e.Events += n
+		e.Exp = expiry(q, now)
+		return nil
+	})
+}
+
 // checkProgram refuses program id of subject with a [*QuotaError] when
 // subject's runs and programs already hold the quota's bytes, or hold
 // values of as many programs as one record may list (MaxMaxRuns). It counts
 // nothing: a program's values are counted as they are stored.
 func (r *records) checkProgram(ctx context.Context, subject, id string) error {
 	q, err := r.quota(ctx)
-	if err != nil || q.MaxBytes == 0 {
+	if err != nil || q.MaxBytes == 0 && q.MaxEventBytes == 0 {
 		return err
 	}
 	e, err := r.kv.Get(ctx, quotaKey(subject))
@@ -390,6 +450,12 @@ func (r *records) checkProgram(ctx context.Context, subject, id string) error {
 		return nil // a damaged record starts again on its next write
 	}
 	u.prune(time.Now())
+	if err := u.overEvents(q, true); err != nil {
+		return err
+	}
+	if q.MaxBytes == 0 {
+		return nil
+	}
 	held := u.total()
 	if held >= q.MaxBytes {
 		return &QuotaError{Held: held, Runs: u.runs(), Quota: q, Program: true}
@@ -423,6 +489,23 @@ func (r *records) held(ctx context.Context, subject string) (int64, int, error) 
 	}
 	u.prune(time.Now())
 	return u.total(), u.runs(), nil
+}
+
+// heldEvents returns the bytes of run events subject's runs and programs hold.
+func (r *records) heldEvents(ctx context.Context, subject string) (int64, error) {
+	e, err := r.kv.Get(ctx, quotaKey(subject))
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("agent: read quota: %w", err)
+	}
+	var u usage
+	if err := json.Unmarshal(e.Value(), &u); err != nil {
+		return 0, fmt.Errorf("agent: decode quota: %w", err)
+	}
+	u.prune(time.Now())
+	return u.events(), nil
 }
 
 // arm sets run runID's timer when it has none: in ttl the reaper looks at

@@ -141,13 +141,16 @@ func OpenStore(ctx context.Context, js jetstream.JetStream, cfg StoreConfig) (*S
 	}
 	assets := cfg.Assets
 	if cfg.Memory {
-		// Tests: in memory, at most 64 and 128 MiB unless told otherwise.
 		assets = assets.WithStorage(jsassets.StorageMemory)
-		cfg.MaxTranscriptBytes = cmp.Or(cfg.MaxTranscriptBytes, 64<<20)
-		cfg.MaxBlobBytes = cmp.Or(cfg.MaxBlobBytes, 128<<20)
 	}
 	ts := assets.Settings(jsassets.Transcripts.Named(cfg.TranscriptBucket))
 	bs := assets.Settings(jsassets.RunBlobs.Named(cfg.BlobBucket))
+	if cfg.Memory {
+		// Tests: in memory, at most 64 and 128 MiB unless told otherwise
+		// (the fields, or smaller bounds in Assets).
+		cfg.MaxTranscriptBytes = cmp.Or(cfg.MaxTranscriptBytes, min(ts.MaxBytes, 64<<20))
+		cfg.MaxBlobBytes = cmp.Or(cfg.MaxBlobBytes, min(bs.MaxBytes, 128<<20))
+	}
 	if cfg.MaxTranscriptBytes > 0 {
 		ts.MaxBytes = cfg.MaxTranscriptBytes
 	}
@@ -262,6 +265,31 @@ func (s *Store) charge(ctx context.Context, runID string, n int64) {
 	if o := s.holder(ctx, runID); o.subject != "" {
 		_ = recs.charge(ctx, o.subject, runID, n, o.program)
 	}
+}
+
+// ChargeEvent counts n bytes of a run event published for run or program
+// runID against its principal's event bound (Quota.MaxEventBytes). Like
+// the other charges it is best effort and never refuses.
+func (s *Store) ChargeEvent(ctx context.Context, runID string, n int64) {
+	if n <= 0 {
+		return
+	}
+	recs := s.records(ctx)
+	if recs == nil {
+		return
+	}
+	if o := s.holder(ctx, runID); o.subject != "" {
+		_ = recs.chargeEvents(ctx, o.subject, runID, n, o.program)
+	}
+}
+
+// HeldEvents returns the bytes of run events subject's runs and programs hold.
+func (s *Store) HeldEvents(ctx context.Context, subject string) (int64, error) {
+	recs := s.records(ctx)
+	if recs == nil {
+		return 0, nil
+	}
+	return recs.heldEvents(ctx, subject)
 }
 
 // Admit checks that subject's runs may hold n more bytes for runID (and, for
@@ -534,6 +562,7 @@ func (s *Store) putBlob(ctx context.Context, runID string, data []byte, charge b
 		}
 		return "", fmt.Errorf("agent: put blob: %w", err)
 	}
+	s.filled(int64(len(data)))
 	if charge {
 		s.charge(ctx, runID, int64(len(data)))
 	}

@@ -102,6 +102,10 @@ type Config struct {
 	// transcript and blob buckets: 0 takes an eighth of the two buckets'
 	// byte bounds (Assets), negative means no bound.
 	PrincipalMaxBytes int64
+	// PrincipalMaxEventBytes bounds the bytes of run events one
+	// principal's runs and programs hold in the run event stream: 0 takes
+	// an eighth of the stream's byte bound (Assets), negative means no bound.
+	PrincipalMaxEventBytes int64
 	// PrincipalMaxRuns bounds the runs one principal holds (running, and
 	// closed within the retention): 0 takes agent.DefaultMaxRuns, negative
 	// means no bound; at most agent.MaxMaxRuns.
@@ -259,6 +263,13 @@ func (c *Config) quota(assets jsassets.Config) agent.Quota {
 	case q.MaxBytes < 0:
 		q.MaxBytes = 0
 	}
+	q.MaxEventBytes = c.PrincipalMaxEventBytes
+	switch {
+	case q.MaxEventBytes == 0:
+		q.MaxEventBytes = agent.EventStreamFor("", assets).MaxBytes / agent.DefaultQuotaShare
+	case q.MaxEventBytes < 0:
+		q.MaxEventBytes = 0
+	}
 	switch {
 	case q.MaxRuns == 0:
 		q.MaxRuns = agent.DefaultMaxRuns
@@ -353,6 +364,7 @@ func Start(ctx context.Context, cfg Config) (_ *Orchestrator, err error) {
 	if err != nil {
 		return nil, err
 	}
+	events.CountAgainst(store) // each principal's events within Quota.MaxEventBytes
 	opts := []tfclient.Option{tfclient.WithRetry(tfclient.RetryPolicy{MaxAttempts: 1})}
 	var interceptors []interceptor.ClientInterceptor
 	if cfg.Tracing {
