@@ -20,6 +20,7 @@ import (
 	"github.com/toolfleet/toolfleet/orchestrator/agent/agenttest"
 	"github.com/toolfleet/toolfleet/orchestrator/runner"
 	"github.com/toolfleet/toolfleet/sdk/llm"
+	"github.com/toolfleet/toolfleet/sdk/llm/llmtest"
 	"github.com/toolfleet/toolfleet/sdk/tool"
 	"github.com/toolfleet/toolfleet/workers/jsonq/jsonq"
 )
@@ -40,8 +41,8 @@ func withJSONQuery(t *testing.T, tn *tenants) {
 }
 
 // runProgramTurn is a code-mode model turn running echoValues with calls calls.
-func runProgramTurn(calls int) llm.ScriptTurn {
-	return llm.CallTools("", llm.CallPart("p", agent.RunProgramTool,
+func runProgramTurn(calls int) llmtest.ScriptTurn {
+	return llmtest.CallTools("", llm.CallPart("p", agent.RunProgramTool,
 		map[string]any{"source": echoValues, "args": map[string]any{"calls": calls}}))
 }
 
@@ -127,8 +128,8 @@ func blobCounter(ctx context.Context, t *testing.T, natsURL string) func(owner s
 func TestCodeModeProgramValuesQuota(t *testing.T) {
 	t.Parallel()
 	models := agent.NewResolver()
-	models.Register("filler", &agenttest.ByTurn{Turns: []llm.ScriptTurn{runProgramTurn(12), runProgramTurn(1), llm.SayText("done")}})
-	models.Register("idle", &agenttest.ByTurn{Turns: []llm.ScriptTurn{llm.SayText("ok")}})
+	models.Register("filler", &agenttest.ByTurn{Turns: []llmtest.ScriptTurn{runProgramTurn(12), runProgramTurn(1), llmtest.SayText("done")}})
+	models.Register("idle", &agenttest.ByTurn{Turns: []llmtest.ScriptTurn{llmtest.SayText("ok")}})
 	tn := startTenantsAt(t, true, "codemode-quota-test", models, func(c *runner.Config) {
 		c.PrincipalMaxBytes = 1 << 20
 		c.Assets.Overrides = "toolfleet_runs.max-age=15s"
@@ -242,7 +243,7 @@ result = {"calls": n}
 func TestBlobStoreReserve(t *testing.T) {
 	t.Parallel()
 	models := agent.NewResolver()
-	models.Register("idle", &agenttest.ByTurn{Turns: []llm.ScriptTurn{llm.SayText("ok")}})
+	models.Register("idle", &agenttest.ByTurn{Turns: []llmtest.ScriptTurn{llmtest.SayText("ok")}})
 	tn := startTenantsAt(t, true, "blob-reserve-test", models, func(c *runner.Config) {
 		c.PrincipalMaxBytes = -1 // no quota: the reserve alone keeps room for runs
 		c.Assets.Overrides = "toolfleet_run_blobs.max-bytes=8MiB"
@@ -313,7 +314,7 @@ result = {"calls": args["calls"]}
 func TestEventQuota(t *testing.T) {
 	t.Parallel()
 	models := agent.NewResolver()
-	models.Register("idle", &agenttest.ByTurn{Turns: []llm.ScriptTurn{llm.SayText("ok")}})
+	models.Register("idle", &agenttest.ByTurn{Turns: []llmtest.ScriptTurn{llmtest.SayText("ok")}})
 	tn := startTenantsAt(t, true, "event-quota-test", models, func(c *runner.Config) {
 		c.PrincipalMaxEventBytes = 32 << 10
 	})
