@@ -19,6 +19,7 @@ import (
 	"github.com/toolfleet/toolfleet/orchestrator/agent"
 	"github.com/toolfleet/toolfleet/orchestrator/metrics"
 	"github.com/toolfleet/toolfleet/orchestrator/runner"
+	"github.com/toolfleet/toolfleet/orchestrator/toolcall"
 	"github.com/toolfleet/toolfleet/orchestrator/trigger"
 	"github.com/toolfleet/toolfleet/sdk/jsassets"
 	"github.com/toolfleet/toolfleet/sdk/natsconn"
@@ -268,9 +269,9 @@ func runDev(ctx context.Context, cfg devConfig, stdout, stderr io.Writer) error 
 	fmt.Fprintf(stdout, "  Metrics      http://%s/metrics (gateway), http://%s%s (orchestrator)\n", fl.Gateway.Addr(), fl.Gateway.Addr(), OrchestratorMetricsPath)
 	if cfg.NoOrchestrator {
 		fmt.Fprintf(stdout, "  Orchestrator none in this process (--no-orchestrator): runs and programs on task queue %q are served once one runs:\n    %s\n",
-			agent.TaskQueue, externalOrchestratorCommand(stack, cfg, fl.Gateway.Addr()))
+			toolcall.TaskQueue, externalOrchestratorCommand(stack, cfg, fl.Gateway.Addr()))
 	}
-	fmt.Fprintf(stdout, "  Orchestrator agent runs and programs on task queue %q; try (docs/agents.md, docs/programs.md):\n", agent.TaskQueue)
+	fmt.Fprintf(stdout, "  Orchestrator agent runs and programs on task queue %q; try (docs/agents.md, docs/programs.md):\n", toolcall.TaskQueue)
 	for _, w := range cfg.Workers {
 		fmt.Fprintf(stdout, "  Your worker  %s   (built, run and restarted on change; its output on stderr)\n", w)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/toolfleet/toolfleet/orchestrator/agent"
 	"github.com/toolfleet/toolfleet/orchestrator/agentapi"
 	"github.com/toolfleet/toolfleet/orchestrator/program"
+	"github.com/toolfleet/toolfleet/orchestrator/toolcall"
 	"github.com/toolfleet/toolfleet/sdk/natsconn"
 )
 
@@ -54,10 +55,10 @@ func serveExternal(stack *devstack.Stack, cfg devConfig, fl *fleet, agents *agen
 			ccancel()
 			if err == nil {
 				values.Set(store)
-				agents.late.Set(&agentapi.Service{Runs: &agent.Runs{Temporal: tc, Store: store, TaskQueue: agent.TaskQueue},
+				agents.late.Set(&agentapi.Service{Runs: &agent.Runs{Temporal: tc, Store: store, TaskQueue: toolcall.TaskQueue},
 					JS: js, NC: nc, Auth: auth, Log: log, Endpoints: o.Endpoints, CheckEndpoints: true})
-				programs.late.Set(&program.Service{Programs: &program.Programs{Temporal: tc, TaskQueue: program.TaskQueue, Quota: store}, Events: js, Auth: auth})
-				log.Info("serving agent runs and programs for an external orchestrator", "task_queue", agent.TaskQueue)
+				programs.late.Set(&program.Service{Programs: &program.Programs{Temporal: tc, TaskQueue: toolcall.TaskQueue, Quota: store}, Events: js, Auth: auth})
+				log.Info("serving agent runs and programs for an external orchestrator", "task_queue", toolcall.TaskQueue)
 				return
 			}
 			if attempt == 1 || attempt%60 == 0 {

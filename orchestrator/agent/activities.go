@@ -39,11 +39,8 @@ const (
 	maxTools = 128
 )
 
-// Error types of non-retryable activity failures.
-const (
-	ErrTypeModel  = "ModelError"
-	ErrTypeConfig = toolcall.ErrTypeConfig
-)
+// ErrTypeModel is the error type of a model's non-retryable failure.
+const ErrTypeModel = "ModelError"
 
 // Activities are the agent run's activities; their dependencies are the
 // fields. Register them with [Register].
@@ -80,7 +77,7 @@ func (a *Activities) PrepareRun(ctx context.Context, in PrepareInput) (PrepareRe
 	offered, section := defs, ""
 	if in.Spec.CodeMode {
 		if section, err = program.PromptFor(defs); err != nil {
-			return PrepareResult{}, temporal.NewNonRetryableApplicationError("code mode: "+err.Error(), ErrTypeConfig, nil)
+			return PrepareResult{}, temporal.NewNonRetryableApplicationError("code mode: "+err.Error(), toolcall.ErrTypeConfig, nil)
 		}
 		offered = []*toolfleetv1.ToolDefinition{runProgramDefinition()}
 	}
@@ -184,7 +181,7 @@ func (a *Activities) resolveTools(ctx context.Context, spec RunSpec) ([]*toolfle
 			}
 		}
 		if !matched {
-			return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("no tool matches %q", pat), ErrTypeConfig, nil)
+			return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("no tool matches %q", pat), toolcall.ErrTypeConfig, nil)
 		}
 	}
 	if spec.ToolSearch != "" {
@@ -228,7 +225,7 @@ func (a *Activities) AppendInput(ctx context.Context, in AppendInput) (int, erro
 // PublishEvent publishes one run event (deduplicated by its id). The event
 // that ends a run counts it once: a retry whose event the stream already has
 // is not counted again.
-func (a *Activities) PublishEvent(ctx context.Context, ev Event) error {
+func (a *Activities) PublishEvent(ctx context.Context, ev toolcall.Event) error {
 	stored, err := a.Events.PublishNew(ctx, ev)
 	if err != nil {
 		return err
@@ -240,13 +237,13 @@ func (a *Activities) PublishEvent(ctx context.Context, ev Event) error {
 }
 
 // endStatus is the status of a run that ev ends, or "" when ev ends none.
-func endStatus(ev Event) string {
+func endStatus(ev toolcall.Event) string {
 	switch ev.Kind {
-	case EventCompleted:
+	case toolcall.EventCompleted:
 		return StatusCompleted
-	case EventCancelled:
+	case toolcall.EventCancelled:
 		return StatusCanceled
-	case EventFailed:
+	case toolcall.EventFailed:
 		// finish writes "<status>: <reason>".
 		if strings.HasPrefix(ev.Message, StatusBudgetExhausted+":") {
 			return StatusBudgetExhausted
@@ -278,11 +275,11 @@ func (a *Activities) ModelTurn(ctx context.Context, in ModelTurnInput) (ModelTur
 	}
 	model, err := a.Models.Model(ctx, in.Model)
 	if err != nil {
-		return ModelTurnResult{}, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeConfig, nil)
+		return ModelTurnResult{}, temporal.NewNonRetryableApplicationError(err.Error(), toolcall.ErrTypeConfig, nil)
 	}
 	model, err = withProtocol(model, in.Protocol)
 	if err != nil {
-		return ModelTurnResult{}, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeConfig, nil)
+		return ModelTurnResult{}, temporal.NewNonRetryableApplicationError(err.Error(), toolcall.ErrTypeConfig, nil)
 	}
 	req := &llm.Request{Model: in.Model.Name, Messages: history, Tools: defs, MaxTokens: in.Model.MaxTokens, Stream: true}
 	if in.Sequential {
@@ -320,7 +317,7 @@ func (a *Activities) ModelTurn(ctx context.Context, in ModelTurnInput) (ModelTur
 		return ModelTurnResult{}, err
 	}
 	res := turnSummary(msg, in.Seq+1, in.NoContent)
-	ev := Event{RunID: in.RunID, Kind: EventTurn, Turn: in.Turn, ID: fmt.Sprintf("%s/%d/turn", in.RunID, in.Turn),
+	ev := toolcall.Event{RunID: in.RunID, Kind: toolcall.EventTurn, Turn: in.Turn, ID: fmt.Sprintf("%s/%d/turn", in.RunID, in.Turn),
 		Time: time.Now(), Message: fmt.Sprintf("%d tool calls; %s", len(res.Calls), res.Text()), Usage: &res.Usage}
 	if err := a.Events.Publish(ctx, ev); err != nil {
 		return ModelTurnResult{}, err
@@ -424,7 +421,7 @@ func firstCallOnly(msg *toolfleetv1.Message) *toolfleetv1.Message {
 
 func turnSummary(msg *toolfleetv1.Message, seq int, noContent bool) ModelTurnResult {
 	res := ModelTurnResult{Seq: seq, StopReason: msg.GetStopReason(),
-		Usage: Usage{InputTokens: msg.GetUsage().GetInputTokens(), OutputTokens: msg.GetUsage().GetOutputTokens()}}
+		Usage: toolcall.Usage{InputTokens: msg.GetUsage().GetInputTokens(), OutputTokens: msg.GetUsage().GetOutputTokens()}}
 	if text := llm.MessageText(msg); noContent {
 		res.TextSHA256, res.TextBytes = contentDigest(text), len(text)
 	} else {
@@ -477,7 +474,7 @@ func (a *Activities) CallTool(ctx context.Context, in CallToolInput) (CallToolRe
 	calls := llm.ToolCalls(assistant)
 	if in.Index >= len(calls) {
 		return CallToolResult{}, temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("message %d has no call %d", in.CallSeq, in.Index), ErrTypeConfig, nil)
+			fmt.Sprintf("message %d has no call %d", in.CallSeq, in.Index), toolcall.ErrTypeConfig, nil)
 	}
 	call := calls[in.Index]
 	callID := CallID(in.RunID, in.Turn, in.Index)
@@ -487,21 +484,22 @@ func (a *Activities) CallTool(ctx context.Context, in CallToolInput) (CallToolRe
 	}
 
 	var part *toolfleetv1.Part
-	var kind, ref string
+	var kind toolcall.Kind
+	var ref string
 	var took time.Duration
 	switch {
 	case in.Program != nil:
 		kind = in.Program.Kind
-		part = llm.ResultPart(call.GetId(), call.GetName(), in.Program.Content, kind != ResultOK)
+		part = llm.ResultPart(call.GetId(), call.GetName(), in.Program.Content, kind != toolcall.KindOK)
 	case in.Denial != "":
-		kind = ResultDenied
+		kind = toolcall.KindDenied
 		part = llm.ResultPart(call.GetId(), call.GetName(), "The call was not approved: "+in.Denial, true)
 	case in.Tool == nil:
-		kind = ResultUnknown
+		kind = toolcall.KindUnknownTool
 		part = llm.ResultPart(call.GetId(), call.GetName(),
 			fmt.Sprintf("There is no tool named %q in this run; use one of the declared tools.", call.GetName()), true)
 	default:
-		if err := a.Events.Publish(ctx, Event{RunID: in.RunID, Kind: EventToolCall, Turn: in.Turn, CallID: callID,
+		if err := a.Events.Publish(ctx, toolcall.Event{RunID: in.RunID, Kind: toolcall.EventToolCall, Turn: in.Turn, CallID: callID,
 			ToolID: toolID, ID: callID + "/call", Time: time.Now()}); err != nil {
 			return CallToolResult{}, err
 		}
@@ -521,15 +519,15 @@ func (a *Activities) CallTool(ctx context.Context, in CallToolInput) (CallToolRe
 		return CallToolResult{}, err
 	} else {
 		// Counted by the attempt that appended the result: once per call.
-		a.Metrics.AgentToolCall(kind)
+		a.Metrics.AgentToolCall(string(kind))
 	}
 	res := resultSummary(msg, kind, in.NoContent)
 	res.Duration, res.Ref = took, ref
 	status := "ok"
 	if res.IsError {
-		status = "error (" + res.Kind + ")"
+		status = "error (" + string(res.Kind) + ")"
 	}
-	if err := a.Events.Publish(ctx, Event{RunID: in.RunID, Kind: EventToolResult, Turn: in.Turn, CallID: callID, ToolID: toolID,
+	if err := a.Events.Publish(ctx, toolcall.Event{RunID: in.RunID, Kind: toolcall.EventToolResult, Turn: in.Turn, CallID: callID, ToolID: toolID,
 		ID: callID + "/result", Time: time.Now(), Message: fmt.Sprintf("%s in %s: %s", status, took.Round(time.Millisecond), res.Text())}); err != nil {
 		return CallToolResult{}, err
 	}
@@ -537,7 +535,7 @@ func (a *Activities) CallTool(ctx context.Context, in CallToolInput) (CallToolRe
 }
 
 // invoke calls the gateway and renders the outcome as a result part.
-func (a *Activities) invoke(ctx context.Context, in CallToolInput, call *toolfleetv1.ToolCall, callID string) (_ *toolfleetv1.Part, kind, ref string, took time.Duration, _ error) {
+func (a *Activities) invoke(ctx context.Context, in CallToolInput, call *toolfleetv1.ToolCall, callID string) (_ *toolfleetv1.Part, kind toolcall.Kind, ref string, took time.Duration, _ error) {
 	req := toolcall.WithApproval(&toolfleetv1.CallToolRequest{CallId: callID, ToolId: in.Tool.ID, Input: call.GetArguments()}, in.Approver)
 	lastAttempt := int(activity.GetInfo(ctx).Attempt) >= in.MaxAttempts
 	began := time.Now()
@@ -552,34 +550,34 @@ func (a *Activities) invoke(ctx context.Context, in CallToolInput, call *toolfle
 	}
 	switch o.Kind {
 	case toolcall.KindValidation:
-		return llm.ResultPart(call.GetId(), call.GetName(), validationText(o), true), ResultValidation, "", 0, nil
+		return llm.ResultPart(call.GetId(), call.GetName(), validationText(o), true), toolcall.KindValidation, "", 0, nil
 	case toolcall.KindRefused:
-		return llm.ResultPart(call.GetId(), call.GetName(), o.Message, true), ResultRefused, "", 0, nil
+		return llm.ResultPart(call.GetId(), call.GetName(), o.Message, true), toolcall.KindRefused, "", 0, nil
 	case toolcall.KindRetry, toolcall.KindExecution:
 		if !o.ToolRetry && o.Kind == toolcall.KindRetry { // the gateway stayed away on the last attempt
-			return llm.ResultPart(call.GetId(), call.GetName(), o.Message, true), ResultRefused, "", 0, nil
+			return llm.ResultPart(call.GetId(), call.GetName(), o.Message, true), toolcall.KindRefused, "", 0, nil
 		}
 		text := o.Message
 		if o.Hint != "" {
 			text += "\n" + o.Hint
 		}
-		return llm.ResultPart(call.GetId(), call.GetName(), text, true), ResultExecution, "", o.Duration, nil
+		return llm.ResultPart(call.GetId(), call.GetName(), text, true), toolcall.KindExecution, "", o.Duration, nil
 	}
 	text, err := json.Marshal(res.Value.AsInterface())
 	if err != nil {
-		return nil, "", "", 0, temporal.NewNonRetryableApplicationError("encode result: "+err.Error(), ErrTypeConfig, nil)
+		return nil, "", "", 0, temporal.NewNonRetryableApplicationError("encode result: "+err.Error(), toolcall.ErrTypeConfig, nil)
 	}
 	if len(text) <= a.inlineLimit() {
 		p := llm.ResultPart(call.GetId(), call.GetName(), string(text), false)
 		p.GetToolResult().Structured = res.Value
-		return p, ResultOK, "", res.Duration, nil
+		return p, toolcall.KindOK, "", res.Duration, nil
 	}
 	if ref, err = a.Store.PutBlob(ctx, in.RunID, text); err != nil {
 		return nil, "", "", 0, err
 	}
 	preview := fmt.Sprintf("%s\n[result truncated: %d bytes in total; this is the first %d. Full result stored as %s.]",
 		clip(string(text), previewBytes), len(text), previewBytes, ref)
-	return llm.ResultPart(call.GetId(), call.GetName(), preview, false), ResultOK, ref, res.Duration, nil
+	return llm.ResultPart(call.GetId(), call.GetName(), preview, false), toolcall.KindOK, ref, res.Duration, nil
 }
 
 // validationText lists a validation error's field messages for a model, each
@@ -614,7 +612,7 @@ func (r CallToolResult) Text() string {
 	return r.Preview
 }
 
-func resultSummary(msg *toolfleetv1.Message, kind string, noContent bool) CallToolResult {
+func resultSummary(msg *toolfleetv1.Message, kind toolcall.Kind, noContent bool) CallToolResult {
 	var r *toolfleetv1.ToolResult
 	for _, p := range msg.GetParts() {
 		if tr := p.GetToolResult(); tr != nil {
@@ -623,9 +621,9 @@ func resultSummary(msg *toolfleetv1.Message, kind string, noContent bool) CallTo
 		}
 	}
 	if kind == "" {
-		kind = ResultOK
+		kind = toolcall.KindOK
 		if r.GetIsError() {
-			kind = ResultExecution
+			kind = toolcall.KindExecution
 		}
 	}
 	if noContent {

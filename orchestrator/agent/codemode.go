@@ -56,16 +56,12 @@ type ProgramSource struct {
 // ProgramOutcome is a finished run_program call, appended to the transcript
 // by CallTool instead of calling the gateway.
 type ProgramOutcome struct {
-	// Kind is ResultOK, ResultValidation (bad arguments) or ResultExecution
-	// (the program failed).
-	Kind string `json:"kind"`
+	// Kind is toolcall.KindOK, KindValidation (bad arguments) or
+	// KindExecution (the program failed).
+	Kind toolcall.Kind `json:"kind"`
 	// Content is the program's result JSON, or the failure's message.
 	Content string `json:"content"`
 }
-
-// maxProgramSource bounds a script a model may send (package program's own
-// limit); the source enters history once, as the child's input.
-const maxProgramSource = program.MaxSourceBytes
 
 // ProgramID is the deterministic id of the program run by call index of turn:
 // a valid run id (programs share the run event subjects), unique per run.
@@ -119,10 +115,10 @@ func (a *Activities) ReadProgramCall(ctx context.Context, in ProgramCall) (Progr
 	calls := llm.ToolCalls(assistant)
 	if in.Index >= len(calls) {
 		return ProgramSource{}, temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("message %d has no call %d", in.CallSeq, in.Index), ErrTypeConfig, nil)
+			fmt.Sprintf("message %d has no call %d", in.CallSeq, in.Index), toolcall.ErrTypeConfig, nil)
 	}
 	callID := CallID(in.RunID, in.Turn, in.Index)
-	if err := a.Events.Publish(ctx, Event{RunID: in.RunID, Kind: EventToolCall, Turn: in.Turn, CallID: callID,
+	if err := a.Events.Publish(ctx, toolcall.Event{RunID: in.RunID, Kind: toolcall.EventToolCall, Turn: in.Turn, CallID: callID,
 		ToolID: RunProgramTool, ID: callID + "/call", Time: time.Now(),
 		Message: "program " + ProgramID(in.RunID, in.Turn, in.Index)}); err != nil {
 		return ProgramSource{}, err
@@ -133,8 +129,8 @@ func (a *Activities) ReadProgramCall(ctx context.Context, in ProgramCall) (Progr
 	switch {
 	case !ok || src.StringValue == "":
 		out.Problem = "run_program needs source: the Starlark program as a string"
-	case len(src.StringValue) > maxProgramSource:
-		out.Problem = fmt.Sprintf("the program is %d bytes; the limit is %d", len(src.StringValue), maxProgramSource)
+	case len(src.StringValue) > program.MaxSourceBytes:
+		out.Problem = fmt.Sprintf("the program is %d bytes; the limit is %d", len(src.StringValue), program.MaxSourceBytes)
 	default:
 		out.Source = src.StringValue
 	}
@@ -156,25 +152,25 @@ func (a *Activities) ReadProgramCall(ctx context.Context, in ProgramCall) (Progr
 func (r *run) runProgram(ctx workflow.Context, in CallToolInput) (CallToolResult, error) {
 	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: 30 * time.Second,
-		HeartbeatTimeout:    heartbeatTimeout,
+		HeartbeatTimeout:    toolcall.HeartbeatTimeout,
 		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 10 * time.Second,
-			MaximumAttempts: 5, NonRetryableErrorTypes: []string{ErrTypeConfig}},
+			MaximumAttempts: 5, NonRetryableErrorTypes: []string{toolcall.ErrTypeConfig}},
 	})
 	var src ProgramSource
 	if err := workflow.ExecuteActivity(actx, ReadProgramCallActivity,
 		ProgramCall{RunID: in.RunID, Turn: in.Turn, Index: in.Index, CallSeq: in.CallSeq}).Get(ctx, &src); err != nil {
 		return CallToolResult{}, err
 	}
-	in.Program = &ProgramOutcome{Kind: ResultValidation, Content: src.Problem}
+	in.Program = &ProgramOutcome{Kind: toolcall.KindValidation, Content: src.Problem}
 	if src.Problem == "" {
 		out, err := r.startProgram(ctx, in, src)
 		if ctx.Err() != nil { // the run was cancelled or hit its deadline
 			return CallToolResult{}, ctx.Err()
 		}
 		r.st.ToolCalls += out.ToolCalls
-		in.Program = &ProgramOutcome{Kind: ResultOK, Content: out.ResultJSON}
+		in.Program = &ProgramOutcome{Kind: toolcall.KindOK, Content: out.ResultJSON}
 		if err != nil {
-			in.Program = &ProgramOutcome{Kind: ResultExecution, Content: "The program failed: " + programFailure(err)}
+			in.Program = &ProgramOutcome{Kind: toolcall.KindExecution, Content: "The program failed: " + programFailure(err)}
 			// Version 1: a program that failed still spent the calls it
 			// made, against the run's budget (runs recorded before it
 			// counted only the calls of programs that completed).

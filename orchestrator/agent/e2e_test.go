@@ -19,6 +19,7 @@ import (
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
 	"github.com/toolfleet/toolfleet/orchestrator/agent"
 	"github.com/toolfleet/toolfleet/orchestrator/agent/agenttest"
+	"github.com/toolfleet/toolfleet/orchestrator/toolcall"
 	"github.com/toolfleet/toolfleet/sdk/llm"
 	"github.com/toolfleet/toolfleet/sdk/llm/anthropic"
 	"github.com/toolfleet/toolfleet/sdk/llm/gemini"
@@ -60,8 +61,8 @@ func TestRuns(t *testing.T) {
 				call("c4", "KV_Delete", map[string]any{"key": "multi.k"})),
 			llm.SayText("3 and 12"))
 		// KV.Delete's contract requires approval: the run asks, a human grants it.
-		ev := e.waitEvent(t, id, 1, agent.EventApprovalRequested)
-		if err := e.runs.Decide(t.Context(), id, agent.Decision{CallID: ev.GetCallId(), Approved: true, Approver: "bo"}); err != nil {
+		ev := e.waitEvent(t, id, 1, toolcall.EventApprovalRequested)
+		if err := e.runs.Decide(t.Context(), id, toolcall.Decision{CallID: ev.GetCallId(), Approved: true, Approver: "bo"}); err != nil {
 			t.Fatal(err)
 		}
 		st := e.waitEnd(t, id)
@@ -93,7 +94,7 @@ func TestRuns(t *testing.T) {
 			llm.CallTools("multiplying privately", call("c1", "Calculator_Multiply", map[string]any{"a": 3, "b": 4})),
 			llm.SayText("the product is twelve")}})
 		spec := agent.RunSpec{Tools: []string{"Calculator.*"}, Model: agent.ModelSpec{Spec: llm.Spec{Provider: "scripted", Name: id}}}
-		if _, err := none.Start(t.Context(), id, spec, agent.Principal{Subject: "ana", Scopes: []string{"tools:call"}}, llm.User("3*4?")); err != nil {
+		if _, err := none.Start(t.Context(), id, spec, toolcall.Principal{Subject: "ana", Scopes: []string{"tools:call"}}, llm.User("3*4?")); err != nil {
 			t.Fatal(err)
 		}
 		st := e.waitEnd(t, id)
@@ -180,7 +181,7 @@ func TestRuns(t *testing.T) {
 		} {
 			e.models.Register(tc.id, tc.model)
 			spec := agent.RunSpec{Model: agent.ModelSpec{Spec: llm.Spec{Provider: "scripted", Name: tc.id}}}
-			if _, err := e.runs.Start(t.Context(), tc.id, spec, agent.Principal{Subject: "ana", Scopes: []string{"tools:call"}}, llm.User("go")); err != nil {
+			if _, err := e.runs.Start(t.Context(), tc.id, spec, toolcall.Principal{Subject: "ana", Scopes: []string{"tools:call"}}, llm.User("go")); err != nil {
 				t.Fatal(err)
 			}
 			st := e.waitEnd(t, tc.id)
@@ -201,22 +202,22 @@ func TestRuns(t *testing.T) {
 			checkLast(llm.CallTools("", call("c2", "SchemaTest_Types", map[string]any{"s": "approval-no"})), false, "approval-yes"),
 			checkLast(llm.SayText("ok"), true, "not on a Monday"))
 		ctx := t.Context()
-		ev := e.waitEvent(t, id, 1, agent.EventApprovalRequested)
-		if err := e.runs.Decide(ctx, id, agent.Decision{CallID: "unknown", Approved: true, Approver: "bo"}); err == nil {
+		ev := e.waitEvent(t, id, 1, toolcall.EventApprovalRequested)
+		if err := e.runs.Decide(ctx, id, toolcall.Decision{CallID: "unknown", Approved: true, Approver: "bo"}); err == nil {
 			t.Fatal("deciding an unknown call was accepted")
 		}
 		st, err := e.runs.Get(ctx, id)
 		if err != nil || st.Status != agent.StatusWaitingApproval || len(st.Pending) != 1 || st.Pending[0].CallID != ev.GetCallId() {
 			t.Fatalf("state %+v (%v), want waiting for %s", st, err, ev.GetCallId())
 		}
-		if err := e.runs.Decide(ctx, id, agent.Decision{CallID: ev.GetCallId(), Approved: true, Approver: "bo"}); err != nil {
+		if err := e.runs.Decide(ctx, id, toolcall.Decision{CallID: ev.GetCallId(), Approved: true, Approver: "bo"}); err != nil {
 			t.Fatal(err)
 		}
-		if err := e.runs.Decide(ctx, id, agent.Decision{CallID: ev.GetCallId(), Approved: false, Approver: "bo"}); err == nil {
+		if err := e.runs.Decide(ctx, id, toolcall.Decision{CallID: ev.GetCallId(), Approved: false, Approver: "bo"}); err == nil {
 			t.Fatal("deciding a decided call was accepted")
 		}
-		ev2 := e.waitEvent(t, id, 2, agent.EventApprovalRequested)
-		if err := e.runs.Decide(ctx, id, agent.Decision{CallID: ev2.GetCallId(), Approver: "bo", Reason: "not on a Monday"}); err != nil {
+		ev2 := e.waitEvent(t, id, 2, toolcall.EventApprovalRequested)
+		if err := e.runs.Decide(ctx, id, toolcall.Decision{CallID: ev2.GetCallId(), Approver: "bo", Reason: "not on a Monday"}); err != nil {
 			t.Fatal(err)
 		}
 		if st := e.waitEnd(t, id); st.Status != agent.StatusCompleted {
@@ -245,8 +246,8 @@ func TestRuns(t *testing.T) {
 			e.start(t, id, agent.RunSpec{Tools: []string{"SchemaTest.Types"}},
 				llm.CallTools("", call("c1", "SchemaTest_Types", map[string]any{"s": tt.s})),
 				checkLast(llm.SayText("ok"), tt.isError, ""))
-			ev := e.waitEvent(t, id, 1, agent.EventApprovalRequested)
-			if err := e.runs.Decide(t.Context(), id, agent.Decision{CallID: ev.GetCallId(), Approved: true, Approver: "bo"}); err != nil {
+			ev := e.waitEvent(t, id, 1, toolcall.EventApprovalRequested)
+			if err := e.runs.Decide(t.Context(), id, toolcall.Decision{CallID: ev.GetCallId(), Approved: true, Approver: "bo"}); err != nil {
 				t.Fatal(err)
 			}
 			if st := e.waitEnd(t, id); st.Status != agent.StatusCompleted {
@@ -326,7 +327,7 @@ func TestRuns(t *testing.T) {
 		id := "cancel"
 		e.start(t, id, agent.RunSpec{Tools: []string{"SchemaTest.Types"}},
 			llm.CallTools("", call("c1", "SchemaTest_Types", map[string]any{"s": "cancel"})))
-		e.waitEvent(t, id, 1, agent.EventApprovalRequested)
+		e.waitEvent(t, id, 1, toolcall.EventApprovalRequested)
 		if err := e.runs.Cancel(t.Context(), id); err != nil {
 			t.Fatal(err)
 		}
@@ -353,11 +354,11 @@ func TestRuns(t *testing.T) {
 				llm.SayText("first answer"),
 				llm.CallTools("", call("c", "Calculator_Add", map[string]any{"a": 20, "b": 22})),
 				checkLast(llm.SayText("second answer"), false, "42"))
-			e.waitEvent(t, id, 1, agent.EventCompleted)
+			e.waitEvent(t, id, 1, toolcall.EventCompleted)
 			if err := e.runs.SendMessage(t.Context(), id, llm.User("and now add 20 and 22")); err != nil {
 				t.Fatalf("%s: SendMessage: %v", id, err)
 			}
-			e.waitEvent(t, id, 2, agent.EventCompleted)
+			e.waitEvent(t, id, 2, toolcall.EventCompleted)
 			st, err := e.runs.Get(t.Context(), id)
 			if err != nil || st.Answer != "second answer" || st.Turn != 3 {
 				t.Fatalf("%s: state %+v (%v), want the second answer after turn 3", id, st, err)

@@ -21,6 +21,7 @@ import (
 	"github.com/toolfleet/toolfleet/orchestrator/agent"
 	"github.com/toolfleet/toolfleet/orchestrator/agent/agenttest"
 	"github.com/toolfleet/toolfleet/orchestrator/runner"
+	"github.com/toolfleet/toolfleet/orchestrator/toolcall"
 	"github.com/toolfleet/toolfleet/sdk/jsassets"
 	"github.com/toolfleet/toolfleet/sdk/llm"
 )
@@ -177,7 +178,7 @@ func TestClosedRunDataExpires(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	events, err := js.Stream(ctx, agent.DefaultEventStream)
+	events, err := js.Stream(ctx, toolcall.DefaultEventStream)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -197,7 +198,7 @@ func TestClosedRunDataExpires(t *testing.T) {
 				nblobs++
 			}
 		}
-		info, err := events.Info(ctx, jetstream.WithSubjectFilter(agent.EventSubjectPrefix+runID+".>"))
+		info, err := events.Info(ctx, jetstream.WithSubjectFilter(toolcall.EventSubjectPrefix+runID+".>"))
 		if err != nil {
 			t.Fatal(err)
 		}

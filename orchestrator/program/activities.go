@@ -51,8 +51,8 @@ type Activities struct {
 
 // ResolveRequest is ResolveProgramTools' input.
 type ResolveRequest struct {
-	Patterns  []string  `json:"patterns"`
-	Principal Principal `json:"principal"`
+	Patterns  []string           `json:"patterns"`
+	Principal toolcall.Principal `json:"principal"`
 }
 
 // maxTools bounds the tools one program may be given.
@@ -127,7 +127,7 @@ func (a *Activities) ProgramCallTool(ctx context.Context, req CallRequest) (*Cal
 	if refused, err := a.checkValues(ctx, programOf(req.CallID)); refused != nil || err != nil {
 		return refused, err
 	}
-	a.publish(ctx, toolcall.Event{RunID: programOf(req.CallID), Kind: EventToolCall, CallID: req.CallID, ToolID: req.ToolID,
+	a.publish(ctx, toolcall.Event{RunID: programOf(req.CallID), Kind: toolcall.EventToolCall, CallID: req.CallID, ToolID: req.ToolID,
 		ID: req.CallID + "/call", Message: req.InputJSON})
 	stop := toolcall.Heartbeat(ctx)
 	began := time.Now()
@@ -144,12 +144,12 @@ func (a *Activities) ProgramCallTool(ctx context.Context, req CallRequest) (*Cal
 	}
 	msg := "ok"
 	if out.Error != nil {
-		msg = out.Error.Kind + ": " + out.Error.Message
+		msg = string(out.Error.Kind) + ": " + out.Error.Message
 	}
 	// At least once: an attempt whose completion Temporal lost is retried,
 	// and the gateway answers the retry from its idempotency store.
-	a.Metrics.ProgramToolCall(outcomeOf(out))
-	a.publish(ctx, toolcall.Event{RunID: programOf(req.CallID), Kind: EventToolResult, CallID: req.CallID, ToolID: req.ToolID,
+	a.Metrics.ProgramToolCall(string(outcomeOf(out)))
+	a.publish(ctx, toolcall.Event{RunID: programOf(req.CallID), Kind: toolcall.EventToolResult, CallID: req.CallID, ToolID: req.ToolID,
 		ID: req.CallID + "/result", Message: msg})
 	return out, nil
 }
@@ -159,11 +159,11 @@ func (a *Activities) ProgramCallTool(ctx context.Context, req CallRequest) (*Cal
 func callResultOf(o toolcall.Outcome, maxValue int) (*CallResult, error) {
 	switch o.Kind {
 	case toolcall.KindValidation:
-		return &CallResult{Error: &CallError{Kind: "validation", Message: o.Message, Fields: o.Fields}}, nil
+		return &CallResult{Error: &CallError{Kind: toolcall.KindValidation, Message: o.Message, Fields: o.Fields}}, nil
 	case toolcall.KindRefused:
-		return &CallResult{Error: &CallError{Kind: "server", Message: o.Message}}, nil
+		return &CallResult{Error: &CallError{Kind: toolcall.KindRefused.ForProgram(), Message: o.Message}}, nil
 	case toolcall.KindExecution:
-		return &CallResult{Error: &CallError{Kind: "execution", Message: o.Message}}, nil
+		return &CallResult{Error: &CallError{Kind: toolcall.KindExecution, Message: o.Message}}, nil
 	case toolcall.KindOK:
 	default:
 		return nil, o.ActivityError()
@@ -173,17 +173,17 @@ func callResultOf(o toolcall.Outcome, maxValue int) (*CallResult, error) {
 		return nil, temporal.NewNonRetryableApplicationError("the tool's result cannot be encoded", "BadResult", err)
 	}
 	if maxValue > 0 && len(b) > maxValue {
-		return &CallResult{Error: &CallError{Kind: "too_large", Message: fmt.Sprintf("the result is %d bytes, over %d", len(b), maxValue)}}, nil
+		return &CallResult{Error: &CallError{Kind: toolcall.KindTooLarge, Message: fmt.Sprintf("the result is %d bytes, over %d", len(b), maxValue)}}, nil
 	}
 	return &CallResult{OK: true, ValueJSON: string(b)}, nil
 }
 
 // outcomeOf is a call's outcome label: "ok" or its error kind.
-func outcomeOf(r *CallResult) string {
+func outcomeOf(r *CallResult) toolcall.Kind {
 	if r.Error != nil {
 		return r.Error.Kind
 	}
-	return "ok"
+	return toolcall.KindOK
 }
 
 // PublishProgramEvent publishes one program event. The event that ends a
@@ -210,11 +210,11 @@ func (a *Activities) PublishProgramEvent(ctx context.Context, ev toolcall.Event)
 // endStatus is the status of a program that an event of kind ends, or "".
 func endStatus(kind string) string {
 	switch kind {
-	case EventCompleted:
+	case toolcall.EventCompleted:
 		return StatusCompleted
-	case EventFailed:
+	case toolcall.EventFailed:
 		return StatusFailed
-	case EventCancelled:
+	case toolcall.EventCancelled:
 		return StatusCanceled
 	}
 	return ""

@@ -16,6 +16,7 @@ import (
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
 	"github.com/toolfleet/toolfleet/orchestrator/agent"
 	"github.com/toolfleet/toolfleet/orchestrator/agent/agenttest"
+	"github.com/toolfleet/toolfleet/orchestrator/toolcall"
 	"github.com/toolfleet/toolfleet/sdk/llm"
 )
 
@@ -127,7 +128,7 @@ func (s *stack) startRun(t *testing.T, runID string, tools []string, turns ...ll
 		CodeMode: true, IdleTimeout: -1}
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
-	if _, err := s.runs.Start(ctx, runID, spec, agent.Principal{Subject: "ana", Scopes: []string{"tools:call"}},
+	if _, err := s.runs.Start(ctx, runID, spec, toolcall.Principal{Subject: "ana", Scopes: []string{"tools:call"}},
 		llm.System("You are a test."), llm.User("What is the sum of the squares of 1 to 10?")); err != nil {
 		t.Fatalf("start %s: %v", runID, err)
 	}

@@ -64,7 +64,7 @@ func ProgramWorkflow(ctx workflow.Context, in Input) (*Output, error) {
 	if err := r.setup(ctx); err != nil {
 		return nil, err
 	}
-	r.publish(ctx, EventStarted, "", "", "")
+	r.publish(ctx, toolcall.EventStarted, "", "", "")
 	if r.orderedEvents {
 		r.flush(ctx)
 	}
@@ -235,7 +235,7 @@ func (r *runner) run(ctx workflow.Context) (*Output, error) {
 	if err != nil {
 		if r.canceled || ctx.Err() != nil {
 			dctx, _ := workflow.NewDisconnectedContext(ctx)
-			r.publish(dctx, EventCancelled, "", "", "")
+			r.publish(dctx, toolcall.EventCancelled, "", "", "")
 			return nil, workflow.ErrCanceled
 		}
 		return nil, r.fail(ctx, r.classify(err))
@@ -257,7 +257,7 @@ func (r *runner) run(ctx workflow.Context) (*Output, error) {
 	if r.orderedEvents {
 		r.flush(ctx)
 	}
-	r.publish(ctx, EventCompleted, "", "", "")
+	r.publish(ctx, toolcall.EventCompleted, "", "", "")
 	return out, nil
 }
 
@@ -266,7 +266,7 @@ func (r *runner) fail(ctx workflow.Context, pe *ProgramError) error {
 	if r.orderedEvents {
 		r.flush(ctx)
 	}
-	r.publishEvent(ctx, toolcall.Event{Kind: EventFailed, Message: pe.Error(), Limit: pe.Limit})
+	r.publishEvent(ctx, toolcall.Event{Kind: toolcall.EventFailed, Message: pe.Error(), Limit: pe.Limit})
 	pe.ToolCalls = r.calls
 	return r.failure(pe)
 }
@@ -516,7 +516,7 @@ func (r *runner) invoke(th *starlark.Thread, t *boundTool, kwargs []starlark.Tup
 		}
 	}
 	if fields := t.validate(in); fields != nil {
-		return r.resultObject(CallResult{Error: &CallError{Kind: "validation",
+		return r.resultObject(CallResult{Error: &CallError{Kind: toolcall.KindValidation,
 			Message: "the input does not fit " + t.Name + "'s contract", Fields: fields}}, "")
 	}
 	if r.calls >= r.lim.MaxToolCalls {
@@ -565,12 +565,12 @@ func (r *runner) invoke(th *starlark.Thread, t *boundTool, kwargs []starlark.Tup
 		return nil, r.deadlineError()
 	default:
 		// Temporal's retries are spent: the script decides what to do.
-		res = CallResult{Error: &CallError{Kind: "execution", Message: activityMessage(err), CanRetry: true}}
+		res = CallResult{Error: &CallError{Kind: toolcall.KindExecution, Message: activityMessage(err), CanRetry: true}}
 	}
-	if res.Error != nil && res.Error.Kind == "too_large" {
+	if res.Error != nil && res.Error.Kind == toolcall.KindTooLarge {
 		return nil, &limitError{limit: LimitValue, msg: fmt.Sprintf("the result of %s is over %d bytes of JSON", t.Name, r.lim.MaxValueBytes)}
 	}
-	if res.Error != nil && res.Error.Kind == callErrorStorage {
+	if res.Error != nil && res.Error.Kind == toolcall.KindStorage {
 		// The owner's quota or the shared store refused the program's
 		// values before the call (valuequota.go): the program ends.
 		return nil, &limitError{limit: LimitStorage, msg: res.Error.Message}
@@ -589,10 +589,10 @@ func (r *runner) activityContext(ctx workflow.Context, t *boundTool) workflow.Co
 // approval waits for DecideApproval on req's call. It returns the approver, or
 // the denial the script sees.
 func (r *runner) approval(ctx workflow.Context, req CallRequest) (string, *CallError, error) {
-	r.gate.Request(PendingApproval{CallID: req.CallID, ToolID: req.ToolID, InputJSON: req.InputJSON,
+	r.gate.Request(toolcall.Pending{CallID: req.CallID, ToolID: req.ToolID, InputJSON: req.InputJSON,
 		RequestedAt: workflow.Now(ctx)})
 	r.status = StatusWaitingApproval
-	r.publish(ctx, EventApprovalRequested, req.CallID, req.ToolID, req.InputJSON)
+	r.publish(ctx, toolcall.EventApprovalRequested, req.CallID, req.ToolID, req.InputJSON)
 	wait := min(r.lim.ApprovalWait, r.dead.Sub(workflow.Now(ctx)))
 	d, decided, err := r.gate.Wait(ctx, req.CallID, wait)
 	if len(r.gate.Pending()) == 0 {
@@ -607,10 +607,10 @@ func (r *runner) approval(ctx workflow.Context, req CallRequest) (string, *CallE
 	}
 	if !decided || !d.Approved {
 		denial := toolcall.Denial(d, decided, wait)
-		r.publish(ctx, EventApprovalDecided, req.CallID, req.ToolID, "denied: "+denial)
-		return "", &CallError{Kind: "denied", Message: denial}, nil
+		r.publish(ctx, toolcall.EventApprovalDecided, req.CallID, req.ToolID, "denied: "+denial)
+		return "", &CallError{Kind: toolcall.KindDenied, Message: denial}, nil
 	}
-	r.publish(ctx, EventApprovalDecided, req.CallID, req.ToolID, "approved by "+d.Approver)
+	r.publish(ctx, toolcall.EventApprovalDecided, req.CallID, req.ToolID, "approved by "+d.Approver)
 	return d.Approver, nil, nil
 }
 
@@ -623,7 +623,7 @@ func (r *runner) print(th *starlark.Thread, msg string) {
 	if len(msg) > MaxPrintBytes {
 		msg = msg[:MaxPrintBytes] + "…"
 	}
-	r.publish(wctx(th), EventPrint, "", "", msg)
+	r.publish(wctx(th), toolcall.EventPrint, "", "", msg)
 }
 
 // publish starts the PublishEvent activity without waiting; flush waits for

@@ -24,7 +24,7 @@ func TestClassify(t *testing.T) {
 		ctx       context.Context
 		res       *client.Result
 		err       error
-		want      string
+		want      toolcall.Kind
 		toolRetry bool
 		wantErr   bool
 	}{

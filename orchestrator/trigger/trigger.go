@@ -23,6 +23,7 @@ import (
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
 	"github.com/toolfleet/toolfleet/orchestrator/agent"
 	"github.com/toolfleet/toolfleet/orchestrator/program"
+	"github.com/toolfleet/toolfleet/orchestrator/toolcall"
 	"github.com/toolfleet/toolfleet/sdk/jsassets"
 	"github.com/toolfleet/toolfleet/sdk/llm"
 )
@@ -42,7 +43,7 @@ type ProgramStarter interface {
 
 // RunStarter starts agent runs; *agent.Runs implements it.
 type RunStarter interface {
-	Start(ctx context.Context, runID string, spec agent.RunSpec, p agent.Principal, msgs ...*toolfleetv1.Message) (string, error)
+	Start(ctx context.Context, runID string, spec agent.RunSpec, p toolcall.Principal, msgs ...*toolfleetv1.Message) (string, error)
 }
 
 // Options configure a Runner.
