@@ -355,7 +355,7 @@ func (r *run) runCalls(ctx workflow.Context, res ModelTurnResult) error {
 			}
 			continue
 		}
-		approval := tool != nil && (tool.RequiresApproval || r.policyNeedsApproval(tool))
+		approval := tool != nil && tool.NeedsApproval(r.in.Spec.Approval.Tools)
 		if tool != nil && !approval && tool.ReadOnly && r.localReadOnly(ctx) {
 			// Read-only calls run as local activities: no task round trip through
 			// the server (docs/performance.md measures the difference).
@@ -422,12 +422,6 @@ func (r *run) tool(modelName string) *toolcall.Tool {
 	return nil
 }
 
-// policyNeedsApproval matches the run's approval globs against the tool id
-// with and without its version.
-func (r *run) policyNeedsApproval(t *toolcall.Tool) bool {
-	return toolcall.PolicyNeedsApproval(r.in.Spec.Approval.Tools, t.ID)
-}
-
 func (r *run) countFailure(key string) int {
 	for i := range r.failures {
 		if r.failures[i].Key == key {
@@ -439,29 +433,23 @@ func (r *run) countFailure(key string) int {
 	return 1
 }
 
-// approve publishes approval.requested and waits for DecideApproval; no
-// decision within the timeout is a denial.
+// approve is the approval step (toolcall.Gate.Approve) of call index: no
+// decision within the run's approval timeout is a denial.
 func (r *run) approve(ctx workflow.Context, index, callSeq int, t *toolcall.Tool) (approver, denial string, err error) {
 	callID := CallID(r.in.RunID, r.st.Turn, index)
-	r.gate.Request(toolcall.Pending{CallID: callID, ToolID: t.ID, Turn: r.st.Turn, Index: index,
-		CallSeq: callSeq, RequestedAt: workflow.Now(ctx)})
-	r.st.Status = StatusWaitingApproval
-	r.publish(ctx, toolcall.EventApprovalRequested, r.st.Turn, callID, t.ID, "", callID+"/approval.requested")
-	timeout := orDefault(r.in.Spec.Approval.Timeout, DefaultApprovalTimeout)
-	d, decided, err := r.gate.Wait(ctx, callID, timeout)
-	r.st.Status = StatusRunning
-	if err != nil {
-		return "", "", err
-	}
-	msg := "approved by " + d.Approver
-	if decided && d.Approved {
-		approver = d.Approver
-	} else {
-		denial = toolcall.Denial(d, decided, timeout)
-		msg = "denied: " + denial
-	}
-	r.publish(ctx, toolcall.EventApprovalDecided, r.st.Turn, callID, t.ID, msg, callID+"/approval.decided")
-	return approver, denial, nil
+	return r.gate.Approve(ctx, toolcall.Approval{
+		Pending: toolcall.Pending{CallID: callID, ToolID: t.ID, Turn: r.st.Turn, Index: index, CallSeq: callSeq},
+		Wait:    orDefault(r.in.Spec.Approval.Timeout, DefaultApprovalTimeout),
+		Announce: func(ctx workflow.Context, kind, msg string) {
+			r.publish(ctx, kind, r.st.Turn, callID, t.ID, msg, callID+"/"+kind)
+		},
+		Waiting: func(waiting bool) {
+			r.st.Status = StatusRunning
+			if waiting {
+				r.st.Status = StatusWaitingApproval
+			}
+		},
+	})
 }
 
 // finish ends the run after err: a budget or the model's repeated failure, a

@@ -114,45 +114,60 @@ func ToolOf(d *toolfleetv1.ToolDefinition) (Tool, error) {
 	return t, nil
 }
 
-// ProgramCallTool calls one tool through the gateway as the program's principal.
-// The call id makes it idempotent: a retry returns the stored outcome. A
-// retryable execution error becomes a Temporal retry after the tool's
-// retry_after; other outcomes are returned for the script to handle.
+// ProgramCallTool calls one tool through the gateway as the program's
+// principal: the one call activity (toolcall.CallActivity) with the
+// program's engine. The call id makes it idempotent: a retry returns the
+// stored outcome. A retryable execution error becomes a Temporal retry after
+// the tool's retry_after; other outcomes are returned for the script to
+// handle.
 func (a *Activities) ProgramCallTool(ctx context.Context, req CallRequest) (*CallResult, error) {
-	ctx = toolcall.OnBehalfOf(ctx, req.Principal)
+	return toolcall.CallActivity[CallRequest, *CallResult](a.Gateway, programCalls{a})(ctx, req)
+}
+
+// programCalls is the call activity's engine of programs: the call and its
+// result travel in history.
+type programCalls struct{ a *Activities }
+
+// Prepare decodes the call's input; a call of a program whose values are
+// over its quota is refused before anything is published (valuequota.go).
+func (e programCalls) Prepare(ctx context.Context, req CallRequest) (toolcall.Call, **CallResult, error) {
 	in := &structpb.Struct{}
 	if err := protojson.Unmarshal([]byte(req.InputJSON), in); err != nil {
-		return nil, temporal.NewNonRetryableApplicationError("the input is not a JSON object", toolcall.ErrTypeInput, err)
+		return toolcall.Call{}, nil, temporal.NewNonRetryableApplicationError("the input is not a JSON object", toolcall.ErrTypeInput, err)
 	}
-	if refused, err := a.checkValues(ctx, programOf(req.CallID)); refused != nil || err != nil {
-		return refused, err
+	id := programOf(req.CallID)
+	if refused, err := e.a.checkValues(ctx, id); refused != nil || err != nil {
+		return toolcall.Call{}, &refused, err
 	}
-	a.publish(ctx, toolcall.Event{RunID: programOf(req.CallID), Kind: toolcall.EventToolCall, CallID: req.CallID, ToolID: req.ToolID,
-		ID: req.CallID + "/call", Message: req.InputJSON})
-	stop := toolcall.Heartbeat(ctx)
-	began := time.Now()
-	res, err := a.Gateway.CallTool(ctx, toolcall.WithApproval(&toolfleetv1.CallToolRequest{CallId: req.CallID, ToolId: req.ToolID, Input: in}, req.Approver))
-	a.Metrics.ProgramGatewayCall(time.Since(began))
-	stop()
-	o, err := toolcall.Classify(ctx, res, err)
-	if err != nil {
-		return nil, err
-	}
+	return toolcall.Call{RunID: id, CallID: req.CallID, ToolID: req.ToolID, Input: in, Principal: req.Principal,
+		Approver: req.Approver, Announce: req.InputJSON}, nil, nil
+}
+
+// Render renders the outcome as what the script sees. Every attempt that
+// renders counts it (at least once: an attempt whose completion Temporal
+// lost is retried, and the gateway answers the retry from its idempotency
+// store).
+func (e programCalls) Render(_ context.Context, req CallRequest, _ toolcall.Call, o toolcall.Outcome) (toolcall.Rendered[*CallResult], error) {
 	out, err := callResultOf(o, req.MaxValueBytes)
 	if err != nil {
-		return nil, err
+		return toolcall.Rendered[*CallResult]{}, err
 	}
 	msg := "ok"
 	if out.Error != nil {
 		msg = string(out.Error.Kind) + ": " + out.Error.Message
 	}
-	// At least once: an attempt whose completion Temporal lost is retried,
-	// and the gateway answers the retry from its idempotency store.
-	a.Metrics.ProgramToolCall(string(outcomeOf(out)))
-	a.publish(ctx, toolcall.Event{RunID: programOf(req.CallID), Kind: toolcall.EventToolResult, CallID: req.CallID, ToolID: req.ToolID,
-		ID: req.CallID + "/result", Message: msg})
-	return out, nil
+	return toolcall.Rendered[*CallResult]{Out: out, Kind: outcomeOf(out), Counted: true, Message: msg}, nil
 }
+
+// Publish publishes an event of the call; its loss is logged, never fails
+// the call.
+func (e programCalls) Publish(ctx context.Context, ev toolcall.Event) error {
+	e.a.publish(ctx, ev)
+	return nil
+}
+
+func (e programCalls) GatewayCall(d time.Duration) { e.a.Metrics.ProgramGatewayCall(d) }
+func (e programCalls) ToolCall(k toolcall.Kind)    { e.a.Metrics.ProgramToolCall(string(k)) }
 
 // callResultOf renders a gateway outcome as what the script sees, or as an
 // activity error Temporal retries (toolcall.Outcome.ActivityError).

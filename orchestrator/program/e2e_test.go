@@ -290,6 +290,22 @@ func TestEndToEndApproval(t *testing.T) {
 			if ids := s.fleet.SchemaTest.TypesFor(arg); len(ids) != tt.runs {
 				t.Fatalf("SchemaTest.Types ran %d times (%q), want %d", len(ids), ids, tt.runs)
 			}
+			// The history replays on the current code; TestReplay replays the
+			// one recorded (TOOLFLEET_RECORD_HISTORY=1) before the approval
+			// step was shared with runs.
+			hist := history(t, s.temporal, id)
+			if err := replayer(s.store).ReplayWorkflowHistory(nil, hist); err != nil {
+				t.Fatalf("replay: %v", err)
+			}
+			if os.Getenv("TOOLFLEET_RECORD_HISTORY") == "1" {
+				b, err := protojson.MarshalOptions{Indent: "  "}.Marshal(hist)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(filepath.Join("testdata", "program_history_"+id+".json"), b, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
 		})
 	}
 }

@@ -526,7 +526,7 @@ func (r *runner) invoke(th *starlark.Thread, t *boundTool, kwargs []starlark.Tup
 	req := CallRequest{CallID: CallID(r.in.ProgramID, r.calls), ToolID: t.ID, InputJSON: string(in),
 		Principal: r.in.Principal, MaxValueBytes: r.lim.MaxValueBytes}
 
-	if t.RequiresApproval || toolcall.PolicyNeedsApproval(r.in.Approval, t.ID) {
+	if t.NeedsApproval(r.in.Approval) {
 		approver, denial, err := r.approval(ctx, req)
 		if err != nil {
 			return nil, err
@@ -586,32 +586,35 @@ func (r *runner) activityContext(ctx workflow.Context, t *boundTool) workflow.Co
 	return workflow.WithActivityOptions(ctx, opts)
 }
 
-// approval waits for DecideApproval on req's call. It returns the approver, or
-// the denial the script sees.
+// approval is the approval step (toolcall.Gate.Approve) of req's call,
+// within the program's deadline. It returns the approver, or the denial the
+// script sees.
 func (r *runner) approval(ctx workflow.Context, req CallRequest) (string, *CallError, error) {
-	r.gate.Request(toolcall.Pending{CallID: req.CallID, ToolID: req.ToolID, InputJSON: req.InputJSON,
-		RequestedAt: workflow.Now(ctx)})
-	r.status = StatusWaitingApproval
-	r.publish(ctx, toolcall.EventApprovalRequested, req.CallID, req.ToolID, req.InputJSON)
-	wait := min(r.lim.ApprovalWait, r.dead.Sub(workflow.Now(ctx)))
-	d, decided, err := r.gate.Wait(ctx, req.CallID, wait)
-	if len(r.gate.Pending()) == 0 {
-		r.status = StatusRunning
-	}
-	if err != nil {
+	approver, denial, err := r.gate.Approve(ctx, toolcall.Approval{
+		Pending:   toolcall.Pending{CallID: req.CallID, ToolID: req.ToolID, InputJSON: req.InputJSON},
+		Wait:      min(r.lim.ApprovalWait, r.dead.Sub(workflow.Now(ctx))),
+		Deadline:  r.dead,
+		Requested: req.InputJSON,
+		Announce: func(ctx workflow.Context, kind, msg string) {
+			r.publish(ctx, kind, req.CallID, req.ToolID, msg)
+		},
+		Waiting: func(waiting bool) {
+			r.status = StatusRunning
+			if waiting {
+				r.status = StatusWaitingApproval
+			}
+		},
+	})
+	switch {
+	case errors.Is(err, toolcall.ErrDeadline):
+		return "", nil, r.deadlineError()
+	case err != nil:
 		r.canceled = true
 		return "", nil, errCanceled
-	}
-	if !decided && !workflow.Now(ctx).Before(r.dead) {
-		return "", nil, r.deadlineError()
-	}
-	if !decided || !d.Approved {
-		denial := toolcall.Denial(d, decided, wait)
-		r.publish(ctx, toolcall.EventApprovalDecided, req.CallID, req.ToolID, "denied: "+denial)
+	case denial != "":
 		return "", &CallError{Kind: toolcall.KindDenied, Message: denial}, nil
 	}
-	r.publish(ctx, toolcall.EventApprovalDecided, req.CallID, req.ToolID, "approved by "+d.Approver)
-	return d.Approver, nil, nil
+	return approver, nil, nil
 }
 
 // print publishes a print event; past MaxPrints, prints are dropped.

@@ -44,6 +44,13 @@ func ToolOf(d *toolfleetv1.ToolDefinition) Tool {
 	return t
 }
 
+// NeedsApproval reports whether a call of t waits for a decision: its
+// contract asks for one, or the workflow's approval policy does
+// ([PolicyNeedsApproval]).
+func (t Tool) NeedsApproval(policy []string) bool {
+	return t.RequiresApproval || PolicyNeedsApproval(policy, t.ID)
+}
+
 // Defaults of a call activity for a tool whose contract leaves them unset.
 //
 // The gateway applies the tool's own timeout (its default is 30 s); the
