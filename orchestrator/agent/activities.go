@@ -222,18 +222,11 @@ func (a *Activities) AppendInput(ctx context.Context, in AppendInput) (int, erro
 	return len(msgs), a.Store.Append(ctx, in.RunID, in.Seq, msgs...)
 }
 
-// PublishEvent publishes one run event (deduplicated by its id). The event
-// that ends a run counts it once: a retry whose event the stream already has
-// is not counted again.
+// PublishEvent publishes one run event (deduplicated by its id): the one
+// event activity (toolcall.PublishEvent). The event that ends a run counts
+// it once: a retry whose event the stream already has is not counted again.
 func (a *Activities) PublishEvent(ctx context.Context, ev toolcall.Event) error {
-	stored, err := a.Events.PublishNew(ctx, ev)
-	if err != nil {
-		return err
-	}
-	if status := endStatus(ev); stored && status != "" {
-		a.Metrics.RunFinished(status)
-	}
-	return nil
+	return toolcall.PublishEvent(ctx, a.Events, ev, func(ev toolcall.Event) { a.Metrics.RunFinished(endStatus(ev)) })
 }
 
 // endStatus is the status of a run that ev ends, or "" when ev ends none.

@@ -27,27 +27,18 @@ type Gateway interface {
 	CallTool(ctx context.Context, req *toolfleetv1.CallToolRequest) (*client.Result, error)
 }
 
-// EventPublisher publishes run events; a repeat of an event id must be
-// dropped. *agent.Events (JetStream, Nats-Msg-Id) implements it.
-type EventPublisher interface {
-	Publish(ctx context.Context, ev toolcall.Event) error
-}
-
 // Activities are the program's activities; register them with
 // RegisterActivities. Gateway must be built without client-side retries
 // (client.WithRetry(client.RetryPolicy{MaxAttempts: 1})): Temporal retries.
 type Activities struct {
 	Gateway Gateway
-	Events  EventPublisher
+	Events  toolcall.EventPublisher
 	// Metrics, when set, records tool calls and how programs end.
 	Metrics *metrics.Metrics
 	// Quota, when set, refuses a call of a program whose values are over
 	// its owner's quota or the shared store's room (valuequota.go).
 	Quota ValueQuota
 }
-
-// A toolcall.Publisher also reports whether the event was new (not a repeat
-// of its id); metrics count an ending once with it, and at least once without.
 
 // ResolveRequest is ResolveProgramTools' input.
 type ResolveRequest struct {
@@ -201,23 +192,15 @@ func outcomeOf(r *CallResult) toolcall.Kind {
 	return toolcall.KindOK
 }
 
-// PublishProgramEvent publishes one program event. The event that ends a
-// program counts it in the metrics.
+// PublishProgramEvent publishes one program event: the one event activity
+// (toolcall.PublishEvent). The event that ends a program counts it in the
+// metrics.
 func (a *Activities) PublishProgramEvent(ctx context.Context, ev toolcall.Event) error {
-	stored := true
-	var err error
-	switch p := a.Events.(type) {
-	case nil:
-	case toolcall.Publisher:
-		stored, err = p.PublishNew(ctx, ev)
-	default:
-		err = p.Publish(ctx, ev)
-	}
+	err := toolcall.PublishEvent(ctx, a.Events, ev, func(ev toolcall.Event) {
+		a.Metrics.ProgramFinished(endStatus(ev.Kind), limitLabel(ev.Limit))
+	})
 	if err != nil {
-		return fmt.Errorf("program: publish %s: %w", ev.Kind, err)
-	}
-	if status := endStatus(ev.Kind); stored && status != "" {
-		a.Metrics.ProgramFinished(status, limitLabel(ev.Limit))
+		return fmt.Errorf("program: %w", err)
 	}
 	return nil
 }
