@@ -23,6 +23,7 @@ import (
 	"github.com/toolfleet/toolfleet/gen/toolfleet/v1/toolfleetv1connect"
 	"github.com/toolfleet/toolfleet/orchestrator/agent"
 	"github.com/toolfleet/toolfleet/orchestrator/agentapi"
+	"github.com/toolfleet/toolfleet/orchestrator/ids"
 	"github.com/toolfleet/toolfleet/orchestrator/program"
 	"github.com/toolfleet/toolfleet/orchestrator/runner"
 	"github.com/toolfleet/toolfleet/orchestrator/toolcall"
@@ -60,7 +61,7 @@ type OrchestrationConfig struct {
 func (o *OrchestrationConfig) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.TemporalAddress, "temporal-address", "", "Temporal frontend host:port; serves AgentService and ProgramService (needs --nats-url); empty: runs and programs answer FAILED_PRECONDITION")
 	fs.StringVar(&o.Namespace, "namespace", "default", "Temporal namespace of runs and programs (the orchestrator's)")
-	fs.StringVar(&o.TaskQueue, "task-queue", toolcall.TaskQueue, "Temporal task queue the orchestrator polls (the orchestrator's --task-queue)")
+	fs.StringVar(&o.TaskQueue, "task-queue", ids.TaskQueue, "Temporal task queue the orchestrator polls (the orchestrator's --task-queue)")
 	fs.StringVar(&o.TemporalTLS.CAFile, "temporal-tls-ca-file", "", "PEM CAs to trust for Temporal; any --temporal-tls-* flag turns TLS on")
 	fs.StringVar(&o.TemporalTLS.CertFile, "temporal-tls-cert-file", "", "client certificate for Temporal mTLS (re-read on every handshake)")
 	fs.StringVar(&o.TemporalTLS.KeyFile, "temporal-tls-key-file", "", "client key for Temporal mTLS")

@@ -19,6 +19,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
+	"github.com/toolfleet/toolfleet/orchestrator/ids"
 	"github.com/toolfleet/toolfleet/orchestrator/metrics"
 	"github.com/toolfleet/toolfleet/orchestrator/program"
 	"github.com/toolfleet/toolfleet/orchestrator/toolcall"
@@ -483,7 +484,7 @@ func (e runCalls) Prepare(ctx context.Context, in CallToolInput) (toolcall.Call,
 			fmt.Sprintf("message %d has no call %d", in.CallSeq, in.Index), toolcall.ErrTypeConfig, nil)
 	}
 	call := calls[in.Index]
-	c := toolcall.Call{RunID: in.RunID, Turn: in.Turn, CallID: CallID(in.RunID, in.Turn, in.Index), ToolID: call.GetName(),
+	c := toolcall.Call{RunID: in.RunID, Turn: in.Turn, CallID: ids.RunCall(in.RunID, in.Turn, in.Index), ToolID: call.GetName(),
 		Input: call.GetArguments(), Principal: in.Principal, Approver: in.Approver, Origin: call}
 	if in.Tool != nil {
 		c.ToolID = in.Tool.ID

@@ -2,8 +2,6 @@ package agent
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"time"
@@ -14,6 +12,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
+	"github.com/toolfleet/toolfleet/orchestrator/ids"
 	"github.com/toolfleet/toolfleet/orchestrator/program"
 	"github.com/toolfleet/toolfleet/orchestrator/toolcall"
 	"github.com/toolfleet/toolfleet/sdk/llm"
@@ -63,17 +62,6 @@ type ProgramOutcome struct {
 	Content string `json:"content"`
 }
 
-// ProgramID is the deterministic id of the program run by call index of turn:
-// a valid run id (programs share the run event subjects), unique per run.
-func ProgramID(runID string, turn, index int) string {
-	id := fmt.Sprintf("%s-program-%d-%d", runID, turn, index)
-	if ValidRunID(id) == nil {
-		return id
-	}
-	sum := sha256.Sum256([]byte(id))
-	return fmt.Sprintf("%s-%s-program-%d-%d", runID[:40], hex.EncodeToString(sum[:8]), turn, index)
-}
-
 // runProgramDefinition is the tool a code-mode model sees.
 func runProgramDefinition() *toolfleetv1.ToolDefinition {
 	schema, err := structpb.NewStruct(map[string]any{
@@ -117,10 +105,10 @@ func (a *Activities) ReadProgramCall(ctx context.Context, in ProgramCall) (Progr
 		return ProgramSource{}, temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("message %d has no call %d", in.CallSeq, in.Index), toolcall.ErrTypeConfig, nil)
 	}
-	callID := CallID(in.RunID, in.Turn, in.Index)
+	callID := ids.RunCall(in.RunID, in.Turn, in.Index)
 	if err := a.Events.Publish(ctx, toolcall.Event{RunID: in.RunID, Kind: toolcall.EventToolCall, Turn: in.Turn, CallID: callID,
 		ToolID: RunProgramTool, ID: callID + "/call", Time: time.Now(),
-		Message: "program " + ProgramID(in.RunID, in.Turn, in.Index)}); err != nil {
+		Message: "program " + ids.CodeModeProgram(in.RunID, in.Turn, in.Index)}); err != nil {
 		return ProgramSource{}, err
 	}
 	fields := calls[in.Index].GetArguments().GetFields()
@@ -189,7 +177,7 @@ func (r *run) runProgram(ctx workflow.Context, in CallToolInput) (CallToolResult
 
 // startProgram runs the child workflow and waits for its result.
 func (r *run) startProgram(ctx workflow.Context, in CallToolInput, src ProgramSource) (program.Output, error) {
-	id := ProgramID(r.in.RunID, in.Turn, in.Index)
+	id := ids.CodeModeProgram(r.in.RunID, in.Turn, in.Index)
 	deadline := DefaultProgramDeadline
 	if left := r.st.StartedAt.Add(orDefault(r.in.Spec.Budget.Deadline, DefaultDeadline)).Sub(workflow.Now(ctx)); left < deadline {
 		deadline = left

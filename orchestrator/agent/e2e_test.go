@@ -19,6 +19,7 @@ import (
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
 	"github.com/toolfleet/toolfleet/orchestrator/agent"
 	"github.com/toolfleet/toolfleet/orchestrator/agent/agenttest"
+	"github.com/toolfleet/toolfleet/orchestrator/ids"
 	"github.com/toolfleet/toolfleet/orchestrator/toolcall"
 	"github.com/toolfleet/toolfleet/sdk/llm"
 	"github.com/toolfleet/toolfleet/sdk/llm/anthropic"
@@ -227,8 +228,8 @@ func TestRuns(t *testing.T) {
 		if got := e.fleet.SchemaTest.TypesFor("approval-no"); len(got) != 0 {
 			t.Fatalf("the denied call ran: %v", got)
 		}
-		if got := e.fleet.SchemaTest.TypesFor("approval-yes"); len(got) != 1 || got[0] != agent.CallID(id, 1, 0) {
-			t.Fatalf("the approved call ran with ids %v, want once as %s", got, agent.CallID(id, 1, 0))
+		if got := e.fleet.SchemaTest.TypesFor("approval-yes"); len(got) != 1 || got[0] != ids.RunCall(id, 1, 0) {
+			t.Fatalf("the approved call ran with ids %v, want once as %s", got, ids.RunCall(id, 1, 0))
 		}
 	})
 
@@ -253,13 +254,13 @@ func TestRuns(t *testing.T) {
 			if st := e.waitEnd(t, id); st.Status != agent.StatusCompleted {
 				t.Fatalf("%s: state %+v, want completed", id, st)
 			}
-			ids := e.fleet.SchemaTest.TypesFor(tt.s)
-			if len(ids) != tt.runs {
-				t.Fatalf("%s: the tool ran %d times, want %d", id, len(ids), tt.runs)
+			callIDs := e.fleet.SchemaTest.TypesFor(tt.s)
+			if len(callIDs) != tt.runs {
+				t.Fatalf("%s: the tool ran %d times, want %d", id, len(callIDs), tt.runs)
 			}
-			for _, c := range ids {
-				if c != agent.CallID(id, 1, 0) {
-					t.Fatalf("%s: attempt with call id %q, want %q every time", id, c, agent.CallID(id, 1, 0))
+			for _, c := range callIDs {
+				if c != ids.RunCall(id, 1, 0) {
+					t.Fatalf("%s: attempt with call id %q, want %q every time", id, c, ids.RunCall(id, 1, 0))
 				}
 			}
 		}

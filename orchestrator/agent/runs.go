@@ -17,6 +17,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
+	"github.com/toolfleet/toolfleet/orchestrator/ids"
 	"github.com/toolfleet/toolfleet/orchestrator/toolcall"
 	"github.com/toolfleet/toolfleet/orchestrator/visibility"
 	"github.com/toolfleet/toolfleet/sdk/llm"
@@ -28,7 +29,7 @@ import (
 type Runs struct {
 	Temporal  client.Client
 	Store     *Store
-	TaskQueue string // default toolcall.TaskQueue
+	TaskQueue string // default ids.TaskQueue
 	// Visibility, when set, says whether starts may give runs their search
 	// attributes and memo (orchestrator/visibility); nil: they get none.
 	Visibility *visibility.Checker
@@ -78,7 +79,7 @@ func (r *Runs) queue() string {
 	if r.TaskQueue != "" {
 		return r.TaskQueue
 	}
-	return toolcall.TaskQueue
+	return ids.TaskQueue
 }
 
 // ErrRunIDTaken means the id names another principal's run, or a workflow

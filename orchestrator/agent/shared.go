@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/toolfleet/toolfleet/orchestrator/ids"
 	"github.com/toolfleet/toolfleet/orchestrator/toolcall"
 	"github.com/toolfleet/toolfleet/sdk/llm"
 )
@@ -57,7 +58,7 @@ const (
 // ValidRunID reports whether id can name a run: usable as a NATS subject
 // token, a KV key and part of call ids ("<run_id>/<turn>/<index>").
 func ValidRunID(id string) error {
-	if err := toolcall.ValidID(id); err != nil {
+	if err := ids.Valid(id); err != nil {
 		return fmt.Errorf("agent: run %w", err)
 	}
 	return nil
@@ -369,10 +370,4 @@ type RunState struct {
 	StartedAt    time.Time `json:"started_at"`
 	// Idle is true while a run that answered waits for SendMessage.
 	Idle bool `json:"idle,omitempty"`
-}
-
-// CallID is the deterministic id of call index of turn in run: the gateway's
-// idempotency key, so retries and replays never repeat a side effect.
-func CallID(runID string, turn, index int) string {
-	return fmt.Sprintf("%s/%d/%d", runID, turn, index)
 }

@@ -9,6 +9,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/toolfleet/toolfleet/orchestrator/ids"
 	"github.com/toolfleet/toolfleet/orchestrator/toolcall"
 	"github.com/toolfleet/toolfleet/orchestrator/visibility"
 )
@@ -436,7 +437,7 @@ func (r *run) countFailure(key string) int {
 // approve is the approval step (toolcall.Gate.Approve) of call index: no
 // decision within the run's approval timeout is a denial.
 func (r *run) approve(ctx workflow.Context, index, callSeq int, t *toolcall.Tool) (approver, denial string, err error) {
-	callID := CallID(r.in.RunID, r.st.Turn, index)
+	callID := ids.RunCall(r.in.RunID, r.st.Turn, index)
 	return r.gate.Approve(ctx, toolcall.Approval{
 		Pending: toolcall.Pending{CallID: callID, ToolID: t.ID, Turn: r.st.Turn, Index: index, CallSeq: callSeq},
 		Wait:    orDefault(r.in.Spec.Approval.Timeout, DefaultApprovalTimeout),

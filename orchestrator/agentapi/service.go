@@ -29,6 +29,7 @@ import (
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
 	"github.com/toolfleet/toolfleet/gen/toolfleet/v1/toolfleetv1connect"
 	"github.com/toolfleet/toolfleet/orchestrator/agent"
+	"github.com/toolfleet/toolfleet/orchestrator/ids"
 	"github.com/toolfleet/toolfleet/orchestrator/toolcall"
 	"github.com/toolfleet/toolfleet/orchestrator/toolcall/apibase"
 	"github.com/toolfleet/toolfleet/orchestrator/visibility"
@@ -218,7 +219,7 @@ func (s *Service) StartRun(ctx context.Context, r *connect.Request[toolfleetv1.S
 		if err := agent.ValidRunID(runID); err != nil {
 			return nil, connect.NewError(connect.CodeInvalidArgument, err)
 		}
-		if toolcall.Reserved(runID) { // the system makes these ids (triggers, code mode)
+		if ids.Reserved(runID) { // the system makes these ids (triggers, code mode)
 			return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("run id %q is reserved; choose another", runID))
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
+	"github.com/toolfleet/toolfleet/orchestrator/ids"
 	"github.com/toolfleet/toolfleet/orchestrator/metrics"
 	"github.com/toolfleet/toolfleet/orchestrator/toolcall"
 	"github.com/toolfleet/toolfleet/sdk/client"
@@ -126,7 +127,7 @@ func (e programCalls) Prepare(ctx context.Context, req CallRequest) (toolcall.Ca
 	if err := protojson.Unmarshal([]byte(req.InputJSON), in); err != nil {
 		return toolcall.Call{}, nil, temporal.NewNonRetryableApplicationError("the input is not a JSON object", toolcall.ErrTypeInput, err)
 	}
-	id := programOf(req.CallID)
+	id := ids.ProgramOf(req.CallID)
 	if refused, err := e.a.checkValues(ctx, id); refused != nil || err != nil {
 		return toolcall.Call{}, &refused, err
 	}
@@ -240,10 +241,4 @@ func (a *Activities) publish(ctx context.Context, ev toolcall.Event) {
 	if err := a.Events.Publish(ctx, ev); err != nil {
 		activity.GetLogger(ctx).Warn("program event not published", "kind", ev.Kind, "call_id", ev.CallID, "error", err)
 	}
-}
-
-// programOf is the program id in a call id "<program_id>/<n>".
-func programOf(callID string) string {
-	id, _, _ := strings.Cut(callID, "/")
-	return id
 }

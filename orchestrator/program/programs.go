@@ -19,6 +19,7 @@ import (
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/toolfleet/toolfleet/orchestrator/ids"
 	"github.com/toolfleet/toolfleet/orchestrator/toolcall"
 	"github.com/toolfleet/toolfleet/orchestrator/visibility"
 )
@@ -28,7 +29,7 @@ import (
 // tests use it.
 type Programs struct {
 	Temporal  client.Client
-	TaskQueue string // default toolcall.TaskQueue
+	TaskQueue string // default ids.TaskQueue
 	// Visibility, when set, says whether starts may give programs their
 	// search attributes (orchestrator/visibility); nil: they get none.
 	Visibility *visibility.Checker
@@ -109,7 +110,7 @@ func (p *Programs) queue() string {
 	if p.TaskQueue != "" {
 		return p.TaskQueue
 	}
-	return toolcall.TaskQueue
+	return ids.TaskQueue
 }
 
 // Start checks in (limits, syntax) and starts the program; the id is

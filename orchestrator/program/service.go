@@ -17,6 +17,7 @@ import (
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
 	"github.com/toolfleet/toolfleet/gen/toolfleet/v1/toolfleetv1connect"
+	"github.com/toolfleet/toolfleet/orchestrator/ids"
 	"github.com/toolfleet/toolfleet/orchestrator/toolcall"
 	"github.com/toolfleet/toolfleet/orchestrator/toolcall/apibase"
 	"github.com/toolfleet/toolfleet/orchestrator/visibility"
@@ -72,7 +73,7 @@ func (s *Service) RunProgram(ctx context.Context, req *connect.Request[toolfleet
 	if n := m.GetLimits().GetMaxSteps(); n < 0 { // limitsOf would take it for the default
 		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("limits.%s %d is negative: want 0 (the default) up to %d", LimitSteps, n, MaxSteps))
 	}
-	if toolcall.Reserved(m.GetProgramId()) { // the system makes these ids (triggers, code mode)
+	if ids.Reserved(m.GetProgramId()) { // the system makes these ids (triggers, code mode)
 		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("program id %q is reserved; choose another", m.GetProgramId()))
 	}
 	in := Input{ProgramID: m.GetProgramId(), Filename: m.GetFilename(), Source: m.GetSource(), Tools: m.GetTools(),

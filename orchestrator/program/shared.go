@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/toolfleet/toolfleet/orchestrator/ids"
 	"github.com/toolfleet/toolfleet/orchestrator/toolcall"
 )
 
@@ -230,7 +231,7 @@ const DefaultFilename = "program.star"
 // subject token and as the prefix of call ids, exactly like a run id (programs
 // share the run event subjects).
 func ValidProgramID(id string) error {
-	if err := toolcall.ValidID(id); err != nil {
+	if err := ids.Valid(id); err != nil {
 		return fmt.Errorf("program: %w", err)
 	}
 	return nil
@@ -342,6 +343,3 @@ type State struct {
 	Pending   []toolcall.Pending `json:"pending,omitempty"`
 	StartedAt time.Time          `json:"started_at"`
 }
-
-// CallID is the deterministic id of the n-th call (from 1) of a program.
-func CallID(programID string, n int) string { return fmt.Sprintf("%s/%d", programID, n) }

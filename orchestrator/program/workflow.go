@@ -11,6 +11,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/toolfleet/toolfleet/orchestrator/ids"
 	"github.com/toolfleet/toolfleet/orchestrator/toolcall"
 	"github.com/toolfleet/toolfleet/orchestrator/visibility"
 )
@@ -523,7 +524,7 @@ func (r *runner) invoke(th *starlark.Thread, t *boundTool, kwargs []starlark.Tup
 		return nil, &limitError{limit: LimitToolCalls, msg: fmt.Sprintf("the program made more than %d tool calls", r.lim.MaxToolCalls)}
 	}
 	r.calls++
-	req := CallRequest{CallID: CallID(r.in.ProgramID, r.calls), ToolID: t.ID, InputJSON: string(in),
+	req := CallRequest{CallID: ids.ProgramCall(r.in.ProgramID, r.calls), ToolID: t.ID, InputJSON: string(in),
 		Principal: r.in.Principal, MaxValueBytes: r.lim.MaxValueBytes}
 
 	if t.NeedsApproval(r.in.Approval) {

@@ -3,7 +3,6 @@ package toolcall
 import (
 	"context"
 	"fmt"
-	"regexp"
 	"time"
 
 	"google.golang.org/protobuf/encoding/protojson"
@@ -119,16 +118,4 @@ func DecodeEvent(data []byte) (*toolfleetv1.RunEvent, error) {
 		return nil, fmt.Errorf("toolcall: decode event: %w", err)
 	}
 	return ev, nil
-}
-
-// idPattern keeps run and program ids usable as NATS subject tokens, KV keys
-// and parts of call ids.
-var idPattern = regexp.MustCompile(`^[A-Za-z0-9_=-]{1,100}$`)
-
-// ValidID reports whether id can name a run or a program.
-func ValidID(id string) error {
-	if !idPattern.MatchString(id) {
-		return fmt.Errorf("id %q: want 1-100 of A-Z a-z 0-9 _ = -", id)
-	}
-	return nil
 }

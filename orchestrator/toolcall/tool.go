@@ -9,10 +9,6 @@ import (
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
 )
 
-// TaskQueue is the default task queue of the orchestrator: one worker serves
-// agent runs and programs (code mode runs programs as child workflows on it).
-const TaskQueue = "toolfleet-agent"
-
 // Tool is what a workflow needs to know of a tool to schedule a call: its
 // identity, its behaviour hints and the timeouts and retries of its contract.
 // It travels in history; the JSON names are those of the histories recorded

@@ -79,23 +79,6 @@ func TestOptions(t *testing.T) {
 	}
 }
 
-func TestReserved(t *testing.T) {
-	t.Parallel()
-	for id, want := range map[string]bool{
-		"trg_orders_m17":                   true,
-		"run-1-program-2-0":                true,
-		"abc-0123456789abcdef-program-9-1": true,
-		"trg-orders-1":                     false,
-		"my-program":                       false,
-		"weekly-report":                    false,
-		"program-1-0x":                     false,
-	} {
-		if got := toolcall.Reserved(id); got != want {
-			t.Errorf("Reserved(%q) = %v, want %v", id, got, want)
-		}
-	}
-}
-
 func TestDenial(t *testing.T) {
 	t.Parallel()
 	for _, tt := range []struct {

@@ -22,6 +22,7 @@ import (
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
 	"github.com/toolfleet/toolfleet/orchestrator/agent"
+	"github.com/toolfleet/toolfleet/orchestrator/ids"
 	"github.com/toolfleet/toolfleet/orchestrator/program"
 	"github.com/toolfleet/toolfleet/orchestrator/toolcall"
 	"github.com/toolfleet/toolfleet/sdk/jsassets"
@@ -299,15 +300,15 @@ func runID(name string, msg jetstream.Msg) (string, error) {
 	if mid := msg.Headers().Get(nats.MsgIdHdr); mid != "" {
 		if !msgIDPattern.MatchString(mid) {
 			sum := sha256.Sum256([]byte(mid))
-			return "trg_" + name + "_h" + hex.EncodeToString(sum[:16]), nil
+			return ids.Trigger(name, 'h', hex.EncodeToString(sum[:16])), nil
 		}
-		return "trg_" + name + "_m" + mid, nil
+		return ids.Trigger(name, 'm', mid), nil
 	}
 	md, err := msg.Metadata()
 	if err != nil {
 		return "", fmt.Errorf("message without stream metadata: %w", err)
 	}
-	return "trg_" + name + "_s" + strconv.FormatUint(md.Sequence.Stream, 10), nil
+	return ids.Trigger(name, 's', strconv.FormatUint(md.Sequence.Stream, 10)), nil
 }
 
 // deadLetter stores msg on the dead-letter subject with the reason.
