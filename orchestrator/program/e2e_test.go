@@ -181,18 +181,7 @@ func TestEndToEnd(t *testing.T) {
 	if err := worker.NewWorkflowReplayer().ReplayWorkflowHistory(nil, hist); err == nil {
 		t.Fatal("a replayer without ProgramWorkflow replayed the history: the test cannot tell a replay")
 	}
-	if err := replayer(s.store).ReplayWorkflowHistory(nil, hist); err != nil {
-		t.Fatalf("replay: %v", err)
-	}
-	if os.Getenv("TOOLFLEET_RECORD_HISTORY") == "1" {
-		b, err := protojson.MarshalOptions{Indent: "  "}.Marshal(hist)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join("testdata", "program_history.json"), b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	replayAndRecord(t, s, hist, "program_history.json")
 }
 
 func TestEndToEndErrors(t *testing.T) {
@@ -293,20 +282,27 @@ func TestEndToEndApproval(t *testing.T) {
 			// The history replays on the current code; TestReplay replays the
 			// one recorded (TOOLFLEET_RECORD_HISTORY=1) before the approval
 			// step was shared with runs.
-			hist := history(t, s.temporal, id)
-			if err := replayer(s.store).ReplayWorkflowHistory(nil, hist); err != nil {
-				t.Fatalf("replay: %v", err)
-			}
-			if os.Getenv("TOOLFLEET_RECORD_HISTORY") == "1" {
-				b, err := protojson.MarshalOptions{Indent: "  "}.Marshal(hist)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if err := os.WriteFile(filepath.Join("testdata", "program_history_"+id+".json"), b, 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
+			replayAndRecord(t, s, history(t, s.temporal, id), "program_history_"+id+".json")
 		})
+	}
+}
+
+// replayAndRecord replays hist on the current code and, with
+// TOOLFLEET_RECORD_HISTORY=1, writes it to testdata/name for TestReplay.
+func replayAndRecord(t *testing.T, s *stack, hist *historypb.History, name string) {
+	t.Helper()
+	if err := replayer(s.store).ReplayWorkflowHistory(nil, hist); err != nil {
+		t.Fatalf("replay: %v", err)
+	}
+	if os.Getenv("TOOLFLEET_RECORD_HISTORY") != "1" {
+		return
+	}
+	b, err := protojson.MarshalOptions{Indent: "  "}.Marshal(hist)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join("testdata", name), b, 0o644); err != nil {
+		t.Fatal(err)
 	}
 }
 
