@@ -19,9 +19,23 @@ var layerRules = []struct {
 	{"sdk/", []string{"services/", "orchestrator/", "workers/", "cmd/", "internal/devstack", "internal/demo"}},
 	{"gen/", []string{"sdk/", "services/", "orchestrator/", "workers/", "cmd/", "internal/"}},
 	{"internal/", []string{"services/", "orchestrator/", "workers/", "cmd/"}},
-	{"services/", []string{"cmd/"}},
+	// The gateway never depends on the orchestrator: the orchestrator is a
+	// client of the gateway (through sdk/client), mounted next to it by cmd/.
+	{"services/", []string{"cmd/", "orchestrator/"}},
 	{"orchestrator/", []string{"cmd/"}},
 	{"workers/", []string{"cmd/", "services/", "orchestrator/"}},
+
+	// Inside orchestrator/ (docs/architecture.md, "The orchestrator"): ids
+	// at the bottom, then the one engine (toolcall), then the workflow kinds
+	// built on it, then their APIs, triggers and the process.
+	{"orchestrator/ids", []string{"orchestrator/toolcall", "orchestrator/agent", "orchestrator/agentapi", "orchestrator/program",
+		"orchestrator/runner", "orchestrator/trigger", "orchestrator/metrics", "orchestrator/visibility", "services/", "sdk/"}},
+	{"orchestrator/toolcall", []string{"orchestrator/agent", "orchestrator/agentapi", "orchestrator/program",
+		"orchestrator/runner", "orchestrator/trigger", "orchestrator/metrics", "orchestrator/visibility"}},
+	{"orchestrator/metrics", []string{"orchestrator/agent", "orchestrator/program", "orchestrator/toolcall"}},
+	{"orchestrator/visibility", []string{"orchestrator/agent", "orchestrator/program", "orchestrator/toolcall"}},
+	{"orchestrator/program", []string{"orchestrator/runner", "orchestrator/trigger"}},
+	{"orchestrator/agent", []string{"orchestrator/agentapi", "orchestrator/runner", "orchestrator/trigger"}},
 }
 
 // productionRules hold for the packages' own (non-test) imports: services/
@@ -32,13 +46,31 @@ var productionRules = []struct {
 	forbidden []string
 }{
 	{"services/", []string{"workers/", "e2e"}},
-	{"orchestrator/", []string{"e2e"}},
+	// Tests of the orchestrator may start a real gateway; its code may not.
+	{"orchestrator/", []string{"e2e", "services/"}},
+	// Runs start programs (code mode), never the other way round; programs'
+	// tests drive code-mode runs and both services.
+	{"orchestrator/program", []string{"orchestrator/agent", "orchestrator/agentapi"}},
 	{"workers/", []string{"e2e"}},
 	{"internal/", []string{"e2e"}},
 	// The llm core sits under its layers (docs/architecture.md, "sdk/llm"):
 	// the scripted test model, the provider clients and the spec opener
 	// import it, never the reverse. Its external tests may use llmtest.
 	{"sdk/llm$", []string{"sdk/llm/llmtest", "sdk/llm/models", "sdk/llm/openai", "sdk/llm/anthropic", "sdk/llm/gemini"}},
+}
+
+// under reports whether the package rel is path, or under it: a path ending
+// in "/" is a prefix ("sdk/"), any other names a package and its
+// subpackages ("orchestrator/agent" is not "orchestrator/agentapi"), and
+// one ending in "$" names exactly one package ("sdk/llm$").
+func under(rel, path string) bool {
+	if exact, ok := strings.CutSuffix(path, "$"); ok {
+		return rel == exact
+	}
+	if strings.HasSuffix(path, "/") {
+		return strings.HasPrefix(rel, path)
+	}
+	return rel == path || strings.HasPrefix(rel, path+"/")
 }
 
 // violations lists "pkg imports dep" for every broken rule.
@@ -53,7 +85,7 @@ func violations(imports map[string][]string, layerRules []struct {
 			continue
 		}
 		for _, rule := range layerRules {
-			if exact, ok := strings.CutSuffix(rule.from, "$"); ok && rel != exact || !ok && !strings.HasPrefix(rel, rule.from) {
+			if !under(rel, rule.from) {
 				continue
 			}
 			for _, dep := range deps {
@@ -62,7 +94,7 @@ func violations(imports map[string][]string, layerRules []struct {
 					continue
 				}
 				for _, bad := range rule.forbidden {
-					if strings.HasPrefix(drel, bad) {
+					if under(drel, bad) {
 						out = append(out, pkg+" imports "+dep)
 					}
 				}
@@ -129,5 +161,22 @@ func TestLayeringRulesCatchViolations(t *testing.T) {
 	}, layerRules)
 	if len(got) != 1 {
 		t.Fatalf("violations = %v, want the sdk→demo import", got)
+	}
+	// Inside orchestrator/: a package name is not a prefix of its neighbours'.
+	got = violations(map[string][]string{
+		module + "orchestrator/toolcall":     {module + "orchestrator/agent"},
+		module + "orchestrator/agentapi":     {module + "orchestrator/agent", module + "orchestrator/program"},
+		module + "orchestrator/ids":          {module + "orchestrator/idsx"},
+		module + "services/gateway/registry": {module + "orchestrator/ids"},
+	}, layerRules)
+	if len(got) != 2 {
+		t.Fatalf("violations = %v, want the toolcall→agent and services→orchestrator imports", got)
+	}
+	got = violations(map[string][]string{
+		module + "orchestrator/program":             {module + "orchestrator/agent"},
+		module + "orchestrator/program/internal/sw": {module + "services/gateway"},
+	}, productionRules)
+	if len(got) != 2 {
+		t.Fatalf("violations = %v, want the program→agent and orchestrator→services imports", got)
 	}
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/toolfleet/toolfleet/orchestrator/agent"
 	"github.com/toolfleet/toolfleet/orchestrator/agent/agenttest"
 	"github.com/toolfleet/toolfleet/orchestrator/runner"
+	"github.com/toolfleet/toolfleet/orchestrator/toolcall"
 	"github.com/toolfleet/toolfleet/sdk/llm"
 	"github.com/toolfleet/toolfleet/sdk/llm/llmtest"
 )
@@ -98,7 +99,7 @@ func BenchmarkAgentStep(b *testing.B) {
 		id := fmt.Sprintf("agent-%d", i)
 		began = time.Now()
 		if _, err := o.Runs.Start(ctx, id, agent.RunSpec{Model: agent.ModelSpec{Spec: llm.Spec{Provider: "scripted", Name: "bench"}},
-			Tools: []string{"Calculator.Add"}, IdleTimeout: -1}, agent.Principal{}, llm.User("go")); err != nil {
+			Tools: []string{"Calculator.Add"}, IdleTimeout: -1}, toolcall.Principal{}, llm.User("go")); err != nil {
 			b.Fatal(err)
 		}
 		waitCompleted(ctx, b, js, id)
@@ -126,8 +127,8 @@ func BenchmarkAgentStep(b *testing.B) {
 
 // waitCompleted waits for the run's completed event (never on the workflow result).
 func waitCompleted(ctx context.Context, b *testing.B, js jetstream.JetStream, runID string) {
-	cons, err := js.OrderedConsumer(ctx, agent.DefaultEventStream, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{agent.EventSubject(runID, agent.EventCompleted)}})
+	cons, err := js.OrderedConsumer(ctx, toolcall.DefaultEventStream, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{agent.EventSubject(runID, toolcall.EventCompleted)}})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -198,8 +199,8 @@ func BenchmarkAgentConcurrentRuns(b *testing.B) {
 		rawTime += time.Since(began)
 
 		prefix := fmt.Sprintf("many-%d-", it)
-		cons, err := js.OrderedConsumer(ctx, agent.DefaultEventStream, jetstream.OrderedConsumerConfig{
-			FilterSubjects: []string{agent.EventSubjectPrefix + "*." + agent.EventCompleted, agent.EventSubjectPrefix + "*." + agent.EventFailed},
+		cons, err := js.OrderedConsumer(ctx, toolcall.DefaultEventStream, jetstream.OrderedConsumerConfig{
+			FilterSubjects: []string{toolcall.EventSubjectPrefix + "*." + toolcall.EventCompleted, toolcall.EventSubjectPrefix + "*." + toolcall.EventFailed},
 			DeliverPolicy:  jetstream.DeliverNewPolicy})
 		if err != nil {
 			b.Fatal(err)
@@ -208,7 +209,7 @@ func BenchmarkAgentConcurrentRuns(b *testing.B) {
 		for i := range n {
 			g.Go(func() error {
 				_, err := o.Runs.Start(ctx, fmt.Sprintf("%s%d", prefix, i), agent.RunSpec{Model: agent.ModelSpec{Spec: llm.Spec{Provider: "scripted", Name: "many"}},
-					Tools: []string{"Calculator.Add"}, IdleTimeout: -1}, agent.Principal{}, llm.User("go"))
+					Tools: []string{"Calculator.Add"}, IdleTimeout: -1}, toolcall.Principal{}, llm.User("go"))
 				return err
 			})
 		}
@@ -221,10 +222,10 @@ func BenchmarkAgentConcurrentRuns(b *testing.B) {
 			if err != nil {
 				b.Fatalf("%d of %d runs ended: %v", done, n, err)
 			}
-			if !strings.HasPrefix(strings.TrimPrefix(msg.Subject(), agent.EventSubjectPrefix), prefix) {
+			if !strings.HasPrefix(strings.TrimPrefix(msg.Subject(), toolcall.EventSubjectPrefix), prefix) {
 				continue
 			}
-			if strings.HasSuffix(msg.Subject(), "."+agent.EventFailed) {
+			if strings.HasSuffix(msg.Subject(), "."+toolcall.EventFailed) {
 				b.Fatalf("run failed: %s", msg.Data())
 			}
 			done++

@@ -17,6 +17,7 @@ import (
 	"github.com/toolfleet/toolfleet/orchestrator/agent"
 	"github.com/toolfleet/toolfleet/orchestrator/agent/agenttest"
 	"github.com/toolfleet/toolfleet/orchestrator/runner"
+	"github.com/toolfleet/toolfleet/orchestrator/toolcall"
 	"github.com/toolfleet/toolfleet/sdk/llm"
 	"github.com/toolfleet/toolfleet/sdk/llm/llmtest"
 )
@@ -87,7 +88,7 @@ func BenchmarkCodeMode(b *testing.B) {
 			id := fmt.Sprintf("%s-%d", s.model, i)
 			began := time.Now()
 			if _, err := o.Runs.Start(ctx, id, agent.RunSpec{Model: agent.ModelSpec{Spec: llm.Spec{Provider: "scripted", Name: s.model}},
-				Tools: []string{"Calculator.Multiply"}, CodeMode: s.codeMode, IdleTimeout: -1}, agent.Principal{},
+				Tools: []string{"Calculator.Multiply"}, CodeMode: s.codeMode, IdleTimeout: -1}, toolcall.Principal{},
 				llm.User("What is the sum of the squares of 1 to 10?")); err != nil {
 				b.Fatal(err)
 			}

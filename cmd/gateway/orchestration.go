@@ -24,8 +24,10 @@ import (
 	"github.com/toolfleet/toolfleet/internal/grpcadapt"
 	"github.com/toolfleet/toolfleet/orchestrator/agent"
 	"github.com/toolfleet/toolfleet/orchestrator/agentapi"
+	"github.com/toolfleet/toolfleet/orchestrator/ids"
 	"github.com/toolfleet/toolfleet/orchestrator/program"
 	"github.com/toolfleet/toolfleet/orchestrator/runner"
+	"github.com/toolfleet/toolfleet/orchestrator/toolcall"
 	"github.com/toolfleet/toolfleet/orchestrator/trigger"
 	"github.com/toolfleet/toolfleet/orchestrator/visibility"
 	"github.com/toolfleet/toolfleet/sdk/natsconn"
@@ -61,7 +63,7 @@ type OrchestrationConfig struct {
 func (o *OrchestrationConfig) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.TemporalAddress, "temporal-address", "", "Temporal frontend host:port; serves AgentService and ProgramService (needs --nats-url); empty: runs and programs answer FAILED_PRECONDITION")
 	fs.StringVar(&o.Namespace, "namespace", "default", "Temporal namespace of runs and programs (the orchestrator's)")
-	fs.StringVar(&o.TaskQueue, "task-queue", agent.TaskQueue, "Temporal task queue the orchestrator polls (the orchestrator's --task-queue)")
+	fs.StringVar(&o.TaskQueue, "task-queue", ids.TaskQueue, "Temporal task queue the orchestrator polls (the orchestrator's --task-queue)")
 	fs.StringVar(&o.TemporalTLS.CAFile, "temporal-tls-ca-file", "", "PEM CAs to trust for Temporal; any --temporal-tls-* flag turns TLS on")
 	fs.StringVar(&o.TemporalTLS.CertFile, "temporal-tls-cert-file", "", "client certificate for Temporal mTLS (re-read on every handshake)")
 	fs.StringVar(&o.TemporalTLS.KeyFile, "temporal-tls-key-file", "", "client key for Temporal mTLS")
@@ -269,8 +271,8 @@ func (o *orchestration) connect(ctx context.Context, js jetstream.JetStream, tc 
 	}
 	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	if _, err := js.Stream(cctx, agent.DefaultEventStream); err != nil {
-		return nil, fmt.Errorf("the run event stream %s (the orchestrator creates it): %w", agent.DefaultEventStream, err)
+	if _, err := js.Stream(cctx, toolcall.DefaultEventStream); err != nil {
+		return nil, fmt.Errorf("the run event stream %s (the orchestrator creates it): %w", toolcall.DefaultEventStream, err)
 	}
 	return agent.BindStore(cctx, js, agent.StoreConfig{})
 }

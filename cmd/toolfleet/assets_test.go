@@ -14,6 +14,7 @@ import (
 	"github.com/toolfleet/toolfleet/internal/natsx/natstest"
 	"github.com/toolfleet/toolfleet/orchestrator/agent"
 	"github.com/toolfleet/toolfleet/orchestrator/program"
+	"github.com/toolfleet/toolfleet/orchestrator/toolcall"
 	"github.com/toolfleet/toolfleet/orchestrator/trigger"
 	"github.com/toolfleet/toolfleet/sdk/jsassets"
 	"github.com/toolfleet/toolfleet/services/gateway"
@@ -59,7 +60,7 @@ func TestEveryAssetTakesTheConfiguration(t *testing.T) {
 		t.Fatal(err)
 	}
 	triggers := &trigger.Config{Triggers: []trigger.Trigger{{Name: "noop", Subject: "toolfleet.triggers.noop",
-		RunAs: agent.Principal{Subject: "assets-test"}, Program: &trigger.ProgramTarget{Source: `result = 1`}}}}
+		RunAs: toolcall.Principal{Subject: "assets-test"}, Program: &trigger.ProgramTarget{Source: `result = 1`}}}}
 	r, err := trigger.Start(ctx, js, triggers, trigger.Options{Programs: &program.Programs{}, Assets: cfg, Logger: log})
 	if err != nil {
 		t.Fatal(err)

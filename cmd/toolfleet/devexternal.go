@@ -14,6 +14,7 @@ import (
 	"github.com/toolfleet/toolfleet/internal/devstack"
 	"github.com/toolfleet/toolfleet/orchestrator/agent"
 	"github.com/toolfleet/toolfleet/orchestrator/agentapi"
+	"github.com/toolfleet/toolfleet/orchestrator/ids"
 	"github.com/toolfleet/toolfleet/orchestrator/program"
 	"github.com/toolfleet/toolfleet/sdk/natsconn"
 )
@@ -54,10 +55,10 @@ func serveExternal(stack *devstack.Stack, cfg devConfig, fl *fleet, agents *agen
 			ccancel()
 			if err == nil {
 				values.Set(store)
-				agents.late.Set(&agentapi.Service{Runs: &agent.Runs{Temporal: tc, Store: store, TaskQueue: agent.TaskQueue},
+				agents.late.Set(&agentapi.Service{Runs: &agent.Runs{Temporal: tc, Store: store, TaskQueue: ids.TaskQueue},
 					JS: js, NC: nc, Auth: auth, Log: log, Endpoints: o.Endpoints, CheckEndpoints: true})
-				programs.late.Set(&program.Service{Programs: &program.Programs{Temporal: tc, TaskQueue: program.TaskQueue, Quota: store}, Events: js, Auth: auth})
-				log.Info("serving agent runs and programs for an external orchestrator", "task_queue", agent.TaskQueue)
+				programs.late.Set(&program.Service{Programs: &program.Programs{Temporal: tc, TaskQueue: ids.TaskQueue, Quota: store}, Events: js, Auth: auth})
+				log.Info("serving agent runs and programs for an external orchestrator", "task_queue", ids.TaskQueue)
 				return
 			}
 			if attempt == 1 || attempt%60 == 0 {

@@ -18,6 +18,7 @@ import (
 	"github.com/toolfleet/toolfleet/internal/telemetry"
 	"github.com/toolfleet/toolfleet/orchestrator/agent"
 	"github.com/toolfleet/toolfleet/orchestrator/agent/agenttest"
+	"github.com/toolfleet/toolfleet/orchestrator/toolcall"
 	"github.com/toolfleet/toolfleet/sdk/llm"
 	"github.com/toolfleet/toolfleet/sdk/llm/llmtest"
 )
@@ -43,7 +44,7 @@ func TestAgentStepTrace(t *testing.T) {
 	_, o := startTraced(ctx, t, stack, models, true)
 	const runID = "traced-run"
 	if _, err := o.Runs.Start(ctx, runID, agent.RunSpec{Model: agent.ModelSpec{Spec: llm.Spec{Provider: "scripted", Name: "traced"}},
-		Tools: []string{"Calculator.Add"}, IdleTimeout: -1}, agent.Principal{Subject: "ana", Scopes: []string{"tools:call"}}, llm.User("add")); err != nil {
+		Tools: []string{"Calculator.Add"}, IdleTimeout: -1}, toolcall.Principal{Subject: "ana", Scopes: []string{"tools:call"}}, llm.User("add")); err != nil {
 		t.Fatal(err)
 	}
 	for {
@@ -99,8 +100,8 @@ func TestAgentStepTrace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cons, err := js.OrderedConsumer(ctx, agent.DefaultEventStream, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{agent.EventSubject(runID, agent.EventToolResult)}})
+	cons, err := js.OrderedConsumer(ctx, toolcall.DefaultEventStream, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{agent.EventSubject(runID, toolcall.EventToolResult)}})
 	if err != nil {
 		t.Fatal(err)
 	}

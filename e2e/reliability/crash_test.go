@@ -20,6 +20,7 @@ import (
 	"github.com/toolfleet/toolfleet/orchestrator/agent/agenttest"
 	"github.com/toolfleet/toolfleet/orchestrator/program"
 	"github.com/toolfleet/toolfleet/orchestrator/runner/runnertest"
+	"github.com/toolfleet/toolfleet/orchestrator/toolcall"
 	"github.com/toolfleet/toolfleet/sdk/llm"
 	"github.com/toolfleet/toolfleet/sdk/llm/llmtest"
 )
@@ -131,13 +132,13 @@ func TestCrash(t *testing.T) {
 	programs := &program.Programs{Temporal: tc, TaskQueue: crashQueue}
 	for i := range crashPrograms {
 		if _, err := programs.Start(ctx, program.Input{ProgramID: "crash-prog-" + strconv.Itoa(i), Source: crashProgram,
-			ArgsJSON: fmt.Sprintf(`{"n": %d}`, crashSteps()), Tools: []string{"SchemaTest.Sleep"}, Principal: agent.Principal{Subject: "crash"}}); err != nil {
+			ArgsJSON: fmt.Sprintf(`{"n": %d}`, crashSteps()), Tools: []string{"SchemaTest.Sleep"}, Principal: toolcall.Principal{Subject: "crash"}}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	for i := range crashRuns {
 		if _, err := runs.Start(ctx, "crash-run-"+strconv.Itoa(i), agent.RunSpec{Model: agent.ModelSpec{Spec: llm.Spec{Provider: "scripted", Name: "crash-" + strconv.Itoa(i)}},
-			Tools: []string{"SchemaTest.Sleep"}, IdleTimeout: -1}, agent.Principal{Subject: "crash"}, llm.User("sleep a few times")); err != nil {
+			Tools: []string{"SchemaTest.Sleep"}, IdleTimeout: -1}, toolcall.Principal{Subject: "crash"}, llm.User("sleep a few times")); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -147,8 +148,8 @@ func TestCrash(t *testing.T) {
 	if _, err := agent.OpenEvents(ctx, nc, js, agent.EventStreamConfig("", true)); err != nil {
 		t.Fatal(err)
 	}
-	ends, err := js.OrderedConsumer(ctx, agent.DefaultEventStream, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{agent.EventSubjectPrefix + "*." + agent.EventCompleted, agent.EventSubjectPrefix + "*." + agent.EventFailed}})
+	ends, err := js.OrderedConsumer(ctx, toolcall.DefaultEventStream, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{toolcall.EventSubjectPrefix + "*." + toolcall.EventCompleted, toolcall.EventSubjectPrefix + "*." + toolcall.EventFailed}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,7 +187,7 @@ func TestCrash(t *testing.T) {
 		if !strings.HasPrefix(ev.GetRunId(), "crash-run-") {
 			continue
 		}
-		if ev.GetKind() != agent.EventCompleted {
+		if ev.GetKind() != toolcall.EventCompleted {
 			t.Fatalf("run %s ended %s: %s (seed %d)", ev.GetRunId(), ev.GetKind(), ev.GetMessage(), seed)
 		}
 		done[ev.GetRunId()] = true

@@ -37,6 +37,7 @@ import (
 	"github.com/toolfleet/toolfleet/internal/natsx/natstest"
 	"github.com/toolfleet/toolfleet/orchestrator/agent"
 	"github.com/toolfleet/toolfleet/orchestrator/program"
+	"github.com/toolfleet/toolfleet/orchestrator/toolcall"
 	"github.com/toolfleet/toolfleet/sdk/llm"
 	"github.com/toolfleet/toolfleet/sdk/tool/journal"
 	"github.com/toolfleet/toolfleet/services/gateway/auth"
@@ -451,7 +452,7 @@ func runKillTest(ctx context.Context, t *testing.T, title string, stack *devstac
 		pid, rid := fmt.Sprintf("eo-prog-%d", k), fmt.Sprintf("eo-run-%d", k)
 		if _, err := programs.Start(ctx, program.Input{ProgramID: pid, Source: exactlyOnceProgram,
 			ArgsJSON: fmt.Sprintf(`{"n": %d, "prefix": "prog.%d"}`, w.programSteps, k), Tools: []string{"KV.Increment"},
-			Principal: agent.Principal{Subject: "exactly-once"}}); err != nil {
+			Principal: toolcall.Principal{Subject: "exactly-once"}}); err != nil {
 			t.Fatal(err)
 		}
 		programIDs = append(programIDs, pid)
@@ -466,7 +467,7 @@ func runKillTest(ctx context.Context, t *testing.T, title string, stack *devstac
 			t.Fatal(err)
 		}
 		if _, err := runs.Start(ctx, rid, agent.RunSpec{Model: agent.ModelSpec{Spec: llm.Spec{Provider: llm.ProviderScripted, Name: name}},
-			Tools: []string{"KV.Increment"}, IdleTimeout: -1}, agent.Principal{Subject: "exactly-once"}, llm.User("count")); err != nil {
+			Tools: []string{"KV.Increment"}, IdleTimeout: -1}, toolcall.Principal{Subject: "exactly-once"}, llm.User("count")); err != nil {
 			t.Fatal(err)
 		}
 		runIDs = append(runIDs, rid)

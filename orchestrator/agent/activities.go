@@ -19,6 +19,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
+	"github.com/toolfleet/toolfleet/orchestrator/ids"
 	"github.com/toolfleet/toolfleet/orchestrator/metrics"
 	"github.com/toolfleet/toolfleet/orchestrator/program"
 	"github.com/toolfleet/toolfleet/orchestrator/toolcall"
@@ -39,11 +40,8 @@ const (
 	maxTools = 128
 )
 
-// Error types of non-retryable activity failures.
-const (
-	ErrTypeModel  = "ModelError"
-	ErrTypeConfig = toolcall.ErrTypeConfig
-)
+// ErrTypeModel is the error type of a model's non-retryable failure.
+const ErrTypeModel = "ModelError"
 
 // Activities are the agent run's activities; their dependencies are the
 // fields. Register them with [Register].
@@ -80,7 +78,7 @@ func (a *Activities) PrepareRun(ctx context.Context, in PrepareInput) (PrepareRe
 	offered, section := defs, ""
 	if in.Spec.CodeMode {
 		if section, err = program.PromptFor(defs); err != nil {
-			return PrepareResult{}, temporal.NewNonRetryableApplicationError("code mode: "+err.Error(), ErrTypeConfig, nil)
+			return PrepareResult{}, temporal.NewNonRetryableApplicationError("code mode: "+err.Error(), toolcall.ErrTypeConfig, nil)
 		}
 		offered = []*toolfleetv1.ToolDefinition{runProgramDefinition()}
 	}
@@ -184,7 +182,7 @@ func (a *Activities) resolveTools(ctx context.Context, spec RunSpec) ([]*toolfle
 			}
 		}
 		if !matched {
-			return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("no tool matches %q", pat), ErrTypeConfig, nil)
+			return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("no tool matches %q", pat), toolcall.ErrTypeConfig, nil)
 		}
 	}
 	if spec.ToolSearch != "" {
@@ -225,28 +223,21 @@ func (a *Activities) AppendInput(ctx context.Context, in AppendInput) (int, erro
 	return len(msgs), a.Store.Append(ctx, in.RunID, in.Seq, msgs...)
 }
 
-// PublishEvent publishes one run event (deduplicated by its id). The event
-// that ends a run counts it once: a retry whose event the stream already has
-// is not counted again.
-func (a *Activities) PublishEvent(ctx context.Context, ev Event) error {
-	stored, err := a.Events.PublishNew(ctx, ev)
-	if err != nil {
-		return err
-	}
-	if status := endStatus(ev); stored && status != "" {
-		a.Metrics.RunFinished(status)
-	}
-	return nil
+// PublishEvent publishes one run event (deduplicated by its id): the one
+// event activity (toolcall.PublishEvent). The event that ends a run counts
+// it once: a retry whose event the stream already has is not counted again.
+func (a *Activities) PublishEvent(ctx context.Context, ev toolcall.Event) error {
+	return toolcall.PublishEvent(ctx, a.Events, ev, func(ev toolcall.Event) { a.Metrics.RunFinished(endStatus(ev)) })
 }
 
 // endStatus is the status of a run that ev ends, or "" when ev ends none.
-func endStatus(ev Event) string {
+func endStatus(ev toolcall.Event) string {
 	switch ev.Kind {
-	case EventCompleted:
+	case toolcall.EventCompleted:
 		return StatusCompleted
-	case EventCancelled:
+	case toolcall.EventCancelled:
 		return StatusCanceled
-	case EventFailed:
+	case toolcall.EventFailed:
 		// finish writes "<status>: <reason>".
 		if strings.HasPrefix(ev.Message, StatusBudgetExhausted+":") {
 			return StatusBudgetExhausted
@@ -278,11 +269,11 @@ func (a *Activities) ModelTurn(ctx context.Context, in ModelTurnInput) (ModelTur
 	}
 	model, err := a.Models.Model(ctx, in.Model)
 	if err != nil {
-		return ModelTurnResult{}, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeConfig, nil)
+		return ModelTurnResult{}, temporal.NewNonRetryableApplicationError(err.Error(), toolcall.ErrTypeConfig, nil)
 	}
 	model, err = withProtocol(model, in.Protocol)
 	if err != nil {
-		return ModelTurnResult{}, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeConfig, nil)
+		return ModelTurnResult{}, temporal.NewNonRetryableApplicationError(err.Error(), toolcall.ErrTypeConfig, nil)
 	}
 	req := &llm.Request{Model: in.Model.Name, Messages: history, Tools: defs, MaxTokens: in.Model.MaxTokens, Stream: true}
 	if in.Sequential {
@@ -320,7 +311,7 @@ func (a *Activities) ModelTurn(ctx context.Context, in ModelTurnInput) (ModelTur
 		return ModelTurnResult{}, err
 	}
 	res := turnSummary(msg, in.Seq+1, in.NoContent)
-	ev := Event{RunID: in.RunID, Kind: EventTurn, Turn: in.Turn, ID: fmt.Sprintf("%s/%d/turn", in.RunID, in.Turn),
+	ev := toolcall.Event{RunID: in.RunID, Kind: toolcall.EventTurn, Turn: in.Turn, ID: fmt.Sprintf("%s/%d/turn", in.RunID, in.Turn),
 		Time: time.Now(), Message: fmt.Sprintf("%d tool calls; %s", len(res.Calls), res.Text()), Usage: &res.Usage}
 	if err := a.Events.Publish(ctx, ev); err != nil {
 		return ModelTurnResult{}, err
@@ -424,7 +415,7 @@ func firstCallOnly(msg *toolfleetv1.Message) *toolfleetv1.Message {
 
 func turnSummary(msg *toolfleetv1.Message, seq int, noContent bool) ModelTurnResult {
 	res := ModelTurnResult{Seq: seq, StopReason: msg.GetStopReason(),
-		Usage: Usage{InputTokens: msg.GetUsage().GetInputTokens(), OutputTokens: msg.GetUsage().GetOutputTokens()}}
+		Usage: toolcall.Usage{InputTokens: msg.GetUsage().GetInputTokens(), OutputTokens: msg.GetUsage().GetOutputTokens()}}
 	if text := llm.MessageText(msg); noContent {
 		res.TextSHA256, res.TextBytes = contentDigest(text), len(text)
 	} else {
@@ -461,125 +452,131 @@ func clip(s string, n int) string {
 
 // CallTool runs one tool call through the gateway as the run's principal,
 // with the deterministic call id <run_id>/<turn>/<index>, and appends its
-// result at in.ResultSeq. Failures the model can act on become is_error
-// results; a retryable execution error is retried by Temporal after the delay
-// the tool asked for, and on the last attempt becomes an error result too.
+// result at in.ResultSeq: the one call activity (toolcall.CallActivity)
+// with the run's engine. Failures the model can act on become is_error
+// results; a retryable execution error is retried by Temporal after the
+// delay the tool asked for, and on the last attempt becomes an error result
+// too.
 func (a *Activities) CallTool(ctx context.Context, in CallToolInput) (CallToolResult, error) {
-	if msg, err := a.Store.At(ctx, in.RunID, in.ResultSeq); err != nil {
-		return CallToolResult{}, err
+	return toolcall.CallActivity[CallToolInput, CallToolResult](a.Gateway, runCalls{a})(ctx, in)
+}
+
+// runCalls is the call activity's engine of runs: the call is read from the
+// transcript, its result appended to it.
+type runCalls struct{ a *Activities }
+
+// Prepare reads call in.Index of the assistant message at in.CallSeq; a
+// result already at in.ResultSeq (an earlier attempt appended it) is done.
+func (e runCalls) Prepare(ctx context.Context, in CallToolInput) (toolcall.Call, *CallToolResult, error) {
+	if msg, err := e.a.Store.At(ctx, in.RunID, in.ResultSeq); err != nil {
+		return toolcall.Call{}, nil, err
 	} else if msg != nil {
-		return resultSummary(msg, "", in.NoContent), nil
+		res := resultSummary(msg, "", in.NoContent)
+		return toolcall.Call{}, &res, nil
 	}
-	assistant, err := a.Store.At(ctx, in.RunID, in.CallSeq)
+	assistant, err := e.a.Store.At(ctx, in.RunID, in.CallSeq)
 	if err != nil {
-		return CallToolResult{}, err
+		return toolcall.Call{}, nil, err
 	}
 	calls := llm.ToolCalls(assistant)
 	if in.Index >= len(calls) {
-		return CallToolResult{}, temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("message %d has no call %d", in.CallSeq, in.Index), ErrTypeConfig, nil)
+		return toolcall.Call{}, nil, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("message %d has no call %d", in.CallSeq, in.Index), toolcall.ErrTypeConfig, nil)
 	}
 	call := calls[in.Index]
-	callID := CallID(in.RunID, in.Turn, in.Index)
-	toolID := call.GetName()
+	c := toolcall.Call{RunID: in.RunID, Turn: in.Turn, CallID: ids.RunCall(in.RunID, in.Turn, in.Index), ToolID: call.GetName(),
+		Input: call.GetArguments(), Principal: in.Principal, Approver: in.Approver, Origin: call}
 	if in.Tool != nil {
-		toolID = in.Tool.ID
+		c.ToolID = in.Tool.ID
 	}
-
-	var part *toolfleetv1.Part
-	var kind, ref string
-	var took time.Duration
 	switch {
 	case in.Program != nil:
-		kind = in.Program.Kind
-		part = llm.ResultPart(call.GetId(), call.GetName(), in.Program.Content, kind != ResultOK)
+		c.Decided = &toolcall.Outcome{Kind: in.Program.Kind, Message: in.Program.Content}
 	case in.Denial != "":
-		kind = ResultDenied
-		part = llm.ResultPart(call.GetId(), call.GetName(), "The call was not approved: "+in.Denial, true)
+		c.Decided = &toolcall.Outcome{Kind: toolcall.KindDenied, Message: in.Denial}
 	case in.Tool == nil:
-		kind = ResultUnknown
-		part = llm.ResultPart(call.GetId(), call.GetName(),
-			fmt.Sprintf("There is no tool named %q in this run; use one of the declared tools.", call.GetName()), true)
+		c.Decided = &toolcall.Outcome{Kind: toolcall.KindUnknownTool}
 	default:
-		if err := a.Events.Publish(ctx, Event{RunID: in.RunID, Kind: EventToolCall, Turn: in.Turn, CallID: callID,
-			ToolID: toolID, ID: callID + "/call", Time: time.Now()}); err != nil {
-			return CallToolResult{}, err
-		}
-		stop := toolcall.Heartbeat(ctx)
-		part, kind, ref, took, err = a.invoke(ctx, in, call, callID)
-		stop()
-		if err != nil {
-			return CallToolResult{}, err
-		}
+		c.Final = int(activity.GetInfo(ctx).Attempt) >= in.MaxAttempts
 	}
+	return c, nil, nil
+}
+
+// Render appends the outcome at in.ResultSeq as the call's result; the
+// attempt that appended it counts it.
+func (e runCalls) Render(ctx context.Context, in CallToolInput, c toolcall.Call, o toolcall.Outcome) (toolcall.Rendered[CallToolResult], error) {
+	part, kind, ref, took, err := e.a.resultPart(ctx, in, c, o)
+	if err != nil {
+		return toolcall.Rendered[CallToolResult]{}, err
+	}
+	counted := false
 	msg := llm.NewMessage(toolfleetv1.Role_ROLE_TOOL, part)
-	if err := a.Store.Append(ctx, in.RunID, in.ResultSeq, msg); errors.Is(err, ErrConflict) {
-		if msg, err = a.Store.At(ctx, in.RunID, in.ResultSeq); err != nil {
-			return CallToolResult{}, err
+	if err := e.a.Store.Append(ctx, in.RunID, in.ResultSeq, msg); errors.Is(err, ErrConflict) {
+		if msg, err = e.a.Store.At(ctx, in.RunID, in.ResultSeq); err != nil {
+			return toolcall.Rendered[CallToolResult]{}, err
 		}
 	} else if err != nil {
-		return CallToolResult{}, err
+		return toolcall.Rendered[CallToolResult]{}, err
 	} else {
-		// Counted by the attempt that appended the result: once per call.
-		a.Metrics.AgentToolCall(kind)
+		counted = true // by the attempt that appended the result: once per call
 	}
 	res := resultSummary(msg, kind, in.NoContent)
 	res.Duration, res.Ref = took, ref
 	status := "ok"
 	if res.IsError {
-		status = "error (" + res.Kind + ")"
+		status = "error (" + string(res.Kind) + ")"
 	}
-	if err := a.Events.Publish(ctx, Event{RunID: in.RunID, Kind: EventToolResult, Turn: in.Turn, CallID: callID, ToolID: toolID,
-		ID: callID + "/result", Time: time.Now(), Message: fmt.Sprintf("%s in %s: %s", status, took.Round(time.Millisecond), res.Text())}); err != nil {
-		return CallToolResult{}, err
-	}
-	return res, nil
+	return toolcall.Rendered[CallToolResult]{Out: res, Kind: kind, Counted: counted,
+		Message: fmt.Sprintf("%s in %s: %s", status, took.Round(time.Millisecond), res.Text())}, nil
 }
 
-// invoke calls the gateway and renders the outcome as a result part.
-func (a *Activities) invoke(ctx context.Context, in CallToolInput, call *toolfleetv1.ToolCall, callID string) (_ *toolfleetv1.Part, kind, ref string, took time.Duration, _ error) {
-	req := toolcall.WithApproval(&toolfleetv1.CallToolRequest{CallId: callID, ToolId: in.Tool.ID, Input: call.GetArguments()}, in.Approver)
-	lastAttempt := int(activity.GetInfo(ctx).Attempt) >= in.MaxAttempts
-	began := time.Now()
-	res, err := a.Gateway.CallTool(toolcall.OnBehalfOf(ctx, in.Principal), req)
-	a.Metrics.AgentGatewayCall(time.Since(began))
-	o, err := toolcall.Classify(ctx, res, err)
-	if err != nil {
-		return nil, "", "", 0, err
-	}
-	if o.Kind == toolcall.KindConfig || (o.Kind == toolcall.KindRetry && !lastAttempt) {
-		return nil, "", "", 0, o.ActivityError()
-	}
-	switch o.Kind {
-	case toolcall.KindValidation:
-		return llm.ResultPart(call.GetId(), call.GetName(), validationText(o), true), ResultValidation, "", 0, nil
-	case toolcall.KindRefused:
-		return llm.ResultPart(call.GetId(), call.GetName(), o.Message, true), ResultRefused, "", 0, nil
-	case toolcall.KindRetry, toolcall.KindExecution:
-		if !o.ToolRetry && o.Kind == toolcall.KindRetry { // the gateway stayed away on the last attempt
-			return llm.ResultPart(call.GetId(), call.GetName(), o.Message, true), ResultRefused, "", 0, nil
-		}
+// Publish publishes an event of the call; an event that cannot be published
+// fails the attempt.
+func (e runCalls) Publish(ctx context.Context, ev toolcall.Event) error {
+	return e.a.Events.Publish(ctx, ev)
+}
+
+func (e runCalls) GatewayCall(d time.Duration) { e.a.Metrics.AgentGatewayCall(d) }
+func (e runCalls) ToolCall(k toolcall.Kind)    { e.a.Metrics.AgentToolCall(string(k)) }
+
+// resultPart renders an outcome as the result part the model reads.
+func (a *Activities) resultPart(ctx context.Context, in CallToolInput, c toolcall.Call, o toolcall.Outcome) (_ *toolfleetv1.Part, kind toolcall.Kind, ref string, took time.Duration, _ error) {
+	call := c.Origin
+	switch {
+	case in.Program != nil:
+		return llm.ResultPart(call.GetId(), call.GetName(), o.Message, o.Kind != toolcall.KindOK), o.Kind, "", 0, nil
+	case o.Kind == toolcall.KindDenied:
+		return llm.ResultPart(call.GetId(), call.GetName(), "The call was not approved: "+o.Message, true), o.Kind, "", 0, nil
+	case o.Kind == toolcall.KindUnknownTool:
+		return llm.ResultPart(call.GetId(), call.GetName(),
+			fmt.Sprintf("There is no tool named %q in this run; use one of the declared tools.", call.GetName()), true), o.Kind, "", 0, nil
+	case o.Kind == toolcall.KindValidation:
+		return llm.ResultPart(call.GetId(), call.GetName(), validationText(o), true), toolcall.KindValidation, "", 0, nil
+	case o.Kind == toolcall.KindRefused, o.Kind == toolcall.KindRetry && !o.ToolRetry:
+		// A refusal, or a gateway that stayed away on the last attempt.
+		return llm.ResultPart(call.GetId(), call.GetName(), o.Message, true), toolcall.KindRefused, "", 0, nil
+	case o.Kind == toolcall.KindRetry, o.Kind == toolcall.KindExecution:
 		text := o.Message
 		if o.Hint != "" {
 			text += "\n" + o.Hint
 		}
-		return llm.ResultPart(call.GetId(), call.GetName(), text, true), ResultExecution, "", o.Duration, nil
+		return llm.ResultPart(call.GetId(), call.GetName(), text, true), toolcall.KindExecution, "", o.Duration, nil
 	}
-	text, err := json.Marshal(res.Value.AsInterface())
+	text, err := json.Marshal(o.Value.AsInterface())
 	if err != nil {
-		return nil, "", "", 0, temporal.NewNonRetryableApplicationError("encode result: "+err.Error(), ErrTypeConfig, nil)
+		return nil, "", "", 0, temporal.NewNonRetryableApplicationError("encode result: "+err.Error(), toolcall.ErrTypeConfig, nil)
 	}
 	if len(text) <= a.inlineLimit() {
 		p := llm.ResultPart(call.GetId(), call.GetName(), string(text), false)
-		p.GetToolResult().Structured = res.Value
-		return p, ResultOK, "", res.Duration, nil
+		p.GetToolResult().Structured = o.Value
+		return p, toolcall.KindOK, "", o.Duration, nil
 	}
 	if ref, err = a.Store.PutBlob(ctx, in.RunID, text); err != nil {
 		return nil, "", "", 0, err
 	}
 	preview := fmt.Sprintf("%s\n[result truncated: %d bytes in total; this is the first %d. Full result stored as %s.]",
 		clip(string(text), previewBytes), len(text), previewBytes, ref)
-	return llm.ResultPart(call.GetId(), call.GetName(), preview, false), ResultOK, ref, res.Duration, nil
+	return llm.ResultPart(call.GetId(), call.GetName(), preview, false), toolcall.KindOK, ref, o.Duration, nil
 }
 
 // validationText lists a validation error's field messages for a model, each
@@ -614,7 +611,7 @@ func (r CallToolResult) Text() string {
 	return r.Preview
 }
 
-func resultSummary(msg *toolfleetv1.Message, kind string, noContent bool) CallToolResult {
+func resultSummary(msg *toolfleetv1.Message, kind toolcall.Kind, noContent bool) CallToolResult {
 	var r *toolfleetv1.ToolResult
 	for _, p := range msg.GetParts() {
 		if tr := p.GetToolResult(); tr != nil {
@@ -623,9 +620,9 @@ func resultSummary(msg *toolfleetv1.Message, kind string, noContent bool) CallTo
 		}
 	}
 	if kind == "" {
-		kind = ResultOK
+		kind = toolcall.KindOK
 		if r.GetIsError() {
-			kind = ResultExecution
+			kind = toolcall.KindExecution
 		}
 	}
 	if noContent {

@@ -2,8 +2,6 @@ package agent
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"time"
@@ -14,6 +12,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
+	"github.com/toolfleet/toolfleet/orchestrator/ids"
 	"github.com/toolfleet/toolfleet/orchestrator/program"
 	"github.com/toolfleet/toolfleet/orchestrator/toolcall"
 	"github.com/toolfleet/toolfleet/sdk/llm"
@@ -60,26 +59,11 @@ type ProgramSource struct {
 // ProgramOutcome is a finished run_program call, appended to the transcript
 // by CallTool instead of calling the gateway.
 type ProgramOutcome struct {
-	// Kind is ResultOK, ResultValidation (bad arguments) or ResultExecution
-	// (the program failed).
-	Kind string `json:"kind"`
+	// Kind is toolcall.KindOK, KindValidation (bad arguments) or
+	// KindExecution (the program failed).
+	Kind toolcall.Kind `json:"kind"`
 	// Content is the program's result JSON, or the failure's message.
 	Content string `json:"content"`
-}
-
-// maxProgramSource bounds a script a model may send (package program's own
-// limit); the source enters history once, as the child's input.
-const maxProgramSource = program.MaxSourceBytes
-
-// ProgramID is the deterministic id of the program run by call index of turn:
-// a valid run id (programs share the run event subjects), unique per run.
-func ProgramID(runID string, turn, index int) string {
-	id := fmt.Sprintf("%s-program-%d-%d", runID, turn, index)
-	if ValidRunID(id) == nil {
-		return id
-	}
-	sum := sha256.Sum256([]byte(id))
-	return fmt.Sprintf("%s-%s-program-%d-%d", runID[:40], hex.EncodeToString(sum[:8]), turn, index)
 }
 
 // runProgramDefinition is the tool a code-mode model sees.
@@ -123,12 +107,12 @@ func (a *Activities) ReadProgramCall(ctx context.Context, in ProgramCall) (Progr
 	calls := llm.ToolCalls(assistant)
 	if in.Index >= len(calls) {
 		return ProgramSource{}, temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("message %d has no call %d", in.CallSeq, in.Index), ErrTypeConfig, nil)
+			fmt.Sprintf("message %d has no call %d", in.CallSeq, in.Index), toolcall.ErrTypeConfig, nil)
 	}
-	callID := CallID(in.RunID, in.Turn, in.Index)
-	if err := a.Events.Publish(ctx, Event{RunID: in.RunID, Kind: EventToolCall, Turn: in.Turn, CallID: callID,
+	callID := ids.RunCall(in.RunID, in.Turn, in.Index)
+	if err := a.Events.Publish(ctx, toolcall.Event{RunID: in.RunID, Kind: toolcall.EventToolCall, Turn: in.Turn, CallID: callID,
 		ToolID: RunProgramTool, ID: callID + "/call", Time: time.Now(),
-		Message: "program " + ProgramID(in.RunID, in.Turn, in.Index)}); err != nil {
+		Message: "program " + ids.CodeModeProgram(in.RunID, in.Turn, in.Index)}); err != nil {
 		return ProgramSource{}, err
 	}
 	fields := calls[in.Index].GetArguments().GetFields()
@@ -137,8 +121,8 @@ func (a *Activities) ReadProgramCall(ctx context.Context, in ProgramCall) (Progr
 	switch {
 	case !ok || src.StringValue == "":
 		out.Problem = "run_program needs source: the Starlark program as a string"
-	case len(src.StringValue) > maxProgramSource:
-		out.Problem = fmt.Sprintf("the program is %d bytes; the limit is %d", len(src.StringValue), maxProgramSource)
+	case len(src.StringValue) > program.MaxSourceBytes:
+		out.Problem = fmt.Sprintf("the program is %d bytes; the limit is %d", len(src.StringValue), program.MaxSourceBytes)
 	default:
 		out.Source = src.StringValue
 	}
@@ -152,7 +136,7 @@ func (a *Activities) ReadProgramCall(ctx context.Context, in ProgramCall) (Progr
 		}
 	}
 	if out.Problem == "" {
-		refused, err := a.holdChild(ctx, in.RunID, ProgramID(in.RunID, in.Turn, in.Index))
+		refused, err := a.holdChild(ctx, in.RunID, ids.CodeModeProgram(in.RunID, in.Turn, in.Index))
 		if err != nil {
 			return ProgramSource{}, err
 		}
@@ -197,16 +181,16 @@ func storageRefused(err error) bool {
 func (r *run) runProgram(ctx workflow.Context, in CallToolInput) (CallToolResult, error) {
 	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: 30 * time.Second,
-		HeartbeatTimeout:    heartbeatTimeout,
+		HeartbeatTimeout:    toolcall.HeartbeatTimeout,
 		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 10 * time.Second,
-			MaximumAttempts: 5, NonRetryableErrorTypes: []string{ErrTypeConfig}},
+			MaximumAttempts: 5, NonRetryableErrorTypes: []string{toolcall.ErrTypeConfig}},
 	})
 	var src ProgramSource
 	if err := workflow.ExecuteActivity(actx, ReadProgramCallActivity,
 		ProgramCall{RunID: in.RunID, Turn: in.Turn, Index: in.Index, CallSeq: in.CallSeq}).Get(ctx, &src); err != nil {
 		return CallToolResult{}, err
 	}
-	in.Program = &ProgramOutcome{Kind: ResultValidation, Content: src.Problem}
+	in.Program = &ProgramOutcome{Kind: toolcall.KindValidation, Content: src.Problem}
 	switch {
 	case src.Problem != "":
 	case src.Refused != "" && workflow.GetVersion(ctx, programHoldChangeID, workflow.DefaultVersion, 1) >= 1:
@@ -214,7 +198,7 @@ func (r *run) runProgram(ctx workflow.Context, in CallToolInput) (CallToolResult
 		// it) fails as a program over its storage limit does, without
 		// starting. Runs recorded before ReadProgramCall held children
 		// never have Refused set.
-		in.Program = &ProgramOutcome{Kind: ResultExecution,
+		in.Program = &ProgramOutcome{Kind: toolcall.KindExecution,
 			Content: "The program failed: limit " + program.LimitStorage + ": " + src.Refused}
 	default:
 		out, err := r.startProgram(ctx, in, src)
@@ -222,9 +206,9 @@ func (r *run) runProgram(ctx workflow.Context, in CallToolInput) (CallToolResult
 			return CallToolResult{}, ctx.Err()
 		}
 		r.st.ToolCalls += out.ToolCalls
-		in.Program = &ProgramOutcome{Kind: ResultOK, Content: out.ResultJSON}
+		in.Program = &ProgramOutcome{Kind: toolcall.KindOK, Content: out.ResultJSON}
 		if err != nil {
-			in.Program = &ProgramOutcome{Kind: ResultExecution, Content: "The program failed: " + programFailure(err)}
+			in.Program = &ProgramOutcome{Kind: toolcall.KindExecution, Content: "The program failed: " + programFailure(err)}
 			// Version 1: a program that failed still spent the calls it
 			// made, against the run's budget (runs recorded before it
 			// counted only the calls of programs that completed).
@@ -243,7 +227,7 @@ func (r *run) runProgram(ctx workflow.Context, in CallToolInput) (CallToolResult
 
 // startProgram runs the child workflow and waits for its result.
 func (r *run) startProgram(ctx workflow.Context, in CallToolInput, src ProgramSource) (program.Output, error) {
-	id := ProgramID(r.in.RunID, in.Turn, in.Index)
+	id := ids.CodeModeProgram(r.in.RunID, in.Turn, in.Index)
 	deadline := DefaultProgramDeadline
 	if left := r.st.StartedAt.Add(orDefault(r.in.Spec.Budget.Deadline, DefaultDeadline)).Sub(workflow.Now(ctx)); left < deadline {
 		deadline = left

@@ -19,6 +19,8 @@ import (
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
 	"github.com/toolfleet/toolfleet/orchestrator/agent"
 	"github.com/toolfleet/toolfleet/orchestrator/agent/agenttest"
+	"github.com/toolfleet/toolfleet/orchestrator/ids"
+	"github.com/toolfleet/toolfleet/orchestrator/toolcall"
 	"github.com/toolfleet/toolfleet/sdk/llm"
 	"github.com/toolfleet/toolfleet/sdk/llm/anthropic"
 	"github.com/toolfleet/toolfleet/sdk/llm/gemini"
@@ -61,8 +63,8 @@ func TestRuns(t *testing.T) {
 				call("c4", "KV_Delete", map[string]any{"key": "multi.k"})),
 			llmtest.SayText("3 and 12"))
 		// KV.Delete's contract requires approval: the run asks, a human grants it.
-		ev := e.waitEvent(t, id, 1, agent.EventApprovalRequested)
-		if err := e.runs.Decide(t.Context(), id, agent.Decision{CallID: ev.GetCallId(), Approved: true, Approver: "bo"}); err != nil {
+		ev := e.waitEvent(t, id, 1, toolcall.EventApprovalRequested)
+		if err := e.runs.Decide(t.Context(), id, toolcall.Decision{CallID: ev.GetCallId(), Approved: true, Approver: "bo"}); err != nil {
 			t.Fatal(err)
 		}
 		st := e.waitEnd(t, id)
@@ -94,7 +96,7 @@ func TestRuns(t *testing.T) {
 			llmtest.CallTools("multiplying privately", call("c1", "Calculator_Multiply", map[string]any{"a": 3, "b": 4})),
 			llmtest.SayText("the product is twelve")}})
 		spec := agent.RunSpec{Tools: []string{"Calculator.*"}, Model: agent.ModelSpec{Spec: llm.Spec{Provider: "scripted", Name: id}}}
-		if _, err := none.Start(t.Context(), id, spec, agent.Principal{Subject: "ana", Scopes: []string{"tools:call"}}, llm.User("3*4?")); err != nil {
+		if _, err := none.Start(t.Context(), id, spec, toolcall.Principal{Subject: "ana", Scopes: []string{"tools:call"}}, llm.User("3*4?")); err != nil {
 			t.Fatal(err)
 		}
 		st := e.waitEnd(t, id)
@@ -181,7 +183,7 @@ func TestRuns(t *testing.T) {
 		} {
 			e.models.Register(tc.id, tc.model)
 			spec := agent.RunSpec{Model: agent.ModelSpec{Spec: llm.Spec{Provider: "scripted", Name: tc.id}}}
-			if _, err := e.runs.Start(t.Context(), tc.id, spec, agent.Principal{Subject: "ana", Scopes: []string{"tools:call"}}, llm.User("go")); err != nil {
+			if _, err := e.runs.Start(t.Context(), tc.id, spec, toolcall.Principal{Subject: "ana", Scopes: []string{"tools:call"}}, llm.User("go")); err != nil {
 				t.Fatal(err)
 			}
 			st := e.waitEnd(t, tc.id)
@@ -202,22 +204,22 @@ func TestRuns(t *testing.T) {
 			checkLast(llmtest.CallTools("", call("c2", "SchemaTest_Types", map[string]any{"s": "approval-no"})), false, "approval-yes"),
 			checkLast(llmtest.SayText("ok"), true, "not on a Monday"))
 		ctx := t.Context()
-		ev := e.waitEvent(t, id, 1, agent.EventApprovalRequested)
-		if err := e.runs.Decide(ctx, id, agent.Decision{CallID: "unknown", Approved: true, Approver: "bo"}); err == nil {
+		ev := e.waitEvent(t, id, 1, toolcall.EventApprovalRequested)
+		if err := e.runs.Decide(ctx, id, toolcall.Decision{CallID: "unknown", Approved: true, Approver: "bo"}); err == nil {
 			t.Fatal("deciding an unknown call was accepted")
 		}
 		st, err := e.runs.Get(ctx, id)
 		if err != nil || st.Status != agent.StatusWaitingApproval || len(st.Pending) != 1 || st.Pending[0].CallID != ev.GetCallId() {
 			t.Fatalf("state %+v (%v), want waiting for %s", st, err, ev.GetCallId())
 		}
-		if err := e.runs.Decide(ctx, id, agent.Decision{CallID: ev.GetCallId(), Approved: true, Approver: "bo"}); err != nil {
+		if err := e.runs.Decide(ctx, id, toolcall.Decision{CallID: ev.GetCallId(), Approved: true, Approver: "bo"}); err != nil {
 			t.Fatal(err)
 		}
-		if err := e.runs.Decide(ctx, id, agent.Decision{CallID: ev.GetCallId(), Approved: false, Approver: "bo"}); err == nil {
+		if err := e.runs.Decide(ctx, id, toolcall.Decision{CallID: ev.GetCallId(), Approved: false, Approver: "bo"}); err == nil {
 			t.Fatal("deciding a decided call was accepted")
 		}
-		ev2 := e.waitEvent(t, id, 2, agent.EventApprovalRequested)
-		if err := e.runs.Decide(ctx, id, agent.Decision{CallID: ev2.GetCallId(), Approver: "bo", Reason: "not on a Monday"}); err != nil {
+		ev2 := e.waitEvent(t, id, 2, toolcall.EventApprovalRequested)
+		if err := e.runs.Decide(ctx, id, toolcall.Decision{CallID: ev2.GetCallId(), Approver: "bo", Reason: "not on a Monday"}); err != nil {
 			t.Fatal(err)
 		}
 		if st := e.waitEnd(t, id); st.Status != agent.StatusCompleted {
@@ -227,8 +229,8 @@ func TestRuns(t *testing.T) {
 		if got := e.fleet.SchemaTest.TypesFor("approval-no"); len(got) != 0 {
 			t.Fatalf("the denied call ran: %v", got)
 		}
-		if got := e.fleet.SchemaTest.TypesFor("approval-yes"); len(got) != 1 || got[0] != agent.CallID(id, 1, 0) {
-			t.Fatalf("the approved call ran with ids %v, want once as %s", got, agent.CallID(id, 1, 0))
+		if got := e.fleet.SchemaTest.TypesFor("approval-yes"); len(got) != 1 || got[0] != ids.RunCall(id, 1, 0) {
+			t.Fatalf("the approved call ran with ids %v, want once as %s", got, ids.RunCall(id, 1, 0))
 		}
 	})
 
@@ -246,20 +248,20 @@ func TestRuns(t *testing.T) {
 			e.start(t, id, agent.RunSpec{Tools: []string{"SchemaTest.Types"}},
 				llmtest.CallTools("", call("c1", "SchemaTest_Types", map[string]any{"s": tt.s})),
 				checkLast(llmtest.SayText("ok"), tt.isError, ""))
-			ev := e.waitEvent(t, id, 1, agent.EventApprovalRequested)
-			if err := e.runs.Decide(t.Context(), id, agent.Decision{CallID: ev.GetCallId(), Approved: true, Approver: "bo"}); err != nil {
+			ev := e.waitEvent(t, id, 1, toolcall.EventApprovalRequested)
+			if err := e.runs.Decide(t.Context(), id, toolcall.Decision{CallID: ev.GetCallId(), Approved: true, Approver: "bo"}); err != nil {
 				t.Fatal(err)
 			}
 			if st := e.waitEnd(t, id); st.Status != agent.StatusCompleted {
 				t.Fatalf("%s: state %+v, want completed", id, st)
 			}
-			ids := e.fleet.SchemaTest.TypesFor(tt.s)
-			if len(ids) != tt.runs {
-				t.Fatalf("%s: the tool ran %d times, want %d", id, len(ids), tt.runs)
+			callIDs := e.fleet.SchemaTest.TypesFor(tt.s)
+			if len(callIDs) != tt.runs {
+				t.Fatalf("%s: the tool ran %d times, want %d", id, len(callIDs), tt.runs)
 			}
-			for _, c := range ids {
-				if c != agent.CallID(id, 1, 0) {
-					t.Fatalf("%s: attempt with call id %q, want %q every time", id, c, agent.CallID(id, 1, 0))
+			for _, c := range callIDs {
+				if c != ids.RunCall(id, 1, 0) {
+					t.Fatalf("%s: attempt with call id %q, want %q every time", id, c, ids.RunCall(id, 1, 0))
 				}
 			}
 		}
@@ -327,7 +329,7 @@ func TestRuns(t *testing.T) {
 		id := "cancel"
 		e.start(t, id, agent.RunSpec{Tools: []string{"SchemaTest.Types"}},
 			llmtest.CallTools("", call("c1", "SchemaTest_Types", map[string]any{"s": "cancel"})))
-		e.waitEvent(t, id, 1, agent.EventApprovalRequested)
+		e.waitEvent(t, id, 1, toolcall.EventApprovalRequested)
 		if err := e.runs.Cancel(t.Context(), id); err != nil {
 			t.Fatal(err)
 		}
@@ -354,11 +356,11 @@ func TestRuns(t *testing.T) {
 				llmtest.SayText("first answer"),
 				llmtest.CallTools("", call("c", "Calculator_Add", map[string]any{"a": 20, "b": 22})),
 				checkLast(llmtest.SayText("second answer"), false, "42"))
-			e.waitEvent(t, id, 1, agent.EventCompleted)
+			e.waitEvent(t, id, 1, toolcall.EventCompleted)
 			if err := e.runs.SendMessage(t.Context(), id, llm.User("and now add 20 and 22")); err != nil {
 				t.Fatalf("%s: SendMessage: %v", id, err)
 			}
-			e.waitEvent(t, id, 2, agent.EventCompleted)
+			e.waitEvent(t, id, 2, toolcall.EventCompleted)
 			st, err := e.runs.Get(t.Context(), id)
 			if err != nil || st.Answer != "second answer" || st.Turn != 3 {
 				t.Fatalf("%s: state %+v (%v), want the second answer after turn 3", id, st, err)

@@ -24,6 +24,7 @@ import (
 	"github.com/toolfleet/toolfleet/internal/devstack/devstacktest"
 	"github.com/toolfleet/toolfleet/orchestrator/agent"
 	"github.com/toolfleet/toolfleet/orchestrator/agent/agenttest"
+	"github.com/toolfleet/toolfleet/orchestrator/toolcall"
 	"github.com/toolfleet/toolfleet/sdk/client"
 	"github.com/toolfleet/toolfleet/sdk/llm"
 	"github.com/toolfleet/toolfleet/sdk/llm/llmtest"
@@ -124,7 +125,7 @@ func (e *env) start(t *testing.T, runID string, spec agent.RunSpec, turns ...llm
 	t.Helper()
 	e.models.Register(runID, &agenttest.ByTurn{Turns: turns})
 	spec.Model = agent.ModelSpec{Spec: llm.Spec{Provider: "scripted", Name: runID}}
-	if _, err := e.runs.Start(t.Context(), runID, spec, agent.Principal{Subject: "ana", Scopes: []string{"tools:call", "schematest:read"}},
+	if _, err := e.runs.Start(t.Context(), runID, spec, toolcall.Principal{Subject: "ana", Scopes: []string{"tools:call", "schematest:read"}},
 		llm.System("You are a test."), llm.User("go")); err != nil {
 		t.Fatalf("start %s: %v", runID, err)
 	}
@@ -136,7 +137,7 @@ func (e *env) waitEvent(t *testing.T, runID string, n int, kinds ...string) *too
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
 	defer cancel()
-	cons, err := e.js.OrderedConsumer(ctx, agent.DefaultEventStream, jetstream.OrderedConsumerConfig{
+	cons, err := e.js.OrderedConsumer(ctx, toolcall.DefaultEventStream, jetstream.OrderedConsumerConfig{
 		FilterSubjects: []string{agent.EventSubject(runID, ">")}})
 	if err != nil {
 		t.Fatal(err)
@@ -162,7 +163,7 @@ func (e *env) waitEvent(t *testing.T, runID string, n int, kinds ...string) *too
 // waitEnd waits for the run's end event and returns its state.
 func (e *env) waitEnd(t *testing.T, runID string) agent.RunState {
 	t.Helper()
-	e.waitEvent(t, runID, 1, agent.EventCompleted, agent.EventFailed, agent.EventCancelled)
+	e.waitEvent(t, runID, 1, toolcall.EventCompleted, toolcall.EventFailed, toolcall.EventCancelled)
 	st, err := e.runs.Get(t.Context(), runID)
 	if err != nil {
 		t.Fatal(err)

@@ -17,15 +17,8 @@ import (
 	"github.com/toolfleet/toolfleet/sdk/jsassets"
 )
 
-// Subjects and the stream of run events.
+// Headers of run events (the subjects and the stream are package toolcall's).
 const (
-	// EventSubjectPrefix starts toolfleet.events.run.<run_id>.<kind>.
-	EventSubjectPrefix = toolcall.EventSubjectPrefix
-	// DeltaSubjectPrefix starts toolfleet.stream.run.<run_id> (core NATS, ephemeral).
-	DeltaSubjectPrefix = toolcall.DeltaSubjectPrefix
-	// DefaultEventStream is the JetStream stream holding run events.
-	DefaultEventStream = toolcall.DefaultEventStream
-
 	// Headers of a token delta: the model turn, the activity attempt that
 	// streamed it (a watcher drops what a failed attempt had streamed) and
 	// the delta's sequence within that attempt.
@@ -45,7 +38,7 @@ func DeltaSubject(runID string) string { return toolcall.DeltaSubject(runID) }
 // the configured replicas, storage and limits.
 func EventStreamConfig(name string, memory bool) jetstream.StreamConfig {
 	if name == "" {
-		name = DefaultEventStream
+		name = toolcall.DefaultEventStream
 	}
 	st, size := jetstream.FileStorage, int64(1<<30)
 	if memory {
@@ -54,7 +47,7 @@ func EventStreamConfig(name string, memory bool) jetstream.StreamConfig {
 	return jetstream.StreamConfig{
 		Name:        name,
 		Description: "toolfleet agent run events",
-		Subjects:    []string{EventSubjectPrefix + ">"},
+		Subjects:    []string{toolcall.EventSubjectPrefix + ">"},
 		Storage:     st,
 		MaxAge:      7 * 24 * time.Hour,
 		MaxBytes:    size,
@@ -97,7 +90,7 @@ func OpenEvents(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, stre
 
 // Publish stores ev and waits for JetStream's ack. A repeat of the same id
 // within the stream's duplicate window is dropped by the server.
-func (e *Events) Publish(ctx context.Context, ev Event) error {
+func (e *Events) Publish(ctx context.Context, ev toolcall.Event) error {
 	_, err := e.PublishNew(ctx, ev)
 	return err
 }
@@ -105,7 +98,7 @@ func (e *Events) Publish(ctx context.Context, ev Event) error {
 // PublishNew is Publish that also reports whether the stream stored ev: false
 // when it was a repeat of an id within the duplicate window (a retried
 // activity), which lets metrics count each event once.
-func (e *Events) PublishNew(ctx context.Context, ev Event) (stored bool, _ error) {
+func (e *Events) PublishNew(ctx context.Context, ev toolcall.Event) (stored bool, _ error) {
 	pb := &toolfleetv1.RunEvent{Id: ev.ID, RunId: ev.RunID, Kind: ev.Kind, Time: timestamppb.New(ev.Time),
 		Turn: int32(ev.Turn), CallId: ev.CallID, ToolId: ev.ToolID, Message: ev.Message}
 	if u := ev.Usage; u != nil {

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/toolfleet/toolfleet/orchestrator/toolcall"
 )
 
 // Program values (package program, valuestore.go) live in the run blob
@@ -100,7 +102,7 @@ func (s *Store) HoldProgram(ctx context.Context, subject, id string) error {
 	if err := s.programRoom(ctx); err != nil {
 		return err
 	}
-	meta, err := json.Marshal(runMeta{Principal: Principal{Subject: subject}, Kind: kindProgram})
+	meta, err := json.Marshal(runMeta{Principal: toolcall.Principal{Subject: subject}, Kind: kindProgram})
 	if err != nil {
 		return fmt.Errorf("agent: encode program record: %w", err)
 	}

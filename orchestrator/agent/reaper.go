@@ -12,6 +12,8 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
+
+	"github.com/toolfleet/toolfleet/orchestrator/toolcall"
 )
 
 // ReaperConsumer is the durable JetStream consumer, shared by every
@@ -126,13 +128,13 @@ func (rp *Reaper) Reap(ctx context.Context, runID string) error {
 	}
 	name := rp.EventStream
 	if name == "" {
-		name = DefaultEventStream
+		name = toolcall.DefaultEventStream
 	}
 	st, err := recs.js.Stream(ctx, name)
 	if err != nil {
 		return fmt.Errorf("agent: event stream: %w", err)
 	}
-	if err := st.Purge(ctx, jetstream.WithPurgeSubject(EventSubjectPrefix+runID+".>")); err != nil {
+	if err := st.Purge(ctx, jetstream.WithPurgeSubject(toolcall.EventSubjectPrefix+runID+".>")); err != nil {
 		return fmt.Errorf("agent: purge events of %s: %w", runID, err)
 	}
 	rp.log().Info("freed the data of a closed run", "run_id", runID)

@@ -17,6 +17,8 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
+	"github.com/toolfleet/toolfleet/orchestrator/ids"
+	"github.com/toolfleet/toolfleet/orchestrator/toolcall"
 	"github.com/toolfleet/toolfleet/orchestrator/visibility"
 	"github.com/toolfleet/toolfleet/sdk/llm"
 )
@@ -27,7 +29,7 @@ import (
 type Runs struct {
 	Temporal  client.Client
 	Store     *Store
-	TaskQueue string // default TaskQueue
+	TaskQueue string // default ids.TaskQueue
 	// Visibility, when set, says whether starts may give runs their search
 	// attributes and memo (orchestrator/visibility); nil: they get none.
 	Visibility *visibility.Checker
@@ -77,7 +79,7 @@ func (r *Runs) queue() string {
 	if r.TaskQueue != "" {
 		return r.TaskQueue
 	}
-	return TaskQueue
+	return ids.TaskQueue
 }
 
 // ErrRunIDTaken means the id names another principal's run, or a workflow
@@ -123,8 +125,8 @@ func NewRunID() string {
 
 // runMeta is what SendMessage needs to start a closed run again.
 type runMeta struct {
-	Spec      RunSpec   `json:"spec"`
-	Principal Principal `json:"principal"`
+	Spec      RunSpec            `json:"spec"`
+	Principal toolcall.Principal `json:"principal"`
 	// Kind is kindProgram for a program's record (HoldProgram): the id is
 	// not a run's, and what it stores counts as a program's.
 	Kind string `json:"kind,omitempty"`
@@ -139,7 +141,7 @@ const kindProgram = "program"
 // its starter, for the same spec ([ErrRunSpecDiffers] otherwise). An id that
 // names another principal's run or a workflow of another type (a program) is
 // [ErrRunIDTaken]: a start never attaches to it.
-func (r *Runs) Start(ctx context.Context, runID string, spec RunSpec, p Principal, msgs ...*toolfleetv1.Message) (string, error) {
+func (r *Runs) Start(ctx context.Context, runID string, spec RunSpec, p toolcall.Principal, msgs ...*toolfleetv1.Message) (string, error) {
 	if runID == "" {
 		runID = NewRunID()
 	}
@@ -223,7 +225,7 @@ func (r *Runs) Start(ctx context.Context, runID string, spec RunSpec, p Principa
 // recorded for it: a run id is an idempotency key of its starter only
 // ([ErrRunIDTaken]), and only for the same spec ([ErrRunSpecDiffers]).
 // [ErrNotFound] means no run was recorded under runID.
-func (r *Runs) sameStart(ctx context.Context, runID string, spec RunSpec, p Principal) error {
+func (r *Runs) sameStart(ctx context.Context, runID string, spec RunSpec, p toolcall.Principal) error {
 	stored, err := r.meta(ctx, runID)
 	if err != nil {
 		return err
@@ -279,7 +281,7 @@ func (r *Runs) SendMessage(ctx context.Context, runID string, msgs ...*toolfleet
 // failed or cancelled run, or one whose budget or deadline is spent, is
 // [ErrRunClosed]. A message is either delivered or refused: one sent while
 // the run is ending is tried again on the closed run.
-func (r *Runs) SendMessageAs(ctx context.Context, runID string, caller *Principal, msgs ...*toolfleetv1.Message) error {
+func (r *Runs) SendMessageAs(ctx context.Context, runID string, caller *toolcall.Principal, msgs ...*toolfleetv1.Message) error {
 	if err := ValidRunID(runID); err != nil {
 		return err
 	}
@@ -344,7 +346,7 @@ func (r *Runs) SendMessageAs(ctx context.Context, runID string, caller *Principa
 // runs as: started with its scopes cut to those caller holds now when caller
 // is the starter (a scope taken away since is not used again); started
 // itself for anyone else (an admin, or no caller with auth off).
-func continuedAs(started Principal, caller *Principal) Principal {
+func continuedAs(started toolcall.Principal, caller *toolcall.Principal) toolcall.Principal {
 	p := started
 	p.Scopes = slices.Clone(started.Scopes)
 	if caller != nil && caller.Subject == p.Subject {
@@ -399,7 +401,7 @@ func (r *Runs) resume(ctx context.Context, runID string, spec RunSpec, status en
 
 // Decide grants or denies a pending call; the workflow's validator rejects
 // unknown and already decided calls.
-func (r *Runs) Decide(ctx context.Context, runID string, d Decision) error {
+func (r *Runs) Decide(ctx context.Context, runID string, d toolcall.Decision) error {
 	h, err := r.Temporal.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: runID, UpdateName: UpdateDecideApproval,
 		Args: []any{d}, WaitForStage: client.WorkflowUpdateStageCompleted})
 	if err != nil {
@@ -435,7 +437,7 @@ func (r *Runs) Transcript(ctx context.Context, runID string) ([]*toolfleetv1.Mes
 }
 
 // Principal returns who started runID ([ErrNotFound] for an unknown run).
-func (r *Runs) Principal(ctx context.Context, runID string) (Principal, error) {
+func (r *Runs) Principal(ctx context.Context, runID string) (toolcall.Principal, error) {
 	meta, err := r.meta(ctx, runID)
 	return meta.Principal, err
 }

@@ -5,15 +5,13 @@ import (
 	"strings"
 	"time"
 
+	"github.com/toolfleet/toolfleet/orchestrator/ids"
 	"github.com/toolfleet/toolfleet/orchestrator/toolcall"
 	"github.com/toolfleet/toolfleet/sdk/llm"
 )
 
 // Names that the Temporal UI and CLI show, and that clients use.
 const (
-	// TaskQueue is the default task queue of agent runs; replicas of the
-	// orchestrator share the work by polling it.
-	TaskQueue = toolcall.TaskQueue
 	// WorkflowName is the registered name of [AgentRunWorkflow].
 	WorkflowName = "AgentRun"
 
@@ -57,25 +55,10 @@ const (
 	StatusBudgetExhausted = "BUDGET_EXHAUSTED"
 )
 
-// Event kinds published on toolfleet.events.run.<run_id>.<kind> (package
-// toolcall's, shared with programs).
-const (
-	EventStarted           = toolcall.EventStarted
-	EventTurn              = toolcall.EventTurn
-	EventToolCall          = toolcall.EventToolCall
-	EventToolResult        = toolcall.EventToolResult
-	EventApprovalRequested = toolcall.EventApprovalRequested
-	EventApprovalDecided   = toolcall.EventApprovalDecided
-	EventMessage           = toolcall.EventMessage
-	EventCompleted         = toolcall.EventCompleted
-	EventFailed            = toolcall.EventFailed
-	EventCancelled         = toolcall.EventCancelled
-)
-
 // ValidRunID reports whether id can name a run: usable as a NATS subject
 // token, a KV key and part of call ids ("<run_id>/<turn>/<index>").
 func ValidRunID(id string) error {
-	if err := toolcall.ValidID(id); err != nil {
+	if err := ids.Valid(id); err != nil {
 		return fmt.Errorf("agent: run %w", err)
 	}
 	return nil
@@ -184,15 +167,11 @@ type RunSpec struct {
 	ContinueEveryTurns int `json:"continue_every_turns,omitempty"`
 }
 
-// Principal is who started the run: tool calls run as this subject with
-// exactly these scopes (delegated by the orchestrator, never as a superuser).
-type Principal = toolcall.Principal
-
 // RunInput starts (or continues) an [AgentRunWorkflow].
 type RunInput struct {
-	RunID     string    `json:"run_id"`
-	Spec      RunSpec   `json:"spec"`
-	Principal Principal `json:"principal"`
+	RunID     string             `json:"run_id"`
+	Spec      RunSpec            `json:"spec"`
+	Principal toolcall.Principal `json:"principal"`
 	// InputRef names a blob of new messages (system prompt, user messages)
 	// put in the store by the caller; empty when there are none.
 	InputRef string `json:"input_ref,omitempty"`
@@ -235,31 +214,25 @@ func ValidHistoryContent(v string) error {
 
 // Resume is what a completed run's next execution keeps of it.
 type Resume struct {
-	ToolCalls int       `json:"tool_calls"`
-	Usage     Usage     `json:"usage"`
-	StartedAt time.Time `json:"started_at"`
+	ToolCalls int            `json:"tool_calls"`
+	Usage     toolcall.Usage `json:"usage"`
+	StartedAt time.Time      `json:"started_at"`
 }
 
 // Carry is the small state that crosses ContinueAsNew: counters and
 // references, never messages.
 type Carry struct {
-	Seq       int           `json:"seq"`
-	Turn      int           `json:"turn"`
-	ToolCalls int           `json:"tool_calls"`
-	Usage     Usage         `json:"usage"`
-	StartedAt time.Time     `json:"started_at"`
-	Tools     []ToolSummary `json:"tools"`
-	ToolsRef  string        `json:"tools_ref"`
-	Failures  []Failure     `json:"failures,omitempty"`
+	Seq       int             `json:"seq"`
+	Turn      int             `json:"turn"`
+	ToolCalls int             `json:"tool_calls"`
+	Usage     toolcall.Usage  `json:"usage"`
+	StartedAt time.Time       `json:"started_at"`
+	Tools     []toolcall.Tool `json:"tools"`
+	ToolsRef  string          `json:"tools_ref"`
+	Failures  []Failure       `json:"failures,omitempty"`
 	// Inbox are message refs sent while the previous execution was busy.
 	Inbox []string `json:"inbox,omitempty"`
 }
-
-// Usage counts tokens.
-type Usage = toolcall.Usage
-
-// ToolSummary is what the workflow needs to know of a tool to schedule it.
-type ToolSummary = toolcall.Tool
 
 // Failure counts how often one failing call (tool + argument digest) went back
 // to the model.
@@ -271,15 +244,15 @@ type Failure struct {
 // PrepareInput and PrepareResult are PrepareRun's: resolve the tools, append
 // the initial messages.
 type PrepareInput struct {
-	RunID     string    `json:"run_id"`
-	Spec      RunSpec   `json:"spec"`
-	Principal Principal `json:"principal"`
-	InputRef  string    `json:"input_ref,omitempty"`
+	RunID     string             `json:"run_id"`
+	Spec      RunSpec            `json:"spec"`
+	Principal toolcall.Principal `json:"principal"`
+	InputRef  string             `json:"input_ref,omitempty"`
 }
 
 type PrepareResult struct {
-	Tools    []ToolSummary `json:"tools"`
-	ToolsRef string        `json:"tools_ref"`
+	Tools    []toolcall.Tool `json:"tools"`
+	ToolsRef string          `json:"tools_ref"`
 	// Seq is the transcript length after the initial messages.
 	Seq int `json:"seq"`
 	// Turn is the number of model turns already in the transcript (a run
@@ -310,10 +283,10 @@ type ModelTurnInput struct {
 // ModelTurnResult summarizes the assistant message appended at Seq-1.
 type ModelTurnResult struct {
 	// Seq is the transcript length after the assistant message.
-	Seq        int           `json:"seq"`
-	Calls      []CallSummary `json:"calls,omitempty"`
-	Usage      Usage         `json:"usage"`
-	StopReason string        `json:"stop_reason,omitempty"`
+	Seq        int            `json:"seq"`
+	Calls      []CallSummary  `json:"calls,omitempty"`
+	Usage      toolcall.Usage `json:"usage"`
+	StopReason string         `json:"stop_reason,omitempty"`
 	// Preview is the start of the reply's text (none with NoContent).
 	Preview string `json:"preview,omitempty"`
 	// TextSHA256 and TextBytes identify the reply's text with NoContent.
@@ -332,13 +305,13 @@ type CallSummary struct {
 // CallToolInput runs call Index of the assistant message at CallSeq and
 // appends its result at ResultSeq.
 type CallToolInput struct {
-	RunID     string       `json:"run_id"`
-	Turn      int          `json:"turn"`
-	Index     int          `json:"index"`
-	CallSeq   int          `json:"call_seq"`
-	ResultSeq int          `json:"result_seq"`
-	Tool      *ToolSummary `json:"tool,omitempty"` // nil: the model named no tool of this run
-	Principal Principal    `json:"principal"`
+	RunID     string             `json:"run_id"`
+	Turn      int                `json:"turn"`
+	Index     int                `json:"index"`
+	CallSeq   int                `json:"call_seq"`
+	ResultSeq int                `json:"result_seq"`
+	Tool      *toolcall.Tool     `json:"tool,omitempty"` // nil: the model named no tool of this run
+	Principal toolcall.Principal `json:"principal"`
 	// Approver is set when the call was approved in this run.
 	Approver string `json:"approver,omitempty"`
 	// Denial, when set, appends an error result with this reason and calls nothing.
@@ -353,20 +326,10 @@ type CallToolInput struct {
 	NoContent bool `json:"no_content,omitempty"`
 }
 
-// Result kinds of a tool call.
-const (
-	ResultOK         = "ok"
-	ResultValidation = "validation"
-	ResultExecution  = "execution"
-	ResultDenied     = "denied"
-	ResultUnknown    = "unknown_tool"
-	ResultRefused    = "refused"
-)
-
 // CallToolResult summarizes the appended tool result.
 type CallToolResult struct {
-	Kind    string `json:"kind"`
-	IsError bool   `json:"is_error,omitempty"`
+	Kind    toolcall.Kind `json:"kind"`
+	IsError bool          `json:"is_error,omitempty"`
 	// Preview is the start of the content the model sees (none with NoContent).
 	Preview string `json:"preview,omitempty"`
 	// ContentSHA256 and ContentBytes identify that content with NoContent.
@@ -377,15 +340,6 @@ type CallToolResult struct {
 	Ref string `json:"ref,omitempty"`
 }
 
-// Event is a run event for PublishEvent.
-type Event = toolcall.Event
-
-// PendingApproval is a call waiting for a decision.
-type PendingApproval = toolcall.Pending
-
-// Decision is DecideApproval's argument.
-type Decision = toolcall.Decision
-
 // SendMessageInput is SendMessage's argument: a blob of user messages put in
 // the store by the caller.
 type SendMessageInput struct {
@@ -394,18 +348,18 @@ type SendMessageInput struct {
 	// its starter with the scopes recorded at the start cut to those the
 	// sender holds now (Runs.SendMessageAs), the same principal a closed run
 	// is started again with. Nil (messages of older clients) keeps the run's.
-	Principal *Principal `json:"principal,omitempty"`
+	Principal *toolcall.Principal `json:"principal,omitempty"`
 }
 
 // RunState is what GetRun returns.
 type RunState struct {
-	RunID     string            `json:"run_id"`
-	Status    string            `json:"status"`
-	Turn      int               `json:"turn"`
-	ToolCalls int               `json:"tool_calls"`
-	Usage     Usage             `json:"usage"`
-	Seq       int               `json:"seq"`
-	Pending   []PendingApproval `json:"pending,omitempty"`
+	RunID     string             `json:"run_id"`
+	Status    string             `json:"status"`
+	Turn      int                `json:"turn"`
+	ToolCalls int                `json:"tool_calls"`
+	Usage     toolcall.Usage     `json:"usage"`
+	Seq       int                `json:"seq"`
+	Pending   []toolcall.Pending `json:"pending,omitempty"`
 	// Answer is the preview of the last answer (none when the run keeps
 	// content out of history: then AnswerSHA256 and AnswerBytes identify it,
 	// and the answer is the transcript's message at Seq-1).
@@ -416,10 +370,4 @@ type RunState struct {
 	StartedAt    time.Time `json:"started_at"`
 	// Idle is true while a run that answered waits for SendMessage.
 	Idle bool `json:"idle,omitempty"`
-}
-
-// CallID is the deterministic id of call index of turn in run: the gateway's
-// idempotency key, so retries and replays never repeat a side effect.
-func CallID(runID string, turn, index int) string {
-	return fmt.Sprintf("%s/%d/%d", runID, turn, index)
 }

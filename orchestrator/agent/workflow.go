@@ -9,15 +9,13 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/toolfleet/toolfleet/orchestrator/ids"
 	"github.com/toolfleet/toolfleet/orchestrator/toolcall"
 	"github.com/toolfleet/toolfleet/orchestrator/visibility"
 )
 
-// Timeouts of the run's activities.
-const (
-	heartbeatTimeout = toolcall.HeartbeatTimeout
-	modelTurnTimeout = 10 * time.Minute
-)
+// modelTurnTimeout bounds one model turn.
+const modelTurnTimeout = 10 * time.Minute
 
 // legacyCallDefaults are the call options of runs recorded before
 // toolcall.Standard (change "toolcall-options"): 2 minutes without a contract
@@ -45,7 +43,7 @@ func (e *endRun) Error() string { return e.status + ": " + e.reason }
 type run struct {
 	in        RunInput
 	st        RunState
-	tools     []ToolSummary
+	tools     []toolcall.Tool
 	toolsRef  string
 	failures  []Failure
 	inbox     []string
@@ -123,9 +121,9 @@ func (r *run) execute(ctx workflow.Context) (RunState, error) {
 		r.st.StartedAt = workflow.Now(ctx)
 		actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 			StartToCloseTimeout: time.Minute,
-			HeartbeatTimeout:    heartbeatTimeout, // a dead worker's attempt is retried after this
+			HeartbeatTimeout:    toolcall.HeartbeatTimeout, // a dead worker's attempt is retried after this
 			RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2,
-				MaximumInterval: 30 * time.Second, MaximumAttempts: 5, NonRetryableErrorTypes: []string{ErrTypeConfig}},
+				MaximumInterval: 30 * time.Second, MaximumAttempts: 5, NonRetryableErrorTypes: []string{toolcall.ErrTypeConfig}},
 		})
 		var prep PrepareResult
 		err := workflow.ExecuteActivity(actx, PrepareRunActivity, PrepareInput{RunID: r.in.RunID, Spec: spec,
@@ -143,7 +141,7 @@ func (r *run) execute(ctx workflow.Context) (RunState, error) {
 		if spec.CodeMode {
 			started += ", code mode"
 		}
-		r.publish(ctx, EventStarted, 0, "", "", started,
+		r.publish(ctx, toolcall.EventStarted, 0, "", "", started,
 			r.in.RunID+"/started/"+workflow.GetInfo(ctx).WorkflowExecution.RunID)
 	}
 
@@ -193,7 +191,7 @@ func (r *run) execute(ctx workflow.Context) (RunState, error) {
 // true when the idle time passed (or the run was stopped) without one.
 func (r *run) answered(ctx, lctx workflow.Context, res ModelTurnResult) (done bool, err error) {
 	r.st.Status, r.st.Answer, r.st.AnswerSHA256, r.st.AnswerBytes = StatusCompleted, res.Preview, res.TextSHA256, res.TextBytes
-	r.publish(ctx, EventCompleted, r.st.Turn, "", "", res.Text(), fmt.Sprintf("%s/completed/%d", r.in.RunID, r.st.Turn))
+	r.publish(ctx, toolcall.EventCompleted, r.st.Turn, "", "", res.Text(), fmt.Sprintf("%s/completed/%d", r.in.RunID, r.st.Turn))
 	idle := orDefault(r.in.Spec.IdleTimeout, DefaultIdleTimeout)
 	if idle < 0 {
 		// A message accepted during the last turn is answered, never
@@ -228,7 +226,7 @@ func relaunchOn(actx workflow.Context) func() workflow.Context {
 func (r *run) drainInbox(ctx workflow.Context) error {
 	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: 30 * time.Second,
-		HeartbeatTimeout:    heartbeatTimeout,
+		HeartbeatTimeout:    toolcall.HeartbeatTimeout,
 		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 10 * time.Second, MaximumAttempts: 5},
 	})
 	for len(r.inbox) > 0 {
@@ -239,7 +237,7 @@ func (r *run) drainInbox(ctx workflow.Context) error {
 		}
 		r.inbox = r.inbox[1:]
 		r.st.Seq += n
-		r.publish(ctx, EventMessage, r.st.Turn, "", "", "", fmt.Sprintf("%s/message/%d", r.in.RunID, r.st.Seq))
+		r.publish(ctx, toolcall.EventMessage, r.st.Turn, "", "", "", fmt.Sprintf("%s/message/%d", r.in.RunID, r.st.Seq))
 	}
 	return nil
 }
@@ -279,9 +277,9 @@ func (r *run) modelTurn(ctx workflow.Context) (ModelTurnResult, error) {
 	r.execTurns++
 	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: modelTurnTimeout,
-		HeartbeatTimeout:    heartbeatTimeout,
+		HeartbeatTimeout:    toolcall.HeartbeatTimeout,
 		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: time.Minute,
-			MaximumAttempts: 5, NonRetryableErrorTypes: []string{ErrTypeModel, ErrTypeConfig}},
+			MaximumAttempts: 5, NonRetryableErrorTypes: []string{ErrTypeModel, toolcall.ErrTypeConfig}},
 	})
 	spec := r.in.Spec
 	var res ModelTurnResult
@@ -329,7 +327,7 @@ func (r *run) runCalls(ctx workflow.Context, res ModelTurnResult) error {
 			// The model was offered run_program only; the tools are the program's.
 			tool = nil
 			if c.Name == RunProgramTool {
-				tool = &ToolSummary{ID: RunProgramTool, ModelName: RunProgramTool}
+				tool = &toolcall.Tool{ID: RunProgramTool, ModelName: RunProgramTool}
 			}
 		}
 		in := CallToolInput{RunID: r.in.RunID, Turn: r.st.Turn, Index: i, CallSeq: callSeq, ResultSeq: base + i,
@@ -358,7 +356,7 @@ func (r *run) runCalls(ctx workflow.Context, res ModelTurnResult) error {
 			}
 			continue
 		}
-		approval := tool != nil && (tool.RequiresApproval || r.policyNeedsApproval(tool))
+		approval := tool != nil && tool.NeedsApproval(r.in.Spec.Approval.Tools)
 		if tool != nil && !approval && tool.ReadOnly && r.localReadOnly(ctx) {
 			// Read-only calls run as local activities: no task round trip through
 			// the server (docs/performance.md measures the difference).
@@ -389,7 +387,7 @@ func (r *run) runCalls(ctx workflow.Context, res ModelTurnResult) error {
 	}
 	r.st.Seq = base + len(res.Calls)
 	for i, c := range res.Calls {
-		if !results[i].IsError || results[i].Kind == ResultDenied {
+		if !results[i].IsError || results[i].Kind == toolcall.KindDenied {
 			continue
 		}
 		if n := r.countFailure(c.Name + "/" + c.Digest); n > MaxSameFailure {
@@ -415,7 +413,7 @@ func (r *run) localReadOnly(ctx workflow.Context) bool {
 // run replays the same whatever the setting is today.
 func (r *run) noContent() bool { return r.in.HistoryContent == HistoryContentNone }
 
-func (r *run) tool(modelName string) *ToolSummary {
+func (r *run) tool(modelName string) *toolcall.Tool {
 	for i := range r.tools {
 		if r.tools[i].ModelName == modelName {
 			t := r.tools[i]
@@ -423,12 +421,6 @@ func (r *run) tool(modelName string) *ToolSummary {
 		}
 	}
 	return nil
-}
-
-// policyNeedsApproval matches the run's approval globs against the tool id
-// with and without its version.
-func (r *run) policyNeedsApproval(t *ToolSummary) bool {
-	return toolcall.PolicyNeedsApproval(r.in.Spec.Approval.Tools, t.ID)
 }
 
 func (r *run) countFailure(key string) int {
@@ -442,29 +434,23 @@ func (r *run) countFailure(key string) int {
 	return 1
 }
 
-// approve publishes approval.requested and waits for DecideApproval; no
-// decision within the timeout is a denial.
-func (r *run) approve(ctx workflow.Context, index, callSeq int, t *ToolSummary) (approver, denial string, err error) {
-	callID := CallID(r.in.RunID, r.st.Turn, index)
-	r.gate.Request(PendingApproval{CallID: callID, ToolID: t.ID, Turn: r.st.Turn, Index: index,
-		CallSeq: callSeq, RequestedAt: workflow.Now(ctx)})
-	r.st.Status = StatusWaitingApproval
-	r.publish(ctx, EventApprovalRequested, r.st.Turn, callID, t.ID, "", callID+"/approval.requested")
-	timeout := orDefault(r.in.Spec.Approval.Timeout, DefaultApprovalTimeout)
-	d, decided, err := r.gate.Wait(ctx, callID, timeout)
-	r.st.Status = StatusRunning
-	if err != nil {
-		return "", "", err
-	}
-	msg := "approved by " + d.Approver
-	if decided && d.Approved {
-		approver = d.Approver
-	} else {
-		denial = toolcall.Denial(d, decided, timeout)
-		msg = "denied: " + denial
-	}
-	r.publish(ctx, EventApprovalDecided, r.st.Turn, callID, t.ID, msg, callID+"/approval.decided")
-	return approver, denial, nil
+// approve is the approval step (toolcall.Gate.Approve) of call index: no
+// decision within the run's approval timeout is a denial.
+func (r *run) approve(ctx workflow.Context, index, callSeq int, t *toolcall.Tool) (approver, denial string, err error) {
+	callID := ids.RunCall(r.in.RunID, r.st.Turn, index)
+	return r.gate.Approve(ctx, toolcall.Approval{
+		Pending: toolcall.Pending{CallID: callID, ToolID: t.ID, Turn: r.st.Turn, Index: index, CallSeq: callSeq},
+		Wait:    orDefault(r.in.Spec.Approval.Timeout, DefaultApprovalTimeout),
+		Announce: func(ctx workflow.Context, kind, msg string) {
+			r.publish(ctx, kind, r.st.Turn, callID, t.ID, msg, callID+"/"+kind)
+		},
+		Waiting: func(waiting bool) {
+			r.st.Status = StatusRunning
+			if waiting {
+				r.st.Status = StatusWaitingApproval
+			}
+		},
+	})
 }
 
 // finish ends the run after err: a budget or the model's repeated failure, a
@@ -479,12 +465,12 @@ func (r *run) finish(ctx workflow.Context, err error) (RunState, error) {
 		r.st.Status, r.st.Failure = StatusBudgetExhausted, "deadline"
 	case ctx.Err() != nil || temporal.IsCanceledError(err):
 		r.st.Status, r.st.Failure = StatusCanceled, "cancelled"
-		r.publish(dctx, EventCancelled, r.st.Turn, "", "", "", fmt.Sprintf("%s/cancelled/%d", r.in.RunID, r.st.Turn))
+		r.publish(dctx, toolcall.EventCancelled, r.st.Turn, "", "", "", fmt.Sprintf("%s/cancelled/%d", r.in.RunID, r.st.Turn))
 		return r.st, temporal.NewCanceledError("cancelled")
 	default:
 		r.st.Status, r.st.Failure = StatusFailed, failureMessage(err)
 	}
-	r.publish(dctx, EventFailed, r.st.Turn, "", "", r.st.Status+": "+r.st.Failure, fmt.Sprintf("%s/failed/%d", r.in.RunID, r.st.Turn))
+	r.publish(dctx, toolcall.EventFailed, r.st.Turn, "", "", r.st.Status+": "+r.st.Failure, fmt.Sprintf("%s/failed/%d", r.in.RunID, r.st.Turn))
 	if r.st.Status == StatusFailed {
 		return r.st, temporal.NewNonRetryableApplicationError(r.st.Failure, "RunFailed", nil)
 	}
@@ -502,7 +488,7 @@ func (r *run) publish(ctx workflow.Context, kind string, turn int, callID, toolI
 		StartToCloseTimeout: 10 * time.Second,
 		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: 200 * time.Millisecond, MaximumAttempts: 5},
 	})
-	ev := Event{RunID: r.in.RunID, Kind: kind, Turn: turn, CallID: callID, ToolID: toolID, Message: msg, ID: id, Time: workflow.Now(ctx)}
+	ev := toolcall.Event{RunID: r.in.RunID, Kind: kind, Turn: turn, CallID: callID, ToolID: toolID, Message: msg, ID: id, Time: workflow.Now(ctx)}
 	if err := workflow.ExecuteLocalActivity(lctx, PublishEventActivity, ev).Get(lctx, nil); err != nil {
 		workflow.GetLogger(ctx).Warn("run event not published", "kind", kind, "error", err)
 	}

@@ -18,6 +18,7 @@ import (
 	jsonqv1 "github.com/toolfleet/toolfleet/gen/tools/jsonq/v1"
 	"github.com/toolfleet/toolfleet/orchestrator/agent"
 	"github.com/toolfleet/toolfleet/orchestrator/agent/agenttest"
+	"github.com/toolfleet/toolfleet/orchestrator/ids"
 	"github.com/toolfleet/toolfleet/orchestrator/runner"
 	"github.com/toolfleet/toolfleet/sdk/llm"
 	"github.com/toolfleet/toolfleet/sdk/llm/llmtest"
@@ -148,7 +149,7 @@ func TestCodeModeProgramValuesQuota(t *testing.T) {
 	if st.GetStatus() != toolfleetv1.RunStatus_RUN_STATUS_COMPLETED {
 		t.Fatalf("alice's run: %v; want COMPLETED (its programs fail, the run goes on)", st)
 	}
-	child := agent.ProgramID(runID, 1, 0)
+	child := ids.CodeModeProgram(runID, 1, 0)
 	pg, err := tn.alicePrograms.GetProgram(ctx, connect.NewRequest(&toolfleetv1.GetProgramRequest{ProgramId: child}))
 	if err != nil {
 		t.Fatal(err)
@@ -182,7 +183,7 @@ func TestCodeModeProgramValuesQuota(t *testing.T) {
 		}
 	}
 	// The second program was refused before it started.
-	if _, err := tn.alicePrograms.GetProgram(ctx, connect.NewRequest(&toolfleetv1.GetProgramRequest{ProgramId: agent.ProgramID(runID, 2, 0)})); connect.CodeOf(err) != connect.CodeNotFound {
+	if _, err := tn.alicePrograms.GetProgram(ctx, connect.NewRequest(&toolfleetv1.GetProgramRequest{ProgramId: ids.CodeModeProgram(runID, 2, 0)})); connect.CodeOf(err) != connect.CodeNotFound {
 		t.Errorf("the refused program: %v; want NotFound (never started)", err)
 	}
 	recordHistory(t, tn.o.Runs.Temporal, runID, "codemode-program-refused")

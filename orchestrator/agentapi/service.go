@@ -29,6 +29,7 @@ import (
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
 	"github.com/toolfleet/toolfleet/gen/toolfleet/v1/toolfleetv1connect"
 	"github.com/toolfleet/toolfleet/orchestrator/agent"
+	"github.com/toolfleet/toolfleet/orchestrator/ids"
 	"github.com/toolfleet/toolfleet/orchestrator/toolcall"
 	"github.com/toolfleet/toolfleet/orchestrator/toolcall/apibase"
 	"github.com/toolfleet/toolfleet/orchestrator/visibility"
@@ -218,11 +219,11 @@ func (s *Service) StartRun(ctx context.Context, r *connect.Request[toolfleetv1.S
 		if err := agent.ValidRunID(runID); err != nil {
 			return nil, connect.NewError(connect.CodeInvalidArgument, err)
 		}
-		if toolcall.Reserved(runID) { // the system makes these ids (triggers, code mode)
+		if ids.Reserved(runID) { // the system makes these ids (triggers, code mode)
 			return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("run id %q is reserved; choose another", runID))
 		}
 	}
-	p := agent.Principal{Subject: c.Subject, Scopes: c.Scopes}
+	p := toolcall.Principal{Subject: c.Subject, Scopes: c.Scopes}
 	id, err := s.Runs.Start(ctx, runID, sp, p, msgs...)
 	if errors.Is(err, agent.ErrRunIDTaken) { // a run id is an idempotency key of its starter only
 		return nil, connect.NewError(connect.CodeAlreadyExists, fmt.Errorf("run id %q is taken", runID))
@@ -359,9 +360,9 @@ func (s *Service) SendMessage(ctx context.Context, r *connect.Request[toolfleetv
 		return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("an empty message"))
 	}
 	m.Role = toolfleetv1.Role_ROLE_USER
-	var caller *agent.Principal // whose current scopes cut the run's (none with auth off)
+	var caller *toolcall.Principal // whose current scopes cut the run's (none with auth off)
 	if !c.Anonymous {
-		caller = &agent.Principal{Subject: c.Subject, Scopes: c.Scopes}
+		caller = &toolcall.Principal{Subject: c.Subject, Scopes: c.Scopes}
 	}
 	err = s.Runs.SendMessageAs(ctx, r.Msg.GetRunId(), caller, m)
 	if errors.Is(err, agent.ErrRunIDTaken) { // the id holds a workflow that is not a run
@@ -392,7 +393,7 @@ func (s *Service) DecideApproval(ctx context.Context, r *connect.Request[toolfle
 	if approver == "" {
 		approver = "anonymous"
 	}
-	err = s.Runs.Decide(ctx, r.Msg.GetRunId(), agent.Decision{CallID: r.Msg.GetCallId(), Approved: r.Msg.GetApproved(),
+	err = s.Runs.Decide(ctx, r.Msg.GetRunId(), toolcall.Decision{CallID: r.Msg.GetCallId(), Approved: r.Msg.GetApproved(),
 		Approver: approver, Reason: r.Msg.GetReason()})
 	if err != nil {
 		return nil, s.fromTemporal("decide approval", err)
@@ -451,7 +452,7 @@ func (s *Service) watch(ctx context.Context, h http.Header, req *toolfleetv1.Wat
 	if after := req.GetAfterSeq(); after > 0 {
 		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, after+1
 	}
-	cons, err := s.JS.OrderedConsumer(ctx, agent.DefaultEventStream, cfg)
+	cons, err := s.JS.OrderedConsumer(ctx, toolcall.DefaultEventStream, cfg)
 	if err != nil {
 		return s.internal("watch events", err)
 	}
@@ -498,7 +499,7 @@ func (s *Service) watch(ctx context.Context, h http.Header, req *toolfleetv1.Wat
 				return err
 			}
 			switch ev.GetKind() {
-			case agent.EventCompleted, agent.EventFailed, agent.EventCancelled:
+			case toolcall.EventCompleted, toolcall.EventFailed, toolcall.EventCancelled:
 				return nil
 			}
 		}

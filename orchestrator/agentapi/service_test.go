@@ -28,6 +28,7 @@ import (
 	"github.com/toolfleet/toolfleet/orchestrator/agent/agenttest"
 	"github.com/toolfleet/toolfleet/orchestrator/agentapi"
 	"github.com/toolfleet/toolfleet/orchestrator/runner"
+	"github.com/toolfleet/toolfleet/orchestrator/toolcall"
 	"github.com/toolfleet/toolfleet/sdk/llm"
 	"github.com/toolfleet/toolfleet/sdk/llm/llmtest"
 )
@@ -154,7 +155,7 @@ func TestAgentService(t *testing.T) {
 		ev := stream.Msg().GetEvent()
 		kinds = append(kinds, ev.GetKind())
 		lastSeq = ev.GetSeq()
-		if ev.GetKind() == agent.EventApprovalRequested {
+		if ev.GetKind() == toolcall.EventApprovalRequested {
 			if ev.GetCallId() != "api-run/1/0" {
 				t.Fatalf("approval for %q", ev.GetCallId())
 			}
@@ -242,7 +243,7 @@ func TestAgentService(t *testing.T) {
 		}
 		resumed = append(resumed, m.GetEvent().GetKind())
 	}
-	if len(resumed) != 1 || resumed[0] != agent.EventCompleted {
+	if len(resumed) != 1 || resumed[0] != toolcall.EventCompleted {
 		t.Fatalf("resumed after seq %d: %v, want only the completed event", lastSeq-1, resumed)
 	}
 

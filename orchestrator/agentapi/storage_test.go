@@ -21,6 +21,7 @@ import (
 	"github.com/toolfleet/toolfleet/orchestrator/agent"
 	"github.com/toolfleet/toolfleet/orchestrator/agent/agenttest"
 	"github.com/toolfleet/toolfleet/orchestrator/runner"
+	"github.com/toolfleet/toolfleet/orchestrator/toolcall"
 	"github.com/toolfleet/toolfleet/sdk/jsassets"
 	"github.com/toolfleet/toolfleet/sdk/llm"
 	"github.com/toolfleet/toolfleet/sdk/llm/llmtest"
@@ -178,7 +179,7 @@ func TestClosedRunDataExpires(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	events, err := js.Stream(ctx, agent.DefaultEventStream)
+	events, err := js.Stream(ctx, toolcall.DefaultEventStream)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -198,7 +199,7 @@ func TestClosedRunDataExpires(t *testing.T) {
 				nblobs++
 			}
 		}
-		info, err := events.Info(ctx, jetstream.WithSubjectFilter(agent.EventSubjectPrefix+runID+".>"))
+		info, err := events.Info(ctx, jetstream.WithSubjectFilter(toolcall.EventSubjectPrefix+runID+".>"))
 		if err != nil {
 			t.Fatal(err)
 		}

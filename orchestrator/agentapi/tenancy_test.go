@@ -24,6 +24,7 @@ import (
 	"github.com/toolfleet/toolfleet/internal/devstack/devstacktest"
 	"github.com/toolfleet/toolfleet/orchestrator/agent"
 	"github.com/toolfleet/toolfleet/orchestrator/agent/agenttest"
+	"github.com/toolfleet/toolfleet/orchestrator/ids"
 	"github.com/toolfleet/toolfleet/orchestrator/runner"
 	"github.com/toolfleet/toolfleet/sdk/llm"
 	"github.com/toolfleet/toolfleet/sdk/llm/llmtest"
@@ -282,7 +283,7 @@ func TestCodeModeObeysTheRun(t *testing.T) {
 		IdleTimeout: durationpb.New(-time.Second), Approval: &toolfleetv1.ApprovalPolicy{Tools: []string{"Calculator.Multiply"}}})); err != nil {
 		t.Fatal(err)
 	}
-	child := agent.ProgramID(runID, 1, 0)
+	child := ids.CodeModeProgram(runID, 1, 0)
 	var callID string
 	for deadline := time.Now().Add(time.Minute); callID == ""; time.Sleep(50 * time.Millisecond) {
 		st, err := alicePrograms.GetProgram(ctx, connect.NewRequest(&toolfleetv1.GetProgramRequest{ProgramId: child}))

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
+	"github.com/toolfleet/toolfleet/orchestrator/ids"
 	"github.com/toolfleet/toolfleet/orchestrator/metrics"
 	"github.com/toolfleet/toolfleet/orchestrator/toolcall"
 	"github.com/toolfleet/toolfleet/sdk/client"
@@ -27,18 +28,12 @@ type Gateway interface {
 	CallTool(ctx context.Context, req *toolfleetv1.CallToolRequest) (*client.Result, error)
 }
 
-// EventPublisher publishes run events; a repeat of an event id must be
-// dropped. *agent.Events (JetStream, Nats-Msg-Id) implements it.
-type EventPublisher interface {
-	Publish(ctx context.Context, ev toolcall.Event) error
-}
-
 // Activities are the program's activities; register them with
 // RegisterActivities. Gateway must be built without client-side retries
 // (client.WithRetry(client.RetryPolicy{MaxAttempts: 1})): Temporal retries.
 type Activities struct {
 	Gateway Gateway
-	Events  EventPublisher
+	Events  toolcall.EventPublisher
 	// Metrics, when set, records tool calls and how programs end.
 	Metrics *metrics.Metrics
 	// Quota, when set, refuses a call of a program whose values are over
@@ -46,13 +41,10 @@ type Activities struct {
 	Quota ValueQuota
 }
 
-// A toolcall.Publisher also reports whether the event was new (not a repeat
-// of its id); metrics count an ending once with it, and at least once without.
-
 // ResolveRequest is ResolveProgramTools' input.
 type ResolveRequest struct {
-	Patterns  []string  `json:"patterns"`
-	Principal Principal `json:"principal"`
+	Patterns  []string           `json:"patterns"`
+	Principal toolcall.Principal `json:"principal"`
 }
 
 // maxTools bounds the tools one program may be given.
@@ -114,56 +106,71 @@ func ToolOf(d *toolfleetv1.ToolDefinition) (Tool, error) {
 	return t, nil
 }
 
-// ProgramCallTool calls one tool through the gateway as the program's principal.
-// The call id makes it idempotent: a retry returns the stored outcome. A
-// retryable execution error becomes a Temporal retry after the tool's
-// retry_after; other outcomes are returned for the script to handle.
+// ProgramCallTool calls one tool through the gateway as the program's
+// principal: the one call activity (toolcall.CallActivity) with the
+// program's engine. The call id makes it idempotent: a retry returns the
+// stored outcome. A retryable execution error becomes a Temporal retry after
+// the tool's retry_after; other outcomes are returned for the script to
+// handle.
 func (a *Activities) ProgramCallTool(ctx context.Context, req CallRequest) (*CallResult, error) {
-	ctx = toolcall.OnBehalfOf(ctx, req.Principal)
+	return toolcall.CallActivity[CallRequest, *CallResult](a.Gateway, programCalls{a})(ctx, req)
+}
+
+// programCalls is the call activity's engine of programs: the call and its
+// result travel in history.
+type programCalls struct{ a *Activities }
+
+// Prepare decodes the call's input; a call of a program whose values are
+// over its quota is refused before anything is published (valuequota.go).
+func (e programCalls) Prepare(ctx context.Context, req CallRequest) (toolcall.Call, **CallResult, error) {
 	in := &structpb.Struct{}
 	if err := protojson.Unmarshal([]byte(req.InputJSON), in); err != nil {
-		return nil, temporal.NewNonRetryableApplicationError("the input is not a JSON object", toolcall.ErrTypeInput, err)
+		return toolcall.Call{}, nil, temporal.NewNonRetryableApplicationError("the input is not a JSON object", toolcall.ErrTypeInput, err)
 	}
-	if refused, err := a.checkValues(ctx, programOf(req.CallID)); refused != nil || err != nil {
-		return refused, err
+	id := ids.ProgramOf(req.CallID)
+	if refused, err := e.a.checkValues(ctx, id); refused != nil || err != nil {
+		return toolcall.Call{}, &refused, err
 	}
-	a.publish(ctx, toolcall.Event{RunID: programOf(req.CallID), Kind: EventToolCall, CallID: req.CallID, ToolID: req.ToolID,
-		ID: req.CallID + "/call", Message: req.InputJSON})
-	stop := toolcall.Heartbeat(ctx)
-	began := time.Now()
-	res, err := a.Gateway.CallTool(ctx, toolcall.WithApproval(&toolfleetv1.CallToolRequest{CallId: req.CallID, ToolId: req.ToolID, Input: in}, req.Approver))
-	a.Metrics.ProgramGatewayCall(time.Since(began))
-	stop()
-	o, err := toolcall.Classify(ctx, res, err)
-	if err != nil {
-		return nil, err
-	}
+	return toolcall.Call{RunID: id, CallID: req.CallID, ToolID: req.ToolID, Input: in, Principal: req.Principal,
+		Approver: req.Approver, Announce: req.InputJSON}, nil, nil
+}
+
+// Render renders the outcome as what the script sees. Every attempt that
+// renders counts it (at least once: an attempt whose completion Temporal
+// lost is retried, and the gateway answers the retry from its idempotency
+// store).
+func (e programCalls) Render(_ context.Context, req CallRequest, _ toolcall.Call, o toolcall.Outcome) (toolcall.Rendered[*CallResult], error) {
 	out, err := callResultOf(o, req.MaxValueBytes)
 	if err != nil {
-		return nil, err
+		return toolcall.Rendered[*CallResult]{}, err
 	}
 	msg := "ok"
 	if out.Error != nil {
-		msg = out.Error.Kind + ": " + out.Error.Message
+		msg = string(out.Error.Kind) + ": " + out.Error.Message
 	}
-	// At least once: an attempt whose completion Temporal lost is retried,
-	// and the gateway answers the retry from its idempotency store.
-	a.Metrics.ProgramToolCall(outcomeOf(out))
-	a.publish(ctx, toolcall.Event{RunID: programOf(req.CallID), Kind: EventToolResult, CallID: req.CallID, ToolID: req.ToolID,
-		ID: req.CallID + "/result", Message: msg})
-	return out, nil
+	return toolcall.Rendered[*CallResult]{Out: out, Kind: outcomeOf(out), Counted: true, Message: msg}, nil
 }
+
+// Publish publishes an event of the call; its loss is logged, never fails
+// the call.
+func (e programCalls) Publish(ctx context.Context, ev toolcall.Event) error {
+	e.a.publish(ctx, ev)
+	return nil
+}
+
+func (e programCalls) GatewayCall(d time.Duration) { e.a.Metrics.ProgramGatewayCall(d) }
+func (e programCalls) ToolCall(k toolcall.Kind)    { e.a.Metrics.ProgramToolCall(string(k)) }
 
 // callResultOf renders a gateway outcome as what the script sees, or as an
 // activity error Temporal retries (toolcall.Outcome.ActivityError).
 func callResultOf(o toolcall.Outcome, maxValue int) (*CallResult, error) {
 	switch o.Kind {
 	case toolcall.KindValidation:
-		return &CallResult{Error: &CallError{Kind: "validation", Message: o.Message, Fields: o.Fields}}, nil
+		return &CallResult{Error: &CallError{Kind: toolcall.KindValidation, Message: o.Message, Fields: o.Fields}}, nil
 	case toolcall.KindRefused:
-		return &CallResult{Error: &CallError{Kind: "server", Message: o.Message}}, nil
+		return &CallResult{Error: &CallError{Kind: toolcall.KindRefused.ForProgram(), Message: o.Message}}, nil
 	case toolcall.KindExecution:
-		return &CallResult{Error: &CallError{Kind: "execution", Message: o.Message}}, nil
+		return &CallResult{Error: &CallError{Kind: toolcall.KindExecution, Message: o.Message}}, nil
 	case toolcall.KindOK:
 	default:
 		return nil, o.ActivityError()
@@ -173,36 +180,28 @@ func callResultOf(o toolcall.Outcome, maxValue int) (*CallResult, error) {
 		return nil, temporal.NewNonRetryableApplicationError("the tool's result cannot be encoded", "BadResult", err)
 	}
 	if maxValue > 0 && len(b) > maxValue {
-		return &CallResult{Error: &CallError{Kind: "too_large", Message: fmt.Sprintf("the result is %d bytes, over %d", len(b), maxValue)}}, nil
+		return &CallResult{Error: &CallError{Kind: toolcall.KindTooLarge, Message: fmt.Sprintf("the result is %d bytes, over %d", len(b), maxValue)}}, nil
 	}
 	return &CallResult{OK: true, ValueJSON: string(b)}, nil
 }
 
 // outcomeOf is a call's outcome label: "ok" or its error kind.
-func outcomeOf(r *CallResult) string {
+func outcomeOf(r *CallResult) toolcall.Kind {
 	if r.Error != nil {
 		return r.Error.Kind
 	}
-	return "ok"
+	return toolcall.KindOK
 }
 
-// PublishProgramEvent publishes one program event. The event that ends a
-// program counts it in the metrics.
+// PublishProgramEvent publishes one program event: the one event activity
+// (toolcall.PublishEvent). The event that ends a program counts it in the
+// metrics.
 func (a *Activities) PublishProgramEvent(ctx context.Context, ev toolcall.Event) error {
-	stored := true
-	var err error
-	switch p := a.Events.(type) {
-	case nil:
-	case toolcall.Publisher:
-		stored, err = p.PublishNew(ctx, ev)
-	default:
-		err = p.Publish(ctx, ev)
-	}
+	err := toolcall.PublishEvent(ctx, a.Events, ev, func(ev toolcall.Event) {
+		a.Metrics.ProgramFinished(endStatus(ev.Kind), limitLabel(ev.Limit))
+	})
 	if err != nil {
-		return fmt.Errorf("program: publish %s: %w", ev.Kind, err)
-	}
-	if status := endStatus(ev.Kind); stored && status != "" {
-		a.Metrics.ProgramFinished(status, limitLabel(ev.Limit))
+		return fmt.Errorf("program: %w", err)
 	}
 	return nil
 }
@@ -210,11 +209,11 @@ func (a *Activities) PublishProgramEvent(ctx context.Context, ev toolcall.Event)
 // endStatus is the status of a program that an event of kind ends, or "".
 func endStatus(kind string) string {
 	switch kind {
-	case EventCompleted:
+	case toolcall.EventCompleted:
 		return StatusCompleted
-	case EventFailed:
+	case toolcall.EventFailed:
 		return StatusFailed
-	case EventCancelled:
+	case toolcall.EventCancelled:
 		return StatusCanceled
 	}
 	return ""
@@ -242,10 +241,4 @@ func (a *Activities) publish(ctx context.Context, ev toolcall.Event) {
 	if err := a.Events.Publish(ctx, ev); err != nil {
 		activity.GetLogger(ctx).Warn("program event not published", "kind", ev.Kind, "call_id", ev.CallID, "error", err)
 	}
-}
-
-// programOf is the program id in a call id "<program_id>/<n>".
-func programOf(callID string) string {
-	id, _, _ := strings.Cut(callID, "/")
-	return id
 }

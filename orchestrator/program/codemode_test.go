@@ -16,6 +16,8 @@ import (
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
 	"github.com/toolfleet/toolfleet/orchestrator/agent"
 	"github.com/toolfleet/toolfleet/orchestrator/agent/agenttest"
+	"github.com/toolfleet/toolfleet/orchestrator/ids"
+	"github.com/toolfleet/toolfleet/orchestrator/toolcall"
 	"github.com/toolfleet/toolfleet/sdk/llm"
 	"github.com/toolfleet/toolfleet/sdk/llm/llmtest"
 )
@@ -65,7 +67,7 @@ func TestCodeModeRun(t *testing.T) {
 	if n := s.fleet.Calculator.Multiplies.Load() - before; n != 10 {
 		t.Errorf("Multiply ran %d times, want 10", n)
 	}
-	desc, err := s.temporal.DescribeWorkflowExecution(t.Context(), agent.ProgramID(runID, 1, 0), "")
+	desc, err := s.temporal.DescribeWorkflowExecution(t.Context(), ids.CodeModeProgram(runID, 1, 0), "")
 	if err != nil {
 		t.Fatalf("the program's child workflow: %v", err)
 	}
@@ -105,7 +107,7 @@ func TestCodeModeErrors(t *testing.T) {
 			llm.CallPart("p3", "Calculator_Add", map[string]any{"a": 1, "b": 2})),
 		llmtest.ScriptTurn{Check: func(req *llm.Request) error {
 			results := req.Messages[len(req.Messages)-3:]
-			for i, want := range []string{"run_program needs source", agent.ProgramID(runID, 1, 1) + ".star:2:5: ", `no tool named "Calculator_Add"`} {
+			for i, want := range []string{"run_program needs source", ids.CodeModeProgram(runID, 1, 1) + ".star:2:5: ", `no tool named "Calculator_Add"`} {
 				r := lastResult(&llm.Request{Messages: results[i : i+1]})
 				if !r.GetIsError() || !strings.Contains(r.GetContent(), want) {
 					return fmt.Errorf("result %d = %q (error %v), want an error with %q", i, r.GetContent(), r.GetIsError(), want)
@@ -128,7 +130,7 @@ func (s *stack) startRun(t *testing.T, runID string, tools []string, turns ...ll
 		CodeMode: true, IdleTimeout: -1}
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
-	if _, err := s.runs.Start(ctx, runID, spec, agent.Principal{Subject: "ana", Scopes: []string{"tools:call"}},
+	if _, err := s.runs.Start(ctx, runID, spec, toolcall.Principal{Subject: "ana", Scopes: []string{"tools:call"}},
 		llm.System("You are a test."), llm.User("What is the sum of the squares of 1 to 10?")); err != nil {
 		t.Fatalf("start %s: %v", runID, err)
 	}

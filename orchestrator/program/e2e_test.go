@@ -25,6 +25,7 @@ import (
 	"github.com/toolfleet/toolfleet/internal/devstack/devstacktest"
 	"github.com/toolfleet/toolfleet/orchestrator/agent"
 	"github.com/toolfleet/toolfleet/orchestrator/program"
+	"github.com/toolfleet/toolfleet/orchestrator/toolcall"
 	"github.com/toolfleet/toolfleet/sdk/client"
 )
 
@@ -165,12 +166,12 @@ func TestEndToEnd(t *testing.T) {
 		t.Fatalf("the calculator ran %d adds and %d multiplies, want 4 and 3", adds, muls)
 	}
 	kinds := eventKinds(t, s.js, "e2e-1")
-	for _, k := range []string{program.EventStarted, program.EventPrint, program.EventToolCall, program.EventToolResult, "completed"} {
+	for _, k := range []string{toolcall.EventStarted, toolcall.EventPrint, toolcall.EventToolCall, toolcall.EventToolResult, "completed"} {
 		if kinds[k] == 0 {
 			t.Fatalf("no %s event among %v", k, kinds)
 		}
 	}
-	if kinds[program.EventToolCall] != 8 || kinds[program.EventToolResult] != 8 {
+	if kinds[toolcall.EventToolCall] != 8 || kinds[toolcall.EventToolResult] != 8 {
 		t.Fatalf("events %v, want 8 tool_call and 8 tool_result", kinds)
 	}
 
@@ -180,18 +181,7 @@ func TestEndToEnd(t *testing.T) {
 	if err := worker.NewWorkflowReplayer().ReplayWorkflowHistory(nil, hist); err == nil {
 		t.Fatal("a replayer without ProgramWorkflow replayed the history: the test cannot tell a replay")
 	}
-	if err := replayer(s.store).ReplayWorkflowHistory(nil, hist); err != nil {
-		t.Fatalf("replay: %v", err)
-	}
-	if os.Getenv("TOOLFLEET_RECORD_HISTORY") == "1" {
-		b, err := protojson.MarshalOptions{Indent: "  "}.Marshal(hist)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join("testdata", "program_history.json"), b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	replayAndRecord(t, s, hist, "program_history.json")
 }
 
 func TestEndToEndErrors(t *testing.T) {
@@ -260,7 +250,7 @@ func TestEndToEndApproval(t *testing.T) {
 			callID := id + "/1"
 			for {
 				h, err := s.temporal.UpdateWorkflow(ctx, tclient.UpdateWorkflowOptions{WorkflowID: id, UpdateName: program.UpdateDecideApproval,
-					WaitForStage: tclient.WorkflowUpdateStageCompleted, Args: []any{agent.Decision{CallID: callID, Approved: tt.approved, Approver: "alice", Reason: "not today"}}})
+					WaitForStage: tclient.WorkflowUpdateStageCompleted, Args: []any{toolcall.Decision{CallID: callID, Approved: tt.approved, Approver: "alice", Reason: "not today"}}})
 				if err == nil {
 					err = h.Get(ctx, nil)
 				}
@@ -289,7 +279,30 @@ func TestEndToEndApproval(t *testing.T) {
 			if ids := s.fleet.SchemaTest.TypesFor(arg); len(ids) != tt.runs {
 				t.Fatalf("SchemaTest.Types ran %d times (%q), want %d", len(ids), ids, tt.runs)
 			}
+			// The history replays on the current code; TestReplay replays the
+			// one recorded (TOOLFLEET_RECORD_HISTORY=1) before the approval
+			// step was shared with runs.
+			replayAndRecord(t, s, history(t, s.temporal, id), "program_history_"+id+".json")
 		})
+	}
+}
+
+// replayAndRecord replays hist on the current code and, with
+// TOOLFLEET_RECORD_HISTORY=1, writes it to testdata/name for TestReplay.
+func replayAndRecord(t *testing.T, s *stack, hist *historypb.History, name string) {
+	t.Helper()
+	if err := replayer(s.store).ReplayWorkflowHistory(nil, hist); err != nil {
+		t.Fatalf("replay: %v", err)
+	}
+	if os.Getenv("TOOLFLEET_RECORD_HISTORY") != "1" {
+		return
+	}
+	b, err := protojson.MarshalOptions{Indent: "  "}.Marshal(hist)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join("testdata", name), b, 0o644); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -348,8 +361,8 @@ func eventKinds(t *testing.T, js jetstream.JetStream, id string) map[string]int 
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
-	cons, err := js.OrderedConsumer(ctx, agent.DefaultEventStream, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{agent.EventSubjectPrefix + id + ".>"}})
+	cons, err := js.OrderedConsumer(ctx, toolcall.DefaultEventStream, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{toolcall.EventSubjectPrefix + id + ".>"}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,8 +16,8 @@ import (
 
 	"github.com/toolfleet/toolfleet/e2e"
 	"github.com/toolfleet/toolfleet/internal/devstack/devstacktest"
-	"github.com/toolfleet/toolfleet/orchestrator/agent"
 	"github.com/toolfleet/toolfleet/orchestrator/program"
+	"github.com/toolfleet/toolfleet/orchestrator/toolcall"
 	"github.com/toolfleet/toolfleet/sdk/client"
 )
 
@@ -157,7 +157,7 @@ result = [total, gate.ok]
 	_ = first.Wait()
 
 	startProcess() // a fresh process replays the program from history
-	if err := programs.Decide(ctx, id, agent.Decision{CallID: id + "/4", Approved: true, Approver: "tester"}); err != nil {
+	if err := programs.Decide(ctx, id, toolcall.Decision{CallID: id + "/4", Approved: true, Approver: "tester"}); err != nil {
 		t.Fatal(err)
 	}
 	st, err := programs.Wait(ctx, id)

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
+	"github.com/toolfleet/toolfleet/orchestrator/toolcall"
 )
 
 // A program that is one tool call (Input.Call; RunProgramRequest.tool_call):
@@ -91,7 +92,7 @@ func (r *runner) runCall(ctx workflow.Context) (*Output, error) {
 	if err != nil {
 		if r.canceled || ctx.Err() != nil {
 			dctx, _ := workflow.NewDisconnectedContext(ctx)
-			r.publish(dctx, EventCancelled, "", "", "")
+			r.publish(dctx, toolcall.EventCancelled, "", "", "")
 			return nil, workflow.ErrCanceled
 		}
 		return nil, r.fail(ctx, r.classify(err))
@@ -113,7 +114,7 @@ func (r *runner) runCall(ctx workflow.Context) (*Output, error) {
 	if r.orderedEvents {
 		r.flush(ctx)
 	}
-	r.publish(ctx, EventCompleted, "", "", "")
+	r.publish(ctx, toolcall.EventCompleted, "", "", "")
 	return out, nil
 }
 

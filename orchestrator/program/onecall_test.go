@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/toolfleet/toolfleet/orchestrator/agent"
 	"github.com/toolfleet/toolfleet/orchestrator/program"
+	"github.com/toolfleet/toolfleet/orchestrator/toolcall"
 )
 
 // oneToolScript is the script MCP tasks ran a long tool call with before the
@@ -42,7 +42,7 @@ func TestToolCallProgram(t *testing.T) {
 				if tt.deny {
 					e.RegisterDelayedCallback(func() {
 						e.UpdateWorkflow(program.UpdateDecideApproval, "u1", &updateResult{err: new(error)},
-							agent.Decision{CallID: "p1/1", Approver: "bob", Reason: "no"})
+							toolcall.Decision{CallID: "p1/1", Approver: "bob", Reason: "no"})
 					}, time.Minute)
 				}
 				in.Tools = []string{tt.tool}

@@ -19,6 +19,8 @@ import (
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/toolfleet/toolfleet/orchestrator/ids"
+	"github.com/toolfleet/toolfleet/orchestrator/toolcall"
 	"github.com/toolfleet/toolfleet/orchestrator/visibility"
 )
 
@@ -27,7 +29,7 @@ import (
 // tests use it.
 type Programs struct {
 	Temporal  client.Client
-	TaskQueue string // default TaskQueue
+	TaskQueue string // default ids.TaskQueue
 	// Visibility, when set, says whether starts may give programs their
 	// search attributes (orchestrator/visibility); nil: they get none.
 	Visibility *visibility.Checker
@@ -108,7 +110,7 @@ func (p *Programs) queue() string {
 	if p.TaskQueue != "" {
 		return p.TaskQueue
 	}
-	return TaskQueue
+	return ids.TaskQueue
 }
 
 // Start checks in (limits, syntax) and starts the program; the id is
@@ -234,7 +236,7 @@ func memoString(f *commonpb.Payload) string {
 // its inputs, tools, limits and approval policy. Two starts of one id must
 // agree on it.
 func specHash(in Input) string {
-	in.ProgramID, in.Principal = "", Principal{}
+	in.ProgramID, in.Principal = "", toolcall.Principal{}
 	b, _ := json.Marshal(in) // plain data: cannot fail
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])
@@ -333,7 +335,7 @@ func (p *Programs) outcome(ctx context.Context, id string) (*Status, error) {
 
 // Decide grants or denies a call waiting for approval; the workflow's
 // validator rejects unknown and already decided calls.
-func (p *Programs) Decide(ctx context.Context, id string, d Decision) error {
+func (p *Programs) Decide(ctx context.Context, id string, d toolcall.Decision) error {
 	h, err := p.Temporal.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: id, UpdateName: UpdateDecideApproval,
 		WaitForStage: client.WorkflowUpdateStageCompleted, Args: []any{d}})
 	if err == nil {

@@ -17,6 +17,7 @@ import (
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
 	"github.com/toolfleet/toolfleet/gen/toolfleet/v1/toolfleetv1connect"
+	"github.com/toolfleet/toolfleet/orchestrator/ids"
 	"github.com/toolfleet/toolfleet/orchestrator/toolcall"
 	"github.com/toolfleet/toolfleet/orchestrator/toolcall/apibase"
 	"github.com/toolfleet/toolfleet/orchestrator/visibility"
@@ -64,7 +65,7 @@ func (s *Service) RunProgram(ctx context.Context, req *connect.Request[toolfleet
 	if err != nil {
 		return nil, err
 	}
-	p := Principal{Subject: c.Subject, Scopes: c.Scopes}
+	p := toolcall.Principal{Subject: c.Subject, Scopes: c.Scopes}
 	m := req.Msg
 	if len(m.GetSource()) > MaxSourceBytes {
 		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("source is over %d bytes", MaxSourceBytes))
@@ -72,7 +73,7 @@ func (s *Service) RunProgram(ctx context.Context, req *connect.Request[toolfleet
 	if n := m.GetLimits().GetMaxSteps(); n < 0 { // limitsOf would take it for the default
 		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("limits.%s %d is negative: want 0 (the default) up to %d", LimitSteps, n, MaxSteps))
 	}
-	if toolcall.Reserved(m.GetProgramId()) { // the system makes these ids (triggers, code mode)
+	if ids.Reserved(m.GetProgramId()) { // the system makes these ids (triggers, code mode)
 		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("program id %q is reserved; choose another", m.GetProgramId()))
 	}
 	call, err := toolCallOf(m)
@@ -165,7 +166,7 @@ func (s *Service) DecideProgramApproval(ctx context.Context, req *connect.Reques
 	if approver == "" {
 		approver = "anonymous"
 	}
-	d := Decision{CallID: m.GetCallId(), Approved: m.GetApproved(), Approver: approver, Reason: m.GetReason()}
+	d := toolcall.Decision{CallID: m.GetCallId(), Approved: m.GetApproved(), Approver: approver, Reason: m.GetReason()}
 	if err := s.Programs.Decide(ctx, m.GetProgramId(), d); err != nil {
 		// The validator's refusal (unknown or decided call) is the caller's to fix.
 		return nil, connect.NewError(connect.CodeFailedPrecondition, errors.New("no such call is waiting for approval in this program"))
@@ -222,7 +223,7 @@ func (s *Service) watch(ctx context.Context, h http.Header, req *toolfleetv1.Wat
 			return err
 		}
 		switch ev.GetKind() {
-		case EventCompleted, EventFailed, EventCancelled:
+		case toolcall.EventCompleted, toolcall.EventFailed, toolcall.EventCancelled:
 			return nil
 		}
 	}
@@ -235,8 +236,8 @@ func (s *Service) watch(ctx context.Context, h http.Header, req *toolfleetv1.Wat
 // outcome, which the workflow records a moment after that event.
 func (s *Service) wait(ctx context.Context, id string) (*Status, error) {
 	cons, err := s.Events.OrderedConsumer(ctx, toolcall.DefaultEventStream, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{toolcall.EventSubject(id, EventCompleted), toolcall.EventSubject(id, EventFailed),
-			toolcall.EventSubject(id, EventCancelled)}})
+		FilterSubjects: []string{toolcall.EventSubject(id, toolcall.EventCompleted), toolcall.EventSubject(id, toolcall.EventFailed),
+			toolcall.EventSubject(id, toolcall.EventCancelled)}})
 	if err != nil {
 		return nil, err
 	}

@@ -4,14 +4,12 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/toolfleet/toolfleet/orchestrator/ids"
 	"github.com/toolfleet/toolfleet/orchestrator/toolcall"
 )
 
 // Names the Temporal UI and CLI show, and that clients use.
 const (
-	// TaskQueue is the default task queue of programs: the orchestrator's
-	// worker serves agent runs and programs on one queue.
-	TaskQueue = toolcall.TaskQueue
 	// WorkflowName is the registered name of [ProgramWorkflow].
 	// Agent runs in code mode start it as a child by this name.
 	WorkflowName = "Program"
@@ -22,7 +20,7 @@ const (
 	PublishEventActivity = "PublishProgramEvent"
 
 	// UpdateDecideApproval grants or denies a call waiting for approval: a
-	// validated Update whose argument is a [Decision]. Its name is not the
+	// validated Update whose argument is a toolcall.Decision. Its name is not the
 	// agent runs' ("DecideApproval"), so a run's decision can never reach a
 	// program; programs recorded before the change answer both names.
 	UpdateDecideApproval = "DecideProgramApproval"
@@ -198,14 +196,6 @@ func (l Limits) withDefaults(maxCalls int) (Limits, error) {
 	return l, nil
 }
 
-// Principal is who runs the program: its tool calls run as this subject with
-// exactly these scopes (delegated by the orchestrator, never as a superuser),
-// as agent runs do.
-type Principal = toolcall.Principal
-
-// Decision grants or denies a call waiting for approval.
-type Decision = toolcall.Decision
-
 // Input starts a [ProgramWorkflow].
 type Input struct {
 	// ProgramID is the workflow id and the prefix of every call id.
@@ -224,9 +214,9 @@ type Input struct {
 	// Approval lists tool ids or globs whose calls wait for a decision even
 	// when their contract does not ask for one (toolcall.PolicyNeedsApproval):
 	// the approval policy of the code-mode run that starts the program.
-	Approval  []string  `json:"approval,omitempty"`
-	Limits    Limits    `json:"limits"`
-	Principal Principal `json:"principal"`
+	Approval  []string           `json:"approval,omitempty"`
+	Limits    Limits             `json:"limits"`
+	Principal toolcall.Principal `json:"principal"`
 	// Visibility is set when the start gave the program its search
 	// attributes (orchestrator/visibility); it keeps them up to date.
 	Visibility bool `json:"visibility,omitempty"`
@@ -244,7 +234,7 @@ const DefaultFilename = "program.star"
 // subject token and as the prefix of call ids, exactly like a run id (programs
 // share the run event subjects).
 func ValidProgramID(id string) error {
-	if err := toolcall.ValidID(id); err != nil {
+	if err := ids.Valid(id); err != nil {
 		return fmt.Errorf("program: %w", err)
 	}
 	return nil
@@ -308,10 +298,10 @@ type Tool struct {
 type CallRequest struct {
 	// CallID is "<program_id>/<n>": the gateway's idempotency key, so a
 	// retried activity or a replay never repeats a side effect.
-	CallID    string    `json:"call_id"`
-	ToolID    string    `json:"tool_id"`
-	InputJSON string    `json:"input_json"`
-	Principal Principal `json:"principal"`
+	CallID    string             `json:"call_id"`
+	ToolID    string             `json:"tool_id"`
+	InputJSON string             `json:"input_json"`
+	Principal toolcall.Principal `json:"principal"`
 	// Approver is set when the call was approved through DecideApproval.
 	Approver string `json:"approver,omitempty"`
 	// MaxValueBytes bounds the result's JSON.
@@ -332,16 +322,14 @@ type CallError struct {
 	// fit the contract), "denied" (approval denied or timed out), "server"
 	// (the gateway refused the call), "too_large" (a value over
 	// max_value_bytes) or "storage" (the program's values are over its
-	// owner's quota; the workflow ends the program with LimitStorage).
-	Kind     string `json:"kind"`
-	Message  string `json:"message"`
-	CanRetry bool   `json:"can_retry,omitempty"`
+	// owner's quota; the workflow ends the program with LimitStorage): the
+	// toolcall.Kind values, a refusal named toolcall.KindServer.
+	Kind     toolcall.Kind `json:"kind"`
+	Message  string        `json:"message"`
+	CanRetry bool          `json:"can_retry,omitempty"`
 	// Fields maps input fields to what is wrong with them (validation).
 	Fields map[string]string `json:"fields,omitempty"`
 }
-
-// PendingApproval is a call waiting for a decision (its InputJSON set).
-type PendingApproval = toolcall.Pending
 
 // Program statuses.
 const (
@@ -351,27 +339,10 @@ const (
 
 // State is what the GetProgram query returns while the program runs.
 type State struct {
-	ProgramID string            `json:"program_id"`
-	Status    string            `json:"status"`
-	ToolCalls int               `json:"tool_calls"`
-	Steps     uint64            `json:"steps"`
-	Pending   []PendingApproval `json:"pending,omitempty"`
-	StartedAt time.Time         `json:"started_at"`
+	ProgramID string             `json:"program_id"`
+	Status    string             `json:"status"`
+	ToolCalls int                `json:"tool_calls"`
+	Steps     uint64             `json:"steps"`
+	Pending   []toolcall.Pending `json:"pending,omitempty"`
+	StartedAt time.Time          `json:"started_at"`
 }
-
-// Event kinds published on toolfleet.events.run.<program_id>.<kind> (the
-// subjects and stream of agent run events, so one watcher follows both).
-const (
-	EventStarted           = toolcall.EventStarted
-	EventPrint             = toolcall.EventPrint
-	EventToolCall          = toolcall.EventToolCall
-	EventToolResult        = toolcall.EventToolResult
-	EventApprovalRequested = toolcall.EventApprovalRequested
-	EventApprovalDecided   = toolcall.EventApprovalDecided
-	EventCompleted         = toolcall.EventCompleted
-	EventFailed            = toolcall.EventFailed
-	EventCancelled         = toolcall.EventCancelled
-)
-
-// CallID is the deterministic id of the n-th call (from 1) of a program.
-func CallID(programID string, n int) string { return fmt.Sprintf("%s/%d", programID, n) }

@@ -255,7 +255,7 @@ func resultObject(res CallResult, callID string, maxDigits int) (starlark.Value,
 			_ = fields.SetKey(starlark.String(k), starlark.String(e.Fields[k]))
 		}
 		errv = starlarkstruct.FromStringDict(starlark.String("error"), starlark.StringDict{
-			"kind":      starlark.String(e.Kind),
+			"kind":      starlark.String(string(e.Kind)),
 			"message":   starlark.String(e.Message),
 			"can_retry": starlark.Bool(e.CanRetry),
 			"fields":    fields,

@@ -5,6 +5,8 @@ import (
 	"errors"
 
 	"go.temporal.io/sdk/activity"
+
+	"github.com/toolfleet/toolfleet/orchestrator/toolcall"
 )
 
 // Program values and the quota.
@@ -74,11 +76,8 @@ func (a *Activities) checkValues(ctx context.Context, id string) (*CallResult, e
 	case err == nil:
 		return nil, nil
 	case refusedStorage(err):
-		return &CallResult{Error: &CallError{Kind: callErrorStorage, Message: err.Error()}}, nil
+		return &CallResult{Error: &CallError{Kind: toolcall.KindStorage, Message: err.Error()}}, nil
 	}
 	activity.GetLogger(ctx).Warn("the program's storage quota could not be checked", "program_id", id, "error", err)
 	return nil, errors.New("program: the storage quota could not be checked; retrying")
 }
-
-// callErrorStorage is the CallError kind of a call refused by the quota.
-const callErrorStorage = "storage"

@@ -15,7 +15,7 @@ import (
 	commonpb "go.temporal.io/api/common/v1"
 	"go.temporal.io/sdk/converter"
 
-	"github.com/toolfleet/toolfleet/orchestrator/toolcall"
+	"github.com/toolfleet/toolfleet/orchestrator/ids"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -320,7 +320,7 @@ func openEnvelope(env []byte, wf string) ([]byte, bool) {
 // blob store takes as an owner, and under "programs" otherwise (such values
 // expire with the bucket's max age).
 func blobOwner(wf string) string {
-	if toolcall.ValidID(wf) == nil {
+	if ids.Valid(wf) == nil {
 		return wf
 	}
 	return "programs"

@@ -11,6 +11,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/toolfleet/toolfleet/orchestrator/ids"
 	"github.com/toolfleet/toolfleet/orchestrator/toolcall"
 	"github.com/toolfleet/toolfleet/orchestrator/visibility"
 )
@@ -64,7 +65,7 @@ func ProgramWorkflow(ctx workflow.Context, in Input) (*Output, error) {
 	if err := r.setup(ctx); err != nil {
 		return nil, err
 	}
-	r.publish(ctx, EventStarted, "", "", "")
+	r.publish(ctx, toolcall.EventStarted, "", "", "")
 	if r.orderedEvents {
 		r.flush(ctx)
 	}
@@ -239,7 +240,7 @@ func (r *runner) run(ctx workflow.Context) (*Output, error) {
 	if err != nil {
 		if r.canceled || ctx.Err() != nil {
 			dctx, _ := workflow.NewDisconnectedContext(ctx)
-			r.publish(dctx, EventCancelled, "", "", "")
+			r.publish(dctx, toolcall.EventCancelled, "", "", "")
 			return nil, workflow.ErrCanceled
 		}
 		return nil, r.fail(ctx, r.classify(err))
@@ -261,7 +262,7 @@ func (r *runner) run(ctx workflow.Context) (*Output, error) {
 	if r.orderedEvents {
 		r.flush(ctx)
 	}
-	r.publish(ctx, EventCompleted, "", "", "")
+	r.publish(ctx, toolcall.EventCompleted, "", "", "")
 	return out, nil
 }
 
@@ -270,7 +271,7 @@ func (r *runner) fail(ctx workflow.Context, pe *ProgramError) error {
 	if r.orderedEvents {
 		r.flush(ctx)
 	}
-	r.publishEvent(ctx, toolcall.Event{Kind: EventFailed, Message: pe.Error(), Limit: pe.Limit})
+	r.publishEvent(ctx, toolcall.Event{Kind: toolcall.EventFailed, Message: pe.Error(), Limit: pe.Limit})
 	pe.ToolCalls = r.calls
 	return r.failure(pe)
 }
@@ -520,17 +521,17 @@ func (r *runner) invoke(th *starlark.Thread, t *boundTool, kwargs []starlark.Tup
 		}
 	}
 	if fields := t.validate(in); fields != nil {
-		return r.resultObject(CallResult{Error: &CallError{Kind: "validation",
+		return r.resultObject(CallResult{Error: &CallError{Kind: toolcall.KindValidation,
 			Message: "the input does not fit " + t.Name + "'s contract", Fields: fields}}, "")
 	}
 	if r.calls >= r.lim.MaxToolCalls {
 		return nil, &limitError{limit: LimitToolCalls, msg: fmt.Sprintf("the program made more than %d tool calls", r.lim.MaxToolCalls)}
 	}
 	r.calls++
-	req := CallRequest{CallID: CallID(r.in.ProgramID, r.calls), ToolID: t.ID, InputJSON: string(in),
+	req := CallRequest{CallID: ids.ProgramCall(r.in.ProgramID, r.calls), ToolID: t.ID, InputJSON: string(in),
 		Principal: r.in.Principal, MaxValueBytes: r.lim.MaxValueBytes}
 
-	if t.RequiresApproval || toolcall.PolicyNeedsApproval(r.in.Approval, t.ID) {
+	if t.NeedsApproval(r.in.Approval) {
 		approver, denial, err := r.approval(ctx, req)
 		if err != nil {
 			return nil, err
@@ -569,12 +570,12 @@ func (r *runner) invoke(th *starlark.Thread, t *boundTool, kwargs []starlark.Tup
 		return nil, r.deadlineError()
 	default:
 		// Temporal's retries are spent: the script decides what to do.
-		res = CallResult{Error: &CallError{Kind: "execution", Message: activityMessage(err), CanRetry: true}}
+		res = CallResult{Error: &CallError{Kind: toolcall.KindExecution, Message: activityMessage(err), CanRetry: true}}
 	}
-	if res.Error != nil && res.Error.Kind == "too_large" {
+	if res.Error != nil && res.Error.Kind == toolcall.KindTooLarge {
 		return nil, &limitError{limit: LimitValue, msg: fmt.Sprintf("the result of %s is over %d bytes of JSON", t.Name, r.lim.MaxValueBytes)}
 	}
-	if res.Error != nil && res.Error.Kind == callErrorStorage {
+	if res.Error != nil && res.Error.Kind == toolcall.KindStorage {
 		// The owner's quota or the shared store refused the program's
 		// values before the call (valuequota.go): the program ends.
 		return nil, &limitError{limit: LimitStorage, msg: res.Error.Message}
@@ -590,32 +591,35 @@ func (r *runner) activityContext(ctx workflow.Context, t *boundTool) workflow.Co
 	return workflow.WithActivityOptions(ctx, opts)
 }
 
-// approval waits for DecideApproval on req's call. It returns the approver, or
-// the denial the script sees.
+// approval is the approval step (toolcall.Gate.Approve) of req's call,
+// within the program's deadline. It returns the approver, or the denial the
+// script sees.
 func (r *runner) approval(ctx workflow.Context, req CallRequest) (string, *CallError, error) {
-	r.gate.Request(PendingApproval{CallID: req.CallID, ToolID: req.ToolID, InputJSON: req.InputJSON,
-		RequestedAt: workflow.Now(ctx)})
-	r.status = StatusWaitingApproval
-	r.publish(ctx, EventApprovalRequested, req.CallID, req.ToolID, req.InputJSON)
-	wait := min(r.lim.ApprovalWait, r.dead.Sub(workflow.Now(ctx)))
-	d, decided, err := r.gate.Wait(ctx, req.CallID, wait)
-	if len(r.gate.Pending()) == 0 {
-		r.status = StatusRunning
-	}
-	if err != nil {
+	approver, denial, err := r.gate.Approve(ctx, toolcall.Approval{
+		Pending:   toolcall.Pending{CallID: req.CallID, ToolID: req.ToolID, InputJSON: req.InputJSON},
+		Wait:      min(r.lim.ApprovalWait, r.dead.Sub(workflow.Now(ctx))),
+		Deadline:  r.dead,
+		Requested: req.InputJSON,
+		Announce: func(ctx workflow.Context, kind, msg string) {
+			r.publish(ctx, kind, req.CallID, req.ToolID, msg)
+		},
+		Waiting: func(waiting bool) {
+			r.status = StatusRunning
+			if waiting {
+				r.status = StatusWaitingApproval
+			}
+		},
+	})
+	switch {
+	case errors.Is(err, toolcall.ErrDeadline):
+		return "", nil, r.deadlineError()
+	case err != nil:
 		r.canceled = true
 		return "", nil, errCanceled
+	case denial != "":
+		return "", &CallError{Kind: toolcall.KindDenied, Message: denial}, nil
 	}
-	if !decided && !workflow.Now(ctx).Before(r.dead) {
-		return "", nil, r.deadlineError()
-	}
-	if !decided || !d.Approved {
-		denial := toolcall.Denial(d, decided, wait)
-		r.publish(ctx, EventApprovalDecided, req.CallID, req.ToolID, "denied: "+denial)
-		return "", &CallError{Kind: "denied", Message: denial}, nil
-	}
-	r.publish(ctx, EventApprovalDecided, req.CallID, req.ToolID, "approved by "+d.Approver)
-	return d.Approver, nil, nil
+	return approver, nil, nil
 }
 
 // print publishes a print event; past MaxPrints, prints are dropped.
@@ -627,7 +631,7 @@ func (r *runner) print(th *starlark.Thread, msg string) {
 	if len(msg) > MaxPrintBytes {
 		msg = msg[:MaxPrintBytes] + "…"
 	}
-	r.publish(wctx(th), EventPrint, "", "", msg)
+	r.publish(wctx(th), toolcall.EventPrint, "", "", msg)
 }
 
 // publish starts the PublishEvent activity without waiting; flush waits for

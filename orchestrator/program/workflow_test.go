@@ -20,7 +20,6 @@ import (
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
 	schematestv1 "github.com/toolfleet/toolfleet/gen/tools/schematest/v1"
-	"github.com/toolfleet/toolfleet/orchestrator/agent"
 	"github.com/toolfleet/toolfleet/orchestrator/program"
 	"github.com/toolfleet/toolfleet/orchestrator/toolcall"
 	"github.com/toolfleet/toolfleet/sdk/client"
@@ -142,10 +141,10 @@ func (g *fakeGateway) CallTool(_ context.Context, req *toolfleetv1.CallToolReque
 // recorder keeps published events.
 type recorder struct {
 	mu     sync.Mutex
-	events []agent.Event
+	events []toolcall.Event
 }
 
-func (r *recorder) Publish(_ context.Context, ev agent.Event) error {
+func (r *recorder) Publish(_ context.Context, ev toolcall.Event) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.events = append(r.events, ev)
@@ -270,8 +269,8 @@ result = main()
 			if out.ResultJSON != tt.want {
 				t.Fatalf("result %s, want %s", out.ResultJSON, tt.want)
 			}
-			if tt.prints != nil && fmt.Sprint(e.events.messages(program.EventPrint)) != fmt.Sprint(tt.prints) {
-				t.Fatalf("prints %q, want %q", e.events.messages(program.EventPrint), tt.prints)
+			if tt.prints != nil && fmt.Sprint(e.events.messages(toolcall.EventPrint)) != fmt.Sprint(tt.prints) {
+				t.Fatalf("prints %q, want %q", e.events.messages(toolcall.EventPrint), tt.prints)
 			}
 		})
 	}
@@ -344,12 +343,12 @@ func TestApproval(t *testing.T) {
 	src := "r = Bank_Transfer(amount=5)\nresult = [r.ok, r.value, r.error and r.error.message]\n"
 	tests := []struct {
 		name     string
-		decision agent.Decision
+		decision toolcall.Decision
 		want     string
 		runs     int
 	}{
-		{"granted", agent.Decision{CallID: "p1/1", Approved: true, Approver: "alice"}, `[true,{"sent":5},null]`, 1},
-		{"denied", agent.Decision{CallID: "p1/1", Approver: "bob", Reason: "too much"}, `[false,null,"denied by bob: too much"]`, 0},
+		{"granted", toolcall.Decision{CallID: "p1/1", Approved: true, Approver: "alice"}, `[true,{"sent":5},null]`, 1},
+		{"denied", toolcall.Decision{CallID: "p1/1", Approver: "bob", Reason: "too much"}, `[false,null,"denied by bob: too much"]`, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -359,7 +358,7 @@ func TestApproval(t *testing.T) {
 			e.RegisterDelayedCallback(func() {
 				// The validator refuses an unknown call before the real decision.
 				e.UpdateWorkflow(program.UpdateDecideApproval, "u0", &updateResult{err: &rejected},
-					agent.Decision{CallID: "p1/99", Approved: true, Approver: "eve"})
+					toolcall.Decision{CallID: "p1/99", Approved: true, Approver: "eve"})
 				var st program.State
 				v, err := e.QueryWorkflow(program.QueryGetProgram)
 				if err != nil || v.Get(&st) != nil || st.Status != program.StatusWaitingApproval || len(st.Pending) != 1 {
@@ -380,7 +379,7 @@ func TestApproval(t *testing.T) {
 			if n := e.gw.runs("Bank.Transfer"); n != tt.runs {
 				t.Fatalf("Bank.Transfer ran %d times, want %d", n, tt.runs)
 			}
-			if got := e.events.messages(program.EventApprovalRequested); len(got) != 1 {
+			if got := e.events.messages(toolcall.EventApprovalRequested); len(got) != 1 {
 				t.Fatalf("approval.requested events %q, want one", got)
 			}
 		})

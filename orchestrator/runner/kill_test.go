@@ -16,6 +16,7 @@ import (
 	"github.com/toolfleet/toolfleet/orchestrator/agent"
 	"github.com/toolfleet/toolfleet/orchestrator/agent/agenttest"
 	"github.com/toolfleet/toolfleet/orchestrator/runner/runnertest"
+	"github.com/toolfleet/toolfleet/orchestrator/toolcall"
 	"github.com/toolfleet/toolfleet/sdk/llm"
 	"github.com/toolfleet/toolfleet/sdk/llm/llmtest"
 	"github.com/toolfleet/toolfleet/sdk/tool"
@@ -115,7 +116,7 @@ func TestKillMidTurn(t *testing.T) {
 	runs := &agent.Runs{Temporal: devstacktest.Client(t, stack), Store: store, TaskQueue: "kill-test"}
 	id := "kill-run"
 	if _, err := runs.Start(t.Context(), id, agent.RunSpec{Model: agent.ModelSpec{Spec: llm.Spec{Provider: "scripted", Name: "kill"}},
-		Tools: []string{"KV.Put"}, IdleTimeout: -1}, agent.Principal{Subject: "ana"}, llm.User("store two values")); err != nil {
+		Tools: []string{"KV.Put"}, IdleTimeout: -1}, toolcall.Principal{Subject: "ana"}, llm.User("store two values")); err != nil {
 		t.Fatal(err)
 	}
 
@@ -136,7 +137,7 @@ func TestKillMidTurn(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
-	cons, err := js.OrderedConsumer(ctx, agent.DefaultEventStream, jetstream.OrderedConsumerConfig{
+	cons, err := js.OrderedConsumer(ctx, toolcall.DefaultEventStream, jetstream.OrderedConsumerConfig{
 		FilterSubjects: []string{agent.EventSubject(id, ">")}})
 	if err != nil {
 		t.Fatal(err)
@@ -150,7 +151,7 @@ func TestKillMidTurn(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if ev.GetKind() == agent.EventCompleted || ev.GetKind() == agent.EventFailed {
+		if ev.GetKind() == toolcall.EventCompleted || ev.GetKind() == toolcall.EventFailed {
 			break
 		}
 	}

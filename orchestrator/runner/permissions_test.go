@@ -17,6 +17,7 @@ import (
 	"github.com/toolfleet/toolfleet/orchestrator/agent"
 	"github.com/toolfleet/toolfleet/orchestrator/agent/agenttest"
 	"github.com/toolfleet/toolfleet/orchestrator/runner"
+	"github.com/toolfleet/toolfleet/orchestrator/toolcall"
 	"github.com/toolfleet/toolfleet/orchestrator/trigger"
 	"github.com/toolfleet/toolfleet/sdk/jsassets"
 	"github.com/toolfleet/toolfleet/sdk/llm"
@@ -154,7 +155,7 @@ func TestLeastNATSPermissions(t *testing.T) {
 		llmtest.SayText("forty-two"), llmtest.SayText("again")}})
 	models.Register("trig", &agenttest.ByTurn{Turns: []llmtest.ScriptTurn{llmtest.SayText("triggered")}})
 	triggers := &trigger.Config{Triggers: []trigger.Trigger{{Name: "orders", Subject: "toolfleet.triggers.tenant.orders",
-		RunAs: agent.Principal{Subject: "tenant", Scopes: []string{"tools:call"}}, Agent: &trigger.AgentTarget{Model: "scripted:trig"}}}}
+		RunAs: toolcall.Principal{Subject: "tenant", Scopes: []string{"tools:call"}}, Agent: &trigger.AgentTarget{Model: "scripted:trig"}}}}
 	o, err := runner.Start(t.Context(), runner.Config{TemporalAddress: stack.Temporal.Address(), Namespace: stack.Namespace(),
 		TaskQueue: "permissions-test", NATSURL: srv.URL(), NATS: natsconn.Options{User: "orchestrator", Password: "o"},
 		GatewayAddress: fleet.Addr, Models: models, Triggers: triggers,
@@ -170,13 +171,13 @@ func TestLeastNATSPermissions(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(admin.Close)
-	deltas, err := admin.SubscribeSync(agent.DeltaSubjectPrefix + ">")
+	deltas, err := admin.SubscribeSync(toolcall.DeltaSubjectPrefix + ">")
 	if err != nil {
 		t.Fatal(err)
 	}
 
 	// A run with a tool call, answered, then continued once.
-	p := agent.Principal{Subject: "alice", Scopes: []string{"tools:call", "calculator:use"}}
+	p := toolcall.Principal{Subject: "alice", Scopes: []string{"tools:call", "calculator:use"}}
 	spec := agent.RunSpec{Model: agent.ModelSpec{Spec: llm.Spec{Provider: "scripted", Name: "perm"}}, Tools: []string{"Calculator.Multiply"},
 		IdleTimeout: -time.Second}
 	if _, err := o.Runs.Start(ctx, "perm-run", spec, p, llm.User("6*7?")); err != nil {
@@ -204,7 +205,7 @@ func TestLeastNATSPermissions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	events, err := js.Stream(ctx, agent.DefaultEventStream)
+	events, err := js.Stream(ctx, toolcall.DefaultEventStream)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -226,11 +227,11 @@ func TestLeastNATSPermissions(t *testing.T) {
 		t.Fatal(err)
 	}
 	for deadline := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) {
-		info, err := events.Info(ctx, jetstream.WithSubjectFilter(agent.EventSubjectPrefix+"*.completed"))
+		info, err := events.Info(ctx, jetstream.WithSubjectFilter(toolcall.EventSubjectPrefix+"*.completed"))
 		done := false
 		if err == nil {
 			for subj := range info.State.Subjects {
-				done = done || strings.HasPrefix(subj, agent.EventSubjectPrefix+"trg_orders")
+				done = done || strings.HasPrefix(subj, toolcall.EventSubjectPrefix+"trg_orders")
 			}
 		}
 		if done {
@@ -268,7 +269,7 @@ func TestLeastNATSPermissions(t *testing.T) {
 			return err
 		},
 		"consume the run event stream": func() error {
-			_, err := tjs.OrderedConsumer(ctx, agent.DefaultEventStream, jetstream.OrderedConsumerConfig{})
+			_, err := tjs.OrderedConsumer(ctx, toolcall.DefaultEventStream, jetstream.OrderedConsumerConfig{})
 			return err
 		},
 	}
@@ -279,7 +280,7 @@ func TestLeastNATSPermissions(t *testing.T) {
 	}
 	// Core subscriptions are refused asynchronously: the server logs them
 	// (and no message reaches them).
-	for _, subj := range []string{agent.DeltaSubjectPrefix + ">", agent.EventSubjectPrefix + ">"} {
+	for _, subj := range []string{toolcall.DeltaSubjectPrefix + ">", toolcall.EventSubjectPrefix + ">"} {
 		if _, err := tenant.SubscribeSync(subj); err != nil {
 			t.Fatal(err)
 		}
@@ -292,8 +293,8 @@ func TestLeastNATSPermissions(t *testing.T) {
 	_ = tenant.Flush()
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 		logs := strings.Join(violations("tenant"), "\n")
-		ok := strings.Contains(logs, "toolfleet.triggers.admin.purge") && strings.Contains(logs, agent.DeltaSubjectPrefix+">") &&
-			strings.Contains(logs, agent.EventSubjectPrefix+">")
+		ok := strings.Contains(logs, "toolfleet.triggers.admin.purge") && strings.Contains(logs, toolcall.DeltaSubjectPrefix+">") &&
+			strings.Contains(logs, toolcall.EventSubjectPrefix+">")
 		if ok {
 			break
 		}

@@ -35,6 +35,7 @@ import (
 	"github.com/toolfleet/toolfleet/internal/tlsreload"
 	"github.com/toolfleet/toolfleet/orchestrator/agent"
 	"github.com/toolfleet/toolfleet/orchestrator/agentapi"
+	"github.com/toolfleet/toolfleet/orchestrator/ids"
 	"github.com/toolfleet/toolfleet/orchestrator/metrics"
 	"github.com/toolfleet/toolfleet/orchestrator/program"
 	"github.com/toolfleet/toolfleet/orchestrator/trigger"
@@ -51,7 +52,7 @@ type Config struct {
 	TemporalAddress string
 	// Namespace is the Temporal namespace. Default "default".
 	Namespace string
-	// TaskQueue the worker polls. Default agent.TaskQueue.
+	// TaskQueue the worker polls. Default ids.TaskQueue.
 	TaskQueue string
 	// Programs configures programs: the size over which their values go to
 	// the blob store by reference, and whether history may hold content
@@ -233,7 +234,7 @@ func (c *Config) defaults() {
 		c.Namespace = "default"
 	}
 	if c.TaskQueue == "" {
-		c.TaskQueue = agent.TaskQueue
+		c.TaskQueue = ids.TaskQueue
 	}
 	if c.MaxConcurrentActivities <= 0 {
 		c.MaxConcurrentActivities = 200

@@ -95,6 +95,60 @@ func (g *Gate) Wait(ctx workflow.Context, callID string, timeout time.Duration) 
 	return g.decisions[callID], decided, nil
 }
 
+// ErrDeadline is [Gate.Approve]'s error for a call that got no decision
+// before its workflow's own deadline (Approval.Deadline).
+var ErrDeadline = errors.New("toolcall: no decision before the deadline")
+
+// Approval is one call's wait for a decision, as [Gate.Approve] runs it.
+type Approval struct {
+	// Pending is the call (RequestedAt is set by Approve).
+	Pending Pending
+	// Wait is how long the call waits; no decision by then is a denial.
+	Wait time.Duration
+	// Deadline, when set, is the end of the workflow's own time: no
+	// decision by then is [ErrDeadline], not a denial, and is not announced.
+	Deadline time.Time
+	// Requested is the approval.requested event's message (a program's
+	// input; empty for runs).
+	Requested string
+	// Announce publishes an approval event of the call: kind
+	// [EventApprovalRequested], then [EventApprovalDecided] with "approved
+	// by <approver>" or "denied: <denial>".
+	Announce func(ctx workflow.Context, kind, msg string)
+	// Waiting is told true when the call starts waiting, false when no call
+	// waits any more (the workflow's WAITING_APPROVAL status).
+	Waiting func(bool)
+}
+
+// Approve is the approval step of runs and programs: it requests a
+// decision on a.Pending, announces the request, waits up to a.Wait and
+// announces the decision. It returns the approver, or the denial the model
+// or the script reads ([Denial]); err is the context's error
+// (cancellation) or [ErrDeadline].
+func (g *Gate) Approve(ctx workflow.Context, a Approval) (approver, denial string, err error) {
+	a.Pending.RequestedAt = workflow.Now(ctx)
+	g.Request(a.Pending)
+	a.Waiting(true)
+	a.Announce(ctx, EventApprovalRequested, a.Requested)
+	d, decided, err := g.Wait(ctx, a.Pending.CallID, a.Wait)
+	if len(g.pending) == 0 {
+		a.Waiting(false)
+	}
+	if err != nil {
+		return "", "", err
+	}
+	if !decided && !a.Deadline.IsZero() && !workflow.Now(ctx).Before(a.Deadline) {
+		return "", "", ErrDeadline
+	}
+	if !decided || !d.Approved {
+		denial = Denial(d, decided, a.Wait)
+		a.Announce(ctx, EventApprovalDecided, "denied: "+denial)
+		return "", denial, nil
+	}
+	a.Announce(ctx, EventApprovalDecided, "approved by "+d.Approver)
+	return d.Approver, "", nil
+}
+
 // Denial renders a decision that was not an approval (or no decision within
 // wait) as the message a model or a script sees.
 func Denial(d Decision, decided bool, wait time.Duration) string {

@@ -3,7 +3,6 @@ package toolcall
 import (
 	"context"
 	"fmt"
-	"regexp"
 	"time"
 
 	"google.golang.org/protobuf/encoding/protojson"
@@ -81,6 +80,37 @@ type Publisher interface {
 	PublishNew(ctx context.Context, ev Event) (stored bool, _ error)
 }
 
+// EventPublisher publishes events; a repeat of an event id must be
+// dropped. A [Publisher] also says whether an event was new.
+type EventPublisher interface {
+	Publish(ctx context.Context, ev Event) error
+}
+
+// PublishEvent is the one event activity of runs and programs, each
+// registering it under its own name ("PublishEvent", "PublishProgramEvent"):
+// it publishes ev through pub (nil: nowhere) and, for an event that ends the
+// run or program ([Final]), calls ended — once when pub is a [Publisher]
+// (a retry whose event the stream already has is not counted again), at
+// least once otherwise.
+func PublishEvent(ctx context.Context, pub EventPublisher, ev Event, ended func(Event)) error {
+	stored := true
+	var err error
+	switch p := pub.(type) {
+	case nil:
+	case Publisher:
+		stored, err = p.PublishNew(ctx, ev)
+	default:
+		err = p.Publish(ctx, ev)
+	}
+	if err != nil {
+		return fmt.Errorf("publish %s: %w", ev.Kind, err)
+	}
+	if stored && Final(ev.Kind) {
+		ended(ev)
+	}
+	return nil
+}
+
 // DecodeEvent parses a run event message body.
 func DecodeEvent(data []byte) (*toolfleetv1.RunEvent, error) {
 	ev := &toolfleetv1.RunEvent{}
@@ -88,16 +118,4 @@ func DecodeEvent(data []byte) (*toolfleetv1.RunEvent, error) {
 		return nil, fmt.Errorf("toolcall: decode event: %w", err)
 	}
 	return ev, nil
-}
-
-// idPattern keeps run and program ids usable as NATS subject tokens, KV keys
-// and parts of call ids.
-var idPattern = regexp.MustCompile(`^[A-Za-z0-9_=-]{1,100}$`)
-
-// ValidID reports whether id can name a run or a program.
-func ValidID(id string) error {
-	if !idPattern.MatchString(id) {
-		return fmt.Errorf("id %q: want 1-100 of A-Z a-z 0-9 _ = -", id)
-	}
-	return nil
 }

@@ -13,28 +13,61 @@ import (
 	"github.com/toolfleet/toolfleet/sdk/client"
 )
 
+// Kind is what became of a tool call: the one vocabulary of runs and
+// programs. The values are persisted (in activity results in history, in a
+// program's CallError.kind that scripts read, in metric labels) and never
+// change.
+type Kind string
+
 // Kinds of a gateway outcome, as [Classify] reads them.
 const (
 	// KindOK: the tool ran and succeeded; Value holds its result.
-	KindOK = "ok"
+	KindOK Kind = "ok"
 	// KindValidation: the input does not fit the contract (Fields says where).
-	KindValidation = "validation"
+	KindValidation Kind = "validation"
 	// KindExecution: the tool ran and failed, and asked for no retry.
-	KindExecution = "execution"
+	KindExecution Kind = "execution"
 	// KindRefused: the gateway refused the call before it ran (unknown tool,
 	// missing scope, approval required): retrying cannot help.
-	KindRefused = "refused"
+	KindRefused Kind = "refused"
 	// KindRetry: worth another attempt: the gateway was unreachable or busy,
 	// or the tool failed and asked for a retry (after RetryAfter).
-	KindRetry = "retry"
+	KindRetry Kind = "retry"
 	// KindConfig: the orchestrator itself is not authenticated at the
 	// gateway; no run or program can fix that.
-	KindConfig = "config"
+	KindConfig Kind = "config"
 )
+
+// Kinds of a call the gateway never answered, decided by the engine.
+const (
+	// KindDenied: the call was not approved (denied, or no decision in
+	// time), or a run's tool-call budget was spent; nothing was called.
+	KindDenied Kind = "denied"
+	// KindUnknownTool: a run's model named a tool the run does not have.
+	KindUnknownTool Kind = "unknown_tool"
+	// KindTooLarge: a program's call result is over its max_value_bytes.
+	KindTooLarge Kind = "too_large"
+	// KindStorage: a program's stored values are over its owner's quota or
+	// the shared store's room; the call was not made and the program ends.
+	KindStorage Kind = "storage"
+	// KindServer is [KindRefused] as programs have always named it: a
+	// script's error.kind, the program metrics' outcome label and recorded
+	// program histories say "server" (see [Kind.ForProgram]).
+	KindServer Kind = "server"
+)
+
+// ForProgram is k as a program's script reads it: [KindServer] for
+// [KindRefused], k itself otherwise.
+func (k Kind) ForProgram() Kind {
+	if k == KindRefused {
+		return KindServer
+	}
+	return k
+}
 
 // Outcome is one reading of a gateway call's result or error.
 type Outcome struct {
-	Kind    string
+	Kind    Kind
 	Message string
 	// Fields maps input fields to what is wrong with them (KindValidation).
 	Fields map[string]string

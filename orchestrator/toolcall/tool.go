@@ -9,10 +9,6 @@ import (
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
 )
 
-// TaskQueue is the default task queue of the orchestrator: one worker serves
-// agent runs and programs (code mode runs programs as child workflows on it).
-const TaskQueue = "toolfleet-agent"
-
 // Tool is what a workflow needs to know of a tool to schedule a call: its
 // identity, its behaviour hints and the timeouts and retries of its contract.
 // It travels in history; the JSON names are those of the histories recorded
@@ -42,6 +38,13 @@ func ToolOf(d *toolfleetv1.ToolDefinition) Tool {
 		t.MaxBackoff = r.GetMaxBackoff().AsDuration()
 	}
 	return t
+}
+
+// NeedsApproval reports whether a call of t waits for a decision: its
+// contract asks for one, or the workflow's approval policy does
+// ([PolicyNeedsApproval]).
+func (t Tool) NeedsApproval(policy []string) bool {
+	return t.RequiresApproval || PolicyNeedsApproval(policy, t.ID)
 }
 
 // Defaults of a call activity for a tool whose contract leaves them unset.

@@ -24,7 +24,7 @@ func TestClassify(t *testing.T) {
 		ctx       context.Context
 		res       *client.Result
 		err       error
-		want      string
+		want      toolcall.Kind
 		toolRetry bool
 		wantErr   bool
 	}{
@@ -76,23 +76,6 @@ func TestOptions(t *testing.T) {
 	if opts.StartToCloseTimeout != 33*time.Second || attempts != 5 || opts.RetryPolicy.MaximumAttempts != 5 ||
 		opts.RetryPolicy.InitialInterval != 2*time.Second || opts.RetryPolicy.MaximumInterval != 2*time.Second {
 		t.Errorf("from the contract: %+v %+v attempts %d", opts, opts.RetryPolicy, attempts)
-	}
-}
-
-func TestReserved(t *testing.T) {
-	t.Parallel()
-	for id, want := range map[string]bool{
-		"trg_orders_m17":                   true,
-		"run-1-program-2-0":                true,
-		"abc-0123456789abcdef-program-9-1": true,
-		"trg-orders-1":                     false,
-		"my-program":                       false,
-		"weekly-report":                    false,
-		"program-1-0x":                     false,
-	} {
-		if got := toolcall.Reserved(id); got != want {
-			t.Errorf("Reserved(%q) = %v, want %v", id, got, want)
-		}
 	}
 }
 

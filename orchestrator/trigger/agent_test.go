@@ -16,6 +16,7 @@ import (
 	"github.com/toolfleet/toolfleet/internal/devstack/devstacktest"
 	"github.com/toolfleet/toolfleet/orchestrator/agent"
 	"github.com/toolfleet/toolfleet/orchestrator/program"
+	"github.com/toolfleet/toolfleet/orchestrator/toolcall"
 	"github.com/toolfleet/toolfleet/sdk/client"
 	"github.com/toolfleet/toolfleet/sdk/llm"
 )
@@ -60,7 +61,7 @@ func TestAgentTrigger(t *testing.T) {
 	runs := &agent.Runs{Temporal: c, Store: store, TaskQueue: "agent-triggers"}
 
 	cfg := &Config{Triggers: []Trigger{{
-		Name: "support", Subject: "toolfleet.triggers.support", RunAs: agent.Principal{Subject: "bot", Scopes: []string{"tools:call"}},
+		Name: "support", Subject: "toolfleet.triggers.support", RunAs: toolcall.Principal{Subject: "bot", Scopes: []string{"tools:call"}},
 		Agent: &AgentTarget{Model: "scripted:demo", Tools: []string{"Calculator.Add"}, Prompt: "add {{ .data.a }} and {{ .data.b }}", CodeMode: true},
 	}}}
 	r, err := Start(t.Context(), js, cfg, Options{Runs: runs, MemoryStorage: true, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})

@@ -23,8 +23,8 @@ import (
 
 	"sigs.k8s.io/yaml"
 
-	"github.com/toolfleet/toolfleet/orchestrator/agent"
 	"github.com/toolfleet/toolfleet/orchestrator/program"
+	"github.com/toolfleet/toolfleet/orchestrator/toolcall"
 )
 
 // Defaults of a Config.
@@ -68,9 +68,9 @@ type Trigger struct {
 	// Subject is a JetStream subject filter under toolfleet.triggers.
 	Subject string `json:"subject"`
 	// RunAs is the principal the started run or program acts as.
-	RunAs   agent.Principal `json:"run_as"`
-	Program *ProgramTarget  `json:"program,omitempty"`
-	Agent   *AgentTarget    `json:"agent,omitempty"`
+	RunAs   toolcall.Principal `json:"run_as"`
+	Program *ProgramTarget     `json:"program,omitempty"`
+	Agent   *AgentTarget       `json:"agent,omitempty"`
 }
 
 // ProgramTarget starts a program.

@@ -22,7 +22,9 @@ import (
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
 	"github.com/toolfleet/toolfleet/orchestrator/agent"
+	"github.com/toolfleet/toolfleet/orchestrator/ids"
 	"github.com/toolfleet/toolfleet/orchestrator/program"
+	"github.com/toolfleet/toolfleet/orchestrator/toolcall"
 	"github.com/toolfleet/toolfleet/sdk/jsassets"
 	"github.com/toolfleet/toolfleet/sdk/llm"
 )
@@ -42,7 +44,7 @@ type ProgramStarter interface {
 
 // RunStarter starts agent runs; *agent.Runs implements it.
 type RunStarter interface {
-	Start(ctx context.Context, runID string, spec agent.RunSpec, p agent.Principal, msgs ...*toolfleetv1.Message) (string, error)
+	Start(ctx context.Context, runID string, spec agent.RunSpec, p toolcall.Principal, msgs ...*toolfleetv1.Message) (string, error)
 }
 
 // Options configure a Runner.
@@ -298,15 +300,15 @@ func runID(name string, msg jetstream.Msg) (string, error) {
 	if mid := msg.Headers().Get(nats.MsgIdHdr); mid != "" {
 		if !msgIDPattern.MatchString(mid) {
 			sum := sha256.Sum256([]byte(mid))
-			return "trg_" + name + "_h" + hex.EncodeToString(sum[:16]), nil
+			return ids.Trigger(name, 'h', hex.EncodeToString(sum[:16])), nil
 		}
-		return "trg_" + name + "_m" + mid, nil
+		return ids.Trigger(name, 'm', mid), nil
 	}
 	md, err := msg.Metadata()
 	if err != nil {
 		return "", fmt.Errorf("message without stream metadata: %w", err)
 	}
-	return "trg_" + name + "_s" + strconv.FormatUint(md.Sequence.Stream, 10), nil
+	return ids.Trigger(name, 's', strconv.FormatUint(md.Sequence.Stream, 10)), nil
 }
 
 // deadLetter stores msg on the dead-letter subject with the reason.

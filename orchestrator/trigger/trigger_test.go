@@ -16,6 +16,7 @@ import (
 
 	"github.com/toolfleet/toolfleet/internal/devstack/devstacktest"
 	"github.com/toolfleet/toolfleet/orchestrator/program"
+	"github.com/toolfleet/toolfleet/orchestrator/toolcall"
 )
 
 // TestTriggers runs triggers on the embedded stack: a message starts one
@@ -42,7 +43,7 @@ func TestTriggers(t *testing.T) {
 	}
 	programs := &program.Programs{Temporal: c, TaskQueue: "triggers"}
 	cfg := &Config{Triggers: []Trigger{{
-		Name: "double", Subject: "toolfleet.triggers.double", RunAs: program.Principal{Subject: "doubler"},
+		Name: "double", Subject: "toolfleet.triggers.double", RunAs: toolcall.Principal{Subject: "doubler"},
 		Program: &ProgramTarget{Source: `result = args["n"] * 2`, Args: `{"n": {{ json .data.n }}}`},
 	}}}
 	r, err := Start(t.Context(), js, cfg, Options{Programs: programs, MemoryStorage: true,

@@ -17,7 +17,7 @@ import (
 	"github.com/toolfleet/toolfleet/services/gateway/mcp"
 )
 
-// workflowID is the orchestrator's run and program id syntax (toolcall.ValidID).
+// workflowID is the orchestrator's run and program id syntax (orchestrator/ids.Valid).
 var workflowID = regexp.MustCompile(`^[A-Za-z0-9_=-]{1,100}$`)
 
 // Task ids are workflow ids: valid as such, unguessable (no two alike), and
