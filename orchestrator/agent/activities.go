@@ -25,6 +25,7 @@ import (
 	"github.com/toolfleet/toolfleet/orchestrator/toolcall"
 	"github.com/toolfleet/toolfleet/sdk/client"
 	"github.com/toolfleet/toolfleet/sdk/llm"
+	"github.com/toolfleet/toolfleet/sdk/llm/dialect"
 )
 
 // Activity defaults.
@@ -389,10 +390,10 @@ func withProtocol(m llm.Model, p string) (llm.Model, error) {
 	case "", ProtocolNative:
 		return m, nil
 	case ProtocolAuto:
-		return llm.WithAutoFallback(m), nil
+		return dialect.WithAutoFallback(m), nil
 	}
-	if tp, ok := llm.TextProtocolByName(p); ok {
-		return llm.WithTextProtocol(m, tp), nil
+	if tp, ok := dialect.TextProtocolByName(p); ok {
+		return dialect.WithTextProtocol(m, tp), nil
 	}
 	return nil, fmt.Errorf("agent: %w", CheckProtocol(p))
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/toolfleet/toolfleet/orchestrator/ids"
 	"github.com/toolfleet/toolfleet/orchestrator/toolcall"
 	"github.com/toolfleet/toolfleet/sdk/llm"
+	"github.com/toolfleet/toolfleet/sdk/llm/dialect"
 )
 
 // Names that the Temporal UI and CLI show, and that clients use.
@@ -117,7 +118,7 @@ const (
 	ProtocolFenced = "fenced" // ~~~tool_call JSON blocks in text
 	ProtocolHermes = "hermes" // <tool_call>{…}</tool_call>
 	ProtocolXML    = "xml"    // <function=name><parameter=p>v</parameter></function>, one call per turn
-	// Any other llm.TextProtocols() name is valid too: the open-model
+	// Any other dialect.TextProtocols() name is valid too: the open-model
 	// dialects (qwen3_coder, harmony, mistral, llama3_json, pythonic,
 	// kimi_k2, glm45, minimax_m2, deepseek_v31, deepseek_v32).
 )
@@ -129,11 +130,11 @@ func CheckProtocol(p string) error {
 	case "", ProtocolNative, ProtocolAuto:
 		return nil
 	}
-	if _, ok := llm.TextProtocolByName(p); ok {
+	if _, ok := dialect.TextProtocolByName(p); ok {
 		return nil
 	}
 	names := []string{ProtocolNative, ProtocolAuto}
-	for _, tp := range llm.TextProtocols() {
+	for _, tp := range dialect.TextProtocols() {
 		names = append(names, tp.Name())
 	}
 	return fmt.Errorf("tool_protocol %q: want one of %s", p, strings.Join(names, ", "))

@@ -7,16 +7,12 @@
 //     ([OpenAIResponses]), Anthropic Messages ([Anthropic]), Gemini ([Gemini]),
 //     Bedrock Converse ([Bedrock]) and MCP tools/list and tools/call ([MCPTool],
 //     [MCPCallResult]);
-//   - text protocols for models without native tool calls ([Fenced], [Hermes],
-//     [XMLFunction]) with a system-prompt augmenter and a parser each, plus
-//     [ParseAuto] for "native" models that answer with tagged text;
-//   - the wire shapes open-weight models write in raw text, each a [Dialect]
-//     (Qwen3-Coder, gpt-oss harmony, Mistral, Llama 3 JSON and pythonic, Kimi
-//     K2, GLM-4.5, MiniMax-M2, DeepSeek-V3.1 and V3.2) on one streaming
-//     scanner, [TextDecoder], and [DialectFor] to pick one from a model name;
+//   - text protocols for models without native tool calls: only the
+//     [TextProtocol] interface is here; the protocols (fenced, Hermes, XML
+//     function blocks), the open-model dialects and the wrappers that use
+//     them live in sub-package dialect;
 //   - streaming: provider stream decoders feed an [Assembler] that joins
-//     tool-call fragments by index and id, and [TagFilter] holds back a
-//     half-received text-protocol tag;
+//     tool-call fragments by index and id;
 //   - provider tool features kept through the canonical form: Anthropic
 //     tool search (defer_loading, tool_reference results, server blocks),
 //     input_examples and programmatic callers; OpenAI custom tools with
@@ -41,7 +37,11 @@
 //
 //   - sdk/llm (this package): [Model], [Request], [Delta], [Assembler], the
 //     errors, [WithRetry], [Spec], the [TextProtocol] interface, and the
-//     provider formats and text protocols listed above.
+//     provider formats listed above.
+//   - sdk/llm/dialect: the text protocols (Fenced, Hermes, XMLFunction), the
+//     open-model dialects (Dialect, For, TextDecoder), TagFilter, ParseAuto,
+//     and the Model wrappers WithTextProtocol and WithAutoFallback. It
+//     imports this package, never the reverse.
 //   - sdk/llm/llmtest: the deterministic scripted model (Scripted,
 //     NewScripted, SayText, CallTools, WriteCalls) and script files
 //     ("scripted:NAME.yaml": ParseScriptFile, OpenScriptFile). YAML is read

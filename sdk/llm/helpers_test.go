@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
+	"github.com/toolfleet/toolfleet/sdk/llm/internal/canon"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files in testdata")
@@ -144,4 +145,33 @@ func readTestdata(t testing.TB, name string) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+func typedTool(t testing.TB) *toolfleetv1.ToolDefinition {
+	t.Helper()
+	s, err := structpb.NewStruct(map[string]any{
+		"type": "object",
+		"properties": map[string]any{
+			"city":    map[string]any{"type": "string"},
+			"days":    map[string]any{"type": "integer"},
+			"metric":  map[string]any{"type": "boolean"},
+			"tags":    map[string]any{"type": "array", "items": map[string]any{"type": "string"}},
+			"id":      map[string]any{"type": []any{"string", "integer"}},
+			"opts":    map[string]any{"type": "object"},
+			"ratio":   map[string]any{"type": "number"},
+			"comment": map[string]any{"type": []any{"string", "null"}},
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &toolfleetv1.ToolDefinition{ModelName: "Weather_Forecast", Description: "Forecast.", InputSchema: s}
+}
+
+func callStrings(calls []*toolfleetv1.ToolCall) []string {
+	var out []string
+	for _, c := range calls {
+		out = append(out, c.GetName()+"("+c.GetId()+")="+string(canon.EncodeArguments(c.GetArguments())))
+	}
+	return out
 }

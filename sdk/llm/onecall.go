@@ -61,7 +61,7 @@ func FirstCallDeltas(req *Request, onDelta func(Delta) error) func(Delta) error 
 			id.Arguments, id.Signature = "", nil
 			if shadow.callOrdinal(&id) > 1 {
 				d.ToolCall = nil
-				if d.empty() {
+				if d.Empty() {
 					return nil
 				}
 			}

@@ -30,8 +30,8 @@ type Delta struct {
 	Container string
 }
 
-// empty reports whether d carries nothing.
-func (d Delta) empty() bool {
+// Empty reports whether d carries nothing.
+func (d Delta) Empty() bool {
 	return d.Text == "" && d.Thinking == "" && d.ThinkingSignature == nil && d.ToolCall == nil &&
 		d.Usage == nil && d.StopReason == "" && d.Model == "" && d.ProviderBlock == nil && d.Container == ""
 }

@@ -152,38 +152,6 @@ func TestAssembler(t *testing.T) {
 	}
 }
 
-// TestTextProtocolStream streams a small model's Hermes output through the
-// tag filter and stops reading after the first closing tag.
-func TestTextProtocolStream(t *testing.T) {
-	t.Parallel()
-	var shown strings.Builder
-	filter := NewTagFilter(Hermes{})
-	msg, err := DecodeStream(t.Context(), OpenAIChat{}, bytes.NewReader(readTestdata(t, "openai/stream_hermes.sse")), func(d Delta) error {
-		shown.WriteString(filter.Write(d.Text))
-		if filter.Blocks() == 1 {
-			return StopStream
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	shown.WriteString(filter.Flush())
-	if shown.String() != "Let me add. " {
-		t.Errorf("shown = %q", shown.String())
-	}
-	parsed, err := ParseAuto(msg, Hermes{}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := callStrings(ToolCalls(parsed)); !equalStrings(got, []string{`Calculator_Add(call_1)={"a":2,"b":3}`}) {
-		t.Errorf("calls = %q", got)
-	}
-	if strings.Contains(MessageText(msg), "SHOULD NOT BE READ") {
-		t.Error("stream was read past the closing tag")
-	}
-}
-
 func TestReadSSE(t *testing.T) {
 	t.Parallel()
 	in := ": comment\nevent: a\ndata: line1\ndata: line2\n\ndata: x\r\n\r\ndata: tail"

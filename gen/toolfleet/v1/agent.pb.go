@@ -315,7 +315,7 @@ type StartRunRequest struct {
 	ModelSpec *ModelSpec `protobuf:"bytes,8,opt,name=model_spec,json=modelSpec,proto3" json:"model_spec,omitempty"`
 	// Adds the best matches of a search query to `tools`, resolved at start.
 	ToolSearch string `protobuf:"bytes,9,opt,name=tool_search,json=toolSearch,proto3" json:"tool_search,omitempty"`
-	// "native" (default), "auto", or a text protocol of llm.TextProtocols(): "fenced", "hermes", "xml",
+	// "native" (default), "auto", or a text protocol of dialect.TextProtocols(): "fenced", "hermes", "xml",
 	// or a dialect ("qwen3_coder", "harmony", "mistral", "llama3_json", "pythonic", "kimi_k2", "glm45",
 	// "minimax_m2", "deepseek_v31", "deepseek_v32"); see docs/formats.md.
 	ToolProtocol string `protobuf:"bytes,10,opt,name=tool_protocol,json=toolProtocol,proto3" json:"tool_protocol,omitempty"`

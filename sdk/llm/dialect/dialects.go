@@ -1,4 +1,4 @@
-package llm
+package dialect
 
 import (
 	"encoding/json"

@@ -1,4 +1,4 @@
-package llm
+package dialect
 
 import (
 	"errors"
@@ -8,6 +8,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
+	"github.com/toolfleet/toolfleet/sdk/llm"
 	"github.com/toolfleet/toolfleet/sdk/llm/internal/canon"
 )
 
@@ -45,7 +46,7 @@ func TestTextProtocolParse(t *testing.T) {
 	tools := []*toolfleetv1.ToolDefinition{typedTool(t)}
 	tests := []struct {
 		name      string
-		p         TextProtocol
+		p         llm.TextProtocol
 		text      string
 		wantText  string
 		wantCalls []string
@@ -55,23 +56,23 @@ func TestTextProtocolParse(t *testing.T) {
 			"Checking.\nand", []string{`A(call_1)={"x":1}`, `B(mine)={"y":2}`}, nil},
 		{"fenced empty string args", Fenced{}, "~~~tool_call\n{\"name\":\"A\",\"arguments\":\"\"}\n~~~", "", []string{`A(call_1)={}`}, nil},
 		{"fenced no calls", Fenced{}, "just text ~~~ here", "just text ~~~ here", nil, nil},
-		{"fenced malformed json", Fenced{}, "~~~tool_call\n{\"name\":\"A\",\n~~~", "", nil, ErrMalformed},
-		{"fenced unclosed", Fenced{}, "~~~tool_call\n{\"name\":\"A\"}", "", nil, ErrMalformed},
-		{"fenced numeric args", Fenced{}, "~~~tool_call\n{\"name\":\"A\",\"arguments\":3}\n~~~", "", nil, ErrInvalidArguments},
-		{"fenced missing name", Fenced{}, "~~~tool_call\n{\"arguments\":{}}\n~~~", "", nil, ErrMalformed},
+		{"fenced malformed json", Fenced{}, "~~~tool_call\n{\"name\":\"A\",\n~~~", "", nil, llm.ErrMalformed},
+		{"fenced unclosed", Fenced{}, "~~~tool_call\n{\"name\":\"A\"}", "", nil, llm.ErrMalformed},
+		{"fenced numeric args", Fenced{}, "~~~tool_call\n{\"name\":\"A\",\"arguments\":3}\n~~~", "", nil, llm.ErrInvalidArguments},
+		{"fenced missing name", Fenced{}, "~~~tool_call\n{\"arguments\":{}}\n~~~", "", nil, llm.ErrMalformed},
 		{"hermes", Hermes{}, "<tool_call>\n{\"name\": \"A\", \"arguments\": {\"q\": \"x\"}}\n</tool_call>\n<tool_call>{\"name\": \"B\", \"parameters\": {}}</tool_call>",
 			"", []string{`A(call_1)={"q":"x"}`, `B(call_2)={}`}, nil},
 		{"hermes text around", Hermes{}, "Sure.<tool_call>{\"name\":\"A\"}</tool_call>Done.", "Sure.Done.", []string{`A(call_1)={}`}, nil},
-		{"hermes unclosed", Hermes{}, "<tool_call>{\"name\":\"A\"}", "", nil, ErrMalformed},
-		{"hermes trailing junk", Hermes{}, "<tool_call>{\"name\":\"A\"} x</tool_call>", "", nil, ErrMalformed},
+		{"hermes unclosed", Hermes{}, "<tool_call>{\"name\":\"A\"}", "", nil, llm.ErrMalformed},
+		{"hermes trailing junk", Hermes{}, "<tool_call>{\"name\":\"A\"} x</tool_call>", "", nil, llm.ErrMalformed},
 		{"xml typed", XMLFunction{}, "<tool_call>\n<function=Weather_Forecast>\n<parameter=city>\nSan Francisco\n</parameter>\n<parameter=days>\n3\n</parameter>\n<parameter=metric>\ntrue\n</parameter>\n<parameter=tags>\n[\"a\",\"b\"]\n</parameter>\n<parameter=id>\n12345678901\n</parameter>\n<parameter=opts>\n{\"k\":1}\n</parameter>\n<parameter=ratio>\n0.5\n</parameter>\n<parameter=comment>\nnull\n</parameter>\n</function>\n</tool_call>",
 			"", []string{`Weather_Forecast(call_1)={"city":"San Francisco","comment":null,"days":3,"id":12345678901,"metric":true,"opts":{"k":1},"ratio":0.5,"tags":["a","b"]}`}, nil},
 		{"xml string stays text", XMLFunction{}, "<function=Weather_Forecast><parameter=city>42</parameter></function>", "", []string{`Weather_Forecast(call_1)={"city":"42"}`}, nil},
 		{"xml unknown tool guesses json", XMLFunction{}, "<function=Other><parameter=n>7</parameter><parameter=s>hi there</parameter></function>", "", []string{`Other(call_1)={"n":7,"s":"hi there"}`}, nil},
-		{"xml bad integer", XMLFunction{}, "<function=Weather_Forecast><parameter=days>three</parameter></function>", "", nil, ErrInvalidArguments},
-		{"xml repeated parameter", XMLFunction{}, "<function=A><parameter=x>1</parameter><parameter=x>2</parameter></function>", "", nil, ErrInvalidArguments},
-		{"xml unclosed", XMLFunction{}, "<function=A><parameter=x>1</parameter>", "", nil, ErrMalformed},
-		{"xml stray text", XMLFunction{}, "<function=A>oops<parameter=x>1</parameter></function>", "", nil, ErrInvalidArguments},
+		{"xml bad integer", XMLFunction{}, "<function=Weather_Forecast><parameter=days>three</parameter></function>", "", nil, llm.ErrInvalidArguments},
+		{"xml repeated parameter", XMLFunction{}, "<function=A><parameter=x>1</parameter><parameter=x>2</parameter></function>", "", nil, llm.ErrInvalidArguments},
+		{"xml unclosed", XMLFunction{}, "<function=A><parameter=x>1</parameter>", "", nil, llm.ErrMalformed},
+		{"xml stray text", XMLFunction{}, "<function=A>oops<parameter=x>1</parameter></function>", "", nil, llm.ErrInvalidArguments},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -87,7 +88,7 @@ func TestTextProtocolParse(t *testing.T) {
 func TestTextProtocolRenderParse(t *testing.T) {
 	t.Parallel()
 	tools := []*toolfleetv1.ToolDefinition{typedTool(t)}
-	call := CallPart("call_1", "Weather_Forecast", map[string]any{"city": "Oslo", "days": 2, "tags": []any{"x"}}).GetToolCall()
+	call := llm.CallPart("call_1", "Weather_Forecast", map[string]any{"city": "Oslo", "days": 2, "tags": []any{"x"}}).GetToolCall()
 	for _, p := range TextProtocols() {
 		t.Run(p.Name(), func(t *testing.T) {
 			t.Parallel()
@@ -116,23 +117,23 @@ func TestTextProtocolRenderParse(t *testing.T) {
 func TestParseAuto(t *testing.T) {
 	t.Parallel()
 	tools := []*toolfleetv1.ToolDefinition{typedTool(t)}
-	native := NewMessage(toolfleetv1.Role_ROLE_ASSISTANT, Text("see <tool_call>"), CallPart("c1", "A", nil))
-	native.StopReason = StopToolCalls
+	native := llm.NewMessage(toolfleetv1.Role_ROLE_ASSISTANT, llm.Text("see <tool_call>"), llm.CallPart("c1", "A", nil))
+	native.StopReason = llm.StopToolCalls
 	tests := []struct {
 		name      string
 		msg       *toolfleetv1.Message
-		declared  TextProtocol
+		declared  llm.TextProtocol
 		wantText  string
 		wantCalls []string
 		wantErr   error
 	}{
 		{"native calls kept", native, nil, "see <tool_call>", []string{`A(c1)={}`}, nil},
-		{"native text with hermes", NewMessage(toolfleetv1.Role_ROLE_ASSISTANT, Text(`On it. <tool_call>{"name":"A","arguments":{"x":1}}</tool_call>`)), nil, "On it.", []string{`A(call_1)={"x":1}`}, nil},
-		{"native text with two protocols", NewMessage(toolfleetv1.Role_ROLE_ASSISTANT, Text("~~~tool_call\n{\"name\":\"B\"}\n~~~\n<function=A><parameter=x>1</parameter></function>")), nil, "", []string{`A(call_1)={"x":1}`, `B(call_1_2)={}`}, nil},
-		{"native plain text", NewMessage(toolfleetv1.Role_ROLE_ASSISTANT, Text("No tools needed.")), nil, "No tools needed.", nil, nil},
-		{"native malformed block", NewMessage(toolfleetv1.Role_ROLE_ASSISTANT, Text("<tool_call>{oops</tool_call>")), nil, "", nil, ErrMalformed},
-		{"declared fenced", NewMessage(toolfleetv1.Role_ROLE_ASSISTANT, Text("~~~tool_call\n{\"name\":\"A\"}\n~~~")), Fenced{}, "", []string{`A(call_1)={}`}, nil},
-		{"declared ignores other protocols", NewMessage(toolfleetv1.Role_ROLE_ASSISTANT, Text(`<tool_call>{"name":"A"}</tool_call>`)), Fenced{}, `<tool_call>{"name":"A"}</tool_call>`, nil, nil},
+		{"native text with hermes", llm.NewMessage(toolfleetv1.Role_ROLE_ASSISTANT, llm.Text(`On it. <tool_call>{"name":"A","arguments":{"x":1}}</tool_call>`)), nil, "On it.", []string{`A(call_1)={"x":1}`}, nil},
+		{"native text with two protocols", llm.NewMessage(toolfleetv1.Role_ROLE_ASSISTANT, llm.Text("~~~tool_call\n{\"name\":\"B\"}\n~~~\n<function=A><parameter=x>1</parameter></function>")), nil, "", []string{`A(call_1)={"x":1}`, `B(call_1_2)={}`}, nil},
+		{"native plain text", llm.NewMessage(toolfleetv1.Role_ROLE_ASSISTANT, llm.Text("No tools needed.")), nil, "No tools needed.", nil, nil},
+		{"native malformed block", llm.NewMessage(toolfleetv1.Role_ROLE_ASSISTANT, llm.Text("<tool_call>{oops</tool_call>")), nil, "", nil, llm.ErrMalformed},
+		{"declared fenced", llm.NewMessage(toolfleetv1.Role_ROLE_ASSISTANT, llm.Text("~~~tool_call\n{\"name\":\"A\"}\n~~~")), Fenced{}, "", []string{`A(call_1)={}`}, nil},
+		{"declared ignores other protocols", llm.NewMessage(toolfleetv1.Role_ROLE_ASSISTANT, llm.Text(`<tool_call>{"name":"A"}</tool_call>`)), Fenced{}, `<tool_call>{"name":"A"}</tool_call>`, nil, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -147,13 +148,13 @@ func TestParseAuto(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if MessageText(got) != tt.wantText {
-				t.Errorf("text = %q, want %q", MessageText(got), tt.wantText)
+			if llm.MessageText(got) != tt.wantText {
+				t.Errorf("text = %q, want %q", llm.MessageText(got), tt.wantText)
 			}
-			if calls := callStrings(ToolCalls(got)); !equalStrings(calls, tt.wantCalls) {
+			if calls := callStrings(llm.ToolCalls(got)); !equalStrings(calls, tt.wantCalls) {
 				t.Errorf("calls = %q, want %q", calls, tt.wantCalls)
 			}
-			if len(tt.wantCalls) > 0 && got.GetStopReason() != StopToolCalls {
+			if len(tt.wantCalls) > 0 && got.GetStopReason() != llm.StopToolCalls {
 				t.Errorf("stop = %q", got.GetStopReason())
 			}
 		})
@@ -162,25 +163,25 @@ func TestParseAuto(t *testing.T) {
 
 func TestForTextProtocol(t *testing.T) {
 	t.Parallel()
-	req := &Request{Messages: fixtureConversation(), Tools: calculatorTools(t), ToolChoice: ToolChoice{Mode: ToolChoiceRequired}}
+	req := &llm.Request{Messages: fixtureConversation(), Tools: calculatorTools(t), ToolChoice: llm.ToolChoice{Mode: llm.ToolChoiceRequired}}
 	got := ForTextProtocol(Hermes{}, req)
-	if got.Tools != nil || got.ToolChoice.Mode != ToolChoiceDefault {
+	if got.Tools != nil || got.ToolChoice.Mode != llm.ToolChoiceDefault {
 		t.Errorf("tools not removed: %v %v", got.Tools, got.ToolChoice)
 	}
-	sys := MessageText(got.Messages[0])
+	sys := llm.MessageText(got.Messages[0])
 	if !strings.HasPrefix(sys, "You are a calculator.\n\n") || !strings.Contains(sys, "Calculator_Mul") {
 		t.Errorf("system prompt = %q", sys)
 	}
-	assistant := MessageText(got.Messages[2])
+	assistant := llm.MessageText(got.Messages[2])
 	_, calls, err := Hermes{}.Parse(assistant, nil)
 	if err != nil || len(calls) != 2 {
 		t.Fatalf("assistant turn does not parse back to two calls: %q %v", assistant, err)
 	}
-	if results := MessageText(got.Messages[3]); !strings.Contains(results, `"is_error":true`) || !strings.Contains(results, "Retry the product") {
+	if results := llm.MessageText(got.Messages[3]); !strings.Contains(results, `"is_error":true`) || !strings.Contains(results, "Retry the product") {
 		t.Errorf("results turn = %q", results)
 	}
 	for _, m := range got.Messages {
-		if m.GetRole() == toolfleetv1.Role_ROLE_TOOL || len(ToolCalls(m)) > 0 {
+		if m.GetRole() == toolfleetv1.Role_ROLE_TOOL || len(llm.ToolCalls(m)) > 0 {
 			t.Errorf("native part left in %v", m)
 		}
 	}
@@ -247,10 +248,10 @@ func TestDecodeArguments(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.raw, func(t *testing.T) {
 			t.Parallel()
-			got, err := DecodeArguments("Calc_Add (c1)", []byte(tt.raw))
+			got, err := llm.DecodeArguments("Calc_Add (c1)", []byte(tt.raw))
 			if tt.wantErr {
-				var ae *ArgumentsError
-				if !errors.As(err, &ae) || ae.Call != "Calc_Add (c1)" || !errors.Is(err, ErrInvalidArguments) {
+				var ae *llm.ArgumentsError
+				if !errors.As(err, &ae) || ae.Call != "Calc_Add (c1)" || !errors.Is(err, llm.ErrInvalidArguments) {
 					t.Fatalf("err = %v, want an ArgumentsError naming the call", err)
 				}
 				return
@@ -267,8 +268,8 @@ func TestDecodeArguments(t *testing.T) {
 
 // renderedID is the id a call keeps through p's rendering: Kimi K2 writes
 // its own ids (functions.NAME:IDX).
-func renderedID(p TextProtocol, name, id string) string {
-	if p == TextProtocol(KimiK2) {
+func renderedID(p llm.TextProtocol, name, id string) string {
+	if p == llm.TextProtocol(KimiK2) {
 		return "functions." + name + ":0"
 	}
 	return id

@@ -1,4 +1,4 @@
-package llm
+package dialect
 
 import (
 	"errors"
@@ -9,6 +9,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
+	"github.com/toolfleet/toolfleet/sdk/llm"
 	"github.com/toolfleet/toolfleet/sdk/llm/internal/canon"
 )
 
@@ -20,7 +21,7 @@ var ErrTruncated = errors.New("llm: tool call cut off before its end; not execut
 // maxUnitBytes bounds the text a dialect scanner holds for one unfinished
 // unit (a call, a header): a model that opens a call and never closes it
 // fails the turn instead of growing the buffer without bound.
-const maxUnitBytes = maxSSELine
+const maxUnitBytes = 8 << 20 // the limit the core puts on one SSE line
 
 // A marker opens a unit of a dialect: a call, a section boundary, a header.
 type marker struct {
@@ -189,7 +190,7 @@ func (d *TextDecoder) Thinking() string {
 // NewTextDecoder returns a decoder for p's calls, values typed by tools.
 // p must be one of the dialects of this package (not fenced, hermes or
 // xml, which are parsed whole at the end of a turn); ok is false otherwise.
-func NewTextDecoder(p TextProtocol, tools []*toolfleetv1.ToolDefinition) (d *TextDecoder, ok bool) {
+func NewTextDecoder(p llm.TextProtocol, tools []*toolfleetv1.ToolDefinition) (d *TextDecoder, ok bool) {
 	dp, ok := p.(dialectProtocol)
 	if !ok {
 		return nil, false
@@ -422,7 +423,7 @@ func partialSuffix(s string, tags []string) int {
 
 // dialectProtocol is a TextProtocol built on the shared scanner.
 type dialectProtocol interface {
-	TextProtocol
+	llm.TextProtocol
 	grammar() *grammar
 }
 
@@ -515,7 +516,7 @@ func jsonArgs(sc *scanCtx, name, raw string) (*rawCall, error) {
 	if err != nil {
 		return nil, err
 	}
-	args, err := DecodeArguments(sc.callName(name), []byte(raw))
+	args, err := llm.DecodeArguments(sc.callName(name), []byte(raw))
 	if err != nil {
 		return nil, err
 	}

@@ -1,4 +1,4 @@
-package llm
+package dialect
 
 import (
 	"encoding/json"
@@ -12,36 +12,14 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
+	"github.com/toolfleet/toolfleet/sdk/llm"
 	"github.com/toolfleet/toolfleet/sdk/llm/internal/canon"
 )
-
-// TextProtocol is a way for a model without native tool calls to call
-// tools in plain text. Each protocol teaches itself in the system prompt,
-// renders past calls and results as text, and parses calls out of a reply.
-type TextProtocol interface {
-	// Name is "fenced", "hermes", "xml" or a Dialect's name; stable, it
-	// is what a run's tool_protocol says.
-	Name() string
-	// Instructions is the system-prompt text that teaches the protocol,
-	// listing every tool with its input schema.
-	Instructions(tools []*toolfleetv1.ToolDefinition) string
-	// RenderCall renders a call the way the model is taught to write it.
-	RenderCall(call *toolfleetv1.ToolCall) string
-	// RenderResult renders a result for a user message.
-	RenderResult(result *toolfleetv1.ToolResult) string
-	// Parse returns text with the call blocks removed and the calls in
-	// order. tools (may be nil) type the XML protocol's parameter values.
-	// A malformed block is an error, never a silent drop.
-	Parse(text string, tools []*toolfleetv1.ToolDefinition) (string, []*toolfleetv1.ToolCall, error)
-	// OpenTag and CloseTag delimit a block, for streaming hold-back.
-	OpenTag() string
-	CloseTag() string
-}
 
 // TextProtocols returns every text protocol: the three prompt protocols
 // (the order ParseAuto tries them in a native model's text), then every
 // Dialect.
-func TextProtocols() []TextProtocol {
+func TextProtocols() []llm.TextProtocol {
 	out := promptProtocols()
 	for _, d := range Dialects() {
 		out = append(out, d)
@@ -51,10 +29,12 @@ func TextProtocols() []TextProtocol {
 
 // promptProtocols are the protocols toolfleet teaches in the prompt, tried
 // in this order in the text of a model that has native calls.
-func promptProtocols() []TextProtocol { return []TextProtocol{XMLFunction{}, Hermes{}, Fenced{}} }
+func promptProtocols() []llm.TextProtocol {
+	return []llm.TextProtocol{XMLFunction{}, Hermes{}, Fenced{}}
+}
 
 // TextProtocolByName returns the text protocol with that Name.
-func TextProtocolByName(name string) (TextProtocol, bool) {
+func TextProtocolByName(name string) (llm.TextProtocol, bool) {
 	for _, p := range TextProtocols() {
 		if p.Name() == name {
 			return p, true
@@ -80,7 +60,7 @@ func (e *BlockError) Error() string {
 		where += fmt.Sprintf(" (%s)", e.Call)
 	}
 	inner := e.Err
-	if ae, ok := e.Err.(*ArgumentsError); ok {
+	if ae, ok := e.Err.(*llm.ArgumentsError); ok {
 		inner = fmt.Errorf("arguments: %w", ae.Err) // the call is named already
 	}
 	return fmt.Sprintf("%s: %v", where, inner)
@@ -89,7 +69,7 @@ func (e *BlockError) Error() string {
 func (e *BlockError) Unwrap() error { return e.Err }
 
 // Is makes errors.Is(err, ErrMalformed) true.
-func (e *BlockError) Is(target error) bool { return target == ErrMalformed }
+func (e *BlockError) Is(target error) bool { return target == llm.ErrMalformed }
 
 // namedCall reads the "name" of a JSON call block that does not decode, so
 // the error can still say which call was malformed.
@@ -103,7 +83,7 @@ func blockCallName(body string) string {
 }
 
 // Augment appends p's instructions for tools to a system prompt.
-func Augment(system string, p TextProtocol, tools []*toolfleetv1.ToolDefinition) string {
+func Augment(system string, p llm.TextProtocol, tools []*toolfleetv1.ToolDefinition) string {
 	inst := p.Instructions(tools)
 	if strings.TrimSpace(system) == "" {
 		return inst
@@ -150,7 +130,7 @@ func decodeJSONCall(protocol string, block int, body string) (*toolfleetv1.ToolC
 	if id == "" {
 		id = "call_" + strconv.Itoa(block)
 	}
-	args, err := DecodeArguments(c.Name+" ("+id+")", raw)
+	args, err := llm.DecodeArguments(c.Name+" ("+id+")", raw)
 	if err != nil {
 		return nil, &BlockError{Protocol: protocol, Block: block, Call: c.Name + " (" + id + ")", Err: err}
 	}
@@ -316,7 +296,7 @@ func (XMLFunction) oneCallPerTurn() {}
 type singleCall interface{ oneCallPerTurn() }
 
 // isSingleCall reports whether p allows one call per turn by definition.
-func isSingleCall(p TextProtocol) bool {
+func isSingleCall(p llm.TextProtocol) bool {
 	_, ok := p.(singleCall)
 	return ok
 }
@@ -391,7 +371,7 @@ func functionBlock(protocol string, block int, s string, tools []*toolfleetv1.To
 		e := &BlockError{Protocol: protocol, Block: block, Err: err}
 		if name != "" {
 			e.Call = name
-			if errors.Is(err, ErrInvalidArguments) {
+			if errors.Is(err, llm.ErrInvalidArguments) {
 				e.Call = name + " (" + id + ")"
 			}
 		}
@@ -443,29 +423,29 @@ func xmlParameters(call, body string, props map[string]any) (*structpb.Struct, e
 			break
 		}
 		if stray := strings.TrimSpace(body[:start]); stray != "" {
-			return nil, &ArgumentsError{Call: call, Err: fmt.Errorf("text outside <parameter>: %.40q", stray)}
+			return nil, &llm.ArgumentsError{Call: call, Err: fmt.Errorf("text outside <parameter>: %.40q", stray)}
 		}
 		body = body[start+len("<parameter="):]
 		gt := strings.IndexByte(body, '>')
 		end := strings.Index(body, "</parameter>")
 		if gt < 0 || end < 0 || gt > end {
-			return nil, &ArgumentsError{Call: call, Err: errors.New("no closing </parameter>")}
+			return nil, &llm.ArgumentsError{Call: call, Err: errors.New("no closing </parameter>")}
 		}
 		name := strings.TrimSpace(body[:gt])
 		if _, dup := args[name]; dup || name == "" {
-			return nil, &ArgumentsError{Call: call, Err: fmt.Errorf("parameter %q empty or repeated", name)}
+			return nil, &llm.ArgumentsError{Call: call, Err: fmt.Errorf("parameter %q empty or repeated", name)}
 		}
 		raw := strings.TrimSuffix(strings.TrimPrefix(body[gt+1:end], "\n"), "\n")
 		schema, _ := props[name].(map[string]any)
 		v, err := coerceParameter(raw, schema)
 		if err != nil {
-			return nil, &ArgumentsError{Call: call, Err: fmt.Errorf("parameter %q: %w", name, err)}
+			return nil, &llm.ArgumentsError{Call: call, Err: fmt.Errorf("parameter %q: %w", name, err)}
 		}
 		args[name] = v
 		body = body[end+len("</parameter>"):]
 	}
 	if stray := strings.TrimSpace(body); stray != "" {
-		return nil, &ArgumentsError{Call: call, Err: fmt.Errorf("text outside <parameter>: %.40q", stray)}
+		return nil, &llm.ArgumentsError{Call: call, Err: fmt.Errorf("text outside <parameter>: %.40q", stray)}
 	}
 	return &structpb.Struct{Fields: args}, nil
 }
@@ -489,13 +469,13 @@ func coerceParameter(raw string, schema map[string]any) (*structpb.Value, error)
 		switch t {
 		case "integer":
 			if canon.IntegerText.MatchString(trimmed) {
-				if v, err := ExactNumber(trimmed); err == nil {
+				if v, err := llm.ExactNumber(trimmed); err == nil {
 					return v, nil
 				}
 			}
 		case "number":
 			if canon.NumberText.MatchString(trimmed) {
-				if v, err := ExactNumber(trimmed); err == nil {
+				if v, err := llm.ExactNumber(trimmed); err == nil {
 					return v, nil
 				}
 			}

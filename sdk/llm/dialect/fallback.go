@@ -1,4 +1,4 @@
-package llm
+package dialect
 
 import (
 	"strconv"
@@ -7,6 +7,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
+	"github.com/toolfleet/toolfleet/sdk/llm"
 	"github.com/toolfleet/toolfleet/sdk/llm/internal/canon"
 )
 
@@ -21,25 +22,25 @@ import (
 //
 // msg is not modified; the result's text parts hold the text outside the
 // blocks and its stop reason becomes StopToolCalls when calls were found.
-func ParseAuto(msg *toolfleetv1.Message, declared TextProtocol, tools []*toolfleetv1.ToolDefinition) (*toolfleetv1.Message, error) {
+func ParseAuto(msg *toolfleetv1.Message, declared llm.TextProtocol, tools []*toolfleetv1.ToolDefinition) (*toolfleetv1.Message, error) {
 	if declared == nil {
 		return parseAuto(msg, "", tools)
 	}
-	return parseWith(msg, []TextProtocol{declared}, tools)
+	return parseWith(msg, []llm.TextProtocol{declared}, tools)
 }
 
 // parseAuto is ParseAuto for a native model named model: the dialect its
-// family speaks (DialectFor) is tried first, then the prompt protocols.
+// family speaks (For) is tried first, then the prompt protocols.
 func parseAuto(msg *toolfleetv1.Message, model string, tools []*toolfleetv1.ToolDefinition) (*toolfleetv1.Message, error) {
-	if len(ToolCalls(msg)) > 0 {
+	if len(llm.ToolCalls(msg)) > 0 {
 		return msg, nil
 	}
 	protocols := promptProtocols()
-	if d, ok := DialectFor(model); ok {
-		protocols = append([]TextProtocol{d}, protocols...)
+	if d, ok := For(model); ok {
+		protocols = append([]llm.TextProtocol{d}, protocols...)
 	}
-	text := MessageText(msg)
-	var found []TextProtocol
+	text := llm.MessageText(msg)
+	var found []llm.TextProtocol
 	for _, p := range protocols {
 		// A dialect's markers are its own: its parser runs whenever the
 		// model's name says it speaks it.
@@ -50,8 +51,8 @@ func parseAuto(msg *toolfleetv1.Message, model string, tools []*toolfleetv1.Tool
 	return parseWith(msg, found, tools)
 }
 
-func parseWith(msg *toolfleetv1.Message, protocols []TextProtocol, tools []*toolfleetv1.ToolDefinition) (*toolfleetv1.Message, error) {
-	text := MessageText(msg)
+func parseWith(msg *toolfleetv1.Message, protocols []llm.TextProtocol, tools []*toolfleetv1.ToolDefinition) (*toolfleetv1.Message, error) {
+	text := llm.MessageText(msg)
 	var calls []*toolfleetv1.ToolCall
 	var thinking []string
 	for _, p := range protocols {
@@ -86,7 +87,7 @@ func parseWith(msg *toolfleetv1.Message, protocols []TextProtocol, tools []*tool
 		return out, nil
 	}
 	seen := map[string]bool{}
-	for _, c := range ToolCalls(msg) {
+	for _, c := range llm.ToolCalls(msg) {
 		seen[c.GetId()] = true
 	}
 	for _, c := range calls {
@@ -97,7 +98,7 @@ func parseWith(msg *toolfleetv1.Message, protocols []TextProtocol, tools []*tool
 		seen[c.Id] = true
 		out.Parts = append(out.Parts, &toolfleetv1.Part{Kind: &toolfleetv1.Part_ToolCall{ToolCall: c}})
 	}
-	out.StopReason = StopToolCalls
+	out.StopReason = llm.StopToolCalls
 	return out, nil
 }
 
@@ -105,23 +106,23 @@ func parseWith(msg *toolfleetv1.Message, protocols []TextProtocol, tools []*tool
 // of native tools: the system prompt is augmented with the tool catalog,
 // tools and tool choice are removed, past calls become protocol text in the
 // assistant message and results become user text.
-func ForTextProtocol(p TextProtocol, req *Request) *Request {
+func ForTextProtocol(p llm.TextProtocol, req *llm.Request) *llm.Request {
 	out := *req
-	out.Tools, out.ToolChoice, out.ParallelToolCalls, out.Strict = nil, ToolChoice{}, nil, false
-	out.Messages = []*toolfleetv1.Message{System(Augment(canon.SystemText(req.Messages), p, req.Tools))}
+	out.Tools, out.ToolChoice, out.ParallelToolCalls, out.Strict = nil, llm.ToolChoice{}, nil, false
+	out.Messages = []*toolfleetv1.Message{llm.System(Augment(canon.SystemText(req.Messages), p, req.Tools))}
 	for _, m := range req.Messages {
 		switch m.GetRole() {
 		case toolfleetv1.Role_ROLE_SYSTEM:
 			continue
 		case toolfleetv1.Role_ROLE_ASSISTANT:
 			var parts []string
-			if t := MessageText(m); t != "" {
+			if t := llm.MessageText(m); t != "" {
 				parts = append(parts, t)
 			}
-			for _, c := range ToolCalls(m) {
+			for _, c := range llm.ToolCalls(m) {
 				parts = append(parts, p.RenderCall(c))
 			}
-			out.Messages = append(out.Messages, NewMessage(toolfleetv1.Role_ROLE_ASSISTANT, Text(strings.Join(parts, "\n"))))
+			out.Messages = append(out.Messages, llm.NewMessage(toolfleetv1.Role_ROLE_ASSISTANT, llm.Text(strings.Join(parts, "\n"))))
 		default:
 			var parts []string
 			for _, part := range m.GetParts() {
@@ -135,10 +136,10 @@ func ForTextProtocol(p TextProtocol, req *Request) *Request {
 			// Results and the user's next words form one turn: text models
 			// expect alternating roles too.
 			if last := out.Messages[len(out.Messages)-1]; last.GetRole() == toolfleetv1.Role_ROLE_USER {
-				last.Parts[0].Kind = &toolfleetv1.Part_Text{Text: MessageText(last) + "\n" + text}
+				last.Parts[0].Kind = &toolfleetv1.Part_Text{Text: llm.MessageText(last) + "\n" + text}
 				continue
 			}
-			out.Messages = append(out.Messages, User(text))
+			out.Messages = append(out.Messages, llm.User(text))
 		}
 	}
 	return &out
@@ -153,7 +154,7 @@ func withText(msg *toolfleetv1.Message, text string) *toolfleetv1.Message {
 	for _, p := range msg.GetParts() {
 		if _, isText := p.GetKind().(*toolfleetv1.Part_Text); isText {
 			if !textPlaced && text != "" {
-				out.Parts = append(out.Parts, Text(text))
+				out.Parts = append(out.Parts, llm.Text(text))
 			}
 			textPlaced = true
 			continue

@@ -1,4 +1,4 @@
-package llm
+package dialect
 
 import (
 	"encoding/json"
@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
+	"github.com/toolfleet/toolfleet/sdk/llm"
 	"github.com/toolfleet/toolfleet/sdk/llm/internal/canon"
 )
 
@@ -384,14 +385,14 @@ func glmCall(inner string, sc *scanCtx) ([]*rawCall, error) {
 	for pairs = strings.TrimSpace(pairs); pairs != ""; pairs = strings.TrimSpace(pairs) {
 		key, rest, err := element(pairs, "<arg_key>", "</arg_key>")
 		if err != nil {
-			return nil, &ArgumentsError{Call: sc.callName(name), Err: err}
+			return nil, &llm.ArgumentsError{Call: sc.callName(name), Err: err}
 		}
 		val, rest, err := element(strings.TrimSpace(rest), "<arg_value>", "</arg_value>")
 		if err != nil {
-			return nil, &ArgumentsError{Call: sc.callName(name), Err: err}
+			return nil, &llm.ArgumentsError{Call: sc.callName(name), Err: err}
 		}
 		if err := setParameter(fields, strings.TrimSpace(key), val, props, ""); err != nil {
-			return nil, &ArgumentsError{Call: sc.callName(name), Err: err}
+			return nil, &llm.ArgumentsError{Call: sc.callName(name), Err: err}
 		}
 		pairs = rest
 	}
@@ -474,24 +475,24 @@ func invokeCall(inner, paramOpen, paramClose string, sc *scanCtx) ([]*rawCall, e
 	for rest = strings.TrimSpace(rest); rest != ""; rest = strings.TrimSpace(rest) {
 		body, after, err := element(rest, paramOpen, paramClose)
 		if err != nil {
-			return nil, &ArgumentsError{Call: sc.callName(name), Err: err}
+			return nil, &llm.ArgumentsError{Call: sc.callName(name), Err: err}
 		}
 		key, attrs, err := attrValue(body)
 		if err != nil {
-			return nil, &ArgumentsError{Call: sc.callName(name), Err: err}
+			return nil, &llm.ArgumentsError{Call: sc.callName(name), Err: err}
 		}
 		attrs, value, ok := strings.Cut(attrs, ">")
 		if !ok {
-			return nil, &ArgumentsError{Call: sc.callName(name), Err: errors.New("expected > after the parameter name")}
+			return nil, &llm.ArgumentsError{Call: sc.callName(name), Err: errors.New("expected > after the parameter name")}
 		}
 		str := ""
 		if a, ok := strings.CutPrefix(strings.TrimSpace(attrs), "string="); ok {
 			if str, _, err = attrValue(a); err != nil {
-				return nil, &ArgumentsError{Call: sc.callName(name), Err: err}
+				return nil, &llm.ArgumentsError{Call: sc.callName(name), Err: err}
 			}
 		}
 		if err := setParameter(fields, key, value, props, str); err != nil {
-			return nil, &ArgumentsError{Call: sc.callName(name), Err: err}
+			return nil, &llm.ArgumentsError{Call: sc.callName(name), Err: err}
 		}
 		rest = after
 	}

@@ -1,4 +1,4 @@
-package llm
+package dialect
 
 import (
 	"errors"
@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
+	"github.com/toolfleet/toolfleet/sdk/llm"
 )
 
 // fuzzDialect checks a dialect's contract on any text: no panic; every
@@ -16,7 +17,7 @@ import (
 func fuzzDialect(t *testing.T, d Dialect, text string, chunk uint8) {
 	tools := []*toolfleetv1.ToolDefinition{typedTool(t)}
 	rest, calls, err := d.Parse(text, tools)
-	if err != nil && !errors.Is(err, ErrMalformed) && !errors.Is(err, ErrInvalidArguments) {
+	if err != nil && !errors.Is(err, llm.ErrMalformed) && !errors.Is(err, llm.ErrInvalidArguments) {
 		t.Fatalf("untyped error %v", err)
 	}
 	if len(calls) > 0 {
@@ -51,7 +52,7 @@ func fuzzDialect(t *testing.T, d Dialect, text string, chunk uint8) {
 		_, again, err := d.Parse(d.RenderCall(c), tools)
 		if err != nil {
 			// A name or value the dialect cannot carry must fail loudly.
-			if !errors.Is(err, ErrMalformed) && !errors.Is(err, ErrInvalidArguments) {
+			if !errors.Is(err, llm.ErrMalformed) && !errors.Is(err, llm.ErrInvalidArguments) {
 				t.Fatalf("re-parse: untyped error %v", err)
 			}
 			continue

@@ -1,4 +1,4 @@
-package llm
+package dialect
 
 import (
 	"errors"
@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
+	"github.com/toolfleet/toolfleet/sdk/llm"
 	"github.com/toolfleet/toolfleet/sdk/llm/internal/canon"
 )
 
@@ -33,7 +34,7 @@ var dialectCases = []dialectCase{
 	{"bare function", Qwen3Coder, "<function=Weather_Forecast>\n<parameter=city>\n42\n</parameter>\n</function>", "", []string{`Weather_Forecast(call_1)={"city":"42"}`}, nil},
 	{"hermes json inside", Qwen3Coder, "<tool_call>\n{\"name\": \"Weather_Forecast\", \"arguments\": {\"city\": \"Rome\"}}\n</tool_call>", "", []string{`Weather_Forecast(call_1)={"city":"Rome"}`}, nil},
 	{"truncated", Qwen3Coder, "Sure.\n<tool_call>\n<function=Weather_Forecast>\n<parameter=city>\nOs", "", nil, ErrTruncated},
-	{"bad integer", Qwen3Coder, "<tool_call>\n<function=Weather_Forecast>\n<parameter=days>\nthree\n</parameter>\n</function>\n</tool_call>", "", nil, ErrInvalidArguments},
+	{"bad integer", Qwen3Coder, "<tool_call>\n<function=Weather_Forecast>\n<parameter=days>\nthree\n</parameter>\n</function>\n</tool_call>", "", nil, llm.ErrInvalidArguments},
 	{"no call", Qwen3Coder, "Plain <b>text</b> with a <tool and <function", "Plain <b>text</b> with a <tool and <function", nil, nil},
 
 	// Harmony (gpt-oss)
@@ -47,7 +48,7 @@ var dialectCases = []dialectCase{
 		"Checking both.", []string{`Weather_Forecast(call_1)={"city":"A"}`, `Weather_Forecast(call_2)={"city":"B"}`}, nil},
 	{"truncated", Harmony, `<|channel|>commentary to=functions.Weather_Forecast <|constrain|>json<|message|>{"city":"Os`, "", nil, ErrTruncated},
 	{"reasoning cut off", Harmony, `<|channel|>analysis<|message|>Let me th`, "", nil, nil},
-	{"built-in recipient", Harmony, `<|channel|>analysis to=browser.search<|message|>{"q":"x"}<|call|>`, "", nil, ErrMalformed},
+	{"built-in recipient", Harmony, `<|channel|>analysis to=browser.search<|message|>{"q":"x"}<|call|>`, "", nil, llm.ErrMalformed},
 
 	// Mistral
 	{"v11", Mistral, `[TOOL_CALLS]Weather_Forecast[ARGS]{"city": "Lyon", "days": 1}`, "", []string{`Weather_Forecast(call_1)={"city":"Lyon","days":1}`}, nil},
@@ -77,7 +78,7 @@ var dialectCases = []dialectCase{
 	{"python start", Pythonic, `<|python_start|>[Weather_Forecast(city=42)]<|python_end|>`, "", []string{`Weather_Forecast(call_1)={"city":"42"}`}, nil},
 	{"brackets in prose", Pythonic, "See [the docs](http://x) and\n[1, 2] or [x] (y).", "See [the docs](http://x) and\n[1, 2] or [x] (y).", nil, nil},
 	{"truncated", Pythonic, `[Weather_Forecast(city='Ro`, "", nil, ErrTruncated},
-	{"positional", Pythonic, `[Weather_Forecast('Rome')]`, "", nil, ErrInvalidArguments},
+	{"positional", Pythonic, `[Weather_Forecast('Rome')]`, "", nil, llm.ErrInvalidArguments},
 
 	// Kimi K2
 	{"section", KimiK2, `<|tool_calls_section_begin|><|tool_call_begin|>functions.Weather_Forecast:0<|tool_call_argument_begin|>{"city": "Beijing"}<|tool_call_end|><|tool_calls_section_end|>`,
@@ -95,7 +96,7 @@ var dialectCases = []dialectCase{
 		"", []string{`Weather_Forecast(call_1)={"city":"42","tags":["x"]}`, `Weather_Forecast(call_2)={"metric":false}`}, nil},
 	{"no arguments", GLM45, "<tool_call>Weather_Forecast\n</tool_call>", "", []string{`Weather_Forecast(call_1)={}`}, nil},
 	{"truncated", GLM45, "<tool_call>Weather_Forecast\n<arg_key>city</arg_key>\n<arg_value>Bei", "", nil, ErrTruncated},
-	{"bad value", GLM45, "<tool_call>Weather_Forecast<arg_key>days</arg_key><arg_value>soon</arg_value></tool_call>", "", nil, ErrInvalidArguments},
+	{"bad value", GLM45, "<tool_call>Weather_Forecast<arg_key>days</arg_key><arg_value>soon</arg_value></tool_call>", "", nil, llm.ErrInvalidArguments},
 
 	// MiniMax-M2
 	{"section", MiniMaxM2, "<minimax:tool_call>\n<invoke name=\"Weather_Forecast\">\n<parameter name=\"city\">San Francisco</parameter>\n<parameter name=\"days\">3</parameter>\n</invoke>\n</minimax:tool_call>",
@@ -161,7 +162,7 @@ func TestDialects(t *testing.T) {
 			t.Parallel()
 			text, calls, err := tt.d.Parse(tt.text, tools)
 			checkParse(t, text, calls, err, tt.wantText, tt.wantCalls, tt.wantErr)
-			if tt.wantErr != nil && !errors.Is(err, ErrMalformed) {
+			if tt.wantErr != nil && !errors.Is(err, llm.ErrMalformed) {
 				t.Fatalf("Parse err = %v does not match ErrMalformed", err)
 			}
 			for _, size := range []int{1, 2, 3, 5, 7, 16, len(tt.text)} {
@@ -196,7 +197,7 @@ func TestDialects(t *testing.T) {
 func TestDialectRenderParse(t *testing.T) {
 	t.Parallel()
 	tools := []*toolfleetv1.ToolDefinition{typedTool(t)}
-	call := CallPart("call_1", wf, map[string]any{"city": "O'Neil \"x\" <y>", "days": 2, "tags": []any{"x"}, "metric": false, "opts": map[string]any{"k": 1.5}}).GetToolCall()
+	call := llm.CallPart("call_1", wf, map[string]any{"city": "O'Neil \"x\" <y>", "days": 2, "tags": []any{"x"}, "metric": false, "opts": map[string]any{"k": 1.5}}).GetToolCall()
 	for _, d := range Dialects() {
 		t.Run(d.Name(), func(t *testing.T) {
 			t.Parallel()
@@ -217,7 +218,7 @@ func TestDialectRenderParse(t *testing.T) {
 			if r := d.RenderResult(&toolfleetv1.ToolResult{CallId: "c1", Name: wf, Content: "sunny"}); !strings.Contains(r, "sunny") {
 				t.Errorf("result %q", r)
 			}
-			if p, ok := TextProtocolByName(d.Name()); !ok || p != TextProtocol(d) {
+			if p, ok := TextProtocolByName(d.Name()); !ok || p != llm.TextProtocol(d) {
 				t.Errorf("TextProtocolByName(%q) = %v, %v", d.Name(), p, ok)
 			}
 		})
@@ -234,13 +235,13 @@ func TestDialectFor(t *testing.T) {
 		"devstral-small-2507": Mistral, "meta-llama/Llama-3.2-3B-Instruct": Pythonic, "llama4:scout": Pythonic,
 		"meta-llama/Llama-4-Maverick-17B-128E-Instruct": Pythonic, "llama3.1:8b": Llama3JSON, "meta-llama/Llama-3.3-70B-Instruct": Llama3JSON,
 	} {
-		if got, ok := DialectFor(model); !ok || got != want {
-			t.Errorf("DialectFor(%q) = %q, %v; want %q", model, got, ok, want)
+		if got, ok := For(model); !ok || got != want {
+			t.Errorf("For(%q) = %q, %v; want %q", model, got, ok, want)
 		}
 	}
 	for _, model := range []string{"gpt-4o", "claude-sonnet-4-5", "qwen2.5-7b-instruct", "llama2"} {
-		if got, ok := DialectFor(model); ok {
-			t.Errorf("DialectFor(%q) = %q", model, got)
+		if got, ok := For(model); ok {
+			t.Errorf("For(%q) = %q", model, got)
 		}
 	}
 }
@@ -259,12 +260,12 @@ func TestDialectBounds(t *testing.T) {
 	for i := 0; i < 2*maxUnitBytes/len(chunk) && err == nil; i++ {
 		_, _, err = dec.Write(chunk)
 	}
-	if !errors.Is(err, ErrMalformed) || !strings.Contains(err.Error(), "unfinished") {
+	if !errors.Is(err, llm.ErrMalformed) || !strings.Contains(err.Error(), "unfinished") {
 		t.Fatalf("err = %v, want a refusal of the unfinished call", err)
 	}
 	for _, d := range []Dialect{Qwen3Coder, Mistral, Llama3JSON, Pythonic} {
 		big := strings.Repeat("line {of} [code] 'q' \"x\"\n", 40000) // ~1 MB
-		call := CallPart("c", wf, map[string]any{"city": big}).GetToolCall()
+		call := llm.CallPart("c", wf, map[string]any{"city": big}).GetToolCall()
 		_, calls, _, err := decodeChunks(d, d.RenderCall(call), 16, nil)
 		if err != nil || len(calls) != 1 || calls[0].GetArguments().GetFields()["city"].GetStringValue() != big {
 			t.Errorf("%s: %d calls, %v", d, len(calls), err)

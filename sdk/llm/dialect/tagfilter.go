@@ -1,6 +1,10 @@
-package llm
+package dialect
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/toolfleet/toolfleet/sdk/llm"
+)
 
 // TagFilter sits on a streamed text channel of a model that may write
 // text-protocol blocks. Text outside blocks passes through as it comes;
@@ -8,7 +12,7 @@ import "strings"
 // until the next chunk decides, and a whole block is withheld (it is parsed
 // from the full text once the turn ends).
 type TagFilter struct {
-	protocols []TextProtocol
+	protocols []llm.TextProtocol
 	buf       string
 	close     string // closing tag of the open block; "" outside blocks
 	blocks    int
@@ -16,7 +20,7 @@ type TagFilter struct {
 
 // NewTagFilter watches for the blocks of protocols (the three prompt
 // protocols if none; a Dialect streams through a TextDecoder instead).
-func NewTagFilter(protocols ...TextProtocol) *TagFilter {
+func NewTagFilter(protocols ...llm.TextProtocol) *TagFilter {
 	if len(protocols) == 0 {
 		protocols = promptProtocols()
 	}
@@ -38,7 +42,7 @@ func (f *TagFilter) Write(s string) string {
 			f.blocks++
 			continue
 		}
-		start, p := -1, TextProtocol(nil)
+		start, p := -1, llm.TextProtocol(nil)
 		for _, proto := range f.protocols {
 			if i := strings.Index(f.buf, proto.OpenTag()); i >= 0 && (start < 0 || i < start) {
 				start, p = i, proto

@@ -1,4 +1,4 @@
-package llm
+package dialect
 
 import (
 	"errors"
@@ -10,6 +10,7 @@ import (
 
 	"google.golang.org/protobuf/types/known/structpb"
 
+	"github.com/toolfleet/toolfleet/sdk/llm"
 	"github.com/toolfleet/toolfleet/sdk/llm/internal/canon"
 )
 
@@ -126,7 +127,7 @@ func (r *pyReader) value(depth int) (*structpb.Value, error) {
 			}
 			return structpb.NewNumberValue(f), nil
 		}
-		return ExactNumber(text)
+		return llm.ExactNumber(text)
 	default:
 		switch w := r.ident(); w {
 		case "True", "true":
@@ -251,19 +252,19 @@ func (r *pyReader) call(sc *scanCtx) (*rawCall, error) {
 	for r.peek() != ')' {
 		k := r.ident()
 		if k == "" || r.peek() != '=' {
-			return nil, &ArgumentsError{Call: sc.callName(name), Err: errors.New("positional argument: write name=value")}
+			return nil, &llm.ArgumentsError{Call: sc.callName(name), Err: errors.New("positional argument: write name=value")}
 		}
 		r.i++
 		v, err := r.value(0)
 		if err != nil {
-			return nil, &ArgumentsError{Call: sc.callName(name), Err: fmt.Errorf("argument %q: %w", k, err)}
+			return nil, &llm.ArgumentsError{Call: sc.callName(name), Err: fmt.Errorf("argument %q: %w", k, err)}
 		}
 		if _, dup := fields[k]; dup {
-			return nil, &ArgumentsError{Call: sc.callName(name), Err: fmt.Errorf("argument %q repeated", k)}
+			return nil, &llm.ArgumentsError{Call: sc.callName(name), Err: fmt.Errorf("argument %q repeated", k)}
 		}
 		schema, _ := props[k].(map[string]any)
 		if fields[k], err = fitLiteral(v, schema); err != nil {
-			return nil, &ArgumentsError{Call: sc.callName(name), Err: fmt.Errorf("argument %q: %w", k, err)}
+			return nil, &llm.ArgumentsError{Call: sc.callName(name), Err: fmt.Errorf("argument %q: %w", k, err)}
 		}
 		if r.peek() != ',' {
 			break

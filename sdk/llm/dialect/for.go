@@ -1,4 +1,4 @@
-package llm
+package dialect
 
 import (
 	"regexp"
@@ -24,12 +24,12 @@ var dialectFamilies = []struct {
 	{regexp.MustCompile(`llama-?3\.[13]`), Llama3JSON},
 }
 
-// DialectFor returns the dialect a model family writes, from the model's
+// For returns the dialect a model family writes, from the model's
 // name ("openai/gpt-oss-120b" → Harmony, "Kimi-K2-Instruct" → KimiK2,
 // "meta-llama/Llama-3.2-3B-Instruct" → Pythonic, …); ok is false when the
 // name says nothing. tool_protocol "auto" parses it in a native model's
 // text before the prompt protocols.
-func DialectFor(model string) (Dialect, bool) {
+func For(model string) (Dialect, bool) {
 	name := strings.NewReplacer("_", "-", " ", "-").Replace(strings.ToLower(model))
 	for _, f := range dialectFamilies {
 		if f.pattern.MatchString(name) {
