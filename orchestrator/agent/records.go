@@ -389,32 +389,21 @@ func (r *records) admit(ctx context.Context, subject, runID string, n int64) err
 	})
 }
 
-// charge counts n bytes a run's activity stored; it never refuses (the run
-// goes on; the principal's next start is refused if it is over). Without a
-// byte bound nothing is counted (no round trips).
-func (r *records) charge(ctx context.Context, subject, runID string, n int64, program bool) error {
-	q, err := r.quota(ctx)
-	if err != nil || q.MaxBytes == 0 {
-		return err
-	}
-	return r.update(ctx, subject, func(u *usage, now time.Time) error {
-		e := u.Runs[runID]
-		if e == nil {
-			e = &runUsage{Program: program}
-			u.Runs[runID] = e
-		}
-		e.Bytes += n
-		e.Exp = expiry(q, now)
-		return nil
-	})
-}
+// counter is what a charge counts: bytes a run or program stored, or bytes
+// of the events it published (each under its own bound).
+type counter int
 
-// chargeEvents counts n bytes of events that run or program runID
-// published; like charge it never refuses. Without an event bound nothing
-// is counted.
-func (r *records) chargeEvents(ctx context.Context, subject, runID string, n int64, program bool) error {
+const (
+	countStored counter = iota
+	countEvents
+)
+
+// charge counts n bytes of kind c for run or program runID; it never
+// refuses (the run goes on; the principal's next start is refused if it is
+// over). Without the bound of c nothing is counted (no round trips).
+func (r *records) charge(ctx context.Context, subject, runID string, n int64, program bool, c counter) error {
 	q, err := r.quota(ctx)
-	if err != nil || q.MaxEventBytes == 0 {
+	if err != nil || c == countStored && q.MaxBytes == 0 || c == countEvents && q.MaxEventBytes == 0 {
 		return err
 	}
 	return r.update(ctx, subject, func(u *usage, now time.Time) error {
@@ -423,7 +412,11 @@ func (r *records) chargeEvents(ctx context.Context, subject, runID string, n int
 			e = &runUsage{Program: program}
 			u.Runs[runID] = e
 		}
-		e.Events += n
+		if c == countEvents {
+			e.Events += n
+		} else {
+			e.Bytes += n
+		}
 		e.Exp = expiry(q, now)
 		return nil
 	})

@@ -252,9 +252,9 @@ func (s *Store) holder(ctx context.Context, runID string) ownerOf {
 	return o
 }
 
-// charge counts n bytes stored for runID against its principal's quota.
-// Counting is best effort: a failure never fails the write it counts.
-func (s *Store) charge(ctx context.Context, runID string, n int64) {
+// charge counts n bytes of kind c for runID against its principal's
+// quota. Counting is best effort: a failure never fails the write it counts.
+func (s *Store) charge(ctx context.Context, runID string, n int64, c counter) {
 	if n <= 0 {
 		return
 	}
@@ -263,7 +263,7 @@ func (s *Store) charge(ctx context.Context, runID string, n int64) {
 		return
 	}
 	if o := s.holder(ctx, runID); o.subject != "" {
-		_ = recs.charge(ctx, o.subject, runID, n, o.program)
+		_ = recs.charge(ctx, o.subject, runID, n, o.program, c)
 	}
 }
 
@@ -271,16 +271,7 @@ func (s *Store) charge(ctx context.Context, runID string, n int64) {
 // runID against its principal's event bound (Quota.MaxEventBytes). Like
 // the other charges it is best effort and never refuses.
 func (s *Store) ChargeEvent(ctx context.Context, runID string, n int64) {
-	if n <= 0 {
-		return
-	}
-	recs := s.records(ctx)
-	if recs == nil {
-		return
-	}
-	if o := s.holder(ctx, runID); o.subject != "" {
-		_ = recs.chargeEvents(ctx, o.subject, runID, n, o.program)
-	}
+	s.charge(ctx, runID, n, countEvents)
 }
 
 // HeldEvents returns the bytes of run events subject's runs and programs hold.
@@ -393,7 +384,7 @@ func msgKey(runID string, seq int) string { return fmt.Sprintf("%s.%08d", runID,
 // another message is [ErrConflict].
 func (s *Store) Append(ctx context.Context, runID string, seq int, msgs ...*toolfleetv1.Message) error {
 	var stored int64
-	defer func() { s.charge(ctx, runID, stored) }()
+	defer func() { s.charge(ctx, runID, stored, countStored) }()
 	for i, m := range msgs {
 		b, err := proto.MarshalOptions{Deterministic: true}.Marshal(m)
 		if err != nil {
@@ -564,7 +555,7 @@ func (s *Store) putBlob(ctx context.Context, runID string, data []byte, charge b
 	}
 	s.filled(int64(len(data)))
 	if charge {
-		s.charge(ctx, runID, int64(len(data)))
+		s.charge(ctx, runID, int64(len(data)), countStored)
 	}
 	return ref, nil
 }
