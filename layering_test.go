@@ -24,9 +24,10 @@ var layerRules = []struct {
 	{"services/", []string{"cmd/", "orchestrator/"}},
 	{"orchestrator/", []string{"cmd/"}},
 	{"workers/", []string{"cmd/", "services/", "orchestrator/"}},
-	// The text protocols sit on the llm core (docs/architecture.md, "sdk/llm
-	// in layers"): the core, its tests included, never imports them.
-	{"sdk/llm$", []string{"sdk/llm/dialect"}},
+	// The text protocols and the provider formats sit on the llm core
+	// (docs/architecture.md, "sdk/llm in layers"): the core, its tests
+	// included, imports neither.
+	{"sdk/llm$", []string{"sdk/llm/dialect", "sdk/llm/wire"}},
 
 	// Inside orchestrator/ (docs/architecture.md, "The orchestrator"): ids
 	// at the bottom, then the one engine (toolcall), then the workflow kinds
@@ -60,9 +61,12 @@ var productionRules = []struct {
 	// the scripted test model, the provider clients and the spec opener
 	// import it, never the reverse. Its external tests may use llmtest.
 	{"sdk/llm$", []string{"sdk/llm/llmtest", "sdk/llm/models", "sdk/llm/openai", "sdk/llm/anthropic", "sdk/llm/gemini"}},
-	// The text protocols import the core and its internal helpers only; their
-	// external tests may drive them with llmtest's scripted model.
-	{"sdk/llm/dialect", []string{"sdk/llm/llmtest", "sdk/llm/models", "sdk/llm/openai", "sdk/llm/anthropic", "sdk/llm/gemini"}},
+	// The text protocols and the provider formats import the core and its
+	// internal helpers only, not each other; their tests may drive them with
+	// llmtest's scripted model, and the text protocols' tests read provider
+	// streams with wire.
+	{"sdk/llm/dialect", []string{"sdk/llm/wire", "sdk/llm/llmtest", "sdk/llm/models", "sdk/llm/openai", "sdk/llm/anthropic", "sdk/llm/gemini"}},
+	{"sdk/llm/wire", []string{"sdk/llm/dialect", "sdk/llm/llmtest", "sdk/llm/models", "sdk/llm/openai", "sdk/llm/anthropic", "sdk/llm/gemini"}},
 }
 
 // under reports whether the package rel is path, or under it: a path ending
@@ -164,17 +168,18 @@ func TestLayeringRulesCatchViolations(t *testing.T) {
 	}
 	got = violations(map[string][]string{
 		module + "sdk/llm/models":  {module + "internal/demo"},
-		module + "sdk/llm":         {module + "sdk/llm/dialect"},
+		module + "sdk/llm":         {module + "sdk/llm/dialect", module + "sdk/llm/wire"},
 		module + "sdk/llm/dialect": {module + "sdk/llm", module + "sdk/llm/internal/canon"},
 	}, layerRules)
-	if len(got) != 2 {
-		t.Fatalf("violations = %v, want the sdk→demo and llm→dialect imports", got)
+	if len(got) != 3 {
+		t.Fatalf("violations = %v, want the sdk→demo, llm→dialect and llm→wire imports", got)
 	}
 	got = violations(map[string][]string{
-		module + "sdk/llm/dialect": {module + "sdk/llm", module + "sdk/llm/internal/canon", module + "sdk/llm/openai"},
+		module + "sdk/llm/dialect": {module + "sdk/llm", module + "sdk/llm/internal/canon", module + "sdk/llm/wire"},
+		module + "sdk/llm/wire":    {module + "sdk/llm", module + "sdk/llm/internal/canon", module + "sdk/llm/openai"},
 	}, productionRules)
-	if len(got) != 1 {
-		t.Fatalf("violations = %v, want the dialect→openai import", got)
+	if len(got) != 2 {
+		t.Fatalf("violations = %v, want the dialect→wire and wire→openai imports", got)
 	}
 	// Inside orchestrator/: a package name is not a prefix of its neighbours'.
 	got = violations(map[string][]string{

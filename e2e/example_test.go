@@ -15,6 +15,7 @@ import (
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
 	"github.com/toolfleet/toolfleet/sdk/client"
 	"github.com/toolfleet/toolfleet/sdk/llm"
+	"github.com/toolfleet/toolfleet/sdk/llm/wire"
 )
 
 // gatewayAddr is the address of the fleet the examples run against: a real
@@ -97,7 +98,7 @@ func Example_toolsFor() {
 	}
 	defer c.Close()
 
-	body, err := c.ToolsFor(ctx, llm.OpenAIChat{}, &toolfleetv1.ListToolsRequest{Toolkit: "Calculator"})
+	body, err := c.ToolsFor(ctx, wire.OpenAIChat{}, &toolfleetv1.ListToolsRequest{Toolkit: "Calculator"})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -128,7 +129,7 @@ func Example_handleResponse() {
 	defer c.Close()
 
 	// What an OpenAI Chat Completions response asking for two tools looks like.
-	f := llm.OpenAIChat{}
+	f := wire.OpenAIChat{}
 	body, err := f.RenderResponse(llm.NewMessage(toolfleetv1.Role_ROLE_ASSISTANT,
 		llm.CallPart("call_1", "Calculator_Multiply", map[string]any{"a": 6, "b": 7}),
 		llm.CallPart("call_2", "Calculator_Divide", map[string]any{"a": 1, "b": 0})))

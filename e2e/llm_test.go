@@ -10,6 +10,7 @@ import (
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
 	"github.com/toolfleet/toolfleet/sdk/client"
 	"github.com/toolfleet/toolfleet/sdk/llm"
+	"github.com/toolfleet/toolfleet/sdk/llm/wire"
 )
 
 // TestModelHelpers runs ToolsFor and HandleResponse in every provider format:
@@ -20,7 +21,7 @@ func TestModelHelpers(t *testing.T) {
 	t.Parallel()
 	fleet := e2e.Start(t, e2e.Options{})
 	c := newClient(t, fleet.Addr)
-	for _, f := range llm.Formats() {
+	for _, f := range wire.Formats() {
 		t.Run(f.Name(), func(t *testing.T) {
 			t.Parallel()
 			decl, err := c.ToolsFor(t.Context(), f, &toolfleetv1.ListToolsRequest{Toolkit: "Calculator"})

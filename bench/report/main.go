@@ -46,7 +46,7 @@ func suites(runs int) []suite {
 		{name: "journal", pkg: "./bench", bench: "JournaledCall", time: "3000x", timeout: 10 * time.Minute},
 		{name: "surfaces", pkg: "./bench", bench: "Surfaces", time: "3000x", timeout: 10 * time.Minute},
 		{name: "nats-lock", pkg: "./bench", bench: "NATSRoundTrip", time: "5000x", timeout: 5 * time.Minute},
-		{name: "formats", pkg: "./sdk/llm", bench: "ParseVsSDK", time: "2000x", timeout: 5 * time.Minute},
+		{name: "formats", pkg: "./sdk/llm/wire", bench: "ParseVsSDK", time: "2000x", timeout: 5 * time.Minute},
 		{name: "agent-step", pkg: "./bench", bench: "AgentStep", time: "5x", timeout: 10 * time.Minute},
 		{name: "concurrent-runs", pkg: "./bench", bench: "AgentConcurrentRuns", time: "1x", timeout: 30 * time.Minute,
 			env: []string{"TOOLFLEET_BENCH_RUNS=" + strconv.Itoa(runs)}},

@@ -21,7 +21,7 @@ import (
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
 	"github.com/toolfleet/toolfleet/internal/config"
 	"github.com/toolfleet/toolfleet/sdk/client"
-	"github.com/toolfleet/toolfleet/sdk/llm"
+	"github.com/toolfleet/toolfleet/sdk/llm/wire"
 	"github.com/toolfleet/toolfleet/sdk/tool"
 )
 
@@ -121,13 +121,13 @@ than canonical always print JSON.`,
 				switch format {
 				case "canonical", "":
 				case "mcp":
-					b, err := llm.MCPToolsList(defs)
+					b, err := wire.MCPToolsList(defs)
 					if err != nil {
 						return err
 					}
 					return writeIndented(w, b)
 				default:
-					f, err := llm.FormatByName(format)
+					f, err := wire.FormatByName(format)
 					if err != nil {
 						return fmt.Errorf("--format %q: want canonical, mcp, openai, openai-responses, anthropic, gemini or bedrock", format)
 					}

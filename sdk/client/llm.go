@@ -10,13 +10,14 @@ import (
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
 	"github.com/toolfleet/toolfleet/sdk/llm"
+	"github.com/toolfleet/toolfleet/sdk/llm/wire"
 )
 
 // ToolsFor renders the tools matching req (nil: the latest version of every
 // tool) as f's tool declarations: the JSON array that goes into a request body,
 // e.g. OpenAI's "tools" or Gemini's "function_declarations". Tools appear under
 // their model names ("Calculator_Add"); [Client.HandleResponse] maps them back.
-func (c *Client) ToolsFor(ctx context.Context, f llm.Format, req *toolfleetv1.ListToolsRequest) ([]byte, error) {
+func (c *Client) ToolsFor(ctx context.Context, f wire.Format, req *toolfleetv1.ListToolsRequest) ([]byte, error) {
 	defs, err := c.Tools(ctx, req)
 	if err != nil {
 		return nil, err
@@ -49,7 +50,7 @@ func (t *Turn) Messages() []*toolfleetv1.Message {
 
 // HandleResponse parses a non-streamed response body of format f, runs its tool
 // calls through the gateway and returns the turn (see [Client.RunToolCalls]).
-func (c *Client) HandleResponse(ctx context.Context, f llm.Format, body []byte) (*Turn, error) {
+func (c *Client) HandleResponse(ctx context.Context, f wire.Format, body []byte) (*Turn, error) {
 	msg, err := f.ParseResponse(body)
 	if err != nil {
 		return nil, fmt.Errorf("client: parse %s response: %w", f.Name(), err)

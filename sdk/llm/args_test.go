@@ -7,14 +7,6 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 )
 
-// bigArgs is a tool call's arguments as a model writes them: a 64-bit
-// revision that float64 would round to 9007199254740992, the largest
-// uint64, and numbers float64 holds exactly.
-const bigArgs = `{"key":"k","revision":9007199254740993,"max":18446744073709551615,"neg":-9223372036854775807,"safe":9007199254740992,"ratio":0.25,"exp":1e3}`
-
-// wantBig is how the canonical arguments carry bigArgs.
-const wantBig = `{"exp":1000,"key":"k","max":"18446744073709551615","neg":"-9223372036854775807","ratio":0.25,"revision":"9007199254740993","safe":9007199254740992}`
-
 func TestExactNumber(t *testing.T) {
 	t.Parallel()
 	tests := []struct {

@@ -2,25 +2,17 @@
 // (toolfleet.v1.Message: role + parts: text, tool call, tool result, thinking,
 // usage) and every tool-calling dialect toolfleet speaks:
 //
-//   - native provider formats as pure functions both ways, with no network:
-//     OpenAI Chat Completions ([OpenAIChat]), OpenAI Responses
-//     ([OpenAIResponses]), Anthropic Messages ([Anthropic]), Gemini ([Gemini]),
-//     Bedrock Converse ([Bedrock]) and MCP tools/list and tools/call ([MCPTool],
-//     [MCPCallResult]);
+//   - the native provider formats, as pure functions both ways with no
+//     network (OpenAI Chat Completions and Responses, Anthropic Messages,
+//     Gemini, Bedrock Converse, MCP tools/list and tools/call), their stream
+//     decoders and the per-provider schema transforms live in sub-package
+//     wire; this package keeps what they produce and share;
 //   - text protocols for models without native tool calls: only the
 //     [TextProtocol] interface is here; the protocols (fenced, Hermes, XML
 //     function blocks), the open-model dialects and the wrappers that use
 //     them live in sub-package dialect;
 //   - streaming: provider stream decoders feed an [Assembler] that joins
 //     tool-call fragments by index and id;
-//   - provider tool features kept through the canonical form: Anthropic
-//     tool search (defer_loading, tool_reference results, server blocks),
-//     input_examples and programmatic callers; OpenAI custom tools with
-//     Lark or regex grammars and their free-text calls (ToolCall.input);
-//     Gemini thought signatures per call; each degrades to what another
-//     format can say (docs/formats.md, "Provider tool features");
-//   - per-provider schema transforms ([OpenAIStrictSchema], [AnthropicSchema],
-//     [GeminiSchema]) over plain map[string]any JSON Schemas;
 //   - a [Model] interface; clients on the official SDKs live in the
 //     sub-packages openai, anthropic and gemini, and sub-package models opens
 //     any of them from a [Spec], whose key is a reference ("env:NAME",
@@ -36,8 +28,14 @@
 // # Where things are
 //
 //   - sdk/llm (this package): [Model], [Request], [Delta], [Assembler], the
-//     errors, [WithRetry], [Spec], the [TextProtocol] interface, and the
-//     provider formats listed above.
+//     errors, [WithRetry], [Spec], [Names], the exact arguments, the
+//     one-call-per-turn guarantee and the [TextProtocol] interface.
+//   - sdk/llm/wire: the provider formats (Format, OpenAIChat,
+//     OpenAIResponses, Anthropic, Gemini, Bedrock, ConvertTools), their
+//     stream decoders (StreamDecoder, DecodeStream, ReadSSE, the Bedrock
+//     event stream), MCP JSON (MCPTool, MCPCallResult, …) and the schema
+//     transforms (OpenAIStrictSchema, AnthropicSchema, GeminiSchema). It
+//     imports this package, never the reverse.
 //   - sdk/llm/dialect: the text protocols (Fenced, Hermes, XMLFunction), the
 //     open-model dialects (Dialect, For, TextDecoder), TagFilter, ParseAuto,
 //     and the Model wrappers WithTextProtocol and WithAutoFallback. It

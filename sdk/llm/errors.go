@@ -190,19 +190,3 @@ func RetryAfter(h http.Header, now time.Time) time.Duration {
 	}
 	return 0
 }
-
-// providerError is the error object OpenAI-style bodies and events carry.
-type providerError struct {
-	Type    string `json:"type,omitempty"`
-	Code    any    `json:"code,omitempty"` // a string, a number or null
-	Message string `json:"message,omitempty"`
-}
-
-// apiError turns it into an *APIError; code wins over type when set.
-func (e *providerError) apiError(provider string) *APIError {
-	code := e.Type
-	if c, ok := e.Code.(string); ok && c != "" {
-		code = c
-	}
-	return NewStreamError(provider, code, e.Message)
-}

@@ -3,7 +3,6 @@
 package llm_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -14,108 +13,10 @@ import (
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
 	kvv1 "github.com/toolfleet/toolfleet/gen/tools/kv/v1"
 	"github.com/toolfleet/toolfleet/sdk/llm"
-	"github.com/toolfleet/toolfleet/sdk/llm/internal/canon"
 	"github.com/toolfleet/toolfleet/sdk/llm/llmtest"
 	"github.com/toolfleet/toolfleet/sdk/tool"
-	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 )
-
-// TestExactNumbers follows a 64-bit integer from every provider's response,
-// stream and text protocol into the canonical call, and from there through
-// protojson into a tool's uint64 field, where it must arrive unrounded.
-func TestExactNumbers(t *testing.T) {
-	t.Parallel()
-	complete := func(f llm.Format, body string) func(t *testing.T) (*toolfleetv1.Message, error) {
-		return func(t *testing.T) (*toolfleetv1.Message, error) { return f.ParseResponse([]byte(body)) }
-	}
-	stream := func(f llm.Format, sse string) func(t *testing.T) (*toolfleetv1.Message, error) {
-		return func(t *testing.T) (*toolfleetv1.Message, error) {
-			return llm.DecodeStream(t.Context(), f, strings.NewReader(sse), nil)
-		}
-	}
-	half := len(llm.BigArgs) / 2
-	tests := []struct {
-		name string
-		get  func(t *testing.T) (*toolfleetv1.Message, error)
-	}{
-		{"openai chat", complete(llm.OpenAIChat{}, `{"id":"x","object":"chat.completion","model":"m","choices":[{"index":0,"message":{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"KV_Get","arguments":`+jsonString(llm.BigArgs)+`}}]},"finish_reason":"tool_calls"}]}`)},
-		{"openai responses", complete(llm.OpenAIResponses{}, `{"id":"r","object":"response","model":"m","output":[{"type":"function_call","id":"fc","call_id":"c1","name":"KV_Get","arguments":`+jsonString(llm.BigArgs)+`}]}`)},
-		{"anthropic", complete(llm.Anthropic{}, `{"id":"msg","type":"message","role":"assistant","model":"m","content":[{"type":"tool_use","id":"c1","name":"KV_Get","input":`+llm.BigArgs+`}],"stop_reason":"tool_use","usage":{"input_tokens":1,"output_tokens":1}}`)},
-		{"gemini", complete(llm.Gemini{}, `{"candidates":[{"content":{"role":"model","parts":[{"function_call":{"name":"KV_Get","args":`+llm.BigArgs+`}}]},"finishReason":"STOP"}]}`)},
-		{"bedrock", complete(llm.Bedrock{}, `{"output":{"message":{"role":"assistant","content":[{"toolUse":{"toolUseId":"c1","name":"KV_Get","input":`+llm.BigArgs+`}}]}},"stopReason":"tool_use","usage":{"inputTokens":1,"outputTokens":1}}`)},
-		{"openai chat stream", stream(llm.OpenAIChat{}, "data: "+`{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"c1","type":"function","function":{"name":"KV_Get","arguments":`+jsonString(llm.BigArgs[:half])+`}}]}}]}`+"\n\n"+
-			"data: "+`{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":`+jsonString(llm.BigArgs[half:])+`}}]},"finish_reason":"tool_calls"}]}`+"\n\ndata: [DONE]\n\n")},
-		{"anthropic stream", stream(llm.Anthropic{}, "event: content_block_start\ndata: "+`{"type":"content_block_start","index":0,"content_block":{"type":"tool_use","id":"c1","name":"KV_Get","input":{}}}`+"\n\n"+
-			"event: content_block_delta\ndata: "+`{"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":`+jsonString(llm.BigArgs[:half])+`}}`+"\n\n"+
-			"event: content_block_delta\ndata: "+`{"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":`+jsonString(llm.BigArgs[half:])+`}}`+"\n\n")},
-		{"gemini stream", stream(llm.Gemini{}, "data: "+`{"candidates":[{"content":{"role":"model","parts":[{"functionCall":{"name":"KV_Get","args":`+llm.BigArgs+`}}]}}]}`+"\n\n")},
-		{"openai responses stream", stream(llm.OpenAIResponses{}, "event: response.output_item.added\ndata: "+`{"type":"response.output_item.added","output_index":0,"item":{"type":"function_call","id":"fc","call_id":"c1","name":"KV_Get","arguments":""}}`+"\n\n"+
-			"event: response.function_call_arguments.delta\ndata: "+`{"type":"response.function_call_arguments.delta","output_index":0,"item_id":"fc","delta":`+jsonString(llm.BigArgs[:half])+`}`+"\n\n"+
-			"event: response.function_call_arguments.delta\ndata: "+`{"type":"response.function_call_arguments.delta","output_index":0,"item_id":"fc","delta":`+jsonString(llm.BigArgs[half:])+`}`+"\n\n")},
-		{"bedrock stream", func(t *testing.T) (*toolfleetv1.Message, error) {
-			dec := llm.Bedrock{}.NewStreamDecoder()
-			for _, ev := range [][2]string{
-				{"contentBlockStart", `{"contentBlockIndex":0,"start":{"toolUse":{"toolUseId":"c1","name":"KV_Get"}}}`},
-				{"contentBlockDelta", `{"contentBlockIndex":0,"delta":{"toolUse":{"input":` + jsonString(llm.BigArgs[:half]) + `}}}`},
-				{"contentBlockDelta", `{"contentBlockIndex":0,"delta":{"toolUse":{"input":` + jsonString(llm.BigArgs[half:]) + `}}}`},
-				{"messageStop", `{"stopReason":"tool_use"}`},
-			} {
-				if _, err := dec.Decode(ev[0], []byte(ev[1])); err != nil {
-					return nil, err
-				}
-			}
-			return dec.Message()
-		}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			msg, err := tt.get(t)
-			if err != nil {
-				t.Fatal(err)
-			}
-			calls := llm.ToolCalls(msg)
-			if len(calls) != 1 {
-				t.Fatalf("calls = %d, want 1", len(calls))
-			}
-			if got := string(canon.EncodeArguments(calls[0].GetArguments())); got != llm.WantBig {
-				t.Errorf("arguments = %s\nwant        %s", got, llm.WantBig)
-			}
-			assertReachesTool(t, calls[0])
-		})
-	}
-}
-
-// TestProviderBlocksStayWithTheirProvider: a conversation holding
-// Anthropic's programmatic blocks renders for another provider without
-// them (and without failing), and through a scripted stream unchanged.
-func TestProviderBlocksStayWithTheirProvider(t *testing.T) {
-	t.Parallel()
-	req, err := llm.Anthropic{}.ParseRequest(llm.ReadTestdata(t, "anthropic/programmatic_request.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range []llm.Format{llm.OpenAIChat{}, llm.OpenAIResponses{}, llm.Gemini{}, llm.Bedrock{}} {
-		body, err := f.RenderRequest(req)
-		if err != nil {
-			t.Fatalf("%s: %v", f.Name(), err)
-		}
-		if bytes.Contains(body, []byte("srvtoolu_abc123")) || bytes.Contains(body, []byte("code_execution_20250825")) {
-			t.Errorf("%s: Anthropic's blocks leaked into %s", f.Name(), body)
-		}
-	}
-	reply := proto.Clone(req.Messages[1]).(*toolfleetv1.Message)
-	reply.Container = "container_xyz789"
-	got, err := llmtest.NewScripted(llmtest.ScriptTurn{Reply: reply}).Stream(t.Context(), &llm.Request{}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got.Model, got.StopReason, reply.Model, reply.StopReason = "", "", "", ""
-	if !proto.Equal(got, reply) {
-		t.Errorf("scripted stream lost programmatic parts:\n got %v\nwant %v", got, reply)
-	}
-}
 
 func TestScriptedExhausted(t *testing.T) {
 	t.Parallel()
@@ -225,10 +126,6 @@ func lastResultIs(want string) func(*llm.Request) error {
 		}
 		return nil
 	}
-}
-
-func jsonString(s string) string {
-	return `"` + strings.ReplaceAll(s, `"`, `\"`) + `"`
 }
 
 // assertReachesTool decodes the call's key and revision the way a worker

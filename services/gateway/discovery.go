@@ -11,7 +11,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
-	"github.com/toolfleet/toolfleet/sdk/llm"
+	"github.com/toolfleet/toolfleet/sdk/llm/wire"
 	"github.com/toolfleet/toolfleet/services/gateway/auth"
 )
 
@@ -179,13 +179,13 @@ func render(f toolfleetv1.ToolFormat, defs []*toolfleetv1.ToolDefinition) ([]*st
 	case toolfleetv1.ToolFormat_TOOL_FORMAT_UNSPECIFIED, toolfleetv1.ToolFormat_TOOL_FORMAT_CANONICAL:
 		return nil, nil
 	case toolfleetv1.ToolFormat_TOOL_FORMAT_OPENAI, toolfleetv1.ToolFormat_TOOL_FORMAT_OPENAI_STRICT:
-		entries, err = array(llm.OpenAIChat{}.RenderTools(defs, f == toolfleetv1.ToolFormat_TOOL_FORMAT_OPENAI_STRICT))
+		entries, err = array(wire.OpenAIChat{}.RenderTools(defs, f == toolfleetv1.ToolFormat_TOOL_FORMAT_OPENAI_STRICT))
 	case toolfleetv1.ToolFormat_TOOL_FORMAT_ANTHROPIC:
-		entries, err = array(llm.Anthropic{}.RenderTools(defs, false))
+		entries, err = array(wire.Anthropic{}.RenderTools(defs, false))
 	case toolfleetv1.ToolFormat_TOOL_FORMAT_GEMINI:
 		// One tools entry holds every declaration; return the declarations.
 		var b []byte
-		if b, err = (llm.Gemini{}).RenderTools(defs, false); err == nil {
+		if b, err = (wire.Gemini{}).RenderTools(defs, false); err == nil {
 			var tools []struct {
 				Decls []json.RawMessage `json:"functionDeclarations"`
 			}
@@ -195,7 +195,7 @@ func render(f toolfleetv1.ToolFormat, defs []*toolfleetv1.ToolDefinition) ([]*st
 		}
 	case toolfleetv1.ToolFormat_TOOL_FORMAT_MCP:
 		for _, d := range defs {
-			b, merr := json.Marshal(llm.MCPTool(d))
+			b, merr := json.Marshal(wire.MCPTool(d))
 			if merr != nil {
 				err = merr
 				break

@@ -1,7 +1,7 @@
 // Package anthropic implements llm.Model on the official Anthropic Go SDK
 // (github.com/anthropics/anthropic-sdk-go) for the Messages API.
 //
-// Bodies are rendered and parsed by llm.Anthropic; the SDK carries them
+// Bodies are rendered and parsed by wire.Anthropic; the SDK carries them
 // (auth, anthropic-version header, base URL, timeouts) and its errors are
 // classified into *llm.APIError.
 package anthropic
@@ -18,6 +18,7 @@ import (
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
 	"github.com/toolfleet/toolfleet/sdk/llm"
+	"github.com/toolfleet/toolfleet/sdk/llm/wire"
 )
 
 // DefaultTimeout bounds one request, streamed body included, when the
@@ -54,7 +55,7 @@ func (c *Client) body(req *llm.Request, stream bool) ([]byte, error) {
 		r.Model = c.model
 	}
 	r.Stream = stream
-	return llm.Anthropic{}.RenderRequest(&r)
+	return wire.Anthropic{}.RenderRequest(&r)
 }
 
 // Complete implements llm.Model.
@@ -67,7 +68,7 @@ func (c *Client) Complete(ctx context.Context, req *llm.Request) (*toolfleetv1.M
 	if err := c.sdk.Post(ctx, "v1/messages", body, &raw); err != nil {
 		return nil, classify(err)
 	}
-	msg, err := llm.Anthropic{}.ParseResponse(raw)
+	msg, err := wire.Anthropic{}.ParseResponse(raw)
 	if err != nil {
 		return nil, err
 	}
@@ -85,7 +86,7 @@ func (c *Client) Stream(ctx context.Context, req *llm.Request, onDelta func(llm.
 		return nil, classify(err)
 	}
 	defer resp.Body.Close()
-	msg, err := llm.DecodeStream(ctx, llm.Anthropic{}, resp.Body, llm.FirstCallDeltas(req, onDelta))
+	msg, err := wire.DecodeStream(ctx, wire.Anthropic{}, resp.Body, llm.FirstCallDeltas(req, onDelta))
 	if err != nil {
 		return nil, err
 	}

@@ -16,11 +16,12 @@ import (
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
 	"github.com/toolfleet/toolfleet/sdk/llm"
 	"github.com/toolfleet/toolfleet/sdk/llm/internal/redirecttest"
+	"github.com/toolfleet/toolfleet/sdk/llm/wire"
 )
 
 func testdata(t *testing.T, name string) []byte {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "testdata", name))
+	b, err := os.ReadFile(filepath.Join("..", "wire", "testdata", name))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,7 +42,7 @@ func server(t *testing.T, status int, header http.Header, body []byte) *httptest
 			return
 		}
 		raw, _ := io.ReadAll(r.Body)
-		req, err := llm.Anthropic{}.ParseRequest(raw)
+		req, err := wire.Anthropic{}.ParseRequest(raw)
 		if err != nil || req.Model != "claude-test" || req.MaxTokens == 0 || len(req.Tools) != 1 {
 			http.Error(w, "bad body", http.StatusBadRequest)
 			return

@@ -5,8 +5,8 @@ import (
 	"fmt"
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
-	"github.com/toolfleet/toolfleet/sdk/llm"
 	"github.com/toolfleet/toolfleet/sdk/llm/dialect"
+	"github.com/toolfleet/toolfleet/sdk/llm/wire"
 )
 
 // printCalls shows what a parser found.
@@ -47,7 +47,7 @@ func ExampleHermes_Parse() {
 // tool's schema says which are numbers, booleans or JSON.
 func ExampleXMLFunction_Parse() {
 	def := &toolfleetv1.ToolDefinition{ModelName: "get_forecast"}
-	def.InputSchema, _ = llm.SchemaToStruct(map[string]any{"type": "object", "properties": map[string]any{
+	def.InputSchema, _ = wire.SchemaToStruct(map[string]any{"type": "object", "properties": map[string]any{
 		"city":   map[string]any{"type": "string"},
 		"days":   map[string]any{"type": "integer"},
 		"hourly": map[string]any{"type": "boolean"},

@@ -1,9 +1,9 @@
 // Package gemini implements llm.Model on the official Google Gen AI Go SDK
 // (google.golang.org/genai) for the Gemini API.
 //
-// Requests are rendered by llm.Gemini and decoded into the SDK's types
+// Requests are rendered by wire.Gemini and decoded into the SDK's types
 // (whose JSON is the wire format); responses are encoded back and parsed by
-// llm.Gemini, so thought signatures and call ids survive unchanged.
+// wire.Gemini, so thought signatures and call ids survive unchanged.
 package gemini
 
 import (
@@ -20,6 +20,7 @@ import (
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
 	"github.com/toolfleet/toolfleet/sdk/llm"
+	"github.com/toolfleet/toolfleet/sdk/llm/wire"
 )
 
 // DefaultTimeout bounds one request, streamed body included, when the
@@ -75,7 +76,7 @@ type wireRequest struct {
 }
 
 func (c *Client) prepare(req *llm.Request) (string, []*genai.Content, *genai.GenerateContentConfig, error) {
-	body, err := llm.Gemini{}.RenderRequest(req)
+	body, err := wire.Gemini{}.RenderRequest(req)
 	if err != nil {
 		return "", nil, nil, err
 	}
@@ -109,7 +110,7 @@ func (c *Client) Complete(ctx context.Context, req *llm.Request) (*toolfleetv1.M
 	if err != nil {
 		return nil, fmt.Errorf("gemini: encode response: %w", err)
 	}
-	msg, err := llm.Gemini{}.ParseResponse(raw)
+	msg, err := wire.Gemini{}.ParseResponse(raw)
 	if err != nil {
 		return nil, err
 	}
@@ -124,7 +125,7 @@ func (c *Client) Stream(ctx context.Context, req *llm.Request, onDelta func(llm.
 	}
 	box := &headerBox{}
 	onDelta = llm.FirstCallDeltas(req, onDelta)
-	dec := llm.Gemini{}.NewStreamDecoder()
+	dec := wire.Gemini{}.NewStreamDecoder()
 	for chunk, err := range c.sdk.Models.GenerateContentStream(withBox(ctx, box), model, contents, cfg) {
 		if err != nil {
 			return nil, classify(err, box)

@@ -16,11 +16,12 @@ import (
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
 	"github.com/toolfleet/toolfleet/sdk/llm"
 	"github.com/toolfleet/toolfleet/sdk/llm/internal/redirecttest"
+	"github.com/toolfleet/toolfleet/sdk/llm/wire"
 )
 
 func testdata(t *testing.T, name string) []byte {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "testdata", name))
+	b, err := os.ReadFile(filepath.Join("..", "wire", "testdata", name))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,7 +43,7 @@ func server(t *testing.T, status int, header http.Header, body []byte) *httptest
 			return
 		}
 		raw, _ := io.ReadAll(r.Body)
-		req, err := llm.Gemini{}.ParseRequest(raw)
+		req, err := wire.Gemini{}.ParseRequest(raw)
 		if err != nil || len(req.Tools) != 1 || len(req.Messages) < 2 {
 			http.Error(w, "bad body: "+string(raw), http.StatusBadRequest)
 			return

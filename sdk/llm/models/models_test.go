@@ -30,7 +30,7 @@ func newProvider(t *testing.T) *provider {
 	t.Helper()
 	p := &provider{}
 	fixture := func(name string) []byte {
-		b, err := os.ReadFile(filepath.Join("..", "testdata", name))
+		b, err := os.ReadFile(filepath.Join("..", "wire", "testdata", name))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -3,8 +3,8 @@
 // Responses APIs of OpenAI and of any OpenAI-compatible server (Ollama,
 // vLLM, LM Studio, …) through option.WithBaseURL.
 //
-// Request and response bodies are rendered and parsed by llm.OpenAIChat and
-// llm.OpenAIResponses; the SDK carries them (auth, base URL, headers,
+// Request and response bodies are rendered and parsed by wire.OpenAIChat and
+// wire.OpenAIResponses; the SDK carries them (auth, base URL, headers,
 // timeouts) and its errors are classified into *llm.APIError.
 package openai
 
@@ -19,6 +19,7 @@ import (
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
 	"github.com/toolfleet/toolfleet/sdk/llm"
+	"github.com/toolfleet/toolfleet/sdk/llm/wire"
 )
 
 // DefaultTimeout bounds one request, streamed body included, when the
@@ -38,7 +39,7 @@ const (
 // Client is an llm.Model on one OpenAI API.
 type Client struct {
 	sdk    openai.Client
-	format llm.Format
+	format wire.Format
 	path   string
 	model  string
 }
@@ -57,9 +58,9 @@ func New(api API, model string, opts ...option.RequestOption) *Client {
 	c := &Client{sdk: openai.NewClient(append([]option.RequestOption{option.WithHTTPClient(llm.HTTPClient(nil)), option.WithMaxRetries(0), option.WithRequestTimeout(DefaultTimeout)}, opts...)...), model: model}
 	switch api {
 	case Responses:
-		c.format, c.path = llm.OpenAIResponses{}, "responses"
+		c.format, c.path = wire.OpenAIResponses{}, "responses"
 	default:
-		c.format, c.path = llm.OpenAIChat{}, "chat/completions"
+		c.format, c.path = wire.OpenAIChat{}, "chat/completions"
 	}
 	return c
 }
@@ -107,7 +108,7 @@ func (c *Client) Stream(ctx context.Context, req *llm.Request, onDelta func(llm.
 		return nil, classify(err)
 	}
 	defer resp.Body.Close()
-	msg, err := llm.DecodeStream(ctx, c.format, resp.Body, llm.FirstCallDeltas(req, onDelta))
+	msg, err := wire.DecodeStream(ctx, c.format, resp.Body, llm.FirstCallDeltas(req, onDelta))
 	if err != nil {
 		return nil, err
 	}

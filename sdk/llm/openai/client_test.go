@@ -17,11 +17,12 @@ import (
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
 	"github.com/toolfleet/toolfleet/sdk/llm"
 	"github.com/toolfleet/toolfleet/sdk/llm/internal/redirecttest"
+	"github.com/toolfleet/toolfleet/sdk/llm/wire"
 )
 
 func testdata(t *testing.T, name string) []byte {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "testdata", name))
+	b, err := os.ReadFile(filepath.Join("..", "wire", "testdata", name))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,9 +33,9 @@ func testdata(t *testing.T, name string) []byte {
 // API's format, then sends the fixture (JSON or SSE) or an error.
 func server(t *testing.T, api API, status int, header http.Header, body []byte) *httptest.Server {
 	t.Helper()
-	format, path := llm.Format(llm.OpenAIChat{}), "/v1/chat/completions"
+	format, path := wire.Format(wire.OpenAIChat{}), "/v1/chat/completions"
 	if api == Responses {
-		format, path = llm.OpenAIResponses{}, "/v1/responses"
+		format, path = wire.OpenAIResponses{}, "/v1/responses"
 	}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost || r.URL.Path != path {

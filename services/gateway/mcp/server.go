@@ -23,7 +23,7 @@ import (
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
 	"github.com/toolfleet/toolfleet/internal/telemetry"
-	"github.com/toolfleet/toolfleet/sdk/llm"
+	"github.com/toolfleet/toolfleet/sdk/llm/wire"
 	"github.com/toolfleet/toolfleet/sdk/tool"
 	"github.com/toolfleet/toolfleet/sdk/tool/contract"
 )
@@ -526,7 +526,7 @@ func (s *Server) addTool(t *sdk.Tool) {
 // toolOf renders a definition as an MCP tool (see the package doc for names,
 // titles and versions).
 func toolOf(d *toolfleetv1.ToolDefinition) (*sdk.Tool, error) {
-	e := llm.MCPTool(d)
+	e := wire.MCPTool(d)
 	e.Name = contract.MCPName(d)
 	if e.Name == "" {
 		return nil, errors.New("no model name")

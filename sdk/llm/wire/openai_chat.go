@@ -1,4 +1,4 @@
-package llm
+package wire
 
 import (
 	"encoding/json"
@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
+	"github.com/toolfleet/toolfleet/sdk/llm"
 	"github.com/toolfleet/toolfleet/sdk/llm/internal/canon"
 )
 
@@ -187,15 +188,15 @@ func openAIChatDefs(tools []oaTool) ([]*toolfleetv1.ToolDefinition, error) {
 	return defs, nil
 }
 
-func openAIToolChoice(c ToolChoice, nested bool) json.RawMessage {
+func openAIToolChoice(c llm.ToolChoice, nested bool) json.RawMessage {
 	switch c.Mode {
-	case ToolChoiceAuto:
+	case llm.ToolChoiceAuto:
 		return canon.RawJSON("auto")
-	case ToolChoiceNone:
+	case llm.ToolChoiceNone:
 		return canon.RawJSON("none")
-	case ToolChoiceRequired:
+	case llm.ToolChoiceRequired:
 		return canon.RawJSON("required")
-	case ToolChoiceTool:
+	case llm.ToolChoiceTool:
 		if nested {
 			return canon.RawJSON(map[string]any{"type": "function", "function": map[string]any{"name": c.Name}})
 		}
@@ -204,21 +205,21 @@ func openAIToolChoice(c ToolChoice, nested bool) json.RawMessage {
 	return nil
 }
 
-func parseOpenAIToolChoice(raw json.RawMessage) (ToolChoice, error) {
+func parseOpenAIToolChoice(raw json.RawMessage) (llm.ToolChoice, error) {
 	if len(raw) == 0 {
-		return ToolChoice{}, nil
+		return llm.ToolChoice{}, nil
 	}
 	var s string
 	if json.Unmarshal(raw, &s) == nil {
 		switch s {
 		case "auto":
-			return ToolChoice{Mode: ToolChoiceAuto}, nil
+			return llm.ToolChoice{Mode: llm.ToolChoiceAuto}, nil
 		case "none":
-			return ToolChoice{Mode: ToolChoiceNone}, nil
+			return llm.ToolChoice{Mode: llm.ToolChoiceNone}, nil
 		case "required":
-			return ToolChoice{Mode: ToolChoiceRequired}, nil
+			return llm.ToolChoice{Mode: llm.ToolChoiceRequired}, nil
 		}
-		return ToolChoice{}, fmt.Errorf("unknown tool_choice %q", s)
+		return llm.ToolChoice{}, fmt.Errorf("unknown tool_choice %q", s)
 	}
 	var obj struct {
 		Name     string `json:"name"`
@@ -230,7 +231,7 @@ func parseOpenAIToolChoice(raw json.RawMessage) (ToolChoice, error) {
 		} `json:"custom"`
 	}
 	if err := json.Unmarshal(raw, &obj); err != nil {
-		return ToolChoice{}, err
+		return llm.ToolChoice{}, err
 	}
 	name := obj.Function.Name
 	if name == "" {
@@ -239,11 +240,11 @@ func parseOpenAIToolChoice(raw json.RawMessage) (ToolChoice, error) {
 	if name == "" {
 		name = obj.Name
 	}
-	return ToolChoice{Mode: ToolChoiceTool, Name: name}, nil
+	return llm.ToolChoice{Mode: llm.ToolChoiceTool, Name: name}, nil
 }
 
 // RenderRequest implements Format.
-func (f OpenAIChat) RenderRequest(req *Request) ([]byte, error) {
+func (f OpenAIChat) RenderRequest(req *llm.Request) ([]byte, error) {
 	out := oaChatRequest{
 		Model:               req.Model,
 		Messages:            []oaChatMessage{},
@@ -252,7 +253,7 @@ func (f OpenAIChat) RenderRequest(req *Request) ([]byte, error) {
 		Stream:              req.Stream,
 	}
 	for _, d := range req.Tools {
-		if req.ToolChoice.Mode == ToolChoiceTool && d.GetModelName() == req.ToolChoice.Name && d.GetInputFormat() != nil {
+		if req.ToolChoice.Mode == llm.ToolChoiceTool && d.GetModelName() == req.ToolChoice.Name && d.GetInputFormat() != nil {
 			out.ToolChoice = canon.RawJSON(map[string]any{"type": "custom", "custom": map[string]any{"name": d.GetModelName()}})
 		}
 	}
@@ -277,13 +278,13 @@ func openAIChatMessages(m *toolfleetv1.Message) ([]oaChatMessage, error) {
 	var out []oaChatMessage
 	switch m.GetRole() {
 	case toolfleetv1.Role_ROLE_SYSTEM:
-		return []oaChatMessage{{Role: "system", Content: canon.RawJSON(MessageText(m))}}, nil
+		return []oaChatMessage{{Role: "system", Content: canon.RawJSON(llm.MessageText(m))}}, nil
 	case toolfleetv1.Role_ROLE_ASSISTANT:
 		msg := oaChatMessage{Role: "assistant"}
-		if text := MessageText(m); text != "" {
+		if text := llm.MessageText(m); text != "" {
 			msg.Content = canon.RawJSON(text)
 		}
-		for _, c := range ToolCalls(m) {
+		for _, c := range llm.ToolCalls(m) {
 			if c.Input != nil {
 				msg.ToolCalls = append(msg.ToolCalls, oaToolCall{ID: c.GetId(), Type: "custom", Custom: &oaCustomCall{Name: c.GetName(), Input: c.GetInput()}})
 				continue
@@ -332,12 +333,12 @@ func contentText(raw json.RawMessage) (string, error) {
 }
 
 // ParseRequest implements Format.
-func (OpenAIChat) ParseRequest(body []byte) (*Request, error) {
+func (OpenAIChat) ParseRequest(body []byte) (*llm.Request, error) {
 	var in oaChatRequest
 	if err := json.Unmarshal(body, &in); err != nil {
 		return nil, malformed("openai request", err)
 	}
-	req := &Request{Model: in.Model, ParallelToolCalls: in.ParallelToolCalls, MaxTokens: in.MaxCompletionTokens, Stream: in.Stream}
+	req := &llm.Request{Model: in.Model, ParallelToolCalls: in.ParallelToolCalls, MaxTokens: in.MaxCompletionTokens, Stream: in.Stream}
 	var err error
 	if req.Tools, err = openAIChatDefs(in.Tools); err != nil {
 		return nil, err
@@ -360,13 +361,13 @@ func (OpenAIChat) ParseRequest(body []byte) (*Request, error) {
 		}
 		switch m.Role {
 		case "system", "developer":
-			req.Messages = append(req.Messages, System(text))
+			req.Messages = append(req.Messages, llm.System(text))
 		case "user":
-			req.Messages = append(req.Messages, User(text))
+			req.Messages = append(req.Messages, llm.User(text))
 		case "assistant":
 			msg := &toolfleetv1.Message{Role: toolfleetv1.Role_ROLE_ASSISTANT}
 			if text != "" {
-				msg.Parts = append(msg.Parts, Text(text))
+				msg.Parts = append(msg.Parts, llm.Text(text))
 			}
 			for _, c := range m.ToolCalls {
 				call, err := openAIChatCall(c)
@@ -382,7 +383,7 @@ func (OpenAIChat) ParseRequest(body []byte) (*Request, error) {
 				pending = &toolfleetv1.Message{Role: toolfleetv1.Role_ROLE_TOOL}
 				req.Messages = append(req.Messages, pending)
 			}
-			pending.Parts = append(pending.Parts, ResultPart(m.ToolCallID, names[m.ToolCallID], text, false))
+			pending.Parts = append(pending.Parts, llm.ResultPart(m.ToolCallID, names[m.ToolCallID], text, false))
 		default:
 			return nil, malformed("openai request", fmt.Errorf("unknown role %q", m.Role))
 		}
@@ -398,7 +399,7 @@ func openAIChatCall(c oaToolCall) (*toolfleetv1.ToolCall, error) {
 		input := c.Custom.Input
 		return &toolfleetv1.ToolCall{Id: c.ID, Name: c.Custom.Name, Input: &input}, nil
 	}
-	args, err := DecodeArguments(c.Function.Name+" ("+c.ID+")", c.Function.Arguments)
+	args, err := llm.DecodeArguments(c.Function.Name+" ("+c.ID+")", c.Function.Arguments)
 	if err != nil {
 		return nil, err
 	}
@@ -408,24 +409,24 @@ func openAIChatCall(c oaToolCall) (*toolfleetv1.ToolCall, error) {
 func openAIStop(reason string) string {
 	switch reason {
 	case "stop", "":
-		return StopEndTurn
+		return llm.StopEndTurn
 	case "tool_calls", "function_call":
-		return StopToolCalls
+		return llm.StopToolCalls
 	case "length":
-		return StopMaxTokens
+		return llm.StopMaxTokens
 	case "content_filter":
-		return StopContentFilter
+		return llm.StopContentFilter
 	}
 	return reason
 }
 
 func openAIFinish(stop string) string {
 	switch stop {
-	case StopToolCalls:
+	case llm.StopToolCalls:
 		return "tool_calls"
-	case StopMaxTokens:
+	case llm.StopMaxTokens:
 		return "length"
-	case StopContentFilter:
+	case llm.StopContentFilter:
 		return "content_filter"
 	}
 	return "stop"
@@ -493,7 +494,7 @@ func (OpenAIChat) ParseResponse(body []byte) (*toolfleetv1.Message, error) {
 		text = c.Message.Refusal
 	}
 	if text != "" {
-		msg.Parts = append(msg.Parts, Text(text))
+		msg.Parts = append(msg.Parts, llm.Text(text))
 	}
 	for _, tc := range c.Message.ToolCalls {
 		call, err := openAIChatCall(tc)
@@ -508,9 +509,9 @@ func (OpenAIChat) ParseResponse(body []byte) (*toolfleetv1.Message, error) {
 // NewStreamDecoder implements Format.
 func (OpenAIChat) NewStreamDecoder() StreamDecoder { return &openAIChatStream{} }
 
-type openAIChatStream struct{ asm Assembler }
+type openAIChatStream struct{ asm llm.Assembler }
 
-func (s *openAIChatStream) Decode(_ string, data []byte) ([]Delta, error) {
+func (s *openAIChatStream) Decode(_ string, data []byte) ([]llm.Delta, error) {
 	if string(data) == "[DONE]" {
 		return nil, nil
 	}
@@ -521,9 +522,9 @@ func (s *openAIChatStream) Decode(_ string, data []byte) ([]Delta, error) {
 	if chunk.Error != nil {
 		return nil, chunk.Error.apiError("openai")
 	}
-	var out []Delta
+	var out []llm.Delta
 	if chunk.Model != "" {
-		out = append(out, Delta{Model: chunk.Model})
+		out = append(out, llm.Delta{Model: chunk.Model})
 	}
 	for _, c := range chunk.Choices {
 		if c.Index != 0 || c.Delta == nil && c.FinishReason == nil {
@@ -531,12 +532,12 @@ func (s *openAIChatStream) Decode(_ string, data []byte) ([]Delta, error) {
 		}
 		if d := c.Delta; d != nil {
 			if d.ReasoningContent != "" {
-				out = append(out, Delta{Thinking: d.ReasoningContent})
+				out = append(out, llm.Delta{Thinking: d.ReasoningContent})
 			}
 			if text, err := contentText(d.Content); err != nil {
 				return nil, malformed("openai stream content", err)
 			} else if text != "" {
-				out = append(out, Delta{Text: text})
+				out = append(out, llm.Delta{Text: text})
 			}
 			for _, tc := range d.ToolCalls {
 				idx := -1
@@ -547,15 +548,15 @@ func (s *openAIChatStream) Decode(_ string, data []byte) ([]Delta, error) {
 				if err != nil {
 					return nil, malformed("openai stream arguments", err)
 				}
-				out = append(out, Delta{ToolCall: &ToolCallDelta{Index: idx, ID: tc.ID, Name: tc.Function.Name, Arguments: args}})
+				out = append(out, llm.Delta{ToolCall: &llm.ToolCallDelta{Index: idx, ID: tc.ID, Name: tc.Function.Name, Arguments: args}})
 			}
 		}
 		if c.FinishReason != nil && *c.FinishReason != "" {
-			out = append(out, Delta{StopReason: openAIStop(*c.FinishReason)})
+			out = append(out, llm.Delta{StopReason: openAIStop(*c.FinishReason)})
 		}
 	}
 	if u := chunk.Usage.canonical(); u != nil {
-		out = append(out, Delta{Usage: u})
+		out = append(out, llm.Delta{Usage: u})
 	}
 	for _, d := range out {
 		s.asm.Add(d)

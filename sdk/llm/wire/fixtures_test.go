@@ -1,4 +1,4 @@
-package llm
+package wire
 
 import (
 	"testing"
@@ -6,6 +6,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
+	"github.com/toolfleet/toolfleet/sdk/llm"
 )
 
 // TestDocumentedRequests parses request bodies shaped like each provider's
@@ -16,15 +17,15 @@ func TestDocumentedRequests(t *testing.T) {
 	tests := []struct {
 		format     Format
 		wantRoles  []toolfleetv1.Role
-		wantChoice ToolChoice
+		wantChoice llm.ToolChoice
 		wantResult string
 		wantError  bool
 	}{
-		{OpenAIChat{}, []toolfleetv1.Role{1, 2, 3, 4}, ToolChoice{Mode: ToolChoiceAuto}, "18°C and sunny", false},
-		{OpenAIResponses{}, []toolfleetv1.Role{2, 3, 4}, ToolChoice{Mode: ToolChoiceTool, Name: "get_weather"}, "18°C and sunny", false},
-		{Anthropic{}, []toolfleetv1.Role{1, 2, 3, 4}, ToolChoice{Mode: ToolChoiceRequired}, "ConnectionError: the weather service API is not available (HTTP 500)", true},
-		{Gemini{}, []toolfleetv1.Role{1, 2, 3, 4}, ToolChoice{Mode: ToolChoiceTool, Name: "schedule_meeting"}, `{"meeting_id":"m-42","status":"booked"}`, false},
-		{Bedrock{}, []toolfleetv1.Role{1, 2, 3, 4}, ToolChoice{Mode: ToolChoiceAuto}, `{"artist":"8 Storey Hike","song":"Elemental Hotel"}`, false},
+		{OpenAIChat{}, []toolfleetv1.Role{1, 2, 3, 4}, llm.ToolChoice{Mode: llm.ToolChoiceAuto}, "18°C and sunny", false},
+		{OpenAIResponses{}, []toolfleetv1.Role{2, 3, 4}, llm.ToolChoice{Mode: llm.ToolChoiceTool, Name: "get_weather"}, "18°C and sunny", false},
+		{Anthropic{}, []toolfleetv1.Role{1, 2, 3, 4}, llm.ToolChoice{Mode: llm.ToolChoiceRequired}, "ConnectionError: the weather service API is not available (HTTP 500)", true},
+		{Gemini{}, []toolfleetv1.Role{1, 2, 3, 4}, llm.ToolChoice{Mode: llm.ToolChoiceTool, Name: "schedule_meeting"}, `{"meeting_id":"m-42","status":"booked"}`, false},
+		{Bedrock{}, []toolfleetv1.Role{1, 2, 3, 4}, llm.ToolChoice{Mode: llm.ToolChoiceAuto}, `{"artist":"8 Storey Hike","song":"Elemental Hotel"}`, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.format.Name(), func(t *testing.T) {

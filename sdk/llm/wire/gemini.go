@@ -1,4 +1,4 @@
-package llm
+package wire
 
 import (
 	"bytes"
@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
+	"github.com/toolfleet/toolfleet/sdk/llm"
 	"github.com/toolfleet/toolfleet/sdk/llm/internal/canon"
 )
 
@@ -152,7 +153,7 @@ func geminiDefs(tools []gmTool) ([]*toolfleetv1.ToolDefinition, error) {
 // RenderRequest implements Format. Tool results go in a user content as
 // functionResponse parts; their response object is {"output": …} or, for
 // failed results, {"error": …}, as Gemini documents.
-func (Gemini) RenderRequest(req *Request) ([]byte, error) {
+func (Gemini) RenderRequest(req *llm.Request) ([]byte, error) {
 	out := gmRequest{Contents: []gmContent{}}
 	if sys := canon.SystemText(req.Messages); sys != "" {
 		out.SystemInstruction = &gmContent{Parts: []gmPart{{Text: &sys}}}
@@ -162,13 +163,13 @@ func (Gemini) RenderRequest(req *Request) ([]byte, error) {
 	}
 	cfg := gmCallingConfig{}
 	switch req.ToolChoice.Mode {
-	case ToolChoiceAuto:
+	case llm.ToolChoiceAuto:
 		cfg.Mode = "AUTO"
-	case ToolChoiceNone:
+	case llm.ToolChoiceNone:
 		cfg.Mode = "NONE"
-	case ToolChoiceRequired:
+	case llm.ToolChoiceRequired:
 		cfg.Mode = "ANY"
-	case ToolChoiceTool:
+	case llm.ToolChoiceTool:
 		cfg = gmCallingConfig{Mode: "ANY", AllowedFunctionNames: []string{req.ToolChoice.Name}}
 	}
 	if cfg.Mode != "" {
@@ -239,7 +240,7 @@ func geminiParts(m *toolfleetv1.Message, names map[string]string) []gmPart {
 }
 
 // ParseRequest implements Format.
-func (Gemini) ParseRequest(body []byte) (*Request, error) {
+func (Gemini) ParseRequest(body []byte) (*llm.Request, error) {
 	body, err := geminiCamelCase(body)
 	if err != nil {
 		return nil, malformed("gemini request", err)
@@ -248,7 +249,7 @@ func (Gemini) ParseRequest(body []byte) (*Request, error) {
 	if err := json.Unmarshal(body, &in); err != nil {
 		return nil, malformed("gemini request", err)
 	}
-	req := &Request{}
+	req := &llm.Request{}
 	if req.Tools, err = geminiDefs(in.Tools); err != nil {
 		return nil, err
 	}
@@ -256,13 +257,13 @@ func (Gemini) ParseRequest(body []byte) (*Request, error) {
 		cfg := in.ToolConfig.FunctionCallingConfig
 		switch {
 		case cfg.Mode == "AUTO":
-			req.ToolChoice.Mode = ToolChoiceAuto
+			req.ToolChoice.Mode = llm.ToolChoiceAuto
 		case cfg.Mode == "NONE":
-			req.ToolChoice.Mode = ToolChoiceNone
+			req.ToolChoice.Mode = llm.ToolChoiceNone
 		case cfg.Mode == "ANY" && len(cfg.AllowedFunctionNames) == 1:
-			req.ToolChoice = ToolChoice{Mode: ToolChoiceTool, Name: cfg.AllowedFunctionNames[0]}
+			req.ToolChoice = llm.ToolChoice{Mode: llm.ToolChoiceTool, Name: cfg.AllowedFunctionNames[0]}
 		case cfg.Mode == "ANY":
-			req.ToolChoice.Mode = ToolChoiceRequired
+			req.ToolChoice.Mode = llm.ToolChoiceRequired
 		}
 	}
 	if in.GenerationConfig != nil {
@@ -273,7 +274,7 @@ func (Gemini) ParseRequest(body []byte) (*Request, error) {
 		for _, p := range in.SystemInstruction.Parts {
 			sys += deref(p.Text)
 		}
-		req.Messages = append(req.Messages, System(sys))
+		req.Messages = append(req.Messages, llm.System(sys))
 	}
 	// Gemini often sends no ids; a response then answers the first
 	// unanswered call of the same name in the preceding model turn.
@@ -285,7 +286,7 @@ func (Gemini) ParseRequest(body []byte) (*Request, error) {
 				return nil, err
 			}
 			req.Messages = append(req.Messages, msg)
-			pending = ToolCalls(msg)
+			pending = llm.ToolCalls(msg)
 			continue
 		}
 		tool := &toolfleetv1.Message{Role: toolfleetv1.Role_ROLE_TOOL}
@@ -305,7 +306,7 @@ func (Gemini) ParseRequest(body []byte) (*Request, error) {
 				}
 				tool.Parts = append(tool.Parts, &toolfleetv1.Part{Kind: &toolfleetv1.Part_ToolResult{ToolResult: r}})
 			} else if p.Text != nil {
-				user.Parts = append(user.Parts, Text(*p.Text))
+				user.Parts = append(user.Parts, llm.Text(*p.Text))
 			}
 		}
 		if len(tool.Parts) > 0 {
@@ -354,7 +355,7 @@ func geminiAssistant(parts []gmPart) (*toolfleetv1.Message, error) {
 			if id == "" {
 				id = fc.Name + "_" + strconv.Itoa(calls)
 			}
-			args, err := DecodeArguments(fc.Name+" ("+id+")", fc.Args)
+			args, err := llm.DecodeArguments(fc.Name+" ("+id+")", fc.Args)
 			if err != nil {
 				return nil, err
 			}
@@ -362,7 +363,7 @@ func geminiAssistant(parts []gmPart) (*toolfleetv1.Message, error) {
 		case p.Thought || (p.Text != nil && *p.Text == "" && p.ThoughtSignature != nil):
 			msg.Parts = append(msg.Parts, &toolfleetv1.Part{Kind: &toolfleetv1.Part_Thinking{Thinking: &toolfleetv1.Thinking{Text: deref(p.Text), Signature: p.ThoughtSignature}}})
 		case p.Text != nil:
-			msg.Parts = append(msg.Parts, Text(*p.Text))
+			msg.Parts = append(msg.Parts, llm.Text(*p.Text))
 			if p.ThoughtSignature != nil {
 				// A signature on a plain text part must still go back.
 				msg.Parts = append(msg.Parts, &toolfleetv1.Part{Kind: &toolfleetv1.Part_Thinking{Thinking: &toolfleetv1.Thinking{Signature: p.ThoughtSignature}}})
@@ -376,13 +377,13 @@ func geminiStop(reason string, hasCalls bool) string {
 	switch reason {
 	case "STOP", "":
 		if hasCalls {
-			return StopToolCalls
+			return llm.StopToolCalls
 		}
-		return StopEndTurn
+		return llm.StopEndTurn
 	case "MAX_TOKENS":
-		return StopMaxTokens
+		return llm.StopMaxTokens
 	case "SAFETY", "RECITATION", "BLOCKLIST", "PROHIBITED_CONTENT", "SPII":
-		return StopContentFilter
+		return llm.StopContentFilter
 	}
 	return reason
 }
@@ -391,9 +392,9 @@ func geminiStop(reason string, hasCalls bool) string {
 func (Gemini) RenderResponse(msg *toolfleetv1.Message) ([]byte, error) {
 	finish := "STOP"
 	switch msg.GetStopReason() {
-	case StopMaxTokens:
+	case llm.StopMaxTokens:
 		finish = "MAX_TOKENS"
-	case StopContentFilter:
+	case llm.StopContentFilter:
 		finish = "SAFETY"
 	}
 	parts := geminiParts(msg, nil)
@@ -434,7 +435,7 @@ func (Gemini) ParseResponse(body []byte) (*toolfleetv1.Message, error) {
 	}
 	msg.Model = resp.ModelVersion
 	msg.Usage = resp.UsageMetadata.canonical()
-	msg.StopReason = geminiStop(c.FinishReason, len(ToolCalls(msg)) > 0)
+	msg.StopReason = geminiStop(c.FinishReason, len(llm.ToolCalls(msg)) > 0)
 	return msg, nil
 }
 
@@ -443,21 +444,21 @@ func (Gemini) ParseResponse(body []byte) (*toolfleetv1.Message, error) {
 func (Gemini) NewStreamDecoder() StreamDecoder { return &geminiStream{} }
 
 type geminiStream struct {
-	asm   Assembler
+	asm   llm.Assembler
 	calls int
 }
 
-func (s *geminiStream) Decode(_ string, data []byte) ([]Delta, error) {
+func (s *geminiStream) Decode(_ string, data []byte) ([]llm.Delta, error) {
 	var resp gmResponse
 	if err := json.Unmarshal(data, &resp); err != nil {
 		return nil, malformed("gemini stream chunk", err)
 	}
-	var out []Delta
+	var out []llm.Delta
 	if resp.ModelVersion != "" {
-		out = append(out, Delta{Model: resp.ModelVersion})
+		out = append(out, llm.Delta{Model: resp.ModelVersion})
 	}
 	if u := resp.UsageMetadata.canonical(); u != nil {
-		out = append(out, Delta{Usage: u})
+		out = append(out, llm.Delta{Usage: u})
 	}
 	for _, c := range resp.Candidates {
 		if c.Index != 0 {
@@ -477,21 +478,21 @@ func (s *geminiStream) Decode(_ string, data []byte) ([]Delta, error) {
 					if args == "" {
 						args = "{}"
 					}
-					out = append(out, Delta{ToolCall: &ToolCallDelta{Index: -1, ID: id, Name: fc.Name, Arguments: args, Signature: p.ThoughtSignature}})
+					out = append(out, llm.Delta{ToolCall: &llm.ToolCallDelta{Index: -1, ID: id, Name: fc.Name, Arguments: args, Signature: p.ThoughtSignature}})
 				case p.Thought:
-					out = append(out, Delta{Thinking: deref(p.Text), ThinkingSignature: p.ThoughtSignature})
+					out = append(out, llm.Delta{Thinking: deref(p.Text), ThinkingSignature: p.ThoughtSignature})
 				case p.Text != nil:
 					if *p.Text != "" {
-						out = append(out, Delta{Text: *p.Text})
+						out = append(out, llm.Delta{Text: *p.Text})
 					}
 					if p.ThoughtSignature != nil {
-						out = append(out, Delta{ThinkingSignature: p.ThoughtSignature})
+						out = append(out, llm.Delta{ThinkingSignature: p.ThoughtSignature})
 					}
 				}
 			}
 		}
 		if c.FinishReason != "" {
-			out = append(out, Delta{StopReason: geminiStop(c.FinishReason, s.calls > 0)})
+			out = append(out, llm.Delta{StopReason: geminiStop(c.FinishReason, s.calls > 0)})
 		}
 	}
 	for _, d := range out {

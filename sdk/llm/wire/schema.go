@@ -1,4 +1,4 @@
-package llm
+package wire
 
 import (
 	"encoding/json"
@@ -9,6 +9,7 @@ import (
 
 	"google.golang.org/protobuf/types/known/structpb"
 
+	"github.com/toolfleet/toolfleet/sdk/llm"
 	"github.com/toolfleet/toolfleet/sdk/llm/internal/canon"
 )
 
@@ -25,7 +26,7 @@ func SchemaToStruct(schema map[string]any) (*structpb.Struct, error) {
 	}
 	s, err := structpb.NewStruct(normalizeJSON(schema).(map[string]any))
 	if err != nil {
-		return nil, fmt.Errorf("%w: schema: %v", ErrMalformed, err)
+		return nil, fmt.Errorf("%w: schema: %v", llm.ErrMalformed, err)
 	}
 	return s, nil
 }

@@ -1,4 +1,4 @@
-package llm
+package wire
 
 import (
 	"encoding/json"
@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
+	"github.com/toolfleet/toolfleet/sdk/llm"
 )
 
 // Anthropic's Messages API streaming: server-sent events decoded into deltas.
@@ -19,7 +20,7 @@ func (Anthropic) NewStreamDecoder() StreamDecoder { return &anthropicStream{star
 // then sends input_json_delta fragments; the start input is used only when
 // no fragment follows.
 type anthropicStream struct {
-	asm     Assembler
+	asm     llm.Assembler
 	started map[int]string // block index → initial input of a tool_use block
 	deltas  map[int]bool   // block index → received input_json_delta
 	// carried holds blocks toolfleet does not interpret (server_tool_use,
@@ -85,7 +86,7 @@ type anErrorBody struct {
 	} `json:"error"`
 }
 
-func (s *anthropicStream) Decode(_ string, data []byte) ([]Delta, error) {
+func (s *anthropicStream) Decode(_ string, data []byte) ([]llm.Delta, error) {
 	var ev anEvent
 	if err := json.Unmarshal(data, &ev); err != nil {
 		return nil, malformed("anthropic event", err)
@@ -93,13 +94,13 @@ func (s *anthropicStream) Decode(_ string, data []byte) ([]Delta, error) {
 	if s.deltas == nil {
 		s.deltas = map[int]bool{}
 	}
-	var out []Delta
+	var out []llm.Delta
 	switch ev.Type {
 	case "message_start":
 		if ev.Message != nil {
-			out = append(out, Delta{Model: ev.Message.Model})
+			out = append(out, llm.Delta{Model: ev.Message.Model})
 			if u := ev.Message.Usage.canonical(); u != nil {
-				out = append(out, Delta{Usage: u})
+				out = append(out, llm.Delta{Usage: u})
 			}
 		}
 	case "content_block_start":
@@ -110,19 +111,19 @@ func (s *anthropicStream) Decode(_ string, data []byte) ([]Delta, error) {
 		switch b.Type {
 		case "text":
 			if t := deref(b.Text); t != "" {
-				out = append(out, Delta{Text: t})
+				out = append(out, llm.Delta{Text: t})
 			}
 		case "thinking":
-			out = append(out, Delta{Thinking: deref(b.Thinking)})
+			out = append(out, llm.Delta{Thinking: deref(b.Thinking)})
 		case "redacted_thinking":
-			out = append(out, Delta{ThinkingSignature: []byte(b.Data)})
+			out = append(out, llm.Delta{ThinkingSignature: []byte(b.Data)})
 		case "tool_use":
 			s.started[ev.Index] = string(b.Input)
-			tc := &ToolCallDelta{Index: ev.Index, ID: b.ID, Name: b.Name}
+			tc := &llm.ToolCallDelta{Index: ev.Index, ID: b.ID, Name: b.Name}
 			if b.Caller != nil && b.Caller.Type != "" && b.Caller.Type != "direct" {
 				tc.Caller = &toolfleetv1.ToolCaller{Type: b.Caller.Type, ToolId: b.Caller.ToolID}
 			}
-			out = append(out, Delta{ToolCall: tc})
+			out = append(out, llm.Delta{ToolCall: tc})
 		default:
 			if s.carried == nil {
 				s.carried = map[int]*carriedBlock{}
@@ -136,18 +137,18 @@ func (s *anthropicStream) Decode(_ string, data []byte) ([]Delta, error) {
 		}
 		switch d.Type {
 		case "text_delta":
-			out = append(out, Delta{Text: d.Text})
+			out = append(out, llm.Delta{Text: d.Text})
 		case "thinking_delta":
-			out = append(out, Delta{Thinking: d.Thinking})
+			out = append(out, llm.Delta{Thinking: d.Thinking})
 		case "signature_delta":
-			out = append(out, Delta{ThinkingSignature: []byte(d.Signature)})
+			out = append(out, llm.Delta{ThinkingSignature: []byte(d.Signature)})
 		case "input_json_delta":
 			if c, ok := s.carried[ev.Index]; ok {
 				c.input.WriteString(d.PartialJSON)
 				break
 			}
 			s.deltas[ev.Index] = true
-			out = append(out, Delta{ToolCall: &ToolCallDelta{Index: ev.Index, Arguments: d.PartialJSON}})
+			out = append(out, llm.Delta{ToolCall: &llm.ToolCallDelta{Index: ev.Index, Arguments: d.PartialJSON}})
 		}
 	case "content_block_stop":
 		if c, ok := s.carried[ev.Index]; ok {
@@ -156,26 +157,26 @@ func (s *anthropicStream) Decode(_ string, data []byte) ([]Delta, error) {
 			if err != nil {
 				return nil, err
 			}
-			out = append(out, Delta{ProviderBlock: pb})
+			out = append(out, llm.Delta{ProviderBlock: pb})
 		}
 		if input, ok := s.started[ev.Index]; ok && !s.deltas[ev.Index] && input != "" {
-			out = append(out, Delta{ToolCall: &ToolCallDelta{Index: ev.Index, Arguments: input}})
+			out = append(out, llm.Delta{ToolCall: &llm.ToolCallDelta{Index: ev.Index, Arguments: input}})
 		}
 	case "message_delta":
 		if ev.Delta != nil && ev.Delta.StopReason != nil {
-			out = append(out, Delta{StopReason: anthropicStop(*ev.Delta.StopReason)})
+			out = append(out, llm.Delta{StopReason: anthropicStop(*ev.Delta.StopReason)})
 		}
 		if ev.Delta != nil && ev.Delta.Container != nil && ev.Delta.Container.ID != "" {
-			out = append(out, Delta{Container: ev.Delta.Container.ID})
+			out = append(out, llm.Delta{Container: ev.Delta.Container.ID})
 		}
 		if u := ev.Usage.canonical(); u != nil {
-			out = append(out, Delta{Usage: u})
+			out = append(out, llm.Delta{Usage: u})
 		}
 	case "error":
 		if ev.Error == nil {
-			return nil, NewStreamError("anthropic", "", "stream error")
+			return nil, llm.NewStreamError("anthropic", "", "stream error")
 		}
-		return nil, NewStreamError("anthropic", ev.Error.Type, ev.Error.Message)
+		return nil, llm.NewStreamError("anthropic", ev.Error.Type, ev.Error.Message)
 	}
 	for _, d := range out {
 		s.asm.Add(d)

@@ -1,4 +1,4 @@
-package llm
+package wire
 
 import (
 	"bytes"
@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
+	"github.com/toolfleet/toolfleet/sdk/llm"
 	"github.com/toolfleet/toolfleet/sdk/llm/internal/canon"
 )
 
@@ -204,7 +205,7 @@ func responsesDefs(tools []json.RawMessage) (defs []*toolfleetv1.ToolDefinition,
 }
 
 // RenderRequest implements Format. System messages become instructions.
-func (OpenAIResponses) RenderRequest(req *Request) ([]byte, error) {
+func (OpenAIResponses) RenderRequest(req *llm.Request) ([]byte, error) {
 	out := orRequest{
 		Model:           req.Model,
 		Instructions:    canon.SystemText(req.Messages),
@@ -214,7 +215,7 @@ func (OpenAIResponses) RenderRequest(req *Request) ([]byte, error) {
 		Stream:          req.Stream,
 	}
 	for _, d := range req.Tools {
-		if req.ToolChoice.Mode == ToolChoiceTool && d.GetModelName() == req.ToolChoice.Name && d.GetInputFormat() != nil {
+		if req.ToolChoice.Mode == llm.ToolChoiceTool && d.GetModelName() == req.ToolChoice.Name && d.GetInputFormat() != nil {
 			out.ToolChoice = canon.RawJSON(map[string]string{"type": "custom", "name": d.GetModelName()})
 		}
 	}
@@ -248,7 +249,7 @@ func (OpenAIResponses) RenderRequest(req *Request) ([]byte, error) {
 func customCalls(msgs []*toolfleetv1.Message) map[string]bool {
 	ids := map[string]bool{}
 	for _, m := range msgs {
-		for _, c := range ToolCalls(m) {
+		for _, c := range llm.ToolCalls(m) {
 			if c.Input != nil {
 				ids[c.GetId()] = true
 			}
@@ -314,12 +315,12 @@ func responsesItems(m *toolfleetv1.Message, custom map[string]bool) []orItem {
 }
 
 // ParseRequest implements Format.
-func (OpenAIResponses) ParseRequest(body []byte) (*Request, error) {
+func (OpenAIResponses) ParseRequest(body []byte) (*llm.Request, error) {
 	var in orRequest
 	if err := json.Unmarshal(body, &in); err != nil {
 		return nil, malformed("openai-responses request", err)
 	}
-	req := &Request{Model: in.Model, ParallelToolCalls: in.ParallelToolCalls, MaxTokens: in.MaxOutputTokens, Stream: in.Stream}
+	req := &llm.Request{Model: in.Model, ParallelToolCalls: in.ParallelToolCalls, MaxTokens: in.MaxOutputTokens, Stream: in.Stream}
 	var native []json.RawMessage
 	var err error
 	if req.Tools, native, req.Strict, err = responsesDefs(in.Tools); err != nil {
@@ -332,7 +333,7 @@ func (OpenAIResponses) ParseRequest(body []byte) (*Request, error) {
 		return nil, malformed("openai-responses tool_choice", err)
 	}
 	if in.Instructions != "" {
-		req.Messages = append(req.Messages, System(in.Instructions))
+		req.Messages = append(req.Messages, llm.System(in.Instructions))
 	}
 	msgs, err := responsesMessages(in.Input)
 	if err != nil {
@@ -372,7 +373,7 @@ func responsesMessages(items []orItem) ([]*toolfleetv1.Message, error) {
 				return nil, malformed("openai-responses", fmt.Errorf("unknown role %q", it.Role))
 			}
 			m := into(role)
-			m.Parts = append(m.Parts, Text(text))
+			m.Parts = append(m.Parts, llm.Text(text))
 		case "reasoning":
 			th := &toolfleetv1.Thinking{}
 			for _, s := range it.Summary {
@@ -384,7 +385,7 @@ func responsesMessages(items []orItem) ([]*toolfleetv1.Message, error) {
 			m := into(toolfleetv1.Role_ROLE_ASSISTANT)
 			m.Parts = append(m.Parts, &toolfleetv1.Part{Kind: &toolfleetv1.Part_Thinking{Thinking: th}})
 		case "function_call":
-			args, err := DecodeArguments(it.Name+" ("+it.CallID+")", it.Arguments)
+			args, err := llm.DecodeArguments(it.Name+" ("+it.CallID+")", it.Arguments)
 			if err != nil {
 				return nil, err
 			}
@@ -405,7 +406,7 @@ func responsesMessages(items []orItem) ([]*toolfleetv1.Message, error) {
 				return nil, err
 			}
 			m := into(toolfleetv1.Role_ROLE_TOOL)
-			m.Parts = append(m.Parts, ResultPart(it.CallID, names[it.CallID], text, false))
+			m.Parts = append(m.Parts, llm.ResultPart(it.CallID, names[it.CallID], text, false))
 		default:
 			// OpenAI's own items (tool_search_call, web_search_call, …) are
 			// carried verbatim, in place, with the assistant's turn.
@@ -445,7 +446,7 @@ func (OpenAIResponses) RenderResponse(msg *toolfleetv1.Message) ([]byte, error) 
 			it.Status = ""
 		}
 	}
-	if msg.GetStopReason() == StopMaxTokens {
+	if msg.GetStopReason() == llm.StopMaxTokens {
 		resp.Status = "incomplete"
 		resp.IncompleteDetails = &struct {
 			Reason string `json:"reason"`
@@ -486,17 +487,17 @@ func responsesMessage(resp *orResponse) (*toolfleetv1.Message, error) {
 	if err != nil {
 		return nil, err
 	}
-	msg := &toolfleetv1.Message{Role: toolfleetv1.Role_ROLE_ASSISTANT, Model: resp.Model, StopReason: StopEndTurn}
+	msg := &toolfleetv1.Message{Role: toolfleetv1.Role_ROLE_ASSISTANT, Model: resp.Model, StopReason: llm.StopEndTurn}
 	for _, m := range msgs {
 		msg.Parts = append(msg.Parts, m.Parts...)
 	}
-	if len(ToolCalls(msg)) > 0 {
-		msg.StopReason = StopToolCalls
+	if len(llm.ToolCalls(msg)) > 0 {
+		msg.StopReason = llm.StopToolCalls
 	}
 	if resp.Status == "incomplete" {
-		msg.StopReason = StopMaxTokens
+		msg.StopReason = llm.StopMaxTokens
 		if resp.IncompleteDetails != nil && resp.IncompleteDetails.Reason == "content_filter" {
-			msg.StopReason = StopContentFilter
+			msg.StopReason = llm.StopContentFilter
 		}
 	}
 	if u := resp.Usage; u != nil {
@@ -515,7 +516,7 @@ func (OpenAIResponses) NewStreamDecoder() StreamDecoder { return &responsesStrea
 // response.completed event carries the whole response, takes that instead:
 // it is authoritative.
 type responsesStream struct {
-	asm   Assembler
+	asm   llm.Assembler
 	final *orResponse
 }
 
@@ -531,7 +532,7 @@ type orEvent struct {
 	Message string `json:"message"`
 }
 
-func (s *responsesStream) Decode(event string, data []byte) ([]Delta, error) {
+func (s *responsesStream) Decode(event string, data []byte) ([]llm.Delta, error) {
 	if string(data) == "[DONE]" {
 		return nil, nil
 	}
@@ -542,51 +543,51 @@ func (s *responsesStream) Decode(event string, data []byte) ([]Delta, error) {
 	if ev.Type == "" {
 		ev.Type = event
 	}
-	var out []Delta
+	var out []llm.Delta
 	switch ev.Type {
 	case "response.created":
 		if ev.Response != nil {
-			out = append(out, Delta{Model: ev.Response.Model})
+			out = append(out, llm.Delta{Model: ev.Response.Model})
 		}
 	case "response.output_text.delta":
-		out = append(out, Delta{Text: ev.Delta})
+		out = append(out, llm.Delta{Text: ev.Delta})
 	case "response.reasoning_summary_text.delta":
-		out = append(out, Delta{Thinking: ev.Delta})
+		out = append(out, llm.Delta{Thinking: ev.Delta})
 	case "response.output_item.added":
 		switch {
 		case ev.Item == nil:
 		case ev.Item.Type == "function_call":
 			args, _ := argumentFragment(ev.Item.Arguments)
-			out = append(out, Delta{ToolCall: &ToolCallDelta{Index: ev.OutputIndex, ID: ev.Item.CallID, Name: ev.Item.Name, Arguments: args}})
+			out = append(out, llm.Delta{ToolCall: &llm.ToolCallDelta{Index: ev.OutputIndex, ID: ev.Item.CallID, Name: ev.Item.Name, Arguments: args}})
 		case ev.Item.Type == "custom_tool_call":
 			// The input follows in custom_tool_call_input.delta events.
-			out = append(out, Delta{ToolCall: &ToolCallDelta{Index: ev.OutputIndex, ID: ev.Item.CallID, Name: ev.Item.Name, Arguments: deref(ev.Item.Input), FreeText: true}})
+			out = append(out, llm.Delta{ToolCall: &llm.ToolCallDelta{Index: ev.OutputIndex, ID: ev.Item.CallID, Name: ev.Item.Name, Arguments: deref(ev.Item.Input), FreeText: true}})
 		}
 	case "response.function_call_arguments.delta":
-		out = append(out, Delta{ToolCall: &ToolCallDelta{Index: ev.OutputIndex, Arguments: ev.Delta}})
+		out = append(out, llm.Delta{ToolCall: &llm.ToolCallDelta{Index: ev.OutputIndex, Arguments: ev.Delta}})
 	case "response.custom_tool_call_input.delta":
-		out = append(out, Delta{ToolCall: &ToolCallDelta{Index: ev.OutputIndex, Arguments: ev.Delta, FreeText: true}})
+		out = append(out, llm.Delta{ToolCall: &llm.ToolCallDelta{Index: ev.OutputIndex, Arguments: ev.Delta, FreeText: true}})
 	case "response.output_item.done":
 		switch {
 		case ev.Item == nil:
 		case ev.Item.Type == "reasoning" && ev.Item.EncryptedContent != "":
-			out = append(out, Delta{ThinkingSignature: []byte(ev.Item.EncryptedContent)})
+			out = append(out, llm.Delta{ThinkingSignature: []byte(ev.Item.EncryptedContent)})
 		case !responsesParsed(ev.Item.Type) && ev.Item.raw != nil:
-			out = append(out, Delta{ProviderBlock: &toolfleetv1.ProviderBlock{Provider: responsesName, Type: ev.Item.Type, Json: ev.Item.raw}})
+			out = append(out, llm.Delta{ProviderBlock: &toolfleetv1.ProviderBlock{Provider: responsesName, Type: ev.Item.Type, Json: ev.Item.raw}})
 		}
 	case "response.failed":
 		if ev.Response != nil && ev.Response.Error != nil {
 			return nil, ev.Response.Error.apiError("openai")
 		}
-		return nil, NewStreamError("openai", "", "response failed")
+		return nil, llm.NewStreamError("openai", "", "response failed")
 	case "response.completed", "response.incomplete":
 		s.final = ev.Response
 		if ev.Response != nil && ev.Response.Usage != nil {
 			u := ev.Response.Usage
-			out = append(out, Delta{Usage: &toolfleetv1.Usage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens}})
+			out = append(out, llm.Delta{Usage: &toolfleetv1.Usage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens}})
 		}
 	case "error":
-		return nil, NewStreamError("openai", ev.Code, ev.Message)
+		return nil, llm.NewStreamError("openai", ev.Code, ev.Message)
 	}
 	for _, d := range out {
 		s.asm.Add(d)

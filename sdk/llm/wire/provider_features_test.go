@@ -1,4 +1,4 @@
-package llm
+package wire
 
 import (
 	"bytes"
@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
+	"github.com/toolfleet/toolfleet/sdk/llm"
 	"github.com/toolfleet/toolfleet/sdk/llm/internal/canon"
 )
 
@@ -138,8 +139,8 @@ func TestAnthropicToolSearchResponse(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	calls := ToolCalls(msg)
-	if len(calls) != 1 || calls[0].GetCaller() != nil || msg.GetStopReason() != StopToolCalls {
+	calls := llm.ToolCalls(msg)
+	if len(calls) != 1 || calls[0].GetCaller() != nil || msg.GetStopReason() != llm.StopToolCalls {
 		t.Fatalf("calls %v stop %q", calls, msg.GetStopReason())
 	}
 	out, err := Anthropic{}.RenderResponse(msg)
@@ -202,10 +203,10 @@ func TestResponsesCustomToolsRequest(t *testing.T) {
 	if !strings.HasPrefix(req.Tools[1].GetInputFormat().GetDefinition(), "start: expr\n") || !req.Tools[3].GetDeferLoading() || req.Tools[3].GetInputSchema() == nil {
 		t.Errorf("tools = %v", req.Tools)
 	}
-	if len(req.NativeTools[responsesName]) != 1 || req.ToolChoice != (ToolChoice{Mode: ToolChoiceTool, Name: "code_exec"}) {
+	if len(req.NativeTools[responsesName]) != 1 || req.ToolChoice != (llm.ToolChoice{Mode: llm.ToolChoiceTool, Name: "code_exec"}) {
 		t.Fatalf("native %s, choice %+v", req.NativeTools, req.ToolChoice)
 	}
-	call := ToolCalls(req.Messages[1])[0]
+	call := llm.ToolCalls(req.Messages[1])[0]
 	if call.Input == nil || call.GetInput() != `print("hello world")` || call.GetArguments() != nil {
 		t.Fatalf("call = %v, want free-text input", call)
 	}
@@ -231,8 +232,8 @@ func TestResponsesCustomToolResponse(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	calls := ToolCalls(msg)
-	if len(calls) != 1 || calls[0].GetInput() != `print("hello world")` || calls[0].GetId() != "call_aGiFQkRWSWAIsMQ19fKqxUgb" || msg.GetStopReason() != StopToolCalls {
+	calls := llm.ToolCalls(msg)
+	if len(calls) != 1 || calls[0].GetInput() != `print("hello world")` || calls[0].GetId() != "call_aGiFQkRWSWAIsMQ19fKqxUgb" || msg.GetStopReason() != llm.StopToolCalls {
 		t.Fatalf("message = %v", msg)
 	}
 	out, err := OpenAIResponses{}.RenderResponse(msg)
@@ -261,7 +262,7 @@ func TestResponsesCustomToolResponse(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			var deltas int
-			got, err := DecodeStream(t.Context(), OpenAIResponses{}, bytes.NewReader(body), func(d Delta) error {
+			got, err := DecodeStream(t.Context(), OpenAIResponses{}, bytes.NewReader(body), func(d llm.Delta) error {
 				if d.ToolCall != nil && d.ToolCall.FreeText {
 					deltas++
 				}
@@ -273,11 +274,11 @@ func TestResponsesCustomToolResponse(t *testing.T) {
 			if deltas != 3 {
 				t.Errorf("%d free-text call deltas, want 3 (the item and two input deltas)", deltas)
 			}
-			gc := ToolCalls(got)
+			gc := llm.ToolCalls(got)
 			if len(gc) != 1 || !proto.Equal(gc[0], calls[0]) {
 				t.Fatalf("streamed calls = %v, want %v", gc, calls)
 			}
-			if got.GetStopReason() != StopToolCalls {
+			if got.GetStopReason() != llm.StopToolCalls {
 				t.Errorf("stop = %q", got.GetStopReason())
 			}
 		})
@@ -305,8 +306,8 @@ func TestResponsesToolSearchItems(t *testing.T) {
 	for _, path := range []string{"output.0", "output.1"} {
 		assertSameJSON(t, path, jsonField(t, out, path), jsonField(t, in, path))
 	}
-	turn := NewMessage(toolfleetv1.Role_ROLE_ASSISTANT, msg.GetParts()...)
-	req := &Request{Messages: []*toolfleetv1.Message{User("Weather in Paris?"), turn, NewMessage(toolfleetv1.Role_ROLE_TOOL, ResultPart("call_w1", "get_weather", "rain", false))}}
+	turn := llm.NewMessage(toolfleetv1.Role_ROLE_ASSISTANT, msg.GetParts()...)
+	req := &llm.Request{Messages: []*toolfleetv1.Message{llm.User("Weather in Paris?"), turn, llm.NewMessage(toolfleetv1.Role_ROLE_TOOL, llm.ResultPart("call_w1", "get_weather", "rain", false))}}
 	body, err := OpenAIResponses{}.RenderRequest(req)
 	if err != nil {
 		t.Fatal(err)
@@ -350,7 +351,7 @@ func TestGeminiParallelSignatures(t *testing.T) {
 	}
 	var got [][]byte
 	for _, m := range req.Messages {
-		for _, c := range ToolCalls(m) {
+		for _, c := range llm.ToolCalls(m) {
 			got = append(got, c.GetSignature())
 		}
 	}
@@ -370,7 +371,7 @@ func TestGeminiParallelSignatures(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c := ToolCalls(msg); len(c) != 2 || !bytes.Equal(c[0].GetSignature(), want[0]) || c[1].GetSignature() != nil {
+	if c := llm.ToolCalls(msg); len(c) != 2 || !bytes.Equal(c[0].GetSignature(), want[0]) || c[1].GetSignature() != nil {
 		t.Fatalf("response calls = %v", c)
 	}
 	// Streamed, the parallel calls may arrive in separate chunks.
@@ -413,16 +414,16 @@ func TestGeminiParallelSignatures(t *testing.T) {
 // featureRequest is a canonical request using every provider feature of
 // this file: a grammar tool and its free-text call, a deferred tool with
 // examples, a result loading a deferred tool, a signed call.
-func featureRequest(t *testing.T) *Request {
+func featureRequest(t *testing.T) *llm.Request {
 	t.Helper()
 	schema, err := structpb.NewStruct(map[string]any{"type": "object", "properties": map[string]any{"city": map[string]any{"type": "string"}}, "required": []any{"city"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	input := "1 + 2 * 3"
-	signed := CallPart("call_w", "get_weather", map[string]any{"city": "Oslo"})
+	signed := llm.CallPart("call_w", "get_weather", map[string]any{"city": "Oslo"})
 	signed.GetToolCall().Signature = []byte("gemini-signature-bytes")
-	return &Request{
+	return &llm.Request{
 		Model: "m",
 		Tools: []*toolfleetv1.ToolDefinition{
 			{ModelName: "math_exp", Description: "Creates valid mathematical expressions", InputFormat: &toolfleetv1.ToolInputFormat{Type: "grammar", Syntax: "lark", Definition: "start: expr"}},
@@ -430,11 +431,11 @@ func featureRequest(t *testing.T) *Request {
 			{ModelName: "search_tools", Description: "Search the catalog.", InputSchema: schema},
 		},
 		Messages: []*toolfleetv1.Message{
-			User("Compute 1 + 2 * 3, then the weather."),
-			NewMessage(toolfleetv1.Role_ROLE_ASSISTANT, &toolfleetv1.Part{Kind: &toolfleetv1.Part_ToolCall{ToolCall: &toolfleetv1.ToolCall{Id: "call_m", Name: "math_exp", Input: &input}}}, CallPart("call_s", "search_tools", map[string]any{"city": "weather"})),
-			NewMessage(toolfleetv1.Role_ROLE_TOOL, ResultPart("call_m", "math_exp", "7", false), &toolfleetv1.Part{Kind: &toolfleetv1.Part_ToolResult{ToolResult: &toolfleetv1.ToolResult{CallId: "call_s", Name: "search_tools", ToolReferences: []string{"get_weather"}}}}),
-			NewMessage(toolfleetv1.Role_ROLE_ASSISTANT, signed),
-			NewMessage(toolfleetv1.Role_ROLE_TOOL, ResultPart("call_w", "get_weather", "snow", false)),
+			llm.User("Compute 1 + 2 * 3, then the weather."),
+			llm.NewMessage(toolfleetv1.Role_ROLE_ASSISTANT, &toolfleetv1.Part{Kind: &toolfleetv1.Part_ToolCall{ToolCall: &toolfleetv1.ToolCall{Id: "call_m", Name: "math_exp", Input: &input}}}, llm.CallPart("call_s", "search_tools", map[string]any{"city": "weather"})),
+			llm.NewMessage(toolfleetv1.Role_ROLE_TOOL, llm.ResultPart("call_m", "math_exp", "7", false), &toolfleetv1.Part{Kind: &toolfleetv1.Part_ToolResult{ToolResult: &toolfleetv1.ToolResult{CallId: "call_s", Name: "search_tools", ToolReferences: []string{"get_weather"}}}}),
+			llm.NewMessage(toolfleetv1.Role_ROLE_ASSISTANT, signed),
+			llm.NewMessage(toolfleetv1.Role_ROLE_TOOL, llm.ResultPart("call_w", "get_weather", "snow", false)),
 		},
 	}
 }
@@ -495,7 +496,7 @@ func TestProviderFeaturesDegrade(t *testing.T) {
 			if len(back.Tools) != 3 {
 				t.Fatalf("tools = %v", back.Tools)
 			}
-			call := ToolCalls(back.Messages[1])[0]
+			call := llm.ToolCalls(back.Messages[1])[0]
 			switch f.Name() {
 			case "openai", "openai-responses":
 				if call.GetInput() != "1 + 2 * 3" || back.Tools[0].GetInputFormat().GetDefinition() != "start: expr" || back.Tools[1].GetDeferLoading() != (f.Name() == "openai-responses") {
@@ -529,10 +530,10 @@ func TestChatCustomTools(t *testing.T) {
 	if len(req.Tools) != 3 || req.Tools[0].GetInputFormat().GetType() != "text" || req.Tools[1].GetInputFormat().GetSyntax() != "regex" || req.Tools[2].GetInputFormat() != nil {
 		t.Fatalf("tools = %v", req.Tools)
 	}
-	if req.ToolChoice != (ToolChoice{Mode: ToolChoiceTool, Name: "code_exec"}) {
+	if req.ToolChoice != (llm.ToolChoice{Mode: llm.ToolChoiceTool, Name: "code_exec"}) {
 		t.Errorf("choice = %+v", req.ToolChoice)
 	}
-	if c := ToolCalls(req.Messages[1]); len(c) != 1 || c[0].GetInput() != `print("hello world")` {
+	if c := llm.ToolCalls(req.Messages[1]); len(c) != 1 || c[0].GetInput() != `print("hello world")` {
 		t.Fatalf("calls = %v", c)
 	}
 	out, err := OpenAIChat{}.RenderRequest(req)
@@ -548,7 +549,7 @@ func TestChatCustomTools(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c := ToolCalls(msg); len(c) != 1 || c[0].GetInput() != `print("hello world")` || c[0].GetId() != "call_aGiFQkRWSWAIsMQ19fKqxUgb" {
+	if c := llm.ToolCalls(msg); len(c) != 1 || c[0].GetInput() != `print("hello world")` || c[0].GetId() != "call_aGiFQkRWSWAIsMQ19fKqxUgb" {
 		t.Fatalf("response calls = %v", c)
 	}
 	body, err := OpenAIChat{}.RenderResponse(msg)
@@ -557,7 +558,7 @@ func TestChatCustomTools(t *testing.T) {
 	}
 	assertSameJSON(t, "tool_calls", jsonField(t, body, "choices.0.message.tool_calls"), jsonField(t, resp, "choices.0.message.tool_calls"))
 	// The same turn continued on the Responses API stays a custom call.
-	req.Messages = append(req.Messages[:2:2], NewMessage(toolfleetv1.Role_ROLE_TOOL, ResultPart("call_Bn1cjEDLFtiPwdT0tTQ3PwDq", "code_exec", "hello world", false)))
+	req.Messages = append(req.Messages[:2:2], llm.NewMessage(toolfleetv1.Role_ROLE_TOOL, llm.ResultPart("call_Bn1cjEDLFtiPwdT0tTQ3PwDq", "code_exec", "hello world", false)))
 	rb, err := OpenAIResponses{}.RenderRequest(req)
 	if err != nil {
 		t.Fatal(err)

@@ -1,16 +1,17 @@
-package llm
+package wire
 
 import (
 	"errors"
 	"testing"
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
+	"github.com/toolfleet/toolfleet/sdk/llm"
 )
 
 // typedToolsError reports whether err is one of the errors a tools body may
 // fail with.
 func typedToolsError(err error) bool {
-	return errors.Is(err, ErrMalformed) || errors.Is(err, ErrInvalidArguments) || errors.Is(err, ErrInvalidName)
+	return errors.Is(err, llm.ErrMalformed) || errors.Is(err, llm.ErrInvalidArguments) || errors.Is(err, llm.ErrInvalidName)
 }
 
 // FuzzParseTools reads any body as each format's tools array. Properties: a

@@ -1,4 +1,4 @@
-package llm
+package wire
 
 import (
 	"bytes"
@@ -9,6 +9,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
+	"github.com/toolfleet/toolfleet/sdk/llm"
 	"github.com/toolfleet/toolfleet/sdk/llm/internal/canon"
 )
 
@@ -31,11 +32,11 @@ func TestRequestRoundTrip(t *testing.T) {
 	for _, f := range Formats() {
 		t.Run(f.Name(), func(t *testing.T) {
 			t.Parallel()
-			req := &Request{
+			req := &llm.Request{
 				Model:             "model-x",
 				Messages:          fixtureConversation(),
 				Tools:             calculatorTools(t),
-				ToolChoice:        ToolChoice{Mode: ToolChoiceTool, Name: "Calculator_Add"},
+				ToolChoice:        llm.ToolChoice{Mode: llm.ToolChoiceTool, Name: "Calculator_Add"},
 				ParallelToolCalls: &parallel,
 				MaxTokens:         512,
 			}
@@ -79,12 +80,12 @@ func TestRequestRoundTrip(t *testing.T) {
 // that can express it.
 func TestToolChoiceModes(t *testing.T) {
 	t.Parallel()
-	choices := []ToolChoice{{Mode: ToolChoiceAuto}, {Mode: ToolChoiceNone}, {Mode: ToolChoiceRequired}, {Mode: ToolChoiceTool, Name: "Calculator_Mul"}}
+	choices := []llm.ToolChoice{{Mode: llm.ToolChoiceAuto}, {Mode: llm.ToolChoiceNone}, {Mode: llm.ToolChoiceRequired}, {Mode: llm.ToolChoiceTool, Name: "Calculator_Mul"}}
 	for _, f := range Formats() {
 		for _, c := range choices {
 			t.Run(f.Name(), func(t *testing.T) {
 				t.Parallel()
-				body, err := f.RenderRequest(&Request{Messages: []*toolfleetv1.Message{User("hi")}, Tools: calculatorTools(t), ToolChoice: c})
+				body, err := f.RenderRequest(&llm.Request{Messages: []*toolfleetv1.Message{llm.User("hi")}, Tools: calculatorTools(t), ToolChoice: c})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -93,8 +94,8 @@ func TestToolChoiceModes(t *testing.T) {
 					t.Fatal(err)
 				}
 				want := c
-				if f.Name() == "bedrock" && c.Mode == ToolChoiceNone {
-					want = ToolChoice{} // Converse cannot forbid calls
+				if f.Name() == "bedrock" && c.Mode == llm.ToolChoiceNone {
+					want = llm.ToolChoice{} // Converse cannot forbid calls
 				}
 				if got.ToolChoice != want {
 					t.Errorf("%s: got %+v, want %+v", body, got.ToolChoice, want)
@@ -105,13 +106,13 @@ func TestToolChoiceModes(t *testing.T) {
 }
 
 func fixtureResponse() *toolfleetv1.Message {
-	m := NewMessage(toolfleetv1.Role_ROLE_ASSISTANT,
+	m := llm.NewMessage(toolfleetv1.Role_ROLE_ASSISTANT,
 		thinkingPart("Two independent sums.", "sig-1"),
-		Text("Let me compute."),
-		CallPart("call_1", "Calculator_Add", map[string]any{"a": 2, "b": 3}),
-		CallPart("call_2", "Calculator_Mul", map[string]any{"a": 4, "b": 5}),
+		llm.Text("Let me compute."),
+		llm.CallPart("call_1", "Calculator_Add", map[string]any{"a": 2, "b": 3}),
+		llm.CallPart("call_2", "Calculator_Mul", map[string]any{"a": 4, "b": 5}),
 	)
-	m.StopReason = StopToolCalls
+	m.StopReason = llm.StopToolCalls
 	m.Model = "model-x"
 	m.Usage = &toolfleetv1.Usage{InputTokens: 100, OutputTokens: 20, CacheReadTokens: 10}
 	return m
@@ -154,11 +155,11 @@ func TestParseDocumentedResponses(t *testing.T) {
 		wantCalls []string // name(id)=args
 		wantStop  string
 	}{
-		{"openai", "", []string{`get_weather(call_abc123)={"location":"Paris, France"}`, `get_weather(call_def456)={"location":"Bogotá, Colombia"}`}, StopToolCalls},
-		{"openai-responses", "", []string{`get_weather(call_12345xyz)={"location":"Paris, France"}`}, StopToolCalls},
-		{"anthropic", "I'll check the weather in San Francisco.", []string{`get_weather(toolu_01A09q90qw90lq917835lq9)={"location":"San Francisco, CA","unit":"celsius"}`}, StopToolCalls},
-		{"gemini", "", []string{`schedule_meeting(schedule_meeting_1)={"attendees":["Bob","Alice"],"date":"2025-03-27","time":"10:00","topic":"Q3 planning"}`}, StopToolCalls},
-		{"bedrock", "", []string{`top_song(tooluse_kZJMlvQmRJ6eAyJE5GIl7Q)={"sign":"WZPZ"}`}, StopToolCalls},
+		{"openai", "", []string{`get_weather(call_abc123)={"location":"Paris, France"}`, `get_weather(call_def456)={"location":"Bogotá, Colombia"}`}, llm.StopToolCalls},
+		{"openai-responses", "", []string{`get_weather(call_12345xyz)={"location":"Paris, France"}`}, llm.StopToolCalls},
+		{"anthropic", "I'll check the weather in San Francisco.", []string{`get_weather(toolu_01A09q90qw90lq917835lq9)={"location":"San Francisco, CA","unit":"celsius"}`}, llm.StopToolCalls},
+		{"gemini", "", []string{`schedule_meeting(schedule_meeting_1)={"attendees":["Bob","Alice"],"date":"2025-03-27","time":"10:00","topic":"Q3 planning"}`}, llm.StopToolCalls},
+		{"bedrock", "", []string{`top_song(tooluse_kZJMlvQmRJ6eAyJE5GIl7Q)={"sign":"WZPZ"}`}, llm.StopToolCalls},
 	}
 	for _, tt := range tests {
 		t.Run(tt.format, func(t *testing.T) {
@@ -171,11 +172,11 @@ func TestParseDocumentedResponses(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := MessageText(msg); got != tt.wantText {
+			if got := llm.MessageText(msg); got != tt.wantText {
 				t.Errorf("text = %q, want %q", got, tt.wantText)
 			}
 			var calls []string
-			for _, c := range ToolCalls(msg) {
+			for _, c := range llm.ToolCalls(msg) {
 				calls = append(calls, c.GetName()+"("+c.GetId()+")="+string(canon.EncodeArguments(c.GetArguments())))
 			}
 			if !equalStrings(calls, tt.wantCalls) {
@@ -210,14 +211,14 @@ func TestParseResponseErrors(t *testing.T) {
 		body   string
 		want   error
 	}{
-		{"openai not json", OpenAIChat{}, `{`, ErrMalformed},
-		{"openai no choices", OpenAIChat{}, `{"choices":[]}`, ErrMalformed},
-		{"openai array arguments", OpenAIChat{}, `{"choices":[{"message":{"role":"assistant","tool_calls":[{"id":"c1","type":"function","function":{"name":"f","arguments":"[1]"}}]},"finish_reason":"tool_calls"}]}`, ErrInvalidArguments},
-		{"openai truncated arguments", OpenAIChat{}, `{"choices":[{"message":{"role":"assistant","tool_calls":[{"id":"c1","type":"function","function":{"name":"f","arguments":"{\"a\":"}}]}}]}`, ErrInvalidArguments},
-		{"anthropic number input", Anthropic{}, `{"type":"message","content":[{"type":"tool_use","id":"t1","name":"f","input":3}]}`, ErrInvalidArguments},
-		{"gemini no candidates", Gemini{}, `{"candidates":[]}`, ErrMalformed},
-		{"bedrock no message", Bedrock{}, `{"output":{}}`, ErrMalformed},
-		{"responses string item args", OpenAIResponses{}, `{"output":[{"type":"function_call","call_id":"c9","name":"f","arguments":"nope"}]}`, ErrInvalidArguments},
+		{"openai not json", OpenAIChat{}, `{`, llm.ErrMalformed},
+		{"openai no choices", OpenAIChat{}, `{"choices":[]}`, llm.ErrMalformed},
+		{"openai array arguments", OpenAIChat{}, `{"choices":[{"message":{"role":"assistant","tool_calls":[{"id":"c1","type":"function","function":{"name":"f","arguments":"[1]"}}]},"finish_reason":"tool_calls"}]}`, llm.ErrInvalidArguments},
+		{"openai truncated arguments", OpenAIChat{}, `{"choices":[{"message":{"role":"assistant","tool_calls":[{"id":"c1","type":"function","function":{"name":"f","arguments":"{\"a\":"}}]}}]}`, llm.ErrInvalidArguments},
+		{"anthropic number input", Anthropic{}, `{"type":"message","content":[{"type":"tool_use","id":"t1","name":"f","input":3}]}`, llm.ErrInvalidArguments},
+		{"gemini no candidates", Gemini{}, `{"candidates":[]}`, llm.ErrMalformed},
+		{"bedrock no message", Bedrock{}, `{"output":{}}`, llm.ErrMalformed},
+		{"responses string item args", OpenAIResponses{}, `{"output":[{"type":"function_call","call_id":"c9","name":"f","arguments":"nope"}]}`, llm.ErrInvalidArguments},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -226,7 +227,7 @@ func TestParseResponseErrors(t *testing.T) {
 			if !errors.Is(err, tt.want) {
 				t.Fatalf("err = %v, want %v", err, tt.want)
 			}
-			var ae *ArgumentsError
+			var ae *llm.ArgumentsError
 			if errors.As(err, &ae) && ae.Call == "" {
 				t.Errorf("arguments error does not name the call: %v", err)
 			}

@@ -1,4 +1,4 @@
-package llm
+package wire
 
 import (
 	"encoding/json"
@@ -7,6 +7,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
+	"github.com/toolfleet/toolfleet/sdk/llm"
 	"github.com/toolfleet/toolfleet/sdk/llm/internal/canon"
 )
 
@@ -153,7 +154,7 @@ func bedrockDefs(tools []brTool) ([]*toolfleetv1.ToolDefinition, error) {
 }
 
 // RenderRequest implements Format.
-func (Bedrock) RenderRequest(req *Request) ([]byte, error) {
+func (Bedrock) RenderRequest(req *llm.Request) ([]byte, error) {
 	out := brRequest{Messages: []brMessage{}}
 	if sys := canon.SystemText(req.Messages); sys != "" {
 		out.System = []brBlock{{Text: &sys}}
@@ -161,11 +162,11 @@ func (Bedrock) RenderRequest(req *Request) ([]byte, error) {
 	if len(req.Tools) > 0 {
 		out.ToolConfig = &brToolConfig{Tools: bedrockTools(req.Tools)}
 		switch req.ToolChoice.Mode {
-		case ToolChoiceAuto:
+		case llm.ToolChoiceAuto:
 			out.ToolConfig.ToolChoice = map[string]json.RawMessage{"auto": canon.RawJSON(struct{}{})}
-		case ToolChoiceRequired:
+		case llm.ToolChoiceRequired:
 			out.ToolConfig.ToolChoice = map[string]json.RawMessage{"any": canon.RawJSON(struct{}{})}
-		case ToolChoiceTool:
+		case llm.ToolChoiceTool:
 			out.ToolConfig.ToolChoice = map[string]json.RawMessage{"tool": canon.RawJSON(map[string]string{"name": req.ToolChoice.Name})}
 		}
 	}
@@ -238,12 +239,12 @@ func bedrockBlocks(m *toolfleetv1.Message) []brBlock {
 }
 
 // ParseRequest implements Format.
-func (Bedrock) ParseRequest(body []byte) (*Request, error) {
+func (Bedrock) ParseRequest(body []byte) (*llm.Request, error) {
 	var in brRequest
 	if err := json.Unmarshal(body, &in); err != nil {
 		return nil, malformed("bedrock request", err)
 	}
-	req := &Request{}
+	req := &llm.Request{}
 	if in.ToolConfig != nil {
 		var err error
 		if req.Tools, err = bedrockDefs(in.ToolConfig.Tools); err != nil {
@@ -252,9 +253,9 @@ func (Bedrock) ParseRequest(body []byte) (*Request, error) {
 		tc := in.ToolConfig.ToolChoice
 		switch {
 		case tc["auto"] != nil:
-			req.ToolChoice.Mode = ToolChoiceAuto
+			req.ToolChoice.Mode = llm.ToolChoiceAuto
 		case tc["any"] != nil:
-			req.ToolChoice.Mode = ToolChoiceRequired
+			req.ToolChoice.Mode = llm.ToolChoiceRequired
 		case tc["tool"] != nil:
 			var t struct {
 				Name string `json:"name"`
@@ -262,7 +263,7 @@ func (Bedrock) ParseRequest(body []byte) (*Request, error) {
 			if err := json.Unmarshal(tc["tool"], &t); err != nil {
 				return nil, malformed("bedrock toolChoice", err)
 			}
-			req.ToolChoice = ToolChoice{Mode: ToolChoiceTool, Name: t.Name}
+			req.ToolChoice = llm.ToolChoice{Mode: llm.ToolChoiceTool, Name: t.Name}
 		}
 	}
 	if in.InferenceConfig != nil {
@@ -273,7 +274,7 @@ func (Bedrock) ParseRequest(body []byte) (*Request, error) {
 		for _, b := range in.System {
 			sys += deref(b.Text)
 		}
-		req.Messages = append(req.Messages, System(sys))
+		req.Messages = append(req.Messages, llm.System(sys))
 	}
 	names := map[string]string{}
 	for _, m := range in.Messages {
@@ -282,7 +283,7 @@ func (Bedrock) ParseRequest(body []byte) (*Request, error) {
 			if err != nil {
 				return nil, err
 			}
-			for _, c := range ToolCalls(msg) {
+			for _, c := range llm.ToolCalls(msg) {
 				names[c.GetId()] = c.GetName()
 			}
 			req.Messages = append(req.Messages, msg)
@@ -299,7 +300,7 @@ func (Bedrock) ParseRequest(body []byte) (*Request, error) {
 				}
 				tool.Parts = append(tool.Parts, &toolfleetv1.Part{Kind: &toolfleetv1.Part_ToolResult{ToolResult: r}})
 			case b.Text != nil:
-				user.Parts = append(user.Parts, Text(*b.Text))
+				user.Parts = append(user.Parts, llm.Text(*b.Text))
 			}
 		}
 		if len(tool.Parts) > 0 {
@@ -337,10 +338,10 @@ func bedrockAssistant(blocks []brBlock) (*toolfleetv1.Message, error) {
 	for _, b := range blocks {
 		switch {
 		case b.Text != nil:
-			msg.Parts = append(msg.Parts, Text(*b.Text))
+			msg.Parts = append(msg.Parts, llm.Text(*b.Text))
 		case b.ToolUse != nil:
 			u := b.ToolUse
-			args, err := DecodeArguments(u.Name+" ("+u.ToolUseID+")", u.Input)
+			args, err := llm.DecodeArguments(u.Name+" ("+u.ToolUseID+")", u.Input)
 			if err != nil {
 				return nil, err
 			}
@@ -359,13 +360,13 @@ func bedrockAssistant(blocks []brBlock) (*toolfleetv1.Message, error) {
 func bedrockStop(reason string) string {
 	switch reason {
 	case "end_turn", "stop_sequence", "":
-		return StopEndTurn
+		return llm.StopEndTurn
 	case "tool_use":
-		return StopToolCalls
+		return llm.StopToolCalls
 	case "max_tokens", "model_context_window_exceeded":
-		return StopMaxTokens
+		return llm.StopMaxTokens
 	case "guardrail_intervened", "content_filtered":
-		return StopContentFilter
+		return llm.StopContentFilter
 	}
 	return reason
 }
@@ -414,7 +415,7 @@ func (Bedrock) ParseResponse(body []byte) (*toolfleetv1.Message, error) {
 // is accepted with an empty event name.
 func (Bedrock) NewStreamDecoder() StreamDecoder { return &bedrockStream{} }
 
-type bedrockStream struct{ asm Assembler }
+type bedrockStream struct{ asm llm.Assembler }
 
 type brEvent struct {
 	ContentBlockIndex int `json:"contentBlockIndex"`
@@ -438,7 +439,7 @@ type brEvent struct {
 	Usage      *brUsage `json:"usage"`
 }
 
-func (s *bedrockStream) Decode(event string, data []byte) ([]Delta, error) {
+func (s *bedrockStream) Decode(event string, data []byte) ([]llm.Delta, error) {
 	if event == "" {
 		var wrapped map[string]json.RawMessage
 		if err := json.Unmarshal(data, &wrapped); err != nil {
@@ -455,31 +456,31 @@ func (s *bedrockStream) Decode(event string, data []byte) ([]Delta, error) {
 	if err := json.Unmarshal(data, &ev); err != nil {
 		return nil, malformed("bedrock event", err)
 	}
-	var out []Delta
+	var out []llm.Delta
 	switch event {
 	case "contentBlockStart":
 		if ev.Start != nil && ev.Start.ToolUse != nil {
-			out = append(out, Delta{ToolCall: &ToolCallDelta{Index: ev.ContentBlockIndex, ID: ev.Start.ToolUse.ToolUseID, Name: ev.Start.ToolUse.Name}})
+			out = append(out, llm.Delta{ToolCall: &llm.ToolCallDelta{Index: ev.ContentBlockIndex, ID: ev.Start.ToolUse.ToolUseID, Name: ev.Start.ToolUse.Name}})
 		}
 	case "contentBlockDelta":
 		if d := ev.Delta; d != nil {
 			switch {
 			case d.Text != nil:
-				out = append(out, Delta{Text: *d.Text})
+				out = append(out, llm.Delta{Text: *d.Text})
 			case d.ToolUse != nil:
-				out = append(out, Delta{ToolCall: &ToolCallDelta{Index: ev.ContentBlockIndex, Arguments: d.ToolUse.Input}})
+				out = append(out, llm.Delta{ToolCall: &llm.ToolCallDelta{Index: ev.ContentBlockIndex, Arguments: d.ToolUse.Input}})
 			case d.ReasoningContent != nil:
-				out = append(out, Delta{Thinking: d.ReasoningContent.Text})
+				out = append(out, llm.Delta{Thinking: d.ReasoningContent.Text})
 				if d.ReasoningContent.Signature != "" {
 					out[len(out)-1].ThinkingSignature = []byte(d.ReasoningContent.Signature)
 				}
 			}
 		}
 	case "messageStop":
-		out = append(out, Delta{StopReason: bedrockStop(ev.StopReason)})
+		out = append(out, llm.Delta{StopReason: bedrockStop(ev.StopReason)})
 	case "metadata":
 		if u := ev.Usage.canonical(); u != nil {
-			out = append(out, Delta{Usage: u})
+			out = append(out, llm.Delta{Usage: u})
 		}
 	case "internalServerException", "modelStreamErrorException", "throttlingException", "validationException", "serviceUnavailableException":
 		return nil, bedrockStreamError(event, data)
@@ -494,7 +495,7 @@ func (s *bedrockStream) Message() (*toolfleetv1.Message, error) { return s.asm.M
 
 // bedrockStreamError classifies an exception event by its type; the
 // payload's "message" (or "Message") becomes the error text.
-func bedrockStreamError(kind string, payload []byte) *APIError {
+func bedrockStreamError(kind string, payload []byte) *llm.APIError {
 	var body struct {
 		Message  string `json:"message"`
 		Message2 string `json:"Message"`
@@ -504,5 +505,5 @@ func bedrockStreamError(kind string, payload []byte) *APIError {
 	if msg == "" {
 		msg = body.Message2
 	}
-	return NewStreamError("bedrock", kind, msg)
+	return llm.NewStreamError("bedrock", kind, msg)
 }

@@ -1,9 +1,10 @@
-package llm
+package wire
 
 import (
 	"fmt"
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
+	"github.com/toolfleet/toolfleet/sdk/llm"
 )
 
 // Format is one provider's wire dialect. Every method is a pure function of
@@ -19,9 +20,9 @@ type Format interface {
 	// into definitions carrying ModelName, Description and InputSchema.
 	ParseTools(body []byte) ([]*toolfleetv1.ToolDefinition, error)
 	// RenderRequest renders a request body.
-	RenderRequest(req *Request) ([]byte, error)
+	RenderRequest(req *llm.Request) ([]byte, error)
 	// ParseRequest reads a request body back (for proxies and round trips).
-	ParseRequest(body []byte) (*Request, error)
+	ParseRequest(body []byte) (*llm.Request, error)
 	// RenderResponse renders an assistant message as a non-streamed response body.
 	RenderResponse(msg *toolfleetv1.Message) ([]byte, error)
 	// ParseResponse reads a non-streamed response body.
@@ -57,7 +58,7 @@ func ConvertTools(from, to Format, body []byte, strict bool) ([]byte, error) {
 
 // malformed wraps a decoding error with ErrMalformed and the format name.
 func malformed(format string, err error) error {
-	return fmt.Errorf("%w: %s: %v", ErrMalformed, format, err)
+	return fmt.Errorf("%w: %s: %v", llm.ErrMalformed, format, err)
 }
 
 // inputFormatFromWire reads a free-text input format ({type: text} or
@@ -76,4 +77,20 @@ func defFromWire(name, description string, schema map[string]any) (*toolfleetv1.
 		return nil, err
 	}
 	return &toolfleetv1.ToolDefinition{ModelName: name, Description: description, InputSchema: s}, nil
+}
+
+// providerError is the error object OpenAI-style bodies and events carry.
+type providerError struct {
+	Type    string `json:"type,omitempty"`
+	Code    any    `json:"code,omitempty"` // a string, a number or null
+	Message string `json:"message,omitempty"`
+}
+
+// apiError turns it into an *llm.APIError; code wins over type when set.
+func (e *providerError) apiError(provider string) *llm.APIError {
+	code := e.Type
+	if c, ok := e.Code.(string); ok && c != "" {
+		code = c
+	}
+	return llm.NewStreamError(provider, code, e.Message)
 }

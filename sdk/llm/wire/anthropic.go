@@ -1,4 +1,4 @@
-package llm
+package wire
 
 import (
 	"bytes"
@@ -6,6 +6,7 @@ import (
 	"errors"
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
+	"github.com/toolfleet/toolfleet/sdk/llm"
 	"github.com/toolfleet/toolfleet/sdk/llm/internal/canon"
 )
 
@@ -253,16 +254,16 @@ func anthropicDefs(tools []json.RawMessage) (defs []*toolfleetv1.ToolDefinition,
 	return defs, native, strict, nil
 }
 
-func anthropicToolChoice(req *Request) *anToolChoice {
+func anthropicToolChoice(req *llm.Request) *anToolChoice {
 	var c *anToolChoice
 	switch req.ToolChoice.Mode {
-	case ToolChoiceAuto:
+	case llm.ToolChoiceAuto:
 		c = &anToolChoice{Type: "auto"}
-	case ToolChoiceNone:
+	case llm.ToolChoiceNone:
 		return &anToolChoice{Type: "none"}
-	case ToolChoiceRequired:
+	case llm.ToolChoiceRequired:
 		c = &anToolChoice{Type: "any"}
-	case ToolChoiceTool:
+	case llm.ToolChoiceTool:
 		c = &anToolChoice{Type: "tool", Name: req.ToolChoice.Name}
 	}
 	if req.ParallelToolCalls != nil && !*req.ParallelToolCalls && len(req.Tools) > 0 {
@@ -278,7 +279,7 @@ func anthropicToolChoice(req *Request) *anToolChoice {
 // RenderRequest implements Format. Tool messages become user messages of
 // tool_result blocks; a user message right after them is merged in, since
 // Anthropic requires alternating roles.
-func (Anthropic) RenderRequest(req *Request) ([]byte, error) {
+func (Anthropic) RenderRequest(req *llm.Request) ([]byte, error) {
 	maxTokens := req.MaxTokens
 	if maxTokens == 0 {
 		maxTokens = anthropicDefaultMaxTokens
@@ -380,12 +381,12 @@ func anthropicResultContent(r *toolfleetv1.ToolResult) json.RawMessage {
 }
 
 // ParseRequest implements Format.
-func (Anthropic) ParseRequest(body []byte) (*Request, error) {
+func (Anthropic) ParseRequest(body []byte) (*llm.Request, error) {
 	var in anRequest
 	if err := json.Unmarshal(body, &in); err != nil {
 		return nil, malformed("anthropic request", err)
 	}
-	req := &Request{Model: in.Model, MaxTokens: in.MaxTokens, Stream: in.Stream}
+	req := &llm.Request{Model: in.Model, MaxTokens: in.MaxTokens, Stream: in.Stream}
 	var native []json.RawMessage
 	var err error
 	if req.Tools, native, req.Strict, err = anthropicDefs(in.Tools); err != nil {
@@ -409,20 +410,20 @@ func (Anthropic) ParseRequest(body []byte) (*Request, error) {
 	if c := in.ToolChoice; c != nil {
 		switch c.Type {
 		case "auto":
-			req.ToolChoice.Mode = ToolChoiceAuto
+			req.ToolChoice.Mode = llm.ToolChoiceAuto
 		case "none":
-			req.ToolChoice.Mode = ToolChoiceNone
+			req.ToolChoice.Mode = llm.ToolChoiceNone
 		case "any":
-			req.ToolChoice.Mode = ToolChoiceRequired
+			req.ToolChoice.Mode = llm.ToolChoiceRequired
 		case "tool":
-			req.ToolChoice = ToolChoice{Mode: ToolChoiceTool, Name: c.Name}
+			req.ToolChoice = llm.ToolChoice{Mode: llm.ToolChoiceTool, Name: c.Name}
 		}
 		if c.DisableParallelToolUse != nil {
 			parallel := !*c.DisableParallelToolUse
 			req.ParallelToolCalls = &parallel
 			if c.Type == "auto" {
 				// "auto" was only the carrier of the parallel flag.
-				req.ToolChoice.Mode = ToolChoiceDefault
+				req.ToolChoice.Mode = llm.ToolChoiceDefault
 			}
 		}
 	}
@@ -431,7 +432,7 @@ func (Anthropic) ParseRequest(body []byte) (*Request, error) {
 		if err != nil {
 			return nil, err
 		}
-		req.Messages = append(req.Messages, System(sys))
+		req.Messages = append(req.Messages, llm.System(sys))
 	}
 	names := map[string]string{}
 	for _, m := range in.Messages {
@@ -444,7 +445,7 @@ func (Anthropic) ParseRequest(body []byte) (*Request, error) {
 			if err != nil {
 				return nil, err
 			}
-			for _, c := range ToolCalls(msg) {
+			for _, c := range llm.ToolCalls(msg) {
 				names[c.GetId()] = c.GetName()
 			}
 			req.Messages = append(req.Messages, msg)
@@ -457,13 +458,13 @@ func (Anthropic) ParseRequest(body []byte) (*Request, error) {
 		for _, b := range blocks {
 			switch b.Type {
 			case "text":
-				user.Parts = append(user.Parts, Text(deref(b.Text)))
+				user.Parts = append(user.Parts, llm.Text(deref(b.Text)))
 			case "tool_result":
 				text, refs, err := anthropicResult(b.Content)
 				if err != nil {
 					return nil, err
 				}
-				p := ResultPart(b.ToolUseID, names[b.ToolUseID], text, b.IsError)
+				p := llm.ResultPart(b.ToolUseID, names[b.ToolUseID], text, b.IsError)
 				p.GetToolResult().ToolReferences = refs
 				tool.Parts = append(tool.Parts, p)
 			}
@@ -547,13 +548,13 @@ func anthropicAssistant(blocks []anBlock) (*toolfleetv1.Message, error) {
 	for _, b := range blocks {
 		switch b.Type {
 		case "text":
-			msg.Parts = append(msg.Parts, Text(deref(b.Text)))
+			msg.Parts = append(msg.Parts, llm.Text(deref(b.Text)))
 		case "thinking":
 			msg.Parts = append(msg.Parts, &toolfleetv1.Part{Kind: &toolfleetv1.Part_Thinking{Thinking: &toolfleetv1.Thinking{Text: deref(b.Thinking), Signature: []byte(b.Signature)}}})
 		case "redacted_thinking":
 			msg.Parts = append(msg.Parts, &toolfleetv1.Part{Kind: &toolfleetv1.Part_Thinking{Thinking: &toolfleetv1.Thinking{Signature: []byte(b.Data)}}})
 		case "tool_use":
-			args, err := DecodeArguments(b.Name+" ("+b.ID+")", b.Input)
+			args, err := llm.DecodeArguments(b.Name+" ("+b.ID+")", b.Input)
 			if err != nil {
 				return nil, err
 			}
@@ -574,28 +575,28 @@ func anthropicAssistant(blocks []anBlock) (*toolfleetv1.Message, error) {
 func anthropicStop(reason string) string {
 	switch reason {
 	case "end_turn", "stop_sequence", "":
-		return StopEndTurn
+		return llm.StopEndTurn
 	case "pause_turn":
-		return StopPaused
+		return llm.StopPaused
 	case "tool_use":
-		return StopToolCalls
+		return llm.StopToolCalls
 	case "max_tokens", "model_context_window_exceeded":
-		return StopMaxTokens
+		return llm.StopMaxTokens
 	case "refusal":
-		return StopContentFilter
+		return llm.StopContentFilter
 	}
 	return reason
 }
 
 func anthropicStopReason(stop string) string {
 	switch stop {
-	case StopToolCalls:
+	case llm.StopToolCalls:
 		return "tool_use"
-	case StopMaxTokens:
+	case llm.StopMaxTokens:
 		return "max_tokens"
-	case StopContentFilter:
+	case llm.StopContentFilter:
 		return "refusal"
-	case StopPaused:
+	case llm.StopPaused:
 		return "pause_turn"
 	}
 	return "end_turn"
@@ -628,7 +629,7 @@ func (Anthropic) ParseResponse(body []byte) (*toolfleetv1.Message, error) {
 		if err := json.Unmarshal(body, &e); err != nil || e.Error == nil {
 			return nil, malformed("anthropic response", errors.New("error body without an error object"))
 		}
-		return nil, NewStreamError("anthropic", e.Error.Type, e.Error.Message)
+		return nil, llm.NewStreamError("anthropic", e.Error.Type, e.Error.Message)
 	}
 	msg, err := anthropicAssistant(resp.Content)
 	if err != nil {
@@ -647,7 +648,7 @@ func (Anthropic) ParseResponse(body []byte) (*toolfleetv1.Message, error) {
 
 // anthropicContainer is the container to send: the request's, else the one
 // the latest assistant turn ran in.
-func anthropicContainer(req *Request) string {
+func anthropicContainer(req *llm.Request) string {
 	if req.Container != "" {
 		return req.Container
 	}

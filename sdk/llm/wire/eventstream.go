@@ -1,4 +1,4 @@
-package llm
+package wire
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws/protocol/eventstream"
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
+	"github.com/toolfleet/toolfleet/sdk/llm"
 )
 
 // ReadEventStream calls fn for every event of an AWS event stream (the
@@ -35,7 +36,7 @@ func ReadEventStream(ctx context.Context, r io.Reader, fn func(eventType string,
 			if cr.err != nil && !errors.Is(cr.err, io.EOF) {
 				return fmt.Errorf("llm: read event stream: %w", cr.err)
 			}
-			return fmt.Errorf("%w: event stream frame: %v", ErrMalformed, err)
+			return fmt.Errorf("%w: event stream frame: %v", llm.ErrMalformed, err)
 		}
 		header := func(name string) string {
 			if v := msg.Headers.Get(name); v != nil {
@@ -49,7 +50,7 @@ func ReadEventStream(ctx context.Context, r io.Reader, fn func(eventType string,
 		case "exception":
 			return bedrockStreamError(header(":exception-type"), msg.Payload)
 		case "error":
-			return NewStreamError("bedrock", header(":error-code"), header(":error-message"))
+			return llm.NewStreamError("bedrock", header(":error-code"), header(":error-message"))
 		}
 		if err := fn(header(":event-type"), msg.Payload); err != nil {
 			return err
@@ -79,7 +80,7 @@ func (c *countingReader) Read(p []byte) (int, error) {
 // DecodeEventStream reads a Bedrock ConverseStream response body, calls
 // onDelta (may be nil) for each delta and returns the assembled message.
 // Returning StopStream from onDelta ends reading early.
-func DecodeEventStream(ctx context.Context, r io.Reader, onDelta func(Delta) error) (*toolfleetv1.Message, error) {
+func DecodeEventStream(ctx context.Context, r io.Reader, onDelta func(llm.Delta) error) (*toolfleetv1.Message, error) {
 	read := func(fn func(eventType string, payload []byte) error) error { return ReadEventStream(ctx, r, fn) }
 	return decodeFrames(Bedrock{}.NewStreamDecoder(), read, onDelta)
 }

@@ -1,4 +1,4 @@
-package llm
+package wire
 
 import (
 	"bytes"
@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
+	"github.com/toolfleet/toolfleet/sdk/llm"
 )
 
 // jsonField decodes body and returns the value at a path of object keys
@@ -69,7 +70,7 @@ func TestAnthropicProgrammaticRequest(t *testing.T) {
 		t.Fatalf("native tools %s, container %q", req.NativeTools, req.Container)
 	}
 	assistant := req.Messages[1]
-	calls := ToolCalls(assistant)
+	calls := llm.ToolCalls(assistant)
 	if len(calls) != 1 || !proto.Equal(calls[0].GetCaller(), &toolfleetv1.ToolCaller{Type: "code_execution_20250825", ToolId: "srvtoolu_abc123"}) {
 		t.Fatalf("calls = %v, want the caller kept", calls)
 	}
@@ -140,8 +141,8 @@ func TestAnthropicPauseTurn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if msg.GetStopReason() != StopPaused {
-		t.Fatalf("stop reason = %q, want %q", msg.GetStopReason(), StopPaused)
+	if msg.GetStopReason() != llm.StopPaused {
+		t.Fatalf("stop reason = %q, want %q", msg.GetStopReason(), llm.StopPaused)
 	}
 	out, err := Anthropic{}.RenderResponse(msg)
 	if err != nil {

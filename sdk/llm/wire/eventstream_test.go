@@ -1,4 +1,4 @@
-package llm
+package wire
 
 import (
 	"bufio"
@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"testing/iotest"
+
+	"github.com/toolfleet/toolfleet/sdk/llm"
 )
 
 // eventFrame encodes one AWS event-stream frame with string headers.
@@ -64,19 +66,19 @@ func TestDecodeEventStream(t *testing.T) {
 		wantErr error
 	}{
 		{"transcript", stream, nil},
-		{"bad checksum", corrupt, ErrMalformed},
-		{"truncated", stream[:len(stream)-3], ErrMalformed},
-		{"exception frame", exception, ErrRetryable},
-		{"error frame", eventFrame([][2]string{{":message-type", "error"}, {":error-code", "validationException"}, {":error-message", "bad input"}}, nil), ErrPermanent},
-		{"cut inside a payload", stream[:len(stream)-20], ErrMalformed},
-		{"cut inside a prelude", append(bytes.Clone(stream), stream[:6]...), ErrMalformed},
-		{"oversized frame", append([]byte{0x7f, 0xff, 0xff, 0xff, 0, 0, 0, 0}, make([]byte, 8)...), ErrMalformed},
+		{"bad checksum", corrupt, llm.ErrMalformed},
+		{"truncated", stream[:len(stream)-3], llm.ErrMalformed},
+		{"exception frame", exception, llm.ErrRetryable},
+		{"error frame", eventFrame([][2]string{{":message-type", "error"}, {":error-code", "validationException"}, {":error-message", "bad input"}}, nil), llm.ErrPermanent},
+		{"cut inside a payload", stream[:len(stream)-20], llm.ErrMalformed},
+		{"cut inside a prelude", append(bytes.Clone(stream), stream[:6]...), llm.ErrMalformed},
+		{"oversized frame", append([]byte{0x7f, 0xff, 0xff, 0xff, 0, 0, 0, 0}, make([]byte, 8)...), llm.ErrMalformed},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			var deltas []string
-			msg, err := DecodeEventStream(t.Context(), bytes.NewReader(tt.body), func(d Delta) error {
+			msg, err := DecodeEventStream(t.Context(), bytes.NewReader(tt.body), func(d llm.Delta) error {
 				if d.Text != "" {
 					deltas = append(deltas, d.Text)
 				}
@@ -104,10 +106,10 @@ func TestReadEventStreamTransportError(t *testing.T) {
 	stream := bedrockEventStream(t)
 	dropped := io.MultiReader(bytes.NewReader(stream[:len(stream)/2]), iotest.ErrReader(syscall.ECONNRESET))
 	_, err := DecodeEventStream(t.Context(), dropped, nil)
-	if !errors.Is(err, syscall.ECONNRESET) || errors.Is(err, ErrMalformed) {
+	if !errors.Is(err, syscall.ECONNRESET) || errors.Is(err, llm.ErrMalformed) {
 		t.Fatalf("err = %v, want the connection reset", err)
 	}
-	if retry, _ := Retryable(t.Context(), err); !retry {
+	if retry, _ := llm.Retryable(t.Context(), err); !retry {
 		t.Errorf("a dropped stream is not retryable: %v", err)
 	}
 }
