@@ -183,6 +183,11 @@ type Server struct {
 	mcp     *sdk.Server
 
 	syncMu sync.Mutex // one sync at a time
+	// listMu is held for writing while a sync changes the SDK's tools and
+	// for reading while tools/list reads them, so a list never sees half a
+	// sync (the SDK notifies list_changed after its first change, and a
+	// client that lists at once would otherwise miss the rest).
+	listMu sync.RWMutex
 	mu     sync.Mutex
 	tools  map[string]*sdk.Tool // by MCP name, as last added
 	// longCalls are the names whose contract timeout is at least LongCall.
@@ -371,6 +376,10 @@ func (s *Server) freshList(next sdk.MethodHandler) sdk.MethodHandler {
 				}
 			}
 		}
+		if method == "tools/list" {
+			s.listMu.RLock()
+			defer s.listMu.RUnlock()
+		}
 		return next(ctx, method, req)
 	}
 }
@@ -477,6 +486,8 @@ func (s *Server) syncLocked(ctx context.Context) error {
 	// The SDK's set changes first and the list is marked fresh last: a
 	// tools/list that finds the list fresh (and so does not wait for this
 	// sync) must find every tool of it in the SDK, not a half-added set.
+	s.listMu.Lock()
+	defer s.listMu.Unlock()
 	s.mu.Lock()
 	prev := s.tools
 	s.mu.Unlock()
