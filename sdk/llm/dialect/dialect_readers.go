@@ -314,8 +314,12 @@ func llamaCallObject(raw string) (*llamaCall, bool) {
 	return &c, true
 }
 
-// pythonStart is "[" then a tool name and "(": a pythonic call list.
-var pythonStart = regexp.MustCompile(`^\[\s*[A-Za-z_][A-Za-z0-9_.\-]*\s*\(`)
+// pythonStart is "[" then a tool name and "(": a pythonic call list;
+// pythonHeadPrefix is text that may still grow into one.
+var (
+	pythonStart      = regexp.MustCompile(`^\[\s*[A-Za-z_][A-Za-z0-9_.\-]*\s*\(`)
+	pythonHeadPrefix = regexp.MustCompile(`^\[\s*(?:[A-Za-z_][A-Za-z0-9_.\-]*\s*)?$`)
+)
 
 // pythonicList reads a call list on a line of its own; any other "[" is
 // text. As in vLLM's and SGLang's pattern (pythonic_tool_parser.py,
@@ -324,7 +328,7 @@ var pythonStart = regexp.MustCompile(`^\[\s*[A-Za-z_][A-Za-z0-9_.\-]*\s*\(`)
 func pythonicList(s string, eof bool, sc *scanCtx) (unit, error) {
 	head := pythonStart.FindStringIndex(s)
 	if head == nil {
-		if !eof && !strings.ContainsAny(s[1:], "(]\n") && len(s) < 256 {
+		if !eof && len(s) < 256 && pythonHeadPrefix.MatchString(s) {
 			return unit{}, nil // not decided yet
 		}
 		return unit{plain: true}, nil
@@ -335,7 +339,7 @@ func pythonicList(s string, eof bool, sc *scanCtx) (unit, error) {
 		}
 		return unit{}, nil // not decided yet
 	}
-	if c := s[head[1]]; c != ')' && c != '_' && (c|0x20 < 'a' || c|0x20 > 'z') {
+	if c := s[head[1]]; c != ')' && !isIdentStart(c) {
 		return unit{plain: true}, nil
 	}
 	end := sc.balanced(s, 0, `'"`)
