@@ -227,7 +227,8 @@ func (d *TextDecoder) Write(chunk string) (string, []*toolfleetv1.ToolCall, erro
 }
 
 // Close ends the text: held-back text that did not start a marker is
-// returned; a call still open is an error matching ErrTruncated.
+// returned; a call still open is an error matching ErrTruncated, unless
+// the dialect recovers it as Parse says.
 func (d *TextDecoder) Close() (string, []*toolfleetv1.ToolCall, error) {
 	if d.err != nil {
 		return "", nil, d.err

@@ -90,8 +90,12 @@ func (d Dialect) RenderCall(c *toolfleetv1.ToolCall) string { return d.spec().ca
 // RenderResult implements TextProtocol.
 func (d Dialect) RenderResult(r *toolfleetv1.ToolResult) string { return d.spec().result(r) }
 
-// Parse implements TextProtocol. A call cut off before its end is an
-// error matching ErrTruncated (and ErrMalformed): it is never executed.
+// Parse implements TextProtocol. A call cut off before its end is never
+// executed: it is an error matching ErrTruncated (and ErrMalformed), except
+// where the dialect recovers as the serving engines do (a kimi_k2 or
+// deepseek_v31 call cut off after complete ones is dropped; a minimax_m2
+// section never closed is text). docs/formats.md, "Recovery from broken
+// output", has the whole policy.
 func (d Dialect) Parse(text string, tools []*toolfleetv1.ToolDefinition) (string, []*toolfleetv1.ToolCall, error) {
 	return parseDialect(d, text, tools)
 }
