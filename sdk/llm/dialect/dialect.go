@@ -37,6 +37,12 @@ type marker struct {
 	// layout: the marker never makes a call (a section boundary, an
 	// end-of-message token).
 	layout bool
+	// inSection: the marker counts only inside a section (after a marker
+	// that enters one and before the one that leaves it); outside, it is
+	// text, as the serving engines read it.
+	inSection bool
+	// enters and leaves: the unit opens or closes a section.
+	enters, leaves bool
 }
 
 // unit is what a marker's read found.
@@ -129,6 +135,10 @@ type grammar struct {
 	name    string
 	markers []marker
 	firsts  string // the first bytes of the markers
+	// dropCutTail: at the end of the text, a call cut off after complete
+	// calls is dropped (the complete ones stand) instead of failing the
+	// reply; a cut call with no complete call before it is ErrTruncated.
+	dropCutTail bool
 }
 
 func newGrammar(name string, markers ...marker) *grammar {
@@ -176,6 +186,9 @@ type TextDecoder struct {
 	between bool
 	// thinking is the reasoning read and not yet taken (Thinking).
 	thinking strings.Builder
+	// section: a marker that enters a section was read and none that
+	// leaves it since.
+	section bool
 }
 
 // Thinking returns the reasoning read since the last call (gpt-oss
@@ -214,7 +227,8 @@ func (d *TextDecoder) Write(chunk string) (string, []*toolfleetv1.ToolCall, erro
 }
 
 // Close ends the text: held-back text that did not start a marker is
-// returned; a call still open is an error matching ErrTruncated.
+// returned; a call still open is an error matching ErrTruncated, unless
+// the dialect recovers it as Parse says.
 func (d *TextDecoder) Close() (string, []*toolfleetv1.ToolCall, error) {
 	if d.err != nil {
 		return "", nil, d.err
@@ -287,6 +301,12 @@ func (d *TextDecoder) scan(eof bool) (string, []*toolfleetv1.ToolCall, error) {
 		}
 		d.sc.pending = 0
 		u, err := d.g.markers[d.m].read(s, eof, &d.sc)
+		if eof && d.g.dropCutTail && d.sc.calls > 0 && (errors.Is(err, errCut) || err == nil && u.n == 0 && !u.plain) {
+			// A call cut off after complete ones: dropped, never shown.
+			d.consumed += len(d.buf)
+			d.buf, d.at = "", -1
+			return text.String(), calls, nil
+		}
 		if err != nil {
 			return text.String(), calls, d.blockErr(u.name, err)
 		}
@@ -312,6 +332,9 @@ func (d *TextDecoder) scan(eof bool) (string, []*toolfleetv1.ToolCall, error) {
 		}
 		if len(u.calls) > 0 {
 			d.blocks++
+		}
+		if mk := d.g.markers[d.m]; mk.enters || mk.leaves {
+			d.section = mk.enters
 		}
 		text.WriteString(u.text)
 		d.thinking.WriteString(u.think)
@@ -371,7 +394,7 @@ func (d *TextDecoder) nextMarker() (at, m int) {
 		i += from
 		m = -1
 		for k, mk := range d.g.markers {
-			if strings.HasPrefix(d.buf[i:], mk.open) && (!mk.lineStart || d.startsLine(i)) && (m < 0 || len(mk.open) > len(d.g.markers[m].open)) {
+			if strings.HasPrefix(d.buf[i:], mk.open) && (!mk.lineStart || d.startsLine(i)) && (!mk.inSection || d.section) && (m < 0 || len(mk.open) > len(d.g.markers[m].open)) {
 				m = k
 			}
 		}
@@ -399,9 +422,11 @@ func (d *TextDecoder) startsLine(i int) bool {
 // partialMarker is the length of the longest suffix of buf that is a
 // proper prefix of a marker (held back until the next chunk decides).
 func (d *TextDecoder) partialMarker() int {
-	opens := make([]string, len(d.g.markers))
-	for i, m := range d.g.markers {
-		opens[i] = m.open
+	opens := make([]string, 0, len(d.g.markers))
+	for _, m := range d.g.markers {
+		if !m.inSection || d.section {
+			opens = append(opens, m.open)
+		}
 	}
 	return partialSuffix(d.buf, opens)
 }
@@ -552,3 +577,49 @@ func instructions(shape string, tools []*toolfleetv1.ToolDefinition) string {
 
 // argsJSON is a call's arguments as compact JSON.
 func argsJSON(c *toolfleetv1.ToolCall) string { return string(canon.CallArguments(c)) }
+
+// enters marks a marker whose unit opens a section.
+func enters(m marker) marker { m.enters = true; return m }
+
+// leaves marks a marker whose unit closes a section; outside one it is text.
+func leaves(m marker) marker { m.leaves, m.inSection = true, true; return m }
+
+// within marks a marker that counts only inside a section.
+func within(m marker) marker { m.inSection = true; return m }
+
+// endedBy lets a closedBy unit that the text ends inside stand when what
+// it holds is complete without its close: complete returns that part of
+// the unit's inner text (ok false: the unit was cut off), and body reads it.
+func endedBy(m marker, complete func(inner string) (string, bool), body func(string, *scanCtx) ([]*rawCall, error)) marker {
+	read := m.read
+	m.read = func(s string, eof bool, sc *scanCtx) (unit, error) {
+		u, err := read(s, eof, sc)
+		if !eof || !errors.Is(err, errCut) {
+			return u, err
+		}
+		inner, ok := complete(s[len(m.open):])
+		if !ok {
+			return u, err
+		}
+		calls, err := body(inner, sc)
+		if err != nil {
+			return unit{name: guessName(inner)}, err
+		}
+		return unit{n: len(s), calls: calls}, nil
+	}
+	return m
+}
+
+// textUnlessClosed makes a unit that the text ends inside text, not an
+// error: its marker and what follows are shown as they are.
+func textUnlessClosed(m marker) marker {
+	read := m.read
+	m.read = func(s string, eof bool, sc *scanCtx) (unit, error) {
+		u, err := read(s, eof, sc)
+		if eof && errors.Is(err, errCut) {
+			return unit{plain: true}, nil
+		}
+		return u, err
+	}
+	return m
+}

@@ -64,13 +64,18 @@ func fuzzDialect(t *testing.T, d Dialect, text string, chunk uint8) {
 }
 
 // fuzzTarget seeds a dialect's fuzz target with its fixtures, each with a
-// few chunk sizes, and runs fuzzDialect.
+// few chunk sizes, and its recovery rows, and runs fuzzDialect.
 func fuzzTarget(f *testing.F, d Dialect) {
 	for _, c := range dialectCases {
 		if c.d == d {
 			for _, chunk := range []uint8{0, 2, 6, 15} {
 				f.Add(c.text, chunk)
 			}
+		}
+	}
+	for _, r := range recoveryRows {
+		if r.p == llm.TextProtocol(d) {
+			f.Add(r.text, uint8(len(r.text)))
 		}
 	}
 	f.Fuzz(func(t *testing.T, text string, chunk uint8) { fuzzDialect(t, d, text, chunk) })

@@ -314,15 +314,32 @@ func llamaCallObject(raw string) (*llamaCall, bool) {
 	return &c, true
 }
 
-// pythonStart is "[" then a tool name and "(": a pythonic call list.
-var pythonStart = regexp.MustCompile(`^\[\s*[A-Za-z_][A-Za-z0-9_.\-]*\s*\(`)
+// pythonStart is "[" then a tool name and "(": a pythonic call list;
+// pythonHeadPrefix is text that may still grow into one.
+var (
+	pythonStart      = regexp.MustCompile(`^\[\s*[A-Za-z_][A-Za-z0-9_.\-]*\s*\(`)
+	pythonHeadPrefix = regexp.MustCompile(`^\[\s*(?:[A-Za-z_][A-Za-z0-9_.\-]*\s*)?$`)
+)
 
-// pythonicList reads a call list on a line of its own; any other "[" is text.
+// pythonicList reads a call list on a line of its own; any other "[" is
+// text. As in vLLM's and SGLang's pattern (pythonic_tool_parser.py,
+// pythonic_detector.py), the "(" of the first call is followed at once by
+// ")" or a keyword argument's name: "[get_time( )]" or "[f('x')]" is text.
 func pythonicList(s string, eof bool, sc *scanCtx) (unit, error) {
-	if !pythonStart.MatchString(s) {
-		if !eof && !strings.ContainsAny(s[1:], "(]\n") && len(s) < 256 {
+	head := pythonStart.FindStringIndex(s)
+	if head == nil {
+		if !eof && len(s) < 256 && pythonHeadPrefix.MatchString(s) {
 			return unit{}, nil // not decided yet
 		}
+		return unit{plain: true}, nil
+	}
+	if len(s) == head[1] {
+		if eof {
+			return unit{plain: true}, nil
+		}
+		return unit{}, nil // not decided yet
+	}
+	if c := s[head[1]]; c != ')' && !isIdentStart(c) {
 		return unit{plain: true}, nil
 	}
 	end := sc.balanced(s, 0, `'"`)
@@ -532,4 +549,39 @@ func deepseekCall(inner string, sc *scanCtx) ([]*rawCall, error) {
 		args = strings.TrimSuffix(strings.TrimPrefix(args, "```json"), "```")
 	}
 	return oneCall(jsonArgs(sc, name, args))
+}
+
+// qwenComplete is the part of an unclosed Qwen3-Coder <tool_call> that
+// stands without its </tool_call>: a complete JSON object, or the text up
+// to the last </function> when no <function= is open after it (what
+// follows it is dropped). ok is false when the call was cut off.
+func qwenComplete(inner string) (string, bool) {
+	if t := strings.TrimSpace(inner); strings.HasPrefix(t, "{") {
+		return t, json.Valid([]byte(t))
+	}
+	i := strings.LastIndex(inner, "</function>")
+	if i < 0 || strings.Contains(inner[i:], "<function=") {
+		return "", false
+	}
+	return inner[:i+len("</function>")], true
+}
+
+// invokeSection reads the inside of a MiniMax section: invokes separated
+// by whitespace.
+func invokeSection(inner, open, close string, invoke func(string, *scanCtx) ([]*rawCall, error), sc *scanCtx) ([]*rawCall, error) {
+	var calls []*rawCall
+	for rest := strings.TrimSpace(inner); rest != ""; rest = strings.TrimSpace(rest) {
+		body, after, err := element(rest, open, close)
+		if err != nil {
+			return nil, err
+		}
+		c, err := invoke(body, sc)
+		if err != nil {
+			return nil, err
+		}
+		calls = append(calls, c...)
+		sc.pending += len(c)
+		rest = after
+	}
+	return calls, nil
 }

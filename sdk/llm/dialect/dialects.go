@@ -90,8 +90,12 @@ func (d Dialect) RenderCall(c *toolfleetv1.ToolCall) string { return d.spec().ca
 // RenderResult implements TextProtocol.
 func (d Dialect) RenderResult(r *toolfleetv1.ToolResult) string { return d.spec().result(r) }
 
-// Parse implements TextProtocol. A call cut off before its end is an
-// error matching ErrTruncated (and ErrMalformed): it is never executed.
+// Parse implements TextProtocol. A call cut off before its end is never
+// executed: it is an error matching ErrTruncated (and ErrMalformed), except
+// where the dialect recovers as the serving engines do (a kimi_k2 or
+// deepseek_v31 call cut off after complete ones is dropped; a minimax_m2
+// section never closed is text). docs/formats.md, "Recovery from broken
+// output", has the whole policy.
 func (d Dialect) Parse(text string, tools []*toolfleetv1.ToolDefinition) (string, []*toolfleetv1.ToolCall, error) {
 	return parseDialect(d, text, tools)
 }
@@ -103,7 +107,7 @@ func toolResponse(r *toolfleetv1.ToolResult) string {
 var dialectSpecs = map[Dialect]*dialectSpec{
 	Qwen3Coder: {
 		g: newGrammar("qwen3_coder",
-			closedBy("<tool_call>", "</tool_call>", qwenToolCall),
+			endedBy(closedBy("<tool_call>", "</tool_call>", qwenToolCall), qwenComplete, qwenToolCall),
 			closedBy("<function=", "</function>", func(inner string, sc *scanCtx) ([]*rawCall, error) {
 				return qwenToolCall("<function="+inner+"</function>", sc)
 			})),
@@ -190,7 +194,7 @@ var dialectSpecs = map[Dialect]*dialectSpec{
 		},
 		result: toolResponse,
 	},
-	MiniMaxM2: invokeDialect("minimax_m2", "<minimax:tool_call>", "</minimax:tool_call>", "", "",
+	MiniMaxM2: invokeDialect("minimax_m2", "<minimax:tool_call>", "</minimax:tool_call>", "", "", true,
 		"<parameter name=\"PARAM_NAME\">value</parameter>\nOne <parameter> per argument; write arrays and objects as JSON.",
 		func(r *toolfleetv1.ToolResult) string { return renderResultText("<response>", "</response>", r) }),
 	DeepSeekV31: sectionDialect("deepseek_v31", "<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>", "<｜tool▁call▁begin｜>", "<｜tool▁call▁end｜>",
@@ -198,7 +202,7 @@ var dialectSpecs = map[Dialect]*dialectSpec{
 		func(r *toolfleetv1.ToolResult) string {
 			return "<｜tool▁output▁begin｜>" + resultJSON(r) + "<｜tool▁output▁end｜>"
 		}),
-	DeepSeekV32: invokeDialect("deepseek_v32", "<｜DSML｜function_calls>", "</｜DSML｜function_calls>", "<｜DSML｜", " string=",
+	DeepSeekV32: invokeDialect("deepseek_v32", "<｜DSML｜function_calls>", "</｜DSML｜function_calls>", "<｜DSML｜", " string=", false,
 		"<｜DSML｜parameter name=\"PARAM_NAME\" string=\"true\">text value</｜DSML｜parameter>\n<｜DSML｜parameter name=\"OTHER\" string=\"false\">JSON value</｜DSML｜parameter>",
 		func(r *toolfleetv1.ToolResult) string {
 			return "<function_results>\n<result>" + resultJSON(r) + "</result>\n</function_results>"
@@ -208,10 +212,15 @@ var dialectSpecs = map[Dialect]*dialectSpec{
 // sectionDialect is the shape Kimi K2 and DeepSeek-V3.1 share: a section
 // of calls, each callOpen HEAD sep {JSON arguments} callClose, where head
 // writes a call's HEAD (its name, or Kimi's id) and read parses a call.
+// Calls count only inside the section (outside it, the markers are text),
+// and a call cut off after complete ones is dropped (docs/formats.md,
+// "Recovery").
 func sectionDialect(name, open, close, callOpen, callClose, sep, headExample string, head func(*toolfleetv1.ToolCall) string,
 	read func(string, *scanCtx) ([]*rawCall, error), note string, result func(*toolfleetv1.ToolResult) string) *dialectSpec {
+	g := newGrammar(name, enters(alone(open)), leaves(alone(close)), within(closedBy(callOpen, callClose, read)))
+	g.dropCutTail = true
 	return &dialectSpec{
-		g:    newGrammar(name, alone(open), alone(close), closedBy(callOpen, callClose, read)),
+		g:    g,
 		open: callOpen, close: callClose,
 		shape: open + callOpen + headExample + sep + "{JSON arguments}" + callClose + close + note,
 		call: func(c *toolfleetv1.ToolCall) string {
@@ -224,17 +233,26 @@ func sectionDialect(name, open, close, callOpen, callClose, sep, headExample str
 // invokeDialect is the shape MiniMax-M2 and DeepSeek-V3.2 share: a
 // section of <invoke name="…"> elements holding <parameter name="…">
 // elements, tags prefixed by prefix ("<｜DSML｜"); strAttr (" string=")
-// marks string values when the dialect has that attribute.
-func invokeDialect(name, open, close, prefix, strAttr, param string, result func(*toolfleetv1.ToolResult) string) *dialectSpec {
+// marks string values when the dialect has that attribute. Invokes count
+// only inside the section. whole: the section is one unit, its calls
+// returned when it closes, and a section never closed is text (MiniMax,
+// as the engines read it).
+func invokeDialect(name, open, close, prefix, strAttr string, whole bool, param string, result func(*toolfleetv1.ToolResult) string) *dialectSpec {
 	tag := func(t string) string { return "<" + prefix[min(1, len(prefix)):] + t }
 	endTag := func(t string) string { return "</" + prefix[min(1, len(prefix)):] + t }
 	invokeOpen, invokeClose := tag("invoke name="), endTag("invoke>")
 	paramOpen, paramClose := tag("parameter name="), endTag("parameter>")
+	invoke := func(inner string, sc *scanCtx) ([]*rawCall, error) {
+		return invokeCall(inner, paramOpen, paramClose, sc)
+	}
+	g := newGrammar(name, enters(alone(open)), leaves(alone(close)), within(closedBy(invokeOpen, invokeClose, invoke)))
+	if whole {
+		g = newGrammar(name, textUnlessClosed(closedBy(open, close, func(inner string, sc *scanCtx) ([]*rawCall, error) {
+			return invokeSection(inner, invokeOpen, invokeClose, invoke, sc)
+		})))
+	}
 	return &dialectSpec{
-		g: newGrammar(name, alone(open), alone(close),
-			closedBy(invokeOpen, invokeClose, func(inner string, sc *scanCtx) ([]*rawCall, error) {
-				return invokeCall(inner, paramOpen, paramClose, sc)
-			})),
+		g:    g,
 		open: open, close: close,
 		shape: open + "\n" + invokeOpen + "\"TOOL_NAME\">\n" + param + "\n" + invokeClose + "\n" + close,
 		call: func(c *toolfleetv1.ToolCall) string {

@@ -49,6 +49,9 @@ func (r *pyReader) expect(c byte) error {
 }
 
 // ident reads a name (letters, digits, _ and .).
+// isIdentStart reports whether b may begin a Python identifier (ASCII).
+func isIdentStart(b byte) bool { return b == '_' || b|0x20 >= 'a' && b|0x20 <= 'z' }
+
 func (r *pyReader) ident() string {
 	r.space()
 	start := r.i
@@ -244,6 +247,9 @@ func (r *pyReader) call(sc *scanCtx) (*rawCall, error) {
 	if err != nil {
 		return nil, err
 	}
+	if !isIdentStart(name[0]) {
+		return nil, fmt.Errorf("function name %.40q does not start with a letter", name)
+	}
 	if err := r.expect('('); err != nil {
 		return nil, err
 	}
@@ -253,6 +259,9 @@ func (r *pyReader) call(sc *scanCtx) (*rawCall, error) {
 		k := r.ident()
 		if k == "" || r.peek() != '=' {
 			return nil, &llm.ArgumentsError{Call: sc.callName(name), Err: errors.New("positional argument: write name=value")}
+		}
+		if !isIdentStart(k[0]) {
+			return nil, &llm.ArgumentsError{Call: sc.callName(name), Err: fmt.Errorf("argument name %.40q does not start with a letter", k)}
 		}
 		r.i++
 		v, err := r.value(0)

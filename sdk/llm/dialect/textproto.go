@@ -264,14 +264,20 @@ func (Hermes) Parse(text string, _ []*toolfleetv1.ToolDefinition) (string, []*to
 		body := text[start+len("<tool_call>"):]
 		end := strings.Index(body, "</tool_call>")
 		if end < 0 {
-			return "", nil, &BlockError{Protocol: "hermes", Block: block, Call: blockCallName(body), Err: errors.New("no closing </tool_call>")}
+			// A complete JSON call whose </tool_call> never came stands
+			// (the serving engines agree); a cut one is ErrTruncated.
+			if t := strings.TrimSpace(body); strings.HasPrefix(t, "{") && json.Valid([]byte(t)) {
+				end = len(body)
+			} else {
+				return "", nil, &BlockError{Protocol: "hermes", Block: block, Call: blockCallName(body), Err: fmt.Errorf("no closing </tool_call>: %w", ErrTruncated)}
+			}
 		}
 		c, err := decodeJSONCall("hermes", block, body[:end])
 		if err != nil {
 			return "", nil, err
 		}
 		calls = append(calls, c)
-		text = body[end+len("</tool_call>"):]
+		text = body[min(end+len("</tool_call>"), len(body)):]
 	}
 	return strings.TrimSpace(rest.String()), calls, nil
 }

@@ -63,7 +63,9 @@ func TestTextProtocolParse(t *testing.T) {
 		{"hermes", Hermes{}, "<tool_call>\n{\"name\": \"A\", \"arguments\": {\"q\": \"x\"}}\n</tool_call>\n<tool_call>{\"name\": \"B\", \"parameters\": {}}</tool_call>",
 			"", []string{`A(call_1)={"q":"x"}`, `B(call_2)={}`}, nil},
 		{"hermes text around", Hermes{}, "Sure.<tool_call>{\"name\":\"A\"}</tool_call>Done.", "Sure.Done.", []string{`A(call_1)={}`}, nil},
-		{"hermes unclosed", Hermes{}, "<tool_call>{\"name\":\"A\"}", "", nil, llm.ErrMalformed},
+		// A complete call without </tool_call> stands (hermes_tool_parser.py); a cut one does not.
+		{"hermes unclosed", Hermes{}, "<tool_call>{\"name\":\"A\"}", "", []string{`A(call_1)={}`}, nil},
+		{"hermes cut", Hermes{}, "<tool_call>{\"name\":\"A\", \"arguments\": {", "", nil, ErrTruncated},
 		{"hermes trailing junk", Hermes{}, "<tool_call>{\"name\":\"A\"} x</tool_call>", "", nil, llm.ErrMalformed},
 		{"xml typed", XMLFunction{}, "<tool_call>\n<function=Weather_Forecast>\n<parameter=city>\nSan Francisco\n</parameter>\n<parameter=days>\n3\n</parameter>\n<parameter=metric>\ntrue\n</parameter>\n<parameter=tags>\n[\"a\",\"b\"]\n</parameter>\n<parameter=id>\n12345678901\n</parameter>\n<parameter=opts>\n{\"k\":1}\n</parameter>\n<parameter=ratio>\n0.5\n</parameter>\n<parameter=comment>\nnull\n</parameter>\n</function>\n</tool_call>",
 			"", []string{`Weather_Forecast(call_1)={"city":"San Francisco","comment":null,"days":3,"id":12345678901,"metric":true,"opts":{"k":1},"ratio":0.5,"tags":["a","b"]}`}, nil},
