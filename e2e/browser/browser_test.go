@@ -38,7 +38,7 @@ func chromium() string {
 	if p := os.Getenv("CHROMIUM"); p != "" {
 		return p
 	}
-	for _, name := range []string{"chromium", "chromium-browser", "/usr/bin/chromium"} {
+	for _, name := range []string{"chromium", "chromium-browser"} {
 		if p, err := exec.LookPath(name); err == nil {
 			return p
 		}

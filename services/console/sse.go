@@ -27,8 +27,11 @@ type eventView struct {
 	Kind, Label, Class, Time string
 	Turn                     int32
 	CallID, ToolID, Message  string
-	JSON                     bool
-	InputTokens, Output      int64
+	// Head is the words before a JSON payload ("ok in 12ms"), JSON that
+	// Message is the (indented) payload.
+	Head                string
+	JSON                bool
+	InputTokens, Output int64
 }
 
 var eventLabels = map[string]string{
@@ -47,6 +50,9 @@ func viewEvent(ev *toolfleetv1.RunEvent) eventView {
 	v.Class = "ev-" + strings.ReplaceAll(v.Kind, ".", "-")
 	if isJSON(v.Message) {
 		v.JSON, v.Message = true, prettyJSON(v.Message)
+	} else if i := strings.Index(v.Message, ": "); i > 0 && isJSON(v.Message[i+2:]) {
+		// A tool result's "ok in 12ms: {…}" or "failed: {…}".
+		v.JSON, v.Head, v.Message = true, v.Message[:i], prettyJSON(v.Message[i+2:])
 	}
 	return v
 }
