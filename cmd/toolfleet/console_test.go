@@ -94,7 +94,7 @@ func TestConsole(t *testing.T) {
 	callID := runID + "/1/0"
 	waitFor(ctx, t, "the run to wait for approval", func() bool {
 		_, body := alice.get("/console/runs")
-		return strings.Contains(body, runID) && strings.Contains(body, "waiting_approval")
+		return strings.Contains(body, runID) && strings.Contains(body, ">waiting approval<")
 	})
 
 	// The live stream so far: hostile text stays text.

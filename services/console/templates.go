@@ -35,6 +35,7 @@ var funcs = template.FuncMap{
 	"since":  since,
 	"status": statusClass,
 	"join":   strings.Join,
+	"words":  func(s string) string { return strings.ReplaceAll(s, "_", " ") },
 	"prefix": func() string { return Prefix },
 	"dict": func(a approvalView, csrf, back string) approvalForm {
 		return approvalForm{A: a, CSRF: csrf, Back: back}
