@@ -9,7 +9,7 @@ BUF     := $(BIN)/buf
 PLUGINS := $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc $(BIN)/protoc-gen-connect-go
 PROTOVALIDATE := build/protovalidate/buf/validate/validate.proto
 
-.PHONY: all generate python-worker-descriptors tools lint vet fmt-check check-generated breaking test test-go test-k8s dev bench reliability fuzz kind-up kind-test
+.PHONY: all generate python-worker-descriptors tools lint vet fmt-check check-generated breaking test test-go test-k8s test-browser dev bench reliability fuzz kind-up kind-test
 
 all: test
 
@@ -70,6 +70,13 @@ test-go:
 test-k8s:
 	cd k8s/check && $(GO) mod tidy -diff && $(GO) vet ./... && $(GO) test -race -count=1 ./...
 
+## test-browser: the console in headless Chromium against a real `toolfleet dev` (e2e/browser, its own
+## module so chromedp never reaches go.mod); skipped without chromium, a failure then under CI=true.
+## SCREENSHOTS=1 rewrites docs/console/*.png.
+test-browser:
+	cd e2e/browser && $(GO) mod tidy -diff && $(GO) vet ./... && \
+		$(GO) test -count=1 ./... $(if $(SCREENSHOTS),-update-screenshots)
+
 ## kind-up: deploy the fleet on the current kube context with `tilt ci` (OVERLAY=kind|kind-ha).
 OVERLAY ?= kind
 kind-up:
@@ -82,7 +89,7 @@ kind-test:
 	cd e2e/kind && $(GO) run . -overlay $(OVERLAY) -repo ../.. $(KINDTESTFLAGS)
 
 ## test: everything CI checks.
-test: lint check-generated breaking test-go test-k8s
+test: lint check-generated breaking test-go test-k8s test-browser
 
 ## dev: run the whole fleet in one process.
 dev:

@@ -23,6 +23,7 @@ import (
 	"github.com/toolfleet/toolfleet/orchestrator/trigger"
 	"github.com/toolfleet/toolfleet/sdk/jsassets"
 	"github.com/toolfleet/toolfleet/sdk/natsconn"
+	"github.com/toolfleet/toolfleet/services/console"
 	"github.com/toolfleet/toolfleet/services/gateway"
 	"github.com/toolfleet/toolfleet/services/gateway/ratelimit"
 )
@@ -272,6 +273,7 @@ func runDev(ctx context.Context, cfg devConfig, stdout, stderr io.Writer) error 
 		natsHint = "" // the hint would need the credential
 	}
 	printFleet(stdout, fl, cfg.JWTSecret != "", natsHint)
+	fmt.Fprintf(stdout, "  Console      http://%s%s   (docs/console.md)\n", fl.Gateway.Addr(), console.Prefix)
 	fmt.Fprintf(stdout, "  Metrics      http://%s/metrics (gateway), http://%s%s (orchestrator)\n", fl.Gateway.Addr(), fl.Gateway.Addr(), OrchestratorMetricsPath)
 	if cfg.NoOrchestrator {
 		fmt.Fprintf(stdout, "  Orchestrator none in this process (--no-orchestrator): runs and programs on task queue %q are served once one runs:\n    %s\n",
@@ -338,11 +340,16 @@ type devServiceOptions struct {
 // is the caller's). Tests run the same fleet with it.
 func startDevServices(ctx context.Context, stack *devstack.Stack, cfg devConfig, o devServiceOptions) (*devServices, error) {
 	agents, programs, orchMetrics := &agentMount{}, &programMount{}, metrics.New()
+	cons, err := devConsole(cfg)
+	if err != nil {
+		return nil, err
+	}
 	fl, err := startFleet(ctx, fleetConfig{Host: cfg.Host, GatewayPort: cfg.GatewayPort, JWTSecret: cfg.JWTSecret,
 		AllowedOrigins: cfg.AllowedOrigins, NATSURL: stack.NATS.URL(), NATS: cfg.NATS, Assets: cfg.Assets, Logger: o.Logger,
-		Mounts: []gateway.Mount{agents.mount(), programs.mount(), metricsMount(orchMetrics)}, MCPTasks: mcpTasks(agents, programs), Tracing: o.Tracing, Conformance: cfg.Conformance,
+		Mounts: []gateway.Mount{agents.mount(), programs.mount(), metricsMount(orchMetrics), consoleMount(cons)}, MCPTasks: mcpTasks(agents, programs), Tracing: o.Tracing, Conformance: cfg.Conformance,
 		Limits: o.Limits, StoreShare: cfg.StoreShare})
 	if err == nil {
+		cons.Connect("http://" + fl.Gateway.Addr())
 		err = fl.waitToolkits(ctx, fl.Toolkits...)
 		if err != nil {
 			_ = fl.stop()

@@ -1,0 +1,24 @@
+package main
+
+import (
+	"github.com/toolfleet/toolfleet/services/console"
+	"github.com/toolfleet/toolfleet/services/gateway"
+)
+
+// devConsole is the console of `toolfleet dev`: with --gateway-jwt-secret
+// its dev sign-in mints tokens with that secret; with auth off every
+// visitor is the anonymous principal.
+func devConsole(cfg devConfig) (*console.Server, error) {
+	c := console.Config{AuthOff: cfg.JWTSecret == ""}
+	if cfg.JWTSecret != "" {
+		c.DevSecret = []byte(cfg.JWTSecret)
+	}
+	return console.New(c)
+}
+
+// consoleMount serves the console at /console/ on the gateway's port. It
+// calls the AgentService and ProgramService at the gateway's own address
+// as each signed-in principal (set with Connect once the gateway listens).
+func consoleMount(c *console.Server) gateway.Mount {
+	return gateway.Mount{Pattern: c.Pattern(), Handler: c}
+}

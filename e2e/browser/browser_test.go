@@ -1,0 +1,265 @@
+package browser
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/page"
+	"github.com/chromedp/chromedp"
+)
+
+var updateScreenshots = flag.Bool("update-screenshots", false, "write the screenshots into docs/console/ (else into the test's artifact folder)")
+
+// script is the scripted model of the flow: a tool call that needs
+// approval, then an answer with markup that must stay text.
+const script = `turns:
+  - text: 'I will add 2 and 3 with the calculator.'
+    calls:
+      - tool: Calculator.Add
+        id: sum
+        args: {a: 2, b: 3}
+  - text: 'The sum is ${sum.result}. <script>alert("x")</script><img src=x onerror=alert(1)> <a href="javascript:alert(2)">link</a>'
+`
+
+// chromium finds the browser: $CHROMIUM, else chromium or chromium-browser on PATH.
+func chromium() string {
+	if p := os.Getenv("CHROMIUM"); p != "" {
+		return p
+	}
+	for _, name := range []string{"chromium", "chromium-browser"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	return ""
+}
+
+// TestConsoleInBrowser: sign in to the console of `toolfleet dev`, start a
+// scripted run whose call needs approval, watch it arrive live on the run
+// page, approve it from the inbox and see the run complete, its answer's
+// markup shown as text (no dialog opens, no image loads).
+func TestConsoleInBrowser(t *testing.T) {
+	browser := chromium()
+	if browser == "" {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("no chromium found (CI=true): install Debian's chromium package (.ci/run does) or set CHROMIUM")
+		}
+		t.Skip("no chromium found: install Debian's chromium package (apt-get install chromium) or set CHROMIUM to run the console's browser test")
+	}
+	repo, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	shots := t.ArtifactDir()
+	if *updateScreenshots {
+		shots = filepath.Join(repo, "docs", "console")
+	}
+	if err := os.MkdirAll(shots, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
+	defer cancel()
+	base := startDev(ctx, t, repo)
+
+	opts := append(chromedp.DefaultExecAllocatorOptions[:0:0],
+		chromedp.ExecPath(browser), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU,
+		chromedp.NoFirstRun, chromedp.NoDefaultBrowserCheck, chromedp.UserDataDir(t.TempDir()),
+		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true), chromedp.Flag("disable-dev-shm-usage", true),
+		chromedp.WindowSize(1280, 900))
+	actx, acancel := chromedp.NewExecAllocator(ctx, opts...)
+	defer acancel()
+	bctx, bcancel := chromedp.NewContext(actx)
+	defer bcancel()
+	// The first Run starts the browser: no timeout on it (chromedp.Run's rule).
+	if err := chromedp.Do(bctx); err != nil {
+		t.Fatalf("start %s: %v", browser, err)
+	}
+	var dialogs atomic.Int32
+	go func() { // a payload that came alive would open a dialog
+		for _, err := range chromedp.Events(bctx, page.JavascriptDialogOpening) {
+			if err != nil {
+				return
+			}
+			dialogs.Add(1)
+		}
+	}()
+	shot := func(name string) chromedp.Action[chromedp.Void] {
+		return func(ctx context.Context, tg *chromedp.Target) (chromedp.Void, error) {
+			png, err := chromedp.FullScreenshot(100)(ctx, tg)
+			if err != nil {
+				return chromedp.Void{}, err
+			}
+			return chromedp.Void{}, os.WriteFile(filepath.Join(shots, name), png, 0o644)
+		}
+	}
+	fail := func(what string, err error) {
+		t.Helper()
+		html, _ := chromedp.Run(bctx, chromedp.OuterHTML(chromedp.CSS("body")))
+		t.Fatalf("%s: %v\npage:\n%s", what, err, html)
+	}
+	step := func(what string, actions ...chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		sctx, scancel := context.WithTimeout(bctx, 60*time.Second)
+		defer scancel()
+		if err := chromedp.Do(sctx, actions...); err != nil {
+			fail(what, err)
+		}
+	}
+	value := func(what string, a chromedp.Action[string]) string {
+		t.Helper()
+		v, err := chromedp.Run(bctx, a)
+		if err != nil {
+			fail(what, err)
+		}
+		return v
+	}
+
+	step("sign in",
+		chromedp.Navigate(base+"/console/"),
+		chromedp.WaitVisible(chromedp.CSS(`#signin`)),
+		chromedp.SetValue(chromedp.CSS(`input[name=subject]`), "ada"),
+		shot("signin.png"),
+		chromedp.Submit(chromedp.CSS(`#signin`)),
+		chromedp.WaitVisible(chromedp.CSS(`#start-run`)),
+	)
+	step("start a run whose call needs approval and watch it wait",
+		chromedp.SetValue(chromedp.CSS(`#start-run input[name=model]`), "scripted:console.yaml"),
+		chromedp.SetValue(chromedp.CSS(`#start-run input[name=tools]`), "Calculator.*"),
+		chromedp.SetValue(chromedp.CSS(`#start-run input[name=approve]`), "Calculator.*"),
+		chromedp.SetValue(chromedp.CSS(`#start-run textarea[name=prompt]`), "add 2 and 3"),
+		chromedp.Submit(chromedp.CSS(`#start-run`)),
+		// Live: the transcript entries arrive over SSE after the page loaded.
+		chromedp.WaitVisible(chromedp.CSS(`#transcript li.ev-started`)),
+		chromedp.WaitVisible(chromedp.CSS(`#transcript li.ev-approval-requested`)),
+		chromedp.WaitVisible(chromedp.CSS(`#summary .approval`)),
+		shot("run-waiting.png"),
+	)
+	runURL := value("the run page's address", chromedp.Location())
+	step("approve from the inbox",
+		chromedp.Navigate(base+"/console/inbox"),
+		chromedp.WaitVisible(chromedp.CSS(`.approval button[value=approve]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#inbox-count`)),
+		shot("inbox.png"),
+		chromedp.SetValue(chromedp.CSS(`.approval input[name=reason]`), "checked the numbers"),
+		chromedp.Click(chromedp.CSS(`.approval button[value=approve]`)),
+		chromedp.WaitVisible(chromedp.CSS(`p.empty`)),
+	)
+	step("see the run complete",
+		chromedp.Navigate(runURL),
+		chromedp.WaitVisible(chromedp.CSS(`#transcript li.ev-completed`)),
+		chromedp.Poll[chromedp.Void](`document.getElementById("run-status").textContent === "completed"`),
+		shot("run-completed.png"),
+	)
+	answer := value("the answer", chromedp.Text(chromedp.CSS(`.answer pre`)))
+	live := value("the page's images and scripts", chromedp.Evaluate[string](`document.images.length + " images, " + document.scripts.length + " scripts"`))
+	if !strings.Contains(answer, "The sum is 5.") || !strings.Contains(answer, `<script>alert("x")</script>`) {
+		t.Errorf("the answer, as text, is %q", answer)
+	}
+	if live != "0 images, 1 scripts" || dialogs.Load() != 0 {
+		t.Errorf("the hostile answer came alive: %s (want 0 images and the console's 1 script), %d dialogs", live, dialogs.Load())
+	}
+	step("the runs list", chromedp.Navigate(base+"/console/runs"), chromedp.WaitVisible(chromedp.CSS(`table.runs`)), shot("runs.png"))
+	t.Logf("screenshots in %s", shots)
+}
+
+// startDev builds cmd/toolfleet and runs `toolfleet dev` with auth on (a
+// dev secret), free ports and a script folder; it returns the gateway's URL.
+func startDev(ctx context.Context, t *testing.T, repo string) string {
+	t.Helper()
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "toolfleet")
+	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/toolfleet")
+	build.Dir = repo
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build toolfleet: %v\n%s", err, out)
+	}
+	scripts := filepath.Join(dir, "scripts")
+	if err := os.MkdirAll(scripts, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(scripts, "console.yaml"), []byte(script), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	devFile := filepath.Join(dir, "dev.json")
+	cmd := exec.Command(bin, "dev", "--data-dir", filepath.Join(dir, "data"), "--gateway-port", "0", "--nats-port", "0",
+		"--temporal-port", "0", "--temporal-ui-port", "0", "--gateway-jwt-secret", "browser-test-secret-browser-test-secret",
+		"--script-dir", scripts, "--dev-file", devFile)
+	cmd.Dir = dir
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = cmd.Stdout
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var log strings.Builder
+	lines := make(chan string)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+	}()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+	})
+	for {
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				t.Fatalf("toolfleet dev exited before it was up:\n%s", log.String())
+			}
+			log.WriteString(l + "\n")
+			if strings.HasPrefix(l, "Press Ctrl-C") {
+				go func() { // keep draining its output
+					for range lines {
+					}
+				}()
+				addr, err := gatewayOf(devFile)
+				if err != nil {
+					t.Fatalf("%v\n%s", err, log.String())
+				}
+				return "http://" + addr
+			}
+		case <-ctx.Done():
+			t.Fatalf("toolfleet dev was not up in time:\n%s", log.String())
+		}
+	}
+}
+
+func gatewayOf(devFile string) (string, error) {
+	b, err := os.ReadFile(devFile)
+	if err != nil {
+		return "", fmt.Errorf("toolfleet dev wrote no dev file: %w", err)
+	}
+	var d struct {
+		Gateway string `json:"gateway"`
+	}
+	if err := json.Unmarshal(b, &d); err != nil || d.Gateway == "" {
+		return "", errors.Join(errors.New("the dev file names no gateway"), err)
+	}
+	return d.Gateway, nil
+}

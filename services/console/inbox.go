@@ -1,0 +1,141 @@
+package console
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
+)
+
+// maxInboxScan bounds the open runs and programs one inbox reads (as
+// `toolfleet approvals list` does).
+const maxInboxScan = 100
+
+// inboxCountTTL is how long the header's count is reused for one session.
+const inboxCountTTL = 5 * time.Second
+
+// pending finds every call waiting for a decision across the principal's
+// running runs and programs, the way `toolfleet approvals list` does: the
+// lists, then each running one's pending approvals.
+func pending(ctx context.Context, ss *session, a *apis) ([]approvalView, error) {
+	var out []approvalView
+	lr, err := a.runs.ListRuns(ctx, as(ss, &toolfleetv1.ListRunsRequest{PageSize: maxInboxScan}))
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range lr.Msg.GetRuns() {
+		if r.GetState() != "Running" {
+			continue
+		}
+		got, err := a.runs.GetRun(ctx, as(ss, &toolfleetv1.GetRunRequest{RunId: r.GetRunId()}))
+		if err != nil {
+			continue // ended or restarting in between: nothing to decide now
+		}
+		out = append(out, approvalViews("run", r.GetRunId(), got.Msg.GetPendingApprovals())...)
+	}
+	lp, err := a.programs.ListPrograms(ctx, as(ss, &toolfleetv1.ListProgramsRequest{PageSize: maxInboxScan}))
+	if err != nil {
+		return out, err
+	}
+	for _, p := range lp.Msg.GetPrograms() {
+		if p.GetState() != "Running" || (p.GetStatus() != "" && !strings.HasPrefix(p.GetStatus(), "waiting")) {
+			continue
+		}
+		got, err := a.programs.GetProgram(ctx, as(ss, &toolfleetv1.GetProgramRequest{ProgramId: p.GetProgramId()}))
+		if err != nil {
+			continue
+		}
+		out = append(out, approvalViews("program", p.GetProgramId(), got.Msg.GetPendingApprovals())...)
+	}
+	return out, nil
+}
+
+func (s *Server) inboxPage(w http.ResponseWriter, r *http.Request, ss *session, a *apis) {
+	ctx, cancel := callCtx(r)
+	defer cancel()
+	items, err := pending(ctx, ss, a)
+	problem := ""
+	if err != nil {
+		problem = "Some of your runs or programs could not be read: " + messageOf(err)
+	}
+	s.counts.set(ss.id, len(items), s.cfg.Now())
+	s.render(w, r, ss, "inbox", http.StatusOK, map[string]any{"Items": items, "Problem": problem, "CSRF": ss.csrf})
+}
+
+func (s *Server) decideProgram(w http.ResponseWriter, r *http.Request, ss *session, a *apis) {
+	ctx, cancel := callCtx(r)
+	defer cancel()
+	id := r.PathValue("id")
+	callID, reason, approved, ok := decision(r)
+	if !ok {
+		s.fail(w, r, ss, http.StatusBadRequest, "Choose approve or deny for a call.")
+		return
+	}
+	_, err := a.programs.DecideProgramApproval(ctx, as(ss, &toolfleetv1.DecideProgramApprovalRequest{ProgramId: id, CallId: callID, Approved: approved, Reason: reason}))
+	if err != nil {
+		s.failAPI(w, r, ss, "Deciding call "+callID, err)
+		return
+	}
+	s.forgetInbox(ss)
+	http.Redirect(w, r, Prefix+"inbox", http.StatusSeeOther)
+}
+
+// inboxCount is the header's count of calls waiting for ss's principal,
+// reused for inboxCountTTL; -1 when it could not be read.
+func (s *Server) inboxCount(r *http.Request, ss *session, a *apis) int {
+	now := s.cfg.Now()
+	if n, ok := s.counts.get(ss.id, now); ok {
+		return n
+	}
+	ctx, cancel := callCtx(r)
+	defer cancel()
+	items, err := pending(ctx, ss, a)
+	if err != nil && items == nil {
+		return -1
+	}
+	s.counts.set(ss.id, len(items), now)
+	return len(items)
+}
+
+func (s *Server) forgetInbox(ss *session) { s.counts.forget(ss.id) }
+
+// countCache holds each session's inbox count for a moment.
+type countCache struct {
+	mu sync.Mutex
+	m  map[string]cachedCount
+}
+
+type cachedCount struct {
+	n  int
+	at time.Time
+}
+
+func (c *countCache) get(id string, now time.Time) (int, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	cc, ok := c.m[id]
+	if !ok || now.Sub(cc.at) > inboxCountTTL {
+		return 0, false
+	}
+	return cc.n, true
+}
+
+func (c *countCache) set(id string, n int, now time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for k, v := range c.m {
+		if now.Sub(v.at) > inboxCountTTL {
+			delete(c.m, k)
+		}
+	}
+	c.m[id] = cachedCount{n: n, at: now}
+}
+
+func (c *countCache) forget(id string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.m, id)
+}
