@@ -150,7 +150,7 @@ func (g *Gateway) call(ctx context.Context, p *Principal, req *toolfleetv1.CallT
 			}
 			return fail(start, validationError(ve))
 		}
-		started := g.events.announce(g.cfg.StartedEventAfter, p.ID(), ev, def.GetToolkit(), def.GetName())
+		started := g.events.announce(g.cfg.Events.StartedAfter, p.ID(), ev, def.GetToolkit(), def.GetName())
 		callCtx := ctx
 		if sideEffects && claim.Owned() {
 			// A caller that goes away (a crashed orchestrator, a cancelled client)

@@ -94,11 +94,6 @@ type Config struct {
 	Auth AuthConfig
 	// DefaultTimeout applies to tools whose contract sets none. Default [DefaultTimeout].
 	DefaultTimeout time.Duration
-	// StartedEventAfter is how long a call runs before its started event is
-	// published; a call that ends sooner publishes only its terminal event
-	// (with started_at and duration). Negative: every call publishes started
-	// as it begins. Default [DefaultStartedEventAfter].
-	StartedEventAfter time.Duration
 	// MaxResultBytes applies to tools whose contract sets none. Default [DefaultMaxResultBytes].
 	MaxResultBytes int64
 	// Assets sets the replicas, storage, byte bounds and retention of the
@@ -108,52 +103,26 @@ type Config struct {
 	// below that set one of these values win over the profile and lose to
 	// an override that names the asset.
 	Assets jsassets.Config
-	// IdempotencyTTL is how long finished results are kept. Default: the
-	// asset's max age (24 h in both profiles).
-	IdempotencyTTL time.Duration
-	// IdempotencyBucket names the KV bucket. Default [DefaultIdempotencyBucket].
-	IdempotencyBucket string
-	// IdempotencyMemoryStorage keeps finished calls in memory, as the
-	// override "toolfleet_calls.storage=memory" does. Default on disk: a
-	// NATS restart must not forget them, or the retry of a non-idempotent call
-	// would run it again.
-	IdempotencyMemoryStorage bool
-	// IdempotencyMaxBytes bounds the bucket; when full, the oldest entries are
-	// dropped first. Default: the asset's byte bound.
-	IdempotencyMaxBytes int64
-	// IdempotencyMaxValueSize bounds one stored response; the repeat of a call
-	// whose response was larger is refused. Default [DefaultIdempotencyMaxValueSize].
-	IdempotencyMaxValueSize int32
-	// ResultBucket names the object store bucket of result handles (results
-	// over a tool's MaxResultBytes, kept for callers that allow a handle).
-	// Default [DefaultResultBucket].
-	ResultBucket string
-	// ResultTTL is how long a result behind a handle is kept. Default: the
-	// asset's max age ([DefaultResultTTL] in both profiles).
-	ResultTTL time.Duration
-	// ResultMaxBytes is the ceiling on one result behind a handle; a larger
-	// result fails the call as without a handle. Default [DefaultResultMaxBytes].
-	ResultMaxBytes int64
-	// ResultStoreMaxBytes bounds the bucket; when full, results over the inline
-	// limit fail (retryable) until older ones expire. Default: the asset's
-	// byte bound ([DefaultResultStoreMaxBytes] in the prod profile).
-	ResultStoreMaxBytes int64
-	// ResultHandleCalls bounds the calls at once that allow a handle and so
-	// may receive a result up to ResultMaxBytes, which the gateway holds in
-	// memory (protobuf and JSON) while it keeps it: that memory stays below
-	// about 3 × ResultHandleCalls × ResultMaxBytes. A call past the bound waits
-	// up to ResultHandleWait for a slot, then is refused before it runs
-	// (ResourceExhausted, retryable). Default [DefaultResultHandleCalls].
-	ResultHandleCalls int
-	// ResultHandleWait is how long a call waits for a slot. Default 5 s.
-	ResultHandleWait time.Duration
-	// ResultMemoryStorage keeps results behind handles in memory (dev, tests);
-	// default on disk.
-	ResultMemoryStorage bool
-	// EventStream names the JetStream stream of call events. Default [DefaultEventStream].
-	EventStream string
-	// EventQueue bounds the events held while NATS is away. Default [DefaultEventQueue].
-	EventQueue int
+	// Idempotency configures the record of calls by call_id (package
+	// idempotency). Its zero bucket fields (Bucket, TTL, MaxBytes, Replicas)
+	// take the settings of the toolfleet_calls asset under Assets; a field it
+	// sets wins over the profile and loses to an override that names the
+	// asset (MemoryStorage as "toolfleet_calls.storage=memory" does). Default
+	// on disk: a NATS restart must not forget finished calls, or the retry of
+	// a non-idempotent call would run it again. Share is set by the gateway
+	// (StoreShare).
+	Idempotency idempotency.Config
+	// Results configures the store of results behind handles (results over a
+	// tool's MaxResultBytes, kept for callers that allow a handle; package
+	// results), its bucket fields as Idempotency's with the
+	// toolfleet_results asset. Results.MaxResultBytes is the ceiling on one
+	// result behind a handle; a larger result fails the call as without a
+	// handle. Default [DefaultResultMaxBytes].
+	Results results.Config
+	// ResultHandles bounds the calls that allow a handle at once.
+	ResultHandles ResultHandlesConfig
+	// Events configures the call-event stream.
+	Events EventsConfig
 	// AnnounceSweep is how often expired workers are dropped. Default 1s.
 	AnnounceSweep time.Duration
 	// WarmUp is how long, after the gateway subscribes to announcements and
@@ -232,35 +201,35 @@ func (c *Config) defaults() {
 	if c.DefaultTimeout <= 0 {
 		c.DefaultTimeout = DefaultTimeout
 	}
-	if c.StartedEventAfter == 0 {
-		c.StartedEventAfter = DefaultStartedEventAfter
+	if c.Events.StartedAfter == 0 {
+		c.Events.StartedAfter = DefaultStartedEventAfter
 	}
 	if c.MaxResultBytes <= 0 {
 		c.MaxResultBytes = DefaultMaxResultBytes
 	}
-	if c.IdempotencyBucket == "" {
-		c.IdempotencyBucket = DefaultIdempotencyBucket
+	if c.Idempotency.Bucket == "" {
+		c.Idempotency.Bucket = DefaultIdempotencyBucket
 	}
-	if c.ResultBucket == "" {
-		c.ResultBucket = DefaultResultBucket
+	if c.Results.Bucket == "" {
+		c.Results.Bucket = DefaultResultBucket
 	}
-	if c.ResultMaxBytes <= 0 {
-		c.ResultMaxBytes = DefaultResultMaxBytes
+	if c.Results.MaxResultBytes <= 0 {
+		c.Results.MaxResultBytes = DefaultResultMaxBytes
 	}
-	if c.ResultHandleCalls <= 0 {
-		c.ResultHandleCalls = DefaultResultHandleCalls
+	if c.ResultHandles.Calls <= 0 {
+		c.ResultHandles.Calls = DefaultResultHandleCalls
 	}
-	if c.ResultHandleWait <= 0 {
-		c.ResultHandleWait = 5 * time.Second
+	if c.ResultHandles.Wait <= 0 {
+		c.ResultHandles.Wait = 5 * time.Second
 	}
-	if c.EventStream == "" {
-		c.EventStream = DefaultEventStream
+	if c.Events.Stream == "" {
+		c.Events.Stream = DefaultEventStream
 	}
 	if c.InputStateTTL <= 0 {
 		c.InputStateTTL = DefaultInputStateTTL
 	}
-	if c.EventQueue <= 0 {
-		c.EventQueue = DefaultEventQueue
+	if c.Events.Queue <= 0 {
+		c.Events.Queue = DefaultEventQueue
 	}
 	if c.AnnounceSweep <= 0 {
 		c.AnnounceSweep = time.Second
@@ -289,6 +258,34 @@ func (c *Config) defaults() {
 	if c.MaxConcurrentStreams == 0 {
 		c.MaxConcurrentStreams = DefaultMaxConcurrentStreams
 	}
+}
+
+// ResultHandlesConfig bounds the calls at once that allow a handle and so
+// may receive a result up to Results.MaxResultBytes, which the gateway holds
+// in memory (protobuf and JSON) while it keeps it: that memory stays below
+// about 3 × Calls × Results.MaxResultBytes.
+type ResultHandlesConfig struct {
+	// Calls bounds the calls at once; a call past the bound waits up to Wait
+	// for a slot, then is refused before it runs (ResourceExhausted,
+	// retryable). Default [DefaultResultHandleCalls].
+	Calls int
+	// Wait is how long a call waits for a slot. Default 5 s.
+	Wait time.Duration
+}
+
+// EventsConfig configures the call events the gateway publishes.
+type EventsConfig struct {
+	// Stream names the JetStream stream of call events. Default
+	// [DefaultEventStream]; its bounds are those of the TOOLFLEET_CALL_EVENTS
+	// asset under Config.Assets.
+	Stream string
+	// Queue bounds the events held while NATS is away. Default [DefaultEventQueue].
+	Queue int
+	// StartedAfter is how long a call runs before its started event is
+	// published; a call that ends sooner publishes only its terminal event
+	// (with started_at and duration). Negative: every call publishes started
+	// as it begins. Default [DefaultStartedEventAfter].
+	StartedAfter time.Duration
 }
 
 // Gateway is the fleet's front door. Create it with [New], then call [Gateway.Run].
@@ -352,7 +349,7 @@ func New(ctx context.Context, cfg Config) (*Gateway, error) {
 			return nil, fmt.Errorf("gateway: %w", err)
 		}
 		// A result at the ceiling must fit the bucket: fail now, not at a call.
-		rc := cfg.resultsConfig()
+		rc := cfg.ResultsConfig()
 		if err := rc.Defaults(); err != nil {
 			return nil, fmt.Errorf("gateway: %w", err)
 		}
@@ -362,7 +359,7 @@ func New(ctx context.Context, cfg Config) (*Gateway, error) {
 	if err != nil {
 		return nil, err
 	}
-	g := &Gateway{cfg: cfg, log: log, auth: authn, ready: make(chan struct{}), fatalErr: make(chan error, 1), handleSlots: make(chan struct{}, cfg.ResultHandleCalls)}
+	g := &Gateway{cfg: cfg, log: log, auth: authn, ready: make(chan struct{}), fatalErr: make(chan error, 1), handleSlots: make(chan struct{}, cfg.ResultHandles.Calls)}
 	if g.cop, err = g.newCrossOrigin(); err != nil {
 		return nil, err
 	}
@@ -555,7 +552,7 @@ func (g *Gateway) connectNATS(ctx context.Context, bg *sync.WaitGroup) (*nats.Co
 		case <-ctx.Done():
 		}
 	})
-	g.events = newEvents(g.log, nc, js, g.cfg.EventStreamConfig(), g.cfg.EventQueue, g.metrics, g.shares)
+	g.events = newEvents(g.log, nc, js, g.cfg.EventStreamConfig(), g.cfg.Events.Queue, g.metrics, g.shares)
 	g.events.run(ctx)
 	idemCfg := g.cfg.IdempotencyConfig()
 	if g.shares != nil {
@@ -597,7 +594,7 @@ func (g *Gateway) connectNATS(ctx context.Context, bg *sync.WaitGroup) (*nats.Co
 	setupResults := func() bool {
 		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
-		rs, err := results.New(cctx, js, g.cfg.resultsConfig())
+		rs, err := results.New(cctx, js, g.cfg.ResultsConfig())
 		if err != nil {
 			if g.fatal(err) {
 				return true
@@ -722,27 +719,12 @@ func (g *Gateway) fatal(err error) bool {
 	return true
 }
 
-// assetSettings is what asset a is created with: Assets, then a value the
-// gateway's own configuration sets (unless an override names it).
-func (c *Config) assetSettings(a jsassets.Asset, maxBytes int64, maxAge time.Duration, memory bool) jsassets.Settings {
-	s := c.Assets.Settings(a)
-	if maxBytes > 0 && !c.Assets.Overridden(a.Name, "max-bytes") {
-		s.MaxBytes = maxBytes
-	}
-	if maxAge > 0 && !c.Assets.Overridden(a.Name, "max-age") {
-		s.MaxAge = maxAge
-	}
-	if memory && !c.Assets.Overridden(a.Name, "storage") {
-		s.Storage = jetstream.MemoryStorage
-	}
-	return s
-}
-
-// EventStreamConfig is the call-event stream the gateway creates or updates.
+// EventStreamConfig is the call-event stream the gateway creates or updates:
+// the TOOLFLEET_CALL_EVENTS asset (named Events.Stream) under Assets.
 func (c Config) EventStreamConfig() jetstream.StreamConfig {
 	c.defaults()
-	return c.assetSettings(jsassets.CallEvents.Named(c.EventStream), 0, 0, false).Stream(jetstream.StreamConfig{
-		Name:        c.EventStream,
+	return c.Assets.Settings(jsassets.CallEvents.Named(c.Events.Stream)).Stream(jetstream.StreamConfig{
+		Name:        c.Events.Stream,
 		Description: "toolfleet gateway call events",
 		Subjects:    []string{EventSubjectPrefix + ">"},
 		Discard:     jetstream.DiscardOld,
@@ -752,23 +734,28 @@ func (c Config) EventStreamConfig() jetstream.StreamConfig {
 
 // InputKeyConfig is the KV bucket sharing the request_state key (jsassets.InputKey).
 func (c Config) InputKeyConfig() jetstream.KeyValueConfig {
-	s := c.assetSettings(jsassets.InputKey, 0, 0, false)
+	s := c.Assets.Settings(jsassets.InputKey)
 	return s.KeyValue(jetstream.KeyValueConfig{Bucket: jsassets.InputKey.Name, Description: "the key sealing request_state of tool calls asking for input", History: 1})
 }
 
-// IdempotencyConfig is the idempotency store's configuration.
+// IdempotencyConfig is the idempotency store's configuration: Idempotency
+// with the toolfleet_calls asset's settings under Assets
+// ([jsassets.Config.Bucket]).
 func (c Config) IdempotencyConfig() idempotency.Config {
 	c.defaults()
-	s := c.assetSettings(jsassets.Idempotency.Named(c.IdempotencyBucket), c.IdempotencyMaxBytes, c.IdempotencyTTL, c.IdempotencyMemoryStorage)
-	return idempotency.Config{Bucket: c.IdempotencyBucket, TTL: s.MaxAge, MemoryStorage: s.Storage == jetstream.MemoryStorage,
-		Replicas: s.Replicas, MaxBytes: s.MaxBytes, MaxValueSize: c.IdempotencyMaxValueSize}
+	ic := c.Idempotency
+	ic.BucketConfig = c.Assets.Bucket(jsassets.Idempotency, ic.BucketConfig)
+	return ic
 }
 
-// resultsConfig is the result store's configuration (its defaults applied by results.New).
-func (c *Config) resultsConfig() results.Config {
-	s := c.assetSettings(jsassets.Results.Named(c.ResultBucket), c.ResultStoreMaxBytes, c.ResultTTL, c.ResultMemoryStorage)
-	return results.Config{Bucket: c.ResultBucket, TTL: s.MaxAge, MaxBytes: s.MaxBytes,
-		MaxResultBytes: c.ResultMaxBytes, MemoryStorage: s.Storage == jetstream.MemoryStorage, Replicas: s.Replicas}
+// ResultsConfig is the result store's configuration: Results with the
+// toolfleet_results asset's settings under Assets (its own defaults applied
+// by results.New).
+func (c Config) ResultsConfig() results.Config {
+	c.defaults()
+	rc := c.Results
+	rc.BucketConfig = c.Assets.Bucket(jsassets.Results, rc.BucketConfig)
+	return rc
 }
 
 // SetupError is the last error met while creating the idempotency bucket and
