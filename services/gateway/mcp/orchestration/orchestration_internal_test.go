@@ -148,3 +148,51 @@ func TestCall(t *testing.T) {
 		t.Errorf("not configured: %v, want FAILED_PRECONDITION", err)
 	}
 }
+
+// TestTaskStatus: every run and program status maps to the task status it
+// had before the one table; a status added to either enum fails here until
+// it is placed.
+func TestTaskStatus(t *testing.T) {
+	t.Parallel()
+	runs := map[toolfleetv1.RunStatus]mcp.TaskStatus{
+		toolfleetv1.RunStatus_RUN_STATUS_UNSPECIFIED:      mcp.TaskWorking,
+		toolfleetv1.RunStatus_RUN_STATUS_RUNNING:          mcp.TaskWorking,
+		toolfleetv1.RunStatus_RUN_STATUS_WAITING_APPROVAL: mcp.TaskInputRequired,
+		toolfleetv1.RunStatus_RUN_STATUS_COMPLETED:        mcp.TaskCompleted,
+		toolfleetv1.RunStatus_RUN_STATUS_FAILED:           mcp.TaskCompleted,
+		toolfleetv1.RunStatus_RUN_STATUS_CANCELED:         mcp.TaskCancelled,
+		toolfleetv1.RunStatus_RUN_STATUS_BUDGET_EXHAUSTED: mcp.TaskCompleted,
+	}
+	for v := range toolfleetv1.RunStatus_name {
+		rs := toolfleetv1.RunStatus(v)
+		want, ok := runs[rs]
+		if !ok {
+			t.Errorf("run status %v: no expected task status", rs)
+		}
+		st := &mcp.TaskState{}
+		runState(st, &toolfleetv1.GetRunResponse{Status: rs})
+		if st.Status != want {
+			t.Errorf("run %v: task %q, want %q", rs, st.Status, want)
+		}
+	}
+	programs := map[toolfleetv1.ProgramStatus]mcp.TaskStatus{
+		toolfleetv1.ProgramStatus_PROGRAM_STATUS_UNSPECIFIED:      mcp.TaskWorking,
+		toolfleetv1.ProgramStatus_PROGRAM_STATUS_RUNNING:          mcp.TaskWorking,
+		toolfleetv1.ProgramStatus_PROGRAM_STATUS_WAITING_APPROVAL: mcp.TaskInputRequired,
+		toolfleetv1.ProgramStatus_PROGRAM_STATUS_COMPLETED:        mcp.TaskCompleted,
+		toolfleetv1.ProgramStatus_PROGRAM_STATUS_FAILED:           mcp.TaskCompleted,
+		toolfleetv1.ProgramStatus_PROGRAM_STATUS_CANCELED:         mcp.TaskCancelled,
+	}
+	for v := range toolfleetv1.ProgramStatus_name {
+		ps := toolfleetv1.ProgramStatus(v)
+		want, ok := programs[ps]
+		if !ok {
+			t.Errorf("program status %v: no expected task status", ps)
+		}
+		st := &mcp.TaskState{}
+		programState(st, kindProgram, &toolfleetv1.GetProgramResponse{Status: ps})
+		if st.Status != want {
+			t.Errorf("program %v: task %q, want %q", ps, st.Status, want)
+		}
+	}
+}
