@@ -16,8 +16,8 @@ import (
 	"github.com/toolfleet/toolfleet/sdk/jsassets"
 	"github.com/toolfleet/toolfleet/sdk/natsconn"
 	"github.com/toolfleet/toolfleet/services/gateway"
+	"github.com/toolfleet/toolfleet/services/gateway/clientinput"
 	"github.com/toolfleet/toolfleet/services/gateway/idempotency"
-	"github.com/toolfleet/toolfleet/services/gateway/inputstate"
 	"github.com/toolfleet/toolfleet/services/gateway/ratelimit"
 	"github.com/toolfleet/toolfleet/services/gateway/results"
 )
@@ -249,7 +249,7 @@ func (c *Config) validate() error {
 		c.limitRules = rules
 	}
 	if c.InputStateKeyFile != "" {
-		key, err := inputstate.ReadKeyFile(c.InputStateKeyFile)
+		key, err := clientinput.ReadKeyFile(c.InputStateKeyFile)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("--input-state-key-file: %w", err))
 		}
@@ -341,7 +341,7 @@ func (c Config) gatewayConfig(log *slog.Logger, mounts []gateway.Mount) (gateway
 		AllowedOrigins:       c.AllowedOrigins,
 		PublicURL:            c.PublicURL,
 		Tracing:              c.Tracing,
-		InputStateKey:        c.inputStateKey,
+		ClientInput:          gateway.ClientInputConfig{Key: c.inputStateKey},
 		Limits: ratelimit.Config{Rules: c.limitRules, WhenNATSDown: c.LimitsWhenNATSDown,
 			LeaseTTL: c.LimitsLeaseTTL, MaxKeys: c.LimitsMaxKeys},
 	}, nil

@@ -20,8 +20,8 @@ import (
 	"github.com/toolfleet/toolfleet/sdk/jsassets"
 	"github.com/toolfleet/toolfleet/sdk/natsconn"
 	"github.com/toolfleet/toolfleet/services/gateway/auth"
+	"github.com/toolfleet/toolfleet/services/gateway/clientinput"
 	"github.com/toolfleet/toolfleet/services/gateway/idempotency"
-	"github.com/toolfleet/toolfleet/services/gateway/inputstate"
 	"github.com/toolfleet/toolfleet/services/gateway/mcp"
 	"github.com/toolfleet/toolfleet/services/gateway/ratelimit"
 	"github.com/toolfleet/toolfleet/services/gateway/registry"
@@ -57,8 +57,8 @@ const (
 	// started event; a faster one publishes only its terminal event.
 	DefaultStartedEventAfter = 100 * time.Millisecond
 	DefaultEventQueue        = 10000
-	// DefaultInputStateTTL: a caller answers a tool's questions within this.
-	DefaultInputStateTTL   = 15 * time.Minute
+	// DefaultClientInputTTL: a caller answers a tool's questions within this.
+	DefaultClientInputTTL  = 15 * time.Minute
 	DefaultShutdownTimeout = 10 * time.Second
 	// DefaultMaxRequestBytes bounds one request on every surface (limits.go).
 	DefaultMaxRequestBytes = 4 << 20
@@ -180,14 +180,9 @@ type Config struct {
 	// principal over it is refused new entries, never another principal.
 	// 0: [DefaultStoreShare]; [NoStoreShare]: no share. Only with NATSURL.
 	StoreShare float64
-	// InputStateKey seals the request_state of calls that ask their caller
-	// for input (inputstate.KeySize bytes, the same on every replica). Empty:
-	// with NATSURL the key shared in the KV bucket InputKeyBucket (the first
-	// replica creates it), else a random key per process (one gateway only).
-	InputStateKey []byte
-	// InputStateTTL is how long a caller has to answer a tool's questions.
-	// Default DefaultInputStateTTL.
-	InputStateTTL time.Duration
+	// ClientInput configures the calls whose tool asks its caller for input
+	// (package clientinput).
+	ClientInput ClientInputConfig
 	// Tracing records the gateway's spans (server, and client towards workers)
 	// with the global OpenTelemetry TracerProvider (internal/telemetry). A
 	// caller's traceparent is honoured either way.
@@ -225,8 +220,8 @@ func (c *Config) defaults() {
 	if c.Events.Stream == "" {
 		c.Events.Stream = DefaultEventStream
 	}
-	if c.InputStateTTL <= 0 {
-		c.InputStateTTL = DefaultInputStateTTL
+	if c.ClientInput.TTL <= 0 {
+		c.ClientInput.TTL = DefaultClientInputTTL
 	}
 	if c.Events.Queue <= 0 {
 		c.Events.Queue = DefaultEventQueue
@@ -258,6 +253,19 @@ func (c *Config) defaults() {
 	if c.MaxConcurrentStreams == 0 {
 		c.MaxConcurrentStreams = DefaultMaxConcurrentStreams
 	}
+}
+
+// ClientInputConfig configures the request_state of calls whose tool asks
+// its caller for input (MCP's multi-round-trip requests).
+type ClientInputConfig struct {
+	// Key seals the request_state (clientinput.KeySize bytes, the same on
+	// every replica). Empty: with NATSURL the key shared in the KV bucket
+	// jsassets.InputKey (the first replica creates it), else a random key per
+	// process (one gateway only).
+	Key []byte
+	// TTL is how long a caller has to answer a tool's questions. Default
+	// [DefaultClientInputTTL].
+	TTL time.Duration
 }
 
 // ResultHandlesConfig bounds the calls at once that allow a handle and so
@@ -297,7 +305,7 @@ type Gateway struct {
 	metrics *metrics
 	idemPtr atomic.Pointer[idempotency.Store]
 	// sealer seals request_state; nil until the shared key is read.
-	sealer atomic.Pointer[inputstate.Sealer]
+	sealer atomic.Pointer[clientinput.Sealer]
 	// resultsPtr is the store of result handles; nil until NATS is configured
 	// and the bucket exists.
 	resultsPtr atomic.Pointer[results.Store]
@@ -382,14 +390,14 @@ func New(ctx context.Context, cfg Config) (*Gateway, error) {
 		return nil, err
 	}
 	switch {
-	case len(cfg.InputStateKey) > 0:
-		sl, err := inputstate.New(cfg.InputStateKey)
+	case len(cfg.ClientInput.Key) > 0:
+		sl, err := clientinput.New(cfg.ClientInput.Key)
 		if err != nil {
-			return nil, fmt.Errorf("gateway: InputStateKey: %w", err)
+			return nil, fmt.Errorf("gateway: ClientInput.Key: %w", err)
 		}
 		g.sealer.Store(sl)
 	case cfg.NATSURL == "":
-		sl, _ := inputstate.New(inputstate.RandomKey())
+		sl, _ := clientinput.New(clientinput.RandomKey())
 		g.sealer.Store(sl)
 		log.Info("request_state of tools asking for input is sealed with a key of this process: run one gateway, or give every replica the same --input-state-key-file")
 	}
@@ -616,10 +624,10 @@ func (g *Gateway) connectNATS(ctx context.Context, bg *sync.WaitGroup) (*nats.Co
 		setupKey := func() bool {
 			cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 			defer cancel()
-			key, err := inputstate.SharedKey(cctx, js, g.cfg.InputKeyConfig())
+			key, err := clientinput.SharedKey(cctx, js, g.cfg.InputKeyConfig())
 			if err == nil {
-				var sl *inputstate.Sealer
-				if sl, err = inputstate.New(key); err == nil {
+				var sl *clientinput.Sealer
+				if sl, err = clientinput.New(key); err == nil {
 					g.sealer.Store(sl)
 					return true
 				}
