@@ -379,7 +379,7 @@ func TestResultHandlesWithoutNATS(t *testing.T) {
 }
 
 // TestResultHandleCallsBounded: at most ResultHandles.Calls calls that allow a
-// handle run at once; one past the bound waits ResultHandleWait for a slot,
+// handle run at once; one past the bound waits ResultHandles.Wait for a slot,
 // then is refused before it runs (ResourceExhausted); a call that allows no
 // handle is not held up; once the slot is free the call runs.
 func TestResultHandleCallsBounded(t *testing.T) {

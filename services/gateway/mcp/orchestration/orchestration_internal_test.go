@@ -163,18 +163,11 @@ func TestTaskStatus(t *testing.T) {
 		toolfleetv1.RunStatus_RUN_STATUS_CANCELED:         mcp.TaskCancelled,
 		toolfleetv1.RunStatus_RUN_STATUS_BUDGET_EXHAUSTED: mcp.TaskCompleted,
 	}
-	for v := range toolfleetv1.RunStatus_name {
-		rs := toolfleetv1.RunStatus(v)
-		want, ok := runs[rs]
-		if !ok {
-			t.Errorf("run status %v: no expected task status", rs)
-		}
+	checkStatuses(t, toolfleetv1.RunStatus_name, runs, func(rs toolfleetv1.RunStatus) mcp.TaskStatus {
 		st := &mcp.TaskState{}
 		runState(st, &toolfleetv1.GetRunResponse{Status: rs})
-		if st.Status != want {
-			t.Errorf("run %v: task %q, want %q", rs, st.Status, want)
-		}
-	}
+		return st.Status
+	})
 	programs := map[toolfleetv1.ProgramStatus]mcp.TaskStatus{
 		toolfleetv1.ProgramStatus_PROGRAM_STATUS_UNSPECIFIED:      mcp.TaskWorking,
 		toolfleetv1.ProgramStatus_PROGRAM_STATUS_RUNNING:          mcp.TaskWorking,
@@ -183,16 +176,24 @@ func TestTaskStatus(t *testing.T) {
 		toolfleetv1.ProgramStatus_PROGRAM_STATUS_FAILED:           mcp.TaskCompleted,
 		toolfleetv1.ProgramStatus_PROGRAM_STATUS_CANCELED:         mcp.TaskCancelled,
 	}
-	for v := range toolfleetv1.ProgramStatus_name {
-		ps := toolfleetv1.ProgramStatus(v)
-		want, ok := programs[ps]
-		if !ok {
-			t.Errorf("program status %v: no expected task status", ps)
-		}
+	checkStatuses(t, toolfleetv1.ProgramStatus_name, programs, func(ps toolfleetv1.ProgramStatus) mcp.TaskStatus {
 		st := &mcp.TaskState{}
 		programState(st, kindProgram, &toolfleetv1.GetProgramResponse{Status: ps})
-		if st.Status != want {
-			t.Errorf("program %v: task %q, want %q", ps, st.Status, want)
+		return st.Status
+	})
+}
+
+// checkStatuses checks the task status of every value of an enum (its
+// generated name map) against want.
+func checkStatuses[S ~int32](t *testing.T, names map[int32]string, want map[S]mcp.TaskStatus, taskStatus func(S) mcp.TaskStatus) {
+	t.Helper()
+	for v, name := range names {
+		w, ok := want[S(v)]
+		if !ok {
+			t.Errorf("%s: no expected task status", name)
+		}
+		if got := taskStatus(S(v)); got != w {
+			t.Errorf("%s: task %q, want %q", name, got, w)
 		}
 	}
 }
