@@ -16,8 +16,10 @@ import (
 	"github.com/toolfleet/toolfleet/sdk/jsassets"
 	"github.com/toolfleet/toolfleet/sdk/natsconn"
 	"github.com/toolfleet/toolfleet/services/gateway"
-	"github.com/toolfleet/toolfleet/services/gateway/inputstate"
+	"github.com/toolfleet/toolfleet/services/gateway/clientinput"
+	"github.com/toolfleet/toolfleet/services/gateway/idempotency"
 	"github.com/toolfleet/toolfleet/services/gateway/ratelimit"
+	"github.com/toolfleet/toolfleet/services/gateway/results"
 )
 
 // envPrefix is the prefix of every environment variable of this binary, shared with
@@ -247,7 +249,7 @@ func (c *Config) validate() error {
 		c.limitRules = rules
 	}
 	if c.InputStateKeyFile != "" {
-		key, err := inputstate.ReadKeyFile(c.InputStateKeyFile)
+		key, err := clientinput.ReadKeyFile(c.InputStateKeyFile)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("--input-state-key-file: %w", err))
 		}
@@ -312,23 +314,22 @@ func (c Config) gatewayConfig(log *slog.Logger, mounts []gateway.Mount) (gateway
 		return gateway.Config{}, fmt.Errorf("--store-share: %w", err)
 	}
 	return gateway.Config{
-		Mounts:               mounts,
-		Listen:               c.Listen,
-		Workers:              c.Workers,
-		NATSURL:              c.NATSURL,
-		NATS:                 c.NATS,
-		WorkerTLS:            c.WorkerTLS,
-		Auth:                 auth,
-		DefaultTimeout:       c.DefaultTimeout,
-		StartedEventAfter:    startedEventAfter(c.StartedEventAfter),
-		WarmUp:               c.WarmUp,
-		MaxResultBytes:       c.MaxResultBytes,
-		IdempotencyTTL:       c.IdempotencyTTL,
-		Assets:               c.Assets,
-		ResultTTL:            c.ResultTTL,
-		ResultMaxBytes:       c.ResultMaxBytes,
-		ResultStoreMaxBytes:  c.ResultStoreMaxBytes,
-		ResultHandleCalls:    c.ResultHandleCalls,
+		Mounts:         mounts,
+		Listen:         c.Listen,
+		Workers:        c.Workers,
+		NATSURL:        c.NATSURL,
+		NATS:           c.NATS,
+		WorkerTLS:      c.WorkerTLS,
+		Auth:           auth,
+		DefaultTimeout: c.DefaultTimeout,
+		Events:         gateway.EventsConfig{StartedAfter: startedEventAfter(c.StartedEventAfter)},
+		WarmUp:         c.WarmUp,
+		MaxResultBytes: c.MaxResultBytes,
+		Idempotency:    idempotency.Config{BucketConfig: jsassets.BucketConfig{TTL: c.IdempotencyTTL}},
+		Assets:         c.Assets,
+		Results: results.Config{BucketConfig: jsassets.BucketConfig{TTL: c.ResultTTL, MaxBytes: c.ResultStoreMaxBytes},
+			MaxResultBytes: c.ResultMaxBytes},
+		ResultHandles:        gateway.ResultHandlesConfig{Calls: c.ResultHandleCalls},
 		StoreShare:           share,
 		ShutdownTimeout:      c.ShutdownTimeout,
 		Logger:               log,
@@ -340,7 +341,7 @@ func (c Config) gatewayConfig(log *slog.Logger, mounts []gateway.Mount) (gateway
 		AllowedOrigins:       c.AllowedOrigins,
 		PublicURL:            c.PublicURL,
 		Tracing:              c.Tracing,
-		InputStateKey:        c.inputStateKey,
+		ClientInput:          gateway.ClientInputConfig{Key: c.inputStateKey},
 		Limits: ratelimit.Config{Rules: c.limitRules, WhenNATSDown: c.LimitsWhenNATSDown,
 			LeaseTTL: c.LimitsLeaseTTL, MaxKeys: c.LimitsMaxKeys},
 	}, nil

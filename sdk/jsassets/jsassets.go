@@ -155,7 +155,7 @@ var RateLimits = Asset{Name: "toolfleet_limits", Kind: KindKV, Owner: "gateway (
 	Prod: Limits{MaxBytes: 64 * mib, MaxAge: 25 * time.Hour}, Dev: Limits{MaxBytes: 8 * mib, MaxAge: 25 * time.Hour}}
 
 // InputKey holds the key every gateway replica seals the request_state of
-// tool calls asking for input with (services/gateway/inputstate). A gateway
+// tool calls asking for input with (services/gateway/clientinput). A gateway
 // with NATS makes it unless it is given the key (--input-state-key-file), so
 // it is listed by [Optional]; it has no max age: the key must outlive every
 // replica.

@@ -109,9 +109,9 @@ func (g *Gateway) call(ctx context.Context, p *Principal, req *toolfleetv1.CallT
 	}()
 
 	var answers *toolfleetv1.InputAnswers
-	if asksInput(def) {
+	if asksClientInput(def) {
 		// Checked before the call_id is claimed: a forged state runs nothing.
-		if answers, ce = g.inputAnswers(p, def, req); ce != nil {
+		if answers, ce = g.clientInputAnswers(p, def, req); ce != nil {
 			return fail(start, ce)
 		}
 	}
@@ -150,7 +150,7 @@ func (g *Gateway) call(ctx context.Context, p *Principal, req *toolfleetv1.CallT
 			}
 			return fail(start, validationError(ve))
 		}
-		started := g.events.announce(g.cfg.StartedEventAfter, p.ID(), ev, def.GetToolkit(), def.GetName())
+		started := g.events.announce(g.cfg.Events.StartedAfter, p.ID(), ev, def.GetToolkit(), def.GetName())
 		callCtx := ctx
 		if sideEffects && claim.Owned() {
 			// A caller that goes away (a crashed orchestrator, a cancelled client)
@@ -164,7 +164,7 @@ func (g *Gateway) call(ctx context.Context, p *Principal, req *toolfleetv1.CallT
 		}
 		callCtx = tool.OutgoingPrincipal(callCtx, p.ID(), via)
 		if answers != nil {
-			if callCtx, ce = withInputAnswers(callCtx, def, answers); ce != nil {
+			if callCtx, ce = withClientInputAnswers(callCtx, def, answers); ce != nil {
 				started.finish()
 				claim.Release()
 				return fail(began, ce)
@@ -202,7 +202,7 @@ func (g *Gateway) call(ctx context.Context, p *Principal, req *toolfleetv1.CallT
 		// A question is no finished call: nothing is stored, and the caller's
 		// repeat with the answers (the same call_id) runs the tool again.
 		claim.Release()
-		if ce = g.inputRequired(p, def, req, q, resp); ce != nil {
+		if ce = g.askClient(p, def, req, q, resp); ce != nil {
 			return fail(began, ce)
 		}
 		resp.Duration = durationpb.New(time.Since(began))

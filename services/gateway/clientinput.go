@@ -11,8 +11,8 @@ import (
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
 	"github.com/toolfleet/toolfleet/sdk/tool"
+	"github.com/toolfleet/toolfleet/services/gateway/clientinput"
 	"github.com/toolfleet/toolfleet/services/gateway/idempotency"
-	"github.com/toolfleet/toolfleet/services/gateway/inputstate"
 )
 
 // Tools asking their caller for input (MCP's multi-round-trip requests,
@@ -37,8 +37,8 @@ func capabilityNames(cs []toolfleetv1.ClientCapability) string {
 	return strings.Join(names, ", ")
 }
 
-// asksInput reports whether def may ask its caller for input.
-func asksInput(def *toolfleetv1.ToolDefinition) bool {
+// asksClientInput reports whether def may ask its caller for input.
+func asksClientInput(def *toolfleetv1.ToolDefinition) bool {
 	r := def.GetRequirements()
 	return len(r.GetClientInput()) > 0 || len(r.GetClientInputOptional()) > 0
 }
@@ -55,17 +55,17 @@ func missingClientInput(def *toolfleetv1.ToolDefinition, req *toolfleetv1.CallTo
 	return missing
 }
 
-// inputAnswers is what the worker of def gets on a call: the caller's kinds,
+// clientInputAnswers is what the worker of def gets on a call: the caller's kinds,
 // and on a repeated call its answers and the worker's state, opened from
 // req.request_state (refused when it is not valid for this call).
-func (g *Gateway) inputAnswers(p *Principal, def *toolfleetv1.ToolDefinition, req *toolfleetv1.CallToolRequest) (*toolfleetv1.InputAnswers, *CallError) {
+func (g *Gateway) clientInputAnswers(p *Principal, def *toolfleetv1.ToolDefinition, req *toolfleetv1.CallToolRequest) (*toolfleetv1.InputAnswers, *CallError) {
 	a := &toolfleetv1.InputAnswers{ClientInput: req.GetClientInput(), Responses: req.GetInputResponses()}
 	if req.GetRequestState() == "" {
 		return a, nil
 	}
 	sl := g.sealer.Load()
 	if sl == nil {
-		return nil, serverError(codes.Unavailable, ErrClientInput, "the input state key is not loaded yet (NATS KV "+inputstate.DefaultBucket+")",
+		return nil, serverError(codes.Unavailable, ErrClientInput, "the input state key is not loaded yet (NATS KV "+clientinput.DefaultBucket+")",
 			"the gateway cannot check request_state yet; try again shortly")
 	}
 	b, ce := g.binding(p, def, req)
@@ -75,7 +75,7 @@ func (g *Gateway) inputAnswers(p *Principal, def *toolfleetv1.ToolDefinition, re
 	state, err := sl.Open(b, req.GetRequestState())
 	if err != nil {
 		msg := "request_state is not valid for this call: it was changed, or is for another tool, caller or input"
-		if !errors.Is(err, inputstate.ErrInvalid) || strings.Contains(err.Error(), "expired") {
+		if !errors.Is(err, clientinput.ErrInvalid) || strings.Contains(err.Error(), "expired") {
 			msg = "request_state has expired"
 		}
 		return nil, serverError(codes.InvalidArgument, ErrClientInput, "",
@@ -86,17 +86,17 @@ func (g *Gateway) inputAnswers(p *Principal, def *toolfleetv1.ToolDefinition, re
 }
 
 // binding is what a request_state of a call to def by p is sealed for.
-func (g *Gateway) binding(p *Principal, def *toolfleetv1.ToolDefinition, req *toolfleetv1.CallToolRequest) (inputstate.Binding, *CallError) {
+func (g *Gateway) binding(p *Principal, def *toolfleetv1.ToolDefinition, req *toolfleetv1.CallToolRequest) (clientinput.Binding, *CallError) {
 	digest, err := idempotency.DigestOf(req.GetInput())
 	if err != nil {
-		return inputstate.Binding{}, serverError(codes.Internal, err, err.Error(), "the gateway could not read the input of %s", def.GetId())
+		return clientinput.Binding{}, serverError(codes.Internal, err, err.Error(), "the gateway could not read the input of %s", def.GetId())
 	}
-	return inputstate.Binding{Tool: def.GetId(), Principal: p.ID(), Input: digest}, nil
+	return clientinput.Binding{Tool: def.GetId(), Principal: p.ID(), Input: digest}, nil
 }
 
-// withInputAnswers puts a on the outgoing call (InvalidArgument when over
+// withClientInputAnswers puts a on the outgoing call (InvalidArgument when over
 // tool.MaxInputAnswersBytes).
-func withInputAnswers(ctx context.Context, def *toolfleetv1.ToolDefinition, a *toolfleetv1.InputAnswers) (context.Context, *CallError) {
+func withClientInputAnswers(ctx context.Context, def *toolfleetv1.ToolDefinition, a *toolfleetv1.InputAnswers) (context.Context, *CallError) {
 	out, err := tool.OutgoingInputAnswers(ctx, a)
 	if err != nil {
 		return ctx, serverError(codes.InvalidArgument, ErrClientInput, "",
@@ -105,10 +105,10 @@ func withInputAnswers(ctx context.Context, def *toolfleetv1.ToolDefinition, a *t
 	return out, nil
 }
 
-// inputRequired turns a worker's question into resp.input_required, or into
+// askClient turns a worker's question into resp.input_required, or into
 // an execution error when the question breaks the contract (a worker bug) or
 // asks the caller for a kind it cannot answer.
-func (g *Gateway) inputRequired(p *Principal, def *toolfleetv1.ToolDefinition, req *toolfleetv1.CallToolRequest, q *toolfleetv1.WorkerInputRequired, resp *toolfleetv1.CallToolResponse) *CallError {
+func (g *Gateway) askClient(p *Principal, def *toolfleetv1.ToolDefinition, req *toolfleetv1.CallToolRequest, q *toolfleetv1.WorkerInputRequired, resp *toolfleetv1.CallToolResponse) *CallError {
 	r := def.GetRequirements()
 	if len(q.GetRequests()) == 0 || len(q.GetRequests()) > tool.MaxInputRequests || len(q.GetState()) > tool.MaxInputStateBytes {
 		setToolError(resp, &toolfleetv1.ToolError{Message: fmt.Sprintf("%s asked its caller for input in a malformed way (a bug of the tool)", def.GetId()),
@@ -137,7 +137,7 @@ func (g *Gateway) inputRequired(p *Principal, def *toolfleetv1.ToolDefinition, r
 	}
 	sl := g.sealer.Load()
 	if sl == nil {
-		return serverError(codes.Unavailable, ErrClientInput, "the input state key is not loaded yet (NATS KV "+inputstate.DefaultBucket+")",
+		return serverError(codes.Unavailable, ErrClientInput, "the input state key is not loaded yet (NATS KV "+clientinput.DefaultBucket+")",
 			"%s asked its caller for input, and the gateway cannot seal request_state yet; try again shortly", def.GetId())
 	}
 	b, ce := g.binding(p, def, req)
@@ -146,6 +146,6 @@ func (g *Gateway) inputRequired(p *Principal, def *toolfleetv1.ToolDefinition, r
 	}
 	resp.Success = false
 	resp.Outcome = nil
-	resp.InputRequired = &toolfleetv1.InputRequired{Requests: q.GetRequests(), RequestState: sl.Seal(b, q.GetState(), g.cfg.InputStateTTL)}
+	resp.InputRequired = &toolfleetv1.InputRequired{Requests: q.GetRequests(), RequestState: sl.Seal(b, q.GetState(), g.cfg.ClientInput.TTL)}
 	return nil
 }

@@ -59,7 +59,7 @@ func TestClientInputRounds(t *testing.T) {
 	_ = w
 	a := startGateway(t, gateway.Config{NATSURL: srv.URL()})
 	b := startGateway(t, gateway.Config{NATSURL: srv.URL()})
-	short := startGateway(t, gateway.Config{NATSURL: srv.URL(), InputStateTTL: time.Nanosecond})
+	short := startGateway(t, gateway.Config{NATSURL: srv.URL(), ClientInput: gateway.ClientInputConfig{TTL: time.Nanosecond}})
 	const stateTool = "Conformance.InputRequiredRequestState"
 	for _, g := range []*gateway.Gateway{a, b, short} {
 		waitTool(t, g, stateTool)

@@ -16,7 +16,10 @@
 //	approve         auth/ (approvals)
 //	idempotency     idempotency.go, idempotency/ (the call_id store and call journal:
 //	                ran, did not run, or may have run, from facts)
-//	validate        input.go, inputcheck.go
+//	validate        validate.go (the JSON Schema rules), decode.go (decoding the
+//	                input, with a fast path for flat inputs)
+//	ask the caller  clientinput.go, clientinput/ (a tool's question to its caller
+//	                and the sealed request_state)
 //	invoke, map     invoke.go (one attempt, the next replica only if it did not start;
 //	                the worker holds the call's claim)
 //	publish event   events.go, events/

@@ -129,7 +129,7 @@ func TestEnumModelNamesOnEverySurface(t *testing.T) {
 func TestEnumModelNamesBehindAHandle(t *testing.T) {
 	t.Parallel()
 	nats := natstest.Start(t)
-	g := startGateway(t, gateway.Config{NATSURL: nats.URL(), Workers: []string{schemaTestWorker(t, "")}, ResultMemoryStorage: true})
+	g := startGateway(t, gateway.Config{NATSURL: nats.URL(), Workers: []string{schemaTestWorker(t, "")}, Results: memResults})
 	waitTool(t, g, "SchemaTest.Types")
 	c := newHandleCaller(t, g, "alice")
 	var h *toolfleetv1.ResultHandle

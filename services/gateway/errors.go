@@ -14,6 +14,7 @@ import (
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
 	"github.com/toolfleet/toolfleet/services/gateway/auth"
+	"github.com/toolfleet/toolfleet/services/gateway/internal/codename"
 	"github.com/toolfleet/toolfleet/services/gateway/registry"
 )
 
@@ -224,20 +225,7 @@ func retryMs(d time.Duration) int64 {
 }
 
 // codeName is the canonical upper-case name of a code, e.g. "NOT_FOUND".
-func codeName(c codes.Code) string {
-	return codeNames[c]
-}
-
-var codeNames = map[codes.Code]string{
-	codes.OK: "OK", codes.Canceled: "CANCELLED", codes.Unknown: "UNKNOWN",
-	codes.InvalidArgument: "INVALID_ARGUMENT", codes.DeadlineExceeded: "DEADLINE_EXCEEDED",
-	codes.NotFound: "NOT_FOUND", codes.AlreadyExists: "ALREADY_EXISTS",
-	codes.PermissionDenied: "PERMISSION_DENIED", codes.ResourceExhausted: "RESOURCE_EXHAUSTED",
-	codes.FailedPrecondition: "FAILED_PRECONDITION", codes.Aborted: "ABORTED",
-	codes.OutOfRange: "OUT_OF_RANGE", codes.Unimplemented: "UNIMPLEMENTED",
-	codes.Internal: "INTERNAL", codes.Unavailable: "UNAVAILABLE", codes.DataLoss: "DATA_LOSS",
-	codes.Unauthenticated: "UNAUTHENTICATED",
-}
+func codeName(c codes.Code) string { return codename.Of(c) }
 
 // CodeOf returns the gRPC code of a pipeline error: OK for nil, the CallError's
 // code, or Internal for anything else.

@@ -39,7 +39,7 @@ func newEvents(log *slog.Logger, nc *nats.Conn, js jetstream.JetStream, stream j
 		pub.SetShare(storeShare{s: shares, store: shareEvents})
 	}
 	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "toolfleet_gateway_events_queued",
-		Help: "Call events waiting in the gateway's queue for NATS (bounded by EventQueue)."}, func() float64 { return float64(pub.Backlog()) }))
+		Help: "Call events waiting in the gateway's queue for NATS (bounded by Events.Queue)."}, func() float64 { return float64(pub.Backlog()) }))
 	return &events{pub: pub}
 }
 

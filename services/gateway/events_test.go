@@ -78,7 +78,7 @@ func TestEvents(t *testing.T) {
 	t.Parallel()
 	srv := natstest.Start(t)
 	_, calc, _ := calculatorWorker(t, "")
-	g := startGateway(t, gateway.Config{NATSURL: srv.URL(), Workers: []string{calc}, StartedEventAfter: 200 * time.Millisecond})
+	g := startGateway(t, gateway.Config{NATSURL: srv.URL(), Workers: []string{calc}, Events: gateway.EventsConfig{StartedAfter: 200 * time.Millisecond}})
 	waitTool(t, g, "Calculator.Add")
 	p := &gateway.Principal{Anonymous: true}
 	before := time.Now()
@@ -134,7 +134,7 @@ func TestNATSAway(t *testing.T) {
 	_, port, _ := net.SplitHostPort(srv.Addr())
 	_, _, _ = calculatorWorker(t, srv.URL()) // announced every 100ms, ttl 300ms
 	g := startGateway(t, gateway.Config{NATSURL: srv.URL(), AnnounceSweep: 50 * time.Millisecond,
-		StartedEventAfter: -1}) // two events per call, as counted below
+		Events: gateway.EventsConfig{StartedAfter: -1}}) // two events per call, as counted below
 	waitTool(t, g, "Calculator.Add")
 	p := &gateway.Principal{Anonymous: true}
 	call := func(i int) {
@@ -183,8 +183,8 @@ func TestEventsDroppedAreCounted(t *testing.T) {
 	srv, stop := startNATSAt(t, dir, 0)
 	_, port, _ := net.SplitHostPort(srv.Addr())
 	_, calc, _ := calculatorWorker(t, "")
-	g := startGateway(t, gateway.Config{NATSURL: srv.URL(), Workers: []string{calc}, EventQueue: 8,
-		StartedEventAfter: -1}) // two events per call, as counted below
+	g := startGateway(t, gateway.Config{NATSURL: srv.URL(), Workers: []string{calc},
+		Events: gateway.EventsConfig{Queue: 8, StartedAfter: -1}}) // two events per call, as counted below
 	waitTool(t, g, "Calculator.Add")
 	stop()
 	const calls = 20
@@ -273,7 +273,7 @@ func TestEventRefusedByStreamIsCounted(t *testing.T) {
 	_, calc, _ := calculatorWorker(t, "")
 	logs := &lockedBuffer{}
 	g := startGateway(t, gateway.Config{NATSURL: srv.URL(), Workers: []string{calc},
-		Logger: slog.New(slog.NewTextHandler(logs, nil)), StartedEventAfter: -1}) // started events, as counted below
+		Logger: slog.New(slog.NewTextHandler(logs, nil)), Events: gateway.EventsConfig{StartedAfter: -1}}) // started events, as counted below
 	waitTool(t, g, "Calculator.Add")
 	// An operator narrows the gateway's stream once it exists (the gateway
 	// applies its configuration at start): at most one message per subject,

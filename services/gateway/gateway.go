@@ -12,284 +12,17 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
-	"github.com/toolfleet/toolfleet/sdk/jsassets"
-	"github.com/toolfleet/toolfleet/sdk/natsconn"
 	"github.com/toolfleet/toolfleet/services/gateway/auth"
+	"github.com/toolfleet/toolfleet/services/gateway/clientinput"
 	"github.com/toolfleet/toolfleet/services/gateway/idempotency"
-	"github.com/toolfleet/toolfleet/services/gateway/inputstate"
-	"github.com/toolfleet/toolfleet/services/gateway/mcp"
 	"github.com/toolfleet/toolfleet/services/gateway/ratelimit"
 	"github.com/toolfleet/toolfleet/services/gateway/registry"
 	"github.com/toolfleet/toolfleet/services/gateway/results"
 )
-
-// Defaults of [Config].
-const (
-	DefaultListen            = "127.0.0.1:8080"
-	DefaultTimeout           = 30 * time.Second
-	DefaultMaxResultBytes    = 4 << 20
-	DefaultIdempotencyTTL    = idempotency.DefaultTTL
-	DefaultIdempotencyBucket = idempotency.DefaultBucket
-	// DefaultIdempotencyMaxBytes bounds the idempotency bucket (256 MiB).
-	DefaultIdempotencyMaxBytes = idempotency.DefaultMaxBytes
-	// DefaultIdempotencyMaxValueSize bounds one stored response (1 MiB).
-	DefaultIdempotencyMaxValueSize = idempotency.DefaultMaxValueSize
-	// DefaultResultBucket names the object store of result handles.
-	DefaultResultBucket = results.DefaultBucket
-	// DefaultResultTTL is how long a result behind a handle is kept (1 h).
-	DefaultResultTTL = results.DefaultTTL
-	// DefaultResultMaxBytes is the ceiling on one result behind a handle (64 MiB).
-	DefaultResultMaxBytes = results.DefaultMaxResultBytes
-	// DefaultResultHandleCalls bounds the calls at once that may receive a
-	// result as large as ResultMaxBytes.
-	DefaultResultHandleCalls = 8
-	// DefaultResultStoreMaxBytes bounds the result handles' bucket (1 GiB).
-	DefaultResultStoreMaxBytes = results.DefaultMaxBytes
-	DefaultEventStream         = "TOOLFLEET_CALL_EVENTS"
-	// DefaultWarmUp: see Config.WarmUp.
-	DefaultWarmUp = registry.DefaultWarmUp
-	// DefaultStartedEventAfter: a call still running after this publishes a
-	// started event; a faster one publishes only its terminal event.
-	DefaultStartedEventAfter = 100 * time.Millisecond
-	DefaultEventQueue        = 10000
-	// DefaultInputStateTTL: a caller answers a tool's questions within this.
-	DefaultInputStateTTL   = 15 * time.Minute
-	DefaultShutdownTimeout = 10 * time.Second
-	// DefaultMaxRequestBytes bounds one request on every surface (limits.go).
-	DefaultMaxRequestBytes = 4 << 20
-	// DefaultMaxInputValues bounds the JSON values of one JSON request.
-	DefaultMaxInputValues = 100_000
-	// DefaultMaxBatchCalls bounds the calls of one CallTools request.
-	DefaultMaxBatchCalls = 100
-	// DefaultBatchParallelism bounds the calls of one CallTools request running at once.
-	DefaultBatchParallelism = 8
-	// DefaultMaxConcurrentStreams bounds the RPCs in flight on one gRPC connection.
-	DefaultMaxConcurrentStreams = 256
-)
-
-// ErrAuthOffNotLoopback is returned by [New] when auth is disabled on a listener
-// that is not a loopback address.
-var ErrAuthOffNotLoopback = errors.New("gateway: auth may only be disabled when listening on loopback")
-
-// Config configures a [Gateway]. The zero value plus Auth.Disabled serves on
-// 127.0.0.1:8080 with static workers only.
-type Config struct {
-	// Listen is the host:port of the single h2c port. Default [DefaultListen].
-	Listen string
-	// Workers are static worker addresses (host:port), e.g. k8s Service DNS names.
-	Workers []string
-	// NATSURL enables announcements, idempotency and events. Empty = none of them
-	// (a call_id is then only passed to the worker).
-	NATSURL string
-	// NATS holds the credentials and TLS settings for NATSURL (none by default).
-	NATS natsconn.Options
-	// WorkerTLS says how to dial workers: plain text by default, TLS or mTLS.
-	WorkerTLS WorkerTLSConfig
-	// Auth configures bearer tokens.
-	Auth AuthConfig
-	// DefaultTimeout applies to tools whose contract sets none. Default [DefaultTimeout].
-	DefaultTimeout time.Duration
-	// StartedEventAfter is how long a call runs before its started event is
-	// published; a call that ends sooner publishes only its terminal event
-	// (with started_at and duration). Negative: every call publishes started
-	// as it begins. Default [DefaultStartedEventAfter].
-	StartedEventAfter time.Duration
-	// MaxResultBytes applies to tools whose contract sets none. Default [DefaultMaxResultBytes].
-	MaxResultBytes int64
-	// Assets sets the replicas, storage, byte bounds and retention of the
-	// gateway's JetStream assets (the call-event stream, the idempotency
-	// bucket, the result handles' object store); see package sdk/jsassets.
-	// Zero: one replica on file storage with the prod profile. The fields
-	// below that set one of these values win over the profile and lose to
-	// an override that names the asset.
-	Assets jsassets.Config
-	// IdempotencyTTL is how long finished results are kept. Default: the
-	// asset's max age (24 h in both profiles).
-	IdempotencyTTL time.Duration
-	// IdempotencyBucket names the KV bucket. Default [DefaultIdempotencyBucket].
-	IdempotencyBucket string
-	// IdempotencyMemoryStorage keeps finished calls in memory, as the
-	// override "toolfleet_calls.storage=memory" does. Default on disk: a
-	// NATS restart must not forget them, or the retry of a non-idempotent call
-	// would run it again.
-	IdempotencyMemoryStorage bool
-	// IdempotencyMaxBytes bounds the bucket; when full, the oldest entries are
-	// dropped first. Default: the asset's byte bound.
-	IdempotencyMaxBytes int64
-	// IdempotencyMaxValueSize bounds one stored response; the repeat of a call
-	// whose response was larger is refused. Default [DefaultIdempotencyMaxValueSize].
-	IdempotencyMaxValueSize int32
-	// ResultBucket names the object store bucket of result handles (results
-	// over a tool's MaxResultBytes, kept for callers that allow a handle).
-	// Default [DefaultResultBucket].
-	ResultBucket string
-	// ResultTTL is how long a result behind a handle is kept. Default: the
-	// asset's max age ([DefaultResultTTL] in both profiles).
-	ResultTTL time.Duration
-	// ResultMaxBytes is the ceiling on one result behind a handle; a larger
-	// result fails the call as without a handle. Default [DefaultResultMaxBytes].
-	ResultMaxBytes int64
-	// ResultStoreMaxBytes bounds the bucket; when full, results over the inline
-	// limit fail (retryable) until older ones expire. Default: the asset's
-	// byte bound ([DefaultResultStoreMaxBytes] in the prod profile).
-	ResultStoreMaxBytes int64
-	// ResultHandleCalls bounds the calls at once that allow a handle and so
-	// may receive a result up to ResultMaxBytes, which the gateway holds in
-	// memory (protobuf and JSON) while it keeps it: that memory stays below
-	// about 3 × ResultHandleCalls × ResultMaxBytes. A call past the bound waits
-	// up to ResultHandleWait for a slot, then is refused before it runs
-	// (ResourceExhausted, retryable). Default [DefaultResultHandleCalls].
-	ResultHandleCalls int
-	// ResultHandleWait is how long a call waits for a slot. Default 5 s.
-	ResultHandleWait time.Duration
-	// ResultMemoryStorage keeps results behind handles in memory (dev, tests);
-	// default on disk.
-	ResultMemoryStorage bool
-	// EventStream names the JetStream stream of call events. Default [DefaultEventStream].
-	EventStream string
-	// EventQueue bounds the events held while NATS is away. Default [DefaultEventQueue].
-	EventQueue int
-	// AnnounceSweep is how often expired workers are dropped. Default 1s.
-	AnnounceSweep time.Duration
-	// WarmUp is how long, after the gateway subscribes to announcements and
-	// probes for workers (and after each NATS reconnect), a tool id that does
-	// not resolve is UNAVAILABLE (retryable: "the gateway is starting") rather
-	// than NOT_FOUND; readiness waits for the first warm-up and for the
-	// announced workers' contracts to load. Only with NATSURL. Default
-	// [DefaultWarmUp] (workers answer the probe at once; see registry.DefaultWarmUp).
-	WarmUp time.Duration
-	// ShutdownTimeout bounds the graceful stop. Default [DefaultShutdownTimeout].
-	ShutdownTimeout time.Duration
-	// Logger receives the gateway's logs. Default slog.Default().
-	Logger *slog.Logger
-
-	// MaxRequestBytes bounds one request body or message on every surface (gRPC,
-	// Connect, gRPC-Web, OXP HTTP, MCP), checked before it is decoded.
-	// Default [DefaultMaxRequestBytes].
-	MaxRequestBytes int64
-	// MaxInputValues bounds the JSON values (array elements, object members)
-	// of one JSON request (Connect JSON, OXP HTTP, MCP), counted before it is
-	// decoded. Default [DefaultMaxInputValues].
-	MaxInputValues int
-	// MaxBatchCalls bounds the calls of one CallTools request; a larger batch is
-	// refused whole. Default [DefaultMaxBatchCalls].
-	MaxBatchCalls int
-	// BatchParallelism bounds how many calls of one CallTools request run at
-	// once. Default [DefaultBatchParallelism].
-	BatchParallelism int
-	// MaxConcurrentStreams bounds the RPCs in flight on one gRPC (HTTP/2)
-	// connection. Default [DefaultMaxConcurrentStreams].
-	MaxConcurrentStreams uint32
-	// AllowedOrigins are browser origins ("https://console.example.com") trusted
-	// to make state-changing requests and to use /mcp. Default none: every
-	// cross-origin browser request that changes state is refused.
-	AllowedOrigins []string
-	// Mounts are services served at the gateway's address (see [Mount]).
-	Mounts []Mount
-	// MCPTasks runs the MCP tasks of /mcp (mcp.Options.Tasks; the
-	// orchestrator's, through package mcp/orchestration). Nil: /mcp serves
-	// no tasks.
-	MCPTasks mcp.Tasks
-	// PublicURL is the gateway's origin as clients reach it
-	// ("https://tools.example.com"), named in the RFC 9728 metadata and in
-	// WWW-Authenticate. Default: the scheme and Host of each request.
-	PublicURL string
-	// Limits are the operator's rate limits and quotas per principal and per
-	// tool (package ratelimit; docs/operations.md "Rate limits and quotas").
-	// No rules: none. Shared across replicas through NATS when NATSURL is
-	// set, else each gateway enforces them alone. Limits.Assets and
-	// Limits.Standalone are set from the fields above.
-	Limits ratelimit.Config
-	// StoreShare is the part of each store's byte bound one principal may
-	// hold (the idempotency bucket, the result handles' object store, the
-	// call event stream; shares.go, docs/operations.md "Store shares"): a
-	// principal over it is refused new entries, never another principal.
-	// 0: [DefaultStoreShare]; [NoStoreShare]: no share. Only with NATSURL.
-	StoreShare float64
-	// InputStateKey seals the request_state of calls that ask their caller
-	// for input (inputstate.KeySize bytes, the same on every replica). Empty:
-	// with NATSURL the key shared in the KV bucket InputKeyBucket (the first
-	// replica creates it), else a random key per process (one gateway only).
-	InputStateKey []byte
-	// InputStateTTL is how long a caller has to answer a tool's questions.
-	// Default DefaultInputStateTTL.
-	InputStateTTL time.Duration
-	// Tracing records the gateway's spans (server, and client towards workers)
-	// with the global OpenTelemetry TracerProvider (internal/telemetry). A
-	// caller's traceparent is honoured either way.
-	Tracing bool
-}
-
-func (c *Config) defaults() {
-	if c.Listen == "" {
-		c.Listen = DefaultListen
-	}
-	if c.DefaultTimeout <= 0 {
-		c.DefaultTimeout = DefaultTimeout
-	}
-	if c.StartedEventAfter == 0 {
-		c.StartedEventAfter = DefaultStartedEventAfter
-	}
-	if c.MaxResultBytes <= 0 {
-		c.MaxResultBytes = DefaultMaxResultBytes
-	}
-	if c.IdempotencyBucket == "" {
-		c.IdempotencyBucket = DefaultIdempotencyBucket
-	}
-	if c.ResultBucket == "" {
-		c.ResultBucket = DefaultResultBucket
-	}
-	if c.ResultMaxBytes <= 0 {
-		c.ResultMaxBytes = DefaultResultMaxBytes
-	}
-	if c.ResultHandleCalls <= 0 {
-		c.ResultHandleCalls = DefaultResultHandleCalls
-	}
-	if c.ResultHandleWait <= 0 {
-		c.ResultHandleWait = 5 * time.Second
-	}
-	if c.EventStream == "" {
-		c.EventStream = DefaultEventStream
-	}
-	if c.InputStateTTL <= 0 {
-		c.InputStateTTL = DefaultInputStateTTL
-	}
-	if c.EventQueue <= 0 {
-		c.EventQueue = DefaultEventQueue
-	}
-	if c.AnnounceSweep <= 0 {
-		c.AnnounceSweep = time.Second
-	}
-	if c.WarmUp <= 0 {
-		c.WarmUp = DefaultWarmUp
-	}
-	if c.ShutdownTimeout <= 0 {
-		c.ShutdownTimeout = DefaultShutdownTimeout
-	}
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
-	if c.MaxRequestBytes <= 0 {
-		c.MaxRequestBytes = DefaultMaxRequestBytes
-	}
-	if c.MaxInputValues <= 0 {
-		c.MaxInputValues = DefaultMaxInputValues
-	}
-	if c.MaxBatchCalls <= 0 {
-		c.MaxBatchCalls = DefaultMaxBatchCalls
-	}
-	if c.BatchParallelism <= 0 {
-		c.BatchParallelism = DefaultBatchParallelism
-	}
-	if c.MaxConcurrentStreams == 0 {
-		c.MaxConcurrentStreams = DefaultMaxConcurrentStreams
-	}
-}
 
 // Gateway is the fleet's front door. Create it with [New], then call [Gateway.Run].
 type Gateway struct {
@@ -300,7 +33,7 @@ type Gateway struct {
 	metrics *metrics
 	idemPtr atomic.Pointer[idempotency.Store]
 	// sealer seals request_state; nil until the shared key is read.
-	sealer atomic.Pointer[inputstate.Sealer]
+	sealer atomic.Pointer[clientinput.Sealer]
 	// resultsPtr is the store of result handles; nil until NATS is configured
 	// and the bucket exists.
 	resultsPtr atomic.Pointer[results.Store]
@@ -352,7 +85,7 @@ func New(ctx context.Context, cfg Config) (*Gateway, error) {
 			return nil, fmt.Errorf("gateway: %w", err)
 		}
 		// A result at the ceiling must fit the bucket: fail now, not at a call.
-		rc := cfg.resultsConfig()
+		rc := cfg.ResultsConfig()
 		if err := rc.Defaults(); err != nil {
 			return nil, fmt.Errorf("gateway: %w", err)
 		}
@@ -362,7 +95,7 @@ func New(ctx context.Context, cfg Config) (*Gateway, error) {
 	if err != nil {
 		return nil, err
 	}
-	g := &Gateway{cfg: cfg, log: log, auth: authn, ready: make(chan struct{}), fatalErr: make(chan error, 1), handleSlots: make(chan struct{}, cfg.ResultHandleCalls)}
+	g := &Gateway{cfg: cfg, log: log, auth: authn, ready: make(chan struct{}), fatalErr: make(chan error, 1), handleSlots: make(chan struct{}, cfg.ResultHandles.Calls)}
 	if g.cop, err = g.newCrossOrigin(); err != nil {
 		return nil, err
 	}
@@ -385,14 +118,14 @@ func New(ctx context.Context, cfg Config) (*Gateway, error) {
 		return nil, err
 	}
 	switch {
-	case len(cfg.InputStateKey) > 0:
-		sl, err := inputstate.New(cfg.InputStateKey)
+	case len(cfg.ClientInput.Key) > 0:
+		sl, err := clientinput.New(cfg.ClientInput.Key)
 		if err != nil {
-			return nil, fmt.Errorf("gateway: InputStateKey: %w", err)
+			return nil, fmt.Errorf("gateway: ClientInput.Key: %w", err)
 		}
 		g.sealer.Store(sl)
 	case cfg.NATSURL == "":
-		sl, _ := inputstate.New(inputstate.RandomKey())
+		sl, _ := clientinput.New(clientinput.RandomKey())
 		g.sealer.Store(sl)
 		log.Info("request_state of tools asking for input is sealed with a key of this process: run one gateway, or give every replica the same --input-state-key-file")
 	}
@@ -512,263 +245,6 @@ func (g *Gateway) stopGRPC(ctx context.Context) {
 		g.grpc.Stop()
 		<-done
 	}
-}
-
-// connectNATS connects (retrying in the background when NATS is away) and starts
-// announcements, idempotency and events.
-func (g *Gateway) connectNATS(ctx context.Context, bg *sync.WaitGroup) (*nats.Conn, error) {
-	nc, err := g.cfg.NATS.Connect(g.cfg.NATSURL, "toolfleet-gateway",
-		nats.RetryOnFailedConnect(true),
-		nats.MaxReconnects(-1),
-		nats.ReconnectWait(250*time.Millisecond),
-		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
-			g.reg.MarkNATSDown()
-			if err == nil {
-				return // our own Close at stop
-			}
-			g.log.Warn("NATS disconnected; keeping the last known registry, queueing events", "error", err)
-		}),
-		// Workers may have come or gone meanwhile: probe, and warm up again.
-		nats.ConnectHandler(func(*nats.Conn) { g.reg.Rediscover() }), // after a failed first connect
-		nats.ReconnectHandler(func(*nats.Conn) {
-			g.log.Info("NATS reconnected")
-			g.reg.Rediscover()
-		}),
-	)
-	if err != nil {
-		return nil, fmt.Errorf("gateway: NATS %s: %w", g.cfg.NATSURL, err)
-	}
-	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(4096))
-	if err != nil {
-		nc.Close()
-		return nil, fmt.Errorf("gateway: JetStream: %w", err)
-	}
-	if err := g.reg.WatchAnnouncements(ctx, nc, g.cfg.AnnounceSweep, g.cfg.WarmUp); err != nil {
-		nc.Close()
-		return nil, fmt.Errorf("gateway: subscribe to announcements: %w", err)
-	}
-	bg.Go(func() {
-		select {
-		case <-g.reg.Warm():
-			g.registryWarm.Store(true)
-			g.markReady()
-		case <-ctx.Done():
-		}
-	})
-	g.events = newEvents(g.log, nc, js, g.cfg.EventStreamConfig(), g.cfg.EventQueue, g.metrics, g.shares)
-	g.events.run(ctx)
-	idemCfg := g.cfg.IdempotencyConfig()
-	if g.shares != nil {
-		idemCfg.Share = storeShare{s: g.shares, store: shareCalls}
-	}
-	setup := func() bool {
-		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		defer cancel()
-		if g.idemPtr.Load() == nil {
-			idem, err := idempotency.New(cctx, g.log, nc, js, idemCfg)
-			if err != nil {
-				g.setupErr.Store(&err)
-				if g.fatal(err) {
-					return true
-				}
-				g.log.Warn("idempotency store not ready; only read-only and idempotent tools run with a call_id until it is", "error", err)
-				return false
-			}
-			g.idemPtr.Store(idem)
-		}
-		// Ready (for Kubernetes) once the event stream exists too; a later NATS
-		// outage does not flip it back (the gateway keeps serving without NATS).
-		if err := g.events.ensureStream(cctx); err != nil {
-			g.setupErr.Store(&err)
-			return g.fatal(err)
-		}
-		g.setupErr.Store(nil)
-		g.assetsReady.Store(true)
-		g.markReady()
-		return true
-	}
-	if !nc.IsConnected() || !setup() {
-		// The bucket needs NATS up: retry in the background until it is.
-		bg.Go(func() { g.retrySetup(ctx, setup) })
-	}
-	// The result store is optional (only callers allowing a handle need it):
-	// readiness does not wait for it.
-	attempts := 0
-	setupResults := func() bool {
-		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		defer cancel()
-		rs, err := results.New(cctx, js, g.cfg.resultsConfig())
-		if err != nil {
-			if g.fatal(err) {
-				return true
-			}
-			// Missing NATS permissions would repeat this every second: say it once a minute.
-			if attempts++; attempts%60 == 1 {
-				g.log.Warn("result store not ready; calls allowing a result handle fail over the inline limit until it is", "error", err)
-			}
-			return false
-		}
-		g.resultsPtr.Store(rs)
-		return true
-	}
-	if !nc.IsConnected() || !setupResults() {
-		bg.Go(func() { g.retrySetup(ctx, setupResults) })
-	}
-	if g.sealer.Load() == nil {
-		keyAttempts := 0
-		setupKey := func() bool {
-			cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-			defer cancel()
-			key, err := inputstate.SharedKey(cctx, js, g.cfg.InputKeyConfig())
-			if err == nil {
-				var sl *inputstate.Sealer
-				if sl, err = inputstate.New(key); err == nil {
-					g.sealer.Store(sl)
-					return true
-				}
-			}
-			if g.fatal(err) {
-				return true
-			}
-			if keyAttempts++; keyAttempts%60 == 1 {
-				g.log.Warn("input state key not ready; tools asking their caller for input fail until it is", "error", err)
-			}
-			return false
-		}
-		if !nc.IsConnected() || !setupKey() {
-			bg.Go(func() { g.retrySetup(ctx, setupKey) })
-		}
-	}
-	if g.limits != nil {
-		// Until the bucket exists the limits follow Limits.WhenNATSDown.
-		limitAttempts := 0
-		setupLimits := func() bool {
-			cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-			defer cancel()
-			if err := g.limits.Attach(cctx, nc, js); err != nil {
-				if g.fatal(err) {
-					return true
-				}
-				if limitAttempts++; limitAttempts%60 == 1 {
-					g.log.Warn("rate limit bucket not ready; limits follow --limits-when-nats-down until it is", "error", err)
-				}
-				return false
-			}
-			return true
-		}
-		if !nc.IsConnected() || !setupLimits() {
-			bg.Go(func() { g.retrySetup(ctx, setupLimits) })
-		}
-	}
-	if g.shares != nil {
-		shareAttempts := 0
-		setupShares := func() bool {
-			cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-			defer cancel()
-			if err := g.shares.attach(cctx, nc, js); err != nil {
-				if g.fatal(err) {
-					return true
-				}
-				if shareAttempts++; shareAttempts%60 == 1 {
-					g.log.Warn("store shares' bucket not ready; each replica counts the shares alone until it is", "error", err)
-				}
-				return false
-			}
-			return true
-		}
-		if !nc.IsConnected() || !setupShares() {
-			bg.Go(func() { g.retrySetup(ctx, setupShares) })
-		}
-	}
-	return nc, nil
-}
-
-// markReady turns readiness (grpc.health.v1 "", GET /health) SERVING once
-// the JetStream assets exist and the registry's first warm-up has ended, so
-// that no traffic is routed to a gateway that would answer UNAVAILABLE for
-// tools its workers serve. Nothing flips it back but shutdown.
-func (g *Gateway) markReady() {
-	if g.assetsReady.Load() && g.registryWarm.Load() {
-		g.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
-	}
-}
-
-// retrySetup runs setup every second until it succeeds or ctx ends.
-func (g *Gateway) retrySetup(ctx context.Context, setup func() bool) {
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(time.Second):
-		}
-		if setup() {
-			return
-		}
-	}
-}
-
-// fatal reports whether err is a configuration error that retrying cannot
-// mend (a JetStream asset whose storage type the configuration changes), and
-// then stops the gateway with it: Run returns err.
-func (g *Gateway) fatal(err error) bool {
-	if !errors.Is(err, jsassets.ErrUnsupportedChange) {
-		return false
-	}
-	g.log.Error("a JetStream asset cannot be brought to the configuration; stopping", "error", err)
-	select {
-	case g.fatalErr <- fmt.Errorf("gateway: %w", err):
-	default: // one is enough
-	}
-	return true
-}
-
-// assetSettings is what asset a is created with: Assets, then a value the
-// gateway's own configuration sets (unless an override names it).
-func (c *Config) assetSettings(a jsassets.Asset, maxBytes int64, maxAge time.Duration, memory bool) jsassets.Settings {
-	s := c.Assets.Settings(a)
-	if maxBytes > 0 && !c.Assets.Overridden(a.Name, "max-bytes") {
-		s.MaxBytes = maxBytes
-	}
-	if maxAge > 0 && !c.Assets.Overridden(a.Name, "max-age") {
-		s.MaxAge = maxAge
-	}
-	if memory && !c.Assets.Overridden(a.Name, "storage") {
-		s.Storage = jetstream.MemoryStorage
-	}
-	return s
-}
-
-// EventStreamConfig is the call-event stream the gateway creates or updates.
-func (c Config) EventStreamConfig() jetstream.StreamConfig {
-	c.defaults()
-	return c.assetSettings(jsassets.CallEvents.Named(c.EventStream), 0, 0, false).Stream(jetstream.StreamConfig{
-		Name:        c.EventStream,
-		Description: "toolfleet gateway call events",
-		Subjects:    []string{EventSubjectPrefix + ">"},
-		Discard:     jetstream.DiscardOld,
-		Duplicates:  2 * time.Minute,
-	})
-}
-
-// InputKeyConfig is the KV bucket sharing the request_state key (jsassets.InputKey).
-func (c Config) InputKeyConfig() jetstream.KeyValueConfig {
-	s := c.assetSettings(jsassets.InputKey, 0, 0, false)
-	return s.KeyValue(jetstream.KeyValueConfig{Bucket: jsassets.InputKey.Name, Description: "the key sealing request_state of tool calls asking for input", History: 1})
-}
-
-// IdempotencyConfig is the idempotency store's configuration.
-func (c Config) IdempotencyConfig() idempotency.Config {
-	c.defaults()
-	s := c.assetSettings(jsassets.Idempotency.Named(c.IdempotencyBucket), c.IdempotencyMaxBytes, c.IdempotencyTTL, c.IdempotencyMemoryStorage)
-	return idempotency.Config{Bucket: c.IdempotencyBucket, TTL: s.MaxAge, MemoryStorage: s.Storage == jetstream.MemoryStorage,
-		Replicas: s.Replicas, MaxBytes: s.MaxBytes, MaxValueSize: c.IdempotencyMaxValueSize}
-}
-
-// resultsConfig is the result store's configuration (its defaults applied by results.New).
-func (c *Config) resultsConfig() results.Config {
-	s := c.assetSettings(jsassets.Results.Named(c.ResultBucket), c.ResultStoreMaxBytes, c.ResultTTL, c.ResultMemoryStorage)
-	return results.Config{Bucket: c.ResultBucket, TTL: s.MaxAge, MaxBytes: s.MaxBytes,
-		MaxResultBytes: c.ResultMaxBytes, MemoryStorage: s.Storage == jetstream.MemoryStorage, Replicas: s.Replicas}
 }
 
 // SetupError is the last error met while creating the idempotency bucket and

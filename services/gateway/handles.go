@@ -21,7 +21,7 @@ import (
 
 // Result handles (docs/gateway.md, "Large results: handles"): a caller that
 // sets allow_result_handle gets a result over the tool's inline limit (up to
-// Config.ResultMaxBytes) as a handle to the bytes kept in package results, and
+// Config.Results.MaxResultBytes) as a handle to the bytes kept in package results, and
 // fetches them with FetchResult (gRPC, Connect) or GET /results/{id} (OXP).
 
 // fetchChunkBytes is the size of one FetchResult message.
@@ -40,8 +40,8 @@ type handleOffer struct {
 
 // offerOf is the handle offer of a call, holding one of the gateway's handle
 // slots until release is called: a call that allows a handle may receive a
-// result of up to ResultMaxBytes, and the slots bound how many do at once.
-// Without a free slot within Config.ResultHandleWait the call is refused
+// result of up to Results.MaxResultBytes, and the slots bound how many do at once.
+// Without a free slot within Config.ResultHandles.Wait the call is refused
 // before it runs (ResourceExhausted, retryable).
 func (g *Gateway) offerOf(ctx context.Context, p *Principal, req *toolfleetv1.CallToolRequest) (_ handleOffer, release func(), _ *CallError) {
 	if !req.GetAllowResultHandle() {
@@ -53,7 +53,7 @@ func (g *Gateway) offerOf(ctx context.Context, p *Principal, req *toolfleetv1.Ca
 	if err := g.shares.admit(ctx, shareResults, p.ID()); err != nil {
 		return handleOffer{}, nil, shareRefused(err, req.GetToolId(), "try again then, or call without allow_result_handle")
 	}
-	t := time.NewTimer(g.cfg.ResultHandleWait)
+	t := time.NewTimer(g.cfg.ResultHandles.Wait)
 	defer t.Stop()
 	select {
 	case g.handleSlots <- struct{}{}:
@@ -62,7 +62,7 @@ func (g *Gateway) offerOf(ctx context.Context, p *Principal, req *toolfleetv1.Ca
 		return handleOffer{}, nil, serverError(codes.DeadlineExceeded, ErrDeadline, "", "the deadline passed while the call waited to start")
 	case <-t.C:
 		return handleOffer{}, nil, serverError(codes.ResourceExhausted, errHandleSlots, "",
-			"the gateway is already running as many calls that allow a result handle as it takes at once (%d); the call did not run: try again shortly", g.cfg.ResultHandleCalls)
+			"the gateway is already running as many calls that allow a result handle as it takes at once (%d); the call did not run: try again shortly", g.cfg.ResultHandles.Calls)
 	}
 }
 
@@ -82,11 +82,11 @@ func (g *Gateway) withOffer(ctx context.Context, offer handleOffer) (context.Con
 	if offer.owner == "" {
 		return ctx, nil
 	}
-	ctx = metadata.AppendToOutgoingContext(ctx, tool.AcceptResultBytesKey, strconv.FormatInt(g.cfg.ResultMaxBytes, 10))
-	if g.cfg.ResultMaxBytes <= grpcDefaultRecvBytes {
+	ctx = metadata.AppendToOutgoingContext(ctx, tool.AcceptResultBytesKey, strconv.FormatInt(g.cfg.Results.MaxResultBytes, 10))
+	if g.cfg.Results.MaxResultBytes <= grpcDefaultRecvBytes {
 		return ctx, nil
 	}
-	return ctx, []grpc.CallOption{grpc.MaxCallRecvMsgSize(int(g.cfg.ResultMaxBytes))}
+	return ctx, []grpc.CallOption{grpc.MaxCallRecvMsgSize(int(g.cfg.Results.MaxResultBytes))}
 }
 
 // results returns the result store; nil until NATS is configured and the bucket exists.
@@ -106,8 +106,8 @@ func (g *Gateway) keepResult(ctx context.Context, rt *registry.Route, offer hand
 	case g.cfg.NATSURL == "":
 		fail("result handles need a gateway with NATS, and this one has none; ask for less (narrow the input or page through the results)", false)
 		return
-	case int64(len(b)) > g.cfg.ResultMaxBytes:
-		fail(fmt.Sprintf("it is also over the ceiling of %d bytes for results kept behind a handle; ask for less (narrow the input or page through the results)", g.cfg.ResultMaxBytes), false)
+	case int64(len(b)) > g.cfg.Results.MaxResultBytes:
+		fail(fmt.Sprintf("it is also over the ceiling of %d bytes for results kept behind a handle; ask for less (narrow the input or page through the results)", g.cfg.Results.MaxResultBytes), false)
 		return
 	case store == nil:
 		fail("the gateway's result store is not ready; try again shortly", true)

@@ -21,7 +21,9 @@ import (
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
 	"github.com/toolfleet/toolfleet/internal/natsx/natstest"
+	"github.com/toolfleet/toolfleet/sdk/jsassets"
 	"github.com/toolfleet/toolfleet/services/gateway"
+	"github.com/toolfleet/toolfleet/services/gateway/results"
 )
 
 // handleCaller is one principal calling a gateway with result handles.
@@ -159,7 +161,7 @@ func TestResultHandles(t *testing.T) {
 	t.Parallel()
 	nats := natstest.Start(t)
 	stAddr, st := countingSchemaTestWorker(t, "")
-	g := startGateway(t, gateway.Config{NATSURL: nats.URL(), Workers: []string{stAddr}, ResultMemoryStorage: true})
+	g := startGateway(t, gateway.Config{NATSURL: nats.URL(), Workers: []string{stAddr}, Results: memResults})
 	waitTool(t, g, "SchemaTest.Types")
 	alice, bob := newHandleCaller(t, g, "alice"), newHandleCaller(t, g, "bob")
 	const n = 300 << 10 // several object store chunks and FetchResult messages
@@ -319,8 +321,8 @@ func TestResultHandleExpiry(t *testing.T) {
 	nats := natstest.Start(t)
 	stAddr := schemaTestWorker(t, "")
 	const ttl = 2 * time.Second
-	g := startGateway(t, gateway.Config{NATSURL: nats.URL(), Workers: []string{stAddr}, ResultMemoryStorage: true,
-		ResultTTL: ttl, ResultBucket: "expiring_results"})
+	g := startGateway(t, gateway.Config{NATSURL: nats.URL(), Workers: []string{stAddr},
+		Results: results.Config{BucketConfig: jsassets.BucketConfig{Bucket: "expiring_results", TTL: ttl, MemoryStorage: true}}})
 	waitTool(t, g, "SchemaTest.Types")
 	alice := newHandleCaller(t, g, "alice")
 	h := waitHandle(t, alice, 10<<10).GetResultHandle()
@@ -376,16 +378,16 @@ func TestResultHandlesWithoutNATS(t *testing.T) {
 	}
 }
 
-// TestResultHandleCallsBounded: at most ResultHandleCalls calls that allow a
-// handle run at once; one past the bound waits ResultHandleWait for a slot,
+// TestResultHandleCallsBounded: at most ResultHandles.Calls calls that allow a
+// handle run at once; one past the bound waits ResultHandles.Wait for a slot,
 // then is refused before it runs (ResourceExhausted); a call that allows no
 // handle is not held up; once the slot is free the call runs.
 func TestResultHandleCallsBounded(t *testing.T) {
 	t.Parallel()
 	nats := natstest.Start(t)
 	stAddr, st := countingSchemaTestWorker(t, "")
-	g := startGateway(t, gateway.Config{NATSURL: nats.URL(), Workers: []string{stAddr}, ResultMemoryStorage: true,
-		ResultHandleCalls: 1, ResultHandleWait: 100 * time.Millisecond})
+	g := startGateway(t, gateway.Config{NATSURL: nats.URL(), Workers: []string{stAddr}, Results: memResults,
+		ResultHandles: gateway.ResultHandlesConfig{Calls: 1, Wait: 100 * time.Millisecond}})
 	waitTool(t, g, "SchemaTest.Types")
 	waitTool(t, g, "SchemaTest.Sleep")
 	alice := newHandleCaller(t, g, "alice")

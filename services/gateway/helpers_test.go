@@ -30,9 +30,12 @@ import (
 	"github.com/toolfleet/toolfleet/gen/toolfleet/v1/toolfleetv1connect"
 	calculatorv1 "github.com/toolfleet/toolfleet/gen/tools/calculator/v1"
 	schematestv1 "github.com/toolfleet/toolfleet/gen/tools/schematest/v1"
+	"github.com/toolfleet/toolfleet/sdk/jsassets"
 	"github.com/toolfleet/toolfleet/sdk/tool"
 	"github.com/toolfleet/toolfleet/sdk/tool/tooltest"
 	"github.com/toolfleet/toolfleet/services/gateway"
+	"github.com/toolfleet/toolfleet/services/gateway/idempotency"
+	"github.com/toolfleet/toolfleet/services/gateway/results"
 	"github.com/toolfleet/toolfleet/workers/calculator/calculator"
 )
 
@@ -384,3 +387,9 @@ func h2c() *http.Client {
 func connectClient(addr string, opts ...connect.ClientOption) toolfleetv1connect.ToolGatewayServiceClient {
 	return toolfleetv1connect.NewToolGatewayServiceClient(http.DefaultClient, "http://"+addr, append([]connect.ClientOption{connect.WithProtoJSON()}, opts...)...)
 }
+
+// memResults and memIdempotency keep a test gateway's stores in memory.
+var (
+	memResults     = results.Config{BucketConfig: jsassets.BucketConfig{MemoryStorage: true}}
+	memIdempotency = idempotency.Config{BucketConfig: jsassets.BucketConfig{MemoryStorage: true}}
+)

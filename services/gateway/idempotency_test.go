@@ -18,7 +18,9 @@ import (
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
 	"github.com/toolfleet/toolfleet/internal/natsx/natstest"
+	"github.com/toolfleet/toolfleet/sdk/jsassets"
 	"github.com/toolfleet/toolfleet/services/gateway"
+	"github.com/toolfleet/toolfleet/services/gateway/idempotency"
 )
 
 // TestIdempotency: a repeated call_id runs the tool once (finished or in flight,
@@ -308,7 +310,7 @@ func TestIdempotencyBucketBounded(t *testing.T) {
 	stAddr, st := countingSchemaTestWorker(t, "")
 	_, calcAddr, _ := calculatorWorker(t, "")
 	g := startGateway(t, gateway.Config{NATSURL: srv.URL(), Workers: []string{stAddr, calcAddr},
-		IdempotencyBucket: "bounded", IdempotencyMaxBytes: 1 << 20, IdempotencyMaxValueSize: 512})
+		Idempotency: idempotency.Config{BucketConfig: jsassets.BucketConfig{Bucket: "bounded", MaxBytes: 1 << 20}, MaxValueSize: 512}})
 	waitTool(t, g, "SchemaTest.Types")
 	waitStore(t, g)
 

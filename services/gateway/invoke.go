@@ -241,7 +241,7 @@ func (g *Gateway) mapResult(ctx context.Context, rt *registry.Route, out proto.M
 				return serverError(codes.Internal, merr, merr.Error(), "the gateway could not encode the result of %s", rt.Def().GetId())
 			}
 			if int64(len(b)) > limit && offer.owner != "" {
-				if md := out.ProtoReflect().Descriptor(); int64(len(b)) <= g.cfg.ResultMaxBytes && schema.ReachesEnum(md) {
+				if md := out.ProtoReflect().Descriptor(); int64(len(b)) <= g.cfg.Results.MaxResultBytes && schema.ReachesEnum(md) {
 					b = modelEnums(md, b) // a handle's bytes read as the inline result would
 				}
 				g.keepResult(ctx, rt, offer, b, limit, resp)

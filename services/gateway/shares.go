@@ -124,7 +124,7 @@ func newStoreShares(cfg Config, log *slog.Logger, m *metrics) (*storeShares, err
 	if fraction > 1 {
 		return nil, fmt.Errorf("gateway: StoreShare %g: want a part of a store (0 to 1) or NoStoreShare", fraction)
 	}
-	idem, res, ev := cfg.IdempotencyConfig(), cfg.resultsConfig(), cfg.EventStreamConfig()
+	idem, res, ev := cfg.IdempotencyConfig(), cfg.ResultsConfig(), cfg.EventStreamConfig()
 	if err := res.Defaults(); err != nil {
 		return nil, fmt.Errorf("gateway: %w", err)
 	}

@@ -22,6 +22,8 @@ import (
 	"github.com/toolfleet/toolfleet/internal/natsx/natstest"
 	"github.com/toolfleet/toolfleet/sdk/jsassets"
 	"github.com/toolfleet/toolfleet/services/gateway"
+	"github.com/toolfleet/toolfleet/services/gateway/idempotency"
+	"github.com/toolfleet/toolfleet/services/gateway/results"
 )
 
 // The store shares (issue 32, "a hostile tenant cannot hurt another"): mallory
@@ -85,7 +87,7 @@ func TestStoreShareCalls(t *testing.T) {
 	adder := startPlainCalculator(t, 2, withSideEffects())
 	const bucket = 256 << 10 // an eighth: 32 KiB per principal
 	g := startGateway(t, gateway.Config{NATSURL: srv.URL(), Workers: []string{stAddr, adder.addr},
-		IdempotencyBucket: "shared_calls", IdempotencyMaxBytes: bucket, IdempotencyMemoryStorage: true, StoreShare: share})
+		Idempotency: idempotency.Config{BucketConfig: jsassets.BucketConfig{Bucket: "shared_calls", MaxBytes: bucket, MemoryStorage: true}}, StoreShare: share})
 	waitTool(t, g, "SchemaTest.Types")
 	waitTool(t, g, "Calculator.Add@2")
 	client := grpcClient(t, g.Addr())
@@ -141,8 +143,8 @@ func TestStoreShareResults(t *testing.T) {
 	srv := natstest.Start(t)
 	stAddr, _ := countingSchemaTestWorker(t, "")
 	const store = 512 << 10 // an eighth: 64 KiB per principal
-	g := startGateway(t, gateway.Config{NATSURL: srv.URL(), Workers: []string{stAddr}, ResultMemoryStorage: true,
-		ResultMaxBytes: 64 << 10, ResultStoreMaxBytes: store, StoreShare: share})
+	g := startGateway(t, gateway.Config{NATSURL: srv.URL(), Workers: []string{stAddr},
+		Results: results.Config{BucketConfig: jsassets.BucketConfig{MaxBytes: store, MemoryStorage: true}, MaxResultBytes: 64 << 10}, StoreShare: share})
 	waitTool(t, g, "SchemaTest.Types")
 	mallory, alice := newHandleCaller(t, g, "mallory"), newHandleCaller(t, g, "alice")
 	const n = 20 << 10 // over the tool's 4096-byte limit: kept behind a handle

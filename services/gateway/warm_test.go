@@ -68,7 +68,7 @@ func TestColdStartNeverNotFound(t *testing.T) {
 	}
 
 	g := startGateway(t, gateway.Config{NATSURL: srv.URL(), WarmUp: gateway.DefaultWarmUp, Auth: gateway.AuthConfig{Disabled: true},
-		IdempotencyMemoryStorage: true, ResultMemoryStorage: true})
+		Idempotency: memIdempotency, Results: memResults})
 	input := map[string]any{"a": 2, "b": 3}
 	in, _ := structpb.NewStruct(input)
 	grpcc := grpcClient(t, g.Addr())

@@ -56,19 +56,13 @@ var (
 
 // Config configures a [Store].
 type Config struct {
-	// Bucket names the KV bucket. Default [DefaultBucket].
-	Bucket string
-	// TTL is how long finished responses are kept. Default [DefaultTTL].
-	TTL time.Duration
-	// MemoryStorage keeps the bucket in memory. Default on disk: a NATS restart
-	// must not forget finished calls, or the retry of a non-idempotent call
-	// would run it again.
-	MemoryStorage bool
-	// Replicas of the bucket. Default 1.
-	Replicas int
-	// MaxBytes bounds the bucket; when full it refuses new entries ([ErrFull]).
-	// Default [DefaultMaxBytes].
-	MaxBytes int64
+	// BucketConfig names and sizes the KV bucket: Bucket (default
+	// [DefaultBucket]), TTL, how long finished responses are kept (default
+	// [DefaultTTL]), MaxBytes, its bound, past which it refuses new entries
+	// ([ErrFull]; default [DefaultMaxBytes]), MemoryStorage (default on disk:
+	// a NATS restart must not forget finished calls, or the retry of a
+	// non-idempotent call would run it again) and Replicas (default 1).
+	jsassets.BucketConfig
 	// MaxValueSize bounds one stored response; a larger one is replaced by a
 	// tombstone. Default [DefaultMaxValueSize].
 	MaxValueSize int32
@@ -95,15 +89,7 @@ type Share interface {
 }
 
 func (c *Config) defaults() {
-	if c.Bucket == "" {
-		c.Bucket = DefaultBucket
-	}
-	if c.TTL <= 0 {
-		c.TTL = DefaultTTL
-	}
-	if c.MaxBytes <= 0 {
-		c.MaxBytes = DefaultMaxBytes
-	}
+	c.BucketConfig.Defaults(jsassets.BucketConfig{Bucket: DefaultBucket, TTL: DefaultTTL, MaxBytes: DefaultMaxBytes})
 	if c.MaxValueSize <= 0 {
 		c.MaxValueSize = DefaultMaxValueSize
 	}
@@ -128,16 +114,12 @@ type Store struct {
 // New creates (or updates) the bucket and returns the store.
 func New(ctx context.Context, log *slog.Logger, nc *nats.Conn, js jetstream.JetStream, cfg Config) (*Store, error) {
 	cfg.defaults()
-	storage := jetstream.FileStorage
-	if cfg.MemoryStorage {
-		storage = jetstream.MemoryStorage
-	}
 	s := &Store{log: log, nc: nc, js: js, cfg: cfg, kvc: jetstream.KeyValueConfig{
 		Bucket:         cfg.Bucket,
 		Description:    "toolfleet gateway: the call journal and finished calls by (principal, tool, call_id)",
 		TTL:            cfg.TTL,
 		History:        1,
-		Storage:        storage,
+		Storage:        cfg.Storage(),
 		Replicas:       max(cfg.Replicas, 1),
 		MaxBytes:       cfg.MaxBytes,
 		MaxValueSize:   cfg.MaxValueSize,

@@ -15,6 +15,7 @@ import (
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
 	"github.com/toolfleet/toolfleet/internal/natsx/natstest"
+	"github.com/toolfleet/toolfleet/sdk/jsassets"
 	"github.com/toolfleet/toolfleet/sdk/tool/journal"
 	"github.com/toolfleet/toolfleet/services/gateway/idempotency"
 )
@@ -288,7 +289,7 @@ func TestFence(t *testing.T) {
 // stored call, whose retry then ran again).
 func TestFullStoreForgetsNothing(t *testing.T) {
 	t.Parallel()
-	e := start(t, idempotency.Config{MaxBytes: 64 << 10, MaxValueSize: 16 << 10})
+	e := start(t, idempotency.Config{BucketConfig: jsassets.BucketConfig{MaxBytes: 64 << 10}, MaxValueSize: 16 << 10})
 	d := digest(t, "in")
 	c, _ := e.s.Acquire(t.Context(), key, d, idempotency.Options{})
 	c.Finish(&toolfleetv1.CallToolResponse{CallId: "c1", Success: true}, true, true)

@@ -14,6 +14,7 @@ import (
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
 	"github.com/toolfleet/toolfleet/sdk/client"
+	"github.com/toolfleet/toolfleet/services/gateway/internal/codename"
 )
 
 // MetaRetryAfterMs carries, on an isError result of a call refused for lack of
@@ -125,23 +126,13 @@ func errorResult(meta sdk.Meta, text string) *sdk.CallToolResult {
 	return &sdk.CallToolResult{IsError: true, Meta: meta, Content: []sdk.Content{&sdk.TextContent{Text: text}}}
 }
 
-// codeName is the canonical name of a gRPC code ("ALREADY_EXISTS").
+// codeName is the canonical name of a gRPC code ("ALREADY_EXISTS"), or its
+// Go name for a code gRPC does not define.
 func codeName(c codes.Code) string {
-	if n, ok := codeNames[c]; ok {
+	if n := codename.Of(c); n != "" {
 		return n
 	}
 	return c.String()
-}
-
-var codeNames = map[codes.Code]string{
-	codes.OK: "OK", codes.Canceled: "CANCELLED", codes.Unknown: "UNKNOWN",
-	codes.InvalidArgument: "INVALID_ARGUMENT", codes.DeadlineExceeded: "DEADLINE_EXCEEDED",
-	codes.NotFound: "NOT_FOUND", codes.AlreadyExists: "ALREADY_EXISTS",
-	codes.PermissionDenied: "PERMISSION_DENIED", codes.ResourceExhausted: "RESOURCE_EXHAUSTED",
-	codes.FailedPrecondition: "FAILED_PRECONDITION", codes.Aborted: "ABORTED",
-	codes.OutOfRange: "OUT_OF_RANGE", codes.Unimplemented: "UNIMPLEMENTED",
-	codes.Internal: "INTERNAL", codes.Unavailable: "UNAVAILABLE", codes.DataLoss: "DATA_LOSS",
-	codes.Unauthenticated: "UNAUTHENTICATED",
 }
 
 // validationText lists the field messages, one per line, sorted by field,

@@ -62,31 +62,18 @@ var (
 
 // Config configures a [Store].
 type Config struct {
-	// Bucket names the object store bucket. Default [DefaultBucket].
-	Bucket string
-	// TTL is how long a result is kept. Default [DefaultTTL].
-	TTL time.Duration
-	// MaxBytes bounds the bucket. Default [DefaultMaxBytes].
-	MaxBytes int64
+	// BucketConfig names and sizes the object store: Bucket (default
+	// [DefaultBucket]), TTL, how long a result is kept (default
+	// [DefaultTTL]), MaxBytes, its bound (default [DefaultMaxBytes]),
+	// MemoryStorage (dev and tests; default on disk) and Replicas (default 1).
+	jsassets.BucketConfig
 	// MaxResultBytes bounds one result. Default [DefaultMaxResultBytes].
 	MaxResultBytes int64
-	// MemoryStorage keeps results in memory (dev and tests); default on disk.
-	MemoryStorage bool
-	// Replicas of the bucket. Default 1.
-	Replicas int
 }
 
 // Defaults applies the defaults and checks that one result fits the bucket.
 func (c *Config) Defaults() error {
-	if c.Bucket == "" {
-		c.Bucket = DefaultBucket
-	}
-	if c.TTL <= 0 {
-		c.TTL = DefaultTTL
-	}
-	if c.MaxBytes <= 0 {
-		c.MaxBytes = DefaultMaxBytes
-	}
+	c.BucketConfig.Defaults(jsassets.BucketConfig{Bucket: DefaultBucket, TTL: DefaultTTL, MaxBytes: DefaultMaxBytes})
 	if c.MaxResultBytes <= 0 {
 		c.MaxResultBytes = DefaultMaxResultBytes
 	}
@@ -115,16 +102,12 @@ func New(ctx context.Context, js jetstream.JetStream, cfg Config) (*Store, error
 	if err := cfg.Defaults(); err != nil {
 		return nil, err
 	}
-	storage := jetstream.FileStorage
-	if cfg.MemoryStorage {
-		storage = jetstream.MemoryStorage
-	}
 	obs, err := jsassets.EnsureObjectStore(ctx, js, jetstream.ObjectStoreConfig{
 		Bucket:      cfg.Bucket,
 		Description: "toolfleet gateway: results too large to return inline, by handle id",
 		TTL:         cfg.TTL,
 		MaxBytes:    cfg.MaxBytes,
-		Storage:     storage,
+		Storage:     cfg.Storage(),
 		Replicas:    max(cfg.Replicas, 1),
 	})
 	if err != nil {

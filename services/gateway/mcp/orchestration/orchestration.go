@@ -215,32 +215,58 @@ func (b *Tasks) GetTask(ctx context.Context, id string) (*mcp.TaskState, error) 
 	return st, nil
 }
 
+// taskStatuses is the one mapping of a run's and a program's status to
+// their task's. RunStatus and ProgramStatus name their values alike
+// (RUN_STATUS_X, PROGRAM_STATUS_X), so it is keyed by X; a status it does not
+// name (running, unspecified) is working. A failed run or program is a
+// completed task whose response says it failed.
+var taskStatuses = map[string]mcp.TaskStatus{
+	"WAITING_APPROVAL": mcp.TaskInputRequired,
+	"CANCELED":         mcp.TaskCancelled,
+	"COMPLETED":        mcp.TaskCompleted,
+	"FAILED":           mcp.TaskCompleted,
+	"BUDGET_EXHAUSTED": mcp.TaskCompleted,
+}
+
+// taskStatus is the task status of a run's or program's status, named
+// prefix + X.
+func taskStatus(name, prefix string) mcp.TaskStatus {
+	if ts, ok := taskStatuses[strings.TrimPrefix(name, prefix)]; ok {
+		return ts
+	}
+	return mcp.TaskWorking
+}
+
+// approvals are a run's or program's pending approvals as a task's.
+func approvals(pending []*toolfleetv1.PendingApproval) []mcp.TaskApproval {
+	var out []mcp.TaskApproval
+	for _, p := range pending {
+		out = append(out, mcp.TaskApproval{CallID: p.GetCallId(), ToolID: p.GetToolId(), Arguments: p.GetArguments()})
+	}
+	return out
+}
+
 // runState fills st from a run.
 func runState(st *mcp.TaskState, r *toolfleetv1.GetRunResponse) {
 	st.Kind = mcp.TaskAgentRun
-	switch r.GetStatus() {
-	case toolfleetv1.RunStatus_RUN_STATUS_WAITING_APPROVAL:
-		st.Status = mcp.TaskInputRequired
+	st.Status = taskStatus(r.GetStatus().String(), "RUN_STATUS_")
+	switch st.Status {
+	case mcp.TaskInputRequired:
 		st.Message = "a tool call of the run waits for approval"
-		for _, p := range r.GetPendingApprovals() {
-			st.Approvals = append(st.Approvals, mcp.TaskApproval{CallID: p.GetCallId(), ToolID: p.GetToolId(), Arguments: p.GetArguments()})
+		st.Approvals = approvals(r.GetPendingApprovals())
+	case mcp.TaskCompleted:
+		if r.GetStatus() == toolfleetv1.RunStatus_RUN_STATUS_COMPLETED {
+			v, _ := structpb.NewValue(map[string]any{"runId": r.GetRunId(), "answer": r.GetAnswer(),
+				"turns": float64(r.GetTurns()), "toolCalls": float64(r.GetToolCalls())})
+			st.Response = &toolfleetv1.CallToolResponse{Success: true, ToolId: mcp.RunAgentID, Outcome: &toolfleetv1.CallToolResponse_Value{Value: v}}
+			return
 		}
-	case toolfleetv1.RunStatus_RUN_STATUS_COMPLETED:
-		st.Status = mcp.TaskCompleted
-		v, _ := structpb.NewValue(map[string]any{"runId": r.GetRunId(), "answer": r.GetAnswer(),
-			"turns": float64(r.GetTurns()), "toolCalls": float64(r.GetToolCalls())})
-		st.Response = &toolfleetv1.CallToolResponse{Success: true, ToolId: mcp.RunAgentID, Outcome: &toolfleetv1.CallToolResponse_Value{Value: v}}
-	case toolfleetv1.RunStatus_RUN_STATUS_FAILED, toolfleetv1.RunStatus_RUN_STATUS_BUDGET_EXHAUSTED:
-		st.Status = mcp.TaskCompleted
 		msg := "the run failed: " + r.GetFailureMessage()
 		if b := r.GetBudget(); b != "" {
 			msg = "the run's budget ran out: " + b
 		}
 		st.Response = &toolfleetv1.CallToolResponse{ToolId: mcp.RunAgentID, Outcome: &toolfleetv1.CallToolResponse_Error{Error: &toolfleetv1.ToolError{Message: msg}}}
-	case toolfleetv1.RunStatus_RUN_STATUS_CANCELED:
-		st.Status = mcp.TaskCancelled
-	default:
-		st.Status = mcp.TaskWorking
+	case mcp.TaskWorking:
 		st.Message = fmt.Sprintf("turn %d, %d tool calls", r.GetTurns(), r.GetToolCalls())
 	}
 }
@@ -251,17 +277,12 @@ func programState(st *mcp.TaskState, kind string, p *toolfleetv1.GetProgramRespo
 	if kind == kindTool {
 		st.Kind = mcp.TaskToolCall
 	}
-	switch p.GetStatus() {
-	case toolfleetv1.ProgramStatus_PROGRAM_STATUS_WAITING_APPROVAL:
-		st.Status = mcp.TaskInputRequired
+	st.Status = taskStatus(p.GetStatus().String(), "PROGRAM_STATUS_")
+	switch st.Status {
+	case mcp.TaskInputRequired:
 		st.Message = "a tool call waits for approval"
-		for _, a := range p.GetPendingApprovals() {
-			st.Approvals = append(st.Approvals, mcp.TaskApproval{CallID: a.GetCallId(), ToolID: a.GetToolId(), Arguments: a.GetArguments()})
-		}
-	case toolfleetv1.ProgramStatus_PROGRAM_STATUS_CANCELED:
-		st.Status = mcp.TaskCancelled
-	case toolfleetv1.ProgramStatus_PROGRAM_STATUS_COMPLETED, toolfleetv1.ProgramStatus_PROGRAM_STATUS_FAILED:
-		st.Status = mcp.TaskCompleted
+		st.Approvals = approvals(p.GetPendingApprovals())
+	case mcp.TaskCompleted:
 		if kind == kindTool {
 			st.Response, st.Err = toolOutcome(p)
 			return
@@ -274,8 +295,6 @@ func programState(st *mcp.TaskState, kind string, p *toolfleetv1.GetProgramRespo
 		v, _ := structpb.NewValue(map[string]any{"programId": p.GetProgramId(), "result": p.GetResult().AsInterface(),
 			"toolCalls": float64(p.GetToolCalls())})
 		st.Response = &toolfleetv1.CallToolResponse{Success: true, ToolId: mcp.RunProgramID, Outcome: &toolfleetv1.CallToolResponse_Value{Value: v}}
-	default:
-		st.Status = mcp.TaskWorking
 	}
 }
 

@@ -148,3 +148,52 @@ func TestCall(t *testing.T) {
 		t.Errorf("not configured: %v, want FAILED_PRECONDITION", err)
 	}
 }
+
+// TestTaskStatus: every run and program status maps to the task status it
+// had before the one table; a status added to either enum fails here until
+// it is placed.
+func TestTaskStatus(t *testing.T) {
+	t.Parallel()
+	runs := map[toolfleetv1.RunStatus]mcp.TaskStatus{
+		toolfleetv1.RunStatus_RUN_STATUS_UNSPECIFIED:      mcp.TaskWorking,
+		toolfleetv1.RunStatus_RUN_STATUS_RUNNING:          mcp.TaskWorking,
+		toolfleetv1.RunStatus_RUN_STATUS_WAITING_APPROVAL: mcp.TaskInputRequired,
+		toolfleetv1.RunStatus_RUN_STATUS_COMPLETED:        mcp.TaskCompleted,
+		toolfleetv1.RunStatus_RUN_STATUS_FAILED:           mcp.TaskCompleted,
+		toolfleetv1.RunStatus_RUN_STATUS_CANCELED:         mcp.TaskCancelled,
+		toolfleetv1.RunStatus_RUN_STATUS_BUDGET_EXHAUSTED: mcp.TaskCompleted,
+	}
+	checkStatuses(t, toolfleetv1.RunStatus_name, runs, func(rs toolfleetv1.RunStatus) mcp.TaskStatus {
+		st := &mcp.TaskState{}
+		runState(st, &toolfleetv1.GetRunResponse{Status: rs})
+		return st.Status
+	})
+	programs := map[toolfleetv1.ProgramStatus]mcp.TaskStatus{
+		toolfleetv1.ProgramStatus_PROGRAM_STATUS_UNSPECIFIED:      mcp.TaskWorking,
+		toolfleetv1.ProgramStatus_PROGRAM_STATUS_RUNNING:          mcp.TaskWorking,
+		toolfleetv1.ProgramStatus_PROGRAM_STATUS_WAITING_APPROVAL: mcp.TaskInputRequired,
+		toolfleetv1.ProgramStatus_PROGRAM_STATUS_COMPLETED:        mcp.TaskCompleted,
+		toolfleetv1.ProgramStatus_PROGRAM_STATUS_FAILED:           mcp.TaskCompleted,
+		toolfleetv1.ProgramStatus_PROGRAM_STATUS_CANCELED:         mcp.TaskCancelled,
+	}
+	checkStatuses(t, toolfleetv1.ProgramStatus_name, programs, func(ps toolfleetv1.ProgramStatus) mcp.TaskStatus {
+		st := &mcp.TaskState{}
+		programState(st, kindProgram, &toolfleetv1.GetProgramResponse{Status: ps})
+		return st.Status
+	})
+}
+
+// checkStatuses checks the task status of every value of an enum (its
+// generated name map) against want.
+func checkStatuses[S ~int32](t *testing.T, names map[int32]string, want map[S]mcp.TaskStatus, taskStatus func(S) mcp.TaskStatus) {
+	t.Helper()
+	for v, name := range names {
+		w, ok := want[S(v)]
+		if !ok {
+			t.Errorf("%s: no expected task status", name)
+		}
+		if got := taskStatus(S(v)); got != w {
+			t.Errorf("%s: task %q, want %q", name, got, w)
+		}
+	}
+}

@@ -283,10 +283,10 @@ func BenchmarkResultValue(b *testing.B) {
 	})
 }
 
-// TestCheckInput: inputs that break the published schema are validation errors
+// TestValidateInput: inputs that break the published schema are validation errors
 // naming the field, never Internal (NaN, ±Inf, an empty Value) and never
 // silently converted (a string for a number, a number for an enum).
-func TestCheckInput(t *testing.T) {
+func TestValidateInput(t *testing.T) {
 	t.Parallel()
 	md := (&schematestv1.TypesRequest{}).ProtoReflect().Descriptor()
 	num, str := structpb.NewNumberValue, structpb.NewStringValue
@@ -319,7 +319,7 @@ func TestCheckInput(t *testing.T) {
 		{"valid mix", obj("d", num(1.5), "i32", num(3), "color", str("COLOR_RED"), "meta", obj("k", str("v"))), nil},
 	}
 	for _, tt := range tests {
-		ve := checkInput(md, tt.input.GetStructValue())
+		ve := validateInput(md, tt.input.GetStructValue())
 		if tt.want == nil {
 			if ve != nil {
 				t.Errorf("%s: %v, want valid", tt.name, ve)
@@ -344,8 +344,8 @@ func checkDecodeInput(t testing.TB, md protoreflect.MessageDescriptor, in *struc
 	t.Helper()
 	gotMsg, gotVE, gotErr := decodeInput(md, in)
 	name := fmt.Sprintf("%s %v", md.FullName(), in)
-	if ve := checkInput(md, in); ve != nil {
-		// The schema's rules, stricter than protojson: see TestCheckInput.
+	if ve := validateInput(md, in); ve != nil {
+		// The schema's rules, stricter than protojson: see TestValidateInput.
 		if gotMsg != nil || gotErr != nil || !proto.Equal(gotVE, ve) {
 			t.Errorf("%s: got %v %v %v, want the schema's validation error %v", name, gotMsg, gotVE, gotErr, ve)
 		}

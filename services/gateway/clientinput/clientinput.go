@@ -1,4 +1,4 @@
-// Package inputstate seals the request_state of a tool call that asked its
+// Package clientinput seals the request_state of a tool call that asked its
 // caller for input (MCP's multi-round-trip requests).
 //
 // The caller holds the state between rounds and echoes it; it must neither
@@ -13,7 +13,7 @@
 // answer any round: take it from a file ([ReadKeyFile]), or share one through
 // a NATS KV bucket ([SharedKey]: the first replica creates it, the others read
 // it), or, for a single gateway, make one per process ([RandomKey]).
-package inputstate
+package clientinput
 
 import (
 	"context"
@@ -41,7 +41,7 @@ const prefix = "tfs1."
 
 // ErrInvalid: the state was changed, is for another call or caller, was sealed
 // with another key, or has expired.
-var ErrInvalid = errors.New("inputstate: request_state is not valid for this call")
+var ErrInvalid = errors.New("clientinput: request_state is not valid for this call")
 
 // Binding is what a sealed state is for.
 type Binding struct {
@@ -74,15 +74,15 @@ type Sealer struct {
 // New returns a sealer for a [KeySize]-byte key.
 func New(key []byte) (*Sealer, error) {
 	if len(key) != KeySize {
-		return nil, fmt.Errorf("inputstate: the key is %d bytes; it must be %d", len(key), KeySize)
+		return nil, fmt.Errorf("clientinput: the key is %d bytes; it must be %d", len(key), KeySize)
 	}
 	block, err := aes.NewCipher(key)
 	if err != nil {
-		return nil, fmt.Errorf("inputstate: %w", err)
+		return nil, fmt.Errorf("clientinput: %w", err)
 	}
 	aead, err := cipher.NewGCM(block)
 	if err != nil {
-		return nil, fmt.Errorf("inputstate: %w", err)
+		return nil, fmt.Errorf("clientinput: %w", err)
 	}
 	return &Sealer{aead: aead, now: time.Now}, nil
 }
@@ -130,7 +130,7 @@ func RandomKey() []byte {
 func ReadKeyFile(path string) ([]byte, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("inputstate: key file: %w", err)
+		return nil, fmt.Errorf("clientinput: key file: %w", err)
 	}
 	if len(b) == KeySize {
 		return b, nil
@@ -141,7 +141,7 @@ func ReadKeyFile(path string) ([]byte, error) {
 			return k, nil
 		}
 	}
-	return nil, fmt.Errorf("inputstate: key file %s: want %d bytes (raw, base64 or hex)", path, KeySize)
+	return nil, fmt.Errorf("clientinput: key file %s: want %d bytes (raw, base64 or hex)", path, KeySize)
 }
 
 // DefaultBucket is the KV bucket holding the shared key.
@@ -162,17 +162,17 @@ func SharedKey(ctx context.Context, js jetstream.JetStream, kc jetstream.KeyValu
 		}
 	}
 	if err != nil {
-		return nil, fmt.Errorf("inputstate: bucket %s: %w", kc.Bucket, err)
+		return nil, fmt.Errorf("clientinput: bucket %s: %w", kc.Bucket, err)
 	}
 	if _, err := kv.Create(ctx, keyName, RandomKey()); err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
-		return nil, fmt.Errorf("inputstate: bucket %s: create the key: %w", kc.Bucket, err)
+		return nil, fmt.Errorf("clientinput: bucket %s: create the key: %w", kc.Bucket, err)
 	}
 	e, err := kv.Get(ctx, keyName)
 	if err != nil {
-		return nil, fmt.Errorf("inputstate: bucket %s: read the key: %w", kc.Bucket, err)
+		return nil, fmt.Errorf("clientinput: bucket %s: read the key: %w", kc.Bucket, err)
 	}
 	if len(e.Value()) != KeySize {
-		return nil, fmt.Errorf("inputstate: bucket %s holds a key of %d bytes, not %d", kc.Bucket, len(e.Value()), KeySize)
+		return nil, fmt.Errorf("clientinput: bucket %s holds a key of %d bytes, not %d", kc.Bucket, len(e.Value()), KeySize)
 	}
 	return e.Value(), nil
 }

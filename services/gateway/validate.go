@@ -13,7 +13,7 @@ import (
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
 )
 
-// checkInput applies the rules of the published JSON Schema (sdk/schema) that
+// validateInput applies the rules of the published JSON Schema (sdk/schema) that
 // protojson is laxer about, before the input is decoded:
 //
 //   - a google.protobuf.Value with no kind set, NaN or ±Infinity has no JSON
@@ -26,8 +26,8 @@ import (
 //
 // It returns nil when none of these rules is broken; everything else
 // (unknown fields, ranges, protovalidate rules) is the decoder's.
-func checkInput(md protoreflect.MessageDescriptor, input *structpb.Struct) *toolfleetv1.ValidationError {
-	c := inputChecker{errs: map[string]string{}}
+func validateInput(md protoreflect.MessageDescriptor, input *structpb.Struct) *toolfleetv1.ValidationError {
+	c := inputValidator{errs: map[string]string{}}
 	if strings.HasPrefix(string(md.FullName()), "google.protobuf.") {
 		md = nil // a well-known input type: free-form JSON
 	}
@@ -50,9 +50,9 @@ func checkInput(md protoreflect.MessageDescriptor, input *structpb.Struct) *tool
 // maxInputErrors bounds the errors reported for one input.
 const maxInputErrors = 20
 
-type inputChecker struct{ errs map[string]string }
+type inputValidator struct{ errs map[string]string }
 
-func (c *inputChecker) fail(path, msg string) {
+func (c *inputValidator) fail(path, msg string) {
 	if path == "" {
 		path = "input"
 	}
@@ -69,7 +69,7 @@ func join(path, name string) string {
 }
 
 // object checks the members of s as fields of md (nil md: free-form JSON).
-func (c *inputChecker) object(md protoreflect.MessageDescriptor, s *structpb.Struct, path string) {
+func (c *inputValidator) object(md protoreflect.MessageDescriptor, s *structpb.Struct, path string) {
 	for key, v := range s.GetFields() {
 		p := join(path, key)
 		var fd protoreflect.FieldDescriptor
@@ -87,7 +87,7 @@ func (c *inputChecker) object(md protoreflect.MessageDescriptor, s *structpb.Str
 }
 
 // field checks v as the JSON of field fd.
-func (c *inputChecker) field(fd protoreflect.FieldDescriptor, v *structpb.Value, path string) {
+func (c *inputValidator) field(fd protoreflect.FieldDescriptor, v *structpb.Value, path string) {
 	switch {
 	case fd.IsMap():
 		if st, ok := v.GetKind().(*structpb.Value_StructValue); ok {
@@ -108,7 +108,7 @@ func (c *inputChecker) field(fd protoreflect.FieldDescriptor, v *structpb.Value,
 }
 
 // value checks one value of field fd (nil: free-form JSON).
-func (c *inputChecker) value(fd protoreflect.FieldDescriptor, v *structpb.Value, path string) {
+func (c *inputValidator) value(fd protoreflect.FieldDescriptor, v *structpb.Value, path string) {
 	switch x := v.GetKind().(type) {
 	case nil:
 		c.fail(path, "has no value (an empty google.protobuf.Value); send a JSON value")

@@ -1,4 +1,4 @@
-package inputstate
+package clientinput
 
 import (
 	"bytes"

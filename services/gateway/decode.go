@@ -32,7 +32,7 @@ func decodeInput(md protoreflect.MessageDescriptor, input *structpb.Struct) (pro
 	msg := scalarInput(md, input)
 	if msg == nil {
 		// Off the fast path (which takes only inputs these rules accept).
-		if ve := checkInput(md, input); ve != nil {
+		if ve := validateInput(md, input); ve != nil {
 			return nil, ve, nil
 		}
 		return tool.DecodeInputStruct(md, input)
