@@ -27,7 +27,7 @@ import (
 // announced itself SERVING and answered reflection: the gateway loads it from
 // the same announcement (a dial and the same reflection exchange, milliseconds
 // on loopback), so that calls have a replica to move to when the old one drains.
-const devWorkerSettle = 500 * time.Millisecond
+const devWorkerSettle = time.Second
 
 // startDevWorkers runs each `toolfleet dev --worker DIR` from source
 // (internal/devworker: built, swapped in on change with no downtime, backed

@@ -251,3 +251,62 @@ func main() {
 		t.Errorf("the stubborn worker (pid %d) survived", pid)
 	}
 }
+
+// A rebuild that changes the contract (Ready's key) cannot run beside the old
+// worker (a registry refuses a second contract of a version): the old one
+// stops first, and the new build starts again on a fresh address.
+func TestRunContractChangeStopsTheOldFirst(t *testing.T) {
+	t.Parallel()
+	mod := t.TempDir()
+	if err := os.WriteFile(filepath.Join(mod, "go.mod"), []byte("module example.com/c\n\ngo 1.26\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	write := func(src string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(mod, "main.go"), []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(program("v1", false))
+	var out, status lines
+	// The contract key is the version the worker printed with its address.
+	ready := func(ctx context.Context, addr string) (string, error) {
+		re := regexp.MustCompile(`(v\d) started \d+ \[--listen ` + regexp.QuoteMeta(addr) + `\]`)
+		for {
+			if m := re.FindStringSubmatch(out.String()); m != nil {
+				return m[1], nil
+			}
+			select {
+			case <-ctx.Done():
+				return "", ctx.Err()
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- devworker.Run(ctx, devworker.Config{Dir: mod, Listen: "127.0.0.1", Ready: ready, Stdout: &out, Status: &status,
+			Env: []string{"GOTOOLCHAIN=local", "GOPROXY=off"}, Poll: 50 * time.Millisecond})
+	}()
+	waitFor(t, &status, "ready (pid", time.Minute)
+	v1 := pidOf(t, &out, "v1")
+	write(program("v2", false))
+	deadline := time.Now().Add(time.Minute)
+	for strings.Count(status.String(), "ready (pid") < 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("v2 not ready:\n%s\n%s", status.String(), out.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	text := out.String()
+	if n := strings.Count(text, "v2 started"); n != 2 {
+		t.Errorf("v2 started %d times, want 2 (beside v1, then alone):\n%s", n, text)
+	}
+	last := strings.LastIndex(text, "v2 started")
+	if i := strings.Index(text, fmt.Sprintf("v1 stopping %d", v1)); i < 0 || i > last {
+		t.Errorf("v1 did not stop before the last v2 start:\n%s", text)
+	}
+	cancel()
+	<-done
+}
