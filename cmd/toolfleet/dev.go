@@ -274,15 +274,15 @@ func runDev(ctx context.Context, cfg devConfig, stdout, stderr io.Writer) error 
 	}
 	printFleet(stdout, fl, cfg.JWTSecret != "", natsHint)
 	fmt.Fprintf(stdout, "  Console      http://%s%s   (docs/console.md)\n", fl.Gateway.Addr(), console.Prefix)
+	for _, w := range cfg.Workers {
+		fmt.Fprintf(stdout, "  Your worker  %s   (from source: rebuilt on change and swapped in once ready; building/ready lines and its output on stderr)\n", w)
+	}
 	fmt.Fprintf(stdout, "  Metrics      http://%s/metrics (gateway), http://%s%s (orchestrator)\n", fl.Gateway.Addr(), fl.Gateway.Addr(), OrchestratorMetricsPath)
 	if cfg.NoOrchestrator {
 		fmt.Fprintf(stdout, "  Orchestrator none in this process (--no-orchestrator): runs and programs on task queue %q are served once one runs:\n    %s\n",
 			ids.TaskQueue, externalOrchestratorCommand(stack, cfg, fl.Gateway.Addr()))
 	}
 	fmt.Fprintf(stdout, "  Orchestrator agent runs and programs on task queue %q; try (docs/agents.md, docs/programs.md):\n", ids.TaskQueue)
-	for _, w := range cfg.Workers {
-		fmt.Fprintf(stdout, "  Your worker  %s   (built, run and restarted on change; its output on stderr)\n", w)
-	}
 	if triggers != nil {
 		fmt.Fprintf(stdout, "  Triggers     %d from %s\n", len(triggers.Triggers), cfg.Triggers)
 	}

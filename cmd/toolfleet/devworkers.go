@@ -6,36 +6,116 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"slices"
+	"strings"
 	"sync"
+	"time"
 
+	"github.com/nats-io/nats.go"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/encoding/protojson"
+
+	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
 	"github.com/toolfleet/toolfleet/internal/devworker"
 	"github.com/toolfleet/toolfleet/sdk/natsconn"
+	"github.com/toolfleet/toolfleet/sdk/tool"
+	"github.com/toolfleet/toolfleet/sdk/tool/contract"
 )
 
+// devWorkerSettle is how long a new worker runs beside the old one after it
+// announced itself SERVING and answered reflection: the gateway loads it from
+// the same announcement (a dial and the same reflection exchange, milliseconds
+// on loopback), so that calls have a replica to move to when the old one drains.
+const devWorkerSettle = time.Second
+
 // startDevWorkers runs each `toolfleet dev --worker DIR` from source
-// (internal/devworker: built, restarted on change, backed off on crashes),
-// listening on a free loopback port and announcing on the dev NATS with the
-// dev NATS credentials (passed in the environment, never as arguments).
-// stop stops them all and returns once their processes are gone.
+// (internal/devworker: built, swapped in on change with no downtime, backed
+// off on crashes), listening on a free loopback port and announcing on the
+// dev NATS with the dev NATS credentials (passed in the environment, never as
+// arguments). Its "building…" / "ready …" / "build failed …" lines go to
+// stderr. stop stops them all and returns once their processes are gone.
 func startDevWorkers(dirs []string, natsURL string, creds natsconn.Options, stderr io.Writer, logger *slog.Logger) (stop func(), err error) {
 	if err := checkDevWorkers(dirs); err != nil {
 		return nil, err
+	}
+	if len(dirs) == 0 {
+		return func() {}, nil
+	}
+	nc, err := creds.Connect(natsURL, "toolfleet dev workers")
+	if err != nil {
+		return nil, fmt.Errorf("--worker: connect to the dev NATS: %w", err)
 	}
 	env := natsEnv(creds)
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	for _, d := range dirs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			err := devworker.Run(ctx, devworker.Config{Dir: d, Args: []string{"--listen", "127.0.0.1:0", "--nats", natsURL},
-				Env: env, Stdout: stderr, Stderr: stderr, Logger: logger})
+		wg.Go(func() {
+			err := devworker.Run(ctx, devworker.Config{Dir: d, Args: []string{"--nats", natsURL}, Listen: "127.0.0.1",
+				Ready: func(ctx context.Context, addr string) (string, error) { return devWorkerReady(ctx, nc, addr) },
+				Env:   env, Stdout: stderr, Stderr: stderr, Status: stderr, Logger: logger})
 			if err != nil {
 				logger.Error("worker from source stopped", "worker", d, "error", err)
 			}
-		}()
+		})
 	}
-	return func() { cancel(); wg.Wait() }, nil
+	return func() { cancel(); wg.Wait(); nc.Close() }, nil
+}
+
+// devWorkerReady returns once the worker at addr announced itself SERVING on
+// nc and its contracts were read by reflection (and devWorkerSettle later),
+// with a key of those contracts: Toolkit@version=digest, sorted.
+func devWorkerReady(ctx context.Context, nc *nats.Conn, addr string) (string, error) {
+	seen := make(chan struct{})
+	var once sync.Once
+	sub, err := nc.Subscribe(tool.AnnounceSubject, func(m *nats.Msg) {
+		var a toolfleetv1.WorkerAnnouncement
+		if protojson.Unmarshal(m.Data, &a) == nil && a.GetAddress() == addr && a.GetHealth() == tool.HealthServing {
+			once.Do(func() { close(seen) })
+		}
+	})
+	if err != nil {
+		return "", err
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	// The worker may have announced before the subscription: ask again until it answers.
+	probe := time.NewTicker(200 * time.Millisecond)
+	defer probe.Stop()
+	for waiting := true; waiting; {
+		_ = nc.Publish(tool.DiscoverSubject, nil)
+		select {
+		case <-ctx.Done():
+			return "", fmt.Errorf("no SERVING announcement from %s: %w", addr, ctx.Err())
+		case <-seen:
+			waiting = false
+		case <-probe.C:
+		}
+	}
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return "", err
+	}
+	defer conn.Close()
+	c, err := contract.Fetch(ctx, conn)
+	if err != nil {
+		return "", err
+	}
+	var keys []string
+	for _, sd := range c.Services {
+		d, err := contract.Digest(sd)
+		if err != nil {
+			return "", err
+		}
+		tk := contract.ToolkitOf(sd)
+		keys = append(keys, tk.Name+"@"+tk.Version+"="+d)
+	}
+	slices.Sort(keys)
+	select {
+	case <-ctx.Done():
+		return "", ctx.Err()
+	case <-time.After(devWorkerSettle):
+	}
+	return strings.Join(keys, " "), nil
 }
 
 // checkDevWorkers refuses a --worker that is not a folder inside a Go module.

@@ -122,12 +122,65 @@ func TestDevWorkerFromSource(t *testing.T) {
 	if edited == string(src) {
 		t.Fatal("the scaffold's service.go changed: update this test's edit")
 	}
+	// A caller loop runs through the rebuild: every call is answered, by the
+	// old worker or the new one (no NotFound, no draining in between).
+	callerDone := make(chan []string)
+	stopCaller := make(chan struct{})
+	go func() {
+		var bad []string
+		for calls := 0; ; calls++ {
+			select {
+			case <-stopCaller:
+				callerDone <- bad
+				return
+			default:
+			}
+			if got := getMissing(); got != "no ticket T-99" && got != "there is no ticket T-99" {
+				bad = append(bad, got)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}()
 	if err := os.WriteFile(svc, []byte(edited), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	start = time.Now()
 	waitAnswer("there is no ticket T-99")
 	t.Logf("edit to served: %s", time.Since(start).Round(100*time.Millisecond))
+	// The old worker is stopped once the new one is ready; keep calling past that.
+	for !strings.Contains(stderr.String(), "worker stopped") {
+		if time.Since(start) > 2*time.Minute {
+			t.Fatalf("the old worker was not stopped:\n%s", stderr.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	time.Sleep(time.Second)
+	close(stopCaller)
+	if bad := <-callerDone; len(bad) > 0 {
+		t.Errorf("%d calls failed during the rebuild, first %q\nstderr:\n%s", len(bad), bad[0], stderr.String())
+	}
+	for _, want := range []string{"building…", "ready (pid"} {
+		if !strings.Contains(stderr.String(), want) {
+			t.Errorf("no %q line on stderr:\n%s", want, stderr.String())
+		}
+	}
+
+	// A broken edit keeps the running worker answering and prints the compiler's error.
+	if err := os.WriteFile(svc, []byte(edited+"\nfunc broken() { undefinedThing() }\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for !strings.Contains(stderr.String(), "build failed; the running worker") {
+		if time.Since(start) > 4*time.Minute {
+			t.Fatalf("no build failure reported:\n%s", stderr.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if !strings.Contains(stderr.String(), "undefined: undefinedThing") {
+		t.Errorf("the compiler's error is not shown:\n%s", stderr.String())
+	}
+	if got := getMissing(); got != "there is no ticket T-99" {
+		t.Errorf("after a broken edit Tickets.Get T-99 = %q, want the running worker's answer", got)
+	}
 
 	pids := regexp.MustCompile(`worker started.* pid=(\d+)`).FindAllStringSubmatch(stderr.String(), -1)
 	if len(pids) < 2 {

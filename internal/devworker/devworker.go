@@ -1,7 +1,9 @@
 // Package devworker runs a tool worker from source for `toolfleet dev
 // --worker DIR`: it builds the Go package in DIR, starts the binary, and
-// rebuilds and restarts it when a Go file, go.mod or go.sum of its module
-// changes. A worker that exits on its own is restarted after a backoff that
+// rebuilds it when a Go file, go.mod or go.sum of its module changes. A
+// rebuild is swapped in with no downtime: the new binary is built next to the
+// running one, started, and the old one is stopped only once the new one is
+// ready ([Config.Ready]); a failed build leaves the old one serving. A worker that exits on its own is restarted after a backoff that
 // doubles up to a bound and resets once a run lasted long enough. The
 // process belongs to [Run]: it is stopped (SIGTERM, then SIGKILL after
 // StopTimeout) before Run returns.
@@ -18,9 +20,11 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -33,6 +37,7 @@ const (
 	DefaultMaxBackoff   = 30 * time.Second
 	DefaultStopTimeout  = 10 * time.Second
 	DefaultBuildTimeout = 5 * time.Minute
+	DefaultReadyTimeout = 30 * time.Second
 	// MaxFiles bounds the files watched; a bigger module is watched in part.
 	MaxFiles = 20000
 )
@@ -64,6 +69,22 @@ type Config struct {
 	StopTimeout time.Duration
 	// BuildTimeout bounds one go build. Default [DefaultBuildTimeout].
 	BuildTimeout time.Duration
+	// Status receives one line per build: "building…", "ready …" or "build
+	// failed …" with the compiler's output. Default: discarded.
+	Status io.Writer
+	// Listen, when set (e.g. "127.0.0.1"), gives every start of the worker
+	// "--listen HOST:PORT" with a port free at that moment, passed to Ready.
+	Listen string
+	// Ready, when set, is called after each start with the worker's --listen
+	// address and returns once the worker serves (e.g. a gateway routes to it),
+	// with a key of its contract. Until it returns the previous worker keeps
+	// serving; when the keys differ, the previous worker stops before the new
+	// one starts again on a fresh address (a registry refuses a second contract
+	// of a version beside the first). An error or ReadyTimeout stops the new
+	// worker and keeps the previous one. Nil: ready once started.
+	Ready func(ctx context.Context, addr string) (contract string, err error)
+	// ReadyTimeout bounds Ready. Default [DefaultReadyTimeout].
+	ReadyTimeout time.Duration
 }
 
 func (c *Config) defaults() {
@@ -93,6 +114,12 @@ func (c *Config) defaults() {
 	}
 	if c.BuildTimeout <= 0 {
 		c.BuildTimeout = DefaultBuildTimeout
+	}
+	if c.Status == nil {
+		c.Status = io.Discard
+	}
+	if c.ReadyTimeout <= 0 {
+		c.ReadyTimeout = DefaultReadyTimeout
 	}
 }
 
@@ -147,128 +174,236 @@ type supervisor struct {
 	cfg            Config
 	dir, root, bin string
 	log            *slog.Logger
+	builds         int // names the binaries: a new build never overwrites the running one
 }
 
+// proc is one running worker process.
+type proc struct {
+	cmd      *exec.Cmd
+	done     chan error // receives Wait's result once
+	addr     string     // its --listen address when Config.Listen is set
+	contract string     // what Ready returned
+}
+
+func (s *supervisor) status(format string, args ...any) {
+	fmt.Fprintf(s.cfg.Status, "worker %s: "+format+"\n", append([]any{s.cfg.Dir}, args...)...)
+}
+
+// loop keeps the latest good build running. A change is built next to the
+// running process, which keeps serving until the new one is ready (see
+// [Config.Ready]); a failed build leaves it serving.
 func (s *supervisor) loop(ctx context.Context) error {
 	backoff := s.cfg.MinBackoff
-	built := ""
+	var cur *proc
+	defer func() {
+		if cur != nil {
+			s.stop(cur)
+		}
+	}()
+	bin, fp := "", ""
+	tick := time.NewTicker(s.cfg.Poll)
+	defer tick.Stop()
+	var restartAt time.Time // when a worker that exited by itself is started again
+	var started time.Time
 	for {
-		fp := fingerprint(s.root)
-		if fp != built {
-			if err := s.build(ctx); err != nil {
+		if now := fingerprint(s.root); now != fp {
+			fp = now
+			s.status("building…")
+			start := time.Now()
+			next, err := s.build(ctx)
+			switch {
+			case ctx.Err() != nil:
+				return nil
+			case err != nil && cur != nil:
+				s.status("build failed; the running worker (pid %d) keeps serving:\n%s", cur.cmd.Process.Pid, err)
+			case err != nil:
+				s.status("build failed; waiting for a change:\n%s", err)
+			default:
+				built := time.Since(start)
+				prev := cur
+				if cur, err = s.swap(ctx, cur, next); err != nil {
+					if ctx.Err() != nil {
+						return nil
+					}
+					if cur != nil {
+						s.status("the new build did not get ready; the running worker (pid %d) keeps serving: %v", cur.cmd.Process.Pid, err)
+						_ = os.Remove(next)
+						break
+					}
+					s.status("did not start: %v", err)
+					restartAt = time.Now().Add(backoff)
+				}
+				if cur != prev || cur == nil {
+					if bin != "" {
+						_ = os.Remove(bin) // the stopped worker's binary
+					}
+					bin, backoff = next, s.cfg.MinBackoff
+				}
+				if err == nil {
+					started, restartAt = time.Now(), time.Time{}
+					s.status("ready (pid %d%s; built in %s, serving %s after the change)", cur.cmd.Process.Pid, addrNote(cur.addr),
+						built.Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
+				}
+			}
+		}
+		if cur == nil && bin != "" && !restartAt.IsZero() && !time.Now().Before(restartAt) {
+			var err error
+			if cur, err = s.swap(ctx, nil, bin); err != nil {
 				if ctx.Err() != nil {
 					return nil
 				}
-				s.log.Error("worker build failed; waiting for a change", "error", err)
-				if !s.waitChange(ctx, fp) {
-					return nil
-				}
-				continue
+				s.log.Warn("worker did not start", "error", err)
+				restartAt = time.Now().Add(backoff)
+				backoff = min(2*backoff, s.cfg.MaxBackoff)
+			} else {
+				started, restartAt = time.Now(), time.Time{}
 			}
-			built = fp
 		}
-		started := time.Now()
-		exit, changed := s.runOnce(ctx, fp)
-		switch {
-		case ctx.Err() != nil:
-			return nil
-		case changed:
-			backoff = s.cfg.MinBackoff
-			s.log.Info("worker source changed; rebuilding")
-			continue
+		var exited <-chan error
+		if cur != nil {
+			exited = cur.done
 		}
-		if time.Since(started) > 4*s.cfg.MaxBackoff {
-			backoff = s.cfg.MinBackoff // it ran a good while: a new crash starts afresh
-		}
-		s.log.Warn("worker exited; restarting", "error", exit, "after", backoff)
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-time.After(backoff):
-		}
-		backoff = min(2*backoff, s.cfg.MaxBackoff)
-	}
-}
-
-// build compiles the package into s.bin.
-func (s *supervisor) build(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, s.cfg.BuildTimeout)
-	defer cancel()
-	start := time.Now()
-	cmd := exec.CommandContext(ctx, s.cfg.Go, "build", "-o", s.bin, ".")
-	cmd.Dir = s.dir
-	cmd.Env = append(os.Environ(), s.cfg.Env...)
-	cmd.Stdout, cmd.Stderr = s.cfg.Stderr, s.cfg.Stderr
-	cmd.WaitDelay = 5 * time.Second
-	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("go build in %s: %w", s.dir, err)
-	}
-	s.log.Info("worker built", "took", time.Since(start).Round(time.Millisecond))
-	return nil
-}
-
-// runOnce runs the binary until it exits, the module changes (it is then
-// stopped; changed is true) or ctx is done (it is stopped).
-func (s *supervisor) runOnce(ctx context.Context, fp string) (exit error, changed bool) {
-	cmd := exec.Command(s.bin, s.cfg.Args...)
-	cmd.Dir = s.dir
-	cmd.Env = append(os.Environ(), s.cfg.Env...)
-	cmd.Stdout, cmd.Stderr = s.cfg.Stdout, s.cfg.Stderr
-	if err := cmd.Start(); err != nil {
-		return err, false
-	}
-	s.log.Info("worker started", "pid", cmd.Process.Pid)
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-
-	tick := time.NewTicker(s.cfg.Poll)
-	defer tick.Stop()
-	for {
-		select {
-		case err := <-done:
+		case err := <-exited:
 			if err == nil {
 				err = errors.New("exited with status 0")
 			}
-			return err, false
-		case <-ctx.Done():
-			s.stop(cmd, done)
-			return nil, false
-		case <-tick.C:
-			if fingerprint(s.root) != fp {
-				s.stop(cmd, done)
-				return nil, true
+			cur = nil
+			if time.Since(started) > 4*s.cfg.MaxBackoff {
+				backoff = s.cfg.MinBackoff // it ran a good while: a new crash starts afresh
 			}
+			s.log.Warn("worker exited; restarting", "error", err, "after", backoff)
+			restartAt = time.Now().Add(backoff)
+			backoff = min(2*backoff, s.cfg.MaxBackoff)
+		case <-tick.C:
 		}
 	}
+}
+
+func addrNote(addr string) string {
+	if addr == "" {
+		return ""
+	}
+	return ", " + addr
+}
+
+// build compiles the package into a new binary and returns its path; the
+// error carries the compiler's output.
+func (s *supervisor) build(ctx context.Context) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.BuildTimeout)
+	defer cancel()
+	s.builds++
+	bin := fmt.Sprintf("%s-%d", s.bin, s.builds)
+	start := time.Now()
+	var out strings.Builder
+	cmd := exec.CommandContext(ctx, s.cfg.Go, "build", "-o", bin, ".")
+	cmd.Dir = s.dir
+	cmd.Env = append(os.Environ(), s.cfg.Env...)
+	cmd.Stdout, cmd.Stderr = &out, &out
+	cmd.WaitDelay = 5 * time.Second
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("go build in %s: %w\n%s", s.dir, err, strings.TrimRight(out.String(), "\n"))
+	}
+	s.log.Info("worker built", "took", time.Since(start).Round(time.Millisecond))
+	return bin, nil
+}
+
+// swap starts bin and, once it is ready, stops old (when not nil), and
+// returns the process that runs then. When the new process serves another
+// contract than old under Config.Ready's key, a registry would refuse it
+// beside old: old is stopped first and the new one restarted on a fresh
+// address. When the new process does not get ready, old keeps serving and is
+// returned with the error.
+func (s *supervisor) swap(ctx context.Context, old *proc, bin string) (running *proc, err error) {
+	p, err := s.start(ctx, bin)
+	if err != nil {
+		return old, err
+	}
+	if old == nil || old.contract == p.contract {
+		if old != nil {
+			s.stop(old)
+		}
+		return p, nil
+	}
+	s.log.Info("worker contract changed: the old worker stops before the new one announces", "pid", old.cmd.Process.Pid)
+	s.stop(p)
+	s.stop(old)
+	return s.start(ctx, bin)
+}
+
+// start runs bin and waits for Config.Ready.
+func (s *supervisor) start(ctx context.Context, bin string) (*proc, error) {
+	args := s.cfg.Args
+	p := &proc{done: make(chan error, 1)}
+	if s.cfg.Listen != "" {
+		addr, err := freeAddr(s.cfg.Listen)
+		if err != nil {
+			return nil, err
+		}
+		p.addr = addr
+		args = append(slices.Clone(args), "--listen", addr)
+	}
+	p.cmd = exec.Command(bin, args...)
+	p.cmd.Dir = s.dir
+	p.cmd.Env = append(os.Environ(), s.cfg.Env...)
+	p.cmd.Stdout, p.cmd.Stderr = s.cfg.Stdout, s.cfg.Stderr
+	if err := p.cmd.Start(); err != nil {
+		return nil, err
+	}
+	s.log.Info("worker started", "pid", p.cmd.Process.Pid)
+	go func() { p.done <- p.cmd.Wait() }()
+	if s.cfg.Ready == nil {
+		return p, nil
+	}
+	rctx, cancel := context.WithTimeout(ctx, s.cfg.ReadyTimeout)
+	defer cancel()
+	type result struct {
+		key string
+		err error
+	}
+	ready := make(chan result, 1)
+	go func() {
+		k, err := s.cfg.Ready(rctx, p.addr)
+		ready <- result{k, err}
+	}()
+	select {
+	case r := <-ready:
+		if r.err != nil {
+			s.stop(p)
+			return nil, fmt.Errorf("not ready within %s: %w", s.cfg.ReadyTimeout, r.err)
+		}
+		p.contract = r.key
+		return p, nil
+	case err := <-p.done:
+		p.done <- err // for stop
+		cancel()
+		<-ready
+		return nil, fmt.Errorf("exited before it was ready: %v", err)
+	}
+}
+
+// freeAddr is host with a port free now.
+func freeAddr(host string) (string, error) {
+	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+	if err != nil {
+		return "", fmt.Errorf("devworker: find a free port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
 }
 
 // stop sends SIGTERM, waits up to StopTimeout, then kills.
-func (s *supervisor) stop(cmd *exec.Cmd, done <-chan error) {
-	_ = cmd.Process.Signal(syscall.SIGTERM)
+func (s *supervisor) stop(p *proc) {
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
 	select {
-	case <-done:
-		s.log.Info("worker stopped", "pid", cmd.Process.Pid)
+	case <-p.done:
+		s.log.Info("worker stopped", "pid", p.cmd.Process.Pid)
 	case <-time.After(s.cfg.StopTimeout):
-		_ = cmd.Process.Kill()
-		<-done
-		s.log.Warn("worker killed: no exit within the stop timeout", "pid", cmd.Process.Pid, "timeout", s.cfg.StopTimeout)
-	}
-}
-
-// waitChange waits until the module's fingerprint differs from fp; false
-// when ctx ended first.
-func (s *supervisor) waitChange(ctx context.Context, fp string) bool {
-	tick := time.NewTicker(s.cfg.Poll)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return false
-		case <-tick.C:
-			if fingerprint(s.root) != fp {
-				return true
-			}
-		}
+		_ = p.cmd.Process.Kill()
+		<-p.done
+		s.log.Warn("worker killed: no exit within the stop timeout", "pid", p.cmd.Process.Pid, "timeout", s.cfg.StopTimeout)
 	}
 }
 

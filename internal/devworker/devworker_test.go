@@ -38,12 +38,13 @@ func (l *lines) String() string {
 
 // program is a worker stand-in: it prints "<version> started <pid>", then
 // waits for SIGTERM and prints "<version> stopping <pid>". With crash it
-// exits 1 at once.
+// exits 1 after 300ms.
 func program(version string, crash bool) string {
 	body := `<-sig
 	fmt.Println("` + version + ` stopping", os.Getpid())`
 	if crash {
-		body = `os.Exit(1)`
+		body = `time.Sleep(300 * time.Millisecond)
+	os.Exit(1)`
 	}
 	// The handler is in place before "started" is printed: the test sends
 	// SIGTERM as soon as it reads that line.
@@ -54,7 +55,10 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 )
+
+var _ = time.Second
 
 func main() {
 	sig := make(chan os.Signal, 1)
@@ -109,36 +113,55 @@ func TestRunBuildsRestartsAndStops(t *testing.T) {
 	}
 	write(program("v1", false))
 
-	var out lines
+	var out, status lines
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)
 	go func() {
-		done <- devworker.Run(ctx, devworker.Config{Dir: cmdDir, Args: []string{"--listen", "127.0.0.1:0"},
-			Stdout: &out, Stderr: &out, Env: []string{"GOTOOLCHAIN=local", "GOFLAGS=-mod=mod", "GOPROXY=off"},
+		// Ready: the worker printed its arguments, so it runs with them.
+		ready := func(ctx context.Context, addr string) (string, error) {
+			for !strings.Contains(out.String(), "[--listen "+addr+"]") {
+				select {
+				case <-ctx.Done():
+					return "", ctx.Err()
+				case <-time.After(10 * time.Millisecond):
+				}
+			}
+			return "one contract", nil
+		}
+		done <- devworker.Run(ctx, devworker.Config{Dir: cmdDir, Listen: "127.0.0.1", Ready: ready,
+			Stdout: &out, Stderr: &out, Status: &status, Env: []string{"GOTOOLCHAIN=local", "GOFLAGS=-mod=mod", "GOPROXY=off"},
 			Poll: 50 * time.Millisecond, MinBackoff: 100 * time.Millisecond, MaxBackoff: 400 * time.Millisecond,
 			StopTimeout: 5 * time.Second})
 	}()
 	waitFor(t, &out, "v1 started", time.Minute)
-	if !strings.Contains(out.String(), "[--listen 127.0.0.1:0]") {
+	if !strings.Contains(out.String(), "[--listen 127.0.0.1:") {
 		t.Errorf("the worker did not get its arguments:\n%s", out.String())
 	}
 	v1 := pidOf(t, &out, "v1")
 
-	// A change: the old process is stopped politely, the new build started.
+	// A change: the new build is started first, then the old process is
+	// stopped politely.
 	write(program("v2", false))
 	waitFor(t, &out, fmt.Sprintf("v1 stopping %d", v1), time.Minute)
-	waitFor(t, &out, "v2 started", time.Minute)
+	if i, j := strings.Index(out.String(), "v2 started"), strings.Index(out.String(), "v1 stopping"); i < 0 || i > j {
+		t.Errorf("v1 stopped before v2 started:\n%s", out.String())
+	}
 	if alive(v1) {
 		t.Errorf("v1 (pid %d) still runs", v1)
 	}
+	waitFor(t, &status, "ready (pid", time.Minute)
 
-	// A build failure keeps nothing running and waits for the next change.
+	// A build failure keeps the running worker and prints the compiler's error.
 	write("package main\n\nfunc main() { undefined() }\n")
-	waitFor(t, &out, "undefined: undefined", time.Minute)
+	waitFor(t, &status, "build failed; the running worker", time.Minute)
+	waitFor(t, &status, "undefined: undefined", time.Minute)
 	v2 := pidOf(t, &out, "v2")
-	if alive(v2) {
-		t.Errorf("v2 (pid %d) still runs after its source changed", v2)
+	if !alive(v2) {
+		t.Errorf("v2 (pid %d) stopped on a failed build:\n%s", v2, out.String())
+	}
+	if strings.Contains(out.String(), "v2 stopping") {
+		t.Errorf("v2 was stopped on a failed build:\n%s", out.String())
 	}
 
 	// A crashing worker is restarted with a bounded backoff, not in a tight loop.
@@ -146,7 +169,7 @@ func TestRunBuildsRestartsAndStops(t *testing.T) {
 	waitFor(t, &out, "v3 started", time.Minute)
 	time.Sleep(2 * time.Second)
 	if n := strings.Count(out.String(), "v3 started"); n < 3 || n > 12 {
-		t.Errorf("a crashing worker started %d times in 2s; want a few (backoff 100ms doubling to 400ms)", n)
+		t.Errorf("a worker crashing after 300ms started %d times in 2s; want a few (backoff 100ms doubling to 400ms)", n)
 	}
 
 	write(program("v4", false))
@@ -227,4 +250,63 @@ func main() {
 	if alive(pid) {
 		t.Errorf("the stubborn worker (pid %d) survived", pid)
 	}
+}
+
+// A rebuild that changes the contract (Ready's key) cannot run beside the old
+// worker (a registry refuses a second contract of a version): the old one
+// stops first, and the new build starts again on a fresh address.
+func TestRunContractChangeStopsTheOldFirst(t *testing.T) {
+	t.Parallel()
+	mod := t.TempDir()
+	if err := os.WriteFile(filepath.Join(mod, "go.mod"), []byte("module example.com/c\n\ngo 1.26\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	write := func(src string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(mod, "main.go"), []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(program("v1", false))
+	var out, status lines
+	// The contract key is the version the worker printed with its address.
+	ready := func(ctx context.Context, addr string) (string, error) {
+		re := regexp.MustCompile(`(v\d) started \d+ \[--listen ` + regexp.QuoteMeta(addr) + `\]`)
+		for {
+			if m := re.FindStringSubmatch(out.String()); m != nil {
+				return m[1], nil
+			}
+			select {
+			case <-ctx.Done():
+				return "", ctx.Err()
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- devworker.Run(ctx, devworker.Config{Dir: mod, Listen: "127.0.0.1", Ready: ready, Stdout: &out, Status: &status,
+			Env: []string{"GOTOOLCHAIN=local", "GOPROXY=off"}, Poll: 50 * time.Millisecond})
+	}()
+	waitFor(t, &status, "ready (pid", time.Minute)
+	v1 := pidOf(t, &out, "v1")
+	write(program("v2", false))
+	deadline := time.Now().Add(time.Minute)
+	for strings.Count(status.String(), "ready (pid") < 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("v2 not ready:\n%s\n%s", status.String(), out.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	text := out.String()
+	if n := strings.Count(text, "v2 started"); n != 2 {
+		t.Errorf("v2 started %d times, want 2 (beside v1, then alone):\n%s", n, text)
+	}
+	last := strings.LastIndex(text, "v2 started")
+	if i := strings.Index(text, fmt.Sprintf("v1 stopping %d", v1)); i < 0 || i > last {
+		t.Errorf("v1 did not stop before the last v2 start:\n%s", text)
+	}
+	cancel()
+	<-done
 }
