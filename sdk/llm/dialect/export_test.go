@@ -3,16 +3,10 @@ package dialect
 // The test helpers that scripted_test.go (package dialect_test, which may
 // import sdk/llm/llmtest) shares with the package's own tests.
 var (
-	CalculatorTools = calculatorTools
-	TypedTool       = typedTool
-	CallStrings     = callStrings
-	EqualStrings    = equalStrings
-	RenderedID      = renderedID
-)
-
-const (
-	BigArgs = bigArgs
-	WantBig = wantBig
+	TypedTool    = typedTool
+	CallStrings  = callStrings
+	EqualStrings = equalStrings
+	RenderedID   = renderedID
 )
 
 // DialectCase is a dialectCase with its fields exported.

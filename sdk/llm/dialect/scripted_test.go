@@ -11,12 +11,11 @@ import (
 	"testing"
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
-	kvv1 "github.com/toolfleet/toolfleet/gen/tools/kv/v1"
 	"github.com/toolfleet/toolfleet/sdk/llm"
 	"github.com/toolfleet/toolfleet/sdk/llm/dialect"
 	"github.com/toolfleet/toolfleet/sdk/llm/internal/canon"
+	"github.com/toolfleet/toolfleet/sdk/llm/internal/convtest"
 	"github.com/toolfleet/toolfleet/sdk/llm/llmtest"
-	"github.com/toolfleet/toolfleet/sdk/tool"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 )
@@ -34,10 +33,10 @@ func TestExactNumbers(t *testing.T) {
 		name string
 		get  func(t *testing.T) (*toolfleetv1.Message, error)
 	}{
-		{"fenced", text(dialect.Fenced{}, "~~~tool_call\n{\"name\":\"KV_Get\",\"arguments\":"+dialect.BigArgs+"}\n~~~")},
-		{"hermes string arguments", text(dialect.Hermes{}, "<tool_call>{\"name\":\"KV_Get\",\"arguments\":"+jsonString(dialect.BigArgs)+"}</tool_call>")},
+		{"fenced", text(dialect.Fenced{}, "~~~tool_call\n{\"name\":\"KV_Get\",\"arguments\":"+convtest.BigArgs+"}\n~~~")},
+		{"hermes string arguments", text(dialect.Hermes{}, "<tool_call>{\"name\":\"KV_Get\",\"arguments\":"+convtest.JSONString(convtest.BigArgs)+"}</tool_call>")},
 		{"auto fallback", func(t *testing.T) (*toolfleetv1.Message, error) {
-			return dialect.WithAutoFallback(llmtest.NewScripted(llmtest.SayText("<tool_call>{\"name\":\"KV_Get\",\"arguments\":"+dialect.BigArgs+"}</tool_call>"))).Complete(t.Context(), &llm.Request{})
+			return dialect.WithAutoFallback(llmtest.NewScripted(llmtest.SayText("<tool_call>{\"name\":\"KV_Get\",\"arguments\":"+convtest.BigArgs+"}</tool_call>"))).Complete(t.Context(), &llm.Request{})
 		}},
 	}
 	for _, tt := range tests {
@@ -51,10 +50,10 @@ func TestExactNumbers(t *testing.T) {
 			if len(calls) != 1 {
 				t.Fatalf("calls = %d, want 1", len(calls))
 			}
-			if got := string(canon.EncodeArguments(calls[0].GetArguments())); got != dialect.WantBig {
-				t.Errorf("arguments = %s\nwant        %s", got, dialect.WantBig)
+			if got := string(canon.EncodeArguments(calls[0].GetArguments())); got != convtest.WantBig {
+				t.Errorf("arguments = %s\nwant        %s", got, convtest.WantBig)
 			}
-			assertReachesTool(t, calls[0])
+			convtest.AssertReachesTool(t, calls[0])
 		})
 	}
 }
@@ -100,7 +99,7 @@ func TestOneCallPerTurn(t *testing.T) {
 		for _, parallel := range []bool{false, true} {
 			t.Run(tt.name+map[bool]string{false: " one call", true: " parallel"}[parallel], func(t *testing.T) {
 				t.Parallel()
-				req := &llm.Request{Messages: []*toolfleetv1.Message{llm.User("1+2 and 3*4?")}, Tools: dialect.CalculatorTools(t), ParallelToolCalls: &parallel}
+				req := &llm.Request{Messages: []*toolfleetv1.Message{llm.User("1+2 and 3*4?")}, Tools: convtest.CalculatorTools(t), ParallelToolCalls: &parallel}
 				var msg *toolfleetv1.Message
 				var err error
 				streamed := map[string]bool{}
@@ -152,7 +151,7 @@ func TestOneCallIgnoresLaterBlocks(t *testing.T) {
 				t.Parallel()
 				reply := "Adding.\n" + p.RenderCall(first.GetToolCall()) + "\n" + broken[p.Name()]
 				m := dialect.WithTextProtocol(llmtest.NewScripted(llmtest.SayText(reply)), p)
-				req := &llm.Request{Messages: []*toolfleetv1.Message{llm.User("1+2?")}, Tools: dialect.CalculatorTools(t), ParallelToolCalls: new(false)}
+				req := &llm.Request{Messages: []*toolfleetv1.Message{llm.User("1+2?")}, Tools: convtest.CalculatorTools(t), ParallelToolCalls: new(false)}
 				var msg *toolfleetv1.Message
 				var err error
 				if stream {
@@ -403,7 +402,7 @@ func TestXMLOneCallPerTurn(t *testing.T) {
 func TestAutoFallback(t *testing.T) {
 	t.Parallel()
 	m := dialect.WithAutoFallback(llmtest.NewScripted(llmtest.SayText("<tool_call>{\"name\":\"Calculator_Add\",\"arguments\":{\"a\":1,\"b\":2}}</tool_call>")))
-	msg, err := m.Complete(t.Context(), &llm.Request{Tools: dialect.CalculatorTools(t)})
+	msg, err := m.Complete(t.Context(), &llm.Request{Tools: convtest.CalculatorTools(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -423,7 +422,7 @@ func TestTextProtocolOneCallPerTurn(t *testing.T) {
 	script.ChunkSize = 5
 	parallel := false
 	var shown strings.Builder
-	msg, err := dialect.WithTextProtocol(script, dialect.XMLFunction{}).Stream(t.Context(), &llm.Request{Messages: []*toolfleetv1.Message{llm.User("1+2?")}, Tools: dialect.CalculatorTools(t), ParallelToolCalls: &parallel}, func(d llm.Delta) error {
+	msg, err := dialect.WithTextProtocol(script, dialect.XMLFunction{}).Stream(t.Context(), &llm.Request{Messages: []*toolfleetv1.Message{llm.User("1+2?")}, Tools: convtest.CalculatorTools(t), ParallelToolCalls: &parallel}, func(d llm.Delta) error {
 		shown.WriteString(d.Text)
 		return nil
 	})
@@ -493,7 +492,7 @@ func TestScriptedConversation(t *testing.T) {
 				if v.proto != nil {
 					m = dialect.WithTextProtocol(script, v.proto)
 				}
-				req := &llm.Request{Messages: []*toolfleetv1.Message{llm.User("What is (2+3)*4?")}, Tools: dialect.CalculatorTools(t)}
+				req := &llm.Request{Messages: []*toolfleetv1.Message{llm.User("What is (2+3)*4?")}, Tools: convtest.CalculatorTools(t)}
 				msgs, err := agentLoop(t.Context(), m, req, stream)
 				if err != nil {
 					t.Fatal(err)
@@ -569,26 +568,6 @@ func lastResultIs(want string) func(*llm.Request) error {
 			return fmt.Errorf("last tool result %q does not contain %q", got, want)
 		}
 		return nil
-	}
-}
-
-func jsonString(s string) string {
-	return `"` + strings.ReplaceAll(s, `"`, `\"`) + `"`
-}
-
-// assertReachesTool decodes the call's key and revision the way a worker
-// does (sdk/tool.DecodeInputStruct: strict protojson, then protovalidate)
-// into KV.Get's input and checks the revision arrived unrounded.
-func assertReachesTool(t *testing.T, c *toolfleetv1.ToolCall) {
-	t.Helper()
-	f := c.GetArguments().GetFields()
-	input := &structpb.Struct{Fields: map[string]*structpb.Value{"key": f["key"], "revision": f["revision"]}}
-	msg, verr, err := tool.DecodeInputStruct((&kvv1.GetRequest{}).ProtoReflect().Descriptor(), input)
-	if err != nil || verr != nil {
-		t.Fatalf("tool input %v: %v %v", input, verr, err)
-	}
-	if got := msg.(*kvv1.GetRequest).GetRevision(); got != 9007199254740993 {
-		t.Errorf("revision reached the tool as %d", got)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/toolfleet/toolfleet/sdk/llm"
+	"github.com/toolfleet/toolfleet/sdk/llm/internal/convtest"
 	"github.com/toolfleet/toolfleet/sdk/llm/wire"
 )
 
@@ -15,7 +16,7 @@ func TestTextProtocolStream(t *testing.T) {
 	t.Parallel()
 	var shown strings.Builder
 	filter := NewTagFilter(Hermes{})
-	msg, err := wire.DecodeStream(t.Context(), wire.OpenAIChat{}, bytes.NewReader(readTestdata(t, "openai/stream_hermes.sse")), func(d llm.Delta) error {
+	msg, err := wire.DecodeStream(t.Context(), wire.OpenAIChat{}, bytes.NewReader(convtest.ReadTestdata(t, "openai/stream_hermes.sse")), func(d llm.Delta) error {
 		shown.WriteString(filter.Write(d.Text))
 		if filter.Blocks() == 1 {
 			return llm.StopStream

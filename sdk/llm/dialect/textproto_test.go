@@ -10,6 +10,7 @@ import (
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
 	"github.com/toolfleet/toolfleet/sdk/llm"
 	"github.com/toolfleet/toolfleet/sdk/llm/internal/canon"
+	"github.com/toolfleet/toolfleet/sdk/llm/internal/convtest"
 )
 
 func typedTool(t testing.TB) *toolfleetv1.ToolDefinition {
@@ -165,7 +166,7 @@ func TestParseAuto(t *testing.T) {
 
 func TestForTextProtocol(t *testing.T) {
 	t.Parallel()
-	req := &llm.Request{Messages: fixtureConversation(), Tools: calculatorTools(t), ToolChoice: llm.ToolChoice{Mode: llm.ToolChoiceRequired}}
+	req := &llm.Request{Messages: convtest.Conversation(), Tools: convtest.CalculatorTools(t), ToolChoice: llm.ToolChoice{Mode: llm.ToolChoiceRequired}}
 	got := ForTextProtocol(Hermes{}, req)
 	if got.Tools != nil || got.ToolChoice.Mode != llm.ToolChoiceDefault {
 		t.Errorf("tools not removed: %v %v", got.Tools, got.ToolChoice)

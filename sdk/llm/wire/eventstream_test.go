@@ -13,6 +13,7 @@ import (
 	"testing/iotest"
 
 	"github.com/toolfleet/toolfleet/sdk/llm"
+	"github.com/toolfleet/toolfleet/sdk/llm/internal/convtest"
 )
 
 // eventFrame encodes one AWS event-stream frame with string headers.
@@ -41,7 +42,7 @@ func eventFrame(headers [][2]string, payload []byte) []byte {
 func bedrockEventStream(t testing.TB) []byte {
 	t.Helper()
 	var out bytes.Buffer
-	sc := bufio.NewScanner(bytes.NewReader(readTestdata(t, "bedrock/stream_parallel.jsonl")))
+	sc := bufio.NewScanner(bytes.NewReader(convtest.ReadTestdata(t, "bedrock/stream_parallel.jsonl")))
 	for sc.Scan() {
 		var ev map[string]json.RawMessage
 		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {

@@ -7,6 +7,7 @@ import (
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
 	"github.com/toolfleet/toolfleet/sdk/llm"
+	"github.com/toolfleet/toolfleet/sdk/llm/internal/convtest"
 )
 
 // TestDocumentedRequests parses request bodies shaped like each provider's
@@ -30,7 +31,7 @@ func TestDocumentedRequests(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.format.Name(), func(t *testing.T) {
 			t.Parallel()
-			req, err := tt.format.ParseRequest(readTestdata(t, tt.format.Name()+"/documented_request.json"))
+			req, err := tt.format.ParseRequest(convtest.ReadTestdata(t, tt.format.Name()+"/documented_request.json"))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -84,7 +85,7 @@ func TestDocumentedResponsesRoundTrip(t *testing.T) {
 	for _, f := range Formats() {
 		t.Run(f.Name(), func(t *testing.T) {
 			t.Parallel()
-			msg, err := f.ParseResponse(readTestdata(t, f.Name()+"/documented_response.json"))
+			msg, err := f.ParseResponse(convtest.ReadTestdata(t, f.Name()+"/documented_response.json"))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -11,6 +11,7 @@ import (
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
 	"github.com/toolfleet/toolfleet/sdk/llm"
 	"github.com/toolfleet/toolfleet/sdk/llm/internal/canon"
+	"github.com/toolfleet/toolfleet/sdk/llm/internal/convtest"
 )
 
 func indentJSON(t *testing.T, b []byte) []byte {
@@ -34,8 +35,8 @@ func TestRequestRoundTrip(t *testing.T) {
 			t.Parallel()
 			req := &llm.Request{
 				Model:             "model-x",
-				Messages:          fixtureConversation(),
-				Tools:             calculatorTools(t),
+				Messages:          convtest.Conversation(),
+				Tools:             convtest.CalculatorTools(t),
 				ToolChoice:        llm.ToolChoice{Mode: llm.ToolChoiceTool, Name: "Calculator_Add"},
 				ParallelToolCalls: &parallel,
 				MaxTokens:         512,
@@ -85,7 +86,7 @@ func TestToolChoiceModes(t *testing.T) {
 		for _, c := range choices {
 			t.Run(f.Name(), func(t *testing.T) {
 				t.Parallel()
-				body, err := f.RenderRequest(&llm.Request{Messages: []*toolfleetv1.Message{llm.User("hi")}, Tools: calculatorTools(t), ToolChoice: c})
+				body, err := f.RenderRequest(&llm.Request{Messages: []*toolfleetv1.Message{llm.User("hi")}, Tools: convtest.CalculatorTools(t), ToolChoice: c})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -107,7 +108,7 @@ func TestToolChoiceModes(t *testing.T) {
 
 func fixtureResponse() *toolfleetv1.Message {
 	m := llm.NewMessage(toolfleetv1.Role_ROLE_ASSISTANT,
-		thinkingPart("Two independent sums.", "sig-1"),
+		convtest.ThinkingPart("Two independent sums.", "sig-1"),
 		llm.Text("Let me compute."),
 		llm.CallPart("call_1", "Calculator_Add", map[string]any{"a": 2, "b": 3}),
 		llm.CallPart("call_2", "Calculator_Mul", map[string]any{"a": 4, "b": 5}),
@@ -168,7 +169,7 @@ func TestParseDocumentedResponses(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			msg, err := f.ParseResponse(readTestdata(t, tt.format+"/documented_response.json"))
+			msg, err := f.ParseResponse(convtest.ReadTestdata(t, tt.format+"/documented_response.json"))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -238,7 +239,7 @@ func TestParseResponseErrors(t *testing.T) {
 // TestConvertTools converts an OpenAI tool list into every other format and back.
 func TestConvertTools(t *testing.T) {
 	t.Parallel()
-	openAI, err := OpenAIChat{}.RenderTools(calculatorTools(t), false)
+	openAI, err := OpenAIChat{}.RenderTools(convtest.CalculatorTools(t), false)
 	if err != nil {
 		t.Fatal(err)
 	}

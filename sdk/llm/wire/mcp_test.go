@@ -8,6 +8,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
+	"github.com/toolfleet/toolfleet/sdk/llm/internal/convtest"
 )
 
 func TestMCPToolsList(t *testing.T) {
@@ -16,7 +17,7 @@ func TestMCPToolsList(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defs := calculatorTools(t)
+	defs := convtest.CalculatorTools(t)
 	defs[0].Title = "Add"
 	defs[0].OutputSchema = out
 	defs[0].Hints = &toolfleetv1.ResolvedHints{ReadOnly: true, Idempotent: true}

@@ -11,6 +11,7 @@ import (
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
 	"github.com/toolfleet/toolfleet/sdk/llm"
+	"github.com/toolfleet/toolfleet/sdk/llm/internal/convtest"
 )
 
 // jsonField decodes body and returns the value at a path of object keys
@@ -58,7 +59,7 @@ func assertSameJSON(t *testing.T, what string, got, want any) {
 // the container, the server_tool_use block and the tool_use caller unchanged.
 func TestAnthropicProgrammaticRequest(t *testing.T) {
 	t.Parallel()
-	in := readTestdata(t, "anthropic/programmatic_request.json")
+	in := convtest.ReadTestdata(t, "anthropic/programmatic_request.json")
 	req, err := Anthropic{}.ParseRequest(in)
 	if err != nil {
 		t.Fatal(err)
@@ -94,7 +95,7 @@ func TestAnthropicProgrammaticResponses(t *testing.T) {
 	for _, name := range []string{"programmatic_response.json", "programmatic_final.json"} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			in := readTestdata(t, "anthropic/"+name)
+			in := convtest.ReadTestdata(t, "anthropic/"+name)
 			msg, err := Anthropic{}.ParseResponse(in)
 			if err != nil {
 				t.Fatal(err)
@@ -112,11 +113,11 @@ func TestAnthropicProgrammaticResponses(t *testing.T) {
 	}
 	t.Run("stream", func(t *testing.T) {
 		t.Parallel()
-		want, err := Anthropic{}.ParseResponse(readTestdata(t, "anthropic/programmatic_response.json"))
+		want, err := Anthropic{}.ParseResponse(convtest.ReadTestdata(t, "anthropic/programmatic_response.json"))
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, err := DecodeStream(t.Context(), Anthropic{}, bytes.NewReader(readTestdata(t, "anthropic/programmatic_stream.sse")), nil)
+		got, err := DecodeStream(t.Context(), Anthropic{}, bytes.NewReader(convtest.ReadTestdata(t, "anthropic/programmatic_stream.sse")), nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -15,6 +15,7 @@ import (
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
 	"github.com/toolfleet/toolfleet/sdk/llm"
 	"github.com/toolfleet/toolfleet/sdk/llm/internal/canon"
+	"github.com/toolfleet/toolfleet/sdk/llm/internal/convtest"
 )
 
 // withoutKeys returns a copy of a decoded JSON value with every object key
@@ -46,7 +47,7 @@ func withoutKeys(v any, keys ...string) any {
 // the search loaded) goes through the canonical form unchanged.
 func TestAnthropicToolSearchRequest(t *testing.T) {
 	t.Parallel()
-	in := readTestdata(t, "anthropic/tool_search_request.json")
+	in := convtest.ReadTestdata(t, "anthropic/tool_search_request.json")
 	req, err := Anthropic{}.ParseRequest(in)
 	if err != nil {
 		t.Fatal(err)
@@ -93,7 +94,7 @@ func TestAnthropicToolSearchRequest(t *testing.T) {
 // rendered back as the same blocks.
 func TestAnthropicToolReferenceResult(t *testing.T) {
 	t.Parallel()
-	in := readTestdata(t, "anthropic/tool_search_custom_request.json")
+	in := convtest.ReadTestdata(t, "anthropic/tool_search_custom_request.json")
 	req, err := Anthropic{}.ParseRequest(in)
 	if err != nil {
 		t.Fatal(err)
@@ -134,7 +135,7 @@ func TestAnthropicToolReferenceResult(t *testing.T) {
 // tool_use's "direct" caller is the default, so it is not kept).
 func TestAnthropicToolSearchResponse(t *testing.T) {
 	t.Parallel()
-	in := readTestdata(t, "anthropic/tool_search_response.json")
+	in := convtest.ReadTestdata(t, "anthropic/tool_search_response.json")
 	msg, err := Anthropic{}.ParseResponse(in)
 	if err != nil {
 		t.Fatal(err)
@@ -149,7 +150,7 @@ func TestAnthropicToolSearchResponse(t *testing.T) {
 	}
 	assertSameJSON(t, "content", jsonField(t, out, "content"), withoutKeys(jsonField(t, in, "content"), "caller"))
 
-	got, err := DecodeStream(t.Context(), Anthropic{}, bytes.NewReader(readTestdata(t, "anthropic/tool_search_stream.sse")), nil)
+	got, err := DecodeStream(t.Context(), Anthropic{}, bytes.NewReader(convtest.ReadTestdata(t, "anthropic/tool_search_stream.sse")), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -180,7 +181,7 @@ func TestAnthropicToolSearchResponse(t *testing.T) {
 // items, a deferred function and the tool_search tool all round-trip.
 func TestResponsesCustomToolsRequest(t *testing.T) {
 	t.Parallel()
-	in := readTestdata(t, "openai-responses/custom_tool_request.json")
+	in := convtest.ReadTestdata(t, "openai-responses/custom_tool_request.json")
 	req, err := OpenAIResponses{}.ParseRequest(in)
 	if err != nil {
 		t.Fatal(err)
@@ -227,7 +228,7 @@ func TestResponsesCustomToolsRequest(t *testing.T) {
 // response.completed and from the input deltas alone.
 func TestResponsesCustomToolResponse(t *testing.T) {
 	t.Parallel()
-	in := readTestdata(t, "openai-responses/custom_tool_response.json")
+	in := convtest.ReadTestdata(t, "openai-responses/custom_tool_response.json")
 	msg, err := OpenAIResponses{}.ParseResponse(in)
 	if err != nil {
 		t.Fatal(err)
@@ -247,7 +248,7 @@ func TestResponsesCustomToolResponse(t *testing.T) {
 	assertMessages(t, []*toolfleetv1.Message{msg}, []*toolfleetv1.Message{back})
 	assertSameJSON(t, "custom_tool_call", withoutKeys(jsonField(t, out, "output.1"), "id"), withoutKeys(jsonField(t, in, "output.1"), "id"))
 
-	stream := readTestdata(t, "openai-responses/custom_tool_stream.sse")
+	stream := convtest.ReadTestdata(t, "openai-responses/custom_tool_stream.sse")
 	// Without the final response's output the deltas alone must do.
 	var final struct {
 		Response map[string]any `json:"response"`
@@ -290,7 +291,7 @@ func TestResponsesCustomToolResponse(t *testing.T) {
 // in a rendered response, and stay out of other formats.
 func TestResponsesToolSearchItems(t *testing.T) {
 	t.Parallel()
-	in := readTestdata(t, "openai-responses/tool_search_response.json")
+	in := convtest.ReadTestdata(t, "openai-responses/tool_search_response.json")
 	msg, err := OpenAIResponses{}.ParseResponse(in)
 	if err != nil {
 		t.Fatal(err)
@@ -337,7 +338,7 @@ func TestResponsesToolSearchItems(t *testing.T) {
 // request, a response and a stream.
 func TestGeminiParallelSignatures(t *testing.T) {
 	t.Parallel()
-	in := readTestdata(t, "gemini/parallel_signatures_request.json")
+	in := convtest.ReadTestdata(t, "gemini/parallel_signatures_request.json")
 	req, err := Gemini{}.ParseRequest(in)
 	if err != nil {
 		t.Fatal(err)
@@ -366,7 +367,7 @@ func TestGeminiParallelSignatures(t *testing.T) {
 	// Gemini sent no call ids; the generated ones are sent back, the rest is the same.
 	assertSameJSON(t, "contents", withoutKeys(jsonField(t, out, "contents"), "id"), jsonField(t, in, "contents"))
 
-	resp := readTestdata(t, "gemini/parallel_signatures_response.json")
+	resp := convtest.ReadTestdata(t, "gemini/parallel_signatures_response.json")
 	msg, err := Gemini{}.ParseResponse(resp)
 	if err != nil {
 		t.Fatal(err)
@@ -522,7 +523,7 @@ func TestProviderFeaturesDegrade(t *testing.T) {
 // {"type": "custom", "custom": {name, input}}; both round-trip.
 func TestChatCustomTools(t *testing.T) {
 	t.Parallel()
-	in := readTestdata(t, "openai/custom_tool_request.json")
+	in := convtest.ReadTestdata(t, "openai/custom_tool_request.json")
 	req, err := OpenAIChat{}.ParseRequest(in)
 	if err != nil {
 		t.Fatal(err)
@@ -544,7 +545,7 @@ func TestChatCustomTools(t *testing.T) {
 		assertSameJSON(t, path, jsonField(t, out, path), jsonField(t, in, path))
 	}
 
-	resp := readTestdata(t, "openai/custom_tool_response.json")
+	resp := convtest.ReadTestdata(t, "openai/custom_tool_response.json")
 	msg, err := OpenAIChat{}.ParseResponse(resp)
 	if err != nil {
 		t.Fatal(err)
@@ -595,7 +596,7 @@ func TestHasSnakeKey(t *testing.T) {
 // would be read without its camelCase rewrite).
 func FuzzHasSnakeKey(f *testing.F) {
 	for _, name := range []string{"gemini/documented_request.json", "gemini/parallel_signatures_request.json", "gemini/documented_response.json"} {
-		f.Add(readTestdata(f, name))
+		f.Add(convtest.ReadTestdata(f, name))
 	}
 	f.Add([]byte(`{"a\"_b":1}`))
 	f.Add([]byte(`{"x":"\\","y_z":2}`))

@@ -4,19 +4,16 @@ package wire_test
 
 import (
 	"bytes"
-	"fmt"
 	"strings"
 	"testing"
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
-	kvv1 "github.com/toolfleet/toolfleet/gen/tools/kv/v1"
 	"github.com/toolfleet/toolfleet/sdk/llm"
 	"github.com/toolfleet/toolfleet/sdk/llm/internal/canon"
+	"github.com/toolfleet/toolfleet/sdk/llm/internal/convtest"
 	"github.com/toolfleet/toolfleet/sdk/llm/llmtest"
 	"github.com/toolfleet/toolfleet/sdk/llm/wire"
-	"github.com/toolfleet/toolfleet/sdk/tool"
 	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/types/known/structpb"
 )
 
 // TestExactNumbers follows a 64-bit integer from every provider's response,
@@ -32,31 +29,31 @@ func TestExactNumbers(t *testing.T) {
 			return wire.DecodeStream(t.Context(), f, strings.NewReader(sse), nil)
 		}
 	}
-	half := len(wire.BigArgs) / 2
+	half := len(convtest.BigArgs) / 2
 	tests := []struct {
 		name string
 		get  func(t *testing.T) (*toolfleetv1.Message, error)
 	}{
-		{"openai chat", complete(wire.OpenAIChat{}, `{"id":"x","object":"chat.completion","model":"m","choices":[{"index":0,"message":{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"KV_Get","arguments":`+jsonString(wire.BigArgs)+`}}]},"finish_reason":"tool_calls"}]}`)},
-		{"openai responses", complete(wire.OpenAIResponses{}, `{"id":"r","object":"response","model":"m","output":[{"type":"function_call","id":"fc","call_id":"c1","name":"KV_Get","arguments":`+jsonString(wire.BigArgs)+`}]}`)},
-		{"anthropic", complete(wire.Anthropic{}, `{"id":"msg","type":"message","role":"assistant","model":"m","content":[{"type":"tool_use","id":"c1","name":"KV_Get","input":`+wire.BigArgs+`}],"stop_reason":"tool_use","usage":{"input_tokens":1,"output_tokens":1}}`)},
-		{"gemini", complete(wire.Gemini{}, `{"candidates":[{"content":{"role":"model","parts":[{"function_call":{"name":"KV_Get","args":`+wire.BigArgs+`}}]},"finishReason":"STOP"}]}`)},
-		{"bedrock", complete(wire.Bedrock{}, `{"output":{"message":{"role":"assistant","content":[{"toolUse":{"toolUseId":"c1","name":"KV_Get","input":`+wire.BigArgs+`}}]}},"stopReason":"tool_use","usage":{"inputTokens":1,"outputTokens":1}}`)},
-		{"openai chat stream", stream(wire.OpenAIChat{}, "data: "+`{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"c1","type":"function","function":{"name":"KV_Get","arguments":`+jsonString(wire.BigArgs[:half])+`}}]}}]}`+"\n\n"+
-			"data: "+`{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":`+jsonString(wire.BigArgs[half:])+`}}]},"finish_reason":"tool_calls"}]}`+"\n\ndata: [DONE]\n\n")},
+		{"openai chat", complete(wire.OpenAIChat{}, `{"id":"x","object":"chat.completion","model":"m","choices":[{"index":0,"message":{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"KV_Get","arguments":`+convtest.JSONString(convtest.BigArgs)+`}}]},"finish_reason":"tool_calls"}]}`)},
+		{"openai responses", complete(wire.OpenAIResponses{}, `{"id":"r","object":"response","model":"m","output":[{"type":"function_call","id":"fc","call_id":"c1","name":"KV_Get","arguments":`+convtest.JSONString(convtest.BigArgs)+`}]}`)},
+		{"anthropic", complete(wire.Anthropic{}, `{"id":"msg","type":"message","role":"assistant","model":"m","content":[{"type":"tool_use","id":"c1","name":"KV_Get","input":`+convtest.BigArgs+`}],"stop_reason":"tool_use","usage":{"input_tokens":1,"output_tokens":1}}`)},
+		{"gemini", complete(wire.Gemini{}, `{"candidates":[{"content":{"role":"model","parts":[{"function_call":{"name":"KV_Get","args":`+convtest.BigArgs+`}}]},"finishReason":"STOP"}]}`)},
+		{"bedrock", complete(wire.Bedrock{}, `{"output":{"message":{"role":"assistant","content":[{"toolUse":{"toolUseId":"c1","name":"KV_Get","input":`+convtest.BigArgs+`}}]}},"stopReason":"tool_use","usage":{"inputTokens":1,"outputTokens":1}}`)},
+		{"openai chat stream", stream(wire.OpenAIChat{}, "data: "+`{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"c1","type":"function","function":{"name":"KV_Get","arguments":`+convtest.JSONString(convtest.BigArgs[:half])+`}}]}}]}`+"\n\n"+
+			"data: "+`{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":`+convtest.JSONString(convtest.BigArgs[half:])+`}}]},"finish_reason":"tool_calls"}]}`+"\n\ndata: [DONE]\n\n")},
 		{"anthropic stream", stream(wire.Anthropic{}, "event: content_block_start\ndata: "+`{"type":"content_block_start","index":0,"content_block":{"type":"tool_use","id":"c1","name":"KV_Get","input":{}}}`+"\n\n"+
-			"event: content_block_delta\ndata: "+`{"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":`+jsonString(wire.BigArgs[:half])+`}}`+"\n\n"+
-			"event: content_block_delta\ndata: "+`{"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":`+jsonString(wire.BigArgs[half:])+`}}`+"\n\n")},
-		{"gemini stream", stream(wire.Gemini{}, "data: "+`{"candidates":[{"content":{"role":"model","parts":[{"functionCall":{"name":"KV_Get","args":`+wire.BigArgs+`}}]}}]}`+"\n\n")},
+			"event: content_block_delta\ndata: "+`{"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":`+convtest.JSONString(convtest.BigArgs[:half])+`}}`+"\n\n"+
+			"event: content_block_delta\ndata: "+`{"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":`+convtest.JSONString(convtest.BigArgs[half:])+`}}`+"\n\n")},
+		{"gemini stream", stream(wire.Gemini{}, "data: "+`{"candidates":[{"content":{"role":"model","parts":[{"functionCall":{"name":"KV_Get","args":`+convtest.BigArgs+`}}]}}]}`+"\n\n")},
 		{"openai responses stream", stream(wire.OpenAIResponses{}, "event: response.output_item.added\ndata: "+`{"type":"response.output_item.added","output_index":0,"item":{"type":"function_call","id":"fc","call_id":"c1","name":"KV_Get","arguments":""}}`+"\n\n"+
-			"event: response.function_call_arguments.delta\ndata: "+`{"type":"response.function_call_arguments.delta","output_index":0,"item_id":"fc","delta":`+jsonString(wire.BigArgs[:half])+`}`+"\n\n"+
-			"event: response.function_call_arguments.delta\ndata: "+`{"type":"response.function_call_arguments.delta","output_index":0,"item_id":"fc","delta":`+jsonString(wire.BigArgs[half:])+`}`+"\n\n")},
+			"event: response.function_call_arguments.delta\ndata: "+`{"type":"response.function_call_arguments.delta","output_index":0,"item_id":"fc","delta":`+convtest.JSONString(convtest.BigArgs[:half])+`}`+"\n\n"+
+			"event: response.function_call_arguments.delta\ndata: "+`{"type":"response.function_call_arguments.delta","output_index":0,"item_id":"fc","delta":`+convtest.JSONString(convtest.BigArgs[half:])+`}`+"\n\n")},
 		{"bedrock stream", func(t *testing.T) (*toolfleetv1.Message, error) {
 			dec := wire.Bedrock{}.NewStreamDecoder()
 			for _, ev := range [][2]string{
 				{"contentBlockStart", `{"contentBlockIndex":0,"start":{"toolUse":{"toolUseId":"c1","name":"KV_Get"}}}`},
-				{"contentBlockDelta", `{"contentBlockIndex":0,"delta":{"toolUse":{"input":` + jsonString(wire.BigArgs[:half]) + `}}}`},
-				{"contentBlockDelta", `{"contentBlockIndex":0,"delta":{"toolUse":{"input":` + jsonString(wire.BigArgs[half:]) + `}}}`},
+				{"contentBlockDelta", `{"contentBlockIndex":0,"delta":{"toolUse":{"input":` + convtest.JSONString(convtest.BigArgs[:half]) + `}}}`},
+				{"contentBlockDelta", `{"contentBlockIndex":0,"delta":{"toolUse":{"input":` + convtest.JSONString(convtest.BigArgs[half:]) + `}}}`},
 				{"messageStop", `{"stopReason":"tool_use"}`},
 			} {
 				if _, err := dec.Decode(ev[0], []byte(ev[1])); err != nil {
@@ -77,10 +74,10 @@ func TestExactNumbers(t *testing.T) {
 			if len(calls) != 1 {
 				t.Fatalf("calls = %d, want 1", len(calls))
 			}
-			if got := string(canon.EncodeArguments(calls[0].GetArguments())); got != wire.WantBig {
-				t.Errorf("arguments = %s\nwant        %s", got, wire.WantBig)
+			if got := string(canon.EncodeArguments(calls[0].GetArguments())); got != convtest.WantBig {
+				t.Errorf("arguments = %s\nwant        %s", got, convtest.WantBig)
 			}
-			assertReachesTool(t, calls[0])
+			convtest.AssertReachesTool(t, calls[0])
 		})
 	}
 }
@@ -90,7 +87,7 @@ func TestExactNumbers(t *testing.T) {
 // them (and without failing), and through a scripted stream unchanged.
 func TestProviderBlocksStayWithTheirProvider(t *testing.T) {
 	t.Parallel()
-	req, err := wire.Anthropic{}.ParseRequest(wire.ReadTestdata(t, "anthropic/programmatic_request.json"))
+	req, err := wire.Anthropic{}.ParseRequest(convtest.ReadTestdata(t, "anthropic/programmatic_request.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,38 +110,4 @@ func TestProviderBlocksStayWithTheirProvider(t *testing.T) {
 	if !proto.Equal(got, reply) {
 		t.Errorf("scripted stream lost programmatic parts:\n got %v\nwant %v", got, reply)
 	}
-}
-
-func jsonString(s string) string {
-	return `"` + strings.ReplaceAll(s, `"`, `\"`) + `"`
-}
-
-// assertReachesTool decodes the call's key and revision the way a worker
-// does (sdk/tool.DecodeInputStruct: strict protojson, then protovalidate)
-// into KV.Get's input and checks the revision arrived unrounded.
-func assertReachesTool(t *testing.T, c *toolfleetv1.ToolCall) {
-	t.Helper()
-	f := c.GetArguments().GetFields()
-	input := &structpb.Struct{Fields: map[string]*structpb.Value{"key": f["key"], "revision": f["revision"]}}
-	msg, verr, err := tool.DecodeInputStruct((&kvv1.GetRequest{}).ProtoReflect().Descriptor(), input)
-	if err != nil || verr != nil {
-		t.Fatalf("tool input %v: %v %v", input, verr, err)
-	}
-	if got := msg.(*kvv1.GetRequest).GetRevision(); got != 9007199254740993 {
-		t.Errorf("revision reached the tool as %d", got)
-	}
-}
-
-// runCalculator executes calculator calls the way an agent loop would.
-func runCalculator(c *toolfleetv1.ToolCall) *toolfleetv1.Part {
-	args := c.GetArguments().AsMap()
-	a, _ := args["a"].(float64)
-	b, _ := args["b"].(float64)
-	switch c.GetName() {
-	case "Calculator_Add":
-		return llm.ResultPart(c.GetId(), c.GetName(), fmt.Sprint(a+b), false)
-	case "Calculator_Mul":
-		return llm.ResultPart(c.GetId(), c.GetName(), fmt.Sprint(a*b), false)
-	}
-	return llm.ResultPart(c.GetId(), c.GetName(), "unknown tool "+c.GetName(), true)
 }

@@ -8,6 +8,7 @@ import (
 	anthropicsdk "github.com/anthropics/anthropic-sdk-go"
 	openaisdk "github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/responses"
+	"github.com/toolfleet/toolfleet/sdk/llm/internal/convtest"
 	"google.golang.org/genai"
 )
 
@@ -20,7 +21,7 @@ func TestToolFeaturesAgreeWithSDKs(t *testing.T) {
 	t.Parallel()
 	parse := func(f Format, file string) []string {
 		t.Helper()
-		msg, err := f.ParseResponse(readTestdata(t, f.Name()+"/"+file))
+		msg, err := f.ParseResponse(convtest.ReadTestdata(t, f.Name()+"/"+file))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -38,7 +39,7 @@ func TestToolFeaturesAgreeWithSDKs(t *testing.T) {
 	}
 	decode := func(f Format, file string, v any) {
 		t.Helper()
-		if err := json.Unmarshal(readTestdata(t, f.Name()+"/"+file), v); err != nil {
+		if err := json.Unmarshal(convtest.ReadTestdata(t, f.Name()+"/"+file), v); err != nil {
 			t.Fatalf("%s %s: the SDK does not decode it: %v", f.Name(), file, err)
 		}
 	}

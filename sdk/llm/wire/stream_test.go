@@ -8,6 +8,7 @@ import (
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
 	"github.com/toolfleet/toolfleet/sdk/llm"
+	"github.com/toolfleet/toolfleet/sdk/llm/internal/convtest"
 )
 
 // TestStreamTranscripts replays SSE transcripts written in each provider's
@@ -42,7 +43,7 @@ func TestStreamTranscripts(t *testing.T) {
 		t.Run(tt.file, func(t *testing.T) {
 			t.Parallel()
 			var deltas []string
-			msg, err := DecodeStream(t.Context(), tt.format, bytes.NewReader(readTestdata(t, tt.file)), func(d llm.Delta) error {
+			msg, err := DecodeStream(t.Context(), tt.format, bytes.NewReader(convtest.ReadTestdata(t, tt.file)), func(d llm.Delta) error {
 				if d.Text != "" {
 					deltas = append(deltas, d.Text)
 				}
@@ -86,7 +87,7 @@ func TestBedrockStream(t *testing.T) {
 	t.Parallel()
 	dec := Bedrock{}.NewStreamDecoder()
 	var deltas []string
-	sc := bufio.NewScanner(bytes.NewReader(readTestdata(t, "bedrock/stream_parallel.jsonl")))
+	sc := bufio.NewScanner(bytes.NewReader(convtest.ReadTestdata(t, "bedrock/stream_parallel.jsonl")))
 	for sc.Scan() {
 		ds, err := dec.Decode("", sc.Bytes())
 		if err != nil {
