@@ -8,11 +8,12 @@ import (
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
 	"github.com/toolfleet/toolfleet/sdk/llm"
 	"github.com/toolfleet/toolfleet/sdk/llm/internal/canon"
+	"github.com/toolfleet/toolfleet/sdk/llm/internal/convtest"
 )
 
 func TestXMLExactNumbers(t *testing.T) {
 	t.Parallel()
-	tools := []*toolfleetv1.ToolDefinition{typedTool(t)}
+	tools := []*toolfleetv1.ToolDefinition{convtest.TypedTool(t)}
 	tests := []struct {
 		name, text, want string
 	}{
@@ -41,7 +42,7 @@ func TestXMLExactNumbers(t *testing.T) {
 // which call it was, wherever the block lets the name be read.
 func TestBlockErrorNamesCall(t *testing.T) {
 	t.Parallel()
-	tools := []*toolfleetv1.ToolDefinition{typedTool(t)}
+	tools := []*toolfleetv1.ToolDefinition{convtest.TypedTool(t)}
 	tests := []struct {
 		name     string
 		p        llm.TextProtocol

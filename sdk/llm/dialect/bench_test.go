@@ -6,6 +6,7 @@ import (
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
 	"github.com/toolfleet/toolfleet/sdk/llm"
+	"github.com/toolfleet/toolfleet/sdk/llm/internal/convtest"
 )
 
 // BenchmarkTextParsers measures each text protocol's parser in MB/s of
@@ -13,7 +14,7 @@ import (
 // rendering of the same calls) parsed whole, and streamed through the
 // dialect scanner in 16-byte chunks (a typical token-sized delta).
 func BenchmarkTextParsers(b *testing.B) {
-	tools := []*toolfleetv1.ToolDefinition{typedTool(b)}
+	tools := []*toolfleetv1.ToolDefinition{convtest.TypedTool(b)}
 	calls := []*toolfleetv1.ToolCall{
 		llm.CallPart("call_1", "Weather_Forecast", map[string]any{"city": "San Francisco", "days": 3, "metric": true}).GetToolCall(),
 		llm.CallPart("call_2", "Weather_Forecast", map[string]any{"city": "Oslo", "tags": []any{"a", "b"}}).GetToolCall(),

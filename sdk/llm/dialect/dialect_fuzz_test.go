@@ -7,6 +7,7 @@ import (
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
 	"github.com/toolfleet/toolfleet/sdk/llm"
+	"github.com/toolfleet/toolfleet/sdk/llm/internal/convtest"
 )
 
 // fuzzDialect checks a dialect's contract on any text: no panic; every
@@ -15,7 +16,7 @@ import (
 // gives the same calls and text as Parse (or fails as Parse does); and a
 // call rendered back parses to the same tool.
 func fuzzDialect(t *testing.T, d Dialect, text string, chunk uint8) {
-	tools := []*toolfleetv1.ToolDefinition{typedTool(t)}
+	tools := []*toolfleetv1.ToolDefinition{convtest.TypedTool(t)}
 	rest, calls, err := d.Parse(text, tools)
 	if err != nil && !errors.Is(err, llm.ErrMalformed) && !errors.Is(err, llm.ErrInvalidArguments) {
 		t.Fatalf("untyped error %v", err)
@@ -26,7 +27,7 @@ func fuzzDialect(t *testing.T, d Dialect, text string, chunk uint8) {
 			found = found || !m.layout && strings.Contains(text, m.open)
 		}
 		if !found {
-			t.Fatalf("calls %q from text without a call marker: %q", callStrings(calls), text)
+			t.Fatalf("calls %q from text without a call marker: %q", convtest.CallStrings(calls), text)
 		}
 	}
 	for _, c := range calls {
@@ -42,7 +43,7 @@ func fuzzDialect(t *testing.T, d Dialect, text string, chunk uint8) {
 	if err != nil {
 		return
 	}
-	if got, want := callStrings(scalls), callStrings(calls); !equalStrings(got, want) {
+	if got, want := convtest.CallStrings(scalls), convtest.CallStrings(calls); !equalStrings(got, want) {
 		t.Fatalf("chunks of %d: calls %q, Parse %q", size, got, want)
 	}
 	if strings.TrimSpace(shown) != rest {
@@ -58,7 +59,7 @@ func fuzzDialect(t *testing.T, d Dialect, text string, chunk uint8) {
 			continue
 		}
 		if len(again) != 1 || again[0].GetName() != c.GetName() {
-			t.Fatalf("re-parse of %q: %q", d.RenderCall(c), callStrings(again))
+			t.Fatalf("re-parse of %q: %q", d.RenderCall(c), convtest.CallStrings(again))
 		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
 	"github.com/toolfleet/toolfleet/sdk/llm"
 	"github.com/toolfleet/toolfleet/sdk/llm/internal/canon"
+	"github.com/toolfleet/toolfleet/sdk/llm/internal/convtest"
 )
 
 // dialectCase is one reply of a dialect's model, as the model writes it.
@@ -163,7 +164,7 @@ func decodeChunks(d Dialect, text string, size int, tools []*toolfleetv1.ToolDef
 // shown, and the first call returned before the text ends.
 func TestDialects(t *testing.T) {
 	t.Parallel()
-	tools := []*toolfleetv1.ToolDefinition{typedTool(t)}
+	tools := []*toolfleetv1.ToolDefinition{convtest.TypedTool(t)}
 	for _, tt := range dialectCases {
 		t.Run(string(tt.d)+" "+tt.name, func(t *testing.T) {
 			t.Parallel()
@@ -186,7 +187,7 @@ func TestDialects(t *testing.T) {
 				if strings.TrimSpace(shown) != tt.wantText {
 					t.Errorf("chunks of %d: shown %q, want %q", size, shown, tt.wantText)
 				}
-				if got := callStrings(scalls); !equalStrings(got, tt.wantCalls) {
+				if got := convtest.CallStrings(scalls); !equalStrings(got, tt.wantCalls) {
 					t.Errorf("chunks of %d: calls = %q, want %q", size, got, tt.wantCalls)
 				}
 				// A list's calls (pythonic, Mistral's array) come together when it closes.
@@ -204,7 +205,7 @@ func TestDialects(t *testing.T) {
 // and teaches the tools in its instructions.
 func TestDialectRenderParse(t *testing.T) {
 	t.Parallel()
-	tools := []*toolfleetv1.ToolDefinition{typedTool(t)}
+	tools := []*toolfleetv1.ToolDefinition{convtest.TypedTool(t)}
 	call := llm.CallPart("call_1", wf, map[string]any{"city": "O'Neil \"x\" <y>", "days": 2, "tags": []any{"x"}, "metric": false, "opts": map[string]any{"k": 1.5}}).GetToolCall()
 	for _, d := range Dialects() {
 		t.Run(d.Name(), func(t *testing.T) {
@@ -218,7 +219,7 @@ func TestDialectRenderParse(t *testing.T) {
 				t.Fatalf("%s: %v", rendered, err)
 			}
 			if len(calls) != 1 || calls[0].GetName() != wf || string(canon.EncodeArguments(calls[0].GetArguments())) != string(canon.EncodeArguments(call.GetArguments())) {
-				t.Errorf("%s\nparsed back %q", rendered, callStrings(calls))
+				t.Errorf("%s\nparsed back %q", rendered, convtest.CallStrings(calls))
 			}
 			if text != "Before.\n\nAfter." && text != "Before.\nAfter." {
 				t.Errorf("text = %q", text)

@@ -3,8 +3,6 @@ package dialect
 // The test helpers that scripted_test.go (package dialect_test, which may
 // import sdk/llm/llmtest) shares with the package's own tests.
 var (
-	TypedTool    = typedTool
-	CallStrings  = callStrings
 	EqualStrings = equalStrings
 	RenderedID   = renderedID
 )

@@ -9,6 +9,7 @@ import (
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
 	"github.com/toolfleet/toolfleet/sdk/llm"
+	"github.com/toolfleet/toolfleet/sdk/llm/internal/convtest"
 )
 
 // fuzzParser checks a text parser's contract on any input: it never
@@ -16,7 +17,7 @@ import (
 // every call it returns is complete, and rendering the calls in the same
 // protocol parses back to the same calls.
 func fuzzParser(t *testing.T, p llm.TextProtocol, text string) {
-	tools := []*toolfleetv1.ToolDefinition{typedTool(t)}
+	tools := []*toolfleetv1.ToolDefinition{convtest.TypedTool(t)}
 	rest, calls, err := p.Parse(text, tools)
 	if err != nil {
 		if !errors.Is(err, llm.ErrMalformed) && !errors.Is(err, llm.ErrInvalidArguments) {

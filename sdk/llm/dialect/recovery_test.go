@@ -10,6 +10,7 @@ import (
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
 	"github.com/toolfleet/toolfleet/sdk/llm"
+	"github.com/toolfleet/toolfleet/sdk/llm/internal/convtest"
 )
 
 // The recovery policy (docs/formats.md, "Recovery from broken output"):
@@ -176,7 +177,7 @@ var recoveryRows = []recoveryRow{
 // withoutIDs is callStrings less the ids.
 func withoutIDs(calls []*toolfleetv1.ToolCall) []string {
 	var out []string
-	for _, c := range callStrings(calls) {
+	for _, c := range convtest.CallStrings(calls) {
 		name, rest, _ := strings.Cut(c, "(")
 		_, args, _ := strings.Cut(rest, ")=")
 		out = append(out, name+"="+args)
@@ -249,7 +250,7 @@ func streamRow(p llm.TextProtocol, chunks []string, tools []*toolfleetv1.ToolDef
 // text and error, and the same answer streamed in every chunking.
 func TestRecoveryPolicy(t *testing.T) {
 	t.Parallel()
-	tools := []*toolfleetv1.ToolDefinition{typedTool(t)}
+	tools := []*toolfleetv1.ToolDefinition{convtest.TypedTool(t)}
 	for i, row := range recoveryRows {
 		t.Run(fmt.Sprintf("%s/%d %s", row.p.Name(), i, row.shape), func(t *testing.T) {
 			t.Parallel()
@@ -258,8 +259,8 @@ func TestRecoveryPolicy(t *testing.T) {
 			for _, chunks := range chunkings(row.text) {
 				stext, scalls, serr := streamRow(row.p, chunks, tools)
 				checkRecovery(t, fmt.Sprintf("streamed %q", chunks), row, stext, scalls, serr)
-				if err == nil && serr == nil && !equalStrings(callStrings(scalls), callStrings(calls)) {
-					t.Fatalf("streamed %q: calls %q, Parse %q", chunks, callStrings(scalls), callStrings(calls))
+				if err == nil && serr == nil && !equalStrings(convtest.CallStrings(scalls), convtest.CallStrings(calls)) {
+					t.Fatalf("streamed %q: calls %q, Parse %q", chunks, convtest.CallStrings(scalls), convtest.CallStrings(calls))
 				}
 			}
 		})
@@ -270,7 +271,7 @@ func checkRecovery(t *testing.T, how string, row recoveryRow, text string, calls
 	t.Helper()
 	if row.wantErr != nil {
 		if !errors.Is(err, row.wantErr) || len(calls) > 0 {
-			t.Fatalf("%s: err %v, calls %q; want %v and no call", how, err, callStrings(calls), row.wantErr)
+			t.Fatalf("%s: err %v, calls %q; want %v and no call", how, err, convtest.CallStrings(calls), row.wantErr)
 		}
 		return
 	}

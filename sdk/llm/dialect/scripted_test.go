@@ -120,7 +120,7 @@ func TestOneCallPerTurn(t *testing.T) {
 				if parallel && !strings.HasPrefix(tt.name, "xml") { // xml: one call per turn by definition
 					want = append(want, `Calculator_Mul(call_2)={"a":3,"b":4}`)
 				}
-				if got := dialect.CallStrings(llm.ToolCalls(msg)); !dialect.EqualStrings(got, want) {
+				if got := convtest.CallStrings(llm.ToolCalls(msg)); !dialect.EqualStrings(got, want) {
 					t.Errorf("calls = %q, want %q", got, want)
 				}
 				if !parallel && streamed["call_2"] {
@@ -162,7 +162,7 @@ func TestOneCallIgnoresLaterBlocks(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if got := dialect.CallStrings(llm.ToolCalls(msg)); !dialect.EqualStrings(got, []string{`Calculator_Add(` + dialect.RenderedID(p, "Calculator_Add", "call_1") + `)={"a":1,"b":2}`}) {
+				if got := convtest.CallStrings(llm.ToolCalls(msg)); !dialect.EqualStrings(got, []string{`Calculator_Add(` + dialect.RenderedID(p, "Calculator_Add", "call_1") + `)={"a":1,"b":2}`}) {
 					t.Errorf("calls = %q", got)
 				}
 			})
@@ -222,7 +222,7 @@ func TestDialectStreamModel(t *testing.T) {
 			t.Run(fmt.Sprintf("%s %s one=%v", tt.D, tt.Name, oneCall), func(t *testing.T) {
 				t.Parallel()
 				m := dialect.WithTextProtocol(llmtest.NewScripted(llmtest.SayText(tt.Text)), tt.D)
-				req := &llm.Request{Messages: []*toolfleetv1.Message{llm.User("weather?")}, Tools: []*toolfleetv1.ToolDefinition{dialect.TypedTool(t)}, ParallelToolCalls: new(!oneCall)}
+				req := &llm.Request{Messages: []*toolfleetv1.Message{llm.User("weather?")}, Tools: []*toolfleetv1.ToolDefinition{convtest.TypedTool(t)}, ParallelToolCalls: new(!oneCall)}
 				var order []string
 				var shown strings.Builder
 				msg, err := m.Stream(t.Context(), req, func(d llm.Delta) error {
@@ -242,7 +242,7 @@ func TestDialectStreamModel(t *testing.T) {
 				if oneCall {
 					want = want[:1]
 				}
-				if got := dialect.CallStrings(llm.ToolCalls(msg)); !dialect.EqualStrings(got, want) {
+				if got := convtest.CallStrings(llm.ToolCalls(msg)); !dialect.EqualStrings(got, want) {
 					t.Errorf("calls = %q, want %q", got, want)
 				}
 				calls := 0
@@ -270,7 +270,7 @@ func TestAutoFallbackDialect(t *testing.T) {
 	reply := `Checking.<|tool_calls_section_begin|><|tool_call_begin|>functions.Weather_Forecast:0<|tool_call_argument_begin|>{"city":"A"}<|tool_call_end|><|tool_calls_section_end|>`
 	for _, stream := range []bool{false, true} {
 		m := dialect.WithAutoFallback(llmtest.NewScripted(llmtest.SayText(reply)))
-		req := &llm.Request{Model: "moonshotai/Kimi-K2-Instruct", Messages: []*toolfleetv1.Message{llm.User("weather?")}, Tools: []*toolfleetv1.ToolDefinition{dialect.TypedTool(t)}}
+		req := &llm.Request{Model: "moonshotai/Kimi-K2-Instruct", Messages: []*toolfleetv1.Message{llm.User("weather?")}, Tools: []*toolfleetv1.ToolDefinition{convtest.TypedTool(t)}}
 		complete := m.Complete
 		if stream {
 			complete = func(ctx context.Context, req *llm.Request) (*toolfleetv1.Message, error) {
@@ -281,7 +281,7 @@ func TestAutoFallbackDialect(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := dialect.CallStrings(llm.ToolCalls(msg)); !dialect.EqualStrings(got, []string{`Weather_Forecast(functions.Weather_Forecast:0)={"city":"A"}`}) || llm.MessageText(msg) != "Checking." {
+		if got := convtest.CallStrings(llm.ToolCalls(msg)); !dialect.EqualStrings(got, []string{`Weather_Forecast(functions.Weather_Forecast:0)={"city":"A"}`}) || llm.MessageText(msg) != "Checking." {
 			t.Errorf("stream=%v: %q %q", stream, llm.MessageText(msg), got)
 		}
 	}
@@ -293,7 +293,7 @@ func TestAutoFallbackDialect(t *testing.T) {
 // Thinking deltas) of a model taught harmony.
 func TestHarmonyAnalysisIsThinking(t *testing.T) {
 	t.Parallel()
-	tools := []*toolfleetv1.ToolDefinition{dialect.TypedTool(t)}
+	tools := []*toolfleetv1.ToolDefinition{convtest.TypedTool(t)}
 	withCall := `<|channel|>analysis<|message|>Need the weather.<|end|><|start|>assistant<|channel|>commentary to=functions.Weather_Forecast <|constrain|>json<|message|>{"city":"Tokyo","days":2}<|call|>`
 	final := `<|channel|>analysis<|message|>It is sunny per the tool.<|end|><|start|>assistant<|channel|>final<|message|>It is sunny in Oslo.<|return|>`
 	kinds := func(m *toolfleetv1.Message) []string {
@@ -374,7 +374,7 @@ func TestXMLOneCallPerTurn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := dialect.CallStrings(calls); !dialect.EqualStrings(got, []string{`Read(call_1)={"path":"a.txt"}`}) || text != "Reading." {
+	if got := convtest.CallStrings(calls); !dialect.EqualStrings(got, []string{`Read(call_1)={"path":"a.txt"}`}) || text != "Reading." {
 		t.Fatalf("Parse = %q, %q", text, got)
 	}
 	for _, stream := range []bool{false, true} {
@@ -390,7 +390,7 @@ func TestXMLOneCallPerTurn(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := dialect.CallStrings(llm.ToolCalls(msg)); !dialect.EqualStrings(got, []string{`Read(call_1)={"path":"a.txt"}`}) {
+		if got := convtest.CallStrings(llm.ToolCalls(msg)); !dialect.EqualStrings(got, []string{`Read(call_1)={"path":"a.txt"}`}) {
 			t.Errorf("stream=%v: calls = %q", stream, got)
 		}
 		if strings.Contains(shown.String(), "Trailing") || strings.Contains(llm.MessageText(msg), "rm") {
@@ -406,7 +406,7 @@ func TestAutoFallback(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := dialect.CallStrings(llm.ToolCalls(msg)); !dialect.EqualStrings(got, []string{`Calculator_Add(call_1)={"a":1,"b":2}`}) {
+	if got := convtest.CallStrings(llm.ToolCalls(msg)); !dialect.EqualStrings(got, []string{`Calculator_Add(call_1)={"a":1,"b":2}`}) {
 		t.Errorf("calls = %q", got)
 	}
 }
@@ -429,7 +429,7 @@ func TestTextProtocolOneCallPerTurn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := dialect.CallStrings(llm.ToolCalls(msg)); !dialect.EqualStrings(got, []string{`Calculator_Add(call_1)={"a":1,"b":2}`}) {
+	if got := convtest.CallStrings(llm.ToolCalls(msg)); !dialect.EqualStrings(got, []string{`Calculator_Add(call_1)={"a":1,"b":2}`}) {
 		t.Errorf("calls = %q, want only the first", got)
 	}
 	if shown.String() != "Let me add.\n\n" {

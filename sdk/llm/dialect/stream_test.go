@@ -34,7 +34,7 @@ func TestTextProtocolStream(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := callStrings(llm.ToolCalls(parsed)); !equalStrings(got, []string{`Calculator_Add(call_1)={"a":2,"b":3}`}) {
+	if got := convtest.CallStrings(llm.ToolCalls(parsed)); !equalStrings(got, []string{`Calculator_Add(call_1)={"a":2,"b":3}`}) {
 		t.Errorf("calls = %q", got)
 	}
 	if strings.Contains(llm.MessageText(msg), "SHOULD NOT BE READ") {

@@ -5,46 +5,15 @@ import (
 	"strings"
 	"testing"
 
-	"google.golang.org/protobuf/types/known/structpb"
-
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
 	"github.com/toolfleet/toolfleet/sdk/llm"
 	"github.com/toolfleet/toolfleet/sdk/llm/internal/canon"
 	"github.com/toolfleet/toolfleet/sdk/llm/internal/convtest"
 )
 
-func typedTool(t testing.TB) *toolfleetv1.ToolDefinition {
-	t.Helper()
-	s, err := structpb.NewStruct(map[string]any{
-		"type": "object",
-		"properties": map[string]any{
-			"city":    map[string]any{"type": "string"},
-			"days":    map[string]any{"type": "integer"},
-			"metric":  map[string]any{"type": "boolean"},
-			"tags":    map[string]any{"type": "array", "items": map[string]any{"type": "string"}},
-			"id":      map[string]any{"type": []any{"string", "integer"}},
-			"opts":    map[string]any{"type": "object"},
-			"ratio":   map[string]any{"type": "number"},
-			"comment": map[string]any{"type": []any{"string", "null"}},
-		},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &toolfleetv1.ToolDefinition{ModelName: "Weather_Forecast", Description: "Forecast.", InputSchema: s}
-}
-
-func callStrings(calls []*toolfleetv1.ToolCall) []string {
-	var out []string
-	for _, c := range calls {
-		out = append(out, c.GetName()+"("+c.GetId()+")="+string(canon.EncodeArguments(c.GetArguments())))
-	}
-	return out
-}
-
 func TestTextProtocolParse(t *testing.T) {
 	t.Parallel()
-	tools := []*toolfleetv1.ToolDefinition{typedTool(t)}
+	tools := []*toolfleetv1.ToolDefinition{convtest.TypedTool(t)}
 	tests := []struct {
 		name      string
 		p         llm.TextProtocol
@@ -90,7 +59,7 @@ func TestTextProtocolParse(t *testing.T) {
 // parses them back, for every protocol.
 func TestTextProtocolRenderParse(t *testing.T) {
 	t.Parallel()
-	tools := []*toolfleetv1.ToolDefinition{typedTool(t)}
+	tools := []*toolfleetv1.ToolDefinition{convtest.TypedTool(t)}
 	call := llm.CallPart("call_1", "Weather_Forecast", map[string]any{"city": "Oslo", "days": 2, "tags": []any{"x"}}).GetToolCall()
 	for _, p := range TextProtocols() {
 		t.Run(p.Name(), func(t *testing.T) {
@@ -104,7 +73,7 @@ func TestTextProtocolRenderParse(t *testing.T) {
 				t.Fatal(err)
 			}
 			want := []string{"Weather_Forecast(" + renderedID(p, "Weather_Forecast", "call_1") + `)={"city":"Oslo","days":2,"tags":["x"]}`}
-			if got := callStrings(calls); !equalStrings(got, want) {
+			if got := convtest.CallStrings(calls); !equalStrings(got, want) {
 				t.Errorf("calls = %q, want %q", got, want)
 			}
 			if isSingleCall(p) && text == "Before." {
@@ -119,7 +88,7 @@ func TestTextProtocolRenderParse(t *testing.T) {
 
 func TestParseAuto(t *testing.T) {
 	t.Parallel()
-	tools := []*toolfleetv1.ToolDefinition{typedTool(t)}
+	tools := []*toolfleetv1.ToolDefinition{convtest.TypedTool(t)}
 	native := llm.NewMessage(toolfleetv1.Role_ROLE_ASSISTANT, llm.Text("see <tool_call>"), llm.CallPart("c1", "A", nil))
 	native.StopReason = llm.StopToolCalls
 	tests := []struct {
@@ -154,7 +123,7 @@ func TestParseAuto(t *testing.T) {
 			if llm.MessageText(got) != tt.wantText {
 				t.Errorf("text = %q, want %q", llm.MessageText(got), tt.wantText)
 			}
-			if calls := callStrings(llm.ToolCalls(got)); !equalStrings(calls, tt.wantCalls) {
+			if calls := convtest.CallStrings(llm.ToolCalls(got)); !equalStrings(calls, tt.wantCalls) {
 				t.Errorf("calls = %q, want %q", calls, tt.wantCalls)
 			}
 			if len(tt.wantCalls) > 0 && got.GetStopReason() != llm.StopToolCalls {
@@ -294,7 +263,7 @@ func checkParse(t *testing.T, text string, calls []*toolfleetv1.ToolCall, err er
 	if text != wantText {
 		t.Errorf("text = %q, want %q", text, wantText)
 	}
-	if got := callStrings(calls); !equalStrings(got, wantCalls) {
+	if got := convtest.CallStrings(calls); !equalStrings(got, wantCalls) {
 		t.Errorf("calls = %q, want %q", got, wantCalls)
 	}
 }

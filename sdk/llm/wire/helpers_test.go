@@ -8,10 +8,8 @@ import (
 
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/types/known/structpb"
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
-	"github.com/toolfleet/toolfleet/sdk/llm/internal/canon"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files in testdata")
@@ -88,33 +86,4 @@ func golden(t *testing.T, name string, got []byte) {
 	if string(want) != string(got) {
 		t.Fatalf("%s differs from golden:\n got: %s\nwant: %s", name, got, want)
 	}
-}
-
-func typedTool(t testing.TB) *toolfleetv1.ToolDefinition {
-	t.Helper()
-	s, err := structpb.NewStruct(map[string]any{
-		"type": "object",
-		"properties": map[string]any{
-			"city":    map[string]any{"type": "string"},
-			"days":    map[string]any{"type": "integer"},
-			"metric":  map[string]any{"type": "boolean"},
-			"tags":    map[string]any{"type": "array", "items": map[string]any{"type": "string"}},
-			"id":      map[string]any{"type": []any{"string", "integer"}},
-			"opts":    map[string]any{"type": "object"},
-			"ratio":   map[string]any{"type": "number"},
-			"comment": map[string]any{"type": []any{"string", "null"}},
-		},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &toolfleetv1.ToolDefinition{ModelName: "Weather_Forecast", Description: "Forecast.", InputSchema: s}
-}
-
-func callStrings(calls []*toolfleetv1.ToolCall) []string {
-	var out []string
-	for _, c := range calls {
-		out = append(out, c.GetName()+"("+c.GetId()+")="+string(canon.EncodeArguments(c.GetArguments())))
-	}
-	return out
 }

@@ -65,7 +65,7 @@ func checkStreamed(t *testing.T, msg *toolfleetv1.Message, deltas, wantDeltas []
 	if got := llm.MessageText(msg); got != wantText {
 		t.Errorf("text = %q, want %q", got, wantText)
 	}
-	if got := callStrings(llm.ToolCalls(msg)); !equalStrings(got, wantCalls) {
+	if got := convtest.CallStrings(llm.ToolCalls(msg)); !equalStrings(got, wantCalls) {
 		t.Errorf("calls = %q, want %q", got, wantCalls)
 	}
 	if msg.GetStopReason() != llm.StopToolCalls {

@@ -6,6 +6,7 @@ import (
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
 	"github.com/toolfleet/toolfleet/sdk/llm"
+	"github.com/toolfleet/toolfleet/sdk/llm/internal/convtest"
 )
 
 // typedToolsError reports whether err is one of the errors a tools body may
@@ -20,7 +21,7 @@ func typedToolsError(err error) bool {
 func FuzzParseTools(f *testing.F) {
 	for i, ft := range Formats() {
 		f.Add(uint8(i), []byte(`[]`))
-		if b, err := ft.RenderTools([]*toolfleetv1.ToolDefinition{typedTool(f)}, false); err == nil {
+		if b, err := ft.RenderTools([]*toolfleetv1.ToolDefinition{convtest.TypedTool(f)}, false); err == nil {
 			f.Add(uint8(i), b)
 		}
 	}

@@ -15,6 +15,7 @@ import (
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
 	kvv1 "github.com/toolfleet/toolfleet/gen/tools/kv/v1"
 	"github.com/toolfleet/toolfleet/sdk/llm"
+	"github.com/toolfleet/toolfleet/sdk/llm/internal/canon"
 	"github.com/toolfleet/toolfleet/sdk/tool"
 )
 
@@ -104,4 +105,35 @@ func AssertReachesTool(t *testing.T, c *toolfleetv1.ToolCall) {
 	if got := msg.(*kvv1.GetRequest).GetRevision(); got != 9007199254740993 {
 		t.Errorf("revision reached the tool as %d", got)
 	}
+}
+
+// TypedTool is a tool whose schema has every JSON type, unions and null.
+func TypedTool(t testing.TB) *toolfleetv1.ToolDefinition {
+	t.Helper()
+	s, err := structpb.NewStruct(map[string]any{
+		"type": "object",
+		"properties": map[string]any{
+			"city":    map[string]any{"type": "string"},
+			"days":    map[string]any{"type": "integer"},
+			"metric":  map[string]any{"type": "boolean"},
+			"tags":    map[string]any{"type": "array", "items": map[string]any{"type": "string"}},
+			"id":      map[string]any{"type": []any{"string", "integer"}},
+			"opts":    map[string]any{"type": "object"},
+			"ratio":   map[string]any{"type": "number"},
+			"comment": map[string]any{"type": []any{"string", "null"}},
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &toolfleetv1.ToolDefinition{ModelName: "Weather_Forecast", Description: "Forecast.", InputSchema: s}
+}
+
+// CallStrings renders calls as name(id)=exact-arguments, for comparisons.
+func CallStrings(calls []*toolfleetv1.ToolCall) []string {
+	var out []string
+	for _, c := range calls {
+		out = append(out, c.GetName()+"("+c.GetId()+")="+string(canon.EncodeArguments(c.GetArguments())))
+	}
+	return out
 }
