@@ -30,11 +30,16 @@ var layerRules = []struct {
 	{"sdk/llm$", []string{"sdk/llm/dialect", "sdk/llm/wire"}},
 
 	// Inside orchestrator/ (docs/architecture.md, "The orchestrator"): ids
-	// at the bottom, then the one engine (toolcall), then the workflow kinds
-	// built on it, then their APIs, triggers and the process.
-	{"orchestrator/ids", []string{"orchestrator/toolcall", "orchestrator/agent", "orchestrator/agentapi", "orchestrator/program",
+	// at the bottom, then the one engine (toolcall), then the store runs and
+	// programs share (runstore), then the workflow kinds built on them, then
+	// their APIs, triggers and the process.
+	{"orchestrator/ids", []string{"orchestrator/toolcall", "orchestrator/runstore", "orchestrator/agent", "orchestrator/agentapi", "orchestrator/program",
 		"orchestrator/runner", "orchestrator/trigger", "orchestrator/metrics", "orchestrator/visibility", "services/", "sdk/"}},
-	{"orchestrator/toolcall", []string{"orchestrator/agent", "orchestrator/agentapi", "orchestrator/program",
+	{"orchestrator/toolcall", []string{"orchestrator/runstore", "orchestrator/agent", "orchestrator/agentapi", "orchestrator/program",
+		"orchestrator/runner", "orchestrator/trigger", "orchestrator/metrics", "orchestrator/visibility"}},
+	// The run store: no workflow kind, no API, no trigger, no process;
+	// agent and program (and what sits above them) use it.
+	{"orchestrator/runstore", []string{"orchestrator/agent", "orchestrator/program", "orchestrator/agentapi", "orchestrator/toolcall/apibase",
 		"orchestrator/runner", "orchestrator/trigger", "orchestrator/metrics", "orchestrator/visibility"}},
 	{"orchestrator/metrics", []string{"orchestrator/agent", "orchestrator/program", "orchestrator/toolcall"}},
 	{"orchestrator/visibility", []string{"orchestrator/agent", "orchestrator/program", "orchestrator/toolcall"}},
@@ -190,6 +195,16 @@ func TestLayeringRulesCatchViolations(t *testing.T) {
 	}, layerRules)
 	if len(got) != 2 {
 		t.Fatalf("violations = %v, want the toolcall→agent and services→orchestrator imports", got)
+	}
+	// The run store sits under both workflow kinds, never on them.
+	got = violations(map[string][]string{
+		module + "orchestrator/runstore": {module + "orchestrator/program", module + "orchestrator/toolcall", module + "orchestrator/ids"},
+		module + "orchestrator/program":  {module + "orchestrator/runstore"},
+		module + "orchestrator/agent":    {module + "orchestrator/runstore"},
+		module + "orchestrator/toolcall": {module + "orchestrator/runstore"},
+	}, layerRules)
+	if len(got) != 2 {
+		t.Fatalf("violations = %v, want the runstore→program and toolcall→runstore imports", got)
 	}
 	got = violations(map[string][]string{
 		module + "orchestrator/program":             {module + "orchestrator/agent"},

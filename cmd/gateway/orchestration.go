@@ -27,6 +27,7 @@ import (
 	"github.com/toolfleet/toolfleet/orchestrator/ids"
 	"github.com/toolfleet/toolfleet/orchestrator/program"
 	"github.com/toolfleet/toolfleet/orchestrator/runner"
+	"github.com/toolfleet/toolfleet/orchestrator/runstore"
 	"github.com/toolfleet/toolfleet/orchestrator/toolcall"
 	"github.com/toolfleet/toolfleet/orchestrator/trigger"
 	"github.com/toolfleet/toolfleet/orchestrator/visibility"
@@ -265,7 +266,7 @@ func (o *orchestration) run(ctx context.Context, g *gateway.Gateway) error {
 }
 
 // connect checks Temporal's namespace and binds the orchestrator's buckets.
-func (o *orchestration) connect(ctx context.Context, js jetstream.JetStream, tc client.Client) (*agent.Store, error) {
+func (o *orchestration) connect(ctx context.Context, js jetstream.JetStream, tc client.Client) (*runstore.Store, error) {
 	if err := describe(ctx, tc, o.cfg.Namespace); err != nil {
 		return nil, err
 	}
@@ -274,7 +275,7 @@ func (o *orchestration) connect(ctx context.Context, js jetstream.JetStream, tc 
 	if _, err := js.Stream(cctx, toolcall.DefaultEventStream); err != nil {
 		return nil, fmt.Errorf("the run event stream %s (the orchestrator creates it): %w", toolcall.DefaultEventStream, err)
 	}
-	return agent.BindStore(cctx, js, agent.StoreConfig{})
+	return runstore.BindStore(cctx, js, runstore.StoreConfig{})
 }
 
 // describe asks Temporal for the namespace, within 5 s.

@@ -16,6 +16,7 @@ import (
 	"github.com/toolfleet/toolfleet/orchestrator/agentapi"
 	"github.com/toolfleet/toolfleet/orchestrator/ids"
 	"github.com/toolfleet/toolfleet/orchestrator/program"
+	"github.com/toolfleet/toolfleet/orchestrator/runstore"
 	"github.com/toolfleet/toolfleet/sdk/natsconn"
 )
 
@@ -51,7 +52,7 @@ func serveExternal(stack *devstack.Stack, cfg devConfig, fl *fleet, agents *agen
 		auth := gatewayAuth(fl.Gateway)
 		for attempt := 1; ; attempt++ {
 			cctx, ccancel := context.WithTimeout(ctx, 5*time.Second)
-			store, err := agent.BindStore(cctx, js, agent.StoreConfig{})
+			store, err := runstore.BindStore(cctx, js, runstore.StoreConfig{})
 			ccancel()
 			if err == nil {
 				values.Set(store)

@@ -13,6 +13,7 @@ import (
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
 	"github.com/toolfleet/toolfleet/internal/telemetry"
+	"github.com/toolfleet/toolfleet/orchestrator/runstore"
 	"github.com/toolfleet/toolfleet/orchestrator/toolcall"
 	"github.com/toolfleet/toolfleet/sdk/jsassets"
 )
@@ -70,7 +71,7 @@ type Events struct {
 	js jetstream.JetStream
 	// counter, when set, counts each stored event against its run's or
 	// program's principal (CountAgainst).
-	counter *Store
+	counter *runstore.Store
 }
 
 // CountAgainst counts every event stored from now on against the event
@@ -78,7 +79,7 @@ type Events struct {
 // records. The stream drops its oldest events when full; the bound keeps
 // one principal's events from evicting another's, and they are freed with
 // the run (the reaper purges its subjects and its quota entry).
-func (e *Events) CountAgainst(s *Store) { e.counter = s }
+func (e *Events) CountAgainst(s *runstore.Store) { e.counter = s }
 
 // OpenEvents ensures the event stream exists.
 func OpenEvents(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, stream jetstream.StreamConfig) (*Events, error) {

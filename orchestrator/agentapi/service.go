@@ -30,6 +30,7 @@ import (
 	"github.com/toolfleet/toolfleet/gen/toolfleet/v1/toolfleetv1connect"
 	"github.com/toolfleet/toolfleet/orchestrator/agent"
 	"github.com/toolfleet/toolfleet/orchestrator/ids"
+	"github.com/toolfleet/toolfleet/orchestrator/runstore"
 	"github.com/toolfleet/toolfleet/orchestrator/toolcall"
 	"github.com/toolfleet/toolfleet/orchestrator/toolcall/apibase"
 	"github.com/toolfleet/toolfleet/orchestrator/visibility"
@@ -140,7 +141,7 @@ func (s *Service) fromTemporal(what string, err error) error {
 // what to do, for a start or message over the caller's quota; nil for any
 // other error. It names only the caller's own figures.
 func quotaError(err error) error {
-	var qe *agent.QuotaError
+	var qe *runstore.QuotaError
 	if !errors.As(err, &qe) {
 		return nil
 	}
