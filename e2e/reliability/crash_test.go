@@ -181,7 +181,7 @@ func TestCrash(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%d of %d runs ended (seed %d): %v", len(done), crashRuns, seed, err)
 		}
-		ev, err := agent.DecodeEvent(msg.Data())
+		ev, err := toolcall.DecodeEvent(msg.Data())
 		if err != nil {
 			t.Fatal(err)
 		}

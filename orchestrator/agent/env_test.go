@@ -139,7 +139,7 @@ func (e *env) waitEvent(t *testing.T, runID string, n int, kinds ...string) *too
 	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
 	defer cancel()
 	cons, err := e.js.OrderedConsumer(ctx, toolcall.DefaultEventStream, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{agent.EventSubject(runID, ">")}})
+		FilterSubjects: []string{toolcall.EventSubject(runID, ">")}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,7 +149,7 @@ func (e *env) waitEvent(t *testing.T, runID string, n int, kinds ...string) *too
 		if err != nil {
 			t.Fatalf("run %s: waiting for %v: %v", runID, kinds, err)
 		}
-		ev, err := agent.DecodeEvent(msg.Data())
+		ev, err := toolcall.DecodeEvent(msg.Data())
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -28,12 +28,6 @@ const (
 	HeaderSeq     = "Toolfleet-Seq"
 )
 
-// EventSubject is the subject of a run event.
-func EventSubject(runID, kind string) string { return toolcall.EventSubject(runID, kind) }
-
-// DeltaSubject is the subject of a run's token deltas.
-func DeltaSubject(runID string) string { return toolcall.DeltaSubject(runID) }
-
 // EventStreamConfig is the stream the orchestrator creates for run events
 // (1 GiB on disk, or 64 MiB in memory for tests); [EventStreamFor] gives it
 // the configured replicas, storage and limits.
@@ -109,7 +103,7 @@ func (e *Events) PublishNew(ctx context.Context, ev toolcall.Event) (stored bool
 	if err != nil {
 		return false, fmt.Errorf("agent: encode event: %w", err)
 	}
-	msg := nats.NewMsg(EventSubject(ev.RunID, ev.Kind))
+	msg := nats.NewMsg(toolcall.EventSubject(ev.RunID, ev.Kind))
 	msg.Data = b
 	msg.Header.Set("ce-id", ev.ID)
 	msg.Header.Set("ce-type", "toolfleet.run."+ev.Kind)
@@ -142,13 +136,10 @@ func eventBytes(msg *nats.Msg) int64 {
 
 // Delta publishes one token delta; it never waits for the network.
 func (e *Events) Delta(runID string, turn, attempt, seq int, text string) error {
-	msg := nats.NewMsg(DeltaSubject(runID))
+	msg := nats.NewMsg(toolcall.DeltaSubject(runID))
 	msg.Data = []byte(text)
 	msg.Header.Set(HeaderTurn, strconv.Itoa(turn))
 	msg.Header.Set(HeaderAttempt, strconv.Itoa(attempt))
 	msg.Header.Set(HeaderSeq, strconv.Itoa(seq))
 	return e.nc.PublishMsg(msg)
 }
-
-// DecodeEvent parses a run event message body.
-func DecodeEvent(data []byte) (*toolfleetv1.RunEvent, error) { return toolcall.DecodeEvent(data) }

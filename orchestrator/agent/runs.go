@@ -2,8 +2,6 @@ package agent
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -122,13 +120,6 @@ func (r *Runs) notARun(ctx context.Context, id string) error {
 	return nil
 }
 
-// NewRunID returns a random run id.
-func NewRunID() string {
-	var b [12]byte
-	_, _ = rand.Read(b[:])
-	return "run-" + hex.EncodeToString(b[:])
-}
-
 // runMeta is what SendMessage needs to start a closed run again.
 type runMeta struct {
 	Spec      RunSpec            `json:"spec"`
@@ -146,7 +137,7 @@ type runMeta struct {
 // [ErrRunIDTaken]: a start never attaches to it.
 func (r *Runs) Start(ctx context.Context, runID string, spec RunSpec, p toolcall.Principal, msgs ...*toolfleetv1.Message) (string, error) {
 	if runID == "" {
-		runID = NewRunID()
+		runID = ids.NewRun()
 	}
 	if err := ValidRunID(runID); err != nil {
 		return "", err

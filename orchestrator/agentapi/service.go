@@ -440,7 +440,7 @@ func (s *Service) watch(ctx context.Context, h http.Header, req *toolfleetv1.Wat
 	var deltas chan *nats.Msg
 	if req.GetDeltas() {
 		deltas = make(chan *nats.Msg, deltaBuffer) // a slow watcher loses deltas, never events
-		sub, err := s.NC.ChanSubscribe(agent.DeltaSubject(runID), deltas)
+		sub, err := s.NC.ChanSubscribe(toolcall.DeltaSubject(runID), deltas)
 		if err != nil {
 			return s.internal("watch deltas", err)
 		}
@@ -449,7 +449,7 @@ func (s *Service) watch(ctx context.Context, h http.Header, req *toolfleetv1.Wat
 			return s.internal("watch deltas", err)
 		}
 	}
-	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: []string{agent.EventSubject(runID, ">")}}
+	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: []string{toolcall.EventSubject(runID, ">")}}
 	if after := req.GetAfterSeq(); after > 0 {
 		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, after+1
 	}
@@ -466,7 +466,7 @@ func (s *Service) watch(ctx context.Context, h http.Header, req *toolfleetv1.Wat
 				errs <- err
 				return
 			}
-			ev, err := agent.DecodeEvent(msg.Data())
+			ev, err := toolcall.DecodeEvent(msg.Data())
 			if err != nil {
 				continue
 			}
