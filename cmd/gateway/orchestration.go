@@ -26,6 +26,7 @@ import (
 	"github.com/toolfleet/toolfleet/orchestrator/agentapi"
 	"github.com/toolfleet/toolfleet/orchestrator/ids"
 	"github.com/toolfleet/toolfleet/orchestrator/program"
+	"github.com/toolfleet/toolfleet/orchestrator/programapi"
 	"github.com/toolfleet/toolfleet/orchestrator/runner"
 	"github.com/toolfleet/toolfleet/orchestrator/runstore"
 	"github.com/toolfleet/toolfleet/orchestrator/toolcall"
@@ -131,7 +132,7 @@ type orchestration struct {
 	nats     natsconn.Options
 	log      *slog.Logger
 	agents   agentapi.Late
-	programs program.Late
+	programs programapi.Late
 }
 
 func newOrchestration(cfg Config, log *slog.Logger) *orchestration {
@@ -237,7 +238,7 @@ func (o *orchestration) run(ctx context.Context, g *gateway.Gateway) error {
 			runs := &agent.Runs{Temporal: tc, Store: store, TaskQueue: o.cfg.TaskQueue, Visibility: seen}
 			o.agents.Set(&agentapi.Service{Runs: runs, JS: js, NC: nc, Auth: auth, Log: o.log,
 				Endpoints: o.cfg.endpoints, CheckEndpoints: true})
-			o.programs.Set(&program.Service{Programs: &program.Programs{Temporal: tc, TaskQueue: o.cfg.TaskQueue, Visibility: seen, Config: o.cfg.programs(),
+			o.programs.Set(&programapi.Service{Programs: &program.Programs{Temporal: tc, TaskQueue: o.cfg.TaskQueue, Visibility: seen, Config: o.cfg.programs(),
 				Quota: store},
 				Events: js, Auth: auth, Triggers: triggers.Proto})
 			setHealth(g, true)

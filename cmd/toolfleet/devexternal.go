@@ -16,6 +16,7 @@ import (
 	"github.com/toolfleet/toolfleet/orchestrator/agentapi"
 	"github.com/toolfleet/toolfleet/orchestrator/ids"
 	"github.com/toolfleet/toolfleet/orchestrator/program"
+	"github.com/toolfleet/toolfleet/orchestrator/programapi"
 	"github.com/toolfleet/toolfleet/orchestrator/runstore"
 	"github.com/toolfleet/toolfleet/sdk/natsconn"
 )
@@ -58,7 +59,7 @@ func serveExternal(stack *devstack.Stack, cfg devConfig, fl *fleet, agents *agen
 				values.Set(store)
 				agents.late.Set(&agentapi.Service{Runs: &agent.Runs{Temporal: tc, Store: store, TaskQueue: ids.TaskQueue},
 					JS: js, NC: nc, Auth: auth, Log: log, Endpoints: o.Endpoints, CheckEndpoints: true})
-				programs.late.Set(&program.Service{Programs: &program.Programs{Temporal: tc, TaskQueue: ids.TaskQueue, Quota: store}, Events: js, Auth: auth})
+				programs.late.Set(&programapi.Service{Programs: &program.Programs{Temporal: tc, TaskQueue: ids.TaskQueue, Quota: store}, Events: js, Auth: auth})
 				log.Info("serving agent runs and programs for an external orchestrator", "task_queue", ids.TaskQueue)
 				return
 			}

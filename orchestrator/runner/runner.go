@@ -38,6 +38,7 @@ import (
 	"github.com/toolfleet/toolfleet/orchestrator/ids"
 	"github.com/toolfleet/toolfleet/orchestrator/metrics"
 	"github.com/toolfleet/toolfleet/orchestrator/program"
+	"github.com/toolfleet/toolfleet/orchestrator/programapi"
 	"github.com/toolfleet/toolfleet/orchestrator/runstore"
 	"github.com/toolfleet/toolfleet/orchestrator/trigger"
 	"github.com/toolfleet/toolfleet/orchestrator/visibility"
@@ -457,8 +458,8 @@ func (o *Orchestrator) AgentService(auth agentapi.Authenticator) *agentapi.Servi
 
 // ProgramService returns the ProgramService over this process's
 // connections, authenticating callers with auth; mount it at the gateway.
-func (o *Orchestrator) ProgramService(auth agentapi.Authenticator) *program.Service {
-	return &program.Service{Programs: o.Programs, Events: o.js, Auth: auth, Triggers: o.cfg.Triggers.Proto}
+func (o *Orchestrator) ProgramService(auth agentapi.Authenticator) *programapi.Service {
+	return &programapi.Service{Programs: o.Programs, Events: o.js, Auth: auth, Triggers: o.cfg.Triggers.Proto}
 }
 
 // Metrics serves this process's Prometheus metrics (docs/operations.md):

@@ -1,5 +1,5 @@
 // Package apibase is the small base the orchestrator's Connect/gRPC services
-// (AgentService in agentapi, ProgramService in program) share: who the caller
+// (AgentService in agentapi, ProgramService in programapi) share: who the caller
 // is and what it may do ([Caller], [Authenticator], [Authorize], [Sees]), a
 // panic that becomes Internal for one caller ([Recover]), and a service
 // mounted before it exists ([Late]) on Connect, gRPC-Web, HTTP JSON and
