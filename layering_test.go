@@ -30,16 +30,24 @@ var layerRules = []struct {
 	{"sdk/llm$", []string{"sdk/llm/dialect", "sdk/llm/wire"}},
 
 	// Inside orchestrator/ (docs/architecture.md, "The orchestrator"): ids
-	// at the bottom, then the one engine (toolcall), then the workflow kinds
-	// built on it, then their APIs, triggers and the process.
-	{"orchestrator/ids", []string{"orchestrator/toolcall", "orchestrator/agent", "orchestrator/agentapi", "orchestrator/program",
+	// at the bottom, then the one engine (toolcall), then the store runs and
+	// programs share (runstore), then the workflow kinds built on them, then
+	// their APIs, triggers and the process.
+	{"orchestrator/ids", []string{"orchestrator/toolcall", "orchestrator/runstore", "orchestrator/agent", "orchestrator/agentapi", "orchestrator/program", "orchestrator/programapi",
 		"orchestrator/runner", "orchestrator/trigger", "orchestrator/metrics", "orchestrator/visibility", "services/", "sdk/"}},
-	{"orchestrator/toolcall", []string{"orchestrator/agent", "orchestrator/agentapi", "orchestrator/program",
+	{"orchestrator/toolcall", []string{"orchestrator/runstore", "orchestrator/agent", "orchestrator/agentapi", "orchestrator/program", "orchestrator/programapi",
+		"orchestrator/runner", "orchestrator/trigger", "orchestrator/metrics", "orchestrator/visibility"}},
+	// The run store: no workflow kind, no API, no trigger, no process;
+	// agent and program (and what sits above them) use it.
+	{"orchestrator/runstore", []string{"orchestrator/agent", "orchestrator/program", "orchestrator/agentapi", "orchestrator/programapi", "orchestrator/toolcall/apibase",
 		"orchestrator/runner", "orchestrator/trigger", "orchestrator/metrics", "orchestrator/visibility"}},
 	{"orchestrator/metrics", []string{"orchestrator/agent", "orchestrator/program", "orchestrator/toolcall"}},
 	{"orchestrator/visibility", []string{"orchestrator/agent", "orchestrator/program", "orchestrator/toolcall"}},
 	{"orchestrator/program", []string{"orchestrator/runner", "orchestrator/trigger"}},
-	{"orchestrator/agent", []string{"orchestrator/agentapi", "orchestrator/runner", "orchestrator/trigger"}},
+	{"orchestrator/agent", []string{"orchestrator/agentapi", "orchestrator/programapi", "orchestrator/runner", "orchestrator/trigger"}},
+	// The two APIs side by side: each serves its workflow kind, neither
+	// the other's API, a trigger or the process.
+	{"orchestrator/programapi", []string{"orchestrator/agent", "orchestrator/agentapi", "orchestrator/runner", "orchestrator/trigger"}},
 }
 
 // productionRules hold for the packages' own (non-test) imports: services/
@@ -54,7 +62,8 @@ var productionRules = []struct {
 	{"orchestrator/", []string{"e2e", "services/"}},
 	// Runs start programs (code mode), never the other way round; programs'
 	// tests drive code-mode runs and both services.
-	{"orchestrator/program", []string{"orchestrator/agent", "orchestrator/agentapi"}},
+	{"orchestrator/program", []string{"orchestrator/agent", "orchestrator/agentapi", "orchestrator/programapi"}},
+	{"orchestrator/agentapi", []string{"orchestrator/programapi", "orchestrator/runner", "orchestrator/trigger"}},
 	{"workers/", []string{"e2e"}},
 	{"internal/", []string{"e2e"}},
 	// The llm core sits under its layers (docs/architecture.md, "sdk/llm"):
@@ -190,6 +199,16 @@ func TestLayeringRulesCatchViolations(t *testing.T) {
 	}, layerRules)
 	if len(got) != 2 {
 		t.Fatalf("violations = %v, want the toolcall→agent and services→orchestrator imports", got)
+	}
+	// The run store sits under both workflow kinds, never on them.
+	got = violations(map[string][]string{
+		module + "orchestrator/runstore": {module + "orchestrator/program", module + "orchestrator/toolcall", module + "orchestrator/ids"},
+		module + "orchestrator/program":  {module + "orchestrator/runstore"},
+		module + "orchestrator/agent":    {module + "orchestrator/runstore"},
+		module + "orchestrator/toolcall": {module + "orchestrator/runstore"},
+	}, layerRules)
+	if len(got) != 2 {
+		t.Fatalf("violations = %v, want the runstore→program and toolcall→runstore imports", got)
 	}
 	got = violations(map[string][]string{
 		module + "orchestrator/program":             {module + "orchestrator/agent"},

@@ -128,7 +128,7 @@ func BenchmarkAgentStep(b *testing.B) {
 // waitCompleted waits for the run's completed event (never on the workflow result).
 func waitCompleted(ctx context.Context, b *testing.B, js jetstream.JetStream, runID string) {
 	cons, err := js.OrderedConsumer(ctx, toolcall.DefaultEventStream, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{agent.EventSubject(runID, toolcall.EventCompleted)}})
+		FilterSubjects: []string{toolcall.EventSubject(runID, toolcall.EventCompleted)}})
 	if err != nil {
 		b.Fatal(err)
 	}

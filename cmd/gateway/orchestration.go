@@ -26,7 +26,9 @@ import (
 	"github.com/toolfleet/toolfleet/orchestrator/agentapi"
 	"github.com/toolfleet/toolfleet/orchestrator/ids"
 	"github.com/toolfleet/toolfleet/orchestrator/program"
+	"github.com/toolfleet/toolfleet/orchestrator/programapi"
 	"github.com/toolfleet/toolfleet/orchestrator/runner"
+	"github.com/toolfleet/toolfleet/orchestrator/runstore"
 	"github.com/toolfleet/toolfleet/orchestrator/toolcall"
 	"github.com/toolfleet/toolfleet/orchestrator/trigger"
 	"github.com/toolfleet/toolfleet/orchestrator/visibility"
@@ -130,7 +132,7 @@ type orchestration struct {
 	nats     natsconn.Options
 	log      *slog.Logger
 	agents   agentapi.Late
-	programs program.Late
+	programs programapi.Late
 }
 
 func newOrchestration(cfg Config, log *slog.Logger) *orchestration {
@@ -236,7 +238,7 @@ func (o *orchestration) run(ctx context.Context, g *gateway.Gateway) error {
 			runs := &agent.Runs{Temporal: tc, Store: store, TaskQueue: o.cfg.TaskQueue, Visibility: seen}
 			o.agents.Set(&agentapi.Service{Runs: runs, JS: js, NC: nc, Auth: auth, Log: o.log,
 				Endpoints: o.cfg.endpoints, CheckEndpoints: true})
-			o.programs.Set(&program.Service{Programs: &program.Programs{Temporal: tc, TaskQueue: o.cfg.TaskQueue, Visibility: seen, Config: o.cfg.programs(),
+			o.programs.Set(&programapi.Service{Programs: &program.Programs{Temporal: tc, TaskQueue: o.cfg.TaskQueue, Visibility: seen, Config: o.cfg.programs(),
 				Quota: store},
 				Events: js, Auth: auth, Triggers: triggers.Proto})
 			setHealth(g, true)
@@ -265,7 +267,7 @@ func (o *orchestration) run(ctx context.Context, g *gateway.Gateway) error {
 }
 
 // connect checks Temporal's namespace and binds the orchestrator's buckets.
-func (o *orchestration) connect(ctx context.Context, js jetstream.JetStream, tc client.Client) (*agent.Store, error) {
+func (o *orchestration) connect(ctx context.Context, js jetstream.JetStream, tc client.Client) (*runstore.Store, error) {
 	if err := describe(ctx, tc, o.cfg.Namespace); err != nil {
 		return nil, err
 	}
@@ -274,7 +276,7 @@ func (o *orchestration) connect(ctx context.Context, js jetstream.JetStream, tc 
 	if _, err := js.Stream(cctx, toolcall.DefaultEventStream); err != nil {
 		return nil, fmt.Errorf("the run event stream %s (the orchestrator creates it): %w", toolcall.DefaultEventStream, err)
 	}
-	return agent.BindStore(cctx, js, agent.StoreConfig{})
+	return runstore.BindStore(cctx, js, runstore.StoreConfig{})
 }
 
 // describe asks Temporal for the namespace, within 5 s.

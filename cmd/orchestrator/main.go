@@ -44,6 +44,7 @@ import (
 	"github.com/toolfleet/toolfleet/orchestrator/agent"
 	"github.com/toolfleet/toolfleet/orchestrator/metrics"
 	"github.com/toolfleet/toolfleet/orchestrator/runner"
+	"github.com/toolfleet/toolfleet/orchestrator/runstore"
 	"github.com/toolfleet/toolfleet/orchestrator/trigger"
 	"github.com/toolfleet/toolfleet/sdk/jsassets"
 )
@@ -103,7 +104,7 @@ func parse(args []string) (runner.Config, options, error) {
 	fs.StringVar(&opt.principalMaxEventBytes, "principal-max-event-bytes", "", "bytes of run events one principal's runs and programs may hold in the run event stream, e.g. 128MiB; empty: an eighth of the stream's byte bound; none: no bound")
 	fs.StringVar(&opt.principalMaxBytes, "principal-max-bytes", "", "bytes one principal's runs may hold in transcripts and blobs, e.g. 2GiB; empty: an eighth of the two buckets' byte bounds; none: no bound")
 	fs.StringVar(&opt.scriptMemory, "script-memory", "", "the most the memory budgets (max_memory_bytes) of the programs this process runs at once add up to, e.g. 4GiB; a program waits for room, one whose budget is over it is refused; empty: three quarters of GOMEMLIMIT, else 4GiB; none: no ceiling (docs/operations.md)")
-	fs.IntVar(&cfg.PrincipalMaxRuns, "principal-max-runs", agent.DefaultMaxRuns, "runs one principal may hold (running, or closed and not yet freed); 0: no bound")
+	fs.IntVar(&cfg.PrincipalMaxRuns, "principal-max-runs", runstore.DefaultMaxRuns, "runs one principal may hold (running, or closed and not yet freed); 0: no bound")
 	fs.IntVar(&cfg.MaxConcurrentActivities, "max-concurrent-activities", 200, "activities in flight in this process at most")
 	fs.DurationVar(&cfg.StopTimeout, "stop-timeout", 10*time.Second, "how long in-flight activities may finish on SIGTERM")
 	fs.DurationVar(&opt.startTimeout, "start-timeout", 5*time.Minute, "how long to wait at start for NATS, Temporal and its namespace")

@@ -7,7 +7,7 @@ import (
 	"github.com/toolfleet/toolfleet/internal/grpcadapt"
 	"github.com/toolfleet/toolfleet/orchestrator/agentapi"
 	"github.com/toolfleet/toolfleet/orchestrator/metrics"
-	"github.com/toolfleet/toolfleet/orchestrator/program"
+	"github.com/toolfleet/toolfleet/orchestrator/programapi"
 	"github.com/toolfleet/toolfleet/orchestrator/runner"
 	"github.com/toolfleet/toolfleet/services/gateway"
 	"github.com/toolfleet/toolfleet/services/gateway/mcp/orchestration"
@@ -41,7 +41,7 @@ func (a *agentMount) service() (orchestration.Agents, error) {
 // programMount serves the ProgramService at the gateway's address the same
 // way (gRPC, Connect, gRPC-Web and HTTP JSON).
 type programMount struct {
-	late program.Late
+	late programapi.Late
 }
 
 func (m *programMount) mount() gateway.Mount {

@@ -14,6 +14,7 @@ import (
 	"github.com/toolfleet/toolfleet/internal/natsx/natstest"
 	"github.com/toolfleet/toolfleet/orchestrator/agent"
 	"github.com/toolfleet/toolfleet/orchestrator/program"
+	"github.com/toolfleet/toolfleet/orchestrator/runstore"
 	"github.com/toolfleet/toolfleet/orchestrator/toolcall"
 	"github.com/toolfleet/toolfleet/orchestrator/trigger"
 	"github.com/toolfleet/toolfleet/sdk/jsassets"
@@ -53,7 +54,7 @@ func TestEveryAssetTakesTheConfiguration(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := agent.OpenStore(ctx, js, agent.StoreConfig{Assets: cfg}); err != nil {
+	if _, err := runstore.OpenStore(ctx, js, runstore.StoreConfig{Assets: cfg}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := agent.OpenEvents(ctx, nc, js, agent.EventStreamFor("", cfg)); err != nil {

@@ -16,6 +16,8 @@ import (
 	"github.com/toolfleet/toolfleet/orchestrator/agentapi"
 	"github.com/toolfleet/toolfleet/orchestrator/ids"
 	"github.com/toolfleet/toolfleet/orchestrator/program"
+	"github.com/toolfleet/toolfleet/orchestrator/programapi"
+	"github.com/toolfleet/toolfleet/orchestrator/runstore"
 	"github.com/toolfleet/toolfleet/sdk/natsconn"
 )
 
@@ -51,13 +53,13 @@ func serveExternal(stack *devstack.Stack, cfg devConfig, fl *fleet, agents *agen
 		auth := gatewayAuth(fl.Gateway)
 		for attempt := 1; ; attempt++ {
 			cctx, ccancel := context.WithTimeout(ctx, 5*time.Second)
-			store, err := agent.BindStore(cctx, js, agent.StoreConfig{})
+			store, err := runstore.BindStore(cctx, js, runstore.StoreConfig{})
 			ccancel()
 			if err == nil {
 				values.Set(store)
 				agents.late.Set(&agentapi.Service{Runs: &agent.Runs{Temporal: tc, Store: store, TaskQueue: ids.TaskQueue},
 					JS: js, NC: nc, Auth: auth, Log: log, Endpoints: o.Endpoints, CheckEndpoints: true})
-				programs.late.Set(&program.Service{Programs: &program.Programs{Temporal: tc, TaskQueue: ids.TaskQueue, Quota: store}, Events: js, Auth: auth})
+				programs.late.Set(&programapi.Service{Programs: &program.Programs{Temporal: tc, TaskQueue: ids.TaskQueue, Quota: store}, Events: js, Auth: auth})
 				log.Info("serving agent runs and programs for an external orchestrator", "task_queue", ids.TaskQueue)
 				return
 			}

@@ -101,7 +101,7 @@ func TestAgentStepTrace(t *testing.T) {
 		t.Fatal(err)
 	}
 	cons, err := js.OrderedConsumer(ctx, toolcall.DefaultEventStream, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{agent.EventSubject(runID, toolcall.EventToolResult)}})
+		FilterSubjects: []string{toolcall.EventSubject(runID, toolcall.EventToolResult)}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/toolfleet/toolfleet/orchestrator/agent/agenttest"
 	"github.com/toolfleet/toolfleet/orchestrator/program"
 	"github.com/toolfleet/toolfleet/orchestrator/runner/runnertest"
+	"github.com/toolfleet/toolfleet/orchestrator/runstore"
 	"github.com/toolfleet/toolfleet/orchestrator/toolcall"
 	"github.com/toolfleet/toolfleet/sdk/llm"
 	"github.com/toolfleet/toolfleet/sdk/llm/llmtest"
@@ -123,7 +124,7 @@ func TestCrash(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
 	defer cancel()
-	store, err := agent.OpenStore(ctx, js, agent.StoreConfig{Memory: true})
+	store, err := runstore.OpenStore(ctx, js, runstore.StoreConfig{Memory: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -180,7 +181,7 @@ func TestCrash(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%d of %d runs ended (seed %d): %v", len(done), crashRuns, seed, err)
 		}
-		ev, err := agent.DecodeEvent(msg.Data())
+		ev, err := toolcall.DecodeEvent(msg.Data())
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -37,6 +37,7 @@ import (
 	"github.com/toolfleet/toolfleet/internal/natsx/natstest"
 	"github.com/toolfleet/toolfleet/orchestrator/agent"
 	"github.com/toolfleet/toolfleet/orchestrator/program"
+	"github.com/toolfleet/toolfleet/orchestrator/runstore"
 	"github.com/toolfleet/toolfleet/orchestrator/toolcall"
 	"github.com/toolfleet/toolfleet/sdk/llm"
 	"github.com/toolfleet/toolfleet/sdk/tool/journal"
@@ -401,10 +402,10 @@ func runKillTest(ctx context.Context, t *testing.T, title string, stack *devstac
 	rng := rand.New(rand.NewPCG(seed, seed))
 	tc := devstacktest.Client(t, stack)
 	programs := &program.Programs{Temporal: tc, TaskQueue: f.queue}
-	var store *agent.Store
+	var store *runstore.Store
 	for store == nil {
 		// The orchestrator makes its buckets as it starts.
-		s, err := agent.BindStore(ctx, f.js, agent.StoreConfig{})
+		s, err := runstore.BindStore(ctx, f.js, runstore.StoreConfig{})
 		if err == nil {
 			store = s
 			break

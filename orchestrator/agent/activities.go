@@ -22,6 +22,7 @@ import (
 	"github.com/toolfleet/toolfleet/orchestrator/ids"
 	"github.com/toolfleet/toolfleet/orchestrator/metrics"
 	"github.com/toolfleet/toolfleet/orchestrator/program"
+	"github.com/toolfleet/toolfleet/orchestrator/runstore"
 	"github.com/toolfleet/toolfleet/orchestrator/toolcall"
 	"github.com/toolfleet/toolfleet/sdk/client"
 	"github.com/toolfleet/toolfleet/sdk/llm"
@@ -47,7 +48,7 @@ const ErrTypeModel = "ModelError"
 // Activities are the agent run's activities; their dependencies are the
 // fields. Register them with [Register].
 type Activities struct {
-	Store  *Store
+	Store  *runstore.Store
 	Events *Events
 	// Gateway calls tools. Give it client.WithRetry(client.RetryPolicy{MaxAttempts: 1}):
 	// retries are Temporal's, with the delay the tool asked for.
@@ -303,7 +304,7 @@ func (a *Activities) ModelTurn(ctx context.Context, in ModelTurnInput) (ModelTur
 	if in.Sequential {
 		msg = firstCallOnly(msg)
 	}
-	if err := a.Store.Append(ctx, in.RunID, in.Seq, msg); errors.Is(err, ErrConflict) {
+	if err := a.Store.Append(ctx, in.RunID, in.Seq, msg); errors.Is(err, runstore.ErrConflict) {
 		// A zombie attempt won the race: its reply is the turn.
 		if msg, err = a.Store.At(ctx, in.RunID, in.Seq); err != nil {
 			return ModelTurnResult{}, err
@@ -512,7 +513,7 @@ func (e runCalls) Render(ctx context.Context, in CallToolInput, c toolcall.Call,
 	}
 	counted := false
 	msg := llm.NewMessage(toolfleetv1.Role_ROLE_TOOL, part)
-	if err := e.a.Store.Append(ctx, in.RunID, in.ResultSeq, msg); errors.Is(err, ErrConflict) {
+	if err := e.a.Store.Append(ctx, in.RunID, in.ResultSeq, msg); errors.Is(err, runstore.ErrConflict) {
 		if msg, err = e.a.Store.At(ctx, in.RunID, in.ResultSeq); err != nil {
 			return toolcall.Rendered[CallToolResult]{}, err
 		}

@@ -14,6 +14,7 @@ import (
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
 	"github.com/toolfleet/toolfleet/orchestrator/ids"
 	"github.com/toolfleet/toolfleet/orchestrator/program"
+	"github.com/toolfleet/toolfleet/orchestrator/runstore"
 	"github.com/toolfleet/toolfleet/orchestrator/toolcall"
 	"github.com/toolfleet/toolfleet/sdk/llm"
 )
@@ -153,7 +154,7 @@ func (a *Activities) ReadProgramCall(ctx context.Context, in ProgramCall) (Progr
 // retention. It returns the refusal, in the owner's terms, when the owner is
 // over the quota or the shared store has no room for program values.
 func (a *Activities) holdChild(ctx context.Context, runID, id string) (refused string, _ error) {
-	owner := a.Store.owner(ctx, runID)
+	owner := a.Store.Owner(ctx, runID)
 	if owner == "" {
 		return "", nil // a run without a record: no quota to count against
 	}
@@ -161,18 +162,10 @@ func (a *Activities) holdChild(ctx context.Context, runID, id string) (refused s
 	switch {
 	case err == nil:
 		return "", nil
-	case storageRefused(err):
+	case runstore.Refused(err):
 		return err.Error(), nil
 	}
 	return "", fmt.Errorf("agent: hold program %s: %w", id, err)
-}
-
-// storageRefused reports whether err is a refusal of the quota or the
-// shared store ([*QuotaError], [*StoreFullError]), not a failure to ask.
-func storageRefused(err error) bool {
-	var qe *QuotaError
-	var sf *StoreFullError
-	return errors.As(err, &qe) || errors.As(err, &sf)
 }
 
 // runProgram runs a run_program call: read its script, run it as a child

@@ -13,16 +13,18 @@
 // HistoryContentNone only digests and sizes); history grows with the number
 // of steps, not the size of the conversation.
 //
-// Nothing is kept for ever: every run has a retention timer in the run
-// records bucket, and the [Reaper] frees a run's transcript, blobs and events
-// once it has been closed for the retention. The same bucket counts what each
-// principal's runs hold; [Runs] refuses a start over the [Quota] before
-// storing anything ([QuotaError]).
+// The transcript, the blobs, the run records and the reaper are the run
+// store's (package runstore), which programs share. Nothing is kept for
+// ever: every run has a retention timer in the run records bucket, and the
+// runstore.Reaper frees a run's transcript, blobs and events once it has
+// been closed for the retention. The same bucket counts what each
+// principal's runs hold; [Runs] refuses a start over the runstore.Quota
+// before storing anything (runstore.QuotaError).
 //
 // Files follow Temporal's sample layout: shared.go (names and the types that
 // cross the workflow boundary), workflow.go (deterministic loop, no I/O),
 // activities.go (ModelTurn, CallTool and friends, methods on [Activities]),
-// store.go (the transcript), events.go (run events and token deltas on NATS),
-// runs.go (starting and steering runs from a Temporal client), records.go
-// (quotas, retention timers, shared settings), reaper.go (freeing closed runs).
+// events.go (run events and token deltas on NATS), runs.go (starting and
+// steering runs from a Temporal client), codemode.go (run_program: programs
+// as child workflows).
 package agent

@@ -24,6 +24,7 @@ import (
 	"github.com/toolfleet/toolfleet/internal/devstack/devstacktest"
 	"github.com/toolfleet/toolfleet/orchestrator/agent"
 	"github.com/toolfleet/toolfleet/orchestrator/agent/agenttest"
+	"github.com/toolfleet/toolfleet/orchestrator/runstore"
 	"github.com/toolfleet/toolfleet/orchestrator/toolcall"
 	"github.com/toolfleet/toolfleet/sdk/client"
 	"github.com/toolfleet/toolfleet/sdk/llm"
@@ -40,7 +41,7 @@ type env struct {
 	fleet  *e2e.Fleet
 	js     jetstream.JetStream
 	kv     *countingKV
-	store  *agent.Store
+	store  *runstore.Store
 	runs   *agent.Runs
 	models *agent.Resolver
 	queue  string
@@ -96,7 +97,7 @@ func newEnv(t *testing.T) *env {
 	e.fleet.AddWorker(t, func(w *tool.Worker) { kvv1.RegisterKVServiceServer(w, e.kv) })
 	e.fleet.WaitTool(t, "KV.Delete")
 
-	if e.store, err = agent.OpenStore(ctx, e.js, agent.StoreConfig{Memory: true}); err != nil {
+	if e.store, err = runstore.OpenStore(ctx, e.js, runstore.StoreConfig{Memory: true}); err != nil {
 		t.Fatal(err)
 	}
 	events, err := agent.OpenEvents(ctx, nc, e.js, agent.EventStreamConfig("", true))
@@ -138,7 +139,7 @@ func (e *env) waitEvent(t *testing.T, runID string, n int, kinds ...string) *too
 	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
 	defer cancel()
 	cons, err := e.js.OrderedConsumer(ctx, toolcall.DefaultEventStream, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{agent.EventSubject(runID, ">")}})
+		FilterSubjects: []string{toolcall.EventSubject(runID, ">")}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,7 +149,7 @@ func (e *env) waitEvent(t *testing.T, runID string, n int, kinds ...string) *too
 		if err != nil {
 			t.Fatalf("run %s: waiting for %v: %v", runID, kinds, err)
 		}
-		ev, err := agent.DecodeEvent(msg.Data())
+		ev, err := toolcall.DecodeEvent(msg.Data())
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -13,6 +13,7 @@ import (
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
 	"github.com/toolfleet/toolfleet/internal/telemetry"
+	"github.com/toolfleet/toolfleet/orchestrator/runstore"
 	"github.com/toolfleet/toolfleet/orchestrator/toolcall"
 	"github.com/toolfleet/toolfleet/sdk/jsassets"
 )
@@ -26,12 +27,6 @@ const (
 	HeaderAttempt = "Toolfleet-Attempt"
 	HeaderSeq     = "Toolfleet-Seq"
 )
-
-// EventSubject is the subject of a run event.
-func EventSubject(runID, kind string) string { return toolcall.EventSubject(runID, kind) }
-
-// DeltaSubject is the subject of a run's token deltas.
-func DeltaSubject(runID string) string { return toolcall.DeltaSubject(runID) }
 
 // EventStreamConfig is the stream the orchestrator creates for run events
 // (1 GiB on disk, or 64 MiB in memory for tests); [EventStreamFor] gives it
@@ -70,7 +65,7 @@ type Events struct {
 	js jetstream.JetStream
 	// counter, when set, counts each stored event against its run's or
 	// program's principal (CountAgainst).
-	counter *Store
+	counter *runstore.Store
 }
 
 // CountAgainst counts every event stored from now on against the event
@@ -78,7 +73,7 @@ type Events struct {
 // records. The stream drops its oldest events when full; the bound keeps
 // one principal's events from evicting another's, and they are freed with
 // the run (the reaper purges its subjects and its quota entry).
-func (e *Events) CountAgainst(s *Store) { e.counter = s }
+func (e *Events) CountAgainst(s *runstore.Store) { e.counter = s }
 
 // OpenEvents ensures the event stream exists.
 func OpenEvents(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, stream jetstream.StreamConfig) (*Events, error) {
@@ -108,7 +103,7 @@ func (e *Events) PublishNew(ctx context.Context, ev toolcall.Event) (stored bool
 	if err != nil {
 		return false, fmt.Errorf("agent: encode event: %w", err)
 	}
-	msg := nats.NewMsg(EventSubject(ev.RunID, ev.Kind))
+	msg := nats.NewMsg(toolcall.EventSubject(ev.RunID, ev.Kind))
 	msg.Data = b
 	msg.Header.Set("ce-id", ev.ID)
 	msg.Header.Set("ce-type", "toolfleet.run."+ev.Kind)
@@ -141,13 +136,10 @@ func eventBytes(msg *nats.Msg) int64 {
 
 // Delta publishes one token delta; it never waits for the network.
 func (e *Events) Delta(runID string, turn, attempt, seq int, text string) error {
-	msg := nats.NewMsg(DeltaSubject(runID))
+	msg := nats.NewMsg(toolcall.DeltaSubject(runID))
 	msg.Data = []byte(text)
 	msg.Header.Set(HeaderTurn, strconv.Itoa(turn))
 	msg.Header.Set(HeaderAttempt, strconv.Itoa(attempt))
 	msg.Header.Set(HeaderSeq, strconv.Itoa(seq))
 	return e.nc.PublishMsg(msg)
 }
-
-// DecodeEvent parses a run event message body.
-func DecodeEvent(data []byte) (*toolfleetv1.RunEvent, error) { return toolcall.DecodeEvent(data) }

@@ -2,8 +2,6 @@ package agent
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -18,6 +16,7 @@ import (
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
 	"github.com/toolfleet/toolfleet/orchestrator/ids"
+	"github.com/toolfleet/toolfleet/orchestrator/runstore"
 	"github.com/toolfleet/toolfleet/orchestrator/toolcall"
 	"github.com/toolfleet/toolfleet/orchestrator/visibility"
 	"github.com/toolfleet/toolfleet/sdk/llm"
@@ -28,7 +27,7 @@ import (
 // AgentService, the CLI and the tests use it.
 type Runs struct {
 	Temporal  client.Client
-	Store     *Store
+	Store     *runstore.Store
 	TaskQueue string // default ids.TaskQueue
 	// Visibility, when set, says whether starts may give runs their search
 	// attributes and memo (orchestrator/visibility); nil: they get none.
@@ -86,6 +85,11 @@ func (r *Runs) queue() string {
 // that is not a run (a program): runs and programs never share an id.
 var ErrRunIDTaken = errors.New("agent: run id taken")
 
+// ErrNotFound means no run (or no message or answer of a run) was recorded
+// under an id. It is the run store's sentinel (runstore.ErrNotFound), so
+// errors.Is matches either name.
+var ErrNotFound = runstore.ErrNotFound
+
 // ErrRunSpecDiffers means a start repeated a run id with another spec: a
 // repeat is idempotent only when it is the same start.
 var ErrRunSpecDiffers = errors.New("agent: the run was started with another spec")
@@ -116,24 +120,14 @@ func (r *Runs) notARun(ctx context.Context, id string) error {
 	return nil
 }
 
-// NewRunID returns a random run id.
-func NewRunID() string {
-	var b [12]byte
-	_, _ = rand.Read(b[:])
-	return "run-" + hex.EncodeToString(b[:])
-}
-
 // runMeta is what SendMessage needs to start a closed run again.
 type runMeta struct {
 	Spec      RunSpec            `json:"spec"`
 	Principal toolcall.Principal `json:"principal"`
-	// Kind is kindProgram for a program's record (HoldProgram): the id is
+	// Kind is runstore.KindProgram for a program's record (HoldProgram): the id is
 	// not a run's, and what it stores counts as a program's.
 	Kind string `json:"kind,omitempty"`
 }
-
-// kindProgram marks a program's record.
-const kindProgram = "program"
 
 // Start starts run runID (generated when empty) with msgs as its first
 // messages (a system message carries the system prompt). Starting a run that
@@ -143,7 +137,7 @@ const kindProgram = "program"
 // [ErrRunIDTaken]: a start never attaches to it.
 func (r *Runs) Start(ctx context.Context, runID string, spec RunSpec, p toolcall.Principal, msgs ...*toolfleetv1.Message) (string, error) {
 	if runID == "" {
-		runID = NewRunID()
+		runID = ids.NewRun()
 	}
 	if err := ValidRunID(runID); err != nil {
 		return "", err
@@ -169,7 +163,7 @@ func (r *Runs) Start(ctx context.Context, runID string, spec RunSpec, p toolcall
 	var input []byte
 	if len(msgs) > 0 {
 		var err error
-		if input, err = EncodeMessages(msgs...); err != nil {
+		if input, err = runstore.EncodeMessages(msgs...); err != nil {
 			return "", err
 		}
 	}
@@ -195,7 +189,7 @@ func (r *Runs) Start(ctx context.Context, runID string, spec RunSpec, p toolcall
 		}
 	}
 	// The run's data is freed once it has been closed for the retention.
-	if err := r.Store.arm(ctx, runID); err != nil {
+	if err := r.Store.Arm(ctx, runID); err != nil {
 		return "", err
 	}
 	in := RunInput{RunID: runID, Spec: spec, Principal: p, HistoryContent: hc}
@@ -214,7 +208,7 @@ func (r *Runs) Start(ctx context.Context, runID string, spec RunSpec, p toolcall
 	// start, which then attached to it: refuse, and give the id back.
 	if err := r.notARun(ctx, runID); err != nil {
 		if created {
-			_ = r.Store.kv.Delete(ctx, metaKey(runID))
+			_ = r.Store.DeleteMeta(ctx, runID)
 		}
 		return "", err
 	}
@@ -255,7 +249,7 @@ func (r *Runs) meta(ctx context.Context, runID string) (runMeta, error) {
 	if err := json.Unmarshal(b, &meta); err != nil {
 		return runMeta{}, fmt.Errorf("agent: decode run %s: %w", runID, err)
 	}
-	if meta.Kind == kindProgram { // a program's record: no run of that id
+	if meta.Kind == runstore.KindProgram { // a program's record: no run of that id
 		return runMeta{}, fmt.Errorf("%w: run %s", ErrNotFound, runID)
 	}
 	return meta, nil
@@ -318,14 +312,14 @@ func (r *Runs) SendMessageAs(ctx context.Context, runID string, caller *toolcall
 			}
 		}
 		if !stored { // only for a run that may take it, within its starter's quota
-			b, err := EncodeMessages(msgs...)
+			b, err := runstore.EncodeMessages(msgs...)
 			if err != nil {
 				return err
 			}
 			if err := r.Store.Admit(ctx, meta.Principal.Subject, runID, int64(len(b))); err != nil {
 				return err
 			}
-			if err := r.Store.arm(ctx, runID); err != nil {
+			if err := r.Store.Arm(ctx, runID); err != nil {
 				return err
 			}
 			if ref, err = r.Store.PutMessages(ctx, runID, msgs...); err != nil {

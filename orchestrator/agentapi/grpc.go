@@ -15,12 +15,8 @@ import (
 // (the gateway, which the orchestrator calls tools through): mount its
 // Handler and RegisterGRPC up front, Set the service once it exists; until
 // then calls are Unavailable.
-type Late struct{ apibase.Late[Service] }
-
-// Set makes s answer calls.
-func (l *Late) Set(s *Service) {
-	_, h := s.Handler()
-	l.Late.Set(s, h)
+type Late struct {
+	apibase.Late[Service, *Service]
 }
 
 // Pattern is the path prefix of the AgentService.

@@ -20,6 +20,7 @@ import (
 	"github.com/toolfleet/toolfleet/orchestrator/agent/agenttest"
 	"github.com/toolfleet/toolfleet/orchestrator/ids"
 	"github.com/toolfleet/toolfleet/orchestrator/runner"
+	"github.com/toolfleet/toolfleet/orchestrator/runstore"
 	"github.com/toolfleet/toolfleet/sdk/llm"
 	"github.com/toolfleet/toolfleet/sdk/llm/llmtest"
 	"github.com/toolfleet/toolfleet/sdk/tool"
@@ -96,7 +97,7 @@ func blobCounter(ctx context.Context, t *testing.T, natsURL string) func(owner s
 	if err != nil {
 		t.Fatal(err)
 	}
-	blobs, err := js.ObjectStore(ctx, agent.DefaultBlobBucket)
+	blobs, err := js.ObjectStore(ctx, runstore.DefaultBlobBucket)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -234,7 +235,7 @@ result = {"calls": n}
 `
 
 // TestBlobStoreReserve: program values never take the last eighth of the run
-// blob store (agent.ProgramReserveShare). With an 8 MiB store and no
+// blob store (runstore.ProgramReserveShare). With an 8 MiB store and no
 // per-principal quota, mallory's program of 400 KB calls (fillValues) fills
 // the store up to the reserve and ends on the storage_quota limit, saying the
 // shared store is full; her next program is refused at start (UNAVAILABLE: try later). Alice's

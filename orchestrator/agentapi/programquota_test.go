@@ -18,6 +18,7 @@ import (
 	"github.com/toolfleet/toolfleet/orchestrator/agent"
 	"github.com/toolfleet/toolfleet/orchestrator/agent/agenttest"
 	"github.com/toolfleet/toolfleet/orchestrator/runner"
+	"github.com/toolfleet/toolfleet/orchestrator/runstore"
 	"github.com/toolfleet/toolfleet/sdk/jsassets"
 	"github.com/toolfleet/toolfleet/sdk/llm"
 	"github.com/toolfleet/toolfleet/sdk/llm/llmtest"
@@ -115,7 +116,7 @@ func TestProgramValuesQuota(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	blobs, err := js.ObjectStore(ctx, agent.DefaultBlobBucket)
+	blobs, err := js.ObjectStore(ctx, runstore.DefaultBlobBucket)
 	if err != nil {
 		t.Fatal(err)
 	}

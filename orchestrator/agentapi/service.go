@@ -30,6 +30,7 @@ import (
 	"github.com/toolfleet/toolfleet/gen/toolfleet/v1/toolfleetv1connect"
 	"github.com/toolfleet/toolfleet/orchestrator/agent"
 	"github.com/toolfleet/toolfleet/orchestrator/ids"
+	"github.com/toolfleet/toolfleet/orchestrator/runstore"
 	"github.com/toolfleet/toolfleet/orchestrator/toolcall"
 	"github.com/toolfleet/toolfleet/orchestrator/toolcall/apibase"
 	"github.com/toolfleet/toolfleet/orchestrator/visibility"
@@ -140,7 +141,7 @@ func (s *Service) fromTemporal(what string, err error) error {
 // what to do, for a start or message over the caller's quota; nil for any
 // other error. It names only the caller's own figures.
 func quotaError(err error) error {
-	var qe *agent.QuotaError
+	var qe *runstore.QuotaError
 	if !errors.As(err, &qe) {
 		return nil
 	}
@@ -439,7 +440,7 @@ func (s *Service) watch(ctx context.Context, h http.Header, req *toolfleetv1.Wat
 	var deltas chan *nats.Msg
 	if req.GetDeltas() {
 		deltas = make(chan *nats.Msg, deltaBuffer) // a slow watcher loses deltas, never events
-		sub, err := s.NC.ChanSubscribe(agent.DeltaSubject(runID), deltas)
+		sub, err := s.NC.ChanSubscribe(toolcall.DeltaSubject(runID), deltas)
 		if err != nil {
 			return s.internal("watch deltas", err)
 		}
@@ -448,7 +449,7 @@ func (s *Service) watch(ctx context.Context, h http.Header, req *toolfleetv1.Wat
 			return s.internal("watch deltas", err)
 		}
 	}
-	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: []string{agent.EventSubject(runID, ">")}}
+	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: []string{toolcall.EventSubject(runID, ">")}}
 	if after := req.GetAfterSeq(); after > 0 {
 		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, after+1
 	}
@@ -465,7 +466,7 @@ func (s *Service) watch(ctx context.Context, h http.Header, req *toolfleetv1.Wat
 				errs <- err
 				return
 			}
-			ev, err := agent.DecodeEvent(msg.Data())
+			ev, err := toolcall.DecodeEvent(msg.Data())
 			if err != nil {
 				continue
 			}

@@ -21,6 +21,7 @@ import (
 	"github.com/toolfleet/toolfleet/orchestrator/agent"
 	"github.com/toolfleet/toolfleet/orchestrator/agent/agenttest"
 	"github.com/toolfleet/toolfleet/orchestrator/runner"
+	"github.com/toolfleet/toolfleet/orchestrator/runstore"
 	"github.com/toolfleet/toolfleet/orchestrator/toolcall"
 	"github.com/toolfleet/toolfleet/sdk/jsassets"
 	"github.com/toolfleet/toolfleet/sdk/llm"
@@ -175,7 +176,7 @@ func TestClosedRunDataExpires(t *testing.T) {
 		Messages: []*toolfleetv1.Message{llm.User("stay")}, IdleTimeout: durationpb.New(10 * time.Minute)})); err != nil {
 		t.Fatal(err)
 	}
-	blobs, err := js.ObjectStore(ctx, agent.DefaultBlobBucket)
+	blobs, err := js.ObjectStore(ctx, runstore.DefaultBlobBucket)
 	if err != nil {
 		t.Fatal(err)
 	}

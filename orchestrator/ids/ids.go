@@ -5,6 +5,7 @@
 package ids
 
 import (
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -26,6 +27,19 @@ func Valid(id string) error {
 		return fmt.Errorf("id %q: want 1-100 of A-Z a-z 0-9 _ = -", id)
 	}
 	return nil
+}
+
+// NewRun returns a random run id ("run-" and 24 hex digits).
+func NewRun() string { return random("run-") }
+
+// NewProgram returns a random program id ("prog-" and 24 hex digits).
+func NewProgram() string { return random("prog-") }
+
+// random is prefix and 12 random bytes in hex.
+func random(prefix string) string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return prefix + hex.EncodeToString(b[:])
 }
 
 // RunCall is the id of call index of turn in a run: the gateway's

@@ -47,3 +47,20 @@ func TestCallIDs(t *testing.T) {
 		t.Errorf("Trigger = %q", got)
 	}
 }
+
+// Random run and program ids are valid, not reserved, of their kind's
+// prefix, and never the same twice.
+func TestNewIDs(t *testing.T) {
+	t.Parallel()
+	for prefix, newID := range map[string]func() string{"run-": ids.NewRun, "prog-": ids.NewProgram} {
+		a, b := newID(), newID()
+		for _, id := range []string{a, b} {
+			if err := ids.Valid(id); err != nil || ids.Reserved(id) || !strings.HasPrefix(id, prefix) || len(id) != len(prefix)+24 {
+				t.Errorf("%q: valid %v, reserved %v; want a valid, unreserved %s id of 24 hex digits", id, err, ids.Reserved(id), prefix)
+			}
+		}
+		if a == b {
+			t.Errorf("two random ids are both %q", a)
+		}
+	}
+}

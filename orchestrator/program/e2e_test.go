@@ -25,6 +25,7 @@ import (
 	"github.com/toolfleet/toolfleet/internal/devstack/devstacktest"
 	"github.com/toolfleet/toolfleet/orchestrator/agent"
 	"github.com/toolfleet/toolfleet/orchestrator/program"
+	"github.com/toolfleet/toolfleet/orchestrator/runstore"
 	"github.com/toolfleet/toolfleet/orchestrator/toolcall"
 	"github.com/toolfleet/toolfleet/sdk/client"
 )
@@ -42,7 +43,7 @@ type stack struct {
 	runs   *agent.Runs
 	models *agent.Resolver
 	// store holds the program values kept out of history (cfg).
-	store *agent.Store
+	store *runstore.Store
 	cfg   program.Config
 	// namespace is Temporal's.
 	namespace string
@@ -86,7 +87,7 @@ func startStackWith(t *testing.T, opts e2e.Options, cfgs ...program.Config) *sta
 	t.Cleanup(func() { _ = gw.Close() })
 
 	// Room for the tests that move more than Temporal's 50 MB of history.
-	store, err := agent.OpenStore(t.Context(), js, agent.StoreConfig{Memory: true, MaxBlobBytes: 512 << 20})
+	store, err := runstore.OpenStore(t.Context(), js, runstore.StoreConfig{Memory: true, MaxBlobBytes: 512 << 20})
 	if err != nil {
 		t.Fatal(err)
 	}

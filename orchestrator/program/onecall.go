@@ -3,14 +3,11 @@ package program
 import (
 	"errors"
 	"fmt"
-	"strings"
 
 	"go.starlark.net/starlark"
 	"go.starlark.net/starlarkstruct"
 	"go.temporal.io/sdk/workflow"
-	"google.golang.org/protobuf/encoding/protojson"
 
-	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
 	"github.com/toolfleet/toolfleet/orchestrator/toolcall"
 )
 
@@ -34,28 +31,6 @@ type ToolCall struct {
 	ToolID string `json:"tool_id"`
 	// InputJSON is the tool's input, a JSON object; empty means {}.
 	InputJSON string `json:"input_json,omitempty"`
-}
-
-// toolCallOf is the ToolCall of a RunProgramRequest, nil when it has none.
-func toolCallOf(m *toolfleetv1.RunProgramRequest) (*ToolCall, error) {
-	tc := m.GetToolCall()
-	switch {
-	case tc == nil:
-		return nil, nil
-	case m.GetSource() != "" || m.GetArgs() != nil || len(m.GetTools()) > 0:
-		return nil, errors.New("tool_call is a program of its own: leave source, args and tools empty")
-	case tc.GetToolId() == "" || strings.ContainsAny(tc.GetToolId(), "*?[]"):
-		return nil, fmt.Errorf("tool_call.tool_id %q: want a tool id, e.g. \"Calculator.Add\" (no glob)", tc.GetToolId())
-	}
-	c := &ToolCall{ToolID: tc.GetToolId()}
-	if tc.GetInput() != nil {
-		b, err := protojson.Marshal(tc.GetInput())
-		if err != nil {
-			return nil, errors.New("tool_call.input is not a JSON object")
-		}
-		c.InputJSON = string(b)
-	}
-	return c, nil
 }
 
 // runCall runs a program that is r.in.Call.

@@ -2,7 +2,6 @@ package program
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -99,13 +98,6 @@ type InputError struct{ Err error }
 func (e *InputError) Error() string { return e.Err.Error() }
 func (e *InputError) Unwrap() error { return e.Err }
 
-// NewProgramID returns a random program id.
-func NewProgramID() string {
-	var b [12]byte
-	_, _ = rand.Read(b[:])
-	return "prog-" + hex.EncodeToString(b[:])
-}
-
 func (p *Programs) queue() string {
 	if p.TaskQueue != "" {
 		return p.TaskQueue
@@ -119,7 +111,7 @@ func (p *Programs) queue() string {
 // a *ProgramError before anything starts.
 func (p *Programs) Start(ctx context.Context, in Input) (string, error) {
 	if in.ProgramID == "" {
-		in.ProgramID = NewProgramID()
+		in.ProgramID = ids.NewProgram()
 	}
 	if err := ValidProgramID(in.ProgramID); err != nil {
 		return "", &InputError{err}

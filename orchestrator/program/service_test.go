@@ -24,15 +24,16 @@ import (
 	"github.com/toolfleet/toolfleet/gen/toolfleet/v1/toolfleetv1connect"
 	"github.com/toolfleet/toolfleet/orchestrator/agentapi"
 	"github.com/toolfleet/toolfleet/orchestrator/program"
+	"github.com/toolfleet/toolfleet/orchestrator/programapi"
 	"github.com/toolfleet/toolfleet/orchestrator/visibility"
 )
 
 // serve runs ProgramService over real Connect on loopback. The caller's
 // subject is the bearer token, standing in for the gateway's authentication;
 // "reader" holds only programs:read, every other subject every program scope.
-func serve(t *testing.T, s *stack) (toolfleetv1connect.ProgramServiceClient, *program.Service) {
+func serve(t *testing.T, s *stack) (toolfleetv1connect.ProgramServiceClient, *programapi.Service) {
 	t.Helper()
-	svc := &program.Service{
+	svc := &programapi.Service{
 		Programs: &program.Programs{Temporal: s.temporal, TaskQueue: s.queue, Config: s.cfg},
 		Events:   s.js,
 		Triggers: func() []*toolfleetv1.Trigger {
@@ -44,9 +45,9 @@ func serve(t *testing.T, s *stack) (toolfleetv1connect.ProgramServiceClient, *pr
 			case "":
 				return agentapi.Caller{}, errors.New("no subject")
 			case "reader":
-				return agentapi.Caller{Subject: sub, Scopes: []string{program.ScopeRead}}, nil
+				return agentapi.Caller{Subject: sub, Scopes: []string{programapi.ScopeRead}}, nil
 			}
-			return agentapi.Caller{Subject: sub, Scopes: []string{program.ScopeRun, program.ScopeRead, program.ScopeApprove, "tools:call", "schematest:read"}}, nil
+			return agentapi.Caller{Subject: sub, Scopes: []string{programapi.ScopeRun, programapi.ScopeRead, programapi.ScopeApprove, "tools:call", "schematest:read"}}, nil
 		},
 	}
 	mux := http.NewServeMux()
@@ -158,7 +159,7 @@ func TestService(t *testing.T) {
 		t.Parallel()
 		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 		defer cancel()
-		var late program.Late
+		var late programapi.Late
 		late.Set(svc)
 		srv := grpc.NewServer()
 		late.RegisterGRPC(srv)

@@ -6,6 +6,7 @@ import (
 
 	"go.temporal.io/sdk/activity"
 
+	"github.com/toolfleet/toolfleet/orchestrator/runstore"
 	"github.com/toolfleet/toolfleet/orchestrator/toolcall"
 )
 
@@ -14,7 +15,7 @@ import (
 // The values a program keeps by reference (valuestore.go) are stored in the
 // run blob store and count against the byte quota of the program's owner,
 // the same per-principal quota runs are admitted by (--principal-max-bytes;
-// agent.Store implements ValueQuota). Programs.Start holds the program:
+// runstore.Store implements ValueQuota). Programs.Start holds the program:
 // a start is refused when its owner already holds the quota's bytes, and the
 // program's values are freed with its events once it has been closed for the
 // run retention (the reaper frees programs as it frees runs). Values are
@@ -26,7 +27,7 @@ import (
 // owner's to read.
 
 // ValueQuota holds program values within their owner's quota.
-// *agent.Store implements it.
+// *runstore.Store implements it.
 type ValueQuota interface {
 	// HoldProgram records program id as subject's, so its values count
 	// against subject's quota and are freed with it; it refuses a subject
@@ -37,25 +38,13 @@ type ValueQuota interface {
 	CheckProgramValues(ctx context.Context, id string) error
 }
 
-// storageRefusal is implemented by the quota's refusals (agent.QuotaError,
-// agent.StoreFullError): errors whose message is the caller's to read.
-type storageRefusal interface{ StorageRefusal() bool }
-
-// refusedStorage reports whether err is a refusal of the quota (not a
-// failure to reach it).
-func refusedStorage(err error) bool {
-	var r storageRefusal
-	return errors.As(err, &r) && r.StorageRefusal()
-}
-
-// storeFull is implemented by agent.StoreFullError.
-type storeFull interface{ StoreFull() bool }
+// refusedStorage reports whether err is a refusal of the quota or the
+// shared store (runstore.QuotaError, runstore.StoreFullError), whose
+// message is the caller's to read, not a failure to reach it.
+func refusedStorage(err error) bool { return runstore.Refused(err) }
 
 // isStoreFull reports whether err is the shared store being full.
-func isStoreFull(err error) bool {
-	var f storeFull
-	return errors.As(err, &f) && f.StoreFull()
-}
+func isStoreFull(err error) bool { return runstore.IsFull(err) }
 
 // QuotaError is a program start refused by its owner's quota or by a full
 // shared store; its message is the caller's to read.

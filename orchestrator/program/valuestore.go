@@ -103,7 +103,7 @@ func (c Config) inline() int {
 }
 
 // Blobs keeps the bytes of program values. The orchestrator's run blob store
-// (agent.Store: PutBlob names a blob by the SHA-256 of its bytes) implements
+// (runstore.Store: PutBlob names a blob by the SHA-256 of its bytes) implements
 // it: programs and agent runs share one store, its byte bound and retention.
 type Blobs interface {
 	// PutBlob stores data as a blob listed under owner (the program's

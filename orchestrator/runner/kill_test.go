@@ -16,6 +16,7 @@ import (
 	"github.com/toolfleet/toolfleet/orchestrator/agent"
 	"github.com/toolfleet/toolfleet/orchestrator/agent/agenttest"
 	"github.com/toolfleet/toolfleet/orchestrator/runner/runnertest"
+	"github.com/toolfleet/toolfleet/orchestrator/runstore"
 	"github.com/toolfleet/toolfleet/orchestrator/toolcall"
 	"github.com/toolfleet/toolfleet/sdk/llm"
 	"github.com/toolfleet/toolfleet/sdk/llm/llmtest"
@@ -109,7 +110,7 @@ func TestKillMidTurn(t *testing.T) {
 	child := runnertest.Start(t, stack, fleet.Addr, "kill-test")
 
 	// Start the run from here: the store and Temporal are shared, the worker is the child's.
-	store, err := agent.OpenStore(t.Context(), js, agent.StoreConfig{Memory: true})
+	store, err := runstore.OpenStore(t.Context(), js, runstore.StoreConfig{Memory: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,7 +139,7 @@ func TestKillMidTurn(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	cons, err := js.OrderedConsumer(ctx, toolcall.DefaultEventStream, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{agent.EventSubject(id, ">")}})
+		FilterSubjects: []string{toolcall.EventSubject(id, ">")}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,7 +148,7 @@ func TestKillMidTurn(t *testing.T) {
 		if err != nil {
 			t.Fatalf("waiting for the run to end: %v", err)
 		}
-		ev, err := agent.DecodeEvent(msg.Data())
+		ev, err := toolcall.DecodeEvent(msg.Data())
 		if err != nil {
 			t.Fatal(err)
 		}

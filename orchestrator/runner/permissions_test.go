@@ -17,6 +17,7 @@ import (
 	"github.com/toolfleet/toolfleet/orchestrator/agent"
 	"github.com/toolfleet/toolfleet/orchestrator/agent/agenttest"
 	"github.com/toolfleet/toolfleet/orchestrator/runner"
+	"github.com/toolfleet/toolfleet/orchestrator/runstore"
 	"github.com/toolfleet/toolfleet/orchestrator/toolcall"
 	"github.com/toolfleet/toolfleet/orchestrator/trigger"
 	"github.com/toolfleet/toolfleet/sdk/jsassets"
@@ -257,7 +258,7 @@ func TestLeastNATSPermissions(t *testing.T) {
 	// The tenant can read nothing of other runs.
 	refusals := map[string]func() error{
 		"read the transcript bucket": func() error {
-			kv, err := tjs.KeyValue(ctx, agent.DefaultTranscriptBucket)
+			kv, err := tjs.KeyValue(ctx, runstore.DefaultTranscriptBucket)
 			if err != nil {
 				return err
 			}
@@ -265,7 +266,7 @@ func TestLeastNATSPermissions(t *testing.T) {
 			return err
 		},
 		"read the blob bucket": func() error {
-			_, err := tjs.ObjectStore(ctx, agent.DefaultBlobBucket)
+			_, err := tjs.ObjectStore(ctx, runstore.DefaultBlobBucket)
 			return err
 		},
 		"consume the run event stream": func() error {

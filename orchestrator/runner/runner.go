@@ -38,6 +38,8 @@ import (
 	"github.com/toolfleet/toolfleet/orchestrator/ids"
 	"github.com/toolfleet/toolfleet/orchestrator/metrics"
 	"github.com/toolfleet/toolfleet/orchestrator/program"
+	"github.com/toolfleet/toolfleet/orchestrator/programapi"
+	"github.com/toolfleet/toolfleet/orchestrator/runstore"
 	"github.com/toolfleet/toolfleet/orchestrator/trigger"
 	"github.com/toolfleet/toolfleet/orchestrator/visibility"
 	tfclient "github.com/toolfleet/toolfleet/sdk/client"
@@ -108,8 +110,8 @@ type Config struct {
 	// an eighth of the stream's byte bound (Assets), negative means no bound.
 	PrincipalMaxEventBytes int64
 	// PrincipalMaxRuns bounds the runs one principal holds (running, and
-	// closed within the retention): 0 takes agent.DefaultMaxRuns, negative
-	// means no bound; at most agent.MaxMaxRuns.
+	// closed within the retention): 0 takes runstore.DefaultMaxRuns, negative
+	// means no bound; at most runstore.MaxMaxRuns.
 	PrincipalMaxRuns int
 	// MaxConcurrentActivities bounds activities in flight in this process. Default 200.
 	MaxConcurrentActivities int
@@ -152,8 +154,8 @@ func (c *Config) Validate() error {
 	if err := agent.ValidHistoryContent(c.HistoryContent); err != nil {
 		errs = append(errs, fmt.Errorf("--history-content: %w", err))
 	}
-	if c.PrincipalMaxRuns > agent.MaxMaxRuns {
-		errs = append(errs, fmt.Errorf("--principal-max-runs %d: at most %d", c.PrincipalMaxRuns, agent.MaxMaxRuns))
+	if c.PrincipalMaxRuns > runstore.MaxMaxRuns {
+		errs = append(errs, fmt.Errorf("--principal-max-runs %d: at most %d", c.PrincipalMaxRuns, runstore.MaxMaxRuns))
 	}
 	if c.Triggers != nil {
 		// A trigger's key reference is checked at load, not at its first message.
@@ -255,25 +257,25 @@ func (c *Config) defaults() {
 
 // quota is the per-principal quota: the configured bounds, or their
 // defaults (an eighth of the transcript and blob buckets' byte bounds, and
-// agent.DefaultMaxRuns runs).
-func (c *Config) quota(assets jsassets.Config) agent.Quota {
-	q := agent.Quota{MaxBytes: c.PrincipalMaxBytes, MaxRuns: c.PrincipalMaxRuns}
+// runstore.DefaultMaxRuns runs).
+func (c *Config) quota(assets jsassets.Config) runstore.Quota {
+	q := runstore.Quota{MaxBytes: c.PrincipalMaxBytes, MaxRuns: c.PrincipalMaxRuns}
 	switch {
 	case q.MaxBytes == 0:
-		q.MaxBytes = (assets.Settings(jsassets.Transcripts).MaxBytes + assets.Settings(jsassets.RunBlobs).MaxBytes) / agent.DefaultQuotaShare
+		q.MaxBytes = (assets.Settings(jsassets.Transcripts).MaxBytes + assets.Settings(jsassets.RunBlobs).MaxBytes) / runstore.DefaultQuotaShare
 	case q.MaxBytes < 0:
 		q.MaxBytes = 0
 	}
 	q.MaxEventBytes = c.PrincipalMaxEventBytes
 	switch {
 	case q.MaxEventBytes == 0:
-		q.MaxEventBytes = agent.EventStreamFor("", assets).MaxBytes / agent.DefaultQuotaShare
+		q.MaxEventBytes = agent.EventStreamFor("", assets).MaxBytes / runstore.DefaultQuotaShare
 	case q.MaxEventBytes < 0:
 		q.MaxEventBytes = 0
 	}
 	switch {
 	case q.MaxRuns == 0:
-		q.MaxRuns = agent.DefaultMaxRuns
+		q.MaxRuns = runstore.DefaultMaxRuns
 	case q.MaxRuns < 0:
 		q.MaxRuns = 0
 	}
@@ -356,8 +358,8 @@ func Start(ctx context.Context, cfg Config) (_ *Orchestrator, err error) {
 		assets = assets.WithStorage(jsassets.StorageMemory)
 		assets.Profile = cmp.Or(assets.Profile, jsassets.ProfileDev) // tests: small
 	}
-	store, err := agent.OpenStore(ctx, js, agent.StoreConfig{Memory: cfg.MemoryStorage, Assets: assets,
-		Settings: &agent.Settings{Quota: cfg.quota(assets), HistoryContent: cmp.Or(cfg.HistoryContent, agent.HistoryContentPreviews)}})
+	store, err := runstore.OpenStore(ctx, js, runstore.StoreConfig{Memory: cfg.MemoryStorage, Assets: assets,
+		Settings: &runstore.Settings{Quota: cfg.quota(assets), HistoryContent: cmp.Or(cfg.HistoryContent, agent.HistoryContentPreviews)}})
 	if err != nil {
 		return nil, err
 	}
@@ -430,7 +432,7 @@ func Start(ctx context.Context, cfg Config) (_ *Orchestrator, err error) {
 		return nil, fmt.Errorf("start the Temporal worker: %w", err)
 	}
 	// Closed runs' data is freed after the retention (the records bucket's max age).
-	reaper := &agent.Reaper{Store: store, Temporal: o.temporal, Log: cfg.Logger}
+	reaper := &runstore.Reaper{Store: store, Temporal: o.temporal, Log: cfg.Logger}
 	if o.stopReaper, err = reaper.Start(ctx); err != nil {
 		return nil, err
 	}
@@ -456,8 +458,8 @@ func (o *Orchestrator) AgentService(auth agentapi.Authenticator) *agentapi.Servi
 
 // ProgramService returns the ProgramService over this process's
 // connections, authenticating callers with auth; mount it at the gateway.
-func (o *Orchestrator) ProgramService(auth agentapi.Authenticator) *program.Service {
-	return &program.Service{Programs: o.Programs, Events: o.js, Auth: auth, Triggers: o.cfg.Triggers.Proto}
+func (o *Orchestrator) ProgramService(auth agentapi.Authenticator) *programapi.Service {
+	return &programapi.Service{Programs: o.Programs, Events: o.js, Auth: auth, Triggers: o.cfg.Triggers.Proto}
 }
 
 // Metrics serves this process's Prometheus metrics (docs/operations.md):

@@ -16,6 +16,7 @@ import (
 	"github.com/toolfleet/toolfleet/internal/devstack/devstacktest"
 	"github.com/toolfleet/toolfleet/orchestrator/agent"
 	"github.com/toolfleet/toolfleet/orchestrator/program"
+	"github.com/toolfleet/toolfleet/orchestrator/runstore"
 	"github.com/toolfleet/toolfleet/orchestrator/toolcall"
 	"github.com/toolfleet/toolfleet/sdk/client"
 	"github.com/toolfleet/toolfleet/sdk/llm"
@@ -37,7 +38,7 @@ func TestAgentTrigger(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	store, err := agent.OpenStore(t.Context(), js, agent.StoreConfig{Memory: true})
+	store, err := runstore.OpenStore(t.Context(), js, runstore.StoreConfig{Memory: true})
 	if err != nil {
 		t.Fatal(err)
 	}

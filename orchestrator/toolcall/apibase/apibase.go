@@ -1,5 +1,5 @@
 // Package apibase is the small base the orchestrator's Connect/gRPC services
-// (AgentService in agentapi, ProgramService in program) share: who the caller
+// (AgentService in agentapi, ProgramService in programapi) share: who the caller
 // is and what it may do ([Caller], [Authenticator], [Authorize], [Sees]), a
 // panic that becomes Internal for one caller ([Recover]), and a service
 // mounted before it exists ([Late]) on Connect, gRPC-Web, HTTP JSON and
@@ -73,26 +73,36 @@ func Recover(log *slog.Logger) connect.HandlerOption {
 	})
 }
 
+// Handlerer is a Connect service that makes its own HTTP handler (the path
+// prefix and the handler to mount).
+type Handlerer interface {
+	Handler() (string, http.Handler)
+}
+
 // Late is a service S for a server that starts before the orchestrator (the
 // gateway, which the orchestrator calls tools through): mount it up front, Set
-// the service and its handler once they exist; until then calls are
-// Unavailable.
-type Late[S any] struct {
+// the service once it exists; until then calls are Unavailable. P is *S,
+// which makes its handler.
+type Late[S any, P interface {
+	*S
+	Handlerer
+}] struct {
 	s atomic.Pointer[S]
 	h atomic.Pointer[http.Handler]
 }
 
-// Set makes s (served over HTTP by h) answer calls.
-func (l *Late[S]) Set(s *S, h http.Handler) {
+// Set makes s answer calls (over HTTP, with the handler s makes).
+func (l *Late[S, P]) Set(s *S) {
+	_, h := P(s).Handler()
 	l.h.Store(&h)
 	l.s.Store(s)
 }
 
 // Get returns the service, nil until Set.
-func (l *Late[S]) Get() *S { return l.s.Load() }
+func (l *Late[S, P]) Get() *S { return l.s.Load() }
 
 // ServeHTTP serves Connect, gRPC-Web and HTTP JSON requests once set.
-func (l *Late[S]) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+func (l *Late[S, P]) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h := l.h.Load()
 	if h == nil {
 		http.Error(w, "the orchestrator is starting", http.StatusServiceUnavailable)

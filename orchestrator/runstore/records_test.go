@@ -1,4 +1,4 @@
-package agent_test
+package runstore_test
 
 import (
 	"errors"
@@ -11,16 +11,16 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolfleet/toolfleet/internal/natsx/natstest"
-	"github.com/toolfleet/toolfleet/orchestrator/agent"
+	"github.com/toolfleet/toolfleet/orchestrator/runstore"
 	"github.com/toolfleet/toolfleet/sdk/jsassets"
 )
 
 // openStores opens n stores (n orchestrator replicas, each with its own
 // connection) on one NATS server with cfg.
-func openStores(t *testing.T, n int, cfg agent.StoreConfig) []*agent.Store {
+func openStores(t *testing.T, n int, cfg runstore.StoreConfig) []*runstore.Store {
 	t.Helper()
 	url := natstest.Start(t).URL()
-	var out []*agent.Store
+	var out []*runstore.Store
 	for range n {
 		nc, err := nats.Connect(url)
 		if err != nil {
@@ -32,7 +32,7 @@ func openStores(t *testing.T, n int, cfg agent.StoreConfig) []*agent.Store {
 			t.Fatal(err)
 		}
 		cfg.Memory = true
-		s, err := agent.OpenStore(t.Context(), js, cfg)
+		s, err := runstore.OpenStore(t.Context(), js, cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -47,7 +47,7 @@ func openStores(t *testing.T, n int, cfg agent.StoreConfig) []*agent.Store {
 // admitted all along.
 func TestQuotaHoldsAcrossReplicas(t *testing.T) {
 	t.Parallel()
-	stores := openStores(t, 2, agent.StoreConfig{Settings: &agent.Settings{Quota: agent.Quota{MaxBytes: 10_000, MaxRuns: 100}}})
+	stores := openStores(t, 2, runstore.StoreConfig{Settings: &runstore.Settings{Quota: runstore.Quota{MaxBytes: 10_000, MaxRuns: 100}}})
 	ctx := t.Context()
 	var mu sync.Mutex
 	admitted, refused := 0, 0
@@ -58,11 +58,11 @@ func TestQuotaHoldsAcrossReplicas(t *testing.T) {
 			err := stores[i%2].Admit(ctx, "mallory", fmt.Sprintf("run-%d", i), 1000)
 			mu.Lock()
 			defer mu.Unlock()
-			var qe *agent.QuotaError
+			var qe *runstore.QuotaError
 			switch {
 			case err == nil:
 				admitted++
-			case errors.As(err, &qe) && errors.Is(err, agent.ErrQuotaExceeded):
+			case errors.As(err, &qe) && errors.Is(err, runstore.ErrQuotaExceeded):
 				refused++
 			default:
 				t.Errorf("admit %d: %v", i, err)
@@ -89,13 +89,13 @@ func TestQuotaHoldsAcrossReplicas(t *testing.T) {
 // its principal can start again without anyone repairing anything.
 func TestQuotaLeakRepairs(t *testing.T) {
 	t.Parallel()
-	stores := openStores(t, 1, agent.StoreConfig{Assets: jsassets.Config{Overrides: "toolfleet_runs.max-age=1s"},
-		Settings: &agent.Settings{Quota: agent.Quota{MaxRuns: 1, Hold: time.Second}}})
+	stores := openStores(t, 1, runstore.StoreConfig{Assets: jsassets.Config{Overrides: "toolfleet_runs.max-age=1s"},
+		Settings: &runstore.Settings{Quota: runstore.Quota{MaxRuns: 1, Hold: time.Second}}})
 	s, ctx := stores[0], t.Context()
 	if err := s.Admit(ctx, "ana", "leaked", 10); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Admit(ctx, "ana", "next", 10); !errors.Is(err, agent.ErrQuotaExceeded) {
+	if err := s.Admit(ctx, "ana", "next", 10); !errors.Is(err, runstore.ErrQuotaExceeded) {
 		t.Fatalf("a second run over a quota of one: %v, want ErrQuotaExceeded", err)
 	}
 	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(200 * time.Millisecond) {
@@ -103,8 +103,44 @@ func TestQuotaLeakRepairs(t *testing.T) {
 		if err == nil {
 			break
 		}
-		if !errors.Is(err, agent.ErrQuotaExceeded) || time.Now().After(deadline) {
+		if !errors.Is(err, runstore.ErrQuotaExceeded) || time.Now().After(deadline) {
 			t.Fatalf("the leaked count did not lapse: %v", err)
 		}
+	}
+}
+
+// TestHoldProgramRecord: a held program's description keeps the layout it
+// always had (a run's, with an empty spec and kind "program"), its owner is
+// the holder, and its refusals are what Refused and IsFull recognise.
+func TestHoldProgramRecord(t *testing.T) {
+	t.Parallel()
+	s := openStores(t, 1, runstore.StoreConfig{Settings: &runstore.Settings{Quota: runstore.Quota{MaxBytes: 10_000, MaxRuns: 100}}})[0]
+	ctx := t.Context()
+	if err := s.HoldProgram(ctx, "alice", "prog-1"); err != nil {
+		t.Fatal(err)
+	}
+	b, err := s.Meta(ctx, "prog-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const want = `{"spec":{"model":{"provider":"","name":""},"budget":{},"approval":{}},"principal":{"subject":"alice"},"kind":"program"}`
+	if string(b) != want {
+		t.Errorf("program record %s, want %s", b, want)
+	}
+	if got := s.Owner(ctx, "prog-1"); got != "alice" {
+		t.Errorf("owner %q, want alice", got)
+	}
+	if err := s.Admit(ctx, "alice", "run-1", 10_000); err != nil {
+		t.Fatal(err)
+	}
+	err = s.HoldProgram(ctx, "alice", "prog-2")
+	if !runstore.Refused(err) || runstore.IsFull(err) || !errors.Is(err, runstore.ErrQuotaExceeded) {
+		t.Errorf("HoldProgram over the quota: %v, want a quota refusal", err)
+	}
+	if runstore.Refused(errors.New("nats: timeout")) {
+		t.Error("a failure to ask counts as a refusal")
+	}
+	if full := fmt.Errorf("wrapped: %w", &runstore.StoreFullError{Program: true}); !runstore.Refused(full) || !runstore.IsFull(full) {
+		t.Error("a full store is not recognised")
 	}
 }

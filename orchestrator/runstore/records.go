@@ -1,4 +1,4 @@
-package agent
+package runstore
 
 import (
 	"context"
@@ -151,10 +151,6 @@ func (e *QuotaError) Error() string {
 		"or ask the operator for a larger quota",
 		e.Held, e.Runs, e.Want, bound, after)
 }
-
-// StorageRefusal marks a refusal whose message is the caller's to read
-// (package program cannot name the type).
-func (e *QuotaError) StorageRefusal() bool { return true }
 
 // Unwrap makes errors.Is(err, ErrQuotaExceeded) true.
 func (e *QuotaError) Unwrap() error { return ErrQuotaExceeded }

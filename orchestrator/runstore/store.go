@@ -1,4 +1,4 @@
-package agent
+package runstore
 
 import (
 	"bytes"
@@ -220,9 +220,9 @@ func (s *Store) records(ctx context.Context) *records {
 	return s.recs
 }
 
-// owner is the subject of the principal that started runID ("" when the
+// Owner is the subject of the principal that started runID ("" when the
 // run has no record).
-func (s *Store) owner(ctx context.Context, runID string) string {
+func (s *Store) Owner(ctx context.Context, runID string) string {
 	return s.holder(ctx, runID).subject
 }
 
@@ -238,11 +238,11 @@ func (s *Store) holder(ctx context.Context, runID string) ownerOf {
 	if err != nil {
 		return ownerOf{}
 	}
-	var meta runMeta
+	var meta holderRecord
 	if json.Unmarshal(b, &meta) != nil {
 		return ownerOf{}
 	}
-	o = ownerOf{subject: meta.Principal.Subject, program: meta.Kind == kindProgram}
+	o = ownerOf{subject: meta.Principal.Subject, program: meta.Kind == KindProgram}
 	s.ownersMu.Lock()
 	if len(s.owners) >= maxOwners {
 		clear(s.owners)
@@ -315,8 +315,9 @@ func (s *Store) Held(ctx context.Context, subject string) (bytes int64, runs int
 	return recs.held(ctx, subject)
 }
 
-// arm starts runID's retention timer (when the store has a retention).
-func (s *Store) arm(ctx context.Context, runID string) error {
+// Arm starts runID's retention timer (when the store has a retention):
+// its data is freed once it has been closed for the retention.
+func (s *Store) Arm(ctx context.Context, runID string) error {
 	recs := s.records(ctx)
 	if recs == nil {
 		return nil
@@ -531,7 +532,7 @@ func (s *Store) PutBlob(ctx context.Context, runID string, data []byte) (string,
 }
 
 func (s *Store) putBlob(ctx context.Context, runID string, data []byte, charge bool) (string, error) {
-	if err := ValidRunID(runID); err != nil {
+	if err := validID(runID); err != nil {
 		return "", err
 	}
 	sum := sha256.Sum256(data)
@@ -632,4 +633,11 @@ func (s *Store) Meta(ctx context.Context, runID string) ([]byte, error) {
 		return nil, fmt.Errorf("agent: read run %s: %w", runID, err)
 	}
 	return e.Value(), nil
+}
+
+// DeleteMeta removes what PutMeta stored for runID: a start that created
+// the description but lost the id to a workflow of another kind gives the
+// id back.
+func (s *Store) DeleteMeta(ctx context.Context, runID string) error {
+	return s.kv.Delete(ctx, metaKey(runID))
 }

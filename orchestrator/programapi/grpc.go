@@ -1,4 +1,4 @@
-package program
+package programapi
 
 import (
 	"context"
@@ -15,12 +15,8 @@ import (
 // orchestrator (the gateway): mount it up front (Connect, gRPC-Web, HTTP JSON
 // and grpc-go), Set the service once it exists; until then calls are
 // Unavailable.
-type Late struct{ apibase.Late[Service] }
-
-// Set makes s answer calls.
-func (l *Late) Set(s *Service) {
-	_, h := s.Handler()
-	l.Late.Set(s, h)
+type Late struct {
+	apibase.Late[Service, *Service]
 }
 
 // Pattern is the path prefix of the ProgramService.

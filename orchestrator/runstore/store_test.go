@@ -1,4 +1,4 @@
-package agent_test
+package runstore_test
 
 import (
 	"errors"
@@ -10,7 +10,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/toolfleet/toolfleet/internal/natsx/natstest"
-	"github.com/toolfleet/toolfleet/orchestrator/agent"
+	"github.com/toolfleet/toolfleet/orchestrator/runstore"
 	"github.com/toolfleet/toolfleet/sdk/llm"
 )
 
@@ -27,7 +27,7 @@ func TestStoreAppend(t *testing.T) {
 	}
 }
 
-func openStore(t *testing.T, cacheBytes int64) *agent.Store {
+func openStore(t *testing.T, cacheBytes int64) *runstore.Store {
 	t.Helper()
 	nc, err := nats.Connect(natstest.Start(t).URL())
 	if err != nil {
@@ -38,7 +38,7 @@ func openStore(t *testing.T, cacheBytes int64) *agent.Store {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := agent.OpenStore(t.Context(), js, agent.StoreConfig{Memory: true, CacheBytes: cacheBytes})
+	s, err := runstore.OpenStore(t.Context(), js, runstore.StoreConfig{Memory: true, CacheBytes: cacheBytes})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,27 +60,27 @@ func TestStoreReplicas(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := t.Context()
-	one, err := agent.OpenStore(ctx, js, agent.StoreConfig{Memory: true})
+	one, err := runstore.OpenStore(ctx, js, runstore.StoreConfig{Memory: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	two, err := agent.OpenStore(ctx, js, agent.StoreConfig{Memory: true})
+	two, err := runstore.OpenStore(ctx, js, runstore.StoreConfig{Memory: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := one.Append(ctx, "r", 0, llm.User("a"), llm.User("b")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := one.Load(ctx, "r", 3); !errors.Is(err, agent.ErrGap) {
+	if _, err := one.Load(ctx, "r", 3); !errors.Is(err, runstore.ErrGap) {
 		t.Fatalf("Load past the end: %v, want ErrGap", err)
 	}
 	if err := two.Append(ctx, "r", 2, llm.User("c")); err != nil {
 		t.Fatal(err)
 	}
-	if err := two.Append(ctx, "r", 1, llm.User("other")); !errors.Is(err, agent.ErrConflict) {
+	if err := two.Append(ctx, "r", 1, llm.User("other")); !errors.Is(err, runstore.ErrConflict) {
 		t.Fatalf("replica two overwrote position 1: %v, want ErrConflict", err)
 	}
-	for name, s := range map[string]*agent.Store{"one": one, "two": two} {
+	for name, s := range map[string]*runstore.Store{"one": one, "two": two} {
 		msgs, err := s.Load(ctx, "r", 3)
 		if err != nil || len(msgs) != 3 || llm.MessageText(msgs[1]) != "b" || llm.MessageText(msgs[2]) != "c" {
 			t.Fatalf("replica %s: Load = %v, %v", name, msgs, err)
@@ -93,7 +93,7 @@ func TestStoreReplicas(t *testing.T) {
 	}
 }
 
-func testStoreAppend(t *testing.T, s *agent.Store) {
+func testStoreAppend(t *testing.T, s *runstore.Store) {
 	ctx := t.Context()
 	a, b := llm.User("first"), llm.User("second")
 	if err := s.Append(ctx, "r", 0, a, b); err != nil {
@@ -102,7 +102,7 @@ func testStoreAppend(t *testing.T, s *agent.Store) {
 	if err := s.Append(ctx, "r", 1, b); err != nil {
 		t.Fatalf("repeating an append: %v, want nil", err)
 	}
-	if err := s.Append(ctx, "r", 1, llm.User("other")); !errors.Is(err, agent.ErrConflict) {
+	if err := s.Append(ctx, "r", 1, llm.User("other")); !errors.Is(err, runstore.ErrConflict) {
 		t.Fatalf("another message at a taken position: %v, want ErrConflict", err)
 	}
 	msgs, err := s.Load(ctx, "r", -1)
@@ -112,13 +112,13 @@ func testStoreAppend(t *testing.T, s *agent.Store) {
 	if got, err := s.Load(ctx, "r", 1); err != nil || len(got) != 1 {
 		t.Fatalf("Load(1) = %v, %v; want the first message only", got, err)
 	}
-	if _, err := s.Load(ctx, "r", 3); !errors.Is(err, agent.ErrGap) {
+	if _, err := s.Load(ctx, "r", 3); !errors.Is(err, runstore.ErrGap) {
 		t.Fatalf("Load past the end: %v, want ErrGap", err)
 	}
 	if err := s.Append(ctx, "r", 3, a); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Load(ctx, "r", -1); !errors.Is(err, agent.ErrGap) {
+	if _, err := s.Load(ctx, "r", -1); !errors.Is(err, runstore.ErrGap) {
 		t.Fatalf("Load with a hole at 2: %v, want ErrGap", err)
 	}
 	if got, err := s.Load(ctx, "other-run", -1); err != nil || len(got) != 0 {
@@ -138,7 +138,7 @@ func testStoreAppend(t *testing.T, s *agent.Store) {
 	if other, err := s.PutMessages(ctx, "other-run", a); err != nil || other == ref {
 		t.Fatalf("the same content for another run: %q (%v), want a blob apart from %q", other, err, ref)
 	}
-	if _, err := s.Blob(ctx, "sha256-00"); !errors.Is(err, agent.ErrNotFound) {
+	if _, err := s.Blob(ctx, "sha256-00"); !errors.Is(err, runstore.ErrNotFound) {
 		t.Fatalf("missing blob: %v, want ErrNotFound", err)
 	}
 }

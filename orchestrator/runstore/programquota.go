@@ -1,4 +1,4 @@
-package agent
+package runstore
 
 import (
 	"context"
@@ -64,12 +64,21 @@ func (e *StoreFullError) Error() string {
 	return "the shared run store is full; try later"
 }
 
-// StoreFull marks the error for packages that cannot name its type.
-func (e *StoreFullError) StoreFull() bool { return true }
+// Refused reports whether err is a refusal of the quota or the shared store
+// ([*QuotaError], [*StoreFullError]), whose message is the caller's to read,
+// not a failure to ask.
+func Refused(err error) bool {
+	var qe *QuotaError
+	var sf *StoreFullError
+	return errors.As(err, &qe) || errors.As(err, &sf)
+}
 
-// StorageRefusal marks a refusal whose message is the caller's to read
-// (package program cannot name the type).
-func (e *StoreFullError) StorageRefusal() bool { return true }
+// IsFull reports whether err is the shared store being full
+// ([*StoreFullError]).
+func IsFull(err error) bool {
+	var sf *StoreFullError
+	return errors.As(err, &sf)
+}
 
 // storeFull reports whether err is JetStream refusing a write because a
 // stream is at its byte bound (err_code 10077 "maximum bytes exceeded") or
@@ -89,7 +98,7 @@ func storeFull(err error) bool {
 // [*StoreFullError] when the blob store has no room for program values
 // outside the reserve. A repeat for the same program is harmless.
 func (s *Store) HoldProgram(ctx context.Context, subject, id string) error {
-	if err := ValidRunID(id); err != nil {
+	if err := validID(id); err != nil {
 		return err
 	}
 	recs := s.records(ctx)
@@ -102,14 +111,14 @@ func (s *Store) HoldProgram(ctx context.Context, subject, id string) error {
 	if err := s.programRoom(ctx); err != nil {
 		return err
 	}
-	meta, err := json.Marshal(runMeta{Principal: toolcall.Principal{Subject: subject}, Kind: kindProgram})
+	meta, err := json.Marshal(programRecord{Spec: programSpec, Principal: toolcall.Principal{Subject: subject}, Kind: KindProgram})
 	if err != nil {
 		return fmt.Errorf("agent: encode program record: %w", err)
 	}
 	if _, err := s.PutMeta(ctx, id, meta); err != nil {
 		return err
 	}
-	return s.arm(ctx, id)
+	return s.Arm(ctx, id)
 }
 
 // CheckProgramValues refuses further values of program id when its owner is

@@ -1,4 +1,4 @@
-package agent
+package runstore
 
 import (
 	"context"
@@ -97,7 +97,7 @@ func (rp *Reaper) handle(m jetstream.Msg) {
 // Reap frees runID's data if it has been closed for the retention, or sets
 // its timer again.
 func (rp *Reaper) Reap(ctx context.Context, runID string) error {
-	if err := ValidRunID(runID); err != nil {
+	if err := validID(runID); err != nil {
 		return nil // not a timer of ours
 	}
 	recs, retention := rp.Store.recs, rp.Store.retention
@@ -118,7 +118,7 @@ func (rp *Reaper) Reap(ctx context.Context, runID string) error {
 		}
 	}
 	// Its principal's quota first: the description names the principal.
-	if sub := rp.Store.owner(ctx, runID); sub != "" {
+	if sub := rp.Store.Owner(ctx, runID); sub != "" {
 		if err := recs.release(ctx, sub, runID); err != nil {
 			return err
 		}

@@ -1,4 +1,4 @@
-package program
+package programapi
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	"connectrpc.com/connect"
@@ -18,6 +19,8 @@ import (
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
 	"github.com/toolfleet/toolfleet/gen/toolfleet/v1/toolfleetv1connect"
 	"github.com/toolfleet/toolfleet/orchestrator/ids"
+	"github.com/toolfleet/toolfleet/orchestrator/program"
+	"github.com/toolfleet/toolfleet/orchestrator/runstore"
 	"github.com/toolfleet/toolfleet/orchestrator/toolcall"
 	"github.com/toolfleet/toolfleet/orchestrator/toolcall/apibase"
 	"github.com/toolfleet/toolfleet/orchestrator/visibility"
@@ -43,9 +46,9 @@ func (s *Service) authorize(ctx context.Context, h http.Header, scope string) (a
 func sees(c apibase.Caller, owner string) bool { return c.Sees(owner, ScopeAdmin) }
 
 // Service implements ProgramService (Connect, gRPC and HTTP JSON through the
-// gateway's mount) over [Programs].
+// gateway's mount) over [program.Programs].
 type Service struct {
-	Programs *Programs
+	Programs *program.Programs
 	// Events is the JetStream holding run events (WatchProgram).
 	Events jetstream.JetStream
 	// Auth authenticates callers from their headers, as for the AgentService; required.
@@ -67,11 +70,11 @@ func (s *Service) RunProgram(ctx context.Context, req *connect.Request[toolfleet
 	}
 	p := toolcall.Principal{Subject: c.Subject, Scopes: c.Scopes}
 	m := req.Msg
-	if len(m.GetSource()) > MaxSourceBytes {
-		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("source is over %d bytes", MaxSourceBytes))
+	if len(m.GetSource()) > program.MaxSourceBytes {
+		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("source is over %d bytes", program.MaxSourceBytes))
 	}
 	if n := m.GetLimits().GetMaxSteps(); n < 0 { // limitsOf would take it for the default
-		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("limits.%s %d is negative: want 0 (the default) up to %d", LimitSteps, n, MaxSteps))
+		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("limits.%s %d is negative: want 0 (the default) up to %d", program.LimitSteps, n, program.MaxSteps))
 	}
 	if ids.Reserved(m.GetProgramId()) { // the system makes these ids (triggers, code mode)
 		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("program id %q is reserved; choose another", m.GetProgramId()))
@@ -80,7 +83,7 @@ func (s *Service) RunProgram(ctx context.Context, req *connect.Request[toolfleet
 	if err != nil {
 		return nil, connect.NewError(connect.CodeInvalidArgument, err)
 	}
-	in := Input{ProgramID: m.GetProgramId(), Filename: m.GetFilename(), Source: m.GetSource(), Tools: m.GetTools(),
+	in := program.Input{ProgramID: m.GetProgramId(), Filename: m.GetFilename(), Source: m.GetSource(), Tools: m.GetTools(),
 		Principal: p, Limits: limitsOf(m.GetLimits()), Call: call}
 	if call != nil {
 		in.Tools = []string{call.ToolID}
@@ -93,11 +96,11 @@ func (s *Service) RunProgram(ctx context.Context, req *connect.Request[toolfleet
 		in.ArgsJSON = string(b)
 	}
 	id, err := s.Programs.Start(ctx, in)
-	var pe *ProgramError
+	var pe *program.ProgramError
 	switch {
 	case errors.As(err, &pe):
 		return connect.NewResponse(&toolfleetv1.RunProgramResponse{ProgramId: in.ProgramID,
-			Status: toolfleetv1.ProgramStatus_PROGRAM_STATUS_FAILED, ProgramError: pe.proto(), Error: pe.Error()}), nil
+			Status: toolfleetv1.ProgramStatus_PROGRAM_STATUS_FAILED, ProgramError: errorProto(pe), Error: pe.Error()}), nil
 	case err != nil:
 		return nil, startError(err)
 	}
@@ -139,7 +142,7 @@ func (s *Service) GetProgram(ctx context.Context, req *connect.Request[toolfleet
 		return nil, lookupError(err)
 	}
 	if !sees(c, st.Owner) {
-		return nil, lookupError(ErrNotFound) // another caller's program does not exist for this one
+		return nil, lookupError(program.ErrNotFound) // another caller's program does not exist for this one
 	}
 	return connect.NewResponse(statusProto(st)), nil
 }
@@ -234,7 +237,7 @@ func (s *Service) watch(ctx context.Context, h http.Header, req *toolfleetv1.Wat
 // program's final event in NATS, not on Temporal's history long poll, whose
 // close notification can be dropped (docs/architecture.md), then reads the
 // outcome, which the workflow records a moment after that event.
-func (s *Service) wait(ctx context.Context, id string) (*Status, error) {
+func (s *Service) wait(ctx context.Context, id string) (*program.Status, error) {
 	cons, err := s.Events.OrderedConsumer(ctx, toolcall.DefaultEventStream, jetstream.OrderedConsumerConfig{
 		FilterSubjects: []string{toolcall.EventSubject(id, toolcall.EventCompleted), toolcall.EventSubject(id, toolcall.EventFailed),
 			toolcall.EventSubject(id, toolcall.EventCancelled)}})
@@ -248,12 +251,12 @@ func (s *Service) wait(ctx context.Context, id string) (*Status, error) {
 		st, err := s.Programs.Get(gctx, id)
 		cancel()
 		switch {
-		case errors.Is(err, ErrNotFound):
+		case errors.Is(err, program.ErrNotFound):
 			return nil, err
 		case err != nil:
 			// No worker answers the query while the orchestrator restarts:
 			// the program is still there, so wait on (bounded by ctx).
-			st = &Status{ProgramID: id, Status: StatusRunning}
+			st = &program.Status{ProgramID: id, Status: program.StatusRunning}
 		case st.Done():
 			return st, nil
 		}
@@ -330,7 +333,7 @@ func (s *Service) own(ctx context.Context, h http.Header, scope, id string) (api
 	if err != nil {
 		return c, err
 	}
-	if err := ValidProgramID(id); err != nil {
+	if err := program.ValidProgramID(id); err != nil {
 		return c, connect.NewError(connect.CodeInvalidArgument, err)
 	}
 	owner, err := s.Programs.Owner(ctx, id)
@@ -338,27 +341,28 @@ func (s *Service) own(ctx context.Context, h http.Header, scope, id string) (api
 		return c, lookupError(err)
 	}
 	if !sees(c, owner) {
-		return c, lookupError(ErrNotFound)
+		return c, lookupError(program.ErrNotFound)
 	}
 	return c, nil
 }
 
 // Handler returns the path prefix and handler to mount at the gateway.
 func (s *Service) Handler() (string, http.Handler) {
-	return toolfleetv1connect.NewProgramServiceHandler(s, connect.WithReadMaxBytes(MaxSourceBytes+(64<<10)), apibase.Recover(nil))
+	return toolfleetv1connect.NewProgramServiceHandler(s, connect.WithReadMaxBytes(program.MaxSourceBytes+(64<<10)), apibase.Recover(nil))
 }
 
-func limitsOf(l *toolfleetv1.ProgramLimits) Limits {
+func limitsOf(l *toolfleetv1.ProgramLimits) program.Limits {
 	if l == nil {
-		return Limits{}
+		return program.Limits{}
 	}
-	return Limits{MaxSteps: uint64(max(l.GetMaxSteps(), 0)), MaxToolCalls: int(l.GetMaxToolCalls()),
+	return program.Limits{MaxSteps: uint64(max(l.GetMaxSteps(), 0)), MaxToolCalls: int(l.GetMaxToolCalls()),
 		MaxWidth: int(l.GetMaxWidth()), Deadline: l.GetDeadline().AsDuration(), MaxValueBytes: int(l.GetMaxValueBytes()),
 		MaxResultBytes: int(l.GetMaxResultBytes()), ApprovalWait: l.GetApprovalWait().AsDuration(),
 		MaxMemoryBytes: l.GetMaxMemoryBytes()}
 }
 
-func (e *ProgramError) proto() *toolfleetv1.ProgramError {
+// errorProto renders a program's error for the API.
+func errorProto(e *program.ProgramError) *toolfleetv1.ProgramError {
 	if e == nil {
 		return nil
 	}
@@ -366,15 +370,15 @@ func (e *ProgramError) proto() *toolfleetv1.ProgramError {
 }
 
 var statusCodes = map[string]toolfleetv1.ProgramStatus{
-	StatusRunning:         toolfleetv1.ProgramStatus_PROGRAM_STATUS_RUNNING,
-	StatusWaitingApproval: toolfleetv1.ProgramStatus_PROGRAM_STATUS_WAITING_APPROVAL,
-	StatusCompleted:       toolfleetv1.ProgramStatus_PROGRAM_STATUS_COMPLETED,
-	StatusFailed:          toolfleetv1.ProgramStatus_PROGRAM_STATUS_FAILED,
-	StatusCanceled:        toolfleetv1.ProgramStatus_PROGRAM_STATUS_CANCELED,
+	program.StatusRunning:         toolfleetv1.ProgramStatus_PROGRAM_STATUS_RUNNING,
+	program.StatusWaitingApproval: toolfleetv1.ProgramStatus_PROGRAM_STATUS_WAITING_APPROVAL,
+	program.StatusCompleted:       toolfleetv1.ProgramStatus_PROGRAM_STATUS_COMPLETED,
+	program.StatusFailed:          toolfleetv1.ProgramStatus_PROGRAM_STATUS_FAILED,
+	program.StatusCanceled:        toolfleetv1.ProgramStatus_PROGRAM_STATUS_CANCELED,
 }
 
-// statusProto renders a Status as GetProgram's response.
-func statusProto(st *Status) *toolfleetv1.GetProgramResponse {
+// statusProto renders a program.Status as GetProgram's response.
+func statusProto(st *program.Status) *toolfleetv1.GetProgramResponse {
 	resp := &toolfleetv1.GetProgramResponse{ProgramId: st.ProgramID, Status: statusCodes[st.Status], Done: st.Done()}
 	if st.State != nil {
 		resp.ToolCalls = int32(st.State.ToolCalls)
@@ -397,7 +401,7 @@ func statusProto(st *Status) *toolfleetv1.GetProgramResponse {
 		}
 	}
 	if st.Error != nil {
-		resp.ProgramError, resp.Error = st.Error.proto(), st.Error.Error()
+		resp.ProgramError, resp.Error = errorProto(st.Error), st.Error.Error()
 		resp.ToolCalls = int32(st.Error.ToolCalls)
 	}
 	return resp
@@ -407,7 +411,7 @@ func lookupError(err error) error {
 	if errors.Is(err, visibility.ErrPageToken) {
 		return connect.NewError(connect.CodeInvalidArgument, visibility.ErrPageToken)
 	}
-	if errors.Is(err, ErrNotFound) {
+	if errors.Is(err, program.ErrNotFound) {
 		return connect.NewError(connect.CodeNotFound, errors.New("no such program"))
 	}
 	return internal(err)
@@ -422,21 +426,21 @@ func startError(err error) error {
 	if errors.As(err, &ce) {
 		return ce
 	}
-	if errors.Is(err, ErrProgramIDTaken) {
+	if errors.Is(err, program.ErrProgramIDTaken) {
 		return connect.NewError(connect.CodeAlreadyExists, errors.New("the program id is taken; choose another"))
 	}
-	if errors.Is(err, ErrProgramSpecDiffers) {
+	if errors.Is(err, program.ErrProgramSpecDiffers) {
 		return connect.NewError(connect.CodeAlreadyExists, errors.New("the program was started with another spec; choose another id"))
 	}
-	var ie *InputError
+	var ie *program.InputError
 	if errors.As(err, &ie) {
 		return connect.NewError(connect.CodeInvalidArgument, ie)
 	}
-	var qe *QuotaError
+	var qe *program.QuotaError
 	if errors.As(err, &qe) {
 		// The owner's quota (RESOURCE_EXHAUSTED) or a full shared store
 		// (UNAVAILABLE, try later); the messages name no internals.
-		if isStoreFull(qe) {
+		if runstore.IsFull(qe) {
 			return connect.NewError(connect.CodeUnavailable, errors.New(qe.Err.Error()))
 		}
 		return connect.NewError(connect.CodeResourceExhausted, errors.New(qe.Err.Error()))
@@ -447,4 +451,26 @@ func startError(err error) error {
 // internal hides an internal error's text from callers.
 func internal(error) error {
 	return connect.NewError(connect.CodeUnavailable, errors.New("the orchestrator is not available, try again"))
+}
+
+// toolCallOf is the ToolCall of a RunProgramRequest, nil when it has none.
+func toolCallOf(m *toolfleetv1.RunProgramRequest) (*program.ToolCall, error) {
+	tc := m.GetToolCall()
+	switch {
+	case tc == nil:
+		return nil, nil
+	case m.GetSource() != "" || m.GetArgs() != nil || len(m.GetTools()) > 0:
+		return nil, errors.New("tool_call is a program of its own: leave source, args and tools empty")
+	case tc.GetToolId() == "" || strings.ContainsAny(tc.GetToolId(), "*?[]"):
+		return nil, fmt.Errorf("tool_call.tool_id %q: want a tool id, e.g. \"Calculator.Add\" (no glob)", tc.GetToolId())
+	}
+	c := &program.ToolCall{ToolID: tc.GetToolId()}
+	if tc.GetInput() != nil {
+		b, err := protojson.Marshal(tc.GetInput())
+		if err != nil {
+			return nil, errors.New("tool_call.input is not a JSON object")
+		}
+		c.InputJSON = string(b)
+	}
+	return c, nil
 }
