@@ -47,7 +47,7 @@ const (
 )
 
 // Programs is what MCP tasks call of the ProgramService. The service itself
-// (program.Service, in process) and its generated Connect client
+// (programapi.Service, in process) and its generated Connect client
 // (toolfleetv1connect.ProgramServiceClient, an orchestrator elsewhere) both
 // have these methods.
 type Programs interface {
