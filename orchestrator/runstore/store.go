@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"cmp"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -252,93 +250,6 @@ func (s *Store) holder(ctx context.Context, runID string) ownerOf {
 	return o
 }
 
-// charge counts n bytes of kind c for runID against its principal's
-// quota. Counting is best effort: a failure never fails the write it counts.
-func (s *Store) charge(ctx context.Context, runID string, n int64, c counter) {
-	if n <= 0 {
-		return
-	}
-	recs := s.records(ctx)
-	if recs == nil {
-		return
-	}
-	if o := s.holder(ctx, runID); o.subject != "" {
-		_ = recs.charge(ctx, o.subject, runID, n, o.program, c)
-	}
-}
-
-// ChargeEvent counts n bytes of a run event published for run or program
-// runID against its principal's event bound (Quota.MaxEventBytes). Like
-// the other charges it is best effort and never refuses.
-func (s *Store) ChargeEvent(ctx context.Context, runID string, n int64) {
-	s.charge(ctx, runID, n, countEvents)
-}
-
-// HeldEvents returns the bytes of run events subject's runs and programs hold.
-func (s *Store) HeldEvents(ctx context.Context, subject string) (int64, error) {
-	recs := s.records(ctx)
-	if recs == nil {
-		return 0, nil
-	}
-	return recs.heldEvents(ctx, subject)
-}
-
-// Admit checks that subject's runs may hold n more bytes for runID (and, for
-// a run it holds no entry for, one more run) and counts them: a
-// [*QuotaError] (errors.Is ErrQuotaExceeded) otherwise. Without a records
-// bucket every start is admitted.
-func (s *Store) Admit(ctx context.Context, subject, runID string, n int64) error {
-	recs := s.records(ctx)
-	if recs == nil {
-		return nil
-	}
-	return recs.admit(ctx, subject, runID, n)
-}
-
-// HistoryContent is what new runs keep of their content in history, as the
-// orchestrator's settings say ("" without a records bucket: previews).
-func (s *Store) HistoryContent(ctx context.Context) (string, error) {
-	recs := s.records(ctx)
-	if recs == nil {
-		return "", nil
-	}
-	set, err := recs.current(ctx)
-	return set.HistoryContent, err
-}
-
-// Held returns the bytes and runs subject's runs hold.
-func (s *Store) Held(ctx context.Context, subject string) (bytes int64, runs int, err error) {
-	recs := s.records(ctx)
-	if recs == nil {
-		return 0, 0, nil
-	}
-	return recs.held(ctx, subject)
-}
-
-// Arm starts runID's retention timer (when the store has a retention):
-// its data is freed once it has been closed for the retention.
-func (s *Store) Arm(ctx context.Context, runID string) error {
-	recs := s.records(ctx)
-	if recs == nil {
-		return nil
-	}
-	ret := s.retention
-	if ret == 0 {
-		q, err := recs.quota(ctx)
-		if err != nil {
-			return err
-		}
-		ret = q.Retention
-	}
-	if ret <= 0 {
-		return nil
-	}
-	return recs.arm(ctx, runID, ret)
-}
-
-// blobKey is the transcript-bucket key that lists a run's blob.
-func blobKey(runID, hexSum string) string { return runID + ".blob." + hexSum }
-
 // Purge frees everything the store holds for runID: its blobs, its
 // messages and its description. The reaper calls it once the run has been
 // closed for the retention; the run id is then unknown to the store.
@@ -522,91 +433,6 @@ func (s *Store) loadCached(ctx context.Context, runID string, n int) (_ []*toolf
 		out[i] = m
 	}
 	return out, true, nil
-}
-
-// PutBlob stores data as a blob of run runID under its content address and
-// returns its name ("<run_id>/sha256-<hex>"), counting new bytes against
-// the run's principal. Blobs belong to one run, so freeing a run frees them.
-func (s *Store) PutBlob(ctx context.Context, runID string, data []byte) (string, error) {
-	return s.putBlob(ctx, runID, data, true)
-}
-
-func (s *Store) putBlob(ctx context.Context, runID string, data []byte, charge bool) (string, error) {
-	if err := validID(runID); err != nil {
-		return "", err
-	}
-	sum := sha256.Sum256(data)
-	hexSum := hex.EncodeToString(sum[:])
-	ref := runID + "/sha256-" + hexSum
-	if _, err := s.blobs.GetInfo(ctx, ref); err == nil {
-		return ref, nil
-	} else if !errors.Is(err, jetstream.ErrObjectNotFound) {
-		return "", fmt.Errorf("agent: blob %s: %w", ref, err)
-	}
-	// Listed with the run first, so freeing the run finds it even if this
-	// process stops between the two writes.
-	if _, err := s.kv.Create(ctx, blobKey(runID, hexSum), []byte(strconv.Itoa(len(data)))); err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
-		return "", fmt.Errorf("agent: list blob: %w", err)
-	}
-	if _, err := s.blobs.PutBytes(ctx, ref, data); err != nil {
-		if storeFull(err) {
-			return "", &StoreFullError{}
-		}
-		return "", fmt.Errorf("agent: put blob: %w", err)
-	}
-	s.filled(int64(len(data)))
-	if charge {
-		s.charge(ctx, runID, int64(len(data)), countStored)
-	}
-	return ref, nil
-}
-
-// Blob returns the blob named ref.
-func (s *Store) Blob(ctx context.Context, ref string) ([]byte, error) {
-	if b, ok := s.blobCache.get(ref); ok {
-		return bytes.Clone(b), nil
-	}
-	b, err := s.blobs.GetBytes(ctx, ref)
-	if errors.Is(err, jetstream.ErrObjectNotFound) {
-		return nil, fmt.Errorf("%w: %s", ErrNotFound, ref)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("agent: blob %s: %w", ref, err)
-	}
-	s.blobCache.add(ref, bytes.Clone(b))
-	return b, nil
-}
-
-// EncodeMessages encodes msgs as PutMessages stores them.
-func EncodeMessages(msgs ...*toolfleetv1.Message) ([]byte, error) {
-	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(&toolfleetv1.Conversation{Messages: msgs})
-	if err != nil {
-		return nil, fmt.Errorf("agent: encode messages: %w", err)
-	}
-	return b, nil
-}
-
-// PutMessages stores msgs as one blob of run runID (the input of StartRun
-// or SendMessage). It does not count the bytes: [Runs] admits them first.
-func (s *Store) PutMessages(ctx context.Context, runID string, msgs ...*toolfleetv1.Message) (string, error) {
-	b, err := EncodeMessages(msgs...)
-	if err != nil {
-		return "", err
-	}
-	return s.putBlob(ctx, runID, b, false)
-}
-
-// Messages reads a blob written by PutMessages.
-func (s *Store) Messages(ctx context.Context, ref string) ([]*toolfleetv1.Message, error) {
-	b, err := s.Blob(ctx, ref)
-	if err != nil {
-		return nil, err
-	}
-	c := &toolfleetv1.Conversation{}
-	if err := proto.Unmarshal(b, c); err != nil {
-		return nil, fmt.Errorf("agent: decode messages %s: %w", ref, err)
-	}
-	return c.GetMessages(), nil
 }
 
 // metaKey holds a run's spec and principal next to its messages.
