@@ -93,3 +93,6 @@ func FuzzGLM45(f *testing.F)       { fuzzTarget(f, GLM45) }
 func FuzzMiniMaxM2(f *testing.F)   { fuzzTarget(f, MiniMaxM2) }
 func FuzzDeepSeekV31(f *testing.F) { fuzzTarget(f, DeepSeekV31) }
 func FuzzDeepSeekV32(f *testing.F) { fuzzTarget(f, DeepSeekV32) }
+func FuzzQwen35(f *testing.F)      { fuzzTarget(f, Qwen35) }
+func FuzzGLM47(f *testing.F)       { fuzzTarget(f, GLM47) }
+func FuzzGemma4(f *testing.F)      { fuzzTarget(f, Gemma4) }

@@ -238,7 +238,8 @@ func TestDialectFor(t *testing.T) {
 	t.Parallel()
 	for model, want := range map[string]Dialect{
 		"openai/gpt-oss-120b": Harmony, "gpt-oss:20b": Harmony, "moonshotai/Kimi-K2-Instruct-0905": KimiK2,
-		"zai-org/GLM-4.5-Air": GLM45, "glm-4.6": GLM45, "GLM-4.7": GLM45, "MiniMaxAI/MiniMax-M2": MiniMaxM2,
+		"zai-org/GLM-4.5-Air": GLM45, "glm-4.6": GLM45, "GLM-4.7": GLM47, "zai-org/GLM-5": GLM47,
+		"google/gemma-4-31b-it": Gemma4, "gemma4:e4b": Gemma4, "Qwen/Qwen3.5-397B-A17B": Qwen35, "qwen3.6-plus": Qwen35, "Qwen3.5-Coder-32B": Qwen35, "MiniMaxAI/MiniMax-M2": MiniMaxM2,
 		"deepseek-ai/DeepSeek-V3.1-Terminus": DeepSeekV31, "DeepSeek-V3.2-Exp": DeepSeekV31, "deepseek-ai/DeepSeek-V3.2": DeepSeekV32,
 		"Qwen/Qwen3-Coder-30B-A3B-Instruct": Qwen3Coder, "mistralai/Mistral-Small-3.2-24B-Instruct-2506": Mistral,
 		"devstral-small-2507": Mistral, "meta-llama/Llama-3.2-3B-Instruct": Pythonic, "llama4:scout": Pythonic,

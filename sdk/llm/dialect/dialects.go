@@ -42,9 +42,11 @@ const (
 	DeepSeekV32 Dialect = "deepseek_v32"
 )
 
-// Dialects returns every dialect, in the order of the constants.
+// Dialects returns every dialect, in the order of the constants (the 2026
+// families of families.go last).
 func Dialects() []Dialect {
-	return []Dialect{Qwen3Coder, Harmony, Mistral, Llama3JSON, Pythonic, KimiK2, GLM45, MiniMaxM2, DeepSeekV31, DeepSeekV32}
+	return []Dialect{Qwen3Coder, Harmony, Mistral, Llama3JSON, Pythonic, KimiK2, GLM45, MiniMaxM2, DeepSeekV31, DeepSeekV32,
+		Qwen35, GLM47, Gemma4, Llama4Pythonic, Llama4JSON}
 }
 
 // dialectSpec is what a dialect is made of.

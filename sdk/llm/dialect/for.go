@@ -13,7 +13,10 @@ var dialectFamilies = []struct {
 }{
 	{regexp.MustCompile(`gpt-oss`), Harmony},
 	{regexp.MustCompile(`kimi`), KimiK2},
-	{regexp.MustCompile(`glm-?4\.[567]`), GLM45},
+	{regexp.MustCompile(`glm-?(4\.7|5)`), GLM47},
+	{regexp.MustCompile(`glm-?4\.[56]`), GLM45},
+	{regexp.MustCompile(`gemma-?4`), Gemma4},
+	{regexp.MustCompile(`qwen-?3\.[56]`), Qwen35},
 	{regexp.MustCompile(`minimax`), MiniMaxM2},
 	// V3.2-Exp still wrote the V3.1 tokens; DSML came with V3.2.
 	{regexp.MustCompile(`deepseek-v3\.(1|2-exp)`), DeepSeekV31},

@@ -141,7 +141,9 @@ func TestOneCallIgnoresLaterBlocks(t *testing.T) {
 		"mistral": "[TOOL_CALLS]Calculator_Mul[ARGS]{\"a\":", "llama3_json": "<|python_tag|>{\"name\": \"Calculator_Mul\", \"parameters\": {", "pythonic": "[Calculator_Mul(a=",
 		"kimi_k2": "<|tool_call_begin|>functions.Calculator_Mul:1<|tool_call_argument_begin|>{", "glm45": "<tool_call>Calculator_Mul<arg_key>a</arg_key><arg_value>oops",
 		"minimax_m2": "<invoke name=\"Calculator_Mul\"><parameter name=\"a\">", "deepseek_v31": "<｜tool▁call▁begin｜>Calculator_Mul<｜tool▁sep｜>{",
-		"deepseek_v32": "<｜DSML｜invoke name=\"Calculator_Mul\"><｜DSML｜parameter name=\"a\" string=\"false\">"}
+		"deepseek_v32": "<｜DSML｜invoke name=\"Calculator_Mul\"><｜DSML｜parameter name=\"a\" string=\"false\">",
+		"qwen35":       "<tool_call>\n<function=Calculator_Mul>\n<parameter=a>", "glm47": "<tool_call>Calculator_Mul<arg_key>a</arg_key><arg_value>oops",
+		"gemma4": "<|tool_call>call:Calculator_Mul{a:", "llama4_pythonic": "[Calculator_Mul(a=", "llama4_json": "<|python_tag|>{\"name\": \"Calculator_Mul\", \"parameters\": {"}
 	for _, p := range dialect.TextProtocols() {
 		if broken[p.Name()] == "" {
 			t.Fatalf("no broken block for %s", p.Name())
@@ -560,7 +562,7 @@ func lastResultIs(want string) func(*llm.Request) error {
 					got = res.GetContent()
 				}
 			}
-			if t := llm.MessageText(m); m.GetRole() == toolfleetv1.Role_ROLE_USER && strings.Contains(t, `"content":`) {
+			if t := llm.MessageText(m); m.GetRole() == toolfleetv1.Role_ROLE_USER && (strings.Contains(t, `"content":`) || strings.Contains(t, "<|tool_response>")) {
 				got = t
 			}
 		}

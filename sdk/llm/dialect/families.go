@@ -1,0 +1,73 @@
+package dialect
+
+import (
+	"strings"
+
+	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
+)
+
+// The 2026 families (issue 37). Each is a variant of a dialect above (its
+// calls, plus a reasoning channel read as thinking), an alias (another
+// engine name for the same wire shape), or new (Gemma 4). docs/formats.md
+// has the sources.
+const (
+	// Qwen35 is Qwen3.5 / Qwen3.6 / Qwen3.5-Coder: qwen3_coder's calls, and
+	// <think>…</think> read as thinking.
+	Qwen35 Dialect = "qwen35"
+	// GLM47 is GLM-4.7 / GLM-5: glm45's calls (written without newlines),
+	// and <think>…</think> read as thinking.
+	GLM47 Dialect = "glm47"
+	// Gemma4: <|tool_call>call:NAME{key:<|"|>text<|"|>,n:42}<tool_call|>, and
+	// the thought channel <|channel>thought\n…<channel|> read as thinking.
+	Gemma4 Dialect = "gemma4"
+	// Llama4Pythonic is vLLM's name for pythonic as Llama 4 writes it.
+	Llama4Pythonic Dialect = "llama4_pythonic"
+	// Llama4JSON is vLLM's name for llama3_json as Llama 4 writes it.
+	Llama4JSON Dialect = "llama4_json"
+)
+
+func init() {
+	dialectSpecs[Qwen35] = variant(Qwen3Coder, Qwen35, thinkBlock("<think>", "</think>", ""))
+	dialectSpecs[GLM47] = variant(GLM45, GLM47, thinkBlock("<think>", "</think>", ""))
+	dialectSpecs[GLM47].call = func(c *toolfleetv1.ToolCall) string {
+		return strings.ReplaceAll(dialectSpecs[GLM45].call(c), "\n", "")
+	}
+	dialectSpecs[Gemma4] = gemma4Spec()
+	dialectSpecs[Llama4Pythonic] = variant(Pythonic, Llama4Pythonic)
+	dialectSpecs[Llama4JSON] = variant(Llama3JSON, Llama4JSON)
+}
+
+// variant is base's dialect under another name, with extra markers (a
+// reasoning channel) read before base's own. With no extra markers it is
+// an alias.
+func variant(base, name Dialect, extra ...marker) *dialectSpec {
+	b := dialectSpecs[base]
+	s := *b
+	g := newGrammar(string(name), append(extra, b.g.markers...)...)
+	g.dropCutTail = b.g.dropCutTail
+	s.g = g
+	return &s
+}
+
+// thinkBlock is a reasoning channel: what stands between open and close is
+// thinking, never text, and never a call (a call marker inside reasoning is
+// reasoning, as the engines' reasoning parsers read it). strip is a channel
+// name the block may start with ("thought\n"), dropped. Reasoning cut off by
+// the end of the text is thinking too.
+func thinkBlock(open, close, strip string) marker {
+	return marker{open: open, layout: true, read: func(s string, eof bool, _ *scanCtx) (unit, error) {
+		end := strings.Index(s[len(open):], close)
+		n := len(open) + end + len(close)
+		if end < 0 {
+			if !eof {
+				return unit{until: close}, nil
+			}
+			end, n = len(s)-len(open), len(s)
+		}
+		inner := s[len(open) : len(open)+end]
+		if strip != "" {
+			inner = strings.TrimPrefix(inner, strip)
+		}
+		return unit{n: n, think: inner}, nil
+	}}
+}
