@@ -167,44 +167,64 @@ func printJSON(w io.Writer, m proto.Message) error {
 }
 
 func newAgentGetCommand(af *gatewayFlags) *cobra.Command {
-	return &cobra.Command{
+	cmd := &cobra.Command{
 		Use:   "get RUN_ID",
-		Short: "Print a run's status, usage and pending approvals (JSON)",
+		Short: "Show a run: status, turns, tool calls, usage, pending approvals and answer",
 		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := af.runs()
-			if err != nil {
-				return err
-			}
-			resp, err := c.GetRun(cmd.Context(), connect.NewRequest(&toolfleetv1.GetRunRequest{RunId: args[0]}))
-			if err != nil {
-				return err
-			}
-			return printJSON(cmd.OutOrStdout(), resp.Msg)
-		},
 	}
+	out := addOutputFlag(cmd)
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		if err := out.validate(); err != nil {
+			return err
+		}
+		c, err := af.runs()
+		if err != nil {
+			return err
+		}
+		resp, err := c.GetRun(cmd.Context(), connect.NewRequest(&toolfleetv1.GetRunRequest{RunId: args[0]}))
+		if err != nil {
+			return err
+		}
+		if w := cmd.OutOrStdout(); !out.json(w) {
+			return printRun(w, resp.Msg)
+		}
+		return printJSON(cmd.OutOrStdout(), resp.Msg)
+	}
+	return cmd
 }
 
 func newAgentListCommand(af *gatewayFlags) *cobra.Command {
-	return &cobra.Command{
+	cmd := &cobra.Command{
 		Use:   "list",
-		Short: "List your runs, newest first",
+		Short: "List your runs, newest first: id, workflow state, start and end time",
 		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := af.runs()
-			if err != nil {
-				return err
-			}
-			resp, err := c.ListRuns(cmd.Context(), connect.NewRequest(&toolfleetv1.ListRunsRequest{PageSize: 50}))
-			if err != nil {
-				return err
-			}
-			for _, r := range resp.Msg.GetRuns() {
-				fmt.Fprintf(cmd.OutOrStdout(), "%s\t%s\t%s\n", r.GetRunId(), r.GetState(), r.GetStartedAt().AsTime().Local().Format(time.DateTime))
-			}
-			return nil
-		},
 	}
+	out := addOutputFlag(cmd)
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		if err := out.validate(); err != nil {
+			return err
+		}
+		c, err := af.runs()
+		if err != nil {
+			return err
+		}
+		resp, err := c.ListRuns(cmd.Context(), connect.NewRequest(&toolfleetv1.ListRunsRequest{PageSize: 50}))
+		if err != nil {
+			return err
+		}
+		w := cmd.OutOrStdout()
+		if out.json(w) {
+			return writeProtoList(w, resp.Msg.GetRuns())
+		}
+		// STATE is the run's workflow: an answered run that waits for a
+		// follow-up message is Running here and completed in `agent get`.
+		tw := newTable(w, "RUN ID", "STATE", "STARTED", "ENDED")
+		for _, r := range resp.Msg.GetRuns() {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", r.GetRunId(), r.GetState(), when(r.GetStartedAt()), when(r.GetClosedAt()))
+		}
+		return tw.Flush()
+	}
+	return cmd
 }
 
 func newAgentDecideCommand(af *gatewayFlags, approve bool) *cobra.Command {

@@ -30,41 +30,54 @@ func withProgramClient(gf *gatewayFlags, call func(context.Context, *cobra.Comma
 }
 
 func newProgramListCommand(gf *gatewayFlags) *cobra.Command {
-	return &cobra.Command{
+	cmd := &cobra.Command{
 		Use:   "list",
-		Short: "List your programs, newest first: id, Temporal state, status, start time",
+		Short: "List your programs, newest first: id, workflow state, status, start time",
 		Args:  cobra.NoArgs,
-		RunE: withProgramClient(gf, func(ctx context.Context, cmd *cobra.Command, c toolfleetv1connect.ProgramServiceClient, _ []string) error {
-			resp, err := c.ListPrograms(ctx, connect.NewRequest(&toolfleetv1.ListProgramsRequest{PageSize: 50}))
-			if err != nil {
-				return err
-			}
-			for _, p := range resp.Msg.GetPrograms() {
-				status := p.GetStatus()
-				if status == "" {
-					status = "-"
-				}
-				fmt.Fprintf(cmd.OutOrStdout(), "%s\t%s\t%s\t%s\n", p.GetProgramId(), p.GetState(), status,
-					p.GetStartedAt().AsTime().Local().Format(time.DateTime))
-			}
-			return nil
-		}),
 	}
+	out := addOutputFlag(cmd)
+	cmd.RunE = withProgramClient(gf, func(ctx context.Context, cmd *cobra.Command, c toolfleetv1connect.ProgramServiceClient, _ []string) error {
+		if err := out.validate(); err != nil {
+			return err
+		}
+		resp, err := c.ListPrograms(ctx, connect.NewRequest(&toolfleetv1.ListProgramsRequest{PageSize: 50}))
+		if err != nil {
+			return err
+		}
+		w := cmd.OutOrStdout()
+		if out.json(w) {
+			return writeProtoList(w, resp.Msg.GetPrograms())
+		}
+		tw := newTable(w, "PROGRAM ID", "STATE", "STATUS", "STARTED")
+		for _, p := range resp.Msg.GetPrograms() {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", p.GetProgramId(), p.GetState(), dash(p.GetStatus()), when(p.GetStartedAt()))
+		}
+		return tw.Flush()
+	})
+	return cmd
 }
 
 func newProgramGetCommand(gf *gatewayFlags) *cobra.Command {
-	return &cobra.Command{
+	cmd := &cobra.Command{
 		Use:   "get PROGRAM_ID",
-		Short: "Print a program's status, result or error, and pending approvals (JSON)",
+		Short: "Show a program: status, tool calls, pending approvals, and its result or error",
 		Args:  cobra.ExactArgs(1),
-		RunE: withProgramClient(gf, func(ctx context.Context, cmd *cobra.Command, c toolfleetv1connect.ProgramServiceClient, args []string) error {
-			resp, err := c.GetProgram(ctx, connect.NewRequest(&toolfleetv1.GetProgramRequest{ProgramId: args[0]}))
-			if err != nil {
-				return err
-			}
-			return printJSON(cmd.OutOrStdout(), resp.Msg)
-		}),
 	}
+	out := addOutputFlag(cmd)
+	cmd.RunE = withProgramClient(gf, func(ctx context.Context, cmd *cobra.Command, c toolfleetv1connect.ProgramServiceClient, args []string) error {
+		if err := out.validate(); err != nil {
+			return err
+		}
+		resp, err := c.GetProgram(ctx, connect.NewRequest(&toolfleetv1.GetProgramRequest{ProgramId: args[0]}))
+		if err != nil {
+			return err
+		}
+		if w := cmd.OutOrStdout(); !out.json(w) {
+			return printProgram(w, resp.Msg)
+		}
+		return printJSON(cmd.OutOrStdout(), resp.Msg)
+	})
+	return cmd
 }
 
 func newProgramWatchCommand(gf *gatewayFlags) *cobra.Command {
