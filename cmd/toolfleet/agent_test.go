@@ -126,7 +126,7 @@ func TestAgentCLI(t *testing.T) {
 			t.Errorf("code-mode watch output lacks %q:\n%s", want, out)
 		}
 	}
-	if out, err := run("agent", "approve", "cli-run", "cli-run/1/0"); err == nil {
+	if out, err := run("agent", "approve", "cli-run/1/0"); err == nil {
 		t.Fatalf("approving a call that waits for nothing succeeded:\n%s", out)
 	}
 	// The orchestrator's metrics, as the dev gateway serves them: three runs

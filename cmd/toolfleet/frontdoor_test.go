@@ -210,8 +210,8 @@ func TestFrontDoor(t *testing.T) {
 		if out, err := run("agent", "get", "fd-run", "-o", "text"); err != nil || !strings.Contains(out, "toolfleet agent approve CALL_ID") || !strings.Contains(out, call) {
 			t.Errorf("agent get -o text: %v, want the pending call and how to decide it\n%s", err, out)
 		}
-		if out, err := run("agent", "approve", "fd-run", call); err != nil {
-			t.Fatalf("agent approve: %v\n%s", err, out)
+		if out, err := run("agent", "approve", call); err != nil || strings.TrimSpace(out) != "approved "+call+" (run fd-run)" {
+			t.Fatalf("agent approve CALL_ID: %v, want a confirmation line\n%s", err, out)
 		}
 		out, err = run("agent", "watch", "fd-run")
 		if err != nil {
@@ -295,7 +295,7 @@ func TestFrontDoor(t *testing.T) {
 		if err == nil || !strings.Contains(out, "still running after --timeout 3s") {
 			t.Fatalf("program run: %v, want the timeout said\n%s", err, out)
 		}
-		if out, err := run("program", "cancel", "fd-timeout"); err != nil {
+		if out, err := run("program", "cancel", "fd-timeout"); err != nil || !strings.Contains(out, "cancelling program fd-timeout") {
 			t.Fatalf("program cancel: %v\n%s", err, out)
 		}
 		// Cancelling is a request the workflow acts on a moment later.
@@ -344,8 +344,9 @@ func TestFrontDoor(t *testing.T) {
 			}) {
 			t.Errorf("approvals list (JSON): %v, want the program's call\n%s", err, out)
 		}
-		if out, err := run("program", "approve", "fd-approve", call); err != nil {
-			t.Fatalf("program approve: %v\n%s", err, out)
+		// The older form, PROGRAM_ID CALL_ID, still works.
+		if out, err := run("program", "approve", "fd-approve", call); err != nil || strings.TrimSpace(out) != "approved "+call+" (program fd-approve)" {
+			t.Fatalf("program approve: %v, want a confirmation line\n%s", err, out)
 		}
 		var r result
 		select {

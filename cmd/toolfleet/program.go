@@ -243,7 +243,7 @@ func printProgramEvent(w io.Writer, ev *toolfleetv1.RunEvent) {
 		line += ": " + firstLine(m, 200)
 	}
 	if ev.GetKind() == "approval.requested" {
-		line += fmt.Sprintf("  (toolfleet program approve %s %s, or deny)", ev.GetRunId(), ev.GetCallId())
+		line += fmt.Sprintf("  (toolfleet program approve %s, or deny)", ev.GetCallId())
 	}
 	fmt.Fprintln(w, line)
 }

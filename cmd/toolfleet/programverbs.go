@@ -100,18 +100,29 @@ func newProgramWatchCommand(gf *gatewayFlags) *cobra.Command {
 
 func newProgramDecideCommand(gf *gatewayFlags, approve bool) *cobra.Command {
 	var reason string
-	use, short := "deny PROGRAM_ID CALL_ID", "Deny a tool call waiting for approval (the script sees the reason as the call's error)"
+	use, short := "deny CALL_ID", "Deny a tool call waiting for approval (the script sees the reason as the call's error)"
 	if approve {
-		use, short = "approve PROGRAM_ID CALL_ID", "Approve a tool call waiting for approval"
+		use, short = "approve CALL_ID", "Approve a tool call waiting for approval"
 	}
 	cmd := &cobra.Command{
 		Use:   use,
 		Short: short,
-		Args:  cobra.ExactArgs(2),
-		RunE: withProgramClient(gf, func(ctx context.Context, _ *cobra.Command, c toolfleetv1connect.ProgramServiceClient, args []string) error {
-			_, err := c.DecideProgramApproval(ctx, connect.NewRequest(&toolfleetv1.DecideProgramApprovalRequest{
-				ProgramId: args[0], CallId: args[1], Approved: approve, Reason: reason}))
-			return err
+		Long: short + `.
+
+CALL_ID is the call's id as 'toolfleet approvals list' and 'program get' show it
+(PROGRAM_ID/N): it names its program. The older form PROGRAM_ID CALL_ID works too.`,
+		Args: cobra.RangeArgs(1, 2),
+		RunE: withProgramClient(gf, func(ctx context.Context, cmd *cobra.Command, c toolfleetv1connect.ProgramServiceClient, args []string) error {
+			programID, callID, err := callOwner("program", args)
+			if err != nil {
+				return err
+			}
+			if _, err := c.DecideProgramApproval(ctx, connect.NewRequest(&toolfleetv1.DecideProgramApprovalRequest{
+				ProgramId: programID, CallId: callID, Approved: approve, Reason: reason})); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s %s (program %s)\n", decided(approve), callID, programID)
+			return nil
 		}),
 	}
 	if !approve {
@@ -125,9 +136,12 @@ func newProgramCancelCommand(gf *gatewayFlags) *cobra.Command {
 		Use:   "cancel PROGRAM_ID",
 		Short: "Cancel a program and its in-flight tool calls",
 		Args:  cobra.ExactArgs(1),
-		RunE: withProgramClient(gf, func(ctx context.Context, _ *cobra.Command, c toolfleetv1connect.ProgramServiceClient, args []string) error {
-			_, err := c.CancelProgram(ctx, connect.NewRequest(&toolfleetv1.CancelProgramRequest{ProgramId: args[0]}))
-			return err
+		RunE: withProgramClient(gf, func(ctx context.Context, cmd *cobra.Command, c toolfleetv1connect.ProgramServiceClient, args []string) error {
+			if _, err := c.CancelProgram(ctx, connect.NewRequest(&toolfleetv1.CancelProgramRequest{ProgramId: args[0]})); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "cancelling program %s (see it end with: toolfleet program get %s)\n", args[0], args[0])
+			return nil
 		}),
 	}
 }
