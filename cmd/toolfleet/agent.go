@@ -22,6 +22,7 @@ import (
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
 	"github.com/toolfleet/toolfleet/gen/toolfleet/v1/toolfleetv1connect"
 	"github.com/toolfleet/toolfleet/internal/config"
+	"github.com/toolfleet/toolfleet/orchestrator/ids"
 	"github.com/toolfleet/toolfleet/sdk/llm"
 )
 
@@ -33,16 +34,19 @@ func newAgentCommand() *cobra.Command {
 		Long: `agent talks to the AgentService at a toolfleet gateway (toolfleet dev serves it).
 
   toolfleet agent run --model scripted:demo --tools 'Calculator.*' "What is 6 times 7?" --watch
-  toolfleet agent watch RUN_ID        toolfleet agent approve RUN_ID CALL_ID
-  toolfleet agent get RUN_ID          toolfleet agent deny RUN_ID CALL_ID --reason "…"
-  toolfleet agent list                toolfleet agent cancel RUN_ID`,
+  toolfleet agent watch RUN_ID        toolfleet agent approve CALL_ID
+  toolfleet agent get RUN_ID          toolfleet agent deny CALL_ID --reason "…"
+  toolfleet agent list                toolfleet agent send RUN_ID "And times 2?"
+                                      toolfleet agent cancel RUN_ID
+
+get and list print text on a terminal and JSON when piped (-o json|text to choose).`,
 	}
 	pf := cmd.PersistentFlags()
 	af.registerAddr(pf)
 	config.BindEnv(pf, "TOOLFLEET")
 	cmd.PersistentPreRunE = func(*cobra.Command, []string) error { return applyEnvAndDev(pf) }
 	cmd.AddCommand(newAgentRunCommand(&af), newAgentWatchCommand(&af), newAgentGetCommand(&af), newAgentListCommand(&af),
-		newAgentDecideCommand(&af, true), newAgentDecideCommand(&af, false), newAgentCancelCommand(&af))
+		newAgentDecideCommand(&af, true), newAgentDecideCommand(&af, false), newAgentCancelCommand(&af), newAgentSendCommand(&af))
 	return cmd
 }
 
@@ -167,70 +171,124 @@ func printJSON(w io.Writer, m proto.Message) error {
 }
 
 func newAgentGetCommand(af *gatewayFlags) *cobra.Command {
-	return &cobra.Command{
+	cmd := &cobra.Command{
 		Use:   "get RUN_ID",
-		Short: "Print a run's status, usage and pending approvals (JSON)",
+		Short: "Show a run: status, turns, tool calls, usage, pending approvals and answer",
 		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := af.runs()
-			if err != nil {
-				return err
-			}
-			resp, err := c.GetRun(cmd.Context(), connect.NewRequest(&toolfleetv1.GetRunRequest{RunId: args[0]}))
-			if err != nil {
-				return err
-			}
-			return printJSON(cmd.OutOrStdout(), resp.Msg)
-		},
 	}
+	out := addOutputFlag(cmd)
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		if err := out.validate(); err != nil {
+			return err
+		}
+		c, err := af.runs()
+		if err != nil {
+			return err
+		}
+		resp, err := c.GetRun(cmd.Context(), connect.NewRequest(&toolfleetv1.GetRunRequest{RunId: args[0]}))
+		if err != nil {
+			return err
+		}
+		if w := cmd.OutOrStdout(); !out.json(w) {
+			return printRun(w, resp.Msg)
+		}
+		return printJSON(cmd.OutOrStdout(), resp.Msg)
+	}
+	return cmd
 }
 
 func newAgentListCommand(af *gatewayFlags) *cobra.Command {
-	return &cobra.Command{
+	cmd := &cobra.Command{
 		Use:   "list",
-		Short: "List your runs, newest first",
+		Short: "List your runs, newest first: id, workflow state, start and end time",
 		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := af.runs()
-			if err != nil {
-				return err
-			}
-			resp, err := c.ListRuns(cmd.Context(), connect.NewRequest(&toolfleetv1.ListRunsRequest{PageSize: 50}))
-			if err != nil {
-				return err
-			}
-			for _, r := range resp.Msg.GetRuns() {
-				fmt.Fprintf(cmd.OutOrStdout(), "%s\t%s\t%s\n", r.GetRunId(), r.GetState(), r.GetStartedAt().AsTime().Local().Format(time.DateTime))
-			}
-			return nil
-		},
 	}
+	out := addOutputFlag(cmd)
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		if err := out.validate(); err != nil {
+			return err
+		}
+		c, err := af.runs()
+		if err != nil {
+			return err
+		}
+		resp, err := c.ListRuns(cmd.Context(), connect.NewRequest(&toolfleetv1.ListRunsRequest{PageSize: 50}))
+		if err != nil {
+			return err
+		}
+		w := cmd.OutOrStdout()
+		if out.json(w) {
+			return writeProtoList(w, resp.Msg.GetRuns())
+		}
+		// STATE is the run's workflow: an answered run that waits for a
+		// follow-up message is Running here and completed in `agent get`.
+		tw := newTable(w, "RUN ID", "STATE", "STARTED", "ENDED")
+		for _, r := range resp.Msg.GetRuns() {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", r.GetRunId(), r.GetState(), when(r.GetStartedAt()), when(r.GetClosedAt()))
+		}
+		return tw.Flush()
+	}
+	return cmd
 }
 
 func newAgentDecideCommand(af *gatewayFlags, approve bool) *cobra.Command {
 	var reason string
-	use, short := "deny RUN_ID CALL_ID", "Deny a pending tool call (the model is told the reason)"
+	use, short := "deny CALL_ID", "Deny a pending tool call (the model is told the reason)"
 	if approve {
-		use, short = "approve RUN_ID CALL_ID", "Approve a pending tool call"
+		use, short = "approve CALL_ID", "Approve a pending tool call"
 	}
 	cmd := &cobra.Command{
 		Use:   use,
 		Short: short,
-		Args:  cobra.ExactArgs(2),
+		Long: short + `.
+
+CALL_ID is the call's id as 'toolfleet approvals list' and 'agent get' show it
+(RUN_ID/TURN/INDEX): it names its run. The older form RUN_ID CALL_ID works too.`,
+		Args: cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			runID, callID, err := callOwner("run", args)
+			if err != nil {
+				return err
+			}
 			c, err := af.runs()
 			if err != nil {
 				return err
 			}
-			_, err = c.DecideApproval(cmd.Context(), connect.NewRequest(&toolfleetv1.DecideApprovalRequest{
-				RunId: args[0], CallId: args[1], Approved: approve, Reason: reason}))
-			return err
+			if _, err := c.DecideApproval(cmd.Context(), connect.NewRequest(&toolfleetv1.DecideApprovalRequest{
+				RunId: runID, CallId: callID, Approved: approve, Reason: reason})); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s %s (run %s)\n", decided(approve), callID, runID)
+			return nil
 		},
 	}
 	if !approve {
 		cmd.Flags().StringVar(&reason, "reason", "", "why; shown to the model")
 	}
 	return cmd
+}
+
+// decided is the confirmation word of an approval decision.
+func decided(approve bool) string {
+	if approve {
+		return "approved"
+	}
+	return "denied"
+}
+
+// callOwner reads the arguments of approve and deny: CALL_ID alone, whose
+// part before the first "/" is its run or program (ids.RunCall,
+// ids.ProgramCall), or the older OWNER_ID CALL_ID.
+func callOwner(kind string, args []string) (owner, callID string, err error) {
+	callID = args[len(args)-1]
+	if !strings.Contains(callID, "/") || ids.ProgramOf(callID) == "" {
+		return "", "", fmt.Errorf("%q is not a call id: copy one from 'toolfleet approvals list' (a %s's call ids start with the %s id and a /)", callID, kind, kind)
+	}
+	owner = ids.ProgramOf(callID)
+	if len(args) == 2 && args[0] != owner {
+		return "", "", fmt.Errorf("call %s belongs to %s %s, not %s: give the call id alone", callID, kind, owner, args[0])
+	}
+	return owner, callID, nil
 }
 
 func newAgentCancelCommand(af *gatewayFlags) *cobra.Command {
@@ -243,10 +301,39 @@ func newAgentCancelCommand(af *gatewayFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			_, err = c.CancelRun(cmd.Context(), connect.NewRequest(&toolfleetv1.CancelRunRequest{RunId: args[0]}))
-			return err
+			if _, err := c.CancelRun(cmd.Context(), connect.NewRequest(&toolfleetv1.CancelRunRequest{RunId: args[0]})); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "cancelling run %s (see it end with: toolfleet agent get %s)\n", args[0], args[0])
+			return nil
 		},
 	}
+}
+
+func newAgentSendCommand(af *gatewayFlags) *cobra.Command {
+	var watch bool
+	cmd := &cobra.Command{
+		Use:   "send RUN_ID MESSAGE",
+		Short: "Send a follow-up message to a run that answered (it takes another turn)",
+		Args:  cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := af.runs()
+			if err != nil {
+				return err
+			}
+			if _, err := c.SendMessage(cmd.Context(), connect.NewRequest(&toolfleetv1.SendMessageRequest{
+				RunId: args[0], Message: llm.User(args[1])})); err != nil {
+				return err
+			}
+			if !watch {
+				fmt.Fprintf(cmd.OutOrStdout(), "sent to run %s (follow it with: toolfleet agent watch %s)\n", args[0], args[0])
+				return nil
+			}
+			return watchRun(cmd.Context(), c, args[0], 0, cmd.OutOrStdout())
+		},
+	}
+	cmd.Flags().BoolVar(&watch, "watch", false, "watch the run until it answers again")
+	return cmd
 }
 
 // Styles of the live view (lipgloss drops them when the output is no terminal).
@@ -439,7 +526,7 @@ func (v *view) event(ctx context.Context, c toolfleetv1connect.AgentServiceClien
 		v.line("  ← " + style.Render(msg))
 		v.spin("model is thinking…")
 	case "approval.requested":
-		v.line(styleAsk.Render(fmt.Sprintf("  ? %s needs approval: toolfleet agent approve %s %s  (or deny)", ev.GetToolId(), ev.GetRunId(), ev.GetCallId())))
+		v.line(styleAsk.Render(fmt.Sprintf("  ? %s needs approval: toolfleet agent approve %s  (or deny)", ev.GetToolId(), ev.GetCallId())))
 		v.spin("waiting for approval…")
 	case "approval.decided":
 		v.line("  ! " + ev.GetMessage())

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -78,8 +79,27 @@ func TestAgentCLI(t *testing.T) {
 	if out, err := run("agent", "get", "cli-run"); err != nil || !strings.Contains(out, `"RUN_STATUS_COMPLETED"`) {
 		t.Fatalf("agent get: %v\n%s", err, out)
 	}
-	if out, err := run("agent", "list"); err != nil || !strings.Contains(out, "cli-run") {
-		t.Fatalf("agent list: %v\n%s", err, out)
+	if out, err := run("agent", "get", "cli-run", "-o", "text"); err != nil {
+		t.Fatalf("agent get -o text: %v\n%s", err, out)
+	} else {
+		for _, want := range []string{"Run:", "cli-run", "Status:", "completed", "Turns:", "Tool calls:", "230 tokens in / 17 out",
+			"Pending approvals: none", "Answer:\n  6 times 7 is 42."} {
+			if !strings.Contains(out, want) {
+				t.Errorf("agent get -o text lacks %q:\n%s", want, out)
+			}
+		}
+	}
+	// Piped, list prints one JSON array; -o text a table with a header row.
+	out, err = run("agent", "list")
+	var runs []map[string]any
+	if err != nil || json.Unmarshal([]byte(out), &runs) != nil || len(runs) == 0 || runs[0]["runId"] == nil {
+		t.Fatalf("agent list (JSON): %v\n%s", err, out)
+	}
+	if out, err := run("agent", "list", "-o", "text"); err != nil || !tableHas(out, []string{"RUN ID", "STATE", "STARTED", "ENDED"}, "cli-run") {
+		t.Fatalf("agent list -o text: %v, want a header row and cli-run\n%s", err, out)
+	}
+	if out, err := run("agent", "list", "-o", "yaml"); err == nil || !strings.Contains(err.Error(), "want auto, json or text") {
+		t.Errorf("agent list -o yaml: %v, want the choices named\n%s", err, out)
 	}
 	// The built-in demo model needs no key: the run a new user starts first
 	// goes through the real gateway and the bundled workers to completion.
@@ -106,7 +126,7 @@ func TestAgentCLI(t *testing.T) {
 			t.Errorf("code-mode watch output lacks %q:\n%s", want, out)
 		}
 	}
-	if out, err := run("agent", "approve", "cli-run", "cli-run/1/0"); err == nil {
+	if out, err := run("agent", "approve", "cli-run/1/0"); err == nil {
 		t.Fatalf("approving a call that waits for nothing succeeded:\n%s", out)
 	}
 	// The orchestrator's metrics, as the dev gateway serves them: three runs
@@ -130,6 +150,21 @@ func TestAgentCLI(t *testing.T) {
 			t.Errorf("%s lacks %q:\n%s", OrchestratorMetricsPath, want, grepLines(string(body), "toolfleet_"))
 		}
 	}
+}
+
+// tableHas reports whether out is a table whose first line is header and
+// one of whose rows starts with first.
+func tableHas(out string, header []string, first string) bool {
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) < 2 || strings.Join(strings.Fields(lines[0]), " ") != strings.Join(header, " ") {
+		return false
+	}
+	for _, l := range lines[1:] {
+		if f := strings.Fields(l); len(f) > 0 && f[0] == first {
+			return true
+		}
+	}
+	return false
 }
 
 // grepLines keeps the lines of s that start with prefix.

@@ -3,9 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
 	"strings"
-	"time"
 
 	"connectrpc.com/connect"
 	"github.com/spf13/cobra"
@@ -26,40 +24,68 @@ func newApprovalsCommand() *cobra.Command {
 	gf.register(pf)
 	config.BindEnv(pf, "TOOLFLEET")
 	cmd.PersistentPreRunE = func(*cobra.Command, []string) error { return applyEnvAndDev(pf) }
-	cmd.AddCommand(&cobra.Command{
+	list := &cobra.Command{
 		Use:   "list",
-		Short: "List pending approvals: kind, run or program id, call id, tool, waiting since; decide with agent|program approve/deny",
+		Short: "List pending approvals: kind, run or program id, call id, tool, waiting since; decide with agent|program approve/deny CALL_ID",
 		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx, cancel := context.WithTimeout(cmd.Context(), gf.Timeout)
-			defer cancel()
-			return listApprovals(ctx, cmd.OutOrStdout(), &gf)
-		},
-	})
+	}
+	out := addOutputFlag(list)
+	list.RunE = func(cmd *cobra.Command, _ []string) error {
+		if err := out.validate(); err != nil {
+			return err
+		}
+		ctx, cancel := context.WithTimeout(cmd.Context(), gf.Timeout)
+		defer cancel()
+		items, err := listApprovals(ctx, &gf)
+		if err != nil {
+			return err
+		}
+		w := cmd.OutOrStdout()
+		if out.json(w) {
+			return writePendingJSON(w, items)
+		}
+		if len(items) == 0 {
+			fmt.Fprintln(w, "No call waits for approval.")
+			return nil
+		}
+		tw := newTable(w, "KIND", "RUN OR PROGRAM", "CALL ID", "TOOL", "WAITING SINCE")
+		for _, it := range items {
+			a := it.approval
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", it.kind, it.id, a.GetCallId(), a.GetToolId(), when(a.GetRequestedAt()))
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+		fmt.Fprintln(w, "Decide with: toolfleet agent approve CALL_ID (a run's call) or toolfleet program approve CALL_ID (a program's); deny the same way.")
+		return nil
+	}
+	cmd.AddCommand(list)
 	return cmd
 }
 
 // maxApprovalScan bounds the open runs and programs one listing reads.
 const maxApprovalScan = 100
 
-func listApprovals(ctx context.Context, w io.Writer, gf *gatewayFlags) error {
+// listApprovals is every call waiting for approval in the caller's open
+// runs and programs.
+func listApprovals(ctx context.Context, gf *gatewayFlags) ([]pendingItem, error) {
 	runs, err := gf.runs()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	programs, err := gf.programs()
 	if err != nil {
-		return err
+		return nil, err
 	}
+	var items []pendingItem
 	print := func(kind, id string, p []*toolfleetv1.PendingApproval) {
 		for _, a := range p {
-			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", kind, id, a.GetCallId(), a.GetToolId(),
-				a.GetRequestedAt().AsTime().Local().Format(time.DateTime))
+			items = append(items, pendingItem{kind: kind, id: id, approval: a})
 		}
 	}
 	lr, err := runs.ListRuns(ctx, connect.NewRequest(&toolfleetv1.ListRunsRequest{PageSize: maxApprovalScan}))
 	if err != nil {
-		return fmt.Errorf("list runs: %w", err)
+		return nil, err
 	}
 	for _, r := range lr.Msg.GetRuns() {
 		if r.GetState() != "Running" {
@@ -73,7 +99,7 @@ func listApprovals(ctx context.Context, w io.Writer, gf *gatewayFlags) error {
 	}
 	lp, err := programs.ListPrograms(ctx, connect.NewRequest(&toolfleetv1.ListProgramsRequest{PageSize: maxApprovalScan}))
 	if err != nil {
-		return fmt.Errorf("list programs: %w", err)
+		return nil, err
 	}
 	for _, p := range lp.Msg.GetPrograms() {
 		// Without search attributes the status is unknown: ask every running one.
@@ -86,5 +112,5 @@ func listApprovals(ctx context.Context, w io.Writer, gf *gatewayFlags) error {
 		}
 		print("program", p.GetProgramId(), got.Msg.GetPendingApprovals())
 	}
-	return nil
+	return items, nil
 }

@@ -158,6 +158,7 @@ on its own. Ctrl-C stops it.`,
 	// variables themselves.
 	cfg.NATS.AddFlags(f)
 	cfg.Assets.AddFlags(f)
+	cmd.AddCommand(newDevTokenCommand())
 	return cmd
 }
 

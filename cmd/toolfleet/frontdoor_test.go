@@ -3,12 +3,14 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"log/slog"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -198,11 +200,18 @@ func TestFrontDoor(t *testing.T) {
 		}
 		got := &toolfleetv1.GetRunResponse{}
 		call := pending(func() (string, error) { return run("agent", "get", "fd-run") }, got)
-		if out, err := run("approvals", "list"); err != nil || !strings.Contains(out, "run\tfd-run\t"+call+"\tCalculator.Multiply") {
-			t.Errorf("approvals list: %v, want the run's call\n%s", err, out)
+		if out, err := run("approvals", "list", "-o", "text"); err != nil || !tableHas(out, []string{"KIND", "RUN OR PROGRAM", "CALL ID", "TOOL", "WAITING SINCE"}, "run") ||
+			!strings.Contains(strings.Join(strings.Fields(out), " "), "run fd-run "+call+" Calculator.Multiply") {
+			t.Errorf("approvals list -o text: %v, want the run's call\n%s", err, out)
 		}
-		if out, err := run("agent", "approve", "fd-run", call); err != nil {
-			t.Fatalf("agent approve: %v\n%s", err, out)
+		if out, err := run("approvals", "list", "-o", "json"); err != nil || !strings.Contains(out, `"runId": "fd-run"`) || !strings.Contains(out, `"callId": "`+call+`"`) {
+			t.Errorf("approvals list -o json: %v, want the run's call\n%s", err, out)
+		}
+		if out, err := run("agent", "get", "fd-run", "-o", "text"); err != nil || !strings.Contains(out, "toolfleet agent approve CALL_ID") || !strings.Contains(out, call) {
+			t.Errorf("agent get -o text: %v, want the pending call and how to decide it\n%s", err, out)
+		}
+		if out, err := run("agent", "approve", call); err != nil || strings.TrimSpace(out) != "approved "+call+" (run fd-run)" {
+			t.Fatalf("agent approve CALL_ID: %v, want a confirmation line\n%s", err, out)
 		}
 		out, err = run("agent", "watch", "fd-run")
 		if err != nil {
@@ -286,7 +295,7 @@ func TestFrontDoor(t *testing.T) {
 		if err == nil || !strings.Contains(out, "still running after --timeout 3s") {
 			t.Fatalf("program run: %v, want the timeout said\n%s", err, out)
 		}
-		if out, err := run("program", "cancel", "fd-timeout"); err != nil {
+		if out, err := run("program", "cancel", "fd-timeout"); err != nil || !strings.Contains(out, "cancelling program fd-timeout") {
 			t.Fatalf("program cancel: %v\n%s", err, out)
 		}
 		// Cancelling is a request the workflow acts on a moment later.
@@ -328,11 +337,16 @@ func TestFrontDoor(t *testing.T) {
 			t.Fatalf("program run --watch ended before the approval: %v\n%s", r.err, r.out)
 		default:
 		}
-		if out, err := run("approvals", "list"); err != nil || !strings.Contains(out, "program\tfd-approve\t"+call+"\tKV.Delete") {
-			t.Errorf("approvals list: %v, want the program's call\n%s", err, out)
+		var items []map[string]any
+		if out, err := run("approvals", "list"); err != nil || json.Unmarshal([]byte(out), &items) != nil ||
+			!slices.ContainsFunc(items, func(m map[string]any) bool {
+				return m["kind"] == "program" && m["programId"] == "fd-approve" && m["callId"] == call && strings.HasPrefix(m["toolId"].(string), "KV.Delete@")
+			}) {
+			t.Errorf("approvals list (JSON): %v, want the program's call\n%s", err, out)
 		}
-		if out, err := run("program", "approve", "fd-approve", call); err != nil {
-			t.Fatalf("program approve: %v\n%s", err, out)
+		// The older form, PROGRAM_ID CALL_ID, still works.
+		if out, err := run("program", "approve", "fd-approve", call); err != nil || strings.TrimSpace(out) != "approved "+call+" (program fd-approve)" {
+			t.Fatalf("program approve: %v, want a confirmation line\n%s", err, out)
 		}
 		var r result
 		select {
@@ -354,14 +368,23 @@ func TestFrontDoor(t *testing.T) {
 	})
 
 	t.Run("program list shows the caller's programs only", func(t *testing.T) {
-		out, err := run("program", "list")
-		if err != nil {
-			t.Fatalf("program list: %v\n%s", err, out)
+		out, err := run("program", "list", "-o", "text")
+		if err != nil || !tableHas(out, []string{"PROGRAM ID", "STATE", "STATUS", "STARTED"}, "fd-approve") {
+			t.Fatalf("program list -o text: %v, want a header row and fd-approve\n%s", err, out)
 		}
-		for _, want := range []string{"fd-approve\tCompleted\tcompleted\t", "fd-timeout\tCanceled\tcanceled\t"} {
-			if !strings.Contains(out, want) {
+		for _, want := range []string{"fd-approve Completed completed ", "fd-timeout Canceled canceled "} {
+			if !strings.Contains(strings.Join(strings.Fields(out), " "), want) {
 				t.Errorf("program list lacks %q:\n%s", want, out)
 			}
+		}
+		out, err = run("program", "list", "-o", "json")
+		var progs []map[string]any
+		if err != nil || json.Unmarshal([]byte(out), &progs) != nil || !slices.ContainsFunc(progs, func(m map[string]any) bool { return m["programId"] == "fd-approve" }) {
+			t.Errorf("program list -o json: %v\n%s", err, out)
+		}
+		if out, err := run("program", "get", "fd-approve", "-o", "text"); err != nil || !strings.Contains(out, "Status:") ||
+			!strings.Contains(out, "completed") || !strings.Contains(out, "Result:") || !strings.Contains(out, `"deleted": true`) {
+			t.Errorf("program get -o text: %v\n%s", err, out)
 		}
 		bob, err := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{"sub": "bob", "scope": "programs:read",
 			"exp": time.Now().Add(time.Hour).Unix()}).SignedString([]byte(secret))

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -11,6 +12,7 @@ import (
 
 	"connectrpc.com/connect"
 	"github.com/spf13/cobra"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
@@ -32,17 +34,22 @@ See docs/programs.md for the builtins and limits.`,
 	gf.register(pf)
 	config.BindEnv(pf, "TOOLFLEET")
 	cmd.PersistentPreRunE = func(*cobra.Command, []string) error { return applyEnvAndDev(pf) }
-	cmd.AddCommand(newProgramCheckCommand(), newProgramRunCommand(&gf), newProgramStubsCommand(&gf),
+	cmd.AddCommand(newProgramCheckCommand(&gf), newProgramRunCommand(&gf), newProgramStubsCommand(&gf),
 		newProgramGetCommand(&gf), newProgramListCommand(&gf), newProgramWatchCommand(&gf), newProgramDecideCommand(&gf, true),
 		newProgramDecideCommand(&gf, false), newProgramCancelCommand(&gf))
 	return cmd
 }
 
-func newProgramCheckCommand() *cobra.Command {
-	return &cobra.Command{
+func newProgramCheckCommand(gf *gatewayFlags) *cobra.Command {
+	var offline bool
+	cmd := &cobra.Command{
 		Use:   "check FILE.star",
-		Short: "Compile a program and list the tools it would call",
-		Args:  cobra.ExactArgs(1),
+		Short: "Compile a program and check the tools it would call against the gateway",
+		Long: `check compiles FILE.star and lists the tools it would call. When a gateway is
+named (--gateway, $TOOLFLEET_GATEWAY) or a toolfleet dev runs in this folder, it
+also looks every tool up there: a tool the gateway does not serve is an error
+naming the closest tools it does. Otherwise, or with --offline, it only compiles.`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			src, err := readSource(args[0])
 			if err != nil {
@@ -52,13 +59,25 @@ func newProgramCheckCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			tools := toolsOf(chk)
+			var served map[string]string // tool name → the id the gateway resolves it to
+			if f := cmd.Flag("gateway"); f != nil && f.Changed && !offline && len(tools) > 0 {
+				if served, err = resolveTools(cmd.Context(), gf, args[0], tools); err != nil {
+					return err
+				}
+			}
 			w := cmd.OutOrStdout()
 			fmt.Fprintf(w, "%s compiles.\n", args[0])
-			tools := toolsOf(chk)
-			if len(tools) == 0 {
+			switch {
+			case len(tools) == 0:
 				fmt.Fprintln(w, "It calls no tools.")
-			} else {
-				fmt.Fprintln(w, "Tools it would call:")
+			case served != nil:
+				fmt.Fprintf(w, "Tools it would call (the gateway at %s serves each):\n", gf.Gateway)
+				for _, t := range tools {
+					fmt.Fprintln(w, "  "+served[t])
+				}
+			default:
+				fmt.Fprintln(w, "Tools it would call (not looked up: pass --gateway, or run toolfleet dev in this folder, to check them):")
 				for _, t := range tools {
 					fmt.Fprintln(w, "  "+t)
 				}
@@ -69,6 +88,40 @@ func newProgramCheckCommand() *cobra.Command {
 			return nil
 		},
 	}
+	cmd.Flags().BoolVar(&offline, "offline", false, "only compile: do not look the tools up at the gateway")
+	return cmd
+}
+
+// resolveTools looks every tool up at the gateway, as a call would resolve
+// it, and returns the ids they resolve to. Tools the gateway does not serve
+// are one error, each with the gateway's closest tools.
+func resolveTools(ctx context.Context, gf *gatewayFlags, file string, tools []string) (map[string]string, error) {
+	c, err := gf.client()
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	served := map[string]string{}
+	var unknown []string
+	for _, t := range tools {
+		def, err := c.GetTool(ctx, t)
+		var se *client.ServerError
+		switch {
+		case err == nil:
+			served[t] = def.GetId()
+		case errors.As(err, &se) && se.Answered && se.Code == codes.NotFound:
+			unknown = append(unknown, "  "+se.Message)
+		case errors.As(err, &se) && !se.Answered:
+			return nil, fmt.Errorf("%s compiles, but its tools cannot be checked: the gateway at %s is not answering (%s); "+
+				"start it with 'toolfleet dev', or pass --offline to only compile", file, gf.Gateway, se.Message)
+		default:
+			return nil, fmt.Errorf("%s compiles, but looking up %s at the gateway at %s failed: %w", file, t, gf.Gateway, err)
+		}
+	}
+	if len(unknown) > 0 {
+		return nil, fmt.Errorf("%s calls %d tool(s) the gateway at %s does not serve:\n%s", file, len(unknown), gf.Gateway, strings.Join(unknown, "\n"))
+	}
+	return served, nil
 }
 
 // toolsOf names the tools a checked script refers to: literal call() ids, and
@@ -243,7 +296,7 @@ func printProgramEvent(w io.Writer, ev *toolfleetv1.RunEvent) {
 		line += ": " + firstLine(m, 200)
 	}
 	if ev.GetKind() == "approval.requested" {
-		line += fmt.Sprintf("  (toolfleet program approve %s %s, or deny)", ev.GetRunId(), ev.GetCallId())
+		line += fmt.Sprintf("  (toolfleet program approve %s, or deny)", ev.GetCallId())
 	}
 	fmt.Fprintln(w, line)
 }

@@ -69,6 +69,65 @@ func TestParseArgs(t *testing.T) {
 	}
 }
 
+// TestProgramCheckGateway: with a gateway, check looks every tool up there;
+// a misspelled tool is an error naming the closest served tools, and a
+// gateway that does not answer says what to do.
+func TestProgramCheckGateway(t *testing.T) {
+	t.Parallel()
+	fleet := e2e.Start(t, e2e.Options{})
+	dir := t.TempDir()
+	write := func(name, src string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(src), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	good := write("good.star", "r = call('Calculator.Divide', a=1, b=2)\nresult = Calculator_Add(a=1, b=2)\n")
+	typo := write("typo.star", "result = Calculator_Ad(a=1, b=2)\ncall('KV.Gte', key='k')\n")
+	tests := []struct {
+		name    string
+		args    []string
+		wantOut []string
+		wantErr []string
+	}{
+		{"served tools resolve to their versions", []string{good, "--gateway", fleet.Addr},
+			[]string{"good.star compiles.", "serves each", "  Calculator.Divide@", "  Calculator.Add@"}, nil},
+		{"a misspelled tool names the closest", []string{typo, "--gateway", fleet.Addr}, nil,
+			[]string{"typo.star calls 2 tool(s) the gateway at " + fleet.Addr + " does not serve", `"Calculator.Ad"`, "closest tools: Calculator.Add", `"KV.Gte"`}},
+		{"a gateway that does not answer", []string{typo, "--gateway", "127.0.0.1:1", "--timeout", "5s"}, nil,
+			[]string{"typo.star compiles, but its tools cannot be checked: the gateway at 127.0.0.1:1 is not answering", "toolfleet dev", "--offline"}},
+		{"--offline only compiles", []string{typo, "--gateway", "127.0.0.1:1", "--offline"}, []string{"typo.star compiles.", "not looked up", "Calculator.Ad"}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			cmd := newRootCommand()
+			var out bytes.Buffer
+			cmd.SetOut(&out)
+			cmd.SetErr(&out)
+			cmd.SetArgs(append([]string{"program", "check"}, tt.args...))
+			err := cmd.ExecuteContext(t.Context())
+			if tt.wantErr != nil {
+				for _, w := range tt.wantErr {
+					if err == nil || !strings.Contains(err.Error(), w) {
+						t.Fatalf("error %v, want it to contain %q", err, w)
+					}
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("%v: %s", err, out.String())
+			}
+			for _, w := range tt.wantOut {
+				if !strings.Contains(out.String(), w) {
+					t.Fatalf("output %q lacks %q", out.String(), w)
+				}
+			}
+		})
+	}
+}
+
 func TestProgramStubs(t *testing.T) {
 	t.Parallel()
 	fleet := e2e.Start(t, e2e.Options{})

@@ -30,41 +30,54 @@ func withProgramClient(gf *gatewayFlags, call func(context.Context, *cobra.Comma
 }
 
 func newProgramListCommand(gf *gatewayFlags) *cobra.Command {
-	return &cobra.Command{
+	cmd := &cobra.Command{
 		Use:   "list",
-		Short: "List your programs, newest first: id, Temporal state, status, start time",
+		Short: "List your programs, newest first: id, workflow state, status, start time",
 		Args:  cobra.NoArgs,
-		RunE: withProgramClient(gf, func(ctx context.Context, cmd *cobra.Command, c toolfleetv1connect.ProgramServiceClient, _ []string) error {
-			resp, err := c.ListPrograms(ctx, connect.NewRequest(&toolfleetv1.ListProgramsRequest{PageSize: 50}))
-			if err != nil {
-				return err
-			}
-			for _, p := range resp.Msg.GetPrograms() {
-				status := p.GetStatus()
-				if status == "" {
-					status = "-"
-				}
-				fmt.Fprintf(cmd.OutOrStdout(), "%s\t%s\t%s\t%s\n", p.GetProgramId(), p.GetState(), status,
-					p.GetStartedAt().AsTime().Local().Format(time.DateTime))
-			}
-			return nil
-		}),
 	}
+	out := addOutputFlag(cmd)
+	cmd.RunE = withProgramClient(gf, func(ctx context.Context, cmd *cobra.Command, c toolfleetv1connect.ProgramServiceClient, _ []string) error {
+		if err := out.validate(); err != nil {
+			return err
+		}
+		resp, err := c.ListPrograms(ctx, connect.NewRequest(&toolfleetv1.ListProgramsRequest{PageSize: 50}))
+		if err != nil {
+			return err
+		}
+		w := cmd.OutOrStdout()
+		if out.json(w) {
+			return writeProtoList(w, resp.Msg.GetPrograms())
+		}
+		tw := newTable(w, "PROGRAM ID", "STATE", "STATUS", "STARTED")
+		for _, p := range resp.Msg.GetPrograms() {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", p.GetProgramId(), p.GetState(), dash(p.GetStatus()), when(p.GetStartedAt()))
+		}
+		return tw.Flush()
+	})
+	return cmd
 }
 
 func newProgramGetCommand(gf *gatewayFlags) *cobra.Command {
-	return &cobra.Command{
+	cmd := &cobra.Command{
 		Use:   "get PROGRAM_ID",
-		Short: "Print a program's status, result or error, and pending approvals (JSON)",
+		Short: "Show a program: status, tool calls, pending approvals, and its result or error",
 		Args:  cobra.ExactArgs(1),
-		RunE: withProgramClient(gf, func(ctx context.Context, cmd *cobra.Command, c toolfleetv1connect.ProgramServiceClient, args []string) error {
-			resp, err := c.GetProgram(ctx, connect.NewRequest(&toolfleetv1.GetProgramRequest{ProgramId: args[0]}))
-			if err != nil {
-				return err
-			}
-			return printJSON(cmd.OutOrStdout(), resp.Msg)
-		}),
 	}
+	out := addOutputFlag(cmd)
+	cmd.RunE = withProgramClient(gf, func(ctx context.Context, cmd *cobra.Command, c toolfleetv1connect.ProgramServiceClient, args []string) error {
+		if err := out.validate(); err != nil {
+			return err
+		}
+		resp, err := c.GetProgram(ctx, connect.NewRequest(&toolfleetv1.GetProgramRequest{ProgramId: args[0]}))
+		if err != nil {
+			return err
+		}
+		if w := cmd.OutOrStdout(); !out.json(w) {
+			return printProgram(w, resp.Msg)
+		}
+		return printJSON(cmd.OutOrStdout(), resp.Msg)
+	})
+	return cmd
 }
 
 func newProgramWatchCommand(gf *gatewayFlags) *cobra.Command {
@@ -87,18 +100,29 @@ func newProgramWatchCommand(gf *gatewayFlags) *cobra.Command {
 
 func newProgramDecideCommand(gf *gatewayFlags, approve bool) *cobra.Command {
 	var reason string
-	use, short := "deny PROGRAM_ID CALL_ID", "Deny a tool call waiting for approval (the script sees the reason as the call's error)"
+	use, short := "deny CALL_ID", "Deny a tool call waiting for approval (the script sees the reason as the call's error)"
 	if approve {
-		use, short = "approve PROGRAM_ID CALL_ID", "Approve a tool call waiting for approval"
+		use, short = "approve CALL_ID", "Approve a tool call waiting for approval"
 	}
 	cmd := &cobra.Command{
 		Use:   use,
 		Short: short,
-		Args:  cobra.ExactArgs(2),
-		RunE: withProgramClient(gf, func(ctx context.Context, _ *cobra.Command, c toolfleetv1connect.ProgramServiceClient, args []string) error {
-			_, err := c.DecideProgramApproval(ctx, connect.NewRequest(&toolfleetv1.DecideProgramApprovalRequest{
-				ProgramId: args[0], CallId: args[1], Approved: approve, Reason: reason}))
-			return err
+		Long: short + `.
+
+CALL_ID is the call's id as 'toolfleet approvals list' and 'program get' show it
+(PROGRAM_ID/N): it names its program. The older form PROGRAM_ID CALL_ID works too.`,
+		Args: cobra.RangeArgs(1, 2),
+		RunE: withProgramClient(gf, func(ctx context.Context, cmd *cobra.Command, c toolfleetv1connect.ProgramServiceClient, args []string) error {
+			programID, callID, err := callOwner("program", args)
+			if err != nil {
+				return err
+			}
+			if _, err := c.DecideProgramApproval(ctx, connect.NewRequest(&toolfleetv1.DecideProgramApprovalRequest{
+				ProgramId: programID, CallId: callID, Approved: approve, Reason: reason})); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s %s (program %s)\n", decided(approve), callID, programID)
+			return nil
 		}),
 	}
 	if !approve {
@@ -112,9 +136,12 @@ func newProgramCancelCommand(gf *gatewayFlags) *cobra.Command {
 		Use:   "cancel PROGRAM_ID",
 		Short: "Cancel a program and its in-flight tool calls",
 		Args:  cobra.ExactArgs(1),
-		RunE: withProgramClient(gf, func(ctx context.Context, _ *cobra.Command, c toolfleetv1connect.ProgramServiceClient, args []string) error {
-			_, err := c.CancelProgram(ctx, connect.NewRequest(&toolfleetv1.CancelProgramRequest{ProgramId: args[0]}))
-			return err
+		RunE: withProgramClient(gf, func(ctx context.Context, cmd *cobra.Command, c toolfleetv1connect.ProgramServiceClient, args []string) error {
+			if _, err := c.CancelProgram(ctx, connect.NewRequest(&toolfleetv1.CancelProgramRequest{ProgramId: args[0]})); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "cancelling program %s (see it end with: toolfleet program get %s)\n", args[0], args[0])
+			return nil
 		}),
 	}
 }
