@@ -12,7 +12,7 @@ import (
 
 	"github.com/toolfleet/toolfleet/internal/config"
 	"github.com/toolfleet/toolfleet/orchestrator/agentapi"
-	"github.com/toolfleet/toolfleet/orchestrator/program"
+	"github.com/toolfleet/toolfleet/orchestrator/programapi"
 	"github.com/toolfleet/toolfleet/sdk/client"
 	"github.com/toolfleet/toolfleet/services/gateway/auth"
 )
@@ -66,7 +66,7 @@ func mintDevToken(secret []byte, sub string, scopes []string, now, exp time.Time
 // the console's dev sign-in ticks, everything a person uses the CLI for on
 // their own runs and programs.
 var devUserScopes = []string{agentapi.ScopeStart, agentapi.ScopeRead, agentapi.ScopeApprove, agentapi.ScopeCancel,
-	program.ScopeRun, program.ScopeRead, program.ScopeApprove, auth.ScopeCall}
+	programapi.ScopeRun, programapi.ScopeRead, programapi.ScopeApprove, auth.ScopeCall}
 
 // newDevTokenCommand is `toolfleet dev token`: a bearer token for the gateway
 // of a `toolfleet dev --gateway-jwt-secret`, signed with that secret.
