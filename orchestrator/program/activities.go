@@ -59,7 +59,11 @@ func (a *Activities) ResolveProgramTools(ctx context.Context, req ResolveRequest
 	var out []Tool
 	for _, p := range req.Patterns {
 		var defs []*toolfleetv1.ToolDefinition
-		if strings.Contains(p, "@") {
+		// An exact name (a version or none) is asked for as one tool, as a
+		// run's tools are: a gateway that is still loading its workers
+		// answers UNAVAILABLE (retried), where a listing would match nothing
+		// (and the program would fail on "no tool matches").
+		if strings.Contains(p, "@") || !strings.ContainsAny(p, "*?[") {
 			d, err := a.Gateway.GetTool(ctx, p)
 			if err != nil {
 				return nil, toolcall.Refusal(fmt.Sprintf("tool %q", p), err)
