@@ -172,6 +172,12 @@ func (a *Activities) resolveTools(ctx context.Context, spec RunSpec) ([]*toolfle
 			}
 		}
 		if !matched {
+			// Ask the gateway for the pattern itself: one still loading
+			// workers that may serve it answers UNAVAILABLE (retried), where
+			// its listing only lacked them.
+			if _, err := a.Gateway.Tools(ctx, &toolfleetv1.ListToolsRequest{Filter: pat}); err != nil {
+				return nil, toolcall.Refusal(fmt.Sprintf("tools %q", pat), err)
+			}
 			return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("no tool matches %q", pat), toolcall.ErrTypeConfig, nil)
 		}
 	}

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"cmp"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -86,8 +87,33 @@ func (g *Gateway) ListToolsFor(p *Principal, req *toolfleetv1.ListToolsRequest) 
 		}
 		resp.Tools = append(resp.Tools, d)
 	}
+	if len(resp.Tools) == 0 && after == "" && (req.GetFilter() != "" || req.GetToolkit() != "") {
+		// Nothing matched a caller asking for particular tools: while the
+		// registry is still loading workers that may serve them, say so
+		// (UNAVAILABLE, retried) rather than "none" (a run or program
+		// would conclude that no tool matches).
+		if re := snap.NotLoaded(cmp.Or(req.GetFilter(), req.GetToolkit()), listedToolkit(req)); re != nil {
+			ce := serverError(re.Code, re.Unwrap(), re.Detail, "%s", re.Message)
+			ce.RetryAfter = notLoadedRetryAfter
+			return nil, ce
+		}
+	}
 	resp.Rendered, err = render(req.GetFormat(), resp.Tools)
 	return resp, err
+}
+
+// listedToolkit is the one toolkit a listing asks for (its toolkit, or the
+// part of its filter before the first dot when that part is no glob), or ""
+// when it may match any.
+func listedToolkit(req *toolfleetv1.ListToolsRequest) string {
+	if tk := req.GetToolkit(); tk != "" {
+		return tk
+	}
+	tk, _, _ := strings.Cut(req.GetFilter(), ".")
+	if strings.ContainsAny(tk, "*?[") {
+		return ""
+	}
+	return tk
 }
 
 // GetTool returns one tool definition, resolved like a call's tool_id.

@@ -86,6 +86,22 @@ func TestColdStartNeverNotFound(t *testing.T) {
 		name string
 		call func(toolID string) (attempt, string)
 	}{
+		// First, while the registry surely warms up: a listing that asks
+		// for the tool (a run's or program's tool pattern) gets it or
+		// UNAVAILABLE, never an empty list (they would conclude that no tool
+		// matches).
+		{"gRPC ListTools filter", func(id string) (attempt, string) {
+			resp, err := grpcc.ListTools(ctx, &toolfleetv1.ListToolsRequest{Filter: id})
+			switch {
+			case status.Code(err) == codes.Unavailable:
+				return retry, status.Convert(err).Message()
+			case err != nil:
+				return -1, err.Error()
+			case len(resp.GetTools()) > 0:
+				return done, ""
+			}
+			return -1, "an empty listing"
+		}},
 		{"gRPC", func(id string) (attempt, string) {
 			_, err := grpcc.CallTool(ctx, &toolfleetv1.CallToolRequest{ToolId: id, Input: in})
 			switch status.Code(err) {
@@ -185,5 +201,40 @@ func TestColdStartNeverNotFound(t *testing.T) {
 	}
 	if _, err := grpcc.CallTool(ctx, &toolfleetv1.CallToolRequest{ToolId: "Calculator.Nope", Input: in}); status.Code(err) != codes.NotFound {
 		t.Errorf("gRPC: an unknown tool after warm-up: %v; want NOT_FOUND", err)
+	}
+}
+
+// TestListingWhileWarming: while the registry may not have loaded every
+// worker, a listing that asks for particular tools (a filter or a toolkit)
+// and matches nothing answers UNAVAILABLE with "try again" — a run or program
+// resolving its tool patterns retries instead of failing on "no tool
+// matches"; once warm, the same listing is empty and OK. An unfiltered
+// listing is never refused.
+func TestListingWhileWarming(t *testing.T) {
+	t.Parallel()
+	srv := natstest.Start(t)
+	g := startGateway(t, gateway.Config{NATSURL: srv.URL(), WarmUp: gateway.DefaultWarmUp, Auth: gateway.AuthConfig{Disabled: true},
+		Idempotency: memIdempotency, Results: memResults})
+	grpcc := grpcClient(t, g.Addr())
+	ctx := t.Context()
+	if gateway.WarmForTest(g) {
+		t.Skip("the registry was warm before the first listing (a very slow machine); nothing to check")
+	}
+	for _, req := range []*toolfleetv1.ListToolsRequest{{Filter: "KV.*"}, {Filter: "KV.Increment"}, {Toolkit: "KV"}, {Filter: "*.Get*"}} {
+		_, err := grpcc.ListTools(ctx, req)
+		if status.Code(err) != codes.Unavailable || !strings.Contains(status.Convert(err).Message(), "try again") {
+			if gateway.WarmForTest(g) {
+				t.Skip("the registry became warm during the check")
+			}
+			t.Errorf("ListTools %v while warming: %v; want UNAVAILABLE saying to try again", req, err)
+		}
+	}
+	if _, err := grpcc.ListTools(ctx, &toolfleetv1.ListToolsRequest{}); err != nil {
+		t.Errorf("an unfiltered listing while warming: %v; want the (partial) list", err)
+	}
+	waitFor(t, "warm", func() bool { return gateway.WarmForTest(g) })
+	resp, err := grpcc.ListTools(ctx, &toolfleetv1.ListToolsRequest{Filter: "KV.*"})
+	if err != nil || len(resp.GetTools()) != 0 {
+		t.Errorf("ListTools KV.* once warm: %v, %v; want an empty list", resp, err)
 	}
 }

@@ -154,3 +154,13 @@ func editDistance(a, b string) int {
 	}
 	return prev[len(b)]
 }
+
+// NotLoaded is the Unavailable [ResolveError] of a listing for pattern
+// (a tool id glob such as "KV.*", or a toolkit) that matched nothing while
+// the registry may not have loaded every worker that could serve it; nil
+// when the registry is warm. A caller resolving tools by pattern then
+// retries, as it does for one tool id, instead of concluding that nothing
+// matches.
+func (s *Snapshot) NotLoaded(pattern, toolkit string) *ResolveError {
+	return s.warm.notLoaded(pattern, toolkit)
+}
