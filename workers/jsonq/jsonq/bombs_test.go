@@ -97,34 +97,10 @@ func TestMemoryBound(t *testing.T) {
 	}
 	for _, q := range queries {
 		t.Run(q.query, func(t *testing.T) {
-			runtime.GC()
-			base, _ := heapBytes()
-			var peak atomic.Uint64
-			done := make(chan struct{})
-			stopped := make(chan struct{})
-			go func() {
-				defer close(stopped)
-				tick := time.NewTicker(time.Millisecond)
-				defer tick.Stop()
-				for {
-					select {
-					case <-done:
-						return
-					case <-tick.C:
-						if h, _ := heapBytes(); h > peak.Load() {
-							peak.Store(h)
-						}
-					}
-				}
-			}()
+			grown := sampleHeapGrowth()
 			start := time.Now()
 			_, err := svc.Query(t.Context(), &jsonqv1.QueryRequest{Query: q.query, Input: docJSON(`null`)})
-			close(done)
-			<-stopped
-			grew := uint64(0)
-			if p := peak.Load(); p > base {
-				grew = p - base
-			}
+			grew := grown()
 			t.Logf("%s: heap grew at most %d MiB in %s: %v", q.query, grew>>20, time.Since(start).Round(time.Millisecond), err)
 			te, ok := tool.AsToolError(err)
 			if !ok || !slices.ContainsFunc(q.want, func(w string) bool { return strings.Contains(te.GetMessage(), w) }) {
@@ -164,5 +140,39 @@ func TestGuardedOperators(t *testing.T) {
 		if got := resultsJSON(t, resp); got != "["+want+"]" {
 			t.Errorf("%s = %s, want [%s]", query, got, want)
 		}
+	}
+}
+
+// sampleHeapGrowth starts sampling the live heap every millisecond (after a
+// GC, from the heap it finds then); the returned func stops the sampling and
+// returns the largest growth seen.
+func sampleHeapGrowth() (stop func() uint64) {
+	runtime.GC()
+	base, _ := heapBytes()
+	var peak atomic.Uint64
+	done := make(chan struct{})
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		tick := time.NewTicker(time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+				if h, _ := heapBytes(); h > peak.Load() {
+					peak.Store(h)
+				}
+			}
+		}
+	}()
+	return func() uint64 {
+		close(done)
+		<-stopped
+		if p := peak.Load(); p > base {
+			return p - base
+		}
+		return 0
 	}
 }

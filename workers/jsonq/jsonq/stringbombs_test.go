@@ -8,10 +8,8 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
-	"runtime"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 	"unicode/utf8"
@@ -130,37 +128,13 @@ func TestStringBombChild(t *testing.T) {
 	}
 	deadline, _ := time.ParseDuration(os.Getenv(bombEnv + "_DEADLINE"))
 	svc := New(Config{Timeout: 10 * time.Second})
-	runtime.GC()
-	base, _ := heapBytes()
-	var peak atomic.Uint64
-	done := make(chan struct{})
-	sampled := make(chan struct{})
-	go func() {
-		defer close(sampled)
-		tick := time.NewTicker(time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-tick.C:
-				if h, _ := heapBytes(); h > peak.Load() {
-					peak.Store(h)
-				}
-			}
-		}
-	}()
+	grown := sampleHeapGrowth()
 	ctx, cancel := context.WithTimeout(context.Background(), deadline)
 	defer cancel()
 	start := time.Now()
 	_, err := svc.Query(ctx, &jsonqv1.QueryRequest{Query: query, Input: docJSON(`null`)})
 	took := time.Since(start)
-	close(done)
-	<-sampled
-	r := bombResult{Nanos: int64(took), VmHWM: vmHWM()}
-	if p := peak.Load(); p > base {
-		r.HeapGrowth = p - base
-	}
+	r := bombResult{Nanos: int64(took), HeapGrowth: grown(), VmHWM: vmHWM()}
 	if err != nil {
 		r.Err = truncateText(err.Error(), 300)
 	}
