@@ -27,6 +27,8 @@ type Client struct {
 type ClientSpec struct {
 	// ID is the client id; "" lets Hydra choose one.
 	ID string
+	// Secret is a confidential client's secret; "" lets Hydra generate one.
+	Secret string
 	// Public clients authenticate with nothing but PKCE
 	// (token_endpoint_auth_method "none"); the others with a secret
 	// (client_secret_basic) that Hydra generates.
@@ -62,12 +64,20 @@ func (s *Server) CreateClient(ctx context.Context, spec ClientSpec) (Client, err
 	if spec.ID != "" {
 		body["client_id"] = spec.ID
 	}
+	if spec.Secret != "" && !spec.Public {
+		body["client_secret"] = spec.Secret
+	}
 	var out struct {
 		ClientID     string `json:"client_id"`
 		ClientSecret string `json:"client_secret"`
 	}
 	if err := s.adminJSON(ctx, http.MethodPost, "/admin/clients", body, &out); err != nil {
 		return Client{}, err
+	}
+	if spec.Public {
+		out.ClientSecret = ""
+	} else if out.ClientSecret == "" {
+		out.ClientSecret = spec.Secret
 	}
 	c := Client{ID: out.ClientID, Secret: out.ClientSecret, Scopes: spec.Scopes, Audience: spec.Audience, Issuer: s.Issuer, server: s}
 	if len(spec.RedirectURIs) > 0 {
