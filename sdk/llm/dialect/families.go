@@ -49,8 +49,10 @@ func init() {
 	dialectSpecs[Gemma4] = gemma4Spec()
 	dialectSpecs[Llama4Pythonic] = variant(Pythonic, Llama4Pythonic)
 	dialectSpecs[Llama4JSON] = variant(Llama3JSON, Llama4JSON)
-	dialectSpecs[DeepSeekV4] = withMarkers(dsmlDialect("deepseek_v4", "<｜DSML｜", "tool_calls"), "deepseek_v4", thinkBlock("<think>", "</think>", ""))
-	dialectSpecs[DeepSeekV41] = withMarkers(dsmlDialect("deepseek_v41", "<｜DSML｜ ", "calls"), "deepseek_v41", thinkBlock("<think>", "</think>", ""))
+	// vLLM's DeepSeek V4 reasoning parser ends the reasoning where a tool
+	// section begins, </think> or not.
+	dialectSpecs[DeepSeekV4] = withMarkers(dsmlDialect("deepseek_v4", "<｜DSML｜", "tool_calls"), "deepseek_v4", thinkUntil("<think>", "</think>", "<｜DSML｜tool_calls>"))
+	dialectSpecs[DeepSeekV41] = withMarkers(dsmlDialect("deepseek_v41", "<｜DSML｜ ", "calls"), "deepseek_v41", thinkUntil("<think>", "</think>", "<｜DSML｜ calls>"))
 	dialectSpecs[KimiK3] = kimiK3Spec()
 	dialectSpecs[MiniMaxM3] = miniMaxM3Spec()
 }
@@ -87,7 +89,7 @@ func withMarkers(b *dialectSpec, name string, extra ...marker) *dialectSpec {
 // name the block may start with ("thought\n"), dropped. Reasoning cut off by
 // the end of the text is thinking too.
 func thinkBlock(open, close, strip string) marker {
-	return marker{open: open, layout: true, read: func(s string, eof bool, _ *scanCtx) (unit, error) {
+	return marker{open: open, layout: true, reasoning: true, read: func(s string, eof bool, _ *scanCtx) (unit, error) {
 		end := strings.Index(s[len(open):], close)
 		n := len(open) + end + len(close)
 		if end < 0 {
@@ -102,4 +104,30 @@ func thinkBlock(open, close, strip string) marker {
 		}
 		return unit{n: n, think: inner}, nil
 	}}
+}
+
+// thinkUntil is thinkBlock (no channel name) that also ends, unread,
+// where stop begins. Both ends begin with "<", so the scanner reads again
+// at each "<"; the search resumes where the last one stopped.
+func thinkUntil(open, close, stop string) marker {
+	m := thinkBlock(open, close, "")
+	m.read = func(s string, eof bool, sc *scanCtx) (unit, error) {
+		from := max(len(open), sc.from-max(len(close), len(stop)))
+		end, n := -1, 0
+		if i := strings.Index(s[from:], close); i >= 0 {
+			end, n = from+i, from+i+len(close)
+		}
+		if i := strings.Index(s[from:], stop); i >= 0 && (end < 0 || from+i < end) {
+			end, n = from+i, from+i
+		}
+		if end < 0 {
+			if !eof {
+				sc.from = len(s)
+				return unit{until: "<"}, nil
+			}
+			end, n = len(s), len(s)
+		}
+		return unit{n: n, think: s[len(open):end]}, nil
+	}
+	return m
 }
