@@ -96,3 +96,7 @@ func FuzzDeepSeekV32(f *testing.F) { fuzzTarget(f, DeepSeekV32) }
 func FuzzQwen35(f *testing.F)      { fuzzTarget(f, Qwen35) }
 func FuzzGLM47(f *testing.F)       { fuzzTarget(f, GLM47) }
 func FuzzGemma4(f *testing.F)      { fuzzTarget(f, Gemma4) }
+func FuzzDeepSeekV4(f *testing.F)  { fuzzTarget(f, DeepSeekV4) }
+func FuzzDeepSeekV41(f *testing.F) { fuzzTarget(f, DeepSeekV41) }
+func FuzzKimiK3(f *testing.F)      { fuzzTarget(f, KimiK3) }
+func FuzzMiniMaxM3(f *testing.F)   { fuzzTarget(f, MiniMaxM3) }
