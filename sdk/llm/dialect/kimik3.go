@@ -101,10 +101,14 @@ func jsonTypeName(v *structpb.Value) string {
 	return "null"
 }
 
+// The K3 encoder's attribute escaping, and its reverse.
+var (
+	k3Escaper   = strings.NewReplacer("&", "&amp;", `"`, "&quot;")
+	k3Unescaper = strings.NewReplacer("&quot;", `"`, "&amp;", "&")
+)
+
 // k3Escape escapes an attribute value as the K3 encoder does.
-func k3Escape(s string) string {
-	return strings.NewReplacer("&", "&amp;", `"`, "&quot;").Replace(s)
-}
+func k3Escape(s string) string { return k3Escaper.Replace(s) }
 
 // kimiK3Call reads the inside of a call block: ` tool="NAME" index="N"`,
 // <|sep|>, then argument blocks. A type="string" value is the raw text;
@@ -166,7 +170,7 @@ func k3Attrs(s string) map[string]string {
 		}
 		if key := s[k:eq]; key != "" {
 			if _, seen := out[key]; !seen {
-				out[key] = strings.NewReplacer("&quot;", `"`, "&amp;", "&").Replace(v)
+				out[key] = k3Unescaper.Replace(v)
 			}
 		}
 		s = rest
