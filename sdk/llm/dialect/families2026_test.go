@@ -208,13 +208,14 @@ var families2026Rows = []recoveryRow{
 		"", nil, llm.ErrInvalidArguments, engSplit, []string{wf + `={"city":"A"}`, wf + `={"days":"soon"}`}},
 	// vLLM's invoke ends at the first </｜DSML｜invoke>: a call with no arguments; SGLang fails.
 	{DeepSeekV4, shapeSeparator, dsV4.open() + dsV4.invoke(wf, dsV4.param("city", "a</｜DSML｜invoke>b", true)) + dsV4.close(), "", nil, llm.ErrInvalidArguments, engSplit, []string{wf + `={}`}},
-	{DeepSeekV41, shapeNoEnd, dsV41.open() + "\n" + dsV41.invoke(wf, dsV41.param("city", "A", true)), "", []string{wf + `={"city":"A"}`}, nil, engUnchecked, nil},
-	{DeepSeekV41, shapeOrphanEnd, dsV41.invoke(wf, "") + dsV41.close(), dsV41.invoke(wf, "") + dsV41.close(), nil, nil, engUnchecked, nil},
-	{DeepSeekV41, shapeCut, dsV41.open() + dsV41.invoke(wf, dsV41.param("city", "NY", true))[:60], "", nil, ErrTruncated, engUnchecked, nil},
-	{DeepSeekV41, shapeUnknown, dsV41.open() + dsV41.invoke("Stock_Price", dsV41.param("s", "X", true)) + dsV41.close(), "", []string{`Stock_Price={"s":"X"}`}, nil, engUnchecked, nil},
+	// DeepSeek V4.1: SGLang's detector is its V3.2 detector with the spaced names.
+	{DeepSeekV41, shapeNoEnd, dsV41.open() + "\n" + dsV41.invoke(wf, dsV41.param("city", "A", true)), "", []string{wf + `={"city":"A"}`}, nil, engSGLang, nil},
+	{DeepSeekV41, shapeOrphanEnd, dsV41.invoke(wf, "") + dsV41.close(), dsV41.invoke(wf, "") + dsV41.close(), nil, nil, engSGLang, nil},
+	{DeepSeekV41, shapeCut, dsV41.open() + dsV41.invoke(wf, dsV41.param("city", "NY", true))[:60], "", nil, ErrTruncated, engSGLang, nil},
+	{DeepSeekV41, shapeUnknown, dsV41.open() + dsV41.invoke("Stock_Price", dsV41.param("s", "X", true)) + dsV41.close(), "", []string{`Stock_Price={"s":"X"}`}, nil, engSGLang, nil},
 	{DeepSeekV41, shapeBadOne, dsV41.open() + dsV41.invoke(wf, dsV41.param("city", "A", true)) + dsV41.invoke(wf, dsV41.param("days", "soon", false)) + dsV41.close(),
-		"", nil, llm.ErrInvalidArguments, engUnchecked, nil},
-	{DeepSeekV41, shapeSeparator, dsV41.open() + dsV41.invoke(wf, dsV41.param("city", "a</｜DSML｜ invoke>b", true)) + dsV41.close(), "", nil, llm.ErrInvalidArguments, engUnchecked, nil},
+		"", nil, llm.ErrInvalidArguments, engSGLang, []string{wf + `={"city":"A"}`, wf + `={"days":"soon"}`}},
+	{DeepSeekV41, shapeSeparator, dsV41.open() + dsV41.invoke(wf, dsV41.param("city", "a</｜DSML｜ invoke>b", true)) + dsV41.close(), "", nil, llm.ErrInvalidArguments, engSGLang, []string{wf + `={}`}},
 	{DeepSeekV41, shapeNotACall, dsV4.open() + dsV4.invoke(wf, "") + dsV4.close(), dsV4.open() + dsV4.invoke(wf, "") + dsV4.close(), nil, nil, engSGLang, nil},
 
 	// Kimi K3: both engines read the tools channel to the end of the text

@@ -175,22 +175,23 @@ var recoveryRows = []recoveryRow{
 	{DeepSeekV31, shapeSeparator, dsBegin + dsCallText("Weather_Forecast", `{"city":"a<｜tool▁call▁end｜>b"}`) + dsEnd,
 		"", nil, llm.ErrInvalidArguments, engVLLM, []string{`Weather_Forecast={"city":"a`}},
 
-	// deepseek_v32 (vLLM deepseekv32_tool_parser.py @0372d7fd06b3b9c2181992586154f67b9f449be9): its
-	// batch parser needs the section's end (all text without it); its streaming parser returns
-	// each invoke as it completes, as toolfleet does.
+	// deepseek_v32 (vLLM deepseekv32_tool_parser.py @0372d7fd06b3b9c2181992586154f67b9f449be9,
+	// SGLang deepseekv32_detector.py @03f31e60d189bae13c10afbe1a1aee82410e450f): their batch
+	// parsers need the section's end (no call without it); their streaming parsers return each
+	// invoke as it completes, as toolfleet does.
 	{DeepSeekV32, shapeNoEnd, "<｜DSML｜function_calls>\n<｜DSML｜invoke name=\"Weather_Forecast\">\n<｜DSML｜parameter name=\"city\" string=\"true\">A</｜DSML｜parameter>\n</｜DSML｜invoke>\n",
-		"", []string{`Weather_Forecast={"city":"A"}`}, nil, engVLLM, nil},
-	{DeepSeekV32, shapeOrphanEnd, "<｜DSML｜invoke name=\"Weather_Forecast\">\n</｜DSML｜invoke>\n</｜DSML｜function_calls>", "<｜DSML｜invoke name=\"Weather_Forecast\">\n</｜DSML｜invoke>\n</｜DSML｜function_calls>", nil, nil, engVLLM, nil},
-	{DeepSeekV32, shapeCut, "<｜DSML｜function_calls>\n<｜DSML｜invoke name=\"Weather_Forecast\">\n<｜DSML｜parameter name=\"city\" string=\"true\">NY", "", nil, ErrTruncated, engVLLM, nil},
+		"", []string{`Weather_Forecast={"city":"A"}`}, nil, engBoth, nil},
+	{DeepSeekV32, shapeOrphanEnd, "<｜DSML｜invoke name=\"Weather_Forecast\">\n</｜DSML｜invoke>\n</｜DSML｜function_calls>", "<｜DSML｜invoke name=\"Weather_Forecast\">\n</｜DSML｜invoke>\n</｜DSML｜function_calls>", nil, nil, engBoth, nil},
+	{DeepSeekV32, shapeCut, "<｜DSML｜function_calls>\n<｜DSML｜invoke name=\"Weather_Forecast\">\n<｜DSML｜parameter name=\"city\" string=\"true\">NY", "", nil, ErrTruncated, engBoth, nil},
 	{DeepSeekV32, shapeUnknown, "<｜DSML｜function_calls><｜DSML｜invoke name=\"Stock_Price\"><｜DSML｜parameter name=\"s\" string=\"true\">X</｜DSML｜parameter></｜DSML｜invoke></｜DSML｜function_calls>",
-		"", []string{`Stock_Price={"s":"X"}`}, nil, engVLLM, []string{`Stock_Price={"s":"X"}`}},
-	// vLLM passes "soon" on as a string for an integer.
+		"", []string{`Stock_Price={"s":"X"}`}, nil, engSplit, []string{`Stock_Price={"s":"X"}`}}, // SGLang drops it
+	// Both engines pass "soon" on as a string for an integer.
 	{DeepSeekV32, shapeBadOne, "<｜DSML｜function_calls><｜DSML｜invoke name=\"Weather_Forecast\"><｜DSML｜parameter name=\"city\" string=\"true\">A</｜DSML｜parameter></｜DSML｜invoke>" +
 		"<｜DSML｜invoke name=\"Weather_Forecast\"><｜DSML｜parameter name=\"days\" string=\"false\">soon</｜DSML｜parameter></｜DSML｜invoke></｜DSML｜function_calls>",
-		"", nil, llm.ErrInvalidArguments, engVLLM, []string{`Weather_Forecast={"city":"A"}`, `Weather_Forecast={"days":"soon"}`}},
-	// vLLM's invoke ends at the first </｜DSML｜invoke>: a call with no arguments.
+		"", nil, llm.ErrInvalidArguments, engBoth, []string{`Weather_Forecast={"city":"A"}`, `Weather_Forecast={"days":"soon"}`}},
+	// The engines' invoke ends at the first </｜DSML｜invoke>: a call with no arguments.
 	{DeepSeekV32, shapeSeparator, "<｜DSML｜function_calls><｜DSML｜invoke name=\"Weather_Forecast\"><｜DSML｜parameter name=\"city\" string=\"true\">a</｜DSML｜invoke>b</｜DSML｜parameter></｜DSML｜invoke></｜DSML｜function_calls>",
-		"", nil, llm.ErrInvalidArguments, engVLLM, []string{`Weather_Forecast={}`}},
+		"", nil, llm.ErrInvalidArguments, engBoth, []string{`Weather_Forecast={}`}},
 }
 
 // withoutIDs is callStrings less the ids.
