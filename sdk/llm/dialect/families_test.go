@@ -68,11 +68,13 @@ var familyRows = []recoveryRow{
 	{Gemma4, shapeNotACall, `<|tool_call>get_weather{}<tool_call|>`, "", nil, llm.ErrMalformed, engUnchecked, nil},
 	{Qwen35, shapeNoEnd, "<think>x</think><tool_call>\n<function=f>\n<parameter=a>\n1\n</parameter>\n</function>", "", []string{`f={"a":1}`}, nil,
 		engBoth, []string{`f={"a":1}`}},
-	{Qwen35, shapeOrphanEnd, "Done.</tool_call>", "Done.</tool_call>", nil, nil, engUnchecked, nil},
-	{Qwen35, shapeCut, "<tool_call>\n<function=f>\n<parameter=a>\n1", "", nil, ErrTruncated, engUnchecked, nil},
-	{GLM47, shapeNoEnd, "<tool_call>f<arg_key>a</arg_key><arg_value>1</arg_value>", "", nil, ErrTruncated, engUnchecked, nil},
-	{GLM47, shapeOrphanEnd, "Done.</tool_call>", "Done.</tool_call>", nil, nil, engUnchecked, nil},
-	{GLM47, shapeCut, "<think>a</think><tool_call>f<arg_key>a</arg_key><arg_value>1", "", nil, ErrTruncated, engUnchecked, nil},
+	// vLLM's Qwen3.5-Coder and GLM-4.7 parsers subclass the Qwen3-Coder and GLM-4.5 ones (read
+	// for those dialects' rows): the same answers.
+	{Qwen35, shapeOrphanEnd, "Done.</tool_call>", "Done.</tool_call>", nil, nil, engVLLM, nil},
+	{Qwen35, shapeCut, "<tool_call>\n<function=f>\n<parameter=a>\n1", "", nil, ErrTruncated, engVLLM, []string{`f={"a":"1"}`}},
+	{GLM47, shapeNoEnd, "<tool_call>f<arg_key>a</arg_key><arg_value>1</arg_value>", "", nil, ErrTruncated, engVLLM, nil},
+	{GLM47, shapeOrphanEnd, "Done.</tool_call>", "Done.</tool_call>", nil, nil, engVLLM, nil},
+	{GLM47, shapeCut, "<think>a</think><tool_call>f<arg_key>a</arg_key><arg_value>1", "", nil, ErrTruncated, engVLLM, nil},
 }
 
 func init() {
