@@ -2,6 +2,7 @@ package dialect
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -365,5 +366,25 @@ func TestThinkingOpenRequest(t *testing.T) {
 		if stream && streamed.String() != "check first" {
 			t.Errorf("streamed thinking %q", streamed.String())
 		}
+	}
+}
+
+// TestFamilies2026Edges: a MiniMax-M3 argument nested past the bound fails
+// instead of building the value; Kimi K3 attribute escaping round-trips a
+// key holding quotes and ampersands.
+func TestFamilies2026Edges(t *testing.T) {
+	t.Parallel()
+	deep := strings.Repeat(m3+"<o>", m3MaxDepth+2) + "x" + strings.Repeat(m3+"</o>", m3MaxDepth+2)
+	if _, calls, err := MiniMaxM3.Parse(m3Open+m3Invoke("f", deep)+m3Close, nil); !errors.Is(err, llm.ErrInvalidArguments) || len(calls) > 0 {
+		t.Errorf("nested past the bound: %q, %v", convtest.CallStrings(calls), err)
+	}
+	call := llm.CallPart("c", "f", map[string]any{`a"b&c`: "v<|sep|>w", "n": 1.5}).GetToolCall()
+	rendered := KimiK3.RenderCall(call)
+	if !strings.Contains(rendered, `key="a&quot;b&amp;c"`) {
+		t.Errorf("key not escaped: %s", rendered)
+	}
+	_, calls, err := KimiK3.Parse(rendered, nil)
+	if err != nil || !equalStrings(withoutIDs(calls), withoutIDs([]*toolfleetv1.ToolCall{call})) {
+		t.Errorf("%s parsed back %q, %v", rendered, withoutIDs(calls), err)
 	}
 }
