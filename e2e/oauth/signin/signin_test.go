@@ -267,6 +267,15 @@ func (b *browser) startOnly(ctx context.Context) *url.URL {
 		b.t.Fatal(err)
 	}
 	resp.Body.Close()
+	var flow *http.Cookie
+	for _, c := range resp.Cookies() {
+		if c.Name == "toolfleet_console_oidc" {
+			flow = c
+		}
+	}
+	if flow == nil || !flow.HttpOnly || flow.SameSite != http.SameSiteLaxMode || flow.Path != "/console/oidc/" || flow.MaxAge <= 0 || flow.MaxAge > 600 {
+		b.t.Errorf("the sign-in's flow cookie: %+v (want HttpOnly, SameSite=Lax, Path=/console/oidc/, at most 10 minutes)", flow)
+	}
 	u, err := resp.Location()
 	if err != nil {
 		b.t.Fatalf("the sign-in start did not redirect (%s): %v", resp.Status, err)
