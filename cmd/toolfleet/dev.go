@@ -282,9 +282,7 @@ func runDev(ctx context.Context, cfg devConfig, stdout, stderr io.Writer) error 
 	}
 	printFleet(stdout, fl, cfg.JWTSecret != "", natsHint)
 	fmt.Fprintf(stdout, "  Console      http://%s%s   (docs/console.md)\n", fl.Gateway.Addr(), console.Prefix)
-	if cfg.OIDC.ConsoleIssuer != "" {
-		fmt.Fprintf(stdout, "  Sign-in      OpenID Connect at %s (client %s); the gateway accepts its tokens\n", cfg.OIDC.ConsoleIssuer, cfg.OIDC.ClientID)
-	}
+	cfg.OIDC.banner(stdout)
 	for _, w := range cfg.Workers {
 		fmt.Fprintf(stdout, "  Your worker  %s   (from source: rebuilt on change and swapped in once ready; building/ready lines and its output on stderr)\n", w)
 	}

@@ -96,6 +96,26 @@ func (o devOIDC) apply(auth *gateway.AuthConfig) {
 	}
 }
 
+// banner prints the provider's lines of dev's banner (none without one).
+func (o devOIDC) banner(w io.Writer) {
+	if o.JWKSURL == "" {
+		return
+	}
+	var auth gateway.AuthConfig
+	o.apply(&auth)
+	rules := "iss " + auth.Issuer
+	if auth.Issuer == "" {
+		rules = "any iss"
+	}
+	if auth.Audience != "" {
+		rules += ", aud " + auth.Audience
+	}
+	fmt.Fprintf(w, "  IdP tokens   RS256/ES256 tokens verified with %s (%s) are accepted beside the HS256 dev tokens\n", o.JWKSURL, rules)
+	if o.ConsoleIssuer != "" {
+		fmt.Fprintf(w, "  Sign-in      OpenID Connect at %s (client %s): the console's \"Sign in with\" link\n", o.ConsoleIssuer, o.ClientID)
+	}
+}
+
 // console is the console's sign-in configuration (nil without an issuer).
 func (o devOIDC) console() (*console.OIDCConfig, error) {
 	if o.ConsoleIssuer == "" {

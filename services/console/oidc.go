@@ -76,6 +76,10 @@ type oidcSignin struct {
 	cfg  OIDCConfig
 	seal *sealer
 
+	// discovering serializes discovery, which may wait for the provider,
+	// without holding mu.
+	discovering sync.Mutex
+
 	mu       sync.Mutex
 	provider *oidc.Provider
 	revoke   string // the provider's revocation endpoint, if any
@@ -117,10 +121,13 @@ func newOIDCSignin(cfg OIDCConfig) (*oidcSignin, error) {
 
 // discover returns the provider, fetching its discovery document once.
 func (o *oidcSignin) discover(ctx context.Context) (*oidc.Provider, error) {
+	o.discovering.Lock()
+	defer o.discovering.Unlock()
 	o.mu.Lock()
-	defer o.mu.Unlock()
-	if o.provider != nil {
-		return o.provider, nil
+	p := o.provider
+	o.mu.Unlock()
+	if p != nil {
+		return p, nil
 	}
 	ctx, cancel := context.WithTimeout(oidc.ClientContext(ctx, o.cfg.HTTPClient), idpTimeout)
 	defer cancel()
@@ -132,7 +139,9 @@ func (o *oidcSignin) discover(ctx context.Context) (*oidc.Provider, error) {
 		Revocation string `json:"revocation_endpoint"`
 	}
 	_ = p.Claims(&extra) // optional
+	o.mu.Lock()
 	o.provider, o.revoke = p, extra.Revocation
+	o.mu.Unlock()
 	return p, nil
 }
 
@@ -256,6 +265,9 @@ func (s *Server) oidcCallback(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	scopes := tokenScopes(tok)
+	if old := s.sessions.get(r); old != nil {
+		o.forget(old.id)
+	}
 	s.sessions.end(w, r)
 	ss := s.sessions.start(w, r, func(n *session) {
 		n.signedIn, n.subject, n.scopes, n.token = true, idt.Subject, scopes, tok.AccessToken
@@ -288,7 +300,7 @@ func (o *oidcSignin) hold() bool {
 	if len(o.tokens) < maxOIDCSessions {
 		return true
 	}
-	now := time.Now()
+	now := time.Now() // sessions end by the wall clock too
 	for id, t := range o.tokens {
 		if now.After(t.until) {
 			delete(o.tokens, id)
