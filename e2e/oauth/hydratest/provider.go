@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"regexp"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -29,6 +30,7 @@ type Provider struct {
 	mu       sync.Mutex
 	subject  string
 	reject   string
+	withhold []string
 	claims   func(subject string) map[string]any
 	srv      atomic.Pointer[Server]
 	logins   atomic.Int64
@@ -50,6 +52,14 @@ func (p *Provider) SetSubject(sub string) {
 func (p *Provider) RejectLogins(description string) {
 	p.mu.Lock()
 	p.reject = description
+	p.mu.Unlock()
+}
+
+// Withhold makes the following consents grant the requested scopes except
+// these (e.g. offline_access: no refresh token); none grants all again.
+func (p *Provider) Withhold(scopes ...string) {
+	p.mu.Lock()
+	p.withhold = scopes
 	p.mu.Unlock()
 }
 
@@ -160,8 +170,14 @@ func (p *Provider) consent(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p.mu.Lock()
-	claimsOf := p.claims
+	claimsOf, withhold := p.claims, p.withhold
 	p.mu.Unlock()
+	grant := []string{}
+	for _, sc := range cr.RequestedScope {
+		if !slices.Contains(withhold, sc) {
+			grant = append(grant, sc)
+		}
+	}
 	idToken := map[string]any{}
 	if claimsOf != nil {
 		idToken = claimsOf(cr.Subject)
@@ -170,7 +186,7 @@ func (p *Provider) consent(w http.ResponseWriter, r *http.Request) {
 		RedirectTo string `json:"redirect_to"`
 	}
 	if err := s.adminJSON(ctx, http.MethodPut, "/admin/oauth2/auth/requests/consent/accept"+q, map[string]any{
-		"grant_scope":                 nonNil(cr.RequestedScope),
+		"grant_scope":                 grant,
 		"grant_access_token_audience": nonNil(cr.RequestedAudience),
 		"remember":                    false,
 		"session":                     map[string]any{"id_token": idToken},
