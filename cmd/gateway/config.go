@@ -103,6 +103,8 @@ type Config struct {
 	ShutdownTimeout time.Duration
 	LogLevel        string
 	LogFormat       string
+	// Console is the run console (--console, --console-oidc-*; console.go).
+	Console consoleConfig
 }
 
 // flags binds cfg to a new flag set, with the defaults of a gateway that is safe to
@@ -149,6 +151,7 @@ func flags(cfg *Config) *pflag.FlagSet {
 	cfg.NATS.AddFlags(fs)
 	cfg.Assets.AddFlags(fs)
 	cfg.WorkerTLS.AddFlags(fs)
+	cfg.Console.addFlags(fs)
 	config.BindEnv(fs, envPrefix)
 	return fs
 }
@@ -269,6 +272,9 @@ func (c *Config) validate() error {
 	}
 	if c.LogFormat != "json" && c.LogFormat != "text" {
 		errs = append(errs, fmt.Errorf("--log-format %q: want json or text", c.LogFormat))
+	}
+	if err := c.Console.validate(c); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }

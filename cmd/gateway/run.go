@@ -56,7 +56,11 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 // gateway once it listens (tests use it to find the address).
 func serve(ctx context.Context, cfg Config, log *slog.Logger, started chan<- *gateway.Gateway) error {
 	orch := newOrchestration(cfg, log)
-	gcfg, err := cfg.gatewayConfig(log, orch.mounts())
+	cons, err := cfg.Console.server(&cfg)
+	if err != nil {
+		return fmt.Errorf("configure the console: %w", err)
+	}
+	gcfg, err := cfg.gatewayConfig(log, append(orch.mounts(), consoleMounts(cons)...))
 	if err != nil {
 		return err
 	}
@@ -80,6 +84,17 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger, started chan<- *ga
 		ostop()
 		<-orchDone
 	}()
+	if cons != nil {
+		// The console calls the APIs at the gateway's own address, known
+		// once it listens.
+		go func() {
+			select {
+			case <-g.Ready():
+				cons.Connect(selfURL(g.Addr()))
+			case <-ctx.Done():
+			}
+		}()
+	}
 	if started != nil {
 		go func() {
 			select {

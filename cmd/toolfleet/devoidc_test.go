@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/toolfleet/toolfleet/services/console"
 	"github.com/toolfleet/toolfleet/services/gateway"
 )
 
@@ -21,13 +22,13 @@ func TestDevOIDCFlags(t *testing.T) {
 		want   string // a part of the error; "" = valid
 	}{
 		{"nothing", devOIDC{}, "", ""},
-		{"console sign-in", devOIDC{ConsoleIssuer: idp, ClientID: "c", JWKSURL: jwks}, "s", ""},
-		{"no client id", devOIDC{ConsoleIssuer: idp, JWKSURL: jwks}, "s", "--console-oidc-client-id"},
-		{"no JWKS for the console's tokens", devOIDC{ConsoleIssuer: idp, ClientID: "c"}, "s", "--gateway-jwks-url"},
+		{"console sign-in", devOIDC{Console: console.OIDCFlags{Issuer: idp, ClientID: "c"}, JWKSURL: jwks}, "s", ""},
+		{"no client id", devOIDC{Console: console.OIDCFlags{Issuer: idp}, JWKSURL: jwks}, "s", "--console-oidc-client-id"},
+		{"no JWKS for the console's tokens", devOIDC{Console: console.OIDCFlags{Issuer: idp, ClientID: "c"}}, "s", "--gateway-jwks-url"},
 		{"JWKS without the dev secret", devOIDC{JWKSURL: jwks}, "", "--gateway-jwt-secret"},
 		{"plain http off loopback", devOIDC{JWKSURL: "http://idp.example/jwks.json"}, "s", "https only"},
-		{"console issuer over plain http off loopback", devOIDC{ConsoleIssuer: "http://idp.example/", ClientID: "c", JWKSURL: "https://idp.example/jwks"}, "s", "https only"},
-		{"console flags without an issuer", devOIDC{ClientID: "c"}, "s", "--console-oidc-issuer"},
+		{"console issuer over plain http off loopback", devOIDC{Console: console.OIDCFlags{Issuer: "http://idp.example/", ClientID: "c"}, JWKSURL: "https://idp.example/jwks"}, "s", "https only"},
+		{"console flags without an issuer", devOIDC{Console: console.OIDCFlags{ClientID: "c"}}, "s", "--console-oidc-issuer"},
 		{"rules without a JWKS", devOIDC{Audience: "toolfleet"}, "s", "--gateway-jwks-url"},
 	} {
 		err := tc.o.validate(tc.secret)
@@ -37,7 +38,7 @@ func TestDevOIDCFlags(t *testing.T) {
 	}
 
 	var auth gateway.AuthConfig
-	devOIDC{ConsoleIssuer: idp, JWKSURL: jwks, Audience: "toolfleet"}.apply(&auth)
+	devOIDC{Console: console.OIDCFlags{Issuer: idp}, JWKSURL: jwks, Audience: "toolfleet"}.apply(&auth)
 	if auth.JWKSURL != jwks || auth.Issuer != idp || auth.Audience != "toolfleet" {
 		t.Errorf("gateway auth %+v: want the JWKS, the console's issuer and the audience", auth)
 	}
@@ -46,14 +47,14 @@ func TestDevOIDCFlags(t *testing.T) {
 	if err := os.WriteFile(file, []byte("  s3cret\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	c, err := devOIDC{ConsoleIssuer: idp, ClientID: "c", ClientSecretFile: file}.console()
+	c, err := devOIDC{Console: console.OIDCFlags{Issuer: idp, ClientID: "c", ClientSecretFile: file}}.console()
 	if err != nil || c.ClientSecret != "s3cret" || c.Issuer != idp {
 		t.Errorf("console config %+v, %v", c, err)
 	}
 	if err := os.WriteFile(file, []byte("\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := (devOIDC{ConsoleIssuer: idp, ClientID: "c", ClientSecretFile: file}).console(); err == nil {
+	if _, err := (devOIDC{Console: console.OIDCFlags{Issuer: idp, ClientID: "c", ClientSecretFile: file}}).console(); err == nil {
 		t.Error("an empty secret file was accepted")
 	}
 }
