@@ -400,8 +400,11 @@ type ToolRequirements struct {
 	ClientInput []ClientCapability `protobuf:"varint,6,rep,packed,name=client_input,json=clientInput,proto3,enum=toolfleet.v1.ClientCapability" json:"client_input,omitempty"`
 	// Kinds of input it may ask for when the caller can answer them.
 	ClientInputOptional []ClientCapability `protobuf:"varint,7,rep,packed,name=client_input_optional,json=clientInputOptional,proto3,enum=toolfleet.v1.ClientCapability" json:"client_input_optional,omitempty"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// The delegated credential the tool acts with (ToolOptions.credential); unset
+	// when the tool acts as itself.
+	Credential    *ToolCredential `protobuf:"bytes,8,opt,name=credential,proto3" json:"credential,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ToolRequirements) Reset() {
@@ -479,6 +482,13 @@ func (x *ToolRequirements) GetClientInput() []ClientCapability {
 func (x *ToolRequirements) GetClientInputOptional() []ClientCapability {
 	if x != nil {
 		return x.ClientInputOptional
+	}
+	return nil
+}
+
+func (x *ToolRequirements) GetCredential() *ToolCredential {
+	if x != nil {
+		return x.Credential
 	}
 	return nil
 }
@@ -1453,7 +1463,7 @@ const file_toolfleet_v1_tool_proto_rawDesc = "" +
 	"idempotent\x18\x03 \x01(\bR\n" +
 	"idempotent\x12\x1d\n" +
 	"\n" +
-	"open_world\x18\x04 \x01(\bR\topenWorld\"\xfe\x02\n" +
+	"open_world\x18\x04 \x01(\bR\topenWorld\"\xbc\x03\n" +
 	"\x10ToolRequirements\x12\x16\n" +
 	"\x06scopes\x18\x01 \x03(\tR\x06scopes\x12+\n" +
 	"\x11requires_approval\x18\x02 \x01(\bR\x10requiresApproval\x123\n" +
@@ -1461,7 +1471,10 @@ const file_toolfleet_v1_tool_proto_rawDesc = "" +
 	"\x05retry\x18\x04 \x01(\v2\x19.toolfleet.v1.RetryPolicyR\x05retry\x12(\n" +
 	"\x10max_result_bytes\x18\x05 \x01(\x03R\x0emaxResultBytes\x12A\n" +
 	"\fclient_input\x18\x06 \x03(\x0e2\x1e.toolfleet.v1.ClientCapabilityR\vclientInput\x12R\n" +
-	"\x15client_input_optional\x18\a \x03(\x0e2\x1e.toolfleet.v1.ClientCapabilityR\x13clientInputOptional\"\xb0\x01\n" +
+	"\x15client_input_optional\x18\a \x03(\x0e2\x1e.toolfleet.v1.ClientCapabilityR\x13clientInputOptional\x12<\n" +
+	"\n" +
+	"credential\x18\b \x01(\v2\x1c.toolfleet.v1.ToolCredentialR\n" +
+	"credential\"\xb0\x01\n" +
 	"\vCallContext\x12\x17\n" +
 	"\auser_id\x18\x01 \x01(\tR\x06userId\x12I\n" +
 	"\n" +
@@ -1589,9 +1602,10 @@ var file_toolfleet_v1_tool_proto_goTypes = []any{
 	(*durationpb.Duration)(nil),   // 24: google.protobuf.Duration
 	(*RetryPolicy)(nil),           // 25: toolfleet.v1.RetryPolicy
 	(ClientCapability)(0),         // 26: toolfleet.v1.ClientCapability
-	(*timestamppb.Timestamp)(nil), // 27: google.protobuf.Timestamp
-	(*structpb.Value)(nil),        // 28: google.protobuf.Value
-	(*ToolLog)(nil),               // 29: toolfleet.v1.ToolLog
+	(*ToolCredential)(nil),        // 27: toolfleet.v1.ToolCredential
+	(*timestamppb.Timestamp)(nil), // 28: google.protobuf.Timestamp
+	(*structpb.Value)(nil),        // 29: google.protobuf.Value
+	(*ToolLog)(nil),               // 30: toolfleet.v1.ToolLog
 }
 var file_toolfleet_v1_tool_proto_depIdxs = []int32{
 	22, // 0: toolfleet.v1.ToolDefinition.input_schema:type_name -> google.protobuf.Struct
@@ -1604,35 +1618,36 @@ var file_toolfleet_v1_tool_proto_depIdxs = []int32{
 	25, // 7: toolfleet.v1.ToolRequirements.retry:type_name -> toolfleet.v1.RetryPolicy
 	26, // 8: toolfleet.v1.ToolRequirements.client_input:type_name -> toolfleet.v1.ClientCapability
 	26, // 9: toolfleet.v1.ToolRequirements.client_input_optional:type_name -> toolfleet.v1.ClientCapability
-	16, // 10: toolfleet.v1.CallContext.attributes:type_name -> toolfleet.v1.CallContext.AttributesEntry
-	22, // 11: toolfleet.v1.CallToolRequest.input:type_name -> google.protobuf.Struct
-	4,  // 12: toolfleet.v1.CallToolRequest.context:type_name -> toolfleet.v1.CallContext
-	10, // 13: toolfleet.v1.CallToolRequest.approval:type_name -> toolfleet.v1.Approval
-	17, // 14: toolfleet.v1.CallToolRequest.input_responses:type_name -> toolfleet.v1.CallToolRequest.InputResponsesEntry
-	26, // 15: toolfleet.v1.CallToolRequest.client_input:type_name -> toolfleet.v1.ClientCapability
-	18, // 16: toolfleet.v1.InputRequired.requests:type_name -> toolfleet.v1.InputRequired.RequestsEntry
-	22, // 17: toolfleet.v1.InputRequest.params:type_name -> google.protobuf.Struct
-	19, // 18: toolfleet.v1.WorkerInputRequired.requests:type_name -> toolfleet.v1.WorkerInputRequired.RequestsEntry
-	20, // 19: toolfleet.v1.InputAnswers.responses:type_name -> toolfleet.v1.InputAnswers.ResponsesEntry
-	26, // 20: toolfleet.v1.InputAnswers.client_input:type_name -> toolfleet.v1.ClientCapability
-	27, // 21: toolfleet.v1.Approval.approved_at:type_name -> google.protobuf.Timestamp
-	24, // 22: toolfleet.v1.CallToolResponse.duration:type_name -> google.protobuf.Duration
-	28, // 23: toolfleet.v1.CallToolResponse.value:type_name -> google.protobuf.Value
-	13, // 24: toolfleet.v1.CallToolResponse.error:type_name -> toolfleet.v1.ToolError
-	12, // 25: toolfleet.v1.CallToolResponse.result_handle:type_name -> toolfleet.v1.ResultHandle
-	6,  // 26: toolfleet.v1.CallToolResponse.input_required:type_name -> toolfleet.v1.InputRequired
-	29, // 27: toolfleet.v1.CallToolResponse.logs:type_name -> toolfleet.v1.ToolLog
-	27, // 28: toolfleet.v1.ResultHandle.expires_at:type_name -> google.protobuf.Timestamp
-	21, // 29: toolfleet.v1.ValidationError.parameter_errors:type_name -> toolfleet.v1.ValidationError.ParameterErrorsEntry
-	22, // 30: toolfleet.v1.CallToolRequest.InputResponsesEntry.value:type_name -> google.protobuf.Struct
-	7,  // 31: toolfleet.v1.InputRequired.RequestsEntry.value:type_name -> toolfleet.v1.InputRequest
-	7,  // 32: toolfleet.v1.WorkerInputRequired.RequestsEntry.value:type_name -> toolfleet.v1.InputRequest
-	22, // 33: toolfleet.v1.InputAnswers.ResponsesEntry.value:type_name -> google.protobuf.Struct
-	34, // [34:34] is the sub-list for method output_type
-	34, // [34:34] is the sub-list for method input_type
-	34, // [34:34] is the sub-list for extension type_name
-	34, // [34:34] is the sub-list for extension extendee
-	0,  // [0:34] is the sub-list for field type_name
+	27, // 10: toolfleet.v1.ToolRequirements.credential:type_name -> toolfleet.v1.ToolCredential
+	16, // 11: toolfleet.v1.CallContext.attributes:type_name -> toolfleet.v1.CallContext.AttributesEntry
+	22, // 12: toolfleet.v1.CallToolRequest.input:type_name -> google.protobuf.Struct
+	4,  // 13: toolfleet.v1.CallToolRequest.context:type_name -> toolfleet.v1.CallContext
+	10, // 14: toolfleet.v1.CallToolRequest.approval:type_name -> toolfleet.v1.Approval
+	17, // 15: toolfleet.v1.CallToolRequest.input_responses:type_name -> toolfleet.v1.CallToolRequest.InputResponsesEntry
+	26, // 16: toolfleet.v1.CallToolRequest.client_input:type_name -> toolfleet.v1.ClientCapability
+	18, // 17: toolfleet.v1.InputRequired.requests:type_name -> toolfleet.v1.InputRequired.RequestsEntry
+	22, // 18: toolfleet.v1.InputRequest.params:type_name -> google.protobuf.Struct
+	19, // 19: toolfleet.v1.WorkerInputRequired.requests:type_name -> toolfleet.v1.WorkerInputRequired.RequestsEntry
+	20, // 20: toolfleet.v1.InputAnswers.responses:type_name -> toolfleet.v1.InputAnswers.ResponsesEntry
+	26, // 21: toolfleet.v1.InputAnswers.client_input:type_name -> toolfleet.v1.ClientCapability
+	28, // 22: toolfleet.v1.Approval.approved_at:type_name -> google.protobuf.Timestamp
+	24, // 23: toolfleet.v1.CallToolResponse.duration:type_name -> google.protobuf.Duration
+	29, // 24: toolfleet.v1.CallToolResponse.value:type_name -> google.protobuf.Value
+	13, // 25: toolfleet.v1.CallToolResponse.error:type_name -> toolfleet.v1.ToolError
+	12, // 26: toolfleet.v1.CallToolResponse.result_handle:type_name -> toolfleet.v1.ResultHandle
+	6,  // 27: toolfleet.v1.CallToolResponse.input_required:type_name -> toolfleet.v1.InputRequired
+	30, // 28: toolfleet.v1.CallToolResponse.logs:type_name -> toolfleet.v1.ToolLog
+	28, // 29: toolfleet.v1.ResultHandle.expires_at:type_name -> google.protobuf.Timestamp
+	21, // 30: toolfleet.v1.ValidationError.parameter_errors:type_name -> toolfleet.v1.ValidationError.ParameterErrorsEntry
+	22, // 31: toolfleet.v1.CallToolRequest.InputResponsesEntry.value:type_name -> google.protobuf.Struct
+	7,  // 32: toolfleet.v1.InputRequired.RequestsEntry.value:type_name -> toolfleet.v1.InputRequest
+	7,  // 33: toolfleet.v1.WorkerInputRequired.RequestsEntry.value:type_name -> toolfleet.v1.InputRequest
+	22, // 34: toolfleet.v1.InputAnswers.ResponsesEntry.value:type_name -> google.protobuf.Struct
+	35, // [35:35] is the sub-list for method output_type
+	35, // [35:35] is the sub-list for method input_type
+	35, // [35:35] is the sub-list for extension type_name
+	35, // [35:35] is the sub-list for extension extendee
+	0,  // [0:35] is the sub-list for field type_name
 }
 
 func init() { file_toolfleet_v1_tool_proto_init() }
