@@ -3,15 +3,15 @@ package connections
 import (
 	"context"
 	"time"
+
+	"golang.org/x/oauth2"
 )
 
-// Seed stores a connection as a finished code exchange would: the tests of
-// this package have no authorization server (e2e/oauth runs the flow on Ory
-// Hydra), so they put the record the callback would have stored.
+// Seed imports a connection (see [Service.Import]): the tests of this
+// package have no authorization server (e2e/oauth runs the flow on Ory Hydra).
 func (s *Service) Seed(ctx context.Context, subject, provider string, scopes []string, access, refresh string, expiry time.Time) error {
-	r := record{ID: randomString(), Subject: subject, Provider: provider, Scopes: scopes, Created: s.cfg.Now(),
-		Access: token{Value: access, Type: "Bearer", Expiry: expiry}, Refresh: refresh}
-	return s.st.overwrite(ctx, connKey(subject, provider), r)
+	_, err := s.Import(ctx, subject, provider, scopes, &oauth2.Token{AccessToken: access, RefreshToken: refresh, Expiry: expiry, TokenType: "Bearer"})
+	return err
 }
 
 // Raw returns the bytes stored for subject's connection to provider.

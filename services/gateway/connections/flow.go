@@ -228,6 +228,20 @@ func (s *Service) save(ctx context.Context, pd pending, tok *oauth2.Token) (Conn
 	return r.public(), nil
 }
 
+// Import stores a connection of subject to provider made outside the
+// gateway's flow, e.g. a grant moved from another system, replacing the
+// principal's earlier connection to the provider; scopes are what tok grants
+// when its response names none. The same bounds apply as to a connection
+// made through the flow.
+func (s *Service) Import(ctx context.Context, subject, provider string, scopes []string, tok *oauth2.Token) (Connection, error) {
+	if _, ok := s.providers[provider]; !ok {
+		return Connection{}, fmt.Errorf("%w: %q", ErrUnknownProvider, provider)
+	}
+	sorted := slices.Clone(scopes)
+	slices.Sort(sorted)
+	return s.save(ctx, pending{Subject: subject, Provider: provider, Scopes: slices.Compact(sorted)}, tok)
+}
+
 // grantedScopes are the scopes a token response grants: its "scope" field,
 // or the requested ones when it has none (RFC 6749 §5.1).
 func grantedScopes(tok *oauth2.Token, requested []string) []string {
