@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -13,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"golang.org/x/oauth2"
@@ -27,6 +30,7 @@ import (
 	"github.com/toolfleet/toolfleet/sdk/tool"
 	"github.com/toolfleet/toolfleet/services/gateway"
 	"github.com/toolfleet/toolfleet/services/gateway/connections"
+	"github.com/toolfleet/toolfleet/services/gateway/mcp"
 )
 
 // delegated serves Delegated.Profile: it reads the acme token the gateway
@@ -126,6 +130,48 @@ func TestDelegatedCredential(t *testing.T) {
 	if strings.Contains(st.Message(), need.GetAuthorizationUrl()) {
 		t.Fatalf("the message (logged, in events) shows the authorization URL: %s", st.Message())
 	}
+	// MCP: tools/list shows the credential; bob's call is a request to connect,
+	// a URL elicitation (-32042) for a 2026-07-28 client that declared it,
+	// else an isError result with the URL.
+	bob := signHS(t, map[string]any{"sub": "bob", "scope": "tools:call", "exp": time.Now().Add(time.Minute).Unix()})
+	for _, version := range []string{"2026-07-28", "2025-11-25"} {
+		plain := connectMCPAt(t, g.Addr(), bob, version, nil)
+		list, err := plain.ListTools(t.Context(), nil)
+		if err != nil || len(list.Tools) != 1 {
+			t.Fatalf("%s tools/list: %v, %v", version, list, err)
+		}
+		if c, _ := list.Tools[0].Meta[mcp.MetaCredential].(map[string]any); c["provider"] != "acme" || fmt.Sprint(c["scopes"]) != "[profile]" {
+			t.Fatalf("%s tools/list _meta: %v", version, list.Tools[0].Meta)
+		}
+		res, err := plain.CallTool(t.Context(), &sdk.CallToolParams{Name: "Delegated_Profile", Arguments: map[string]any{}})
+		if err != nil || !res.IsError {
+			t.Fatalf("%s: call without URL elicitation: %v, %v", version, res, err)
+		}
+		c, _ := res.Meta[mcp.MetaConnectionRequired].(map[string]any)
+		url, _ := c["url"].(string)
+		if c["provider"] != "acme" || !strings.HasPrefix(url, "http://127.0.0.1:8080/connections/start?state=") {
+			t.Fatalf("%s: isError result %v", version, res.Meta)
+		}
+		eliciting := connectMCPAt(t, g.Addr(), bob, version, &sdk.ClientOptions{
+			Capabilities: &sdk.ClientCapabilities{Elicitation: &sdk.ElicitationCapabilities{URL: &sdk.URLElicitationCapabilities{}}},
+			ElicitationHandler: func(context.Context, *sdk.ElicitRequest) (*sdk.ElicitResult, error) {
+				return &sdk.ElicitResult{Action: "decline"}, nil
+			}})
+		eres, err := eliciting.CallTool(t.Context(), &sdk.CallToolParams{Name: "Delegated_Profile", Arguments: map[string]any{}})
+		if version < "2026-07-28" {
+			// Stateless /mcp keeps no initialize: a 2025-11-25 client's
+			// capabilities are unknown there, so it gets the isError result.
+			if err != nil || eres.Meta[mcp.MetaConnectionRequired] == nil {
+				t.Fatalf("%s: call with URL elicitation: %v, %+v", version, err, eres)
+			}
+			continue
+		}
+		var rpcErr *jsonrpc.Error
+		if !errors.As(err, &rpcErr) || rpcErr.Code != sdk.CodeURLElicitationRequired ||
+			!strings.Contains(string(rpcErr.Data), `"mode":"url"`) || !strings.Contains(string(rpcErr.Data), "/connections/start?state=") {
+			t.Fatalf("%s: call with URL elicitation: %v, %+v", version, err, eres)
+		}
+	}
 	// The audit trail: alice's event names the credential, never the token.
 	evs := streamEventsOn(t, srv.URL(), "toolfleet.events.call.Delegated.Profile.succeeded", 1)
 	var ev toolfleetv1.CallEvent
@@ -135,7 +181,7 @@ func TestDelegatedCredential(t *testing.T) {
 	if c := ev.GetCredential(); ev.GetUserId() != "alice" || c.GetProvider() != "acme" || strings.Join(c.GetScopes(), " ") != "profile" || c.GetConnectionId() == "" {
 		t.Fatalf("event %v", &ev)
 	}
-	failed := streamEventsOn(t, srv.URL(), "toolfleet.events.call.Delegated.Profile.failed", 1)
+	failed := streamEventsOn(t, srv.URL(), "toolfleet.events.call.Delegated.Profile.failed", 5)
 	for _, m := range append(evs, failed...) {
 		if bytes.Contains(m.Data, []byte(secret)) || bytes.Contains(m.Data, []byte(need.GetAuthorizationUrl())) {
 			t.Fatalf("event %s shows a token or an authorization URL", m.Subject)
