@@ -16,7 +16,11 @@ func (s *Service) Seed(ctx context.Context, subject, provider string, scopes []s
 
 // Raw returns the bytes stored for subject's connection to provider.
 func (s *Service) Raw(ctx context.Context, subject, provider string) ([]byte, error) {
-	e, err := s.st.kv.Get(ctx, connKey(subject, provider))
+	kv, err := s.st.bucket(ctx)
+	if err != nil {
+		return nil, err
+	}
+	e, err := kv.Get(ctx, connKey(subject, provider))
 	if err != nil {
 		return nil, err
 	}
@@ -29,6 +33,10 @@ func (s *Service) Copy(ctx context.Context, from, to, provider string) error {
 	if err != nil {
 		return err
 	}
-	_, err = s.st.kv.Put(ctx, connKey(to, provider), b)
+	kv, err := s.st.bucket(ctx)
+	if err != nil {
+		return err
+	}
+	_, err = kv.Put(ctx, connKey(to, provider), b)
 	return err
 }

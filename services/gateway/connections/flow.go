@@ -161,7 +161,7 @@ func (s *Service) callback(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// Single use: whoever deletes this revision finishes the flow.
-	if err := s.st.kv.Delete(r.Context(), key, jetstream.LastRevision(rev)); err != nil {
+	if err := s.st.delete(r.Context(), key, jetstream.LastRevision(rev)); err != nil {
 		s.page(w, http.StatusConflict, "This connect was finished already.", "")
 		return
 	}

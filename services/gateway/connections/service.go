@@ -143,6 +143,9 @@ func New(ctx context.Context, js jetstream.JetStream, cfg Config) (*Service, err
 		cfg.Now = time.Now
 	}
 	s := &Service{cfg: cfg, providers: map[string]*Provider{}, log: cfg.Logger}
+	if cfg.Bucket.Bucket == "" {
+		return nil, fmt.Errorf("%w: no bucket name", ErrConfig)
+	}
 	for i := range cfg.Providers {
 		p := cfg.Providers[i]
 		if _, dup := s.providers[p.Name]; dup {
@@ -158,11 +161,11 @@ func New(ctx context.Context, js jetstream.JetStream, cfg Config) (*Service, err
 	if cfg.Bucket.LimitMarkerTTL == 0 {
 		cfg.Bucket.LimitMarkerTTL = time.Minute
 	}
-	kv, err := js.CreateOrUpdateKeyValue(ctx, cfg.Bucket)
-	if err != nil {
-		return nil, fmt.Errorf("connections: bucket %s: %w", cfg.Bucket.Bucket, err)
+	s.st = store{js: js, kvc: cfg.Bucket, ring: cfg.KeyRing}
+	if _, err := s.st.bucket(ctx); err != nil {
+		// Made on first use instead (NATS may come later).
+		s.log.Warn("connections bucket not ready; retried on first use", "error", err)
 	}
-	s.st = store{kv: kv, ring: cfg.KeyRing}
 	return s, nil
 }
 
@@ -225,7 +228,7 @@ func (s *Service) Revoke(ctx context.Context, subject, provider string) (found b
 	case err != nil && !errors.Is(err, ErrSealed):
 		return false, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
-	if err := s.st.kv.Delete(ctx, key); err != nil {
+	if err := s.st.delete(ctx, key); err != nil {
 		return true, fmt.Errorf("%w: delete: %w", ErrUnavailable, err)
 	}
 	if r.Subject != subject || p.RevocationURL == "" {

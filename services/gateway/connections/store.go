@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -75,10 +76,39 @@ func (r *record) public() Connection {
 		Expires: r.Access.Expiry, Refreshed: r.Refreshed, Refreshable: r.Refresh != ""}
 }
 
-// store reads and writes sealed records.
+// store reads and writes sealed records. Its bucket is made on first use
+// (and again after a failure): a gateway starts while NATS is away.
 type store struct {
-	kv   jetstream.KeyValue
+	js   jetstream.JetStream
+	kvc  jetstream.KeyValueConfig
 	ring *KeyRing
+
+	mu sync.Mutex
+	kv jetstream.KeyValue
+}
+
+// bucket returns the bucket, creating or updating it first when needed.
+func (s *store) bucket(ctx context.Context) (jetstream.KeyValue, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.kv != nil {
+		return s.kv, nil
+	}
+	kv, err := s.js.CreateOrUpdateKeyValue(ctx, s.kvc)
+	if err != nil {
+		return nil, fmt.Errorf("connections: bucket %s: %w", s.kvc.Bucket, err)
+	}
+	s.kv = kv
+	return kv, nil
+}
+
+// delete removes key (only at revision rev with jetstream.LastRevision).
+func (s *store) delete(ctx context.Context, key string, opts ...jetstream.KVDeleteOpt) error {
+	kv, err := s.bucket(ctx)
+	if err != nil {
+		return err
+	}
+	return kv.Delete(ctx, key, opts...)
 }
 
 // errNoRecord: the key holds nothing (or was deleted).
@@ -86,7 +116,11 @@ var errNoRecord = errors.New("connections: no record")
 
 // get reads the record at key and its revision.
 func (s *store) get(ctx context.Context, key string, into any) (uint64, error) {
-	e, err := s.kv.Get(ctx, key)
+	kv, err := s.bucket(ctx)
+	if err != nil {
+		return 0, err
+	}
+	e, err := kv.Get(ctx, key)
 	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
 		return 0, errNoRecord
 	}
@@ -112,11 +146,15 @@ func (s *store) put(ctx context.Context, key string, v any, rev uint64, opts ...
 	if err != nil {
 		return 0, err
 	}
+	kv, err := s.bucket(ctx)
+	if err != nil {
+		return 0, err
+	}
 	sealed := s.ring.Seal(pt, []byte(key))
 	if rev == 0 {
-		return s.kv.Create(ctx, key, sealed, opts...)
+		return kv.Create(ctx, key, sealed, opts...)
 	}
-	return s.kv.Update(ctx, key, sealed, rev)
+	return kv.Update(ctx, key, sealed, rev)
 }
 
 // overwrite writes v at key whatever it held.
@@ -125,13 +163,21 @@ func (s *store) overwrite(ctx context.Context, key string, v any) error {
 	if err != nil {
 		return err
 	}
-	_, err = s.kv.Put(ctx, key, s.ring.Seal(pt, []byte(key)))
+	kv, err := s.bucket(ctx)
+	if err != nil {
+		return err
+	}
+	_, err = kv.Put(ctx, key, s.ring.Seal(pt, []byte(key)))
 	return err
 }
 
 // keys lists the keys under prefix (a subject filter ending in ".>").
 func (s *store) keys(ctx context.Context, filter string) ([]string, error) {
-	lister, err := s.kv.ListKeysFiltered(ctx, filter)
+	kv, err := s.bucket(ctx)
+	if err != nil {
+		return nil, err
+	}
+	lister, err := kv.ListKeysFiltered(ctx, filter)
 	if err != nil {
 		return nil, fmt.Errorf("connections: list: %w", err)
 	}

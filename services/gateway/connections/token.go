@@ -140,7 +140,7 @@ func (s *Service) refresh(ctx context.Context, p *Provider, key string, r record
 		if errors.As(err, &oe) && oe.Code == "invalid_grant" {
 			// The provider no longer accepts the refresh token (expired, revoked):
 			// the connection is dead. Delete it only if nobody changed it meanwhile.
-			_ = s.st.kv.Delete(ctx, key, jetstream.LastRevision(leaseRev))
+			_ = s.st.delete(ctx, key, jetstream.LastRevision(leaseRev))
 			s.log.Info("connection's refresh token refused; asking to reconnect", "provider", p.Name, "connection", r.ID)
 			return Token{}, s.connectError(ctx, r.Subject, p.Name, r.Scopes, "the provider no longer accepts the connection")
 		}
