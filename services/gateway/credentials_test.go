@@ -5,9 +5,11 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -130,6 +132,28 @@ func TestDelegatedCredential(t *testing.T) {
 	if strings.Contains(st.Message(), need.GetAuthorizationUrl()) {
 		t.Fatalf("the message (logged, in events) shows the authorization URL: %s", st.Message())
 	}
+	// OXP HTTP: 400 with the same answer in connection_required.
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, "http://"+g.Addr()+"/tools/call",
+		strings.NewReader(`{"request": {"tool_id": "Delegated.Profile", "input": {}}}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+signHS(t, map[string]any{"sub": "bob", "scope": "tools:call", "exp": time.Now().Add(time.Minute).Unix()}))
+	hresp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var oxpBody struct {
+		Code       string `json:"code"`
+		Connection struct {
+			Provider string `json:"provider"`
+			URL      string `json:"authorization_url"`
+		} `json:"connection_required"`
+	}
+	_ = json.NewDecoder(hresp.Body).Decode(&oxpBody)
+	_ = hresp.Body.Close()
+	if hresp.StatusCode != http.StatusBadRequest || oxpBody.Code != "FAILED_PRECONDITION" || oxpBody.Connection.Provider != "acme" ||
+		!strings.Contains(oxpBody.Connection.URL, "/connections/start?state=") {
+		t.Fatalf("OXP: %d %+v", hresp.StatusCode, oxpBody)
+	}
 	// MCP: tools/list shows the credential; bob's call is a request to connect,
 	// a URL elicitation (-32042) for a 2026-07-28 client that declared it,
 	// else an isError result with the URL.
@@ -181,7 +205,7 @@ func TestDelegatedCredential(t *testing.T) {
 	if c := ev.GetCredential(); ev.GetUserId() != "alice" || c.GetProvider() != "acme" || strings.Join(c.GetScopes(), " ") != "profile" || c.GetConnectionId() == "" {
 		t.Fatalf("event %v", &ev)
 	}
-	failed := streamEventsOn(t, srv.URL(), "toolfleet.events.call.Delegated.Profile.failed", 5)
+	failed := streamEventsOn(t, srv.URL(), "toolfleet.events.call.Delegated.Profile.failed", 6)
 	for _, m := range append(evs, failed...) {
 		if bytes.Contains(m.Data, []byte(secret)) || bytes.Contains(m.Data, []byte(need.GetAuthorizationUrl())) {
 			t.Fatalf("event %s shows a token or an authorization URL", m.Subject)
