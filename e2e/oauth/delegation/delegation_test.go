@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -238,18 +239,33 @@ func call(t *testing.T, gc toolfleetv1.ToolGatewayServiceClient, sub string) (in
 	return int32(f["status"].GetNumberValue()), f["body"].GetStringValue(), nil
 }
 
-// connect opens the authorization URL in a browser and follows every
-// redirect: the gateway's start, Hydra, its login and consent, the gateway's
-// callback. It returns the page the callback answered.
-func connect(t *testing.T, url, hydraSubject string, h *hydratest.Server) (int, string) {
+// connect opens the authorization URL in a browser: the gateway's page
+// naming the toolfleet account, its button (a same-origin POST), then every
+// redirect: Hydra, its login and consent, the gateway's callback. It returns
+// the status and the page where it stopped.
+func connect(t *testing.T, link, hydraSubject string, h *hydratest.Server) (int, string) {
 	t.Helper()
 	h.Provider.SetSubject(hydraSubject)
-	resp, err := hydratest.NewBrowser().Get(url)
+	browser := hydratest.NewBrowser()
+	resp, err := browser.Get(link)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 8<<10))
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `method="post"`) {
+		return resp.StatusCode, string(body)
+	}
+	u, err := url.Parse(link)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err = browser.PostForm(u.Scheme+"://"+u.Host+u.Path, url.Values{"state": {u.Query().Get("state")}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, 8<<10))
+	body, _ = io.ReadAll(io.LimitReader(resp.Body, 8<<10))
 	return resp.StatusCode, string(body)
 }
 

@@ -23,8 +23,10 @@ import (
 //  1. an authenticated principal asks to connect (Start; the CLI, or a tool
 //     call answered with ConnectError) and gets a start URL on the gateway,
 //     valid once and for StateTTL;
-//  2. the principal's browser opens it: the gateway sets a cookie binding this
-//     browser to the flow and redirects to the provider (code + PKCE S256);
+//  2. the principal's browser opens it: a page names the toolfleet account the
+//     connection is for, and its button (a same-origin POST) makes the gateway
+//     set a cookie binding this browser to the flow and redirect to the
+//     provider (code + PKCE S256);
 //  3. the provider redirects back to the callback with code and state: the
 //     gateway checks the state (unused, unexpired) and the cookie (the same
 //     browser), exchanges the code with the PKCE verifier and stores the
@@ -100,13 +102,39 @@ func (s *Service) connectError(ctx context.Context, subject, provider string, sc
 // token: the state names the principal, the cookie the browser.
 func (s *Service) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET "+StartPath, s.start)
+	mux.HandleFunc("GET "+StartPath, s.confirm)
+	mux.HandleFunc("POST "+StartPath, s.start)
 	mux.HandleFunc("GET "+CallbackPath, s.callback)
 	return mux
 }
 
+// confirm shows whose toolfleet account the browser is about to connect a
+// provider account to, with a button that goes on (POST): a link someone
+// else made cannot connect the victim's provider account to the sender's
+// principal without the page naming that principal first, and a cross-site
+// page cannot press the button (the gateway refuses cross-origin POSTs).
+func (s *Service) confirm(w http.ResponseWriter, r *http.Request) {
+	state := r.URL.Query().Get("state")
+	key, ok := stateKey(state)
+	if !ok {
+		s.page(w, http.StatusBadRequest, "This connect link is not valid.", "Ask for a new one (toolfleet connections connect PROVIDER).")
+		return
+	}
+	var pd pending
+	if _, err := s.st.get(r.Context(), key, &pd); err != nil || s.cfg.Now().After(pd.Expires) || pd.Binder != "" {
+		s.page(w, http.StatusBadRequest, "This connect link was used already or has expired.", "Ask for a new one (toolfleet connections connect PROVIDER).")
+		return
+	}
+	s.headers(w)
+	w.WriteHeader(http.StatusOK)
+	_ = confirmTmpl.Execute(w, struct {
+		Provider, Subject, Scopes, State, Action string
+	}{pd.Provider, pd.Subject, strings.Join(pd.Scopes, " "), state, StartPath})
+}
+
 func (s *Service) start(w http.ResponseWriter, r *http.Request) {
-	key, ok := stateKey(r.URL.Query().Get("state"))
+	r.Body = http.MaxBytesReader(w, r.Body, 4<<10)
+	key, ok := stateKey(r.PostFormValue("state"))
 	if !ok {
 		s.page(w, http.StatusBadRequest, "This connect link is not valid.", "Ask for a new one (toolfleet connections connect PROVIDER).")
 		return
@@ -291,13 +319,29 @@ var pageTmpl = template.Must(template.New("page").Parse(`<!doctype html>
 <body><h1>{{.Title}}</h1>{{with .Next}}<p>{{.}}</p>{{end}}</body></html>
 `))
 
-// page answers the browser with a short page (no script; strict CSP).
-func (s *Service) page(w http.ResponseWriter, status int, title, next string) {
+var confirmTmpl = template.Must(template.New("confirm").Parse(`<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>toolfleet connections</title></head>
+<body><h1>Connect your {{.Provider}} account?</h1>
+<p>Tools will act with your {{.Provider}} account for the toolfleet account <strong>{{.Subject}}</strong>{{with .Scopes}} (scopes: {{.}}){{end}}.
+If that is not you, close this page.</p>
+<form method="post" action="{{.Action}}"><input type="hidden" name="state" value="{{.State}}">
+<button type="submit">Continue to {{.Provider}}</button></form></body></html>
+`))
+
+// headers are every page's: no script, no framing, no caching, no referrer
+// (the URL holds the state).
+func (s *Service) headers(w http.ResponseWriter) {
 	h := w.Header()
 	h.Set("Content-Type", "text/html; charset=utf-8")
-	h.Set("Content-Security-Policy", "default-src 'none'")
+	h.Set("Content-Security-Policy", "default-src 'none'; frame-ancestors 'none'")
 	h.Set("Cache-Control", "no-store")
 	h.Set("Referrer-Policy", "no-referrer")
+	h.Set("X-Frame-Options", "DENY")
+}
+
+// page answers the browser with a short page.
+func (s *Service) page(w http.ResponseWriter, status int, title, next string) {
+	s.headers(w)
 	w.WriteHeader(status)
 	_ = pageTmpl.Execute(w, struct{ Title, Next string }{title, next})
 }

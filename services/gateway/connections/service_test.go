@@ -219,7 +219,30 @@ func TestConnectFlowGuards(t *testing.T) {
 		_ = resp.Body.Close()
 		return resp
 	}
-	resp := get(connections.StartPath + "?state=" + state)
+	// The link shows whose account it connects, and goes on only by its button (POST).
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+connections.StartPath+"?state="+state, nil)
+	page, err := noRedirect.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(page.Body)
+	_ = page.Body.Close()
+	if page.StatusCode != http.StatusOK || !strings.Contains(string(body), "<strong>alice</strong>") || !strings.Contains(string(body), `method="post"`) ||
+		!strings.Contains(page.Header.Get("Content-Security-Policy"), "default-src 'none'") {
+		t.Fatalf("confirm page: %d %s", page.StatusCode, body)
+	}
+	post := func() *http.Response {
+		t.Helper()
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL+connections.StartPath, strings.NewReader(url.Values{"state": {state}}.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		resp, err := noRedirect.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = resp.Body.Close()
+		return resp
+	}
+	resp := post()
 	if resp.StatusCode != http.StatusFound {
 		t.Fatalf("start: status %d", resp.StatusCode)
 	}
@@ -233,8 +256,11 @@ func TestConnectFlowGuards(t *testing.T) {
 	if len(cookies) != 1 || !cookies[0].HttpOnly || cookies[0].SameSite != http.SameSiteLaxMode {
 		t.Fatalf("binding cookie %+v", cookies)
 	}
-	if r := get(connections.StartPath + "?state=" + state); r.StatusCode == http.StatusFound {
+	if r := post(); r.StatusCode == http.StatusFound {
 		t.Fatal("the start link redirected twice")
+	}
+	if r := get(connections.StartPath + "?state=" + state); r.StatusCode != http.StatusBadRequest {
+		t.Fatalf("the used link's page: status %d", r.StatusCode)
 	}
 	// The provider's answer in another browser (no cookie, a wrong one): refused.
 	if r := get(connections.CallbackPath + "?code=x&state=" + state); r.StatusCode != http.StatusForbidden {

@@ -111,19 +111,34 @@ func TestWiring(t *testing.T) {
 	if _, err := anonymous.ListConnections(t.Context(), connect.NewRequest(&toolfleetv1.ListConnectionsRequest{})); connect.CodeOf(err) != connect.CodeUnauthenticated {
 		t.Fatalf("without a token: %v", err)
 	}
-	// The start link, opened on the gateway's port as a browser would: a
-	// redirect to the provider with PKCE (no bearer token needed).
+	// The start link, opened on the gateway's port as a browser would: a page
+	// naming alice; its button (a same-origin POST) redirects to the provider
+	// with PKCE; a cross-site page cannot press it. No bearer token needed.
 	link := strings.Replace(start.Msg.GetAuthorizationUrl(), "http://127.0.0.1:8080", base, 1)
 	noFollow := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }, Timeout: 10 * time.Second}
-	req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, link, nil)
-	req.Header.Set("Sec-Fetch-Site", "cross-site")
-	req.Header.Set("Sec-Fetch-Mode", "navigate")
-	resp, err := noFollow.Do(req)
-	if err != nil {
-		t.Fatal(err)
+	send := func(method, target, body, site string) *http.Response {
+		t.Helper()
+		req, _ := http.NewRequestWithContext(t.Context(), method, target, strings.NewReader(body))
+		if body != "" {
+			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		}
+		req.Header.Set("Sec-Fetch-Site", site)
+		resp, err := noFollow.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = resp.Body.Close()
+		return resp
 	}
-	_ = resp.Body.Close()
+	if resp := send(http.MethodGet, link, "", "cross-site"); resp.StatusCode != http.StatusOK {
+		t.Fatalf("the link's page: %d", resp.StatusCode)
+	}
+	form := "state=" + strings.SplitN(link, "state=", 2)[1]
+	if resp := send(http.MethodPost, base+connections.StartPath, form, "cross-site"); resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("a cross-site POST of the button: %d, want 403", resp.StatusCode)
+	}
+	resp := send(http.MethodPost, base+connections.StartPath, form, "same-origin")
 	if loc := resp.Header.Get("Location"); resp.StatusCode != http.StatusFound || !strings.HasPrefix(loc, "https://acme.example/authorize?") || !strings.Contains(loc, "code_challenge_method=S256") {
-		t.Fatalf("start link through the gateway: %d %s", resp.StatusCode, loc)
+		t.Fatalf("the button through the gateway: %d %s", resp.StatusCode, loc)
 	}
 }
