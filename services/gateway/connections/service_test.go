@@ -306,3 +306,35 @@ func TestPendingBound(t *testing.T) {
 		t.Fatalf("another principal: %v", err)
 	}
 }
+
+// A principal holds at most MaxPerPrincipal connections; replacing one it
+// holds is not a new one, and another principal is not affected.
+func TestConnectionsPerPrincipalBound(t *testing.T) {
+	t.Parallel()
+	js := jetStream(t)
+	s, err := connections.New(t.Context(), js, connections.Config{
+		Providers: []connections.Provider{provider(t, "a"), provider(t, "b"), provider(t, "c")},
+		KeyRing:   ring(t, connections.NewKeyLine("k")), PublicURL: "http://127.0.0.1:8080",
+		Bucket: jetstream.KeyValueConfig{Bucket: "toolfleet_connections", Storage: jetstream.MemoryStorage, MaxBytes: 8 << 20},
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), MaxPerPrincipal: 2,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	for _, p := range []string{"a", "b", "b"} {
+		if err := s.Seed(ctx, "alice", p, nil, "t-"+p, "", time.Time{}); err != nil {
+			t.Fatalf("connection %s: %v", p, err)
+		}
+	}
+	if err := s.Seed(ctx, "alice", "c", nil, "t-c", "", time.Time{}); !errors.Is(err, connections.ErrTooMany) {
+		t.Fatalf("third connection: %v, want ErrTooMany", err)
+	}
+	if err := s.Seed(ctx, "bob", "c", nil, "t-c", "", time.Time{}); err != nil {
+		t.Fatalf("another principal: %v", err)
+	}
+	// Tokens over the bound are refused.
+	if err := s.Seed(ctx, "bob", "a", nil, strings.Repeat("x", connections.DefaultMaxTokenBytes+1), "", time.Time{}); !errors.Is(err, connections.ErrUnavailable) {
+		t.Fatalf("a huge token: %v", err)
+	}
+}
