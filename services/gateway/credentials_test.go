@@ -29,6 +29,7 @@ import (
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
 	delegatedv1 "github.com/toolfleet/toolfleet/gen/tools/delegated/v1"
 	"github.com/toolfleet/toolfleet/internal/natsx/natstest"
+	"github.com/toolfleet/toolfleet/sdk/client"
 	"github.com/toolfleet/toolfleet/sdk/tool"
 	"github.com/toolfleet/toolfleet/services/gateway"
 	"github.com/toolfleet/toolfleet/services/gateway/connections"
@@ -132,6 +133,35 @@ func TestDelegatedCredential(t *testing.T) {
 	if strings.Contains(st.Message(), need.GetAuthorizationUrl()) {
 		t.Fatalf("the message (logged, in events) shows the authorization URL: %s", st.Message())
 	}
+	// The Go client SDK: a ServerError carrying the detail; through it, the
+	// stdio bridge's MCP server (mcp.ClientBackend) answers as /mcp does.
+	bobToken := signHS(t, map[string]any{"sub": "bob", "scope": "tools:call", "exp": time.Now().Add(time.Minute).Unix()})
+	c, err := client.New(g.Addr(), client.WithToken(bobToken))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_, err = c.CallTool(t.Context(), &toolfleetv1.CallToolRequest{ToolId: "Delegated.Profile", Input: mustStruct(t, map[string]any{})})
+	var se *client.ServerError
+	if !errors.As(err, &se) || se.Code != codes.FailedPrecondition || se.ConnectionRequired.GetProvider() != "acme" ||
+		!strings.Contains(se.ConnectionRequired.GetAuthorizationUrl(), "/connections/start?state=") {
+		t.Fatalf("sdk/client: %v (%+v)", err, se)
+	}
+	st2, ct := sdk.NewInMemoryTransports()
+	bridge := mcp.New(mcp.ClientBackend(c), mcp.Options{Logger: log})
+	bctx, bcancel := context.WithCancel(t.Context())
+	bdone := make(chan error, 1)
+	go func() { bdone <- bridge.Serve(bctx, st2) }()
+	defer func() { bcancel(); <-bdone }()
+	bs, err := sdk.NewClient(&sdk.Implementation{Name: "bridge", Version: "1"}, nil).Connect(t.Context(), ct, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bs.Close()
+	bres, err := bs.CallTool(t.Context(), &sdk.CallToolParams{Name: "Delegated_Profile", Arguments: map[string]any{}})
+	if err != nil || !bres.IsError || bres.Meta[mcp.MetaConnectionRequired] == nil {
+		t.Fatalf("the stdio bridge: %v, %+v", err, bres)
+	}
 	// OXP HTTP: 400 with the same answer in connection_required.
 	req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, "http://"+g.Addr()+"/tools/call",
 		strings.NewReader(`{"request": {"tool_id": "Delegated.Profile", "input": {}}}`))
@@ -205,7 +235,7 @@ func TestDelegatedCredential(t *testing.T) {
 	if c := ev.GetCredential(); ev.GetUserId() != "alice" || c.GetProvider() != "acme" || strings.Join(c.GetScopes(), " ") != "profile" || c.GetConnectionId() == "" {
 		t.Fatalf("event %v", &ev)
 	}
-	failed := streamEventsOn(t, srv.URL(), "toolfleet.events.call.Delegated.Profile.failed", 6)
+	failed := streamEventsOn(t, srv.URL(), "toolfleet.events.call.Delegated.Profile.failed", 8)
 	for _, m := range append(evs, failed...) {
 		if bytes.Contains(m.Data, []byte(secret)) || bytes.Contains(m.Data, []byte(need.GetAuthorizationUrl())) {
 			t.Fatalf("event %s shows a token or an authorization URL", m.Subject)
