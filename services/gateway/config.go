@@ -174,7 +174,7 @@ type Config struct {
 	// Connections gives the tools that act with their caller's account
 	// (ToolOptions.credential) the caller's tokens; package connections
 	// implements it, wired in cmd/. Nil: such tools are refused with
-	// FailedPrecondition.
+	// Unimplemented.
 	Connections TokenSource
 	// Tracing records the gateway's spans (server, and client towards workers)
 	// with the global OpenTelemetry TracerProvider (internal/telemetry). A

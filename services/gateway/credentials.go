@@ -25,8 +25,11 @@ import (
 // code FailedPrecondition with a ConnectionRequired detail.
 var ErrConnectionRequired = errors.New("gateway: connect the account the tool acts with first")
 
-// ErrCredentialUnavailable: the tool's credential could not be had now (the
-// connection store or the provider did not answer); code Unavailable.
+// ErrCredentialUnavailable: the tool's credential cannot be had: the gateway
+// has no connections or no such provider (code Unimplemented: not the
+// caller's to fix, and unlike FailedPrecondition never taken for a missing
+// approval), or the connection store or the provider did not answer now
+// (Unavailable, retryable).
 var ErrCredentialUnavailable = errors.New("gateway: credential unavailable")
 
 // TokenSource gives calls the tokens of their principals' connections
@@ -44,7 +47,7 @@ func (g *Gateway) withCredential(ctx context.Context, p *Principal, def *toolfle
 		return ctx, nil, nil
 	}
 	if g.cfg.Connections == nil {
-		return ctx, nil, serverError(codes.FailedPrecondition, ErrCredentialUnavailable, "",
+		return ctx, nil, serverError(codes.Unimplemented, ErrCredentialUnavailable, "",
 			"%s was not run: it acts with the caller's %s account, and this gateway has no connections configured (docs/credentials.md)",
 			def.GetId(), cred.GetProvider())
 	}
@@ -61,7 +64,7 @@ func (g *Gateway) withCredential(ctx context.Context, p *Principal, def *toolfle
 			AuthorizationUrl: need.URL, Reason: need.Reason}
 		return ctx, nil, ce
 	case errors.Is(err, connections.ErrUnknownProvider):
-		return ctx, nil, serverError(codes.FailedPrecondition, ErrCredentialUnavailable, "",
+		return ctx, nil, serverError(codes.Unimplemented, ErrCredentialUnavailable, "",
 			"%s was not run: it acts with a %s account, and this gateway's operator configured no such provider", def.GetId(), cred.GetProvider())
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return ctx, nil, serverError(codes.DeadlineExceeded, ErrDeadline, "", "%s was not run: the call ended while its %s token was fetched", def.GetId(), cred.GetProvider())

@@ -254,7 +254,7 @@ func TestCredentialWithoutConnections(t *testing.T) {
 	g := startGateway(t, gateway.Config{Workers: []string{w.Addr()}, Auth: gateway.AuthConfig{Disabled: true}})
 	waitTool(t, g, "Delegated.Profile")
 	_, err := grpcClient(t, g.Addr()).CallTool(t.Context(), &toolfleetv1.CallToolRequest{ToolId: "Delegated.Profile", Input: mustStruct(t, map[string]any{})})
-	if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "no connections configured") {
+	if status.Code(err) != codes.Unimplemented || !strings.Contains(err.Error(), "no connections configured") {
 		t.Fatalf("err = %v", err)
 	}
 }
