@@ -156,6 +156,8 @@ func (f *fleet) connections(ring *connections.KeyRing) *connections.Service {
 		Providers: []connections.Provider{f.provider()}, KeyRing: ring, PublicURL: f.public,
 		Bucket: jetstream.KeyValueConfig{Bucket: "toolfleet_connections", Storage: jetstream.MemoryStorage, MaxBytes: 16 << 20},
 		Logger: slog.New(slog.NewJSONHandler(f.logs, nil)), Now: f.clock.now,
+		// Hydra answers slowly on a loaded machine: a generous bound, not the default 15 s.
+		HTTPClient: &http.Client{Timeout: 2 * time.Minute},
 	})
 	if err != nil {
 		f.t.Fatal(err)

@@ -106,7 +106,7 @@ func (p *Provider) resolve(ctx context.Context, hc *http.Client) error {
 // that, its RFC 8414 authorization server metadata).
 func (p *Provider) discover(ctx context.Context, hc *http.Client) error {
 	base := strings.TrimSuffix(p.Issuer, "/")
-	var lastErr error
+	var errs []error
 	for _, path := range []string{"/.well-known/openid-configuration", "/.well-known/oauth-authorization-server"} {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+path, nil)
 		if err != nil {
@@ -114,7 +114,7 @@ func (p *Provider) discover(ctx context.Context, hc *http.Client) error {
 		}
 		resp, err := hc.Do(req)
 		if err != nil {
-			lastErr = err
+			errs = append(errs, fmt.Errorf("%s: %w", path, redactURLError(err)))
 			continue
 		}
 		var doc struct {
@@ -125,8 +125,12 @@ func (p *Provider) discover(ctx context.Context, hc *http.Client) error {
 		}
 		err = json.NewDecoder(io.LimitReader(resp.Body, maxDiscovery)).Decode(&doc)
 		_ = resp.Body.Close()
-		if resp.StatusCode != http.StatusOK || err != nil {
-			lastErr = fmt.Errorf("discovery %s: status %d: %v", path, resp.StatusCode, err)
+		if resp.StatusCode != http.StatusOK {
+			errs = append(errs, fmt.Errorf("%s: status %d", path, resp.StatusCode))
+			continue
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", path, err))
 			continue
 		}
 		if strings.TrimSuffix(doc.Issuer, "/") != base {
@@ -137,7 +141,7 @@ func (p *Provider) discover(ctx context.Context, hc *http.Client) error {
 		p.RevocationURL = cmpOr(p.RevocationURL, doc.Revocation)
 		return nil
 	}
-	return fmt.Errorf("issuer %s: %w", p.Issuer, lastErr)
+	return fmt.Errorf("issuer %s: no discovery document: %w", p.Issuer, errors.Join(errs...))
 }
 
 func cmpOr(a, b string) string {
