@@ -74,7 +74,9 @@ python-worker-descriptors:
 ## breaking: served tool contracts must never change incompatibly (see scripts/breaking.sh).
 breaking: tools $(PROTOVALIDATE)
 	@echo "==> buf breaking"
-	BUF=$(BUF) scripts/breaking.sh
+	BUF=$(BUF) GO=$(GO) scripts/breaking.sh
+	@echo "==> tools/credcheck tests (the credential-widening check breaking.sh runs)"
+	cd tools && $(GO) test -count=1 ./credcheck
 
 ## test-go: the Go test suite with the race detector.
 test-go:

@@ -12,6 +12,7 @@ import (
 
 	"github.com/toolfleet/toolfleet/internal/telemetry"
 	"github.com/toolfleet/toolfleet/services/gateway"
+	"github.com/toolfleet/toolfleet/services/gateway/delegation"
 )
 
 // Exit codes of the binary.
@@ -60,15 +61,23 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger, started chan<- *ga
 	if err != nil {
 		return fmt.Errorf("configure the console: %w", err)
 	}
-	gcfg, err := cfg.gatewayConfig(log, append(orch.mounts(), consoleMounts(cons)...))
+	creds, err := delegation.Open(ctx, cfg.ConnectionsFile, cfg.NATSURL, cfg.NATS, cfg.Assets, log)
+	if err != nil {
+		return err
+	}
+	defer creds.Close()
+	mounts := append(orch.mounts(), creds.Mounts()...)
+	gcfg, err := cfg.gatewayConfig(log, append(mounts, consoleMounts(cons)...))
 	if err != nil {
 		return err
 	}
 	gcfg.MCPTasks = orch.mcpTasks()
+	gcfg.Connections = creds.Tokens()
 	g, err := gateway.New(ctx, gcfg)
 	if err != nil {
 		return fmt.Errorf("configure the gateway: %w", err)
 	}
+	creds.Serving(g)
 	// Runs and programs connect in the background; their calls are
 	// UNAVAILABLE (and their health NOT_SERVING) until then. The goroutine is
 	// the gateway's: it ends with ctx, before serve returns.

@@ -25,6 +25,7 @@ import (
 	"github.com/toolfleet/toolfleet/sdk/natsconn"
 	"github.com/toolfleet/toolfleet/services/console"
 	"github.com/toolfleet/toolfleet/services/gateway"
+	"github.com/toolfleet/toolfleet/services/gateway/delegation"
 	"github.com/toolfleet/toolfleet/services/gateway/ratelimit"
 )
 
@@ -69,6 +70,8 @@ type devConfig struct {
 	// OIDC is an identity provider for the gateway and the console's
 	// sign-in (devoidc.go).
 	OIDC devOIDC
+	// ConnectionsFile configures delegated credentials (docs/credentials.md; "" = none).
+	ConnectionsFile string
 	// NoOrchestrator starts no orchestrator in the process: one started
 	// separately (cmd/orchestrator) runs the agent runs and programs, so a
 	// test can kill it (docs/reliability.md).
@@ -154,6 +157,7 @@ on its own. Ctrl-C stops it.`,
 	f.StringVar(&cfg.ModelKeyDir, "model-key-dir", "", "folder that model key references file:NAME read from (empty: file references refused)")
 	f.StringArrayVar(&cfg.Workers, "worker", nil, "folder of a worker's main package to build, run and restart on change (repeatable; e.g. --worker . in a toolkit's repository)")
 	f.BoolVar(&cfg.Conformance, "conformance", false, "also serve the Conformance toolkit: the fixture tools of the official MCP conformance suite, under the names it calls (docs/mcp.md)")
+	f.StringVar(&cfg.ConnectionsFile, "connections-file", "", "JSON file of the OAuth providers you connect your accounts at, for tools that act with them (docs/credentials.md); empty: such tools are refused")
 	f.StringVar(&cfg.StoreShare, "store-share", "", "the part of each gateway store (toolfleet_calls, toolfleet_results, TOOLFLEET_CALL_EVENTS) one principal may hold, e.g. 1/8 or 12.5%; empty: 1/8; none: no share (docs/operations.md \"Store shares\")")
 	f.StringVar(&cfg.LimitsFile, "limits-file", "", "YAML or JSON file of the gateway's rate limits and quotas per principal and per tool (docs/operations.md); empty: no limits")
 	f.StringVar(&cfg.DevFile, "dev-file", defaultDevFile, "file the fleet's addresses are written to while dev runs, where the other toolfleet commands look for the gateway (empty: none)")
@@ -328,6 +332,8 @@ type devServices struct {
 	// stopExternal ends serving runs and programs for an external
 	// orchestrator (--no-orchestrator; else nil).
 	stopExternal func()
+	// creds are the delegated credentials (--connections-file).
+	creds *delegation.Wiring
 }
 
 // devServiceOptions are what runDev sets up before the services start.
@@ -353,11 +359,23 @@ func startDevServices(ctx context.Context, stack *devstack.Stack, cfg devConfig,
 	if err != nil {
 		return nil, err
 	}
+	creds, err := delegation.Open(ctx, cfg.ConnectionsFile, stack.NATS.URL(), cfg.NATS, cfg.Assets, o.Logger)
+	if err != nil {
+		return nil, err
+	}
+	started := false
+	defer func() {
+		if !started {
+			creds.Close()
+		}
+	}()
+	mounts := append([]gateway.Mount{agents.mount(), programs.mount(), metricsMount(orchMetrics), consoleMount(cons)}, creds.Mounts()...)
 	fl, err := startFleet(ctx, fleetConfig{Host: cfg.Host, GatewayPort: cfg.GatewayPort, JWTSecret: cfg.JWTSecret, IdP: cfg.OIDC,
 		AllowedOrigins: cfg.AllowedOrigins, NATSURL: stack.NATS.URL(), NATS: cfg.NATS, Assets: cfg.Assets, Logger: o.Logger,
-		Mounts: []gateway.Mount{agents.mount(), programs.mount(), metricsMount(orchMetrics), consoleMount(cons)}, MCPTasks: mcpTasks(agents, programs), Tracing: o.Tracing, Conformance: cfg.Conformance,
-		Limits: o.Limits, StoreShare: cfg.StoreShare})
+		Mounts: mounts, MCPTasks: mcpTasks(agents, programs), Tracing: o.Tracing, Conformance: cfg.Conformance,
+		Limits: o.Limits, StoreShare: cfg.StoreShare, Connections: creds.Tokens()})
 	if err == nil {
+		creds.Serving(fl.Gateway)
 		cons.Connect("http://" + fl.Gateway.Addr())
 		err = fl.waitToolkits(ctx, fl.Toolkits...)
 		if err != nil {
@@ -374,7 +392,8 @@ func startDevServices(ctx context.Context, stack *devstack.Stack, cfg devConfig,
 			_ = fl.stop()
 			return nil, err
 		}
-		return &devServices{fleet: fl, stopExternal: stopExternal}, nil
+		started = true
+		return &devServices{fleet: fl, stopExternal: stopExternal, creds: creds}, nil
 	}
 
 	rcfg := runner.Config{TemporalAddress: stack.Temporal.Address(), Namespace: stack.Namespace(),
@@ -401,7 +420,8 @@ func startDevServices(ctx context.Context, stack *devstack.Stack, cfg devConfig,
 	}
 	agents.serve(orch, fl.Gateway)
 	programs.serve(orch, fl.Gateway)
-	return &devServices{fleet: fl, orch: orch}, nil
+	started = true
+	return &devServices{fleet: fl, orch: orch, creds: creds}, nil
 }
 
 // stop stops the orchestrator (or the services served for an external one),
@@ -413,7 +433,9 @@ func (s *devServices) stop() error {
 	if s.stopExternal != nil {
 		s.stopExternal()
 	}
-	return s.fleet.stop()
+	err := s.fleet.stop()
+	s.creds.Close()
+	return err
 }
 
 // isLoopback reports whether host (a name or an address) is loopback only.

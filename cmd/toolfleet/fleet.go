@@ -66,6 +66,9 @@ type fleetConfig struct {
 	// StoreShare is the gateway's --store-share (gateway.ParseStoreShare;
 	// checked by the caller).
 	StoreShare string
+	// Connections gives tools acting with their caller's account its tokens
+	// (gateway.Config.Connections; package delegation); nil: none.
+	Connections gateway.TokenSource
 }
 
 // fleet is the running gateway and bundled workers.
@@ -187,6 +190,7 @@ func startFleet(ctx context.Context, cfg fleetConfig) (_ *fleet, err error) {
 		Tracing:        cfg.Tracing,
 		Limits:         cfg.Limits,
 		StoreShare:     share,
+		Connections:    cfg.Connections,
 		// The bundled workers run in this process and announce before the
 		// gateway starts: they answer its probe within milliseconds, so a
 		// short warm-up keeps dev's start (which waits for readiness) fast.

@@ -76,6 +76,10 @@ func (s *Server) handler(toolID string, content bool, required []string) sdk.Too
 		}
 		resp, err := s.backend.CallTool(ctx, call)
 		if err != nil {
+			// Before the approval check: both are FAILED_PRECONDITION.
+			if res, rpcErr, ok := connectionRequired(req, toolID, err); ok && ctx.Err() == nil {
+				return res, rpcErr
+			}
 			if why, ok := approvalRequired(err); ok && ctx.Err() == nil {
 				switch {
 				case answered:

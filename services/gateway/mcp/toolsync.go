@@ -283,11 +283,27 @@ func toolOf(d *toolfleetv1.ToolDefinition) (*sdk.Tool, error) {
 		}
 		t.Meta[metaClientInput] = names
 	}
+	if c := d.GetRequirements().GetCredential(); c != nil {
+		t.Meta[MetaCredential] = credentialMeta(c)
+	}
 	if a := e.Annotations; a != nil {
 		t.Annotations = &sdk.ToolAnnotations{Title: a.Title, ReadOnlyHint: a.ReadOnlyHint,
 			DestructiveHint: &a.DestructiveHint, IdempotentHint: a.IdempotentHint, OpenWorldHint: &a.OpenWorldHint}
 	}
 	return t, nil
+}
+
+// credentialMeta is MetaCredential's value: plain JSON types, so listings
+// compare equal across syncs.
+func credentialMeta(c *toolfleetv1.ToolCredential) map[string]any {
+	m := map[string]any{"provider": c.GetProvider(), "scopes": slices.Clone(c.GetScopes())}
+	if m["scopes"] == nil {
+		m["scopes"] = []string{}
+	}
+	if a := c.GetAudience(); a != "" {
+		m["audience"] = a
+	}
+	return m
 }
 
 // versionedTitle is "Toolkit.Tool@x.y.z", after the contract's own title when it has one.

@@ -275,7 +275,7 @@ func WriteFailure(w http.ResponseWriter, f *toolfleetv1.CallFailure) {
 }
 
 // FailureBody is the OXP body of a server error: $schema, code, message, and
-// developer_message and call_id when set.
+// developer_message, call_id, retry_after_ms and connection_required when set.
 func FailureBody(f *toolfleetv1.CallFailure) map[string]any {
 	se := f.GetServerError()
 	body := map[string]any{"$schema": Schema, "message": se.GetMessage(), "code": f.GetCode()}
@@ -287,6 +287,16 @@ func FailureBody(f *toolfleetv1.CallFailure) map[string]any {
 	}
 	if ms := f.GetRetryAfterMs(); ms > 0 {
 		body["retry_after_ms"] = ms
+	}
+	if c := f.GetConnectionRequired(); c != nil {
+		// The tool acts with the caller's account at a provider it has not
+		// connected: how to connect (docs/credentials.md).
+		scopes := c.GetScopes()
+		if scopes == nil {
+			scopes = []string{}
+		}
+		body["connection_required"] = map[string]any{"provider": c.GetProvider(), "scopes": scopes,
+			"authorization_url": c.GetAuthorizationUrl(), "reason": c.GetReason()}
 	}
 	return body
 }
