@@ -2,18 +2,14 @@ package agentapi
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"slices"
 
 	"connectrpc.com/connect"
-	"google.golang.org/protobuf/encoding/protojson"
-	"google.golang.org/protobuf/types/known/structpb"
-	"google.golang.org/protobuf/types/known/timestamppb"
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
 	"github.com/toolfleet/toolfleet/orchestrator/agent"
 	"github.com/toolfleet/toolfleet/orchestrator/toolcall"
+	"github.com/toolfleet/toolfleet/orchestrator/toolcall/apibase"
 )
 
 // questionPolicy reads StartRunRequest.questions.
@@ -25,23 +21,6 @@ func questionPolicy(p toolfleetv1.QuestionPolicy) (string, error) {
 		return agent.QuestionsDecline, nil
 	}
 	return "", fmt.Errorf("questions %d: want ASK or DECLINE", p)
-}
-
-// PendingQuestions renders a workflow's pending questions for the API.
-func PendingQuestions(qs []toolcall.Question) []*toolfleetv1.PendingQuestion {
-	out := make([]*toolfleetv1.PendingQuestion, 0, len(qs))
-	for _, q := range qs {
-		pq := &toolfleetv1.PendingQuestion{CallId: q.CallID, ToolId: q.ToolID, Key: q.Key, Method: q.Method, Message: q.Message,
-			RequestedAt: timestamppb.New(q.RequestedAt), ExpiresAt: timestamppb.New(q.ExpiresAt)}
-		if q.SchemaJSON != "" {
-			s := &structpb.Struct{}
-			if protojson.Unmarshal([]byte(q.SchemaJSON), s) == nil {
-				pq.RequestedSchema = s
-			}
-		}
-		out = append(out, pq)
-	}
-	return out
 }
 
 // AnswerInput implements AgentService: the caller (scope runs:approve, the
@@ -56,7 +35,7 @@ func (s *Service) AnswerInput(ctx context.Context, r *connect.Request[toolfleetv
 	if err := s.own(ctx, c, r.Msg.GetRunId()); err != nil {
 		return nil, err
 	}
-	reply, err := ReplyOf(r.Msg.GetCallId(), r.Msg.GetKey(), r.Msg.GetAction(), r.Msg.GetContent(), c.Subject)
+	reply, err := apibase.ReplyOf(r.Msg.GetCallId(), r.Msg.GetKey(), r.Msg.GetAction(), r.Msg.GetContent(), c.Subject)
 	if err != nil {
 		return nil, connect.NewError(connect.CodeInvalidArgument, err)
 	}
@@ -64,7 +43,7 @@ func (s *Service) AnswerInput(ctx context.Context, r *connect.Request[toolfleetv
 	if err != nil {
 		return nil, s.fromTemporal("get run", err)
 	}
-	q, open, err := FindQuestion(st.Questions, &reply)
+	q, open, err := apibase.FindQuestion(st.Questions, &reply)
 	if err != nil {
 		return nil, connect.NewError(connect.CodeFailedPrecondition, err)
 	}
@@ -75,61 +54,4 @@ func (s *Service) AnswerInput(ctx context.Context, r *connect.Request[toolfleetv
 		return nil, s.fromTemporal("answer question", err)
 	}
 	return connect.NewResponse(&toolfleetv1.AnswerInputResponse{Key: reply.Key, Open: int32(open - 1)}), nil
-}
-
-// ReplyOf builds a reply from an API request: action defaults to accept,
-// content is bounded; answerer is the caller's subject ("anonymous" with
-// auth off).
-func ReplyOf(callID, key, action string, content *structpb.Struct, answerer string) (toolcall.Reply, error) {
-	if callID == "" {
-		return toolcall.Reply{}, errors.New("call_id is required")
-	}
-	if action == "" {
-		action = toolcall.ActionAccept
-	}
-	if answerer == "" {
-		answerer = "anonymous"
-	}
-	reply := toolcall.Reply{CallID: callID, Key: key, Action: action, Answerer: answerer}
-	if content != nil {
-		b, err := protojson.Marshal(content)
-		if err != nil {
-			return reply, fmt.Errorf("content: %w", err)
-		}
-		if len(b) > toolcall.MaxAnswerBytes {
-			return reply, fmt.Errorf("the answer is %d bytes: at most %d", len(b), toolcall.MaxAnswerBytes)
-		}
-		reply.ContentJSON = string(b)
-	}
-	return reply, nil
-}
-
-// FindQuestion finds the question reply answers among pending, filling in
-// reply.Key when the call has one open question; open is the number of the
-// call's questions still open.
-func FindQuestion(pending []toolcall.Question, reply *toolcall.Reply) (q toolcall.Question, open int, err error) {
-	var ofCall []toolcall.Question
-	for _, p := range pending {
-		if p.CallID == reply.CallID {
-			ofCall = append(ofCall, p)
-		}
-	}
-	if len(ofCall) == 0 {
-		return q, 0, fmt.Errorf("call %q has no question waiting for an answer", reply.CallID)
-	}
-	if reply.Key == "" {
-		if len(ofCall) > 1 {
-			keys := make([]string, len(ofCall))
-			for i, p := range ofCall {
-				keys[i] = p.Key
-			}
-			return q, 0, fmt.Errorf("call %q asks %d questions (%v): name one with key", reply.CallID, len(ofCall), keys)
-		}
-		reply.Key = ofCall[0].Key
-	}
-	i := slices.IndexFunc(ofCall, func(p toolcall.Question) bool { return p.Key == reply.Key })
-	if i < 0 {
-		return q, 0, fmt.Errorf("call %q has no question %q waiting for an answer", reply.CallID, reply.Key)
-	}
-	return ofCall[i], len(ofCall), nil
 }

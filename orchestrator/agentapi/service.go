@@ -287,7 +287,7 @@ func (s *Service) GetRun(ctx context.Context, r *connect.Request[toolfleetv1.Get
 		}
 		resp.PendingApprovals = append(resp.PendingApprovals, pa)
 	}
-	resp.PendingQuestions = PendingQuestions(st.Questions)
+	resp.PendingQuestions = apibase.PendingQuestions(st.Questions)
 	return connect.NewResponse(resp), nil
 }
 
