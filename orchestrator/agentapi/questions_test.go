@@ -1,12 +1,14 @@
 package agentapi_test
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
 	"time"
 
 	"connectrpc.com/connect"
+	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
@@ -106,6 +108,86 @@ func TestQuestionTenancy(t *testing.T) {
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("the run did not complete after the answer: %v", st.Msg)
+		}
+	}
+}
+
+// TestProgramQuestions: a program's tool asks two rounds of questions; they
+// wait as pending input of the program (WAITING_INPUT), mallory can neither
+// see nor answer them, and the program's result holds what the tool made of
+// alice's answers.
+func TestProgramQuestions(t *testing.T) {
+	t.Parallel()
+	tn := startTenants(t, "program-questions", agent.NewResolver())
+	tn.fleet.AddWorker(t, func(w *tool.Worker) { conformancev1.RegisterConformanceServiceServer(w, conformance.New()) })
+	tn.fleet.WaitTool(t, "Conformance.InputRequiredMultiRound")
+	ctx := t.Context()
+	const id = "asks-p1"
+	if _, err := tn.alicePrograms.RunProgram(ctx, connect.NewRequest(&toolfleetv1.RunProgramRequest{ProgramId: id,
+		ToolCall: &toolfleetv1.ProgramToolCall{ToolId: "Conformance.InputRequiredMultiRound"}})); err != nil {
+		t.Fatal(err)
+	}
+	question := func(key string) *toolfleetv1.PendingQuestion {
+		t.Helper()
+		for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+			st, err := tn.alicePrograms.GetProgram(ctx, connect.NewRequest(&toolfleetv1.GetProgramRequest{ProgramId: id}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p := st.Msg.GetPendingQuestions(); len(p) == 1 && p[0].GetKey() == key {
+				if st.Msg.GetStatus() != toolfleetv1.ProgramStatus_PROGRAM_STATUS_WAITING_INPUT {
+					t.Fatalf("status %v with a question pending, want WAITING_INPUT", st.Msg.GetStatus())
+				}
+				return p[0]
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the program never asked %s: %v", key, st.Msg)
+			}
+		}
+	}
+	answer := func(client interface {
+		AnswerProgramInput(context.Context, *connect.Request[toolfleetv1.AnswerProgramInputRequest]) (*connect.Response[toolfleetv1.AnswerInputResponse], error)
+	}, callID string, content map[string]any) error {
+		s, err := structpb.NewStruct(content)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = client.AnswerProgramInput(ctx, connect.NewRequest(&toolfleetv1.AnswerProgramInputRequest{ProgramId: id, CallId: callID, Content: s}))
+		return err
+	}
+	q := question("step1")
+	if _, err := tn.malloryPrograms.GetProgram(ctx, connect.NewRequest(&toolfleetv1.GetProgramRequest{ProgramId: id})); connect.CodeOf(err) != connect.CodeNotFound {
+		t.Fatalf("mallory's GetProgram: %v, want NOT_FOUND", err)
+	}
+	if err := answer(tn.malloryPrograms, q.GetCallId(), map[string]any{"name": "Mallory"}); connect.CodeOf(err) != connect.CodeNotFound {
+		t.Fatalf("mallory's answer: %v, want NOT_FOUND", err)
+	}
+	if err := answer(tn.alicePrograms, q.GetCallId(), map[string]any{"colour": "x"}); connect.CodeOf(err) != connect.CodeInvalidArgument {
+		t.Fatalf("an answer without the required field: %v, want INVALID_ARGUMENT", err)
+	}
+	if err := answer(tn.alicePrograms, q.GetCallId(), map[string]any{"name": "Ada"}); err != nil {
+		t.Fatal(err)
+	}
+	q2 := question("step2")
+	if q2.GetCallId() != q.GetCallId() {
+		t.Fatalf("the second round is call %s, want the same call %s", q2.GetCallId(), q.GetCallId())
+	}
+	if err := answer(tn.alicePrograms, q2.GetCallId(), map[string]any{"color": "teal"}); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		st, err := tn.alicePrograms.GetProgram(ctx, connect.NewRequest(&toolfleetv1.GetProgramRequest{ProgramId: id}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Msg.GetDone() {
+			if b, _ := protojson.Marshal(st.Msg.GetResult()); !strings.Contains(string(b), "Ada likes teal") || st.Msg.GetToolCalls() != 1 {
+				t.Fatalf("program %v, want one call whose result holds the answers", st.Msg)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the program did not end after the answers: %v", st.Msg)
 		}
 	}
 }
