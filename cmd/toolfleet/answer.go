@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -17,9 +18,42 @@ import (
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
 )
 
-// newAgentAnswerCommand is `toolfleet agent answer CALL_ID`: answers a
-// tool's question pending in a run.
+// answerer sends one answer of a run's or program's question.
+type answerer func(ctx context.Context, owner, callID, key, action string, content *structpb.Struct) (*toolfleetv1.AnswerInputResponse, error)
+
+// newAgentAnswerCommand is `toolfleet agent answer CALL_ID`.
 func newAgentAnswerCommand(af *gatewayFlags) *cobra.Command {
+	return newAnswerCommand("run", "agent get", func(ctx context.Context, owner, callID, key, action string, content *structpb.Struct) (*toolfleetv1.AnswerInputResponse, error) {
+		c, err := af.runs()
+		if err != nil {
+			return nil, err
+		}
+		resp, err := c.AnswerInput(ctx, connect.NewRequest(&toolfleetv1.AnswerInputRequest{RunId: owner, CallId: callID, Key: key, Action: action, Content: content}))
+		if err != nil {
+			return nil, err
+		}
+		return resp.Msg, nil
+	})
+}
+
+// newProgramAnswerCommand is `toolfleet program answer CALL_ID`.
+func newProgramAnswerCommand(gf *gatewayFlags) *cobra.Command {
+	return newAnswerCommand("program", "program get", func(ctx context.Context, owner, callID, key, action string, content *structpb.Struct) (*toolfleetv1.AnswerInputResponse, error) {
+		c, err := gf.programs()
+		if err != nil {
+			return nil, err
+		}
+		resp, err := c.AnswerProgramInput(ctx, connect.NewRequest(&toolfleetv1.AnswerProgramInputRequest{ProgramId: owner, CallId: callID, Key: key, Action: action, Content: content}))
+		if err != nil {
+			return nil, err
+		}
+		return resp.Msg, nil
+	})
+}
+
+// newAnswerCommand answers a tool's question pending in a run or a program
+// (kind), sent with send.
+func newAnswerCommand(kind, getVerb string, send answerer) *cobra.Command {
 	var (
 		key, content    string
 		fields          []string
@@ -27,10 +61,10 @@ func newAgentAnswerCommand(af *gatewayFlags) *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "answer CALL_ID",
-		Short: "Answer a tool's question pending in a run (the call goes on with the answer)",
-		Long: `Answer a tool's question pending in a run: the call goes on with the answer.
+		Short: "Answer a tool's question pending in a " + kind + " (the call goes on with the answer)",
+		Long: `Answer a tool's question pending in a ` + kind + `: the call goes on with the answer.
 
-CALL_ID is the call's id as 'toolfleet approvals list' and 'agent get' show it.
+CALL_ID is the call's id as 'toolfleet approvals list' and '` + getVerb + `' show it.
 Give the answer's fields as one JSON object (--json '{"name":"Ada"}') or one
 --field k=v each (a value that reads as JSON — a number, true, false — is
 taken as such; quote it in JSON to keep a string); they must match the
@@ -38,11 +72,12 @@ question's schema. --decline or --cancel answer without content. A call that
 asks several questions at once needs --key for each.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			runID, callID, err := callOwner("run", args)
+			owner, callID, err := callOwner(kind, args)
 			if err != nil {
 				return err
 			}
-			req := &toolfleetv1.AnswerInputRequest{RunId: runID, CallId: callID, Key: key}
+			var body *structpb.Struct
+			action := "accept"
 			switch {
 			case decline && cancel:
 				return errors.New("give --decline or --cancel, not both")
@@ -50,26 +85,21 @@ asks several questions at once needs --key for each.`,
 				if content != "" || len(fields) > 0 {
 					return errors.New("--decline and --cancel carry no content: drop --json and --field")
 				}
-				req.Action = "decline"
+				action = "decline"
 				if cancel {
-					req.Action = "cancel"
+					action = "cancel"
 				}
 			default:
-				if req.Content, err = answerContent(content, fields); err != nil {
+				if body, err = answerContent(content, fields); err != nil {
 					return err
 				}
-				req.Action = "accept"
 			}
-			c, err := af.runs()
+			resp, err := send(cmd.Context(), owner, callID, key, action, body)
 			if err != nil {
 				return err
 			}
-			resp, err := c.AnswerInput(cmd.Context(), connect.NewRequest(req))
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "answered %s %s (run %s)", callID, resp.Msg.GetKey(), runID)
-			if n := resp.Msg.GetOpen(); n > 0 {
+			fmt.Fprintf(cmd.OutOrStdout(), "answered %s %s (%s %s)", callID, resp.GetKey(), kind, owner)
+			if n := resp.GetOpen(); n > 0 {
 				fmt.Fprintf(cmd.OutOrStdout(), "; %d more question(s) of this call wait", n)
 			}
 			fmt.Fprintln(cmd.OutOrStdout())
@@ -128,11 +158,11 @@ func fieldValue(v string) *structpb.Value {
 
 // printQuestions lists a run's pending questions with the command that
 // answers them.
-func printQuestions(w io.Writer, qs []*toolfleetv1.PendingQuestion) {
+func printQuestions(w io.Writer, verb string, qs []*toolfleetv1.PendingQuestion) {
 	if len(qs) == 0 {
 		return
 	}
-	fmt.Fprintln(w, "Pending questions (answer with: toolfleet agent answer CALL_ID --json '{...}' [--key KEY]):")
+	fmt.Fprintln(w, "Pending questions (answer with: toolfleet "+verb+" answer CALL_ID --json '{...}' [--key KEY]):")
 	tw := newTable(w, "  CALL ID", "KEY", "TOOL", "QUESTION", "FIELDS", "WAITING SINCE")
 	for _, q := range qs {
 		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\n", q.GetCallId(), q.GetKey(), q.GetToolId(), oneLine(q.GetMessage(), 60),

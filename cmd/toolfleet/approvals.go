@@ -61,7 +61,7 @@ func newApprovalsCommand() *cobra.Command {
 			return err
 		}
 		fmt.Fprintln(w, "Decide with: toolfleet agent approve CALL_ID (a run's call) or toolfleet program approve CALL_ID (a program's); deny the same way.")
-		fmt.Fprintln(w, "Answer a question with: toolfleet agent answer CALL_ID --json '{...}' (see agent get RUN_ID for its fields).")
+		fmt.Fprintln(w, "Answer a question with: toolfleet agent answer CALL_ID --json '{...}' (a run's; see agent get RUN_ID for its fields) or toolfleet program answer CALL_ID (a program's).")
 		return nil
 	}
 	cmd.AddCommand(list)
@@ -119,6 +119,9 @@ func listApprovals(ctx context.Context, gf *gatewayFlags) ([]pendingItem, error)
 			continue
 		}
 		print("program", p.GetProgramId(), got.Msg.GetPendingApprovals())
+		for _, q := range got.Msg.GetPendingQuestions() {
+			items = append(items, pendingItem{kind: "program", id: p.GetProgramId(), question: q})
+		}
 	}
 	return items, nil
 }

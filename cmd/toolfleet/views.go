@@ -82,7 +82,7 @@ func printRun(w io.Writer, r *toolfleetv1.GetRunResponse) error {
 		return err
 	}
 	printPending(w, "agent", r.GetPendingApprovals())
-	printQuestions(w, r.GetPendingQuestions())
+	printQuestions(w, "agent", r.GetPendingQuestions())
 	if m := r.GetFailureMessage(); m != "" {
 		fmt.Fprintf(w, "Failure:\n%s\n", indent(m))
 	}
@@ -102,6 +102,7 @@ func printProgram(w io.Writer, p *toolfleetv1.GetProgramResponse) error {
 		return err
 	}
 	printPending(w, "program", p.GetPendingApprovals())
+	printQuestions(w, "program", p.GetPendingQuestions())
 	if pe := p.GetProgramError(); pe != nil {
 		msg := pe.GetMessage()
 		if pe.GetPosition() != "" {
