@@ -46,17 +46,18 @@ get and list print text on a terminal and JSON when piped (-o json|text to choos
 	config.BindEnv(pf, "TOOLFLEET")
 	cmd.PersistentPreRunE = func(*cobra.Command, []string) error { return applyEnvAndDev(pf) }
 	cmd.AddCommand(newAgentRunCommand(&af), newAgentWatchCommand(&af), newAgentGetCommand(&af), newAgentListCommand(&af),
-		newAgentDecideCommand(&af, true), newAgentDecideCommand(&af, false), newAgentCancelCommand(&af), newAgentSendCommand(&af))
+		newAgentDecideCommand(&af, true), newAgentDecideCommand(&af, false), newAgentCancelCommand(&af), newAgentSendCommand(&af),
+		newAgentAnswerCommand(&af))
 	return cmd
 }
 
 func newAgentRunCommand(af *gatewayFlags) *cobra.Command {
 	var (
-		specFile, model, system, runID, protocol string
-		tools, approve                           []string
-		maxTurns, maxCalls                       int32
-		deadline                                 time.Duration
-		sequential, codeMode, watch              bool
+		specFile, model, system, runID, protocol, questions string
+		tools, approve                                      []string
+		maxTurns, maxCalls                                  int32
+		deadline                                            time.Duration
+		sequential, codeMode, watch                         bool
 	)
 	cmd := &cobra.Command{
 		Use:   "run [prompt]",
@@ -90,6 +91,16 @@ func newAgentRunCommand(af *gatewayFlags) *cobra.Command {
 			set("tool-protocol", func() { req.ToolProtocol = protocol })
 			set("sequential", func() { req.Sequential = sequential })
 			set("code-mode", func() { req.CodeMode = codeMode })
+			if f.Changed("questions") {
+				switch questions {
+				case "ask":
+					req.Questions = toolfleetv1.QuestionPolicy_QUESTION_POLICY_ASK
+				case "decline":
+					req.Questions = toolfleetv1.QuestionPolicy_QUESTION_POLICY_DECLINE
+				default:
+					return fmt.Errorf("--questions %q: want ask or decline", questions)
+				}
+			}
 			if f.Changed("approve-tools") {
 				req.Approval = &toolfleetv1.ApprovalPolicy{Tools: approve}
 			}
@@ -134,6 +145,7 @@ func newAgentRunCommand(af *gatewayFlags) *cobra.Command {
 	f.StringSliceVar(&tools, "tools", []string{"Calculator.*", "Clock.*", "KV.*", "JSONQuery.*"}, "tool ids or globs the model may call")
 	f.StringVar(&protocol, "tool-protocol", "", "native (default), auto, fenced, hermes, xml or an open-model dialect (docs/formats.md)")
 	f.StringSliceVar(&approve, "approve-tools", nil, "tool ids or globs whose calls need approval in this run")
+	f.StringVar(&questions, "questions", "ask", "a tool's questions to the run's people: ask (wait for 'agent answer') or decline (the model is told)")
 	f.Int32Var(&maxTurns, "max-turns", 0, "budget: model turns (0 = default)")
 	f.Int32Var(&maxCalls, "max-tool-calls", 0, "budget: tool calls (0 = default)")
 	f.DurationVar(&deadline, "deadline", 0, "budget: wall-clock time of the run (0 = default)")

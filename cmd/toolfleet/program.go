@@ -36,7 +36,7 @@ See docs/programs.md for the builtins and limits.`,
 	cmd.PersistentPreRunE = func(*cobra.Command, []string) error { return applyEnvAndDev(pf) }
 	cmd.AddCommand(newProgramCheckCommand(&gf), newProgramRunCommand(&gf), newProgramStubsCommand(&gf),
 		newProgramGetCommand(&gf), newProgramListCommand(&gf), newProgramWatchCommand(&gf), newProgramDecideCommand(&gf, true),
-		newProgramDecideCommand(&gf, false), newProgramCancelCommand(&gf))
+		newProgramDecideCommand(&gf, false), newProgramCancelCommand(&gf), newProgramAnswerCommand(&gf))
 	return cmd
 }
 

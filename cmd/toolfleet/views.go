@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
@@ -81,6 +82,7 @@ func printRun(w io.Writer, r *toolfleetv1.GetRunResponse) error {
 		return err
 	}
 	printPending(w, "agent", r.GetPendingApprovals())
+	printQuestions(w, "agent", r.GetPendingQuestions())
 	if m := r.GetFailureMessage(); m != "" {
 		fmt.Fprintf(w, "Failure:\n%s\n", indent(m))
 	}
@@ -100,6 +102,7 @@ func printProgram(w io.Writer, p *toolfleetv1.GetProgramResponse) error {
 		return err
 	}
 	printPending(w, "program", p.GetPendingApprovals())
+	printQuestions(w, "program", p.GetPendingQuestions())
 	if pe := p.GetProgramError(); pe != nil {
 		msg := pe.GetMessage()
 		if pe.GetPosition() != "" {
@@ -143,10 +146,12 @@ func indent(s string) string {
 	return "  " + strings.ReplaceAll(strings.TrimRight(s, "\n"), "\n", "\n  ")
 }
 
-// pendingItem is one line of `approvals list`: a pending approval and whose it is.
+// pendingItem is one line of `approvals list`: a pending approval or
+// question and whose it is.
 type pendingItem struct {
 	kind, id string // "run" or "program", and its id
 	approval *toolfleetv1.PendingApproval
+	question *toolfleetv1.PendingQuestion
 }
 
 // writePendingJSON writes items as one JSON array of the approvals'
@@ -154,7 +159,12 @@ type pendingItem struct {
 func writePendingJSON(w io.Writer, items []pendingItem) error {
 	all := make([]map[string]any, 0, len(items))
 	for _, it := range items {
-		b, err := protojson.Marshal(it.approval)
+		var msg proto.Message = it.approval
+		pending := "approval"
+		if it.question != nil {
+			msg, pending = it.question, "question"
+		}
+		b, err := protojson.Marshal(msg)
 		if err != nil {
 			return err
 		}
@@ -164,6 +174,7 @@ func writePendingJSON(w io.Writer, items []pendingItem) error {
 		}
 		m["kind"] = it.kind
 		m[it.kind+"Id"] = it.id
+		m["pending"] = pending
 		all = append(all, m)
 	}
 	b, err := json.Marshal(all)

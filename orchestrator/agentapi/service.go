@@ -3,7 +3,7 @@
 // gateway's address by cmd/, so callers have one front door and one auth.
 //
 // Scopes: runs:start (StartRun, SendMessage), runs:read (GetRun, ListRuns,
-// WatchRun), runs:approve (DecideApproval), runs:cancel (CancelRun). A caller
+// WatchRun), runs:approve (DecideApproval, AnswerInput), runs:cancel (CancelRun). A caller
 // sees and steers only the runs it started unless it holds runs:admin. A run's
 // tool calls use the starter's subject and scopes, recorded at StartRun.
 package agentapi
@@ -183,6 +183,11 @@ func spec(req *toolfleetv1.StartRunRequest) (agent.RunSpec, []*toolfleetv1.Messa
 	if sp.Model.MaxTokens < 0 {
 		return sp, nil, fmt.Errorf("model_spec.max_tokens %d is negative", sp.Model.MaxTokens)
 	}
+	q, err := questionPolicy(req.GetQuestions())
+	if err != nil {
+		return sp, nil, err
+	}
+	sp.Questions = q
 	if req.GetIdleTimeout() != nil {
 		sp.IdleTimeout = req.GetIdleTimeout().AsDuration()
 	}
@@ -282,6 +287,7 @@ func (s *Service) GetRun(ctx context.Context, r *connect.Request[toolfleetv1.Get
 		}
 		resp.PendingApprovals = append(resp.PendingApprovals, pa)
 	}
+	resp.PendingQuestions = apibase.PendingQuestions(st.Questions)
 	return connect.NewResponse(resp), nil
 }
 

@@ -24,6 +24,59 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// QuestionPolicy says what becomes of a tool's question inside a run.
+type QuestionPolicy int32
+
+const (
+	QuestionPolicy_QUESTION_POLICY_UNSPECIFIED QuestionPolicy = 0
+	// The question waits for an answer (AnswerInput) as long as an approval would.
+	QuestionPolicy_QUESTION_POLICY_ASK QuestionPolicy = 1
+	// The run takes no questions: the model reads that the tool needed input the
+	// run does not give.
+	QuestionPolicy_QUESTION_POLICY_DECLINE QuestionPolicy = 2
+)
+
+// Enum value maps for QuestionPolicy.
+var (
+	QuestionPolicy_name = map[int32]string{
+		0: "QUESTION_POLICY_UNSPECIFIED",
+		1: "QUESTION_POLICY_ASK",
+		2: "QUESTION_POLICY_DECLINE",
+	}
+	QuestionPolicy_value = map[string]int32{
+		"QUESTION_POLICY_UNSPECIFIED": 0,
+		"QUESTION_POLICY_ASK":         1,
+		"QUESTION_POLICY_DECLINE":     2,
+	}
+)
+
+func (x QuestionPolicy) Enum() *QuestionPolicy {
+	p := new(QuestionPolicy)
+	*p = x
+	return p
+}
+
+func (x QuestionPolicy) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (QuestionPolicy) Descriptor() protoreflect.EnumDescriptor {
+	return file_toolfleet_v1_agent_proto_enumTypes[0].Descriptor()
+}
+
+func (QuestionPolicy) Type() protoreflect.EnumType {
+	return &file_toolfleet_v1_agent_proto_enumTypes[0]
+}
+
+func (x QuestionPolicy) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use QuestionPolicy.Descriptor instead.
+func (QuestionPolicy) EnumDescriptor() ([]byte, []int) {
+	return file_toolfleet_v1_agent_proto_rawDescGZIP(), []int{0}
+}
+
 // RunStatus is the lifecycle state of a run.
 type RunStatus int32
 
@@ -35,6 +88,8 @@ const (
 	RunStatus_RUN_STATUS_FAILED           RunStatus = 4
 	RunStatus_RUN_STATUS_CANCELED         RunStatus = 5
 	RunStatus_RUN_STATUS_BUDGET_EXHAUSTED RunStatus = 6
+	// A tool's question waits for an answer (AnswerInput).
+	RunStatus_RUN_STATUS_WAITING_INPUT RunStatus = 7
 )
 
 // Enum value maps for RunStatus.
@@ -47,6 +102,7 @@ var (
 		4: "RUN_STATUS_FAILED",
 		5: "RUN_STATUS_CANCELED",
 		6: "RUN_STATUS_BUDGET_EXHAUSTED",
+		7: "RUN_STATUS_WAITING_INPUT",
 	}
 	RunStatus_value = map[string]int32{
 		"RUN_STATUS_UNSPECIFIED":      0,
@@ -56,6 +112,7 @@ var (
 		"RUN_STATUS_FAILED":           4,
 		"RUN_STATUS_CANCELED":         5,
 		"RUN_STATUS_BUDGET_EXHAUSTED": 6,
+		"RUN_STATUS_WAITING_INPUT":    7,
 	}
 )
 
@@ -70,11 +127,11 @@ func (x RunStatus) String() string {
 }
 
 func (RunStatus) Descriptor() protoreflect.EnumDescriptor {
-	return file_toolfleet_v1_agent_proto_enumTypes[0].Descriptor()
+	return file_toolfleet_v1_agent_proto_enumTypes[1].Descriptor()
 }
 
 func (RunStatus) Type() protoreflect.EnumType {
-	return &file_toolfleet_v1_agent_proto_enumTypes[0]
+	return &file_toolfleet_v1_agent_proto_enumTypes[1]
 }
 
 func (x RunStatus) Number() protoreflect.EnumNumber {
@@ -83,7 +140,7 @@ func (x RunStatus) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use RunStatus.Descriptor instead.
 func (RunStatus) EnumDescriptor() ([]byte, []int) {
-	return file_toolfleet_v1_agent_proto_rawDescGZIP(), []int{0}
+	return file_toolfleet_v1_agent_proto_rawDescGZIP(), []int{1}
 }
 
 // ModelSpec names the model of a run. The key is a reference, never the key itself.
@@ -328,7 +385,10 @@ type StartRunRequest struct {
 	// Code mode: the model is offered one tool, run_program, and writes a
 	// Starlark program that calls `tools`; only the program's result enters the
 	// conversation (docs/programs.md).
-	CodeMode      bool `protobuf:"varint,14,opt,name=code_mode,json=codeMode,proto3" json:"code_mode,omitempty"`
+	CodeMode bool `protobuf:"varint,14,opt,name=code_mode,json=codeMode,proto3" json:"code_mode,omitempty"`
+	// Whether a tool may ask the run's people for input during a call (a form
+	// to fill, answered with AnswerInput). Unspecified = ask.
+	Questions     QuestionPolicy `protobuf:"varint,30,opt,name=questions,proto3,enum=toolfleet.v1.QuestionPolicy" json:"questions,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -461,6 +521,13 @@ func (x *StartRunRequest) GetCodeMode() bool {
 	return false
 }
 
+func (x *StartRunRequest) GetQuestions() QuestionPolicy {
+	if x != nil {
+		return x.Questions
+	}
+	return QuestionPolicy_QUESTION_POLICY_UNSPECIFIED
+}
+
 type StartRunResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	RunId         string                 `protobuf:"bytes,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
@@ -567,9 +634,11 @@ type GetRunResponse struct {
 	Idle bool `protobuf:"varint,11,opt,name=idle,proto3" json:"idle,omitempty"`
 	// For BUDGET_EXHAUSTED: the budget that ran out (max_turns, max_tool_calls,
 	// max_input_tokens, max_output_tokens, deadline).
-	Budget        string `protobuf:"bytes,12,opt,name=budget,proto3" json:"budget,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Budget string `protobuf:"bytes,12,opt,name=budget,proto3" json:"budget,omitempty"`
+	// Tools' questions waiting for an answer (AnswerInput).
+	PendingQuestions []*PendingQuestion `protobuf:"bytes,30,rep,name=pending_questions,json=pendingQuestions,proto3" json:"pending_questions,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *GetRunResponse) Reset() {
@@ -684,6 +753,13 @@ func (x *GetRunResponse) GetBudget() string {
 		return x.Budget
 	}
 	return ""
+}
+
+func (x *GetRunResponse) GetPendingQuestions() []*PendingQuestion {
+	if x != nil {
+		return x.PendingQuestions
+	}
+	return nil
 }
 
 type ListRunsRequest struct {
@@ -1143,6 +1219,248 @@ func (x *PendingApproval) GetRequestedAt() *timestamppb.Timestamp {
 	return nil
 }
 
+// PendingQuestion is one question a tool asked during a call (MCP's
+// elicitation: a message and a flat JSON Schema of the answer's fields).
+type PendingQuestion struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The call that asked (the same call goes on with the answer).
+	CallId string `protobuf:"bytes,1,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
+	ToolId string `protobuf:"bytes,2,opt,name=tool_id,json=toolId,proto3" json:"tool_id,omitempty"`
+	// The tool's key of the question (a call may ask several at once).
+	Key string `protobuf:"bytes,3,opt,name=key,proto3" json:"key,omitempty"`
+	// "elicitation/create" (the others are not asked of people).
+	Method string `protobuf:"bytes,4,opt,name=method,proto3" json:"method,omitempty"`
+	// What the tool says to the person.
+	Message string `protobuf:"bytes,5,opt,name=message,proto3" json:"message,omitempty"`
+	// The JSON Schema the answer's content must match.
+	RequestedSchema *structpb.Struct       `protobuf:"bytes,6,opt,name=requested_schema,json=requestedSchema,proto3" json:"requested_schema,omitempty"`
+	RequestedAt     *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=requested_at,json=requestedAt,proto3" json:"requested_at,omitempty"`
+	// When the question counts as unanswered (the call then fails).
+	ExpiresAt     *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PendingQuestion) Reset() {
+	*x = PendingQuestion{}
+	mi := &file_toolfleet_v1_agent_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PendingQuestion) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PendingQuestion) ProtoMessage() {}
+
+func (x *PendingQuestion) ProtoReflect() protoreflect.Message {
+	mi := &file_toolfleet_v1_agent_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PendingQuestion.ProtoReflect.Descriptor instead.
+func (*PendingQuestion) Descriptor() ([]byte, []int) {
+	return file_toolfleet_v1_agent_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *PendingQuestion) GetCallId() string {
+	if x != nil {
+		return x.CallId
+	}
+	return ""
+}
+
+func (x *PendingQuestion) GetToolId() string {
+	if x != nil {
+		return x.ToolId
+	}
+	return ""
+}
+
+func (x *PendingQuestion) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *PendingQuestion) GetMethod() string {
+	if x != nil {
+		return x.Method
+	}
+	return ""
+}
+
+func (x *PendingQuestion) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *PendingQuestion) GetRequestedSchema() *structpb.Struct {
+	if x != nil {
+		return x.RequestedSchema
+	}
+	return nil
+}
+
+func (x *PendingQuestion) GetRequestedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.RequestedAt
+	}
+	return nil
+}
+
+func (x *PendingQuestion) GetExpiresAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ExpiresAt
+	}
+	return nil
+}
+
+// AnswerInputRequest answers one pending question of a run.
+type AnswerInputRequest struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	RunId  string                 `protobuf:"bytes,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	CallId string                 `protobuf:"bytes,2,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
+	// The question's key; may be empty when the call has one open question.
+	Key string `protobuf:"bytes,3,opt,name=key,proto3" json:"key,omitempty"`
+	// "accept" (with content), "decline" or "cancel"; empty = accept.
+	Action string `protobuf:"bytes,4,opt,name=action,proto3" json:"action,omitempty"`
+	// The answer's fields, matching the question's requested_schema (at most 64 KiB).
+	Content       *structpb.Struct `protobuf:"bytes,5,opt,name=content,proto3" json:"content,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AnswerInputRequest) Reset() {
+	*x = AnswerInputRequest{}
+	mi := &file_toolfleet_v1_agent_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AnswerInputRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AnswerInputRequest) ProtoMessage() {}
+
+func (x *AnswerInputRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_toolfleet_v1_agent_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AnswerInputRequest.ProtoReflect.Descriptor instead.
+func (*AnswerInputRequest) Descriptor() ([]byte, []int) {
+	return file_toolfleet_v1_agent_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *AnswerInputRequest) GetRunId() string {
+	if x != nil {
+		return x.RunId
+	}
+	return ""
+}
+
+func (x *AnswerInputRequest) GetCallId() string {
+	if x != nil {
+		return x.CallId
+	}
+	return ""
+}
+
+func (x *AnswerInputRequest) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *AnswerInputRequest) GetAction() string {
+	if x != nil {
+		return x.Action
+	}
+	return ""
+}
+
+func (x *AnswerInputRequest) GetContent() *structpb.Struct {
+	if x != nil {
+		return x.Content
+	}
+	return nil
+}
+
+type AnswerInputResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The key answered.
+	Key string `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	// Questions of the same call still waiting for an answer.
+	Open          int32 `protobuf:"varint,2,opt,name=open,proto3" json:"open,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AnswerInputResponse) Reset() {
+	*x = AnswerInputResponse{}
+	mi := &file_toolfleet_v1_agent_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AnswerInputResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AnswerInputResponse) ProtoMessage() {}
+
+func (x *AnswerInputResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_toolfleet_v1_agent_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AnswerInputResponse.ProtoReflect.Descriptor instead.
+func (*AnswerInputResponse) Descriptor() ([]byte, []int) {
+	return file_toolfleet_v1_agent_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *AnswerInputResponse) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *AnswerInputResponse) GetOpen() int32 {
+	if x != nil {
+		return x.Open
+	}
+	return 0
+}
+
 type SendMessageRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	RunId         string                 `protobuf:"bytes,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
@@ -1153,7 +1471,7 @@ type SendMessageRequest struct {
 
 func (x *SendMessageRequest) Reset() {
 	*x = SendMessageRequest{}
-	mi := &file_toolfleet_v1_agent_proto_msgTypes[14]
+	mi := &file_toolfleet_v1_agent_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1165,7 +1483,7 @@ func (x *SendMessageRequest) String() string {
 func (*SendMessageRequest) ProtoMessage() {}
 
 func (x *SendMessageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolfleet_v1_agent_proto_msgTypes[14]
+	mi := &file_toolfleet_v1_agent_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1178,7 +1496,7 @@ func (x *SendMessageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SendMessageRequest.ProtoReflect.Descriptor instead.
 func (*SendMessageRequest) Descriptor() ([]byte, []int) {
-	return file_toolfleet_v1_agent_proto_rawDescGZIP(), []int{14}
+	return file_toolfleet_v1_agent_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *SendMessageRequest) GetRunId() string {
@@ -1203,7 +1521,7 @@ type SendMessageResponse struct {
 
 func (x *SendMessageResponse) Reset() {
 	*x = SendMessageResponse{}
-	mi := &file_toolfleet_v1_agent_proto_msgTypes[15]
+	mi := &file_toolfleet_v1_agent_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1215,7 +1533,7 @@ func (x *SendMessageResponse) String() string {
 func (*SendMessageResponse) ProtoMessage() {}
 
 func (x *SendMessageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolfleet_v1_agent_proto_msgTypes[15]
+	mi := &file_toolfleet_v1_agent_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1228,7 +1546,7 @@ func (x *SendMessageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SendMessageResponse.ProtoReflect.Descriptor instead.
 func (*SendMessageResponse) Descriptor() ([]byte, []int) {
-	return file_toolfleet_v1_agent_proto_rawDescGZIP(), []int{15}
+	return file_toolfleet_v1_agent_proto_rawDescGZIP(), []int{18}
 }
 
 type DecideApprovalRequest struct {
@@ -1244,7 +1562,7 @@ type DecideApprovalRequest struct {
 
 func (x *DecideApprovalRequest) Reset() {
 	*x = DecideApprovalRequest{}
-	mi := &file_toolfleet_v1_agent_proto_msgTypes[16]
+	mi := &file_toolfleet_v1_agent_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1256,7 +1574,7 @@ func (x *DecideApprovalRequest) String() string {
 func (*DecideApprovalRequest) ProtoMessage() {}
 
 func (x *DecideApprovalRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolfleet_v1_agent_proto_msgTypes[16]
+	mi := &file_toolfleet_v1_agent_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1269,7 +1587,7 @@ func (x *DecideApprovalRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecideApprovalRequest.ProtoReflect.Descriptor instead.
 func (*DecideApprovalRequest) Descriptor() ([]byte, []int) {
-	return file_toolfleet_v1_agent_proto_rawDescGZIP(), []int{16}
+	return file_toolfleet_v1_agent_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *DecideApprovalRequest) GetRunId() string {
@@ -1308,7 +1626,7 @@ type DecideApprovalResponse struct {
 
 func (x *DecideApprovalResponse) Reset() {
 	*x = DecideApprovalResponse{}
-	mi := &file_toolfleet_v1_agent_proto_msgTypes[17]
+	mi := &file_toolfleet_v1_agent_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1320,7 +1638,7 @@ func (x *DecideApprovalResponse) String() string {
 func (*DecideApprovalResponse) ProtoMessage() {}
 
 func (x *DecideApprovalResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolfleet_v1_agent_proto_msgTypes[17]
+	mi := &file_toolfleet_v1_agent_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1333,7 +1651,7 @@ func (x *DecideApprovalResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecideApprovalResponse.ProtoReflect.Descriptor instead.
 func (*DecideApprovalResponse) Descriptor() ([]byte, []int) {
-	return file_toolfleet_v1_agent_proto_rawDescGZIP(), []int{17}
+	return file_toolfleet_v1_agent_proto_rawDescGZIP(), []int{20}
 }
 
 type CancelRunRequest struct {
@@ -1346,7 +1664,7 @@ type CancelRunRequest struct {
 
 func (x *CancelRunRequest) Reset() {
 	*x = CancelRunRequest{}
-	mi := &file_toolfleet_v1_agent_proto_msgTypes[18]
+	mi := &file_toolfleet_v1_agent_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1358,7 +1676,7 @@ func (x *CancelRunRequest) String() string {
 func (*CancelRunRequest) ProtoMessage() {}
 
 func (x *CancelRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolfleet_v1_agent_proto_msgTypes[18]
+	mi := &file_toolfleet_v1_agent_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1371,7 +1689,7 @@ func (x *CancelRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelRunRequest.ProtoReflect.Descriptor instead.
 func (*CancelRunRequest) Descriptor() ([]byte, []int) {
-	return file_toolfleet_v1_agent_proto_rawDescGZIP(), []int{18}
+	return file_toolfleet_v1_agent_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *CancelRunRequest) GetRunId() string {
@@ -1396,7 +1714,7 @@ type CancelRunResponse struct {
 
 func (x *CancelRunResponse) Reset() {
 	*x = CancelRunResponse{}
-	mi := &file_toolfleet_v1_agent_proto_msgTypes[19]
+	mi := &file_toolfleet_v1_agent_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1408,7 +1726,7 @@ func (x *CancelRunResponse) String() string {
 func (*CancelRunResponse) ProtoMessage() {}
 
 func (x *CancelRunResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolfleet_v1_agent_proto_msgTypes[19]
+	mi := &file_toolfleet_v1_agent_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1421,7 +1739,7 @@ func (x *CancelRunResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelRunResponse.ProtoReflect.Descriptor instead.
 func (*CancelRunResponse) Descriptor() ([]byte, []int) {
-	return file_toolfleet_v1_agent_proto_rawDescGZIP(), []int{19}
+	return file_toolfleet_v1_agent_proto_rawDescGZIP(), []int{22}
 }
 
 var File_toolfleet_v1_agent_proto protoreflect.FileDescriptor
@@ -1444,7 +1762,7 @@ const file_toolfleet_v1_agent_proto_rawDesc = "" +
 	"\x0emax_tool_calls\x18\x02 \x01(\x05R\fmaxToolCalls\x12(\n" +
 	"\x10max_input_tokens\x18\x03 \x01(\x03R\x0emaxInputTokens\x12*\n" +
 	"\x11max_output_tokens\x18\x04 \x01(\x03R\x0fmaxOutputTokens\x125\n" +
-	"\bdeadline\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\bdeadline\"\x8b\x05\n" +
+	"\bdeadline\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\bdeadline\"\xc7\x05\n" +
 	"\x0fStartRunRequest\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x14\n" +
 	"\x05model\x18\x02 \x01(\tR\x05model\x12#\n" +
@@ -1464,14 +1782,15 @@ const file_toolfleet_v1_agent_proto_rawDesc = "" +
 	"sequential\x128\n" +
 	"\bapproval\x18\f \x01(\v2\x1c.toolfleet.v1.ApprovalPolicyR\bapproval\x12<\n" +
 	"\fidle_timeout\x18\r \x01(\v2\x19.google.protobuf.DurationR\vidleTimeout\x12\x1b\n" +
-	"\tcode_mode\x18\x0e \x01(\bR\bcodeMode\x1a9\n" +
+	"\tcode_mode\x18\x0e \x01(\bR\bcodeMode\x12:\n" +
+	"\tquestions\x18\x1e \x01(\x0e2\x1c.toolfleet.v1.QuestionPolicyR\tquestions\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\")\n" +
 	"\x10StartRunResponse\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\"&\n" +
 	"\rGetRunRequest\x12\x15\n" +
-	"\x06run_id\x18\x01 \x01(\tR\x05runId\"\xe8\x03\n" +
+	"\x06run_id\x18\x01 \x01(\tR\x05runId\"\xb4\x04\n" +
 	"\x0eGetRunResponse\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12/\n" +
 	"\x06status\x18\x02 \x01(\x0e2\x17.toolfleet.v1.RunStatusR\x06status\x12)\n" +
@@ -1487,7 +1806,8 @@ const file_toolfleet_v1_agent_proto_rawDesc = "" +
 	"\x06answer\x18\n" +
 	" \x01(\tR\x06answer\x12\x12\n" +
 	"\x04idle\x18\v \x01(\bR\x04idle\x12\x16\n" +
-	"\x06budget\x18\f \x01(\tR\x06budget\"M\n" +
+	"\x06budget\x18\f \x01(\tR\x06budget\x12J\n" +
+	"\x11pending_questions\x18\x1e \x03(\v2\x1d.toolfleet.v1.PendingQuestionR\x10pendingQuestions\"M\n" +
 	"\x0fListRunsRequest\x12\x1b\n" +
 	"\tpage_size\x18\x01 \x01(\x05R\bpageSize\x12\x1d\n" +
 	"\n" +
@@ -1519,7 +1839,26 @@ const file_toolfleet_v1_agent_proto_rawDesc = "" +
 	"\acall_id\x18\x01 \x01(\tR\x06callId\x12\x17\n" +
 	"\atool_id\x18\x02 \x01(\tR\x06toolId\x125\n" +
 	"\targuments\x18\x03 \x01(\v2\x17.google.protobuf.StructR\targuments\x12=\n" +
-	"\frequested_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\vrequestedAt\"\\\n" +
+	"\frequested_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\vrequestedAt\"\xc5\x02\n" +
+	"\x0fPendingQuestion\x12\x17\n" +
+	"\acall_id\x18\x01 \x01(\tR\x06callId\x12\x17\n" +
+	"\atool_id\x18\x02 \x01(\tR\x06toolId\x12\x10\n" +
+	"\x03key\x18\x03 \x01(\tR\x03key\x12\x16\n" +
+	"\x06method\x18\x04 \x01(\tR\x06method\x12\x18\n" +
+	"\amessage\x18\x05 \x01(\tR\amessage\x12B\n" +
+	"\x10requested_schema\x18\x06 \x01(\v2\x17.google.protobuf.StructR\x0frequestedSchema\x12=\n" +
+	"\frequested_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\vrequestedAt\x129\n" +
+	"\n" +
+	"expires_at\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\"\xa1\x01\n" +
+	"\x12AnswerInputRequest\x12\x15\n" +
+	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x17\n" +
+	"\acall_id\x18\x02 \x01(\tR\x06callId\x12\x10\n" +
+	"\x03key\x18\x03 \x01(\tR\x03key\x12\x16\n" +
+	"\x06action\x18\x04 \x01(\tR\x06action\x121\n" +
+	"\acontent\x18\x05 \x01(\v2\x17.google.protobuf.StructR\acontent\";\n" +
+	"\x13AnswerInputResponse\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x12\n" +
+	"\x04open\x18\x02 \x01(\x05R\x04open\"\\\n" +
 	"\x12SendMessageRequest\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12/\n" +
 	"\amessage\x18\x02 \x01(\v2\x15.toolfleet.v1.MessageR\amessage\"\x15\n" +
@@ -1533,7 +1872,11 @@ const file_toolfleet_v1_agent_proto_rawDesc = "" +
 	"\x10CancelRunRequest\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\"\x13\n" +
-	"\x11CancelRunResponse*\xcb\x01\n" +
+	"\x11CancelRunResponse*g\n" +
+	"\x0eQuestionPolicy\x12\x1f\n" +
+	"\x1bQUESTION_POLICY_UNSPECIFIED\x10\x00\x12\x17\n" +
+	"\x13QUESTION_POLICY_ASK\x10\x01\x12\x1b\n" +
+	"\x17QUESTION_POLICY_DECLINE\x10\x02*\xe9\x01\n" +
 	"\tRunStatus\x12\x1a\n" +
 	"\x16RUN_STATUS_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12RUN_STATUS_RUNNING\x10\x01\x12\x1f\n" +
@@ -1541,14 +1884,16 @@ const file_toolfleet_v1_agent_proto_rawDesc = "" +
 	"\x14RUN_STATUS_COMPLETED\x10\x03\x12\x15\n" +
 	"\x11RUN_STATUS_FAILED\x10\x04\x12\x17\n" +
 	"\x13RUN_STATUS_CANCELED\x10\x05\x12\x1f\n" +
-	"\x1bRUN_STATUS_BUDGET_EXHAUSTED\x10\x062\xc4\x04\n" +
+	"\x1bRUN_STATUS_BUDGET_EXHAUSTED\x10\x06\x12\x1c\n" +
+	"\x18RUN_STATUS_WAITING_INPUT\x10\a2\x98\x05\n" +
 	"\fAgentService\x12I\n" +
 	"\bStartRun\x12\x1d.toolfleet.v1.StartRunRequest\x1a\x1e.toolfleet.v1.StartRunResponse\x12H\n" +
 	"\x06GetRun\x12\x1b.toolfleet.v1.GetRunRequest\x1a\x1c.toolfleet.v1.GetRunResponse\"\x03\x90\x02\x01\x12N\n" +
 	"\bListRuns\x12\x1d.toolfleet.v1.ListRunsRequest\x1a\x1e.toolfleet.v1.ListRunsResponse\"\x03\x90\x02\x01\x12R\n" +
 	"\vSendMessage\x12 .toolfleet.v1.SendMessageRequest\x1a!.toolfleet.v1.SendMessageResponse\x12[\n" +
 	"\x0eDecideApproval\x12#.toolfleet.v1.DecideApprovalRequest\x1a$.toolfleet.v1.DecideApprovalResponse\x12L\n" +
-	"\tCancelRun\x12\x1e.toolfleet.v1.CancelRunRequest\x1a\x1f.toolfleet.v1.CancelRunResponse\x12P\n" +
+	"\tCancelRun\x12\x1e.toolfleet.v1.CancelRunRequest\x1a\x1f.toolfleet.v1.CancelRunResponse\x12R\n" +
+	"\vAnswerInput\x12 .toolfleet.v1.AnswerInputRequest\x1a!.toolfleet.v1.AnswerInputResponse\x12P\n" +
 	"\bWatchRun\x12\x1d.toolfleet.v1.WatchRunRequest\x1a\x1e.toolfleet.v1.WatchRunResponse\"\x03\x90\x02\x010\x01B=Z;github.com/toolfleet/toolfleet/gen/toolfleet/v1;toolfleetv1b\x06proto3"
 
 var (
@@ -1563,79 +1908,91 @@ func file_toolfleet_v1_agent_proto_rawDescGZIP() []byte {
 	return file_toolfleet_v1_agent_proto_rawDescData
 }
 
-var file_toolfleet_v1_agent_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_toolfleet_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
+var file_toolfleet_v1_agent_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
+var file_toolfleet_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
 var file_toolfleet_v1_agent_proto_goTypes = []any{
-	(RunStatus)(0),                 // 0: toolfleet.v1.RunStatus
-	(*ModelSpec)(nil),              // 1: toolfleet.v1.ModelSpec
-	(*ApprovalPolicy)(nil),         // 2: toolfleet.v1.ApprovalPolicy
-	(*Budget)(nil),                 // 3: toolfleet.v1.Budget
-	(*StartRunRequest)(nil),        // 4: toolfleet.v1.StartRunRequest
-	(*StartRunResponse)(nil),       // 5: toolfleet.v1.StartRunResponse
-	(*GetRunRequest)(nil),          // 6: toolfleet.v1.GetRunRequest
-	(*GetRunResponse)(nil),         // 7: toolfleet.v1.GetRunResponse
-	(*ListRunsRequest)(nil),        // 8: toolfleet.v1.ListRunsRequest
-	(*ListRunsResponse)(nil),       // 9: toolfleet.v1.ListRunsResponse
-	(*RunSummary)(nil),             // 10: toolfleet.v1.RunSummary
-	(*WatchRunRequest)(nil),        // 11: toolfleet.v1.WatchRunRequest
-	(*WatchRunResponse)(nil),       // 12: toolfleet.v1.WatchRunResponse
-	(*RunDelta)(nil),               // 13: toolfleet.v1.RunDelta
-	(*PendingApproval)(nil),        // 14: toolfleet.v1.PendingApproval
-	(*SendMessageRequest)(nil),     // 15: toolfleet.v1.SendMessageRequest
-	(*SendMessageResponse)(nil),    // 16: toolfleet.v1.SendMessageResponse
-	(*DecideApprovalRequest)(nil),  // 17: toolfleet.v1.DecideApprovalRequest
-	(*DecideApprovalResponse)(nil), // 18: toolfleet.v1.DecideApprovalResponse
-	(*CancelRunRequest)(nil),       // 19: toolfleet.v1.CancelRunRequest
-	(*CancelRunResponse)(nil),      // 20: toolfleet.v1.CancelRunResponse
-	nil,                            // 21: toolfleet.v1.StartRunRequest.LabelsEntry
-	(*durationpb.Duration)(nil),    // 22: google.protobuf.Duration
-	(*Message)(nil),                // 23: toolfleet.v1.Message
-	(*Usage)(nil),                  // 24: toolfleet.v1.Usage
-	(*timestamppb.Timestamp)(nil),  // 25: google.protobuf.Timestamp
-	(*RunEvent)(nil),               // 26: toolfleet.v1.RunEvent
-	(*structpb.Struct)(nil),        // 27: google.protobuf.Struct
+	(QuestionPolicy)(0),            // 0: toolfleet.v1.QuestionPolicy
+	(RunStatus)(0),                 // 1: toolfleet.v1.RunStatus
+	(*ModelSpec)(nil),              // 2: toolfleet.v1.ModelSpec
+	(*ApprovalPolicy)(nil),         // 3: toolfleet.v1.ApprovalPolicy
+	(*Budget)(nil),                 // 4: toolfleet.v1.Budget
+	(*StartRunRequest)(nil),        // 5: toolfleet.v1.StartRunRequest
+	(*StartRunResponse)(nil),       // 6: toolfleet.v1.StartRunResponse
+	(*GetRunRequest)(nil),          // 7: toolfleet.v1.GetRunRequest
+	(*GetRunResponse)(nil),         // 8: toolfleet.v1.GetRunResponse
+	(*ListRunsRequest)(nil),        // 9: toolfleet.v1.ListRunsRequest
+	(*ListRunsResponse)(nil),       // 10: toolfleet.v1.ListRunsResponse
+	(*RunSummary)(nil),             // 11: toolfleet.v1.RunSummary
+	(*WatchRunRequest)(nil),        // 12: toolfleet.v1.WatchRunRequest
+	(*WatchRunResponse)(nil),       // 13: toolfleet.v1.WatchRunResponse
+	(*RunDelta)(nil),               // 14: toolfleet.v1.RunDelta
+	(*PendingApproval)(nil),        // 15: toolfleet.v1.PendingApproval
+	(*PendingQuestion)(nil),        // 16: toolfleet.v1.PendingQuestion
+	(*AnswerInputRequest)(nil),     // 17: toolfleet.v1.AnswerInputRequest
+	(*AnswerInputResponse)(nil),    // 18: toolfleet.v1.AnswerInputResponse
+	(*SendMessageRequest)(nil),     // 19: toolfleet.v1.SendMessageRequest
+	(*SendMessageResponse)(nil),    // 20: toolfleet.v1.SendMessageResponse
+	(*DecideApprovalRequest)(nil),  // 21: toolfleet.v1.DecideApprovalRequest
+	(*DecideApprovalResponse)(nil), // 22: toolfleet.v1.DecideApprovalResponse
+	(*CancelRunRequest)(nil),       // 23: toolfleet.v1.CancelRunRequest
+	(*CancelRunResponse)(nil),      // 24: toolfleet.v1.CancelRunResponse
+	nil,                            // 25: toolfleet.v1.StartRunRequest.LabelsEntry
+	(*durationpb.Duration)(nil),    // 26: google.protobuf.Duration
+	(*Message)(nil),                // 27: toolfleet.v1.Message
+	(*Usage)(nil),                  // 28: toolfleet.v1.Usage
+	(*timestamppb.Timestamp)(nil),  // 29: google.protobuf.Timestamp
+	(*RunEvent)(nil),               // 30: toolfleet.v1.RunEvent
+	(*structpb.Struct)(nil),        // 31: google.protobuf.Struct
 }
 var file_toolfleet_v1_agent_proto_depIdxs = []int32{
-	22, // 0: toolfleet.v1.ApprovalPolicy.timeout:type_name -> google.protobuf.Duration
-	22, // 1: toolfleet.v1.Budget.deadline:type_name -> google.protobuf.Duration
-	23, // 2: toolfleet.v1.StartRunRequest.messages:type_name -> toolfleet.v1.Message
-	3,  // 3: toolfleet.v1.StartRunRequest.budget:type_name -> toolfleet.v1.Budget
-	21, // 4: toolfleet.v1.StartRunRequest.labels:type_name -> toolfleet.v1.StartRunRequest.LabelsEntry
-	1,  // 5: toolfleet.v1.StartRunRequest.model_spec:type_name -> toolfleet.v1.ModelSpec
-	2,  // 6: toolfleet.v1.StartRunRequest.approval:type_name -> toolfleet.v1.ApprovalPolicy
-	22, // 7: toolfleet.v1.StartRunRequest.idle_timeout:type_name -> google.protobuf.Duration
-	0,  // 8: toolfleet.v1.GetRunResponse.status:type_name -> toolfleet.v1.RunStatus
-	24, // 9: toolfleet.v1.GetRunResponse.usage:type_name -> toolfleet.v1.Usage
-	14, // 10: toolfleet.v1.GetRunResponse.pending_approvals:type_name -> toolfleet.v1.PendingApproval
-	23, // 11: toolfleet.v1.GetRunResponse.final_message:type_name -> toolfleet.v1.Message
-	25, // 12: toolfleet.v1.GetRunResponse.started_at:type_name -> google.protobuf.Timestamp
-	10, // 13: toolfleet.v1.ListRunsResponse.runs:type_name -> toolfleet.v1.RunSummary
-	25, // 14: toolfleet.v1.RunSummary.started_at:type_name -> google.protobuf.Timestamp
-	25, // 15: toolfleet.v1.RunSummary.closed_at:type_name -> google.protobuf.Timestamp
-	26, // 16: toolfleet.v1.WatchRunResponse.event:type_name -> toolfleet.v1.RunEvent
-	13, // 17: toolfleet.v1.WatchRunResponse.delta:type_name -> toolfleet.v1.RunDelta
-	27, // 18: toolfleet.v1.PendingApproval.arguments:type_name -> google.protobuf.Struct
-	25, // 19: toolfleet.v1.PendingApproval.requested_at:type_name -> google.protobuf.Timestamp
-	23, // 20: toolfleet.v1.SendMessageRequest.message:type_name -> toolfleet.v1.Message
-	4,  // 21: toolfleet.v1.AgentService.StartRun:input_type -> toolfleet.v1.StartRunRequest
-	6,  // 22: toolfleet.v1.AgentService.GetRun:input_type -> toolfleet.v1.GetRunRequest
-	8,  // 23: toolfleet.v1.AgentService.ListRuns:input_type -> toolfleet.v1.ListRunsRequest
-	15, // 24: toolfleet.v1.AgentService.SendMessage:input_type -> toolfleet.v1.SendMessageRequest
-	17, // 25: toolfleet.v1.AgentService.DecideApproval:input_type -> toolfleet.v1.DecideApprovalRequest
-	19, // 26: toolfleet.v1.AgentService.CancelRun:input_type -> toolfleet.v1.CancelRunRequest
-	11, // 27: toolfleet.v1.AgentService.WatchRun:input_type -> toolfleet.v1.WatchRunRequest
-	5,  // 28: toolfleet.v1.AgentService.StartRun:output_type -> toolfleet.v1.StartRunResponse
-	7,  // 29: toolfleet.v1.AgentService.GetRun:output_type -> toolfleet.v1.GetRunResponse
-	9,  // 30: toolfleet.v1.AgentService.ListRuns:output_type -> toolfleet.v1.ListRunsResponse
-	16, // 31: toolfleet.v1.AgentService.SendMessage:output_type -> toolfleet.v1.SendMessageResponse
-	18, // 32: toolfleet.v1.AgentService.DecideApproval:output_type -> toolfleet.v1.DecideApprovalResponse
-	20, // 33: toolfleet.v1.AgentService.CancelRun:output_type -> toolfleet.v1.CancelRunResponse
-	12, // 34: toolfleet.v1.AgentService.WatchRun:output_type -> toolfleet.v1.WatchRunResponse
-	28, // [28:35] is the sub-list for method output_type
-	21, // [21:28] is the sub-list for method input_type
-	21, // [21:21] is the sub-list for extension type_name
-	21, // [21:21] is the sub-list for extension extendee
-	0,  // [0:21] is the sub-list for field type_name
+	26, // 0: toolfleet.v1.ApprovalPolicy.timeout:type_name -> google.protobuf.Duration
+	26, // 1: toolfleet.v1.Budget.deadline:type_name -> google.protobuf.Duration
+	27, // 2: toolfleet.v1.StartRunRequest.messages:type_name -> toolfleet.v1.Message
+	4,  // 3: toolfleet.v1.StartRunRequest.budget:type_name -> toolfleet.v1.Budget
+	25, // 4: toolfleet.v1.StartRunRequest.labels:type_name -> toolfleet.v1.StartRunRequest.LabelsEntry
+	2,  // 5: toolfleet.v1.StartRunRequest.model_spec:type_name -> toolfleet.v1.ModelSpec
+	3,  // 6: toolfleet.v1.StartRunRequest.approval:type_name -> toolfleet.v1.ApprovalPolicy
+	26, // 7: toolfleet.v1.StartRunRequest.idle_timeout:type_name -> google.protobuf.Duration
+	0,  // 8: toolfleet.v1.StartRunRequest.questions:type_name -> toolfleet.v1.QuestionPolicy
+	1,  // 9: toolfleet.v1.GetRunResponse.status:type_name -> toolfleet.v1.RunStatus
+	28, // 10: toolfleet.v1.GetRunResponse.usage:type_name -> toolfleet.v1.Usage
+	15, // 11: toolfleet.v1.GetRunResponse.pending_approvals:type_name -> toolfleet.v1.PendingApproval
+	27, // 12: toolfleet.v1.GetRunResponse.final_message:type_name -> toolfleet.v1.Message
+	29, // 13: toolfleet.v1.GetRunResponse.started_at:type_name -> google.protobuf.Timestamp
+	16, // 14: toolfleet.v1.GetRunResponse.pending_questions:type_name -> toolfleet.v1.PendingQuestion
+	11, // 15: toolfleet.v1.ListRunsResponse.runs:type_name -> toolfleet.v1.RunSummary
+	29, // 16: toolfleet.v1.RunSummary.started_at:type_name -> google.protobuf.Timestamp
+	29, // 17: toolfleet.v1.RunSummary.closed_at:type_name -> google.protobuf.Timestamp
+	30, // 18: toolfleet.v1.WatchRunResponse.event:type_name -> toolfleet.v1.RunEvent
+	14, // 19: toolfleet.v1.WatchRunResponse.delta:type_name -> toolfleet.v1.RunDelta
+	31, // 20: toolfleet.v1.PendingApproval.arguments:type_name -> google.protobuf.Struct
+	29, // 21: toolfleet.v1.PendingApproval.requested_at:type_name -> google.protobuf.Timestamp
+	31, // 22: toolfleet.v1.PendingQuestion.requested_schema:type_name -> google.protobuf.Struct
+	29, // 23: toolfleet.v1.PendingQuestion.requested_at:type_name -> google.protobuf.Timestamp
+	29, // 24: toolfleet.v1.PendingQuestion.expires_at:type_name -> google.protobuf.Timestamp
+	31, // 25: toolfleet.v1.AnswerInputRequest.content:type_name -> google.protobuf.Struct
+	27, // 26: toolfleet.v1.SendMessageRequest.message:type_name -> toolfleet.v1.Message
+	5,  // 27: toolfleet.v1.AgentService.StartRun:input_type -> toolfleet.v1.StartRunRequest
+	7,  // 28: toolfleet.v1.AgentService.GetRun:input_type -> toolfleet.v1.GetRunRequest
+	9,  // 29: toolfleet.v1.AgentService.ListRuns:input_type -> toolfleet.v1.ListRunsRequest
+	19, // 30: toolfleet.v1.AgentService.SendMessage:input_type -> toolfleet.v1.SendMessageRequest
+	21, // 31: toolfleet.v1.AgentService.DecideApproval:input_type -> toolfleet.v1.DecideApprovalRequest
+	23, // 32: toolfleet.v1.AgentService.CancelRun:input_type -> toolfleet.v1.CancelRunRequest
+	17, // 33: toolfleet.v1.AgentService.AnswerInput:input_type -> toolfleet.v1.AnswerInputRequest
+	12, // 34: toolfleet.v1.AgentService.WatchRun:input_type -> toolfleet.v1.WatchRunRequest
+	6,  // 35: toolfleet.v1.AgentService.StartRun:output_type -> toolfleet.v1.StartRunResponse
+	8,  // 36: toolfleet.v1.AgentService.GetRun:output_type -> toolfleet.v1.GetRunResponse
+	10, // 37: toolfleet.v1.AgentService.ListRuns:output_type -> toolfleet.v1.ListRunsResponse
+	20, // 38: toolfleet.v1.AgentService.SendMessage:output_type -> toolfleet.v1.SendMessageResponse
+	22, // 39: toolfleet.v1.AgentService.DecideApproval:output_type -> toolfleet.v1.DecideApprovalResponse
+	24, // 40: toolfleet.v1.AgentService.CancelRun:output_type -> toolfleet.v1.CancelRunResponse
+	18, // 41: toolfleet.v1.AgentService.AnswerInput:output_type -> toolfleet.v1.AnswerInputResponse
+	13, // 42: toolfleet.v1.AgentService.WatchRun:output_type -> toolfleet.v1.WatchRunResponse
+	35, // [35:43] is the sub-list for method output_type
+	27, // [27:35] is the sub-list for method input_type
+	27, // [27:27] is the sub-list for extension type_name
+	27, // [27:27] is the sub-list for extension extendee
+	0,  // [0:27] is the sub-list for field type_name
 }
 
 func init() { file_toolfleet_v1_agent_proto_init() }
@@ -1654,8 +2011,8 @@ func file_toolfleet_v1_agent_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolfleet_v1_agent_proto_rawDesc), len(file_toolfleet_v1_agent_proto_rawDesc)),
-			NumEnums:      1,
-			NumMessages:   21,
+			NumEnums:      2,
+			NumMessages:   24,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -34,6 +34,8 @@ const (
 	ProgramStatus_PROGRAM_STATUS_COMPLETED        ProgramStatus = 3
 	ProgramStatus_PROGRAM_STATUS_FAILED           ProgramStatus = 4
 	ProgramStatus_PROGRAM_STATUS_CANCELED         ProgramStatus = 5
+	// A tool's question waits for an answer (AnswerProgramInput).
+	ProgramStatus_PROGRAM_STATUS_WAITING_INPUT ProgramStatus = 6
 )
 
 // Enum value maps for ProgramStatus.
@@ -45,6 +47,7 @@ var (
 		3: "PROGRAM_STATUS_COMPLETED",
 		4: "PROGRAM_STATUS_FAILED",
 		5: "PROGRAM_STATUS_CANCELED",
+		6: "PROGRAM_STATUS_WAITING_INPUT",
 	}
 	ProgramStatus_value = map[string]int32{
 		"PROGRAM_STATUS_UNSPECIFIED":      0,
@@ -53,6 +56,7 @@ var (
 		"PROGRAM_STATUS_COMPLETED":        3,
 		"PROGRAM_STATUS_FAILED":           4,
 		"PROGRAM_STATUS_CANCELED":         5,
+		"PROGRAM_STATUS_WAITING_INPUT":    6,
 	}
 )
 
@@ -217,7 +221,10 @@ type RunProgramRequest struct {
 	// "value": the tool's result, "error": null or {"kind", "message",
 	// "fields"}} (a failed call is a value, not a failed program). MCP tasks
 	// run a long tool call so.
-	ToolCall      *ProgramToolCall `protobuf:"bytes,8,opt,name=tool_call,json=toolCall,proto3" json:"tool_call,omitempty"`
+	ToolCall *ProgramToolCall `protobuf:"bytes,8,opt,name=tool_call,json=toolCall,proto3" json:"tool_call,omitempty"`
+	// Whether a tool may ask the program's people for input during a call
+	// (answered with AnswerProgramInput). Unspecified = ask.
+	Questions     QuestionPolicy `protobuf:"varint,30,opt,name=questions,proto3,enum=toolfleet.v1.QuestionPolicy" json:"questions,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -306,6 +313,13 @@ func (x *RunProgramRequest) GetToolCall() *ProgramToolCall {
 		return x.ToolCall
 	}
 	return nil
+}
+
+func (x *RunProgramRequest) GetQuestions() QuestionPolicy {
+	if x != nil {
+		return x.Questions
+	}
+	return QuestionPolicy_QUESTION_POLICY_UNSPECIFIED
 }
 
 // ProgramToolCall is a program that is one tool call.
@@ -586,6 +600,8 @@ type GetProgramResponse struct {
 	Status           ProgramStatus      `protobuf:"varint,6,opt,name=status,proto3,enum=toolfleet.v1.ProgramStatus" json:"status,omitempty"`
 	ProgramError     *ProgramError      `protobuf:"bytes,7,opt,name=program_error,json=programError,proto3" json:"program_error,omitempty"`
 	PendingApprovals []*PendingApproval `protobuf:"bytes,8,rep,name=pending_approvals,json=pendingApprovals,proto3" json:"pending_approvals,omitempty"`
+	// Tools' questions waiting for an answer (AnswerProgramInput).
+	PendingQuestions []*PendingQuestion `protobuf:"bytes,30,rep,name=pending_questions,json=pendingQuestions,proto3" json:"pending_questions,omitempty"`
 	unknownFields    protoimpl.UnknownFields
 	sizeCache        protoimpl.SizeCache
 }
@@ -672,6 +688,13 @@ func (x *GetProgramResponse) GetProgramError() *ProgramError {
 func (x *GetProgramResponse) GetPendingApprovals() []*PendingApproval {
 	if x != nil {
 		return x.PendingApprovals
+	}
+	return nil
+}
+
+func (x *GetProgramResponse) GetPendingQuestions() []*PendingQuestion {
+	if x != nil {
+		return x.PendingQuestions
 	}
 	return nil
 }
@@ -967,6 +990,84 @@ func (*DecideProgramApprovalResponse) Descriptor() ([]byte, []int) {
 	return file_toolfleet_v1_program_proto_rawDescGZIP(), []int{12}
 }
 
+// AnswerProgramInputRequest answers one pending question of a program (the
+// fields as AnswerInputRequest's).
+type AnswerProgramInputRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ProgramId     string                 `protobuf:"bytes,1,opt,name=program_id,json=programId,proto3" json:"program_id,omitempty"`
+	CallId        string                 `protobuf:"bytes,2,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
+	Key           string                 `protobuf:"bytes,3,opt,name=key,proto3" json:"key,omitempty"`
+	Action        string                 `protobuf:"bytes,4,opt,name=action,proto3" json:"action,omitempty"`
+	Content       *structpb.Struct       `protobuf:"bytes,5,opt,name=content,proto3" json:"content,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AnswerProgramInputRequest) Reset() {
+	*x = AnswerProgramInputRequest{}
+	mi := &file_toolfleet_v1_program_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AnswerProgramInputRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AnswerProgramInputRequest) ProtoMessage() {}
+
+func (x *AnswerProgramInputRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_toolfleet_v1_program_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AnswerProgramInputRequest.ProtoReflect.Descriptor instead.
+func (*AnswerProgramInputRequest) Descriptor() ([]byte, []int) {
+	return file_toolfleet_v1_program_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *AnswerProgramInputRequest) GetProgramId() string {
+	if x != nil {
+		return x.ProgramId
+	}
+	return ""
+}
+
+func (x *AnswerProgramInputRequest) GetCallId() string {
+	if x != nil {
+		return x.CallId
+	}
+	return ""
+}
+
+func (x *AnswerProgramInputRequest) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *AnswerProgramInputRequest) GetAction() string {
+	if x != nil {
+		return x.Action
+	}
+	return ""
+}
+
+func (x *AnswerProgramInputRequest) GetContent() *structpb.Struct {
+	if x != nil {
+		return x.Content
+	}
+	return nil
+}
+
 type ListTriggersRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -975,7 +1076,7 @@ type ListTriggersRequest struct {
 
 func (x *ListTriggersRequest) Reset() {
 	*x = ListTriggersRequest{}
-	mi := &file_toolfleet_v1_program_proto_msgTypes[13]
+	mi := &file_toolfleet_v1_program_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -987,7 +1088,7 @@ func (x *ListTriggersRequest) String() string {
 func (*ListTriggersRequest) ProtoMessage() {}
 
 func (x *ListTriggersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolfleet_v1_program_proto_msgTypes[13]
+	mi := &file_toolfleet_v1_program_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1000,7 +1101,7 @@ func (x *ListTriggersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTriggersRequest.ProtoReflect.Descriptor instead.
 func (*ListTriggersRequest) Descriptor() ([]byte, []int) {
-	return file_toolfleet_v1_program_proto_rawDescGZIP(), []int{13}
+	return file_toolfleet_v1_program_proto_rawDescGZIP(), []int{14}
 }
 
 type ListTriggersResponse struct {
@@ -1012,7 +1113,7 @@ type ListTriggersResponse struct {
 
 func (x *ListTriggersResponse) Reset() {
 	*x = ListTriggersResponse{}
-	mi := &file_toolfleet_v1_program_proto_msgTypes[14]
+	mi := &file_toolfleet_v1_program_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1024,7 +1125,7 @@ func (x *ListTriggersResponse) String() string {
 func (*ListTriggersResponse) ProtoMessage() {}
 
 func (x *ListTriggersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolfleet_v1_program_proto_msgTypes[14]
+	mi := &file_toolfleet_v1_program_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1037,7 +1138,7 @@ func (x *ListTriggersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTriggersResponse.ProtoReflect.Descriptor instead.
 func (*ListTriggersResponse) Descriptor() ([]byte, []int) {
-	return file_toolfleet_v1_program_proto_rawDescGZIP(), []int{14}
+	return file_toolfleet_v1_program_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ListTriggersResponse) GetTriggers() []*Trigger {
@@ -1063,7 +1164,7 @@ type Trigger struct {
 
 func (x *Trigger) Reset() {
 	*x = Trigger{}
-	mi := &file_toolfleet_v1_program_proto_msgTypes[15]
+	mi := &file_toolfleet_v1_program_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1075,7 +1176,7 @@ func (x *Trigger) String() string {
 func (*Trigger) ProtoMessage() {}
 
 func (x *Trigger) ProtoReflect() protoreflect.Message {
-	mi := &file_toolfleet_v1_program_proto_msgTypes[15]
+	mi := &file_toolfleet_v1_program_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1088,7 +1189,7 @@ func (x *Trigger) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Trigger.ProtoReflect.Descriptor instead.
 func (*Trigger) Descriptor() ([]byte, []int) {
-	return file_toolfleet_v1_program_proto_rawDescGZIP(), []int{15}
+	return file_toolfleet_v1_program_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Trigger) GetName() string {
@@ -1129,7 +1230,7 @@ type ListProgramsRequest struct {
 
 func (x *ListProgramsRequest) Reset() {
 	*x = ListProgramsRequest{}
-	mi := &file_toolfleet_v1_program_proto_msgTypes[16]
+	mi := &file_toolfleet_v1_program_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1141,7 +1242,7 @@ func (x *ListProgramsRequest) String() string {
 func (*ListProgramsRequest) ProtoMessage() {}
 
 func (x *ListProgramsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolfleet_v1_program_proto_msgTypes[16]
+	mi := &file_toolfleet_v1_program_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1154,7 +1255,7 @@ func (x *ListProgramsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListProgramsRequest.ProtoReflect.Descriptor instead.
 func (*ListProgramsRequest) Descriptor() ([]byte, []int) {
-	return file_toolfleet_v1_program_proto_rawDescGZIP(), []int{16}
+	return file_toolfleet_v1_program_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ListProgramsRequest) GetPageSize() int32 {
@@ -1181,7 +1282,7 @@ type ListProgramsResponse struct {
 
 func (x *ListProgramsResponse) Reset() {
 	*x = ListProgramsResponse{}
-	mi := &file_toolfleet_v1_program_proto_msgTypes[17]
+	mi := &file_toolfleet_v1_program_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1193,7 +1294,7 @@ func (x *ListProgramsResponse) String() string {
 func (*ListProgramsResponse) ProtoMessage() {}
 
 func (x *ListProgramsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolfleet_v1_program_proto_msgTypes[17]
+	mi := &file_toolfleet_v1_program_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1206,7 +1307,7 @@ func (x *ListProgramsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListProgramsResponse.ProtoReflect.Descriptor instead.
 func (*ListProgramsResponse) Descriptor() ([]byte, []int) {
-	return file_toolfleet_v1_program_proto_rawDescGZIP(), []int{17}
+	return file_toolfleet_v1_program_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ListProgramsResponse) GetPrograms() []*ProgramSummary {
@@ -1241,7 +1342,7 @@ type ProgramSummary struct {
 
 func (x *ProgramSummary) Reset() {
 	*x = ProgramSummary{}
-	mi := &file_toolfleet_v1_program_proto_msgTypes[18]
+	mi := &file_toolfleet_v1_program_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1253,7 +1354,7 @@ func (x *ProgramSummary) String() string {
 func (*ProgramSummary) ProtoMessage() {}
 
 func (x *ProgramSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_toolfleet_v1_program_proto_msgTypes[18]
+	mi := &file_toolfleet_v1_program_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1266,7 +1367,7 @@ func (x *ProgramSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProgramSummary.ProtoReflect.Descriptor instead.
 func (*ProgramSummary) Descriptor() ([]byte, []int) {
-	return file_toolfleet_v1_program_proto_rawDescGZIP(), []int{18}
+	return file_toolfleet_v1_program_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ProgramSummary) GetProgramId() string {
@@ -1317,7 +1418,7 @@ const file_toolfleet_v1_program_proto_rawDesc = "" +
 	"\x0fmax_value_bytes\x18\x05 \x01(\x05R\rmaxValueBytes\x12(\n" +
 	"\x10max_result_bytes\x18\x06 \x01(\x05R\x0emaxResultBytes\x12>\n" +
 	"\rapproval_wait\x18\a \x01(\v2\x19.google.protobuf.DurationR\fapprovalWait\x12(\n" +
-	"\x10max_memory_bytes\x18\b \x01(\x03R\x0emaxMemoryBytes\"\xae\x02\n" +
+	"\x10max_memory_bytes\x18\b \x01(\x03R\x0emaxMemoryBytes\"\xea\x02\n" +
 	"\x11RunProgramRequest\x12\x1d\n" +
 	"\n" +
 	"program_id\x18\x01 \x01(\tR\tprogramId\x12\x16\n" +
@@ -1327,7 +1428,8 @@ const file_toolfleet_v1_program_proto_rawDesc = "" +
 	"\x06limits\x18\x05 \x01(\v2\x1b.toolfleet.v1.ProgramLimitsR\x06limits\x12\x12\n" +
 	"\x04wait\x18\x06 \x01(\bR\x04wait\x12\x1a\n" +
 	"\bfilename\x18\a \x01(\tR\bfilename\x12:\n" +
-	"\ttool_call\x18\b \x01(\v2\x1d.toolfleet.v1.ProgramToolCallR\btoolCall\"Y\n" +
+	"\ttool_call\x18\b \x01(\v2\x1d.toolfleet.v1.ProgramToolCallR\btoolCall\x12:\n" +
+	"\tquestions\x18\x1e \x01(\x0e2\x1c.toolfleet.v1.QuestionPolicyR\tquestions\"Y\n" +
 	"\x0fProgramToolCall\x12\x17\n" +
 	"\atool_id\x18\x01 \x01(\tR\x06toolId\x12-\n" +
 	"\x05input\x18\x02 \x01(\v2\x17.google.protobuf.StructR\x05input\"\x8e\x02\n" +
@@ -1348,7 +1450,7 @@ const file_toolfleet_v1_program_proto_rawDesc = "" +
 	"\x04line\x18\x05 \x01(\tR\x04line\"2\n" +
 	"\x11GetProgramRequest\x12\x1d\n" +
 	"\n" +
-	"program_id\x18\x01 \x01(\tR\tprogramId\"\xee\x02\n" +
+	"program_id\x18\x01 \x01(\tR\tprogramId\"\xba\x03\n" +
 	"\x12GetProgramResponse\x12\x1d\n" +
 	"\n" +
 	"program_id\x18\x01 \x01(\tR\tprogramId\x12\x12\n" +
@@ -1359,7 +1461,8 @@ const file_toolfleet_v1_program_proto_rawDesc = "" +
 	"tool_calls\x18\x05 \x01(\x05R\ttoolCalls\x123\n" +
 	"\x06status\x18\x06 \x01(\x0e2\x1b.toolfleet.v1.ProgramStatusR\x06status\x12?\n" +
 	"\rprogram_error\x18\a \x01(\v2\x1a.toolfleet.v1.ProgramErrorR\fprogramError\x12J\n" +
-	"\x11pending_approvals\x18\b \x03(\v2\x1d.toolfleet.v1.PendingApprovalR\x10pendingApprovals\"[\n" +
+	"\x11pending_approvals\x18\b \x03(\v2\x1d.toolfleet.v1.PendingApprovalR\x10pendingApprovals\x12J\n" +
+	"\x11pending_questions\x18\x1e \x03(\v2\x1d.toolfleet.v1.PendingQuestionR\x10pendingQuestions\"[\n" +
 	"\x13WatchProgramRequest\x12\x1d\n" +
 	"\n" +
 	"program_id\x18\x01 \x01(\tR\tprogramId\x12%\n" +
@@ -1377,7 +1480,14 @@ const file_toolfleet_v1_program_proto_rawDesc = "" +
 	"\acall_id\x18\x02 \x01(\tR\x06callId\x12\x1a\n" +
 	"\bapproved\x18\x03 \x01(\bR\bapproved\x12\x16\n" +
 	"\x06reason\x18\x04 \x01(\tR\x06reason\"\x1f\n" +
-	"\x1dDecideProgramApprovalResponse\"\x15\n" +
+	"\x1dDecideProgramApprovalResponse\"\xb0\x01\n" +
+	"\x19AnswerProgramInputRequest\x12\x1d\n" +
+	"\n" +
+	"program_id\x18\x01 \x01(\tR\tprogramId\x12\x17\n" +
+	"\acall_id\x18\x02 \x01(\tR\x06callId\x12\x10\n" +
+	"\x03key\x18\x03 \x01(\tR\x03key\x12\x16\n" +
+	"\x06action\x18\x04 \x01(\tR\x06action\x121\n" +
+	"\acontent\x18\x05 \x01(\v2\x17.google.protobuf.StructR\acontent\"\x15\n" +
 	"\x13ListTriggersRequest\"I\n" +
 	"\x14ListTriggersResponse\x121\n" +
 	"\btriggers\x18\x01 \x03(\v2\x15.toolfleet.v1.TriggerR\btriggers\"f\n" +
@@ -1400,14 +1510,15 @@ const file_toolfleet_v1_program_proto_rawDesc = "" +
 	"\n" +
 	"started_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\tstartedAt\x127\n" +
 	"\tclosed_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\bclosedAt\x12\x16\n" +
-	"\x06status\x18\x05 \x01(\tR\x06status*\xc6\x01\n" +
+	"\x06status\x18\x05 \x01(\tR\x06status*\xe8\x01\n" +
 	"\rProgramStatus\x12\x1e\n" +
 	"\x1aPROGRAM_STATUS_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16PROGRAM_STATUS_RUNNING\x10\x01\x12#\n" +
 	"\x1fPROGRAM_STATUS_WAITING_APPROVAL\x10\x02\x12\x1c\n" +
 	"\x18PROGRAM_STATUS_COMPLETED\x10\x03\x12\x19\n" +
 	"\x15PROGRAM_STATUS_FAILED\x10\x04\x12\x1b\n" +
-	"\x17PROGRAM_STATUS_CANCELED\x10\x052\x99\x05\n" +
+	"\x17PROGRAM_STATUS_CANCELED\x10\x05\x12 \n" +
+	"\x1cPROGRAM_STATUS_WAITING_INPUT\x10\x062\xfb\x05\n" +
 	"\x0eProgramService\x12O\n" +
 	"\n" +
 	"RunProgram\x12\x1f.toolfleet.v1.RunProgramRequest\x1a .toolfleet.v1.RunProgramResponse\x12T\n" +
@@ -1415,7 +1526,8 @@ const file_toolfleet_v1_program_proto_rawDesc = "" +
 	"GetProgram\x12\x1f.toolfleet.v1.GetProgramRequest\x1a .toolfleet.v1.GetProgramResponse\"\x03\x90\x02\x01\x12\\\n" +
 	"\fWatchProgram\x12!.toolfleet.v1.WatchProgramRequest\x1a\".toolfleet.v1.WatchProgramResponse\"\x03\x90\x02\x010\x01\x12X\n" +
 	"\rCancelProgram\x12\".toolfleet.v1.CancelProgramRequest\x1a#.toolfleet.v1.CancelProgramResponse\x12p\n" +
-	"\x15DecideProgramApproval\x12*.toolfleet.v1.DecideProgramApprovalRequest\x1a+.toolfleet.v1.DecideProgramApprovalResponse\x12Z\n" +
+	"\x15DecideProgramApproval\x12*.toolfleet.v1.DecideProgramApprovalRequest\x1a+.toolfleet.v1.DecideProgramApprovalResponse\x12`\n" +
+	"\x12AnswerProgramInput\x12'.toolfleet.v1.AnswerProgramInputRequest\x1a!.toolfleet.v1.AnswerInputResponse\x12Z\n" +
 	"\fListPrograms\x12!.toolfleet.v1.ListProgramsRequest\x1a\".toolfleet.v1.ListProgramsResponse\"\x03\x90\x02\x01\x12Z\n" +
 	"\fListTriggers\x12!.toolfleet.v1.ListTriggersRequest\x1a\".toolfleet.v1.ListTriggersResponse\"\x03\x90\x02\x01B=Z;github.com/toolfleet/toolfleet/gen/toolfleet/v1;toolfleetv1b\x06proto3"
 
@@ -1432,7 +1544,7 @@ func file_toolfleet_v1_program_proto_rawDescGZIP() []byte {
 }
 
 var file_toolfleet_v1_program_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_toolfleet_v1_program_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_toolfleet_v1_program_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
 var file_toolfleet_v1_program_proto_goTypes = []any{
 	(ProgramStatus)(0),                    // 0: toolfleet.v1.ProgramStatus
 	(*ProgramLimits)(nil),                 // 1: toolfleet.v1.ProgramLimits
@@ -1448,57 +1560,66 @@ var file_toolfleet_v1_program_proto_goTypes = []any{
 	(*CancelProgramResponse)(nil),         // 11: toolfleet.v1.CancelProgramResponse
 	(*DecideProgramApprovalRequest)(nil),  // 12: toolfleet.v1.DecideProgramApprovalRequest
 	(*DecideProgramApprovalResponse)(nil), // 13: toolfleet.v1.DecideProgramApprovalResponse
-	(*ListTriggersRequest)(nil),           // 14: toolfleet.v1.ListTriggersRequest
-	(*ListTriggersResponse)(nil),          // 15: toolfleet.v1.ListTriggersResponse
-	(*Trigger)(nil),                       // 16: toolfleet.v1.Trigger
-	(*ListProgramsRequest)(nil),           // 17: toolfleet.v1.ListProgramsRequest
-	(*ListProgramsResponse)(nil),          // 18: toolfleet.v1.ListProgramsResponse
-	(*ProgramSummary)(nil),                // 19: toolfleet.v1.ProgramSummary
-	(*durationpb.Duration)(nil),           // 20: google.protobuf.Duration
-	(*structpb.Struct)(nil),               // 21: google.protobuf.Struct
-	(*structpb.Value)(nil),                // 22: google.protobuf.Value
-	(*PendingApproval)(nil),               // 23: toolfleet.v1.PendingApproval
-	(*RunEvent)(nil),                      // 24: toolfleet.v1.RunEvent
-	(*timestamppb.Timestamp)(nil),         // 25: google.protobuf.Timestamp
+	(*AnswerProgramInputRequest)(nil),     // 14: toolfleet.v1.AnswerProgramInputRequest
+	(*ListTriggersRequest)(nil),           // 15: toolfleet.v1.ListTriggersRequest
+	(*ListTriggersResponse)(nil),          // 16: toolfleet.v1.ListTriggersResponse
+	(*Trigger)(nil),                       // 17: toolfleet.v1.Trigger
+	(*ListProgramsRequest)(nil),           // 18: toolfleet.v1.ListProgramsRequest
+	(*ListProgramsResponse)(nil),          // 19: toolfleet.v1.ListProgramsResponse
+	(*ProgramSummary)(nil),                // 20: toolfleet.v1.ProgramSummary
+	(*durationpb.Duration)(nil),           // 21: google.protobuf.Duration
+	(*structpb.Struct)(nil),               // 22: google.protobuf.Struct
+	(QuestionPolicy)(0),                   // 23: toolfleet.v1.QuestionPolicy
+	(*structpb.Value)(nil),                // 24: google.protobuf.Value
+	(*PendingApproval)(nil),               // 25: toolfleet.v1.PendingApproval
+	(*PendingQuestion)(nil),               // 26: toolfleet.v1.PendingQuestion
+	(*RunEvent)(nil),                      // 27: toolfleet.v1.RunEvent
+	(*timestamppb.Timestamp)(nil),         // 28: google.protobuf.Timestamp
+	(*AnswerInputResponse)(nil),           // 29: toolfleet.v1.AnswerInputResponse
 }
 var file_toolfleet_v1_program_proto_depIdxs = []int32{
-	20, // 0: toolfleet.v1.ProgramLimits.deadline:type_name -> google.protobuf.Duration
-	20, // 1: toolfleet.v1.ProgramLimits.approval_wait:type_name -> google.protobuf.Duration
-	21, // 2: toolfleet.v1.RunProgramRequest.args:type_name -> google.protobuf.Struct
+	21, // 0: toolfleet.v1.ProgramLimits.deadline:type_name -> google.protobuf.Duration
+	21, // 1: toolfleet.v1.ProgramLimits.approval_wait:type_name -> google.protobuf.Duration
+	22, // 2: toolfleet.v1.RunProgramRequest.args:type_name -> google.protobuf.Struct
 	1,  // 3: toolfleet.v1.RunProgramRequest.limits:type_name -> toolfleet.v1.ProgramLimits
 	3,  // 4: toolfleet.v1.RunProgramRequest.tool_call:type_name -> toolfleet.v1.ProgramToolCall
-	21, // 5: toolfleet.v1.ProgramToolCall.input:type_name -> google.protobuf.Struct
-	22, // 6: toolfleet.v1.RunProgramResponse.result:type_name -> google.protobuf.Value
-	0,  // 7: toolfleet.v1.RunProgramResponse.status:type_name -> toolfleet.v1.ProgramStatus
-	5,  // 8: toolfleet.v1.RunProgramResponse.program_error:type_name -> toolfleet.v1.ProgramError
-	22, // 9: toolfleet.v1.GetProgramResponse.result:type_name -> google.protobuf.Value
-	0,  // 10: toolfleet.v1.GetProgramResponse.status:type_name -> toolfleet.v1.ProgramStatus
-	5,  // 11: toolfleet.v1.GetProgramResponse.program_error:type_name -> toolfleet.v1.ProgramError
-	23, // 12: toolfleet.v1.GetProgramResponse.pending_approvals:type_name -> toolfleet.v1.PendingApproval
-	24, // 13: toolfleet.v1.WatchProgramResponse.event:type_name -> toolfleet.v1.RunEvent
-	16, // 14: toolfleet.v1.ListTriggersResponse.triggers:type_name -> toolfleet.v1.Trigger
-	19, // 15: toolfleet.v1.ListProgramsResponse.programs:type_name -> toolfleet.v1.ProgramSummary
-	25, // 16: toolfleet.v1.ProgramSummary.started_at:type_name -> google.protobuf.Timestamp
-	25, // 17: toolfleet.v1.ProgramSummary.closed_at:type_name -> google.protobuf.Timestamp
-	2,  // 18: toolfleet.v1.ProgramService.RunProgram:input_type -> toolfleet.v1.RunProgramRequest
-	6,  // 19: toolfleet.v1.ProgramService.GetProgram:input_type -> toolfleet.v1.GetProgramRequest
-	8,  // 20: toolfleet.v1.ProgramService.WatchProgram:input_type -> toolfleet.v1.WatchProgramRequest
-	10, // 21: toolfleet.v1.ProgramService.CancelProgram:input_type -> toolfleet.v1.CancelProgramRequest
-	12, // 22: toolfleet.v1.ProgramService.DecideProgramApproval:input_type -> toolfleet.v1.DecideProgramApprovalRequest
-	17, // 23: toolfleet.v1.ProgramService.ListPrograms:input_type -> toolfleet.v1.ListProgramsRequest
-	14, // 24: toolfleet.v1.ProgramService.ListTriggers:input_type -> toolfleet.v1.ListTriggersRequest
-	4,  // 25: toolfleet.v1.ProgramService.RunProgram:output_type -> toolfleet.v1.RunProgramResponse
-	7,  // 26: toolfleet.v1.ProgramService.GetProgram:output_type -> toolfleet.v1.GetProgramResponse
-	9,  // 27: toolfleet.v1.ProgramService.WatchProgram:output_type -> toolfleet.v1.WatchProgramResponse
-	11, // 28: toolfleet.v1.ProgramService.CancelProgram:output_type -> toolfleet.v1.CancelProgramResponse
-	13, // 29: toolfleet.v1.ProgramService.DecideProgramApproval:output_type -> toolfleet.v1.DecideProgramApprovalResponse
-	18, // 30: toolfleet.v1.ProgramService.ListPrograms:output_type -> toolfleet.v1.ListProgramsResponse
-	15, // 31: toolfleet.v1.ProgramService.ListTriggers:output_type -> toolfleet.v1.ListTriggersResponse
-	25, // [25:32] is the sub-list for method output_type
-	18, // [18:25] is the sub-list for method input_type
-	18, // [18:18] is the sub-list for extension type_name
-	18, // [18:18] is the sub-list for extension extendee
-	0,  // [0:18] is the sub-list for field type_name
+	23, // 5: toolfleet.v1.RunProgramRequest.questions:type_name -> toolfleet.v1.QuestionPolicy
+	22, // 6: toolfleet.v1.ProgramToolCall.input:type_name -> google.protobuf.Struct
+	24, // 7: toolfleet.v1.RunProgramResponse.result:type_name -> google.protobuf.Value
+	0,  // 8: toolfleet.v1.RunProgramResponse.status:type_name -> toolfleet.v1.ProgramStatus
+	5,  // 9: toolfleet.v1.RunProgramResponse.program_error:type_name -> toolfleet.v1.ProgramError
+	24, // 10: toolfleet.v1.GetProgramResponse.result:type_name -> google.protobuf.Value
+	0,  // 11: toolfleet.v1.GetProgramResponse.status:type_name -> toolfleet.v1.ProgramStatus
+	5,  // 12: toolfleet.v1.GetProgramResponse.program_error:type_name -> toolfleet.v1.ProgramError
+	25, // 13: toolfleet.v1.GetProgramResponse.pending_approvals:type_name -> toolfleet.v1.PendingApproval
+	26, // 14: toolfleet.v1.GetProgramResponse.pending_questions:type_name -> toolfleet.v1.PendingQuestion
+	27, // 15: toolfleet.v1.WatchProgramResponse.event:type_name -> toolfleet.v1.RunEvent
+	22, // 16: toolfleet.v1.AnswerProgramInputRequest.content:type_name -> google.protobuf.Struct
+	17, // 17: toolfleet.v1.ListTriggersResponse.triggers:type_name -> toolfleet.v1.Trigger
+	20, // 18: toolfleet.v1.ListProgramsResponse.programs:type_name -> toolfleet.v1.ProgramSummary
+	28, // 19: toolfleet.v1.ProgramSummary.started_at:type_name -> google.protobuf.Timestamp
+	28, // 20: toolfleet.v1.ProgramSummary.closed_at:type_name -> google.protobuf.Timestamp
+	2,  // 21: toolfleet.v1.ProgramService.RunProgram:input_type -> toolfleet.v1.RunProgramRequest
+	6,  // 22: toolfleet.v1.ProgramService.GetProgram:input_type -> toolfleet.v1.GetProgramRequest
+	8,  // 23: toolfleet.v1.ProgramService.WatchProgram:input_type -> toolfleet.v1.WatchProgramRequest
+	10, // 24: toolfleet.v1.ProgramService.CancelProgram:input_type -> toolfleet.v1.CancelProgramRequest
+	12, // 25: toolfleet.v1.ProgramService.DecideProgramApproval:input_type -> toolfleet.v1.DecideProgramApprovalRequest
+	14, // 26: toolfleet.v1.ProgramService.AnswerProgramInput:input_type -> toolfleet.v1.AnswerProgramInputRequest
+	18, // 27: toolfleet.v1.ProgramService.ListPrograms:input_type -> toolfleet.v1.ListProgramsRequest
+	15, // 28: toolfleet.v1.ProgramService.ListTriggers:input_type -> toolfleet.v1.ListTriggersRequest
+	4,  // 29: toolfleet.v1.ProgramService.RunProgram:output_type -> toolfleet.v1.RunProgramResponse
+	7,  // 30: toolfleet.v1.ProgramService.GetProgram:output_type -> toolfleet.v1.GetProgramResponse
+	9,  // 31: toolfleet.v1.ProgramService.WatchProgram:output_type -> toolfleet.v1.WatchProgramResponse
+	11, // 32: toolfleet.v1.ProgramService.CancelProgram:output_type -> toolfleet.v1.CancelProgramResponse
+	13, // 33: toolfleet.v1.ProgramService.DecideProgramApproval:output_type -> toolfleet.v1.DecideProgramApprovalResponse
+	29, // 34: toolfleet.v1.ProgramService.AnswerProgramInput:output_type -> toolfleet.v1.AnswerInputResponse
+	19, // 35: toolfleet.v1.ProgramService.ListPrograms:output_type -> toolfleet.v1.ListProgramsResponse
+	16, // 36: toolfleet.v1.ProgramService.ListTriggers:output_type -> toolfleet.v1.ListTriggersResponse
+	29, // [29:37] is the sub-list for method output_type
+	21, // [21:29] is the sub-list for method input_type
+	21, // [21:21] is the sub-list for extension type_name
+	21, // [21:21] is the sub-list for extension extendee
+	0,  // [0:21] is the sub-list for field type_name
 }
 
 func init() { file_toolfleet_v1_program_proto_init() }
@@ -1514,7 +1635,7 @@ func file_toolfleet_v1_program_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolfleet_v1_program_proto_rawDesc), len(file_toolfleet_v1_program_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   19,
+			NumMessages:   20,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

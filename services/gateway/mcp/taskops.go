@@ -159,6 +159,9 @@ func (s *Server) updateTask(ctx context.Context, tb Tasks, id string, answers ma
 	for _, a := range st.Approvals {
 		waiting[a.CallID] = true
 	}
+	if jerr := s.answerQuestions(ctx, tb, id, st.Questions, answers); jerr != nil {
+		return nil, jerr
+	}
 	for key, answer := range answers {
 		callID, ok := cutPrefix(key, TaskApprovalPrefix)
 		if !ok || !waiting[callID] {
@@ -260,6 +263,13 @@ func (s *Server) taskWire(st *TaskState, rev revision, detailed bool) map[string
 		reqs := sdk.InputRequestMap{}
 		for _, a := range st.Approvals {
 			reqs[TaskApprovalPrefix+a.CallID] = approvalQuestion(a.ToolID, orEmpty(a.Arguments), "the task waits for this approval").InputRequests[ApprovalInput]
+		}
+		for _, q := range st.Questions {
+			p := &sdk.ElicitParams{Mode: "form", Message: q.Message}
+			if q.Schema != nil {
+				p.RequestedSchema = q.Schema.AsMap()
+			}
+			reqs[q.inputKey()] = p
 		}
 		out["inputRequests"] = reqs
 	case TaskCompleted:
