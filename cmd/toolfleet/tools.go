@@ -1,21 +1,16 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
-	"slices"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
-	"golang.org/x/term"
-	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
@@ -24,31 +19,6 @@ import (
 	"github.com/toolfleet/toolfleet/sdk/llm/wire"
 	"github.com/toolfleet/toolfleet/sdk/tool"
 )
-
-// output decides between text for people and JSON for programs.
-type output struct {
-	mode string // auto, json, text
-}
-
-// json reports whether w gets JSON: always with -o json, never with -o text,
-// and with -o auto unless w is a terminal.
-func (o output) json(w io.Writer) bool {
-	switch o.mode {
-	case "json":
-		return true
-	case "text":
-		return false
-	}
-	f, ok := w.(*os.File)
-	return !ok || !term.IsTerminal(int(f.Fd()))
-}
-
-func (o output) validate() error {
-	if !slices.Contains([]string{"auto", "json", "text"}, o.mode) {
-		return fmt.Errorf("--output %q: want auto, json or text", o.mode)
-	}
-	return nil
-}
 
 func newToolsCommand() *cobra.Command {
 	var gf gatewayFlags
@@ -65,7 +35,7 @@ Output is text on a terminal and JSON when piped (-o to choose). Exit codes of
 	}
 	pf := cmd.PersistentFlags()
 	gf.register(pf)
-	pf.StringVarP(&out.mode, "output", "o", "auto", "output: auto (text on a terminal, JSON when piped), json or text")
+	out.register(pf)
 	config.BindEnv(pf, "TOOLFLEET")
 	cmd.PersistentPreRunE = func(*cobra.Command, []string) error {
 		if err := applyEnvAndDev(pf); err != nil {
@@ -125,7 +95,7 @@ than canonical always print JSON.`,
 					if err != nil {
 						return err
 					}
-					return writeIndented(w, b)
+					return out.writeJSON(w, b)
 				default:
 					f, err := wire.FormatByName(format)
 					if err != nil {
@@ -135,13 +105,12 @@ than canonical always print JSON.`,
 					if err != nil {
 						return err
 					}
-					return writeIndented(w, b)
+					return out.writeJSON(w, b)
 				}
-				if out.json(w) {
-					return writeProtoList(w, defs)
+				if out.structured(w) {
+					return protoList(*out, w, defs)
 				}
-				tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-				fmt.Fprintln(tw, "ID\tMODEL NAME\tDESCRIPTION")
+				tw := newTable(w, "ID", "MODEL NAME", "DESCRIPTION")
 				for _, d := range defs {
 					fmt.Fprintf(tw, "%s\t%s\t%s\n", d.GetId(), d.GetModelName(), firstLine(d.GetDescription(), 70))
 				}
@@ -170,8 +139,8 @@ func newToolsDescribeCommand(gf *gatewayFlags, out *output) *cobra.Command {
 					return err
 				}
 				w := cmd.OutOrStdout()
-				if out.json(w) {
-					return writeProto(w, d)
+				if out.structured(w) {
+					return out.proto(w, d)
 				}
 				return describe(w, d)
 			})
@@ -230,11 +199,10 @@ func newToolsSearchCommand(gf *gatewayFlags, out *output) *cobra.Command {
 					return err
 				}
 				w := cmd.OutOrStdout()
-				if out.json(w) {
-					return writeProto(w, resp)
+				if out.structured(w) {
+					return out.proto(w, resp)
 				}
-				tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-				fmt.Fprintln(tw, "SCORE\tID\tDESCRIPTION")
+				tw := newTable(w, "SCORE", "ID", "DESCRIPTION")
 				for _, r := range resp.GetResults() {
 					fmt.Fprintf(tw, "%.2f\t%s\t%s\n", r.GetScore(), r.GetTool().GetId(), firstLine(r.GetTool().GetDescription(), 70))
 				}
@@ -345,8 +313,8 @@ func readInput(stdin io.Reader, args []string) ([]byte, error) {
 // reportResult prints a call that reached the tool: the value, or the execution error.
 func reportResult(cmd *cobra.Command, out *output, res *client.Result) error {
 	w := cmd.OutOrStdout()
-	if out.json(w) {
-		if err := writeProto(w, res.Response()); err != nil {
+	if out.structured(w) {
+		if err := out.proto(w, res.Response()); err != nil {
 			return err
 		}
 		return resultExit(res)
@@ -400,7 +368,7 @@ func reportFailure(cmd *cobra.Command, out *output, err error) error {
 	w := cmd.OutOrStdout()
 	var se *client.ServerError
 	var ve *client.ValidationError
-	if out.json(w) {
+	if out.structured(w) {
 		body := map[string]any{}
 		switch {
 		case errors.As(err, &ve):
@@ -411,11 +379,9 @@ func reportFailure(cmd *cobra.Command, out *output, err error) error {
 				body["developer_message"] = se.DeveloperMessage
 			}
 		}
-		b, merr := json.MarshalIndent(map[string]any{"error": body}, "", "  ")
-		if merr != nil {
-			return merr
+		if err := out.value(w, map[string]any{"error": body}); err != nil {
+			return err
 		}
-		fmt.Fprintf(w, "%s\n", b)
 		return &exitError{code: code}
 	}
 	switch {
@@ -428,43 +394,6 @@ func reportFailure(cmd *cobra.Command, out *output, err error) error {
 		}
 	}
 	return &exitError{code: code}
-}
-
-// writeProto prints one message as indented protojson.
-func writeProto(w io.Writer, m proto.Message) error {
-	b, err := protojson.Marshal(m)
-	if err != nil {
-		return err
-	}
-	return writeIndented(w, b)
-}
-
-// writeProtoList prints messages as an indented JSON array.
-func writeProtoList[M proto.Message](w io.Writer, ms []M) error {
-	items := make([]json.RawMessage, len(ms))
-	for i, m := range ms {
-		b, err := protojson.Marshal(m)
-		if err != nil {
-			return err
-		}
-		items[i] = b
-	}
-	b, err := json.Marshal(items)
-	if err != nil {
-		return err
-	}
-	return writeIndented(w, b)
-}
-
-// writeIndented re-indents JSON (protojson's spacing is deliberately unstable).
-func writeIndented(w io.Writer, b []byte) error {
-	var buf bytes.Buffer
-	if err := json.Indent(&buf, b, "", "  "); err != nil {
-		return err
-	}
-	buf.WriteByte('\n')
-	_, err := w.Write(buf.Bytes())
-	return err
 }
 
 // firstLine is s's first line, cut to n runes.
