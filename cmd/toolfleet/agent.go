@@ -55,6 +55,7 @@ per event (-o yaml).`,
 	}
 	cmd.AddCommand(newAgentRunCommand(&af, &out), newAgentWatchCommand(&af, &out), newAgentGetCommand(&af, &out), newAgentListCommand(&af, &out),
 		newAgentDecideCommand(&af, &out, true), newAgentDecideCommand(&af, &out, false), newAgentCancelCommand(&af, &out), newAgentSendCommand(&af, &out))
+	explainErrors(cmd, &af)
 	return cmd
 }
 

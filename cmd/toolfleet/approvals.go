@@ -63,6 +63,7 @@ func newApprovalsCommand() *cobra.Command {
 		return nil
 	}
 	cmd.AddCommand(list)
+	explainErrors(cmd, &gf)
 	return cmd
 }
 

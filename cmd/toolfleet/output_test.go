@@ -15,6 +15,7 @@ import (
 	"github.com/toolfleet/toolfleet/internal/devstack/devstacktest"
 	"github.com/toolfleet/toolfleet/orchestrator/agent"
 	"github.com/toolfleet/toolfleet/orchestrator/agent/agenttest"
+	"github.com/toolfleet/toolfleet/orchestrator/runner"
 	"github.com/toolfleet/toolfleet/sdk/llm"
 	"github.com/toolfleet/toolfleet/sdk/llm/llmtest"
 )
@@ -40,7 +41,14 @@ func TestEveryVerbPrintsJSON(t *testing.T) {
 		llmtest.CallTools("Adding.", llm.CallPart("c1", "Calculator_Add", map[string]any{"a": 2, "b": 3})),
 		llmtest.SayText("2 plus 3 is 5."),
 	}})
-	f, o := startOrchestrated(ctx, t, stack, models, agents.mount(), programs.mount())
+	// A key the operator bound to OpenAI's endpoint, never set: a run that
+	// names it is refused at start.
+	endpoints, err := agent.ParseEndpoints("env:TOOLFLEET_MODEL_KEY_NEVER_SET_IN_TESTS=default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	models.Endpoints = endpoints
+	f, o := startConfigured(ctx, t, stack, models, func(c *runner.Config) { c.Endpoints = endpoints }, agents.mount(), programs.mount())
 	agents.serve(o, f.Gateway)
 	programs.serve(o, f.Gateway)
 	gw := f.Gateway.Addr()
@@ -163,8 +171,24 @@ func TestEveryVerbPrintsJSON(t *testing.T) {
 		t.Errorf("agent send to no run succeeded:\n%s", r.out)
 	}
 
-	// program
+	// A run whose model key is not set where the orchestrator runs is
+	// refused at start, saying which variable to set.
 	dir := t.TempDir()
+	spec := filepath.Join(dir, "nokey.yaml")
+	if err := os.WriteFile(spec, []byte("modelSpec: {provider: openai, name: gpt-4o, keyRef: env:TOOLFLEET_MODEL_KEY_NEVER_SET_IN_TESTS}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r = cli("agent", "run", "-f", spec, "--run-id", "nokey", "hi", "--gateway", gw)
+	if r.err == nil || !strings.Contains(r.err.Error(), "failed_precondition") ||
+		!strings.Contains(r.err.Error(), "needs TOOLFLEET_MODEL_KEY_NEVER_SET_IN_TESTS, which is not set where the orchestrator runs") ||
+		!strings.Contains(r.err.Error(), "--model scripted:demo") {
+		t.Errorf("agent run without its model key: %v\n%s", r.err, r.out)
+	}
+	if r := cli("agent", "get", "nokey", "--gateway", gw); r.err == nil {
+		t.Errorf("the refused run exists:\n%s", r.out)
+	}
+
+	// program
 	write := func(name, src string) string {
 		p := filepath.Join(dir, name)
 		if err := os.WriteFile(p, []byte(src), 0o600); err != nil {

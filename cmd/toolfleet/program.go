@@ -47,6 +47,7 @@ choose); a program's result is JSON (or YAML with -o yaml).`,
 	cmd.AddCommand(newProgramCheckCommand(&gf, &out), newProgramRunCommand(&gf, &out), newProgramStubsCommand(&gf, &out),
 		newProgramGetCommand(&gf, &out), newProgramListCommand(&gf, &out), newProgramWatchCommand(&gf, &out), newProgramDecideCommand(&gf, &out, true),
 		newProgramDecideCommand(&gf, &out, false), newProgramCancelCommand(&gf, &out))
+	explainErrors(cmd, &gf)
 	return cmd
 }
 
@@ -181,6 +182,8 @@ func resolveTools(ctx context.Context, gf *gatewayFlags, file string, tools []st
 			served[t] = def
 		case errors.As(err, &se) && se.Answered && se.Code == codes.NotFound:
 			unknown = append(unknown, "  "+se.Message)
+		case errors.As(err, &se) && !se.Answered && gf.refused.Load():
+			return nil, fmt.Errorf("%s compiles, but its tools cannot be checked: %w; or pass --offline to only compile", file, &noGatewayError{addr: gf.Gateway})
 		case errors.As(err, &se) && !se.Answered:
 			return nil, fmt.Errorf("%s compiles, but its tools cannot be checked: the gateway at %s is not answering (%s); "+
 				"start it with 'toolfleet dev', or pass --offline to only compile", file, gf.Gateway, se.Message)

@@ -105,7 +105,7 @@ func TestProgramCheckGateway(t *testing.T) {
 				`args.star:3:5: Calculator.Divide needs "b"`,
 				"args.star:4:5: Calculator.Add: argument b: got array, want number"}},
 		{"a gateway that does not answer", []string{typo, "--gateway", "127.0.0.1:1", "--timeout", "5s"}, nil,
-			[]string{"typo.star compiles, but its tools cannot be checked: the gateway at 127.0.0.1:1 is not answering", "toolfleet dev", "--offline"}},
+			[]string{"typo.star compiles, but its tools cannot be checked: no gateway at 127.0.0.1:1: start one with `toolfleet dev`", "--offline"}},
 		{"--offline only compiles", []string{typo, "--gateway", "127.0.0.1:1", "--offline"}, []string{"typo.star compiles.", "not looked up", "Calculator.Ad"}, nil},
 	}
 	for _, tt := range tests {

@@ -58,10 +58,15 @@ func withClient(cmd *cobra.Command, gf *gatewayFlags, fn func(ctx context.Contex
 		return err
 	}
 	defer c.Close()
-	err = fn(cmd.Context(), c)
+	err = gf.explain(fn(cmd.Context(), c))
 	var reported *exitError
+	var down *noGatewayError
 	if err == nil || errors.As(err, &reported) {
 		return err
+	}
+	if errors.As(err, &down) { // the tool did not run: a server error's exit code
+		fmt.Fprintln(cmd.ErrOrStderr(), "toolfleet:", err)
+		return &exitError{code: exitServer}
 	}
 	if code := exitCode(err); code != exitOther {
 		fmt.Fprintln(cmd.ErrOrStderr(), "toolfleet:", err)
@@ -249,7 +254,7 @@ success, 2 server error, 3 validation error, 4 execution error, 1 anything else.
 				}
 				res, err := c.CallTool(ctx, req)
 				if err != nil {
-					return reportFailure(cmd, out, err)
+					return reportFailure(cmd, out, gf.explain(err))
 				}
 				return reportResult(cmd, out, res)
 			})

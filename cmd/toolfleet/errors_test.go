@@ -1,0 +1,98 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"net"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// TestNoGateway: every verb that talks to a gateway, pointed at an address
+// where nothing listens, fails with one line saying so and how to start one
+// (not gRPC's or Connect's dial error), over gRPC and Connect alike.
+func TestNoGateway(t *testing.T) {
+	t.Parallel()
+	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	want := "no gateway at " + addr + ": start one with `toolfleet dev` (or set --gateway)"
+	for _, args := range [][]string{
+		{"tools", "list"},
+		{"tools", "list", "--connect"},
+		{"tools", "describe", "Calculator.Add"},
+		{"tools", "call", "Calculator.Add", `{"a": 1, "b": 2}`},
+		{"tools", "call", "Calculator.Add", `{"a": 1, "b": 2}`, "--connect"},
+		{"agent", "list"},
+		{"agent", "get", "r1"},
+		{"agent", "run", "hi"},
+		{"agent", "approve", "r1/1/0"},
+		{"program", "list"},
+		{"program", "get", "p1"},
+		{"program", "stubs", "Calculator.*"},
+		{"approvals", "list"},
+	} {
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
+			t.Parallel()
+			root := newRootCommand()
+			var out, errOut bytes.Buffer
+			root.SetOut(&out)
+			root.SetErr(&errOut)
+			args := append(args, "--gateway", addr)
+			if args[0] != "agent" { // agent's calls have no --timeout
+				args = append(args, "--timeout", "5s")
+			}
+			root.SetArgs(args)
+			err := root.ExecuteContext(t.Context())
+			if err == nil {
+				t.Fatalf("succeeded:\n%s", out.String())
+			}
+			// Printed by the command (tools: exit 2) or by main (the error).
+			said := errOut.String()
+			if exitCode(err) == exitOther {
+				said = err.Error()
+			}
+			if strings.TrimSpace(strings.TrimPrefix(said, "toolfleet: ")) != want {
+				t.Fatalf("said %q (exit %d), want %q", said, exitCode(err), want)
+			}
+		})
+	}
+}
+
+// TestDevSaysWhyItCannotStart: a port dev needs that another program holds,
+// and another dev running in this folder, stop `toolfleet dev` at once with
+// what to pass or do (not after NATS's 10 s wait for its port).
+func TestDevSaysWhyItCannotStart(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	port := ln.Addr().(*net.TCPAddr).Port
+	others := []string{"--nats-port", "0", "--temporal-port", "0", "--temporal-ui-port", "0", "--data-dir", t.TempDir()}
+
+	out, err := runInProcess(t.Context(), append([]string{"dev", "--gateway-port", strconv.Itoa(port), "--dev-file", ""}, others...)...)
+	want := fmt.Sprintf("port %d (the gateway) is taken by another program: pass --gateway-port N, or --gateway-port 0 for any free port", port)
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("dev on a taken port: %v, want %q\n%s", err, want, out)
+	}
+
+	// Another dev: its process lives (a sleeping child here) and its
+	// gateway answers (the listener).
+	other := exec.Command("sleep", "60")
+	if err := other.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = other.Process.Kill(); _ = other.Wait() })
+	devFile := filepath.Join(t.TempDir(), "dev.json")
+	if _, err := writeDevFile(devFile, devAddresses{PID: other.Process.Pid, Gateway: ln.Addr().String()}); err != nil {
+		t.Fatal(err)
+	}
+	out, err = runInProcess(t.Context(), append([]string{"dev", "--gateway-port", "0", "--dev-file", devFile}, others...)...)
+	want = fmt.Sprintf("another toolfleet dev is running in this folder (pid %d, gateway %s)", other.Process.Pid, ln.Addr())
+	if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "--data-dir") {
+		t.Errorf("a second dev: %v, want %q\n%s", err, want, out)
+	}
+}
