@@ -3,12 +3,16 @@ package main
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/toolfleet/toolfleet/e2e"
 )
 
 // TestNoGateway: every verb that talks to a gateway, pointed at an address
@@ -95,4 +99,57 @@ func TestDevSaysWhyItCannotStart(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "--data-dir") {
 		t.Errorf("a second dev: %v, want %q\n%s", err, want, out)
 	}
+}
+
+// TestMalformedJSONInCallerTerms: input that is not valid JSON is refused
+// with the line, the column and what was expected there — on the CLI, over
+// Connect and over OXP HTTP alike — never with protobuf's internals.
+func TestMalformedJSONInCallerTerms(t *testing.T) {
+	t.Parallel()
+	fleet := e2e.Start(t, e2e.Options{})
+	// want is the refusal of body, whose stray comma is followed by '}'.
+	wantFor := func(body string) string {
+		return fmt.Sprintf("line 1, column %d: unexpected '}': a key in double quotes was expected", strings.Index(body, ",}")+2)
+	}
+	check := func(surface, body, said string) {
+		t.Helper()
+		want := wantFor(body)
+		if !strings.Contains(said, want) || strings.Contains(said, "proto:") || strings.Contains(said, "syntax error") {
+			t.Errorf("%s said %q, want %q and no decoder internals", surface, said, want)
+		}
+	}
+
+	root := newRootCommand()
+	root.SetOut(io.Discard)
+	root.SetErr(io.Discard)
+	root.SetArgs([]string{"tools", "call", "Calculator.Add", `{"a": 1,}`, "--gateway", fleet.Addr})
+	err := root.ExecuteContext(t.Context())
+	if err == nil {
+		t.Fatal("the CLI sent malformed input")
+	}
+	check("the CLI", `{"a": 1,}`, err.Error())
+
+	post := func(path, contentType, body string) string {
+		t.Helper()
+		req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, "http://"+fleet.Addr+path, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", contentType)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode/100 != 4 {
+			t.Errorf("%s: HTTP %d, want a 4xx: %s", path, resp.StatusCode, b)
+		}
+		return string(b)
+	}
+	// The body's own line and column: the input is inside it.
+	connectBody := `{"toolId": "Calculator.Add", "input": {"a": 1,}}`
+	check("Connect", connectBody, post("/toolfleet.v1.ToolGatewayService/CallTool", "application/json", connectBody))
+	oxpBody := `{"request": {"tool_id": "Calculator.Add", "input": {"a": 1,}}}`
+	check("OXP", oxpBody, post("/tools/call", "application/json", oxpBody))
 }

@@ -33,7 +33,7 @@ type cliRun struct {
 func TestEveryVerbPrintsJSON(t *testing.T) {
 	t.Parallel()
 	stack := devstacktest.Start(t)
-	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), 6*time.Minute)
 	defer cancel()
 	agents, programs := &agentMount{}, &programMount{}
 	models := agent.NewResolver()
@@ -52,6 +52,7 @@ func TestEveryVerbPrintsJSON(t *testing.T) {
 	agents.serve(o, f.Gateway)
 	programs.serve(o, f.Gateway)
 	gw := f.Gateway.Addr()
+	began := time.Now()
 
 	cli := func(args ...string) cliRun {
 		t.Helper()
@@ -86,6 +87,7 @@ func TestEveryVerbPrintsJSON(t *testing.T) {
 		return a
 	}
 
+	t.Logf("%s: %s", time.Since(began).Round(time.Millisecond), "tools")
 	// tools
 	if defs := array("tools", "list", "-o", "json"); !hasField(defs, "id", "Calculator.Add@1.0.0") {
 		t.Errorf("tools list -o json lacks Calculator.Add@1.0.0: %v", defs)
@@ -109,6 +111,7 @@ func TestEveryVerbPrintsJSON(t *testing.T) {
 		t.Errorf("tools call with invalid input: exit %d, %v", exitCode(r.err), refused)
 	}
 
+	t.Logf("%s: %s", time.Since(began).Round(time.Millisecond), "agent")
 	// agent: a run whose call waits for approval, approved, watched, sent a
 	// follow-up, then cancelled.
 	if s := object("agent", "run", "--model", "scripted:json", "--run-id", "j1", "--tools", "Calculator.*",
@@ -146,6 +149,7 @@ func TestEveryVerbPrintsJSON(t *testing.T) {
 	if runs := array("agent", "list", "-o", "yaml"); !hasField(runs, "runId", "j1") {
 		t.Errorf("agent list -o yaml = %v", runs)
 	}
+	t.Logf("%s: %s", time.Since(began).Round(time.Millisecond), "agent send")
 	// agent send: the follow-up takes a third turn; --watch follows it past
 	// the earlier answer and ends at the new one.
 	events = jsonLines(t, cli("agent", "send", "j1", "And now?", "--watch", "-o", "json", "--gateway", gw))
@@ -171,6 +175,7 @@ func TestEveryVerbPrintsJSON(t *testing.T) {
 		t.Errorf("agent send to no run succeeded:\n%s", r.out)
 	}
 
+	t.Logf("%s: %s", time.Since(began).Round(time.Millisecond), "model key")
 	// A run whose model key is not set where the orchestrator runs is
 	// refused at start, saying which variable to set.
 	dir := t.TempDir()
@@ -188,6 +193,7 @@ func TestEveryVerbPrintsJSON(t *testing.T) {
 		t.Errorf("the refused run exists:\n%s", r.out)
 	}
 
+	t.Logf("%s: %s", time.Since(began).Round(time.Millisecond), "program")
 	// program
 	write := func(name, src string) string {
 		p := filepath.Join(dir, name)
@@ -220,6 +226,7 @@ func TestEveryVerbPrintsJSON(t *testing.T) {
 	if ps := array("program", "list", "-o", "json"); !hasField(ps, "programId", "p1") {
 		t.Errorf("program list -o json = %v", ps)
 	}
+	t.Logf("%s: %s", time.Since(began).Round(time.Millisecond), "program approval")
 	// A program whose KV.Delete waits for approval: run gives up waiting
 	// (it keeps running), approvals list shows the call, deny decides it.
 	if r := cli("program", "run", del, "--id", "p-del", "--timeout", "2s", "-o", "json", "--gateway", gw); r.err == nil {
@@ -240,6 +247,7 @@ func TestEveryVerbPrintsJSON(t *testing.T) {
 		t.Errorf("program cancel -o json = %v", c)
 	}
 
+	t.Logf("%s: %s", time.Since(began).Round(time.Millisecond), "dev token")
 	// dev token
 	r = cli("dev", "token", "--gateway-jwt-secret", "s3cret", "--sub", "alice", "--scopes", "tools:call", "-o", "json")
 	var tok map[string]any

@@ -15,6 +15,7 @@ import (
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
 	"github.com/toolfleet/toolfleet/internal/config"
+	"github.com/toolfleet/toolfleet/internal/jsonerr"
 	"github.com/toolfleet/toolfleet/sdk/client"
 	"github.com/toolfleet/toolfleet/sdk/llm/wire"
 	"github.com/toolfleet/toolfleet/sdk/tool"
@@ -244,7 +245,10 @@ success, 2 server error, 3 validation error, 4 execution error, 1 anything else.
 				return err
 			}
 			input, err := client.InputOf(raw)
-			if err != nil {
+			var bad *jsonerr.Error
+			if errors.As(err, &bad) {
+				return fmt.Errorf("the input must be a JSON object: %s", bad.Msg)
+			} else if err != nil {
 				return err
 			}
 			return withClient(cmd, gf, func(ctx context.Context, c *client.Client) error {
