@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"os/exec"
@@ -13,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/toolfleet/toolfleet/e2e"
+	"github.com/toolfleet/toolfleet/internal/devstack/devstacktest"
 )
 
 // TestNoGateway: every verb that talks to a gateway, pointed at an address
@@ -152,4 +154,24 @@ func TestMalformedJSONInCallerTerms(t *testing.T) {
 	check("Connect", connectBody, post("/toolfleet.v1.ToolGatewayService/CallTool", "application/json", connectBody))
 	oxpBody := `{"request": {"tool_id": "Calculator.Add", "input": {"a": 1,}}}`
 	check("OXP", oxpBody, post("/tools/call", "application/json", oxpBody))
+}
+
+// TestOnePrefixPerError: a fleet whose gateway cannot listen says so with one
+// "gateway: " prefix, not one per layer that passed the error on.
+func TestOnePrefixPerError(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	stack := devstacktest.Start(t)
+	_, err = startFleet(t.Context(), fleetConfig{Host: "127.0.0.1", GatewayPort: ln.Addr().(*net.TCPAddr).Port, NATSURL: stack.NATS.URL(),
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err == nil {
+		t.Fatal("the gateway started on a taken port")
+	}
+	if n := strings.Count(err.Error(), "gateway: "); n != 1 || !strings.Contains(err.Error(), "address already in use") {
+		t.Fatalf("error %q: %d gateway prefixes, want 1 and the cause", err, n)
+	}
 }
