@@ -39,7 +39,7 @@ type Check struct {
 	HasResult bool `json:"has_result"`
 	// Sites are the calls whose tool the source names (stubs and call()
 	// with a literal id), with their arguments, in source order.
-	Sites []CallSite `json:"sites,omitempty"`
+	Sites []CallSite `json:"-"`
 
 	resultPos syntax.Position
 }
