@@ -20,20 +20,23 @@ func newApprovalsCommand() *cobra.Command {
 		Use:   "approvals",
 		Short: "Calls waiting for a human (approvals and tools' questions), across your agent runs and programs",
 	}
+	var out output
 	pf := cmd.PersistentFlags()
 	gf.register(pf)
+	out.register(pf)
 	config.BindEnv(pf, "TOOLFLEET")
-	cmd.PersistentPreRunE = func(*cobra.Command, []string) error { return applyEnvAndDev(pf) }
+	cmd.PersistentPreRunE = func(*cobra.Command, []string) error {
+		if err := applyEnvAndDev(pf); err != nil {
+			return err
+		}
+		return out.validate()
+	}
 	list := &cobra.Command{
 		Use:   "list",
 		Short: "List pending approvals and questions: kind, run or program id, call id, tool, what it waits for, since; decide with agent|program approve/deny CALL_ID, answer with agent answer CALL_ID",
 		Args:  cobra.NoArgs,
 	}
-	out := addOutputFlag(list)
 	list.RunE = func(cmd *cobra.Command, _ []string) error {
-		if err := out.validate(); err != nil {
-			return err
-		}
 		ctx, cancel := context.WithTimeout(cmd.Context(), gf.Timeout)
 		defer cancel()
 		items, err := listApprovals(ctx, &gf)
@@ -41,8 +44,8 @@ func newApprovalsCommand() *cobra.Command {
 			return err
 		}
 		w := cmd.OutOrStdout()
-		if out.json(w) {
-			return writePendingJSON(w, items)
+		if out.structured(w) {
+			return out.pending(w, items)
 		}
 		if len(items) == 0 {
 			fmt.Fprintln(w, "No call waits for approval or an answer.")
@@ -65,6 +68,7 @@ func newApprovalsCommand() *cobra.Command {
 		return nil
 	}
 	cmd.AddCommand(list)
+	explainErrors(cmd, &gf)
 	return cmd
 }
 

@@ -46,8 +46,8 @@ func newConnectionsCommand() *cobra.Command {
 			return connectionsError(err)
 		}
 		w := cmd.OutOrStdout()
-		if listOut.json(w) {
-			return printJSON(w, resp.Msg)
+		if listOut.structured(w) {
+			return listOut.proto(w, resp.Msg)
 		}
 		if len(resp.Msg.GetConnections()) == 0 {
 			fmt.Fprintln(w, "No connections.")
@@ -91,8 +91,8 @@ func newConnectionsCommand() *cobra.Command {
 			return connectionsError(err)
 		}
 		w := cmd.OutOrStdout()
-		if connectOut.json(w) {
-			return printJSON(w, resp.Msg)
+		if connectOut.chosen() {
+			return connectOut.proto(w, resp.Msg)
 		}
 		fmt.Fprintf(w, "Open this link in your browser to connect your %s account (valid once, for a few minutes):\n%s\n", args[0], resp.Msg.GetAuthorizationUrl())
 		return nil
@@ -115,8 +115,8 @@ func newConnectionsCommand() *cobra.Command {
 			return connectionsError(err)
 		}
 		w := cmd.OutOrStdout()
-		if revokeOut.json(w) {
-			return printJSON(w, resp.Msg)
+		if revokeOut.chosen() {
+			return revokeOut.proto(w, resp.Msg)
 		}
 		switch {
 		case !resp.Msg.GetRevoked():

@@ -228,6 +228,9 @@ func runDev(ctx context.Context, cfg devConfig, stdout, stderr io.Writer) error 
 		defer cancel()
 		_ = flush(fctx)
 	}()
+	if err := checkDevCanStart(cfg); err != nil {
+		return err
+	}
 	startCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	began := time.Now()

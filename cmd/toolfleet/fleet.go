@@ -9,6 +9,7 @@ import (
 	"net"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -201,12 +202,12 @@ func startFleet(ctx context.Context, cfg fleetConfig) (_ *fleet, err error) {
 	}
 	f.run(runCtx, "gateway", g.Run)
 	if err := waitReady(ctx, g.Ready(), f.errs); err != nil {
-		return nil, fmt.Errorf("gateway: %w", err)
+		return nil, prefixed("gateway", err)
 	}
 	// Listening is not ready: wait until its JetStream assets exist, so
 	// that an asset NATS refuses stops dev here with the reason.
 	if err := waitServing(ctx, g, f.errs); err != nil {
-		return nil, fmt.Errorf("gateway: %w", err)
+		return nil, prefixed("gateway", err)
 	}
 	f.Gateway = g
 	return f, nil
@@ -215,9 +216,18 @@ func startFleet(ctx context.Context, cfg fleetConfig) (_ *fleet, err error) {
 func (f *fleet) run(ctx context.Context, what string, run func(context.Context) error) {
 	f.wg.Go(func() {
 		if err := run(ctx); err != nil {
-			f.errs <- fmt.Errorf("%s: %w", what, err)
+			f.errs <- prefixed(what, err)
 		}
 	})
+}
+
+// prefixed is err said as what's: one "what: " prefix, not one per layer
+// that passed it on ("gateway: gateway: gateway: listen").
+func prefixed(what string, err error) error {
+	if strings.HasPrefix(err.Error(), what+": ") {
+		return err
+	}
+	return fmt.Errorf("%s: %w", what, err)
 }
 
 // waitReady waits for ready, a start failure, or ctx.

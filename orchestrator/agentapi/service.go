@@ -76,6 +76,13 @@ type Service struct {
 	// refuses it before its first model call, and the run fails.
 	Endpoints      *agent.Endpoints
 	CheckEndpoints bool
+	// Models, when set, is asked at StartRun whether the run's model would
+	// open (agent.Resolver.CheckModel): a run whose key is missing is
+	// refused with FailedPrecondition rather than started to fail at its
+	// first turn. Set it only where the runs' model turns read keys — the
+	// process whose environment the resolver sees — not in a gateway that
+	// fronts an orchestrator elsewhere.
+	Models agent.ModelChecker
 }
 
 var _ toolfleetv1connect.AgentServiceHandler = (*Service)(nil)
@@ -218,6 +225,15 @@ func (s *Service) StartRun(ctx context.Context, r *connect.Request[toolfleetv1.S
 	if s.CheckEndpoints {
 		if err := s.Endpoints.Check(sp.Model.Spec); err != nil {
 			return nil, connect.NewError(connect.CodePermissionDenied, err)
+		}
+	}
+	if s.Models != nil {
+		err := s.Models.CheckModel(sp.Model)
+		switch {
+		case errors.Is(err, agent.ErrModelKeyMissing):
+			return nil, connect.NewError(connect.CodeFailedPrecondition, errors.New(strings.TrimPrefix(err.Error(), "agent: ")))
+		case err != nil:
+			return nil, connect.NewError(connect.CodeInvalidArgument, errors.New(strings.TrimPrefix(err.Error(), "agent: ")))
 		}
 	}
 	runID := r.Msg.GetRunId()

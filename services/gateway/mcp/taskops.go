@@ -13,6 +13,8 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/toolfleet/toolfleet/internal/jsonerr"
 )
 
 // The task methods (docs/mcp.md "Tasks"): create, get, result, cancel,
@@ -23,7 +25,7 @@ func (s *Server) createTask(ctx context.Context, tb Tasks, kind TaskKind, builti
 	start := TaskStart{Kind: kind, Input: &structpb.Struct{}}
 	if raw := p.Arguments; len(raw) > 0 && string(raw) != "null" {
 		if err := protojson.Unmarshal(raw, start.Input); err != nil {
-			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("arguments of %s must be a JSON object: %v", p.Name, err)}
+			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("arguments of %s must be a JSON object: %v", p.Name, jsonerr.Describe(raw, err))}
 		}
 	}
 	if !builtin {

@@ -33,6 +33,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
+	"github.com/toolfleet/toolfleet/internal/jsonerr"
 	"github.com/toolfleet/toolfleet/internal/jsonsize"
 )
 
@@ -151,8 +152,11 @@ func (s *Server) callTool(w http.ResponseWriter, r *http.Request) {
 		err = json.Unmarshal(b, &envelope)
 	}
 	if err != nil || len(envelope.Request) == 0 {
-		WriteFailure(w, refusal("INVALID_ARGUMENT", "",
-			"the body must be a JSON object {\"request\": {\"tool_id\": ..., \"input\": {...}}}"))
+		msg := "the body must be a JSON object {\"request\": {\"tool_id\": ..., \"input\": {...}}}"
+		if s := jsonerr.Syntax(b); s != "" {
+			msg += "; it is not valid JSON: " + s
+		}
+		WriteFailure(w, refusal("INVALID_ARGUMENT", "", msg))
 		return
 	}
 	if jsonsize.Values(envelope.Request, s.opts.MaxInputValues) > s.opts.MaxInputValues {
@@ -163,7 +167,7 @@ func (s *Server) callTool(w http.ResponseWriter, r *http.Request) {
 	}
 	req := &toolfleetv1.CallToolRequest{}
 	if err := (protojson.UnmarshalOptions{DiscardUnknown: true}).Unmarshal(envelope.Request, req); err != nil {
-		WriteFailure(w, refusal("INVALID_ARGUMENT", err.Error(), "the request does not match the OXP CallToolRequest schema"))
+		WriteFailure(w, refusal("INVALID_ARGUMENT", "", "the request does not match the OXP CallToolRequest schema: "+jsonerr.Describe(envelope.Request, err).Error()))
 		return
 	}
 	resp, err := s.b.CallTool(r.Context(), r.Header, req)
