@@ -687,9 +687,25 @@ func (x *GetRunResponse) GetBudget() string {
 }
 
 type ListRunsRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	PageSize      int32                  `protobuf:"varint,1,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
-	PageToken     []byte                 `protobuf:"bytes,2,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	PageSize  int32                  `protobuf:"varint,1,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	PageToken []byte                 `protobuf:"bytes,2,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	// Filters (all optional, combined with AND) answered by Temporal visibility
+	// from the runs' search attributes; a page token is tied to its filters.
+	// A filter other than the time range needs the search attributes (the
+	// orchestrator registers them): without them it is FAILED_PRECONDITION.
+	// Only runs whose status is this one.
+	Status RunStatus `protobuf:"varint,3,opt,name=status,proto3,enum=toolfleet.v1.RunStatus" json:"status,omitempty"`
+	// Only runs of this model, "provider:name" as given at StartRun (at most 256 bytes).
+	Model string `protobuf:"bytes,4,opt,name=model,proto3" json:"model,omitempty"`
+	// Only runs that called this tool, "Toolkit.Tool" (at most 256 bytes).
+	Tool string `protobuf:"bytes,5,opt,name=tool,proto3" json:"tool,omitempty"`
+	// Only runs started by this subject (at most 256 bytes); a caller without
+	// runs:admin sees only its own runs whatever this says.
+	StartedBy string `protobuf:"bytes,6,opt,name=started_by,json=startedBy,proto3" json:"started_by,omitempty"`
+	// Only runs started at or after / before this time.
+	StartedAfter  *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=started_after,json=startedAfter,proto3" json:"started_after,omitempty"`
+	StartedBefore *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=started_before,json=startedBefore,proto3" json:"started_before,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -734,6 +750,48 @@ func (x *ListRunsRequest) GetPageSize() int32 {
 func (x *ListRunsRequest) GetPageToken() []byte {
 	if x != nil {
 		return x.PageToken
+	}
+	return nil
+}
+
+func (x *ListRunsRequest) GetStatus() RunStatus {
+	if x != nil {
+		return x.Status
+	}
+	return RunStatus_RUN_STATUS_UNSPECIFIED
+}
+
+func (x *ListRunsRequest) GetModel() string {
+	if x != nil {
+		return x.Model
+	}
+	return ""
+}
+
+func (x *ListRunsRequest) GetTool() string {
+	if x != nil {
+		return x.Tool
+	}
+	return ""
+}
+
+func (x *ListRunsRequest) GetStartedBy() string {
+	if x != nil {
+		return x.StartedBy
+	}
+	return ""
+}
+
+func (x *ListRunsRequest) GetStartedAfter() *timestamppb.Timestamp {
+	if x != nil {
+		return x.StartedAfter
+	}
+	return nil
+}
+
+func (x *ListRunsRequest) GetStartedBefore() *timestamppb.Timestamp {
+	if x != nil {
+		return x.StartedBefore
 	}
 	return nil
 }
@@ -795,9 +853,20 @@ type RunSummary struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	RunId string                 `protobuf:"bytes,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
 	// Temporal's view: Running, Completed, Failed, Canceled, ContinuedAsNew, ...
-	State         string                 `protobuf:"bytes,2,opt,name=state,proto3" json:"state,omitempty"`
-	StartedAt     *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=started_at,json=startedAt,proto3" json:"started_at,omitempty"`
-	ClosedAt      *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=closed_at,json=closedAt,proto3" json:"closed_at,omitempty"`
+	State     string                 `protobuf:"bytes,2,opt,name=state,proto3" json:"state,omitempty"`
+	StartedAt *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=started_at,json=startedAt,proto3" json:"started_at,omitempty"`
+	ClosedAt  *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=closed_at,json=closedAt,proto3" json:"closed_at,omitempty"`
+	// What the run is doing, as GetRun says it (an answered run waiting for a
+	// follow-up message is COMPLETED while its workflow is Running);
+	// UNSPECIFIED for an open run started without search attributes. A run
+	// whose budget ran out is FAILED here (GetRun says BUDGET_EXHAUSTED).
+	Status RunStatus `protobuf:"varint,5,opt,name=status,proto3,enum=toolfleet.v1.RunStatus" json:"status,omitempty"`
+	// The run's model, "provider:name"; empty without search attributes.
+	Model string `protobuf:"bytes,6,opt,name=model,proto3" json:"model,omitempty"`
+	// The subject that started the run; empty without search attributes.
+	StartedBy string `protobuf:"bytes,7,opt,name=started_by,json=startedBy,proto3" json:"started_by,omitempty"`
+	// The tools called so far ("Toolkit.Tool", at most 32).
+	Tools         []string `protobuf:"bytes,8,rep,name=tools,proto3" json:"tools,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -856,6 +925,34 @@ func (x *RunSummary) GetStartedAt() *timestamppb.Timestamp {
 func (x *RunSummary) GetClosedAt() *timestamppb.Timestamp {
 	if x != nil {
 		return x.ClosedAt
+	}
+	return nil
+}
+
+func (x *RunSummary) GetStatus() RunStatus {
+	if x != nil {
+		return x.Status
+	}
+	return RunStatus_RUN_STATUS_UNSPECIFIED
+}
+
+func (x *RunSummary) GetModel() string {
+	if x != nil {
+		return x.Model
+	}
+	return ""
+}
+
+func (x *RunSummary) GetStartedBy() string {
+	if x != nil {
+		return x.StartedBy
+	}
+	return ""
+}
+
+func (x *RunSummary) GetTools() []string {
+	if x != nil {
+		return x.Tools
 	}
 	return nil
 }
@@ -1487,21 +1584,33 @@ const file_toolfleet_v1_agent_proto_rawDesc = "" +
 	"\x06answer\x18\n" +
 	" \x01(\tR\x06answer\x12\x12\n" +
 	"\x04idle\x18\v \x01(\bR\x04idle\x12\x16\n" +
-	"\x06budget\x18\f \x01(\tR\x06budget\"M\n" +
+	"\x06budget\x18\f \x01(\tR\x06budget\"\xcb\x02\n" +
 	"\x0fListRunsRequest\x12\x1b\n" +
 	"\tpage_size\x18\x01 \x01(\x05R\bpageSize\x12\x1d\n" +
 	"\n" +
-	"page_token\x18\x02 \x01(\fR\tpageToken\"h\n" +
+	"page_token\x18\x02 \x01(\fR\tpageToken\x12/\n" +
+	"\x06status\x18\x03 \x01(\x0e2\x17.toolfleet.v1.RunStatusR\x06status\x12\x14\n" +
+	"\x05model\x18\x04 \x01(\tR\x05model\x12\x12\n" +
+	"\x04tool\x18\x05 \x01(\tR\x04tool\x12\x1d\n" +
+	"\n" +
+	"started_by\x18\x06 \x01(\tR\tstartedBy\x12?\n" +
+	"\rstarted_after\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\fstartedAfter\x12A\n" +
+	"\x0estarted_before\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\rstartedBefore\"h\n" +
 	"\x10ListRunsResponse\x12,\n" +
 	"\x04runs\x18\x01 \x03(\v2\x18.toolfleet.v1.RunSummaryR\x04runs\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\fR\rnextPageToken\"\xad\x01\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\fR\rnextPageToken\"\xa9\x02\n" +
 	"\n" +
 	"RunSummary\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x14\n" +
 	"\x05state\x18\x02 \x01(\tR\x05state\x129\n" +
 	"\n" +
 	"started_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\tstartedAt\x127\n" +
-	"\tclosed_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\bclosedAt\"]\n" +
+	"\tclosed_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\bclosedAt\x12/\n" +
+	"\x06status\x18\x05 \x01(\x0e2\x17.toolfleet.v1.RunStatusR\x06status\x12\x14\n" +
+	"\x05model\x18\x06 \x01(\tR\x05model\x12\x1d\n" +
+	"\n" +
+	"started_by\x18\a \x01(\tR\tstartedBy\x12\x14\n" +
+	"\x05tools\x18\b \x03(\tR\x05tools\"]\n" +
 	"\x0fWatchRunRequest\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x1b\n" +
 	"\tafter_seq\x18\x02 \x01(\x04R\bafterSeq\x12\x16\n" +
@@ -1609,33 +1718,37 @@ var file_toolfleet_v1_agent_proto_depIdxs = []int32{
 	14, // 10: toolfleet.v1.GetRunResponse.pending_approvals:type_name -> toolfleet.v1.PendingApproval
 	23, // 11: toolfleet.v1.GetRunResponse.final_message:type_name -> toolfleet.v1.Message
 	25, // 12: toolfleet.v1.GetRunResponse.started_at:type_name -> google.protobuf.Timestamp
-	10, // 13: toolfleet.v1.ListRunsResponse.runs:type_name -> toolfleet.v1.RunSummary
-	25, // 14: toolfleet.v1.RunSummary.started_at:type_name -> google.protobuf.Timestamp
-	25, // 15: toolfleet.v1.RunSummary.closed_at:type_name -> google.protobuf.Timestamp
-	26, // 16: toolfleet.v1.WatchRunResponse.event:type_name -> toolfleet.v1.RunEvent
-	13, // 17: toolfleet.v1.WatchRunResponse.delta:type_name -> toolfleet.v1.RunDelta
-	27, // 18: toolfleet.v1.PendingApproval.arguments:type_name -> google.protobuf.Struct
-	25, // 19: toolfleet.v1.PendingApproval.requested_at:type_name -> google.protobuf.Timestamp
-	23, // 20: toolfleet.v1.SendMessageRequest.message:type_name -> toolfleet.v1.Message
-	4,  // 21: toolfleet.v1.AgentService.StartRun:input_type -> toolfleet.v1.StartRunRequest
-	6,  // 22: toolfleet.v1.AgentService.GetRun:input_type -> toolfleet.v1.GetRunRequest
-	8,  // 23: toolfleet.v1.AgentService.ListRuns:input_type -> toolfleet.v1.ListRunsRequest
-	15, // 24: toolfleet.v1.AgentService.SendMessage:input_type -> toolfleet.v1.SendMessageRequest
-	17, // 25: toolfleet.v1.AgentService.DecideApproval:input_type -> toolfleet.v1.DecideApprovalRequest
-	19, // 26: toolfleet.v1.AgentService.CancelRun:input_type -> toolfleet.v1.CancelRunRequest
-	11, // 27: toolfleet.v1.AgentService.WatchRun:input_type -> toolfleet.v1.WatchRunRequest
-	5,  // 28: toolfleet.v1.AgentService.StartRun:output_type -> toolfleet.v1.StartRunResponse
-	7,  // 29: toolfleet.v1.AgentService.GetRun:output_type -> toolfleet.v1.GetRunResponse
-	9,  // 30: toolfleet.v1.AgentService.ListRuns:output_type -> toolfleet.v1.ListRunsResponse
-	16, // 31: toolfleet.v1.AgentService.SendMessage:output_type -> toolfleet.v1.SendMessageResponse
-	18, // 32: toolfleet.v1.AgentService.DecideApproval:output_type -> toolfleet.v1.DecideApprovalResponse
-	20, // 33: toolfleet.v1.AgentService.CancelRun:output_type -> toolfleet.v1.CancelRunResponse
-	12, // 34: toolfleet.v1.AgentService.WatchRun:output_type -> toolfleet.v1.WatchRunResponse
-	28, // [28:35] is the sub-list for method output_type
-	21, // [21:28] is the sub-list for method input_type
-	21, // [21:21] is the sub-list for extension type_name
-	21, // [21:21] is the sub-list for extension extendee
-	0,  // [0:21] is the sub-list for field type_name
+	0,  // 13: toolfleet.v1.ListRunsRequest.status:type_name -> toolfleet.v1.RunStatus
+	25, // 14: toolfleet.v1.ListRunsRequest.started_after:type_name -> google.protobuf.Timestamp
+	25, // 15: toolfleet.v1.ListRunsRequest.started_before:type_name -> google.protobuf.Timestamp
+	10, // 16: toolfleet.v1.ListRunsResponse.runs:type_name -> toolfleet.v1.RunSummary
+	25, // 17: toolfleet.v1.RunSummary.started_at:type_name -> google.protobuf.Timestamp
+	25, // 18: toolfleet.v1.RunSummary.closed_at:type_name -> google.protobuf.Timestamp
+	0,  // 19: toolfleet.v1.RunSummary.status:type_name -> toolfleet.v1.RunStatus
+	26, // 20: toolfleet.v1.WatchRunResponse.event:type_name -> toolfleet.v1.RunEvent
+	13, // 21: toolfleet.v1.WatchRunResponse.delta:type_name -> toolfleet.v1.RunDelta
+	27, // 22: toolfleet.v1.PendingApproval.arguments:type_name -> google.protobuf.Struct
+	25, // 23: toolfleet.v1.PendingApproval.requested_at:type_name -> google.protobuf.Timestamp
+	23, // 24: toolfleet.v1.SendMessageRequest.message:type_name -> toolfleet.v1.Message
+	4,  // 25: toolfleet.v1.AgentService.StartRun:input_type -> toolfleet.v1.StartRunRequest
+	6,  // 26: toolfleet.v1.AgentService.GetRun:input_type -> toolfleet.v1.GetRunRequest
+	8,  // 27: toolfleet.v1.AgentService.ListRuns:input_type -> toolfleet.v1.ListRunsRequest
+	15, // 28: toolfleet.v1.AgentService.SendMessage:input_type -> toolfleet.v1.SendMessageRequest
+	17, // 29: toolfleet.v1.AgentService.DecideApproval:input_type -> toolfleet.v1.DecideApprovalRequest
+	19, // 30: toolfleet.v1.AgentService.CancelRun:input_type -> toolfleet.v1.CancelRunRequest
+	11, // 31: toolfleet.v1.AgentService.WatchRun:input_type -> toolfleet.v1.WatchRunRequest
+	5,  // 32: toolfleet.v1.AgentService.StartRun:output_type -> toolfleet.v1.StartRunResponse
+	7,  // 33: toolfleet.v1.AgentService.GetRun:output_type -> toolfleet.v1.GetRunResponse
+	9,  // 34: toolfleet.v1.AgentService.ListRuns:output_type -> toolfleet.v1.ListRunsResponse
+	16, // 35: toolfleet.v1.AgentService.SendMessage:output_type -> toolfleet.v1.SendMessageResponse
+	18, // 36: toolfleet.v1.AgentService.DecideApproval:output_type -> toolfleet.v1.DecideApprovalResponse
+	20, // 37: toolfleet.v1.AgentService.CancelRun:output_type -> toolfleet.v1.CancelRunResponse
+	12, // 38: toolfleet.v1.AgentService.WatchRun:output_type -> toolfleet.v1.WatchRunResponse
+	32, // [32:39] is the sub-list for method output_type
+	25, // [25:32] is the sub-list for method input_type
+	25, // [25:25] is the sub-list for extension type_name
+	25, // [25:25] is the sub-list for extension extendee
+	0,  // [0:25] is the sub-list for field type_name
 }
 
 func init() { file_toolfleet_v1_agent_proto_init() }
