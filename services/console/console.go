@@ -48,6 +48,7 @@ type Server struct {
 type apis struct {
 	runs     toolfleetv1connect.AgentServiceClient
 	programs toolfleetv1connect.ProgramServiceClient
+	tools    toolfleetv1connect.ToolGatewayServiceClient
 }
 
 // ErrNotConnected is what pages answer (503) before [Server.Connect].
@@ -81,6 +82,7 @@ func (s *Server) Connect(baseURL string) {
 	s.api.Store(&apis{
 		runs:     toolfleetv1connect.NewAgentServiceClient(s.cfg.HTTPClient, baseURL),
 		programs: toolfleetv1connect.NewProgramServiceClient(s.cfg.HTTPClient, baseURL),
+		tools:    toolfleetv1connect.NewToolGatewayServiceClient(s.cfg.HTTPClient, baseURL),
 	})
 }
 
@@ -107,6 +109,11 @@ func (s *Server) routes() {
 	m.HandleFunc("POST "+Prefix+"runs/{id}/message", s.post(s.sendMessage))
 	m.HandleFunc("POST "+Prefix+"runs/{id}/decide", s.post(s.decideRun))
 	m.HandleFunc("GET "+Prefix+"inbox", s.page(s.inboxPage))
+	m.HandleFunc("GET "+Prefix+"tools", s.page(s.toolsPage))
+	m.HandleFunc("GET "+Prefix+"tools/{id}", s.page(s.toolPage))
+	m.HandleFunc("POST "+Prefix+"tools/{id}", s.post(s.tryTool))
+	m.HandleFunc("GET "+Prefix+"programs", s.page(s.programsPage))
+	m.HandleFunc("GET "+Prefix+"programs/{id}", s.page(s.programPage))
 	m.HandleFunc("POST "+Prefix+"programs/{id}/decide", s.post(s.decideProgram))
 	m.HandleFunc(Prefix, func(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, nil, http.StatusNotFound, "There is no such page in the console.")
@@ -195,9 +202,11 @@ func (s *Server) failAPI(w http.ResponseWriter, r *http.Request, ss *session, wh
 	}
 }
 
+func asConnect(err error, ce **connect.Error) bool { return errors.As(err, ce) }
+
 func messageOf(err error) string {
 	var ce *connect.Error
-	if errors.As(err, &ce) {
+	if asConnect(err, &ce) {
 		return ce.Message()
 	}
 	return err.Error()

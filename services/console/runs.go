@@ -75,7 +75,7 @@ func approvalViews(kind, owner string, p []*toolfleetv1.PendingApproval) []appro
 		if kind == "run" {
 			v.OwnerURL, v.DecideURL = runURL(owner), runURL(owner)+"/decide"
 		} else {
-			v.OwnerURL, v.DecideURL = "", Prefix+"programs/"+url.PathEscape(owner)+"/decide"
+			v.OwnerURL, v.DecideURL = programURL(owner), programURL(owner)+"/decide"
 		}
 		out = append(out, v)
 	}

@@ -19,7 +19,7 @@ var templateFiles embed.FS
 
 // pageNames are the full pages; each is layout.html plus its own file, which
 // defines "title" and "content". fragments.html is in every set.
-var pageNames = []string{"signin", "runs", "run", "inbox", "error"}
+var pageNames = []string{"signin", "runs", "run", "inbox", "error", "programs", "program", "tools", "tool"}
 
 // pages are the parsed templates. Every payload (model text, tool input and
 // output, reasons, ids) reaches the page through html/template's contextual
