@@ -22,6 +22,7 @@ import (
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
 	"github.com/toolfleet/toolfleet/gen/toolfleet/v1/toolfleetv1connect"
 	"github.com/toolfleet/toolfleet/internal/devstack/devstacktest"
+	"github.com/toolfleet/toolfleet/internal/syncbuf"
 	"github.com/toolfleet/toolfleet/services/console"
 )
 
@@ -168,6 +169,33 @@ func TestConsole(t *testing.T) {
 		}
 	}
 	assertInert(t, "the finished run's stream", stream)
+
+	// The live inbox: a call that starts waiting reaches the open stream (the
+	// header's count and the list) without a reload; bob's stream never shows it.
+	aliceLive := alice.stream(ctx, "/console/inbox/events")
+	bobLive := bob.stream(ctx, "/console/inbox/events")
+	waitFor(ctx, t, "the live inbox's first count", func() bool { return strings.Contains(aliceLive.String(), "event: count\ndata: 0\n") })
+	res, _ = alice.post("/console/runs", url.Values{"model": {"scripted:hostile.yaml"}, "tools": {"Calculator.*"},
+		"approve": {"Calculator.*"}, "prompt": {"add 2 and 3"}})
+	m = regexp.MustCompile(`/console/runs/(run-[a-z0-9]+)$`).FindStringSubmatch(res.Request.URL.Path)
+	if m == nil {
+		t.Fatalf("starting a second run did not open its page: %s", res.Request.URL)
+	}
+	second := m[1] + "/1/0"
+	waitFor(ctx, t, "the live inbox to show the second run's call", func() bool {
+		live := aliceLive.String()
+		return strings.Contains(live, "event: count\ndata: 1\n") && strings.Contains(live, second)
+	})
+	if res, _ := alice.post("/console/runs/"+m[1]+"/decide", url.Values{"call_id": {second}, "decision": {"deny"}, "reason": {"not now"}, "back": {"inbox"}}); res.StatusCode != http.StatusOK {
+		t.Errorf("denying from the inbox: %d", res.StatusCode)
+	}
+	waitFor(ctx, t, "the live inbox to drop the denied call", func() bool {
+		live := aliceLive.String()
+		return strings.Count(live, "event: count\ndata: 0\n") >= 2
+	})
+	if live := bobLive.String(); strings.Contains(live, second) || strings.Contains(live, "data: 1\n") || !strings.Contains(live, "event: count\ndata: 0\n") {
+		t.Errorf("bob's live inbox:\n%s", live)
+	}
 
 	// Filters: the runs list asks the API (server-side, from visibility).
 	waitFor(ctx, t, "the run to be listed as completed with its tool", func() bool {
@@ -376,6 +404,34 @@ func (b *consoleBrowser) signIn(subject string) {
 }
 
 // events reads a run's SSE stream for up to d (it ends by itself once the run ended).
+// stream reads the SSE stream at path into a buffer until the test ends.
+func (b *consoleBrowser) stream(ctx context.Context, path string) *syncbuf.Buffer {
+	b.t.Helper()
+	ctx, cancel := context.WithCancel(ctx)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, b.base+path, nil)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	c := *b.client
+	c.Timeout = 0
+	res, err := c.Do(req)
+	if err != nil || res.Header.Get("Content-Type") != "text/event-stream" {
+		b.t.Fatalf("stream %s: %v %v", path, res, err)
+	}
+	var buf syncbuf.Buffer
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, _ = io.Copy(&buf, res.Body)
+	}()
+	b.t.Cleanup(func() {
+		cancel()
+		res.Body.Close()
+		<-done
+	})
+	return &buf
+}
+
 func (b *consoleBrowser) events(ctx context.Context, runID string, d time.Duration) string {
 	b.t.Helper()
 	ctx, cancel := context.WithTimeout(ctx, d)

@@ -41,6 +41,7 @@ type Server struct {
 	mux      *http.ServeMux
 	api      atomic.Pointer[apis]
 	counts   *countCache
+	live     liveLimits
 	handler  http.Handler
 }
 
@@ -109,6 +110,7 @@ func (s *Server) routes() {
 	m.HandleFunc("POST "+Prefix+"runs/{id}/message", s.post(s.sendMessage))
 	m.HandleFunc("POST "+Prefix+"runs/{id}/decide", s.post(s.decideRun))
 	m.HandleFunc("GET "+Prefix+"inbox", s.page(s.inboxPage))
+	m.HandleFunc("GET "+Prefix+"inbox/events", s.page(s.inboxEvents))
 	m.HandleFunc("GET "+Prefix+"tools", s.page(s.toolsPage))
 	m.HandleFunc("GET "+Prefix+"tools/{id}", s.page(s.toolPage))
 	m.HandleFunc("POST "+Prefix+"tools/{id}", s.post(s.tryTool))

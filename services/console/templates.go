@@ -37,8 +37,14 @@ var funcs = template.FuncMap{
 	"join":   strings.Join,
 	"words":  func(s string) string { return strings.ReplaceAll(s, "_", " ") },
 	"prefix": func() string { return Prefix },
-	"dict": func(a approvalView, csrf, back string) approvalForm {
-		return approvalForm{A: a, CSRF: csrf, Back: back}
+	"dict": func(a any, csrf, back string) (approvalForm, error) {
+		switch v := a.(type) {
+		case *approvalView:
+			return approvalForm{A: *v, CSRF: csrf, Back: back}, nil
+		case approvalView:
+			return approvalForm{A: v, CSRF: csrf, Back: back}, nil
+		}
+		return approvalForm{}, fmt.Errorf("dict: %T is not an approval", a)
 	},
 }
 
