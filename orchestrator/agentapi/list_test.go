@@ -2,6 +2,7 @@ package agentapi_test
 
 import (
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -76,6 +77,23 @@ func TestListRunsFilters(t *testing.T) {
 		if r.GetStatus() != got.Msg.GetStatus() || r.GetStartedBy() != "alice" || r.GetModel() != "scripted:idle" && r.GetModel() != "scripted:calc" {
 			t.Errorf("listed %v, GetRun says %s", r, got.Msg.GetStatus())
 		}
+	}
+
+	// A run's detail: its model, budget and each call with arguments, outcome and attempts.
+	det, err := tn.aliceRuns.GetRun(ctx, connect.NewRequest(&toolfleetv1.GetRunRequest{RunId: "alice-calc", Detail: true}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := det.Msg.GetDetail()
+	if d.GetModel() != "scripted:calc" || d.GetWorkflowId() != "alice-calc" || d.GetWorkflowRunId() == "" || len(d.GetCalls()) != 1 {
+		t.Fatalf("detail: %v", d)
+	}
+	// Calculator.Multiply is read-only: a local activity, whose history names no call.
+	if c := d.GetCalls()[0]; !c.GetReadOnlyLocal() || c.GetKind() != "ok" || c.GetAttempts() != 1 || c.GetEndedAt() == nil || !strings.Contains(c.GetPreview(), "6") {
+		t.Errorf("the call: %v", c)
+	}
+	if _, err := tn.malloryRuns.GetRun(ctx, connect.NewRequest(&toolfleetv1.GetRunRequest{RunId: "alice-calc", Detail: true})); connect.CodeOf(err) != connect.CodeNotFound {
+		t.Errorf("mallory's GetRun detail of alice's run: %v, want NotFound", err)
 	}
 
 	cases := []struct {

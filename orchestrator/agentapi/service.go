@@ -280,6 +280,11 @@ func (s *Service) GetRun(ctx context.Context, r *connect.Request[toolfleetv1.Get
 		}
 		resp.PendingApprovals = append(resp.PendingApprovals, pa)
 	}
+	if r.Msg.GetDetail() {
+		if resp.Detail, err = s.detail(ctx, st.RunID); err != nil {
+			return nil, s.fromTemporal("read the run's history", err)
+		}
+	}
 	return connect.NewResponse(resp), nil
 }
 

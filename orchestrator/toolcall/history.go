@@ -15,6 +15,9 @@ import (
 // records it: what it was given, how it ended, how many attempts it took,
 // and when. Pages that show a run's or a program's tool calls read them.
 type ActivityCall struct {
+	// Local is a local activity: history keeps its result, attempts and
+	// time, not its input (Input is nil).
+	Local  bool
 	Input  *commonpb.Payloads
 	Result *commonpb.Payloads
 	// Failure is the last attempt's failure message, when it failed.
@@ -23,6 +26,10 @@ type ActivityCall struct {
 	Attempt                    int32
 	Scheduled, Started, Closed time.Time
 }
+
+// localActivityMarker is the marker the Go SDK records a local activity's
+// outcome with (details "data": its type and attempt; "result").
+const localActivityMarker = "LocalActivity"
 
 // Decode decodes the first payload of ps into v (nothing when ps is empty).
 func Decode(ps *commonpb.Payloads, v any) error {
@@ -63,6 +70,27 @@ func ActivityCalls(ctx context.Context, c client.Client, workflowID, name string
 			}
 			byScheduled[ev.GetEventId()] = len(calls)
 			calls = append(calls, ActivityCall{Input: a.GetInput(), Scheduled: at, Attempt: 1})
+		case enumspb.EVENT_TYPE_MARKER_RECORDED:
+			a := ev.GetMarkerRecordedEventAttributes()
+			if a.GetMarkerName() != localActivityMarker {
+				continue
+			}
+			var m struct {
+				ActivityType string
+				Attempt      int32
+			}
+			if Decode(a.GetDetails()["data"], &m) != nil || m.ActivityType != name {
+				continue
+			}
+			if len(calls) >= maxCalls {
+				truncated = true
+				continue
+			}
+			c := ActivityCall{Local: true, Result: a.GetDetails()["result"], Attempt: max(m.Attempt, 1), Scheduled: at, Closed: at}
+			if f := a.GetFailure(); f != nil {
+				c.Failure, c.Result = f.GetMessage(), nil
+			}
+			calls = append(calls, c)
 		case enumspb.EVENT_TYPE_ACTIVITY_TASK_STARTED:
 			a := ev.GetActivityTaskStartedEventAttributes()
 			if i, ok := byScheduled[a.GetScheduledEventId()]; ok {

@@ -506,8 +506,11 @@ func (x *StartRunResponse) GetRunId() string {
 }
 
 type GetRunRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	RunId         string                 `protobuf:"bytes,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	RunId string                 `protobuf:"bytes,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	// Also return the run's model, budget and tool calls (read from the
+	// workflow's history: slower than the status alone).
+	Detail        bool `protobuf:"varint,2,opt,name=detail,proto3" json:"detail,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -549,6 +552,13 @@ func (x *GetRunRequest) GetRunId() string {
 	return ""
 }
 
+func (x *GetRunRequest) GetDetail() bool {
+	if x != nil {
+		return x.Detail
+	}
+	return false
+}
+
 type GetRunResponse struct {
 	state            protoimpl.MessageState `protogen:"open.v1"`
 	RunId            string                 `protobuf:"bytes,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
@@ -567,7 +577,9 @@ type GetRunResponse struct {
 	Idle bool `protobuf:"varint,11,opt,name=idle,proto3" json:"idle,omitempty"`
 	// For BUDGET_EXHAUSTED: the budget that ran out (max_turns, max_tool_calls,
 	// max_input_tokens, max_output_tokens, deadline).
-	Budget        string `protobuf:"bytes,12,opt,name=budget,proto3" json:"budget,omitempty"`
+	Budget string `protobuf:"bytes,12,opt,name=budget,proto3" json:"budget,omitempty"`
+	// With detail: the run's start and its tool calls.
+	Detail        *RunDetail `protobuf:"bytes,13,opt,name=detail,proto3" json:"detail,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -686,6 +698,297 @@ func (x *GetRunResponse) GetBudget() string {
 	return ""
 }
 
+func (x *GetRunResponse) GetDetail() *RunDetail {
+	if x != nil {
+		return x.Detail
+	}
+	return nil
+}
+
+// RunDetail is what a run's page shows beyond its status. It covers the
+// run's current workflow execution: after a continue-as-new or a restart by
+// SendMessage, the calls of earlier executions are in the transcript only.
+type RunDetail struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// "provider:name".
+	Model string `protobuf:"bytes,1,opt,name=model,proto3" json:"model,omitempty"`
+	// The budgets the run was started with (0: the default).
+	Budget *Budget `protobuf:"bytes,2,opt,name=budget,proto3" json:"budget,omitempty"`
+	// The Temporal workflow and the execution shown.
+	WorkflowId    string `protobuf:"bytes,3,opt,name=workflow_id,json=workflowId,proto3" json:"workflow_id,omitempty"`
+	WorkflowRunId string `protobuf:"bytes,4,opt,name=workflow_run_id,json=workflowRunId,proto3" json:"workflow_run_id,omitempty"`
+	// The tool calls, in order (at most 200).
+	Calls          []*RunToolCall `protobuf:"bytes,5,rep,name=calls,proto3" json:"calls,omitempty"`
+	CallsTruncated bool           `protobuf:"varint,6,opt,name=calls_truncated,json=callsTruncated,proto3" json:"calls_truncated,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *RunDetail) Reset() {
+	*x = RunDetail{}
+	mi := &file_toolfleet_v1_agent_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RunDetail) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RunDetail) ProtoMessage() {}
+
+func (x *RunDetail) ProtoReflect() protoreflect.Message {
+	mi := &file_toolfleet_v1_agent_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RunDetail.ProtoReflect.Descriptor instead.
+func (*RunDetail) Descriptor() ([]byte, []int) {
+	return file_toolfleet_v1_agent_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *RunDetail) GetModel() string {
+	if x != nil {
+		return x.Model
+	}
+	return ""
+}
+
+func (x *RunDetail) GetBudget() *Budget {
+	if x != nil {
+		return x.Budget
+	}
+	return nil
+}
+
+func (x *RunDetail) GetWorkflowId() string {
+	if x != nil {
+		return x.WorkflowId
+	}
+	return ""
+}
+
+func (x *RunDetail) GetWorkflowRunId() string {
+	if x != nil {
+		return x.WorkflowRunId
+	}
+	return ""
+}
+
+func (x *RunDetail) GetCalls() []*RunToolCall {
+	if x != nil {
+		return x.Calls
+	}
+	return nil
+}
+
+func (x *RunDetail) GetCallsTruncated() bool {
+	if x != nil {
+		return x.CallsTruncated
+	}
+	return false
+}
+
+// RunToolCall is one tool call of a run.
+type RunToolCall struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	CallId string                 `protobuf:"bytes,1,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
+	ToolId string                 `protobuf:"bytes,2,opt,name=tool_id,json=toolId,proto3" json:"tool_id,omitempty"`
+	Turn   int32                  `protobuf:"varint,3,opt,name=turn,proto3" json:"turn,omitempty"`
+	// The model's arguments.
+	Arguments *structpb.Struct `protobuf:"bytes,4,opt,name=arguments,proto3" json:"arguments,omitempty"`
+	// The outcome kind (ok, validation, execution, denied, ...), once it ended.
+	Kind    string `protobuf:"bytes,5,opt,name=kind,proto3" json:"kind,omitempty"`
+	IsError bool   `protobuf:"varint,6,opt,name=is_error,json=isError,proto3" json:"is_error,omitempty"`
+	// The start of the result the model saw (none when the run keeps content
+	// out of history: then content_sha256 and content_bytes name it).
+	Preview       string `protobuf:"bytes,7,opt,name=preview,proto3" json:"preview,omitempty"`
+	ContentSha256 string `protobuf:"bytes,8,opt,name=content_sha256,json=contentSha256,proto3" json:"content_sha256,omitempty"`
+	ContentBytes  int64  `protobuf:"varint,9,opt,name=content_bytes,json=contentBytes,proto3" json:"content_bytes,omitempty"`
+	// The stored full result, when it was too large to inline.
+	ResultRef string `protobuf:"bytes,10,opt,name=result_ref,json=resultRef,proto3" json:"result_ref,omitempty"`
+	// The activity's last failure while retried or when it failed.
+	Failure     string                 `protobuf:"bytes,11,opt,name=failure,proto3" json:"failure,omitempty"`
+	Attempts    int32                  `protobuf:"varint,12,opt,name=attempts,proto3" json:"attempts,omitempty"`
+	ScheduledAt *timestamppb.Timestamp `protobuf:"bytes,13,opt,name=scheduled_at,json=scheduledAt,proto3" json:"scheduled_at,omitempty"`
+	EndedAt     *timestamppb.Timestamp `protobuf:"bytes,14,opt,name=ended_at,json=endedAt,proto3" json:"ended_at,omitempty"`
+	// The tool's own duration, as the gateway measured it.
+	Duration *durationpb.Duration `protobuf:"bytes,15,opt,name=duration,proto3" json:"duration,omitempty"`
+	// Who approved it, when it needed approval; the denial's reason when denied.
+	Approver string `protobuf:"bytes,16,opt,name=approver,proto3" json:"approver,omitempty"`
+	Denial   string `protobuf:"bytes,17,opt,name=denial,proto3" json:"denial,omitempty"`
+	// A read-only call the run made inside its workflow task (a local
+	// activity): history keeps its outcome, attempts and time but not which
+	// call it was, so call_id, tool_id, turn and arguments are empty (the
+	// transcript's tool_call and tool_result events name it).
+	ReadOnlyLocal bool `protobuf:"varint,18,opt,name=read_only_local,json=readOnlyLocal,proto3" json:"read_only_local,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RunToolCall) Reset() {
+	*x = RunToolCall{}
+	mi := &file_toolfleet_v1_agent_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RunToolCall) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RunToolCall) ProtoMessage() {}
+
+func (x *RunToolCall) ProtoReflect() protoreflect.Message {
+	mi := &file_toolfleet_v1_agent_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RunToolCall.ProtoReflect.Descriptor instead.
+func (*RunToolCall) Descriptor() ([]byte, []int) {
+	return file_toolfleet_v1_agent_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *RunToolCall) GetCallId() string {
+	if x != nil {
+		return x.CallId
+	}
+	return ""
+}
+
+func (x *RunToolCall) GetToolId() string {
+	if x != nil {
+		return x.ToolId
+	}
+	return ""
+}
+
+func (x *RunToolCall) GetTurn() int32 {
+	if x != nil {
+		return x.Turn
+	}
+	return 0
+}
+
+func (x *RunToolCall) GetArguments() *structpb.Struct {
+	if x != nil {
+		return x.Arguments
+	}
+	return nil
+}
+
+func (x *RunToolCall) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *RunToolCall) GetIsError() bool {
+	if x != nil {
+		return x.IsError
+	}
+	return false
+}
+
+func (x *RunToolCall) GetPreview() string {
+	if x != nil {
+		return x.Preview
+	}
+	return ""
+}
+
+func (x *RunToolCall) GetContentSha256() string {
+	if x != nil {
+		return x.ContentSha256
+	}
+	return ""
+}
+
+func (x *RunToolCall) GetContentBytes() int64 {
+	if x != nil {
+		return x.ContentBytes
+	}
+	return 0
+}
+
+func (x *RunToolCall) GetResultRef() string {
+	if x != nil {
+		return x.ResultRef
+	}
+	return ""
+}
+
+func (x *RunToolCall) GetFailure() string {
+	if x != nil {
+		return x.Failure
+	}
+	return ""
+}
+
+func (x *RunToolCall) GetAttempts() int32 {
+	if x != nil {
+		return x.Attempts
+	}
+	return 0
+}
+
+func (x *RunToolCall) GetScheduledAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ScheduledAt
+	}
+	return nil
+}
+
+func (x *RunToolCall) GetEndedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.EndedAt
+	}
+	return nil
+}
+
+func (x *RunToolCall) GetDuration() *durationpb.Duration {
+	if x != nil {
+		return x.Duration
+	}
+	return nil
+}
+
+func (x *RunToolCall) GetApprover() string {
+	if x != nil {
+		return x.Approver
+	}
+	return ""
+}
+
+func (x *RunToolCall) GetDenial() string {
+	if x != nil {
+		return x.Denial
+	}
+	return ""
+}
+
+func (x *RunToolCall) GetReadOnlyLocal() bool {
+	if x != nil {
+		return x.ReadOnlyLocal
+	}
+	return false
+}
+
 type ListRunsRequest struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	PageSize  int32                  `protobuf:"varint,1,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
@@ -712,7 +1015,7 @@ type ListRunsRequest struct {
 
 func (x *ListRunsRequest) Reset() {
 	*x = ListRunsRequest{}
-	mi := &file_toolfleet_v1_agent_proto_msgTypes[7]
+	mi := &file_toolfleet_v1_agent_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -724,7 +1027,7 @@ func (x *ListRunsRequest) String() string {
 func (*ListRunsRequest) ProtoMessage() {}
 
 func (x *ListRunsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolfleet_v1_agent_proto_msgTypes[7]
+	mi := &file_toolfleet_v1_agent_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -737,7 +1040,7 @@ func (x *ListRunsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRunsRequest.ProtoReflect.Descriptor instead.
 func (*ListRunsRequest) Descriptor() ([]byte, []int) {
-	return file_toolfleet_v1_agent_proto_rawDescGZIP(), []int{7}
+	return file_toolfleet_v1_agent_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ListRunsRequest) GetPageSize() int32 {
@@ -806,7 +1109,7 @@ type ListRunsResponse struct {
 
 func (x *ListRunsResponse) Reset() {
 	*x = ListRunsResponse{}
-	mi := &file_toolfleet_v1_agent_proto_msgTypes[8]
+	mi := &file_toolfleet_v1_agent_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -818,7 +1121,7 @@ func (x *ListRunsResponse) String() string {
 func (*ListRunsResponse) ProtoMessage() {}
 
 func (x *ListRunsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolfleet_v1_agent_proto_msgTypes[8]
+	mi := &file_toolfleet_v1_agent_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -831,7 +1134,7 @@ func (x *ListRunsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRunsResponse.ProtoReflect.Descriptor instead.
 func (*ListRunsResponse) Descriptor() ([]byte, []int) {
-	return file_toolfleet_v1_agent_proto_rawDescGZIP(), []int{8}
+	return file_toolfleet_v1_agent_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ListRunsResponse) GetRuns() []*RunSummary {
@@ -873,7 +1176,7 @@ type RunSummary struct {
 
 func (x *RunSummary) Reset() {
 	*x = RunSummary{}
-	mi := &file_toolfleet_v1_agent_proto_msgTypes[9]
+	mi := &file_toolfleet_v1_agent_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -885,7 +1188,7 @@ func (x *RunSummary) String() string {
 func (*RunSummary) ProtoMessage() {}
 
 func (x *RunSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_toolfleet_v1_agent_proto_msgTypes[9]
+	mi := &file_toolfleet_v1_agent_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -898,7 +1201,7 @@ func (x *RunSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunSummary.ProtoReflect.Descriptor instead.
 func (*RunSummary) Descriptor() ([]byte, []int) {
-	return file_toolfleet_v1_agent_proto_rawDescGZIP(), []int{9}
+	return file_toolfleet_v1_agent_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *RunSummary) GetRunId() string {
@@ -970,7 +1273,7 @@ type WatchRunRequest struct {
 
 func (x *WatchRunRequest) Reset() {
 	*x = WatchRunRequest{}
-	mi := &file_toolfleet_v1_agent_proto_msgTypes[10]
+	mi := &file_toolfleet_v1_agent_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -982,7 +1285,7 @@ func (x *WatchRunRequest) String() string {
 func (*WatchRunRequest) ProtoMessage() {}
 
 func (x *WatchRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolfleet_v1_agent_proto_msgTypes[10]
+	mi := &file_toolfleet_v1_agent_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -995,7 +1298,7 @@ func (x *WatchRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchRunRequest.ProtoReflect.Descriptor instead.
 func (*WatchRunRequest) Descriptor() ([]byte, []int) {
-	return file_toolfleet_v1_agent_proto_rawDescGZIP(), []int{10}
+	return file_toolfleet_v1_agent_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *WatchRunRequest) GetRunId() string {
@@ -1032,7 +1335,7 @@ type WatchRunResponse struct {
 
 func (x *WatchRunResponse) Reset() {
 	*x = WatchRunResponse{}
-	mi := &file_toolfleet_v1_agent_proto_msgTypes[11]
+	mi := &file_toolfleet_v1_agent_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1044,7 +1347,7 @@ func (x *WatchRunResponse) String() string {
 func (*WatchRunResponse) ProtoMessage() {}
 
 func (x *WatchRunResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolfleet_v1_agent_proto_msgTypes[11]
+	mi := &file_toolfleet_v1_agent_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1057,7 +1360,7 @@ func (x *WatchRunResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchRunResponse.ProtoReflect.Descriptor instead.
 func (*WatchRunResponse) Descriptor() ([]byte, []int) {
-	return file_toolfleet_v1_agent_proto_rawDescGZIP(), []int{11}
+	return file_toolfleet_v1_agent_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *WatchRunResponse) GetItem() isWatchRunResponse_Item {
@@ -1115,7 +1418,7 @@ type RunDelta struct {
 
 func (x *RunDelta) Reset() {
 	*x = RunDelta{}
-	mi := &file_toolfleet_v1_agent_proto_msgTypes[12]
+	mi := &file_toolfleet_v1_agent_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1127,7 +1430,7 @@ func (x *RunDelta) String() string {
 func (*RunDelta) ProtoMessage() {}
 
 func (x *RunDelta) ProtoReflect() protoreflect.Message {
-	mi := &file_toolfleet_v1_agent_proto_msgTypes[12]
+	mi := &file_toolfleet_v1_agent_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1140,7 +1443,7 @@ func (x *RunDelta) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunDelta.ProtoReflect.Descriptor instead.
 func (*RunDelta) Descriptor() ([]byte, []int) {
-	return file_toolfleet_v1_agent_proto_rawDescGZIP(), []int{12}
+	return file_toolfleet_v1_agent_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *RunDelta) GetTurn() int32 {
@@ -1184,7 +1487,7 @@ type PendingApproval struct {
 
 func (x *PendingApproval) Reset() {
 	*x = PendingApproval{}
-	mi := &file_toolfleet_v1_agent_proto_msgTypes[13]
+	mi := &file_toolfleet_v1_agent_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1196,7 +1499,7 @@ func (x *PendingApproval) String() string {
 func (*PendingApproval) ProtoMessage() {}
 
 func (x *PendingApproval) ProtoReflect() protoreflect.Message {
-	mi := &file_toolfleet_v1_agent_proto_msgTypes[13]
+	mi := &file_toolfleet_v1_agent_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1209,7 +1512,7 @@ func (x *PendingApproval) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PendingApproval.ProtoReflect.Descriptor instead.
 func (*PendingApproval) Descriptor() ([]byte, []int) {
-	return file_toolfleet_v1_agent_proto_rawDescGZIP(), []int{13}
+	return file_toolfleet_v1_agent_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *PendingApproval) GetCallId() string {
@@ -1250,7 +1553,7 @@ type SendMessageRequest struct {
 
 func (x *SendMessageRequest) Reset() {
 	*x = SendMessageRequest{}
-	mi := &file_toolfleet_v1_agent_proto_msgTypes[14]
+	mi := &file_toolfleet_v1_agent_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1262,7 +1565,7 @@ func (x *SendMessageRequest) String() string {
 func (*SendMessageRequest) ProtoMessage() {}
 
 func (x *SendMessageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolfleet_v1_agent_proto_msgTypes[14]
+	mi := &file_toolfleet_v1_agent_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1275,7 +1578,7 @@ func (x *SendMessageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SendMessageRequest.ProtoReflect.Descriptor instead.
 func (*SendMessageRequest) Descriptor() ([]byte, []int) {
-	return file_toolfleet_v1_agent_proto_rawDescGZIP(), []int{14}
+	return file_toolfleet_v1_agent_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *SendMessageRequest) GetRunId() string {
@@ -1300,7 +1603,7 @@ type SendMessageResponse struct {
 
 func (x *SendMessageResponse) Reset() {
 	*x = SendMessageResponse{}
-	mi := &file_toolfleet_v1_agent_proto_msgTypes[15]
+	mi := &file_toolfleet_v1_agent_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1312,7 +1615,7 @@ func (x *SendMessageResponse) String() string {
 func (*SendMessageResponse) ProtoMessage() {}
 
 func (x *SendMessageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolfleet_v1_agent_proto_msgTypes[15]
+	mi := &file_toolfleet_v1_agent_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1325,7 +1628,7 @@ func (x *SendMessageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SendMessageResponse.ProtoReflect.Descriptor instead.
 func (*SendMessageResponse) Descriptor() ([]byte, []int) {
-	return file_toolfleet_v1_agent_proto_rawDescGZIP(), []int{15}
+	return file_toolfleet_v1_agent_proto_rawDescGZIP(), []int{17}
 }
 
 type DecideApprovalRequest struct {
@@ -1341,7 +1644,7 @@ type DecideApprovalRequest struct {
 
 func (x *DecideApprovalRequest) Reset() {
 	*x = DecideApprovalRequest{}
-	mi := &file_toolfleet_v1_agent_proto_msgTypes[16]
+	mi := &file_toolfleet_v1_agent_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1353,7 +1656,7 @@ func (x *DecideApprovalRequest) String() string {
 func (*DecideApprovalRequest) ProtoMessage() {}
 
 func (x *DecideApprovalRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolfleet_v1_agent_proto_msgTypes[16]
+	mi := &file_toolfleet_v1_agent_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1366,7 +1669,7 @@ func (x *DecideApprovalRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecideApprovalRequest.ProtoReflect.Descriptor instead.
 func (*DecideApprovalRequest) Descriptor() ([]byte, []int) {
-	return file_toolfleet_v1_agent_proto_rawDescGZIP(), []int{16}
+	return file_toolfleet_v1_agent_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *DecideApprovalRequest) GetRunId() string {
@@ -1405,7 +1708,7 @@ type DecideApprovalResponse struct {
 
 func (x *DecideApprovalResponse) Reset() {
 	*x = DecideApprovalResponse{}
-	mi := &file_toolfleet_v1_agent_proto_msgTypes[17]
+	mi := &file_toolfleet_v1_agent_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1417,7 +1720,7 @@ func (x *DecideApprovalResponse) String() string {
 func (*DecideApprovalResponse) ProtoMessage() {}
 
 func (x *DecideApprovalResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolfleet_v1_agent_proto_msgTypes[17]
+	mi := &file_toolfleet_v1_agent_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1430,7 +1733,7 @@ func (x *DecideApprovalResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecideApprovalResponse.ProtoReflect.Descriptor instead.
 func (*DecideApprovalResponse) Descriptor() ([]byte, []int) {
-	return file_toolfleet_v1_agent_proto_rawDescGZIP(), []int{17}
+	return file_toolfleet_v1_agent_proto_rawDescGZIP(), []int{19}
 }
 
 type CancelRunRequest struct {
@@ -1443,7 +1746,7 @@ type CancelRunRequest struct {
 
 func (x *CancelRunRequest) Reset() {
 	*x = CancelRunRequest{}
-	mi := &file_toolfleet_v1_agent_proto_msgTypes[18]
+	mi := &file_toolfleet_v1_agent_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1455,7 +1758,7 @@ func (x *CancelRunRequest) String() string {
 func (*CancelRunRequest) ProtoMessage() {}
 
 func (x *CancelRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolfleet_v1_agent_proto_msgTypes[18]
+	mi := &file_toolfleet_v1_agent_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1468,7 +1771,7 @@ func (x *CancelRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelRunRequest.ProtoReflect.Descriptor instead.
 func (*CancelRunRequest) Descriptor() ([]byte, []int) {
-	return file_toolfleet_v1_agent_proto_rawDescGZIP(), []int{18}
+	return file_toolfleet_v1_agent_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *CancelRunRequest) GetRunId() string {
@@ -1493,7 +1796,7 @@ type CancelRunResponse struct {
 
 func (x *CancelRunResponse) Reset() {
 	*x = CancelRunResponse{}
-	mi := &file_toolfleet_v1_agent_proto_msgTypes[19]
+	mi := &file_toolfleet_v1_agent_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1505,7 +1808,7 @@ func (x *CancelRunResponse) String() string {
 func (*CancelRunResponse) ProtoMessage() {}
 
 func (x *CancelRunResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolfleet_v1_agent_proto_msgTypes[19]
+	mi := &file_toolfleet_v1_agent_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1518,7 +1821,7 @@ func (x *CancelRunResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelRunResponse.ProtoReflect.Descriptor instead.
 func (*CancelRunResponse) Descriptor() ([]byte, []int) {
-	return file_toolfleet_v1_agent_proto_rawDescGZIP(), []int{19}
+	return file_toolfleet_v1_agent_proto_rawDescGZIP(), []int{21}
 }
 
 var File_toolfleet_v1_agent_proto protoreflect.FileDescriptor
@@ -1566,9 +1869,10 @@ const file_toolfleet_v1_agent_proto_rawDesc = "" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\")\n" +
 	"\x10StartRunResponse\x12\x15\n" +
-	"\x06run_id\x18\x01 \x01(\tR\x05runId\"&\n" +
+	"\x06run_id\x18\x01 \x01(\tR\x05runId\">\n" +
 	"\rGetRunRequest\x12\x15\n" +
-	"\x06run_id\x18\x01 \x01(\tR\x05runId\"\xe8\x03\n" +
+	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x16\n" +
+	"\x06detail\x18\x02 \x01(\bR\x06detail\"\x99\x04\n" +
 	"\x0eGetRunResponse\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12/\n" +
 	"\x06status\x18\x02 \x01(\x0e2\x17.toolfleet.v1.RunStatusR\x06status\x12)\n" +
@@ -1584,7 +1888,37 @@ const file_toolfleet_v1_agent_proto_rawDesc = "" +
 	"\x06answer\x18\n" +
 	" \x01(\tR\x06answer\x12\x12\n" +
 	"\x04idle\x18\v \x01(\bR\x04idle\x12\x16\n" +
-	"\x06budget\x18\f \x01(\tR\x06budget\"\xcb\x02\n" +
+	"\x06budget\x18\f \x01(\tR\x06budget\x12/\n" +
+	"\x06detail\x18\r \x01(\v2\x17.toolfleet.v1.RunDetailR\x06detail\"\xf2\x01\n" +
+	"\tRunDetail\x12\x14\n" +
+	"\x05model\x18\x01 \x01(\tR\x05model\x12,\n" +
+	"\x06budget\x18\x02 \x01(\v2\x14.toolfleet.v1.BudgetR\x06budget\x12\x1f\n" +
+	"\vworkflow_id\x18\x03 \x01(\tR\n" +
+	"workflowId\x12&\n" +
+	"\x0fworkflow_run_id\x18\x04 \x01(\tR\rworkflowRunId\x12/\n" +
+	"\x05calls\x18\x05 \x03(\v2\x19.toolfleet.v1.RunToolCallR\x05calls\x12'\n" +
+	"\x0fcalls_truncated\x18\x06 \x01(\bR\x0ecallsTruncated\"\xfd\x04\n" +
+	"\vRunToolCall\x12\x17\n" +
+	"\acall_id\x18\x01 \x01(\tR\x06callId\x12\x17\n" +
+	"\atool_id\x18\x02 \x01(\tR\x06toolId\x12\x12\n" +
+	"\x04turn\x18\x03 \x01(\x05R\x04turn\x125\n" +
+	"\targuments\x18\x04 \x01(\v2\x17.google.protobuf.StructR\targuments\x12\x12\n" +
+	"\x04kind\x18\x05 \x01(\tR\x04kind\x12\x19\n" +
+	"\bis_error\x18\x06 \x01(\bR\aisError\x12\x18\n" +
+	"\apreview\x18\a \x01(\tR\apreview\x12%\n" +
+	"\x0econtent_sha256\x18\b \x01(\tR\rcontentSha256\x12#\n" +
+	"\rcontent_bytes\x18\t \x01(\x03R\fcontentBytes\x12\x1d\n" +
+	"\n" +
+	"result_ref\x18\n" +
+	" \x01(\tR\tresultRef\x12\x18\n" +
+	"\afailure\x18\v \x01(\tR\afailure\x12\x1a\n" +
+	"\battempts\x18\f \x01(\x05R\battempts\x12=\n" +
+	"\fscheduled_at\x18\r \x01(\v2\x1a.google.protobuf.TimestampR\vscheduledAt\x125\n" +
+	"\bended_at\x18\x0e \x01(\v2\x1a.google.protobuf.TimestampR\aendedAt\x125\n" +
+	"\bduration\x18\x0f \x01(\v2\x19.google.protobuf.DurationR\bduration\x12\x1a\n" +
+	"\bapprover\x18\x10 \x01(\tR\bapprover\x12\x16\n" +
+	"\x06denial\x18\x11 \x01(\tR\x06denial\x12&\n" +
+	"\x0fread_only_local\x18\x12 \x01(\bR\rreadOnlyLocal\"\xcb\x02\n" +
 	"\x0fListRunsRequest\x12\x1b\n" +
 	"\tpage_size\x18\x01 \x01(\x05R\bpageSize\x12\x1d\n" +
 	"\n" +
@@ -1673,7 +2007,7 @@ func file_toolfleet_v1_agent_proto_rawDescGZIP() []byte {
 }
 
 var file_toolfleet_v1_agent_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_toolfleet_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
+var file_toolfleet_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
 var file_toolfleet_v1_agent_proto_goTypes = []any{
 	(RunStatus)(0),                 // 0: toolfleet.v1.RunStatus
 	(*ModelSpec)(nil),              // 1: toolfleet.v1.ModelSpec
@@ -1683,72 +2017,81 @@ var file_toolfleet_v1_agent_proto_goTypes = []any{
 	(*StartRunResponse)(nil),       // 5: toolfleet.v1.StartRunResponse
 	(*GetRunRequest)(nil),          // 6: toolfleet.v1.GetRunRequest
 	(*GetRunResponse)(nil),         // 7: toolfleet.v1.GetRunResponse
-	(*ListRunsRequest)(nil),        // 8: toolfleet.v1.ListRunsRequest
-	(*ListRunsResponse)(nil),       // 9: toolfleet.v1.ListRunsResponse
-	(*RunSummary)(nil),             // 10: toolfleet.v1.RunSummary
-	(*WatchRunRequest)(nil),        // 11: toolfleet.v1.WatchRunRequest
-	(*WatchRunResponse)(nil),       // 12: toolfleet.v1.WatchRunResponse
-	(*RunDelta)(nil),               // 13: toolfleet.v1.RunDelta
-	(*PendingApproval)(nil),        // 14: toolfleet.v1.PendingApproval
-	(*SendMessageRequest)(nil),     // 15: toolfleet.v1.SendMessageRequest
-	(*SendMessageResponse)(nil),    // 16: toolfleet.v1.SendMessageResponse
-	(*DecideApprovalRequest)(nil),  // 17: toolfleet.v1.DecideApprovalRequest
-	(*DecideApprovalResponse)(nil), // 18: toolfleet.v1.DecideApprovalResponse
-	(*CancelRunRequest)(nil),       // 19: toolfleet.v1.CancelRunRequest
-	(*CancelRunResponse)(nil),      // 20: toolfleet.v1.CancelRunResponse
-	nil,                            // 21: toolfleet.v1.StartRunRequest.LabelsEntry
-	(*durationpb.Duration)(nil),    // 22: google.protobuf.Duration
-	(*Message)(nil),                // 23: toolfleet.v1.Message
-	(*Usage)(nil),                  // 24: toolfleet.v1.Usage
-	(*timestamppb.Timestamp)(nil),  // 25: google.protobuf.Timestamp
-	(*RunEvent)(nil),               // 26: toolfleet.v1.RunEvent
-	(*structpb.Struct)(nil),        // 27: google.protobuf.Struct
+	(*RunDetail)(nil),              // 8: toolfleet.v1.RunDetail
+	(*RunToolCall)(nil),            // 9: toolfleet.v1.RunToolCall
+	(*ListRunsRequest)(nil),        // 10: toolfleet.v1.ListRunsRequest
+	(*ListRunsResponse)(nil),       // 11: toolfleet.v1.ListRunsResponse
+	(*RunSummary)(nil),             // 12: toolfleet.v1.RunSummary
+	(*WatchRunRequest)(nil),        // 13: toolfleet.v1.WatchRunRequest
+	(*WatchRunResponse)(nil),       // 14: toolfleet.v1.WatchRunResponse
+	(*RunDelta)(nil),               // 15: toolfleet.v1.RunDelta
+	(*PendingApproval)(nil),        // 16: toolfleet.v1.PendingApproval
+	(*SendMessageRequest)(nil),     // 17: toolfleet.v1.SendMessageRequest
+	(*SendMessageResponse)(nil),    // 18: toolfleet.v1.SendMessageResponse
+	(*DecideApprovalRequest)(nil),  // 19: toolfleet.v1.DecideApprovalRequest
+	(*DecideApprovalResponse)(nil), // 20: toolfleet.v1.DecideApprovalResponse
+	(*CancelRunRequest)(nil),       // 21: toolfleet.v1.CancelRunRequest
+	(*CancelRunResponse)(nil),      // 22: toolfleet.v1.CancelRunResponse
+	nil,                            // 23: toolfleet.v1.StartRunRequest.LabelsEntry
+	(*durationpb.Duration)(nil),    // 24: google.protobuf.Duration
+	(*Message)(nil),                // 25: toolfleet.v1.Message
+	(*Usage)(nil),                  // 26: toolfleet.v1.Usage
+	(*timestamppb.Timestamp)(nil),  // 27: google.protobuf.Timestamp
+	(*structpb.Struct)(nil),        // 28: google.protobuf.Struct
+	(*RunEvent)(nil),               // 29: toolfleet.v1.RunEvent
 }
 var file_toolfleet_v1_agent_proto_depIdxs = []int32{
-	22, // 0: toolfleet.v1.ApprovalPolicy.timeout:type_name -> google.protobuf.Duration
-	22, // 1: toolfleet.v1.Budget.deadline:type_name -> google.protobuf.Duration
-	23, // 2: toolfleet.v1.StartRunRequest.messages:type_name -> toolfleet.v1.Message
+	24, // 0: toolfleet.v1.ApprovalPolicy.timeout:type_name -> google.protobuf.Duration
+	24, // 1: toolfleet.v1.Budget.deadline:type_name -> google.protobuf.Duration
+	25, // 2: toolfleet.v1.StartRunRequest.messages:type_name -> toolfleet.v1.Message
 	3,  // 3: toolfleet.v1.StartRunRequest.budget:type_name -> toolfleet.v1.Budget
-	21, // 4: toolfleet.v1.StartRunRequest.labels:type_name -> toolfleet.v1.StartRunRequest.LabelsEntry
+	23, // 4: toolfleet.v1.StartRunRequest.labels:type_name -> toolfleet.v1.StartRunRequest.LabelsEntry
 	1,  // 5: toolfleet.v1.StartRunRequest.model_spec:type_name -> toolfleet.v1.ModelSpec
 	2,  // 6: toolfleet.v1.StartRunRequest.approval:type_name -> toolfleet.v1.ApprovalPolicy
-	22, // 7: toolfleet.v1.StartRunRequest.idle_timeout:type_name -> google.protobuf.Duration
+	24, // 7: toolfleet.v1.StartRunRequest.idle_timeout:type_name -> google.protobuf.Duration
 	0,  // 8: toolfleet.v1.GetRunResponse.status:type_name -> toolfleet.v1.RunStatus
-	24, // 9: toolfleet.v1.GetRunResponse.usage:type_name -> toolfleet.v1.Usage
-	14, // 10: toolfleet.v1.GetRunResponse.pending_approvals:type_name -> toolfleet.v1.PendingApproval
-	23, // 11: toolfleet.v1.GetRunResponse.final_message:type_name -> toolfleet.v1.Message
-	25, // 12: toolfleet.v1.GetRunResponse.started_at:type_name -> google.protobuf.Timestamp
-	0,  // 13: toolfleet.v1.ListRunsRequest.status:type_name -> toolfleet.v1.RunStatus
-	25, // 14: toolfleet.v1.ListRunsRequest.started_after:type_name -> google.protobuf.Timestamp
-	25, // 15: toolfleet.v1.ListRunsRequest.started_before:type_name -> google.protobuf.Timestamp
-	10, // 16: toolfleet.v1.ListRunsResponse.runs:type_name -> toolfleet.v1.RunSummary
-	25, // 17: toolfleet.v1.RunSummary.started_at:type_name -> google.protobuf.Timestamp
-	25, // 18: toolfleet.v1.RunSummary.closed_at:type_name -> google.protobuf.Timestamp
-	0,  // 19: toolfleet.v1.RunSummary.status:type_name -> toolfleet.v1.RunStatus
-	26, // 20: toolfleet.v1.WatchRunResponse.event:type_name -> toolfleet.v1.RunEvent
-	13, // 21: toolfleet.v1.WatchRunResponse.delta:type_name -> toolfleet.v1.RunDelta
-	27, // 22: toolfleet.v1.PendingApproval.arguments:type_name -> google.protobuf.Struct
-	25, // 23: toolfleet.v1.PendingApproval.requested_at:type_name -> google.protobuf.Timestamp
-	23, // 24: toolfleet.v1.SendMessageRequest.message:type_name -> toolfleet.v1.Message
-	4,  // 25: toolfleet.v1.AgentService.StartRun:input_type -> toolfleet.v1.StartRunRequest
-	6,  // 26: toolfleet.v1.AgentService.GetRun:input_type -> toolfleet.v1.GetRunRequest
-	8,  // 27: toolfleet.v1.AgentService.ListRuns:input_type -> toolfleet.v1.ListRunsRequest
-	15, // 28: toolfleet.v1.AgentService.SendMessage:input_type -> toolfleet.v1.SendMessageRequest
-	17, // 29: toolfleet.v1.AgentService.DecideApproval:input_type -> toolfleet.v1.DecideApprovalRequest
-	19, // 30: toolfleet.v1.AgentService.CancelRun:input_type -> toolfleet.v1.CancelRunRequest
-	11, // 31: toolfleet.v1.AgentService.WatchRun:input_type -> toolfleet.v1.WatchRunRequest
-	5,  // 32: toolfleet.v1.AgentService.StartRun:output_type -> toolfleet.v1.StartRunResponse
-	7,  // 33: toolfleet.v1.AgentService.GetRun:output_type -> toolfleet.v1.GetRunResponse
-	9,  // 34: toolfleet.v1.AgentService.ListRuns:output_type -> toolfleet.v1.ListRunsResponse
-	16, // 35: toolfleet.v1.AgentService.SendMessage:output_type -> toolfleet.v1.SendMessageResponse
-	18, // 36: toolfleet.v1.AgentService.DecideApproval:output_type -> toolfleet.v1.DecideApprovalResponse
-	20, // 37: toolfleet.v1.AgentService.CancelRun:output_type -> toolfleet.v1.CancelRunResponse
-	12, // 38: toolfleet.v1.AgentService.WatchRun:output_type -> toolfleet.v1.WatchRunResponse
-	32, // [32:39] is the sub-list for method output_type
-	25, // [25:32] is the sub-list for method input_type
-	25, // [25:25] is the sub-list for extension type_name
-	25, // [25:25] is the sub-list for extension extendee
-	0,  // [0:25] is the sub-list for field type_name
+	26, // 9: toolfleet.v1.GetRunResponse.usage:type_name -> toolfleet.v1.Usage
+	16, // 10: toolfleet.v1.GetRunResponse.pending_approvals:type_name -> toolfleet.v1.PendingApproval
+	25, // 11: toolfleet.v1.GetRunResponse.final_message:type_name -> toolfleet.v1.Message
+	27, // 12: toolfleet.v1.GetRunResponse.started_at:type_name -> google.protobuf.Timestamp
+	8,  // 13: toolfleet.v1.GetRunResponse.detail:type_name -> toolfleet.v1.RunDetail
+	3,  // 14: toolfleet.v1.RunDetail.budget:type_name -> toolfleet.v1.Budget
+	9,  // 15: toolfleet.v1.RunDetail.calls:type_name -> toolfleet.v1.RunToolCall
+	28, // 16: toolfleet.v1.RunToolCall.arguments:type_name -> google.protobuf.Struct
+	27, // 17: toolfleet.v1.RunToolCall.scheduled_at:type_name -> google.protobuf.Timestamp
+	27, // 18: toolfleet.v1.RunToolCall.ended_at:type_name -> google.protobuf.Timestamp
+	24, // 19: toolfleet.v1.RunToolCall.duration:type_name -> google.protobuf.Duration
+	0,  // 20: toolfleet.v1.ListRunsRequest.status:type_name -> toolfleet.v1.RunStatus
+	27, // 21: toolfleet.v1.ListRunsRequest.started_after:type_name -> google.protobuf.Timestamp
+	27, // 22: toolfleet.v1.ListRunsRequest.started_before:type_name -> google.protobuf.Timestamp
+	12, // 23: toolfleet.v1.ListRunsResponse.runs:type_name -> toolfleet.v1.RunSummary
+	27, // 24: toolfleet.v1.RunSummary.started_at:type_name -> google.protobuf.Timestamp
+	27, // 25: toolfleet.v1.RunSummary.closed_at:type_name -> google.protobuf.Timestamp
+	0,  // 26: toolfleet.v1.RunSummary.status:type_name -> toolfleet.v1.RunStatus
+	29, // 27: toolfleet.v1.WatchRunResponse.event:type_name -> toolfleet.v1.RunEvent
+	15, // 28: toolfleet.v1.WatchRunResponse.delta:type_name -> toolfleet.v1.RunDelta
+	28, // 29: toolfleet.v1.PendingApproval.arguments:type_name -> google.protobuf.Struct
+	27, // 30: toolfleet.v1.PendingApproval.requested_at:type_name -> google.protobuf.Timestamp
+	25, // 31: toolfleet.v1.SendMessageRequest.message:type_name -> toolfleet.v1.Message
+	4,  // 32: toolfleet.v1.AgentService.StartRun:input_type -> toolfleet.v1.StartRunRequest
+	6,  // 33: toolfleet.v1.AgentService.GetRun:input_type -> toolfleet.v1.GetRunRequest
+	10, // 34: toolfleet.v1.AgentService.ListRuns:input_type -> toolfleet.v1.ListRunsRequest
+	17, // 35: toolfleet.v1.AgentService.SendMessage:input_type -> toolfleet.v1.SendMessageRequest
+	19, // 36: toolfleet.v1.AgentService.DecideApproval:input_type -> toolfleet.v1.DecideApprovalRequest
+	21, // 37: toolfleet.v1.AgentService.CancelRun:input_type -> toolfleet.v1.CancelRunRequest
+	13, // 38: toolfleet.v1.AgentService.WatchRun:input_type -> toolfleet.v1.WatchRunRequest
+	5,  // 39: toolfleet.v1.AgentService.StartRun:output_type -> toolfleet.v1.StartRunResponse
+	7,  // 40: toolfleet.v1.AgentService.GetRun:output_type -> toolfleet.v1.GetRunResponse
+	11, // 41: toolfleet.v1.AgentService.ListRuns:output_type -> toolfleet.v1.ListRunsResponse
+	18, // 42: toolfleet.v1.AgentService.SendMessage:output_type -> toolfleet.v1.SendMessageResponse
+	20, // 43: toolfleet.v1.AgentService.DecideApproval:output_type -> toolfleet.v1.DecideApprovalResponse
+	22, // 44: toolfleet.v1.AgentService.CancelRun:output_type -> toolfleet.v1.CancelRunResponse
+	14, // 45: toolfleet.v1.AgentService.WatchRun:output_type -> toolfleet.v1.WatchRunResponse
+	39, // [39:46] is the sub-list for method output_type
+	32, // [32:39] is the sub-list for method input_type
+	32, // [32:32] is the sub-list for extension type_name
+	32, // [32:32] is the sub-list for extension extendee
+	0,  // [0:32] is the sub-list for field type_name
 }
 
 func init() { file_toolfleet_v1_agent_proto_init() }
@@ -1758,7 +2101,7 @@ func file_toolfleet_v1_agent_proto_init() {
 	}
 	file_toolfleet_v1_events_proto_init()
 	file_toolfleet_v1_llm_proto_init()
-	file_toolfleet_v1_agent_proto_msgTypes[11].OneofWrappers = []any{
+	file_toolfleet_v1_agent_proto_msgTypes[13].OneofWrappers = []any{
 		(*WatchRunResponse_Event)(nil),
 		(*WatchRunResponse_Delta)(nil),
 	}
@@ -1768,7 +2111,7 @@ func file_toolfleet_v1_agent_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolfleet_v1_agent_proto_rawDesc), len(file_toolfleet_v1_agent_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   21,
+			NumMessages:   23,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
