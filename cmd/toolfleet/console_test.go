@@ -162,6 +162,12 @@ func TestConsole(t *testing.T) {
 		t.Errorf("the finished run's page lacks its escaped answer:\n%s", body)
 	}
 	assertInert(t, "the run page", body)
+	// The run page's calls (from history): the approved call, its attempts; the budgets; continuing a finished run.
+	for _, want := range []string{`id="run-calls"`, callID, "approved by alice", "1 attempt", `id="run-budgets"`, "Continue the run"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the finished run's page lacks %q", want)
+		}
+	}
 	stream = alice.events(ctx, runID, 10*time.Second)
 	for _, want := range []string{"approved by alice", "event: end", "data: completed"} {
 		if !strings.Contains(stream, want) {

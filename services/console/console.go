@@ -31,6 +31,11 @@ type Config struct {
 	SessionTTL time.Duration
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
+	// TemporalUI is the Temporal Web UI's base URL (http://host:port): a
+	// run's page links to its workflow there. Empty: no link.
+	TemporalUI string
+	// Namespace is the Temporal namespace of the runs (for that link).
+	Namespace string
 }
 
 // Server serves the console. It implements http.Handler for [Prefix].

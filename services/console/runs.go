@@ -110,13 +110,20 @@ func (s *Server) runPage(w http.ResponseWriter, r *http.Request, ss *session, a 
 	ctx, cancel := callCtx(r)
 	defer cancel()
 	id := r.PathValue("id")
-	got, err := a.runs.GetRun(ctx, as(ss, &toolfleetv1.GetRunRequest{RunId: id}))
+	got, err := a.runs.GetRun(ctx, as(ss, &toolfleetv1.GetRunRequest{RunId: id, Detail: true}))
 	if err != nil {
 		s.failAPI(w, r, ss, "Run "+id, err)
 		return
 	}
+	sum := summarize(got.Msg, ss.csrf)
+	d := got.Msg.GetDetail()
 	s.render(w, r, ss, "run", http.StatusOK, map[string]any{
-		"ID": id, "URL": runURL(id), "Summary": summarize(got.Msg, ss.csrf), "CSRF": ss.csrf,
+		"ID": id, "URL": runURL(id), "Summary": sum, "CSRF": ss.csrf,
+		"Calls": runCallViews(d.GetCalls()), "Truncated": d.GetCallsTruncated(), "Model": d.GetModel(),
+		"Budgets": budgetViews(got.Msg, d.GetBudget()), "Temporal": s.temporalLink(d.GetWorkflowId(), d.GetWorkflowRunId()),
+		// A completed run takes a follow-up message (SendMessage continues it);
+		// a failed, cancelled or spent one stays closed.
+		"CanMessage": !sum.Finished || sum.Status == "completed", "Continue": sum.Finished && sum.Status == "completed",
 	})
 }
 
