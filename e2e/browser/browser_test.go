@@ -75,7 +75,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	if err := os.MkdirAll(shots, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), 8*time.Minute) // it builds toolfleet first: slow on a busy machine
 	defer cancel()
 	base, bin := startDev(ctx, t, repo)
 

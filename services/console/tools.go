@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/encoding/protojson"
@@ -108,7 +109,7 @@ func (s *Server) showTool(w http.ResponseWriter, r *http.Request, ss *session, a
 	}
 	s.render(w, r, ss, "tool", status, map[string]any{"Tool": rowOf(t), "URL": toolURL(t.GetId()), "CSRF": ss.csrf,
 		"Schema": prettyJSON(string(schema)), "OutputSchema": outSchema, "Fields": formFields(t.GetInputSchema(), posted),
-		"Outcome": out, "Timeout": t.GetRequirements().GetTimeout().AsDuration().String()})
+		"Outcome": out, "Timeout": timeoutText(t.GetRequirements().GetTimeout().AsDuration())})
 }
 
 // tryTool calls the tool through the gateway with the form's values, as
@@ -305,4 +306,11 @@ func formInput(schema *structpb.Struct, form url.Values) (*structpb.Struct, stri
 		return nil, "The input cannot be sent: " + err.Error()
 	}
 	return st, ""
+}
+
+func timeoutText(d time.Duration) string {
+	if d <= 0 {
+		return "the gateway's default"
+	}
+	return d.String()
 }
