@@ -29,7 +29,7 @@ func (s *Service) ListRuns(ctx context.Context, r *connect.Request[toolfleetv1.L
 		size = 20
 	}
 	all := c.Has(ScopeAdmin)
-	indexed := s.Runs.Visibility != nil && s.Runs.Visibility.Available(ctx)
+	indexed := s.Runs != nil && s.Runs.Visibility != nil && s.Runs.Visibility.Available(ctx)
 	q, ownerInQuery, err := runsQuery(r.Msg, c.Subject, all, indexed)
 	if err != nil {
 		return nil, err
