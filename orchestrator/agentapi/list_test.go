@@ -56,7 +56,7 @@ func TestListRunsFilters(t *testing.T) {
 	}
 	// Wait until both of alice's runs answered and visibility shows the tool.
 	completed := &toolfleetv1.ListRunsRequest{Status: toolfleetv1.RunStatus_RUN_STATUS_COMPLETED}
-	for deadline := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) {
+	for deadline := time.Now().Add(3 * time.Minute); ; time.Sleep(200 * time.Millisecond) { // generous: a loaded machine
 		if got := list(tn.aliceRuns, &toolfleetv1.ListRunsRequest{Tool: "Calculator.Multiply", Status: toolfleetv1.RunStatus_RUN_STATUS_COMPLETED}); slices.Equal(got, []string{"alice-calc"}) &&
 			slices.Equal(list(tn.aliceRuns, completed), []string{"alice-calc", "alice-idle"}) {
 			break
