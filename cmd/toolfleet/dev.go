@@ -66,6 +66,9 @@ type devConfig struct {
 	LimitsFile string
 	// StoreShare is the gateway's --store-share (gateway.ParseStoreShare).
 	StoreShare string
+	// OIDC is an identity provider for the gateway and the console's
+	// sign-in (devoidc.go).
+	OIDC devOIDC
 	// NoOrchestrator starts no orchestrator in the process: one started
 	// separately (cmd/orchestrator) runs the agent runs and programs, so a
 	// test can kill it (docs/reliability.md).
@@ -86,6 +89,9 @@ func (c devConfig) validate() error {
 	}
 	if c.JWTSecret == "" && !isLoopback(c.Host) {
 		return fmt.Errorf("--host %s is not loopback: the gateway needs auth, set --gateway-jwt-secret", c.Host)
+	}
+	if err := c.OIDC.validate(c.JWTSecret); err != nil {
+		return err
 	}
 	if c.StopTimeout <= 0 {
 		return fmt.Errorf("--stop-timeout must be positive")
@@ -153,6 +159,7 @@ on its own. Ctrl-C stops it.`,
 	f.StringVar(&cfg.DevFile, "dev-file", defaultDevFile, "file the fleet's addresses are written to while dev runs, where the other toolfleet commands look for the gateway (empty: none)")
 	f.BoolVar(&cfg.NoOrchestrator, "no-orchestrator", false, "start no orchestrator in this process: run cmd/orchestrator against this dev's NATS, Temporal and gateway (the banner prints its command line); the gateway still serves agent runs and programs, through Temporal, once that orchestrator has made its buckets")
 	f.StringVar(&cfg.ScriptDir, "script-dir", ".", "folder that scripted:NAME.yaml model scripts are read from (docs/agents.md; empty: script files refused)")
+	cfg.OIDC.addFlags(f)
 	config.BindEnv(f, "TOOLFLEET")
 	// After BindEnv: these name their TOOLFLEET_NATS_* and TOOLFLEET_JS_*
 	// variables themselves.
@@ -275,6 +282,7 @@ func runDev(ctx context.Context, cfg devConfig, stdout, stderr io.Writer) error 
 	}
 	printFleet(stdout, fl, cfg.JWTSecret != "", natsHint)
 	fmt.Fprintf(stdout, "  Console      http://%s%s   (docs/console.md)\n", fl.Gateway.Addr(), console.Prefix)
+	cfg.OIDC.banner(stdout)
 	for _, w := range cfg.Workers {
 		fmt.Fprintf(stdout, "  Your worker  %s   (from source: rebuilt on change and swapped in once ready; building/ready lines and its output on stderr)\n", w)
 	}
@@ -345,7 +353,7 @@ func startDevServices(ctx context.Context, stack *devstack.Stack, cfg devConfig,
 	if err != nil {
 		return nil, err
 	}
-	fl, err := startFleet(ctx, fleetConfig{Host: cfg.Host, GatewayPort: cfg.GatewayPort, JWTSecret: cfg.JWTSecret,
+	fl, err := startFleet(ctx, fleetConfig{Host: cfg.Host, GatewayPort: cfg.GatewayPort, JWTSecret: cfg.JWTSecret, IdP: cfg.OIDC,
 		AllowedOrigins: cfg.AllowedOrigins, NATSURL: stack.NATS.URL(), NATS: cfg.NATS, Assets: cfg.Assets, Logger: o.Logger,
 		Mounts: []gateway.Mount{agents.mount(), programs.mount(), metricsMount(orchMetrics), consoleMount(cons)}, MCPTasks: mcpTasks(agents, programs), Tracing: o.Tracing, Conformance: cfg.Conformance,
 		Limits: o.Limits, StoreShare: cfg.StoreShare})

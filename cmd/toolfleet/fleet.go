@@ -42,6 +42,8 @@ type fleetConfig struct {
 	GatewayPort int
 	// JWTSecret turns on HS256 bearer auth; empty = auth off (loopback only).
 	JWTSecret string
+	// IdP adds an identity provider's tokens (JWKS) beside JWTSecret's.
+	IdP devOIDC
 	// AllowedOrigins are browser origins trusted by the gateway (gateway.Config).
 	AllowedOrigins []string
 	NATSURL        string
@@ -165,6 +167,7 @@ func startFleet(ctx context.Context, cfg fleetConfig) (_ *fleet, err error) {
 	auth := gateway.AuthConfig{Disabled: cfg.JWTSecret == ""}
 	if cfg.JWTSecret != "" {
 		auth.HS256Secret = []byte(cfg.JWTSecret)
+		cfg.IdP.apply(&auth)
 	}
 	share, err := gateway.ParseStoreShare(cfg.StoreShare)
 	if err != nil {

@@ -21,6 +21,9 @@ type Config struct {
 	// --gateway-jwt-secret`): with it the sign-in page mints a token for
 	// a chosen subject and scopes. Nil: no dev sign-in.
 	DevSecret []byte
+	// OIDC, when set, signs people in with the operator's OpenID Connect
+	// provider (oidc.go); it can stand beside the dev sign-in.
+	OIDC *OIDCConfig
 	// AuthOff is a gateway without auth: every visitor is the anonymous
 	// principal and no sign-in is needed.
 	AuthOff bool
@@ -48,6 +51,7 @@ type Server struct {
 	counts   *countCache
 	live     liveLimits
 	handler  http.Handler
+	oidc     *oidcSignin // nil without OIDC sign-in
 }
 
 // apis are the gateway's services the console calls as the principal.
@@ -77,6 +81,11 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, sessions: newSessions(cfg.SessionTTL, cfg.Now), pages: p, mux: http.NewServeMux(),
 		counts: &countCache{m: map[string]cachedCount{}}}
+	if cfg.OIDC != nil {
+		if s.oidc, err = newOIDCSignin(*cfg.OIDC); err != nil {
+			return nil, err
+		}
+	}
 	s.handler = secure(s.mux)
 	s.routes()
 	return s, nil
@@ -107,6 +116,10 @@ func (s *Server) routes() {
 	m.HandleFunc("GET "+Prefix+"signin", s.signinPage)
 	m.HandleFunc("POST "+Prefix+"signin", s.signin)
 	m.HandleFunc("POST "+Prefix+"signout", s.post(s.signout))
+	if s.oidc != nil {
+		m.HandleFunc("GET "+Prefix+"oidc/start", s.oidcStart)
+		m.HandleFunc("GET "+Prefix+"oidc/callback", s.oidcCallback)
+	}
 	m.HandleFunc("GET "+Prefix+"runs", s.page(s.runsPage))
 	m.HandleFunc("POST "+Prefix+"runs", s.post(s.startRun))
 	m.HandleFunc("GET "+Prefix+"runs/{id}", s.page(s.runPage))
@@ -135,6 +148,9 @@ type handler func(w http.ResponseWriter, r *http.Request, ss *session, a *apis)
 func (s *Server) page(h handler) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		ss := s.sessions.get(r)
+		if ss != nil && ss.signedIn && s.oidc != nil {
+			ss = s.renew(r.Context(), ss) // nil: the provider's token ended
+		}
 		if (ss == nil || !ss.signedIn) && s.cfg.AuthOff {
 			ss = s.sessions.start(w, r, anonymous)
 		}
