@@ -207,7 +207,7 @@ func newAgentGetCommand(af *gatewayFlags, out *output) *cobra.Command {
 func newAgentListCommand(af *gatewayFlags, out *output) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "list",
-		Short: "List your runs, newest first: id, workflow state, start and end time",
+		Short: "List your runs, newest first: id, status, model, start and end time",
 		Args:  cobra.NoArgs,
 	}
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
@@ -223,11 +223,11 @@ func newAgentListCommand(af *gatewayFlags, out *output) *cobra.Command {
 		if out.structured(w) {
 			return protoList(*out, w, resp.Msg.GetRuns())
 		}
-		// STATE is the run's workflow: an answered run that waits for a
-		// follow-up message is Running here and completed in `agent get`.
-		tw := newTable(w, "RUN ID", "STATE", "STARTED", "ENDED")
+		// STATUS is the one `agent get` shows (an answered run that waits for a
+		// follow-up message is completed, though its workflow still runs).
+		tw := newTable(w, "RUN ID", "STATUS", "MODEL", "STARTED", "ENDED")
 		for _, r := range resp.Msg.GetRuns() {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", r.GetRunId(), r.GetState(), when(r.GetStartedAt()), when(r.GetClosedAt()))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", r.GetRunId(), listedStatus(r), orDash(r.GetModel()), when(r.GetStartedAt()), when(r.GetClosedAt()))
 		}
 		return tw.Flush()
 	}
@@ -598,4 +598,20 @@ func (v *view) event(ctx context.Context, c toolfleetv1connect.AgentServiceClien
 // errReportedf is an error already shown to the user.
 func errReportedf(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{errReported}, args...)...)
+}
+
+// listedStatus is a listed run's status as `agent get` words it; a run
+// started without search attributes shows its workflow's state instead.
+func listedStatus(r *toolfleetv1.RunSummary) string {
+	if r.GetStatus() == toolfleetv1.RunStatus_RUN_STATUS_UNSPECIFIED {
+		return r.GetState()
+	}
+	return strings.ToLower(strings.TrimPrefix(r.GetStatus().String(), "RUN_STATUS_"))
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }

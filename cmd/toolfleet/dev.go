@@ -358,7 +358,7 @@ type devServiceOptions struct {
 // is the caller's). Tests run the same fleet with it.
 func startDevServices(ctx context.Context, stack *devstack.Stack, cfg devConfig, o devServiceOptions) (*devServices, error) {
 	agents, programs, orchMetrics := &agentMount{}, &programMount{}, metrics.New()
-	cons, err := devConsole(cfg)
+	cons, err := devConsole(cfg, stack)
 	if err != nil {
 		return nil, err
 	}

@@ -22,7 +22,6 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"go.temporal.io/api/serviceerror"
-	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/temporal"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -33,7 +32,6 @@ import (
 	"github.com/toolfleet/toolfleet/orchestrator/runstore"
 	"github.com/toolfleet/toolfleet/orchestrator/toolcall"
 	"github.com/toolfleet/toolfleet/orchestrator/toolcall/apibase"
-	"github.com/toolfleet/toolfleet/orchestrator/visibility"
 	"github.com/toolfleet/toolfleet/sdk/llm"
 )
 
@@ -304,6 +302,11 @@ func (s *Service) GetRun(ctx context.Context, r *connect.Request[toolfleetv1.Get
 		resp.PendingApprovals = append(resp.PendingApprovals, pa)
 	}
 	resp.PendingQuestions = apibase.PendingQuestions(st.Questions)
+	if r.Msg.GetDetail() {
+		if resp.Detail, err = s.detail(ctx, st.RunID); err != nil {
+			return nil, s.fromTemporal("read the run's history", err)
+		}
+	}
 	return connect.NewResponse(resp), nil
 }
 
@@ -312,61 +315,6 @@ func runStatus(s string) toolfleetv1.RunStatus {
 		return toolfleetv1.RunStatus(v)
 	}
 	return toolfleetv1.RunStatus_RUN_STATUS_UNSPECIFIED
-}
-
-// ListRuns implements AgentService: the caller's runs, newest first.
-func (s *Service) ListRuns(ctx context.Context, r *connect.Request[toolfleetv1.ListRunsRequest]) (*connect.Response[toolfleetv1.ListRunsResponse], error) {
-	c, err := s.authorize(ctx, r.Header(), ScopeRead)
-	if err != nil {
-		return nil, err
-	}
-	size := int32(min(max(r.Msg.GetPageSize(), 1), maxPageSize))
-	if r.Msg.GetPageSize() == 0 {
-		size = 20
-	}
-	// Ownership is known only after a run is fetched, so a page is filled from as many
-	// Temporal pages as it takes, each asking only for the rows still missing (so no
-	// row is skipped), up to maxListScans; a caller among many tenants may then get a
-	// short page with a next_page_token, as AIP-158 allows.
-	all := c.Has(ScopeAdmin)
-	query := fmt.Sprintf("WorkflowType = '%s'", agent.WorkflowName)
-	// A page token is checked before Temporal sees it (visibility.OpenPage).
-	view := visibility.PageView("runs", c.Subject, all, query)
-	token, err := visibility.OpenPage(view, r.Msg.GetPageToken())
-	if err != nil {
-		return nil, connect.NewError(connect.CodeInvalidArgument, err)
-	}
-	out := &toolfleetv1.ListRunsResponse{}
-	for scan := 0; scan < maxListScans && int32(len(out.Runs)) < size; scan++ {
-		resp, err := s.Runs.Temporal.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
-			PageSize: size - int32(len(out.Runs)), NextPageToken: token, Query: query})
-		if visibility.BadPageToken(err) {
-			return nil, connect.NewError(connect.CodeInvalidArgument, visibility.ErrPageToken)
-		}
-		if err != nil {
-			return nil, s.fromTemporal("list runs", err)
-		}
-		for _, e := range resp.GetExecutions() {
-			id := e.GetExecution().GetWorkflowId()
-			if !all {
-				if p, err := s.Runs.Principal(ctx, id); err != nil || p.Subject != c.Subject {
-					continue
-				}
-			}
-			sum := &toolfleetv1.RunSummary{RunId: id, State: strings.TrimPrefix(e.GetStatus().String(), "WorkflowExecutionStatus"),
-				StartedAt: e.GetStartTime()}
-			if e.GetCloseTime() != nil {
-				sum.ClosedAt = e.GetCloseTime()
-			}
-			out.Runs = append(out.Runs, sum)
-		}
-		token = resp.GetNextPageToken()
-		if len(token) == 0 {
-			break
-		}
-	}
-	out.NextPageToken = visibility.SealPage(view, token)
-	return connect.NewResponse(out), nil
 }
 
 // SendMessage implements AgentService (start or continue in one call).

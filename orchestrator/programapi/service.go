@@ -148,7 +148,17 @@ func (s *Service) GetProgram(ctx context.Context, req *connect.Request[toolfleet
 	if !sees(c, st.Owner) {
 		return nil, lookupError(program.ErrNotFound) // another caller's program does not exist for this one
 	}
-	return connect.NewResponse(statusProto(st)), nil
+	resp := statusProto(st)
+	if req.Msg.GetDetail() {
+		var steps uint64
+		if st.Output != nil {
+			steps = st.Output.Steps
+		}
+		if resp.Detail, err = s.detail(ctx, req.Msg.GetProgramId(), steps); err != nil {
+			return nil, lookupError(err)
+		}
+	}
+	return connect.NewResponse(resp), nil
 }
 
 // CancelProgram cancels a running program.

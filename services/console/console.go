@@ -34,6 +34,11 @@ type Config struct {
 	SessionTTL time.Duration
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
+	// TemporalUI is the Temporal Web UI's base URL (http://host:port): a
+	// run's page links to its workflow there. Empty: no link.
+	TemporalUI string
+	// Namespace is the Temporal namespace of the runs (for that link).
+	Namespace string
 }
 
 // Server serves the console. It implements http.Handler for [Prefix].
@@ -44,6 +49,7 @@ type Server struct {
 	mux      *http.ServeMux
 	api      atomic.Pointer[apis]
 	counts   *countCache
+	live     liveLimits
 	handler  http.Handler
 	oidc     *oidcSignin // nil without OIDC sign-in
 }
@@ -52,6 +58,7 @@ type Server struct {
 type apis struct {
 	runs     toolfleetv1connect.AgentServiceClient
 	programs toolfleetv1connect.ProgramServiceClient
+	tools    toolfleetv1connect.ToolGatewayServiceClient
 }
 
 // ErrNotConnected is what pages answer (503) before [Server.Connect].
@@ -90,6 +97,7 @@ func (s *Server) Connect(baseURL string) {
 	s.api.Store(&apis{
 		runs:     toolfleetv1connect.NewAgentServiceClient(s.cfg.HTTPClient, baseURL),
 		programs: toolfleetv1connect.NewProgramServiceClient(s.cfg.HTTPClient, baseURL),
+		tools:    toolfleetv1connect.NewToolGatewayServiceClient(s.cfg.HTTPClient, baseURL),
 	})
 }
 
@@ -120,6 +128,12 @@ func (s *Server) routes() {
 	m.HandleFunc("POST "+Prefix+"runs/{id}/message", s.post(s.sendMessage))
 	m.HandleFunc("POST "+Prefix+"runs/{id}/decide", s.post(s.decideRun))
 	m.HandleFunc("GET "+Prefix+"inbox", s.page(s.inboxPage))
+	m.HandleFunc("GET "+Prefix+"inbox/events", s.page(s.inboxEvents))
+	m.HandleFunc("GET "+Prefix+"tools", s.page(s.toolsPage))
+	m.HandleFunc("GET "+Prefix+"tools/{id}", s.page(s.toolPage))
+	m.HandleFunc("POST "+Prefix+"tools/{id}", s.post(s.tryTool))
+	m.HandleFunc("GET "+Prefix+"programs", s.page(s.programsPage))
+	m.HandleFunc("GET "+Prefix+"programs/{id}", s.page(s.programPage))
 	m.HandleFunc("POST "+Prefix+"programs/{id}/decide", s.post(s.decideProgram))
 	m.HandleFunc(Prefix, func(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, nil, http.StatusNotFound, "There is no such page in the console.")
@@ -211,9 +225,11 @@ func (s *Server) failAPI(w http.ResponseWriter, r *http.Request, ss *session, wh
 	}
 }
 
+func asConnect(err error, ce **connect.Error) bool { return errors.As(err, ce) }
+
 func messageOf(err error) string {
 	var ce *connect.Error
-	if errors.As(err, &ce) {
+	if asConnect(err, &ce) {
 		return ce.Message()
 	}
 	return err.Error()
