@@ -3,7 +3,6 @@ package program_test
 import (
 	"context"
 	"errors"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -161,15 +160,12 @@ func TestService(t *testing.T) {
 		defer cancel()
 		var late programapi.Late
 		late.Set(svc)
-		srv := grpc.NewServer()
-		late.RegisterGRPC(srv)
-		lis, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		go func() { _ = srv.Serve(lis) }()
-		t.Cleanup(srv.Stop)
-		conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+		srv := httptest.NewUnstartedServer(&late) // its handler speaks gRPC over cleartext HTTP/2
+		srv.Config.Protocols = new(http.Protocols)
+		srv.Config.Protocols.SetUnencryptedHTTP2(true)
+		srv.Start()
+		t.Cleanup(srv.Close)
+		conn, err := grpc.NewClient(srv.Listener.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 		if err != nil {
 			t.Fatal(err)
 		}
