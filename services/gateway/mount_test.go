@@ -51,21 +51,7 @@ func TestMount(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() { done <- g.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
-	select {
-	case <-g.Ready():
-	case err := <-done:
-		t.Fatal(err)
-	}
-
-	cc, err := grpc.NewClient(g.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cc.Close() })
+	cc := runMounted(t, g)
 	clients := map[string]func() (*toolfleetv1.GetRunResponse, error){
 		"grpc": func() (*toolfleetv1.GetRunResponse, error) {
 			return toolfleetv1.NewAgentServiceClient(cc).GetRun(t.Context(), &toolfleetv1.GetRunRequest{RunId: "r1"})
@@ -138,20 +124,9 @@ func TestMountOverGRPC(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	cc := runMounted(t, g)
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-	done := make(chan error, 1)
-	go func() { done <- g.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
-	select {
-	case <-g.Ready():
-	case err := <-done:
-		t.Fatal(err)
-	}
-	cc, err := grpc.NewClient(g.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cc.Close() })
+	defer cancel()
 	// The connection's first call is the gateway's own (grpc-go keeps it).
 	if _, err := healthpb.NewHealthClient(cc).Check(ctx, &healthpb.HealthCheckRequest{}); err != nil {
 		t.Fatal(err)
@@ -231,4 +206,24 @@ func TestMountOverGRPC(t *testing.T) {
 	if !slices.Contains(names, "toolfleet.v1.AgentService") || !slices.Contains(names, "toolfleet.v1.ToolGatewayService") || slices.Contains(names, "pages") {
 		t.Errorf("reflection lists %v, want the gateway's and the mounted service", names)
 	}
+}
+
+// runMounted runs g until the test ends and returns a gRPC connection to it.
+func runMounted(t *testing.T, g *gateway.Gateway) *grpc.ClientConn {
+	t.Helper()
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- g.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	select {
+	case <-g.Ready():
+	case err := <-done:
+		t.Fatal(err)
+	}
+	cc, err := grpc.NewClient(g.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cc.Close() })
+	return cc
 }
