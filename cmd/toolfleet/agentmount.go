@@ -4,7 +4,7 @@ import (
 	"context"
 	"net/http"
 
-		"github.com/toolfleet/toolfleet/orchestrator/agentapi"
+	"github.com/toolfleet/toolfleet/orchestrator/agentapi"
 	"github.com/toolfleet/toolfleet/orchestrator/metrics"
 	"github.com/toolfleet/toolfleet/orchestrator/programapi"
 	"github.com/toolfleet/toolfleet/orchestrator/runner"
