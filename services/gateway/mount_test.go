@@ -120,7 +120,11 @@ func TestMountOverGRPC(t *testing.T) {
 	t.Parallel()
 	path, h := toolfleetv1connect.NewAgentServiceHandler(bridgeRuns{})
 	g, err := gateway.New(t.Context(), gateway.Config{Listen: "127.0.0.1:0", Auth: gateway.AuthConfig{Disabled: true},
-		Mounts: []gateway.Mount{{Pattern: path, Handler: h}, {Pattern: "/pages/", Handler: http.NotFoundHandler()}}})
+		Mounts: []gateway.Mount{{Pattern: path, Handler: h}, {Pattern: "/pages/", Handler: http.NotFoundHandler()},
+			// A service not there yet answers in the caller's protocol (as apibase.Late does).
+			{Pattern: "/" + toolfleetv1connect.ProgramServiceName + "/", Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				_ = connect.NewErrorWriter().Write(w, r, connect.NewError(connect.CodeUnavailable, errors.New("the orchestrator is starting")))
+			})}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,6 +189,11 @@ func TestMountOverGRPC(t *testing.T) {
 	}
 	if err := cc.Invoke(ctx, "/pages.Nothing/Do", &toolfleetv1.GetRunRequest{}, &toolfleetv1.GetRunResponse{}); status.Code(err) != codes.Unimplemented {
 		t.Errorf("a non-service mount over gRPC = %v, want Unimplemented", err)
+	}
+
+	_, err = toolfleetv1.NewProgramServiceClient(cc).GetProgram(ctx, &toolfleetv1.GetProgramRequest{ProgramId: "p"})
+	if st := status.Convert(err); st.Code() != codes.Unavailable || st.Message() != "the orchestrator is starting" {
+		t.Errorf("a mount answering with connect's ErrorWriter = %v, want Unavailable with its message", err)
 	}
 
 	// Reflection lists the mounted service next to the gateway's own.

@@ -176,7 +176,9 @@ func (w *streamResponse) WriteHeader(code int) {
 		return
 	}
 	w.code = code
-	w.grpc = code == http.StatusOK && isGRPCContentType(w.header.Get("Content-Type"))
+	// The request was gRPC: a 200 is a gRPC answer, also one without a
+	// content type (connect's ErrorWriter, e.g. a service not set yet).
+	w.grpc = code == http.StatusOK
 	if !w.grpc {
 		return
 	}
@@ -237,18 +239,11 @@ func (w *streamResponse) finish() error {
 	if len(w.buf) > 0 {
 		return status.Error(codes.Internal, "a mounted service sent a truncated message")
 	}
-	trailer := http.Header{}
-	for k, vs := range w.header {
-		if name, ok := strings.CutPrefix(k, http.TrailerPrefix); ok {
-			for _, v := range vs {
-				trailer.Add(name, v) // Add canonicalizes: user trailers may not be
-			}
-		}
-	}
-	st, err := trailerStatus(trailer)
+	st, err := trailerStatus(w.trailer())
 	if err != nil {
 		return err
 	}
+	trailer := w.trailer()
 	trailer.Del("Grpc-Status")
 	trailer.Del("Grpc-Message")
 	trailer.Del("Grpc-Status-Details-Bin")
@@ -256,6 +251,36 @@ func (w *streamResponse) finish() error {
 		w.ss.SetTrailer(md)
 	}
 	return st.Err()
+}
+
+// trailer collects the trailers the handler set in any of net/http's ways:
+// keys with http.TrailerPrefix (connect-go's handlers), keys declared in the
+// Trailer header (connect's ErrorWriter), or a trailers-only status in the
+// headers.
+func (w *streamResponse) trailer() http.Header {
+	t := http.Header{}
+	for k, vs := range w.header {
+		if name, ok := strings.CutPrefix(k, http.TrailerPrefix); ok {
+			for _, v := range vs {
+				t.Add(name, v) // Add canonicalizes: user trailers may not be
+			}
+		}
+	}
+	for _, decl := range w.header.Values("Trailer") {
+		for k := range strings.SplitSeq(decl, ",") {
+			for _, v := range w.header.Values(strings.TrimSpace(k)) {
+				t.Add(strings.TrimSpace(k), v)
+			}
+		}
+	}
+	if t.Get("Grpc-Status") == "" {
+		for _, k := range []string{"Grpc-Status", "Grpc-Message", "Grpc-Status-Details-Bin"} {
+			if v := w.header.Get(k); v != "" {
+				t.Set(k, v)
+			}
+		}
+	}
+	return t
 }
 
 // trailerStatus reads grpc-status, grpc-message and grpc-status-details-bin.
@@ -284,7 +309,7 @@ func responseMetadata(h http.Header) metadata.MD {
 	md := metadata.MD{}
 	for k, vs := range h {
 		lk := strings.ToLower(k)
-		if strings.HasPrefix(k, http.TrailerPrefix) || strings.HasPrefix(lk, "grpc-") || lk == "content-type" || lk == "date" {
+		if strings.HasPrefix(k, http.TrailerPrefix) || strings.HasPrefix(lk, "grpc-") || lk == "content-type" || lk == "date" || lk == "trailer" {
 			continue
 		}
 		if strings.HasSuffix(lk, "-bin") {
