@@ -343,7 +343,7 @@ func (c Config) gatewayConfig(log *slog.Logger, mounts []gateway.Mount) (gateway
 		Results: results.Config{BucketConfig: jsassets.BucketConfig{TTL: c.ResultTTL, MaxBytes: c.ResultStoreMaxBytes},
 			MaxResultBytes: c.ResultMaxBytes},
 		ResultHandles:        gateway.ResultHandlesConfig{Calls: c.ResultHandleCalls},
-		StoreShare:           share,
+		Shares:               gateway.SharesConfig{Fraction: share},
 		ShutdownTimeout:      c.ShutdownTimeout,
 		Logger:               log,
 		MaxRequestBytes:      c.MaxRequestBytes,

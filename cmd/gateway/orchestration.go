@@ -15,13 +15,9 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	tlog "go.temporal.io/sdk/log"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
 	"github.com/toolfleet/toolfleet/gen/toolfleet/v1/toolfleetv1connect"
-	"github.com/toolfleet/toolfleet/internal/grpcadapt"
 	"github.com/toolfleet/toolfleet/orchestrator/agent"
 	"github.com/toolfleet/toolfleet/orchestrator/agentapi"
 	"github.com/toolfleet/toolfleet/orchestrator/ids"
@@ -30,6 +26,7 @@ import (
 	"github.com/toolfleet/toolfleet/orchestrator/runner"
 	"github.com/toolfleet/toolfleet/orchestrator/runstore"
 	"github.com/toolfleet/toolfleet/orchestrator/toolcall"
+	"github.com/toolfleet/toolfleet/orchestrator/toolcall/apibase"
 	"github.com/toolfleet/toolfleet/orchestrator/trigger"
 	"github.com/toolfleet/toolfleet/orchestrator/visibility"
 	"github.com/toolfleet/toolfleet/sdk/natsconn"
@@ -143,18 +140,15 @@ func newOrchestration(cfg Config, log *slog.Logger) *orchestration {
 // that refuse every call with FAILED_PRECONDITION naming the flag.
 func (o *orchestration) mounts() []gateway.Mount {
 	if o.cfg.TemporalAddress == "" {
-		return []gateway.Mount{refusing(errNotConfigured, toolfleetv1.AgentService_ServiceDesc,
-			func(opts ...connect.HandlerOption) (string, http.Handler) {
-				return toolfleetv1connect.NewAgentServiceHandler(toolfleetv1connect.UnimplementedAgentServiceHandler{}, opts...)
-			}),
-			refusing(errNotConfigured, toolfleetv1.ProgramService_ServiceDesc,
-				func(opts ...connect.HandlerOption) (string, http.Handler) {
-					return toolfleetv1connect.NewProgramServiceHandler(toolfleetv1connect.UnimplementedProgramServiceHandler{}, opts...)
-				})}
+		refuse := connect.WithInterceptors(refuse{connect.NewError(connect.CodeFailedPrecondition, errNotConfigured)})
+		return []gateway.Mount{
+			mount(toolfleetv1connect.NewAgentServiceHandler(toolfleetv1connect.UnimplementedAgentServiceHandler{}, refuse)),
+			mount(toolfleetv1connect.NewProgramServiceHandler(toolfleetv1connect.UnimplementedProgramServiceHandler{}, refuse)),
+		}
 	}
 	return []gateway.Mount{
-		{Pattern: o.agents.Pattern(), Handler: &o.agents, RegisterGRPC: o.agents.RegisterGRPC},
-		{Pattern: o.programs.Pattern(), Handler: &o.programs, RegisterGRPC: o.programs.RegisterGRPC},
+		{Pattern: o.agents.Pattern(), Handler: &o.agents},
+		{Pattern: o.programs.Pattern(), Handler: &o.programs},
 	}
 }
 
@@ -172,13 +166,13 @@ func (o *orchestration) mcpTasks() *mcporch.Tasks {
 			if s := o.programs.Get(); s != nil {
 				return s, nil
 			}
-			return nil, grpcadapt.ErrStarting
+			return nil, apibase.Starting()
 		},
 		Agents: func() (mcporch.Agents, error) {
 			if s := o.agents.Get(); s != nil {
 				return s, nil
 			}
-			return nil, grpcadapt.ErrStarting
+			return nil, apibase.Starting()
 		}})
 }
 
@@ -312,24 +306,10 @@ func gatewayAuth(g *gateway.Gateway) agentapi.Authenticator {
 	}
 }
 
-// refusing is a mount of the service desc whose every call (Connect, gRPC-Web, HTTP
-// and gRPC) fails with FAILED_PRECONDITION and err's text.
-func refusing(err error, desc grpc.ServiceDesc, handler func(...connect.HandlerOption) (string, http.Handler)) gateway.Mount {
-	pattern, h := handler(connect.WithInterceptors(refuse{connect.NewError(connect.CodeFailedPrecondition, err)}))
-	st := status.Error(codes.FailedPrecondition, err.Error())
-	d := desc
-	d.HandlerType = (*any)(nil)
-	d.Methods = make([]grpc.MethodDesc, len(desc.Methods))
-	for i, m := range desc.Methods {
-		d.Methods[i] = grpc.MethodDesc{MethodName: m.MethodName,
-			Handler: func(any, context.Context, func(any) error, grpc.UnaryServerInterceptor) (any, error) { return nil, st }}
-	}
-	d.Streams = make([]grpc.StreamDesc, len(desc.Streams))
-	for i, s := range desc.Streams {
-		d.Streams[i] = grpc.StreamDesc{StreamName: s.StreamName, ServerStreams: s.ServerStreams, ClientStreams: s.ClientStreams,
-			Handler: func(any, grpc.ServerStream) error { return st }}
-	}
-	return gateway.Mount{Pattern: pattern, Handler: h, RegisterGRPC: func(r grpc.ServiceRegistrar) { r.RegisterService(&d, struct{}{}) }}
+// mount is a gateway mount of a Connect handler (which serves every
+// protocol, gRPC included).
+func mount(pattern string, h http.Handler) gateway.Mount {
+	return gateway.Mount{Pattern: pattern, Handler: h}
 }
 
 // refuse is a Connect interceptor that answers every call with err.

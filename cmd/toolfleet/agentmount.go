@@ -4,11 +4,11 @@ import (
 	"context"
 	"net/http"
 
-	"github.com/toolfleet/toolfleet/internal/grpcadapt"
 	"github.com/toolfleet/toolfleet/orchestrator/agentapi"
 	"github.com/toolfleet/toolfleet/orchestrator/metrics"
 	"github.com/toolfleet/toolfleet/orchestrator/programapi"
 	"github.com/toolfleet/toolfleet/orchestrator/runner"
+	"github.com/toolfleet/toolfleet/orchestrator/toolcall/apibase"
 	"github.com/toolfleet/toolfleet/services/gateway"
 	"github.com/toolfleet/toolfleet/services/gateway/mcp/orchestration"
 )
@@ -21,7 +21,7 @@ type agentMount struct {
 }
 
 func (a *agentMount) mount() gateway.Mount {
-	return gateway.Mount{Pattern: a.late.Pattern(), Handler: &a.late, RegisterGRPC: a.late.RegisterGRPC}
+	return gateway.Mount{Pattern: a.late.Pattern(), Handler: &a.late}
 }
 
 // serve sets o's AgentService, authenticating callers like the gateway does.
@@ -35,7 +35,7 @@ func (a *agentMount) service() (orchestration.Agents, error) {
 	if s := a.late.Get(); s != nil {
 		return s, nil
 	}
-	return nil, grpcadapt.ErrStarting
+	return nil, apibase.Starting()
 }
 
 // programMount serves the ProgramService at the gateway's address the same
@@ -45,7 +45,7 @@ type programMount struct {
 }
 
 func (m *programMount) mount() gateway.Mount {
-	return gateway.Mount{Pattern: m.late.Pattern(), Handler: &m.late, RegisterGRPC: m.late.RegisterGRPC}
+	return gateway.Mount{Pattern: m.late.Pattern(), Handler: &m.late}
 }
 
 // serve sets o's ProgramService, authenticating callers like the gateway does.
@@ -58,7 +58,7 @@ func (m *programMount) service() (orchestration.Programs, error) {
 	if s := m.late.Get(); s != nil {
 		return s, nil
 	}
-	return nil, grpcadapt.ErrStarting
+	return nil, apibase.Starting()
 }
 
 // mcpTasks runs /mcp's tasks on the two services, in process.

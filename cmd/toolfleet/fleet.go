@@ -190,7 +190,7 @@ func startFleet(ctx context.Context, cfg fleetConfig) (_ *fleet, err error) {
 		MCPTasks:       cfg.MCPTasks,
 		Tracing:        cfg.Tracing,
 		Limits:         cfg.Limits,
-		StoreShare:     share,
+		Shares:         gateway.SharesConfig{Fraction: share},
 		Connections:    cfg.Connections,
 		// The bundled workers run in this process and announce before the
 		// gateway starts: they answer its probe within milliseconds, so a

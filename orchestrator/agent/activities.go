@@ -3,7 +3,6 @@ package agent
 import (
 	"context"
 	"fmt"
-	"path"
 	"strings"
 
 	"go.temporal.io/sdk/temporal"
@@ -26,8 +25,11 @@ const (
 	previewBytes = 2 << 10
 	// summaryBytes bounds the text previews that travel in history.
 	summaryBytes = 160
-	// maxTools bounds the tools one run may declare to a model.
+	// maxTools bounds the tools one run may declare to a model (OpenAI's
+	// limit for one request).
 	maxTools = 128
+	// toolSearchLimit is how many tools a run's tool search adds at most.
+	toolSearchLimit = 8
 )
 
 // ErrTypeModel is the error type of a model's non-retryable failure.
@@ -133,64 +135,12 @@ func hasTail(all, msgs []*toolfleetv1.Message) bool {
 	return true
 }
 
-// resolveTools turns ids, globs and a search query into definitions, in the
-// order given, without duplicates.
+// resolveTools selects the run's tools by the one rule runs and programs
+// share (toolcall.Resolve): its patterns, then up to toolSearchLimit search
+// results, at most maxTools in all.
 func (a *Activities) resolveTools(ctx context.Context, spec RunSpec) ([]*toolfleetv1.ToolDefinition, error) {
-	var out []*toolfleetv1.ToolDefinition
-	seen := map[string]bool{}
-	add := func(d *toolfleetv1.ToolDefinition) {
-		if !seen[d.GetId()] && len(out) < maxTools {
-			seen[d.GetId()] = true
-			out = append(out, d)
-		}
-	}
-	var all []*toolfleetv1.ToolDefinition
-	for _, pat := range spec.Tools {
-		if !strings.ContainsAny(pat, "*?[") {
-			d, err := a.Gateway.GetTool(ctx, pat)
-			if err != nil {
-				return nil, toolcall.Refusal(fmt.Sprintf("tool %q", pat), err)
-			}
-			add(d)
-			continue
-		}
-		if all == nil {
-			var err error
-			if all, err = a.Gateway.Tools(ctx, nil); err != nil {
-				return nil, toolcall.Refusal("list tools", err)
-			}
-		}
-		matched := false
-		for _, d := range all {
-			bare := d.GetToolkit() + "." + d.GetName()
-			if ok, _ := path.Match(pat, bare); ok {
-				add(d)
-				matched = true
-			} else if ok, _ := path.Match(pat, d.GetModelName()); ok {
-				add(d)
-				matched = true
-			}
-		}
-		if !matched {
-			// Ask the gateway for the pattern itself: one still loading
-			// workers that may serve it answers UNAVAILABLE (retried), where
-			// its listing only lacked them.
-			if _, err := a.Gateway.Tools(ctx, &toolfleetv1.ListToolsRequest{Filter: pat}); err != nil {
-				return nil, toolcall.Refusal(fmt.Sprintf("tools %q", pat), err)
-			}
-			return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("no tool matches %q", pat), toolcall.ErrTypeConfig, nil)
-		}
-	}
-	if spec.ToolSearch != "" {
-		resp, err := a.Gateway.SearchTools(ctx, &toolfleetv1.SearchToolsRequest{Query: spec.ToolSearch, Limit: 8})
-		if err != nil {
-			return nil, toolcall.Refusal("search tools", err)
-		}
-		for _, r := range resp.GetResults() {
-			add(r.GetTool())
-		}
-	}
-	return out, nil
+	return toolcall.Resolve(ctx, a.Gateway, toolcall.Selection{Patterns: spec.Tools, Search: spec.ToolSearch,
+		SearchLimit: toolSearchLimit, Max: maxTools})
 }
 
 // tools reads the definitions stored by PrepareRun.

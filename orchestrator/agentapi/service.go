@@ -1,6 +1,8 @@
-// Package agentapi serves toolfleet.v1.AgentService (Connect, gRPC, gRPC-Web)
-// over agent.Runs. It is implemented next to the workflows and mounted at the
-// gateway's address by cmd/, so callers have one front door and one auth.
+// Package agentapi serves toolfleet.v1.AgentService (Connect, gRPC, gRPC-Web,
+// HTTP JSON: one connect-go handler) over agent.Runs, beside package
+// programapi, both on toolcall/apibase. It is implemented next to the
+// workflows and mounted at the gateway's address by cmd/, so callers have one
+// front door and one auth.
 //
 // Scopes: runs:start (StartRun, SendMessage), runs:read (GetRun, ListRuns,
 // WatchRun), runs:approve (DecideApproval, AnswerInput), runs:cancel (CancelRun). A caller

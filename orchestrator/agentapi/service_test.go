@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -200,17 +199,10 @@ func TestAgentService(t *testing.T) {
 		t.Fatalf("another caller's ListRuns: %v %v, want none", other, err)
 	}
 
-	// The same service over grpc-go (as the gateway serves gRPC connections).
+	// The same service to a grpc-go client: its handler speaks gRPC (the
+	// gateway hands it the gRPC calls of its own connections too).
 	late := &agentapi.Late{}
-	gs := grpc.NewServer()
-	late.RegisterGRPC(gs)
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = gs.Serve(lis) }()
-	t.Cleanup(gs.Stop)
-	cc, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	cc, err := grpc.NewClient(h2cServer(t, late), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -298,4 +290,17 @@ func TestAgentService(t *testing.T) {
 			t.Errorf("pages of one hold %q, want %q", got, tc.want)
 		}
 	}
+}
+
+// h2cServer serves h over HTTP/1.1 and cleartext HTTP/2 (as the gateway's
+// port does) and returns its address.
+func h2cServer(t *testing.T, h http.Handler) string {
+	t.Helper()
+	srv := httptest.NewUnstartedServer(h)
+	srv.Config.Protocols = new(http.Protocols)
+	srv.Config.Protocols.SetHTTP1(true)
+	srv.Config.Protocols.SetUnencryptedHTTP2(true)
+	srv.Start()
+	t.Cleanup(srv.Close)
+	return srv.Listener.Addr().String()
 }

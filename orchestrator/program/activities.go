@@ -50,49 +50,25 @@ type ResolveRequest struct {
 // maxTools bounds the tools one program may be given.
 const maxTools = 200
 
-// ResolveProgramTools turns tool ids and globs into the tools a program may call, as
-// the program's principal sees them.
+// ResolveProgramTools turns tool ids and globs into the tools a program may
+// call, as the program's principal sees them, by the rule runs share
+// (toolcall.Resolve), at most maxTools.
 func (a *Activities) ResolveProgramTools(ctx context.Context, req ResolveRequest) ([]Tool, error) {
 	defer toolcall.Heartbeat(ctx)()
-	ctx = toolcall.OnBehalfOf(ctx, req.Principal)
-	seen := map[string]bool{}
-	var out []Tool
-	for _, p := range req.Patterns {
-		var defs []*toolfleetv1.ToolDefinition
-		// An exact name (a version or none) is asked for as one tool, as a
-		// run's tools are: a gateway that is still loading its workers
-		// answers UNAVAILABLE (retried), where a listing would match nothing
-		// (and the program would fail on "no tool matches").
-		if strings.Contains(p, "@") || !strings.ContainsAny(p, "*?[") {
-			d, err := a.Gateway.GetTool(ctx, p)
-			if err != nil {
-				return nil, toolcall.Refusal(fmt.Sprintf("tool %q", p), err)
-			}
-			defs = []*toolfleetv1.ToolDefinition{d}
-		} else {
-			var err error
-			if defs, err = a.Gateway.Tools(ctx, &toolfleetv1.ListToolsRequest{Filter: p}); err != nil {
-				return nil, toolcall.Refusal(fmt.Sprintf("tools %q", p), err)
-			}
-		}
-		if len(defs) == 0 {
-			return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("no tool matches %q", p), "UnknownTool", nil)
-		}
-		for _, d := range defs {
-			if seen[d.GetId()] {
-				continue
-			}
-			seen[d.GetId()] = true
-			t, err := ToolOf(d)
-			if err != nil {
-				return nil, temporal.NewNonRetryableApplicationError(err.Error(), "BadContract", nil)
-			}
-			out = append(out, t)
-		}
-		if len(out) > maxTools {
-			return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("more than %d tools match %q", maxTools, req.Patterns), "TooManyTools", nil)
-		}
+	defs, err := toolcall.Resolve(toolcall.OnBehalfOf(ctx, req.Principal), a.Gateway,
+		toolcall.Selection{Patterns: req.Patterns, Max: maxTools})
+	if err != nil {
+		return nil, err
 	}
+	out := make([]Tool, 0, len(defs))
+	for _, d := range defs {
+		t, err := ToolOf(d)
+		if err != nil {
+			return nil, temporal.NewNonRetryableApplicationError(err.Error(), "BadContract", nil)
+		}
+		out = append(out, t)
+	}
+	// A program's tools are a set it calls by name: listed by id.
 	slices.SortFunc(out, func(a, b Tool) int { return strings.Compare(a.ID, b.ID) })
 	return out, nil
 }

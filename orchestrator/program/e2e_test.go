@@ -3,37 +3,34 @@ package program_test
 import (
 	"context"
 	"errors"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
 	tclient "go.temporal.io/sdk/client"
-	tlog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/worker"
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/toolfleet/toolfleet/e2e"
+	"github.com/toolfleet/toolfleet/e2e/programstack"
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
-	"github.com/toolfleet/toolfleet/internal/devstack/devstacktest"
 	"github.com/toolfleet/toolfleet/orchestrator/agent"
 	"github.com/toolfleet/toolfleet/orchestrator/program"
 	"github.com/toolfleet/toolfleet/orchestrator/runstore"
 	"github.com/toolfleet/toolfleet/orchestrator/toolcall"
-	"github.com/toolfleet/toolfleet/sdk/client"
 )
 
 // stack is a real fleet for end-to-end program tests: embedded NATS and
 // Temporal, a gateway with the calculator and SchemaTest workers, and a
 // Temporal worker running programs.
 type stack struct {
+	ps       *programstack.Stack
 	temporal tclient.Client
 	fleet    *e2e.Fleet
 	js       jetstream.JetStream
@@ -57,57 +54,18 @@ func startStack(t *testing.T, cfgs ...program.Config) *stack {
 	return startStackWith(t, e2e.Options{}, cfgs...)
 }
 
-// startStackWith starts a stack whose fleet takes opts (its NATS is the stack's).
+// startStackWith starts a stack whose fleet takes opts (its NATS is the
+// stack's): the one programstack starts for the tests of programs and of the
+// ProgramService.
 func startStackWith(t *testing.T, opts e2e.Options, cfgs ...program.Config) *stack {
 	t.Helper()
 	var cfg program.Config
 	if len(cfgs) > 0 {
 		cfg = cfgs[0]
 	}
-	s := devstacktest.Start(t)
-	opts.NATSURL = s.NATS.URL()
-	fleet := e2e.Start(t, opts)
-	nc, err := nats.Connect(s.NATS.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	events, err := agent.OpenEvents(t.Context(), nc, js, agent.EventStreamConfig("", true))
-	if err != nil {
-		t.Fatal(err)
-	}
-	gw, err := client.New(fleet.Addr, client.WithRetry(client.RetryPolicy{MaxAttempts: 1}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = gw.Close() })
-
-	// Room for the tests that move more than Temporal's 50 MB of history.
-	store, err := runstore.OpenStore(t.Context(), js, runstore.StoreConfig{Memory: true, MaxBlobBytes: 512 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := tclient.Dial(tclient.Options{HostPort: s.Temporal.Address(), Namespace: s.Namespace(),
-		Logger: tlog.NewStructuredLogger(slog.New(slog.DiscardHandler)), ExternalStorage: program.ExternalStorage(store, cfg)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	queue := "program-" + strings.ReplaceAll(t.Name(), "/", "-")
-	w := worker.New(c, queue, worker.Options{DeadlockDetectionTimeout: program.DeadlockDetectionTimeout})
-	program.Register(w, &program.Activities{Gateway: gw, Events: events})
-	models := agent.NewResolver()
-	agent.Register(w, &agent.Activities{Store: store, Events: events, Gateway: gw, Models: models})
-	if err := w.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(w.Stop)
-	return &stack{temporal: c, fleet: fleet, js: js, queue: queue, models: models, store: store, cfg: cfg, namespace: s.Namespace(),
-		runs: &agent.Runs{Temporal: c, Store: store, TaskQueue: queue}}
+	s := programstack.Start(t, opts, cfg)
+	return &stack{ps: s, temporal: s.Temporal, fleet: s.Fleet, js: s.JS, queue: s.Queue, models: s.Models, store: s.Store,
+		cfg: s.Config, namespace: s.Namespace, runs: s.Runs}
 }
 
 func (s *stack) run(t *testing.T, in program.Input) (*program.Output, error) {

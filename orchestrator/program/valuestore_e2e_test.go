@@ -25,6 +25,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 
+	"github.com/toolfleet/toolfleet/e2e/programstack"
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
 	jsonqv1 "github.com/toolfleet/toolfleet/gen/tools/jsonq/v1"
 	"github.com/toolfleet/toolfleet/orchestrator/agent"
@@ -188,7 +189,7 @@ func TestValuesPastHistoryLimits(t *testing.T) {
 func TestNoContentInHistory(t *testing.T) {
 	t.Parallel()
 	s := startStack(t, program.Config{NoContentInHistory: true})
-	c, _ := serve(t, s)
+	c, _ := programstack.Serve(t, s.ps)
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	const secret = "SECRET-7f3a9"
@@ -198,7 +199,7 @@ r = Calculator_Add(a=40, b=2)
 result = {"secret": args["secret"], "sum": r.value["result"]}
 `
 	args := fmt.Sprintf(`{"secret": %q}`, secret)
-	res, err := c.RunProgram(ctx, as("alice", &toolfleetv1.RunProgramRequest{ProgramId: "quiet-ok", Wait: true,
+	res, err := c.RunProgram(ctx, programstack.As("alice", &toolfleetv1.RunProgramRequest{ProgramId: "quiet-ok", Wait: true,
 		Source: src, Args: structOf(t, args), Tools: []string{"Calculator.Add"}}))
 	if err != nil {
 		t.Fatal(err)
@@ -207,7 +208,7 @@ result = {"secret": args["secret"], "sum": r.value["result"]}
 		m.GetResult().GetStructValue().GetFields()["secret"].GetStringValue() != secret {
 		t.Fatalf("RunProgram = %v, want COMPLETED with the secret in the result", m)
 	}
-	res, err = c.RunProgram(ctx, as("alice", &toolfleetv1.RunProgramRequest{ProgramId: "quiet-fail", Wait: true,
+	res, err = c.RunProgram(ctx, programstack.As("alice", &toolfleetv1.RunProgramRequest{ProgramId: "quiet-fail", Wait: true,
 		Source: "fail('the secret is', args['secret'])\n", Args: structOf(t, args)}))
 	if err != nil {
 		t.Fatal(err)
@@ -316,20 +317,20 @@ func TestReplayRefs(t *testing.T) {
 func TestValueRefsAreOwned(t *testing.T) {
 	t.Parallel()
 	s := startStack(t)
-	c, _ := serve(t, s)
+	c, _ := programstack.Serve(t, s.ps)
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	secret := "alice-secret-" + strings.Repeat("s", 8<<10) // over the inline size
-	res, err := c.RunProgram(ctx, as("alice", &toolfleetv1.RunProgramRequest{ProgramId: "owned-1", Wait: true,
+	res, err := c.RunProgram(ctx, programstack.As("alice", &toolfleetv1.RunProgramRequest{ProgramId: "owned-1", Wait: true,
 		Source: "result = args['s']\n", Args: structOf(t, fmt.Sprintf(`{"s": %q}`, secret))}))
 	if err != nil || res.Msg.GetResult().GetStringValue() != secret {
 		t.Fatalf("alice's program = %v, %v, want her value back", res, err)
 	}
-	if _, err := c.GetProgram(ctx, as("mallory", &toolfleetv1.GetProgramRequest{ProgramId: "owned-1"})); connect.CodeOf(err) != connect.CodeNotFound {
+	if _, err := c.GetProgram(ctx, programstack.As("mallory", &toolfleetv1.GetProgramRequest{ProgramId: "owned-1"})); connect.CodeOf(err) != connect.CodeNotFound {
 		t.Fatalf("GetProgram as mallory: %v, want NotFound", err)
 	}
 	// Mallory's program computing the same value stores it apart.
-	if _, err := c.RunProgram(ctx, as("mallory", &toolfleetv1.RunProgramRequest{ProgramId: "owned-2", Wait: true,
+	if _, err := c.RunProgram(ctx, programstack.As("mallory", &toolfleetv1.RunProgramRequest{ProgramId: "owned-2", Wait: true,
 		Source: "result = args['s']\n", Args: structOf(t, fmt.Sprintf(`{"s": %q}`, secret))})); err != nil {
 		t.Fatal(err)
 	}

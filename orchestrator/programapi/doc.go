@@ -1,8 +1,9 @@
 // Package programapi serves toolfleet.v1.ProgramService (Connect, gRPC,
 // gRPC-Web, HTTP JSON) over program.Programs, beside package agentapi, which
 // serves the AgentService over agent.Runs; both sit on toolcall/apibase
-// (callers and scopes, panic recovery, the late-bound handler, the gRPC
-// stream adapter) and are mounted at the gateway's address by cmd/.
+// (callers and scopes, panic recovery, the late-bound handler) and are
+// mounted at the gateway's address by cmd/. Each is its connect-go handler
+// alone, which answers every protocol (the gateway hands it gRPC calls too).
 //
 // Scopes: programs:run (RunProgram, CancelProgram), programs:read
 // (GetProgram, ListPrograms, WatchProgram, ListTriggers), programs:approve

@@ -24,11 +24,11 @@ func BindStore(ctx context.Context, js jetstream.JetStream, cfg StoreConfig) (*S
 	}
 	kv, err := js.KeyValue(ctx, cfg.TranscriptBucket)
 	if err != nil {
-		return nil, fmt.Errorf("agent: transcript bucket %s: %w", cfg.TranscriptBucket, err)
+		return nil, fmt.Errorf("runstore: transcript bucket %s: %w", cfg.TranscriptBucket, err)
 	}
 	blobs, err := js.ObjectStore(ctx, cfg.BlobBucket)
 	if err != nil {
-		return nil, fmt.Errorf("agent: blob bucket %s: %w", cfg.BlobBucket, err)
+		return nil, fmt.Errorf("runstore: blob bucket %s: %w", cfg.BlobBucket, err)
 	}
 	// The records bucket (quotas) is bound on first use: an older
 	// orchestrator does not make it, and a gateway bound before it was made

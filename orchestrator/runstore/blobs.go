@@ -35,18 +35,18 @@ func (s *Store) putBlob(ctx context.Context, runID string, data []byte, charge b
 	if _, err := s.blobs.GetInfo(ctx, ref); err == nil {
 		return ref, nil
 	} else if !errors.Is(err, jetstream.ErrObjectNotFound) {
-		return "", fmt.Errorf("agent: blob %s: %w", ref, err)
+		return "", fmt.Errorf("runstore: blob %s: %w", ref, err)
 	}
 	// Listed with the run first, so freeing the run finds it even if this
 	// process stops between the two writes.
 	if _, err := s.kv.Create(ctx, blobKey(runID, hexSum), []byte(strconv.Itoa(len(data)))); err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
-		return "", fmt.Errorf("agent: list blob: %w", err)
+		return "", fmt.Errorf("runstore: list blob: %w", err)
 	}
 	if _, err := s.blobs.PutBytes(ctx, ref, data); err != nil {
 		if storeFull(err) {
 			return "", &StoreFullError{}
 		}
-		return "", fmt.Errorf("agent: put blob: %w", err)
+		return "", fmt.Errorf("runstore: put blob: %w", err)
 	}
 	s.filled(int64(len(data)))
 	if charge {
@@ -65,7 +65,7 @@ func (s *Store) Blob(ctx context.Context, ref string) ([]byte, error) {
 		return nil, fmt.Errorf("%w: %s", ErrNotFound, ref)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("agent: blob %s: %w", ref, err)
+		return nil, fmt.Errorf("runstore: blob %s: %w", ref, err)
 	}
 	s.blobCache.add(ref, bytes.Clone(b))
 	return b, nil
@@ -75,7 +75,7 @@ func (s *Store) Blob(ctx context.Context, ref string) ([]byte, error) {
 func EncodeMessages(msgs ...*toolfleetv1.Message) ([]byte, error) {
 	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(&toolfleetv1.Conversation{Messages: msgs})
 	if err != nil {
-		return nil, fmt.Errorf("agent: encode messages: %w", err)
+		return nil, fmt.Errorf("runstore: encode messages: %w", err)
 	}
 	return b, nil
 }
@@ -98,7 +98,7 @@ func (s *Store) Messages(ctx context.Context, ref string) ([]*toolfleetv1.Messag
 	}
 	c := &toolfleetv1.Conversation{}
 	if err := proto.Unmarshal(b, c); err != nil {
-		return nil, fmt.Errorf("agent: decode messages %s: %w", ref, err)
+		return nil, fmt.Errorf("runstore: decode messages %s: %w", ref, err)
 	}
 	return c.GetMessages(), nil
 }

@@ -65,7 +65,7 @@ var programSpec = json.RawMessage(ProgramSpec)
 // validID reports whether id can name a run or a program.
 func validID(id string) error {
 	if err := ids.Valid(id); err != nil {
-		return fmt.Errorf("agent: run %w", err)
+		return fmt.Errorf("runstore: run %w", err)
 	}
 	return nil
 }

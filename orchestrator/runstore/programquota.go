@@ -113,7 +113,7 @@ func (s *Store) HoldProgram(ctx context.Context, subject, id string) error {
 	}
 	meta, err := json.Marshal(programRecord{Spec: programSpec, Principal: toolcall.Principal{Subject: subject}, Kind: KindProgram})
 	if err != nil {
-		return fmt.Errorf("agent: encode program record: %w", err)
+		return fmt.Errorf("runstore: encode program record: %w", err)
 	}
 	if _, err := s.PutMeta(ctx, id, meta); err != nil {
 		return err
@@ -162,11 +162,11 @@ func (s *Store) programRoom(ctx context.Context) error {
 		}
 		st, err := s.js.Stream(ctx, "OBJ_"+s.blobName)
 		if err != nil {
-			return fmt.Errorf("agent: blob store: %w", err)
+			return fmt.Errorf("runstore: blob store: %w", err)
 		}
 		info, err := st.Info(ctx)
 		if err != nil {
-			return fmt.Errorf("agent: blob store: %w", err)
+			return fmt.Errorf("runstore: blob store: %w", err)
 		}
 		f = blobFill{used: int64(info.State.Bytes), max: info.Config.MaxBytes, read: time.Now()}
 		s.blobRoomMu.Lock()

@@ -44,7 +44,7 @@ type Reaper struct {
 func (rp *Reaper) Start(ctx context.Context) (stop func(), err error) {
 	recs := rp.Store.recs
 	if recs == nil {
-		return nil, errors.New("agent: the reaper needs a store opened with OpenStore")
+		return nil, errors.New("runstore: the reaper needs a store opened with OpenStore")
 	}
 	if rp.Store.retention <= 0 {
 		return func() {}, nil // no retention: the buckets' max age frees data
@@ -60,11 +60,11 @@ func (rp *Reaper) Start(ctx context.Context) (stop func(), err error) {
 		MaxAckPending: 64,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("agent: reaper consumer: %w", err)
+		return nil, fmt.Errorf("runstore: reaper consumer: %w", err)
 	}
 	cc, err := cons.Consume(rp.handle)
 	if err != nil {
-		return nil, fmt.Errorf("agent: reaper: %w", err)
+		return nil, fmt.Errorf("runstore: reaper: %w", err)
 	}
 	return cc.Stop, nil
 }
@@ -132,10 +132,10 @@ func (rp *Reaper) Reap(ctx context.Context, runID string) error {
 	}
 	st, err := recs.js.Stream(ctx, name)
 	if err != nil {
-		return fmt.Errorf("agent: event stream: %w", err)
+		return fmt.Errorf("runstore: event stream: %w", err)
 	}
 	if err := st.Purge(ctx, jetstream.WithPurgeSubject(toolcall.EventSubjectPrefix+runID+".>")); err != nil {
-		return fmt.Errorf("agent: purge events of %s: %w", runID, err)
+		return fmt.Errorf("runstore: purge events of %s: %w", runID, err)
 	}
 	rp.log().Info("freed the data of a closed run", "run_id", runID)
 	return nil

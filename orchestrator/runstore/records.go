@@ -94,7 +94,7 @@ type Settings struct {
 }
 
 // ErrQuotaExceeded is wrapped by a [*QuotaError].
-var ErrQuotaExceeded = errors.New("agent: quota exceeded")
+var ErrQuotaExceeded = errors.New("runstore: quota exceeded")
 
 // QuotaError is a start or message refused because the principal's runs
 // hold too much.
@@ -236,7 +236,7 @@ func openRecords(ctx context.Context, js jetstream.JetStream, bucket string, s j
 		LimitMarkerTTL: markerTTL,
 	}))
 	if err != nil {
-		return nil, fmt.Errorf("agent: run records bucket: %w", err)
+		return nil, fmt.Errorf("runstore: run records bucket: %w", err)
 	}
 	return &records{kv: kv, js: js, bucket: bucket}, nil
 }
@@ -245,13 +245,13 @@ func openRecords(ctx context.Context, js jetstream.JetStream, bucket string, s j
 func (r *records) writeSettings(ctx context.Context, set Settings) error {
 	b, err := json.Marshal(set)
 	if err != nil {
-		return fmt.Errorf("agent: encode settings: %w", err)
+		return fmt.Errorf("runstore: encode settings: %w", err)
 	}
 	msg := nats.NewMsg("$KV." + r.bucket + "." + settingsKey)
 	msg.Data = b
 	msg.Header.Set(jetstream.MsgTTLHeader, "never")
 	if _, err := r.js.PublishMsg(ctx, msg); err != nil {
-		return fmt.Errorf("agent: store settings: %w", err)
+		return fmt.Errorf("runstore: store settings: %w", err)
 	}
 	r.mu.Lock()
 	r.settings, r.read = set, time.Now()
@@ -272,10 +272,10 @@ func (r *records) current(ctx context.Context) (Settings, error) {
 	switch {
 	case errors.Is(err, jetstream.ErrKeyNotFound):
 	case err != nil:
-		return Settings{}, fmt.Errorf("agent: read settings: %w", err)
+		return Settings{}, fmt.Errorf("runstore: read settings: %w", err)
 	default:
 		if err := json.Unmarshal(e.Value(), &set); err != nil {
-			return Settings{}, fmt.Errorf("agent: decode settings: %w", err)
+			return Settings{}, fmt.Errorf("runstore: decode settings: %w", err)
 		}
 	}
 	r.mu.Lock()
@@ -309,7 +309,7 @@ func (r *records) update(ctx context.Context, subject string, f func(u *usage, n
 		switch {
 		case errors.Is(err, jetstream.ErrKeyNotFound):
 		case err != nil:
-			return fmt.Errorf("agent: read quota: %w", err)
+			return fmt.Errorf("runstore: read quota: %w", err)
 		default:
 			rev = e.Revision()
 			if err := json.Unmarshal(e.Value(), &u); err != nil || u.Runs == nil {
@@ -323,7 +323,7 @@ func (r *records) update(ctx context.Context, subject string, f func(u *usage, n
 		}
 		b, err := json.Marshal(u)
 		if err != nil {
-			return fmt.Errorf("agent: encode quota: %w", err)
+			return fmt.Errorf("runstore: encode quota: %w", err)
 		}
 		if rev == 0 {
 			_, err = r.kv.Create(ctx, key, b)
@@ -334,17 +334,17 @@ func (r *records) update(ctx context.Context, subject string, f func(u *usage, n
 			return nil
 		}
 		if !errors.Is(err, jetstream.ErrKeyExists) && !errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
-			return fmt.Errorf("agent: write quota: %w", err)
+			return fmt.Errorf("runstore: write quota: %w", err)
 		}
 		t := time.NewTimer(time.Duration(1+rand.IntN(10*(try+1))) * time.Millisecond)
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return fmt.Errorf("agent: write quota: %w", ctx.Err())
+			return fmt.Errorf("runstore: write quota: %w", ctx.Err())
 		case <-t.C:
 		}
 	}
-	return errors.New("agent: quota record busy; try again")
+	return errors.New("runstore: quota record busy; try again")
 }
 
 // expiry is when an entry written now lapses.
@@ -432,7 +432,7 @@ func (r *records) checkProgram(ctx context.Context, subject, id string) error {
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("agent: read quota: %w", err)
+		return fmt.Errorf("runstore: read quota: %w", err)
 	}
 	var u usage
 	if json.Unmarshal(e.Value(), &u) != nil {
@@ -470,11 +470,11 @@ func (r *records) held(ctx context.Context, subject string) (int64, int, error) 
 		return 0, 0, nil
 	}
 	if err != nil {
-		return 0, 0, fmt.Errorf("agent: read quota: %w", err)
+		return 0, 0, fmt.Errorf("runstore: read quota: %w", err)
 	}
 	var u usage
 	if err := json.Unmarshal(e.Value(), &u); err != nil {
-		return 0, 0, fmt.Errorf("agent: decode quota: %w", err)
+		return 0, 0, fmt.Errorf("runstore: decode quota: %w", err)
 	}
 	u.prune(time.Now())
 	return u.total(), u.runs(), nil
@@ -487,11 +487,11 @@ func (r *records) heldEvents(ctx context.Context, subject string) (int64, error)
 		return 0, nil
 	}
 	if err != nil {
-		return 0, fmt.Errorf("agent: read quota: %w", err)
+		return 0, fmt.Errorf("runstore: read quota: %w", err)
 	}
 	var u usage
 	if err := json.Unmarshal(e.Value(), &u); err != nil {
-		return 0, fmt.Errorf("agent: decode quota: %w", err)
+		return 0, fmt.Errorf("runstore: decode quota: %w", err)
 	}
 	u.prune(time.Now())
 	return u.events(), nil
@@ -502,7 +502,7 @@ func (r *records) heldEvents(ctx context.Context, subject string) (int64, error)
 func (r *records) arm(ctx context.Context, runID string, ttl time.Duration) error {
 	_, err := r.kv.Create(ctx, reapPrefix+runID, nil, jetstream.KeyTTL(max(ttl, time.Second)))
 	if err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
-		return fmt.Errorf("agent: arm the retention of %s: %w", runID, err)
+		return fmt.Errorf("runstore: arm the retention of %s: %w", runID, err)
 	}
 	return nil
 }
@@ -511,7 +511,7 @@ func (r *records) arm(ctx context.Context, runID string, ttl time.Duration) erro
 // closed too recently).
 func (r *records) rearm(ctx context.Context, runID string, ttl time.Duration) error {
 	if err := r.kv.Purge(ctx, reapPrefix+runID, jetstream.PurgeTTL(time.Second)); err != nil {
-		return fmt.Errorf("agent: re-arm the retention of %s: %w", runID, err)
+		return fmt.Errorf("runstore: re-arm the retention of %s: %w", runID, err)
 	}
 	return r.arm(ctx, runID, ttl)
 }

@@ -38,11 +38,11 @@ const (
 // Sentinel errors of the store.
 var (
 	// ErrConflict means another message already holds a position.
-	ErrConflict = errors.New("agent: transcript position already holds another message")
+	ErrConflict = errors.New("runstore: transcript position already holds another message")
 	// ErrGap means the transcript is shorter than the workflow expects.
-	ErrGap = errors.New("agent: transcript is missing messages")
+	ErrGap = errors.New("runstore: transcript is missing messages")
 	// ErrNotFound means a blob does not exist.
-	ErrNotFound = errors.New("agent: blob not found")
+	ErrNotFound = errors.New("runstore: blob not found")
 )
 
 // StoreConfig configures a [Store].
@@ -161,14 +161,14 @@ func OpenStore(ctx context.Context, js jetstream.JetStream, cfg StoreConfig) (*S
 		MaxValueSize: MaxMessageBytes,
 	}))
 	if err != nil {
-		return nil, fmt.Errorf("agent: transcript bucket: %w", err)
+		return nil, fmt.Errorf("runstore: transcript bucket: %w", err)
 	}
 	blobs, err := jsassets.EnsureObjectStore(ctx, js, bs.ObjectStore(jetstream.ObjectStoreConfig{
 		Bucket:      cfg.BlobBucket,
 		Description: "toolfleet agent run blobs, content-addressed (sha256)",
 	}))
 	if err != nil {
-		return nil, fmt.Errorf("agent: blob bucket: %w", err)
+		return nil, fmt.Errorf("runstore: blob bucket: %w", err)
 	}
 	rs := assets.Settings(jsassets.RunRecords.Named(cfg.RecordsBucket))
 	if cfg.Memory {
@@ -256,7 +256,7 @@ func (s *Store) holder(ctx context.Context, runID string) ownerOf {
 func (s *Store) Purge(ctx context.Context, runID string) error {
 	lister, err := s.kv.ListKeysFiltered(ctx, runID+".blob.*")
 	if err != nil {
-		return fmt.Errorf("agent: list blobs of %s: %w", runID, err)
+		return fmt.Errorf("runstore: list blobs of %s: %w", runID, err)
 	}
 	var names []string
 	for k := range lister.Keys() {
@@ -264,15 +264,15 @@ func (s *Store) Purge(ctx context.Context, runID string) error {
 	}
 	for _, name := range names {
 		if err := s.blobs.Delete(ctx, name); err != nil && !errors.Is(err, jetstream.ErrObjectNotFound) {
-			return fmt.Errorf("agent: delete blob %s: %w", name, err)
+			return fmt.Errorf("runstore: delete blob %s: %w", name, err)
 		}
 	}
 	st, err := s.js.Stream(ctx, "KV_"+s.transcriptName)
 	if err != nil {
-		return fmt.Errorf("agent: transcript stream: %w", err)
+		return fmt.Errorf("runstore: transcript stream: %w", err)
 	}
 	if err := st.Purge(ctx, jetstream.WithPurgeSubject("$KV."+s.transcriptName+"."+runID+".>")); err != nil {
-		return fmt.Errorf("agent: purge transcript of %s: %w", runID, err)
+		return fmt.Errorf("runstore: purge transcript of %s: %w", runID, err)
 	}
 	s.ownersMu.Lock()
 	delete(s.owners, runID)
@@ -284,7 +284,7 @@ func (s *Store) Purge(ctx context.Context, runID string) error {
 func decode(b []byte, seq int) (*toolfleetv1.Message, error) {
 	m := &toolfleetv1.Message{}
 	if err := proto.Unmarshal(b, m); err != nil {
-		return nil, fmt.Errorf("agent: decode message %d: %w", seq, err)
+		return nil, fmt.Errorf("runstore: decode message %d: %w", seq, err)
 	}
 	return m, nil
 }
@@ -300,19 +300,19 @@ func (s *Store) Append(ctx context.Context, runID string, seq int, msgs ...*tool
 	for i, m := range msgs {
 		b, err := proto.MarshalOptions{Deterministic: true}.Marshal(m)
 		if err != nil {
-			return fmt.Errorf("agent: encode message: %w", err)
+			return fmt.Errorf("runstore: encode message: %w", err)
 		}
 		if len(b) > MaxMessageBytes {
-			return fmt.Errorf("agent: message of %d bytes over the %d-byte limit", len(b), MaxMessageBytes)
+			return fmt.Errorf("runstore: message of %d bytes over the %d-byte limit", len(b), MaxMessageBytes)
 		}
 		key := msgKey(runID, seq+i)
 		if _, err := s.kv.Create(ctx, key, b); err != nil {
 			if !errors.Is(err, jetstream.ErrKeyExists) {
-				return fmt.Errorf("agent: append %s: %w", key, err)
+				return fmt.Errorf("runstore: append %s: %w", key, err)
 			}
 			old, gerr := s.kv.Get(ctx, key)
 			if gerr != nil {
-				return fmt.Errorf("agent: append %s: %w", key, gerr)
+				return fmt.Errorf("runstore: append %s: %w", key, gerr)
 			}
 			s.msgs.add(key, old.Value())
 			if !bytes.Equal(old.Value(), b) {
@@ -337,7 +337,7 @@ func (s *Store) At(ctx context.Context, runID string, seq int) (*toolfleetv1.Mes
 		return nil, nil // an empty position is not cached: another worker may fill it
 	}
 	if err != nil {
-		return nil, fmt.Errorf("agent: read message %d: %w", seq, err)
+		return nil, fmt.Errorf("runstore: read message %d: %w", seq, err)
 	}
 	s.msgs.add(key, e.Value())
 	return decode(e.Value(), seq)
@@ -360,7 +360,7 @@ func (s *Store) Load(ctx context.Context, runID string, n int) ([]*toolfleetv1.M
 	}
 	w, err := s.kv.Watch(ctx, runID+".*", jetstream.IgnoreDeletes())
 	if err != nil {
-		return nil, fmt.Errorf("agent: load transcript: %w", err)
+		return nil, fmt.Errorf("runstore: load transcript: %w", err)
 	}
 	defer func() { _ = w.Stop() }()
 	type item struct {
@@ -372,7 +372,7 @@ func (s *Store) Load(ctx context.Context, runID string, n int) ([]*toolfleetv1.M
 		var e jetstream.KeyValueEntry
 		select {
 		case <-ctx.Done():
-			return nil, fmt.Errorf("agent: load transcript: %w", ctx.Err())
+			return nil, fmt.Errorf("runstore: load transcript: %w", ctx.Err())
 		case e = <-w.Updates():
 		}
 		if e == nil {
@@ -444,7 +444,7 @@ func (s *Store) PutMeta(ctx context.Context, runID string, b []byte) (created bo
 	if _, err := s.kv.Create(ctx, metaKey(runID), b); errors.Is(err, jetstream.ErrKeyExists) {
 		return false, nil
 	} else if err != nil {
-		return false, fmt.Errorf("agent: store run %s: %w", runID, err)
+		return false, fmt.Errorf("runstore: store run %s: %w", runID, err)
 	}
 	return true, nil
 }
@@ -456,7 +456,7 @@ func (s *Store) Meta(ctx context.Context, runID string) ([]byte, error) {
 		return nil, fmt.Errorf("%w: run %s", ErrNotFound, runID)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("agent: read run %s: %w", runID, err)
+		return nil, fmt.Errorf("runstore: read run %s: %w", runID, err)
 	}
 	return e.Value(), nil
 }

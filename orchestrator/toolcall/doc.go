@@ -13,8 +13,10 @@
 //     worker's attempt is retried within the heartbeat timeout;
 //   - [Event] and the run event subjects on NATS;
 //   - [Classify]: the one reading of a gateway outcome (ok, validation,
-//     execution, refused, retry, config) that both engines render.
+//     execution, refused, retry, config) that both engines render;
+//   - [Resolve]: the one rule by which runs and programs get their tools
+//     (exact ids, globs, a search query; a bound refused, never cut).
 //
-// The Connect/gRPC plumbing the two services share (auth, recovery, the
-// late-bound handler and the gRPC adapter) is in the subpackage apibase.
+// The Connect plumbing the two services share (auth, recovery, the
+// late-bound handler) is in the subpackage apibase.
 package toolcall

@@ -33,7 +33,18 @@ type lenientCodec struct{ encoding.CodecV2 }
 
 func newLenientCodec() lenientCodec { return lenientCodec{encoding.GetCodecV2("proto")} }
 
+func (c lenientCodec) Marshal(v any) (mem.BufferSlice, error) {
+	if m, ok := v.(rawMessage); ok { // a mounted service's message (mountgrpc.go)
+		return mem.BufferSlice{mem.SliceBuffer(m)}, nil
+	}
+	return c.CodecV2.Marshal(v)
+}
+
 func (c lenientCodec) Unmarshal(data mem.BufferSlice, v any) error {
+	if m, ok := v.(*rawMessage); ok {
+		*m = data.Materialize()
+		return nil
+	}
 	err := c.CodecV2.Unmarshal(data, v)
 	if err != nil {
 		if _, marked := undecodable.Load(v); marked {

@@ -98,7 +98,7 @@ type Config struct {
 	// asset (MemoryStorage as "toolfleet_calls.storage=memory" does). Default
 	// on disk: a NATS restart must not forget finished calls, or the retry of
 	// a non-idempotent call would run it again. Share is set by the gateway
-	// (StoreShare).
+	// (Shares).
 	Idempotency idempotency.Config
 	// Results configures the store of results behind handles (results over a
 	// tool's MaxResultBytes, kept for callers that allow a handle; package
@@ -162,12 +162,8 @@ type Config struct {
 	// set, else each gateway enforces them alone. Limits.Assets and
 	// Limits.Standalone are set from the fields above.
 	Limits ratelimit.Config
-	// StoreShare is the part of each store's byte bound one principal may
-	// hold (the idempotency bucket, the result handles' object store, the
-	// call event stream; shares.go, docs/operations.md "Store shares"): a
-	// principal over it is refused new entries, never another principal.
-	// 0: [DefaultStoreShare]; [NoStoreShare]: no share. Only with NATSURL.
-	StoreShare float64
+	// Shares bound what one principal may hold of the stores callers write.
+	Shares SharesConfig
 	// ClientInput configures the calls whose tool asks its caller for input
 	// (package clientinput).
 	ClientInput ClientInputConfig
@@ -272,6 +268,17 @@ type ResultHandlesConfig struct {
 	Calls int
 	// Wait is how long a call waits for a slot. Default 5 s.
 	Wait time.Duration
+}
+
+// SharesConfig bounds what one principal may hold of each store a caller
+// writes through the gateway: the idempotency bucket, the result handles'
+// object store, the call event stream (shares.go, docs/operations.md "Store
+// shares"). A principal over its share is refused new entries, never another
+// principal. Only with NATSURL.
+type SharesConfig struct {
+	// Fraction is the part of each store's byte bound one principal may hold.
+	// 0: [DefaultStoreShare]; [NoStoreShare]: no share.
+	Fraction float64
 }
 
 // EventsConfig configures the call events the gateway publishes.

@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"strings"
 
-	"google.golang.org/grpc"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
@@ -14,14 +13,16 @@ import (
 
 // Mount is a service served at the gateway's address but implemented
 // elsewhere (e.g. AgentService by the orchestrator), wired in cmd/. Pattern is
-// a path prefix as connect-go handlers give it ("/toolfleet.v1.AgentService/");
-// its Connect, gRPC-Web and HTTP requests go to Handler. gRPC connections are
-// served by the gateway's grpc-go server, on which RegisterGRPC (when set)
-// registers the same service. Both authenticate with [Gateway.Authenticate].
+// a path prefix as connect-go handlers give it ("/toolfleet.v1.AgentService/")
+// or a page prefix ("/console/"); every request under it goes to Handler. When
+// Pattern names a gRPC service in the protobuf registry, the service is listed
+// by server reflection and its gRPC calls reach Handler too, also on
+// connections the gateway's grpc-go server holds (mountgrpc.go): a connect-go
+// handler serves Connect, gRPC-Web, gRPC and HTTP JSON alike. Handlers
+// authenticate with [Gateway.Authenticate].
 type Mount struct {
-	Pattern      string
-	Handler      http.Handler
-	RegisterGRPC func(grpc.ServiceRegistrar)
+	Pattern string
+	Handler http.Handler
 }
 
 // mounted reports whether path belongs to a mount.

@@ -10,6 +10,8 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/reflection"
+	rpbv1 "google.golang.org/grpc/reflection/grpc_reflection_v1"
+	rpbv1alpha "google.golang.org/grpc/reflection/grpc_reflection_v1alpha"
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
 	"github.com/toolfleet/toolfleet/gen/toolfleet/v1/toolfleetv1connect"
@@ -48,13 +50,10 @@ func (g *Gateway) newGRPCServer() (*grpc.Server, *health.Server) {
 		grpc.KeepaliveParams(keepaliveParams),
 		grpc.ChainUnaryInterceptor(g.recoverUnary),
 		grpc.ChainStreamInterceptor(g.recoverStream),
+		// Mounted services' calls go to their own handlers (mountgrpc.go).
+		grpc.UnknownServiceHandler(g.serveMount),
 	)...)
 	toolfleetv1.RegisterToolGatewayServiceServer(badMessageRegistrar{s}, grpcService{g: g})
-	for _, m := range g.cfg.Mounts {
-		if m.RegisterGRPC != nil {
-			m.RegisterGRPC(badMessageRegistrar{s})
-		}
-	}
 	hs := health.NewServer()
 	hs.SetServingStatus(toolfleetv1.ToolGatewayService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 	if g.cfg.NATSURL != "" {
@@ -63,7 +62,10 @@ func (g *Gateway) newGRPCServer() (*grpc.Server, *health.Server) {
 		hs.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
 	}
 	healthpb.RegisterHealthServer(s, hs)
-	reflection.Register(s)
+	// Reflection lists the mounted services too (served through serveMount).
+	services := reflection.ServerOptions{Services: reflected{s: s, mounts: g.cfg.Mounts}}
+	rpbv1.RegisterServerReflectionServer(s, reflection.NewServerV1(services))
+	rpbv1alpha.RegisterServerReflectionServer(s, reflection.NewServer(services))
 	return s, hs
 }
 

@@ -36,11 +36,11 @@ import (
 // new entries until its window renews; its entries expire on their own.
 
 // DefaultStoreShare is the part of each store's byte bound one principal
-// may hold (Config.StoreShare): an eighth, as the orchestrator's
+// may hold (Config.Shares.Fraction): an eighth, as the orchestrator's
 // --principal-max-bytes.
 const DefaultStoreShare = 1.0 / 8
 
-// NoStoreShare turns the store shares off (Config.StoreShare): one caller
+// NoStoreShare turns the store shares off (Config.Shares.Fraction): one caller
 // may then fill a store for everyone.
 const NoStoreShare = -1
 
@@ -114,15 +114,15 @@ func shareOf(what string, fraction float64, maxBytes int64, maxAge time.Duration
 // newStoreShares builds the shares of cfg's stores; nil when they are off
 // or the gateway has no NATS (no stores).
 func newStoreShares(cfg Config, log *slog.Logger, m *metrics) (*storeShares, error) {
-	if cfg.NATSURL == "" || cfg.StoreShare < 0 {
+	if cfg.NATSURL == "" || cfg.Shares.Fraction < 0 {
 		return nil, nil
 	}
-	fraction := cfg.StoreShare
+	fraction := cfg.Shares.Fraction
 	if fraction == 0 {
 		fraction = DefaultStoreShare
 	}
 	if fraction > 1 {
-		return nil, fmt.Errorf("gateway: StoreShare %g: want a part of a store (0 to 1) or NoStoreShare", fraction)
+		return nil, fmt.Errorf("gateway: Shares.Fraction %g: want a part of a store (0 to 1) or NoStoreShare", fraction)
 	}
 	idem, res, ev := cfg.IdempotencyConfig(), cfg.ResultsConfig(), cfg.EventStreamConfig()
 	if err := res.Defaults(); err != nil {

@@ -87,7 +87,7 @@ func TestStoreShareCalls(t *testing.T) {
 	adder := startPlainCalculator(t, 2, withSideEffects())
 	const bucket = 256 << 10 // an eighth: 32 KiB per principal
 	g := startGateway(t, gateway.Config{NATSURL: srv.URL(), Workers: []string{stAddr, adder.addr},
-		Idempotency: idempotency.Config{BucketConfig: jsassets.BucketConfig{Bucket: "shared_calls", MaxBytes: bucket, MemoryStorage: true}}, StoreShare: share})
+		Idempotency: idempotency.Config{BucketConfig: jsassets.BucketConfig{Bucket: "shared_calls", MaxBytes: bucket, MemoryStorage: true}}, Shares: gateway.SharesConfig{Fraction: share}})
 	waitTool(t, g, "SchemaTest.Types")
 	waitTool(t, g, "Calculator.Add@2")
 	client := grpcClient(t, g.Addr())
@@ -144,7 +144,7 @@ func TestStoreShareResults(t *testing.T) {
 	stAddr, _ := countingSchemaTestWorker(t, "")
 	const store = 512 << 10 // an eighth: 64 KiB per principal
 	g := startGateway(t, gateway.Config{NATSURL: srv.URL(), Workers: []string{stAddr},
-		Results: results.Config{BucketConfig: jsassets.BucketConfig{MaxBytes: store, MemoryStorage: true}, MaxResultBytes: 64 << 10}, StoreShare: share})
+		Results: results.Config{BucketConfig: jsassets.BucketConfig{MaxBytes: store, MemoryStorage: true}, MaxResultBytes: 64 << 10}, Shares: gateway.SharesConfig{Fraction: share}})
 	waitTool(t, g, "SchemaTest.Types")
 	mallory, alice := newHandleCaller(t, g, "mallory"), newHandleCaller(t, g, "alice")
 	const n = 20 << 10 // over the tool's 4096-byte limit: kept behind a handle
@@ -189,7 +189,7 @@ func TestStoreShareEvents(t *testing.T) {
 	srv := natstest.Start(t)
 	_, calcAddr, _ := calculatorWorker(t, "")
 	const stream = 64 << 10 // an eighth over 7 days: ~1.2 KiB a day per principal
-	g := startGateway(t, gateway.Config{NATSURL: srv.URL(), Workers: []string{calcAddr}, StoreShare: share,
+	g := startGateway(t, gateway.Config{NATSURL: srv.URL(), Workers: []string{calcAddr}, Shares: gateway.SharesConfig{Fraction: share},
 		Assets: jsassets.Config{Overrides: gateway.DefaultEventStream + ".max-bytes=64KiB," + gateway.DefaultEventStream + ".storage=memory"}})
 	waitTool(t, g, "Calculator.Add@1")
 	client := grpcClient(t, g.Addr())

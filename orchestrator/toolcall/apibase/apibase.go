@@ -2,8 +2,9 @@
 // (AgentService in agentapi, ProgramService in programapi) share: who the caller
 // is and what it may do ([Caller], [Authenticator], [Authorize], [Sees]), a
 // panic that becomes Internal for one caller ([Recover]), and a service
-// mounted before it exists ([Late]) on Connect, gRPC-Web, HTTP JSON and
-// grpc-go alike (internal/grpcadapt turns Connect methods into gRPC ones).
+// mounted before it exists ([Late]). A service is its connect-go handler
+// alone: that handler speaks Connect, gRPC, gRPC-Web and HTTP JSON, and the
+// gateway hands it the gRPC calls its own grpc-go server receives.
 package apibase
 
 import (
@@ -17,8 +18,6 @@ import (
 	"sync/atomic"
 
 	"connectrpc.com/connect"
-
-	"github.com/toolfleet/toolfleet/internal/grpcadapt"
 )
 
 // Caller is the authenticated caller of one request.
@@ -101,23 +100,23 @@ func (l *Late[S, P]) Set(s *S) {
 // Get returns the service, nil until Set.
 func (l *Late[S, P]) Get() *S { return l.s.Load() }
 
-// ServeHTTP serves Connect, gRPC-Web and HTTP JSON requests once set.
+// ServeHTTP serves Connect, gRPC, gRPC-Web and HTTP JSON requests once set;
+// until then each is Unavailable in its own protocol.
 func (l *Late[S, P]) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h := l.h.Load()
 	if h == nil {
-		http.Error(w, "the orchestrator is starting", http.StatusServiceUnavailable)
+		_ = errorWriter.Write(w, r, Starting())
 		return
 	}
 	(*h).ServeHTTP(w, r)
 }
 
-// Stream serves a server-streaming method of s on grpc-go: the caller's
-// authorization metadata becomes the header fn reads, a *connect.Error the
-// gRPC status with the same code. A nil s (not set yet) is Unavailable.
-func Stream[S, Req, Resp any](ctx context.Context, s *S, req *Req, send func(*Resp) error,
-	fn func(*S, context.Context, http.Header, *Req, func(*Resp) error) error) error {
-	if s == nil {
-		return grpcadapt.ErrStarting
-	}
-	return grpcadapt.Status(fn(s, ctx, grpcadapt.Header(ctx), req, send))
+// errorWriter answers an RPC in the protocol it came in (a plain request gets
+// Connect's JSON error).
+var errorWriter = connect.NewErrorWriter()
+
+// Starting is the error of a call to a service that is not set yet
+// (Unavailable: the caller may retry).
+func Starting() error {
+	return connect.NewError(connect.CodeUnavailable, errors.New("the orchestrator is starting"))
 }

@@ -6,12 +6,10 @@ import (
 	"net/http"
 
 	"connectrpc.com/connect"
-	"google.golang.org/grpc"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
 	"github.com/toolfleet/toolfleet/gen/toolfleet/v1/toolfleetv1connect"
-	"github.com/toolfleet/toolfleet/internal/grpcadapt"
 )
 
 // Authenticator returns the subject of a request's caller from its headers
@@ -19,8 +17,8 @@ import (
 type Authenticator func(ctx context.Context, h http.Header) (subject string, err error)
 
 // API serves toolfleet.v1.ConnectionService for the authenticated caller's
-// own connections. Mount [API.Handler] at [API.Pattern] and register
-// [API.RegisterGRPC] on the gateway's gRPC server; mount [Service.Handler]
+// own connections. Mount [API.Handler] at [API.Pattern] (the
+// gateway serves its gRPC through that handler too); mount [Service.Handler]
 // at "/connections/" for the browser flow.
 type API struct {
 	svc  *Service
@@ -39,11 +37,6 @@ func (a *API) Pattern() string { return "/" + toolfleetv1connect.ConnectionServi
 func (a *API) Handler(opts ...connect.HandlerOption) http.Handler {
 	_, h := toolfleetv1connect.NewConnectionServiceHandler(a, opts...)
 	return h
-}
-
-// RegisterGRPC registers the service on a grpc-go server.
-func (a *API) RegisterGRPC(r grpc.ServiceRegistrar) {
-	toolfleetv1.RegisterConnectionServiceServer(r, grpcAPI{a: a})
 }
 
 func (a *API) subject(ctx context.Context, h http.Header) (string, error) {
@@ -128,22 +121,4 @@ func codeOf(err error) error {
 		return connect.NewError(connect.CodeDeadlineExceeded, err)
 	}
 	return connect.NewError(connect.CodeUnavailable, errors.New("the connections store is not answering; try again"))
-}
-
-// grpcAPI adapts API to grpc-go.
-type grpcAPI struct {
-	toolfleetv1.UnimplementedConnectionServiceServer
-	a *API
-}
-
-func (g grpcAPI) ListConnections(ctx context.Context, r *toolfleetv1.ListConnectionsRequest) (*toolfleetv1.ListConnectionsResponse, error) {
-	return grpcadapt.Unary(ctx, g.a, r, (*API).ListConnections)
-}
-
-func (g grpcAPI) StartConnection(ctx context.Context, r *toolfleetv1.StartConnectionRequest) (*toolfleetv1.StartConnectionResponse, error) {
-	return grpcadapt.Unary(ctx, g.a, r, (*API).StartConnection)
-}
-
-func (g grpcAPI) RevokeConnection(ctx context.Context, r *toolfleetv1.RevokeConnectionRequest) (*toolfleetv1.RevokeConnectionResponse, error) {
-	return grpcadapt.Unary(ctx, g.a, r, (*API).RevokeConnection)
 }

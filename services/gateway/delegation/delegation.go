@@ -60,7 +60,7 @@ func (w *Wiring) Mounts() []gateway.Mount {
 		return nil
 	}
 	return []gateway.Mount{
-		{Pattern: w.api.Pattern(), Handler: w.api.Handler(), RegisterGRPC: w.api.RegisterGRPC},
+		{Pattern: w.api.Pattern(), Handler: w.api.Handler()},
 		{Pattern: "/connections/", Handler: w.svc.Handler()},
 	}
 }

@@ -433,7 +433,7 @@ func (b *Tasks) ListTasks(ctx context.Context, cursor string, size int) ([]*mcp.
 			}
 			for _, r := range resp.GetRuns() {
 				page = append(page, r.GetRunId())
-				listed[r.GetRunId()] = summaryState(r.GetRunId(), strings.ToLower(r.GetState()))
+				listed[r.GetRunId()] = summaryState(r.GetRunId(), r.GetState())
 			}
 			next = resp.GetNextPageToken()
 		} else {
@@ -443,7 +443,7 @@ func (b *Tasks) ListTasks(ctx context.Context, cursor string, size int) ([]*mcp.
 			}
 			for _, p := range resp.GetPrograms() {
 				page = append(page, p.GetProgramId())
-				listed[p.GetProgramId()] = summaryState(p.GetProgramId(), strings.ToLower(p.GetStatus()+" "+p.GetState()))
+				listed[p.GetProgramId()] = summaryState(p.GetProgramId(), p.GetStatus(), p.GetState())
 			}
 			next = resp.GetNextPageToken()
 		}
@@ -482,22 +482,35 @@ func (b *Tasks) ListTasks(ctx context.Context, cursor string, size int) ([]*mcp.
 	return out, base64.RawURLEncoding.EncodeToString(raw), nil
 }
 
-// summaryState is a task as a listing describes it (lower-case status and
-// Temporal state words).
-func summaryState(id, words string) *mcp.TaskState {
+// summaryState is a task as a listing describes it, for a task that cannot
+// be read in full now: the first of its status words (a program's status,
+// Temporal's state) that the one status table (taskStatuses) says is not
+// working, as tasks/get would say it.
+func summaryState(id string, words ...string) *mcp.TaskState {
 	_, created, _ := parseTaskID(id)
 	st := &mcp.TaskState{ID: id, CreatedAt: created, Status: mcp.TaskWorking}
-	switch {
-	case strings.Contains(words, "waiting_approval"), strings.Contains(words, "waiting_input"):
-		st.Status = mcp.TaskInputRequired
-	case strings.Contains(words, "cancel"):
-		st.Status = mcp.TaskCancelled
-	case strings.Contains(words, "completed"):
-		st.Status = mcp.TaskCompleted
-	case strings.Contains(words, "fail"), strings.Contains(words, "terminated"), strings.Contains(words, "timedout"):
-		st.Status = mcp.TaskFailed
+	for _, w := range words {
+		if ts := taskStatus(listedStatus(w), ""); ts != mcp.TaskWorking {
+			st.Status = ts
+			break
+		}
 	}
 	return st
+}
+
+// listedStatuses name Temporal's states as the status enums do (X of
+// RUN_STATUS_X) where the words differ: a workflow ended without a result
+// failed.
+var listedStatuses = map[string]string{"CANCELLED": "CANCELED", "TERMINATED": "FAILED", "TIMEDOUT": "FAILED", "TIMED_OUT": "FAILED"}
+
+// listedStatus is a listing's status word ("waiting_approval", "Completed",
+// "TimedOut") as the status enums name it.
+func listedStatus(word string) string {
+	w := strings.ToUpper(strings.TrimSpace(word))
+	if s, ok := listedStatuses[w]; ok {
+		return s
+	}
+	return w
 }
 
 // statusOf turns a service's error (a Connect error, or already a gRPC

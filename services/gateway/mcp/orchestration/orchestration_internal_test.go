@@ -93,13 +93,33 @@ func TestToolOutcome(t *testing.T) {
 	}
 }
 
-// Listed states map onto MCP statuses.
+// Listed states map onto MCP statuses by the one table tasks/get uses: a
+// failed (or terminated, timed-out) run or program is a completed task whose
+// result says it failed.
 func TestSummaryState(t *testing.T) {
 	t.Parallel()
-	for words, want := range map[string]mcp.TaskStatus{"running running": mcp.TaskWorking, "waiting_approval running": mcp.TaskInputRequired,
-		"completed completed": mcp.TaskCompleted, " failed": mcp.TaskFailed, "canceled canceled": mcp.TaskCancelled, "terminated": mcp.TaskFailed} {
-		if got := summaryState("id", words).Status; got != want {
-			t.Errorf("%q: %s, want %s", words, got, want)
+	for _, tc := range []struct {
+		words []string
+		want  mcp.TaskStatus
+	}{
+		{[]string{"", "Running"}, mcp.TaskWorking},
+		{[]string{"waiting_approval", "Running"}, mcp.TaskInputRequired},
+		{[]string{"completed", "Completed"}, mcp.TaskCompleted},
+		{[]string{"failed", ""}, mcp.TaskCompleted},
+		{[]string{"canceled", "Canceled"}, mcp.TaskCancelled},
+		{[]string{"Terminated"}, mcp.TaskCompleted},
+		{[]string{"TimedOut"}, mcp.TaskCompleted},
+		{[]string{"ContinuedAsNew"}, mcp.TaskWorking},
+	} {
+		if got := summaryState("id", tc.words...).Status; got != tc.want {
+			t.Errorf("%q: %s, want %s", tc.words, got, tc.want)
+		}
+	}
+	// Every status the services name maps as tasks/get maps it.
+	for name, v := range toolfleetv1.ProgramStatus_value {
+		x := strings.TrimPrefix(name, "PROGRAM_STATUS_")
+		if got, want := summaryState("id", strings.ToLower(x)).Status, taskStatus(toolfleetv1.ProgramStatus(v).String(), "PROGRAM_STATUS_"); got != want {
+			t.Errorf("%s: listed %s, got %s", name, got, want)
 		}
 	}
 }

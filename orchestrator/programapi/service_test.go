@@ -1,9 +1,7 @@
-package program_test
+package programapi_test
 
 import (
 	"context"
-	"errors"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -20,58 +18,23 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/structpb"
 
+	"github.com/toolfleet/toolfleet/e2e"
+	"github.com/toolfleet/toolfleet/e2e/programstack"
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
-	"github.com/toolfleet/toolfleet/gen/toolfleet/v1/toolfleetv1connect"
-	"github.com/toolfleet/toolfleet/orchestrator/agentapi"
 	"github.com/toolfleet/toolfleet/orchestrator/program"
 	"github.com/toolfleet/toolfleet/orchestrator/programapi"
 	"github.com/toolfleet/toolfleet/orchestrator/visibility"
 )
 
-// serve runs ProgramService over real Connect on loopback. The caller's
-// subject is the bearer token, standing in for the gateway's authentication;
-// "reader" holds only programs:read, every other subject every program scope.
-func serve(t *testing.T, s *stack) (toolfleetv1connect.ProgramServiceClient, *programapi.Service) {
-	t.Helper()
-	svc := &programapi.Service{
-		Programs: &program.Programs{Temporal: s.temporal, TaskQueue: s.queue, Config: s.cfg},
-		Events:   s.js,
-		Triggers: func() []*toolfleetv1.Trigger {
-			return []*toolfleetv1.Trigger{{Name: "orders", Subject: "toolfleet.triggers.orders", Target: "program"}}
-		},
-		Auth: func(_ context.Context, h http.Header) (agentapi.Caller, error) {
-			sub := strings.TrimPrefix(h.Get("Authorization"), "Bearer ")
-			switch sub {
-			case "":
-				return agentapi.Caller{}, errors.New("no subject")
-			case "reader":
-				return agentapi.Caller{Subject: sub, Scopes: []string{programapi.ScopeRead}}, nil
-			}
-			return agentapi.Caller{Subject: sub, Scopes: []string{programapi.ScopeRun, programapi.ScopeRead, programapi.ScopeApprove, "tools:call", "schematest:read"}}, nil
-		},
-	}
-	mux := http.NewServeMux()
-	mux.Handle(svc.Handler())
-	srv := httptest.NewServer(mux)
-	t.Cleanup(srv.Close)
-	return toolfleetv1connect.NewProgramServiceClient(srv.Client(), srv.URL), svc
-}
-
-func as[T any](subject string, msg *T) *connect.Request[T] {
-	req := connect.NewRequest(msg)
-	req.Header().Set("Authorization", "Bearer "+subject)
-	return req
-}
-
 func TestService(t *testing.T) {
 	t.Parallel()
-	s := startStack(t)
-	c, svc := serve(t, s)
+	s := programstack.Start(t, e2e.Options{}, program.Config{})
+	c, svc := programstack.Serve(t, s)
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 
 	args, _ := structpb.NewStruct(map[string]any{"n": 4})
-	run, err := c.RunProgram(ctx, as("alice", &toolfleetv1.RunProgramRequest{ProgramId: "svc-1", Wait: true, Args: args,
+	run, err := c.RunProgram(ctx, programstack.As("alice", &toolfleetv1.RunProgramRequest{ProgramId: "svc-1", Wait: true, Args: args,
 		Tools: []string{"Calculator.Add"}, Source: "print('adding')\nresult = Calculator_Add(a=args['n'], b=1).value['result']\n"}))
 	if err != nil {
 		t.Fatal(err)
@@ -84,7 +47,7 @@ func TestService(t *testing.T) {
 		t.Parallel()
 		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 		defer cancel()
-		res, err := c.RunProgram(ctx, as("alice", &toolfleetv1.RunProgramRequest{Source: "x = (1 +* 2)\n", Filename: "bad.star"}))
+		res, err := c.RunProgram(ctx, programstack.As("alice", &toolfleetv1.RunProgramRequest{Source: "x = (1 +* 2)\n", Filename: "bad.star"}))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -97,15 +60,15 @@ func TestService(t *testing.T) {
 		t.Parallel()
 		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 		defer cancel()
-		_, err := c.GetProgram(ctx, as("mallory", &toolfleetv1.GetProgramRequest{ProgramId: "svc-1"}))
+		_, err := c.GetProgram(ctx, programstack.As("mallory", &toolfleetv1.GetProgramRequest{ProgramId: "svc-1"}))
 		if connect.CodeOf(err) != connect.CodeNotFound {
 			t.Fatalf("GetProgram as another subject: %v, want NotFound", err)
 		}
-		res, err := c.RunProgram(ctx, as("mallory", &toolfleetv1.RunProgramRequest{ProgramId: "svc-1", Wait: true, Source: "result = 0\n"}))
+		res, err := c.RunProgram(ctx, programstack.As("mallory", &toolfleetv1.RunProgramRequest{ProgramId: "svc-1", Wait: true, Source: "result = 0\n"}))
 		if connect.CodeOf(err) != connect.CodeAlreadyExists {
 			t.Fatalf("RunProgram with another subject's id: %v %v, want AlreadyExists", res, err)
 		}
-		_, err = c.CancelProgram(ctx, as("mallory", &toolfleetv1.CancelProgramRequest{ProgramId: "svc-1"}))
+		_, err = c.CancelProgram(ctx, programstack.As("mallory", &toolfleetv1.CancelProgramRequest{ProgramId: "svc-1"}))
 		if connect.CodeOf(err) != connect.CodeNotFound {
 			t.Fatalf("CancelProgram as another subject: %v, want NotFound", err)
 		}
@@ -116,11 +79,11 @@ func TestService(t *testing.T) {
 		defer cancel()
 		// 1 MiB of string fits the default budget (256 MiB), not one of 64 KiB.
 		src := "x = 'a' * (1 << 20)\nresult = len(x)\n"
-		res, err := c.RunProgram(ctx, as("alice", &toolfleetv1.RunProgramRequest{Wait: true, Source: src}))
+		res, err := c.RunProgram(ctx, programstack.As("alice", &toolfleetv1.RunProgramRequest{Wait: true, Source: src}))
 		if err != nil || res.Msg.GetStatus() != toolfleetv1.ProgramStatus_PROGRAM_STATUS_COMPLETED {
 			t.Fatalf("RunProgram with the default budget = %v, %v, want COMPLETED", res, err)
 		}
-		res, err = c.RunProgram(ctx, as("alice", &toolfleetv1.RunProgramRequest{Wait: true, Source: src,
+		res, err = c.RunProgram(ctx, programstack.As("alice", &toolfleetv1.RunProgramRequest{Wait: true, Source: src,
 			Limits: &toolfleetv1.ProgramLimits{MaxMemoryBytes: 64 << 10}}))
 		if err != nil {
 			t.Fatal(err)
@@ -128,7 +91,7 @@ func TestService(t *testing.T) {
 		if pe := res.Msg.GetProgramError(); pe.GetKind() != "limit" || pe.GetLimit() != program.LimitMemory || !strings.Contains(pe.GetMessage(), "65536 bytes") {
 			t.Fatalf("RunProgram with max_memory_bytes 64 KiB = %v, want a max_memory_bytes limit naming 65536 bytes", res.Msg)
 		}
-		_, err = c.RunProgram(ctx, as("alice", &toolfleetv1.RunProgramRequest{Source: src,
+		_, err = c.RunProgram(ctx, programstack.As("alice", &toolfleetv1.RunProgramRequest{Source: src,
 			Limits: &toolfleetv1.ProgramLimits{MaxMemoryBytes: program.MaxMemoryBytes + 1}}))
 		if connect.CodeOf(err) != connect.CodeInvalidArgument || !strings.Contains(err.Error(), program.LimitMemory) {
 			t.Fatalf("RunProgram over the memory ceiling: %v, want InvalidArgument naming %s", err, program.LimitMemory)
@@ -138,7 +101,7 @@ func TestService(t *testing.T) {
 		t.Parallel()
 		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 		defer cancel()
-		got, err := c.ListTriggers(ctx, as("alice", &toolfleetv1.ListTriggersRequest{}))
+		got, err := c.ListTriggers(ctx, programstack.As("alice", &toolfleetv1.ListTriggersRequest{}))
 		if err != nil || len(got.Msg.GetTriggers()) != 1 || got.Msg.GetTriggers()[0].GetName() != "orders" {
 			t.Fatalf("ListTriggers = %v, %v", got, err)
 		}
@@ -150,7 +113,7 @@ func TestService(t *testing.T) {
 		t.Parallel()
 		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 		defer cancel()
-		_, err := c.RunProgram(ctx, as("reader", &toolfleetv1.RunProgramRequest{Source: "result = 1\n"}))
+		_, err := c.RunProgram(ctx, programstack.As("reader", &toolfleetv1.RunProgramRequest{Source: "result = 1\n"}))
 		if connect.CodeOf(err) != connect.CodePermissionDenied {
 			t.Fatalf("RunProgram as reader: %v, want PermissionDenied", err)
 		}
@@ -161,15 +124,12 @@ func TestService(t *testing.T) {
 		defer cancel()
 		var late programapi.Late
 		late.Set(svc)
-		srv := grpc.NewServer()
-		late.RegisterGRPC(srv)
-		lis, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		go func() { _ = srv.Serve(lis) }()
-		t.Cleanup(srv.Stop)
-		conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+		srv := httptest.NewUnstartedServer(&late) // its handler speaks gRPC over cleartext HTTP/2
+		srv.Config.Protocols = new(http.Protocols)
+		srv.Config.Protocols.SetUnencryptedHTTP2(true)
+		srv.Start()
+		t.Cleanup(srv.Close)
+		conn, err := grpc.NewClient(srv.Listener.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -204,7 +164,7 @@ func TestService(t *testing.T) {
 		t.Parallel()
 		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 		defer cancel()
-		got, err := c.GetProgram(ctx, as("alice", &toolfleetv1.GetProgramRequest{ProgramId: "svc-1"}))
+		got, err := c.GetProgram(ctx, programstack.As("alice", &toolfleetv1.GetProgramRequest{ProgramId: "svc-1"}))
 		if err != nil || !got.Msg.GetDone() || got.Msg.GetResult().GetNumberValue() != 5 {
 			t.Fatalf("GetProgram = %v, %v", got, err)
 		}
@@ -213,7 +173,7 @@ func TestService(t *testing.T) {
 		t.Parallel()
 		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 		defer cancel()
-		st, err := c.WatchProgram(ctx, as("alice", &toolfleetv1.WatchProgramRequest{ProgramId: "svc-1"}))
+		st, err := c.WatchProgram(ctx, programstack.As("alice", &toolfleetv1.WatchProgramRequest{ProgramId: "svc-1"}))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -233,13 +193,13 @@ func TestService(t *testing.T) {
 		t.Parallel()
 		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 		defer cancel()
-		res, err := c.RunProgram(ctx, as("alice", &toolfleetv1.RunProgramRequest{ProgramId: "svc-cancel",
+		res, err := c.RunProgram(ctx, programstack.As("alice", &toolfleetv1.RunProgramRequest{ProgramId: "svc-cancel",
 			Tools: []string{"SchemaTest.Types"}, Source: "SchemaTest_Types(s='never-approved')\n"}))
 		if err != nil || res.Msg.GetStatus() != toolfleetv1.ProgramStatus_PROGRAM_STATUS_RUNNING {
 			t.Fatalf("RunProgram = %v, %v", res, err)
 		}
 		for {
-			got, err := c.GetProgram(ctx, as("alice", &toolfleetv1.GetProgramRequest{ProgramId: "svc-cancel"}))
+			got, err := c.GetProgram(ctx, programstack.As("alice", &toolfleetv1.GetProgramRequest{ProgramId: "svc-cancel"}))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -258,14 +218,14 @@ func TestService(t *testing.T) {
 			case <-time.After(20 * time.Millisecond):
 			}
 		}
-		if _, err := c.CancelProgram(ctx, as("alice", &toolfleetv1.CancelProgramRequest{ProgramId: "svc-cancel"})); err != nil {
+		if _, err := c.CancelProgram(ctx, programstack.As("alice", &toolfleetv1.CancelProgramRequest{ProgramId: "svc-cancel"})); err != nil {
 			t.Fatal(err)
 		}
-		st, err := (&program.Programs{Temporal: s.temporal}).Wait(ctx, "svc-cancel")
+		st, err := (&program.Programs{Temporal: s.Temporal}).Wait(ctx, "svc-cancel")
 		if err != nil || st.Status != program.StatusCanceled {
 			t.Fatalf("after cancel: %+v, %v; want CANCELED", st, err)
 		}
-		if n := len(s.fleet.SchemaTest.TypesFor("never-approved")); n != 0 {
+		if n := len(s.Fleet.SchemaTest.TypesFor("never-approved")); n != 0 {
 			t.Fatalf("the tool ran %d times, want 0", n)
 		}
 	})
@@ -281,7 +241,7 @@ func TestService(t *testing.T) {
 			"deadline":       {Deadline: tenKYears},
 			"approval_wait":  {ApprovalWait: durationpb.New(-time.Second)},
 		} {
-			_, err := c.RunProgram(ctx, as("alice", &toolfleetv1.RunProgramRequest{Source: "result = 1\n", Limits: l}))
+			_, err := c.RunProgram(ctx, programstack.As("alice", &toolfleetv1.RunProgramRequest{Source: "result = 1\n", Limits: l}))
 			if connect.CodeOf(err) != connect.CodeInvalidArgument || !strings.Contains(err.Error(), field) {
 				t.Errorf("RunProgram with %v: %v, want InvalidArgument naming %s", l, err, field)
 			}
@@ -297,7 +257,7 @@ func TestService(t *testing.T) {
 			"a glob":        {ToolCall: &toolfleetv1.ProgramToolCall{ToolId: "SchemaTest.*"}},
 			"no tool":       {ToolCall: &toolfleetv1.ProgramToolCall{}},
 		} {
-			_, err := c.RunProgram(ctx, as("alice", req))
+			_, err := c.RunProgram(ctx, programstack.As("alice", req))
 			if connect.CodeOf(err) != connect.CodeInvalidArgument || !strings.Contains(err.Error(), "tool_call") {
 				t.Errorf("RunProgram %s: %v, want InvalidArgument naming tool_call", name, err)
 			}
@@ -308,7 +268,7 @@ func TestService(t *testing.T) {
 		// alice has programs enough for pages of one (visibility catches up).
 		var token []byte
 		for deadline := time.Now().Add(30 * time.Second); len(token) == 0; time.Sleep(100 * time.Millisecond) {
-			got, err := c.ListPrograms(ctx, as("alice", &toolfleetv1.ListProgramsRequest{PageSize: 1}))
+			got, err := c.ListPrograms(ctx, programstack.As("alice", &toolfleetv1.ListProgramsRequest{PageSize: 1}))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -317,7 +277,7 @@ func TestService(t *testing.T) {
 				t.Fatal("no page token for pages of one")
 			}
 		}
-		if _, err := c.ListPrograms(ctx, as("alice", &toolfleetv1.ListProgramsRequest{PageSize: 1, PageToken: token})); err != nil {
+		if _, err := c.ListPrograms(ctx, programstack.As("alice", &toolfleetv1.ListProgramsRequest{PageSize: 1, PageToken: token})); err != nil {
 			t.Errorf("the next page with the token given: %v", err)
 		}
 		// A made-up token, a garbled one and alice's in mallory's hands are
@@ -329,7 +289,7 @@ func TestService(t *testing.T) {
 			token []byte
 		}{"made up": {"alice", []byte("made up")}, "garbled": {"alice", garbled}, "another caller's": {"mallory", token}} {
 			start := time.Now()
-			_, err := c.ListPrograms(ctx, as(tc.who, &toolfleetv1.ListProgramsRequest{PageSize: 1, PageToken: tc.token}))
+			_, err := c.ListPrograms(ctx, programstack.As(tc.who, &toolfleetv1.ListProgramsRequest{PageSize: 1, PageToken: tc.token}))
 			if connect.CodeOf(err) != connect.CodeInvalidArgument || !strings.Contains(err.Error(), "start again without it") || time.Since(start) > 2*time.Second {
 				t.Errorf("%s page token: %v after %s, want InvalidArgument at once", name, err, time.Since(start))
 			}
@@ -339,17 +299,17 @@ func TestService(t *testing.T) {
 	t.Run("a program Temporal timed out is not listed running", func(t *testing.T) {
 		// A program whose workflow never ran a task (no worker polls its
 		// queue) and Temporal timed out: its ToolfleetStatus still says running.
-		if err := visibility.Ensure(ctx, s.temporal, s.namespace); err != nil {
+		if err := visibility.Ensure(ctx, s.Temporal, s.Namespace); err != nil {
 			t.Fatal(err)
 		}
-		_, err := s.temporal.ExecuteWorkflow(ctx, tclient.StartWorkflowOptions{ID: "svc-timed-out", TaskQueue: "nobody-polls",
+		_, err := s.Temporal.ExecuteWorkflow(ctx, tclient.StartWorkflowOptions{ID: "svc-timed-out", TaskQueue: "nobody-polls",
 			WorkflowExecutionTimeout: time.Second, Memo: map[string]any{"owner": "tim"},
 			TypedSearchAttributes: visibility.StartAttributes("tim", visibility.KindProgram, "")}, program.WorkflowName, program.Input{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
-			got, err := c.ListPrograms(ctx, as("tim", &toolfleetv1.ListProgramsRequest{}))
+			got, err := c.ListPrograms(ctx, programstack.As("tim", &toolfleetv1.ListProgramsRequest{}))
 			if err != nil {
 				t.Fatal(err)
 			}
