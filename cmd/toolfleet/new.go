@@ -39,7 +39,7 @@ and a k8s manifest. The contracts it imports are vendored under third_party/, so
 no buf registry is needed, and gen/ is generated at once with the buf and protoc
 plugins the module pins in go.mod (go tool buf generate proto, which go generate
 runs): nothing to install but Go. The first generation downloads and compiles buf
-(a minute or more); later ones take seconds.
+(minutes on a small machine); later ones take seconds.
 
 While toolfleet is not published, go.mod needs a replace directive to a toolfleet
 checkout: --toolfleet-dir, or found by itself when toolfleet new runs inside a
@@ -80,7 +80,7 @@ See docs/tool-authoring.md, "A toolkit in its own repository".`,
 			case !resolvable:
 				fmt.Fprintln(out, "gen/ not generated: go.mod cannot resolve toolfleet yet (see next)")
 			default:
-				fmt.Fprintln(out, "generating gen/ with the buf go.mod pins (the first time downloads and compiles buf: a minute or more)…")
+				fmt.Fprintln(out, "generating gen/ with the buf go.mod pins (the first time on a machine downloads and compiles buf: minutes)…")
 				if err := generate(cmd, dir, false); err != nil {
 					return err
 				}

@@ -11,7 +11,7 @@ import (
 )
 
 // DefaultGenerateTimeout bounds [Generate]: the first run downloads and
-// compiles buf (a minute or more on a cold cache), later ones take seconds.
+// compiles buf (minutes on a cold cache), later ones take seconds.
 const DefaultGenerateTimeout = 15 * time.Minute
 
 // Generator runs the go command in a scaffolded toolkit.
