@@ -9,7 +9,7 @@ BUF     := $(BIN)/buf
 PLUGINS := $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc $(BIN)/protoc-gen-connect-go
 PROTOVALIDATE := build/protovalidate/buf/validate/validate.proto
 
-.PHONY: all install check generate python-worker-descriptors tools lint vet fmt-check check-generated breaking test test-go test-k8s test-browser dev bench reliability fuzz kind-up kind-test
+.PHONY: all install check generate python-worker-descriptors tools lint vet fmt-check check-generated breaking test test-go test-k8s test-browser test-oauth dev bench reliability fuzz kind-up kind-test
 
 all: test
 
@@ -74,7 +74,9 @@ python-worker-descriptors:
 ## breaking: served tool contracts must never change incompatibly (see scripts/breaking.sh).
 breaking: tools $(PROTOVALIDATE)
 	@echo "==> buf breaking"
-	BUF=$(BUF) scripts/breaking.sh
+	BUF=$(BUF) GO=$(GO) scripts/breaking.sh
+	@echo "==> tools/credcheck tests (the credential-widening check breaking.sh runs)"
+	cd tools && $(GO) test -count=1 ./credcheck
 
 ## test-go: the Go test suite with the race detector.
 test-go:
@@ -94,6 +96,14 @@ test-browser:
 	cd e2e/browser && $(GO) mod tidy -diff && $(GO) vet ./... && \
 		$(GO) test -count=1 ./... $(if $(SCREENSHOTS),-update-screenshots)
 
+## test-oauth: the OAuth 2.0 / OpenID Connect tests against a real Ory Hydra (e2e/oauth, its own module;
+## Hydra is pinned as a Go tool in e2e/oauth/hydra, a module of its own, and built once with cgo
+## for its SQLite driver into the user cache: minutes on a cold cache, see e2e/oauth/README.md).
+test-oauth:
+	@echo "==> e2e/oauth (Ory Hydra: the OAuth/OIDC harness and the console's OpenID Connect sign-in)"
+	cd e2e/oauth/hydra && $(GO) mod tidy -diff
+	cd e2e/oauth && $(GO) mod tidy -diff && $(GO) vet ./... && $(GO) test -race -count=1 -timeout 30m ./...
+
 ## kind-up: deploy the fleet on the current kube context with `tilt ci` (OVERLAY=kind|kind-ha).
 OVERLAY ?= kind
 kind-up:
@@ -112,7 +122,7 @@ check:
 	GO=$(GO) scripts/check.sh
 
 ## test: everything CI checks.
-test: lint check-generated breaking test-go test-k8s test-browser
+test: lint check-generated breaking test-go test-k8s test-browser test-oauth
 
 ## dev: run the whole fleet in one process.
 dev:

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Fails when a tool contract (proto/tools/**) changes incompatibly.
+# Fails when a tool contract (proto/tools/**) changes incompatibly, including a
+# served version that widens its delegated credential (tools/credcheck).
 #
 # A served tool version must never break its callers: ship a new version instead.
 # Tool contracts are compared with the previous commit (or with HEAD when the work
@@ -38,6 +39,10 @@ if git rev-parse --verify -q "$base^{commit}" >/dev/null && mkdir "$tmp/base" &&
   if [ -d proto/tools ]; then
     echo "buf breaking: proto/tools against $base"
     "$BUF" breaking "$tmp/current.binpb" --against "$tmp/base/image.binpb" --path tools --exclude-imports
+    # buf compares descriptor shapes, not option values: a served version that asks
+    # its callers' accounts for more (ToolOptions.credential) is checked here.
+    echo "credcheck: delegated credentials of proto/tools against $base"
+    (cd tools && "${GO:-go}" run ./credcheck -against "$tmp/base/image.binpb" -path tools/ "$tmp/current.binpb")
   fi
 else
   echo "buf breaking: no contracts at $base, nothing to compare"

@@ -58,6 +58,25 @@ func TestParse(t *testing.T) {
 		{name: "nats url without scheme", args: []string{"--auth-disabled", "--nats-url", "nats:4222"}, wantErr: "--nats-url"},
 		{name: "zero shutdown bound", args: []string{"--auth-disabled", "--workers", "a:1", "--shutdown-timeout", "0s"}, wantErr: "--shutdown-timeout"},
 		{name: "bad log level", args: []string{"--auth-disabled", "--workers", "a:1", "--log-level", "loud"}, wantErr: "--log-level"},
+		{name: "console", args: []string{"--auth-disabled", "--workers", "a:1", "--console"},
+			check: func(t *testing.T, c Config) {
+				if !c.Console.Enabled || c.Console.OIDC.Enabled() {
+					t.Errorf("console %+v", c.Console)
+				}
+			}},
+		{name: "console sign-in without --console", args: []string{"--auth-disabled", "--workers", "a:1", "--console-oidc-issuer", "https://idp.example", "--console-oidc-client-id", "c"}, wantErr: "needs --console"},
+		{name: "console sign-in with a secret the provider cannot sign", args: []string{"--workers", "a:1", "--jwt-hs256-secret-file", secret, "--console",
+			"--console-oidc-issuer", "https://idp.example", "--console-oidc-client-id", "c"}, wantErr: "--jwt-jwks-url"},
+		{name: "console sign-in off loopback without a callback", args: []string{"--workers", "a:1", "--listen", "0.0.0.0:8080", "--jwt-jwks-url", "https://idp.example/keys", "--console",
+			"--console-oidc-issuer", "https://idp.example", "--console-oidc-client-id", "c"}, wantErr: "--console-oidc-redirect-url"},
+		{name: "console sign-in", args: []string{"--workers", "a:1", "--listen", "0.0.0.0:8080", "--jwt-jwks-url", "https://idp.example/keys", "--console",
+			"--console-oidc-issuer", "https://idp.example", "--console-oidc-client-id", "c", "--console-oidc-redirect-url", "https://tools.example/console/oidc/callback"},
+			env: map[string]string{"TOOLFLEET_CONSOLE_OIDC_AUDIENCE": "toolfleet"},
+			check: func(t *testing.T, c Config) {
+				if !c.Console.OIDC.Enabled() || c.Console.OIDC.Audience != "toolfleet" {
+					t.Errorf("console %+v", c.Console)
+				}
+			}},
 		{name: "malformed env value", args: []string{"--auth-disabled", "--workers", "a:1"},
 			env: map[string]string{"TOOLFLEET_DEFAULT_TIMEOUT": "soon"}, wantErr: "TOOLFLEET_DEFAULT_TIMEOUT"},
 		{name: "stray argument", args: []string{"--auth-disabled", "serve"}, wantErr: "unexpected arguments"},

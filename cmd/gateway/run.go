@@ -12,6 +12,7 @@ import (
 
 	"github.com/toolfleet/toolfleet/internal/telemetry"
 	"github.com/toolfleet/toolfleet/services/gateway"
+	"github.com/toolfleet/toolfleet/services/gateway/delegation"
 )
 
 // Exit codes of the binary.
@@ -56,15 +57,27 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 // gateway once it listens (tests use it to find the address).
 func serve(ctx context.Context, cfg Config, log *slog.Logger, started chan<- *gateway.Gateway) error {
 	orch := newOrchestration(cfg, log)
-	gcfg, err := cfg.gatewayConfig(log, orch.mounts())
+	cons, err := cfg.Console.server(&cfg)
+	if err != nil {
+		return fmt.Errorf("configure the console: %w", err)
+	}
+	creds, err := delegation.Open(ctx, cfg.ConnectionsFile, cfg.NATSURL, cfg.NATS, cfg.Assets, log)
+	if err != nil {
+		return err
+	}
+	defer creds.Close()
+	mounts := append(orch.mounts(), creds.Mounts()...)
+	gcfg, err := cfg.gatewayConfig(log, append(mounts, consoleMounts(cons)...))
 	if err != nil {
 		return err
 	}
 	gcfg.MCPTasks = orch.mcpTasks()
+	gcfg.Connections = creds.Tokens()
 	g, err := gateway.New(ctx, gcfg)
 	if err != nil {
 		return fmt.Errorf("configure the gateway: %w", err)
 	}
+	creds.Serving(g)
 	// Runs and programs connect in the background; their calls are
 	// UNAVAILABLE (and their health NOT_SERVING) until then. The goroutine is
 	// the gateway's: it ends with ctx, before serve returns.
@@ -80,6 +93,17 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger, started chan<- *ga
 		ostop()
 		<-orchDone
 	}()
+	if cons != nil {
+		// The console calls the APIs at the gateway's own address, known
+		// once it listens.
+		go func() {
+			select {
+			case <-g.Ready():
+				cons.Connect(selfURL(g.Addr()))
+			case <-ctx.Done():
+			}
+		}()
+	}
 	if started != nil {
 		go func() {
 			select {

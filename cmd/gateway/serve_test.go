@@ -5,6 +5,8 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -198,4 +200,67 @@ func TestReadyAfterNATSResources(t *testing.T) {
 			t.Errorf("ready, but the idempotency bucket: %v", err)
 		}
 	})
+}
+
+// TestConsoleMounted: with --console the gateway binary serves the console
+// at /console/ on its port, and the console reaches the APIs at the
+// gateway's own address (here: runs are not configured, which its page says).
+func TestConsoleMounted(t *testing.T) {
+	t.Parallel()
+	cfg := baseConfig()
+	cfg.Console.Enabled = true
+	g := startServe(t, cfg)
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	get := func(path string) (int, string, http.Header) {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+g.Addr()+path, nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		return resp.StatusCode, string(b), resp.Header
+	}
+	// Until the gateway listens the console has no API to call; then it
+	// reaches this gateway, which says runs are not configured.
+	for {
+		code, body, h := get("/console/runs")
+		if csp := h.Get("Content-Security-Policy"); !strings.Contains(csp, "frame-ancestors 'none'") {
+			t.Fatalf("GET /console/runs: %d, CSP %q", code, csp)
+		}
+		if strings.Contains(body, "does not serve agent runs") {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("the console never reached the gateway's AgentService: %d %.500s", code, body)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// Without --console there is no console.
+	g2 := startServe(t, baseConfig())
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+g2.Addr()+"/console/", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode == http.StatusOK {
+		t.Errorf("GET /console/ without --console: %d", resp.StatusCode)
+	}
+}
+
+func TestSelfURL(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]string{
+		"[::]:8080":     "http://127.0.0.1:8080",
+		"0.0.0.0:8080":  "http://127.0.0.1:8080",
+		"127.0.0.1:9":   "http://127.0.0.1:9",
+		"10.1.2.3:8080": "http://10.1.2.3:8080",
+		"[::1]:8080":    "http://[::1]:8080",
+	} {
+		if got := selfURL(in); got != want {
+			t.Errorf("selfURL(%q) = %q, want %q", in, got, want)
+		}
+	}
 }

@@ -15,7 +15,6 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 	"google.golang.org/protobuf/encoding/protojson"
-	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"sigs.k8s.io/yaml"
 
@@ -39,24 +38,35 @@ func newAgentCommand() *cobra.Command {
   toolfleet agent list                toolfleet agent send RUN_ID "And times 2?"
                                       toolfleet agent cancel RUN_ID
 
-get and list print text on a terminal and JSON when piped (-o json|text to choose).`,
+Every verb prints text on a terminal and JSON when piped (-o text|json|yaml to
+choose); watch prints one JSON object per event (-o json) or a YAML document
+per event (-o yaml).`,
 	}
+	var out output
 	pf := cmd.PersistentFlags()
 	af.registerAddr(pf)
+	out.register(pf)
 	config.BindEnv(pf, "TOOLFLEET")
-	cmd.PersistentPreRunE = func(*cobra.Command, []string) error { return applyEnvAndDev(pf) }
-	cmd.AddCommand(newAgentRunCommand(&af), newAgentWatchCommand(&af), newAgentGetCommand(&af), newAgentListCommand(&af),
-		newAgentDecideCommand(&af, true), newAgentDecideCommand(&af, false), newAgentCancelCommand(&af), newAgentSendCommand(&af))
+	cmd.PersistentPreRunE = func(*cobra.Command, []string) error {
+		if err := applyEnvAndDev(pf); err != nil {
+			return err
+		}
+		return out.validate()
+	}
+	cmd.AddCommand(newAgentRunCommand(&af, &out), newAgentWatchCommand(&af, &out), newAgentGetCommand(&af, &out), newAgentListCommand(&af, &out),
+		newAgentDecideCommand(&af, &out, true), newAgentDecideCommand(&af, &out, false), newAgentCancelCommand(&af, &out), newAgentSendCommand(&af, &out),
+		newAgentAnswerCommand(&af))
+	explainErrors(cmd, &af)
 	return cmd
 }
 
-func newAgentRunCommand(af *gatewayFlags) *cobra.Command {
+func newAgentRunCommand(af *gatewayFlags, out *output) *cobra.Command {
 	var (
-		specFile, model, system, runID, protocol string
-		tools, approve                           []string
-		maxTurns, maxCalls                       int32
-		deadline                                 time.Duration
-		sequential, codeMode, watch              bool
+		specFile, model, system, runID, protocol, questions string
+		tools, approve                                      []string
+		maxTurns, maxCalls                                  int32
+		deadline                                            time.Duration
+		sequential, codeMode, watch                         bool
 	)
 	cmd := &cobra.Command{
 		Use:   "run [prompt]",
@@ -90,6 +100,16 @@ func newAgentRunCommand(af *gatewayFlags) *cobra.Command {
 			set("tool-protocol", func() { req.ToolProtocol = protocol })
 			set("sequential", func() { req.Sequential = sequential })
 			set("code-mode", func() { req.CodeMode = codeMode })
+			if f.Changed("questions") {
+				switch questions {
+				case "ask":
+					req.Questions = toolfleetv1.QuestionPolicy_QUESTION_POLICY_ASK
+				case "decline":
+					req.Questions = toolfleetv1.QuestionPolicy_QUESTION_POLICY_DECLINE
+				default:
+					return fmt.Errorf("--questions %q: want ask or decline", questions)
+				}
+			}
 			if f.Changed("approve-tools") {
 				req.Approval = &toolfleetv1.ApprovalPolicy{Tools: approve}
 			}
@@ -120,10 +140,9 @@ func newAgentRunCommand(af *gatewayFlags) *cobra.Command {
 			}
 			id := resp.Msg.GetRunId()
 			if !watch {
-				fmt.Fprintln(cmd.OutOrStdout(), id)
-				return nil
+				return out.done(cmd.OutOrStdout(), id, resp.Msg)
 			}
-			return watchRun(cmd.Context(), c, id, 0, cmd.OutOrStdout())
+			return watchRun(cmd.Context(), c, id, 0, cmd.OutOrStdout(), out, 0)
 		},
 	}
 	f := cmd.Flags()
@@ -134,6 +153,7 @@ func newAgentRunCommand(af *gatewayFlags) *cobra.Command {
 	f.StringSliceVar(&tools, "tools", []string{"Calculator.*", "Clock.*", "KV.*", "JSONQuery.*"}, "tool ids or globs the model may call")
 	f.StringVar(&protocol, "tool-protocol", "", "native (default), auto, fenced, hermes, xml or an open-model dialect (docs/formats.md)")
 	f.StringSliceVar(&approve, "approve-tools", nil, "tool ids or globs whose calls need approval in this run")
+	f.StringVar(&questions, "questions", "ask", "a tool's questions to the run's people: ask (wait for 'agent answer') or decline (the model is told)")
 	f.Int32Var(&maxTurns, "max-turns", 0, "budget: model turns (0 = default)")
 	f.Int32Var(&maxCalls, "max-tool-calls", 0, "budget: tool calls (0 = default)")
 	f.DurationVar(&deadline, "deadline", 0, "budget: wall-clock time of the run (0 = default)")
@@ -143,7 +163,7 @@ func newAgentRunCommand(af *gatewayFlags) *cobra.Command {
 	return cmd
 }
 
-func newAgentWatchCommand(af *gatewayFlags) *cobra.Command {
+func newAgentWatchCommand(af *gatewayFlags, out *output) *cobra.Command {
 	var after uint64
 	cmd := &cobra.Command{
 		Use:   "watch RUN_ID",
@@ -154,33 +174,20 @@ func newAgentWatchCommand(af *gatewayFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return watchRun(cmd.Context(), c, args[0], after, cmd.OutOrStdout())
+			return watchRun(cmd.Context(), c, args[0], after, cmd.OutOrStdout(), out, 0)
 		},
 	}
 	cmd.Flags().Uint64Var(&after, "after", 0, "resume after this event sequence")
 	return cmd
 }
 
-func printJSON(w io.Writer, m proto.Message) error {
-	b, err := protojson.MarshalOptions{Multiline: true, EmitUnpopulated: false}.Marshal(m)
-	if err != nil {
-		return err
-	}
-	_, err = fmt.Fprintln(w, string(b))
-	return err
-}
-
-func newAgentGetCommand(af *gatewayFlags) *cobra.Command {
+func newAgentGetCommand(af *gatewayFlags, out *output) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "get RUN_ID",
 		Short: "Show a run: status, turns, tool calls, usage, pending approvals and answer",
 		Args:  cobra.ExactArgs(1),
 	}
-	out := addOutputFlag(cmd)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
-		if err := out.validate(); err != nil {
-			return err
-		}
 		c, err := af.runs()
 		if err != nil {
 			return err
@@ -189,25 +196,21 @@ func newAgentGetCommand(af *gatewayFlags) *cobra.Command {
 		if err != nil {
 			return err
 		}
-		if w := cmd.OutOrStdout(); !out.json(w) {
+		if w := cmd.OutOrStdout(); !out.structured(w) {
 			return printRun(w, resp.Msg)
 		}
-		return printJSON(cmd.OutOrStdout(), resp.Msg)
+		return out.proto(cmd.OutOrStdout(), resp.Msg)
 	}
 	return cmd
 }
 
-func newAgentListCommand(af *gatewayFlags) *cobra.Command {
+func newAgentListCommand(af *gatewayFlags, out *output) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "list",
-		Short: "List your runs, newest first: id, workflow state, start and end time",
+		Short: "List your runs, newest first: id, status, model, start and end time",
 		Args:  cobra.NoArgs,
 	}
-	out := addOutputFlag(cmd)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		if err := out.validate(); err != nil {
-			return err
-		}
 		c, err := af.runs()
 		if err != nil {
 			return err
@@ -217,21 +220,21 @@ func newAgentListCommand(af *gatewayFlags) *cobra.Command {
 			return err
 		}
 		w := cmd.OutOrStdout()
-		if out.json(w) {
-			return writeProtoList(w, resp.Msg.GetRuns())
+		if out.structured(w) {
+			return protoList(*out, w, resp.Msg.GetRuns())
 		}
-		// STATE is the run's workflow: an answered run that waits for a
-		// follow-up message is Running here and completed in `agent get`.
-		tw := newTable(w, "RUN ID", "STATE", "STARTED", "ENDED")
+		// STATUS is the one `agent get` shows (an answered run that waits for a
+		// follow-up message is completed, though its workflow still runs).
+		tw := newTable(w, "RUN ID", "STATUS", "MODEL", "STARTED", "ENDED")
 		for _, r := range resp.Msg.GetRuns() {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", r.GetRunId(), r.GetState(), when(r.GetStartedAt()), when(r.GetClosedAt()))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", r.GetRunId(), listedStatus(r), orDash(r.GetModel()), when(r.GetStartedAt()), when(r.GetClosedAt()))
 		}
 		return tw.Flush()
 	}
 	return cmd
 }
 
-func newAgentDecideCommand(af *gatewayFlags, approve bool) *cobra.Command {
+func newAgentDecideCommand(af *gatewayFlags, out *output, approve bool) *cobra.Command {
 	var reason string
 	use, short := "deny CALL_ID", "Deny a pending tool call (the model is told the reason)"
 	if approve {
@@ -258,8 +261,8 @@ CALL_ID is the call's id as 'toolfleet approvals list' and 'agent get' show it
 				RunId: runID, CallId: callID, Approved: approve, Reason: reason})); err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%s %s (run %s)\n", decided(approve), callID, runID)
-			return nil
+			return out.done(cmd.OutOrStdout(), fmt.Sprintf("%s %s (run %s)", decided(approve), callID, runID),
+				decision{RunID: runID, CallID: callID, Decision: decided(approve)})
 		},
 	}
 	if !approve {
@@ -291,7 +294,7 @@ func callOwner(kind string, args []string) (owner, callID string, err error) {
 	return owner, callID, nil
 }
 
-func newAgentCancelCommand(af *gatewayFlags) *cobra.Command {
+func newAgentCancelCommand(af *gatewayFlags, out *output) *cobra.Command {
 	return &cobra.Command{
 		Use:   "cancel RUN_ID",
 		Short: "Cancel a run and its in-flight calls",
@@ -304,13 +307,13 @@ func newAgentCancelCommand(af *gatewayFlags) *cobra.Command {
 			if _, err := c.CancelRun(cmd.Context(), connect.NewRequest(&toolfleetv1.CancelRunRequest{RunId: args[0]})); err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "cancelling run %s (see it end with: toolfleet agent get %s)\n", args[0], args[0])
-			return nil
+			return out.done(cmd.OutOrStdout(), fmt.Sprintf("cancelling run %s (see it end with: toolfleet agent get %s)", args[0], args[0]),
+				change{RunID: args[0], Change: "cancelling"})
 		},
 	}
 }
 
-func newAgentSendCommand(af *gatewayFlags) *cobra.Command {
+func newAgentSendCommand(af *gatewayFlags, out *output) *cobra.Command {
 	var watch bool
 	cmd := &cobra.Command{
 		Use:   "send RUN_ID MESSAGE",
@@ -321,15 +324,25 @@ func newAgentSendCommand(af *gatewayFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			// The run's turns so far: its watch replays them, and the answer
+			// to this message is the first "completed" after them.
+			var turns int32
+			if watch {
+				got, err := c.GetRun(cmd.Context(), connect.NewRequest(&toolfleetv1.GetRunRequest{RunId: args[0]}))
+				if err != nil {
+					return err
+				}
+				turns = got.Msg.GetTurns()
+			}
 			if _, err := c.SendMessage(cmd.Context(), connect.NewRequest(&toolfleetv1.SendMessageRequest{
 				RunId: args[0], Message: llm.User(args[1])})); err != nil {
 				return err
 			}
 			if !watch {
-				fmt.Fprintf(cmd.OutOrStdout(), "sent to run %s (follow it with: toolfleet agent watch %s)\n", args[0], args[0])
-				return nil
+				return out.done(cmd.OutOrStdout(), fmt.Sprintf("sent to run %s (follow it with: toolfleet agent watch %s)", args[0], args[0]),
+					change{RunID: args[0], Change: "sent"})
 			}
-			return watchRun(cmd.Context(), c, args[0], 0, cmd.OutOrStdout())
+			return watchRun(cmd.Context(), c, args[0], 0, cmd.OutOrStdout(), out, turns)
 		},
 	}
 	cmd.Flags().BoolVar(&watch, "watch", false, "watch the run until it answers again")
@@ -358,6 +371,8 @@ type view struct {
 	// Tokens of the turns seen so far; whole-run totals when watching from the start.
 	tokensIn, tokensOut int64
 	fromStart           bool
+	doc                 *output // set: each event is one JSON or YAML document
+	pastTurn            int32   // completions up to this turn do not end the watch
 }
 
 var spinnerFrames = []string{"⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"}
@@ -422,8 +437,17 @@ func (v *view) delta(d *toolfleetv1.RunDelta) {
 
 // watchRun streams the run's events and deltas to w until the run ends; a
 // dropped stream is resumed after the last event seen.
-func watchRun(ctx context.Context, c toolfleetv1connect.AgentServiceClient, runID string, after uint64, w io.Writer) error {
-	v := &view{w: w, tty: isTerminal(w), attempt: map[int32]int32{}, fromStart: after == 0}
+//
+// With -o json or yaml it prints each event as one document instead: no
+// deltas, no spinner.
+//
+// A "completed" event of a turn up to pastTurn is one the run already
+// answered before a follow-up message: the watch goes on past it.
+func watchRun(ctx context.Context, c toolfleetv1connect.AgentServiceClient, runID string, after uint64, w io.Writer, out *output, pastTurn int32) error {
+	v := &view{w: w, tty: isTerminal(w), attempt: map[int32]int32{}, fromStart: after == 0, pastTurn: pastTurn}
+	if out.chosen() {
+		v.tty, v.doc = false, out
+	}
 	if v.tty {
 		ticker := time.NewTicker(100 * time.Millisecond)
 		defer ticker.Stop()
@@ -450,7 +474,7 @@ func watchRun(ctx context.Context, c toolfleetv1connect.AgentServiceClient, runI
 	const maxWatchFailures = 30
 	delay := 200 * time.Millisecond
 	for failures := 0; failures < maxWatchFailures; failures++ {
-		stream, err := c.WatchRun(ctx, connect.NewRequest(&toolfleetv1.WatchRunRequest{RunId: runID, AfterSeq: after, Deltas: true}))
+		stream, err := c.WatchRun(ctx, connect.NewRequest(&toolfleetv1.WatchRunRequest{RunId: runID, AfterSeq: after, Deltas: v.doc == nil}))
 		if err != nil {
 			if !retryable(err) {
 				return err
@@ -472,7 +496,7 @@ func watchRun(ctx context.Context, c toolfleetv1connect.AgentServiceClient, runI
 			if err != nil && ctx.Err() == nil && !retryable(err) {
 				return err
 			}
-			if err != nil && ctx.Err() == nil {
+			if err != nil && ctx.Err() == nil && v.doc == nil {
 				v.line(styleDim.Render("(watch interrupted: " + err.Error() + "; resuming)"))
 			}
 		}
@@ -501,6 +525,20 @@ func (v *view) usage(u *toolfleetv1.Usage) string {
 
 // event renders one run event; done is true after the terminal one.
 func (v *view) event(ctx context.Context, c toolfleetv1connect.AgentServiceClient, ev *toolfleetv1.RunEvent, calls map[string]time.Time, started time.Time) (bool, error) {
+	if v.doc != nil {
+		if err := v.doc.streamItem(v.w, ev); err != nil {
+			return true, err
+		}
+		switch ev.GetKind() {
+		case "completed":
+			return ev.GetTurn() > v.pastTurn, nil
+		case "cancelled":
+			return true, errReportedf("run %s was cancelled", ev.GetRunId())
+		case "failed":
+			return true, errReportedf("run %s ended: %s", ev.GetRunId(), ev.GetMessage())
+		}
+		return false, nil
+	}
 	switch ev.GetKind() {
 	case "started":
 		v.line(styleTurn.Render("▶ run "+ev.GetRunId()) + styleDim.Render(" ("+ev.GetMessage()+")"))
@@ -531,6 +569,10 @@ func (v *view) event(ctx context.Context, c toolfleetv1connect.AgentServiceClien
 	case "approval.decided":
 		v.line("  ! " + ev.GetMessage())
 	case "completed", "failed", "cancelled":
+		if ev.GetKind() == "completed" && ev.GetTurn() <= v.pastTurn {
+			v.line(styleOK.Render("✓ " + ev.GetMessage()))
+			return false, nil
+		}
 		v.spin("")
 		usage := ""
 		if st, err := c.GetRun(ctx, connect.NewRequest(&toolfleetv1.GetRunRequest{RunId: ev.GetRunId()})); err == nil {
@@ -556,4 +598,20 @@ func (v *view) event(ctx context.Context, c toolfleetv1connect.AgentServiceClien
 // errReportedf is an error already shown to the user.
 func errReportedf(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{errReported}, args...)...)
+}
+
+// listedStatus is a listed run's status as `agent get` words it; a run
+// started without search attributes shows its workflow's state instead.
+func listedStatus(r *toolfleetv1.RunSummary) string {
+	if r.GetStatus() == toolfleetv1.RunStatus_RUN_STATUS_UNSPECIFIED {
+		return r.GetState()
+	}
+	return strings.ToLower(strings.TrimPrefix(r.GetStatus().String(), "RUN_STATUS_"))
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }

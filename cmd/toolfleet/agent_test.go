@@ -95,11 +95,12 @@ func TestAgentCLI(t *testing.T) {
 	if err != nil || json.Unmarshal([]byte(out), &runs) != nil || len(runs) == 0 || runs[0]["runId"] == nil {
 		t.Fatalf("agent list (JSON): %v\n%s", err, out)
 	}
-	if out, err := run("agent", "list", "-o", "text"); err != nil || !tableHas(out, []string{"RUN ID", "STATE", "STARTED", "ENDED"}, "cli-run") {
-		t.Fatalf("agent list -o text: %v, want a header row and cli-run\n%s", err, out)
+	if out, err := run("agent", "list", "-o", "text"); err != nil || !tableHas(out, []string{"RUN ID", "STATUS", "MODEL", "STARTED", "ENDED"}, "cli-run") ||
+		!strings.Contains(grepLines(out, "cli-run "), " completed ") {
+		t.Fatalf("agent list -o text: %v, want a header row and cli-run completed (as agent get says)\n%s", err, out)
 	}
-	if out, err := run("agent", "list", "-o", "yaml"); err == nil || !strings.Contains(err.Error(), "want auto, json or text") {
-		t.Errorf("agent list -o yaml: %v, want the choices named\n%s", err, out)
+	if out, err := run("agent", "list", "-o", "table"); err == nil || !strings.Contains(err.Error(), "want auto, text, json or yaml") {
+		t.Errorf("agent list -o table: %v, want the choices named\n%s", err, out)
 	}
 	// The built-in demo model needs no key: the run a new user starts first
 	// goes through the real gateway and the bundled workers to completion.

@@ -18,22 +18,25 @@ func newApprovalsCommand() *cobra.Command {
 	var gf gatewayFlags
 	cmd := &cobra.Command{
 		Use:   "approvals",
-		Short: "Calls waiting for a human, across your agent runs and programs",
+		Short: "Calls waiting for a human (approvals and tools' questions), across your agent runs and programs",
 	}
+	var out output
 	pf := cmd.PersistentFlags()
 	gf.register(pf)
+	out.register(pf)
 	config.BindEnv(pf, "TOOLFLEET")
-	cmd.PersistentPreRunE = func(*cobra.Command, []string) error { return applyEnvAndDev(pf) }
-	list := &cobra.Command{
-		Use:   "list",
-		Short: "List pending approvals: kind, run or program id, call id, tool, waiting since; decide with agent|program approve/deny CALL_ID",
-		Args:  cobra.NoArgs,
-	}
-	out := addOutputFlag(list)
-	list.RunE = func(cmd *cobra.Command, _ []string) error {
-		if err := out.validate(); err != nil {
+	cmd.PersistentPreRunE = func(*cobra.Command, []string) error {
+		if err := applyEnvAndDev(pf); err != nil {
 			return err
 		}
+		return out.validate()
+	}
+	list := &cobra.Command{
+		Use:   "list",
+		Short: "List pending approvals and questions: kind, run or program id, call id, tool, what it waits for, since; decide with agent|program approve/deny CALL_ID, answer with agent answer CALL_ID",
+		Args:  cobra.NoArgs,
+	}
+	list.RunE = func(cmd *cobra.Command, _ []string) error {
 		ctx, cancel := context.WithTimeout(cmd.Context(), gf.Timeout)
 		defer cancel()
 		items, err := listApprovals(ctx, &gf)
@@ -41,25 +44,31 @@ func newApprovalsCommand() *cobra.Command {
 			return err
 		}
 		w := cmd.OutOrStdout()
-		if out.json(w) {
-			return writePendingJSON(w, items)
+		if out.structured(w) {
+			return out.pending(w, items)
 		}
 		if len(items) == 0 {
-			fmt.Fprintln(w, "No call waits for approval.")
+			fmt.Fprintln(w, "No call waits for approval or an answer.")
 			return nil
 		}
-		tw := newTable(w, "KIND", "RUN OR PROGRAM", "CALL ID", "TOOL", "WAITING SINCE")
+		tw := newTable(w, "KIND", "RUN OR PROGRAM", "CALL ID", "TOOL", "WAITS FOR", "WAITING SINCE")
 		for _, it := range items {
+			if q := it.question; q != nil {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", it.kind, it.id, q.GetCallId(), q.GetToolId(), "answer:"+q.GetKey(), when(q.GetRequestedAt()))
+				continue
+			}
 			a := it.approval
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", it.kind, it.id, a.GetCallId(), a.GetToolId(), when(a.GetRequestedAt()))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", it.kind, it.id, a.GetCallId(), a.GetToolId(), "approval", when(a.GetRequestedAt()))
 		}
 		if err := tw.Flush(); err != nil {
 			return err
 		}
 		fmt.Fprintln(w, "Decide with: toolfleet agent approve CALL_ID (a run's call) or toolfleet program approve CALL_ID (a program's); deny the same way.")
+		fmt.Fprintln(w, "Answer a question with: toolfleet agent answer CALL_ID --json '{...}' (a run's; see agent get RUN_ID for its fields) or toolfleet program answer CALL_ID (a program's).")
 		return nil
 	}
 	cmd.AddCommand(list)
+	explainErrors(cmd, &gf)
 	return cmd
 }
 
@@ -96,6 +105,9 @@ func listApprovals(ctx context.Context, gf *gatewayFlags) ([]pendingItem, error)
 			continue // ended or restarting in between: nothing to decide now
 		}
 		print("run", r.GetRunId(), got.Msg.GetPendingApprovals())
+		for _, q := range got.Msg.GetPendingQuestions() {
+			items = append(items, pendingItem{kind: "run", id: r.GetRunId(), question: q})
+		}
 	}
 	lp, err := programs.ListPrograms(ctx, connect.NewRequest(&toolfleetv1.ListProgramsRequest{PageSize: maxApprovalScan}))
 	if err != nil {
@@ -111,6 +123,9 @@ func listApprovals(ctx context.Context, gf *gatewayFlags) ([]pendingItem, error)
 			continue
 		}
 		print("program", p.GetProgramId(), got.Msg.GetPendingApprovals())
+		for _, q := range got.Msg.GetPendingQuestions() {
+			items = append(items, pendingItem{kind: "program", id: p.GetProgramId(), question: q})
+		}
 	}
 	return items, nil
 }

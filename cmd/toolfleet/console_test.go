@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"errors"
+	"html"
 	"io"
 	"log/slog"
 	"net/http"
@@ -14,7 +16,13 @@ import (
 	"testing"
 	"time"
 
+	"connectrpc.com/connect"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
+	"github.com/toolfleet/toolfleet/gen/toolfleet/v1/toolfleetv1connect"
 	"github.com/toolfleet/toolfleet/internal/devstack/devstacktest"
+	"github.com/toolfleet/toolfleet/internal/syncbuf"
 	"github.com/toolfleet/toolfleet/services/console"
 )
 
@@ -154,6 +162,12 @@ func TestConsole(t *testing.T) {
 		t.Errorf("the finished run's page lacks its escaped answer:\n%s", body)
 	}
 	assertInert(t, "the run page", body)
+	// The run page's calls (from history): the approved call, its attempts; the budgets; continuing a finished run.
+	for _, want := range []string{`id="run-calls"`, callID, "approved by alice", "1 attempt", `id="run-budgets"`, "Continue the run"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the finished run's page lacks %q", want)
+		}
+	}
 	stream = alice.events(ctx, runID, 10*time.Second)
 	for _, want := range []string{"approved by alice", "event: end", "data: completed"} {
 		if !strings.Contains(stream, want) {
@@ -161,6 +175,118 @@ func TestConsole(t *testing.T) {
 		}
 	}
 	assertInert(t, "the finished run's stream", stream)
+
+	// The live inbox: a call that starts waiting reaches the open stream (the
+	// header's count and the list) without a reload; bob's stream never shows it.
+	aliceLive := alice.stream(ctx, "/console/inbox/events")
+	bobLive := bob.stream(ctx, "/console/inbox/events")
+	waitFor(ctx, t, "the live inbox's first count", func() bool { return strings.Contains(aliceLive.String(), "event: count\ndata: 0\n") })
+	res, _ = alice.post("/console/runs", url.Values{"model": {"scripted:hostile.yaml"}, "tools": {"Calculator.*"},
+		"approve": {"Calculator.*"}, "prompt": {"add 2 and 3"}})
+	m = regexp.MustCompile(`/console/runs/(run-[a-z0-9]+)$`).FindStringSubmatch(res.Request.URL.Path)
+	if m == nil {
+		t.Fatalf("starting a second run did not open its page: %s", res.Request.URL)
+	}
+	second := m[1] + "/1/0"
+	waitFor(ctx, t, "the live inbox to show the second run's call", func() bool {
+		live := aliceLive.String()
+		return strings.Contains(live, "event: count\ndata: 1\n") && strings.Contains(live, second)
+	})
+	if res, _ := alice.post("/console/runs/"+m[1]+"/decide", url.Values{"call_id": {second}, "decision": {"deny"}, "reason": {"not now"}, "back": {"inbox"}}); res.StatusCode != http.StatusOK {
+		t.Errorf("denying from the inbox: %d", res.StatusCode)
+	}
+	waitFor(ctx, t, "the live inbox to drop the denied call", func() bool {
+		live := aliceLive.String()
+		return strings.Count(live, "event: count\ndata: 0\n") >= 2
+	})
+	if live := bobLive.String(); strings.Contains(live, second) || strings.Contains(live, "data: 1\n") || !strings.Contains(live, "event: count\ndata: 0\n") {
+		t.Errorf("bob's live inbox:\n%s", live)
+	}
+
+	// Filters: the runs list asks the API (server-side, from visibility).
+	waitFor(ctx, t, "the run to be listed as completed with its tool", func() bool {
+		_, body := alice.get("/console/runs?status=completed&tool=Calculator.Add&model=scripted%3Ahostile.yaml")
+		return strings.Contains(body, runID)
+	})
+	for _, q := range []string{"status=running", "model=scripted%3Aother", "tool=KV.Delete", "from=2099-01-01T00%3A00"} {
+		if res, body := alice.get("/console/runs?" + q); res.StatusCode != http.StatusOK || strings.Contains(body, runID) || !strings.Contains(body, "No runs match") {
+			t.Errorf("runs?%s: %d, want no match\n%s", q, res.StatusCode, body)
+		}
+	}
+	// A hostile filter value is refused in words, and never widens the list.
+	res, body = alice.get("/console/runs?started_by=" + url.QueryEscape("x' OR ToolfleetPrincipal != '"))
+	if res.StatusCode != http.StatusOK || !strings.Contains(body, "quotes, backslashes") || strings.Contains(body, runID) {
+		t.Errorf("a hostile filter: %d\n%s", res.StatusCode, body)
+	}
+	if _, body := bob.get("/console/runs?started_by=alice"); strings.Contains(body, runID) {
+		t.Errorf("bob's filter on alice's runs shows her run")
+	}
+
+	// Programs: alice's program, its page with source, calls and limits; bob sees none of it.
+	progs := toolfleetv1connect.NewProgramServiceClient(http.DefaultClient, base)
+	preq := connect.NewRequest(&toolfleetv1.RunProgramRequest{ProgramId: "console-prog", Tools: []string{"Calculator.*"}, Wait: true,
+		Source: "r = Calculator_Add(a=40, b=2)\nresult = {'sum': r.value['result'], 'note': '<script>alert(5)</script><img src=x onerror=alert(6)>'}\n"})
+	preq.Header().Set("Authorization", "Bearer "+tenantToken(t, cfg.JWTSecret, "alice", "programs:run", "programs:read", "tools:call", "calculator:use"))
+	if pr, err := progs.RunProgram(ctx, preq); err != nil || pr.Msg.GetStatus() != toolfleetv1.ProgramStatus_PROGRAM_STATUS_COMPLETED {
+		t.Fatalf("RunProgram: %v %v", pr, err)
+	}
+	if _, body := alice.get("/console/programs"); !strings.Contains(body, "console-prog") {
+		t.Errorf("alice's programs list lacks her program:\n%s", body)
+	}
+	res, body = alice.get("/console/programs/console-prog")
+	for _, want := range []string{"Calculator_Add(a=40, b=2)", "console-prog/1", `&#34;a&#34;: 40`, "Tool calls", `id="program-status">completed<`,
+		"&lt;script&gt;alert(5)&lt;/script&gt;"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the program page lacks %q (%d):\n%s", want, res.StatusCode, body)
+		}
+	}
+	assertInert(t, "the program page", body)
+	if res, body := bob.get("/console/programs/console-prog"); res.StatusCode != http.StatusNotFound || strings.Contains(body, "Calculator_Add") {
+		t.Errorf("bob opened alice's program page: %d", res.StatusCode)
+	}
+	if _, body := bob.get("/console/programs"); strings.Contains(body, "console-prog") {
+		t.Errorf("bob's programs list shows alice's program")
+	}
+
+	// Tools: the catalog, a tool's page with a form from its schema, a call
+	// through the gateway, and a validation error worded as the gateway words it.
+	if _, body := alice.get("/console/tools"); !strings.Contains(body, "Calculator.Add") || !strings.Contains(body, "KV.Delete") {
+		t.Errorf("the tools page lacks Calculator.Add or KV.Delete:\n%s", body)
+	}
+	addURL := "/console/tools/Calculator.Add"
+	if _, body := alice.get(addURL); !strings.Contains(body, `name="in.a"`) || !strings.Contains(body, `name="in.b"`) {
+		t.Errorf("the Calculator.Add page has no form fields a and b:\n%s", body)
+	}
+	if res, _ := alice.postRaw(addURL, url.Values{"in.a": {"1"}, "in.b": {"2"}}); res.StatusCode != http.StatusForbidden {
+		t.Errorf("try-it without a CSRF token: %d, want 403", res.StatusCode)
+	}
+	if res, body := alice.post(addURL, url.Values{"in.a": {"40"}, "in.b": {"2"}}); res.StatusCode != http.StatusOK || !regexp.MustCompile(`id="outcome-value">[^<]*42`).MatchString(body) {
+		t.Errorf("try-it 40+2: %d\n%s", res.StatusCode, body)
+	}
+	gw := toolfleetv1connect.NewToolGatewayServiceClient(http.DefaultClient, base)
+	bad, _ := structpb.NewStruct(map[string]any{"a": "forty", "b": 2})
+	creq := connect.NewRequest(&toolfleetv1.CallToolRequest{ToolId: "Calculator.Add", Input: bad})
+	creq.Header().Set("Authorization", "Bearer "+tenantToken(t, cfg.JWTSecret, "alice", "tools:call"))
+	_, callErr := gw.CallTool(ctx, creq)
+	var ce *connect.Error
+	if !errors.As(callErr, &ce) || connect.CodeOf(callErr) != connect.CodeInvalidArgument {
+		t.Fatalf("the gateway took a=forty: %v", callErr)
+	}
+	var gatewayWords string
+	for _, d := range ce.Details() {
+		if v, err := d.Value(); err == nil {
+			if ve, ok := v.(*toolfleetv1.ValidationError); ok {
+				gatewayWords = ve.GetMessage()
+			}
+		}
+	}
+	res, body = alice.post(addURL, url.Values{"in.a": {"forty"}, "in.b": {"2"}})
+	if gatewayWords == "" || res.StatusCode != http.StatusUnprocessableEntity || !strings.Contains(body, html.EscapeString(gatewayWords)) || !strings.Contains(body, `id="field-errors"`) {
+		t.Errorf("try-it a=forty: %d, want the gateway's words %q and the field's error\n%s", res.StatusCode, gatewayWords, body)
+	}
+	if res, body := alice.post("/console/tools/KV.Delete", url.Values{"in.key": {"x"}}); res.StatusCode != http.StatusUnprocessableEntity || !strings.Contains(body, "asks a person to approve each call") {
+		t.Errorf("try-it of a tool needing approval: %d, want it refused in words\n%s", res.StatusCode, body)
+	}
 
 	// Paging: a page token from the API round-trips through the link.
 	if res, _ := alice.get("/console/runs?page=!!!"); res.StatusCode != http.StatusBadRequest {
@@ -284,6 +410,34 @@ func (b *consoleBrowser) signIn(subject string) {
 }
 
 // events reads a run's SSE stream for up to d (it ends by itself once the run ended).
+// stream reads the SSE stream at path into a buffer until the test ends.
+func (b *consoleBrowser) stream(ctx context.Context, path string) *syncbuf.Buffer {
+	b.t.Helper()
+	ctx, cancel := context.WithCancel(ctx)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, b.base+path, nil)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	c := *b.client
+	c.Timeout = 0
+	res, err := c.Do(req)
+	if err != nil || res.Header.Get("Content-Type") != "text/event-stream" {
+		b.t.Fatalf("stream %s: %v %v", path, res, err)
+	}
+	var buf syncbuf.Buffer
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, _ = io.Copy(&buf, res.Body)
+	}()
+	b.t.Cleanup(func() {
+		cancel()
+		res.Body.Close()
+		<-done
+	})
+	return &buf
+}
+
 func (b *consoleBrowser) events(ctx context.Context, runID string, d time.Duration) string {
 	b.t.Helper()
 	ctx, cancel := context.WithTimeout(ctx, d)

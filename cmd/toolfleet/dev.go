@@ -25,6 +25,7 @@ import (
 	"github.com/toolfleet/toolfleet/sdk/natsconn"
 	"github.com/toolfleet/toolfleet/services/console"
 	"github.com/toolfleet/toolfleet/services/gateway"
+	"github.com/toolfleet/toolfleet/services/gateway/delegation"
 	"github.com/toolfleet/toolfleet/services/gateway/ratelimit"
 )
 
@@ -66,6 +67,11 @@ type devConfig struct {
 	LimitsFile string
 	// StoreShare is the gateway's --store-share (gateway.ParseStoreShare).
 	StoreShare string
+	// OIDC is an identity provider for the gateway and the console's
+	// sign-in (devoidc.go).
+	OIDC devOIDC
+	// ConnectionsFile configures delegated credentials (docs/credentials.md; "" = none).
+	ConnectionsFile string
 	// NoOrchestrator starts no orchestrator in the process: one started
 	// separately (cmd/orchestrator) runs the agent runs and programs, so a
 	// test can kill it (docs/reliability.md).
@@ -86,6 +92,9 @@ func (c devConfig) validate() error {
 	}
 	if c.JWTSecret == "" && !isLoopback(c.Host) {
 		return fmt.Errorf("--host %s is not loopback: the gateway needs auth, set --gateway-jwt-secret", c.Host)
+	}
+	if err := c.OIDC.validate(c.JWTSecret); err != nil {
+		return err
 	}
 	if c.StopTimeout <= 0 {
 		return fmt.Errorf("--stop-timeout must be positive")
@@ -148,11 +157,13 @@ on its own. Ctrl-C stops it.`,
 	f.StringVar(&cfg.ModelKeyDir, "model-key-dir", "", "folder that model key references file:NAME read from (empty: file references refused)")
 	f.StringArrayVar(&cfg.Workers, "worker", nil, "folder of a worker's main package to build, run and restart on change (repeatable; e.g. --worker . in a toolkit's repository)")
 	f.BoolVar(&cfg.Conformance, "conformance", false, "also serve the Conformance toolkit: the fixture tools of the official MCP conformance suite, under the names it calls (docs/mcp.md)")
+	f.StringVar(&cfg.ConnectionsFile, "connections-file", "", "JSON file of the OAuth providers you connect your accounts at, for tools that act with them (docs/credentials.md); empty: such tools are refused")
 	f.StringVar(&cfg.StoreShare, "store-share", "", "the part of each gateway store (toolfleet_calls, toolfleet_results, TOOLFLEET_CALL_EVENTS) one principal may hold, e.g. 1/8 or 12.5%; empty: 1/8; none: no share (docs/operations.md \"Store shares\")")
 	f.StringVar(&cfg.LimitsFile, "limits-file", "", "YAML or JSON file of the gateway's rate limits and quotas per principal and per tool (docs/operations.md); empty: no limits")
 	f.StringVar(&cfg.DevFile, "dev-file", defaultDevFile, "file the fleet's addresses are written to while dev runs, where the other toolfleet commands look for the gateway (empty: none)")
 	f.BoolVar(&cfg.NoOrchestrator, "no-orchestrator", false, "start no orchestrator in this process: run cmd/orchestrator against this dev's NATS, Temporal and gateway (the banner prints its command line); the gateway still serves agent runs and programs, through Temporal, once that orchestrator has made its buckets")
 	f.StringVar(&cfg.ScriptDir, "script-dir", ".", "folder that scripted:NAME.yaml model scripts are read from (docs/agents.md; empty: script files refused)")
+	cfg.OIDC.addFlags(f)
 	config.BindEnv(f, "TOOLFLEET")
 	// After BindEnv: these name their TOOLFLEET_NATS_* and TOOLFLEET_JS_*
 	// variables themselves.
@@ -217,6 +228,9 @@ func runDev(ctx context.Context, cfg devConfig, stdout, stderr io.Writer) error 
 		defer cancel()
 		_ = flush(fctx)
 	}()
+	if err := checkDevCanStart(cfg); err != nil {
+		return err
+	}
 	startCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	began := time.Now()
@@ -275,6 +289,7 @@ func runDev(ctx context.Context, cfg devConfig, stdout, stderr io.Writer) error 
 	}
 	printFleet(stdout, fl, cfg.JWTSecret != "", natsHint)
 	fmt.Fprintf(stdout, "  Console      http://%s%s   (docs/console.md)\n", fl.Gateway.Addr(), console.Prefix)
+	cfg.OIDC.banner(stdout)
 	for _, w := range cfg.Workers {
 		fmt.Fprintf(stdout, "  Your worker  %s   (from source: rebuilt on change and swapped in once ready; building/ready lines and its output on stderr)\n", w)
 	}
@@ -320,6 +335,8 @@ type devServices struct {
 	// stopExternal ends serving runs and programs for an external
 	// orchestrator (--no-orchestrator; else nil).
 	stopExternal func()
+	// creds are the delegated credentials (--connections-file).
+	creds *delegation.Wiring
 }
 
 // devServiceOptions are what runDev sets up before the services start.
@@ -341,15 +358,27 @@ type devServiceOptions struct {
 // is the caller's). Tests run the same fleet with it.
 func startDevServices(ctx context.Context, stack *devstack.Stack, cfg devConfig, o devServiceOptions) (*devServices, error) {
 	agents, programs, orchMetrics := &agentMount{}, &programMount{}, metrics.New()
-	cons, err := devConsole(cfg)
+	cons, err := devConsole(cfg, stack)
 	if err != nil {
 		return nil, err
 	}
-	fl, err := startFleet(ctx, fleetConfig{Host: cfg.Host, GatewayPort: cfg.GatewayPort, JWTSecret: cfg.JWTSecret,
+	creds, err := delegation.Open(ctx, cfg.ConnectionsFile, stack.NATS.URL(), cfg.NATS, cfg.Assets, o.Logger)
+	if err != nil {
+		return nil, err
+	}
+	started := false
+	defer func() {
+		if !started {
+			creds.Close()
+		}
+	}()
+	mounts := append([]gateway.Mount{agents.mount(), programs.mount(), metricsMount(orchMetrics), consoleMount(cons)}, creds.Mounts()...)
+	fl, err := startFleet(ctx, fleetConfig{Host: cfg.Host, GatewayPort: cfg.GatewayPort, JWTSecret: cfg.JWTSecret, IdP: cfg.OIDC,
 		AllowedOrigins: cfg.AllowedOrigins, NATSURL: stack.NATS.URL(), NATS: cfg.NATS, Assets: cfg.Assets, Logger: o.Logger,
-		Mounts: []gateway.Mount{agents.mount(), programs.mount(), metricsMount(orchMetrics), consoleMount(cons)}, MCPTasks: mcpTasks(agents, programs), Tracing: o.Tracing, Conformance: cfg.Conformance,
-		Limits: o.Limits, StoreShare: cfg.StoreShare})
+		Mounts: mounts, MCPTasks: mcpTasks(agents, programs), Tracing: o.Tracing, Conformance: cfg.Conformance,
+		Limits: o.Limits, StoreShare: cfg.StoreShare, Connections: creds.Tokens()})
 	if err == nil {
+		creds.Serving(fl.Gateway)
 		cons.Connect("http://" + fl.Gateway.Addr())
 		err = fl.waitToolkits(ctx, fl.Toolkits...)
 		if err != nil {
@@ -366,7 +395,8 @@ func startDevServices(ctx context.Context, stack *devstack.Stack, cfg devConfig,
 			_ = fl.stop()
 			return nil, err
 		}
-		return &devServices{fleet: fl, stopExternal: stopExternal}, nil
+		started = true
+		return &devServices{fleet: fl, stopExternal: stopExternal, creds: creds}, nil
 	}
 
 	rcfg := runner.Config{TemporalAddress: stack.Temporal.Address(), Namespace: stack.Namespace(),
@@ -393,7 +423,8 @@ func startDevServices(ctx context.Context, stack *devstack.Stack, cfg devConfig,
 	}
 	agents.serve(orch, fl.Gateway)
 	programs.serve(orch, fl.Gateway)
-	return &devServices{fleet: fl, orch: orch}, nil
+	started = true
+	return &devServices{fleet: fl, orch: orch, creds: creds}, nil
 }
 
 // stop stops the orchestrator (or the services served for an external one),
@@ -405,7 +436,9 @@ func (s *devServices) stop() error {
 	if s.stopExternal != nil {
 		s.stopExternal()
 	}
-	return s.fleet.stop()
+	err := s.fleet.stop()
+	s.creds.Close()
+	return err
 }
 
 // isLoopback reports whether host (a name or an address) is loopback only.

@@ -74,6 +74,7 @@ func newDevTokenCommand() *cobra.Command {
 	var (
 		secret, sub, scopes string
 		ttl                 time.Duration
+		out                 output
 	)
 	cmd := &cobra.Command{
 		Use:   "token",
@@ -85,10 +86,16 @@ with (--gateway-jwt-secret, or $TOOLFLEET_GATEWAY_JWT_SECRET for both), for
   export TOOLFLEET_GATEWAY_JWT_SECRET=$(openssl rand -hex 32)
   toolfleet dev &
   export TOOLFLEET_TOKEN=$(toolfleet dev token --sub alice --scopes 'tools:call tools:approve')
-  toolfleet tools call Calculator.Add '{"a": 2, "b": 3}'`,
+  toolfleet tools call Calculator.Add '{"a": 2, "b": 3}'
+
+It prints the token alone (-o text, the default even when piped, so $(…)
+captures it), or -o json|yaml: the token with its subject, scopes and expiry.`,
 		Args: cobra.NoArgs,
 		PreRunE: func(cmd *cobra.Command, _ []string) error {
-			return config.ApplyEnv(cmd.Flags(), "TOOLFLEET")
+			if err := config.ApplyEnv(cmd.Flags(), "TOOLFLEET"); err != nil {
+				return err
+			}
+			return out.validate()
 		},
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if secret == "" {
@@ -109,6 +116,14 @@ with (--gateway-jwt-secret, or $TOOLFLEET_GATEWAY_JWT_SECRET for both), for
 			if err != nil {
 				return err
 			}
+			if out.chosen() {
+				return out.value(cmd.OutOrStdout(), struct {
+					Token     string    `json:"token"`
+					Subject   string    `json:"sub"`
+					Scopes    []string  `json:"scopes"`
+					ExpiresAt time.Time `json:"expiresAt"`
+				}{tok, sub, list, now.Add(ttl).UTC().Truncate(time.Second)})
+			}
 			fmt.Fprintln(cmd.OutOrStdout(), tok)
 			fmt.Fprintf(cmd.ErrOrStderr(), "token for %s with %s, valid until %s: pass it with --token or $TOOLFLEET_TOKEN\n",
 				sub, strings.Join(list, " "), now.Add(ttl).Local().Format(time.DateTime))
@@ -120,6 +135,7 @@ with (--gateway-jwt-secret, or $TOOLFLEET_GATEWAY_JWT_SECRET for both), for
 	f.StringVar(&sub, "sub", "dev", "the token's subject: who the gateway and the orchestrator see calling")
 	f.StringVar(&scopes, "scopes", strings.Join(devUserScopes, " "), "scopes, space- or comma-separated (docs/gateway.md, docs/agents.md, docs/programs.md)")
 	f.DurationVar(&ttl, "ttl", 12*time.Hour, "how long the token is valid")
+	f.StringVarP(&out.mode, "output", "o", "text", "output: text (the token alone), json or yaml (the token, subject, scopes and expiry)")
 	config.BindEnv(f, "TOOLFLEET")
 	return cmd
 }

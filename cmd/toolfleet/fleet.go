@@ -9,6 +9,7 @@ import (
 	"net"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -42,6 +43,8 @@ type fleetConfig struct {
 	GatewayPort int
 	// JWTSecret turns on HS256 bearer auth; empty = auth off (loopback only).
 	JWTSecret string
+	// IdP adds an identity provider's tokens (JWKS) beside JWTSecret's.
+	IdP devOIDC
 	// AllowedOrigins are browser origins trusted by the gateway (gateway.Config).
 	AllowedOrigins []string
 	NATSURL        string
@@ -64,6 +67,9 @@ type fleetConfig struct {
 	// StoreShare is the gateway's --store-share (gateway.ParseStoreShare;
 	// checked by the caller).
 	StoreShare string
+	// Connections gives tools acting with their caller's account its tokens
+	// (gateway.Config.Connections; package delegation); nil: none.
+	Connections gateway.TokenSource
 }
 
 // fleet is the running gateway and bundled workers.
@@ -165,6 +171,7 @@ func startFleet(ctx context.Context, cfg fleetConfig) (_ *fleet, err error) {
 	auth := gateway.AuthConfig{Disabled: cfg.JWTSecret == ""}
 	if cfg.JWTSecret != "" {
 		auth.HS256Secret = []byte(cfg.JWTSecret)
+		cfg.IdP.apply(&auth)
 	}
 	share, err := gateway.ParseStoreShare(cfg.StoreShare)
 	if err != nil {
@@ -184,6 +191,7 @@ func startFleet(ctx context.Context, cfg fleetConfig) (_ *fleet, err error) {
 		Tracing:        cfg.Tracing,
 		Limits:         cfg.Limits,
 		StoreShare:     share,
+		Connections:    cfg.Connections,
 		// The bundled workers run in this process and announce before the
 		// gateway starts: they answer its probe within milliseconds, so a
 		// short warm-up keeps dev's start (which waits for readiness) fast.
@@ -194,12 +202,12 @@ func startFleet(ctx context.Context, cfg fleetConfig) (_ *fleet, err error) {
 	}
 	f.run(runCtx, "gateway", g.Run)
 	if err := waitReady(ctx, g.Ready(), f.errs); err != nil {
-		return nil, fmt.Errorf("gateway: %w", err)
+		return nil, prefixed("gateway", err)
 	}
 	// Listening is not ready: wait until its JetStream assets exist, so
 	// that an asset NATS refuses stops dev here with the reason.
 	if err := waitServing(ctx, g, f.errs); err != nil {
-		return nil, fmt.Errorf("gateway: %w", err)
+		return nil, prefixed("gateway", err)
 	}
 	f.Gateway = g
 	return f, nil
@@ -208,9 +216,18 @@ func startFleet(ctx context.Context, cfg fleetConfig) (_ *fleet, err error) {
 func (f *fleet) run(ctx context.Context, what string, run func(context.Context) error) {
 	f.wg.Go(func() {
 		if err := run(ctx); err != nil {
-			f.errs <- fmt.Errorf("%s: %w", what, err)
+			f.errs <- prefixed(what, err)
 		}
 	})
+}
+
+// prefixed is err said as what's: one "what: " prefix, not one per layer
+// that passed it on ("gateway: gateway: gateway: listen").
+func prefixed(what string, err error) error {
+	if strings.HasPrefix(err.Error(), what+": ") {
+		return err
+	}
+	return fmt.Errorf("%s: %w", what, err)
 }
 
 // waitReady waits for ready, a start failure, or ctx.

@@ -200,8 +200,9 @@ func TestFrontDoor(t *testing.T) {
 		}
 		got := &toolfleetv1.GetRunResponse{}
 		call := pending(func() (string, error) { return run("agent", "get", "fd-run") }, got)
-		if out, err := run("approvals", "list", "-o", "text"); err != nil || !tableHas(out, []string{"KIND", "RUN OR PROGRAM", "CALL ID", "TOOL", "WAITING SINCE"}, "run") ||
-			!strings.Contains(strings.Join(strings.Fields(out), " "), "run fd-run "+call+" Calculator.Multiply") {
+		if out, err := run("approvals", "list", "-o", "text"); err != nil || !tableHas(out, []string{"KIND", "RUN OR PROGRAM", "CALL ID", "TOOL", "WAITS FOR", "WAITING SINCE"}, "run") ||
+			!strings.Contains(strings.Join(strings.Fields(out), " "), "run fd-run "+call+" Calculator.Multiply") ||
+			!strings.Contains(grepLines(out, "run "), " approval ") {
 			t.Errorf("approvals list -o text: %v, want the run's call\n%s", err, out)
 		}
 		if out, err := run("approvals", "list", "-o", "json"); err != nil || !strings.Contains(out, `"runId": "fd-run"`) || !strings.Contains(out, `"callId": "`+call+`"`) {

@@ -3,12 +3,18 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net"
 	"net/http"
 	"strings"
+	"sync/atomic"
+	"syscall"
 	"time"
 
 	"connectrpc.com/connect"
+	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"google.golang.org/grpc"
 
 	"github.com/toolfleet/toolfleet/gen/toolfleet/v1/toolfleetv1connect"
 	"github.com/toolfleet/toolfleet/sdk/client"
@@ -23,6 +29,58 @@ type gatewayFlags struct {
 	Token   string
 	Timeout time.Duration
 	Connect bool
+
+	refused atomic.Bool // a dial to the gateway was refused: nothing listens there
+}
+
+// noGatewayError is a command's failure when nothing listens at the gateway
+// address: it says how to start one.
+type noGatewayError struct{ addr string }
+
+func (e *noGatewayError) Error() string {
+	return fmt.Sprintf("no gateway at %s: start one with `toolfleet dev` (or set --gateway)", e.addr)
+}
+
+// dial connects to the gateway, noting a refused connection.
+func (g *gatewayFlags) dial(ctx context.Context, addr string) (net.Conn, error) {
+	c, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
+	if errors.Is(err, syscall.ECONNREFUSED) {
+		g.refused.Store(true)
+	}
+	return c, err
+}
+
+// explain is err, or a noGatewayError when the command failed because the
+// gateway refused the connection (a dial error deep in gRPC's or Connect's
+// words otherwise).
+func (g *gatewayFlags) explain(err error) error {
+	if err == nil || !g.refused.Load() {
+		return err
+	}
+	var ee *exitError
+	var down *noGatewayError
+	if errors.As(err, &ee) || errors.As(err, &down) {
+		return err // reported already, or says it already
+	}
+	return &noGatewayError{addr: g.Gateway}
+}
+
+// explainErrors makes every command under cmd that talks to the gateway
+// through gf fail with explain's error.
+func explainErrors(cmd *cobra.Command, gf *gatewayFlags) {
+	for _, c := range cmd.Commands() {
+		explainErrors(c, gf)
+		if run := c.RunE; run != nil {
+			c.RunE = func(cmd *cobra.Command, args []string) error { return gf.explain(run(cmd, args)) }
+		}
+	}
+}
+
+// httpClient is the HTTP client of Connect calls: it dials with dial.
+func (g *gatewayFlags) httpClient() *http.Client {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.DialContext = func(ctx context.Context, _, addr string) (net.Conn, error) { return g.dial(ctx, addr) }
+	return &http.Client{Transport: t}
 }
 
 // registerAddr declares --gateway and --token.
@@ -46,12 +104,12 @@ func (g *gatewayFlags) client() (*client.Client, error) {
 	if g.Timeout <= 0 {
 		return nil, errors.New("--timeout must be positive")
 	}
-	opts := []client.Option{client.WithTimeout(g.Timeout)}
+	opts := []client.Option{client.WithTimeout(g.Timeout), client.WithDialOptions(grpc.WithContextDialer(g.dial))}
 	if g.Token != "" {
 		opts = append(opts, client.WithToken(g.Token))
 	}
 	if g.Connect {
-		opts = append(opts, client.WithConnect(nil))
+		opts = append(opts, client.WithConnect(g.httpClient()))
 	}
 	return client.New(g.Gateway, opts...)
 }
@@ -62,7 +120,7 @@ func (g *gatewayFlags) runs() (toolfleetv1connect.AgentServiceClient, error) {
 	if err != nil {
 		return nil, err
 	}
-	return toolfleetv1connect.NewAgentServiceClient(http.DefaultClient, base, opts...), nil
+	return toolfleetv1connect.NewAgentServiceClient(g.httpClient(), base, opts...), nil
 }
 
 // programs speaks Connect (HTTP) to the gateway's ProgramService.
@@ -71,7 +129,7 @@ func (g *gatewayFlags) programs() (toolfleetv1connect.ProgramServiceClient, erro
 	if err != nil {
 		return nil, err
 	}
-	return toolfleetv1connect.NewProgramServiceClient(http.DefaultClient, base, opts...), nil
+	return toolfleetv1connect.NewProgramServiceClient(g.httpClient(), base, opts...), nil
 }
 
 // connectBase is the gateway's base URL and the options that send the token.

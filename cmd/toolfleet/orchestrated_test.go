@@ -33,6 +33,16 @@ func startTraced(ctx context.Context, t *testing.T, stack *devstack.Stack, model
 // (nil: its own) set.
 func startWith(ctx context.Context, t *testing.T, stack *devstack.Stack, models agent.Models, tracing bool, m *metrics.Metrics, mounts ...gateway.Mount) (*fleet, *runner.Orchestrator) {
 	t.Helper()
+	return startConfigured(ctx, t, stack, models, func(c *runner.Config) { c.Tracing, c.Metrics = tracing, m }, mounts...)
+}
+
+// startConfigured is startOrchestrated with the orchestrator's configuration
+// changed by configure.
+func startConfigured(ctx context.Context, t *testing.T, stack *devstack.Stack, models agent.Models, configure func(*runner.Config), mounts ...gateway.Mount) (*fleet, *runner.Orchestrator) {
+	t.Helper()
+	var rc runner.Config
+	configure(&rc)
+	tracing := rc.Tracing
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	f, err := startFleet(ctx, fleetConfig{Host: "127.0.0.1", NATSURL: stack.NATS.URL(), Logger: logger, Mounts: mounts, Tracing: tracing})
 	if err != nil {
@@ -42,9 +52,9 @@ func startWith(ctx context.Context, t *testing.T, stack *devstack.Stack, models 
 	if err := f.waitToolkits(ctx, f.Toolkits...); err != nil {
 		t.Fatal(err)
 	}
-	o, err := runner.Start(ctx, runner.Config{TemporalAddress: stack.Temporal.Address(), Namespace: stack.Namespace(),
-		NATSURL: stack.NATS.URL(), GatewayAddress: f.Gateway.Addr(), Models: models, MemoryStorage: true, Logger: logger,
-		Tracing: tracing, Metrics: m})
+	rc.TemporalAddress, rc.Namespace, rc.NATSURL, rc.GatewayAddress = stack.Temporal.Address(), stack.Namespace(), stack.NATS.URL(), f.Gateway.Addr()
+	rc.Models, rc.MemoryStorage, rc.Logger = models, true, logger
+	o, err := runner.Start(ctx, rc)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -28,19 +28,30 @@ func newProgramCommand() *cobra.Command {
 		Short: "Check and run Starlark programs that call many tools durably",
 		Long: `program runs Starlark scripts inside a Temporal workflow: each tool call is a
 durable activity, so a crash mid-script resumes without repeating finished calls.
-See docs/programs.md for the builtins and limits.`,
+See docs/programs.md for the builtins and limits.
+
+Every verb prints text on a terminal and JSON when piped (-o text|json|yaml to
+choose); a program's result is JSON (or YAML with -o yaml).`,
 	}
+	var out output
 	pf := cmd.PersistentFlags()
 	gf.register(pf)
+	out.register(pf)
 	config.BindEnv(pf, "TOOLFLEET")
-	cmd.PersistentPreRunE = func(*cobra.Command, []string) error { return applyEnvAndDev(pf) }
-	cmd.AddCommand(newProgramCheckCommand(&gf), newProgramRunCommand(&gf), newProgramStubsCommand(&gf),
-		newProgramGetCommand(&gf), newProgramListCommand(&gf), newProgramWatchCommand(&gf), newProgramDecideCommand(&gf, true),
-		newProgramDecideCommand(&gf, false), newProgramCancelCommand(&gf))
+	cmd.PersistentPreRunE = func(*cobra.Command, []string) error {
+		if err := applyEnvAndDev(pf); err != nil {
+			return err
+		}
+		return out.validate()
+	}
+	cmd.AddCommand(newProgramCheckCommand(&gf, &out), newProgramRunCommand(&gf, &out), newProgramStubsCommand(&gf, &out),
+		newProgramGetCommand(&gf, &out), newProgramListCommand(&gf, &out), newProgramWatchCommand(&gf, &out), newProgramDecideCommand(&gf, &out, true),
+		newProgramDecideCommand(&gf, &out, false), newProgramCancelCommand(&gf, &out), newProgramAnswerCommand(&gf))
+	explainErrors(cmd, &gf)
 	return cmd
 }
 
-func newProgramCheckCommand(gf *gatewayFlags) *cobra.Command {
+func newProgramCheckCommand(gf *gatewayFlags, out *output) *cobra.Command {
 	var offline bool
 	cmd := &cobra.Command{
 		Use:   "check FILE.star",
@@ -62,11 +73,22 @@ naming the closest tools it does. Otherwise, or with --offline, it only compiles
 			tools := toolsOf(chk)
 			var served map[string]string // tool name → the id the gateway resolves it to
 			if f := cmd.Flag("gateway"); f != nil && f.Changed && !offline && len(tools) > 0 {
-				if served, err = resolveTools(cmd.Context(), gf, args[0], tools); err != nil {
+				defs, err := resolveTools(cmd.Context(), gf, args[0], tools)
+				if err != nil {
 					return err
+				}
+				if err := checkArguments(args[0], chk, defs); err != nil {
+					return err
+				}
+				served = map[string]string{}
+				for name, d := range defs {
+					served[name] = d.GetId()
 				}
 			}
 			w := cmd.OutOrStdout()
+			if out.chosen() {
+				return out.value(w, checkReport(args[0], chk, tools, served))
+			}
 			fmt.Fprintf(w, "%s compiles.\n", args[0])
 			switch {
 			case len(tools) == 0:
@@ -92,25 +114,76 @@ naming the closest tools it does. Otherwise, or with --offline, it only compiles
 	return cmd
 }
 
+// checkedTool is one tool of `program check -o json`: its name in the
+// script and, when the gateway was asked, the id it resolves to.
+type checkedTool struct {
+	Name string `json:"name"`
+	ID   string `json:"id,omitempty"`
+}
+
+// checkReport is what `program check -o json|yaml` prints.
+func checkReport(file string, chk *program.Check, tools []string, served map[string]string) any {
+	list := make([]checkedTool, len(tools))
+	for i, t := range tools {
+		list[i] = checkedTool{Name: t, ID: served[t]}
+	}
+	return struct {
+		File      string        `json:"file"`
+		Compiles  bool          `json:"compiles"`
+		Resolved  bool          `json:"resolved"` // the gateway was asked about every tool
+		Tools     []checkedTool `json:"tools"`
+		HasResult bool          `json:"hasResult"`
+	}{file, true, served != nil, list, chk.HasResult}
+}
+
+// checkArguments checks the arguments of every call whose tool the source
+// names against that tool's input schema (program.CheckCall): one error
+// listing every problem with its position.
+func checkArguments(file string, chk *program.Check, defs map[string]*toolfleetv1.ToolDefinition) error {
+	var problems []string
+	for _, site := range chk.Sites {
+		def := defs[site.Tool]
+		if kit, tool, ok := strings.Cut(site.Tool, "_"); def == nil && ok {
+			def = defs[kit+"."+tool]
+		}
+		if def == nil {
+			continue
+		}
+		t, err := program.ToolOf(def)
+		if err != nil {
+			return err
+		}
+		for _, p := range program.CheckCall(t, site) {
+			problems = append(problems, "  "+site.Position+": "+p)
+		}
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("%s compiles, but %d of its calls do not fit their tools' inputs:\n%s", file, len(problems), strings.Join(problems, "\n"))
+	}
+	return nil
+}
+
 // resolveTools looks every tool up at the gateway, as a call would resolve
-// it, and returns the ids they resolve to. Tools the gateway does not serve
-// are one error, each with the gateway's closest tools.
-func resolveTools(ctx context.Context, gf *gatewayFlags, file string, tools []string) (map[string]string, error) {
+// it, and returns their definitions. Tools the gateway does not serve are
+// one error, each with the gateway's closest tools.
+func resolveTools(ctx context.Context, gf *gatewayFlags, file string, tools []string) (map[string]*toolfleetv1.ToolDefinition, error) {
 	c, err := gf.client()
 	if err != nil {
 		return nil, err
 	}
 	defer c.Close()
-	served := map[string]string{}
+	served := map[string]*toolfleetv1.ToolDefinition{}
 	var unknown []string
 	for _, t := range tools {
 		def, err := c.GetTool(ctx, t)
 		var se *client.ServerError
 		switch {
 		case err == nil:
-			served[t] = def.GetId()
+			served[t] = def
 		case errors.As(err, &se) && se.Answered && se.Code == codes.NotFound:
 			unknown = append(unknown, "  "+se.Message)
+		case errors.As(err, &se) && !se.Answered && gf.refused.Load():
+			return nil, fmt.Errorf("%s compiles, but its tools cannot be checked: %w; or pass --offline to only compile", file, &noGatewayError{addr: gf.Gateway})
 		case errors.As(err, &se) && !se.Answered:
 			return nil, fmt.Errorf("%s compiles, but its tools cannot be checked: the gateway at %s is not answering (%s); "+
 				"start it with 'toolfleet dev', or pass --offline to only compile", file, gf.Gateway, se.Message)
@@ -162,7 +235,7 @@ func readSource(path string) (string, error) {
 	return string(b), nil
 }
 
-func newProgramStubsCommand(gf *gatewayFlags) *cobra.Command {
+func newProgramStubsCommand(gf *gatewayFlags, out *output) *cobra.Command {
 	var prompt bool
 	cmd := &cobra.Command{
 		Use:   "stubs GLOB...",
@@ -188,6 +261,9 @@ func newProgramStubsCommand(gf *gatewayFlags) *cobra.Command {
 					return fmt.Errorf("no tool matches %q", globs)
 				}
 				w := cmd.OutOrStdout()
+				if out.chosen() {
+					return out.value(w, stubsReport(tools))
+				}
 				if prompt {
 					_, err := io.WriteString(w, program.PromptSection(tools))
 					return err
@@ -203,7 +279,23 @@ func newProgramStubsCommand(gf *gatewayFlags) *cobra.Command {
 	return cmd
 }
 
-func newProgramRunCommand(gf *gatewayFlags) *cobra.Command {
+// stubsReport is what `program stubs -o json|yaml` prints: per tool its
+// name, stub (the function a program calls) and the stub's text.
+func stubsReport(tools []program.Tool) any {
+	type stub struct {
+		Name        string `json:"name"`
+		Stub        string `json:"stub"`
+		Description string `json:"description,omitempty"`
+		Doc         string `json:"doc"`
+	}
+	list := make([]stub, len(tools))
+	for i, t := range tools {
+		list[i] = stub{Name: t.Name, Stub: t.ModelName, Description: t.Description, Doc: t.Doc()}
+	}
+	return list
+}
+
+func newProgramRunCommand(gf *gatewayFlags, out *output) *cobra.Command {
 	var (
 		kv    []string
 		tools []string
@@ -253,9 +345,9 @@ running (look again with 'toolfleet program watch ID' or 'get ID').`,
 				return err
 			}
 			if res.Msg.GetProgramError() != nil {
-				return printOutcome(cmd, res.Msg.GetProgramId(), res.Msg.GetStatus(), res.Msg.GetResult(), res.Msg.GetProgramError())
+				return printOutcome(cmd, out, res.Msg.GetProgramId(), res.Msg.GetStatus(), res.Msg.GetResult(), res.Msg.GetProgramError())
 			}
-			return awaitProgram(cmd, c, res.Msg.GetProgramId(), 0, watch, gf.Timeout)
+			return awaitProgram(cmd, out, c, res.Msg.GetProgramId(), 0, watch, gf.Timeout)
 		},
 	}
 	f := cmd.Flags()
@@ -301,7 +393,7 @@ func printProgramEvent(w io.Writer, ev *toolfleetv1.RunEvent) {
 	fmt.Fprintln(w, line)
 }
 
-func printOutcome(cmd *cobra.Command, id string, status toolfleetv1.ProgramStatus, result *structpb.Value, pe *toolfleetv1.ProgramError) error {
+func printOutcome(cmd *cobra.Command, out *output, id string, status toolfleetv1.ProgramStatus, result *structpb.Value, pe *toolfleetv1.ProgramError) error {
 	switch {
 	case pe != nil:
 		msg := pe.GetMessage()
@@ -321,5 +413,5 @@ func printOutcome(cmd *cobra.Command, id string, status toolfleetv1.ProgramStatu
 	if err != nil {
 		return err
 	}
-	return writeIndented(cmd.OutOrStdout(), b)
+	return out.writeJSON(cmd.OutOrStdout(), b)
 }

@@ -85,6 +85,8 @@ func TestProgramCheckGateway(t *testing.T) {
 	}
 	good := write("good.star", "r = call('Calculator.Divide', a=1, b=2)\nresult = Calculator_Add(a=1, b=2)\n")
 	typo := write("typo.star", "result = Calculator_Ad(a=1, b=2)\ncall('KV.Gte', key='k')\n")
+	badArgs := write("args.star", "x = Calculator_Add(a=1, c=2)\ny = Calculator_Add(a='one', b=2)\n"+
+		"z = call('Calculator.Divide', a=1)\nw = Calculator_Add(a=args['a'], b=[2])\nv = Calculator_Add(**args)\n")
 	tests := []struct {
 		name    string
 		args    []string
@@ -95,8 +97,15 @@ func TestProgramCheckGateway(t *testing.T) {
 			[]string{"good.star compiles.", "serves each", "  Calculator.Divide@", "  Calculator.Add@"}, nil},
 		{"a misspelled tool names the closest", []string{typo, "--gateway", fleet.Addr}, nil,
 			[]string{"typo.star calls 2 tool(s) the gateway at " + fleet.Addr + " does not serve", `"Calculator.Ad"`, "closest tools: Calculator.Add", `"KV.Gte"`}},
+		{"arguments are checked against the tools' schemas", []string{badArgs, "--gateway", fleet.Addr}, nil,
+			[]string{"args.star compiles, but 5 of its calls do not fit their tools' inputs",
+				`args.star:1:5: Calculator.Add has no parameter "c" (its parameters: a, b)`,
+				`args.star:1:5: Calculator.Add needs "b"`,
+				"args.star:2:5: Calculator.Add: argument a: got string, want number",
+				`args.star:3:5: Calculator.Divide needs "b"`,
+				"args.star:4:5: Calculator.Add: argument b: got array, want number"}},
 		{"a gateway that does not answer", []string{typo, "--gateway", "127.0.0.1:1", "--timeout", "5s"}, nil,
-			[]string{"typo.star compiles, but its tools cannot be checked: the gateway at 127.0.0.1:1 is not answering", "toolfleet dev", "--offline"}},
+			[]string{"typo.star compiles, but its tools cannot be checked: no gateway at 127.0.0.1:1: start one with `toolfleet dev`", "--offline"}},
 		{"--offline only compiles", []string{typo, "--gateway", "127.0.0.1:1", "--offline"}, []string{"typo.star compiles.", "not looked up", "Calculator.Ad"}, nil},
 	}
 	for _, tt := range tests {

@@ -29,24 +29,20 @@ func withProgramClient(gf *gatewayFlags, call func(context.Context, *cobra.Comma
 	}
 }
 
-func newProgramListCommand(gf *gatewayFlags) *cobra.Command {
+func newProgramListCommand(gf *gatewayFlags, out *output) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "list",
 		Short: "List your programs, newest first: id, workflow state, status, start time",
 		Args:  cobra.NoArgs,
 	}
-	out := addOutputFlag(cmd)
 	cmd.RunE = withProgramClient(gf, func(ctx context.Context, cmd *cobra.Command, c toolfleetv1connect.ProgramServiceClient, _ []string) error {
-		if err := out.validate(); err != nil {
-			return err
-		}
 		resp, err := c.ListPrograms(ctx, connect.NewRequest(&toolfleetv1.ListProgramsRequest{PageSize: 50}))
 		if err != nil {
 			return err
 		}
 		w := cmd.OutOrStdout()
-		if out.json(w) {
-			return writeProtoList(w, resp.Msg.GetPrograms())
+		if out.structured(w) {
+			return protoList(*out, w, resp.Msg.GetPrograms())
 		}
 		tw := newTable(w, "PROGRAM ID", "STATE", "STATUS", "STARTED")
 		for _, p := range resp.Msg.GetPrograms() {
@@ -57,30 +53,26 @@ func newProgramListCommand(gf *gatewayFlags) *cobra.Command {
 	return cmd
 }
 
-func newProgramGetCommand(gf *gatewayFlags) *cobra.Command {
+func newProgramGetCommand(gf *gatewayFlags, out *output) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "get PROGRAM_ID",
 		Short: "Show a program: status, tool calls, pending approvals, and its result or error",
 		Args:  cobra.ExactArgs(1),
 	}
-	out := addOutputFlag(cmd)
 	cmd.RunE = withProgramClient(gf, func(ctx context.Context, cmd *cobra.Command, c toolfleetv1connect.ProgramServiceClient, args []string) error {
-		if err := out.validate(); err != nil {
-			return err
-		}
 		resp, err := c.GetProgram(ctx, connect.NewRequest(&toolfleetv1.GetProgramRequest{ProgramId: args[0]}))
 		if err != nil {
 			return err
 		}
-		if w := cmd.OutOrStdout(); !out.json(w) {
+		if w := cmd.OutOrStdout(); !out.structured(w) {
 			return printProgram(w, resp.Msg)
 		}
-		return printJSON(cmd.OutOrStdout(), resp.Msg)
+		return out.proto(cmd.OutOrStdout(), resp.Msg)
 	})
 	return cmd
 }
 
-func newProgramWatchCommand(gf *gatewayFlags) *cobra.Command {
+func newProgramWatchCommand(gf *gatewayFlags, out *output) *cobra.Command {
 	var after uint64
 	cmd := &cobra.Command{
 		Use:   "watch PROGRAM_ID",
@@ -91,14 +83,14 @@ func newProgramWatchCommand(gf *gatewayFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return awaitProgram(cmd, c, args[0], after, true, gf.Timeout)
+			return awaitProgram(cmd, out, c, args[0], after, true, gf.Timeout)
 		},
 	}
 	cmd.Flags().Uint64Var(&after, "after", 0, "resume after this event sequence")
 	return cmd
 }
 
-func newProgramDecideCommand(gf *gatewayFlags, approve bool) *cobra.Command {
+func newProgramDecideCommand(gf *gatewayFlags, out *output, approve bool) *cobra.Command {
 	var reason string
 	use, short := "deny CALL_ID", "Deny a tool call waiting for approval (the script sees the reason as the call's error)"
 	if approve {
@@ -121,8 +113,8 @@ CALL_ID is the call's id as 'toolfleet approvals list' and 'program get' show it
 				ProgramId: programID, CallId: callID, Approved: approve, Reason: reason})); err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%s %s (program %s)\n", decided(approve), callID, programID)
-			return nil
+			return out.done(cmd.OutOrStdout(), fmt.Sprintf("%s %s (program %s)", decided(approve), callID, programID),
+				decision{ProgramID: programID, CallID: callID, Decision: decided(approve)})
 		}),
 	}
 	if !approve {
@@ -131,7 +123,7 @@ CALL_ID is the call's id as 'toolfleet approvals list' and 'program get' show it
 	return cmd
 }
 
-func newProgramCancelCommand(gf *gatewayFlags) *cobra.Command {
+func newProgramCancelCommand(gf *gatewayFlags, out *output) *cobra.Command {
 	return &cobra.Command{
 		Use:   "cancel PROGRAM_ID",
 		Short: "Cancel a program and its in-flight tool calls",
@@ -140,8 +132,8 @@ func newProgramCancelCommand(gf *gatewayFlags) *cobra.Command {
 			if _, err := c.CancelProgram(ctx, connect.NewRequest(&toolfleetv1.CancelProgramRequest{ProgramId: args[0]})); err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "cancelling program %s (see it end with: toolfleet program get %s)\n", args[0], args[0])
-			return nil
+			return out.done(cmd.OutOrStdout(), fmt.Sprintf("cancelling program %s (see it end with: toolfleet program get %s)", args[0], args[0]),
+				change{ProgramID: args[0], Change: "cancelling"})
 		}),
 	}
 }
@@ -152,7 +144,7 @@ func newProgramCancelCommand(gf *gatewayFlags) *cobra.Command {
 // quiet, and a stream that breaks (the gateway or an orchestrator replica
 // restarting) is resumed after the last event seen. Running out of time says
 // how to look again; it never cancels the program.
-func awaitProgram(cmd *cobra.Command, c toolfleetv1connect.ProgramServiceClient, id string, after uint64, print bool, timeout time.Duration) error {
+func awaitProgram(cmd *cobra.Command, out *output, c toolfleetv1connect.ProgramServiceClient, id string, after uint64, print bool, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
 	defer cancel()
 	var w io.Writer = io.Discard
@@ -167,7 +159,7 @@ func awaitProgram(cmd *cobra.Command, c toolfleetv1connect.ProgramServiceClient,
 		}
 		return err
 	}
-	return printOutcome(cmd, got.GetProgramId(), got.GetStatus(), got.GetResult(), got.GetProgramError())
+	return printOutcome(cmd, out, got.GetProgramId(), got.GetStatus(), got.GetResult(), got.GetProgramError())
 }
 
 // waitProgram follows program id's events (printed to w) until it ends, and

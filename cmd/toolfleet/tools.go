@@ -1,54 +1,25 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
-	"slices"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
-	"golang.org/x/term"
-	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
 	"github.com/toolfleet/toolfleet/internal/config"
+	"github.com/toolfleet/toolfleet/internal/jsonerr"
 	"github.com/toolfleet/toolfleet/sdk/client"
 	"github.com/toolfleet/toolfleet/sdk/llm/wire"
 	"github.com/toolfleet/toolfleet/sdk/tool"
 )
-
-// output decides between text for people and JSON for programs.
-type output struct {
-	mode string // auto, json, text
-}
-
-// json reports whether w gets JSON: always with -o json, never with -o text,
-// and with -o auto unless w is a terminal.
-func (o output) json(w io.Writer) bool {
-	switch o.mode {
-	case "json":
-		return true
-	case "text":
-		return false
-	}
-	f, ok := w.(*os.File)
-	return !ok || !term.IsTerminal(int(f.Fd()))
-}
-
-func (o output) validate() error {
-	if !slices.Contains([]string{"auto", "json", "text"}, o.mode) {
-		return fmt.Errorf("--output %q: want auto, json or text", o.mode)
-	}
-	return nil
-}
 
 func newToolsCommand() *cobra.Command {
 	var gf gatewayFlags
@@ -65,7 +36,7 @@ Output is text on a terminal and JSON when piped (-o to choose). Exit codes of
 	}
 	pf := cmd.PersistentFlags()
 	gf.register(pf)
-	pf.StringVarP(&out.mode, "output", "o", "auto", "output: auto (text on a terminal, JSON when piped), json or text")
+	out.register(pf)
 	config.BindEnv(pf, "TOOLFLEET")
 	cmd.PersistentPreRunE = func(*cobra.Command, []string) error {
 		if err := applyEnvAndDev(pf); err != nil {
@@ -88,10 +59,15 @@ func withClient(cmd *cobra.Command, gf *gatewayFlags, fn func(ctx context.Contex
 		return err
 	}
 	defer c.Close()
-	err = fn(cmd.Context(), c)
+	err = gf.explain(fn(cmd.Context(), c))
 	var reported *exitError
+	var down *noGatewayError
 	if err == nil || errors.As(err, &reported) {
 		return err
+	}
+	if errors.As(err, &down) { // the tool did not run: a server error's exit code
+		fmt.Fprintln(cmd.ErrOrStderr(), "toolfleet:", err)
+		return &exitError{code: exitServer}
 	}
 	if code := exitCode(err); code != exitOther {
 		fmt.Fprintln(cmd.ErrOrStderr(), "toolfleet:", err)
@@ -125,7 +101,7 @@ than canonical always print JSON.`,
 					if err != nil {
 						return err
 					}
-					return writeIndented(w, b)
+					return out.writeJSON(w, b)
 				default:
 					f, err := wire.FormatByName(format)
 					if err != nil {
@@ -135,13 +111,12 @@ than canonical always print JSON.`,
 					if err != nil {
 						return err
 					}
-					return writeIndented(w, b)
+					return out.writeJSON(w, b)
 				}
-				if out.json(w) {
-					return writeProtoList(w, defs)
+				if out.structured(w) {
+					return protoList(*out, w, defs)
 				}
-				tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-				fmt.Fprintln(tw, "ID\tMODEL NAME\tDESCRIPTION")
+				tw := newTable(w, "ID", "MODEL NAME", "DESCRIPTION")
 				for _, d := range defs {
 					fmt.Fprintf(tw, "%s\t%s\t%s\n", d.GetId(), d.GetModelName(), firstLine(d.GetDescription(), 70))
 				}
@@ -170,8 +145,8 @@ func newToolsDescribeCommand(gf *gatewayFlags, out *output) *cobra.Command {
 					return err
 				}
 				w := cmd.OutOrStdout()
-				if out.json(w) {
-					return writeProto(w, d)
+				if out.structured(w) {
+					return out.proto(w, d)
 				}
 				return describe(w, d)
 			})
@@ -230,11 +205,10 @@ func newToolsSearchCommand(gf *gatewayFlags, out *output) *cobra.Command {
 					return err
 				}
 				w := cmd.OutOrStdout()
-				if out.json(w) {
-					return writeProto(w, resp)
+				if out.structured(w) {
+					return out.proto(w, resp)
 				}
-				tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-				fmt.Fprintln(tw, "SCORE\tID\tDESCRIPTION")
+				tw := newTable(w, "SCORE", "ID", "DESCRIPTION")
 				for _, r := range resp.GetResults() {
 					fmt.Fprintf(tw, "%.2f\t%s\t%s\n", r.GetScore(), r.GetTool().GetId(), firstLine(r.GetTool().GetDescription(), 70))
 				}
@@ -271,7 +245,10 @@ success, 2 server error, 3 validation error, 4 execution error, 1 anything else.
 				return err
 			}
 			input, err := client.InputOf(raw)
-			if err != nil {
+			var bad *jsonerr.Error
+			if errors.As(err, &bad) {
+				return fmt.Errorf("the input must be a JSON object: %s", bad.Msg)
+			} else if err != nil {
 				return err
 			}
 			return withClient(cmd, gf, func(ctx context.Context, c *client.Client) error {
@@ -281,7 +258,7 @@ success, 2 server error, 3 validation error, 4 execution error, 1 anything else.
 				}
 				res, err := c.CallTool(ctx, req)
 				if err != nil {
-					return reportFailure(cmd, out, err)
+					return reportFailure(cmd, out, gf.explain(err))
 				}
 				return reportResult(cmd, out, res)
 			})
@@ -345,8 +322,8 @@ func readInput(stdin io.Reader, args []string) ([]byte, error) {
 // reportResult prints a call that reached the tool: the value, or the execution error.
 func reportResult(cmd *cobra.Command, out *output, res *client.Result) error {
 	w := cmd.OutOrStdout()
-	if out.json(w) {
-		if err := writeProto(w, res.Response()); err != nil {
+	if out.structured(w) {
+		if err := out.proto(w, res.Response()); err != nil {
 			return err
 		}
 		return resultExit(res)
@@ -400,7 +377,7 @@ func reportFailure(cmd *cobra.Command, out *output, err error) error {
 	w := cmd.OutOrStdout()
 	var se *client.ServerError
 	var ve *client.ValidationError
-	if out.json(w) {
+	if out.structured(w) {
 		body := map[string]any{}
 		switch {
 		case errors.As(err, &ve):
@@ -411,11 +388,9 @@ func reportFailure(cmd *cobra.Command, out *output, err error) error {
 				body["developer_message"] = se.DeveloperMessage
 			}
 		}
-		b, merr := json.MarshalIndent(map[string]any{"error": body}, "", "  ")
-		if merr != nil {
-			return merr
+		if err := out.value(w, map[string]any{"error": body}); err != nil {
+			return err
 		}
-		fmt.Fprintf(w, "%s\n", b)
 		return &exitError{code: code}
 	}
 	switch {
@@ -428,43 +403,6 @@ func reportFailure(cmd *cobra.Command, out *output, err error) error {
 		}
 	}
 	return &exitError{code: code}
-}
-
-// writeProto prints one message as indented protojson.
-func writeProto(w io.Writer, m proto.Message) error {
-	b, err := protojson.Marshal(m)
-	if err != nil {
-		return err
-	}
-	return writeIndented(w, b)
-}
-
-// writeProtoList prints messages as an indented JSON array.
-func writeProtoList[M proto.Message](w io.Writer, ms []M) error {
-	items := make([]json.RawMessage, len(ms))
-	for i, m := range ms {
-		b, err := protojson.Marshal(m)
-		if err != nil {
-			return err
-		}
-		items[i] = b
-	}
-	b, err := json.Marshal(items)
-	if err != nil {
-		return err
-	}
-	return writeIndented(w, b)
-}
-
-// writeIndented re-indents JSON (protojson's spacing is deliberately unstable).
-func writeIndented(w io.Writer, b []byte) error {
-	var buf bytes.Buffer
-	if err := json.Indent(&buf, b, "", "  "); err != nil {
-		return err
-	}
-	buf.WriteByte('\n')
-	_, err := w.Write(buf.Bytes())
-	return err
 }
 
 // firstLine is s's first line, cut to n runes.

@@ -1,30 +1,180 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
+	"sigs.k8s.io/yaml"
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
 )
 
-// The text and JSON views of what the agent, program and approvals verbs
-// print: tables with a header row for lists, labelled lines for one item,
-// protojson (one array for lists) for programs.
+// The views of what the CLI prints: -o text (tables with a header row for
+// lists, labelled lines for one item), -o json (protojson; one array for
+// lists, one object per line for a stream of events) and -o yaml (the same
+// document as YAML). Every command that prints data goes through output.
 
-// addOutputFlag gives cmd the -o flag `tools` has and returns its value;
-// checkOutput validates it before the command talks to the gateway.
+// output is the -o flag of every command that prints data.
+type output struct {
+	mode string // auto, text, json, yaml
+}
+
+// outputModes are the values -o takes.
+var outputModes = []string{"auto", "text", "json", "yaml"}
+
+// register declares -o on fs.
+func (o *output) register(fs *pflag.FlagSet) {
+	fs.StringVarP(&o.mode, "output", "o", "auto", "output: auto (text on a terminal, JSON when piped), text, json or yaml")
+}
+
+// addOutputFlag gives cmd the -o flag and returns its value; validate checks
+// it before the command talks to the gateway.
 func addOutputFlag(cmd *cobra.Command) *output {
 	out := &output{}
-	cmd.Flags().StringVarP(&out.mode, "output", "o", "auto", "output: auto (text on a terminal, JSON when piped), json or text")
+	out.register(cmd.Flags())
 	return out
+}
+
+func (o output) validate() error {
+	if !slices.Contains(outputModes, o.mode) {
+		return fmt.Errorf("--output %q: want auto, text, json or yaml", o.mode)
+	}
+	return nil
+}
+
+// structured reports whether w gets a document (JSON or YAML) rather than
+// text: always with -o json or yaml, never with -o text, and with -o auto
+// unless w is a terminal.
+func (o output) structured(w io.Writer) bool {
+	switch o.mode {
+	case "json", "yaml":
+		return true
+	case "text":
+		return false
+	}
+	return !isTerminal(w)
+}
+
+// chosen reports whether -o json or yaml was given: what prints a line of
+// text even when piped (an id, a token, a confirmation, a stream of events,
+// a check's verdict) prints a document only then.
+func (o output) chosen() bool {
+	return o.mode == "json" || o.mode == "yaml"
+}
+
+// writeJSON prints the JSON document b: as YAML with -o yaml, else indented.
+func (o output) writeJSON(w io.Writer, b []byte) error {
+	if o.mode != "yaml" {
+		return writeIndented(w, b)
+	}
+	y, err := yaml.JSONToYAML(b)
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(y)
+	return err
+}
+
+// value prints v as a document: protojson for a message, else encoding/json.
+func (o output) value(w io.Writer, v any) error {
+	if m, ok := v.(proto.Message); ok {
+		return o.proto(w, m)
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	return o.writeJSON(w, b)
+}
+
+// proto prints one message as a document.
+func (o output) proto(w io.Writer, m proto.Message) error {
+	b, err := protojson.Marshal(m)
+	if err != nil {
+		return err
+	}
+	return o.writeJSON(w, b)
+}
+
+// streamItem prints one item of a stream (a run's or a program's events): a
+// line of compact JSON, or a YAML document after "---".
+func (o output) streamItem(w io.Writer, m proto.Message) error {
+	b, err := protojson.Marshal(m)
+	if err != nil {
+		return err
+	}
+	if o.mode == "yaml" {
+		if _, err := io.WriteString(w, "---\n"); err != nil {
+			return err
+		}
+		return o.writeJSON(w, b)
+	}
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, b); err != nil {
+		return err
+	}
+	buf.WriteByte('\n')
+	_, err = w.Write(buf.Bytes())
+	return err
+}
+
+// done confirms a change: the line for people, or the object for programs.
+func (o output) done(w io.Writer, line string, v any) error {
+	if o.chosen() {
+		return o.value(w, v)
+	}
+	_, err := fmt.Fprintln(w, line)
+	return err
+}
+
+// protoListJSON is messages as one JSON array.
+func protoListJSON[M proto.Message](ms []M) ([]byte, error) {
+	items := make([]json.RawMessage, len(ms))
+	for i, m := range ms {
+		b, err := protojson.Marshal(m)
+		if err != nil {
+			return nil, err
+		}
+		items[i] = b
+	}
+	return json.Marshal(items)
+}
+
+// protoList prints messages as one array.
+func protoList[M proto.Message](o output, w io.Writer, ms []M) error {
+	b, err := protoListJSON(ms)
+	if err != nil {
+		return err
+	}
+	return o.writeJSON(w, b)
+}
+
+// writeProto prints one message as indented protojson (the schemas in
+// `tools describe`'s text).
+func writeProto(w io.Writer, m proto.Message) error {
+	return output{mode: "json"}.proto(w, m)
+}
+
+// writeIndented re-indents JSON (protojson's spacing is deliberately unstable).
+func writeIndented(w io.Writer, b []byte) error {
+	var buf bytes.Buffer
+	if err := json.Indent(&buf, b, "", "  "); err != nil {
+		return err
+	}
+	buf.WriteByte('\n')
+	_, err := w.Write(buf.Bytes())
+	return err
 }
 
 // newTable is a table with a header row.
@@ -81,6 +231,7 @@ func printRun(w io.Writer, r *toolfleetv1.GetRunResponse) error {
 		return err
 	}
 	printPending(w, "agent", r.GetPendingApprovals())
+	printQuestions(w, "agent", r.GetPendingQuestions())
 	if m := r.GetFailureMessage(); m != "" {
 		fmt.Fprintf(w, "Failure:\n%s\n", indent(m))
 	}
@@ -100,6 +251,7 @@ func printProgram(w io.Writer, p *toolfleetv1.GetProgramResponse) error {
 		return err
 	}
 	printPending(w, "program", p.GetPendingApprovals())
+	printQuestions(w, "program", p.GetPendingQuestions())
 	if pe := p.GetProgramError(); pe != nil {
 		msg := pe.GetMessage()
 		if pe.GetPosition() != "" {
@@ -143,18 +295,25 @@ func indent(s string) string {
 	return "  " + strings.ReplaceAll(strings.TrimRight(s, "\n"), "\n", "\n  ")
 }
 
-// pendingItem is one line of `approvals list`: a pending approval and whose it is.
+// pendingItem is one line of `approvals list`: a pending approval or
+// question and whose it is.
 type pendingItem struct {
 	kind, id string // "run" or "program", and its id
 	approval *toolfleetv1.PendingApproval
+	question *toolfleetv1.PendingQuestion
 }
 
-// writePendingJSON writes items as one JSON array of the approvals'
-// protojson with "kind" and "runId" or "programId" added.
-func writePendingJSON(w io.Writer, items []pendingItem) error {
+// pending prints items as one array of the approvals' protojson with "kind"
+// and "runId" or "programId" added.
+func (o output) pending(w io.Writer, items []pendingItem) error {
 	all := make([]map[string]any, 0, len(items))
 	for _, it := range items {
-		b, err := protojson.Marshal(it.approval)
+		var msg proto.Message = it.approval
+		pending := "approval"
+		if it.question != nil {
+			msg, pending = it.question, "question"
+		}
+		b, err := protojson.Marshal(msg)
 		if err != nil {
 			return err
 		}
@@ -164,11 +323,23 @@ func writePendingJSON(w io.Writer, items []pendingItem) error {
 		}
 		m["kind"] = it.kind
 		m[it.kind+"Id"] = it.id
+		m["pending"] = pending
 		all = append(all, m)
 	}
-	b, err := json.Marshal(all)
-	if err != nil {
-		return err
-	}
-	return writeIndented(w, b)
+	return o.value(w, all)
+}
+
+// decision is what approve and deny print with -o json or yaml.
+type decision struct {
+	RunID     string `json:"runId,omitempty"`
+	ProgramID string `json:"programId,omitempty"`
+	CallID    string `json:"callId"`
+	Decision  string `json:"decision"` // approved or denied
+}
+
+// change is what cancel and send print with -o json or yaml.
+type change struct {
+	RunID     string `json:"runId,omitempty"`
+	ProgramID string `json:"programId,omitempty"`
+	Change    string `json:"change"` // cancelling or sent
 }

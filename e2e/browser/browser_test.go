@@ -33,6 +33,12 @@ const script = `turns:
   - text: 'The sum is ${sum.result}. <script>alert("x")</script><img src=x onerror=alert(1)> <a href="javascript:alert(2)">link</a>'
 `
 
+// devSecret is the dev gateway's HS256 secret.
+const devSecret = "browser-test-secret-browser-test-secret"
+
+// program is the program the programs page shows.
+const program = "s = Calculator_Add(a=40, b=2)\np = Calculator_Multiply(a=s.value['result'], b=10)\nresult = {'sum': s.value['result'], 'product': p.value['result']}\n"
+
 // chromium finds the browser: $CHROMIUM, else chromium or chromium-browser on PATH.
 func chromium() string {
 	if p := os.Getenv("CHROMIUM"); p != "" {
@@ -69,9 +75,9 @@ func TestConsoleInBrowser(t *testing.T) {
 	if err := os.MkdirAll(shots, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), 8*time.Minute) // it builds toolfleet first: slow on a busy machine
 	defer cancel()
-	base := startDev(ctx, t, repo)
+	base, bin := startDev(ctx, t, repo)
 
 	opts := append(chromedp.DefaultExecAllocatorOptions[:0:0],
 		chromedp.ExecPath(browser), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU,
@@ -161,6 +167,8 @@ func TestConsoleInBrowser(t *testing.T) {
 		chromedp.Navigate(runURL),
 		chromedp.WaitVisible(chromedp.CSS(`#transcript li.ev-completed`)),
 		chromedp.Poll[chromedp.Void](`document.getElementById("run-status").textContent === "completed"`),
+		chromedp.Reload(),
+		chromedp.WaitVisible(chromedp.CSS(`#run-calls li.call`)),
 		shot("run-completed.png"),
 	)
 	answer := value("the answer", chromedp.Text(chromedp.CSS(`.answer pre`)))
@@ -171,16 +179,72 @@ func TestConsoleInBrowser(t *testing.T) {
 	if live != "0 images, 1 scripts" || dialogs.Load() != 0 {
 		t.Errorf("the hostile answer came alive: %s (want 0 images and the console's 1 script), %d dialogs", live, dialogs.Load())
 	}
-	step("the runs list", chromedp.Navigate(base+"/console/runs"), chromedp.WaitVisible(chromedp.CSS(`table.runs`)), shot("runs.png"))
+	if calls := value("the run's calls", chromedp.Text(chromedp.CSS(`#run-calls`))); !strings.Contains(calls, "approved by ada") || !strings.Contains(calls, "1 attempt") {
+		t.Errorf("the run's calls say %q, want the approver and the attempts", calls)
+	}
+	runID := runURL[strings.LastIndex(runURL, "/")+1:]
+	step("filter the runs list",
+		chromedp.Navigate(base+"/console/runs"),
+		chromedp.WaitVisible(chromedp.CSS(`#run-filters`)),
+		chromedp.SetValue(chromedp.CSS(`#run-filters select[name=status]`), "completed"),
+		chromedp.SetValue(chromedp.CSS(`#run-filters input[name=tool]`), "Calculator.Add"),
+		chromedp.Submit(chromedp.CSS(`#run-filters`)),
+		chromedp.WaitVisible(chromedp.CSS(`table.runs`)),
+		shot("runs.png"),
+	)
+	if rows := value("the filtered runs", chromedp.Text(chromedp.CSS(`table.runs tbody`))); !strings.Contains(rows, runID) || !strings.Contains(rows, "completed") {
+		t.Errorf("the runs filtered on completed and Calculator.Add show %q, want %s", rows, runID)
+	}
+	step("a filter that matches nothing",
+		chromedp.SetValue(chromedp.CSS(`#run-filters input[name=model]`), "scripted:none"),
+		chromedp.Submit(chromedp.CSS(`#run-filters`)),
+		chromedp.WaitVisible(chromedp.CSS(`p.empty`)),
+	)
+
+	runProgram(ctx, t, bin, base, "ada", program)
+	step("the program's page",
+		chromedp.Navigate(base+"/console/programs"),
+		chromedp.WaitVisible(chromedp.CSS(`table.programs`)),
+		chromedp.Click(chromedp.CSS(`table.programs tbody a`)),
+		chromedp.WaitVisible(chromedp.CSS(`#program-calls li.call`)),
+		shot("program.png"),
+	)
+	if calls := value("the program's calls", chromedp.Text(chromedp.CSS(`#program-calls`))); !strings.Contains(calls, "Calculator.Multiply") || !strings.Contains(calls, "420") {
+		t.Errorf("the program's calls say %q", calls)
+	}
+
+	step("the tools and a try-it call the gateway refuses",
+		chromedp.Navigate(base+"/console/tools"),
+		chromedp.WaitVisible(chromedp.CSS(`#tools`)),
+		shot("tools.png"),
+		chromedp.Navigate(base+"/console/tools/Calculator.Add"),
+		chromedp.WaitVisible(chromedp.CSS(`#try-it`)),
+		chromedp.SetValue(chromedp.CSS(`#try-it input[name="in.a"]`), "forty"),
+		chromedp.SetValue(chromedp.CSS(`#try-it input[name="in.b"]`), "2"),
+		chromedp.Submit(chromedp.CSS(`#try-it`)),
+		chromedp.WaitVisible(chromedp.CSS(`#field-errors`)),
+		shot("tool-try-it.png"),
+	)
+	if msg := value("the validation error", chromedp.Text(chromedp.CSS(`#field-errors`))); !strings.HasPrefix(strings.TrimSpace(msg), "a: ") {
+		t.Errorf("the try-it form's field errors say %q", msg)
+	}
+	step("a try-it call that succeeds",
+		chromedp.SetValue(chromedp.CSS(`#try-it input[name="in.a"]`), "40"),
+		chromedp.Submit(chromedp.CSS(`#try-it`)),
+		chromedp.WaitVisible(chromedp.CSS(`#outcome-value`)),
+	)
+	if v := value("the call's value", chromedp.Text(chromedp.CSS(`#outcome-value`))); !strings.Contains(v, "42") {
+		t.Errorf("try-it 40+2 shows %q", v)
+	}
 	t.Logf("screenshots in %s", shots)
 }
 
 // startDev builds cmd/toolfleet and runs `toolfleet dev` with auth on (a
 // dev secret), free ports and a script folder; it returns the gateway's URL.
-func startDev(ctx context.Context, t *testing.T, repo string) string {
+func startDev(ctx context.Context, t *testing.T, repo string) (base, bin string) {
 	t.Helper()
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "toolfleet")
+	bin = filepath.Join(dir, "toolfleet")
 	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/toolfleet")
 	build.Dir = repo
 	if out, err := build.CombinedOutput(); err != nil {
@@ -195,7 +259,7 @@ func startDev(ctx context.Context, t *testing.T, repo string) string {
 	}
 	devFile := filepath.Join(dir, "dev.json")
 	cmd := exec.Command(bin, "dev", "--data-dir", filepath.Join(dir, "data"), "--gateway-port", "0", "--nats-port", "0",
-		"--temporal-port", "0", "--temporal-ui-port", "0", "--gateway-jwt-secret", "browser-test-secret-browser-test-secret",
+		"--temporal-port", "0", "--temporal-ui-port", "0", "--gateway-jwt-secret", devSecret,
 		"--script-dir", scripts, "--dev-file", devFile)
 	cmd.Dir = dir
 	out, err := cmd.StdoutPipe()
@@ -242,7 +306,7 @@ func startDev(ctx context.Context, t *testing.T, repo string) string {
 				if err != nil {
 					t.Fatalf("%v\n%s", err, log.String())
 				}
-				return "http://" + addr
+				return "http://" + addr, bin
 			}
 		case <-ctx.Done():
 			t.Fatalf("toolfleet dev was not up in time:\n%s", log.String())
@@ -262,4 +326,23 @@ func gatewayOf(devFile string) (string, error) {
 		return "", errors.Join(errors.New("the dev file names no gateway"), err)
 	}
 	return d.Gateway, nil
+}
+
+// runProgram runs source as sub through `toolfleet program run` with a dev
+// token, and waits for it.
+func runProgram(ctx context.Context, t *testing.T, bin, base, sub, source string) {
+	t.Helper()
+	tok, err := exec.CommandContext(ctx, bin, "dev", "token", "--gateway-jwt-secret", devSecret, "--sub", sub).Output()
+	if err != nil {
+		t.Fatalf("dev token: %v", err)
+	}
+	file := filepath.Join(t.TempDir(), "sum.star")
+	if err := os.WriteFile(file, []byte(source), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.CommandContext(ctx, bin, "program", "run", file, "--tool", "Calculator.*",
+		"--gateway", strings.TrimPrefix(base, "http://"), "--token", strings.TrimSpace(string(tok)))
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("program run: %v\n%s", err, out)
+	}
 }

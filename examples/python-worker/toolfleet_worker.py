@@ -49,6 +49,9 @@ SERVING, DRAINING, NOT_SERVING = "SERVING", "DRAINING", "NOT_SERVING"
 CALL_ID_KEY = "toolfleet-call-id"
 PRINCIPAL_KEY = "toolfleet-principal"  # who the call is for ("anonymous" with auth off), percent-encoded
 PRINCIPAL_VIA_KEY = "toolfleet-principal-via"  # the delegate, on a delegated call
+# + provider: the caller's access token, for a tool whose contract names a credential
+# (ToolOptions.credential; docs/credentials.md). A secret: never log or return it.
+CREDENTIAL_KEY_PREFIX = "toolfleet-credential-"
 TRACEPARENT_KEY = "traceparent"
 ACCEPT_RESULT_BYTES_KEY = "toolfleet-accept-result-bytes"
 DRAINING_TRAILER = "toolfleet-draining"
@@ -93,8 +96,9 @@ class ToolError(Exception):
 class Call:
     """What the gateway sent with one call."""
 
-    def __init__(self, method, call_id, traceparent, deadline, accept_result_bytes, principal="", via=""):
+    def __init__(self, method, call_id, traceparent, deadline, accept_result_bytes, principal="", via="", credentials=None):
         self.method = method
+        self._credentials = credentials or {}  # provider -> token; see credential
         self.call_id = call_id  # the caller's idempotency key; may arrive again on a retry
         # Who the call is for, and the delegate that made it ("" if direct). Trust them
         # only when nothing but the gateway can reach the worker (NetworkPolicy, mTLS).
@@ -106,6 +110,15 @@ class Call:
         self.logs = []  # (level, message, unix ns) for the caller; see log
         self.log_bytes = 0
         self.logs_dropped = 0
+
+    def credential(self, provider):
+        """The caller's access token at provider (e.g. "github") that the gateway
+        gave this call, as tool.Credential in Go: only for the provider the tool's
+        contract names, only for this call. Send it as "Authorization: Bearer …";
+        never log, return or keep it. Raises KeyError when the call carries none."""
+        if provider not in self._credentials:
+            raise KeyError("the call carries no credential for %r (does the contract name it?)" % provider)
+        return self._credentials[provider]
 
     def remaining(self):
         """Seconds left before the call's deadline (negative once past)."""
@@ -545,7 +558,8 @@ class Worker:
         except ValueError:
             accept = 0
         call = Call(method, md.get(CALL_ID_KEY, ""), md.get(TRACEPARENT_KEY, ""), time.monotonic() + left, accept,
-                    urllib.parse.unquote(md.get(PRINCIPAL_KEY, "")), urllib.parse.unquote(md.get(PRINCIPAL_VIA_KEY, "")))
+                    urllib.parse.unquote(md.get(PRINCIPAL_KEY, "")), urllib.parse.unquote(md.get(PRINCIPAL_VIA_KEY, "")),
+                    {k[len(CREDENTIAL_KEY_PREFIX):]: v for k, v in md.items() if k.startswith(CREDENTIAL_KEY_PREFIX)})
         log.info("call method=%s.%s call_id=%s deadline_ms=%d principal=%s via=%s traceparent=%s",
                  service, method, call.call_id or "-", int(left * 1000), call.principal or "-", call.via or "-",
                  call.traceparent or "-")

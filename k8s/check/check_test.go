@@ -210,6 +210,20 @@ func checkKind(t *testing.T, objs []Object, rules Rules, minWorkers int32) {
 			t.Errorf("%s runs fewer than %d replicas", o, minWorkers)
 		}
 	}
+	// The console is served (docs/console.md).
+	configMaps := map[string]*corev1.ConfigMap{}
+	for _, o := range objs {
+		if cm, ok := o.Obj.(*corev1.ConfigMap); ok {
+			configMaps[cm.Name] = cm
+		}
+	}
+	for _, o := range objs {
+		if d, ok := o.Obj.(*appsv1.Deployment); ok && d.Name == "gateway" {
+			if v := EffectiveEnv(d.Spec.Template.Spec.Containers[0], configMaps)["TOOLFLEET_CONSOLE"]; v != "true" {
+				t.Errorf("the gateway does not serve the console (TOOLFLEET_CONSOLE=%q)", v)
+			}
+		}
+	}
 	steady, surge := CPURequests(objs)
 	t.Logf("CPU requested: %dm, %dm more during a rolling update of everything (budget %dm)", steady, surge, kindCPUBudgetMilli)
 	// Every image Tilt builds is used, or Tilt would build it for nothing.

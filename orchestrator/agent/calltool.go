@@ -59,9 +59,12 @@ func (e runCalls) Prepare(ctx context.Context, in CallToolInput) (toolcall.Call,
 	if in.Tool != nil {
 		c.ToolID = in.Tool.ID
 	}
+	askPeople(&c, in)
 	switch {
 	case in.Program != nil:
 		c.Decided = &toolcall.Outcome{Kind: in.Program.Kind, Message: in.Program.Content}
+	case in.Unanswered != "":
+		c.Decided = &toolcall.Outcome{Kind: toolcall.KindExecution, Message: in.Unanswered}
 	case in.Denial != "":
 		c.Decided = &toolcall.Outcome{Kind: toolcall.KindDenied, Message: in.Denial}
 	case in.Tool == nil:

@@ -129,6 +129,57 @@ func (r *Resolver) Model(ctx context.Context, spec ModelSpec) (llm.Model, error)
 	return m, nil
 }
 
+// ModelChecker is a [Models] that can tell, without opening a model, whether
+// a run's model would open: the AgentService asks it at StartRun, so a run
+// whose key is missing is refused instead of starting and failing.
+type ModelChecker interface {
+	CheckModel(spec ModelSpec) error
+}
+
+// ErrModelKeyMissing means a run's model needs a key this process does not have.
+var ErrModelKeyMissing = errors.New("agent: model key missing")
+
+// CheckModel implements [ModelChecker]: the checks Model makes before it
+// opens the provider's client — a known model, a key reference within the
+// confinement rules, an endpoint the key is bound to, and a key that is set
+// in this process (its environment or KeyDir), which is where the run's
+// model turns will read it. Errors say what to do; a missing key wraps
+// [ErrModelKeyMissing].
+func (r *Resolver) CheckModel(spec ModelSpec) error {
+	if spec.Provider == llm.ProviderScripted {
+		r.mu.RLock()
+		_, ok := r.scripted[spec.Name]
+		r.mu.RUnlock()
+		if ok {
+			return nil
+		}
+		if spec.Name == llm.DemoModelName || llm.IsScriptFile(spec.Name) {
+			return spec.Spec.Validate()
+		}
+		return fmt.Errorf("%w: scripted:%s (available: scripted:%s, or scripted:NAME.yaml)", ErrUnknownModel, spec.Name, llm.DemoModelName)
+	}
+	env, ok := providerEnv[spec.Provider]
+	if !ok {
+		return fmt.Errorf("%w: provider %q", ErrUnknownModel, spec.Provider)
+	}
+	if err := r.Endpoints.Check(spec.Spec); err != nil {
+		return err
+	}
+	ref := spec.KeyRef
+	if ref == "" && spec.BaseURL == "" {
+		ref = "env:" + env
+	}
+	_, err := r.key(spec, env)
+	if err == nil || ref == "" || !strings.HasSuffix(err.Error(), " is empty") {
+		return err
+	}
+	if name, isEnv := strings.CutPrefix(ref, "env:"); isEnv {
+		return fmt.Errorf("%w: %s:%s needs %s, which is not set where the orchestrator runs: set it there "+
+			"(for toolfleet dev: export %s=… before starting it), or run with --model scripted:demo", ErrModelKeyMissing, spec.Provider, spec.Name, name, name)
+	}
+	return fmt.Errorf("%w: %s:%s: the key file %s is empty", ErrModelKeyMissing, spec.Provider, spec.Name, strings.TrimPrefix(ref, "file:"))
+}
+
 // key resolves a spec's key reference within the confinement rules above.
 func (r *Resolver) key(spec ModelSpec, providerVar string) (string, error) {
 	ref := spec.KeyRef

@@ -175,3 +175,48 @@ func TestResolverRefusesUnboundEndpoints(t *testing.T) {
 		t.Fatalf("the unbound server got %d requests", hits)
 	}
 }
+
+// TestCheckModel: the StartRun check says what Model would refuse, without
+// opening a client, and names the variable a missing key needs.
+func TestCheckModel(t *testing.T) {
+	t.Setenv("OPENAI_API_KEY", "")
+	t.Setenv("TOOLFLEET_MODEL_KEY_SET", "sk-set")
+	r := NewResolver()
+	r.Register("mine", nil)
+	var err error
+	if r.Endpoints, err = ParseEndpoints("env:TOOLFLEET_MODEL_KEY_SET=default", "env:TOOLFLEET_MODEL_KEY_UNSET=default", "none=http://127.0.0.1:*"); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name        string
+		spec        ModelSpec
+		wantErr     string
+		wantMissing bool
+	}{
+		{"the demo", ModelSpec{Spec: llm.Spec{Provider: "scripted", Name: "demo"}}, "", false},
+		{"a registered script", ModelSpec{Spec: llm.Spec{Provider: "scripted", Name: "mine"}}, "", false},
+		{"an unknown script", ModelSpec{Spec: llm.Spec{Provider: "scripted", Name: "nope"}}, "unknown model: scripted:nope", false},
+		{"an unknown provider", ModelSpec{Spec: llm.Spec{Provider: "acme", Name: "x"}}, `unknown model: provider "acme"`, false},
+		{"a set key", ModelSpec{Spec: llm.Spec{Provider: "openai", Name: "gpt-4o", KeyRef: "env:TOOLFLEET_MODEL_KEY_SET"}}, "", false},
+		{"the provider's key unset", ModelSpec{Spec: llm.Spec{Provider: "openai", Name: "gpt-4o"}},
+			"openai:gpt-4o needs OPENAI_API_KEY, which is not set where the orchestrator runs", true},
+		{"a named key unset", ModelSpec{Spec: llm.Spec{Provider: "anthropic", Name: "claude", KeyRef: "env:TOOLFLEET_MODEL_KEY_UNSET"}},
+			"export TOOLFLEET_MODEL_KEY_UNSET=…", true},
+		{"a local server needs none", ModelSpec{Spec: llm.Spec{Provider: "openai-compatible", Name: "m", BaseURL: "http://127.0.0.1:1"}}, "", false},
+		{"a key not bound to the endpoint", ModelSpec{Spec: llm.Spec{Provider: "openai", Name: "m", KeyRef: "env:HOME"}}, "may not be sent", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := r.CheckModel(tt.spec)
+			if tt.wantErr == "" {
+				if err != nil {
+					t.Fatalf("CheckModel: %v", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) || errors.Is(err, ErrModelKeyMissing) != tt.wantMissing {
+				t.Fatalf("CheckModel: %v, want %q (missing key: %v)", err, tt.wantErr, tt.wantMissing)
+			}
+		})
+	}
+}

@@ -26,6 +26,8 @@ const (
 
 	// UpdateDecideApproval grants or denies a pending tool call.
 	UpdateDecideApproval = "DecideApproval"
+	// UpdateAnswerInput answers a tool's pending question (toolcall.Reply).
+	UpdateAnswerInput = "AnswerInput"
 	// UpdateSendMessage appends user messages and starts the next turn.
 	UpdateSendMessage = "SendMessage"
 	// QueryGetRun returns a [RunState].
@@ -54,6 +56,17 @@ const (
 	StatusFailed          = "FAILED"
 	StatusCanceled        = "CANCELED"
 	StatusBudgetExhausted = "BUDGET_EXHAUSTED"
+	StatusWaitingInput    = "WAITING_INPUT"
+)
+
+// Question policies of a run (RunSpec.Questions).
+const (
+	// QuestionsAsk (the default): a tool's question waits for a person's
+	// answer (AnswerInput) as long as an approval would.
+	QuestionsAsk = "ask"
+	// QuestionsDecline: the run takes no questions; the model reads that the
+	// tool needed input the run does not give.
+	QuestionsDecline = "decline"
 )
 
 // ValidRunID reports whether id can name a run: usable as a NATS subject
@@ -166,6 +179,8 @@ type RunSpec struct {
 	// ContinueEveryTurns forces ContinueAsNew after that many turns in one
 	// execution (0 = only when Temporal suggests it).
 	ContinueEveryTurns int `json:"continue_every_turns,omitempty"`
+	// Questions is QuestionsAsk ("" too) or QuestionsDecline.
+	Questions string `json:"questions,omitempty"`
 }
 
 // RunInput starts (or continues) an [AgentRunWorkflow].
@@ -325,6 +340,16 @@ type CallToolInput struct {
 	MaxAttempts int `json:"max_attempts"`
 	// NoContent returns a digest and size instead of a preview.
 	NoContent bool `json:"no_content,omitempty"`
+	// AskPeople declares that the run's people answer a tool's questions
+	// (elicitation); a question then comes back as CallToolResult.Asked.
+	AskPeople bool `json:"ask_people,omitempty"`
+	// Answers (MCP ElicitResults by the tool's keys) and RequestState answer
+	// the round of questions before.
+	Answers      map[string]string `json:"answers,omitempty"`
+	RequestState string            `json:"request_state,omitempty"`
+	// Unanswered, when set, appends an error result saying why the tool's
+	// question got no answer, and calls nothing.
+	Unanswered string `json:"unanswered,omitempty"`
 }
 
 // CallToolResult summarizes the appended tool result.
@@ -339,6 +364,9 @@ type CallToolResult struct {
 	Duration      time.Duration `json:"duration,omitempty"`
 	// Ref names the full result in the object store when it was too large to inline.
 	Ref string `json:"ref,omitempty"`
+	// Asked, when set, is the tool's round of questions: nothing was
+	// appended; the call is made again with the answers.
+	Asked *toolcall.Asked `json:"asked,omitempty"`
 }
 
 // SendMessageInput is SendMessage's argument: a blob of user messages put in
@@ -361,6 +389,8 @@ type RunState struct {
 	Usage     toolcall.Usage     `json:"usage"`
 	Seq       int                `json:"seq"`
 	Pending   []toolcall.Pending `json:"pending,omitempty"`
+	// Questions are the tools' questions waiting for an answer.
+	Questions []toolcall.Question `json:"questions,omitempty"`
 	// Answer is the preview of the last answer (none when the run keeps
 	// content out of history: then AnswerSHA256 and AnswerBytes identify it,
 	// and the answer is the transcript's message at Seq-1).

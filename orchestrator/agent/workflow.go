@@ -48,6 +48,7 @@ type run struct {
 	failures  []Failure
 	inbox     []string
 	gate      *toolcall.Gate
+	desk      *toolcall.Desk
 	execTurns int
 	deadline  bool
 	// callDefaults are the call options' defaults (toolcall.Standard, or
@@ -63,7 +64,7 @@ type run struct {
 // references and summaries pass through its history; the transcript is in
 // the [Store].
 func AgentRunWorkflow(ctx workflow.Context, in RunInput) (RunState, error) {
-	r := &run{in: in, gate: toolcall.NewGate(), st: RunState{RunID: in.RunID, Status: StatusRunning},
+	r := &run{in: in, gate: toolcall.NewGate(), desk: toolcall.NewDesk(), st: RunState{RunID: in.RunID, Status: StatusRunning},
 		callDefaults: toolcall.Standard, seen: visibility.NewTracker(ctx, visibility.KindRun, in.Visibility)}
 	if workflow.GetVersion(ctx, toolcall.OptionsChangeID, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
 		r.callDefaults = legacyCallDefaults
@@ -79,11 +80,15 @@ func (r *run) register(ctx workflow.Context) error {
 	if err := workflow.SetQueryHandler(ctx, QueryGetRun, func() (RunState, error) {
 		s := r.st
 		s.Pending = r.gate.Pending()
+		s.Questions = r.desk.Pending()
 		return s, nil
 	}); err != nil {
 		return err
 	}
 	if err := r.gate.Register(ctx, UpdateDecideApproval); err != nil {
+		return err
+	}
+	if err := r.desk.Register(ctx, UpdateAnswerInput); err != nil {
 		return err
 	}
 	return workflow.SetUpdateHandlerWithOptions(ctx, UpdateSendMessage,
@@ -310,11 +315,15 @@ func (r *run) runCalls(ctx workflow.Context, res ModelTurnResult) error {
 		f    workflow.Future
 		opts func() workflow.Context
 		in   CallToolInput
+		actx workflow.Context // where a call asking questions is made again
 	}
 	var batch []pending
 	flush := func() error {
 		for _, p := range batch {
 			if err := toolcall.Await(ctx, p.f, p.opts, CallToolActivity, p.in, &results[p.i]); err != nil {
+				return err
+			}
+			if err := r.answerRounds(ctx, p.actx, p.in, &results[p.i]); err != nil {
 				return err
 			}
 		}
@@ -331,14 +340,14 @@ func (r *run) runCalls(ctx workflow.Context, res ModelTurnResult) error {
 			}
 		}
 		in := CallToolInput{RunID: r.in.RunID, Turn: r.st.Turn, Index: i, CallSeq: callSeq, ResultSeq: base + i,
-			Tool: tool, Principal: r.in.Principal, NoContent: r.noContent()}
+			Tool: tool, Principal: r.in.Principal, NoContent: r.noContent(), AskPeople: r.asksPeople()}
 		opts, attempts := toolcall.Options(tool, r.callDefaults)
 		in.MaxAttempts = attempts
 		actx := workflow.WithActivityOptions(ctx, opts)
 		if r.st.ToolCalls >= budget {
 			overBudget = true
 			in.Denial = "the run's tool-call budget is spent"
-			batch = append(batch, pending{i, workflow.ExecuteActivity(actx, CallToolActivity, in), relaunchOn(actx), in})
+			batch = append(batch, pending{i, workflow.ExecuteActivity(actx, CallToolActivity, in), relaunchOn(actx), in, actx})
 			continue
 		}
 		r.st.ToolCalls++
@@ -362,11 +371,11 @@ func (r *run) runCalls(ctx workflow.Context, res ModelTurnResult) error {
 			// the server (docs/performance.md measures the difference).
 			lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
 				StartToCloseTimeout: opts.StartToCloseTimeout, RetryPolicy: opts.RetryPolicy})
-			batch = append(batch, pending{i, workflow.ExecuteLocalActivity(lctx, CallToolActivity, in), nil, in})
+			batch = append(batch, pending{i, workflow.ExecuteLocalActivity(lctx, CallToolActivity, in), nil, in, actx})
 			continue
 		}
 		if tool == nil || (!approval && (tool.ReadOnly || tool.Idempotent)) {
-			batch = append(batch, pending{i, workflow.ExecuteActivity(actx, CallToolActivity, in), relaunchOn(actx), in})
+			batch = append(batch, pending{i, workflow.ExecuteActivity(actx, CallToolActivity, in), relaunchOn(actx), in, actx})
 			continue
 		}
 		if err := flush(); err != nil {
@@ -379,6 +388,9 @@ func (r *run) runCalls(ctx workflow.Context, res ModelTurnResult) error {
 			}
 		}
 		if err := toolcall.Await(ctx, workflow.ExecuteActivity(actx, CallToolActivity, in), relaunchOn(actx), CallToolActivity, in, &results[i]); err != nil {
+			return err
+		}
+		if err := r.answerRounds(ctx, actx, in, &results[i]); err != nil {
 			return err
 		}
 	}

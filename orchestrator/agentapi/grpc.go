@@ -54,6 +54,10 @@ func (g grpcServer) DecideApproval(ctx context.Context, r *toolfleetv1.DecideApp
 	return grpcadapt.Unary(ctx, g.get(), r, (*Service).DecideApproval)
 }
 
+func (g grpcServer) AnswerInput(ctx context.Context, r *toolfleetv1.AnswerInputRequest) (*toolfleetv1.AnswerInputResponse, error) {
+	return grpcadapt.Unary(ctx, g.get(), r, (*Service).AnswerInput)
+}
+
 func (g grpcServer) CancelRun(ctx context.Context, r *toolfleetv1.CancelRunRequest) (*toolfleetv1.CancelRunResponse, error) {
 	return grpcadapt.Unary(ctx, g.get(), r, (*Service).CancelRun)
 }

@@ -3,7 +3,7 @@
 // gateway's address by cmd/, so callers have one front door and one auth.
 //
 // Scopes: runs:start (StartRun, SendMessage), runs:read (GetRun, ListRuns,
-// WatchRun), runs:approve (DecideApproval), runs:cancel (CancelRun). A caller
+// WatchRun), runs:approve (DecideApproval, AnswerInput), runs:cancel (CancelRun). A caller
 // sees and steers only the runs it started unless it holds runs:admin. A run's
 // tool calls use the starter's subject and scopes, recorded at StartRun.
 package agentapi
@@ -22,7 +22,6 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"go.temporal.io/api/serviceerror"
-	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/temporal"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -33,7 +32,6 @@ import (
 	"github.com/toolfleet/toolfleet/orchestrator/runstore"
 	"github.com/toolfleet/toolfleet/orchestrator/toolcall"
 	"github.com/toolfleet/toolfleet/orchestrator/toolcall/apibase"
-	"github.com/toolfleet/toolfleet/orchestrator/visibility"
 	"github.com/toolfleet/toolfleet/sdk/llm"
 )
 
@@ -76,6 +74,13 @@ type Service struct {
 	// refuses it before its first model call, and the run fails.
 	Endpoints      *agent.Endpoints
 	CheckEndpoints bool
+	// Models, when set, is asked at StartRun whether the run's model would
+	// open (agent.Resolver.CheckModel): a run whose key is missing is
+	// refused with FailedPrecondition rather than started to fail at its
+	// first turn. Set it only where the runs' model turns read keys — the
+	// process whose environment the resolver sees — not in a gateway that
+	// fronts an orchestrator elsewhere.
+	Models agent.ModelChecker
 }
 
 var _ toolfleetv1connect.AgentServiceHandler = (*Service)(nil)
@@ -183,6 +188,11 @@ func spec(req *toolfleetv1.StartRunRequest) (agent.RunSpec, []*toolfleetv1.Messa
 	if sp.Model.MaxTokens < 0 {
 		return sp, nil, fmt.Errorf("model_spec.max_tokens %d is negative", sp.Model.MaxTokens)
 	}
+	q, err := questionPolicy(req.GetQuestions())
+	if err != nil {
+		return sp, nil, err
+	}
+	sp.Questions = q
 	if req.GetIdleTimeout() != nil {
 		sp.IdleTimeout = req.GetIdleTimeout().AsDuration()
 	}
@@ -213,6 +223,15 @@ func (s *Service) StartRun(ctx context.Context, r *connect.Request[toolfleetv1.S
 	if s.CheckEndpoints {
 		if err := s.Endpoints.Check(sp.Model.Spec); err != nil {
 			return nil, connect.NewError(connect.CodePermissionDenied, err)
+		}
+	}
+	if s.Models != nil {
+		err := s.Models.CheckModel(sp.Model)
+		switch {
+		case errors.Is(err, agent.ErrModelKeyMissing):
+			return nil, connect.NewError(connect.CodeFailedPrecondition, errors.New(strings.TrimPrefix(err.Error(), "agent: ")))
+		case err != nil:
+			return nil, connect.NewError(connect.CodeInvalidArgument, errors.New(strings.TrimPrefix(err.Error(), "agent: ")))
 		}
 	}
 	runID := r.Msg.GetRunId()
@@ -282,6 +301,12 @@ func (s *Service) GetRun(ctx context.Context, r *connect.Request[toolfleetv1.Get
 		}
 		resp.PendingApprovals = append(resp.PendingApprovals, pa)
 	}
+	resp.PendingQuestions = apibase.PendingQuestions(st.Questions)
+	if r.Msg.GetDetail() {
+		if resp.Detail, err = s.detail(ctx, st.RunID); err != nil {
+			return nil, s.fromTemporal("read the run's history", err)
+		}
+	}
 	return connect.NewResponse(resp), nil
 }
 
@@ -290,61 +315,6 @@ func runStatus(s string) toolfleetv1.RunStatus {
 		return toolfleetv1.RunStatus(v)
 	}
 	return toolfleetv1.RunStatus_RUN_STATUS_UNSPECIFIED
-}
-
-// ListRuns implements AgentService: the caller's runs, newest first.
-func (s *Service) ListRuns(ctx context.Context, r *connect.Request[toolfleetv1.ListRunsRequest]) (*connect.Response[toolfleetv1.ListRunsResponse], error) {
-	c, err := s.authorize(ctx, r.Header(), ScopeRead)
-	if err != nil {
-		return nil, err
-	}
-	size := int32(min(max(r.Msg.GetPageSize(), 1), maxPageSize))
-	if r.Msg.GetPageSize() == 0 {
-		size = 20
-	}
-	// Ownership is known only after a run is fetched, so a page is filled from as many
-	// Temporal pages as it takes, each asking only for the rows still missing (so no
-	// row is skipped), up to maxListScans; a caller among many tenants may then get a
-	// short page with a next_page_token, as AIP-158 allows.
-	all := c.Has(ScopeAdmin)
-	query := fmt.Sprintf("WorkflowType = '%s'", agent.WorkflowName)
-	// A page token is checked before Temporal sees it (visibility.OpenPage).
-	view := visibility.PageView("runs", c.Subject, all, query)
-	token, err := visibility.OpenPage(view, r.Msg.GetPageToken())
-	if err != nil {
-		return nil, connect.NewError(connect.CodeInvalidArgument, err)
-	}
-	out := &toolfleetv1.ListRunsResponse{}
-	for scan := 0; scan < maxListScans && int32(len(out.Runs)) < size; scan++ {
-		resp, err := s.Runs.Temporal.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
-			PageSize: size - int32(len(out.Runs)), NextPageToken: token, Query: query})
-		if visibility.BadPageToken(err) {
-			return nil, connect.NewError(connect.CodeInvalidArgument, visibility.ErrPageToken)
-		}
-		if err != nil {
-			return nil, s.fromTemporal("list runs", err)
-		}
-		for _, e := range resp.GetExecutions() {
-			id := e.GetExecution().GetWorkflowId()
-			if !all {
-				if p, err := s.Runs.Principal(ctx, id); err != nil || p.Subject != c.Subject {
-					continue
-				}
-			}
-			sum := &toolfleetv1.RunSummary{RunId: id, State: strings.TrimPrefix(e.GetStatus().String(), "WorkflowExecutionStatus"),
-				StartedAt: e.GetStartTime()}
-			if e.GetCloseTime() != nil {
-				sum.ClosedAt = e.GetCloseTime()
-			}
-			out.Runs = append(out.Runs, sum)
-		}
-		token = resp.GetNextPageToken()
-		if len(token) == 0 {
-			break
-		}
-	}
-	out.NextPageToken = visibility.SealPage(view, token)
-	return connect.NewResponse(out), nil
 }
 
 // SendMessage implements AgentService (start or continue in one call).

@@ -135,8 +135,10 @@ func (e programCalls) Prepare(ctx context.Context, req CallRequest) (toolcall.Ca
 	if refused, err := e.a.checkValues(ctx, id); refused != nil || err != nil {
 		return toolcall.Call{}, &refused, err
 	}
-	return toolcall.Call{RunID: id, CallID: req.CallID, ToolID: req.ToolID, Input: in, Principal: req.Principal,
-		Approver: req.Approver, Announce: req.InputJSON}, nil, nil
+	c := toolcall.Call{RunID: id, CallID: req.CallID, ToolID: req.ToolID, Input: in, Principal: req.Principal,
+		Approver: req.Approver, Announce: req.InputJSON}
+	askPeople(&c, req)
+	return c, nil, nil
 }
 
 // Render renders the outcome as what the script sees. Every attempt that

@@ -100,7 +100,7 @@ func (r *runner) invoke(th *starlark.Thread, t *boundTool, kwargs []starlark.Tup
 	}
 	r.calls++
 	req := CallRequest{CallID: ids.ProgramCall(r.in.ProgramID, r.calls), ToolID: t.ID, InputJSON: string(in),
-		Principal: r.in.Principal, MaxValueBytes: r.lim.MaxValueBytes}
+		Principal: r.in.Principal, MaxValueBytes: r.lim.MaxValueBytes, AskPeople: r.in.AskPeople}
 
 	if t.NeedsApproval(r.in.Approval) {
 		approver, denial, err := r.approval(ctx, req)
@@ -132,6 +132,9 @@ func (r *runner) invoke(th *starlark.Thread, t *boundTool, kwargs []starlark.Tup
 	r.seen.Called(ctx, t.ID)
 	opts := func() workflow.Context { return r.activityContext(ctx, t) }
 	err = toolcall.Await(ctx, workflow.ExecuteActivity(opts(), CallToolActivity, req), opts, CallToolActivity, req, &res)
+	if err == nil && res.Asked != nil {
+		err = r.answerRounds(ctx, opts, req, &res)
+	}
 	switch {
 	case err == nil:
 	case ctx.Err() != nil:

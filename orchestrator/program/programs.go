@@ -367,7 +367,7 @@ type Summary struct {
 // attribute still says it runs (timed out, terminated: the workflow had no
 // say); then what GetProgram says of it: failed, canceled or completed.
 func listedStatus(state enumspb.WorkflowExecutionStatus, attr string) string {
-	if attr != visibility.StatusRunning && attr != visibility.StatusWaiting {
+	if attr != visibility.StatusRunning && attr != visibility.StatusWaiting && attr != visibility.StatusWaitingInput {
 		return attr
 	}
 	switch state {

@@ -37,6 +37,9 @@ type Check struct {
 	Stubs []string `json:"stubs,omitempty"`
 	// HasResult reports whether the script assigns a top-level `result`.
 	HasResult bool `json:"has_result"`
+	// Sites are the calls whose tool the source names (stubs and call()
+	// with a literal id), with their arguments, in source order.
+	Sites []CallSite `json:"-"`
 
 	resultPos syntax.Position
 }
@@ -97,8 +100,11 @@ func inspect(f *syntax.File) *Check {
 			if id.Name == "call" {
 				if len(n.Args) > 0 {
 					if lit, ok := n.Args[0].(*syntax.Literal); ok && lit.Token == syntax.STRING {
-						if s, ok := lit.Value.(string); ok && !slices.Contains(chk.Calls, s) {
-							chk.Calls = append(chk.Calls, s)
+						if s, ok := lit.Value.(string); ok {
+							if !slices.Contains(chk.Calls, s) {
+								chk.Calls = append(chk.Calls, s)
+							}
+							chk.Sites = append(chk.Sites, callSite(s, n, 1))
 						}
 					}
 				}
@@ -107,9 +113,13 @@ func inspect(f *syntax.File) *Check {
 			if strings.HasPrefix(id.Name, reservedPrefix) || starlark.Universe.Has(id.Name) {
 				return true // a checked operator or builtin of a bounded program
 			}
-			if !slices.Contains(builtinNames, id.Name) && !slices.Contains(chk.Stubs, id.Name) {
+			if slices.Contains(builtinNames, id.Name) {
+				return true
+			}
+			if !slices.Contains(chk.Stubs, id.Name) {
 				chk.Stubs = append(chk.Stubs, id.Name)
 			}
+			chk.Sites = append(chk.Sites, callSite(id.Name, n, 0))
 		}
 		return true
 	})

@@ -29,6 +29,8 @@ const (
 	legacyUpdateDecideApproval = "DecideApproval"
 	// QueryGetProgram returns a [State].
 	QueryGetProgram = "GetProgram"
+	// UpdateAnswerInput answers a tool's pending question (toolcall.Reply).
+	UpdateAnswerInput = "AnswerProgramInput"
 
 	// ErrorType is the Temporal application error type of a failed program;
 	// its details hold a [ProgramError].
@@ -225,6 +227,11 @@ type Input struct {
 	// the same path. A failed program's error message in history then names
 	// its kind and limit only (the whole error is in its details).
 	NoContentInHistory bool `json:"no_content_in_history,omitempty"`
+	// AskPeople is set when the program's people answer a tool's questions
+	// (ProgramService, questions not declined): a question waits as
+	// pending input (questions.go). Unset (code-mode programs, programs
+	// started before it) declines them.
+	AskPeople bool `json:"ask_people,omitempty"`
 }
 
 // DefaultFilename names a script that was given no file name.
@@ -306,6 +313,12 @@ type CallRequest struct {
 	Approver string `json:"approver,omitempty"`
 	// MaxValueBytes bounds the result's JSON.
 	MaxValueBytes int `json:"max_value_bytes"`
+	// AskPeople, Answers, RequestState and Unanswered: a tool's questions
+	// (see questions.go and agent.CallToolInput).
+	AskPeople    bool              `json:"ask_people,omitempty"`
+	Answers      map[string]string `json:"answers,omitempty"`
+	RequestState string            `json:"request_state,omitempty"`
+	Unanswered   string            `json:"unanswered,omitempty"`
 }
 
 // CallResult is the CallTool activity's output: a tool's success or a
@@ -314,6 +327,8 @@ type CallResult struct {
 	OK        bool       `json:"ok"`
 	ValueJSON string     `json:"value_json,omitempty"`
 	Error     *CallError `json:"error,omitempty"`
+	// Asked is the tool's round of questions (nothing else is set).
+	Asked *toolcall.Asked `json:"asked,omitempty"`
 }
 
 // CallError is the error of a failed call, as a script sees it.
@@ -335,6 +350,7 @@ type CallError struct {
 const (
 	StatusRunning         = "RUNNING"
 	StatusWaitingApproval = "WAITING_APPROVAL"
+	StatusWaitingInput    = "WAITING_INPUT"
 )
 
 // State is what the GetProgram query returns while the program runs.
@@ -344,5 +360,7 @@ type State struct {
 	ToolCalls int                `json:"tool_calls"`
 	Steps     uint64             `json:"steps"`
 	Pending   []toolcall.Pending `json:"pending,omitempty"`
-	StartedAt time.Time          `json:"started_at"`
+	// Questions are the tools' questions waiting for an answer.
+	Questions []toolcall.Question `json:"questions,omitempty"`
+	StartedAt time.Time           `json:"started_at"`
 }

@@ -344,7 +344,7 @@ func paramDoc(p map[string]any) string {
 		lo, hi := p["minimum"], p["maximum"]
 		// sdk/schema states the range of 32-bit and unsigned types on every
 		// such field; only tighter bounds say something.
-		unsigned := hi == float64(math.MaxUint32) || p["format"] == "uint64"
+		unsigned := hi == float64(math.MaxUint32) || p["format"] == "uint64" || p["pattern"] == "^[0-9]+$" // a uint64's digits
 		if lo == float64(math.MinInt32) || lo == float64(0) && unsigned {
 			lo = nil
 		}

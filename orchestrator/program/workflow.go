@@ -30,7 +30,7 @@ func ProgramWorkflow(ctx workflow.Context, in Input) (*Output, error) {
 	if in.Filename == "" {
 		in.Filename = DefaultFilename
 	}
-	r := &runner{in: in, started: workflow.Now(ctx), gate: toolcall.NewGate(), status: StatusRunning,
+	r := &runner{in: in, started: workflow.Now(ctx), gate: toolcall.NewGate(), desk: toolcall.NewDesk(), status: StatusRunning,
 		callDefaults: toolcall.Standard, seen: visibility.NewTracker(ctx, visibility.KindProgram, in.Visibility)}
 	// Version 1 schedules tool calls with the options both engines share
 	// (toolcall.Standard); histories recorded before keep the former ones.
@@ -93,6 +93,7 @@ type runner struct {
 
 	status       string
 	gate         *toolcall.Gate
+	desk         *toolcall.Desk
 	callDefaults toolcall.Defaults
 
 	events        []workflow.Future
@@ -145,7 +146,7 @@ func (r *runner) setup(ctx workflow.Context) error {
 
 	if err := workflow.SetQueryHandler(ctx, QueryGetProgram, func() (State, error) {
 		st := State{ProgramID: r.in.ProgramID, Status: r.status, ToolCalls: r.calls,
-			Pending: r.gate.Pending(), StartedAt: r.started}
+			Pending: r.gate.Pending(), Questions: r.desk.Pending(), StartedAt: r.started}
 		if r.rootSteps != nil {
 			st.Steps = r.rootSteps() + r.spent
 		}
@@ -154,6 +155,9 @@ func (r *runner) setup(ctx workflow.Context) error {
 		return fmt.Errorf("program: query handler: %w", err)
 	}
 	if err := r.gate.Register(ctx, r.updateNames...); err != nil {
+		return fmt.Errorf("program: %w", err)
+	}
+	if err := r.desk.Register(ctx, UpdateAnswerInput); err != nil {
 		return fmt.Errorf("program: %w", err)
 	}
 

@@ -47,6 +47,10 @@ func (g grpcServer) CancelProgram(ctx context.Context, r *toolfleetv1.CancelProg
 	return grpcadapt.Unary(ctx, g.get(), r, (*Service).CancelProgram)
 }
 
+func (g grpcServer) AnswerProgramInput(ctx context.Context, r *toolfleetv1.AnswerProgramInputRequest) (*toolfleetv1.AnswerInputResponse, error) {
+	return grpcadapt.Unary(ctx, g.get(), r, (*Service).AnswerProgramInput)
+}
+
 func (g grpcServer) DecideProgramApproval(ctx context.Context, r *toolfleetv1.DecideProgramApprovalRequest) (*toolfleetv1.DecideProgramApprovalResponse, error) {
 	return grpcadapt.Unary(ctx, g.get(), r, (*Service).DecideProgramApproval)
 }

@@ -83,8 +83,12 @@ func (s *Service) RunProgram(ctx context.Context, req *connect.Request[toolfleet
 	if err != nil {
 		return nil, connect.NewError(connect.CodeInvalidArgument, err)
 	}
+	ask, err := asksPeople(m.GetQuestions())
+	if err != nil {
+		return nil, connect.NewError(connect.CodeInvalidArgument, err)
+	}
 	in := program.Input{ProgramID: m.GetProgramId(), Filename: m.GetFilename(), Source: m.GetSource(), Tools: m.GetTools(),
-		Principal: p, Limits: limitsOf(m.GetLimits()), Call: call}
+		Principal: p, Limits: limitsOf(m.GetLimits()), Call: call, AskPeople: ask}
 	if call != nil {
 		in.Tools = []string{call.ToolID}
 	}
@@ -144,7 +148,17 @@ func (s *Service) GetProgram(ctx context.Context, req *connect.Request[toolfleet
 	if !sees(c, st.Owner) {
 		return nil, lookupError(program.ErrNotFound) // another caller's program does not exist for this one
 	}
-	return connect.NewResponse(statusProto(st)), nil
+	resp := statusProto(st)
+	if req.Msg.GetDetail() {
+		var steps uint64
+		if st.Output != nil {
+			steps = st.Output.Steps
+		}
+		if resp.Detail, err = s.detail(ctx, req.Msg.GetProgramId(), steps); err != nil {
+			return nil, lookupError(err)
+		}
+	}
+	return connect.NewResponse(resp), nil
 }
 
 // CancelProgram cancels a running program.
@@ -372,6 +386,7 @@ func errorProto(e *program.ProgramError) *toolfleetv1.ProgramError {
 var statusCodes = map[string]toolfleetv1.ProgramStatus{
 	program.StatusRunning:         toolfleetv1.ProgramStatus_PROGRAM_STATUS_RUNNING,
 	program.StatusWaitingApproval: toolfleetv1.ProgramStatus_PROGRAM_STATUS_WAITING_APPROVAL,
+	program.StatusWaitingInput:    toolfleetv1.ProgramStatus_PROGRAM_STATUS_WAITING_INPUT,
 	program.StatusCompleted:       toolfleetv1.ProgramStatus_PROGRAM_STATUS_COMPLETED,
 	program.StatusFailed:          toolfleetv1.ProgramStatus_PROGRAM_STATUS_FAILED,
 	program.StatusCanceled:        toolfleetv1.ProgramStatus_PROGRAM_STATUS_CANCELED,
@@ -390,6 +405,7 @@ func statusProto(st *program.Status) *toolfleetv1.GetProgramResponse {
 			resp.PendingApprovals = append(resp.PendingApprovals, &toolfleetv1.PendingApproval{CallId: pa.CallID,
 				ToolId: pa.ToolID, Arguments: args, RequestedAt: timestamppb.New(pa.RequestedAt)})
 		}
+		resp.PendingQuestions = apibase.PendingQuestions(st.State.Questions)
 	}
 	if st.Output != nil {
 		resp.ToolCalls = int32(st.Output.ToolCalls)

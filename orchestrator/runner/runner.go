@@ -453,7 +453,10 @@ func Start(ctx context.Context, cfg Config) (_ *Orchestrator, err error) {
 // AgentService returns the AgentService over this process's connections,
 // authenticating callers with auth; mount its Handler at the gateway.
 func (o *Orchestrator) AgentService(auth agentapi.Authenticator) *agentapi.Service {
-	return &agentapi.Service{Runs: o.Runs, JS: o.js, NC: o.nc, Auth: auth, Log: o.cfg.Logger, Endpoints: o.cfg.Endpoints, CheckEndpoints: true}
+	// The runs' model turns run in this process: it can tell whether their keys are set.
+	models, _ := o.cfg.Models.(agent.ModelChecker)
+	return &agentapi.Service{Runs: o.Runs, JS: o.js, NC: o.nc, Auth: auth, Log: o.cfg.Logger, Endpoints: o.cfg.Endpoints, CheckEndpoints: true,
+		Models: models}
 }
 
 // ProgramService returns the ProgramService over this process's

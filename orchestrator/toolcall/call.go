@@ -43,11 +43,23 @@ type Call struct {
 	// (a denial, an unknown tool, a finished program): nothing is called or
 	// announced, and the outcome is rendered and published as a result.
 	Decided *Outcome
+	// ClientInput are the kinds of input the workflow's people answer
+	// (none: the gateway refuses a tool that needs input before it runs).
+	// Answers and RequestState answer the round before (same call id).
+	ClientInput  []toolfleetv1.ClientCapability
+	Answers      map[string]*structpb.Struct
+	RequestState string
+	// Declined is the execution error a tool's question gets when the
+	// engine cannot take it (no [Asker], or the workflow declines questions).
+	Declined string
 }
 
 // Rendered is an outcome as an engine keeps it.
 type Rendered[Out any] struct {
 	Out Out
+	// Asked: Out hands a round of questions back ([Asker]); nothing is
+	// counted or published as a result.
+	Asked bool
 	// Kind is the outcome counted in the metrics, when Counted (false: an
 	// earlier attempt of the call counted it already).
 	Kind    Kind
@@ -73,6 +85,16 @@ type Engine[In, Out any] interface {
 	GatewayCall(d time.Duration)
 	ToolCall(k Kind)
 }
+
+// An Asker is an Engine whose workflows take a tool's questions: Ask
+// returns the round (o.Asked) to the workflow, which keeps it as pending
+// input and calls again with the answers. Nothing is appended or kept.
+type Asker[In, Out any] interface {
+	Ask(ctx context.Context, in In, c Call, o Outcome) (Out, error)
+}
+
+// DeclinedDefault is [Call.Declined] when the engine sets none.
+const DeclinedDefault = "the tool needed input from a person, which this caller does not give"
 
 // CallActivity is the one call activity of runs and programs; each
 // registers it under its own name ("CallTool", "ProgramCallTool"), with its
@@ -101,6 +123,9 @@ func CallActivity[In, Out any](gw Gateway, e Engine[In, Out]) func(context.Conte
 		if err != nil {
 			return zero, err
 		}
+		if r.Asked {
+			return r.Out, nil
+		}
 		if r.Counted {
 			e.ToolCall(r.Kind)
 		}
@@ -119,7 +144,8 @@ func call[In, Out any](ctx context.Context, gw Gateway, e Engine[In, Out], in In
 		return Rendered[Out]{}, err
 	}
 	defer Heartbeat(ctx)()
-	req := WithApproval(&toolfleetv1.CallToolRequest{CallId: c.CallID, ToolId: c.ToolID, Input: c.Input}, c.Approver)
+	req := WithApproval(&toolfleetv1.CallToolRequest{CallId: c.CallID, ToolId: c.ToolID, Input: c.Input,
+		ClientInput: c.ClientInput, InputResponses: c.Answers, RequestState: c.RequestState}, c.Approver)
 	began := time.Now()
 	res, err := gw.CallTool(OnBehalfOf(ctx, c.Principal), req)
 	e.GatewayCall(time.Since(began))
@@ -129,6 +155,16 @@ func call[In, Out any](ctx context.Context, gw Gateway, e Engine[In, Out], in In
 	}
 	if o.Kind == KindConfig || (o.Kind == KindRetry && !c.Final) {
 		return Rendered[Out]{}, o.ActivityError()
+	}
+	if o.Kind == KindInput {
+		if a, ok := any(e).(Asker[In, Out]); ok && len(c.ClientInput) > 0 {
+			out, err := a.Ask(ctx, in, c, o)
+			return Rendered[Out]{Out: out, Asked: true}, err
+		}
+		o.Kind, o.Message, o.Asked = KindExecution, c.Declined, nil
+		if o.Message == "" {
+			o.Message = DeclinedDefault
+		}
 	}
 	return e.Render(ctx, in, c, o)
 }

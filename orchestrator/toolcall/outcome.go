@@ -36,6 +36,10 @@ const (
 	// KindConfig: the orchestrator itself is not authenticated at the
 	// gateway; no run or program can fix that.
 	KindConfig Kind = "config"
+	// KindInput: the tool asked its caller for input (Asked holds the
+	// round); not a result: the call is made again with the answers, or
+	// rendered as [KindExecution] with [Call.Declined].
+	KindInput Kind = "input"
 )
 
 // Kinds of a call the gateway never answered, decided by the engine.
@@ -83,6 +87,8 @@ type Outcome struct {
 	Duration time.Duration
 	// Err is the gateway error behind KindRetry and KindConfig, if any.
 	Err error
+	// Asked is the tool's round of questions (KindInput).
+	Asked *Asked
 }
 
 // Transient reports whether a gateway status code is worth another attempt.
@@ -128,9 +134,7 @@ func Classify(ctx context.Context, res *client.Result, err error) (Outcome, erro
 	case err != nil:
 		return Outcome{Kind: KindRetry, Message: noAnswer(err.Error()), Err: err}, nil
 	case res.InputRequired != nil:
-		// Only a caller declaring client_input is asked (the orchestrator
-		// declares none); should one reach a run anyway, the model reads why.
-		return Outcome{Kind: KindExecution, Message: "the tool asked its caller for input, which an agent run or a program cannot answer", Duration: res.Duration}, nil
+		return Outcome{Kind: KindInput, Message: "the tool asked its caller for input", Asked: askedOf(res.InputRequired), Duration: res.Duration}, nil
 	case !res.Success:
 		e := res.Error
 		o := Outcome{Kind: KindExecution, Message: e.GetMessage(), Hint: e.GetAdditionalPromptContent(), Duration: res.Duration}

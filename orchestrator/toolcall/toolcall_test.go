@@ -38,9 +38,10 @@ func TestClassify(t *testing.T) {
 		{"no answer", t.Context(), nil, errors.New("connection refused"), toolcall.KindRetry, false, false},
 		{"refused", t.Context(), nil, &client.ServerError{Code: codes.PermissionDenied, Message: "needs kv:write"}, toolcall.KindRefused, false, false},
 		{"not found", t.Context(), nil, &client.ServerError{Code: codes.NotFound, Message: "no tool"}, toolcall.KindRefused, false, false},
-		// A tool asking its caller for input: runs cannot answer, the model reads why.
+		// A tool needing input the caller did not declare is refused; one
+		// that asks hands its round back (KindInput, see question.go).
 		{"tool needs input", t.Context(), nil, &client.ServerError{Code: codes.FailedPrecondition, Message: "it asks its caller for input (elicitation)"}, toolcall.KindRefused, false, false},
-		{"tool asks for input", t.Context(), &client.Result{InputRequired: &toolfleetv1.InputRequired{RequestState: "s"}}, nil, toolcall.KindExecution, false, false},
+		{"tool asks for input", t.Context(), &client.Result{InputRequired: &toolfleetv1.InputRequired{RequestState: "s"}}, nil, toolcall.KindInput, false, false},
 		{"orchestrator not authenticated", t.Context(), nil, &client.ServerError{Code: codes.Unauthenticated, Message: "token"}, toolcall.KindConfig, false, false},
 		// The activity itself was cancelled: Temporal must see it, not a result.
 		{"activity cancelled", canceled, nil, &client.ServerError{Code: codes.Canceled, Message: "canceled"}, "", false, true},

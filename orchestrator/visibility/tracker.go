@@ -43,10 +43,12 @@ func NewTracker(ctx workflow.Context, kind string, enabled bool) *Tracker {
 func (t *Tracker) Event(ctx workflow.Context, kind string) {
 	status := ""
 	switch kind {
-	case "started", "turn", "message", "tool_result", "approval.decided":
+	case "started", "turn", "message", "tool_result", "approval.decided", "input.answered":
 		status = StatusRunning
 	case "approval.requested":
 		status = StatusWaiting
+	case "input.requested":
+		status = StatusWaitingInput
 	case "completed":
 		status = StatusDone
 		if t.kind == KindRun {

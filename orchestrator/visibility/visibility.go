@@ -41,12 +41,14 @@ var (
 // Values of [Status]. Temporal's own execution status says whether the
 // workflow is open; this says what an open one is doing.
 const (
-	StatusRunning  = "running"
-	StatusWaiting  = "waiting_approval"
-	StatusAnswered = "answered" // a run gave its answer and only waits for a follow-up message
-	StatusDone     = "completed"
-	StatusFailed   = "failed"
-	StatusCanceled = "canceled"
+	StatusRunning = "running"
+	StatusWaiting = "waiting_approval"
+	// StatusWaitingInput: a tool's question waits for a person's answer.
+	StatusWaitingInput = "waiting_input"
+	StatusAnswered     = "answered" // a run gave its answer and only waits for a follow-up message
+	StatusDone         = "completed"
+	StatusFailed       = "failed"
+	StatusCanceled     = "canceled"
 )
 
 // Kinds of [Kind].

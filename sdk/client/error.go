@@ -42,6 +42,11 @@ type ServerError struct {
 	// the connection broke mid-call: whether the call ran is not known, and a
 	// retry with the same call_id gets its outcome from the gateway's record.
 	Answered bool
+	// ConnectionRequired is set when the tool acts with the caller's own
+	// account at a provider the caller has not connected
+	// (codes.FailedPrecondition): open its AuthorizationUrl in a browser,
+	// then call again with the same call_id (docs/credentials.md).
+	ConnectionRequired *toolfleetv1.ConnectionRequired
 
 	cause error
 }
@@ -63,6 +68,9 @@ func (e *ServerError) GRPCStatus() *status.Status {
 	details := []protoadapt.MessageV1{&toolfleetv1.ServerError{Message: e.Message, DeveloperMessage: e.DeveloperMessage}}
 	if e.RetryAfter > 0 {
 		details = append(details, &errdetails.RetryInfo{RetryDelay: durationpb.New(e.RetryAfter)})
+	}
+	if e.ConnectionRequired != nil {
+		details = append(details, e.ConnectionRequired)
 	}
 	if d, err := st.WithDetails(details...); err == nil {
 		return d
@@ -206,6 +214,8 @@ func fromRPC(ctx context.Context, err error, callID string) error {
 			se.Message, se.DeveloperMessage, se.Answered = d.GetMessage(), d.GetDeveloperMessage(), true
 		case *errdetails.RetryInfo:
 			se.RetryAfter, se.Answered = max(d.GetRetryDelay().AsDuration(), 0), true
+		case *toolfleetv1.ConnectionRequired:
+			se.ConnectionRequired, se.Answered = d, true
 		}
 	}
 	return se
@@ -240,7 +250,7 @@ func fromFailure(f *toolfleetv1.CallFailure) error {
 	code := codeOfName(f.GetCode())
 	se := f.GetServerError()
 	return &ServerError{Code: code, Message: se.GetMessage(), DeveloperMessage: se.GetDeveloperMessage(), CallID: f.GetCallId(),
-		RetryAfter: time.Duration(max(f.GetRetryAfterMs(), 0)) * time.Millisecond}
+		RetryAfter: time.Duration(max(f.GetRetryAfterMs(), 0)) * time.Millisecond, ConnectionRequired: f.GetConnectionRequired()}
 }
 
 // codeOfName maps a canonical code name ("NOT_FOUND") to its code.

@@ -9,6 +9,8 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/toolfleet/toolfleet/internal/jsonerr"
 )
 
 // InputOf converts a call input to the Struct the gateway takes: nil (no
@@ -56,7 +58,7 @@ func InputOf(input any) (*structpb.Struct, error) {
 	}
 	s := &structpb.Struct{}
 	if err := protojson.Unmarshal(raw, s); err != nil {
-		return nil, fmt.Errorf("client: input must be a JSON object: %w", err)
+		return nil, fmt.Errorf("client: input must be a JSON object: %w", jsonerr.Describe(raw, err))
 	}
 	return s, nil
 }

@@ -162,8 +162,15 @@ var RateLimits = Asset{Name: "toolfleet_limits", Kind: KindKV, Owner: "gateway (
 var InputKey = Asset{Name: "toolfleet_input_key", Kind: KindKV, Owner: "gateway (without --input-state-key-file)",
 	Prod: Limits{MaxBytes: 64 * kib}, Dev: Limits{MaxBytes: 64 * kib}}
 
+// Connections holds the principals' delegated credentials (sealed OAuth
+// tokens, services/gateway/connections) and their unfinished connects. Only
+// a gateway with --connections-file makes it, so it is listed by
+// [Optional]; it has no max age: a connection lasts until it is revoked.
+var Connections = Asset{Name: "toolfleet_connections", Kind: KindKV, Owner: "gateway (with --connections-file)",
+	Prod: Limits{MaxBytes: 256 * mib}, Dev: Limits{MaxBytes: 16 * mib}}
+
 // Optional lists the assets made only in some configurations.
-func Optional() []Asset { return []Asset{RateLimits, InputKey} }
+func Optional() []Asset { return []Asset{RateLimits, InputKey, Connections} }
 
 // All lists the fleet's assets under their default names.
 func All() []Asset {

@@ -81,6 +81,12 @@ type Request struct {
 	// code execution). Empty means the Container of the latest assistant
 	// message, which is how a conversation normally carries it.
 	Container string
+	// ThinkingOpen says the prompt ends inside an opened reasoning tag (a
+	// chat template that prefills <think> to start the reply in thinking),
+	// so the reply reads "plan</think>answer": a text-protocol dialect then
+	// reads its text up to the close as thinking. Dialects without a
+	// reasoning tag, and native tool calling, ignore it.
+	ThinkingOpen bool
 }
 
 // Text returns a text part.

@@ -324,10 +324,13 @@ func (g *generator) single(fd protoreflect.FieldDescriptor) map[string]any {
 	case protoreflect.Uint32Kind, protoreflect.Fixed32Kind:
 		return map[string]any{"type": "integer", "minimum": int64(0), "maximum": int64(math.MaxUint32)}
 	case protoreflect.Int64Kind, protoreflect.Sint64Kind, protoreflect.Sfixed64Kind:
-		// protojson writes 64-bit integers as strings and reads numbers or strings.
-		return map[string]any{"type": []any{"integer", "string"}, "pattern": `^-?[0-9]+$`, "format": "int64"}
+		// protojson writes 64-bit integers as strings and reads numbers or
+		// strings. No "format": "uint64" is no format JSON Schema or OpenAPI
+		// knows (MCP clients' Ajv warns "unknown format" on every listing) and
+		// "int64" only OpenAPI's; the pattern and the range say it all.
+		return map[string]any{"type": []any{"integer", "string"}, "pattern": `^-?[0-9]+$`}
 	case protoreflect.Uint64Kind, protoreflect.Fixed64Kind:
-		return map[string]any{"type": []any{"integer", "string"}, "pattern": `^[0-9]+$`, "minimum": int64(0), "format": "uint64"}
+		return map[string]any{"type": []any{"integer", "string"}, "pattern": `^[0-9]+$`, "minimum": int64(0)}
 	case protoreflect.EnumKind:
 		if fd.Enum().FullName() == "google.protobuf.NullValue" {
 			return map[string]any{"type": "null"}

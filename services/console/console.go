@@ -21,6 +21,9 @@ type Config struct {
 	// --gateway-jwt-secret`): with it the sign-in page mints a token for
 	// a chosen subject and scopes. Nil: no dev sign-in.
 	DevSecret []byte
+	// OIDC, when set, signs people in with the operator's OpenID Connect
+	// provider (oidc.go); it can stand beside the dev sign-in.
+	OIDC *OIDCConfig
 	// AuthOff is a gateway without auth: every visitor is the anonymous
 	// principal and no sign-in is needed.
 	AuthOff bool
@@ -31,6 +34,11 @@ type Config struct {
 	SessionTTL time.Duration
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
+	// TemporalUI is the Temporal Web UI's base URL (http://host:port): a
+	// run's page links to its workflow there. Empty: no link.
+	TemporalUI string
+	// Namespace is the Temporal namespace of the runs (for that link).
+	Namespace string
 }
 
 // Server serves the console. It implements http.Handler for [Prefix].
@@ -41,13 +49,16 @@ type Server struct {
 	mux      *http.ServeMux
 	api      atomic.Pointer[apis]
 	counts   *countCache
+	live     liveLimits
 	handler  http.Handler
+	oidc     *oidcSignin // nil without OIDC sign-in
 }
 
 // apis are the gateway's services the console calls as the principal.
 type apis struct {
 	runs     toolfleetv1connect.AgentServiceClient
 	programs toolfleetv1connect.ProgramServiceClient
+	tools    toolfleetv1connect.ToolGatewayServiceClient
 }
 
 // ErrNotConnected is what pages answer (503) before [Server.Connect].
@@ -70,6 +81,11 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, sessions: newSessions(cfg.SessionTTL, cfg.Now), pages: p, mux: http.NewServeMux(),
 		counts: &countCache{m: map[string]cachedCount{}}}
+	if cfg.OIDC != nil {
+		if s.oidc, err = newOIDCSignin(*cfg.OIDC); err != nil {
+			return nil, err
+		}
+	}
 	s.handler = secure(s.mux)
 	s.routes()
 	return s, nil
@@ -81,6 +97,7 @@ func (s *Server) Connect(baseURL string) {
 	s.api.Store(&apis{
 		runs:     toolfleetv1connect.NewAgentServiceClient(s.cfg.HTTPClient, baseURL),
 		programs: toolfleetv1connect.NewProgramServiceClient(s.cfg.HTTPClient, baseURL),
+		tools:    toolfleetv1connect.NewToolGatewayServiceClient(s.cfg.HTTPClient, baseURL),
 	})
 }
 
@@ -99,6 +116,10 @@ func (s *Server) routes() {
 	m.HandleFunc("GET "+Prefix+"signin", s.signinPage)
 	m.HandleFunc("POST "+Prefix+"signin", s.signin)
 	m.HandleFunc("POST "+Prefix+"signout", s.post(s.signout))
+	if s.oidc != nil {
+		m.HandleFunc("GET "+Prefix+"oidc/start", s.oidcStart)
+		m.HandleFunc("GET "+Prefix+"oidc/callback", s.oidcCallback)
+	}
 	m.HandleFunc("GET "+Prefix+"runs", s.page(s.runsPage))
 	m.HandleFunc("POST "+Prefix+"runs", s.post(s.startRun))
 	m.HandleFunc("GET "+Prefix+"runs/{id}", s.page(s.runPage))
@@ -107,6 +128,12 @@ func (s *Server) routes() {
 	m.HandleFunc("POST "+Prefix+"runs/{id}/message", s.post(s.sendMessage))
 	m.HandleFunc("POST "+Prefix+"runs/{id}/decide", s.post(s.decideRun))
 	m.HandleFunc("GET "+Prefix+"inbox", s.page(s.inboxPage))
+	m.HandleFunc("GET "+Prefix+"inbox/events", s.page(s.inboxEvents))
+	m.HandleFunc("GET "+Prefix+"tools", s.page(s.toolsPage))
+	m.HandleFunc("GET "+Prefix+"tools/{id}", s.page(s.toolPage))
+	m.HandleFunc("POST "+Prefix+"tools/{id}", s.post(s.tryTool))
+	m.HandleFunc("GET "+Prefix+"programs", s.page(s.programsPage))
+	m.HandleFunc("GET "+Prefix+"programs/{id}", s.page(s.programPage))
 	m.HandleFunc("POST "+Prefix+"programs/{id}/decide", s.post(s.decideProgram))
 	m.HandleFunc(Prefix, func(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, nil, http.StatusNotFound, "There is no such page in the console.")
@@ -121,6 +148,9 @@ type handler func(w http.ResponseWriter, r *http.Request, ss *session, a *apis)
 func (s *Server) page(h handler) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		ss := s.sessions.get(r)
+		if ss != nil && ss.signedIn && s.oidc != nil {
+			ss = s.renew(r.Context(), ss) // nil: the provider's token ended
+		}
 		if (ss == nil || !ss.signedIn) && s.cfg.AuthOff {
 			ss = s.sessions.start(w, r, anonymous)
 		}
@@ -195,9 +225,11 @@ func (s *Server) failAPI(w http.ResponseWriter, r *http.Request, ss *session, wh
 	}
 }
 
+func asConnect(err error, ce **connect.Error) bool { return errors.As(err, ce) }
+
 func messageOf(err error) string {
 	var ce *connect.Error
-	if errors.As(err, &ce) {
+	if asConnect(err, &ce) {
 		return ce.Message()
 	}
 	return err.Error()

@@ -16,6 +16,9 @@
 // read by a small embedded script (assets.go).
 //
 // Sign-in is the dev sign-in of `toolfleet dev` (a token minted with the
-// gateway's HS256 dev secret for a chosen subject and scopes); with auth off
-// every visitor is the anonymous principal. See docs/console.md.
+// gateway's HS256 dev secret for a chosen subject and scopes), and/or
+// OpenID Connect with the operator's provider (oidc.go: authorization code
+// with PKCE; the session calls the APIs with the provider's access token);
+// with auth off every visitor is the anonymous principal. See
+// docs/console.md.
 package console

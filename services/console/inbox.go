@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"connectrpc.com/connect"
+
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
 )
 
@@ -17,15 +19,57 @@ const maxInboxScan = 100
 // inboxCountTTL is how long the header's count is reused for one session.
 const inboxCountTTL = 5 * time.Second
 
-// pending finds every call waiting for a decision across the principal's
-// running runs and programs, the way `toolfleet approvals list` does: the
-// lists, then each running one's pending approvals.
-func pending(ctx context.Context, ss *session, a *apis) ([]approvalView, error) {
-	var out []approvalView
-	lr, err := a.runs.ListRuns(ctx, as(ss, &toolfleetv1.ListRunsRequest{PageSize: maxInboxScan}))
+// inboxItem is one thing waiting on the principal. Kind says which: an
+// "approval" of a tool call today; another kind (a tool's question) adds
+// its own field, its own source in inboxSources and its own fragment.
+type inboxItem struct {
+	Kind     string
+	Approval *approvalView
+}
+
+// inboxSource finds items of one kind across the principal's runs and programs.
+type inboxSource func(ctx context.Context, ss *session, a *apis) ([]inboxItem, error)
+
+// inboxSources are read in order for every inbox and count.
+var inboxSources = []inboxSource{runApprovals, programApprovals}
+
+// pending finds every item waiting for ss's principal, the way `toolfleet
+// approvals list` does; what the sources found before one failed is kept.
+func pending(ctx context.Context, ss *session, a *apis) ([]inboxItem, error) {
+	var out []inboxItem
+	var first error
+	for _, src := range inboxSources {
+		items, err := src(ctx, ss, a)
+		out = append(out, items...)
+		if err != nil && first == nil {
+			first = err
+		}
+	}
+	return out, first
+}
+
+func approvalItems(v []approvalView) []inboxItem {
+	out := make([]inboxItem, 0, len(v))
+	for i := range v {
+		out = append(out, inboxItem{Kind: "approval", Approval: &v[i]})
+	}
+	return out
+}
+
+// runApprovals are the calls waiting in the principal's runs: the runs
+// listed as waiting (visibility answers that), then each one's pending
+// calls; without search attributes every open run is asked.
+func runApprovals(ctx context.Context, ss *session, a *apis) ([]inboxItem, error) {
+	req := &toolfleetv1.ListRunsRequest{PageSize: maxInboxScan, Status: toolfleetv1.RunStatus_RUN_STATUS_WAITING_APPROVAL}
+	lr, err := a.runs.ListRuns(ctx, as(ss, req))
+	if connect.CodeOf(err) == connect.CodeFailedPrecondition { // a namespace without the search attributes
+		req.Status = toolfleetv1.RunStatus_RUN_STATUS_UNSPECIFIED
+		lr, err = a.runs.ListRuns(ctx, as(ss, req))
+	}
 	if err != nil {
 		return nil, err
 	}
+	var out []inboxItem
 	for _, r := range lr.Msg.GetRuns() {
 		if r.GetState() != "Running" {
 			continue
@@ -34,12 +78,18 @@ func pending(ctx context.Context, ss *session, a *apis) ([]approvalView, error) 
 		if err != nil {
 			continue // ended or restarting in between: nothing to decide now
 		}
-		out = append(out, approvalViews("run", r.GetRunId(), got.Msg.GetPendingApprovals())...)
+		out = append(out, approvalItems(approvalViews("run", r.GetRunId(), got.Msg.GetPendingApprovals()))...)
 	}
+	return out, nil
+}
+
+// programApprovals are the calls waiting in the principal's programs.
+func programApprovals(ctx context.Context, ss *session, a *apis) ([]inboxItem, error) {
 	lp, err := a.programs.ListPrograms(ctx, as(ss, &toolfleetv1.ListProgramsRequest{PageSize: maxInboxScan}))
 	if err != nil {
-		return out, err
+		return nil, err
 	}
+	var out []inboxItem
 	for _, p := range lp.Msg.GetPrograms() {
 		if p.GetState() != "Running" || (p.GetStatus() != "" && !strings.HasPrefix(p.GetStatus(), "waiting")) {
 			continue
@@ -48,7 +98,7 @@ func pending(ctx context.Context, ss *session, a *apis) ([]approvalView, error) 
 		if err != nil {
 			continue
 		}
-		out = append(out, approvalViews("program", p.GetProgramId(), got.Msg.GetPendingApprovals())...)
+		out = append(out, approvalItems(approvalViews("program", p.GetProgramId(), got.Msg.GetPendingApprovals()))...)
 	}
 	return out, nil
 }
@@ -62,7 +112,7 @@ func (s *Server) inboxPage(w http.ResponseWriter, r *http.Request, ss *session, 
 		problem = "Some of your runs or programs could not be read: " + messageOf(err)
 	}
 	s.counts.set(ss.id, len(items), s.cfg.Now())
-	s.render(w, r, ss, "inbox", http.StatusOK, map[string]any{"Items": items, "Problem": problem, "CSRF": ss.csrf})
+	s.render(w, r, ss, "inbox", http.StatusOK, inboxData{Items: items, Problem: problem, CSRF: ss.csrf})
 }
 
 func (s *Server) decideProgram(w http.ResponseWriter, r *http.Request, ss *session, a *apis) {

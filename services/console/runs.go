@@ -1,7 +1,6 @@
 package console
 
 import (
-	"encoding/base64"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -11,57 +10,6 @@ import (
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
 )
-
-// runsPageSize is how many runs one page of the list shows.
-const runsPageSize = 25
-
-// runRow is one run in the list.
-type runRow struct {
-	ID, State, Status  string
-	Started, Closed    string
-	StartedAgo, Detail string
-}
-
-func (s *Server) runsPage(w http.ResponseWriter, r *http.Request, ss *session, a *apis) {
-	ctx, cancel := callCtx(r)
-	defer cancel()
-	var token []byte
-	if p := r.URL.Query().Get("page"); p != "" {
-		var err error
-		if token, err = base64.RawURLEncoding.DecodeString(p); err != nil {
-			s.fail(w, r, ss, http.StatusBadRequest, "That page link is damaged: go back to the first page of runs.")
-			return
-		}
-	}
-	res, err := a.runs.ListRuns(ctx, as(ss, &toolfleetv1.ListRunsRequest{PageSize: runsPageSize, PageToken: token}))
-	if err != nil {
-		s.failAPI(w, r, ss, "The runs", err)
-		return
-	}
-	rows := make([]runRow, 0, len(res.Msg.GetRuns()))
-	for _, run := range res.Msg.GetRuns() {
-		row := runRow{ID: run.GetRunId(), State: run.GetState(), Status: strings.ToLower(run.GetState()),
-			Started: when(run.GetStartedAt()), StartedAgo: since(run.GetStartedAt()), Closed: when(run.GetClosedAt())}
-		if run.GetState() == "Running" {
-			// Temporal's view says only "Running": ask the run what it waits on.
-			if got, err := a.runs.GetRun(ctx, as(ss, &toolfleetv1.GetRunRequest{RunId: run.GetRunId()})); err == nil {
-				row.Status = runStatus(got.Msg.GetStatus())
-				if n := len(got.Msg.GetPendingApprovals()); n > 0 {
-					row.Detail = plural(n, "call waits", "calls wait") + " for approval"
-				}
-			}
-		}
-		rows = append(rows, row)
-	}
-	next := ""
-	if t := res.Msg.GetNextPageToken(); len(t) > 0 {
-		next = Prefix + "runs?page=" + base64.RawURLEncoding.EncodeToString(t)
-	}
-	s.render(w, r, ss, "runs", http.StatusOK, map[string]any{
-		"Runs": rows, "Next": next, "First": r.URL.Query().Get("page") != "",
-		"Model": "scripted:demo", "Tools": "Calculator.*, Clock.*, KV.*, JSONQuery.*",
-	})
-}
 
 func plural(n int, one, many string) string {
 	if n == 1 {
@@ -127,7 +75,7 @@ func approvalViews(kind, owner string, p []*toolfleetv1.PendingApproval) []appro
 		if kind == "run" {
 			v.OwnerURL, v.DecideURL = runURL(owner), runURL(owner)+"/decide"
 		} else {
-			v.OwnerURL, v.DecideURL = "", Prefix+"programs/"+url.PathEscape(owner)+"/decide"
+			v.OwnerURL, v.DecideURL = programURL(owner), programURL(owner)+"/decide"
 		}
 		out = append(out, v)
 	}
@@ -162,13 +110,20 @@ func (s *Server) runPage(w http.ResponseWriter, r *http.Request, ss *session, a 
 	ctx, cancel := callCtx(r)
 	defer cancel()
 	id := r.PathValue("id")
-	got, err := a.runs.GetRun(ctx, as(ss, &toolfleetv1.GetRunRequest{RunId: id}))
+	got, err := a.runs.GetRun(ctx, as(ss, &toolfleetv1.GetRunRequest{RunId: id, Detail: true}))
 	if err != nil {
 		s.failAPI(w, r, ss, "Run "+id, err)
 		return
 	}
+	sum := summarize(got.Msg, ss.csrf)
+	d := got.Msg.GetDetail()
 	s.render(w, r, ss, "run", http.StatusOK, map[string]any{
-		"ID": id, "URL": runURL(id), "Summary": summarize(got.Msg, ss.csrf), "CSRF": ss.csrf,
+		"ID": id, "URL": runURL(id), "Summary": sum, "CSRF": ss.csrf,
+		"Calls": runCallViews(d.GetCalls()), "Truncated": d.GetCallsTruncated(), "Model": d.GetModel(),
+		"Budgets": budgetViews(got.Msg, d.GetBudget()), "Temporal": s.temporalLink(d.GetWorkflowId(), d.GetWorkflowRunId()),
+		// A completed run takes a follow-up message (SendMessage continues it);
+		// a failed, cancelled or spent one stays closed.
+		"CanMessage": !sum.Finished || sum.Status == "completed", "Continue": sum.Finished && sum.Status == "completed",
 	})
 }
 

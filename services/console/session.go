@@ -118,7 +118,11 @@ func loopback(r *http.Request) bool {
 	if h, _, err := net.SplitHostPort(host); err == nil {
 		host = h
 	}
-	host = strings.Trim(host, "[]")
+	return loopbackHost(strings.Trim(host, "[]"))
+}
+
+// loopbackHost reports whether host (a name or an address) is loopback only.
+func loopbackHost(host string) bool {
 	if host == "localhost" {
 		return true
 	}

@@ -53,7 +53,7 @@ func (s *Server) renderSignin(w http.ResponseWriter, r *http.Request, ss *sessio
 	}
 	w.WriteHeader(status)
 	s.render(w, r, ss, "signin", status, map[string]any{
-		"Dev": s.cfg.DevSecret != nil, "Scopes": devScopes, "Subject": subject, "Problem": problem,
+		"Dev": s.cfg.DevSecret != nil, "Scopes": devScopes, "Subject": subject, "Problem": problem, "OIDC": s.oidcIssuer(),
 	})
 }
 
@@ -113,7 +113,8 @@ func claims(token string) (string, []string) {
 	return sub, strings.Fields(sc)
 }
 
-func (s *Server) signout(w http.ResponseWriter, r *http.Request, _ *session, _ *apis) {
+func (s *Server) signout(w http.ResponseWriter, r *http.Request, ss *session, _ *apis) {
+	s.oidcSignOut(r.Context(), ss)
 	s.sessions.end(w, r)
 	http.Redirect(w, r, Prefix+"signin", http.StatusSeeOther)
 }

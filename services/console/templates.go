@@ -19,7 +19,7 @@ var templateFiles embed.FS
 
 // pageNames are the full pages; each is layout.html plus its own file, which
 // defines "title" and "content". fragments.html is in every set.
-var pageNames = []string{"signin", "runs", "run", "inbox", "error"}
+var pageNames = []string{"signin", "runs", "run", "inbox", "error", "programs", "program", "tools", "tool"}
 
 // pages are the parsed templates. Every payload (model text, tool input and
 // output, reasons, ids) reaches the page through html/template's contextual
@@ -37,8 +37,14 @@ var funcs = template.FuncMap{
 	"join":   strings.Join,
 	"words":  func(s string) string { return strings.ReplaceAll(s, "_", " ") },
 	"prefix": func() string { return Prefix },
-	"dict": func(a approvalView, csrf, back string) approvalForm {
-		return approvalForm{A: a, CSRF: csrf, Back: back}
+	"dict": func(a any, csrf, back string) (approvalForm, error) {
+		switch v := a.(type) {
+		case *approvalView:
+			return approvalForm{A: *v, CSRF: csrf, Back: back}, nil
+		case approvalView:
+			return approvalForm{A: v, CSRF: csrf, Back: back}, nil
+		}
+		return approvalForm{}, fmt.Errorf("dict: %T is not an approval", a)
 	},
 }
 

@@ -64,6 +64,7 @@ func (g *Gateway) call(ctx context.Context, p *Principal, req *toolfleetv1.CallT
 	}
 	def := rt.Def()
 	var approval *toolfleetv1.Approval
+	var credential *toolfleetv1.CallCredential // set once the worker is given a token
 	ev := func() *toolfleetv1.CallEvent {
 		e := newCallEvent(req, callID, def.GetId())
 		if e.TraceId == "" {
@@ -76,6 +77,7 @@ func (g *Gateway) call(ctx context.Context, p *Principal, req *toolfleetv1.CallT
 			e.Via = p.Via.ID()
 		}
 		e.Approver, e.ApprovedAt = approval.GetApprover(), approval.GetApprovedAt()
+		e.Credential = credential
 		return e
 	}
 	fail := func(start time.Time, ce *CallError) (*toolfleetv1.CallToolResponse, *CallError, *registry.Route) {
@@ -150,13 +152,21 @@ func (g *Gateway) call(ctx context.Context, p *Principal, req *toolfleetv1.CallT
 			}
 			return fail(start, validationError(ve))
 		}
+		// The token is fetched for this attempt only, after the input is known
+		// good: a caller who must connect first runs nothing (the call_id is free).
+		credCtx, cred, ce := g.withCredential(ctx, p, def)
+		if ce != nil {
+			claim.Release()
+			return fail(start, ce)
+		}
+		credential = cred
 		started := g.events.announce(g.cfg.Events.StartedAfter, p.ID(), ev, def.GetToolkit(), def.GetName())
-		callCtx := ctx
+		callCtx := credCtx
 		if sideEffects && claim.Owned() {
 			// A caller that goes away (a crashed orchestrator, a cancelled client)
 			// must not cut a side effect in half: the call runs on to the tool's own
 			// timeout, its outcome is stored, and the caller's retry receives it.
-			callCtx = context.WithoutCancel(ctx)
+			callCtx = context.WithoutCancel(credCtx)
 		}
 		var via string
 		if p.Via != nil {

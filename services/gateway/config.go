@@ -171,6 +171,11 @@ type Config struct {
 	// ClientInput configures the calls whose tool asks its caller for input
 	// (package clientinput).
 	ClientInput ClientInputConfig
+	// Connections gives the tools that act with their caller's account
+	// (ToolOptions.credential) the caller's tokens; package connections
+	// implements it, wired in cmd/. Nil: such tools are refused with
+	// Unimplemented.
+	Connections TokenSource
 	// Tracing records the gateway's spans (server, and client towards workers)
 	// with the global OpenTelemetry TracerProvider (internal/telemetry). A
 	// caller's traceparent is honoured either way.

@@ -75,6 +75,10 @@ type CallError struct {
 	// it travels as a google.rpc.RetryInfo detail, CallFailure.retry_after_ms
 	// and, on OXP HTTP, Retry-After.
 	RetryAfter time.Duration
+	// Connection says how to connect the account a tool acts with
+	// (FailedPrecondition, ErrConnectionRequired); it travels as a status
+	// detail next to Server and as CallFailure.connection_required.
+	Connection *toolfleetv1.ConnectionRequired
 	// ErrorID names an internal failure in the logs; the caller sees only it
 	// and a generic message (see sealed).
 	ErrorID string
@@ -175,6 +179,9 @@ func (e *CallError) GRPCStatus() *status.Status {
 		detail = e.Validation
 	}
 	details := []protoadapt.MessageV1{detail}
+	if e.Connection != nil {
+		details = append(details, e.Connection)
+	}
 	if e.RetryAfter > 0 {
 		details = append(details, &errdetails.RetryInfo{RetryDelay: durationpb.New(e.RetryAfter)})
 	}
@@ -197,6 +204,11 @@ func (e *CallError) ConnectError() *connect.Error {
 	if err == nil {
 		ce.AddDetail(d)
 	}
+	if e.Connection != nil {
+		if d, err := connect.NewErrorDetail(e.Connection); err == nil {
+			ce.AddDetail(d)
+		}
+	}
 	if e.RetryAfter > 0 {
 		if d, err := connect.NewErrorDetail(&errdetails.RetryInfo{RetryDelay: durationpb.New(e.RetryAfter)}); err == nil {
 			ce.AddDetail(d)
@@ -207,7 +219,7 @@ func (e *CallError) ConnectError() *connect.Error {
 
 // Failure renders the error as a CallTools outcome.
 func (e *CallError) Failure() *toolfleetv1.CallFailure {
-	f := &toolfleetv1.CallFailure{Code: codeName(e.Code), CallId: e.CallID, RetryAfterMs: retryMs(e.RetryAfter)}
+	f := &toolfleetv1.CallFailure{Code: codeName(e.Code), CallId: e.CallID, RetryAfterMs: retryMs(e.RetryAfter), ConnectionRequired: e.Connection}
 	if e.Validation != nil {
 		f.Detail = &toolfleetv1.CallFailure_ValidationError{ValidationError: e.Validation}
 	} else {

@@ -167,7 +167,7 @@ func (g *Gateway) Run(ctx context.Context) error {
 	defer cancel()
 	ln, err := net.Listen("tcp", g.cfg.Listen)
 	if err != nil {
-		return fmt.Errorf("gateway: listen: %w", err)
+		return fmt.Errorf("gateway: %w", err) // net says "listen tcp ADDR: …"
 	}
 	addr := ln.Addr().String()
 	g.addr.Store(&addr)

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/toolfleet/toolfleet/internal/jsonerr"
 	"github.com/toolfleet/toolfleet/internal/jsonsize"
 )
 
@@ -80,7 +81,7 @@ func (c limitedJSON) Unmarshal(b []byte, m any) error {
 		return tooManyValues(c.maxValues)
 	}
 	// Unknown fields are dropped so that older servers accept newer clients.
-	return protojson.UnmarshalOptions{DiscardUnknown: true}.Unmarshal(b, pm)
+	return jsonerr.Describe(b, protojson.UnmarshalOptions{DiscardUnknown: true}.Unmarshal(b, pm))
 }
 
 func tooManyValues(limit int) error {

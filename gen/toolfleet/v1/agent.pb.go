@@ -24,6 +24,59 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// QuestionPolicy says what becomes of a tool's question inside a run.
+type QuestionPolicy int32
+
+const (
+	QuestionPolicy_QUESTION_POLICY_UNSPECIFIED QuestionPolicy = 0
+	// The question waits for an answer (AnswerInput) as long as an approval would.
+	QuestionPolicy_QUESTION_POLICY_ASK QuestionPolicy = 1
+	// The run takes no questions: the model reads that the tool needed input the
+	// run does not give.
+	QuestionPolicy_QUESTION_POLICY_DECLINE QuestionPolicy = 2
+)
+
+// Enum value maps for QuestionPolicy.
+var (
+	QuestionPolicy_name = map[int32]string{
+		0: "QUESTION_POLICY_UNSPECIFIED",
+		1: "QUESTION_POLICY_ASK",
+		2: "QUESTION_POLICY_DECLINE",
+	}
+	QuestionPolicy_value = map[string]int32{
+		"QUESTION_POLICY_UNSPECIFIED": 0,
+		"QUESTION_POLICY_ASK":         1,
+		"QUESTION_POLICY_DECLINE":     2,
+	}
+)
+
+func (x QuestionPolicy) Enum() *QuestionPolicy {
+	p := new(QuestionPolicy)
+	*p = x
+	return p
+}
+
+func (x QuestionPolicy) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (QuestionPolicy) Descriptor() protoreflect.EnumDescriptor {
+	return file_toolfleet_v1_agent_proto_enumTypes[0].Descriptor()
+}
+
+func (QuestionPolicy) Type() protoreflect.EnumType {
+	return &file_toolfleet_v1_agent_proto_enumTypes[0]
+}
+
+func (x QuestionPolicy) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use QuestionPolicy.Descriptor instead.
+func (QuestionPolicy) EnumDescriptor() ([]byte, []int) {
+	return file_toolfleet_v1_agent_proto_rawDescGZIP(), []int{0}
+}
+
 // RunStatus is the lifecycle state of a run.
 type RunStatus int32
 
@@ -35,6 +88,8 @@ const (
 	RunStatus_RUN_STATUS_FAILED           RunStatus = 4
 	RunStatus_RUN_STATUS_CANCELED         RunStatus = 5
 	RunStatus_RUN_STATUS_BUDGET_EXHAUSTED RunStatus = 6
+	// A tool's question waits for an answer (AnswerInput).
+	RunStatus_RUN_STATUS_WAITING_INPUT RunStatus = 7
 )
 
 // Enum value maps for RunStatus.
@@ -47,6 +102,7 @@ var (
 		4: "RUN_STATUS_FAILED",
 		5: "RUN_STATUS_CANCELED",
 		6: "RUN_STATUS_BUDGET_EXHAUSTED",
+		7: "RUN_STATUS_WAITING_INPUT",
 	}
 	RunStatus_value = map[string]int32{
 		"RUN_STATUS_UNSPECIFIED":      0,
@@ -56,6 +112,7 @@ var (
 		"RUN_STATUS_FAILED":           4,
 		"RUN_STATUS_CANCELED":         5,
 		"RUN_STATUS_BUDGET_EXHAUSTED": 6,
+		"RUN_STATUS_WAITING_INPUT":    7,
 	}
 )
 
@@ -70,11 +127,11 @@ func (x RunStatus) String() string {
 }
 
 func (RunStatus) Descriptor() protoreflect.EnumDescriptor {
-	return file_toolfleet_v1_agent_proto_enumTypes[0].Descriptor()
+	return file_toolfleet_v1_agent_proto_enumTypes[1].Descriptor()
 }
 
 func (RunStatus) Type() protoreflect.EnumType {
-	return &file_toolfleet_v1_agent_proto_enumTypes[0]
+	return &file_toolfleet_v1_agent_proto_enumTypes[1]
 }
 
 func (x RunStatus) Number() protoreflect.EnumNumber {
@@ -83,7 +140,7 @@ func (x RunStatus) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use RunStatus.Descriptor instead.
 func (RunStatus) EnumDescriptor() ([]byte, []int) {
-	return file_toolfleet_v1_agent_proto_rawDescGZIP(), []int{0}
+	return file_toolfleet_v1_agent_proto_rawDescGZIP(), []int{1}
 }
 
 // ModelSpec names the model of a run. The key is a reference, never the key itself.
@@ -328,7 +385,10 @@ type StartRunRequest struct {
 	// Code mode: the model is offered one tool, run_program, and writes a
 	// Starlark program that calls `tools`; only the program's result enters the
 	// conversation (docs/programs.md).
-	CodeMode      bool `protobuf:"varint,14,opt,name=code_mode,json=codeMode,proto3" json:"code_mode,omitempty"`
+	CodeMode bool `protobuf:"varint,14,opt,name=code_mode,json=codeMode,proto3" json:"code_mode,omitempty"`
+	// Whether a tool may ask the run's people for input during a call (a form
+	// to fill, answered with AnswerInput). Unspecified = ask.
+	Questions     QuestionPolicy `protobuf:"varint,30,opt,name=questions,proto3,enum=toolfleet.v1.QuestionPolicy" json:"questions,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -461,6 +521,13 @@ func (x *StartRunRequest) GetCodeMode() bool {
 	return false
 }
 
+func (x *StartRunRequest) GetQuestions() QuestionPolicy {
+	if x != nil {
+		return x.Questions
+	}
+	return QuestionPolicy_QUESTION_POLICY_UNSPECIFIED
+}
+
 type StartRunResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	RunId         string                 `protobuf:"bytes,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
@@ -506,8 +573,11 @@ func (x *StartRunResponse) GetRunId() string {
 }
 
 type GetRunRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	RunId         string                 `protobuf:"bytes,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	RunId string                 `protobuf:"bytes,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	// Also return the run's model, budget and tool calls (read from the
+	// workflow's history: slower than the status alone).
+	Detail        bool `protobuf:"varint,2,opt,name=detail,proto3" json:"detail,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -549,6 +619,13 @@ func (x *GetRunRequest) GetRunId() string {
 	return ""
 }
 
+func (x *GetRunRequest) GetDetail() bool {
+	if x != nil {
+		return x.Detail
+	}
+	return false
+}
+
 type GetRunResponse struct {
 	state            protoimpl.MessageState `protogen:"open.v1"`
 	RunId            string                 `protobuf:"bytes,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
@@ -567,7 +644,11 @@ type GetRunResponse struct {
 	Idle bool `protobuf:"varint,11,opt,name=idle,proto3" json:"idle,omitempty"`
 	// For BUDGET_EXHAUSTED: the budget that ran out (max_turns, max_tool_calls,
 	// max_input_tokens, max_output_tokens, deadline).
-	Budget        string `protobuf:"bytes,12,opt,name=budget,proto3" json:"budget,omitempty"`
+	Budget string `protobuf:"bytes,12,opt,name=budget,proto3" json:"budget,omitempty"`
+	// Tools' questions waiting for an answer (AnswerInput).
+	PendingQuestions []*PendingQuestion `protobuf:"bytes,30,rep,name=pending_questions,json=pendingQuestions,proto3" json:"pending_questions,omitempty"`
+	// With detail: the run's start and its tool calls.
+	Detail        *RunDetail `protobuf:"bytes,13,opt,name=detail,proto3" json:"detail,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -686,17 +767,331 @@ func (x *GetRunResponse) GetBudget() string {
 	return ""
 }
 
+func (x *GetRunResponse) GetPendingQuestions() []*PendingQuestion {
+	if x != nil {
+		return x.PendingQuestions
+	}
+	return nil
+}
+
+func (x *GetRunResponse) GetDetail() *RunDetail {
+	if x != nil {
+		return x.Detail
+	}
+	return nil
+}
+
+// RunDetail is what a run's page shows beyond its status. It covers the
+// run's current workflow execution: after a continue-as-new or a restart by
+// SendMessage, the calls of earlier executions are in the transcript only.
+type RunDetail struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// "provider:name".
+	Model string `protobuf:"bytes,1,opt,name=model,proto3" json:"model,omitempty"`
+	// The budgets the run was started with (0: the default).
+	Budget *Budget `protobuf:"bytes,2,opt,name=budget,proto3" json:"budget,omitempty"`
+	// The Temporal workflow and the execution shown.
+	WorkflowId    string `protobuf:"bytes,3,opt,name=workflow_id,json=workflowId,proto3" json:"workflow_id,omitempty"`
+	WorkflowRunId string `protobuf:"bytes,4,opt,name=workflow_run_id,json=workflowRunId,proto3" json:"workflow_run_id,omitempty"`
+	// The tool calls, in order (at most 200).
+	Calls          []*RunToolCall `protobuf:"bytes,5,rep,name=calls,proto3" json:"calls,omitempty"`
+	CallsTruncated bool           `protobuf:"varint,6,opt,name=calls_truncated,json=callsTruncated,proto3" json:"calls_truncated,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *RunDetail) Reset() {
+	*x = RunDetail{}
+	mi := &file_toolfleet_v1_agent_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RunDetail) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RunDetail) ProtoMessage() {}
+
+func (x *RunDetail) ProtoReflect() protoreflect.Message {
+	mi := &file_toolfleet_v1_agent_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RunDetail.ProtoReflect.Descriptor instead.
+func (*RunDetail) Descriptor() ([]byte, []int) {
+	return file_toolfleet_v1_agent_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *RunDetail) GetModel() string {
+	if x != nil {
+		return x.Model
+	}
+	return ""
+}
+
+func (x *RunDetail) GetBudget() *Budget {
+	if x != nil {
+		return x.Budget
+	}
+	return nil
+}
+
+func (x *RunDetail) GetWorkflowId() string {
+	if x != nil {
+		return x.WorkflowId
+	}
+	return ""
+}
+
+func (x *RunDetail) GetWorkflowRunId() string {
+	if x != nil {
+		return x.WorkflowRunId
+	}
+	return ""
+}
+
+func (x *RunDetail) GetCalls() []*RunToolCall {
+	if x != nil {
+		return x.Calls
+	}
+	return nil
+}
+
+func (x *RunDetail) GetCallsTruncated() bool {
+	if x != nil {
+		return x.CallsTruncated
+	}
+	return false
+}
+
+// RunToolCall is one tool call of a run.
+type RunToolCall struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	CallId string                 `protobuf:"bytes,1,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
+	ToolId string                 `protobuf:"bytes,2,opt,name=tool_id,json=toolId,proto3" json:"tool_id,omitempty"`
+	Turn   int32                  `protobuf:"varint,3,opt,name=turn,proto3" json:"turn,omitempty"`
+	// The model's arguments.
+	Arguments *structpb.Struct `protobuf:"bytes,4,opt,name=arguments,proto3" json:"arguments,omitempty"`
+	// The outcome kind (ok, validation, execution, denied, ...), once it ended.
+	Kind    string `protobuf:"bytes,5,opt,name=kind,proto3" json:"kind,omitempty"`
+	IsError bool   `protobuf:"varint,6,opt,name=is_error,json=isError,proto3" json:"is_error,omitempty"`
+	// The start of the result the model saw (none when the run keeps content
+	// out of history: then content_sha256 and content_bytes name it).
+	Preview       string `protobuf:"bytes,7,opt,name=preview,proto3" json:"preview,omitempty"`
+	ContentSha256 string `protobuf:"bytes,8,opt,name=content_sha256,json=contentSha256,proto3" json:"content_sha256,omitempty"`
+	ContentBytes  int64  `protobuf:"varint,9,opt,name=content_bytes,json=contentBytes,proto3" json:"content_bytes,omitempty"`
+	// The stored full result, when it was too large to inline.
+	ResultRef string `protobuf:"bytes,10,opt,name=result_ref,json=resultRef,proto3" json:"result_ref,omitempty"`
+	// The activity's last failure while retried or when it failed.
+	Failure     string                 `protobuf:"bytes,11,opt,name=failure,proto3" json:"failure,omitempty"`
+	Attempts    int32                  `protobuf:"varint,12,opt,name=attempts,proto3" json:"attempts,omitempty"`
+	ScheduledAt *timestamppb.Timestamp `protobuf:"bytes,13,opt,name=scheduled_at,json=scheduledAt,proto3" json:"scheduled_at,omitempty"`
+	EndedAt     *timestamppb.Timestamp `protobuf:"bytes,14,opt,name=ended_at,json=endedAt,proto3" json:"ended_at,omitempty"`
+	// The tool's own duration, as the gateway measured it.
+	Duration *durationpb.Duration `protobuf:"bytes,15,opt,name=duration,proto3" json:"duration,omitempty"`
+	// Who approved it, when it needed approval; the denial's reason when denied.
+	Approver string `protobuf:"bytes,16,opt,name=approver,proto3" json:"approver,omitempty"`
+	Denial   string `protobuf:"bytes,17,opt,name=denial,proto3" json:"denial,omitempty"`
+	// A read-only call the run made inside its workflow task (a local
+	// activity): history keeps its outcome, attempts and time but not which
+	// call it was, so call_id, tool_id, turn and arguments are empty (the
+	// transcript's tool_call and tool_result events name it).
+	ReadOnlyLocal bool `protobuf:"varint,18,opt,name=read_only_local,json=readOnlyLocal,proto3" json:"read_only_local,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RunToolCall) Reset() {
+	*x = RunToolCall{}
+	mi := &file_toolfleet_v1_agent_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RunToolCall) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RunToolCall) ProtoMessage() {}
+
+func (x *RunToolCall) ProtoReflect() protoreflect.Message {
+	mi := &file_toolfleet_v1_agent_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RunToolCall.ProtoReflect.Descriptor instead.
+func (*RunToolCall) Descriptor() ([]byte, []int) {
+	return file_toolfleet_v1_agent_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *RunToolCall) GetCallId() string {
+	if x != nil {
+		return x.CallId
+	}
+	return ""
+}
+
+func (x *RunToolCall) GetToolId() string {
+	if x != nil {
+		return x.ToolId
+	}
+	return ""
+}
+
+func (x *RunToolCall) GetTurn() int32 {
+	if x != nil {
+		return x.Turn
+	}
+	return 0
+}
+
+func (x *RunToolCall) GetArguments() *structpb.Struct {
+	if x != nil {
+		return x.Arguments
+	}
+	return nil
+}
+
+func (x *RunToolCall) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *RunToolCall) GetIsError() bool {
+	if x != nil {
+		return x.IsError
+	}
+	return false
+}
+
+func (x *RunToolCall) GetPreview() string {
+	if x != nil {
+		return x.Preview
+	}
+	return ""
+}
+
+func (x *RunToolCall) GetContentSha256() string {
+	if x != nil {
+		return x.ContentSha256
+	}
+	return ""
+}
+
+func (x *RunToolCall) GetContentBytes() int64 {
+	if x != nil {
+		return x.ContentBytes
+	}
+	return 0
+}
+
+func (x *RunToolCall) GetResultRef() string {
+	if x != nil {
+		return x.ResultRef
+	}
+	return ""
+}
+
+func (x *RunToolCall) GetFailure() string {
+	if x != nil {
+		return x.Failure
+	}
+	return ""
+}
+
+func (x *RunToolCall) GetAttempts() int32 {
+	if x != nil {
+		return x.Attempts
+	}
+	return 0
+}
+
+func (x *RunToolCall) GetScheduledAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ScheduledAt
+	}
+	return nil
+}
+
+func (x *RunToolCall) GetEndedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.EndedAt
+	}
+	return nil
+}
+
+func (x *RunToolCall) GetDuration() *durationpb.Duration {
+	if x != nil {
+		return x.Duration
+	}
+	return nil
+}
+
+func (x *RunToolCall) GetApprover() string {
+	if x != nil {
+		return x.Approver
+	}
+	return ""
+}
+
+func (x *RunToolCall) GetDenial() string {
+	if x != nil {
+		return x.Denial
+	}
+	return ""
+}
+
+func (x *RunToolCall) GetReadOnlyLocal() bool {
+	if x != nil {
+		return x.ReadOnlyLocal
+	}
+	return false
+}
+
 type ListRunsRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	PageSize      int32                  `protobuf:"varint,1,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
-	PageToken     []byte                 `protobuf:"bytes,2,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	PageSize  int32                  `protobuf:"varint,1,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	PageToken []byte                 `protobuf:"bytes,2,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	// Filters (all optional, combined with AND) answered by Temporal visibility
+	// from the runs' search attributes; a page token is tied to its filters.
+	// A filter other than the time range needs the search attributes (the
+	// orchestrator registers them): without them it is FAILED_PRECONDITION.
+	// Only runs whose status is this one.
+	Status RunStatus `protobuf:"varint,3,opt,name=status,proto3,enum=toolfleet.v1.RunStatus" json:"status,omitempty"`
+	// Only runs of this model, "provider:name" as given at StartRun (at most 256 bytes).
+	Model string `protobuf:"bytes,4,opt,name=model,proto3" json:"model,omitempty"`
+	// Only runs that called this tool, "Toolkit.Tool" (at most 256 bytes).
+	Tool string `protobuf:"bytes,5,opt,name=tool,proto3" json:"tool,omitempty"`
+	// Only runs started by this subject (at most 256 bytes); a caller without
+	// runs:admin sees only its own runs whatever this says.
+	StartedBy string `protobuf:"bytes,6,opt,name=started_by,json=startedBy,proto3" json:"started_by,omitempty"`
+	// Only runs started at or after / before this time.
+	StartedAfter  *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=started_after,json=startedAfter,proto3" json:"started_after,omitempty"`
+	StartedBefore *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=started_before,json=startedBefore,proto3" json:"started_before,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ListRunsRequest) Reset() {
 	*x = ListRunsRequest{}
-	mi := &file_toolfleet_v1_agent_proto_msgTypes[7]
+	mi := &file_toolfleet_v1_agent_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -708,7 +1103,7 @@ func (x *ListRunsRequest) String() string {
 func (*ListRunsRequest) ProtoMessage() {}
 
 func (x *ListRunsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolfleet_v1_agent_proto_msgTypes[7]
+	mi := &file_toolfleet_v1_agent_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -721,7 +1116,7 @@ func (x *ListRunsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRunsRequest.ProtoReflect.Descriptor instead.
 func (*ListRunsRequest) Descriptor() ([]byte, []int) {
-	return file_toolfleet_v1_agent_proto_rawDescGZIP(), []int{7}
+	return file_toolfleet_v1_agent_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ListRunsRequest) GetPageSize() int32 {
@@ -738,6 +1133,48 @@ func (x *ListRunsRequest) GetPageToken() []byte {
 	return nil
 }
 
+func (x *ListRunsRequest) GetStatus() RunStatus {
+	if x != nil {
+		return x.Status
+	}
+	return RunStatus_RUN_STATUS_UNSPECIFIED
+}
+
+func (x *ListRunsRequest) GetModel() string {
+	if x != nil {
+		return x.Model
+	}
+	return ""
+}
+
+func (x *ListRunsRequest) GetTool() string {
+	if x != nil {
+		return x.Tool
+	}
+	return ""
+}
+
+func (x *ListRunsRequest) GetStartedBy() string {
+	if x != nil {
+		return x.StartedBy
+	}
+	return ""
+}
+
+func (x *ListRunsRequest) GetStartedAfter() *timestamppb.Timestamp {
+	if x != nil {
+		return x.StartedAfter
+	}
+	return nil
+}
+
+func (x *ListRunsRequest) GetStartedBefore() *timestamppb.Timestamp {
+	if x != nil {
+		return x.StartedBefore
+	}
+	return nil
+}
+
 type ListRunsResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Runs          []*RunSummary          `protobuf:"bytes,1,rep,name=runs,proto3" json:"runs,omitempty"`
@@ -748,7 +1185,7 @@ type ListRunsResponse struct {
 
 func (x *ListRunsResponse) Reset() {
 	*x = ListRunsResponse{}
-	mi := &file_toolfleet_v1_agent_proto_msgTypes[8]
+	mi := &file_toolfleet_v1_agent_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -760,7 +1197,7 @@ func (x *ListRunsResponse) String() string {
 func (*ListRunsResponse) ProtoMessage() {}
 
 func (x *ListRunsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolfleet_v1_agent_proto_msgTypes[8]
+	mi := &file_toolfleet_v1_agent_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -773,7 +1210,7 @@ func (x *ListRunsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRunsResponse.ProtoReflect.Descriptor instead.
 func (*ListRunsResponse) Descriptor() ([]byte, []int) {
-	return file_toolfleet_v1_agent_proto_rawDescGZIP(), []int{8}
+	return file_toolfleet_v1_agent_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ListRunsResponse) GetRuns() []*RunSummary {
@@ -795,16 +1232,27 @@ type RunSummary struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	RunId string                 `protobuf:"bytes,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
 	// Temporal's view: Running, Completed, Failed, Canceled, ContinuedAsNew, ...
-	State         string                 `protobuf:"bytes,2,opt,name=state,proto3" json:"state,omitempty"`
-	StartedAt     *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=started_at,json=startedAt,proto3" json:"started_at,omitempty"`
-	ClosedAt      *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=closed_at,json=closedAt,proto3" json:"closed_at,omitempty"`
+	State     string                 `protobuf:"bytes,2,opt,name=state,proto3" json:"state,omitempty"`
+	StartedAt *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=started_at,json=startedAt,proto3" json:"started_at,omitempty"`
+	ClosedAt  *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=closed_at,json=closedAt,proto3" json:"closed_at,omitempty"`
+	// What the run is doing, as GetRun says it (an answered run waiting for a
+	// follow-up message is COMPLETED while its workflow is Running);
+	// UNSPECIFIED for an open run started without search attributes. A run
+	// whose budget ran out is FAILED here (GetRun says BUDGET_EXHAUSTED).
+	Status RunStatus `protobuf:"varint,5,opt,name=status,proto3,enum=toolfleet.v1.RunStatus" json:"status,omitempty"`
+	// The run's model, "provider:name"; empty without search attributes.
+	Model string `protobuf:"bytes,6,opt,name=model,proto3" json:"model,omitempty"`
+	// The subject that started the run; empty without search attributes.
+	StartedBy string `protobuf:"bytes,7,opt,name=started_by,json=startedBy,proto3" json:"started_by,omitempty"`
+	// The tools called so far ("Toolkit.Tool", at most 32).
+	Tools         []string `protobuf:"bytes,8,rep,name=tools,proto3" json:"tools,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RunSummary) Reset() {
 	*x = RunSummary{}
-	mi := &file_toolfleet_v1_agent_proto_msgTypes[9]
+	mi := &file_toolfleet_v1_agent_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -816,7 +1264,7 @@ func (x *RunSummary) String() string {
 func (*RunSummary) ProtoMessage() {}
 
 func (x *RunSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_toolfleet_v1_agent_proto_msgTypes[9]
+	mi := &file_toolfleet_v1_agent_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -829,7 +1277,7 @@ func (x *RunSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunSummary.ProtoReflect.Descriptor instead.
 func (*RunSummary) Descriptor() ([]byte, []int) {
-	return file_toolfleet_v1_agent_proto_rawDescGZIP(), []int{9}
+	return file_toolfleet_v1_agent_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *RunSummary) GetRunId() string {
@@ -860,6 +1308,34 @@ func (x *RunSummary) GetClosedAt() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *RunSummary) GetStatus() RunStatus {
+	if x != nil {
+		return x.Status
+	}
+	return RunStatus_RUN_STATUS_UNSPECIFIED
+}
+
+func (x *RunSummary) GetModel() string {
+	if x != nil {
+		return x.Model
+	}
+	return ""
+}
+
+func (x *RunSummary) GetStartedBy() string {
+	if x != nil {
+		return x.StartedBy
+	}
+	return ""
+}
+
+func (x *RunSummary) GetTools() []string {
+	if x != nil {
+		return x.Tools
+	}
+	return nil
+}
+
 type WatchRunRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	RunId string                 `protobuf:"bytes,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
@@ -873,7 +1349,7 @@ type WatchRunRequest struct {
 
 func (x *WatchRunRequest) Reset() {
 	*x = WatchRunRequest{}
-	mi := &file_toolfleet_v1_agent_proto_msgTypes[10]
+	mi := &file_toolfleet_v1_agent_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -885,7 +1361,7 @@ func (x *WatchRunRequest) String() string {
 func (*WatchRunRequest) ProtoMessage() {}
 
 func (x *WatchRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolfleet_v1_agent_proto_msgTypes[10]
+	mi := &file_toolfleet_v1_agent_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -898,7 +1374,7 @@ func (x *WatchRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchRunRequest.ProtoReflect.Descriptor instead.
 func (*WatchRunRequest) Descriptor() ([]byte, []int) {
-	return file_toolfleet_v1_agent_proto_rawDescGZIP(), []int{10}
+	return file_toolfleet_v1_agent_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *WatchRunRequest) GetRunId() string {
@@ -935,7 +1411,7 @@ type WatchRunResponse struct {
 
 func (x *WatchRunResponse) Reset() {
 	*x = WatchRunResponse{}
-	mi := &file_toolfleet_v1_agent_proto_msgTypes[11]
+	mi := &file_toolfleet_v1_agent_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -947,7 +1423,7 @@ func (x *WatchRunResponse) String() string {
 func (*WatchRunResponse) ProtoMessage() {}
 
 func (x *WatchRunResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolfleet_v1_agent_proto_msgTypes[11]
+	mi := &file_toolfleet_v1_agent_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -960,7 +1436,7 @@ func (x *WatchRunResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchRunResponse.ProtoReflect.Descriptor instead.
 func (*WatchRunResponse) Descriptor() ([]byte, []int) {
-	return file_toolfleet_v1_agent_proto_rawDescGZIP(), []int{11}
+	return file_toolfleet_v1_agent_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *WatchRunResponse) GetItem() isWatchRunResponse_Item {
@@ -1018,7 +1494,7 @@ type RunDelta struct {
 
 func (x *RunDelta) Reset() {
 	*x = RunDelta{}
-	mi := &file_toolfleet_v1_agent_proto_msgTypes[12]
+	mi := &file_toolfleet_v1_agent_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1030,7 +1506,7 @@ func (x *RunDelta) String() string {
 func (*RunDelta) ProtoMessage() {}
 
 func (x *RunDelta) ProtoReflect() protoreflect.Message {
-	mi := &file_toolfleet_v1_agent_proto_msgTypes[12]
+	mi := &file_toolfleet_v1_agent_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1043,7 +1519,7 @@ func (x *RunDelta) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunDelta.ProtoReflect.Descriptor instead.
 func (*RunDelta) Descriptor() ([]byte, []int) {
-	return file_toolfleet_v1_agent_proto_rawDescGZIP(), []int{12}
+	return file_toolfleet_v1_agent_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *RunDelta) GetTurn() int32 {
@@ -1087,7 +1563,7 @@ type PendingApproval struct {
 
 func (x *PendingApproval) Reset() {
 	*x = PendingApproval{}
-	mi := &file_toolfleet_v1_agent_proto_msgTypes[13]
+	mi := &file_toolfleet_v1_agent_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1099,7 +1575,7 @@ func (x *PendingApproval) String() string {
 func (*PendingApproval) ProtoMessage() {}
 
 func (x *PendingApproval) ProtoReflect() protoreflect.Message {
-	mi := &file_toolfleet_v1_agent_proto_msgTypes[13]
+	mi := &file_toolfleet_v1_agent_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1112,7 +1588,7 @@ func (x *PendingApproval) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PendingApproval.ProtoReflect.Descriptor instead.
 func (*PendingApproval) Descriptor() ([]byte, []int) {
-	return file_toolfleet_v1_agent_proto_rawDescGZIP(), []int{13}
+	return file_toolfleet_v1_agent_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *PendingApproval) GetCallId() string {
@@ -1143,6 +1619,248 @@ func (x *PendingApproval) GetRequestedAt() *timestamppb.Timestamp {
 	return nil
 }
 
+// PendingQuestion is one question a tool asked during a call (MCP's
+// elicitation: a message and a flat JSON Schema of the answer's fields).
+type PendingQuestion struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The call that asked (the same call goes on with the answer).
+	CallId string `protobuf:"bytes,1,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
+	ToolId string `protobuf:"bytes,2,opt,name=tool_id,json=toolId,proto3" json:"tool_id,omitempty"`
+	// The tool's key of the question (a call may ask several at once).
+	Key string `protobuf:"bytes,3,opt,name=key,proto3" json:"key,omitempty"`
+	// "elicitation/create" (the others are not asked of people).
+	Method string `protobuf:"bytes,4,opt,name=method,proto3" json:"method,omitempty"`
+	// What the tool says to the person.
+	Message string `protobuf:"bytes,5,opt,name=message,proto3" json:"message,omitempty"`
+	// The JSON Schema the answer's content must match.
+	RequestedSchema *structpb.Struct       `protobuf:"bytes,6,opt,name=requested_schema,json=requestedSchema,proto3" json:"requested_schema,omitempty"`
+	RequestedAt     *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=requested_at,json=requestedAt,proto3" json:"requested_at,omitempty"`
+	// When the question counts as unanswered (the call then fails).
+	ExpiresAt     *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PendingQuestion) Reset() {
+	*x = PendingQuestion{}
+	mi := &file_toolfleet_v1_agent_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PendingQuestion) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PendingQuestion) ProtoMessage() {}
+
+func (x *PendingQuestion) ProtoReflect() protoreflect.Message {
+	mi := &file_toolfleet_v1_agent_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PendingQuestion.ProtoReflect.Descriptor instead.
+func (*PendingQuestion) Descriptor() ([]byte, []int) {
+	return file_toolfleet_v1_agent_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *PendingQuestion) GetCallId() string {
+	if x != nil {
+		return x.CallId
+	}
+	return ""
+}
+
+func (x *PendingQuestion) GetToolId() string {
+	if x != nil {
+		return x.ToolId
+	}
+	return ""
+}
+
+func (x *PendingQuestion) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *PendingQuestion) GetMethod() string {
+	if x != nil {
+		return x.Method
+	}
+	return ""
+}
+
+func (x *PendingQuestion) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *PendingQuestion) GetRequestedSchema() *structpb.Struct {
+	if x != nil {
+		return x.RequestedSchema
+	}
+	return nil
+}
+
+func (x *PendingQuestion) GetRequestedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.RequestedAt
+	}
+	return nil
+}
+
+func (x *PendingQuestion) GetExpiresAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ExpiresAt
+	}
+	return nil
+}
+
+// AnswerInputRequest answers one pending question of a run.
+type AnswerInputRequest struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	RunId  string                 `protobuf:"bytes,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	CallId string                 `protobuf:"bytes,2,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
+	// The question's key; may be empty when the call has one open question.
+	Key string `protobuf:"bytes,3,opt,name=key,proto3" json:"key,omitempty"`
+	// "accept" (with content), "decline" or "cancel"; empty = accept.
+	Action string `protobuf:"bytes,4,opt,name=action,proto3" json:"action,omitempty"`
+	// The answer's fields, matching the question's requested_schema (at most 64 KiB).
+	Content       *structpb.Struct `protobuf:"bytes,5,opt,name=content,proto3" json:"content,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AnswerInputRequest) Reset() {
+	*x = AnswerInputRequest{}
+	mi := &file_toolfleet_v1_agent_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AnswerInputRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AnswerInputRequest) ProtoMessage() {}
+
+func (x *AnswerInputRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_toolfleet_v1_agent_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AnswerInputRequest.ProtoReflect.Descriptor instead.
+func (*AnswerInputRequest) Descriptor() ([]byte, []int) {
+	return file_toolfleet_v1_agent_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *AnswerInputRequest) GetRunId() string {
+	if x != nil {
+		return x.RunId
+	}
+	return ""
+}
+
+func (x *AnswerInputRequest) GetCallId() string {
+	if x != nil {
+		return x.CallId
+	}
+	return ""
+}
+
+func (x *AnswerInputRequest) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *AnswerInputRequest) GetAction() string {
+	if x != nil {
+		return x.Action
+	}
+	return ""
+}
+
+func (x *AnswerInputRequest) GetContent() *structpb.Struct {
+	if x != nil {
+		return x.Content
+	}
+	return nil
+}
+
+type AnswerInputResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The key answered.
+	Key string `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	// Questions of the same call still waiting for an answer.
+	Open          int32 `protobuf:"varint,2,opt,name=open,proto3" json:"open,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AnswerInputResponse) Reset() {
+	*x = AnswerInputResponse{}
+	mi := &file_toolfleet_v1_agent_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AnswerInputResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AnswerInputResponse) ProtoMessage() {}
+
+func (x *AnswerInputResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_toolfleet_v1_agent_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AnswerInputResponse.ProtoReflect.Descriptor instead.
+func (*AnswerInputResponse) Descriptor() ([]byte, []int) {
+	return file_toolfleet_v1_agent_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *AnswerInputResponse) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *AnswerInputResponse) GetOpen() int32 {
+	if x != nil {
+		return x.Open
+	}
+	return 0
+}
+
 type SendMessageRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	RunId         string                 `protobuf:"bytes,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
@@ -1153,7 +1871,7 @@ type SendMessageRequest struct {
 
 func (x *SendMessageRequest) Reset() {
 	*x = SendMessageRequest{}
-	mi := &file_toolfleet_v1_agent_proto_msgTypes[14]
+	mi := &file_toolfleet_v1_agent_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1165,7 +1883,7 @@ func (x *SendMessageRequest) String() string {
 func (*SendMessageRequest) ProtoMessage() {}
 
 func (x *SendMessageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolfleet_v1_agent_proto_msgTypes[14]
+	mi := &file_toolfleet_v1_agent_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1178,7 +1896,7 @@ func (x *SendMessageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SendMessageRequest.ProtoReflect.Descriptor instead.
 func (*SendMessageRequest) Descriptor() ([]byte, []int) {
-	return file_toolfleet_v1_agent_proto_rawDescGZIP(), []int{14}
+	return file_toolfleet_v1_agent_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *SendMessageRequest) GetRunId() string {
@@ -1203,7 +1921,7 @@ type SendMessageResponse struct {
 
 func (x *SendMessageResponse) Reset() {
 	*x = SendMessageResponse{}
-	mi := &file_toolfleet_v1_agent_proto_msgTypes[15]
+	mi := &file_toolfleet_v1_agent_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1215,7 +1933,7 @@ func (x *SendMessageResponse) String() string {
 func (*SendMessageResponse) ProtoMessage() {}
 
 func (x *SendMessageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolfleet_v1_agent_proto_msgTypes[15]
+	mi := &file_toolfleet_v1_agent_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1228,7 +1946,7 @@ func (x *SendMessageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SendMessageResponse.ProtoReflect.Descriptor instead.
 func (*SendMessageResponse) Descriptor() ([]byte, []int) {
-	return file_toolfleet_v1_agent_proto_rawDescGZIP(), []int{15}
+	return file_toolfleet_v1_agent_proto_rawDescGZIP(), []int{20}
 }
 
 type DecideApprovalRequest struct {
@@ -1244,7 +1962,7 @@ type DecideApprovalRequest struct {
 
 func (x *DecideApprovalRequest) Reset() {
 	*x = DecideApprovalRequest{}
-	mi := &file_toolfleet_v1_agent_proto_msgTypes[16]
+	mi := &file_toolfleet_v1_agent_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1256,7 +1974,7 @@ func (x *DecideApprovalRequest) String() string {
 func (*DecideApprovalRequest) ProtoMessage() {}
 
 func (x *DecideApprovalRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolfleet_v1_agent_proto_msgTypes[16]
+	mi := &file_toolfleet_v1_agent_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1269,7 +1987,7 @@ func (x *DecideApprovalRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecideApprovalRequest.ProtoReflect.Descriptor instead.
 func (*DecideApprovalRequest) Descriptor() ([]byte, []int) {
-	return file_toolfleet_v1_agent_proto_rawDescGZIP(), []int{16}
+	return file_toolfleet_v1_agent_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *DecideApprovalRequest) GetRunId() string {
@@ -1308,7 +2026,7 @@ type DecideApprovalResponse struct {
 
 func (x *DecideApprovalResponse) Reset() {
 	*x = DecideApprovalResponse{}
-	mi := &file_toolfleet_v1_agent_proto_msgTypes[17]
+	mi := &file_toolfleet_v1_agent_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1320,7 +2038,7 @@ func (x *DecideApprovalResponse) String() string {
 func (*DecideApprovalResponse) ProtoMessage() {}
 
 func (x *DecideApprovalResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolfleet_v1_agent_proto_msgTypes[17]
+	mi := &file_toolfleet_v1_agent_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1333,7 +2051,7 @@ func (x *DecideApprovalResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecideApprovalResponse.ProtoReflect.Descriptor instead.
 func (*DecideApprovalResponse) Descriptor() ([]byte, []int) {
-	return file_toolfleet_v1_agent_proto_rawDescGZIP(), []int{17}
+	return file_toolfleet_v1_agent_proto_rawDescGZIP(), []int{22}
 }
 
 type CancelRunRequest struct {
@@ -1346,7 +2064,7 @@ type CancelRunRequest struct {
 
 func (x *CancelRunRequest) Reset() {
 	*x = CancelRunRequest{}
-	mi := &file_toolfleet_v1_agent_proto_msgTypes[18]
+	mi := &file_toolfleet_v1_agent_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1358,7 +2076,7 @@ func (x *CancelRunRequest) String() string {
 func (*CancelRunRequest) ProtoMessage() {}
 
 func (x *CancelRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolfleet_v1_agent_proto_msgTypes[18]
+	mi := &file_toolfleet_v1_agent_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1371,7 +2089,7 @@ func (x *CancelRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelRunRequest.ProtoReflect.Descriptor instead.
 func (*CancelRunRequest) Descriptor() ([]byte, []int) {
-	return file_toolfleet_v1_agent_proto_rawDescGZIP(), []int{18}
+	return file_toolfleet_v1_agent_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *CancelRunRequest) GetRunId() string {
@@ -1396,7 +2114,7 @@ type CancelRunResponse struct {
 
 func (x *CancelRunResponse) Reset() {
 	*x = CancelRunResponse{}
-	mi := &file_toolfleet_v1_agent_proto_msgTypes[19]
+	mi := &file_toolfleet_v1_agent_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1408,7 +2126,7 @@ func (x *CancelRunResponse) String() string {
 func (*CancelRunResponse) ProtoMessage() {}
 
 func (x *CancelRunResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolfleet_v1_agent_proto_msgTypes[19]
+	mi := &file_toolfleet_v1_agent_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1421,7 +2139,7 @@ func (x *CancelRunResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelRunResponse.ProtoReflect.Descriptor instead.
 func (*CancelRunResponse) Descriptor() ([]byte, []int) {
-	return file_toolfleet_v1_agent_proto_rawDescGZIP(), []int{19}
+	return file_toolfleet_v1_agent_proto_rawDescGZIP(), []int{24}
 }
 
 var File_toolfleet_v1_agent_proto protoreflect.FileDescriptor
@@ -1444,7 +2162,7 @@ const file_toolfleet_v1_agent_proto_rawDesc = "" +
 	"\x0emax_tool_calls\x18\x02 \x01(\x05R\fmaxToolCalls\x12(\n" +
 	"\x10max_input_tokens\x18\x03 \x01(\x03R\x0emaxInputTokens\x12*\n" +
 	"\x11max_output_tokens\x18\x04 \x01(\x03R\x0fmaxOutputTokens\x125\n" +
-	"\bdeadline\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\bdeadline\"\x8b\x05\n" +
+	"\bdeadline\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\bdeadline\"\xc7\x05\n" +
 	"\x0fStartRunRequest\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x14\n" +
 	"\x05model\x18\x02 \x01(\tR\x05model\x12#\n" +
@@ -1464,14 +2182,16 @@ const file_toolfleet_v1_agent_proto_rawDesc = "" +
 	"sequential\x128\n" +
 	"\bapproval\x18\f \x01(\v2\x1c.toolfleet.v1.ApprovalPolicyR\bapproval\x12<\n" +
 	"\fidle_timeout\x18\r \x01(\v2\x19.google.protobuf.DurationR\vidleTimeout\x12\x1b\n" +
-	"\tcode_mode\x18\x0e \x01(\bR\bcodeMode\x1a9\n" +
+	"\tcode_mode\x18\x0e \x01(\bR\bcodeMode\x12:\n" +
+	"\tquestions\x18\x1e \x01(\x0e2\x1c.toolfleet.v1.QuestionPolicyR\tquestions\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\")\n" +
 	"\x10StartRunResponse\x12\x15\n" +
-	"\x06run_id\x18\x01 \x01(\tR\x05runId\"&\n" +
+	"\x06run_id\x18\x01 \x01(\tR\x05runId\">\n" +
 	"\rGetRunRequest\x12\x15\n" +
-	"\x06run_id\x18\x01 \x01(\tR\x05runId\"\xe8\x03\n" +
+	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x16\n" +
+	"\x06detail\x18\x02 \x01(\bR\x06detail\"\xe5\x04\n" +
 	"\x0eGetRunResponse\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12/\n" +
 	"\x06status\x18\x02 \x01(\x0e2\x17.toolfleet.v1.RunStatusR\x06status\x12)\n" +
@@ -1487,21 +2207,64 @@ const file_toolfleet_v1_agent_proto_rawDesc = "" +
 	"\x06answer\x18\n" +
 	" \x01(\tR\x06answer\x12\x12\n" +
 	"\x04idle\x18\v \x01(\bR\x04idle\x12\x16\n" +
-	"\x06budget\x18\f \x01(\tR\x06budget\"M\n" +
+	"\x06budget\x18\f \x01(\tR\x06budget\x12J\n" +
+	"\x11pending_questions\x18\x1e \x03(\v2\x1d.toolfleet.v1.PendingQuestionR\x10pendingQuestions\x12/\n" +
+	"\x06detail\x18\r \x01(\v2\x17.toolfleet.v1.RunDetailR\x06detail\"\xf2\x01\n" +
+	"\tRunDetail\x12\x14\n" +
+	"\x05model\x18\x01 \x01(\tR\x05model\x12,\n" +
+	"\x06budget\x18\x02 \x01(\v2\x14.toolfleet.v1.BudgetR\x06budget\x12\x1f\n" +
+	"\vworkflow_id\x18\x03 \x01(\tR\n" +
+	"workflowId\x12&\n" +
+	"\x0fworkflow_run_id\x18\x04 \x01(\tR\rworkflowRunId\x12/\n" +
+	"\x05calls\x18\x05 \x03(\v2\x19.toolfleet.v1.RunToolCallR\x05calls\x12'\n" +
+	"\x0fcalls_truncated\x18\x06 \x01(\bR\x0ecallsTruncated\"\xfd\x04\n" +
+	"\vRunToolCall\x12\x17\n" +
+	"\acall_id\x18\x01 \x01(\tR\x06callId\x12\x17\n" +
+	"\atool_id\x18\x02 \x01(\tR\x06toolId\x12\x12\n" +
+	"\x04turn\x18\x03 \x01(\x05R\x04turn\x125\n" +
+	"\targuments\x18\x04 \x01(\v2\x17.google.protobuf.StructR\targuments\x12\x12\n" +
+	"\x04kind\x18\x05 \x01(\tR\x04kind\x12\x19\n" +
+	"\bis_error\x18\x06 \x01(\bR\aisError\x12\x18\n" +
+	"\apreview\x18\a \x01(\tR\apreview\x12%\n" +
+	"\x0econtent_sha256\x18\b \x01(\tR\rcontentSha256\x12#\n" +
+	"\rcontent_bytes\x18\t \x01(\x03R\fcontentBytes\x12\x1d\n" +
+	"\n" +
+	"result_ref\x18\n" +
+	" \x01(\tR\tresultRef\x12\x18\n" +
+	"\afailure\x18\v \x01(\tR\afailure\x12\x1a\n" +
+	"\battempts\x18\f \x01(\x05R\battempts\x12=\n" +
+	"\fscheduled_at\x18\r \x01(\v2\x1a.google.protobuf.TimestampR\vscheduledAt\x125\n" +
+	"\bended_at\x18\x0e \x01(\v2\x1a.google.protobuf.TimestampR\aendedAt\x125\n" +
+	"\bduration\x18\x0f \x01(\v2\x19.google.protobuf.DurationR\bduration\x12\x1a\n" +
+	"\bapprover\x18\x10 \x01(\tR\bapprover\x12\x16\n" +
+	"\x06denial\x18\x11 \x01(\tR\x06denial\x12&\n" +
+	"\x0fread_only_local\x18\x12 \x01(\bR\rreadOnlyLocal\"\xcb\x02\n" +
 	"\x0fListRunsRequest\x12\x1b\n" +
 	"\tpage_size\x18\x01 \x01(\x05R\bpageSize\x12\x1d\n" +
 	"\n" +
-	"page_token\x18\x02 \x01(\fR\tpageToken\"h\n" +
+	"page_token\x18\x02 \x01(\fR\tpageToken\x12/\n" +
+	"\x06status\x18\x03 \x01(\x0e2\x17.toolfleet.v1.RunStatusR\x06status\x12\x14\n" +
+	"\x05model\x18\x04 \x01(\tR\x05model\x12\x12\n" +
+	"\x04tool\x18\x05 \x01(\tR\x04tool\x12\x1d\n" +
+	"\n" +
+	"started_by\x18\x06 \x01(\tR\tstartedBy\x12?\n" +
+	"\rstarted_after\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\fstartedAfter\x12A\n" +
+	"\x0estarted_before\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\rstartedBefore\"h\n" +
 	"\x10ListRunsResponse\x12,\n" +
 	"\x04runs\x18\x01 \x03(\v2\x18.toolfleet.v1.RunSummaryR\x04runs\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\fR\rnextPageToken\"\xad\x01\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\fR\rnextPageToken\"\xa9\x02\n" +
 	"\n" +
 	"RunSummary\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x14\n" +
 	"\x05state\x18\x02 \x01(\tR\x05state\x129\n" +
 	"\n" +
 	"started_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\tstartedAt\x127\n" +
-	"\tclosed_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\bclosedAt\"]\n" +
+	"\tclosed_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\bclosedAt\x12/\n" +
+	"\x06status\x18\x05 \x01(\x0e2\x17.toolfleet.v1.RunStatusR\x06status\x12\x14\n" +
+	"\x05model\x18\x06 \x01(\tR\x05model\x12\x1d\n" +
+	"\n" +
+	"started_by\x18\a \x01(\tR\tstartedBy\x12\x14\n" +
+	"\x05tools\x18\b \x03(\tR\x05tools\"]\n" +
 	"\x0fWatchRunRequest\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x1b\n" +
 	"\tafter_seq\x18\x02 \x01(\x04R\bafterSeq\x12\x16\n" +
@@ -1519,7 +2282,26 @@ const file_toolfleet_v1_agent_proto_rawDesc = "" +
 	"\acall_id\x18\x01 \x01(\tR\x06callId\x12\x17\n" +
 	"\atool_id\x18\x02 \x01(\tR\x06toolId\x125\n" +
 	"\targuments\x18\x03 \x01(\v2\x17.google.protobuf.StructR\targuments\x12=\n" +
-	"\frequested_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\vrequestedAt\"\\\n" +
+	"\frequested_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\vrequestedAt\"\xc5\x02\n" +
+	"\x0fPendingQuestion\x12\x17\n" +
+	"\acall_id\x18\x01 \x01(\tR\x06callId\x12\x17\n" +
+	"\atool_id\x18\x02 \x01(\tR\x06toolId\x12\x10\n" +
+	"\x03key\x18\x03 \x01(\tR\x03key\x12\x16\n" +
+	"\x06method\x18\x04 \x01(\tR\x06method\x12\x18\n" +
+	"\amessage\x18\x05 \x01(\tR\amessage\x12B\n" +
+	"\x10requested_schema\x18\x06 \x01(\v2\x17.google.protobuf.StructR\x0frequestedSchema\x12=\n" +
+	"\frequested_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\vrequestedAt\x129\n" +
+	"\n" +
+	"expires_at\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\"\xa1\x01\n" +
+	"\x12AnswerInputRequest\x12\x15\n" +
+	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x17\n" +
+	"\acall_id\x18\x02 \x01(\tR\x06callId\x12\x10\n" +
+	"\x03key\x18\x03 \x01(\tR\x03key\x12\x16\n" +
+	"\x06action\x18\x04 \x01(\tR\x06action\x121\n" +
+	"\acontent\x18\x05 \x01(\v2\x17.google.protobuf.StructR\acontent\";\n" +
+	"\x13AnswerInputResponse\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x12\n" +
+	"\x04open\x18\x02 \x01(\x05R\x04open\"\\\n" +
 	"\x12SendMessageRequest\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12/\n" +
 	"\amessage\x18\x02 \x01(\v2\x15.toolfleet.v1.MessageR\amessage\"\x15\n" +
@@ -1533,7 +2315,11 @@ const file_toolfleet_v1_agent_proto_rawDesc = "" +
 	"\x10CancelRunRequest\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\"\x13\n" +
-	"\x11CancelRunResponse*\xcb\x01\n" +
+	"\x11CancelRunResponse*g\n" +
+	"\x0eQuestionPolicy\x12\x1f\n" +
+	"\x1bQUESTION_POLICY_UNSPECIFIED\x10\x00\x12\x17\n" +
+	"\x13QUESTION_POLICY_ASK\x10\x01\x12\x1b\n" +
+	"\x17QUESTION_POLICY_DECLINE\x10\x02*\xe9\x01\n" +
 	"\tRunStatus\x12\x1a\n" +
 	"\x16RUN_STATUS_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12RUN_STATUS_RUNNING\x10\x01\x12\x1f\n" +
@@ -1541,14 +2327,16 @@ const file_toolfleet_v1_agent_proto_rawDesc = "" +
 	"\x14RUN_STATUS_COMPLETED\x10\x03\x12\x15\n" +
 	"\x11RUN_STATUS_FAILED\x10\x04\x12\x17\n" +
 	"\x13RUN_STATUS_CANCELED\x10\x05\x12\x1f\n" +
-	"\x1bRUN_STATUS_BUDGET_EXHAUSTED\x10\x062\xc4\x04\n" +
+	"\x1bRUN_STATUS_BUDGET_EXHAUSTED\x10\x06\x12\x1c\n" +
+	"\x18RUN_STATUS_WAITING_INPUT\x10\a2\x98\x05\n" +
 	"\fAgentService\x12I\n" +
 	"\bStartRun\x12\x1d.toolfleet.v1.StartRunRequest\x1a\x1e.toolfleet.v1.StartRunResponse\x12H\n" +
 	"\x06GetRun\x12\x1b.toolfleet.v1.GetRunRequest\x1a\x1c.toolfleet.v1.GetRunResponse\"\x03\x90\x02\x01\x12N\n" +
 	"\bListRuns\x12\x1d.toolfleet.v1.ListRunsRequest\x1a\x1e.toolfleet.v1.ListRunsResponse\"\x03\x90\x02\x01\x12R\n" +
 	"\vSendMessage\x12 .toolfleet.v1.SendMessageRequest\x1a!.toolfleet.v1.SendMessageResponse\x12[\n" +
 	"\x0eDecideApproval\x12#.toolfleet.v1.DecideApprovalRequest\x1a$.toolfleet.v1.DecideApprovalResponse\x12L\n" +
-	"\tCancelRun\x12\x1e.toolfleet.v1.CancelRunRequest\x1a\x1f.toolfleet.v1.CancelRunResponse\x12P\n" +
+	"\tCancelRun\x12\x1e.toolfleet.v1.CancelRunRequest\x1a\x1f.toolfleet.v1.CancelRunResponse\x12R\n" +
+	"\vAnswerInput\x12 .toolfleet.v1.AnswerInputRequest\x1a!.toolfleet.v1.AnswerInputResponse\x12P\n" +
 	"\bWatchRun\x12\x1d.toolfleet.v1.WatchRunRequest\x1a\x1e.toolfleet.v1.WatchRunResponse\"\x03\x90\x02\x010\x01B=Z;github.com/toolfleet/toolfleet/gen/toolfleet/v1;toolfleetv1b\x06proto3"
 
 var (
@@ -1563,79 +2351,104 @@ func file_toolfleet_v1_agent_proto_rawDescGZIP() []byte {
 	return file_toolfleet_v1_agent_proto_rawDescData
 }
 
-var file_toolfleet_v1_agent_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_toolfleet_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
+var file_toolfleet_v1_agent_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
+var file_toolfleet_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
 var file_toolfleet_v1_agent_proto_goTypes = []any{
-	(RunStatus)(0),                 // 0: toolfleet.v1.RunStatus
-	(*ModelSpec)(nil),              // 1: toolfleet.v1.ModelSpec
-	(*ApprovalPolicy)(nil),         // 2: toolfleet.v1.ApprovalPolicy
-	(*Budget)(nil),                 // 3: toolfleet.v1.Budget
-	(*StartRunRequest)(nil),        // 4: toolfleet.v1.StartRunRequest
-	(*StartRunResponse)(nil),       // 5: toolfleet.v1.StartRunResponse
-	(*GetRunRequest)(nil),          // 6: toolfleet.v1.GetRunRequest
-	(*GetRunResponse)(nil),         // 7: toolfleet.v1.GetRunResponse
-	(*ListRunsRequest)(nil),        // 8: toolfleet.v1.ListRunsRequest
-	(*ListRunsResponse)(nil),       // 9: toolfleet.v1.ListRunsResponse
-	(*RunSummary)(nil),             // 10: toolfleet.v1.RunSummary
-	(*WatchRunRequest)(nil),        // 11: toolfleet.v1.WatchRunRequest
-	(*WatchRunResponse)(nil),       // 12: toolfleet.v1.WatchRunResponse
-	(*RunDelta)(nil),               // 13: toolfleet.v1.RunDelta
-	(*PendingApproval)(nil),        // 14: toolfleet.v1.PendingApproval
-	(*SendMessageRequest)(nil),     // 15: toolfleet.v1.SendMessageRequest
-	(*SendMessageResponse)(nil),    // 16: toolfleet.v1.SendMessageResponse
-	(*DecideApprovalRequest)(nil),  // 17: toolfleet.v1.DecideApprovalRequest
-	(*DecideApprovalResponse)(nil), // 18: toolfleet.v1.DecideApprovalResponse
-	(*CancelRunRequest)(nil),       // 19: toolfleet.v1.CancelRunRequest
-	(*CancelRunResponse)(nil),      // 20: toolfleet.v1.CancelRunResponse
-	nil,                            // 21: toolfleet.v1.StartRunRequest.LabelsEntry
-	(*durationpb.Duration)(nil),    // 22: google.protobuf.Duration
-	(*Message)(nil),                // 23: toolfleet.v1.Message
-	(*Usage)(nil),                  // 24: toolfleet.v1.Usage
-	(*timestamppb.Timestamp)(nil),  // 25: google.protobuf.Timestamp
-	(*RunEvent)(nil),               // 26: toolfleet.v1.RunEvent
-	(*structpb.Struct)(nil),        // 27: google.protobuf.Struct
+	(QuestionPolicy)(0),            // 0: toolfleet.v1.QuestionPolicy
+	(RunStatus)(0),                 // 1: toolfleet.v1.RunStatus
+	(*ModelSpec)(nil),              // 2: toolfleet.v1.ModelSpec
+	(*ApprovalPolicy)(nil),         // 3: toolfleet.v1.ApprovalPolicy
+	(*Budget)(nil),                 // 4: toolfleet.v1.Budget
+	(*StartRunRequest)(nil),        // 5: toolfleet.v1.StartRunRequest
+	(*StartRunResponse)(nil),       // 6: toolfleet.v1.StartRunResponse
+	(*GetRunRequest)(nil),          // 7: toolfleet.v1.GetRunRequest
+	(*GetRunResponse)(nil),         // 8: toolfleet.v1.GetRunResponse
+	(*RunDetail)(nil),              // 9: toolfleet.v1.RunDetail
+	(*RunToolCall)(nil),            // 10: toolfleet.v1.RunToolCall
+	(*ListRunsRequest)(nil),        // 11: toolfleet.v1.ListRunsRequest
+	(*ListRunsResponse)(nil),       // 12: toolfleet.v1.ListRunsResponse
+	(*RunSummary)(nil),             // 13: toolfleet.v1.RunSummary
+	(*WatchRunRequest)(nil),        // 14: toolfleet.v1.WatchRunRequest
+	(*WatchRunResponse)(nil),       // 15: toolfleet.v1.WatchRunResponse
+	(*RunDelta)(nil),               // 16: toolfleet.v1.RunDelta
+	(*PendingApproval)(nil),        // 17: toolfleet.v1.PendingApproval
+	(*PendingQuestion)(nil),        // 18: toolfleet.v1.PendingQuestion
+	(*AnswerInputRequest)(nil),     // 19: toolfleet.v1.AnswerInputRequest
+	(*AnswerInputResponse)(nil),    // 20: toolfleet.v1.AnswerInputResponse
+	(*SendMessageRequest)(nil),     // 21: toolfleet.v1.SendMessageRequest
+	(*SendMessageResponse)(nil),    // 22: toolfleet.v1.SendMessageResponse
+	(*DecideApprovalRequest)(nil),  // 23: toolfleet.v1.DecideApprovalRequest
+	(*DecideApprovalResponse)(nil), // 24: toolfleet.v1.DecideApprovalResponse
+	(*CancelRunRequest)(nil),       // 25: toolfleet.v1.CancelRunRequest
+	(*CancelRunResponse)(nil),      // 26: toolfleet.v1.CancelRunResponse
+	nil,                            // 27: toolfleet.v1.StartRunRequest.LabelsEntry
+	(*durationpb.Duration)(nil),    // 28: google.protobuf.Duration
+	(*Message)(nil),                // 29: toolfleet.v1.Message
+	(*Usage)(nil),                  // 30: toolfleet.v1.Usage
+	(*timestamppb.Timestamp)(nil),  // 31: google.protobuf.Timestamp
+	(*structpb.Struct)(nil),        // 32: google.protobuf.Struct
+	(*RunEvent)(nil),               // 33: toolfleet.v1.RunEvent
 }
 var file_toolfleet_v1_agent_proto_depIdxs = []int32{
-	22, // 0: toolfleet.v1.ApprovalPolicy.timeout:type_name -> google.protobuf.Duration
-	22, // 1: toolfleet.v1.Budget.deadline:type_name -> google.protobuf.Duration
-	23, // 2: toolfleet.v1.StartRunRequest.messages:type_name -> toolfleet.v1.Message
-	3,  // 3: toolfleet.v1.StartRunRequest.budget:type_name -> toolfleet.v1.Budget
-	21, // 4: toolfleet.v1.StartRunRequest.labels:type_name -> toolfleet.v1.StartRunRequest.LabelsEntry
-	1,  // 5: toolfleet.v1.StartRunRequest.model_spec:type_name -> toolfleet.v1.ModelSpec
-	2,  // 6: toolfleet.v1.StartRunRequest.approval:type_name -> toolfleet.v1.ApprovalPolicy
-	22, // 7: toolfleet.v1.StartRunRequest.idle_timeout:type_name -> google.protobuf.Duration
-	0,  // 8: toolfleet.v1.GetRunResponse.status:type_name -> toolfleet.v1.RunStatus
-	24, // 9: toolfleet.v1.GetRunResponse.usage:type_name -> toolfleet.v1.Usage
-	14, // 10: toolfleet.v1.GetRunResponse.pending_approvals:type_name -> toolfleet.v1.PendingApproval
-	23, // 11: toolfleet.v1.GetRunResponse.final_message:type_name -> toolfleet.v1.Message
-	25, // 12: toolfleet.v1.GetRunResponse.started_at:type_name -> google.protobuf.Timestamp
-	10, // 13: toolfleet.v1.ListRunsResponse.runs:type_name -> toolfleet.v1.RunSummary
-	25, // 14: toolfleet.v1.RunSummary.started_at:type_name -> google.protobuf.Timestamp
-	25, // 15: toolfleet.v1.RunSummary.closed_at:type_name -> google.protobuf.Timestamp
-	26, // 16: toolfleet.v1.WatchRunResponse.event:type_name -> toolfleet.v1.RunEvent
-	13, // 17: toolfleet.v1.WatchRunResponse.delta:type_name -> toolfleet.v1.RunDelta
-	27, // 18: toolfleet.v1.PendingApproval.arguments:type_name -> google.protobuf.Struct
-	25, // 19: toolfleet.v1.PendingApproval.requested_at:type_name -> google.protobuf.Timestamp
-	23, // 20: toolfleet.v1.SendMessageRequest.message:type_name -> toolfleet.v1.Message
-	4,  // 21: toolfleet.v1.AgentService.StartRun:input_type -> toolfleet.v1.StartRunRequest
-	6,  // 22: toolfleet.v1.AgentService.GetRun:input_type -> toolfleet.v1.GetRunRequest
-	8,  // 23: toolfleet.v1.AgentService.ListRuns:input_type -> toolfleet.v1.ListRunsRequest
-	15, // 24: toolfleet.v1.AgentService.SendMessage:input_type -> toolfleet.v1.SendMessageRequest
-	17, // 25: toolfleet.v1.AgentService.DecideApproval:input_type -> toolfleet.v1.DecideApprovalRequest
-	19, // 26: toolfleet.v1.AgentService.CancelRun:input_type -> toolfleet.v1.CancelRunRequest
-	11, // 27: toolfleet.v1.AgentService.WatchRun:input_type -> toolfleet.v1.WatchRunRequest
-	5,  // 28: toolfleet.v1.AgentService.StartRun:output_type -> toolfleet.v1.StartRunResponse
-	7,  // 29: toolfleet.v1.AgentService.GetRun:output_type -> toolfleet.v1.GetRunResponse
-	9,  // 30: toolfleet.v1.AgentService.ListRuns:output_type -> toolfleet.v1.ListRunsResponse
-	16, // 31: toolfleet.v1.AgentService.SendMessage:output_type -> toolfleet.v1.SendMessageResponse
-	18, // 32: toolfleet.v1.AgentService.DecideApproval:output_type -> toolfleet.v1.DecideApprovalResponse
-	20, // 33: toolfleet.v1.AgentService.CancelRun:output_type -> toolfleet.v1.CancelRunResponse
-	12, // 34: toolfleet.v1.AgentService.WatchRun:output_type -> toolfleet.v1.WatchRunResponse
-	28, // [28:35] is the sub-list for method output_type
-	21, // [21:28] is the sub-list for method input_type
-	21, // [21:21] is the sub-list for extension type_name
-	21, // [21:21] is the sub-list for extension extendee
-	0,  // [0:21] is the sub-list for field type_name
+	28, // 0: toolfleet.v1.ApprovalPolicy.timeout:type_name -> google.protobuf.Duration
+	28, // 1: toolfleet.v1.Budget.deadline:type_name -> google.protobuf.Duration
+	29, // 2: toolfleet.v1.StartRunRequest.messages:type_name -> toolfleet.v1.Message
+	4,  // 3: toolfleet.v1.StartRunRequest.budget:type_name -> toolfleet.v1.Budget
+	27, // 4: toolfleet.v1.StartRunRequest.labels:type_name -> toolfleet.v1.StartRunRequest.LabelsEntry
+	2,  // 5: toolfleet.v1.StartRunRequest.model_spec:type_name -> toolfleet.v1.ModelSpec
+	3,  // 6: toolfleet.v1.StartRunRequest.approval:type_name -> toolfleet.v1.ApprovalPolicy
+	28, // 7: toolfleet.v1.StartRunRequest.idle_timeout:type_name -> google.protobuf.Duration
+	0,  // 8: toolfleet.v1.StartRunRequest.questions:type_name -> toolfleet.v1.QuestionPolicy
+	1,  // 9: toolfleet.v1.GetRunResponse.status:type_name -> toolfleet.v1.RunStatus
+	30, // 10: toolfleet.v1.GetRunResponse.usage:type_name -> toolfleet.v1.Usage
+	17, // 11: toolfleet.v1.GetRunResponse.pending_approvals:type_name -> toolfleet.v1.PendingApproval
+	29, // 12: toolfleet.v1.GetRunResponse.final_message:type_name -> toolfleet.v1.Message
+	31, // 13: toolfleet.v1.GetRunResponse.started_at:type_name -> google.protobuf.Timestamp
+	18, // 14: toolfleet.v1.GetRunResponse.pending_questions:type_name -> toolfleet.v1.PendingQuestion
+	9,  // 15: toolfleet.v1.GetRunResponse.detail:type_name -> toolfleet.v1.RunDetail
+	4,  // 16: toolfleet.v1.RunDetail.budget:type_name -> toolfleet.v1.Budget
+	10, // 17: toolfleet.v1.RunDetail.calls:type_name -> toolfleet.v1.RunToolCall
+	32, // 18: toolfleet.v1.RunToolCall.arguments:type_name -> google.protobuf.Struct
+	31, // 19: toolfleet.v1.RunToolCall.scheduled_at:type_name -> google.protobuf.Timestamp
+	31, // 20: toolfleet.v1.RunToolCall.ended_at:type_name -> google.protobuf.Timestamp
+	28, // 21: toolfleet.v1.RunToolCall.duration:type_name -> google.protobuf.Duration
+	1,  // 22: toolfleet.v1.ListRunsRequest.status:type_name -> toolfleet.v1.RunStatus
+	31, // 23: toolfleet.v1.ListRunsRequest.started_after:type_name -> google.protobuf.Timestamp
+	31, // 24: toolfleet.v1.ListRunsRequest.started_before:type_name -> google.protobuf.Timestamp
+	13, // 25: toolfleet.v1.ListRunsResponse.runs:type_name -> toolfleet.v1.RunSummary
+	31, // 26: toolfleet.v1.RunSummary.started_at:type_name -> google.protobuf.Timestamp
+	31, // 27: toolfleet.v1.RunSummary.closed_at:type_name -> google.protobuf.Timestamp
+	1,  // 28: toolfleet.v1.RunSummary.status:type_name -> toolfleet.v1.RunStatus
+	33, // 29: toolfleet.v1.WatchRunResponse.event:type_name -> toolfleet.v1.RunEvent
+	16, // 30: toolfleet.v1.WatchRunResponse.delta:type_name -> toolfleet.v1.RunDelta
+	32, // 31: toolfleet.v1.PendingApproval.arguments:type_name -> google.protobuf.Struct
+	31, // 32: toolfleet.v1.PendingApproval.requested_at:type_name -> google.protobuf.Timestamp
+	32, // 33: toolfleet.v1.PendingQuestion.requested_schema:type_name -> google.protobuf.Struct
+	31, // 34: toolfleet.v1.PendingQuestion.requested_at:type_name -> google.protobuf.Timestamp
+	31, // 35: toolfleet.v1.PendingQuestion.expires_at:type_name -> google.protobuf.Timestamp
+	32, // 36: toolfleet.v1.AnswerInputRequest.content:type_name -> google.protobuf.Struct
+	29, // 37: toolfleet.v1.SendMessageRequest.message:type_name -> toolfleet.v1.Message
+	5,  // 38: toolfleet.v1.AgentService.StartRun:input_type -> toolfleet.v1.StartRunRequest
+	7,  // 39: toolfleet.v1.AgentService.GetRun:input_type -> toolfleet.v1.GetRunRequest
+	11, // 40: toolfleet.v1.AgentService.ListRuns:input_type -> toolfleet.v1.ListRunsRequest
+	21, // 41: toolfleet.v1.AgentService.SendMessage:input_type -> toolfleet.v1.SendMessageRequest
+	23, // 42: toolfleet.v1.AgentService.DecideApproval:input_type -> toolfleet.v1.DecideApprovalRequest
+	25, // 43: toolfleet.v1.AgentService.CancelRun:input_type -> toolfleet.v1.CancelRunRequest
+	19, // 44: toolfleet.v1.AgentService.AnswerInput:input_type -> toolfleet.v1.AnswerInputRequest
+	14, // 45: toolfleet.v1.AgentService.WatchRun:input_type -> toolfleet.v1.WatchRunRequest
+	6,  // 46: toolfleet.v1.AgentService.StartRun:output_type -> toolfleet.v1.StartRunResponse
+	8,  // 47: toolfleet.v1.AgentService.GetRun:output_type -> toolfleet.v1.GetRunResponse
+	12, // 48: toolfleet.v1.AgentService.ListRuns:output_type -> toolfleet.v1.ListRunsResponse
+	22, // 49: toolfleet.v1.AgentService.SendMessage:output_type -> toolfleet.v1.SendMessageResponse
+	24, // 50: toolfleet.v1.AgentService.DecideApproval:output_type -> toolfleet.v1.DecideApprovalResponse
+	26, // 51: toolfleet.v1.AgentService.CancelRun:output_type -> toolfleet.v1.CancelRunResponse
+	20, // 52: toolfleet.v1.AgentService.AnswerInput:output_type -> toolfleet.v1.AnswerInputResponse
+	15, // 53: toolfleet.v1.AgentService.WatchRun:output_type -> toolfleet.v1.WatchRunResponse
+	46, // [46:54] is the sub-list for method output_type
+	38, // [38:46] is the sub-list for method input_type
+	38, // [38:38] is the sub-list for extension type_name
+	38, // [38:38] is the sub-list for extension extendee
+	0,  // [0:38] is the sub-list for field type_name
 }
 
 func init() { file_toolfleet_v1_agent_proto_init() }
@@ -1645,7 +2458,7 @@ func file_toolfleet_v1_agent_proto_init() {
 	}
 	file_toolfleet_v1_events_proto_init()
 	file_toolfleet_v1_llm_proto_init()
-	file_toolfleet_v1_agent_proto_msgTypes[11].OneofWrappers = []any{
+	file_toolfleet_v1_agent_proto_msgTypes[13].OneofWrappers = []any{
 		(*WatchRunResponse_Event)(nil),
 		(*WatchRunResponse_Delta)(nil),
 	}
@@ -1654,8 +2467,8 @@ func file_toolfleet_v1_agent_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolfleet_v1_agent_proto_rawDesc), len(file_toolfleet_v1_agent_proto_rawDesc)),
-			NumEnums:      1,
-			NumMessages:   21,
+			NumEnums:      2,
+			NumMessages:   26,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

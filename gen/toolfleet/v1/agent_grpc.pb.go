@@ -25,6 +25,7 @@ const (
 	AgentService_SendMessage_FullMethodName    = "/toolfleet.v1.AgentService/SendMessage"
 	AgentService_DecideApproval_FullMethodName = "/toolfleet.v1.AgentService/DecideApproval"
 	AgentService_CancelRun_FullMethodName      = "/toolfleet.v1.AgentService/CancelRun"
+	AgentService_AnswerInput_FullMethodName    = "/toolfleet.v1.AgentService/AnswerInput"
 	AgentService_WatchRun_FullMethodName       = "/toolfleet.v1.AgentService/WatchRun"
 )
 
@@ -44,6 +45,9 @@ type AgentServiceClient interface {
 	SendMessage(ctx context.Context, in *SendMessageRequest, opts ...grpc.CallOption) (*SendMessageResponse, error)
 	DecideApproval(ctx context.Context, in *DecideApprovalRequest, opts ...grpc.CallOption) (*DecideApprovalResponse, error)
 	CancelRun(ctx context.Context, in *CancelRunRequest, opts ...grpc.CallOption) (*CancelRunResponse, error)
+	// AnswerInput answers a tool's question pending in a run (scope runs:approve):
+	// the call goes on with the answer once every question of its round has one.
+	AnswerInput(ctx context.Context, in *AnswerInputRequest, opts ...grpc.CallOption) (*AnswerInputResponse, error)
 	// WatchRun streams the run's events from after_seq on, then live ones, and the
 	// model's token deltas when asked; it ends after the run's terminal event.
 	WatchRun(ctx context.Context, in *WatchRunRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchRunResponse], error)
@@ -117,6 +121,16 @@ func (c *agentServiceClient) CancelRun(ctx context.Context, in *CancelRunRequest
 	return out, nil
 }
 
+func (c *agentServiceClient) AnswerInput(ctx context.Context, in *AnswerInputRequest, opts ...grpc.CallOption) (*AnswerInputResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AnswerInputResponse)
+	err := c.cc.Invoke(ctx, AgentService_AnswerInput_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *agentServiceClient) WatchRun(ctx context.Context, in *WatchRunRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchRunResponse], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	stream, err := c.cc.NewStream(ctx, &AgentService_ServiceDesc.Streams[0], AgentService_WatchRun_FullMethodName, cOpts...)
@@ -152,6 +166,9 @@ type AgentServiceServer interface {
 	SendMessage(context.Context, *SendMessageRequest) (*SendMessageResponse, error)
 	DecideApproval(context.Context, *DecideApprovalRequest) (*DecideApprovalResponse, error)
 	CancelRun(context.Context, *CancelRunRequest) (*CancelRunResponse, error)
+	// AnswerInput answers a tool's question pending in a run (scope runs:approve):
+	// the call goes on with the answer once every question of its round has one.
+	AnswerInput(context.Context, *AnswerInputRequest) (*AnswerInputResponse, error)
 	// WatchRun streams the run's events from after_seq on, then live ones, and the
 	// model's token deltas when asked; it ends after the run's terminal event.
 	WatchRun(*WatchRunRequest, grpc.ServerStreamingServer[WatchRunResponse]) error
@@ -182,6 +199,9 @@ func (UnimplementedAgentServiceServer) DecideApproval(context.Context, *DecideAp
 }
 func (UnimplementedAgentServiceServer) CancelRun(context.Context, *CancelRunRequest) (*CancelRunResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CancelRun not implemented")
+}
+func (UnimplementedAgentServiceServer) AnswerInput(context.Context, *AnswerInputRequest) (*AnswerInputResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method AnswerInput not implemented")
 }
 func (UnimplementedAgentServiceServer) WatchRun(*WatchRunRequest, grpc.ServerStreamingServer[WatchRunResponse]) error {
 	return status.Error(codes.Unimplemented, "method WatchRun not implemented")
@@ -315,6 +335,24 @@ func _AgentService_CancelRun_Handler(srv interface{}, ctx context.Context, dec f
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AgentService_AnswerInput_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AnswerInputRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AgentServiceServer).AnswerInput(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AgentService_AnswerInput_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AgentServiceServer).AnswerInput(ctx, req.(*AnswerInputRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _AgentService_WatchRun_Handler(srv interface{}, stream grpc.ServerStream) error {
 	m := new(WatchRunRequest)
 	if err := stream.RecvMsg(m); err != nil {
@@ -356,6 +394,10 @@ var AgentService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "CancelRun",
 			Handler:    _AgentService_CancelRun_Handler,
+		},
+		{
+			MethodName: "AnswerInput",
+			Handler:    _AgentService_AnswerInput_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

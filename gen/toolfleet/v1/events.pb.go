@@ -52,7 +52,12 @@ type CallEvent struct {
 	// When the call entered the pipeline; set on succeeded and failed. A call
 	// that ends within the gateway's started-event threshold publishes only its
 	// terminal event, which carries this start.
-	StartedAt     *timestamppb.Timestamp `protobuf:"bytes,14,opt,name=started_at,json=startedAt,proto3" json:"started_at,omitempty"`
+	StartedAt *timestamppb.Timestamp `protobuf:"bytes,14,opt,name=started_at,json=startedAt,proto3" json:"started_at,omitempty"`
+	// The delegated credential the call acted with (the tool's
+	// ToolOptions.credential): whose account, which scopes; never the token.
+	// Unset for a tool that acts as itself, and for a call that did not get as
+	// far as receiving a token.
+	Credential    *CallCredential `protobuf:"bytes,15,opt,name=credential,proto3" json:"credential,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -185,6 +190,86 @@ func (x *CallEvent) GetStartedAt() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *CallEvent) GetCredential() *CallCredential {
+	if x != nil {
+		return x.Credential
+	}
+	return nil
+}
+
+// CallCredential names the credential a call acted with, for audit.
+type CallCredential struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The provider, e.g. "github".
+	Provider string `protobuf:"bytes,1,opt,name=provider,proto3" json:"provider,omitempty"`
+	// The scopes of the token the worker received.
+	Scopes []string `protobuf:"bytes,2,rep,name=scopes,proto3" json:"scopes,omitempty"`
+	// The principal's connection the token came from (Connection.id).
+	ConnectionId string `protobuf:"bytes,3,opt,name=connection_id,json=connectionId,proto3" json:"connection_id,omitempty"`
+	// For a first-party API, the audience of the exchanged token.
+	Audience      string `protobuf:"bytes,4,opt,name=audience,proto3" json:"audience,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CallCredential) Reset() {
+	*x = CallCredential{}
+	mi := &file_toolfleet_v1_events_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CallCredential) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CallCredential) ProtoMessage() {}
+
+func (x *CallCredential) ProtoReflect() protoreflect.Message {
+	mi := &file_toolfleet_v1_events_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CallCredential.ProtoReflect.Descriptor instead.
+func (*CallCredential) Descriptor() ([]byte, []int) {
+	return file_toolfleet_v1_events_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *CallCredential) GetProvider() string {
+	if x != nil {
+		return x.Provider
+	}
+	return ""
+}
+
+func (x *CallCredential) GetScopes() []string {
+	if x != nil {
+		return x.Scopes
+	}
+	return nil
+}
+
+func (x *CallCredential) GetConnectionId() string {
+	if x != nil {
+		return x.ConnectionId
+	}
+	return ""
+}
+
+func (x *CallCredential) GetAudience() string {
+	if x != nil {
+		return x.Audience
+	}
+	return ""
+}
+
 // RunEvent is published on toolfleet.events.run.<run_id>.<kind>.
 type RunEvent struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -208,7 +293,7 @@ type RunEvent struct {
 
 func (x *RunEvent) Reset() {
 	*x = RunEvent{}
-	mi := &file_toolfleet_v1_events_proto_msgTypes[1]
+	mi := &file_toolfleet_v1_events_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -220,7 +305,7 @@ func (x *RunEvent) String() string {
 func (*RunEvent) ProtoMessage() {}
 
 func (x *RunEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_toolfleet_v1_events_proto_msgTypes[1]
+	mi := &file_toolfleet_v1_events_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -233,7 +318,7 @@ func (x *RunEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunEvent.ProtoReflect.Descriptor instead.
 func (*RunEvent) Descriptor() ([]byte, []int) {
-	return file_toolfleet_v1_events_proto_rawDescGZIP(), []int{1}
+	return file_toolfleet_v1_events_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *RunEvent) GetId() string {
@@ -331,7 +416,7 @@ type WorkerAnnouncement struct {
 
 func (x *WorkerAnnouncement) Reset() {
 	*x = WorkerAnnouncement{}
-	mi := &file_toolfleet_v1_events_proto_msgTypes[2]
+	mi := &file_toolfleet_v1_events_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -343,7 +428,7 @@ func (x *WorkerAnnouncement) String() string {
 func (*WorkerAnnouncement) ProtoMessage() {}
 
 func (x *WorkerAnnouncement) ProtoReflect() protoreflect.Message {
-	mi := &file_toolfleet_v1_events_proto_msgTypes[2]
+	mi := &file_toolfleet_v1_events_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -356,7 +441,7 @@ func (x *WorkerAnnouncement) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkerAnnouncement.ProtoReflect.Descriptor instead.
 func (*WorkerAnnouncement) Descriptor() ([]byte, []int) {
-	return file_toolfleet_v1_events_proto_rawDescGZIP(), []int{2}
+	return file_toolfleet_v1_events_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *WorkerAnnouncement) GetWorkerId() string {
@@ -421,7 +506,7 @@ type AnnouncedToolkit struct {
 
 func (x *AnnouncedToolkit) Reset() {
 	*x = AnnouncedToolkit{}
-	mi := &file_toolfleet_v1_events_proto_msgTypes[3]
+	mi := &file_toolfleet_v1_events_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -433,7 +518,7 @@ func (x *AnnouncedToolkit) String() string {
 func (*AnnouncedToolkit) ProtoMessage() {}
 
 func (x *AnnouncedToolkit) ProtoReflect() protoreflect.Message {
-	mi := &file_toolfleet_v1_events_proto_msgTypes[3]
+	mi := &file_toolfleet_v1_events_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -446,7 +531,7 @@ func (x *AnnouncedToolkit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AnnouncedToolkit.ProtoReflect.Descriptor instead.
 func (*AnnouncedToolkit) Descriptor() ([]byte, []int) {
-	return file_toolfleet_v1_events_proto_rawDescGZIP(), []int{3}
+	return file_toolfleet_v1_events_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *AnnouncedToolkit) GetName() string {
@@ -474,7 +559,7 @@ var File_toolfleet_v1_events_proto protoreflect.FileDescriptor
 
 const file_toolfleet_v1_events_proto_rawDesc = "" +
 	"\n" +
-	"\x19toolfleet/v1/events.proto\x12\ftoolfleet.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x16toolfleet/v1/llm.proto\"\xee\x03\n" +
+	"\x19toolfleet/v1/events.proto\x12\ftoolfleet.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x16toolfleet/v1/llm.proto\"\xac\x04\n" +
 	"\tCallEvent\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x17\n" +
@@ -492,7 +577,15 @@ const file_toolfleet_v1_events_proto_rawDesc = "" +
 	"approvedAt\x12\x10\n" +
 	"\x03via\x18\r \x01(\tR\x03via\x129\n" +
 	"\n" +
-	"started_at\x18\x0e \x01(\v2\x1a.google.protobuf.TimestampR\tstartedAt\"\x92\x02\n" +
+	"started_at\x18\x0e \x01(\v2\x1a.google.protobuf.TimestampR\tstartedAt\x12<\n" +
+	"\n" +
+	"credential\x18\x0f \x01(\v2\x1c.toolfleet.v1.CallCredentialR\n" +
+	"credential\"\x85\x01\n" +
+	"\x0eCallCredential\x12\x1a\n" +
+	"\bprovider\x18\x01 \x01(\tR\bprovider\x12\x16\n" +
+	"\x06scopes\x18\x02 \x03(\tR\x06scopes\x12#\n" +
+	"\rconnection_id\x18\x03 \x01(\tR\fconnectionId\x12\x1a\n" +
+	"\baudience\x18\x04 \x01(\tR\baudience\"\x92\x02\n" +
 	"\bRunEvent\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x15\n" +
 	"\x06run_id\x18\x02 \x01(\tR\x05runId\x12\x12\n" +
@@ -530,31 +623,33 @@ func file_toolfleet_v1_events_proto_rawDescGZIP() []byte {
 	return file_toolfleet_v1_events_proto_rawDescData
 }
 
-var file_toolfleet_v1_events_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
+var file_toolfleet_v1_events_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
 var file_toolfleet_v1_events_proto_goTypes = []any{
 	(*CallEvent)(nil),             // 0: toolfleet.v1.CallEvent
-	(*RunEvent)(nil),              // 1: toolfleet.v1.RunEvent
-	(*WorkerAnnouncement)(nil),    // 2: toolfleet.v1.WorkerAnnouncement
-	(*AnnouncedToolkit)(nil),      // 3: toolfleet.v1.AnnouncedToolkit
-	(*timestamppb.Timestamp)(nil), // 4: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 5: google.protobuf.Duration
-	(*Usage)(nil),                 // 6: toolfleet.v1.Usage
+	(*CallCredential)(nil),        // 1: toolfleet.v1.CallCredential
+	(*RunEvent)(nil),              // 2: toolfleet.v1.RunEvent
+	(*WorkerAnnouncement)(nil),    // 3: toolfleet.v1.WorkerAnnouncement
+	(*AnnouncedToolkit)(nil),      // 4: toolfleet.v1.AnnouncedToolkit
+	(*timestamppb.Timestamp)(nil), // 5: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 6: google.protobuf.Duration
+	(*Usage)(nil),                 // 7: toolfleet.v1.Usage
 }
 var file_toolfleet_v1_events_proto_depIdxs = []int32{
-	4, // 0: toolfleet.v1.CallEvent.time:type_name -> google.protobuf.Timestamp
-	5, // 1: toolfleet.v1.CallEvent.duration:type_name -> google.protobuf.Duration
-	4, // 2: toolfleet.v1.CallEvent.approved_at:type_name -> google.protobuf.Timestamp
-	4, // 3: toolfleet.v1.CallEvent.started_at:type_name -> google.protobuf.Timestamp
-	4, // 4: toolfleet.v1.RunEvent.time:type_name -> google.protobuf.Timestamp
-	6, // 5: toolfleet.v1.RunEvent.usage:type_name -> toolfleet.v1.Usage
-	3, // 6: toolfleet.v1.WorkerAnnouncement.toolkits:type_name -> toolfleet.v1.AnnouncedToolkit
-	4, // 7: toolfleet.v1.WorkerAnnouncement.time:type_name -> google.protobuf.Timestamp
-	5, // 8: toolfleet.v1.WorkerAnnouncement.ttl:type_name -> google.protobuf.Duration
-	9, // [9:9] is the sub-list for method output_type
-	9, // [9:9] is the sub-list for method input_type
-	9, // [9:9] is the sub-list for extension type_name
-	9, // [9:9] is the sub-list for extension extendee
-	0, // [0:9] is the sub-list for field type_name
+	5,  // 0: toolfleet.v1.CallEvent.time:type_name -> google.protobuf.Timestamp
+	6,  // 1: toolfleet.v1.CallEvent.duration:type_name -> google.protobuf.Duration
+	5,  // 2: toolfleet.v1.CallEvent.approved_at:type_name -> google.protobuf.Timestamp
+	5,  // 3: toolfleet.v1.CallEvent.started_at:type_name -> google.protobuf.Timestamp
+	1,  // 4: toolfleet.v1.CallEvent.credential:type_name -> toolfleet.v1.CallCredential
+	5,  // 5: toolfleet.v1.RunEvent.time:type_name -> google.protobuf.Timestamp
+	7,  // 6: toolfleet.v1.RunEvent.usage:type_name -> toolfleet.v1.Usage
+	4,  // 7: toolfleet.v1.WorkerAnnouncement.toolkits:type_name -> toolfleet.v1.AnnouncedToolkit
+	5,  // 8: toolfleet.v1.WorkerAnnouncement.time:type_name -> google.protobuf.Timestamp
+	6,  // 9: toolfleet.v1.WorkerAnnouncement.ttl:type_name -> google.protobuf.Duration
+	10, // [10:10] is the sub-list for method output_type
+	10, // [10:10] is the sub-list for method input_type
+	10, // [10:10] is the sub-list for extension type_name
+	10, // [10:10] is the sub-list for extension extendee
+	0,  // [0:10] is the sub-list for field type_name
 }
 
 func init() { file_toolfleet_v1_events_proto_init() }
@@ -569,7 +664,7 @@ func file_toolfleet_v1_events_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolfleet_v1_events_proto_rawDesc), len(file_toolfleet_v1_events_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   4,
+			NumMessages:   5,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -702,9 +702,12 @@ type CallFailure struct {
 	CallId string               `protobuf:"bytes,4,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
 	// For RESOURCE_EXHAUSTED over an operator's rate limit or quota: how long to
 	// wait before trying again (as the RetryInfo detail says on CallTool).
-	RetryAfterMs  int64 `protobuf:"varint,5,opt,name=retry_after_ms,json=retryAfterMs,proto3" json:"retry_after_ms,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	RetryAfterMs int64 `protobuf:"varint,5,opt,name=retry_after_ms,json=retryAfterMs,proto3" json:"retry_after_ms,omitempty"`
+	// For FAILED_PRECONDITION because the tool acts with the caller's account
+	// at a provider it has not connected: how to connect (next to server_error).
+	ConnectionRequired *ConnectionRequired `protobuf:"bytes,6,opt,name=connection_required,json=connectionRequired,proto3" json:"connection_required,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *CallFailure) Reset() {
@@ -781,6 +784,13 @@ func (x *CallFailure) GetRetryAfterMs() int64 {
 		return x.RetryAfterMs
 	}
 	return 0
+}
+
+func (x *CallFailure) GetConnectionRequired() *ConnectionRequired {
+	if x != nil {
+		return x.ConnectionRequired
+	}
+	return nil
 }
 
 type isCallFailure_Detail interface {
@@ -932,13 +942,14 @@ const file_toolfleet_v1_gateway_proto_rawDesc = "" +
 	"\vCallOutcome\x12<\n" +
 	"\bresponse\x18\x01 \x01(\v2\x1e.toolfleet.v1.CallToolResponseH\x00R\bresponse\x125\n" +
 	"\afailure\x18\x02 \x01(\v2\x19.toolfleet.v1.CallFailureH\x00R\afailureB\t\n" +
-	"\aoutcome\"\xf6\x01\n" +
+	"\aoutcome\"\xc9\x02\n" +
 	"\vCallFailure\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\tR\x04code\x12>\n" +
 	"\fserver_error\x18\x02 \x01(\v2\x19.toolfleet.v1.ServerErrorH\x00R\vserverError\x12J\n" +
 	"\x10validation_error\x18\x03 \x01(\v2\x1d.toolfleet.v1.ValidationErrorH\x00R\x0fvalidationError\x12\x17\n" +
 	"\acall_id\x18\x04 \x01(\tR\x06callId\x12$\n" +
-	"\x0eretry_after_ms\x18\x05 \x01(\x03R\fretryAfterMsB\b\n" +
+	"\x0eretry_after_ms\x18\x05 \x01(\x03R\fretryAfterMs\x12Q\n" +
+	"\x13connection_required\x18\x06 \x01(\v2 .toolfleet.v1.ConnectionRequiredR\x12connectionRequiredB\b\n" +
 	"\x06detail\"$\n" +
 	"\x12FetchResultRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"+\n" +
@@ -996,6 +1007,7 @@ var file_toolfleet_v1_gateway_proto_goTypes = []any{
 	(*CallToolResponse)(nil),    // 17: toolfleet.v1.CallToolResponse
 	(*ServerError)(nil),         // 18: toolfleet.v1.ServerError
 	(*ValidationError)(nil),     // 19: toolfleet.v1.ValidationError
+	(*ConnectionRequired)(nil),  // 20: toolfleet.v1.ConnectionRequired
 }
 var file_toolfleet_v1_gateway_proto_depIdxs = []int32{
 	0,  // 0: toolfleet.v1.ListToolsRequest.format:type_name -> toolfleet.v1.ToolFormat
@@ -1014,23 +1026,24 @@ var file_toolfleet_v1_gateway_proto_depIdxs = []int32{
 	11, // 13: toolfleet.v1.CallOutcome.failure:type_name -> toolfleet.v1.CallFailure
 	18, // 14: toolfleet.v1.CallFailure.server_error:type_name -> toolfleet.v1.ServerError
 	19, // 15: toolfleet.v1.CallFailure.validation_error:type_name -> toolfleet.v1.ValidationError
-	1,  // 16: toolfleet.v1.ToolGatewayService.ListTools:input_type -> toolfleet.v1.ListToolsRequest
-	3,  // 17: toolfleet.v1.ToolGatewayService.GetTool:input_type -> toolfleet.v1.GetToolRequest
-	5,  // 18: toolfleet.v1.ToolGatewayService.SearchTools:input_type -> toolfleet.v1.SearchToolsRequest
-	16, // 19: toolfleet.v1.ToolGatewayService.CallTool:input_type -> toolfleet.v1.CallToolRequest
-	8,  // 20: toolfleet.v1.ToolGatewayService.CallTools:input_type -> toolfleet.v1.CallToolsRequest
-	12, // 21: toolfleet.v1.ToolGatewayService.FetchResult:input_type -> toolfleet.v1.FetchResultRequest
-	2,  // 22: toolfleet.v1.ToolGatewayService.ListTools:output_type -> toolfleet.v1.ListToolsResponse
-	4,  // 23: toolfleet.v1.ToolGatewayService.GetTool:output_type -> toolfleet.v1.GetToolResponse
-	6,  // 24: toolfleet.v1.ToolGatewayService.SearchTools:output_type -> toolfleet.v1.SearchToolsResponse
-	17, // 25: toolfleet.v1.ToolGatewayService.CallTool:output_type -> toolfleet.v1.CallToolResponse
-	9,  // 26: toolfleet.v1.ToolGatewayService.CallTools:output_type -> toolfleet.v1.CallToolsResponse
-	13, // 27: toolfleet.v1.ToolGatewayService.FetchResult:output_type -> toolfleet.v1.FetchResultResponse
-	22, // [22:28] is the sub-list for method output_type
-	16, // [16:22] is the sub-list for method input_type
-	16, // [16:16] is the sub-list for extension type_name
-	16, // [16:16] is the sub-list for extension extendee
-	0,  // [0:16] is the sub-list for field type_name
+	20, // 16: toolfleet.v1.CallFailure.connection_required:type_name -> toolfleet.v1.ConnectionRequired
+	1,  // 17: toolfleet.v1.ToolGatewayService.ListTools:input_type -> toolfleet.v1.ListToolsRequest
+	3,  // 18: toolfleet.v1.ToolGatewayService.GetTool:input_type -> toolfleet.v1.GetToolRequest
+	5,  // 19: toolfleet.v1.ToolGatewayService.SearchTools:input_type -> toolfleet.v1.SearchToolsRequest
+	16, // 20: toolfleet.v1.ToolGatewayService.CallTool:input_type -> toolfleet.v1.CallToolRequest
+	8,  // 21: toolfleet.v1.ToolGatewayService.CallTools:input_type -> toolfleet.v1.CallToolsRequest
+	12, // 22: toolfleet.v1.ToolGatewayService.FetchResult:input_type -> toolfleet.v1.FetchResultRequest
+	2,  // 23: toolfleet.v1.ToolGatewayService.ListTools:output_type -> toolfleet.v1.ListToolsResponse
+	4,  // 24: toolfleet.v1.ToolGatewayService.GetTool:output_type -> toolfleet.v1.GetToolResponse
+	6,  // 25: toolfleet.v1.ToolGatewayService.SearchTools:output_type -> toolfleet.v1.SearchToolsResponse
+	17, // 26: toolfleet.v1.ToolGatewayService.CallTool:output_type -> toolfleet.v1.CallToolResponse
+	9,  // 27: toolfleet.v1.ToolGatewayService.CallTools:output_type -> toolfleet.v1.CallToolsResponse
+	13, // 28: toolfleet.v1.ToolGatewayService.FetchResult:output_type -> toolfleet.v1.FetchResultResponse
+	23, // [23:29] is the sub-list for method output_type
+	17, // [17:23] is the sub-list for method input_type
+	17, // [17:17] is the sub-list for extension type_name
+	17, // [17:17] is the sub-list for extension extendee
+	0,  // [0:17] is the sub-list for field type_name
 }
 
 func init() { file_toolfleet_v1_gateway_proto_init() }

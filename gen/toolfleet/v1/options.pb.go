@@ -202,8 +202,16 @@ type ToolOptions struct {
 	// sent to it again instead of being refused as "may have run"
 	// (docs/gateway.md, "Exactly once").
 	DeduplicatesCallId bool `protobuf:"varint,15,opt,name=deduplicates_call_id,json=deduplicatesCallId,proto3" json:"deduplicates_call_id,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// The delegated credential the tool acts with: the caller's own account at a
+	// provider the operator configured (docs/credentials.md). The gateway gives
+	// the worker a short-lived access token for exactly this provider and these
+	// scopes on each call (sdk/tool.Credential); a caller who has not connected
+	// is asked to connect first. Widening the scopes of a served version is a
+	// change callers must consent to again: scripts/breaking.sh refuses it (ship
+	// a new version).
+	Credential    *ToolCredential `protobuf:"bytes,16,opt,name=credential,proto3" json:"credential,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ToolOptions) Reset() {
@@ -341,6 +349,86 @@ func (x *ToolOptions) GetDeduplicatesCallId() bool {
 	return false
 }
 
+func (x *ToolOptions) GetCredential() *ToolCredential {
+	if x != nil {
+		return x.Credential
+	}
+	return nil
+}
+
+// ToolCredential names the credential a tool needs to act for its caller.
+//
+//	option (toolfleet.v1.tool) = {
+//	  credential: {provider: "github", scopes: ["repo:read"]}
+//	};
+type ToolCredential struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The provider's name in the gateway's configuration, e.g. "github" or, for a
+	// first-party API, the operator's authorization server. 1 to 64 characters of
+	// [a-z0-9_-].
+	Provider string `protobuf:"bytes,1,opt,name=provider,proto3" json:"provider,omitempty"`
+	// OAuth scopes the token must carry, e.g. "repo:read". The worker's token has
+	// exactly these (when the provider allows narrowing), never more.
+	Scopes []string `protobuf:"bytes,2,rep,name=scopes,proto3" json:"scopes,omitempty"`
+	// For a first-party API: the audience the token is bound to (RFC 8693 token
+	// exchange of the caller's token), e.g. "https://billing.internal". Empty for
+	// a third-party provider, whose tokens come from the caller's connection.
+	Audience      string `protobuf:"bytes,3,opt,name=audience,proto3" json:"audience,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ToolCredential) Reset() {
+	*x = ToolCredential{}
+	mi := &file_toolfleet_v1_options_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ToolCredential) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ToolCredential) ProtoMessage() {}
+
+func (x *ToolCredential) ProtoReflect() protoreflect.Message {
+	mi := &file_toolfleet_v1_options_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ToolCredential.ProtoReflect.Descriptor instead.
+func (*ToolCredential) Descriptor() ([]byte, []int) {
+	return file_toolfleet_v1_options_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *ToolCredential) GetProvider() string {
+	if x != nil {
+		return x.Provider
+	}
+	return ""
+}
+
+func (x *ToolCredential) GetScopes() []string {
+	if x != nil {
+		return x.Scopes
+	}
+	return nil
+}
+
+func (x *ToolCredential) GetAudience() string {
+	if x != nil {
+		return x.Audience
+	}
+	return ""
+}
+
 // ToolHints are behaviour hints; explicit presence tells "false" apart from "unset".
 type ToolHints struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -358,7 +446,7 @@ type ToolHints struct {
 
 func (x *ToolHints) Reset() {
 	*x = ToolHints{}
-	mi := &file_toolfleet_v1_options_proto_msgTypes[2]
+	mi := &file_toolfleet_v1_options_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -370,7 +458,7 @@ func (x *ToolHints) String() string {
 func (*ToolHints) ProtoMessage() {}
 
 func (x *ToolHints) ProtoReflect() protoreflect.Message {
-	mi := &file_toolfleet_v1_options_proto_msgTypes[2]
+	mi := &file_toolfleet_v1_options_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -383,7 +471,7 @@ func (x *ToolHints) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolHints.ProtoReflect.Descriptor instead.
 func (*ToolHints) Descriptor() ([]byte, []int) {
-	return file_toolfleet_v1_options_proto_rawDescGZIP(), []int{2}
+	return file_toolfleet_v1_options_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *ToolHints) GetReadOnly() bool {
@@ -431,7 +519,7 @@ type RetryPolicy struct {
 
 func (x *RetryPolicy) Reset() {
 	*x = RetryPolicy{}
-	mi := &file_toolfleet_v1_options_proto_msgTypes[3]
+	mi := &file_toolfleet_v1_options_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -443,7 +531,7 @@ func (x *RetryPolicy) String() string {
 func (*RetryPolicy) ProtoMessage() {}
 
 func (x *RetryPolicy) ProtoReflect() protoreflect.Message {
-	mi := &file_toolfleet_v1_options_proto_msgTypes[3]
+	mi := &file_toolfleet_v1_options_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -456,7 +544,7 @@ func (x *RetryPolicy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetryPolicy.ProtoReflect.Descriptor instead.
 func (*RetryPolicy) Descriptor() ([]byte, []int) {
-	return file_toolfleet_v1_options_proto_rawDescGZIP(), []int{3}
+	return file_toolfleet_v1_options_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *RetryPolicy) GetMaxAttempts() int32 {
@@ -500,7 +588,7 @@ type ToolExample struct {
 
 func (x *ToolExample) Reset() {
 	*x = ToolExample{}
-	mi := &file_toolfleet_v1_options_proto_msgTypes[4]
+	mi := &file_toolfleet_v1_options_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -512,7 +600,7 @@ func (x *ToolExample) String() string {
 func (*ToolExample) ProtoMessage() {}
 
 func (x *ToolExample) ProtoReflect() protoreflect.Message {
-	mi := &file_toolfleet_v1_options_proto_msgTypes[4]
+	mi := &file_toolfleet_v1_options_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -525,7 +613,7 @@ func (x *ToolExample) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolExample.ProtoReflect.Descriptor instead.
 func (*ToolExample) Descriptor() ([]byte, []int) {
-	return file_toolfleet_v1_options_proto_rawDescGZIP(), []int{4}
+	return file_toolfleet_v1_options_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *ToolExample) GetDescription() string {
@@ -561,7 +649,7 @@ type FieldOptions struct {
 
 func (x *FieldOptions) Reset() {
 	*x = FieldOptions{}
-	mi := &file_toolfleet_v1_options_proto_msgTypes[5]
+	mi := &file_toolfleet_v1_options_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -573,7 +661,7 @@ func (x *FieldOptions) String() string {
 func (*FieldOptions) ProtoMessage() {}
 
 func (x *FieldOptions) ProtoReflect() protoreflect.Message {
-	mi := &file_toolfleet_v1_options_proto_msgTypes[5]
+	mi := &file_toolfleet_v1_options_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -586,7 +674,7 @@ func (x *FieldOptions) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FieldOptions.ProtoReflect.Descriptor instead.
 func (*FieldOptions) Descriptor() ([]byte, []int) {
-	return file_toolfleet_v1_options_proto_rawDescGZIP(), []int{5}
+	return file_toolfleet_v1_options_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *FieldOptions) GetDescription() string {
@@ -691,7 +779,7 @@ const file_toolfleet_v1_options_proto_rawDesc = "" +
 	"\x0eToolkitOptions\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x12 \n" +
-	"\vdescription\x18\x03 \x01(\tR\vdescription\"\xb5\x05\n" +
+	"\vdescription\x18\x03 \x01(\tR\vdescription\"\xf3\x05\n" +
 	"\vToolOptions\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
 	"\vdescription\x18\x02 \x01(\tR\vdescription\x12-\n" +
@@ -708,7 +796,14 @@ const file_toolfleet_v1_options_proto_rawDesc = "" +
 	"\x11mcp_task_required\x18\f \x01(\bR\x0fmcpTaskRequired\x12A\n" +
 	"\fclient_input\x18\r \x03(\x0e2\x1e.toolfleet.v1.ClientCapabilityR\vclientInput\x12R\n" +
 	"\x15client_input_optional\x18\x0e \x03(\x0e2\x1e.toolfleet.v1.ClientCapabilityR\x13clientInputOptional\x120\n" +
-	"\x14deduplicates_call_id\x18\x0f \x01(\bR\x12deduplicatesCallId\"\xd9\x01\n" +
+	"\x14deduplicates_call_id\x18\x0f \x01(\bR\x12deduplicatesCallId\x12<\n" +
+	"\n" +
+	"credential\x18\x10 \x01(\v2\x1c.toolfleet.v1.ToolCredentialR\n" +
+	"credential\"`\n" +
+	"\x0eToolCredential\x12\x1a\n" +
+	"\bprovider\x18\x01 \x01(\tR\bprovider\x12\x16\n" +
+	"\x06scopes\x18\x02 \x03(\tR\x06scopes\x12\x1a\n" +
+	"\baudience\x18\x03 \x01(\tR\baudience\"\xd9\x01\n" +
 	"\tToolHints\x12 \n" +
 	"\tread_only\x18\x01 \x01(\bH\x00R\breadOnly\x88\x01\x01\x12%\n" +
 	"\vdestructive\x18\x02 \x01(\bH\x01R\vdestructive\x88\x01\x01\x12#\n" +
@@ -760,42 +855,44 @@ func file_toolfleet_v1_options_proto_rawDescGZIP() []byte {
 }
 
 var file_toolfleet_v1_options_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_toolfleet_v1_options_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
+var file_toolfleet_v1_options_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
 var file_toolfleet_v1_options_proto_goTypes = []any{
 	(ClientCapability)(0),                 // 0: toolfleet.v1.ClientCapability
 	(*ToolkitOptions)(nil),                // 1: toolfleet.v1.ToolkitOptions
 	(*ToolOptions)(nil),                   // 2: toolfleet.v1.ToolOptions
-	(*ToolHints)(nil),                     // 3: toolfleet.v1.ToolHints
-	(*RetryPolicy)(nil),                   // 4: toolfleet.v1.RetryPolicy
-	(*ToolExample)(nil),                   // 5: toolfleet.v1.ToolExample
-	(*FieldOptions)(nil),                  // 6: toolfleet.v1.FieldOptions
-	(*durationpb.Duration)(nil),           // 7: google.protobuf.Duration
-	(*descriptorpb.ServiceOptions)(nil),   // 8: google.protobuf.ServiceOptions
-	(*descriptorpb.MethodOptions)(nil),    // 9: google.protobuf.MethodOptions
-	(*descriptorpb.FieldOptions)(nil),     // 10: google.protobuf.FieldOptions
-	(*descriptorpb.EnumValueOptions)(nil), // 11: google.protobuf.EnumValueOptions
+	(*ToolCredential)(nil),                // 3: toolfleet.v1.ToolCredential
+	(*ToolHints)(nil),                     // 4: toolfleet.v1.ToolHints
+	(*RetryPolicy)(nil),                   // 5: toolfleet.v1.RetryPolicy
+	(*ToolExample)(nil),                   // 6: toolfleet.v1.ToolExample
+	(*FieldOptions)(nil),                  // 7: toolfleet.v1.FieldOptions
+	(*durationpb.Duration)(nil),           // 8: google.protobuf.Duration
+	(*descriptorpb.ServiceOptions)(nil),   // 9: google.protobuf.ServiceOptions
+	(*descriptorpb.MethodOptions)(nil),    // 10: google.protobuf.MethodOptions
+	(*descriptorpb.FieldOptions)(nil),     // 11: google.protobuf.FieldOptions
+	(*descriptorpb.EnumValueOptions)(nil), // 12: google.protobuf.EnumValueOptions
 }
 var file_toolfleet_v1_options_proto_depIdxs = []int32{
-	3,  // 0: toolfleet.v1.ToolOptions.hints:type_name -> toolfleet.v1.ToolHints
-	7,  // 1: toolfleet.v1.ToolOptions.timeout:type_name -> google.protobuf.Duration
-	4,  // 2: toolfleet.v1.ToolOptions.retry:type_name -> toolfleet.v1.RetryPolicy
-	5,  // 3: toolfleet.v1.ToolOptions.examples:type_name -> toolfleet.v1.ToolExample
+	4,  // 0: toolfleet.v1.ToolOptions.hints:type_name -> toolfleet.v1.ToolHints
+	8,  // 1: toolfleet.v1.ToolOptions.timeout:type_name -> google.protobuf.Duration
+	5,  // 2: toolfleet.v1.ToolOptions.retry:type_name -> toolfleet.v1.RetryPolicy
+	6,  // 3: toolfleet.v1.ToolOptions.examples:type_name -> toolfleet.v1.ToolExample
 	0,  // 4: toolfleet.v1.ToolOptions.client_input:type_name -> toolfleet.v1.ClientCapability
 	0,  // 5: toolfleet.v1.ToolOptions.client_input_optional:type_name -> toolfleet.v1.ClientCapability
-	7,  // 6: toolfleet.v1.RetryPolicy.initial_backoff:type_name -> google.protobuf.Duration
-	7,  // 7: toolfleet.v1.RetryPolicy.max_backoff:type_name -> google.protobuf.Duration
-	8,  // 8: toolfleet.v1.toolkit:extendee -> google.protobuf.ServiceOptions
-	9,  // 9: toolfleet.v1.tool:extendee -> google.protobuf.MethodOptions
-	10, // 10: toolfleet.v1.field:extendee -> google.protobuf.FieldOptions
-	11, // 11: toolfleet.v1.model_name:extendee -> google.protobuf.EnumValueOptions
-	1,  // 12: toolfleet.v1.toolkit:type_name -> toolfleet.v1.ToolkitOptions
-	2,  // 13: toolfleet.v1.tool:type_name -> toolfleet.v1.ToolOptions
-	6,  // 14: toolfleet.v1.field:type_name -> toolfleet.v1.FieldOptions
-	15, // [15:15] is the sub-list for method output_type
-	15, // [15:15] is the sub-list for method input_type
-	12, // [12:15] is the sub-list for extension type_name
-	8,  // [8:12] is the sub-list for extension extendee
-	0,  // [0:8] is the sub-list for field type_name
+	3,  // 6: toolfleet.v1.ToolOptions.credential:type_name -> toolfleet.v1.ToolCredential
+	8,  // 7: toolfleet.v1.RetryPolicy.initial_backoff:type_name -> google.protobuf.Duration
+	8,  // 8: toolfleet.v1.RetryPolicy.max_backoff:type_name -> google.protobuf.Duration
+	9,  // 9: toolfleet.v1.toolkit:extendee -> google.protobuf.ServiceOptions
+	10, // 10: toolfleet.v1.tool:extendee -> google.protobuf.MethodOptions
+	11, // 11: toolfleet.v1.field:extendee -> google.protobuf.FieldOptions
+	12, // 12: toolfleet.v1.model_name:extendee -> google.protobuf.EnumValueOptions
+	1,  // 13: toolfleet.v1.toolkit:type_name -> toolfleet.v1.ToolkitOptions
+	2,  // 14: toolfleet.v1.tool:type_name -> toolfleet.v1.ToolOptions
+	7,  // 15: toolfleet.v1.field:type_name -> toolfleet.v1.FieldOptions
+	16, // [16:16] is the sub-list for method output_type
+	16, // [16:16] is the sub-list for method input_type
+	13, // [13:16] is the sub-list for extension type_name
+	9,  // [9:13] is the sub-list for extension extendee
+	0,  // [0:9] is the sub-list for field type_name
 }
 
 func init() { file_toolfleet_v1_options_proto_init() }
@@ -803,14 +900,14 @@ func file_toolfleet_v1_options_proto_init() {
 	if File_toolfleet_v1_options_proto != nil {
 		return
 	}
-	file_toolfleet_v1_options_proto_msgTypes[2].OneofWrappers = []any{}
+	file_toolfleet_v1_options_proto_msgTypes[3].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolfleet_v1_options_proto_rawDesc), len(file_toolfleet_v1_options_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   6,
+			NumMessages:   7,
 			NumExtensions: 4,
 			NumServices:   0,
 		},

@@ -34,6 +34,8 @@ const (
 	ProgramStatus_PROGRAM_STATUS_COMPLETED        ProgramStatus = 3
 	ProgramStatus_PROGRAM_STATUS_FAILED           ProgramStatus = 4
 	ProgramStatus_PROGRAM_STATUS_CANCELED         ProgramStatus = 5
+	// A tool's question waits for an answer (AnswerProgramInput).
+	ProgramStatus_PROGRAM_STATUS_WAITING_INPUT ProgramStatus = 6
 )
 
 // Enum value maps for ProgramStatus.
@@ -45,6 +47,7 @@ var (
 		3: "PROGRAM_STATUS_COMPLETED",
 		4: "PROGRAM_STATUS_FAILED",
 		5: "PROGRAM_STATUS_CANCELED",
+		6: "PROGRAM_STATUS_WAITING_INPUT",
 	}
 	ProgramStatus_value = map[string]int32{
 		"PROGRAM_STATUS_UNSPECIFIED":      0,
@@ -53,6 +56,7 @@ var (
 		"PROGRAM_STATUS_COMPLETED":        3,
 		"PROGRAM_STATUS_FAILED":           4,
 		"PROGRAM_STATUS_CANCELED":         5,
+		"PROGRAM_STATUS_WAITING_INPUT":    6,
 	}
 )
 
@@ -217,7 +221,10 @@ type RunProgramRequest struct {
 	// "value": the tool's result, "error": null or {"kind", "message",
 	// "fields"}} (a failed call is a value, not a failed program). MCP tasks
 	// run a long tool call so.
-	ToolCall      *ProgramToolCall `protobuf:"bytes,8,opt,name=tool_call,json=toolCall,proto3" json:"tool_call,omitempty"`
+	ToolCall *ProgramToolCall `protobuf:"bytes,8,opt,name=tool_call,json=toolCall,proto3" json:"tool_call,omitempty"`
+	// Whether a tool may ask the program's people for input during a call
+	// (answered with AnswerProgramInput). Unspecified = ask.
+	Questions     QuestionPolicy `protobuf:"varint,30,opt,name=questions,proto3,enum=toolfleet.v1.QuestionPolicy" json:"questions,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -306,6 +313,13 @@ func (x *RunProgramRequest) GetToolCall() *ProgramToolCall {
 		return x.ToolCall
 	}
 	return nil
+}
+
+func (x *RunProgramRequest) GetQuestions() QuestionPolicy {
+	if x != nil {
+		return x.Questions
+	}
+	return QuestionPolicy_QUESTION_POLICY_UNSPECIFIED
 }
 
 // ProgramToolCall is a program that is one tool call.
@@ -532,8 +546,11 @@ func (x *ProgramError) GetLine() string {
 }
 
 type GetProgramRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	ProgramId     string                 `protobuf:"bytes,1,opt,name=program_id,json=programId,proto3" json:"program_id,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	ProgramId string                 `protobuf:"bytes,1,opt,name=program_id,json=programId,proto3" json:"program_id,omitempty"`
+	// Also return the program's source, tools, limits and tool calls (read
+	// from the workflow's history: slower than the status alone).
+	Detail        bool `protobuf:"varint,2,opt,name=detail,proto3" json:"detail,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -575,6 +592,13 @@ func (x *GetProgramRequest) GetProgramId() string {
 	return ""
 }
 
+func (x *GetProgramRequest) GetDetail() bool {
+	if x != nil {
+		return x.Detail
+	}
+	return false
+}
+
 type GetProgramResponse struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	ProgramId string                 `protobuf:"bytes,1,opt,name=program_id,json=programId,proto3" json:"program_id,omitempty"`
@@ -586,8 +610,12 @@ type GetProgramResponse struct {
 	Status           ProgramStatus      `protobuf:"varint,6,opt,name=status,proto3,enum=toolfleet.v1.ProgramStatus" json:"status,omitempty"`
 	ProgramError     *ProgramError      `protobuf:"bytes,7,opt,name=program_error,json=programError,proto3" json:"program_error,omitempty"`
 	PendingApprovals []*PendingApproval `protobuf:"bytes,8,rep,name=pending_approvals,json=pendingApprovals,proto3" json:"pending_approvals,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// Tools' questions waiting for an answer (AnswerProgramInput).
+	PendingQuestions []*PendingQuestion `protobuf:"bytes,30,rep,name=pending_questions,json=pendingQuestions,proto3" json:"pending_questions,omitempty"`
+	// With detail: what the program was started with and the calls it made.
+	Detail        *ProgramDetail `protobuf:"bytes,9,opt,name=detail,proto3" json:"detail,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GetProgramResponse) Reset() {
@@ -676,6 +704,257 @@ func (x *GetProgramResponse) GetPendingApprovals() []*PendingApproval {
 	return nil
 }
 
+func (x *GetProgramResponse) GetPendingQuestions() []*PendingQuestion {
+	if x != nil {
+		return x.PendingQuestions
+	}
+	return nil
+}
+
+func (x *GetProgramResponse) GetDetail() *ProgramDetail {
+	if x != nil {
+		return x.Detail
+	}
+	return nil
+}
+
+// ProgramDetail is a program's start and its tool calls, from its history.
+type ProgramDetail struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Source   string                 `protobuf:"bytes,1,opt,name=source,proto3" json:"source,omitempty"`
+	Filename string                 `protobuf:"bytes,2,opt,name=filename,proto3" json:"filename,omitempty"`
+	// The script's args, JSON.
+	ArgsJson string   `protobuf:"bytes,3,opt,name=args_json,json=argsJson,proto3" json:"args_json,omitempty"`
+	Tools    []string `protobuf:"bytes,4,rep,name=tools,proto3" json:"tools,omitempty"`
+	// The limits in force (the start's, with the platform defaults filled in).
+	Limits *ProgramLimits `protobuf:"bytes,5,opt,name=limits,proto3" json:"limits,omitempty"`
+	// The tool calls, in the order they were started (at most 500).
+	Calls []*ProgramCall `protobuf:"bytes,6,rep,name=calls,proto3" json:"calls,omitempty"`
+	// More calls were made than are listed.
+	CallsTruncated bool `protobuf:"varint,7,opt,name=calls_truncated,json=callsTruncated,proto3" json:"calls_truncated,omitempty"`
+	// Steps the script took, once it completed.
+	Steps uint64 `protobuf:"varint,8,opt,name=steps,proto3" json:"steps,omitempty"`
+	// The one tool call the program is, when it is one (source empty).
+	ToolCall      *ProgramToolCall `protobuf:"bytes,9,opt,name=tool_call,json=toolCall,proto3" json:"tool_call,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProgramDetail) Reset() {
+	*x = ProgramDetail{}
+	mi := &file_toolfleet_v1_program_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProgramDetail) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProgramDetail) ProtoMessage() {}
+
+func (x *ProgramDetail) ProtoReflect() protoreflect.Message {
+	mi := &file_toolfleet_v1_program_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProgramDetail.ProtoReflect.Descriptor instead.
+func (*ProgramDetail) Descriptor() ([]byte, []int) {
+	return file_toolfleet_v1_program_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *ProgramDetail) GetSource() string {
+	if x != nil {
+		return x.Source
+	}
+	return ""
+}
+
+func (x *ProgramDetail) GetFilename() string {
+	if x != nil {
+		return x.Filename
+	}
+	return ""
+}
+
+func (x *ProgramDetail) GetArgsJson() string {
+	if x != nil {
+		return x.ArgsJson
+	}
+	return ""
+}
+
+func (x *ProgramDetail) GetTools() []string {
+	if x != nil {
+		return x.Tools
+	}
+	return nil
+}
+
+func (x *ProgramDetail) GetLimits() *ProgramLimits {
+	if x != nil {
+		return x.Limits
+	}
+	return nil
+}
+
+func (x *ProgramDetail) GetCalls() []*ProgramCall {
+	if x != nil {
+		return x.Calls
+	}
+	return nil
+}
+
+func (x *ProgramDetail) GetCallsTruncated() bool {
+	if x != nil {
+		return x.CallsTruncated
+	}
+	return false
+}
+
+func (x *ProgramDetail) GetSteps() uint64 {
+	if x != nil {
+		return x.Steps
+	}
+	return 0
+}
+
+func (x *ProgramDetail) GetToolCall() *ProgramToolCall {
+	if x != nil {
+		return x.ToolCall
+	}
+	return nil
+}
+
+// ProgramCall is one tool call of a program. Values are JSON as history holds
+// them: a program started with content kept out of history shows digests.
+type ProgramCall struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	CallId    string                 `protobuf:"bytes,1,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
+	ToolId    string                 `protobuf:"bytes,2,opt,name=tool_id,json=toolId,proto3" json:"tool_id,omitempty"`
+	InputJson string                 `protobuf:"bytes,3,opt,name=input_json,json=inputJson,proto3" json:"input_json,omitempty"`
+	// Set when the call ended with the tool's value.
+	ResultJson string `protobuf:"bytes,4,opt,name=result_json,json=resultJson,proto3" json:"result_json,omitempty"`
+	// Set when the call failed: the error the script saw.
+	Error *ProgramError `protobuf:"bytes,5,opt,name=error,proto3" json:"error,omitempty"`
+	// The activity's last failure while it is being retried or when it failed.
+	Failure     string                 `protobuf:"bytes,6,opt,name=failure,proto3" json:"failure,omitempty"`
+	Attempts    int32                  `protobuf:"varint,7,opt,name=attempts,proto3" json:"attempts,omitempty"`
+	ScheduledAt *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=scheduled_at,json=scheduledAt,proto3" json:"scheduled_at,omitempty"`
+	EndedAt     *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=ended_at,json=endedAt,proto3" json:"ended_at,omitempty"`
+	// Who approved the call, when it needed approval.
+	Approver      string `protobuf:"bytes,10,opt,name=approver,proto3" json:"approver,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProgramCall) Reset() {
+	*x = ProgramCall{}
+	mi := &file_toolfleet_v1_program_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProgramCall) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProgramCall) ProtoMessage() {}
+
+func (x *ProgramCall) ProtoReflect() protoreflect.Message {
+	mi := &file_toolfleet_v1_program_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProgramCall.ProtoReflect.Descriptor instead.
+func (*ProgramCall) Descriptor() ([]byte, []int) {
+	return file_toolfleet_v1_program_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *ProgramCall) GetCallId() string {
+	if x != nil {
+		return x.CallId
+	}
+	return ""
+}
+
+func (x *ProgramCall) GetToolId() string {
+	if x != nil {
+		return x.ToolId
+	}
+	return ""
+}
+
+func (x *ProgramCall) GetInputJson() string {
+	if x != nil {
+		return x.InputJson
+	}
+	return ""
+}
+
+func (x *ProgramCall) GetResultJson() string {
+	if x != nil {
+		return x.ResultJson
+	}
+	return ""
+}
+
+func (x *ProgramCall) GetError() *ProgramError {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
+func (x *ProgramCall) GetFailure() string {
+	if x != nil {
+		return x.Failure
+	}
+	return ""
+}
+
+func (x *ProgramCall) GetAttempts() int32 {
+	if x != nil {
+		return x.Attempts
+	}
+	return 0
+}
+
+func (x *ProgramCall) GetScheduledAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ScheduledAt
+	}
+	return nil
+}
+
+func (x *ProgramCall) GetEndedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.EndedAt
+	}
+	return nil
+}
+
+func (x *ProgramCall) GetApprover() string {
+	if x != nil {
+		return x.Approver
+	}
+	return ""
+}
+
 type WatchProgramRequest struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	ProgramId string                 `protobuf:"bytes,1,opt,name=program_id,json=programId,proto3" json:"program_id,omitempty"`
@@ -687,7 +966,7 @@ type WatchProgramRequest struct {
 
 func (x *WatchProgramRequest) Reset() {
 	*x = WatchProgramRequest{}
-	mi := &file_toolfleet_v1_program_proto_msgTypes[7]
+	mi := &file_toolfleet_v1_program_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -699,7 +978,7 @@ func (x *WatchProgramRequest) String() string {
 func (*WatchProgramRequest) ProtoMessage() {}
 
 func (x *WatchProgramRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolfleet_v1_program_proto_msgTypes[7]
+	mi := &file_toolfleet_v1_program_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -712,7 +991,7 @@ func (x *WatchProgramRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchProgramRequest.ProtoReflect.Descriptor instead.
 func (*WatchProgramRequest) Descriptor() ([]byte, []int) {
-	return file_toolfleet_v1_program_proto_rawDescGZIP(), []int{7}
+	return file_toolfleet_v1_program_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *WatchProgramRequest) GetProgramId() string {
@@ -740,7 +1019,7 @@ type WatchProgramResponse struct {
 
 func (x *WatchProgramResponse) Reset() {
 	*x = WatchProgramResponse{}
-	mi := &file_toolfleet_v1_program_proto_msgTypes[8]
+	mi := &file_toolfleet_v1_program_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -752,7 +1031,7 @@ func (x *WatchProgramResponse) String() string {
 func (*WatchProgramResponse) ProtoMessage() {}
 
 func (x *WatchProgramResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolfleet_v1_program_proto_msgTypes[8]
+	mi := &file_toolfleet_v1_program_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -765,7 +1044,7 @@ func (x *WatchProgramResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchProgramResponse.ProtoReflect.Descriptor instead.
 func (*WatchProgramResponse) Descriptor() ([]byte, []int) {
-	return file_toolfleet_v1_program_proto_rawDescGZIP(), []int{8}
+	return file_toolfleet_v1_program_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *WatchProgramResponse) GetEvent() *RunEvent {
@@ -791,7 +1070,7 @@ type CancelProgramRequest struct {
 
 func (x *CancelProgramRequest) Reset() {
 	*x = CancelProgramRequest{}
-	mi := &file_toolfleet_v1_program_proto_msgTypes[9]
+	mi := &file_toolfleet_v1_program_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -803,7 +1082,7 @@ func (x *CancelProgramRequest) String() string {
 func (*CancelProgramRequest) ProtoMessage() {}
 
 func (x *CancelProgramRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolfleet_v1_program_proto_msgTypes[9]
+	mi := &file_toolfleet_v1_program_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -816,7 +1095,7 @@ func (x *CancelProgramRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelProgramRequest.ProtoReflect.Descriptor instead.
 func (*CancelProgramRequest) Descriptor() ([]byte, []int) {
-	return file_toolfleet_v1_program_proto_rawDescGZIP(), []int{9}
+	return file_toolfleet_v1_program_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *CancelProgramRequest) GetProgramId() string {
@@ -834,7 +1113,7 @@ type CancelProgramResponse struct {
 
 func (x *CancelProgramResponse) Reset() {
 	*x = CancelProgramResponse{}
-	mi := &file_toolfleet_v1_program_proto_msgTypes[10]
+	mi := &file_toolfleet_v1_program_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -846,7 +1125,7 @@ func (x *CancelProgramResponse) String() string {
 func (*CancelProgramResponse) ProtoMessage() {}
 
 func (x *CancelProgramResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolfleet_v1_program_proto_msgTypes[10]
+	mi := &file_toolfleet_v1_program_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -859,7 +1138,7 @@ func (x *CancelProgramResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelProgramResponse.ProtoReflect.Descriptor instead.
 func (*CancelProgramResponse) Descriptor() ([]byte, []int) {
-	return file_toolfleet_v1_program_proto_rawDescGZIP(), []int{10}
+	return file_toolfleet_v1_program_proto_rawDescGZIP(), []int{12}
 }
 
 type DecideProgramApprovalRequest struct {
@@ -875,7 +1154,7 @@ type DecideProgramApprovalRequest struct {
 
 func (x *DecideProgramApprovalRequest) Reset() {
 	*x = DecideProgramApprovalRequest{}
-	mi := &file_toolfleet_v1_program_proto_msgTypes[11]
+	mi := &file_toolfleet_v1_program_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -887,7 +1166,7 @@ func (x *DecideProgramApprovalRequest) String() string {
 func (*DecideProgramApprovalRequest) ProtoMessage() {}
 
 func (x *DecideProgramApprovalRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolfleet_v1_program_proto_msgTypes[11]
+	mi := &file_toolfleet_v1_program_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -900,7 +1179,7 @@ func (x *DecideProgramApprovalRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecideProgramApprovalRequest.ProtoReflect.Descriptor instead.
 func (*DecideProgramApprovalRequest) Descriptor() ([]byte, []int) {
-	return file_toolfleet_v1_program_proto_rawDescGZIP(), []int{11}
+	return file_toolfleet_v1_program_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *DecideProgramApprovalRequest) GetProgramId() string {
@@ -939,7 +1218,7 @@ type DecideProgramApprovalResponse struct {
 
 func (x *DecideProgramApprovalResponse) Reset() {
 	*x = DecideProgramApprovalResponse{}
-	mi := &file_toolfleet_v1_program_proto_msgTypes[12]
+	mi := &file_toolfleet_v1_program_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -951,7 +1230,7 @@ func (x *DecideProgramApprovalResponse) String() string {
 func (*DecideProgramApprovalResponse) ProtoMessage() {}
 
 func (x *DecideProgramApprovalResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolfleet_v1_program_proto_msgTypes[12]
+	mi := &file_toolfleet_v1_program_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -964,7 +1243,85 @@ func (x *DecideProgramApprovalResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecideProgramApprovalResponse.ProtoReflect.Descriptor instead.
 func (*DecideProgramApprovalResponse) Descriptor() ([]byte, []int) {
-	return file_toolfleet_v1_program_proto_rawDescGZIP(), []int{12}
+	return file_toolfleet_v1_program_proto_rawDescGZIP(), []int{14}
+}
+
+// AnswerProgramInputRequest answers one pending question of a program (the
+// fields as AnswerInputRequest's).
+type AnswerProgramInputRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ProgramId     string                 `protobuf:"bytes,1,opt,name=program_id,json=programId,proto3" json:"program_id,omitempty"`
+	CallId        string                 `protobuf:"bytes,2,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
+	Key           string                 `protobuf:"bytes,3,opt,name=key,proto3" json:"key,omitempty"`
+	Action        string                 `protobuf:"bytes,4,opt,name=action,proto3" json:"action,omitempty"`
+	Content       *structpb.Struct       `protobuf:"bytes,5,opt,name=content,proto3" json:"content,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AnswerProgramInputRequest) Reset() {
+	*x = AnswerProgramInputRequest{}
+	mi := &file_toolfleet_v1_program_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AnswerProgramInputRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AnswerProgramInputRequest) ProtoMessage() {}
+
+func (x *AnswerProgramInputRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_toolfleet_v1_program_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AnswerProgramInputRequest.ProtoReflect.Descriptor instead.
+func (*AnswerProgramInputRequest) Descriptor() ([]byte, []int) {
+	return file_toolfleet_v1_program_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *AnswerProgramInputRequest) GetProgramId() string {
+	if x != nil {
+		return x.ProgramId
+	}
+	return ""
+}
+
+func (x *AnswerProgramInputRequest) GetCallId() string {
+	if x != nil {
+		return x.CallId
+	}
+	return ""
+}
+
+func (x *AnswerProgramInputRequest) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *AnswerProgramInputRequest) GetAction() string {
+	if x != nil {
+		return x.Action
+	}
+	return ""
+}
+
+func (x *AnswerProgramInputRequest) GetContent() *structpb.Struct {
+	if x != nil {
+		return x.Content
+	}
+	return nil
 }
 
 type ListTriggersRequest struct {
@@ -975,7 +1332,7 @@ type ListTriggersRequest struct {
 
 func (x *ListTriggersRequest) Reset() {
 	*x = ListTriggersRequest{}
-	mi := &file_toolfleet_v1_program_proto_msgTypes[13]
+	mi := &file_toolfleet_v1_program_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -987,7 +1344,7 @@ func (x *ListTriggersRequest) String() string {
 func (*ListTriggersRequest) ProtoMessage() {}
 
 func (x *ListTriggersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolfleet_v1_program_proto_msgTypes[13]
+	mi := &file_toolfleet_v1_program_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1000,7 +1357,7 @@ func (x *ListTriggersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTriggersRequest.ProtoReflect.Descriptor instead.
 func (*ListTriggersRequest) Descriptor() ([]byte, []int) {
-	return file_toolfleet_v1_program_proto_rawDescGZIP(), []int{13}
+	return file_toolfleet_v1_program_proto_rawDescGZIP(), []int{16}
 }
 
 type ListTriggersResponse struct {
@@ -1012,7 +1369,7 @@ type ListTriggersResponse struct {
 
 func (x *ListTriggersResponse) Reset() {
 	*x = ListTriggersResponse{}
-	mi := &file_toolfleet_v1_program_proto_msgTypes[14]
+	mi := &file_toolfleet_v1_program_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1024,7 +1381,7 @@ func (x *ListTriggersResponse) String() string {
 func (*ListTriggersResponse) ProtoMessage() {}
 
 func (x *ListTriggersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolfleet_v1_program_proto_msgTypes[14]
+	mi := &file_toolfleet_v1_program_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1037,7 +1394,7 @@ func (x *ListTriggersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTriggersResponse.ProtoReflect.Descriptor instead.
 func (*ListTriggersResponse) Descriptor() ([]byte, []int) {
-	return file_toolfleet_v1_program_proto_rawDescGZIP(), []int{14}
+	return file_toolfleet_v1_program_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ListTriggersResponse) GetTriggers() []*Trigger {
@@ -1063,7 +1420,7 @@ type Trigger struct {
 
 func (x *Trigger) Reset() {
 	*x = Trigger{}
-	mi := &file_toolfleet_v1_program_proto_msgTypes[15]
+	mi := &file_toolfleet_v1_program_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1075,7 +1432,7 @@ func (x *Trigger) String() string {
 func (*Trigger) ProtoMessage() {}
 
 func (x *Trigger) ProtoReflect() protoreflect.Message {
-	mi := &file_toolfleet_v1_program_proto_msgTypes[15]
+	mi := &file_toolfleet_v1_program_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1088,7 +1445,7 @@ func (x *Trigger) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Trigger.ProtoReflect.Descriptor instead.
 func (*Trigger) Descriptor() ([]byte, []int) {
-	return file_toolfleet_v1_program_proto_rawDescGZIP(), []int{15}
+	return file_toolfleet_v1_program_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Trigger) GetName() string {
@@ -1129,7 +1486,7 @@ type ListProgramsRequest struct {
 
 func (x *ListProgramsRequest) Reset() {
 	*x = ListProgramsRequest{}
-	mi := &file_toolfleet_v1_program_proto_msgTypes[16]
+	mi := &file_toolfleet_v1_program_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1141,7 +1498,7 @@ func (x *ListProgramsRequest) String() string {
 func (*ListProgramsRequest) ProtoMessage() {}
 
 func (x *ListProgramsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolfleet_v1_program_proto_msgTypes[16]
+	mi := &file_toolfleet_v1_program_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1154,7 +1511,7 @@ func (x *ListProgramsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListProgramsRequest.ProtoReflect.Descriptor instead.
 func (*ListProgramsRequest) Descriptor() ([]byte, []int) {
-	return file_toolfleet_v1_program_proto_rawDescGZIP(), []int{16}
+	return file_toolfleet_v1_program_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ListProgramsRequest) GetPageSize() int32 {
@@ -1181,7 +1538,7 @@ type ListProgramsResponse struct {
 
 func (x *ListProgramsResponse) Reset() {
 	*x = ListProgramsResponse{}
-	mi := &file_toolfleet_v1_program_proto_msgTypes[17]
+	mi := &file_toolfleet_v1_program_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1193,7 +1550,7 @@ func (x *ListProgramsResponse) String() string {
 func (*ListProgramsResponse) ProtoMessage() {}
 
 func (x *ListProgramsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolfleet_v1_program_proto_msgTypes[17]
+	mi := &file_toolfleet_v1_program_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1206,7 +1563,7 @@ func (x *ListProgramsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListProgramsResponse.ProtoReflect.Descriptor instead.
 func (*ListProgramsResponse) Descriptor() ([]byte, []int) {
-	return file_toolfleet_v1_program_proto_rawDescGZIP(), []int{17}
+	return file_toolfleet_v1_program_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ListProgramsResponse) GetPrograms() []*ProgramSummary {
@@ -1241,7 +1598,7 @@ type ProgramSummary struct {
 
 func (x *ProgramSummary) Reset() {
 	*x = ProgramSummary{}
-	mi := &file_toolfleet_v1_program_proto_msgTypes[18]
+	mi := &file_toolfleet_v1_program_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1253,7 +1610,7 @@ func (x *ProgramSummary) String() string {
 func (*ProgramSummary) ProtoMessage() {}
 
 func (x *ProgramSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_toolfleet_v1_program_proto_msgTypes[18]
+	mi := &file_toolfleet_v1_program_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1266,7 +1623,7 @@ func (x *ProgramSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProgramSummary.ProtoReflect.Descriptor instead.
 func (*ProgramSummary) Descriptor() ([]byte, []int) {
-	return file_toolfleet_v1_program_proto_rawDescGZIP(), []int{18}
+	return file_toolfleet_v1_program_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ProgramSummary) GetProgramId() string {
@@ -1317,7 +1674,7 @@ const file_toolfleet_v1_program_proto_rawDesc = "" +
 	"\x0fmax_value_bytes\x18\x05 \x01(\x05R\rmaxValueBytes\x12(\n" +
 	"\x10max_result_bytes\x18\x06 \x01(\x05R\x0emaxResultBytes\x12>\n" +
 	"\rapproval_wait\x18\a \x01(\v2\x19.google.protobuf.DurationR\fapprovalWait\x12(\n" +
-	"\x10max_memory_bytes\x18\b \x01(\x03R\x0emaxMemoryBytes\"\xae\x02\n" +
+	"\x10max_memory_bytes\x18\b \x01(\x03R\x0emaxMemoryBytes\"\xea\x02\n" +
 	"\x11RunProgramRequest\x12\x1d\n" +
 	"\n" +
 	"program_id\x18\x01 \x01(\tR\tprogramId\x12\x16\n" +
@@ -1327,7 +1684,8 @@ const file_toolfleet_v1_program_proto_rawDesc = "" +
 	"\x06limits\x18\x05 \x01(\v2\x1b.toolfleet.v1.ProgramLimitsR\x06limits\x12\x12\n" +
 	"\x04wait\x18\x06 \x01(\bR\x04wait\x12\x1a\n" +
 	"\bfilename\x18\a \x01(\tR\bfilename\x12:\n" +
-	"\ttool_call\x18\b \x01(\v2\x1d.toolfleet.v1.ProgramToolCallR\btoolCall\"Y\n" +
+	"\ttool_call\x18\b \x01(\v2\x1d.toolfleet.v1.ProgramToolCallR\btoolCall\x12:\n" +
+	"\tquestions\x18\x1e \x01(\x0e2\x1c.toolfleet.v1.QuestionPolicyR\tquestions\"Y\n" +
 	"\x0fProgramToolCall\x12\x17\n" +
 	"\atool_id\x18\x01 \x01(\tR\x06toolId\x12-\n" +
 	"\x05input\x18\x02 \x01(\v2\x17.google.protobuf.StructR\x05input\"\x8e\x02\n" +
@@ -1345,10 +1703,11 @@ const file_toolfleet_v1_program_proto_rawDesc = "" +
 	"\x05limit\x18\x02 \x01(\tR\x05limit\x12\x18\n" +
 	"\amessage\x18\x03 \x01(\tR\amessage\x12\x1a\n" +
 	"\bposition\x18\x04 \x01(\tR\bposition\x12\x12\n" +
-	"\x04line\x18\x05 \x01(\tR\x04line\"2\n" +
+	"\x04line\x18\x05 \x01(\tR\x04line\"J\n" +
 	"\x11GetProgramRequest\x12\x1d\n" +
 	"\n" +
-	"program_id\x18\x01 \x01(\tR\tprogramId\"\xee\x02\n" +
+	"program_id\x18\x01 \x01(\tR\tprogramId\x12\x16\n" +
+	"\x06detail\x18\x02 \x01(\bR\x06detail\"\xef\x03\n" +
 	"\x12GetProgramResponse\x12\x1d\n" +
 	"\n" +
 	"program_id\x18\x01 \x01(\tR\tprogramId\x12\x12\n" +
@@ -1359,7 +1718,33 @@ const file_toolfleet_v1_program_proto_rawDesc = "" +
 	"tool_calls\x18\x05 \x01(\x05R\ttoolCalls\x123\n" +
 	"\x06status\x18\x06 \x01(\x0e2\x1b.toolfleet.v1.ProgramStatusR\x06status\x12?\n" +
 	"\rprogram_error\x18\a \x01(\v2\x1a.toolfleet.v1.ProgramErrorR\fprogramError\x12J\n" +
-	"\x11pending_approvals\x18\b \x03(\v2\x1d.toolfleet.v1.PendingApprovalR\x10pendingApprovals\"[\n" +
+	"\x11pending_approvals\x18\b \x03(\v2\x1d.toolfleet.v1.PendingApprovalR\x10pendingApprovals\x12J\n" +
+	"\x11pending_questions\x18\x1e \x03(\v2\x1d.toolfleet.v1.PendingQuestionR\x10pendingQuestions\x123\n" +
+	"\x06detail\x18\t \x01(\v2\x1b.toolfleet.v1.ProgramDetailR\x06detail\"\xd7\x02\n" +
+	"\rProgramDetail\x12\x16\n" +
+	"\x06source\x18\x01 \x01(\tR\x06source\x12\x1a\n" +
+	"\bfilename\x18\x02 \x01(\tR\bfilename\x12\x1b\n" +
+	"\targs_json\x18\x03 \x01(\tR\bargsJson\x12\x14\n" +
+	"\x05tools\x18\x04 \x03(\tR\x05tools\x123\n" +
+	"\x06limits\x18\x05 \x01(\v2\x1b.toolfleet.v1.ProgramLimitsR\x06limits\x12/\n" +
+	"\x05calls\x18\x06 \x03(\v2\x19.toolfleet.v1.ProgramCallR\x05calls\x12'\n" +
+	"\x0fcalls_truncated\x18\a \x01(\bR\x0ecallsTruncated\x12\x14\n" +
+	"\x05steps\x18\b \x01(\x04R\x05steps\x12:\n" +
+	"\ttool_call\x18\t \x01(\v2\x1d.toolfleet.v1.ProgramToolCallR\btoolCall\"\xf9\x02\n" +
+	"\vProgramCall\x12\x17\n" +
+	"\acall_id\x18\x01 \x01(\tR\x06callId\x12\x17\n" +
+	"\atool_id\x18\x02 \x01(\tR\x06toolId\x12\x1d\n" +
+	"\n" +
+	"input_json\x18\x03 \x01(\tR\tinputJson\x12\x1f\n" +
+	"\vresult_json\x18\x04 \x01(\tR\n" +
+	"resultJson\x120\n" +
+	"\x05error\x18\x05 \x01(\v2\x1a.toolfleet.v1.ProgramErrorR\x05error\x12\x18\n" +
+	"\afailure\x18\x06 \x01(\tR\afailure\x12\x1a\n" +
+	"\battempts\x18\a \x01(\x05R\battempts\x12=\n" +
+	"\fscheduled_at\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\vscheduledAt\x125\n" +
+	"\bended_at\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\aendedAt\x12\x1a\n" +
+	"\bapprover\x18\n" +
+	" \x01(\tR\bapprover\"[\n" +
 	"\x13WatchProgramRequest\x12\x1d\n" +
 	"\n" +
 	"program_id\x18\x01 \x01(\tR\tprogramId\x12%\n" +
@@ -1377,7 +1762,14 @@ const file_toolfleet_v1_program_proto_rawDesc = "" +
 	"\acall_id\x18\x02 \x01(\tR\x06callId\x12\x1a\n" +
 	"\bapproved\x18\x03 \x01(\bR\bapproved\x12\x16\n" +
 	"\x06reason\x18\x04 \x01(\tR\x06reason\"\x1f\n" +
-	"\x1dDecideProgramApprovalResponse\"\x15\n" +
+	"\x1dDecideProgramApprovalResponse\"\xb0\x01\n" +
+	"\x19AnswerProgramInputRequest\x12\x1d\n" +
+	"\n" +
+	"program_id\x18\x01 \x01(\tR\tprogramId\x12\x17\n" +
+	"\acall_id\x18\x02 \x01(\tR\x06callId\x12\x10\n" +
+	"\x03key\x18\x03 \x01(\tR\x03key\x12\x16\n" +
+	"\x06action\x18\x04 \x01(\tR\x06action\x121\n" +
+	"\acontent\x18\x05 \x01(\v2\x17.google.protobuf.StructR\acontent\"\x15\n" +
 	"\x13ListTriggersRequest\"I\n" +
 	"\x14ListTriggersResponse\x121\n" +
 	"\btriggers\x18\x01 \x03(\v2\x15.toolfleet.v1.TriggerR\btriggers\"f\n" +
@@ -1400,14 +1792,15 @@ const file_toolfleet_v1_program_proto_rawDesc = "" +
 	"\n" +
 	"started_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\tstartedAt\x127\n" +
 	"\tclosed_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\bclosedAt\x12\x16\n" +
-	"\x06status\x18\x05 \x01(\tR\x06status*\xc6\x01\n" +
+	"\x06status\x18\x05 \x01(\tR\x06status*\xe8\x01\n" +
 	"\rProgramStatus\x12\x1e\n" +
 	"\x1aPROGRAM_STATUS_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16PROGRAM_STATUS_RUNNING\x10\x01\x12#\n" +
 	"\x1fPROGRAM_STATUS_WAITING_APPROVAL\x10\x02\x12\x1c\n" +
 	"\x18PROGRAM_STATUS_COMPLETED\x10\x03\x12\x19\n" +
 	"\x15PROGRAM_STATUS_FAILED\x10\x04\x12\x1b\n" +
-	"\x17PROGRAM_STATUS_CANCELED\x10\x052\x99\x05\n" +
+	"\x17PROGRAM_STATUS_CANCELED\x10\x05\x12 \n" +
+	"\x1cPROGRAM_STATUS_WAITING_INPUT\x10\x062\xfb\x05\n" +
 	"\x0eProgramService\x12O\n" +
 	"\n" +
 	"RunProgram\x12\x1f.toolfleet.v1.RunProgramRequest\x1a .toolfleet.v1.RunProgramResponse\x12T\n" +
@@ -1415,7 +1808,8 @@ const file_toolfleet_v1_program_proto_rawDesc = "" +
 	"GetProgram\x12\x1f.toolfleet.v1.GetProgramRequest\x1a .toolfleet.v1.GetProgramResponse\"\x03\x90\x02\x01\x12\\\n" +
 	"\fWatchProgram\x12!.toolfleet.v1.WatchProgramRequest\x1a\".toolfleet.v1.WatchProgramResponse\"\x03\x90\x02\x010\x01\x12X\n" +
 	"\rCancelProgram\x12\".toolfleet.v1.CancelProgramRequest\x1a#.toolfleet.v1.CancelProgramResponse\x12p\n" +
-	"\x15DecideProgramApproval\x12*.toolfleet.v1.DecideProgramApprovalRequest\x1a+.toolfleet.v1.DecideProgramApprovalResponse\x12Z\n" +
+	"\x15DecideProgramApproval\x12*.toolfleet.v1.DecideProgramApprovalRequest\x1a+.toolfleet.v1.DecideProgramApprovalResponse\x12`\n" +
+	"\x12AnswerProgramInput\x12'.toolfleet.v1.AnswerProgramInputRequest\x1a!.toolfleet.v1.AnswerInputResponse\x12Z\n" +
 	"\fListPrograms\x12!.toolfleet.v1.ListProgramsRequest\x1a\".toolfleet.v1.ListProgramsResponse\"\x03\x90\x02\x01\x12Z\n" +
 	"\fListTriggers\x12!.toolfleet.v1.ListTriggersRequest\x1a\".toolfleet.v1.ListTriggersResponse\"\x03\x90\x02\x01B=Z;github.com/toolfleet/toolfleet/gen/toolfleet/v1;toolfleetv1b\x06proto3"
 
@@ -1432,7 +1826,7 @@ func file_toolfleet_v1_program_proto_rawDescGZIP() []byte {
 }
 
 var file_toolfleet_v1_program_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_toolfleet_v1_program_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_toolfleet_v1_program_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
 var file_toolfleet_v1_program_proto_goTypes = []any{
 	(ProgramStatus)(0),                    // 0: toolfleet.v1.ProgramStatus
 	(*ProgramLimits)(nil),                 // 1: toolfleet.v1.ProgramLimits
@@ -1442,63 +1836,81 @@ var file_toolfleet_v1_program_proto_goTypes = []any{
 	(*ProgramError)(nil),                  // 5: toolfleet.v1.ProgramError
 	(*GetProgramRequest)(nil),             // 6: toolfleet.v1.GetProgramRequest
 	(*GetProgramResponse)(nil),            // 7: toolfleet.v1.GetProgramResponse
-	(*WatchProgramRequest)(nil),           // 8: toolfleet.v1.WatchProgramRequest
-	(*WatchProgramResponse)(nil),          // 9: toolfleet.v1.WatchProgramResponse
-	(*CancelProgramRequest)(nil),          // 10: toolfleet.v1.CancelProgramRequest
-	(*CancelProgramResponse)(nil),         // 11: toolfleet.v1.CancelProgramResponse
-	(*DecideProgramApprovalRequest)(nil),  // 12: toolfleet.v1.DecideProgramApprovalRequest
-	(*DecideProgramApprovalResponse)(nil), // 13: toolfleet.v1.DecideProgramApprovalResponse
-	(*ListTriggersRequest)(nil),           // 14: toolfleet.v1.ListTriggersRequest
-	(*ListTriggersResponse)(nil),          // 15: toolfleet.v1.ListTriggersResponse
-	(*Trigger)(nil),                       // 16: toolfleet.v1.Trigger
-	(*ListProgramsRequest)(nil),           // 17: toolfleet.v1.ListProgramsRequest
-	(*ListProgramsResponse)(nil),          // 18: toolfleet.v1.ListProgramsResponse
-	(*ProgramSummary)(nil),                // 19: toolfleet.v1.ProgramSummary
-	(*durationpb.Duration)(nil),           // 20: google.protobuf.Duration
-	(*structpb.Struct)(nil),               // 21: google.protobuf.Struct
-	(*structpb.Value)(nil),                // 22: google.protobuf.Value
-	(*PendingApproval)(nil),               // 23: toolfleet.v1.PendingApproval
-	(*RunEvent)(nil),                      // 24: toolfleet.v1.RunEvent
-	(*timestamppb.Timestamp)(nil),         // 25: google.protobuf.Timestamp
+	(*ProgramDetail)(nil),                 // 8: toolfleet.v1.ProgramDetail
+	(*ProgramCall)(nil),                   // 9: toolfleet.v1.ProgramCall
+	(*WatchProgramRequest)(nil),           // 10: toolfleet.v1.WatchProgramRequest
+	(*WatchProgramResponse)(nil),          // 11: toolfleet.v1.WatchProgramResponse
+	(*CancelProgramRequest)(nil),          // 12: toolfleet.v1.CancelProgramRequest
+	(*CancelProgramResponse)(nil),         // 13: toolfleet.v1.CancelProgramResponse
+	(*DecideProgramApprovalRequest)(nil),  // 14: toolfleet.v1.DecideProgramApprovalRequest
+	(*DecideProgramApprovalResponse)(nil), // 15: toolfleet.v1.DecideProgramApprovalResponse
+	(*AnswerProgramInputRequest)(nil),     // 16: toolfleet.v1.AnswerProgramInputRequest
+	(*ListTriggersRequest)(nil),           // 17: toolfleet.v1.ListTriggersRequest
+	(*ListTriggersResponse)(nil),          // 18: toolfleet.v1.ListTriggersResponse
+	(*Trigger)(nil),                       // 19: toolfleet.v1.Trigger
+	(*ListProgramsRequest)(nil),           // 20: toolfleet.v1.ListProgramsRequest
+	(*ListProgramsResponse)(nil),          // 21: toolfleet.v1.ListProgramsResponse
+	(*ProgramSummary)(nil),                // 22: toolfleet.v1.ProgramSummary
+	(*durationpb.Duration)(nil),           // 23: google.protobuf.Duration
+	(*structpb.Struct)(nil),               // 24: google.protobuf.Struct
+	(QuestionPolicy)(0),                   // 25: toolfleet.v1.QuestionPolicy
+	(*structpb.Value)(nil),                // 26: google.protobuf.Value
+	(*PendingApproval)(nil),               // 27: toolfleet.v1.PendingApproval
+	(*PendingQuestion)(nil),               // 28: toolfleet.v1.PendingQuestion
+	(*timestamppb.Timestamp)(nil),         // 29: google.protobuf.Timestamp
+	(*RunEvent)(nil),                      // 30: toolfleet.v1.RunEvent
+	(*AnswerInputResponse)(nil),           // 31: toolfleet.v1.AnswerInputResponse
 }
 var file_toolfleet_v1_program_proto_depIdxs = []int32{
-	20, // 0: toolfleet.v1.ProgramLimits.deadline:type_name -> google.protobuf.Duration
-	20, // 1: toolfleet.v1.ProgramLimits.approval_wait:type_name -> google.protobuf.Duration
-	21, // 2: toolfleet.v1.RunProgramRequest.args:type_name -> google.protobuf.Struct
+	23, // 0: toolfleet.v1.ProgramLimits.deadline:type_name -> google.protobuf.Duration
+	23, // 1: toolfleet.v1.ProgramLimits.approval_wait:type_name -> google.protobuf.Duration
+	24, // 2: toolfleet.v1.RunProgramRequest.args:type_name -> google.protobuf.Struct
 	1,  // 3: toolfleet.v1.RunProgramRequest.limits:type_name -> toolfleet.v1.ProgramLimits
 	3,  // 4: toolfleet.v1.RunProgramRequest.tool_call:type_name -> toolfleet.v1.ProgramToolCall
-	21, // 5: toolfleet.v1.ProgramToolCall.input:type_name -> google.protobuf.Struct
-	22, // 6: toolfleet.v1.RunProgramResponse.result:type_name -> google.protobuf.Value
-	0,  // 7: toolfleet.v1.RunProgramResponse.status:type_name -> toolfleet.v1.ProgramStatus
-	5,  // 8: toolfleet.v1.RunProgramResponse.program_error:type_name -> toolfleet.v1.ProgramError
-	22, // 9: toolfleet.v1.GetProgramResponse.result:type_name -> google.protobuf.Value
-	0,  // 10: toolfleet.v1.GetProgramResponse.status:type_name -> toolfleet.v1.ProgramStatus
-	5,  // 11: toolfleet.v1.GetProgramResponse.program_error:type_name -> toolfleet.v1.ProgramError
-	23, // 12: toolfleet.v1.GetProgramResponse.pending_approvals:type_name -> toolfleet.v1.PendingApproval
-	24, // 13: toolfleet.v1.WatchProgramResponse.event:type_name -> toolfleet.v1.RunEvent
-	16, // 14: toolfleet.v1.ListTriggersResponse.triggers:type_name -> toolfleet.v1.Trigger
-	19, // 15: toolfleet.v1.ListProgramsResponse.programs:type_name -> toolfleet.v1.ProgramSummary
-	25, // 16: toolfleet.v1.ProgramSummary.started_at:type_name -> google.protobuf.Timestamp
-	25, // 17: toolfleet.v1.ProgramSummary.closed_at:type_name -> google.protobuf.Timestamp
-	2,  // 18: toolfleet.v1.ProgramService.RunProgram:input_type -> toolfleet.v1.RunProgramRequest
-	6,  // 19: toolfleet.v1.ProgramService.GetProgram:input_type -> toolfleet.v1.GetProgramRequest
-	8,  // 20: toolfleet.v1.ProgramService.WatchProgram:input_type -> toolfleet.v1.WatchProgramRequest
-	10, // 21: toolfleet.v1.ProgramService.CancelProgram:input_type -> toolfleet.v1.CancelProgramRequest
-	12, // 22: toolfleet.v1.ProgramService.DecideProgramApproval:input_type -> toolfleet.v1.DecideProgramApprovalRequest
-	17, // 23: toolfleet.v1.ProgramService.ListPrograms:input_type -> toolfleet.v1.ListProgramsRequest
-	14, // 24: toolfleet.v1.ProgramService.ListTriggers:input_type -> toolfleet.v1.ListTriggersRequest
-	4,  // 25: toolfleet.v1.ProgramService.RunProgram:output_type -> toolfleet.v1.RunProgramResponse
-	7,  // 26: toolfleet.v1.ProgramService.GetProgram:output_type -> toolfleet.v1.GetProgramResponse
-	9,  // 27: toolfleet.v1.ProgramService.WatchProgram:output_type -> toolfleet.v1.WatchProgramResponse
-	11, // 28: toolfleet.v1.ProgramService.CancelProgram:output_type -> toolfleet.v1.CancelProgramResponse
-	13, // 29: toolfleet.v1.ProgramService.DecideProgramApproval:output_type -> toolfleet.v1.DecideProgramApprovalResponse
-	18, // 30: toolfleet.v1.ProgramService.ListPrograms:output_type -> toolfleet.v1.ListProgramsResponse
-	15, // 31: toolfleet.v1.ProgramService.ListTriggers:output_type -> toolfleet.v1.ListTriggersResponse
-	25, // [25:32] is the sub-list for method output_type
-	18, // [18:25] is the sub-list for method input_type
-	18, // [18:18] is the sub-list for extension type_name
-	18, // [18:18] is the sub-list for extension extendee
-	0,  // [0:18] is the sub-list for field type_name
+	25, // 5: toolfleet.v1.RunProgramRequest.questions:type_name -> toolfleet.v1.QuestionPolicy
+	24, // 6: toolfleet.v1.ProgramToolCall.input:type_name -> google.protobuf.Struct
+	26, // 7: toolfleet.v1.RunProgramResponse.result:type_name -> google.protobuf.Value
+	0,  // 8: toolfleet.v1.RunProgramResponse.status:type_name -> toolfleet.v1.ProgramStatus
+	5,  // 9: toolfleet.v1.RunProgramResponse.program_error:type_name -> toolfleet.v1.ProgramError
+	26, // 10: toolfleet.v1.GetProgramResponse.result:type_name -> google.protobuf.Value
+	0,  // 11: toolfleet.v1.GetProgramResponse.status:type_name -> toolfleet.v1.ProgramStatus
+	5,  // 12: toolfleet.v1.GetProgramResponse.program_error:type_name -> toolfleet.v1.ProgramError
+	27, // 13: toolfleet.v1.GetProgramResponse.pending_approvals:type_name -> toolfleet.v1.PendingApproval
+	28, // 14: toolfleet.v1.GetProgramResponse.pending_questions:type_name -> toolfleet.v1.PendingQuestion
+	8,  // 15: toolfleet.v1.GetProgramResponse.detail:type_name -> toolfleet.v1.ProgramDetail
+	1,  // 16: toolfleet.v1.ProgramDetail.limits:type_name -> toolfleet.v1.ProgramLimits
+	9,  // 17: toolfleet.v1.ProgramDetail.calls:type_name -> toolfleet.v1.ProgramCall
+	3,  // 18: toolfleet.v1.ProgramDetail.tool_call:type_name -> toolfleet.v1.ProgramToolCall
+	5,  // 19: toolfleet.v1.ProgramCall.error:type_name -> toolfleet.v1.ProgramError
+	29, // 20: toolfleet.v1.ProgramCall.scheduled_at:type_name -> google.protobuf.Timestamp
+	29, // 21: toolfleet.v1.ProgramCall.ended_at:type_name -> google.protobuf.Timestamp
+	30, // 22: toolfleet.v1.WatchProgramResponse.event:type_name -> toolfleet.v1.RunEvent
+	24, // 23: toolfleet.v1.AnswerProgramInputRequest.content:type_name -> google.protobuf.Struct
+	19, // 24: toolfleet.v1.ListTriggersResponse.triggers:type_name -> toolfleet.v1.Trigger
+	22, // 25: toolfleet.v1.ListProgramsResponse.programs:type_name -> toolfleet.v1.ProgramSummary
+	29, // 26: toolfleet.v1.ProgramSummary.started_at:type_name -> google.protobuf.Timestamp
+	29, // 27: toolfleet.v1.ProgramSummary.closed_at:type_name -> google.protobuf.Timestamp
+	2,  // 28: toolfleet.v1.ProgramService.RunProgram:input_type -> toolfleet.v1.RunProgramRequest
+	6,  // 29: toolfleet.v1.ProgramService.GetProgram:input_type -> toolfleet.v1.GetProgramRequest
+	10, // 30: toolfleet.v1.ProgramService.WatchProgram:input_type -> toolfleet.v1.WatchProgramRequest
+	12, // 31: toolfleet.v1.ProgramService.CancelProgram:input_type -> toolfleet.v1.CancelProgramRequest
+	14, // 32: toolfleet.v1.ProgramService.DecideProgramApproval:input_type -> toolfleet.v1.DecideProgramApprovalRequest
+	16, // 33: toolfleet.v1.ProgramService.AnswerProgramInput:input_type -> toolfleet.v1.AnswerProgramInputRequest
+	20, // 34: toolfleet.v1.ProgramService.ListPrograms:input_type -> toolfleet.v1.ListProgramsRequest
+	17, // 35: toolfleet.v1.ProgramService.ListTriggers:input_type -> toolfleet.v1.ListTriggersRequest
+	4,  // 36: toolfleet.v1.ProgramService.RunProgram:output_type -> toolfleet.v1.RunProgramResponse
+	7,  // 37: toolfleet.v1.ProgramService.GetProgram:output_type -> toolfleet.v1.GetProgramResponse
+	11, // 38: toolfleet.v1.ProgramService.WatchProgram:output_type -> toolfleet.v1.WatchProgramResponse
+	13, // 39: toolfleet.v1.ProgramService.CancelProgram:output_type -> toolfleet.v1.CancelProgramResponse
+	15, // 40: toolfleet.v1.ProgramService.DecideProgramApproval:output_type -> toolfleet.v1.DecideProgramApprovalResponse
+	31, // 41: toolfleet.v1.ProgramService.AnswerProgramInput:output_type -> toolfleet.v1.AnswerInputResponse
+	21, // 42: toolfleet.v1.ProgramService.ListPrograms:output_type -> toolfleet.v1.ListProgramsResponse
+	18, // 43: toolfleet.v1.ProgramService.ListTriggers:output_type -> toolfleet.v1.ListTriggersResponse
+	36, // [36:44] is the sub-list for method output_type
+	28, // [28:36] is the sub-list for method input_type
+	28, // [28:28] is the sub-list for extension type_name
+	28, // [28:28] is the sub-list for extension extendee
+	0,  // [0:28] is the sub-list for field type_name
 }
 
 func init() { file_toolfleet_v1_program_proto_init() }
@@ -1514,7 +1926,7 @@ func file_toolfleet_v1_program_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolfleet_v1_program_proto_rawDesc), len(file_toolfleet_v1_program_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   19,
+			NumMessages:   22,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

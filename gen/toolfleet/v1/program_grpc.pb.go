@@ -24,6 +24,7 @@ const (
 	ProgramService_WatchProgram_FullMethodName          = "/toolfleet.v1.ProgramService/WatchProgram"
 	ProgramService_CancelProgram_FullMethodName         = "/toolfleet.v1.ProgramService/CancelProgram"
 	ProgramService_DecideProgramApproval_FullMethodName = "/toolfleet.v1.ProgramService/DecideProgramApproval"
+	ProgramService_AnswerProgramInput_FullMethodName    = "/toolfleet.v1.ProgramService/AnswerProgramInput"
 	ProgramService_ListPrograms_FullMethodName          = "/toolfleet.v1.ProgramService/ListPrograms"
 	ProgramService_ListTriggers_FullMethodName          = "/toolfleet.v1.ProgramService/ListTriggers"
 )
@@ -49,6 +50,9 @@ type ProgramServiceClient interface {
 	CancelProgram(ctx context.Context, in *CancelProgramRequest, opts ...grpc.CallOption) (*CancelProgramResponse, error)
 	// DecideProgramApproval grants or denies a tool call waiting for approval.
 	DecideProgramApproval(ctx context.Context, in *DecideProgramApprovalRequest, opts ...grpc.CallOption) (*DecideProgramApprovalResponse, error)
+	// AnswerProgramInput answers a tool's question pending in a program (scope
+	// programs:approve): the call goes on once every question of its round has one.
+	AnswerProgramInput(ctx context.Context, in *AnswerProgramInputRequest, opts ...grpc.CallOption) (*AnswerInputResponse, error)
 	// ListPrograms lists the caller's programs, newest first (every subject's
 	// with programs:admin).
 	ListPrograms(ctx context.Context, in *ListProgramsRequest, opts ...grpc.CallOption) (*ListProgramsResponse, error)
@@ -123,6 +127,16 @@ func (c *programServiceClient) DecideProgramApproval(ctx context.Context, in *De
 	return out, nil
 }
 
+func (c *programServiceClient) AnswerProgramInput(ctx context.Context, in *AnswerProgramInputRequest, opts ...grpc.CallOption) (*AnswerInputResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AnswerInputResponse)
+	err := c.cc.Invoke(ctx, ProgramService_AnswerProgramInput_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *programServiceClient) ListPrograms(ctx context.Context, in *ListProgramsRequest, opts ...grpc.CallOption) (*ListProgramsResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ListProgramsResponse)
@@ -164,6 +178,9 @@ type ProgramServiceServer interface {
 	CancelProgram(context.Context, *CancelProgramRequest) (*CancelProgramResponse, error)
 	// DecideProgramApproval grants or denies a tool call waiting for approval.
 	DecideProgramApproval(context.Context, *DecideProgramApprovalRequest) (*DecideProgramApprovalResponse, error)
+	// AnswerProgramInput answers a tool's question pending in a program (scope
+	// programs:approve): the call goes on once every question of its round has one.
+	AnswerProgramInput(context.Context, *AnswerProgramInputRequest) (*AnswerInputResponse, error)
 	// ListPrograms lists the caller's programs, newest first (every subject's
 	// with programs:admin).
 	ListPrograms(context.Context, *ListProgramsRequest) (*ListProgramsResponse, error)
@@ -193,6 +210,9 @@ func (UnimplementedProgramServiceServer) CancelProgram(context.Context, *CancelP
 }
 func (UnimplementedProgramServiceServer) DecideProgramApproval(context.Context, *DecideProgramApprovalRequest) (*DecideProgramApprovalResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method DecideProgramApproval not implemented")
+}
+func (UnimplementedProgramServiceServer) AnswerProgramInput(context.Context, *AnswerProgramInputRequest) (*AnswerInputResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method AnswerProgramInput not implemented")
 }
 func (UnimplementedProgramServiceServer) ListPrograms(context.Context, *ListProgramsRequest) (*ListProgramsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListPrograms not implemented")
@@ -304,6 +324,24 @@ func _ProgramService_DecideProgramApproval_Handler(srv interface{}, ctx context.
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ProgramService_AnswerProgramInput_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AnswerProgramInputRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ProgramServiceServer).AnswerProgramInput(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ProgramService_AnswerProgramInput_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ProgramServiceServer).AnswerProgramInput(ctx, req.(*AnswerProgramInputRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _ProgramService_ListPrograms_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(ListProgramsRequest)
 	if err := dec(in); err != nil {
@@ -362,6 +400,10 @@ var ProgramService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "DecideProgramApproval",
 			Handler:    _ProgramService_DecideProgramApproval_Handler,
+		},
+		{
+			MethodName: "AnswerProgramInput",
+			Handler:    _ProgramService_AnswerProgramInput_Handler,
 		},
 		{
 			MethodName: "ListPrograms",

@@ -400,8 +400,11 @@ type ToolRequirements struct {
 	ClientInput []ClientCapability `protobuf:"varint,6,rep,packed,name=client_input,json=clientInput,proto3,enum=toolfleet.v1.ClientCapability" json:"client_input,omitempty"`
 	// Kinds of input it may ask for when the caller can answer them.
 	ClientInputOptional []ClientCapability `protobuf:"varint,7,rep,packed,name=client_input_optional,json=clientInputOptional,proto3,enum=toolfleet.v1.ClientCapability" json:"client_input_optional,omitempty"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// The delegated credential the tool acts with (ToolOptions.credential); unset
+	// when the tool acts as itself.
+	Credential    *ToolCredential `protobuf:"bytes,8,opt,name=credential,proto3" json:"credential,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ToolRequirements) Reset() {
@@ -479,6 +482,13 @@ func (x *ToolRequirements) GetClientInput() []ClientCapability {
 func (x *ToolRequirements) GetClientInputOptional() []ClientCapability {
 	if x != nil {
 		return x.ClientInputOptional
+	}
+	return nil
+}
+
+func (x *ToolRequirements) GetCredential() *ToolCredential {
+	if x != nil {
+		return x.Credential
 	}
 	return nil
 }
@@ -1356,6 +1366,86 @@ func (x *ServerError) GetDeveloperMessage() string {
 	return ""
 }
 
+// ConnectionRequired says a tool acts with its caller's own account at a
+// provider, and the caller has not connected it (or not with the scopes the
+// tool needs, or the provider stopped accepting the connection). It travels as
+// a status detail with code FAILED_PRECONDITION next to ServerError, and in
+// CallFailure.connection_required. The caller's human opens
+// authorization_url in a browser, then the caller repeats the call (with the
+// same call_id: nothing ran).
+type ConnectionRequired struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The provider, as the tool's contract names it (ToolCredential.provider).
+	Provider string `protobuf:"bytes,1,opt,name=provider,proto3" json:"provider,omitempty"`
+	// The scopes the connection must grant.
+	Scopes []string `protobuf:"bytes,2,rep,name=scopes,proto3" json:"scopes,omitempty"`
+	// Starts the connection in a browser; valid once, for a few minutes, and
+	// only for the caller it was made for.
+	AuthorizationUrl string `protobuf:"bytes,3,opt,name=authorization_url,json=authorizationUrl,proto3" json:"authorization_url,omitempty"`
+	// Why, in the caller's terms ("not connected", "the connection lacks scopes …").
+	Reason        string `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ConnectionRequired) Reset() {
+	*x = ConnectionRequired{}
+	mi := &file_toolfleet_v1_tool_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConnectionRequired) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConnectionRequired) ProtoMessage() {}
+
+func (x *ConnectionRequired) ProtoReflect() protoreflect.Message {
+	mi := &file_toolfleet_v1_tool_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConnectionRequired.ProtoReflect.Descriptor instead.
+func (*ConnectionRequired) Descriptor() ([]byte, []int) {
+	return file_toolfleet_v1_tool_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *ConnectionRequired) GetProvider() string {
+	if x != nil {
+		return x.Provider
+	}
+	return ""
+}
+
+func (x *ConnectionRequired) GetScopes() []string {
+	if x != nil {
+		return x.Scopes
+	}
+	return nil
+}
+
+func (x *ConnectionRequired) GetAuthorizationUrl() string {
+	if x != nil {
+		return x.AuthorizationUrl
+	}
+	return ""
+}
+
+func (x *ConnectionRequired) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
 // ValidationError says the input broke the contract. It travels as a status detail
 // with code InvalidArgument.
 type ValidationError struct {
@@ -1369,7 +1459,7 @@ type ValidationError struct {
 
 func (x *ValidationError) Reset() {
 	*x = ValidationError{}
-	mi := &file_toolfleet_v1_tool_proto_msgTypes[15]
+	mi := &file_toolfleet_v1_tool_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1381,7 +1471,7 @@ func (x *ValidationError) String() string {
 func (*ValidationError) ProtoMessage() {}
 
 func (x *ValidationError) ProtoReflect() protoreflect.Message {
-	mi := &file_toolfleet_v1_tool_proto_msgTypes[15]
+	mi := &file_toolfleet_v1_tool_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1394,7 +1484,7 @@ func (x *ValidationError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ValidationError.ProtoReflect.Descriptor instead.
 func (*ValidationError) Descriptor() ([]byte, []int) {
-	return file_toolfleet_v1_tool_proto_rawDescGZIP(), []int{15}
+	return file_toolfleet_v1_tool_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ValidationError) GetMessage() string {
@@ -1453,7 +1543,7 @@ const file_toolfleet_v1_tool_proto_rawDesc = "" +
 	"idempotent\x18\x03 \x01(\bR\n" +
 	"idempotent\x12\x1d\n" +
 	"\n" +
-	"open_world\x18\x04 \x01(\bR\topenWorld\"\xfe\x02\n" +
+	"open_world\x18\x04 \x01(\bR\topenWorld\"\xbc\x03\n" +
 	"\x10ToolRequirements\x12\x16\n" +
 	"\x06scopes\x18\x01 \x03(\tR\x06scopes\x12+\n" +
 	"\x11requires_approval\x18\x02 \x01(\bR\x10requiresApproval\x123\n" +
@@ -1461,7 +1551,10 @@ const file_toolfleet_v1_tool_proto_rawDesc = "" +
 	"\x05retry\x18\x04 \x01(\v2\x19.toolfleet.v1.RetryPolicyR\x05retry\x12(\n" +
 	"\x10max_result_bytes\x18\x05 \x01(\x03R\x0emaxResultBytes\x12A\n" +
 	"\fclient_input\x18\x06 \x03(\x0e2\x1e.toolfleet.v1.ClientCapabilityR\vclientInput\x12R\n" +
-	"\x15client_input_optional\x18\a \x03(\x0e2\x1e.toolfleet.v1.ClientCapabilityR\x13clientInputOptional\"\xb0\x01\n" +
+	"\x15client_input_optional\x18\a \x03(\x0e2\x1e.toolfleet.v1.ClientCapabilityR\x13clientInputOptional\x12<\n" +
+	"\n" +
+	"credential\x18\b \x01(\v2\x1c.toolfleet.v1.ToolCredentialR\n" +
+	"credential\"\xb0\x01\n" +
 	"\vCallContext\x12\x17\n" +
 	"\auser_id\x18\x01 \x01(\tR\x06userId\x12I\n" +
 	"\n" +
@@ -1540,7 +1633,12 @@ const file_toolfleet_v1_tool_proto_rawDesc = "" +
 	"\x19additional_prompt_content\x18\x05 \x01(\tR\x17additionalPromptContent\"T\n" +
 	"\vServerError\x12\x18\n" +
 	"\amessage\x18\x01 \x01(\tR\amessage\x12+\n" +
-	"\x11developer_message\x18\x02 \x01(\tR\x10developerMessage\"\xce\x01\n" +
+	"\x11developer_message\x18\x02 \x01(\tR\x10developerMessage\"\x8d\x01\n" +
+	"\x12ConnectionRequired\x12\x1a\n" +
+	"\bprovider\x18\x01 \x01(\tR\bprovider\x12\x16\n" +
+	"\x06scopes\x18\x02 \x03(\tR\x06scopes\x12+\n" +
+	"\x11authorization_url\x18\x03 \x01(\tR\x10authorizationUrl\x12\x16\n" +
+	"\x06reason\x18\x04 \x01(\tR\x06reason\"\xce\x01\n" +
 	"\x0fValidationError\x12\x18\n" +
 	"\amessage\x18\x01 \x01(\tR\amessage\x12]\n" +
 	"\x10parameter_errors\x18\x02 \x03(\v22.toolfleet.v1.ValidationError.ParameterErrorsEntryR\x0fparameterErrors\x1aB\n" +
@@ -1560,7 +1658,7 @@ func file_toolfleet_v1_tool_proto_rawDescGZIP() []byte {
 	return file_toolfleet_v1_tool_proto_rawDescData
 }
 
-var file_toolfleet_v1_tool_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
+var file_toolfleet_v1_tool_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
 var file_toolfleet_v1_tool_proto_goTypes = []any{
 	(*ToolDefinition)(nil),        // 0: toolfleet.v1.ToolDefinition
 	(*ToolInputFormat)(nil),       // 1: toolfleet.v1.ToolInputFormat
@@ -1577,62 +1675,65 @@ var file_toolfleet_v1_tool_proto_goTypes = []any{
 	(*ResultHandle)(nil),          // 12: toolfleet.v1.ResultHandle
 	(*ToolError)(nil),             // 13: toolfleet.v1.ToolError
 	(*ServerError)(nil),           // 14: toolfleet.v1.ServerError
-	(*ValidationError)(nil),       // 15: toolfleet.v1.ValidationError
-	nil,                           // 16: toolfleet.v1.CallContext.AttributesEntry
-	nil,                           // 17: toolfleet.v1.CallToolRequest.InputResponsesEntry
-	nil,                           // 18: toolfleet.v1.InputRequired.RequestsEntry
-	nil,                           // 19: toolfleet.v1.WorkerInputRequired.RequestsEntry
-	nil,                           // 20: toolfleet.v1.InputAnswers.ResponsesEntry
-	nil,                           // 21: toolfleet.v1.ValidationError.ParameterErrorsEntry
-	(*structpb.Struct)(nil),       // 22: google.protobuf.Struct
-	(*ToolExample)(nil),           // 23: toolfleet.v1.ToolExample
-	(*durationpb.Duration)(nil),   // 24: google.protobuf.Duration
-	(*RetryPolicy)(nil),           // 25: toolfleet.v1.RetryPolicy
-	(ClientCapability)(0),         // 26: toolfleet.v1.ClientCapability
-	(*timestamppb.Timestamp)(nil), // 27: google.protobuf.Timestamp
-	(*structpb.Value)(nil),        // 28: google.protobuf.Value
-	(*ToolLog)(nil),               // 29: toolfleet.v1.ToolLog
+	(*ConnectionRequired)(nil),    // 15: toolfleet.v1.ConnectionRequired
+	(*ValidationError)(nil),       // 16: toolfleet.v1.ValidationError
+	nil,                           // 17: toolfleet.v1.CallContext.AttributesEntry
+	nil,                           // 18: toolfleet.v1.CallToolRequest.InputResponsesEntry
+	nil,                           // 19: toolfleet.v1.InputRequired.RequestsEntry
+	nil,                           // 20: toolfleet.v1.WorkerInputRequired.RequestsEntry
+	nil,                           // 21: toolfleet.v1.InputAnswers.ResponsesEntry
+	nil,                           // 22: toolfleet.v1.ValidationError.ParameterErrorsEntry
+	(*structpb.Struct)(nil),       // 23: google.protobuf.Struct
+	(*ToolExample)(nil),           // 24: toolfleet.v1.ToolExample
+	(*durationpb.Duration)(nil),   // 25: google.protobuf.Duration
+	(*RetryPolicy)(nil),           // 26: toolfleet.v1.RetryPolicy
+	(ClientCapability)(0),         // 27: toolfleet.v1.ClientCapability
+	(*ToolCredential)(nil),        // 28: toolfleet.v1.ToolCredential
+	(*timestamppb.Timestamp)(nil), // 29: google.protobuf.Timestamp
+	(*structpb.Value)(nil),        // 30: google.protobuf.Value
+	(*ToolLog)(nil),               // 31: toolfleet.v1.ToolLog
 }
 var file_toolfleet_v1_tool_proto_depIdxs = []int32{
-	22, // 0: toolfleet.v1.ToolDefinition.input_schema:type_name -> google.protobuf.Struct
-	22, // 1: toolfleet.v1.ToolDefinition.output_schema:type_name -> google.protobuf.Struct
+	23, // 0: toolfleet.v1.ToolDefinition.input_schema:type_name -> google.protobuf.Struct
+	23, // 1: toolfleet.v1.ToolDefinition.output_schema:type_name -> google.protobuf.Struct
 	2,  // 2: toolfleet.v1.ToolDefinition.hints:type_name -> toolfleet.v1.ResolvedHints
 	3,  // 3: toolfleet.v1.ToolDefinition.requirements:type_name -> toolfleet.v1.ToolRequirements
-	23, // 4: toolfleet.v1.ToolDefinition.examples:type_name -> toolfleet.v1.ToolExample
+	24, // 4: toolfleet.v1.ToolDefinition.examples:type_name -> toolfleet.v1.ToolExample
 	1,  // 5: toolfleet.v1.ToolDefinition.input_format:type_name -> toolfleet.v1.ToolInputFormat
-	24, // 6: toolfleet.v1.ToolRequirements.timeout:type_name -> google.protobuf.Duration
-	25, // 7: toolfleet.v1.ToolRequirements.retry:type_name -> toolfleet.v1.RetryPolicy
-	26, // 8: toolfleet.v1.ToolRequirements.client_input:type_name -> toolfleet.v1.ClientCapability
-	26, // 9: toolfleet.v1.ToolRequirements.client_input_optional:type_name -> toolfleet.v1.ClientCapability
-	16, // 10: toolfleet.v1.CallContext.attributes:type_name -> toolfleet.v1.CallContext.AttributesEntry
-	22, // 11: toolfleet.v1.CallToolRequest.input:type_name -> google.protobuf.Struct
-	4,  // 12: toolfleet.v1.CallToolRequest.context:type_name -> toolfleet.v1.CallContext
-	10, // 13: toolfleet.v1.CallToolRequest.approval:type_name -> toolfleet.v1.Approval
-	17, // 14: toolfleet.v1.CallToolRequest.input_responses:type_name -> toolfleet.v1.CallToolRequest.InputResponsesEntry
-	26, // 15: toolfleet.v1.CallToolRequest.client_input:type_name -> toolfleet.v1.ClientCapability
-	18, // 16: toolfleet.v1.InputRequired.requests:type_name -> toolfleet.v1.InputRequired.RequestsEntry
-	22, // 17: toolfleet.v1.InputRequest.params:type_name -> google.protobuf.Struct
-	19, // 18: toolfleet.v1.WorkerInputRequired.requests:type_name -> toolfleet.v1.WorkerInputRequired.RequestsEntry
-	20, // 19: toolfleet.v1.InputAnswers.responses:type_name -> toolfleet.v1.InputAnswers.ResponsesEntry
-	26, // 20: toolfleet.v1.InputAnswers.client_input:type_name -> toolfleet.v1.ClientCapability
-	27, // 21: toolfleet.v1.Approval.approved_at:type_name -> google.protobuf.Timestamp
-	24, // 22: toolfleet.v1.CallToolResponse.duration:type_name -> google.protobuf.Duration
-	28, // 23: toolfleet.v1.CallToolResponse.value:type_name -> google.protobuf.Value
-	13, // 24: toolfleet.v1.CallToolResponse.error:type_name -> toolfleet.v1.ToolError
-	12, // 25: toolfleet.v1.CallToolResponse.result_handle:type_name -> toolfleet.v1.ResultHandle
-	6,  // 26: toolfleet.v1.CallToolResponse.input_required:type_name -> toolfleet.v1.InputRequired
-	29, // 27: toolfleet.v1.CallToolResponse.logs:type_name -> toolfleet.v1.ToolLog
-	27, // 28: toolfleet.v1.ResultHandle.expires_at:type_name -> google.protobuf.Timestamp
-	21, // 29: toolfleet.v1.ValidationError.parameter_errors:type_name -> toolfleet.v1.ValidationError.ParameterErrorsEntry
-	22, // 30: toolfleet.v1.CallToolRequest.InputResponsesEntry.value:type_name -> google.protobuf.Struct
-	7,  // 31: toolfleet.v1.InputRequired.RequestsEntry.value:type_name -> toolfleet.v1.InputRequest
-	7,  // 32: toolfleet.v1.WorkerInputRequired.RequestsEntry.value:type_name -> toolfleet.v1.InputRequest
-	22, // 33: toolfleet.v1.InputAnswers.ResponsesEntry.value:type_name -> google.protobuf.Struct
-	34, // [34:34] is the sub-list for method output_type
-	34, // [34:34] is the sub-list for method input_type
-	34, // [34:34] is the sub-list for extension type_name
-	34, // [34:34] is the sub-list for extension extendee
-	0,  // [0:34] is the sub-list for field type_name
+	25, // 6: toolfleet.v1.ToolRequirements.timeout:type_name -> google.protobuf.Duration
+	26, // 7: toolfleet.v1.ToolRequirements.retry:type_name -> toolfleet.v1.RetryPolicy
+	27, // 8: toolfleet.v1.ToolRequirements.client_input:type_name -> toolfleet.v1.ClientCapability
+	27, // 9: toolfleet.v1.ToolRequirements.client_input_optional:type_name -> toolfleet.v1.ClientCapability
+	28, // 10: toolfleet.v1.ToolRequirements.credential:type_name -> toolfleet.v1.ToolCredential
+	17, // 11: toolfleet.v1.CallContext.attributes:type_name -> toolfleet.v1.CallContext.AttributesEntry
+	23, // 12: toolfleet.v1.CallToolRequest.input:type_name -> google.protobuf.Struct
+	4,  // 13: toolfleet.v1.CallToolRequest.context:type_name -> toolfleet.v1.CallContext
+	10, // 14: toolfleet.v1.CallToolRequest.approval:type_name -> toolfleet.v1.Approval
+	18, // 15: toolfleet.v1.CallToolRequest.input_responses:type_name -> toolfleet.v1.CallToolRequest.InputResponsesEntry
+	27, // 16: toolfleet.v1.CallToolRequest.client_input:type_name -> toolfleet.v1.ClientCapability
+	19, // 17: toolfleet.v1.InputRequired.requests:type_name -> toolfleet.v1.InputRequired.RequestsEntry
+	23, // 18: toolfleet.v1.InputRequest.params:type_name -> google.protobuf.Struct
+	20, // 19: toolfleet.v1.WorkerInputRequired.requests:type_name -> toolfleet.v1.WorkerInputRequired.RequestsEntry
+	21, // 20: toolfleet.v1.InputAnswers.responses:type_name -> toolfleet.v1.InputAnswers.ResponsesEntry
+	27, // 21: toolfleet.v1.InputAnswers.client_input:type_name -> toolfleet.v1.ClientCapability
+	29, // 22: toolfleet.v1.Approval.approved_at:type_name -> google.protobuf.Timestamp
+	25, // 23: toolfleet.v1.CallToolResponse.duration:type_name -> google.protobuf.Duration
+	30, // 24: toolfleet.v1.CallToolResponse.value:type_name -> google.protobuf.Value
+	13, // 25: toolfleet.v1.CallToolResponse.error:type_name -> toolfleet.v1.ToolError
+	12, // 26: toolfleet.v1.CallToolResponse.result_handle:type_name -> toolfleet.v1.ResultHandle
+	6,  // 27: toolfleet.v1.CallToolResponse.input_required:type_name -> toolfleet.v1.InputRequired
+	31, // 28: toolfleet.v1.CallToolResponse.logs:type_name -> toolfleet.v1.ToolLog
+	29, // 29: toolfleet.v1.ResultHandle.expires_at:type_name -> google.protobuf.Timestamp
+	22, // 30: toolfleet.v1.ValidationError.parameter_errors:type_name -> toolfleet.v1.ValidationError.ParameterErrorsEntry
+	23, // 31: toolfleet.v1.CallToolRequest.InputResponsesEntry.value:type_name -> google.protobuf.Struct
+	7,  // 32: toolfleet.v1.InputRequired.RequestsEntry.value:type_name -> toolfleet.v1.InputRequest
+	7,  // 33: toolfleet.v1.WorkerInputRequired.RequestsEntry.value:type_name -> toolfleet.v1.InputRequest
+	23, // 34: toolfleet.v1.InputAnswers.ResponsesEntry.value:type_name -> google.protobuf.Struct
+	35, // [35:35] is the sub-list for method output_type
+	35, // [35:35] is the sub-list for method input_type
+	35, // [35:35] is the sub-list for extension type_name
+	35, // [35:35] is the sub-list for extension extendee
+	0,  // [0:35] is the sub-list for field type_name
 }
 
 func init() { file_toolfleet_v1_tool_proto_init() }
@@ -1652,7 +1753,7 @@ func file_toolfleet_v1_tool_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolfleet_v1_tool_proto_rawDesc), len(file_toolfleet_v1_tool_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   22,
+			NumMessages:   23,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -70,6 +70,27 @@ func NewTextDecoder(p llm.TextProtocol, tools []*toolfleetv1.ToolDefinition) (d 
 	return &TextDecoder{g: dp.grammar(), sc: scanCtx{tools: tools}, at: -1, line: true, ids: map[string]bool{}}, true
 }
 
+// StartInThinking makes the decoder begin inside the dialect's reasoning
+// channel, as when the prompt opened it (a chat template that prefills
+// <think>): the text up to the channel's close ("plan</think>answer") is
+// thinking, as the engines' reasoning parsers read a reply whose prompt
+// opened the tag. It reports false, and changes nothing, for a dialect
+// without such a channel or once text was written.
+func (d *TextDecoder) StartInThinking() bool {
+	if d.sb != nil || d.at >= 0 {
+		return false
+	}
+	for k, m := range d.g.markers {
+		if m.reasoning {
+			// The open marker is read as if the text began with it; it
+			// counts for no byte of the text.
+			d.buf, d.at, d.m, d.until, d.consumed, d.sc.from = m.open, 0, k, "", -len(m.open), 0
+			return true
+		}
+	}
+	return false
+}
+
 // Write feeds a chunk of model text and returns the text that can be shown
 // now and the calls completed by it. After an error the decoder is spent.
 func (d *TextDecoder) Write(chunk string) (string, []*toolfleetv1.ToolCall, error) {
@@ -145,7 +166,7 @@ func (d *TextDecoder) scan(eof bool) (string, []*toolfleetv1.ToolCall, error) {
 			} else {
 				d.emit(&text, i)
 			}
-			d.at, d.m, d.until, d.sc.bal = 0, m, "", nil
+			d.at, d.m, d.until, d.sc.bal, d.sc.from = 0, m, "", nil, 0
 		}
 		s := d.buf
 		if d.until != "" && !eof {

@@ -43,6 +43,9 @@ type marker struct {
 	inSection bool
 	// enters and leaves: the unit opens or closes a section.
 	enters, leaves bool
+	// reasoning: the unit is the dialect's reasoning channel, the one a
+	// prompt may open (TextDecoder.StartInThinking).
+	reasoning bool
 }
 
 // unit is what a marker's read found.
@@ -76,6 +79,8 @@ type scanCtx struct {
 	// resumes where it stopped and a long call streamed in small chunks
 	// is scanned once, not once per chunk.
 	bal map[int]*balance
+	// from is where a read of the unit stopped searching (thinkUntil).
+	from int
 }
 
 // balance is the progress of a scan for the end of a bracketed value.
@@ -167,7 +172,16 @@ func parseDialect(p dialectProtocol, text string, tools []*toolfleetv1.ToolDefin
 // parseDialectThinking is parseDialect that also returns the reasoning
 // the text held (trimmed).
 func parseDialectThinking(p dialectProtocol, text string, tools []*toolfleetv1.ToolDefinition) (rest, thinking string, calls []*toolfleetv1.ToolCall, err error) {
+	return parseDialectFrom(p, text, tools, false)
+}
+
+// parseDialectFrom is parseDialectThinking for a reply that may begin
+// inside the reasoning channel the prompt opened (thinkingOpen).
+func parseDialectFrom(p dialectProtocol, text string, tools []*toolfleetv1.ToolDefinition, thinkingOpen bool) (rest, thinking string, calls []*toolfleetv1.ToolCall, err error) {
 	d, _ := NewTextDecoder(p, tools)
+	if thinkingOpen {
+		d.StartInThinking()
+	}
 	shown, calls, err := d.Write(text)
 	if err != nil {
 		return "", "", nil, err

@@ -49,6 +49,7 @@ func fuzzDialect(t *testing.T, d Dialect, text string, chunk uint8) {
 	if strings.TrimSpace(shown) != rest {
 		t.Fatalf("chunks of %d: text %q, Parse %q", size, shown, rest)
 	}
+	fuzzThinkingOpen(t, d, text, size, tools)
 	for _, c := range calls {
 		_, again, err := d.Parse(d.RenderCall(c), tools)
 		if err != nil {
@@ -60,6 +61,57 @@ func fuzzDialect(t *testing.T, d Dialect, text string, chunk uint8) {
 		}
 		if len(again) != 1 || again[0].GetName() != c.GetName() {
 			t.Fatalf("re-parse of %q: %q", d.RenderCall(c), convtest.CallStrings(again))
+		}
+	}
+}
+
+// fuzzThinkingOpen: read from inside the reasoning channel (the prompt
+// opened it), batch and streamed give the same answer, and a call still
+// needs a call marker in the text.
+func fuzzThinkingOpen(t *testing.T, d Dialect, text string, size int, tools []*toolfleetv1.ToolDefinition) {
+	rest, think, calls, err := parseDialectFrom(d, text, tools, true)
+	dec, _ := NewTextDecoder(d, tools)
+	if !dec.StartInThinking() {
+		return
+	}
+	var shown, thought strings.Builder
+	var scalls []*toolfleetv1.ToolCall
+	var serr error
+	for i := 0; i < len(text) && serr == nil; i += size {
+		var s string
+		var c []*toolfleetv1.ToolCall
+		s, c, serr = dec.Write(text[i:min(i+size, len(text))])
+		shown.WriteString(s)
+		thought.WriteString(dec.Thinking())
+		scalls = append(scalls, c...)
+	}
+	if serr == nil {
+		var s string
+		var c []*toolfleetv1.ToolCall
+		s, c, serr = dec.Close()
+		shown.WriteString(s)
+		thought.WriteString(dec.Thinking())
+		scalls = append(scalls, c...)
+	}
+	if (err == nil) != (serr == nil) {
+		t.Fatalf("thinking open, chunks of %d: err %v, batch err %v", size, serr, err)
+	}
+	if err != nil {
+		return
+	}
+	if got, want := convtest.CallStrings(scalls), convtest.CallStrings(calls); !equalStrings(got, want) {
+		t.Fatalf("thinking open, chunks of %d: calls %q, batch %q", size, got, want)
+	}
+	if strings.TrimSpace(shown.String()) != rest || strings.TrimSpace(thought.String()) != think {
+		t.Fatalf("thinking open, chunks of %d: text %q thinking %q, batch %q %q", size, shown.String(), thought.String(), rest, think)
+	}
+	if len(calls) > 0 {
+		found := false
+		for _, m := range d.grammar().markers {
+			found = found || !m.layout && strings.Contains(text, m.open)
+		}
+		if !found {
+			t.Fatalf("thinking open: calls %q from text without a call marker: %q", convtest.CallStrings(calls), text)
 		}
 	}
 }
@@ -96,3 +148,7 @@ func FuzzDeepSeekV32(f *testing.F) { fuzzTarget(f, DeepSeekV32) }
 func FuzzQwen35(f *testing.F)      { fuzzTarget(f, Qwen35) }
 func FuzzGLM47(f *testing.F)       { fuzzTarget(f, GLM47) }
 func FuzzGemma4(f *testing.F)      { fuzzTarget(f, Gemma4) }
+func FuzzDeepSeekV4(f *testing.F)  { fuzzTarget(f, DeepSeekV4) }
+func FuzzDeepSeekV41(f *testing.F) { fuzzTarget(f, DeepSeekV41) }
+func FuzzKimiK3(f *testing.F)      { fuzzTarget(f, KimiK3) }
+func FuzzMiniMaxM3(f *testing.F)   { fuzzTarget(f, MiniMaxM3) }

@@ -487,6 +487,11 @@ func invokeCall(inner, paramOpen, paramClose string, sc *scanCtx) ([]*rawCall, e
 	if !ok {
 		return nil, errors.New("expected > after the invoke name")
 	}
+	if body := strings.TrimSpace(rest); strings.HasPrefix(body, "{") && strings.Contains(paramOpen, "DSML") {
+		// The DSML lineage (V3.2 on) also takes the arguments as one JSON
+		// object in the invoke, as the engines read it.
+		return oneCall(jsonArgs(sc, name, body))
+	}
 	props := propertySchemas(sc.tools, name)
 	fields := map[string]*structpb.Value{}
 	for rest = strings.TrimSpace(rest); rest != ""; rest = strings.TrimSpace(rest) {

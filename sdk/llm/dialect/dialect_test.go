@@ -244,6 +244,8 @@ func TestDialectFor(t *testing.T) {
 		"Qwen/Qwen3-Coder-30B-A3B-Instruct": Qwen3Coder, "mistralai/Mistral-Small-3.2-24B-Instruct-2506": Mistral,
 		"devstral-small-2507": Mistral, "meta-llama/Llama-3.2-3B-Instruct": Pythonic, "llama4:scout": Pythonic,
 		"meta-llama/Llama-4-Maverick-17B-128E-Instruct": Pythonic, "llama3.1:8b": Llama3JSON, "meta-llama/Llama-3.3-70B-Instruct": Llama3JSON,
+		"deepseek-ai/DeepSeek-V4-Flash": DeepSeekV4, "deepseek-v4": DeepSeekV4, "deepseek-ai/DeepSeek-V4.1-Flash": DeepSeekV41, "moonshotai/Kimi-K3": KimiK3, "kimi-k3-thinking": KimiK3,
+		"MiniMaxAI/MiniMax-M3": MiniMaxM3, "minimax-m3": MiniMaxM3,
 	} {
 		if got, ok := For(model); !ok || got != want {
 			t.Errorf("For(%q) = %q, %v; want %q", model, got, ok, want)

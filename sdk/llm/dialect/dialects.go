@@ -46,7 +46,7 @@ const (
 // families of families.go last).
 func Dialects() []Dialect {
 	return []Dialect{Qwen3Coder, Harmony, Mistral, Llama3JSON, Pythonic, KimiK2, GLM45, MiniMaxM2, DeepSeekV31, DeepSeekV32,
-		Qwen35, GLM47, Gemma4, Llama4Pythonic, Llama4JSON}
+		Qwen35, GLM47, Gemma4, Llama4Pythonic, Llama4JSON, DeepSeekV4, DeepSeekV41, KimiK3, MiniMaxM3}
 }
 
 // dialectSpec is what a dialect is made of.

@@ -26,7 +26,7 @@ func ParseAuto(msg *toolfleetv1.Message, declared llm.TextProtocol, tools []*too
 	if declared == nil {
 		return parseAuto(msg, "", tools)
 	}
-	return parseWith(msg, []llm.TextProtocol{declared}, tools)
+	return parseWith(msg, []llm.TextProtocol{declared}, tools, false)
 }
 
 // parseAuto is ParseAuto for a native model named model: the dialect its
@@ -48,10 +48,13 @@ func parseAuto(msg *toolfleetv1.Message, model string, tools []*toolfleetv1.Tool
 			found = append(found, p)
 		}
 	}
-	return parseWith(msg, found, tools)
+	return parseWith(msg, found, tools, false)
 }
 
-func parseWith(msg *toolfleetv1.Message, protocols []llm.TextProtocol, tools []*toolfleetv1.ToolDefinition) (*toolfleetv1.Message, error) {
+// parseWith reads the protocols' calls out of msg's text, each protocol
+// reading what the ones before it left. thinkingOpen: the prompt opened the
+// reasoning channel, so the first dialect begins inside it.
+func parseWith(msg *toolfleetv1.Message, protocols []llm.TextProtocol, tools []*toolfleetv1.ToolDefinition, thinkingOpen bool) (*toolfleetv1.Message, error) {
 	text := llm.MessageText(msg)
 	var calls []*toolfleetv1.ToolCall
 	var thinking []string
@@ -60,7 +63,8 @@ func parseWith(msg *toolfleetv1.Message, protocols []llm.TextProtocol, tools []*
 		var found []*toolfleetv1.ToolCall
 		var err error
 		if dp, ok := p.(dialectProtocol); ok {
-			rest, think, found, err = parseDialectThinking(dp, text, tools)
+			rest, think, found, err = parseDialectFrom(dp, text, tools, thinkingOpen)
+			thinkingOpen = false
 		} else {
 			rest, found, err = p.Parse(text, tools)
 		}

@@ -61,18 +61,22 @@ var familyCases = []dialectCase{
 var familyRows = []recoveryRow{
 	{Gemma4, shapeNoEnd, `<|tool_call>call:get_weather{location:<|"|>Paris<|"|>}`, "", []string{`get_weather={"location":"Paris"}`}, nil,
 		engSplit, nil}, // ollama recovers it; vLLM's regex needs the end marker
-	{Gemma4, shapeOrphanEnd, `Done.<tool_call|>`, `Done.<tool_call|>`, nil, nil, engUnchecked, nil},
+	// vLLM gemma4_tool_parser.py @c31f17f4b150c829a866e3218b8420967bf7722a for the rows marked vllm.
+	{Gemma4, shapeOrphanEnd, `Done.<tool_call|>`, `Done.<tool_call|>`, nil, nil, engVLLM, nil},
 	{Gemma4, shapeCut, `Sure.<|tool_call>call:get_weather{location:<|"|>Pa`, "", nil, ErrTruncated, engVLLM, nil},
-	{Gemma4, shapeBadOne, `<|tool_call>call:f{a:1}<tool_call|><|tool_call>call:f{a:}<tool_call|>`, "", nil, llm.ErrMalformed, engUnchecked, nil},
+	// vLLM reads an empty value as "": both calls would run.
+	{Gemma4, shapeBadOne, `<|tool_call>call:f{a:1}<tool_call|><|tool_call>call:f{a:}<tool_call|>`, "", nil, llm.ErrMalformed, engVLLM, []string{`f={"a":1}`, `f={"a":""}`}},
 	{Gemma4, shapeSeparator, `<|tool_call>call:f{a:<|"|>x}, b:{y<|"|>}<tool_call|>`, "", []string{`f={"a":"x}, b:{y"}`}, nil, engVLLM, []string{`f={"a":"x}, b:{y"}`}},
-	{Gemma4, shapeNotACall, `<|tool_call>get_weather{}<tool_call|>`, "", nil, llm.ErrMalformed, engUnchecked, nil},
+	{Gemma4, shapeNotACall, `<|tool_call>get_weather{}<tool_call|>`, "", nil, llm.ErrMalformed, engVLLM, nil},
 	{Qwen35, shapeNoEnd, "<think>x</think><tool_call>\n<function=f>\n<parameter=a>\n1\n</parameter>\n</function>", "", []string{`f={"a":1}`}, nil,
 		engBoth, []string{`f={"a":1}`}},
-	{Qwen35, shapeOrphanEnd, "Done.</tool_call>", "Done.</tool_call>", nil, nil, engUnchecked, nil},
-	{Qwen35, shapeCut, "<tool_call>\n<function=f>\n<parameter=a>\n1", "", nil, ErrTruncated, engUnchecked, nil},
-	{GLM47, shapeNoEnd, "<tool_call>f<arg_key>a</arg_key><arg_value>1</arg_value>", "", nil, ErrTruncated, engUnchecked, nil},
-	{GLM47, shapeOrphanEnd, "Done.</tool_call>", "Done.</tool_call>", nil, nil, engUnchecked, nil},
-	{GLM47, shapeCut, "<think>a</think><tool_call>f<arg_key>a</arg_key><arg_value>1", "", nil, ErrTruncated, engUnchecked, nil},
+	// vLLM's Qwen3.5-Coder and GLM-4.7 parsers subclass the Qwen3-Coder and GLM-4.5 ones (read
+	// for those dialects' rows): the same answers.
+	{Qwen35, shapeOrphanEnd, "Done.</tool_call>", "Done.</tool_call>", nil, nil, engVLLM, nil},
+	{Qwen35, shapeCut, "<tool_call>\n<function=f>\n<parameter=a>\n1", "", nil, ErrTruncated, engVLLM, []string{`f={"a":"1"}`}},
+	{GLM47, shapeNoEnd, "<tool_call>f<arg_key>a</arg_key><arg_value>1</arg_value>", "", nil, ErrTruncated, engVLLM, nil},
+	{GLM47, shapeOrphanEnd, "Done.</tool_call>", "Done.</tool_call>", nil, nil, engVLLM, nil},
+	{GLM47, shapeCut, "<think>a</think><tool_call>f<arg_key>a</arg_key><arg_value>1", "", nil, ErrTruncated, engVLLM, nil},
 }
 
 func init() {

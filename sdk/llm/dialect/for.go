@@ -12,15 +12,19 @@ var dialectFamilies = []struct {
 	dialect Dialect
 }{
 	{regexp.MustCompile(`gpt-oss`), Harmony},
+	{regexp.MustCompile(`kimi-?k3`), KimiK3},
 	{regexp.MustCompile(`kimi`), KimiK2},
 	{regexp.MustCompile(`glm-?(4\.7|5)`), GLM47},
 	{regexp.MustCompile(`glm-?4\.[56]`), GLM45},
 	{regexp.MustCompile(`gemma-?4`), Gemma4},
 	{regexp.MustCompile(`qwen-?3\.[56]`), Qwen35},
+	{regexp.MustCompile(`minimax-?m3`), MiniMaxM3},
 	{regexp.MustCompile(`minimax`), MiniMaxM2},
 	// V3.2-Exp still wrote the V3.1 tokens; DSML came with V3.2.
 	{regexp.MustCompile(`deepseek-v3\.(1|2-exp)`), DeepSeekV31},
 	{regexp.MustCompile(`deepseek-v3\.2`), DeepSeekV32},
+	{regexp.MustCompile(`deepseek-v4\.1`), DeepSeekV41},
+	{regexp.MustCompile(`deepseek-v4`), DeepSeekV4},
 	{regexp.MustCompile(`qwen3-coder`), Qwen3Coder},
 	{regexp.MustCompile(`mistral|devstral|magistral|ministral|codestral|mixtral`), Mistral},
 	{regexp.MustCompile(`llama-?(3\.2|4)`), Pythonic},

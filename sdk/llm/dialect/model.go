@@ -34,7 +34,7 @@ func (t *textProtocolModel) Complete(ctx context.Context, req *llm.Request) (*to
 	if req.OneCallPerTurn() || isSingleCall(t.p) {
 		// As when streaming: what follows the first block is not read, so
 		// a malformed second block cannot fail a turn that uses only one.
-		msg = truncateAfterFirstBlock(msg, t.p)
+		msg = truncateAfterFirstBlock(msg, t.p, req.ThinkingOpen)
 	}
 	return t.parse(msg, req)
 }
@@ -43,7 +43,7 @@ func (t *textProtocolModel) Complete(ctx context.Context, req *llm.Request) (*to
 // generated ids ("call_1") restart every turn, and a provider-facing history
 // must not repeat one.
 func (t *textProtocolModel) parse(msg *toolfleetv1.Message, req *llm.Request) (*toolfleetv1.Message, error) {
-	out, err := ParseAuto(msg, t.p, req.Tools)
+	out, err := parseWith(msg, []llm.TextProtocol{t.p}, req.Tools, req.ThinkingOpen)
 	if err != nil {
 		return nil, err
 	}
@@ -64,6 +64,9 @@ func (t *textProtocolModel) parse(msg *toolfleetv1.Message, req *llm.Request) (*
 
 func (t *textProtocolModel) Stream(ctx context.Context, req *llm.Request, onDelta func(llm.Delta) error) (*toolfleetv1.Message, error) {
 	if dec, ok := NewTextDecoder(t.p, req.Tools); ok {
+		if req.ThinkingOpen {
+			dec.StartInThinking()
+		}
 		return t.streamDialect(ctx, req, dec, onDelta)
 	}
 	filter := NewTagFilter(t.p)
@@ -94,7 +97,7 @@ func (t *textProtocolModel) Stream(ctx context.Context, req *llm.Request, onDelt
 		}
 	}
 	if cut {
-		msg = truncateAfterFirstBlock(msg, t.p)
+		msg = truncateAfterFirstBlock(msg, t.p, false)
 	}
 	return t.parse(msg, req)
 }
@@ -170,7 +173,7 @@ func (t *textProtocolModel) streamDialect(ctx context.Context, req *llm.Request,
 		return nil, err
 	}
 	if dec.limit > 0 && dec.Calls() >= dec.limit {
-		msg = truncateAfterFirstBlock(msg, t.p)
+		msg = truncateAfterFirstBlock(msg, t.p, req.ThinkingOpen)
 	} else if err := pass("", true); err != nil && !errors.Is(err, llm.StopStream) {
 		return nil, err
 	}
@@ -181,11 +184,15 @@ func (t *textProtocolModel) streamDialect(ctx context.Context, req *llm.Request,
 // tag: the chunk that closed the block may carry the start of the next one.
 // The closing tag is searched after the opening one: a fenced block's
 // "\n~~~" also begins its own opening line. A Dialect is cut after its
-// first call.
-func truncateAfterFirstBlock(msg *toolfleetv1.Message, p llm.TextProtocol) *toolfleetv1.Message {
+// first call (read from inside the reasoning channel when the prompt opened
+// it: thinkingOpen).
+func truncateAfterFirstBlock(msg *toolfleetv1.Message, p llm.TextProtocol, thinkingOpen bool) *toolfleetv1.Message {
 	text := llm.MessageText(msg)
 	if dec, ok := NewTextDecoder(p, nil); ok {
 		dec.limit = 1
+		if thinkingOpen {
+			dec.StartInThinking()
+		}
 		if _, calls, err := dec.Write(text); err == nil && len(calls) > 0 {
 			return withText(msg, text[:dec.consumed])
 		}

@@ -36,6 +36,7 @@ const (
 const (
 	engBoth      = "both"      // vLLM and SGLang agree (issue 37's measurements)
 	engVLLM      = "vllm"      // vLLM's parser read; SGLang's not checked
+	engSGLang    = "sglang"    // SGLang's parser read; vLLM's not checked
 	engSplit     = "split"     // they disagree; engCalls is vLLM's answer
 	engUnchecked = "unchecked" // not checked against an engine
 )
@@ -84,29 +85,38 @@ var recoveryRows = []recoveryRow{
 	{Qwen3Coder, shapeNoEnd, "<tool_call>\n<function=Weather_Forecast>\n<parameter=city>\nRome\n</parameter>\n</function>", "", []string{`Weather_Forecast={"city":"Rome"}`}, nil,
 		engBoth, []string{`Weather_Forecast={"city":"Rome"}`}},
 	{Qwen3Coder, shapeOrphanEnd, "Done.</tool_call>", "Done.</tool_call>", nil, nil, engVLLM, nil},
-	{Qwen3Coder, shapeCut, "Sure.\n<tool_call>\n<function=Weather_Forecast>\n<parameter=city>\nRo", "", nil, ErrTruncated, engUnchecked, nil},
+	// vLLM qwen3coder_tool_parser.py @0b13f933b50e82c737922f22455d2392d48b8584 reads a function and a
+	// parameter up to the end of the text: the cut value would run.
+	{Qwen3Coder, shapeCut, "Sure.\n<tool_call>\n<function=Weather_Forecast>\n<parameter=city>\nRo", "", nil, ErrTruncated, engVLLM, []string{`Weather_Forecast={"city":"Ro"}`}},
 	{Qwen3Coder, shapeUnknown, "<tool_call>\n<function=Stock_Price>\n<parameter=s>\nX\n</parameter>\n</function>\n</tool_call>", "", []string{`Stock_Price={"s":"X"}`}, nil,
 		engVLLM, []string{`Stock_Price={"s":"X"}`}},
 	{Qwen3Coder, shapeBadOne, "<tool_call>\n<function=Weather_Forecast>\n<parameter=city>\nA\n</parameter>\n</function>\n</tool_call>\n<tool_call>\n<function=Weather_Forecast>\n<parameter=days>\nthree\n</parameter>\n</function>\n</tool_call>",
 		"", nil, llm.ErrInvalidArguments, engVLLM, []string{`Weather_Forecast={"city":"A"}`, `Weather_Forecast={"days":"three"}`}},
 
-	// harmony
-	{Harmony, shapeNoEnd, `<|channel|>commentary to=functions.Weather_Forecast <|constrain|>json<|message|>{"city":"Oslo"}`, "", nil, ErrTruncated, engUnchecked, nil},
+	// harmony (vLLM openai_tool_parser.py @2050c2115da88a06d1366c4e4f2e964a5fdeff69: only
+	// complete messages to functions.* are calls; a cut one is no call)
+	{Harmony, shapeNoEnd, `<|channel|>commentary to=functions.Weather_Forecast <|constrain|>json<|message|>{"city":"Oslo"}`, "", nil, ErrTruncated, engVLLM, nil},
 	{Harmony, shapeOrphanEnd, `Done.<|call|>`, "Done.", nil, nil, engUnchecked, nil},
-	{Harmony, shapeCut, `<|channel|>commentary to=functions.Weather_Forecast <|constrain|>json<|message|>{"city":"Os`, "", nil, ErrTruncated, engUnchecked, nil},
-	{Harmony, shapeUnknown, `<|channel|>commentary to=functions.Stock_Price <|constrain|>json<|message|>{"s":"X"}<|call|>`, "", []string{`Stock_Price={"s":"X"}`}, nil, engUnchecked, nil},
+	{Harmony, shapeCut, `<|channel|>commentary to=functions.Weather_Forecast <|constrain|>json<|message|>{"city":"Os`, "", nil, ErrTruncated, engVLLM, nil},
+	{Harmony, shapeUnknown, `<|channel|>commentary to=functions.Stock_Price <|constrain|>json<|message|>{"s":"X"}<|call|>`, "", []string{`Stock_Price={"s":"X"}`}, nil,
+		engVLLM, []string{`Stock_Price={"s":"X"}`}},
 
-	// mistral
-	{Mistral, shapeCut, `[TOOL_CALLS]Weather_Forecast[ARGS]{"city": "Ly`, "", nil, ErrTruncated, engUnchecked, nil},
-	{Mistral, shapeUnknown, `[TOOL_CALLS]Stock_Price[ARGS]{"s": "X"}`, "", []string{`Stock_Price={"s":"X"}`}, nil, engUnchecked, nil},
-	{Mistral, shapeBadOne, `[TOOL_CALLS]Weather_Forecast[ARGS]{"city": "A"}[TOOL_CALLS]Weather_Forecast[ARGS]{"city": ]}`, "", nil, llm.ErrMalformed, engUnchecked, nil},
-	{Mistral, shapeSeparator, `[TOOL_CALLS]Weather_Forecast[ARGS]{"city": "a}[TOOL_CALLS]b"}`, "", []string{`Weather_Forecast={"city":"a}[TOOL_CALLS]b"}`}, nil, engUnchecked, nil},
+	// mistral (vLLM mistral_tool_parser.py @decc268eec08cf0999fd2adae4e77d1842217b53, v11+: each
+	// [TOOL_CALLS] piece with a "{" is a call, its arguments passed on unchecked)
+	{Mistral, shapeCut, `[TOOL_CALLS]Weather_Forecast[ARGS]{"city": "Ly`, "", nil, ErrTruncated, engVLLM, []string{`Weather_Forecast={"city": "Ly`}},
+	{Mistral, shapeUnknown, `[TOOL_CALLS]Stock_Price[ARGS]{"s": "X"}`, "", []string{`Stock_Price={"s":"X"}`}, nil, engVLLM, []string{`Stock_Price={"s":"X"}`}},
+	{Mistral, shapeBadOne, `[TOOL_CALLS]Weather_Forecast[ARGS]{"city": "A"}[TOOL_CALLS]Weather_Forecast[ARGS]{"city": ]}`, "", nil, llm.ErrMalformed, engVLLM,
+		[]string{`Weather_Forecast={"city":"A"}`, `Weather_Forecast={"city": ]}`}},
+	// vLLM splits at every [TOOL_CALLS]: the first call gets `{"city": "a}`.
+	{Mistral, shapeSeparator, `[TOOL_CALLS]Weather_Forecast[ARGS]{"city": "a}[TOOL_CALLS]b"}`, "", []string{`Weather_Forecast={"city":"a}[TOOL_CALLS]b"}`}, nil, engVLLM,
+		[]string{`Weather_Forecast={"city": "a}`}},
 
-	// llama3_json
-	{Llama3JSON, shapeCut, `<|python_tag|>{"name": "Weather_Forecast", "parameters": {"city": "Aus`, "", nil, ErrTruncated, engUnchecked, nil},
-	{Llama3JSON, shapeUnknown, `<|python_tag|>{"name": "Stock_Price", "parameters": {"s": "X"}}`, "", []string{`Stock_Price={"s":"X"}`}, nil, engUnchecked, nil},
-	{Llama3JSON, shapeBadOne, `<|python_tag|>{"name": "Weather_Forecast", "parameters": {"city": "A"}}; {"name": "Weather_Forecast", "parameters": {"city": }}`, "", nil, llm.ErrMalformed, engUnchecked, nil},
-	{Llama3JSON, shapeSeparator, `<|python_tag|>{"name": "Weather_Forecast", "parameters": {"city": "a; b"}}`, "", []string{`Weather_Forecast={"city":"a; b"}`}, nil, engUnchecked, nil},
+	// llama3_json (vLLM llama_tool_parser.py @13e48c2bd449aafc4b60d0783d30e072f3201805: JSON
+	// objects decoded in turn; any that fails makes the whole reply text)
+	{Llama3JSON, shapeCut, `<|python_tag|>{"name": "Weather_Forecast", "parameters": {"city": "Aus`, "", nil, ErrTruncated, engVLLM, nil},
+	{Llama3JSON, shapeUnknown, `<|python_tag|>{"name": "Stock_Price", "parameters": {"s": "X"}}`, "", []string{`Stock_Price={"s":"X"}`}, nil, engVLLM, []string{`Stock_Price={"s":"X"}`}},
+	{Llama3JSON, shapeBadOne, `<|python_tag|>{"name": "Weather_Forecast", "parameters": {"city": "A"}}; {"name": "Weather_Forecast", "parameters": {"city": }}`, "", nil, llm.ErrMalformed, engVLLM, nil},
+	{Llama3JSON, shapeSeparator, `<|python_tag|>{"name": "Weather_Forecast", "parameters": {"city": "a; b"}}`, "", []string{`Weather_Forecast={"city":"a; b"}`}, nil, engVLLM, []string{`Weather_Forecast={"city":"a; b"}`}},
 
 	// pythonic (vLLM pythonic_tool_parser.py and SGLang pythonic_detector.py share one pattern)
 	{Pythonic, shapeNoEnd, `[Weather_Forecast(city='Rome')`, "", nil, ErrTruncated, engVLLM, nil},
@@ -167,11 +177,23 @@ var recoveryRows = []recoveryRow{
 	{DeepSeekV31, shapeSeparator, dsBegin + dsCallText("Weather_Forecast", `{"city":"a<｜tool▁call▁end｜>b"}`) + dsEnd,
 		"", nil, llm.ErrInvalidArguments, engVLLM, []string{`Weather_Forecast={"city":"a`}},
 
-	// deepseek_v32
+	// deepseek_v32 (vLLM deepseekv32_tool_parser.py @0372d7fd06b3b9c2181992586154f67b9f449be9,
+	// SGLang deepseekv32_detector.py @03f31e60d189bae13c10afbe1a1aee82410e450f): their batch
+	// parsers need the section's end (no call without it); their streaming parsers return each
+	// invoke as it completes, as toolfleet does.
 	{DeepSeekV32, shapeNoEnd, "<｜DSML｜function_calls>\n<｜DSML｜invoke name=\"Weather_Forecast\">\n<｜DSML｜parameter name=\"city\" string=\"true\">A</｜DSML｜parameter>\n</｜DSML｜invoke>\n",
-		"", []string{`Weather_Forecast={"city":"A"}`}, nil, engUnchecked, nil},
-	{DeepSeekV32, shapeOrphanEnd, "<｜DSML｜invoke name=\"Weather_Forecast\">\n</｜DSML｜invoke>\n</｜DSML｜function_calls>", "<｜DSML｜invoke name=\"Weather_Forecast\">\n</｜DSML｜invoke>\n</｜DSML｜function_calls>", nil, nil, engUnchecked, nil},
-	{DeepSeekV32, shapeCut, "<｜DSML｜function_calls>\n<｜DSML｜invoke name=\"Weather_Forecast\">\n<｜DSML｜parameter name=\"city\" string=\"true\">NY", "", nil, ErrTruncated, engUnchecked, nil},
+		"", []string{`Weather_Forecast={"city":"A"}`}, nil, engBoth, nil},
+	{DeepSeekV32, shapeOrphanEnd, "<｜DSML｜invoke name=\"Weather_Forecast\">\n</｜DSML｜invoke>\n</｜DSML｜function_calls>", "<｜DSML｜invoke name=\"Weather_Forecast\">\n</｜DSML｜invoke>\n</｜DSML｜function_calls>", nil, nil, engBoth, nil},
+	{DeepSeekV32, shapeCut, "<｜DSML｜function_calls>\n<｜DSML｜invoke name=\"Weather_Forecast\">\n<｜DSML｜parameter name=\"city\" string=\"true\">NY", "", nil, ErrTruncated, engBoth, nil},
+	{DeepSeekV32, shapeUnknown, "<｜DSML｜function_calls><｜DSML｜invoke name=\"Stock_Price\"><｜DSML｜parameter name=\"s\" string=\"true\">X</｜DSML｜parameter></｜DSML｜invoke></｜DSML｜function_calls>",
+		"", []string{`Stock_Price={"s":"X"}`}, nil, engSplit, []string{`Stock_Price={"s":"X"}`}}, // SGLang drops it
+	// Both engines pass "soon" on as a string for an integer.
+	{DeepSeekV32, shapeBadOne, "<｜DSML｜function_calls><｜DSML｜invoke name=\"Weather_Forecast\"><｜DSML｜parameter name=\"city\" string=\"true\">A</｜DSML｜parameter></｜DSML｜invoke>" +
+		"<｜DSML｜invoke name=\"Weather_Forecast\"><｜DSML｜parameter name=\"days\" string=\"false\">soon</｜DSML｜parameter></｜DSML｜invoke></｜DSML｜function_calls>",
+		"", nil, llm.ErrInvalidArguments, engBoth, []string{`Weather_Forecast={"city":"A"}`, `Weather_Forecast={"days":"soon"}`}},
+	// The engines' invoke ends at the first </｜DSML｜invoke>: a call with no arguments.
+	{DeepSeekV32, shapeSeparator, "<｜DSML｜function_calls><｜DSML｜invoke name=\"Weather_Forecast\"><｜DSML｜parameter name=\"city\" string=\"true\">a</｜DSML｜invoke>b</｜DSML｜parameter></｜DSML｜invoke></｜DSML｜function_calls>",
+		"", nil, llm.ErrInvalidArguments, engBoth, []string{`Weather_Forecast={}`}},
 }
 
 // withoutIDs is callStrings less the ids.
@@ -283,13 +305,14 @@ func checkRecovery(t *testing.T, how string, row recoveryRow, text string, calls
 	}
 }
 
-// agreementTable is the figure docs/formats.md shows: per dialect, the rows
-// checked against an engine and how many give the engines' calls.
+// agreementTable is the figure docs/formats.md shows: per dialect, its
+// rows, those that give the engines' calls, those that differ on purpose,
+// and those not checked against an engine.
 func agreementTable() string {
 	var b strings.Builder
-	b.WriteString("| dialect | rows | checked against an engine | same calls as the engines |\n|---|---|---|---|\n")
+	b.WriteString("| dialect | rows | same calls as the engines | differ on purpose | unchecked |\n|---|---|---|---|---|\n")
 	var names []string
-	per := map[string][3]int{}
+	per := map[string][4]int{}
 	for _, row := range recoveryRows {
 		n := row.p.Name()
 		if _, seen := per[n]; !seen {
@@ -297,27 +320,25 @@ func agreementTable() string {
 		}
 		c := per[n]
 		c[0]++
-		if row.engines != engUnchecked {
+		switch {
+		case row.engines == engUnchecked:
+			c[3]++
+		case equalStrings(row.wantCalls, row.engCalls):
 			c[1]++
-			if equalStrings(row.wantCalls, row.engCalls) {
-				c[2]++
-			}
+		default:
+			c[2]++
 		}
 		per[n] = c
 	}
-	var total [3]int
+	var total [4]int
 	for _, n := range names {
 		c := per[n]
-		same := "—"
-		if c[1] > 0 {
-			same = fmt.Sprintf("%d of %d", c[2], c[1])
-		}
-		fmt.Fprintf(&b, "| `%s` | %d | %d | %s |\n", n, c[0], c[1], same)
+		fmt.Fprintf(&b, "| `%s` | %d | %d | %d | %d |\n", n, c[0], c[1], c[2], c[3])
 		for i := range total {
 			total[i] += c[i]
 		}
 	}
-	fmt.Fprintf(&b, "| all | %d | %d | %d of %d |\n", total[0], total[1], total[2], total[1])
+	fmt.Fprintf(&b, "| all | %d | %d | %d | %d |\n", total[0], total[1], total[2], total[3])
 	return b.String()
 }
 

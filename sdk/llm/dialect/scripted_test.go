@@ -143,7 +143,11 @@ func TestOneCallIgnoresLaterBlocks(t *testing.T) {
 		"minimax_m2": "<invoke name=\"Calculator_Mul\"><parameter name=\"a\">", "deepseek_v31": "<｜tool▁call▁begin｜>Calculator_Mul<｜tool▁sep｜>{",
 		"deepseek_v32": "<｜DSML｜invoke name=\"Calculator_Mul\"><｜DSML｜parameter name=\"a\" string=\"false\">",
 		"qwen35":       "<tool_call>\n<function=Calculator_Mul>\n<parameter=a>", "glm47": "<tool_call>Calculator_Mul<arg_key>a</arg_key><arg_value>oops",
-		"gemma4": "<|tool_call>call:Calculator_Mul{a:", "llama4_pythonic": "[Calculator_Mul(a=", "llama4_json": "<|python_tag|>{\"name\": \"Calculator_Mul\", \"parameters\": {"}
+		"gemma4": "<|tool_call>call:Calculator_Mul{a:", "llama4_pythonic": "[Calculator_Mul(a=", "llama4_json": "<|python_tag|>{\"name\": \"Calculator_Mul\", \"parameters\": {",
+		"deepseek_v4":  "<｜DSML｜tool_calls><｜DSML｜invoke name=\"Calculator_Mul\"><｜DSML｜parameter name=\"a\" string=\"false\">",
+		"deepseek_v41": "<｜DSML｜ calls><｜DSML｜ invoke name=\"Calculator_Mul\"><｜DSML｜ parameter name=\"a\" string=\"false\">",
+		"kimi_k3":      "<|open|>tools<|sep|><|open|>call tool=\"Calculator_Mul\" index=\"2\"<|sep|><|open|>argument key=\"a\" type=\"number\"<|sep|>",
+		"minimax_m3":   "]<]minimax[>[<tool_call>]<]minimax[>[<invoke name=\"Calculator_Mul\">]<]minimax[>[<a>"}
 	for _, p := range dialect.TextProtocols() {
 		if broken[p.Name()] == "" {
 			t.Fatalf("no broken block for %s", p.Name())

@@ -157,6 +157,10 @@ func Definition(tk Toolkit, m protoreflect.MethodDescriptor) (*toolfleetv1.ToolD
 	if err != nil {
 		return nil, fmt.Errorf("%s output: %w", GRPCMethod(m), err)
 	}
+	cred, err := credentialOf(opts.GetCredential())
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", GRPCMethod(m), err)
+	}
 	for _, ex := range opts.GetExamples() {
 		var obj map[string]any
 		if err := json.Unmarshal([]byte(ex.GetInputJson()), &obj); err != nil {
@@ -196,6 +200,7 @@ func Definition(tk Toolkit, m protoreflect.MethodDescriptor) (*toolfleetv1.ToolD
 			MaxResultBytes:      opts.GetMaxResultBytes(),
 			ClientInput:         append([]toolfleetv1.ClientCapability(nil), opts.GetClientInput()...),
 			ClientInputOptional: append([]toolfleetv1.ClientCapability(nil), opts.GetClientInputOptional()...),
+			Credential:          cred,
 		},
 		Title:              title,
 		GrpcMethod:         GRPCMethod(m),

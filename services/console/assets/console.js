@@ -32,3 +32,46 @@
     document.body.classList.add("run-ended");
   });
 })();
+
+// The header's inbox count and the inbox list, live: a Server-Sent Events
+// stream the server bounds; closed when the page goes away. The list is a
+// fragment rendered (escaped) by the server; it is not replaced while the
+// person is typing in it.
+(function () {
+  "use strict";
+  var link = document.getElementById("inbox-link");
+  if (!link || !window.EventSource) { return; }
+  var items = document.getElementById("inbox-items");
+  var state = document.getElementById("inbox-live");
+  var waiting = null;
+  var es = new EventSource(link.getAttribute("data-events"));
+  function say(text) { if (state) { state.textContent = text; } }
+  function busy() { return items && document.activeElement && items.contains(document.activeElement); }
+  function show(html) { if (busy()) { waiting = html; return; } items.innerHTML = html; waiting = null; }
+  es.onopen = function () { say("live"); };
+  es.onerror = function () { say(es.readyState === EventSource.CLOSED ? "" : "reconnecting…"); };
+  es.addEventListener("count", function (e) {
+    var n = parseInt(e.data, 10) || 0;
+    var c = document.getElementById("inbox-count");
+    if (n > 0) {
+      if (!c) {
+        c = document.createElement("span");
+        c.className = "count";
+        c.id = "inbox-count";
+        link.appendChild(document.createTextNode(" "));
+        link.appendChild(c);
+      }
+      c.textContent = String(n);
+    } else if (c) {
+      c.parentNode.removeChild(c);
+    }
+  });
+  es.addEventListener("inbox", function (e) { if (items) { show(e.data); } });
+  if (items) {
+    items.addEventListener("focusout", function () {
+      setTimeout(function () { if (waiting !== null && !busy()) { show(waiting); } }, 0);
+    });
+  }
+  es.addEventListener("end", function () { es.close(); say(""); });
+  window.addEventListener("pagehide", function () { es.close(); });
+})();

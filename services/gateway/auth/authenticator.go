@@ -2,6 +2,7 @@ package auth
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -18,8 +19,12 @@ import (
 	"google.golang.org/grpc/codes"
 )
 
-// Config configures bearer-token authentication. Exactly one of the key
-// sources (HS256Secret, JWKSFile, JWKSURL) is set unless Disabled.
+// Config configures bearer-token authentication. One of the key sources
+// (HS256Secret, JWKSFile, JWKSURL) is set unless Disabled; HS256Secret may
+// stand beside a JWKS (as `toolfleet dev` with an identity provider has it):
+// then HS256 tokens are the fleet's own, minted with the shared secret and
+// free of the Issuer and Audience rules, and RS256/ES256 tokens verify
+// against the JWKS and must pass those rules.
 type Config struct {
 	// Disabled turns authentication off. Only allowed on a loopback listener.
 	Disabled bool
@@ -35,7 +40,8 @@ type Config struct {
 	JWKSRefresh time.Duration
 	// Audience, when set, must be in the token's aud claim.
 	Audience string
-	// Issuer, when set, must equal the token's iss claim.
+	// Issuer, when set, must equal the token's iss claim (of JWKS tokens only
+	// when HS256Secret is set too).
 	Issuer string
 }
 
@@ -51,8 +57,10 @@ const (
 // Authenticator verifies bearer tokens.
 type Authenticator struct {
 	cfg    Config
-	parser *jwt.Parser
-	keys   keyfunc.Keyfunc
+	parser *jwt.Parser // the one key source's; with two, JWKS tokens'
+	// hsParser reads the HS256 tokens when a JWKS stands beside the secret.
+	hsParser *jwt.Parser
+	keys     keyfunc.Keyfunc
 	// verified caches principals by token: a caller reuses its token for many
 	// calls, and verifying a signature costs more than the rest of the pipeline.
 	verified sync.Map // string → verifiedToken
@@ -72,16 +80,20 @@ func New(ctx context.Context, log *slog.Logger, cfg Config) (*Authenticator, err
 	if cfg.Disabled {
 		return a, nil
 	}
-	opts := []jwt.ParserOption{jwt.WithExpirationRequired(), jwt.WithLeeway(30 * time.Second)}
+	base := []jwt.ParserOption{jwt.WithExpirationRequired(), jwt.WithLeeway(30 * time.Second)}
+	opts := base
 	if cfg.Audience != "" {
 		opts = append(opts, jwt.WithAudience(cfg.Audience))
 	}
 	if cfg.Issuer != "" {
 		opts = append(opts, jwt.WithIssuer(cfg.Issuer))
 	}
+	if len(cfg.HS256Secret) > 0 && (cfg.JWKSFile != "" || cfg.JWKSURL != "") {
+		a.hsParser = jwt.NewParser(append(base, jwt.WithValidMethods([]string{"HS256"}))...)
+	}
 	var err error
 	switch {
-	case len(cfg.HS256Secret) > 0:
+	case len(cfg.HS256Secret) > 0 && a.hsParser == nil:
 		opts = append(opts, jwt.WithValidMethods([]string{"HS256"}))
 	case cfg.JWKSFile != "":
 		opts = append(opts, jwt.WithValidMethods([]string{"RS256", "ES256"}))
@@ -161,11 +173,14 @@ func (a *Authenticator) Authenticate(ctx context.Context, header string) (*Princ
 		a.cached.Add(-1)
 	}
 	var c claims
+	parser := a.parser
 	keyOf := func(*jwt.Token) (any, error) { return a.cfg.HS256Secret, nil }
-	if a.keys != nil {
+	if a.keys != nil && (a.hsParser == nil || headerAlg(token) != "HS256") {
 		keyOf = a.keys.KeyfuncCtx(ctx)
+	} else if a.hsParser != nil {
+		parser = a.hsParser
 	}
-	if _, err := a.parser.ParseWithClaims(token, &c, keyOf); err != nil {
+	if _, err := parser.ParseWithClaims(token, &c, keyOf); err != nil {
 		return nil, refuse(codes.Unauthenticated, ErrUnauthenticated, err.Error(), "the bearer token is not valid")
 	}
 	if c.Subject == "" {
@@ -184,6 +199,27 @@ func (a *Authenticator) Authenticate(ctx context.Context, header string) (*Princ
 	}
 	a.verified.Store(token, verifiedToken{p, until})
 	return p, nil
+}
+
+// headerAlg is the alg a JWT's header names ("" when it names none). It
+// only picks the key source: the parser still checks the method and the
+// signature.
+func headerAlg(token string) string {
+	head, _, ok := strings.Cut(token, ".")
+	if !ok || len(head) > 1024 {
+		return ""
+	}
+	raw, err := base64.RawURLEncoding.DecodeString(head)
+	if err != nil {
+		return ""
+	}
+	var h struct {
+		Alg string `json:"alg"`
+	}
+	if json.Unmarshal(raw, &h) != nil {
+		return ""
+	}
+	return h.Alg
 }
 
 // Credentials are what a request presents about its caller, on any surface.

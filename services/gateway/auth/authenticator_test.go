@@ -4,12 +4,14 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -143,5 +145,64 @@ func TestDelegationAndApproval(t *testing.T) {
 	}
 	if got, e := ana.Approve(&toolfleetv1.ToolDefinition{}, nil); got != nil || e != nil {
 		t.Fatalf("a tool without requires_approval: %v %v", got, e)
+	}
+}
+
+// TestSecretBesideJWKS: with an HS256 secret beside a JWKS (dev with an
+// identity provider), the fleet's own HS256 tokens verify with the secret
+// and need no issuer, while the provider's tokens verify against the JWKS
+// and must carry its issuer and audience; neither key source stands in for
+// the other.
+func TestSecretBesideJWKS(t *testing.T) {
+	t.Parallel()
+	k := newKey(t, "idp-1")
+	file := t.TempDir() + "/jwks.json"
+	if err := os.WriteFile(file, jwks(k), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	secret := []byte("the-fleet-secret-the-fleet-secret")
+	a, err := auth.New(t.Context(), quiet(), auth.Config{HS256Secret: secret, JWKSFile: file, Issuer: "https://idp.test/", Audience: "fleet"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	exp := time.Now().Add(time.Minute).Unix()
+	es := func(claims jwt.MapClaims) string {
+		tok := jwt.NewWithClaims(jwt.SigningMethodES256, claims)
+		tok.Header["kid"] = k.kid
+		s, err := tok.SignedString(k.k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return "Bearer " + s
+	}
+	hs := func(key []byte, claims jwt.MapClaims) string {
+		s, err := jwt.NewWithClaims(jwt.SigningMethodHS256, claims).SignedString(key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return "Bearer " + s
+	}
+	pub, err := x509.MarshalPKIXPublicKey(&k.k.PublicKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, header string
+		want         string // subject; "" = refused
+	}{
+		{"provider token with issuer and audience", es(jwt.MapClaims{"sub": "ada", "iss": "https://idp.test/", "aud": "fleet", "exp": exp}), "ada"},
+		{"provider token without issuer", es(jwt.MapClaims{"sub": "ada", "aud": "fleet", "exp": exp}), ""},
+		{"provider token for another audience", es(jwt.MapClaims{"sub": "ada", "iss": "https://idp.test/", "aud": "other", "exp": exp}), ""},
+		{"the fleet's own token", hs(secret, jwt.MapClaims{"sub": "orchestrator", "exp": exp}), "orchestrator"},
+		{"HS256 with another secret", hs([]byte("not-the-secret-not-the-secret-xx"), jwt.MapClaims{"sub": "eve", "exp": exp}), ""},
+		{"HS256 keyed with the provider's public key", hs(pub, jwt.MapClaims{"sub": "eve", "iss": "https://idp.test/", "aud": "fleet", "exp": exp}), ""},
+	} {
+		p, aerr := a.Authenticate(t.Context(), tc.header)
+		switch {
+		case tc.want == "" && aerr == nil:
+			t.Errorf("%s: accepted as %q", tc.name, p.Subject)
+		case tc.want != "" && (aerr != nil || p.Subject != tc.want):
+			t.Errorf("%s: %v, %v; want %q", tc.name, p, aerr, tc.want)
+		}
 	}
 }

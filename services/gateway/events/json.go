@@ -73,6 +73,13 @@ func marshalCallEvent(ev *toolfleetv1.CallEvent) ([]byte, error) {
 				return protojson.Marshal(ev)
 			}
 			b = appendDuration(b, d)
+		case kindMessage:
+			// A nested message (the credential): rare, so protojson writes it.
+			sub, err := protojson.Marshal(v.Message().Interface())
+			if err != nil {
+				return nil, err
+			}
+			b = append(b, sub...)
 		}
 	}
 	return append(b, '}'), nil
@@ -88,6 +95,8 @@ const (
 	kindUint64
 	kindTimestamp
 	kindDuration
+	// kindMessage is any other singular message field.
+	kindMessage
 )
 
 // eventField is one CallEvent field with its JSON key ("\"name\":") ready.
@@ -140,6 +149,7 @@ func eventFieldKind(fd protoreflect.FieldDescriptor) int {
 		case "google.protobuf.Duration":
 			return kindDuration
 		}
+		return kindMessage
 	}
 	return 0
 }

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
+	"github.com/toolfleet/toolfleet/internal/jsonerr"
 	"github.com/toolfleet/toolfleet/internal/telemetry"
 	"github.com/toolfleet/toolfleet/sdk/tool"
 )
@@ -32,7 +33,7 @@ func (s *Server) handler(toolID string, content bool, required []string) sdk.Too
 		if raw := req.Params.Arguments; len(raw) > 0 && string(raw) != "null" {
 			if err := protojson.Unmarshal(raw, input); err != nil {
 				return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams,
-					Message: fmt.Sprintf("arguments of %s must be a JSON object: %v", req.Params.Name, err)}
+					Message: fmt.Sprintf("arguments of %s must be a JSON object: %v", req.Params.Name, jsonerr.Describe(raw, err))}
 			}
 		}
 		call := &toolfleetv1.CallToolRequest{ToolId: toolID, Input: input}
@@ -76,6 +77,10 @@ func (s *Server) handler(toolID string, content bool, required []string) sdk.Too
 		}
 		resp, err := s.backend.CallTool(ctx, call)
 		if err != nil {
+			// Before the approval check: both are FAILED_PRECONDITION.
+			if res, rpcErr, ok := connectionRequired(req, toolID, err); ok && ctx.Err() == nil {
+				return res, rpcErr
+			}
 			if why, ok := approvalRequired(err); ok && ctx.Err() == nil {
 				switch {
 				case answered:

@@ -144,8 +144,12 @@ func TestToolsList(t *testing.T) {
 			if types == nil || types.Title != "Every type (SchemaTest.Types@0.3.1)" {
 				t.Fatalf("SchemaTest_Types: %+v", types)
 			}
-			if a := types.Annotations; a == nil || !a.ReadOnlyHint || !a.IdempotentHint || a.Title != "Every type" {
-				t.Errorf("SchemaTest_Types annotations %+v, want read-only and idempotent from the contract hints", a)
+			// One title: annotations.title is the tool's title.
+			if a := types.Annotations; a == nil || !a.ReadOnlyHint || !a.IdempotentHint || a.Title != types.Title {
+				t.Errorf("SchemaTest_Types annotations %+v, want read-only and idempotent from the contract hints, title %q", a, types.Title)
+			}
+			if a := add.Annotations; a == nil || a.Title != add.Title {
+				t.Errorf("Calculator_Add annotations %+v, want title %q", a, add.Title)
 			}
 		})
 	}
@@ -219,16 +223,20 @@ func TestToolsCall(t *testing.T) {
 				t.Fatalf("got %+v (%q), %v; want isError on field a", r, text(r), err)
 			}
 		}},
-		{"unknown tool", "Calculator_Nope", map[string]any{}, func(t *testing.T, r *sdk.CallToolResult, err error) {
+		{"unknown tool", "Calculator_Ad", map[string]any{}, func(t *testing.T, r *sdk.CallToolResult, err error) {
+			// The closest tools, as every other surface names them.
 			var je *jsonrpc.Error
-			if !errors.As(err, &je) || je.Code != jsonrpc.CodeInvalidParams {
-				t.Fatalf("got %+v, %#v; want a JSON-RPC invalid-params error", r, err)
+			if !errors.As(err, &je) || je.Code != jsonrpc.CodeInvalidParams ||
+				!strings.Contains(je.Message, `unknown tool "Calculator_Ad"; closest tools: Calculator_Add`) {
+				t.Fatalf("got %+v, %#v; want a JSON-RPC invalid-params error naming Calculator_Add", r, err)
 			}
 		}},
 		{"arguments not an object", "Calculator_Add", []int{1, 2}, func(t *testing.T, r *sdk.CallToolResult, err error) {
+			// In the caller's terms: where, and what was wrong; no decoder internals.
 			var je *jsonrpc.Error
-			if !errors.As(err, &je) || je.Code != jsonrpc.CodeInvalidParams {
-				t.Fatalf("got %+v, %#v; want a JSON-RPC invalid-params error", r, err)
+			if !errors.As(err, &je) || je.Code != jsonrpc.CodeInvalidParams ||
+				!strings.Contains(je.Message, "arguments of Calculator_Add must be a JSON object: line 1, column 1: ") || strings.Contains(je.Message, "proto:") {
+				t.Fatalf("got %+v, %#v; want a JSON-RPC invalid-params error with the position", r, err)
 			}
 		}},
 	}

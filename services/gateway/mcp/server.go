@@ -53,6 +53,10 @@ const (
 	// MetaApprover names who approved a tools/call of a tool whose contract
 	// requires approval (the caller needs the tools:approve scope).
 	MetaApprover = "toolfleet/approver"
+	// MetaCredential describes, on a listed tool, the delegated credential it
+	// acts with (ToolOptions.credential): {"provider", "scopes", "audience"}.
+	// A caller who has not connected that provider is asked to first.
+	MetaCredential = "toolfleet/credential"
 	// metaContent marks, until the tool is added, a tool whose result is
 	// content blocks (ToolDefinition.content_result); never sent.
 	metaContent = "toolfleet/content"

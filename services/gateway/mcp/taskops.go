@@ -13,6 +13,8 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/toolfleet/toolfleet/internal/jsonerr"
 )
 
 // The task methods (docs/mcp.md "Tasks"): create, get, result, cancel,
@@ -23,7 +25,7 @@ func (s *Server) createTask(ctx context.Context, tb Tasks, kind TaskKind, builti
 	start := TaskStart{Kind: kind, Input: &structpb.Struct{}}
 	if raw := p.Arguments; len(raw) > 0 && string(raw) != "null" {
 		if err := protojson.Unmarshal(raw, start.Input); err != nil {
-			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("arguments of %s must be a JSON object: %v", p.Name, err)}
+			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("arguments of %s must be a JSON object: %v", p.Name, jsonerr.Describe(raw, err))}
 		}
 	}
 	if !builtin {
@@ -159,6 +161,9 @@ func (s *Server) updateTask(ctx context.Context, tb Tasks, id string, answers ma
 	for _, a := range st.Approvals {
 		waiting[a.CallID] = true
 	}
+	if jerr := s.answerQuestions(ctx, tb, id, st.Questions, answers); jerr != nil {
+		return nil, jerr
+	}
 	for key, answer := range answers {
 		callID, ok := cutPrefix(key, TaskApprovalPrefix)
 		if !ok || !waiting[callID] {
@@ -260,6 +265,13 @@ func (s *Server) taskWire(st *TaskState, rev revision, detailed bool) map[string
 		reqs := sdk.InputRequestMap{}
 		for _, a := range st.Approvals {
 			reqs[TaskApprovalPrefix+a.CallID] = approvalQuestion(a.ToolID, orEmpty(a.Arguments), "the task waits for this approval").InputRequests[ApprovalInput]
+		}
+		for _, q := range st.Questions {
+			p := &sdk.ElicitParams{Mode: "form", Message: q.Message}
+			if q.Schema != nil {
+				p.RequestedSchema = q.Schema.AsMap()
+			}
+			reqs[q.inputKey()] = p
 		}
 		out["inputRequests"] = reqs
 	case TaskCompleted:

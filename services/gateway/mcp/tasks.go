@@ -47,6 +47,9 @@ type Tasks interface {
 	ListTasks(ctx context.Context, cursor string, size int) (tasks []*TaskState, next string, err error)
 	// DecideTask answers an approval the task waits for.
 	DecideTask(ctx context.Context, id, callID string, approved bool, reason string) error
+	// AnswerTask answers a tool's question the task waits for (an MCP
+	// ElicitResult: action accept, decline or cancel, and content).
+	AnswerTask(ctx context.Context, id, callID, key, action string, content map[string]any) error
 }
 
 // TaskKind is what a task runs.
@@ -91,6 +94,16 @@ type TaskApproval struct {
 	Arguments      *structpb.Struct
 }
 
+// TaskQuestion is a tool's question a task waits on (an elicitation).
+type TaskQuestion struct {
+	CallID, Key, Message string
+	Schema               *structpb.Struct
+}
+
+// inputKey is the inputRequests key of q: TaskInputPrefix, the call id, a
+// "#" and the tool's key.
+func (q TaskQuestion) inputKey() string { return TaskInputPrefix + q.CallID + "#" + q.Key }
+
 // TaskState is what a backend knows of a task.
 type TaskState struct {
 	ID        string
@@ -103,6 +116,8 @@ type TaskState struct {
 	UpdatedAt time.Time
 	// Approvals are the calls an input_required task waits on.
 	Approvals []TaskApproval
+	// Questions are the tools' questions an input_required task waits on.
+	Questions []TaskQuestion
 	// For a completed task: its outcome, as Backend.CallTool returns one (a
 	// response, or an error whose status says why the call was refused).
 	Response *toolfleetv1.CallToolResponse
@@ -128,6 +143,9 @@ const (
 	// TaskApprovalPrefix prefixes the inputRequests key of a task's approval
 	// question; the rest is the waiting call's id.
 	TaskApprovalPrefix = "toolfleet/approval/"
+	// TaskInputPrefix prefixes the inputRequests key of a tool's question
+	// a task waits on ("toolfleet/input/<call id>#<the tool's key>").
+	TaskInputPrefix = "toolfleet/input/"
 
 	codeMissingCapability = -32021
 	codeHeaderMismatch    = -32020

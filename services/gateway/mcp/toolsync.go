@@ -7,6 +7,7 @@ import (
 	"maps"
 	"reflect"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 	"github.com/toolfleet/toolfleet/sdk/llm/wire"
 	"github.com/toolfleet/toolfleet/sdk/tool"
 	"github.com/toolfleet/toolfleet/sdk/tool/contract"
+	"github.com/toolfleet/toolfleet/services/gateway/registry"
 )
 
 // The tool list, kept in step with the backend: the poller while clients
@@ -94,6 +96,9 @@ func (s *Server) freshList(next sdk.MethodHandler) sdk.MethodHandler {
 				if err := s.notLoaded(ctx, p.Name); err != nil {
 					return nil, err
 				}
+				if err := s.unknownTool(p.Name); err != nil {
+					return nil, err
+				}
 			}
 		}
 		if method == "tools/list" {
@@ -141,6 +146,39 @@ func (s *Server) notLoaded(ctx context.Context, name string) error {
 		}
 	}
 	return nil
+}
+
+// unknownTool answers a tools/call of a name the list does not have (after
+// notLoaded): invalid params naming the closest listed tools, ranked as the
+// gateway ranks them for every other surface (registry.Closest); nil for a
+// listed name or a built-in task tool.
+func (s *Server) unknownTool(name string) error {
+	if _, builtin := builtinKind(name); builtin && s.tasks() != nil {
+		return nil
+	}
+	s.mu.Lock()
+	_, known := s.tools[name]
+	cs := make([]registry.Candidate, 0, len(s.tools))
+	for n, t := range s.tools {
+		c := registry.Candidate{Name: n}
+		if id, _ := t.Meta[MetaToolID].(string); id != "" {
+			base, _, _ := strings.Cut(id, "@")
+			c.Aliases = []string{base}
+			_, c.Short, _ = strings.Cut(base, ".")
+		}
+		cs = append(cs, c)
+	}
+	s.mu.Unlock()
+	if known {
+		return nil
+	}
+	msg := fmt.Sprintf("unknown tool %q", name)
+	if names := registry.Closest(name, cs, 3); len(names) > 0 {
+		msg += "; closest tools: " + strings.Join(names, ", ")
+	} else {
+		msg += "; no tools are served right now"
+	}
+	return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: msg}
 }
 
 // stale reports a tool list older than MaxStaleness.
@@ -283,11 +321,29 @@ func toolOf(d *toolfleetv1.ToolDefinition) (*sdk.Tool, error) {
 		}
 		t.Meta[metaClientInput] = names
 	}
+	if c := d.GetRequirements().GetCredential(); c != nil {
+		t.Meta[MetaCredential] = credentialMeta(c)
+	}
 	if a := e.Annotations; a != nil {
-		t.Annotations = &sdk.ToolAnnotations{Title: a.Title, ReadOnlyHint: a.ReadOnlyHint,
+		// One title: a client shows either field, so both carry the same
+		// (the version says which contract a UI is showing).
+		t.Annotations = &sdk.ToolAnnotations{Title: t.Title, ReadOnlyHint: a.ReadOnlyHint,
 			DestructiveHint: &a.DestructiveHint, IdempotentHint: a.IdempotentHint, OpenWorldHint: &a.OpenWorldHint}
 	}
 	return t, nil
+}
+
+// credentialMeta is MetaCredential's value: plain JSON types, so listings
+// compare equal across syncs.
+func credentialMeta(c *toolfleetv1.ToolCredential) map[string]any {
+	m := map[string]any{"provider": c.GetProvider(), "scopes": slices.Clone(c.GetScopes())}
+	if m["scopes"] == nil {
+		m["scopes"] = []string{}
+	}
+	if a := c.GetAudience(); a != "" {
+		m["audience"] = a
+	}
+	return m
 }
 
 // versionedTitle is "Toolkit.Tool@x.y.z", after the contract's own title when it has one.

@@ -33,6 +33,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
+	"github.com/toolfleet/toolfleet/internal/jsonerr"
 	"github.com/toolfleet/toolfleet/internal/jsonsize"
 )
 
@@ -151,8 +152,11 @@ func (s *Server) callTool(w http.ResponseWriter, r *http.Request) {
 		err = json.Unmarshal(b, &envelope)
 	}
 	if err != nil || len(envelope.Request) == 0 {
-		WriteFailure(w, refusal("INVALID_ARGUMENT", "",
-			"the body must be a JSON object {\"request\": {\"tool_id\": ..., \"input\": {...}}}"))
+		msg := "the body must be a JSON object {\"request\": {\"tool_id\": ..., \"input\": {...}}}"
+		if s := jsonerr.Syntax(b); s != "" {
+			msg += "; it is not valid JSON: " + s
+		}
+		WriteFailure(w, refusal("INVALID_ARGUMENT", "", msg))
 		return
 	}
 	if jsonsize.Values(envelope.Request, s.opts.MaxInputValues) > s.opts.MaxInputValues {
@@ -163,7 +167,7 @@ func (s *Server) callTool(w http.ResponseWriter, r *http.Request) {
 	}
 	req := &toolfleetv1.CallToolRequest{}
 	if err := (protojson.UnmarshalOptions{DiscardUnknown: true}).Unmarshal(envelope.Request, req); err != nil {
-		WriteFailure(w, refusal("INVALID_ARGUMENT", err.Error(), "the request does not match the OXP CallToolRequest schema"))
+		WriteFailure(w, refusal("INVALID_ARGUMENT", "", "the request does not match the OXP CallToolRequest schema: "+jsonerr.Describe(envelope.Request, err).Error()))
 		return
 	}
 	resp, err := s.b.CallTool(r.Context(), r.Header, req)
@@ -275,7 +279,7 @@ func WriteFailure(w http.ResponseWriter, f *toolfleetv1.CallFailure) {
 }
 
 // FailureBody is the OXP body of a server error: $schema, code, message, and
-// developer_message and call_id when set.
+// developer_message, call_id, retry_after_ms and connection_required when set.
 func FailureBody(f *toolfleetv1.CallFailure) map[string]any {
 	se := f.GetServerError()
 	body := map[string]any{"$schema": Schema, "message": se.GetMessage(), "code": f.GetCode()}
@@ -287,6 +291,16 @@ func FailureBody(f *toolfleetv1.CallFailure) map[string]any {
 	}
 	if ms := f.GetRetryAfterMs(); ms > 0 {
 		body["retry_after_ms"] = ms
+	}
+	if c := f.GetConnectionRequired(); c != nil {
+		// The tool acts with the caller's account at a provider it has not
+		// connected: how to connect (docs/credentials.md).
+		scopes := c.GetScopes()
+		if scopes == nil {
+			scopes = []string{}
+		}
+		body["connection_required"] = map[string]any{"provider": c.GetProvider(), "scopes": scopes,
+			"authorization_url": c.GetAuthorizationUrl(), "reason": c.GetReason()}
 	}
 	return body
 }

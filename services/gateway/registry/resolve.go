@@ -109,29 +109,54 @@ func (s *Snapshot) ResolvedLen() int {
 // suggest names the closest existing tools, e.g. "; did you mean Calculator.Add?".
 func (s *Snapshot) suggest(toolID string) string {
 	name, _, _ := strings.Cut(toolID, "@")
+	cs := make([]Candidate, 0, len(s.byName))
+	for n, defs := range s.byName {
+		cs = append(cs, Candidate{Name: n, Aliases: []string{defs[0].GetModelName()}, Short: defs[0].GetName()})
+	}
+	names := Closest(name, cs, 3)
+	if len(names) == 0 {
+		return "; no tools are served right now"
+	}
+	return "; closest tools: " + strings.Join(names, ", ")
+}
+
+// Candidate is a tool a misspelled name may have meant: its name, other
+// spellings of it (the model name) and its short name (Add).
+type Candidate struct {
+	Name    string
+	Aliases []string
+	Short   string
+}
+
+// Closest names the at most n candidates nearest to name, nearest first:
+// by edit distance to the name or an alias, ignoring case; a candidate whose
+// name contains name, or whose short name name contains ("add" in
+// "Calculator.Add", "Calculator.Add" in "Calculator.Addd"), counts as close.
+// Every surface that answers an unknown tool uses it, so the same mistake
+// gets the same hint.
+func Closest(name string, cs []Candidate, n int) []string {
 	name = strings.ToLower(name)
-	type cand struct {
+	type ranked struct {
 		name string
 		dist int
 	}
-	var cs []cand
-	for n, defs := range s.byName {
-		d := min(editDistance(name, strings.ToLower(n)), editDistance(name, strings.ToLower(defs[0].GetModelName())))
-		// Substring matches ("add" in "Calculator.Add") count as close.
-		if strings.Contains(strings.ToLower(n), name) || strings.Contains(name, strings.ToLower(defs[0].GetName())) {
+	rs := make([]ranked, 0, len(cs))
+	for _, c := range cs {
+		d := editDistance(name, strings.ToLower(c.Name))
+		for _, a := range c.Aliases {
+			d = min(d, editDistance(name, strings.ToLower(a)))
+		}
+		if strings.Contains(strings.ToLower(c.Name), name) || c.Short != "" && strings.Contains(name, strings.ToLower(c.Short)) {
 			d = min(d, 2)
 		}
-		cs = append(cs, cand{n, d})
+		rs = append(rs, ranked{c.Name, d})
 	}
-	if len(cs) == 0 {
-		return "; no tools are served right now"
+	slices.SortFunc(rs, func(a, b ranked) int { return cmp.Or(cmp.Compare(a.dist, b.dist), cmp.Compare(a.name, b.name)) })
+	var out []string
+	for _, r := range rs[:min(n, len(rs))] {
+		out = append(out, r.name)
 	}
-	slices.SortFunc(cs, func(a, b cand) int { return cmp.Or(cmp.Compare(a.dist, b.dist), cmp.Compare(a.name, b.name)) })
-	var names []string
-	for _, c := range cs[:min(3, len(cs))] {
-		names = append(names, c.name)
-	}
-	return "; closest tools: " + strings.Join(names, ", ")
+	return out
 }
 
 // editDistance is the Levenshtein distance of a and b.

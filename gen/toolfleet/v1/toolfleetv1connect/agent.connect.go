@@ -47,6 +47,9 @@ const (
 	AgentServiceDecideApprovalProcedure = "/toolfleet.v1.AgentService/DecideApproval"
 	// AgentServiceCancelRunProcedure is the fully-qualified name of the AgentService's CancelRun RPC.
 	AgentServiceCancelRunProcedure = "/toolfleet.v1.AgentService/CancelRun"
+	// AgentServiceAnswerInputProcedure is the fully-qualified name of the AgentService's AnswerInput
+	// RPC.
+	AgentServiceAnswerInputProcedure = "/toolfleet.v1.AgentService/AnswerInput"
 	// AgentServiceWatchRunProcedure is the fully-qualified name of the AgentService's WatchRun RPC.
 	AgentServiceWatchRunProcedure = "/toolfleet.v1.AgentService/WatchRun"
 )
@@ -59,6 +62,9 @@ type AgentServiceClient interface {
 	SendMessage(context.Context, *connect.Request[v1.SendMessageRequest]) (*connect.Response[v1.SendMessageResponse], error)
 	DecideApproval(context.Context, *connect.Request[v1.DecideApprovalRequest]) (*connect.Response[v1.DecideApprovalResponse], error)
 	CancelRun(context.Context, *connect.Request[v1.CancelRunRequest]) (*connect.Response[v1.CancelRunResponse], error)
+	// AnswerInput answers a tool's question pending in a run (scope runs:approve):
+	// the call goes on with the answer once every question of its round has one.
+	AnswerInput(context.Context, *connect.Request[v1.AnswerInputRequest]) (*connect.Response[v1.AnswerInputResponse], error)
 	// WatchRun streams the run's events from after_seq on, then live ones, and the
 	// model's token deltas when asked; it ends after the run's terminal event.
 	WatchRun(context.Context, *connect.Request[v1.WatchRunRequest]) (*connect.ServerStreamForClient[v1.WatchRunResponse], error)
@@ -113,6 +119,12 @@ func NewAgentServiceClient(httpClient connect.HTTPClient, baseURL string, opts .
 			connect.WithSchema(agentServiceMethods.ByName("CancelRun")),
 			connect.WithClientOptions(opts...),
 		),
+		answerInput: connect.NewClient[v1.AnswerInputRequest, v1.AnswerInputResponse](
+			httpClient,
+			baseURL+AgentServiceAnswerInputProcedure,
+			connect.WithSchema(agentServiceMethods.ByName("AnswerInput")),
+			connect.WithClientOptions(opts...),
+		),
 		watchRun: connect.NewClient[v1.WatchRunRequest, v1.WatchRunResponse](
 			httpClient,
 			baseURL+AgentServiceWatchRunProcedure,
@@ -131,6 +143,7 @@ type agentServiceClient struct {
 	sendMessage    *connect.Client[v1.SendMessageRequest, v1.SendMessageResponse]
 	decideApproval *connect.Client[v1.DecideApprovalRequest, v1.DecideApprovalResponse]
 	cancelRun      *connect.Client[v1.CancelRunRequest, v1.CancelRunResponse]
+	answerInput    *connect.Client[v1.AnswerInputRequest, v1.AnswerInputResponse]
 	watchRun       *connect.Client[v1.WatchRunRequest, v1.WatchRunResponse]
 }
 
@@ -164,6 +177,11 @@ func (c *agentServiceClient) CancelRun(ctx context.Context, req *connect.Request
 	return c.cancelRun.CallUnary(ctx, req)
 }
 
+// AnswerInput calls toolfleet.v1.AgentService.AnswerInput.
+func (c *agentServiceClient) AnswerInput(ctx context.Context, req *connect.Request[v1.AnswerInputRequest]) (*connect.Response[v1.AnswerInputResponse], error) {
+	return c.answerInput.CallUnary(ctx, req)
+}
+
 // WatchRun calls toolfleet.v1.AgentService.WatchRun.
 func (c *agentServiceClient) WatchRun(ctx context.Context, req *connect.Request[v1.WatchRunRequest]) (*connect.ServerStreamForClient[v1.WatchRunResponse], error) {
 	return c.watchRun.CallServerStream(ctx, req)
@@ -177,6 +195,9 @@ type AgentServiceHandler interface {
 	SendMessage(context.Context, *connect.Request[v1.SendMessageRequest]) (*connect.Response[v1.SendMessageResponse], error)
 	DecideApproval(context.Context, *connect.Request[v1.DecideApprovalRequest]) (*connect.Response[v1.DecideApprovalResponse], error)
 	CancelRun(context.Context, *connect.Request[v1.CancelRunRequest]) (*connect.Response[v1.CancelRunResponse], error)
+	// AnswerInput answers a tool's question pending in a run (scope runs:approve):
+	// the call goes on with the answer once every question of its round has one.
+	AnswerInput(context.Context, *connect.Request[v1.AnswerInputRequest]) (*connect.Response[v1.AnswerInputResponse], error)
 	// WatchRun streams the run's events from after_seq on, then live ones, and the
 	// model's token deltas when asked; it ends after the run's terminal event.
 	WatchRun(context.Context, *connect.Request[v1.WatchRunRequest], *connect.ServerStream[v1.WatchRunResponse]) error
@@ -227,6 +248,12 @@ func NewAgentServiceHandler(svc AgentServiceHandler, opts ...connect.HandlerOpti
 		connect.WithSchema(agentServiceMethods.ByName("CancelRun")),
 		connect.WithHandlerOptions(opts...),
 	)
+	agentServiceAnswerInputHandler := connect.NewUnaryHandler(
+		AgentServiceAnswerInputProcedure,
+		svc.AnswerInput,
+		connect.WithSchema(agentServiceMethods.ByName("AnswerInput")),
+		connect.WithHandlerOptions(opts...),
+	)
 	agentServiceWatchRunHandler := connect.NewServerStreamHandler(
 		AgentServiceWatchRunProcedure,
 		svc.WatchRun,
@@ -248,6 +275,8 @@ func NewAgentServiceHandler(svc AgentServiceHandler, opts ...connect.HandlerOpti
 			agentServiceDecideApprovalHandler.ServeHTTP(w, r)
 		case AgentServiceCancelRunProcedure:
 			agentServiceCancelRunHandler.ServeHTTP(w, r)
+		case AgentServiceAnswerInputProcedure:
+			agentServiceAnswerInputHandler.ServeHTTP(w, r)
 		case AgentServiceWatchRunProcedure:
 			agentServiceWatchRunHandler.ServeHTTP(w, r)
 		default:
@@ -281,6 +310,10 @@ func (UnimplementedAgentServiceHandler) DecideApproval(context.Context, *connect
 
 func (UnimplementedAgentServiceHandler) CancelRun(context.Context, *connect.Request[v1.CancelRunRequest]) (*connect.Response[v1.CancelRunResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("toolfleet.v1.AgentService.CancelRun is not implemented"))
+}
+
+func (UnimplementedAgentServiceHandler) AnswerInput(context.Context, *connect.Request[v1.AnswerInputRequest]) (*connect.Response[v1.AnswerInputResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("toolfleet.v1.AgentService.AnswerInput is not implemented"))
 }
 
 func (UnimplementedAgentServiceHandler) WatchRun(context.Context, *connect.Request[v1.WatchRunRequest], *connect.ServerStream[v1.WatchRunResponse]) error {

@@ -48,6 +48,9 @@ const (
 	// ProgramServiceDecideProgramApprovalProcedure is the fully-qualified name of the ProgramService's
 	// DecideProgramApproval RPC.
 	ProgramServiceDecideProgramApprovalProcedure = "/toolfleet.v1.ProgramService/DecideProgramApproval"
+	// ProgramServiceAnswerProgramInputProcedure is the fully-qualified name of the ProgramService's
+	// AnswerProgramInput RPC.
+	ProgramServiceAnswerProgramInputProcedure = "/toolfleet.v1.ProgramService/AnswerProgramInput"
 	// ProgramServiceListProgramsProcedure is the fully-qualified name of the ProgramService's
 	// ListPrograms RPC.
 	ProgramServiceListProgramsProcedure = "/toolfleet.v1.ProgramService/ListPrograms"
@@ -71,6 +74,9 @@ type ProgramServiceClient interface {
 	CancelProgram(context.Context, *connect.Request[v1.CancelProgramRequest]) (*connect.Response[v1.CancelProgramResponse], error)
 	// DecideProgramApproval grants or denies a tool call waiting for approval.
 	DecideProgramApproval(context.Context, *connect.Request[v1.DecideProgramApprovalRequest]) (*connect.Response[v1.DecideProgramApprovalResponse], error)
+	// AnswerProgramInput answers a tool's question pending in a program (scope
+	// programs:approve): the call goes on once every question of its round has one.
+	AnswerProgramInput(context.Context, *connect.Request[v1.AnswerProgramInputRequest]) (*connect.Response[v1.AnswerInputResponse], error)
 	// ListPrograms lists the caller's programs, newest first (every subject's
 	// with programs:admin).
 	ListPrograms(context.Context, *connect.Request[v1.ListProgramsRequest]) (*connect.Response[v1.ListProgramsResponse], error)
@@ -121,6 +127,12 @@ func NewProgramServiceClient(httpClient connect.HTTPClient, baseURL string, opts
 			connect.WithSchema(programServiceMethods.ByName("DecideProgramApproval")),
 			connect.WithClientOptions(opts...),
 		),
+		answerProgramInput: connect.NewClient[v1.AnswerProgramInputRequest, v1.AnswerInputResponse](
+			httpClient,
+			baseURL+ProgramServiceAnswerProgramInputProcedure,
+			connect.WithSchema(programServiceMethods.ByName("AnswerProgramInput")),
+			connect.WithClientOptions(opts...),
+		),
 		listPrograms: connect.NewClient[v1.ListProgramsRequest, v1.ListProgramsResponse](
 			httpClient,
 			baseURL+ProgramServiceListProgramsProcedure,
@@ -145,6 +157,7 @@ type programServiceClient struct {
 	watchProgram          *connect.Client[v1.WatchProgramRequest, v1.WatchProgramResponse]
 	cancelProgram         *connect.Client[v1.CancelProgramRequest, v1.CancelProgramResponse]
 	decideProgramApproval *connect.Client[v1.DecideProgramApprovalRequest, v1.DecideProgramApprovalResponse]
+	answerProgramInput    *connect.Client[v1.AnswerProgramInputRequest, v1.AnswerInputResponse]
 	listPrograms          *connect.Client[v1.ListProgramsRequest, v1.ListProgramsResponse]
 	listTriggers          *connect.Client[v1.ListTriggersRequest, v1.ListTriggersResponse]
 }
@@ -174,6 +187,11 @@ func (c *programServiceClient) DecideProgramApproval(ctx context.Context, req *c
 	return c.decideProgramApproval.CallUnary(ctx, req)
 }
 
+// AnswerProgramInput calls toolfleet.v1.ProgramService.AnswerProgramInput.
+func (c *programServiceClient) AnswerProgramInput(ctx context.Context, req *connect.Request[v1.AnswerProgramInputRequest]) (*connect.Response[v1.AnswerInputResponse], error) {
+	return c.answerProgramInput.CallUnary(ctx, req)
+}
+
 // ListPrograms calls toolfleet.v1.ProgramService.ListPrograms.
 func (c *programServiceClient) ListPrograms(ctx context.Context, req *connect.Request[v1.ListProgramsRequest]) (*connect.Response[v1.ListProgramsResponse], error) {
 	return c.listPrograms.CallUnary(ctx, req)
@@ -199,6 +217,9 @@ type ProgramServiceHandler interface {
 	CancelProgram(context.Context, *connect.Request[v1.CancelProgramRequest]) (*connect.Response[v1.CancelProgramResponse], error)
 	// DecideProgramApproval grants or denies a tool call waiting for approval.
 	DecideProgramApproval(context.Context, *connect.Request[v1.DecideProgramApprovalRequest]) (*connect.Response[v1.DecideProgramApprovalResponse], error)
+	// AnswerProgramInput answers a tool's question pending in a program (scope
+	// programs:approve): the call goes on once every question of its round has one.
+	AnswerProgramInput(context.Context, *connect.Request[v1.AnswerProgramInputRequest]) (*connect.Response[v1.AnswerInputResponse], error)
 	// ListPrograms lists the caller's programs, newest first (every subject's
 	// with programs:admin).
 	ListPrograms(context.Context, *connect.Request[v1.ListProgramsRequest]) (*connect.Response[v1.ListProgramsResponse], error)
@@ -245,6 +266,12 @@ func NewProgramServiceHandler(svc ProgramServiceHandler, opts ...connect.Handler
 		connect.WithSchema(programServiceMethods.ByName("DecideProgramApproval")),
 		connect.WithHandlerOptions(opts...),
 	)
+	programServiceAnswerProgramInputHandler := connect.NewUnaryHandler(
+		ProgramServiceAnswerProgramInputProcedure,
+		svc.AnswerProgramInput,
+		connect.WithSchema(programServiceMethods.ByName("AnswerProgramInput")),
+		connect.WithHandlerOptions(opts...),
+	)
 	programServiceListProgramsHandler := connect.NewUnaryHandler(
 		ProgramServiceListProgramsProcedure,
 		svc.ListPrograms,
@@ -271,6 +298,8 @@ func NewProgramServiceHandler(svc ProgramServiceHandler, opts ...connect.Handler
 			programServiceCancelProgramHandler.ServeHTTP(w, r)
 		case ProgramServiceDecideProgramApprovalProcedure:
 			programServiceDecideProgramApprovalHandler.ServeHTTP(w, r)
+		case ProgramServiceAnswerProgramInputProcedure:
+			programServiceAnswerProgramInputHandler.ServeHTTP(w, r)
 		case ProgramServiceListProgramsProcedure:
 			programServiceListProgramsHandler.ServeHTTP(w, r)
 		case ProgramServiceListTriggersProcedure:
@@ -302,6 +331,10 @@ func (UnimplementedProgramServiceHandler) CancelProgram(context.Context, *connec
 
 func (UnimplementedProgramServiceHandler) DecideProgramApproval(context.Context, *connect.Request[v1.DecideProgramApprovalRequest]) (*connect.Response[v1.DecideProgramApprovalResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("toolfleet.v1.ProgramService.DecideProgramApproval is not implemented"))
+}
+
+func (UnimplementedProgramServiceHandler) AnswerProgramInput(context.Context, *connect.Request[v1.AnswerProgramInputRequest]) (*connect.Response[v1.AnswerInputResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("toolfleet.v1.ProgramService.AnswerProgramInput is not implemented"))
 }
 
 func (UnimplementedProgramServiceHandler) ListPrograms(context.Context, *connect.Request[v1.ListProgramsRequest]) (*connect.Response[v1.ListProgramsResponse], error) {

@@ -55,6 +55,7 @@ type Programs interface {
 	GetProgram(context.Context, *connect.Request[toolfleetv1.GetProgramRequest]) (*connect.Response[toolfleetv1.GetProgramResponse], error)
 	CancelProgram(context.Context, *connect.Request[toolfleetv1.CancelProgramRequest]) (*connect.Response[toolfleetv1.CancelProgramResponse], error)
 	DecideProgramApproval(context.Context, *connect.Request[toolfleetv1.DecideProgramApprovalRequest]) (*connect.Response[toolfleetv1.DecideProgramApprovalResponse], error)
+	AnswerProgramInput(context.Context, *connect.Request[toolfleetv1.AnswerProgramInputRequest]) (*connect.Response[toolfleetv1.AnswerInputResponse], error)
 	ListPrograms(context.Context, *connect.Request[toolfleetv1.ListProgramsRequest]) (*connect.Response[toolfleetv1.ListProgramsResponse], error)
 }
 
@@ -65,6 +66,7 @@ type Agents interface {
 	GetRun(context.Context, *connect.Request[toolfleetv1.GetRunRequest]) (*connect.Response[toolfleetv1.GetRunResponse], error)
 	CancelRun(context.Context, *connect.Request[toolfleetv1.CancelRunRequest]) (*connect.Response[toolfleetv1.CancelRunResponse], error)
 	DecideApproval(context.Context, *connect.Request[toolfleetv1.DecideApprovalRequest]) (*connect.Response[toolfleetv1.DecideApprovalResponse], error)
+	AnswerInput(context.Context, *connect.Request[toolfleetv1.AnswerInputRequest]) (*connect.Response[toolfleetv1.AnswerInputResponse], error)
 	ListRuns(context.Context, *connect.Request[toolfleetv1.ListRunsRequest]) (*connect.Response[toolfleetv1.ListRunsResponse], error)
 }
 
@@ -222,6 +224,7 @@ func (b *Tasks) GetTask(ctx context.Context, id string) (*mcp.TaskState, error) 
 // completed task whose response says it failed.
 var taskStatuses = map[string]mcp.TaskStatus{
 	"WAITING_APPROVAL": mcp.TaskInputRequired,
+	"WAITING_INPUT":    mcp.TaskInputRequired,
 	"CANCELED":         mcp.TaskCancelled,
 	"COMPLETED":        mcp.TaskCompleted,
 	"FAILED":           mcp.TaskCompleted,
@@ -254,6 +257,9 @@ func runState(st *mcp.TaskState, r *toolfleetv1.GetRunResponse) {
 	case mcp.TaskInputRequired:
 		st.Message = "a tool call of the run waits for approval"
 		st.Approvals = approvals(r.GetPendingApprovals())
+		if st.Questions = questions(r.GetPendingQuestions()); len(st.Questions) > 0 {
+			st.Message = "a tool of the run asks for input"
+		}
 	case mcp.TaskCompleted:
 		if r.GetStatus() == toolfleetv1.RunStatus_RUN_STATUS_COMPLETED {
 			v, _ := structpb.NewValue(map[string]any{"runId": r.GetRunId(), "answer": r.GetAnswer(),
@@ -282,6 +288,9 @@ func programState(st *mcp.TaskState, kind string, p *toolfleetv1.GetProgramRespo
 	case mcp.TaskInputRequired:
 		st.Message = "a tool call waits for approval"
 		st.Approvals = approvals(p.GetPendingApprovals())
+		if st.Questions = questions(p.GetPendingQuestions()); len(st.Questions) > 0 {
+			st.Message = "a tool asks for input"
+		}
 	case mcp.TaskCompleted:
 		if kind == kindTool {
 			st.Response, st.Err = toolOutcome(p)
@@ -479,7 +488,7 @@ func summaryState(id, words string) *mcp.TaskState {
 	_, created, _ := parseTaskID(id)
 	st := &mcp.TaskState{ID: id, CreatedAt: created, Status: mcp.TaskWorking}
 	switch {
-	case strings.Contains(words, "waiting_approval"):
+	case strings.Contains(words, "waiting_approval"), strings.Contains(words, "waiting_input"):
 		st.Status = mcp.TaskInputRequired
 	case strings.Contains(words, "cancel"):
 		st.Status = mcp.TaskCancelled

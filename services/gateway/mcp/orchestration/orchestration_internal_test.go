@@ -162,6 +162,7 @@ func TestTaskStatus(t *testing.T) {
 		toolfleetv1.RunStatus_RUN_STATUS_FAILED:           mcp.TaskCompleted,
 		toolfleetv1.RunStatus_RUN_STATUS_CANCELED:         mcp.TaskCancelled,
 		toolfleetv1.RunStatus_RUN_STATUS_BUDGET_EXHAUSTED: mcp.TaskCompleted,
+		toolfleetv1.RunStatus_RUN_STATUS_WAITING_INPUT:    mcp.TaskInputRequired,
 	}
 	checkStatuses(t, toolfleetv1.RunStatus_name, runs, func(rs toolfleetv1.RunStatus) mcp.TaskStatus {
 		st := &mcp.TaskState{}
@@ -175,6 +176,7 @@ func TestTaskStatus(t *testing.T) {
 		toolfleetv1.ProgramStatus_PROGRAM_STATUS_COMPLETED:        mcp.TaskCompleted,
 		toolfleetv1.ProgramStatus_PROGRAM_STATUS_FAILED:           mcp.TaskCompleted,
 		toolfleetv1.ProgramStatus_PROGRAM_STATUS_CANCELED:         mcp.TaskCancelled,
+		toolfleetv1.ProgramStatus_PROGRAM_STATUS_WAITING_INPUT:    mcp.TaskInputRequired,
 	}
 	checkStatuses(t, toolfleetv1.ProgramStatus_name, programs, func(ps toolfleetv1.ProgramStatus) mcp.TaskStatus {
 		st := &mcp.TaskState{}

@@ -1,0 +1,125 @@
+package console
+
+import (
+	"encoding/base64"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"google.golang.org/protobuf/encoding/protojson"
+
+	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
+)
+
+// programRow is one program in the list.
+type programRow struct {
+	ID, Status, Started, StartedAgo, Closed string
+}
+
+func programURL(id string) string { return Prefix + "programs/" + url.PathEscape(id) }
+
+func (s *Server) programsPage(w http.ResponseWriter, r *http.Request, ss *session, a *apis) {
+	ctx, cancel := callCtx(r)
+	defer cancel()
+	req := &toolfleetv1.ListProgramsRequest{PageSize: runsPageSize}
+	if p := r.URL.Query().Get("page"); p != "" {
+		var err error
+		if req.PageToken, err = base64.RawURLEncoding.DecodeString(p); err != nil {
+			s.fail(w, r, ss, http.StatusBadRequest, "That page link is damaged: go back to the first page of programs.")
+			return
+		}
+	}
+	res, err := a.programs.ListPrograms(ctx, as(ss, req))
+	if err != nil {
+		s.failAPI(w, r, ss, "The programs", err)
+		return
+	}
+	rows := make([]programRow, 0, len(res.Msg.GetPrograms()))
+	for _, p := range res.Msg.GetPrograms() {
+		st := p.GetStatus()
+		if st == "" {
+			st = strings.ToLower(p.GetState())
+		}
+		rows = append(rows, programRow{ID: p.GetProgramId(), Status: st, Started: when(p.GetStartedAt()),
+			StartedAgo: since(p.GetStartedAt()), Closed: when(p.GetClosedAt())})
+	}
+	next := ""
+	if t := res.Msg.GetNextPageToken(); len(t) > 0 {
+		next = Prefix + "programs?page=" + base64.RawURLEncoding.EncodeToString(t)
+	}
+	s.render(w, r, ss, "programs", http.StatusOK, map[string]any{"Programs": rows, "Next": next, "First": r.URL.Query().Get("page") != ""})
+}
+
+// callView is one tool call of a program's page.
+type callView struct {
+	CallID, ToolID, Input, Result, ErrorKind, Error, Failure string
+	Approver, Scheduled, Took                                string
+	Attempts                                                 int32
+	Running                                                  bool
+}
+
+// limitView is one limit of a program with what it used.
+type limitView struct{ Name, Value, Used string }
+
+func (s *Server) programPage(w http.ResponseWriter, r *http.Request, ss *session, a *apis) {
+	ctx, cancel := callCtx(r)
+	defer cancel()
+	id := r.PathValue("id")
+	got, err := a.programs.GetProgram(ctx, as(ss, &toolfleetv1.GetProgramRequest{ProgramId: id, Detail: true}))
+	if err != nil {
+		s.failAPI(w, r, ss, "Program "+id, err)
+		return
+	}
+	g, d := got.Msg, got.Msg.GetDetail()
+	status := strings.ToLower(strings.TrimPrefix(g.GetStatus().String(), "PROGRAM_STATUS_"))
+	data := map[string]any{"ID": id, "Status": status, "CSRF": ss.csrf, "Source": d.GetSource(),
+		"Filename": d.GetFilename(), "Args": prettyJSON(d.GetArgsJson()), "Tools": d.GetTools(), "Truncated": d.GetCallsTruncated(),
+		"Approvals": approvalViews("program", id, g.GetPendingApprovals())}
+	if tc := d.GetToolCall(); tc != nil {
+		in, _ := protojson.Marshal(tc.GetInput())
+		data["ToolCall"] = map[string]string{"Tool": tc.GetToolId(), "Input": prettyJSON(string(in))}
+	}
+	if g.GetResult() != nil {
+		if b, err := protojson.Marshal(g.GetResult()); err == nil {
+			data["Result"] = prettyJSON(string(b))
+		}
+	}
+	if e := g.GetProgramError(); e != nil {
+		data["Error"] = e
+	}
+	var calls []callView
+	for _, c := range d.GetCalls() {
+		v := callView{CallID: c.GetCallId(), ToolID: c.GetToolId(), Input: prettyJSON(c.GetInputJson()), Result: prettyJSON(c.GetResultJson()),
+			Failure: c.GetFailure(), Approver: c.GetApprover(), Attempts: c.GetAttempts(), Scheduled: when(c.GetScheduledAt()),
+			Running: c.GetEndedAt() == nil}
+		if e := c.GetError(); e != nil {
+			v.ErrorKind, v.Error = e.GetKind(), e.GetMessage()
+		}
+		if c.GetEndedAt() != nil && c.GetScheduledAt() != nil {
+			v.Took = c.GetEndedAt().AsTime().Sub(c.GetScheduledAt().AsTime()).Round(time.Millisecond).String()
+		}
+		calls = append(calls, v)
+	}
+	data["Calls"] = calls
+	l := d.GetLimits()
+	data["Limits"] = []limitView{
+		{"Tool calls", strconv.Itoa(int(l.GetMaxToolCalls())), strconv.Itoa(int(g.GetToolCalls()))},
+		{"Steps", strconv.FormatInt(l.GetMaxSteps(), 10), usedSteps(d.GetSteps(), g.GetDone())},
+		{"Calls in flight", strconv.Itoa(int(l.GetMaxWidth())), ""},
+		{"Deadline", l.GetDeadline().AsDuration().String(), ""},
+		{"Approval wait", l.GetApprovalWait().AsDuration().String(), ""},
+		{"Value bytes", strconv.Itoa(int(l.GetMaxValueBytes())), ""},
+		{"Result bytes", strconv.Itoa(int(l.GetMaxResultBytes())), ""},
+		{"Memory bytes", strconv.FormatInt(l.GetMaxMemoryBytes(), 10), ""},
+	}
+	s.render(w, r, ss, "program", http.StatusOK, data)
+}
+
+func usedSteps(steps uint64, done bool) string {
+	if steps == 0 && !done {
+		return ""
+	}
+	return strconv.FormatUint(steps, 10)
+}

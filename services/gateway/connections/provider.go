@@ -1,0 +1,172 @@
+package connections
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+
+	"golang.org/x/oauth2"
+
+	"github.com/toolfleet/toolfleet/sdk/tool/contract"
+)
+
+// ErrConfig is wrapped by every error of a provider configuration.
+var ErrConfig = errors.New("connections: invalid provider configuration")
+
+// Provider is an OAuth 2.0 authorization server the operator lets principals
+// connect to, e.g. GitHub or the company's identity provider.
+type Provider struct {
+	// Name is how tool contracts name it (ToolCredential.provider), e.g.
+	// "github": 1 to 64 characters of [a-z0-9_-].
+	Name string `json:"name"`
+	// Issuer is an OpenID Connect issuer; its discovery document supplies the
+	// endpoints below that are left empty.
+	Issuer string `json:"issuer,omitempty"`
+	// AuthorizationURL, TokenURL and RevocationURL (RFC 7009, optional) are
+	// the provider's endpoints.
+	AuthorizationURL string `json:"authorization_url,omitempty"`
+	TokenURL         string `json:"token_url,omitempty"`
+	RevocationURL    string `json:"revocation_url,omitempty"`
+	// ClientID is the gateway's client at the provider.
+	ClientID string `json:"client_id"`
+	// ClientSecretFile holds the client's secret (never inline in the
+	// configuration). Empty: a public client (PKCE only).
+	ClientSecretFile string `json:"client_secret_file,omitempty"`
+	// Scopes are asked for on every connection besides the ones the tools
+	// declare, e.g. "offline_access" for a refresh token.
+	Scopes []string `json:"scopes,omitempty"`
+	// AuthStyle is how the gateway authenticates at the token endpoint:
+	// "basic" (client_secret_basic, the default) or "post" (client_secret_post).
+	AuthStyle string `json:"auth_style,omitempty"`
+	// NarrowScopes: the provider issues, on a refresh, an access token with
+	// fewer scopes than the connection's (RFC 6749 §6); the worker then gets
+	// a token with exactly the scopes its tool declares. Without it the worker
+	// gets the connection's token, which carries every scope the principal
+	// granted (the union of what its tools asked for).
+	NarrowScopes bool `json:"narrow_scopes,omitempty"`
+	// Params are extra authorization request parameters, e.g.
+	// {"audience": "https://api.example.com"}.
+	Params map[string]string `json:"params,omitempty"`
+
+	secret string
+}
+
+// Values of Provider.AuthStyle.
+const (
+	AuthStyleBasic = "basic"
+	AuthStylePost  = "post"
+)
+
+// maxDiscovery bounds an OpenID discovery document.
+const maxDiscovery = 1 << 20
+
+// resolve checks p, reads its secret and fills its endpoints from the
+// issuer's discovery document when it names one.
+func (p *Provider) resolve(ctx context.Context, hc *http.Client) error {
+	if err := contract.CheckProviderName(p.Name); err != nil {
+		return fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	if p.ClientID == "" {
+		return fmt.Errorf("%w: provider %s: no client_id", ErrConfig, p.Name)
+	}
+	if p.AuthStyle != "" && p.AuthStyle != AuthStyleBasic && p.AuthStyle != AuthStylePost {
+		return fmt.Errorf("%w: provider %s: auth_style %q (want basic or post)", ErrConfig, p.Name, p.AuthStyle)
+	}
+	if p.ClientSecretFile != "" {
+		b, err := os.ReadFile(p.ClientSecretFile)
+		if err != nil {
+			return fmt.Errorf("%w: provider %s: client secret: %w", ErrConfig, p.Name, err)
+		}
+		p.secret = strings.TrimSpace(string(b))
+	}
+	if p.Issuer != "" && (p.AuthorizationURL == "" || p.TokenURL == "" || p.RevocationURL == "") {
+		if err := p.discover(ctx, hc); err != nil {
+			return fmt.Errorf("%w: provider %s: %w", ErrConfig, p.Name, err)
+		}
+	}
+	for what, u := range map[string]string{"authorization_url": p.AuthorizationURL, "token_url": p.TokenURL, "revocation_url": p.RevocationURL} {
+		if u == "" && what == "revocation_url" {
+			continue
+		}
+		pu, err := url.Parse(u)
+		if err != nil || (pu.Scheme != "https" && !(pu.Scheme == "http" && isLoopback(pu.Hostname()))) || pu.Host == "" {
+			return fmt.Errorf("%w: provider %s: %s %q must be an https URL (http only on loopback)", ErrConfig, p.Name, what, u)
+		}
+	}
+	return nil
+}
+
+// discover reads the issuer's OpenID Connect discovery document (or, failing
+// that, its RFC 8414 authorization server metadata).
+func (p *Provider) discover(ctx context.Context, hc *http.Client) error {
+	base := strings.TrimSuffix(p.Issuer, "/")
+	var errs []error
+	for _, path := range []string{"/.well-known/openid-configuration", "/.well-known/oauth-authorization-server"} {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+path, nil)
+		if err != nil {
+			return err
+		}
+		resp, err := hc.Do(req)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", path, redactURLError(err)))
+			continue
+		}
+		var doc struct {
+			Issuer        string `json:"issuer"`
+			Authorization string `json:"authorization_endpoint"`
+			Token         string `json:"token_endpoint"`
+			Revocation    string `json:"revocation_endpoint"`
+		}
+		err = json.NewDecoder(io.LimitReader(resp.Body, maxDiscovery)).Decode(&doc)
+		_ = resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			errs = append(errs, fmt.Errorf("%s: status %d", path, resp.StatusCode))
+			continue
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", path, err))
+			continue
+		}
+		if strings.TrimSuffix(doc.Issuer, "/") != base {
+			return fmt.Errorf("discovery names issuer %q, configured %q", doc.Issuer, p.Issuer)
+		}
+		p.AuthorizationURL = cmpOr(p.AuthorizationURL, doc.Authorization)
+		p.TokenURL = cmpOr(p.TokenURL, doc.Token)
+		p.RevocationURL = cmpOr(p.RevocationURL, doc.Revocation)
+		return nil
+	}
+	return fmt.Errorf("issuer %s: no discovery document: %w", p.Issuer, errors.Join(errs...))
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+func isLoopback(host string) bool {
+	return host == "localhost" || host == "127.0.0.1" || host == "::1"
+}
+
+// oauth returns the OAuth client configuration for scopes, redirecting to
+// redirectURL.
+func (p *Provider) oauth(redirectURL string, scopes []string) *oauth2.Config {
+	style := oauth2.AuthStyleInHeader
+	if p.AuthStyle == AuthStylePost {
+		style = oauth2.AuthStyleInParams
+	}
+	return &oauth2.Config{
+		ClientID:     p.ClientID,
+		ClientSecret: p.secret,
+		Endpoint:     oauth2.Endpoint{AuthURL: p.AuthorizationURL, TokenURL: p.TokenURL, AuthStyle: style},
+		RedirectURL:  redirectURL,
+		Scopes:       scopes,
+	}
+}
