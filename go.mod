@@ -23,6 +23,7 @@ require (
 	go.opentelemetry.io/otel/trace v1.45.0
 	go.starlark.net v0.0.0-20260908191801-89a6a09411d5
 	go.temporal.io/sdk/contrib/opentelemetry v0.8.1
+	golang.org/x/mod v0.41.0
 	google.golang.org/grpc v1.85.0
 	google.golang.org/protobuf v1.36.12
 )

@@ -53,7 +53,10 @@ func startDevWorkers(dirs []string, natsURL string, creds natsconn.Options, stde
 		wg.Go(func() {
 			err := devworker.Run(ctx, devworker.Config{Dir: d, Args: []string{"--nats", natsURL}, Listen: "127.0.0.1",
 				Ready: func(ctx context.Context, addr string) (string, error) { return devWorkerReady(ctx, nc, addr) },
-				Env:   env, Stdout: stderr, Stderr: stderr, Status: stderr, Logger: logger})
+				Draining: func(ctx context.Context, addr string, stop func()) error {
+					return devWorkerDraining(ctx, nc, addr, stop)
+				},
+				Env: env, Stdout: stderr, Stderr: stderr, Status: stderr, Logger: logger})
 			if err != nil {
 				logger.Error("worker from source stopped", "worker", d, "error", err)
 			}
@@ -116,6 +119,36 @@ func devWorkerReady(ctx context.Context, nc *nats.Conn, addr string) (string, er
 	case <-time.After(devWorkerSettle):
 	}
 	return strings.Join(keys, " "), nil
+}
+
+// devWorkerDraining calls stop (SIGTERM to the worker at addr) and returns
+// once the worker announced it is draining: the gateway, which reads the same
+// announcement, then routes no new call to it and accepts a new contract of
+// its toolkit version from the replacement.
+func devWorkerDraining(ctx context.Context, nc *nats.Conn, addr string, stop func()) error {
+	seen := make(chan struct{})
+	var once sync.Once
+	sub, err := nc.Subscribe(tool.AnnounceSubject, func(m *nats.Msg) {
+		var a toolfleetv1.WorkerAnnouncement
+		if protojson.Unmarshal(m.Data, &a) == nil && a.GetAddress() == addr && a.GetHealth() != tool.HealthServing {
+			once.Do(func() { close(seen) })
+		}
+	})
+	if err != nil {
+		return err
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	// The subscription is in place before the signal, so the announcement cannot be missed.
+	if err := nc.Flush(); err != nil {
+		return err
+	}
+	stop()
+	select {
+	case <-seen:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("no DRAINING announcement from %s: %w", addr, ctx.Err())
+	}
 }
 
 // checkDevWorkers refuses a --worker that is not a folder inside a Go module.

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -33,29 +32,12 @@ func TestDevWorkerFromSource(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bin := filepath.Join(root, "build", "bin")
-	if _, err := os.Stat(filepath.Join(bin, "buf")); err != nil {
-		t.Fatalf("build/bin/buf is missing: run `make tools` (make test does): %v", err)
-	}
 	dir := filepath.Join(t.TempDir(), "tickets")
-	if _, err := (scaffold.Toolkit{Name: "tickets", Replace: root}).Write(dir); err != nil {
+	if _, err := (scaffold.Toolkit{Name: "tickets", Replace: root, Template: scaffold.TemplateRich}).Write(dir); err != nil {
 		t.Fatal(err)
 	}
-	sum, err := os.ReadFile(filepath.Join(root, "go.sum"))
-	if err != nil {
+	if err := (scaffold.Generator{}).Generate(t.Context(), dir); err != nil {
 		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "go.sum"), sum, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	env := append(os.Environ(), "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"),
-		"GOFLAGS=-mod=mod", "GOTOOLCHAIN=local", "GOWORK=off", "GOPROXY=off", "GOSUMDB=off")
-	for _, args := range [][]string{{filepath.Join(bin, "buf"), "generate", "proto"}, {"go", "mod", "tidy"}} {
-		cmd := exec.CommandContext(t.Context(), args[0], args[1:]...)
-		cmd.Dir, cmd.Env = dir, env
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("%v: %v\n%s", args, err, out)
-		}
 	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)

@@ -17,7 +17,7 @@ Start everything locally with 'toolfleet dev'.`,
 		SilenceUsage:  true,
 		SilenceErrors: true, // main prints each error once
 	}
-	root.AddCommand(newDevCommand(), newNewCommand())
+	root.AddCommand(newDevCommand(), newNewCommand(), newAddCommand())
 	root.AddCommand(newToolsCommand(), newMCPCommand(), newAgentCommand(), newProgramCommand(), newApprovalsCommand(), newConnectionsCommand())
 	for _, c := range root.Commands() {
 		refuseUnknownSubcommands(c)

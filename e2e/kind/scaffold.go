@@ -29,10 +29,6 @@ func (h *harness) checkScaffold(ctx context.Context) error {
 	}
 	defer os.RemoveAll(dir)
 	kit := filepath.Join(dir, "tickets")
-	buf := filepath.Join(h.cfg.repo, "build", "bin", "buf")
-	if _, err := os.Stat(buf); err != nil {
-		return fmt.Errorf("%s: %w (make tools builds it)", buf, err)
-	}
 	step := func(name, wd string, env []string, args ...string) (time.Duration, error) {
 		begin := time.Now()
 		cctx, cancel := context.WithTimeout(ctx, 15*time.Minute)
@@ -47,7 +43,7 @@ func (h *harness) checkScaffold(ctx context.Context) error {
 		return time.Since(begin), nil
 	}
 	tNew, err := step("new", h.cfg.repo, nil, "go", "run", "./cmd/toolfleet", "new", "toolkit", "tickets",
-		"--dir", kit, "--module", "example.com/tickets", "--toolfleet-dir", h.cfg.repo, "--buf", buf)
+		"--dir", kit, "--module", "example.com/tickets", "--toolfleet-dir", h.cfg.repo, "--template", "rich")
 	if err != nil {
 		return err
 	}

@@ -3,7 +3,9 @@
 // rebuilds it when a Go file, go.mod or go.sum of its module changes. A
 // rebuild is swapped in with no downtime: the new binary is built next to the
 // running one, started, and the old one is stopped only once the new one is
-// ready ([Config.Ready]); a failed build leaves the old one serving. A worker that exits on its own is restarted after a backoff that
+// ready ([Config.Ready]); a rebuild that changes the worker's contract
+// starts once the old one drains ([Config.Draining]); a failed build leaves
+// the old one serving. A worker that exits on its own is restarted after a backoff that
 // doubles up to a bound and resets once a run lasted long enough. The
 // process belongs to [Run]: it is stopped (SIGTERM, then SIGKILL after
 // StopTimeout) before Run returns.
@@ -26,6 +28,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -85,6 +88,14 @@ type Config struct {
 	Ready func(ctx context.Context, addr string) (contract string, err error)
 	// ReadyTimeout bounds Ready. Default [DefaultReadyTimeout].
 	ReadyTimeout time.Duration
+	// Draining, when set, is used when a rebuild changes the contract: it is
+	// called with the running worker's address and a stop function that
+	// sends the worker SIGTERM, and returns once the worker no longer takes
+	// new calls (e.g. the registry saw it announce DRAINING). The new worker
+	// then starts while the old one finishes its calls, so the registry
+	// takes the new contract as soon as it announces. Nil: the old worker
+	// is stopped completely first. Bounded by StopTimeout.
+	Draining func(ctx context.Context, addr string, stop func()) error
 }
 
 func (c *Config) defaults() {
@@ -312,10 +323,11 @@ func (s *supervisor) build(ctx context.Context) (string, error) {
 
 // swap starts bin and, once it is ready, stops old (when not nil), and
 // returns the process that runs then. When the new process serves another
-// contract than old under Config.Ready's key, a registry would refuse it
-// beside old: old is stopped first and the new one restarted on a fresh
-// address. When the new process does not get ready, old keeps serving and is
-// returned with the error.
+// contract than old under Config.Ready's key, a registry refuses it beside
+// old: the new one is stopped, old drains (Config.Draining) and the new one
+// starts again on a fresh address while old finishes its calls. When the new
+// process does not get ready, old keeps serving and is returned with the
+// error.
 func (s *supervisor) swap(ctx context.Context, old *proc, bin string) (running *proc, err error) {
 	p, err := s.start(ctx, bin)
 	if err != nil {
@@ -327,10 +339,31 @@ func (s *supervisor) swap(ctx context.Context, old *proc, bin string) (running *
 		}
 		return p, nil
 	}
-	s.log.Info("worker contract changed: the old worker stops before the new one announces", "pid", old.cmd.Process.Pid)
 	s.stop(p)
-	s.stop(old)
-	return s.start(ctx, bin)
+	if s.cfg.Draining == nil {
+		s.log.Info("worker contract changed: the old worker stops before the new one announces", "pid", old.cmd.Process.Pid)
+		s.stop(old)
+		return s.start(ctx, bin)
+	}
+	s.log.Info("worker contract changed: the old worker drains while the new one starts", "pid", old.cmd.Process.Pid)
+	stopped := make(chan struct{})
+	var once sync.Once
+	signal := func() {
+		once.Do(func() {
+			go func() { defer close(stopped); s.stop(old) }()
+		})
+	}
+	dctx, cancel := context.WithTimeout(ctx, s.cfg.StopTimeout)
+	err = s.cfg.Draining(dctx, old.addr, signal)
+	cancel()
+	signal() // in case Draining failed before stopping it
+	if err != nil {
+		s.log.Warn("the old worker's drain was not seen; starting the new one once it is gone", "error", err)
+		<-stopped
+	}
+	p, err = s.start(ctx, bin)
+	<-stopped // old is gone by now in practice: its calls are short, the start waits for the new one to be ready
+	return p, err
 }
 
 // start runs bin and waits for Config.Ready.

@@ -147,6 +147,10 @@ func TestRunBuildsRestartsAndStops(t *testing.T) {
 	if i, j := strings.Index(out.String(), "v2 started"), strings.Index(out.String(), "v1 stopping"); i < 0 || i > j {
 		t.Errorf("v1 stopped before v2 started:\n%s", out.String())
 	}
+	// It prints "stopping" on SIGTERM, just before it exits.
+	for deadline := time.Now().Add(10 * time.Second); alive(v1) && time.Now().Before(deadline); {
+		time.Sleep(20 * time.Millisecond)
+	}
 	if alive(v1) {
 		t.Errorf("v1 (pid %d) still runs", v1)
 	}
@@ -309,4 +313,90 @@ func TestRunContractChangeStopsTheOldFirst(t *testing.T) {
 	}
 	cancel()
 	<-done
+}
+
+// With Config.Draining, a contract change signals the old worker, waits for
+// it to say it drains, and starts the new one while the old one finishes:
+// the Draining hook gets the old worker's address, and the old process is
+// gone once the swap is over.
+func TestRunContractChangeDrainsTheOld(t *testing.T) {
+	t.Parallel()
+	mod := t.TempDir()
+	if err := os.WriteFile(filepath.Join(mod, "go.mod"), []byte("module example.com/c\n\ngo 1.26\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	write := func(src string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(mod, "main.go"), []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(program("v1", false))
+	var out, status lines
+	ready := func(ctx context.Context, addr string) (string, error) {
+		re := regexp.MustCompile(`(v\d) started \d+ \[--listen ` + regexp.QuoteMeta(addr) + `\]`)
+		for {
+			if m := re.FindStringSubmatch(out.String()); m != nil {
+				return m[1], nil
+			}
+			select {
+			case <-ctx.Done():
+				return "", ctx.Err()
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+	}
+	drained := make(chan string, 4)
+	// The program prints "stopping" on SIGTERM: its DRAINING announcement here.
+	draining := func(ctx context.Context, addr string, stop func()) error {
+		drained <- addr
+		stop()
+		for !strings.Contains(out.String(), "v1 stopping") {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+		return nil
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- devworker.Run(ctx, devworker.Config{Dir: mod, Listen: "127.0.0.1", Ready: ready, Draining: draining, Stdout: &out, Status: &status,
+			Env: []string{"GOTOOLCHAIN=local", "GOPROXY=off"}, Poll: 50 * time.Millisecond})
+	}()
+	defer func() { cancel(); <-done }()
+	waitFor(t, &status, "ready (pid", time.Minute)
+	v1 := pidOf(t, &out, "v1")
+	v1addr := regexp.MustCompile(`v1 started \d+ \[--listen (\S+)\]`).FindStringSubmatch(out.String())
+	if v1addr == nil {
+		t.Fatalf("no v1 address:\n%s", out.String())
+	}
+	write(program("v2", false))
+	deadline := time.Now().Add(time.Minute)
+	for strings.Count(status.String(), "ready (pid") < 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("v2 not ready:\n%s\n%s", status.String(), out.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	select {
+	case addr := <-drained:
+		if addr != v1addr[1] {
+			t.Errorf("Draining got %s, want v1's address %s", addr, v1addr[1])
+		}
+	default:
+		t.Fatal("Draining was not called on a contract change")
+	}
+	text := out.String()
+	if n := strings.Count(text, "v2 started"); n != 2 {
+		t.Errorf("v2 started %d times, want 2 (beside v1, then once v1 drains):\n%s", n, text)
+	}
+	if i := strings.Index(text, fmt.Sprintf("v1 stopping %d", v1)); i < 0 || i > strings.LastIndex(text, "v2 started") {
+		t.Errorf("v1 was not draining before the last v2 start:\n%s", text)
+	}
+	if alive(v1) {
+		t.Errorf("v1 (pid %d) outlived the swap", v1)
+	}
 }

@@ -1,7 +1,10 @@
 // Package scaffold writes new repositories from templates embedded in the
-// toolfleet CLI: `toolfleet new toolkit NAME` is [Toolkit.Write].
+// toolfleet CLI: `toolfleet new toolkit NAME` is [Toolkit.Write], and
+// `toolfleet add tool NAME` is [AddTool].
 //
-// Templates live under toolkit/ (text/template with [[ ]] delimiters; a path
+// Templates live under common/ (every toolkit) and one of minimal/ (one tool,
+// the default) or rich/ (every toolfleet option shown once), which add the
+// contract, the implementation and its test (text/template with [[ ]] delimiters; a path
 // segment _name_ becomes the toolkit name, a .tmpl suffix is dropped, gitignore
 // and dockerignore gain their dot). Files without .tmpl are copied as they are:
 // the contracts a toolkit's contract imports (toolfleet/v1/options.proto and
@@ -26,8 +29,25 @@ import (
 	"text/template"
 )
 
-//go:embed all:toolkit
-var toolkitFS embed.FS
+//go:embed all:common all:minimal all:rich
+var templateFS embed.FS
+
+// Templates a toolkit can start from ([Toolkit.Template]).
+const (
+	// TemplateMinimal is one tool, Hello, and a test of a few lines.
+	TemplateMinimal = "minimal"
+	// TemplateRich is three tools showing every toolfleet option once.
+	TemplateRich = "rich"
+)
+
+// Tool versions a scaffolded go.mod pins with tool directives, so that
+// `go generate` (go tool buf generate) needs nothing but Go: the versions in
+// toolfleet's own tools/go.mod (TestToolVersions keeps them equal).
+const (
+	BufVersion        = "v1.73.0"
+	ProtobufVersion   = "v1.36.12"
+	GRPCPluginVersion = "v1.6.2"
+)
 
 // GoVersion is the go line a scaffolded go.mod declares: toolfleet's own.
 const GoVersion = "1.26.8"
@@ -42,6 +62,8 @@ var (
 	ErrBadName   = errors.New("scaffold: bad toolkit name")
 	ErrNotEmpty  = errors.New("scaffold: target directory is not empty")
 	ErrBadModule = errors.New("scaffold: bad module path")
+	// ErrBadTemplate is returned for a template that is neither minimal nor rich.
+	ErrBadTemplate = errors.New("scaffold: unknown template")
 )
 
 var (
@@ -77,6 +99,8 @@ type Toolkit struct {
 	// Replace, when set, is a toolfleet checkout that go.mod's replace
 	// directive points at (made absolute).
 	Replace string
+	// Template is TemplateMinimal (the default) or TemplateRich.
+	Template string
 }
 
 // ValidateName reports whether name can name a toolkit, with an error that
@@ -93,6 +117,7 @@ func ValidateName(name string) error {
 
 type data struct {
 	Name, Title, Service, GoPkg, ProtoPkg, Module, GoVersion, ToolfleetVersion, Replace string
+	BufVersion, ProtobufVersion, GRPCPluginVersion                                      string
 }
 
 func (tk Toolkit) data() (data, error) {
@@ -107,6 +132,10 @@ func (tk Toolkit) data() (data, error) {
 		Module:           tk.Module,
 		GoVersion:        GoVersion,
 		ToolfleetVersion: tk.ToolfleetVersion,
+
+		BufVersion:        BufVersion,
+		ProtobufVersion:   ProtobufVersion,
+		GRPCPluginVersion: GRPCPluginVersion,
 	}
 	d.Service = d.Title + "Service"
 	if d.Module == "" {
@@ -147,16 +176,34 @@ func (tk Toolkit) Files() (map[string][]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	tmpl := tk.Template
+	switch tmpl {
+	case "":
+		tmpl = TemplateMinimal
+	case TemplateMinimal, TemplateRich:
+	default:
+		return nil, fmt.Errorf("%w %q: want %s or %s", ErrBadTemplate, tmpl, TemplateMinimal, TemplateRich)
+	}
 	files := map[string][]byte{}
-	err = fs.WalkDir(toolkitFS, "toolkit", func(p string, e fs.DirEntry, err error) error {
+	for _, root := range []string{"common", tmpl} {
+		if err := render(root, d, files); err != nil {
+			return nil, err
+		}
+	}
+	return files, nil
+}
+
+// render adds the files of the template folder root to files.
+func render(root string, d data, files map[string][]byte) error {
+	return fs.WalkDir(templateFS, root, func(p string, e fs.DirEntry, err error) error {
 		if err != nil || e.IsDir() {
 			return err
 		}
-		raw, err := toolkitFS.ReadFile(p)
+		raw, err := templateFS.ReadFile(p)
 		if err != nil {
 			return err
 		}
-		out := strings.ReplaceAll(strings.TrimPrefix(p, "toolkit/"), "_name_", d.Name)
+		out := strings.ReplaceAll(strings.TrimPrefix(p, root+"/"), "_name_", d.Name)
 		if base := path.Base(out); base == "gitignore.tmpl" || base == "dockerignore.tmpl" {
 			out = path.Join(path.Dir(out), "."+base)
 		}
@@ -176,10 +223,6 @@ func (tk Toolkit) Files() (map[string][]byte, error) {
 		files[out] = buf.Bytes()
 		return nil
 	})
-	if err != nil {
-		return nil, err
-	}
-	return files, nil
 }
 
 // Write renders the scaffold into dir, which must not exist or be empty; it

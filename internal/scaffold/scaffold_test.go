@@ -185,64 +185,72 @@ func TestVendoredContracts(t *testing.T) {
 	}
 }
 
-// TestScaffoldBuildsAndPasses is what a new team does: scaffold a toolkit,
-// generate its Go with buf, and run its tests (a worker behind a real
-// gateway). toolfleet is not published, so go.mod replaces it with this
-// checkout; modules come from the module cache (GOPROXY=off).
-func TestScaffoldBuildsAndPasses(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds a module and runs its tests")
-	}
-	t.Parallel()
-	r := root(t)
-	bin := filepath.Join(r, "build", "bin")
-	if _, err := os.Stat(filepath.Join(bin, "buf")); err != nil {
-		t.Fatalf("build/bin/buf is missing: run `make tools` (make test does): %v", err)
-	}
+// onlyGoEnv is the environment of a newcomer's machine that has Go and
+// nothing else: PATH holds only the Go toolchain's folder (no buf, no
+// plugins); modules come from GOPROXY as set, into the shared module cache.
+func onlyGoEnv(t *testing.T) (goBin string, env []string) {
+	t.Helper()
 	goBin, err := exec.LookPath("go")
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := filepath.Join(t.TempDir(), "tickets")
-	if _, err := (scaffold.Toolkit{Name: "tickets", Module: "example.com/acme/tickets", Replace: r}).Write(dir); err != nil {
-		t.Fatal(err)
-	}
-	// toolfleet's go.sum covers every module the scaffold needs.
-	sum, err := os.ReadFile(filepath.Join(r, "go.sum"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "go.sum"), sum, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	env := append(os.Environ(), "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"),
-		"GOFLAGS=-mod=mod", "GOTOOLCHAIN=local", "GOWORK=off", "GOPROXY=off", "GOSUMDB=off")
-	run := func(name string, args ...string) string {
-		t.Helper()
-		start := time.Now()
-		cmd := exec.CommandContext(t.Context(), name, args...)
-		cmd.Dir, cmd.Env = dir, env
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("%s %s: %v\n%s", filepath.Base(name), strings.Join(args, " "), err, out)
-		}
-		t.Logf("%s %s: %s", filepath.Base(name), strings.Join(args, " "), time.Since(start).Round(100*time.Millisecond))
-		return string(out)
-	}
-	run(filepath.Join(bin, "buf"), "lint", "proto")
-	run(filepath.Join(bin, "buf"), "generate", "proto")
-	for _, f := range []string{"tickets.pb.go", "tickets_grpc.pb.go"} {
-		if _, err := os.Stat(filepath.Join(dir, "gen", "tickets", "v1", f)); err != nil {
-			t.Fatalf("buf generate wrote no gen/tickets/v1/%s: %v", f, err)
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "PATH=") && !strings.HasPrefix(kv, "GOFLAGS=") {
+			env = append(env, kv)
 		}
 	}
-	run(goBin, "mod", "tidy")
-	run(goBin, "vet", "./...")
-	out := run(goBin, "test", "-count=1", "-v", "./...")
-	for _, want := range []string{"--- PASS: TestThroughGateway", "--- PASS: TestContractRefusals/limit_over_bound"} {
-		if !strings.Contains(out, want) {
-			t.Errorf("the scaffold's tests did not report %q:\n%s", want, out)
-		}
+	return goBin, append(env, "PATH="+filepath.Dir(goBin), "GOTOOLCHAIN=local", "GOWORK=off", "GOFLAGS=-buildvcs=false")
+}
+
+// TestScaffoldBuildsAndPasses is what a new team does: scaffold a toolkit
+// outside any checkout, generate its Go with the tools its go.mod pins (only
+// Go on PATH), and run its tests (a worker behind a real gateway). toolfleet
+// is not published, so go.mod replaces it with this checkout.
+func TestScaffoldBuildsAndPasses(t *testing.T) {
+	if testing.Short() {
+		t.Skip("generates and builds two modules and runs their tests")
 	}
-	run(goBin, "build", "-o", filepath.Join(t.TempDir(), "tickets"), ".")
+	t.Parallel()
+	r := root(t)
+	goBin, env := onlyGoEnv(t)
+	for _, tc := range []struct{ template, name, want string }{
+		{scaffold.TemplateMinimal, "weather", "--- PASS: TestHello"},
+		{scaffold.TemplateRich, "tickets", "--- PASS: TestContractRefusals/limit_over_bound"},
+	} {
+		t.Run(tc.template, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), tc.name)
+			if _, err := (scaffold.Toolkit{Name: tc.name, Module: "example.com/acme/" + tc.name, Replace: r, Template: tc.template}).Write(dir); err != nil {
+				t.Fatal(err)
+			}
+			var progress strings.Builder
+			start := time.Now()
+			if err := (scaffold.Generator{Go: goBin, Env: env, Progress: &progress}).Generate(t.Context(), dir); err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("generate (go mod tidy, go tool buf generate, go mod tidy): %s\n%s", time.Since(start).Round(100*time.Millisecond), progress.String())
+			for _, f := range []string{tc.name + ".pb.go", tc.name + "_grpc.pb.go"} {
+				if _, err := os.Stat(filepath.Join(dir, "gen", tc.name, "v1", f)); err != nil {
+					t.Fatalf("generation wrote no gen/%s/v1/%s: %v", tc.name, f, err)
+				}
+			}
+			run := func(args ...string) string {
+				t.Helper()
+				start := time.Now()
+				cmd := exec.CommandContext(t.Context(), goBin, args...)
+				cmd.Dir, cmd.Env = dir, env
+				out, err := cmd.CombinedOutput()
+				if err != nil {
+					t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, out)
+				}
+				t.Logf("go %s: %s", strings.Join(args, " "), time.Since(start).Round(100*time.Millisecond))
+				return string(out)
+			}
+			run("tool", "buf", "lint", "proto")
+			run("vet", "./...")
+			if out := run("test", "-count=1", "-v", "./..."); !strings.Contains(out, tc.want) {
+				t.Errorf("the scaffold's tests did not report %q:\n%s", tc.want, out)
+			}
+			run("build", "-o", filepath.Join(t.TempDir(), tc.name), ".")
+		})
+	}
 }
