@@ -12,6 +12,8 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"github.com/santhosh-tekuri/jsonschema/v6/kind"
 	"go.starlark.net/syntax"
+
+	"github.com/toolfleet/toolfleet/orchestrator/toolcall"
 )
 
 // CallSite is one tool call a script makes with the tool named in the
@@ -207,7 +209,7 @@ func CheckCall(t Tool, site CallSite) []string {
 		if len(leaf.InstanceLocation) == 0 {
 			where = "the arguments"
 		}
-		problems = append(problems, fmt.Sprintf("%s: %s: %s", t.Name, where, leaf.ErrorKind.LocalizedString(printer)))
+		problems = append(problems, fmt.Sprintf("%s: %s: %s", t.Name, where, leaf.ErrorKind.LocalizedString(toolcall.SchemaPrinter)))
 	}
 	return problems
 }

@@ -14,10 +14,9 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"go.starlark.net/starlark"
 	"go.starlark.net/starlarkstruct"
-	"golang.org/x/text/language"
-	"golang.org/x/text/message"
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
+	"github.com/toolfleet/toolfleet/orchestrator/toolcall"
 )
 
 // boundTool is an allowed tool with its compiled input schema.
@@ -122,31 +121,11 @@ func (t *boundTool) validate(input []byte) map[string]string {
 	if !errors.As(err, &ve) {
 		return map[string]string{"": err.Error()}
 	}
-	fields := map[string]string{}
-	collect(ve, fields)
+	fields := toolcall.SchemaFieldErrors(ve)
 	if len(fields) == 0 {
 		fields[""] = ve.Error()
 	}
 	return fields
-}
-
-// printer renders validation messages in English.
-var printer = message.NewPrinter(language.English)
-
-// collect keeps the leaf causes of a validation error, keyed by field path.
-func collect(ve *jsonschema.ValidationError, into map[string]string) {
-	if len(ve.Causes) == 0 {
-		key := strings.Join(ve.InstanceLocation, ".")
-		msg := ve.ErrorKind.LocalizedString(printer)
-		if prev, ok := into[key]; ok {
-			msg = prev + "; " + msg
-		}
-		into[key] = msg
-		return
-	}
-	for _, c := range ve.Causes {
-		collect(c, into)
-	}
 }
 
 // Signature renders the stub's call shape for a model, e.g.

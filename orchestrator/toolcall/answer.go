@@ -11,8 +11,8 @@ import (
 	"golang.org/x/text/message"
 )
 
-// answerPrinter renders schema validation messages in English.
-var answerPrinter = message.NewPrinter(language.English)
+// SchemaPrinter renders JSON Schema validation messages in English.
+var SchemaPrinter = message.NewPrinter(language.English)
 
 // CheckContent checks an answer's content (a JSON object) against the
 // question's JSON Schema (MCP's requestedSchema; none accepts any object).
@@ -50,8 +50,7 @@ func CheckContent(schemaJSON, contentJSON string) error {
 	} else if !errors.As(err, &ve) {
 		return fmt.Errorf("the answer does not match the question's schema: %w", err)
 	}
-	fields := map[string]string{}
-	leafCauses(ve, fields)
+	fields := SchemaFieldErrors(ve)
 	keys := make([]string, 0, len(fields))
 	for k := range fields {
 		keys = append(keys, k)
@@ -68,10 +67,19 @@ func CheckContent(schemaJSON, contentJSON string) error {
 	return errors.New("the answer does not match the question's schema: " + strings.Join(parts, "; "))
 }
 
+// SchemaFieldErrors are a validation error's leaf causes by field path
+// ("a.b"; "" for the value itself), several for one field joined by "; ".
+// Tool inputs and answers to tools' questions are worded the same way.
+func SchemaFieldErrors(ve *jsonschema.ValidationError) map[string]string {
+	fields := map[string]string{}
+	leafCauses(ve, fields)
+	return fields
+}
+
 func leafCauses(ve *jsonschema.ValidationError, into map[string]string) {
 	if len(ve.Causes) == 0 {
 		key := strings.Join(ve.InstanceLocation, ".")
-		msg := ve.ErrorKind.LocalizedString(answerPrinter)
+		msg := ve.ErrorKind.LocalizedString(SchemaPrinter)
 		if prev, ok := into[key]; ok {
 			msg = prev + "; " + msg
 		}
