@@ -47,7 +47,7 @@ func newProgramAnswerCommand(gf *gatewayFlags) *cobra.Command {
 		if err != nil {
 			return nil, err
 		}
-		return resp.Msg, nil
+		return &toolfleetv1.AnswerInputResponse{Key: resp.Msg.GetKey(), Open: resp.Msg.GetOpen()}, nil
 	})
 }
 

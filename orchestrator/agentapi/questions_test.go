@@ -146,7 +146,7 @@ func TestProgramQuestions(t *testing.T) {
 		}
 	}
 	answer := func(client interface {
-		AnswerProgramInput(context.Context, *connect.Request[toolfleetv1.AnswerProgramInputRequest]) (*connect.Response[toolfleetv1.AnswerInputResponse], error)
+		AnswerProgramInput(context.Context, *connect.Request[toolfleetv1.AnswerProgramInputRequest]) (*connect.Response[toolfleetv1.AnswerProgramInputResponse], error)
 	}, callID string, content map[string]any) error {
 		s, err := structpb.NewStruct(content)
 		if err != nil {

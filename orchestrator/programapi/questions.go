@@ -27,7 +27,7 @@ func asksPeople(p toolfleetv1.QuestionPolicy) (bool, error) {
 // programs:approve, the program's owner or an admin) answers one question
 // of a call; the answer is checked against the question's schema here, for
 // a clear error, and again by the program's Update validator.
-func (s *Service) AnswerProgramInput(ctx context.Context, req *connect.Request[toolfleetv1.AnswerProgramInputRequest]) (*connect.Response[toolfleetv1.AnswerInputResponse], error) {
+func (s *Service) AnswerProgramInput(ctx context.Context, req *connect.Request[toolfleetv1.AnswerProgramInputRequest]) (*connect.Response[toolfleetv1.AnswerProgramInputResponse], error) {
 	m := req.Msg
 	c, err := s.own(ctx, req.Header(), ScopeApprove, m.GetProgramId())
 	if err != nil {
@@ -56,5 +56,5 @@ func (s *Service) AnswerProgramInput(ctx context.Context, req *connect.Request[t
 		// The validator's refusal (answered meanwhile, or the call moved on).
 		return nil, connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("the question %q of call %q is no longer waiting for an answer", reply.Key, reply.CallID))
 	}
-	return connect.NewResponse(&toolfleetv1.AnswerInputResponse{Key: reply.Key, Open: int32(open - 1)}), nil
+	return connect.NewResponse(&toolfleetv1.AnswerProgramInputResponse{Key: reply.Key, Open: int32(open - 1)}), nil
 }

@@ -1324,6 +1324,60 @@ func (x *AnswerProgramInputRequest) GetContent() *structpb.Struct {
 	return nil
 }
 
+type AnswerProgramInputResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The key answered.
+	Key string `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	// Questions of the same call still waiting for an answer.
+	Open          int32 `protobuf:"varint,2,opt,name=open,proto3" json:"open,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AnswerProgramInputResponse) Reset() {
+	*x = AnswerProgramInputResponse{}
+	mi := &file_toolfleet_v1_program_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AnswerProgramInputResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AnswerProgramInputResponse) ProtoMessage() {}
+
+func (x *AnswerProgramInputResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_toolfleet_v1_program_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AnswerProgramInputResponse.ProtoReflect.Descriptor instead.
+func (*AnswerProgramInputResponse) Descriptor() ([]byte, []int) {
+	return file_toolfleet_v1_program_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *AnswerProgramInputResponse) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *AnswerProgramInputResponse) GetOpen() int32 {
+	if x != nil {
+		return x.Open
+	}
+	return 0
+}
+
 type ListTriggersRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -1332,7 +1386,7 @@ type ListTriggersRequest struct {
 
 func (x *ListTriggersRequest) Reset() {
 	*x = ListTriggersRequest{}
-	mi := &file_toolfleet_v1_program_proto_msgTypes[16]
+	mi := &file_toolfleet_v1_program_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1344,7 +1398,7 @@ func (x *ListTriggersRequest) String() string {
 func (*ListTriggersRequest) ProtoMessage() {}
 
 func (x *ListTriggersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolfleet_v1_program_proto_msgTypes[16]
+	mi := &file_toolfleet_v1_program_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1357,7 +1411,7 @@ func (x *ListTriggersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTriggersRequest.ProtoReflect.Descriptor instead.
 func (*ListTriggersRequest) Descriptor() ([]byte, []int) {
-	return file_toolfleet_v1_program_proto_rawDescGZIP(), []int{16}
+	return file_toolfleet_v1_program_proto_rawDescGZIP(), []int{17}
 }
 
 type ListTriggersResponse struct {
@@ -1369,7 +1423,7 @@ type ListTriggersResponse struct {
 
 func (x *ListTriggersResponse) Reset() {
 	*x = ListTriggersResponse{}
-	mi := &file_toolfleet_v1_program_proto_msgTypes[17]
+	mi := &file_toolfleet_v1_program_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1381,7 +1435,7 @@ func (x *ListTriggersResponse) String() string {
 func (*ListTriggersResponse) ProtoMessage() {}
 
 func (x *ListTriggersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolfleet_v1_program_proto_msgTypes[17]
+	mi := &file_toolfleet_v1_program_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1394,7 +1448,7 @@ func (x *ListTriggersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTriggersResponse.ProtoReflect.Descriptor instead.
 func (*ListTriggersResponse) Descriptor() ([]byte, []int) {
-	return file_toolfleet_v1_program_proto_rawDescGZIP(), []int{17}
+	return file_toolfleet_v1_program_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ListTriggersResponse) GetTriggers() []*Trigger {
@@ -1420,7 +1474,7 @@ type Trigger struct {
 
 func (x *Trigger) Reset() {
 	*x = Trigger{}
-	mi := &file_toolfleet_v1_program_proto_msgTypes[18]
+	mi := &file_toolfleet_v1_program_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1432,7 +1486,7 @@ func (x *Trigger) String() string {
 func (*Trigger) ProtoMessage() {}
 
 func (x *Trigger) ProtoReflect() protoreflect.Message {
-	mi := &file_toolfleet_v1_program_proto_msgTypes[18]
+	mi := &file_toolfleet_v1_program_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1445,7 +1499,7 @@ func (x *Trigger) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Trigger.ProtoReflect.Descriptor instead.
 func (*Trigger) Descriptor() ([]byte, []int) {
-	return file_toolfleet_v1_program_proto_rawDescGZIP(), []int{18}
+	return file_toolfleet_v1_program_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Trigger) GetName() string {
@@ -1486,7 +1540,7 @@ type ListProgramsRequest struct {
 
 func (x *ListProgramsRequest) Reset() {
 	*x = ListProgramsRequest{}
-	mi := &file_toolfleet_v1_program_proto_msgTypes[19]
+	mi := &file_toolfleet_v1_program_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1498,7 +1552,7 @@ func (x *ListProgramsRequest) String() string {
 func (*ListProgramsRequest) ProtoMessage() {}
 
 func (x *ListProgramsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolfleet_v1_program_proto_msgTypes[19]
+	mi := &file_toolfleet_v1_program_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1511,7 +1565,7 @@ func (x *ListProgramsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListProgramsRequest.ProtoReflect.Descriptor instead.
 func (*ListProgramsRequest) Descriptor() ([]byte, []int) {
-	return file_toolfleet_v1_program_proto_rawDescGZIP(), []int{19}
+	return file_toolfleet_v1_program_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ListProgramsRequest) GetPageSize() int32 {
@@ -1538,7 +1592,7 @@ type ListProgramsResponse struct {
 
 func (x *ListProgramsResponse) Reset() {
 	*x = ListProgramsResponse{}
-	mi := &file_toolfleet_v1_program_proto_msgTypes[20]
+	mi := &file_toolfleet_v1_program_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1550,7 +1604,7 @@ func (x *ListProgramsResponse) String() string {
 func (*ListProgramsResponse) ProtoMessage() {}
 
 func (x *ListProgramsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolfleet_v1_program_proto_msgTypes[20]
+	mi := &file_toolfleet_v1_program_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1563,7 +1617,7 @@ func (x *ListProgramsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListProgramsResponse.ProtoReflect.Descriptor instead.
 func (*ListProgramsResponse) Descriptor() ([]byte, []int) {
-	return file_toolfleet_v1_program_proto_rawDescGZIP(), []int{20}
+	return file_toolfleet_v1_program_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ListProgramsResponse) GetPrograms() []*ProgramSummary {
@@ -1598,7 +1652,7 @@ type ProgramSummary struct {
 
 func (x *ProgramSummary) Reset() {
 	*x = ProgramSummary{}
-	mi := &file_toolfleet_v1_program_proto_msgTypes[21]
+	mi := &file_toolfleet_v1_program_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1610,7 +1664,7 @@ func (x *ProgramSummary) String() string {
 func (*ProgramSummary) ProtoMessage() {}
 
 func (x *ProgramSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_toolfleet_v1_program_proto_msgTypes[21]
+	mi := &file_toolfleet_v1_program_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1623,7 +1677,7 @@ func (x *ProgramSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProgramSummary.ProtoReflect.Descriptor instead.
 func (*ProgramSummary) Descriptor() ([]byte, []int) {
-	return file_toolfleet_v1_program_proto_rawDescGZIP(), []int{21}
+	return file_toolfleet_v1_program_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ProgramSummary) GetProgramId() string {
@@ -1769,7 +1823,10 @@ const file_toolfleet_v1_program_proto_rawDesc = "" +
 	"\acall_id\x18\x02 \x01(\tR\x06callId\x12\x10\n" +
 	"\x03key\x18\x03 \x01(\tR\x03key\x12\x16\n" +
 	"\x06action\x18\x04 \x01(\tR\x06action\x121\n" +
-	"\acontent\x18\x05 \x01(\v2\x17.google.protobuf.StructR\acontent\"\x15\n" +
+	"\acontent\x18\x05 \x01(\v2\x17.google.protobuf.StructR\acontent\"B\n" +
+	"\x1aAnswerProgramInputResponse\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x12\n" +
+	"\x04open\x18\x02 \x01(\x05R\x04open\"\x15\n" +
 	"\x13ListTriggersRequest\"I\n" +
 	"\x14ListTriggersResponse\x121\n" +
 	"\btriggers\x18\x01 \x03(\v2\x15.toolfleet.v1.TriggerR\btriggers\"f\n" +
@@ -1800,7 +1857,7 @@ const file_toolfleet_v1_program_proto_rawDesc = "" +
 	"\x18PROGRAM_STATUS_COMPLETED\x10\x03\x12\x19\n" +
 	"\x15PROGRAM_STATUS_FAILED\x10\x04\x12\x1b\n" +
 	"\x17PROGRAM_STATUS_CANCELED\x10\x05\x12 \n" +
-	"\x1cPROGRAM_STATUS_WAITING_INPUT\x10\x062\xfb\x05\n" +
+	"\x1cPROGRAM_STATUS_WAITING_INPUT\x10\x062\x82\x06\n" +
 	"\x0eProgramService\x12O\n" +
 	"\n" +
 	"RunProgram\x12\x1f.toolfleet.v1.RunProgramRequest\x1a .toolfleet.v1.RunProgramResponse\x12T\n" +
@@ -1808,8 +1865,8 @@ const file_toolfleet_v1_program_proto_rawDesc = "" +
 	"GetProgram\x12\x1f.toolfleet.v1.GetProgramRequest\x1a .toolfleet.v1.GetProgramResponse\"\x03\x90\x02\x01\x12\\\n" +
 	"\fWatchProgram\x12!.toolfleet.v1.WatchProgramRequest\x1a\".toolfleet.v1.WatchProgramResponse\"\x03\x90\x02\x010\x01\x12X\n" +
 	"\rCancelProgram\x12\".toolfleet.v1.CancelProgramRequest\x1a#.toolfleet.v1.CancelProgramResponse\x12p\n" +
-	"\x15DecideProgramApproval\x12*.toolfleet.v1.DecideProgramApprovalRequest\x1a+.toolfleet.v1.DecideProgramApprovalResponse\x12`\n" +
-	"\x12AnswerProgramInput\x12'.toolfleet.v1.AnswerProgramInputRequest\x1a!.toolfleet.v1.AnswerInputResponse\x12Z\n" +
+	"\x15DecideProgramApproval\x12*.toolfleet.v1.DecideProgramApprovalRequest\x1a+.toolfleet.v1.DecideProgramApprovalResponse\x12g\n" +
+	"\x12AnswerProgramInput\x12'.toolfleet.v1.AnswerProgramInputRequest\x1a(.toolfleet.v1.AnswerProgramInputResponse\x12Z\n" +
 	"\fListPrograms\x12!.toolfleet.v1.ListProgramsRequest\x1a\".toolfleet.v1.ListProgramsResponse\"\x03\x90\x02\x01\x12Z\n" +
 	"\fListTriggers\x12!.toolfleet.v1.ListTriggersRequest\x1a\".toolfleet.v1.ListTriggersResponse\"\x03\x90\x02\x01B=Z;github.com/toolfleet/toolfleet/gen/toolfleet/v1;toolfleetv1b\x06proto3"
 
@@ -1826,7 +1883,7 @@ func file_toolfleet_v1_program_proto_rawDescGZIP() []byte {
 }
 
 var file_toolfleet_v1_program_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_toolfleet_v1_program_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
+var file_toolfleet_v1_program_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
 var file_toolfleet_v1_program_proto_goTypes = []any{
 	(ProgramStatus)(0),                    // 0: toolfleet.v1.ProgramStatus
 	(*ProgramLimits)(nil),                 // 1: toolfleet.v1.ProgramLimits
@@ -1845,67 +1902,67 @@ var file_toolfleet_v1_program_proto_goTypes = []any{
 	(*DecideProgramApprovalRequest)(nil),  // 14: toolfleet.v1.DecideProgramApprovalRequest
 	(*DecideProgramApprovalResponse)(nil), // 15: toolfleet.v1.DecideProgramApprovalResponse
 	(*AnswerProgramInputRequest)(nil),     // 16: toolfleet.v1.AnswerProgramInputRequest
-	(*ListTriggersRequest)(nil),           // 17: toolfleet.v1.ListTriggersRequest
-	(*ListTriggersResponse)(nil),          // 18: toolfleet.v1.ListTriggersResponse
-	(*Trigger)(nil),                       // 19: toolfleet.v1.Trigger
-	(*ListProgramsRequest)(nil),           // 20: toolfleet.v1.ListProgramsRequest
-	(*ListProgramsResponse)(nil),          // 21: toolfleet.v1.ListProgramsResponse
-	(*ProgramSummary)(nil),                // 22: toolfleet.v1.ProgramSummary
-	(*durationpb.Duration)(nil),           // 23: google.protobuf.Duration
-	(*structpb.Struct)(nil),               // 24: google.protobuf.Struct
-	(QuestionPolicy)(0),                   // 25: toolfleet.v1.QuestionPolicy
-	(*structpb.Value)(nil),                // 26: google.protobuf.Value
-	(*PendingApproval)(nil),               // 27: toolfleet.v1.PendingApproval
-	(*PendingQuestion)(nil),               // 28: toolfleet.v1.PendingQuestion
-	(*timestamppb.Timestamp)(nil),         // 29: google.protobuf.Timestamp
-	(*RunEvent)(nil),                      // 30: toolfleet.v1.RunEvent
-	(*AnswerInputResponse)(nil),           // 31: toolfleet.v1.AnswerInputResponse
+	(*AnswerProgramInputResponse)(nil),    // 17: toolfleet.v1.AnswerProgramInputResponse
+	(*ListTriggersRequest)(nil),           // 18: toolfleet.v1.ListTriggersRequest
+	(*ListTriggersResponse)(nil),          // 19: toolfleet.v1.ListTriggersResponse
+	(*Trigger)(nil),                       // 20: toolfleet.v1.Trigger
+	(*ListProgramsRequest)(nil),           // 21: toolfleet.v1.ListProgramsRequest
+	(*ListProgramsResponse)(nil),          // 22: toolfleet.v1.ListProgramsResponse
+	(*ProgramSummary)(nil),                // 23: toolfleet.v1.ProgramSummary
+	(*durationpb.Duration)(nil),           // 24: google.protobuf.Duration
+	(*structpb.Struct)(nil),               // 25: google.protobuf.Struct
+	(QuestionPolicy)(0),                   // 26: toolfleet.v1.QuestionPolicy
+	(*structpb.Value)(nil),                // 27: google.protobuf.Value
+	(*PendingApproval)(nil),               // 28: toolfleet.v1.PendingApproval
+	(*PendingQuestion)(nil),               // 29: toolfleet.v1.PendingQuestion
+	(*timestamppb.Timestamp)(nil),         // 30: google.protobuf.Timestamp
+	(*RunEvent)(nil),                      // 31: toolfleet.v1.RunEvent
 }
 var file_toolfleet_v1_program_proto_depIdxs = []int32{
-	23, // 0: toolfleet.v1.ProgramLimits.deadline:type_name -> google.protobuf.Duration
-	23, // 1: toolfleet.v1.ProgramLimits.approval_wait:type_name -> google.protobuf.Duration
-	24, // 2: toolfleet.v1.RunProgramRequest.args:type_name -> google.protobuf.Struct
+	24, // 0: toolfleet.v1.ProgramLimits.deadline:type_name -> google.protobuf.Duration
+	24, // 1: toolfleet.v1.ProgramLimits.approval_wait:type_name -> google.protobuf.Duration
+	25, // 2: toolfleet.v1.RunProgramRequest.args:type_name -> google.protobuf.Struct
 	1,  // 3: toolfleet.v1.RunProgramRequest.limits:type_name -> toolfleet.v1.ProgramLimits
 	3,  // 4: toolfleet.v1.RunProgramRequest.tool_call:type_name -> toolfleet.v1.ProgramToolCall
-	25, // 5: toolfleet.v1.RunProgramRequest.questions:type_name -> toolfleet.v1.QuestionPolicy
-	24, // 6: toolfleet.v1.ProgramToolCall.input:type_name -> google.protobuf.Struct
-	26, // 7: toolfleet.v1.RunProgramResponse.result:type_name -> google.protobuf.Value
+	26, // 5: toolfleet.v1.RunProgramRequest.questions:type_name -> toolfleet.v1.QuestionPolicy
+	25, // 6: toolfleet.v1.ProgramToolCall.input:type_name -> google.protobuf.Struct
+	27, // 7: toolfleet.v1.RunProgramResponse.result:type_name -> google.protobuf.Value
 	0,  // 8: toolfleet.v1.RunProgramResponse.status:type_name -> toolfleet.v1.ProgramStatus
 	5,  // 9: toolfleet.v1.RunProgramResponse.program_error:type_name -> toolfleet.v1.ProgramError
-	26, // 10: toolfleet.v1.GetProgramResponse.result:type_name -> google.protobuf.Value
+	27, // 10: toolfleet.v1.GetProgramResponse.result:type_name -> google.protobuf.Value
 	0,  // 11: toolfleet.v1.GetProgramResponse.status:type_name -> toolfleet.v1.ProgramStatus
 	5,  // 12: toolfleet.v1.GetProgramResponse.program_error:type_name -> toolfleet.v1.ProgramError
-	27, // 13: toolfleet.v1.GetProgramResponse.pending_approvals:type_name -> toolfleet.v1.PendingApproval
-	28, // 14: toolfleet.v1.GetProgramResponse.pending_questions:type_name -> toolfleet.v1.PendingQuestion
+	28, // 13: toolfleet.v1.GetProgramResponse.pending_approvals:type_name -> toolfleet.v1.PendingApproval
+	29, // 14: toolfleet.v1.GetProgramResponse.pending_questions:type_name -> toolfleet.v1.PendingQuestion
 	8,  // 15: toolfleet.v1.GetProgramResponse.detail:type_name -> toolfleet.v1.ProgramDetail
 	1,  // 16: toolfleet.v1.ProgramDetail.limits:type_name -> toolfleet.v1.ProgramLimits
 	9,  // 17: toolfleet.v1.ProgramDetail.calls:type_name -> toolfleet.v1.ProgramCall
 	3,  // 18: toolfleet.v1.ProgramDetail.tool_call:type_name -> toolfleet.v1.ProgramToolCall
 	5,  // 19: toolfleet.v1.ProgramCall.error:type_name -> toolfleet.v1.ProgramError
-	29, // 20: toolfleet.v1.ProgramCall.scheduled_at:type_name -> google.protobuf.Timestamp
-	29, // 21: toolfleet.v1.ProgramCall.ended_at:type_name -> google.protobuf.Timestamp
-	30, // 22: toolfleet.v1.WatchProgramResponse.event:type_name -> toolfleet.v1.RunEvent
-	24, // 23: toolfleet.v1.AnswerProgramInputRequest.content:type_name -> google.protobuf.Struct
-	19, // 24: toolfleet.v1.ListTriggersResponse.triggers:type_name -> toolfleet.v1.Trigger
-	22, // 25: toolfleet.v1.ListProgramsResponse.programs:type_name -> toolfleet.v1.ProgramSummary
-	29, // 26: toolfleet.v1.ProgramSummary.started_at:type_name -> google.protobuf.Timestamp
-	29, // 27: toolfleet.v1.ProgramSummary.closed_at:type_name -> google.protobuf.Timestamp
+	30, // 20: toolfleet.v1.ProgramCall.scheduled_at:type_name -> google.protobuf.Timestamp
+	30, // 21: toolfleet.v1.ProgramCall.ended_at:type_name -> google.protobuf.Timestamp
+	31, // 22: toolfleet.v1.WatchProgramResponse.event:type_name -> toolfleet.v1.RunEvent
+	25, // 23: toolfleet.v1.AnswerProgramInputRequest.content:type_name -> google.protobuf.Struct
+	20, // 24: toolfleet.v1.ListTriggersResponse.triggers:type_name -> toolfleet.v1.Trigger
+	23, // 25: toolfleet.v1.ListProgramsResponse.programs:type_name -> toolfleet.v1.ProgramSummary
+	30, // 26: toolfleet.v1.ProgramSummary.started_at:type_name -> google.protobuf.Timestamp
+	30, // 27: toolfleet.v1.ProgramSummary.closed_at:type_name -> google.protobuf.Timestamp
 	2,  // 28: toolfleet.v1.ProgramService.RunProgram:input_type -> toolfleet.v1.RunProgramRequest
 	6,  // 29: toolfleet.v1.ProgramService.GetProgram:input_type -> toolfleet.v1.GetProgramRequest
 	10, // 30: toolfleet.v1.ProgramService.WatchProgram:input_type -> toolfleet.v1.WatchProgramRequest
 	12, // 31: toolfleet.v1.ProgramService.CancelProgram:input_type -> toolfleet.v1.CancelProgramRequest
 	14, // 32: toolfleet.v1.ProgramService.DecideProgramApproval:input_type -> toolfleet.v1.DecideProgramApprovalRequest
 	16, // 33: toolfleet.v1.ProgramService.AnswerProgramInput:input_type -> toolfleet.v1.AnswerProgramInputRequest
-	20, // 34: toolfleet.v1.ProgramService.ListPrograms:input_type -> toolfleet.v1.ListProgramsRequest
-	17, // 35: toolfleet.v1.ProgramService.ListTriggers:input_type -> toolfleet.v1.ListTriggersRequest
+	21, // 34: toolfleet.v1.ProgramService.ListPrograms:input_type -> toolfleet.v1.ListProgramsRequest
+	18, // 35: toolfleet.v1.ProgramService.ListTriggers:input_type -> toolfleet.v1.ListTriggersRequest
 	4,  // 36: toolfleet.v1.ProgramService.RunProgram:output_type -> toolfleet.v1.RunProgramResponse
 	7,  // 37: toolfleet.v1.ProgramService.GetProgram:output_type -> toolfleet.v1.GetProgramResponse
 	11, // 38: toolfleet.v1.ProgramService.WatchProgram:output_type -> toolfleet.v1.WatchProgramResponse
 	13, // 39: toolfleet.v1.ProgramService.CancelProgram:output_type -> toolfleet.v1.CancelProgramResponse
 	15, // 40: toolfleet.v1.ProgramService.DecideProgramApproval:output_type -> toolfleet.v1.DecideProgramApprovalResponse
-	31, // 41: toolfleet.v1.ProgramService.AnswerProgramInput:output_type -> toolfleet.v1.AnswerInputResponse
-	21, // 42: toolfleet.v1.ProgramService.ListPrograms:output_type -> toolfleet.v1.ListProgramsResponse
-	18, // 43: toolfleet.v1.ProgramService.ListTriggers:output_type -> toolfleet.v1.ListTriggersResponse
+	17, // 41: toolfleet.v1.ProgramService.AnswerProgramInput:output_type -> toolfleet.v1.AnswerProgramInputResponse
+	22, // 42: toolfleet.v1.ProgramService.ListPrograms:output_type -> toolfleet.v1.ListProgramsResponse
+	19, // 43: toolfleet.v1.ProgramService.ListTriggers:output_type -> toolfleet.v1.ListTriggersResponse
 	36, // [36:44] is the sub-list for method output_type
 	28, // [28:36] is the sub-list for method input_type
 	28, // [28:28] is the sub-list for extension type_name
@@ -1926,7 +1983,7 @@ func file_toolfleet_v1_program_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolfleet_v1_program_proto_rawDesc), len(file_toolfleet_v1_program_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   22,
+			NumMessages:   23,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

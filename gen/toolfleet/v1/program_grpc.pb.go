@@ -52,7 +52,7 @@ type ProgramServiceClient interface {
 	DecideProgramApproval(ctx context.Context, in *DecideProgramApprovalRequest, opts ...grpc.CallOption) (*DecideProgramApprovalResponse, error)
 	// AnswerProgramInput answers a tool's question pending in a program (scope
 	// programs:approve): the call goes on once every question of its round has one.
-	AnswerProgramInput(ctx context.Context, in *AnswerProgramInputRequest, opts ...grpc.CallOption) (*AnswerInputResponse, error)
+	AnswerProgramInput(ctx context.Context, in *AnswerProgramInputRequest, opts ...grpc.CallOption) (*AnswerProgramInputResponse, error)
 	// ListPrograms lists the caller's programs, newest first (every subject's
 	// with programs:admin).
 	ListPrograms(ctx context.Context, in *ListProgramsRequest, opts ...grpc.CallOption) (*ListProgramsResponse, error)
@@ -127,9 +127,9 @@ func (c *programServiceClient) DecideProgramApproval(ctx context.Context, in *De
 	return out, nil
 }
 
-func (c *programServiceClient) AnswerProgramInput(ctx context.Context, in *AnswerProgramInputRequest, opts ...grpc.CallOption) (*AnswerInputResponse, error) {
+func (c *programServiceClient) AnswerProgramInput(ctx context.Context, in *AnswerProgramInputRequest, opts ...grpc.CallOption) (*AnswerProgramInputResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(AnswerInputResponse)
+	out := new(AnswerProgramInputResponse)
 	err := c.cc.Invoke(ctx, ProgramService_AnswerProgramInput_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
@@ -180,7 +180,7 @@ type ProgramServiceServer interface {
 	DecideProgramApproval(context.Context, *DecideProgramApprovalRequest) (*DecideProgramApprovalResponse, error)
 	// AnswerProgramInput answers a tool's question pending in a program (scope
 	// programs:approve): the call goes on once every question of its round has one.
-	AnswerProgramInput(context.Context, *AnswerProgramInputRequest) (*AnswerInputResponse, error)
+	AnswerProgramInput(context.Context, *AnswerProgramInputRequest) (*AnswerProgramInputResponse, error)
 	// ListPrograms lists the caller's programs, newest first (every subject's
 	// with programs:admin).
 	ListPrograms(context.Context, *ListProgramsRequest) (*ListProgramsResponse, error)
@@ -211,7 +211,7 @@ func (UnimplementedProgramServiceServer) CancelProgram(context.Context, *CancelP
 func (UnimplementedProgramServiceServer) DecideProgramApproval(context.Context, *DecideProgramApprovalRequest) (*DecideProgramApprovalResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method DecideProgramApproval not implemented")
 }
-func (UnimplementedProgramServiceServer) AnswerProgramInput(context.Context, *AnswerProgramInputRequest) (*AnswerInputResponse, error) {
+func (UnimplementedProgramServiceServer) AnswerProgramInput(context.Context, *AnswerProgramInputRequest) (*AnswerProgramInputResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method AnswerProgramInput not implemented")
 }
 func (UnimplementedProgramServiceServer) ListPrograms(context.Context, *ListProgramsRequest) (*ListProgramsResponse, error) {

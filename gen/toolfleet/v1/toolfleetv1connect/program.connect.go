@@ -76,7 +76,7 @@ type ProgramServiceClient interface {
 	DecideProgramApproval(context.Context, *connect.Request[v1.DecideProgramApprovalRequest]) (*connect.Response[v1.DecideProgramApprovalResponse], error)
 	// AnswerProgramInput answers a tool's question pending in a program (scope
 	// programs:approve): the call goes on once every question of its round has one.
-	AnswerProgramInput(context.Context, *connect.Request[v1.AnswerProgramInputRequest]) (*connect.Response[v1.AnswerInputResponse], error)
+	AnswerProgramInput(context.Context, *connect.Request[v1.AnswerProgramInputRequest]) (*connect.Response[v1.AnswerProgramInputResponse], error)
 	// ListPrograms lists the caller's programs, newest first (every subject's
 	// with programs:admin).
 	ListPrograms(context.Context, *connect.Request[v1.ListProgramsRequest]) (*connect.Response[v1.ListProgramsResponse], error)
@@ -127,7 +127,7 @@ func NewProgramServiceClient(httpClient connect.HTTPClient, baseURL string, opts
 			connect.WithSchema(programServiceMethods.ByName("DecideProgramApproval")),
 			connect.WithClientOptions(opts...),
 		),
-		answerProgramInput: connect.NewClient[v1.AnswerProgramInputRequest, v1.AnswerInputResponse](
+		answerProgramInput: connect.NewClient[v1.AnswerProgramInputRequest, v1.AnswerProgramInputResponse](
 			httpClient,
 			baseURL+ProgramServiceAnswerProgramInputProcedure,
 			connect.WithSchema(programServiceMethods.ByName("AnswerProgramInput")),
@@ -157,7 +157,7 @@ type programServiceClient struct {
 	watchProgram          *connect.Client[v1.WatchProgramRequest, v1.WatchProgramResponse]
 	cancelProgram         *connect.Client[v1.CancelProgramRequest, v1.CancelProgramResponse]
 	decideProgramApproval *connect.Client[v1.DecideProgramApprovalRequest, v1.DecideProgramApprovalResponse]
-	answerProgramInput    *connect.Client[v1.AnswerProgramInputRequest, v1.AnswerInputResponse]
+	answerProgramInput    *connect.Client[v1.AnswerProgramInputRequest, v1.AnswerProgramInputResponse]
 	listPrograms          *connect.Client[v1.ListProgramsRequest, v1.ListProgramsResponse]
 	listTriggers          *connect.Client[v1.ListTriggersRequest, v1.ListTriggersResponse]
 }
@@ -188,7 +188,7 @@ func (c *programServiceClient) DecideProgramApproval(ctx context.Context, req *c
 }
 
 // AnswerProgramInput calls toolfleet.v1.ProgramService.AnswerProgramInput.
-func (c *programServiceClient) AnswerProgramInput(ctx context.Context, req *connect.Request[v1.AnswerProgramInputRequest]) (*connect.Response[v1.AnswerInputResponse], error) {
+func (c *programServiceClient) AnswerProgramInput(ctx context.Context, req *connect.Request[v1.AnswerProgramInputRequest]) (*connect.Response[v1.AnswerProgramInputResponse], error) {
 	return c.answerProgramInput.CallUnary(ctx, req)
 }
 
@@ -219,7 +219,7 @@ type ProgramServiceHandler interface {
 	DecideProgramApproval(context.Context, *connect.Request[v1.DecideProgramApprovalRequest]) (*connect.Response[v1.DecideProgramApprovalResponse], error)
 	// AnswerProgramInput answers a tool's question pending in a program (scope
 	// programs:approve): the call goes on once every question of its round has one.
-	AnswerProgramInput(context.Context, *connect.Request[v1.AnswerProgramInputRequest]) (*connect.Response[v1.AnswerInputResponse], error)
+	AnswerProgramInput(context.Context, *connect.Request[v1.AnswerProgramInputRequest]) (*connect.Response[v1.AnswerProgramInputResponse], error)
 	// ListPrograms lists the caller's programs, newest first (every subject's
 	// with programs:admin).
 	ListPrograms(context.Context, *connect.Request[v1.ListProgramsRequest]) (*connect.Response[v1.ListProgramsResponse], error)
@@ -333,7 +333,7 @@ func (UnimplementedProgramServiceHandler) DecideProgramApproval(context.Context,
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("toolfleet.v1.ProgramService.DecideProgramApproval is not implemented"))
 }
 
-func (UnimplementedProgramServiceHandler) AnswerProgramInput(context.Context, *connect.Request[v1.AnswerProgramInputRequest]) (*connect.Response[v1.AnswerInputResponse], error) {
+func (UnimplementedProgramServiceHandler) AnswerProgramInput(context.Context, *connect.Request[v1.AnswerProgramInputRequest]) (*connect.Response[v1.AnswerProgramInputResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("toolfleet.v1.ProgramService.AnswerProgramInput is not implemented"))
 }
 

@@ -55,7 +55,7 @@ type Programs interface {
 	GetProgram(context.Context, *connect.Request[toolfleetv1.GetProgramRequest]) (*connect.Response[toolfleetv1.GetProgramResponse], error)
 	CancelProgram(context.Context, *connect.Request[toolfleetv1.CancelProgramRequest]) (*connect.Response[toolfleetv1.CancelProgramResponse], error)
 	DecideProgramApproval(context.Context, *connect.Request[toolfleetv1.DecideProgramApprovalRequest]) (*connect.Response[toolfleetv1.DecideProgramApprovalResponse], error)
-	AnswerProgramInput(context.Context, *connect.Request[toolfleetv1.AnswerProgramInputRequest]) (*connect.Response[toolfleetv1.AnswerInputResponse], error)
+	AnswerProgramInput(context.Context, *connect.Request[toolfleetv1.AnswerProgramInputRequest]) (*connect.Response[toolfleetv1.AnswerProgramInputResponse], error)
 	ListPrograms(context.Context, *connect.Request[toolfleetv1.ListProgramsRequest]) (*connect.Response[toolfleetv1.ListProgramsResponse], error)
 }
 
