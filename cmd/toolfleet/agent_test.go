@@ -56,7 +56,7 @@ func TestAgentCLI(t *testing.T) {
 	if err != nil {
 		t.Fatalf("agent run: %v\n%s", err, out)
 	}
-	for _, want := range []string{"▶ run cli-run", "turn 1: 1 tool calls; Multiplying.", "→ Calculator.Multiply", "← ok in", `{"result":42}`,
+	for _, want := range []string{"▶ run cli-run", "turn 1: 1 tool call; Multiplying.", "→ Calculator.Multiply", "← ok in", `{"result":42}`,
 		"turn 2: 0 tool calls; 6 times 7 is 42.", "✓ 6 times 7 is 42. (2 turns, 1 tool calls", "; run so far "} {
 		if !strings.Contains(out, want) {
 			t.Errorf("watch output lacks %q:\n%s", want, out)

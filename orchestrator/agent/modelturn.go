@@ -88,7 +88,7 @@ func (a *Activities) ModelTurn(ctx context.Context, in ModelTurnInput) (ModelTur
 	}
 	res := turnSummary(msg, in.Seq+1, in.NoContent)
 	ev := toolcall.Event{RunID: in.RunID, Kind: toolcall.EventTurn, Turn: in.Turn, ID: fmt.Sprintf("%s/%d/turn", in.RunID, in.Turn),
-		Time: time.Now(), Message: fmt.Sprintf("%d tool calls; %s", len(res.Calls), res.Text()), Usage: &res.Usage}
+		Time: time.Now(), Message: fmt.Sprintf("%s; %s", plural(len(res.Calls), "tool call"), res.Text()), Usage: &res.Usage}
 	if err := a.Events.Publish(ctx, ev); err != nil {
 		return ModelTurnResult{}, err
 	}
@@ -225,4 +225,12 @@ func (r ModelTurnResult) Text() string {
 		return digestText(r.TextSHA256, r.TextBytes)
 	}
 	return r.Preview
+}
+
+// plural is "1 tool call", "2 tool calls".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
