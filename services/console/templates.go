@@ -46,6 +46,12 @@ var funcs = template.FuncMap{
 		}
 		return approvalForm{}, fmt.Errorf("dict: %T is not an approval", a)
 	},
+	"qform": func(q *questionView, csrf string) (questionForm, error) {
+		if q == nil {
+			return questionForm{}, fmt.Errorf("qform: no question")
+		}
+		return questionForm{Q: *q, CSRF: csrf}, nil
+	},
 }
 
 // approvalForm is what the "approval" fragment renders: the call, the
