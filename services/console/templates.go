@@ -162,7 +162,7 @@ func statusClass(s string) string {
 	switch strings.ToLower(strings.ReplaceAll(s, " ", "_")) {
 	case "running", "started":
 		return "st-running"
-	case "waiting_approval", "waiting", "approval.requested":
+	case "waiting_approval", "waiting_input", "waiting", "approval.requested", "input.requested":
 		return "st-waiting"
 	case "completed", "done":
 		return "st-ok"
