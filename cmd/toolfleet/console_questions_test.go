@@ -81,6 +81,12 @@ func TestConsoleQuestions(t *testing.T) {
 		}
 	}
 
+	// The runs list lists it as waiting for input, and filters on that.
+	waitFor(ctx, t, "the runs list to show the run waiting for input", func() bool {
+		_, body := alice.get("/console/runs?status=waiting_input")
+		return strings.Contains(body, runID) && strings.Contains(body, ">waiting input<")
+	})
+
 	// Bob sees none of it and cannot answer it.
 	if _, body := bob.get("/console/inbox"); strings.Contains(body, runID) || strings.Contains(body, "What is your name?") {
 		t.Errorf("bob's inbox shows alice's question:\n%s", body)
