@@ -63,8 +63,8 @@ func approvalItems(v []approvalView) []inboxItem {
 // that), then each one's pending calls and questions; without search
 // attributes every open run is asked.
 func runPending(ctx context.Context, ss *session, a *apis) ([]inboxItem, error) {
-	runs, err := waitingRuns(ctx, ss, a)
-	if err != nil {
+	runs, err := waitingRuns(ctx, ss, a) // what one listing found is read even when the other failed
+	if err != nil && runs == nil {
 		return nil, err
 	}
 	var out []inboxItem
@@ -76,7 +76,7 @@ func runPending(ctx context.Context, ss *session, a *apis) ([]inboxItem, error) 
 		out = append(out, approvalItems(approvalViews("run", id, got.Msg.GetPendingApprovals()))...)
 		out = append(out, questionItems(questionViews("run", id, got.Msg.GetPendingQuestions()))...)
 	}
-	return out, nil
+	return out, err
 }
 
 // waitingRuns are the ids of the principal's open runs waiting for an
