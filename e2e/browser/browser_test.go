@@ -33,6 +33,17 @@ const script = `turns:
   - text: 'The sum is ${sum.result}. <script>alert("x")</script><img src=x onerror=alert(1)> <a href="javascript:alert(2)">link</a>'
 `
 
+// askScript is the scripted model of a run whose tool asks a question
+// (the Conformance toolkit's elicitation: the caller's name).
+const askScript = `turns:
+  - text: 'Greeting.'
+    calls:
+      - tool: Conformance.InputRequiredElicitation
+        id: greet
+        args: {}
+  - text: 'Greeted.'
+`
+
 // devSecret is the dev gateway's HS256 secret.
 const devSecret = "browser-test-secret-browser-test-secret"
 
@@ -55,7 +66,8 @@ func chromium() string {
 // TestConsoleInBrowser: sign in to the console of `toolfleet dev`, start a
 // scripted run whose call needs approval, watch it arrive live on the run
 // page, approve it from the inbox and see the run complete, its answer's
-// markup shown as text (no dialog opens, no image loads).
+// markup shown as text (no dialog opens, no image loads); later, answer a
+// tool's question from the inbox and see that run complete too.
 func TestConsoleInBrowser(t *testing.T) {
 	browser := chromium()
 	if browser == "" {
@@ -236,6 +248,43 @@ func TestConsoleInBrowser(t *testing.T) {
 	if v := value("the call's value", chromedp.Text(chromedp.CSS(`#outcome-value`))); !strings.Contains(v, "42") {
 		t.Errorf("try-it 40+2 shows %q", v)
 	}
+
+	step("start a run whose tool asks a question",
+		chromedp.Navigate(base+"/console/runs"),
+		chromedp.WaitVisible(chromedp.CSS(`#start-run`)),
+		chromedp.SetValue(chromedp.CSS(`#start-run input[name=model]`), "scripted:ask.yaml"),
+		chromedp.SetValue(chromedp.CSS(`#start-run input[name=tools]`), "Conformance.InputRequiredElicitation"),
+		chromedp.SetValue(chromedp.CSS(`#start-run textarea[name=prompt]`), "greet me"),
+		chromedp.Submit(chromedp.CSS(`#start-run`)),
+		chromedp.WaitVisible(chromedp.CSS(`#transcript li.ev-started`)),
+	)
+	askURL := value("the asking run's address", chromedp.Location())
+	step("the question in the inbox",
+		chromedp.Navigate(base+"/console/inbox"),
+		chromedp.WaitVisible(chromedp.CSS(`.question input[name="in.name"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#inbox-count`)),
+	)
+	if q := value("the question", chromedp.Text(chromedp.CSS(`.question .question-message`))); q != "What is your name?" {
+		t.Errorf("the inbox's question says %q", q)
+	}
+	// Fill and submit in one script task, so the live list cannot be
+	// replaced between the two (it is not while a field has the focus).
+	if got := value("answer the question", chromedp.Evaluate[string](`(function () {
+		var f = document.querySelector(".question form");
+		f.querySelector('input[name="in.name"]').value = "Ada";
+		f.querySelector("button[value=accept]").click();
+		return "sent";
+	})()`)); got != "sent" {
+		t.Fatalf("answering: %q", got)
+	}
+	step("the answered run completes",
+		chromedp.WaitVisible(chromedp.CSS(`p.empty`)),
+		chromedp.Navigate(askURL),
+		chromedp.WaitVisible(chromedp.CSS(`#transcript li.ev-completed`)),
+	)
+	if tr := value("the asking run's transcript", chromedp.Text(chromedp.CSS(`#transcript`))); !strings.Contains(tr, "Hello, Ada!") {
+		t.Errorf("the run's transcript lacks the tool's greeting with the answer: %q", tr)
+	}
 	t.Logf("screenshots in %s", shots)
 }
 
@@ -257,10 +306,13 @@ func startDev(ctx context.Context, t *testing.T, repo string) (base, bin string)
 	if err := os.WriteFile(filepath.Join(scripts, "console.yaml"), []byte(script), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	if err := os.WriteFile(filepath.Join(scripts, "ask.yaml"), []byte(askScript), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	devFile := filepath.Join(dir, "dev.json")
 	cmd := exec.Command(bin, "dev", "--data-dir", filepath.Join(dir, "data"), "--gateway-port", "0", "--nats-port", "0",
 		"--temporal-port", "0", "--temporal-ui-port", "0", "--gateway-jwt-secret", devSecret,
-		"--script-dir", scripts, "--dev-file", devFile)
+		"--script-dir", scripts, "--dev-file", devFile, "--conformance")
 	cmd.Dir = dir
 	out, err := cmd.StdoutPipe()
 	if err != nil {

@@ -98,17 +98,19 @@ func runSummary(e *workflowpb.WorkflowExecutionInfo) *toolfleetv1.RunSummary {
 
 // listedStatus maps visibility's status words to the API's.
 var listedStatus = map[string]toolfleetv1.RunStatus{
-	visibility.StatusRunning:  toolfleetv1.RunStatus_RUN_STATUS_RUNNING,
-	visibility.StatusWaiting:  toolfleetv1.RunStatus_RUN_STATUS_WAITING_APPROVAL,
-	visibility.StatusDone:     toolfleetv1.RunStatus_RUN_STATUS_COMPLETED,
-	visibility.StatusFailed:   toolfleetv1.RunStatus_RUN_STATUS_FAILED,
-	visibility.StatusCanceled: toolfleetv1.RunStatus_RUN_STATUS_CANCELED,
+	visibility.StatusRunning:      toolfleetv1.RunStatus_RUN_STATUS_RUNNING,
+	visibility.StatusWaiting:      toolfleetv1.RunStatus_RUN_STATUS_WAITING_APPROVAL,
+	visibility.StatusWaitingInput: toolfleetv1.RunStatus_RUN_STATUS_WAITING_INPUT,
+	visibility.StatusDone:         toolfleetv1.RunStatus_RUN_STATUS_COMPLETED,
+	visibility.StatusFailed:       toolfleetv1.RunStatus_RUN_STATUS_FAILED,
+	visibility.StatusCanceled:     toolfleetv1.RunStatus_RUN_STATUS_CANCELED,
 }
 
 // filterStatus maps a status filter to visibility's word.
 var filterStatus = map[toolfleetv1.RunStatus]string{
 	toolfleetv1.RunStatus_RUN_STATUS_RUNNING:          visibility.StatusRunning,
 	toolfleetv1.RunStatus_RUN_STATUS_WAITING_APPROVAL: visibility.StatusWaiting,
+	toolfleetv1.RunStatus_RUN_STATUS_WAITING_INPUT:    visibility.StatusWaitingInput,
 	toolfleetv1.RunStatus_RUN_STATUS_COMPLETED:        visibility.StatusDone,
 	toolfleetv1.RunStatus_RUN_STATUS_FAILED:           visibility.StatusFailed,
 	toolfleetv1.RunStatus_RUN_STATUS_CANCELED:         visibility.StatusCanceled,

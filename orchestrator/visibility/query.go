@@ -84,8 +84,9 @@ func (q *Query) Status(status string) *Query {
 // own status once it closed (a terminated or timed-out workflow never
 // updated its attribute).
 var statusClauses = map[string]string{
-	StatusRunning: "(ExecutionStatus = 'Running' AND " + Status.GetName() + " = 'running')",
-	StatusWaiting: "(ExecutionStatus = 'Running' AND " + Status.GetName() + " = 'waiting_approval')",
+	StatusRunning:      "(ExecutionStatus = 'Running' AND " + Status.GetName() + " = 'running')",
+	StatusWaiting:      "(ExecutionStatus = 'Running' AND " + Status.GetName() + " = 'waiting_approval')",
+	StatusWaitingInput: "(ExecutionStatus = 'Running' AND " + Status.GetName() + " = 'waiting_input')",
 	StatusDone: "((ExecutionStatus = 'Running' AND " + Status.GetName() + " IN ('answered', 'completed')) OR " +
 		"(ExecutionStatus = 'Completed' AND " + Status.GetName() + " NOT IN ('failed', 'canceled')))",
 	StatusFailed:   "(ExecutionStatus IN ('Failed', 'Terminated', 'TimedOut') OR " + Status.GetName() + " = 'failed')",

@@ -24,6 +24,9 @@ func TestQueryRefusesHostileValues(t *testing.T) {
 			t.Errorf("query %q lacks %q", q, want)
 		}
 	}
+	if q, err := NewQuery("AgentRun").Status(StatusWaitingInput).String(); err != nil || !strings.Contains(q, "ToolfleetStatus = 'waiting_input'") {
+		t.Errorf("the waiting_input filter: %q %v", q, err)
+	}
 	if _, err := NewQuery("AgentRun").Status("nonsense").String(); err == nil {
 		t.Error("an unknown status accepted")
 	}

@@ -127,6 +127,7 @@ func (s *Server) routes() {
 	m.HandleFunc("POST "+Prefix+"runs/{id}/cancel", s.post(s.cancelRun))
 	m.HandleFunc("POST "+Prefix+"runs/{id}/message", s.post(s.sendMessage))
 	m.HandleFunc("POST "+Prefix+"runs/{id}/decide", s.post(s.decideRun))
+	m.HandleFunc("POST "+Prefix+"runs/{id}/answer", s.post(s.answerRun))
 	m.HandleFunc("GET "+Prefix+"inbox", s.page(s.inboxPage))
 	m.HandleFunc("GET "+Prefix+"inbox/events", s.page(s.inboxEvents))
 	m.HandleFunc("GET "+Prefix+"tools", s.page(s.toolsPage))
@@ -135,6 +136,7 @@ func (s *Server) routes() {
 	m.HandleFunc("GET "+Prefix+"programs", s.page(s.programsPage))
 	m.HandleFunc("GET "+Prefix+"programs/{id}", s.page(s.programPage))
 	m.HandleFunc("POST "+Prefix+"programs/{id}/decide", s.post(s.decideProgram))
+	m.HandleFunc("POST "+Prefix+"programs/{id}/answer", s.post(s.answerProgram))
 	m.HandleFunc(Prefix, func(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, nil, http.StatusNotFound, "There is no such page in the console.")
 	})

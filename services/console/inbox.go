@@ -20,18 +20,20 @@ const maxInboxScan = 100
 const inboxCountTTL = 5 * time.Second
 
 // inboxItem is one thing waiting on the principal. Kind says which: an
-// "approval" of a tool call today; another kind (a tool's question) adds
-// its own field, its own source in inboxSources and its own fragment.
+// "approval" of a tool call or a tool's "question"; each kind has its own
+// field and its own fragment.
 type inboxItem struct {
 	Kind     string
 	Approval *approvalView
+	Question *questionView
 }
 
 // inboxSource finds items of one kind across the principal's runs and programs.
 type inboxSource func(ctx context.Context, ss *session, a *apis) ([]inboxItem, error)
 
-// inboxSources are read in order for every inbox and count.
-var inboxSources = []inboxSource{runApprovals, programApprovals}
+// inboxSources are read in order for every inbox and count. A run's or a
+// program's approvals and questions come from the same read of it.
+var inboxSources = []inboxSource{runPending, programPending}
 
 // pending finds every item waiting for ss's principal, the way `toolfleet
 // approvals list` does; what the sources found before one failed is kept.
@@ -56,35 +58,59 @@ func approvalItems(v []approvalView) []inboxItem {
 	return out
 }
 
-// runApprovals are the calls waiting in the principal's runs: the runs
-// listed as waiting (visibility answers that), then each one's pending
-// calls; without search attributes every open run is asked.
-func runApprovals(ctx context.Context, ss *session, a *apis) ([]inboxItem, error) {
-	req := &toolfleetv1.ListRunsRequest{PageSize: maxInboxScan, Status: toolfleetv1.RunStatus_RUN_STATUS_WAITING_APPROVAL}
-	lr, err := a.runs.ListRuns(ctx, as(ss, req))
-	if connect.CodeOf(err) == connect.CodeFailedPrecondition { // a namespace without the search attributes
-		req.Status = toolfleetv1.RunStatus_RUN_STATUS_UNSPECIFIED
-		lr, err = a.runs.ListRuns(ctx, as(ss, req))
-	}
-	if err != nil {
+// runPending are the calls and questions waiting in the principal's runs:
+// the runs listed as waiting for approval or for input (visibility answers
+// that), then each one's pending calls and questions; without search
+// attributes every open run is asked.
+func runPending(ctx context.Context, ss *session, a *apis) ([]inboxItem, error) {
+	runs, err := waitingRuns(ctx, ss, a) // what one listing found is read even when the other failed
+	if err != nil && runs == nil {
 		return nil, err
 	}
 	var out []inboxItem
-	for _, r := range lr.Msg.GetRuns() {
-		if r.GetState() != "Running" {
-			continue
-		}
-		got, err := a.runs.GetRun(ctx, as(ss, &toolfleetv1.GetRunRequest{RunId: r.GetRunId()}))
+	for _, id := range runs {
+		got, err := a.runs.GetRun(ctx, as(ss, &toolfleetv1.GetRunRequest{RunId: id}))
 		if err != nil {
 			continue // ended or restarting in between: nothing to decide now
 		}
-		out = append(out, approvalItems(approvalViews("run", r.GetRunId(), got.Msg.GetPendingApprovals()))...)
+		out = append(out, approvalItems(approvalViews("run", id, got.Msg.GetPendingApprovals()))...)
+		out = append(out, questionItems(questionViews("run", id, got.Msg.GetPendingQuestions()))...)
 	}
-	return out, nil
+	return out, err
 }
 
-// programApprovals are the calls waiting in the principal's programs.
-func programApprovals(ctx context.Context, ss *session, a *apis) ([]inboxItem, error) {
+// waitingRuns are the ids of the principal's open runs waiting for an
+// approval or an answer (at most maxInboxScan of each), or of every open
+// run when the namespace has no search attributes.
+func waitingRuns(ctx context.Context, ss *session, a *apis) ([]string, error) {
+	var ids []string
+	seen := map[string]bool{}
+	for _, st := range []toolfleetv1.RunStatus{toolfleetv1.RunStatus_RUN_STATUS_WAITING_APPROVAL, toolfleetv1.RunStatus_RUN_STATUS_WAITING_INPUT} {
+		req := &toolfleetv1.ListRunsRequest{PageSize: maxInboxScan, Status: st}
+		lr, err := a.runs.ListRuns(ctx, as(ss, req))
+		all := connect.CodeOf(err) == connect.CodeFailedPrecondition // a namespace without the search attributes
+		if all {
+			req.Status = toolfleetv1.RunStatus_RUN_STATUS_UNSPECIFIED
+			lr, err = a.runs.ListRuns(ctx, as(ss, req))
+		}
+		if err != nil {
+			return ids, err
+		}
+		for _, r := range lr.Msg.GetRuns() {
+			if r.GetState() == "Running" && !seen[r.GetRunId()] {
+				seen[r.GetRunId()] = true
+				ids = append(ids, r.GetRunId())
+			}
+		}
+		if all {
+			break // every open run is listed already
+		}
+	}
+	return ids, nil
+}
+
+// programPending are the calls and questions waiting in the principal's programs.
+func programPending(ctx context.Context, ss *session, a *apis) ([]inboxItem, error) {
 	lp, err := a.programs.ListPrograms(ctx, as(ss, &toolfleetv1.ListProgramsRequest{PageSize: maxInboxScan}))
 	if err != nil {
 		return nil, err
@@ -99,6 +125,7 @@ func programApprovals(ctx context.Context, ss *session, a *apis) ([]inboxItem, e
 			continue
 		}
 		out = append(out, approvalItems(approvalViews("program", p.GetProgramId(), got.Msg.GetPendingApprovals()))...)
+		out = append(out, questionItems(questionViews("program", p.GetProgramId(), got.Msg.GetPendingQuestions()))...)
 	}
 	return out, nil
 }
@@ -133,7 +160,7 @@ func (s *Server) decideProgram(w http.ResponseWriter, r *http.Request, ss *sessi
 	http.Redirect(w, r, Prefix+"inbox", http.StatusSeeOther)
 }
 
-// inboxCount is the header's count of calls waiting for ss's principal,
+// inboxCount is the header's count of calls and questions waiting for ss's principal,
 // reused for inboxCountTTL; -1 when it could not be read.
 func (s *Server) inboxCount(r *http.Request, ss *session, a *apis) int {
 	now := s.cfg.Now()

@@ -70,6 +70,9 @@ func inboxKey(d inboxData) string {
 		if a := it.Approval; a != nil {
 			b.WriteString("\x00" + a.Kind + "\x00" + a.OwnerID + "\x00" + a.CallID)
 		}
+		if q := it.Question; q != nil {
+			b.WriteString("\x00" + q.Kind + "\x00" + q.OwnerID + "\x00" + q.CallID + "\x00" + q.Key)
+		}
 	}
 	return b.String()
 }

@@ -30,7 +30,7 @@ type runFilter struct {
 }
 
 // statusChoices are the statuses the filter offers, as RunStatus names.
-var statusChoices = []string{"running", "waiting_approval", "completed", "failed", "canceled"}
+var statusChoices = []string{"running", "waiting_approval", "waiting_input", "completed", "failed", "canceled"}
 
 // timeForm is how a datetime-local input writes a time (read as UTC).
 const timeForm = "2006-01-02T15:04"

@@ -46,6 +46,12 @@ var funcs = template.FuncMap{
 		}
 		return approvalForm{}, fmt.Errorf("dict: %T is not an approval", a)
 	},
+	"qform": func(q *questionView, csrf string) (questionForm, error) {
+		if q == nil {
+			return questionForm{}, fmt.Errorf("qform: no question")
+		}
+		return questionForm{Q: *q, CSRF: csrf}, nil
+	},
 }
 
 // approvalForm is what the "approval" fragment renders: the call, the
@@ -156,7 +162,7 @@ func statusClass(s string) string {
 	switch strings.ToLower(strings.ReplaceAll(s, " ", "_")) {
 	case "running", "started":
 		return "st-running"
-	case "waiting_approval", "waiting", "approval.requested":
+	case "waiting_approval", "waiting_input", "waiting", "approval.requested", "input.requested":
 		return "st-waiting"
 	case "completed", "done":
 		return "st-ok"
