@@ -161,7 +161,8 @@ func (s *Server) decideProgram(w http.ResponseWriter, r *http.Request, ss *sessi
 }
 
 // inboxCount is the header's count of calls and questions waiting for ss's principal,
-// reused for inboxCountTTL; -1 when it could not be read.
+// reused for inboxCountTTL; -1 when it could not be read. A count that could
+// not be read is reused too: a failing API is not asked again on every page.
 func (s *Server) inboxCount(r *http.Request, ss *session, a *apis) int {
 	now := s.cfg.Now()
 	if n, ok := s.counts.get(ss.id, now); ok {
@@ -169,12 +170,12 @@ func (s *Server) inboxCount(r *http.Request, ss *session, a *apis) int {
 	}
 	ctx, cancel := callCtx(r)
 	defer cancel()
-	items, err := pending(ctx, ss, a)
-	if err != nil && items == nil {
-		return -1
+	n := -1
+	if items, err := pending(ctx, ss, a); err == nil || items != nil {
+		n = len(items)
 	}
-	s.counts.set(ss.id, len(items), now)
-	return len(items)
+	s.counts.set(ss.id, n, now)
+	return n
 }
 
 func (s *Server) forgetInbox(ss *session) { s.counts.forget(ss.id) }
