@@ -1,23 +1,20 @@
 package browser
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
-	"errors"
 	"flag"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
+
+	"github.com/toolfleet/toolfleet/e2e/devproc"
 )
 
 var updateScreenshots = flag.Bool("update-screenshots", false, "write the screenshots into docs/console/ (else into the test's artifact folder)")
@@ -289,95 +286,13 @@ func TestConsoleInBrowser(t *testing.T) {
 }
 
 // startDev builds cmd/toolfleet and runs `toolfleet dev` with auth on (a
-// dev secret), free ports and a script folder; it returns the gateway's URL.
+// dev secret), free ports, the model scripts and the conformance tools; it
+// returns the gateway's URL and the binary.
 func startDev(ctx context.Context, t *testing.T, repo string) (base, bin string) {
 	t.Helper()
-	dir := t.TempDir()
-	bin = filepath.Join(dir, "toolfleet")
-	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/toolfleet")
-	build.Dir = repo
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build toolfleet: %v\n%s", err, out)
-	}
-	scripts := filepath.Join(dir, "scripts")
-	if err := os.MkdirAll(scripts, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(scripts, "console.yaml"), []byte(script), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(scripts, "ask.yaml"), []byte(askScript), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	devFile := filepath.Join(dir, "dev.json")
-	cmd := exec.Command(bin, "dev", "--data-dir", filepath.Join(dir, "data"), "--gateway-port", "0", "--nats-port", "0",
-		"--temporal-port", "0", "--temporal-ui-port", "0", "--gateway-jwt-secret", devSecret,
-		"--script-dir", scripts, "--dev-file", devFile, "--conformance")
-	cmd.Dir = dir
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = cmd.Stdout
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	var log strings.Builder
-	lines := make(chan string)
-	go func() {
-		defer close(lines)
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			lines <- sc.Text()
-		}
-	}()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		done := make(chan error, 1)
-		go func() { done <- cmd.Wait() }()
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
-	})
-	for {
-		select {
-		case l, ok := <-lines:
-			if !ok {
-				t.Fatalf("toolfleet dev exited before it was up:\n%s", log.String())
-			}
-			log.WriteString(l + "\n")
-			if strings.HasPrefix(l, "Press Ctrl-C") {
-				go func() { // keep draining its output
-					for range lines {
-					}
-				}()
-				addr, err := gatewayOf(devFile)
-				if err != nil {
-					t.Fatalf("%v\n%s", err, log.String())
-				}
-				return "http://" + addr, bin
-			}
-		case <-ctx.Done():
-			t.Fatalf("toolfleet dev was not up in time:\n%s", log.String())
-		}
-	}
-}
-
-func gatewayOf(devFile string) (string, error) {
-	b, err := os.ReadFile(devFile)
-	if err != nil {
-		return "", fmt.Errorf("toolfleet dev wrote no dev file: %w", err)
-	}
-	var d struct {
-		Gateway string `json:"gateway"`
-	}
-	if err := json.Unmarshal(b, &d); err != nil || d.Gateway == "" {
-		return "", errors.Join(errors.New("the dev file names no gateway"), err)
-	}
-	return d.Gateway, nil
+	return devproc.Start(ctx, t, devproc.Options{Repo: repo, Dir: t.TempDir(),
+		Scripts: map[string]string{"console.yaml": script, "ask.yaml": askScript},
+		Args:    []string{"--gateway-jwt-secret", devSecret, "--conformance"}})
 }
 
 // runProgram runs source as sub through `toolfleet program run` with a dev

@@ -1,26 +1,24 @@
 package signin_test
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/toolfleet/toolfleet/e2e/oauth/hydratest"
+
+	"github.com/toolfleet/toolfleet/e2e/devproc"
 )
 
 // script is the scripted model of the run a signed-in person starts: a tool
@@ -347,87 +345,7 @@ func startDev(ctx context.Context, t *testing.T, dir string, args ...string) str
 	if err != nil {
 		t.Fatal(err)
 	}
-	bin := filepath.Join(dir, "toolfleet")
-	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/toolfleet")
-	build.Dir = repo
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build toolfleet: %v\n%s", err, out)
-	}
-	scripts := filepath.Join(dir, "scripts")
-	if err := os.MkdirAll(scripts, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(scripts, "add.yaml"), []byte(script), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	devFile := filepath.Join(dir, "dev.json")
-	cmd := exec.Command(bin, append([]string{"dev", "--data-dir", filepath.Join(dir, "data"), "--gateway-port", "0",
-		"--nats-port", "0", "--temporal-port", "0", "--temporal-ui-port", "0", "--script-dir", scripts, "--dev-file", devFile,
-		"--js-storage", "memory"}, args...)...) // nothing to keep, and no disk to reserve
-	cmd.Dir = dir
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = cmd.Stdout
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	var log strings.Builder
-	lines := make(chan string)
-	go func() {
-		defer close(lines)
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			lines <- sc.Text()
-		}
-	}()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		done := make(chan error, 1)
-		go func() { done <- cmd.Wait() }()
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-			<-done
-		}
-	})
-	for {
-		select {
-		case l, ok := <-lines:
-			if !ok {
-				t.Fatalf("toolfleet dev exited before it was up:\n%s", log.String())
-			}
-			log.WriteString(l + "\n")
-			if strings.HasPrefix(l, "Press Ctrl-C") {
-				go func() { // keep draining its output
-					for range lines {
-					}
-				}()
-				addr, err := gatewayOf(devFile)
-				if err != nil {
-					t.Fatalf("%v\n%s", err, log.String())
-				}
-				return "http://" + addr
-			}
-		case <-ctx.Done():
-			t.Fatalf("toolfleet dev was not up in time:\n%s", log.String())
-		}
-	}
-}
-
-func gatewayOf(devFile string) (string, error) {
-	b, err := os.ReadFile(devFile)
-	if err != nil {
-		return "", fmt.Errorf("toolfleet dev wrote no dev file: %w", err)
-	}
-	var d struct {
-		Gateway string `json:"gateway"`
-	}
-	if err := json.Unmarshal(b, &d); err != nil || d.Gateway == "" {
-		return "", fmt.Errorf("the dev file names no gateway (%v)", err)
-	}
-	return d.Gateway, nil
+	base, _ := devproc.Start(ctx, t, devproc.Options{Repo: repo, Dir: dir, Scripts: map[string]string{"add.yaml": script},
+		Args: append([]string{"--js-storage", "memory"}, args...)}) // nothing to keep, and no disk to reserve
+	return base
 }
