@@ -79,21 +79,28 @@ type callOutcome struct {
 }
 
 func (s *Server) toolPage(w http.ResponseWriter, r *http.Request, ss *session, a *apis) {
-	s.showTool(w, r, ss, a, nil, nil)
+	if t, ok := s.tool(w, r, ss, a); ok {
+		s.showTool(w, r, ss, t, nil, nil)
+	}
 }
 
-// showTool renders a tool's page with its try-it form (filled with the
-// values posted, when any) and the outcome of a call.
-func (s *Server) showTool(w http.ResponseWriter, r *http.Request, ss *session, a *apis, posted url.Values, out *callOutcome) {
+// tool reads the tool the path names, as the principal; it answers the
+// request itself when it cannot.
+func (s *Server) tool(w http.ResponseWriter, r *http.Request, ss *session, a *apis) (*toolfleetv1.ToolDefinition, bool) {
 	ctx, cancel := callCtx(r)
 	defer cancel()
 	id := r.PathValue("id")
 	res, err := a.tools.GetTool(ctx, as(ss, &toolfleetv1.GetToolRequest{ToolId: id}))
 	if err != nil {
 		s.failAPI(w, r, ss, "Tool "+id, err)
-		return
+		return nil, false
 	}
-	t := res.Msg.GetTool()
+	return res.Msg.GetTool(), true
+}
+
+// showTool renders tool t's page with its try-it form (filled with the
+// values posted, when any) and the outcome of a call.
+func (s *Server) showTool(w http.ResponseWriter, r *http.Request, ss *session, t *toolfleetv1.ToolDefinition, posted url.Values, out *callOutcome) {
 	schema, _ := protojson.Marshal(t.GetInputSchema())
 	var outSchema string
 	if t.GetOutputSchema() != nil {
@@ -116,26 +123,23 @@ func (s *Server) showTool(w http.ResponseWriter, r *http.Request, ss *session, a
 // the principal, and shows what came back. A tool whose contract asks for
 // a human's approval is not called from here.
 func (s *Server) tryTool(w http.ResponseWriter, r *http.Request, ss *session, a *apis) {
-	ctx, cancel := callCtx(r)
-	defer cancel()
-	id := r.PathValue("id")
-	res, err := a.tools.GetTool(ctx, as(ss, &toolfleetv1.GetToolRequest{ToolId: id}))
-	if err != nil {
-		s.failAPI(w, r, ss, "Tool "+id, err)
+	t, ok := s.tool(w, r, ss, a)
+	if !ok {
 		return
 	}
-	t := res.Msg.GetTool()
 	if t.GetRequirements().GetRequiresApproval() {
-		s.showTool(w, r, ss, a, r.PostForm, &callOutcome{Code: "approval", Refusal: "This tool's contract asks a person to approve each call, so the console does not call it from here: call it in an agent run or a program, and approve the call from the inbox."})
+		s.showTool(w, r, ss, t, r.PostForm, &callOutcome{Code: "approval", Refusal: "This tool's contract asks a person to approve each call, so the console does not call it from here: call it in an agent run or a program, and approve the call from the inbox."})
 		return
 	}
 	input, problem := formInput(t.GetInputSchema(), r.PostForm)
 	if problem != "" {
-		s.showTool(w, r, ss, a, r.PostForm, &callOutcome{Code: "form", Refusal: problem})
+		s.showTool(w, r, ss, t, r.PostForm, &callOutcome{Code: "form", Refusal: problem})
 		return
 	}
+	ctx, cancel := callCtx(r)
+	defer cancel()
 	called, err := a.tools.CallTool(ctx, as(ss, &toolfleetv1.CallToolRequest{ToolId: t.GetId(), Input: input}))
-	s.showTool(w, r, ss, a, r.PostForm, outcomeOf(called, err))
+	s.showTool(w, r, ss, t, r.PostForm, outcomeOf(called, err))
 }
 
 // outcomeOf words a call's response or error as the gateway did.
