@@ -24,17 +24,20 @@ func newConnectionsCommand() *cobra.Command {
 		Use:   "connections",
 		Short: "Your accounts at providers (GitHub, your company's login) that tools act with",
 	}
+	var out output
 	pf := cmd.PersistentFlags()
 	gf.register(pf)
+	out.register(pf)
 	config.BindEnv(pf, "TOOLFLEET")
-	cmd.PersistentPreRunE = func(*cobra.Command, []string) error { return applyEnvAndDev(pf) }
-
-	list := &cobra.Command{Use: "list", Short: "List your connections and the providers you may connect", Args: cobra.NoArgs}
-	listOut := addOutputFlag(list)
-	list.RunE = func(cmd *cobra.Command, _ []string) error {
-		if err := listOut.validate(); err != nil {
+	cmd.PersistentPreRunE = func(*cobra.Command, []string) error {
+		if err := applyEnvAndDev(pf); err != nil {
 			return err
 		}
+		return out.validate()
+	}
+
+	list := &cobra.Command{Use: "list", Short: "List your connections and the providers you may connect", Args: cobra.NoArgs}
+	list.RunE = func(cmd *cobra.Command, _ []string) error {
 		c, err := gf.connections()
 		if err != nil {
 			return err
@@ -46,8 +49,8 @@ func newConnectionsCommand() *cobra.Command {
 			return connectionsError(err)
 		}
 		w := cmd.OutOrStdout()
-		if listOut.structured(w) {
-			return listOut.proto(w, resp.Msg)
+		if out.structured(w) {
+			return out.proto(w, resp.Msg)
 		}
 		if len(resp.Msg.GetConnections()) == 0 {
 			fmt.Fprintln(w, "No connections.")
@@ -75,11 +78,7 @@ func newConnectionsCommand() *cobra.Command {
 	connectCmd := &cobra.Command{Use: "connect PROVIDER", Short: "Connect your account at PROVIDER: prints a link to open in your browser (valid once, for a few minutes)",
 		Args: cobra.ExactArgs(1)}
 	connectCmd.Flags().StringSliceVar(&scopes, "scope", nil, "scopes to ask for besides the provider's (repeat or comma-separate)")
-	connectOut := addOutputFlag(connectCmd)
 	connectCmd.RunE = func(cmd *cobra.Command, args []string) error {
-		if err := connectOut.validate(); err != nil {
-			return err
-		}
 		c, err := gf.connections()
 		if err != nil {
 			return err
@@ -91,19 +90,15 @@ func newConnectionsCommand() *cobra.Command {
 			return connectionsError(err)
 		}
 		w := cmd.OutOrStdout()
-		if connectOut.chosen() {
-			return connectOut.proto(w, resp.Msg)
+		if out.chosen() {
+			return out.proto(w, resp.Msg)
 		}
 		fmt.Fprintf(w, "Open this link in your browser to connect your %s account (valid once, for a few minutes):\n%s\n", args[0], resp.Msg.GetAuthorizationUrl())
 		return nil
 	}
 
 	revoke := &cobra.Command{Use: "revoke PROVIDER", Short: "Delete your connection to PROVIDER and revoke its tokens there", Args: cobra.ExactArgs(1)}
-	revokeOut := addOutputFlag(revoke)
 	revoke.RunE = func(cmd *cobra.Command, args []string) error {
-		if err := revokeOut.validate(); err != nil {
-			return err
-		}
 		c, err := gf.connections()
 		if err != nil {
 			return err
@@ -115,8 +110,8 @@ func newConnectionsCommand() *cobra.Command {
 			return connectionsError(err)
 		}
 		w := cmd.OutOrStdout()
-		if revokeOut.chosen() {
-			return revokeOut.proto(w, resp.Msg)
+		if out.chosen() {
+			return out.proto(w, resp.Msg)
 		}
 		switch {
 		case !resp.Msg.GetRevoked():
@@ -129,6 +124,7 @@ func newConnectionsCommand() *cobra.Command {
 		return nil
 	}
 	cmd.AddCommand(list, connectCmd, revoke)
+	explainErrors(cmd, &gf)
 	return cmd
 }
 

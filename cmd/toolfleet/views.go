@@ -10,7 +10,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
@@ -36,14 +35,6 @@ var outputModes = []string{"auto", "text", "json", "yaml"}
 // register declares -o on fs.
 func (o *output) register(fs *pflag.FlagSet) {
 	fs.StringVarP(&o.mode, "output", "o", "auto", "output: auto (text on a terminal, JSON when piped), text, json or yaml")
-}
-
-// addOutputFlag gives cmd the -o flag and returns its value; validate checks
-// it before the command talks to the gateway.
-func addOutputFlag(cmd *cobra.Command) *output {
-	out := &output{}
-	out.register(cmd.Flags())
-	return out
 }
 
 func (o output) validate() error {
