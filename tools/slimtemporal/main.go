@@ -300,5 +300,5 @@ func firstUse(n ast.Node, pkg string) (token.Pos, bool) {
 // local variable of that name, which the parser resolves to an object).
 func isPkg(x ast.Expr, pkg string) bool {
 	id, ok := x.(*ast.Ident)
-	return ok && id.Name == pkg && id.Obj == nil //nolint:staticcheck // Obj tells locals from packages without type checking
+	return ok && id.Name == pkg && id.Obj == nil // deprecated, but tells locals from packages without type checking
 }
