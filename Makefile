@@ -16,7 +16,7 @@ all: test
 ## install: put a slim, stripped `toolfleet` on PATH (into GOBIN, default ~/go/bin): built
 ## against a copy of the Temporal server without the S3/GCS archivers and auto-scaled
 ## workers dev never runs (tools/slimtemporal writes it into build/slim), and -s -w drops
-## the symbol table and DWARF: 179 MB instead of 349 MB (docs/performance.md).
+## the symbol table and DWARF: 179 MB instead of 351 MB (docs/performance.md).
 install:
 	@echo "==> a Temporal server copy without what dev never runs (tools/slimtemporal, build/slim)"
 	cd tools && $(GO) run ./slimtemporal -root .. -out ../build/slim
