@@ -86,6 +86,9 @@ func (s *Server) routeTasks(w http.ResponseWriter, r *http.Request, body []byte)
 	}
 	if req.Method == "tools/call" {
 		kind, builtin := builtinKind(p.Name)
+		if !builtin {
+			s.listed(taskContext(r), p.Name)
+		}
 		taskOnly := !builtin && s.isTaskOnly(p.Name)
 		switch {
 		case rev.extension && rev.declared:
@@ -227,6 +230,17 @@ func (s *Server) long(name string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.longCalls[name]
+}
+
+// listed makes sure a stale list is read again before a tool name it does
+// not hold is routed: a task-creating call may be a client's first request.
+func (s *Server) listed(ctx context.Context, name string) {
+	s.mu.Lock()
+	_, known := s.tools[name]
+	s.mu.Unlock()
+	if !known && s.stale() {
+		_ = s.syncIfStale(ctx) // a failed sync leaves the call to the path that reports it
+	}
 }
 
 // needsInput returns the client capabilities the listed tool name needs

@@ -143,6 +143,13 @@ func parseTaskID(id string) (kind string, created time.Time, ok bool) {
 	return "", time.Time{}, false
 }
 
+// IsTaskID reports whether a program or run id is an MCP task's (the
+// console labels them so in the inbox).
+func IsTaskID(id string) bool {
+	_, _, ok := parseTaskID(id)
+	return ok
+}
+
 var errNoTask = status.Error(codes.NotFound, "no such task")
 
 // StartTask starts the task's workflow; the answer comes once Temporal
