@@ -271,6 +271,11 @@ func (g *Gateway) Serving() bool {
 // Limits.WhenNATSDown applies); true when no limit is configured.
 func (g *Gateway) LimitsShared() bool { return g.limits == nil || g.limits.Shared() }
 
+// WorkerAdmission says whether the worker at addr joined the registry (takes
+// calls) or was refused for a contract conflict; neither while it is
+// unknown, loading or leaving (registry.Registry.Admission).
+func (g *Gateway) WorkerAdmission(addr string) (joined, refused bool) { return g.reg.Admission(addr) }
+
 // idem returns the idempotency store; nil (unavailable) until NATS is configured
 // and the bucket exists.
 func (g *Gateway) idem() *idempotency.Store { return g.idemPtr.Load() }
