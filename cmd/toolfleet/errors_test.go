@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -154,6 +155,18 @@ func TestMalformedJSONInCallerTerms(t *testing.T) {
 	check("Connect", connectBody, post("/toolfleet.v1.ToolGatewayService/CallTool", "application/json", connectBody))
 	oxpBody := `{"request": {"tool_id": "Calculator.Add", "input": {"a": 1,}}}`
 	check("OXP", oxpBody, post("/tools/call", "application/json", oxpBody))
+	// MCP: a JSON-RPC parse error (-32700) in the same words.
+	mcpBody := `{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "Calculator_Add", "arguments": {"a": 1,}}}`
+	var rpc struct {
+		Error struct {
+			Code    int    `json:"code"`
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	if said := post("/mcp", "application/json", mcpBody); json.Unmarshal([]byte(said), &rpc) != nil || rpc.Error.Code != -32700 {
+		t.Errorf("MCP answered %s, want a JSON-RPC parse error (-32700)", said)
+	}
+	check("MCP", mcpBody, rpc.Error.Message)
 }
 
 // TestOnePrefixPerError: a fleet whose gateway cannot listen says so with one
