@@ -129,8 +129,11 @@ func TestAuthoringWithOnlyGo(t *testing.T) {
 
 	// toolfleet dev --worker: the toolkit from source, in its own process.
 	var stdout, stderr syncbuf.Buffer
+	// In the toolkit's folder, as docs/tutorial.md runs it: its dev file lets
+	// the tutorial's commands find this dev, and scripted models are read there.
 	dev := cliCommand(ctx, t, env, "dev", "--data-dir", t.TempDir(), "--nats-port", "0", "--temporal-port", "0", "--temporal-ui-port", "0",
-		"--gateway-port", "0", "--log-level", "info", "--worker", dir, "--dev-file", "")
+		"--gateway-port", "0", "--log-level", "info", "--worker", ".")
+	dev.Dir = dir
 	dev.Stdout, dev.Stderr = &stdout, &stderr
 	dev.Cancel = func() error { return dev.Process.Signal(os.Interrupt) }
 	if err := dev.Start(); err != nil {
@@ -277,4 +280,8 @@ func TestAuthoringWithOnlyGo(t *testing.T) {
 			t.Errorf("no %q on dev's stderr:\n%s", want, stderr.String())
 		}
 	}
+	if t.Failed() {
+		return
+	}
+	tutorialSteps4And5(ctx, t, dir, env, goCmd, &stderr)
 }
