@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -186,5 +187,21 @@ func TestOnePrefixPerError(t *testing.T) {
 	}
 	if n := strings.Count(err.Error(), "gateway: "); n != 1 || !strings.Contains(err.Error(), "address already in use") {
 		t.Fatalf("error %q: %d gateway prefixes, want 1 and the cause", err, n)
+	}
+}
+
+// TestRunSpecErrorsInYAMLTerms: a mistake in `agent run -f spec.yaml` is
+// reported at its line and column in the YAML, with the field, before any
+// gateway is asked.
+func TestRunSpecErrorsInYAMLTerms(t *testing.T) {
+	t.Parallel()
+	spec := filepath.Join(t.TempDir(), "run.yaml")
+	if err := os.WriteFile(spec, []byte("model: scripted:demo\ntools: ['Calculator.*']\nbudget:\n  max_turns: 3\n  max_turnz: 4\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	err := cliError(t, "agent", "run", "-f", spec, "hello", "--gateway", "127.0.0.1:1")
+	want := spec + `: line 5, column 3: unknown field "max_turnz"`
+	if err == nil || err.Error() != want {
+		t.Fatalf("agent run -f with a misspelled field: %v, want %q", err, want)
 	}
 }
