@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -68,7 +69,8 @@ func TestNoGateway(t *testing.T) {
 	}
 }
 
-// TestDevSaysWhyItCannotStart: a port dev needs that another program holds,
+// TestDevSaysWhyItCannotStart: a port dev needs that another program holds
+// (named: which program, when the system says),
 // and another dev running in this folder, stop `toolfleet dev` at once with
 // what to pass or do (not after NATS's 10 s wait for its port).
 func TestDevSaysWhyItCannotStart(t *testing.T) {
@@ -82,7 +84,16 @@ func TestDevSaysWhyItCannotStart(t *testing.T) {
 	others := []string{"--nats-port", "0", "--temporal-port", "0", "--temporal-ui-port", "0", "--data-dir", t.TempDir()}
 
 	out, err := runInProcess(t.Context(), append([]string{"dev", "--gateway-port", strconv.Itoa(port), "--dev-file", ""}, others...)...)
-	want := fmt.Sprintf("port %d (the gateway) is taken by another program: pass --gateway-port N, or --gateway-port 0 for any free port", port)
+	// The holder is this test process; Linux says so.
+	holder := "another program"
+	if runtime.GOOS == "linux" {
+		comm, err := os.ReadFile("/proc/self/comm")
+		if err != nil {
+			t.Fatal(err)
+		}
+		holder = fmt.Sprintf("%s (pid %d)", strings.TrimSpace(string(comm)), os.Getpid())
+	}
+	want := fmt.Sprintf("port %d (the gateway) is taken by %s: pass --gateway-port N, or --gateway-port 0 for any free port", port, holder)
 	if err == nil || !strings.Contains(err.Error(), want) {
 		t.Errorf("dev on a taken port: %v, want %q\n%s", err, want, out)
 	}
