@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -101,8 +102,10 @@ func TestWithoutComment(t *testing.T) {
 // Forecast` was done: the stub answers, the hand edit of forecast.go and of
 // the contract's description with `go generate` make Forecast answer, the
 // scaffold's test then fails as the tutorial says, and the scripted agent
-// run calls the tool and answers.
-func tutorialSteps4And5(ctx context.Context, t *testing.T, dir string, env []string, goCmd func(...string) *exec.Cmd, devStderr *syncbuf.Buffer) {
+// run calls the tool and answers. The edit changes an existing tool (its
+// description), which the gateway takes only after the old worker drained:
+// hello (one plain gRPC call without retries) measures that window.
+func tutorialSteps4And5(ctx context.Context, t *testing.T, dir string, env []string, goCmd func(...string) *exec.Cmd, hello func() error, devStderr *syncbuf.Buffer) {
 	t.Helper()
 	step4 := tutorialSection(t, 4)
 	cli := func(args []string) (string, error) {
@@ -156,6 +159,41 @@ func tutorialSteps4And5(ctx context.Context, t *testing.T, dir string, env []str
 	if !strings.Contains(step4, "run `go generate`") {
 		t.Fatalf("%s step 4 no longer says to run `go generate`", tutorialPath)
 	}
+	// Plain calls of Weather.Hello through this rebuild: how long a caller
+	// without retries sees no serving replica (measured, not asserted: a
+	// changed tool is not additive).
+	var window struct {
+		sync.Mutex
+		calls, failed int
+		first, last   time.Time
+	}
+	stopProbe, probeDone := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(probeDone)
+		for {
+			select {
+			case <-stopProbe:
+				return
+			case <-time.After(5 * time.Millisecond):
+			}
+			err := hello()
+			window.Lock()
+			window.calls++
+			if err != nil {
+				if window.failed++; window.first.IsZero() {
+					window.first = time.Now()
+				}
+				window.last = time.Now()
+			}
+			window.Unlock()
+		}
+	}()
+	defer func() {
+		close(stopProbe)
+		<-probeDone
+		t.Logf("tutorial step 4, a changed tool (not additive): %d of %d plain calls of Weather.Hello failed, over %s from the first failure to the last",
+			window.failed, window.calls, window.last.Sub(window.first).Round(time.Millisecond))
+	}()
 	if out, err := goCmd("generate").CombinedOutput(); err != nil {
 		t.Fatalf("go generate: %v\n%s", err, out)
 	}
