@@ -48,20 +48,25 @@ func calculatorEdited(t *testing.T, keep []string, edit func(*descriptorpb.FileD
 	return files, fd.Services().Get(0)
 }
 
-// TestReplicaThatOnlyAddsToolsJoins: a replica of Calculator@1.0.0 whose
-// contract only adds tools to the registered one (a rebuild after
-// `toolfleet add tool`) joins beside it: the shared tool gets both replicas,
+// TestReplicaThatOnlyAddsToolsJoins: with AcceptAdditiveContracts (as
+// `toolfleet dev` runs it), a replica of Calculator@1.0.0 whose contract only
+// adds tools to the registered one (a rebuild after `toolfleet add tool`)
+// joins beside it: the shared tool gets both replicas,
 // the new tools the new one only. A replica that then drops a tool again, or
 // keeps the tools but renumbers a field of one, is refused: what a call
 // means may only change with a new version.
 func TestReplicaThatOnlyAddsToolsJoins(t *testing.T) {
 	t.Parallel()
 	srv := natstest.Start(t)
-	g := startGateway(t, gateway.Config{NATSURL: srv.URL(), Auth: gateway.AuthConfig{Disabled: true}})
+	// A gateway with the default trust rule refuses it; the larger replica is
+	// refused there while the smaller one keeps serving.
+	strict := startGateway(t, gateway.Config{NATSURL: srv.URL(), Auth: gateway.AuthConfig{Disabled: true}})
+	g := startGateway(t, gateway.Config{NATSURL: srv.URL(), Auth: gateway.AuthConfig{Disabled: true}, AcceptAdditiveContracts: true})
 	files, sd := calculatorEdited(t, []string{"Add"}, nil)
 	small := startPlainCalculatorFrom(t, "127.0.0.1:0", files, sd)
 	announce(t, srv.URL(), small.addr)
 	waitTool(t, g, "Calculator.Add@1.0.0")
+	waitTool(t, strict, "Calculator.Add@1.0.0")
 	if n := gateway.ReplicasForTest(g, "Calculator.Subtract@1.0.0"); n != 0 {
 		t.Fatalf("Calculator.Subtract served by %d replicas before the larger one joined", n)
 	}
@@ -77,6 +82,10 @@ func TestReplicaThatOnlyAddsToolsJoins(t *testing.T) {
 	}
 	if joined, _ := g.WorkerAdmission(small.addr); !joined {
 		t.Fatal("the registered replica no longer takes calls")
+	}
+	waitFor(t, "the default gateway to refuse the replica that adds tools", func() bool { _, refused := strict.WorkerAdmission(larger.addr); return refused })
+	if n := gateway.ReplicasForTest(strict, "Calculator.Subtract@1.0.0"); n != 0 {
+		t.Fatalf("the default gateway serves the added Calculator.Subtract on %d replicas", n)
 	}
 
 	for _, tc := range []struct {

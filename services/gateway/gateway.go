@@ -104,6 +104,7 @@ func New(ctx context.Context, cfg Config) (*Gateway, error) {
 		return nil, err
 	}
 	g.reg = registry.New(g.log, 10*time.Second, append([]grpc.DialOption{dial, grpc.WithMaxHeaderListSize(maxWorkerHeaderBytes)}, g.workerTraceOptions()...)...)
+	g.reg.AcceptAdditive(cfg.AcceptAdditiveContracts)
 	g.metrics = newMetrics(func() float64 { return float64(len(g.reg.Current().Defs())) })
 	g.metrics.reg.MustRegister(g.reg.Rejections())
 	lc := cfg.Limits

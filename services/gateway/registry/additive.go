@@ -8,14 +8,15 @@ import (
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
 )
 
-// The one exception to the trust rule (trust.go): a replica whose contract of a
-// Toolkit@version only adds tools to the registered one joins beside it. Every
-// tool the registered replica serves must be served by the new one with the
-// same definition and the same gRPC method, down to every message and enum the
-// method reads or writes (field numbers, names, types, options), so that a call
-// routed to either replica means the same thing. New tools are routed to the
-// replicas that serve them only. This is what a rebuild that adds a tool looks
-// like (`toolfleet add tool` under `toolfleet dev --worker`): the new process
+// The one exception to the trust rule (trust.go), when [Registry.AcceptAdditive]
+// turned it on: a replica whose contract of a Toolkit@version only adds tools
+// to the registered one joins beside it. Every tool the registered replica
+// serves must be served by the new one with the same definition and the same
+// gRPC method, down to every message and enum the method reads or writes
+// (field numbers, names, types, options), so that a call routed to either
+// replica means the same thing. New tools are routed to the replicas that
+// serve them only. This is what a rebuild that adds a tool looks like
+// (`toolfleet add tool` under `toolfleet dev --worker`): the new process
 // serves beside the old one, which then drains, with no moment without a
 // replica. A change to an existing tool, or a removed tool, still needs a new
 // version.
@@ -84,6 +85,11 @@ func sameMessage(a, b protoreflect.MessageDescriptor, seen map[protoreflect.Full
 	}
 	return true
 }
+
+// AcceptAdditive turns on (or off) the exception above for replicas loaded
+// from now on. Off by default: anyone allowed to announce could otherwise add
+// tools under a served toolkit's name.
+func (r *Registry) AcceptAdditive(on bool) { r.additive.Store(on) }
 
 // Admission says what the registry made of the worker at addr: Joined once
 // its contracts are loaded and it takes calls, Refused while it is remembered
