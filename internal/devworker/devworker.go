@@ -3,9 +3,10 @@
 // rebuilds it when a Go file, go.mod or go.sum of its module changes. A
 // rebuild is swapped in with no downtime: the new binary is built next to the
 // running one, started, and the old one is stopped only once the new one is
-// ready ([Config.Ready]); a rebuild that changes the worker's contract
-// starts once the old one drains ([Config.Draining]); a failed build leaves
-// the old one serving. A worker that exits on its own is restarted after a backoff that
+// ready ([Config.Ready]); a rebuild that changes the worker's contract swaps
+// the same way when the registry took it beside the old one ([Config.Joined]:
+// it only adds tools), else starts once the old one drains
+// ([Config.Draining]); a failed build leaves the old one serving. A worker that exits on its own is restarted after a backoff that
 // doubles up to a bound and resets once a run lasted long enough. The
 // process belongs to [Run]: it is stopped (SIGTERM, then SIGKILL after
 // StopTimeout) before Run returns.
