@@ -66,7 +66,7 @@ func Unmarshal(name string, b []byte, m proto.Message) error {
 		return nil
 	}
 	e := &encoder{}
-	if err := e.node(doc.Content[0], 0); err != nil {
+	if err := e.node(doc.Content[0], "", 0); err != nil {
 		var pe *posError
 		if errors.As(err, &pe) {
 			return fail(pe.line, pe.col, "%s", pe.msg)
@@ -78,8 +78,8 @@ func Unmarshal(name string, b []byte, m proto.Message) error {
 		msg := err.Error()
 		if m := protoErr.FindStringSubmatch(msg); m != nil {
 			col, _ := strconv.Atoi(m[2])
-			if n := e.at(byteOffset(js, col)); n != nil {
-				return fail(n.Line, n.Column, "%s", m[3])
+			if mk, ok := e.at(byteOffset(js, col)); ok {
+				return fail(mk.node.Line, mk.node.Column, "%s", reword(m[3], mk))
 			}
 			return fail(0, 0, "%s", m[3])
 		}
@@ -91,6 +91,50 @@ func Unmarshal(name string, b []byte, m proto.Message) error {
 
 // protoErr matches protojson's "proto: (line L:C): what".
 var protoErr = regexp.MustCompile(`\(line (\d+):(\d+)\): (.*)$`)
+
+// invalidValue matches protojson's "invalid value for KIND field NAME: TOKEN".
+var invalidValue = regexp.MustCompile(`^invalid value for (\S+) field (\S+): (.*)$`)
+
+// reword says protojson's complaint about the node at mk in YAML's terms:
+// the field's path, and a list or a mapping as such, not as the
+// intermediate JSON's "[" or "{".
+func reword(msg string, mk mark) string {
+	got := "a value"
+	switch mk.node.Kind {
+	case yaml.SequenceNode:
+		got = "a list"
+	case yaml.MappingNode:
+		got = "a mapping"
+	}
+	if m := invalidValue.FindStringSubmatch(msg); m != nil {
+		if got == "a value" {
+			got = m[3]
+		}
+		return fmt.Sprintf("%s: want %s %s value, not %s", cmpOr(mk.path, m[2]), article(m[1]), m[1], got)
+	}
+	if strings.HasPrefix(msg, "unexpected token") && mk.path != "" {
+		return fmt.Sprintf("%s: %s is not allowed here", mk.path, got)
+	}
+	if mk.path != "" && !strings.Contains(msg, "field") {
+		return mk.path + ": " + msg
+	}
+	return msg
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+// article is "an" before a vowel, else "a".
+func article(word string) string {
+	if word != "" && strings.ContainsRune("aeiou", rune(word[0])) {
+		return "an"
+	}
+	return "a"
+}
 
 // byteOffset is the byte offset of 1-based rune column col in the one-line js.
 func byteOffset(js []byte, col int) int {
@@ -112,6 +156,7 @@ type encoder struct {
 type mark struct {
 	off  int
 	node *yaml.Node
+	path string // where the node is in the document: "budget.maxTurns", "tools[1]"
 }
 
 type posError struct {
@@ -125,19 +170,23 @@ func errAt(n *yaml.Node, format string, a ...any) error {
 	return &posError{line: n.Line, col: n.Column, msg: fmt.Sprintf(format, a...)}
 }
 
-// at is the node whose JSON begins last at or before off.
-func (e *encoder) at(off int) *yaml.Node {
+// at is the mark of the node whose JSON begins last at or before off.
+func (e *encoder) at(off int) (mark, bool) {
 	i, found := slices.BinarySearchFunc(e.marks, off, func(m mark, off int) int { return m.off - off })
 	if found {
-		return e.marks[i].node
+		// A key and its value never share an offset; a node and its alias target may: the last one wins.
+		for i+1 < len(e.marks) && e.marks[i+1].off == off {
+			i++
+		}
+		return e.marks[i], true
 	}
 	if i == 0 {
-		return nil
+		return mark{}, false
 	}
-	return e.marks[i-1].node
+	return e.marks[i-1], true
 }
 
-func (e *encoder) node(n *yaml.Node, depth int) error {
+func (e *encoder) node(n *yaml.Node, path string, depth int) error {
 	if e.nodes++; e.nodes > MaxNodes {
 		return errAt(n, "more than %d values (aliases included)", MaxNodes)
 	}
@@ -145,9 +194,9 @@ func (e *encoder) node(n *yaml.Node, depth int) error {
 		return errAt(n, "nested more than 100 levels deep")
 	}
 	if n.Kind == yaml.AliasNode {
-		return e.node(n.Alias, depth+1)
+		return e.node(n.Alias, path, depth+1)
 	}
-	e.marks = append(e.marks, mark{off: e.buf.Len(), node: n})
+	e.marks = append(e.marks, mark{off: e.buf.Len(), node: n, path: path})
 	switch n.Kind {
 	case yaml.MappingNode:
 		e.buf.WriteByte('{')
@@ -162,11 +211,15 @@ func (e *encoder) node(n *yaml.Node, depth int) error {
 			if i > 0 {
 				e.buf.WriteByte(',')
 			}
-			e.marks = append(e.marks, mark{off: e.buf.Len(), node: k})
+			kp := k.Value
+			if path != "" {
+				kp = path + "." + k.Value
+			}
+			e.marks = append(e.marks, mark{off: e.buf.Len(), node: k, path: kp})
 			kb, _ := json.Marshal(k.Value)
 			e.buf.Write(kb)
 			e.buf.WriteByte(':')
-			if err := e.node(v, depth+1); err != nil {
+			if err := e.node(v, kp, depth+1); err != nil {
 				return err
 			}
 		}
@@ -177,7 +230,7 @@ func (e *encoder) node(n *yaml.Node, depth int) error {
 			if i > 0 {
 				e.buf.WriteByte(',')
 			}
-			if err := e.node(c, depth+1); err != nil {
+			if err := e.node(c, fmt.Sprintf("%s[%d]", path, i), depth+1); err != nil {
 				return err
 			}
 		}

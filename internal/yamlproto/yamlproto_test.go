@@ -47,9 +47,10 @@ func TestUnmarshalErrorsInTheAuthorsTerms(t *testing.T) {
 		{"unknown field", "model: scripted:demo\nlabels: {équipe: \"é\"}\nbudget:\n  maxTurns: 3\n  maxTurnz: 4\n",
 			[]string{"run.yaml: line 5, column 3: ", `unknown field "maxTurnz"`}},
 		{"wrong type", "model: scripted:demo\nbudget:\n  maxTurns: lots\n",
-			[]string{"run.yaml: line 3, column 13: ", "maxTurns"}},
-		{"list for a string", "model: [a, b]\n", []string{"run.yaml: line 1, column 8: ", "model"}},
-		{"bad enum", "questions: SOMETIMES\n", []string{"run.yaml: line 1, column 12: ", "SOMETIMES"}},
+			[]string{`run.yaml: line 3, column 13: budget.maxTurns: want an int32 value, not "lots"`}},
+		{"list for a string", "model: [a, b]\n", []string{"run.yaml: line 1, column 8: model: want a string value, not a list"}},
+		{"mapping for a list", "tools: {a: b}\n", []string{"run.yaml: line 1, column 8: tools: a mapping is not allowed here"}},
+		{"bad enum", "questions: SOMETIMES\n", []string{`run.yaml: line 1, column 12: questions: want an enum value, not "SOMETIMES"`}},
 		{"not YAML", "model: a\n  tools: [\n", []string{"run.yaml: not YAML: line "}},
 		{"merge key", "base: &b {model: x}\n<<: *b\n", []string{"run.yaml: line 2, column 1: merge keys"}},
 		{"alias bomb", "a: &a [x, x, x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a, *a]\nc: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b, *b]\n" +
