@@ -76,3 +76,18 @@ func TestUnmarshalErrorsInTheAuthorsTerms(t *testing.T) {
 		})
 	}
 }
+
+// FuzzUnmarshal: any document is decoded or refused with a spec error, never
+// a panic, and a refusal never shows the decoder's prefix.
+func FuzzUnmarshal(f *testing.F) {
+	for _, seed := range []string{"model: x\n", "budget: {maxTurns: 3}\n", "tools: [a, *b]\n", "a: &a [*a]\n", "labels: {é: 1}\n", "- 1\n", "{", "questions: 1e999\n"} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var req toolfleetv1.StartRunRequest
+		err := yamlproto.Unmarshal("f.yaml", b, &req)
+		if err != nil && (!errors.Is(err, yamlproto.ErrSpec) || strings.Contains(err.Error(), "proto:")) {
+			t.Fatalf("error %q", err)
+		}
+	})
+}
