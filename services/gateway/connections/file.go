@@ -20,7 +20,10 @@ import (
 //	     "token_url": "https://github.com/login/oauth/access_token", "auth_style": "post",
 //	     "client_id": "Iv1.0123", "client_secret_file": "/secrets/github/secret"},
 //	    {"name": "corp", "issuer": "https://login.example.com", "client_id": "toolfleet",
-//	     "client_secret_file": "/secrets/corp/secret", "scopes": ["offline_access"]}
+//	     "client_secret_file": "/secrets/corp/secret", "scopes": ["offline_access"]},
+//	    {"name": "inventory", "issuer": "https://login.example.com", "client_id": "toolfleet-gateway",
+//	     "client_secret_file": "/secrets/corp/secret", "exchange": "jwt-bearer",
+//	     "assertion_key_file": "/secrets/corp/assertion.pem"}
 //	  ]
 //	}
 //
