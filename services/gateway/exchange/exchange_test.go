@@ -2,6 +2,7 @@ package exchange_test
 
 import (
 	"bytes"
+	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -384,3 +385,83 @@ func TestConfig(t *testing.T) {
 type writerFunc func([]byte) (int, error)
 
 func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+// Callers that miss the cache together share one exchange; one of them
+// going away stops only its own wait.
+func TestConcurrentMissesShareOneExchange(t *testing.T) {
+	t.Parallel()
+	arrived, release := make(chan struct{}, 16), make(chan struct{})
+	var requests atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		requests.Add(1)
+		arrived <- struct{}{}
+		select {
+		case <-release:
+		case <-r.Context().Done():
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"access_token": "shared", "token_type": "Bearer", "expires_in": 3600}`))
+	}))
+	t.Cleanup(srv.Close)
+	t.Cleanup(func() {
+		select {
+		case <-release:
+		default:
+			close(release)
+		}
+	})
+	key, _ := keyFile(t)
+	s, err := exchange.New(t.Context(), []connections.Provider{{Name: "corp", TokenURL: srv.URL, ClientID: "toolfleet",
+		Exchange: connections.ExchangeJWTBearer, AssertionKeyFile: key}}, exchange.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := exchange.Request{Subject: "alice", Audience: "inventory", Scopes: []string{"items:read"}}
+	first, cancel := context.WithCancel(t.Context())
+	firstDone := make(chan error, 1)
+	go func() {
+		_, err := s.Token(first, "corp", req)
+		firstDone <- err
+	}()
+	select {
+	case <-arrived:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the exchange did not reach the server")
+	}
+	const others = 6
+	results := make(chan string, others)
+	for range others {
+		go func() {
+			tok, err := s.Token(t.Context(), "corp", req)
+			if err != nil {
+				results <- err.Error()
+				return
+			}
+			results <- tok.Value
+		}()
+	}
+	cancel()
+	select {
+	case err := <-firstDone:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("the caller that went away: %v, want context.Canceled", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the caller that went away is still waiting")
+	}
+	close(release)
+	for range others {
+		select {
+		case got := <-results:
+			if got != "shared" {
+				t.Fatalf("a caller got %q, want the shared token", got)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatal("a caller is still waiting")
+		}
+	}
+	if n := requests.Load(); n != 1 {
+		t.Fatalf("%d exchanges for one key, want 1", n)
+	}
+}

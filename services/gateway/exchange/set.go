@@ -2,7 +2,6 @@ package exchange
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -12,6 +11,7 @@ import (
 	"time"
 
 	lru "github.com/hashicorp/golang-lru/v2"
+	"golang.org/x/sync/singleflight"
 
 	"github.com/toolfleet/toolfleet/services/gateway/connections"
 )
@@ -35,6 +35,9 @@ type Options struct {
 	// HTTPClient talks to the authorization servers. Default: one with
 	// [DefaultHTTPTimeout].
 	HTTPClient *http.Client
+	// ExchangeTimeout bounds one exchange (callers waiting for it stop
+	// earlier when their own context ends). Default [DefaultHTTPTimeout].
+	ExchangeTimeout time.Duration
 	// Logger. Default slog.Default().
 	Logger *slog.Logger
 	// Now is the clock (tests). Default time.Now.
@@ -46,9 +49,12 @@ type Options struct {
 type Set struct {
 	byName map[string]Exchanger
 	cache  *lru.Cache[string, Token]
-	margin time.Duration
-	now    func() time.Time
-	log    *slog.Logger
+	// flight makes concurrent misses of one key one exchange.
+	flight  singleflight.Group
+	margin  time.Duration
+	timeout time.Duration
+	now     func() time.Time
+	log     *slog.Logger
 }
 
 // New resolves the exchange providers of a connections file
@@ -67,6 +73,9 @@ func New(ctx context.Context, providers []connections.Provider, opts Options) (*
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
+	if opts.ExchangeTimeout <= 0 {
+		opts.ExchangeTimeout = DefaultHTTPTimeout
+	}
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
@@ -74,7 +83,7 @@ func New(ctx context.Context, providers []connections.Provider, opts Options) (*
 	if err != nil {
 		return nil, err
 	}
-	s := &Set{byName: map[string]Exchanger{}, cache: cache, margin: opts.ReuseMargin, now: opts.Now, log: opts.Logger}
+	s := &Set{byName: map[string]Exchanger{}, cache: cache, margin: opts.ReuseMargin, timeout: opts.ExchangeTimeout, now: opts.Now, log: opts.Logger}
 	for i := range providers {
 		p := providers[i]
 		if p.Exchange == "" {
@@ -137,18 +146,33 @@ func (s *Set) Token(ctx context.Context, provider string, req Request) (Token, e
 		}
 		s.cache.Remove(key)
 	}
-	t, err := x.Exchange(ctx, req)
-	if err != nil {
-		if !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
+	// One exchange per key at a time: the callers that miss together share
+	// it. It runs without the first caller's cancellation (bounded by
+	// ExchangeTimeout), so that one caller going away does not fail
+	// the others; each caller still stops waiting when its own ctx ends.
+	ch := s.flight.DoChan(key, func() (any, error) {
+		xctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.timeout)
+		defer cancel()
+		t, err := x.Exchange(xctx, req)
+		if err != nil {
 			s.log.WarnContext(ctx, "token exchange failed", "provider", provider, "audience", req.Audience,
 				"subject", req.Subject, "delegate", req.Delegate, "error", err)
+			return Token{}, err
 		}
-		return Token{}, err
+		if t.Expiry.After(s.now().Add(s.margin)) {
+			s.cache.Add(key, t) // a token without an expiry, or about to lapse, is not kept
+		}
+		return t, nil
+	})
+	select {
+	case <-ctx.Done():
+		return Token{}, ctx.Err()
+	case r := <-ch:
+		if r.Err != nil {
+			return Token{}, r.Err
+		}
+		return r.Val.(Token), nil
 	}
-	if t.Expiry.After(s.now().Add(s.margin)) {
-		s.cache.Add(key, t) // a token without an expiry, or about to lapse, is not kept
-	}
-	return t, nil
 }
 
 // cacheKey names whom a token acts for (principal and delegate), where and

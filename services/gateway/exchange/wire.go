@@ -59,9 +59,8 @@ func (e *endpoint) post(ctx context.Context, form url.Values, asked []string) (T
 	}
 	resp, err := e.hc.Do(req)
 	if err != nil {
-		if ctxErr := ctx.Err(); ctxErr != nil {
-			return Token{}, ctxErr
-		}
+		// The exchange runs on its own deadline (Set), not the caller's: a
+		// timeout is the server not answering.
 		var ue *url.Error
 		if errors.As(err, &ue) {
 			err = ue.Err // the URL is the operator's, but keep errors short and form-free
