@@ -169,7 +169,7 @@ on its own. Ctrl-C stops it.`,
 	// variables themselves.
 	cfg.NATS.AddFlags(f)
 	cfg.Assets.AddFlags(f)
-	cmd.AddCommand(newDevTokenCommand())
+	cmd.AddCommand(newDevTokenCommand(), newDevHydraLoginCommand())
 	return cmd
 }
 
