@@ -6,6 +6,7 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/rsa"
 	"crypto/x509"
 	"encoding/json"
 	"encoding/pem"
@@ -463,5 +464,70 @@ func TestConcurrentMissesShareOneExchange(t *testing.T) {
 	}
 	if n := requests.Load(); n != 1 {
 		t.Fatalf("%d exchanges for one key, want 1", n)
+	}
+}
+
+// The assertion key may be RSA (RS256) or EC P-256 (ES256), in the PEM forms
+// openssl writes; short RSA keys and other curves are refused.
+func TestAssertionKeys(t *testing.T) {
+	t.Parallel()
+	a := newAS(t)
+	rsaKey, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ecKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p384, err := ecdsa.GenerateKey(elliptic.P384(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pkcs8 := func(k any) []byte {
+		der, err := x509.MarshalPKCS8PrivateKey(k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der})
+	}
+	sec1, _ := x509.MarshalECPrivateKey(ecKey)
+	p384der, _ := x509.MarshalECPrivateKey(p384)
+	for _, tc := range []struct {
+		name string
+		pem  []byte
+		alg  string // "" = refused
+	}{
+		{"RSA PKCS #8", pkcs8(rsaKey), "RS256"},
+		{"RSA PKCS #1", pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(rsaKey)}), "RS256"},
+		{"EC PKCS #8", pkcs8(ecKey), "ES256"},
+		{"EC SEC 1", pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: sec1}), "ES256"},
+		{"EC P-384", pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: p384der}), ""},
+	} {
+		path := filepath.Join(t.TempDir(), "key.pem")
+		if err := os.WriteFile(path, tc.pem, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		s, err := exchange.New(t.Context(), []connections.Provider{{Name: "corp", TokenURL: a.srv.URL, ClientID: "toolfleet",
+			ClientSecretFile: secretFile(t), Exchange: connections.ExchangeJWTBearer, AssertionKeyFile: path}}, exchange.Options{})
+		if tc.alg == "" {
+			if !errors.Is(err, connections.ErrConfig) {
+				t.Errorf("%s: %v, want refused", tc.name, err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if _, err := s.Token(t.Context(), "corp", exchange.Request{Subject: tc.name, Audience: "inventory"}); err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		tok, _, err := jwt.NewParser().ParseUnverified(a.form(a.requests()-1).Get("assertion"), jwt.MapClaims{})
+		if err != nil {
+			t.Fatalf("%s: assertion: %v", tc.name, err)
+		}
+		if tok.Method.Alg() != tc.alg {
+			t.Errorf("%s: assertion alg %s, want %s", tc.name, tok.Method.Alg(), tc.alg)
+		}
 	}
 }
