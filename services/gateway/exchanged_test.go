@@ -192,3 +192,47 @@ func TestExchangedCredential(t *testing.T) {
 		t.Fatal("the refusal's OAuth error is not logged")
 	}
 }
+
+// TestExchangeNeedsAuthentication: with auth off (loopback development) a
+// call naming a principal to act for is unauthenticated: nothing is
+// exchanged, the tool is refused with UNIMPLEMENTED.
+func TestExchangeNeedsAuthentication(t *testing.T) {
+	t.Parallel()
+	te := &teServer{}
+	srv := httptest.NewServer(te)
+	t.Cleanup(srv.Close)
+	dir := t.TempDir()
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	der, _ := x509.MarshalPKCS8PrivateKey(k)
+	for name, b := range map[string][]byte{"key.pem": pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), "secret": []byte("s3cret")} {
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// jwt-bearer: the gateway would assert whatever subject it were given.
+	set, err := exchange.New(t.Context(), []connections.Provider{{Name: "corp", TokenURL: srv.URL, ClientID: "toolfleet",
+		ClientSecretFile: filepath.Join(dir, "secret"), Exchange: connections.ExchangeJWTBearer, AssertionKeyFile: filepath.Join(dir, "key.pem")}},
+		exchange.Options{Logger: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, _ := startWorker(t, "", func(w *tool.Worker) { delegatedv1.RegisterDelegatedServiceServer(w, inventory{}) })
+	g := startGateway(t, gateway.Config{Workers: []string{w.Addr()}, Exchange: set, Auth: gateway.AuthConfig{Disabled: true}})
+	waitTool(t, g, "Delegated.Inventory")
+	gc := grpcClient(t, g.Addr())
+	for _, md := range [][]string{nil, {"toolfleet-on-behalf-of", "alice", "toolfleet-on-behalf-scopes", "tools:call"}} {
+		_, err := gc.CallTool(metadata.AppendToOutgoingContext(t.Context(), md...),
+			&toolfleetv1.CallToolRequest{ToolId: "Delegated.Inventory", Input: mustStruct(t, map[string]any{"api": "inventory"})})
+		if status.Code(err) != codes.Unimplemented {
+			t.Fatalf("auth off, metadata %v: %v, want UNIMPLEMENTED", md, err)
+		}
+	}
+	te.mu.Lock()
+	defer te.mu.Unlock()
+	if len(te.seen) != 0 {
+		t.Fatalf("the server got %d exchanges with auth off", len(te.seen))
+	}
+}
