@@ -376,7 +376,7 @@ func startDevServices(ctx context.Context, stack *devstack.Stack, cfg devConfig,
 	fl, err := startFleet(ctx, fleetConfig{Host: cfg.Host, GatewayPort: cfg.GatewayPort, JWTSecret: cfg.JWTSecret, IdP: cfg.OIDC,
 		AllowedOrigins: cfg.AllowedOrigins, NATSURL: stack.NATS.URL(), NATS: cfg.NATS, Assets: cfg.Assets, Logger: o.Logger,
 		Mounts: mounts, MCPTasks: mcpTasks(agents, programs), Tracing: o.Tracing, Conformance: cfg.Conformance,
-		Limits: o.Limits, StoreShare: cfg.StoreShare, Connections: creds.Tokens()})
+		Limits: o.Limits, StoreShare: cfg.StoreShare, Connections: creds.Tokens(), Exchange: creds.Exchange()})
 	if err == nil {
 		creds.Serving(fl.Gateway)
 		cons.Connect("http://" + fl.Gateway.Addr())

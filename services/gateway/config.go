@@ -180,6 +180,11 @@ type Config struct {
 	// implements it, wired in cmd/. Nil: such tools are refused with
 	// Unimplemented.
 	Connections TokenSource
+	// Exchange gives the tools of first-party APIs (a credential whose
+	// provider is one of its own) a token exchanged for their caller at the
+	// operator's authorization server; package exchange implements it.
+	// Nil: those providers are looked up in Connections.
+	Exchange Exchanger
 	// Tracing records the gateway's spans (server, and client towards workers)
 	// with the global OpenTelemetry TracerProvider (internal/telemetry). A
 	// caller's traceparent is honoured either way.
