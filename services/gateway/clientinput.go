@@ -146,6 +146,10 @@ func (g *Gateway) askClient(p *Principal, def *toolfleetv1.ToolDefinition, req *
 	}
 	resp.Success = false
 	resp.Outcome = nil
-	resp.InputRequired = &toolfleetv1.InputRequired{Requests: q.GetRequests(), RequestState: sl.Seal(b, q.GetState(), g.cfg.ClientInput.TTL)}
+	ttl := g.cfg.ClientInput.TTL
+	if p.Via != nil { // a run, program or MCP task asks the person: it waits as long as the run does
+		ttl = g.cfg.ClientInput.DelegatedTTL
+	}
+	resp.InputRequired = &toolfleetv1.InputRequired{Requests: q.GetRequests(), RequestState: sl.Seal(b, q.GetState(), ttl)}
 	return nil
 }

@@ -46,8 +46,12 @@ const (
 	DefaultStartedEventAfter = 100 * time.Millisecond
 	DefaultEventQueue        = 10000
 	// DefaultClientInputTTL: a caller answers a tool's questions within this.
-	DefaultClientInputTTL  = 15 * time.Minute
-	DefaultShutdownTimeout = 10 * time.Second
+	DefaultClientInputTTL = 15 * time.Minute
+	// DefaultDelegatedClientInputTTL: an agent run or a program (a call on
+	// behalf of a person) waits for that person's answer up to its approval
+	// timeout (24 h by default), so its sealed state must outlive it.
+	DefaultDelegatedClientInputTTL = 7 * 24 * time.Hour
+	DefaultShutdownTimeout         = 10 * time.Second
 	// DefaultMaxRequestBytes bounds one request on every surface (limits.go).
 	DefaultMaxRequestBytes = 4 << 20
 	// DefaultMaxInputValues bounds the JSON values of one JSON request.
@@ -225,6 +229,9 @@ func (c *Config) defaults() {
 	if c.ClientInput.TTL <= 0 {
 		c.ClientInput.TTL = DefaultClientInputTTL
 	}
+	if c.ClientInput.DelegatedTTL <= 0 {
+		c.ClientInput.DelegatedTTL = DefaultDelegatedClientInputTTL
+	}
 	if c.Events.Queue <= 0 {
 		c.Events.Queue = DefaultEventQueue
 	}
@@ -268,6 +275,11 @@ type ClientInputConfig struct {
 	// TTL is how long a caller has to answer a tool's questions. Default
 	// [DefaultClientInputTTL].
 	TTL time.Duration
+	// DelegatedTTL is TTL for calls made on behalf of a person (agent runs,
+	// programs and MCP tasks, through the orchestrator's tools:delegate):
+	// their questions wait in the inbox, durably, for as long as the run
+	// waits. Default [DefaultDelegatedClientInputTTL].
+	DelegatedTTL time.Duration
 }
 
 // ResultHandlesConfig bounds the calls at once that allow a handle and so
