@@ -69,7 +69,11 @@ Give the answer's fields as one JSON object (--json '{"name":"Ada"}') or one
 --field k=v each (a value that reads as JSON — a number, true, false — is
 taken as such; quote it in JSON to keep a string); they must match the
 question's schema. --decline or --cancel answer without content. A call that
-asks several questions at once needs --key for each.`,
+asks several questions at once needs --key for each.
+
+A call waiting for a connection ('WAITS FOR connection github') goes on
+when you connect the account (toolfleet connections connect github) and
+answer it without content; --decline tells the call you will not connect.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			owner, callID, err := callOwner(kind, args)
