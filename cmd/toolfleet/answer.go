@@ -58,6 +58,7 @@ func newAnswerCommand(kind, getVerb string, send answerer) *cobra.Command {
 		key, content    string
 		fields          []string
 		decline, cancel bool
+		connected       bool
 	)
 	cmd := &cobra.Command{
 		Use:   "answer CALL_ID",
@@ -73,7 +74,7 @@ asks several questions at once needs --key for each.
 
 A call waiting for a connection ('WAITS FOR connection github') goes on
 when you connect the account (toolfleet connections connect github) and
-answer it without content; --decline tells the call you will not connect.`,
+answer it with --connected; --decline tells the call you will not connect.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			owner, callID, err := callOwner(kind, args)
@@ -85,6 +86,10 @@ answer it without content; --decline tells the call you will not connect.`,
 			switch {
 			case decline && cancel:
 				return errors.New("give --decline or --cancel, not both")
+			case connected && (decline || cancel || content != "" || len(fields) > 0):
+				return errors.New("--connected carries no content and no other answer")
+			case connected:
+				// A call waiting for a connection: accept without content.
 			case decline || cancel:
 				if content != "" || len(fields) > 0 {
 					return errors.New("--decline and --cancel carry no content: drop --json and --field")
@@ -116,6 +121,7 @@ answer it without content; --decline tells the call you will not connect.`,
 	f.StringArrayVar(&fields, "field", nil, "one answer field as k=v (repeatable)")
 	f.BoolVar(&decline, "decline", false, "decline to answer")
 	f.BoolVar(&cancel, "cancel", false, "cancel the question")
+	f.BoolVar(&connected, "connected", false, "a call waiting for a connection: the account is connected now, make the call again")
 	return cmd
 }
 
