@@ -95,11 +95,11 @@ func connectQuestion(q Question, r AskedRequest) (Question, error) {
 
 // ConnectMessage is what a pending connection says to the person.
 func ConnectMessage(provider string, scopes []string) string {
-	msg := "connect your " + provider + " account"
+	cmd := "toolfleet connections connect " + provider
 	if len(scopes) > 0 {
-		msg += " (scopes " + strings.Join(scopes, " ") + ")"
+		cmd += " --scope " + strings.Join(scopes, ",")
 	}
-	return msg + ": run `toolfleet connections connect " + provider + "` (or use the console's inbox), then answer accept; decline to go on without it"
+	return "connect your " + provider + " account: run `" + cmd + "` (or use the console's inbox), then answer accept; decline to go on without it"
 }
 
 // DeclinedConnect is why a call ends when its person declines to connect.
