@@ -105,7 +105,9 @@ type resultError struct {
 	want string
 }
 
-func (e *resultError) Error() string { return "last tool result " + e.got.String() + ", want one containing " + e.want }
+func (e *resultError) Error() string {
+	return "last tool result " + e.got.String() + ", want one containing " + e.want
+}
 
 // waitConnection waits until the run waits for a connection to acme (the
 // n-th time its status is read as such after requested events), and
