@@ -13,12 +13,15 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/worker"
 	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
 	"github.com/toolfleet/toolfleet/internal/devstack/devstacktest"
 	"github.com/toolfleet/toolfleet/orchestrator/agent"
 	"github.com/toolfleet/toolfleet/orchestrator/agent/agenttest"
 	"github.com/toolfleet/toolfleet/orchestrator/ids"
+	"github.com/toolfleet/toolfleet/orchestrator/program"
 	"github.com/toolfleet/toolfleet/orchestrator/runstore"
 	"github.com/toolfleet/toolfleet/orchestrator/toolcall"
 	"github.com/toolfleet/toolfleet/sdk/client"
@@ -34,8 +37,9 @@ import (
 // fleet's gateway as the orchestrator (tools:delegate) on behalf of each
 // run's principal.
 type orchestrator struct {
-	runs   *agent.Runs
-	models *agent.Resolver
+	runs     *agent.Runs
+	programs *program.Programs
+	models   *agent.Resolver
 }
 
 func startOrchestrator(t *testing.T, f *fleet) *orchestrator {
@@ -64,11 +68,13 @@ func startOrchestrator(t *testing.T, f *fleet) *orchestrator {
 	const queue = "delegation-connpause"
 	w := worker.New(tc, queue, worker.Options{})
 	agent.Register(w, &agent.Activities{Store: store, Events: events, Gateway: gw, Models: o.models})
+	program.Register(w, &program.Activities{Gateway: gw, Events: events})
 	if err := w.Start(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(w.Stop)
 	o.runs = &agent.Runs{Temporal: tc, Store: store, TaskQueue: queue}
+	o.programs = &program.Programs{Temporal: tc, TaskQueue: queue}
 	return o
 }
 
@@ -146,6 +152,45 @@ func (o *orchestrator) waitEnd(t *testing.T, id string) agent.RunState {
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// writeHistoryEvent writes ev as JSON and every bytes field of it raw:
+// payloads are bytes, which JSON shows in base64, where no token would be
+// found.
+func writeHistoryEvent(b *strings.Builder, ev proto.Message) {
+	j, _ := protojson.Marshal(ev)
+	b.Write(j)
+	var walk func(m protoreflect.Message)
+	walk = func(m protoreflect.Message) {
+		m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+			switch {
+			case fd.IsList():
+				l := v.List()
+				for i := range l.Len() {
+					if fd.Kind() == protoreflect.MessageKind {
+						walk(l.Get(i).Message())
+					} else if fd.Kind() == protoreflect.BytesKind {
+						b.Write(l.Get(i).Bytes())
+					}
+				}
+			case fd.IsMap():
+				v.Map().Range(func(_ protoreflect.MapKey, mv protoreflect.Value) bool {
+					if fd.MapValue().Kind() == protoreflect.MessageKind {
+						walk(mv.Message())
+					} else if fd.MapValue().Kind() == protoreflect.BytesKind {
+						b.Write(mv.Bytes())
+					}
+					return true
+				})
+			case fd.Kind() == protoreflect.MessageKind:
+				walk(v.Message())
+			case fd.Kind() == protoreflect.BytesKind:
+				b.Write(v.Bytes())
+			}
+			return true
+		})
+	}
+	walk(ev.ProtoReflect())
 }
 
 // streamText is every message of a JetStream stream (data and headers),
@@ -266,8 +311,7 @@ func TestRunWaitsForConnection(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				j, _ := protojson.Marshal(ev)
-				b.Write(j)
+				writeHistoryEvent(&b, ev)
 			}
 			msgs, err := o.runs.Transcript(ctx, run)
 			if err != nil {
@@ -298,5 +342,112 @@ func TestRunWaitsForConnection(t *testing.T) {
 	}
 	if !strings.Contains(haystack(), tokens[0]) {
 		t.Fatal("a planted token was not found: the grep cannot fail")
+	}
+}
+
+// waitProgram waits until the program is in state want (with one pending
+// item when it waits) after at least requested input.requested events.
+func (o *orchestrator) waitProgram(t *testing.T, id string, js jetstream.JetStream, requested int, done bool) *program.Status {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	for {
+		st, err := o.programs.Get(ctx, id)
+		switch {
+		case err == nil && done && st.Done():
+			return st
+		case err == nil && !done && st.Status == program.StatusWaitingInput && st.State != nil && len(st.State.Questions) == 1 &&
+			countEvents(t, js, id, toolcall.EventInputRequested) >= requested:
+			return st
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("program %s: %+v, %v", id, st, err)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// TestProgramWaitsForConnection: a program calling a tool that acts with
+// carol's unconnected acme account waits for the connection like a run;
+// carol connects through Hydra and accepts, the same call goes on with her
+// token. Dave declines: his script reads an error value saying so. No
+// token in the programs' histories or events.
+func TestProgramWaitsForConnection(t *testing.T) {
+	f := startFleet(t, hydratest.Options{})
+	conns := f.connections(keyFile(t, connections.NewKeyLine("k")))
+	f.flow.set(conns.Handler())
+	f.gateway(conns)
+	o := startOrchestrator(t, f)
+	ctx := t.Context()
+	const src = "r = Delegated_Profile(part='name')\nresult = r.value['body'] if r.ok else r.error.kind + ': ' + r.error.message\n"
+	start := func(id, subject string) {
+		if _, err := o.programs.Start(ctx, program.Input{ProgramID: id, Source: src, Tools: []string{"Delegated.Profile"},
+			Principal: toolcall.Principal{Subject: subject, Scopes: []string{"tools:call"}}, AskPeople: true}); err != nil {
+			t.Fatalf("start %s: %v", id, err)
+		}
+	}
+
+	const id = "connpause-carol"
+	start(id, "carol")
+	q := o.waitProgram(t, id, f.js, 1, false).State.Questions[0]
+	if q.Method != toolcall.MethodConnect || q.Provider != "acme" || !strings.HasPrefix(q.CallID, id) {
+		t.Fatalf("pending item %+v, want a connection to acme", q)
+	}
+	link, err := conns.Start(ctx, "carol", "acme", q.Scopes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code, page := connect(t, link, "carol@acme", f.hydra); code != http.StatusOK {
+		t.Fatalf("connect: %d %s", code, page)
+	}
+	if err := o.programs.AnswerQuestion(ctx, id, toolcall.Reply{CallID: q.CallID, Key: q.Key, Action: "accept", Answerer: "carol"}); err != nil {
+		t.Fatal(err)
+	}
+	st := o.waitProgram(t, id, f.js, 0, true)
+	if st.Status != program.StatusCompleted || st.Output == nil || st.Output.ResultJSON != `"profile of carol@acme"` {
+		t.Fatalf("carol's program: %+v (%+v)", st, st.Output)
+	}
+	tokens := f.tool.seen()
+	if len(tokens) != 1 {
+		t.Fatalf("the worker saw %d tokens, want carol's one", len(tokens))
+	}
+	if calls := streamText(t, f.js, gateway.DefaultEventStream, ""); !strings.Contains(calls, q.CallID) {
+		t.Fatalf("no gateway event of call %s", q.CallID)
+	}
+
+	const daveProg = "connpause-dave"
+	start(daveProg, "dave")
+	dq := o.waitProgram(t, daveProg, f.js, 1, false).State.Questions[0]
+	if err := o.programs.AnswerQuestion(ctx, daveProg, toolcall.Reply{CallID: dq.CallID, Key: dq.Key, Action: "decline", Answerer: "dave"}); err != nil {
+		t.Fatal(err)
+	}
+	st = o.waitProgram(t, daveProg, f.js, 0, true)
+	if st.Status != program.StatusCompleted || st.Output == nil || !strings.Contains(st.Output.ResultJSON, "the user declined to connect acme") {
+		t.Fatalf("dave's program: %+v (%+v)", st, st.Output)
+	}
+
+	var b strings.Builder
+	for _, p := range []string{id, daveProg} {
+		it := o.programs.Temporal.GetWorkflowHistory(ctx, p, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+		for it.HasNext() {
+			ev, err := it.Next()
+			if err != nil {
+				t.Fatal(err)
+			}
+			writeHistoryEvent(&b, ev)
+		}
+	}
+	// The histories' payloads are read: the script's result is in them.
+	if !strings.Contains(b.String(), "profile of carol@acme") {
+		t.Fatal("the histories miss the program's result: the grep would prove nothing")
+	}
+	b.WriteString(streamText(t, f.js, toolcall.DefaultEventStream, ""))
+	b.WriteString(streamText(t, f.js, gateway.DefaultEventStream, ""))
+	b.WriteString(f.logs.String())
+	for _, tok := range tokens {
+		if strings.Contains(b.String(), tok) {
+			t.Fatal("a token Hydra issued appears in a history, event or log")
+		}
 	}
 }
