@@ -260,7 +260,7 @@ func runDev(ctx context.Context, cfg devConfig, stdout, stderr io.Writer) error 
 		return err
 	}
 	fl := svc.fleet
-	stopWorkers, err := startDevWorkers(cfg.Workers, stack.NATS.URL(), cfg.NATS, stderr, logger)
+	stopWorkers, err := startDevWorkers(cfg.Workers, stack.NATS.URL(), cfg.NATS, fl.Gateway.WorkerAdmission, stderr, logger)
 	if err != nil {
 		_ = svc.stop()
 		stack.Stop()

@@ -196,6 +196,9 @@ func startFleet(ctx context.Context, cfg fleetConfig) (_ *fleet, err error) {
 		// gateway starts: they answer its probe within milliseconds, so a
 		// short warm-up keeps dev's start (which waits for readiness) fast.
 		WarmUp: devWarmUp,
+		// `toolfleet add tool` under --worker: the rebuild joins beside the
+		// running worker, with no gap (a dev fleet has one author).
+		AcceptAdditiveContracts: true,
 	})
 	if err != nil {
 		return nil, err

@@ -120,6 +120,14 @@ type Config struct {
 	// announced workers' contracts to load. Only with NATSURL. Default
 	// [DefaultWarmUp] (workers answer the probe at once; see registry.DefaultWarmUp).
 	WarmUp time.Duration
+	// AcceptAdditiveContracts lets a replica whose contract of a
+	// Toolkit@version only adds tools to the registered one join beside it
+	// (registry.Registry.AcceptAdditive): what `toolfleet dev --worker` needs
+	// to swap in a rebuild after `toolfleet add tool` with no gap. Off by
+	// default: in a shared fleet, anyone allowed to announce could otherwise
+	// add tools under a served toolkit's name (and into runs that allow
+	// "Toolkit.*"); there, a new tool comes with a new version.
+	AcceptAdditiveContracts bool
 	// ShutdownTimeout bounds the graceful stop. Default [DefaultShutdownTimeout].
 	ShutdownTimeout time.Duration
 	// Logger receives the gateway's logs. Default slog.Default().
