@@ -58,6 +58,7 @@ func newAnswerCommand(kind, getVerb string, send answerer) *cobra.Command {
 		key, content    string
 		fields          []string
 		decline, cancel bool
+		connected       bool
 	)
 	cmd := &cobra.Command{
 		Use:   "answer CALL_ID",
@@ -69,7 +70,11 @@ Give the answer's fields as one JSON object (--json '{"name":"Ada"}') or one
 --field k=v each (a value that reads as JSON — a number, true, false — is
 taken as such; quote it in JSON to keep a string); they must match the
 question's schema. --decline or --cancel answer without content. A call that
-asks several questions at once needs --key for each.`,
+asks several questions at once needs --key for each.
+
+A call waiting for a connection ('WAITS FOR connection github') goes on
+when you connect the account (toolfleet connections connect github) and
+answer it with --connected; --decline tells the call you will not connect.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			owner, callID, err := callOwner(kind, args)
@@ -81,6 +86,10 @@ asks several questions at once needs --key for each.`,
 			switch {
 			case decline && cancel:
 				return errors.New("give --decline or --cancel, not both")
+			case connected && (decline || cancel || content != "" || len(fields) > 0):
+				return errors.New("--connected carries no content and no other answer")
+			case connected:
+				// A call waiting for a connection: accept without content.
 			case decline || cancel:
 				if content != "" || len(fields) > 0 {
 					return errors.New("--decline and --cancel carry no content: drop --json and --field")
@@ -112,6 +121,7 @@ asks several questions at once needs --key for each.`,
 	f.StringArrayVar(&fields, "field", nil, "one answer field as k=v (repeatable)")
 	f.BoolVar(&decline, "decline", false, "decline to answer")
 	f.BoolVar(&cancel, "cancel", false, "cancel the question")
+	f.BoolVar(&connected, "connected", false, "a call waiting for a connection: the account is connected now, make the call again")
 	return cmd
 }
 

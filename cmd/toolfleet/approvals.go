@@ -54,7 +54,11 @@ func newApprovalsCommand() *cobra.Command {
 		tw := newTable(w, "KIND", "RUN OR PROGRAM", "CALL ID", "TOOL", "WAITS FOR", "WAITING SINCE")
 		for _, it := range items {
 			if q := it.question; q != nil {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", it.kind, it.id, q.GetCallId(), q.GetToolId(), "answer:"+q.GetKey(), when(q.GetRequestedAt()))
+				waits := "answer:" + q.GetKey()
+				if p := q.GetConnectProvider(); p != "" {
+					waits = "connection " + p
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", it.kind, it.id, q.GetCallId(), q.GetToolId(), waits, when(q.GetRequestedAt()))
 				continue
 			}
 			a := it.approval
@@ -65,6 +69,7 @@ func newApprovalsCommand() *cobra.Command {
 		}
 		fmt.Fprintln(w, "Decide with: toolfleet agent approve CALL_ID (a run's call) or toolfleet program approve CALL_ID (a program's); deny the same way.")
 		fmt.Fprintln(w, "Answer a question with: toolfleet agent answer CALL_ID --json '{...}' (a run's; see agent get RUN_ID for its fields) or toolfleet program answer CALL_ID (a program's).")
+		fmt.Fprintln(w, "A call waiting for a connection goes on once you run toolfleet connections connect PROVIDER and answer it (agent|program answer CALL_ID --connected; --decline to go on without).")
 		return nil
 	}
 	cmd.AddCommand(list)

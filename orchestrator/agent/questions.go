@@ -18,7 +18,8 @@ import (
 // answers each with the AnswerInput Update, then calls the tool again with
 // the answers under the same call id. A run whose spec declines questions
 // never declares client input, and a tool that asks anyway gets an error
-// result saying so.
+// result saying so. A call waiting for its principal to connect an account
+// (toolcall/connect.go) is a round of one item on the same desk.
 //
 // No workflow.GetVersion is needed: the loop runs only when an activity
 // result carries Asked, which no history recorded before it holds.
@@ -65,7 +66,10 @@ func (r *run) answerRounds(ctx, actx workflow.Context, in CallToolInput, res *Ca
 				return err
 			}
 			in.Answers, in.RequestState = answers, asked.State
-			if unanswered != "" {
+			switch {
+			case unanswered != "" && asked.Connect() != "":
+				in.Unanswered = "The tool cannot act: " + unanswered + ". Call another tool or answer without it."
+			case unanswered != "":
 				in.Unanswered = "The tool's question was not answered: " + unanswered + "."
 			}
 		}

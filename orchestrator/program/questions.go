@@ -16,7 +16,9 @@ import (
 // orchestrator/agent/questions.go): a program started with AskPeople keeps
 // a question pending (WAITING_INPUT, State.Questions, input.requested)
 // until the AnswerProgramInput Update answers it, then calls the tool again
-// under the same call id with the answers. The wait is the program's
+// under the same call id with the answers. A call waiting for the
+// program's principal to connect an account (toolcall/connect.go) waits the
+// same way. The wait is the program's
 // approval wait, within its deadline. The loop runs only when an activity
 // result carries Asked, which no history recorded before it holds.
 
@@ -74,7 +76,10 @@ func (r *runner) answerRounds(ctx workflow.Context, opts func() workflow.Context
 				return errCanceled
 			}
 			req.Answers, req.RequestState = answers, asked.State
-			if unanswered != "" {
+			switch {
+			case unanswered != "" && asked.Connect() != "":
+				req.Unanswered = unanswered
+			case unanswered != "":
 				req.Unanswered = "the tool's question was not answered: " + unanswered
 			}
 		}

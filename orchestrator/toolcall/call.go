@@ -161,6 +161,13 @@ func call[In, Out any](ctx context.Context, gw Gateway, e Engine[In, Out], in In
 			out, err := a.Ask(ctx, in, c, o)
 			return Rendered[Out]{Out: out, Asked: true}, err
 		}
+		if provider := o.Asked.Connect(); provider != "" {
+			// Nobody of this caller connects accounts: the gateway's refusal,
+			// with the way out for the person who reads it.
+			o.Kind, o.Message, o.Asked = KindRefused, "the tool acts with the user's "+provider+
+				" account, which is not connected (toolfleet connections connect "+provider+"); this caller does not wait for people", nil
+			return e.Render(ctx, in, c, o)
+		}
 		o.Kind, o.Message, o.Asked = KindExecution, c.Declined, nil
 		if o.Message == "" {
 			o.Message = DeclinedDefault

@@ -36,8 +36,9 @@ const (
 	// KindConfig: the orchestrator itself is not authenticated at the
 	// gateway; no run or program can fix that.
 	KindConfig Kind = "config"
-	// KindInput: the tool asked its caller for input (Asked holds the
-	// round); not a result: the call is made again with the answers, or
+	// KindInput: the tool asked its caller for input, or the gateway asked
+	// the caller to connect an account first (Asked holds the round); not
+	// a result: the call is made again with the answers, or
 	// rendered as [KindExecution] with [Call.Declined].
 	KindInput Kind = "input"
 )
@@ -129,6 +130,9 @@ func Classify(ctx context.Context, res *client.Result, err error) (Outcome, erro
 			msg = noAnswer(msg)
 		}
 		return Outcome{Kind: KindRetry, Message: msg, Err: err, RetryAfter: se.RetryAfter}, nil
+	case errors.As(err, &se) && se.ConnectionRequired != nil && se.ConnectionRequired.GetProvider() != "":
+		// Pending input of the run or program (connect.go), not a failure.
+		return Outcome{Kind: KindInput, Message: se.Message, Asked: connectAsked(se.ConnectionRequired)}, nil
 	case errors.As(err, &se):
 		return Outcome{Kind: KindRefused, Message: se.Message}, nil
 	case err != nil:

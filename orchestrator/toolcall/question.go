@@ -98,6 +98,10 @@ type Question struct {
 	SchemaJSON  string    `json:"schema_json,omitempty"`
 	RequestedAt time.Time `json:"requested_at"`
 	ExpiresAt   time.Time `json:"expires_at"`
+	// Provider and Scopes: a [MethodConnect] item waits for the principal
+	// to connect this provider's account.
+	Provider string   `json:"provider,omitempty"`
+	Scopes   []string `json:"scopes,omitempty"`
 }
 
 // Reply is the argument of the answer Update: one question's answer.
@@ -166,6 +170,9 @@ func (d *Desk) validate(r Reply) error {
 // within [MaxAnswerBytes] that matches q's schema. Its errors speak to the
 // person who answered.
 func CheckReply(q Question, r Reply) error {
+	if q.Method == MethodConnect {
+		return checkConnectReply(r)
+	}
 	switch r.Action {
 	case ActionDecline, ActionCancel:
 		if r.ContentJSON != "" {
@@ -207,6 +214,14 @@ func (d *Desk) Ask(ctx workflow.Context, a Asking) (answers map[string]string, u
 	now := workflow.Now(ctx)
 	var round []Question
 	for _, r := range a.Asked.Requests {
+		if r.Method == MethodConnect {
+			q, err := connectQuestion(Question{CallID: a.CallID, ToolID: a.ToolID, Key: r.Key, Method: r.Method, RequestedAt: now, ExpiresAt: now.Add(a.Wait)}, r)
+			if err != nil {
+				return nil, "the gateway asked for a connection without naming the provider", nil
+			}
+			round = append(round, q)
+			continue
+		}
 		if r.Method != tool.MethodElicit {
 			return nil, fmt.Sprintf("the tool asked for %s, which only an interactive client answers, not the people of a run or program", r.Method), nil
 		}
@@ -261,12 +276,23 @@ func (d *Desk) Ask(ctx workflow.Context, a Asking) (answers map[string]string, u
 			continue
 		}
 		a.Announce(ctx, EventInputAnswered, q.Key, r.Action+" by "+r.Answerer)
+		if q.Method == MethodConnect {
+			// Accept: the call is made again and the gateway checks the
+			// connection; nothing is answered to the tool.
+			if r.Action != ActionAccept {
+				return nil, DeclinedConnect(q.Provider), nil
+			}
+			continue
+		}
 		res := map[string]any{"action": r.Action}
 		if r.Action == ActionAccept {
 			res["content"] = json.RawMessage(orEmptyObject(r.ContentJSON))
 		}
 		b, _ := json.Marshal(res)
 		answers[q.Key] = string(b)
+	}
+	if len(missing) > 0 && round[0].Method == MethodConnect {
+		return nil, fmt.Sprintf("%s was not connected within %s", round[0].Provider, a.Wait), nil
 	}
 	if len(missing) > 0 {
 		return nil, fmt.Sprintf("no answer to the tool's question (%s) within %s", missing[0], a.Wait), nil

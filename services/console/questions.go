@@ -22,6 +22,12 @@ type questionView struct {
 	CallID, ToolID, Key, Message       string
 	Since, Requested, Expires          string
 	Fields                             []formField
+	// Provider and Scopes: the call waits for the principal to connect this
+	// provider's account (method toolfleet/connect). The item then offers
+	// the connections page's connect (a fresh flow of the session's own;
+	// no URL is ever kept in the run) and an answer without fields.
+	Provider string
+	Scopes   []string
 	// Problem is the API's refusal of the last answer to this question.
 	Problem string
 }
@@ -34,7 +40,7 @@ func questionViews(kind, owner string, qs []*toolfleetv1.PendingQuestion) []ques
 	for _, q := range qs {
 		v := questionView{Kind: kind, OwnerID: owner, CallID: q.GetCallId(), ToolID: q.GetToolId(), Key: q.GetKey(),
 			Message: q.GetMessage(), Requested: when(q.GetRequestedAt()), Since: since(q.GetRequestedAt()),
-			Fields: formFields(q.GetRequestedSchema(), nil)}
+			Fields: formFields(q.GetRequestedSchema(), nil), Provider: q.GetConnectProvider(), Scopes: q.GetConnectScopes()}
 		if q.GetExpiresAt() != nil {
 			v.Expires = when(q.GetExpiresAt())
 		}

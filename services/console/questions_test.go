@@ -113,3 +113,39 @@ func TestAnswerNeedsCSRF(t *testing.T) {
 		}
 	}
 }
+
+// TestConnectionFragment: a call waiting for a connection renders a
+// "Connect PROVIDER" button posting (with the CSRF token) to the
+// connections page's connect, which starts a fresh flow, and an answer
+// form with no fields; a hostile provider stays text.
+func TestConnectionFragment(t *testing.T) {
+	t.Parallel()
+	s, err := New(Config{AuthOff: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	qs := questionViews("run", "run-1", []*toolfleetv1.PendingQuestion{{CallId: "run-1/1/0", ToolId: "GitHub.Issues", Key: "connect",
+		Method: "toolfleet/connect", Message: "connect your github account", ConnectProvider: "github", ConnectScopes: []string{"repo", "read:user"},
+		RequestedAt: timestamppb.Now()}})
+	html, err := s.fragment("inbox-items", inboxData{Items: questionItems(qs), CSRF: "tok"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`action="/console/connections/connect"`, `name="provider" value="github"`, `name="scope" value="read:user"`,
+		"Connect github", `action="/console/runs/run-1/answer"`, `name="csrf" value="tok"`, `value="accept"`, `value="decline"`} {
+		if !strings.Contains(html, want) {
+			t.Errorf("the connection item lacks %s:\n%s", want, html)
+		}
+	}
+	if strings.Contains(html, `name="in.`) {
+		t.Errorf("the connection item asks for fields:\n%s", html)
+	}
+	qs = questionViews("run", "run-1", []*toolfleetv1.PendingQuestion{{CallId: "c", Key: "connect", ConnectProvider: hostileText}})
+	html, err = s.fragment("inbox-items", inboxData{Items: questionItems(qs), CSRF: "tok"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(html, "<script>") || strings.Contains(html, "<img") {
+		t.Errorf("the connection item holds live markup:\n%s", html)
+	}
+}

@@ -133,6 +133,7 @@ type fleet struct {
 	tool    *profileWorker
 	flow    *lateHandler
 	public  string // the connect flow's origin (serves the first replica's connections handler)
+	addr    string // the last replica's address
 	logs    *lockedBuffer
 	clock   *clock
 	hydra   *hydratest.Server
@@ -200,6 +201,7 @@ func (f *fleet) gateway(conns *connections.Service) toolfleetv1.ToolGatewayServi
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+	f.addr = g.Addr()
 	conn, err := grpc.NewClient(g.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		f.t.Fatal(err)

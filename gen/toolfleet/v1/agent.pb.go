@@ -1628,7 +1628,8 @@ type PendingQuestion struct {
 	ToolId string `protobuf:"bytes,2,opt,name=tool_id,json=toolId,proto3" json:"tool_id,omitempty"`
 	// The tool's key of the question (a call may ask several at once).
 	Key string `protobuf:"bytes,3,opt,name=key,proto3" json:"key,omitempty"`
-	// "elicitation/create" (the others are not asked of people).
+	// "elicitation/create" (the others are not asked of people), or
+	// "toolfleet/connect" for a call waiting for a connection.
 	Method string `protobuf:"bytes,4,opt,name=method,proto3" json:"method,omitempty"`
 	// What the tool says to the person.
 	Message string `protobuf:"bytes,5,opt,name=message,proto3" json:"message,omitempty"`
@@ -1636,9 +1637,15 @@ type PendingQuestion struct {
 	RequestedSchema *structpb.Struct       `protobuf:"bytes,6,opt,name=requested_schema,json=requestedSchema,proto3" json:"requested_schema,omitempty"`
 	RequestedAt     *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=requested_at,json=requestedAt,proto3" json:"requested_at,omitempty"`
 	// When the question counts as unanswered (the call then fails).
-	ExpiresAt     *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	ExpiresAt *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
+	// Set when method is "toolfleet/connect": the call waits for the
+	// principal to connect this provider's account (toolfleet connections
+	// connect PROVIDER), then for an accept (connected) or a decline. No
+	// authorization URL is kept: whoever connects starts a fresh flow.
+	ConnectProvider string   `protobuf:"bytes,9,opt,name=connect_provider,json=connectProvider,proto3" json:"connect_provider,omitempty"`
+	ConnectScopes   []string `protobuf:"bytes,10,rep,name=connect_scopes,json=connectScopes,proto3" json:"connect_scopes,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *PendingQuestion) Reset() {
@@ -1723,6 +1730,20 @@ func (x *PendingQuestion) GetRequestedAt() *timestamppb.Timestamp {
 func (x *PendingQuestion) GetExpiresAt() *timestamppb.Timestamp {
 	if x != nil {
 		return x.ExpiresAt
+	}
+	return nil
+}
+
+func (x *PendingQuestion) GetConnectProvider() string {
+	if x != nil {
+		return x.ConnectProvider
+	}
+	return ""
+}
+
+func (x *PendingQuestion) GetConnectScopes() []string {
+	if x != nil {
+		return x.ConnectScopes
 	}
 	return nil
 }
@@ -2282,7 +2303,7 @@ const file_toolfleet_v1_agent_proto_rawDesc = "" +
 	"\acall_id\x18\x01 \x01(\tR\x06callId\x12\x17\n" +
 	"\atool_id\x18\x02 \x01(\tR\x06toolId\x125\n" +
 	"\targuments\x18\x03 \x01(\v2\x17.google.protobuf.StructR\targuments\x12=\n" +
-	"\frequested_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\vrequestedAt\"\xc5\x02\n" +
+	"\frequested_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\vrequestedAt\"\x97\x03\n" +
 	"\x0fPendingQuestion\x12\x17\n" +
 	"\acall_id\x18\x01 \x01(\tR\x06callId\x12\x17\n" +
 	"\atool_id\x18\x02 \x01(\tR\x06toolId\x12\x10\n" +
@@ -2292,7 +2313,10 @@ const file_toolfleet_v1_agent_proto_rawDesc = "" +
 	"\x10requested_schema\x18\x06 \x01(\v2\x17.google.protobuf.StructR\x0frequestedSchema\x12=\n" +
 	"\frequested_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\vrequestedAt\x129\n" +
 	"\n" +
-	"expires_at\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\"\xa1\x01\n" +
+	"expires_at\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\x12)\n" +
+	"\x10connect_provider\x18\t \x01(\tR\x0fconnectProvider\x12%\n" +
+	"\x0econnect_scopes\x18\n" +
+	" \x03(\tR\rconnectScopes\"\xa1\x01\n" +
 	"\x12AnswerInputRequest\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x17\n" +
 	"\acall_id\x18\x02 \x01(\tR\x06callId\x12\x10\n" +

@@ -20,7 +20,8 @@ func PendingQuestions(qs []toolcall.Question) []*toolfleetv1.PendingQuestion {
 	out := make([]*toolfleetv1.PendingQuestion, 0, len(qs))
 	for _, q := range qs {
 		pq := &toolfleetv1.PendingQuestion{CallId: q.CallID, ToolId: q.ToolID, Key: q.Key, Method: q.Method, Message: q.Message,
-			RequestedAt: timestamppb.New(q.RequestedAt), ExpiresAt: timestamppb.New(q.ExpiresAt)}
+			RequestedAt: timestamppb.New(q.RequestedAt), ExpiresAt: timestamppb.New(q.ExpiresAt),
+			ConnectProvider: q.Provider, ConnectScopes: slices.Clone(q.Scopes)}
 		if q.SchemaJSON != "" {
 			s := &structpb.Struct{}
 			if protojson.Unmarshal([]byte(q.SchemaJSON), s) == nil {
