@@ -39,6 +39,9 @@ type Config struct {
 	Namespace string
 	// NoTemporal starts NATS only (for tests that need no workflows).
 	NoTemporal bool
+	// TemporalPostgres, when set, runs Temporal on this PostgreSQL server
+	// instead of SQLite (see TemporalConfig.Postgres).
+	TemporalPostgres *PostgresStore
 	// StockTemporal runs Temporal with its stock dynamic config (for measurements).
 	StockTemporal bool
 	// Logger for the stack's own messages and the servers' warnings. Nil discards.
@@ -109,6 +112,7 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 		Namespaces: []string{cfg.Namespace},
 		Stock:      cfg.StockTemporal,
 		Logger:     cfg.Logger,
+		Postgres:   cfg.TemporalPostgres,
 	}
 	if cfg.DataDir != "" {
 		tcfg.DatabaseFile = filepath.Join(cfg.DataDir, "temporal.db")
