@@ -20,6 +20,7 @@ import (
 	"connectrpc.com/connect"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/server/common/dynamicconfig"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/toolfleet/toolfleet/e2e"
@@ -93,7 +94,9 @@ func benchAuth(_ context.Context, h http.Header) (agentapi.Caller, error) {
 // Temporal stores on in-memory SQLite, as in `toolfleet dev`; with
 // TOOLFLEET_BENCH_POSTGRES set (host:port or postgres://user:password@host:port)
 // both its stores go to that PostgreSQL server, as in production, in a fresh
-// pair of databases dropped at the end.
+// pair of databases dropped at the end. TOOLFLEET_BENCH_VISIBILITY_RPS=n
+// raises Temporal's per-namespace limit on visibility calls (10 a second by
+// default), to tell its waits from the store's.
 //
 //	go test ./bench -run '^$' -bench Console -benchtime 1x -timeout 40m
 func BenchmarkConsole(b *testing.B) {
@@ -241,10 +244,19 @@ func BenchmarkConsole(b *testing.B) {
 // benchStore is the dev stack configuration of TOOLFLEET_BENCH_POSTGRES:
 // SQLite when it is unset.
 func benchStore(b *testing.B) devstack.Config {
+	var cfg devstack.Config
+	if v := os.Getenv("TOOLFLEET_BENCH_VISIBILITY_RPS"); v != "" {
+		rps, err := strconv.Atoi(v)
+		if err != nil || rps < 1 {
+			b.Fatalf("TOOLFLEET_BENCH_VISIBILITY_RPS=%q: want a positive number", v)
+		}
+		cfg.TemporalDynamicConfig = map[string]any{dynamicconfig.FrontendMaxNamespaceVisibilityRPSPerInstance.Key().String(): rps}
+		b.Logf("temporal visibility limit: %d calls a second per namespace", rps)
+	}
 	addr := os.Getenv("TOOLFLEET_BENCH_POSTGRES")
 	if addr == "" {
 		b.Log("temporal stores: in-memory SQLite")
-		return devstack.Config{}
+		return cfg
 	}
 	pg, err := devstack.ParsePostgres(addr)
 	if err != nil {
@@ -260,7 +272,8 @@ func benchStore(b *testing.B) devstack.Config {
 		}
 	})
 	b.Logf("temporal stores: PostgreSQL at %s, databases %s and %s", pg.Address, pg.Database, pg.VisibilityDatabase)
-	return devstack.Config{TemporalPostgres: pg}
+	cfg.TemporalPostgres = pg
+	return cfg
 }
 
 // watchDeltas reads a run page's event stream until the run ends and
