@@ -50,14 +50,15 @@ type PostgresStore struct {
 func ParsePostgres(s string) (*PostgresStore, error) {
 	if !strings.Contains(s, "://") {
 		host, port, err := net.SplitHostPort(s)
-		if err != nil || host == "" || port == "" {
-			return nil, fmt.Errorf("devstack: postgres %q: want host:port or postgres://user@host:port/database", s)
+		if err != nil || host == "" || port == "" || strings.Contains(host, "@") {
+			// Not quoted back: it may hold a password.
+			return nil, errors.New("devstack: postgres server: want host:port or postgres://user@host:port/database")
 		}
 		return withDefaults(&PostgresStore{Address: s}), nil
 	}
 	u, err := url.Parse(s)
-	if err != nil {
-		return nil, fmt.Errorf("devstack: postgres URL: %w", err)
+	if err != nil { // url's error quotes the URL, password included
+		return nil, errors.New("devstack: postgres URL: malformed")
 	}
 	if u.Scheme != "postgres" && u.Scheme != "postgresql" {
 		return nil, fmt.Errorf("devstack: postgres URL: scheme %q, want postgres", u.Scheme)

@@ -2,6 +2,7 @@ package devstack
 
 import (
 	"maps"
+	"strings"
 	"testing"
 
 	pgplugin "go.temporal.io/server/common/persistence/sql/sqlplugin/postgresql"
@@ -33,9 +34,12 @@ func TestParsePostgres(t *testing.T) {
 			t.Errorf("ParsePostgres(%q) = %+v, want %+v", tc.in, *got, tc.want)
 		}
 	}
-	for _, bad := range []string{"", "localhost", ":5432", "mysql://u@h:1/db", "postgres:///db", "postgres://%zz"} {
-		if got, err := ParsePostgres(bad); err == nil {
+	for _, bad := range []string{"", "localhost", ":5432", "mysql://u@h:1/db", "postgres:///db", "postgres://u:s3cret@h%zz/db", "u:s3cret@h:5432"} {
+		got, err := ParsePostgres(bad)
+		if err == nil {
 			t.Errorf("ParsePostgres(%q) = %+v, want an error", bad, *got)
+		} else if strings.Contains(err.Error(), "s3cret") {
+			t.Errorf("ParsePostgres(%q): the error %q shows the password", bad, err)
 		}
 	}
 }
