@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -19,11 +20,13 @@ import (
 	"connectrpc.com/connect"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/server/common/dynamicconfig"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/toolfleet/toolfleet/e2e"
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
 	"github.com/toolfleet/toolfleet/gen/toolfleet/v1/toolfleetv1connect"
+	"github.com/toolfleet/toolfleet/internal/devstack"
 	"github.com/toolfleet/toolfleet/internal/devstack/devstacktest"
 	"github.com/toolfleet/toolfleet/orchestrator/agent"
 	"github.com/toolfleet/toolfleet/orchestrator/agentapi"
@@ -88,9 +91,16 @@ func benchAuth(_ context.Context, h http.Header) (agentapi.Caller, error) {
 // query; then the time a model's delta takes to reach an open run page's
 // event stream (p50/p95). It prints the numbers; it asserts none.
 //
+// Temporal stores on in-memory SQLite, as in `toolfleet dev`; with
+// TOOLFLEET_BENCH_POSTGRES set (host:port or postgres://user:password@host:port)
+// both its stores go to that PostgreSQL server, as in production, in a fresh
+// pair of databases dropped at the end. TOOLFLEET_BENCH_VISIBILITY_RPS=n
+// raises Temporal's per-namespace limit on visibility calls (10 a second by
+// default), to tell its waits from the store's.
+//
 //	go test ./bench -run '^$' -bench Console -benchtime 1x -timeout 40m
 func BenchmarkConsole(b *testing.B) {
-	stack := devstacktest.Start(b)
+	stack := devstacktest.Start(b, benchStore(b))
 	tc := devstacktest.Client(b, stack)
 	fleet := e2e.Start(b, e2e.Options{NATSURL: stack.NATS.URL()})
 	models := agent.NewResolver()
@@ -229,6 +239,41 @@ func BenchmarkConsole(b *testing.B) {
 	}
 	_, dP95 := report(fmt.Sprintf("model delta -> open page (%d deltas)", len(lat)), lat)
 	b.ReportMetric(float64(dP95.Microseconds())/1000, "delta-p95-ms")
+}
+
+// benchStore is the dev stack configuration of TOOLFLEET_BENCH_POSTGRES:
+// SQLite when it is unset.
+func benchStore(b *testing.B) devstack.Config {
+	var cfg devstack.Config
+	if v := os.Getenv("TOOLFLEET_BENCH_VISIBILITY_RPS"); v != "" {
+		rps, err := strconv.Atoi(v)
+		if err != nil || rps < 1 {
+			b.Fatalf("TOOLFLEET_BENCH_VISIBILITY_RPS=%q: want a positive number", v)
+		}
+		cfg.TemporalDynamicConfig = map[string]any{dynamicconfig.FrontendMaxNamespaceVisibilityRPSPerInstance.Key().String(): rps}
+		b.Logf("temporal visibility limit: %d calls a second per namespace", rps)
+	}
+	addr := os.Getenv("TOOLFLEET_BENCH_POSTGRES")
+	if addr == "" {
+		b.Log("temporal stores: in-memory SQLite")
+		return cfg
+	}
+	pg, err := devstack.ParsePostgres(addr)
+	if err != nil {
+		b.Fatal(err)
+	}
+	// Fresh databases: runs a previous measurement stored must not be listed.
+	suffix := "_bench_" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	pg.Database += suffix
+	pg.VisibilityDatabase += suffix
+	b.Cleanup(func() { // after the stack's own cleanup stopped Temporal
+		if err := pg.DropDatabases(); err != nil {
+			b.Logf("drop the benchmark's databases: %v", err)
+		}
+	})
+	b.Logf("temporal stores: PostgreSQL at %s, databases %s and %s", pg.Address, pg.Database, pg.VisibilityDatabase)
+	cfg.TemporalPostgres = pg
+	return cfg
 }
 
 // watchDeltas reads a run page's event stream until the run ends and

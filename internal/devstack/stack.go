@@ -39,6 +39,12 @@ type Config struct {
 	Namespace string
 	// NoTemporal starts NATS only (for tests that need no workflows).
 	NoTemporal bool
+	// TemporalPostgres, when set, runs Temporal on this PostgreSQL server
+	// instead of SQLite (see TemporalConfig.Postgres).
+	TemporalPostgres *PostgresStore
+	// TemporalDynamicConfig overrides Temporal's dynamic config on top of the
+	// tuned defaults (see TemporalConfig.DynamicConfig).
+	TemporalDynamicConfig map[string]any
 	// StockTemporal runs Temporal with its stock dynamic config (for measurements).
 	StockTemporal bool
 	// Logger for the stack's own messages and the servers' warnings. Nil discards.
@@ -109,7 +115,9 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 		Namespaces: []string{cfg.Namespace},
 		Stock:      cfg.StockTemporal,
 		Logger:     cfg.Logger,
+		Postgres:   cfg.TemporalPostgres,
 	}
+	tcfg.DynamicConfig = cfg.TemporalDynamicConfig
 	if cfg.DataDir != "" {
 		tcfg.DatabaseFile = filepath.Join(cfg.DataDir, "temporal.db")
 	}

@@ -27,7 +27,7 @@ import (
 )
 
 // TemporalConfig configures an in-process Temporal server (frontend, history, matching
-// and worker services) on SQLite.
+// and worker services) on SQLite, or on PostgreSQL when asked.
 type TemporalConfig struct {
 	// Host to bind every Temporal service to. Default 127.0.0.1.
 	Host string
@@ -37,6 +37,10 @@ type TemporalConfig struct {
 	HTTPPort int
 	// DatabaseFile is the SQLite file. Empty keeps the database in memory (tests).
 	DatabaseFile string
+	// Postgres, when set, holds both stores instead of SQLite (DatabaseFile is
+	// then unused): the visibility store production deployments run, for
+	// measurements against it.
+	Postgres *PostgresStore
 	// Namespaces to create when missing. Default ["default"].
 	Namespaces []string
 	// DynamicConfig overrides the tuned defaults (see LatencyTunedDynamicConfig).
@@ -162,18 +166,38 @@ func startTemporalOnce(ctx context.Context, cfg TemporalConfig) (_ *Temporal, er
 		primitives.WorkerService:   ports[4],
 	}
 
-	sqlCfg, err := sqliteConfig(cfg)
-	if err != nil {
-		return nil, err
+	logger := &slogLogger{log: cfg.Logger, min: cfg.LogLevel, silent: new(atomic.Bool)}
+	if cfg.Logger == nil {
+		logger.log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.LogLevel == 0 {
+		logger.min = slog.LevelWarn
 	}
 
 	conf := &config.Config{}
 	conf.Global.Membership.MaxJoinDuration = 30 * time.Second
 	conf.Global.Membership.BroadcastAddress = cfg.Host
-	conf.Persistence.DefaultStore = "sqlite"
-	conf.Persistence.VisibilityStore = "sqlite"
 	conf.Persistence.NumHistoryShards = 1
-	conf.Persistence.DataStores = map[string]config.DataStore{"sqlite": {SQL: sqlCfg}}
+	if cfg.Postgres != nil {
+		def, vis, err := cfg.Postgres.prepare(logger)
+		if err != nil {
+			return nil, err
+		}
+		if err := createNamespaces(def, cfg.Namespaces); err != nil {
+			return nil, err
+		}
+		conf.Persistence.DefaultStore = "postgres"
+		conf.Persistence.VisibilityStore = "postgres-visibility"
+		conf.Persistence.DataStores = map[string]config.DataStore{"postgres": {SQL: def}, "postgres-visibility": {SQL: vis}}
+	} else {
+		sqlCfg, err := sqliteConfig(cfg)
+		if err != nil {
+			return nil, err
+		}
+		conf.Persistence.DefaultStore = "sqlite"
+		conf.Persistence.VisibilityStore = "sqlite"
+		conf.Persistence.DataStores = map[string]config.DataStore{"sqlite": {SQL: sqlCfg}}
+	}
 	conf.ClusterMetadata = &cluster.Config{
 		FailoverVersionIncrement: 10,
 		MasterClusterName:        ClusterName,
@@ -209,13 +233,6 @@ func startTemporalOnce(ctx context.Context, cfg TemporalConfig) (_ *Temporal, er
 
 	dyn := dynamicConfig(cfg)
 
-	logger := &slogLogger{log: cfg.Logger, min: cfg.LogLevel, silent: new(atomic.Bool)}
-	if cfg.Logger == nil {
-		logger.log = slog.New(slog.DiscardHandler)
-	}
-	if cfg.LogLevel == 0 {
-		logger.min = slog.LevelWarn
-	}
 	authorizer, err := authorization.GetAuthorizerFromConfig(&conf.Global.Authorization)
 	if err != nil {
 		return nil, fmt.Errorf("devstack: temporal authorizer: %w", err)
@@ -281,19 +298,29 @@ func sqliteConfig(cfg TemporalConfig) (*config.SQL, error) {
 			}
 		}
 	}
-	namespaces := make([]*sqliteschema.NamespaceConfig, 0, len(cfg.Namespaces))
-	for _, ns := range cfg.Namespaces {
+	if err := createNamespaces(sqlCfg, cfg.Namespaces); err != nil {
+		return nil, err
+	}
+	return sqlCfg, nil
+}
+
+// createNamespaces creates the missing ones of names in the default store
+// sqlCfg, so a restart on the same database keeps the data. The SQLite schema
+// package does it through the plugin-neutral SQL persistence interface, so it
+// serves PostgreSQL too.
+func createNamespaces(sqlCfg *config.SQL, names []string) error {
+	namespaces := make([]*sqliteschema.NamespaceConfig, 0, len(names))
+	for _, ns := range names {
 		nsCfg, err := sqliteschema.NewNamespaceConfig(ClusterName, ns, false, nil)
 		if err != nil {
-			return nil, fmt.Errorf("devstack: namespace %q: %w", ns, err)
+			return fmt.Errorf("devstack: namespace %q: %w", ns, err)
 		}
 		namespaces = append(namespaces, nsCfg)
 	}
-	// Creates only the missing ones, so a restart on the same file keeps the data.
 	if err := sqliteschema.CreateNamespaces(sqlCfg, namespaces...); err != nil {
-		return nil, fmt.Errorf("devstack: create namespaces: %w", err)
+		return fmt.Errorf("devstack: create namespaces: %w", err)
 	}
-	return sqlCfg, nil
+	return nil
 }
 
 // listenFailed is the message of Temporal's logger.Fatal when a service cannot
