@@ -34,8 +34,11 @@ func (c *consoleConfig) addFlags(fs *pflag.FlagSet) {
 // validate checks the console's settings against the gateway's auth.
 func (c consoleConfig) validate(cfg *Config) error {
 	if !c.Enabled {
-		if c.OIDC.Enabled() || c.SessionKeyFile != "" {
-			return errors.New("--console-oidc-issuer and --console-session-key-file need --console")
+		if c.OIDC.Enabled() {
+			return errors.New("--console-oidc-issuer needs --console")
+		}
+		if c.SessionKeyFile != "" {
+			return errors.New("--console-session-key-file needs --console")
 		}
 		return nil
 	}
