@@ -64,19 +64,25 @@ type callView struct {
 type limitView struct{ Name, Value, Used string }
 
 func (s *Server) programPage(w http.ResponseWriter, r *http.Request, ss *session, a *apis) {
+	s.renderProgram(w, r, ss, a, r.PathValue("id"), http.StatusOK, nil)
+}
+
+// renderProgram renders program id's page with status; refused, when set,
+// shows an answer the API refused beside its question (questions.go).
+func (s *Server) renderProgram(w http.ResponseWriter, r *http.Request, ss *session, a *apis, id string, status int, refused *refusal) {
 	ctx, cancel := callCtx(r)
 	defer cancel()
-	id := r.PathValue("id")
 	got, err := a.programs.GetProgram(ctx, as(ss, &toolfleetv1.GetProgramRequest{ProgramId: id, Detail: true}))
 	if err != nil {
 		s.failAPI(w, r, ss, "Program "+id, err)
 		return
 	}
 	g, d := got.Msg, got.Msg.GetDetail()
-	status := strings.ToLower(strings.TrimPrefix(g.GetStatus().String(), "PROGRAM_STATUS_"))
-	data := map[string]any{"ID": id, "Status": status, "CSRF": ss.csrf, "Source": d.GetSource(),
+	state := strings.ToLower(strings.TrimPrefix(g.GetStatus().String(), "PROGRAM_STATUS_"))
+	data := map[string]any{"ID": id, "Status": state, "CSRF": ss.csrf, "Source": d.GetSource(),
 		"Filename": d.GetFilename(), "Args": prettyJSON(d.GetArgsJson()), "Tools": d.GetTools(), "Truncated": d.GetCallsTruncated(),
-		"Approvals": approvalViews("program", id, g.GetPendingApprovals())}
+		"Approvals": approvalViews("program", id, g.GetPendingApprovals()),
+		"Questions": refused.apply(questionViews("program", id, g.GetPendingQuestions()), "program", id)}
 	if tc := d.GetToolCall(); tc != nil {
 		in, _ := protojson.Marshal(tc.GetInput())
 		data["ToolCall"] = map[string]string{"Tool": tc.GetToolId(), "Input": prettyJSON(string(in))}
@@ -114,7 +120,10 @@ func (s *Server) programPage(w http.ResponseWriter, r *http.Request, ss *session
 		{"Result bytes", strconv.Itoa(int(l.GetMaxResultBytes())), ""},
 		{"Memory bytes", strconv.FormatInt(l.GetMaxMemoryBytes(), 10), ""},
 	}
-	s.render(w, r, ss, "program", http.StatusOK, data)
+	if status != http.StatusOK {
+		w.WriteHeader(status)
+	}
+	s.render(w, r, ss, "program", status, data)
 }
 
 func usedSteps(steps uint64, done bool) string {

@@ -46,11 +46,16 @@ var funcs = template.FuncMap{
 		}
 		return approvalForm{}, fmt.Errorf("dict: %T is not an approval", a)
 	},
-	"qform": func(q *questionView, csrf string) (questionForm, error) {
-		if q == nil {
-			return questionForm{}, fmt.Errorf("qform: no question")
+	"qform": func(q any, csrf, back string) (questionForm, error) {
+		switch v := q.(type) {
+		case *questionView:
+			if v != nil {
+				return questionForm{Q: *v, CSRF: csrf, Back: back}, nil
+			}
+		case questionView:
+			return questionForm{Q: v, CSRF: csrf, Back: back}, nil
 		}
-		return questionForm{Q: *q, CSRF: csrf}, nil
+		return questionForm{}, fmt.Errorf("qform: %T is not a question", q)
 	},
 }
 

@@ -17,7 +17,17 @@
     streaming.textContent = "";
     list.insertAdjacentHTML("beforeend", e.data);
   });
-  es.addEventListener("summary", function (e) { if (summary) { summary.innerHTML = e.data; } });
+  // The summary holds the approve/deny and answer forms: it is not replaced
+  // while the person is typing in it, but once they leave it.
+  var pendingSummary = null;
+  function typing() { return summary && document.activeElement && summary.contains(document.activeElement); }
+  function showSummary(html) { if (typing()) { pendingSummary = html; return; } summary.innerHTML = html; pendingSummary = null; }
+  es.addEventListener("summary", function (e) { if (summary) { showSummary(e.data); } });
+  if (summary) {
+    summary.addEventListener("focusout", function () {
+      setTimeout(function () { if (pendingSummary !== null && !typing()) { showSummary(pendingSummary); } }, 0);
+    });
+  }
   es.addEventListener("delta", function (e) {
     var d = JSON.parse(e.data);
     if (d.turn !== turn || d.attempt > attempt) { turn = d.turn; attempt = d.attempt; streaming.textContent = ""; }
