@@ -1531,9 +1531,24 @@ func (x *Trigger) GetRunAs() string {
 }
 
 type ListProgramsRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	PageSize      int32                  `protobuf:"varint,1,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
-	PageToken     []byte                 `protobuf:"bytes,2,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	PageSize  int32                  `protobuf:"varint,1,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	PageToken []byte                 `protobuf:"bytes,2,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	// Filters (all optional, combined with AND) answered by Temporal visibility
+	// from the programs' search attributes, as ListRuns'; a page token is tied
+	// to its filters. A filter other than the time range needs the search
+	// attributes (the orchestrator registers them): without them it is
+	// FAILED_PRECONDITION.
+	// Only programs whose status is this one.
+	Status ProgramStatus `protobuf:"varint,3,opt,name=status,proto3,enum=toolfleet.v1.ProgramStatus" json:"status,omitempty"`
+	// Only programs that called this tool, "Toolkit.Tool" (at most 256 bytes).
+	Tool string `protobuf:"bytes,4,opt,name=tool,proto3" json:"tool,omitempty"`
+	// Only programs started by this subject (at most 256 bytes); a caller
+	// without programs:admin sees only its own programs whatever this says.
+	StartedBy string `protobuf:"bytes,5,opt,name=started_by,json=startedBy,proto3" json:"started_by,omitempty"`
+	// Only programs started at or after / before this time.
+	StartedAfter  *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=started_after,json=startedAfter,proto3" json:"started_after,omitempty"`
+	StartedBefore *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=started_before,json=startedBefore,proto3" json:"started_before,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1578,6 +1593,41 @@ func (x *ListProgramsRequest) GetPageSize() int32 {
 func (x *ListProgramsRequest) GetPageToken() []byte {
 	if x != nil {
 		return x.PageToken
+	}
+	return nil
+}
+
+func (x *ListProgramsRequest) GetStatus() ProgramStatus {
+	if x != nil {
+		return x.Status
+	}
+	return ProgramStatus_PROGRAM_STATUS_UNSPECIFIED
+}
+
+func (x *ListProgramsRequest) GetTool() string {
+	if x != nil {
+		return x.Tool
+	}
+	return ""
+}
+
+func (x *ListProgramsRequest) GetStartedBy() string {
+	if x != nil {
+		return x.StartedBy
+	}
+	return ""
+}
+
+func (x *ListProgramsRequest) GetStartedAfter() *timestamppb.Timestamp {
+	if x != nil {
+		return x.StartedAfter
+	}
+	return nil
+}
+
+func (x *ListProgramsRequest) GetStartedBefore() *timestamppb.Timestamp {
+	if x != nil {
+		return x.StartedBefore
 	}
 	return nil
 }
@@ -1834,11 +1884,17 @@ const file_toolfleet_v1_program_proto_rawDesc = "" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\asubject\x18\x02 \x01(\tR\asubject\x12\x16\n" +
 	"\x06target\x18\x03 \x01(\tR\x06target\x12\x15\n" +
-	"\x06run_as\x18\x04 \x01(\tR\x05runAs\"Q\n" +
+	"\x06run_as\x18\x04 \x01(\tR\x05runAs\"\xbd\x02\n" +
 	"\x13ListProgramsRequest\x12\x1b\n" +
 	"\tpage_size\x18\x01 \x01(\x05R\bpageSize\x12\x1d\n" +
 	"\n" +
-	"page_token\x18\x02 \x01(\fR\tpageToken\"x\n" +
+	"page_token\x18\x02 \x01(\fR\tpageToken\x123\n" +
+	"\x06status\x18\x03 \x01(\x0e2\x1b.toolfleet.v1.ProgramStatusR\x06status\x12\x12\n" +
+	"\x04tool\x18\x04 \x01(\tR\x04tool\x12\x1d\n" +
+	"\n" +
+	"started_by\x18\x05 \x01(\tR\tstartedBy\x12?\n" +
+	"\rstarted_after\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\fstartedAfter\x12A\n" +
+	"\x0estarted_before\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\rstartedBefore\"x\n" +
 	"\x14ListProgramsResponse\x128\n" +
 	"\bprograms\x18\x01 \x03(\v2\x1c.toolfleet.v1.ProgramSummaryR\bprograms\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\fR\rnextPageToken\"\xd1\x01\n" +
@@ -1944,30 +2000,33 @@ var file_toolfleet_v1_program_proto_depIdxs = []int32{
 	31, // 22: toolfleet.v1.WatchProgramResponse.event:type_name -> toolfleet.v1.RunEvent
 	25, // 23: toolfleet.v1.AnswerProgramInputRequest.content:type_name -> google.protobuf.Struct
 	20, // 24: toolfleet.v1.ListTriggersResponse.triggers:type_name -> toolfleet.v1.Trigger
-	23, // 25: toolfleet.v1.ListProgramsResponse.programs:type_name -> toolfleet.v1.ProgramSummary
-	30, // 26: toolfleet.v1.ProgramSummary.started_at:type_name -> google.protobuf.Timestamp
-	30, // 27: toolfleet.v1.ProgramSummary.closed_at:type_name -> google.protobuf.Timestamp
-	2,  // 28: toolfleet.v1.ProgramService.RunProgram:input_type -> toolfleet.v1.RunProgramRequest
-	6,  // 29: toolfleet.v1.ProgramService.GetProgram:input_type -> toolfleet.v1.GetProgramRequest
-	10, // 30: toolfleet.v1.ProgramService.WatchProgram:input_type -> toolfleet.v1.WatchProgramRequest
-	12, // 31: toolfleet.v1.ProgramService.CancelProgram:input_type -> toolfleet.v1.CancelProgramRequest
-	14, // 32: toolfleet.v1.ProgramService.DecideProgramApproval:input_type -> toolfleet.v1.DecideProgramApprovalRequest
-	16, // 33: toolfleet.v1.ProgramService.AnswerProgramInput:input_type -> toolfleet.v1.AnswerProgramInputRequest
-	21, // 34: toolfleet.v1.ProgramService.ListPrograms:input_type -> toolfleet.v1.ListProgramsRequest
-	18, // 35: toolfleet.v1.ProgramService.ListTriggers:input_type -> toolfleet.v1.ListTriggersRequest
-	4,  // 36: toolfleet.v1.ProgramService.RunProgram:output_type -> toolfleet.v1.RunProgramResponse
-	7,  // 37: toolfleet.v1.ProgramService.GetProgram:output_type -> toolfleet.v1.GetProgramResponse
-	11, // 38: toolfleet.v1.ProgramService.WatchProgram:output_type -> toolfleet.v1.WatchProgramResponse
-	13, // 39: toolfleet.v1.ProgramService.CancelProgram:output_type -> toolfleet.v1.CancelProgramResponse
-	15, // 40: toolfleet.v1.ProgramService.DecideProgramApproval:output_type -> toolfleet.v1.DecideProgramApprovalResponse
-	17, // 41: toolfleet.v1.ProgramService.AnswerProgramInput:output_type -> toolfleet.v1.AnswerProgramInputResponse
-	22, // 42: toolfleet.v1.ProgramService.ListPrograms:output_type -> toolfleet.v1.ListProgramsResponse
-	19, // 43: toolfleet.v1.ProgramService.ListTriggers:output_type -> toolfleet.v1.ListTriggersResponse
-	36, // [36:44] is the sub-list for method output_type
-	28, // [28:36] is the sub-list for method input_type
-	28, // [28:28] is the sub-list for extension type_name
-	28, // [28:28] is the sub-list for extension extendee
-	0,  // [0:28] is the sub-list for field type_name
+	0,  // 25: toolfleet.v1.ListProgramsRequest.status:type_name -> toolfleet.v1.ProgramStatus
+	30, // 26: toolfleet.v1.ListProgramsRequest.started_after:type_name -> google.protobuf.Timestamp
+	30, // 27: toolfleet.v1.ListProgramsRequest.started_before:type_name -> google.protobuf.Timestamp
+	23, // 28: toolfleet.v1.ListProgramsResponse.programs:type_name -> toolfleet.v1.ProgramSummary
+	30, // 29: toolfleet.v1.ProgramSummary.started_at:type_name -> google.protobuf.Timestamp
+	30, // 30: toolfleet.v1.ProgramSummary.closed_at:type_name -> google.protobuf.Timestamp
+	2,  // 31: toolfleet.v1.ProgramService.RunProgram:input_type -> toolfleet.v1.RunProgramRequest
+	6,  // 32: toolfleet.v1.ProgramService.GetProgram:input_type -> toolfleet.v1.GetProgramRequest
+	10, // 33: toolfleet.v1.ProgramService.WatchProgram:input_type -> toolfleet.v1.WatchProgramRequest
+	12, // 34: toolfleet.v1.ProgramService.CancelProgram:input_type -> toolfleet.v1.CancelProgramRequest
+	14, // 35: toolfleet.v1.ProgramService.DecideProgramApproval:input_type -> toolfleet.v1.DecideProgramApprovalRequest
+	16, // 36: toolfleet.v1.ProgramService.AnswerProgramInput:input_type -> toolfleet.v1.AnswerProgramInputRequest
+	21, // 37: toolfleet.v1.ProgramService.ListPrograms:input_type -> toolfleet.v1.ListProgramsRequest
+	18, // 38: toolfleet.v1.ProgramService.ListTriggers:input_type -> toolfleet.v1.ListTriggersRequest
+	4,  // 39: toolfleet.v1.ProgramService.RunProgram:output_type -> toolfleet.v1.RunProgramResponse
+	7,  // 40: toolfleet.v1.ProgramService.GetProgram:output_type -> toolfleet.v1.GetProgramResponse
+	11, // 41: toolfleet.v1.ProgramService.WatchProgram:output_type -> toolfleet.v1.WatchProgramResponse
+	13, // 42: toolfleet.v1.ProgramService.CancelProgram:output_type -> toolfleet.v1.CancelProgramResponse
+	15, // 43: toolfleet.v1.ProgramService.DecideProgramApproval:output_type -> toolfleet.v1.DecideProgramApprovalResponse
+	17, // 44: toolfleet.v1.ProgramService.AnswerProgramInput:output_type -> toolfleet.v1.AnswerProgramInputResponse
+	22, // 45: toolfleet.v1.ProgramService.ListPrograms:output_type -> toolfleet.v1.ListProgramsResponse
+	19, // 46: toolfleet.v1.ProgramService.ListTriggers:output_type -> toolfleet.v1.ListTriggersResponse
+	39, // [39:47] is the sub-list for method output_type
+	31, // [31:39] is the sub-list for method input_type
+	31, // [31:31] is the sub-list for extension type_name
+	31, // [31:31] is the sub-list for extension extendee
+	0,  // [0:31] is the sub-list for field type_name
 }
 
 func init() { file_toolfleet_v1_program_proto_init() }
