@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"connectrpc.com/connect"
 	"google.golang.org/protobuf/encoding/protojson"
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
@@ -23,7 +24,10 @@ func programURL(id string) string { return Prefix + "programs/" + url.PathEscape
 func (s *Server) programsPage(w http.ResponseWriter, r *http.Request, ss *session, a *apis) {
 	ctx, cancel := callCtx(r)
 	defer cancel()
+	f := filterOf(r.URL.Query())
+	f.Model = "" // programs have no model
 	req := &toolfleetv1.ListProgramsRequest{PageSize: runsPageSize}
+	problem := f.programRequest(req)
 	if p := r.URL.Query().Get("page"); p != "" {
 		var err error
 		if req.PageToken, err = base64.RawURLEncoding.DecodeString(p); err != nil {
@@ -31,25 +35,42 @@ func (s *Server) programsPage(w http.ResponseWriter, r *http.Request, ss *sessio
 			return
 		}
 	}
-	res, err := a.programs.ListPrograms(ctx, as(ss, req))
-	if err != nil {
-		s.failAPI(w, r, ss, "The programs", err)
-		return
-	}
-	rows := make([]programRow, 0, len(res.Msg.GetPrograms()))
-	for _, p := range res.Msg.GetPrograms() {
-		st := p.GetStatus()
-		if st == "" {
-			st = strings.ToLower(p.GetState())
-		}
-		rows = append(rows, programRow{ID: p.GetProgramId(), Status: st, Started: when(p.GetStartedAt()),
-			StartedAgo: since(p.GetStartedAt()), Closed: when(p.GetClosedAt())})
-	}
+	var rows []programRow
 	next := ""
-	if t := res.Msg.GetNextPageToken(); len(t) > 0 {
-		next = Prefix + "programs?page=" + base64.RawURLEncoding.EncodeToString(t)
+	if problem == "" {
+		res, err := a.programs.ListPrograms(ctx, as(ss, req))
+		switch connect.CodeOf(err) {
+		case connect.CodeInvalidArgument, connect.CodeFailedPrecondition:
+			problem = messageOf(err)
+		default:
+			if err != nil {
+				s.failAPI(w, r, ss, "The programs", err)
+				return
+			}
+			for _, p := range res.Msg.GetPrograms() {
+				st := p.GetStatus()
+				if st == "" {
+					st = strings.ToLower(p.GetState())
+				}
+				rows = append(rows, programRow{ID: p.GetProgramId(), Status: st, Started: when(p.GetStartedAt()),
+					StartedAgo: since(p.GetStartedAt()), Closed: when(p.GetClosedAt())})
+			}
+			if t := res.Msg.GetNextPageToken(); len(t) > 0 {
+				q := f.query()
+				q.Set("page", base64.RawURLEncoding.EncodeToString(t))
+				next = Prefix + "programs?" + q.Encode()
+			}
+		}
 	}
-	s.render(w, r, ss, "programs", http.StatusOK, map[string]any{"Programs": rows, "Next": next, "First": r.URL.Query().Get("page") != ""})
+	first := ""
+	if r.URL.Query().Get("page") != "" {
+		first = Prefix + "programs"
+		if q := f.query().Encode(); q != "" {
+			first += "?" + q
+		}
+	}
+	s.render(w, r, ss, "programs", http.StatusOK, map[string]any{"Programs": rows, "Next": next, "First": first,
+		"Filter": f, "Statuses": statusChoices, "Problem": problem, "Filtered": len(f.query()) > 0})
 }
 
 // callView is one tool call of a program's page.
