@@ -177,6 +177,13 @@ func TestConsoleQuestions(t *testing.T) {
 	if _, body := bob.get("/console/programs/" + progID); strings.Contains(body, "What is your name?") {
 		t.Errorf("bob sees alice's program's question:\n%s", body)
 	}
+	// The program's page is live: its stream replays the events so far (the
+	// question), then follows the program past the answer to its end.
+	if res, _ := bob.get("/console/programs/" + progID + "/events"); res.StatusCode != http.StatusNotFound {
+		t.Errorf("bob's stream of alice's program: %d, want 404", res.StatusCode)
+	}
+	streamed := make(chan string, 1)
+	go func() { streamed <- alice.eventsAt(ctx, "/console/programs/"+progID+"/events", time.Minute) }()
 	// Answered from the inbox (its form says back=inbox), the inbox comes back.
 	if res, _ := alice.post("/console/programs/"+progID+"/answer", url.Values{"call_id": {progCall}, "key": {"user_name"}, "action": {"accept"},
 		"in.name": {"Grace"}, "back": {"inbox"}}); res.StatusCode != http.StatusOK || !strings.HasSuffix(res.Request.URL.Path, "/console/inbox") {
@@ -188,6 +195,13 @@ func TestConsoleQuestions(t *testing.T) {
 		got, err := progs.GetProgram(ctx, g)
 		return err == nil && got.Msg.GetStatus() == toolfleetv1.ProgramStatus_PROGRAM_STATUS_COMPLETED
 	})
+	live := <-streamed
+	for _, want := range []string{"event: summary", `id="program-questions"`, "event: calls", "Conformance.InputRequiredElicitation",
+		`id="program-status">completed<`, "event: end\ndata: completed"} {
+		if !strings.Contains(live, want) {
+			t.Errorf("the program's live stream lacks %q:\n%s", want, live)
+		}
+	}
 	if _, body := alice.get("/console/inbox"); strings.Contains(body, "What is your name?") || !strings.Contains(body, "Nothing waits for you.") {
 		t.Errorf("the inbox still shows a question after both were answered:\n%s", body)
 	}

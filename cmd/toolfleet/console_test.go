@@ -457,9 +457,16 @@ func (b *consoleBrowser) stream(ctx context.Context, path string) *syncbuf.Buffe
 
 func (b *consoleBrowser) events(ctx context.Context, runID string, d time.Duration) string {
 	b.t.Helper()
+	return b.eventsAt(ctx, "/console/runs/"+runID+"/events", d)
+}
+
+// eventsAt reads the SSE stream at path until it ends or d passes.
+func (b *consoleBrowser) eventsAt(ctx context.Context, path string, d time.Duration) string {
+	b.t.Helper()
+	runID := path
 	ctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, b.base+"/console/runs/"+runID+"/events", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, b.base+path, nil)
 	if err != nil {
 		b.t.Fatal(err)
 	}

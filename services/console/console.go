@@ -148,6 +148,7 @@ func (s *Server) routes() {
 	m.HandleFunc("POST "+Prefix+"tools/{id}", s.post(s.tryTool))
 	m.HandleFunc("GET "+Prefix+"programs", s.page(s.programsPage))
 	m.HandleFunc("GET "+Prefix+"programs/{id}", s.page(s.programPage))
+	m.HandleFunc("GET "+Prefix+"programs/{id}/events", s.page(s.programEvents))
 	m.HandleFunc("POST "+Prefix+"programs/{id}/decide", s.post(s.decideProgram))
 	m.HandleFunc("POST "+Prefix+"programs/{id}/answer", s.post(s.answerProgram))
 	m.HandleFunc(Prefix, func(w http.ResponseWriter, r *http.Request) {

@@ -1,6 +1,7 @@
 package console
 
 import (
+	"context"
 	"encoding/base64"
 	"net/http"
 	"net/url"
@@ -93,14 +94,27 @@ func (s *Server) programPage(w http.ResponseWriter, r *http.Request, ss *session
 func (s *Server) renderProgram(w http.ResponseWriter, r *http.Request, ss *session, a *apis, id string, status int, refused *refusal) {
 	ctx, cancel := callCtx(r)
 	defer cancel()
-	got, err := a.programs.GetProgram(ctx, as(ss, &toolfleetv1.GetProgramRequest{ProgramId: id, Detail: true}))
+	data, err := programData(ctx, ss, a, id, refused)
 	if err != nil {
 		s.failAPI(w, r, ss, "Program "+id, err)
 		return
 	}
+	if status != http.StatusOK {
+		w.WriteHeader(status)
+	}
+	s.render(w, r, ss, "program", status, data)
+}
+
+// programData is what the program page and its live parts show: GetProgram
+// with its detail, as ss's principal.
+func programData(ctx context.Context, ss *session, a *apis, id string, refused *refusal) (map[string]any, error) {
+	got, err := a.programs.GetProgram(ctx, as(ss, &toolfleetv1.GetProgramRequest{ProgramId: id, Detail: true}))
+	if err != nil {
+		return nil, err
+	}
 	g, d := got.Msg, got.Msg.GetDetail()
 	state := strings.ToLower(strings.TrimPrefix(g.GetStatus().String(), "PROGRAM_STATUS_"))
-	data := map[string]any{"ID": id, "Status": state, "CSRF": ss.csrf, "Source": d.GetSource(),
+	data := map[string]any{"ID": id, "URL": programURL(id), "Status": state, "CSRF": ss.csrf, "Done": g.GetDone(), "Source": d.GetSource(),
 		"Filename": d.GetFilename(), "Args": prettyJSON(d.GetArgsJson()), "Tools": d.GetTools(), "Truncated": d.GetCallsTruncated(),
 		"Approvals": approvalViews("program", id, g.GetPendingApprovals()),
 		"Questions": refused.apply(questionViews("program", id, g.GetPendingQuestions()), "program", id)}
@@ -141,10 +155,7 @@ func (s *Server) renderProgram(w http.ResponseWriter, r *http.Request, ss *sessi
 		{"Result bytes", strconv.Itoa(int(l.GetMaxResultBytes())), ""},
 		{"Memory bytes", strconv.FormatInt(l.GetMaxMemoryBytes(), 10), ""},
 	}
-	if status != http.StatusOK {
-		w.WriteHeader(status)
-	}
-	s.render(w, r, ss, "program", status, data)
+	return data, nil
 }
 
 func usedSteps(steps uint64, done bool) string {

@@ -18,7 +18,8 @@ import (
 var templateFiles embed.FS
 
 // pageNames are the full pages; each is layout.html plus its own file, which
-// defines "title" and "content". fragments.html is in every set.
+// defines "title" and "content". fragments.html and programlive.html (the
+// program page's live parts) are in every set.
 var pageNames = []string{"signin", "runs", "run", "inbox", "error", "programs", "program", "tools", "tool"}
 
 // pages are the parsed templates. Every payload (model text, tool input and
@@ -69,13 +70,13 @@ type approvalForm struct {
 func parsePages() (*pages, error) {
 	p := &pages{sets: map[string]*template.Template{}}
 	for _, n := range pageNames {
-		t, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFiles, "templates/layout.html", "templates/fragments.html", "templates/"+n+".html")
+		t, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFiles, "templates/layout.html", "templates/fragments.html", "templates/programlive.html", "templates/"+n+".html")
 		if err != nil {
 			return nil, fmt.Errorf("console: parse %s: %w", n, err)
 		}
 		p.sets[n] = t
 	}
-	frag, err := template.New("fragments.html").Funcs(funcs).ParseFS(templateFiles, "templates/fragments.html")
+	frag, err := template.New("fragments.html").Funcs(funcs).ParseFS(templateFiles, "templates/fragments.html", "templates/programlive.html")
 	if err != nil {
 		return nil, fmt.Errorf("console: parse fragments: %w", err)
 	}
