@@ -63,6 +63,9 @@ type apis struct {
 	runs     toolfleetv1connect.AgentServiceClient
 	programs toolfleetv1connect.ProgramServiceClient
 	tools    toolfleetv1connect.ToolGatewayServiceClient
+	// connections is the gateway's ConnectionService (Unimplemented when
+	// it has no --connections-file).
+	connections toolfleetv1connect.ConnectionServiceClient
 }
 
 // ErrNotConnected is what pages answer (503) before [Server.Connect].
@@ -108,9 +111,10 @@ func New(cfg Config) (*Server, error) {
 // (http://host:port), e.g. once the gateway listens.
 func (s *Server) Connect(baseURL string) {
 	s.api.Store(&apis{
-		runs:     toolfleetv1connect.NewAgentServiceClient(s.cfg.HTTPClient, baseURL),
-		programs: toolfleetv1connect.NewProgramServiceClient(s.cfg.HTTPClient, baseURL),
-		tools:    toolfleetv1connect.NewToolGatewayServiceClient(s.cfg.HTTPClient, baseURL),
+		runs:        toolfleetv1connect.NewAgentServiceClient(s.cfg.HTTPClient, baseURL),
+		programs:    toolfleetv1connect.NewProgramServiceClient(s.cfg.HTTPClient, baseURL),
+		tools:       toolfleetv1connect.NewToolGatewayServiceClient(s.cfg.HTTPClient, baseURL),
+		connections: toolfleetv1connect.NewConnectionServiceClient(s.cfg.HTTPClient, baseURL),
 	})
 }
 
@@ -151,6 +155,9 @@ func (s *Server) routes() {
 	m.HandleFunc("GET "+Prefix+"programs/{id}/events", s.page(s.programEvents))
 	m.HandleFunc("POST "+Prefix+"programs/{id}/decide", s.post(s.decideProgram))
 	m.HandleFunc("POST "+Prefix+"programs/{id}/answer", s.post(s.answerProgram))
+	m.HandleFunc("GET "+Prefix+"connections", s.page(s.connectionsPage))
+	m.HandleFunc("POST "+Prefix+"connections/connect", s.post(s.connectProvider))
+	m.HandleFunc("POST "+Prefix+"connections/revoke", s.post(s.revokeConnection))
 	m.HandleFunc(Prefix, func(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, nil, http.StatusNotFound, "There is no such page in the console.")
 	})

@@ -20,7 +20,7 @@ var templateFiles embed.FS
 // pageNames are the full pages; each is layout.html plus its own file, which
 // defines "title" and "content". fragments.html and programlive.html (the
 // program page's live parts) are in every set.
-var pageNames = []string{"signin", "runs", "run", "inbox", "error", "programs", "program", "tools", "tool"}
+var pageNames = []string{"signin", "runs", "run", "inbox", "error", "programs", "program", "tools", "tool", "connections"}
 
 // pages are the parsed templates. Every payload (model text, tool input and
 // output, reasons, ids) reaches the page through html/template's contextual
