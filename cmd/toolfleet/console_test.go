@@ -247,6 +247,10 @@ func TestConsole(t *testing.T) {
 	if _, body := bob.get("/console/programs"); strings.Contains(body, "console-prog") {
 		t.Errorf("bob's programs list shows alice's program")
 	}
+	// Without --connections-file the connections page says so.
+	if res, body := alice.get("/console/connections"); res.StatusCode != http.StatusOK || !strings.Contains(body, "no delegated credentials configured") {
+		t.Errorf("the connections page without connections: %d\n%s", res.StatusCode, body)
+	}
 	// The programs list filters like the runs list, through the API.
 	waitFor(ctx, t, "the program to be listed as completed with its tool", func() bool {
 		_, body := alice.get("/console/programs?status=completed&tool=Calculator.Add")
