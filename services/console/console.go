@@ -179,10 +179,12 @@ func (s *Server) page(h handler) http.HandlerFunc {
 			ss = s.renew(r.Context(), ss) // nil: the provider's token ended
 		}
 		if (ss == nil || !ss.signedIn) && s.cfg.AuthOff {
-			if ss, err = s.sessions.start(w, r, anonymous); err != nil {
-				s.failStore(w, r, err)
-				return
+			// Everyone is the anonymous principal: nothing to store (so
+			// cookieless visitors cannot fill the store either).
+			if ss == nil {
+				ss = s.sessions.signedOut(w, r)
 			}
+			ss.signedIn, ss.subject = true, "anonymous"
 		}
 		if ss == nil || !ss.signedIn {
 			http.Redirect(w, r, Prefix+"signin", http.StatusSeeOther)
@@ -212,8 +214,6 @@ func (s *Server) post(h handler) http.HandlerFunc {
 
 // maxForm bounds a posted form.
 const maxForm = 1 << 20
-
-func anonymous(ss *session) { ss.subject = "anonymous" }
 
 // as makes req carry ss's token.
 func as[T any](ss *session, msg *T) *connect.Request[T] {
