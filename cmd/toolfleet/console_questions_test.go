@@ -182,8 +182,10 @@ func TestConsoleQuestions(t *testing.T) {
 	if res, _ := bob.get("/console/programs/" + progID + "/events"); res.StatusCode != http.StatusNotFound {
 		t.Errorf("bob's stream of alice's program: %d, want 404", res.StatusCode)
 	}
-	streamed := make(chan string, 1)
-	go func() { streamed <- alice.eventsAt(ctx, "/console/programs/"+progID+"/events", time.Minute) }()
+	streamed := alice.stream(ctx, "/console/programs/"+progID+"/events")
+	waitFor(ctx, t, "the program's stream to show the question", func() bool {
+		return strings.Contains(streamed.String(), `id="program-questions"`)
+	})
 	// Answered from the inbox (its form says back=inbox), the inbox comes back.
 	if res, _ := alice.post("/console/programs/"+progID+"/answer", url.Values{"call_id": {progCall}, "key": {"user_name"}, "action": {"accept"},
 		"in.name": {"Grace"}, "back": {"inbox"}}); res.StatusCode != http.StatusOK || !strings.HasSuffix(res.Request.URL.Path, "/console/inbox") {
@@ -195,7 +197,8 @@ func TestConsoleQuestions(t *testing.T) {
 		got, err := progs.GetProgram(ctx, g)
 		return err == nil && got.Msg.GetStatus() == toolfleetv1.ProgramStatus_PROGRAM_STATUS_COMPLETED
 	})
-	live := <-streamed
+	waitFor(ctx, t, "the program's stream to end", func() bool { return strings.Contains(streamed.String(), "event: end") })
+	live := streamed.String()
 	for _, want := range []string{"event: summary", `id="program-questions"`, "event: calls", "Conformance.InputRequiredElicitation",
 		`id="program-status">completed<`, "event: end\ndata: completed"} {
 		if !strings.Contains(live, want) {
