@@ -74,6 +74,7 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger, started chan<- *ga
 	}
 	gcfg.MCPTasks = orch.mcpTasks()
 	gcfg.Connections = creds.Tokens()
+	gcfg.Exchange = creds.Exchange()
 	g, err := gateway.New(ctx, gcfg)
 	if err != nil {
 		return fmt.Errorf("configure the gateway: %w", err)

@@ -2,18 +2,18 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"time"
 
 	"connectrpc.com/connect"
 	"github.com/spf13/cobra"
-	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/durationpb"
-	"sigs.k8s.io/yaml"
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
 	"github.com/toolfleet/toolfleet/internal/config"
+	"github.com/toolfleet/toolfleet/internal/yamlproto"
 	"github.com/toolfleet/toolfleet/orchestrator/ids"
 	"github.com/toolfleet/toolfleet/sdk/llm"
 )
@@ -68,16 +68,13 @@ func newAgentRunCommand(af *gatewayFlags, out *output) *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			req := &toolfleetv1.StartRunRequest{}
 			if specFile != "" {
-				b, err := os.ReadFile(specFile)
+				b, err := readBounded(specFile, yamlproto.MaxBytes)
 				if err != nil {
 					return err
 				}
-				j, err := yaml.YAMLToJSON(b)
-				if err != nil {
-					return fmt.Errorf("%s: %w", specFile, err)
-				}
-				if err := protojson.Unmarshal(j, req); err != nil {
-					return fmt.Errorf("%s: %w", specFile, err)
+				// Mistakes at their line and column in the YAML, with the field.
+				if err := yamlproto.Unmarshal(specFile, b, req); err != nil {
+					return err
 				}
 			}
 			f := cmd.Flags()
@@ -354,4 +351,15 @@ func listedStatus(r *toolfleetv1.RunSummary) string {
 		return r.GetState()
 	}
 	return strings.ToLower(strings.TrimPrefix(r.GetStatus().String(), "RUN_STATUS_"))
+}
+
+// readBounded reads at most limit+1 bytes of path: enough for the reader to
+// refuse a larger file without holding all of it.
+func readBounded(path string, limit int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return io.ReadAll(io.LimitReader(f, limit+1))
 }

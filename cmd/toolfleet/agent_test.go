@@ -57,14 +57,14 @@ func TestAgentCLI(t *testing.T) {
 		t.Fatalf("agent run: %v\n%s", err, out)
 	}
 	for _, want := range []string{"▶ run cli-run", "turn 1: 1 tool call; Multiplying.", "→ Calculator.Multiply", "← ok in", `{"result":42}`,
-		"turn 2: 0 tool calls; 6 times 7 is 42.", "✓ 6 times 7 is 42. (2 turns, 1 tool calls", "; run so far "} {
+		"turn 2: 0 tool calls; 6 times 7 is 42.", "✓ 6 times 7 is 42. (2 turns, 1 tool call,", "; run so far "} {
 		if !strings.Contains(out, want) {
 			t.Errorf("watch output lacks %q:\n%s", want, out)
 		}
 	}
 	// The running total after the last turn is the run's usage that GetRun reports.
 	var in, outTok int64
-	if _, err := fmt.Sscanf(out[strings.Index(out, "(2 turns, 1 tool calls, "):], "(2 turns, 1 tool calls, %d tokens in / %d out", &in, &outTok); err != nil || in == 0 {
+	if _, err := fmt.Sscanf(out[strings.Index(out, "(2 turns, 1 tool call, "):], "(2 turns, 1 tool call, %d tokens in / %d out", &in, &outTok); err != nil || in == 0 {
 		t.Fatalf("final usage: %v (in=%d)\n%s", err, in, out)
 	}
 	if in != 230 || outTok != 17 {

@@ -249,7 +249,7 @@ func (v *view) event(ctx context.Context, c toolfleetv1connect.AgentServiceClien
 		usage := ""
 		if st, err := c.GetRun(ctx, connect.NewRequest(&toolfleetv1.GetRunRequest{RunId: ev.GetRunId()})); err == nil {
 			u := st.Msg.GetUsage()
-			usage = fmt.Sprintf(" (%d turns, %d tool calls, %d tokens in / %d out, %s)", st.Msg.GetTurns(), st.Msg.GetToolCalls(),
+			usage = fmt.Sprintf(" (%s, %s, %d tokens in / %d out, %s)", counted(int64(st.Msg.GetTurns()), "turn"), counted(int64(st.Msg.GetToolCalls()), "tool call"),
 				u.GetInputTokens(), u.GetOutputTokens(), time.Since(started).Round(time.Millisecond))
 		}
 		switch ev.GetKind() {
@@ -265,4 +265,12 @@ func (v *view) event(ctx context.Context, c toolfleetv1connect.AgentServiceClien
 		}
 	}
 	return false, nil
+}
+
+// counted is "1 turn", "2 turns": n and the noun, plural unless n is 1.
+func counted(n int64, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }

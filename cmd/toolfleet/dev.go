@@ -169,7 +169,7 @@ on its own. Ctrl-C stops it.`,
 	// variables themselves.
 	cfg.NATS.AddFlags(f)
 	cfg.Assets.AddFlags(f)
-	cmd.AddCommand(newDevTokenCommand())
+	cmd.AddCommand(newDevTokenCommand(), newDevHydraLoginCommand())
 	return cmd
 }
 
@@ -260,7 +260,7 @@ func runDev(ctx context.Context, cfg devConfig, stdout, stderr io.Writer) error 
 		return err
 	}
 	fl := svc.fleet
-	stopWorkers, err := startDevWorkers(cfg.Workers, stack.NATS.URL(), cfg.NATS, stderr, logger)
+	stopWorkers, err := startDevWorkers(cfg.Workers, stack.NATS.URL(), cfg.NATS, fl.Gateway.WorkerAdmission, stderr, logger)
 	if err != nil {
 		_ = svc.stop()
 		stack.Stop()
@@ -380,7 +380,7 @@ func startDevServices(ctx context.Context, stack *devstack.Stack, cfg devConfig,
 	fl, err := startFleet(ctx, fleetConfig{Host: cfg.Host, GatewayPort: cfg.GatewayPort, JWTSecret: cfg.JWTSecret, IdP: cfg.OIDC,
 		AllowedOrigins: cfg.AllowedOrigins, NATSURL: stack.NATS.URL(), NATS: cfg.NATS, Assets: cfg.Assets, Logger: o.Logger,
 		Mounts: mounts, MCPTasks: mcpTasks(agents, programs), Tracing: o.Tracing, Conformance: cfg.Conformance,
-		Limits: o.Limits, StoreShare: cfg.StoreShare, Connections: creds.Tokens()})
+		Limits: o.Limits, StoreShare: cfg.StoreShare, Connections: creds.Tokens(), Exchange: creds.Exchange()})
 	if err == nil {
 		creds.Serving(fl.Gateway)
 		cons.Connect("http://" + fl.Gateway.Addr())

@@ -9,12 +9,14 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/toolfleet/toolfleet/internal/portowner"
 )
 
 // Before `toolfleet dev` starts anything, it checks what would make it fail
 // later with a less helpful message: another dev running in this folder (its
 // NATS would wait for a data folder and ports it cannot have), and ports
-// another program holds.
+// another program holds (named when the system says which).
 
 // devPort is a fixed port dev binds and the flag that moves it.
 type devPort struct {
@@ -50,7 +52,7 @@ func checkDevCanStart(cfg devConfig) error {
 			continue
 		}
 		if errors.Is(err, syscall.EADDRINUSE) {
-			taken = append(taken, fmt.Sprintf("port %d (%s) is taken by another program: pass %s N, or %s 0 for any free port", p.port, p.what, p.flag, p.flag))
+			taken = append(taken, fmt.Sprintf("port %d (%s) is taken by %s: pass %s N, or %s 0 for any free port", p.port, p.what, holderOf(p.port), p.flag, p.flag))
 		} else {
 			taken = append(taken, fmt.Sprintf("port %d (%s) cannot be bound (%v): pass %s N, or %s 0 for any free port", p.port, p.what, err, p.flag, p.flag))
 		}
@@ -62,6 +64,19 @@ func checkDevCanStart(cfg devConfig) error {
 		return errors.New(taken[0] + " (another toolfleet dev, in another folder?)")
 	}
 	return fmt.Errorf("%d ports toolfleet dev needs are taken (another toolfleet dev, in another folder?):\n  %s", len(taken), strings.Join(taken, "\n  "))
+}
+
+// holderOf names the process listening on port when the system says
+// ("nginx (pid 1234)"), else "another program".
+func holderOf(port int) string {
+	p, err := portowner.Listener(port)
+	if err != nil {
+		return "another program"
+	}
+	if p.Name == "" {
+		return fmt.Sprintf("the process with pid %d", p.PID)
+	}
+	return fmt.Sprintf("%s (pid %d)", p.Name, p.PID)
 }
 
 // answers reports whether something accepts connections at addr.

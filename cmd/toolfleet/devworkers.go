@@ -34,8 +34,12 @@ const devWorkerSettle = time.Second
 // off on crashes), listening on a free loopback port and announcing on the
 // dev NATS with the dev NATS credentials (passed in the environment, never as
 // arguments). Its "building…" / "ready …" / "build failed …" lines go to
-// stderr. stop stops them all and returns once their processes are gone.
-func startDevWorkers(dirs []string, natsURL string, creds natsconn.Options, stderr io.Writer, logger *slog.Logger) (stop func(), err error) {
+// stderr. admission is the dev gateway's verdict on a worker address
+// (gateway.Gateway.WorkerAdmission): a rebuild that only adds tools joins
+// beside the running worker, which then stops, with no gap. stop stops them
+// all and returns once their processes are gone.
+func startDevWorkers(dirs []string, natsURL string, creds natsconn.Options, admission func(addr string) (joined, refused bool),
+	stderr io.Writer, logger *slog.Logger) (stop func(), err error) {
 	if err := checkDevWorkers(dirs); err != nil {
 		return nil, err
 	}
@@ -56,7 +60,8 @@ func startDevWorkers(dirs []string, natsURL string, creds natsconn.Options, stde
 				Draining: func(ctx context.Context, addr string, stop func()) error {
 					return devWorkerDraining(ctx, nc, addr, stop)
 				},
-				Env: env, Stdout: stderr, Stderr: stderr, Status: stderr, Logger: logger})
+				Joined: func(ctx context.Context, addr string) bool { return devWorkerJoined(ctx, admission, addr) },
+				Env:    env, Stdout: stderr, Stderr: stderr, Status: stderr, Logger: logger})
 			if err != nil {
 				logger.Error("worker from source stopped", "worker", d, "error", err)
 			}
@@ -119,6 +124,32 @@ func devWorkerReady(ctx context.Context, nc *nats.Conn, addr string) (string, er
 	case <-time.After(devWorkerSettle):
 	}
 	return strings.Join(keys, " "), nil
+}
+
+// devWorkerJoinWait bounds how long a rebuilt worker with another contract
+// waits for the gateway's verdict after it was ready (the gateway loads it
+// from the same announcement, so the verdict is normally there already).
+const devWorkerJoinWait = 5 * time.Second
+
+// devWorkerJoined reports whether the gateway took the worker at addr beside
+// the running one (a contract that only adds tools), asking admission until
+// it joined or was refused, within devWorkerJoinWait.
+func devWorkerJoined(ctx context.Context, admission func(string) (bool, bool), addr string) bool {
+	ctx, cancel := context.WithTimeout(ctx, devWorkerJoinWait)
+	defer cancel()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		joined, refused := admission(addr)
+		if joined || refused {
+			return joined
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-tick.C:
+		}
+	}
 }
 
 // devWorkerDraining calls stop (SIGTERM to the worker at addr) and returns

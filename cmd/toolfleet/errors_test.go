@@ -2,13 +2,16 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -66,7 +69,8 @@ func TestNoGateway(t *testing.T) {
 	}
 }
 
-// TestDevSaysWhyItCannotStart: a port dev needs that another program holds,
+// TestDevSaysWhyItCannotStart: a port dev needs that another program holds
+// (named: which program, when the system says),
 // and another dev running in this folder, stop `toolfleet dev` at once with
 // what to pass or do (not after NATS's 10 s wait for its port).
 func TestDevSaysWhyItCannotStart(t *testing.T) {
@@ -80,7 +84,16 @@ func TestDevSaysWhyItCannotStart(t *testing.T) {
 	others := []string{"--nats-port", "0", "--temporal-port", "0", "--temporal-ui-port", "0", "--data-dir", t.TempDir()}
 
 	out, err := runInProcess(t.Context(), append([]string{"dev", "--gateway-port", strconv.Itoa(port), "--dev-file", ""}, others...)...)
-	want := fmt.Sprintf("port %d (the gateway) is taken by another program: pass --gateway-port N, or --gateway-port 0 for any free port", port)
+	// The holder is this test process; Linux says so.
+	holder := "another program"
+	if runtime.GOOS == "linux" {
+		comm, err := os.ReadFile("/proc/self/comm")
+		if err != nil {
+			t.Fatal(err)
+		}
+		holder = fmt.Sprintf("%s (pid %d)", strings.TrimSpace(string(comm)), os.Getpid())
+	}
+	want := fmt.Sprintf("port %d (the gateway) is taken by %s: pass --gateway-port N, or --gateway-port 0 for any free port", port, holder)
 	if err == nil || !strings.Contains(err.Error(), want) {
 		t.Errorf("dev on a taken port: %v, want %q\n%s", err, want, out)
 	}
@@ -154,6 +167,18 @@ func TestMalformedJSONInCallerTerms(t *testing.T) {
 	check("Connect", connectBody, post("/toolfleet.v1.ToolGatewayService/CallTool", "application/json", connectBody))
 	oxpBody := `{"request": {"tool_id": "Calculator.Add", "input": {"a": 1,}}}`
 	check("OXP", oxpBody, post("/tools/call", "application/json", oxpBody))
+	// MCP: a JSON-RPC parse error (-32700) in the same words.
+	mcpBody := `{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "Calculator_Add", "arguments": {"a": 1,}}}`
+	var rpc struct {
+		Error struct {
+			Code    int    `json:"code"`
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	if said := post("/mcp", "application/json", mcpBody); json.Unmarshal([]byte(said), &rpc) != nil || rpc.Error.Code != -32700 {
+		t.Errorf("MCP answered %s, want a JSON-RPC parse error (-32700)", said)
+	}
+	check("MCP", mcpBody, rpc.Error.Message)
 }
 
 // TestOnePrefixPerError: a fleet whose gateway cannot listen says so with one
@@ -173,5 +198,21 @@ func TestOnePrefixPerError(t *testing.T) {
 	}
 	if n := strings.Count(err.Error(), "gateway: "); n != 1 || !strings.Contains(err.Error(), "address already in use") {
 		t.Fatalf("error %q: %d gateway prefixes, want 1 and the cause", err, n)
+	}
+}
+
+// TestRunSpecErrorsInYAMLTerms: a mistake in `agent run -f spec.yaml` is
+// reported at its line and column in the YAML, with the field, before any
+// gateway is asked.
+func TestRunSpecErrorsInYAMLTerms(t *testing.T) {
+	t.Parallel()
+	spec := filepath.Join(t.TempDir(), "run.yaml")
+	if err := os.WriteFile(spec, []byte("model: scripted:demo\ntools: ['Calculator.*']\nbudget:\n  max_turns: 3\n  max_turnz: 4\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	err := cliError(t, "agent", "run", "-f", spec, "hello", "--gateway", "127.0.0.1:1")
+	want := spec + `: line 5, column 3: unknown field "max_turnz"`
+	if err == nil || err.Error() != want {
+		t.Fatalf("agent run -f with a misspelled field: %v, want %q", err, want)
 	}
 }

@@ -70,6 +70,8 @@ type fleetConfig struct {
 	// Connections gives tools acting with their caller's account its tokens
 	// (gateway.Config.Connections; package delegation); nil: none.
 	Connections gateway.TokenSource
+	// Exchange exchanges tokens for tools of first-party APIs (nil: none).
+	Exchange gateway.Exchanger
 }
 
 // fleet is the running gateway and bundled workers.
@@ -192,10 +194,14 @@ func startFleet(ctx context.Context, cfg fleetConfig) (_ *fleet, err error) {
 		Limits:         cfg.Limits,
 		Shares:         gateway.SharesConfig{Fraction: share},
 		Connections:    cfg.Connections,
+		Exchange:       cfg.Exchange,
 		// The bundled workers run in this process and announce before the
 		// gateway starts: they answer its probe within milliseconds, so a
 		// short warm-up keeps dev's start (which waits for readiness) fast.
 		WarmUp: devWarmUp,
+		// `toolfleet add tool` under --worker: the rebuild joins beside the
+		// running worker, with no gap (a dev fleet has one author).
+		AcceptAdditiveContracts: true,
 	})
 	if err != nil {
 		return nil, err

@@ -37,8 +37,6 @@ const (
 		"/mcp is stateless (no session to send it on; tools ask with input_required at 2026-07-28, and through the stdio bridge's session before)"
 	noPrompts   = "no prompts are served (toolfleet serves tools; prompts/list answers an empty list)"
 	noResources = "no resources are served (resources/list answers an empty list)"
-	noTaskInput = "a task's program now relays a tool's own question (inputRequests toolfleet/input/<call id>#<key>, answered with tasks/update; " +
-		"TestTaskQuestions), but the Conformance toolkit does not serve this fixture yet"
 )
 
 // expectedFailures by scenario, for both revisions (a scenario runs at the
@@ -64,11 +62,6 @@ var expectedFailures = map[string]expectedFailure{
 	"prompts-get-with-image":                 {reason: noPrompts},
 	"http-custom-header-server-validation":   {reason: "no tool has x-mcp-header annotations (the contract has no option for them yet)"},
 	"input-required-result-non-tool-request": {reason: noPrompts + " (a prompt asking for input)"},
-	"tasks-mrtr-input": {reason: "multi_input asks its caller two questions from inside the call: " + noTaskInput + "; " +
-		"the scenario's other checks pass with confirm_delete, whose approval is the task's input request",
-		checks: []string{"tasks-mrtr-partial-fulfillment"}},
-	"tasks-mrtr-composition": {reason: "test_tool_with_task asks its caller for a user_name (input_required) and then runs as a task: " + noTaskInput +
-		", and the gateway creates a task at the first round (the scenario wants the question answered inline, then the task)"},
 }
 
 // conformanceCheck is one check of a scenario's checks.json.

@@ -327,6 +327,7 @@ const (
 	oldRev        rev = iota // 2025-11-25
 	newRev                   // 2026-07-28, tasks extension declared
 	newRevNoTasks            // 2026-07-28 without the extension
+	newRevNoAsk              // 2026-07-28, the extension declared but not elicitation
 )
 
 // mcpClient speaks MCP over streamable HTTP, one stateless request at a time.
@@ -358,7 +359,10 @@ func (c *mcpClient) call(ctx context.Context, r rev, method string, params map[s
 		req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
 	} else {
 		caps := map[string]any{"elicitation": map[string]any{}}
-		if r == newRev {
+		if r == newRevNoAsk {
+			caps = map[string]any{}
+		}
+		if r == newRev || r == newRevNoAsk {
 			caps["extensions"] = map[string]any{"io.modelcontextprotocol/tasks": map[string]any{}}
 		}
 		params["_meta"] = map[string]any{"io.modelcontextprotocol/protocolVersion": "2026-07-28",

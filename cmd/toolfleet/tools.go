@@ -381,11 +381,11 @@ func reportFailure(cmd *cobra.Command, out *output, err error) error {
 		body := map[string]any{}
 		switch {
 		case errors.As(err, &ve):
-			body = map[string]any{"kind": "validation", "call_id": ve.CallID, "message": ve.Message, "parameter_errors": ve.ParameterErrors}
+			body = map[string]any{"kind": "validation", "callId": ve.CallID, "message": ve.Message, "parameterErrors": ve.ParameterErrors}
 		case errors.As(err, &se):
-			body = map[string]any{"kind": "server", "call_id": se.CallID, "code": se.Code.String(), "message": se.Message}
+			body = map[string]any{"kind": "server", "callId": se.CallID, "code": se.Code.String(), "message": se.Message}
 			if se.DeveloperMessage != "" {
-				body["developer_message"] = se.DeveloperMessage
+				body["developerMessage"] = se.DeveloperMessage
 			}
 		}
 		if err := out.value(w, map[string]any{"error": body}); err != nil {

@@ -139,12 +139,14 @@ func TestToolsCommands(t *testing.T) {
 		{"validation error", []string{"tools", "call", "Calculator.Evaluate", `{"expression": ""}`}, "", exitValidation, func(t *testing.T, out string) {
 			var r struct {
 				Error struct {
-					Kind            string
-					ParameterErrors map[string]string `json:"parameter_errors"`
+					Kind            string            `json:"kind"`
+					ParameterErrors map[string]string `json:"parameterErrors"`
 				}
 			}
 			mustJSON(t, out, &r)
-			if r.Error.Kind != "validation" || r.Error.ParameterErrors["expression"] == "" {
+			// One JSON style: protojson's lowerCamelCase, as the call's result.
+			if r.Error.Kind != "validation" || r.Error.ParameterErrors["expression"] == "" || !strings.Contains(out, `"callId"`) ||
+				strings.Contains(out, `"call_id"`) || strings.Contains(out, `"parameter_errors"`) {
 				t.Fatalf("validation: %s", out)
 			}
 		}},

@@ -36,6 +36,7 @@ func (h *harness) checks() []check {
 		{name: "tools list", fn: h.checkToolsList},
 		{name: "tool calls", fn: func(ctx context.Context) error { return h.checkToolCalls(ctx, stamp) }},
 		{name: "agent run", fn: func(ctx context.Context) error { return h.checkAgentRun(ctx, stamp) }},
+		{name: "console", fn: func(ctx context.Context) error { return h.checkConsole(ctx, stamp) }},
 		{name: "program", fn: func(ctx context.Context) error { return h.checkProgram(ctx, stamp) }},
 		{name: "approval", fn: func(ctx context.Context) error { return h.checkApproval(ctx, stamp) }},
 		{name: "nats trigger", fn: func(ctx context.Context) error { return h.checkTrigger(ctx, stamp) }},

@@ -31,6 +31,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -74,7 +75,7 @@ func run(ctx context.Context, args []string) int {
 	fs.IntVar(&cfg.directCallers, "chaos-direct-callers", 4, "gRPC callers making KV.Increment calls with their own call ids, retried across the gateway pod's deletion, during the chaos")
 	fs.BoolVar(&cfg.calm, "chaos-calm", false, "run the chaos workload without the kills and rollouts (a baseline)")
 	fs.DurationVar(&cfg.timeout, "timeout", 45*time.Minute, "bound of the whole test")
-	fs.StringVar(&cfg.only, "only", "", "run only the checks whose name contains this")
+	fs.StringVar(&cfg.only, "only", "", "run only the checks whose name contains this (comma-separated: any of these)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -96,7 +97,7 @@ func run(ctx context.Context, args []string) int {
 	checks := h.checks()
 	passed, ran := 0, 0
 	for _, c := range checks {
-		if cfg.only != "" && !strings.Contains(c.name, cfg.only) && !c.always {
+		if cfg.only != "" && !c.always && !slices.ContainsFunc(strings.Split(cfg.only, ","), func(o string) bool { return strings.Contains(c.name, o) }) {
 			continue
 		}
 		ran++

@@ -3,9 +3,10 @@
 // rebuilds it when a Go file, go.mod or go.sum of its module changes. A
 // rebuild is swapped in with no downtime: the new binary is built next to the
 // running one, started, and the old one is stopped only once the new one is
-// ready ([Config.Ready]); a rebuild that changes the worker's contract
-// starts once the old one drains ([Config.Draining]); a failed build leaves
-// the old one serving. A worker that exits on its own is restarted after a backoff that
+// ready ([Config.Ready]); a rebuild that changes the worker's contract swaps
+// the same way when the registry took it beside the old one ([Config.Joined]:
+// it only adds tools), else starts once the old one drains
+// ([Config.Draining]); a failed build leaves the old one serving. A worker that exits on its own is restarted after a backoff that
 // doubles up to a bound and resets once a run lasted long enough. The
 // process belongs to [Run]: it is stopped (SIGTERM, then SIGKILL after
 // StopTimeout) before Run returns.
@@ -81,9 +82,10 @@ type Config struct {
 	// Ready, when set, is called after each start with the worker's --listen
 	// address and returns once the worker serves (e.g. a gateway routes to it),
 	// with a key of its contract. Until it returns the previous worker keeps
-	// serving; when the keys differ, the previous worker stops before the new
-	// one starts again on a fresh address (a registry refuses a second contract
-	// of a version beside the first). An error or ReadyTimeout stops the new
+	// serving; when the keys differ and Joined does not say the new one was
+	// taken beside it, the previous worker stops before the new one starts
+	// again on a fresh address (a registry refuses a second contract of a
+	// version beside the first). An error or ReadyTimeout stops the new
 	// worker and keeps the previous one. Nil: ready once started.
 	Ready func(ctx context.Context, addr string) (contract string, err error)
 	// ReadyTimeout bounds Ready. Default [DefaultReadyTimeout].
@@ -96,6 +98,13 @@ type Config struct {
 	// takes the new contract as soon as it announces. Nil: the old worker
 	// is stopped completely first. Bounded by StopTimeout.
 	Draining func(ctx context.Context, addr string, stop func()) error
+	// Joined, when set, is asked after a rebuild whose contract changed
+	// whether the new worker (at addr) was taken beside the running one, as
+	// a registry takes a contract that only adds tools: then the old worker
+	// stops as on a rebuild with the same contract, and no call finds the
+	// toolkit without a serving replica. false (or nil Joined): the old one
+	// drains and the new one starts again on a fresh address (Draining).
+	Joined func(ctx context.Context, addr string) bool
 }
 
 func (c *Config) defaults() {
@@ -337,6 +346,12 @@ func (s *supervisor) swap(ctx context.Context, old *proc, bin string) (running *
 		if old != nil {
 			s.stop(old)
 		}
+		return p, nil
+	}
+	if s.cfg.Joined != nil && s.cfg.Joined(ctx, p.addr) {
+		s.log.Info("worker contract extended: the new worker serves beside the old one, which stops", "pid", old.cmd.Process.Pid)
+		s.status("contract extended: the new worker took over beside the old one, with no gap")
+		s.stop(old)
 		return p, nil
 	}
 	s.stop(p)

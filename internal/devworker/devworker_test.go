@@ -400,3 +400,81 @@ func TestRunContractChangeDrainsTheOld(t *testing.T) {
 		t.Errorf("v1 (pid %d) outlived the swap", v1)
 	}
 }
+
+// With Config.Joined saying the registry took the new worker beside the old
+// one (a contract that only adds tools), a contract change swaps as a plain
+// rebuild does: the new worker is started once and keeps running, the old one
+// stops only after the new one was ready, and Draining is not used.
+func TestRunContractExtendedSwapsWithoutRestart(t *testing.T) {
+	t.Parallel()
+	mod := t.TempDir()
+	if err := os.WriteFile(filepath.Join(mod, "go.mod"), []byte("module example.com/c\n\ngo 1.26\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	write := func(src string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(mod, "main.go"), []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(program("v1", false))
+	var out, status lines
+	ready := func(ctx context.Context, addr string) (string, error) {
+		re := regexp.MustCompile(`(v\d) started \d+ \[--listen ` + regexp.QuoteMeta(addr) + `\]`)
+		for {
+			if m := re.FindStringSubmatch(out.String()); m != nil {
+				return m[1], nil
+			}
+			select {
+			case <-ctx.Done():
+				return "", ctx.Err()
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+	}
+	joinedAsked := make(chan string, 4)
+	joined := func(_ context.Context, addr string) bool { joinedAsked <- addr; return true }
+	draining := func(context.Context, string, func()) error {
+		t.Error("Draining was used although the new worker joined")
+		return nil
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- devworker.Run(ctx, devworker.Config{Dir: mod, Listen: "127.0.0.1", Ready: ready, Draining: draining, Joined: joined,
+			Stdout: &out, Status: &status, Env: []string{"GOTOOLCHAIN=local", "GOPROXY=off"}, Poll: 50 * time.Millisecond})
+	}()
+	defer func() { cancel(); <-done }()
+	waitFor(t, &status, "ready (pid", time.Minute)
+	v1 := pidOf(t, &out, "v1")
+	write(program("v2", false))
+	deadline := time.Now().Add(time.Minute)
+	for strings.Count(status.String(), "ready (pid") < 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("v2 not ready:\n%s\n%s", status.String(), out.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	text := out.String()
+	if n := strings.Count(text, "v2 started"); n != 1 {
+		t.Errorf("v2 started %d times, want once (it joined beside v1):\n%s", n, text)
+	}
+	v2addr := regexp.MustCompile(`v2 started \d+ \[--listen (\S+)\]`).FindStringSubmatch(text)
+	select {
+	case addr := <-joinedAsked:
+		if v2addr == nil || addr != v2addr[1] {
+			t.Errorf("Joined got %s, want v2's address (%v)", addr, v2addr)
+		}
+	default:
+		t.Fatal("Joined was not asked on a contract change")
+	}
+	if i := strings.Index(text, fmt.Sprintf("v1 stopping %d", v1)); i < 0 || i < strings.Index(text, "v2 started") {
+		t.Errorf("v1 did not stop after v2 started:\n%s", text)
+	}
+	if !strings.Contains(status.String(), "contract extended") {
+		t.Errorf("no \"contract extended\" status line:\n%s", status.String())
+	}
+	if alive(v1) {
+		t.Errorf("v1 (pid %d) outlived the swap", v1)
+	}
+}

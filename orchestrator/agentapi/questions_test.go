@@ -191,3 +191,65 @@ func TestProgramQuestions(t *testing.T) {
 		}
 	}
 }
+
+// TestProgramPartialAnswers: a tool asks two questions in one round; answered
+// one at a time, the answered one leaves the pending list while the other
+// still waits (the program stays WAITING_INPUT), and the call goes on once
+// both are answered.
+func TestProgramPartialAnswers(t *testing.T) {
+	t.Parallel()
+	tn := startTenants(t, "program-partial", agent.NewResolver())
+	tn.fleet.AddWorker(t, func(w *tool.Worker) { conformancev1.RegisterConformanceServiceServer(w, conformance.New()) })
+	tn.fleet.WaitTool(t, "Conformance.MultiInput")
+	ctx := t.Context()
+	const id = "asks-p2"
+	if _, err := tn.alicePrograms.RunProgram(ctx, connect.NewRequest(&toolfleetv1.RunProgramRequest{ProgramId: id,
+		ToolCall: &toolfleetv1.ProgramToolCall{ToolId: "Conformance.MultiInput"}})); err != nil {
+		t.Fatal(err)
+	}
+	waitFor := func(what string, ok func(*toolfleetv1.GetProgramResponse) bool) *toolfleetv1.GetProgramResponse {
+		t.Helper()
+		for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+			st, err := tn.alicePrograms.GetProgram(ctx, connect.NewRequest(&toolfleetv1.GetProgramRequest{ProgramId: id}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ok(st.Msg) {
+				return st.Msg
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s never happened: %v", what, st.Msg)
+			}
+		}
+	}
+	keys := func(st *toolfleetv1.GetProgramResponse) string {
+		var ks []string
+		for _, q := range st.GetPendingQuestions() {
+			ks = append(ks, q.GetKey())
+		}
+		return strings.Join(ks, ",")
+	}
+	st := waitFor("two questions", func(st *toolfleetv1.GetProgramResponse) bool { return len(st.GetPendingQuestions()) == 2 })
+	callID := st.GetPendingQuestions()[0].GetCallId()
+	answer := func(key string, content map[string]any) {
+		t.Helper()
+		s, err := structpb.NewStruct(content)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tn.alicePrograms.AnswerProgramInput(ctx, connect.NewRequest(&toolfleetv1.AnswerProgramInputRequest{
+			ProgramId: id, CallId: callID, Key: key, Action: "accept", Content: s})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	answer("name", map[string]any{"name": "Ada"})
+	st = waitFor("the answered question leaving", func(st *toolfleetv1.GetProgramResponse) bool { return keys(st) == "confirm" })
+	if st.GetStatus() != toolfleetv1.ProgramStatus_PROGRAM_STATUS_WAITING_INPUT {
+		t.Fatalf("status %v with one question still pending, want WAITING_INPUT", st.GetStatus())
+	}
+	answer("confirm", map[string]any{"confirm": true})
+	st = waitFor("the end", func(st *toolfleetv1.GetProgramResponse) bool { return st.GetDone() })
+	if b, _ := protojson.Marshal(st.GetResult()); !strings.Contains(string(b), "Got name Ada and confirm true.") {
+		t.Fatalf("program %v, want the call's result with both answers", st)
+	}
+}

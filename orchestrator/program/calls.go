@@ -101,6 +101,10 @@ func (r *runner) invoke(th *starlark.Thread, t *boundTool, kwargs []starlark.Tup
 	r.calls++
 	req := CallRequest{CallID: ids.ProgramCall(r.in.ProgramID, r.calls), ToolID: t.ID, InputJSON: string(in),
 		Principal: r.in.Principal, MaxValueBytes: r.lim.MaxValueBytes, AskPeople: r.in.AskPeople}
+	if c := r.in.Call; c != nil && r.calls == 1 && r.in.AskPeople {
+		// Questions the tool asked before the program started, answered.
+		req.Answers, req.RequestState = c.Answers, c.RequestState
+	}
 
 	if t.NeedsApproval(r.in.Approval) {
 		approver, denial, err := r.approval(ctx, req)

@@ -31,6 +31,12 @@ type ToolCall struct {
 	ToolID string `json:"tool_id"`
 	// InputJSON is the tool's input, a JSON object; empty means {}.
 	InputJSON string `json:"input_json,omitempty"`
+	// Answers (MCP ElicitResults as JSON, keyed as the tool asked) and the
+	// sealed RequestState of the round the tool asked before the program
+	// started (an MCP client answered it inline): the call's first round
+	// carries them when the program takes questions.
+	Answers      map[string]string `json:"answers,omitempty"`
+	RequestState string            `json:"request_state,omitempty"`
 }
 
 // runCall runs a program that is r.in.Call.

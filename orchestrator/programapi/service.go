@@ -551,5 +551,26 @@ func toolCallOf(m *toolfleetv1.RunProgramRequest) (*program.ToolCall, error) {
 		}
 		c.InputJSON = string(b)
 	}
+	if n := len(tc.GetInputResponses()); n > toolcall.MaxPendingQuestions {
+		return nil, fmt.Errorf("tool_call.input_responses has %d answers: at most %d", n, toolcall.MaxPendingQuestions)
+	}
+	for key, r := range tc.GetInputResponses() {
+		b, err := protojson.Marshal(r)
+		if err != nil || len(b) > toolcall.MaxAnswerBytes {
+			return nil, fmt.Errorf("tool_call.input_responses[%q]: want a JSON object of at most %d bytes", key, toolcall.MaxAnswerBytes)
+		}
+		if c.Answers == nil {
+			c.Answers = map[string]string{}
+		}
+		c.Answers[key] = string(b)
+	}
+	if len(tc.GetRequestState()) > maxRequestState {
+		return nil, fmt.Errorf("tool_call.request_state is over %d bytes", maxRequestState)
+	}
+	c.RequestState = tc.GetRequestState()
 	return c, nil
 }
+
+// maxRequestState bounds a sealed request_state a one-call program carries
+// (the worker's state is at most 64 KiB before sealing).
+const maxRequestState = 128 << 10

@@ -121,8 +121,16 @@ type Desk struct {
 // NewDesk returns an empty desk.
 func NewDesk() *Desk { return &Desk{replies: map[string]Reply{}} }
 
-// Pending returns a copy of the questions waiting for a reply, in request order.
-func (d *Desk) Pending() []Question { return slices.Clone(d.pending) }
+// Pending returns a copy of the questions waiting for a reply, in request
+// order. A question already answered is not waiting any more, though its
+// round still waits for the others: answered one at a time, the questions
+// of a round leave the list one at a time.
+func (d *Desk) Pending() []Question {
+	return slices.DeleteFunc(slices.Clone(d.pending), func(q Question) bool {
+		_, answered := d.replies[replyKey(q.CallID, q.Key)]
+		return answered
+	})
+}
 
 func replyKey(callID, key string) string { return callID + "\x00" + key }
 

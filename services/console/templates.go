@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/toolfleet/toolfleet/services/gateway/mcp/orchestration"
 )
 
 //go:embed templates/*.html
@@ -38,6 +40,8 @@ var funcs = template.FuncMap{
 	"join":   strings.Join,
 	"words":  func(s string) string { return strings.ReplaceAll(s, "_", " ") },
 	"prefix": func() string { return Prefix },
+	// mcptask: a run or program an MCP client started as a task.
+	"mcptask": orchestration.IsTaskID,
 	"dict": func(a any, csrf, back string) (approvalForm, error) {
 		switch v := a.(type) {
 		case *approvalView:

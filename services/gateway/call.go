@@ -94,7 +94,7 @@ func (g *Gateway) call(ctx context.Context, p *Principal, req *toolfleetv1.CallT
 	}
 	if missing := missingClientInput(def, req); len(missing) > 0 {
 		return fail(start, serverError(codes.FailedPrecondition, ErrClientInput, "",
-			"%s was not run: it asks its caller for input (%s), which this caller cannot answer: it did not declare it (CallToolRequest.client_input; MCP: the client capabilities), and agent runs and programs cannot answer a tool's questions",
+			"%s was not run: it asks its caller for input (%s), which this caller cannot answer: it did not declare it (CallToolRequest.client_input; MCP: the client capabilities; a run, program or MCP task that takes no questions declares none)",
 			def.GetId(), capabilityNames(missing)))
 	}
 	ticket, ce := g.admit(ctx, p, def, req)

@@ -131,7 +131,7 @@ func (g *Gateway) askClient(p *Principal, def *toolfleetv1.ToolDefinition, req *
 			setToolError(resp, &toolfleetv1.ToolError{Message: fmt.Sprintf("%s asked its caller for input (%s) its contract does not declare (client_input); this is a bug of the tool", def.GetId(), tool.CapabilityName(kind))})
 			return nil
 		case !slices.Contains(req.GetClientInput(), kind):
-			setToolError(resp, &toolfleetv1.ToolError{Message: fmt.Sprintf("%s asked its caller for input (%s), which this caller cannot answer (an agent run or a program cannot answer a tool's questions)", def.GetId(), tool.CapabilityName(kind))})
+			setToolError(resp, &toolfleetv1.ToolError{Message: fmt.Sprintf("%s asked its caller for input (%s), which this caller cannot answer: it did not declare it (an MCP client without the capability, or a run, program or MCP task that takes no questions)", def.GetId(), tool.CapabilityName(kind))})
 			return nil
 		}
 	}
@@ -146,6 +146,10 @@ func (g *Gateway) askClient(p *Principal, def *toolfleetv1.ToolDefinition, req *
 	}
 	resp.Success = false
 	resp.Outcome = nil
-	resp.InputRequired = &toolfleetv1.InputRequired{Requests: q.GetRequests(), RequestState: sl.Seal(b, q.GetState(), g.cfg.ClientInput.TTL)}
+	ttl := g.cfg.ClientInput.TTL
+	if p.Via != nil { // a run, program or MCP task asks the person: it waits as long as the run does
+		ttl = g.cfg.ClientInput.DelegatedTTL
+	}
+	resp.InputRequired = &toolfleetv1.InputRequired{Requests: q.GetRequests(), RequestState: sl.Seal(b, q.GetState(), ttl)}
 	return nil
 }

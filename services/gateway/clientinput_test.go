@@ -171,6 +171,24 @@ func TestClientInputRounds(t *testing.T) {
 		}
 	})
 
+	// A run or program asks the person through the orchestrator (a delegated
+	// call): the question waits in the inbox as long as the run does, so its
+	// state outlives the direct callers' TTL (1 ns on short).
+	t.Run("delegated calls keep their state past the TTL", func(t *testing.T) {
+		tok := signHS(t, map[string]any{"sub": "orchestrator", "scope": "tools:call tools:delegate", "exp": time.Now().Add(10 * time.Minute).Unix()})
+		dctx := metadata.AppendToOutgoingContext(t.Context(), "authorization", "Bearer "+tok, "toolfleet-on-behalf-of", "alice", "toolfleet-on-behalf-scopes", "tools:call")
+		resp, err := cs.CallTool(dctx, &toolfleetv1.CallToolRequest{ToolId: stateTool, ClientInput: []toolfleetv1.ClientCapability{elicit}})
+		if err != nil || resp.GetInputRequired().GetRequestState() == "" {
+			t.Fatalf("delegated round 1: %v %v", resp, err)
+		}
+		time.Sleep(10 * time.Millisecond) // past the direct callers' TTL
+		resp, err = cs.CallTool(dctx, &toolfleetv1.CallToolRequest{ToolId: stateTool, ClientInput: []toolfleetv1.ClientCapability{elicit},
+			InputResponses: confirm, RequestState: resp.GetInputRequired().GetRequestState()})
+		if err != nil || !resp.GetSuccess() || !strings.Contains(valueText(resp), conformance.StateOK) {
+			t.Fatalf("delegated round 2 after the direct TTL: %v %v, want %s", resp, err, conformance.StateOK)
+		}
+	})
+
 	t.Run("large answers reach the worker", func(t *testing.T) {
 		ir := round1(t, ca, "")
 		large := answer(t, map[string]any{"action": "accept", "content": map[string]any{"ok": true, "note": strings.Repeat("x", 900<<10)}})

@@ -46,8 +46,12 @@ const (
 	DefaultStartedEventAfter = 100 * time.Millisecond
 	DefaultEventQueue        = 10000
 	// DefaultClientInputTTL: a caller answers a tool's questions within this.
-	DefaultClientInputTTL  = 15 * time.Minute
-	DefaultShutdownTimeout = 10 * time.Second
+	DefaultClientInputTTL = 15 * time.Minute
+	// DefaultDelegatedClientInputTTL: an agent run or a program (a call on
+	// behalf of a person) waits for that person's answer up to its approval
+	// timeout (24 h by default), so its sealed state must outlive it.
+	DefaultDelegatedClientInputTTL = 7 * 24 * time.Hour
+	DefaultShutdownTimeout         = 10 * time.Second
 	// DefaultMaxRequestBytes bounds one request on every surface (limits.go).
 	DefaultMaxRequestBytes = 4 << 20
 	// DefaultMaxInputValues bounds the JSON values of one JSON request.
@@ -120,6 +124,14 @@ type Config struct {
 	// announced workers' contracts to load. Only with NATSURL. Default
 	// [DefaultWarmUp] (workers answer the probe at once; see registry.DefaultWarmUp).
 	WarmUp time.Duration
+	// AcceptAdditiveContracts lets a replica whose contract of a
+	// Toolkit@version only adds tools to the registered one join beside it
+	// (registry.Registry.AcceptAdditive): what `toolfleet dev --worker` needs
+	// to swap in a rebuild after `toolfleet add tool` with no gap. Off by
+	// default: in a shared fleet, anyone allowed to announce could otherwise
+	// add tools under a served toolkit's name (and into runs that allow
+	// "Toolkit.*"); there, a new tool comes with a new version.
+	AcceptAdditiveContracts bool
 	// ShutdownTimeout bounds the graceful stop. Default [DefaultShutdownTimeout].
 	ShutdownTimeout time.Duration
 	// Logger receives the gateway's logs. Default slog.Default().
@@ -172,6 +184,11 @@ type Config struct {
 	// implements it, wired in cmd/. Nil: such tools are refused with
 	// Unimplemented.
 	Connections TokenSource
+	// Exchange gives the tools of first-party APIs (a credential whose
+	// provider is one of its own) a token exchanged for their caller at the
+	// operator's authorization server; package exchange implements it.
+	// Nil: those providers are looked up in Connections.
+	Exchange Exchanger
 	// Tracing records the gateway's spans (server, and client towards workers)
 	// with the global OpenTelemetry TracerProvider (internal/telemetry). A
 	// caller's traceparent is honoured either way.
@@ -211,6 +228,9 @@ func (c *Config) defaults() {
 	}
 	if c.ClientInput.TTL <= 0 {
 		c.ClientInput.TTL = DefaultClientInputTTL
+	}
+	if c.ClientInput.DelegatedTTL <= 0 {
+		c.ClientInput.DelegatedTTL = DefaultDelegatedClientInputTTL
 	}
 	if c.Events.Queue <= 0 {
 		c.Events.Queue = DefaultEventQueue
@@ -255,6 +275,11 @@ type ClientInputConfig struct {
 	// TTL is how long a caller has to answer a tool's questions. Default
 	// [DefaultClientInputTTL].
 	TTL time.Duration
+	// DelegatedTTL is TTL for calls made on behalf of a person (agent runs,
+	// programs and MCP tasks, through the orchestrator's tools:delegate):
+	// their questions wait in the inbox, durably, for as long as the run
+	// waits. Default [DefaultDelegatedClientInputTTL].
+	DelegatedTTL time.Duration
 }
 
 // ResultHandlesConfig bounds the calls at once that allow a handle and so

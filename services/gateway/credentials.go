@@ -46,6 +46,9 @@ func (g *Gateway) withCredential(ctx context.Context, p *Principal, def *toolfle
 	if cred == nil {
 		return ctx, nil, nil
 	}
+	if g.cfg.Exchange != nil && g.cfg.Exchange.Provides(cred.GetProvider()) {
+		return g.withExchanged(ctx, p, def, cred) // a first-party API (exchanged.go)
+	}
 	if g.cfg.Connections == nil {
 		return ctx, nil, serverError(codes.Unimplemented, ErrCredentialUnavailable, "",
 			"%s was not run: it acts with the caller's %s account, and this gateway has no connections configured (docs/credentials.md)",

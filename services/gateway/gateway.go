@@ -104,6 +104,7 @@ func New(ctx context.Context, cfg Config) (*Gateway, error) {
 		return nil, err
 	}
 	g.reg = registry.New(g.log, 10*time.Second, append([]grpc.DialOption{dial, grpc.WithMaxHeaderListSize(maxWorkerHeaderBytes)}, g.workerTraceOptions()...)...)
+	g.reg.AcceptAdditive(cfg.AcceptAdditiveContracts)
 	g.metrics = newMetrics(func() float64 { return float64(len(g.reg.Current().Defs())) })
 	g.metrics.reg.MustRegister(g.reg.Rejections())
 	lc := cfg.Limits
@@ -270,6 +271,11 @@ func (g *Gateway) Serving() bool {
 // NATS (false while the bucket is not ready or NATS is away, when
 // Limits.WhenNATSDown applies); true when no limit is configured.
 func (g *Gateway) LimitsShared() bool { return g.limits == nil || g.limits.Shared() }
+
+// WorkerAdmission says whether the worker at addr joined the registry (takes
+// calls) or was refused for a contract conflict; neither while it is
+// unknown, loading or leaving (registry.Registry.Admission).
+func (g *Gateway) WorkerAdmission(addr string) (joined, refused bool) { return g.reg.Admission(addr) }
 
 // idem returns the idempotency store; nil (unavailable) until NATS is configured
 // and the bucket exists.

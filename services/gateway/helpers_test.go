@@ -162,6 +162,12 @@ func startPlainCalculator(t *testing.T, major int, opts ...func(*toolfleetv1.Too
 func startPlainCalculatorAt(t *testing.T, listen string, major int, opts ...func(*toolfleetv1.ToolOptions)) *plainCalculator {
 	t.Helper()
 	files, sd := calculatorVersion(t, major, opts...)
+	return startPlainCalculatorFrom(t, listen, files, sd)
+}
+
+// startPlainCalculatorFrom serves sd's Add (and only Add) from files.
+func startPlainCalculatorFrom(t *testing.T, listen string, files *protoregistry.Files, sd protoreflect.ServiceDescriptor) *plainCalculator {
+	t.Helper()
 	md := sd.Methods().ByName("Add")
 	pc := &plainCalculator{}
 	srv := grpc.NewServer()

@@ -28,7 +28,9 @@
 // access token: under "ext" in introspection and in the JWT, and at the
 // JWT's top level for the names in [Options.TopLevelClaims] (e.g. "act" for
 // a delegation chain). TestTokenHook shows it. Hydra does not implement
-// RFC 8693 token exchange.
+// RFC 8693 token exchange; it implements RFC 7523's jwt-bearer grant, whose
+// trust relationships [Server.TrustJWTBearer] registers (the hook receives
+// the verified assertion in [TokenRequest.Payload]).
 //
 // A cold build of Hydra takes minutes (see the e2e/oauth README); later
 // starts take about a second.

@@ -16,7 +16,8 @@ type TokenRequest struct {
 	GrantTypes      []string
 	GrantedScopes   []string
 	GrantedAudience []string
-	// Payload is the token request's form (an assertion is redacted by Hydra).
+	// Payload is what Hydra passes on of the token request's form: for a
+	// jwt-bearer grant, the (verified) "assertion".
 	Payload map[string][]string
 	// Extra are the access token's extra claims so far (from the consent).
 	Extra map[string]any

@@ -5,13 +5,14 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
 	"regexp"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/toolfleet/toolfleet/internal/hydralogin"
 )
 
 // DefaultSubject is who a [Provider] signs in when nothing else says.
@@ -32,7 +33,7 @@ type Provider struct {
 	reject   string
 	withhold []string
 	claims   func(subject string) map[string]any
-	srv      atomic.Pointer[Server]
+	adm      atomic.Pointer[hydralogin.Admin]
 	logins   atomic.Int64
 	consents atomic.Int64
 }
@@ -74,7 +75,14 @@ func (p *Provider) SetIDTokenClaims(f func(subject string) map[string]any) {
 func (p *Provider) Logins() int64   { return p.logins.Load() }
 func (p *Provider) Consents() int64 { return p.consents.Load() }
 
-func (p *Provider) attach(s *Server) { p.srv.Store(s) }
+// attach points p at the admin API of the Hydra it serves.
+func (p *Provider) attach(s *Server) {
+	a, err := hydralogin.NewAdmin(s.AdminURL, s.admin)
+	if err != nil {
+		panic(err) // s.AdminURL is always http://127.0.0.1:PORT
+	}
+	p.adm.Store(a)
+}
 
 // serveProvider serves p on a loopback port until t ends; it returns its base URL.
 func serveProvider(t testing.TB, p *Provider) string {
@@ -90,30 +98,23 @@ func serveProvider(t testing.TB, p *Provider) string {
 	return srv.URL
 }
 
-// loginRequest is the part of Hydra's login request the provider reads.
-type loginRequest struct {
-	Skip        bool   `json:"skip"`
-	Subject     string `json:"subject"`
-	OIDCContext struct {
-		LoginHint string `json:"login_hint"`
-	} `json:"oidc_context"`
-}
-
 // hintPattern is what a login_hint may be to become a subject.
 var hintPattern = regexp.MustCompile(`^[A-Za-z0-9._@:-]{1,128}$`)
 
+// admin is the admin API client of the Hydra p serves, once attached.
+func (p *Provider) admin() *hydralogin.Admin { return p.adm.Load() }
+
 func (p *Provider) login(w http.ResponseWriter, r *http.Request) {
-	s := p.srv.Load()
+	a := p.admin()
 	challenge := r.URL.Query().Get("login_challenge")
-	if s == nil || challenge == "" {
+	if a == nil || challenge == "" {
 		http.Error(w, "no login challenge", http.StatusBadRequest)
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
 	defer cancel()
-	q := "?login_challenge=" + url.QueryEscape(challenge)
-	var lr loginRequest
-	if err := s.adminJSON(ctx, http.MethodGet, "/admin/oauth2/auth/requests/login"+q, nil, &lr); err != nil {
+	lr, err := a.LoginRequest(ctx, challenge)
+	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadGateway)
 		return
 	}
@@ -126,16 +127,11 @@ func (p *Provider) login(w http.ResponseWriter, r *http.Request) {
 	if lr.Skip {
 		subject = lr.Subject
 	}
-	var next struct {
-		RedirectTo string `json:"redirect_to"`
-	}
-	var err error
+	var next string
 	if reject != "" && !lr.Skip {
-		err = s.adminJSON(ctx, http.MethodPut, "/admin/oauth2/auth/requests/login/reject"+q,
-			map[string]any{"error": "access_denied", "error_description": reject}, &next)
+		next, err = a.RejectLogin(ctx, challenge, "access_denied", reject)
 	} else {
-		err = s.adminJSON(ctx, http.MethodPut, "/admin/oauth2/auth/requests/login/accept"+q,
-			map[string]any{"subject": subject, "remember": false}, &next)
+		next, err = a.AcceptLogin(ctx, challenge, subject)
 		if err == nil {
 			p.logins.Add(1)
 		}
@@ -144,28 +140,20 @@ func (p *Provider) login(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadGateway)
 		return
 	}
-	http.Redirect(w, r, next.RedirectTo, http.StatusFound)
-}
-
-// consentRequest is the part of Hydra's consent request the provider reads.
-type consentRequest struct {
-	Subject           string   `json:"subject"`
-	RequestedScope    []string `json:"requested_scope"`
-	RequestedAudience []string `json:"requested_access_token_audience"`
+	http.Redirect(w, r, next, http.StatusFound)
 }
 
 func (p *Provider) consent(w http.ResponseWriter, r *http.Request) {
-	s := p.srv.Load()
+	a := p.admin()
 	challenge := r.URL.Query().Get("consent_challenge")
-	if s == nil || challenge == "" {
+	if a == nil || challenge == "" {
 		http.Error(w, "no consent challenge", http.StatusBadRequest)
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
 	defer cancel()
-	q := "?consent_challenge=" + url.QueryEscape(challenge)
-	var cr consentRequest
-	if err := s.adminJSON(ctx, http.MethodGet, "/admin/oauth2/auth/requests/consent"+q, nil, &cr); err != nil {
+	cr, err := a.ConsentRequest(ctx, challenge)
+	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadGateway)
 		return
 	}
@@ -178,41 +166,32 @@ func (p *Provider) consent(w http.ResponseWriter, r *http.Request) {
 			grant = append(grant, sc)
 		}
 	}
-	idToken := map[string]any{}
+	var idToken map[string]any
 	if claimsOf != nil {
 		idToken = claimsOf(cr.Subject)
 	}
-	var next struct {
-		RedirectTo string `json:"redirect_to"`
-	}
-	if err := s.adminJSON(ctx, http.MethodPut, "/admin/oauth2/auth/requests/consent/accept"+q, map[string]any{
-		"grant_scope":                 grant,
-		"grant_access_token_audience": nonNil(cr.RequestedAudience),
-		"remember":                    false,
-		"session":                     map[string]any{"id_token": idToken},
-	}, &next); err != nil {
+	next, err := a.AcceptConsent(ctx, challenge, hydralogin.Grant{Scopes: grant, Audiences: cr.RequestedAudience, IDToken: idToken})
+	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadGateway)
 		return
 	}
 	p.consents.Add(1)
-	http.Redirect(w, r, next.RedirectTo, http.StatusFound)
+	http.Redirect(w, r, next, http.StatusFound)
 }
 
 func (p *Provider) logout(w http.ResponseWriter, r *http.Request) {
-	s := p.srv.Load()
+	a := p.admin()
 	challenge := r.URL.Query().Get("logout_challenge")
-	if s == nil || challenge == "" {
+	if a == nil || challenge == "" {
 		http.Error(w, "no logout challenge", http.StatusBadRequest)
 		return
 	}
-	var next struct {
-		RedirectTo string `json:"redirect_to"`
-	}
-	if err := s.adminJSON(r.Context(), http.MethodPut, "/admin/oauth2/auth/requests/logout/accept?logout_challenge="+url.QueryEscape(challenge), nil, &next); err != nil {
+	next, err := a.AcceptLogout(r.Context(), challenge)
+	if err != nil {
 		http.Error(w, fmt.Sprint(err), http.StatusBadGateway)
 		return
 	}
-	http.Redirect(w, r, next.RedirectTo, http.StatusFound)
+	http.Redirect(w, r, next, http.StatusFound)
 }
 
 func nonNil(s []string) []string {

@@ -42,6 +42,10 @@ type Options struct {
 	TopLevelClaims []string
 	// Provider is the login/consent provider. Default: a new [Provider].
 	Provider *Provider
+	// LoginApp, when set, is the base URL of another login and consent app
+	// (its /login, /consent, /logout and /error) used instead of Provider,
+	// e.g. `toolfleet dev hydra-login`'s pages.
+	LoginApp string
 	// StartTimeout bounds the start, health included. Default 2 minutes
 	// (a cold build of the binary comes first and has its own bound).
 	StartTimeout time.Duration
@@ -87,7 +91,10 @@ func Start(t testing.TB, opts Options) *Server {
 	if opts.StartTimeout <= 0 {
 		opts.StartTimeout = 2 * time.Minute
 	}
-	provider := serveProvider(t, opts.Provider)
+	provider := opts.LoginApp
+	if provider == "" {
+		provider = serveProvider(t, opts.Provider)
+	}
 	var lastErr error
 	for range 3 { // a free port can be taken between picking and binding it
 		s, err := start(t, bin, provider, opts)

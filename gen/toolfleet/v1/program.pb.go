@@ -328,9 +328,16 @@ type ProgramToolCall struct {
 	// The tool's id (a glob is refused).
 	ToolId string `protobuf:"bytes,1,opt,name=tool_id,json=toolId,proto3" json:"tool_id,omitempty"`
 	// The tool's input.
-	Input         *structpb.Struct `protobuf:"bytes,2,opt,name=input,proto3" json:"input,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Input *structpb.Struct `protobuf:"bytes,2,opt,name=input,proto3" json:"input,omitempty"`
+	// Answers to the questions the tool asked before the program started (an
+	// MCP client answered its first round inline, then asked for a task): the
+	// first call carries them, keyed as the tool asked, each an MCP
+	// ElicitResult, with the tool's sealed request_state. Taken only when the
+	// program takes questions.
+	InputResponses map[string]*structpb.Struct `protobuf:"bytes,3,rep,name=input_responses,json=inputResponses,proto3" json:"input_responses,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	RequestState   string                      `protobuf:"bytes,4,opt,name=request_state,json=requestState,proto3" json:"request_state,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *ProgramToolCall) Reset() {
@@ -375,6 +382,20 @@ func (x *ProgramToolCall) GetInput() *structpb.Struct {
 		return x.Input
 	}
 	return nil
+}
+
+func (x *ProgramToolCall) GetInputResponses() map[string]*structpb.Struct {
+	if x != nil {
+		return x.InputResponses
+	}
+	return nil
+}
+
+func (x *ProgramToolCall) GetRequestState() string {
+	if x != nil {
+		return x.RequestState
+	}
+	return ""
 }
 
 type RunProgramResponse struct {
@@ -1789,10 +1810,15 @@ const file_toolfleet_v1_program_proto_rawDesc = "" +
 	"\x04wait\x18\x06 \x01(\bR\x04wait\x12\x1a\n" +
 	"\bfilename\x18\a \x01(\tR\bfilename\x12:\n" +
 	"\ttool_call\x18\b \x01(\v2\x1d.toolfleet.v1.ProgramToolCallR\btoolCall\x12:\n" +
-	"\tquestions\x18\x1e \x01(\x0e2\x1c.toolfleet.v1.QuestionPolicyR\tquestions\"Y\n" +
+	"\tquestions\x18\x1e \x01(\x0e2\x1c.toolfleet.v1.QuestionPolicyR\tquestions\"\xb6\x02\n" +
 	"\x0fProgramToolCall\x12\x17\n" +
 	"\atool_id\x18\x01 \x01(\tR\x06toolId\x12-\n" +
-	"\x05input\x18\x02 \x01(\v2\x17.google.protobuf.StructR\x05input\"\x8e\x02\n" +
+	"\x05input\x18\x02 \x01(\v2\x17.google.protobuf.StructR\x05input\x12Z\n" +
+	"\x0finput_responses\x18\x03 \x03(\v21.toolfleet.v1.ProgramToolCall.InputResponsesEntryR\x0einputResponses\x12#\n" +
+	"\rrequest_state\x18\x04 \x01(\tR\frequestState\x1aZ\n" +
+	"\x13InputResponsesEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12-\n" +
+	"\x05value\x18\x02 \x01(\v2\x17.google.protobuf.StructR\x05value:\x028\x01\"\x8e\x02\n" +
 	"\x12RunProgramResponse\x12\x1d\n" +
 	"\n" +
 	"program_id\x18\x01 \x01(\tR\tprogramId\x12.\n" +
@@ -1939,7 +1965,7 @@ func file_toolfleet_v1_program_proto_rawDescGZIP() []byte {
 }
 
 var file_toolfleet_v1_program_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_toolfleet_v1_program_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
+var file_toolfleet_v1_program_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
 var file_toolfleet_v1_program_proto_goTypes = []any{
 	(ProgramStatus)(0),                    // 0: toolfleet.v1.ProgramStatus
 	(*ProgramLimits)(nil),                 // 1: toolfleet.v1.ProgramLimits
@@ -1965,68 +1991,71 @@ var file_toolfleet_v1_program_proto_goTypes = []any{
 	(*ListProgramsRequest)(nil),           // 21: toolfleet.v1.ListProgramsRequest
 	(*ListProgramsResponse)(nil),          // 22: toolfleet.v1.ListProgramsResponse
 	(*ProgramSummary)(nil),                // 23: toolfleet.v1.ProgramSummary
-	(*durationpb.Duration)(nil),           // 24: google.protobuf.Duration
-	(*structpb.Struct)(nil),               // 25: google.protobuf.Struct
-	(QuestionPolicy)(0),                   // 26: toolfleet.v1.QuestionPolicy
-	(*structpb.Value)(nil),                // 27: google.protobuf.Value
-	(*PendingApproval)(nil),               // 28: toolfleet.v1.PendingApproval
-	(*PendingQuestion)(nil),               // 29: toolfleet.v1.PendingQuestion
-	(*timestamppb.Timestamp)(nil),         // 30: google.protobuf.Timestamp
-	(*RunEvent)(nil),                      // 31: toolfleet.v1.RunEvent
+	nil,                                   // 24: toolfleet.v1.ProgramToolCall.InputResponsesEntry
+	(*durationpb.Duration)(nil),           // 25: google.protobuf.Duration
+	(*structpb.Struct)(nil),               // 26: google.protobuf.Struct
+	(QuestionPolicy)(0),                   // 27: toolfleet.v1.QuestionPolicy
+	(*structpb.Value)(nil),                // 28: google.protobuf.Value
+	(*PendingApproval)(nil),               // 29: toolfleet.v1.PendingApproval
+	(*PendingQuestion)(nil),               // 30: toolfleet.v1.PendingQuestion
+	(*timestamppb.Timestamp)(nil),         // 31: google.protobuf.Timestamp
+	(*RunEvent)(nil),                      // 32: toolfleet.v1.RunEvent
 }
 var file_toolfleet_v1_program_proto_depIdxs = []int32{
-	24, // 0: toolfleet.v1.ProgramLimits.deadline:type_name -> google.protobuf.Duration
-	24, // 1: toolfleet.v1.ProgramLimits.approval_wait:type_name -> google.protobuf.Duration
-	25, // 2: toolfleet.v1.RunProgramRequest.args:type_name -> google.protobuf.Struct
+	25, // 0: toolfleet.v1.ProgramLimits.deadline:type_name -> google.protobuf.Duration
+	25, // 1: toolfleet.v1.ProgramLimits.approval_wait:type_name -> google.protobuf.Duration
+	26, // 2: toolfleet.v1.RunProgramRequest.args:type_name -> google.protobuf.Struct
 	1,  // 3: toolfleet.v1.RunProgramRequest.limits:type_name -> toolfleet.v1.ProgramLimits
 	3,  // 4: toolfleet.v1.RunProgramRequest.tool_call:type_name -> toolfleet.v1.ProgramToolCall
-	26, // 5: toolfleet.v1.RunProgramRequest.questions:type_name -> toolfleet.v1.QuestionPolicy
-	25, // 6: toolfleet.v1.ProgramToolCall.input:type_name -> google.protobuf.Struct
-	27, // 7: toolfleet.v1.RunProgramResponse.result:type_name -> google.protobuf.Value
-	0,  // 8: toolfleet.v1.RunProgramResponse.status:type_name -> toolfleet.v1.ProgramStatus
-	5,  // 9: toolfleet.v1.RunProgramResponse.program_error:type_name -> toolfleet.v1.ProgramError
-	27, // 10: toolfleet.v1.GetProgramResponse.result:type_name -> google.protobuf.Value
-	0,  // 11: toolfleet.v1.GetProgramResponse.status:type_name -> toolfleet.v1.ProgramStatus
-	5,  // 12: toolfleet.v1.GetProgramResponse.program_error:type_name -> toolfleet.v1.ProgramError
-	28, // 13: toolfleet.v1.GetProgramResponse.pending_approvals:type_name -> toolfleet.v1.PendingApproval
-	29, // 14: toolfleet.v1.GetProgramResponse.pending_questions:type_name -> toolfleet.v1.PendingQuestion
-	8,  // 15: toolfleet.v1.GetProgramResponse.detail:type_name -> toolfleet.v1.ProgramDetail
-	1,  // 16: toolfleet.v1.ProgramDetail.limits:type_name -> toolfleet.v1.ProgramLimits
-	9,  // 17: toolfleet.v1.ProgramDetail.calls:type_name -> toolfleet.v1.ProgramCall
-	3,  // 18: toolfleet.v1.ProgramDetail.tool_call:type_name -> toolfleet.v1.ProgramToolCall
-	5,  // 19: toolfleet.v1.ProgramCall.error:type_name -> toolfleet.v1.ProgramError
-	30, // 20: toolfleet.v1.ProgramCall.scheduled_at:type_name -> google.protobuf.Timestamp
-	30, // 21: toolfleet.v1.ProgramCall.ended_at:type_name -> google.protobuf.Timestamp
-	31, // 22: toolfleet.v1.WatchProgramResponse.event:type_name -> toolfleet.v1.RunEvent
-	25, // 23: toolfleet.v1.AnswerProgramInputRequest.content:type_name -> google.protobuf.Struct
-	20, // 24: toolfleet.v1.ListTriggersResponse.triggers:type_name -> toolfleet.v1.Trigger
-	0,  // 25: toolfleet.v1.ListProgramsRequest.status:type_name -> toolfleet.v1.ProgramStatus
-	30, // 26: toolfleet.v1.ListProgramsRequest.started_after:type_name -> google.protobuf.Timestamp
-	30, // 27: toolfleet.v1.ListProgramsRequest.started_before:type_name -> google.protobuf.Timestamp
-	23, // 28: toolfleet.v1.ListProgramsResponse.programs:type_name -> toolfleet.v1.ProgramSummary
-	30, // 29: toolfleet.v1.ProgramSummary.started_at:type_name -> google.protobuf.Timestamp
-	30, // 30: toolfleet.v1.ProgramSummary.closed_at:type_name -> google.protobuf.Timestamp
-	2,  // 31: toolfleet.v1.ProgramService.RunProgram:input_type -> toolfleet.v1.RunProgramRequest
-	6,  // 32: toolfleet.v1.ProgramService.GetProgram:input_type -> toolfleet.v1.GetProgramRequest
-	10, // 33: toolfleet.v1.ProgramService.WatchProgram:input_type -> toolfleet.v1.WatchProgramRequest
-	12, // 34: toolfleet.v1.ProgramService.CancelProgram:input_type -> toolfleet.v1.CancelProgramRequest
-	14, // 35: toolfleet.v1.ProgramService.DecideProgramApproval:input_type -> toolfleet.v1.DecideProgramApprovalRequest
-	16, // 36: toolfleet.v1.ProgramService.AnswerProgramInput:input_type -> toolfleet.v1.AnswerProgramInputRequest
-	21, // 37: toolfleet.v1.ProgramService.ListPrograms:input_type -> toolfleet.v1.ListProgramsRequest
-	18, // 38: toolfleet.v1.ProgramService.ListTriggers:input_type -> toolfleet.v1.ListTriggersRequest
-	4,  // 39: toolfleet.v1.ProgramService.RunProgram:output_type -> toolfleet.v1.RunProgramResponse
-	7,  // 40: toolfleet.v1.ProgramService.GetProgram:output_type -> toolfleet.v1.GetProgramResponse
-	11, // 41: toolfleet.v1.ProgramService.WatchProgram:output_type -> toolfleet.v1.WatchProgramResponse
-	13, // 42: toolfleet.v1.ProgramService.CancelProgram:output_type -> toolfleet.v1.CancelProgramResponse
-	15, // 43: toolfleet.v1.ProgramService.DecideProgramApproval:output_type -> toolfleet.v1.DecideProgramApprovalResponse
-	17, // 44: toolfleet.v1.ProgramService.AnswerProgramInput:output_type -> toolfleet.v1.AnswerProgramInputResponse
-	22, // 45: toolfleet.v1.ProgramService.ListPrograms:output_type -> toolfleet.v1.ListProgramsResponse
-	19, // 46: toolfleet.v1.ProgramService.ListTriggers:output_type -> toolfleet.v1.ListTriggersResponse
-	39, // [39:47] is the sub-list for method output_type
-	31, // [31:39] is the sub-list for method input_type
-	31, // [31:31] is the sub-list for extension type_name
-	31, // [31:31] is the sub-list for extension extendee
-	0,  // [0:31] is the sub-list for field type_name
+	27, // 5: toolfleet.v1.RunProgramRequest.questions:type_name -> toolfleet.v1.QuestionPolicy
+	26, // 6: toolfleet.v1.ProgramToolCall.input:type_name -> google.protobuf.Struct
+	24, // 7: toolfleet.v1.ProgramToolCall.input_responses:type_name -> toolfleet.v1.ProgramToolCall.InputResponsesEntry
+	28, // 8: toolfleet.v1.RunProgramResponse.result:type_name -> google.protobuf.Value
+	0,  // 9: toolfleet.v1.RunProgramResponse.status:type_name -> toolfleet.v1.ProgramStatus
+	5,  // 10: toolfleet.v1.RunProgramResponse.program_error:type_name -> toolfleet.v1.ProgramError
+	28, // 11: toolfleet.v1.GetProgramResponse.result:type_name -> google.protobuf.Value
+	0,  // 12: toolfleet.v1.GetProgramResponse.status:type_name -> toolfleet.v1.ProgramStatus
+	5,  // 13: toolfleet.v1.GetProgramResponse.program_error:type_name -> toolfleet.v1.ProgramError
+	29, // 14: toolfleet.v1.GetProgramResponse.pending_approvals:type_name -> toolfleet.v1.PendingApproval
+	30, // 15: toolfleet.v1.GetProgramResponse.pending_questions:type_name -> toolfleet.v1.PendingQuestion
+	8,  // 16: toolfleet.v1.GetProgramResponse.detail:type_name -> toolfleet.v1.ProgramDetail
+	1,  // 17: toolfleet.v1.ProgramDetail.limits:type_name -> toolfleet.v1.ProgramLimits
+	9,  // 18: toolfleet.v1.ProgramDetail.calls:type_name -> toolfleet.v1.ProgramCall
+	3,  // 19: toolfleet.v1.ProgramDetail.tool_call:type_name -> toolfleet.v1.ProgramToolCall
+	5,  // 20: toolfleet.v1.ProgramCall.error:type_name -> toolfleet.v1.ProgramError
+	31, // 21: toolfleet.v1.ProgramCall.scheduled_at:type_name -> google.protobuf.Timestamp
+	31, // 22: toolfleet.v1.ProgramCall.ended_at:type_name -> google.protobuf.Timestamp
+	32, // 23: toolfleet.v1.WatchProgramResponse.event:type_name -> toolfleet.v1.RunEvent
+	26, // 24: toolfleet.v1.AnswerProgramInputRequest.content:type_name -> google.protobuf.Struct
+	20, // 25: toolfleet.v1.ListTriggersResponse.triggers:type_name -> toolfleet.v1.Trigger
+	0,  // 26: toolfleet.v1.ListProgramsRequest.status:type_name -> toolfleet.v1.ProgramStatus
+	31, // 27: toolfleet.v1.ListProgramsRequest.started_after:type_name -> google.protobuf.Timestamp
+	31, // 28: toolfleet.v1.ListProgramsRequest.started_before:type_name -> google.protobuf.Timestamp
+	23, // 29: toolfleet.v1.ListProgramsResponse.programs:type_name -> toolfleet.v1.ProgramSummary
+	31, // 30: toolfleet.v1.ProgramSummary.started_at:type_name -> google.protobuf.Timestamp
+	31, // 31: toolfleet.v1.ProgramSummary.closed_at:type_name -> google.protobuf.Timestamp
+	26, // 32: toolfleet.v1.ProgramToolCall.InputResponsesEntry.value:type_name -> google.protobuf.Struct
+	2,  // 33: toolfleet.v1.ProgramService.RunProgram:input_type -> toolfleet.v1.RunProgramRequest
+	6,  // 34: toolfleet.v1.ProgramService.GetProgram:input_type -> toolfleet.v1.GetProgramRequest
+	10, // 35: toolfleet.v1.ProgramService.WatchProgram:input_type -> toolfleet.v1.WatchProgramRequest
+	12, // 36: toolfleet.v1.ProgramService.CancelProgram:input_type -> toolfleet.v1.CancelProgramRequest
+	14, // 37: toolfleet.v1.ProgramService.DecideProgramApproval:input_type -> toolfleet.v1.DecideProgramApprovalRequest
+	16, // 38: toolfleet.v1.ProgramService.AnswerProgramInput:input_type -> toolfleet.v1.AnswerProgramInputRequest
+	21, // 39: toolfleet.v1.ProgramService.ListPrograms:input_type -> toolfleet.v1.ListProgramsRequest
+	18, // 40: toolfleet.v1.ProgramService.ListTriggers:input_type -> toolfleet.v1.ListTriggersRequest
+	4,  // 41: toolfleet.v1.ProgramService.RunProgram:output_type -> toolfleet.v1.RunProgramResponse
+	7,  // 42: toolfleet.v1.ProgramService.GetProgram:output_type -> toolfleet.v1.GetProgramResponse
+	11, // 43: toolfleet.v1.ProgramService.WatchProgram:output_type -> toolfleet.v1.WatchProgramResponse
+	13, // 44: toolfleet.v1.ProgramService.CancelProgram:output_type -> toolfleet.v1.CancelProgramResponse
+	15, // 45: toolfleet.v1.ProgramService.DecideProgramApproval:output_type -> toolfleet.v1.DecideProgramApprovalResponse
+	17, // 46: toolfleet.v1.ProgramService.AnswerProgramInput:output_type -> toolfleet.v1.AnswerProgramInputResponse
+	22, // 47: toolfleet.v1.ProgramService.ListPrograms:output_type -> toolfleet.v1.ListProgramsResponse
+	19, // 48: toolfleet.v1.ProgramService.ListTriggers:output_type -> toolfleet.v1.ListTriggersResponse
+	41, // [41:49] is the sub-list for method output_type
+	33, // [33:41] is the sub-list for method input_type
+	33, // [33:33] is the sub-list for extension type_name
+	33, // [33:33] is the sub-list for extension extendee
+	0,  // [0:33] is the sub-list for field type_name
 }
 
 func init() { file_toolfleet_v1_program_proto_init() }
@@ -2042,7 +2071,7 @@ func file_toolfleet_v1_program_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolfleet_v1_program_proto_rawDesc), len(file_toolfleet_v1_program_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   23,
+			NumMessages:   24,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -188,7 +188,7 @@ func (a *Authenticator) Authenticate(ctx context.Context, header string) (*Princ
 		// not be told apart from another tenant's.
 		return nil, refuse(codes.Unauthenticated, ErrUnauthenticated, "the token has no sub claim", "the bearer token has no subject")
 	}
-	p := &Principal{Subject: c.Subject, Scopes: append(append(strings.Fields(c.Scope), c.Scp...), c.Scopes...)}
+	p := &Principal{Subject: c.Subject, Scopes: append(append(strings.Fields(c.Scope), c.Scp...), c.Scopes...), bearer: &bearerToken{token}}
 	until := time.Now().Add(verifiedTTL)
 	if c.ExpiresAt != nil && c.ExpiresAt.Before(until) {
 		until = c.ExpiresAt.Time

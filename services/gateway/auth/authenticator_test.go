@@ -7,11 +7,13 @@ import (
 	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -204,5 +206,42 @@ func TestSecretBesideJWKS(t *testing.T) {
 		case tc.want != "" && (aerr != nil || p.Subject != tc.want):
 			t.Errorf("%s: %v, %v; want %q", tc.name, p, aerr, tc.want)
 		}
+	}
+}
+
+// TestBearer: a principal keeps the token it authenticated with, for token
+// exchange, without printing it; the principal a delegate calls for has
+// none (its delegate's is the delegate's), and auth off has none.
+func TestBearer(t *testing.T) {
+	t.Parallel()
+	secret := []byte("bearer-test-secret-0123456789abcdef")
+	a, err := auth.New(t.Context(), quiet(), auth.Config{HS256Secret: secret})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sign := func(sub, scope string) string {
+		s, err := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{"sub": sub, "scope": scope, "exp": time.Now().Add(time.Minute).Unix()}).SignedString(secret)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	alice := sign("alice", auth.ScopeCall)
+	for range 2 { // verified, then from the cache
+		p, e := a.Authenticate(t.Context(), "Bearer "+alice)
+		if e != nil || p.Bearer() != alice {
+			t.Fatalf("alice: %v, bearer kept %v", e, p.Bearer() == alice)
+		}
+		if s := fmt.Sprintf("%v %+v %#v", p, *p, p); strings.Contains(s, alice) {
+			t.Fatalf("a principal prints its token: %s", s)
+		}
+	}
+	orch := sign("orch", auth.ScopeDelegate)
+	p, e := a.Principal(t.Context(), auth.Credentials{Authorization: "Bearer " + orch, OnBehalfOf: "alice", OnBehalfScopes: auth.ScopeCall})
+	if e != nil || p.Bearer() != "" || p.Via.Bearer() != orch {
+		t.Fatalf("delegated: %v, principal's bearer %q, delegate's kept %v", e, p.Bearer(), p.Via.Bearer() == orch)
+	}
+	if auth.AnonymousPrincipal.Bearer() != "" || (*auth.Principal)(nil).Bearer() != "" {
+		t.Fatal("no token, no bearer")
 	}
 }

@@ -47,6 +47,24 @@ type Principal struct {
 	// Via is the authenticated delegate when the call is made on behalf of
 	// Subject (see [HeaderOnBehalfOf]); nil for a direct call.
 	Via *Principal
+
+	// bearer is the token the principal authenticated with (nil for a
+	// delegated principal and with auth off). A pointer, so that printing a
+	// Principal (%v, %+v) shows an address, never the token.
+	bearer *bearerToken
+}
+
+type bearerToken struct{ value string }
+
+// Bearer is the bearer token p authenticated with: "" for the principal a
+// delegate calls for (it presented none; its delegate did) and with auth
+// off. Token exchange (package exchange) presents it to the operator's
+// authorization server; nothing else may log, store or forward it.
+func (p *Principal) Bearer() string {
+	if p == nil || p.bearer == nil {
+		return ""
+	}
+	return p.bearer.value
 }
 
 // AnonymousPrincipal is the fixed principal of a gateway with auth off (read-only).

@@ -20,7 +20,10 @@ import (
 //	     "token_url": "https://github.com/login/oauth/access_token", "auth_style": "post",
 //	     "client_id": "Iv1.0123", "client_secret_file": "/secrets/github/secret"},
 //	    {"name": "corp", "issuer": "https://login.example.com", "client_id": "toolfleet",
-//	     "client_secret_file": "/secrets/corp/secret", "scopes": ["offline_access"]}
+//	     "client_secret_file": "/secrets/corp/secret", "scopes": ["offline_access"]},
+//	    {"name": "inventory", "issuer": "https://login.example.com", "client_id": "toolfleet-gateway",
+//	     "client_secret_file": "/secrets/corp/secret", "exchange": "jwt-bearer",
+//	     "assertion_key_file": "/secrets/corp/assertion.pem"}
 //	  ]
 //	}
 //
@@ -38,7 +41,9 @@ type File struct {
 const maxFile = 1 << 20
 
 // LoadFile reads a connections file and its key ring into a Config (without
-// its bucket, logger and clock, which the caller sets).
+// its bucket, logger and clock, which the caller sets). Providers with an
+// exchange mode go to Config.Exchanges (package exchange serves them); a
+// file with only those needs no key ring.
 func LoadFile(path string) (Config, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -60,14 +65,7 @@ func LoadFile(path string) (Config, error) {
 		}
 		return filepath.Join(dir, p)
 	}
-	if f.KeyRingFile == "" {
-		return Config{}, fmt.Errorf("%w: %s: no key_ring_file", ErrConfig, path)
-	}
-	ring, err := LoadKeyRing(rel(f.KeyRingFile))
-	if err != nil {
-		return Config{}, err
-	}
-	cfg := Config{PublicURL: f.PublicURL, KeyRing: ring, MaxPerPrincipal: f.MaxPerPrincipal}
+	cfg := Config{PublicURL: f.PublicURL, MaxPerPrincipal: f.MaxPerPrincipal}
 	if f.RefreshBefore != "" {
 		d, err := time.ParseDuration(f.RefreshBefore)
 		if err != nil || d <= 0 {
@@ -77,10 +75,26 @@ func LoadFile(path string) (Config, error) {
 	}
 	for _, p := range f.Providers {
 		p.ClientSecretFile = rel(p.ClientSecretFile)
+		p.AssertionKeyFile = rel(p.AssertionKeyFile)
+		if p.Exchange != "" {
+			cfg.Exchanges = append(cfg.Exchanges, p)
+			continue
+		}
 		cfg.Providers = append(cfg.Providers, p)
 	}
-	if len(cfg.Providers) == 0 {
+	if len(cfg.Providers) == 0 && len(cfg.Exchanges) == 0 {
 		return Config{}, fmt.Errorf("%w: %s: no providers", ErrConfig, path)
+	}
+	if len(cfg.Providers) > 0 || f.KeyRingFile != "" {
+		// Only connections are stored: a file of exchange providers alone needs no key ring.
+		if f.KeyRingFile == "" {
+			return Config{}, fmt.Errorf("%w: %s: no key_ring_file", ErrConfig, path)
+		}
+		ring, err := LoadKeyRing(rel(f.KeyRingFile))
+		if err != nil {
+			return Config{}, err
+		}
+		cfg.KeyRing = ring
 	}
 	return cfg, nil
 }

@@ -14,14 +14,10 @@ import (
 )
 
 // Open is how a binary starts the service from the operator's connections
-// file (see [File]): its own NATS connection (retrying in the background
-// while NATS is away), the bucket sized by assets (jsassets.Connections).
-// close ends the NATS connection.
-func Open(ctx context.Context, file, natsURL string, natsOpts natsconn.Options, assets jsassets.Config, log *slog.Logger) (_ *Service, closeFn func(), _ error) {
-	cfg, err := LoadFile(file)
-	if err != nil {
-		return nil, nil, err
-	}
+// file (cfg from [LoadFile]): its own NATS connection (retrying in the
+// background while NATS is away), the bucket sized by assets
+// (jsassets.Connections). close ends the NATS connection.
+func Open(ctx context.Context, cfg Config, natsURL string, natsOpts natsconn.Options, assets jsassets.Config, log *slog.Logger) (_ *Service, closeFn func(), _ error) {
 	nc, err := natsOpts.Connect(natsURL, "toolfleet-gateway-connections", nats.RetryOnFailedConnect(true), nats.MaxReconnects(-1))
 	if err != nil {
 		return nil, nil, fmt.Errorf("connections: NATS %s: %w", natsURL, err)

@@ -54,8 +54,37 @@ type Provider struct {
 	// {"audience": "https://api.example.com"}.
 	Params map[string]string `json:"params,omitempty"`
 
+	// Exchange makes the provider the operator's own authorization server for
+	// first-party APIs: nobody connects to it; the gateway exchanges each
+	// call's principal for a token bound to the tool's audience (package
+	// exchange). [ExchangeTokenExchange] (RFC 8693) or [ExchangeJWTBearer]
+	// (RFC 7523); empty: a provider principals connect to.
+	Exchange string `json:"exchange,omitempty"`
+	// AssertionKeyFile is a PEM private key (RSA or EC P-256) the gateway
+	// signs its JWT assertions with: required for jwt-bearer, and for
+	// token-exchange to act for principals of agent runs and programs.
+	AssertionKeyFile string `json:"assertion_key_file,omitempty"`
+	// AssertionKeyID is the kid of the assertions' header (optional; the
+	// authorization server may need it to pick the key).
+	AssertionKeyID string `json:"assertion_key_id,omitempty"`
+
 	secret string
 }
+
+// Values of Provider.Exchange.
+const (
+	ExchangeTokenExchange = "token-exchange"
+	ExchangeJWTBearer     = "jwt-bearer"
+)
+
+// ClientSecret is the client's secret read from ClientSecretFile by
+// [Provider.Resolve] ("" for a public client). Never log it.
+func (p *Provider) ClientSecret() string { return p.secret }
+
+// Resolve checks p, reads its secret and fills its endpoints from the
+// issuer's discovery document when it names one: what [New] does for each
+// provider, for the exchange providers New leaves to package exchange.
+func (p *Provider) Resolve(ctx context.Context, hc *http.Client) error { return p.resolve(ctx, hc) }
 
 // Values of Provider.AuthStyle.
 const (
@@ -75,6 +104,12 @@ func (p *Provider) resolve(ctx context.Context, hc *http.Client) error {
 	if p.ClientID == "" {
 		return fmt.Errorf("%w: provider %s: no client_id", ErrConfig, p.Name)
 	}
+	if p.Exchange != "" && p.Exchange != ExchangeTokenExchange && p.Exchange != ExchangeJWTBearer {
+		return fmt.Errorf("%w: provider %s: exchange %q (want %s or %s)", ErrConfig, p.Name, p.Exchange, ExchangeTokenExchange, ExchangeJWTBearer)
+	}
+	if p.Exchange == ExchangeJWTBearer && p.AssertionKeyFile == "" {
+		return fmt.Errorf("%w: provider %s: exchange %s needs assertion_key_file (the key the gateway signs its assertions with)", ErrConfig, p.Name, p.Exchange)
+	}
 	if p.AuthStyle != "" && p.AuthStyle != AuthStyleBasic && p.AuthStyle != AuthStylePost {
 		return fmt.Errorf("%w: provider %s: auth_style %q (want basic or post)", ErrConfig, p.Name, p.AuthStyle)
 	}
@@ -85,14 +120,14 @@ func (p *Provider) resolve(ctx context.Context, hc *http.Client) error {
 		}
 		p.secret = strings.TrimSpace(string(b))
 	}
-	if p.Issuer != "" && (p.AuthorizationURL == "" || p.TokenURL == "" || p.RevocationURL == "") {
+	if p.Issuer != "" && (p.TokenURL == "" || (p.Exchange == "" && (p.AuthorizationURL == "" || p.RevocationURL == ""))) {
 		if err := p.discover(ctx, hc); err != nil {
 			return fmt.Errorf("%w: provider %s: %w", ErrConfig, p.Name, err)
 		}
 	}
 	for what, u := range map[string]string{"authorization_url": p.AuthorizationURL, "token_url": p.TokenURL, "revocation_url": p.RevocationURL} {
-		if u == "" && what == "revocation_url" {
-			continue
+		if u == "" && (what == "revocation_url" || (what == "authorization_url" && p.Exchange != "")) {
+			continue // an exchange provider has no browser flow
 		}
 		pu, err := url.Parse(u)
 		if err != nil || (pu.Scheme != "https" && !(pu.Scheme == "http" && isLoopback(pu.Hostname()))) || pu.Host == "" {

@@ -69,6 +69,9 @@ func (e *ConnectError) Unwrap() error { return ErrNotConnected }
 type Config struct {
 	// Providers are the authorization servers principals may connect to.
 	Providers []Provider
+	// Exchanges are the file's exchange providers (Provider.Exchange set):
+	// [LoadFile] keeps them here for package exchange; [New] ignores them.
+	Exchanges []Provider
 	// KeyRing seals the stored tokens (required).
 	KeyRing *KeyRing
 	// PublicURL is the gateway's origin as browsers reach it
@@ -150,6 +153,9 @@ func New(ctx context.Context, js jetstream.JetStream, cfg Config) (*Service, err
 		p := cfg.Providers[i]
 		if _, dup := s.providers[p.Name]; dup {
 			return nil, fmt.Errorf("%w: provider %s configured twice", ErrConfig, p.Name)
+		}
+		if p.Exchange != "" {
+			return nil, fmt.Errorf("%w: provider %s is an exchange provider (package exchange), not one to connect to", ErrConfig, p.Name)
 		}
 		if err := p.resolve(ctx, cfg.HTTPClient); err != nil {
 			return nil, err

@@ -12,30 +12,47 @@ import (
 	"log/slog"
 	"net/http"
 	"sync/atomic"
+	"time"
 
 	"github.com/toolfleet/toolfleet/sdk/jsassets"
 	"github.com/toolfleet/toolfleet/sdk/natsconn"
 	"github.com/toolfleet/toolfleet/services/gateway"
 	"github.com/toolfleet/toolfleet/services/gateway/connections"
+	"github.com/toolfleet/toolfleet/services/gateway/exchange"
 )
 
 // Wiring is the delegated credentials of one gateway. The zero value (no
 // connections file) adds nothing.
 type Wiring struct {
-	svc     *connections.Service
-	api     *connections.API
-	closeFn func()
-	gw      atomic.Pointer[gateway.Gateway]
+	svc      *connections.Service
+	exchange *exchange.Set
+	api      *connections.API
+	closeFn  func()
+	gw       atomic.Pointer[gateway.Gateway]
 }
 
-// Open starts the connections of the operator's file (connections.Open); an
-// empty file is no delegation.
+// Open starts the connections of the operator's file (connections.Open) and
+// its exchange providers (package exchange); an empty file is no delegation.
 func Open(ctx context.Context, file, natsURL string, natsOpts natsconn.Options, assets jsassets.Config, log *slog.Logger) (*Wiring, error) {
 	w := &Wiring{}
 	if file == "" {
 		return w, nil
 	}
-	svc, closeFn, err := connections.Open(ctx, file, natsURL, natsOpts, assets, log)
+	cfg, err := connections.LoadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("--connections-file: %w", err)
+	}
+	if len(cfg.Exchanges) > 0 {
+		sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		if w.exchange, err = exchange.New(sctx, cfg.Exchanges, exchange.Options{Logger: log.With("component", "exchange")}); err != nil {
+			return nil, fmt.Errorf("--connections-file: %w", err)
+		}
+	}
+	if len(cfg.Providers) == 0 {
+		return w, nil // exchange providers only: nothing to connect to, nothing stored
+	}
+	svc, closeFn, err := connections.Open(ctx, cfg, natsURL, natsOpts, assets, log)
 	if err != nil {
 		return nil, fmt.Errorf("--connections-file: %w", err)
 	}
@@ -71,6 +88,14 @@ func (w *Wiring) Tokens() gateway.TokenSource {
 		return nil
 	}
 	return w.svc
+}
+
+// Exchange is gateway.Config.Exchange: nil without exchange providers.
+func (w *Wiring) Exchange() gateway.Exchanger {
+	if w.exchange == nil {
+		return nil
+	}
+	return w.exchange
 }
 
 // Serving lets the ConnectionService authenticate callers with g, once g exists.

@@ -2,6 +2,7 @@ package delegation_test
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
@@ -140,5 +141,53 @@ func TestWiring(t *testing.T) {
 	resp := send(http.MethodPost, base+connections.StartPath, form, "same-origin")
 	if loc := resp.Header.Get("Location"); resp.StatusCode != http.StatusFound || !strings.HasPrefix(loc, "https://acme.example/authorize?") || !strings.Contains(loc, "code_challenge_method=S256") {
 		t.Fatalf("the button through the gateway: %d %s", resp.StatusCode, loc)
+	}
+}
+
+// TestExchangeProviders: providers with an exchange mode become the
+// gateway's Exchange, not providers to connect to; a file of them alone needs
+// no key ring and starts no connections; a mixed file gives both; mistakes
+// in them stop the start.
+func TestExchangeProviders(t *testing.T) {
+	t.Parallel()
+	nats := natstest.Start(t)
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	assets := jsassets.Config{Storage: jsassets.StorageMemory, Profile: jsassets.ProfileDev}
+	write := func(body string) string {
+		dir := t.TempDir()
+		for name, b := range map[string]string{"connections.json": body, "secret": "s3cret", "keys": connections.NewKeyLine("k1") + "\n"} {
+			if err := os.WriteFile(filepath.Join(dir, name), []byte(b), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return filepath.Join(dir, "connections.json")
+	}
+	const corp = `{"name": "corp", "token_url": "https://login.example.com/token", "client_id": "gw", "client_secret_file": "secret", "exchange": "token-exchange"}`
+	only, err := delegation.Open(t.Context(), write(`{"providers": [`+corp+`]}`), nats.URL(), natsconn.Options{}, assets, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(only.Close)
+	if x := only.Exchange(); x == nil || !x.Provides("corp") || x.Provides("acme") || only.Tokens() != nil || only.Mounts() != nil {
+		t.Fatalf("exchange-only file: exchange %v, tokens %v, mounts %d", only.Exchange(), only.Tokens(), len(only.Mounts()))
+	}
+	mixed, err := delegation.Open(t.Context(), write(`{"public_url": "http://127.0.0.1:8080", "key_ring_file": "keys", "providers": [`+corp+`,
+  {"name": "acme", "client_id": "toolfleet", "client_secret_file": "secret", "authorization_url": "https://acme.example/authorize", "token_url": "https://acme.example/token"}]}`),
+		nats.URL(), natsconn.Options{}, assets, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(mixed.Close)
+	if mixed.Exchange() == nil || !mixed.Exchange().Provides("corp") || mixed.Tokens() == nil || len(mixed.Mounts()) != 2 {
+		t.Fatal("mixed file: want an exchanger and connections")
+	}
+	for name, body := range map[string]string{
+		"jwt-bearer without a key": `{"providers": [{"name": "corp", "token_url": "https://login.example.com/token", "client_id": "gw", "exchange": "jwt-bearer"}]}`,
+		"unknown mode":             `{"providers": [{"name": "corp", "token_url": "https://login.example.com/token", "client_id": "gw", "exchange": "saml"}]}`,
+		"connections, no key ring": `{"providers": [{"name": "acme", "client_id": "x", "authorization_url": "https://a.example/a", "token_url": "https://a.example/t"}]}`,
+	} {
+		if _, err := delegation.Open(t.Context(), write(body), nats.URL(), natsconn.Options{}, assets, log); !errors.Is(err, connections.ErrConfig) {
+			t.Errorf("%s: %v, want a configuration error", name, err)
+		}
 	}
 }

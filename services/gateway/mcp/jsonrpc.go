@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 
+	"github.com/toolfleet/toolfleet/internal/jsonerr"
 	"github.com/toolfleet/toolfleet/internal/jsonsize"
 )
 
@@ -76,7 +77,8 @@ func checkBody(w http.ResponseWriter, r *http.Request, limit int64, maxValues in
 		writeRPCError(w, http.StatusBadRequest, nil, codeParseError, "the body could not be read")
 		return nil
 	case !json.Valid(body):
-		writeRPCError(w, http.StatusBadRequest, nil, codeParseError, "the body is not valid JSON")
+		// Where and what, as every other surface says it (internal/jsonerr).
+		writeRPCError(w, http.StatusBadRequest, nil, codeParseError, "the body is not valid JSON: "+jsonerr.Syntax(body))
 		return nil
 	}
 	if jsonsize.Values(body, maxValues) > maxValues {

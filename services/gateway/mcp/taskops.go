@@ -34,7 +34,13 @@ func (s *Server) createTask(ctx context.Context, tb Tasks, kind TaskKind, builti
 			return nil, jerr
 		}
 		start.Kind, start.ToolID = TaskToolCall, id
+		if rev.extension {
+			if start.Answers, start.RequestState, jerr = taskAnswers(p, rev, s.needsInput(p.Name)); jerr != nil {
+				return nil, jerr
+			}
+		}
 	}
+	start.AskPeople = rev.extension && rev.can("elicitation")
 	st, err := tb.StartTask(ctx, start)
 	if err != nil {
 		return nil, asRPC(ctx, err)

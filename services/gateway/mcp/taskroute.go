@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -30,6 +31,9 @@ type taskParams struct {
 	Name      string                     `json:"name"`
 	Arguments json.RawMessage            `json:"arguments"`
 	Task      json.RawMessage            `json:"task"`
+	// RequestState is echoed by a client answering a tool's first round
+	// inline (askFirst).
+	RequestState string `json:"requestState"`
 	// InputResponses are read one by one (see updateTask): an answer to no
 	// outstanding request is ignored, whatever its shape.
 	InputResponses map[string]json.RawMessage `json:"inputResponses"`
@@ -39,7 +43,14 @@ type taskParams struct {
 type revision struct {
 	extension bool // 2026-07-28 or later
 	declared  bool // the client declared the tasks extension (2026-07-28)
+	// caps are the client capabilities among elicitation, sampling and roots
+	// the request declared (2026-07-28); with elicitation the client can
+	// answer a tool's questions in a task.
+	caps []string
 }
+
+// can reports whether the request declared capability c.
+func (r revision) can(c string) bool { return slices.Contains(r.caps, c) }
 
 // routeTasks answers body when it is a task method or a task-creating
 // tools/call, and reports whether it did; anything else is the SDK's.
@@ -75,11 +86,17 @@ func (s *Server) routeTasks(w http.ResponseWriter, r *http.Request, body []byte)
 	}
 	if req.Method == "tools/call" {
 		kind, builtin := builtinKind(p.Name)
+		if !builtin {
+			s.listed(taskContext(r), p.Name)
+		}
 		taskOnly := !builtin && s.isTaskOnly(p.Name)
 		switch {
 		case rev.extension && rev.declared:
 			if !builtin && !taskOnly && !s.long(p.Name) {
 				return false // answered inline
+			}
+			if !builtin && len(p.InputResponses) == 0 && len(s.needsInput(p.Name)) > 0 {
+				return false // it asks first: that round is answered inline (askFirst)
 			}
 		case !rev.extension && len(p.Task) > 0 && string(p.Task) != "null":
 		case taskOnly:
@@ -168,6 +185,14 @@ func revisionOf(meta map[string]json.RawMessage) (revision, string) {
 	}
 	if raw, ok := meta[metaClientCaps]; ok && json.Unmarshal(raw, &caps) == nil {
 		_, rev.declared = caps.Extensions[TasksExtension]
+		var all map[string]json.RawMessage
+		_ = json.Unmarshal(raw, &all)
+		for name := range capabilityKinds {
+			if v, ok := all[name]; ok && string(v) != "null" {
+				rev.caps = append(rev.caps, name)
+			}
+		}
+		slices.Sort(rev.caps)
 	}
 	return rev, version
 }
@@ -205,6 +230,29 @@ func (s *Server) long(name string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.longCalls[name]
+}
+
+// listed makes sure a stale list is read again before a tool name it does
+// not hold is routed: a task-creating call may be a client's first request.
+func (s *Server) listed(ctx context.Context, name string) {
+	s.mu.Lock()
+	_, known := s.tools[name]
+	s.mu.Unlock()
+	if !known && s.stale() {
+		_ = s.syncIfStale(ctx) // a failed sync leaves the call to the path that reports it
+	}
+}
+
+// needsInput returns the client capabilities the listed tool name needs
+// (its contract's client_input): such a tool asks before it runs.
+func (s *Server) needsInput(name string) []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if t, ok := s.tools[name]; ok {
+		needs, _ := t.Meta[metaClientInput].([]string)
+		return needs
+	}
+	return nil
 }
 
 // isTaskOnly reports whether MCP clients call the listed tool name only as a

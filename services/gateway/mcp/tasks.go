@@ -69,6 +69,16 @@ type TaskStart struct {
 	ToolID string
 	// Input is the tool's input, or the built-in tool's arguments.
 	Input *structpb.Struct
+	// AskPeople is set when the client can answer a tool's questions in the
+	// task (it declared the elicitation capability): a question then waits
+	// in the task (input_required) for tasks/update; otherwise the tool is
+	// told its question was declined.
+	AskPeople bool
+	// Answers and RequestState are the first round of a TaskToolCall whose
+	// questions the client answered inline before the task (MCP ElicitResults
+	// keyed as the tool asked, and the gateway's sealed request_state).
+	Answers      map[string]*structpb.Struct
+	RequestState string
 }
 
 // TaskStatus is a task's status, as MCP names it.

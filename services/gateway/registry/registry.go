@@ -92,6 +92,9 @@ type Registry struct {
 	warm   *warmth
 	nc     *nats.Conn
 	warmUp time.Duration
+
+	// additive lets a contract that only adds tools join (additive.go).
+	additive atomic.Bool
 }
 
 // rejection is a replica refused because its contract differs from the

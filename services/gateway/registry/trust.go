@@ -12,7 +12,8 @@ import (
 // contract (its digest, contract.Digest). A later replica that serves the same
 // Toolkit@version with another contract is refused and the registered replicas
 // keep serving, so a stale or forged worker cannot change a tool's contract
-// without a new version.
+// without a new version. With [Registry.AcceptAdditive], a replica that only
+// adds tools joins (additive.go).
 
 // contractConflict names a Toolkit@version that a new replica serves with another
 // contract than the replicas already registered for it.
@@ -27,7 +28,9 @@ type contractConflict struct {
 // replicas already serving that version have (the first to join set it); a
 // replica at the same address is being replaced and does not count, nor does a
 // draining one (it is leaving: a new contract of its version may take over once
-// no serving replica holds the old one, as after it was gone).
+// no serving replica holds the old one, as after it was gone), nor does a
+// registered contract that w only adds tools to ([extends]) when additive
+// contracts are accepted.
 func (r *Registry) conflictLocked(w *Replica) *contractConflict {
 	keys := slices.Sorted(maps.Keys(w.digests))
 	for _, k := range keys {
@@ -35,7 +38,7 @@ func (r *Registry) conflictLocked(w *Replica) *contractConflict {
 			if o.addr == w.addr || o.draining.Load() {
 				continue
 			}
-			if d, ok := o.digests[k]; ok && d != w.digests[k] {
+			if d, ok := o.digests[k]; ok && d != w.digests[k] && !(r.additive.Load() && extends(w, o, k)) {
 				return &contractConflict{toolkit: k, got: w.digests[k], want: d, by: o.addr}
 			}
 		}

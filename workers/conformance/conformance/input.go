@@ -202,3 +202,30 @@ func (s *Service) MissingCapability(ctx context.Context, _ *conformancev1.Missin
 	}
 	return &conformancev1.MissingCapabilityResponse{Content: content(text("The model said: " + t))}, nil
 }
+
+// MultiInput is multi_input: it asks two questions in one round (a task
+// waits on both; the caller may answer them one at a time) and answers
+// with both answers.
+func (s *Service) MultiInput(ctx context.Context, _ *conformancev1.MultiInputRequest) (*conformancev1.MultiInputResponse, error) {
+	name, okName := accepted(ctx, "name")
+	confirm, okConfirm := accepted(ctx, "confirm")
+	if !okName || !okConfirm {
+		return nil, tool.AskInput(
+			tool.Elicit("name", "What is your name?", stringSchema("name")),
+			tool.Elicit("confirm", "Do you confirm?", boolSchema("confirm")),
+		)
+	}
+	return &conformancev1.MultiInputResponse{Content: content(text(fmt.Sprintf("Got name %v and confirm %v.", name["name"], confirm["confirm"])))}, nil
+}
+
+// WithTask is test_tool_with_task: it asks for the caller's name before it
+// starts, so an MCP client answers inline and the gateway then runs the call
+// as a task, which greets the name.
+func (s *Service) WithTask(ctx context.Context, _ *conformancev1.WithTaskRequest) (*conformancev1.WithTaskResponse, error) {
+	c, ok := accepted(ctx, "user_name")
+	name, _ := c["name"].(string)
+	if !ok || name == "" {
+		return nil, askName()
+	}
+	return &conformancev1.WithTaskResponse{Content: content(text(fmt.Sprintf("Hello, %s! (from the task)", name)))}, nil
+}

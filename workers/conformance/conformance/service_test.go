@@ -4,14 +4,18 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"image/png"
+	"maps"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
 	conformancev1 "github.com/toolfleet/toolfleet/gen/tools/conformance/v1"
@@ -112,5 +116,51 @@ func TestTaskFixtures(t *testing.T) {
 	cd, err := s.ConfirmDelete(ctx, &conformancev1.ConfirmDeleteRequest{Filename: "a.txt"})
 	if err != nil || !strings.Contains(cd.GetContent().GetBlocks()[0].GetText(), `"a.txt"`) {
 		t.Errorf("confirm_delete: %v, %v", cd, err)
+	}
+}
+
+// The tasks fixtures that ask: multi_input asks two questions in one round
+// and answers with both; test_tool_with_task asks for a name, then greets it.
+func TestTaskQuestionFixtures(t *testing.T) {
+	t.Parallel()
+	s := conformance.New()
+	ctx := t.Context()
+	answer := func(fields map[string]map[string]any) context.Context {
+		a := &toolfleetv1.InputAnswers{Responses: map[string]*structpb.Struct{}}
+		for key, content := range fields {
+			r, err := structpb.NewStruct(map[string]any{"action": "accept", "content": content})
+			if err != nil {
+				t.Fatal(err)
+			}
+			a.Responses[key] = r
+		}
+		return tool.WithInputAnswers(ctx, a)
+	}
+	asked := func(err error) []string {
+		var ir *tool.InputRequiredError
+		if !errors.As(err, &ir) {
+			t.Fatalf("%v, want the tool to ask", err)
+		}
+		return slices.Sorted(maps.Keys(ir.Detail().GetRequests()))
+	}
+	_, err := s.MultiInput(ctx, &conformancev1.MultiInputRequest{})
+	if got := asked(err); fmt.Sprint(got) != "[confirm name]" {
+		t.Errorf("multi_input asked %v, want [confirm name] at once", got)
+	}
+	_, err = s.MultiInput(answer(map[string]map[string]any{"name": {"name": "Ann"}}), &conformancev1.MultiInputRequest{})
+	if got := asked(err); fmt.Sprint(got) != "[confirm name]" {
+		t.Errorf("multi_input with one answer asked %v, want both again", got)
+	}
+	mi, err := s.MultiInput(answer(map[string]map[string]any{"name": {"name": "Ann"}, "confirm": {"confirm": true}}), &conformancev1.MultiInputRequest{})
+	if err != nil || mi.GetContent().GetBlocks()[0].GetText() != "Got name Ann and confirm true." {
+		t.Errorf("multi_input answered: %v, %v", mi, err)
+	}
+	_, err = s.WithTask(ctx, &conformancev1.WithTaskRequest{})
+	if got := asked(err); fmt.Sprint(got) != "[user_name]" {
+		t.Errorf("test_tool_with_task asked %v, want [user_name]", got)
+	}
+	wt, err := s.WithTask(answer(map[string]map[string]any{"user_name": {"name": "Alice"}}), &conformancev1.WithTaskRequest{})
+	if err != nil || !strings.Contains(wt.GetContent().GetBlocks()[0].GetText(), "Alice") {
+		t.Errorf("test_tool_with_task answered: %v, %v", wt, err)
 	}
 }

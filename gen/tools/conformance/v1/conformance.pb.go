@@ -2025,6 +2025,170 @@ func (x *ConfirmDeleteResponse) GetContent() *v1.ToolContent {
 	return nil
 }
 
+// MultiInputRequest is empty.
+type MultiInputRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MultiInputRequest) Reset() {
+	*x = MultiInputRequest{}
+	mi := &file_tools_conformance_v1_conformance_proto_msgTypes[48]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MultiInputRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MultiInputRequest) ProtoMessage() {}
+
+func (x *MultiInputRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tools_conformance_v1_conformance_proto_msgTypes[48]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MultiInputRequest.ProtoReflect.Descriptor instead.
+func (*MultiInputRequest) Descriptor() ([]byte, []int) {
+	return file_tools_conformance_v1_conformance_proto_rawDescGZIP(), []int{48}
+}
+
+// MultiInputResponse holds what the caller answered.
+type MultiInputResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Content       *v1.ToolContent        `protobuf:"bytes,1,opt,name=content,proto3" json:"content,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MultiInputResponse) Reset() {
+	*x = MultiInputResponse{}
+	mi := &file_tools_conformance_v1_conformance_proto_msgTypes[49]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MultiInputResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MultiInputResponse) ProtoMessage() {}
+
+func (x *MultiInputResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tools_conformance_v1_conformance_proto_msgTypes[49]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MultiInputResponse.ProtoReflect.Descriptor instead.
+func (*MultiInputResponse) Descriptor() ([]byte, []int) {
+	return file_tools_conformance_v1_conformance_proto_rawDescGZIP(), []int{49}
+}
+
+func (x *MultiInputResponse) GetContent() *v1.ToolContent {
+	if x != nil {
+		return x.Content
+	}
+	return nil
+}
+
+// WithTaskRequest is empty.
+type WithTaskRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WithTaskRequest) Reset() {
+	*x = WithTaskRequest{}
+	mi := &file_tools_conformance_v1_conformance_proto_msgTypes[50]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WithTaskRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WithTaskRequest) ProtoMessage() {}
+
+func (x *WithTaskRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tools_conformance_v1_conformance_proto_msgTypes[50]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WithTaskRequest.ProtoReflect.Descriptor instead.
+func (*WithTaskRequest) Descriptor() ([]byte, []int) {
+	return file_tools_conformance_v1_conformance_proto_rawDescGZIP(), []int{50}
+}
+
+// WithTaskResponse holds the greeting.
+type WithTaskResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Content       *v1.ToolContent        `protobuf:"bytes,1,opt,name=content,proto3" json:"content,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WithTaskResponse) Reset() {
+	*x = WithTaskResponse{}
+	mi := &file_tools_conformance_v1_conformance_proto_msgTypes[51]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WithTaskResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WithTaskResponse) ProtoMessage() {}
+
+func (x *WithTaskResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tools_conformance_v1_conformance_proto_msgTypes[51]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WithTaskResponse.ProtoReflect.Descriptor instead.
+func (*WithTaskResponse) Descriptor() ([]byte, []int) {
+	return file_tools_conformance_v1_conformance_proto_rawDescGZIP(), []int{51}
+}
+
+func (x *WithTaskResponse) GetContent() *v1.ToolContent {
+	if x != nil {
+		return x.Content
+	}
+	return nil
+}
+
 var File_tools_conformance_v1_conformance_proto protoreflect.FileDescriptor
 
 const file_tools_conformance_v1_conformance_proto_rawDesc = "" +
@@ -2105,7 +2269,13 @@ const file_tools_conformance_v1_conformance_proto_rawDesc = "" +
 	"\x14ConfirmDeleteRequest\x12$\n" +
 	"\bfilename\x18\x01 \x01(\tB\b\xbaH\x05r\x03\x18\x80\x02R\bfilename\"L\n" +
 	"\x15ConfirmDeleteResponse\x123\n" +
-	"\acontent\x18\x01 \x01(\v2\x19.toolfleet.v1.ToolContentR\acontent2\xb12\n" +
+	"\acontent\x18\x01 \x01(\v2\x19.toolfleet.v1.ToolContentR\acontent\"\x13\n" +
+	"\x11MultiInputRequest\"I\n" +
+	"\x12MultiInputResponse\x123\n" +
+	"\acontent\x18\x01 \x01(\v2\x19.toolfleet.v1.ToolContentR\acontent\"\x11\n" +
+	"\x0fWithTaskRequest\"G\n" +
+	"\x10WithTaskResponse\x123\n" +
+	"\acontent\x18\x01 \x01(\v2\x19.toolfleet.v1.ToolContentR\acontent2\x8e7\n" +
 	"\x12ConformanceService\x12\xb7\x01\n" +
 	"\n" +
 	"SimpleText\x12'.tools.conformance.v1.SimpleTextRequest\x1a(.tools.conformance.v1.SimpleTextResponse\"V\x8a\x80\x19R\x126Returns a simple text block (MCP conformance fixture).\x1a\x06\b\x01\x18\x01 \x00Z\x10test_simple_text\x12\xc9\x01\n" +
@@ -2132,7 +2302,10 @@ const file_tools_conformance_v1_conformance_proto_rawDesc = "" +
 	"\n" +
 	"FailingJob\x12'.tools.conformance.v1.FailingJobRequest\x1a(.tools.conformance.v1.FailingJobResponse\"\x98\x01\x8a\x80\x19\x93\x01\x12vFails with an execution error after about a second (MCP conformance fixture of the tasks scenarios: a task-only tool).\x1a\x06\b\x01\x18\x01 \x00*\x02\b<Z\vfailing_job`\x01\x12\xa5\x02\n" +
 	"\x10ProtocolErrorJob\x12-.tools.conformance.v1.ProtocolErrorJobRequest\x1a..tools.conformance.v1.ProtocolErrorJobResponse\"\xb1\x01\x8a\x80\x19\xac\x01\x12\x8b\x01Its worker cannot take the call, so the gateway fails it (MCP conformance fixture of the tasks scenarios: a failed task, a task-only tool).\x1a\x06\b\x01\x18\x01 \x00Z\x12protocol_error_job`\x01\x12\x88\x02\n" +
-	"\rConfirmDelete\x12*.tools.conformance.v1.ConfirmDeleteRequest\x1a+.tools.conformance.v1.ConfirmDeleteResponse\"\x9d\x01\x8a\x80\x19\x98\x01\x12xDeletes nothing, once a human approved it (MCP conformance fixture of the tasks scenarios: a task that waits for input).\x1a\x06\b\x01\x18\x01 \x00 \x01*\x02\b<Z\x0econfirm_delete\x1aQ\x8a\x80\x19M\n" +
+	"\rConfirmDelete\x12*.tools.conformance.v1.ConfirmDeleteRequest\x1a+.tools.conformance.v1.ConfirmDeleteResponse\"\x9d\x01\x8a\x80\x19\x98\x01\x12xDeletes nothing, once a human approved it (MCP conformance fixture of the tasks scenarios: a task that waits for input).\x1a\x06\b\x01\x18\x01 \x00 \x01*\x02\b<Z\x0econfirm_delete\x12\xb3\x02\n" +
+	"\n" +
+	"MultiInput\x12'.tools.conformance.v1.MultiInputRequest\x1a(.tools.conformance.v1.MultiInputResponse\"\xd1\x01\x8a\x80\x19\xcc\x01\x12\xad\x01Asks its caller two questions at once (a name and a confirmation), then answers with both (MCP conformance fixture of the tasks scenarios: a task that waits for two inputs).\x1a\x06\b\x01\x18\x01 \x00*\x02\b<Z\vmulti_inputr\x01\x01\x12\xa4\x02\n" +
+	"\bWithTask\x12%.tools.conformance.v1.WithTaskRequest\x1a&.tools.conformance.v1.WithTaskResponse\"\xc8\x01\x8a\x80\x19\xc3\x01\x12\x9a\x01Asks its caller's name first, then runs as a task that greets it (MCP conformance fixture of the tasks scenarios: questions answered inline, then a task).\x1a\x06\b\x01\x18\x01 \x00*\x02\b<Z\x13test_tool_with_task`\x01j\x01\x01\x1aQ\x8a\x80\x19M\n" +
 	"\vConformance\x12\x051.0.0\x1a7Fixture tools of the MCP conformance suite (test only).BGZEgithub.com/toolfleet/toolfleet/gen/tools/conformance/v1;conformancev1b\x06proto3"
 
 var (
@@ -2147,7 +2320,7 @@ func file_tools_conformance_v1_conformance_proto_rawDescGZIP() []byte {
 	return file_tools_conformance_v1_conformance_proto_rawDescData
 }
 
-var file_tools_conformance_v1_conformance_proto_msgTypes = make([]protoimpl.MessageInfo, 48)
+var file_tools_conformance_v1_conformance_proto_msgTypes = make([]protoimpl.MessageInfo, 52)
 var file_tools_conformance_v1_conformance_proto_goTypes = []any{
 	(*SimpleTextRequest)(nil),                   // 0: tools.conformance.v1.SimpleTextRequest
 	(*SimpleTextResponse)(nil),                  // 1: tools.conformance.v1.SimpleTextResponse
@@ -2197,86 +2370,96 @@ var file_tools_conformance_v1_conformance_proto_goTypes = []any{
 	(*ProtocolErrorJobResponse)(nil),            // 45: tools.conformance.v1.ProtocolErrorJobResponse
 	(*ConfirmDeleteRequest)(nil),                // 46: tools.conformance.v1.ConfirmDeleteRequest
 	(*ConfirmDeleteResponse)(nil),               // 47: tools.conformance.v1.ConfirmDeleteResponse
-	(*v1.ToolContent)(nil),                      // 48: toolfleet.v1.ToolContent
+	(*MultiInputRequest)(nil),                   // 48: tools.conformance.v1.MultiInputRequest
+	(*MultiInputResponse)(nil),                  // 49: tools.conformance.v1.MultiInputResponse
+	(*WithTaskRequest)(nil),                     // 50: tools.conformance.v1.WithTaskRequest
+	(*WithTaskResponse)(nil),                    // 51: tools.conformance.v1.WithTaskResponse
+	(*v1.ToolContent)(nil),                      // 52: toolfleet.v1.ToolContent
 }
 var file_tools_conformance_v1_conformance_proto_depIdxs = []int32{
-	48, // 0: tools.conformance.v1.SimpleTextResponse.content:type_name -> toolfleet.v1.ToolContent
-	48, // 1: tools.conformance.v1.ImageContentResponse.content:type_name -> toolfleet.v1.ToolContent
-	48, // 2: tools.conformance.v1.AudioContentResponse.content:type_name -> toolfleet.v1.ToolContent
-	48, // 3: tools.conformance.v1.EmbeddedResourceResponse.content:type_name -> toolfleet.v1.ToolContent
-	48, // 4: tools.conformance.v1.MultipleContentTypesResponse.content:type_name -> toolfleet.v1.ToolContent
-	48, // 5: tools.conformance.v1.ErrorHandlingResponse.content:type_name -> toolfleet.v1.ToolContent
-	48, // 6: tools.conformance.v1.WithProgressResponse.content:type_name -> toolfleet.v1.ToolContent
-	48, // 7: tools.conformance.v1.WithLoggingResponse.content:type_name -> toolfleet.v1.ToolContent
-	48, // 8: tools.conformance.v1.LoggingToolResponse.content:type_name -> toolfleet.v1.ToolContent
-	48, // 9: tools.conformance.v1.StreamingElicitationResponse.content:type_name -> toolfleet.v1.ToolContent
-	48, // 10: tools.conformance.v1.InputRequiredElicitationResponse.content:type_name -> toolfleet.v1.ToolContent
-	48, // 11: tools.conformance.v1.InputRequiredSamplingResponse.content:type_name -> toolfleet.v1.ToolContent
-	48, // 12: tools.conformance.v1.InputRequiredListRootsResponse.content:type_name -> toolfleet.v1.ToolContent
-	48, // 13: tools.conformance.v1.InputRequiredRequestStateResponse.content:type_name -> toolfleet.v1.ToolContent
-	48, // 14: tools.conformance.v1.InputRequiredMultipleInputsResponse.content:type_name -> toolfleet.v1.ToolContent
-	48, // 15: tools.conformance.v1.InputRequiredMultiRoundResponse.content:type_name -> toolfleet.v1.ToolContent
-	48, // 16: tools.conformance.v1.InputRequiredTamperedStateResponse.content:type_name -> toolfleet.v1.ToolContent
-	48, // 17: tools.conformance.v1.InputRequiredCapabilitiesResponse.content:type_name -> toolfleet.v1.ToolContent
-	48, // 18: tools.conformance.v1.MissingCapabilityResponse.content:type_name -> toolfleet.v1.ToolContent
-	48, // 19: tools.conformance.v1.GreetResponse.content:type_name -> toolfleet.v1.ToolContent
-	48, // 20: tools.conformance.v1.SlowComputeResponse.content:type_name -> toolfleet.v1.ToolContent
-	48, // 21: tools.conformance.v1.FailingJobResponse.content:type_name -> toolfleet.v1.ToolContent
-	48, // 22: tools.conformance.v1.ProtocolErrorJobResponse.content:type_name -> toolfleet.v1.ToolContent
-	48, // 23: tools.conformance.v1.ConfirmDeleteResponse.content:type_name -> toolfleet.v1.ToolContent
-	0,  // 24: tools.conformance.v1.ConformanceService.SimpleText:input_type -> tools.conformance.v1.SimpleTextRequest
-	2,  // 25: tools.conformance.v1.ConformanceService.ImageContent:input_type -> tools.conformance.v1.ImageContentRequest
-	4,  // 26: tools.conformance.v1.ConformanceService.AudioContent:input_type -> tools.conformance.v1.AudioContentRequest
-	6,  // 27: tools.conformance.v1.ConformanceService.EmbeddedResource:input_type -> tools.conformance.v1.EmbeddedResourceRequest
-	8,  // 28: tools.conformance.v1.ConformanceService.MultipleContentTypes:input_type -> tools.conformance.v1.MultipleContentTypesRequest
-	10, // 29: tools.conformance.v1.ConformanceService.ErrorHandling:input_type -> tools.conformance.v1.ErrorHandlingRequest
-	12, // 30: tools.conformance.v1.ConformanceService.WithProgress:input_type -> tools.conformance.v1.WithProgressRequest
-	14, // 31: tools.conformance.v1.ConformanceService.WithLogging:input_type -> tools.conformance.v1.WithLoggingRequest
-	16, // 32: tools.conformance.v1.ConformanceService.LoggingTool:input_type -> tools.conformance.v1.LoggingToolRequest
-	18, // 33: tools.conformance.v1.ConformanceService.StreamingElicitation:input_type -> tools.conformance.v1.StreamingElicitationRequest
-	20, // 34: tools.conformance.v1.ConformanceService.InputRequiredElicitation:input_type -> tools.conformance.v1.InputRequiredElicitationRequest
-	22, // 35: tools.conformance.v1.ConformanceService.InputRequiredSampling:input_type -> tools.conformance.v1.InputRequiredSamplingRequest
-	24, // 36: tools.conformance.v1.ConformanceService.InputRequiredListRoots:input_type -> tools.conformance.v1.InputRequiredListRootsRequest
-	26, // 37: tools.conformance.v1.ConformanceService.InputRequiredRequestState:input_type -> tools.conformance.v1.InputRequiredRequestStateRequest
-	28, // 38: tools.conformance.v1.ConformanceService.InputRequiredMultipleInputs:input_type -> tools.conformance.v1.InputRequiredMultipleInputsRequest
-	30, // 39: tools.conformance.v1.ConformanceService.InputRequiredMultiRound:input_type -> tools.conformance.v1.InputRequiredMultiRoundRequest
-	32, // 40: tools.conformance.v1.ConformanceService.InputRequiredTamperedState:input_type -> tools.conformance.v1.InputRequiredTamperedStateRequest
-	34, // 41: tools.conformance.v1.ConformanceService.InputRequiredCapabilities:input_type -> tools.conformance.v1.InputRequiredCapabilitiesRequest
-	36, // 42: tools.conformance.v1.ConformanceService.MissingCapability:input_type -> tools.conformance.v1.MissingCapabilityRequest
-	38, // 43: tools.conformance.v1.ConformanceService.Greet:input_type -> tools.conformance.v1.GreetRequest
-	40, // 44: tools.conformance.v1.ConformanceService.SlowCompute:input_type -> tools.conformance.v1.SlowComputeRequest
-	42, // 45: tools.conformance.v1.ConformanceService.FailingJob:input_type -> tools.conformance.v1.FailingJobRequest
-	44, // 46: tools.conformance.v1.ConformanceService.ProtocolErrorJob:input_type -> tools.conformance.v1.ProtocolErrorJobRequest
-	46, // 47: tools.conformance.v1.ConformanceService.ConfirmDelete:input_type -> tools.conformance.v1.ConfirmDeleteRequest
-	1,  // 48: tools.conformance.v1.ConformanceService.SimpleText:output_type -> tools.conformance.v1.SimpleTextResponse
-	3,  // 49: tools.conformance.v1.ConformanceService.ImageContent:output_type -> tools.conformance.v1.ImageContentResponse
-	5,  // 50: tools.conformance.v1.ConformanceService.AudioContent:output_type -> tools.conformance.v1.AudioContentResponse
-	7,  // 51: tools.conformance.v1.ConformanceService.EmbeddedResource:output_type -> tools.conformance.v1.EmbeddedResourceResponse
-	9,  // 52: tools.conformance.v1.ConformanceService.MultipleContentTypes:output_type -> tools.conformance.v1.MultipleContentTypesResponse
-	11, // 53: tools.conformance.v1.ConformanceService.ErrorHandling:output_type -> tools.conformance.v1.ErrorHandlingResponse
-	13, // 54: tools.conformance.v1.ConformanceService.WithProgress:output_type -> tools.conformance.v1.WithProgressResponse
-	15, // 55: tools.conformance.v1.ConformanceService.WithLogging:output_type -> tools.conformance.v1.WithLoggingResponse
-	17, // 56: tools.conformance.v1.ConformanceService.LoggingTool:output_type -> tools.conformance.v1.LoggingToolResponse
-	19, // 57: tools.conformance.v1.ConformanceService.StreamingElicitation:output_type -> tools.conformance.v1.StreamingElicitationResponse
-	21, // 58: tools.conformance.v1.ConformanceService.InputRequiredElicitation:output_type -> tools.conformance.v1.InputRequiredElicitationResponse
-	23, // 59: tools.conformance.v1.ConformanceService.InputRequiredSampling:output_type -> tools.conformance.v1.InputRequiredSamplingResponse
-	25, // 60: tools.conformance.v1.ConformanceService.InputRequiredListRoots:output_type -> tools.conformance.v1.InputRequiredListRootsResponse
-	27, // 61: tools.conformance.v1.ConformanceService.InputRequiredRequestState:output_type -> tools.conformance.v1.InputRequiredRequestStateResponse
-	29, // 62: tools.conformance.v1.ConformanceService.InputRequiredMultipleInputs:output_type -> tools.conformance.v1.InputRequiredMultipleInputsResponse
-	31, // 63: tools.conformance.v1.ConformanceService.InputRequiredMultiRound:output_type -> tools.conformance.v1.InputRequiredMultiRoundResponse
-	33, // 64: tools.conformance.v1.ConformanceService.InputRequiredTamperedState:output_type -> tools.conformance.v1.InputRequiredTamperedStateResponse
-	35, // 65: tools.conformance.v1.ConformanceService.InputRequiredCapabilities:output_type -> tools.conformance.v1.InputRequiredCapabilitiesResponse
-	37, // 66: tools.conformance.v1.ConformanceService.MissingCapability:output_type -> tools.conformance.v1.MissingCapabilityResponse
-	39, // 67: tools.conformance.v1.ConformanceService.Greet:output_type -> tools.conformance.v1.GreetResponse
-	41, // 68: tools.conformance.v1.ConformanceService.SlowCompute:output_type -> tools.conformance.v1.SlowComputeResponse
-	43, // 69: tools.conformance.v1.ConformanceService.FailingJob:output_type -> tools.conformance.v1.FailingJobResponse
-	45, // 70: tools.conformance.v1.ConformanceService.ProtocolErrorJob:output_type -> tools.conformance.v1.ProtocolErrorJobResponse
-	47, // 71: tools.conformance.v1.ConformanceService.ConfirmDelete:output_type -> tools.conformance.v1.ConfirmDeleteResponse
-	48, // [48:72] is the sub-list for method output_type
-	24, // [24:48] is the sub-list for method input_type
-	24, // [24:24] is the sub-list for extension type_name
-	24, // [24:24] is the sub-list for extension extendee
-	0,  // [0:24] is the sub-list for field type_name
+	52, // 0: tools.conformance.v1.SimpleTextResponse.content:type_name -> toolfleet.v1.ToolContent
+	52, // 1: tools.conformance.v1.ImageContentResponse.content:type_name -> toolfleet.v1.ToolContent
+	52, // 2: tools.conformance.v1.AudioContentResponse.content:type_name -> toolfleet.v1.ToolContent
+	52, // 3: tools.conformance.v1.EmbeddedResourceResponse.content:type_name -> toolfleet.v1.ToolContent
+	52, // 4: tools.conformance.v1.MultipleContentTypesResponse.content:type_name -> toolfleet.v1.ToolContent
+	52, // 5: tools.conformance.v1.ErrorHandlingResponse.content:type_name -> toolfleet.v1.ToolContent
+	52, // 6: tools.conformance.v1.WithProgressResponse.content:type_name -> toolfleet.v1.ToolContent
+	52, // 7: tools.conformance.v1.WithLoggingResponse.content:type_name -> toolfleet.v1.ToolContent
+	52, // 8: tools.conformance.v1.LoggingToolResponse.content:type_name -> toolfleet.v1.ToolContent
+	52, // 9: tools.conformance.v1.StreamingElicitationResponse.content:type_name -> toolfleet.v1.ToolContent
+	52, // 10: tools.conformance.v1.InputRequiredElicitationResponse.content:type_name -> toolfleet.v1.ToolContent
+	52, // 11: tools.conformance.v1.InputRequiredSamplingResponse.content:type_name -> toolfleet.v1.ToolContent
+	52, // 12: tools.conformance.v1.InputRequiredListRootsResponse.content:type_name -> toolfleet.v1.ToolContent
+	52, // 13: tools.conformance.v1.InputRequiredRequestStateResponse.content:type_name -> toolfleet.v1.ToolContent
+	52, // 14: tools.conformance.v1.InputRequiredMultipleInputsResponse.content:type_name -> toolfleet.v1.ToolContent
+	52, // 15: tools.conformance.v1.InputRequiredMultiRoundResponse.content:type_name -> toolfleet.v1.ToolContent
+	52, // 16: tools.conformance.v1.InputRequiredTamperedStateResponse.content:type_name -> toolfleet.v1.ToolContent
+	52, // 17: tools.conformance.v1.InputRequiredCapabilitiesResponse.content:type_name -> toolfleet.v1.ToolContent
+	52, // 18: tools.conformance.v1.MissingCapabilityResponse.content:type_name -> toolfleet.v1.ToolContent
+	52, // 19: tools.conformance.v1.GreetResponse.content:type_name -> toolfleet.v1.ToolContent
+	52, // 20: tools.conformance.v1.SlowComputeResponse.content:type_name -> toolfleet.v1.ToolContent
+	52, // 21: tools.conformance.v1.FailingJobResponse.content:type_name -> toolfleet.v1.ToolContent
+	52, // 22: tools.conformance.v1.ProtocolErrorJobResponse.content:type_name -> toolfleet.v1.ToolContent
+	52, // 23: tools.conformance.v1.ConfirmDeleteResponse.content:type_name -> toolfleet.v1.ToolContent
+	52, // 24: tools.conformance.v1.MultiInputResponse.content:type_name -> toolfleet.v1.ToolContent
+	52, // 25: tools.conformance.v1.WithTaskResponse.content:type_name -> toolfleet.v1.ToolContent
+	0,  // 26: tools.conformance.v1.ConformanceService.SimpleText:input_type -> tools.conformance.v1.SimpleTextRequest
+	2,  // 27: tools.conformance.v1.ConformanceService.ImageContent:input_type -> tools.conformance.v1.ImageContentRequest
+	4,  // 28: tools.conformance.v1.ConformanceService.AudioContent:input_type -> tools.conformance.v1.AudioContentRequest
+	6,  // 29: tools.conformance.v1.ConformanceService.EmbeddedResource:input_type -> tools.conformance.v1.EmbeddedResourceRequest
+	8,  // 30: tools.conformance.v1.ConformanceService.MultipleContentTypes:input_type -> tools.conformance.v1.MultipleContentTypesRequest
+	10, // 31: tools.conformance.v1.ConformanceService.ErrorHandling:input_type -> tools.conformance.v1.ErrorHandlingRequest
+	12, // 32: tools.conformance.v1.ConformanceService.WithProgress:input_type -> tools.conformance.v1.WithProgressRequest
+	14, // 33: tools.conformance.v1.ConformanceService.WithLogging:input_type -> tools.conformance.v1.WithLoggingRequest
+	16, // 34: tools.conformance.v1.ConformanceService.LoggingTool:input_type -> tools.conformance.v1.LoggingToolRequest
+	18, // 35: tools.conformance.v1.ConformanceService.StreamingElicitation:input_type -> tools.conformance.v1.StreamingElicitationRequest
+	20, // 36: tools.conformance.v1.ConformanceService.InputRequiredElicitation:input_type -> tools.conformance.v1.InputRequiredElicitationRequest
+	22, // 37: tools.conformance.v1.ConformanceService.InputRequiredSampling:input_type -> tools.conformance.v1.InputRequiredSamplingRequest
+	24, // 38: tools.conformance.v1.ConformanceService.InputRequiredListRoots:input_type -> tools.conformance.v1.InputRequiredListRootsRequest
+	26, // 39: tools.conformance.v1.ConformanceService.InputRequiredRequestState:input_type -> tools.conformance.v1.InputRequiredRequestStateRequest
+	28, // 40: tools.conformance.v1.ConformanceService.InputRequiredMultipleInputs:input_type -> tools.conformance.v1.InputRequiredMultipleInputsRequest
+	30, // 41: tools.conformance.v1.ConformanceService.InputRequiredMultiRound:input_type -> tools.conformance.v1.InputRequiredMultiRoundRequest
+	32, // 42: tools.conformance.v1.ConformanceService.InputRequiredTamperedState:input_type -> tools.conformance.v1.InputRequiredTamperedStateRequest
+	34, // 43: tools.conformance.v1.ConformanceService.InputRequiredCapabilities:input_type -> tools.conformance.v1.InputRequiredCapabilitiesRequest
+	36, // 44: tools.conformance.v1.ConformanceService.MissingCapability:input_type -> tools.conformance.v1.MissingCapabilityRequest
+	38, // 45: tools.conformance.v1.ConformanceService.Greet:input_type -> tools.conformance.v1.GreetRequest
+	40, // 46: tools.conformance.v1.ConformanceService.SlowCompute:input_type -> tools.conformance.v1.SlowComputeRequest
+	42, // 47: tools.conformance.v1.ConformanceService.FailingJob:input_type -> tools.conformance.v1.FailingJobRequest
+	44, // 48: tools.conformance.v1.ConformanceService.ProtocolErrorJob:input_type -> tools.conformance.v1.ProtocolErrorJobRequest
+	46, // 49: tools.conformance.v1.ConformanceService.ConfirmDelete:input_type -> tools.conformance.v1.ConfirmDeleteRequest
+	48, // 50: tools.conformance.v1.ConformanceService.MultiInput:input_type -> tools.conformance.v1.MultiInputRequest
+	50, // 51: tools.conformance.v1.ConformanceService.WithTask:input_type -> tools.conformance.v1.WithTaskRequest
+	1,  // 52: tools.conformance.v1.ConformanceService.SimpleText:output_type -> tools.conformance.v1.SimpleTextResponse
+	3,  // 53: tools.conformance.v1.ConformanceService.ImageContent:output_type -> tools.conformance.v1.ImageContentResponse
+	5,  // 54: tools.conformance.v1.ConformanceService.AudioContent:output_type -> tools.conformance.v1.AudioContentResponse
+	7,  // 55: tools.conformance.v1.ConformanceService.EmbeddedResource:output_type -> tools.conformance.v1.EmbeddedResourceResponse
+	9,  // 56: tools.conformance.v1.ConformanceService.MultipleContentTypes:output_type -> tools.conformance.v1.MultipleContentTypesResponse
+	11, // 57: tools.conformance.v1.ConformanceService.ErrorHandling:output_type -> tools.conformance.v1.ErrorHandlingResponse
+	13, // 58: tools.conformance.v1.ConformanceService.WithProgress:output_type -> tools.conformance.v1.WithProgressResponse
+	15, // 59: tools.conformance.v1.ConformanceService.WithLogging:output_type -> tools.conformance.v1.WithLoggingResponse
+	17, // 60: tools.conformance.v1.ConformanceService.LoggingTool:output_type -> tools.conformance.v1.LoggingToolResponse
+	19, // 61: tools.conformance.v1.ConformanceService.StreamingElicitation:output_type -> tools.conformance.v1.StreamingElicitationResponse
+	21, // 62: tools.conformance.v1.ConformanceService.InputRequiredElicitation:output_type -> tools.conformance.v1.InputRequiredElicitationResponse
+	23, // 63: tools.conformance.v1.ConformanceService.InputRequiredSampling:output_type -> tools.conformance.v1.InputRequiredSamplingResponse
+	25, // 64: tools.conformance.v1.ConformanceService.InputRequiredListRoots:output_type -> tools.conformance.v1.InputRequiredListRootsResponse
+	27, // 65: tools.conformance.v1.ConformanceService.InputRequiredRequestState:output_type -> tools.conformance.v1.InputRequiredRequestStateResponse
+	29, // 66: tools.conformance.v1.ConformanceService.InputRequiredMultipleInputs:output_type -> tools.conformance.v1.InputRequiredMultipleInputsResponse
+	31, // 67: tools.conformance.v1.ConformanceService.InputRequiredMultiRound:output_type -> tools.conformance.v1.InputRequiredMultiRoundResponse
+	33, // 68: tools.conformance.v1.ConformanceService.InputRequiredTamperedState:output_type -> tools.conformance.v1.InputRequiredTamperedStateResponse
+	35, // 69: tools.conformance.v1.ConformanceService.InputRequiredCapabilities:output_type -> tools.conformance.v1.InputRequiredCapabilitiesResponse
+	37, // 70: tools.conformance.v1.ConformanceService.MissingCapability:output_type -> tools.conformance.v1.MissingCapabilityResponse
+	39, // 71: tools.conformance.v1.ConformanceService.Greet:output_type -> tools.conformance.v1.GreetResponse
+	41, // 72: tools.conformance.v1.ConformanceService.SlowCompute:output_type -> tools.conformance.v1.SlowComputeResponse
+	43, // 73: tools.conformance.v1.ConformanceService.FailingJob:output_type -> tools.conformance.v1.FailingJobResponse
+	45, // 74: tools.conformance.v1.ConformanceService.ProtocolErrorJob:output_type -> tools.conformance.v1.ProtocolErrorJobResponse
+	47, // 75: tools.conformance.v1.ConformanceService.ConfirmDelete:output_type -> tools.conformance.v1.ConfirmDeleteResponse
+	49, // 76: tools.conformance.v1.ConformanceService.MultiInput:output_type -> tools.conformance.v1.MultiInputResponse
+	51, // 77: tools.conformance.v1.ConformanceService.WithTask:output_type -> tools.conformance.v1.WithTaskResponse
+	52, // [52:78] is the sub-list for method output_type
+	26, // [26:52] is the sub-list for method input_type
+	26, // [26:26] is the sub-list for extension type_name
+	26, // [26:26] is the sub-list for extension extendee
+	0,  // [0:26] is the sub-list for field type_name
 }
 
 func init() { file_tools_conformance_v1_conformance_proto_init() }
@@ -2290,7 +2473,7 @@ func file_tools_conformance_v1_conformance_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tools_conformance_v1_conformance_proto_rawDesc), len(file_tools_conformance_v1_conformance_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   48,
+			NumMessages:   52,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -43,6 +43,8 @@ const (
 	ConformanceService_FailingJob_FullMethodName                  = "/tools.conformance.v1.ConformanceService/FailingJob"
 	ConformanceService_ProtocolErrorJob_FullMethodName            = "/tools.conformance.v1.ConformanceService/ProtocolErrorJob"
 	ConformanceService_ConfirmDelete_FullMethodName               = "/tools.conformance.v1.ConformanceService/ConfirmDelete"
+	ConformanceService_MultiInput_FullMethodName                  = "/tools.conformance.v1.ConformanceService/MultiInput"
+	ConformanceService_WithTask_FullMethodName                    = "/tools.conformance.v1.ConformanceService/WithTask"
 )
 
 // ConformanceServiceClient is the client API for ConformanceService service.
@@ -54,7 +56,7 @@ const (
 // calls (mcp_name), through the gateway's ordinary pipeline: `toolfleet dev
 // --conformance` runs it. Each result holds only a toolfleet.v1.ToolContent, so MCP
 // clients see text, image, audio and embedded-resource blocks.
-// Every tool takes no input but the tasks fixtures (greet to multi_input),
+// Every tool takes no input but the tasks fixtures (greet to confirm_delete),
 // which take the arguments the suite sends.
 type ConformanceServiceClient interface {
 	// SimpleText returns one text block.
@@ -114,6 +116,13 @@ type ConformanceServiceClient interface {
 	// ConfirmDelete needs a human's approval before it runs: as a task it waits
 	// in input_required for the answer (tasks/update).
 	ConfirmDelete(ctx context.Context, in *ConfirmDeleteRequest, opts ...grpc.CallOption) (*ConfirmDeleteResponse, error)
+	// MultiInput asks its caller two questions at once from inside the call
+	// (a name and a confirmation), then answers with both: as a task it waits
+	// in input_required with two input requests, answered one at a time.
+	MultiInput(ctx context.Context, in *MultiInputRequest, opts ...grpc.CallOption) (*MultiInputResponse, error)
+	// WithTask asks its caller for a name before it starts (input_required on
+	// the tools/call itself), then runs as a task and greets the name.
+	WithTask(ctx context.Context, in *WithTaskRequest, opts ...grpc.CallOption) (*WithTaskResponse, error)
 }
 
 type conformanceServiceClient struct {
@@ -364,6 +373,26 @@ func (c *conformanceServiceClient) ConfirmDelete(ctx context.Context, in *Confir
 	return out, nil
 }
 
+func (c *conformanceServiceClient) MultiInput(ctx context.Context, in *MultiInputRequest, opts ...grpc.CallOption) (*MultiInputResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(MultiInputResponse)
+	err := c.cc.Invoke(ctx, ConformanceService_MultiInput_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *conformanceServiceClient) WithTask(ctx context.Context, in *WithTaskRequest, opts ...grpc.CallOption) (*WithTaskResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(WithTaskResponse)
+	err := c.cc.Invoke(ctx, ConformanceService_WithTask_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ConformanceServiceServer is the server API for ConformanceService service.
 // All implementations must embed UnimplementedConformanceServiceServer
 // for forward compatibility.
@@ -373,7 +402,7 @@ func (c *conformanceServiceClient) ConfirmDelete(ctx context.Context, in *Confir
 // calls (mcp_name), through the gateway's ordinary pipeline: `toolfleet dev
 // --conformance` runs it. Each result holds only a toolfleet.v1.ToolContent, so MCP
 // clients see text, image, audio and embedded-resource blocks.
-// Every tool takes no input but the tasks fixtures (greet to multi_input),
+// Every tool takes no input but the tasks fixtures (greet to confirm_delete),
 // which take the arguments the suite sends.
 type ConformanceServiceServer interface {
 	// SimpleText returns one text block.
@@ -433,6 +462,13 @@ type ConformanceServiceServer interface {
 	// ConfirmDelete needs a human's approval before it runs: as a task it waits
 	// in input_required for the answer (tasks/update).
 	ConfirmDelete(context.Context, *ConfirmDeleteRequest) (*ConfirmDeleteResponse, error)
+	// MultiInput asks its caller two questions at once from inside the call
+	// (a name and a confirmation), then answers with both: as a task it waits
+	// in input_required with two input requests, answered one at a time.
+	MultiInput(context.Context, *MultiInputRequest) (*MultiInputResponse, error)
+	// WithTask asks its caller for a name before it starts (input_required on
+	// the tools/call itself), then runs as a task and greets the name.
+	WithTask(context.Context, *WithTaskRequest) (*WithTaskResponse, error)
 	mustEmbedUnimplementedConformanceServiceServer()
 }
 
@@ -514,6 +550,12 @@ func (UnimplementedConformanceServiceServer) ProtocolErrorJob(context.Context, *
 }
 func (UnimplementedConformanceServiceServer) ConfirmDelete(context.Context, *ConfirmDeleteRequest) (*ConfirmDeleteResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ConfirmDelete not implemented")
+}
+func (UnimplementedConformanceServiceServer) MultiInput(context.Context, *MultiInputRequest) (*MultiInputResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method MultiInput not implemented")
+}
+func (UnimplementedConformanceServiceServer) WithTask(context.Context, *WithTaskRequest) (*WithTaskResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method WithTask not implemented")
 }
 func (UnimplementedConformanceServiceServer) mustEmbedUnimplementedConformanceServiceServer() {}
 func (UnimplementedConformanceServiceServer) testEmbeddedByValue()                            {}
@@ -968,6 +1010,42 @@ func _ConformanceService_ConfirmDelete_Handler(srv interface{}, ctx context.Cont
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ConformanceService_MultiInput_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(MultiInputRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ConformanceServiceServer).MultiInput(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ConformanceService_MultiInput_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ConformanceServiceServer).MultiInput(ctx, req.(*MultiInputRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ConformanceService_WithTask_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(WithTaskRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ConformanceServiceServer).WithTask(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ConformanceService_WithTask_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ConformanceServiceServer).WithTask(ctx, req.(*WithTaskRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // ConformanceService_ServiceDesc is the grpc.ServiceDesc for ConformanceService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1070,6 +1148,14 @@ var ConformanceService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ConfirmDelete",
 			Handler:    _ConformanceService_ConfirmDelete_Handler,
+		},
+		{
+			MethodName: "MultiInput",
+			Handler:    _ConformanceService_MultiInput_Handler,
+		},
+		{
+			MethodName: "WithTask",
+			Handler:    _ConformanceService_WithTask_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

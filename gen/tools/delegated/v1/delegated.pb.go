@@ -22,6 +22,105 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type InventoryRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The resource API to call: "inventory" (the tool's audience) or another one.
+	Api           string `protobuf:"bytes,1,opt,name=api,proto3" json:"api,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InventoryRequest) Reset() {
+	*x = InventoryRequest{}
+	mi := &file_tools_delegated_v1_delegated_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InventoryRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InventoryRequest) ProtoMessage() {}
+
+func (x *InventoryRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tools_delegated_v1_delegated_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InventoryRequest.ProtoReflect.Descriptor instead.
+func (*InventoryRequest) Descriptor() ([]byte, []int) {
+	return file_tools_delegated_v1_delegated_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *InventoryRequest) GetApi() string {
+	if x != nil {
+		return x.Api
+	}
+	return ""
+}
+
+type InventoryResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The API's HTTP status.
+	Status int32 `protobuf:"varint,1,opt,name=status,proto3" json:"status,omitempty"`
+	// The API's answer.
+	Body          string `protobuf:"bytes,2,opt,name=body,proto3" json:"body,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InventoryResponse) Reset() {
+	*x = InventoryResponse{}
+	mi := &file_tools_delegated_v1_delegated_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InventoryResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InventoryResponse) ProtoMessage() {}
+
+func (x *InventoryResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tools_delegated_v1_delegated_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InventoryResponse.ProtoReflect.Descriptor instead.
+func (*InventoryResponse) Descriptor() ([]byte, []int) {
+	return file_tools_delegated_v1_delegated_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *InventoryResponse) GetStatus() int32 {
+	if x != nil {
+		return x.Status
+	}
+	return 0
+}
+
+func (x *InventoryResponse) GetBody() string {
+	if x != nil {
+		return x.Body
+	}
+	return ""
+}
+
 type ProfileRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Which part of the profile to read.
@@ -32,7 +131,7 @@ type ProfileRequest struct {
 
 func (x *ProfileRequest) Reset() {
 	*x = ProfileRequest{}
-	mi := &file_tools_delegated_v1_delegated_proto_msgTypes[0]
+	mi := &file_tools_delegated_v1_delegated_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -44,7 +143,7 @@ func (x *ProfileRequest) String() string {
 func (*ProfileRequest) ProtoMessage() {}
 
 func (x *ProfileRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tools_delegated_v1_delegated_proto_msgTypes[0]
+	mi := &file_tools_delegated_v1_delegated_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -57,7 +156,7 @@ func (x *ProfileRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProfileRequest.ProtoReflect.Descriptor instead.
 func (*ProfileRequest) Descriptor() ([]byte, []int) {
-	return file_tools_delegated_v1_delegated_proto_rawDescGZIP(), []int{0}
+	return file_tools_delegated_v1_delegated_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *ProfileRequest) GetPart() string {
@@ -82,7 +181,7 @@ type ProfileResponse struct {
 
 func (x *ProfileResponse) Reset() {
 	*x = ProfileResponse{}
-	mi := &file_tools_delegated_v1_delegated_proto_msgTypes[1]
+	mi := &file_tools_delegated_v1_delegated_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -94,7 +193,7 @@ func (x *ProfileResponse) String() string {
 func (*ProfileResponse) ProtoMessage() {}
 
 func (x *ProfileResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tools_delegated_v1_delegated_proto_msgTypes[1]
+	mi := &file_tools_delegated_v1_delegated_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -107,7 +206,7 @@ func (x *ProfileResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProfileResponse.ProtoReflect.Descriptor instead.
 func (*ProfileResponse) Descriptor() ([]byte, []int) {
-	return file_tools_delegated_v1_delegated_proto_rawDescGZIP(), []int{1}
+	return file_tools_delegated_v1_delegated_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *ProfileResponse) GetStatus() int32 {
@@ -135,7 +234,15 @@ var File_tools_delegated_v1_delegated_proto protoreflect.FileDescriptor
 
 const file_tools_delegated_v1_delegated_proto_rawDesc = "" +
 	"\n" +
-	"\"tools/delegated/v1/delegated.proto\x12\x12tools.delegated.v1\x1a\x1atoolfleet/v1/options.proto\"[\n" +
+	"\"tools/delegated/v1/delegated.proto\x12\x12tools.delegated.v1\x1a\x1atoolfleet/v1/options.proto\"e\n" +
+	"\x10InventoryRequest\x12Q\n" +
+	"\x03api\x18\x01 \x01(\tB?\x8a\x80\x19;\n" +
+	"9Which API to call with the token: \"inventory\" or another.R\x03api\"v\n" +
+	"\x11InventoryResponse\x124\n" +
+	"\x06status\x18\x01 \x01(\x05B\x1c\x8a\x80\x19\x18\n" +
+	"\x16The API's HTTP status.R\x06status\x12+\n" +
+	"\x04body\x18\x02 \x01(\tB\x17\x8a\x80\x19\x13\n" +
+	"\x11The API's answer.R\x04body\"[\n" +
 	"\x0eProfileRequest\x12I\n" +
 	"\x04part\x18\x01 \x01(\tB5\x8a\x80\x191\n" +
 	"/Which part of the profile to read, e.g. \"name\".R\x04part\"\xde\x01\n" +
@@ -145,10 +252,13 @@ const file_tools_delegated_v1_delegated_proto_rawDesc = "" +
 	"\x04body\x18\x02 \x01(\tB \x8a\x80\x19\x1c\n" +
 	"\x1aThe resource API's answer.R\x04body\x12V\n" +
 	"\ftoken_sha256\x18\x03 \x01(\tB3\x8a\x80\x19/\n" +
-	"-SHA-256 (hex) of the token the tool received.R\vtokenSha2562\xb2\x02\n" +
+	"-SHA-256 (hex) of the token the tool received.R\vtokenSha2562\xff\x03\n" +
 	"\x10DelegatedService\x12\xb8\x01\n" +
 	"\aProfile\x12\".tools.delegated.v1.ProfileRequest\x1a#.tools.delegated.v1.ProfileResponse\"d\x8a\x80\x19`\x12FRead the caller's own profile at acme, with the caller's acme account.\x1a\x04\b\x01\x18\x01\x82\x01\x0f\n" +
-	"\x04acme\x12\aprofile\x1ac\x8a\x80\x19_\n" +
+	"\x04acme\x12\aprofile\x12\xca\x01\n" +
+	"\tInventory\x12$.tools.delegated.v1.InventoryRequest\x1a%.tools.delegated.v1.InventoryResponse\"p\x8a\x80\x19l\x12DList the caller's own items in the company inventory, as the caller.\x1a\x04\b\x01\x18\x01\x82\x01\x1d\n" +
+	"\x04corp\x12\n" +
+	"items:read\x1a\tinventory\x1ac\x8a\x80\x19_\n" +
 	"\tDelegated\x12\x051.0.0\x1aKTest toolkit: a tool acting with the caller's account at the acme provider.BCZAgithub.com/toolfleet/toolfleet/gen/tools/delegated/v1;delegatedv1b\x06proto3"
 
 var (
@@ -163,16 +273,20 @@ func file_tools_delegated_v1_delegated_proto_rawDescGZIP() []byte {
 	return file_tools_delegated_v1_delegated_proto_rawDescData
 }
 
-var file_tools_delegated_v1_delegated_proto_msgTypes = make([]protoimpl.MessageInfo, 2)
+var file_tools_delegated_v1_delegated_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
 var file_tools_delegated_v1_delegated_proto_goTypes = []any{
-	(*ProfileRequest)(nil),  // 0: tools.delegated.v1.ProfileRequest
-	(*ProfileResponse)(nil), // 1: tools.delegated.v1.ProfileResponse
+	(*InventoryRequest)(nil),  // 0: tools.delegated.v1.InventoryRequest
+	(*InventoryResponse)(nil), // 1: tools.delegated.v1.InventoryResponse
+	(*ProfileRequest)(nil),    // 2: tools.delegated.v1.ProfileRequest
+	(*ProfileResponse)(nil),   // 3: tools.delegated.v1.ProfileResponse
 }
 var file_tools_delegated_v1_delegated_proto_depIdxs = []int32{
-	0, // 0: tools.delegated.v1.DelegatedService.Profile:input_type -> tools.delegated.v1.ProfileRequest
-	1, // 1: tools.delegated.v1.DelegatedService.Profile:output_type -> tools.delegated.v1.ProfileResponse
-	1, // [1:2] is the sub-list for method output_type
-	0, // [0:1] is the sub-list for method input_type
+	2, // 0: tools.delegated.v1.DelegatedService.Profile:input_type -> tools.delegated.v1.ProfileRequest
+	0, // 1: tools.delegated.v1.DelegatedService.Inventory:input_type -> tools.delegated.v1.InventoryRequest
+	3, // 2: tools.delegated.v1.DelegatedService.Profile:output_type -> tools.delegated.v1.ProfileResponse
+	1, // 3: tools.delegated.v1.DelegatedService.Inventory:output_type -> tools.delegated.v1.InventoryResponse
+	2, // [2:4] is the sub-list for method output_type
+	0, // [0:2] is the sub-list for method input_type
 	0, // [0:0] is the sub-list for extension type_name
 	0, // [0:0] is the sub-list for extension extendee
 	0, // [0:0] is the sub-list for field type_name
@@ -189,7 +303,7 @@ func file_tools_delegated_v1_delegated_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tools_delegated_v1_delegated_proto_rawDesc), len(file_tools_delegated_v1_delegated_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   2,
+			NumMessages:   4,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

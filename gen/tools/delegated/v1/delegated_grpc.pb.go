@@ -19,7 +19,8 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	DelegatedService_Profile_FullMethodName = "/tools.delegated.v1.DelegatedService/Profile"
+	DelegatedService_Profile_FullMethodName   = "/tools.delegated.v1.DelegatedService/Profile"
+	DelegatedService_Inventory_FullMethodName = "/tools.delegated.v1.DelegatedService/Inventory"
 )
 
 // DelegatedServiceClient is the client API for DelegatedService service.
@@ -33,6 +34,9 @@ const (
 type DelegatedServiceClient interface {
 	// Profile reads the caller's profile at the acme resource API.
 	Profile(ctx context.Context, in *ProfileRequest, opts ...grpc.CallOption) (*ProfileResponse, error)
+	// Inventory reads the caller's items at the company's own inventory API,
+	// with a token the gateway exchanged for the caller (a first-party API).
+	Inventory(ctx context.Context, in *InventoryRequest, opts ...grpc.CallOption) (*InventoryResponse, error)
 }
 
 type delegatedServiceClient struct {
@@ -53,6 +57,16 @@ func (c *delegatedServiceClient) Profile(ctx context.Context, in *ProfileRequest
 	return out, nil
 }
 
+func (c *delegatedServiceClient) Inventory(ctx context.Context, in *InventoryRequest, opts ...grpc.CallOption) (*InventoryResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(InventoryResponse)
+	err := c.cc.Invoke(ctx, DelegatedService_Inventory_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // DelegatedServiceServer is the server API for DelegatedService service.
 // All implementations must embed UnimplementedDelegatedServiceServer
 // for forward compatibility.
@@ -64,6 +78,9 @@ func (c *delegatedServiceClient) Profile(ctx context.Context, in *ProfileRequest
 type DelegatedServiceServer interface {
 	// Profile reads the caller's profile at the acme resource API.
 	Profile(context.Context, *ProfileRequest) (*ProfileResponse, error)
+	// Inventory reads the caller's items at the company's own inventory API,
+	// with a token the gateway exchanged for the caller (a first-party API).
+	Inventory(context.Context, *InventoryRequest) (*InventoryResponse, error)
 	mustEmbedUnimplementedDelegatedServiceServer()
 }
 
@@ -76,6 +93,9 @@ type UnimplementedDelegatedServiceServer struct{}
 
 func (UnimplementedDelegatedServiceServer) Profile(context.Context, *ProfileRequest) (*ProfileResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Profile not implemented")
+}
+func (UnimplementedDelegatedServiceServer) Inventory(context.Context, *InventoryRequest) (*InventoryResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Inventory not implemented")
 }
 func (UnimplementedDelegatedServiceServer) mustEmbedUnimplementedDelegatedServiceServer() {}
 func (UnimplementedDelegatedServiceServer) testEmbeddedByValue()                          {}
@@ -116,6 +136,24 @@ func _DelegatedService_Profile_Handler(srv interface{}, ctx context.Context, dec
 	return interceptor(ctx, in, info, handler)
 }
 
+func _DelegatedService_Inventory_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(InventoryRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(DelegatedServiceServer).Inventory(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: DelegatedService_Inventory_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(DelegatedServiceServer).Inventory(ctx, req.(*InventoryRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // DelegatedService_ServiceDesc is the grpc.ServiceDesc for DelegatedService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -126,6 +164,10 @@ var DelegatedService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Profile",
 			Handler:    _DelegatedService_Profile_Handler,
+		},
+		{
+			MethodName: "Inventory",
+			Handler:    _DelegatedService_Inventory_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

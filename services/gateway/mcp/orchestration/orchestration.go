@@ -143,6 +143,13 @@ func parseTaskID(id string) (kind string, created time.Time, ok bool) {
 	return "", time.Time{}, false
 }
 
+// IsTaskID reports whether a program or run id is an MCP task's (the
+// console labels them so in the inbox).
+func IsTaskID(id string) bool {
+	_, _, ok := parseTaskID(id)
+	return ok
+}
+
 var errNoTask = status.Error(codes.NotFound, "no such task")
 
 // StartTask starts the task's workflow; the answer comes once Temporal
@@ -152,15 +159,17 @@ func (b *Tasks) StartTask(ctx context.Context, start mcp.TaskStart) (*mcp.TaskSt
 	switch start.Kind {
 	case mcp.TaskToolCall:
 		id := newTaskID(kindTool, now)
-		if _, err := call(ctx, b.s.Programs, &toolfleetv1.RunProgramRequest{ProgramId: id,
-			ToolCall: &toolfleetv1.ProgramToolCall{ToolId: start.ToolID, Input: start.Input}}, Programs.RunProgram); err != nil {
+		if _, err := call(ctx, b.s.Programs, &toolfleetv1.RunProgramRequest{ProgramId: id, Questions: questionPolicy(start),
+			ToolCall: &toolfleetv1.ProgramToolCall{ToolId: start.ToolID, Input: start.Input,
+				InputResponses: start.Answers, RequestState: start.RequestState}}, Programs.RunProgram); err != nil {
 			return nil, err
 		}
 		return &mcp.TaskState{ID: id, Kind: start.Kind, Status: mcp.TaskWorking, CreatedAt: now, UpdatedAt: now}, nil
 	case mcp.TaskProgram:
 		in := start.Input.AsMap()
 		id := newTaskID(kindProgram, now)
-		req := &toolfleetv1.RunProgramRequest{ProgramId: id, Source: str(in["source"]), Tools: strs(in["tools"]), Filename: "mcp-task.star"}
+		req := &toolfleetv1.RunProgramRequest{ProgramId: id, Source: str(in["source"]), Tools: strs(in["tools"]), Filename: "mcp-task.star",
+			Questions: questionPolicy(start)}
 		if a, ok := in["args"].(map[string]any); ok {
 			args, err := structpb.NewStruct(a)
 			if err != nil {
@@ -181,6 +190,7 @@ func (b *Tasks) StartTask(ctx context.Context, start mcp.TaskStart) (*mcp.TaskSt
 		id := newTaskID(kindRun, now)
 		req := &toolfleetv1.StartRunRequest{RunId: id, Model: str(in["model"]), SystemPrompt: str(in["system_prompt"]),
 			Tools: strs(in["tools"]), IdleTimeout: durationpb.New(-time.Second), // close once answered
+			Questions: questionPolicy(start),
 			Messages: []*toolfleetv1.Message{{Role: toolfleetv1.Role_ROLE_USER,
 				Parts: []*toolfleetv1.Part{{Kind: &toolfleetv1.Part_Text{Text: str(in["prompt"])}}}}}}
 		if n, ok := in["max_turns"].(float64); ok && n > 0 && n < 1e6 {

@@ -219,3 +219,56 @@ func checkStatuses[S ~int32](t *testing.T, names map[int32]string, want map[S]mc
 		}
 	}
 }
+
+// startRecorder records the programs and runs a task starts.
+type startRecorder struct {
+	Programs
+	Agents
+	programs []*toolfleetv1.RunProgramRequest
+	runs     []*toolfleetv1.StartRunRequest
+}
+
+func (s *startRecorder) RunProgram(_ context.Context, r *connect.Request[toolfleetv1.RunProgramRequest]) (*connect.Response[toolfleetv1.RunProgramResponse], error) {
+	s.programs = append(s.programs, r.Msg)
+	return connect.NewResponse(&toolfleetv1.RunProgramResponse{ProgramId: r.Msg.GetProgramId()}), nil
+}
+
+func (s *startRecorder) StartRun(_ context.Context, r *connect.Request[toolfleetv1.StartRunRequest]) (*connect.Response[toolfleetv1.StartRunResponse], error) {
+	s.runs = append(s.runs, r.Msg)
+	return connect.NewResponse(&toolfleetv1.StartRunResponse{RunId: r.Msg.GetRunId()}), nil
+}
+
+// A task's tools ask its people only when the MCP client can answer
+// (TaskStart.AskPeople); a tool call task carries the first round answered
+// inline to its program's call.
+func TestStartTaskQuestions(t *testing.T) {
+	t.Parallel()
+	rec := &startRecorder{}
+	b := New(Services{Programs: func() (Programs, error) { return rec, nil }, Agents: func() (Agents, error) { return rec, nil }})
+	ctx := mcp.WithAuthorization(t.Context(), "Bearer t")
+	answer, _ := structpb.NewStruct(map[string]any{"action": "accept", "content": map[string]any{"name": "Ada"}})
+	starts := []mcp.TaskStart{
+		{Kind: mcp.TaskToolCall, ToolID: "T.Asks", Input: &structpb.Struct{}, AskPeople: true,
+			Answers: map[string]*structpb.Struct{"user_name": answer}, RequestState: "tfs1.s"},
+		{Kind: mcp.TaskToolCall, ToolID: "T.Asks", Input: &structpb.Struct{}},
+		{Kind: mcp.TaskProgram, Input: &structpb.Struct{Fields: map[string]*structpb.Value{"source": structpb.NewStringValue("result = 1")}}, AskPeople: true},
+		{Kind: mcp.TaskAgentRun, Input: &structpb.Struct{}},
+	}
+	for _, st := range starts {
+		if _, err := b.StartTask(ctx, st); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ask, decline := toolfleetv1.QuestionPolicy_QUESTION_POLICY_ASK, toolfleetv1.QuestionPolicy_QUESTION_POLICY_DECLINE
+	if len(rec.programs) != 3 || len(rec.runs) != 1 {
+		t.Fatalf("started %d programs and %d runs, want 3 and 1", len(rec.programs), len(rec.runs))
+	}
+	first := rec.programs[0]
+	if first.GetQuestions() != ask || first.GetToolCall().GetRequestState() != "tfs1.s" ||
+		first.GetToolCall().GetInputResponses()["user_name"].AsMap()["action"] != "accept" {
+		t.Errorf("tool call task of a client that answers: %v", first)
+	}
+	if got := []toolfleetv1.QuestionPolicy{rec.programs[1].GetQuestions(), rec.programs[2].GetQuestions(), rec.runs[0].GetQuestions()}; got[0] != decline || got[1] != ask || got[2] != decline {
+		t.Errorf("question policies %v, want decline (no elicitation), ask, decline", got)
+	}
+}

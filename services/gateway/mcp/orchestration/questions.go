@@ -21,6 +21,16 @@ func questions(pending []*toolfleetv1.PendingQuestion) []mcp.TaskQuestion {
 	return out
 }
 
+// questionPolicy says whether a task's tools may ask the MCP client: only a
+// client that can answer (mcp.TaskStart.AskPeople) is asked; for any other
+// the tool reads that its question was declined.
+func questionPolicy(start mcp.TaskStart) toolfleetv1.QuestionPolicy {
+	if start.AskPeople {
+		return toolfleetv1.QuestionPolicy_QUESTION_POLICY_ASK
+	}
+	return toolfleetv1.QuestionPolicy_QUESTION_POLICY_DECLINE
+}
+
 // AnswerTask answers a tool's question the task's workflow waits for, as
 // the MCP caller (AnswerInput or AnswerProgramInput; the service checks the
 // scope, the owner and the answer's schema).

@@ -105,6 +105,12 @@ const (
 	// ConformanceServiceConfirmDeleteProcedure is the fully-qualified name of the ConformanceService's
 	// ConfirmDelete RPC.
 	ConformanceServiceConfirmDeleteProcedure = "/tools.conformance.v1.ConformanceService/ConfirmDelete"
+	// ConformanceServiceMultiInputProcedure is the fully-qualified name of the ConformanceService's
+	// MultiInput RPC.
+	ConformanceServiceMultiInputProcedure = "/tools.conformance.v1.ConformanceService/MultiInput"
+	// ConformanceServiceWithTaskProcedure is the fully-qualified name of the ConformanceService's
+	// WithTask RPC.
+	ConformanceServiceWithTaskProcedure = "/tools.conformance.v1.ConformanceService/WithTask"
 )
 
 // ConformanceServiceClient is a client for the tools.conformance.v1.ConformanceService service.
@@ -166,6 +172,13 @@ type ConformanceServiceClient interface {
 	// ConfirmDelete needs a human's approval before it runs: as a task it waits
 	// in input_required for the answer (tasks/update).
 	ConfirmDelete(context.Context, *connect.Request[v1.ConfirmDeleteRequest]) (*connect.Response[v1.ConfirmDeleteResponse], error)
+	// MultiInput asks its caller two questions at once from inside the call
+	// (a name and a confirmation), then answers with both: as a task it waits
+	// in input_required with two input requests, answered one at a time.
+	MultiInput(context.Context, *connect.Request[v1.MultiInputRequest]) (*connect.Response[v1.MultiInputResponse], error)
+	// WithTask asks its caller for a name before it starts (input_required on
+	// the tools/call itself), then runs as a task and greets the name.
+	WithTask(context.Context, *connect.Request[v1.WithTaskRequest]) (*connect.Response[v1.WithTaskResponse], error)
 }
 
 // NewConformanceServiceClient constructs a client for the tools.conformance.v1.ConformanceService
@@ -323,6 +336,18 @@ func NewConformanceServiceClient(httpClient connect.HTTPClient, baseURL string, 
 			connect.WithSchema(conformanceServiceMethods.ByName("ConfirmDelete")),
 			connect.WithClientOptions(opts...),
 		),
+		multiInput: connect.NewClient[v1.MultiInputRequest, v1.MultiInputResponse](
+			httpClient,
+			baseURL+ConformanceServiceMultiInputProcedure,
+			connect.WithSchema(conformanceServiceMethods.ByName("MultiInput")),
+			connect.WithClientOptions(opts...),
+		),
+		withTask: connect.NewClient[v1.WithTaskRequest, v1.WithTaskResponse](
+			httpClient,
+			baseURL+ConformanceServiceWithTaskProcedure,
+			connect.WithSchema(conformanceServiceMethods.ByName("WithTask")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -352,6 +377,8 @@ type conformanceServiceClient struct {
 	failingJob                  *connect.Client[v1.FailingJobRequest, v1.FailingJobResponse]
 	protocolErrorJob            *connect.Client[v1.ProtocolErrorJobRequest, v1.ProtocolErrorJobResponse]
 	confirmDelete               *connect.Client[v1.ConfirmDeleteRequest, v1.ConfirmDeleteResponse]
+	multiInput                  *connect.Client[v1.MultiInputRequest, v1.MultiInputResponse]
+	withTask                    *connect.Client[v1.WithTaskRequest, v1.WithTaskResponse]
 }
 
 // SimpleText calls tools.conformance.v1.ConformanceService.SimpleText.
@@ -478,6 +505,16 @@ func (c *conformanceServiceClient) ConfirmDelete(ctx context.Context, req *conne
 	return c.confirmDelete.CallUnary(ctx, req)
 }
 
+// MultiInput calls tools.conformance.v1.ConformanceService.MultiInput.
+func (c *conformanceServiceClient) MultiInput(ctx context.Context, req *connect.Request[v1.MultiInputRequest]) (*connect.Response[v1.MultiInputResponse], error) {
+	return c.multiInput.CallUnary(ctx, req)
+}
+
+// WithTask calls tools.conformance.v1.ConformanceService.WithTask.
+func (c *conformanceServiceClient) WithTask(ctx context.Context, req *connect.Request[v1.WithTaskRequest]) (*connect.Response[v1.WithTaskResponse], error) {
+	return c.withTask.CallUnary(ctx, req)
+}
+
 // ConformanceServiceHandler is an implementation of the tools.conformance.v1.ConformanceService
 // service.
 type ConformanceServiceHandler interface {
@@ -538,6 +575,13 @@ type ConformanceServiceHandler interface {
 	// ConfirmDelete needs a human's approval before it runs: as a task it waits
 	// in input_required for the answer (tasks/update).
 	ConfirmDelete(context.Context, *connect.Request[v1.ConfirmDeleteRequest]) (*connect.Response[v1.ConfirmDeleteResponse], error)
+	// MultiInput asks its caller two questions at once from inside the call
+	// (a name and a confirmation), then answers with both: as a task it waits
+	// in input_required with two input requests, answered one at a time.
+	MultiInput(context.Context, *connect.Request[v1.MultiInputRequest]) (*connect.Response[v1.MultiInputResponse], error)
+	// WithTask asks its caller for a name before it starts (input_required on
+	// the tools/call itself), then runs as a task and greets the name.
+	WithTask(context.Context, *connect.Request[v1.WithTaskRequest]) (*connect.Response[v1.WithTaskResponse], error)
 }
 
 // NewConformanceServiceHandler builds an HTTP handler from the service implementation. It returns
@@ -691,6 +735,18 @@ func NewConformanceServiceHandler(svc ConformanceServiceHandler, opts ...connect
 		connect.WithSchema(conformanceServiceMethods.ByName("ConfirmDelete")),
 		connect.WithHandlerOptions(opts...),
 	)
+	conformanceServiceMultiInputHandler := connect.NewUnaryHandler(
+		ConformanceServiceMultiInputProcedure,
+		svc.MultiInput,
+		connect.WithSchema(conformanceServiceMethods.ByName("MultiInput")),
+		connect.WithHandlerOptions(opts...),
+	)
+	conformanceServiceWithTaskHandler := connect.NewUnaryHandler(
+		ConformanceServiceWithTaskProcedure,
+		svc.WithTask,
+		connect.WithSchema(conformanceServiceMethods.ByName("WithTask")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/tools.conformance.v1.ConformanceService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case ConformanceServiceSimpleTextProcedure:
@@ -741,6 +797,10 @@ func NewConformanceServiceHandler(svc ConformanceServiceHandler, opts ...connect
 			conformanceServiceProtocolErrorJobHandler.ServeHTTP(w, r)
 		case ConformanceServiceConfirmDeleteProcedure:
 			conformanceServiceConfirmDeleteHandler.ServeHTTP(w, r)
+		case ConformanceServiceMultiInputProcedure:
+			conformanceServiceMultiInputHandler.ServeHTTP(w, r)
+		case ConformanceServiceWithTaskProcedure:
+			conformanceServiceWithTaskHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -844,4 +904,12 @@ func (UnimplementedConformanceServiceHandler) ProtocolErrorJob(context.Context, 
 
 func (UnimplementedConformanceServiceHandler) ConfirmDelete(context.Context, *connect.Request[v1.ConfirmDeleteRequest]) (*connect.Response[v1.ConfirmDeleteResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("tools.conformance.v1.ConformanceService.ConfirmDelete is not implemented"))
+}
+
+func (UnimplementedConformanceServiceHandler) MultiInput(context.Context, *connect.Request[v1.MultiInputRequest]) (*connect.Response[v1.MultiInputResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("tools.conformance.v1.ConformanceService.MultiInput is not implemented"))
+}
+
+func (UnimplementedConformanceServiceHandler) WithTask(context.Context, *connect.Request[v1.WithTaskRequest]) (*connect.Response[v1.WithTaskResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("tools.conformance.v1.ConformanceService.WithTask is not implemented"))
 }

@@ -36,12 +36,18 @@ const (
 	// DelegatedServiceProfileProcedure is the fully-qualified name of the DelegatedService's Profile
 	// RPC.
 	DelegatedServiceProfileProcedure = "/tools.delegated.v1.DelegatedService/Profile"
+	// DelegatedServiceInventoryProcedure is the fully-qualified name of the DelegatedService's
+	// Inventory RPC.
+	DelegatedServiceInventoryProcedure = "/tools.delegated.v1.DelegatedService/Inventory"
 )
 
 // DelegatedServiceClient is a client for the tools.delegated.v1.DelegatedService service.
 type DelegatedServiceClient interface {
 	// Profile reads the caller's profile at the acme resource API.
 	Profile(context.Context, *connect.Request[v1.ProfileRequest]) (*connect.Response[v1.ProfileResponse], error)
+	// Inventory reads the caller's items at the company's own inventory API,
+	// with a token the gateway exchanged for the caller (a first-party API).
+	Inventory(context.Context, *connect.Request[v1.InventoryRequest]) (*connect.Response[v1.InventoryResponse], error)
 }
 
 // NewDelegatedServiceClient constructs a client for the tools.delegated.v1.DelegatedService
@@ -61,12 +67,19 @@ func NewDelegatedServiceClient(httpClient connect.HTTPClient, baseURL string, op
 			connect.WithSchema(delegatedServiceMethods.ByName("Profile")),
 			connect.WithClientOptions(opts...),
 		),
+		inventory: connect.NewClient[v1.InventoryRequest, v1.InventoryResponse](
+			httpClient,
+			baseURL+DelegatedServiceInventoryProcedure,
+			connect.WithSchema(delegatedServiceMethods.ByName("Inventory")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
 // delegatedServiceClient implements DelegatedServiceClient.
 type delegatedServiceClient struct {
-	profile *connect.Client[v1.ProfileRequest, v1.ProfileResponse]
+	profile   *connect.Client[v1.ProfileRequest, v1.ProfileResponse]
+	inventory *connect.Client[v1.InventoryRequest, v1.InventoryResponse]
 }
 
 // Profile calls tools.delegated.v1.DelegatedService.Profile.
@@ -74,10 +87,18 @@ func (c *delegatedServiceClient) Profile(ctx context.Context, req *connect.Reque
 	return c.profile.CallUnary(ctx, req)
 }
 
+// Inventory calls tools.delegated.v1.DelegatedService.Inventory.
+func (c *delegatedServiceClient) Inventory(ctx context.Context, req *connect.Request[v1.InventoryRequest]) (*connect.Response[v1.InventoryResponse], error) {
+	return c.inventory.CallUnary(ctx, req)
+}
+
 // DelegatedServiceHandler is an implementation of the tools.delegated.v1.DelegatedService service.
 type DelegatedServiceHandler interface {
 	// Profile reads the caller's profile at the acme resource API.
 	Profile(context.Context, *connect.Request[v1.ProfileRequest]) (*connect.Response[v1.ProfileResponse], error)
+	// Inventory reads the caller's items at the company's own inventory API,
+	// with a token the gateway exchanged for the caller (a first-party API).
+	Inventory(context.Context, *connect.Request[v1.InventoryRequest]) (*connect.Response[v1.InventoryResponse], error)
 }
 
 // NewDelegatedServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -93,10 +114,18 @@ func NewDelegatedServiceHandler(svc DelegatedServiceHandler, opts ...connect.Han
 		connect.WithSchema(delegatedServiceMethods.ByName("Profile")),
 		connect.WithHandlerOptions(opts...),
 	)
+	delegatedServiceInventoryHandler := connect.NewUnaryHandler(
+		DelegatedServiceInventoryProcedure,
+		svc.Inventory,
+		connect.WithSchema(delegatedServiceMethods.ByName("Inventory")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/tools.delegated.v1.DelegatedService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case DelegatedServiceProfileProcedure:
 			delegatedServiceProfileHandler.ServeHTTP(w, r)
+		case DelegatedServiceInventoryProcedure:
+			delegatedServiceInventoryHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -108,4 +137,8 @@ type UnimplementedDelegatedServiceHandler struct{}
 
 func (UnimplementedDelegatedServiceHandler) Profile(context.Context, *connect.Request[v1.ProfileRequest]) (*connect.Response[v1.ProfileResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("tools.delegated.v1.DelegatedService.Profile is not implemented"))
+}
+
+func (UnimplementedDelegatedServiceHandler) Inventory(context.Context, *connect.Request[v1.InventoryRequest]) (*connect.Response[v1.InventoryResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("tools.delegated.v1.DelegatedService.Inventory is not implemented"))
 }
