@@ -2,8 +2,12 @@ package main
 
 import (
 	"errors"
+	"fmt"
+	"log/slog"
 	"net"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/pflag"
 
 	"github.com/toolfleet/toolfleet/services/console"
@@ -13,14 +17,17 @@ import (
 // consoleConfig is the run console of the gateway binary (docs/console.md):
 // off unless --console; people sign in with the operator's OpenID Connect
 // provider (--console-oidc-*), or paste a bearer token. There is no dev
-// sign-in here: minting tokens is for `toolfleet dev` only.
+// sign-in here: minting tokens is for `toolfleet dev` only. With NATS the
+// sessions live in a KV bucket every replica shares.
 type consoleConfig struct {
-	Enabled bool
-	OIDC    console.OIDCFlags
+	Enabled        bool
+	OIDC           console.OIDCFlags
+	SessionKeyFile string
 }
 
 func (c *consoleConfig) addFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&c.Enabled, "console", false, "serve the run console at /console/ on the gateway's port (docs/console.md)")
+	fs.StringVar(&c.SessionKeyFile, "console-session-key-file", "", "file of a secret (32+ bytes, e.g. `openssl rand -base64 32`), the same on every replica, sealing the console's sessions in NATS; empty: derived from the OIDC client secret, else per process (a browser then needs affinity)")
 	c.OIDC.AddFlags(fs)
 }
 
@@ -29,6 +36,9 @@ func (c consoleConfig) validate(cfg *Config) error {
 	if !c.Enabled {
 		if c.OIDC.Enabled() {
 			return errors.New("--console-oidc-issuer needs --console")
+		}
+		if c.SessionKeyFile != "" {
+			return errors.New("--console-session-key-file needs --console")
 		}
 		return nil
 	}
@@ -42,16 +52,48 @@ func (c consoleConfig) validate(cfg *Config) error {
 	return nil
 }
 
-// server builds the console, or nil when it is off.
-func (c consoleConfig) server(cfg *Config) (*console.Server, error) {
+// server builds the console, or nil when it is off. With NATS it has a NATS
+// connection of its own for the shared sessions, which closeFn ends.
+func (c consoleConfig) server(cfg *Config, log *slog.Logger) (_ *console.Server, closeFn func(), _ error) {
+	closeFn = func() {}
 	if !c.Enabled {
-		return nil, nil
+		return nil, closeFn, nil
 	}
 	oidc, err := c.OIDC.Config()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return console.New(console.Config{AuthOff: cfg.AuthDisabled, OIDC: oidc})
+	cc := console.Config{AuthOff: cfg.AuthDisabled, OIDC: oidc}
+	if cfg.NATSURL != "" {
+		var secret []byte
+		switch {
+		case c.SessionKeyFile != "":
+			if secret, err = console.SessionSecretFile(c.SessionKeyFile); err != nil {
+				return nil, nil, err
+			}
+		case oidc != nil && oidc.ClientSecret != "":
+			secret = []byte(oidc.ClientSecret)
+		case !cfg.AuthDisabled:
+			log.Warn("the console's sessions are sealed with a key of this process only: behind a load balancer a browser needs affinity; set --console-session-key-file on every replica")
+		}
+		nc, err := cfg.NATS.Connect(cfg.NATSURL, "toolfleet-gateway-console", nats.RetryOnFailedConnect(true), nats.MaxReconnects(-1))
+		if err != nil {
+			return nil, nil, fmt.Errorf("console: NATS %s: %w", cfg.NATSURL, err)
+		}
+		js, err := jetstream.New(nc)
+		if err != nil {
+			nc.Close()
+			return nil, nil, fmt.Errorf("console: JetStream: %w", err)
+		}
+		cc.Sessions = &console.SharedSessions{JetStream: js, Bucket: console.SessionBucket(cfg.Assets), Key: console.SessionKey(secret)}
+		closeFn = nc.Close
+	}
+	s, err := console.New(cc)
+	if err != nil {
+		closeFn()
+		return nil, nil, err
+	}
+	return s, closeFn, nil
 }
 
 // consoleMounts serves s at /console/ on the gateway's port.

@@ -57,10 +57,11 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 // gateway once it listens (tests use it to find the address).
 func serve(ctx context.Context, cfg Config, log *slog.Logger, started chan<- *gateway.Gateway) error {
 	orch := newOrchestration(cfg, log)
-	cons, err := cfg.Console.server(&cfg)
+	cons, closeConsole, err := cfg.Console.server(&cfg, log)
 	if err != nil {
 		return fmt.Errorf("configure the console: %w", err)
 	}
+	defer closeConsole()
 	creds, err := delegation.Open(ctx, cfg.ConnectionsFile, cfg.NATSURL, cfg.NATS, cfg.Assets, log)
 	if err != nil {
 		return err

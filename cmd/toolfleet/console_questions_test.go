@@ -116,11 +116,28 @@ func TestConsoleQuestions(t *testing.T) {
 		t.Errorf("a refused answer: %d, want 422 with the API's words %q\n%s", res.StatusCode, ce.Message(), body)
 	}
 
-	// Alice's answer from the console completes the run with it.
+	// The run's page shows the question with the same form, posting back to it.
+	_, body = alice.get("/console/runs/" + runID)
+	for _, want := range []string{`id="run-questions"`, "What is your name?", `action="/console/runs/` + runID + `/answer"`,
+		`name="back" value="run"`, `name="in.name"`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the run's page lacks %s:\n%s", want, body)
+		}
+	}
+	// Refused there, the run's page comes back with the API's words beside it.
+	res, body = alice.post("/console/runs/"+runID+"/answer", url.Values{"call_id": {callID}, "key": {"user_name"}, "action": {"accept"},
+		"in.name": {""}, "back": {"run"}})
+	if res.StatusCode != http.StatusUnprocessableEntity || !strings.Contains(body, `id="run-questions"`) ||
+		!strings.Contains(body, `class="problem answer-problem">`+html.EscapeString(ce.Message())) {
+		t.Errorf("a refused answer on the run's page: %d, want 422 with the API's words beside the question\n%s", res.StatusCode, body)
+	}
+
+	// Alice's answer from the run's page completes the run with it.
 	answer.Set("in.name", "Ada <b>Lovelace</b>")
+	answer.Set("back", "run")
 	res, body = alice.post("/console/runs/"+runID+"/answer", answer)
-	if res.StatusCode != http.StatusOK || !strings.HasSuffix(res.Request.URL.Path, "/console/inbox") || strings.Contains(body, callID) {
-		t.Fatalf("answering from the inbox: %d %s\n%s", res.StatusCode, res.Request.URL, body)
+	if res.StatusCode != http.StatusOK || !strings.HasSuffix(res.Request.URL.Path, "/console/runs/"+runID) || strings.Contains(body, `id="run-questions"`) {
+		t.Fatalf("answering from the run's page: %d %s\n%s", res.StatusCode, res.Request.URL, body)
 	}
 	waitFor(ctx, t, "the run to complete", func() bool {
 		_, body := alice.get("/console/runs/" + runID)
@@ -150,8 +167,29 @@ func TestConsoleQuestions(t *testing.T) {
 	if res, _ := bob.post("/console/programs/"+progID+"/answer", url.Values{"call_id": {progCall}, "action": {"decline"}}); res.StatusCode != http.StatusNotFound {
 		t.Errorf("bob's answer to alice's program: %d, want 404", res.StatusCode)
 	}
-	if res, _ := alice.post("/console/programs/"+progID+"/answer", url.Values{"call_id": {progCall}, "key": {"user_name"}, "action": {"accept"}, "in.name": {"Grace"}}); res.StatusCode != http.StatusOK {
-		t.Errorf("answering the program's question: %d", res.StatusCode)
+	// The program's page shows it too, posting back to the program's page.
+	_, body = alice.get("/console/programs/" + progID)
+	for _, want := range []string{`id="program-questions"`, "What is your name?", `action="/console/programs/` + progID + `/answer"`, `name="back" value="program"`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the program's page lacks %s:\n%s", want, body)
+		}
+	}
+	if _, body := bob.get("/console/programs/" + progID); strings.Contains(body, "What is your name?") {
+		t.Errorf("bob sees alice's program's question:\n%s", body)
+	}
+	// The program's page is live: its stream replays the events so far (the
+	// question), then follows the program past the answer to its end.
+	if res, _ := bob.get("/console/programs/" + progID + "/events"); res.StatusCode != http.StatusNotFound {
+		t.Errorf("bob's stream of alice's program: %d, want 404", res.StatusCode)
+	}
+	streamed := alice.stream(ctx, "/console/programs/"+progID+"/events")
+	waitFor(ctx, t, "the program's stream to show the question", func() bool {
+		return strings.Contains(streamed.String(), `id="program-questions"`)
+	})
+	// Answered from the inbox (its form says back=inbox), the inbox comes back.
+	if res, _ := alice.post("/console/programs/"+progID+"/answer", url.Values{"call_id": {progCall}, "key": {"user_name"}, "action": {"accept"},
+		"in.name": {"Grace"}, "back": {"inbox"}}); res.StatusCode != http.StatusOK || !strings.HasSuffix(res.Request.URL.Path, "/console/inbox") {
+		t.Errorf("answering the program's question from the inbox: %d %s", res.StatusCode, res.Request.URL)
 	}
 	waitFor(ctx, t, "the program to complete", func() bool {
 		g := connect.NewRequest(&toolfleetv1.GetProgramRequest{ProgramId: progID})
@@ -159,6 +197,14 @@ func TestConsoleQuestions(t *testing.T) {
 		got, err := progs.GetProgram(ctx, g)
 		return err == nil && got.Msg.GetStatus() == toolfleetv1.ProgramStatus_PROGRAM_STATUS_COMPLETED
 	})
+	waitFor(ctx, t, "the program's stream to end", func() bool { return strings.Contains(streamed.String(), "event: end") })
+	live := streamed.String()
+	for _, want := range []string{"event: summary", `id="program-questions"`, "event: calls", "Conformance.InputRequiredElicitation",
+		`id="program-status">completed<`, "event: end\ndata: completed"} {
+		if !strings.Contains(live, want) {
+			t.Errorf("the program's live stream lacks %q:\n%s", want, live)
+		}
+	}
 	if _, body := alice.get("/console/inbox"); strings.Contains(body, "What is your name?") || !strings.Contains(body, "Nothing waits for you.") {
 		t.Errorf("the inbox still shows a question after both were answered:\n%s", body)
 	}

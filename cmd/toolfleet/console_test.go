@@ -247,6 +247,27 @@ func TestConsole(t *testing.T) {
 	if _, body := bob.get("/console/programs"); strings.Contains(body, "console-prog") {
 		t.Errorf("bob's programs list shows alice's program")
 	}
+	// Without --connections-file the connections page says so.
+	if res, body := alice.get("/console/connections"); res.StatusCode != http.StatusOK || !strings.Contains(body, "no delegated credentials configured") {
+		t.Errorf("the connections page without connections: %d\n%s", res.StatusCode, body)
+	}
+	// The programs list filters like the runs list, through the API.
+	waitFor(ctx, t, "the program to be listed as completed with its tool", func() bool {
+		_, body := alice.get("/console/programs?status=completed&tool=Calculator.Add")
+		return strings.Contains(body, "console-prog") && strings.Contains(body, `id="program-filters"`)
+	})
+	for _, q := range []string{"status=running", "tool=KV.Delete", "started_by=bob", "from=2099-01-01T00%3A00"} {
+		if res, body := alice.get("/console/programs?" + q); res.StatusCode != http.StatusOK || strings.Contains(body, "console-prog") || !strings.Contains(body, "No programs match") {
+			t.Errorf("programs?%s: %d, want no match\n%s", q, res.StatusCode, body)
+		}
+	}
+	res, body = alice.get("/console/programs?tool=" + url.QueryEscape("x' OR WorkflowType != '"))
+	if res.StatusCode != http.StatusOK || !strings.Contains(body, "quotes, backslashes") || strings.Contains(body, "console-prog") {
+		t.Errorf("a hostile program filter: %d\n%s", res.StatusCode, body)
+	}
+	if _, body := bob.get("/console/programs?started_by=alice"); strings.Contains(body, "console-prog") {
+		t.Errorf("bob's filter on alice's programs shows her program")
+	}
 
 	// Tools: the catalog, a tool's page with a form from its schema, a call
 	// through the gateway, and a validation error worded as the gateway words it.
@@ -440,9 +461,16 @@ func (b *consoleBrowser) stream(ctx context.Context, path string) *syncbuf.Buffe
 
 func (b *consoleBrowser) events(ctx context.Context, runID string, d time.Duration) string {
 	b.t.Helper()
+	return b.eventsAt(ctx, "/console/runs/"+runID+"/events", d)
+}
+
+// eventsAt reads the SSE stream at path until it ends or d passes.
+func (b *consoleBrowser) eventsAt(ctx context.Context, path string, d time.Duration) string {
+	b.t.Helper()
+	runID := path
 	ctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, b.base+"/console/runs/"+runID+"/events", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, b.base+path, nil)
 	if err != nil {
 		b.t.Fatal(err)
 	}

@@ -337,6 +337,8 @@ type devServices struct {
 	stopExternal func()
 	// creds are the delegated credentials (--connections-file).
 	creds *delegation.Wiring
+	// closeConsole ends the console's NATS connection.
+	closeConsole func()
 }
 
 // devServiceOptions are what runDev sets up before the services start.
@@ -358,18 +360,20 @@ type devServiceOptions struct {
 // is the caller's). Tests run the same fleet with it.
 func startDevServices(ctx context.Context, stack *devstack.Stack, cfg devConfig, o devServiceOptions) (*devServices, error) {
 	agents, programs, orchMetrics := &agentMount{}, &programMount{}, metrics.New()
-	cons, err := devConsole(cfg, stack)
+	cons, closeConsole, err := devConsole(cfg, stack)
 	if err != nil {
 		return nil, err
 	}
 	creds, err := delegation.Open(ctx, cfg.ConnectionsFile, stack.NATS.URL(), cfg.NATS, cfg.Assets, o.Logger)
 	if err != nil {
+		closeConsole()
 		return nil, err
 	}
 	started := false
 	defer func() {
 		if !started {
 			creds.Close()
+			closeConsole()
 		}
 	}()
 	mounts := append([]gateway.Mount{agents.mount(), programs.mount(), metricsMount(orchMetrics), consoleMount(cons)}, creds.Mounts()...)
@@ -396,7 +400,7 @@ func startDevServices(ctx context.Context, stack *devstack.Stack, cfg devConfig,
 			return nil, err
 		}
 		started = true
-		return &devServices{fleet: fl, stopExternal: stopExternal, creds: creds}, nil
+		return &devServices{fleet: fl, stopExternal: stopExternal, creds: creds, closeConsole: closeConsole}, nil
 	}
 
 	rcfg := runner.Config{TemporalAddress: stack.Temporal.Address(), Namespace: stack.Namespace(),
@@ -424,7 +428,7 @@ func startDevServices(ctx context.Context, stack *devstack.Stack, cfg devConfig,
 	agents.serve(orch, fl.Gateway)
 	programs.serve(orch, fl.Gateway)
 	started = true
-	return &devServices{fleet: fl, orch: orch, creds: creds}, nil
+	return &devServices{fleet: fl, orch: orch, creds: creds, closeConsole: closeConsole}, nil
 }
 
 // stop stops the orchestrator (or the services served for an external one),
@@ -438,6 +442,7 @@ func (s *devServices) stop() error {
 	}
 	err := s.fleet.stop()
 	s.creds.Close()
+	s.closeConsole()
 	return err
 }
 

@@ -264,10 +264,17 @@ func TestConsoleInBrowser(t *testing.T) {
 	if q := value("the question", chromedp.Text(chromedp.CSS(`.question .question-message`))); q != "What is your name?" {
 		t.Errorf("the inbox's question says %q", q)
 	}
-	// Fill and submit in one script task, so the live list cannot be
-	// replaced between the two (it is not while a field has the focus).
-	if got := value("answer the question", chromedp.Evaluate[string](`(function () {
-		var f = document.querySelector(".question form");
+	// The run's page shows the same question with the same form; answered
+	// there, the run's page comes back. Fill and submit in one script task,
+	// so the live summary cannot be replaced between the two (it is not
+	// while a field has the focus).
+	step("the question on the run's page",
+		chromedp.Navigate(askURL),
+		chromedp.WaitVisible(chromedp.CSS(`#run-questions input[name="in.name"]`)),
+		shot("run-question.png"),
+	)
+	if got := value("answer the question on the run's page", chromedp.Evaluate[string](`(function () {
+		var f = document.querySelector("#run-questions form");
 		f.querySelector('input[name="in.name"]').value = "Ada";
 		f.querySelector("button[value=accept]").click();
 		return "sent";
@@ -275,12 +282,48 @@ func TestConsoleInBrowser(t *testing.T) {
 		t.Fatalf("answering: %q", got)
 	}
 	step("the answered run completes",
-		chromedp.WaitVisible(chromedp.CSS(`p.empty`)),
-		chromedp.Navigate(askURL),
 		chromedp.WaitVisible(chromedp.CSS(`#transcript li.ev-completed`)),
 	)
+	if loc := value("where the answer went", chromedp.Location()); loc != askURL {
+		t.Errorf("answering on the run's page went to %s, want the run's page", loc)
+	}
 	if tr := value("the asking run's transcript", chromedp.Text(chromedp.CSS(`#transcript`))); !strings.Contains(tr, "Hello, Ada!") {
 		t.Errorf("the run's transcript lacks the tool's greeting with the answer: %q", tr)
+	}
+
+	// A program whose tool asks: its page shows the question and is live.
+	// Answered from the inbox in a second tab, the first tab's program page
+	// shows the call's result and the end without a reload.
+	startProgram(ctx, t, bin, base, "ada", "asks", "r = Conformance_InputRequiredElicitation()\nresult = r.value\n")
+	step("the program's question on its page, live",
+		chromedp.Navigate(base+"/console/programs/asks"),
+		chromedp.WaitVisible(chromedp.CSS(`#program-questions input[name="in.name"]`)),
+		chromedp.Poll[chromedp.Void](`document.getElementById("program-live-state").textContent === "live"`),
+		shot("program-question.png"),
+	)
+	tab, tabCancel := chromedp.NewContext(bctx)
+	defer tabCancel()
+	tctx, tcancel := context.WithTimeout(tab, 60*time.Second)
+	defer tcancel()
+	if err := chromedp.Do(tctx, chromedp.Navigate(base+"/console/inbox"),
+		chromedp.WaitVisible(chromedp.CSS(`.question input[name="in.name"]`))); err != nil {
+		fail("the program's question in another tab's inbox", err)
+	}
+	if got, err := chromedp.Run(tctx, chromedp.Evaluate[string](`(function () {
+		var f = document.querySelector('.question form[action$="/programs/asks/answer"]');
+		f.querySelector('input[name="in.name"]').value = "Grace";
+		f.querySelector("button[value=accept]").click();
+		return "sent";
+	})()`)); err != nil || got != "sent" {
+		t.Fatalf("answering the program's question in the other tab: %q, %v", got, err)
+	}
+	step("the program's page follows it to the end",
+		chromedp.Poll[chromedp.Void](`document.getElementById("program-status").textContent === "completed"`),
+		chromedp.WaitVisible(chromedp.CSS(`#program-calls li.call`)),
+		shot("program-live.png"),
+	)
+	if calls := value("the program's live calls", chromedp.Text(chromedp.CSS(`#program-calls`))); !strings.Contains(calls, "Conformance.InputRequiredElicitation") || !strings.Contains(calls, "Grace") {
+		t.Errorf("the program's page, live, shows the calls %q", calls)
 	}
 	t.Logf("screenshots in %s", shots)
 }
@@ -293,6 +336,24 @@ func startDev(ctx context.Context, t *testing.T, repo string) (base, bin string)
 	return devproc.Start(ctx, t, devproc.Options{Repo: repo, Dir: t.TempDir(),
 		Scripts: map[string]string{"console.yaml": script, "ask.yaml": askScript},
 		Args:    []string{"--gateway-jwt-secret", devSecret, "--conformance"}})
+}
+
+// startProgram starts source as program id of sub through `toolfleet
+// program run`, and waits only briefly: the program goes on waiting for
+// its question's answer after the command gives up.
+func startProgram(ctx context.Context, t *testing.T, bin, base, sub, id, source string) {
+	t.Helper()
+	tok, err := exec.CommandContext(ctx, bin, "dev", "token", "--gateway-jwt-secret", devSecret, "--sub", sub).Output()
+	if err != nil {
+		t.Fatalf("dev token: %v", err)
+	}
+	file := filepath.Join(t.TempDir(), id+".star")
+	if err := os.WriteFile(file, []byte(source), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, _ := exec.CommandContext(ctx, bin, "program", "run", file, "--id", id, "--tool", "Conformance.*", "--timeout", "3s",
+		"--gateway", strings.TrimPrefix(base, "http://"), "--token", strings.TrimSpace(string(tok))).CombinedOutput()
+	t.Logf("program run %s (it keeps waiting for its answer): %s", id, out)
 }
 
 // runProgram runs source as sub through `toolfleet program run` with a dev

@@ -384,15 +384,54 @@ func listedStatus(state enumspb.WorkflowExecutionStatus, attr string) string {
 // listScans bounds the Temporal pages one List reads to fill a page.
 const listScans = 10
 
+// ListFilter narrows a listing (all optional, combined with AND). Status
+// is a visibility status word (visibility.Status*); the values are checked
+// by the query builder, never escaped into the query.
+type ListFilter struct {
+	Status, Tool, StartedBy string
+	StartedAfter, Before    time.Time
+}
+
+// ErrNoAttributes refuses a filter the namespace cannot answer: programs
+// then have no search attributes.
+var ErrNoAttributes = errors.New("this filter needs the programs' search attributes, which the Temporal namespace does not have (the orchestrator registers them when it may)")
+
+// attributes reports whether f needs the search attributes.
+func (f ListFilter) attributes() bool { return f.Status != "" || f.Tool != "" || f.StartedBy != "" }
+
+// query is the visibility query of a listing with f.
+func (f ListFilter) query() (string, error) {
+	q := visibility.NewQuery(WorkflowName)
+	if f.Status != "" {
+		q.Status(f.Status)
+	}
+	if f.Tool != "" {
+		q.Is(visibility.Tools.GetName(), f.Tool)
+	}
+	if f.StartedBy != "" {
+		q.Is(visibility.Principal.GetName(), f.StartedBy)
+	}
+	return q.StartedAfter(f.StartedAfter).StartedBefore(f.Before).String()
+}
+
 // List returns up to size programs, newest first, started by owner (every
-// program when all is set), and the token of the next page (nil at the end).
-// Ownership is in each program's memo, so a page is filled from as many
-// Temporal pages as it takes, up to listScans; among many tenants a page may
-// come back short with a token, as AIP-158 allows.
-func (p *Programs) List(ctx context.Context, owner string, all bool, size int, page []byte) ([]Summary, []byte, error) {
+// program when all is set) and matching f, and the token of the next page
+// (nil at the end). Ownership is in each program's memo, so a page is
+// filled from as many Temporal pages as it takes, up to listScans; among
+// many tenants a page may come back short with a token, as AIP-158 allows.
+// A bad filter value wraps visibility.ErrFilterValue; an attribute filter
+// without search attributes is ErrNoAttributes.
+func (p *Programs) List(ctx context.Context, owner string, all bool, size int, page []byte, f ListFilter) ([]Summary, []byte, error) {
+	if f.attributes() && (p.Visibility == nil || !p.Visibility.Available(ctx)) {
+		return nil, nil, ErrNoAttributes
+	}
+	query, err := f.query()
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: %w", visibility.ErrFilterValue, err)
+	}
 	// A page token is checked before Temporal sees it (visibility.OpenPage):
-	// one this listing did not issue is visibility.ErrPageToken, at once.
-	query := fmt.Sprintf("WorkflowType = '%s'", WorkflowName)
+	// one this listing did not issue (or issued for other filters) is
+	// visibility.ErrPageToken, at once.
 	view := visibility.PageView("programs", owner, all, query)
 	token, err := visibility.OpenPage(view, page)
 	if err != nil {

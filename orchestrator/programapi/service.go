@@ -313,8 +313,17 @@ func (s *Service) ListPrograms(ctx context.Context, req *connect.Request[toolfle
 	if req.Msg.GetPageSize() == 0 {
 		size = 20
 	}
-	list, next, err := s.Programs.List(ctx, c.Subject, sees(c, ""), size, req.Msg.GetPageToken())
+	f, err := listFilter(req.Msg)
 	if err != nil {
+		return nil, err
+	}
+	list, next, err := s.Programs.List(ctx, c.Subject, sees(c, ""), size, req.Msg.GetPageToken(), f)
+	switch {
+	case errors.Is(err, program.ErrNoAttributes):
+		return nil, connect.NewError(connect.CodeFailedPrecondition, program.ErrNoAttributes)
+	case errors.Is(err, visibility.ErrFilterValue):
+		return nil, connect.NewError(connect.CodeInvalidArgument, visibility.ErrFilterValue)
+	case err != nil:
 		return nil, lookupError(err)
 	}
 	resp := &toolfleetv1.ListProgramsResponse{NextPageToken: next}
@@ -326,6 +335,60 @@ func (s *Service) ListPrograms(ctx context.Context, req *connect.Request[toolfle
 		resp.Programs = append(resp.Programs, sum)
 	}
 	return connect.NewResponse(resp), nil
+}
+
+// filterStatus maps a status filter to visibility's word.
+var filterStatus = map[toolfleetv1.ProgramStatus]string{
+	toolfleetv1.ProgramStatus_PROGRAM_STATUS_RUNNING:          visibility.StatusRunning,
+	toolfleetv1.ProgramStatus_PROGRAM_STATUS_WAITING_APPROVAL: visibility.StatusWaiting,
+	toolfleetv1.ProgramStatus_PROGRAM_STATUS_WAITING_INPUT:    visibility.StatusWaitingInput,
+	toolfleetv1.ProgramStatus_PROGRAM_STATUS_COMPLETED:        visibility.StatusDone,
+	toolfleetv1.ProgramStatus_PROGRAM_STATUS_FAILED:           visibility.StatusFailed,
+	toolfleetv1.ProgramStatus_PROGRAM_STATUS_CANCELED:         visibility.StatusCanceled,
+}
+
+// listFilter reads ListPrograms' filters, naming the field that is wrong.
+func listFilter(m *toolfleetv1.ListProgramsRequest) (program.ListFilter, error) {
+	invalid := func(format string, a ...any) (program.ListFilter, error) {
+		return program.ListFilter{}, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf(format, a...))
+	}
+	var f program.ListFilter
+	if st := m.GetStatus(); st != toolfleetv1.ProgramStatus_PROGRAM_STATUS_UNSPECIFIED {
+		word, ok := filterStatus[st]
+		if !ok {
+			return invalid("status: unknown value %d", st)
+		}
+		f.Status = word
+	}
+	for _, v := range []struct {
+		name, value string
+		to          *string
+	}{{"tool", m.GetTool(), &f.Tool}, {"started_by", m.GetStartedBy(), &f.StartedBy}} {
+		if v.value == "" {
+			continue
+		}
+		if _, err := visibility.NewQuery("x").Is("x", v.value).String(); err != nil {
+			return invalid("%s: %w", v.name, visibility.ErrFilterValue)
+		}
+		*v.to = v.value
+	}
+	for _, t := range []struct {
+		name string
+		ts   *timestamppb.Timestamp
+		to   *time.Time
+	}{{"started_after", m.GetStartedAfter(), &f.StartedAfter}, {"started_before", m.GetStartedBefore(), &f.Before}} {
+		if t.ts == nil {
+			continue
+		}
+		if err := t.ts.CheckValid(); err != nil {
+			return invalid("%s: not a valid time", t.name)
+		}
+		*t.to = t.ts.AsTime()
+	}
+	if !f.StartedAfter.IsZero() && !f.Before.IsZero() && !f.StartedAfter.Before(f.Before) {
+		return invalid("started_after must be before started_before")
+	}
+	return f, nil
 }
 
 // ListTriggers lists the configured triggers.

@@ -169,8 +169,16 @@ var InputKey = Asset{Name: "toolfleet_input_key", Kind: KindKV, Owner: "gateway 
 var Connections = Asset{Name: "toolfleet_connections", Kind: KindKV, Owner: "gateway (with --connections-file)",
 	Prod: Limits{MaxBytes: 256 * mib}, Dev: Limits{MaxBytes: 16 * mib}}
 
+// ConsoleSessions holds the run console's signed-in sessions (sealed, with
+// their tokens) so that every gateway replica serves every browser
+// (services/console). Only a gateway serving the console makes it, so it is
+// listed by [Optional]; its max age is the longest session (8 h) and a
+// little more.
+var ConsoleSessions = Asset{Name: "toolfleet_console_sessions", Kind: KindKV, Owner: "gateway (with the console)",
+	Prod: Limits{MaxBytes: 64 * mib, MaxAge: 9 * time.Hour}, Dev: Limits{MaxBytes: 8 * mib, MaxAge: 9 * time.Hour}}
+
 // Optional lists the assets made only in some configurations.
-func Optional() []Asset { return []Asset{RateLimits, InputKey, Connections} }
+func Optional() []Asset { return []Asset{RateLimits, InputKey, Connections, ConsoleSessions} }
 
 // All lists the fleet's assets under their default names.
 func All() []Asset {

@@ -30,6 +30,10 @@ type Config struct {
 	// HTTPClient calls the gateway's APIs. Default: a client without a
 	// timeout (the run page's stream lasts as long as the page is open).
 	HTTPClient *http.Client
+	// Sessions, when set, keeps sessions in a KV bucket all gateway
+	// replicas share (sessionkv.go). Nil: in this process's memory, and
+	// behind a load balancer a browser needs affinity.
+	Sessions *SharedSessions
 	// SessionTTL bounds a session and a minted token. Default 8h.
 	SessionTTL time.Duration
 	// Now is the clock. Default time.Now.
@@ -59,6 +63,9 @@ type apis struct {
 	runs     toolfleetv1connect.AgentServiceClient
 	programs toolfleetv1connect.ProgramServiceClient
 	tools    toolfleetv1connect.ToolGatewayServiceClient
+	// connections is the gateway's ConnectionService (Unimplemented when
+	// it has no --connections-file).
+	connections toolfleetv1connect.ConnectionServiceClient
 }
 
 // ErrNotConnected is what pages answer (503) before [Server.Connect].
@@ -79,10 +86,19 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, sessions: newSessions(cfg.SessionTTL, cfg.Now), pages: p, mux: http.NewServeMux(),
+	var store sessionStore = newMemSessions(cfg.Now)
+	var key []byte
+	if cfg.Sessions != nil {
+		kv, err := newKVSessions(*cfg.Sessions)
+		if err != nil {
+			return nil, err
+		}
+		store, key = kv, cfg.Sessions.Key
+	}
+	s := &Server{cfg: cfg, sessions: newSessions(store, cfg.SessionTTL, cfg.Now), pages: p, mux: http.NewServeMux(),
 		counts: &countCache{m: map[string]cachedCount{}}}
 	if cfg.OIDC != nil {
-		if s.oidc, err = newOIDCSignin(*cfg.OIDC); err != nil {
+		if s.oidc, err = newOIDCSignin(*cfg.OIDC, key); err != nil {
 			return nil, err
 		}
 	}
@@ -95,9 +111,10 @@ func New(cfg Config) (*Server, error) {
 // (http://host:port), e.g. once the gateway listens.
 func (s *Server) Connect(baseURL string) {
 	s.api.Store(&apis{
-		runs:     toolfleetv1connect.NewAgentServiceClient(s.cfg.HTTPClient, baseURL),
-		programs: toolfleetv1connect.NewProgramServiceClient(s.cfg.HTTPClient, baseURL),
-		tools:    toolfleetv1connect.NewToolGatewayServiceClient(s.cfg.HTTPClient, baseURL),
+		runs:        toolfleetv1connect.NewAgentServiceClient(s.cfg.HTTPClient, baseURL),
+		programs:    toolfleetv1connect.NewProgramServiceClient(s.cfg.HTTPClient, baseURL),
+		tools:       toolfleetv1connect.NewToolGatewayServiceClient(s.cfg.HTTPClient, baseURL),
+		connections: toolfleetv1connect.NewConnectionServiceClient(s.cfg.HTTPClient, baseURL),
 	})
 }
 
@@ -135,8 +152,12 @@ func (s *Server) routes() {
 	m.HandleFunc("POST "+Prefix+"tools/{id}", s.post(s.tryTool))
 	m.HandleFunc("GET "+Prefix+"programs", s.page(s.programsPage))
 	m.HandleFunc("GET "+Prefix+"programs/{id}", s.page(s.programPage))
+	m.HandleFunc("GET "+Prefix+"programs/{id}/events", s.page(s.programEvents))
 	m.HandleFunc("POST "+Prefix+"programs/{id}/decide", s.post(s.decideProgram))
 	m.HandleFunc("POST "+Prefix+"programs/{id}/answer", s.post(s.answerProgram))
+	m.HandleFunc("GET "+Prefix+"connections", s.page(s.connectionsPage))
+	m.HandleFunc("POST "+Prefix+"connections/connect", s.post(s.connectProvider))
+	m.HandleFunc("POST "+Prefix+"connections/revoke", s.post(s.revokeConnection))
 	m.HandleFunc(Prefix, func(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, nil, http.StatusNotFound, "There is no such page in the console.")
 	})
@@ -149,12 +170,21 @@ type handler func(w http.ResponseWriter, r *http.Request, ss *session, a *apis)
 // with auth off), and the APIs.
 func (s *Server) page(h handler) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		ss := s.sessions.get(r)
+		ss, err := s.sessions.get(r)
+		if err != nil {
+			s.failStore(w, r, err)
+			return
+		}
 		if ss != nil && ss.signedIn && s.oidc != nil {
 			ss = s.renew(r.Context(), ss) // nil: the provider's token ended
 		}
 		if (ss == nil || !ss.signedIn) && s.cfg.AuthOff {
-			ss = s.sessions.start(w, r, anonymous)
+			// Everyone is the anonymous principal: nothing to store (so
+			// cookieless visitors cannot fill the store either).
+			if ss == nil {
+				ss = s.sessions.signedOut(w, r)
+			}
+			ss.signedIn, ss.subject = true, "anonymous"
 		}
 		if ss == nil || !ss.signedIn {
 			http.Redirect(w, r, Prefix+"signin", http.StatusSeeOther)
@@ -185,8 +215,6 @@ func (s *Server) post(h handler) http.HandlerFunc {
 // maxForm bounds a posted form.
 const maxForm = 1 << 20
 
-func anonymous(ss *session) { ss.signedIn, ss.subject = true, "anonymous" }
-
 // as makes req carry ss's token.
 func as[T any](ss *session, msg *T) *connect.Request[T] {
 	req := connect.NewRequest(msg)
@@ -207,6 +235,15 @@ func callCtx(r *http.Request) (context.Context, context.CancelFunc) {
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, ss *session, status int, message string) {
 	w.WriteHeader(status)
 	s.render(w, r, ss, "error", status, map[string]any{"Status": status, "Title": http.StatusText(status), "Message": message})
+}
+
+// failStore renders a session store that cannot serve the request.
+func (s *Server) failStore(w http.ResponseWriter, r *http.Request, err error) {
+	if errors.Is(err, errFull) {
+		s.fail(w, r, nil, http.StatusServiceUnavailable, "The console holds too many sessions: try again later.")
+		return
+	}
+	s.fail(w, r, nil, http.StatusServiceUnavailable, "The console's sessions are not reachable (NATS is not answering): try again in a moment.")
 }
 
 // failAPI renders an API error in the caller's terms: a run the principal

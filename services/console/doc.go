@@ -10,10 +10,13 @@
 //
 // The package reads as a pipeline: [Server] (console.go) routes a request
 // through the security headers (headers.go) and the session and its CSRF
-// token (session.go) to a page handler (signin.go, runs.go, inbox.go), which
-// renders an embedded html/template (templates.go); the run page's live
-// part is a Server-Sent Events stream of server-rendered fragments (sse.go)
-// read by a small embedded script (assets.go).
+// token (session.go; stored in one process's memory or, with
+// [SharedSessions], sealed in a NATS KV bucket every gateway replica reads:
+// oidcsession.go, sessionkv.go) to a page handler (signin.go, runs.go,
+// programs.go, inbox.go, connections.go), which renders an embedded
+// html/template (templates.go); the run and program pages' live parts are
+// Server-Sent Events streams of server-rendered fragments (sse.go,
+// programlive.go) read by a small embedded script (assets.go).
 //
 // Sign-in is the dev sign-in of `toolfleet dev` (a token minted with the
 // gateway's HS256 dev secret for a chosen subject and scopes), and/or

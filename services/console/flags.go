@@ -104,3 +104,29 @@ func HTTPSOrLoopback(flag, raw string) error {
 	}
 	return fmt.Errorf("%s %q: https only, or http on a loopback host", flag, raw)
 }
+
+// maxSessionSecret bounds the session key file.
+const maxSessionSecret = 4 << 10
+
+// minSessionSecret is the shortest secret a session key file may hold.
+const minSessionSecret = 32
+
+// SessionSecretFile reads the secret the replicas derive their session key
+// from ([SessionKey]): a file of at least 32 characters, e.g. the output of
+// `openssl rand -base64 32`, the same on every replica.
+func SessionSecretFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("--console-session-key-file: %w", err)
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxSessionSecret+1))
+	if err != nil {
+		return nil, fmt.Errorf("--console-session-key-file: %w", err)
+	}
+	b = []byte(strings.TrimSpace(string(b)))
+	if len(b) > maxSessionSecret || len(b) < minSessionSecret {
+		return nil, fmt.Errorf("--console-session-key-file: want a secret of %d bytes to %d KiB (e.g. `openssl rand -base64 32`), not %d bytes", minSessionSecret, maxSessionSecret>>10, len(b))
+	}
+	return b, nil
+}

@@ -157,7 +157,7 @@ func (s *Server) decideProgram(w http.ResponseWriter, r *http.Request, ss *sessi
 		return
 	}
 	s.forgetInbox(ss)
-	http.Redirect(w, r, Prefix+"inbox", http.StatusSeeOther)
+	http.Redirect(w, r, back(r, programURL(id)), http.StatusSeeOther)
 }
 
 // inboxCount is the header's count of calls and questions waiting for ss's principal,

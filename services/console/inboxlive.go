@@ -95,7 +95,7 @@ func (s *Server) inboxEvents(w http.ResponseWriter, r *http.Request, ss *session
 	defer tick.Stop()
 	last := "\xff" // differs from every key: the first read is always sent
 	for {
-		if cur := s.sessions.get(r); cur == nil || cur.id != ss.id {
+		if cur, err := s.sessions.byID(ctx, ss.id); err == nil && cur == nil && !s.cfg.AuthOff {
 			_ = writeSSE(w, "", "end", "signed out")
 			_ = rc.Flush()
 			return

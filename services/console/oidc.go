@@ -59,8 +59,9 @@ const (
 	idpTimeout = 15 * time.Second
 	// renewBefore is how long before its expiry an access token is refreshed.
 	renewBefore = 30 * time.Second
-	// maxOIDCSessions bounds the refresh tokens held (one per signed-in session).
-	maxOIDCSessions = 10000
+	// renewClaim is how long a replica that claimed a session's renewal
+	// has to finish it before another may try.
+	renewClaim = idpTimeout + 5*time.Second
 )
 
 // flowCookie carries a sign-in's state, nonce and PKCE verifier from its
@@ -70,8 +71,8 @@ const (
 const flowCookie = "toolfleet_console_oidc"
 
 // oidcSignin is the console's OIDC sign-in: the provider (discovered on
-// first use, so the console starts while the provider is down) and the
-// refresh tokens of the sessions it signed in.
+// first use, so the console starts while the provider is down). The
+// sessions it signs in hold their tokens (session.go).
 type oidcSignin struct {
 	cfg  OIDCConfig
 	seal *sealer
@@ -83,20 +84,11 @@ type oidcSignin struct {
 	mu       sync.Mutex
 	provider *oidc.Provider
 	revoke   string // the provider's revocation endpoint, if any
-	tokens   map[string]*oidcTokens
 }
 
-// oidcTokens are one session's tokens at the provider. mu serializes
-// refreshes: a refresh token used twice makes a provider that rotates them
-// revoke the whole grant.
-type oidcTokens struct {
-	mu      sync.Mutex
-	refresh string
-	expiry  time.Time // of the access token; zero: unknown
-	until   time.Time // the session's end
-}
-
-func newOIDCSignin(cfg OIDCConfig) (*oidcSignin, error) {
+// newOIDCSignin makes the sign-in; key, when set, seals the flow cookie so
+// that a sign-in started on one replica finishes on any other.
+func newOIDCSignin(cfg OIDCConfig, key []byte) (*oidcSignin, error) {
 	if cfg.Issuer == "" || cfg.ClientID == "" {
 		return nil, errors.New("console: OIDC sign-in needs an issuer and a client id")
 	}
@@ -113,10 +105,13 @@ func newOIDCSignin(cfg OIDCConfig) (*oidcSignin, error) {
 		cfg.HTTPClient = &http.Client{Timeout: idpTimeout}
 	}
 	seal, err := newSealer()
+	if key != nil {
+		seal, err = newKeySealer(key, flowPurpose)
+	}
 	if err != nil {
 		return nil, err
 	}
-	return &oidcSignin{cfg: cfg, seal: seal, tokens: map[string]*oidcTokens{}}, nil
+	return &oidcSignin{cfg: cfg, seal: seal}, nil
 }
 
 // discover returns the provider, fetching its discovery document once.
@@ -260,23 +255,19 @@ func (s *Server) oidcCallback(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, nil, http.StatusBadRequest, "The identity provider gave no access token or subject: sign in again.")
 		return
 	}
-	if !o.hold() {
-		s.fail(w, r, nil, http.StatusServiceUnavailable, "The console holds too many sessions: try again later.")
-		return
-	}
 	scopes := tokenScopes(tok)
-	if old := s.sessions.get(r); old != nil {
-		o.forget(old.id)
-	}
 	s.sessions.end(w, r)
-	ss := s.sessions.start(w, r, func(n *session) {
-		n.signedIn, n.subject, n.scopes, n.token = true, idt.Subject, scopes, tok.AccessToken
+	if _, err := s.sessions.start(w, r, func(n *session) {
+		n.subject, n.scopes, n.token = idt.Subject, scopes, tok.AccessToken
+		n.oidc, n.refresh, n.tokenExpiry = true, tok.RefreshToken, tok.Expiry
 		// Without a refresh token the session ends with its access token.
 		if tok.RefreshToken == "" && !tok.Expiry.IsZero() && tok.Expiry.Before(n.expires) {
 			n.expires = tok.Expiry
 		}
-	})
-	o.keep(ss.id, &oidcTokens{refresh: tok.RefreshToken, expiry: tok.Expiry, until: ss.expires})
+	}); err != nil {
+		s.failStore(w, r, err)
+		return
+	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	// A page, not a redirect: the navigation to the console then starts on
 	// the console's own site, so its SameSite=Strict session cookie is sent.
@@ -291,116 +282,6 @@ var signedInPage = template.Must(template.New("signedin").Parse(`<!doctype html>
 <p>Signed in as <code>{{.Subject}}</code>. <a href="{{.Next}}" id="continue">Continue to the console</a>.</p>
 </section></main></body></html>
 `))
-
-// hold reports whether another signed-in session's tokens fit, dropping
-// those of ended sessions first.
-func (o *oidcSignin) hold() bool {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if len(o.tokens) < maxOIDCSessions {
-		return true
-	}
-	now := time.Now() // sessions end by the wall clock too
-	for id, t := range o.tokens {
-		if now.After(t.until) {
-			delete(o.tokens, id)
-		}
-	}
-	return len(o.tokens) < maxOIDCSessions
-}
-
-func (o *oidcSignin) keep(id string, t *oidcTokens) {
-	o.mu.Lock()
-	o.tokens[id] = t
-	o.mu.Unlock()
-}
-
-// renew refreshes ss's access token shortly before it expires, with the
-// refresh token the provider gave (if any). A session whose token cannot be
-// renewed ends: nil, and the page sends the browser to sign in again.
-// Sessions this sign-in did not make (dev sign-in) pass unchanged.
-func (s *Server) renew(ctx context.Context, ss *session) *session {
-	o := s.oidc
-	o.mu.Lock()
-	t := o.tokens[ss.id]
-	o.mu.Unlock()
-	if t == nil {
-		return ss
-	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	now := s.cfg.Now()
-	if t.expiry.IsZero() || now.Add(renewBefore).Before(t.expiry) {
-		if cur := s.sessions.byID(ss.id); cur != nil { // another request may have renewed it
-			return cur
-		}
-		return nil
-	}
-	if t.refresh == "" {
-		o.forget(ss.id)
-		s.sessions.drop(ss.id)
-		return nil
-	}
-	p, err := o.discover(ctx)
-	if err != nil {
-		return ss // the provider is away: the API decides whether the token still serves
-	}
-	cctx, cancel := context.WithTimeout(oidc.ClientContext(ctx, o.cfg.HTTPClient), idpTimeout)
-	defer cancel()
-	tok, err := o.oauth(p, "").TokenSource(cctx, &oauth2.Token{RefreshToken: t.refresh, Expiry: now.Add(-time.Minute)}).Token()
-	if err != nil || tok.AccessToken == "" {
-		o.forget(ss.id)
-		s.sessions.drop(ss.id)
-		return nil
-	}
-	t.expiry = tok.Expiry
-	if tok.RefreshToken != "" {
-		t.refresh = tok.RefreshToken
-	}
-	scopes := tokenScopes(tok)
-	return s.sessions.update(ss.id, func(n *session) { n.token, n.scopes = tok.AccessToken, scopes })
-}
-
-// forget drops a session's tokens.
-func (o *oidcSignin) forget(id string) {
-	o.mu.Lock()
-	delete(o.tokens, id)
-	o.mu.Unlock()
-}
-
-// signOut forgets ss's tokens and revokes its refresh token at the provider
-// (RFC 7009) when the provider has a revocation endpoint; a failure to
-// revoke does not keep anyone signed in.
-func (s *Server) oidcSignOut(ctx context.Context, ss *session) {
-	o := s.oidc
-	if o == nil || ss == nil {
-		return
-	}
-	o.mu.Lock()
-	t, revoke := o.tokens[ss.id], o.revoke
-	delete(o.tokens, ss.id)
-	o.mu.Unlock()
-	if t == nil || t.refresh == "" || revoke == "" {
-		return
-	}
-	ctx, cancel := context.WithTimeout(ctx, idpTimeout)
-	defer cancel()
-	form := url.Values{"token": {t.refresh}, "token_type_hint": {"refresh_token"}}
-	if o.cfg.ClientSecret == "" {
-		form.Set("client_id", o.cfg.ClientID)
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, revoke, strings.NewReader(form.Encode()))
-	if err != nil {
-		return
-	}
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	if o.cfg.ClientSecret != "" {
-		req.SetBasicAuth(url.QueryEscape(o.cfg.ClientID), url.QueryEscape(o.cfg.ClientSecret))
-	}
-	if resp, err := o.cfg.HTTPClient.Do(req); err == nil {
-		resp.Body.Close()
-	}
-}
 
 // tokenScopes are the access token's scopes as the gateway reads them (a
 // JWT's scope, scp or scopes claim), else the token response's scope. For

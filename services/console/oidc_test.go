@@ -23,7 +23,7 @@ func TestOIDCConfigChecked(t *testing.T) {
 			t.Errorf("%+v: accepted", c)
 		}
 	}
-	o, err := newOIDCSignin(OIDCConfig{Issuer: "https://idp.example", ClientID: "console", Scopes: []string{"runs:read"}})
+	o, err := newOIDCSignin(OIDCConfig{Issuer: "https://idp.example", ClientID: "console", Scopes: []string{"runs:read"}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

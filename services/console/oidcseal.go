@@ -10,22 +10,26 @@ import (
 	"fmt"
 )
 
-// sealer seals what a cookie carries (AES-256-GCM, a key made at start):
-// the browser can neither read nor change it, and a cookie sealed by
-// another process or before a restart does not open.
-type sealer struct{ aead cipher.AEAD }
+// sealer seals what the console hands out or stores (AES-256-GCM): the OIDC
+// flow cookie, and the sessions in a shared bucket (sessionkv.go). Its key
+// is the replicas' shared session key, or one made at start: then a value
+// sealed by another process or before a restart does not open. purpose
+// binds sealed values to their use.
+type sealer struct {
+	aead    cipher.AEAD
+	purpose []byte
+}
 
 // maxSealed bounds a sealed value a request presents.
 const maxSealed = 4 << 10
 
-// sealContext binds sealed values to their use.
-var sealContext = []byte("toolfleet console oidc flow v1")
+// flowPurpose binds the flow cookie to its use.
+const flowPurpose = "toolfleet console oidc flow v1"
 
-func newSealer() (*sealer, error) {
-	key := make([]byte, 32)
-	if _, err := rand.Read(key); err != nil {
-		return nil, fmt.Errorf("console: sealing key: %w", err)
-	}
+// newSealer is a sealer with a key of its own, for the flow cookie.
+func newSealer() (*sealer, error) { return newKeySealer(SessionKey(nil), flowPurpose) }
+
+func newKeySealer(key []byte, purpose string) (*sealer, error) {
 	block, err := aes.NewCipher(key)
 	if err != nil {
 		return nil, fmt.Errorf("console: sealing key: %w", err)
@@ -34,20 +38,33 @@ func newSealer() (*sealer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("console: sealing key: %w", err)
 	}
-	return &sealer{aead: aead}, nil
+	return &sealer{aead: aead, purpose: []byte(purpose)}, nil
 }
 
 // seal returns v as JSON, sealed and base64url-encoded.
 func (s *sealer) seal(v any) (string, error) {
-	plain, err := json.Marshal(v)
+	b, err := s.sealBytes(v, nil)
 	if err != nil {
 		return "", err
 	}
+	return base64.RawURLEncoding.EncodeToString(b), nil
+}
+
+// sealBytes returns v as JSON, sealed and bound to ad.
+func (s *sealer) sealBytes(v any, ad []byte) ([]byte, error) {
+	plain, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
 	nonce := make([]byte, s.aead.NonceSize())
 	if _, err := rand.Read(nonce); err != nil {
-		return "", err
+		return nil, err
 	}
-	return base64.RawURLEncoding.EncodeToString(s.aead.Seal(nonce, nonce, plain, sealContext)), nil
+	return s.aead.Seal(nonce, nonce, plain, s.additional(ad)), nil
+}
+
+func (s *sealer) additional(ad []byte) []byte {
+	return append(append(append([]byte{}, s.purpose...), 0), ad...)
 }
 
 // errUnsealed is a value that was not sealed here (or was changed).
@@ -59,11 +76,19 @@ func (s *sealer) open(value string, v any) error {
 		return errUnsealed
 	}
 	raw, err := base64.RawURLEncoding.DecodeString(value)
-	if err != nil || len(raw) < s.aead.NonceSize() {
+	if err != nil {
 		return errUnsealed
 	}
+	return s.openBytes(raw, nil, v)
+}
+
+// openBytes unseals raw, sealed bound to ad, into v.
+func (s *sealer) openBytes(raw, ad []byte, v any) error {
 	n := s.aead.NonceSize()
-	plain, err := s.aead.Open(nil, raw[:n], raw[n:], sealContext)
+	if len(raw) < n {
+		return errUnsealed
+	}
+	plain, err := s.aead.Open(nil, raw[:n], raw[n:], s.additional(ad))
 	if err != nil {
 		return errUnsealed
 	}

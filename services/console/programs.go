@@ -1,6 +1,7 @@
 package console
 
 import (
+	"context"
 	"encoding/base64"
 	"net/http"
 	"net/url"
@@ -8,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"connectrpc.com/connect"
 	"google.golang.org/protobuf/encoding/protojson"
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
@@ -23,7 +25,10 @@ func programURL(id string) string { return Prefix + "programs/" + url.PathEscape
 func (s *Server) programsPage(w http.ResponseWriter, r *http.Request, ss *session, a *apis) {
 	ctx, cancel := callCtx(r)
 	defer cancel()
+	f := filterOf(r.URL.Query())
+	f.Model = "" // programs have no model
 	req := &toolfleetv1.ListProgramsRequest{PageSize: runsPageSize}
+	problem := f.programRequest(req)
 	if p := r.URL.Query().Get("page"); p != "" {
 		var err error
 		if req.PageToken, err = base64.RawURLEncoding.DecodeString(p); err != nil {
@@ -31,25 +36,42 @@ func (s *Server) programsPage(w http.ResponseWriter, r *http.Request, ss *sessio
 			return
 		}
 	}
-	res, err := a.programs.ListPrograms(ctx, as(ss, req))
-	if err != nil {
-		s.failAPI(w, r, ss, "The programs", err)
-		return
-	}
-	rows := make([]programRow, 0, len(res.Msg.GetPrograms()))
-	for _, p := range res.Msg.GetPrograms() {
-		st := p.GetStatus()
-		if st == "" {
-			st = strings.ToLower(p.GetState())
-		}
-		rows = append(rows, programRow{ID: p.GetProgramId(), Status: st, Started: when(p.GetStartedAt()),
-			StartedAgo: since(p.GetStartedAt()), Closed: when(p.GetClosedAt())})
-	}
+	var rows []programRow
 	next := ""
-	if t := res.Msg.GetNextPageToken(); len(t) > 0 {
-		next = Prefix + "programs?page=" + base64.RawURLEncoding.EncodeToString(t)
+	if problem == "" {
+		res, err := a.programs.ListPrograms(ctx, as(ss, req))
+		switch connect.CodeOf(err) {
+		case connect.CodeInvalidArgument, connect.CodeFailedPrecondition:
+			problem = messageOf(err)
+		default:
+			if err != nil {
+				s.failAPI(w, r, ss, "The programs", err)
+				return
+			}
+			for _, p := range res.Msg.GetPrograms() {
+				st := p.GetStatus()
+				if st == "" {
+					st = strings.ToLower(p.GetState())
+				}
+				rows = append(rows, programRow{ID: p.GetProgramId(), Status: st, Started: when(p.GetStartedAt()),
+					StartedAgo: since(p.GetStartedAt()), Closed: when(p.GetClosedAt())})
+			}
+			if t := res.Msg.GetNextPageToken(); len(t) > 0 {
+				q := f.query()
+				q.Set("page", base64.RawURLEncoding.EncodeToString(t))
+				next = Prefix + "programs?" + q.Encode()
+			}
+		}
 	}
-	s.render(w, r, ss, "programs", http.StatusOK, map[string]any{"Programs": rows, "Next": next, "First": r.URL.Query().Get("page") != ""})
+	first := ""
+	if r.URL.Query().Get("page") != "" {
+		first = Prefix + "programs"
+		if q := f.query().Encode(); q != "" {
+			first += "?" + q
+		}
+	}
+	s.render(w, r, ss, "programs", http.StatusOK, map[string]any{"Programs": rows, "Next": next, "First": first,
+		"Filter": f, "Statuses": statusChoices, "Problem": problem, "Filtered": len(f.query()) > 0})
 }
 
 // callView is one tool call of a program's page.
@@ -64,19 +86,38 @@ type callView struct {
 type limitView struct{ Name, Value, Used string }
 
 func (s *Server) programPage(w http.ResponseWriter, r *http.Request, ss *session, a *apis) {
+	s.renderProgram(w, r, ss, a, r.PathValue("id"), http.StatusOK, nil)
+}
+
+// renderProgram renders program id's page with status; refused, when set,
+// shows an answer the API refused beside its question (questions.go).
+func (s *Server) renderProgram(w http.ResponseWriter, r *http.Request, ss *session, a *apis, id string, status int, refused *refusal) {
 	ctx, cancel := callCtx(r)
 	defer cancel()
-	id := r.PathValue("id")
-	got, err := a.programs.GetProgram(ctx, as(ss, &toolfleetv1.GetProgramRequest{ProgramId: id, Detail: true}))
+	data, err := programData(ctx, ss, a, id, refused)
 	if err != nil {
 		s.failAPI(w, r, ss, "Program "+id, err)
 		return
 	}
+	if status != http.StatusOK {
+		w.WriteHeader(status)
+	}
+	s.render(w, r, ss, "program", status, data)
+}
+
+// programData is what the program page and its live parts show: GetProgram
+// with its detail, as ss's principal.
+func programData(ctx context.Context, ss *session, a *apis, id string, refused *refusal) (map[string]any, error) {
+	got, err := a.programs.GetProgram(ctx, as(ss, &toolfleetv1.GetProgramRequest{ProgramId: id, Detail: true}))
+	if err != nil {
+		return nil, err
+	}
 	g, d := got.Msg, got.Msg.GetDetail()
-	status := strings.ToLower(strings.TrimPrefix(g.GetStatus().String(), "PROGRAM_STATUS_"))
-	data := map[string]any{"ID": id, "Status": status, "CSRF": ss.csrf, "Source": d.GetSource(),
+	state := strings.ToLower(strings.TrimPrefix(g.GetStatus().String(), "PROGRAM_STATUS_"))
+	data := map[string]any{"ID": id, "URL": programURL(id), "Status": state, "CSRF": ss.csrf, "Done": g.GetDone(), "Source": d.GetSource(),
 		"Filename": d.GetFilename(), "Args": prettyJSON(d.GetArgsJson()), "Tools": d.GetTools(), "Truncated": d.GetCallsTruncated(),
-		"Approvals": approvalViews("program", id, g.GetPendingApprovals())}
+		"Approvals": approvalViews("program", id, g.GetPendingApprovals()),
+		"Questions": refused.apply(questionViews("program", id, g.GetPendingQuestions()), "program", id)}
 	if tc := d.GetToolCall(); tc != nil {
 		in, _ := protojson.Marshal(tc.GetInput())
 		data["ToolCall"] = map[string]string{"Tool": tc.GetToolId(), "Input": prettyJSON(string(in))}
@@ -114,7 +155,7 @@ func (s *Server) programPage(w http.ResponseWriter, r *http.Request, ss *session
 		{"Result bytes", strconv.Itoa(int(l.GetMaxResultBytes())), ""},
 		{"Memory bytes", strconv.FormatInt(l.GetMaxMemoryBytes(), 10), ""},
 	}
-	s.render(w, r, ss, "program", http.StatusOK, data)
+	return data, nil
 }
 
 func usedSteps(steps uint64, done bool) string {

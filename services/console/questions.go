@@ -2,6 +2,7 @@ package console
 
 import (
 	"net/http"
+	"net/url"
 
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/types/known/structpb"
@@ -63,10 +64,37 @@ func questionItems(v []questionView) []inboxItem {
 	return out
 }
 
-// questionForm is what the "question" fragment renders.
+// questionForm is what the "question" fragment renders; Back is the page
+// the answer returns to ("inbox", "run" or "program").
 type questionForm struct {
 	Q    questionView
 	CSRF string
+	Back string
+}
+
+// refusal is an answer the API refused: its question and the words, and
+// the values posted, shown again beside the question.
+type refusal struct {
+	q       *toolfleetv1.PendingQuestion
+	problem string
+	posted  url.Values
+}
+
+// apply marks the refused question among views (of kind's owner id), or
+// adds it first when it is not among them. A nil refusal changes nothing.
+func (f *refusal) apply(views []questionView, kind, id string) []questionView {
+	if f == nil {
+		return views
+	}
+	for i := range views {
+		if views[i].CallID == f.q.GetCallId() && views[i].Key == f.q.GetKey() {
+			views[i].Problem, views[i].Fields = f.problem, formFields(f.q.GetRequestedSchema(), f.posted)
+			return views
+		}
+	}
+	v := questionViews(kind, id, []*toolfleetv1.PendingQuestion{f.q})[0]
+	v.Problem, v.Fields = f.problem, formFields(f.q.GetRequestedSchema(), f.posted)
+	return append([]questionView{v}, views...)
 }
 
 func (s *Server) answerRun(w http.ResponseWriter, r *http.Request, ss *session, a *apis) {
@@ -138,7 +166,19 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request, ss *session, a *
 		return
 	}
 	s.forgetInbox(ss)
-	http.Redirect(w, r, Prefix+"inbox", http.StatusSeeOther)
+	http.Redirect(w, r, answerBack(r, kind, id), http.StatusSeeOther)
+}
+
+// answerBack is where an answer form returns to: its owner's page when it
+// was posted there, else the inbox.
+func answerBack(r *http.Request, kind, id string) string {
+	switch {
+	case r.PostFormValue("back") == "run" && kind == "run":
+		return runURL(id)
+	case r.PostFormValue("back") == "program" && kind == "program":
+		return programURL(id)
+	}
+	return Prefix + "inbox"
 }
 
 // findQuestion is the question of callID and key among pending; an empty
@@ -164,6 +204,15 @@ func findQuestion(pending []*toolfleetv1.PendingQuestion, callID, key string) *t
 // refusedAnswer shows the inbox (422) with problem beside the question and
 // its form holding the values posted.
 func (s *Server) refusedAnswer(w http.ResponseWriter, r *http.Request, ss *session, a *apis, kind, id string, q *toolfleetv1.PendingQuestion, problem string) {
+	// Posted on the run's or program's page: that page again, the problem beside.
+	switch back := answerBack(r, kind, id); back {
+	case runURL(id):
+		s.renderRun(w, r, ss, a, id, http.StatusUnprocessableEntity, &refusal{q: q, problem: problem, posted: r.PostForm})
+		return
+	case programURL(id):
+		s.renderProgram(w, r, ss, a, id, http.StatusUnprocessableEntity, &refusal{q: q, problem: problem, posted: r.PostForm})
+		return
+	}
 	ctx, cancel := callCtx(r)
 	defer cancel()
 	items, err := pending(ctx, ss, a)

@@ -89,6 +89,7 @@ type summaryView struct {
 	InputTokens, OutputTokens                       int64
 	Finished, Idle                                  bool
 	Approvals                                       []approvalView
+	Questions                                       []questionView
 	CSRF                                            string
 }
 
@@ -97,7 +98,8 @@ func summarize(g *toolfleetv1.GetRunResponse, csrf string) summaryView {
 	v := summaryView{RunID: g.GetRunId(), Status: st, Started: when(g.GetStartedAt()), Failure: g.GetFailureMessage(),
 		Answer: g.GetAnswer(), Budget: g.GetBudget(), Turns: g.GetTurns(), ToolCalls: g.GetToolCalls(),
 		InputTokens: g.GetUsage().GetInputTokens(), OutputTokens: g.GetUsage().GetOutputTokens(), Idle: g.GetIdle(),
-		Approvals: approvalViews("run", g.GetRunId(), g.GetPendingApprovals()), CSRF: csrf}
+		Approvals: approvalViews("run", g.GetRunId(), g.GetPendingApprovals()),
+		Questions: questionViews("run", g.GetRunId(), g.GetPendingQuestions()), CSRF: csrf}
 	switch g.GetStatus() {
 	case toolfleetv1.RunStatus_RUN_STATUS_COMPLETED, toolfleetv1.RunStatus_RUN_STATUS_FAILED,
 		toolfleetv1.RunStatus_RUN_STATUS_CANCELED, toolfleetv1.RunStatus_RUN_STATUS_BUDGET_EXHAUSTED:
@@ -107,17 +109,26 @@ func summarize(g *toolfleetv1.GetRunResponse, csrf string) summaryView {
 }
 
 func (s *Server) runPage(w http.ResponseWriter, r *http.Request, ss *session, a *apis) {
+	s.renderRun(w, r, ss, a, r.PathValue("id"), http.StatusOK, nil)
+}
+
+// renderRun renders run id's page with status; refused, when set, shows an
+// answer the API refused beside its question (questions.go).
+func (s *Server) renderRun(w http.ResponseWriter, r *http.Request, ss *session, a *apis, id string, status int, refused *refusal) {
 	ctx, cancel := callCtx(r)
 	defer cancel()
-	id := r.PathValue("id")
 	got, err := a.runs.GetRun(ctx, as(ss, &toolfleetv1.GetRunRequest{RunId: id, Detail: true}))
 	if err != nil {
 		s.failAPI(w, r, ss, "Run "+id, err)
 		return
 	}
 	sum := summarize(got.Msg, ss.csrf)
+	sum.Questions = refused.apply(sum.Questions, "run", id)
 	d := got.Msg.GetDetail()
-	s.render(w, r, ss, "run", http.StatusOK, map[string]any{
+	if status != http.StatusOK {
+		w.WriteHeader(status)
+	}
+	s.render(w, r, ss, "run", status, map[string]any{
 		"ID": id, "URL": runURL(id), "Summary": sum, "CSRF": ss.csrf,
 		"Calls": runCallViews(d.GetCalls()), "Truncated": d.GetCallsTruncated(), "Model": d.GetModel(),
 		"Budgets": budgetViews(got.Msg, d.GetBudget()), "Temporal": s.temporalLink(d.GetWorkflowId(), d.GetWorkflowRunId()),

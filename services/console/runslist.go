@@ -62,10 +62,29 @@ func (f runFilter) request(req *toolfleetv1.ListRunsRequest) string {
 		req.Status = toolfleetv1.RunStatus(st)
 	}
 	req.Model, req.Tool, req.StartedBy = f.Model, f.Tool, f.StartedBy
+	return f.times(&req.StartedAfter, &req.StartedBefore)
+}
+
+// programRequest fills a ListPrograms request's filters (programs have no
+// model), or says in the reader's words what is wrong.
+func (f runFilter) programRequest(req *toolfleetv1.ListProgramsRequest) string {
+	if f.Status != "" {
+		st, ok := toolfleetv1.ProgramStatus_value["PROGRAM_STATUS_"+strings.ToUpper(f.Status)]
+		if !ok {
+			return "There is no status " + f.Status + " to filter on."
+		}
+		req.Status = toolfleetv1.ProgramStatus(st)
+	}
+	req.Tool, req.StartedBy = f.Tool, f.StartedBy
+	return f.times(&req.StartedAfter, &req.StartedBefore)
+}
+
+// times reads the From and To fields into after and before.
+func (f runFilter) times(after, before **timestamppb.Timestamp) string {
 	for _, t := range []struct {
 		name, value string
 		to          **timestamppb.Timestamp
-	}{{"From", f.From, &req.StartedAfter}, {"To", f.To, &req.StartedBefore}} {
+	}{{"From", f.From, after}, {"To", f.To, before}} {
 		if t.value == "" {
 			continue
 		}

@@ -39,10 +39,14 @@ func (s *Server) signinPage(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, Prefix+"runs", http.StatusSeeOther)
 		return
 	}
-	ss := s.sessions.get(r)
+	ss, err := s.sessions.get(r)
+	if err != nil {
+		s.failStore(w, r, err)
+		return
+	}
 	if ss == nil || ss.signedIn {
 		// A fresh, signed-out session carries the sign-in form's CSRF token.
-		ss = s.sessions.start(w, r, nil)
+		ss = s.sessions.signedOut(w, r)
 	}
 	s.renderSignin(w, r, ss, http.StatusOK, "", "")
 }
@@ -62,7 +66,11 @@ func (s *Server) renderSignin(w http.ResponseWriter, r *http.Request, ss *sessio
 // gateway accepts). Either way the old session id is dropped.
 func (s *Server) signin(w http.ResponseWriter, r *http.Request) {
 	r.Body = http.MaxBytesReader(w, r.Body, maxForm)
-	ss := s.sessions.get(r)
+	ss, err := s.sessions.get(r)
+	if err != nil {
+		s.failStore(w, r, err)
+		return
+	}
 	if !validCSRF(r, ss) {
 		s.fail(w, r, nil, http.StatusForbidden, "This sign-in form has expired or did not come from the console: open the sign-in page again.")
 		return
@@ -97,7 +105,10 @@ func (s *Server) signin(w http.ResponseWriter, r *http.Request) {
 		subject, scopes = claims(token)
 	}
 	s.sessions.end(w, r)
-	s.sessions.start(w, r, func(n *session) { n.signedIn, n.subject, n.scopes, n.token = true, subject, scopes, token })
+	if _, err := s.sessions.start(w, r, func(n *session) { n.subject, n.scopes, n.token = subject, scopes, token }); err != nil {
+		s.failStore(w, r, err)
+		return
+	}
 	http.Redirect(w, r, Prefix+"runs", http.StatusSeeOther)
 }
 

@@ -59,6 +59,7 @@ func viewEvent(ev *toolfleetv1.RunEvent) eventView {
 
 // summaryKinds are the events after which the summary panel is re-rendered.
 var summaryKinds = map[string]bool{"approval.requested": true, "approval.decided": true, "message": true,
+	"input.requested": true, "input.answered": true,
 	"turn": true, "tool_result": true, "completed": true, "failed": true, "cancelled": true}
 
 func terminal(kind string) bool {

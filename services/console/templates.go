@@ -20,8 +20,9 @@ import (
 var templateFiles embed.FS
 
 // pageNames are the full pages; each is layout.html plus its own file, which
-// defines "title" and "content". fragments.html is in every set.
-var pageNames = []string{"signin", "runs", "run", "inbox", "error", "programs", "program", "tools", "tool"}
+// defines "title" and "content". fragments.html and programlive.html (the
+// program page's live parts) are in every set.
+var pageNames = []string{"signin", "runs", "run", "inbox", "error", "programs", "program", "tools", "tool", "connections"}
 
 // pages are the parsed templates. Every payload (model text, tool input and
 // output, reasons, ids) reaches the page through html/template's contextual
@@ -50,11 +51,16 @@ var funcs = template.FuncMap{
 		}
 		return approvalForm{}, fmt.Errorf("dict: %T is not an approval", a)
 	},
-	"qform": func(q *questionView, csrf string) (questionForm, error) {
-		if q == nil {
-			return questionForm{}, fmt.Errorf("qform: no question")
+	"qform": func(q any, csrf, back string) (questionForm, error) {
+		switch v := q.(type) {
+		case *questionView:
+			if v != nil {
+				return questionForm{Q: *v, CSRF: csrf, Back: back}, nil
+			}
+		case questionView:
+			return questionForm{Q: v, CSRF: csrf, Back: back}, nil
 		}
-		return questionForm{Q: *q, CSRF: csrf}, nil
+		return questionForm{}, fmt.Errorf("qform: %T is not a question", q)
 	},
 }
 
@@ -68,13 +74,13 @@ type approvalForm struct {
 func parsePages() (*pages, error) {
 	p := &pages{sets: map[string]*template.Template{}}
 	for _, n := range pageNames {
-		t, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFiles, "templates/layout.html", "templates/fragments.html", "templates/"+n+".html")
+		t, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFiles, "templates/layout.html", "templates/fragments.html", "templates/programlive.html", "templates/"+n+".html")
 		if err != nil {
 			return nil, fmt.Errorf("console: parse %s: %w", n, err)
 		}
 		p.sets[n] = t
 	}
-	frag, err := template.New("fragments.html").Funcs(funcs).ParseFS(templateFiles, "templates/fragments.html")
+	frag, err := template.New("fragments.html").Funcs(funcs).ParseFS(templateFiles, "templates/fragments.html", "templates/programlive.html")
 	if err != nil {
 		return nil, fmt.Errorf("console: parse fragments: %w", err)
 	}

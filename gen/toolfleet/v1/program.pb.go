@@ -1552,9 +1552,24 @@ func (x *Trigger) GetRunAs() string {
 }
 
 type ListProgramsRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	PageSize      int32                  `protobuf:"varint,1,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
-	PageToken     []byte                 `protobuf:"bytes,2,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	PageSize  int32                  `protobuf:"varint,1,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	PageToken []byte                 `protobuf:"bytes,2,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	// Filters (all optional, combined with AND) answered by Temporal visibility
+	// from the programs' search attributes, as ListRuns'; a page token is tied
+	// to its filters. A filter other than the time range needs the search
+	// attributes (the orchestrator registers them): without them it is
+	// FAILED_PRECONDITION.
+	// Only programs whose status is this one.
+	Status ProgramStatus `protobuf:"varint,3,opt,name=status,proto3,enum=toolfleet.v1.ProgramStatus" json:"status,omitempty"`
+	// Only programs that called this tool, "Toolkit.Tool" (at most 256 bytes).
+	Tool string `protobuf:"bytes,4,opt,name=tool,proto3" json:"tool,omitempty"`
+	// Only programs started by this subject (at most 256 bytes); a caller
+	// without programs:admin sees only its own programs whatever this says.
+	StartedBy string `protobuf:"bytes,5,opt,name=started_by,json=startedBy,proto3" json:"started_by,omitempty"`
+	// Only programs started at or after / before this time.
+	StartedAfter  *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=started_after,json=startedAfter,proto3" json:"started_after,omitempty"`
+	StartedBefore *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=started_before,json=startedBefore,proto3" json:"started_before,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1599,6 +1614,41 @@ func (x *ListProgramsRequest) GetPageSize() int32 {
 func (x *ListProgramsRequest) GetPageToken() []byte {
 	if x != nil {
 		return x.PageToken
+	}
+	return nil
+}
+
+func (x *ListProgramsRequest) GetStatus() ProgramStatus {
+	if x != nil {
+		return x.Status
+	}
+	return ProgramStatus_PROGRAM_STATUS_UNSPECIFIED
+}
+
+func (x *ListProgramsRequest) GetTool() string {
+	if x != nil {
+		return x.Tool
+	}
+	return ""
+}
+
+func (x *ListProgramsRequest) GetStartedBy() string {
+	if x != nil {
+		return x.StartedBy
+	}
+	return ""
+}
+
+func (x *ListProgramsRequest) GetStartedAfter() *timestamppb.Timestamp {
+	if x != nil {
+		return x.StartedAfter
+	}
+	return nil
+}
+
+func (x *ListProgramsRequest) GetStartedBefore() *timestamppb.Timestamp {
+	if x != nil {
+		return x.StartedBefore
 	}
 	return nil
 }
@@ -1860,11 +1910,17 @@ const file_toolfleet_v1_program_proto_rawDesc = "" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\asubject\x18\x02 \x01(\tR\asubject\x12\x16\n" +
 	"\x06target\x18\x03 \x01(\tR\x06target\x12\x15\n" +
-	"\x06run_as\x18\x04 \x01(\tR\x05runAs\"Q\n" +
+	"\x06run_as\x18\x04 \x01(\tR\x05runAs\"\xbd\x02\n" +
 	"\x13ListProgramsRequest\x12\x1b\n" +
 	"\tpage_size\x18\x01 \x01(\x05R\bpageSize\x12\x1d\n" +
 	"\n" +
-	"page_token\x18\x02 \x01(\fR\tpageToken\"x\n" +
+	"page_token\x18\x02 \x01(\fR\tpageToken\x123\n" +
+	"\x06status\x18\x03 \x01(\x0e2\x1b.toolfleet.v1.ProgramStatusR\x06status\x12\x12\n" +
+	"\x04tool\x18\x04 \x01(\tR\x04tool\x12\x1d\n" +
+	"\n" +
+	"started_by\x18\x05 \x01(\tR\tstartedBy\x12?\n" +
+	"\rstarted_after\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\fstartedAfter\x12A\n" +
+	"\x0estarted_before\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\rstartedBefore\"x\n" +
 	"\x14ListProgramsResponse\x128\n" +
 	"\bprograms\x18\x01 \x03(\v2\x1c.toolfleet.v1.ProgramSummaryR\bprograms\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\fR\rnextPageToken\"\xd1\x01\n" +
@@ -1972,31 +2028,34 @@ var file_toolfleet_v1_program_proto_depIdxs = []int32{
 	32, // 23: toolfleet.v1.WatchProgramResponse.event:type_name -> toolfleet.v1.RunEvent
 	26, // 24: toolfleet.v1.AnswerProgramInputRequest.content:type_name -> google.protobuf.Struct
 	20, // 25: toolfleet.v1.ListTriggersResponse.triggers:type_name -> toolfleet.v1.Trigger
-	23, // 26: toolfleet.v1.ListProgramsResponse.programs:type_name -> toolfleet.v1.ProgramSummary
-	31, // 27: toolfleet.v1.ProgramSummary.started_at:type_name -> google.protobuf.Timestamp
-	31, // 28: toolfleet.v1.ProgramSummary.closed_at:type_name -> google.protobuf.Timestamp
-	26, // 29: toolfleet.v1.ProgramToolCall.InputResponsesEntry.value:type_name -> google.protobuf.Struct
-	2,  // 30: toolfleet.v1.ProgramService.RunProgram:input_type -> toolfleet.v1.RunProgramRequest
-	6,  // 31: toolfleet.v1.ProgramService.GetProgram:input_type -> toolfleet.v1.GetProgramRequest
-	10, // 32: toolfleet.v1.ProgramService.WatchProgram:input_type -> toolfleet.v1.WatchProgramRequest
-	12, // 33: toolfleet.v1.ProgramService.CancelProgram:input_type -> toolfleet.v1.CancelProgramRequest
-	14, // 34: toolfleet.v1.ProgramService.DecideProgramApproval:input_type -> toolfleet.v1.DecideProgramApprovalRequest
-	16, // 35: toolfleet.v1.ProgramService.AnswerProgramInput:input_type -> toolfleet.v1.AnswerProgramInputRequest
-	21, // 36: toolfleet.v1.ProgramService.ListPrograms:input_type -> toolfleet.v1.ListProgramsRequest
-	18, // 37: toolfleet.v1.ProgramService.ListTriggers:input_type -> toolfleet.v1.ListTriggersRequest
-	4,  // 38: toolfleet.v1.ProgramService.RunProgram:output_type -> toolfleet.v1.RunProgramResponse
-	7,  // 39: toolfleet.v1.ProgramService.GetProgram:output_type -> toolfleet.v1.GetProgramResponse
-	11, // 40: toolfleet.v1.ProgramService.WatchProgram:output_type -> toolfleet.v1.WatchProgramResponse
-	13, // 41: toolfleet.v1.ProgramService.CancelProgram:output_type -> toolfleet.v1.CancelProgramResponse
-	15, // 42: toolfleet.v1.ProgramService.DecideProgramApproval:output_type -> toolfleet.v1.DecideProgramApprovalResponse
-	17, // 43: toolfleet.v1.ProgramService.AnswerProgramInput:output_type -> toolfleet.v1.AnswerProgramInputResponse
-	22, // 44: toolfleet.v1.ProgramService.ListPrograms:output_type -> toolfleet.v1.ListProgramsResponse
-	19, // 45: toolfleet.v1.ProgramService.ListTriggers:output_type -> toolfleet.v1.ListTriggersResponse
-	38, // [38:46] is the sub-list for method output_type
-	30, // [30:38] is the sub-list for method input_type
-	30, // [30:30] is the sub-list for extension type_name
-	30, // [30:30] is the sub-list for extension extendee
-	0,  // [0:30] is the sub-list for field type_name
+	0,  // 26: toolfleet.v1.ListProgramsRequest.status:type_name -> toolfleet.v1.ProgramStatus
+	31, // 27: toolfleet.v1.ListProgramsRequest.started_after:type_name -> google.protobuf.Timestamp
+	31, // 28: toolfleet.v1.ListProgramsRequest.started_before:type_name -> google.protobuf.Timestamp
+	23, // 29: toolfleet.v1.ListProgramsResponse.programs:type_name -> toolfleet.v1.ProgramSummary
+	31, // 30: toolfleet.v1.ProgramSummary.started_at:type_name -> google.protobuf.Timestamp
+	31, // 31: toolfleet.v1.ProgramSummary.closed_at:type_name -> google.protobuf.Timestamp
+	26, // 32: toolfleet.v1.ProgramToolCall.InputResponsesEntry.value:type_name -> google.protobuf.Struct
+	2,  // 33: toolfleet.v1.ProgramService.RunProgram:input_type -> toolfleet.v1.RunProgramRequest
+	6,  // 34: toolfleet.v1.ProgramService.GetProgram:input_type -> toolfleet.v1.GetProgramRequest
+	10, // 35: toolfleet.v1.ProgramService.WatchProgram:input_type -> toolfleet.v1.WatchProgramRequest
+	12, // 36: toolfleet.v1.ProgramService.CancelProgram:input_type -> toolfleet.v1.CancelProgramRequest
+	14, // 37: toolfleet.v1.ProgramService.DecideProgramApproval:input_type -> toolfleet.v1.DecideProgramApprovalRequest
+	16, // 38: toolfleet.v1.ProgramService.AnswerProgramInput:input_type -> toolfleet.v1.AnswerProgramInputRequest
+	21, // 39: toolfleet.v1.ProgramService.ListPrograms:input_type -> toolfleet.v1.ListProgramsRequest
+	18, // 40: toolfleet.v1.ProgramService.ListTriggers:input_type -> toolfleet.v1.ListTriggersRequest
+	4,  // 41: toolfleet.v1.ProgramService.RunProgram:output_type -> toolfleet.v1.RunProgramResponse
+	7,  // 42: toolfleet.v1.ProgramService.GetProgram:output_type -> toolfleet.v1.GetProgramResponse
+	11, // 43: toolfleet.v1.ProgramService.WatchProgram:output_type -> toolfleet.v1.WatchProgramResponse
+	13, // 44: toolfleet.v1.ProgramService.CancelProgram:output_type -> toolfleet.v1.CancelProgramResponse
+	15, // 45: toolfleet.v1.ProgramService.DecideProgramApproval:output_type -> toolfleet.v1.DecideProgramApprovalResponse
+	17, // 46: toolfleet.v1.ProgramService.AnswerProgramInput:output_type -> toolfleet.v1.AnswerProgramInputResponse
+	22, // 47: toolfleet.v1.ProgramService.ListPrograms:output_type -> toolfleet.v1.ListProgramsResponse
+	19, // 48: toolfleet.v1.ProgramService.ListTriggers:output_type -> toolfleet.v1.ListTriggersResponse
+	41, // [41:49] is the sub-list for method output_type
+	33, // [33:41] is the sub-list for method input_type
+	33, // [33:33] is the sub-list for extension type_name
+	33, // [33:33] is the sub-list for extension extendee
+	0,  // [0:33] is the sub-list for field type_name
 }
 
 func init() { file_toolfleet_v1_program_proto_init() }

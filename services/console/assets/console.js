@@ -17,7 +17,17 @@
     streaming.textContent = "";
     list.insertAdjacentHTML("beforeend", e.data);
   });
-  es.addEventListener("summary", function (e) { if (summary) { summary.innerHTML = e.data; } });
+  // The summary holds the approve/deny and answer forms: it is not replaced
+  // while the person is typing in it, but once they leave it.
+  var pendingSummary = null;
+  function typing() { return summary && document.activeElement && summary.contains(document.activeElement); }
+  function showSummary(html) { if (typing()) { pendingSummary = html; return; } summary.innerHTML = html; pendingSummary = null; }
+  es.addEventListener("summary", function (e) { if (summary) { showSummary(e.data); } });
+  if (summary) {
+    summary.addEventListener("focusout", function () {
+      setTimeout(function () { if (pendingSummary !== null && !typing()) { showSummary(pendingSummary); } }, 0);
+    });
+  }
   es.addEventListener("delta", function (e) {
     var d = JSON.parse(e.data);
     if (d.turn !== turn || d.attempt > attempt) { turn = d.turn; attempt = d.attempt; streaming.textContent = ""; }
@@ -73,5 +83,34 @@
     });
   }
   es.addEventListener("end", function () { es.close(); say(""); });
+  window.addEventListener("pagehide", function () { es.close(); });
+})();
+
+// The program page, live: the summary (status, result, the forms of what
+// waits) and the calls, re-rendered by the server (escaped) after each event
+// of the program; the summary is not replaced while the person types in it.
+(function () {
+  "use strict";
+  var live = document.getElementById("program-live");
+  if (!live || !window.EventSource) { return; }
+  var summary = document.getElementById("program-summary");
+  var calls = document.getElementById("program-calls-panel");
+  var state = document.getElementById("program-live-state");
+  var waiting = null;
+  var es = new EventSource(live.getAttribute("data-events"));
+  function say(text) { if (state) { state.textContent = text; } }
+  function typing() { return summary && document.activeElement && summary.contains(document.activeElement); }
+  function show(html) { if (typing()) { waiting = html; return; } summary.innerHTML = html; waiting = null; }
+  es.onopen = function () { say("live"); };
+  es.onerror = function () { say(es.readyState === EventSource.CLOSED ? "stopped" : "reconnecting…"); };
+  es.addEventListener("summary", function (e) { if (summary) { show(e.data); } });
+  es.addEventListener("calls", function (e) { if (calls) { calls.innerHTML = e.data; } });
+  es.addEventListener("problem", function (e) { say(e.data); });
+  es.addEventListener("end", function (e) { es.close(); say("program " + e.data); });
+  if (summary) {
+    summary.addEventListener("focusout", function () {
+      setTimeout(function () { if (waiting !== null && !typing()) { show(waiting); } }, 0);
+    });
+  }
   window.addEventListener("pagehide", function () { es.close(); });
 })();
