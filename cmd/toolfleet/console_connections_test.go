@@ -82,7 +82,8 @@ func TestConsoleConnections(t *testing.T) {
 	// Connect: the console sends the browser to the gateway's connect page.
 	stay := *alice.client
 	stay.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
-	form := url.Values{"provider": {"github"}, "csrf": {alice.csrf}}
+	// With the scopes a waiting call's tool needs (the inbox's Connect button).
+	form := url.Values{"provider": {"github"}, "csrf": {alice.csrf}, "scope": {"repo:read"}}
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, base+"/console/connections/connect", strings.NewReader(form.Encode()))
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	res, err = stay.Do(req)
@@ -112,6 +113,8 @@ func TestConsoleConnections(t *testing.T) {
 	to, _ := url.Parse(res.Header.Get("Location"))
 	if res.StatusCode != http.StatusFound || to == nil || to.Host != "github.example" || to.Query().Get("code_challenge") == "" {
 		t.Errorf("the connect flow's redirect: %d to %v, want the provider with a PKCE challenge", res.StatusCode, to)
+	} else if !strings.Contains(to.Query().Get("scope"), "repo:read") {
+		t.Errorf("the connect flow asks for scope %q, want the form's repo:read in it", to.Query().Get("scope"))
 	}
 
 	// Revoke asks first, then says what it did (alice had no connection yet).

@@ -25,6 +25,9 @@ type connectionRow struct {
 	Refreshable, Unreadable                           bool
 }
 
+// maxFormScopes bounds the scopes a connect form may ask for.
+const maxFormScopes = 32
+
 // maxProviderName bounds a provider named in a form.
 const maxProviderName = 128
 
@@ -86,7 +89,14 @@ func (s *Server) connectProvider(w http.ResponseWriter, r *http.Request, ss *ses
 	}
 	ctx, cancel := callCtx(r)
 	defer cancel()
-	res, err := a.connections.StartConnection(ctx, as(ss, &toolfleetv1.StartConnectionRequest{Provider: provider}))
+	// A call waiting for this connection names the scopes its tool needs
+	// (the inbox's Connect button sends them); the gateway checks and bounds them.
+	scopes := r.PostForm["scope"]
+	if len(scopes) > maxFormScopes {
+		s.renderConnections(w, r, ss, a, http.StatusBadRequest, "", "Too many scopes in the form.")
+		return
+	}
+	res, err := a.connections.StartConnection(ctx, as(ss, &toolfleetv1.StartConnectionRequest{Provider: provider, Scopes: scopes}))
 	switch connect.CodeOf(err) {
 	case connect.CodeNotFound, connect.CodeResourceExhausted, connect.CodeInvalidArgument:
 		s.renderConnections(w, r, ss, a, http.StatusBadRequest, "", "Connecting "+provider+": "+messageOf(err))
