@@ -94,6 +94,12 @@ func LatencyTunedDynamicConfig() map[string]any {
 		// is a cheap cached mutable-state read per waiter per interval.
 		// TestHistoryNotifierDropsBurst pins the cause down.
 		dynamicconfig.HistoryLongPollExpirationInterval.Key().String(): 200 * time.Millisecond,
+		// Listing and counting runs (the console's pages, agent list) are
+		// visibility calls, limited to 10 a second per namespace by default: a
+		// page over the limit waited 200-400 ms in the client's retries (the
+		// console's p95 in docs/performance.md). 200 a second leaves room for a
+		// few people paging at once.
+		dynamicconfig.FrontendMaxNamespaceVisibilityRPSPerInstance.Key().String(): 200,
 	}
 }
 
