@@ -127,35 +127,15 @@ func (a *App) loginPage(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *App) loginDecision(w http.ResponseWriter, r *http.Request) {
-	if !a.checkForm(w, r) {
-		return
-	}
-	challenge := r.PostFormValue("challenge")
-	ctx, cancel := context.WithTimeout(r.Context(), adminTimeout)
-	defer cancel()
-	var (
-		next string
-		err  error
-	)
-	switch r.PostFormValue("action") {
-	case "deny":
-		next, err = a.admin.RejectLogin(ctx, challenge, "access_denied", "the person cancelled the sign-in")
-	case "accept":
+	a.decide(w, r, "login", func(ctx context.Context, challenge string) (string, error) {
 		subject := strings.TrimSpace(r.PostFormValue("subject"))
 		if !subjectPattern.MatchString(subject) {
-			http.Error(w, "the name must be 1–128 letters, digits or . _ @ : -", http.StatusBadRequest)
-			return
+			return "", badForm("the name must be 1–128 letters, digits or . _ @ : -")
 		}
-		next, err = a.admin.AcceptLogin(ctx, challenge, subject)
-	default:
-		http.Error(w, "unknown action", http.StatusBadRequest)
-		return
-	}
-	if err != nil {
-		a.fail(w, "tell hydra the login decision", err)
-		return
-	}
-	http.Redirect(w, r, next, http.StatusSeeOther)
+		return a.admin.AcceptLogin(ctx, challenge, subject)
+	}, func(ctx context.Context, challenge string) (string, error) {
+		return a.admin.RejectLogin(ctx, challenge, "access_denied", "the person cancelled the sign-in")
+	})
 }
 
 func (a *App) consentPage(w http.ResponseWriter, r *http.Request) {
@@ -183,6 +163,34 @@ func (a *App) consentPage(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *App) consentDecision(w http.ResponseWriter, r *http.Request) {
+	a.decide(w, r, "consent", func(ctx context.Context, challenge string) (string, error) {
+		// Grant only what was asked for and ticked: a forged form cannot
+		// add a scope or an audience the client did not request.
+		cr, err := a.admin.ConsentRequest(ctx, challenge)
+		if err != nil {
+			return "", err
+		}
+		ticked := r.PostForm["scope"]
+		var grant []string
+		for _, s := range cr.RequestedScope {
+			if slices.Contains(ticked, s) {
+				grant = append(grant, s)
+			}
+		}
+		return a.admin.AcceptConsent(ctx, challenge, Grant{Scopes: grant, Audiences: cr.RequestedAudience})
+	}, func(ctx context.Context, challenge string) (string, error) {
+		return a.admin.RejectConsent(ctx, challenge, "access_denied", "the person declined")
+	})
+}
+
+// badForm is a decision refused for what the person typed (400).
+type badForm string
+
+func (b badForm) Error() string { return string(b) }
+
+// decide reads a posted decision (checked form, action accept or deny),
+// tells Hydra with accept or deny, and sends the browser where Hydra says.
+func (a *App) decide(w http.ResponseWriter, r *http.Request, what string, accept, deny func(ctx context.Context, challenge string) (string, error)) {
 	if !a.checkForm(w, r) {
 		return
 	}
@@ -194,30 +202,21 @@ func (a *App) consentDecision(w http.ResponseWriter, r *http.Request) {
 		err  error
 	)
 	switch r.PostFormValue("action") {
-	case "deny":
-		next, err = a.admin.RejectConsent(ctx, challenge, "access_denied", "the person declined")
 	case "accept":
-		// Grant only what was asked for and ticked: a forged form cannot
-		// add a scope or an audience the client did not request.
-		cr, rerr := a.admin.ConsentRequest(ctx, challenge)
-		if rerr != nil {
-			a.fail(w, "read the consent request", rerr)
-			return
-		}
-		ticked := r.PostForm["scope"]
-		var grant []string
-		for _, s := range cr.RequestedScope {
-			if slices.Contains(ticked, s) {
-				grant = append(grant, s)
-			}
-		}
-		next, err = a.admin.AcceptConsent(ctx, challenge, Grant{Scopes: grant, Audiences: cr.RequestedAudience})
+		next, err = accept(ctx, challenge)
+	case "deny":
+		next, err = deny(ctx, challenge)
 	default:
 		http.Error(w, "unknown action", http.StatusBadRequest)
 		return
 	}
+	var bad badForm
+	if errors.As(err, &bad) {
+		http.Error(w, bad.Error(), http.StatusBadRequest)
+		return
+	}
 	if err != nil {
-		a.fail(w, "tell hydra the consent decision", err)
+		a.fail(w, "tell hydra the "+what+" decision", err)
 		return
 	}
 	http.Redirect(w, r, next, http.StatusSeeOther)

@@ -85,12 +85,7 @@ func (s *Server) inboxEvents(w http.ResponseWriter, r *http.Request, ss *session
 	defer s.live.release(ss.id)
 	ctx, cancel := context.WithTimeout(r.Context(), inboxStreamMax)
 	defer cancel()
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-store")
-	h.Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
-	rc := http.NewResponseController(w)
+	rc := startSSE(w)
 	tick := time.NewTicker(inboxPoll)
 	defer tick.Stop()
 	last := "\xff" // differs from every key: the first read is always sent

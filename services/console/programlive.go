@@ -57,12 +57,7 @@ func (s *Server) programEvents(w http.ResponseWriter, r *http.Request, ss *sessi
 		w.WriteHeader(http.StatusNoContent) // nothing after Last-Event-ID: it had ended
 		return
 	}
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-store")
-	h.Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
-	rc := http.NewResponseController(w)
+	rc := startSSE(w)
 	for {
 		m := stream.Msg()
 		kind := m.GetEvent().GetKind()

@@ -89,12 +89,7 @@ func (s *Server) runEvents(w http.ResponseWriter, r *http.Request, ss *session, 
 		w.WriteHeader(http.StatusNoContent) // nothing after Last-Event-ID: the run had ended
 		return
 	}
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-store")
-	h.Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
-	rc := http.NewResponseController(w)
+	rc := startSSE(w)
 	for {
 		if err := s.sseItem(w, r, ss, a, id, stream.Msg()); err != nil {
 			return
@@ -178,4 +173,15 @@ func writeSSE(w http.ResponseWriter, id, event, data string) error {
 	b.WriteByte('\n')
 	_, err := w.Write([]byte(b.String()))
 	return err
+}
+
+// startSSE answers 200 with the headers of an event stream (no caching, no
+// proxy buffering) and returns the controller that flushes each event.
+func startSSE(w http.ResponseWriter) *http.ResponseController {
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	return http.NewResponseController(w)
 }
