@@ -2,12 +2,9 @@ package connections
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
-	"net/http"
 	"net/url"
 	"slices"
 	"strings"
@@ -16,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
+	"github.com/toolfleet/toolfleet/services/gateway/internal/tokenendpoint"
 )
 
 // Token is an access token handed to one call's worker.
@@ -198,48 +196,19 @@ func (s *Service) refreshGrant(ctx context.Context, p *Provider, refresh, scope 
 	if scope != "" {
 		form.Set("scope", scope)
 	}
-	if p.AuthStyle == AuthStylePost {
-		form.Set("client_id", p.ClientID)
-		if p.secret != "" {
-			form.Set("client_secret", p.secret)
-		}
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.TokenURL, strings.NewReader(form.Encode()))
-	if err != nil {
-		return token{}, "", errors.New("malformed token request")
-	}
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	req.Header.Set("Accept", "application/json")
-	if p.AuthStyle != AuthStylePost {
-		req.SetBasicAuth(url.QueryEscape(p.ClientID), url.QueryEscape(p.secret))
-	}
-	resp, err := s.cfg.HTTPClient.Do(req)
+	c := tokenendpoint.Client{HTTP: s.cfg.HTTPClient, TokenURL: p.TokenURL, ClientID: p.ClientID, Secret: p.secret,
+		PostAuth: p.AuthStyle == AuthStylePost}
+	a, err := c.Post(ctx, form)
 	if err != nil {
 		return token{}, "", redactURLError(err)
 	}
-	defer func() { _ = resp.Body.Close() }()
-	var body struct {
-		AccessToken  string          `json:"access_token"`
-		TokenType    string          `json:"token_type"`
-		ExpiresIn    json.Number     `json:"expires_in"`
-		RefreshToken string          `json:"refresh_token"`
-		Error        string          `json:"error"`
-		Scope        json.RawMessage `json:"scope"`
+	if !a.OK() {
+		return token{}, "", &oauthError{Status: a.Status, Code: a.Error}
 	}
-	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&body); err != nil {
-		return token{}, "", fmt.Errorf("status %d, unreadable answer", resp.StatusCode)
+	if a.AccessToken == "" || len(a.AccessToken) > s.cfg.MaxTokenBytes || len(a.RefreshToken) > s.cfg.MaxTokenBytes {
+		return token{}, "", fmt.Errorf("status %d, no access token or a token over %d bytes", a.Status, s.cfg.MaxTokenBytes)
 	}
-	if resp.StatusCode != http.StatusOK || body.Error != "" {
-		return token{}, "", &oauthError{Status: resp.StatusCode, Code: body.Error}
-	}
-	if body.AccessToken == "" || len(body.AccessToken) > s.cfg.MaxTokenBytes || len(body.RefreshToken) > s.cfg.MaxTokenBytes {
-		return token{}, "", fmt.Errorf("status %d, no access token or a token over %d bytes", resp.StatusCode, s.cfg.MaxTokenBytes)
-	}
-	t := token{Value: body.AccessToken, Type: body.TokenType}
-	if n, err := body.ExpiresIn.Int64(); err == nil && n > 0 {
-		t.Expiry = s.cfg.Now().Add(time.Duration(n) * time.Second)
-	}
-	return t, body.RefreshToken, nil
+	return token{Value: a.AccessToken, Type: a.TokenType, Expiry: a.Expiry(s.cfg.Now())}, a.RefreshToken, nil
 }
 
 // isRevisionConflict reports a compare-and-swap that lost.

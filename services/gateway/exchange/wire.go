@@ -2,21 +2,19 @@ package exchange
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/toolfleet/toolfleet/services/gateway/internal/tokenendpoint"
 )
 
-// Bounds of an authorization server's answer.
-const (
-	maxAnswer     = 1 << 20
-	maxTokenBytes = 16 << 10
-)
+// maxTokenBytes bounds an issued token (the answer itself is bounded by
+// tokenendpoint).
+const maxTokenBytes = 16 << 10
 
 // endpoint is the gateway's client at an authorization server's token
 // endpoint.
@@ -42,22 +40,11 @@ func (e *oauthError) Error() string { return fmt.Sprintf("status %d, error %q", 
 // post sends a token request and reads the issued token. Errors wrap
 // [ErrRefused] or [ErrUnavailable] and carry no token or server text.
 func (e *endpoint) post(ctx context.Context, form url.Values, asked []string) (Token, error) {
-	if e.postStyle {
-		form.Set("client_id", e.clientID)
-		if e.secret != "" {
-			form.Set("client_secret", e.secret)
-		}
+	c := tokenendpoint.Client{HTTP: e.hc, TokenURL: e.tokenURL, ClientID: e.clientID, Secret: e.secret, PostAuth: e.postStyle}
+	a, err := c.Post(ctx, form)
+	if errors.Is(err, tokenendpoint.ErrUnreadable) {
+		return Token{}, fmt.Errorf("%w: %s: %w", ErrUnavailable, e.provider, err)
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, e.tokenURL, strings.NewReader(form.Encode()))
-	if err != nil {
-		return Token{}, fmt.Errorf("%w: %s: malformed token request", ErrUnavailable, e.provider)
-	}
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	req.Header.Set("Accept", "application/json")
-	if !e.postStyle {
-		req.SetBasicAuth(url.QueryEscape(e.clientID), url.QueryEscape(e.secret))
-	}
-	resp, err := e.hc.Do(req)
 	if err != nil {
 		// The exchange runs on its own deadline (Set), not the caller's: a
 		// timeout is the server not answering.
@@ -67,36 +54,22 @@ func (e *endpoint) post(ctx context.Context, form url.Values, asked []string) (T
 		}
 		return Token{}, fmt.Errorf("%w: %s: %w", ErrUnavailable, e.provider, err)
 	}
-	defer func() { _ = resp.Body.Close() }()
-	var body struct {
-		AccessToken string      `json:"access_token"`
-		TokenType   string      `json:"token_type"`
-		ExpiresIn   json.Number `json:"expires_in"`
-		Scope       string      `json:"scope"`
-		Error       string      `json:"error"`
-	}
-	if err := json.NewDecoder(io.LimitReader(resp.Body, maxAnswer)).Decode(&body); err != nil {
-		return Token{}, fmt.Errorf("%w: %s: status %d, unreadable answer", ErrUnavailable, e.provider, resp.StatusCode)
-	}
-	if resp.StatusCode != http.StatusOK || body.Error != "" {
-		oe := &oauthError{status: resp.StatusCode, code: body.Error}
-		if refused(resp.StatusCode, body.Error) {
+	if !a.OK() {
+		oe := &oauthError{status: a.Status, code: a.Error}
+		if refused(a.Status, a.Error) {
 			return Token{}, fmt.Errorf("%w: %s: %w", ErrRefused, e.provider, oe)
 		}
 		return Token{}, fmt.Errorf("%w: %s: %w", ErrUnavailable, e.provider, oe)
 	}
-	if body.AccessToken == "" || len(body.AccessToken) > maxTokenBytes {
+	if a.AccessToken == "" || len(a.AccessToken) > maxTokenBytes {
 		return Token{}, fmt.Errorf("%w: %s: no access token, or one over %d bytes", ErrUnavailable, e.provider, maxTokenBytes)
 	}
-	if body.TokenType != "" && !strings.EqualFold(body.TokenType, "bearer") && !strings.EqualFold(body.TokenType, "N_A") {
-		return Token{}, fmt.Errorf("%w: %s: token type %q is not a bearer token", ErrUnavailable, e.provider, body.TokenType)
+	if a.TokenType != "" && !strings.EqualFold(a.TokenType, "bearer") && !strings.EqualFold(a.TokenType, "N_A") {
+		return Token{}, fmt.Errorf("%w: %s: token type %q is not a bearer token", ErrUnavailable, e.provider, a.TokenType)
 	}
-	t := Token{Value: body.AccessToken, Type: "Bearer", Scopes: asked}
-	if body.Scope != "" {
-		t.Scopes = strings.Fields(body.Scope)
-	}
-	if n, err := body.ExpiresIn.Int64(); err == nil && n > 0 {
-		t.Expiry = e.now().Add(time.Duration(n) * time.Second)
+	t := Token{Value: a.AccessToken, Type: "Bearer", Scopes: asked, Expiry: a.Expiry(e.now())}
+	if granted := a.Scopes(); len(granted) > 0 {
+		t.Scopes = granted
 	}
 	return t, nil
 }
