@@ -219,8 +219,13 @@ func checkKind(t *testing.T, objs []Object, rules Rules, minWorkers int32) {
 	}
 	for _, o := range objs {
 		if d, ok := o.Obj.(*appsv1.Deployment); ok && d.Name == "gateway" {
-			if v := EffectiveEnv(d.Spec.Template.Spec.Containers[0], configMaps)["TOOLFLEET_CONSOLE"]; v != "true" {
+			env := EffectiveEnv(d.Spec.Template.Spec.Containers[0], configMaps)
+			if v := env["TOOLFLEET_CONSOLE"]; v != "true" {
 				t.Errorf("the gateway does not serve the console (TOOLFLEET_CONSOLE=%q)", v)
+			}
+			// Two replicas behind one Service: a browser's session must open on both.
+			if d.Spec.Replicas != nil && *d.Spec.Replicas > 1 && env["TOOLFLEET_CONSOLE_SESSION_KEY_FILE"] == "" {
+				t.Errorf("%d gateway replicas seal console sessions with keys of their own (no TOOLFLEET_CONSOLE_SESSION_KEY_FILE)", *d.Spec.Replicas)
 			}
 		}
 	}
