@@ -77,6 +77,29 @@ func (h *harness) checkConsole(ctx context.Context, stamp string) error {
 	if resp.StatusCode != http.StatusOK || !strings.Contains(page, run) {
 		return fmt.Errorf("GET /console/runs: %s, the page does not list %s", resp.Status, run)
 	}
-	h.figure("signed in with a bearer token; the runs page lists %s (%s)", run, time.Since(begin).Round(10*time.Millisecond))
+	took := time.Since(begin).Round(10 * time.Millisecond)
+	// The session lives in NATS, sealed with the overlay's shared key: each
+	// gateway pod opens it (a Service may send the browser to either).
+	pods, err := h.kubectl(ctx, "get", "pods", "-l", "app.kubernetes.io/component=gateway",
+		"--field-selector", "status.phase=Running", "-o", "name")
+	if err != nil {
+		return err
+	}
+	names := strings.Fields(string(pods))
+	for _, pod := range names {
+		f, err := h.forward(ctx, pod, 8080)
+		if err != nil {
+			return err
+		}
+		base = "http://" + f.addr() + "/console/"
+		resp, page, err = get("runs")
+		if err != nil {
+			return err
+		}
+		if resp.StatusCode != http.StatusOK || !strings.Contains(page, run) {
+			return fmt.Errorf("GET /console/runs on %s with the session made through the Service: %s, the page does not list %s", pod, resp.Status, run)
+		}
+	}
+	h.figure("signed in with a bearer token; the runs page lists %s (%s), with the same session on each of %d gateway pods", run, took, len(names))
 	return nil
 }
