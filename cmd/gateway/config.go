@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/toolfleet/toolfleet/internal/config"
+	"github.com/toolfleet/toolfleet/internal/loopback"
 	"github.com/toolfleet/toolfleet/sdk/jsassets"
 	"github.com/toolfleet/toolfleet/sdk/natsconn"
 	"github.com/toolfleet/toolfleet/services/gateway"
@@ -206,7 +207,7 @@ func (c *Config) validate() error {
 	switch {
 	case c.AuthDisabled && keys > 0:
 		errs = append(errs, errors.New("--auth-disabled and a JWT key source are both set: pick one"))
-	case c.AuthDisabled && !loopback(c.Listen):
+	case c.AuthDisabled && !loopback.Listen(c.Listen):
 		errs = append(errs, fmt.Errorf("--auth-disabled is refused on --listen %s: without tokens the gateway may only listen on loopback", c.Listen))
 	case !c.AuthDisabled && keys != 1:
 		errs = append(errs, errors.New("auth needs exactly one of --jwt-hs256-secret-file, --jwt-jwks-file, --jwt-jwks-url (or --auth-disabled on a loopback --listen)"))
@@ -284,16 +285,6 @@ func (c *Config) validate() error {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
-}
-
-// loopback reports whether a listen address binds only to loopback.
-func loopback(listen string) bool {
-	host, _, err := net.SplitHostPort(listen)
-	if err != nil {
-		return false
-	}
-	ip := net.ParseIP(host)
-	return host == "localhost" || (ip != nil && ip.IsLoopback())
 }
 
 func hasScheme(url string, schemes ...string) bool {

@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/pflag"
 
+	"github.com/toolfleet/toolfleet/internal/loopback"
 	"github.com/toolfleet/toolfleet/services/console"
 	"github.com/toolfleet/toolfleet/services/gateway"
 )
@@ -43,7 +44,7 @@ func (c consoleConfig) validate(cfg *Config) error {
 		return nil
 	}
 	// Off loopback the request's Host header must not choose the callback.
-	if err := c.OIDC.Validate(!loopback(cfg.Listen)); err != nil {
+	if err := c.OIDC.Validate(!loopback.Listen(cfg.Listen)); err != nil {
 		return err
 	}
 	if c.OIDC.Enabled() && cfg.JWKSFile == "" && cfg.JWKSURL == "" {

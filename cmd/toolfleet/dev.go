@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
 	"time"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/toolfleet/toolfleet/internal/config"
 	"github.com/toolfleet/toolfleet/internal/devstack"
+	"github.com/toolfleet/toolfleet/internal/loopback"
 	"github.com/toolfleet/toolfleet/internal/natsx"
 	"github.com/toolfleet/toolfleet/internal/telemetry"
 	"github.com/toolfleet/toolfleet/orchestrator/agent"
@@ -90,7 +90,7 @@ func (c devConfig) validate() error {
 	if c.Namespace == "" {
 		return fmt.Errorf("--namespace must not be empty")
 	}
-	if c.JWTSecret == "" && !isLoopback(c.Host) {
+	if c.JWTSecret == "" && !loopback.Host(c.Host) {
 		return fmt.Errorf("--host %s is not loopback: the gateway needs auth, set --gateway-jwt-secret", c.Host)
 	}
 	if err := c.OIDC.validate(c.JWTSecret); err != nil {
@@ -444,13 +444,4 @@ func (s *devServices) stop() error {
 	s.creds.Close()
 	s.closeConsole()
 	return err
-}
-
-// isLoopback reports whether host (a name or an address) is loopback only.
-func isLoopback(host string) bool {
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/toolfleet/toolfleet/internal/config"
 	"github.com/toolfleet/toolfleet/internal/hydralogin"
+	"github.com/toolfleet/toolfleet/internal/loopback"
 )
 
 // newDevHydraLoginCommand is `toolfleet dev hydra-login`: the login and
@@ -36,7 +37,7 @@ person decided. It listens only on loopback.
 			return config.ApplyEnv(cmd.Flags(), "TOOLFLEET_HYDRA_LOGIN")
 		},
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if !hydralogin.IsLoopbackHost(listen) {
+			if !loopback.Listen(listen) {
 				return fmt.Errorf("--listen %s: the development login app checks no password, so it listens only on loopback (e.g. 127.0.0.1:3000)", listen)
 			}
 			admin, err := hydralogin.NewAdmin(adminURL, nil)

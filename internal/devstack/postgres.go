@@ -22,6 +22,8 @@ import (
 	"go.temporal.io/server/common/resolver"
 	"go.temporal.io/server/schema"
 	pgschema "go.temporal.io/server/schema/postgresql/v12"
+
+	"github.com/toolfleet/toolfleet/internal/loopback"
 )
 
 // PostgresStore is a PostgreSQL server that holds Temporal's two stores: the
@@ -94,7 +96,7 @@ func withDefaults(st *PostgresStore) *PostgresStore {
 		st.VisibilityDatabase = "temporal_visibility"
 	}
 	if _, ok := st.ConnectAttributes["sslmode"]; !ok {
-		if host, _, err := net.SplitHostPort(st.Address); err == nil && isLoopback(host) {
+		if host, _, err := net.SplitHostPort(st.Address); err == nil && loopback.Host(host) {
 			if st.ConnectAttributes == nil {
 				st.ConnectAttributes = map[string]string{}
 			}
@@ -102,14 +104,6 @@ func withDefaults(st *PostgresStore) *PostgresStore {
 		}
 	}
 	return st
-}
-
-func isLoopback(host string) bool {
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }
 
 // sqlConfigs are the server's default and visibility store configurations.

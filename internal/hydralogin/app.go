@@ -8,12 +8,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"regexp"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/toolfleet/toolfleet/internal/loopback"
 )
 
 // subjectPattern is what a name typed on the login page may be.
@@ -65,7 +66,7 @@ func (a *App) Handler() http.Handler {
 // the headers every page has.
 func guard(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !IsLoopbackHost(r.Host) {
+		if !loopback.Host(r.Host) {
 			http.Error(w, "this development login app answers only on a loopback address", http.StatusMisdirectedRequest)
 			return
 		}
@@ -76,21 +77,6 @@ func guard(next http.Handler) http.Handler {
 		h.Set("Cache-Control", "no-store")
 		next.ServeHTTP(w, r)
 	})
-}
-
-// IsLoopbackHost reports whether hostport (a Host header or a listen
-// address) names localhost or a loopback IP.
-func IsLoopbackHost(hostport string) bool {
-	host := hostport
-	if h, _, err := net.SplitHostPort(hostport); err == nil {
-		host = h
-	}
-	host = strings.Trim(host, "[]")
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }
 
 func (a *App) home(w http.ResponseWriter, r *http.Request) {

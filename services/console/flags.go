@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"github.com/spf13/pflag"
+
+	"github.com/toolfleet/toolfleet/internal/loopback"
 )
 
 // OIDCFlags are the console's OpenID Connect sign-in settings as command-line
@@ -99,7 +101,7 @@ func HTTPSOrLoopback(flag, raw string) error {
 	if err != nil || u.Host == "" {
 		return fmt.Errorf("%s %q: not a URL", flag, raw)
 	}
-	if u.Scheme == "https" || (u.Scheme == "http" && loopbackHost(u.Hostname())) {
+	if u.Scheme == "https" || (u.Scheme == "http" && loopback.Host(u.Hostname())) {
 		return nil
 	}
 	return fmt.Errorf("%s %q: https only, or http on a loopback host", flag, raw)

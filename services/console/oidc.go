@@ -156,7 +156,7 @@ func (o *oidcSignin) redirectURL(r *http.Request) string {
 		return o.cfg.RedirectURL
 	}
 	scheme := "https"
-	if loopback(r) {
+	if plainLoopback(r) {
 		scheme = "http"
 	}
 	return scheme + "://" + r.Host + Prefix + "oidc/callback"
@@ -188,7 +188,7 @@ func (s *Server) oidcStart(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	http.SetCookie(w, &http.Cookie{Name: flowCookie, Value: value, Path: Prefix + "oidc/", HttpOnly: true,
-		SameSite: http.SameSiteLaxMode, Secure: !loopback(r), MaxAge: int(flowTTL / time.Second)})
+		SameSite: http.SameSiteLaxMode, Secure: !plainLoopback(r), MaxAge: int(flowTTL / time.Second)})
 	opts := []oauth2.AuthCodeOption{oauth2.S256ChallengeOption(f.Verifier), oidc.Nonce(f.Nonce)}
 	if o.cfg.Audience != "" {
 		opts = append(opts, oauth2.SetAuthURLParam("audience", o.cfg.Audience))
@@ -209,7 +209,7 @@ func (s *Server) oidcCallback(w http.ResponseWriter, r *http.Request) {
 	o := s.oidc
 	// The flow cookie is single-use: a replayed callback finds none.
 	http.SetCookie(w, &http.Cookie{Name: flowCookie, Value: "", Path: Prefix + "oidc/", HttpOnly: true,
-		SameSite: http.SameSiteLaxMode, Secure: !loopback(r), MaxAge: -1})
+		SameSite: http.SameSiteLaxMode, Secure: !plainLoopback(r), MaxAge: -1})
 	c, err := r.Cookie(flowCookie)
 	if err != nil {
 		s.fail(w, r, nil, http.StatusBadRequest, errSignin)

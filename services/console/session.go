@@ -7,10 +7,10 @@ import (
 	"crypto/subtle"
 	"encoding/base64"
 	"errors"
-	"net"
 	"net/http"
-	"strings"
 	"time"
+
+	"github.com/toolfleet/toolfleet/internal/loopback"
 )
 
 // CookieName is the console's session cookie. It holds only a random session
@@ -136,7 +136,7 @@ func (s *sessions) start(w http.ResponseWriter, r *http.Request, fill func(*sess
 
 func (s *sessions) setCookie(w http.ResponseWriter, r *http.Request, ss *session) {
 	http.SetCookie(w, &http.Cookie{Name: CookieName, Value: ss.id, Path: Prefix, HttpOnly: true,
-		SameSite: http.SameSiteStrictMode, Secure: !loopback(r), Expires: ss.expires})
+		SameSite: http.SameSiteStrictMode, Secure: !plainLoopback(r), Expires: ss.expires})
 }
 
 // end forgets r's session everywhere and clears its cookie.
@@ -145,7 +145,7 @@ func (s *sessions) end(w http.ResponseWriter, r *http.Request) {
 		_ = s.store.remove(r.Context(), id)
 	}
 	http.SetCookie(w, &http.Cookie{Name: CookieName, Value: "", Path: Prefix, HttpOnly: true,
-		SameSite: http.SameSiteStrictMode, Secure: !loopback(r), MaxAge: -1})
+		SameSite: http.SameSiteStrictMode, Secure: !plainLoopback(r), MaxAge: -1})
 }
 
 // validCSRF reports whether r's form carries ss's CSRF token.
@@ -154,24 +154,11 @@ func validCSRF(r *http.Request, ss *session) bool {
 	return ss != nil && got != "" && subtle.ConstantTimeCompare([]byte(got), []byte(ss.csrf)) == 1
 }
 
-// loopback reports whether r came over plain HTTP to a loopback host, where
+// plainLoopback reports whether r came over plain HTTP to a loopback host, where
 // a Secure cookie would never be sent back; everywhere else it is Secure.
-func loopback(r *http.Request) bool {
+func plainLoopback(r *http.Request) bool {
 	if r.TLS != nil {
 		return false
 	}
-	host := r.Host
-	if h, _, err := net.SplitHostPort(host); err == nil {
-		host = h
-	}
-	return loopbackHost(strings.Trim(host, "[]"))
-}
-
-// loopbackHost reports whether host (a name or an address) is loopback only.
-func loopbackHost(host string) bool {
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
+	return loopback.Host(r.Host)
 }

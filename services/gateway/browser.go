@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/toolfleet/toolfleet/internal/loopback"
 	"github.com/toolfleet/toolfleet/services/gateway/oxp"
 )
 
@@ -59,23 +60,10 @@ func (g *Gateway) browserSafe(next http.Handler) http.Handler {
 // must be a loopback name (DNS-rebinding defence); other listeners accept any Host.
 func hostAllowed(r *http.Request) bool {
 	local, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
-	if !ok || local == nil || !loopback(local.String()) {
+	if !ok || local == nil || !loopback.Listen(local.String()) {
 		return true
 	}
-	return loopbackHost(r.Host)
-}
-
-// loopbackHost reports whether host (with or without a port) names loopback.
-func loopbackHost(host string) bool {
-	if h, _, err := net.SplitHostPort(host); err == nil {
-		host = h
-	}
-	host = strings.Trim(host, "[]")
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
+	return loopback.Host(r.Host)
 }
 
 // originAllowed reports whether a request's Origin may use /mcp: no Origin
@@ -95,5 +83,5 @@ func originAllowed(r *http.Request, allowed []string) bool {
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") {
 		return false
 	}
-	return strings.EqualFold(u.Host, r.Host) && loopbackHost(u.Host) == loopbackHost(r.Host)
+	return strings.EqualFold(u.Host, r.Host) && loopback.Host(u.Host) == loopback.Host(r.Host)
 }

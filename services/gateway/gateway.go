@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
+	"github.com/toolfleet/toolfleet/internal/loopback"
 	"github.com/toolfleet/toolfleet/services/gateway/auth"
 	"github.com/toolfleet/toolfleet/services/gateway/clientinput"
 	"github.com/toolfleet/toolfleet/services/gateway/idempotency"
@@ -73,7 +74,7 @@ type Gateway struct {
 // as long as the gateway).
 func New(ctx context.Context, cfg Config) (*Gateway, error) {
 	cfg.defaults()
-	if cfg.Auth.Disabled && !loopback(cfg.Listen) {
+	if cfg.Auth.Disabled && !loopback.Listen(cfg.Listen) {
 		return nil, fmt.Errorf("%w (listen %s)", ErrAuthOffNotLoopback, cfg.Listen)
 	}
 	if err := cfg.Assets.Validate(); err != nil {
@@ -132,19 +133,6 @@ func New(ctx context.Context, cfg Config) (*Gateway, error) {
 	}
 	g.grpc, g.health = g.newGRPCServer()
 	return g, nil
-}
-
-// loopback reports whether a listen address binds only to loopback.
-func loopback(listen string) bool {
-	host, _, err := net.SplitHostPort(listen)
-	if err != nil {
-		return false
-	}
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }
 
 // Ready is closed once Run listens; Addr is valid from then on.

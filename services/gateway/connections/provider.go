@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/oauth2"
 
+	"github.com/toolfleet/toolfleet/internal/loopback"
 	"github.com/toolfleet/toolfleet/sdk/tool/contract"
 )
 
@@ -130,7 +131,7 @@ func (p *Provider) resolve(ctx context.Context, hc *http.Client) error {
 			continue // an exchange provider has no browser flow
 		}
 		pu, err := url.Parse(u)
-		if err != nil || (pu.Scheme != "https" && !(pu.Scheme == "http" && isLoopback(pu.Hostname()))) || pu.Host == "" {
+		if err != nil || (pu.Scheme != "https" && !(pu.Scheme == "http" && loopback.Host(pu.Hostname()))) || pu.Host == "" {
 			return fmt.Errorf("%w: provider %s: %s %q must be an https URL (http only on loopback)", ErrConfig, p.Name, what, u)
 		}
 	}
@@ -184,10 +185,6 @@ func cmpOr(a, b string) string {
 		return a
 	}
 	return b
-}
-
-func isLoopback(host string) bool {
-	return host == "localhost" || host == "127.0.0.1" || host == "::1"
 }
 
 // oauth returns the OAuth client configuration for scopes, redirecting to

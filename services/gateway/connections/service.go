@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/toolfleet/toolfleet/internal/loopback"
 )
 
 // Defaults of [Config].
@@ -117,7 +119,7 @@ func New(ctx context.Context, js jetstream.JetStream, cfg Config) (*Service, err
 		return nil, fmt.Errorf("%w: no key ring", ErrConfig)
 	}
 	u, err := url.Parse(cfg.PublicURL)
-	if err != nil || (u.Scheme != "https" && !(u.Scheme == "http" && isLoopback(u.Hostname()))) || u.Host == "" || (u.Path != "" && u.Path != "/") {
+	if err != nil || (u.Scheme != "https" && !(u.Scheme == "http" && loopback.Host(u.Hostname()))) || u.Host == "" || (u.Path != "" && u.Path != "/") {
 		return nil, fmt.Errorf("%w: public URL %q must be an https origin (http only on loopback)", ErrConfig, cfg.PublicURL)
 	}
 	cfg.PublicURL = strings.TrimSuffix(cfg.PublicURL, "/")
