@@ -396,7 +396,12 @@ func TestPythonWorkerCallJournalWithoutPermission(t *testing.T) {
 	if d := time.Since(began); d > time.Second {
 		t.Errorf("the refusal took %v; want no timeout's wait", d)
 	}
-	if !strings.Contains(jw.w.out.String(), "Permissions Violation for Publish") {
-		t.Errorf("the worker did not log the violation:\n%s", jw.w.out.String())
+	// The worker's output reaches the test through a pipe: wait for the line.
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(jw.w.out.String(), "Permissions Violation for Publish"); {
+		if time.Now().After(deadline) {
+			t.Errorf("the worker did not log the violation:\n%s", jw.w.out.String())
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
