@@ -200,7 +200,7 @@ func (s *Service) refreshGrant(ctx context.Context, p *Provider, refresh, scope 
 		PostAuth: p.AuthStyle == AuthStylePost}
 	a, err := c.Post(ctx, form)
 	if err != nil {
-		return token{}, "", redactURLError(err)
+		return token{}, "", err
 	}
 	if !a.OK() {
 		return token{}, "", &oauthError{Status: a.Status, Code: a.Error}

@@ -2,7 +2,6 @@ package exchange
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -42,16 +41,9 @@ func (e *oauthError) Error() string { return fmt.Sprintf("status %d, error %q", 
 func (e *endpoint) post(ctx context.Context, form url.Values, asked []string) (Token, error) {
 	c := tokenendpoint.Client{HTTP: e.hc, TokenURL: e.tokenURL, ClientID: e.clientID, Secret: e.secret, PostAuth: e.postStyle}
 	a, err := c.Post(ctx, form)
-	if errors.Is(err, tokenendpoint.ErrUnreadable) {
-		return Token{}, fmt.Errorf("%w: %s: %w", ErrUnavailable, e.provider, err)
-	}
 	if err != nil {
 		// The exchange runs on its own deadline (Set), not the caller's: a
 		// timeout is the server not answering.
-		var ue *url.Error
-		if errors.As(err, &ue) {
-			err = ue.Err // the URL is the operator's, but keep errors short and form-free
-		}
 		return Token{}, fmt.Errorf("%w: %s: %w", ErrUnavailable, e.provider, err)
 	}
 	if !a.OK() {

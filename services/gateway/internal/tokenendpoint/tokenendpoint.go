@@ -77,8 +77,8 @@ func (a Answer) Expiry(now time.Time) time.Time {
 }
 
 // Post sends form (the grant and its parameters) with the client's
-// authentication. A transport failure is returned as the HTTP client gave it
-// (callers redact the URL they show); an answer that is not JSON is
+// authentication. A transport failure is its cause without the URL; an
+// answer that is not JSON is
 // [ErrUnreadable]. An error answer is not an error here: see [Answer.OK].
 func (c Client) Post(ctx context.Context, form url.Values) (Answer, error) {
 	if c.PostAuth {
@@ -98,7 +98,13 @@ func (c Client) Post(ctx context.Context, form url.Values) (Answer, error) {
 	}
 	resp, err := c.HTTP.Do(req)
 	if err != nil {
-		return Answer{}, err
+		// The cause without the URL: errors reach logs and callers, and the
+		// provider's name says which endpoint it was.
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return Answer{}, fmt.Errorf("post to the token endpoint: %w", err)
 	}
 	defer func() { _ = resp.Body.Close() }()
 	var body struct {

@@ -68,4 +68,11 @@ func TestPost(t *testing.T) {
 	if _, err = c.Post(t.Context(), url.Values{}); !errors.Is(err, ErrUnreadable) || strings.Contains(err.Error(), "secret") {
 		t.Errorf("HTML answer: %v, want ErrUnreadable without the body", err)
 	}
+
+	// A transport failure keeps its cause, not the URL.
+	srv.Close()
+	c.TokenURL = srv.URL + "/token?tenant=x"
+	if _, err = c.Post(t.Context(), url.Values{}); err == nil || strings.Contains(err.Error(), "tenant") || strings.Contains(err.Error(), srv.URL) {
+		t.Errorf("transport failure: %v, want the cause without the URL", err)
+	}
 }
