@@ -190,6 +190,23 @@ func TestProgramQuestions(t *testing.T) {
 			t.Fatalf("the program did not end after the answers: %v", st.Msg)
 		}
 	}
+	// The page's detail tells the rounds that asked from the one that answered.
+	det, err := tn.alicePrograms.GetProgram(ctx, connect.NewRequest(&toolfleetv1.GetProgramRequest{ProgramId: id, Detail: true}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var asked []string
+	for _, c := range det.Msg.GetDetail().GetCalls() {
+		if len(c.GetAsked()) > 0 {
+			if c.GetResultJson() != "" || c.GetError() != nil {
+				t.Errorf("a round that asked %v also has a result or an error: %v", c.GetAsked(), c)
+			}
+			asked = append(asked, c.GetAsked()...)
+		}
+	}
+	if strings.Join(asked, ",") != "step1,step2" {
+		t.Errorf("rounds asked %v, want [step1 step2] (the detail's calls: %v)", asked, det.Msg.GetDetail().GetCalls())
+	}
 }
 
 // TestProgramPartialAnswers: a tool asks two questions in one round; answered

@@ -45,6 +45,10 @@ func (s *Service) detail(ctx context.Context, id string, steps uint64) (*toolfle
 				pc.ResultJson = r.ValueJSON
 			} else if r.Error != nil {
 				pc.Error = &toolfleetv1.ProgramError{Kind: string(r.Error.Kind.ForProgram()), Message: r.Error.Message}
+			} else if r.Asked != nil {
+				for _, q := range r.Asked.Requests {
+					pc.Asked = append(pc.Asked, q.Key)
+				}
 			}
 		}
 		out.Calls = append(out.Calls, pc)

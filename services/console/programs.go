@@ -77,6 +77,8 @@ func (s *Server) programsPage(w http.ResponseWriter, r *http.Request, ss *sessio
 // callView is one tool call of a program's page.
 type callView struct {
 	CallID, ToolID, Input, Result, ErrorKind, Error, Failure string
+	// Asked: this round asked the caller these keys (answered in a later round).
+	Asked []string
 	Approver, Scheduled, Took                                string
 	Attempts                                                 int32
 	Running                                                  bool
@@ -134,7 +136,7 @@ func programData(ctx context.Context, ss *session, a *apis, id string, refused *
 	for _, c := range d.GetCalls() {
 		v := callView{CallID: c.GetCallId(), ToolID: c.GetToolId(), Input: prettyJSON(c.GetInputJson()), Result: prettyJSON(c.GetResultJson()),
 			Failure: c.GetFailure(), Approver: c.GetApprover(), Attempts: c.GetAttempts(), Scheduled: when(c.GetScheduledAt()),
-			Running: c.GetEndedAt() == nil}
+			Running: c.GetEndedAt() == nil, Asked: c.GetAsked()}
 		if e := c.GetError(); e != nil {
 			v.ErrorKind, v.Error = e.GetKind(), e.GetMessage()
 		}

@@ -871,7 +871,11 @@ type ProgramCall struct {
 	ScheduledAt *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=scheduled_at,json=scheduledAt,proto3" json:"scheduled_at,omitempty"`
 	EndedAt     *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=ended_at,json=endedAt,proto3" json:"ended_at,omitempty"`
 	// Who approved the call, when it needed approval.
-	Approver      string `protobuf:"bytes,10,opt,name=approver,proto3" json:"approver,omitempty"`
+	Approver string `protobuf:"bytes,10,opt,name=approver,proto3" json:"approver,omitempty"`
+	// This round of the call ended with the tool asking its caller (the keys
+	// it asked; a question, or a connection it needs): the call goes on in a
+	// later round with the same call_id once answered.
+	Asked         []string `protobuf:"bytes,11,rep,name=asked,proto3" json:"asked,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -974,6 +978,13 @@ func (x *ProgramCall) GetApprover() string {
 		return x.Approver
 	}
 	return ""
+}
+
+func (x *ProgramCall) GetAsked() []string {
+	if x != nil {
+		return x.Asked
+	}
+	return nil
 }
 
 type WatchProgramRequest struct {
@@ -1860,7 +1871,7 @@ const file_toolfleet_v1_program_proto_rawDesc = "" +
 	"\x05calls\x18\x06 \x03(\v2\x19.toolfleet.v1.ProgramCallR\x05calls\x12'\n" +
 	"\x0fcalls_truncated\x18\a \x01(\bR\x0ecallsTruncated\x12\x14\n" +
 	"\x05steps\x18\b \x01(\x04R\x05steps\x12:\n" +
-	"\ttool_call\x18\t \x01(\v2\x1d.toolfleet.v1.ProgramToolCallR\btoolCall\"\xf9\x02\n" +
+	"\ttool_call\x18\t \x01(\v2\x1d.toolfleet.v1.ProgramToolCallR\btoolCall\"\x8f\x03\n" +
 	"\vProgramCall\x12\x17\n" +
 	"\acall_id\x18\x01 \x01(\tR\x06callId\x12\x17\n" +
 	"\atool_id\x18\x02 \x01(\tR\x06toolId\x12\x1d\n" +
@@ -1874,7 +1885,8 @@ const file_toolfleet_v1_program_proto_rawDesc = "" +
 	"\fscheduled_at\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\vscheduledAt\x125\n" +
 	"\bended_at\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\aendedAt\x12\x1a\n" +
 	"\bapprover\x18\n" +
-	" \x01(\tR\bapprover\"[\n" +
+	" \x01(\tR\bapprover\x12\x14\n" +
+	"\x05asked\x18\v \x03(\tR\x05asked\"[\n" +
 	"\x13WatchProgramRequest\x12\x1d\n" +
 	"\n" +
 	"program_id\x18\x01 \x01(\tR\tprogramId\x12%\n" +
