@@ -78,10 +78,10 @@ func (s *Server) programsPage(w http.ResponseWriter, r *http.Request, ss *sessio
 type callView struct {
 	CallID, ToolID, Input, Result, ErrorKind, Error, Failure string
 	// Asked: this round asked the caller these keys (answered in a later round).
-	Asked []string
-	Approver, Scheduled, Took                                string
-	Attempts                                                 int32
-	Running                                                  bool
+	Asked                     []string
+	Approver, Scheduled, Took string
+	Attempts                  int32
+	Running                   bool
 }
 
 // limitView is one limit of a program with what it used.
