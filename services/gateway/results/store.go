@@ -94,6 +94,7 @@ const (
 // Store is the result store of a gateway.
 type Store struct {
 	cfg Config
+	js  jetstream.JetStream
 	obs jetstream.ObjectStore
 }
 
@@ -113,7 +114,7 @@ func New(ctx context.Context, js jetstream.JetStream, cfg Config) (*Store, error
 	if err != nil {
 		return nil, fmt.Errorf("results: %w", err)
 	}
-	return &Store{cfg: cfg, obs: obs}, nil
+	return &Store{cfg: cfg, js: js, obs: obs}, nil
 }
 
 // Config returns the store's configuration with defaults applied.
@@ -178,7 +179,8 @@ func isFull(err error) bool {
 }
 
 // Open returns the result id of owner, to be read and closed by the caller
-// before ctx ends (reading stops with an error when it does). Errors:
+// before ctx ends (a Read waiting for the store returns ctx's error when it
+// does). Errors:
 // [ErrInvalidID] (before the store is asked), [ErrNotFound], [ErrUnavailable].
 func (s *Store) Open(ctx context.Context, owner, id string) (*Object, error) {
 	if !ValidID(id) {
@@ -197,27 +199,14 @@ func (s *Store) Open(ctx context.Context, owner, id string) (*Object, error) {
 	if md[metaOwner] != owner || perr != nil || time.Now().UnixMilli() >= expires {
 		return nil, ErrNotFound
 	}
-	r, err := s.obs.Get(ctx, id)
-	switch {
-	case errors.Is(err, jetstream.ErrObjectNotFound):
+	if info.Opts != nil && info.Opts.Link != nil { // Put never links: not a result
 		return nil, ErrNotFound
-	case err != nil:
+	}
+	r, err := s.openChunks(ctx, info)
+	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
-	// A chunk that never comes (expired while being read) would block a Read
-	// forever: closing the result at ctx's end unblocks it.
-	stop := context.AfterFunc(ctx, func() { _ = r.Close() })
-	return &Object{ReadCloser: &object{ObjectResult: r, stop: stop}, ContentType: md[metaType], Size: int64(info.Size)}, nil
-}
-
-type object struct {
-	jetstream.ObjectResult
-	stop func() bool
-}
-
-func (o *object) Close() error {
-	o.stop()
-	return o.ObjectResult.Close()
+	return &Object{ReadCloser: r, ContentType: md[metaType], Size: int64(info.Size)}, nil
 }
 
 // preview returns the first bytes of data, at most PreviewBytes, cut at a
