@@ -12,8 +12,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolfleet/toolfleet/internal/natsx/natstest"
-	"github.com/toolfleet/toolfleet/services/gateway/results"
 	"github.com/toolfleet/toolfleet/sdk/jsassets"
+	"github.com/toolfleet/toolfleet/services/gateway/results"
 )
 
 func newStore(t *testing.T) (*results.Store, jetstream.JetStream) {
