@@ -67,6 +67,7 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger, started chan<- *ga
 		return err
 	}
 	defer creds.Close()
+	creds.ResumeWith(&orch.agents, &orch.programs)
 	mounts := append(orch.mounts(), creds.Mounts()...)
 	gcfg, err := cfg.gatewayConfig(log, append(mounts, consoleMounts(cons)...))
 	if err != nil {

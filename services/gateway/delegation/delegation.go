@@ -98,6 +98,15 @@ func (w *Wiring) Exchange() gateway.Exchanger {
 	return w.exchange
 }
 
+// ResumeWith sets what a connection made through the browser flow resumes
+// (connections.Resumer: the runs' and programs' services); call it before
+// the gateway serves.
+func (w *Wiring) ResumeWith(rs ...connections.Resumer) {
+	if w.svc != nil {
+		w.svc.ResumeWith(rs...)
+	}
+}
+
 // Serving lets the ConnectionService authenticate callers with g, once g exists.
 func (w *Wiring) Serving(g *gateway.Gateway) { w.gw.Store(g) }
 
