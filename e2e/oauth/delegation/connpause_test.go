@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -340,9 +341,13 @@ func TestRunWaitsForConnection(t *testing.T) {
 	if !strings.Contains(hay, "profile of alice@acme") || !strings.Contains(hay, callID) {
 		t.Fatal("the haystack misses the run's result: the grep would prove nothing")
 	}
-	for _, tok := range tokens {
+	access, refresh := f.tap.tokens()
+	if len(refresh) == 0 || len(access) == 0 {
+		t.Fatal("the provider issued no refresh token: the grep would miss them")
+	}
+	for _, tok := range slices.Concat(tokens, access, refresh) {
 		if strings.Contains(hay, tok) {
-			t.Fatal("a token Hydra issued appears in a history, transcript, event or log")
+			t.Fatal("a token Hydra issued (access or refresh) appears in a history, transcript, event or log")
 		}
 	}
 	// The grep can fail: a token planted in the run events is found.
@@ -452,9 +457,13 @@ func TestProgramWaitsForConnection(t *testing.T) {
 	b.WriteString(streamText(t, f.js, toolcall.DefaultEventStream, ""))
 	b.WriteString(streamText(t, f.js, gateway.DefaultEventStream, ""))
 	b.WriteString(f.logs.String())
-	for _, tok := range tokens {
+	access, refresh := f.tap.tokens()
+	if len(refresh) == 0 || len(access) == 0 {
+		t.Fatal("the provider issued no refresh token: the grep would miss them")
+	}
+	for _, tok := range slices.Concat(tokens, access, refresh) {
 		if strings.Contains(b.String(), tok) {
-			t.Fatal("a token Hydra issued appears in a history, event or log")
+			t.Fatal("a token Hydra issued (access or refresh) appears in a history, event or log")
 		}
 	}
 }
