@@ -52,6 +52,9 @@ func Open(ctx context.Context, file, natsURL string, natsOpts natsconn.Options, 
 	if len(cfg.Providers) == 0 {
 		return w, nil // exchange providers only: nothing to connect to, nothing stored
 	}
+	if natsURL == "" {
+		return nil, fmt.Errorf("--connections-file: its providers need --nats-url: principals' connections are kept in a NATS KV bucket (exchange providers alone need none)")
+	}
 	svc, closeFn, err := connections.Open(ctx, cfg, natsURL, natsOpts, assets, log)
 	if err != nil {
 		return nil, fmt.Errorf("--connections-file: %w", err)
