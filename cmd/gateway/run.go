@@ -73,7 +73,7 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger, started chan<- *ga
 	if err != nil {
 		return err
 	}
-	gcfg.MCPTasks = orch.mcpTasks()
+	gcfg.MCPTasks = orch.mcpTasks(creds.API())
 	gcfg.Connections = creds.Tokens()
 	gcfg.Exchange = creds.Exchange()
 	g, err := gateway.New(ctx, gcfg)

@@ -85,6 +85,10 @@ func (w *Wiring) Mounts() []gateway.Mount {
 	}
 }
 
+// API is the ConnectionService in process (MCP tasks make connect links
+// with it), nil without connections.
+func (w *Wiring) API() *connections.API { return w.api }
+
 // Tokens is gateway.Config.Connections: nil without a connections file.
 func (w *Wiring) Tokens() gateway.TokenSource {
 	if w.svc == nil {
