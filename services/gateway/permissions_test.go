@@ -51,7 +51,7 @@ var (
 		"$JS.API.DIRECT.GET.OBJ_toolfleet_results.>",
 		"$JS.API.CONSUMER.CREATE.OBJ_toolfleet_results.>",
 		"$JS.API.CONSUMER.DELETE.OBJ_toolfleet_results.>",
-		"$JS.FC.OBJ_toolfleet_results.>", // flow control of a large fetch
+		"$JS.API.CONSUMER.MSG.NEXT.OBJ_toolfleet_results.>", // pulling a result's chunks
 		"$KV.toolfleet_input_key.>",
 		"$JS.API.STREAM.INFO.KV_toolfleet_input_key",
 		"$JS.API.STREAM.CREATE.KV_toolfleet_input_key",

@@ -43,6 +43,9 @@ func (s *Store) openChunks(ctx context.Context, info *jetstream.ObjectInfo) (io.
 	}
 	cons, err := s.js.OrderedConsumer(ctx, fmt.Sprintf(objectStream, s.cfg.Bucket), jetstream.OrderedConsumerConfig{
 		FilterSubjects: []string{fmt.Sprintf(objectChunkSub, s.cfg.Bucket, info.NUID)},
+		// A consumer that cannot be made again (its permission missing, the
+		// stream gone) ends the read instead of being re-made until ctx ends.
+		MaxResetAttempts: 3,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("results: chunk consumer: %w", err)
