@@ -1,6 +1,6 @@
 // Command kind is `make kind-test`: it proves a toolfleet fleet on the current
 // kube context as a user would use it. It brings the fleet up with `tilt ci`
-// (overlay k8s/overlays/$OVERLAY, kind or kind-ha), then, through kubectl
+// (overlay k8s/overlays/$OVERLAY, kind, kind-ha or kind-hydra), then, through kubectl
 // port-forwards and with a bearer token signed with the kind overlays'
 // dev-only secret:
 //
