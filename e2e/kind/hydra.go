@@ -45,7 +45,7 @@ var (
 // `toolfleet dev hydra-login` runs on a developer's host), the gateway's
 // callback (code + PKCE, the token endpoint reached in the cluster) — then
 // both gateway pods list the connection (it lives in the shared KV bucket),
-// and after a revoke neither does.
+// another principal lists none, and after a revoke neither pod lists it.
 func (h *harness) checkHydraConnect(ctx context.Context) error {
 	if _, err := h.kubectl(ctx, "get", "deployment", "hydra"); err != nil {
 		if strings.Contains(err.Error(), "NotFound") {
@@ -101,7 +101,7 @@ func (h *harness) checkHydraConnect(ctx context.Context) error {
 		},
 	}}
 
-	conns := h.connections(h.fleet.gateway)
+	conns := h.connections(h.fleet.gateway, h.fleet.token)
 	// A connection left by an earlier run would make the list below prove nothing.
 	if _, err := conns.RevokeConnection(ctx, connect.NewRequest(&toolfleetv1.RevokeConnectionRequest{Provider: acmeProvider})); err != nil {
 		return fmt.Errorf("revoke an earlier acme connection: %w", err)
@@ -165,7 +165,7 @@ func (h *harness) checkHydraConnect(ctx context.Context) error {
 			if err != nil {
 				return err
 			}
-			list, err := h.connections(f).ListConnections(ctx, connect.NewRequest(&toolfleetv1.ListConnectionsRequest{}))
+			list, err := h.connections(f, h.fleet.token).ListConnections(ctx, connect.NewRequest(&toolfleetv1.ListConnectionsRequest{}))
 			f.close()
 			if err != nil {
 				return fmt.Errorf("ListConnections on %s: %w", name, err)
@@ -186,6 +186,18 @@ func (h *harness) checkHydraConnect(ctx context.Context) error {
 	if err := listed(true); err != nil {
 		return err
 	}
+	// Another principal of the same gateways sees none of it.
+	other, err := h.signToken(ctx, "kind-test-other", []string{"tools:call"})
+	if err != nil {
+		return err
+	}
+	theirs, err := h.connections(h.fleet.gateway, other).ListConnections(ctx, connect.NewRequest(&toolfleetv1.ListConnectionsRequest{}))
+	if err != nil {
+		return fmt.Errorf("ListConnections as another principal: %w", err)
+	}
+	if n := len(theirs.Msg.GetConnections()); n != 0 {
+		return fmt.Errorf("another principal lists %d connection(s), want none", n)
+	}
 	rv, err := conns.RevokeConnection(ctx, connect.NewRequest(&toolfleetv1.RevokeConnectionRequest{Provider: acmeProvider}))
 	if err != nil {
 		return fmt.Errorf("RevokeConnection(acme): %w", err)
@@ -202,9 +214,8 @@ func (h *harness) checkHydraConnect(ctx context.Context) error {
 }
 
 // connections is the ConnectionService of the gateway behind f, as the
-// test's user.
-func (h *harness) connections(f *forward) toolfleetv1connect.ConnectionServiceClient {
-	token := h.fleet.token
+// bearer of token.
+func (h *harness) connections(f *forward, token string) toolfleetv1connect.ConnectionServiceClient {
 	auth := connect.UnaryInterceptorFunc(func(next connect.UnaryFunc) connect.UnaryFunc {
 		return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
 			req.Header().Set("Authorization", "Bearer "+token)
