@@ -148,7 +148,7 @@ func flags(cfg *Config) *pflag.FlagSet {
 	fs.StringVar(&cfg.LimitsWhenNATSDown, "limits-when-nats-down", ratelimit.Local, "what the limits do while NATS is away: local (each replica enforces them alone), open (admit every call) or closed (refuse calls a rule applies to)")
 	fs.DurationVar(&cfg.LimitsLeaseTTL, "limits-lease-ttl", ratelimit.DefaultLeaseTTL, "how long a replica's running calls count toward a concurrency limit after its last renewal (a dead replica's lapse after it)")
 	fs.IntVar(&cfg.LimitsMaxKeys, "limits-max-keys", ratelimit.DefaultMaxKeys, "(limit, rule, principal) keys one replica tracks; past it idle ones are evicted, and new principals refused while all are in use")
-	fs.StringVar(&cfg.ConnectionsFile, "connections-file", "", "JSON file of the OAuth providers principals connect their accounts at, for tools that act with them (docs/credentials.md); needs --nats-url; empty: such tools are refused")
+	fs.StringVar(&cfg.ConnectionsFile, "connections-file", "", "JSON file of the OAuth providers principals connect their accounts at, for tools that act with them (docs/credentials.md); its providers need --nats-url (exchange providers alone do not); empty: such tools are refused")
 	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", 20*time.Second, "bound of the graceful stop on SIGTERM; keep it below the pod's termination grace period")
 	fs.StringVar(&cfg.LogLevel, "log-level", "info", "least level logged: debug, info, warn, error")
 	fs.StringVar(&cfg.LogFormat, "log-format", "json", "log format on stderr: json or text")
@@ -191,9 +191,6 @@ func (c *Config) validate() error {
 		if host, port, err := net.SplitHostPort(w); err != nil || host == "" || port == "" {
 			errs = append(errs, fmt.Errorf("--workers: %q is not host:port", w))
 		}
-	}
-	if c.ConnectionsFile != "" && c.NATSURL == "" {
-		errs = append(errs, errors.New("--connections-file needs --nats-url: connections are kept in a NATS KV bucket"))
 	}
 	if c.NATSURL == "" && len(c.Workers) == 0 {
 		errs = append(errs, errors.New("no workers: set --nats-url (announced workers) and/or --workers (static ones)"))

@@ -31,6 +31,7 @@ import (
 	"github.com/toolfleet/toolfleet/orchestrator/visibility"
 	"github.com/toolfleet/toolfleet/sdk/natsconn"
 	"github.com/toolfleet/toolfleet/services/gateway"
+	"github.com/toolfleet/toolfleet/services/gateway/connections"
 	mcporch "github.com/toolfleet/toolfleet/services/gateway/mcp/orchestration"
 )
 
@@ -154,14 +155,15 @@ func (o *orchestration) mounts() []gateway.Mount {
 
 // mcpTasks runs /mcp's tasks on the two services, called in process; when
 // Temporal is not configured they are refused as the services' calls are.
-func (o *orchestration) mcpTasks() *mcporch.Tasks {
+// conns (nil: none) makes the links of connect items.
+func (o *orchestration) mcpTasks(conns *connections.API) *mcporch.Tasks {
 	if o.cfg.TemporalAddress == "" {
 		refuse := connect.NewError(connect.CodeFailedPrecondition, errNotConfigured)
 		return mcporch.New(mcporch.Services{
 			Programs: func() (mcporch.Programs, error) { return nil, refuse },
 			Agents:   func() (mcporch.Agents, error) { return nil, refuse }})
 	}
-	return mcporch.New(mcporch.Services{
+	s := mcporch.Services{
 		Programs: func() (mcporch.Programs, error) {
 			if s := o.programs.Get(); s != nil {
 				return s, nil
@@ -173,7 +175,11 @@ func (o *orchestration) mcpTasks() *mcporch.Tasks {
 				return s, nil
 			}
 			return nil, apibase.Starting()
-		}})
+		}}
+	if conns != nil {
+		s.Connections = conns
+	}
+	return mcporch.New(s)
 }
 
 // setHealth sets both services' health at g.

@@ -67,12 +67,13 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger, started chan<- *ga
 		return err
 	}
 	defer creds.Close()
+	creds.ResumeWith(&orch.agents, &orch.programs)
 	mounts := append(orch.mounts(), creds.Mounts()...)
 	gcfg, err := cfg.gatewayConfig(log, append(mounts, consoleMounts(cons)...))
 	if err != nil {
 		return err
 	}
-	gcfg.MCPTasks = orch.mcpTasks()
+	gcfg.MCPTasks = orch.mcpTasks(creds.API())
 	gcfg.Connections = creds.Tokens()
 	gcfg.Exchange = creds.Exchange()
 	g, err := gateway.New(ctx, gcfg)

@@ -10,6 +10,7 @@ import (
 	"github.com/toolfleet/toolfleet/orchestrator/runner"
 	"github.com/toolfleet/toolfleet/orchestrator/toolcall/apibase"
 	"github.com/toolfleet/toolfleet/services/gateway"
+	"github.com/toolfleet/toolfleet/services/gateway/connections"
 	"github.com/toolfleet/toolfleet/services/gateway/mcp/orchestration"
 )
 
@@ -61,9 +62,14 @@ func (m *programMount) service() (orchestration.Programs, error) {
 	return nil, apibase.Starting()
 }
 
-// mcpTasks runs /mcp's tasks on the two services, in process.
-func mcpTasks(agents *agentMount, programs *programMount) *orchestration.Tasks {
-	return orchestration.New(orchestration.Services{Programs: programs.service, Agents: agents.service})
+// mcpTasks runs /mcp's tasks on the two services, in process; conns (nil:
+// none) makes the links of connect items.
+func mcpTasks(agents *agentMount, programs *programMount, conns *connections.API) *orchestration.Tasks {
+	s := orchestration.Services{Programs: programs.service, Agents: agents.service}
+	if conns != nil {
+		s.Connections = conns
+	}
+	return orchestration.New(s)
 }
 
 // gatewayAuth authenticates a request's Authorization header with the gateway.

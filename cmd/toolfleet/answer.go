@@ -73,8 +73,9 @@ question's schema. --decline or --cancel answer without content. A call that
 asks several questions at once needs --key for each.
 
 A call waiting for a connection ('WAITS FOR connection github') goes on
-when you connect the account (toolfleet connections connect github) and
-answer it with --connected; --decline tells the call you will not connect.`,
+by itself once you connect the account (toolfleet connections connect
+github); --connected answers it by hand (if the gateway could not, or to
+retry); --decline tells the call you will not connect.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			owner, callID, err := callOwner(kind, args)

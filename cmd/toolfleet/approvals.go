@@ -69,7 +69,7 @@ func newApprovalsCommand() *cobra.Command {
 		}
 		fmt.Fprintln(w, "Decide with: toolfleet agent approve CALL_ID (a run's call) or toolfleet program approve CALL_ID (a program's); deny the same way.")
 		fmt.Fprintln(w, "Answer a question with: toolfleet agent answer CALL_ID --json '{...}' (a run's; see agent get RUN_ID for its fields) or toolfleet program answer CALL_ID (a program's).")
-		fmt.Fprintln(w, "A call waiting for a connection goes on once you run toolfleet connections connect PROVIDER and answer it (agent|program answer CALL_ID --connected; --decline to go on without).")
+		fmt.Fprintln(w, "A call waiting for a connection goes on by itself once you run toolfleet connections connect PROVIDER (by hand: agent|program answer CALL_ID --connected; --decline to go on without).")
 		return nil
 	}
 	cmd.AddCommand(list)

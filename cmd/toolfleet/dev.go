@@ -376,10 +376,11 @@ func startDevServices(ctx context.Context, stack *devstack.Stack, cfg devConfig,
 			closeConsole()
 		}
 	}()
+	creds.ResumeWith(&agents.late, &programs.late)
 	mounts := append([]gateway.Mount{agents.mount(), programs.mount(), metricsMount(orchMetrics), consoleMount(cons)}, creds.Mounts()...)
 	fl, err := startFleet(ctx, fleetConfig{Host: cfg.Host, GatewayPort: cfg.GatewayPort, JWTSecret: cfg.JWTSecret, IdP: cfg.OIDC,
 		AllowedOrigins: cfg.AllowedOrigins, NATSURL: stack.NATS.URL(), NATS: cfg.NATS, Assets: cfg.Assets, Logger: o.Logger,
-		Mounts: mounts, MCPTasks: mcpTasks(agents, programs), Tracing: o.Tracing, Conformance: cfg.Conformance,
+		Mounts: mounts, MCPTasks: mcpTasks(agents, programs, creds.API()), Tracing: o.Tracing, Conformance: cfg.Conformance,
 		Limits: o.Limits, StoreShare: cfg.StoreShare, Connections: creds.Tokens(), Exchange: creds.Exchange()})
 	if err == nil {
 		creds.Serving(fl.Gateway)

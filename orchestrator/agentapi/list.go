@@ -24,13 +24,22 @@ func (s *Service) ListRuns(ctx context.Context, r *connect.Request[toolfleetv1.L
 	if err != nil {
 		return nil, err
 	}
-	size := int32(min(max(r.Msg.GetPageSize(), 1), maxPageSize))
-	if r.Msg.GetPageSize() == 0 {
+	out, err := s.listRuns(ctx, c, r.Msg)
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(out), nil
+}
+
+// listRuns is ListRuns for a caller already authorized.
+func (s *Service) listRuns(ctx context.Context, c Caller, m *toolfleetv1.ListRunsRequest) (*toolfleetv1.ListRunsResponse, error) {
+	size := int32(min(max(m.GetPageSize(), 1), maxPageSize))
+	if m.GetPageSize() == 0 {
 		size = 20
 	}
 	all := c.Has(ScopeAdmin)
 	indexed := s.Runs != nil && s.Runs.Visibility != nil && s.Runs.Visibility.Available(ctx)
-	q, ownerInQuery, err := runsQuery(r.Msg, c.Subject, all, indexed)
+	q, ownerInQuery, err := runsQuery(m, c.Subject, all, indexed)
 	if err != nil {
 		return nil, err
 	}
@@ -41,7 +50,7 @@ func (s *Service) ListRuns(ctx context.Context, r *connect.Request[toolfleetv1.L
 	// A page token is checked before Temporal sees it (visibility.OpenPage),
 	// and is tied to the viewer and the filters.
 	view := visibility.PageView("runs", c.Subject, all, query)
-	token, err := visibility.OpenPage(view, r.Msg.GetPageToken())
+	token, err := visibility.OpenPage(view, m.GetPageToken())
 	if err != nil {
 		return nil, connect.NewError(connect.CodeInvalidArgument, err)
 	}
@@ -79,7 +88,7 @@ func (s *Service) ListRuns(ctx context.Context, r *connect.Request[toolfleetv1.L
 		}
 	}
 	out.NextPageToken = visibility.SealPage(view, token)
-	return connect.NewResponse(out), nil
+	return out, nil
 }
 
 // runSummary is a listed execution as a RunSummary, its status as GetRun

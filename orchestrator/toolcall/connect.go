@@ -17,9 +17,10 @@ import (
 // provider. Inside a run or a program that is not a failure but pending
 // input, kept on the same [Desk] as a tool's questions: [Classify] turns the
 // refusal into a round of one [MethodConnect] request, the person connects
-// (toolfleet connections connect PROVIDER, or the console's inbox) and
-// answers the item with accept, and the call is made again under the same
-// call id. Still not connected: the gateway refuses again and the call waits
+// (toolfleet connections connect PROVIDER, or the console's inbox) and the
+// item is answered with accept — by the gateway once it stored the
+// connection (connections.Resumer), or by the person — and the call is made
+// again under the same call id. Still not connected: the gateway refuses again and the call waits
 // again ([MaxInputRounds] bounds the rounds). A decline ends the call with
 // an error saying the person declined to connect the provider.
 //
@@ -99,7 +100,7 @@ func ConnectMessage(provider string, scopes []string) string {
 	if len(scopes) > 0 {
 		cmd += " --scope " + strings.Join(scopes, ",")
 	}
-	return "connect your " + provider + " account: run `" + cmd + "` (or use the console's inbox), then answer accept; decline to go on without it"
+	return "connect your " + provider + " account: run `" + cmd + "` (or use the console's inbox) and the call goes on; decline to go on without it"
 }
 
 // DeclinedConnect is why a call ends when its person declines to connect.

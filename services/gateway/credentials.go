@@ -54,7 +54,14 @@ func (g *Gateway) withCredential(ctx context.Context, p *Principal, def *toolfle
 			"%s was not run: it acts with the caller's %s account, and this gateway has no connections configured (docs/credentials.md)",
 			def.GetId(), cred.GetProvider())
 	}
-	tok, err := g.cfg.Connections.Token(ctx, p.ID(), cred)
+	subject := p.ID()
+	if p.Transport().Anonymous {
+		// With auth off nobody is authenticated, whatever a call says it acts
+		// for: only the one local principal's connections are used (a store
+		// kept from a run with auth on may hold others').
+		subject = AnonymousSubject
+	}
+	tok, err := g.cfg.Connections.Token(ctx, subject, cred)
 	var need *connections.ConnectError
 	switch {
 	case errors.As(err, &need):

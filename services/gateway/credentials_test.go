@@ -63,43 +63,16 @@ func (delegated) Profile(ctx context.Context, _ *delegatedv1.ProfileRequest) (*d
 // event.
 func TestDelegatedCredential(t *testing.T) {
 	t.Parallel()
-	srv := natstest.Start(t)
-	nc, err := nats.Connect(srv.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keys := filepath.Join(t.TempDir(), "keys")
-	if err := os.WriteFile(keys, []byte(connections.NewKeyLine("k1")+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	ring, err := connections.LoadKeyRing(keys)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var logs lockedBuffer
 	log := slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	conns, err := connections.New(t.Context(), js, connections.Config{
-		// Its endpoints are never reached: alice's connection is imported.
-		Providers: []connections.Provider{{Name: "acme", ClientID: "toolfleet",
-			AuthorizationURL: "https://acme.example/authorize", TokenURL: "https://acme.example/token"}},
-		KeyRing: ring, PublicURL: "http://127.0.0.1:8080", Logger: log,
-		Bucket: jetstream.KeyValueConfig{Bucket: "toolfleet_connections", Storage: jetstream.MemoryStorage, MaxBytes: 8 << 20},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	conns, natsURL := testConnections(t, log)
 	const secret = "alice-acme-access-token-0123456789"
 	if _, err := conns.Import(t.Context(), "alice", "acme", []string{"profile"},
 		&oauth2.Token{AccessToken: secret, TokenType: "Bearer", Expiry: time.Now().Add(time.Hour)}); err != nil {
 		t.Fatal(err)
 	}
 	w, _ := startWorker(t, "", func(w *tool.Worker) { delegatedv1.RegisterDelegatedServiceServer(w, delegated{}) })
-	g := startGateway(t, gateway.Config{NATSURL: srv.URL(), Workers: []string{w.Addr()}, Connections: conns, Logger: log})
+	g := startGateway(t, gateway.Config{NATSURL: natsURL, Workers: []string{w.Addr()}, Connections: conns, Logger: log})
 	waitTool(t, g, "Delegated.Profile")
 	def, err := g.GetTool(&toolfleetv1.GetToolRequest{ToolId: "Delegated.Profile"})
 	if c := def.GetTool().GetRequirements().GetCredential(); err != nil || c.GetProvider() != "acme" || strings.Join(c.GetScopes(), " ") != "profile" {
@@ -232,7 +205,7 @@ func TestDelegatedCredential(t *testing.T) {
 		}
 	}
 	// The audit trail: alice's event names the credential, never the token.
-	evs := streamEventsOn(t, srv.URL(), "toolfleet.events.call.Delegated.Profile.succeeded", 1)
+	evs := streamEventsOn(t, natsURL, "toolfleet.events.call.Delegated.Profile.succeeded", 1)
 	var ev toolfleetv1.CallEvent
 	if err := protojson.Unmarshal(evs[0].Data, &ev); err != nil {
 		t.Fatal(err)
@@ -240,7 +213,7 @@ func TestDelegatedCredential(t *testing.T) {
 	if c := ev.GetCredential(); ev.GetUserId() != "alice" || c.GetProvider() != "acme" || strings.Join(c.GetScopes(), " ") != "profile" || c.GetConnectionId() == "" {
 		t.Fatalf("event %v", &ev)
 	}
-	failed := streamEventsOn(t, srv.URL(), "toolfleet.events.call.Delegated.Profile.failed", 8)
+	failed := streamEventsOn(t, natsURL, "toolfleet.events.call.Delegated.Profile.failed", 8)
 	for _, m := range append(evs, failed...) {
 		if bytes.Contains(m.Data, []byte(secret)) || bytes.Contains(m.Data, []byte(need.GetAuthorizationUrl())) {
 			t.Fatalf("event %s shows a token or an authorization URL", m.Subject)
@@ -253,6 +226,67 @@ func TestDelegatedCredential(t *testing.T) {
 
 // A gateway without connections refuses a tool that names a credential,
 // before it runs.
+// testConnections is a connections service on an embedded NATS (its
+// provider's endpoints are never reached: the tests import connections),
+// and that NATS server's URL.
+func testConnections(t *testing.T, log *slog.Logger) (*connections.Service, string) {
+	t.Helper()
+	srv := natstest.Start(t)
+	nc, err := nats.Connect(srv.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := filepath.Join(t.TempDir(), "keys")
+	if err := os.WriteFile(keys, []byte(connections.NewKeyLine("k1")+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ring, err := connections.LoadKeyRing(keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conns, err := connections.New(t.Context(), js, connections.Config{
+		Providers: []connections.Provider{{Name: "acme", ClientID: "toolfleet",
+			AuthorizationURL: "https://acme.example/authorize", TokenURL: "https://acme.example/token"}},
+		KeyRing: ring, PublicURL: "http://127.0.0.1:8080", Logger: log,
+		Bucket: jetstream.KeyValueConfig{Bucket: "toolfleet_connections", Storage: jetstream.MemoryStorage, MaxBytes: 8 << 20},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return conns, srv.URL()
+}
+
+// TestCredentialWithAuthOff: with auth off nobody is authenticated, so a
+// call that says it acts for alice (delegation metadata) gets the one local
+// principal's connection, never alice's kept from a run with auth on.
+func TestCredentialWithAuthOff(t *testing.T) {
+	t.Parallel()
+	conns, natsURL := testConnections(t, quiet())
+	for sub, tok := range map[string]string{"alice": "alice-acme-token-kept-from-auth-on", gateway.AnonymousSubject: "the-laptop-owners-acme-token"} {
+		if _, err := conns.Import(t.Context(), sub, "acme", []string{"profile"},
+			&oauth2.Token{AccessToken: tok, TokenType: "Bearer", Expiry: time.Now().Add(time.Hour)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w, _ := startWorker(t, "", func(w *tool.Worker) { delegatedv1.RegisterDelegatedServiceServer(w, delegated{}) })
+	g := startGateway(t, gateway.Config{NATSURL: natsURL, Workers: []string{w.Addr()}, Connections: conns, Auth: gateway.AuthConfig{Disabled: true}})
+	waitTool(t, g, "Delegated.Profile")
+	ctx := metadata.AppendToOutgoingContext(t.Context(), gateway.HeaderOnBehalfOf, "alice")
+	resp, err := grpcClient(t, g.Addr()).CallTool(ctx, &toolfleetv1.CallToolRequest{ToolId: "Delegated.Profile", Input: mustStruct(t, map[string]any{"part": "name"})})
+	if err != nil || !resp.GetSuccess() {
+		t.Fatalf("call: %v, %v", resp, err)
+	}
+	want := sha256.Sum256([]byte("the-laptop-owners-acme-token"))
+	if got := resp.GetValue().GetStructValue().GetFields()["tokenSha256"].GetStringValue(); got != hex.EncodeToString(want[:]) {
+		t.Fatalf("the worker received another token than the local principal's (alice's?): %s", got)
+	}
+}
+
 func TestCredentialWithoutConnections(t *testing.T) {
 	t.Parallel()
 	w, _ := startWorker(t, "", func(w *tool.Worker) { delegatedv1.RegisterDelegatedServiceServer(w, delegated{}) })

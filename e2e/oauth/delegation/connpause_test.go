@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -20,8 +21,10 @@ import (
 	"github.com/toolfleet/toolfleet/internal/devstack/devstacktest"
 	"github.com/toolfleet/toolfleet/orchestrator/agent"
 	"github.com/toolfleet/toolfleet/orchestrator/agent/agenttest"
+	"github.com/toolfleet/toolfleet/orchestrator/agentapi"
 	"github.com/toolfleet/toolfleet/orchestrator/ids"
 	"github.com/toolfleet/toolfleet/orchestrator/program"
+	"github.com/toolfleet/toolfleet/orchestrator/programapi"
 	"github.com/toolfleet/toolfleet/orchestrator/runstore"
 	"github.com/toolfleet/toolfleet/orchestrator/toolcall"
 	"github.com/toolfleet/toolfleet/sdk/client"
@@ -228,8 +231,10 @@ func countEvents(t *testing.T, js jetstream.JetStream, runID, kind string) int {
 // account, which she has not connected, waits (WAITING_INPUT, a connection
 // item naming the provider, no authorization URL); an accept before she
 // connects makes the call again and it waits again; she connects through
-// Hydra's real redirects, accepts, and the same call goes on with her token
-// and the run completes. Bob declines: his model reads that he declined.
+// Hydra's real redirects and the same call goes on with her token without
+// her answering (the gateway resumes it), and the run completes. Bob's run,
+// waiting for his own connection, is left alone; he declines: his model
+// reads that he declined.
 // No token Hydra issued is in the run's history, transcript or events, the
 // gateway's events or logs.
 func TestRunWaitsForConnection(t *testing.T) {
@@ -238,6 +243,7 @@ func TestRunWaitsForConnection(t *testing.T) {
 	f.flow.set(conns.Handler())
 	f.gateway(conns)
 	o := startOrchestrator(t, f)
+	conns.ResumeWith(&agentapi.Service{Runs: o.runs})
 	ctx := t.Context()
 
 	const id = "connpause-alice"
@@ -262,17 +268,20 @@ func TestRunWaitsForConnection(t *testing.T) {
 	if len(f.tool.seen()) != 0 {
 		t.Fatal("the tool ran without a connection")
 	}
+	// Bob's run waits for his own acme connection meanwhile.
+	const bobRun = "connpause-bob"
+	o.start(t, bobRun, "bob", true, "the user declined to connect acme")
+	bq := o.waitConnection(t, bobRun, 1, f.js)
 	// Alice connects as the CLI does (a fresh flow of her own), through
-	// the gateway's page, Hydra's login and consent and the callback.
+	// the gateway's page, Hydra's login and consent and the callback, and
+	// her waiting call goes on without her answering it.
 	link, err := conns.Start(ctx, "alice", "acme", q.Scopes)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if code, page := connect(t, link, "alice@acme", f.hydra); code != http.StatusOK || !strings.Contains(page, "Connected your acme account") {
+	if code, page := connect(t, link, "alice@acme", f.hydra); code != http.StatusOK || !strings.Contains(page, "Connected your acme account") ||
+		!strings.Contains(page, "1 call that waited for it goes on now") {
 		t.Fatalf("connect: %d %s", code, page)
-	}
-	if err := o.runs.AnswerQuestion(ctx, id, toolcall.Reply{CallID: callID, Key: q.Key, Action: "accept", Answerer: "alice"}); err != nil {
-		t.Fatal(err)
 	}
 	if st := o.waitEnd(t, id); st.Status != agent.StatusCompleted || st.ToolCalls != 1 || len(st.Questions) != 0 {
 		t.Fatalf("alice's run: %+v, want completed after one call", st)
@@ -286,10 +295,11 @@ func TestRunWaitsForConnection(t *testing.T) {
 		t.Fatalf("no gateway event of call %s", callID)
 	}
 
-	// Bob declines: the model reads it, the tool never ran for him.
-	const bobRun = "connpause-bob"
-	o.start(t, bobRun, "bob", true, "the user declined to connect acme")
-	bq := o.waitConnection(t, bobRun, 1, f.js)
+	// Alice's connection resumed nothing of Bob's; he declines: the model
+	// reads it, the tool never ran for him.
+	if st, err := o.runs.Get(ctx, bobRun); err != nil || len(st.Questions) != 1 || countEvents(t, f.js, bobRun, toolcall.EventInputRequested) != 1 {
+		t.Fatalf("bob's run after alice connected: %+v %v, want still waiting for his connection", st, err)
+	}
 	if err := o.runs.AnswerQuestion(ctx, bobRun, toolcall.Reply{CallID: bq.CallID, Key: bq.Key, Action: "decline", Answerer: "bob"}); err != nil {
 		t.Fatal(err)
 	}
@@ -331,9 +341,13 @@ func TestRunWaitsForConnection(t *testing.T) {
 	if !strings.Contains(hay, "profile of alice@acme") || !strings.Contains(hay, callID) {
 		t.Fatal("the haystack misses the run's result: the grep would prove nothing")
 	}
-	for _, tok := range tokens {
+	access, refresh := f.tap.tokens()
+	if len(refresh) == 0 || len(access) == 0 {
+		t.Fatal("the provider issued no refresh token: the grep would miss them")
+	}
+	for _, tok := range slices.Concat(tokens, access, refresh) {
 		if strings.Contains(hay, tok) {
-			t.Fatal("a token Hydra issued appears in a history, transcript, event or log")
+			t.Fatal("a token Hydra issued (access or refresh) appears in a history, transcript, event or log")
 		}
 	}
 	// The grep can fail: a token planted in the run events is found.
@@ -370,15 +384,16 @@ func (o *orchestrator) waitProgram(t *testing.T, id string, js jetstream.JetStre
 
 // TestProgramWaitsForConnection: a program calling a tool that acts with
 // carol's unconnected acme account waits for the connection like a run;
-// carol connects through Hydra and accepts, the same call goes on with her
-// token. Dave declines: his script reads an error value saying so. No
-// token in the programs' histories or events.
+// carol connects through Hydra, and the same call goes on with her token
+// (the gateway resumes it). Dave declines: his script reads an error value
+// saying so. No token in the programs' histories or events.
 func TestProgramWaitsForConnection(t *testing.T) {
 	f := startFleet(t, hydratest.Options{})
 	conns := f.connections(keyFile(t, connections.NewKeyLine("k")))
 	f.flow.set(conns.Handler())
 	f.gateway(conns)
 	o := startOrchestrator(t, f)
+	conns.ResumeWith(&programapi.Service{Programs: o.programs})
 	ctx := t.Context()
 	const src = "r = Delegated_Profile(part='name')\nresult = r.value['body'] if r.ok else r.error.kind + ': ' + r.error.message\n"
 	start := func(id, subject string) {
@@ -398,11 +413,8 @@ func TestProgramWaitsForConnection(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if code, page := connect(t, link, "carol@acme", f.hydra); code != http.StatusOK {
+	if code, page := connect(t, link, "carol@acme", f.hydra); code != http.StatusOK || !strings.Contains(page, "1 call that waited for it goes on now") {
 		t.Fatalf("connect: %d %s", code, page)
-	}
-	if err := o.programs.AnswerQuestion(ctx, id, toolcall.Reply{CallID: q.CallID, Key: q.Key, Action: "accept", Answerer: "carol"}); err != nil {
-		t.Fatal(err)
 	}
 	st := o.waitProgram(t, id, f.js, 0, true)
 	if st.Status != program.StatusCompleted || st.Output == nil || st.Output.ResultJSON != `"profile of carol@acme"` {
@@ -445,9 +457,13 @@ func TestProgramWaitsForConnection(t *testing.T) {
 	b.WriteString(streamText(t, f.js, toolcall.DefaultEventStream, ""))
 	b.WriteString(streamText(t, f.js, gateway.DefaultEventStream, ""))
 	b.WriteString(f.logs.String())
-	for _, tok := range tokens {
+	access, refresh := f.tap.tokens()
+	if len(refresh) == 0 || len(access) == 0 {
+		t.Fatal("the provider issued no refresh token: the grep would miss them")
+	}
+	for _, tok := range slices.Concat(tokens, access, refresh) {
 		if strings.Contains(b.String(), tok) {
-			t.Fatal("a token Hydra issued appears in a history, event or log")
+			t.Fatal("a token Hydra issued (access or refresh) appears in a history, event or log")
 		}
 	}
 }

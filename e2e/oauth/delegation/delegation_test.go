@@ -139,6 +139,7 @@ type fleet struct {
 	hydra   *hydratest.Server
 	client  hydratest.Client
 	secret  string
+	tap     *tokenTap // the tokens the provider issued to the connections
 }
 
 func (f *fleet) provider() connections.Provider {
@@ -158,7 +159,7 @@ func (f *fleet) connections(ring *connections.KeyRing) *connections.Service {
 		Bucket: jetstream.KeyValueConfig{Bucket: "toolfleet_connections", Storage: jetstream.MemoryStorage, MaxBytes: 16 << 20},
 		Logger: slog.New(slog.NewJSONHandler(f.logs, nil)), Now: f.clock.now,
 		// Hydra answers slowly on a loaded machine: a generous bound, not the default 15 s.
-		HTTPClient: &http.Client{Timeout: 2 * time.Minute},
+		HTTPClient: &http.Client{Timeout: 2 * time.Minute, Transport: f.tap},
 	})
 	if err != nil {
 		f.t.Fatal(err)
@@ -293,7 +294,7 @@ func startFleet(t *testing.T, opts hydratest.Options) *fleet {
 		t.Fatal(err)
 	}
 	public := "http://" + ln.Addr().String()
-	f := &fleet{t: t, js: js, natsURL: srv.URL(), public: public, logs: &lockedBuffer{}, clock: &clock{}, hydra: h}
+	f := &fleet{t: t, js: js, natsURL: srv.URL(), public: public, logs: &lockedBuffer{}, clock: &clock{}, hydra: h, tap: &tokenTap{}}
 	f.client = h.ConfidentialClient(t, public+connections.CallbackPath, []string{"offline_access", "profile"}, audience)
 	api := httptest.NewServer(h.Resource(audience, []string{"profile"}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		in, _ := hydratest.TokenFrom(r)

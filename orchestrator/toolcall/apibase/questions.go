@@ -89,3 +89,21 @@ func FindQuestion(pending []toolcall.Question, reply *toolcall.Reply) (q toolcal
 	}
 	return ofCall[i], len(ofCall), nil
 }
+
+// MaxResumeScan bounds the runs (or programs) of one principal that
+// ResumeConnected reads after a connection is made.
+const MaxResumeScan = 100
+
+// ConnectReplies are the answers that resume every item of pending waiting
+// for its principal to connect provider: accept, by answerer (the principal,
+// who just connected). The call is then made again under its call id; if the
+// gateway still finds no connection it waits again.
+func ConnectReplies(pending []toolcall.Question, provider, answerer string) []toolcall.Reply {
+	var out []toolcall.Reply
+	for _, q := range pending {
+		if q.Method == toolcall.MethodConnect && q.Provider == provider {
+			out = append(out, toolcall.Reply{CallID: q.CallID, Key: q.Key, Action: toolcall.ActionAccept, Answerer: answerer})
+		}
+	}
+	return out
+}

@@ -223,7 +223,11 @@ func (s *Service) callback(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.log.Info("connection made", "provider", conn.Provider, "connection", conn.ID, "scopes", conn.Scopes)
-	s.page(w, http.StatusOK, "Connected your "+pd.Provider+" account.", "You can close this window.")
+	next := "You can close this window."
+	if resumed := s.resume(r.Context(), pd.Subject, pd.Provider); resumed != "" {
+		next = resumed + " " + next
+	}
+	s.page(w, http.StatusOK, "Connected your "+pd.Provider+" account.", next)
 }
 
 func cookieValue(c *http.Cookie, err error) string {

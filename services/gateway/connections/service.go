@@ -110,6 +110,7 @@ type Service struct {
 	providers map[string]*Provider
 	st        store
 	log       *slog.Logger
+	resumers  []Resumer
 }
 
 // New checks cfg, resolves the providers (OpenID discovery for those naming

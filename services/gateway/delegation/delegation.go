@@ -52,6 +52,9 @@ func Open(ctx context.Context, file, natsURL string, natsOpts natsconn.Options, 
 	if len(cfg.Providers) == 0 {
 		return w, nil // exchange providers only: nothing to connect to, nothing stored
 	}
+	if natsURL == "" {
+		return nil, fmt.Errorf("--connections-file: its providers need --nats-url: principals' connections are kept in a NATS KV bucket (exchange providers alone need none)")
+	}
 	svc, closeFn, err := connections.Open(ctx, cfg, natsURL, natsOpts, assets, log)
 	if err != nil {
 		return nil, fmt.Errorf("--connections-file: %w", err)
@@ -82,6 +85,10 @@ func (w *Wiring) Mounts() []gateway.Mount {
 	}
 }
 
+// API is the ConnectionService in process (MCP tasks make connect links
+// with it), nil without connections.
+func (w *Wiring) API() *connections.API { return w.api }
+
 // Tokens is gateway.Config.Connections: nil without a connections file.
 func (w *Wiring) Tokens() gateway.TokenSource {
 	if w.svc == nil {
@@ -96,6 +103,15 @@ func (w *Wiring) Exchange() gateway.Exchanger {
 		return nil
 	}
 	return w.exchange
+}
+
+// ResumeWith sets what a connection made through the browser flow resumes
+// (connections.Resumer: the runs' and programs' services); call it before
+// the gateway serves.
+func (w *Wiring) ResumeWith(rs ...connections.Resumer) {
+	if w.svc != nil {
+		w.svc.ResumeWith(rs...)
+	}
 }
 
 // Serving lets the ConnectionService authenticate callers with g, once g exists.

@@ -163,7 +163,8 @@ func TestExchangeProviders(t *testing.T) {
 		return filepath.Join(dir, "connections.json")
 	}
 	const corp = `{"name": "corp", "token_url": "https://login.example.com/token", "client_id": "gw", "client_secret_file": "secret", "exchange": "token-exchange"}`
-	only, err := delegation.Open(t.Context(), write(`{"providers": [`+corp+`]}`), nats.URL(), natsconn.Options{}, assets, log)
+	// Exchange providers keep nothing: no NATS needed.
+	only, err := delegation.Open(t.Context(), write(`{"providers": [`+corp+`]}`), "", natsconn.Options{}, assets, log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -178,6 +179,11 @@ func TestExchangeProviders(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(mixed.Close)
+	if _, err := delegation.Open(t.Context(), write(`{"public_url": "http://127.0.0.1:8080", "key_ring_file": "keys", "providers": [`+corp+`,
+  {"name": "acme", "client_id": "toolfleet", "client_secret_file": "secret", "authorization_url": "https://acme.example/authorize", "token_url": "https://acme.example/token"}]}`),
+		"", natsconn.Options{}, assets, log); err == nil || !strings.Contains(err.Error(), "need --nats-url") {
+		t.Fatalf("connections without NATS: %v, want a refusal naming --nats-url", err)
+	}
 	if mixed.Exchange() == nil || !mixed.Exchange().Provides("corp") || mixed.Tokens() == nil || len(mixed.Mounts()) != 2 {
 		t.Fatal("mixed file: want an exchanger and connections")
 	}

@@ -2,6 +2,8 @@ package mcp
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -61,11 +63,31 @@ func (s *Server) getTask(ctx context.Context, tb Tasks, id string, rev revision)
 	if err != nil {
 		return nil, taskLookupError(ctx, err)
 	}
+	if rev.extension && st.Status == TaskInputRequired {
+		connectLinks(ctx, tb, st.Questions)
+	}
 	out := s.taskWire(st, rev, rev.extension)
 	if rev.extension {
 		out["resultType"] = "complete"
 	}
 	return out, nil
+}
+
+// connectLinks fills the URL of the connect items of qs when tb can make
+// links; one that cannot be made leaves the item's message to say how.
+func connectLinks(ctx context.Context, tb Tasks, qs []TaskQuestion) {
+	cl, ok := tb.(ConnectLinker)
+	if !ok {
+		return
+	}
+	for i := range qs {
+		if qs[i].Provider == "" {
+			continue
+		}
+		if url, err := cl.ConnectLink(ctx, qs[i].Provider, qs[i].Scopes); err == nil {
+			qs[i].URL = url
+		}
+	}
 }
 
 // taskResult answers tasks/result (2025-11-25): it waits (at most
@@ -273,11 +295,7 @@ func (s *Server) taskWire(st *TaskState, rev revision, detailed bool) map[string
 			reqs[TaskApprovalPrefix+a.CallID] = approvalQuestion(a.ToolID, orEmpty(a.Arguments), "the task waits for this approval").InputRequests[ApprovalInput]
 		}
 		for _, q := range st.Questions {
-			p := &sdk.ElicitParams{Mode: "form", Message: q.Message}
-			if q.Schema != nil {
-				p.RequestedSchema = q.Schema.AsMap()
-			}
-			reqs[q.inputKey()] = p
+			reqs[q.inputKey()] = questionRequest(q, rev)
 		}
 		out["inputRequests"] = reqs
 	case TaskCompleted:
@@ -353,4 +371,25 @@ func asRPC(ctx context.Context, err error) *jsonrpc.Error {
 		return je
 	}
 	return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the request was cancelled"}
+}
+
+// questionRequest is the elicitation of a task's question: a form, or for a
+// connect item with a link, a url-mode elicitation to a client that
+// declared elicitation.url (any other reads the link in the message). The
+// elicitation id names the link (single use). Once the person has connected,
+// the gateway resumes the call itself; the client's accept changes nothing.
+func questionRequest(q TaskQuestion, rev revision) *sdk.ElicitParams {
+	msg := q.Message
+	if q.Provider != "" && q.URL != "" {
+		if rev.urlElicitation {
+			sum := sha256.Sum256([]byte(q.URL))
+			return &sdk.ElicitParams{Mode: "url", Message: msg, URL: q.URL, ElicitationID: hex.EncodeToString(sum[:16])}
+		}
+		msg += " Connect at " + q.URL + " ."
+	}
+	p := &sdk.ElicitParams{Mode: "form", Message: msg}
+	if q.Schema != nil {
+		p.RequestedSchema = q.Schema.AsMap()
+	}
+	return p
 }

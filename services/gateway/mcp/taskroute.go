@@ -47,6 +47,8 @@ type revision struct {
 	// the request declared (2026-07-28); with elicitation the client can
 	// answer a tool's questions in a task.
 	caps []string
+	// urlElicitation: the client declared elicitation.url (url-mode elicitations).
+	urlElicitation bool
 }
 
 // can reports whether the request declared capability c.
@@ -193,6 +195,12 @@ func revisionOf(meta map[string]json.RawMessage) (revision, string) {
 			}
 		}
 		slices.Sort(rev.caps)
+		var el struct {
+			URL json.RawMessage `json:"url"`
+		}
+		if raw, ok := all["elicitation"]; ok && json.Unmarshal(raw, &el) == nil && len(el.URL) > 0 && string(el.URL) != "null" {
+			rev.urlElicitation = true
+		}
 	}
 	return rev, version
 }

@@ -104,10 +104,25 @@ type TaskApproval struct {
 	Arguments      *structpb.Struct
 }
 
-// TaskQuestion is a tool's question a task waits on (an elicitation).
+// TaskQuestion is a tool's question a task waits on (an elicitation), or
+// a call waiting for its principal to connect an account (Provider set).
 type TaskQuestion struct {
 	CallID, Key, Message string
 	Schema               *structpb.Struct
+	// Provider and Scopes: the call acts with the principal's account at
+	// Provider, not connected yet. URL, when the backend is a [ConnectLinker],
+	// is a link that connects it; it is asked of the client as a url-mode
+	// elicitation (a client without elicitation.url reads it in the message).
+	Provider string
+	Scopes   []string
+	URL      string
+}
+
+// ConnectLinker is a [Tasks] that can make the caller a link to connect a
+// provider (the gateway's connect flow: single use, for a few minutes), for
+// the connect items tasks/get shows.
+type ConnectLinker interface {
+	ConnectLink(ctx context.Context, provider string, scopes []string) (string, error)
 }
 
 // inputKey is the inputRequests key of q: TaskInputPrefix, the call id, a

@@ -78,15 +78,25 @@ type Agents interface {
 type Services struct {
 	Programs func() (Programs, error)
 	Agents   func() (Agents, error)
+	// Connections, optional, makes the links of the connect items tasks/get
+	// shows (connect.go); nil: those items only say how to connect.
+	Connections Connections
 }
 
-// Tasks runs MCP tasks on [Services]; it implements mcp.Tasks.
-type Tasks struct{ s Services }
+// Tasks runs MCP tasks on [Services]; it implements mcp.Tasks and
+// mcp.ConnectLinker.
+type Tasks struct {
+	s     Services
+	links *linkCache
+}
 
-var _ mcp.Tasks = (*Tasks)(nil)
+var (
+	_ mcp.Tasks         = (*Tasks)(nil)
+	_ mcp.ConnectLinker = (*Tasks)(nil)
+)
 
 // New returns MCP tasks run on s.
-func New(s Services) *Tasks { return &Tasks{s: s} }
+func New(s Services) *Tasks { return &Tasks{s: s, links: newLinkCache()} }
 
 // call calls method of the service get returns with msg, as its Connect
 // handler would have been called: with the MCP caller's Authorization, a

@@ -16,7 +16,8 @@ import (
 func questions(pending []*toolfleetv1.PendingQuestion) []mcp.TaskQuestion {
 	var out []mcp.TaskQuestion
 	for _, q := range pending {
-		out = append(out, mcp.TaskQuestion{CallID: q.GetCallId(), Key: q.GetKey(), Message: q.GetMessage(), Schema: q.GetRequestedSchema()})
+		out = append(out, mcp.TaskQuestion{CallID: q.GetCallId(), Key: q.GetKey(), Message: q.GetMessage(), Schema: q.GetRequestedSchema(),
+			Provider: q.GetConnectProvider(), Scopes: q.GetConnectScopes()})
 	}
 	return out
 }
