@@ -111,7 +111,7 @@ test-oauth:
 	cd e2e/oauth/hydra && $(GO) mod tidy -diff
 	cd e2e/oauth && $(GO) mod tidy -diff && $(GO) vet ./... && $(GO) test -race -count=1 -timeout 30m ./...
 
-## kind-up: deploy the fleet on the current kube context with `tilt ci` (OVERLAY=kind|kind-ha).
+## kind-up: deploy the fleet on the current kube context with `tilt ci` (OVERLAY=kind|kind-ha|kind-hydra).
 OVERLAY ?= kind
 kind-up:
 	TOOLFLEET_OVERLAY=$(OVERLAY) tilt ci

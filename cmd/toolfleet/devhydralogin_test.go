@@ -2,6 +2,8 @@ package main
 
 import (
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -23,5 +25,33 @@ func TestDevHydraLoginLoopbackOnly(t *testing.T) {
 	}
 	if err := run("--listen", "127.0.0.1:0", "--hydra-admin", "4445"); err == nil || !strings.Contains(err.Error(), "--hydra-admin") {
 		t.Errorf("--hydra-admin 4445: %v", err)
+	}
+}
+
+// TestDevHydraLoginClientsFile: a clients file that cannot be registered
+// stops hydra-login before it serves, naming the flag (registration itself
+// runs on a real Hydra in e2e/oauth/devlogin).
+func TestDevHydraLoginClientsFile(t *testing.T) {
+	dir := t.TempDir()
+	noID := filepath.Join(dir, "noid.json")
+	notList := filepath.Join(dir, "object.json")
+	for path, body := range map[string]string{noID: `[{"client_secret": "s"}]`, notList: `{"client_id": "a"}`} {
+		if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for path, want := range map[string]string{
+		filepath.Join(dir, "missing.json"): "no such file",
+		noID:                               "has no client_id",
+		notList:                            "want a JSON array",
+	} {
+		root := newRootCommand()
+		root.SetOut(io.Discard)
+		root.SetErr(io.Discard)
+		root.SetArgs([]string{"dev", "hydra-login", "--listen", "127.0.0.1:0", "--hydra-admin", "http://127.0.0.1:1", "--clients", path})
+		err := root.ExecuteContext(t.Context())
+		if err == nil || !strings.Contains(err.Error(), "--clients") || !strings.Contains(err.Error(), want) {
+			t.Errorf("--clients %s: %v, want an error naming --clients and %q", filepath.Base(path), err, want)
+		}
 	}
 }

@@ -40,6 +40,7 @@ func (h *harness) checks() []check {
 		{name: "program", fn: func(ctx context.Context) error { return h.checkProgram(ctx, stamp) }},
 		{name: "approval", fn: func(ctx context.Context) error { return h.checkApproval(ctx, stamp) }},
 		{name: "nats trigger", fn: func(ctx context.Context) error { return h.checkTrigger(ctx, stamp) }},
+		{name: "hydra connect", fn: h.checkHydraConnect},
 		{name: "chaos", fn: func(ctx context.Context) error { return h.checkChaos(ctx, stamp) }},
 		{name: "after chaos: pods ready", fn: h.checkPods},
 		{name: "after chaos: nats cluster R3", fn: h.checkNATS},

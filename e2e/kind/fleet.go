@@ -53,18 +53,7 @@ func (f *fleet) close() {
 // connectFleet opens the port-forwards and clients, with a token for subject
 // sub signed with the gateway's HS256 secret read from the cluster.
 func (h *harness) connectFleet(ctx context.Context) (*fleet, error) {
-	raw, err := h.kubectl(ctx, "get", "secret", "toolfleet-gateway-jwt", "-o", "jsonpath={.data.hs256}")
-	if err != nil {
-		return nil, err
-	}
-	secret, err := base64.StdEncoding.DecodeString(string(raw))
-	if err != nil || len(secret) == 0 {
-		return nil, fmt.Errorf("the gateway's JWT secret: %v", err)
-	}
-	token, err := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{
-		"sub": "kind-test", "scope": strings.Join(userScopes, " "),
-		"iat": time.Now().Unix(), "exp": time.Now().Add(2 * time.Hour).Unix(),
-	}).SignedString(secret)
+	token, err := h.signToken(ctx, "kind-test", userScopes)
 	if err != nil {
 		return nil, err
 	}
@@ -94,6 +83,23 @@ func (h *harness) connectFleet(ctx context.Context) (*fleet, error) {
 		return nil, err
 	}
 	return f, nil
+}
+
+// signToken makes a two-hour token for subject sub with scopes, signed with
+// the gateway's HS256 secret read from the cluster.
+func (h *harness) signToken(ctx context.Context, sub string, scopes []string) (string, error) {
+	raw, err := h.kubectl(ctx, "get", "secret", "toolfleet-gateway-jwt", "-o", "jsonpath={.data.hs256}")
+	if err != nil {
+		return "", err
+	}
+	secret, err := base64.StdEncoding.DecodeString(string(raw))
+	if err != nil || len(secret) == 0 {
+		return "", fmt.Errorf("the gateway's JWT secret: %v", err)
+	}
+	return jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{
+		"sub": sub, "scope": strings.Join(scopes, " "),
+		"iat": time.Now().Unix(), "exp": time.Now().Add(2 * time.Hour).Unix(),
+	}).SignedString(secret)
 }
 
 // passing reports whether err is one a port-forward or pod restart causes

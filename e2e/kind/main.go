@@ -1,6 +1,6 @@
 // Command kind is `make kind-test`: it proves a toolfleet fleet on the current
 // kube context as a user would use it. It brings the fleet up with `tilt ci`
-// (overlay k8s/overlays/$OVERLAY, kind or kind-ha), then, through kubectl
+// (overlay k8s/overlays/$OVERLAY, kind, kind-ha or kind-hydra), then, through kubectl
 // port-forwards and with a bearer token signed with the kind overlays'
 // dev-only secret:
 //
@@ -10,6 +10,9 @@
 //   - completes an agent run (model scripted:demo) and a program;
 //   - approves a call a run waits on;
 //   - starts a run from a NATS trigger;
+//   - with k8s/components/hydra (overlay kind-hydra), connects a principal
+//     to the acme provider through Ory Hydra, sees both gateway pods list
+//     the connection and revokes it (hydra.go);
 //   - chaos: while programs and agent runs make non-idempotent KV.Increment
 //     calls (and runs save their results), deletes the orchestrator pod, a
 //     NATS pod and a gateway pod with --force and rolls every Deployment; every
@@ -64,7 +67,7 @@ type config struct {
 func run(ctx context.Context, args []string) int {
 	var cfg config
 	fs := flag.NewFlagSet("kind-test", flag.ContinueOnError)
-	fs.StringVar(&cfg.overlay, "overlay", envOr("OVERLAY", "kind"), "the overlay tilt deploys: kind or kind-ha (env OVERLAY)")
+	fs.StringVar(&cfg.overlay, "overlay", envOr("OVERLAY", "kind"), "the overlay tilt deploys: kind, kind-ha or kind-hydra (env OVERLAY)")
 	fs.StringVar(&cfg.repo, "repo", "../..", "the repository root (where the Tiltfile is)")
 	fs.StringVar(&cfg.namespace, "namespace", "toolfleet", "the fleet's namespace")
 	fs.BoolVar(&cfg.skipUp, "skip-up", false, "do not run tilt ci: test the fleet already deployed")
@@ -79,8 +82,8 @@ func run(ctx context.Context, args []string) int {
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	if cfg.overlay != "kind" && cfg.overlay != "kind-ha" {
-		fmt.Fprintf(os.Stderr, "-overlay %q: want kind or kind-ha\n", cfg.overlay)
+	if !slices.Contains([]string{"kind", "kind-ha", "kind-hydra"}, cfg.overlay) {
+		fmt.Fprintf(os.Stderr, "-overlay %q: want kind, kind-ha or kind-hydra\n", cfg.overlay)
 		return 2
 	}
 	repo, err := filepath.Abs(cfg.repo)

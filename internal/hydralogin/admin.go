@@ -195,11 +195,7 @@ func (a *Admin) call(ctx context.Context, method, path, param, challenge string,
 		return fmt.Errorf("hydra %s %s: %w", method, path, err)
 	}
 	if resp.StatusCode/100 != 2 {
-		s := strings.TrimSpace(string(b))
-		if len(s) > 512 {
-			s = s[:512]
-		}
-		return &AdminError{Status: resp.StatusCode, Body: s}
+		return &AdminError{Status: resp.StatusCode, Body: clip(string(b))}
 	}
 	if out == nil || len(b) == 0 {
 		return nil

@@ -13,5 +13,7 @@
 //
 // [Admin] is the small client of Hydra's login, consent and logout admin API
 // the app uses; the tests' login and consent provider (e2e/oauth/hydratest)
-// uses it too.
+// uses it too. [Admin.EnsureClient] registers an OAuth client under a fixed
+// id, again and again without harm (`hydra-login --clients`, for the kind
+// overlay whose gateways name that id).
 package hydralogin

@@ -30,7 +30,7 @@ func repoRules(t *testing.T) Rules {
 	}
 	return Rules{
 		TiltImages:      images,
-		ThirdPartyRepos: map[string]bool{"nats": true, "temporalio/temporal": true, "temporalio/server": true, "temporalio/admin-tools": true, "postgres": true},
+		ThirdPartyRepos: map[string]bool{"nats": true, "temporalio/temporal": true, "temporalio/server": true, "temporalio/admin-tools": true, "postgres": true, "oryd/hydra": true},
 		External:        external,
 	}
 }
@@ -108,6 +108,10 @@ func TestManifests(t *testing.T) {
 				}
 			}
 			checkKind(t, objs, rules, 1)
+		}},
+		{dir: "k8s/overlays/kind-hydra", check: func(t *testing.T, objs []Object) {
+			checkKind(t, objs, rules, 1)
+			checkHydra(t, objs)
 		}},
 		{dir: "k8s/overlays/kind-ha", check: func(t *testing.T, objs []Object) {
 			// Temporal as production runs it: the server on PostgreSQL, its schema

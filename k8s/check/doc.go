@@ -5,7 +5,7 @@
 // selects a workload's pods on a port it has, every probe port exists on its
 // container, every ConfigMap and Secret referenced is defined, optional, or
 // documented as external in docs/operations.md, and every pod runs locked down.
-// Fleet rules (CheckFleet, CheckNATSCluster) hold the kind, kind-ha and prod
+// Fleet rules (CheckFleet, CheckNATSCluster) hold the kind, kind-hydra, kind-ha and prod
 // overlays to replicated JetStream assets, a 3-node NATS cluster that can
 // form, enough replicas, and a CPU budget that fits one 2-core kind node.
 // It also parses both Dockerfiles with BuildKit's parser and linter and checks

@@ -315,8 +315,8 @@ func checkPod(p *problems, w workload, byKind map[string]map[string]Object, rule
 		checkImage(p, where, c.Image, rules)
 		checkContainerSecurity(p, where, c)
 		for name, probe := range map[string]*corev1.Probe{"readiness": c.ReadinessProbe, "liveness": c.LivenessProbe, "startup": c.StartupProbe} {
-			if probe == nil && isJob(w) {
-				continue // a Job's pod runs to completion: nothing to probe
+			if probe == nil && (isJob(w) || runsToCompletion(spec, c)) {
+				continue // a Job's pod or an init container runs to completion: nothing to probe
 			}
 			checkProbe(p, where, name, probe, c)
 		}
@@ -345,6 +345,18 @@ func checkPod(p *problems, w workload, byKind map[string]map[string]Object, rule
 			}
 		}
 	}
+}
+
+// runsToCompletion reports whether c is an init container that is not a
+// sidecar (Kubernetes refuses probes on those: they run once, before the
+// others start).
+func runsToCompletion(spec corev1.PodSpec, c corev1.Container) bool {
+	for _, ic := range spec.InitContainers {
+		if ic.Name == c.Name {
+			return ic.RestartPolicy == nil || *ic.RestartPolicy != corev1.ContainerRestartPolicyAlways
+		}
+	}
+	return false
 }
 
 func checkProbe(p *problems, where, name string, probe *corev1.Probe, c corev1.Container) {

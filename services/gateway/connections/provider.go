@@ -54,6 +54,14 @@ type Provider struct {
 	// Params are extra authorization request parameters, e.g.
 	// {"audience": "https://api.example.com"}.
 	Params map[string]string `json:"params,omitempty"`
+	// HTTPBackChannel lets the endpoints only the gateway calls (token_url,
+	// revocation_url, the issuer's discovery) be plain http on any host, not
+	// only on loopback: for a provider the gateway reaches over a network the
+	// operator trusts, such as a Service of a development cluster whose
+	// browser-facing address is a port-forward. The client secret, codes and
+	// tokens then travel unencrypted; authorization_url, which browsers
+	// open, must still be https (http only on loopback).
+	HTTPBackChannel bool `json:"http_back_channel,omitempty"`
 
 	// Exchange makes the provider the operator's own authorization server for
 	// first-party APIs: nobody connects to it; the gateway exchanges each
@@ -130,12 +138,25 @@ func (p *Provider) resolve(ctx context.Context, hc *http.Client) error {
 		if u == "" && (what == "revocation_url" || (what == "authorization_url" && p.Exchange != "")) {
 			continue // an exchange provider has no browser flow
 		}
-		pu, err := url.Parse(u)
-		if err != nil || (pu.Scheme != "https" && !(pu.Scheme == "http" && loopback.Host(pu.Hostname()))) || pu.Host == "" {
-			return fmt.Errorf("%w: provider %s: %s %q must be an https URL (http only on loopback)", ErrConfig, p.Name, what, u)
+		backChannel := p.HTTPBackChannel && what != "authorization_url"
+		if !endpointURL(u, backChannel) {
+			if backChannel {
+				return fmt.Errorf("%w: provider %s: %s %q must be an http or https URL", ErrConfig, p.Name, what, u)
+			}
+			return fmt.Errorf("%w: provider %s: %s %q must be an https URL (http only on loopback, or with http_back_channel for the endpoints only the gateway calls)", ErrConfig, p.Name, what, u)
 		}
 	}
 	return nil
+}
+
+// endpointURL reports whether u may be a provider endpoint: https, or http
+// on loopback (on any host when httpAnywhere).
+func endpointURL(u string, httpAnywhere bool) bool {
+	pu, err := url.Parse(u)
+	if err != nil || pu.Host == "" {
+		return false
+	}
+	return pu.Scheme == "https" || (pu.Scheme == "http" && (httpAnywhere || loopback.Host(pu.Hostname())))
 }
 
 // discover reads the issuer's OpenID Connect discovery document (or, failing
