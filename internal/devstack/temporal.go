@@ -10,6 +10,8 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
+	"syscall"
 	"sync/atomic"
 	"time"
 
@@ -141,6 +143,16 @@ func StartTemporal(ctx context.Context, cfg TemporalConfig) (*Temporal, error) {
 // errPortTaken: a port found free was taken before the server bound it.
 var errPortTaken = errors.New("devstack: a Temporal port was taken before the server bound it")
 
+// portTaken marks err errPortTaken when a listen failed on a taken port: the
+// frontend's HTTP API reports that as an error (its gRPC ports panic, see
+// startTemporalOnce), through fx's wrapping, which keeps only the text.
+func portTaken(err error) error {
+	if errors.Is(err, syscall.EADDRINUSE) || strings.Contains(err.Error(), "address already in use") {
+		return fmt.Errorf("%w: %w", errPortTaken, err)
+	}
+	return err
+}
+
 func startTemporalOnce(ctx context.Context, cfg TemporalConfig) (_ *Temporal, err error) {
 	defer func() {
 		// Temporal's RPC factory reports a failed listen with logger.Fatal,
@@ -257,10 +269,10 @@ func startTemporalOnce(ctx context.Context, cfg TemporalConfig) (_ *Temporal, er
 		temporal.WithDynamicConfigClient(dyn),
 	)
 	if err != nil {
-		return nil, fmt.Errorf("devstack: configure temporal: %w", err)
+		return nil, portTaken(fmt.Errorf("devstack: configure temporal: %w", err))
 	}
 	if err := srv.Start(); err != nil {
-		return nil, fmt.Errorf("devstack: start temporal: %w", err)
+		return nil, portTaken(fmt.Errorf("devstack: start temporal: %w", err))
 	}
 	t := &Temporal{srv: srv, log: logger, address: frontend, namespace: cfg.Namespaces}
 	if err := waitListening(ctx, frontend, 30*time.Second); err != nil {
