@@ -8,6 +8,7 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"encoding/pem"
+	"errors"
 	"io"
 	"log/slog"
 	"os"
@@ -152,9 +153,12 @@ func serviceToken(t *testing.T, issuer, id, secret string, scopes ...string) str
 // actor_token = the delegate's own bearer token, which the OP issued (client
 // credentials) and the gateway verified by the OP's JWKS. The worker gets a
 // token the OP issued for alice, bound to the inventory audience, whose act
-// names the delegate; a gateway signing with another key is refused
-// (PERMISSION_DENIED); a caller without tools:delegate naming alice is
-// refused before any exchange.
+// names the delegate. Alice is no admin of the example storage, whose rule
+// (no impersonation without permission) passes because there is an actor.
+// Refused: an actor other than the delegate the subject JWT names (the
+// IdP's policy); a gateway signing with a key the IdP does not trust
+// (PERMISSION_DENIED); a caller without tools:delegate naming alice, before
+// any exchange.
 func TestDelegatedExchangeAtARealServer(t *testing.T) {
 	ctx := t.Context()
 	dir := t.TempDir()
@@ -234,6 +238,22 @@ func TestDelegatedExchangeAtARealServer(t *testing.T) {
 		t.Fatalf("introspected by the billing API: %v", in)
 	}
 
+	// The IdP's policy: the actor must be the delegate the subject JWT
+	// names; the gateway's exchange client with another actor's token
+	// (which the gateway itself never sends) is refused.
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	set, err := exchange.New(ctx, []connections.Provider{{Name: "corp", Issuer: issuer, ClientID: clientID, ClientSecretFile: secretFile,
+		Exchange: connections.ExchangeTokenExchange, AssertionKeyFile: keyFile}}, exchange.Options{Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reporter := serviceToken(t, issuer, "reporter", "reporter-secret", "tools:call")
+	_, err = set.Token(ctx, "corp", exchange.Request{Subject: "alice", Delegate: "orchestrator", DelegateToken: reporter,
+		Audience: "inventory", Scopes: []string{"items:read"}})
+	if !errors.Is(err, exchange.ErrRefused) {
+		t.Fatalf("a subject JWT naming the orchestrator with the reporter's actor token: %v, want a refusal", err)
+	}
+
 	// A gateway whose assertion key the IdP does not trust (same client
 	// credentials): the OP refuses its subject token, the tool does not run.
 	forgedGC := startExchangingGateway(t, issuer, disc.JWKS, secretFile, forgedKeyFile, wk.Addr())
@@ -247,7 +267,6 @@ func TestDelegatedExchangeAtARealServer(t *testing.T) {
 
 	// A caller without tools:delegate naming alice: refused by the gateway,
 	// nothing presented to the OP.
-	reporter := serviceToken(t, issuer, "reporter", "reporter-secret", "tools:call")
 	before = idp.subjects.Load()
 	notDelegate := []string{"authorization", "Bearer " + reporter, auth.HeaderOnBehalfOf, "alice", auth.HeaderOnBehalfScopes, "tools:call"}
 	if err := call(gc, notDelegate...); status.Code(err) != codes.PermissionDenied {
