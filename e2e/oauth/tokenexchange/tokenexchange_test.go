@@ -118,9 +118,9 @@ func userinfo(ctx context.Context, issuer, token string) (string, error) {
 // and scopes (introspection answers active to that audience's API only); a
 // forged subject token is refused (PERMISSION_DENIED at the gateway). The
 // example OP adds no act claim for this (direct) exchange, and its storage
-// accepts only subject tokens it issued itself, so the delegated form (a
-// subject JWT the gateway signs) is covered by services/gateway's
-// TestExchangedCredential against a form-checking server instead.
+// accepts only subject tokens it issued itself; the delegated form (a
+// subject JWT the gateway signs) runs in TestDelegatedExchangeAtARealServer,
+// on a storage that trusts the gateway's key.
 func TestTokenExchangeAtARealServer(t *testing.T) {
 	ctx := t.Context()
 	issuer := startOP(t)
