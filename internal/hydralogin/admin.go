@@ -170,6 +170,12 @@ func (a *Admin) call(ctx context.Context, method, path, param, challenge string,
 	if challenge == "" {
 		return fmt.Errorf("%w: %s", ErrNoChallenge, param)
 	}
+	return a.do(ctx, method, path, "?"+param+"="+url.QueryEscape(challenge), body, out)
+}
+
+// do sends method path+query with body (JSON; none when nil) and decodes a
+// 2xx answer into out (when not nil).
+func (a *Admin) do(ctx context.Context, method, path, query string, body, out any) error {
 	var rd io.Reader
 	if body != nil {
 		b, err := json.Marshal(body)
@@ -178,7 +184,7 @@ func (a *Admin) call(ctx context.Context, method, path, param, challenge string,
 		}
 		rd = bytes.NewReader(b)
 	}
-	req, err := http.NewRequestWithContext(ctx, method, a.base+path+"?"+param+"="+url.QueryEscape(challenge), rd)
+	req, err := http.NewRequestWithContext(ctx, method, a.base+path+query, rd)
 	if err != nil {
 		return fmt.Errorf("hydra %s: %w", path, err)
 	}

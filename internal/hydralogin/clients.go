@@ -1,7 +1,6 @@
 package hydralogin
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -67,38 +66,16 @@ func ReadClients(path string) ([]ClientSpec, error) {
 // nothing, and the client's consents and tokens are kept.
 func (a *Admin) EnsureClient(ctx context.Context, c ClientSpec) error {
 	path := "/admin/clients/" + url.PathEscape(c.ID)
-	err := a.send(ctx, http.MethodPut, path, c.body)
+	err := a.do(ctx, http.MethodPut, path, "", c.body, nil)
 	if ae := (*AdminError)(nil); !errors.As(err, &ae) || ae.Status != http.StatusNotFound {
 		return err
 	}
-	err = a.send(ctx, http.MethodPost, "/admin/clients", c.body)
+	err = a.do(ctx, http.MethodPost, "/admin/clients", "", c.body, nil)
 	if ae := (*AdminError)(nil); errors.As(err, &ae) && ae.Status == http.StatusConflict {
 		// Created by someone else since the PUT: replace it with c.
-		return a.send(ctx, http.MethodPut, path, c.body)
+		return a.do(ctx, http.MethodPut, path, "", c.body, nil)
 	}
 	return err
-}
-
-// send sends body (JSON) to path and discards a 2xx answer.
-func (a *Admin) send(ctx context.Context, method, path string, body []byte) error {
-	req, err := http.NewRequestWithContext(ctx, method, a.base+path, bytes.NewReader(body))
-	if err != nil {
-		return fmt.Errorf("hydra %s %s: %w", method, path, err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := a.hc.Do(req)
-	if err != nil {
-		return fmt.Errorf("hydra %s %s: %w", method, path, err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, maxAdminAnswer))
-	if err != nil {
-		return fmt.Errorf("hydra %s %s: %w", method, path, err)
-	}
-	if resp.StatusCode/100 != 2 {
-		return &AdminError{Status: resp.StatusCode, Body: clip(string(b))}
-	}
-	return nil
 }
 
 // clip cuts an admin API answer to what an error shows.

@@ -7,6 +7,7 @@ import (
 	"connectrpc.com/connect"
 
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
+	"github.com/toolfleet/toolfleet/orchestrator/toolcall"
 	"github.com/toolfleet/toolfleet/orchestrator/toolcall/apibase"
 )
 
@@ -28,22 +29,16 @@ func (s *Service) ResumeConnected(ctx context.Context, subject, provider string)
 	if err != nil {
 		return 0, fmt.Errorf("agentapi: list %s's runs: %w", subject, err)
 	}
-	n := 0
+	var open []string
 	for _, r := range list.GetRuns() {
-		if r.GetState() != "Running" {
-			continue
-		}
-		st, err := s.Runs.Get(ctx, r.GetRunId())
-		if err != nil {
-			continue // ended or restarting in between
-		}
-		for _, reply := range apibase.ConnectReplies(st.Questions, provider, subject) {
-			if err := s.Runs.AnswerQuestion(ctx, r.GetRunId(), reply); err == nil {
-				n++
-			}
+		if r.GetState() == "Running" {
+			open = append(open, r.GetRunId())
 		}
 	}
-	return n, nil
+	return apibase.ResumeConnected(ctx, open, subject, provider, func(ctx context.Context, id string) ([]toolcall.Question, error) {
+		st, err := s.Runs.Get(ctx, id)
+		return st.Questions, err
+	}, s.Runs.AnswerQuestion), nil
 }
 
 // ResumeConnected is [Service.ResumeConnected] once the service is set

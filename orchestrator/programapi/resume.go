@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/toolfleet/toolfleet/orchestrator/program"
+	"github.com/toolfleet/toolfleet/orchestrator/toolcall"
 	"github.com/toolfleet/toolfleet/orchestrator/toolcall/apibase"
 	"github.com/toolfleet/toolfleet/orchestrator/visibility"
 )
@@ -22,22 +23,19 @@ func (s *Service) ResumeConnected(ctx context.Context, subject, provider string)
 	if err != nil {
 		return 0, fmt.Errorf("programapi: list %s's programs: %w", subject, err)
 	}
-	n := 0
+	var open []string
 	for _, p := range list {
-		if p.State != "Running" {
-			continue
-		}
-		st, err := s.Programs.Get(ctx, p.ProgramID)
-		if err != nil || st.State == nil {
-			continue
-		}
-		for _, reply := range apibase.ConnectReplies(st.State.Questions, provider, subject) {
-			if err := s.Programs.AnswerQuestion(ctx, p.ProgramID, reply); err == nil {
-				n++
-			}
+		if p.State == "Running" {
+			open = append(open, p.ProgramID)
 		}
 	}
-	return n, nil
+	return apibase.ResumeConnected(ctx, open, subject, provider, func(ctx context.Context, id string) ([]toolcall.Question, error) {
+		st, err := s.Programs.Get(ctx, id)
+		if err != nil || st.State == nil {
+			return nil, err
+		}
+		return st.State.Questions, nil
+	}, s.Programs.AnswerQuestion), nil
 }
 
 // ResumeConnected is [Service.ResumeConnected] once the service is set

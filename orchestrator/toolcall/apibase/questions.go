@@ -1,6 +1,7 @@
 package apibase
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -93,6 +94,29 @@ func FindQuestion(pending []toolcall.Question, reply *toolcall.Reply) (q toolcal
 // MaxResumeScan bounds the runs (or programs) of one principal that
 // ResumeConnected reads after a connection is made.
 const MaxResumeScan = 100
+
+// ResumeConnected answers, as subject, every item of the open runs or
+// programs ids that waits for subject to connect provider: pending reads
+// one's pending items (an error skips it: ended or restarting in between),
+// answer sends one reply (a refusal skips it: answered meanwhile). It
+// returns how many items it answered.
+func ResumeConnected(ctx context.Context, ids []string, subject, provider string,
+	pending func(ctx context.Context, id string) ([]toolcall.Question, error),
+	answer func(ctx context.Context, id string, reply toolcall.Reply) error) int {
+	n := 0
+	for _, id := range ids {
+		qs, err := pending(ctx, id)
+		if err != nil {
+			continue
+		}
+		for _, reply := range ConnectReplies(qs, provider, subject) {
+			if answer(ctx, id, reply) == nil {
+				n++
+			}
+		}
+	}
+	return n
+}
 
 // ConnectReplies are the answers that resume every item of pending waiting
 // for its principal to connect provider: accept, by answerer (the principal,
