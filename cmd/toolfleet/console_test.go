@@ -313,10 +313,25 @@ func TestConsole(t *testing.T) {
 	if res, _ := alice.get("/console/runs?page=!!!"); res.StatusCode != http.StatusBadRequest {
 		t.Errorf("a damaged page link: %d, want 400", res.StatusCode)
 	}
-	// Sign-out ends the session.
+	// Sign-out ends the session, and with it the live views still open: the
+	// inbox's and a waiting run's streams end with "signed out".
+	res, _ = alice.post("/console/runs", url.Values{"model": {"scripted:hostile.yaml"}, "tools": {"Calculator.*"},
+		"approve": {"Calculator.*"}, "prompt": {"add 2 and 3"}})
+	m = regexp.MustCompile(`/console/runs/(run-[a-z0-9]+)$`).FindStringSubmatch(res.Request.URL.Path)
+	if m == nil {
+		t.Fatalf("starting a run to watch did not open its page: %s", res.Request.URL)
+	}
+	inboxLive := alice.stream(ctx, "/console/inbox/events")
+	runLive := alice.stream(ctx, "/console/runs/"+m[1]+"/events")
+	waitFor(ctx, t, "the run's live view to start", func() bool { return strings.Contains(runLive.String(), "event: entry") })
 	alice.post("/console/signout", nil)
 	if res, _ := alice.get("/console/runs"); !strings.HasSuffix(res.Request.URL.Path, "/signin") {
 		t.Errorf("after sign-out the runs page did not lead to the sign-in: %s", res.Request.URL)
+	}
+	for what, live := range map[string]*syncbuf.Buffer{"inbox": inboxLive, "run": runLive} {
+		waitFor(ctx, t, "the "+what+"'s live view to end at sign-out", func() bool {
+			return strings.Contains(live.String(), "event: end\ndata: signed out\n")
+		})
 	}
 }
 

@@ -2,6 +2,7 @@ package console
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"strconv"
 	"strings"
@@ -20,9 +21,63 @@ import (
 const (
 	inboxPoll       = 3 * time.Second
 	inboxStreamMax  = 10 * time.Minute
-	maxLivePerUser  = 8
+	maxLivePerUser  = 16
 	maxLiveInboxAll = 512
 )
+
+// errSignedOut ends a live stream whose session ended (signed out here or
+// at another replica, or expired).
+var errSignedOut = errors.New("console: signed out")
+
+// openLive starts a live stream of ss: it counts against the live bounds
+// (over them it answers 429 and ok is false), lasts at most max, and ends
+// within inboxPoll of ss's session ending, with cause errSignedOut (see
+// endLive). done releases it.
+func (s *Server) openLive(w http.ResponseWriter, r *http.Request, ss *session, max time.Duration) (ctx context.Context, done func(), ok bool) {
+	if !s.live.acquire(ss.id) {
+		http.Error(w, "too many live views are open: close some console tabs", http.StatusTooManyRequests)
+		return nil, nil, false
+	}
+	cctx, cancel := context.WithCancelCause(r.Context())
+	ctx, stop := context.WithTimeout(cctx, max)
+	watched := make(chan struct{})
+	go func() { // owned by the stream: ends with ctx, which done ends
+		defer close(watched)
+		if s.cfg.AuthOff {
+			return
+		}
+		tick := time.NewTicker(inboxPoll)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			if cur, err := s.sessions.byID(ctx, ss.id); err == nil && cur == nil {
+				cancel(errSignedOut)
+				return
+			}
+		}
+	}()
+	return ctx, func() {
+		stop()
+		cancel(nil)
+		<-watched
+		s.live.release(ss.id)
+	}, true
+}
+
+// endLive tells the page a stream ended because its session did ("end",
+// "signed out"); it reports whether it did.
+func endLive(ctx context.Context, w http.ResponseWriter, rc *http.ResponseController) bool {
+	if !errors.Is(context.Cause(ctx), errSignedOut) {
+		return false
+	}
+	_ = writeSSE(w, "", "end", "signed out")
+	_ = rc.Flush()
+	return true
+}
 
 // inboxData is what the inbox page and its live list render.
 type inboxData struct {
@@ -78,27 +133,21 @@ func inboxKey(d inboxData) string {
 }
 
 func (s *Server) inboxEvents(w http.ResponseWriter, r *http.Request, ss *session, a *apis) {
-	if !s.live.acquire(ss.id) {
-		http.Error(w, "too many live views are open: close some console tabs", http.StatusTooManyRequests)
+	ctx, done, ok := s.openLive(w, r, ss, inboxStreamMax)
+	if !ok {
 		return
 	}
-	defer s.live.release(ss.id)
-	ctx, cancel := context.WithTimeout(r.Context(), inboxStreamMax)
-	defer cancel()
+	defer done()
 	rc := startSSE(w)
 	tick := time.NewTicker(inboxPoll)
 	defer tick.Stop()
 	last := "\xff" // differs from every key: the first read is always sent
 	for {
-		if cur, err := s.sessions.byID(ctx, ss.id); err == nil && cur == nil && !s.cfg.AuthOff {
-			_ = writeSSE(w, "", "end", "signed out")
-			_ = rc.Flush()
-			return
-		}
 		cctx, ccancel := context.WithTimeout(ctx, apiTimeout)
 		items, err := pending(cctx, ss, a)
 		ccancel()
 		if ctx.Err() != nil {
+			endLive(ctx, w, rc)
 			return
 		}
 		d := inboxData{Items: items, CSRF: ss.csrf}
@@ -118,6 +167,7 @@ func (s *Server) inboxEvents(w http.ResponseWriter, r *http.Request, ss *session
 		}
 		select {
 		case <-ctx.Done():
+			endLive(ctx, w, rc)
 			return
 		case <-tick.C:
 		}

@@ -17,10 +17,11 @@ import (
 // html/template from GetProgram like the page; "end" when the program
 // ended. Each event's stream sequence is its SSE id, so a reconnecting
 // EventSource resumes after Last-Event-ID. The streams count against the
-// same bounds as the live inbox (per session and in all), and one lasts at
-// most liveStreamMax before the browser reconnects.
+// same bounds as the live inbox (per session and in all), one lasts at most
+// liveStreamMax before the browser reconnects, and it ends when the session
+// does (openLive).
 
-// liveStreamMax bounds one program stream.
+// liveStreamMax bounds one run or program stream.
 const liveStreamMax = 10 * time.Minute
 
 // programRefreshKinds are the events after which the live parts are re-rendered.
@@ -30,17 +31,15 @@ var programRefreshKinds = map[string]bool{"tool_call": true, "tool_result": true
 
 func (s *Server) programEvents(w http.ResponseWriter, r *http.Request, ss *session, a *apis) {
 	id := r.PathValue("id")
-	if !s.live.acquire(ss.id) {
-		http.Error(w, "too many live views are open: close some console tabs", http.StatusTooManyRequests)
+	ctx, done, ok := s.openLive(w, r, ss, liveStreamMax)
+	if !ok {
 		return
 	}
-	defer s.live.release(ss.id)
+	defer done()
 	var after uint64
 	if v := r.Header.Get("Last-Event-ID"); v != "" {
 		after, _ = strconv.ParseUint(v, 10, 64)
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), liveStreamMax)
-	defer cancel()
 	stream, err := a.programs.WatchProgram(ctx, as(ss, &toolfleetv1.WatchProgramRequest{ProgramId: id, AfterSequence: after}))
 	if err != nil {
 		s.sseRefuse(w, err)
@@ -75,6 +74,9 @@ func (s *Server) programEvents(w http.ResponseWriter, r *http.Request, ss *sessi
 		if rc.Flush() != nil || !stream.Receive() {
 			break
 		}
+	}
+	if endLive(ctx, w, rc) {
+		return
 	}
 	if err := stream.Err(); err != nil && ctx.Err() == nil {
 		_ = writeSSE(w, "", "problem", "The live view lost the program ("+messageOf(err)+"); reconnecting…")

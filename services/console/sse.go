@@ -20,7 +20,10 @@ import (
 // after Last-Event-ID); events that change what the run waits on also send
 // "summary", the re-rendered summary panel; the model's streamed text is
 // "delta" (JSON the script sets as text, never as HTML); the run's end is
-// "end", after which the script closes the stream.
+// "end", after which the script closes the stream. It is bounded like the
+// program's stream (openLive): per session and in all, at most
+// liveStreamMax (the browser then reconnects after Last-Event-ID), and it
+// ends ("end", "signed out") when the session does.
 
 // eventView is one transcript entry.
 type eventView struct {
@@ -72,7 +75,11 @@ func (s *Server) runEvents(w http.ResponseWriter, r *http.Request, ss *session, 
 	if v := r.Header.Get("Last-Event-ID"); v != "" {
 		after, _ = strconv.ParseUint(v, 10, 64)
 	}
-	ctx := r.Context()
+	ctx, done, ok := s.openLive(w, r, ss, liveStreamMax)
+	if !ok {
+		return
+	}
+	defer done()
 	stream, err := a.runs.WatchRun(ctx, as(ss, &toolfleetv1.WatchRunRequest{RunId: id, AfterSeq: after, Deltas: true}))
 	if err != nil {
 		s.sseRefuse(w, err)
@@ -100,6 +107,9 @@ func (s *Server) runEvents(w http.ResponseWriter, r *http.Request, ss *session, 
 		if !stream.Receive() {
 			break
 		}
+	}
+	if endLive(ctx, w, rc) {
+		return
 	}
 	if err := stream.Err(); err != nil && ctx.Err() == nil {
 		writeSSE(w, "", "problem", "The live view lost the run ("+messageOf(err)+"); reconnecting…")

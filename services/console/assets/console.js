@@ -38,6 +38,7 @@
   es.addEventListener("end", function (e) {
     es.close();
     streaming.textContent = "";
+    if (e.data === "signed out") { say("signed out: reload the page to sign in again"); return; }
     say("run " + e.data);
     document.body.classList.add("run-ended");
   });
@@ -106,7 +107,10 @@
   es.addEventListener("summary", function (e) { if (summary) { show(e.data); } });
   es.addEventListener("calls", function (e) { if (calls) { calls.innerHTML = e.data; } });
   es.addEventListener("problem", function (e) { say(e.data); });
-  es.addEventListener("end", function (e) { es.close(); say("program " + e.data); });
+  es.addEventListener("end", function (e) {
+    es.close();
+    say(e.data === "signed out" ? "signed out: reload the page to sign in again" : "program " + e.data);
+  });
   if (summary) {
     summary.addEventListener("focusout", function () {
       setTimeout(function () { if (waiting !== null && !typing()) { show(waiting); } }, 0);
