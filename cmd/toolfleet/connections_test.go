@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"io"
 	"log/slog"
 	"os"
@@ -18,6 +17,7 @@ import (
 	"github.com/toolfleet/toolfleet/services/gateway"
 	"github.com/toolfleet/toolfleet/services/gateway/connections"
 	"github.com/toolfleet/toolfleet/services/gateway/delegation"
+	"github.com/toolfleet/toolfleet/services/gateway/gatewaytest"
 )
 
 // TestConnectionsCommands runs the connections verbs against a gateway with
@@ -51,22 +51,7 @@ func TestConnectionsCommands(t *testing.T) {
 		t.Fatal(err)
 	}
 	w.Serving(g)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- g.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			t.Error("gateway did not stop")
-		}
-	})
-	select {
-	case <-g.Ready():
-	case <-time.After(20 * time.Second):
-		t.Fatal("gateway not ready")
-	}
+	gatewaytest.Run(t, g)
 	tok, err := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{"sub": "alice", "exp": time.Now().Add(time.Minute).Unix()}).SignedString([]byte(secret))
 	if err != nil {
 		t.Fatal(err)

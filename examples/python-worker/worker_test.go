@@ -38,6 +38,7 @@ import (
 	"github.com/toolfleet/toolfleet/sdk/tool"
 	"github.com/toolfleet/toolfleet/sdk/tool/contract"
 	"github.com/toolfleet/toolfleet/services/gateway"
+	"github.com/toolfleet/toolfleet/services/gateway/gatewaytest"
 )
 
 // debianPackages are what worker.py imports, from Debian (PyPI is not needed).
@@ -189,27 +190,7 @@ func startGateway(t *testing.T, natsURL string) *gateway.Gateway {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- g.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("gateway: %v", err)
-			}
-		case <-time.After(30 * time.Second):
-			t.Error("gateway did not stop")
-		}
-	})
-	select {
-	case <-g.Ready():
-	case err := <-done:
-		t.Fatalf("gateway: %v", err)
-	case <-time.After(20 * time.Second):
-		t.Fatal("gateway not ready")
-	}
+	gatewaytest.Run(t, g)
 	return g
 }
 

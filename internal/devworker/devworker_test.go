@@ -259,22 +259,28 @@ func main() {
 // A rebuild that changes the contract (Ready's key) cannot run beside the old
 // worker (a registry refuses a second contract of a version): the old one
 // stops first, and the new build starts again on a fresh address.
-func TestRunContractChangeStopsTheOldFirst(t *testing.T) {
-	t.Parallel()
-	mod := t.TempDir()
+// contractModule is a module whose main.go is program("v1", false); write
+// replaces main.go.
+func contractModule(t *testing.T) (mod string, write func(src string)) {
+	t.Helper()
+	mod = t.TempDir()
 	if err := os.WriteFile(filepath.Join(mod, "go.mod"), []byte("module example.com/c\n\ngo 1.26\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	write := func(src string) {
+	write = func(src string) {
 		t.Helper()
 		if err := os.WriteFile(filepath.Join(mod, "main.go"), []byte(src), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
 	write(program("v1", false))
-	var out, status lines
-	// The contract key is the version the worker printed with its address.
-	ready := func(ctx context.Context, addr string) (string, error) {
+	return mod, write
+}
+
+// contractReady is a Config.Ready whose contract key is the version the
+// worker printed to out with its address.
+func contractReady(out *lines) func(ctx context.Context, addr string) (string, error) {
+	return func(ctx context.Context, addr string) (string, error) {
 		re := regexp.MustCompile(`(v\d) started \d+ \[--listen ` + regexp.QuoteMeta(addr) + `\]`)
 		for {
 			if m := re.FindStringSubmatch(out.String()); m != nil {
@@ -287,6 +293,13 @@ func TestRunContractChangeStopsTheOldFirst(t *testing.T) {
 			}
 		}
 	}
+}
+
+func TestRunContractChangeStopsTheOldFirst(t *testing.T) {
+	t.Parallel()
+	mod, write := contractModule(t)
+	var out, status lines
+	ready := contractReady(&out)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
@@ -321,31 +334,9 @@ func TestRunContractChangeStopsTheOldFirst(t *testing.T) {
 // gone once the swap is over.
 func TestRunContractChangeDrainsTheOld(t *testing.T) {
 	t.Parallel()
-	mod := t.TempDir()
-	if err := os.WriteFile(filepath.Join(mod, "go.mod"), []byte("module example.com/c\n\ngo 1.26\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	write := func(src string) {
-		t.Helper()
-		if err := os.WriteFile(filepath.Join(mod, "main.go"), []byte(src), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	write(program("v1", false))
+	mod, write := contractModule(t)
 	var out, status lines
-	ready := func(ctx context.Context, addr string) (string, error) {
-		re := regexp.MustCompile(`(v\d) started \d+ \[--listen ` + regexp.QuoteMeta(addr) + `\]`)
-		for {
-			if m := re.FindStringSubmatch(out.String()); m != nil {
-				return m[1], nil
-			}
-			select {
-			case <-ctx.Done():
-				return "", ctx.Err()
-			case <-time.After(10 * time.Millisecond):
-			}
-		}
-	}
+	ready := contractReady(&out)
 	drained := make(chan string, 4)
 	// The program prints "stopping" on SIGTERM: its DRAINING announcement here.
 	draining := func(ctx context.Context, addr string, stop func()) error {
@@ -407,31 +398,9 @@ func TestRunContractChangeDrainsTheOld(t *testing.T) {
 // stops only after the new one was ready, and Draining is not used.
 func TestRunContractExtendedSwapsWithoutRestart(t *testing.T) {
 	t.Parallel()
-	mod := t.TempDir()
-	if err := os.WriteFile(filepath.Join(mod, "go.mod"), []byte("module example.com/c\n\ngo 1.26\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	write := func(src string) {
-		t.Helper()
-		if err := os.WriteFile(filepath.Join(mod, "main.go"), []byte(src), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	write(program("v1", false))
+	mod, write := contractModule(t)
 	var out, status lines
-	ready := func(ctx context.Context, addr string) (string, error) {
-		re := regexp.MustCompile(`(v\d) started \d+ \[--listen ` + regexp.QuoteMeta(addr) + `\]`)
-		for {
-			if m := re.FindStringSubmatch(out.String()); m != nil {
-				return m[1], nil
-			}
-			select {
-			case <-ctx.Done():
-				return "", ctx.Err()
-			case <-time.After(10 * time.Millisecond):
-			}
-		}
-	}
+	ready := contractReady(&out)
 	joinedAsked := make(chan string, 4)
 	joined := func(_ context.Context, addr string) bool { joinedAsked <- addr; return true }
 	draining := func(context.Context, string, func()) error {

@@ -34,6 +34,7 @@ import (
 	"github.com/toolfleet/toolfleet/sdk/tool"
 	"github.com/toolfleet/toolfleet/sdk/tool/tooltest"
 	"github.com/toolfleet/toolfleet/services/gateway"
+	"github.com/toolfleet/toolfleet/services/gateway/gatewaytest"
 	"github.com/toolfleet/toolfleet/services/gateway/idempotency"
 	"github.com/toolfleet/toolfleet/services/gateway/results"
 	"github.com/toolfleet/toolfleet/workers/calculator/calculator"
@@ -309,27 +310,7 @@ func startGateway(t *testing.T, cfg gateway.Config) *gateway.Gateway {
 	if err != nil {
 		t.Fatalf("gateway.New: %v", err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- g.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("gateway Run: %v", err)
-			}
-		case <-time.After(30 * time.Second):
-			t.Errorf("gateway did not stop")
-		}
-	})
-	select {
-	case <-g.Ready():
-	case err := <-done:
-		t.Fatalf("gateway Run: %v", err)
-	case <-time.After(10 * time.Second):
-		t.Fatal("gateway not ready")
-	}
+	gatewaytest.Run(t, g)
 	return g
 }
 

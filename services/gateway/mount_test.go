@@ -21,6 +21,7 @@ import (
 	toolfleetv1 "github.com/toolfleet/toolfleet/gen/toolfleet/v1"
 	"github.com/toolfleet/toolfleet/gen/toolfleet/v1/toolfleetv1connect"
 	"github.com/toolfleet/toolfleet/services/gateway"
+	"github.com/toolfleet/toolfleet/services/gateway/gatewaytest"
 )
 
 // echoRuns answers GetRun with the caller's subject as the failure message,
@@ -220,15 +221,7 @@ func TestMountOverGRPC(t *testing.T) {
 // runMounted runs g until the test ends and returns a gRPC connection to it.
 func runMounted(t *testing.T, g *gateway.Gateway) *grpc.ClientConn {
 	t.Helper()
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() { done <- g.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
-	select {
-	case <-g.Ready():
-	case err := <-done:
-		t.Fatal(err)
-	}
+	gatewaytest.Run(t, g)
 	cc, err := grpc.NewClient(g.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)

@@ -35,6 +35,7 @@ import (
 	"github.com/toolfleet/toolfleet/sdk/tool/tooltest"
 	"github.com/toolfleet/toolfleet/services/gateway"
 	"github.com/toolfleet/toolfleet/services/gateway/connections"
+	"github.com/toolfleet/toolfleet/services/gateway/gatewaytest"
 
 	"github.com/toolfleet/toolfleet/e2e/oauth/hydratest"
 )
@@ -176,32 +177,8 @@ func (f *fleet) gateway(conns *connections.Service) toolfleetv1.ToolGatewayServi
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- g.Run(ctx) }()
-	f.t.Cleanup(func() {
-		cancel()
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			f.t.Error("gateway did not stop")
-		}
-	})
-	select {
-	case <-g.Ready():
-	case <-time.After(20 * time.Second):
-		f.t.Fatal("gateway not ready")
-	}
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		if _, err := g.GetTool(&toolfleetv1.GetToolRequest{ToolId: "Delegated.Profile"}); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			f.t.Fatal("the gateway does not serve Delegated.Profile")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	gatewaytest.Run(f.t, g)
+	gatewaytest.WaitTool(f.t, g, "Delegated.Profile")
 	f.addr = g.Addr()
 	conn, err := grpc.NewClient(g.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {

@@ -44,6 +44,7 @@ import (
 	"github.com/toolfleet/toolfleet/services/gateway"
 	"github.com/toolfleet/toolfleet/services/gateway/delegation"
 	"github.com/toolfleet/toolfleet/services/gateway/exchange"
+	"github.com/toolfleet/toolfleet/services/gateway/gatewaytest"
 
 	"github.com/toolfleet/toolfleet/e2e/oauth/hydratest"
 )
@@ -255,32 +256,8 @@ func TestExchangeForFirstPartyAPI(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	runCtx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- g.Run(runCtx) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			t.Error("gateway did not stop")
-		}
-	})
-	select {
-	case <-g.Ready():
-	case <-time.After(20 * time.Second):
-		t.Fatal("gateway not ready")
-	}
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		if _, err := g.GetTool(&toolfleetv1.GetToolRequest{ToolId: "Delegated.Inventory"}); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the gateway does not serve Delegated.Inventory")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	gatewaytest.Run(t, g)
+	gatewaytest.WaitTool(t, g, "Delegated.Inventory")
 	conn, err := grpc.NewClient(g.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)

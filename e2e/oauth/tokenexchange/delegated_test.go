@@ -37,6 +37,7 @@ import (
 	"github.com/toolfleet/toolfleet/services/gateway/auth"
 	"github.com/toolfleet/toolfleet/services/gateway/connections"
 	"github.com/toolfleet/toolfleet/services/gateway/exchange"
+	"github.com/toolfleet/toolfleet/services/gateway/gatewaytest"
 )
 
 // tokenKeeper serves Delegated.Inventory: it keeps the corp token the gateway
@@ -100,32 +101,8 @@ func startExchangingGateway(t *testing.T, issuer, jwksURL, secretFile, keyFile, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	runCtx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- g.Run(runCtx) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			t.Error("gateway did not stop")
-		}
-	})
-	select {
-	case <-g.Ready():
-	case err := <-done:
-		t.Fatalf("gateway Run: %v", err)
-	case <-time.After(20 * time.Second):
-		t.Fatal("gateway not ready")
-	}
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if _, err := g.GetTool(&toolfleetv1.GetToolRequest{ToolId: "Delegated.Inventory"}); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the gateway does not serve Delegated.Inventory")
-		}
-	}
+	gatewaytest.Run(t, g)
+	gatewaytest.WaitTool(t, g, "Delegated.Inventory")
 	conn, err := grpc.NewClient(g.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)

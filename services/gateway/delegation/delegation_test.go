@@ -23,6 +23,7 @@ import (
 	"github.com/toolfleet/toolfleet/services/gateway"
 	"github.com/toolfleet/toolfleet/services/gateway/connections"
 	"github.com/toolfleet/toolfleet/services/gateway/delegation"
+	"github.com/toolfleet/toolfleet/services/gateway/gatewaytest"
 )
 
 const secret = "delegation-wiring-test-secret-0123456789"
@@ -64,22 +65,7 @@ func TestWiring(t *testing.T) {
 		t.Fatal(err)
 	}
 	w.Serving(g)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- g.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			t.Error("gateway did not stop")
-		}
-	})
-	select {
-	case <-g.Ready():
-	case <-time.After(20 * time.Second):
-		t.Fatal("gateway not ready")
-	}
+	gatewaytest.Run(t, g)
 	base := "http://" + g.Addr()
 	as := func(sub string) connect.ClientOption {
 		tok, err := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{"sub": sub, "exp": time.Now().Add(time.Minute).Unix()}).SignedString([]byte(secret))

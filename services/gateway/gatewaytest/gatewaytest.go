@@ -36,7 +36,7 @@ import (
 // Timeouts of [Toolkit]: the gateway's start, the wait until it routes to the
 // worker, and its stop at the end of the test.
 const (
-	ReadyTimeout    = 10 * time.Second
+	ReadyTimeout    = 20 * time.Second
 	DiscoverTimeout = 20 * time.Second
 	StopTimeout     = 30 * time.Second
 )
@@ -66,6 +66,27 @@ func Toolkit(t testing.TB, cfg tool.Config, register func(w *tool.Worker)) *Gate
 	if err != nil {
 		t.Fatalf("gatewaytest: gateway.New: %v", err)
 	}
+	Run(t, g)
+	// The gateway loads the worker's contract by reflection in the background.
+	deadline := time.Now().Add(DiscoverTimeout)
+	for {
+		l, err := g.ListTools(&toolfleetv1.ListToolsRequest{})
+		if err == nil && len(l.GetTools()) > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("gatewaytest: the gateway found no tool on the worker within %s (did register add a service with toolfleet options?): %v", DiscoverTimeout, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return &Gateway{Client: toolfleetv1.NewToolGatewayServiceClient(tooltest.Dial(t, g.Addr())), Gateway: g, Worker: w}
+}
+
+// Run runs g (made by gateway.New) until the test ends, and returns once it
+// serves: a test fails if it is not ready within ReadyTimeout, or does not
+// stop within StopTimeout of the test's end, or Run fails.
+func Run(t testing.TB, g *gateway.Gateway) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- g.Run(ctx) }()
@@ -87,19 +108,23 @@ func Toolkit(t testing.TB, cfg tool.Config, register func(w *tool.Worker)) *Gate
 	case <-time.After(ReadyTimeout):
 		t.Fatalf("gatewaytest: the gateway was not ready within %s", ReadyTimeout)
 	}
-	// The gateway loads the worker's contract by reflection in the background.
+}
+
+// WaitTool waits until g serves toolID (it loads workers' contracts in the
+// background), failing the test after DiscoverTimeout.
+func WaitTool(t testing.TB, g *gateway.Gateway, toolID string) {
+	t.Helper()
 	deadline := time.Now().Add(DiscoverTimeout)
 	for {
-		l, err := g.ListTools(&toolfleetv1.ListToolsRequest{})
-		if err == nil && len(l.GetTools()) > 0 {
-			break
+		_, err := g.GetTool(&toolfleetv1.GetToolRequest{ToolId: toolID})
+		if err == nil {
+			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("gatewaytest: the gateway found no tool on the worker within %s (did register add a service with toolfleet options?): %v", DiscoverTimeout, err)
+			t.Fatalf("gatewaytest: the gateway does not serve %s within %s: %v", toolID, DiscoverTimeout, err)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	return &Gateway{Client: toolfleetv1.NewToolGatewayServiceClient(tooltest.Dial(t, g.Addr())), Gateway: g, Worker: w}
 }
 
 // CallOption adjusts the request [Gateway.Call] sends.
