@@ -54,7 +54,8 @@ func (b *Tasks) ConnectLink(ctx context.Context, provider string, scopes []strin
 }
 
 // linkCache keeps connect links by caller, provider and scopes, at most
-// maxLinks, each for linkReuse.
+// maxLinks, each for linkReuse. Not golang-lru's expirable LRU (a module
+// dependency already): it starts a goroutine nothing can stop.
 type linkCache struct {
 	mu    sync.Mutex
 	links map[string]link
